@@ -1,0 +1,224 @@
+"""The compiled truth: every operation of every spec as a `Tool`, gathered in a `Catalog`.
+
+A `Tool` carries the exact JSON Schema (2020-12) of its input and output, and a *binding*
+(`Argument`s and a `BodyBinding`) that says where every argument goes on the wire. The
+compiler (`gateway.openapi`) produces these; the executor reads the binding and never guesses.
+Everything here is plain, immutable-by-convention data so a catalog can be cached on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Location = Literal["path", "query", "header", "cookie", "body"]
+Level = Literal["error", "warning"]
+
+JSONSchema = dict[str, Any]
+
+
+@dataclass(slots=True, kw_only=True)
+class Diagnostic:
+    """Something the compiler or the manifest loader met that the operator should know about."""
+
+    level: Level
+    """`error`: the thing named was skipped or is unusable; `warning`: it was used, with a caveat."""
+    file: str
+    """The file, relative to the folder it was loaded from (e.g. `github.json`, `agents.yaml`)."""
+    pointer: str = ""
+    """A JSON pointer into the file (`/paths/~1repos/get`), or a key path for the manifest."""
+    message: str = ""
+    line: int | None = None
+    """1-based line in the file, where known (the manifest always knows)."""
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.pointer:
+            where += f": {self.pointer}" if self.line is not None else f"#{self.pointer}"
+        return f"{where}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "file": self.file,
+            "pointer": self.pointer,
+            "line": self.line,
+            "message": self.message,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class Argument:
+    """One top-level property of a tool's input schema, and where its value goes in the request."""
+
+    name: str
+    """The property name the model sees (the spec's name unless a collision forced a rename)."""
+    location: Location
+    """`path`, `query`, `header`, `cookie`: a parameter. `body`: a property of an object body."""
+    wire_name: str
+    """The name on the wire: the parameter's `name`, or the body property's name."""
+    required: bool = False
+    style: str | None = None
+    """OpenAPI style; None for body properties. Defaults already applied by the compiler
+    (path/header: simple, query/cookie: form)."""
+    explode: bool = False
+    """OpenAPI explode, defaults already applied (form: true, otherwise false)."""
+    allow_reserved: bool = False
+    content_type: str | None = None
+    """Set when the parameter uses `content` instead of `schema` (the value is serialized in that media type)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Encoding:
+    """OpenAPI Encoding Object of one property of a form or multipart body."""
+
+    content_type: str | None = None
+    style: str | None = None
+    explode: bool | None = None
+    allow_reserved: bool = False
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, kw_only=True)
+class BodyBinding:
+    """How the request body is assembled."""
+
+    media_type: str
+    """The declared media type sent as Content-Type (e.g. `application/vnd.github+json`)."""
+    required: bool = False
+    argument: str | None = None
+    """The argument that holds the whole body (usually `body`). None when the body is an object whose
+    properties sit at the top level of the input schema (see `Argument.location == "body"`)."""
+    encoding: dict[str, Encoding] = field(default_factory=dict)
+    """Per-property encoding for `application/x-www-form-urlencoded` and `multipart/form-data`."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Server:
+    """One entry of the spec's `servers` (Swagger 2.0's host/basePath/schemes already translated)."""
+
+    url: str
+    variables: dict[str, str] = field(default_factory=dict)
+    """Each server variable's default."""
+
+    def resolved(self) -> str:
+        url = self.url
+        for name, value in self.variables.items():
+            url = url.replace("{" + name + "}", value)
+        return url
+
+
+@dataclass(slots=True, kw_only=True)
+class Tool:
+    """One operation of one spec, as the model and the executor know it."""
+
+    name: str
+    """Unique in the catalog, `^[a-zA-Z0-9_-]{1,64}$`, deterministic."""
+    api: str
+    """The spec's path under the specs folder without extension (`github`, `twilio.com/api`)."""
+    operation_id: str | None
+    method: str
+    """Upper case: GET, POST, ..."""
+    path: str
+    """The path template as in the spec (`/repos/{owner}/{repo}`), without the server part."""
+    description: str
+    input_schema: JSONSchema
+    """An object schema (JSON Schema 2020-12), carrying only the `$defs` it uses."""
+    output_schema: JSONSchema | None = None
+    """The schema of the first 2xx JSON response, when there is one."""
+    arguments: tuple[Argument, ...] = ()
+    body: BodyBinding | None = None
+    servers: tuple[Server, ...] = ()
+    """Operation-, path- or spec-level servers, whichever is most specific."""
+    response_media_types: tuple[str, ...] = ()
+    """Media types of the responses, for `Accept`."""
+    security: tuple[dict[str, tuple[str, ...]], ...] = ()
+    """Alternatives of security requirements: scheme name -> scopes. Empty: none required."""
+    tags: tuple[str, ...] = ()
+    deprecated: bool = False
+    summary: str = ""
+    source: str = ""
+    """File the operation came from (relative to the specs folder)."""
+    pointer: str = ""
+    """JSON pointer of the operation in that file."""
+
+    @property
+    def is_write(self) -> bool:
+        return self.method not in ("GET", "HEAD", "OPTIONS")
+
+    def argument(self, name: str) -> Argument | None:
+        for argument in self.arguments:
+            if argument.name == name:
+                return argument
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--format json` rendering."""
+        return {
+            "name": self.name,
+            "api": self.api,
+            "operation_id": self.operation_id,
+            "method": self.method,
+            "path": self.path,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "tags": list(self.tags),
+            "deprecated": self.deprecated,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class ApiSpec:
+    """What the catalog knows of one spec file, beside its tools."""
+
+    name: str
+    file: str
+    openapi_version: str = ""
+    title: str = ""
+    version: str = ""
+    servers: tuple[Server, ...] = ()
+    security_schemes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operation_count: int = 0
+    tool_count: int = 0
+    content_hash: str = ""
+
+
+class Catalog:
+    """All tools of all specs, by name; one compiled truth shared by every agent and every door."""
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        apis: Mapping[str, ApiSpec] | None = None,
+        diagnostics: Iterable[Diagnostic] = (),
+    ) -> None:
+        self.tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self.tools:
+                raise ValueError(f"duplicate tool name {tool.name!r}")
+            self.tools[tool.name] = tool
+        self.apis: dict[str, ApiSpec] = dict(apis or {})
+        self.diagnostics: list[Diagnostic] = list(diagnostics)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools.values())
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def for_api(self, api: str) -> list[Tool]:
+        return [tool for tool in self.tools.values() if tool.api == api]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.level == "error"]

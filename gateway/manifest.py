@@ -1,0 +1,153 @@
+"""agents.yaml as data: providers, apis, agents (with their tool selections and policies), clients.
+
+The loader (`load_manifest`) validates the whole file and reports every mistake at once with
+file:line and key path; see `gateway.manifest_loader`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+Approval = Literal["never", "writes", "always"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ProviderConfig:
+    name: str
+    kind: ProviderKind
+    base_url: str
+    """openai: the `/v1` root; anthropic, gemini, ollama: the server root."""
+    api_key: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 120.0
+
+
+@dataclass(slots=True, kw_only=True)
+class AuthConfig:
+    """One credential. `type`: bearer | basic | api_key | oauth2_client_credentials."""
+
+    type: Literal["bearer", "basic", "api_key", "oauth2_client_credentials"]
+    token: str | None = None
+    username: str | None = None
+    password: str | None = None
+    location: Literal["header", "query", "cookie"] = "header"
+    """api_key: where the key goes (the YAML key is `in`)."""
+    name: str | None = None
+    """api_key: the header, query parameter or cookie name."""
+    value: str | None = None
+    token_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = ()
+
+    def secrets(self) -> list[str]:
+        """Every secret value this credential holds (for redaction)."""
+        return [s for s in (self.token, self.password, self.value, self.client_secret) if s]
+
+
+@dataclass(slots=True, kw_only=True)
+class ApiConfig:
+    name: str
+    base_url: str | None = None
+    """Overrides the spec's servers."""
+    auth: list[AuthConfig] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 30.0
+    max_concurrency: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolOverride:
+    """Per-tool settings inside a selection entry."""
+
+    rename: str | None = None
+    description: str | None = None
+    approval: Approval | None = None
+    timeout: float | None = None
+    max_result_bytes: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolSelection:
+    """One entry of an agent's `tools:` list: which operations of one api."""
+
+    api: str
+    operations: list[str] | None = None
+    """operationIds or tool names, globs allowed; None: all."""
+    tags: list[str] | None = None
+    methods: list[str] | None = None
+    paths: list[str] | None = None
+    exclude: list[str] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)
+    """Fixed argument values, hidden from the model, always sent."""
+    overrides: dict[str, ToolOverride] = field(default_factory=dict)
+    """Per tool (operationId or catalog tool name) overrides (YAML key `override`)."""
+    line: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class Policy:
+    approval: Approval = "never"
+    max_iterations: int = 40
+    max_consecutive_errors: int = 3
+    max_parallel_calls: int = 8
+    max_result_bytes: int = 64_000
+    timeout: float = 300.0
+    """Wall-clock deadline of one run, seconds."""
+    tool_timeout: float | None = None
+    """Per tool call; None: the api's timeout."""
+    max_tool_calls: int = 200
+    """Cap on tool calls in one run."""
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentConfig:
+    name: str
+    model: str
+    """`<provider>/<model id>` as written."""
+    provider: str
+    model_id: str
+    instructions: str = ""
+    description: str = ""
+    tools: list[ToolSelection] = field(default_factory=list)
+    policy: Policy = field(default_factory=Policy)
+    delegates: list[str] = field(default_factory=list)
+    line: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ClientConfig:
+    name: str
+    key: str
+    agents: list[str] = field(default_factory=list)
+    """Agents this client may use; `["*"]` for all."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Manifest:
+    file: str = "agents.yaml"
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
+    apis: dict[str, ApiConfig] = field(default_factory=dict)
+    agents: dict[str, AgentConfig] = field(default_factory=dict)
+    clients: dict[str, ClientConfig] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Gateway-wide settings (YAML key `gateway`): audit retention, store path, rate limits, ..."""
+
+    def api(self, name: str) -> ApiConfig:
+        """The api's configuration, or the defaults when agents.yaml says nothing of it."""
+        return self.apis.get(name) or ApiConfig(name=name)
+
+    def secrets(self) -> list[str]:
+        """Every secret value in the manifest, for redaction."""
+        values: list[str] = []
+        for provider in self.providers.values():
+            if provider.api_key:
+                values.append(provider.api_key)
+        for api in self.apis.values():
+            for auth in api.auth:
+                values.extend(auth.secrets())
+        for client in self.clients.values():
+            values.append(client.key)
+        return values

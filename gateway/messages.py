@@ -1,0 +1,99 @@
+"""The loop's internal form: provider-neutral messages, tool calls and tool results.
+
+Provider adapters (`gateway.providers`) translate between these and each wire format; the
+executor turns a `ToolCall` into a `ToolResult`; the server renders them as OpenAI shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+ErrorType = Literal[
+    "invalid_arguments",  # arguments failed the input schema, or could not be parsed: nothing was sent
+    "unknown_tool",  # the model named a tool it does not have
+    "upstream_error",  # the API answered with a non-2xx status
+    "transport_error",  # connect/read failure, reset, too many redirects, refused redirect
+    "timeout",  # the call's deadline passed
+    "approval_pending",  # the tool needs a human's approval first: nothing was sent
+    "approval_denied",  # a human refused the call
+    "configuration_error",  # the gateway cannot build the request (e.g. a relative server without base_url)
+    "rate_limited",  # a gateway rate limit or per-run cap refused the call
+    "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
+    "delegate_error",  # a sub-agent's run failed
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCall:
+    """One call the model asked for, normalized from any wire format."""
+
+    id: str
+    """The provider's call id, or a synthesized one (unique per turn) when the provider gave none."""
+    name: str
+    arguments: dict[str, Any] | None = None
+    """The parsed arguments; None when they could not be parsed (see `parse_error`)."""
+    raw_arguments: str | dict[str, Any] | None = None
+    """Exactly what the provider sent (a JSON string for OpenAI, an object for the others)."""
+    parse_error: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Provider state that must be echoed back (e.g. Gemini `thoughtSignature`)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult:
+    """What one tool call produced: the HTTP outcome, or an error the model can act on."""
+
+    ok: bool
+    status: int | None = None
+    """The upstream HTTP status; None when no request was sent."""
+    media_type: str | None = None
+    body: Any = None
+    """Parsed JSON, text, or for binary a short description with size and type."""
+    truncated: bool = False
+    error: str | None = None
+    """For failures: a message written for the model (what went wrong and how to fix it)."""
+    error_type: ErrorType | None = None
+    duration_ms: float = 0.0
+    bytes: int = 0
+    """Bytes of the upstream body read."""
+    approval_id: str | None = None
+    """Set with `error_type == "approval_pending"`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "media_type": self.media_type,
+            "body": self.body,
+            "truncated": self.truncated,
+            "error": self.error,
+            "error_type": self.error_type,
+            "duration_ms": round(self.duration_ms, 3),
+            "bytes": self.bytes,
+            **({"approval_id": self.approval_id} if self.approval_id else {}),
+        }
+
+    @classmethod
+    def failure(cls, error_type: ErrorType, error: str, **fields: Any) -> ToolResult:
+        return cls(ok=False, error_type=error_type, error=error, **fields)
+
+
+@dataclass(slots=True, kw_only=True)
+class Message:
+    """One message of a conversation, in no provider's format."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """For assistant messages."""
+    tool_call_id: str | None = None
+    """For tool messages: the call this answers."""
+    name: str | None = None
+    """For tool messages: the tool's name (Gemini and Ollama need it)."""
+    is_error: bool = False
+    """For tool messages: the result was an error (Anthropic's `is_error`)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Provider state to echo back: Anthropic thinking blocks, DeepSeek `reasoning_content`, ..."""
