@@ -1,0 +1,303 @@
+"""The provider adapter contract, and what every wire format shares.
+
+A `ProviderAdapter` turns the loop's neutral `Message`s and an agent's tools into one provider's request,
+sends it (pooled `httpx.AsyncClient`, timeouts, retries with backoff on 429/5xx/connect errors honouring
+`Retry-After`), and parses the answer, streamed or not, into a `Turn`. Provider failures become
+`ProviderError(provider, message, status)`; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import abc
+import email.utils
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+import httpx
+
+from ..errors import ProviderError
+from ..manifest import ProviderConfig
+from ..messages import Message, ToolCall
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
+TextCallback = Callable[[str], Awaitable[None]]
+
+_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_MAX_RETRY_AFTER = 60.0
+
+
+class ToolLike(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts, summed over LLM calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.llm_calls += other.llm_calls
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "llm_calls": self.llm_calls,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), int(data.get("llm_calls", 0)))
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn:
+    """One answer of the model, normalized."""
+
+    message: Message
+    finish_reason: FinishReason
+    raw_finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def truncated(self) -> bool:
+        """The model's output hit its token limit: any tool call in it may carry cut-off arguments."""
+        return self.finish_reason == "length"
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON string is parsed ("" and null are {}), an object used as is; anything else is a parse error."""
+    if raw is None:
+        return {}, None
+    if isinstance(raw, dict):
+        return raw, None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}, None
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            return None, f"the arguments are not valid JSON ({exc}); send one JSON object"
+        if isinstance(value, dict):
+            return value, None
+        return None, f"the arguments must be a JSON object, not {type(value).__name__}"
+    return None, f"the arguments must be a JSON object, not {type(raw).__name__}"
+
+
+def make_call(call_id: str | None, name: str, raw: Any, extras: dict[str, Any] | None = None) -> ToolCall:
+    arguments, error = parse_arguments(raw)
+    return ToolCall(id=call_id or "", name=name or "", arguments=arguments, raw_arguments=raw, parse_error=error,
+                    extras=extras or {})
+
+
+def ensure_unique_ids(calls: list[ToolCall]) -> None:
+    """Give every call of one turn an id, unique in the turn (providers may omit or repeat them)."""
+    seen: set[str] = set()
+    for call in calls:
+        if not call.id or call.id in seen:
+            if call.id:
+                call.extras.setdefault("provider_id", call.id)
+            call.id = f"call_{uuid.uuid4().hex[:24]}"
+            call.extras["synthesized_id"] = True
+        seen.add(call.id)
+
+
+def result_payload(message: Message) -> dict[str, Any]:
+    """A tool message's result as an object (Gemini's functionResponse.response must be one)."""
+    result = message.extras.get("result")
+    if isinstance(result, dict):
+        if result.get("ok"):
+            return {"output": result.get("body")}
+        return {"error": {k: v for k, v in result.items() if k in ("error", "error_type", "status", "body") and v}}
+    if message.is_error:
+        return {"error": message.content or ""}
+    return {"output": message.content or ""}
+
+
+def retry_delay(response: httpx.Response | None, attempt: int, backoff: float) -> float:
+    """Seconds to wait before the next attempt: `Retry-After` when the server says, else jittered backoff."""
+    if response is not None:
+        header = response.headers.get("retry-after-ms")
+        if header:
+            try:
+                return min(float(header) / 1000, _MAX_RETRY_AFTER)
+            except ValueError:
+                pass
+        header = response.headers.get("retry-after")
+        if header:
+            try:
+                return min(max(float(header), 0.0), _MAX_RETRY_AFTER)
+            except ValueError:
+                parsed = email.utils.parsedate_to_datetime(header) if header else None
+                if parsed is not None:
+                    return min(max(parsed.timestamp() - time.time(), 0.0), _MAX_RETRY_AFTER)
+    return backoff * (2**attempt) * (0.5 + random.random() / 2)
+
+
+class ProviderAdapter(abc.ABC):
+    """One provider's wire format. Subclasses implement the `_build_*`/`_parse_*` hooks."""
+
+    kind: str = ""
+
+    def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+                 max_retries: int = 2, backoff: float = 0.5,
+                 sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
+        """Parameters: config: the provider's entry of agents.yaml; transport: an httpx transport (tests);
+        max_retries: extra attempts on 429/5xx/connect errors; backoff: the first retry's base delay, seconds;
+        sleep: the waiting function (tests record the delays instead of waiting)."""
+        self.config = config
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._sleep = sleep or anyio.sleep
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            timeout = httpx.Timeout(self.config.timeout, connect=min(self.config.timeout, 10.0))
+            self._client = httpx.AsyncClient(transport=self._transport, timeout=timeout,
+                                             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def complete(self, model: str, messages: Sequence[Message], tools: Iterable[ToolLike] = (), *,
+                       params: dict[str, Any] | None = None, on_text: TextCallback | None = None) -> Turn:
+        """One LLM call. With `on_text` the answer is streamed and each text delta is passed to it."""
+        stream = on_text is not None
+        url, headers, body = self._build_request(model, list(messages), list(tools), dict(params or {}), stream)
+        headers = {**self.config.headers, **headers}
+        if not stream:
+            response = await self._send(url, headers, body, stream=False)
+            try:
+                data = response.json()
+            except ValueError as exc:
+                raise ProviderError(self.name, f"the answer is not JSON: {response.text[:200]!r}",
+                                    response.status_code) from exc
+            turn = self._parse_response(data)
+        else:
+            response = await self._send(url, headers, body, stream=True)
+            try:
+                turn = await self._parse_stream(response, on_text)  # type: ignore[arg-type]
+            except httpx.HTTPError as exc:
+                raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
+            finally:
+                await response.aclose()
+        ensure_unique_ids(turn.message.tool_calls)
+        turn.usage.llm_calls = 1
+        return turn
+
+    async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        attempt = 0
+        while True:
+            response: httpx.Response | None = None
+            try:
+                request = self.client.build_request("POST", url, headers=headers, json=body)
+                response = await self.client.send(request, stream=stream)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
+                if attempt >= self.max_retries:
+                    raise ProviderError(self.name, f"cannot reach {url}: {exc!r}", retryable=True) from exc
+            except httpx.TimeoutException as exc:
+                raise ProviderError(self.name, f"no answer from {url} within {self.config.timeout}s") from exc
+            except httpx.HTTPError as exc:
+                raise ProviderError(self.name, f"request to {url} failed: {exc!r}") from exc
+            else:
+                if response.status_code < 400:
+                    return response
+                if stream:
+                    await response.aread()
+                retryable = response.status_code in _RETRY_STATUSES
+                if not retryable or attempt >= self.max_retries:
+                    raise ProviderError(self.name, self._error_message(response), response.status_code, retryable)
+            await self._sleep(retry_delay(response, attempt, self.backoff))
+            attempt += 1
+
+    def _error_message(self, response: httpx.Response) -> str:
+        """The provider's own error text: `{"error": {"message"}}`, `{"error": "..."}` or the body."""
+        try:
+            data = response.json()
+        except ValueError:
+            return response.text[:500] or response.reason_phrase
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict):
+            return str(error.get("message") or error)
+        if isinstance(error, str):
+            return error
+        return json.dumps(data)[:500]
+
+    @abc.abstractmethod
+    def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
+        """The tool definitions in this provider's dialect."""
+
+    @abc.abstractmethod
+    def render_messages(self, messages: Sequence[Message]) -> Any:
+        """The conversation in this provider's grouping (tool results where the provider wants them)."""
+
+    @abc.abstractmethod
+    def _build_request(self, model: str, messages: list[Message], tools: list[ToolLike], params: dict[str, Any],
+                       stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """URL, headers and JSON body of one call."""
+
+    @abc.abstractmethod
+    def _parse_response(self, data: dict[str, Any]) -> Turn: ...
+
+    @abc.abstractmethod
+    async def _parse_stream(self, response: httpx.Response, on_text: TextCallback) -> Turn: ...
+
+
+async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """(event, data) pairs of a server-sent event stream."""
+    event, data = "", []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if key == "event":
+            event = value
+        elif key == "data":
+            data.append(value)
+    if data:
+        yield event, "\n".join(data)
+
+
+def load_json(provider: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ProviderError(provider, f"a stream chunk is not JSON: {text[:200]!r}") from exc
+
+
+def join_url(base: str, path: str) -> str:
+    return base.rstrip("/") + "/" + path.lstrip("/")
