@@ -1,0 +1,314 @@
+"""The tool-call loop: ask the model, run the calls it makes, give back the results, until it answers.
+
+Limits (an agent's `Policy`): `max_iterations` ends with one more call *without tools* asking for a summary
+(answer flagged `cut`), as does `max_tool_calls`; `max_consecutive_errors` iterations in a row with a failing
+call end the run with a `LoopError`; `timeout` is the run's wall-clock deadline. Whether a turn called tools
+is read from its message, never from its finish reason. A turn cut by the token limit has its calls refused.
+
+Approvals: when a call's tool needs approval, no call of that batch runs (one call gates the whole batch, as
+in MEAI); the run returns `pending_approvals` and a JSON-serializable `state`; `resume(state, decisions)`
+runs the batch (approved calls with optionally edited arguments, denied ones answered with the reason) and
+carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from .loop_types import (
+    STATE_VERSION,
+    Decision,
+    LoopError,
+    LoopEvent,
+    PendingApproval,
+    RunResult,
+    Step,
+    message_from_dict,
+    message_to_dict,
+)
+from .manifest import AgentConfig
+from .messages import Message, ToolCall, ToolResult
+from .providers.base import ProviderAdapter, Usage
+from .toolsets import AgentTool, Toolset
+
+Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
+EventHandler = Callable[[LoopEvent], Awaitable[None]]
+ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
+
+SUMMARY_PROMPT = (
+    "You have reached the limit of tool calls for this request ({reason}). Do not call any tools. "
+    "Answer now with what you have found so far, and say what is still missing."
+)
+_NOT_COUNTED = frozenset({"approval_denied"})  # a human's refusal is not the model failing
+
+
+async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
+              invoke: Invoke, params: dict[str, Any] | None = None, on_event: EventHandler | None = None,
+              stream: bool = False, approvals: ApprovalHook | None = None) -> RunResult:
+    """Run `agent` on `messages` until it answers, pauses for approval, or a limit ends it.
+
+    Parameters: adapter: the agent's provider; toolset: the tools it may call; invoke: runs one call
+    (`gateway.invoke.ToolRunner`); params: extra request parameters (temperature, ...); on_event: receives
+    text deltas (with `stream`) and step events as they happen; approvals: awaited with the pending approvals
+    and the state when the run pauses (the store hook). Raises LoopError (consecutive errors, deadline) and
+    ProviderError (the LLM failed).
+    """
+    conversation = list(messages)
+    if agent.instructions:
+        conversation.insert(0, Message(role="system", content=agent.instructions))
+    loop = _Loop(agent, adapter, toolset, invoke, params, on_event, stream, approvals, conversation)
+    return await loop.execute(loop.iterate)
+
+
+async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | dict[str, Any] | str | bool], *,
+                 agent: AgentConfig, adapter: ProviderAdapter, toolset: Toolset, invoke: Invoke,
+                 params: dict[str, Any] | None = None, on_event: EventHandler | None = None, stream: bool = False,
+                 approvals: ApprovalHook | None = None) -> RunResult:
+    """Continue a paused run. `decisions` maps approval ids to decisions (see `Decision.parse`); ids not
+    decided yet keep the run paused (the result carries the remaining ones and a new state)."""
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"unsupported run state version {state.get('version')!r}")
+    if state.get("agent") != agent.name:
+        raise ValueError(f"this run belongs to agent {state.get('agent')!r}, not {agent.name!r}")
+    pending = [PendingApproval(**p) for p in state.get("pending") or []]
+    known = {p.id for p in pending}
+    unknown = set(decisions) - known
+    if unknown:
+        raise ValueError(f"no pending approval with id {', '.join(sorted(unknown))}")
+    decided = {k: Decision.parse(v) for k, v in (state.get("decided") or {}).items()}
+    decided.update({k: Decision.parse(v) for k, v in decisions.items()})
+    loop = _Loop(agent, adapter, toolset, invoke, params if params is not None else state.get("params"), on_event,
+                 stream, approvals, [message_from_dict(m) for m in state["messages"]])
+    loop.restore(state)
+    if known - set(decided):
+        return await loop.pause(pending, decided)
+    by_call = {p.call_id: decided[p.id] for p in pending}
+
+    async def finish_batch() -> RunResult:
+        calls = loop.messages[-1].tool_calls
+        await loop.answer_calls(calls, truncated=False, decisions=by_call)
+        return await loop.iterate()
+
+    return await loop.execute(finish_batch)
+
+
+def result_content(result: ToolResult) -> str:
+    """A result as the model reads it: the body for a success, a JSON error object for a failure."""
+    if result.ok:
+        body = result.body
+        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+        if result.truncated:
+            text += "\n[truncated: the result was longer than the gateway's limit]"
+        return text
+    payload: dict[str, Any] = {"error": result.error or "the call failed", "error_type": result.error_type}
+    if result.status is not None:
+        payload["status"] = result.status
+    if result.body not in (None, ""):
+        payload["body"] = result.body
+    return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+class _Loop:
+    def __init__(self, agent: AgentConfig, adapter: ProviderAdapter, toolset: Toolset, invoke: Invoke,
+                 params: dict[str, Any] | None, on_event: EventHandler | None, stream: bool,
+                 approvals: ApprovalHook | None, messages: list[Message]) -> None:
+        self.agent = agent
+        self.policy = agent.policy
+        self.adapter = adapter
+        self.toolset = toolset
+        self.invoke = invoke
+        self.params = dict(params or {})
+        self.on_event = on_event
+        self.stream = stream
+        self.approvals = approvals
+        self.messages = messages
+        self.steps: list[Step] = []
+        self.usage = Usage()
+        self.iteration = 0
+        self.consecutive_errors = 0
+        self.tool_calls = 0
+        self.last_errors: list[str] = []
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.steps = [Step.from_dict(s) for s in state.get("steps") or []]
+        self.usage = Usage.from_dict(state.get("usage") or {})
+        self.iteration = int(state.get("iteration", 0))
+        self.consecutive_errors = int(state.get("consecutive_errors", 0))
+        self.tool_calls = int(state.get("tool_calls", 0))
+
+    async def execute(self, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        try:
+            with anyio.fail_after(self.policy.timeout):
+                return await body()
+        except TimeoutError:
+            raise self._error(f"agent {self.agent.name!r}: the run passed its deadline of {self.policy.timeout}s "
+                              f"after {self.iteration} iteration(s)", "deadline_exceeded") from None
+
+    async def iterate(self) -> RunResult:
+        while True:
+            if self.iteration >= self.policy.max_iterations:
+                return await self._summarize(f"{self.policy.max_iterations} iterations")
+            if self.tool_calls >= self.policy.max_tool_calls:
+                return await self._summarize(f"{self.policy.max_tool_calls} tool calls")
+            turn = await self._ask(list(self.toolset))
+            self.iteration += 1
+            self.messages.append(turn.message)
+            if not turn.message.tool_calls:
+                return self._result(turn.message)
+            paused = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
+            if paused is not None:
+                return paused
+
+    async def answer_calls(self, calls: list[ToolCall], *, truncated: bool,
+                           decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
+        """Give every call of one turn exactly one result, in call order; or pause for approvals."""
+        if not truncated and decisions is None:
+            gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
+                     and t.needs_approval]
+            if gated:
+                pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
+                                           arguments=c.arguments, call_id=c.id) for c in gated]
+                return await self.pause(pending, {})
+        results: list[ToolResult | None] = [None] * len(calls)
+        steps: list[Step | None] = [None] * len(calls)
+        runnable: list[tuple[int, AgentTool, ToolCall]] = []
+        for index, call in enumerate(calls):
+            refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
+            if refusal is not None:
+                results[index] = refusal
+                steps[index] = _step(call, call.arguments, refusal, self.iteration)
+                continue
+            tool = self.toolset.tools[call.name]
+            decision = (decisions or {}).get(call.id)
+            if decision is not None and decision.arguments is not None:
+                call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
+                                raw_arguments=decision.arguments, extras=call.extras)
+            self.tool_calls += 1
+            runnable.append((index, tool, call))
+        await self._run_concurrently(runnable, results, steps)
+        self.steps.extend(s for s in steps if s is not None)
+        self._append_results(calls, [r for r in results if r is not None])
+        return None
+
+    def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
+        if truncated:
+            return ToolResult.failure("truncated_turn", "your answer hit the output token limit, so this call's "
+                                      "arguments may be cut off; it was not executed. Call it again, with shorter "
+                                      "arguments or fewer calls at once.")
+        tool = self.toolset.get(call.name)
+        if tool is None:
+            names = ", ".join(self.toolset.names) or "(none)"
+            return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
+                                      f"The tools you can call are: {names}")
+        if call.parse_error is not None:
+            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was sent; call "
+                                      f"{call.name} again with a valid JSON object of arguments.")
+        if decision is not None and not decision.approve:
+            why = f": {decision.reason}" if decision.reason else ""
+            return ToolResult.failure("approval_denied", f"a human refused this call{why}. Do not retry it as is.")
+        if self.tool_calls >= self.policy.max_tool_calls:
+            return ToolResult.failure("rate_limited", f"this run reached its cap of {self.policy.max_tool_calls} "
+                                      "tool calls; the call was not executed.")
+        return None
+
+    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall]],
+                                results: list[ToolResult | None], steps: list[Step | None]) -> None:
+        limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
+
+        async def run_one(index: int, tool: AgentTool, call: ToolCall) -> None:
+            async with limiter:
+                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                                                                           self.iteration)))
+                started = time.perf_counter()
+                try:
+                    result = await self.invoke(tool, call)
+                except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
+                    result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
+                step = _step(call, call.arguments, result, self.iteration)
+                step.duration_ms = (time.perf_counter() - started) * 1000
+                results[index] = result
+                steps[index] = step
+                await self._emit(LoopEvent(type="step_finished", step=step))
+
+        async with anyio.create_task_group() as group:
+            for index, tool, call in runnable:
+                group.start_soon(run_one, index, tool, call)
+
+    def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
+        failed = False
+        self.last_errors = []
+        for call, result in zip(calls, results, strict=True):
+            extras: dict[str, Any] = {"result": result.to_dict()}
+            if call.extras.get("synthesized_id"):
+                extras["synthesized_id"] = True
+            self.messages.append(Message(role="tool", content=result_content(result), tool_call_id=call.id,
+                                         name=call.name, is_error=not result.ok, extras=extras))
+            if not result.ok and result.error_type not in _NOT_COUNTED:
+                failed = True
+                self.last_errors.append(f"{call.name}: {result.error}")
+        self.consecutive_errors = self.consecutive_errors + 1 if failed else 0
+        limit = self.policy.max_consecutive_errors
+        if limit > 0 and self.consecutive_errors >= limit:
+            raise self._error(f"agent {self.agent.name!r}: {self.consecutive_errors} iterations in a row had failing "
+                              f"tool calls; last errors: {'; '.join(self.last_errors)}", "too_many_errors")
+
+    async def pause(self, pending: list[PendingApproval], decided: Mapping[str, Decision]) -> RunResult:
+        waiting = [p for p in pending if p.id not in decided]
+        state = {
+            "version": STATE_VERSION, "agent": self.agent.name,
+            "messages": [message_to_dict(m) for m in self.messages],
+            "pending": [p.to_dict() for p in pending],
+            "decided": {k: {"decision": "approve" if d.approve else "deny", "arguments": d.arguments,
+                            "reason": d.reason} for k, d in decided.items()},
+            "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
+            "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
+            "tool_calls": self.tool_calls, "params": self.params,
+        }
+        await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
+        if self.approvals is not None:
+            await self.approvals(waiting, state)
+        return RunResult(message=Message(role="assistant", content=None), messages=self.messages, steps=self.steps,
+                         usage=self.usage, iterations=self.iteration, pending_approvals=waiting, state=state)
+
+    async def _summarize(self, reason: str) -> RunResult:
+        self.messages.append(Message(role="user", content=SUMMARY_PROMPT.format(reason=reason)))
+        turn = await self._ask([])
+        # Tools were not offered; a call anyway is dropped rather than answered.
+        message = Message(role="assistant", content=turn.message.content or "", extras=turn.message.extras)
+        self.messages.append(message)
+        return self._result(message, cut=True)
+
+    async def _ask(self, tools: list[AgentTool]):  # type: ignore[no-untyped-def]
+        on_text = None
+        if self.stream:
+            async def on_text(text: str) -> None:
+                await self._emit(LoopEvent(type="text", text=text))
+        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=self.params,
+                                           on_text=on_text)
+        self.usage.add(turn.usage)
+        return turn
+
+    def _result(self, message: Message, cut: bool = False) -> RunResult:
+        return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage, cut=cut,
+                         iterations=self.iteration)
+
+    def _error(self, message: str, code: str) -> LoopError:
+        return LoopError(message, code, steps=self.steps, usage=self.usage)
+
+    async def _emit(self, event: LoopEvent) -> None:
+        if self.on_event is not None:
+            await self.on_event(event)
+
+
+def _step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:
+    step = Step(tool=call.name, arguments=arguments, call_id=call.id, iteration=iteration)
+    if result is not None:
+        step.ok, step.status, step.error, step.error_type = result.ok, result.status, result.error, result.error_type
+        step.duration_ms = result.duration_ms
+    return step
