@@ -12,6 +12,9 @@ from typing import Any, Literal
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
+DEFAULT_MAX_DELEGATION_DEPTH = 3
+"""How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2); `gateway.max_delegation_depth`."""
+
 
 @dataclass(slots=True, kw_only=True)
 class ProviderConfig:
@@ -85,6 +88,10 @@ class ToolSelection:
     overrides: dict[str, ToolOverride] = field(default_factory=dict)
     """Per tool (operationId or catalog tool name) overrides (YAML key `override`)."""
     line: int | None = None
+    pointer: str = ""
+    """The entry's key path in the manifest (`agents.clerk.tools[0]`), for diagnostics."""
+    key_lines: dict[str, int] = field(default_factory=dict)
+    """Lines of the entry's parts, by relative key path (`operations[1]`, `args.tenant`, `override.getUser`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -134,6 +141,11 @@ class Manifest:
     clients: dict[str, ClientConfig] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     """Gateway-wide settings (YAML key `gateway`): audit retention, store path, rate limits, ..."""
+
+    @property
+    def max_delegation_depth(self) -> int:
+        """The bound on delegation chains, checked at load and enforced again at run time."""
+        return int(self.settings.get("max_delegation_depth", DEFAULT_MAX_DELEGATION_DEPTH))
 
     def api(self, name: str) -> ApiConfig:
         """The api's configuration, or the defaults when agents.yaml says nothing of it."""

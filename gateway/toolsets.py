@@ -1,15 +1,42 @@
 """Which agent sees what: the catalog's tools filtered, renamed and narrowed per agent.
 
-See `Toolset` for the per-agent view and `build_toolsets` (to come) for the selection rules.
+`build_toolsets(manifest, catalog)` turns each agent's `tools:` entries into a `Toolset`:
+
+- An entry selects the operations of one api that pass every criterion it gives: `operations`
+  (operationIds or catalog tool names, fnmatch globs, case-sensitive), `tags` (any of them), `methods`,
+  `paths` (globs over the path template), minus `exclude`. The agent's set is the union of its entries,
+  in catalog order per entry; a tool selected twice keeps the first entry's settings.
+- Fixed `args` are removed from the schema the model sees (`properties` and `required`) and kept in
+  `AgentTool.fixed_args`; the executor sends them with every call. A key may name the input property or
+  the argument's wire name.
+- Per-tool `override`: `rename`, `description`, `approval`, `timeout`, `max_result_bytes`.
+- Each delegate becomes `ask_<agent>` with input `{task: string}` and `AgentTool.delegate` set. It needs
+  approval only under `approval: always`: the sub-agent's own policy gates its own calls.
+- Names are unique per agent. The catalog's names are unique already (two specs with `getUser` are
+  `github_getUser` and `shop_getUser` there); when a rename or a delegation tool collides, every colliding
+  operation is qualified by its api, then by a stable hash, and a warning says so. The binding (`AgentTool.tool`)
+  always keeps the real catalog `Tool`.
+
+Entries naming an api the catalog lacks are skipped here; `load_manifest(catalog=...)` reports them.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from fnmatch import fnmatchcase
+from typing import Any, Protocol
 
-from .catalog import JSONSchema, Tool
-from .manifest import Approval
+import jsonschema
+
+from ._checker import suggest
+from .catalog import Catalog, Diagnostic, JSONSchema, Tool
+from .manifest import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
+
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -40,6 +67,25 @@ class AgentTool:
             return self.tool is None or self.tool.is_write
         return False
 
+    def to_dict(self) -> dict[str, Any]:
+        """The `--format json` rendering: the catalog fields plus what the agent's view adds."""
+        tool = self.tool
+        return {
+            "name": self.name,
+            "api": tool.api if tool else None,
+            "operation_id": tool.operation_id if tool else None,
+            "method": tool.method if tool else None,
+            "path": tool.path if tool else None,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "tool": tool.name if tool else None,
+            "fixed_args": self.fixed_args,
+            "approval": self.approval,
+            "needs_approval": self.needs_approval,
+            "delegate": self.delegate,
+        }
+
 
 @dataclass(slots=True, kw_only=True)
 class Toolset:
@@ -48,7 +94,7 @@ class Toolset:
     agent: str
     tools: dict[str, AgentTool] = field(default_factory=dict)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())
 
     def __len__(self) -> int:
@@ -60,3 +106,222 @@ class Toolset:
     @property
     def names(self) -> list[str]:
         return list(self.tools)
+
+
+class ToolProvider(Protocol):
+    """The tools of every agent over one shared catalog (`gateway.runtime.Runtime` is one)."""
+
+    def tools(self, agent: str) -> list[AgentTool]:
+        """The agent's tools in order; KeyError for an unknown agent."""
+        ...
+
+    def tool(self, agent: str, name: str) -> AgentTool | None:
+        """One tool of the agent by the name the model uses; None when the agent has no such tool."""
+        ...
+
+
+def build_toolsets(manifest: Manifest, catalog: Catalog) -> tuple[dict[str, Toolset], list[Diagnostic]]:
+    """Every agent's `Toolset`, and the diagnostics of the selections (empty ones, unknown names, bad args)."""
+    diagnostics: list[Diagnostic] = []
+    toolsets = {name: _build_toolset(agent, manifest, catalog, diagnostics) for name, agent in manifest.agents.items()}
+    return toolsets, diagnostics
+
+
+def select_tools(selection: ToolSelection, catalog: Catalog) -> list[Tool]:
+    """The catalog tools one `tools:` entry selects, in catalog order."""
+    return [tool for tool in catalog.for_api(selection.api) if _matches(selection, tool)]
+
+
+def _names_of(tool: Tool) -> tuple[str, ...]:
+    return (tool.name, tool.operation_id) if tool.operation_id else (tool.name,)
+
+
+def _any_glob(patterns: list[str], values: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(value, pattern) for pattern in patterns for value in values)
+
+
+def _matches(selection: ToolSelection, tool: Tool) -> bool:
+    if selection.operations is not None and not _any_glob(selection.operations, _names_of(tool)):
+        return False
+    if selection.tags is not None and not _any_glob(selection.tags, tool.tags):
+        return False
+    if selection.methods is not None and tool.method not in selection.methods:
+        return False
+    if selection.paths is not None and not _any_glob(selection.paths, (tool.path,)):
+        return False
+    return not _any_glob(selection.exclude, _names_of(tool))
+
+
+class _Reporter:
+    def __init__(self, manifest: Manifest, selection: ToolSelection, diagnostics: list[Diagnostic]) -> None:
+        self.file = manifest.file
+        self.selection = selection
+        self.diagnostics = diagnostics
+
+    def __call__(self, level: str, key: str, message: str) -> None:
+        pointer = self.selection.pointer + (("." if not key.startswith("[") else "") + key if key else "")
+        line = self.selection.key_lines.get(key, self.selection.line)
+        self.diagnostics.append(Diagnostic(level=level, file=self.file, pointer=pointer, line=line, message=message))
+
+
+def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, diagnostics: list[Diagnostic]) -> Toolset:
+    chosen: dict[str, tuple[AgentTool, ToolSelection]] = {}  # by catalog tool name
+    for selection in agent.tools:
+        if not catalog.for_api(selection.api):
+            continue
+        report = _Reporter(manifest, selection, diagnostics)
+        tools = select_tools(selection, catalog)
+        _check_selection(selection, tools, catalog, report)
+        for tool in tools:
+            if tool.name in chosen:
+                first = chosen[tool.name][1]
+                if selection.args != first.args or _override_for(selection, tool) is not None:
+                    report("warning", "", f"{tool.name!r} is already selected by {first.pointer}; that entry's "
+                                          "args and overrides apply")
+                continue
+            chosen[tool.name] = (_agent_tool(tool, selection, agent), selection)
+    tools = [agent_tool for agent_tool, _ in chosen.values()]
+    subs = [name for name in dict.fromkeys(agent.delegates) if name in manifest.agents]
+    delegation = [_delegation_tool(name, manifest) for name in subs]
+    for agent_tool in delegation:
+        agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
+    named = _unique_names(tools, delegation, agent, manifest, diagnostics)
+    return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named})
+
+
+def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:
+    for key in _names_of(tool):
+        if key in selection.overrides:
+            return selection.overrides[key]
+    return None
+
+
+def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig) -> AgentTool:
+    override = _override_for(selection, tool) or ToolOverride()
+    fixed = {name: value for key, value in selection.args.items() if (name := _property_for(tool, key)) is not None}
+    schema = _without(tool.input_schema, fixed)
+    return AgentTool(
+        name=override.rename or tool.name,
+        description=override.description if override.description is not None else tool.description,
+        input_schema=schema, output_schema=tool.output_schema, tool=tool, fixed_args=fixed,
+        approval=override.approval or agent.policy.approval,
+        timeout=override.timeout if override.timeout is not None else agent.policy.tool_timeout,
+        max_result_bytes=override.max_result_bytes or agent.policy.max_result_bytes,
+    )
+
+
+def _property_for(tool: Tool, key: str) -> str | None:
+    """The input property a fixed-args key names: the property itself, or an argument's wire name."""
+    if key in (tool.input_schema.get("properties") or {}):
+        return key
+    owners = [argument.name for argument in tool.arguments if argument.wire_name == key]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _without(schema: JSONSchema, fixed: dict[str, Any]) -> JSONSchema:
+    if not fixed:
+        return schema
+    narrowed = copy.deepcopy(schema)
+    properties = narrowed.get("properties") or {}
+    for name in fixed:
+        properties.pop(name, None)
+    if "required" in narrowed:
+        narrowed["required"] = [name for name in narrowed["required"] if name not in fixed]
+        if not narrowed["required"]:
+            del narrowed["required"]
+    return narrowed
+
+
+def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catalog, report: _Reporter) -> None:
+    api_tools = catalog.for_api(selection.api)
+    names = {name for tool in api_tools for name in _names_of(tool)}
+    if not tools:
+        report("warning", "", f"selects no operation of {selection.api!r} ({len(api_tools)} operations; "
+                              "check operations, tags, methods, paths and exclude)")
+    for key, patterns in (("operations", selection.operations or []), ("exclude", selection.exclude)):
+        for index, pattern in enumerate(patterns):
+            if not _GLOB.search(pattern) and pattern not in names:
+                report("warning", f"{key}[{index}]", f"{selection.api!r} has no operation {pattern!r}"
+                                                     + suggest(pattern, names))
+            elif _GLOB.search(pattern) and not any(fnmatchcase(name, pattern) for name in names):
+                report("warning", f"{key}[{index}]", f"{pattern!r} matches no operation of {selection.api!r}")
+    selected = {name for tool in tools for name in _names_of(tool)}
+    for key in selection.overrides:
+        if key not in names:
+            report("error", f"override.{key}", f"{selection.api!r} has no operation {key!r}" + suggest(key, names))
+        elif key not in selected:
+            report("warning", f"override.{key}", f"{key!r} is not selected by this entry; the override has no effect")
+    for key, value in selection.args.items():
+        takers = [tool for tool in tools if _property_for(tool, key) is not None]
+        if tools and not takers:
+            report("error", f"args.{key}", f"no selected operation takes an argument {key!r}")
+        for tool in takers:
+            problem = _invalid_value(tool, _property_for(tool, key) or key, value)
+            if problem:
+                report("error", f"args.{key}", f"{value!r} is not a valid value for {tool.name}: {problem}")
+                break
+
+
+def _invalid_value(tool: Tool, name: str, value: Any) -> str | None:
+    schema = dict((tool.input_schema.get("properties") or {}).get(name) or {})
+    if "$defs" in tool.input_schema:
+        schema["$defs"] = tool.input_schema["$defs"]
+    try:
+        error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    except Exception:  # noqa: BLE001 - a schema the validator cannot read is the compiler's diagnostic, not ours
+        return None
+    return error.message if error is not None else None
+
+
+def _delegation_tool(name: str, manifest: Manifest) -> AgentTool:
+    sub = manifest.agents[name]
+    about = sub.description or (sub.instructions.strip().splitlines() or [""])[0]
+    description = f"Delegate a task to the {name!r} agent, which works on it with its own tools and answers."
+    if about:
+        description += f" About it: {about}"
+    return AgentTool(
+        name=f"ask_{name}", description=description, delegate=name,
+        input_schema={
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What the agent should do, with every detail "
+                                                                     "it needs: it does not see this conversation."}},
+            "required": ["task"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def _unique_names(
+    tools: list[AgentTool], delegation: list[AgentTool], agent: AgentConfig, manifest: Manifest,
+    diagnostics: list[Diagnostic],
+) -> list[AgentTool]:
+    everything = [*delegation, *tools]
+    counts: dict[str, int] = {}
+    for agent_tool in everything:
+        counts[agent_tool.name] = counts.get(agent_tool.name, 0) + 1
+    taken = {name for name, count in counts.items() if count == 1}
+    taken.update(t.name for t in delegation)  # `ask_<agent>` is fixed; operations move out of its way
+    for agent_tool in tools:
+        if counts[agent_tool.name] == 1 or agent_tool.tool is None:
+            continue
+        original = agent_tool.name
+        api = re.sub(r"[^A-Za-z0-9_-]+", "_", agent_tool.tool.api).strip("_")
+        candidate = _shorten(f"{api}_{original}")
+        if candidate in taken:
+            candidate = _shorten(f"{original}_{_digest(agent_tool.tool.api + agent_tool.tool.name)}")
+        agent_tool.name = candidate
+        taken.add(candidate)
+        diagnostics.append(Diagnostic(
+            level="warning", file=manifest.file, pointer=f"agents.{agent.name}.tools", line=agent.line,
+            message=f"two tools of this agent would be called {original!r}; {agent_tool.tool.name!r} "
+                    f"({agent_tool.tool.api}) is called {candidate!r}",
+        ))
+    return [*tools, *delegation]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+
+
+def _shorten(name: str) -> str:
+    return name if len(name) <= 64 else name[:55].rstrip("_-") + "_" + _digest(name)

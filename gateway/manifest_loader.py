@@ -1,0 +1,392 @@
+"""Load agents.yaml into a `Manifest`, reporting every mistake at once with file:line and key path.
+
+    agents.yaml:9: agents.reader.tools[1].api: no spec named 'nosuchapi' (known: github, shop)
+
+The format is the one DESIGN.md fixes; this loader extends it:
+
+```yaml
+providers:
+  NAME: {kind: openai|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout}
+        # kind defaults to NAME when NAME is a kind; base_url to the kind's public root
+apis:                                   # keyed by the spec's path under specs/ without extension
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency}
+        # AUTH: {type: bearer, token} | {type: basic, username, password}
+        #     | {type: api_key, in: header|query|cookie, name, value}   (name/in default from the spec)
+        #     | {type: oauth2_client_credentials, token_url, client_id, client_secret, scopes}
+agents:
+  NAME:                                 # letters, digits, _ and -; at most 58 (the `ask_NAME` tool fits 64)
+    model: PROVIDER/MODEL_ID            # split at the first '/'; PROVIDER must be under providers
+    instructions: ...                   # the system prompt
+    description: ...                    # shown to a lead agent that delegates to this one
+    tools:                              # the union of the entries; an entry may also be just the api's name
+      - api: shop
+        operations: [listItems, "get*"] # operationIds or catalog tool names, globs (fnmatch, case-sensitive)
+        tags: [items]                   # any of these tags (globs)
+        methods: [GET]
+        paths: ["/items/*"]             # path templates, globs (`*` also crosses `/`)
+        exclude: [deleteItem]           # operationIds or tool names, globs
+        args: {tenant: acme}            # fixed values: hidden from the model, always sent
+        override:                       # per-tool overrides, keyed by operationId or tool name
+          getItem: {rename: fetch_item, description: ..., approval: always, timeout: 5, max_result_bytes: 10000}
+    approval: never|writes|always       # writes: anything but GET, HEAD, OPTIONS
+    max_iterations: 40
+    max_consecutive_errors: 3
+    max_parallel_calls: 8
+    max_result_bytes: 64000
+    timeout: 300                        # seconds for a whole run
+    tool_timeout: 30                    # seconds per tool call (default: the api's timeout)
+    max_tool_calls: 200
+    delegates: [auditor]                # one `ask_<agent>` tool each; cycles are refused
+clients:
+  NAME: {key: ${CI_BOT_KEY}, agents: [clerk]}   # agents omitted: all ("*")
+gateway:                                # gateway-wide settings, free-form for the other modules;
+  max_delegation_depth: 3               # the only key checked here
+```
+
+`${VAR}` and `${VAR:-default}` are read from the environment at load time; a missing variable without a
+default is an error naming the variable and the key (see `gateway._yamlnodes`). With a `catalog`, the
+api names, security and every tool selection are checked against the compiled specs too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from ._checker import Checker, suggest
+from ._delegation import check_delegation
+from ._manifest_auth import read_auth
+from ._yamlnodes import KeyPath, format_path, load_yaml
+from .catalog import Catalog, Diagnostic, Tool
+from .manifest import (
+    AgentConfig,
+    ApiConfig,
+    ClientConfig,
+    Manifest,
+    Policy,
+    ProviderConfig,
+    ToolOverride,
+    ToolSelection,
+)
+
+PROVIDER_KINDS = ("openai", "anthropic", "gemini", "ollama")
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "ollama": "http://127.0.0.1:11434",
+}
+# A base_url ending like this most likely includes the part the adapter appends itself.
+_WRONG_SUFFIXES = {
+    "openai": ("/chat/completions",),
+    "anthropic": ("/v1/messages", "/v1"),
+    "gemini": ("/v1beta", ":generateContent", "/models"),
+    "ollama": ("/api/chat", "/api", "/v1"),
+}
+_APPENDED = {
+    "openai": "/chat/completions",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/{model}:generateContent",
+    "ollama": "/api/chat",
+}
+HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE")
+APPROVALS = ("never", "writes", "always")
+TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
+PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout")
+API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency")
+POLICY_KEYS = (
+    "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
+    "tool_timeout", "max_tool_calls",
+)
+AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", *POLICY_KEYS)
+SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
+OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
+CLIENT_KEYS = ("key", "agents")
+AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,58}$")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def load_manifest(
+    path: Path, *, catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Manifest, list[Diagnostic]]:
+    """Read and validate `path`; never raises for bad content.
+
+    Returns the manifest (the usable parts of it) and every diagnostic, sorted by line. The manifest is
+    unusable when any diagnostic is an error. With `catalog`, apis and tool selections are checked
+    against the compiled specs (including the warnings of `gateway.toolsets.build_toolsets`).
+    """
+    path = Path(path)
+    file = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return Manifest(file=file), [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
+    return parse_manifest(text, file=file, catalog=catalog, environ=environ)
+
+
+def parse_manifest(
+    text: str, *, file: str = "agents.yaml", catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Manifest, list[Diagnostic]]:
+    """`load_manifest` on a string."""
+    data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
+    manifest = Manifest(file=file)
+    if data is None:
+        return manifest, diagnostics
+    c = Checker(file, lines)
+    c.diagnostics.extend(diagnostics)
+    root = c.mapping(data, (), TOP_KEYS)
+    if root is not None:
+        _read_settings(c, root, manifest)
+        manifest.providers = _read_providers(c, root)
+        manifest.apis = _read_apis(c, root, catalog)
+        manifest.agents = _read_agents(c, root, manifest.providers, catalog)
+        manifest.clients = _read_clients(c, root, manifest.agents)
+        check_delegation(c, manifest)
+        if catalog is not None:
+            _check_security(c, manifest, catalog)
+            from .toolsets import build_toolsets  # toolsets imports manifest types; import late
+
+            c.diagnostics.extend(build_toolsets(manifest, catalog)[1])
+    c.diagnostics.sort(key=lambda d: d.line or 0)
+    return manifest, c.diagnostics
+
+
+def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None:
+    settings = c.mapping(root.get("gateway"), ("gateway",))
+    if settings is None:
+        return
+    manifest.settings = dict(settings)
+    depth = c.number(settings, ("gateway",), "max_delegation_depth", integer=True, minimum=1)
+    if depth is not None:
+        manifest.settings["max_delegation_depth"] = depth
+    else:
+        manifest.settings.pop("max_delegation_depth", None)
+
+
+def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfig]:
+    providers: dict[str, ProviderConfig] = {}
+    section = c.mapping(root.get("providers"), ("providers",))
+    for name, value in (section or {}).items():
+        path: KeyPath = ("providers", name)
+        m = c.mapping(value, path, PROVIDER_KEYS)
+        if m is None:
+            continue
+        if "/" in name or not name:
+            c.error(path, "a provider name must not contain '/' (the agent's model is '<provider>/<model id>')")
+        kind = c.choice(m, path, "kind", PROVIDER_KINDS)
+        if kind is None and "kind" not in m:
+            if name in PROVIDER_KINDS:
+                kind = name
+            else:
+                c.error(path, f"'kind' is required: one of {', '.join(PROVIDER_KINDS)}")
+        base_url = _read_url(c, m, path, "base_url")
+        if kind and base_url:
+            _check_provider_url(c, (*path, "base_url"), kind, base_url)
+        api_key = c.string(m, path, "api_key")
+        headers = c.string_map(m, path, "headers")
+        timeout = c.number(m, path, "timeout", minimum=0, exclusive=True)
+        if kind is None:
+            continue
+        providers[name] = ProviderConfig(
+            name=name, kind=cast(Any, kind), base_url=base_url or DEFAULT_BASE_URLS[kind],
+            api_key=api_key or None, headers=headers, timeout=float(timeout or 120.0),
+        )
+    return providers
+
+
+def _read_url(c: Checker, m: dict[str, Any], path: KeyPath, key: str) -> str | None:
+    url = c.string(m, path, key)
+    if url is None:
+        return None
+    if not re.match(r"^https?://[^/\s]+", url):
+        c.error((*path, key), f"expected an http:// or https:// URL, got {url!r}")
+        return None
+    return url.rstrip("/")
+
+
+def _check_provider_url(c: Checker, path: KeyPath, kind: str, url: str) -> None:
+    for suffix in _WRONG_SUFFIXES[kind]:
+        if url.endswith(suffix):
+            root = "the /v1 root" if kind == "openai" else "the server root"
+            hint = ""
+            if kind == "ollama" and suffix == "/v1":
+                hint = " (for Ollama's OpenAI-compatible /v1 use kind: openai)"
+            c.warning(path, f"for kind {kind}, base_url is {root}; {_APPENDED[kind]} is appended to it, "
+                            f"so {url!r} probably ends one part too far{hint}")
+            return
+
+
+def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None) -> dict[str, ApiConfig]:
+    apis: dict[str, ApiConfig] = {}
+    section = c.mapping(root.get("apis"), ("apis",))
+    known = _known_apis(catalog)
+    for name, value in (section or {}).items():
+        path: KeyPath = ("apis", name)
+        m = c.mapping(value, path, API_KEYS)
+        if m is None:
+            continue
+        if catalog is not None and name not in known:
+            c.error(path, f"no spec named {name!r}" + suggest(name, known, what="specs"))
+        spec = catalog.apis.get(name) if catalog is not None else None
+        schemes = spec.security_schemes if spec is not None else {}
+        auth = read_auth(c, m.get("auth"), (*path, "auth"), schemes)
+        timeout = c.number(m, path, "timeout", minimum=0, exclusive=True)
+        concurrency = c.number(m, path, "max_concurrency", integer=True, minimum=1)
+        apis[name] = ApiConfig(
+            name=name, base_url=_read_url(c, m, path, "base_url"), auth=auth, headers=c.string_map(m, path, "headers"),
+            timeout=float(timeout or 30.0), max_concurrency=cast(int | None, concurrency),
+        )
+    return apis
+
+
+def _known_apis(catalog: Catalog | None) -> set[str]:
+    if catalog is None:
+        return set()
+    return set(catalog.apis) | {tool.api for tool in catalog}
+
+
+def _read_agents(
+    c: Checker, root: dict[str, Any], providers: dict[str, ProviderConfig], catalog: Catalog | None
+) -> dict[str, AgentConfig]:
+    agents: dict[str, AgentConfig] = {}
+    section = c.mapping(root.get("agents"), ("agents",))
+    for name, value in (section or {}).items():
+        path: KeyPath = ("agents", name)
+        m = c.mapping(value, path, AGENT_KEYS)
+        if m is None:
+            continue
+        if not AGENT_NAME.match(name):
+            c.error(path, "an agent name is 1-58 letters, digits, '_' or '-' (it becomes the tool name ask_<name>)")
+        model = c.string(m, path, "model", required=True) or ""
+        provider, _, model_id = model.partition("/")
+        if model and (not model_id or not provider):
+            c.error((*path, "model"), f"expected '<provider>/<model id>', got {model!r}")
+        elif model and provider not in providers and ("providers", provider) not in c.lines:
+            hint = suggest(provider, providers, what="providers")
+            c.error((*path, "model"), f"no provider named {provider!r}{hint}")
+        tools = [
+            selection
+            for index, entry in enumerate(c.list_of(m.get("tools"), (*path, "tools")) or [])
+            if (selection := _read_selection(c, entry, (*path, "tools", index), catalog)) is not None
+        ]
+        agents[name] = AgentConfig(
+            name=name, model=model, provider=provider, model_id=model_id,
+            instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
+            tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
+            line=c.line(path),
+        )
+    return agents
+
+
+def _read_policy(c: Checker, m: dict[str, Any], path: KeyPath) -> Policy:
+    policy = Policy()
+    if (approval := c.choice(m, path, "approval", APPROVALS)) is not None:
+        policy.approval = cast(Any, approval)
+    for key in ("max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "max_tool_calls"):
+        if (number := c.number(m, path, key, integer=True, minimum=1)) is not None:
+            setattr(policy, key, number)
+    for key in ("timeout", "tool_timeout"):
+        if (seconds := c.number(m, path, key, minimum=0, exclusive=True)) is not None:
+            setattr(policy, key, float(seconds))
+    return policy
+
+
+def _read_selection(c: Checker, value: Any, path: KeyPath, catalog: Catalog | None) -> ToolSelection | None:
+    if isinstance(value, str):  # `- shop` is `- api: shop`
+        value = {"api": value}
+        c.lines.setdefault((*path, "api"), c.line(path) or 0)
+    m = c.mapping(value, path, SELECTION_KEYS)
+    if m is None:
+        return None
+    api = c.string(m, path, "api", required=True)
+    if api is None:
+        return None
+    known = _known_apis(catalog)
+    if catalog is not None and api not in known:
+        c.error((*path, "api"), f"no spec named {api!r}" + suggest(api, known, what="specs"))
+    methods = c.strings(m, path, "methods")
+    if methods is not None:
+        for index, method in enumerate(methods):
+            if method.upper() not in HTTP_METHODS:
+                c.error((*path, "methods", index), f"{method!r} is not an HTTP method ({', '.join(HTTP_METHODS)})")
+        methods = [method.upper() for method in methods]
+    args = c.mapping(m.get("args"), (*path, "args")) or {}
+    selection = ToolSelection(
+        api=api, operations=c.strings(m, path, "operations"), tags=c.strings(m, path, "tags"), methods=methods,
+        paths=c.strings(m, path, "paths"), exclude=c.strings(m, path, "exclude") or [], args=dict(args),
+        overrides=_read_overrides(c, m, path), line=c.line(path), pointer=format_path(path),
+    )
+    prefix = len(path)
+    selection.key_lines = {format_path(key[prefix:]): line for key, line in c.lines.items() if key[:prefix] == path}
+    return selection
+
+
+def _read_overrides(c: Checker, m: dict[str, Any], path: KeyPath) -> dict[str, ToolOverride]:
+    overrides: dict[str, ToolOverride] = {}
+    section = c.mapping(m.get("override"), (*path, "override"))
+    for tool, value in (section or {}).items():
+        opath: KeyPath = (*path, "override", tool)
+        o = c.mapping(value, opath, OVERRIDE_KEYS)
+        if o is None:
+            continue
+        rename = c.string(o, opath, "rename")
+        if rename is not None and not TOOL_NAME.match(rename):
+            c.error((*opath, "rename"), f"{rename!r} is not a valid tool name (1-64 letters, digits, '_' or '-')")
+            rename = None
+        max_bytes = c.number(o, opath, "max_result_bytes", integer=True, minimum=1)
+        timeout = c.number(o, opath, "timeout", minimum=0, exclusive=True)
+        overrides[tool] = ToolOverride(
+            rename=rename, description=c.string(o, opath, "description"),
+            approval=cast(Any, c.choice(o, opath, "approval", APPROVALS)),
+            timeout=float(timeout) if timeout is not None else None, max_result_bytes=cast(int | None, max_bytes),
+        )
+    return overrides
+
+
+def _read_clients(c: Checker, root: dict[str, Any], agents: dict[str, AgentConfig]) -> dict[str, ClientConfig]:
+    clients: dict[str, ClientConfig] = {}
+    section = c.mapping(root.get("clients"), ("clients",))
+    owners: dict[str, str] = {}
+    for name, value in (section or {}).items():
+        path: KeyPath = ("clients", name)
+        m = c.mapping(value, path, CLIENT_KEYS)
+        if m is None:
+            continue
+        key = c.string(m, path, "key", required=True)
+        allowed = c.strings(m, path, "agents")
+        for index, agent in enumerate(allowed or []):
+            if agent != "*" and agent not in agents and ("agents", agent) not in c.lines:
+                c.error((*path, "agents", index), f"no agent named {agent!r}" + suggest(agent, agents, what="agents"))
+        if key is None:
+            continue
+        if key in owners:
+            c.error((*path, "key"), f"the same key as client {owners[key]!r}: each caller needs its own key")
+        owners[key] = name
+        clients[name] = ClientConfig(name=name, key=key, agents=allowed if allowed is not None else ["*"])
+    return clients
+
+
+def _check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
+    """Warn once per used api when selected operations demand credentials and none are configured."""
+    from .toolsets import select_tools
+
+    used: dict[str, tuple[KeyPath, dict[str, Tool]]] = {}
+    for agent in manifest.agents.values():
+        for index, selection in enumerate(agent.tools):
+            where, selected = used.setdefault(selection.api, (("agents", agent.name, "tools", index, "api"), {}))
+            selected.update((tool.name, tool) for tool in select_tools(selection, catalog))
+    for api, (where, selected) in used.items():
+        if manifest.api(api).auth:
+            continue
+        # Security alternatives: one empty alternative means anonymous access is allowed too.
+        needing = [tool for tool in selected.values() if tool.security and all(tool.security)]
+        if not needing:
+            continue
+        schemes = sorted({name for tool in needing for alternative in tool.security for name in alternative})
+        names = ", ".join(tool.name for tool in needing[:5]) + (", ..." if len(needing) > 5 else "")
+        path = ("apis", api) if api in manifest.apis else where
+        c.warning(path, f"{len(needing)} selected operation(s) of {api!r} require credentials ({', '.join(schemes)}: "
+                        f"{names}) but apis.{api}.auth is not configured; those calls will likely be refused")
