@@ -1,0 +1,179 @@
+"""The executor: one tool call becomes the exact REST request its spec describes, and a `ToolResult`.
+
+validate (jsonschema, nothing sent on failure) -> build (gateway.http.request) -> credentials
+(gateway.http.auth) -> send (gateway.http.client: pooled, retries, redirect policy, one deadline)
+-> read and shape (gateway.http.reading) -> redact (gateway.http.redact). A bad call is a result, never
+an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from .catalog import Catalog, Tool
+from .http.auth import Authenticator
+from .http.client import IDEMPOTENT, Attempts, DeadlineExceeded, RedirectRefused, TooManyRedirects, new_client, send
+from .http.errors import RequestBuildError
+from .http.reading import hard_cap, read_capped, shape
+from .http.redact import Redactor
+from .http.request import build_request
+from .http.validation import validate_arguments as _validate
+from .manifest import ApiConfig, Manifest
+from .messages import ToolResult
+
+__all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
+
+logger = logging.getLogger("gateway.executor")
+
+DEFAULT_MAX_RESULT_BYTES = 64_000
+
+
+def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
+    """Every problem with `arguments` for `tool` (empty = valid)."""
+    return _validate(tool, arguments)
+
+
+class _Api:
+    """Per-api state: pooled client, credentials, concurrency limit."""
+
+    def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor) -> None:
+        self.config = config
+        self.client = new_client(transport, max_connections=max(config.max_concurrency or 20, 1))
+        self.auth = Authenticator(config.name, config.auth, redactor, self.client)
+        self.reserved = self.auth.reserved
+        self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+
+
+class Executor:
+    """Executes tool calls for one manifest and catalog.
+
+    Args:
+        manifest: gives each api's base_url, auth, headers, timeout and the secrets to redact.
+        catalog: the compiled tools.
+        transport: an httpx transport for every api's client (tests, in-process upstreams).
+    """
+
+    def __init__(
+        self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.manifest = manifest
+        self.catalog = catalog
+        self.redactor = Redactor(manifest.secrets())
+        self._transport = transport
+        self._apis: dict[str, _Api] = {}
+
+    def _api(self, name: str) -> _Api:
+        api = self._apis.get(name)
+        if api is None:
+            config = self.manifest.api(name)
+            api = self._apis[name] = _Api(config, self._transport, self.redactor)
+        return api
+
+    async def aclose(self) -> None:
+        apis, self._apis = list(self._apis.values()), {}
+        for api in apis:
+            await api.client.aclose()
+
+    async def __aenter__(self) -> Executor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def execute(
+        self,
+        tool: Tool,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        max_result_bytes: int | None = None,
+    ) -> ToolResult:
+        """Run one call; every failure is a `ToolResult` with an `error_type` and a message for the model."""
+        started = time.monotonic()
+        try:
+            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes)
+        except Exception as error:  # the contract: a bad call never raises
+            logger.exception("tool %s failed unexpectedly", tool.name)
+            message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
+            result = ToolResult.failure("transport_error", message)
+        result.duration_ms = (time.monotonic() - started) * 1000
+        return result
+
+    async def _execute(
+        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None
+    ) -> ToolResult:
+        api = self._api(tool.api)
+        reserved_args = {
+            a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in api.reserved
+        }
+        problems = _validate(tool, arguments, optional=reserved_args)
+        if problems:
+            text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+            message = f"Invalid arguments for {tool.name}; nothing was sent:\n{text}"
+            return ToolResult.failure("invalid_arguments", message)
+        try:
+            prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
+        except RequestBuildError as error:
+            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        seconds = timeout if timeout is not None else api.config.timeout
+        limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
+        deadline = time.monotonic() + seconds
+        try:
+            async with asyncio.timeout(seconds):
+                if api.limit is None:
+                    return await self._send(tool, api, prepared, deadline, limit)
+                async with api.limit:
+                    return await self._send(tool, api, prepared, deadline, limit)
+        except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
+            return ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
+        except RedirectRefused as error:
+            where = self.redactor.text(error.location)
+            return ToolResult.failure(
+                "transport_error", f"{tool.name}: the API redirected to another host ({where}); not followed"
+            )
+        except TooManyRedirects:
+            return ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
+        except RequestBuildError as error:
+            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        except httpx.HTTPError as error:
+            detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+            return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
+
+    async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        attempts = Attempts()
+        response = await send(api.client, prepared, api.auth.credentials, deadline=deadline, attempts=attempts)
+        if response.status_code == 401 and api.auth.has_tokens:
+            # A rejected token: forget it; an idempotent call may try once more with a fresh one.
+            api.auth.invalidate()
+            if prepared.method in IDEMPOTENT:
+                await response.aclose()
+                response = await send(api.client, prepared, api.auth.credentials, deadline=deadline,
+                                      attempts=attempts)
+        try:
+            read = await read_capped(response, hard_cap(limit))
+        finally:
+            await response.aclose()
+        status = response.status_code
+        ok = 200 <= status < 300
+        shaped = shape(read, response.headers.get("content-type"), limit if ok else min(limit, 8000), self.redactor)
+        result = ToolResult(
+            ok=ok,
+            status=status,
+            media_type=shaped.media_type,
+            body=shaped.body,
+            truncated=shaped.truncated,
+            bytes=len(read.data),
+        )
+        if not ok:
+            result.error_type = "upstream_error"
+            reason = response.reason_phrase or ""
+            excerpt = shaped.excerpt[:500]
+            result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
+                f": {excerpt}" if excerpt else ""
+            )
+        return result

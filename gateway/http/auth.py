@@ -1,0 +1,151 @@
+"""Credential injection per `apis.<name>.auth`: bearer, basic, api_key (header/query/cookie) and OAuth2
+client credentials (token fetched, cached until shortly before it expires, refreshed under a lock).
+
+Credentials are only ever attached to requests for the api's own origin (see `gateway.http.client`), and
+the names they occupy are reserved: the model's arguments can never set or override them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..manifest import AuthConfig
+from .errors import ConfigurationError
+from .redact import Redactor
+
+_EXPIRY_MARGIN = 30.0
+"""Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""
+_DEFAULT_TOKEN_LIFETIME = 300.0
+
+
+@dataclass(slots=True)
+class Credentials:
+    """What the auth layer adds to one request."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    query: list[tuple[str, str]] = field(default_factory=list)
+    cookies: list[tuple[str, str]] = field(default_factory=list)
+
+
+def reserved_names(auth: list[AuthConfig]) -> set[tuple[str, str]]:
+    """(location, lower-case name) pairs the credentials occupy; arguments may not set these."""
+    names: set[tuple[str, str]] = set()
+    for config in auth:
+        if config.type in ("bearer", "basic", "oauth2_client_credentials"):
+            names.add(("header", "authorization"))
+        elif config.type == "api_key" and config.name:
+            names.add((config.location, config.name.lower()))
+    return names
+
+
+@dataclass(slots=True)
+class _Token:
+    value: str
+    expires_at: float
+
+
+class Authenticator:
+    """Turns an api's auth configuration into credentials for each request.
+
+    Args:
+        api: the api's name (for error messages).
+        auth: its credentials, all applied at once.
+        redactor: learns every fetched access token.
+        client: used for OAuth2 token requests.
+    """
+
+    def __init__(self, api: str, auth: list[AuthConfig], redactor: Redactor, client: httpx.AsyncClient) -> None:
+        self.api = api
+        self.auth = list(auth)
+        self._redactor = redactor
+        self._client = client
+        self._tokens: dict[int, _Token] = {}
+        self._lock = asyncio.Lock()
+        for config in self.auth:
+            if config.type == "basic":
+                redactor.add_basic(config.username, config.password)
+
+    @property
+    def reserved(self) -> set[tuple[str, str]]:
+        return reserved_names(self.auth)
+
+    async def credentials(self) -> Credentials:
+        creds = Credentials()
+        for index, config in enumerate(self.auth):
+            if config.type == "bearer":
+                creds.headers["Authorization"] = f"Bearer {self._require(config.token, 'token')}"
+            elif config.type == "basic":
+                pair = f"{config.username or ''}:{config.password or ''}".encode()
+                creds.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+            elif config.type == "api_key":
+                name = self._require(config.name, "name")
+                value = self._require(config.value or config.token, "value")
+                if config.location == "query":
+                    creds.query.append((name, value))
+                elif config.location == "cookie":
+                    creds.cookies.append((name, value))
+                else:
+                    creds.headers[name] = value
+            elif config.type == "oauth2_client_credentials":
+                creds.headers["Authorization"] = f"Bearer {await self._token(index, config)}"
+        return creds
+
+    @property
+    def has_tokens(self) -> bool:
+        return any(config.type == "oauth2_client_credentials" for config in self.auth)
+
+    def invalidate(self) -> None:
+        """Forget cached tokens (after the upstream answered 401)."""
+        self._tokens.clear()
+
+    def _require(self, value: str | None, key: str) -> str:
+        if not value:
+            raise ConfigurationError(f"apis.{self.api}.auth: `{key}` is missing")
+        return value
+
+    async def _token(self, index: int, config: AuthConfig) -> str:
+        token = self._tokens.get(index)
+        if token is not None and token.expires_at > time.monotonic():
+            return token.value
+        async with self._lock:
+            # Another call may have refreshed it while this one waited.
+            token = self._tokens.get(index)
+            if token is not None and token.expires_at > time.monotonic():
+                return token.value
+            token = await self._fetch_token(config)
+            self._tokens[index] = token
+            return token.value
+
+    async def _fetch_token(self, config: AuthConfig) -> _Token:
+        url = self._require(config.token_url, "token_url")
+        client_id = self._require(config.client_id, "client_id")
+        secret = self._require(config.client_secret, "client_secret")
+        data = {"grant_type": "client_credentials"}
+        if config.scopes:
+            data["scope"] = " ".join(config.scopes)
+        try:
+            response = await self._client.post(url, data=data, auth=(client_id, secret),
+                                                headers={"Accept": "application/json"})
+        except httpx.HTTPError as error:
+            raise ConfigurationError(f"apis.{self.api}.auth: token request to {url} failed: {error}") from None
+        try:
+            payload = response.json() if response.status_code == 200 else None
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict) or not isinstance(payload.get("access_token"), str):
+            excerpt = self._redactor.text(response.text[:200])
+            raise ConfigurationError(
+                f"apis.{self.api}.auth: the token endpoint answered HTTP {response.status_code}: {excerpt}"
+            )
+        value = payload["access_token"]
+        self._redactor.add(value)
+        try:
+            seconds = float(payload.get("expires_in") or _DEFAULT_TOKEN_LIFETIME)
+        except (TypeError, ValueError):
+            seconds = _DEFAULT_TOKEN_LIFETIME
+        return _Token(value=value, expires_at=time.monotonic() + max(seconds - _EXPIRY_MARGIN, 1.0))

@@ -1,0 +1,194 @@
+"""Reading a response into a result the model can use: capped reading, parsing, redaction, truncation.
+
+Reading stops at a hard cap so a huge or endless body can't exhaust memory. What is shown is cut to
+`max_result_bytes` at a clean boundary (whole array items and fields for JSON, a line or word for text)
+with a marker saying how much was left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from .body import essence, is_binary_type, is_json_type
+from .redact import Redactor
+
+MIN_HARD_CAP = 4 * 1024 * 1024
+HARD_CAP_FACTOR = 16
+ERROR_EXCERPT_BYTES = 2000
+_TEXT_TYPES = ("application/xml", "application/javascript", "application/x-www-form-urlencoded",
+               "application/yaml", "application/x-yaml", "application/graphql", "application/csv")
+
+
+@dataclass(slots=True)
+class ReadBody:
+    data: bytes
+    complete: bool
+    """False when reading stopped at the hard cap."""
+    declared_length: int | None
+
+
+@dataclass(slots=True)
+class Shaped:
+    media_type: str | None
+    body: Any
+    truncated: bool
+    excerpt: str
+    """A short text form of the body, for error messages."""
+
+
+def hard_cap(max_result_bytes: int) -> int:
+    return max(MIN_HARD_CAP, max_result_bytes * HARD_CAP_FACTOR)
+
+
+async def read_capped(response: httpx.Response, cap: int) -> ReadBody:
+    chunks: list[bytes] = []
+    size = 0
+    complete = True
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            complete = False
+            break
+    data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
+    length = response.headers.get("content-length")
+    declared = int(length) if length and length.isdigit() else None
+    return ReadBody(data=data, complete=complete, declared_length=declared)
+
+
+def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:
+    """Parse, redact and cut the body to `max_bytes`."""
+    media_type = essence(content_type) if content_type else None
+    data = read.data
+    if not data:
+        return Shaped(media_type, None, False, "")
+    unknown_more = not read.complete
+    total = read.declared_length if read.declared_length and read.declared_length > len(data) else len(data)
+    if media_type and is_binary_type(media_type) or (media_type is None and _looks_binary(data)):
+        size = f"at least {total}" if unknown_more and total == len(data) else str(total)
+        note = f"<binary body: {size} bytes of {media_type or 'unknown type'}, not shown>"
+        return Shaped(media_type, note, False, note)
+    text = data.decode(_charset(content_type), errors="replace")
+    if read.complete and (media_type is None or is_json_type(media_type)):
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            parsed = _NOT_JSON
+        if parsed is not _NOT_JSON:
+            value = redactor.value(parsed)
+            cut, truncated = shrink_json(value, max_bytes)
+            excerpt = orjson.dumps(cut).decode()[:ERROR_EXCERPT_BYTES]
+            return Shaped(media_type or "application/json", cut, truncated, excerpt)
+    text = redactor.text(text)
+    omitted_unknown = unknown_more and total == len(data)
+    cut_text, truncated = cut_text_at_boundary(text, max_bytes, total, at_least=omitted_unknown)
+    if media_type is None or not (media_type.startswith("text/") or media_type in _TEXT_TYPES
+                                  or media_type.endswith(("+xml", "+json")) or is_json_type(media_type)):
+        media_type = media_type or "text/plain"
+    return Shaped(media_type, cut_text, truncated, cut_text[:ERROR_EXCERPT_BYTES])
+
+
+_NOT_JSON = object()
+
+
+def _charset(content_type: str | None) -> str:
+    if content_type:
+        for param in content_type.split(";")[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "charset" and value.strip():
+                charset = value.strip().strip('"')
+                try:
+                    "".encode(charset)
+                    return charset
+                except LookupError:
+                    break
+    return "utf-8"
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:1024]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start < len(head) - 4  # a character cut at the sample's end is not binary
+    return False
+
+
+# -- truncation -----------------------------------------------------------------------------------------
+
+
+def cut_text_at_boundary(text: str, max_bytes: int, total: int, *, at_least: bool = False) -> tuple[str, bool]:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes and not at_least:
+        return text, False
+    budget = max(max_bytes - 80, 0)
+    head = encoded[:budget].decode("utf-8", errors="ignore")
+    for separator, share in (("\n", 0.8), (" ", 0.9)):
+        index = head.rfind(separator)
+        if index >= share * len(head):
+            head = head[:index]
+            break
+    left = max(total - len(head.encode("utf-8")), 0)
+    amount = f"at least {left}" if at_least else str(left)
+    return f"{head}\n[… truncated: {amount} of {'at least ' if at_least else ''}{total} bytes left out]", True
+
+
+def _size(value: Any) -> int:
+    return len(orjson.dumps(value))
+
+
+def shrink_json(value: Any, max_bytes: int) -> tuple[Any, bool]:
+    """`value` cut to about `max_bytes` of JSON, keeping whole items and fields, plus markers."""
+    if _size(value) <= max_bytes:
+        return value, False
+    return _shrink(value, max_bytes), True
+
+
+def _shrink(value: Any, budget: int) -> Any:
+    if isinstance(value, list):
+        kept: list[Any] = []
+        used = 2
+        reserve = 80
+        for index, item in enumerate(value):
+            size = _size(item) + 1
+            if used + size > budget - reserve:
+                if not kept and budget - reserve - used > 200 and isinstance(item, (list, dict, str)):
+                    kept.append(_shrink(item, budget - reserve - used))
+                    index += 1
+                rest = value[index:]
+                if rest:
+                    kept.append(f"[… truncated: {len(rest)} more items ({_size(rest)} bytes) left out]")
+                return kept
+            kept.append(item)
+            used += size
+        return kept
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        used = 2
+        reserve = 100
+        items = list(value.items())
+        for index, (key, item) in enumerate(items):
+            size = _size(key) + _size(item) + 2
+            if used + size > budget - reserve:
+                room = budget - reserve - used - _size(key) - 2
+                if room > 200 and isinstance(item, (list, dict, str)):
+                    out[key] = _shrink(item, room)
+                    index += 1
+                rest = items[index:]
+                if rest:
+                    left = sum(_size(k) + _size(v) + 2 for k, v in rest)
+                    out["_truncated"] = f"{len(rest)} more fields ({left} bytes) left out"
+                return out
+            out[key] = item
+            used += size
+        return out
+    if isinstance(value, str):
+        text, _ = cut_text_at_boundary(value, max(budget, 100), len(value.encode("utf-8")))
+        return text
+    return value

@@ -1,0 +1,87 @@
+"""Redaction of secrets from everything the model, the logs and the audit trail see.
+
+A `Redactor` knows the manifest's secret values (and tokens learned at run time, such as OAuth2
+access tokens) and replaces every occurrence with a marker, also in the forms an upstream is likely to
+echo them back in: percent-encoded (a query string in an error message), form-encoded, and base64
+(a Basic credential or `user:password`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+MARKER = "[REDACTED]"
+MIN_SECRET_LENGTH = 4
+"""Shorter values are not redacted: replacing every `abc` in a body would destroy it and protect nothing."""
+
+
+class Redactor:
+    """Replaces secret values in text and in JSON-like values.
+
+    Args:
+        secrets: the secret values (empty and too-short ones are ignored).
+    """
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self._lock = threading.Lock()
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(*secrets)
+
+    def add(self, *secrets: str | None) -> None:
+        """Learn more secrets (e.g. an access token fetched at run time)."""
+        fresh = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH} - self._secrets
+        if not fresh:
+            return
+        with self._lock:
+            self._secrets |= fresh
+            self._pattern = _compile_pattern(self._secrets)
+
+    def add_basic(self, username: str | None, password: str | None) -> None:
+        """Learn a Basic credential: its base64 form would otherwise slip through."""
+        if username is None or not password:
+            return
+        self.add(password, base64.b64encode(f"{username}:{password}".encode()).decode("ascii"))
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def text(self, text: str) -> str:
+        pattern = self._pattern
+        if pattern is None or not text:
+            return text
+        return pattern.sub(MARKER, text)
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON-like value with secrets replaced in every string, keys included."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return value
+
+
+def _variants(secret: str) -> set[str]:
+    variants = {secret, quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)}
+    encoded = base64.b64encode(secret.encode()).decode("ascii")
+    variants.add(encoded)
+    variants.add(encoded.rstrip("="))
+    return {v for v in variants if len(v) >= MIN_SECRET_LENGTH}
+
+
+def _compile_pattern(secrets: set[str]) -> re.Pattern[str]:
+    variants: set[str] = set()
+    for secret in secrets:
+        variants |= _variants(secret)
+    # Longest first so a secret that contains another is replaced whole.
+    ordered = sorted(variants, key=len, reverse=True)
+    return re.compile("|".join(re.escape(v) for v in ordered))

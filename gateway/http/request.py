@@ -1,0 +1,175 @@
+"""From a tool's binding and the model's arguments to a request: URL, headers, cookies and body.
+
+The host comes only from the api's configured `base_url` or the spec's server; the path template is the
+spec's, with every value percent-encoded. Headers the HTTP layer owns and names the credentials occupy are
+never taken from arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..catalog import Tool
+from ..manifest import ApiConfig
+from .body import build_body
+from .errors import ArgumentError, ConfigurationError
+from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query
+
+OWNED_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+    "expect", "proxy-authorization", "proxy-connection",
+    # OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
+    "accept", "content-type", "authorization",
+    # The cookie parameters and the credentials build this one.
+    "cookie",
+})
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+_MAX_ACCEPT_TYPES = 8
+
+
+@dataclass(slots=True)
+class PreparedRequest:
+    method: str
+    url: httpx.URL
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    cookies: list[tuple[str, str]] = field(default_factory=list)
+    content: bytes | None = None
+
+    def origin(self) -> tuple[str, str, int | None]:
+        return origin_of(self.url)
+
+
+def origin_of(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port or default)
+
+
+def server_url(tool: Tool, api: ApiConfig) -> httpx.URL:
+    """The absolute base URL of this tool's api, or a ConfigurationError saying what to set."""
+    if api.base_url:
+        raw, source = api.base_url, f"apis.{tool.api}.base_url"
+    elif tool.servers:
+        raw, source = tool.servers[0].resolved(), f"the server {tool.servers[0].url!r} of {tool.source or tool.api}"
+    else:
+        raise ConfigurationError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
+    if _PLACEHOLDER.search(raw):
+        raise ConfigurationError(f"{source} has an unresolved variable: set apis.{tool.api}.base_url in agents.yaml")
+    try:
+        url = httpx.URL(raw)
+    except (httpx.InvalidURL, TypeError, ValueError) as error:
+        raise ConfigurationError(f"{source} is not a valid URL ({error})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(
+            f"{source} is relative or not http(s) ({raw!r}): set apis.{tool.api}.base_url in agents.yaml"
+        )
+    return url
+
+
+def build_request(
+    tool: Tool,
+    arguments: dict[str, Any],
+    api: ApiConfig,
+    *,
+    reserved: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
+) -> PreparedRequest:
+    base = server_url(tool, api)
+    path = _build_path(tool, arguments)
+    query: list[str] = []
+    headers: list[tuple[str, str]] = []
+    cookies: list[tuple[str, str]] = []
+    for argument in tool.arguments:
+        if argument.name not in arguments or argument.location in ("path", "body"):
+            continue
+        value = arguments[argument.name]
+        key = (argument.location, argument.wire_name.lower())
+        if value is None or key in reserved:
+            continue
+        if argument.location == "query":
+            query.extend(serialize_query(argument, value))
+        elif argument.location == "header":
+            if key[1] in OWNED_HEADERS or key[1] in {h.lower() for h in api.headers}:
+                continue
+            if not _TOKEN.match(argument.wire_name):
+                raise ConfigurationError(f"{tool.name}: header name {argument.wire_name!r} is not a valid token")
+            headers.append((argument.wire_name, serialize_header(argument, value)))
+        elif argument.location == "cookie":
+            cookies.extend(serialize_cookie(argument, value))
+    url = _join(base, path, query)
+    if origin_of(url) != origin_of(base):
+        raise ArgumentError(f"{tool.name}: the arguments would change the request's host")
+    for name, value in api.headers.items():
+        check_header_value(f"apis.{tool.api}.headers.{name}", value)
+        headers.append((name, value))
+    body = build_body(tool, arguments)
+    if body is not None:
+        headers.append(("Content-Type", body.content_type))
+    headers.append(("Accept", accept_header(tool.response_media_types)))
+    return PreparedRequest(
+        method=tool.method.upper(),
+        url=url,
+        headers=headers,
+        cookies=cookies,
+        content=body.content if body is not None else None,
+    )
+
+
+def accept_header(media_types: tuple[str, ...]) -> str:
+    seen: list[str] = []
+    for media_type in media_types:
+        kind = media_type.split(";", 1)[0].strip()
+        if kind and kind not in seen and _TOKEN.match(kind.replace("/", "")):
+            seen.append(kind)
+    if not seen:
+        return "application/json, */*;q=0.5"
+    return ", ".join(seen[:_MAX_ACCEPT_TYPES])
+
+
+def _build_path(tool: Tool, arguments: dict[str, Any]) -> str:
+    by_wire = {a.wire_name: a for a in tool.arguments if a.location == "path"}
+
+    def substitute(match: re.Match[str]) -> str:
+        wire = match.group(1)
+        argument = by_wire.get(wire)
+        if argument is None:
+            raise ConfigurationError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
+        if arguments.get(argument.name) is None:
+            raise ArgumentError(f"{argument.name}: required path parameter is missing")
+        return serialize_path(argument, arguments[argument.name])
+
+    pieces: list[str] = []
+    last = 0
+    for match in _PLACEHOLDER.finditer(tool.path):
+        pieces.append(_quote_literal(tool.path[last : match.start()]))
+        pieces.append(substitute(match))
+        last = match.end()
+    pieces.append(_quote_literal(tool.path[last:]))
+    path = "".join(pieces)
+    if not path.startswith("/"):
+        path = "/" + path
+    # Encoded values can't hold `/`, but `.` is unreserved: a value that forms a whole `.` or `..`
+    # segment would walk to another endpoint with the gateway's credentials.
+    if any(segment in (".", "..") for segment in path.split("/")):
+        raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..'")
+    return path
+
+
+def _quote_literal(text: str) -> str:
+    # The template's own characters: keep what a path may hold (and existing escapes), encode the rest.
+    return quote(text, safe="/:@!$&'()*+,;=%-._~")
+
+
+def _join(base: httpx.URL, path: str, query: list[str]) -> httpx.URL:
+    # Plain concatenation, never urljoin: `//evil.example/x` must stay a path on our host.
+    base_path = base.raw_path.decode("ascii").split("?", 1)[0].rstrip("/")
+    raw_query = base.query.decode("ascii")
+    items = ([raw_query] if raw_query else []) + query
+    target = (base_path + path).encode("ascii")
+    if items:
+        target += b"?" + "&".join(items).encode("ascii")
+    return base.copy_with(raw_path=target)

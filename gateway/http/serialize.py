@@ -1,0 +1,194 @@
+"""Parameter serialization: OpenAPI `style`/`explode`/`allowReserved` for path, query, header and cookie.
+
+Every value is percent-encoded for its location, so a path value can never add a segment, a query or a
+fragment, and a query value can never add a parameter. `0`, `false` and `""` are values like any other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from ..catalog import Argument
+from .errors import ArgumentError
+
+# allowReserved keeps RFC 3986 reserved characters literal, except the three that would change the
+# query's structure or meaning: `&` (a new parameter), `#` (a fragment) and `+` (a space to form decoders).
+_RESERVED_SAFE = ":/?[]@!$'()*,;="
+# RFC 6265 cookie-octet minus `%` (kept for our own escapes).
+_COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
+_FORBIDDEN_HEADER_CHARS = ("\r", "\n", "\x00")
+
+
+def to_text(value: Any) -> str:
+    """A primitive as its wire text: JSON spelling for booleans and numbers, `""` for null."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode(text: str, *, allow_reserved: bool = False) -> str:
+    return quote(text, safe=_RESERVED_SAFE if allow_reserved else "")
+
+
+def encode_content(value: Any, media_type: str) -> str:
+    """A parameter declared with `content`: the value in that media type (JSON unless it is plain text)."""
+    if isinstance(value, str) and not _is_json(media_type):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _is_json(media_type: str) -> bool:
+    essence = media_type.split(";", 1)[0].strip().lower()
+    return "json" in essence.rsplit("/", 1)[-1] or essence == "*/*"
+
+
+def _pairs(value: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(str(k), to_text(v)) for k, v in value.items() if v is not None]
+
+
+# -- path ---------------------------------------------------------------------------------------------
+
+
+def serialize_path(argument: Argument, value: Any) -> str:
+    """The encoded text that replaces `{name}` in the path template."""
+    if argument.content_type:
+        return _path_segment(encode_content(value, argument.content_type), argument.name)
+    style = argument.style or "simple"
+    explode = argument.explode
+    name = encode(argument.wire_name)
+    enc = encode
+    if style == "simple":
+        text = _simple(value, explode, enc)
+        return _path_segment(text, argument.name, raw=True)
+    if style == "label":
+        if isinstance(value, list):
+            return "." + ("." if explode else ",").join(enc(to_text(v)) for v in value)
+        if isinstance(value, dict):
+            if explode:
+                return "." + ".".join(f"{enc(k)}={enc(v)}" for k, v in _pairs(value))
+            return "." + ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value))
+        return "." + enc(to_text(value))
+    if style == "matrix":
+        if isinstance(value, list):
+            if explode:
+                return "".join(f";{name}={enc(to_text(v))}" for v in value)
+            return f";{name}=" + ",".join(enc(to_text(v)) for v in value)
+        if isinstance(value, dict):
+            if explode:
+                return "".join(f";{enc(k)}={enc(v)}" for k, v in _pairs(value))
+            return f";{name}=" + ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value))
+        text = to_text(value)
+        return f";{name}" if text == "" else f";{name}={enc(text)}"
+    raise ArgumentError(f"{argument.name}: path style {style!r} is not supported")
+
+
+def _path_segment(text: str, label: str, *, raw: bool = False) -> str:
+    encoded = text if raw else encode(text)
+    # An empty value would address another resource (`/items/` instead of `/items/{id}`); dot segments
+    # (`/items/..`) are refused on the whole path by `gateway.http.request`.
+    if encoded == "":
+        raise ArgumentError(f"{label}: a path parameter can't be empty")
+    return encoded
+
+
+def _simple(value: Any, explode: bool, enc: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(enc(to_text(v)) for v in value)
+    if isinstance(value, dict):
+        if explode:
+            return ",".join(f"{enc(k)}={enc(v)}" for k, v in _pairs(value))
+        return ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value))
+    return enc(to_text(value))
+
+
+# -- query --------------------------------------------------------------------------------------------
+
+
+def serialize_query(argument: Argument, value: Any) -> list[str]:
+    """Encoded `name=value` items to join with `&`."""
+    reserved = argument.allow_reserved
+
+    def enc(text: str) -> str:
+        return encode(text, allow_reserved=reserved)
+
+    name = encode(argument.wire_name)
+    if argument.content_type:
+        return [f"{name}={enc(encode_content(value, argument.content_type))}"]
+    style = argument.style or "form"
+    explode = argument.explode
+    if style == "deepObject":
+        if not isinstance(value, dict):
+            return [f"{name}={enc(to_text(value))}"]
+        return [f"{encode(key)}={enc(text)}" for key, text in _deep_items(argument.wire_name, value)]
+    if isinstance(value, list):
+        if explode:
+            return [f"{name}={enc(to_text(v))}" for v in value]
+        separator = {"spaceDelimited": "%20", "pipeDelimited": "|"}.get(style, ",")
+        return [f"{name}=" + separator.join(enc(to_text(v)) for v in value)]
+    if isinstance(value, dict):
+        if explode:
+            return [f"{encode(k)}={enc(v)}" for k, v in _pairs(value)]
+        separator = {"spaceDelimited": "%20", "pipeDelimited": "|"}.get(style, ",")
+        return [f"{name}=" + separator.join(f"{enc(k)}{separator}{enc(v)}" for k, v in _pairs(value))]
+    return [f"{name}={enc(to_text(value))}"]
+
+
+def _deep_items(prefix: str, value: Any) -> list[tuple[str, str]]:
+    """`filter[status]=open`, nesting further for nested objects and `[0]` indexes for arrays inside."""
+    if isinstance(value, dict):
+        items: list[tuple[str, str]] = []
+        for key, inner in value.items():
+            if inner is not None:
+                items.extend(_deep_items(f"{prefix}[{key}]", inner))
+        return items
+    if isinstance(value, list):
+        items = []
+        for index, inner in enumerate(value):
+            items.extend(_deep_items(f"{prefix}[{index}]", inner))
+        return items
+    return [(prefix, to_text(value))]
+
+
+# -- header and cookie --------------------------------------------------------------------------------
+
+
+def serialize_header(argument: Argument, value: Any) -> str:
+    if argument.content_type:
+        text = encode_content(value, argument.content_type)
+    else:
+        text = _simple(value, argument.explode, lambda t: t)
+    check_header_value(argument.name, text)
+    return text
+
+
+def check_header_value(label: str, text: str) -> None:
+    if any(c in text for c in _FORBIDDEN_HEADER_CHARS):
+        raise ArgumentError(f"{label}: header values can't contain CR, LF or NUL characters")
+
+
+def serialize_cookie(argument: Argument, value: Any) -> list[tuple[str, str]]:
+    """(name, encoded value) pairs for the Cookie header."""
+
+    def enc(text: str) -> str:
+        return quote(text, safe=_COOKIE_SAFE)
+
+    name = argument.wire_name
+    if argument.content_type:
+        return [(name, enc(encode_content(value, argument.content_type)))]
+    if isinstance(value, list):
+        if argument.explode:
+            return [(name, enc(to_text(v))) for v in value]
+        return [(name, ",".join(enc(to_text(v)) for v in value))]
+    if isinstance(value, dict):
+        if argument.explode:
+            return [(k, enc(v)) for k, v in _pairs(value)]
+        return [(name, ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value)))]
+    return [(name, enc(to_text(value)))]
