@@ -1,0 +1,22 @@
+"""The spec compiler: a folder of OpenAPI documents becomes one exact tool `Catalog`.
+
+`compile_specs(folder)` for the gateway, `compile_document(dict, api=...)` for one parsed spec.
+Rules live beside the code that applies them: `_names` (tool names), `_operations` (parameters,
+bodies, collisions), `_schema` (JSON Schema 2020-12 translation), `_swagger` (2.0), `_documents`
+(reading files, `$ref`s inside the specs folder only), `_cache` (compiled-spec cache).
+"""
+
+from __future__ import annotations
+
+from ._cache import default_dir as default_cache_dir
+from ._compile import DEFAULT_MAX_DESCRIPTION, compile_document, compile_specs, spec_files
+from ._names import NAME_PATTERN
+
+__all__ = [
+    "DEFAULT_MAX_DESCRIPTION",
+    "NAME_PATTERN",
+    "compile_document",
+    "compile_specs",
+    "default_cache_dir",
+    "spec_files",
+]

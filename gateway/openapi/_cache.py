@@ -1,0 +1,69 @@
+"""The compiled-spec cache: one pickle per spec file, keyed by the content hash of that file.
+
+An entry also records the hash of every other file its `$ref`s read, and is used only when all of
+them still match. Pickle is used because it keeps the sharing between tools (a `$defs` entry used by
+500 tools is stored once) and loads at close to `json.load` speed; the cache folder is private to
+the user (0700), and an entry that fails to load is simply compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_FORMAT = "gateway-catalog-5"
+"""Bump when the compiler's output changes, so old entries are not reused."""
+
+
+def default_dir() -> Path:
+    configured = os.environ.get("GATEWAY_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gateway"
+
+
+class CatalogCache:
+    def __init__(self, directory: Path, max_description: int) -> None:
+        self.directory = Path(directory)
+        self._salt = f"{_FORMAT}:{max_description}"
+
+    def _entry_path(self, relative: str) -> Path:
+        return self.directory / (hashlib.sha256(relative.encode()).hexdigest()[:24] + ".pickle")
+
+    def load(self, relative: str, digest: str, specs_dir: Path) -> Any | None:
+        try:
+            with open(self._entry_path(relative), "rb") as handle:
+                entry = pickle.load(handle)  # noqa: S301 - our own per-user cache folder
+        except Exception:  # noqa: BLE001 - a missing or damaged entry means: compile again
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != (self._salt, relative, digest):
+            return None
+        for name, dep_digest in entry.get("dependencies", {}).items():
+            try:
+                current = hashlib.sha256((specs_dir / name).read_bytes()).hexdigest()
+            except OSError:
+                return None
+            if current != dep_digest:
+                return None
+        return entry["result"]
+
+    def store(self, relative: str, digest: str, dependencies: dict[str, bytes], result: Any) -> None:
+        entry = {
+            "key": (self._salt, relative, digest),
+            "dependencies": {name: hashlib.sha256(data).hexdigest() for name, data in dependencies.items()},
+            "result": result,
+        }
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            with os.fdopen(handle, "wb") as out:
+                pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, self._entry_path(relative))
+        except OSError:
+            # A read-only or full cache folder must not stop the gateway; it just compiles next time too.
+            return

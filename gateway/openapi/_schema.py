@@ -1,0 +1,317 @@
+"""OpenAPI Schema Objects (Swagger 2.0, OAS 3.0, OAS 3.1) to JSON Schema 2020-12.
+
+Every `$ref` becomes `{"$ref": "#/$defs/<Name>"}` and its target is translated once per mode and
+memoized, so recursive schemas stay finite and a spec's components are never expanded into every
+tool. `collect_defs` then gives each tool exactly the `$defs` it reaches.
+
+Translation rules (what "handled" means):
+- `nullable: true` (3.0) and `x-nullable: true` (2.0): `"null"` joins `type` (and `enum`); without a
+  `type` the schema becomes `anyOf: [schema, {"type": "null"}]`.
+- boolean `exclusiveMinimum/Maximum` (3.0): folded into the numeric 2020-12 form.
+- `example`: `examples: [example]`. `type: file` (2.0): `type: string, format: binary`. Formats are kept.
+- `readOnly` properties are left out of input schemas, `writeOnly` ones out of output schemas.
+- `discriminator` is dropped: the constraint it describes is carried by the `oneOf`/`anyOf` beside it.
+  `xml`, `externalDocs`, `x-*` extensions and other unknown keywords are dropped.
+- Keyword values of the wrong shape (a `pattern` Python cannot compile, `required: true`, an unknown
+  type name) are dropped with a warning, so every result passes Draft 2020-12 `check_schema`.
+
+Results are shared between tools: treat them as immutable (copy before changing).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from ._documents import Documents, RefError
+
+Mode = Literal["in", "out"]
+JSONSchema = dict[str, Any]
+
+_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_STRINGS = ("title", "description", "format", "contentMediaType", "contentEncoding", "$comment")
+_NUMBERS = ("minimum", "maximum", "multipleOf")
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+           "minContains", "maxContains")
+_BOOLS = ("deprecated", "readOnly", "writeOnly", "uniqueItems")
+_SUBSCHEMAS = ("additionalProperties", "contains", "not", "if", "then", "else", "propertyNames",
+               "unevaluatedProperties", "unevaluatedItems")
+_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_PATTERN_OK: dict[str, bool] = {}
+
+
+class SchemaError(Exception):
+    """A schema that cannot be translated (a broken or refused `$ref` inside it)."""
+
+
+def _pattern_ok(pattern: str) -> bool:
+    ok = _PATTERN_OK.get(pattern)
+    if ok is None:
+        try:
+            re.compile(pattern)
+            ok = True
+        except (re.error, RecursionError, OverflowError):
+            ok = False
+        _PATTERN_OK[pattern] = ok
+    return ok
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return _is_number(value) and value >= 0 and float(value).is_integer()
+
+
+class SchemaTranslator:
+    """Translates the schemas of one spec; remembers each `$ref` target's translation per mode.
+
+    Args:
+        documents: the registry that resolves references.
+        main_file: the spec's own file; `$defs` names of targets in other files get that file's stem.
+        warn: called with `(pointer, message)` for every value dropped as malformed.
+    """
+
+    def __init__(self, documents: Documents, main_file: str, warn: Any) -> None:
+        self._documents = documents
+        self._main_file = main_file
+        self._warn = warn
+        self._names: dict[tuple[str, str], str] = {}
+        self._taken: set[str] = set()
+        self._defs: dict[tuple[Mode, str], JSONSchema | bool] = {}
+        self._deps: dict[tuple[Mode, str], frozenset[str]] = {}
+        self._failed: dict[tuple[str, str], str] = {}
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def translate(self, node: Any, file: str, mode: Mode, refs: set[str], where: str = "") -> Any:
+        """The 2020-12 form of `node` (met in `file`); the `$defs` names it uses are added to `refs`."""
+        return self._translate(node, file, mode, refs, where)
+
+    def definition(self, name: str, mode: Mode) -> tuple[JSONSchema | bool, frozenset[str]]:
+        """A translated `$defs` entry and the names it references directly."""
+        return self._defs[(mode, name)], self._deps[(mode, name)]
+
+    def collect_defs(self, refs: set[str], mode: Mode) -> dict[str, Any]:
+        """Every `$defs` entry reachable from `refs`, sorted by name."""
+        found: dict[str, Any] = {}
+        stack = list(refs)
+        while stack:
+            name = stack.pop()
+            if name in found:
+                continue
+            key = (mode, name)
+            found[name] = self._defs[key]
+            stack.extend(self._deps[key])
+        return dict(sorted(found.items()))
+
+    def ref_name(self, ref: str, file: str, mode: Mode) -> str:
+        """Translate the target of `ref` (if not yet) and give its `$defs` name."""
+        try:
+            target_file, pointer = self._documents.split_ref(ref, file)
+        except RefError as exc:
+            raise SchemaError(str(exc)) from None
+        return self._define(target_file, pointer, mode)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _define(self, file: str, pointer: str, mode: Mode) -> str:
+        location = (file, pointer)
+        failure = self._failed.get(location)
+        if failure is not None:
+            raise SchemaError(failure)
+        name = self._names.get(location)
+        if name is None:
+            name = self._name_for(file, pointer)
+        key = (mode, name)
+        if key in self._defs:
+            return name
+        try:
+            target = self._documents.lookup(file, pointer)
+        except RefError as exc:
+            self._failed[location] = str(exc)
+            raise SchemaError(str(exc)) from None
+        self._defs[key] = {}  # placeholder: a recursive reference finds the name and stops here
+        refs: set[str] = set()
+        try:
+            self._defs[key] = self._translate(target, file, mode, refs, pointer)
+        except SchemaError:
+            del self._defs[key]
+            raise
+        self._deps[key] = frozenset(refs)
+        return name
+
+    def _name_for(self, file: str, pointer: str) -> str:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+        if len(tokens) == 3 and tokens[0] == "components" or len(tokens) == 2 and tokens[0] == "definitions":
+            base = tokens[-1]
+        else:
+            base = "_".join(tokens[-3:]) or "root"
+        if file != self._main_file:
+            base = file.rsplit("/", 1)[-1].rsplit(".", 1)[0] + "." + base
+        base = _NAME_UNSAFE.sub("_", base)[:80] or "schema"
+        name = base
+        counter = 2
+        while name in self._taken:
+            name = f"{base}_{counter}"
+            counter += 1
+        self._taken.add(name)
+        self._names[(file, pointer)] = name
+        return name
+
+    def _translate(self, node: Any, file: str, mode: Mode, refs: set[str], where: str) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
+            return {}
+        out: JSONSchema = {}
+        nullable = False
+        exclusive_min = exclusive_max = False
+        translate = self._translate
+        for key, value in node.items():
+            if key == "$ref":
+                if not isinstance(value, str):
+                    raise SchemaError(f"{where}: $ref must be a string")
+                name = self.ref_name(value, file, mode)
+                refs.add(name)
+                out["$ref"] = "#/$defs/" + name
+            elif key == "type":
+                self._put_type(out, value, where)
+            elif key == "properties":
+                if isinstance(value, dict):
+                    out["properties"] = self._translate_properties(value, file, mode, refs, where)
+            elif key == "items":
+                if isinstance(value, list):
+                    out["prefixItems"] = [translate(v, file, mode, refs, where) for v in value]
+                    extra = node.get("additionalItems")
+                    if isinstance(extra, dict | bool):
+                        out["items"] = translate(extra, file, mode, refs, where)
+                else:
+                    out["items"] = translate(value, file, mode, refs, where)
+            elif key in _LISTS:
+                if isinstance(value, list) and value:
+                    out[key] = [translate(v, file, mode, refs, where) for v in value]
+                else:
+                    self._warn(where, f"{key} must be a non-empty array: dropped")
+            elif key == "required":
+                if isinstance(value, list):
+                    names = [v for v in value if isinstance(v, str)]
+                    if names:
+                        out["required"] = list(dict.fromkeys(names))
+            elif key in _STRINGS:
+                if isinstance(value, str):
+                    out[key] = value
+            elif key == "enum":
+                if isinstance(value, list):
+                    out["enum"] = value
+            elif key in ("default", "const"):
+                out[key] = value
+            elif key == "example":
+                if "examples" not in node:
+                    out["examples"] = [value]
+            elif key == "examples":
+                if isinstance(value, list):
+                    out["examples"] = value
+            elif key in _NUMBERS:
+                if _is_number(value) and (key != "multipleOf" or value > 0):
+                    out[key] = value
+                else:
+                    self._warn(where, f"{key} must be a number: dropped")
+            elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+                if value is True:
+                    if key == "exclusiveMinimum":
+                        exclusive_min = True
+                    else:
+                        exclusive_max = True
+                elif _is_number(value):
+                    out[key] = value
+            elif key in _COUNTS:
+                if _is_count(value):
+                    out[key] = int(value)
+                else:
+                    self._warn(where, f"{key} must be a non-negative integer: dropped")
+            elif key == "pattern":
+                if isinstance(value, str) and _pattern_ok(value):
+                    out["pattern"] = value
+                else:
+                    self._warn(where, f"pattern {value!r} is not a valid regular expression: dropped")
+            elif key in _BOOLS:
+                if isinstance(value, bool):
+                    out[key] = value
+            elif key in ("nullable", "x-nullable"):
+                nullable = value is True
+            elif key in _SUBSCHEMAS:
+                if isinstance(value, dict | bool):
+                    out[key] = translate(value, file, mode, refs, where)
+            elif key == "patternProperties":
+                if isinstance(value, dict):
+                    out[key] = {p: translate(s, file, mode, refs, where) for p, s in value.items() if _pattern_ok(p)}
+            elif key == "dependentSchemas":
+                if isinstance(value, dict):
+                    out[key] = {p: translate(s, file, mode, refs, where) for p, s in value.items()}
+            elif key == "dependentRequired":
+                if isinstance(value, dict):
+                    out[key] = {p: list(v) for p, v in value.items() if isinstance(v, list)}
+            # discriminator, xml, externalDocs, x-*, $schema, $id, definitions/$defs (reached through
+            # pointers instead) and unknown keywords are dropped on purpose: see the module docstring.
+        if exclusive_min and "minimum" in out:
+            out["exclusiveMinimum"] = out.pop("minimum")
+        if exclusive_max and "maximum" in out:
+            out["exclusiveMaximum"] = out.pop("maximum")
+        if "required" in out and "properties" in out and len(out["properties"]) != len(node.get("properties") or ()):
+            kept = [n for n in out["required"] if n in out["properties"] or n not in node["properties"]]
+            if kept:
+                out["required"] = kept
+            else:
+                del out["required"]
+        if nullable:
+            out = self._make_nullable(out)
+        return out
+
+    def _translate_properties(self, properties: dict, file: str, mode: Mode, refs: set[str], where: str) -> dict:
+        hidden = "readOnly" if mode == "in" else "writeOnly"
+        result = {}
+        for name, schema in properties.items():
+            if isinstance(schema, dict):
+                raw = schema
+                if "$ref" in schema:
+                    try:
+                        raw = self._documents.resolve(schema, file)[0]
+                    except RefError as exc:
+                        raise SchemaError(str(exc)) from None
+                if (schema.get(hidden) is True or isinstance(raw, dict) and raw.get(hidden) is True):
+                    continue
+            result[name] = self._translate(schema, file, mode, refs, where)
+        return result
+
+    def _put_type(self, out: JSONSchema, value: Any, where: str) -> None:
+        if value == "file":
+            out["type"] = "string"
+            out.setdefault("format", "binary")
+        elif isinstance(value, str) and value in _TYPES:
+            out["type"] = value
+        elif isinstance(value, list) and value and all(isinstance(v, str) and v in _TYPES for v in value):
+            out["type"] = list(dict.fromkeys(value))
+        else:
+            self._warn(where, f"unknown type {value!r}: dropped")
+
+    @staticmethod
+    def _make_nullable(out: JSONSchema) -> JSONSchema:
+        kind = out.get("type")
+        if isinstance(kind, str):
+            if kind != "null":
+                out["type"] = [kind, "null"]
+        elif isinstance(kind, list):
+            if "null" not in kind:
+                out["type"] = [*kind, "null"]
+        else:
+            if not out:
+                return out
+            return {"anyOf": [out, {"type": "null"}]}
+        enum = out.get("enum")
+        if enum is not None and None not in enum:
+            out["enum"] = [*enum, None]
+        return out
