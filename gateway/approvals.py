@@ -1,0 +1,183 @@
+"""Approvals: tool calls that wait for a human, kept in the `Store` with the run they paused.
+
+Two kinds of paused work:
+* `chat`: the loop paused a run (H4's `RunResult.pending_approvals` + JSON `state`); once every
+  approval of that pause is decided, the run resumes with all the decisions and finishes.
+* `call`: a single call through the direct-call door or MCP; approving runs it once.
+
+An approval is decided once: the store moves it from pending atomically, so a replay (or a race of
+two approvers) gets `AlreadyDecided`, and only one decider resumes the run. Ids are random
+(`apr_...` for calls; the loop's own ids for chats), unknown ids are `UnknownApproval`. Everything
+lives in the store, so pending runs survive a restart and any gateway instance on the store can
+resume them. The HTTP routes and the resume functions (which need the server's executor and
+adapters) are in `gateway.server.safety`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .audit import AuditLog
+from .errors import GatewayError
+from .loop_types import Decision
+from .messages import ToolCall, ToolResult
+from .store import ApprovalRecord, RunRecord, Store
+
+logger = logging.getLogger("gateway.approvals")
+
+Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
+"""Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
+
+
+class ApprovalError(GatewayError):
+    status = 400
+
+
+class UnknownApproval(ApprovalError):
+    status = 404
+
+
+class ForbiddenApproval(ApprovalError):
+    status = 403
+
+
+class AlreadyDecided(ApprovalError):
+    status = 409
+
+
+@dataclass(slots=True, kw_only=True)
+class Outcome:
+    """What deciding one approval led to."""
+
+    approval: ApprovalRecord
+    run: RunRecord
+    result: Any = None
+    """The resumed run's RunResult (chat) or the call's ToolResult; None while other approvals still wait."""
+    waiting: list[str] = field(default_factory=list)
+    """Ids of this run's approvals still pending (then the run did not resume yet)."""
+
+
+def pending_message(tool: str, approval_id: str) -> str:
+    return (f"Tool {tool!r} needs a human's approval before it runs; nothing was sent. It waits as approval "
+            f"{approval_id}: approve or deny it with POST /approvals/{approval_id} or "
+            f"`gateway approvals approve|deny {approval_id}`.")
+
+
+class ApprovalManager:
+    def __init__(self, store: Store, audit: AuditLog | None = None) -> None:
+        """Keep and decide approvals.
+
+        Parameters:
+            store: where approvals and paused runs live.
+            audit: records a row for each call put on hold and each denial; None: no audit.
+        """
+        self.store = store
+        self.audit = audit
+
+    async def hold_run(self, *, run_id: str, agent: str, client: str | None, result: Any) -> list[ApprovalRecord]:
+        """Persist a paused chat run (a RunResult with `pending_approvals` and `state`); no-op when not paused."""
+        pending = list(getattr(result, "pending_approvals", None) or [])
+        if not pending:
+            return []
+        state = getattr(result, "state", None)
+        if state is None:
+            raise GatewayError("the loop paused a run without giving its state; it could not be resumed")
+        records = [
+            ApprovalRecord(id=p.id, run_id=run_id, agent=p.agent or agent, tool=p.tool, arguments=p.arguments or {},
+                           call_id=p.call_id, client=client)
+            for p in pending
+        ]
+        run = RunRecord(id=run_id, agent=agent, kind="chat", client=client,
+                        state={"loop": state, "pending": [r.id for r in records]})
+        await self.store.save_run(run, records)
+        await self._audit_pending(records)
+        return records
+
+    async def hold_call(self, *, agent: str, tool: str, call: ToolCall, client: str | None) -> ToolResult:
+        """Put one direct or MCP call on hold; the result tells the caller its approval id."""
+        approval_id = f"apr_{secrets.token_urlsafe(18)}"
+        arguments = call.arguments or {}
+        record = ApprovalRecord(id=approval_id, run_id=f"call_{approval_id}", agent=agent, tool=tool,
+                                arguments=arguments, call_id=call.id, client=client)
+        run = RunRecord(id=record.run_id, agent=agent, kind="call", client=client,
+                        state={"tool": tool, "arguments": arguments, "call_id": call.id, "pending": [approval_id]})
+        await self.store.save_run(run, [record])
+        await self._audit_pending([record])
+        return ToolResult.failure("approval_pending", pending_message(tool, approval_id), approval_id=approval_id)
+
+    async def pending(self, *, agents: set[str] | None = None, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals, oldest first; `agents` restricts to those agents (None: all)."""
+        found = await self.store.list_approvals(status="pending", limit=limit if agents is None else 10_000)
+        return [a for a in found if agents is None or a.agent in agents][:limit]
+
+    async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer,
+                     allowed: Callable[[str], bool] | None = None) -> Outcome:
+        """Record a decision and, when it was the last one the run waited for, resume the run.
+
+        Raises UnknownApproval (no such id), ForbiddenApproval (`allowed(agent)` is false) or
+        AlreadyDecided (replayed, or another decider was first).
+        """
+        record = await self.store.get_approval(approval_id)
+        if record is None:
+            raise UnknownApproval(f"No approval {approval_id!r}; GET /approvals lists the pending ones.")
+        if allowed is not None and not allowed(record.agent):
+            raise ForbiddenApproval(f"This key may not decide approvals of agent {record.agent!r}.")
+        decided = await self.store.decide_approval(
+            approval_id, approve=decision.approve, arguments=decision.arguments, reason=decision.reason
+        )
+        if decided is None:
+            current = await self.store.get_approval(approval_id)
+            status = current.status if current else "gone"
+            raise AlreadyDecided(f"Approval {approval_id} was already decided ({status}); an approval is used once.")
+        if not decision.approve and self.audit is not None:
+            refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
+            await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
+                                         agent=decided.agent)
+        run = await self.store.claim_run(decided.run_id)
+        if run is None:
+            waiting = [a.id for a in await self.store.list_approvals(status="pending", run_id=decided.run_id)]
+            stored = await self.store.get_run(decided.run_id)
+            if stored is None:
+                raise UnknownApproval(f"The run of approval {approval_id} is gone.")
+            return Outcome(approval=decided, run=stored, waiting=waiting)
+        decisions = await self._decisions_for(run)
+        try:
+            result = await resume(run, decisions)
+        except BaseException:
+            # Decisions stay used: a half-resumed run may already have executed an approved write.
+            await self.store.finish_run(run.id, "failed")
+            raise
+        if run.kind == "chat" and getattr(result, "pending_approvals", None):
+            await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+        else:
+            await self.store.finish_run(run.id, "done")
+        return Outcome(approval=decided, run=run, result=result)
+
+    async def _decisions_for(self, run: RunRecord) -> dict[str, Decision]:
+        decisions: dict[str, Decision] = {}
+        for approval_id in run.state.get("pending", []):
+            record = await self.store.get_approval(approval_id)
+            if record is None or record.status == "pending":
+                continue
+            decisions[approval_id] = Decision(approve=record.status == "approved",
+                                              arguments=record.decided_arguments, reason=record.reason)
+        return decisions
+
+    async def _audit_pending(self, records: list[ApprovalRecord]) -> None:
+        if self.audit is None:
+            return
+        for record in records:
+            waiting = ToolResult.failure("approval_pending", "waits for a human's approval", approval_id=record.id)
+            await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
+                                         agent=record.agent)
+
+
+def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """The `GET /approvals` item (DESIGN.md: id, agent, tool, arguments) with what else a human needs."""
+    arguments = redact(record.arguments) if redact else record.arguments
+    return {"id": record.id, "agent": record.agent, "tool": record.tool, "arguments": arguments,
+            "status": record.status, "client": record.client, "run_id": record.run_id, "created": record.created}

@@ -1,0 +1,215 @@
+"""Fault isolation per api: a circuit breaker and a concurrency limit around the executor.
+
+`GuardedExecutor` has the executor's `execute` signature, so callers don't change. For each call it:
+charges the tool's rate-limit bucket; refuses at once while the api's breaker is open (after
+`failures` consecutive failures it stays open `reset_after` seconds, then lets one probe through:
+success closes it, failure opens it again); waits for one of the api's `max_concurrency` slots (at
+most the call's timeout, so a hung api makes its own callers wait, never the others'); runs the call;
+and writes the audit row, even when the caller is cancelled mid-call (a disconnecting client), in
+which case the call is not repeated.
+
+Settings (agents.yaml): `gateway: {breaker: {failures: 5, reset_after: 30}, max_concurrency: 16}`;
+`apis.<name>.max_concurrency` overrides the default for one api.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .catalog import Tool
+from .errors import ConfigError
+from .messages import ToolResult
+from .ratelimit import RateLimited, RateLimiter
+
+if TYPE_CHECKING:
+    from .audit import AuditLog
+    from .manifest import Manifest
+
+State = Literal["closed", "open", "half_open"]
+DEFAULT_MAX_CONCURRENCY = 16
+CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
+
+
+class CircuitBreaker:
+    def __init__(self, *, failures: int = 5, reset_after: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """One api's breaker.
+
+        Parameters:
+            failures: consecutive failures that open it.
+            reset_after: seconds it stays open before one probe call may pass.
+            clock: a monotonic clock (injectable for tests).
+        """
+        self.failures = failures
+        self.reset_after = reset_after
+        self._clock = clock
+        self._state: State = "closed"
+        self._consecutive = 0
+        self._opened_at = 0.0
+        self._probing = False
+
+    @property
+    def state(self) -> State:
+        if self._state == "open" and self._clock() - self._opened_at >= self.reset_after:
+            return "half_open"
+        return self._state
+
+    def retry_in(self) -> float:
+        return max(0.0, self._opened_at + self.reset_after - self._clock())
+
+    def allow(self) -> bool:
+        """May a call go through now? In half-open state only one probe at a time."""
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "half_open" and not self._probing:
+            self._state = "half_open"
+            self._probing = True
+            return True
+        return False
+
+    def record(self, ok: bool) -> None:
+        self._probing = False
+        if ok:
+            self._state = "closed"
+            self._consecutive = 0
+            return
+        self._consecutive += 1
+        if self._state == "half_open" or self._consecutive >= self.failures:
+            self._state = "open"
+            self._opened_at = self._clock()
+
+    def release(self) -> None:
+        """A call ended without a verdict (cancelled): let the next call probe instead."""
+        if self._probing:
+            self._probing = False
+            self._state = "open"
+
+
+@dataclass(slots=True, frozen=True)
+class GuardSettings:
+    failures: int = 5
+    reset_after: float = 30.0
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None) -> GuardSettings:
+        settings = settings or {}
+        breaker = settings.get("breaker") or {}
+        if not isinstance(breaker, Mapping):
+            raise ConfigError("agents.yaml: gateway.breaker must be a mapping (failures, reset_after)")
+        values = {
+            "failures": breaker.get("failures", cls.failures),
+            "reset_after": breaker.get("reset_after", cls.reset_after),
+            "max_concurrency": settings.get("max_concurrency", cls.max_concurrency),
+        }
+        for key, value in values.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                where = f"gateway.{key}" if key == "max_concurrency" else f"gateway.breaker.{key}"
+                raise ConfigError(f"agents.yaml: {where} must be a positive number, got {value!r}")
+        return cls(failures=int(values["failures"]), reset_after=float(values["reset_after"]),
+                   max_concurrency=int(values["max_concurrency"]))
+
+
+def is_failure(result: ToolResult) -> bool:
+    """Failures that say the api is unwell (not the model's bad arguments, not a 4xx)."""
+    if result.ok:
+        return False
+    if result.error_type in ("transport_error", "timeout"):
+        return True
+    return result.error_type == "upstream_error" and (result.status or 0) >= 500
+
+
+class GuardedExecutor:
+    def __init__(self, executor: Any, manifest: Manifest, *, limiter: RateLimiter | None = None,
+                 audit: AuditLog | None = None, settings: GuardSettings | None = None) -> None:
+        """Wrap `executor` (anything with `async execute(tool, arguments, *, timeout, max_result_bytes)`).
+
+        Parameters:
+            executor: the real executor (H3's `gateway.executor.Executor`).
+            manifest: for each api's `max_concurrency` and `timeout`.
+            limiter: charges each call to its tool's bucket; None: no tool limits.
+            audit: records every call; None: no audit.
+            settings: breaker thresholds and the default concurrency per api.
+        """
+        self.inner = executor
+        self.manifest = manifest
+        self.limiter = limiter
+        self.audit = audit
+        self.settings = settings or GuardSettings.from_settings(manifest.settings)
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else (validate helpers, transports, ...) is the wrapped executor's.
+        return getattr(self.inner, name)
+
+    def breaker(self, api: str) -> CircuitBreaker:
+        if api not in self._breakers:
+            self._breakers[api] = CircuitBreaker(failures=self.settings.failures, reset_after=self.settings.reset_after)
+        return self._breakers[api]
+
+    def _slots_for(self, api: str) -> tuple[asyncio.Semaphore, int]:
+        if api not in self._slots:
+            configured = self.manifest.apis.get(api)
+            limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
+            self._slots[api] = (asyncio.Semaphore(limit), limit)
+        return self._slots[api]
+
+    async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
+                      max_result_bytes: int | None = None) -> ToolResult:
+        started = time.perf_counter()
+        result: ToolResult | None = None
+        try:
+            result = await self._guarded(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
+            return result
+        except asyncio.CancelledError:
+            # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
+            elapsed = (time.perf_counter() - started) * 1000
+            result = ToolResult.failure("transport_error", CANCELLED, duration_ms=elapsed)
+            raise
+        finally:
+            if self.audit is not None and result is not None:
+                # Shielded so the row is written even while this task is being cancelled.
+                await asyncio.shield(self.audit.record_tool(tool, arguments, result))
+
+    async def _guarded(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None,
+                       max_result_bytes: int | None) -> ToolResult:
+        if self.limiter is not None:
+            try:
+                await self.limiter.check_tool(tool.name, *(n for n in (tool.operation_id,) if n))
+            except RateLimited as exc:
+                return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
+        breaker = self.breaker(tool.api)
+        if not breaker.allow():
+            return ToolResult.failure(
+                "transport_error",
+                f"The {tool.api} API is failing ({breaker.failures} failures in a row), so calls to it are paused "
+                f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
+            )
+        slots, limit = self._slots_for(tool.api)
+        wait = timeout or self.manifest.api(tool.api).timeout
+        try:
+            await asyncio.wait_for(slots.acquire(), wait)
+        except TimeoutError:
+            breaker.release()
+            return ToolResult.failure(
+                "timeout", f"The {tool.api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
+                           "try again later.")
+        result: ToolResult | None = None
+        try:
+            result = await self.inner.execute(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
+        finally:
+            slots.release()
+            if result is None:
+                breaker.release()
+        breaker.record(not is_failure(result))
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+

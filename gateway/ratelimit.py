@@ -1,0 +1,145 @@
+"""Rate limits: token buckets per client, per agent and per tool, kept in the `Store`.
+
+Configured in agents.yaml under `gateway: {rate_limits: ...}`; a limit is `"<count>/<s|min|h>"`
+(a bucket of `count` tokens refilled over that window) or `{rate: "10/s", burst: 20}`:
+
+```yaml
+gateway:
+  rate_limits:
+    client: 600/min        # default for every client (anonymous callers share the client "anonymous")
+    agent: 300/min         # default for every agent
+    tool: 120/min          # default for every catalog tool
+    clients: {ci-bot: 60/min}
+    agents: {clerk: 100/min}
+    tools: {createIssue: {rate: 1/s, burst: 5}}
+```
+
+No setting, no limit. A request is charged to its client and agent buckets (all or none); each tool call
+to its tool bucket. Refusals carry the seconds to wait, answered as HTTP 429 with `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError, GatewayError
+from .store import Bucket, Store
+
+ANONYMOUS = "anonymous"
+_WINDOWS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
+            "hour": 3600.0}
+_LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+)\s*$")
+
+
+class RateLimited(GatewayError):
+    """A bucket is empty: `retry_after` seconds until the call would be granted."""
+
+    def __init__(self, scope: str, retry_after: float) -> None:
+        self.scope = scope
+        self.retry_after = retry_after
+        super().__init__(f"Rate limit reached for {scope}; retry after {self.retry_after_header} s.")
+
+    @property
+    def retry_after_header(self) -> str:
+        return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
+
+
+@dataclass(slots=True, frozen=True)
+class Limit:
+    rate: float
+    """Tokens per second."""
+    burst: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RateLimits:
+    client: Limit | None = None
+    agent: Limit | None = None
+    tool: Limit | None = None
+    clients: dict[str, Limit] = field(default_factory=dict)
+    agents: dict[str, Limit] = field(default_factory=dict)
+    tools: dict[str, Limit] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any((self.client, self.agent, self.tool, self.clients, self.agents, self.tools))
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None) -> RateLimits:
+        """Parse `gateway.rate_limits`; a ConfigError names the bad key."""
+        raw = (settings or {}).get("rate_limits") or {}
+        if not isinstance(raw, Mapping):
+            raise ConfigError("agents.yaml: gateway.rate_limits must be a mapping")
+        unknown = set(raw) - {"client", "agent", "tool", "clients", "agents", "tools"}
+        if unknown:
+            raise ConfigError(f"agents.yaml: gateway.rate_limits: unknown key(s) {', '.join(sorted(unknown))}")
+        limits = cls()
+        for key in ("client", "agent", "tool"):
+            if raw.get(key) is not None:
+                setattr(limits, key, parse_limit(raw[key], f"gateway.rate_limits.{key}"))
+        for key in ("clients", "agents", "tools"):
+            entries = raw.get(key) or {}
+            if not isinstance(entries, Mapping):
+                raise ConfigError(f"agents.yaml: gateway.rate_limits.{key} must map names to limits")
+            setattr(limits, key, {name: parse_limit(v, f"gateway.rate_limits.{key}.{name}")
+                                  for name, v in entries.items()})
+        return limits
+
+
+def parse_limit(value: Any, where: str) -> Limit:
+    """`"60/min"` or `{rate: "1/s", burst: 5}` as a Limit."""
+    if isinstance(value, Mapping):
+        if "rate" not in value:
+            raise ConfigError(f"agents.yaml: {where}: needs `rate` (e.g. 10/s)")
+        base = parse_limit(value["rate"], f"{where}.rate")
+        burst = value.get("burst", base.burst)
+        if not isinstance(burst, int | float) or isinstance(burst, bool) or burst < 1:
+            raise ConfigError(f"agents.yaml: {where}.burst must be a number >= 1")
+        return Limit(rate=base.rate, burst=float(burst))
+    match = _LIMIT.match(value) if isinstance(value, str) else None
+    if match is None or match.group(2) not in _WINDOWS or float(match.group(1)) <= 0:
+        raise ConfigError(f"agents.yaml: {where}: expected a limit like 60/min or 10/s, got {value!r}")
+    count = float(match.group(1))
+    return Limit(rate=count / _WINDOWS[match.group(2)], burst=max(1.0, count))
+
+
+class RateLimiter:
+    def __init__(self, store: Store, limits: RateLimits) -> None:
+        """Charge requests and tool calls to their buckets.
+
+        Parameters:
+            store: where the buckets live (shared by every gateway instance on that store).
+            limits: the configured limits; an empty RateLimits never refuses anything.
+        """
+        self.store = store
+        self.limits = limits
+
+    async def check_request(self, client: str | None, agent: str | None) -> None:
+        """Charge one request to its client and agent; raise RateLimited when either is empty."""
+        buckets: list[tuple[str, Bucket]] = []
+        client_name = client or ANONYMOUS
+        limit = self.limits.clients.get(client_name, self.limits.client)
+        if limit:
+            buckets.append((f"client {client_name}", Bucket(f"client:{client_name}", limit.rate, limit.burst)))
+        if agent:
+            limit = self.limits.agents.get(agent, self.limits.agent)
+            if limit:
+                buckets.append((f"agent {agent}", Bucket(f"agent:{agent}", limit.rate, limit.burst)))
+        await self._take(buckets)
+
+    async def check_tool(self, tool: str, *aliases: str) -> None:
+        """Charge one call of catalog tool `tool` (an override may name it by an alias, e.g. its operationId)."""
+        limit = next((self.limits.tools[n] for n in (tool, *aliases) if n in self.limits.tools), self.limits.tool)
+        if limit:
+            await self._take([(f"tool {tool}", Bucket(f"tool:{tool}", limit.rate, limit.burst))])
+
+    async def _take(self, buckets: list[tuple[str, Bucket]]) -> None:
+        if not buckets:
+            return
+        retry_after = await self.store.take_tokens([bucket for _, bucket in buckets])
+        if retry_after > 0:
+            scope = ", ".join(label for label, _ in buckets) if len(buckets) > 1 else buckets[0][0]
+            raise RateLimited(scope, retry_after)

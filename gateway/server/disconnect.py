@@ -1,0 +1,67 @@
+"""Cancel a request's work when its client goes away, as a plain ASGI middleware.
+
+Starlette keeps running a plain (non-streaming) endpoint after the client disconnected, so a chat
+whose caller gave up would go on calling the model and the tools. Once the request body has been
+read, this middleware listens for `http.disconnect` and cancels the app; the cancellation reaches
+the loop and the tool call in flight (which is recorded in the audit log and never retried, so no
+write is repeated). A disconnect seen after the response is complete is the normal end of the
+request and cancels nothing.
+"""
+
+from __future__ import annotations
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class DisconnectMiddleware:
+    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"})) -> None:
+        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work)."""
+        self.app = app
+        self.methods = methods
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in self.methods:
+            await self.app(scope, receive, send)
+            return
+        body_done = anyio.Event()
+        disconnected = anyio.Event()
+        response_done = False
+
+        async def app_receive() -> Message:
+            if body_done.is_set():
+                # The watcher owns the real channel now; the app only ever learns of the disconnect.
+                await disconnected.wait()
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+                body_done.set()
+            elif not message.get("more_body", False):
+                body_done.set()
+            return message
+
+        async def app_send(message: Message) -> None:
+            nonlocal response_done
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                response_done = True
+            await send(message)
+
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                await body_done.wait()
+                if disconnected.is_set():
+                    group.cancel_scope.cancel()
+                    return
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        disconnected.set()
+                        if not response_done:
+                            group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(watch)
+            await self.app(scope, app_receive, app_send)
+            group.cancel_scope.cancel()

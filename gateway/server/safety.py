@@ -1,0 +1,241 @@
+"""The safety layer wired into the app: client keys, rate limits, audit, approvals, guarded executors.
+
+`Safety` owns the store and everything built on it, and hands `create_app` what it plugs in:
+
+    safety = Safety.open(holder.current)
+    app = create_app(holder, **safety.app_options())
+
+that is the auth and disconnect middleware, the `/approvals` and `/audit` routes, and the hooks the
+server calls (`on_run_result` after each chat run, `approve_direct_call` for direct and MCP calls of
+tools under approval, `wrap_executor` around each generation's executor). Parts that depend on
+agents.yaml (keys, limits, secrets to redact) follow hot reloads: they are rebuilt when the manifest
+object changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import loop
+from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, approval_dict
+from ..audit import AuditLog, bind_caller, current_caller, retention_days
+from ..breaker import GuardedExecutor, GuardSettings
+from ..http.redact import Redactor
+from ..loop_types import Decision
+from ..manifest import AgentConfig, Manifest
+from ..messages import ToolCall, ToolResult
+from ..ratelimit import RateLimiter, RateLimits
+from ..runtime import Runtime
+from ..store import RunRecord, Store, open_store, store_location
+from ..toolsets import AgentTool
+from .auth import AuthMiddleware, ClientKeys, allowed_agents
+from .disconnect import DisconnectMiddleware
+from .errors import APIError
+
+logger = logging.getLogger("gateway.safety")
+
+MAX_AUDIT_LIMIT = 1000
+
+
+class Safety:
+    def __init__(self, store: Store, manifest: Manifest, *, allow_public: bool = False) -> None:
+        """The safety layer on `store` for the manifest (and its reloads).
+
+        Parameters:
+            store: approvals, audit rows and rate-limit buckets.
+            manifest: the current agents.yaml (clients, `gateway:` settings, secrets).
+            allow_public: serve beyond loopback without client keys.
+        """
+        self.store = store
+        self.allow_public = allow_public
+        self.redactor = Redactor()
+        self.audit = AuditLog(store, self.redactor)
+        self.approvals = ApprovalManager(store, self.audit)
+        self._manifest: Manifest | None = None
+        self.keys = ClientKeys({})
+        self.limiter = RateLimiter(store, RateLimits())
+        self.sync(manifest)
+
+    @classmethod
+    def open(cls, runtime: Runtime, *, store: str | None = None, allow_public: bool = False) -> Safety:
+        """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
+        base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
+        location = store or store_location(runtime.manifest.settings, base)
+        return cls(open_store(location), runtime.manifest, allow_public=allow_public)
+
+    def sync(self, manifest: Manifest) -> None:
+        """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
+        if manifest is self._manifest:
+            return
+        self.keys = ClientKeys(manifest.clients)
+        self.limiter = RateLimiter(self.store, RateLimits.from_settings(manifest.settings))
+        self.redactor.add(*manifest.secrets())
+        self.audit.retention_days = retention_days(manifest.settings)
+        self._manifest = manifest
+
+    # -- what create_app plugs in -------------------------------------------------------------------
+    def app_options(self) -> dict[str, Any]:
+        return {
+            "middleware": [
+                Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
+                           allow_public=self.allow_public, on_chat_error=self._on_chat_error),
+                Middleware(DisconnectMiddleware),
+            ],
+            "extra_routes": self.routes(),
+            "on_run_result": self.on_run_result,
+            "approve_direct_call": self.approve_direct_call,
+            "wrap_executor": self.wrap_executor,
+        }
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/approvals", self._list_approvals, methods=["GET"]),
+            Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
+            Route("/audit", self._list_audit, methods=["GET"]),
+        ]
+
+    def wrap_executor(self, executor: Any, runtime: Runtime | None = None) -> GuardedExecutor:
+        manifest = runtime.manifest if runtime is not None else executor.manifest
+        self.sync(manifest)
+        return GuardedExecutor(executor, manifest, limiter=self.limiter, audit=self.audit,
+                               settings=GuardSettings.from_settings(manifest.settings))
+
+    async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
+        """After each chat run: keep a paused run's approvals, and record the chat with its usage."""
+        await self.approvals.hold_run(run_id=run_id, agent=agent.name, client=client, result=result)
+        await self._record_chat(agent.name, result, run_id=run_id)
+
+    async def approve_direct_call(self, *, agent: str, agent_tool: AgentTool, call: ToolCall,
+                                  client: str | None) -> ToolResult | None:
+        """A direct or MCP call of a tool under approval: put it on hold; the result carries the id."""
+        with bind_caller(client=client, agent=agent):
+            return await self.approvals.hold_call(agent=agent, tool=agent_tool.name, call=call, client=client)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    # -- routes -------------------------------------------------------------------------------------
+    async def _list_approvals(self, request: Request) -> Response:
+        limit = _limit(request, default=100)
+        pending = await self.approvals.pending(agents=allowed_agents(request.scope), limit=limit)
+        return JSONResponse({"data": [approval_dict(a, self.redactor.value) for a in pending]})
+
+    async def _list_audit(self, request: Request) -> Response:
+        limit = _limit(request, default=100)
+        return JSONResponse({"data": await self.audit.recent(limit, agents=allowed_agents(request.scope))})
+
+    async def _decide_approval(self, request: Request) -> Response:
+        try:
+            payload = await request.json()
+        except ValueError:
+            raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.") from None
+        if not isinstance(payload, dict):
+            raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.")
+        try:
+            decision = Decision.parse(payload)
+        except (ValueError, AttributeError) as exc:
+            raise APIError(400, str(exc), param="decision") from None
+        if payload.get("reason") is not None and not isinstance(payload["reason"], str):
+            raise APIError(400, "`reason` must be a string.", param="reason")
+        visible = allowed_agents(request.scope)
+        state = request.app.state.gateway
+
+        async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
+            return await self._resume(state, run, decisions)
+
+        try:
+            outcome = await self.approvals.decide(
+                request.path_params["id"], decision, resume=resume,
+                allowed=None if visible is None else visible.__contains__,
+            )
+        except ApprovalError as exc:
+            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
+            raise APIError(exc.status, str(exc), code=code) from None
+        approval = approval_dict(outcome.approval, self.redactor.value)
+        if outcome.result is None:
+            return JSONResponse({"approval": approval, "status": "waiting", "waiting_for": outcome.waiting},
+                                status_code=202)
+        if isinstance(outcome.result, ToolResult):
+            return JSONResponse({"approval": approval, "result": outcome.result.to_dict()})
+        from .chat import completion_body  # the chat module imports the loop; only needed here
+
+        agent = state.current.runtime.manifest.agents.get(outcome.run.agent)
+        shell = SimpleNamespace(id=outcome.run.id, created=int(time.time()),
+                                agent=agent or SimpleNamespace(name=outcome.run.agent))
+        body = completion_body(shell, outcome.result)  # type: ignore[arg-type]
+        body["gateway"]["approval"] = approval
+        return JSONResponse(body)
+
+    async def _resume(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
+        """Continue a claimed run on the current generation (a restart or reload in between is fine)."""
+        async with state.use() as generation:
+            if run.kind == "call":
+                return await self._resume_call(generation, run, decisions)
+            agent = generation.agent(run.agent)
+            toolset = generation.toolset(agent.name)
+            approved = {}
+            for pending in run.state["loop"].get("pending", []):
+                tool = toolset.get(pending["tool"])
+                decision = decisions.get(pending["id"])
+                if tool is not None and tool.tool is not None and decision is not None and decision.approve:
+                    approved[tool.tool.name] = pending["id"]
+            started = time.perf_counter()
+            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved):
+                result = await loop.resume(run.state["loop"], decisions, agent=agent,
+                                           adapter=generation.adapter(agent.provider), toolset=toolset,
+                                           invoke=generation.runner)
+                await self._record_chat(agent.name, result, run_id=run.id, started=started)
+            return result
+
+    async def _resume_call(self, generation: Any, run: RunRecord, decisions: dict[str, Decision]) -> ToolResult:
+        approval_id = run.state["pending"][0]
+        decision = decisions[approval_id]
+        if not decision.approve:
+            why = f": {decision.reason}" if decision.reason else ""
+            return ToolResult.failure("approval_denied", f"A human refused this call{why}.", approval_id=approval_id)
+        agent_tool = generation.toolset(run.agent).get(run.state["tool"])
+        if agent_tool is None:
+            return ToolResult.failure("unknown_tool", f"Agent {run.agent!r} no longer has tool {run.state['tool']!r}.")
+        arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]
+        call = ToolCall(id=run.state.get("call_id") or approval_id, name=agent_tool.name, arguments=arguments,
+                        raw_arguments=arguments)
+        approvals = {agent_tool.tool.name: approval_id} if agent_tool.tool is not None else {}
+        with bind_caller(agent=run.agent, run_id=run.id, approvals=approvals):
+            result: ToolResult = await generation.runner(agent_tool, call)
+        return result
+
+    async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None) -> None:
+        caller = current_caller()
+        begun = started if started is not None else caller.started
+        status = "paused" if getattr(result, "pending_approvals", None) else "cut" if getattr(result, "cut", False) \
+            else "ok"
+        usage = getattr(result, "usage", None)
+        await self.audit.record_chat(
+            agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if hasattr(usage, "to_dict") else None,
+            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
+        )
+
+    async def _on_chat_error(self, agent: str | None, status: int) -> None:
+        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
+
+
+def _limit(request: Request, *, default: int) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise APIError(400, f"`limit` must be a whole number, not {raw!r}.", param="limit") from None
+    if value < 1:
+        raise APIError(400, "`limit` must be at least 1.", param="limit")
+    return min(value, MAX_AUDIT_LIMIT)

@@ -1,0 +1,171 @@
+"""The one small interface behind every piece of state the gateway keeps between requests.
+
+Approvals (with the paused run they belong to), audit rows and rate-limit buckets. Callers only
+ever see `Store`; SQLite is the embedded default (`gateway.store.sqlite`), `MemoryStore` serves
+tests and throwaway runs, and a Redis or PostgreSQL backend for several gateway instances only has
+to implement the same methods.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, NamedTuple
+
+ApprovalStatus = Literal["pending", "approved", "denied"]
+RunStatus = Literal["paused", "resuming", "done", "failed"]
+RunKind = Literal["chat", "call"]
+
+
+class Bucket(NamedTuple):
+    """One token bucket: its key, refill rate (tokens per second) and capacity."""
+
+    key: str
+    rate: float
+    burst: float
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRecord:
+    """One tool call waiting for (or past) a human's decision."""
+
+    id: str
+    """Unguessable (`apr_` + random); the only handle a caller gets."""
+    run_id: str
+    agent: str
+    tool: str
+    arguments: dict[str, Any]
+    """The arguments as the model sent them (redacted only when shown, never in storage)."""
+    call_id: str | None = None
+    client: str | None = None
+    status: ApprovalStatus = "pending"
+    created: float = field(default_factory=time.time)
+    decided: float | None = None
+    reason: str | None = None
+    decided_arguments: dict[str, Any] | None = None
+    """Arguments edited by the approver; None: run with the model's."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    """A paused run: the loop's JSON state, resumed once every approval of it is decided."""
+
+    id: str
+    agent: str
+    kind: RunKind = "chat"
+    """`chat`: a loop run paused by H4's loop; `call`: a single direct/MCP tool call."""
+    state: dict[str, Any] = field(default_factory=dict)
+    client: str | None = None
+    status: RunStatus = "paused"
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True, kw_only=True)
+class AuditRow:
+    """One tool call or one chat, as the audit log keeps it (arguments already redacted)."""
+
+    time: float
+    kind: Literal["tool", "chat"]
+    client: str | None = None
+    agent: str | None = None
+    tool: str | None = None
+    api: str | None = None
+    arguments: Any = None
+    status: str = "ok"
+    """`ok`, or the error type (`upstream_error`, `timeout`, `approval_pending`, ...); chats: ok|paused|cut|error."""
+    http_status: int | None = None
+    latency_ms: float = 0.0
+    bytes: int = 0
+    approval: str | None = None
+    """The approval id this call went through (or waits for), if any."""
+    usage: dict[str, Any] | None = None
+    run_id: str | None = None
+    error: str | None = None
+    id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.time)) + f".{int(self.time % 1 * 1000):03d}Z"
+        row["latency_ms"] = round(self.latency_ms, 3)
+        return row
+
+
+class Store(abc.ABC):
+    """State shared by every request (and, with a networked backend, every gateway instance)."""
+
+    # -- approvals and paused runs ------------------------------------------------------------------
+    @abc.abstractmethod
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+        """Insert or replace the run and insert its new approvals, atomically."""
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    @abc.abstractmethod
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]: ...
+
+    @abc.abstractmethod
+    async def decide_approval(
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+    ) -> ApprovalRecord | None:
+        """Move a *pending* approval to approved/denied; None when it is unknown or already decided.
+
+        Atomic: of two concurrent decisions on one approval, exactly one gets the record.
+        """
+
+    @abc.abstractmethod
+    async def claim_run(self, run_id: str) -> RunRecord | None:
+        """Move a paused run with no approval left pending to `resuming`; None otherwise (exactly one claimer wins)."""
+
+    @abc.abstractmethod
+    async def finish_run(self, run_id: str, status: RunStatus) -> None: ...
+
+    # -- audit --------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def add_audit(self, row: AuditRow) -> None:
+        """Durably record one row before returning."""
+
+    @abc.abstractmethod
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
+        """The newest rows first; `agents` restricts to those agents (None: all)."""
+
+    @abc.abstractmethod
+    async def prune_audit(self, before: float) -> int:
+        """Delete rows older than `before` (epoch seconds); the number deleted."""
+
+    # -- rate limits --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        """Take `cost` tokens from every bucket, all or none, atomically.
+
+        Each bucket refills `rate` tokens/s up to `burst` (and starts full). Returns 0.0 when granted,
+        else the seconds until every bucket has enough again (then nothing is taken).
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional: backends without resources need nothing
+        """Release connections and threads."""
+
+
+def refill_bucket(tokens: float, updated: float, now: float, bucket: Bucket) -> float:
+    """Token-bucket arithmetic shared by backends: the tokens in `bucket` at `now`."""
+    return min(bucket.burst, tokens + max(0.0, now - updated) * bucket.rate)
+
+
+def wait_for(tokens: float, bucket: Bucket, cost: float) -> float:
+    """Seconds until `bucket` holding `tokens` can give `cost` (0.0: now)."""
+    if tokens >= cost:
+        return 0.0
+    if bucket.rate <= 0:
+        return float("inf")
+    return (cost - tokens) / bucket.rate

@@ -1,0 +1,104 @@
+"""A process-local store: the same interface as SQLite, nothing on disk (tests, `store: memory`)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditRow,
+    Bucket,
+    RunRecord,
+    RunStatus,
+    Store,
+    refill_bucket,
+    wait_for,
+)
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+        self._audit: list[AuditRow] = []
+        self._buckets: dict[str, tuple[float, float]] = {}
+        # No awaits happen inside the methods below, so each one is atomic on the event loop.
+
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+        if any(a.id in self._approvals for a in approvals):
+            raise ValueError("approval id already exists")
+        self._runs[run.id] = replace(run, state=copy.deepcopy(run.state), updated=time.time())
+        for approval in approvals:
+            self._approvals[approval.id] = copy.deepcopy(approval)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        return copy.deepcopy(run) if run else None
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        approval = self._approvals.get(approval_id)
+        return copy.deepcopy(approval) if approval else None
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        found = [
+            copy.deepcopy(a) for a in sorted(self._approvals.values(), key=lambda a: a.created)
+            if (status is None or a.status == status) and (run_id is None or a.run_id == run_id)
+        ]
+        return found[:limit]
+
+    async def decide_approval(
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+    ) -> ApprovalRecord | None:
+        approval = self._approvals.get(approval_id)
+        if approval is None or approval.status != "pending":
+            return None
+        approval.status = "approved" if approve else "denied"
+        approval.decided = time.time()
+        approval.reason = reason
+        approval.decided_arguments = copy.deepcopy(arguments)
+        return copy.deepcopy(approval)
+
+    async def claim_run(self, run_id: str) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        if run is None or run.status != "paused":
+            return None
+        if any(a.run_id == run_id and a.status == "pending" for a in self._approvals.values()):
+            return None
+        run.status = "resuming"
+        run.updated = time.time()
+        return copy.deepcopy(run)
+
+    async def finish_run(self, run_id: str, status: RunStatus) -> None:
+        if run_id in self._runs:
+            self._runs[run_id].status = status
+            self._runs[run_id].updated = time.time()
+
+    async def add_audit(self, row: AuditRow) -> None:
+        row.id = len(self._audit) + 1
+        self._audit.append(copy.deepcopy(row))
+
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
+        rows = [r for r in reversed(self._audit) if agents is None or r.agent in agents]
+        return copy.deepcopy(rows[:limit])
+
+    async def prune_audit(self, before: float) -> int:
+        kept = [r for r in self._audit if r.time >= before]
+        removed = len(self._audit) - len(kept)
+        self._audit = kept
+        return removed
+
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        now = time.time()
+        levels = [refill_bucket(*self._buckets[b.key], now, b) if b.key in self._buckets else b.burst for b in buckets]
+        retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
+        if retry_after == 0.0:
+            for tokens, bucket in zip(levels, buckets, strict=True):
+                self._buckets[bucket.key] = (tokens - cost, now)
+        return retry_after

@@ -1,0 +1,302 @@
+"""The embedded default store: one SQLite file in WAL mode, stdlib `sqlite3`.
+
+Every statement runs on one dedicated worker thread that owns the connection, so the event loop
+never blocks on disk and writes are serialized without lock contention inside one process. Each
+write commits before its coroutine returns: a row is on disk before the response that caused it.
+WAL with `synchronous=NORMAL` survives a crash of the process (not of the machine); several
+processes may share the file (the busy timeout covers their brief write locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditRow,
+    Bucket,
+    RunRecord,
+    RunStatus,
+    Store,
+    refill_bucket,
+    wait_for,
+)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, kind TEXT NOT NULL, client TEXT, status TEXT NOT NULL,
+    state TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
+    call_id TEXT, client TEXT, status TEXT NOT NULL, created REAL NOT NULL, decided REAL, reason TEXT,
+    decided_arguments TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_run ON approvals (run_id);
+CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL, client TEXT, agent TEXT,
+    tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
+    bytes INTEGER NOT NULL, approval TEXT, usage TEXT, run_id TEXT, error TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_time ON audit (time);
+CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
+"""
+
+_APPROVAL_COLUMNS = (
+    "id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason, decided_arguments"
+)
+_AUDIT_COLUMNS = (
+    "id, time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes, approval, usage,"
+    " run_id, error"
+)
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: str | Path) -> None:
+        """Open (creating if needed) the database.
+
+        Parameters:
+            path: the database file; its folder is created. `:memory:` works for one process.
+        """
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
+        self._conn: sqlite3.Connection | None = None
+        self._thread.submit(self._open).result()
+
+    def _open(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            raise RuntimeError("the store is closed")
+        conn = self._conn
+        # Shielded: a cancelled request must not abandon a half-done write (the thread finishes it anyway).
+        future = asyncio.get_running_loop().run_in_executor(self._thread, fn, conn)
+        return await asyncio.shield(future)
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, fn: Callable[[], T]) -> T:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    # -- approvals and runs -------------------------------------------------------------------------
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            def body() -> None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO runs (id, agent, kind, client, status, state, created, updated)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run.id, run.agent, run.kind, run.client, run.status, _dumps(run.state), run.created,
+                     time.time()),
+                )
+                conn.executemany(
+                    f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [_approval_values(a) for a in approvals],
+                )
+
+            self._transaction(conn, body)
+
+        await self._run(work)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def work(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(
+                "SELECT id, agent, kind, client, status, state, created, updated FROM runs WHERE id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            return RunRecord(id=row[0], agent=row[1], kind=row[2], client=row[3], status=row[4],
+                             state=json.loads(row[5]), created=row[6], updated=row[7])
+
+        return await self._run(work)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        def work(conn: sqlite3.Connection) -> ApprovalRecord | None:
+            row = conn.execute(f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            return _approval_from_row(row) if row else None
+
+        return await self._run(work)
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        clauses, params = [], []
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if run_id is not None:
+            clauses.append("run_id = ?")
+            params.append(run_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+
+        def work(conn: sqlite3.Connection) -> list[ApprovalRecord]:
+            rows = conn.execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals {where} ORDER BY created LIMIT ?", (*params, limit)
+            ).fetchall()
+            return [_approval_from_row(row) for row in rows]
+
+        return await self._run(work)
+
+    async def decide_approval(
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+    ) -> ApprovalRecord | None:
+        def work(conn: sqlite3.Connection) -> ApprovalRecord | None:
+            def body() -> ApprovalRecord | None:
+                cursor = conn.execute(
+                    "UPDATE approvals SET status = ?, decided = ?, reason = ?, decided_arguments = ?"
+                    " WHERE id = ? AND status = 'pending'",
+                    ("approved" if approve else "denied", time.time(), reason,
+                     None if arguments is None else _dumps(arguments), approval_id),
+                )
+                if cursor.rowcount != 1:
+                    return None
+                row = conn.execute(
+                    f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
+                ).fetchone()
+                return _approval_from_row(row)
+
+            return self._transaction(conn, body)
+
+        return await self._run(work)
+
+    async def claim_run(self, run_id: str) -> RunRecord | None:
+        def work(conn: sqlite3.Connection) -> bool:
+            def body() -> bool:
+                cursor = conn.execute(
+                    "UPDATE runs SET status = 'resuming', updated = ? WHERE id = ? AND status = 'paused'"
+                    " AND NOT EXISTS (SELECT 1 FROM approvals WHERE run_id = ? AND status = 'pending')",
+                    (time.time(), run_id, run_id),
+                )
+                return cursor.rowcount == 1
+
+            return self._transaction(conn, body)
+
+        return await self.get_run(run_id) if await self._run(work) else None
+
+    async def finish_run(self, run_id: str, status: RunStatus) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET status = ?, updated = ? WHERE id = ?", (status, time.time(), run_id))
+
+        await self._run(work)
+
+    # -- audit --------------------------------------------------------------------------------------
+    async def add_audit(self, row: AuditRow) -> None:
+        values = (
+            row.time, row.kind, row.client, row.agent, row.tool, row.api, _dumps(row.arguments), row.status,
+            row.http_status, row.latency_ms, row.bytes, row.approval,
+            None if row.usage is None else _dumps(row.usage), row.run_id, row.error,
+        )
+
+        def work(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})", values)
+            row.id = cursor.lastrowid
+
+        await self._run(work)
+
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
+        if agents is not None and not agents:
+            return []
+        where, params = "", []
+        if agents is not None:
+            where = f"WHERE agent IN ({', '.join('?' * len(agents))})"
+            params = sorted(agents)
+
+        def work(conn: sqlite3.Connection) -> list[AuditRow]:
+            rows = conn.execute(
+                f"SELECT {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+            ).fetchall()
+            return [_audit_from_row(row) for row in rows]
+
+        return await self._run(work)
+
+    async def prune_audit(self, before: float) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM audit WHERE time < ?", (before,)).rowcount
+
+        return await self._run(work)
+
+    # -- rate limits --------------------------------------------------------------------------------
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        def work(conn: sqlite3.Connection) -> float:
+            def body() -> float:
+                now = time.time()
+                levels = []
+                for bucket in buckets:
+                    row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
+                    levels.append(refill_bucket(*row, now, bucket) if row else bucket.burst)
+                retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
+                if retry_after == 0.0:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO buckets (key, tokens, updated) VALUES (?, ?, ?)",
+                        [(b.key, t - cost, now) for t, b in zip(levels, buckets, strict=True)],
+                    )
+                return retry_after
+
+            return self._transaction(conn, body)
+
+        return await self._run(work)
+
+    async def aclose(self) -> None:
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        await asyncio.get_running_loop().run_in_executor(self._thread, conn.close)
+        self._thread.shutdown(wait=False)
+
+    def close(self) -> None:
+        """Synchronous close, for CLI commands and test teardown outside an event loop."""
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        self._thread.submit(conn.close).result()
+        self._thread.shutdown(wait=True)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
+    return (a.id, a.run_id, a.agent, a.tool, _dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
+            a.reason, None if a.decided_arguments is None else _dumps(a.decided_arguments))
+
+
+def _approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=row[0], run_id=row[1], agent=row[2], tool=row[3], arguments=json.loads(row[4]), call_id=row[5],
+        client=row[6], status=row[7], created=row[8], decided=row[9], reason=row[10],
+        decided_arguments=None if row[11] is None else json.loads(row[11]),
+    )
+
+
+def _audit_from_row(row: tuple[Any, ...]) -> AuditRow:
+    return AuditRow(
+        id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6],
+        arguments=None if row[7] is None else json.loads(row[7]), status=row[8], http_status=row[9],
+        latency_ms=row[10], bytes=row[11], approval=row[12], usage=None if row[13] is None else json.loads(row[13]),
+        run_id=row[14], error=row[15],
+    )
