@@ -63,15 +63,100 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    raise NotImplementedError("serve")
+    from .server.run import serve_http
+
+    return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    raise NotImplementedError("validate")
+    import json
+
+    from .openapi import compile_specs
+    from .openapi.validation import spec_reports
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    on_tty = sys.stderr.isatty()
+    catalog = compile_specs(args.specs, use_cache=not args.no_cache, progress=progress if on_tty else None)
+    if on_tty:
+        progress("validating the specs in full (openapi-spec-validator)...")
+    reports = spec_reports(args.specs, catalog)
+    manifest: dict = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
+    if args.agents.exists():
+        from .manifest_loader import load_manifest
+
+        _, manifest_diagnostics = load_manifest(args.agents, catalog=catalog)
+        manifest.update(checked=True, diagnostics=[d.to_dict() for d in manifest_diagnostics],
+                        usable=not any(d.level == "error" for d in manifest_diagnostics))
+    missing = not args.specs.is_dir()
+    ok = not missing and all(r.usable for r in reports) and manifest["usable"]
+    if args.json:
+        report = {"ok": ok, "specs": [r.to_dict() for r in reports], "manifest": manifest,
+                  "diagnostics": [d.to_dict() for d in catalog.diagnostics if not any(
+                      d.file == r.file for r in reports)]}
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0 if ok else 1
+    if missing:
+        print(f"{args.specs}: the specs folder does not exist")
+    for r in reports:
+        errors = sum(d.level == "error" for d in r.diagnostics)
+        warnings = len(r.diagnostics) - errors
+        state = "ok" if r.usable else "UNUSABLE"
+        print(f"{r.file}: {state}, {r.tools}/{r.operations} operations as tools, {errors} error(s), "
+              f"{warnings} warning(s)")
+        for d in r.diagnostics:
+            print(f"  {d.level}: {d}")
+    if manifest["checked"]:
+        count = len(manifest["diagnostics"])
+        print(f"{args.agents}: {'ok' if manifest['usable'] else 'UNUSABLE'}, {count} diagnostic(s)")
+        for d in manifest_diagnostics:
+            print(f"  {d.level}: {d}")
+    else:
+        print(f"{args.agents}: not found (no agents)")
+    return 0 if ok else 1
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
-    raise NotImplementedError("tools")
+    import orjson
+
+    from .dialects import render_tools
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    show = progress if sys.stderr.isatty() else None
+    if args.agent:
+        from .errors import ConfigError
+        from .runtime import load_runtime
+
+        try:
+            runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
+            tools: list = runtime.tools(args.agent)
+        except ConfigError as exc:
+            for diagnostic in exc.diagnostics:
+                print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 1
+        diagnostics = runtime.diagnostics
+        missing = False
+    else:
+        from .openapi import compile_specs
+
+        catalog = compile_specs(args.specs, use_cache=not args.no_cache, progress=show)
+        tools, diagnostics = list(catalog), catalog.diagnostics
+        missing = not args.specs.is_dir()
+    for diagnostic in diagnostics:
+        print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+    if missing:
+        return 1
+    rendered = render_tools(tools, args.format, strict=args.strict)
+    sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+    return 0
 
 
 def _cmd_call(args: argparse.Namespace) -> int:
@@ -83,7 +168,9 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    raise NotImplementedError("mcp")
+    from .server.run import serve_mcp_stdio
+
+    return serve_mcp_stdio(args.specs, args.agents, args.agent, use_cache=not args.no_cache)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
