@@ -49,7 +49,8 @@ def read_auth(c: Checker, value: Any, path: KeyPath, schemes: dict[str, dict[str
         c.mapping(m, item_path, AUTH_KEYS[kind])
         if all(m.get(key) == "" for key in _AUTH_REQUIRED[kind]):
             continue  # `token: ${TOKEN:-}` with TOKEN unset: the operator chose "no credential" explicitly
-        fields = {key: c.string(m, item_path, key, required=key in _AUTH_REQUIRED[kind]) for key in AUTH_KEYS[kind]}
+        fields = {key: c.string(m, item_path, key, required=key in _AUTH_REQUIRED[kind])
+                  for key in AUTH_KEYS[kind] if key != "scopes"}
         auth = AuthConfig(type=cast(Any, kind))
         if kind == "bearer":
             auth.token = fields["token"]

@@ -1,0 +1,227 @@
+"""The reloadable state of a gateway: one compiled catalog, the manifest and every agent's toolset.
+
+`load_runtime(specs_dir, agents_path)` builds a `Runtime`; a `RuntimeHolder` keeps the current one
+and, while `watch()` runs, swaps in a new one when `specs/` or `agents.yaml` change. The server only
+holds the holder and reads `holder.current` once per request, so a request never sees half of a reload.
+
+A reload is refused, and the last good runtime keeps serving, when the new manifest has errors or
+when a spec that compiled before now yields no api at all while its file is still there (a broken
+edit, not a deletion). The refusal is logged on `gateway.runtime` and kept in `holder.last_error`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from .catalog import Catalog, Diagnostic
+from .errors import ConfigError
+from .manifest import AgentConfig, Manifest
+from .manifest_loader import load_manifest
+from .toolsets import AgentTool, Toolset, build_toolsets
+
+logger = logging.getLogger("gateway.runtime")
+
+ReloadCallback = Callable[["Runtime"], Awaitable[None] | None]
+
+
+@dataclass(slots=True, kw_only=True)
+class Runtime:
+    """Everything a request needs that comes from configuration; immutable once built."""
+
+    catalog: Catalog
+    manifest: Manifest
+    toolsets: dict[str, Toolset]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    """The catalog's and the manifest's diagnostics (warnings only when the manifest loaded)."""
+    specs_dir: Path
+    agents_path: Path
+    use_cache: bool = True
+    fingerprint: str = ""
+    """A hash of every input file's name and content at load time."""
+    loaded_at: float = field(default_factory=time.time)
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self.manifest.agents)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent's configuration; KeyError naming the known agents when there is none."""
+        try:
+            return self.manifest.agents[name]
+        except KeyError:
+            raise KeyError(f"no agent named {name!r} (known: {', '.join(self.manifest.agents) or 'none'})") from None
+
+    def toolset(self, agent: str) -> Toolset:
+        self.agent(agent)
+        return self.toolsets[agent]
+
+    def tools(self, agent: str) -> list[AgentTool]:
+        return list(self.toolset(agent))
+
+    def tool(self, agent: str, name: str) -> AgentTool | None:
+        return self.toolset(agent).get(name)
+
+
+def load_runtime(
+    specs_dir: Path, agents_path: Path, *, use_cache: bool = True, cache_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Runtime:
+    """Compile the specs and load the manifest; raise `ConfigError` with every diagnostic when it is unusable.
+
+    A missing agents file means no agents (the catalog alone still serves `gateway tools`).
+    """
+    from .openapi import compile_specs  # the compiler is heavy to import; the CLI may not need it
+
+    specs_dir, agents_path = Path(specs_dir), Path(agents_path)
+    fingerprint = input_digest(specs_dir, agents_path)
+    catalog = compile_specs(specs_dir, cache_dir=cache_dir, use_cache=use_cache)
+    if agents_path.exists():
+        manifest, diagnostics = load_manifest(agents_path, catalog=catalog, environ=environ)
+    else:
+        manifest, diagnostics = Manifest(file=agents_path.name), []
+    errors = [d for d in diagnostics if d.level == "error"]
+    if errors:
+        listing = "\n".join(f"  {d}" for d in errors)
+        raise ConfigError(f"{agents_path.name} is unusable ({len(errors)} error(s)):\n{listing}",
+                          [*catalog.diagnostics, *diagnostics])
+    toolsets, _ = build_toolsets(manifest, catalog)  # its diagnostics are already in `diagnostics`
+    return Runtime(
+        catalog=catalog, manifest=manifest, toolsets=toolsets, diagnostics=[*catalog.diagnostics, *diagnostics],
+        specs_dir=specs_dir, agents_path=agents_path, use_cache=use_cache, fingerprint=fingerprint,
+    )
+
+
+def _input_files(specs_dir: Path, agents_path: Path) -> list[Path]:
+    from .openapi import spec_files
+
+    files = spec_files(specs_dir) if specs_dir.is_dir() else []
+    return [*files, agents_path]
+
+
+def input_stats(specs_dir: Path, agents_path: Path) -> tuple[tuple[str, int, int], ...]:
+    """A cheap signature of the inputs (names, mtimes, sizes), polled to notice a change."""
+    stats = []
+    for path in _input_files(specs_dir, agents_path):
+        try:
+            stat = path.stat()
+        except OSError:
+            stats.append((str(path), -1, -1))
+            continue
+        stats.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(stats)
+
+
+def input_digest(specs_dir: Path, agents_path: Path) -> str:
+    """A hash of the inputs' names and contents: a touched but unchanged file does not reload."""
+    digest = hashlib.sha256()
+    for path in _input_files(specs_dir, agents_path):
+        digest.update(str(path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\0missing")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _check_regressions(old: Runtime, new: Runtime) -> None:
+    """Refuse a reload that lost a spec whose file is still there: it was broken by the edit."""
+    lost = []
+    for name, spec in old.catalog.apis.items():
+        if not old.catalog.for_api(name) or new.catalog.for_api(name):
+            continue
+        if (old.specs_dir / spec.file).exists():
+            lost.append(spec.file)
+    if lost:
+        related = [d for d in new.catalog.diagnostics if d.file in lost and d.level == "error"]
+        listing = "\n".join(f"  {d}" for d in related) or "  (no diagnostics)"
+        raise ConfigError(f"{', '.join(lost)} no longer compile(s) to any tool:\n{listing}", related)
+
+
+class RuntimeHolder:
+    """Holds the current `Runtime` and replaces it when the inputs change.
+
+    Args:
+        runtime: the runtime to serve first (from `load_runtime`).
+        on_reload: callbacks run with the new runtime after each successful swap (sync or async);
+            more can be appended to `holder.on_reload`. A failing callback is logged, not raised.
+    """
+
+    def __init__(self, runtime: Runtime, *, on_reload: list[ReloadCallback] | None = None) -> None:
+        self._current = runtime
+        self.on_reload: list[ReloadCallback] = list(on_reload or [])
+        self.generation = 0
+        """Incremented by every successful reload."""
+        self.last_error: ConfigError | None = None
+        """Why the last reload was refused; None after a successful one."""
+        self._failed_fingerprint: str | None = None
+        self._lock: anyio.Lock | None = None
+
+    @property
+    def current(self) -> Runtime:
+        return self._current
+
+    async def watch(self, interval: float = 1.0) -> None:
+        """Poll the inputs every `interval` seconds and reload on change; runs until cancelled."""
+        runtime = self._current
+        stats = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+        while True:
+            await anyio.sleep(interval)
+            runtime = self._current
+            latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+            if latest != stats:
+                stats = latest
+                await self.reload()
+
+    async def reload(self, *, force: bool = False) -> bool:
+        """Load the inputs again now; True when a new runtime was swapped in.
+
+        Unchanged content is not reloaded, nor content that failed before, unless `force`.
+        """
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            old = self._current
+            fingerprint = await anyio.to_thread.run_sync(input_digest, old.specs_dir, old.agents_path)
+            if not force and fingerprint in (old.fingerprint, self._failed_fingerprint):
+                return False
+            load = functools.partial(load_runtime, old.specs_dir, old.agents_path, use_cache=old.use_cache)
+            try:
+                new = await anyio.to_thread.run_sync(load)
+                _check_regressions(old, new)
+            except ConfigError as exc:
+                self._refuse(fingerprint, exc)
+                return False
+            except Exception as exc:  # noqa: BLE001 - a reload must never take down a serving gateway
+                logger.exception("reload failed; the last good configuration keeps serving")
+                self._refuse(fingerprint, ConfigError(f"reload failed: {exc}"), logged=True)
+                return False
+            self._current = new
+            self.generation += 1
+            self.last_error = None
+            self._failed_fingerprint = None
+        logger.info("reloaded: %d agents, %d tools in the catalog", len(new.manifest.agents), len(new.catalog))
+        for callback in list(self.on_reload):
+            try:
+                result = callback(new)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:  # noqa: BLE001
+                logger.exception("an on_reload callback failed")
+        return True
+
+    def _refuse(self, fingerprint: str, error: ConfigError, *, logged: bool = False) -> None:
+        self._failed_fingerprint = fingerprint
+        self.last_error = error
+        if not logged:
+            logger.error("reload refused; the last good configuration keeps serving:\n%s", error)

@@ -1,0 +1,459 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gateway.catalog import ApiSpec, Catalog, Diagnostic, Tool
+from gateway.manifest_loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
+
+
+def _parse(text: str, environ: dict[str, str] | None = None, catalog: Catalog | None = None):
+    return parse_manifest(textwrap.dedent(text), catalog=catalog, environ=environ or {})
+
+
+def _line_of(text: str, marker: str) -> int:
+    lines = [index for index, line in enumerate(textwrap.dedent(text).splitlines(), 1) if marker in line]
+    assert len(lines) == 1, f"marker {marker!r} should be on exactly one line"
+    return lines[0]
+
+
+def _errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    return [d for d in diagnostics if d.level == "error"]
+
+
+def _tool(api: str, name: str, method: str = "GET", security: tuple = ()) -> Tool:
+    return Tool(name=name, api=api, operation_id=name, method=method, path=f"/{name}", description=name,
+                input_schema={"type": "object", "properties": {}}, security=security)
+
+
+def _catalog() -> Catalog:
+    tools = [_tool("shop", "listItems"), _tool("shop", "deleteItem", "DELETE"), _tool("github", "getRepo")]
+    return Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml"), "github": ApiSpec(name="github",
+                                                                                             file="github.json")})
+
+
+DESIGN_EXAMPLE = """\
+providers:
+  openai: {kind: openai, base_url: https://api.openai.com/v1, api_key: ${OPENAI_API_KEY}}
+apis:
+  shop:
+    base_url: http://127.0.0.1:9000/api
+    auth: {type: bearer, token: ${SHOP_TOKEN}}
+    headers: {X-Tenant: acme}
+    timeout: 10
+agents:
+  clerk:
+    model: openai/gpt-4o
+    instructions: You run the shop's back office.
+    tools:
+      - api: shop
+        operations: [listItems, "get*"]
+        tags: [items]
+        methods: [GET]
+        exclude: [deleteItem]
+        args: {tenant: acme}
+    approval: writes
+    max_iterations: 40
+    delegates: [auditor]
+  auditor:
+    model: openai/gpt-4o-mini
+clients: {ci-bot: {key: ${CI_BOT_KEY}, agents: [clerk]}}
+"""
+
+
+def test_the_design_example_loads_as_written() -> None:
+    env = {"OPENAI_API_KEY": "sk-1", "SHOP_TOKEN": "tok", "CI_BOT_KEY": "ci-key"}
+    manifest, diagnostics = parse_manifest(DESIGN_EXAMPLE, environ=env)
+    assert diagnostics == []
+    assert manifest.providers["openai"].api_key == "sk-1"
+    shop = manifest.apis["shop"]
+    assert (shop.base_url, shop.timeout, shop.headers) == ("http://127.0.0.1:9000/api", 10.0, {"X-Tenant": "acme"})
+    assert [(a.type, a.token) for a in shop.auth] == [("bearer", "tok")]
+    clerk = manifest.agents["clerk"]
+    assert (clerk.provider, clerk.model_id, clerk.policy.approval, clerk.delegates) == (
+        "openai", "gpt-4o", "writes", ["auditor"])
+    selection = clerk.tools[0]
+    assert selection.operations == ["listItems", "get*"]
+    assert (selection.tags, selection.methods, selection.exclude) == (["items"], ["GET"], ["deleteItem"])
+    assert selection.args == {"tenant": "acme"}
+    assert selection.line == _line_of(DESIGN_EXAMPLE, "- api: shop")
+    assert manifest.clients["ci-bot"].key == "ci-key" and manifest.clients["ci-bot"].agents == ["clerk"]
+    assert set(manifest.secrets()) == {"sk-1", "tok", "ci-key"}
+
+
+def test_several_mistakes_are_all_reported_with_lines_and_key_paths() -> None:
+    text = """\
+    providers:
+      openai: {kind: openai}
+    agents:
+      reader:
+        model: opena/gpt-4o
+        tools:
+          - api: shop
+          - api: nosuchapi
+        max_iteration: 5
+        approval: sometimes
+      writer:
+        model: gpt-4o
+        timeout: soon
+        delegates: [reeder]
+    clients:
+      bot: {key: abc, agent: [reader]}
+    """
+    _, diagnostics = _parse(text, catalog=_catalog())
+    found = {(d.line, d.pointer) for d in _errors(diagnostics)}
+    assert found == {
+        (_line_of(text, "opena/"), "agents.reader.model"),
+        (_line_of(text, "nosuchapi"), "agents.reader.tools[1].api"),
+        (_line_of(text, "max_iteration"), "agents.reader.max_iteration"),
+        (_line_of(text, "sometimes"), "agents.reader.approval"),
+        (_line_of(text, "model: gpt-4o"), "agents.writer.model"),
+        (_line_of(text, "soon"), "agents.writer.timeout"),
+        (_line_of(text, "reeder"), "agents.writer.delegates[0]"),
+        (_line_of(text, "agent: [reader]"), "clients.bot.agent"),
+    }
+    rendered = [str(d) for d in diagnostics]
+    line = _line_of(text, "nosuchapi")
+    expected = f"agents.yaml:{line}: agents.reader.tools[1].api: no spec named 'nosuchapi' (known: github, shop)"
+    assert expected in rendered
+    assert [d.line for d in diagnostics] == sorted(d.line or 0 for d in diagnostics)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "pointer", "suggestion"),
+    [
+        ("providers: {openai: {kind: openai, api_kee: x}}", "providers.openai.api_kee", "api_key"),
+        ("apis: {shop: {base_ur: http://x}}", "apis.shop.base_ur", "base_url"),
+        ("agents: {a: {model: p/m, instruction: hi}}", "agents.a.instruction", "instructions"),
+        ("agents: {a: {model: p/m, tools: [{api: s, operation: [x]}]}}", "agents.a.tools[0].operation", "operations"),
+        ("agents: {a: {model: p/m, tools: [{api: s, override: {x: {renam: y}}}]}}",
+         "agents.a.tools[0].override.x.renam", "rename"),
+        ("agent: {}", "agent", "agents"),
+    ],
+)
+def test_unknown_keys_are_errors_with_a_did_you_mean(snippet: str, pointer: str, suggestion: str) -> None:
+    _, diagnostics = _parse("providers: {p: {kind: openai}}\n" + snippet if "providers" not in snippet else snippet)
+    matching = [d for d in diagnostics if d.pointer == pointer]
+    assert len(matching) == 1 and matching[0].level == "error"
+    assert f"did you mean {suggestion!r}" in matching[0].message
+
+
+def test_environment_substitution_with_defaults_and_escapes() -> None:
+    text = """\
+    providers:
+      openai: {kind: openai, api_key: "Bearer-${KEY}", base_url: "${BASE:-http://127.0.0.1:1/v1}"}
+    agents:
+      a:
+        model: ${MODEL:-openai/gpt-4o}
+        instructions: "costs $5, literal $${HOME}"
+        max_iterations: ${ITER:-7}
+        timeout: ${TIMEOUT}
+    """
+    manifest, diagnostics = _parse(text, environ={"KEY": "k", "TIMEOUT": "2.5"})
+    assert diagnostics == []
+    assert manifest.providers["openai"].api_key == "Bearer-k"
+    assert manifest.providers["openai"].base_url == "http://127.0.0.1:1/v1"
+    agent = manifest.agents["a"]
+    assert agent.model == "openai/gpt-4o"
+    assert agent.instructions == "costs $5, literal ${HOME}"
+    assert agent.policy.max_iterations == 7 and agent.policy.timeout == 2.5
+
+
+def test_a_missing_variable_is_an_error_naming_variable_and_key_never_an_empty_string() -> None:
+    text = """\
+    providers:
+      openai: {kind: openai, api_key: ${OPENAI_API_KEY}}
+    clients:
+      bot: {key: "${BOT_KEY}"}
+    """
+    manifest, diagnostics = _parse(text)
+    messages = {d.pointer: (d.line, d.message) for d in diagnostics}
+    assert "OPENAI_API_KEY" in messages["providers.openai.api_key"][1]
+    assert messages["providers.openai.api_key"][0] == _line_of(text, "OPENAI_API_KEY")
+    assert "BOT_KEY" in messages["clients.bot.key"][1]
+    assert len(_errors(diagnostics)) == 2  # reported once, not again as "key is required"
+    assert manifest.providers["openai"].api_key is None
+    assert "bot" not in manifest.clients
+
+
+def test_environment_values_cannot_change_the_document_structure() -> None:
+    manifest, diagnostics = _parse("agents:\n  a:\n    model: p/m\n    instructions: ${EVIL}\nproviders: {p: {}}\n",
+                                   environ={"EVIL": "x\n    approval: never\n  b: {model: p/m}"})
+    assert list(manifest.agents) == ["a"]
+    assert manifest.agents["a"].instructions.startswith("x\n")
+    assert [d.pointer for d in diagnostics] == ["providers.p"]  # p is not a kind: its kind is required
+
+
+def test_malformed_substitution_is_reported() -> None:
+    _, diagnostics = _parse("providers: {openai: {api_key: ${bad-name}}}")
+    assert [d.pointer for d in diagnostics] == ["providers.openai.api_key"]
+    assert "malformed" in diagnostics[0].message
+
+
+def test_model_is_split_at_the_first_slash_and_the_provider_must_exist() -> None:
+    text = """\
+    providers:
+      router: {kind: openai, base_url: http://127.0.0.1:9/v1}
+    agents:
+      a: {model: router/meta-llama/llama-3-70b}
+      b: {model: nobody/x}
+      c: {model: router/}
+    """
+    manifest, diagnostics = _parse(text)
+    assert (manifest.agents["a"].provider, manifest.agents["a"].model_id) == ("router", "meta-llama/llama-3-70b")
+    by_pointer = {d.pointer: d.message for d in diagnostics}
+    assert "no provider named 'nobody' (known: router)" in by_pointer["agents.b.model"]
+    assert "<provider>/<model id>" in by_pointer["agents.c.model"]
+
+
+def test_provider_kinds_defaults_and_url_warnings() -> None:
+    text = """\
+    providers:
+      openai: {}
+      anthropic: {api_key: a}
+      local: {kind: ollama}
+      wrong: {kind: openai, base_url: "http://127.0.0.1:1/v1/chat/completions/"}
+      other: {kind: olama}
+      nokind: {}
+      slash/name: {kind: openai}
+      gem: {kind: gemini, base_url: "ftp://x", headers: {X-A: 1}, timeout: 0}
+    """
+    manifest, diagnostics = _parse(text)
+    assert manifest.providers["openai"].base_url == DEFAULT_BASE_URLS["openai"]
+    assert manifest.providers["anthropic"].kind == "anthropic"
+    assert manifest.providers["local"].base_url == "http://127.0.0.1:11434"
+    assert manifest.providers["wrong"].base_url == "http://127.0.0.1:1/v1/chat/completions"
+    by_pointer = {d.pointer: d for d in diagnostics}
+    assert by_pointer["providers.wrong.base_url"].level == "warning"
+    assert "did you mean 'ollama'" in by_pointer["providers.other.kind"].message
+    assert "'kind' is required" in by_pointer["providers.nokind"].message
+    assert "'/'" in by_pointer["providers['slash/name']"].message
+    assert "URL" in by_pointer["providers.gem.base_url"].message
+    assert "greater than 0" in by_pointer["providers.gem.timeout"].message
+    assert "providers.gem.headers.X-A" not in by_pointer  # a number is written as text
+
+
+def test_every_auth_type_and_a_list_of_them() -> None:
+    text = """\
+    apis:
+      a:
+        auth:
+          - {type: bearer, token: t}
+          - {type: basic, username: u, password: p}
+          - {type: api_key, in: query, name: key, value: v}
+          - {type: oauth2_client_credentials, token_url: "http://127.0.0.1:1/token", client_id: i,
+             client_secret: s, scopes: [read, write]}
+    """
+    manifest, diagnostics = _parse(text)
+    assert diagnostics == []
+    bearer, basic, api_key, oauth = manifest.apis["a"].auth
+    assert bearer.token == "t" and (basic.username, basic.password) == ("u", "p")
+    assert (api_key.location, api_key.name, api_key.value) == ("query", "key", "v")
+    assert (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scopes) == (
+        "http://127.0.0.1:1/token", "i", "s", ("read", "write"))
+
+
+def test_auth_mistakes_and_defaults_from_the_spec() -> None:
+    schemes = {"k": {"type": "apiKey", "in": "header", "name": "X-Api-Key"},
+               "o": {"type": "oauth2", "flows": {"clientCredentials": {"tokenUrl": "http://127.0.0.1:1/t"}}}}
+    catalog = Catalog([_tool("shop", "listItems")], {"shop": ApiSpec(name="shop", file="shop.yaml",
+                                                                     security_schemes=schemes)})
+    text = """\
+    apis:
+      shop:
+        auth:
+          - {type: api_key, value: v}
+          - {type: oauth2_client_credentials, client_id: i, client_secret: s}
+      other:
+        auth:
+          - {type: bearer}
+          - {type: token, token: x}
+          - {type: api_key, value: v, in: body}
+          - {type: basic, username: u, pasword: p}
+    """
+    manifest, diagnostics = _parse(text, catalog=catalog)
+    api_key, oauth = manifest.apis["shop"].auth
+    assert (api_key.name, api_key.location) == ("X-Api-Key", "header")
+    assert oauth.token_url == "http://127.0.0.1:1/t"
+    errors = {(d.pointer, d.message.split(" (")[0]) for d in _errors(diagnostics)}
+    assert ("apis.other", "no spec named 'other'") in errors
+    assert ("apis.other.auth[0]", "'token' is required") in errors
+    kinds = "bearer, basic, api_key, oauth2_client_credentials"
+    assert ("apis.other.auth[1].type", f"'token' is not one of {kinds}") in errors
+    assert ("apis.other.auth[2].in", "'body' is not one of header, query, cookie") in errors
+    assert ("apis.other.auth[2]", "'name' is required: the header, query parameter or cookie name") in errors
+    assert ("apis.other.auth[3].pasword", "unknown key 'pasword'") in errors
+    assert len(errors) == 6
+
+
+def test_an_empty_secret_from_an_explicit_empty_default_means_no_credential() -> None:
+    manifest, diagnostics = _parse("apis: {github: {auth: {type: bearer, token: \"${GITHUB_TOKEN:-}\"}}}")
+    assert diagnostics == [] and manifest.apis["github"].auth == []
+    _, diagnostics = _parse("apis: {github: {auth: {type: bearer, token: \"\"}}}", environ={})
+    assert diagnostics == []
+
+
+def test_security_demanded_by_selected_operations_without_auth_is_a_warning() -> None:
+    secured = (({"bearerAuth": ()}),)
+    optional = ({"bearerAuth": ()}, {})
+    catalog = Catalog([_tool("shop", "listItems", security=secured), _tool("shop", "getItem", security=optional),
+                       _tool("open", "getThing", security=optional)])
+    text = """\
+    providers: {p: {kind: openai}}
+    agents:
+      a:
+        model: p/m
+        tools: [shop, open]
+    """
+    _, diagnostics = _parse(text, catalog=catalog)
+    assert [(d.level, d.pointer) for d in diagnostics] == [("warning", "agents.a.tools[0].api")]
+    assert "bearerAuth" in diagnostics[0].message and "listItems" in diagnostics[0].message
+    _, diagnostics = _parse(text + "apis: {shop: {auth: {type: bearer, token: t}}}\n", catalog=catalog)
+    assert diagnostics == []
+
+
+def test_delegation_cycles_unknown_agents_and_depth() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    agents:
+      lead: {model: p/m, delegates: [worker, ghost]}
+      worker: {model: p/m, delegates: [checker]}
+      checker: {model: p/m, delegates: [lead]}
+      narcissus: {model: p/m, delegates: [narcissus]}
+    """
+    _, diagnostics = _parse(text)
+    messages = sorted(d.message for d in _errors(diagnostics))
+    assert messages == [
+        "delegation cycle: lead -> worker -> checker -> lead",
+        "delegation cycle: narcissus -> narcissus",
+        "no agent named 'ghost' (known: checker, lead, narcissus, worker)",
+    ]
+    chain = """\
+    providers: {p: {kind: openai}}
+    gateway: {max_delegation_depth: 2}
+    agents:
+      a: {model: p/m, delegates: [b]}
+      b: {model: p/m, delegates: [c]}
+      c: {model: p/m, delegates: [d]}
+      d: {model: p/m}
+    """
+    manifest, diagnostics = _parse(chain)
+    assert manifest.max_delegation_depth == 2
+    assert [(d.pointer, d.line) for d in diagnostics] == [("agents.a.delegates", _line_of(chain, "a: {"))]
+    assert "a -> b -> c -> d is 3 deep" in diagnostics[0].message
+    _, diagnostics = _parse(chain.replace("max_delegation_depth: 2", "max_delegation_depth: 3"))
+    assert diagnostics == []
+
+
+def test_clients_default_to_every_agent_and_keys_must_differ() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    agents: {clerk: {model: p/m}}
+    clients:
+      all: {key: k1}
+      some: {key: k2, agents: [clerk]}
+      twin: {key: k1, agents: "*"}
+      nokey: {agents: [clerk]}
+    """
+    manifest, diagnostics = _parse(text)
+    assert manifest.clients["all"].agents == ["*"]
+    assert manifest.clients["twin"].agents == ["*"]
+    assert {(d.pointer, d.message) for d in diagnostics} == {
+        ("clients.twin.key", "the same key as client 'all': each caller needs its own key"),
+        ("clients.nokey", "'key' is required"),
+    }
+
+
+def test_policies_and_per_tool_overrides() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    agents:
+      a:
+        model: p/m
+        approval: always
+        max_iterations: 3
+        max_consecutive_errors: 2
+        max_parallel_calls: 1
+        max_result_bytes: 1000
+        timeout: 9.5
+        tool_timeout: 2
+        max_tool_calls: 10
+        tools:
+          - api: shop
+            override:
+              getItem: {rename: fetch_item, description: Fetch., approval: never, timeout: 1, max_result_bytes: 5}
+              bad: {rename: "no spaces allowed", approval: maybe, max_result_bytes: 0}
+      b: {model: p/m, max_iterations: 2.5, max_parallel_calls: true}
+    """
+    manifest, diagnostics = _parse(text)
+    policy = manifest.agents["a"].policy
+    assert (policy.approval, policy.max_iterations, policy.max_consecutive_errors, policy.max_parallel_calls) == (
+        "always", 3, 2, 1)
+    assert (policy.max_result_bytes, policy.timeout, policy.tool_timeout, policy.max_tool_calls) == (1000, 9.5, 2, 10)
+    override = manifest.agents["a"].tools[0].overrides["getItem"]
+    assert (override.rename, override.description, override.approval, override.timeout,
+            override.max_result_bytes) == ("fetch_item", "Fetch.", "never", 1.0, 5)
+    assert {d.pointer for d in diagnostics} == {
+        "agents.a.tools[0].override.bad.rename", "agents.a.tools[0].override.bad.approval",
+        "agents.a.tools[0].override.bad.max_result_bytes", "agents.b.max_iterations", "agents.b.max_parallel_calls",
+    }
+    assert manifest.agents["b"].policy.max_iterations == 40  # a bad value leaves the default
+
+
+def test_tool_entries_accept_a_bare_api_name_and_single_strings() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    agents:
+      a:
+        model: p/m
+        tools:
+          - shop
+          - {api: github, operations: getRepo, methods: [get, FETCH]}
+    """
+    manifest, diagnostics = _parse(text)
+    first, second = manifest.agents["a"].tools
+    assert (first.api, first.operations) == ("shop", None)
+    assert second.operations == ["getRepo"] and second.methods == ["GET", "FETCH"]
+    assert [(d.pointer, d.line) for d in diagnostics] == [("agents.a.tools[1].methods[1]", _line_of(text, "FETCH"))]
+
+
+def test_yaml_level_problems() -> None:
+    _, diagnostics = _parse("agents:\n  a: [1\n  b: 2\n")
+    assert len(diagnostics) == 1 and diagnostics[0].line == 3 and "invalid YAML" in diagnostics[0].message
+    _, diagnostics = _parse("agents:\n  a: {model: p/m}\n  a: {model: p/n}\nproviders: {p: {kind: openai}}\n")
+    assert [(d.pointer, d.line, d.message) for d in diagnostics] == [
+        ("agents.a", 3, "duplicate key 'a' (first at line 2)")]
+    _, diagnostics = _parse("- just\n- a list\n")
+    assert [d.message for d in diagnostics] == ["expected a mapping, got a list"]
+    manifest, diagnostics = _parse("# nothing yet\n")
+    assert diagnostics == [] and manifest.agents == {}
+    manifest, diagnostics = _parse("providers: {p: {kind: openai}}\nagents:\n  yes: {model: p/m}\n")
+    assert diagnostics == [] and list(manifest.agents) == ["yes"]  # keys are text, not YAML booleans
+    _, diagnostics = _parse("providers: {p: {kind: openai}}\nagents:\n  bad.name: {model: p/m}\n")
+    assert [d.pointer for d in diagnostics] == ["agents['bad.name']"]
+
+
+def test_yaml_anchors_and_merge_keys_work() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    x-defaults: &defaults {model: p/m, max_iterations: 5}
+    agents:
+      a: {<<: *defaults, instructions: A}
+    """
+    manifest, diagnostics = _parse(text)
+    assert manifest.agents["a"].policy.max_iterations == 5
+    assert [d.pointer for d in diagnostics] == ["x-defaults"]  # unknown top-level keys are still errors
+
+
+def test_load_manifest_reads_a_file_and_never_raises(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text("providers: {p: {kind: openai}}\nagents: {a: {model: p/m}}\n")
+    manifest, diagnostics = load_manifest(path, environ={})
+    assert diagnostics == [] and manifest.file == "agents.yaml" and list(manifest.agents) == ["a"]
+    manifest, diagnostics = load_manifest(tmp_path / "absent.yaml")
+    assert len(diagnostics) == 1 and diagnostics[0].level == "error" and "cannot read" in diagnostics[0].message
+    path.write_bytes(b"\xff\xfe\x00bad")
+    _, diagnostics = load_manifest(path)
+    assert len(diagnostics) == 1 and diagnostics[0].level == "error"
