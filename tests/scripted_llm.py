@@ -1,0 +1,394 @@
+"""A real HTTP server on 127.0.0.1 that plays an LLM in all four wire formats, streaming and not.
+
+Tests queue `Reply`s (provider-neutral: text, tool calls, finish, usage, errors); each request pops the next
+one and renders it in the format its path asks for (OpenAI `/chat/completions`, Anthropic `/v1/messages`,
+Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every request is recorded
+so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with the official SDKs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Call:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    """None: an id is made up (OpenAI, Anthropic) or left out (Gemini, Ollama: they send none)."""
+    raw: str | None = None
+    """OpenAI (and Anthropic streaming): the exact argument text, e.g. broken JSON."""
+    signature: str | None = None
+    """Gemini: a thoughtSignature on this functionCall part."""
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    calls: list[Call] = field(default_factory=list)
+    finish: str | None = None
+    """"length" for a turn cut by the token limit; None: the format's normal reason."""
+    usage: tuple[int, int] = (10, 5)
+    status: int = 200
+    error: str = "scripted failure"
+    headers: dict[str, str] = field(default_factory=dict)
+    thinking: str | None = None
+    """Provider state: Anthropic thinking block, Gemini thought part, Ollama thinking, DeepSeek reasoning."""
+    signature: str = "sig-123"
+    chunks: int = 3
+    """Streaming: how many pieces the text and each argument string are cut into."""
+    index_zero: bool = False
+    """OpenAI streaming: every call's deltas carry `index: 0` (ollama/ollama#15457)."""
+    gate: threading.Event | None = None
+    """Streaming: after the first text chunk, wait for this event (the test sets it when it sees the text)."""
+    gate_released: bool | None = None
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class ScriptedLLM:
+    """Usage: `with ScriptedLLM() as llm: llm.script(Reply(...)); ...; llm.requests`."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._server.daemon_threads = True
+        # A short poll interval: shutdown() waits up to one interval, once per test.
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def script(self, *replies: Reply) -> ScriptedLLM:
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    def bodies(self) -> list[Any]:
+        return [r.body for r in self.requests]
+
+    def __enter__(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next(self, recorded: Recorded) -> Reply | None:
+        with self._lock:
+            self.requests.append(recorded)
+            return self.replies.pop(0) if self.replies else None
+
+
+def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw or b"null")
+            except ValueError:
+                body = raw.decode(errors="replace")
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reply = llm._next(Recorded("POST", self.path, headers, body))
+            fmt = _format_of(self.path)
+            if reply is None:
+                return self._send_json(500, {"error": {"message": "the script has no more replies"}})
+            if reply.status >= 400:
+                return self._send_json(reply.status, _error_body(fmt, reply), reply.headers)
+            model = _model_of(fmt, self.path, body)
+            stream = fmt == "gemini-stream" or (isinstance(body, dict) and body.get("stream") is True)
+            if fmt == "ollama" and isinstance(body, dict) and "stream" not in body:
+                stream = True  # Ollama streams unless told otherwise
+            if not stream:
+                return self._send_json(200, RENDER[fmt](reply, model), reply.headers)
+            media = "application/x-ndjson" if fmt == "ollama" else "text/event-stream"
+            self.send_response(200)
+            self.send_header("content-type", media)
+            self.send_header("connection", "close")
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            first_text = True
+            for piece, is_text in STREAM[fmt](reply, model):
+                self.wfile.write(piece.encode())
+                self.wfile.flush()
+                if is_text and first_text and reply.gate is not None:
+                    first_text = False
+                    reply.gate_released = reply.gate.wait(timeout=5)
+            self.close_connection = True
+
+        def _send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+            payload = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler
+
+
+def _format_of(path: str) -> str:
+    if ":streamGenerateContent" in path:
+        return "gemini-stream"
+    if ":generateContent" in path:
+        return "gemini"
+    if path.rstrip("/").endswith("/api/chat"):
+        return "ollama"
+    if path.rstrip("/").endswith("/v1/messages"):
+        return "anthropic"
+    return "openai"
+
+
+def _model_of(fmt: str, path: str, body: Any) -> str:
+    if fmt.startswith("gemini"):
+        return path.split("/models/", 1)[-1].split(":", 1)[0]
+    return str(body.get("model", "")) if isinstance(body, dict) else ""
+
+
+def _error_body(fmt: str, reply: Reply) -> Any:
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": "rate_limit_error" if reply.status == 429 else "api_error",
+                                           "message": reply.error}}
+    if fmt.startswith("gemini"):
+        return {"error": {"code": reply.status, "message": reply.error, "status": "UNAVAILABLE"}}
+    if fmt == "ollama":
+        return {"error": reply.error}
+    return {"error": {"message": reply.error, "type": "server_error", "code": None}}
+
+
+def _pieces(text: str, n: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // max(1, n)))
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _args_text(call: Call) -> str:
+    return call.raw if call.raw is not None else json.dumps(call.args)
+
+
+def _call_id(call: Call, index: int, prefix: str) -> str:
+    return call.id or f"{prefix}{index}_{uuid.uuid4().hex[:8]}"
+
+
+# --- OpenAI Chat Completions -------------------------------------------------------------------------------
+
+def _openai(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.calls:
+        message["tool_calls"] = [{"id": _call_id(c, i, "call_"), "type": "function",
+                                  "function": {"name": c.name, "arguments": _args_text(c)}}
+                                 for i, c in enumerate(reply.calls)]
+    if reply.thinking:
+        message["reasoning_content"] = reply.thinking
+    finish = reply.finish or ("tool_calls" if reply.calls else "stop")
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+                      "total_tokens": sum(reply.usage)}}
+
+
+def _openai_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: bool = False) -> str:
+        data: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": int(time.time()),
+                                "model": model,
+                                "choices": [] if delta is None else [{"index": 0, "delta": delta,
+                                                                      "finish_reason": finish, "logprobs": None}]}
+        if usage:
+            data["usage"] = {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+                             "total_tokens": sum(reply.usage)}
+        return f"data: {json.dumps(data)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""}), False
+    if reply.thinking:
+        yield chunk({"reasoning_content": reply.thinking}), False
+    for piece in _pieces(reply.text, reply.chunks):
+        yield chunk({"content": piece}), True
+    for i, call in enumerate(reply.calls):
+        index = 0 if reply.index_zero else i
+        yield chunk({"tool_calls": [{"index": index, "id": _call_id(call, i, "call_"), "type": "function",
+                                     "function": {"name": call.name, "arguments": ""}}]}), False
+        for piece in _pieces(_args_text(call), reply.chunks):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}), False
+    yield chunk({}, reply.finish or ("tool_calls" if reply.calls else "stop")), False
+    yield chunk(None, usage=True), False
+    yield "data: [DONE]\n\n", False
+
+
+# --- Anthropic Messages --------------------------------------------------------------------------------------
+
+def _anthropic_content(reply: Reply) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    if reply.thinking:
+        content.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for i, call in enumerate(reply.calls):
+        content.append({"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": call.args})
+    return content
+
+
+def _anthropic_stop(reply: Reply) -> str:
+    return "max_tokens" if reply.finish == "length" else (reply.finish or ("tool_use" if reply.calls else "end_turn"))
+
+
+def _anthropic(reply: Reply, model: str) -> dict[str, Any]:
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+            "content": _anthropic_content(reply), "stop_reason": _anthropic_stop(reply), "stop_sequence": None,
+            "usage": {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}}
+
+
+def _anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
+    def event(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": reply.usage[0], "output_tokens": 1}}
+    yield event("message_start", {"message": start}), False
+    yield event("ping", {}), False
+    index = 0
+    if reply.thinking:
+        yield event("content_block_start", {"index": index, "content_block": {"type": "thinking", "thinking": "",
+                                                                             "signature": ""}}), False
+        yield event("content_block_delta", {"index": index, "delta": {"type": "thinking_delta",
+                                                                      "thinking": reply.thinking}}), False
+        yield event("content_block_delta", {"index": index, "delta": {"type": "signature_delta",
+                                                                      "signature": reply.signature}}), False
+        yield event("content_block_stop", {"index": index}), False
+        index += 1
+    if reply.text:
+        yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}), False
+        for piece in _pieces(reply.text, reply.chunks):
+            yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}}), True
+        yield event("content_block_stop", {"index": index}), False
+        index += 1
+    for i, call in enumerate(reply.calls):
+        block = {"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": {}}
+        yield event("content_block_start", {"index": index, "content_block": block}), False
+        # The first partial_json is "" as Anthropic's API sends it.
+        for piece in ["", *_pieces(_args_text(call), reply.chunks)]:
+            yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta",
+                                                                          "partial_json": piece}}), False
+        yield event("content_block_stop", {"index": index}), False
+        index += 1
+    yield event("message_delta", {"delta": {"stop_reason": _anthropic_stop(reply), "stop_sequence": None},
+                                  "usage": {"output_tokens": reply.usage[1]}}), False
+    yield event("message_stop", {}), False
+
+
+# --- Gemini generateContent ----------------------------------------------------------------------------------
+
+def _gemini_call_parts(reply: Reply) -> list[dict[str, Any]]:
+    parts = []
+    for call in reply.calls:
+        function: dict[str, Any] = {"name": call.name, "args": call.args}
+        if call.id:
+            function["id"] = call.id
+        part: dict[str, Any] = {"functionCall": function}
+        if call.signature:
+            part["thoughtSignature"] = call.signature
+        parts.append(part)
+    return parts
+
+
+def _gemini_chunk(parts: list[dict[str, Any]], reply: Reply, model: str, final: bool) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    data: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": "resp-1"}
+    if final:
+        # Gemini says STOP whether or not the model called functions.
+        candidate["finishReason"] = "MAX_TOKENS" if reply.finish == "length" else (reply.finish or "STOP")
+        data["usageMetadata"] = {"promptTokenCount": reply.usage[0], "candidatesTokenCount": reply.usage[1],
+                                 "totalTokenCount": sum(reply.usage)}
+    return data
+
+
+def _gemini(reply: Reply, model: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": reply.thinking, "thought": True}] if reply.thinking else []
+    if reply.text:
+        parts.append({"text": reply.text})
+    return _gemini_chunk(parts + _gemini_call_parts(reply), reply, model, True)
+
+
+def _gemini_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
+    def sse(data: dict[str, Any]) -> str:
+        return f"data: {json.dumps(data)}\r\n\r\n"
+
+    if reply.thinking:
+        yield sse(_gemini_chunk([{"text": reply.thinking, "thought": True}], reply, model, False)), False
+    for piece in _pieces(reply.text, reply.chunks):
+        yield sse(_gemini_chunk([{"text": piece}], reply, model, False)), True
+    yield sse(_gemini_chunk(_gemini_call_parts(reply), reply, model, True)), False
+
+
+# --- Ollama /api/chat ----------------------------------------------------------------------------------------
+
+def _ollama_message(reply: Reply, content: str, calls: bool) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls and reply.calls:
+        message["tool_calls"] = [{"function": {"name": c.name, "arguments": c.args}} for c in reply.calls]
+    return message
+
+
+def _ollama_final(reply: Reply, model: str, message: dict[str, Any]) -> dict[str, Any]:
+    # Ollama says "stop" whether or not the model called tools.
+    return {"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message, "done": True,
+            "done_reason": reply.finish or "stop", "total_duration": 1000, "load_duration": 10,
+            "prompt_eval_count": reply.usage[0], "prompt_eval_duration": 100, "eval_count": reply.usage[1],
+            "eval_duration": 100}
+
+
+def _ollama(reply: Reply, model: str) -> dict[str, Any]:
+    message = _ollama_message(reply, reply.text, True)
+    if reply.thinking:
+        message["thinking"] = reply.thinking
+    return _ollama_final(reply, model, message)
+
+
+def _ollama_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
+    def line(data: dict[str, Any]) -> str:
+        return json.dumps(data) + "\n"
+
+    def partial(message: dict[str, Any]) -> dict[str, Any]:
+        return {"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message, "done": False}
+
+    if reply.thinking:
+        yield line(partial({"role": "assistant", "content": "", "thinking": reply.thinking})), False
+    for piece in _pieces(reply.text, reply.chunks):
+        yield line(partial(_ollama_message(reply, piece, False))), True
+    if reply.calls:
+        yield line(partial(_ollama_message(reply, "", True))), False
+    yield line(_ollama_final(reply, model, {"role": "assistant", "content": ""})), False
+
+
+RENDER = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini, "gemini-stream": _gemini,
+          "ollama": _ollama}
+STREAM = {"openai": _openai_stream, "anthropic": _anthropic_stream, "gemini": _gemini_stream,
+          "gemini-stream": _gemini_stream, "ollama": _ollama_stream}

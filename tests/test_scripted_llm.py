@@ -1,0 +1,121 @@
+"""The scripted LLM's answers are the real wire formats: the official SDKs parse them, streamed and not."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import httpx
+import ollama
+import openai
+import pytest
+from anthropic.types import Message as AnthropicMessage
+from google import genai
+from google.genai import types as genai_types
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from scripted_llm import Call, Reply, ScriptedLLM
+
+WEATHER = [Call("get_weather", {"city": "Paris", "days": 2}, id="c1"), Call("get_time", {"tz": "CET"}, id="c2")]
+
+
+@pytest.fixture
+def llm():
+    with ScriptedLLM() as server:
+        yield server
+
+
+def test_openai_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
+    client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
+    llm.script(Reply(text="Checking.", calls=WEATHER), Reply(calls=WEATHER), Reply(text="Sunny in Paris."))
+    answer = client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "hi"}])
+    ChatCompletion.model_validate(answer.model_dump())
+    calls = answer.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_weather", "get_time"]
+    assert json.loads(calls[0].function.arguments) == {"city": "Paris", "days": 2}
+    assert answer.choices[0].finish_reason == "tool_calls"
+
+    with client.chat.completions.stream(model="gpt-x", messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_completion()
+    assert [json.loads(c.function.arguments) for c in final.choices[0].message.tool_calls] == [
+        {"city": "Paris", "days": 2}, {"tz": "CET"}]
+
+    chunks = list(client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "hi"}],
+                                                 stream=True, stream_options={"include_usage": True}))
+    for chunk in chunks:
+        ChatCompletionChunk.model_validate(chunk.model_dump())
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Sunny in Paris."
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 15
+
+
+def test_anthropic_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
+    client = anthropic.Anthropic(base_url=llm.url, api_key="k", max_retries=0)
+    llm.script(Reply(text="Checking.", calls=WEATHER, thinking="let me think"),
+               Reply(text="Checking.", calls=WEATHER, thinking="let me think"))
+    message = client.messages.create(model="claude-x", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+    AnthropicMessage.model_validate(message.model_dump())
+    assert [b.type for b in message.content] == ["thinking", "text", "tool_use", "tool_use"]
+    assert message.content[2].input == {"city": "Paris", "days": 2}
+    assert message.stop_reason == "tool_use"
+
+    with client.messages.stream(model="claude-x", max_tokens=100,
+                                messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["thinking", "text", "tool_use", "tool_use"]
+    assert final.content[0].signature == "sig-123"
+    assert final.content[1].text == "Checking."
+    assert [b.input for b in final.content[2:]] == [{"city": "Paris", "days": 2}, {"tz": "CET"}]
+    assert final.usage.output_tokens == 5
+
+
+def test_gemini_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
+    client = genai.Client(api_key="k", http_options=genai_types.HttpOptions(base_url=llm.url))
+    calls = [Call("get_weather", {"city": "Paris"}, signature="c2lnbmF0dXJl"), Call("get_time", {"tz": "CET"})]
+    llm.script(Reply(calls=calls), Reply(text="Sunny in Paris today."))
+    answer = client.models.generate_content(model="gemini-x", contents="hi")
+    assert [(c.name, c.args, c.id) for c in answer.function_calls] == [
+        ("get_weather", {"city": "Paris"}, None), ("get_time", {"tz": "CET"}, None)]
+    assert answer.candidates[0].finish_reason == genai_types.FinishReason.STOP
+    assert answer.candidates[0].content.parts[0].thought_signature == b"signature"
+
+    chunks = list(client.models.generate_content_stream(model="gemini-x", contents="hi"))
+    assert len(chunks) > 1
+    assert "".join(c.text or "" for c in chunks) == "Sunny in Paris today."
+    assert chunks[-1].usage_metadata.total_token_count == 15
+    assert "streamGenerateContent" in llm.requests[-1].path and "alt=sse" in llm.requests[-1].path
+
+
+def test_ollama_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
+    client = ollama.Client(host=llm.url)
+    calls = [Call("get_weather", {"city": "Paris"}), Call("get_time", {"tz": "CET"})]
+    llm.script(Reply(calls=calls, thinking="hmm"), Reply(text="Sunny.", calls=calls))
+    answer = client.chat(model="llama-x", messages=[{"role": "user", "content": "hi"}], stream=False)
+    assert [(c.function.name, dict(c.function.arguments)) for c in answer.message.tool_calls] == [
+        ("get_weather", {"city": "Paris"}), ("get_time", {"tz": "CET"})]
+    assert answer.done_reason == "stop" and answer.message.thinking == "hmm"
+
+    parts = list(client.chat(model="llama-x", messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert "".join(p.message.content or "" for p in parts) == "Sunny."
+    assert [c.function.name for p in parts for c in p.message.tool_calls or []] == ["get_weather", "get_time"]
+    assert parts[-1].done and parts[-1].eval_count == 5
+
+
+def test_errors_use_each_formats_shape(llm: ScriptedLLM) -> None:
+    llm.script(Reply(status=429, error="slow down", headers={"retry-after": "0"}))
+    with pytest.raises(openai.RateLimitError, match="slow down"):
+        openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}])
+    llm.script(Reply(status=529, error="overloaded"))
+    with pytest.raises(anthropic.APIStatusError, match="overloaded"):
+        anthropic.Anthropic(base_url=llm.url, api_key="k", max_retries=0).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    llm.script(Reply(status=500, error="boom"))
+    with pytest.raises(ollama.ResponseError, match="boom"):
+        ollama.Client(host=llm.url).chat(model="m", messages=[{"role": "user", "content": "hi"}], stream=False)
+
+
+def test_requests_are_recorded(llm: ScriptedLLM) -> None:
+    llm.script(Reply(text="ok"))
+    httpx.post(llm.url + "/v1/chat/completions", json={"model": "m", "messages": []}, headers={"X-Probe": "1"})
+    assert llm.requests[0].body == {"model": "m", "messages": []}
+    assert llm.requests[0].headers["x-probe"] == "1"
+    assert httpx.post(llm.url + "/v1/chat/completions", json={}).status_code == 500  # the script is exhausted
