@@ -1,0 +1,115 @@
+"""The Starlette application: every door of the gateway on one compiled runtime.
+
+`create_app(holder)` wires the routes (chat, models, agents, tools, direct calls, MCP, the
+gateway's own OpenAPI document, health), OpenAI-shaped errors, the request size limit, and a
+lifespan that runs the MCP session manager and the hot-reload watcher and closes every pooled
+client on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..runtime import Runtime, RuntimeHolder
+from .chat import chat_completions
+from .errors import error_handlers
+from .limits import BodyLimitMiddleware
+from .mcp import MCPEndpoint
+from .openapi import openapi_document
+from .routes import routes as plain_routes
+from .state import GatewayState
+
+logger = logging.getLogger("gateway.server")
+
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+def create_app(
+    holder: RuntimeHolder,
+    *,
+    host: str | None = "127.0.0.1",
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    provider_transport: httpx.AsyncBaseTransport | None = None,
+    adapter_factory: Callable[[Any], Any] | None = None,
+    watch: bool = True,
+    watch_interval: float = 1.0,
+    middleware: Sequence[Middleware] = (),
+    extra_routes: Sequence[BaseRoute] = (),
+    **hooks: Any,
+) -> Starlette:
+    """Build the gateway's ASGI app.
+
+    Parameters:
+        holder: the runtime (catalog, manifest, toolsets) and its reloader.
+        host: the address the server binds; on loopback the MCP endpoint refuses foreign `Host`/`Origin`
+            headers (DNS rebinding protection).
+        max_body_bytes: requests with a larger body get 413.
+        upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
+        adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
+        watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
+        middleware: extra Starlette middleware, outermost first (client keys, rate limits).
+        extra_routes: more routes (approvals, audit).
+        hooks: named hooks for the safety layer: `approvals` (passed to the loop), `on_run_result`
+            (awaited after each chat run), `approve_direct_call` (gates direct and MCP calls of tools
+            under approval). Available to routes as `app.state.gateway.options`.
+    """
+    state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
+                         adapter_factory=adapter_factory, options=hooks)
+    mcp = MCPEndpoint(state, host=host)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        watcher: asyncio.Task[Any] | None = None
+        async with mcp.manager.run():
+            if watch:
+                _subscribe(holder, state.on_reload)
+                watcher = asyncio.create_task(holder.watch(interval=watch_interval))
+            try:
+                yield
+            finally:
+                if watcher is not None:
+                    watcher.cancel()
+                    await asyncio.gather(watcher, return_exceptions=True)
+                await state.aclose()
+
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(openapi_document(str(request.base_url).rstrip("/")))
+
+    routes: list[BaseRoute] = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *plain_routes(),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/mcp/{agent}", mcp),
+        *extra_routes,
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[*middleware, Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes,
+                                            exempt_prefixes=("/mcp/",))],
+        exception_handlers=error_handlers(),
+        lifespan=lifespan,
+    )
+    app.state.gateway = state
+    app.state.mcp = mcp
+    return app
+
+
+def _subscribe(holder: RuntimeHolder, callback: Callable[[Runtime], Any]) -> None:
+    """Register `callback` to run after every successful reload."""
+    on_reload = holder.on_reload
+    if callable(on_reload) and not isinstance(on_reload, list):
+        on_reload(callback)
+    else:
+        on_reload.append(callback)

@@ -1,0 +1,233 @@
+"""`POST /v1/chat/completions`: OpenAI's request in, the agent's loop run, OpenAI's answer (or SSE) out.
+
+`model` names the agent. The agent's tools come from agents.yaml only, so client-supplied `tools`
+are refused. The answer is a `chat.completion` whose assistant message holds only the final text;
+the tool calls the gateway made travel in the `gateway` extension beside `choices`
+(`steps`, `pending_approvals`, `cut`). Streaming sends the text in `delta.content` and each step as
+its own chunk with empty `choices` and a `gateway` field, which OpenAI clients skip over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from .. import loop
+from ..manifest import AgentConfig
+from .errors import APIError, api_error_from
+from .messages import parse_messages, parse_params
+from .routes import read_json, state_of
+from .state import GatewayState, Generation
+
+logger = logging.getLogger("gateway.server")
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+_KEYED_KINDS = ("openai", "anthropic", "gemini")
+_KEY_HINTS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+
+
+async def chat_completions(request: Request) -> Response:
+    state = state_of(request)
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise APIError(400, f"The body must be a JSON object, not {type(body).__name__}.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
+    for key in ("tools", "functions"):
+        if body.get(key):
+            raise APIError(400, f"Client-supplied `{key}` are not accepted: agent {model!r} has its tools from "
+                                f"agents.yaml (GET /agents/{model}/tools lists them). Remove `{key}`.",
+                           param=key, code="tools_not_supported")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise APIError(400, "`stream` must be a boolean.", param="stream")
+    messages = parse_messages(body.get("messages"))
+    params = parse_params(body)
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage")) if stream else False
+
+    generation = state.current
+    agent = generation.agent(model, code="model_not_found", param="model")
+    _check_provider(generation, agent)
+    run = _Run(state, agent, messages, params, client=request.scope.get("gateway.client"))
+    if not stream:
+        async with state.use() as generation:
+            try:
+                result = await run.execute(generation)
+            except Exception as exc:
+                raise api_error_from(exc) from None
+        return JSONResponse(completion_body(run, result))
+    return StreamingResponse(_stream_chunks(run, include_usage), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+class _Run:
+    """One chat request's run: its id, agent, input, and how it calls the loop."""
+
+    def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Any], params: dict[str, Any],
+                 *, client: Any = None) -> None:
+        self.state = state
+        self.agent = agent
+        self.messages = messages
+        self.params = params
+        self.client = client if isinstance(client, str) else None
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    async def execute(self, generation: Generation, on_event: Any = None) -> Any:
+        adapter = generation.adapter(self.agent.provider)
+        options = self.state.options
+        result = await loop.run(
+            self.agent,
+            list(self.messages),
+            adapter=adapter,
+            toolset=generation.toolset(self.agent.name),
+            invoke=generation.runner,
+            params=self.params,
+            on_event=on_event,
+            stream=on_event is not None,
+            approvals=options.get("approvals"),
+        )
+        hook = options.get("on_run_result")
+        if hook is not None:
+            await hook(run_id=self.id, agent=self.agent, client=self.client, result=result)
+        return result
+
+    def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.agent.name, "choices": choices, **extra}
+        return _sse(data)
+
+
+def _check_provider(generation: Generation, agent: AgentConfig) -> None:
+    """Say what is missing before any call: an unknown provider, or a cloud provider without a key."""
+    provider = generation.runtime.manifest.providers.get(agent.provider)
+    if provider is None:
+        raise APIError(502, f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not "
+                            f"define.", type="configuration_error", code="provider_not_configured")
+    if provider.kind in _KEYED_KINDS and not provider.api_key and not _is_loopback(provider.base_url):
+        hint = _KEY_HINTS.get(provider.kind, "the provider's key")
+        raise APIError(502, f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose "
+                            f"api_key is empty: set {hint} (agents.yaml providers.{provider.name}.api_key) and "
+                            f"restart, or point the agent at a local Ollama (model: ollama/<model>).",
+                       type="configuration_error", code="provider_not_configured")
+
+
+def _is_loopback(url: str) -> bool:
+    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0] if "]" not in url else "[::1]"
+    return host in _LOOPBACK_HOSTS
+
+
+def completion_body(run: _Run, result: Any) -> dict[str, Any]:
+    message = result.message
+    return {
+        "id": run.id,
+        "object": "chat.completion",
+        "created": run.created,
+        "model": run.agent.name,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": message.content or "", "refusal": None},
+            "finish_reason": _finish_reason(result),
+            "logprobs": None,
+        }],
+        "usage": usage_dict(getattr(result, "usage", None)),
+        "gateway": gateway_extension(result),
+    }
+
+
+def gateway_extension(result: Any) -> dict[str, Any]:
+    return {
+        "steps": [to_jsonable(step) for step in getattr(result, "steps", [])],
+        "pending_approvals": [to_jsonable(p) for p in getattr(result, "pending_approvals", [])],
+        "cut": bool(getattr(result, "cut", False)),
+    }
+
+
+def usage_dict(usage: Any) -> dict[str, int]:
+    prompt = int(getattr(usage, "input_tokens", 0) or 0)
+    completion = int(getattr(usage, "output_tokens", 0) or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _finish_reason(result: Any) -> str:
+    reason = getattr(result, "finish_reason", None)
+    return "length" if reason == "length" else "stop"
+
+
+def to_jsonable(value: Any) -> Any:
+    """Steps and approvals as plain JSON, whatever object the loop keeps them in."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: to_jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    return value
+
+
+async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]:
+    """The SSE body: role chunk, text deltas and step events as they happen, the final chunk, [DONE]."""
+    send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=1024)
+
+    async def on_event(event: Any) -> None:
+        await send.send(("event", event))
+
+    async def drive() -> None:
+        async with send:
+            try:
+                async with run.state.use() as generation:
+                    result = await run.execute(generation, on_event=on_event)
+                await send.send(("done", result))
+            except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
+                await send.send(("error", api_error_from(exc)))
+
+    task = asyncio.ensure_future(drive())
+    try:
+        yield run.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        async with receive:
+            async for kind, item in receive:
+                if kind == "event":
+                    chunk = _event_chunk(run, item)
+                    if chunk is not None:
+                        yield chunk
+                elif kind == "done":
+                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": _finish_reason(item)}],
+                                    gateway=gateway_extension(item))
+                    if include_usage:
+                        yield run.chunk([], usage=usage_dict(getattr(item, "usage", None)))
+                else:
+                    yield _sse(item.body())
+        yield b"data: [DONE]\n\n"
+    finally:
+        if not task.done():  # the client went away: stop the run and its tool calls
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _event_chunk(run: _Run, event: Any) -> bytes | None:
+    kind = getattr(event, "type", None) or getattr(event, "kind", None)
+    if kind in ("text", "text_delta", "delta"):
+        text = getattr(event, "text", None) or getattr(event, "delta", None)
+        if not text:
+            return None
+        return run.chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+    payload = to_jsonable(event)
+    if isinstance(payload, dict):
+        payload = {k: v for k, v in payload.items() if k not in ("type", "kind")}
+    return run.chunk([], gateway={"event": kind, **(payload if isinstance(payload, dict) else {"data": payload})})
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":"), default=str).encode() + b"\n\n"

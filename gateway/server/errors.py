@@ -1,0 +1,162 @@
+"""Errors of the HTTP doors, always in OpenAI's shape: `{"error": {"message", "type", "code"}}`.
+
+Routes raise `APIError(status, message, ...)`; the handlers installed by `install_error_handlers` turn
+it (and Starlette's own HTTP errors, and anything unexpected) into that shape with the right status,
+so no client ever sees an HTML page or a traceback. `status_for_result` maps a `ToolResult`'s
+`error_type` to the status of a direct tool call, `api_error_from` maps the loop's exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ..errors import ConfigError, ProviderError, RunError
+from ..messages import ToolResult
+
+logger = logging.getLogger("gateway.server")
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "upstream_error",
+    503: "server_error",
+    504: "timeout_error",
+}
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_arguments",
+    429: "rate_limited",
+    500: "internal_error",
+    502: "upstream_error",
+    503: "unavailable",
+    504: "deadline_exceeded",
+}
+
+# A tool call that failed: which status the direct-call door answers with (the ToolResult rides along).
+_RESULT_STATUS = {
+    "invalid_arguments": 422,
+    "unknown_tool": 404,
+    "upstream_error": 502,
+    "transport_error": 502,
+    "timeout": 504,
+    "approval_pending": 202,
+    "approval_denied": 403,
+    "configuration_error": 502,
+    "rate_limited": 429,
+    "delegate_error": 502,
+    "truncated_turn": 502,
+}
+
+
+class APIError(Exception):
+    """An error answer: status, a message written for the caller, and optional extra top-level fields."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        self.code = code or _CODES.get(status, "error")
+        self.param = param
+        self.extra = extra or {}
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"message": self.message, "type": self.type, "code": self.code}
+        if self.param is not None:
+            error["param"] = self.param
+        return {"error": error, **self.extra}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def error_response(status: int, message: str, **fields: Any) -> JSONResponse:
+    return APIError(status, message, **fields).response()
+
+
+def status_for_result(result: ToolResult) -> int:
+    if result.ok:
+        return 200
+    return _RESULT_STATUS.get(result.error_type or "", 502)
+
+
+def api_error_from(exc: Exception) -> APIError:
+    """The answer for an exception out of a chat run (provider down, deadline, bad manifest, ...)."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, ProviderError):
+        if exc.status == 429:
+            return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
+        return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
+    if isinstance(exc, RunError):
+        if exc.code in ("deadline", "deadline_exceeded", "timeout"):
+            return APIError(504, str(exc), code="deadline_exceeded")
+        if exc.code in ("rate_limited", "max_tool_calls"):
+            return APIError(429, str(exc), code=exc.code)
+        return APIError(502, str(exc), type="run_error", code=exc.code)
+    if isinstance(exc, ConfigError):
+        details = "; ".join(str(d) for d in exc.diagnostics[:5])
+        return APIError(502, f"{exc}" + (f": {details}" if details else ""), type="configuration_error",
+                        code="configuration_error")
+    if isinstance(exc, TimeoutError):
+        return APIError(504, "The run's deadline passed before it finished.", code="deadline_exceeded")
+    logger.exception("unexpected error", exc_info=exc)
+    return APIError(500, f"Internal error: {type(exc).__name__}", code="internal_error")
+
+
+async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, APIError)
+    return exc.response()
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    if status == 404:
+        message = f"No route for {request.method} {request.url.path}"
+    elif status == 405:
+        message = f"Method {request.method} is not allowed on {request.url.path}"
+    else:
+        message = str(exc.detail)
+    return APIError(status, message, headers=dict(exc.headers or {})).response()
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return APIError(500, f"Internal error: {type(exc).__name__}").response()
+
+
+def error_handlers() -> dict[Any, Any]:
+    """The `exception_handlers` mapping for the Starlette app."""
+    return {APIError: _on_api_error, HTTPException: _on_http_exception, Exception: _on_unexpected}

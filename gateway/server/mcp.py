@@ -1,0 +1,244 @@
+"""Each agent's tools as an MCP server, on the official `mcp` SDK's low-level `Server`.
+
+One `Server` and one `StreamableHTTPSessionManager` serve every agent at `/mcp/{agent}`: the handlers
+read the agent from the HTTP request that carried the message (the path), so agents added by a hot
+reload are served at once, and a session opened at one agent's URL is refused at another's. The same
+handlers serve one fixed agent over stdio (`gateway mcp AGENT`).
+
+`tools/list` answers the agent's tools with their exact input and output schemas, rendered once per
+runtime generation and protocol era (the 2025 protocol wants an object at the root of `outputSchema`
+and of `structuredContent`, so a non-object output is wrapped as `{"result": ...}` there; 2026-07-28
+takes any schema). `tools/call` goes through the same path as the direct HTTP call (approval hook,
+fixed arguments, executor) and answers `structuredContent` for JSON bodies, `isError` for failures.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from jsonschema import Draft202012Validator
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.types import Message, Receive, Scope, Send
+
+from .. import __version__
+from ..dialects import mcp_structured_content, mcp_tool
+from ..messages import ToolResult
+from ..toolsets import AgentTool
+from .errors import APIError
+from .routes import run_direct_call
+from .state import GatewayState, Generation
+
+logger = logging.getLogger("gateway.mcp")
+
+_SESSION_HEADER = b"mcp-session-id"
+_current_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_mcp_agent", default=None)
+
+AgentOf = Callable[[Any], str]
+
+
+def build_mcp_server(state: GatewayState, agent_of: AgentOf) -> Server[Any]:
+    """The low-level MCP server whose tools are those of the agent `agent_of(ctx)` names."""
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+        generation = state.current
+        agent = _checked_agent(generation, agent_of(ctx))
+        era = "modern" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
+        return {"tools": generation.memo(("mcp-tools", agent, era), lambda: _listing(generation, agent, era))}
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        async with state.use() as generation:
+            agent = _checked_agent(generation, agent_of(ctx))
+            agent_tool = generation.toolset(agent).get(params.name)
+            if agent_tool is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
+            result = await run_direct_call(state, generation, agent, agent_tool, dict(params.arguments or {}),
+                                           client=_client_of(ctx))
+            return _call_result(generation, agent_tool, result, modern=modern)
+
+    def tool_input_schema(name: str) -> dict[str, Any] | None:
+        # Called by the SDK (2026-07-28 HTTP path) to check `Mcp-Param-*` headers; a direct lookup
+        # instead of the SDK's fallback of running a whole tools/list per call.
+        agent = _current_agent.get()
+        if agent is None:
+            return None
+        toolset = state.current.runtime.toolsets.get(agent)
+        agent_tool = toolset.get(name) if toolset is not None else None
+        return agent_tool.input_schema if agent_tool is not None else None
+
+    return Server(
+        "gateway",
+        version=__version__,
+        instructions="Tools of one gateway agent, compiled from OpenAPI specs.",
+        get_tool_input_schema=tool_input_schema,
+        on_list_tools=list_tools,  # type: ignore[arg-type]
+        on_call_tool=call_tool,
+    )
+
+
+def _checked_agent(generation: Generation, agent: str) -> str:
+    if agent not in generation.runtime.manifest.agents:
+        raise MCPError(types.INVALID_PARAMS, f"Agent {agent!r} no longer exists.")
+    return agent
+
+
+def _client_of(ctx: Any) -> str | None:
+    request = getattr(ctx, "request", None)
+    client = request.scope.get("gateway.client") if request is not None else None
+    return client if isinstance(client, str) else None
+
+
+def _listing(generation: Generation, agent: str, era: str) -> list[dict[str, Any]]:
+    tools = []
+    for agent_tool in generation.toolset(agent):
+        item = mcp_tool(agent_tool)
+        if era == "modern" and agent_tool.output_schema is not None:
+            item["outputSchema"] = agent_tool.output_schema  # 2026-07-28 takes any schema: the exact one
+        tools.append(item)
+    return tools
+
+
+def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResult, *,
+                 modern: bool) -> types.CallToolResult:
+    if not result.ok:
+        return types.CallToolResult(content=[types.TextContent(text=_error_text(result))], is_error=True)
+    body = result.body
+    is_json = not isinstance(body, str) and (result.media_type or "json").endswith("json")
+    text = json.dumps(body, ensure_ascii=False) if not isinstance(body, str) else body
+    if result.truncated:
+        text += "\n[truncated]"
+    schema = agent_tool.output_schema
+    if schema is None:
+        structured = body if is_json and (modern or isinstance(body, dict)) else None
+        return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+    # A declared output schema makes clients validate structuredContent: send it only when it holds.
+    structured = body if modern else mcp_structured_content(schema, body)
+    if result.truncated:
+        problem: str | None = "it was truncated at the size limit"
+    else:
+        problem = _schema_problem(generation, agent_tool, body) if is_json else "it is not JSON"
+    if problem is not None:
+        message = (f"The API answered {result.status} but the body does not match the spec's output schema "
+                   f"({problem}). The body:\n{text}")
+        return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+
+
+def _schema_problem(generation: Generation, agent_tool: AgentTool, body: Any) -> str | None:
+    validator = generation.memo(("output-validator", id(agent_tool)),
+                                lambda: Draft202012Validator(agent_tool.output_schema or {}))
+    error = next(iter(validator.iter_errors(body)), None)
+    if error is None:
+        return None
+    where = "/" + "/".join(str(p) for p in error.absolute_path)
+    return f"at {where}: {error.message[:200]}"
+
+
+def _error_text(result: ToolResult) -> str:
+    parts = [f"Error ({result.error_type or 'error'}): {result.error or 'the call failed'}"]
+    if result.status is not None:
+        parts.append(f"HTTP status: {result.status}")
+    if result.body not in (None, ""):
+        body = result.body if isinstance(result.body, str) else json.dumps(result.body, ensure_ascii=False)
+        parts.append(f"Body: {body}")
+    if result.approval_id:
+        parts.append(f"Approval id: {result.approval_id}")
+    return "\n".join(parts)
+
+
+def _agent_from_request(ctx: Any) -> str:
+    request = getattr(ctx, "request", None)
+    if request is None:
+        raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
+    return str(request.path_params.get("agent") or request.scope.get("path_params", {}).get("agent", ""))
+
+
+class MCPEndpoint:
+    """The ASGI app at `/mcp/{agent}`: checks the agent, binds sessions to it, hands over to the SDK."""
+
+    def __init__(self, state: GatewayState, *, host: str | None = "127.0.0.1",
+                 max_body_bytes: int = 4 * 1024 * 1024, json_response: bool = False) -> None:
+        self.state = state
+        self.server = build_mcp_server(state, _agent_from_request)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=json_response,
+            security_settings=_security_settings(host),
+            max_request_body_size=max_body_bytes,
+        )
+        self._session_agents: dict[str, str] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        agent = scope.get("path_params", {}).get("agent", "")
+        if agent not in self.state.current.runtime.manifest.agents:
+            known = ", ".join(sorted(self.state.current.runtime.manifest.agents)) or "none"
+            await APIError(404, f"Unknown agent {agent!r}; the agents are: {known}.",
+                           code="unknown_agent").response()(scope, receive, send)
+            return
+        session = _header(scope, _SESSION_HEADER)
+        if session is not None and self._session_agents.get(session, agent) != agent:
+            await APIError(404, f"Session {session[:16]}... belongs to another agent's endpoint.",
+                           code="session_not_found").response()(scope, receive, send)
+            return
+
+        async def remember_session(message: Message) -> None:
+            if message["type"] == "http.response.start" and session is None:
+                for name, value in message.get("headers", []):
+                    if name.lower() == _SESSION_HEADER:
+                        self._forget_dead_sessions()
+                        self._session_agents[value.decode("latin-1")] = agent
+            await send(message)
+
+        token = _current_agent.set(agent)
+        try:
+            await self.manager.handle_request(scope, receive, remember_session)
+        finally:
+            _current_agent.reset(token)
+            if scope.get("method") == "DELETE" and session is not None:
+                self._session_agents.pop(session, None)
+
+    def _forget_dead_sessions(self) -> None:
+        live = self.manager._server_instances  # the SDK's registry of open sessions
+        for session in [s for s in self._session_agents if s not in live]:
+            del self._session_agents[session]
+
+
+def _security_settings(host: str | None) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection when bound to loopback: a web page must not reach a local gateway."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def serve_stdio(state: GatewayState, agent: str) -> None:
+    """One agent's tools over stdio, until the client closes stdin."""
+    from mcp.server.stdio import stdio_server
+
+    _checked_agent(state.current, agent)
+    server = build_mcp_server(state, lambda ctx: agent)
+    token = _current_agent.set(agent)
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        _current_agent.reset(token)

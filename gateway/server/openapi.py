@@ -1,0 +1,267 @@
+"""`GET /openapi.json`: the gateway's own HTTP API as OpenAPI 3.1, so it can be fuzzed against itself.
+
+Every response a route can give is declared, errors included (`default`: OpenAI's error shape), so a
+fuzzer that checks statuses and response schemas holds the server to this document. The MCP endpoint
+speaks JSON-RPC and is described only in prose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+from .routes import FORMATS
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "code": {"type": ["string", "null"]},
+                "param": _NULLABLE_STRING,
+            },
+        },
+        "result": {"$ref": "#/components/schemas/ToolResult"},
+    },
+}
+
+_TOOL_RESULT = {
+    "type": "object",
+    "required": ["ok", "status", "body", "truncated", "error", "error_type", "duration_ms", "bytes"],
+    "properties": {
+        "ok": {"type": "boolean"},
+        "status": {"type": ["integer", "null"], "description": "The upstream HTTP status; null when nothing was sent."},
+        "media_type": _NULLABLE_STRING,
+        "body": {"description": "Parsed JSON, text, or a description of a binary body."},
+        "truncated": {"type": "boolean"},
+        "error": _NULLABLE_STRING,
+        "error_type": _NULLABLE_STRING,
+        "duration_ms": {"type": "number"},
+        "bytes": {"type": "integer"},
+        "approval_id": {"type": "string"},
+    },
+}
+
+_CONTENT = {"anyOf": [
+    {"type": "string"},
+    {"type": "array", "items": {"type": "object", "required": ["type", "text"],
+                                "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}},
+    {"type": "null"},
+]}
+
+_MESSAGE = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {
+        "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": _CONTENT,
+        "name": {"type": "string"},
+        "tool_call_id": {"type": "string"},
+        "tool_calls": {"type": "array", "items": {
+            "type": "object",
+            "required": ["id", "type", "function"],
+            "properties": {
+                "id": {"type": "string"},
+                "type": {"const": "function"},
+                "function": {"type": "object", "required": ["name", "arguments"],
+                             "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}}},
+            },
+        }},
+    },
+}
+
+_CHAT_REQUEST = {
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        "model": {"type": "string", "description": "The agent's name (GET /v1/models)."},
+        "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
+        "stream": {"type": "boolean", "default": False},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "max_completion_tokens": {"type": "integer", "minimum": 1},
+        "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 4}]},
+        "seed": {"type": "integer"},
+        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "user": {"type": "string"},
+        "n": {"const": 1},
+        "tools": {"type": "array", "maxItems": 0,
+                  "description": "Refused when not empty: an agent's tools come from agents.yaml."},
+    },
+}
+
+_STEP = {"type": "object", "description": "One tool call the gateway made: tool, arguments, status, duration."}
+
+_GATEWAY_EXTENSION = {
+    "type": "object",
+    "required": ["steps", "pending_approvals", "cut"],
+    "properties": {
+        "steps": {"type": "array", "items": _STEP},
+        "pending_approvals": {"type": "array", "items": {
+            "type": "object", "description": "A tool call waiting for a human: id, agent, tool, arguments."}},
+        "cut": {"type": "boolean", "description": "True when the iteration cap ended the loop."},
+    },
+}
+
+_USAGE = {
+    "type": "object",
+    "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
+    "properties": {k: {"type": "integer", "minimum": 0}
+                   for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+}
+
+_CHAT_COMPLETION = {
+    "type": "object",
+    "required": ["id", "object", "created", "model", "choices", "gateway"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "chat.completion"},
+        "created": {"type": "integer"},
+        "model": {"type": "string"},
+        "choices": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
+            "type": "object",
+            "required": ["index", "message", "finish_reason"],
+            "properties": {
+                "index": {"type": "integer"},
+                "message": {"type": "object", "required": ["role", "content"], "properties": {
+                    "role": {"const": "assistant"}, "content": {"type": "string"}}},
+                "finish_reason": {"enum": ["stop", "length"]},
+            },
+        }},
+        "usage": {"$ref": "#/components/schemas/Usage"},
+        "gateway": {"$ref": "#/components/schemas/GatewayExtension"},
+    },
+}
+
+_STRING_LIST = {"type": "array", "items": {"type": "string"}}
+
+_MODEL_LIST = {
+    "type": "object",
+    "required": ["object", "data"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": {
+            "type": "object", "required": ["id", "object", "owned_by"],
+            "properties": {"id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
+                           "owned_by": {"type": "string"}, "description": {"type": "string"}}}},
+    },
+}
+
+_AGENT_LIST = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {"data": {"type": "array", "items": {
+        "type": "object", "required": ["name", "model", "tools"],
+        "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "model": {"type": "string"},
+                       "approval": {"enum": ["never", "writes", "always"]}, "delegates": _STRING_LIST,
+                       "tools": _STRING_LIST}}}},
+}
+
+_TOOL_LIST = {
+    "type": "object",
+    "required": ["agent", "format", "data"],
+    "properties": {"agent": {"type": "string"}, "format": {"enum": list(FORMATS)},
+                   "data": {"type": "array", "items": {"type": "object"}}},
+}
+
+_HEALTH = {
+    "type": "object",
+    "required": ["status", "agents", "tools"],
+    "properties": {"status": {"const": "ok"}, "agents": {"type": "integer"}, "tools": {"type": "integer"},
+                   "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"}},
+}
+
+
+def _json(schema_ref: str, description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+_ERRORS = {"default": _json("Error", "An error, in OpenAI's shape.")}
+
+
+def _agent_param() -> dict[str, Any]:
+    return {"name": "agent", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+    paths: dict[str, Any] = {
+        "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded",
+                             "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
+        "/v1/models": {"get": {"operationId": "listModels", "summary": "The agents, as OpenAI models",
+                               "responses": {"200": _json("ModelList", "The agents."), **_ERRORS}}},
+        "/v1/chat/completions": {"post": {
+            "operationId": "createChatCompletion",
+            "summary": "Run an agent's tool-call loop (OpenAI-compatible; `model` is the agent)",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/ChatRequest"}}}},
+            "responses": {
+                "200": {"description": "The final answer, with the steps taken in `gateway`; with `stream: true` "
+                                       "server-sent `chat.completion.chunk`s.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletion"}},
+                                    "text/event-stream": {"schema": {"type": "string"}}}},
+                **_ERRORS,
+            },
+        }},
+        "/agents": {"get": {"operationId": "listAgents", "summary": "The agents and their tools' names",
+                            "responses": {"200": _json("AgentList", "The agents."), **_ERRORS}}},
+        "/agents/{agent}/tools": {"get": {
+            "operationId": "listAgentTools",
+            "summary": "An agent's tool definitions in one dialect",
+            "parameters": [
+                _agent_param(),
+                {"name": "format", "in": "query", "schema": {"enum": list(FORMATS), "default": "json"}},
+                {"name": "strict", "in": "query", "schema": {"type": "boolean", "default": False}},
+            ],
+            "responses": {"200": _json("ToolList", "The tools."), **_ERRORS},
+        }},
+        "/agents/{agent}/tools/{tool}": {"post": {
+            "operationId": "callAgentTool",
+            "summary": "Call one of an agent's tools directly; the body is the arguments object",
+            "parameters": [_agent_param(), {"name": "tool", "in": "path", "required": True,
+                                            "schema": {"type": "string"}}],
+            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": _json("ToolResult", "The call succeeded."),
+                "202": _json("ToolResult", "The tool needs a human's approval; `approval_id` names the request."),
+                **_ERRORS,
+            },
+        }},
+    }
+    paths.update(extra_paths or {})
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "gateway",
+            "version": __version__,
+            "description": "A declarative tool gateway for LLM agents. `/mcp/{agent}` (not described here) serves "
+                           "each agent's tools over MCP Streamable HTTP.",
+        },
+        "paths": paths,
+        "components": {"schemas": {
+            "Error": _ERROR,
+            "ToolResult": _TOOL_RESULT,
+            "ChatMessage": _MESSAGE,
+            "ChatRequest": _CHAT_REQUEST,
+            "ChatCompletion": _CHAT_COMPLETION,
+            "GatewayExtension": _GATEWAY_EXTENSION,
+            "Usage": _USAGE,
+            "ModelList": _MODEL_LIST,
+            "AgentList": _AGENT_LIST,
+            "ToolList": _TOOL_LIST,
+            "Health": _HEALTH,
+        }},
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    return document

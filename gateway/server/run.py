@@ -1,0 +1,88 @@
+"""Starting the server from the command line: `gateway serve` (uvicorn) and `gateway mcp AGENT` (stdio).
+
+Both load the runtime once, print what is wrong with it in terms of files and lines, and exit 1 when
+it is unusable; they never print a traceback for a configuration mistake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ConfigError
+from ..runtime import Runtime, RuntimeHolder, load_runtime
+
+logger = logging.getLogger("gateway.server")
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+
+def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: TextIO = sys.stderr) -> Runtime | None:
+    """The runtime, or None after printing every diagnostic that made it unusable."""
+    try:
+        runtime = load_runtime(specs, agents, use_cache=use_cache)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=out)
+        for diagnostic in exc.diagnostics:
+            print(f"  {diagnostic}", file=out)
+        return None
+    errors = [d for d in runtime.diagnostics if d.level == "error"]
+    if errors:
+        print(f"gateway: {len(errors)} operation(s) or setting(s) skipped (`gateway validate` lists them)", file=out)
+    return runtime
+
+
+def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
+               **options: Any) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    runtime = load_or_report(specs, agents, use_cache=use_cache)
+    if runtime is None:
+        return 1
+    app = create_app(RuntimeHolder(runtime), host=host, **options)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
+          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)
+    # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
+    # then the app's lifespan closes the executors and provider clients.
+    uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+    return 0
+
+
+def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = True) -> int:
+    from .mcp import serve_stdio
+    from .state import GatewayState
+
+    # stdout is the MCP wire: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    runtime = load_or_report(specs, agents, use_cache=use_cache)
+    if runtime is None:
+        return 1
+    if agent not in runtime.manifest.agents:
+        known = ", ".join(runtime.manifest.agents) or "none"
+        print(f"gateway: unknown agent {agent!r}; the agents in {agents} are: {known}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        holder = RuntimeHolder(runtime)
+        state = GatewayState(holder)
+        holder.on_reload.append(state.on_reload)
+        watcher = asyncio.create_task(holder.watch())
+        try:
+            await serve_stdio(state, agent)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            await state.aclose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+    return 0

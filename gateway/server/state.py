@@ -1,0 +1,145 @@
+"""What the server keeps between requests: the current runtime and the executor built for it.
+
+A `Generation` pairs one `Runtime` (catalog + manifest + toolsets) with the `Executor`, tool runner
+and provider adapters built from it. Hot reload swaps in a new generation atomically; a request holds
+the generation it started with (`GatewayState.use()`), so a reload never changes the tools or the
+credentials under a running chat, and the old executor is closed once its last request is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from ..errors import ConfigError
+from ..executor import Executor
+from ..manifest import AgentConfig, ProviderConfig
+from ..providers import get_adapter
+from ..runtime import Runtime, RuntimeHolder
+from ..toolsets import Toolset
+from .errors import APIError
+
+logger = logging.getLogger("gateway.server")
+
+AdapterFactory = Callable[[ProviderConfig], Any]
+
+
+class Generation:
+    """One runtime with everything built from it; requests hold it while they run."""
+
+    def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None,
+                 adapter_factory: AdapterFactory) -> None:
+        self.runtime = runtime
+        self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport)
+        self._adapter_factory = adapter_factory
+        self._adapters: dict[str, Any] = {}
+        self.runner = _tool_runner(runtime, self.executor, self.adapter)
+        self.cache: dict[Any, Any] = {}
+        """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
+        self.active = 0
+        self.retired = False
+        self.closed = False
+
+    def adapter(self, provider: ProviderConfig | str) -> Any:
+        """The provider adapter (one pooled client per provider and generation)."""
+        config = provider if isinstance(provider, ProviderConfig) else self.runtime.manifest.providers[provider]
+        adapter = self._adapters.get(config.name)
+        if adapter is None:
+            adapter = self._adapters[config.name] = self._adapter_factory(config)
+        return adapter
+
+    def agent(self, name: str, *, code: str = "unknown_agent", param: str | None = None) -> AgentConfig:
+        agent = self.runtime.manifest.agents.get(name)
+        if agent is None:
+            known = ", ".join(sorted(self.runtime.manifest.agents)) or "none"
+            raise APIError(404, f"Unknown agent {name!r}; the agents are: {known}.", code=code, param=param)
+        return agent
+
+    def toolset(self, agent: str) -> Toolset:
+        self.agent(agent)
+        return self.runtime.toolsets.get(agent) or Toolset(agent=agent)
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """A value derived from this generation's runtime, computed on first use."""
+        try:
+            return self.cache[key]
+        except KeyError:
+            value = self.cache[key] = build()
+            return value
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self.executor.aclose()
+        for adapter in self._adapters.values():
+            close = getattr(adapter, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def _tool_runner(runtime: Runtime, executor: Executor, adapter: Callable[..., Any]) -> Any:
+    try:
+        from ..invoke import ToolRunner
+    except ImportError:  # TEMPORARY until gateway.invoke lands
+        async def run(agent_tool: Any, call: Any) -> Any:
+            return await executor.execute(agent_tool.tool, {**(call.arguments or {}), **agent_tool.fixed_args})
+        return run
+    return ToolRunner(runtime, executor, adapter)
+
+
+class GatewayState:
+    """The live generation, the reload hook, and the options routes need."""
+
+    def __init__(self, holder: RuntimeHolder, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
+                 provider_transport: httpx.AsyncBaseTransport | None = None,
+                 adapter_factory: AdapterFactory | None = None, options: dict[str, Any] | None = None) -> None:
+        self.holder = holder
+        self.options = options or {}
+        self._upstream_transport = upstream_transport
+        self._adapter_factory = adapter_factory or (lambda config: get_adapter(config, transport=provider_transport))
+        self.generation = self._build(holder.current)
+        self.reloads = 0
+
+    def _build(self, runtime: Runtime) -> Generation:
+        return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory)
+
+    @property
+    def current(self) -> Generation:
+        return self.generation
+
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[Generation]:
+        """The current generation, held (not closed by a reload) until the block ends."""
+        generation = self.generation
+        generation.active += 1
+        try:
+            yield generation
+        finally:
+            generation.active -= 1
+            if generation.retired and generation.active == 0:
+                await generation.aclose()
+
+    async def on_reload(self, runtime: Runtime) -> None:
+        """Called by the holder after it swapped in a new runtime: rebuild the executor and adapters."""
+        if runtime is self.generation.runtime:
+            return
+        old, self.generation = self.generation, self._build(runtime)
+        self.reloads += 1
+        old.retired = True
+        if old.active == 0:
+            await old.aclose()
+        logger.info("reloaded: %d tools, %d agents", len(runtime.catalog), len(runtime.manifest.agents))
+
+    async def aclose(self) -> None:
+        self.generation.retired = True
+        await self.generation.aclose()
+
+
+def describe_config_error(exc: ConfigError) -> str:
+    lines = [str(exc)] + [f"  {d}" for d in exc.diagnostics]
+    return "\n".join(lines)

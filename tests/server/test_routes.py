@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from recording_server import RecordingServer, Reply
+
+
+def _error_of(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body["error"]) >= {"message", "type", "code"}, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body["error"]
+
+
+def test_health_models_and_agents(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    health = httpx.get(f"{url}/healthz").json()
+    assert health["status"] == "ok" and health["agents"] == 2 and health["tools"] == 5
+
+    models = httpx.get(f"{url}/v1/models").json()
+    assert models["object"] == "list"
+    assert [m["id"] for m in models["data"]] == ["weather", "triage"]
+
+    agents = {a["name"]: a for a in httpx.get(f"{url}/agents").json()["data"]}
+    assert agents["weather"]["tools"] == ["getForecast"]
+    assert agents["triage"]["tools"] == ["getRepo", "listIssues", "getIssue", "createIssueComment"]
+    assert agents["triage"]["approval"] == "writes"
+
+
+@pytest.mark.parametrize("format", ["json", "openai", "anthropic", "gemini", "mcp"])
+def test_tools_in_every_format(gw: tuple[str, Any], format: str) -> None:
+    url, app = gw
+    response = httpx.get(f"{url}/agents/weather/tools", params={"format": format})
+    assert response.status_code == 200
+    tools = response.json()["data"]
+    assert len(tools) == 1
+    catalog_tool = app.state.gateway.current.runtime.catalog.get("getForecast")
+    if format == "json":
+        assert tools[0]["input_schema"] == catalog_tool.input_schema
+        assert tools[0]["method"] == "GET" and tools[0]["path"] == "/v1/forecast"
+    elif format == "openai":
+        assert tools[0]["function"]["parameters"] == catalog_tool.input_schema
+    elif format == "mcp":
+        assert tools[0]["inputSchema"] == catalog_tool.input_schema
+
+
+def test_tools_of_unknown_agent_or_format(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    response = httpx.get(f"{url}/agents/nobody/tools")
+    assert response.status_code == 404
+    assert "nobody" in _error_of(response)["message"]
+    response = httpx.get(f"{url}/agents/weather/tools", params={"format": "yaml"})
+    assert response.status_code == 400
+    assert _error_of(response)["param"] == "format"
+
+
+def test_direct_call_sends_the_spec_request(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast",
+                          json={"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m", "is_day"]})
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["ok"] is True and result["status"] == 200
+    assert result["body"]["current"]["temperature_2m"] == 3.5
+    sent = upstream.last
+    assert sent.path == "/meteo/v1/forecast"
+    assert dict(sent.query) == {"latitude": "52.52", "longitude": "13.41", "current": "temperature_2m,is_day"}
+
+
+def test_direct_call_invalid_arguments_is_422_with_the_result(gw: tuple[str, Any],
+                                                              upstream: RecordingServer) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": "north"})
+    assert response.status_code == 422
+    error = _error_of(response)
+    assert "latitude" in error["message"] or "longitude" in error["message"]
+    assert response.json()["result"]["error_type"] == "invalid_arguments"
+    assert upstream.requests == []
+
+
+def test_direct_call_upstream_failure_is_502(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    upstream.route("/meteo/", Reply(500, {"error": True, "reason": "down"}))
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 1, "longitude": 2})
+    assert response.status_code == 502
+    assert response.json()["result"]["status"] == 500
+
+
+def test_direct_call_of_a_write_under_approval_does_not_run(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/agents/triage/tools/createIssueComment",
+                          json={"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"})
+    assert response.status_code in (202, 403)
+    assert not [r for r in upstream.requests if r.method == "POST"]
+
+
+def test_direct_call_errors(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    cases = [
+        (f"{url}/agents/nobody/tools/getForecast", b"{}", 404),
+        (f"{url}/agents/weather/tools/getIssue", b"{}", 404),  # another agent's tool
+        (f"{url}/agents/weather/tools/getForecast", b"{not json", 400),
+        (f"{url}/agents/weather/tools/getForecast", b"[1, 2]", 400),
+    ]
+    for target, body, status in cases:
+        response = httpx.post(target, content=body, headers={"content-type": "application/json"})
+        assert response.status_code == status, (target, body, response.text)
+        _error_of(response)
+
+
+def test_unknown_route_and_method_are_openai_shaped(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    response = httpx.get(f"{url}/nowhere")
+    assert response.status_code == 404
+    _error_of(response)
+    response = httpx.delete(f"{url}/v1/models")
+    assert response.status_code == 405
+    _error_of(response)
+
+
+def test_body_over_the_limit_is_413(tmp_path: Any, llm: Any, upstream: RecordingServer) -> None:
+    from server_support import gateway
+
+    with gateway(tmp_path, llm.url, upstream.url, max_body_bytes=1000) as (url, _):
+        big = {"latitude": 1, "longitude": 2, "timezone": "x" * 2000}
+        response = httpx.post(f"{url}/agents/weather/tools/getForecast", json=big)
+        assert response.status_code == 413
+        assert _error_of(response)["code"] == "request_too_large"
+
+        def chunks():  # no Content-Length: counted as it arrives
+            yield b'{"latitude": 1, "longitude": 2, "timezone": "'
+            for _ in range(10):
+                yield b"y" * 200
+            yield b'"}'
+
+        response = httpx.post(f"{url}/agents/weather/tools/getForecast", content=chunks())
+        assert response.status_code == 413
+        assert upstream.requests == []
