@@ -181,11 +181,12 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
                 continue
             chosen[tool.name] = (_agent_tool(tool, selection, agent), selection)
     tools = [agent_tool for agent_tool, _ in chosen.values()]
+    entries = {agent_tool.tool.name: selection for agent_tool, selection in chosen.values() if agent_tool.tool}
     subs = [name for name in dict.fromkeys(agent.delegates) if name in manifest.agents]
     delegation = [_delegation_tool(name, manifest) for name in subs]
     for agent_tool in delegation:
         agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
-    named = _unique_names(tools, delegation, agent, manifest, diagnostics)
+    named = _unique_names(tools, delegation, entries, manifest, diagnostics)
     return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named})
 
 
@@ -292,7 +293,7 @@ def _delegation_tool(name: str, manifest: Manifest) -> AgentTool:
 
 
 def _unique_names(
-    tools: list[AgentTool], delegation: list[AgentTool], agent: AgentConfig, manifest: Manifest,
+    tools: list[AgentTool], delegation: list[AgentTool], entries: dict[str, ToolSelection], manifest: Manifest,
     diagnostics: list[Diagnostic],
 ) -> list[AgentTool]:
     everything = [*delegation, *tools]
@@ -311,11 +312,10 @@ def _unique_names(
             candidate = _shorten(f"{original}_{_digest(agent_tool.tool.api + agent_tool.tool.name)}")
         agent_tool.name = candidate
         taken.add(candidate)
-        diagnostics.append(Diagnostic(
-            level="warning", file=manifest.file, pointer=f"agents.{agent.name}.tools", line=agent.line,
-            message=f"two tools of this agent would be called {original!r}; {agent_tool.tool.name!r} "
-                    f"({agent_tool.tool.api}) is called {candidate!r}",
-        ))
+        _Reporter(manifest, entries[agent_tool.tool.name], diagnostics)(
+            "warning", "", f"two tools of this agent would be called {original!r}; {agent_tool.tool.name!r} "
+                           f"({agent_tool.tool.api}) is called {candidate!r}",
+        )
     return [*tools, *delegation]
 
 
