@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway.openapi import compile_specs
+
+
+def _spec(paths: dict, version: str = "3.0.3", **extra) -> dict:
+    return {"openapi": version, "info": {"title": "t", "version": "1"}, "paths": paths, **extra}
+
+
+def _get(operation_id: str, **fields) -> dict:
+    return {"get": {"operationId": operation_id, "responses": {"200": {"description": "ok"}}, **fields}}
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    root = tmp_path / "specs"
+    (root / "twilio.com").mkdir(parents=True)
+    (root / "shop.yaml").write_text(yaml.safe_dump(_spec({"/items": _get("listItems")})))
+    (root / "twilio.com" / "api.json").write_text(json.dumps(_spec({"/calls": _get("listCalls")}, "3.1.0")))
+    (root / "old.yml").write_text(yaml.safe_dump({"swagger": "2.0", "info": {"title": "o", "version": "1"},
+                                                  "paths": {"/x": _get("listItems")}}))
+    return root
+
+
+def test_every_file_at_any_depth_with_api_names(specs: Path, tmp_path: Path) -> None:
+    catalog = compile_specs(specs, cache_dir=tmp_path / "cache")
+    assert sorted(catalog.apis) == ["old", "shop", "twilio.com/api"]
+    assert catalog.apis["twilio.com/api"].file == "twilio.com/api.json"
+    # listItems exists in two specs: both are prefixed, the unique one is not.
+    assert sorted(catalog.tools) == ["listCalls", "old_listItems", "shop_listItems"]
+    assert catalog.diagnostics == []
+
+
+def test_broken_files_are_reported_and_others_still_load(specs: Path, tmp_path: Path) -> None:
+    (specs / "bad.yaml").write_text("openapi: 3.0.0\npaths: [unclosed\n")
+    (specs / "list.json").write_text("[1, 2]")
+    (specs / "broken.json").write_text("{not json")
+    (specs / "fragment.yaml").write_text(yaml.safe_dump({"components": {"schemas": {}}}))
+    (specs / "empty.yaml").write_text("")
+    catalog = compile_specs(specs, use_cache=False)
+    assert len(catalog) == 3
+    by_file = {d.file: d for d in catalog.diagnostics}
+    assert by_file["bad.yaml"].level == "error" and "YAML" in by_file["bad.yaml"].message
+    assert by_file["broken.json"].level == "error" and "JSON" in by_file["broken.json"].message
+    assert by_file["list.json"].level == "error"
+    assert by_file["empty.yaml"].level == "error"
+    assert by_file["fragment.yaml"].level == "warning"
+
+
+def test_relative_file_refs_inside_the_folder(tmp_path: Path) -> None:
+    root = tmp_path / "specs"
+    (root / "common").mkdir(parents=True)
+    (root / "common" / "schemas.yaml").write_text(yaml.safe_dump({"components": {"schemas": {
+        "Item": {"type": "object", "properties": {"name": {"type": "string"},
+                                                  "next": {"$ref": "#/components/schemas/Item"}}}},
+        "parameters": {"Id": {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}}}}))
+    paths = {"/items/{id}": _get("getItem", parameters=[{"$ref": "common/schemas.yaml#/components/parameters/Id"}],
+                                 responses={"200": {"description": "ok", "content": {"application/json": {
+                                     "schema": {"$ref": "./common/schemas.yaml#/components/schemas/Item"}}}}})}
+    (root / "api.yaml").write_text(yaml.safe_dump(_spec(paths)))
+    catalog = compile_specs(root, use_cache=False)
+    tool = catalog.get("getItem")
+    assert tool.input_schema["properties"]["id"] == {"type": "integer"}
+    assert tool.output_schema["properties"]["next"] == {"$ref": "#/$defs/schemas.Item"}
+    assert list(tool.output_schema["$defs"]) == ["schemas.Item"]
+
+
+@pytest.mark.parametrize("ref", [
+    "../outside.yaml#/components/schemas/X",
+    "https://example.com/schemas.yaml#/X",
+    "file:///etc/passwd#/x",
+    "//example.com/x.yaml#/X",
+])
+def test_refs_leaving_the_folder_or_to_urls_are_refused(tmp_path: Path, ref: str) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (tmp_path / "outside.yaml").write_text(yaml.safe_dump({"components": {"schemas": {"X": {"type": "string"}}}}))
+    paths = {"/a": _get("bad", parameters=[{"name": "q", "in": "query", "schema": {"$ref": ref}}]),
+             "/b": _get("good")}
+    (root / "api.yaml").write_text(yaml.safe_dump(_spec(paths)))
+    catalog = compile_specs(root, use_cache=False)
+    assert list(catalog.tools) == ["good"]
+    [error] = catalog.errors
+    assert error.pointer == "/paths/~1a/get" and "refused" in error.message
+
+
+def test_cache_reuses_compiled_specs_and_notices_changes(specs: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    lines: list[str] = []
+    first = compile_specs(specs, cache_dir=cache, progress=lines.append)
+    assert all("compiling" in line for line in lines) and len(lines) == 3
+    lines.clear()
+    second = compile_specs(specs, cache_dir=cache, progress=lines.append)
+    assert all("cached" in line for line in lines)
+    assert [t.input_schema for t in second] == [t.input_schema for t in first]
+    assert list(second.tools) == list(first.tools)
+    (specs / "shop.yaml").write_text(yaml.safe_dump(_spec({"/items": _get("listAll")})))
+    lines.clear()
+    third = compile_specs(specs, cache_dir=cache, progress=lines.append)
+    assert "listAll" in third and sum("compiling" in line for line in lines) == 1
+
+
+def test_cache_entry_invalidated_by_a_referenced_file(tmp_path: Path) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "frag.yaml").write_text(yaml.safe_dump({"S": {"type": "string"}}))
+    (root / "api.yaml").write_text(yaml.safe_dump(_spec({"/a": _get("a", parameters=[
+        {"name": "q", "in": "query", "schema": {"$ref": "frag.yaml#/S"}}])})))
+    compile_specs(root, cache_dir=tmp_path / "cache")
+    (root / "frag.yaml").write_text(yaml.safe_dump({"S": {"type": "integer"}}))
+    catalog = compile_specs(root, cache_dir=tmp_path / "cache")
+    assert catalog.get("a").input_schema["$defs"]["frag.S"] == {"type": "integer"}
+
+
+def test_no_cache_does_not_write(specs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "env-cache"))
+    compile_specs(specs, use_cache=False)
+    assert not (tmp_path / "env-cache").exists()
+    compile_specs(specs)
+    assert any((tmp_path / "env-cache").iterdir())
+
+
+def test_missing_folder_is_a_diagnostic(tmp_path: Path) -> None:
+    catalog = compile_specs(tmp_path / "nope", use_cache=False)
+    assert len(catalog) == 0 and catalog.errors
