@@ -229,7 +229,7 @@ def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None) -> dic
         if m is None:
             continue
         if catalog is not None and name not in known:
-            c.error(path, f"no spec named {name!r}" + suggest(name, known, what="specs"))
+            c.error(path, _unknown_api(name, known, catalog))
         spec = catalog.apis.get(name) if catalog is not None else None
         schemes = spec.security_schemes if spec is not None else {}
         auth = read_auth(c, m.get("auth"), (*path, "auth"), schemes)
@@ -240,6 +240,14 @@ def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None) -> dic
             timeout=float(timeout or 30.0), max_concurrency=cast(int | None, concurrency),
         )
     return apis
+
+
+def _unknown_api(name: str, known: set[str], catalog: Catalog) -> str:
+    """Say why: no such file, or a file of that name that did not compile (then its first error)."""
+    for diagnostic in catalog.diagnostics:
+        if diagnostic.level == "error" and diagnostic.file.rsplit(".", 1)[0] == name:
+            return f"no spec named {name!r}: {diagnostic.file} did not compile ({diagnostic.message})"
+    return f"no spec named {name!r}" + suggest(name, known, what="specs")
 
 
 def _known_apis(catalog: Catalog | None) -> set[str]:
@@ -306,7 +314,7 @@ def _read_selection(c: Checker, value: Any, path: KeyPath, catalog: Catalog | No
         return None
     known = _known_apis(catalog)
     if catalog is not None and api not in known:
-        c.error((*path, "api"), f"no spec named {api!r}" + suggest(api, known, what="specs"))
+        c.error((*path, "api"), _unknown_api(api, known, catalog))
     methods = c.strings(m, path, "methods")
     if methods is not None:
         for index, method in enumerate(methods):

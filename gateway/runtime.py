@@ -172,16 +172,19 @@ class RuntimeHolder:
         return self._current
 
     async def watch(self, interval: float = 1.0) -> None:
-        """Poll the inputs every `interval` seconds and reload on change; runs until cancelled."""
-        runtime = self._current
-        stats = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+        """Poll the inputs every `interval` seconds and reload on change; runs until cancelled.
+
+        The first poll compares contents with the current runtime, so an edit made between loading
+        and watching is not missed.
+        """
+        stats: tuple[tuple[str, int, int], ...] | None = None
         while True:
-            await anyio.sleep(interval)
             runtime = self._current
             latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
             if latest != stats:
                 stats = latest
                 await self.reload()
+            await anyio.sleep(interval)
 
     async def reload(self, *, force: bool = False) -> bool:
         """Load the inputs again now; True when a new runtime was swapped in.
