@@ -77,7 +77,7 @@ class RecordingServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import base64
+from urllib.parse import quote
+
+from gateway.http.redact import MARKER, Redactor
+
+
+def test_text_and_encoded_forms_are_redacted() -> None:
+    secret = "s3cr3t/key+value="
+    redactor = Redactor([secret])
+    for form in (secret, quote(secret, safe=""), base64.b64encode(secret.encode()).decode()):
+        assert redactor.text(f"echo: {form}!") == f"echo: {MARKER}!"
+
+
+def test_value_recurses_and_leaves_other_data() -> None:
+    redactor = Redactor(["tok-123456"])
+    value = {"tok-123456": ["a tok-123456 b", 5, None], "n": 1.5}
+    assert redactor.value(value) == {MARKER: [f"a {MARKER} b", 5, None], "n": 1.5}
+
+
+def test_basic_credential_and_learned_tokens() -> None:
+    redactor = Redactor()
+    redactor.add_basic("alice", "wonderland")
+    redactor.add("late-token-xyz")
+    encoded = base64.b64encode(b"alice:wonderland").decode()
+    assert MARKER in redactor.text(f"Basic {encoded}")
+    assert redactor.text("late-token-xyz and wonderland") == f"{MARKER} and {MARKER}"
+
+
+def test_short_and_empty_secrets_are_ignored() -> None:
+    redactor = Redactor(["", None, "ab"])
+    assert not redactor
+    assert redactor.text("ab cd") == "ab cd"

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from executor_helpers import arg, make_tool
+
+from gateway.executor import validate_arguments
+from gateway.http.validation import validator_for
+
+
+def _tool():
+    return make_tool(
+        arg("id", "path", {"type": "integer", "minimum": 1}),
+        arg("when", "query", {"type": "string", "format": "date"}),
+        arg("kind", "query", {"enum": ["a", "b"]}),
+        arg("tags", "query", {"type": "array", "items": {"type": "string", "maxLength": 3}}),
+        path="/x/{id}",
+        extra_schema={"additionalProperties": False},
+    )
+
+
+def test_valid_arguments_have_no_errors() -> None:
+    assert validate_arguments(_tool(), {"id": 3, "when": "2024-02-29", "kind": "a", "tags": ["abc"]}) == []
+
+
+def test_each_failing_field_is_named_with_expected_and_given() -> None:
+    errors = validate_arguments(_tool(), {"id": "7", "when": "yesterday", "kind": "c", "tags": ["long"], "x": 1})
+    text = "\n".join(errors)
+    assert "id: expected integer, got string \"7\"" in text
+    assert "when: expected a valid date" in text
+    assert "kind: expected one of [\"a\", \"b\"]" in text
+    assert "tags[0]: expected at most" in text
+    assert "unexpected field(s) x" in text and "allowed:" in text
+
+
+def test_missing_required_and_non_object() -> None:
+    assert validate_arguments(_tool(), {}) == ["id: required field is missing"]
+    assert validate_arguments(_tool(), [1]) == ["the arguments must be a JSON object, got array"]
+
+
+def test_validators_are_compiled_once_per_schema() -> None:
+    tool = _tool()
+    assert validator_for(tool.input_schema) is validator_for(tool.input_schema)
+
+
+def test_ecma_only_pattern_does_not_block_the_call() -> None:
+    tool = make_tool(arg("name", "query", {"type": "string", "pattern": r"^\p{L}+$"}))
+    assert validate_arguments(tool, {"name": "abc"}) == []
