@@ -62,3 +62,36 @@ class StandInInvoke:
             return self.respond(tool, call)
         return ToolResult(ok=True, status=200, media_type="application/json",
                           body={"tool": tool.name, "args": call.arguments})
+
+
+async def run_turns(url: str, kind: str, *, stream: bool = False, invoke: StandInInvoke | None = None,
+                    tools: Toolset | None = None, **policy: Any):  # type: ignore[no-untyped-def]
+    """One loop run on the scripted LLM at `url` (the test scripts the replies), with text events collected."""
+    from gateway.loop import run
+    from gateway.messages import Message
+
+    texts: list[str] = []
+
+    async def on_event(event: Any) -> None:
+        if event.type == "text":
+            texts.append(event.text)
+
+    adapter = adapter_for(kind, url)
+    try:
+        result = await run(agent_config(kind, **policy), [Message(role="user", content="What is the weather?")],
+                           adapter=adapter, toolset=tools or toolset(agent_tool("weather"), agent_tool("time")),
+                           invoke=invoke or StandInInvoke(), stream=stream, on_event=on_event)
+    finally:
+        await adapter.aclose()
+    return Outcome(result, texts)
+
+
+class Outcome:
+    """A RunResult (attributes passed through) plus the streamed text events."""
+
+    def __init__(self, result: Any, texts: list[str]) -> None:
+        self.result = result
+        self.texts = texts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.result, name)

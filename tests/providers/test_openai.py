@@ -1,0 +1,85 @@
+"""OpenAI Chat Completions: string arguments, one tool message per call, streamed deltas by index and id."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from loop_support import StandInInvoke, run_turns
+from scripted_llm import Call, Reply, ScriptedLLM
+
+from gateway.messages import ToolResult
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def llm():
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_request_shape_and_one_tool_message_per_call(llm: ScriptedLLM, stream: bool) -> None:
+    llm.script(Reply(calls=[Call("weather", {"city": "Paris"}, id="call_a"), Call("time", {}, id="call_b")]),
+               Reply(text="ok"))
+    invoke = StandInInvoke(lambda t, c: ToolResult.failure("upstream_error", "HTTP 404", status=404)
+                           if t.name == "time" else ToolResult(ok=True, status=200, body={"t": 20}))
+    await run_turns(llm.url, "openai", stream=stream, invoke=invoke)
+    first, second = llm.requests
+    assert first.path == "/v1/chat/completions" and first.headers["authorization"] == "Bearer secret-key"
+    assert first.body["messages"][0] == {"role": "system", "content": "You are the clerk."}
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["weather", "time"]
+    assert first.body.get("stream", False) is stream
+    if stream:
+        assert first.body["stream_options"] == {"include_usage": True}
+    assistant, *tools = second.body["messages"][2:]
+    assert assistant["content"] is None
+    assert [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
+        ("call_a", "weather", '{"city": "Paris"}'), ("call_b", "time", "{}")]
+    assert [(m["role"], m["tool_call_id"]) for m in tools] == [("tool", "call_a"), ("tool", "call_b")]
+    assert json.loads(tools[0]["content"]) == {"t": 20}
+    assert json.loads(tools[1]["content"])["status"] == 404
+
+
+async def test_streamed_parallel_calls_on_index_zero_are_split_by_id(llm: ScriptedLLM) -> None:
+    calls = [Call("weather", {"city": "Paris"}), Call("weather", {"city": "Rome"}), Call("time", {"tz": "CET"})]
+    llm.script(Reply(calls=calls, index_zero=True, chunks=4), Reply(text="ok"))
+    invoke = StandInInvoke()
+    result = await run_turns(llm.url, "openai", stream=True, invoke=invoke)
+    assert invoke.calls == [("weather", {"city": "Paris"}), ("weather", {"city": "Rome"}), ("time", {"tz": "CET"})]
+    assert len({s.call_id for s in result.steps}) == 3
+
+
+async def test_streamed_parallel_calls_by_index(llm: ScriptedLLM) -> None:
+    llm.script(Reply(text="Looking.", calls=[Call("weather", {"city": "Paris"}), Call("time", {})], chunks=5),
+               Reply(text="Sunny.", chunks=2))
+    invoke = StandInInvoke()
+    result = await run_turns(llm.url, "openai", stream=True, invoke=invoke)
+    assert invoke.calls == [("weather", {"city": "Paris"}), ("time", {})]
+    assert len(result.texts) > 2 and "".join(result.texts) == "Looking.Sunny."
+    assert result.message.content == "Sunny."
+    assert result.usage.llm_calls == 2 and result.usage.input_tokens == 20
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reasoning_content_is_echoed(llm: ScriptedLLM, stream: bool) -> None:
+    llm.script(Reply(calls=[Call("weather", {})], thinking="I should check the weather."), Reply(text="ok"))
+    await run_turns(llm.url, "openai", stream=stream)
+    assistant = llm.requests[1].body["messages"][2]
+    assert assistant["reasoning_content"] == "I should check the weather."
+
+
+async def test_broken_arguments_are_echoed_as_sent(llm: ScriptedLLM) -> None:
+    llm.script(Reply(calls=[Call("weather", raw='{"city": ')]), Reply(text="ok"))
+    await run_turns(llm.url, "openai")
+    assistant = llm.requests[1].body["messages"][2]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"city": '
+
+
+async def test_content_filter_and_text_beside_calls(llm: ScriptedLLM) -> None:
+    llm.script(Reply(text="Let me check.", calls=[Call("weather", {})]),
+               Reply(text="Refused.", finish="content_filter"))
+    result = await run_turns(llm.url, "openai")
+    assert llm.requests[1].body["messages"][2]["content"] == "Let me check."
+    assert result.message.content == "Refused."
