@@ -102,10 +102,11 @@ class GuardSettings:
         breaker = settings.get("breaker") or {}
         if not isinstance(breaker, Mapping):
             raise ConfigError("agents.yaml: gateway.breaker must be a mapping (failures, reset_after)")
+        defaults = cls()
         values = {
-            "failures": breaker.get("failures", cls.failures),
-            "reset_after": breaker.get("reset_after", cls.reset_after),
-            "max_concurrency": settings.get("max_concurrency", cls.max_concurrency),
+            "failures": breaker.get("failures", defaults.failures),
+            "reset_after": breaker.get("reset_after", defaults.reset_after),
+            "max_concurrency": settings.get("max_concurrency", defaults.max_concurrency),
         }
         for key, value in values.items():
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:

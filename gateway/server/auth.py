@@ -87,6 +87,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_public_ip(host: str) -> bool:
+    """The socket the request came in on is a non-loopback IP (not a test client's made-up host name)."""
+    try:
+        return not ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def check_bind(host: str, clients: Mapping[str, ClientConfig], *, allow_public: bool = False) -> None:
     """Refuse to serve a non-loopback host without client keys (unless the operator said so)."""
     if clients or allow_public or is_loopback(host):
@@ -164,7 +172,7 @@ class AuthMiddleware:
     def _authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
         if not keys:
             server = scope.get("server")
-            if not self.allow_public and server and not is_loopback(str(server[0])):
+            if not self.allow_public and server and _is_public_ip(str(server[0])):
                 raise APIError(403, "This gateway has no client keys and is reachable beyond loopback; the operator "
                                     "must add `clients` to agents.yaml (or start it with --allow-public).",
                                code="public_without_keys")

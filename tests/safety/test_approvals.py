@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.approvals import AlreadyDecided, ApprovalManager, ForbiddenApproval, UnknownApproval
+from gateway.audit import AuditLog
+from gateway.loop_types import Decision, PendingApproval, RunResult
+from gateway.messages import Message, ToolCall
+from gateway.store import MemoryStore, RunRecord
+
+pytestmark = pytest.mark.anyio
+
+
+def _paused(*ids: str) -> RunResult:
+    pending = [PendingApproval(id=i, agent="clerk", tool="createItem", arguments={"n": k}, call_id=f"c{k}")
+               for k, i in enumerate(ids)]
+    return RunResult(message=Message(role="assistant"), messages=[], pending_approvals=pending,
+                     state={"version": 1, "pending": [p.to_dict() for p in pending]})
+
+
+class Resumer:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Decision]]] = []
+
+    async def __call__(self, run: RunRecord, decisions: dict[str, Decision]) -> Any:
+        self.calls.append((run.id, decisions))
+        return RunResult(message=Message(role="assistant", content="done"), messages=[])
+
+
+async def test_run_resumes_once_every_approval_is_decided() -> None:
+    store = MemoryStore()
+    manager = ApprovalManager(store, AuditLog(store))
+    await manager.hold_run(run_id="chat-1", agent="clerk", client="ci", result=_paused("apr_a", "apr_b"))
+    assert [a.id for a in await manager.pending()] == ["apr_a", "apr_b"]
+    resume = Resumer()
+    first = await manager.decide("apr_a", Decision(approve=True, arguments={"n": 9}), resume=resume)
+    assert first.result is None and first.waiting == ["apr_b"] and resume.calls == []
+    second = await manager.decide("apr_b", Decision(approve=False, reason="no"), resume=resume)
+    assert second.result.message.content == "done"
+    (run_id, decisions), = resume.calls
+    assert run_id == "chat-1" and decisions["apr_a"].arguments == {"n": 9} and not decisions["apr_b"].approve
+    assert (await store.get_run("chat-1")).status == "done"  # type: ignore[union-attr]
+    assert await manager.pending() == []
+    statuses = [r.status for r in await store.list_audit()]
+    assert statuses == ["approval_denied", "approval_pending", "approval_pending"]
+
+
+async def test_replayed_forged_and_foreign_approvals_are_refused() -> None:
+    manager = ApprovalManager(MemoryStore())
+    await manager.hold_run(run_id="chat-1", agent="clerk", client=None, result=_paused("apr_a"))
+    resume = Resumer()
+    with pytest.raises(ForbiddenApproval):
+        await manager.decide("apr_a", Decision(approve=True), resume=resume, allowed={"weather"}.__contains__)
+    with pytest.raises(UnknownApproval):
+        await manager.decide("apr_forged", Decision(approve=True), resume=resume)
+    await manager.decide("apr_a", Decision(approve=True), resume=resume)
+    with pytest.raises(AlreadyDecided):
+        await manager.decide("apr_a", Decision(approve=True), resume=resume)
+    with pytest.raises(AlreadyDecided):
+        await manager.decide("apr_a", Decision(approve=False), resume=resume)
+    assert len(resume.calls) == 1
+
+
+async def test_a_failed_resume_does_not_free_the_approval() -> None:
+    store = MemoryStore()
+    manager = ApprovalManager(store)
+    await manager.hold_run(run_id="chat-1", agent="clerk", client=None, result=_paused("apr_a"))
+
+    async def broken(run: RunRecord, decisions: dict[str, Decision]) -> Any:
+        raise RuntimeError("provider down")
+
+    with pytest.raises(RuntimeError):
+        await manager.decide("apr_a", Decision(approve=True), resume=broken)
+    assert (await store.get_run("chat-1")).status == "failed"  # type: ignore[union-attr]
+    with pytest.raises(AlreadyDecided):
+        await manager.decide("apr_a", Decision(approve=True), resume=Resumer())
+
+
+async def test_a_resumed_run_that_pauses_again_is_held_again() -> None:
+    store = MemoryStore()
+    manager = ApprovalManager(store)
+    await manager.hold_run(run_id="chat-1", agent="clerk", client=None, result=_paused("apr_a"))
+
+    async def pauses_again(run: RunRecord, decisions: dict[str, Decision]) -> Any:
+        return _paused("apr_next")
+
+    outcome = await manager.decide("apr_a", Decision(approve=True), resume=pauses_again)
+    assert outcome.result.pending_approvals[0].id == "apr_next"
+    assert [a.id for a in await manager.pending()] == ["apr_next"]
+    run = await store.get_run("chat-1")
+    assert run is not None and run.status == "paused" and run.state["pending"] == ["apr_next"]
+
+
+async def test_direct_call_on_hold_names_its_approval() -> None:
+    store = MemoryStore()
+    manager = ApprovalManager(store, AuditLog(store))
+    result = await manager.hold_call(agent="clerk", tool="createItem",
+                                     call=ToolCall(id="d1", name="createItem", arguments={"n": 1}), client="ci")
+    assert result.error_type == "approval_pending" and result.approval_id
+    assert result.approval_id in (result.error or "") and not result.ok
+    (pending,) = await manager.pending(agents={"clerk"})
+    assert pending.id == result.approval_id and pending.client == "ci"
+    assert await manager.pending(agents={"weather"}) == []
+    run = await store.get_run(pending.run_id)
+    assert run is not None and run.kind == "call" and run.state["arguments"] == {"n": 1}
+
+
+async def test_hold_run_is_a_no_op_for_a_finished_run() -> None:
+    store = MemoryStore()
+    finished = RunResult(message=Message(role="assistant", content="hi"), messages=[])
+    assert await ApprovalManager(store).hold_run(run_id="x", agent="clerk", client=None, result=finished) == []
+    assert await store.get_run("x") is None

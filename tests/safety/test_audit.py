@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gateway.audit import AuditLog, bind_caller, current_caller, retention_days
+from gateway.catalog import Tool
+from gateway.errors import ConfigError
+from gateway.http.redact import Redactor
+from gateway.messages import ToolResult
+from gateway.store import AuditRow, MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "tok-9f8e7d6c5b4a"
+
+
+def _tool() -> Tool:
+    return Tool(name="shop_create", api="shop", operation_id="create", method="POST", path="/items", description="",
+                input_schema={})
+
+
+async def test_tool_row_has_caller_and_redacted_arguments() -> None:
+    store = MemoryStore()
+    audit = AuditLog(store, Redactor([SECRET]))
+    result = ToolResult.failure("upstream_error", f"HTTP 401: bad token {SECRET}", status=401, bytes=42,
+                                duration_ms=12.5)
+    with bind_caller(client="ci", agent="clerk", run_id="r1"):
+        await audit.record_tool(_tool(), {"note": f"use {SECRET}", "n": 1}, result)
+    (row,) = await audit.recent()
+    assert row["client"] == "ci" and row["agent"] == "clerk" and row["tool"] == "shop_create"
+    assert row["api"] == "shop" and row["status"] == "upstream_error" and row["http_status"] == 401
+    assert row["bytes"] == 42 and row["latency_ms"] == 12.5 and row["run_id"] == "r1"
+    assert SECRET not in repr(row) and row["arguments"]["n"] == 1
+    assert row["time"].endswith("Z") and row["time"][:4].isdigit()
+
+
+async def test_caller_binding_nests_and_resets() -> None:
+    assert current_caller().client is None
+    with bind_caller(client="a", agent="x"):
+        with bind_caller(agent="y"):
+            assert (current_caller().client, current_caller().agent) == ("a", "y")
+        assert current_caller().agent == "x"
+    assert current_caller().agent is None
+
+
+async def test_approved_call_carries_its_approval_id() -> None:
+    audit = AuditLog(MemoryStore())
+    with bind_caller(approvals={"shop_create": "apr_1"}):
+        await audit.record_tool(_tool(), {}, ToolResult(ok=True, status=201))
+    assert (await audit.recent())[0]["approval"] == "apr_1"
+
+
+async def test_chat_row_and_agent_filter() -> None:
+    audit = AuditLog(MemoryStore())
+    await audit.record_chat(agent="clerk", status="ok", latency_ms=5, usage={"total_tokens": 30}, run_id="r")
+    await audit.record_chat(agent="weather", status="error", latency_ms=1, error="HTTP 502")
+    assert [r["agent"] for r in await audit.recent(agents={"clerk"})] == ["clerk"]
+    assert (await audit.recent(agents={"clerk"}))[0]["usage"] == {"total_tokens": 30}
+    assert len(await audit.recent(limit=1)) == 1
+
+
+async def test_retention_prunes_old_rows() -> None:
+    store = MemoryStore()
+    audit = AuditLog(store, retention_days=1)
+    await store.add_audit(AuditRow(time=time.time() - 3 * 86400, kind="tool", agent="old"))
+    await store.add_audit(AuditRow(time=time.time(), kind="tool", agent="new"))
+    assert await audit.prune() == 1
+    assert [r["agent"] for r in await audit.recent()] == ["new"]
+    assert await AuditLog(store, retention_days=None).prune() == 0
+
+
+async def test_writes_prune_at_most_hourly() -> None:
+    store = MemoryStore()
+    await store.add_audit(AuditRow(time=time.time() - 90 * 86400, kind="tool", agent="old"))
+    audit = AuditLog(store, retention_days=30)
+    await audit.record_chat(agent="clerk", status="ok", latency_ms=1)
+    assert [r["agent"] for r in await audit.recent()] == ["clerk"]
+
+
+def test_retention_setting() -> None:
+    assert retention_days({}) == 30
+    assert retention_days({"audit_retention_days": 7}) == 7
+    assert retention_days({"audit_retention_days": 0}) is None
+    with pytest.raises(ConfigError, match="audit_retention_days"):
+        retention_days({"audit_retention_days": "a week"})
+
+
+async def test_a_failing_store_loses_the_row_loudly_not_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(MemoryStore):
+        async def add_audit(self, row: AuditRow) -> None:
+            raise OSError("disk full")
+
+    await AuditLog(Broken()).record_tool(_tool(), {}, ToolResult(ok=True))
+    assert "audit row lost" in caplog.text

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gateway.audit import AuditLog, bind_caller
+from gateway.breaker import CircuitBreaker, GuardedExecutor, GuardSettings, is_failure
+from gateway.catalog import Tool
+from gateway.errors import ConfigError
+from gateway.manifest import ApiConfig, Manifest
+from gateway.messages import ToolResult
+from gateway.ratelimit import RateLimiter, RateLimits
+from gateway.store import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _tool(name: str, api: str) -> Tool:
+    return Tool(name=name, api=api, operation_id=name, method="POST", path="/x", description="", input_schema={})
+
+
+class ScriptedExecutor:
+    """Answers per api: a ToolResult, or an Event to wait on (a hanging upstream)."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Any] = {}
+        self.calls: list[str] = []
+        self.closed = False
+
+    async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
+                      max_result_bytes: int | None = None) -> ToolResult:
+        self.calls.append(tool.name)
+        answer = self.answers.get(tool.api, ToolResult(ok=True, status=200, body={"ok": 1}, bytes=9))
+        if isinstance(answer, asyncio.Event):
+            await answer.wait()
+            return ToolResult(ok=True, status=200)
+        return answer
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_breaker_opens_probes_and_closes() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(failures=3, reset_after=10, clock=clock)
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.record(False)
+    assert breaker.state == "closed"
+    breaker.record(False)
+    assert breaker.state == "open" and not breaker.allow()
+    clock.now += 10
+    assert breaker.state == "half_open"
+    assert breaker.allow()  # the probe
+    assert not breaker.allow()  # only one probe at a time
+    breaker.record(False)  # the probe failed: open again for a full period
+    assert breaker.state == "open" and breaker.retry_in() == 10
+    clock.now += 10
+    assert breaker.allow()
+    breaker.record(True)
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_cancelled_probe_lets_the_next_call_probe() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(failures=1, reset_after=5, clock=clock)
+    breaker.record(False)
+    clock.now += 5
+    assert breaker.allow()
+    breaker.release()
+    assert breaker.allow()
+
+
+def test_what_counts_as_a_failure() -> None:
+    assert is_failure(ToolResult.failure("timeout", "slow"))
+    assert is_failure(ToolResult.failure("transport_error", "reset"))
+    assert is_failure(ToolResult.failure("upstream_error", "boom", status=503))
+    assert not is_failure(ToolResult.failure("upstream_error", "not found", status=404))
+    assert not is_failure(ToolResult.failure("invalid_arguments", "bad"))
+    assert not is_failure(ToolResult(ok=True, status=200))
+
+
+def test_guard_settings_are_checked() -> None:
+    assert GuardSettings.from_settings({"breaker": {"failures": 2}, "max_concurrency": 3}) == GuardSettings(
+        failures=2, reset_after=30.0, max_concurrency=3)
+    with pytest.raises(ConfigError, match="gateway.breaker.failures"):
+        GuardSettings.from_settings({"breaker": {"failures": 0}})
+    with pytest.raises(ConfigError, match="gateway.max_concurrency"):
+        GuardSettings.from_settings({"max_concurrency": "many"})
+
+
+async def test_failing_api_is_cut_off_without_touching_others() -> None:
+    inner = ScriptedExecutor()
+    inner.answers["bad"] = ToolResult.failure("upstream_error", "HTTP 500", status=500)
+    store = MemoryStore()
+    guarded = GuardedExecutor(inner, Manifest(), audit=AuditLog(store),
+                              settings=GuardSettings(failures=2, reset_after=60))
+    for _ in range(2):
+        assert (await guarded.execute(_tool("bad_op", "bad"), {})).status == 500
+    refused = await guarded.execute(_tool("bad_op", "bad"), {})
+    assert refused.error_type == "transport_error" and "paused" in (refused.error or "")
+    assert inner.calls.count("bad_op") == 2  # the third never reached the api
+    assert (await guarded.execute(_tool("good_op", "good"), {})).ok
+    rows = await store.list_audit(limit=10)
+    assert [r.status for r in rows] == ["ok", "transport_error", "upstream_error", "upstream_error"]
+
+
+async def test_concurrency_limit_per_api_keeps_other_apis_free() -> None:
+    inner = ScriptedExecutor()
+    gate = asyncio.Event()
+    inner.answers["slow"] = gate
+    manifest = Manifest(apis={"slow": ApiConfig(name="slow", max_concurrency=2)})
+    guarded = GuardedExecutor(inner, manifest, settings=GuardSettings(max_concurrency=8))
+    hung = [asyncio.ensure_future(guarded.execute(_tool("slow_op", "slow"), {}, timeout=30)) for _ in range(2)]
+    await asyncio.sleep(0.01)
+    waiting = await guarded.execute(_tool("slow_op", "slow"), {}, timeout=0.05)
+    assert waiting.error_type == "timeout" and "busy" in (waiting.error or "")
+    assert (await guarded.execute(_tool("fast_op", "fast"), {})).ok
+    gate.set()
+    assert all(r.ok for r in await asyncio.gather(*hung))
+
+
+async def test_cancelled_call_is_audited_once_and_not_repeated() -> None:
+    inner = ScriptedExecutor()
+    inner.answers["slow"] = asyncio.Event()
+    store = MemoryStore()
+    guarded = GuardedExecutor(inner, Manifest(), audit=AuditLog(store))
+    with bind_caller(client="ci", agent="clerk"):
+        task = asyncio.ensure_future(guarded.execute(_tool("write_op", "slow"), {"n": 1}))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert inner.calls == ["write_op"]
+    rows = await store.list_audit()
+    assert len(rows) == 1 and rows[0].client == "ci" and rows[0].agent == "clerk"
+    assert "cancelled" in (rows[0].error or "")
+    assert guarded.breaker("slow").state == "closed"  # a cancellation is no verdict on the api
+
+
+async def test_tool_rate_limit_is_a_result_for_the_model() -> None:
+    inner = ScriptedExecutor()
+    limiter = RateLimiter(MemoryStore(), RateLimits.from_settings({"rate_limits": {"tool": "1/min"}}))
+    guarded = GuardedExecutor(inner, Manifest(), limiter=limiter)
+    assert (await guarded.execute(_tool("op", "api"), {})).ok
+    limited = await guarded.execute(_tool("op", "api"), {})
+    assert limited.error_type == "rate_limited" and "retry after" in (limited.error or "")
+    assert inner.calls == ["op"]
+    await guarded.aclose()
+    assert inner.closed

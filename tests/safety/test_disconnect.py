@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+from server_support import running
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from gateway.server.disconnect import DisconnectMiddleware
+
+
+class Work:
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.cancelled = threading.Event()
+        self.finished = threading.Event()
+
+    async def endpoint(self, request: Request) -> JSONResponse:
+        await request.body()
+        self.started.set()
+        try:
+            await asyncio.sleep(float(request.query_params.get("sleep", "30")))
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        self.finished.set()
+        return JSONResponse({"done": True})
+
+
+def _app(work: Work) -> Starlette:
+    return Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])],
+                     middleware=[Middleware(DisconnectMiddleware)])
+
+
+def test_a_client_that_goes_away_cancels_the_work() -> None:
+    work = Work()
+    with running(_app(work)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /work HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 2\r\n\r\n{}")
+            assert work.started.wait(10)
+        assert work.cancelled.wait(10)
+        assert not work.finished.is_set()
+
+
+def test_a_client_that_waits_gets_the_answer() -> None:
+    work = Work()
+    with TestClient(_app(work)) as client:
+        response = client.post("/work?sleep=0.01", json={})
+        assert response.json() == {"done": True}
+    assert work.finished.is_set() and not work.cancelled.is_set()

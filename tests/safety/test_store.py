@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.errors import ConfigError
+from gateway.store import (
+    ApprovalRecord,
+    AuditRow,
+    Bucket,
+    MemoryStore,
+    RunRecord,
+    SQLiteStore,
+    Store,
+    open_store,
+    store_location,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    backend: Store = SQLiteStore(tmp_path / "state.db") if request.param == "sqlite" else MemoryStore()
+    yield backend
+    await backend.aclose()
+
+
+def _approval(approval_id: str, run_id: str = "run1") -> ApprovalRecord:
+    return ApprovalRecord(id=approval_id, run_id=run_id, agent="clerk", tool="createItem", arguments={"n": 1})
+
+
+async def test_run_and_approvals_round_trip(store: Store) -> None:
+    run = RunRecord(id="run1", agent="clerk", state={"loop": {"messages": [{"role": "user"}]}, "pending": ["a1"]})
+    await store.save_run(run, [_approval("a1"), _approval("a2")])
+    loaded = await store.get_run("run1")
+    assert loaded is not None and loaded.state == run.state and loaded.status == "paused"
+    assert [a.id for a in await store.list_approvals()] == ["a1", "a2"]
+    assert (await store.get_approval("a1")).arguments == {"n": 1}  # type: ignore[union-attr]
+    assert await store.get_approval("nope") is None
+
+
+async def test_an_approval_is_decided_once(store: Store) -> None:
+    await store.save_run(RunRecord(id="run1", agent="clerk"), [_approval("a1")])
+    first = await store.decide_approval("a1", approve=True, arguments={"n": 2}, reason="fine")
+    assert first is not None and first.status == "approved" and first.decided_arguments == {"n": 2}
+    assert await store.decide_approval("a1", approve=False) is None
+    assert await store.decide_approval("forged", approve=True) is None
+    assert (await store.get_approval("a1")).status == "approved"  # type: ignore[union-attr]
+
+
+async def test_concurrent_decisions_have_one_winner(store: Store) -> None:
+    await store.save_run(RunRecord(id="run1", agent="clerk"), [_approval("a1")])
+    results = await asyncio.gather(*(store.decide_approval("a1", approve=True) for _ in range(8)))
+    assert sum(r is not None for r in results) == 1
+
+
+async def test_claim_run_waits_for_every_approval_and_has_one_winner(store: Store) -> None:
+    await store.save_run(RunRecord(id="run1", agent="clerk"), [_approval("a1"), _approval("a2")])
+    await store.decide_approval("a1", approve=True)
+    assert await store.claim_run("run1") is None  # a2 still pending
+    await store.decide_approval("a2", approve=False)
+    claims = await asyncio.gather(*(store.claim_run("run1") for _ in range(4)))
+    assert sum(c is not None for c in claims) == 1
+    await store.finish_run("run1", "done")
+    assert (await store.get_run("run1")).status == "done"  # type: ignore[union-attr]
+
+
+async def test_audit_newest_first_filtered_and_pruned(store: Store) -> None:
+    for index, agent in enumerate(["a", "b", "a"]):
+        await store.add_audit(AuditRow(time=100.0 + index, kind="tool", agent=agent, tool=f"t{index}",
+                                       arguments={"i": index}, usage={"x": 1} if index else None))
+    rows = await store.list_audit(limit=10)
+    assert [r.tool for r in rows] == ["t2", "t1", "t0"]
+    assert rows[1].usage == {"x": 1} and rows[2].arguments == {"i": 0}
+    assert [r.tool for r in await store.list_audit(limit=10, agents={"a"})] == ["t2", "t0"]
+    assert await store.list_audit(limit=10, agents=set()) == []
+    assert [r.tool for r in await store.list_audit(limit=1)] == ["t2"]
+    assert await store.prune_audit(101.5) == 2
+    assert [r.tool for r in await store.list_audit()] == ["t2"]
+
+
+async def test_token_buckets_are_all_or_nothing(store: Store) -> None:
+    slow = Bucket("slow", rate=0.001, burst=1)
+    fast = Bucket("fast", rate=0.001, burst=5)
+    assert await store.take_tokens([slow, fast]) == 0.0
+    retry = await store.take_tokens([slow, fast])
+    assert retry > 0
+    # The refused request took nothing from the bucket that still had tokens.
+    for _ in range(4):
+        assert await store.take_tokens([fast]) == 0.0
+    assert await store.take_tokens([fast]) > 0
+
+
+async def test_sqlite_state_is_shared_by_two_instances_on_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    first, second = SQLiteStore(path), SQLiteStore(path)
+    try:
+        await first.save_run(RunRecord(id="r", agent="clerk"), [_approval("a1", "r")])
+        assert (await second.get_approval("a1")) is not None
+        assert await second.decide_approval("a1", approve=True) is not None
+        assert await first.decide_approval("a1", approve=True) is None
+    finally:
+        await first.aclose()
+        await second.aclose()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+async def test_a_row_is_on_disk_when_add_audit_returns(tmp_path: Path) -> None:
+    path = tmp_path / "durable.db"
+    store = SQLiteStore(path)
+    await store.add_audit(AuditRow(time=1.0, kind="chat", agent="clerk"))
+    # Another connection (as another process would) sees it without the writer closing.
+    count = sqlite3.connect(path).execute("SELECT count(*) FROM audit").fetchone()[0]
+    await store.aclose()
+    assert count == 1
+
+
+async def test_cancelled_write_still_completes(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "c.db")
+    task = asyncio.ensure_future(store.add_audit(AuditRow(time=1.0, kind="tool", agent="clerk")))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0.05)
+    assert len(await store.list_audit()) == 1
+    await store.aclose()
+
+
+def test_store_location_and_backends(tmp_path: Path) -> None:
+    assert store_location(None, tmp_path) == str(tmp_path / ".gateway/state.db")
+    assert store_location({"store": "data/x.db"}, tmp_path) == str(tmp_path / "data/x.db")
+    assert store_location({"store": "/abs/x.db"}, tmp_path) == "/abs/x.db"
+    assert store_location({"store": "memory:"}, tmp_path) == "memory:"
+    with pytest.raises(ConfigError, match="gateway.store"):
+        store_location({"store": 5}, tmp_path)
+    with pytest.raises(ConfigError, match="redis"):
+        open_store("redis://localhost:6379/0")
+    assert isinstance(open_store("memory:"), MemoryStore)
+    backend = open_store(f"sqlite:///{tmp_path}/u.db")
+    assert isinstance(backend, SQLiteStore) and backend.path == f"{tmp_path}/u.db"
+    backend.close()
