@@ -145,7 +145,9 @@ class Authenticator:
         value = payload["access_token"]
         self._redactor.add(value)
         try:
-            seconds = float(payload.get("expires_in") or _DEFAULT_TOKEN_LIFETIME)
+            seconds = float(payload["expires_in"]) if payload.get("expires_in") is not None else _DEFAULT_TOKEN_LIFETIME
         except (TypeError, ValueError):
             seconds = _DEFAULT_TOKEN_LIFETIME
-        return _Token(value=value, expires_at=time.monotonic() + max(seconds - _EXPIRY_MARGIN, 1.0))
+        # Short-lived tokens get a proportionally smaller margin instead of never being reused.
+        lifetime = max(seconds - min(_EXPIRY_MARGIN, seconds / 2), 0.0)
+        return _Token(value=value, expires_at=time.monotonic() + lifetime)
