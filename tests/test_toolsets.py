@@ -4,7 +4,10 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from gateway.catalog import ApiSpec, Argument, Catalog, Diagnostic, Tool
+from gateway.cli import main
 from gateway.manifest_loader import parse_manifest
 from gateway.openapi import compile_specs
 from gateway.toolsets import AgentTool, Toolset, build_toolsets, select_tools
@@ -268,3 +271,37 @@ def test_two_apis_with_the_same_operation_id_get_distinct_names_and_keep_their_b
     users = [name for name in names if paths[name][1] != "/repo"]
     assert all("getUser" in name for name in users)
     assert _build("a: {model: p/m, tools: [github, shop]}", catalog)[0]["a"].names == names
+
+
+def test_gateway_tools_for_an_agent_prints_exactly_its_selected_set(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "shop.json").write_text(_spec("Shop", {"listItems": "/items", "getItem": "/items/{id}",
+                                                    "getStats": "/stats"}))
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(textwrap.dedent("""\
+        providers: {p: {kind: openai}}
+        agents:
+          clerk:
+            model: p/m
+            delegates: [auditor]
+            tools:
+              - api: shop
+                operations: ["get*"]
+                exclude: [getStats]
+                override: {getItem: {rename: fetch_item}}
+              - {api: shop, operations: [listItems]}
+          auditor: {model: p/m}
+        """))
+    common = ["--specs", str(specs), "--agents", str(agents), "--no-cache"]
+    assert main(["tools", *common, "--agent", "clerk"]) == 0
+    printed = json.loads(capsysbinary.readouterr().out)
+    assert [(t["name"], t["operation_id"], t["delegate"]) for t in printed] == [
+        ("fetch_item", "getItem", None), ("listItems", "listItems", None), ("ask_auditor", None, "auditor")]
+    assert main(["tools", *common, "--agent", "clerk", "--format", "openai"]) == 0
+    printed = json.loads(capsysbinary.readouterr().out)
+    assert [t["function"]["name"] for t in printed] == ["fetch_item", "listItems", "ask_auditor"]
+    assert main(["tools", *common, "--agent", "nobody"]) == 1
+    assert b"no agent named 'nobody'" in capsysbinary.readouterr().err
