@@ -48,11 +48,12 @@ AgentOf = Callable[[Any], str]
 def build_mcp_server(state: GatewayState, agent_of: AgentOf) -> Server[Any]:
     """The low-level MCP server whose tools are those of the agent `agent_of(ctx)` names."""
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         generation = state.current
         agent = _checked_agent(generation, agent_of(ctx))
         era = "modern" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
-        return {"tools": generation.memo(("mcp-tools", agent, era), lambda: _listing(generation, agent, era))}
+        # Built once per runtime generation, agent and era: a new session's first listing costs no rendering.
+        return generation.memo(("mcp-tools", agent, era), lambda: _listing(generation, agent, era))  # type: ignore
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -97,14 +98,14 @@ def _client_of(ctx: Any) -> str | None:
     return client if isinstance(client, str) else None
 
 
-def _listing(generation: Generation, agent: str, era: str) -> list[dict[str, Any]]:
+def _listing(generation: Generation, agent: str, era: str) -> types.ListToolsResult:
     tools = []
     for agent_tool in generation.toolset(agent):
         item = mcp_tool(agent_tool)
         if era == "modern" and agent_tool.output_schema is not None:
             item["outputSchema"] = agent_tool.output_schema  # 2026-07-28 takes any schema: the exact one
-        tools.append(item)
-    return tools
+        tools.append(types.Tool.model_validate(item))
+    return types.ListToolsResult(tools=tools)
 
 
 def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResult, *,

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from recording_server import RecordingServer, Reply
+from server_support import FORECAST, ISSUE, ROOT, LenientLLM, write_project
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["auto", "legacy"]  # the 2026-07-28 protocol (the client's default) and the 2025 handshake
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_streamable_http_lists_exact_schemas(gw: tuple[str, Any], mode: str) -> None:
+    url, app = gw
+    catalog = app.state.gateway.current.runtime.catalog
+    async with Client(f"{url}/mcp/triage", mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert list(tools) == ["getRepo", "listIssues", "getIssue", "createIssueComment"]
+    assert tools["getIssue"].input_schema == catalog.get("getIssue").input_schema
+    assert tools["getIssue"].output_schema == catalog.get("getIssue").output_schema
+    list_output = catalog.get("listIssues").output_schema
+    assert list_output["type"] == "array"
+    if mode == "legacy":  # the 2025 protocol wants an object at the root: wrapped, same schema inside
+        assert tools["listIssues"].output_schema["properties"]["result"]["items"] == list_output["items"]
+    else:
+        assert tools["listIssues"].output_schema == list_output
+    assert tools["getIssue"].annotations.read_only_hint is True
+    assert tools["createIssueComment"].annotations.read_only_hint is False
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_streamable_http_calls_through_the_executor(gw: tuple[str, Any], upstream: RecordingServer,
+                                                          mode: str) -> None:
+    url, _ = gw
+    async with Client(f"{url}/mcp/weather", mode=mode) as client:
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41,
+                                                        "current": ["temperature_2m"]})
+        assert result.is_error is False
+        assert result.structured_content == FORECAST
+        assert upstream.last.path == "/meteo/v1/forecast"
+        assert dict(upstream.last.query)["current"] == "temperature_2m"
+
+        invalid = await client.call_tool("getForecast", {"latitude": "north"})
+        assert invalid.is_error is True
+        assert "invalid_arguments" in invalid.content[0].text
+
+        upstream.route("/meteo/", Reply(400, {"error": True, "reason": "Latitude must be in range"}))
+        failed = await client.call_tool("getForecast", {"latitude": 1, "longitude": 2})
+        assert failed.is_error is True
+        assert "Latitude must be in range" in failed.content[0].text
+
+
+async def test_array_results_are_structured_in_both_eras(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    arguments = {"owner": "acme", "repo": "app"}
+    async with Client(f"{url}/mcp/triage", mode="legacy") as client:
+        legacy = await client.call_tool("listIssues", arguments)
+    async with Client(f"{url}/mcp/triage") as client:
+        modern = await client.call_tool("listIssues", arguments)
+    assert legacy.structured_content == {"result": [ISSUE]}
+    assert modern.structured_content == [ISSUE]
+
+
+async def test_a_body_that_breaks_the_output_schema_is_an_error_not_a_lie(gw: tuple[str, Any],
+                                                                          upstream: RecordingServer) -> None:
+    url, _ = gw
+    upstream.route("/github/", Reply(200, {"id": "not-a-number"}))
+    async with Client(f"{url}/mcp/triage") as client:
+        result = await client.call_tool("getIssue", {"owner": "acme", "repo": "app", "issue_number": 1})
+    assert result.is_error is True
+    assert "output schema" in result.content[0].text and "not-a-number" in result.content[0].text
+
+
+async def test_write_under_approval_is_not_executed(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    async with Client(f"{url}/mcp/triage") as client:
+        result = await client.call_tool("createIssueComment",
+                                        {"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"})
+    assert result.is_error is True
+    assert not [r for r in upstream.requests if r.method == "POST"]
+
+
+async def test_unknown_agent_and_foreign_session(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/mcp/nobody", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "unknown_agent"
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"accept": "application/json, text/event-stream"}
+    opened = httpx.post(f"{url}/mcp/weather", json=initialize, headers=headers)
+    session = opened.headers["mcp-session-id"]
+    foreign = httpx.post(f"{url}/mcp/triage", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                         headers={**headers, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"})
+    assert foreign.status_code == 404
+
+
+async def test_unknown_tool_is_a_protocol_error(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+        with pytest.raises(Exception, match="getIssue"):
+            await client.call_tool("getIssue", {})
+
+
+@pytest.mark.slow
+async def test_stdio_subprocess(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    specs, agents = write_project(tmp_path, llm.url, upstream.url)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gateway", "mcp", "weather", "--specs", str(specs), "--agents", str(agents), "--no-cache"],
+        cwd=str(ROOT),
+    )
+    async with Client(params) as client:
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == ["getForecast"]
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+    assert result.is_error is False
+    assert result.structured_content == FORECAST
+    assert upstream.last.path == "/meteo/v1/forecast"
