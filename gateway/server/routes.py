@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..audit import bind_caller
 from ..dialects import json_tool, render_tools
 from ..messages import ToolCall, ToolResult
 from ..toolsets import AgentTool
@@ -149,7 +150,8 @@ async def run_direct_call(state: GatewayState, generation: Generation, agent: st
         pending = await hook(agent=agent, agent_tool=agent_tool, call=call, client=client)
         if pending is not None:
             return pending  # type: ignore[no-any-return]
-    return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
+    with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
+        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
 
 
 def _known_agent(generation: Generation, agent: str) -> str:

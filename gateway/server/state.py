@@ -32,9 +32,11 @@ class Generation:
     """One runtime with everything built from it; requests hold it while they run."""
 
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None,
-                 adapter_factory: AdapterFactory) -> None:
+                 adapter_factory: AdapterFactory, wrap_executor: Callable[[Any, Runtime], Any] | None = None) -> None:
         self.runtime = runtime
         self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport)
+        if wrap_executor is not None:  # the safety layer's hook (limits, breaker, audit): same execute signature
+            self.executor = wrap_executor(self.executor, runtime)
         self._adapter_factory = adapter_factory
         self._adapters: dict[str, Any] = {}
         self.runner = _tool_runner(runtime, self.executor, self.adapter)
@@ -106,7 +108,8 @@ class GatewayState:
         self.reloads = 0
 
     def _build(self, runtime: Runtime) -> Generation:
-        return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory)
+        return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory,
+                          wrap_executor=self.options.get("wrap_executor"))
 
     @property
     def current(self) -> Generation:
