@@ -36,7 +36,8 @@ def get_adapter(config: ProviderConfig, *, transport: httpx.AsyncBaseTransport |
 
 
 class AdapterPool:
-    """One adapter per provider of a manifest, created on first use; `pool(agent)` gives the agent's adapter."""
+    """One adapter per provider of a manifest, created on first use; `pool(agent)` gives the agent's adapter
+    (a ToolRunner's `adapter_factory`)."""
 
     def __init__(self, manifest: Manifest, *, transport: httpx.AsyncBaseTransport | None = None,
                  **options: object) -> None:
@@ -45,14 +46,17 @@ class AdapterPool:
         self._options = options
         self._adapters: dict[str, ProviderAdapter] = {}
 
-    def __call__(self, agent: AgentConfig) -> ProviderAdapter:
-        adapter = self._adapters.get(agent.provider)
+    def __call__(self, which: AgentConfig | ProviderConfig | str) -> ProviderAdapter:
+        """The adapter of an agent's provider, of a provider config, or of a provider named in agents.yaml."""
+        name = which.provider if isinstance(which, AgentConfig) else which.name if isinstance(
+            which, ProviderConfig) else which
+        adapter = self._adapters.get(name)
         if adapter is None:
-            config = self.manifest.providers.get(agent.provider)
+            config = which if isinstance(which, ProviderConfig) else self.manifest.providers.get(name)
             if config is None:
-                raise ConfigError(f"agent {agent.name!r}: provider {agent.provider!r} is not in agents.yaml")
-            adapter = self._adapters[agent.provider] = get_adapter(config, transport=self._transport,
-                                                                   **self._options)
+                owner = f"agent {which.name!r}: " if isinstance(which, AgentConfig) else ""
+                raise ConfigError(f"{owner}provider {name!r} is not in agents.yaml")
+            adapter = self._adapters[name] = get_adapter(config, transport=self._transport, **self._options)
         return adapter
 
     async def aclose(self) -> None:

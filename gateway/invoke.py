@@ -1,0 +1,92 @@
+"""From a model's call to a result: `ToolRunner` is the loop's `invoke`.
+
+An API tool runs through the executor with the agent's fixed arguments merged over the model's (fixed
+values always win: they are hidden from the model and must not be overridden by it). A delegation tool
+(`AgentTool.delegate`) runs the sub-agent's own loop on the `task` and returns its final answer as text;
+depth is bounded by `gateway.max_delegation_depth` (checked at load time, enforced again here).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .errors import GatewayError
+from .messages import Message, ToolCall, ToolResult
+from .providers.base import ProviderAdapter
+from .toolsets import AgentTool
+
+logger = logging.getLogger("gateway.invoke")
+
+AdapterFactory = Callable[[str], ProviderAdapter]
+"""A provider's name -> its (pooled) adapter; `gateway.providers.AdapterPool` is one."""
+
+
+class ToolRunner:
+    def __init__(self, runtime: Any, executor: Any, adapter_factory: AdapterFactory, *, depth: int = 0,
+                 max_depth: int | None = None) -> None:
+        """Run tool calls for the loop.
+
+        Parameters:
+            runtime: a `gateway.runtime.Runtime` (agents, toolsets, manifest) for delegation.
+            executor: a `gateway.executor.Executor`.
+            adapter_factory: a provider's name -> adapter, for the sub-agents' loops.
+            depth: how deep in a delegation chain this runner works (0: the agent the client called).
+            max_depth: the delegation bound; default the manifest's `max_delegation_depth`.
+        """
+        self.runtime = runtime
+        self.executor = executor
+        self.adapter_factory = adapter_factory
+        self.depth = depth
+        manifest = getattr(runtime, "manifest", None)
+        self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
+
+    async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
+        if agent_tool.delegate:
+            return await self._delegate(agent_tool, call)
+        if agent_tool.tool is None:
+            return ToolResult.failure("configuration_error", f"tool {agent_tool.name!r} is bound to no operation")
+        arguments = merge_arguments(call.arguments, agent_tool.fixed_args)
+        return await self.executor.execute(agent_tool.tool, arguments, timeout=agent_tool.timeout,
+                                           max_result_bytes=agent_tool.max_result_bytes)
+
+    async def _delegate(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
+        from . import loop  # the loop imports nothing of this module; importing late keeps it that way
+
+        name = agent_tool.delegate or ""
+        task = (call.arguments or {}).get("task")
+        if not isinstance(task, str) or not task.strip():
+            return ToolResult.failure("invalid_arguments", f"{agent_tool.name} needs `task`: a non-empty string "
+                                      "saying what the agent should do, with every detail it needs.")
+        if self.depth >= self.max_depth:
+            return ToolResult.failure("delegate_error", f"delegation to {name!r} refused: the chain is already "
+                                      f"{self.depth} deep (limit {self.max_depth}). Do this part yourself.")
+        try:
+            agent = self.runtime.agent(name)
+            toolset = self.runtime.toolset(name)
+            adapter = self.adapter_factory(agent.provider)
+        except (KeyError, GatewayError) as exc:
+            return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
+        child = ToolRunner(self.runtime, self.executor, self.adapter_factory, depth=self.depth + 1,
+                           max_depth=self.max_depth)
+        try:
+            result = await loop.run(agent, [Message(role="user", content=task)], adapter=adapter, toolset=toolset,
+                                    invoke=child)
+        except GatewayError as exc:
+            logger.info("delegation to %s failed: %s", name, exc)
+            return ToolResult.failure("delegate_error", f"agent {name!r} failed: {exc}")
+        if result.pending_approvals:
+            tools = ", ".join(sorted({p.tool for p in result.pending_approvals}))
+            return ToolResult.failure("delegate_error", f"agent {name!r} needs a human's approval for {tools}, which "
+                                      "a delegated run cannot wait for; nothing was executed. Ask the user to run "
+                                      f"{name!r} directly.")
+        text = result.message.content or ""
+        if result.cut:
+            text += f"\n[{name} stopped at its iteration limit; this is its summary]"
+        return ToolResult(ok=True, media_type="text/plain", body=text, bytes=len(text.encode()))
+
+
+def merge_arguments(arguments: dict[str, Any] | None, fixed: dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments with the fixed ones on top (fixed values are never the model's to change)."""
+    return {**(arguments or {}), **fixed}
