@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
+from ..dialects import anthropic_tool
 from ..errors import ProviderError
 from ..messages import Message
-from ._dialect import anthropic_tool
 from .base import (
     FinishReason,
     ProviderAdapter,

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from ..dialects import gemini_function
 from ..errors import ProviderError
 from ..messages import Message, ToolCall
-from ._dialect import gemini_function
 from .base import (
     FinishReason,
     ProviderAdapter,

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from ..dialects import openai_tool
 from ..errors import ProviderError
 from ..messages import Message
-from ._dialect import openai_tool
 from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, Usage, join_url, make_call
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "load": "other", "unload": "other"}

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from ..dialects import openai_tool
 from ..errors import ProviderError
 from ..messages import Message
-from ._dialect import openai_tool
 from .base import (
     FinishReason,
     ProviderAdapter,
