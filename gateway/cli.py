@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--allow-public", action="store_true",
+                       help="serve a non-loopback host even without `clients` keys in agents.yaml")
     serve.set_defaults(handler=_cmd_serve)
 
     validate = commands.add_parser("validate", help="compile everything and report diagnostics")
@@ -59,13 +61,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(mcp)
     mcp.add_argument("agent")
     mcp.set_defaults(handler=_cmd_mcp)
+
+    from .server.oversight_cli import add_approvals_parser, add_audit_parser
+
+    add_audit_parser(commands, _add_common)
+    add_approvals_parser(commands, _add_common)
+    commands.choices["audit"].set_defaults(handler=_cmd_audit)
+    commands.choices["approvals"].set_defaults(handler=_cmd_approvals)
     return parser
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .server.run import serve_http
 
-    return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache)
+    return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
+                      allow_public=args.allow_public)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -171,6 +181,18 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from .server.run import serve_mcp_stdio
 
     return serve_mcp_stdio(args.specs, args.agents, args.agent, use_cache=not args.no_cache)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from .server.oversight_cli import run_audit
+
+    return run_audit(args)
+
+
+def _cmd_approvals(args: argparse.Namespace) -> int:
+    from .server.oversight_cli import run_approvals
+
+    return run_approvals(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,15 +37,23 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
 
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               **options: Any) -> int:
+               allow_public: bool = False, **options: Any) -> int:
     import uvicorn
 
     from .app import create_app
+    from .auth import check_bind
+    from .safety import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)
     if runtime is None:
         return 1
-    app = create_app(RuntimeHolder(runtime), host=host, **options)
+    try:  # client keys, rate limits, audit, approvals (gateway.server.safety)
+        check_bind(host, runtime.manifest.clients, allow_public=allow_public)
+        safety = Safety.open(runtime, allow_public=allow_public)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
           f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import loop
-from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, approval_dict
+from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome, approval_dict
 from ..audit import AuditLog, bind_caller, current_caller, retention_days
 from ..breaker import GuardedExecutor, GuardSettings
 from ..http.redact import Redactor
@@ -147,25 +148,32 @@ class Safety:
         if payload.get("reason") is not None and not isinstance(payload["reason"], str):
             raise APIError(400, "`reason` must be a string.", param="reason")
         visible = allowed_agents(request.scope)
-        state = request.app.state.gateway
+        try:
+            outcome = await self.decide(request.app.state.gateway, request.path_params["id"], decision,
+                                        allowed=None if visible is None else visible.__contains__)
+        except ApprovalError as exc:
+            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
+            raise APIError(exc.status, str(exc), code=code) from None
+        status, body = self.render_outcome(request.app.state.gateway, outcome)
+        return JSONResponse(body, status_code=status)
+
+    async def decide(self, state: Any, approval_id: str, decision: Decision, *,
+                     allowed: Callable[[str], bool] | None = None) -> Outcome:
+        """Decide one approval and resume its run on `state` (the server's GatewayState) when it was the last."""
 
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
             return await self._resume(state, run, decisions)
 
-        try:
-            outcome = await self.approvals.decide(
-                request.path_params["id"], decision, resume=resume,
-                allowed=None if visible is None else visible.__contains__,
-            )
-        except ApprovalError as exc:
-            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
-            raise APIError(exc.status, str(exc), code=code) from None
+        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed)
+
+    def render_outcome(self, state: Any, outcome: Outcome) -> tuple[int, dict[str, Any]]:
+        """The HTTP answer: 202 while the run waits for more decisions, else the finished completion
+        (chat) or the ToolResult (direct/MCP call)."""
         approval = approval_dict(outcome.approval, self.redactor.value)
         if outcome.result is None:
-            return JSONResponse({"approval": approval, "status": "waiting", "waiting_for": outcome.waiting},
-                                status_code=202)
+            return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
         if isinstance(outcome.result, ToolResult):
-            return JSONResponse({"approval": approval, "result": outcome.result.to_dict()})
+            return 200, {"approval": approval, "result": outcome.result.to_dict()}
         from .chat import completion_body  # the chat module imports the loop; only needed here
 
         agent = state.current.runtime.manifest.agents.get(outcome.run.agent)
@@ -173,7 +181,7 @@ class Safety:
                                 agent=agent or SimpleNamespace(name=outcome.run.agent))
         body = completion_body(shell, outcome.result)  # type: ignore[arg-type]
         body["gateway"]["approval"] = approval
-        return JSONResponse(body)
+        return 200, body
 
     async def _resume(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
         """Continue a claimed run on the current generation (a restart or reload in between is fine)."""

@@ -1,0 +1,184 @@
+"""`gateway audit` and `gateway approvals`: the audit log and the approval queue from a terminal.
+
+Both open the store agents.yaml names (`gateway: {store: ...}`, default `.gateway/state.db` beside it),
+the same one a running `gateway serve` uses, so they work while it runs and after it stopped.
+Deciding an approval resumes the paused run here, with this process's executor and provider clients,
+and prints the finished answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..approvals import ApprovalError, approval_dict
+from ..errors import ConfigError
+from ..loop_types import Decision
+from ..runtime import RuntimeHolder
+
+
+def add_audit_parser(commands: Any, add_common: Any) -> None:
+    audit = commands.add_parser("audit", help="show the newest rows of the audit log")
+    add_common(audit)
+    audit.add_argument("--limit", type=int, default=20, help="how many rows (default 20)")
+    audit.add_argument("--agent", action="append", help="only this agent's rows (repeatable)")
+    audit.add_argument("--json", action="store_true", help="one JSON object per line")
+    audit.add_argument("--store", help="the store (default: gateway.store in agents.yaml)")
+
+
+def add_approvals_parser(commands: Any, add_common: Any) -> None:
+    approvals = commands.add_parser("approvals", help="list pending approvals, or approve/deny one")
+    add_common(approvals)
+    approvals.add_argument("action", nargs="?", default="list", choices=["list", "approve", "deny"])
+    approvals.add_argument("id", nargs="?", help="the approval id (approve, deny)")
+    approvals.add_argument("--args", help="approve: run with these arguments instead (a JSON object)")
+    approvals.add_argument("--reason", help="why (the model sees it when denied)")
+    approvals.add_argument("--json", action="store_true", help="machine-readable output")
+    approvals.add_argument("--store", help="the store (default: gateway.store in agents.yaml)")
+
+
+def run_audit(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    from ..store import open_store, store_location
+
+    try:
+        manifest = _manifest(args.agents)
+        store = open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+    if args.limit < 1:
+        print("gateway: --limit must be at least 1", file=sys.stderr)
+        return 2
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            rows = await store.list_audit(limit=args.limit, agents=set(args.agent) if args.agent else None)
+            return [row.to_dict() for row in rows]
+        finally:
+            await store.aclose()
+
+    rows = asyncio.run(main())
+    for row in rows:
+        if args.json:
+            print(json.dumps(row, ensure_ascii=False), file=out)
+        else:
+            print(_audit_line(row), file=out)
+    return 0
+
+
+def run_approvals(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    if args.action != "list" and not args.id:
+        print(f"gateway: `gateway approvals {args.action}` needs the approval id", file=sys.stderr)
+        return 2
+    try:
+        decision = _decision(args)
+    except ValueError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    if decision is None:
+        return _list_approvals(args, out)
+    from .run import load_or_report
+    from .safety import Safety
+    from .state import GatewayState
+
+    runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)
+    if runtime is None:
+        return 1
+    safety = Safety.open(runtime, store=args.store)
+
+    async def main() -> tuple[int, dict[str, Any]]:
+        state = GatewayState(RuntimeHolder(runtime), options=safety.app_options())
+        try:
+            outcome = await safety.decide(state, args.id, decision)
+            return safety.render_outcome(state, outcome)
+        finally:
+            await state.aclose()
+            await safety.aclose()
+
+    try:
+        status, body = asyncio.run(main())
+    except ApprovalError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(body, ensure_ascii=False, indent=2), file=out)
+    elif status == 202:
+        print(f"{args.id}: {args.action}d; the run still waits for {', '.join(body['waiting_for'])}", file=out)
+    elif "result" in body:
+        print(json.dumps(body["result"], ensure_ascii=False, indent=2), file=out)
+    else:
+        print(body["choices"][0]["message"]["content"] or "(no text)", file=out)
+        pending = body["gateway"]["pending_approvals"]
+        for item in pending:
+            print(f"waiting for approval {item['id']}: {item['tool']} {json.dumps(item['arguments'])}", file=out)
+    return 0
+
+
+def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
+    from ..approvals import ApprovalManager
+    from ..store import open_store, store_location
+
+    try:
+        manifest = _manifest(args.agents)
+        store = open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            return [approval_dict(a) for a in await ApprovalManager(store).pending(limit=1000)]
+        finally:
+            await store.aclose()
+
+    pending = asyncio.run(main())
+    if args.json:
+        print(json.dumps(pending, ensure_ascii=False, indent=2), file=out)
+    elif not pending:
+        print("no pending approvals", file=out)
+    for item in [] if args.json else pending:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created"]))
+        print(f"{item['id']}  {when}  {item['agent']}/{item['tool']}  {json.dumps(item['arguments'])}", file=out)
+    return 0
+
+
+def _decision(args: argparse.Namespace) -> Decision | None:
+    if args.action == "list":
+        return None
+    arguments = None
+    if args.args is not None:
+        if args.action == "deny":
+            raise ValueError("--args only goes with approve")
+        try:
+            arguments = json.loads(args.args)
+        except ValueError as exc:
+            raise ValueError(f"--args is not valid JSON: {exc}") from None
+        if not isinstance(arguments, dict):
+            raise ValueError("--args must be a JSON object")
+    return Decision(approve=args.action == "approve", arguments=arguments, reason=args.reason)
+
+
+def _manifest(agents: Path) -> Any:
+    """The manifest alone (no spec compilation): enough for the store's location."""
+    from ..manifest import Manifest
+    from ..manifest_loader import load_manifest
+
+    if not Path(agents).exists():
+        return Manifest()
+    manifest, _ = load_manifest(Path(agents))  # the usable part is enough; `gateway validate` reports the rest
+    return manifest
+
+
+def _audit_line(row: dict[str, Any]) -> str:
+    what = f"{row['agent']}/{row['tool']}" if row["kind"] == "tool" else f"{row['agent']} chat"
+    detail = f"HTTP {row['http_status']}" if row.get("http_status") else ""
+    if row.get("usage"):
+        detail = f"{row['usage'].get('total_tokens', 0)} tokens"
+    extras = [x for x in (detail, f"approval {row['approval']}" if row.get("approval") else "") if x]
+    return (f"{row['time']}  {row.get('client') or '-':<12} {what:<40} {row['status']:<18} "
+            f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}").rstrip()
