@@ -17,6 +17,7 @@ import httpx
 
 from ..errors import ConfigError
 from ..executor import Executor
+from ..invoke import ToolRunner
 from ..manifest import AgentConfig, ProviderConfig
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
@@ -39,7 +40,7 @@ class Generation:
             self.executor = wrap_executor(self.executor, runtime)
         self._adapter_factory = adapter_factory
         self._adapters: dict[str, Any] = {}
-        self.runner = _tool_runner(runtime, self.executor, self.adapter)
+        self.runner = ToolRunner(runtime, self.executor, self.adapter)
         self.cache: dict[Any, Any] = {}
         """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
         self.active = 0
@@ -82,16 +83,6 @@ class Generation:
             close = getattr(adapter, "aclose", None)
             if close is not None:
                 await close()
-
-
-def _tool_runner(runtime: Runtime, executor: Executor, adapter: Callable[..., Any]) -> Any:
-    try:
-        from ..invoke import ToolRunner
-    except ImportError:  # TEMPORARY until gateway.invoke lands
-        async def run(agent_tool: Any, call: Any) -> Any:
-            return await executor.execute(agent_tool.tool, {**(call.arguments or {}), **agent_tool.fixed_args})
-        return run
-    return ToolRunner(runtime, executor, adapter)
 
 
 class GatewayState:
