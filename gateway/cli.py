@@ -174,7 +174,9 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    raise NotImplementedError("chat")
+    from .terminal import chat_command
+
+    return chat_command(args.specs, args.agents, args.agent, args.message, use_cache=not args.no_cache)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:

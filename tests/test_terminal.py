@@ -1,0 +1,107 @@
+"""`gateway chat`: live steps on stderr, streamed answer on stdout, REPL memory, approvals asked on the terminal."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+import recording_server as upstream_mod
+from scripted_llm import Call, Reply, ScriptedLLM
+
+from gateway.cli import main
+from gateway.terminal import chat_command
+
+SPEC = """
+openapi: 3.1.0
+info: {title: shop, version: "1"}
+paths:
+  /items/{id}:
+    get:
+      operationId: getItem
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
+    delete:
+      operationId: deleteItem
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      responses: {"204": {description: gone}}
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path):
+    with ScriptedLLM() as llm, upstream_mod.RecordingServer() as upstream:
+        upstream.route("/items/", lambda r: upstream_mod.Reply(200, {"id": r.path.rsplit("/", 1)[-1], "name": "pen"}))
+        (tmp_path / "specs").mkdir()
+        (tmp_path / "specs" / "shop.yaml").write_text(textwrap.dedent(SPEC))
+        (tmp_path / "agents.yaml").write_text(textwrap.dedent(f"""
+            providers:
+              llm: {{kind: ollama, base_url: "{llm.url}"}}
+            apis:
+              shop: {{base_url: "{upstream.url}"}}
+            agents:
+              clerk:
+                model: llm/model-x
+                instructions: You are the clerk.
+                tools: [{{api: shop}}]
+                approval: writes
+            """))
+        yield tmp_path, llm, upstream
+
+
+def _chat(workspace, message, answers=()):
+    path, _, _ = workspace
+    out, err = io.StringIO(), io.StringIO()
+    lines = list(answers)
+
+    def ask(prompt: str) -> str:
+        err.write(prompt)
+        if not lines:
+            raise EOFError
+        return lines.pop(0)
+
+    code = chat_command(path / "specs", path / "agents.yaml", "clerk", message, use_cache=False, ask=ask, out=out,
+                        err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_one_message_shows_steps_and_streams_the_answer(workspace) -> None:
+    _, llm, upstream = workspace
+    llm.script(Reply(calls=[Call("getItem", {"id": "7"})]), Reply(text="Item 7 is a pen.", chunks=3))
+    code, out, err = _chat(workspace, "what is item 7?")
+    assert code == 0 and out == "Item 7 is a pen.\n"
+    assert '-> getItem({"id": "7"})' in err and "<- getItem: 200" in err
+    assert "1 step(s), 2 LLM call(s)" in err
+    assert upstream.requests[0].path == "/items/7" and llm.requests[0].body["stream"] is True
+
+
+def test_repl_keeps_the_conversation(workspace) -> None:
+    _, llm, _ = workspace
+    llm.script(Reply(text="Hello."), Reply(text="You said hi."))
+    code, out, _ = _chat(workspace, None, ["hi", "what did I say?", ""])
+    assert code == 0 and out == "Hello.\nYou said hi.\n"
+    second = llm.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[1]["content"] == "hi" and second[3]["content"] == "what did I say?"
+
+
+@pytest.mark.parametrize("answer, deleted", [("y", True), ("n", False)])
+def test_approval_is_asked_on_the_terminal(workspace, answer: str, deleted: bool) -> None:
+    _, llm, upstream = workspace
+    llm.script(Reply(calls=[Call("deleteItem", {"id": "7"})]), Reply(text="Done."))
+    code, out, err = _chat(workspace, "delete item 7", [answer])
+    assert code == 0 and out == "Done.\n"
+    assert 'approve deleteItem({"id": "7"})? [y/N]' in err
+    assert [r.method for r in upstream.requests] == (["DELETE"] if deleted else [])
+    if not deleted:
+        assert "refused" in llm.requests[1].body["messages"][-1]["content"]
+
+
+def test_provider_failure_and_unknown_agent_exit_nonzero(workspace) -> None:
+    path, llm, _ = workspace
+    llm.script(Reply(status=400, error="model not found"))
+    code, _, err = _chat(workspace, "hi")
+    assert code == 1 and "model not found" in err
+    assert main(["chat", "--specs", str(path / "specs"), "--agents", str(path / "agents.yaml"), "--no-cache",
+                 "nobody", "hi"]) == 2
