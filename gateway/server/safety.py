@@ -31,6 +31,7 @@ from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome,
 from ..audit import AuditLog, bind_caller, current_caller, retention_days
 from ..breaker import GuardedExecutor, GuardSettings
 from ..http.redact import Redactor
+from ..logredact import redact_logs
 from ..loop_types import Decision
 from ..manifest import AgentConfig, Manifest
 from ..messages import ToolCall, ToolResult
@@ -59,6 +60,7 @@ class Safety:
         self.store = store
         self.allow_public = allow_public
         self.redactor = Redactor()
+        redact_logs(self.redactor)
         self.audit = AuditLog(store, self.redactor)
         self.approvals = ApprovalManager(store, self.audit)
         self._manifest: Manifest | None = None
