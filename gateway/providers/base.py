@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import httpx
+import orjson
 
 from ..errors import ProviderError
 from ..manifest import ProviderConfig
@@ -196,7 +197,7 @@ class ProviderAdapter(abc.ABC):
         if not stream:
             response = await self._send(url, headers, body, stream=False)
             try:
-                data = response.json()
+                data = orjson.loads(response.content)
             except ValueError as exc:
                 raise ProviderError(self.name, f"the answer is not JSON: {response.text[:200]!r}",
                                     response.status_code) from exc
@@ -214,11 +215,13 @@ class ProviderAdapter(abc.ABC):
         return turn
 
     async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        payload = _encode_json(body)
+        headers = {**headers, "Content-Type": "application/json"}
         attempt = 0
         while True:
             response: httpx.Response | None = None
             try:
-                request = self.client.build_request("POST", url, headers=headers, json=body)
+                request = self.client.build_request("POST", url, headers=headers, content=payload)
                 response = await self.client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 if attempt >= self.max_retries:
@@ -301,3 +304,10 @@ def load_json(provider: str, text: str) -> Any:
 
 def join_url(base: str, path: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _encode_json(body: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # what orjson refuses (e.g. integers beyond 64 bits) the standard library still writes
+        return json.dumps(body).encode()
