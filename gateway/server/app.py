@@ -26,7 +26,7 @@ from .chat import chat_completions
 from .errors import error_handlers
 from .limits import BodyLimitMiddleware
 from .mcp import MCPEndpoint
-from .openapi import openapi_document
+from .openapi import SAFETY_PATHS, openapi_document
 from .routes import routes as plain_routes
 from .state import GatewayState
 
@@ -84,8 +84,11 @@ def create_app(
                     await asyncio.gather(watcher, return_exceptions=True)
                 await state.aclose()
 
+    mounted = {getattr(route, "path", None) for route in extra_routes}
+    documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
+
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi_document(str(request.base_url).rstrip("/")))
+        return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
 
     routes: list[BaseRoute] = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

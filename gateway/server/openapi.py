@@ -194,6 +194,47 @@ def _agent_param() -> dict[str, Any]:
     return {"name": "agent", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
+_LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}}
+_DATA_LIST = {"type": "object", "required": ["data"],
+              "properties": {"data": {"type": "array", "items": {"type": "object"}}}}
+
+# The safety layer's routes (DESIGN.md fixes their shapes); described when they are mounted.
+SAFETY_PATHS: dict[str, Any] = {
+    "/approvals": {"get": {
+        "operationId": "listApprovals", "summary": "Tool calls waiting for a human",
+        "parameters": [_LIMIT],
+        "responses": {"200": {"description": "Pending approvals: id, agent, tool, arguments (redacted), ...",
+                              "content": {"application/json": {"schema": _DATA_LIST}}}, **_ERRORS},
+    }},
+    "/approvals/{id}": {"post": {
+        "operationId": "decideApproval", "summary": "Approve or deny a pending call; the run resumes",
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["decision"],
+            "properties": {"decision": {"enum": ["approve", "deny"]}, "arguments": {"type": "object"},
+                           "reason": {"type": "string"}}}}}},
+        "responses": {
+            "200": {"description": "The finished chat completion, or `{approval, result}` for a direct call.",
+                    "content": {"application/json": {"schema": {"anyOf": [
+                        {"$ref": "#/components/schemas/ChatCompletion"},
+                        {"type": "object", "required": ["approval", "result"],
+                         "properties": {"approval": {"type": "object"},
+                                        "result": {"$ref": "#/components/schemas/ToolResult"}}}]}}}},
+            "202": {"description": "Decided; the run still waits for other approvals.",
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["approval"]}}}},
+            **_ERRORS,
+        },
+    }},
+    "/audit": {"get": {
+        "operationId": "listAudit", "summary": "Recent tool calls and chats, newest first",
+        "parameters": [_LIMIT],
+        "responses": {"200": {"description": "time, client, agent, tool, arguments (redacted), status, latency_ms, "
+                                             "approval", "content": {"application/json": {"schema": _DATA_LIST}}},
+                      **_ERRORS},
+    }},
+}
+
+
 def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded",
