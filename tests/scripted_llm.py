@@ -50,6 +50,10 @@ class Reply:
     gate: threading.Event | None = None
     """Streaming: after the first text chunk, wait for this event (the test sets it when it sees the text)."""
     gate_released: bool | None = None
+    delay: float = 0.0
+    """Seconds to wait before answering (a provider slower than the gateway's timeout)."""
+    stream_error: str | None = None
+    """Streaming: after the first two chunks, send this as the format's in-stream error and stop."""
 
 
 @dataclass
@@ -121,6 +125,8 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 return self._send_json(500, {"error": {"message": "the script has no more replies"}})
             if reply.status >= 400:
                 return self._send_json(reply.status, _error_body(fmt, reply), reply.headers)
+            if reply.delay:
+                time.sleep(reply.delay)
             model = _model_of(fmt, self.path, body)
             stream = fmt == "gemini-stream" or (isinstance(body, dict) and body.get("stream") is True)
             if fmt == "ollama" and isinstance(body, dict) and "stream" not in body:
@@ -135,7 +141,10 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.send_header(key, value)
             self.end_headers()
             first_text = True
-            for piece, is_text in STREAM[fmt](reply, model):
+            for count, (piece, is_text) in enumerate(STREAM[fmt](reply, model)):
+                if reply.stream_error is not None and count == 2:
+                    self.wfile.write(_stream_error(fmt, reply.stream_error).encode())
+                    break
                 self.wfile.write(piece.encode())
                 self.wfile.flush()
                 if is_text and first_text and reply.gate is not None:
@@ -183,6 +192,17 @@ def _error_body(fmt: str, reply: Reply) -> Any:
     if fmt == "ollama":
         return {"error": reply.error}
     return {"error": {"message": reply.error, "type": "server_error", "code": None}}
+
+
+def _stream_error(fmt: str, message: str) -> str:
+    if fmt == "anthropic":
+        data = {"type": "error", "error": {"type": "overloaded_error", "message": message}}
+        return f"event: error\ndata: {json.dumps(data)}\n\n"
+    if fmt == "ollama":
+        return json.dumps({"error": message}) + "\n"
+    if fmt.startswith("gemini"):
+        return f"data: {json.dumps({'error': {'code': 503, 'message': message, 'status': 'UNAVAILABLE'}})}\r\n\r\n"
+    return f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n"
 
 
 def _pieces(text: str, n: int) -> list[str]:

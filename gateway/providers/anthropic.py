@@ -186,11 +186,16 @@ def _result_block(message: Message, flatten: bool) -> dict[str, Any]:
 
 
 def _map_params(params: dict[str, Any]) -> dict[str, Any]:
-    """OpenAI-style names the chat endpoint receives, in Anthropic's spelling."""
-    out = dict(params)
-    if "max_completion_tokens" in out:
-        out["max_tokens"] = out.pop("max_completion_tokens")
-    if "stop" in out:
-        stop = out.pop("stop")
+    """The OpenAI-style parameters a chat request carries, in Anthropic's spelling; the ones the Messages API
+    has no equivalent for (seed, penalties, logit_bias, response_format, ...) are left out, as it refuses
+    unknown fields."""
+    out: dict[str, Any] = {k: params[k] for k in ("temperature", "top_p", "top_k", "max_tokens", "metadata",
+                                                   "thinking") if k in params}
+    if "max_completion_tokens" in params:
+        out["max_tokens"] = params["max_completion_tokens"]
+    if "stop" in params:
+        stop = params["stop"]
         out["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    if isinstance(params.get("user"), str):
+        out["metadata"] = {"user_id": params["user"]}
     return out

@@ -34,8 +34,12 @@ _FINISH: dict[str, FinishReason] = {"STOP": "stop", "MAX_TOKENS": "length", "SAF
                                     "RECITATION": "content_filter", "BLOCKLIST": "content_filter",
                                     "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
                                     "MALFORMED_FUNCTION_CALL": "error", "UNEXPECTED_TOOL_CALL": "error"}
-_PARAMS = {"temperature": "temperature", "top_p": "topP", "max_tokens": "maxOutputTokens",
-           "max_completion_tokens": "maxOutputTokens", "stop": "stopSequences", "seed": "seed"}
+_PARAMS = {"temperature": "temperature", "top_p": "topP", "top_k": "topK", "max_tokens": "maxOutputTokens",
+           "max_completion_tokens": "maxOutputTokens", "stop": "stopSequences", "seed": "seed",
+           "presence_penalty": "presencePenalty", "frequency_penalty": "frequencyPenalty"}
+_NATIVE = ("safetySettings", "toolConfig", "cachedContent", "labels")
+"""Gemini's own request fields, passed as given; other OpenAI-style parameters have no equivalent and are left out
+(the API refuses unknown fields)."""
 
 
 class GeminiAdapter(ProviderAdapter):
@@ -74,8 +78,14 @@ class GeminiAdapter(ProviderAdapter):
         for key, value in params.items():
             if key in _PARAMS:
                 config[_PARAMS[key]] = [value] if key == "stop" and isinstance(value, str) else value
-            elif key not in ("tool_choice", "parallel_tool_calls", "stream", "user"):
+            elif key in _NATIVE:
                 body[key] = value
+        response_format = params.get("response_format") or {}
+        if response_format.get("type") in ("json_object", "json_schema"):
+            config["responseMimeType"] = "application/json"
+            schema = (response_format.get("json_schema") or {}).get("schema")
+            if schema:
+                config["responseJsonSchema"] = schema
         if config:
             body["generationConfig"] = config
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"

@@ -19,8 +19,9 @@ from ..messages import Message
 from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, Usage, join_url, make_call
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "load": "other", "unload": "other"}
-_OPTIONS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed", "stop": "stop",
-            "max_tokens": "num_predict", "max_completion_tokens": "num_predict"}
+_OPTIONS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed", "stop": "stop",
+            "max_tokens": "num_predict", "max_completion_tokens": "num_predict",
+            "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty"}
 _BODY_KEYS = ("format", "keep_alive", "think", "options")
 
 
@@ -47,6 +48,11 @@ class OllamaAdapter(ProviderAdapter):
                 body[key] = value
         if options:
             body["options"] = options
+        response_format = params.get("response_format") or {}
+        if response_format.get("type") == "json_object":
+            body["format"] = "json"
+        elif response_format.get("type") == "json_schema":
+            body["format"] = (response_format.get("json_schema") or {}).get("schema") or "json"
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         return join_url(self.config.base_url, "api/chat"), headers, body
 

@@ -79,3 +79,18 @@ async def test_max_tokens_stop_is_a_truncated_turn(llm: ScriptedLLM) -> None:
     assert invoke.calls == [] and result.steps[0].error_type == "truncated_turn"
     results = llm.requests[1].body["messages"][2]["content"]
     assert results[0]["type"] == "tool_result" and results[0]["is_error"] is True
+
+
+async def test_openai_parameters_are_translated_or_left_out(llm: ScriptedLLM) -> None:
+    from loop_support import adapter_for
+
+    from gateway.messages import Message
+
+    llm.script(Reply(text="ok"))
+    params = {"temperature": 0.1, "max_completion_tokens": 99, "stop": "END", "user": "u1", "seed": 4,
+              "presence_penalty": 0.5, "response_format": {"type": "json_object"}, "logit_bias": {"1": 2}}
+    await adapter_for("anthropic", llm.url).complete("m", [Message(role="user", content="hi")], params=params)
+    body = llm.requests[0].body
+    assert {k: body[k] for k in ("temperature", "max_tokens", "stop_sequences", "metadata")} == {
+        "temperature": 0.1, "max_tokens": 99, "stop_sequences": ["END"], "metadata": {"user_id": "u1"}}
+    assert not {"seed", "presence_penalty", "response_format", "logit_bias", "user", "stop"} & set(body)

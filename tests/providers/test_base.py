@@ -144,3 +144,25 @@ async def test_tools_are_rendered_in_the_dialect(llm: ScriptedLLM, kind: str) ->
         "gemini": lambda: [f["name"] for t in body["tools"] for f in t["functionDeclarations"]],
     }[kind]()
     assert names == ["weather"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_error_inside_the_stream_is_a_provider_error(llm: ScriptedLLM, kind: str) -> None:
+    llm.script(Reply(text="Partial answer that breaks off", chunks=6, stream_error="overloaded mid-stream"))
+    texts: list[str] = []
+
+    async def on_text(text: str) -> None:
+        texts.append(text)
+
+    with pytest.raises(ProviderError, match="overloaded mid-stream") as caught:
+        await adapter_for(kind, llm.url).complete("m", USER, on_text=on_text)
+    assert caught.value.provider == f"test-{kind}"
+
+
+async def test_a_provider_slower_than_its_timeout_is_a_provider_error(llm: ScriptedLLM) -> None:
+    llm.script(Reply(text="late", delay=1.0))
+    adapter = adapter_for("openai", llm.url)
+    adapter.config.timeout = 0.2
+    with pytest.raises(ProviderError, match="no answer"):
+        await adapter.complete("m", USER)
+    assert len(llm.requests) == 1  # a read timeout is not retried: the request may have been processed

@@ -77,7 +77,11 @@ async def test_generation_parameters_are_mapped(llm: ScriptedLLM) -> None:
     from gateway.messages import Message
 
     llm.script(Reply(text="ok"))
-    await adapter_for("gemini", llm.url).complete("model-x", [Message(role="user", content="hi")],
-                                                   params={"temperature": 0.2, "max_tokens": 50, "stop": "END"})
-    assert llm.requests[0].body["generationConfig"] == {"temperature": 0.2, "maxOutputTokens": 50,
-                                                       "stopSequences": ["END"]}
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    params = {"temperature": 0.2, "max_tokens": 50, "stop": "END", "user": "u", "logit_bias": {"1": 1},
+              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    await adapter_for("gemini", llm.url).complete("model-x", [Message(role="user", content="hi")], params=params)
+    body = llm.requests[0].body
+    assert body["generationConfig"] == {"temperature": 0.2, "maxOutputTokens": 50, "stopSequences": ["END"],
+                                        "responseMimeType": "application/json", "responseJsonSchema": schema}
+    assert set(body) == {"contents", "generationConfig"}  # nothing Gemini would refuse as unknown

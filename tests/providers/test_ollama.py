@@ -54,6 +54,8 @@ async def test_parameters_go_to_options(llm: ScriptedLLM) -> None:
 
     llm.script(Reply(text="ok"))
     await adapter_for("ollama", llm.url).complete("m", [Message(role="user", content="hi")],
-                                                   params={"temperature": 0, "max_tokens": 64, "keep_alive": "5m"})
+                                                   params={"temperature": 0, "max_tokens": 64, "keep_alive": "5m",
+                                                           "response_format": {"type": "json_object"}, "user": "u"})
     body = llm.requests[0].body
     assert body["options"] == {"temperature": 0, "num_predict": 64} and body["keep_alive"] == "5m"
+    assert body["format"] == "json" and "user" not in body
