@@ -6,11 +6,14 @@ file:line and key path; see `gateway.manifest_loader`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
+
+_SECRET_HEADER = re.compile(r"authorization|key|token|secret|password|session|cookie", re.IGNORECASE)
 
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2); `gateway.max_delegation_depth`."""
@@ -162,4 +165,12 @@ class Manifest:
                 values.extend(auth.secrets())
         for client in self.clients.values():
             values.append(client.key)
+        # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
+        for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
+            for name, value in headers.items():
+                if value and _SECRET_HEADER.search(name):
+                    values.append(value)
+                    scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
+                    if credential.strip() and scheme.isalpha():
+                        values.append(credential.strip())
         return values

@@ -457,3 +457,18 @@ def test_load_manifest_reads_a_file_and_never_raises(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00bad")
     _, diagnostics = load_manifest(path)
     assert len(diagnostics) == 1 and diagnostics[0].level == "error"
+
+
+def test_secrets_cover_credentials_client_keys_and_credential_headers() -> None:
+    text = """\
+    providers:
+      p: {kind: openai, api_key: sk-1, headers: {X-Org: acme, X-Portkey-Api-Key: pk-2}}
+    apis:
+      shop:
+        auth: [{type: basic, username: u, password: pw-3}, {type: api_key, name: k, value: v-4}]
+        headers: {Authorization: "Token t-5", X-Tenant: acme}
+    clients: {bot: {key: c-6}}
+    """
+    manifest, diagnostics = _parse(text)
+    assert diagnostics == []
+    assert sorted(manifest.secrets()) == ["Token t-5", "c-6", "pk-2", "pw-3", "sk-1", "t-5", "v-4"]
