@@ -183,6 +183,10 @@ class _Loop:
             if refusal is not None:
                 results[index] = refusal
                 steps[index] = _step(call, call.arguments, refusal, self.iteration)
+                # Refused calls are steps too: a streaming client sees them like any other.
+                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                                                                           self.iteration)))
+                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
                 continue
             tool = self.toolset.tools[call.name]
             decision = (decisions or {}).get(call.id)

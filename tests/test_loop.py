@@ -132,8 +132,11 @@ async def test_broken_json_is_reported_then_the_model_recovers(llm: ScriptedLLM,
 async def test_unknown_tool_gets_an_error_listing_valid_names(llm: ScriptedLLM, kind: str) -> None:
     llm.script(Reply(calls=[Call("forecast", {"city": "Paris"})]), Reply(text="Sorry."))
     invoke = StandInInvoke()
-    result = await _run(llm, kind, invoke)
+    events: list[LoopEvent] = []
+    result = await _run(llm, kind, invoke, events=events)
     assert invoke.calls == []
+    assert [(e.type, e.step.tool, e.step.error_type) for e in events] == [
+        ("step_started", "forecast", None), ("step_finished", "forecast", "unknown_tool")]
     sent = _results_sent(kind, llm.requests[1].body)[0]
     assert "forecast" in sent and "weather" in sent and "time" in sent and "unknown_tool" in sent
     assert result.message.content == "Sorry."
