@@ -42,7 +42,8 @@ def add_approvals_parser(commands: Any, add_common: Any) -> None:
     approvals.add_argument("--store", help="the store (default: gateway.store in agents.yaml)")
 
 
-def run_audit(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     from ..store import open_store, store_location
 
     try:
@@ -71,7 +72,8 @@ def run_audit(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def run_approvals(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     if args.action != "list" and not args.id:
         print(f"gateway: `gateway approvals {args.action}` needs the approval id", file=sys.stderr)
         return 2

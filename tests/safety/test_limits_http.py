@@ -1,0 +1,61 @@
+"""Rate limits and the per-run tool-call cap on a running gateway."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from recording_server import RecordingServer
+from scripted_llm import Call, Reply
+from server_support import LenientLLM
+
+from .safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, bearer, safe_gateway
+
+FORECAST = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
+LIMITS = """\
+gateway:
+  rate_limits:
+    client: 3/min
+    tools: {{getForecast: 1/min}}
+"""
+
+
+def test_client_buckets_answer_429_with_retry_after(tmp_path: Path, llm: LenientLLM,
+                                                    upstream: RecordingServer) -> None:
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=SAFE_AGENTS_YAML + LIMITS) as (url, _):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            statuses = [client.get("/agents/weather/tools", headers=bearer(WEATHER_KEY)).status_code
+                        for _ in range(4)]
+            limited = client.get("/v1/models", headers=bearer(WEATHER_KEY))
+            other = client.get("/agents/triage/tools", headers=bearer(TRIAGE_KEY))
+    assert statuses == [200, 200, 200, 429]
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    assert limited.json()["error"]["type"] == "rate_limit_error"
+    assert other.status_code == 200
+
+
+def test_a_tool_over_its_limit_is_refused_to_the_model_not_sent(tmp_path: Path, llm: LenientLLM,
+                                                                upstream: RecordingServer) -> None:
+    llm.script(Reply(calls=[FORECAST]), Reply(calls=[FORECAST]), Reply(text="Enough."))
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=SAFE_AGENTS_YAML + LIMITS) as (url, _):
+        with httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
+            chat = client.post("/v1/chat/completions", headers=bearer(WEATHER_KEY),
+                               json={"model": "weather", "messages": [{"role": "user", "content": "twice"}]})
+            audit = client.get("/audit", headers=bearer(WEATHER_KEY)).json()["data"]
+    steps = chat.json()["gateway"]["steps"]
+    assert [s["error_type"] for s in steps] == [None, "rate_limited"]
+    assert len([r for r in upstream.requests if r.path.startswith("/meteo")]) == 1
+    assert [r["status"] for r in audit if r["kind"] == "tool"] == ["rate_limited", "ok"]
+
+
+def test_the_tool_call_cap_of_a_run(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    capped = SAFE_AGENTS_YAML.replace("    max_iterations: 4\n", "    max_iterations: 4\n    max_tool_calls: 1\n")
+    assert capped != SAFE_AGENTS_YAML
+    llm.script(Reply(calls=[FORECAST, FORECAST]), Reply(text="One was enough."))
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=capped) as (url, _):
+        with httpx.Client(base_url=url, headers=bearer(WEATHER_KEY), timeout=30) as client:
+            chat = client.post("/v1/chat/completions",
+                               json={"model": "weather", "messages": [{"role": "user", "content": "twice"}]})
+    steps = chat.json()["gateway"]["steps"]
+    assert sorted(str(s["error_type"]) for s in steps) == ["None", "rate_limited"]
+    assert len([r for r in upstream.requests if r.path.startswith("/meteo")]) == 1

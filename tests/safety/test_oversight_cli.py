@@ -1,0 +1,88 @@
+"""`gateway audit` and `gateway approvals` against the store a gateway wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from recording_server import RecordingServer
+from scripted_llm import Call, Reply
+from server_support import LenientLLM, running, write_project
+
+from gateway.cli import main
+
+from .safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, bearer, build_app
+
+COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+WITH_STORE = SAFE_AGENTS_YAML + "gateway:\n  store: ./.gateway/state.db\n  audit_retention_days: 7\n"
+
+
+def _pause_a_run(folder: Path, llm: LenientLLM, upstream: RecordingServer, runs: int = 1) -> list[str]:
+    write_project(folder, llm.url, upstream.url, WITH_STORE)
+    app, safety = build_app(folder, store=folder / ".gateway" / "state.db")
+    ids = []
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
+        for _ in range(runs):
+            llm.script(Reply(calls=[COMMENT]))
+            chat = client.post("/v1/chat/completions",
+                               json={"model": "triage", "messages": [{"role": "user", "content": "triage"}]})
+            ids.append(chat.json()["gateway"]["pending_approvals"][0]["id"])
+    safety.store.close()  # type: ignore[attr-defined]
+    return ids
+
+
+def _cli(folder: Path, *args: str) -> list[str]:
+    return [args[0], "--specs", str(folder / "specs"), "--agents", str(folder / "agents.yaml"), "--no-cache",
+            *args[1:]]
+
+
+def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = _pause_a_run(tmp_path, llm, upstream, runs=2)
+    assert main(_cli(tmp_path, "approvals")) == 0
+    listing = capsys.readouterr().out
+    assert first in listing and second in listing and "triage/createIssueComment" in listing
+
+    llm.script(Reply(text="Commented from the CLI."))
+    assert main(_cli(tmp_path, "approvals", "approve", first, "--args",
+                     json.dumps({**COMMENT.args, "body": "Edited."}))) == 0
+    assert "Commented from the CLI." in capsys.readouterr().out
+    assert [json.loads(r.body) for r in upstream.requests if r.method == "POST"] == [{"body": "Edited."}]
+
+    llm.script(Reply(text="Fine, no comment."))
+    assert main(_cli(tmp_path, "approvals", "deny", second, "--reason", "duplicate", "--json")) == 0
+    denied = json.loads(capsys.readouterr().out)
+    assert denied["choices"][0]["message"]["content"] == "Fine, no comment."
+
+    assert main(_cli(tmp_path, "approvals", "approve", first)) == 1
+    assert "already decided" in capsys.readouterr().err
+    assert main(_cli(tmp_path, "approvals", "approve", "apr_forged")) == 1
+    assert main(_cli(tmp_path, "approvals", "--json")) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert len([r for r in upstream.requests if r.method == "POST"]) == 1
+
+
+def test_audit_from_the_terminal(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (approval_id,) = _pause_a_run(tmp_path, llm, upstream)
+    assert main(_cli(tmp_path, "audit", "--json", "--limit", "10")) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["kind"], r["status"]) for r in rows] == [("chat", "paused"), ("tool", "approval_pending")]
+    assert rows[1]["approval"] == approval_id and rows[1]["client"] == "triage-bot"
+    assert main(_cli(tmp_path, "audit", "--agent", "weather")) == 0
+    assert capsys.readouterr().out == ""
+    assert main(_cli(tmp_path, "audit")) == 0
+    assert "triage-bot" in capsys.readouterr().out
+
+
+def test_bad_cli_input_is_a_message_not_a_traceback(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    write_project(tmp_path, llm.url, upstream.url, WITH_STORE)
+    assert main(_cli(tmp_path, "approvals", "approve")) == 2
+    assert main(_cli(tmp_path, "approvals", "approve", "x", "--args", "[1]")) == 2
+    assert main(_cli(tmp_path, "approvals", "deny", "x", "--args", "{}")) == 2
+    assert main(_cli(tmp_path, "audit", "--limit", "0")) == 2
+    err = capsys.readouterr().err
+    assert "needs the approval id" in err and "JSON object" in err and "--limit" in err
