@@ -305,3 +305,35 @@ def test_gateway_tools_for_an_agent_prints_exactly_its_selected_set(
     assert [t["function"]["name"] for t in printed] == ["fetch_item", "listItems", "ask_auditor"]
     assert main(["tools", *common, "--agent", "nobody"]) == 1
     assert b"no agent named 'nobody'" in capsysbinary.readouterr().err
+
+
+@pytest.mark.corpus
+def test_selecting_from_the_real_github_spec(corpus: Path, tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
+    catalog = compile_specs(specs, use_cache=False)
+    toolsets, diagnostics = _build("""\
+    triage:
+      model: p/m
+      tools:
+        - api: github
+          tags: [issues]
+          methods: [GET]
+          exclude: ["*comment*"]
+          args: {owner: octocat}
+          override: {"issues/get": {rename: get_issue}}
+    """, catalog)
+    assert not [d for d in diagnostics if d.level == "error"]
+    tools = list(toolsets["triage"])
+    assert tools and len({t.name for t in tools}) == len(tools)
+    expected = [t for t in catalog.for_api("github") if t.method == "GET" and "issues" in t.tags
+                and "comment" not in (t.operation_id or "") and "comment" not in t.name]
+    assert [t.tool for t in tools] == expected
+    assert "get_issue" in toolsets["triage"].names
+    for agent_tool in tools:
+        assert agent_tool.tool is not None
+        if "owner" in agent_tool.tool.input_schema.get("properties", {}):
+            assert agent_tool.fixed_args == {"owner": "octocat"}
+            assert "owner" not in agent_tool.input_schema["properties"]
+            assert "owner" not in agent_tool.input_schema.get("required", [])
