@@ -167,8 +167,8 @@ class _Reporter:
 def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, diagnostics: list[Diagnostic]) -> Toolset:
     chosen: dict[str, tuple[AgentTool, ToolSelection]] = {}  # by catalog tool name
     for selection in agent.tools:
-        if not catalog.for_api(selection.api):
-            continue
+        if selection.api not in catalog.apis and not catalog.for_api(selection.api):
+            continue  # an unknown api: load_manifest reports it
         report = _Reporter(manifest, selection, diagnostics)
         tools = select_tools(selection, catalog)
         _check_selection(selection, tools, catalog, report)

@@ -337,3 +337,12 @@ def test_selecting_from_the_real_github_spec(corpus: Path, tmp_path: Path) -> No
             assert agent_tool.fixed_args == {"owner": "octocat"}
             assert "owner" not in agent_tool.input_schema["properties"]
             assert "owner" not in agent_tool.input_schema.get("required", [])
+
+
+def test_an_api_whose_spec_yields_no_tools_is_a_warning() -> None:
+    catalog = _catalog()
+    catalog.apis["empty"] = ApiSpec(name="empty", file="empty.yaml")
+    toolsets, diagnostics = _build("a: {model: p/m, tools: [empty]}", catalog)
+    assert toolsets["a"].names == []
+    assert [(d.level, d.pointer) for d in diagnostics] == [("warning", "agents.a.tools[0]")]
+    assert "0 operations" in diagnostics[0].message
