@@ -59,7 +59,7 @@ from typing import Any, cast
 from ._checker import Checker, suggest
 from ._delegation import check_delegation
 from ._manifest_auth import read_auth
-from ._yamlnodes import KeyPath, format_path, load_yaml
+from ._yamlnodes import MISSING, KeyPath, format_path, load_yaml
 from .catalog import Catalog, Diagnostic, Tool
 from .manifest import (
     AgentConfig,
@@ -322,6 +322,7 @@ def _read_selection(c: Checker, value: Any, path: KeyPath, catalog: Catalog | No
                 c.error((*path, "methods", index), f"{method!r} is not an HTTP method ({', '.join(HTTP_METHODS)})")
         methods = [method.upper() for method in methods]
     args = c.mapping(m.get("args"), (*path, "args")) or {}
+    args = {key: value for key, value in args.items() if not _holds_missing(value)}  # already reported
     selection = ToolSelection(
         api=api, operations=c.strings(m, path, "operations"), tags=c.strings(m, path, "tags"), methods=methods,
         paths=c.strings(m, path, "paths"), exclude=c.strings(m, path, "exclude") or [], args=dict(args),
@@ -330,6 +331,14 @@ def _read_selection(c: Checker, value: Any, path: KeyPath, catalog: Catalog | No
     prefix = len(path)
     selection.key_lines = {format_path(key[prefix:]): line for key, line in c.lines.items() if key[:prefix] == path}
     return selection
+
+
+def _holds_missing(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_missing(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_missing(item) for item in value)
+    return value is MISSING
 
 
 def _read_overrides(c: Checker, m: dict[str, Any], path: KeyPath) -> dict[str, ToolOverride]:

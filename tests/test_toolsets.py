@@ -346,3 +346,9 @@ def test_an_api_whose_spec_yields_no_tools_is_a_warning() -> None:
     assert toolsets["a"].names == []
     assert [(d.level, d.pointer) for d in diagnostics] == [("warning", "agents.a.tools[0]")]
     assert "0 operations" in diagnostics[0].message
+
+
+def test_a_fixed_arg_whose_variable_is_missing_is_reported_once() -> None:
+    _, diagnostics = _build("a: {model: p/m, tools: [{api: shop, operations: [listItems], args: {tenant: ${TENANT}}}]}")
+    assert [(d.level, d.pointer) for d in diagnostics] == [("error", "agents.a.tools[0].args.tenant")]
+    assert "TENANT" in diagnostics[0].message
