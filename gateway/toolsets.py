@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-import jsonschema
-
 from ._checker import suggest
 from .catalog import Catalog, Diagnostic, JSONSchema, Tool
 from .manifest import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
@@ -264,6 +262,8 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
 
 
 def _invalid_value(tool: Tool, name: str, value: Any) -> str | None:
+    import jsonschema  # only when a manifest has fixed args: keeps `import gateway` light
+
     schema = dict((tool.input_schema.get("properties") or {}).get(name) or {})
     if "$defs" in tool.input_schema:
         schema["$defs"] = tool.input_schema["$defs"]
