@@ -22,7 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .. import loop
+from ..loop_types import LoopEvent, RunResult
 from ..manifest import AgentConfig
+from ..providers.base import Usage
 from .errors import APIError, api_error_from
 from .messages import parse_messages, parse_params
 from .routes import read_json, state_of
@@ -127,7 +129,7 @@ def _is_loopback(url: str) -> bool:
     return host in _LOOPBACK_HOSTS
 
 
-def completion_body(run: _Run, result: Any) -> dict[str, Any]:
+def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
     message = result.message
     return {
         "id": run.id,
@@ -137,44 +139,21 @@ def completion_body(run: _Run, result: Any) -> dict[str, Any]:
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": message.content or "", "refusal": None},
-            "finish_reason": _finish_reason(result),
+            "finish_reason": "stop",  # the loop ran to an answer (or a pause, or a cut: see `gateway`)
             "logprobs": None,
         }],
-        "usage": usage_dict(getattr(result, "usage", None)),
+        "usage": usage_dict(result.usage),
         "gateway": gateway_extension(result),
     }
 
 
-def gateway_extension(result: Any) -> dict[str, Any]:
-    return {
-        "steps": [to_jsonable(step) for step in getattr(result, "steps", [])],
-        "pending_approvals": [to_jsonable(p) for p in getattr(result, "pending_approvals", [])],
-        "cut": bool(getattr(result, "cut", False)),
-    }
+def gateway_extension(result: RunResult) -> dict[str, Any]:
+    return result.gateway_extension()
 
 
-def usage_dict(usage: Any) -> dict[str, int]:
-    prompt = int(getattr(usage, "input_tokens", 0) or 0)
-    completion = int(getattr(usage, "output_tokens", 0) or 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _finish_reason(result: Any) -> str:
-    reason = getattr(result, "finish_reason", None)
-    return "length" if reason == "length" else "stop"
-
-
-def to_jsonable(value: Any) -> Any:
-    """Steps and approvals as plain JSON, whatever object the loop keeps them in."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: to_jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
-    return value
+def usage_dict(usage: Usage) -> dict[str, int]:
+    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens}
 
 
 async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]:
@@ -203,10 +182,10 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     if chunk is not None:
                         yield chunk
                 elif kind == "done":
-                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": _finish_reason(item)}],
+                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}],
                                     gateway=gateway_extension(item))
                     if include_usage:
-                        yield run.chunk([], usage=usage_dict(getattr(item, "usage", None)))
+                        yield run.chunk([], usage=usage_dict(item.usage))
                 else:
                     yield _sse(item.body())
         yield b"data: [DONE]\n\n"
@@ -216,17 +195,18 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
         await asyncio.gather(task, return_exceptions=True)
 
 
-def _event_chunk(run: _Run, event: Any) -> bytes | None:
-    kind = getattr(event, "type", None) or getattr(event, "kind", None)
-    if kind in ("text", "text_delta", "delta"):
-        text = getattr(event, "text", None) or getattr(event, "delta", None)
-        if not text:
+def _event_chunk(run: _Run, event: LoopEvent) -> bytes | None:
+    """Text goes to `delta.content`; a step or an approval to its own chunk, `choices` empty."""
+    if event.type == "text":
+        if not event.text:
             return None
-        return run.chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-    payload = to_jsonable(event)
-    if isinstance(payload, dict):
-        payload = {k: v for k, v in payload.items() if k not in ("type", "kind")}
-    return run.chunk([], gateway={"event": kind, **(payload if isinstance(payload, dict) else {"data": payload})})
+        return run.chunk([{"index": 0, "delta": {"content": event.text}, "finish_reason": None}])
+    payload: dict[str, Any] = {"event": event.type}
+    if event.step is not None:
+        payload["step"] = event.step.to_dict()
+    if event.approvals:
+        payload["pending_approvals"] = [p.to_dict() for p in event.approvals]
+    return run.chunk([], gateway=payload)
 
 
 def _sse(data: dict[str, Any]) -> bytes:

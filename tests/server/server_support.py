@@ -122,8 +122,9 @@ def running(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(folder: Path, llm_url: str, upstream_url: str, **options: Any) -> Iterator[tuple[str, Any]]:
-    specs, agents = write_project(folder, llm_url, upstream_url)
+def gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str = AGENTS_YAML,
+            **options: Any) -> Iterator[tuple[str, Any]]:
+    specs, agents = write_project(folder, llm_url, upstream_url, agents_yaml)
     runtime = load_runtime(specs, agents, use_cache=False)
     options.setdefault("watch", False)
     app = create_app(RuntimeHolder(runtime), **options)

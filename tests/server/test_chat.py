@@ -8,8 +8,9 @@ import httpx
 import openai
 import pytest
 from recording_server import RecordingServer
+from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
-from server_support import ROOT, LenientLLM, running
+from server_support import AGENTS_YAML, FORECAST, ROOT, LenientLLM, gateway, running
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -165,3 +166,27 @@ async def test_example_without_environment_says_what_is_missing(tmp_path: Path) 
         error = response.json()["error"]
         assert error["code"] == "provider_not_configured"
         assert "OPENAI_API_KEY" in error["message"] and "ollama" in error["message"].lower()
+
+
+async def test_streamed_pause_reports_the_approval_as_its_own_event(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    comment = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+    llm.script(Reply(calls=[comment]))
+    chunks = list(_client(url).chat.completions.create(
+        model="triage", messages=[{"role": "user", "content": "Answer #7"}], stream=True))
+    events = [c.model_extra["gateway"] for c in chunks if not c.choices and c.model_extra.get("gateway")]
+    assert [e["event"] for e in events] == ["approval_pending"]
+    assert events[0]["pending_approvals"][0]["tool"] == "createIssueComment"
+    final = [c for c in chunks if c.choices and c.choices[0].finish_reason][-1]
+    assert final.model_extra["gateway"]["pending_approvals"][0]["id"] == events[0]["pending_approvals"][0]["id"]
+
+
+async def test_run_past_its_deadline_is_504(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    upstream.route("/meteo/", UpstreamReply(200, FORECAST, delay=3.0))
+    agents_yaml = AGENTS_YAML.replace("max_iterations: 4", "max_iterations: 4\n    timeout: 0.5")
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=agents_yaml) as (url, _):
+        llm.script(Reply(calls=[FORECAST_CALL]))
+        response = httpx.post(f"{url}/v1/chat/completions", timeout=30,
+                              json={"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]})
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "deadline_exceeded"
