@@ -3,34 +3,47 @@
 from __future__ import annotations
 
 from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
+from .invoke import ToolRunner
+from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .manifest import AgentConfig, Manifest
 from .manifest_loader import load_manifest
 from .messages import Message, ToolCall, ToolResult
+from .providers import AdapterPool, ProviderAdapter, get_adapter
 from .runtime import Runtime, RuntimeHolder, load_runtime
 from .toolsets import AgentTool, Toolset, build_toolsets
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdapterPool",
     "AgentConfig",
     "AgentTool",
     "ApiSpec",
     "Argument",
     "BodyBinding",
     "Catalog",
+    "Decision",
     "Diagnostic",
     "Encoding",
+    "LoopError",
+    "LoopEvent",
     "Manifest",
     "Message",
+    "PendingApproval",
+    "ProviderAdapter",
+    "RunResult",
     "Runtime",
     "RuntimeHolder",
     "Server",
+    "Step",
     "Tool",
     "ToolCall",
     "ToolResult",
+    "ToolRunner",
     "Toolset",
     "__version__",
     "build_toolsets",
+    "get_adapter",
     "load_manifest",
     "load_runtime",
 ]
