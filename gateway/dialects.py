@@ -100,11 +100,11 @@ def openai_tool(t: ToolLike, strict: bool = False) -> dict[str, Any]:
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     """The OpenAI strict-mode form of an input schema, or None when strict mode cannot express it."""
+    defs = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
     try:
-        converted = _strict(schema, optional=False)
-        defs = schema.get("$defs")
-        if isinstance(defs, dict):
-            converted["$defs"] = {name: _strict(value, optional=False) for name, value in defs.items()}
+        converted = _strict(schema, False, defs)
+        if defs:
+            converted["$defs"] = {name: _strict(value, False, defs) for name, value in defs.items()}
     except _Unfit:
         return None
     if converted.get("type") != "object":
@@ -112,22 +112,21 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     return converted
 
 
-def _strict(node: Any, optional: bool) -> dict[str, Any]:
+def _strict(node: Any, optional: bool, defs: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(node, dict) or not node:
         raise _Unfit("a schema without a type")
+    if "allOf" in node:
+        node = _merge_all_of(node, defs, set())
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
             required = set(node.get("required", ()))
-            out["properties"] = {name: _strict(sub, optional=name not in required) for name, sub in value.items()}
+            out["properties"] = {name: _strict(sub, name not in required, defs) for name, sub in value.items()}
             out["required"] = list(value)
         elif key in ("anyOf", "oneOf"):
-            out["anyOf"] = [_strict(sub, optional=False) for sub in value]
-        elif key == "allOf":
-            merged = _merge_all_of(value)
-            out.update(_strict(merged, optional=False))
+            out["anyOf"] = [_strict(sub, False, defs) for sub in value]
         elif key == "items":
-            out["items"] = _strict(value, optional=False)
+            out["items"] = _strict(value, False, defs)
         elif key == "$ref":
             out["$ref"] = value
         elif key == "format":
@@ -150,10 +149,30 @@ def _strict(node: Any, optional: bool) -> dict[str, Any]:
     return _nullable(out) if optional else out
 
 
-def _merge_all_of(parts: list[Any]) -> dict[str, Any]:
+def _merge_all_of(node: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> dict[str, Any]:
+    """Flatten `allOf` (following `$defs` references) into one object schema, as strict mode has no `allOf`."""
+    parts = node["allOf"]
+    if len(parts) == 1 and set(node) <= {"allOf", "description", "title"} and isinstance(parts[0], dict):
+        single = parts[0]
+        if "$ref" not in single or len(single) > 1:
+            return {**single, **{k: v for k, v in node.items() if k != "allOf"}}
+        return {"$ref": single["$ref"], **{k: v for k, v in node.items() if k != "allOf"}}
     merged: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
-    for part in parts:
-        if not isinstance(part, dict) or "$ref" in part or part.get("type", "object") != "object":
+    for key in ("description", "title"):
+        if key in node:
+            merged[key] = node[key]
+    for part in [*parts, {k: v for k, v in node.items() if k != "allOf"}]:
+        while isinstance(part, dict) and set(part) - {"description", "title"} == {"$ref"}:
+            name = part["$ref"].rsplit("/", 1)[-1]
+            if name in seen or name not in defs:
+                raise _Unfit("allOf through a recursive reference")
+            seen = seen | {name}
+            part = defs[name]
+        if not isinstance(part, dict):
+            raise _Unfit("allOf of non-objects")
+        if "allOf" in part:
+            part = _merge_all_of(part, defs, seen)
+        if part.get("type", "object") != "object":
             raise _Unfit("allOf of non-objects")
         if set(part) - {"type", "properties", "required", "description", "additionalProperties", "title"}:
             raise _Unfit("allOf with other keywords")

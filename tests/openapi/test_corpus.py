@@ -1,0 +1,140 @@
+"""The compiler over every real-world spec in ../shared/corpus (skipped when the folder is absent)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+import pytest
+from google.genai import types as genai_types
+from jsonschema import Draft202012Validator
+from mcp import types as mcp_types
+
+from gateway.catalog import Catalog, Tool
+from gateway.dialects import render_tools
+from gateway.openapi import NAME_PATTERN, compile_specs
+
+pytestmark = [pytest.mark.corpus, pytest.mark.slow]
+
+GEMINI_SCHEMA_KEYS = {"type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+                      "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
+                      "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum"}
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+GEMINI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"}
+
+
+_COMPILED: dict[Path, Catalog] = {}
+
+
+@pytest.fixture
+def catalog(corpus: Path) -> Catalog:
+    # `corpus` is function-scoped (it skips when absent); compile once per run all the same.
+    if corpus not in _COMPILED:
+        _COMPILED[corpus] = compile_specs(corpus, use_cache=False)
+    return _COMPILED[corpus]
+
+
+def _schemas(node: Any) -> Iterator[dict[str, Any]]:
+    """Every subschema of a (2020-12 or Gemini) schema, $defs included."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, dict):
+            continue
+        yield current
+        for key in ("properties", "$defs", "patternProperties", "dependentSchemas"):
+            stack.extend((current.get(key) or {}).values())
+        for key in ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"):
+            if isinstance(current.get(key), dict):
+                stack.append(current[key])
+        for key in ("allOf", "anyOf", "oneOf", "prefixItems"):
+            stack.extend(current.get(key) or ())
+
+
+def test_corpus_operations_become_tools(catalog: Catalog) -> None:
+    operations = sum(spec.operation_count for spec in catalog.apis.values())
+    assert len(catalog.apis) >= 60
+    assert operations > 19000
+    assert len(catalog) >= 0.995 * operations
+    for spec in catalog.apis.values():
+        assert spec.tool_count >= 0.99 * spec.operation_count, spec.file
+
+
+def test_corpus_names_valid_and_unique(catalog: Catalog) -> None:
+    names = [tool.name for tool in catalog]
+    assert len(names) == len(set(names))
+    assert all(NAME_PATTERN.match(name) for name in names)
+
+
+def _unique_schemas(tools: list[Tool]) -> Iterator[Any]:
+    """Each tool's roots without `$defs`, then each shared `$defs` object once (they are shared between tools)."""
+    seen: set[int] = set()
+    for tool in tools:
+        for schema in (tool.input_schema, tool.output_schema):
+            if schema is None:
+                continue
+            yield {k: v for k, v in schema.items() if k != "$defs"}
+            for definition in schema.get("$defs", {}).values():
+                if id(definition) not in seen:
+                    seen.add(id(definition))
+                    yield definition
+
+
+def test_corpus_schemas_pass_draft_2020_12_meta_validation(catalog: Catalog) -> None:
+    # Every schema of every tool, with the Rust validator (python-jsonschema needs ~5 minutes for this corpus).
+    for schema in _unique_schemas(list(catalog)):
+        jsonschema_rs.meta.validate(schema if isinstance(schema, bool) else {"$schema": DRAFT_2020_12, **schema})
+    assert all(tool.input_schema["type"] == "object" for tool in catalog)
+
+
+def test_corpus_schemas_pass_check_schema_sample(catalog: Catalog) -> None:
+    # python-jsonschema's own `check_schema` on a deterministic sample: every 50th tool of each spec.
+    sample = [tool for spec in catalog.apis for tool in catalog.for_api(spec)[::50]]
+    assert len(sample) > 350
+    for schema in _unique_schemas(sample):
+        Draft202012Validator.check_schema(schema)
+
+
+def test_corpus_openai_rendering(catalog: Catalog) -> None:
+    strict = 0
+    for rendered in render_tools(catalog, "openai", strict=True):
+        function = rendered["function"]
+        assert NAME_PATTERN.match(function["name"])
+        assert function["parameters"]["type"] == "object"
+        if not function["strict"]:
+            continue
+        strict += 1
+        for schema in _schemas(function["parameters"]):
+            if "properties" in schema:
+                assert schema["additionalProperties"] is False
+                assert schema["required"] == list(schema["properties"])
+            assert "allOf" not in schema and "oneOf" not in schema
+    assert strict >= 0.7 * len(catalog)
+
+
+def test_corpus_gemini_rendering(catalog: Catalog) -> None:
+    subset = 0
+    for rendered in render_tools(catalog, "gemini"):
+        assert not ("parameters" in rendered and "parametersJsonSchema" in rendered)
+        if "parameters" in rendered:
+            subset += 1
+            for schema in _schemas(rendered["parameters"]):
+                assert set(schema) <= GEMINI_SCHEMA_KEYS, set(schema) - GEMINI_SCHEMA_KEYS
+                assert schema.get("type", "STRING") in GEMINI_TYPES
+                assert all(isinstance(v, str) for v in schema.get("enum", ()))
+                assert schema.get("type") != "OBJECT" or schema.get("properties")
+        else:
+            schema = rendered.get("parametersJsonSchema")
+            assert schema is None or schema["type"] == "object" and "$schema" not in schema
+        genai_types.FunctionDeclaration.model_validate(rendered)
+    assert subset > 0
+
+
+def test_corpus_mcp_rendering(catalog: Catalog) -> None:
+    for rendered in render_tools(catalog, "mcp"):
+        assert rendered["inputSchema"]["type"] == "object"
+        if "outputSchema" in rendered:
+            assert rendered["outputSchema"]["type"] == "object"
+        mcp_types.Tool.model_validate(rendered)
