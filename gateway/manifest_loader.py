@@ -43,9 +43,11 @@ gateway:                                # gateway-wide settings, free-form for t
   max_delegation_depth: 3               # the only key checked here
 ```
 
-`${VAR}` and `${VAR:-default}` are read from the environment at load time; a missing variable without a
-default is an error naming the variable and the key (see `gateway._yamlnodes`). With a `catalog`, the
-api names, security and every tool selection are checked against the compiled specs too.
+`${VAR}` and `${VAR:-default}` are read from the environment at load time, in any string value (write
+`$${` for a literal `${`); a missing variable without a default is an error naming the variable and the
+key (see `gateway._yamlnodes`). A credential whose secrets all come out empty (`token: ${TOKEN:-}`) counts
+as not configured. With a `catalog`, the api names, security and every tool selection are checked
+against the compiled specs too. Diagnostics come sorted by line.
 """
 
 from __future__ import annotations
