@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+from google.genai import types as genai_types
+from mcp import types as mcp_types
+
+from gateway.dialects import (
+    drop_strict_nulls,
+    gemini_function,
+    mcp_structured_content,
+    mcp_tool,
+    openai_tool,
+    render_tools,
+)
+from gateway.openapi import compile_document
+from gateway.toolsets import AgentTool
+
+SPEC = {
+    "openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+    "components": {"schemas": {
+        "Node": {"type": "object", "properties": {"next": {"$ref": "#/components/schemas/Node"}}},
+        "Base": {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}},
+    }},
+    "paths": {
+        "/items/{id}": {"get": {"operationId": "getItem", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "format": "int64"}},
+            {"name": "q", "in": "query", "schema": {"type": "string", "minLength": 2, "nullable": True}},
+            {"name": "kind", "in": "query", "schema": {"type": "string", "enum": ["a", "b"]}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {
+                "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Node"}}}}}}}},
+        "/nodes": {"post": {"operationId": "addNode", "requestBody": {"content": {"application/json": {
+            "schema": {"type": "object", "properties": {
+                "node": {"$ref": "#/components/schemas/Node"},
+                "count": {"type": "integer", "exclusiveMinimum": True, "minimum": 0},
+                "ext": {"allOf": [{"$ref": "#/components/schemas/Base"},
+                                  {"type": "object", "properties": {"name": {"type": "string"}}}]}}}}}},
+            "responses": {"201": {"description": "ok", "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Base"}}}}}}},
+        "/free": {"put": {"operationId": "free", "requestBody": {"content": {"application/json": {
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}}}}},
+            "responses": {"204": {"description": "no content"}}}},
+        "/ping": {"get": {"operationId": "ping", "responses": {"204": {"description": "ok"}}}},
+    },
+}
+
+
+@pytest.fixture
+def tools():
+    catalog = compile_document(SPEC, api="t", file="t.yaml")
+    assert not catalog.errors
+    return catalog.tools
+
+
+def test_openai_strict_closes_objects_and_makes_optionals_nullable(tools) -> None:
+    rendered = openai_tool(tools["getItem"], strict=True)["function"]
+    params = rendered["parameters"]
+    assert rendered["strict"] is True
+    assert params["additionalProperties"] is False
+    assert params["required"] == ["id", "q", "kind"]
+    assert params["properties"]["id"] == {"type": "integer"}  # int64 is not a strict-mode format
+    assert params["properties"]["q"] == {"type": ["string", "null"]}  # minLength dropped, already nullable
+    assert params["properties"]["kind"] == {"type": ["string", "null"], "enum": ["a", "b", None]}
+    assert tools["getItem"].input_schema["required"] == ["id"]  # the catalog's schema is untouched
+
+
+def test_openai_strict_handles_defs_and_all_of(tools) -> None:
+    params = openai_tool(tools["addNode"], strict=True)["function"]["parameters"]
+    assert params["$defs"]["Node"]["additionalProperties"] is False
+    assert params["properties"]["node"] == {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}
+    ext = params["properties"]["ext"]
+    assert ext["type"] == ["object", "null"] and ext["additionalProperties"] is False
+    assert set(ext["properties"]) == {"id", "name"} and ext["required"] == ["id", "name"]
+    assert ext["properties"]["name"] == {"type": ["string", "null"]}
+
+
+def test_openai_strict_falls_back_for_free_form_objects(tools) -> None:
+    rendered = openai_tool(tools["free"], strict=True)["function"]
+    assert rendered["strict"] is False and rendered["parameters"] is tools["free"].input_schema
+    assert "strict" not in openai_tool(tools["free"])["function"]
+
+
+def test_drop_strict_nulls_only_for_optional_properties(tools) -> None:
+    schema = tools["getItem"].input_schema
+    assert drop_strict_nulls(schema, {"id": 1, "q": None, "kind": "a"}) == {"id": 1, "kind": "a"}
+
+
+def test_gemini_uses_the_subset_when_it_fits(tools) -> None:
+    rendered = gemini_function(tools["getItem"])
+    params = rendered["parameters"]
+    assert params["type"] == "OBJECT" and "additionalProperties" not in params
+    assert params["properties"]["id"] == {"type": "INTEGER", "format": "int64"}
+    assert params["properties"]["q"] == {"type": "STRING", "minLength": 2, "nullable": True}
+    genai_types.FunctionDeclaration.model_validate(rendered)
+
+
+def test_gemini_falls_back_to_json_schema_for_refs_and_exclusive_bounds(tools) -> None:
+    rendered = gemini_function(tools["addNode"])
+    assert "parameters" not in rendered
+    assert rendered["parametersJsonSchema"]["$defs"]["Node"]
+    assert "parameters" not in gemini_function(tools["ping"]) and "parametersJsonSchema" not in gemini_function(
+        tools["ping"])
+
+
+def test_mcp_wraps_non_object_outputs(tools) -> None:
+    rendered = mcp_tool(tools["getItem"])
+    out = rendered["outputSchema"]
+    assert out["type"] == "object" and out["properties"]["result"]["type"] == "array"
+    assert "Node" in out["$defs"] and "$defs" not in out["properties"]["result"]
+    assert mcp_structured_content(tools["getItem"].output_schema, [1]) == {"result": [1]}
+    assert rendered["annotations"]["readOnlyHint"] is True
+    obj = mcp_tool(tools["addNode"])
+    assert obj["outputSchema"]["properties"]["id"] == {"type": "integer"}
+    assert mcp_structured_content(tools["addNode"].output_schema, {"id": 1}) == {"id": 1}
+    assert "outputSchema" not in mcp_tool(tools["ping"])
+    for tool in tools.values():
+        mcp_types.Tool.model_validate(mcp_tool(tool))
+
+
+def test_render_tools_every_format_and_agent_tools(tools) -> None:
+    agent_tool = AgentTool(name="ask_sub", description="Delegate.", input_schema={
+        "type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}, delegate="sub")
+    items = [*tools.values(), agent_tool]
+    assert render_tools(items, "json")[0]["method"] == "GET"
+    assert render_tools(items, "json")[-1]["name"] == "ask_sub"
+    assert render_tools(items, "anthropic")[-1] == {"name": "ask_sub", "description": "Delegate.",
+                                                    "input_schema": agent_tool.input_schema}
+    assert render_tools(items, "openai", strict=True)[-1]["function"]["strict"] is True
+    assert render_tools(items, "gemini")[-1]["parameters"]["required"] == ["task"]
+    assert "annotations" not in render_tools(items, "mcp")[-1]
+    with pytest.raises(ValueError, match="unknown format"):
+        render_tools(items, "xml")
