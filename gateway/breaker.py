@@ -127,7 +127,8 @@ def is_failure(result: ToolResult) -> bool:
 
 class GuardedExecutor:
     def __init__(self, executor: Any, manifest: Manifest, *, limiter: RateLimiter | None = None,
-                 audit: AuditLog | None = None, settings: GuardSettings | None = None) -> None:
+                 audit: AuditLog | None = None, settings: GuardSettings | None = None,
+                 breakers: dict[str, CircuitBreaker] | None = None) -> None:
         """Wrap `executor` (anything with `async execute(tool, arguments, *, timeout, max_result_bytes)`).
 
         Parameters:
@@ -136,13 +137,14 @@ class GuardedExecutor:
             limiter: charges each call to its tool's bucket; None: no tool limits.
             audit: records every call; None: no audit.
             settings: breaker thresholds and the default concurrency per api.
+            breakers: per-api breakers to share (e.g. across hot reloads); default: this executor's own.
         """
         self.inner = executor
         self.manifest = manifest
         self.limiter = limiter
         self.audit = audit
         self.settings = settings or GuardSettings.from_settings(manifest.settings)
-        self._breakers: dict[str, CircuitBreaker] = {}
+        self._breakers: dict[str, CircuitBreaker] = breakers if breakers is not None else {}
         self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
 
     def __getattr__(self, name: str) -> Any:

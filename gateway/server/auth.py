@@ -152,7 +152,7 @@ class AuthMiddleware:
         scope["gateway.agents"] = client.visible_agents() if client else None
         with bind_caller(client=client.name if client else None, agent=agent, started=time.perf_counter()):
             list_key = _FILTERED_LISTS.get(scope["path"].rstrip("/") or "/")
-            if client is not None and list_key and scope["method"] == "GET":
+            if client is not None and list_key and scope.get("method") == "GET":
                 await self.app(scope, receive, _filtering_send(send, client, list_key))
             elif self.on_chat_error is not None and scope["path"].rstrip("/") == "/v1/chat/completions":
                 status = 0

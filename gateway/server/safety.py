@@ -29,7 +29,8 @@ from starlette.routing import Route
 from .. import loop
 from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome, approval_dict
 from ..audit import AuditLog, bind_caller, current_caller, retention_days
-from ..breaker import GuardedExecutor, GuardSettings
+from ..breaker import CircuitBreaker, GuardedExecutor, GuardSettings
+from ..errors import ConfigError
 from ..http.redact import Redactor
 from ..logredact import redact_logs
 from ..loop_types import Decision
@@ -66,7 +67,10 @@ class Safety:
         self._manifest: Manifest | None = None
         self.keys = ClientKeys({})
         self.limiter = RateLimiter(store, RateLimits())
+        self._guard_settings: GuardSettings | None = None
+        self._breakers: dict[str, CircuitBreaker] = {}
         self.sync(manifest)
+        self._guard_settings = GuardSettings.from_settings(manifest.settings)
 
     @classmethod
     def open(cls, runtime: Runtime, *, store: str | None = None, allow_public: bool = False) -> Safety:
@@ -79,10 +83,18 @@ class Safety:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
         if manifest is self._manifest:
             return
-        self.keys = ClientKeys(manifest.clients)
-        self.limiter = RateLimiter(self.store, RateLimits.from_settings(manifest.settings))
         self.redactor.add(*manifest.secrets())
-        self.audit.retention_days = retention_days(manifest.settings)
+        self.keys = ClientKeys(manifest.clients)
+        try:
+            limits = RateLimits.from_settings(manifest.settings)
+            retention = retention_days(manifest.settings)
+        except ConfigError as exc:
+            if self._manifest is None:
+                raise  # at start-up: refuse to serve with settings the operator did not mean
+            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous limits", exc)
+        else:
+            self.limiter = RateLimiter(self.store, limits)
+            self.audit.retention_days = retention
         self._manifest = manifest
 
     # -- what create_app plugs in -------------------------------------------------------------------
@@ -109,8 +121,17 @@ class Safety:
     def wrap_executor(self, executor: Any, runtime: Runtime | None = None) -> GuardedExecutor:
         manifest = runtime.manifest if runtime is not None else executor.manifest
         self.sync(manifest)
-        return GuardedExecutor(executor, manifest, limiter=self.limiter, audit=self.audit,
-                               settings=GuardSettings.from_settings(manifest.settings))
+        try:
+            settings = GuardSettings.from_settings(manifest.settings)
+        except ConfigError as exc:
+            if self._guard_settings is None:
+                raise
+            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous breaker settings", exc)
+            settings = self._guard_settings
+        self._guard_settings = settings
+        # Breakers outlive a reload: an api that was failing a second ago is still failing.
+        return GuardedExecutor(executor, manifest, limiter=self.limiter, audit=self.audit, settings=settings,
+                               breakers=self._breakers)
 
     async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
         """After each chat run: keep a paused run's approvals, and record the chat with its usage."""

@@ -1,0 +1,65 @@
+"""The glue: what follows a hot reload of agents.yaml, and what refuses to start."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from gateway.catalog import Tool
+from gateway.errors import ConfigError
+from gateway.manifest import ClientConfig, Manifest
+from gateway.messages import ToolResult
+from gateway.server.safety import Safety
+from gateway.store import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+class Failing:
+    manifest = Manifest()
+
+    async def execute(self, tool: Tool, arguments: dict, *, timeout: float | None = None,
+                      max_result_bytes: int | None = None) -> ToolResult:
+        return ToolResult.failure("upstream_error", "down", status=503)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _manifest(**settings: object) -> Manifest:
+    return Manifest(clients={"ci": ClientConfig(name="ci", key="ck-first-key-123", agents=["a"])}, settings=settings)
+
+
+def test_bad_settings_refuse_to_start() -> None:
+    with pytest.raises(ConfigError, match="rate_limits"):
+        Safety(MemoryStore(), _manifest(rate_limits={"client": "lots"}))
+    with pytest.raises(ConfigError, match="breaker"):
+        Safety(MemoryStore(), _manifest(breaker={"failures": -1}))
+
+
+def test_reload_swaps_keys_and_keeps_good_limits(caplog: pytest.LogCaptureFixture) -> None:
+    safety = Safety(MemoryStore(), _manifest(rate_limits={"client": "5/min"}))
+    assert safety.keys.identify("ck-first-key-123") is not None
+    limiter = safety.limiter
+    reloaded = Manifest(clients={"ci": ClientConfig(name="ci", key="ck-second-key-456", agents=["a"])},
+                        settings={"rate_limits": {"client": "not a limit"}})
+    with caplog.at_level(logging.ERROR):
+        safety.sync(reloaded)
+    assert safety.keys.identify("ck-first-key-123") is None
+    assert safety.keys.identify("ck-second-key-456") is not None
+    assert safety.limiter is limiter and "keeping the previous limits" in caplog.text
+    assert "ck-second-key-456" not in caplog.text
+
+
+async def test_breakers_survive_a_reload() -> None:
+    manifest = _manifest(breaker={"failures": 1})
+    safety = Safety(MemoryStore(), manifest)
+    runtime = SimpleNamespace(manifest=manifest)
+    tool = Tool(name="op", api="down", operation_id="op", method="GET", path="/", description="", input_schema={})
+    first = safety.wrap_executor(Failing(), runtime)  # type: ignore[arg-type]
+    assert (await first.execute(tool, {})).status == 503
+    second = safety.wrap_executor(Failing(), runtime)  # type: ignore[arg-type]  # the next generation's
+    refused = await second.execute(tool, {})
+    assert refused.status is None and "paused" in (refused.error or "")
