@@ -180,7 +180,11 @@ class RuntimeHolder:
         stats: tuple[tuple[str, int, int], ...] | None = None
         while True:
             runtime = self._current
-            latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+            try:
+                latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+            except OSError as exc:  # e.g. a folder made unreadable: keep serving, look again later
+                logger.warning("cannot scan the inputs: %s", exc)
+                latest = stats
             if latest != stats:
                 stats = latest
                 await self.reload()
