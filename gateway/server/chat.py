@@ -10,6 +10,7 @@ its own chunk with empty `choices` and a `gateway` field, which OpenAI clients s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from .. import loop
 from ..loop_types import LoopEvent, RunResult
@@ -68,8 +70,29 @@ async def chat_completions(request: Request) -> Response:
             except Exception as exc:
                 raise api_error_from(exc) from None
         return JSONResponse(completion_body(run, result))
-    return StreamingResponse(_stream_chunks(run, include_usage), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+class _EventStream(StreamingResponse):
+    """A streaming response that notices a client leaving even while it has nothing to send.
+
+    Starlette (under ASGI 2.4 servers) learns of a disconnect only from a failing send; a run waiting on
+    the model would go on, and call tools, for a client that is gone. Listening for `http.disconnect`
+    cancels the stream, and with it the run, at once.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def stream() -> None:
+                with contextlib.suppress(OSError):  # the client went away mid-send
+                    await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            group.start_soon(stream)
+            await self.listen_for_disconnect(receive)
+            group.cancel_scope.cancel()
 
 
 class _Run:

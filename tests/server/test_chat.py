@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,24 @@ async def test_run_past_its_deadline_is_504(tmp_path: Path, llm: LenientLLM, ups
                               json={"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]})
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "deadline_exceeded"
+
+
+async def test_client_leaving_a_stream_stops_the_run(gw: tuple[str, Any], llm: LenientLLM,
+                                                     upstream: RecordingServer) -> None:
+    url, app = gw
+    gate = threading.Event()
+    llm.script(Reply(text="Looking it up now.", calls=[FORECAST_CALL], gate=gate))
+    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30, json={
+            "model": "weather", "messages": [{"role": "user", "content": "Berlin?"}], "stream": True}) as response:
+        for line in response.iter_lines():
+            chunk = json.loads(line[6:]) if line.startswith("data: {") else {}
+            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                break  # the first text arrived: hang up while the model is still talking (held by the gate)
+    generation = app.state.gateway.current
+    deadline = time.monotonic() + 20
+    while generation.active:  # the run let go of the generation: it ended while the model was held
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    gate.set()
+    assert upstream.requests == []  # the tool call the model was making never ran
+    assert len(llm.requests) == 1
