@@ -34,7 +34,7 @@ from .loop_types import (
 )
 from .manifest import AgentConfig
 from .messages import Message, ToolCall, ToolResult
-from .providers.base import ProviderAdapter, Usage
+from .providers.base import ProviderAdapter, Turn, Usage
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
@@ -288,11 +288,13 @@ class _Loop:
         self.messages.append(message)
         return self._result(message, cut=True)
 
-    async def _ask(self, tools: list[AgentTool]):  # type: ignore[no-untyped-def]
+    async def _ask(self, tools: list[AgentTool]) -> Turn:
         on_text = None
         if self.stream:
+            # Text said before tool calls streams too (as the provider sends it); `iteration` tells the turns
+            # apart for a caller that wants to separate them.
             async def on_text(text: str) -> None:
-                await self._emit(LoopEvent(type="text", text=text))
+                await self._emit(LoopEvent(type="text", text=text, iteration=self.iteration))
         turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=self.params,
                                            on_text=on_text)
         self.usage.add(turn.usage)

@@ -90,6 +90,8 @@ class LoopEvent:
 
     type: EventType
     text: str = ""
+    iteration: int = 0
+    """text: the LLM call it came from (0: the first), so a caller can tell the turns' texts apart."""
     step: Step | None = None
     approvals: list[PendingApproval] = field(default_factory=list)
 
