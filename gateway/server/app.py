@@ -61,9 +61,9 @@ def create_app(
         watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
         extra_routes: more routes (approvals, audit).
-        hooks: named hooks for the safety layer: `approvals` (passed to the loop), `on_run_result`
-            (awaited after each chat run), `approve_direct_call` (gates direct and MCP calls of tools
-            under approval). Available to routes as `app.state.gateway.options`.
+        hooks: named hooks for the safety layer: `on_run_result` (awaited after each chat run),
+            `approve_direct_call` (gates direct and MCP calls of tools under approval), `wrap_executor`
+            (wraps each generation's executor). Available to routes as `app.state.gateway.options`.
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, options=hooks)

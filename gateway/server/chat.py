@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from starlette.requests import Request
@@ -27,6 +28,7 @@ from .. import loop
 from ..loop_types import LoopEvent, RunResult
 from ..manifest import AgentConfig
 from ..providers.base import Usage
+from .auth import is_loopback
 from .errors import APIError, api_error_from
 from .messages import parse_messages, parse_params
 from .routes import read_json, state_of
@@ -34,7 +36,6 @@ from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.server")
 
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 _KEYED_KINDS = ("openai", "anthropic", "gemini")
 _KEY_HINTS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
 
@@ -57,7 +58,10 @@ async def chat_completions(request: Request) -> Response:
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage")) if stream else False
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise APIError(400, "`stream_options` must be an object.", param="stream_options")
+    include_usage = stream and bool(stream_options.get("include_usage"))
 
     generation = state.current
     agent = generation.agent(model, code="model_not_found", param="model")
@@ -120,7 +124,6 @@ class _Run:
             params=self.params,
             on_event=on_event,
             stream=on_event is not None,
-            approvals=options.get("approvals"),
         )
         hook = options.get("on_run_result")
         if hook is not None:
@@ -148,8 +151,7 @@ def _check_provider(generation: Generation, agent: AgentConfig) -> None:
 
 
 def _is_loopback(url: str) -> bool:
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0] if "]" not in url else "[::1]"
-    return host in _LOOPBACK_HOSTS
+    return is_loopback(urlsplit(url).hostname or "")
 
 
 def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:

@@ -39,8 +39,8 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
         raise APIError(400, "The request body is empty; send a JSON object.")
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise APIError(400, f"The request body is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
 
 
 def agent_tool_dict(agent_tool: AgentTool) -> dict[str, Any]:

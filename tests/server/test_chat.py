@@ -131,6 +131,10 @@ async def test_unknown_agent_is_404(gw: tuple[str, Any]) -> None:
     ({"model": "weather", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"model": "weather", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "temperature"),
     ({"model": "weather", "messages": [{"role": "user", "content": "hi"}], "n": 3}, "n"),
+    ({"model": "weather", "messages": [{"role": "user", "content": "hi"}], "stream_options": "x"}, "stream_options"),
+    ({"model": "weather", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content"),
+    ({"model": "weather", "messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]},
+     "messages[0].tool_calls[0]"),
 ])
 async def test_malformed_requests_are_400_naming_the_field(gw: tuple[str, Any], body: dict[str, Any],
                                                            param: str) -> None:
