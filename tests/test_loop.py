@@ -106,11 +106,12 @@ async def test_max_parallel_calls_bounds_concurrency(llm: ScriptedLLM) -> None:
     assert peak == 2
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("raw, expected", [('{"city": "Paris"}', {"city": "Paris"}), ("", {})])
-async def test_string_arguments_are_parsed(llm: ScriptedLLM, raw: str, expected: dict) -> None:
+async def test_string_arguments_are_parsed(llm: ScriptedLLM, raw: str, expected: dict, stream: bool) -> None:
     llm.script(Reply(calls=[Call("weather", raw=raw)]), Reply(text="ok"))
     invoke = StandInInvoke()
-    await _run(llm, "openai", invoke)
+    await _run(llm, "openai", invoke, stream=stream)
     assert invoke.calls == [("weather", expected)]
 
 

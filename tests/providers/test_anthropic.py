@@ -94,3 +94,11 @@ async def test_openai_parameters_are_translated_or_left_out(llm: ScriptedLLM) ->
     assert {k: body[k] for k in ("temperature", "max_tokens", "stop_sequences", "metadata")} == {
         "temperature": 0.1, "max_tokens": 99, "stop_sequences": ["END"], "metadata": {"user_id": "u1"}}
     assert not {"seed", "presence_penalty", "response_format", "logit_bias", "user", "stop"} & set(body)
+
+
+async def test_a_tool_without_arguments_streams_only_an_empty_partial_json(llm: ScriptedLLM) -> None:
+    llm.script(Reply(calls=[Call("time", raw="")]), Reply(text="ok"))
+    invoke = StandInInvoke()
+    await run_turns(llm.url, "anthropic", stream=True, invoke=invoke)
+    assert invoke.calls == [("time", {})]
+    assert llm.requests[1].body["messages"][1]["content"][0]["input"] == {}
