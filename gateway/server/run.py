@@ -78,9 +78,17 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
         print(f"gateway: unknown agent {agent!r}; the agents in {agents} are: {known}", file=sys.stderr)
         return 2
 
+    from .safety import Safety
+
+    try:  # approvals wait in the store (decide them with `gateway approvals`); every call is audited
+        safety = Safety.open(runtime)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+
     async def main() -> None:
         holder = RuntimeHolder(runtime)
-        state = GatewayState(holder)
+        state = GatewayState(holder, options=safety.hooks())
         holder.on_reload.append(state.on_reload)
         watcher = asyncio.create_task(holder.watch())
         try:
@@ -90,6 +98,7 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
             await state.aclose()
+            await safety.aclose()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())

@@ -98,17 +98,24 @@ class Safety:
         self._manifest = manifest
 
     # -- what create_app plugs in -------------------------------------------------------------------
-    def app_options(self) -> dict[str, Any]:
+    def hooks(self) -> dict[str, Any]:
+        """The hooks a `GatewayState` calls (enough without HTTP, e.g. for MCP over stdio)."""
         return {
+            "on_run_result": self.on_run_result,
+            "approve_direct_call": self.approve_direct_call,
+            "wrap_executor": self.wrap_executor,
+        }
+
+    def app_options(self) -> dict[str, Any]:
+        """Everything `create_app` takes from the safety layer: middleware, routes and hooks."""
+        return {
+            **self.hooks(),
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
                            allow_public=self.allow_public, on_chat_error=self._on_chat_error),
                 Middleware(DisconnectMiddleware),
             ],
             "extra_routes": self.routes(),
-            "on_run_result": self.on_run_result,
-            "approve_direct_call": self.approve_direct_call,
-            "wrap_executor": self.wrap_executor,
         }
 
     def routes(self) -> list[Route]:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
-from server_support import LenientLLM, running, write_project
+from server_support import ROOT, LenientLLM, running, write_project
+
+from gateway.cli import main
 
 from .safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, bearer, build_app
 
@@ -129,3 +136,21 @@ def _jsonrpc_payload(response: httpx.Response) -> dict:
         if line.startswith("data:") and line[5:].strip():
             return json.loads(line[5:])
     raise AssertionError(f"no JSON-RPC answer in {response.text!r}")
+
+
+@pytest.mark.anyio
+async def test_stdio_mcp_call_waits_in_the_store_for_the_terminal(tmp_path: Path, llm: LenientLLM,
+                                                                  upstream: RecordingServer) -> None:
+    specs, agents = write_project(tmp_path, llm.url, upstream.url, SAFE_AGENTS_YAML)
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
+        "-m", "gateway", "mcp", "triage", "--specs", str(specs), "--agents", str(agents), "--no-cache"])
+    async with Client(params) as client:
+        result = await client.call_tool("createIssueComment", COMMENT.args)
+    text = "\n".join(c.text for c in result.content)
+    assert result.is_error and "approval" in text
+    assert _writes(upstream) == []
+    approval_id = next(word for word in text.replace(":", " ").split() if word.startswith("apr_"))
+    cli = ["--specs", str(specs), "--agents", str(agents), "--no-cache"]
+    # The terminal decides it, on the default store beside agents.yaml (in a thread: the CLI runs its own loop).
+    assert await anyio.to_thread.run_sync(main, ["approvals", "approve", approval_id, *cli]) == 0
+    assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
