@@ -83,29 +83,97 @@ class SchemaTranslator:
         self._defs: dict[tuple[Mode, str], JSONSchema | bool] = {}
         self._deps: dict[tuple[Mode, str], frozenset[str]] = {}
         self._failed: dict[tuple[str, str], str] = {}
+        self._closure: dict[tuple[Mode, str], frozenset[str]] = {}
+        self._memo: dict[tuple[int, str, Mode], tuple[Any, Any, frozenset[str]]] = {}
+        self._collected: dict[tuple[Mode, frozenset[str]], dict[str, Any]] = {}
 
     # -- public ---------------------------------------------------------------------------------
 
     def translate(self, node: Any, file: str, mode: Mode, refs: set[str], where: str = "") -> Any:
-        """The 2020-12 form of `node` (met in `file`); the `$defs` names it uses are added to `refs`."""
-        return self._translate(node, file, mode, refs, where)
+        """The 2020-12 form of `node` (met in `file`); the `$defs` names it uses are added to `refs`.
+
+        Memoized per node: a parameter `$ref`'d by 500 operations is translated once. The memo keeps
+        the node itself, so its `id` cannot be reused by another object while the translator lives.
+        """
+        if not isinstance(node, dict):
+            return self._translate(node, file, mode, refs, where)
+        key = (id(node), file, mode)
+        hit = self._memo.get(key)
+        if hit is None:
+            used: set[str] = set()
+            hit = (node, self._translate(node, file, mode, used, where), frozenset(used))
+            self._memo[key] = hit
+        refs.update(hit[2])
+        return hit[1]
 
     def definition(self, name: str, mode: Mode) -> tuple[JSONSchema | bool, frozenset[str]]:
         """A translated `$defs` entry and the names it references directly."""
         return self._defs[(mode, name)], self._deps[(mode, name)]
 
     def collect_defs(self, refs: set[str], mode: Mode) -> dict[str, Any]:
-        """Every `$defs` entry reachable from `refs`, sorted by name."""
-        found: dict[str, Any] = {}
-        stack = list(refs)
-        while stack:
-            name = stack.pop()
-            if name in found:
+        """Every `$defs` entry reachable from `refs`, sorted by name.
+
+        The result is shared by the tools that reach the same set: treat it as immutable.
+        """
+        key = (mode, frozenset(refs))
+        found = self._collected.get(key)
+        if found is None:
+            names: set[str] = set()
+            for name in refs:
+                names |= self._closure.get((mode, name)) or self._close(mode, name)
+            found = {name: self._defs[(mode, name)] for name in sorted(names)}
+            self._collected[key] = found
+        return found
+
+    def _close(self, mode: Mode, start: str) -> frozenset[str]:
+        """Reachable names of every definition reachable from `start` (Tarjan's SCCs, iteratively).
+
+        Strongly connected definitions (mutual recursion) share one closure; each SCC's closure is its
+        members plus the closures of the SCCs it points to, which Tarjan finishes first.
+        """
+        deps, closures = self._deps, self._closure
+        index = {start: 0}
+        low = {start: 0}
+        stack, on_stack = [start], {start}
+        work = [(start, iter(deps[(mode, start)]))]
+        while work:
+            node, successors = work[-1]
+            descended = False
+            for successor in successors:
+                if (mode, successor) in closures:
+                    continue
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(deps[(mode, successor)])))
+                    descended = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if descended:
                 continue
-            key = (mode, name)
-            found[name] = self._defs[key]
-            stack.extend(self._deps[key])
-        return dict(sorted(found.items()))
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                closure = set(component)
+                for member in component:
+                    for successor in deps[(mode, member)]:
+                        if successor not in closure:
+                            closure |= closures[(mode, successor)]
+                frozen = frozenset(closure)
+                for member in component:
+                    closures[(mode, member)] = frozen
+        return closures[(mode, start)]
 
     def ref_name(self, ref: str, file: str, mode: Mode) -> str:
         """Translate the target of `ref` (if not yet) and give its `$defs` name."""
