@@ -225,11 +225,11 @@ class ProviderAdapter(abc.ABC):
                 response = await self.client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 if attempt >= self.max_retries:
-                    raise ProviderError(self.name, f"cannot reach {url}: {exc!r}", retryable=True) from exc
+                    raise ProviderError(self.name, f"cannot reach {url}: {_describe(exc)}", retryable=True) from exc
             except httpx.TimeoutException as exc:
                 raise ProviderError(self.name, f"no answer from {url} within {self.config.timeout}s") from exc
             except httpx.HTTPError as exc:
-                raise ProviderError(self.name, f"request to {url} failed: {exc!r}") from exc
+                raise ProviderError(self.name, f"request to {url} failed: {_describe(exc)}") from exc
             else:
                 if response.status_code < 400:
                     return response
@@ -237,7 +237,10 @@ class ProviderAdapter(abc.ABC):
                     await response.aread()
                 retryable = response.status_code in _RETRY_STATUSES
                 if not retryable or attempt >= self.max_retries:
-                    raise ProviderError(self.name, self._error_message(response), response.status_code, retryable)
+                    message = self._error_message(response)
+                    if response.status_code in (401, 403):
+                        message += f" (check providers.{self.name}.api_key in agents.yaml)"
+                    raise ProviderError(self.name, message, response.status_code, retryable)
             await self._sleep(retry_delay(response, attempt, self.backoff))
             attempt += 1
 
@@ -311,3 +314,7 @@ def _encode_json(body: dict[str, Any]) -> bytes:
         return orjson.dumps(body)
     except TypeError:  # what orjson refuses (e.g. integers beyond 64 bits) the standard library still writes
         return json.dumps(body).encode()
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -74,6 +74,12 @@ async def test_retries_are_bounded_and_the_error_is_the_providers(llm: ScriptedL
     assert caught.value.provider == f"test-{kind}" and len(llm.requests) == 3
 
 
+async def test_auth_failures_say_where_the_key_is_configured(llm: ScriptedLLM) -> None:
+    llm.script(Reply(status=401, error="invalid x-api-key"))
+    with pytest.raises(ProviderError, match=r"invalid x-api-key \(check providers.test-anthropic.api_key"):
+        await adapter_for("anthropic", llm.url).complete("m", USER)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_client_errors_are_not_retried(llm: ScriptedLLM, stream: bool) -> None:
     llm.script(Reply(status=400, error="bad tool schema"))
