@@ -1,0 +1,106 @@
+"""`gateway validate` and `gateway tools` (the compiler's two CLI doors) and the validation report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway.cli import main
+from gateway.openapi import compile_specs
+from gateway.openapi.validation import spec_reports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = {"openapi": "3.0.3", "info": {"title": "shop", "version": "1"}, "paths": {
+    "/items": {"get": {"operationId": "listItems", "responses": {"200": {"description": "ok", "content": {
+        "application/json": {"schema": {"type": "array", "items": {"type": "string"}}}}}}}}}}
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> Path:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "shop.yaml").write_text(yaml.safe_dump(GOOD))
+    return root
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_validate_reports_counts_and_full_validation_findings(specs: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    invalid = {**GOOD, "info": {"title": "no version"}}  # compiles, but the spec validator objects
+    (specs / "loose.yaml").write_text(yaml.safe_dump(invalid))
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+                        "--json", "--no-cache")
+    report = json.loads(out)
+    assert code == 0 and report["ok"] is True
+    by_file = {s["file"]: s for s in report["specs"]}
+    assert by_file["shop.yaml"]["tools"] == 1 and by_file["shop.yaml"]["operations"] == 1
+    assert by_file["loose.yaml"]["usable"] is True
+    assert any("spec validation" in d["message"] and "version" in d["message"]
+               for d in by_file["loose.yaml"]["diagnostics"])
+    assert report["manifest"]["checked"] is False
+
+
+def test_validate_exits_1_on_an_unusable_spec(specs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (specs / "broken.json").write_text("{")
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+                        "--no-cache")
+    assert code == 1
+    assert "broken.json: UNUSABLE" in out and "shop.yaml: ok, 1/1 operations" in out
+
+
+def test_validate_exits_1_on_an_unusable_manifest(specs: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("agents: {a: {model: nope, tools: [{api: missing}]}}\n")
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(agents), "--json", "--no-cache")
+    report = json.loads(out)
+    assert code == 1 and report["manifest"]["usable"] is False and report["manifest"]["diagnostics"]
+
+
+def test_refs_outside_the_folder_are_not_followed_by_full_validation(tmp_path: Path) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    spec = {**GOOD, "components": {"schemas": {"X": {"$ref": "https://example.com/x.json"}}}}
+    (root / "api.yaml").write_text(yaml.safe_dump(spec))
+    [report] = spec_reports(root, compile_specs(root, use_cache=False))
+    assert any("full validation skipped" in d.message for d in report.diagnostics)
+
+
+@pytest.mark.parametrize("fmt", ["json", "openai", "anthropic", "gemini", "mcp"])
+def test_tools_prints_a_json_array_in_every_format(specs: Path, tmp_path: Path, fmt: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (specs / "bad.yaml").write_text("openapi: [")
+    code, out, err = _run(capsys, "tools", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+                          "--format", fmt, "--no-cache")
+    tools = json.loads(out)
+    assert code == 0 and len(tools) == 1
+    assert "bad.yaml" in err and "error" in err
+    if fmt == "json":
+        assert {"name", "api", "operation_id", "method", "path", "description", "input_schema",
+                "output_schema"} <= set(tools[0])
+
+
+def test_tools_missing_folder_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "tools", "--specs", str(tmp_path / "nope"), "--no-cache")
+    assert code == 1 and out == "" and "does not exist" in err
+
+
+def test_tools_for_an_agent_of_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    if not (ROOT / "agents.yaml").exists():
+        pytest.skip("the example agents.yaml is absent")
+    code, out, _ = _run(capsys, "tools", "--specs", str(ROOT / "specs"), "--agents", str(ROOT / "agents.yaml"),
+                        "--agent", "weather", "--format", "openai", "--strict", "--no-cache")
+    tools = json.loads(out)
+    assert code == 0 and tools and all(t["type"] == "function" for t in tools)
+    code, _, err = _run(capsys, "tools", "--specs", str(ROOT / "specs"), "--agents", str(ROOT / "agents.yaml"),
+                        "--agent", "nobody", "--no-cache")
+    assert code == 1 and "nobody" in err
