@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
+from .dialects import render_tools
 from .invoke import ToolRunner
 from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .manifest import AgentConfig, Manifest
 from .manifest_loader import load_manifest
 from .messages import Message, ToolCall, ToolResult
+from .openapi import compile_document, compile_specs
 from .providers import AdapterPool, ProviderAdapter, get_adapter
 from .runtime import Runtime, RuntimeHolder, load_runtime
 from .toolsets import AgentTool, Toolset, build_toolsets
@@ -43,7 +45,10 @@ __all__ = [
     "Toolset",
     "__version__",
     "build_toolsets",
+    "compile_document",
+    "compile_specs",
     "get_adapter",
     "load_manifest",
     "load_runtime",
+    "render_tools",
 ]
