@@ -29,6 +29,8 @@ from .base import (
     make_call,
 )
 
+OPENAI_MAX_TOOLS = 128
+"""api.openai.com refuses more tools in one request; compatible servers may take more."""
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls",
                                     "length": "length", "content_filter": "content_filter"}
 
@@ -47,6 +49,9 @@ class OpenAIAdapter(ProviderAdapter):
                        stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
         body: dict[str, Any] = {"model": model, "messages": self.render_messages(messages), **params}
         if tools:
+            if len(tools) > OPENAI_MAX_TOOLS and "api.openai.com" in self.config.base_url:
+                raise ProviderError(self.name, f"the agent offers {len(tools)} tools and OpenAI accepts at most "
+                                    f"{OPENAI_MAX_TOOLS} in one request: narrow its `tools:` in agents.yaml")
             body["tools"] = self.render_tools(tools)
         else:
             body.pop("tool_choice", None)

@@ -83,3 +83,28 @@ async def test_content_filter_and_text_beside_calls(llm: ScriptedLLM) -> None:
     result = await run_turns(llm.url, "openai")
     assert llm.requests[1].body["messages"][2]["content"] == "Let me check."
     assert result.message.content == "Refused."
+
+
+async def test_more_tools_than_openai_accepts_is_a_clear_error_before_sending() -> None:
+    import httpx
+    from loop_support import agent_tool, provider_config
+
+    from gateway.errors import ProviderError
+    from gateway.messages import Message
+    from gateway.providers import get_adapter
+
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]})
+
+    tools = [agent_tool(f"t{i}") for i in range(129)]
+    config = provider_config("openai", "https://api.openai.com")
+    adapter = get_adapter(config, transport=httpx.MockTransport(handler))
+    with pytest.raises(ProviderError, match="129 tools .* at most 128"):
+        await adapter.complete("gpt-x", [Message(role="user", content="hi")], tools)
+    assert sent == []
+    compatible = get_adapter(provider_config("openai", "http://127.0.0.1:9"), transport=httpx.MockTransport(handler))
+    turn = await compatible.complete("m", [Message(role="user", content="hi")], tools)
+    assert turn.message.content == "ok" and len(sent) == 1
