@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -154,3 +155,18 @@ async def test_stdio_mcp_call_waits_in_the_store_for_the_terminal(tmp_path: Path
     # The terminal decides it, on the default store beside agents.yaml (in a thread: the CLI runs its own loop).
     assert await anyio.to_thread.run_sync(main, ["approvals", "approve", approval_id, *cli]) == 0
     assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
+
+
+def test_two_approvers_at_once_resume_the_run_once(tmp_path: Path, llm: LenientLLM,
+                                                   upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, SAFE_AGENTS_YAML)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    llm.script(Reply(calls=[COMMENT]), Reply(text="Commented."))
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
+        (pending,) = client.post("/v1/chat/completions", json=CHAT).json()["gateway"]["pending_approvals"]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            answers = list(pool.map(lambda _: client.post(f"/approvals/{pending['id']}",
+                                                          json={"decision": "approve"}).status_code, range(4)))
+    safety.store.close()  # type: ignore[attr-defined]
+    assert sorted(answers) == [200, 409, 409, 409]
+    assert len(_writes(upstream)) == 1

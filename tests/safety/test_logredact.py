@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gateway.http.redact import Redactor
+from gateway.logredact import redact_logs
+
+SECRET = "s3cr3t-log-value-42"
+
+
+def test_messages_arguments_and_tracebacks_are_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
+    redactor = Redactor([SECRET])
+    redact_logs(redactor)
+    redact_logs(redactor)  # idempotent
+    logger = logging.getLogger("some.library.child")
+    with caplog.at_level(logging.DEBUG):
+        logger.debug("headers: %r", [(b"authorization", f"Bearer {SECRET}".encode())])
+        logger.info(f"plain {SECRET}")
+        try:
+            raise ValueError(f"bad token {SECRET}")
+        except ValueError:
+            logger.exception("failed")
+        logger.info("nothing secret: %d", 5)
+    assert SECRET not in caplog.text
+    assert caplog.text.count("[REDACTED]") == 3
+    assert "nothing secret: 5" in caplog.text
