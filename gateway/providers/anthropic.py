@@ -42,7 +42,7 @@ class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [anthropic_tool(t) for t in tools]
+        return [self._render_cached(t, anthropic_tool) for t in tools]
 
     def render_messages(self, messages: Sequence[Message], *, flatten_tools: bool = False) -> list[dict[str, Any]]:
         """Anthropic's `messages` (system excluded). `flatten_tools`: write past tool calls and results as text,

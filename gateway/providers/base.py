@@ -171,6 +171,7 @@ class ProviderAdapter(abc.ABC):
         self._sleep = sleep or anyio.sleep
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._rendered: dict[int, tuple[Any, Any, dict[str, Any]]] = {}
 
     @property
     def name(self) -> str:
@@ -256,6 +257,18 @@ class ProviderAdapter(abc.ABC):
         if isinstance(error, str):
             return error
         return json.dumps(data)[:500]
+
+    def _render_cached(self, tool: ToolLike, render: Callable[[ToolLike], dict[str, Any]]) -> dict[str, Any]:
+        """A tool's definition, rendered once per tool object (schemas are converted, not just copied, and the
+        same tools go out on every call of a run)."""
+        entry = self._rendered.get(id(tool))
+        if entry is not None and entry[0] is tool and entry[1] is tool.input_schema:
+            return entry[2]
+        if len(self._rendered) > 4096:  # tools of old runtimes (hot reload): start over
+            self._rendered.clear()
+        rendered = render(tool)
+        self._rendered[id(tool)] = (tool, tool.input_schema, rendered)
+        return rendered
 
     @abc.abstractmethod
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ class GeminiAdapter(ProviderAdapter):
     api_version = "v1beta"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [{"functionDeclarations": [gemini_function(t) for t in tools]}] if tools else []
+        return [{"functionDeclarations": [self._render_cached(t, gemini_function) for t in tools]}] if tools else []
 
     def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

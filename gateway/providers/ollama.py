@@ -29,7 +29,7 @@ class OllamaAdapter(ProviderAdapter):
     kind = "ollama"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [openai_tool(t) for t in tools]
+        return [self._render_cached(t, openai_tool) for t in tools]
 
     def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         return [_render_message(m) for m in messages]

@@ -40,7 +40,7 @@ class OpenAIAdapter(ProviderAdapter):
     strict: bool = False
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [openai_tool(t, strict=self.strict) for t in tools]
+        return [self._render_cached(t, lambda t: openai_tool(t, strict=self.strict)) for t in tools]
 
     def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         return [_render_message(m) for m in messages]

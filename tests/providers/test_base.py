@@ -172,3 +172,18 @@ async def test_a_provider_slower_than_its_timeout_is_a_provider_error(llm: Scrip
     with pytest.raises(ProviderError, match="no answer"):
         await adapter.complete("m", USER)
     assert len(llm.requests) == 1  # a read timeout is not retried: the request may have been processed
+
+
+def test_tool_definitions_are_rendered_once_per_tool_object() -> None:
+    adapter = adapter_for("gemini", "http://127.0.0.1:9")
+    calls: list[str] = []
+
+    def render(tool):
+        calls.append(tool.name)
+        return {"name": tool.name}
+
+    tool = agent_tool("weather")
+    assert adapter._render_cached(tool, render) is adapter._render_cached(tool, render)
+    tool.input_schema = {"type": "object", "properties": {}}  # a new schema object: rendered again
+    adapter._render_cached(tool, render)
+    assert calls == ["weather", "weather"]
