@@ -41,6 +41,8 @@ class Caller:
     """Catalog tool name -> approval id, for calls a human approved (set while resuming a run)."""
     started: float | None = None
     """`time.perf_counter()` when the request began (for a chat's latency)."""
+    notes: dict[str, Any] | None = None
+    """Per-request scratch the request's own middleware reads back (e.g. `retry_after` of a refused call)."""
 
 
 _caller: ContextVar[Caller] = ContextVar("gateway_caller", default=Caller())  # noqa: B039 - frozen, never mutated

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from .audit import current_caller
 from .catalog import Tool
 from .errors import ConfigError
 from .messages import ToolResult
@@ -186,6 +187,9 @@ class GuardedExecutor:
             try:
                 await self.limiter.check_tool(tool.name, *(n for n in (tool.operation_id,) if n))
             except RateLimited as exc:
+                notes = current_caller().notes
+                if notes is not None:  # lets a direct call's 429 carry Retry-After
+                    notes["retry_after"] = exc.retry_after_header
                 return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
         breaker = self.breaker(tool.api)
         if not breaker.allow():

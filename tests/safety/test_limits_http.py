@@ -59,3 +59,14 @@ def test_the_tool_call_cap_of_a_run(tmp_path: Path, llm: LenientLLM, upstream: R
     steps = chat.json()["gateway"]["steps"]
     assert sorted(str(s["error_type"]) for s in steps) == ["None", "rate_limited"]
     assert len([r for r in upstream.requests if r.path.startswith("/meteo")]) == 1
+
+
+def test_a_direct_call_over_its_tool_limit_is_429_with_retry_after(tmp_path: Path, llm: LenientLLM,
+                                                                   upstream: RecordingServer) -> None:
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=SAFE_AGENTS_YAML + LIMITS) as (url, _):
+        with httpx.Client(base_url=url, headers=bearer(WEATHER_KEY), timeout=30) as client:
+            first = client.post("/agents/weather/tools/getForecast", json=FORECAST.args)
+            second = client.post("/agents/weather/tools/getForecast", json=FORECAST.args)
+    assert first.status_code == 200
+    assert second.status_code == 429 and int(second.headers["retry-after"]) >= 1
+    assert second.json()["result"]["error_type"] == "rate_limited"
