@@ -9,7 +9,7 @@ import httpx
 import pytest
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
-from server_support import LenientLLM, running, write_project
+from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
 from gateway.cli import main
 
@@ -86,3 +86,11 @@ def test_bad_cli_input_is_a_message_not_a_traceback(tmp_path: Path, llm: Lenient
     assert main(_cli(tmp_path, "audit", "--limit", "0")) == 2
     err = capsys.readouterr().err
     assert "needs the approval id" in err and "JSON object" in err and "--limit" in err
+
+
+def test_serve_refuses_a_public_host_without_client_keys(tmp_path: Path, llm: LenientLLM,
+                                                         upstream: RecordingServer,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    write_project(tmp_path, llm.url, upstream.url, AGENTS_YAML)  # no `clients`
+    assert main(_cli(tmp_path, "serve", "--host", "0.0.0.0", "--port", "1")) == 1
+    assert "--allow-public" in capsys.readouterr().err
