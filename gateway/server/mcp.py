@@ -40,6 +40,7 @@ from .state import GatewayState, Generation
 logger = logging.getLogger("gateway.mcp")
 
 _SESSION_HEADER = b"mcp-session-id"
+PAGE_BYTES = 256 * 1024
 _current_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_mcp_agent", default=None)
 
 AgentOf = Callable[[Any], str]
@@ -48,12 +49,13 @@ AgentOf = Callable[[Any], str]
 def build_mcp_server(state: GatewayState, agent_of: AgentOf) -> Server[Any]:
     """The low-level MCP server whose tools are those of the agent `agent_of(ctx)` names."""
 
-    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
         generation = state.current
         agent = _checked_agent(generation, agent_of(ctx))
         era = "modern" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
         # Built once per runtime generation, agent and era: a new session's first listing costs no rendering.
-        return generation.memo(("mcp-tools", agent, era), lambda: _listing(generation, agent, era))  # type: ignore
+        pages = generation.memo(("mcp-tools", agent, era), lambda: _pages(generation, agent, era))
+        return pages[_page_index(params.cursor if params is not None else None, len(pages))]  # type: ignore
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -98,14 +100,32 @@ def _client_of(ctx: Any) -> str | None:
     return client if isinstance(client, str) else None
 
 
-def _listing(generation: Generation, agent: str, era: str) -> types.ListToolsResult:
-    tools = []
+def _pages(generation: Generation, agent: str, era: str) -> list[dict[str, Any]]:
+    """The agent's tools in pages of at most about PAGE_BYTES of JSON (clients cap one SSE event at 1 MiB;
+    a thousand-operation API is several times that), each pointing to the next with a cursor."""
+    pages: list[list[types.Tool]] = [[]]
+    size = 0
     for agent_tool in generation.toolset(agent):
         item = mcp_tool(agent_tool)
         if era == "modern" and agent_tool.output_schema is not None:
             item["outputSchema"] = agent_tool.output_schema  # 2026-07-28 takes any schema: the exact one
-        tools.append(types.Tool.model_validate(item))
-    return types.ListToolsResult(tools=tools)
+        item_size = len(json.dumps(item, separators=(",", ":")))
+        if pages[-1] and size + item_size > PAGE_BYTES:
+            pages.append([])
+            size = 0
+        pages[-1].append(types.Tool.model_validate(item))
+        size += item_size
+    # Kept in wire form: the SDK copies a dict result instead of dumping the whole model on every listing.
+    return [types.ListToolsResult(tools=tools, next_cursor=str(index + 1) if index + 1 < len(pages) else None)
+            .model_dump(by_alias=True, mode="json", exclude_none=True) for index, tools in enumerate(pages)]
+
+
+def _page_index(cursor: str | None, count: int) -> int:
+    if cursor is None:
+        return 0
+    if cursor.isdigit() and 0 < int(cursor) < count:
+        return int(cursor)
+    raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {cursor[:40]!r}; list again without a cursor.")
 
 
 def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResult, *,

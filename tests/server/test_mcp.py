@@ -125,3 +125,22 @@ async def test_stdio_subprocess(tmp_path: Path, llm: LenientLLM, upstream: Recor
     assert result.is_error is False
     assert result.structured_content == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
+
+
+async def test_large_listings_come_in_pages(gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.server import mcp
+
+    monkeypatch.setattr(mcp, "PAGE_BYTES", 1)  # every tool on a page of its own
+    url, _ = gw
+    async with Client(f"{url}/mcp/triage", mode="legacy") as client:
+        names, cursor = [], None
+        for _ in range(10):
+            page = await client.list_tools(cursor=cursor)
+            assert len(page.tools) == 1
+            names.append(page.tools[0].name)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert names == ["getRepo", "listIssues", "getIssue", "createIssueComment"]
+        with pytest.raises(Exception, match="cursor"):
+            await client.list_tools(cursor="99")
