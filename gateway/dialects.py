@@ -11,7 +11,8 @@ Rules that are not obvious:
   `drop_strict_nulls`). Keywords strict mode does not support (`minLength`, `default`, `examples`,
   most `format`s, ...) are dropped; the executor still validates against the exact schema. A schema
   strict mode cannot express at all (a free-form object or map, `allOf` of non-objects, `not`, a schema
-  without a type) renders that tool with `strict: false` and its exact schema instead.
+  without a type), or one beyond OpenAI's documented limits (5000 properties, 10 levels of nesting,
+  1000 enum values, 120,000 characters), renders that tool with `strict: false` and its exact schema instead.
 - Gemini: the schema goes into `parameters` (Gemini's OpenAPI-subset `Schema`) only when it fits that
   subset once annotations are dropped: `type` (one type, or one type + null → `nullable`), `properties`,
   `required`, `items`, `anyOf` (`oneOf` becomes `anyOf`), string `enum`s, `minimum`/`maximum`, the
@@ -102,14 +103,69 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     """The OpenAI strict-mode form of an input schema, or None when strict mode cannot express it."""
     defs = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
     try:
-        converted = _strict(schema, False, defs)
-        if defs:
-            converted["$defs"] = {name: _strict(value, False, defs) for name, value in defs.items()}
+        converted = _strict({k: v for k, v in schema.items() if k != "$defs"}, False, defs)
     except _Unfit:
         return None
     if converted.get("type") != "object":
         return None
+    counts = _strict_counts([converted], 0)
+    if defs:
+        strict_defs, def_counts = _strict_defs(defs)
+        if strict_defs is None:
+            return None
+        converted["$defs"] = strict_defs
+        counts = tuple(a + b for a, b in zip(counts, def_counts, strict=True))
+    properties, enums, characters, too_deep = counts
+    if properties > 5000 or enums > 1000 or characters > 120_000 or too_deep:
+        return None
     return converted
+
+
+_STRICT_DEFS: dict[int, tuple[dict[str, Any], dict[str, Any] | None, tuple[int, int, int, int]]] = {}
+
+
+def _strict_defs(defs: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[int, int, int, int]]:
+    """Strict forms of a `$defs` mapping, memoized by identity: the catalog shares one mapping between the
+    tools that reach the same definitions (the entry keeps the mapping alive, so its id is not reused)."""
+    hit = _STRICT_DEFS.get(id(defs))
+    if hit is not None and hit[0] is defs:
+        return hit[1], hit[2]
+    converted: dict[str, Any] | None
+    try:
+        converted = {name: _strict(value, False, defs) for name, value in defs.items()}
+        counts = _strict_counts(converted.values(), sum(len(name) for name in defs))
+    except _Unfit:
+        converted, counts = None, (0, 0, 0, 0)
+    if len(_STRICT_DEFS) > 4096:
+        _STRICT_DEFS.clear()
+    _STRICT_DEFS[id(defs)] = (defs, converted, counts)
+    return converted, counts
+
+
+def _strict_counts(roots: Iterable[Any], characters: int) -> tuple[int, int, int, int]:
+    """What OpenAI's strict-mode limits count: properties (5000), enum values (1000), characters of
+    names and enum/const values (120,000), and whether nesting goes beyond 10 levels."""
+    properties = enums = too_deep = 0
+    stack: list[tuple[Any, int]] = [(root, 1) for root in roots]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if depth > 10:
+            too_deep = 1
+        props = node.get("properties") or {}
+        properties += len(props)
+        characters += sum(len(name) for name in props)
+        for value in node.get("enum", ()):
+            enums += 1
+            characters += len(value) if isinstance(value, str) else 0
+        if isinstance(node.get("const"), str):
+            characters += len(node["const"])
+        stack.extend((value, depth + 1) for value in props.values())
+        if "items" in node:
+            stack.append((node["items"], depth + 1))
+        stack.extend((value, depth) for value in node.get("anyOf", ()))
+    return properties, enums, characters, too_deep
 
 
 def _strict(node: Any, optional: bool, defs: dict[str, Any]) -> dict[str, Any]:

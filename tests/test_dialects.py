@@ -129,3 +129,15 @@ def test_render_tools_every_format_and_agent_tools(tools) -> None:
     assert "annotations" not in render_tools(items, "mcp")[-1]
     with pytest.raises(ValueError, match="unknown format"):
         render_tools(items, "xml")
+
+
+def test_openai_strict_respects_documented_limits() -> None:
+    deep: dict = {"type": "string"}
+    for _ in range(11):
+        deep = {"type": "object", "properties": {"x": deep}, "required": ["x"]}
+    many = {"type": "object", "properties": {"e": {"type": "string", "enum": [f"v{i}" for i in range(1001)]}}}
+    for schema in (deep, many):
+        agent_tool = AgentTool(name="t", description="", input_schema=schema)
+        assert openai_tool(agent_tool, strict=True)["function"]["strict"] is False
+    shallow = AgentTool(name="t", description="", input_schema=deep["properties"]["x"])
+    assert openai_tool(shallow, strict=True)["function"]["strict"] is True
