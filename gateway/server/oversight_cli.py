@@ -91,10 +91,14 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)
     if runtime is None:
         return 1
-    safety = Safety.open(runtime, store=args.store)
+    try:
+        safety = Safety.open(runtime, store=args.store)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
 
     async def main() -> tuple[int, dict[str, Any]]:
-        state = GatewayState(RuntimeHolder(runtime), options=safety.app_options())
+        state = GatewayState(RuntimeHolder(runtime), options=safety.hooks())
         try:
             outcome = await safety.decide(state, args.id, decision)
             return safety.render_outcome(state, outcome)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..errors import ConfigError
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -70,11 +71,15 @@ class SQLiteStore(Store):
             path: the database file; its folder is created. `:memory:` works for one process.
         """
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
-        self._thread.submit(self._open).result()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._thread.submit(self._open).result()
+        except (OSError, sqlite3.Error) as exc:
+            self._thread.shutdown(wait=False)
+            raise ConfigError(f"cannot open the store {self.path} (agents.yaml gateway.store): {exc}") from None
 
     def _open(self) -> None:
         conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)

@@ -145,3 +145,12 @@ def test_store_location_and_backends(tmp_path: Path) -> None:
     backend = open_store(f"sqlite:///{tmp_path}/u.db")
     assert isinstance(backend, SQLiteStore) and backend.path == f"{tmp_path}/u.db"
     backend.close()
+
+
+def test_an_unusable_store_path_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ConfigError, match="gateway.store"):
+        SQLiteStore(tmp_path / "file" / "state.db")
+    (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigError, match="garbage.db"):
+        SQLiteStore(tmp_path / "garbage.db")
