@@ -151,9 +151,9 @@ def _strict_counts(roots: Iterable[Any], characters: int) -> tuple[int, int, int
         node, depth = stack.pop()
         if not isinstance(node, dict):
             continue
-        if depth > 10:
-            too_deep = 1
         props = node.get("properties") or {}
+        if props and depth > 10:
+            too_deep = 1
         properties += len(props)
         characters += sum(len(name) for name in props)
         for value in node.get("enum", ()):
