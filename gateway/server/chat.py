@@ -25,8 +25,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
+from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..manifest import AgentConfig
+from ..messages import Message
 from ..providers.base import Usage
 from .auth import is_loopback
 from .errors import APIError, api_error_from
@@ -63,17 +65,17 @@ async def chat_completions(request: Request) -> Response:
         raise APIError(400, "`stream_options` must be an object.", param="stream_options")
     include_usage = stream and bool(stream_options.get("include_usage"))
 
-    generation = state.current
-    agent = generation.agent(model, code="model_not_found", param="model")
-    _check_provider(generation, agent)
-    run = _Run(state, agent, messages, params, client=request.scope.get("gateway.client"))
+    client = request.scope.get("gateway.client")
     if not stream:
         async with state.use() as generation:
+            run = _Run(state, _checked_agent(generation, model), messages, params, client=client)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc) from None
         return JSONResponse(completion_body(run, result))
+    # Checked before the stream starts, so these mistakes still get their status code.
+    run = _Run(state, _checked_agent(state.current, model), messages, params, client=client)
     return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -102,7 +104,7 @@ class _EventStream(StreamingResponse):
 class _Run:
     """One chat request's run: its id, agent, input, and how it calls the loop."""
 
-    def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Any], params: dict[str, Any],
+    def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Message], params: dict[str, Any],
                  *, client: Any = None) -> None:
         self.state = state
         self.agent = agent
@@ -112,7 +114,7 @@ class _Run:
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
 
-    async def execute(self, generation: Generation, on_event: Any = None) -> Any:
+    async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         options = self.state.options
         result = await loop.run(
@@ -136,8 +138,10 @@ class _Run:
         return _sse(data)
 
 
-def _check_provider(generation: Generation, agent: AgentConfig) -> None:
-    """Say what is missing before any call: an unknown provider, or a cloud provider without a key."""
+def _checked_agent(generation: Generation, model: str) -> AgentConfig:
+    """The agent `model` names, after saying what is missing before any call: an unknown agent, an
+    unknown provider, or a cloud provider without a key."""
+    agent = generation.agent(model, code="model_not_found", param="model")
     provider = generation.runtime.manifest.providers.get(agent.provider)
     if provider is None:
         raise APIError(502, f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not "
@@ -148,6 +152,7 @@ def _check_provider(generation: Generation, agent: AgentConfig) -> None:
                             f"api_key is empty: set {hint} (agents.yaml providers.{provider.name}.api_key) and "
                             f"restart, or point the agent at a local Ollama (model: ollama/<model>).",
                        type="configuration_error", code="provider_not_configured")
+    return agent
 
 
 def _is_loopback(url: str) -> bool:
