@@ -67,7 +67,7 @@ def create_app(
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, options=hooks)
-    mcp = MCPEndpoint(state, host=host)
+    mcp = MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

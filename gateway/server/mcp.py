@@ -257,9 +257,5 @@ async def serve_stdio(state: GatewayState, agent: str) -> None:
 
     _checked_agent(state.current, agent)
     server = build_mcp_server(state, lambda ctx: agent)
-    token = _current_agent.set(agent)
-    try:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-    finally:
-        _current_agent.reset(token)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
