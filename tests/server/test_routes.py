@@ -92,7 +92,9 @@ def test_direct_call_of_a_write_under_approval_does_not_run(gw: tuple[str, Any],
     url, _ = gw
     response = httpx.post(f"{url}/agents/triage/tools/createIssueComment",
                           json={"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"})
-    assert response.status_code in (202, 403)
+    # this app has no approval queue (the safety layer adds one): the call is refused, never sent
+    assert response.status_code == 403
+    assert _error_of(response)["code"] == "approval_denied"
     assert not [r for r in upstream.requests if r.method == "POST"]
 
 
