@@ -1,0 +1,27 @@
+"""The example in the repository and the README's agents.yaml reference stay loadable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from server_support import ROOT
+
+from gateway.runtime import load_runtime
+
+
+def test_example_loads_with_no_environment() -> None:
+    runtime = load_runtime(ROOT / "specs", ROOT / "agents.yaml", environ={}, use_cache=False)
+    assert runtime.toolset("weather").names == ["getForecast"]
+    assert runtime.toolset("triage").names == ["getRepo", "listIssues", "getIssue", "createIssueComment"]
+    assert [t.name for t in runtime.toolset("triage") if t.needs_approval] == ["createIssueComment"]
+    assert not [d for d in runtime.diagnostics if d.level == "error"]
+
+
+def test_readme_agents_yaml_reference_loads_cleanly(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## agents.yaml\n\n```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "agents.yaml").write_text(block)
+    runtime = load_runtime(ROOT / "specs", tmp_path / "agents.yaml", environ={"CI_BOT_KEY": "k"}, use_cache=False)
+    assert runtime.diagnostics == []
+    assert set(runtime.manifest.agents) == {"triage", "researcher"}
+    assert "ask_researcher" in runtime.toolset("triage").names
