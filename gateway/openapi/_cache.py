@@ -8,6 +8,7 @@ the user (0700), and an entry that fails to load is simply compiled again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -16,7 +17,21 @@ from pathlib import Path
 from typing import Any
 
 _FORMAT = "gateway-catalog-5"
-"""Bump when the compiler's output changes, so old entries are not reused."""
+"""Bump when the entry layout changes. Changes to the compiler's code invalidate entries by themselves
+(see `_code_fingerprint`)."""
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    """A hash of the compiler's own source and the catalog types: new code never reads old entries."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted([*package.glob("*.py"), package.parent / "catalog.py"]):
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        except OSError:
+            digest.update(path.name.encode() + b"\0missing")
+    return digest.hexdigest()[:16]
 
 
 def default_dir() -> Path:
@@ -30,7 +45,7 @@ def default_dir() -> Path:
 class CatalogCache:
     def __init__(self, directory: Path, max_description: int) -> None:
         self.directory = Path(directory)
-        self._salt = f"{_FORMAT}:{max_description}"
+        self._salt = f"{_FORMAT}:{_code_fingerprint()}:{max_description}"
 
     def _entry_path(self, relative: str) -> Path:
         return self.directory / (hashlib.sha256(relative.encode()).hexdigest()[:24] + ".pickle")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from ._schema import SchemaError, SchemaTranslator
 from ._swagger import translate_swagger
 
 DEFAULT_MAX_DESCRIPTION = 1024
-"""Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept)."""
+"""Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept).
+`compile_specs` reads `GATEWAY_MAX_DESCRIPTION` from the environment when no size is passed."""
+
+
+def _description_size(value: int | None) -> int:
+    if value is not None:
+        return value
+    configured = os.environ.get("GATEWAY_MAX_DESCRIPTION", "")
+    return int(configured) if configured.isdigit() and int(configured) > 0 else DEFAULT_MAX_DESCRIPTION
 
 
 def compile_document(document: Any, *, api: str, file: str = "", documents: Documents | None = None,
@@ -125,7 +134,7 @@ def spec_files(specs_dir: Path) -> list[Path]:
 
 def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
                   progress: Callable[[str], None] | None = None,
-                  max_description: int = DEFAULT_MAX_DESCRIPTION) -> Catalog:
+                  max_description: int | None = None) -> Catalog:
     """Compile every spec under `specs_dir` into one catalog; never raises for bad specs.
 
     Args:
@@ -133,9 +142,11 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
         cache_dir: where compiled specs are kept (default `$GATEWAY_CACHE_DIR` or `~/.cache/gateway`).
         use_cache: False compiles everything again and does not touch the cache.
         progress: called with a short line per spec (the CLI shows it on a terminal).
-        max_description: characters kept of each operation's summary + description.
+        max_description: characters kept of each operation's summary + description
+            (default `$GATEWAY_MAX_DESCRIPTION`, else 1024).
     """
     specs_dir = Path(specs_dir)
+    max_description = _description_size(max_description)
     if not specs_dir.is_dir():
         problem = Diagnostic(level="error", file=str(specs_dir), message="the specs folder does not exist")
         return Catalog((), {}, [problem])

@@ -129,3 +129,13 @@ def test_no_cache_does_not_write(specs: Path, tmp_path: Path, monkeypatch: pytes
 def test_missing_folder_is_a_diagnostic(tmp_path: Path) -> None:
     catalog = compile_specs(tmp_path / "nope", use_cache=False)
     assert len(catalog) == 0 and catalog.errors
+
+
+def test_description_size_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "a.yaml").write_text(yaml.safe_dump(_spec({"/a": _get("a", description="word " * 500)})))
+    monkeypatch.setenv("GATEWAY_MAX_DESCRIPTION", "100")
+    assert len(compile_specs(root, cache_dir=tmp_path / "c").get("a").description) == 100
+    monkeypatch.delenv("GATEWAY_MAX_DESCRIPTION")
+    assert len(compile_specs(root, cache_dir=tmp_path / "c").get("a").description) == 1024
