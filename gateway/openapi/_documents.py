@@ -17,9 +17,33 @@ import orjson
 import yaml
 
 try:  # libyaml is ~10x faster than the pure-Python loader
-    _YamlLoader: Any = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _YamlLoader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+
+class _YamlLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe YAML that yields JSON data only: timestamps stay strings, mapping keys become strings
+    (`200:` as a response code, `2024-01-01` as a default), so schemas and examples serialize as JSON."""
+
+
+def _construct_text(loader: Any, node: Any) -> str:
+    return loader.construct_scalar(node)
+
+
+def _construct_mapping(loader: Any, node: Any) -> dict[str, Any]:
+    loader.flatten_mapping(node)
+    return {k if isinstance(k, str) else _key_text(k): v for k, v in loader.construct_pairs(node, deep=True)}
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_text)
+_YamlLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 

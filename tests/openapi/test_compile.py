@@ -139,3 +139,18 @@ def test_description_size_from_the_environment(tmp_path: Path, monkeypatch: pyte
     assert len(compile_specs(root, cache_dir=tmp_path / "c").get("a").description) == 100
     monkeypatch.delenv("GATEWAY_MAX_DESCRIPTION")
     assert len(compile_specs(root, cache_dir=tmp_path / "c").get("a").description) == 1024
+
+
+def test_yaml_specs_yield_json_data_only(tmp_path: Path) -> None:
+    root = tmp_path / "specs"
+    root.mkdir()
+    (root / "a.yaml").write_text(
+        "openapi: 3.0.0\ninfo: {title: t, version: 2024-01-01}\npaths:\n  /a:\n    get:\n      operationId: a\n"
+        "      parameters: [{name: since, in: query, schema: {type: string, format: date, default: 2024-01-01}}]\n"
+        "      responses:\n        200:\n          description: ok\n"
+        "          content: {application/json: {schema: {type: object, properties: {1: {type: integer}}}}}\n")
+    catalog = compile_specs(root, use_cache=False)
+    tool = catalog.get("a")
+    assert tool.input_schema["properties"]["since"]["default"] == "2024-01-01"
+    assert tool.output_schema["properties"] == {"1": {"type": "integer"}}
+    assert catalog.apis["a"].version == "2024-01-01"
