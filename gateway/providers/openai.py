@@ -120,8 +120,9 @@ def _merge_call_delta(part: dict[str, Any], slots: list[dict[str, Any]], by_inde
         by_index[index] = slot
     if call_id and not slot["id"]:
         slot["id"] = call_id
-    if function.get("name"):
-        slot["name"] += function["name"]
+    name = function.get("name")
+    if name and name != slot["name"]:  # some servers repeat the whole name on every delta; others send it once
+        slot["name"] += name
     arguments = function.get("arguments")
     if isinstance(arguments, dict):  # some compatible servers send an object
         slot["arguments"].append(json.dumps(arguments))

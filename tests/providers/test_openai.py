@@ -108,3 +108,32 @@ async def test_more_tools_than_openai_accepts_is_a_clear_error_before_sending() 
     compatible = get_adapter(provider_config("openai", "http://127.0.0.1:9"), transport=httpx.MockTransport(handler))
     turn = await compatible.complete("m", [Message(role="user", content="hi")], tools)
     assert turn.message.content == "ok" and len(sent) == 1
+
+
+async def test_stream_deltas_repeating_id_and_name_stay_one_call() -> None:
+    import json as _json
+
+    import httpx
+    from loop_support import provider_config
+
+    from gateway.messages import Message
+    from gateway.providers import get_adapter
+
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        return "data: " + _json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather"}}
+    pieces = ['{"city"', ': "Paris"}']
+    stream = "".join([chunk({"tool_calls": [{**call, "function": {"name": "weather", "arguments": p}}]})
+                      for p in pieces] + [chunk({}, "tool_calls"), "data: [DONE]\n\n"])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=stream, headers={"content-type": "text/event-stream"})
+
+    adapter = get_adapter(provider_config("openai", "http://127.0.0.1:9"), transport=httpx.MockTransport(handler))
+
+    async def on_text(text: str) -> None:
+        pass
+
+    turn = await adapter.complete("m", [Message(role="user", content="hi")], on_text=on_text)
+    assert [(c.id, c.name, c.arguments) for c in turn.message.tool_calls] == [("call_1", "weather", {"city": "Paris"})]
