@@ -306,9 +306,10 @@ class OperationCompiler:
         if set(schema) == {"$ref"}:
             # A root that is only a reference is inlined one level, so the root says what it is
             # (MCP requires an object `type` at the root of outputSchema).
-            definition, _ = self.translator.definition(schema["$ref"].rsplit("/", 1)[-1], "out")
+            definition, deps = self.translator.definition(schema["$ref"].rsplit("/", 1)[-1], "out")
             if isinstance(definition, dict) and "$ref" not in definition:
                 schema = dict(definition)
+                refs = set(deps)  # the root's own entry stays only when it is reached again (recursion)
         if refs:
             schema = {**schema, "$defs": self.translator.collect_defs(refs, "out")}
         return schema

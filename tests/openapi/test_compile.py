@@ -154,3 +154,12 @@ def test_yaml_specs_yield_json_data_only(tmp_path: Path) -> None:
     assert tool.input_schema["properties"]["since"]["default"] == "2024-01-01"
     assert tool.output_schema["properties"] == {"1": {"type": "integer"}}
     assert catalog.apis["a"].version == "2024-01-01"
+
+
+def test_damaged_cache_entries_are_compiled_again(specs: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = compile_specs(specs, cache_dir=cache)
+    for entry in cache.iterdir():
+        entry.write_bytes(b"not a pickle")
+    again = compile_specs(specs, cache_dir=cache)
+    assert list(again.tools) == list(first.tools)

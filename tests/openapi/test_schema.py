@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from jsonschema import Draft202012Validator
 
 from gateway.openapi import compile_document
@@ -122,3 +124,14 @@ def test_discriminator_dropped_one_of_kept() -> None:
     tool = _tool(_spec(schemas, body=body))
     assert tool.input_schema["properties"]["body"]["oneOf"] == [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]
     assert "discriminator" not in tool.input_schema["properties"]["body"]
+
+
+def test_shared_refs_never_explode_inline() -> None:
+    # Each level points twice at the next: inlining would give 2**20 copies of the leaf.
+    schemas = {f"L{i}": {"type": "object", "properties": {"a": {"$ref": f"#/components/schemas/L{i + 1}"},
+                                                           "b": {"$ref": f"#/components/schemas/L{i + 1}"}}}
+               for i in range(20)}
+    schemas["L20"] = {"type": "string"}
+    tool = _tool(_spec(schemas, response={"$ref": "#/components/schemas/L0"}))
+    assert len(tool.output_schema["$defs"]) == 20
+    assert len(json.dumps(tool.output_schema)) < 5000
