@@ -1,26 +1,29 @@
 """Load: N concurrent chats through a running gateway with the safety layer on.
 
-A real uvicorn gateway on 127.0.0.1 (client keys, SQLite audit, breaker, limits wiring), the tests'
+`gateway serve` in its own process on 127.0.0.1 (client keys, SQLite audit, breaker, limits), the tests'
 ScriptedLLM server as the model (each chat: one tool call, then the answer) and a real upstream
 (the tests' RecordingServer answering like Open-Meteo). Every chat is one LLM round trip for the tool
 call, one upstream call, one LLM round trip for the answer, and two audit rows (the tool call and the
 chat), both committed before the answer returns. Reports throughput, latency percentiles, errors,
 and whether every audit row is there.
 
-    /work/venv/bin/python bench/load.py [--chats 200] [--concurrency 200] [--no-safety]
+    /work/venv/bin/python bench/load.py [--chats 200] [--concurrency 200] [--mode process|inprocess|bare]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -88,46 +91,92 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+@contextmanager
+def _served(folder: Path, mode: str) -> Iterator[tuple[str, Path | None]]:
+    """The gateway: `gateway serve` in its own process (default), or an app in this process."""
+    store = folder / ".gateway" / "state.db"  # the default store beside agents.yaml
+    if mode == "process":
+        port = _free_port()
+        command = [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
+                   "--agents", str(folder / "agents.yaml"), "--no-cache"]
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(url, process)
+            yield url, store
+        finally:
+            process.terminate()
+            process.wait(30)
+        return
+    if mode == "bare":
+        app = create_app(RuntimeHolder(load_runtime(folder / "specs", folder / "agents.yaml")), watch=False)
+        with running(app) as url:
+            yield url, None
+        return
+    app, safety = build_app(folder, store=store)
+    try:
+        with running(app) as url:
+            yield url, store
+    finally:
+        safety.store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"`gateway serve` exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError("`gateway serve` did not become healthy")
+
+
+def _audit_summary(store: Path | None, expected: int) -> str:
+    if store is None:
+        return "- (no safety layer)"
+    with sqlite3.connect(store) as db:
+        rows = dict(db.execute("SELECT kind, count(*) FROM audit GROUP BY kind").fetchall())
+    complete = rows == {"chat": expected, "tool": expected}
+    return (f"{rows.get('chat', 0)} chat + {rows.get('tool', 0)} tool rows "
+            f"(expected {expected} + {expected}: {'complete' if complete else 'MISSING'})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--no-safety", action="store_true", help="the bare app, for the safety layer's cost")
+    parser.add_argument("--mode", choices=["process", "inprocess", "bare"], default="process",
+                        help="process: `gateway serve` in a subprocess (default); inprocess: the same app in this "
+                             "process (shares its GIL with the scripted servers); bare: in process, no safety layer")
     args = parser.parse_args()
+    warm = min(10, args.chats)
 
     with tempfile.TemporaryDirectory() as tmp, ToolThenAnswer() as llm, RecordingServer() as upstream:
         route_upstream(upstream)
         folder = Path(tmp)
         write_project(folder, llm.url, upstream.url, SAFE_AGENTS_YAML)
-        store = folder / "state.db"
-        safety: Any = None
-        if args.no_safety:
-            app = create_app(RuntimeHolder(load_runtime(folder / "specs", folder / "agents.yaml")), watch=False)
-        else:
-            app, safety = build_app(folder, store=store)
-        with running(app) as url:
-            asyncio.run(_load(url, min(10, args.chats), min(10, args.concurrency)))  # warm up pools and caches
+        with _served(folder, args.mode) as (url, store):
+            asyncio.run(_load(url, warm, warm))  # warm up pools and caches
             wall, latencies, errors = asyncio.run(_load(url, args.chats, args.concurrency))
-        if safety is not None:
-            safety.store.close()
-        audit = "-"
-        if not args.no_safety:
-            with sqlite3.connect(store) as db:
-                rows = dict(db.execute("SELECT kind, count(*) FROM audit GROUP BY kind").fetchall())
-            warm = min(10, args.chats)
-            expected = args.chats + warm
-            complete = rows == {"chat": expected, "tool": expected}
-            audit = (f"{rows.get('chat', 0)} chat + {rows.get('tool', 0)} tool rows "
-                     f"(expected {expected} + {expected}: {'complete' if complete else 'MISSING'})")
+        audit = _audit_summary(store, args.chats + warm)
 
-    print(f"chats: {args.chats}, concurrency: {args.concurrency}, safety layer: {'off' if args.no_safety else 'on'}")
+    print(f"chats: {args.chats}, concurrency: {args.concurrency}, mode: {args.mode}")
     print(f"wall: {wall:.2f} s, throughput: {args.chats / wall:.1f} chats/s")
     print(f"latency: p50 {_percentile(latencies, 0.5) * 1000:.0f} ms, p99 {_percentile(latencies, 0.99) * 1000:.0f} ms,"
           f" max {max(latencies) * 1000:.0f} ms, mean {statistics.mean(latencies) * 1000:.0f} ms")
     print(f"errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     print(f"audit: {audit}")
     print(f"LLM requests: {len(llm.requests)}, upstream requests: {len(upstream.requests)}")
-    return 1 if errors else 0
+    return 1 if errors or "MISSING" in audit else 0
 
 
 if __name__ == "__main__":
