@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..runtime import Runtime, RuntimeHolder
+from ..runtime import RuntimeHolder
 from .chat import chat_completions
 from .errors import error_handlers
 from .limits import BodyLimitMiddleware
@@ -73,8 +73,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         watcher: asyncio.Task[Any] | None = None
         async with mcp.manager.run():
+            holder.on_reload.append(state.on_reload)  # any reload, watched or not, rebuilds the executors
             if watch:
-                _subscribe(holder, state.on_reload)
                 watcher = asyncio.create_task(holder.watch(interval=watch_interval))
             try:
                 yield
@@ -82,6 +82,7 @@ def create_app(
                 if watcher is not None:
                     watcher.cancel()
                     await asyncio.gather(watcher, return_exceptions=True)
+                holder.on_reload.remove(state.on_reload)
                 await state.aclose()
 
     mounted = {getattr(route, "path", None) for route in extra_routes}
@@ -108,11 +109,3 @@ def create_app(
     app.state.mcp = mcp
     return app
 
-
-def _subscribe(holder: RuntimeHolder, callback: Callable[[Runtime], Any]) -> None:
-    """Register `callback` to run after every successful reload."""
-    on_reload = holder.on_reload
-    if callable(on_reload) and not isinstance(on_reload, list):
-        on_reload(callback)
-    else:
-        on_reload.append(callback)
