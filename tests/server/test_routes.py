@@ -140,3 +140,29 @@ def test_body_over_the_limit_is_413(tmp_path: Any, llm: Any, upstream: Recording
         response = httpx.post(f"{url}/agents/weather/tools/getForecast", content=chunks())
         assert response.status_code == 413
         assert upstream.requests == []
+
+
+def test_with_the_safety_layer_a_held_write_runs_once_approved(tmp_path: Any, llm: Any,
+                                                              upstream: RecordingServer) -> None:
+    from server_support import running, write_project
+
+    from gateway.runtime import RuntimeHolder, load_runtime
+    from gateway.server import create_app
+    from gateway.server.safety import Safety
+
+    specs, agents = write_project(tmp_path, llm.url, upstream.url)
+    runtime = load_runtime(specs, agents, use_cache=False)
+    app = create_app(RuntimeHolder(runtime), watch=False, **Safety.open(runtime, store="memory:").app_options())
+    with running(app) as url:
+        arguments = {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."}
+        held = httpx.post(f"{url}/agents/triage/tools/createIssueComment", json=arguments)
+        assert held.status_code == 202
+        approval = held.json()["approval_id"]
+        assert not [r for r in upstream.requests if r.method == "POST"]
+
+        done = httpx.post(f"{url}/approvals/{approval}", json={"decision": "approve"})
+        assert done.status_code == 200
+        assert done.json()["result"]["status"] == 201
+        sent = [r for r in upstream.requests if r.method == "POST"]
+        assert [r.path for r in sent] == ["/github/repos/acme/app/issues/7/comments"]
+        assert sent[0].json() == {"body": "On it."}
