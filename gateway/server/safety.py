@@ -14,6 +14,7 @@ object changes.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -141,8 +142,10 @@ class Safety:
                                breakers=self._breakers)
 
     async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
-        """After each chat run: keep a paused run's approvals, and record the chat with its usage."""
+        """After each chat run: keep a paused run's approvals, say in the answer's text what waits, and record
+        the chat with its usage."""
         await self.approvals.hold_run(run_id=run_id, agent=agent.name, client=client, result=result)
+        describe_pause(result, self.redactor.value)
         await self._record_chat(agent.name, result, run_id=run_id)
 
     async def approve_direct_call(self, *, agent: str, agent_tool: AgentTool, call: ToolCall,
@@ -232,6 +235,7 @@ class Safety:
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner)
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
+            describe_pause(result, self.redactor.value)
             return result
 
     async def _resume_call(self, generation: Any, run: RunRecord, decisions: dict[str, Decision]) -> ToolResult:
@@ -264,6 +268,21 @@ class Safety:
 
     async def _on_chat_error(self, agent: str | None, status: int) -> None:
         await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
+
+
+def describe_pause(result: Any, redact: Callable[[Any], Any] = lambda value: value) -> None:
+    """A paused run's answer says in plain words what waits for whom (the loop leaves its text empty)."""
+    pending = getattr(result, "pending_approvals", None)
+    message = getattr(result, "message", None)
+    if not pending or message is None or message.content:
+        return
+    said = next((m.content for m in reversed(getattr(result, "messages", []) or [])
+                 if m.role == "assistant" and m.content), "")
+    lines = [f"- {p.tool} {json.dumps(redact(p.arguments), ensure_ascii=False)} (approval {p.id})" for p in pending]
+    note = ("Waiting for a human's approval before running:\n" + "\n".join(lines) +
+            "\nApprove or deny each with POST /approvals/{id} (or `gateway approvals approve|deny ID`); "
+            "the run then continues.")
+    message.content = f"{said}\n\n{note}" if said else note
 
 
 def _limit(request: Request, *, default: int) -> int:

@@ -40,6 +40,8 @@ def test_paused_run_survives_a_restart_and_resumes_once(tmp_path: Path, llm: Len
     first_safety.store.close()  # type: ignore[attr-defined]
     (pending,) = paused["gateway"]["pending_approvals"]
     assert pending["tool"] == "createIssueComment" and upstream.requests == []
+    said = paused["choices"][0]["message"]["content"]
+    assert "approval" in said and pending["id"] in said and "createIssueComment" in said
 
     second, second_safety = build_app(tmp_path, store=store)  # a new process on the same file
     llm.script(Reply(text="Commented on #7."))
