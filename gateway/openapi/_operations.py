@@ -117,7 +117,7 @@ class OperationCompiler:
             servers=_servers(operation.get("servers")) or _servers(item.get("servers")) or self.servers,
             response_media_types=media_types,
             security=alternatives,
-            tags=tuple(t for t in operation.get("tags") or () if isinstance(t, str)),
+            tags=tuple(t for t in _as_list(operation.get("tags")) if isinstance(t, str)),
             deprecated=deprecated,
             summary=summary.strip(),
             source=self.file,
@@ -313,6 +313,10 @@ class OperationCompiler:
         if refs:
             schema = {**schema, "$defs": self.translator.collect_defs(refs, "out")}
         return schema
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _is_plain_object(schema: Any) -> bool:

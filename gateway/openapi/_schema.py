@@ -205,7 +205,7 @@ class SchemaTranslator:
         refs: set[str] = set()
         try:
             self._defs[key] = self._translate(target, file, mode, refs, pointer)
-        except SchemaError:
+        except BaseException:  # RecursionError too: never leave the placeholder behind for the next tool
             del self._defs[key]
             raise
         self._deps[key] = frozenset(refs)

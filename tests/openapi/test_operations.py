@@ -174,3 +174,19 @@ def test_broken_operation_is_skipped_with_pointer_and_others_compile() -> None:
     assert [t.name for t in catalog] == ["good"]
     [error] = catalog.errors
     assert error.pointer == "/paths/~1a~1{x}/get" and "Missing" in error.message and error.file == "t.yaml"
+
+
+def test_too_deep_reference_chain_skips_only_that_operation() -> None:
+    schemas = {f"S{i}": {"type": "object", "properties": {"n": {"$ref": f"#/components/schemas/S{i + 1}"}}}
+               for i in range(3000)}
+    schemas["S3000"] = {"type": "string"}
+    catalog = _compile({
+        "/deep": {"get": {"operationId": "deep", "responses": {"200": {"description": "ok", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}}}}},
+        "/tail": {"get": {"operationId": "tail", "responses": {"200": {"description": "ok", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/S2990"}}}}}}},
+    }, components={"schemas": schemas})
+    tail = catalog.get("tail")
+    assert tail is not None and sorted(tail.output_schema["$defs"]) == [f"S{i}" for i in range(2991, 3001)]
+    assert catalog.get("deep") is None
+    assert [d.pointer for d in catalog.errors] == ["/paths/~1deep/get"] and "too deep" in catalog.errors[0].message
