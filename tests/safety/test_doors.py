@@ -93,3 +93,16 @@ def test_approvals_and_audit_are_per_key(gw: httpx.Client, llm: LenientLLM, upst
     llm.script(Reply(text="Commented."))
     done = gw.post(f"/approvals/{pending['id']}", headers=bearer(TRIAGE_KEY), json={"decision": "approve"})
     assert done.status_code == 200 and done.json()["choices"][0]["message"]["content"] == "Commented."
+
+
+def test_the_agent_cannot_be_smuggled_past_the_check(gw: httpx.Client, llm: LenientLLM) -> None:
+    smuggled = [
+        b'{"model": "weather", "model": "triage", "messages": [{"role": "user", "content": "hi"}]}',
+        b'{"model": "tri\\u0061ge", "messages": [{"role": "user", "content": "hi"}]}',
+    ]
+    for body in smuggled:
+        response = gw.post("/v1/chat/completions", content=body,
+                           headers={**bearer(WEATHER_KEY), "Content-Type": "application/json"})
+        assert response.status_code == 403, body
+    assert gw.get("//agents/triage/tools", headers=bearer(WEATHER_KEY)).status_code in (403, 404)
+    assert llm.requests == []
