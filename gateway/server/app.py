@@ -100,8 +100,9 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        middleware=[*middleware, Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes,
-                                            exempt_prefixes=("/mcp/",))],
+        # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
+        middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
+                    *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
     )
