@@ -145,16 +145,17 @@ _CHAT_COMPLETION = {
 
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
 
+_MODEL = {
+    "type": "object", "required": ["id", "object", "owned_by"],
+    "properties": {"id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
+                   "owned_by": {"type": "string"}, "description": {"type": "string"}},
+}
+
 _MODEL_LIST = {
     "type": "object",
     "required": ["object", "data"],
-    "properties": {
-        "object": {"const": "list"},
-        "data": {"type": "array", "items": {
-            "type": "object", "required": ["id", "object", "owned_by"],
-            "properties": {"id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
-                           "owned_by": {"type": "string"}, "description": {"type": "string"}}}},
-    },
+    "properties": {"object": {"const": "list"},
+                   "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}},
 }
 
 _AGENT_LIST = {
@@ -241,6 +242,10 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
                              "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
         "/v1/models": {"get": {"operationId": "listModels", "summary": "The agents, as OpenAI models",
                                "responses": {"200": _json("ModelList", "The agents."), **_ERRORS}}},
+        "/v1/models/{model}": {"get": {
+            "operationId": "getModel", "summary": "One agent, as an OpenAI model",
+            "parameters": [{"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json("Model", "The agent."), **_ERRORS}}},
         "/v1/chat/completions": {"post": {
             "operationId": "createChatCompletion",
             "summary": "Run an agent's tool-call loop (OpenAI-compatible; `model` is the agent)",
@@ -297,6 +302,7 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "ChatCompletion": _CHAT_COMPLETION,
             "GatewayExtension": _GATEWAY_EXTENSION,
             "Usage": _USAGE,
+            "Model": _MODEL,
             "ModelList": _MODEL_LIST,
             "AgentList": _AGENT_LIST,
             "ToolList": _TOOL_LIST,

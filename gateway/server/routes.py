@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from ..audit import bind_caller
 from ..dialects import json_tool, render_tools
+from ..manifest import AgentConfig
 from ..messages import ToolCall, ToolResult
 from ..toolsets import AgentTool
 from .errors import APIError, status_for_result
@@ -78,11 +79,18 @@ async def healthz(request: Request) -> Response:
     })
 
 
+def _model(agent: AgentConfig) -> dict[str, Any]:
+    return {"id": agent.name, "object": "model", "created": 0, "owned_by": "gateway", "description": agent.description}
+
+
 async def list_models(request: Request) -> Response:
     manifest = state_of(request).current.runtime.manifest
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "gateway", "description": agent.description}
-            for name, agent in manifest.agents.items()]
-    return JSONResponse({"object": "list", "data": data})
+    return JSONResponse({"object": "list", "data": [_model(agent) for agent in manifest.agents.values()]})
+
+
+async def get_model(request: Request) -> Response:
+    generation = state_of(request).current
+    return JSONResponse(_model(generation.agent(request.path_params["model"], code="model_not_found")))
 
 
 async def list_agents(request: Request) -> Response:
@@ -168,6 +176,7 @@ def routes() -> list[Route]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),
         Route("/agents/{agent}/tools", list_tools, methods=["GET"]),
         Route("/agents/{agent}/tools/{tool}", call_tool, methods=["POST"]),

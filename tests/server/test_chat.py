@@ -117,6 +117,15 @@ async def test_client_tools_are_refused(gw: tuple[str, Any], llm: LenientLLM) ->
     assert llm.requests == []
 
 
+async def test_models_list_and_retrieve_with_the_sdk(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    client = _client(url)
+    assert [m.id for m in client.models.list()] == ["weather", "triage"]
+    assert client.models.retrieve("triage").id == "triage"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
 async def test_unknown_agent_is_404(gw: tuple[str, Any]) -> None:
     url, _ = gw
     with pytest.raises(openai.NotFoundError) as caught:
