@@ -90,7 +90,11 @@ async def list_models(request: Request) -> Response:
 
 async def get_model(request: Request) -> Response:
     generation = state_of(request).current
-    return JSONResponse(_model(generation.agent(request.path_params["model"], code="model_not_found")))
+    name = request.path_params["model"]
+    visible = request.scope.get("gateway.agents")  # set by the auth layer: the caller's agents (None: all)
+    if visible is not None and name not in visible:  # another client's agent: as unknown as a missing one
+        raise APIError(404, f"Unknown model {name!r}; GET /v1/models lists yours.", code="model_not_found")
+    return JSONResponse(_model(generation.agent(name, code="model_not_found")))
 
 
 async def list_agents(request: Request) -> Response:

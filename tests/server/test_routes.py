@@ -166,3 +166,23 @@ def test_with_the_safety_layer_a_held_write_runs_once_approved(tmp_path: Any, ll
         sent = [r for r in upstream.requests if r.method == "POST"]
         assert [r.path for r in sent] == ["/github/repos/acme/app/issues/7/comments"]
         assert sent[0].json() == {"body": "On it."}
+
+
+def test_a_client_sees_only_its_own_models(tmp_path: Any, llm: Any, upstream: RecordingServer) -> None:
+    from server_support import AGENTS_YAML, running, write_project
+
+    from gateway.runtime import RuntimeHolder, load_runtime
+    from gateway.server import create_app
+    from gateway.server.safety import Safety
+
+    clients = "clients:\n  bot: {{key: bot-key-123456, agents: [weather]}}\n"
+    specs, agents = write_project(tmp_path, llm.url, upstream.url, AGENTS_YAML + clients)
+    runtime = load_runtime(specs, agents, use_cache=False)
+    app = create_app(RuntimeHolder(runtime), watch=False, **Safety.open(runtime, store="memory:").app_options())
+    with running(app) as url:
+        headers = {"Authorization": "Bearer bot-key-123456"}
+        assert httpx.get(f"{url}/v1/models/weather", headers=headers).json()["id"] == "weather"
+        hidden = httpx.get(f"{url}/v1/models/triage", headers=headers)
+        assert hidden.status_code == 404
+        assert "weather" not in hidden.text and "triage" in hidden.text  # names only what was asked
+        assert httpx.get(f"{url}/v1/models/weather").status_code == 401
