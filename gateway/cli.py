@@ -170,7 +170,57 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 
 def _cmd_call(args: argparse.Namespace) -> int:
-    raise NotImplementedError("call")
+    import asyncio
+    import json
+
+    from .errors import ConfigError
+    from .executor import Executor
+    from .messages import ToolResult
+    from .runtime import load_runtime
+
+    def emit(result: ToolResult) -> int:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return 0 if result.ok else 1
+
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        return emit(ToolResult.failure("invalid_arguments", f"--args is not valid JSON: {exc}"))
+    if not isinstance(arguments, dict):
+        return emit(ToolResult.failure("invalid_arguments", "--args must be a JSON object"))
+    try:
+        runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
+        agent_tool = runtime.tool(args.agent, args.tool)
+    except ConfigError as exc:
+        for diagnostic in exc.diagnostics:
+            print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 1
+    if agent_tool is None:
+        names = ", ".join(runtime.toolset(args.agent).names) or "none"
+        return emit(ToolResult.failure("unknown_tool", f"agent {args.agent!r} has no tool {args.tool!r} "
+                                       f"(its tools: {names})"))
+    if agent_tool.delegate or agent_tool.tool is None:
+        return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
+                                       f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
+    if agent_tool.needs_approval:
+        print(f"note: {args.tool} needs approval in agent runs; running it because you asked directly",
+              file=sys.stderr)
+    # Fixed args win over the caller's: they are hidden from the model and always sent.
+    merged = {**arguments, **agent_tool.fixed_args}
+
+    async def run() -> ToolResult:
+        executor = Executor(runtime.manifest, runtime.catalog)
+        try:
+            return await executor.execute(agent_tool.tool, merged, timeout=agent_tool.timeout,  # type: ignore[arg-type]
+                                          max_result_bytes=agent_tool.max_result_bytes)
+        finally:
+            await executor.aclose()
+
+    return emit(asyncio.run(run()))
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

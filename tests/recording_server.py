@@ -118,6 +118,7 @@ class RecordingServer:
 def _handler_for(server: RecordingServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # header and body are separate writes: avoid 40 ms delayed-ACK stalls
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

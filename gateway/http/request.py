@@ -96,7 +96,7 @@ def build_request(
             if key[1] in OWNED_HEADERS or key[1] in {h.lower() for h in api.headers}:
                 continue
             if not _TOKEN.match(argument.wire_name):
-                raise ConfigurationError(f"{tool.name}: header name {argument.wire_name!r} is not a valid token")
+                continue  # a broken spec (e.g. a header parameter named ""): it can't be sent at all
             headers.append((argument.wire_name, serialize_header(argument, value)))
         elif argument.location == "cookie":
             cookies.extend(serialize_cookie(argument, value))

@@ -125,7 +125,9 @@ def serialize_query(argument: Argument, value: Any) -> list[str]:
     style = argument.style or "form"
     explode = argument.explode
     if style == "deepObject":
-        if not isinstance(value, dict):
+        # OpenAPI defines deepObject for objects only; arrays get the bracket-index form most servers
+        # that use deepObject (Stripe, Rails, PHP) read: `expand[0]=a&expand[1]=b`.
+        if not isinstance(value, (dict, list)):
             return [f"{name}={enc(to_text(value))}"]
         return [f"{encode(key)}={enc(text)}" for key, text in _deep_items(argument.wire_name, value)]
     if isinstance(value, list):
