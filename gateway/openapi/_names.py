@@ -11,6 +11,7 @@ Rules, in order:
    (duplicate operationIds are common).
 5. Across the catalog, when two specs produce the same name, every tool with that name is prefixed
    by its api (`stripe_com_GetCharges`); names that do not collide are left alone.
+6. A name must start with a letter or `_` (Gemini requires it): otherwise it gets `op_` in front.
 """
 
 from __future__ import annotations
@@ -42,13 +43,17 @@ def sanitize(text: str) -> str:
     return cleaned
 
 
+def _lead(name: str) -> str:
+    return name if name[:1].isalpha() or name[:1] == "_" else shorten(f"op_{name}")
+
+
 def base_name(operation_id: str | None, method: str, path: str) -> str:
     if operation_id and NAME_PATTERN.match(operation_id):
-        return operation_id
+        return _lead(operation_id)
     if operation_id:
         cleaned = sanitize(operation_id)
         if cleaned:
-            return shorten(cleaned)
+            return _lead(shorten(cleaned))
     derived = sanitize(f"{method.lower()}_{path.replace('{', '').replace('}', '')}")
     return shorten(derived or method.lower())
 
@@ -74,7 +79,7 @@ def prefix_colliding(names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], 
         if counts[name] == 1:
             final[(api, name)] = name
             continue
-        candidate = shorten(f"{sanitize(api)}_{name}")
+        candidate = _lead(shorten(f"{sanitize(api)}_{name}"))
         if candidate in used:
             candidate = unique_in_spec(candidate, api, name, used)
         used.add(candidate)

@@ -9,6 +9,12 @@ def test_operation_id_kept_when_valid_else_sanitized() -> None:
     assert base_name("listItems", "GET", "/x") == "listItems"
 
 
+def test_names_start_with_a_letter_or_underscore() -> None:
+    assert base_name("2fa-enable", "POST", "/x") == "op_2fa-enable"
+    assert base_name("-x", "POST", "/x") == "op_-x"
+    assert prefix_colliding([("1forge", "q"), ("b", "q")])[("1forge", "q")] == "op_1forge_q"
+
+
 def test_missing_operation_id_derived_from_method_and_path() -> None:
     assert base_name(None, "GET", "/repos/{owner}/{repo}/issues") == "get_repos_owner_repo_issues"
     assert base_name("", "DELETE", "/") == "delete"
