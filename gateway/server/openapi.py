@@ -238,7 +238,7 @@ SAFETY_PATHS: dict[str, Any] = {
 
 def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {
-        "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded",
+        "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded", "security": [],
                              "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
         "/v1/models": {"get": {"operationId": "listModels", "summary": "The agents, as OpenAI models",
                                "responses": {"200": _json("ModelList", "The agents."), **_ERRORS}}},
@@ -294,7 +294,10 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
                            "each agent's tools over MCP Streamable HTTP.",
         },
         "paths": paths,
-        "components": {"schemas": {
+        # With `clients` in agents.yaml every door but /healthz and /openapi.json needs a client key.
+        "security": [{}, {"clientKey": []}],
+        "components": {"securitySchemes": {"clientKey": {
+            "type": "http", "scheme": "bearer", "description": "A key from agents.yaml `clients`."}}, "schemas": {
             "Error": _ERROR,
             "ToolResult": _TOOL_RESULT,
             "ChatMessage": _MESSAGE,
