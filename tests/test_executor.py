@@ -245,6 +245,19 @@ async def test_text_plain_and_octet_stream_bodies(upstream) -> None:
     assert bad.error_type == "invalid_arguments" and "base64" in (bad.error or "")
 
 
+async def test_xml_bodies(upstream) -> None:
+    tool = make_tool(method="POST", body=BodyBinding(media_type="text/xml", argument="body"),
+                     body_schema={"type": "object"})
+    await _call(upstream, tool, {"body": {"Done": {"Part": [{"N": 1}, {"N": 2}], "Note": "a<b"}}})
+    assert upstream.last.header("Content-Type") == "text/xml"
+    assert upstream.last.body.endswith(b"<Done><Part><N>1</N></Part><Part><N>2</N></Part><Note>a&lt;b</Note></Done>")
+    await _call(upstream, tool, {"body": {"bad name": 1}})
+    assert len(upstream.requests) == 1
+    string_tool = make_tool(method="POST", body=BodyBinding(media_type="application/xml", argument="body"))
+    await _call(upstream, string_tool, {"body": "<a/>"})
+    assert upstream.last.body == b"<a/>"
+
+
 # -- safety ------------------------------------------------------------------------------------------
 
 

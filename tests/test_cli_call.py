@@ -1,0 +1,70 @@
+"""`gateway call AGENT TOOL --args JSON` against a real upstream on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from recording_server import RecordingServer, Reply
+
+from gateway.cli import main
+
+SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "shop", "version": "1"},
+    "servers": [{"url": "/relative"}],
+    "paths": {
+        "/items/{id}": {
+            "get": {
+                "operationId": "getItem",
+                "parameters": [
+                    {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}},
+                    {"name": "tenant", "in": "query", "required": True, "schema": {"type": "string"}},
+                ],
+                "responses": {"200": {"description": "ok", "content": {"application/json": {}}}},
+            }
+        }
+    },
+}
+
+
+@pytest.fixture
+def upstream() -> Iterator[RecordingServer]:
+    with RecordingServer() as server:
+        yield server
+
+
+def _setup(tmp_path: Path, base_url: str) -> list[str]:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "shop.json").write_text(json.dumps(SPEC))
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(
+        "providers:\n  p: {kind: openai, base_url: http://127.0.0.1:9/v1, api_key: sk-test-key}\n"
+        f"apis:\n  shop: {{base_url: '{base_url}', auth: {{type: bearer, token: shop-secret-token}}}}\n"
+        "agents:\n  clerk:\n    model: p/m\n    tools:\n      - api: shop\n        args: {tenant: acme}\n"
+    )
+    return ["--specs", str(specs), "--agents", str(agents), "--no-cache"]
+
+
+def test_call_prints_the_tool_result_with_fixed_args(tmp_path, upstream, capsys) -> None:
+    upstream.route("/items", lambda r: Reply(200, {"path": r.target, "auth": r.header("Authorization")}))
+    common = _setup(tmp_path, upstream.url)
+    code = main(["call", *common, "clerk", "getItem", "--args", '{"id": 0, "tenant": "other"}'])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["ok"] is True and result["status"] == 200
+    assert result["body"] == {"path": "/items/0?tenant=acme", "auth": "Bearer [REDACTED]"}
+
+
+def test_call_reports_invalid_arguments_and_unknown_tools(tmp_path, upstream, capsys) -> None:
+    common = _setup(tmp_path, upstream.url)
+    assert main(["call", *common, "clerk", "getItem", "--args", '{"id": "x"}']) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["error_type"] == "invalid_arguments" and "id: expected integer" in result["error"]
+    assert main(["call", *common, "clerk", "nope"]) == 1
+    assert json.loads(capsys.readouterr().out)["error_type"] == "unknown_tool"
+    assert main(["call", *common, "clerk", "getItem", "--args", "{bad"]) == 1
+    assert "not valid JSON" in json.loads(capsys.readouterr().out)["error"]
+    assert upstream.requests == []
