@@ -118,6 +118,7 @@ def test_corpus_gemini_rendering(catalog: Catalog) -> None:
     subset = 0
     for rendered in render_tools(catalog, "gemini"):
         assert not ("parameters" in rendered and "parametersJsonSchema" in rendered)
+        assert rendered["name"][0].isalpha() or rendered["name"][0] == "_"
         if "parameters" in rendered:
             subset += 1
             for schema in _schemas(rendered["parameters"]):
