@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 logger = logging.getLogger("gateway.executor")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
+_SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|signature|session|cookie", re.IGNORECASE)
 
 
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
@@ -45,6 +47,8 @@ class _Api:
         self.config = config
         self.client = new_client(transport, max_connections=max(config.max_concurrency or 20, 1))
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
+        # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
+        redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
 
@@ -98,8 +102,10 @@ class Executor:
         try:
             result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes)
         except Exception as error:  # the contract: a bad call never raises
-            logger.exception("tool %s failed unexpectedly", tool.name)
             message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
+            # The message is redacted; the traceback (which may quote a URL) only at debug level.
+            logger.error("%s", message)
+            logger.debug("traceback of the failure above", exc_info=True)
             result = ToolResult.failure("transport_error", message)
         result.duration_ms = (time.monotonic() - started) * 1000
         return result

@@ -287,6 +287,20 @@ async def test_crlf_in_header_value_is_refused(upstream) -> None:
     assert upstream.requests == []
 
 
+async def test_non_ascii_header_value_is_refused_clearly(upstream) -> None:
+    tool = make_tool(arg("X-Note", "header"))
+    result = await _call(upstream, tool, {"X-Note": "café"})
+    assert result.error_type == "invalid_arguments" and "ASCII" in (result.error or "")
+    assert upstream.requests == []
+
+
+async def test_secret_looking_static_headers_are_redacted(upstream) -> None:
+    upstream.route("/items", lambda r: Reply(200, {"echo": r.header("X-Api-Key"), "tenant": r.header("X-Tenant")}))
+    result = await _call(upstream, make_tool(), {}, settings={"headers": {"X-Api-Key": "static-key-42",
+                                                                         "X-Tenant": "acme-corp"}})
+    assert result.body == {"echo": "[REDACTED]", "tenant": "acme-corp"}
+
+
 async def test_owned_and_credential_headers_are_not_taken_from_arguments(upstream) -> None:
     tool = make_tool(
         arg("Host", "header"), arg("Authorization", "header"), arg("Content-Length", "header"),

@@ -99,7 +99,8 @@ def build_request(
                 continue  # a broken spec (e.g. a header parameter named ""): it can't be sent at all
             headers.append((argument.wire_name, serialize_header(argument, value)))
         elif argument.location == "cookie":
-            cookies.extend(serialize_cookie(argument, value))
+            if _TOKEN.match(argument.wire_name):
+                cookies.extend(serialize_cookie(argument, value))
     url = _join(base, path, query)
     if origin_of(url) != origin_of(base):
         raise ArgumentError(f"{tool.name}: the arguments would change the request's host")

@@ -174,6 +174,8 @@ def serialize_header(argument: Argument, value: Any) -> str:
 def check_header_value(label: str, text: str) -> None:
     if any(c in text for c in _FORBIDDEN_HEADER_CHARS):
         raise ArgumentError(f"{label}: header values can't contain CR, LF or NUL characters")
+    if not text.isascii():
+        raise ArgumentError(f"{label}: header values must be ASCII text")
 
 
 def serialize_cookie(argument: Argument, value: Any) -> list[tuple[str, str]]:
