@@ -9,6 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+try:
+    from re import _parser as _sre_parser  # type: ignore[attr-defined]
+except ImportError:  # Python < 3.11
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
 from jsonschema import Draft202012Validator
 
 _FORMATS = {
@@ -129,7 +134,7 @@ def _string(schema: dict[str, Any], root: dict[str, Any], depth: int) -> str:
         except re.error:
             compiled = None
         if compiled is not None and not compiled.search(text):
-            text = next((c for c in _PATTERN_CANDIDATES if compiled.search(c)), None) or _unsat("pattern")
+            text = next((c for c in _PATTERN_CANDIDATES if compiled.search(c)), None) or _from_regex(pattern)
     low, high = schema.get("minLength") or 0, schema.get("maxLength")
     if len(text) < low:
         text = text + "a" * (low - len(text))
@@ -202,3 +207,55 @@ def _merge(a: dict[str, Any], b: Any) -> dict[str, Any]:
 def _valid(value: Any, schema: dict[str, Any], root: dict[str, Any]) -> bool:
     wrapped = {**schema, "$defs": root.get("$defs", {})} if "$defs" in root else schema
     return Draft202012Validator(wrapped).is_valid(value)
+
+
+def _from_regex(pattern: str) -> str:
+    """The shortest string the regex's parse tree spells (first branch, minimum repeats)."""
+    try:
+        tree = _sre_parser.parse(pattern)
+        text = _spell(tree)
+    except Exception:
+        return _unsat("pattern")
+    if re.search(pattern, text) is None:
+        return _unsat("pattern")
+    return text
+
+
+def _spell(items: Any) -> str:
+    out = []
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "NOT_LITERAL":
+            out.append("a" if arg != ord("a") else "b")
+        elif name == "ANY":
+            out.append("a")
+        elif name == "IN":
+            out.append(_spell_class(arg))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, _high, sub = arg
+            out.append(_spell(sub) * max(low, 0))
+        elif name == "SUBPATTERN":
+            out.append(_spell(arg[-1]))
+        elif name == "BRANCH":
+            out.append(_spell(arg[1][0]))
+        elif name in ("AT", "ASSERT", "ASSERT_NOT", "GROUPREF"):
+            continue
+        else:
+            raise ValueError(name)
+    return "".join(out)
+
+
+def _spell_class(items: Any) -> str:
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            return chr(arg)
+        if name == "RANGE":
+            return chr(arg[0])
+        if name == "CATEGORY":
+            return {"CATEGORY_DIGIT": "1", "CATEGORY_SPACE": " "}.get(str(arg), "a")
+        if name == "NEGATE":
+            return "a"
+    return "a"

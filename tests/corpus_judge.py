@@ -209,7 +209,8 @@ def explain(tool: Tool, doc: dict[str, Any], recorded: Recorded, cls: str, detai
         return "judge-config: a security scheme the judge cannot satisfy (e.g. signed requests)"
     nested = b"%5D%5B" in recorded.target.encode() + recorded.body
     if "deepObject" in detail or (nested and ("CastError" in cls or "InvalidParameter" in cls)):
-        return "undefined-by-OAS: deepObject with array or nested values (openapi-core reads one flat level)"
+        return ("judge-limit: deepObject openapi-core can't read (array or nested values, undefined by OAS; "
+                "or an anyOf schema without `type: object`)")
     if "CastError" in cls and "Query parameter" in detail:
         return "undefined-by-OAS: array of objects in a form query (openapi-core can't cast)"
     if "read-only" in detail:
