@@ -26,3 +26,16 @@ def test_messages_arguments_and_tracebacks_are_scrubbed(caplog: pytest.LogCaptur
     assert SECRET not in caplog.text
     assert caplog.text.count("[REDACTED]") == 3
     assert "nothing secret: 5" in caplog.text
+
+
+def test_records_keep_their_arguments_for_formatters_that_read_them(caplog: pytest.LogCaptureFixture) -> None:
+    redactor = Redactor([SECRET])  # held here: redact_logs keeps it only weakly
+    redact_logs(redactor)
+    logger = logging.getLogger("uvicorn.access.like")
+    with caplog.at_level(logging.INFO):
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/healthz", "1.1", 200)
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", f"/x?key={SECRET}", "1.1", 200)
+    plain, secret = caplog.records[-2:]
+    assert plain.args == ("127.0.0.1:1", "GET", "/healthz", "1.1", 200)
+    assert len(secret.args) == 5 and SECRET not in str(secret.args)
+    assert SECRET not in caplog.text and "[REDACTED]" in caplog.text
