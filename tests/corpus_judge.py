@@ -92,7 +92,10 @@ def _auth_for(doc: dict[str, Any]) -> list[AuthConfig]:
     schemes = ((doc.get("components") or {}).get("securitySchemes")) or {}
     auth: list[AuthConfig] = []
     http_done = False
-    for scheme in schemes.values():
+    # http schemes first: one Authorization header can carry only one of them, and an operation that
+    # allows OAuth2 usually allows the http scheme too, rarely the other way round.
+    ordered = sorted((s for s in schemes.values() if isinstance(s, dict)), key=lambda s: s.get("type") != "http")
+    for scheme in ordered:
         if not isinstance(scheme, dict):
             continue
         kind = scheme.get("type")
@@ -149,7 +152,7 @@ def _classify(error: Exception) -> tuple[str, str]:
         inner = getattr(cause, "schema_errors", None)
         if inner:
             detail += " <- " + "; ".join(str(e.message) for e in list(inner)[:2])
-    return "/".join(names), detail[:400]
+    return "/".join(names), detail[:1500]
 
 
 async def judge_spec(path: Path, root: Path, server: RecordingServer, *, every: int = 1) -> list[Verdict]:
@@ -217,8 +220,8 @@ def explain(tool: Tool, doc: dict[str, Any], recorded: Recorded, cls: str, detai
         return "spec: readOnly on a parameter schema (openapi-core refuses any value)"
     if "is not one of" in detail:
         return "spec: enum values don't match the declared type"
-    if body is not None and is_binary_type(media) and "of type 'string'" in detail:
-        return "judge-limit: binary body (openapi-core checks the raw bytes against `type: string`)"
+    if body is not None and is_binary_type(media) and "Value b'" in detail:
+        return "judge-limit: binary media type (openapi-core checks the raw bytes against the schema's type)"
     if "reference '#/components" in detail:
         return "compiler #2: discriminator mapping not expressed in the tool schema (any `type` value passes)"
     if body is not None and "xml" in media:

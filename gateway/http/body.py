@@ -66,7 +66,9 @@ def build_body(tool: Tool, arguments: dict[str, Any]) -> Body | None:
     if is_json_type(media_type) or kind in ("*/*", "application/*"):
         content_type = media_type if "*" not in kind else "application/json"
         return Body(_json_bytes(value), content_type)
-    if _is_base64_schema(schema, tool) or is_binary_type(media_type):
+    # A structured value under a binary type is a spec quirk (Docker declares JSON objects as
+    # octet-stream): it goes as JSON. Only text is taken for base64.
+    if (_is_base64_schema(schema, tool) or is_binary_type(media_type)) and isinstance(value, str):
         content_type = media_type if "*" not in kind else "application/octet-stream"
         return Body(_decode_base64(value, binding.argument or "body"), content_type)
     content_type = media_type if "*" not in kind else "text/plain"
