@@ -48,6 +48,6 @@ def make_tool(*args: tuple[Argument, dict[str, Any]], method: str = "GET", path:
 
 
 def executor_for(base_url: str | None, *tools: Tool, auth: list[AuthConfig] | None = None,
-                 api: str = "demo", **settings: Any) -> Executor:
+                 api: str = "demo", transport: Any = None, **settings: Any) -> Executor:
     config = ApiConfig(name=api, base_url=base_url, auth=auth or [], **settings)
-    return Executor(Manifest(apis={api: config}), Catalog(tools))
+    return Executor(Manifest(apis={api: config}), Catalog(tools), transport=transport)
