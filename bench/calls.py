@@ -1,0 +1,254 @@
+"""Tool calls through a running `gateway serve`, beside the direct httpx call to the same upstream and the peer.
+
+    python -m bench.calls [--rounds 5] [--calls 200] [--concurrency 32] [--no-peer]
+
+Processes, all on 127.0.0.1: the upstream (bench/upstream.py), `gateway serve` (its own process, the bench
+spec plus GitHub's spec from a warm cache), FastMCP's `from_openapi` server for the bench spec and for
+GitHub's (bench/peer.py, when installed), and this measuring client. Each round interleaves the sides so
+drift in the machine's load hits them alike; a figure is the median over rounds of each round's figure.
+
+- sequential: p50 of one call at a time: direct `GET`, the gateway's `POST /agents/bench/tools/listIssues`,
+  MCP `tools/call` on an open session (ours and the peer's).
+- concurrent: `--concurrency` callers sharing one pooled client, throughput in calls/s.
+- first MCP call: a new session on the GitHub agent (initialize, initialized, tools/call), in ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.support import (
+    CALL_ARGS,
+    DIRECT_HEADERS,
+    DIRECT_PATH,
+    GITHUB,
+    TOKEN,
+    Row,
+    free_port,
+    mcp_call,
+    mcp_open,
+    median,
+    peer_installed,
+    python_module,
+    spawned,
+    write_project,
+)
+
+Call = Callable[[httpx.AsyncClient], Awaitable[None]]
+
+
+async def _sequential(client: httpx.AsyncClient, call: Call, count: int) -> float:
+    """p50 latency (ms) of `count` calls one after another."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        await call(client)
+        times.append(time.perf_counter() - started)
+    return median(times) * 1000
+
+
+async def _concurrent(client: httpx.AsyncClient, call: Call, callers: int, count: int) -> float:
+    """Throughput (calls/s) of `callers` tasks sharing `count` calls."""
+    remaining = [count]
+
+    async def caller() -> None:
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            await call(client)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return count / (time.perf_counter() - started)
+
+
+def _sides(upstream: str, gateway: str, mcp_headers: dict[str, str], peer: str | None,
+           peer_headers: dict[str, str] | None) -> dict[str, Call]:
+    async def direct(client: httpx.AsyncClient) -> None:
+        response = await client.get(upstream + DIRECT_PATH, headers=DIRECT_HEADERS)
+        assert response.status_code == 200
+        response.json()
+
+    async def http_door(client: httpx.AsyncClient) -> None:
+        response = await client.post(f"{gateway}/agents/bench/tools/listIssues", json=CALL_ARGS)
+        assert response.status_code == 200, response.text[:300]
+        response.json()
+
+    async def mcp_door(client: httpx.AsyncClient) -> None:
+        await mcp_call(client, f"{gateway}/mcp/bench", mcp_headers, "listIssues", CALL_ARGS)
+
+    sides: dict[str, Call] = {"direct": direct, "http": http_door, "mcp": mcp_door}
+    if peer is not None and peer_headers is not None:
+        async def peer_door(client: httpx.AsyncClient) -> None:
+            await mcp_call(client, f"{peer}/mcp", peer_headers, "listIssues", CALL_ARGS)
+
+        sides["peer"] = peer_door
+    return sides
+
+
+async def _first_calls(url: str, tool: str, sessions: int) -> float:
+    """Median ms from nothing to the answer of the first tools/call on a new session."""
+    times = []
+    async with httpx.AsyncClient(timeout=60, trust_env=False) as client:
+        for _ in range(sessions + 1):  # the first one warms the connection and the server's caches
+            started = time.perf_counter()
+            headers = await mcp_open(client, url)
+            await mcp_call(client, url, headers, tool, {}, expect_ok=False)
+            times.append(time.perf_counter() - started)
+            if "Mcp-Session-Id" in headers:
+                await client.delete(url, headers=headers)
+    return median(times[1:]) * 1000
+
+
+async def _github_tool(gateway: str) -> str:
+    """A GitHub tool callable with `{}` (a GET without required arguments)."""
+    async with httpx.AsyncClient(timeout=60, trust_env=False) as client:
+        tools = (await client.get(f"{gateway}/agents/github/tools")).json()["data"]
+    return next(t["name"] for t in tools if t["method"] == "GET" and not t["input_schema"].get("required"))
+
+
+async def _peer_tool(url: str, wanted: str) -> str:
+    """The peer's name for the same operation (FastMCP may name it differently)."""
+    async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
+        headers = await mcp_open(client, url)
+        answer = await client.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        text = answer.text
+        data = next(json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")) \
+            if answer.headers.get("content-type", "").startswith("text/event-stream") else answer.json()
+    names = [t["name"] for t in data["result"]["tools"]]
+    simple = wanted.replace("_", "").replace("-", "").lower()
+    return next((n for n in names if n.replace("_", "").replace("-", "").replace("/", "").lower() == simple), names[0])
+
+
+async def _measure(urls: dict[str, str | None], rounds: int, calls: int, callers: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=callers * 2, max_keepalive_connections=callers * 2)
+    async with httpx.AsyncClient(timeout=60, limits=limits, trust_env=False) as client:
+        gateway = urls["gateway"] or ""
+        mcp_headers = await mcp_open(client, f"{gateway}/mcp/bench")
+        peer_headers = await mcp_open(client, f"{urls['peer']}/mcp") if urls["peer"] else None
+        sides = _sides(urls["upstream"] or "", gateway, mcp_headers, urls["peer"], peer_headers)
+        for call in sides.values():  # warm-up: pools, caches, validators on every side
+            for _ in range(50):
+                await call(client)
+        p50: dict[str, list[float]] = {name: [] for name in sides}
+        throughput: dict[str, list[float]] = {name: [] for name in sides}
+        failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
+        for _ in range(rounds):
+            for name, call in sides.items():
+                if name not in failed:
+                    p50[name].append(await _failsafe(_sequential(client, call, calls), name, failed))
+            for name, call in sides.items():
+                if name + "@concurrent" not in failed:
+                    throughput[name].append(await _failsafe(_concurrent(client, call, callers, calls * 2),
+                                                            name + "@concurrent", failed))
+    first: dict[str, float] = {}
+    if urls["github"]:
+        tool = await _github_tool(gateway)
+        first["ours"] = await _first_calls(f"{gateway}/mcp/github", tool, rounds * 2)
+        if urls["peer_github"]:
+            try:
+                peer_tool = await _peer_tool(f"{urls['peer_github']}/mcp", tool)
+                first["peer"] = await _first_calls(f"{urls['peer_github']}/mcp", peer_tool, rounds * 2)
+            except (httpx.HTTPError, RuntimeError, KeyError) as error:
+                first["peer"] = f"failed: {type(error).__name__}"  # type: ignore[assignment]
+    return {"p50_ms": {k: failed.get(k) or median(v) for k, v in p50.items()},
+            "throughput": {k: failed.get(k + "@concurrent") or median(v) for k, v in throughput.items()},
+            "first_ms": first}
+
+
+async def _failsafe(work: Awaitable[float], name: str, failed: dict[str, str]) -> float:
+    try:
+        return await work
+    except (httpx.HTTPError, RuntimeError, AssertionError) as error:
+        failed[name] = f"failed: {type(error).__name__} {str(error)[:60]}".strip()
+        return float("nan")
+
+
+def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool = True,
+            github: bool = True) -> dict[str, Any]:
+    """Start every process, measure, stop them; the raw figures."""
+    peer = peer and peer_installed()
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        folder = Path(tmp)
+        port = free_port()
+        upstream = f"http://127.0.0.1:{port}"
+        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)), upstream + "/"))
+        write_project(folder, upstream, github=github and GITHUB.exists())
+        env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
+        port = free_port()
+        gateway = f"http://127.0.0.1:{port}"
+        command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
+                                "--agents", str(folder / "agents.yaml"))
+        stack.enter_context(spawned(command, gateway + "/healthz", env=env))
+        urls: dict[str, str | None] = {"upstream": upstream, "gateway": gateway, "peer": None, "peer_github": None,
+                                       "github": gateway if github and GITHUB.exists() else None}
+        if peer:
+            port = free_port()
+            urls["peer"] = f"http://127.0.0.1:{port}"
+            stack.enter_context(spawned(python_module(
+                "bench.peer", "--spec", str(folder / "specs" / "bench.json"), "--upstream", upstream,
+                "--port", str(port), "--token", TOKEN), f"{urls['peer']}/mcp"))
+            if urls["github"]:
+                port = free_port()
+                urls["peer_github"] = f"http://127.0.0.1:{port}"
+                stack.enter_context(spawned(python_module(
+                    "bench.peer", "--spec", str(GITHUB), "--upstream", upstream, "--port", str(port)),
+                    f"{urls['peer_github']}/mcp"))
+        figures = asyncio.run(_measure(urls, rounds, calls, callers))
+    figures["peer"] = peer
+    return figures
+
+
+def _within(value: Any, limit: float, *, at_least: bool = False) -> bool | None:
+    if not isinstance(value, float | int):
+        return None
+    return value >= limit if at_least else value <= limit
+
+
+def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
+    p50, tput, first = figures["p50_ms"], figures["throughput"], figures["first_ms"]
+    direct_p50, direct_tput = p50["direct"], tput["direct"]
+    absent = None if figures["peer"] else "peer not installed"
+    out = [
+        Row("one proxied call over HTTP, sequential p50", "ms", p50["http"], p50["direct"], "direct httpx",
+            peer="n/a (MCP only)", goal="<= 1.8× direct", met=_within(p50["http"], 1.8 * direct_p50)),
+        Row(f"{callers} concurrent callers, HTTP door", "calls/s", tput["http"], tput["direct"], "direct httpx",
+            peer="n/a (MCP only)", goal=">= 0.6× direct",
+            met=_within(tput["http"], 0.6 * direct_tput, at_least=True)),
+        Row(f"{callers} concurrent callers, MCP door", "calls/s", tput["mcp"], tput["direct"], "direct httpx",
+            peer=tput.get("peer", absent), goal=">= 0.6× direct",
+            met=_within(tput["mcp"], 0.6 * direct_tput, at_least=True)),
+        Row("MCP tools/call over Streamable HTTP, p50", "ms", p50["mcp"], p50["direct"], "direct httpx",
+            peer=p50.get("peer", absent), goal="<= 2.5× direct", met=_within(p50["mcp"], 2.5 * direct_p50)),
+    ]
+    if "ours" in first:
+        out.append(Row("first call on a new MCP session (GitHub's tools)", "ms", first["ours"],
+                       peer=first.get("peer", absent), goal="<= 20 ms", met=_within(first["ours"], 20),
+                       note="initialize + initialized + tools/call, median of new sessions"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=200, help="sequential calls per side per round")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--no-peer", action="store_true")
+    args = parser.parse_args()
+    from bench.support import render_table
+
+    figures = measure(args.rounds, args.calls, args.concurrency, peer=not args.no_peer)
+    print(render_table(rows(figures, args.concurrency)))
+
+
+if __name__ == "__main__":
+    main()

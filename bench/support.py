@@ -1,0 +1,256 @@
+"""What the benchmarks share: processes on 127.0.0.1, the bench spec, the upstream, a raw MCP client, a table.
+
+Every server a benchmark talks to runs in its own process (upstream, `gateway serve`, the FastMCP peer), so
+the measuring client never shares a GIL with what it measures. Every address is 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+GITHUB = CORPUS / "github" / "api.github.com.json"
+STRIPE = CORPUS / "apis-guru" / "stripe.com.json"
+GRAPH = CORPUS / "apis-guru" / "microsoft.com" / "graph.json"
+
+TOKEN = "bench-token-123"
+# The one operation the call benchmarks make: path, query (exploded and not), a header, a JSON answer.
+CALL_ARGS = {"owner": "octo", "repo": "hello world", "state": "open", "labels": ["bug", "ui"], "per_page": 30,
+             "X-Request-Id": "bench"}
+DIRECT_PATH = "/repos/octo/hello%20world/issues?state=open&labels=bug,ui&per_page=30"
+DIRECT_HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Request-Id": "bench", "Accept": "application/json"}
+
+_ITEM = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                          "tags": {"type": "array", "items": {"type": "string"}}}}
+BENCH_SPEC: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {"title": "bench", "version": "1"},
+    "servers": [{"url": "http://127.0.0.1:9"}],
+    "paths": {"/repos/{owner}/{repo}/issues": {"get": {
+        "operationId": "listIssues",
+        "summary": "List a repository's issues.",
+        "parameters": [
+            {"name": "owner", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "repo", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["open", "closed", "all"]}},
+            {"name": "labels", "in": "query", "explode": False,
+             "schema": {"type": "array", "items": {"type": "string"}}},
+            {"name": "per_page", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+            {"name": "X-Request-Id", "in": "header", "schema": {"type": "string"}},
+        ],
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"items": {"type": "array", "items": _ITEM}}}}}}},
+    }}},
+}
+
+AGENTS_YAML = """\
+providers:
+  openai: {{kind: openai, base_url: "http://127.0.0.1:9/v1", api_key: unused}}
+apis:
+  bench: {{base_url: "{upstream}", auth: {{type: bearer, token: {token}}}}}
+{github_api}agents:
+  bench:
+    model: openai/none
+    tools: [{{api: bench}}]
+{github_agent}"""
+GITHUB_API = '  github: {{base_url: "{upstream}"}}\n'
+GITHUB_AGENT = "  github:\n    model: openai/none\n    tools: [{api: github}]\n"
+
+
+def write_project(folder: Path, upstream: str, *, github: bool) -> Path:
+    """specs/ (the bench spec, and GitHub's spec linked in place when `github`) and agents.yaml in `folder`."""
+    specs = folder / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    (specs / "bench.json").write_text(json.dumps(BENCH_SPEC))
+    if github:
+        (specs / "github.json").symlink_to(GITHUB)  # read in place: the corpus is never copied
+    (folder / "agents.yaml").write_text(AGENTS_YAML.format(
+        upstream=upstream, token=TOKEN, github_api=GITHUB_API.format(upstream=upstream) if github else "",
+        github_agent=GITHUB_AGENT if github else ""))
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], *, timeout: float = 120, poll: float = 0.01,
+               log: IO[bytes] | None = None) -> float:
+    """Poll `url` until it answers below 500; the time it took. Raises when the process dies first."""
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                err = ""
+                if log is not None:
+                    log.seek(0)
+                    err = log.read().decode(errors="replace")[-800:]
+                raise RuntimeError(f"{process.args!r} exited with {process.returncode}: {err}")
+            try:
+                if client.get(url).status_code < 500:
+                    return time.perf_counter() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(poll)
+    raise RuntimeError(f"{url} was not ready within {timeout:g} s")
+
+
+@contextmanager
+def spawned(command: Sequence[str], ready_url: str, *, env: dict[str, str] | None = None,
+            cwd: Path = ROOT) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """A server process, yielded once `ready_url` answers, with its ready time; terminated afterwards."""
+    # stderr goes to a file, not a pipe: a chatty server would block once a pipe's buffer is full.
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(list(command), cwd=cwd, env={**os.environ, **(env or {})},
+                               stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        yield process, wait_ready(ready_url, process, log=log)
+    finally:
+        log.close()
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a live process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def peer_installed() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import fastmcp"], capture_output=True)
+    return probe.returncode == 0
+
+
+# --- a raw MCP client: one httpx POST per message, so the client's own cost equals the direct call's ---
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+PROTOCOL = "2025-06-18"
+_ids = itertools.count(1)
+
+
+def _mcp_payload(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code >= 400:
+        raise RuntimeError(f"MCP HTTP {response.status_code}: {response.text[:300]}")
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if "id" in message:
+                    return message  # type: ignore[no-any-return]
+        raise RuntimeError(f"no JSON-RPC answer in the event stream: {response.text[:300]}")
+    return response.json()  # type: ignore[no-any-return]
+
+
+async def mcp_open(client: httpx.AsyncClient, url: str) -> dict[str, str]:
+    """initialize + notifications/initialized; the headers every later message of the session carries."""
+    response = await client.post(url, headers=MCP_HEADERS, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    answer = _mcp_payload(response)
+    if "error" in answer:
+        raise RuntimeError(f"MCP initialize failed: {answer['error']}")
+    headers = {**MCP_HEADERS, "Mcp-Protocol-Version": answer["result"].get("protocolVersion", PROTOCOL)}
+    if "mcp-session-id" in response.headers:
+        headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+    done = await client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    if done.status_code >= 400:
+        raise RuntimeError(f"MCP initialized notification: HTTP {done.status_code}")
+    return headers
+
+
+async def mcp_call(client: httpx.AsyncClient, url: str, headers: dict[str, str], tool: str,
+                   arguments: dict[str, Any], *, expect_ok: bool = True) -> dict[str, Any]:
+    # Unique ids: a session matches answers to requests by id, and concurrent callers share the session.
+    answer = _mcp_payload(await client.post(url, headers=headers, json={
+        "jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": {"name": tool, "arguments": arguments}}))
+    if "error" in answer:
+        raise RuntimeError(f"MCP tools/call {tool} failed: {answer['error']}")
+    if expect_ok and answer["result"].get("isError"):
+        raise RuntimeError(f"MCP tools/call {tool} answered an error: {str(answer['result'])[:300]}")
+    return answer["result"]  # type: ignore[no-any-return]
+
+
+# --- the table ---
+
+@dataclass
+class Row:
+    """One line of the table: our figure beside the floor (and the peer) measured in the same run."""
+
+    work: str
+    unit: str
+    ours: float | None
+    floor: float | None = None
+    floor_name: str = ""
+    peer: float | str | None = None
+    goal: str = ""
+    met: bool | None = None
+    note: str = ""
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def _fmt(value: float | str | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if unit == "s":
+        return f"{value:.3f} s"
+    if unit == "ms":
+        return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+    if unit == "MB":
+        return f"{value:.0f} MB"
+    return f"{value:,.0f} {unit}"
+
+
+def _ratio(value: float | str | None, floor: float | None) -> str:
+    if not isinstance(value, float | int) or not floor:
+        return "—"
+    return f"{value / floor:.2f}×"
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    header = ["work", "floor", "ours", "ours/floor", "peer", "peer/floor", "goal", "met"]
+    lines = [header]
+    for row in rows:
+        floor = f"{row.floor_name} {_fmt(row.floor, row.unit)}".strip() if row.floor is not None else "—"
+        met = "—" if row.met is None else ("yes" if row.met else "NO")
+        lines.append([row.work, floor, _fmt(row.ours, row.unit), _ratio(row.ours, row.floor),
+                      _fmt(row.peer, row.unit), _ratio(row.peer, row.floor), row.goal, met])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = ["| " + " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) + " |" for line in lines]
+    out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    notes = [f"- {row.work}: {row.note}" for row in rows if row.note]
+    return "\n".join(out + ([""] + notes if notes else []))
