@@ -67,3 +67,16 @@ def test_retry_after_seconds_and_http_date() -> None:
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
     assert 25 <= (_retry_after(httpx.Response(503, headers={"Retry-After": when})) or 0) <= 30
     assert _retry_after(httpx.Response(503, headers={"Retry-After": "soon"})) is None
+
+
+@pytest.mark.parametrize("location", ["//evil.example/steal", "https://127.0.0.1:9/x", "http://127.0.0.1:10/x"])
+async def test_redirects_to_any_other_origin_are_refused(location: str) -> None:
+    hosts: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        hosts.append(f"{request.url.scheme}://{request.url.host}:{request.url.port}")
+        return httpx.Response(302, headers={"Location": location})
+
+    result = await _run(httpx.MockTransport(handler), make_tool(), {})
+    assert result.error_type == "transport_error" and "another host" in (result.error or "")
+    assert hosts == ["http://127.0.0.1:9"]
