@@ -32,7 +32,8 @@ def test_server_resolves_variable_defaults() -> None:
 
 
 def test_diagnostic_names_file_line_and_pointer() -> None:
-    assert str(Diagnostic(level="error", file="a.yaml", pointer="/paths/~1x", message="bad")) == "a.yaml#/paths/~1x: bad"
+    diagnostic = Diagnostic(level="error", file="a.yaml", pointer="/paths/~1x", message="bad")
+    assert str(diagnostic) == "a.yaml#/paths/~1x: bad"
     assert str(Diagnostic(level="error", file="agents.yaml", line=9, pointer="agents.x", message="m")) == (
         "agents.yaml:9: agents.x: m"
     )
