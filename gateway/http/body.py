@@ -17,7 +17,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from ..catalog import Argument, BodyBinding, Encoding, JSONSchema, Tool
-from .errors import ArgumentError, ConfigurationError
+from .errors import ArgumentError
 from .serialize import check_header_value, serialize_query, to_text
 
 _BINARY_TOP_TYPES = ("image/", "audio/", "video/", "font/")
@@ -165,10 +165,14 @@ def _decode_base64(value: Any, label: str) -> bytes:
     try:
         return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
+        pass
+    # The URL-safe alphabet too; its decoder silently drops foreign characters, so check them first.
+    if re.fullmatch(r"[A-Za-z0-9_-]*=*", text):
         try:
             return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except (binascii.Error, ValueError):
-            raise ArgumentError(f"{label}: expected base64-encoded content") from None
+            pass
+    raise ArgumentError(f"{label}: expected base64-encoded content")
 
 
 # -- application/x-www-form-urlencoded -------------------------------------------------------------------
@@ -260,5 +264,5 @@ def _is_file(schema: JSONSchema) -> bool:
 
 def _quote_param(text: str) -> str:
     if any(c in text for c in "\r\n\x00"):
-        raise ConfigurationError(f"multipart field name {text!r} contains a line break")
+        raise ArgumentError(f"multipart field name {text!r} contains a line break")
     return text.replace("\\", "\\\\").replace('"', '\\"')
