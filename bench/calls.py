@@ -47,14 +47,22 @@ from bench.support import (
 Call = Callable[[httpx.AsyncClient], Awaitable[None]]
 
 
-async def _sequential(client: httpx.AsyncClient, call: Call, count: int) -> float:
-    """p50 latency (ms) of `count` calls one after another."""
-    times = []
+async def _sequential(client: httpx.AsyncClient, sides: dict[str, Call], count: int,
+                      failed: dict[str, str]) -> dict[str, float]:
+    """p50 latency (ms) per side of `count` calls one after another, the sides taking turns call by call
+    (so a burst of load from elsewhere on the machine hits every side alike)."""
+    times: dict[str, list[float]] = {name: [] for name in sides if name not in failed}
     for _ in range(count):
-        started = time.perf_counter()
-        await call(client)
-        times.append(time.perf_counter() - started)
-    return median(times) * 1000
+        for name in list(times):
+            started = time.perf_counter()
+            try:
+                await sides[name](client)
+            except (httpx.HTTPError, RuntimeError, AssertionError) as error:
+                failed[name] = f"failed: {type(error).__name__} {str(error)[:60]}".strip()
+                del times[name]
+                continue
+            times[name].append(time.perf_counter() - started)
+    return {name: median(values) * 1000 for name, values in times.items()}
 
 
 async def _concurrent(client: httpx.AsyncClient, call: Call, callers: int, count: int) -> float:
@@ -143,9 +151,8 @@ async def _measure(urls: dict[str, str | None], rounds: int, calls: int, callers
         throughput: dict[str, list[float]] = {name: [] for name in sides}
         failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
         for _ in range(rounds):
-            for name, call in sides.items():
-                if name not in failed:
-                    p50[name].append(await _failsafe(_sequential(client, call, calls), name, failed))
+            for name, value in (await _sequential(client, sides, calls, failed)).items():
+                p50[name].append(value)
             for name, call in sides.items():
                 if name + "@concurrent" not in failed:
                     throughput[name].append(await _failsafe(_concurrent(client, call, callers, calls * 2),

@@ -2,7 +2,8 @@
 
 Every statement runs on one dedicated worker thread that owns the connection, so the event loop
 never blocks on disk and writes are serialized without lock contention inside one process. Each
-write commits before its coroutine returns: a row is on disk before the response that caused it.
+write commits before its coroutine returns: a row is on disk before the response that caused it (audit
+rows that arrive together share one transaction: group commit).
 WAL with `synchronous=NORMAL` survives a crash of the process (not of the machine); several
 processes may share the file (the busy timeout covers their brief write locks).
 """
@@ -32,6 +33,7 @@ from .base import (
 )
 
 T = TypeVar("T")
+_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -73,6 +75,8 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
+        self._audit_queue: list[_QueuedRow] = []
+        self._audit_writer: asyncio.Future[None] | None = None
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -216,11 +220,42 @@ class SQLiteStore(Store):
             None if row.usage is None else _dumps(row.usage), row.run_id, row.error,
         )
 
-        def work(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})", values)
-            row.id = cursor.lastrowid
+        # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
+        # one thread hop and one commit for the lot; each caller still returns only once its row is committed.
+        waiter = asyncio.get_running_loop().create_future()
+        self._audit_queue.append((values, row, waiter))
+        if self._audit_writer is None:
+            self._audit_writer = asyncio.ensure_future(self._write_audit())
+        await asyncio.shield(waiter)
 
-        await self._run(work)
+    async def _write_audit(self) -> None:
+        try:
+            while self._audit_queue:
+                batch, self._audit_queue = self._audit_queue, []
+
+                def work(conn: sqlite3.Connection, batch: list[_QueuedRow] = batch) -> None:
+                    def body() -> None:
+                        for values, row, _ in batch:
+                            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})",
+                                                  values)
+                            row.id = cursor.lastrowid
+
+                    self._transaction(conn, body)
+
+                try:
+                    await self._run(work)
+                except BaseException as exc:  # every waiter learns of it; the audit layer logs the loss
+                    for _, _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                    if not isinstance(exc, Exception):
+                        raise
+                else:
+                    for _, _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_result(None)
+        finally:
+            self._audit_writer = None
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
         if agents is not None and not agents:
@@ -266,6 +301,8 @@ class SQLiteStore(Store):
         return await self._run(work)
 
     async def aclose(self) -> None:
+        if self._audit_writer is not None:  # rows already accepted are written before the connection closes
+            await asyncio.gather(asyncio.shield(self._audit_writer), return_exceptions=True)
         if self._conn is None:
             return
         conn, self._conn = self._conn, None

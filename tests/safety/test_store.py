@@ -132,6 +132,33 @@ async def test_cancelled_write_still_completes(tmp_path: Path) -> None:
     await store.aclose()
 
 
+async def test_concurrent_audit_rows_each_return_once_committed(tmp_path: Path) -> None:
+    path = tmp_path / "group.db"
+    store = SQLiteStore(path)
+    rows = [AuditRow(time=float(i), kind="tool", agent="clerk", tool=f"t{i}") for i in range(50)]
+
+    async def add(row: AuditRow) -> int:
+        await store.add_audit(row)
+        # Committed by the time this caller goes on: another connection sees the row.
+        with sqlite3.connect(path) as other:
+            return int(other.execute("SELECT count(*) FROM audit WHERE id = ?", (row.id,)).fetchone()[0])
+
+    seen = await asyncio.gather(*(add(row) for row in rows))
+    await store.aclose()
+    assert seen == [1] * 50
+    assert sorted(row.id for row in rows if row.id is not None) == list(range(1, 51))
+
+
+async def test_rows_accepted_before_close_are_written(tmp_path: Path) -> None:
+    path = tmp_path / "flush.db"
+    store = SQLiteStore(path)
+    tasks = [asyncio.ensure_future(store.add_audit(AuditRow(time=1.0, kind="tool", agent="a"))) for _ in range(5)]
+    await asyncio.sleep(0)
+    await store.aclose()
+    await asyncio.gather(*tasks)
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM audit").fetchone()[0] == 5
+
+
 def test_store_location_and_backends(tmp_path: Path) -> None:
     assert store_location(None, tmp_path) == str(tmp_path / ".gateway/state.db")
     assert store_location({"store": "data/x.db"}, tmp_path) == str(tmp_path / "data/x.db")
