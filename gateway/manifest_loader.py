@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -63,6 +63,7 @@ from ._delegation import check_delegation
 from ._manifest_auth import read_auth
 from ._yamlnodes import MISSING, KeyPath, format_path, load_yaml
 from .catalog import Catalog, Diagnostic, Tool
+from .errors import ConfigError
 from .manifest import (
     AgentConfig,
     ApiConfig,
@@ -166,6 +167,33 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
         manifest.settings["max_delegation_depth"] = depth
     else:
         manifest.settings.pop("max_delegation_depth", None)
+    _check_safety_settings(c, settings)
+
+
+def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
+    """Run the safety layer's own parsers, so `gateway validate` reports what `serve` would refuse."""
+    # Imported late: these modules pull in the store, which the manifest must not depend on at import.
+    from .audit import retention_days
+    from .breaker import GuardSettings
+    from .ratelimit import RateLimits
+    from .store import store_location
+
+    checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
+        ("store", store_location),
+        ("audit_retention_days", retention_days),
+        ("rate_limits", RateLimits.from_settings),
+        ("breaker", GuardSettings.from_settings),
+    ]
+    for key, parse in checks:
+        try:
+            parse(settings)
+        except ConfigError as exc:
+            # The parsers' messages already name the key path ("gateway.breaker.failures must be ...").
+            message = str(exc).removeprefix("agents.yaml: ")
+            path, _, rest = message.partition(": ") if message.startswith("gateway.") and ": " in message else (
+                "", "", message)
+            c.diagnostics.append(Diagnostic(level="error", file=c.file, pointer=path,
+                                            line=c.line(("gateway", key)), message=rest))
 
 
 def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfig]:

@@ -472,3 +472,23 @@ def test_secrets_cover_credentials_client_keys_and_credential_headers() -> None:
     manifest, diagnostics = _parse(text)
     assert diagnostics == []
     assert sorted(manifest.secrets()) == ["Token t-5", "c-6", "pk-2", "pw-3", "sk-1", "t-5", "v-4"]
+
+
+def test_gateway_settings_are_checked_by_the_safety_layers_own_parsers() -> None:
+    _, diagnostics = _parse("""
+        gateway:
+          audit_retention_days: 30
+          rate_limits: {client: 600 per min}
+          breaker: {failures: -1}
+        """)
+    errors = sorted((d.line, d.pointer, d.message) for d in diagnostics if d.level == "error")
+    assert errors == [
+        (4, "gateway.rate_limits.client", "expected a limit like 60/min or 10/s, got '600 per min'"),
+        (5, "", "gateway.breaker.failures must be a positive number, got -1"),
+    ]
+    _, diagnostics = _parse("""
+        gateway:
+          rate_limits: {client: 600/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
+          breaker: {failures: 5, reset_after: 30}
+        """)
+    assert [d for d in diagnostics if d.level == "error"] == []
