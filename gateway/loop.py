@@ -160,7 +160,7 @@ class _Loop:
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
-                return self._result(turn.message)
+                return self._result(turn.message, finish_reason=turn.finish_reason)
             paused = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
             if paused is not None:
                 return paused
@@ -286,7 +286,7 @@ class _Loop:
         # Tools were not offered; a call anyway is dropped rather than answered.
         message = Message(role="assistant", content=turn.message.content or "", extras=turn.message.extras)
         self.messages.append(message)
-        return self._result(message, cut=True)
+        return self._result(message, cut=True, finish_reason=turn.finish_reason)
 
     async def _ask(self, tools: list[AgentTool]) -> Turn:
         on_text = None
@@ -300,9 +300,11 @@ class _Loop:
         self.usage.add(turn.usage)
         return turn
 
-    def _result(self, message: Message, cut: bool = False) -> RunResult:
+    def _result(self, message: Message, cut: bool = False, finish_reason: str = "stop") -> RunResult:
+        # Only a provider-side cut is worth telling the client; "tool_calls" can't end a run.
+        reason = finish_reason if finish_reason in ("length", "content_filter") else "stop"
         return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage, cut=cut,
-                         iterations=self.iteration)
+                         iterations=self.iteration, finish_reason=reason)
 
     def _error(self, message: str, code: str) -> LoopError:
         return LoopError(message, code, steps=self.steps, usage=self.usage)

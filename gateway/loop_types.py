@@ -110,6 +110,9 @@ class RunResult:
     pending_approvals: list[PendingApproval] = field(default_factory=list)
     state: dict[str, Any] | None = None
     """For a paused run: everything `resume` needs (JSON-serializable)."""
+    finish_reason: str = "stop"
+    """Why the final turn ended, in OpenAI's terms: `stop`, or `length`/`content_filter` when the provider
+    cut the answer itself (a run ended by a cap is `stop` with `cut`; see `gateway`)."""
 
     @property
     def paused(self) -> bool:

@@ -202,6 +202,17 @@ async def test_truncated_turn_is_not_executed(llm: ScriptedLLM, kind: str, strea
     assert [s.error_type for s in result.steps] == ["truncated_turn", "truncated_turn"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_answer_cut_by_the_token_limit_says_so(llm: ScriptedLLM, kind: str, stream: bool) -> None:
+    llm.script(Reply(text="The forecast for Par", finish="length"))
+    result = await _run(llm, kind, stream=stream)
+    assert result.message.content == "The forecast for Par"
+    assert result.finish_reason == "length" and not result.cut
+    llm.script(Reply(text="Sunny."))
+    assert (await _run(llm, kind, stream=stream)).finish_reason == "stop"
+
+
 async def test_invoke_exception_becomes_an_error_result(llm: ScriptedLLM) -> None:
     llm.script(Reply(calls=[Call("weather", {})]), Reply(text="ok"))
 

@@ -169,7 +169,7 @@ def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
         "choices": [{
             "index": 0,
             "message": {"role": "assistant", "content": message.content or "", "refusal": None},
-            "finish_reason": "stop",  # the loop ran to an answer (or a pause, or a cut: see `gateway`)
+            "finish_reason": result.finish_reason,  # a pause or a cap is told in `gateway`
             "logprobs": None,
         }],
         "usage": usage_dict(result.usage),
@@ -212,7 +212,7 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     if chunk is not None:
                         yield chunk
                 elif kind == "done":
-                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
                                     gateway=gateway_extension(item))
                     if include_usage:
                         yield run.chunk([], usage=usage_dict(item.usage))

@@ -135,7 +135,7 @@ _CHAT_COMPLETION = {
                 "index": {"type": "integer"},
                 "message": {"type": "object", "required": ["role", "content"], "properties": {
                     "role": {"const": "assistant"}, "content": {"type": "string"}}},
-                "finish_reason": {"enum": ["stop", "length"]},
+                "finish_reason": {"enum": ["stop", "length", "content_filter"]},
             },
         }},
         "usage": {"$ref": "#/components/schemas/Usage"},

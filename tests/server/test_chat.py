@@ -71,6 +71,22 @@ async def test_async_client(gw: tuple[str, Any], llm: LenientLLM) -> None:
     assert sent[1:] == [("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello!"), ("user", "Again?")]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_cut_by_the_models_token_limit_has_finish_reason_length(
+        gw: tuple[str, Any], llm: LenientLLM, stream: bool) -> None:
+    url, _ = gw
+    llm.script(Reply(text="It is 3.5", finish="length"))
+    request = {"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}], "max_tokens": 4}
+    if stream:
+        chunks = list(_client(url).chat.completions.create(**request, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    else:
+        completion = _client(url).chat.completions.create(**request)
+        text, reasons = completion.choices[0].message.content, [completion.choices[0].finish_reason]
+    assert text == "It is 3.5" and reasons == ["length"]
+
+
 async def test_streaming_carries_text_in_content_and_steps_in_their_own_chunks(
         gw: tuple[str, Any], llm: LenientLLM) -> None:
     url, _ = gw
