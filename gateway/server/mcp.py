@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
+from .._fastschema import is_valid
 from ..dialects import mcp_structured_content, mcp_tool
 from ..messages import ToolResult
 from ..toolsets import AgentTool
@@ -155,6 +156,8 @@ def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResu
 
 
 def _schema_problem(generation: Generation, agent_tool: AgentTool, body: Any) -> str | None:
+    if is_valid(agent_tool.output_schema or {}, body):  # fast yes; jsonschema words any problem below
+        return None
     validator = generation.memo(("output-validator", id(agent_tool)),
                                 lambda: Draft202012Validator(agent_tool.output_schema or {}))
     error = next(iter(validator.iter_errors(body)), None)
