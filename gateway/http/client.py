@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
+from .._netbackend import fast_transport
 from .auth import Credentials
 from .request import PreparedRequest, origin_of
 
@@ -51,12 +52,15 @@ def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connect
     """A pooled client that follows no redirects and keeps no cookies between calls (no state leaks
     from one agent's call to another's)."""
     jar = CookieJar(policy=DefaultCookiePolicy(blocked_domains=[], allowed_domains=[]))
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    if transport is None:  # the default transport, with a cheaper check of idle pooled connections
+        transport = fast_transport(limits=limits, trust_env=False)
     return httpx.AsyncClient(
         transport=transport,
         follow_redirects=False,
         cookies=jar,
         trust_env=False,
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        limits=limits,
         headers={"User-Agent": "gateway/0.1"},
     )
 
