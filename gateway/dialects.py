@@ -257,10 +257,52 @@ def _nullable(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def drop_strict_nulls(input_schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """Undo strict mode's "optional = nullable": top-level nulls for optional properties mean "not given"."""
-    required = set(input_schema.get("required", ()))
-    properties = input_schema.get("properties", {})
-    return {k: v for k, v in arguments.items() if not (v is None and k in properties and k not in required)}
+    """Undo strict mode's "optional = nullable": a null for an optional property means "not given".
+
+    Strict mode makes every optional property of every object level required-but-nullable, so the model sends
+    `null` for everything it leaves out. Those nulls are removed at every level the schema describes (through
+    `$ref`, `allOf`, `items`), even where the spec allows null: otherwise a strict PATCH would clear every
+    optional field it did not mean to touch. A null for a required property is kept (it is the model's value).
+    """
+    return _drop_nulls(arguments, input_schema, input_schema.get("$defs") or {}, 0)
+
+
+def _drop_nulls(value: Any, schema: Any, defs: dict[str, Any], depth: int) -> Any:
+    schema = _resolve_ref(schema, defs)
+    if depth > 64 or not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties, required = _object_members(schema, defs)
+        out = {}
+        for key, item in value.items():
+            sub = properties.get(key)
+            if item is None and sub is not None and key not in required:
+                continue
+            out[key] = item if sub is None else _drop_nulls(item, sub, defs, depth + 1)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_drop_nulls(item, schema["items"], defs, depth + 1) for item in value]
+    return value
+
+
+def _resolve_ref(schema: Any, defs: dict[str, Any]) -> Any:
+    for _ in range(16):  # a chain of plain aliases; recursion proper goes through properties
+        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
+            break
+        schema = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
+    return schema
+
+
+def _object_members(schema: dict[str, Any], defs: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    properties = dict(schema.get("properties") or {})
+    required = set(schema.get("required") or ())
+    for part in schema.get("allOf") or ():
+        part = _resolve_ref(part, defs)
+        if isinstance(part, dict):
+            more, more_required = _object_members(part, defs)
+            properties.update(more)
+            required |= more_required
+    return properties, required
 
 
 # -- Anthropic --------------------------------------------------------------------------------------

@@ -193,6 +193,8 @@ class _Loop:
             if decision is not None and decision.arguments is not None:
                 call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
                                 raw_arguments=decision.arguments, extras=call.extras)
+            elif call.arguments is not None:
+                call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
             self.tool_calls += 1
             runnable.append((index, tool, call))
         await self._run_concurrently(runnable, results, steps)

@@ -28,6 +28,9 @@ class ProviderConfig:
     api_key: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     timeout: float = 120.0
+    strict: bool = False
+    """openai: send tools in strict mode (closed objects, every property required, optional ones nullable);
+    the nulls the model then sends for what it leaves out are dropped before validation."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -6,8 +6,9 @@ The format is the one DESIGN.md fixes; this loader extends it:
 
 ```yaml
 providers:
-  NAME: {kind: openai|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout}
-        # kind defaults to NAME when NAME is a kind; base_url to the kind's public root
+  NAME: {kind: openai|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
+        # kind defaults to NAME when NAME is a kind; base_url to the kind's public root;
+        # strict (openai only): tools in OpenAI's strict mode
 apis:                                   # keyed by the spec's path under specs/ without extension
   NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency}
         # AUTH: {type: bearer, token} | {type: basic, username, password}
@@ -98,7 +99,7 @@ _APPENDED = {
 HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE")
 APPROVALS = ("never", "writes", "always")
 TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
-PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout")
+PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
 API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
@@ -218,11 +219,17 @@ def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfi
         api_key = c.string(m, path, "api_key")
         headers = c.string_map(m, path, "headers")
         timeout = c.number(m, path, "timeout", minimum=0, exclusive=True)
+        strict = m.get("strict", False)
+        if not isinstance(strict, bool):
+            c.error((*path, "strict"), f"expected true or false, got {strict!r}")
+            strict = False
+        elif strict and kind not in (None, "openai"):
+            c.warning((*path, "strict"), f"strict mode is OpenAI's; a {kind} provider ignores it")
         if kind is None:
             continue
         providers[name] = ProviderConfig(
             name=name, kind=cast(Any, kind), base_url=base_url or DEFAULT_BASE_URLS[kind],
-            api_key=api_key or None, headers=headers, timeout=float(timeout or 120.0),
+            api_key=api_key or None, headers=headers, timeout=float(timeout or 120.0), strict=strict,
         )
     return providers
 

@@ -84,6 +84,33 @@ def test_drop_strict_nulls_only_for_optional_properties(tools) -> None:
     assert drop_strict_nulls(schema, {"id": 1, "q": None, "kind": "a"}) == {"id": 1, "kind": "a"}
 
 
+def test_drop_strict_nulls_at_every_level_the_schema_describes() -> None:
+    schema = {
+        "type": "object",
+        "required": ["item"],
+        "properties": {
+            "item": {"$ref": "#/$defs/Item"},
+            "note": {"type": ["string", "null"]},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+        },
+        "$defs": {
+            "Item": {"allOf": [{"$ref": "#/$defs/Base"},
+                               {"type": "object", "properties": {"size": {"type": "integer"}}}]},
+            "Base": {"type": "object", "required": ["name"], "properties": {"name": {"type": ["string", "null"]},
+                                                                            "color": {"type": "string"}}},
+            "Tag": {"type": "object", "properties": {"label": {"type": "string"}, "weight": {"type": "number"}}},
+        },
+    }
+    arguments = {"item": {"name": None, "color": None, "size": None}, "note": None,
+                 "tags": [{"label": "a", "weight": None}, {"label": None}], "extra": None}
+    assert drop_strict_nulls(schema, arguments) == {
+        "item": {"name": None},  # required: the null is the model's answer, not "left out"
+        # "note" allows null in the spec, but under strict mode a null can't mean anything but "left out"
+        "tags": [{"label": "a"}, {}],
+        "extra": None,  # not in the schema: left for validation to report
+    }
+
+
 def test_gemini_uses_the_subset_when_it_fits(tools) -> None:
     rendered = gemini_function(tools["getItem"])
     params = rendered["parameters"]

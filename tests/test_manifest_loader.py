@@ -492,3 +492,16 @@ def test_gateway_settings_are_checked_by_the_safety_layers_own_parsers() -> None
           breaker: {failures: 5, reset_after: 30}
         """)
     assert [d for d in diagnostics if d.level == "error"] == []
+
+
+def test_provider_strict_mode_is_a_boolean_for_openai() -> None:
+    manifest, diagnostics = _parse("""
+        providers:
+          openai: {kind: openai, strict: true}
+          claude: {kind: anthropic, strict: true}
+          broken: {kind: openai, strict: "yes"}
+        """)
+    assert manifest.providers["openai"].strict is True and manifest.providers["claude"].strict is True
+    assert manifest.providers["broken"].strict is False
+    assert sorted((d.level, d.line, d.pointer) for d in diagnostics) == [
+        ("error", 5, "providers.broken.strict"), ("warning", 4, "providers.claude.strict")]

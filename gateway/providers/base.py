@@ -189,6 +189,10 @@ class ProviderAdapter(abc.ABC):
         if self._client is not None:
             await self._client.aclose()
 
+    def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments of a parsed call as the tool's own schema means them (undoing a dialect's rendering)."""
+        return arguments
+
     async def complete(self, model: str, messages: Sequence[Message], tools: Iterable[ToolLike] = (), *,
                        params: dict[str, Any] | None = None, on_text: TextCallback | None = None) -> Turn:
         """One LLM call. With `on_text` the answer is streamed and each text delta is passed to it."""

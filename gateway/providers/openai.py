@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ..dialects import openai_tool
+from ..dialects import drop_strict_nulls, openai_tool
 from ..errors import ProviderError
 from ..messages import Message
 from .base import (
@@ -37,7 +37,14 @@ _FINISH: dict[str, FinishReason] = {"stop": "stop", "tool_calls": "tool_calls", 
 
 class OpenAIAdapter(ProviderAdapter):
     kind = "openai"
-    strict: bool = False
+
+    @property
+    def strict(self) -> bool:
+        return self.config.strict
+
+    def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
+        # In strict mode the model sends null for every optional property it leaves out.
+        return drop_strict_nulls(tool.input_schema, arguments) if self.strict else arguments
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, lambda t: openai_tool(t, strict=self.strict)) for t in tools]

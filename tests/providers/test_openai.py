@@ -137,3 +137,30 @@ async def test_stream_deltas_repeating_id_and_name_stay_one_call() -> None:
 
     turn = await adapter.complete("m", [Message(role="user", content="hi")], on_text=on_text)
     assert [(c.id, c.name, c.arguments) for c in turn.message.tool_calls] == [("call_1", "weather", {"city": "Paris"})]
+
+
+async def test_strict_provider_sends_strict_tools_and_drops_the_nulls_of_left_out_properties(
+        llm: ScriptedLLM) -> None:
+    from dataclasses import replace
+
+    from loop_support import agent_config, agent_tool, provider_config, toolset
+
+    from gateway.loop import run
+    from gateway.messages import Message
+    from gateway.providers import get_adapter
+
+    search = agent_tool("search", properties={"q": {"type": "string"}, "limit": {"type": "integer"},
+                                              "filter": {"type": "object", "properties": {
+                                                  "state": {"type": "string"}, "label": {"type": "string"}}}})
+    search.input_schema["required"] = ["q"]
+    llm.script(Reply(calls=[Call("search", {"q": "bug", "limit": None, "filter": {"state": "open", "label": None}})]),
+               Reply(text="done"))
+    invoke = StandInInvoke()
+    adapter = get_adapter(replace(provider_config("openai", llm.url), strict=True))
+    await run(agent_config("openai"), [Message(role="user", content="find bugs")], adapter=adapter,
+              toolset=toolset(search), invoke=invoke)
+    function = llm.requests[0].body["tools"][0]["function"]
+    assert function["strict"] is True
+    assert function["parameters"]["required"] == ["q", "limit", "filter"]
+    assert function["parameters"]["properties"]["limit"]["type"] == ["integer", "null"]
+    assert invoke.calls == [("search", {"q": "bug", "filter": {"state": "open"}})]
