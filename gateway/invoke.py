@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .audit import bind_caller
 from .errors import GatewayError
 from .messages import Message, ToolCall, ToolResult
 from .providers.base import ProviderAdapter
@@ -71,8 +72,10 @@ class ToolRunner:
         child = ToolRunner(self.runtime, self.executor, self.adapter_factory, depth=self.depth + 1,
                            max_depth=self.max_depth)
         try:
-            result = await loop.run(agent, [Message(role="user", content=task)], adapter=adapter, toolset=toolset,
-                                    invoke=child)
+            # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.
+            with bind_caller(agent=name):
+                result = await loop.run(agent, [Message(role="user", content=task)], adapter=adapter,
+                                        toolset=toolset, invoke=child)
         except GatewayError as exc:
             logger.info("delegation to %s failed: %s", name, exc)
             return ToolResult.failure("delegate_error", f"agent {name!r} failed: {exc}")

@@ -131,6 +131,33 @@ async def test_delegation_runs_the_sub_agents_loop(runtime, servers) -> None:
     assert [s.tool for s in result.steps] == ["ask_helper"]
 
 
+async def test_a_sub_agents_calls_are_made_in_its_own_name(runtime, servers) -> None:
+    from gateway.audit import bind_caller, current_caller
+
+    llm, _ = servers
+    llm.script(Reply(calls=[Call("ask_helper", {"task": "Rome?"}), Call("getWeather", {"city": "Oslo"})]),
+               Reply(calls=[Call("getWeather", {"city": "Rome"})]), Reply(text="20."), Reply(text="done"))
+    executor = Executor(runtime.manifest, runtime.catalog)
+    seen: list[tuple[str | None, str | None, str]] = []
+    execute = executor.execute
+
+    async def recording_execute(tool, arguments, **options):
+        caller = current_caller()
+        seen.append((caller.client, caller.agent, arguments["city"]))
+        return await execute(tool, arguments, **options)
+
+    executor.execute = recording_execute  # type: ignore[method-assign]
+    pool = AdapterPool(runtime.manifest)
+    try:
+        with bind_caller(client="ci-bot", agent="lead"):
+            await run(runtime.agent("lead"), [Message(role="user", content="hi")], adapter=pool(runtime.agent("lead")),
+                      toolset=runtime.toolset("lead"), invoke=ToolRunner(runtime, executor, pool))
+    finally:
+        await executor.aclose()
+        await pool.aclose()
+    assert sorted(seen, key=lambda s: s[2]) == [("ci-bot", "lead", "Oslo"), ("ci-bot", "helper", "Rome")]
+
+
 async def test_delegation_depth_is_bounded(runtime, servers) -> None:
     llm, _ = servers
     llm.script(Reply(calls=[Call("ask_helper", {"task": "x"})]), Reply(text="I will do it myself."))
