@@ -153,9 +153,23 @@ def parse_manifest(
             _check_security(c, manifest, catalog)
             from .toolsets import build_toolsets  # toolsets imports manifest types; import late
 
-            c.diagnostics.extend(build_toolsets(manifest, catalog)[1])
+            toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
+            c.diagnostics.extend(toolset_diagnostics)
+            _check_tool_counts(c, manifest, toolsets)
     c.diagnostics.sort(key=lambda d: d.line or 0)
     return manifest, c.diagnostics
+
+
+def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
+    """An agent whose tools OpenAI would refuse is worth knowing before its first chat fails."""
+    from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+
+    for name, agent in manifest.agents.items():
+        provider = manifest.providers.get(agent.provider)
+        count = len(toolsets.get(name) or ())
+        if provider is not None and refuses_tool_count(provider, count):
+            c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
+                      "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
 
 
 def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None:

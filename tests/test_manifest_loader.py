@@ -505,3 +505,20 @@ def test_provider_strict_mode_is_a_boolean_for_openai() -> None:
     assert manifest.providers["broken"].strict is False
     assert sorted((d.level, d.line, d.pointer) for d in diagnostics) == [
         ("error", 5, "providers.broken.strict"), ("warning", 4, "providers.claude.strict")]
+
+
+def test_an_agent_with_more_tools_than_openai_accepts_is_warned_about() -> None:
+    catalog = Catalog([_tool("big", f"op{i}") for i in range(130)], apis={"big": ApiSpec(name="big", file="big.json")})
+    text = """
+        providers:
+          openai: {kind: openai}
+          local: {kind: openai, base_url: "http://127.0.0.1:8000/v1"}
+        agents:
+          hoarder: {model: openai/gpt-4o, tools: [{api: big}]}
+          local: {model: local/qwen, tools: [{api: big}]}
+          picky: {model: openai/gpt-4o, tools: [{api: big, operations: ["op1*"]}]}
+        """
+    _, diagnostics = _parse(text, catalog=catalog)
+    [warning] = [d for d in diagnostics if "at most 128" in d.message]
+    assert warning.pointer == "agents.hoarder.tools" and warning.line == _line_of(text, "hoarder:")
+    assert warning.message.startswith("130 tools")

@@ -15,6 +15,7 @@ import httpx
 
 from ..dialects import drop_strict_nulls, openai_tool
 from ..errors import ProviderError
+from ..manifest import ProviderConfig
 from ..messages import Message
 from .base import (
     FinishReason,
@@ -31,6 +32,11 @@ from .base import (
 
 OPENAI_MAX_TOOLS = 128
 """api.openai.com refuses more tools in one request; compatible servers may take more."""
+def refuses_tool_count(config: ProviderConfig, count: int) -> bool:
+    """Whether OpenAI itself would refuse this many tools (compatible servers may take more)."""
+    return config.kind == "openai" and "api.openai.com" in config.base_url and count > OPENAI_MAX_TOOLS
+
+
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls",
                                     "length": "length", "content_filter": "content_filter"}
 
@@ -56,7 +62,7 @@ class OpenAIAdapter(ProviderAdapter):
                        stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
         body: dict[str, Any] = {"model": model, "messages": self.render_messages(messages), **params}
         if tools:
-            if len(tools) > OPENAI_MAX_TOOLS and "api.openai.com" in self.config.base_url:
+            if refuses_tool_count(self.config, len(tools)):
                 raise ProviderError(self.name, f"the agent offers {len(tools)} tools and OpenAI accepts at most "
                                     f"{OPENAI_MAX_TOOLS} in one request: narrow its `tools:` in agents.yaml")
             body["tools"] = self.render_tools(tools)
