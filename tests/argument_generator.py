@@ -102,6 +102,12 @@ def _object(schema: dict[str, Any], root: dict[str, Any], depth: int) -> dict[st
             value.setdefault(name, generate(prop, root, depth=depth + 1))
         except Unsatisfiable:
             continue
+    # dependentRequired (an optional body spread at the top level): a given field brings the ones it needs.
+    dependent = schema.get("dependentRequired") or {}
+    for name in list(value):
+        for needed in dependent.get(name, ()):
+            if needed not in value:
+                value[needed] = generate(properties.get(needed, {}), root, depth=depth + 1)
     return value
 
 

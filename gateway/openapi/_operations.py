@@ -12,7 +12,9 @@ Input schema rules:
   name collides with a parameter, in which case the whole body is one argument `body` (or
   `request_body` when a parameter is called `body`). Arrays, strings, binaries and composed roots
   (`allOf`/`oneOf`/...) are always one `body` argument. Body properties of an optional body are not
-  required at the top level.
+  required at the top level; its required properties become `dependentRequired` instead (every body
+  property requires them), so once any body property is given, the body is complete. The executor sends
+  an optional spread body only when at least one of its properties is given.
 """
 
 from __future__ import annotations
@@ -85,11 +87,14 @@ class OperationCompiler:
         refs: set[str] = set()
         properties: dict[str, Any] = {}
         required: list[str] = []
+        conditions: dict[str, list[str]] = {}
         arguments = self._parameters(path, item, operation, pointer, refs, properties, required)
-        body = self._request_body(operation, pointer, refs, properties, required, arguments)
+        body = self._request_body(operation, pointer, refs, properties, required, arguments, conditions)
         input_schema: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
             input_schema["required"] = required
+        if conditions:
+            input_schema["dependentRequired"] = conditions
         input_schema["additionalProperties"] = False
         if refs:
             input_schema["$defs"] = self.translator.collect_defs(refs, "in")
@@ -193,7 +198,8 @@ class OperationCompiler:
     # -- request body ---------------------------------------------------------------------------
 
     def _request_body(self, operation: dict[str, Any], pointer: str, refs: set[str], properties: dict[str, Any],
-                      required: list[str], arguments: list[Argument]) -> BodyBinding | None:
+                      required: list[str], arguments: list[Argument],
+                      conditions: dict[str, list[str]]) -> BodyBinding | None:
         if "requestBody" not in operation:
             return None
         request = self._resolve(operation["requestBody"])
@@ -208,13 +214,16 @@ class OperationCompiler:
         spread = self._spread_schema(raw, refs, pointer)
         if spread is not None and not any(name in properties for name in spread.get("properties", {})):
             names = spread.get("properties", {})
-            inner_required = set(spread.get("required", ())) if body_required else set()
+            # Required names the body does not define can't be given (additionalProperties is false): left out.
+            inner = [name for name in spread.get("required", ()) if name in names]
             for name, schema in names.items():
                 properties[name] = schema
-                is_required = name in inner_required
+                is_required = body_required and name in inner
                 if is_required:
                     required.append(name)
                 arguments.append(Argument(name=name, location="body", wire_name=name, required=is_required))
+            if not body_required and inner:
+                conditions.update(_body_conditions(names, inner))
             return BodyBinding(media_type=media, required=body_required, argument=None, encoding=encoding)
         if raw is None:
             schema: Any = {} if is_json_media(media) else {"type": "string"}
@@ -328,6 +337,19 @@ def _is_plain_object(schema: Any) -> bool:
         return False
     extra = schema.get("additionalProperties")
     return extra is None or extra is False
+
+
+def _body_conditions(names: dict[str, Any], inner: list[str]) -> dict[str, list[str]]:
+    """`dependentRequired` for an optional spread body: any of its properties requires its required ones.
+
+    Exact for "if the body is sent, it is complete" because the body is sent iff one of them is given.
+    """
+    conditions = {}
+    for name in names:
+        others = [other for other in inner if other != name]
+        if others:
+            conditions[name] = others
+    return conditions
 
 
 def _template_names(path: str) -> list[str]:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from jsonschema import Draft202012Validator
+
 from gateway.openapi import compile_document
 
 
@@ -99,6 +101,30 @@ def test_non_object_and_optional_bodies() -> None:
     optional = catalog.get("opt")
     assert optional.body.argument is None and "required" not in optional.input_schema
     assert catalog.get("named").body.argument == "request_body"
+
+
+def test_optional_spread_body_requires_its_required_properties_once_sent() -> None:
+    catalog = _compile({"/opt": {"patch": _op(operationId="opt", parameters=[
+        {"name": "q", "in": "query", "schema": {"type": "string"}}],
+        requestBody={"content": {"application/json": {"schema": {
+            "type": "object", "required": ["a", "b", "ghost"],
+            "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "string"}}}}}})}})
+    schema = catalog.get("opt").input_schema
+    Draft202012Validator.check_schema(schema)
+    assert "required" not in schema
+    assert schema["dependentRequired"] == {"a": ["b"], "b": ["a"], "c": ["a", "b"]}
+    validator = Draft202012Validator(schema)
+    assert validator.is_valid({}) and validator.is_valid({"q": "x"})
+    assert validator.is_valid({"a": "x", "b": 1}) and validator.is_valid({"a": "x", "b": 1, "c": "y"})
+    assert not validator.is_valid({"c": "y"}) and not validator.is_valid({"a": "x"})
+
+
+def test_required_spread_body_needs_no_conditions() -> None:
+    catalog = _compile({"/req": {"post": _op(operationId="req", requestBody={"required": True, "content": {
+        "application/json": {"schema": {"type": "object", "required": ["a"],
+                                        "properties": {"a": {"type": "string"}, "b": {}}}}}})}})
+    schema = catalog.get("req").input_schema
+    assert schema["required"] == ["a"] and "dependentRequired" not in schema
 
 
 def test_form_and_multipart_bodies_keep_encoding() -> None:
