@@ -8,11 +8,14 @@ the user (0700), and an entry that fails to load is simply compiled again.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import os
 import pickle
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,19 @@ def _code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Unpickling a catalog creates ~10^5 containers, and the cyclic collector would run on them again
+    and again (none of them is garbage yet): paused, a cached load takes about half the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def default_dir() -> Path:
     configured = os.environ.get("GATEWAY_CACHE_DIR")
     if configured:
@@ -52,7 +68,7 @@ class CatalogCache:
 
     def load(self, relative: str, digest: str, specs_dir: Path) -> Any | None:
         try:
-            with open(self._entry_path(relative), "rb") as handle:
+            with open(self._entry_path(relative), "rb") as handle, _gc_paused():
                 entry = pickle.load(handle)  # noqa: S301 - our own per-user cache folder
         except Exception:  # noqa: BLE001 - a missing or damaged entry means: compile again
             return None
