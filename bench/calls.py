@@ -34,6 +34,7 @@ from bench.support import (
     GITHUB,
     TOKEN,
     Row,
+    cpu_seconds,
     free_port,
     mcp_call,
     mcp_open,
@@ -137,7 +138,8 @@ async def _peer_tool(url: str, wanted: str) -> str:
     return next((n for n in names if n.replace("_", "").replace("-", "").replace("/", "").lower() == simple), names[0])
 
 
-async def _measure(urls: dict[str, str | None], rounds: int, calls: int, callers: int) -> dict[str, Any]:
+async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
+                   callers: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=callers * 2, max_keepalive_connections=callers * 2)
     async with httpx.AsyncClient(timeout=60, limits=limits, trust_env=False) as client:
         gateway = urls["gateway"] or ""
@@ -157,6 +159,8 @@ async def _measure(urls: dict[str, str | None], rounds: int, calls: int, callers
                 if name + "@concurrent" not in failed:
                     throughput[name].append(await _failsafe(_concurrent(client, call, callers, calls * 2),
                                                             name + "@concurrent", failed))
+    cpu = await _cpu_per_call(client_factory=lambda: httpx.AsyncClient(timeout=60, trust_env=False),
+                              sides=sides, pids=pids, calls=calls * rounds)
     first: dict[str, float] = {}
     if urls["github"]:
         tool = await _github_tool(gateway)
@@ -169,7 +173,28 @@ async def _measure(urls: dict[str, str | None], rounds: int, calls: int, callers
                 first["peer"] = f"failed: {type(error).__name__}"  # type: ignore[assignment]
     return {"p50_ms": {k: failed.get(k) or median(v) for k, v in p50.items()},
             "throughput": {k: failed.get(k + "@concurrent") or median(v) for k, v in throughput.items()},
-            "first_ms": first}
+            "first_ms": first, "cpu_us": cpu}
+
+
+async def _cpu_per_call(client_factory: Callable[[], httpx.AsyncClient], sides: dict[str, Call],
+                        pids: dict[str, int], calls: int) -> dict[str, float]:
+    """CPU time (µs) the serving process spends per call, one door at a time: unlike wall time, this
+    hardly moves when other work shares the machine."""
+    serving = {"direct": "upstream", "http": "gateway", "mcp": "gateway", "peer": "peer"}
+    out: dict[str, float] = {}
+    async with client_factory() as client:
+        for name, call in sides.items():
+            pid = pids.get(serving[name])
+            if pid is None:
+                continue
+            try:
+                before = cpu_seconds(pid)
+                for _ in range(calls):
+                    await call(client)
+                out[name] = (cpu_seconds(pid) - before) / calls * 1e6
+            except (httpx.HTTPError, RuntimeError, AssertionError):
+                continue
+    return out
 
 
 async def _failsafe(work: Awaitable[float], name: str, failed: dict[str, str]) -> float:
@@ -188,29 +213,31 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         folder = Path(tmp)
         port = free_port()
         upstream = f"http://127.0.0.1:{port}"
-        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)), upstream + "/"))
+        pids: dict[str, int] = {}
+        pids["upstream"] = stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)),
+                                                       upstream + "/"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
         port = free_port()
         gateway = f"http://127.0.0.1:{port}"
         command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                                 "--agents", str(folder / "agents.yaml"))
-        stack.enter_context(spawned(command, gateway + "/healthz", env=env))
+        pids["gateway"] = stack.enter_context(spawned(command, gateway + "/healthz", env=env))[0].pid
         urls: dict[str, str | None] = {"upstream": upstream, "gateway": gateway, "peer": None, "peer_github": None,
                                        "github": gateway if github and GITHUB.exists() else None}
         if peer:
             port = free_port()
             urls["peer"] = f"http://127.0.0.1:{port}"
-            stack.enter_context(spawned(python_module(
+            pids["peer"] = stack.enter_context(spawned(python_module(
                 "bench.peer", "--spec", str(folder / "specs" / "bench.json"), "--upstream", upstream,
-                "--port", str(port), "--token", TOKEN), f"{urls['peer']}/mcp"))
+                "--port", str(port), "--token", TOKEN), f"{urls['peer']}/mcp"))[0].pid
             if urls["github"]:
                 port = free_port()
                 urls["peer_github"] = f"http://127.0.0.1:{port}"
                 stack.enter_context(spawned(python_module(
                     "bench.peer", "--spec", str(GITHUB), "--upstream", upstream, "--port", str(port)),
                     f"{urls['peer_github']}/mcp"))
-        figures = asyncio.run(_measure(urls, rounds, calls, callers))
+        figures = asyncio.run(_measure(urls, pids, rounds, calls, callers))
     figures["peer"] = peer
     return figures
 
@@ -224,7 +251,7 @@ def _within(value: Any, limit: float, *, at_least: bool = False) -> bool | None:
 def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     p50, tput, first = figures["p50_ms"], figures["throughput"], figures["first_ms"]
     direct_p50, direct_tput = p50["direct"], tput["direct"]
-    absent = None if figures["peer"] else "peer not installed"
+    absent = None if figures["peer"] else "not run"
     out = [
         Row("one proxied call over HTTP, sequential p50", "ms", p50["http"], p50["direct"], "direct httpx",
             peer="n/a (MCP only)", goal="<= 1.8× direct", met=_within(p50["http"], 1.8 * direct_p50)),
@@ -237,6 +264,15 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
         Row("MCP tools/call over Streamable HTTP, p50", "ms", p50["mcp"], p50["direct"], "direct httpx",
             peer=p50.get("peer", absent), goal="<= 2.5× direct", met=_within(p50["mcp"], 2.5 * direct_p50)),
     ]
+    cpu = figures.get("cpu_us", {})
+    if "http" in cpu and "direct" in cpu:
+        out.append(Row("CPU per call in the serving process, HTTP door", "µs", cpu["http"], cpu["direct"],
+                       "upstream's own", peer="n/a (MCP only)",
+                       note="user+system CPU of the gateway process per proxied call; the floor is the upstream "
+                            "process's CPU per direct call (steady even when the machine is busy)"))
+    if "mcp" in cpu and "direct" in cpu:
+        out.append(Row("CPU per call in the serving process, MCP door", "µs", cpu["mcp"], cpu["direct"],
+                       "upstream's own", peer=cpu.get("peer", absent)))
     if "ours" in first:
         out.append(Row("first call on a new MCP session (GitHub's tools)", "ms", first["ours"],
                        peer=first.get("peer", absent), goal="<= 20 ms", met=_within(first["ours"], 20),

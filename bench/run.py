@@ -37,7 +37,7 @@ def _compile_rows(spec: Path, label: str, rounds: int, peer: bool, goal_s: float
     floor = _measure("json.load", spec, rounds)
     cold = _measure("cold", spec, rounds)
     cached = _measure("cached", spec, rounds)
-    theirs: dict[str, float] | str = _measure("fastmcp", spec, 1) if peer else "peer not installed"
+    theirs: dict[str, float] | str = _measure("fastmcp", spec, 1) if peer else "not run"
     for name, result in (("json.load", floor), ("cold", cold), ("cached", cached)):
         if isinstance(result, str):
             raise RuntimeError(f"compile {label} ({name}) failed: {result}")

@@ -142,6 +142,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a live process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
@@ -230,8 +236,8 @@ def _fmt(value: float | str | None, unit: str) -> str:
         return f"{value:.3f} s"
     if unit == "ms":
         return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
-    if unit == "MB":
-        return f"{value:.0f} MB"
+    if unit in ("MB", "µs"):
+        return f"{value:.0f} {unit}"
     return f"{value:,.0f} {unit}"
 
 
