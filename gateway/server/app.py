@@ -67,7 +67,9 @@ def create_app(
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, options=hooks)
-    mcp = MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
+    # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events, and
+    # the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
+    mcp = MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
