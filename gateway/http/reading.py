@@ -79,7 +79,9 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
         except orjson.JSONDecodeError:
             parsed = _NOT_JSON
         if parsed is not _NOT_JSON:
-            value = redactor.value(parsed)
+            # Walking every string of a large body is costly; the raw text tells whether any secret is there
+            # (unless JSON escapes could hide one: then walk anyway).
+            value = redactor.value(parsed) if "\\" in text or redactor.appears_in(text) else parsed
             cut, truncated = shrink_json(value, max_bytes)
             excerpt = orjson.dumps(cut).decode()[:ERROR_EXCERPT_BYTES]
             return Shaped(media_type or "application/json", cut, truncated, excerpt)

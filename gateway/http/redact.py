@@ -57,6 +57,11 @@ class Redactor:
             return text
         return pattern.sub(MARKER, text)
 
+    def appears_in(self, text: str) -> bool:
+        """Whether a secret (in any of the forms redacted) occurs in `text`."""
+        pattern = self._pattern
+        return pattern is not None and pattern.search(text) is not None
+
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets replaced in every string, keys included."""
         if self._pattern is None:

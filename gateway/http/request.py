@@ -7,6 +7,7 @@ never taken from arguments.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,15 +59,21 @@ def server_url(tool: Tool, api: ApiConfig) -> httpx.URL:
         raw, source = tool.servers[0].resolved(), f"the server {tool.servers[0].url!r} of {tool.source or tool.api}"
     else:
         raise ConfigurationError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
+    return _parse_server(raw, source, tool.api)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
+    # Parsed once per base URL, not on every call (httpx.URL is immutable); errors are not cached.
     if _PLACEHOLDER.search(raw):
-        raise ConfigurationError(f"{source} has an unresolved variable: set apis.{tool.api}.base_url in agents.yaml")
+        raise ConfigurationError(f"{source} has an unresolved variable: set apis.{api}.base_url in agents.yaml")
     try:
         url = httpx.URL(raw)
     except (httpx.InvalidURL, TypeError, ValueError) as error:
         raise ConfigurationError(f"{source} is not a valid URL ({error})") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigurationError(
-            f"{source} is relative or not http(s) ({raw!r}): set apis.{tool.api}.base_url in agents.yaml"
+            f"{source} is relative or not http(s) ({raw!r}): set apis.{api}.base_url in agents.yaml"
         )
     return url
 
