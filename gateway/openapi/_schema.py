@@ -10,7 +10,14 @@ Translation rules (what "handled" means):
 - boolean `exclusiveMinimum/Maximum` (3.0): folded into the numeric 2020-12 form.
 - `example`: `examples: [example]`. `type: file` (2.0): `type: string, format: binary`. Formats are kept.
 - `readOnly` properties are left out of input schemas, `writeOnly` ones out of output schemas.
-- `discriminator` is dropped: the constraint it describes is carried by the `oneOf`/`anyOf` beside it.
+- `discriminator` (3.x) beside a `oneOf`/`anyOf` of `$ref`s, in input schemas: each branch becomes
+  `{"allOf": [branch, {"properties": {<propertyName>: {"const": <value>}}, "required": [<propertyName>]}]}`
+  with the `mapping` keys that point at it (`enum` when several), or its component name when none do
+  (the implicit mapping). So a value that would route to another schema is refused, as OpenAPI
+  validators do. The keyword itself is dropped; output schemas keep the plain union (real responses
+  are not refused over it).
+- `format: binary` / `format: byte` strings also get `contentEncoding: base64` (the format is kept): the
+  model sends base64 text, and the executor decodes binary content (see gateway/http/body.py).
   `xml`, `externalDocs`, `x-*` extensions and other unknown keywords are dropped.
 - Keyword values of the wrong shape (a `pattern` Python cannot compile, `required: true`, an unknown
   type name) are dropped with a warning, so every result passes Draft 2020-12 `check_schema`.
@@ -59,6 +66,19 @@ def _pattern_ok(pattern: str) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_string(schema: JSONSchema) -> bool:
+    kind = schema.get("type")
+    return kind == "string" or isinstance(kind, list) and "string" in kind
+
+
+def _component_name(pointer: str) -> str | None:
+    """`Dog` for `/components/schemas/Dog`: the discriminator value that routes to it implicitly."""
+    tokens = pointer.split("/")
+    if len(tokens) != 4 or tokens[1:3] != ["components", "schemas"]:
+        return None
+    return tokens[3].replace("~1", "/").replace("~0", "~") or None
 
 
 def _is_count(value: Any) -> bool:
@@ -335,9 +355,52 @@ class SchemaTranslator:
                 out["required"] = kept
             else:
                 del out["required"]
+        if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and _is_string(out):
+            out["contentEncoding"] = "base64"
+        if mode == "in" and isinstance(node.get("discriminator"), dict):
+            self._pin_discriminator(node, out, file)
         if nullable:
             out = self._make_nullable(out)
         return out
+
+    def _pin_discriminator(self, node: dict[str, Any], out: JSONSchema, file: str) -> None:
+        """Pin the discriminating property in each `$ref` branch of the union beside `discriminator`."""
+        discriminator = node["discriminator"]
+        name = discriminator.get("propertyName")
+        key = "oneOf" if "oneOf" in out else "anyOf"
+        raw_branches = node.get(key)
+        if not isinstance(name, str) or not name or key not in out or not isinstance(raw_branches, list):
+            return
+        mapping = discriminator.get("mapping")
+        targets: dict[tuple[str, str], list[str]] = {}
+        for value, target in (mapping.items() if isinstance(mapping, dict) else ()):
+            if not isinstance(target, str) or not value:
+                continue
+            if "/" not in target and "#" not in target:  # a bare schema name
+                target = "#/components/schemas/" + target
+            try:
+                targets.setdefault(self._documents.split_ref(target, file), []).append(value)
+            except RefError:
+                continue
+        taken = set(mapping) if isinstance(mapping, dict) else set()
+        branches = []
+        for raw, translated in zip(raw_branches, out[key], strict=True):
+            values = None
+            if isinstance(raw, dict) and isinstance(raw.get("$ref"), str):
+                try:
+                    location = self._documents.split_ref(raw["$ref"], file)
+                except RefError:
+                    location = None
+                values = targets.get(location) if location is not None else None
+                if values is None and location is not None:
+                    implicit = _component_name(location[1])
+                    values = [implicit] if implicit and implicit not in taken else None
+            if not values:
+                branches.append(translated)
+                continue
+            pin = {"const": values[0]} if len(values) == 1 else {"enum": values}
+            branches.append({"allOf": [translated, {"properties": {name: pin}, "required": [name]}]})
+        out[key] = branches
 
     def _translate_properties(self, properties: dict, file: str, mode: Mode, refs: set[str], where: str) -> dict:
         hidden = "readOnly" if mode == "in" else "writeOnly"

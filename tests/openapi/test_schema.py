@@ -116,14 +116,52 @@ def test_openapi_31_type_arrays_and_defs_pass_through() -> None:
     assert tool.input_schema["$defs"]["Id"] == {"type": ["string", "null"], "const": "x", "examples": ["x"]}
 
 
-def test_discriminator_dropped_one_of_kept() -> None:
-    schemas = {"Cat": {"type": "object", "properties": {"kind": {"type": "string"}}},
-               "Dog": {"type": "object", "properties": {"kind": {"type": "string"}}}}
-    body = {"oneOf": [{"$ref": "#/components/schemas/Cat"}, {"$ref": "#/components/schemas/Dog"}],
-            "discriminator": {"propertyName": "kind", "mapping": {"cat": "#/components/schemas/Cat"}}}
-    tool = _tool(_spec(schemas, body=body))
-    assert tool.input_schema["properties"]["body"]["oneOf"] == [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]
-    assert "discriminator" not in tool.input_schema["properties"]["body"]
+def _pets() -> dict:
+    kind = {"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}, "name": {}}}
+    return {"Cat": kind, "Dog": kind, "Bird": kind}
+
+
+def test_discriminator_pins_the_property_per_branch_from_the_mapping_or_the_schema_name() -> None:
+    body = {"oneOf": [{"$ref": "#/components/schemas/Cat"}, {"$ref": "#/components/schemas/Dog"},
+                      {"$ref": "#/components/schemas/Bird"}],
+            "discriminator": {"propertyName": "kind", "mapping": {
+                "cat": "#/components/schemas/Cat", "kitten": "Cat", "dog": "#/components/schemas/Dog"}}}
+    tool = _tool(_spec(_pets(), body=body))
+    schema = tool.input_schema["properties"]["body"]
+    Draft202012Validator.check_schema(tool.input_schema)
+    assert "discriminator" not in schema
+    pins = [branch["allOf"][1] for branch in schema["oneOf"]]
+    assert [branch["allOf"][0] for branch in schema["oneOf"]] == [
+        {"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}, {"$ref": "#/$defs/Bird"}]
+    assert pins[0] == {"properties": {"kind": {"enum": ["cat", "kitten"]}}, "required": ["kind"]}
+    assert pins[1]["properties"]["kind"] == {"const": "dog"}
+    assert pins[2]["properties"]["kind"] == {"const": "Bird"}  # no mapping entry: the implicit schema name
+    validator = Draft202012Validator(tool.input_schema)
+    for good in ({"kind": "cat"}, {"kind": "kitten"}, {"kind": "dog"}, {"kind": "Bird"}):
+        assert validator.is_valid({"body": good}), good
+    for bad in ({"kind": "a"}, {"kind": "Cat"}, {"name": "x"}):
+        assert not validator.is_valid({"body": bad}), bad
+
+
+def test_discriminator_in_output_schemas_keeps_the_plain_union() -> None:
+    union = {"anyOf": [{"$ref": "#/components/schemas/Cat"}, {"$ref": "#/components/schemas/Dog"}],
+             "discriminator": {"propertyName": "kind"}}
+    tool = _tool(_spec(_pets(), response=union))
+    assert tool.output_schema["anyOf"] == [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}]
+
+
+def test_binary_and_byte_strings_are_base64_encoded_content() -> None:
+    tool = _tool(_spec({}, body={"type": "object", "properties": {
+        "file": {"type": "string", "format": "binary"}, "blob": {"type": "string", "format": "byte"},
+        "either": {"type": "string", "format": "byte", "nullable": True},
+        "raw": {"type": "string", "format": "binary", "contentEncoding": "base32"}, "id": {"format": "binary"},
+    }}))
+    props = tool.input_schema["properties"]
+    assert props["file"] == {"type": "string", "format": "binary", "contentEncoding": "base64"}
+    assert props["blob"] == {"type": "string", "format": "byte", "contentEncoding": "base64"}
+    assert props["either"]["contentEncoding"] == "base64"
+    assert props["raw"]["contentEncoding"] == "base32"  # the spec's own encoding wins
+    assert "contentEncoding" not in props["id"]  # not a string
 
 
 def test_shared_refs_never_explode_inline() -> None:

@@ -80,5 +80,6 @@ def test_swagger_body_and_definitions() -> None:
 def test_swagger_form_data_with_file_is_multipart() -> None:
     tool = compile_document(SWAGGER, api="pets").get("upload")
     assert tool.body.media_type == "multipart/form-data" and tool.body.required
-    assert tool.input_schema["properties"]["file"] == {"type": "string", "format": "binary"}
+    assert tool.input_schema["properties"]["file"] == {
+        "type": "string", "format": "binary", "contentEncoding": "base64"}
     assert tool.input_schema["required"] == ["id", "file"]
