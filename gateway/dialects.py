@@ -9,10 +9,11 @@ Rules that are not obvious:
 - OpenAI strict (`strict=True`): every object is closed (`additionalProperties: false`), every property
   is required, and a property that was optional becomes nullable (`null` means "not given": see
   `drop_strict_nulls`). Keywords strict mode does not support (`minLength`, `default`, `examples`,
-  most `format`s, ...) are dropped; the executor still validates against the exact schema. A schema
-  strict mode cannot express at all (a free-form object or map, `allOf` of non-objects, `not`, a schema
-  without a type), or one beyond OpenAI's documented limits (5000 properties, 10 levels of nesting,
-  1000 enum values, 120,000 characters), renders that tool with `strict: false` and its exact schema instead.
+  most `format`s, `dependentRequired` of an optional spread body, ...) are dropped; the executor still
+  validates against the exact schema. A schema strict mode cannot express at all (a free-form object or
+  map, `allOf` of non-objects, `not`, a schema without a type), or one beyond OpenAI's documented limits
+  (5000 properties, 10 levels of nesting, 1000 enum values, 120,000 characters), renders that tool with
+  `strict: false` and its exact schema instead.
 - Gemini: the schema goes into `parameters` (Gemini's OpenAPI-subset `Schema`) only when it fits that
   subset once annotations are dropped: `type` (one type, or one type + null → `nullable`), `properties`,
   `required`, `items`, `anyOf` (`oneOf` becomes `anyOf`), string `enum`s, `minimum`/`maximum`, the
@@ -34,7 +35,8 @@ FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
 _OPENAI_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
 _OPENAI_DROP = frozenset({"title", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment",
                           "minLength", "maxLength", "minProperties", "maxProperties", "uniqueItems",
-                          "contentMediaType", "contentEncoding", "minContains", "maxContains"})
+                          "contentMediaType", "contentEncoding", "minContains", "maxContains",
+                          "dependentRequired"})
 _OPENAI_KEEP = frozenset({"type", "description", "enum", "const", "pattern", "multipleOf", "minimum", "maximum",
                           "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"})
 _GEMINI_TYPES = {"string": "STRING", "number": "NUMBER", "integer": "INTEGER", "boolean": "BOOLEAN",

@@ -128,6 +128,24 @@ def test_gemini_falls_back_to_json_schema_for_refs_and_exclusive_bounds(tools) -
         tools["ping"])
 
 
+def test_optional_spread_body_conditions_in_each_dialect() -> None:
+    spec = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/a": {"patch": {
+        "operationId": "patchA", "responses": {"204": {"description": "ok"}},
+        "requestBody": {"content": {"application/json": {"schema": {"type": "object", "required": ["name"],
+                                                                    "properties": {"name": {"type": "string"},
+                                                                                   "size": {"type": "integer"}}}}}},
+    }}}}
+    tool = compile_document(spec, api="t", file="t.yaml").get("patchA")
+    assert tool.input_schema["dependentRequired"] == {"size": ["name"]}
+    strict = openai_tool(tool, strict=True)["function"]
+    assert strict["strict"] is True and "dependentRequired" not in strict["parameters"]  # the executor checks it
+    gemini = gemini_function(tool)
+    assert "parameters" not in gemini and gemini["parametersJsonSchema"]["dependentRequired"] == {"size": ["name"]}
+    genai_types.FunctionDeclaration.model_validate(gemini)
+    assert mcp_tool(tool)["inputSchema"]["dependentRequired"] == {"size": ["name"]}
+    mcp_types.Tool.model_validate(mcp_tool(tool))
+
+
 def test_mcp_wraps_non_object_outputs(tools) -> None:
     rendered = mcp_tool(tools["getItem"])
     out = rendered["outputSchema"]
