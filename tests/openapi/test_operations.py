@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import json
+
 from jsonschema import Draft202012Validator
 
+from gateway.executor import validate_arguments
+from gateway.http.body import build_body
 from gateway.openapi import compile_document
 
 
@@ -117,6 +121,11 @@ def test_optional_spread_body_requires_its_required_properties_once_sent() -> No
     assert validator.is_valid({}) and validator.is_valid({"q": "x"})
     assert validator.is_valid({"a": "x", "b": 1}) and validator.is_valid({"a": "x", "b": 1, "c": "y"})
     assert not validator.is_valid({"c": "y"}) and not validator.is_valid({"a": "x"})
+    # The executor's side of the contract: no body unless a body property is given, and then a complete one.
+    tool = catalog.get("opt")
+    assert build_body(tool, {"q": "x"}) is None
+    assert validate_arguments(tool, {"c": "y"})
+    assert json.loads(build_body(tool, {"a": "x", "b": 1}).content) == {"a": "x", "b": 1}
 
 
 def test_required_spread_body_needs_no_conditions() -> None:
