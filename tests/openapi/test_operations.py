@@ -145,6 +145,10 @@ def test_form_and_multipart_bodies_keep_encoding() -> None:
     assert tool.body.media_type == "multipart/form-data"
     assert tool.body.encoding["meta"].content_type == "application/json"
     assert [a.name for a in tool.arguments] == ["file", "meta"]
+    # The file property says base64, and the executor sends the decoded bytes as the file part.
+    assert tool.input_schema["properties"]["file"]["contentEncoding"] == "base64"
+    sent = build_body(tool, {"file": "AAEC/w==", "meta": {"a": 1}}).content
+    assert b'filename="file"' in sent and b"\r\n\r\n\x00\x01\x02\xff\r\n" in sent
 
 
 def test_owned_headers_and_api_key_credentials_are_left_out() -> None:
