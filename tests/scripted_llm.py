@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+GATE_LIMIT = 60.0
+"""Seconds a gated stream waits for its test at most. Only a broken run reaches it (then the test fails rather
+than hangs): a gate that gave up sooner let a slow, loaded machine see the model go on talking (a tool call ran
+after the client had left)."""
+
 
 @dataclass
 class Call:
@@ -48,7 +53,8 @@ class Reply:
     index_zero: bool = False
     """OpenAI streaming: every call's deltas carry `index: 0` (ollama/ollama#15457)."""
     gate: threading.Event | None = None
-    """Streaming: after the first text chunk, wait for this event (the test sets it when it sees the text)."""
+    """Streaming: after the first text chunk, wait for this event (the test sets it when it sees the text;
+    `GATE_LIMIT` at most)."""
     gate_released: bool | None = None
     delay: float = 0.0
     """Seconds to wait before answering (a provider slower than the gateway's timeout)."""
@@ -149,7 +155,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 if is_text and first_text and reply.gate is not None:
                     first_text = False
-                    reply.gate_released = reply.gate.wait(timeout=5)
+                    reply.gate_released = reply.gate.wait(timeout=GATE_LIMIT)
             self.close_connection = True
 
         def _send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:

@@ -11,7 +11,7 @@ import openai
 import pytest
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
-from scripted_llm import Call, Reply
+from scripted_llm import GATE_LIMIT, Call, Reply
 from server_support import AGENTS_YAML, FORECAST, ROOT, LenientLLM, gateway, running
 
 from gateway.runtime import RuntimeHolder, load_runtime
@@ -228,17 +228,21 @@ async def test_client_leaving_a_stream_stops_the_run(gw: tuple[str, Any], llm: L
     url, app = gw
     gate = threading.Event()
     llm.script(Reply(text="Looking it up now.", calls=[FORECAST_CALL], gate=gate))
-    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30, json={
-            "model": "weather", "messages": [{"role": "user", "content": "Berlin?"}], "stream": True}) as response:
-        for line in response.iter_lines():
-            chunk = json.loads(line[6:]) if line.startswith("data: {") else {}
-            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
-                break  # the first text arrived: hang up while the model is still talking (held by the gate)
-    generation = app.state.gateway.current
-    deadline = time.monotonic() + 20
-    while generation.active:  # the run let go of the generation: it ended while the model was held
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    gate.set()
+    try:
+        with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=30, json={
+                "model": "weather", "messages": [{"role": "user", "content": "Berlin?"}], "stream": True}) as response:
+            for line in response.iter_lines():
+                chunk = json.loads(line[6:]) if line.startswith("data: {") else {}
+                if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                    break  # the first text arrived: hang up while the model is still talking (held by the gate)
+        generation = app.state.gateway.current
+        # The model stays held until the gate opens (GATE_LIMIT is only a safety net, beyond this bound), so
+        # however slow the machine, the run can only end here by noticing that its client left.
+        deadline = time.monotonic() + GATE_LIMIT / 2
+        while generation.active:  # the run let go of the generation: it ended while the model was held
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        gate.set()
     assert upstream.requests == []  # the tool call the model was making never ran
     assert len(llm.requests) == 1
