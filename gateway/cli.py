@@ -10,6 +10,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -137,20 +141,10 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
     show = progress if sys.stderr.isatty() else None
     if args.agent:
-        from .errors import ConfigError
-        from .runtime import load_runtime
-
-        try:
-            runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
-            tools: list = runtime.tools(args.agent)
-        except ConfigError as exc:
-            for diagnostic in exc.diagnostics:
-                print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
-            print(f"error: {exc}", file=sys.stderr)
+        runtime = _load_runtime_or_report(args)
+        if runtime is None:
             return 1
-        except KeyError as exc:
-            print(f"error: {exc.args[0]}", file=sys.stderr)
-            return 1
+        tools: list = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
     else:
@@ -169,14 +163,31 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
+    """The runtime, holding agent `args.agent`; None after printing why not (its diagnostics, or the known agents)."""
+    from .errors import ConfigError
+    from .runtime import load_runtime
+
+    try:
+        runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
+        runtime.agent(args.agent)
+    except ConfigError as exc:
+        for diagnostic in exc.diagnostics:
+            print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return None
+    return runtime
+
+
 def _cmd_call(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from .errors import ConfigError
     from .executor import Executor
     from .messages import ToolResult
-    from .runtime import load_runtime
 
     def emit(result: ToolResult) -> int:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -188,17 +199,10 @@ def _cmd_call(args: argparse.Namespace) -> int:
         return emit(ToolResult.failure("invalid_arguments", f"--args is not valid JSON: {exc}"))
     if not isinstance(arguments, dict):
         return emit(ToolResult.failure("invalid_arguments", "--args must be a JSON object"))
-    try:
-        runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
-        agent_tool = runtime.tool(args.agent, args.tool)
-    except ConfigError as exc:
-        for diagnostic in exc.diagnostics:
-            print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
-        print(f"error: {exc}", file=sys.stderr)
+    runtime = _load_runtime_or_report(args)
+    if runtime is None:
         return 1
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 1
+    agent_tool = runtime.tool(args.agent, args.tool)
     if agent_tool is None:
         names = ", ".join(runtime.toolset(args.agent).names) or "none"
         return emit(ToolResult.failure("unknown_tool", f"agent {args.agent!r} has no tool {args.tool!r} "

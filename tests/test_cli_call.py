@@ -68,3 +68,17 @@ def test_call_reports_invalid_arguments_and_unknown_tools(tmp_path, upstream, ca
     assert main(["call", *common, "clerk", "getItem", "--args", "{bad"]) == 1
     assert "not valid JSON" in json.loads(capsys.readouterr().out)["error"]
     assert upstream.requests == []
+
+
+def test_unknown_agent_or_unusable_manifest_is_reported_by_call_and_tools(tmp_path, upstream, capsys) -> None:
+    common = _setup(tmp_path, upstream.url)
+    for command in (["call", *common, "nobody", "getItem"], ["tools", *common, "--agent", "nobody"]):
+        assert main(command) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and "no agent named 'nobody' (known: clerk)" in captured.err
+    (tmp_path / "agents.yaml").write_text("agents:\n  clerk:\n    model: missing/m\n")
+    for command in (["call", *common, "clerk", "getItem"], ["tools", *common, "--agent", "clerk"]):
+        assert main(command) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and "error: " in captured.err and "missing" in captured.err
+    assert upstream.requests == []
