@@ -155,7 +155,13 @@ def _json_bytes(value: Any) -> bytes:
 
 
 def _is_base64_schema(schema: JSONSchema, tool: Tool) -> bool:
-    return resolve(schema, tool.input_schema).get("contentEncoding") == "base64"
+    return _decodes_base64(resolve(schema, tool.input_schema))
+
+
+def _decodes_base64(schema: JSONSchema) -> bool:
+    """Whether the model's base64 text stands for raw bytes to send. `format: byte` is base64 *on the wire*
+    (OpenAPI 3.0's "base64 encoded characters"), so it goes as the text given."""
+    return schema.get("contentEncoding") == "base64" and schema.get("format") != "byte"
 
 
 def _decode_base64(value: Any, label: str) -> bytes:
@@ -233,7 +239,7 @@ def _part(boundary: str, name: str, value: Any, schema: JSONSchema, encoding: En
     disposition = f'form-data; name="{_quote_param(name)}"'
     content_type = encoding.content_type
     if _is_file(schema):
-        if schema.get("contentEncoding") == "base64":
+        if _decodes_base64(schema):
             data = _decode_base64(value, name)
         else:
             data = to_text(value).encode("utf-8")
@@ -257,7 +263,7 @@ def _part(boundary: str, name: str, value: Any, schema: JSONSchema, encoding: En
 def _is_file(schema: JSONSchema) -> bool:
     return (
         schema.get("format") == "binary"
-        or schema.get("contentEncoding") == "base64"
+        or _decodes_base64(schema)
         or ("contentMediaType" in schema and schema.get("type") in (None, "string"))
     )
 

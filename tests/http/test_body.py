@@ -66,3 +66,18 @@ def test_binary_body_requires_base64_text() -> None:
     assert build_body(tool, {"body": "iVBORw=="}).content == b"\x89PNG"  # type: ignore[union-attr]
     with pytest.raises(ArgumentError, match="base64"):
         build_body(tool, {"body": "%%%"})
+
+
+def test_format_byte_is_base64_on_the_wire_and_sent_as_given() -> None:
+    schema = {"type": "object", "properties": {
+        "file": {"type": "string", "format": "binary", "contentEncoding": "base64"},
+        "checksum": {"type": "string", "format": "byte", "contentEncoding": "base64"}}}
+    tool = make_tool(method="POST", body=BodyBinding(media_type="multipart/form-data", argument="body"),
+                     body_schema=schema)
+    body = build_body(tool, {"body": {"file": "iVBORw==", "checksum": "q83vEjRW"}})
+    assert body is not None
+    assert b'name="file"; filename="file"\r\nContent-Type: application/octet-stream\r\n\r\n\x89PNG\r\n' in body.content
+    assert b'name="checksum"\r\n\r\nq83vEjRW\r\n' in body.content
+    whole = make_tool(method="PUT", body=BodyBinding(media_type="text/plain", argument="body"),
+                      body_schema={"type": "string", "format": "byte", "contentEncoding": "base64"})
+    assert build_body(whole, {"body": "q83vEjRW"}).content == b"q83vEjRW"  # type: ignore[union-attr]
