@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from recording_server import RecordingServer
+from scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -18,3 +21,17 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is absent")
     return CORPUS
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    """A scripted LLM on 127.0.0.1 (tests/server and tests/safety override it with their lenient one)."""
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def upstream() -> Iterator[RecordingServer]:
+    """A recording upstream API on 127.0.0.1 (tests/server and tests/safety override it with a routed one)."""
+    with RecordingServer() as server:
+        yield server

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from recording_server import RecordingServer, Reply
+from recording_server import Reply
 
 from gateway.cli import main
 
@@ -28,12 +26,6 @@ SPEC = {
         }
     },
 }
-
-
-@pytest.fixture
-def upstream() -> Iterator[RecordingServer]:
-    with RecordingServer() as server:
-        yield server
 
 
 def _setup(tmp_path: Path, base_url: str) -> list[str]:

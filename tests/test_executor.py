@@ -19,12 +19,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def upstream() -> Iterator[RecordingServer]:
-    with RecordingServer() as server:
-        yield server
-
-
-@pytest.fixture
 def elsewhere() -> Iterator[RecordingServer]:
     """A second origin: 127.0.0.2 where the OS allows binding it, else another port."""
     try:

@@ -19,12 +19,6 @@ pytestmark = pytest.mark.anyio
 USER = [Message(role="user", content="What is the weather?")]
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 def _tools_sent(kind: str, body: dict) -> list:
     return body.get("tools") or []
 

@@ -14,12 +14,6 @@ from gateway.loop_types import Decision
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 def _tools():
     return toolset(agent_tool("weather"), agent_tool("refund", method="POST", approval="writes",
                                                      properties={"amount": {"type": "integer"}}))

@@ -18,12 +18,6 @@ from scripted_llm import Call, Reply, ScriptedLLM
 WEATHER = [Call("get_weather", {"city": "Paris", "days": 2}, id="c1"), Call("get_time", {"tz": "CET"}, id="c2")]
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 def test_openai_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
     client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
     llm.script(Reply(text="Checking.", calls=WEATHER), Reply(calls=WEATHER), Reply(text="Sunny in Paris."))

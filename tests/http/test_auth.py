@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from urllib.parse import parse_qsl
 
 import pytest
@@ -15,12 +14,6 @@ from gateway.http.auth import reserved_names
 from gateway.manifest import AuthConfig
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def upstream() -> Iterator[RecordingServer]:
-    with RecordingServer() as server:
-        yield server
 
 
 def _oauth(server: RecordingServer, **kw: object) -> AuthConfig:

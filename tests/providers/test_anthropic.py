@@ -11,12 +11,6 @@ from gateway.messages import ToolResult
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.mark.parametrize("stream", [False, True])
 async def test_results_are_the_first_blocks_of_the_next_user_message(llm: ScriptedLLM, stream: bool) -> None:
     calls = [Call("weather", {"city": "Paris"}, id="toolu_1"), Call("time", {}, id="toolu_2")]

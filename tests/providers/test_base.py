@@ -17,12 +17,6 @@ pytestmark = pytest.mark.anyio
 USER = [Message(role="user", content="hi")]
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.mark.parametrize("raw, expected", [
     ('{"a": 1}', {"a": 1}), ("", {}), ("  ", {}), (None, {}), ({"a": [1]}, {"a": [1]}),
 ])

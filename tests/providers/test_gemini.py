@@ -11,12 +11,6 @@ from gateway.messages import ToolResult
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.mark.parametrize("stream", [False, True])
 async def test_stop_with_calls_runs_them_and_answers_in_one_content(llm: ScriptedLLM, stream: bool) -> None:
     calls = [Call("weather", {"city": "Paris"}), Call("weather", {"city": "Rome"}), Call("time", {})]

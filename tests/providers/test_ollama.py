@@ -9,12 +9,6 @@ from scripted_llm import Call, Reply, ScriptedLLM
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.mark.parametrize("stream", [False, True])
 async def test_object_arguments_both_ways_and_one_tool_message_per_call(llm: ScriptedLLM, stream: bool) -> None:
     llm.script(Reply(calls=[Call("weather", {"city": "Paris"}), Call("weather", {"city": "Rome"})]),

@@ -13,12 +13,6 @@ from gateway.messages import ToolResult
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def llm():
-    with ScriptedLLM() as server:
-        yield server
-
-
 @pytest.mark.parametrize("stream", [False, True])
 async def test_request_shape_and_one_tool_message_per_call(llm: ScriptedLLM, stream: bool) -> None:
     llm.script(Reply(calls=[Call("weather", {"city": "Paris"}, id="call_a"), Call("time", {}, id="call_b")]),

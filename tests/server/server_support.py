@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import uvicorn
 from recording_server import Recorded, RecordingServer, Reply
 from scripted_llm import Recorded as LLMRecorded
@@ -83,6 +84,20 @@ class LenientLLM(ScriptedLLM):
         return reply if reply is not None else LLMReply(text="fine")
 
 
+# The fixtures of tests/server (its conftest imports them) and of tests/safety (`llm`, `upstream`).
+@pytest.fixture
+def llm() -> Iterator[LenientLLM]:
+    with LenientLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def upstream() -> Iterator[RecordingServer]:
+    with RecordingServer() as server:
+        route_upstream(server)
+        yield server
+
+
 def write_project(folder: Path, llm_url: str, upstream_url: str, agents_yaml: str = AGENTS_YAML) -> tuple[Path, Path]:
     specs = folder / "specs"
     specs.mkdir(parents=True, exist_ok=True)
@@ -130,3 +145,10 @@ def gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str =
     app = create_app(RuntimeHolder(runtime), **options)
     with running(app) as url:
         yield url, app
+
+
+@pytest.fixture
+def gw(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterator[tuple[str, Any]]:
+    """(base URL, app) of a running gateway over the example specs."""
+    with gateway(tmp_path, llm.url, upstream.url) as served:
+        yield served
