@@ -44,17 +44,12 @@ def add_approvals_parser(commands: Any, add_common: Any) -> None:
 
 def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    from ..store import open_store, store_location
-
-    try:
-        manifest = _manifest(args.agents)
-        store = open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
-    except ConfigError as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
-        return 1
     if args.limit < 1:
         print("gateway: --limit must be at least 1", file=sys.stderr)
         return 2
+    store = _open_store_or_report(args)
+    if store is None:
+        return 1
 
     async def main() -> list[dict[str, Any]]:
         try:
@@ -127,13 +122,9 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
     from ..approvals import ApprovalManager
-    from ..store import open_store, store_location
 
-    try:
-        manifest = _manifest(args.agents)
-        store = open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
-    except ConfigError as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
+    store = _open_store_or_report(args)
+    if store is None:
         return 1
 
     async def main() -> list[dict[str, Any]]:
@@ -167,6 +158,18 @@ def _decision(args: argparse.Namespace) -> Decision | None:
         if not isinstance(arguments, dict):
             raise ValueError("--args must be a JSON object")
     return Decision(approve=args.action == "approve", arguments=arguments, reason=args.reason)
+
+
+def _open_store_or_report(args: argparse.Namespace) -> Any:
+    """The store `--store` or agents.yaml names; None after printing why it cannot be opened."""
+    from ..store import open_store, store_location
+
+    try:
+        manifest = _manifest(args.agents)
+        return open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return None
 
 
 def _manifest(agents: Path) -> Any:

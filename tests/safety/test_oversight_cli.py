@@ -88,6 +88,15 @@ def test_bad_cli_input_is_a_message_not_a_traceback(tmp_path: Path, llm: Lenient
     assert "needs the approval id" in err and "JSON object" in err and "--limit" in err
 
 
+def test_a_store_that_cannot_be_opened_is_a_message(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    write_project(tmp_path, llm.url, upstream.url, SAFE_AGENTS_YAML + "gateway:\n  store: redis://localhost/0\n")
+    for command in (("audit",), ("approvals", "list")):
+        assert main(_cli(tmp_path, *command)) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and "no 'redis' backend" in captured.err
+
+
 def test_serve_refuses_a_public_host_without_client_keys(tmp_path: Path, llm: LenientLLM,
                                                          upstream: RecordingServer,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
