@@ -221,7 +221,7 @@ def test_delegation_tools() -> None:
 
 
 def test_names_stay_unique_when_renames_or_delegation_tools_collide() -> None:
-    toolsets, diagnostics = _build("""\
+    agents = """\
     a:
       model: p/m
       delegates: [b]
@@ -230,7 +230,8 @@ def test_names_stay_unique_when_renames_or_delegation_tools_collide() -> None:
           override: {getItem: {rename: getRepo}, getStats: {rename: ask_b}}
         - api: github
     b: {model: p/m}
-    """)
+    """
+    toolsets, diagnostics = _build(agents)
     names = toolsets["a"].names
     assert len(names) == len(set(names)) == 8
     assert {"shop_getRepo", "github_getRepo", "shop_ask_b", "ask_b"} <= set(names)
@@ -238,16 +239,7 @@ def test_names_stay_unique_when_renames_or_delegation_tools_collide() -> None:
     assert toolsets["a"].tools["github_getRepo"].tool.name == "getRepo"  # type: ignore[union-attr]
     assert toolsets["a"].tools["ask_b"].delegate == "b"
     assert len([d for d in diagnostics if d.level == "warning"]) == 3
-    again, _ = _build("""\
-    a:
-      model: p/m
-      delegates: [b]
-      tools:
-        - api: shop
-          override: {getItem: {rename: getRepo}, getStats: {rename: ask_b}}
-        - api: github
-    b: {model: p/m}
-    """)
+    again, _ = _build(agents)
     assert again["a"].names == names  # deterministic
 
 
