@@ -24,8 +24,8 @@ from starlette.routing import BaseRoute, Route
 from ..runtime import RuntimeHolder
 from .chat import chat_completions
 from .errors import error_handlers
+from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
-from .mcp import MCPEndpoint
 from .openapi import SAFETY_PATHS, openapi_document
 from .routes import routes as plain_routes
 from .state import GatewayState
@@ -67,14 +67,19 @@ def create_app(
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, options=hooks)
-    # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events, and
-    # the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
-    mcp = MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
+    def build_mcp() -> Any:
+        from .mcp import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
+
+        # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events,
+        # and the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
+        return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
+
+    mcp = LazyMCP(build_mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         watcher: asyncio.Task[Any] | None = None
-        async with mcp.manager.run():
+        async with mcp.running():
             holder.on_reload.append(state.on_reload)  # any reload, watched or not, rebuilds the executors
             if watch:
                 watcher = asyncio.create_task(holder.watch(interval=watch_interval))
