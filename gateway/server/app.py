@@ -74,7 +74,7 @@ def create_app(
         # and the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
         return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
 
-    mcp = LazyMCP(build_mcp)
+    mcp = LazyMCP(build_mcp, preload=_import_mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -117,3 +117,6 @@ def create_app(
     app.state.mcp = mcp
     return app
 
+
+def _import_mcp() -> None:
+    from . import mcp  # noqa: F401 - warms the import for LazyMCP

@@ -3,24 +3,31 @@
 Importing the SDK (pydantic models for every message type) was half of `gateway serve`'s start-up time,
 paid even by gateways whose clients never speak MCP. `LazyMCP` stands at `/mcp/{agent}`; the first request
 builds the real `MCPEndpoint` and starts its session manager inside the app's lifespan, where it runs until
-shutdown like before.
+shutdown like before. The import itself happens in a worker thread right after start-up (`preload`), so
+the server answers at once and an MCP client rarely waits for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup, TaskStatus
 from starlette.types import Receive, Scope, Send
 
+logger = logging.getLogger("gateway.server")
+
 
 class LazyMCP:
-    def __init__(self, build: Callable[[], Any]) -> None:
-        """Parameters: build: returns the `MCPEndpoint` (imports the SDK)."""
+    def __init__(self, build: Callable[[], Any], *, preload: Callable[[], None] | None = None) -> None:
+        """Parameters: build: returns the `MCPEndpoint` (imports the SDK); preload: imports it, run in a worker
+        thread once the app has started, so the first MCP client does not wait for the import either."""
         self._build = build
+        self._preload = preload
         self._endpoint: Any = None
         self._group: TaskGroup | None = None
         self._lock = anyio.Lock()
@@ -35,6 +42,8 @@ class LazyMCP:
         """For the app's lifespan: the session manager, once started, lives until this block ends."""
         async with anyio.create_task_group() as group:
             self._group = group
+            if self._preload is not None:
+                group.start_soon(self._warm, self._preload)
             try:
                 yield
             finally:
@@ -54,6 +63,13 @@ class LazyMCP:
                 await self._group.start(self._serve, endpoint)
                 self._endpoint = endpoint
         return self._endpoint
+
+    @staticmethod
+    async def _warm(preload: Callable[[], None]) -> None:
+        try:
+            await anyio.to_thread.run_sync(preload)
+        except Exception:  # noqa: BLE001 - the first MCP request imports it again and reports what is wrong
+            logger.warning("preloading the MCP endpoint failed", exc_info=True)
 
     @staticmethod
     async def _serve(endpoint: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -69,3 +69,13 @@ async def test_built_once_on_first_request_and_stopped_with_the_lifespan() -> No
 async def test_outside_the_lifespan_it_says_so() -> None:
     with pytest.raises(RuntimeError, match="lifespan"):
         await LazyMCP(lambda: _Endpoint([]))({"path": "/mcp/a"}, None, None)
+
+
+async def test_the_preload_runs_in_the_background_once_started() -> None:
+    loaded: list[int] = []
+    lazy = LazyMCP(lambda: _Endpoint([]), preload=lambda: loaded.append(1))
+    async with lazy.running():
+        with anyio.fail_after(5):
+            while not loaded:
+                await anyio.sleep(0.01)
+    assert loaded == [1]
