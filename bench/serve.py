@@ -4,16 +4,20 @@
 
 The project holds GitHub's spec (linked in place) with one agent that sees all of it; one start fills the
 compiler's cache (`GATEWAY_CACHE_DIR` in a temporary folder), then each round starts a new process and
-times Popen -> first 200 from /healthz. The floor is a bare uvicorn app answering / in a new process.
+times Popen -> first 200 from /healthz; its RSS is read 2 s later, once the background work after start-up
+(the MCP SDK's import) is done. The floor is a bare uvicorn app answering / in a new process.
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 
 from bench.support import GITHUB, Row, free_port, median, python_module, render_table, rss_mb, spawned, write_project
+
+SETTLE_SECONDS = 2.0
 
 
 def _start(folder: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -21,6 +25,7 @@ def _start(folder: Path, env: dict[str, str]) -> tuple[float, float]:
     command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                             "--agents", str(folder / "agents.yaml"))
     with spawned(command, f"http://127.0.0.1:{port}/healthz", env=env) as (process, ready):
+        time.sleep(SETTLE_SECONDS)  # the MCP SDK is imported in the background after start: count it
         return ready, rss_mb(process.pid)
 
 
@@ -45,8 +50,8 @@ def rows(figures: dict[str, float]) -> list[Row]:
     return [
         Row("`gateway serve` ready, cached GitHub catalog", "s", figures["ready_s"], figures["floor_ready_s"],
             "bare uvicorn", goal="<= 1 s", met=figures["ready_s"] <= 1.0),
-        Row("`gateway serve` RSS when ready", "MB", figures["rss_mb"], figures["floor_rss_mb"], "bare uvicorn",
-            goal="<= 200 MB", met=figures["rss_mb"] <= 200),
+        Row("`gateway serve` RSS, settled 2 s after ready", "MB", figures["rss_mb"], figures["floor_rss_mb"],
+            "bare uvicorn", goal="<= 200 MB", met=figures["rss_mb"] <= 200),
     ]
 
 
