@@ -24,7 +24,7 @@ from typing import IO, Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("BENCH_CORPUS") or ROOT.parent / "shared" / "corpus")  # the real specs, read in place
 GITHUB = CORPUS / "github" / "api.github.com.json"
 STRIPE = CORPUS / "apis-guru" / "stripe.com.json"
 GRAPH = CORPUS / "apis-guru" / "microsoft.com" / "graph.json"
