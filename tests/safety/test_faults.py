@@ -30,7 +30,8 @@ apis:
 agents:
   ops:
     model: openai/gpt-test
-    tools: [{{api: faulty}}, {{api: open-meteo}}]
+    # Only the hanging tool waits out a short timeout; the other faults keep the api's 1 s.
+    tools: [{{api: faulty, override: {{hang: {{timeout: 0.3}}}}}}, {{api: open-meteo}}]
     max_consecutive_errors: 10
 gateway:
   breaker: {{failures: {failures}, reset_after: 600}}

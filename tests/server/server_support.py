@@ -3,6 +3,7 @@ specs, an agents.yaml pointing the providers at a scripted LLM and the APIs at a
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import threading
@@ -115,12 +116,20 @@ def free_socket() -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn, noticing `should_exit` within 10 ms rather than on its 100 ms tick: every server test stops one."""
+
+    async def main_loop(self) -> None:
+        while not await self.on_tick(0):
+            await asyncio.sleep(0.01)
+
+
 @contextmanager
 def running(app: Any) -> Iterator[str]:
     """Serve `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
     sock = free_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

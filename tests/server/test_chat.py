@@ -214,7 +214,7 @@ async def test_streamed_pause_reports_the_approval_as_its_own_event(gw: tuple[st
 
 async def test_run_past_its_deadline_is_504(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
     upstream.route("/meteo/", UpstreamReply(200, FORECAST, delay=3.0))
-    agents_yaml = AGENTS_YAML.replace("max_iterations: 4", "max_iterations: 4\n    timeout: 0.5")
+    agents_yaml = AGENTS_YAML.replace("max_iterations: 4", "max_iterations: 4\n    timeout: 0.2")
     with gateway(tmp_path, llm.url, upstream.url, agents_yaml=agents_yaml) as (url, _):
         llm.script(Reply(calls=[FORECAST_CALL]))
         response = httpx.post(f"{url}/v1/chat/completions", timeout=30,
