@@ -41,7 +41,7 @@ def test_reload_swaps_agents_and_rebuilds_the_executor(tmp_path: Path, llm: Leni
             assert first_generation.closed  # no request held it: its clients are closed
 
             (tmp_path / "agents.yaml").write_text("agents: {broken: [")  # a bad edit keeps the last good one
-            time.sleep(0.3)
+            _wait_for(lambda: app.state.gateway.holder.last_error is not None)  # the watcher tried it
             assert "forecaster" in [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]]
 
 
