@@ -59,7 +59,7 @@ async def _sequential(client: httpx.AsyncClient, sides: dict[str, Call], count: 
             try:
                 await sides[name](client)
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
-                failed[name] = f"failed: {type(error).__name__} {str(error)[:60]}".strip()
+                failed[name] = f"failed: {type(error).__name__}"
                 del times[name]
                 continue
             times[name].append(time.perf_counter() - started)
@@ -201,7 +201,7 @@ async def _failsafe(work: Awaitable[float], name: str, failed: dict[str, str]) -
     try:
         return await work
     except (httpx.HTTPError, RuntimeError, AssertionError) as error:
-        failed[name] = f"failed: {type(error).__name__} {str(error)[:60]}".strip()
+        failed[name] = f"failed: {type(error).__name__}"
         return float("nan")
 
 
