@@ -11,6 +11,7 @@ processes may share the file (the busy timeout covers their brief write locks).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 import time
@@ -33,7 +34,7 @@ from .base import (
 )
 
 T = TypeVar("T")
-_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
+_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None] | None"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -77,6 +78,7 @@ class SQLiteStore(Store):
         self._conn: sqlite3.Connection | None = None
         self._audit_queue: list[_QueuedRow] = []
         self._audit_writer: asyncio.Future[None] | None = None
+        self._audit_loop: asyncio.AbstractEventLoop | None = None
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -222,9 +224,14 @@ class SQLiteStore(Store):
 
         # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
         # one thread hop and one commit for the lot; each caller still returns only once its row is committed.
-        waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._audit_writer is not None and self._audit_loop is not loop:
+            await self._run(functools.partial(_insert_audit, batch=[(values, row, None)]))  # another loop's batch
+            return
+        waiter = loop.create_future()
         self._audit_queue.append((values, row, waiter))
         if self._audit_writer is None:
+            self._audit_loop = loop
             self._audit_writer = asyncio.ensure_future(self._write_audit())
         await asyncio.shield(waiter)
 
@@ -232,27 +239,17 @@ class SQLiteStore(Store):
         try:
             while self._audit_queue:
                 batch, self._audit_queue = self._audit_queue, []
-
-                def work(conn: sqlite3.Connection, batch: list[_QueuedRow] = batch) -> None:
-                    def body() -> None:
-                        for values, row, _ in batch:
-                            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})",
-                                                  values)
-                            row.id = cursor.lastrowid
-
-                    self._transaction(conn, body)
-
                 try:
-                    await self._run(work)
+                    await self._run(functools.partial(_insert_audit, batch=batch))
                 except BaseException as exc:  # every waiter learns of it; the audit layer logs the loss
                     for _, _, waiter in batch:
-                        if not waiter.done():
+                        if waiter is not None and not waiter.done():
                             waiter.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
                     if not isinstance(exc, Exception):
                         raise
                 else:
                     for _, _, waiter in batch:
-                        if not waiter.done():
+                        if waiter is not None and not waiter.done():
                             waiter.set_result(None)
         finally:
             self._audit_writer = None
@@ -301,8 +298,10 @@ class SQLiteStore(Store):
         return await self._run(work)
 
     async def aclose(self) -> None:
-        if self._audit_writer is not None:  # rows already accepted are written before the connection closes
-            await asyncio.gather(asyncio.shield(self._audit_writer), return_exceptions=True)
+        writer = self._audit_writer
+        if writer is not None and self._audit_loop is asyncio.get_running_loop():
+            # Rows already accepted are written before the connection closes.
+            await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
@@ -316,6 +315,15 @@ class SQLiteStore(Store):
         conn, self._conn = self._conn, None
         self._thread.submit(conn.close).result()
         self._thread.shutdown(wait=True)
+
+
+def _insert_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> None:
+    def body() -> None:
+        for values, row, _ in batch:
+            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})", values)
+            row.id = cursor.lastrowid
+
+    SQLiteStore._transaction(conn, body)
 
 
 def _dumps(value: Any) -> str:

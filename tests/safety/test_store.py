@@ -159,6 +159,21 @@ async def test_rows_accepted_before_close_are_written(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("SELECT count(*) FROM audit").fetchone()[0] == 5
 
 
+async def test_a_row_from_another_event_loop_is_written_directly(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "loops.db")
+    other = asyncio.new_event_loop()
+    try:
+        # A batch is in flight on another loop (a server thread): this loop's row must not join it.
+        store._audit_loop, store._audit_writer = other, other.create_future()
+        row = AuditRow(time=1.0, kind="tool", agent="a")
+        await store.add_audit(row)
+        assert row.id == 1 and [r.id for r in await store.list_audit()] == [1]
+    finally:
+        store._audit_writer = None
+        other.close()
+    await store.aclose()
+
+
 def test_store_location_and_backends(tmp_path: Path) -> None:
     assert store_location(None, tmp_path) == str(tmp_path / ".gateway/state.db")
     assert store_location({"store": "data/x.db"}, tmp_path) == str(tmp_path / "data/x.db")
