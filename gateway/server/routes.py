@@ -21,7 +21,7 @@ from ..dialects import json_tool, render_tools
 from ..manifest import AgentConfig
 from ..messages import ToolCall, ToolResult
 from ..toolsets import AgentTool
-from .errors import APIError, status_for_result
+from .errors import APIError, FastJSONResponse, status_for_result
 from .state import GatewayState, Generation
 
 FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
@@ -139,9 +139,9 @@ async def call_tool(request: Request) -> Response:
         result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=_client_of(request))
     status = status_for_result(result)
     if status == 200:
-        return JSONResponse(result.to_dict())
+        return FastJSONResponse(result.to_dict())
     if status == 202:
-        return JSONResponse(result.to_dict(), status_code=202)
+        return FastJSONResponse(result.to_dict(), status_code=202)
     error = APIError(status, result.error or f"The call failed ({result.error_type}).",
                      code=result.error_type or None, extra={"result": result.to_dict()})
     return error.response()
