@@ -201,7 +201,10 @@ class GuardedExecutor:
         slots, limit = self._slots_for(tool.api)
         wait = timeout or self.manifest.api(tool.api).timeout
         try:
-            await asyncio.wait_for(slots.acquire(), wait)
+            if slots.locked():  # wait_for wraps the wait in a new task: only when there is a wait at all
+                await asyncio.wait_for(slots.acquire(), wait)
+            else:
+                await slots.acquire()  # a free slot is taken at once, without suspending
         except TimeoutError:
             breaker.release()
             return ToolResult.failure(

@@ -16,6 +16,7 @@ The middleware also charges each request to its client's and agent's rate-limit 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -87,8 +88,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=256)
 def _is_public_ip(host: str) -> bool:
-    """The socket the request came in on is a non-loopback IP (not a test client's made-up host name)."""
+    """The socket the request came in on is a non-loopback IP (not a test client's made-up host name).
+
+    Cached: asked on every request with the server's own address, which never changes."""
     try:
         return not ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
