@@ -31,6 +31,17 @@ KEEPALIVE_EXPIRY = 5.0  # httpx's default for idle pooled connections
 MAX_HEADER_LINE = 65536  # aiohttp's default (8190) refuses headers httpx accepts (long Link or CSP headers)
 
 
+class _AnyMethod(frozenset[str]):
+    def __contains__(self, method: object) -> bool:
+        return True
+
+
+class _Request(aiohttp.ClientRequest):
+    # httpx has decided Content-Length already (0 for a POST, PUT or PATCH without a body, none for a DELETE):
+    # aiohttp's own rule (no body: `Content-Length: 0` unless GET, HEAD, OPTIONS or TRACE) must add nothing.
+    GET_METHODS = _AnyMethod()
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """A pooled HTTP/1.1 transport on one `aiohttp.ClientSession` (made on first use, in the running loop)."""
 
@@ -54,8 +65,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                                          keepalive_timeout=KEEPALIVE_EXPIRY)
         self._session = aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False, trust_env=False,
-            skip_auto_headers=_SKIP_AUTO_HEADERS, requote_redirect_url=False, max_line_size=MAX_HEADER_LINE,
-            max_field_size=MAX_HEADER_LINE, timeout=aiohttp.ClientTimeout(total=None))
+            skip_auto_headers=_SKIP_AUTO_HEADERS, requote_redirect_url=False, request_class=_Request,
+            max_line_size=MAX_HEADER_LINE, max_field_size=MAX_HEADER_LINE, timeout=aiohttp.ClientTimeout(total=None))
         self._loop = loop
         return self._session
 

@@ -102,6 +102,24 @@ async def test_the_request_goes_out_exactly_as_httpx_built_it(serve: Callable[[A
     assert len(lines) - 1 == len(sent)  # no header twice
 
 
+@pytest.mark.parametrize(("method", "content", "headers"), [
+    ("GET", None, {}), ("HEAD", None, {}), ("OPTIONS", None, {}), ("DELETE", None, {}), ("POST", None, {}),
+    ("POST", b'{"a": 1}', {"Content-Type": "application/json"}), ("PUT", b"x", {}), ("PATCH", b"", {}),
+])
+async def test_every_method_goes_out_as_httpx_own_transport_sends_it(
+        serve: Callable[[Answer], _RawServer], method: str, content: bytes | None, headers: dict[str, str]) -> None:
+    # HEAD's answer has no body on the wire (its Content-Length describes the GET).
+    server = serve(lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" + (b"" if head.startswith(b"HEAD")
+                                                                                    else b"ok"))
+    sent = []
+    for transport in (httpx.AsyncHTTPTransport(), AiohttpTransport()):
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.request(method, f"{server.url}/p?q=1", content=content, headers=headers)
+        head, body, _ = server.requests[-1]
+        sent.append((sorted(head.decode().split("\r\n")[1:]), head.split(b"\r\n")[0], body, response.content))
+    assert sent[1] == sent[0]  # same request line, same headers, same body, same answer
+
+
 async def test_gzip_is_decoded_by_httpx_and_reason_and_headers_come_through(
         serve: Callable[[Answer], _RawServer]) -> None:
     packed = gzip.compress(b"hello " * 100)
