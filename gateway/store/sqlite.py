@@ -11,9 +11,9 @@ processes may share the file (the busy timeout covers their brief write locks).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +34,7 @@ from .base import (
 )
 
 T = TypeVar("T")
-_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None] | None"]
+_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -77,8 +77,8 @@ class SQLiteStore(Store):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
         self._audit_queue: list[_QueuedRow] = []
-        self._audit_writer: asyncio.Future[None] | None = None
-        self._audit_loop: asyncio.AbstractEventLoop | None = None
+        self._audit_lock = threading.Lock()
+        self._audit_draining = False  # a drain job is queued or running on the store thread
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -223,36 +223,40 @@ class SQLiteStore(Store):
         )
 
         # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
-        # one thread hop and one commit for the lot; each caller still returns only once its row is committed.
-        loop = asyncio.get_running_loop()
-        if self._audit_writer is not None and self._audit_loop is not loop:
-            await self._run(functools.partial(_insert_audit, batch=[(values, row, None)]))  # another loop's batch
-            return
-        waiter = loop.create_future()
-        self._audit_queue.append((values, row, waiter))
-        if self._audit_writer is None:
-            self._audit_loop = loop
-            self._audit_writer = asyncio.ensure_future(self._write_audit())
-        await asyncio.shield(waiter)
+        # one commit for the lot; each caller still returns only once its row is committed. The rows go
+        # straight to the store thread (no task, no run_in_executor future chain per call): one drain job
+        # per burst, and the committed waiters are settled with one call_soon_threadsafe per event loop.
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("the store is closed")
+        waiter = asyncio.get_running_loop().create_future()
+        with self._audit_lock:
+            self._audit_queue.append((values, row, waiter))
+            start, self._audit_draining = not self._audit_draining, True
+        if start:
+            try:
+                self._thread.submit(self._drain_audit, conn)
+            except RuntimeError:  # the thread is shut down (closed meanwhile)
+                with self._audit_lock:
+                    self._audit_draining = False
+                raise
+        # A cancelled caller cancels only its waiter: the row is queued and is written anyway.
+        await waiter
 
-    async def _write_audit(self) -> None:
-        try:
-            while self._audit_queue:
+    def _drain_audit(self, conn: sqlite3.Connection) -> None:
+        """On the store thread: write queued rows, a transaction per batch, until the queue is empty."""
+        while True:
+            with self._audit_lock:
+                if not self._audit_queue:
+                    self._audit_draining = False
+                    return
                 batch, self._audit_queue = self._audit_queue, []
-                try:
-                    await self._run(functools.partial(_insert_audit, batch=batch))
-                except BaseException as exc:  # every waiter learns of it; the audit layer logs the loss
-                    for _, _, waiter in batch:
-                        if waiter is not None and not waiter.done():
-                            waiter.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
-                    if not isinstance(exc, Exception):
-                        raise
-                else:
-                    for _, _, waiter in batch:
-                        if waiter is not None and not waiter.done():
-                            waiter.set_result(None)
-        finally:
-            self._audit_writer = None
+            error: Exception | None = None
+            try:
+                _insert_audit(conn, batch=batch)
+            except BaseException as exc:  # every waiter learns of it; the audit layer logs the loss
+                error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+            _settle_waiters(batch, error)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
         if agents is not None and not agents:
@@ -298,10 +302,8 @@ class SQLiteStore(Store):
         return await self._run(work)
 
     async def aclose(self) -> None:
-        writer = self._audit_writer
-        if writer is not None and self._audit_loop is asyncio.get_running_loop():
-            # Rows already accepted are written before the connection closes.
-            await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
+        # Rows already accepted are written before the connection closes: their drain job is ahead of the
+        # close on the one store thread.
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
@@ -324,6 +326,26 @@ def _insert_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> N
             row.id = cursor.lastrowid
 
     SQLiteStore._transaction(conn, body)
+
+
+def _settle_waiters(batch: Sequence[_QueuedRow], error: Exception | None) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for _, _, waiter in batch:
+        by_loop.setdefault(waiter.get_loop(), []).append(waiter)
+    for loop, waiters in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_waiters, waiters, error)
+        except RuntimeError:  # that loop is closed: nobody is waiting any more
+            pass
+
+
+def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # a cancelled caller's waiter is done already
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
 
 
 def _dumps(value: Any) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -159,18 +160,21 @@ async def test_rows_accepted_before_close_are_written(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("SELECT count(*) FROM audit").fetchone()[0] == 5
 
 
-async def test_a_row_from_another_event_loop_is_written_directly(tmp_path: Path) -> None:
+async def test_rows_from_two_event_loops_are_each_answered_on_their_own_loop(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "loops.db")
-    other = asyncio.new_event_loop()
-    try:
-        # A batch is in flight on another loop (a server thread): this loop's row must not join it.
-        store._audit_loop, store._audit_writer = other, other.create_future()
-        row = AuditRow(time=1.0, kind="tool", agent="a")
-        await store.add_audit(row)
-        assert row.id == 1 and [r.id for r in await store.list_audit()] == [1]
-    finally:
-        store._audit_writer = None
-        other.close()
+    # A server thread with its own loop writes while this loop does: both loops' callers return, committed.
+    in_thread = [AuditRow(time=1.0, kind="tool", agent="thread") for _ in range(20)]
+
+    async def thread_writes() -> None:
+        await asyncio.gather(*(store.add_audit(row) for row in in_thread))
+
+    here = [AuditRow(time=1.0, kind="tool", agent="here") for _ in range(20)]
+    worker = threading.Thread(target=asyncio.run, args=(thread_writes(),))
+    worker.start()
+    await asyncio.gather(*(store.add_audit(row) for row in here))
+    await asyncio.to_thread(worker.join)
+    assert sorted(row.id for row in in_thread + here if row.id is not None) == list(range(1, 41))
+    assert len(await store.list_audit(limit=100)) == 40
     await store.aclose()
 
 
