@@ -18,44 +18,61 @@ from typing import Any
 
 from .http.redact import Redactor
 
-_lock = threading.Lock()
-_redactors: weakref.WeakSet[Redactor] = weakref.WeakSet()
+_lock = threading.RLock()  # reentrant: a weakref callback may run inside the locked block (garbage collection)
+_refs: tuple[weakref.ref[Redactor], ...] = ()
+"""The registered redactors, held weakly; a tuple replaced whole so the factory reads it without a lock."""
 _installed = False
 
 
 def redact_logs(redactor: Redactor) -> None:
     """Scrub `redactor`'s secrets from every log record from now on (idempotent; held weakly)."""
-    global _installed
+    global _installed, _refs
     with _lock:
-        _redactors.add(redactor)
+        if any(ref() is redactor for ref in _refs):
+            return
+        _refs = (*(ref for ref in _refs if ref() is not None), weakref.ref(redactor, _forget))
         if _installed:
             return
         previous = logging.getLogRecordFactory()
 
         def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            active = [r for r in list(_redactors) if r]
-            if active:
-                _scrub(record, active)
+            if _refs:
+                _scrub(record)
             return record
 
         logging.setLogRecordFactory(factory)
         _installed = True
 
 
-def _scrub(record: logging.LogRecord, redactors: list[Redactor]) -> None:
+def _forget(dead: weakref.ref[Redactor]) -> None:
+    global _refs
+    with _lock:
+        _refs = tuple(ref for ref in _refs if ref is not dead)
+
+
+def _scrub(record: logging.LogRecord) -> None:
+    redactors = [r for ref in _refs if (r := ref()) is not None]
     try:
         message = record.getMessage()
     except Exception:  # a malformed log call: leave it to logging's own error reporting
         return
-    clean = _clean(message, redactors)
-    if clean != message:
+    # The common case, a line without a secret, costs one regex search per redactor and no copies.
+    if _holds_secret(message, redactors):
+        clean = _clean(message, redactors)
         record.msg, record.args = _scrubbed_args(record, redactors) or (clean, ())
     if record.exc_info and not record.exc_text:
         text = logging.Formatter().formatException(record.exc_info)
         for redactor in redactors:
             text = redactor.text(text)
         record.exc_text = text
+
+
+def _holds_secret(text: str, redactors: list[Redactor]) -> bool:
+    for redactor in redactors:
+        if redactor.appears_in(text):
+            return True
+    return False
 
 
 def _clean(text: str, redactors: list[Redactor]) -> str:

@@ -39,3 +39,23 @@ def test_records_keep_their_arguments_for_formatters_that_read_them(caplog: pyte
     assert plain.args == ("127.0.0.1:1", "GET", "/healthz", "1.1", 200)
     assert len(secret.args) == 5 and SECRET not in str(secret.args)
     assert SECRET not in caplog.text and "[REDACTED]" in caplog.text
+
+
+def test_secrets_learned_after_registration_are_scrubbed_and_dead_redactors_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import gc
+
+    import gateway.logredact as logredact
+
+    redactor = Redactor()
+    redact_logs(redactor)
+    redactor.add("late-token-9876")  # e.g. an OAuth2 access token fetched at run time
+    logger = logging.getLogger("gateway.tests.late")
+    with caplog.at_level(logging.INFO):
+        logger.info("got %s", "late-token-9876")
+    assert "late-token-9876" not in caplog.text and "[REDACTED]" in caplog.text
+    assert any(ref() is redactor for ref in logredact._refs)
+    del redactor
+    gc.collect()
+    assert logredact._refs == tuple(ref for ref in logredact._refs if ref() is not None)
