@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -59,9 +60,28 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
           f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
-    uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+    # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
+    # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
+    # (asyncio) loop inherits this context, and it is reset once the loop is gone.
+    # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
+    with _asyncio_declared():
+        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
+                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
     return 0
+
+
+@contextlib.contextmanager
+def _asyncio_declared() -> Iterator[None]:
+    try:
+        import sniffio
+    except ImportError:
+        yield
+        return
+    token = sniffio.current_async_library_cvar.set("asyncio")
+    try:
+        yield
+    finally:
+        sniffio.current_async_library_cvar.reset(token)
 
 
 def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = True) -> int:
