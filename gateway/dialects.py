@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from .openapi._schema import make_nullable
+
 FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
 _OPENAI_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
 _OPENAI_DROP = frozenset({"title", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment",
@@ -204,7 +206,7 @@ def _strict(node: Any, optional: bool, defs: dict[str, Any]) -> dict[str, Any]:
         out["additionalProperties"] = False
     if not any(k in out for k in ("type", "$ref", "anyOf", "enum", "const")):
         raise _Unfit("a schema without a type")
-    return _nullable(out) if optional else out
+    return make_nullable(out, lift_description=True) if optional else out
 
 
 def _merge_all_of(node: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> dict[str, Any]:
@@ -237,25 +239,6 @@ def _merge_all_of(node: dict[str, Any], defs: dict[str, Any], seen: set[str]) ->
         merged["properties"].update(part.get("properties", {}))
         merged["required"].extend(part.get("required", ()))
     return merged
-
-
-def _nullable(out: dict[str, Any]) -> dict[str, Any]:
-    kinds = out.get("type")
-    if isinstance(kinds, str):
-        if kinds != "null":
-            out["type"] = [kinds, "null"]
-    elif isinstance(kinds, list):
-        if "null" not in kinds:
-            out["type"] = [*kinds, "null"]
-    else:
-        description = out.pop("description", None)
-        wrapped: dict[str, Any] = {"anyOf": [out, {"type": "null"}]}
-        if description:
-            wrapped["description"] = description
-        return wrapped
-    if "enum" in out and None not in out["enum"]:
-        out["enum"] = [*out["enum"], None]
-    return out
 
 
 def drop_strict_nulls(input_schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:

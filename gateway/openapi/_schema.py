@@ -85,6 +85,33 @@ def _is_count(value: Any) -> bool:
     return _is_number(value) and value >= 0 and float(value).is_integer()
 
 
+def make_nullable(schema: JSONSchema, *, lift_description: bool = False) -> JSONSchema:
+    """`schema` also accepting null: `null` added to its `type` (and `enum`), else wrapped in an `anyOf`.
+
+    `lift_description` keeps a wrapped schema's description beside the `anyOf`, where a model reads it
+    (the OpenAI strict rendering wants that); an empty schema already accepts null and is returned as is.
+    """
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        if kind != "null":
+            schema["type"] = [kind, "null"]
+    elif isinstance(kind, list):
+        if "null" not in kind:
+            schema["type"] = [*kind, "null"]
+    else:
+        if not schema:
+            return schema
+        description = schema.pop("description", None) if lift_description else None
+        wrapped: JSONSchema = {"anyOf": [schema, {"type": "null"}]}
+        if description:
+            wrapped["description"] = description
+        return wrapped
+    enum = schema.get("enum")
+    if enum is not None and None not in enum:
+        schema["enum"] = [*enum, None]
+    return schema
+
+
 class SchemaTranslator:
     """Translates the schemas of one spec; remembers each `$ref` target's translation per mode.
 
@@ -360,7 +387,7 @@ class SchemaTranslator:
         if mode == "in" and isinstance(node.get("discriminator"), dict):
             self._pin_discriminator(node, out, file)
         if nullable:
-            out = self._make_nullable(out)
+            out = make_nullable(out)
         return out
 
     def _pin_discriminator(self, node: dict[str, Any], out: JSONSchema, file: str) -> None:
@@ -428,21 +455,3 @@ class SchemaTranslator:
             out["type"] = list(dict.fromkeys(value))
         else:
             self._warn(where, f"unknown type {value!r}: dropped")
-
-    @staticmethod
-    def _make_nullable(out: JSONSchema) -> JSONSchema:
-        kind = out.get("type")
-        if isinstance(kind, str):
-            if kind != "null":
-                out["type"] = [kind, "null"]
-        elif isinstance(kind, list):
-            if "null" not in kind:
-                out["type"] = [*kind, "null"]
-        else:
-            if not out:
-                return out
-            return {"anyOf": [out, {"type": "null"}]}
-        enum = out.get("enum")
-        if enum is not None and None not in enum:
-            out["enum"] = [*enum, None]
-        return out
