@@ -1,17 +1,29 @@
 """The embedded default store: one SQLite file in WAL mode, stdlib `sqlite3`.
 
-Every statement runs on one dedicated worker thread that owns the connection, so the event loop
+Every statement runs on one dedicated worker thread that owns the main connection, so the event loop
 never blocks on disk and writes are serialized without lock contention inside one process. Each
-write commits before its coroutine returns: a row is on disk before the response that caused it (audit
-rows that arrive together share one transaction: group commit).
+write commits before its coroutine returns: a row is on disk before the response that caused it.
 WAL with `synchronous=NORMAL` survives a crash of the process (not of the machine); several
 processes may share the file (the busy timeout covers their brief write locks).
+
+Audit rows, one per proxied call, are the exception: they commit inline, on the calling loop's thread,
+through a second connection of their own. Handing a row to the store thread cost ~100-250 us of CPU
+per call (executor submit, waking the worker, GIL hand-over, the loop's self-pipe; 905 vs 1170 us CPU per
+proxied call, memory vs SQLite store, 8 concurrent callers), while `BEGIN IMMEDIATE; INSERT; COMMIT` in
+WAL + `synchronous=NORMAL` writes the WAL without fsync: p50 22 us, p99 ~100 us, max 0.3 ms measured.
+That connection never waits: `busy_timeout=0`, and a lock held elsewhere (the store thread inside
+`save_run`/`take_tokens`, another process such as `gateway approvals`, another loop writing inline)
+sends the row down the queued path instead (group commit on the store thread, as every row went
+before). It never checkpoints either (`wal_autocheckpoint=0`: a checkpoint fsyncs, 5 ms measured): the
+store thread runs a PASSIVE checkpoint every `_CHECKPOINT_EVERY` inline rows and on close, so the
+WAL stays bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -32,6 +44,8 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+
+logger = logging.getLogger("gateway.store")
 
 T = TypeVar("T")
 _QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
@@ -64,6 +78,10 @@ _AUDIT_COLUMNS = (
     "id, time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes, approval, usage,"
     " run_id, error"
 )
+_INSERT_AUDIT = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})"
+_CHECKPOINT_EVERY = 320
+"""Inline audit rows between two checkpoints: ~3 WAL pages a row, so ~1000 pages (SQLite's own default)."""
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class SQLiteStore(Store):
@@ -79,6 +97,9 @@ class SQLiteStore(Store):
         self._audit_queue: list[_QueuedRow] = []
         self._audit_lock = threading.Lock()
         self._audit_draining = False  # a drain job is queued or running on the store thread
+        self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
+        self._inline_lock = threading.Lock()  # only ever tried, never waited for, by a writer
+        self._inline_rows = 0  # since the last checkpoint was asked for
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +113,13 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
-        conn.executescript(_SCHEMA)
+        try:
+            conn.executescript(_SCHEMA)
+            if self.path != ":memory:":  # a second connection to `:memory:` would be another database
+                self._inline = _open_inline(self.path)
+        except BaseException:
+            conn.close()
+            raise
         self._conn = conn
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -222,6 +249,14 @@ class SQLiteStore(Store):
             None if row.usage is None else _dumps(row.usage), row.run_id, row.error,
         )
 
+        # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
+        if self._inline is not None and self._inline_lock.acquire(blocking=False):
+            try:
+                if self._write_inline(values, row):
+                    return
+            finally:
+                self._inline_lock.release()
+
         # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
         # one commit for the lot; each caller still returns only once its row is committed. The rows go
         # straight to the store thread (no task, no run_in_executor future chain per call): one drain job
@@ -242,6 +277,37 @@ class SQLiteStore(Store):
                 raise
         # A cancelled caller cancels only its waiter: the row is queued and is written anyway.
         await waiter
+
+    def _write_inline(self, values: tuple[Any, ...], row: AuditRow) -> bool:
+        """With the inline lock held: commit the row on this thread; False when the file's write lock is taken."""
+        inline = self._inline
+        if inline is None:  # closed since the caller looked
+            return False
+        try:
+            inline.execute("BEGIN IMMEDIATE")
+            try:
+                row.id = inline.execute(_INSERT_AUDIT, values).lastrowid
+                inline.execute("COMMIT")
+            except BaseException:
+                if inline.in_transaction:
+                    inline.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
+                row.id = None
+                return False
+            raise
+        self._inline_rows += 1
+        if self._inline_rows >= _CHECKPOINT_EVERY:
+            self._inline_rows = 0
+            conn = self._conn
+            try:
+                if conn is not None:
+                    self._thread.submit(self._checkpoint_quiet, conn)  # not awaited: this row is committed
+            except RuntimeError:  # the thread is shut down: close checkpoints
+                pass
+        return True
 
     def _drain_audit(self, conn: sqlite3.Connection) -> None:
         """On the store thread: write queued rows, a transaction per batch, until the queue is empty."""
@@ -307,7 +373,7 @@ class SQLiteStore(Store):
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
-        await asyncio.get_running_loop().run_in_executor(self._thread, conn.close)
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._close_connections, conn)
         self._thread.shutdown(wait=False)
 
     def close(self) -> None:
@@ -315,14 +381,52 @@ class SQLiteStore(Store):
         if self._conn is None:
             return
         conn, self._conn = self._conn, None
-        self._thread.submit(conn.close).result()
+        self._thread.submit(self._close_connections, conn).result()
         self._thread.shutdown(wait=True)
+
+    def _checkpoint_quiet(self, conn: sqlite3.Connection) -> None:
+        """On the store thread: a checkpoint with the inline writers held off (they take the queued path).
+
+        A PASSIVE checkpoint while inline rows keep arriving never catches up with the WAL's end, and only
+        a fully copied WAL is reused from its start by the next writer: the file would grow without bound.
+        """
+        with self._inline_lock:
+            _checkpoint(conn)
+
+    def _close_connections(self, conn: sqlite3.Connection) -> None:
+        """On the store thread, after every queued job: the inline connection, a checkpoint, the main one."""
+        with self._inline_lock:  # held by a writer for one short transaction at most
+            inline, self._inline = self._inline, None
+        if inline is not None:
+            inline.close()
+        _checkpoint(conn)
+        conn.close()
+
+
+def _open_inline(path: str) -> sqlite3.Connection:
+    inline = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
+    try:
+        inline.execute("PRAGMA busy_timeout=0")  # never wait on the loop: a taken lock means the queued path
+        inline.execute("PRAGMA synchronous=NORMAL")  # per connection: no fsync per commit in WAL
+        inline.execute("PRAGMA wal_autocheckpoint=0")  # the store thread checkpoints (checkpoints fsync)
+    except BaseException:
+        inline.close()
+        raise
+    return inline
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """On the store thread: copy committed WAL pages into the database so the WAL is reused, not grown."""
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.Error as exc:  # the next one (or the next autocheckpoint of the main connection) retries
+        logger.warning("store checkpoint failed: %s", exc)
 
 
 def _insert_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> None:
     def body() -> None:
         for values, row, _ in batch:
-            cursor = conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})", values)
+            cursor = conn.execute(_INSERT_AUDIT, values)
             row.id = cursor.lastrowid
 
     SQLiteStore._transaction(conn, body)
