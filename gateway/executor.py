@@ -17,8 +17,19 @@ from typing import Any
 import httpx
 
 from .catalog import Catalog, Tool
+from .http.aio import AiohttpTransport
 from .http.auth import Authenticator
-from .http.client import IDEMPOTENT, Attempts, DeadlineExceeded, RedirectRefused, TooManyRedirects, new_client, send
+from .http.client import (
+    IDEMPOTENT,
+    Attempts,
+    DeadlineExceeded,
+    HttpxWire,
+    RedirectRefused,
+    TooManyRedirects,
+    Wire,
+    new_client,
+    send,
+)
 from .http.errors import RequestBuildError
 from .http.reading import hard_cap, read_capped, shape
 from .http.redact import Redactor
@@ -41,11 +52,17 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
 
 
 class _Api:
-    """Per-api state: pooled client, credentials, concurrency limit."""
+    """Per-api state: pooled wire, credentials, concurrency limit."""
 
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor) -> None:
         self.config = config
-        self.client = new_client(transport, max_connections=max(config.max_concurrency or 20, 1))
+        connections = max(config.max_concurrency or 20, 1)
+        if transport is None:
+            transport = AiohttpTransport(max_connections=connections)
+        # The httpx client (OAuth token requests) and the calls share one connection pool; the calls skip
+        # httpx's request layers when aiohttp is underneath (gateway.http.aio).
+        self.client = new_client(transport, max_connections=connections)
+        self.wire: Wire = transport if isinstance(transport, AiohttpTransport) else HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
@@ -152,13 +169,13 @@ class Executor:
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
-        response = await send(api.client, prepared, api.auth.credentials, deadline=deadline, attempts=attempts)
+        response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline, attempts=attempts)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
-                response = await send(api.client, prepared, api.auth.credentials, deadline=deadline,
+                response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline,
                                       attempts=attempts)
         try:
             read = await read_capped(response, hard_cap(limit))

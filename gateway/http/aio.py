@@ -1,10 +1,15 @@
-"""An httpx transport that sends through aiohttp: the executor's default way out.
+"""aiohttp underneath: the executor's default way out, natively and as an httpx transport.
 
 Per proxied call, httpcore + h11 + anyio cost about five times the CPU of aiohttp's C-accelerated client
-(measured against the same 127.0.0.1 upstream: ~540 µs vs ~110 µs). Everything above the transport stays
-httpx: `gateway.http.client` still builds `httpx.Request`s and applies its own redirect, retry and
-deadline rules, and `gateway.http.reading` reads an `httpx.Response` (httpx still decodes
-`Content-Encoding`). This module only moves bytes, and keeps httpx's contract for that:
+(measured against the same 127.0.0.1 upstream: ~540 µs vs ~110 µs), and httpx's own request layers above
+any transport (URL parsing and validation three times per call, header normalisation, the auth and redirect
+generators) cost about as much again. So the executor's calls go through `AiohttpTransport.send`, which
+takes the request already built by `gateway.http.request` (an encoded URL string, header pairs, bytes) and
+answers an `AioResponse` with the attributes of `httpx.Response` that `gateway.http.client` and
+`gateway.http.reading` use. `gateway.http.client` applies its redirect, retry and deadline rules to either.
+
+The same object is also an httpx transport (`handle_async_request`), for what stays on httpx (OAuth token
+requests); there httpx decodes `Content-Encoding`, and this module only moves bytes, keeping httpx's contract:
 
 - the request goes out with exactly httpx's headers (aiohttp adds none of its own defaults) and its URL
   exactly as encoded (no re-quoting); no redirects, no cookies, no proxies from the environment;
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import aiohttp
 import httpx
@@ -29,6 +34,11 @@ from yarl import URL
 _SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 KEEPALIVE_EXPIRY = 5.0  # httpx's default for idle pooled connections
 MAX_HEADER_LINE = 65536  # aiohttp's default (8190) refuses headers httpx accepts (long Link or CSP headers)
+CONNECT_TIMEOUT = 10.0
+USER_AGENT = "gateway/0.1"
+# What `send` advertises is what aiohttp decodes with the standard library alone (zlib).
+ACCEPT_ENCODING = "gzip, deflate"
+_EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 
 
 class _AnyMethod(frozenset[str]):
@@ -70,6 +80,29 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._loop = loop
         return self._session
 
+    async def send(self, method: str, url: str, headers: Iterable[tuple[str, str]], content: bytes | None,
+                   timeout: float) -> AioResponse:
+        """Send one request natively: `url` already percent-encoded (sent as it is), `timeout` seconds for
+        each phase (connecting at most `CONNECT_TIMEOUT`). The answer's body is streamed, decoded."""
+        session = self._session_for_loop()
+        pairs = list(headers)
+        named = {name.lower() for name, _ in pairs}
+        if "user-agent" not in named:
+            pairs.append(("User-Agent", USER_AGENT))
+        if "accept-encoding" not in named:
+            pairs.append(("Accept-Encoding", ACCEPT_ENCODING))
+        if not content and method in _EMPTY_BODY_METHODS:
+            pairs.append(("Content-Length", "0"))
+        try:
+            response = await session.request(
+                method, URL(url, encoded=True), headers=pairs, data=content or None, allow_redirects=False,
+                auto_decompress=True,
+                timeout=aiohttp.ClientTimeout(total=None, connect=timeout, sock_connect=min(CONNECT_TIMEOUT, timeout),
+                                              sock_read=timeout))
+        except Exception as error:
+            raise _httpx_error(error, None, connecting=True) from error
+        return AioResponse(response)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session_for_loop()
         timeouts = request.extensions.get("timeout") or {}
@@ -101,6 +134,29 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             await session.close()
 
 
+class AioResponse:
+    """An aiohttp response with the part of `httpx.Response`'s interface the executor reads: `status_code`,
+    `reason_phrase`, case-insensitive `headers.get`, `aiter_bytes()` (decoded) and `aclose()`."""
+
+    __slots__ = ("_response", "headers", "reason_phrase", "status_code")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status_code = response.status
+        self.reason_phrase = response.reason or ""
+        self.headers = response.headers
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except Exception as error:
+            raise _httpx_error(error, None, connecting=False) from error
+
+    async def aclose(self) -> None:
+        _close(self._response)
+
+
 class _Body(httpx.AsyncByteStream):
     """The response body as it arrives; a response closed before its end takes its connection with it."""
 
@@ -116,14 +172,17 @@ class _Body(httpx.AsyncByteStream):
             raise _httpx_error(error, self._request, connecting=False) from error
 
     async def aclose(self) -> None:
-        response = self._response
-        if response.content.at_eof():
-            response.release()  # read to the end: the connection goes back to the pool
-        else:
-            response.close()
+        _close(self._response)
 
 
-def _httpx_error(error: Exception, request: httpx.Request, *, connecting: bool) -> Exception:
+def _close(response: aiohttp.ClientResponse) -> None:
+    if response.content.at_eof():
+        response.release()  # read to the end: the connection goes back to the pool
+    else:
+        response.close()  # an unfinished body takes its connection with it
+
+
+def _httpx_error(error: Exception, request: httpx.Request | None, *, connecting: bool) -> Exception:
     """aiohttp's error as the httpx error the callers handle (unknown errors pass through unchanged)."""
     message = str(error) or type(error).__name__
     kind: type[httpx.TransportError] | None

@@ -1,4 +1,8 @@
-"""Sending: one pooled httpx client per api, retries for idempotent methods, and our own redirect policy.
+"""Sending: one pooled wire per api, retries for idempotent methods, and our own redirect policy.
+
+The wire is aiohttp natively (`gateway.http.aio.AiohttpTransport.send`, the default) or an httpx client
+(`HttpxWire`: an injected httpx transport, as tests use); both answer a response with httpx's attribute
+names, so everything here and in `gateway.http.reading` reads either.
 
 httpx strips only `Authorization` on a cross-host redirect, so redirects are never followed by httpx: a
 redirect to the api's own origin is followed here (a few times at most), one to any other origin is refused.
@@ -16,11 +20,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
 
-from .aio import AiohttpTransport
+from .aio import CONNECT_TIMEOUT, USER_AGENT, AiohttpTransport
 from .auth import Credentials
 from .request import PreparedRequest, origin_of
 
@@ -31,7 +36,6 @@ MAX_RETRIES = 2
 MAX_REDIRECTS = 5
 BACKOFF_BASE = 0.25
 BACKOFF_CAP = 8.0
-CONNECT_TIMEOUT = 10.0
 
 
 class RedirectRefused(Exception):
@@ -48,6 +52,26 @@ class DeadlineExceeded(Exception):
     pass
 
 
+class Wire(Protocol):
+    """Moves one request: `url` percent-encoded, `timeout` seconds per phase; the answer's body unread."""
+
+    async def send(self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None,
+                   timeout: float) -> Any: ...
+
+
+class HttpxWire:
+    """A wire over an httpx client (an injected transport: in-process upstreams, tests)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def send(self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None,
+                   timeout: float) -> httpx.Response:
+        request = self.client.build_request(method, url, headers=headers, content=content,
+                                            timeout=httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT, timeout)))
+        return await self.client.send(request, stream=True)
+
+
 def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connections: int = 20) -> httpx.AsyncClient:
     """A pooled client that follows no redirects and keeps no cookies between calls (no state leaks
     from one agent's call to another's)."""
@@ -61,7 +85,7 @@ def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connect
         cookies=jar,
         trust_env=False,
         limits=limits,
-        headers={"User-Agent": "gateway/0.1"},
+        headers={"User-Agent": USER_AGENT},
     )
     if isinstance(getattr(client, "_cookies", None), httpx.Cookies):
         # The jar above refuses every cookie anyway; not even looking saves httpx's per-response
@@ -89,31 +113,34 @@ CredentialsFactory = Callable[[], Awaitable[Credentials]]
 
 
 async def send(
-    client: httpx.AsyncClient,
+    wire: Wire,
     prepared: PreparedRequest,
     credentials: CredentialsFactory,
     *,
     deadline: float,
     attempts: Attempts | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> httpx.Response:
+) -> Any:
     """Send `prepared` and return the (streamed, unread) response; the caller closes it.
 
     `deadline` is a `time.monotonic()` instant covering every retry and redirect.
     """
     attempts = attempts if attempts is not None else Attempts()
-    home = prepared.origin()
     method = prepared.method
-    url = prepared.url
+    url = prepared.href
     content = prepared.content
-    headers = list(prepared.headers)
+    headers = prepared.headers
     retries = 0
     while True:
-        creds = await credentials() if origin_of(url) == home else Credentials()
-        request = _build(client, method, url, headers, prepared.cookies, content, creds, deadline)
+        # Credentials go with every attempt: the URL is the api's origin (a redirect elsewhere is refused).
+        creds = await credentials()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded()
+        target, all_headers = _with_credentials(url, headers, prepared.cookies, creds)
         try:
             attempts.sent += 1
-            response = await client.send(request, stream=True)
+            response = await wire.send(method, target, all_headers, content, remaining)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             # The request never left: safe to retry, but only idempotent methods are retried at all.
             if method in IDEMPOTENT and retries < MAX_RETRIES:
@@ -133,51 +160,33 @@ async def send(
                 await sleep(delay)
                 continue
             return response
-        location = response.headers.get("location")
-        if status in REDIRECT_STATUSES and location:
-            target = url.join(location)
+        location = response.headers.get("location") if status in REDIRECT_STATUSES else None
+        if location:
+            target_url = httpx.URL(url).join(location)
             await response.aclose()
-            if origin_of(target) != home:
-                raise RedirectRefused(str(target.copy_with(query=None, fragment=None)))
+            if origin_of(target_url) != prepared.origin():
+                raise RedirectRefused(str(target_url.copy_with(query=None, fragment=None)))
             if attempts.redirects >= MAX_REDIRECTS:
-                raise TooManyRedirects(str(url))
+                raise TooManyRedirects(url)
             attempts.redirects += 1
             if status == 303 or (status in (301, 302) and method == "POST"):
                 method, content = ("GET" if method != "HEAD" else "HEAD"), None
                 headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
-            url = target
+            url = str(target_url)
             continue
         return response
 
 
-def _build(
-    client: httpx.AsyncClient,
-    method: str,
-    url: httpx.URL,
-    headers: list[tuple[str, str]],
-    cookies: list[tuple[str, str]],
-    content: bytes | None,
-    creds: Credentials,
-    deadline: float,
-) -> httpx.Request:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise DeadlineExceeded()
+def _with_credentials(url: str, headers: list[tuple[str, str]], cookies: list[tuple[str, str]],
+                      creds: Credentials) -> tuple[str, list[tuple[str, str]]]:
     if creds.query:
-        url = _append_query(url, creds.query)
-    all_headers = list(headers) + list(creds.headers.items())
-    cookie_pairs = list(cookies) + list(creds.cookies)
+        extra = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in creds.query)
+        url += ("&" if "?" in url else "?") + extra
+    all_headers = [*headers, *creds.headers.items()]
+    cookie_pairs = [*cookies, *creds.cookies]
     if cookie_pairs:
         all_headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookie_pairs)))
-    timeout = httpx.Timeout(remaining, connect=min(CONNECT_TIMEOUT, remaining))
-    return client.build_request(method, url, headers=all_headers, content=content, timeout=timeout)
-
-
-def _append_query(url: httpx.URL, items: list[tuple[str, str]]) -> httpx.URL:
-    extra = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in items)
-    raw = url.raw_path.decode("ascii")
-    raw += ("&" if "?" in raw else "?") + extra
-    return url.copy_with(raw_path=raw.encode("ascii"))
+    return url, all_headers
 
 
 def _backoff(retries: int) -> float:
@@ -185,7 +194,7 @@ def _backoff(retries: int) -> float:
     return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**retries))
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Any) -> float | None:
     value = response.headers.get("retry-after")
     if not value:
         return None

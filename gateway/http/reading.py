@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
 from .body import essence, is_binary_type, is_json_type
@@ -44,7 +43,8 @@ def hard_cap(max_result_bytes: int) -> int:
     return max(MIN_HARD_CAP, max_result_bytes * HARD_CAP_FACTOR)
 
 
-async def read_capped(response: httpx.Response, cap: int) -> ReadBody:
+async def read_capped(response: Any, cap: int) -> ReadBody:
+    """The body up to `cap` bytes (decoded); `response` is an `httpx.Response` or an `AioResponse`."""
     chunks: list[bytes] = []
     size = 0
     complete = True

@@ -37,10 +37,16 @@ _MAX_ACCEPT_TYPES = 8
 @dataclass(slots=True)
 class PreparedRequest:
     method: str
-    url: httpx.URL
+    href: str
+    """The absolute URL, percent-encoded, exactly as it goes out (a string: parsing it into an `httpx.URL`
+    on every call cost more than building the request)."""
     headers: list[tuple[str, str]] = field(default_factory=list)
     cookies: list[tuple[str, str]] = field(default_factory=list)
     content: bytes | None = None
+
+    @property
+    def url(self) -> httpx.URL:
+        return httpx.URL(self.href)
 
     def origin(self) -> tuple[str, str, int | None]:
         return origin_of(self.url)
@@ -86,6 +92,7 @@ def build_request(
     reserved: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
 ) -> PreparedRequest:
     base = server_url(tool, api)
+    prefix, base_query = _split_base(base)
     path = _build_path(tool, arguments)
     query: list[str] = []
     headers: list[tuple[str, str]] = []
@@ -108,9 +115,7 @@ def build_request(
         elif argument.location == "cookie":
             if _TOKEN.match(argument.wire_name):
                 cookies.extend(serialize_cookie(argument, value))
-    url = _join(base, path, query)
-    if origin_of(url) != origin_of(base):
-        raise ArgumentError(f"{tool.name}: the arguments would change the request's host")
+    href = _join(prefix, base_query, path, query)
     for name, value in api.headers.items():
         check_header_value(f"apis.{tool.api}.headers.{name}", value)
         headers.append((name, value))
@@ -120,7 +125,7 @@ def build_request(
     headers.append(("Accept", accept_header(tool.response_media_types)))
     return PreparedRequest(
         method=tool.method.upper(),
-        url=url,
+        href=href,
         headers=headers,
         cookies=cookies,
         content=body.content if body is not None else None,
@@ -172,12 +177,19 @@ def _quote_literal(text: str) -> str:
     return quote(text, safe="/:@!$&'()*+,;=%-._~")
 
 
-def _join(base: httpx.URL, path: str, query: list[str]) -> httpx.URL:
-    # Plain concatenation, never urljoin: `//evil.example/x` must stay a path on our host.
-    base_path = base.raw_path.decode("ascii").split("?", 1)[0].rstrip("/")
-    raw_query = base.query.decode("ascii")
-    items = ([raw_query] if raw_query else []) + query
-    target = (base_path + path).encode("ascii")
-    if items:
-        target += b"?" + "&".join(items).encode("ascii")
-    return base.copy_with(raw_path=target)
+@functools.lru_cache(maxsize=1024)
+def _split_base(base: httpx.URL) -> tuple[str, str]:
+    """`scheme://authority/base/path` (no trailing slash, no query) and the base's own encoded query."""
+    path = base.raw_path.decode("ascii").split("?", 1)[0].rstrip("/")
+    host = base.raw_host.decode("ascii")
+    authority = (f"[{host}]" if ":" in host else host) + (f":{base.port}" if base.port is not None else "")
+    if base.userinfo:
+        authority = base.userinfo.decode("ascii") + "@" + authority
+    return f"{base.scheme}://{authority}{path}", base.query.decode("ascii")
+
+
+def _join(prefix: str, base_query: str, path: str, query: list[str]) -> str:
+    # Plain concatenation, never urljoin: `//evil.example/x` must stay a path on our host. The host can't
+    # change: `path` starts with `/` and every value in it and in the query is percent-encoded (no `?`, `#`).
+    items = ([base_query] if base_query else []) + query
+    return prefix + path + ("?" + "&".join(items) if items else "")

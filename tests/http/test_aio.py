@@ -175,3 +175,55 @@ async def test_errors_become_httpx_errors(serve: Callable[[Answer], _RawServer])
             await client.get(gone.url)
         with pytest.raises(httpx.UnsupportedProtocol):
             await AiohttpTransport().handle_async_request(httpx.Request("GET", "ftp://127.0.0.1/x"))
+
+
+@pytest.mark.parametrize(("method", "content", "headers"), [
+    ("GET", None, []), ("HEAD", None, []), ("DELETE", None, []), ("POST", None, []), ("PATCH", b"", []),
+    ("POST", b'{"a": 1}', [("Content-Type", "application/json")]), ("PUT", b"x", [("X-Twice", "1")]),
+])
+async def test_the_native_send_goes_out_as_httpx_sends_it(
+        serve: Callable[[Answer], _RawServer], method: str, content: bytes | None,
+        headers: list[tuple[str, str]]) -> None:
+    # The executor's own path (no httpx above aiohttp) must put the same request on the wire as an httpx
+    # client with our User-Agent; only Accept-Encoding differs: what aiohttp decodes with zlib alone.
+    server = serve(lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" + (b"" if head.startswith(b"HEAD")
+                                                                                    else b"ok"))
+    url = f"{server.url}/a%2Fb/c%20d?q=x%2By&q=2"
+    async with httpx.AsyncClient(headers={"User-Agent": "gateway/0.1", "Accept-Encoding": "gzip, deflate"}) as client:
+        await client.request(method, url, content=content, headers=headers)
+    transport = AiohttpTransport()
+    try:
+        response = await transport.send(method, url, headers, content, timeout=5)
+        answer = b"".join([chunk async for chunk in response.aiter_bytes()])
+        await response.aclose()
+    finally:
+        await transport.aclose()
+    (httpx_head, httpx_body, _), (our_head, our_body, _) = server.requests
+
+    def lines(head: bytes) -> list[str]:
+        # httpx says `Connection: keep-alive` and `Accept: */*`, HTTP/1.1's default and no preference.
+        return sorted(line for line in head.decode().split("\r\n")[1:]
+                      if line.lower() not in ("connection: keep-alive", "accept: */*"))
+
+    assert our_head.split(b"\r\n")[0] == httpx_head.split(b"\r\n")[0]  # the request line, URL as encoded
+    assert lines(our_head) == lines(httpx_head) and our_body == httpx_body
+    assert response.status_code == 200 and answer == (b"" if method == "HEAD" else b"ok")
+
+
+async def test_the_native_send_decodes_gzip_and_maps_errors(serve: Callable[[Answer], _RawServer]) -> None:
+    packed = gzip.compress(b"hello " * 100)
+    server = serve(lambda head: _response(packed, "Content-Encoding: gzip", status="418 I'm a teapot"))
+    transport = AiohttpTransport()
+    try:
+        response = await transport.send("GET", server.url, [], None, timeout=5)
+        assert response.status_code == 418 and response.reason_phrase == "I'm a teapot"
+        assert response.headers.get("CONTENT-ENCODING") == "gzip"
+        assert b"".join([chunk async for chunk in response.aiter_bytes()]) == b"hello " * 100
+        await response.aclose()
+        closed = socket.create_server(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()
+        with pytest.raises(httpx.ConnectError):
+            await transport.send("GET", f"http://127.0.0.1:{port}/", [], None, timeout=5)
+    finally:
+        await transport.aclose()
