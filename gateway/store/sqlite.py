@@ -390,6 +390,8 @@ class SQLiteStore(Store):
         A PASSIVE checkpoint while inline rows keep arriving never catches up with the WAL's end, and only
         a fully copied WAL is reused from its start by the next writer: the file would grow without bound.
         """
+        if self._conn is None:  # closing: the close job checkpoints last
+            return
         with self._inline_lock:
             _checkpoint(conn)
 
