@@ -31,6 +31,17 @@ def test_each_failing_field_is_named_with_expected_and_given() -> None:
     assert "unexpected field(s) x" in text and "allowed:" in text
 
 
+def test_uri_formats_are_checked_like_the_fast_validator_checks_them() -> None:
+    # jsonschema checks `uri` only with an RFC 3986 validator installed; without one it passed every string
+    # although the fast validator (jsonschema_rs) refused them: the call went out with "not a uri".
+    tool = make_tool(arg("hook", "query", {"type": "string", "format": "uri"}),
+                     arg("next", "query", {"type": "string", "format": "uri-reference"}))
+    assert validate_arguments(tool, {"hook": "https://example.com/x?y=1", "next": "../page/2"}) == []
+    assert validate_arguments(tool, {"hook": "example.com/x"}) == [
+        'hook: expected a valid uri, got "example.com/x"']
+    assert validate_arguments(tool, {"next": "a b"}) == ['next: expected a valid uri-reference, got "a b"']
+
+
 def test_missing_required_and_non_object() -> None:
     assert validate_arguments(_tool(), {}) == ["id: required field is missing"]
     assert validate_arguments(_tool(), [1]) == ["the arguments must be a JSON object, got array"]
