@@ -19,6 +19,7 @@ import httpx
 from .catalog import Catalog, Tool
 from .http.aio import AiohttpTransport
 from .http.auth import Authenticator
+from .http.budget import RetryBudget
 from .http.client import (
     IDEMPOTENT,
     Attempts,
@@ -68,6 +69,7 @@ class _Api:
         redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        self.retry_budget = RetryBudget()
 
 
 class Executor:
@@ -169,14 +171,15 @@ class Executor:
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
-        response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline, attempts=attempts)
+        response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline, attempts=attempts,
+                              budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
                 response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline,
-                                      attempts=attempts)
+                                      attempts=attempts, budget=api.retry_budget)
         try:
             read = await read_capped(response, hard_cap(limit))
         finally:

@@ -7,8 +7,8 @@ names, so everything here and in `gateway.http.reading` reads either.
 httpx strips only `Authorization` on a cross-host redirect, so redirects are never followed by httpx: a
 redirect to the api's own origin is followed here (a few times at most), one to any other origin is refused.
 Retries (connect errors, 429, 502, 503, 504) are for GET, HEAD, OPTIONS, PUT and DELETE only, with jittered
-exponential backoff that honours `Retry-After`, and never past the call's deadline. POST and PATCH are sent
-once.
+exponential backoff that honours `Retry-After`, never past the call's deadline, and only while the api's
+retry budget lasts (`gateway.http.budget`). POST and PATCH are sent once.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import httpx
 
 from .aio import CONNECT_TIMEOUT, USER_AGENT, AiohttpTransport
 from .auth import Credentials
+from .budget import RetryBudget
 from .request import PreparedRequest, origin_of
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -119,13 +120,17 @@ async def send(
     *,
     deadline: float,
     attempts: Attempts | None = None,
+    budget: RetryBudget | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Any:
     """Send `prepared` and return the (streamed, unread) response; the caller closes it.
 
-    `deadline` is a `time.monotonic()` instant covering every retry and redirect.
+    `deadline` is a `time.monotonic()` instant covering every retry and redirect; `budget` (the api's)
+    must have a retry left for each retry.
     """
     attempts = attempts if attempts is not None else Attempts()
+    if budget is not None:
+        budget.record_call()
     method = prepared.method
     url = prepared.href
     content = prepared.content
@@ -145,7 +150,7 @@ async def send(
             # The request never left: safe to retry, but only idempotent methods are retried at all.
             if method in IDEMPOTENT and retries < MAX_RETRIES:
                 delay = _backoff(retries)
-                if time.monotonic() + delay < deadline:
+                if time.monotonic() + delay < deadline and (budget is None or budget.try_retry()):
                     retries += 1
                     await sleep(delay)
                     continue
@@ -154,7 +159,7 @@ async def send(
         if status in RETRY_STATUSES and method in IDEMPOTENT and retries < MAX_RETRIES:
             delay = _retry_after(response)
             delay = _backoff(retries) if delay is None else delay
-            if time.monotonic() + delay < deadline:
+            if time.monotonic() + delay < deadline and (budget is None or budget.try_retry()):
                 await response.aclose()
                 retries += 1
                 await sleep(delay)
