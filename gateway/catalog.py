@@ -94,6 +94,10 @@ class BodyBinding:
     properties sit at the top level of the input schema (see `Argument.location == "body"`)."""
     encoding: dict[str, Encoding] = field(default_factory=dict)
     """Per-property encoding for `application/x-www-form-urlencoded` and `multipart/form-data`."""
+    xml: dict[str, Any] | None = None
+    """XML media types only: the spec's `xml` objects (element and attribute names, wrapped arrays,
+    namespaces) and the root element's name, as a JSON tree kept beside the schema, which stays plain
+    JSON Schema. Layout in gateway/openapi/_xml.py; None: property names are used as is."""
 
 
 @dataclass(slots=True, kw_only=True)

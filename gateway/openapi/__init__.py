@@ -3,7 +3,7 @@
 `compile_specs(folder)` for the gateway, `compile_document(dict, api=...)` for one parsed spec.
 Rules live beside the code that applies them: `_names` (tool names), `_operations` (parameters,
 bodies, collisions), `_schema` (JSON Schema 2020-12 translation), `_swagger` (2.0), `_documents`
-(reading files, `$ref`s inside the specs folder only), `_cache` (compiled-spec cache).
+(reading files, `$ref`s inside the specs folder only), `_xml` (XML body mappings), `_cache` (compiled-spec cache).
 """
 
 from __future__ import annotations

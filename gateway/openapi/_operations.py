@@ -24,6 +24,7 @@ from typing import Any
 from ..catalog import Argument, BodyBinding, Encoding, Server, Tool
 from ._documents import Documents, RefError, escape_token
 from ._schema import SchemaError, SchemaTranslator
+from ._xml import is_xml_media, xml_mapping
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header", "cookie")
@@ -211,6 +212,7 @@ class OperationCompiler:
         body_required = request.get("required") is True
         raw = entry.get("schema") if isinstance(entry, dict) else None
         encoding = _encodings(entry.get("encoding") if isinstance(entry, dict) else None)
+        xml = xml_mapping(raw, self.documents, self.file, self.warn, pointer) if is_xml_media(media) else None
         spread = self._spread_schema(raw, refs, pointer)
         if spread is not None and not any(name in properties for name in spread.get("properties", {})):
             names = spread.get("properties", {})
@@ -224,7 +226,8 @@ class OperationCompiler:
                 arguments.append(Argument(name=name, location="body", wire_name=name, required=is_required))
             if not body_required and inner:
                 conditions.update(_body_conditions(names, inner))
-            return BodyBinding(media_type=media, required=body_required, argument=None, encoding=encoding)
+            return BodyBinding(media_type=media, required=body_required, argument=None, encoding=encoding,
+                               xml=xml)
         if raw is None:
             schema: Any = {} if is_json_media(media) else {"type": "string"}
         else:
@@ -243,7 +246,8 @@ class OperationCompiler:
         if body_required:
             required.append(argument)
         arguments.append(Argument(name=argument, location="body", wire_name=argument, required=body_required))
-        return BodyBinding(media_type=media, required=body_required, argument=argument, encoding=encoding)
+        return BodyBinding(media_type=media, required=body_required, argument=argument, encoding=encoding,
+                           xml=xml)
 
     def _spread_schema(self, raw: Any, refs: set[str], pointer: str) -> dict[str, Any] | None:
         """The translated root of an object body whose properties can sit at the top level, else None."""
