@@ -41,6 +41,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
                allow_public: bool = False, **options: Any) -> int:
     import uvicorn
 
+    from .accesslog import log_config
     from .app import create_app
     from .auth import check_bind
     from .safety import Safety
@@ -65,7 +66,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
     with _asyncio_declared():
-        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
+        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
                     timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
     return 0
 
