@@ -1,4 +1,4 @@
-"""Request bodies: JSON (and +json / vendor JSON types), form-urlencoded, multipart, text and binary.
+"""Request bodies: JSON (and +json / vendor JSON types), form-urlencoded, multipart, XML, text and binary.
 
 The media type the spec declares is the Content-Type sent. Binary content (octet-stream bodies, multipart
 file parts) reaches the model's side as base64 text and is decoded here; a file part whose schema does not
@@ -14,11 +14,11 @@ import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from xml.etree import ElementTree
 
 from ..catalog import Argument, BodyBinding, Encoding, JSONSchema, Tool
 from .errors import ArgumentError
 from .serialize import check_header_value, serialize_query, to_text
+from .xml_body import xml_bytes
 
 _BINARY_TOP_TYPES = ("image/", "audio/", "video/", "font/")
 _BINARY_TYPES = {"application/octet-stream", "application/pdf", "application/zip", "application/gzip"}
@@ -73,7 +73,7 @@ def build_body(tool: Tool, arguments: dict[str, Any]) -> Body | None:
         return Body(_decode_base64(value, binding.argument or "body"), content_type)
     content_type = media_type if "*" not in kind else "text/plain"
     if _is_xml_type(kind) and not isinstance(value, str):
-        return Body(_xml_bytes(value), content_type)
+        return Body(xml_bytes(value, binding.xml), content_type)
     if isinstance(value, str):
         return Body(value.encode("utf-8"), content_type)
     return Body(_json_bytes(value), content_type)
@@ -111,43 +111,6 @@ def resolve(schema: Any, root: JSONSchema, depth: int = 0) -> JSONSchema:
 
 def _is_xml_type(kind: str) -> bool:
     return kind in ("application/xml", "text/xml") or kind.endswith("+xml")
-
-
-_XML_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-def _xml_bytes(value: Any) -> bytes:
-    """A structured value as XML: a single-key object names the root element (the usual shape of XML
-    request schemas, e.g. S3's `{"CompleteMultipartUpload": {...}}`); arrays repeat their element.
-    The spec's `xml` renames are not available in the tool schema, so property names are used as is."""
-    if isinstance(value, dict) and len(value) == 1:
-        name, inner = next(iter(value.items()))
-    else:
-        name, inner = "root", value
-    root = ElementTree.Element(_xml_name(name))
-    _fill_xml(root, inner)
-    declaration = b'<?xml version="1.0" encoding="UTF-8"?>'
-    return declaration + ElementTree.tostring(root, encoding="utf-8", xml_declaration=False)
-
-
-def _fill_xml(element: ElementTree.Element, value: Any) -> None:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if inner is None:
-                continue
-            for item in inner if isinstance(inner, list) else [inner]:
-                _fill_xml(ElementTree.SubElement(element, _xml_name(key)), item)
-    elif isinstance(value, list):
-        for item in value:
-            _fill_xml(ElementTree.SubElement(element, "item"), item)
-    else:
-        element.text = to_text(value)
-
-
-def _xml_name(name: Any) -> str:
-    if not isinstance(name, str) or not _XML_NAME.match(name) or name.lower().startswith("xml"):
-        raise ArgumentError(f"{name!r} can't be an XML element name")
-    return name
 
 
 def _json_bytes(value: Any) -> bytes:
