@@ -108,7 +108,8 @@ class _MappingBuilder:
         inline: list[dict[str, Any]] = []
         referenced: list[dict[str, Any]] = []
         for key in _MEMBERS:
-            for member in schema.get(key) or () if isinstance(schema.get(key), list) else ():
+            members = schema.get(key)
+            for member in members if isinstance(members, list) else ():
                 target = referenced if isinstance(member, dict) and "$ref" in member else inline
                 target.append(self.node(member, file, depth + 1))
         if isinstance(schema.get("$ref"), str):

@@ -4,16 +4,22 @@ injection attempts against `xml_bytes` directly."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from corpus_judge import arguments_for
 from executor_helpers import executor_for
 from recording_server import RecordingServer
 
+from gateway.catalog import Tool
 from gateway.http.errors import ArgumentError
 from gateway.http.xml_body import xml_bytes
+from gateway.manifest import AuthConfig
 from gateway.openapi import compile_document
+from gateway.openapi._xml import is_xml_media
 
 pytestmark = pytest.mark.anyio
 
@@ -201,3 +207,50 @@ def test_text_and_attribute_values_are_escaped() -> None:
     body = xml_bytes({"a": '"/><evil x="', "t": "</r><evil/>"}, mapping)
     root = ElementTree.fromstring(body)
     assert root.attrib == {"a": '"/><evil x="'} and [(c.tag, c.text) for c in root] == [("t", "</r><evil/>")]
+
+
+# -- the corpus: S3's XML bodies -----------------------------------------------------------------------
+
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+
+
+async def test_corpus_s3_xml_bodies_go_out_as_the_spec_describes(corpus: Path, upstream: RecordingServer) -> None:
+    path = corpus / "apis-guru" / "amazonaws.com" / "s3.json"
+    if not path.is_file():
+        pytest.skip("the S3 spec is not in the corpus")
+    catalog = compile_document(json.loads(path.read_bytes()), api="demo", file="s3.json")
+    tools = [t for t in catalog if t.body is not None and is_xml_media(t.body.media_type)]
+    assert len(tools) >= 30
+    auth = [AuthConfig(type="api_key", location="header", name="Authorization", value="signature")]
+    executor = executor_for(upstream.url, *tools, auth=auth)
+
+    async def send(tool: Tool, arguments: dict[str, Any]) -> ElementTree.Element:
+        result = await executor.execute(tool, arguments)
+        assert result.ok, (tool.name, result.error)
+        assert "xml" in (upstream.last.header("Content-Type") or "")
+        return ElementTree.fromstring(upstream.last.body)
+
+    try:
+        sent = 0
+        for tool in tools:
+            arguments = arguments_for(tool)
+            if arguments is None or not any(a.location == "body" and a.name in arguments for a in tool.arguments):
+                continue
+            await send(tool, arguments)  # well-formed, whatever the minimal arguments were
+            sent += 1
+        assert sent >= 10
+        complete = catalog.get("CompleteMultipartUpload")
+        assert complete is not None
+        root = await send(complete, {"Bucket": "b", "Key": "k", "uploadId": "u", "CompleteMultipartUpload": {
+            "Parts": [{"ETag": "e1", "PartNumber": 1}, {"ETag": "e2", "PartNumber": 2}]}})
+        assert root.tag == "CompleteMultipartUpload" and [p.tag for p in root] == ["Part", "Part"]
+        assert [(c.tag, c.text) for c in root[1]] == [("ETag", "e2"), ("PartNumber", "2")]
+        acl = catalog.get("PutBucketAcl")
+        assert acl is not None
+        grant = {"Grantee": {"Type": "CanonicalUser", "ID": "abc"}, "Permission": "READ"}
+        root = await send(acl, {"Bucket": "b", "acl": True, "AccessControlPolicy": {"Grants": [grant]}})
+        grantee = root.find("Grant/Grantee")
+        assert grantee is not None and grantee.attrib == {f"{{{XSI}}}type": "CanonicalUser"}
+        assert b'xmlns:xsi="' + XSI.encode() + b'"' in upstream.last.body
+    finally:
+        await executor.aclose()

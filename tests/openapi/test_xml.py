@@ -132,6 +132,17 @@ def test_invalid_names_are_dropped_with_a_warning() -> None:
     assert any("x><evil" in d.message for d in warnings) and any("'p q'" in d.message for d in warnings)
 
 
+def test_deep_inline_nesting_is_cut_with_a_warning() -> None:
+    schema: dict[str, Any] = {"type": "string", "xml": {"name": "leaf"}}
+    for _ in range(60):
+        schema = {"type": "object", "properties": {"n": schema}}
+    catalog = compile_document(_spec(schema), api="t", file="t.yaml")
+    tool = catalog.get("send")
+    assert tool is not None and tool.body is not None and tool.body.xml is None  # the named leaf is too deep
+    assert any("too deep or too large" in d.message for d in catalog.diagnostics)
+    assert not catalog.errors
+
+
 def test_swagger_2_xml_body_parameter() -> None:
     spec = {
         "swagger": "2.0", "info": {"title": "t", "version": "1"}, "consumes": ["application/xml"],
