@@ -98,11 +98,13 @@ def create_app(
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
 
+    # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
     routes: list[BaseRoute] = [
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        *plain_routes(),
-        Route("/openapi.json", openapi_json, methods=["GET"]),
+        *plain_routes(hot=True),
         Route("/mcp/{agent}", mcp),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        *plain_routes(hot=False),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
         *extra_routes,
     ]
     app = Starlette(

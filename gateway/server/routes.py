@@ -9,14 +9,14 @@ beside it under `result`, so a caller sees both a standard error and every detai
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..audit import bind_caller
+from ..audit import bind_caller, current_caller
 from ..dialects import json_tool, render_tools
 from ..manifest import AgentConfig
 from ..messages import ToolCall, ToolResult
@@ -150,7 +150,7 @@ async def call_tool(request: Request) -> Response:
 async def run_direct_call(state: GatewayState, generation: Generation, agent: str, agent_tool: AgentTool,
                           arguments: dict[str, Any], *, client: str | None = None) -> ToolResult:
     """One call outside any chat (HTTP door and MCP): approval hook first, then the tool runner."""
-    call = ToolCall(id=f"direct_{uuid.uuid4().hex[:16]}", name=agent_tool.name, arguments=arguments,
+    call = ToolCall(id=f"direct_{os.urandom(8).hex()}", name=agent_tool.name, arguments=arguments,
                     raw_arguments=arguments)
     if agent_tool.needs_approval:
         hook = state.options.get("approve_direct_call")
@@ -162,6 +162,9 @@ async def run_direct_call(state: GatewayState, generation: Generation, agent: st
         pending = await hook(agent=agent, agent_tool=agent_tool, call=call, client=client)
         if pending is not None:
             return pending  # type: ignore[no-any-return]
+    caller = current_caller()
+    if caller.client == client and caller.agent == agent:  # the HTTP door: the auth layer bound it already
+        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
     with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
         return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
 
@@ -176,12 +179,14 @@ def _client_of(request: Request) -> str | None:
     return client if isinstance(client, str) else None
 
 
-def routes() -> list[Route]:
-    return [
+def routes(*, hot: bool | None = None) -> list[Route]:
+    """The plain doors; `hot=True` only the direct tool call (which the app tries first), `hot=False` the others."""
+    call = [Route("/agents/{agent}/tools/{tool}", call_tool, methods=["POST"])]
+    others = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),
         Route("/agents/{agent}/tools", list_tools, methods=["GET"]),
-        Route("/agents/{agent}/tools/{tool}", call_tool, methods=["POST"]),
     ]
+    return call if hot else others if hot is False else others + call

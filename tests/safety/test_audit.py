@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 
-from gateway.audit import AuditLog, bind_caller, current_caller, retention_days
+from gateway.audit import AuditLog, Caller, bind_caller, current_caller, retention_days
 from gateway.catalog import Tool
 from gateway.errors import ConfigError
 from gateway.http.redact import Redactor
@@ -43,6 +44,21 @@ async def test_caller_binding_nests_and_resets() -> None:
             assert (current_caller().client, current_caller().agent) == ("a", "y")
         assert current_caller().agent == "x"
     assert current_caller().agent is None
+
+
+async def test_an_inner_binding_keeps_every_other_field() -> None:
+    values = {"client": "c", "agent": "a", "run_id": "r", "approvals": {"t": "apr"}, "started": 1.5, "notes": {}}
+    assert set(values) == {f.name for f in dataclasses.fields(Caller)}  # a new field must be listed here too
+    with bind_caller(**values):
+        for name in values:
+            with bind_caller(**{name: None}):
+                kept = {other: getattr(current_caller(), other) for other in values if other != name}
+                assert kept == {other: value for other, value in values.items() if other != name}
+                assert getattr(current_caller(), name) is None
+        assert current_caller() == Caller(**values)
+    with pytest.raises(TypeError):
+        with bind_caller(nobody="x"):
+            pass
 
 
 async def test_approved_call_carries_its_approval_id() -> None:
