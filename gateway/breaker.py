@@ -167,19 +167,21 @@ class GuardedExecutor:
     async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
                       max_result_bytes: int | None = None) -> ToolResult:
         started = time.perf_counter()
-        result: ToolResult | None = None
         try:
             result = await self._guarded(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
-            return result
         except asyncio.CancelledError:
             # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
-            elapsed = (time.perf_counter() - started) * 1000
-            result = ToolResult.failure("transport_error", CANCELLED, duration_ms=elapsed)
+            if self.audit is not None:
+                elapsed = (time.perf_counter() - started) * 1000
+                cancelled = ToolResult.failure("transport_error", CANCELLED, duration_ms=elapsed)
+                # Shielded: an anyio cancel scope (the MCP door) cancels every await of a cancelled task again.
+                await asyncio.shield(self.audit.record_tool(tool, arguments, cancelled))
             raise
-        finally:
-            if self.audit is not None and result is not None:
-                # Shielded so the row is written even while this task is being cancelled.
-                await asyncio.shield(self.audit.record_tool(tool, arguments, result))
+        if self.audit is not None:
+            # Not shielded (a shield is a task per call): a store takes the row before its first suspension and
+            # writes it even if the caller is cancelled while it waits (`Store.add_audit`), so nothing is lost.
+            await self.audit.record_tool(tool, arguments, result)
+        return result
 
     async def _guarded(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None,
                        max_result_bytes: int | None) -> ToolResult:

@@ -148,6 +148,31 @@ async def test_cancelled_call_is_audited_once_and_not_repeated() -> None:
     assert guarded.breaker("slow").state == "closed"  # a cancellation is no verdict on the api
 
 
+class QueuingStore(MemoryStore):
+    """Takes each audit row at once, then waits for its commit (like the SQLite store's queued path)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed = asyncio.Event()
+
+    async def add_audit(self, row: Any) -> None:
+        await super().add_audit(row)
+        await self.committed.wait()
+
+
+async def test_a_caller_cancelled_while_its_row_is_committed_leaves_the_row() -> None:
+    store = QueuingStore()
+    guarded = GuardedExecutor(ScriptedExecutor(), Manifest(), audit=AuditLog(store))
+    task = asyncio.ensure_future(guarded.execute(_tool("write_op", "fast"), {"n": 1}))
+    await asyncio.sleep(0.01)  # the call is done; its row waits for the commit
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    rows = await store.list_audit()
+    assert [(r.tool, r.status) for r in rows] == [("write_op", "ok")]  # one row, the call's own outcome
+
+
 async def test_tool_rate_limit_is_a_result_for_the_model() -> None:
     inner = ScriptedExecutor()
     limiter = RateLimiter(MemoryStore(), RateLimits.from_settings({"rate_limits": {"tool": "1/min"}}))
