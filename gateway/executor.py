@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from .catalog import Catalog, Tool
-from .http.aio import AiohttpTransport
+from .http.aio import AiohttpTransport, trust_context
 from .http.auth import Authenticator
 from .http.budget import RetryBudget
 from .http.client import (
@@ -59,7 +59,8 @@ class _Api:
         self.config = config
         connections = max(config.max_concurrency or 20, 1)
         if transport is None:
-            transport = AiohttpTransport(max_connections=connections)
+            transport = AiohttpTransport(max_connections=connections,
+                                         ssl_context=trust_context(config.ca_file) if config.ca_file else None)
         # The httpx client (OAuth token requests) and the calls share one connection pool; the calls skip
         # httpx's request layers when aiohttp is underneath (gateway.http.aio).
         self.client = new_client(transport, max_connections=connections)

@@ -65,6 +65,8 @@ class ApiConfig:
     headers: dict[str, str] = field(default_factory=dict)
     timeout: float = 30.0
     max_concurrency: int | None = None
+    ca_file: str | None = None
+    """PEM certificates trusted for this api besides the default ones (an absolute path once loaded)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -10,7 +10,9 @@ providers:
         # kind defaults to NAME when NAME is a kind; base_url to the kind's public root;
         # strict (openai only): tools in OpenAI's strict mode
 apis:                                   # keyed by the spec's path under specs/ without extension
-  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency}
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file}
+        # ca_file: PEM certificates to trust for this api besides the usual ones (a private CA),
+        #          relative to agents.yaml's folder
         # AUTH: {type: bearer, token} | {type: basic, username, password}
         #     | {type: api_key, in: header|query|cookie, name, value}   (name/in default from the spec)
         #     | {type: oauth2_client_credentials, token_url, client_id, client_secret, scopes}
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -100,7 +103,7 @@ HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRA
 APPROVALS = ("never", "writes", "always")
 TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
 PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
-API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency")
+API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
@@ -128,13 +131,15 @@ def load_manifest(
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return Manifest(file=file), [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
-    return parse_manifest(text, file=file, catalog=catalog, environ=environ)
+    return parse_manifest(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
 
 
 def parse_manifest(
-    text: str, *, file: str = "agents.yaml", catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
+    text: str, *, file: str = "agents.yaml", catalog: Catalog | None = None, environ: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
 ) -> tuple[Manifest, list[Diagnostic]]:
-    """`load_manifest` on a string."""
+    """`load_manifest` on a string; relative file names in it are taken from `base_dir` (default: the current
+    folder)."""
     data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
     manifest = Manifest(file=file)
     if data is None:
@@ -145,7 +150,7 @@ def parse_manifest(
     if root is not None:
         _read_settings(c, root, manifest)
         manifest.providers = _read_providers(c, root)
-        manifest.apis = _read_apis(c, root, catalog)
+        manifest.apis = _read_apis(c, root, catalog, base_dir or Path.cwd())
         manifest.agents = _read_agents(c, root, manifest.providers, catalog)
         manifest.clients = _read_clients(c, root, manifest.agents)
         check_delegation(c, manifest)
@@ -270,7 +275,7 @@ def _check_provider_url(c: Checker, path: KeyPath, kind: str, url: str) -> None:
             return
 
 
-def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None) -> dict[str, ApiConfig]:
+def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None, base_dir: Path) -> dict[str, ApiConfig]:
     apis: dict[str, ApiConfig] = {}
     section = c.mapping(root.get("apis"), ("apis",))
     known = _known_apis(catalog)
@@ -289,8 +294,24 @@ def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None) -> dic
         apis[name] = ApiConfig(
             name=name, base_url=_read_url(c, m, path, "base_url"), auth=auth, headers=c.string_map(m, path, "headers"),
             timeout=float(timeout or 30.0), max_concurrency=cast(int | None, concurrency),
+            ca_file=_read_ca_file(c, m, path, base_dir),
         )
     return apis
+
+
+def _read_ca_file(c: Checker, m: dict[str, Any], path: KeyPath, base_dir: Path) -> str | None:
+    """The api's extra CA certificates (absolute path), checked now: a bad file fails the load, not each call."""
+    name = c.string(m, path, "ca_file")
+    if not name:
+        return None
+    file = (base_dir / Path(name).expanduser()).resolve()
+    try:
+        ssl.create_default_context(cafile=str(file))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        c.error((*path, "ca_file"), f"cannot load CA certificates from {file}: {reason}")
+        return None
+    return str(file)
 
 
 def _unknown_api(name: str, known: set[str], catalog: Catalog) -> str:

@@ -41,6 +41,14 @@ ACCEPT_ENCODING = "gzip, deflate"
 _EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 
 
+def trust_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """httpx's trust store (certifi), plus the certificates in `ca_file` (an api's private CA)."""
+    context = httpx.create_ssl_context()
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
+    return context
+
+
 class _AnyMethod(frozenset[str]):
     def __contains__(self, method: object) -> bool:
         return True
@@ -70,7 +78,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             # Used from another event loop (a second asyncio.run): connections can't move between loops.
             self._loop.call_soon_threadsafe(lambda s=session: asyncio.ensure_future(s.close()))
         if self._ssl is None:
-            self._ssl = httpx.create_ssl_context()  # the same trust store as httpx's own transport (certifi)
+            self._ssl = trust_context()  # the same trust store as httpx's own transport (certifi)
         connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0, ssl=self._ssl,
                                          keepalive_timeout=KEEPALIVE_EXPIRY)
         self._session = aiohttp.ClientSession(
