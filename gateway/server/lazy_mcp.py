@@ -28,6 +28,8 @@ class LazyMCP:
         thread once the app has started, so the first MCP client does not wait for the import either."""
         self._build = build
         self._preload = preload
+        self.after_preload: list[Callable[[], None]] = []
+        """Run on the event loop once the preload has succeeded (`gateway serve` freezes the GC's heap there)."""
         self._endpoint: Any = None
         self._group: TaskGroup | None = None
         self._lock = anyio.Lock()
@@ -64,12 +66,14 @@ class LazyMCP:
                 self._endpoint = endpoint
         return self._endpoint
 
-    @staticmethod
-    async def _warm(preload: Callable[[], None]) -> None:
+    async def _warm(self, preload: Callable[[], None]) -> None:
         try:
             await anyio.to_thread.run_sync(preload)
         except Exception:  # noqa: BLE001 - the first MCP request imports it again and reports what is wrong
             logger.warning("preloading the MCP endpoint failed", exc_info=True)
+            return
+        for callback in self.after_preload:
+            callback()
 
     @staticmethod
     async def _serve(endpoint: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -79,3 +79,29 @@ async def test_the_preload_runs_in_the_background_once_started() -> None:
             while not loaded:
                 await anyio.sleep(0.01)
     assert loaded == [1]
+
+
+async def test_after_preload_callbacks_run_once_the_import_succeeded() -> None:
+    done: list[str] = []
+    lazy = LazyMCP(lambda: _Endpoint([]), preload=lambda: done.append("import"))
+    lazy.after_preload.append(lambda: done.append("after"))
+    async with lazy.running():
+        with anyio.fail_after(5):
+            while "after" not in done:
+                await anyio.sleep(0.01)
+    assert done == ["import", "after"]
+
+
+async def test_after_preload_callbacks_do_not_run_when_the_import_failed(caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> None:
+        raise ImportError("no SDK")
+
+    called: list[str] = []
+    lazy = LazyMCP(lambda: _Endpoint([]), preload=broken)
+    lazy.after_preload.append(lambda: called.append("after"))
+    async with lazy.running():
+        with anyio.fail_after(5):
+            while "preloading the MCP endpoint failed" not in caplog.text:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.01)  # the callbacks would run right after the warning
+    assert called == []
