@@ -45,6 +45,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     from .accesslog import log_config
     from .app import create_app
     from .auth import check_bind
+    from .protocol import http_protocol
     from .safety import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)
@@ -74,7 +75,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
     with _asyncio_declared():
         uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
     return 0
 
 

@@ -22,6 +22,7 @@ from scripted_llm import ScriptedLLM
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
+from gateway.server.protocol import http_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,7 +130,9 @@ def running(app: Any) -> Iterator[str]:
     """Serve `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
     sock = free_socket()
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+    # The HTTP protocol `gateway serve` runs (head and body of a response in one write).
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
+                                    http=http_protocol()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
