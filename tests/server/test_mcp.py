@@ -144,3 +144,19 @@ async def test_large_listings_come_in_pages(gw: tuple[str, Any], monkeypatch: py
         assert names == ["getRepo", "listIssues", "getIssue", "createIssueComment"]
         with pytest.raises(Exception, match="cursor"):
             await client.list_tools(cursor="99")
+
+
+def test_opentelemetry_spans_only_when_a_tracer_provider_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from opentelemetry import trace
+
+    from gateway.server.mcp import build_mcp_server
+
+    def has_spans() -> bool:
+        server = build_mcp_server(None, lambda ctx: "a")  # type: ignore[arg-type]
+        return any(isinstance(m, OpenTelemetryMiddleware) for m in server.middleware)
+
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    assert not has_spans()  # nothing would receive them
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())  # an installed provider
+    assert has_spans()
