@@ -160,8 +160,6 @@ class AuthMiddleware:
             list_key = _FILTERED_LISTS.get(scope["path"].rstrip("/") or "/")
             if client is not None and list_key and scope.get("method") == "GET":
                 await self.app(scope, receive, _filtering_send(send, client, list_key))
-            elif scope["path"].startswith("/agents/") and scope.get("method") == "POST":
-                await self.app(scope, receive, _retry_after_send(send, notes))
             elif self.on_chat_error is not None and scope["path"].rstrip("/") == "/v1/chat/completions":
                 status = 0
 
@@ -279,18 +277,6 @@ def _filtering_send(send: Send, client: Client, key: str) -> Send:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
     return filtering
-
-
-def _retry_after_send(send: Send, notes: dict[str, Any]) -> Send:
-    """A direct call refused by a tool's bucket: its 429 gets the bucket's Retry-After."""
-
-    async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] == 429 and "retry_after" in notes:
-            headers = [(n, v) for n, v in message.get("headers", []) if n.lower() != b"retry-after"]
-            message = {**message, "headers": [*headers, (b"retry-after", notes["retry_after"].encode())]}
-        await send(message)
-
-    return sending
 
 
 def _filter_list(body: bytes, client: Client, key: str) -> bytes:

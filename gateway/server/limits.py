@@ -1,7 +1,8 @@
 """Request size limit: a plain ASGI middleware answering 413 in OpenAI's error shape.
 
-A declared `Content-Length` over the limit is refused before the body is read; a chunked body is
-counted as it arrives and refused once it passes the limit, so no route ever buffers more than that.
+A declared `Content-Length` over the limit is refused before the body is read (one within it is passed on
+untouched: the server frames the body by that length); a chunked body is counted as it arrives and refused
+once it passes the limit, so no route ever buffers more than that.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ class BodyLimitMiddleware:
         if scope["type"] != "http" or scope["path"].startswith(self.exempt_prefixes):
             await self.app(scope, receive, send)
             return
-        declared = _content_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
-            await self._refuse(scope, receive, send)
+        declared, chunked = _framing(scope)
+        if declared is not None and not chunked:
+            if declared > self.max_body_bytes:
+                await self._refuse(scope, receive, send)
+            else:  # the server reads no more than the declared length: nothing to count
+                await self.app(scope, receive, send)
             return
 
         received = 0
@@ -63,11 +67,16 @@ class BodyLimitMiddleware:
         await _BodyTooLarge(self.max_body_bytes).response()(scope, receive, send)
 
 
-def _content_length(scope: Scope) -> int | None:
+def _framing(scope: Scope) -> tuple[int | None, bool]:
+    """The declared Content-Length (None: absent or unreadable), and whether a Transfer-Encoding is present."""
+    length: int | None = None
+    chunked = False
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
-                return int(value)
+                length = int(value)
             except ValueError:
-                return None
-    return None
+                length = None
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked

@@ -9,7 +9,7 @@ beside it under `result`, so a caller sees both a standard error and every detai
 from __future__ import annotations
 
 import json
-import os
+import random
 from typing import Any
 
 from starlette.requests import Request
@@ -142,15 +142,19 @@ async def call_tool(request: Request) -> Response:
         return FastJSONResponse(result.to_dict())
     if status == 202:
         return FastJSONResponse(result.to_dict(), status_code=202)
+    notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (GuardedExecutor)
+    retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
     error = APIError(status, result.error or f"The call failed ({result.error_type}).",
-                     code=result.error_type or None, extra={"result": result.to_dict()})
+                     code=result.error_type or None, extra={"result": result.to_dict()},
+                     headers={"Retry-After": retry_after} if retry_after else None)
     return error.response()
 
 
 async def run_direct_call(state: GatewayState, generation: Generation, agent: str, agent_tool: AgentTool,
                           arguments: dict[str, Any], *, client: str | None = None) -> ToolResult:
     """One call outside any chat (HTTP door and MCP): approval hook first, then the tool runner."""
-    call = ToolCall(id=f"direct_{os.urandom(8).hex()}", name=agent_tool.name, arguments=arguments,
+    # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
+    call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
                     raw_arguments=arguments)
     if agent_tool.needs_approval:
         hook = state.options.get("approve_direct_call")
