@@ -71,14 +71,20 @@ class ToolRunner:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
         child = ToolRunner(self.runtime, self.executor, self.adapter_factory, depth=self.depth + 1,
                            max_depth=self.max_depth)
+        report = loop.sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.
             with bind_caller(agent=name):
                 result = await loop.run(agent, [Message(role="user", content=task)], adapter=adapter,
-                                        toolset=toolset, invoke=child)
+                                        toolset=toolset, invoke=child,
+                                        on_event=report.on_event if report is not None else None)
         except GatewayError as exc:
             logger.info("delegation to %s failed: %s", name, exc)
+            if report is not None:
+                report.finished(getattr(exc, "steps", None) or [])
             return ToolResult.failure("delegate_error", f"agent {name!r} failed: {exc}")
+        if report is not None:
+            report.finished(result.steps)
         if result.pending_approvals:
             tools = ", ".join(sorted({p.tool for p in result.pending_approvals}))
             return ToolResult.failure("delegate_error", f"agent {name!r} needs a human's approval for {tools}, which "

@@ -9,6 +9,9 @@ Approvals: when a call's tool needs approval, no call of that batch runs (one ca
 in MEAI); the run returns `pending_approvals` and a JSON-serializable `state`; `resume(state, decisions)`
 runs the batch (approved calls with optionally edited arguments, denied ones answered with the reason) and
 carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
+
+Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
+call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -46,6 +51,48 @@ SUMMARY_PROMPT = (
     "Answer now with what you have found so far, and say what is still missing."
 )
 _NOT_COUNTED = frozenset({"approval_denied"})  # a human's refusal is not the model failing
+
+
+@dataclass(slots=True)
+class _CallScope:
+    """The tool call a run is executing, as a delegated run started inside it sees it."""
+
+    emit: EventHandler | None
+    steps: list[Step] = field(default_factory=list)
+
+
+_current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
+
+
+class SubRun:
+    """How a delegated agent's run reports to the run whose call started it (see `sub_run`)."""
+
+    def __init__(self, scope: _CallScope, agent: str) -> None:
+        self._scope = scope
+        self.agent = agent
+
+    async def on_event(self, event: LoopEvent) -> None:
+        """The sub-run's `on_event`: its steps go on to the lead's caller as they happen (text stays inside:
+        it is the sub-agent's answer to the lead, not to the user)."""
+        if event.type not in ("step_started", "step_finished") or event.step is None:
+            return
+        if event.step.agent is None:
+            event.step.agent = self.agent
+        if self._scope.emit is not None:
+            await self._scope.emit(event)
+
+    def finished(self, steps: Sequence[Step]) -> None:
+        """The sub-run's steps become the delegating call's `Step.steps`."""
+        for step in steps:
+            if step.agent is None:
+                step.agent = self.agent
+        self._scope.steps.extend(steps)
+
+
+def sub_run(agent: str) -> SubRun | None:
+    """Inside a running loop's tool call: the reporter for a delegated run by `agent`; None outside a loop."""
+    scope = _current_call.get()
+    return SubRun(scope, agent) if scope is not None else None
 
 
 async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
@@ -232,12 +279,17 @@ class _Loop:
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
+                scope = _CallScope(self.on_event)
+                token = _current_call.set(scope)
                 try:
                     result = await self.invoke(tool, call)
                 except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
                     result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
+                finally:
+                    _current_call.reset(token)
                 step = _step(call, call.arguments, result, self.iteration)
                 step.duration_ms = (time.perf_counter() - started) * 1000
+                step.steps = scope.steps
                 results[index] = result
                 steps[index] = step
                 await self._emit(LoopEvent(type="step_finished", step=step))

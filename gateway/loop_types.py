@@ -31,15 +31,26 @@ class Step:
     error: str | None = None
     error_type: str | None = None
     duration_ms: float = 0.0
+    agent: str | None = None
+    """Set on a delegated agent's step: the agent that made the call (None: the agent the client called)."""
+    steps: list[Step] = field(default_factory=list)
+    """A delegation's steps: what the sub-agent called to answer it (nested as deep as the delegation)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["duration_ms"] = round(self.duration_ms, 3)
+        data["steps"] = [step.to_dict() for step in self.steps]
+        if not self.steps:  # only delegations have these: other steps keep their plain shape
+            del data["steps"]
+        if self.agent is None:
+            del data["agent"]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Step:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})  # type: ignore[arg-type]
+        values = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
+        values["steps"] = [cls.from_dict(step) for step in data.get("steps") or []]
+        return cls(**values)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True, kw_only=True)

@@ -111,12 +111,16 @@ class _Session:
             self._wrote_text = True
             return
         step = event.step
-        if event.type == "step_started" and step is not None:
+        if step is None:
+            return
+        # A delegated agent's steps show indented, under its name.
+        who = f"   [{step.agent}] " if step.agent else ""
+        if event.type == "step_started":
             self._end_line()
-            print(f"-> {step.tool}({_compact(step.arguments)})", file=self.err, flush=True)
-        elif event.type == "step_finished" and step is not None:
+            print(f"{who}-> {step.tool}({_compact(step.arguments)})", file=self.err, flush=True)
+        elif event.type == "step_finished":
             outcome = f"{step.status}" if step.ok else f"failed: {step.error_type}: {step.error}"
-            print(f"<- {step.tool}: {outcome} ({step.duration_ms:.0f} ms)", file=self.err, flush=True)
+            print(f"{who}<- {step.tool}: {outcome} ({step.duration_ms:.0f} ms)", file=self.err, flush=True)
 
     def _decide(self, pending: PendingApproval) -> Decision:
         self._end_line()

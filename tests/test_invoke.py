@@ -131,6 +131,42 @@ async def test_delegation_runs_the_sub_agents_loop(runtime, servers) -> None:
     assert [s.tool for s in result.steps] == ["ask_helper"]
 
 
+async def test_a_sub_agents_steps_reach_the_lead_live_and_in_its_steps(runtime, servers) -> None:
+    # What the helper called is visible to whoever watches the lead: as step events while it happens, marked
+    # with the helper's name (its text stays between it and the lead), and nested under the delegation step.
+    llm, upstream = servers
+    llm.script(Reply(calls=[Call("ask_helper", {"task": "Rome and Oslo?"})]),
+               Reply(calls=[Call("getWeather", {"city": "Rome"}), Call("getWeather", {"city": "Oslo", "days": 0})]),
+               Reply(text="Rome 20, Oslo unknown."), Reply(text="Rome is at 20."))
+    events: list[tuple[str, str | None, str]] = []
+
+    async def on_event(event) -> None:  # type: ignore[no-untyped-def]
+        events.append((event.type, event.step.agent if event.step else None, event.step.tool if event.step else
+                       event.text))
+
+    executor = Executor(runtime.manifest, runtime.catalog)
+    pool = AdapterPool(runtime.manifest)
+    try:
+        result = await run(runtime.agent("lead"), [Message(role="user", content="weather?")],
+                           adapter=pool(runtime.agent("lead")), toolset=runtime.toolset("lead"),
+                           invoke=ToolRunner(runtime, executor, pool), on_event=on_event)
+    finally:
+        await executor.aclose()
+        await pool.aclose()
+    assert events[0] == ("step_started", None, "ask_helper") and events[-1] == ("step_finished", None, "ask_helper")
+    inner = events[1:-1]
+    assert sorted(inner) == sorted([("step_started", "helper", "getWeather")] * 2
+                                   + [("step_finished", "helper", "getWeather")] * 2)
+    [delegation] = result.steps
+    assert [(s.agent, s.arguments["city"], s.ok) for s in delegation.steps] == [
+        ("helper", "Rome", True), ("helper", "Oslo", False)]
+    assert delegation.steps[1].error_type == "invalid_arguments" and len(upstream.requests) == 1
+    as_dict = delegation.to_dict()
+    assert [s["agent"] for s in as_dict["steps"]] == ["helper", "helper"]
+    assert "steps" not in as_dict["steps"][0] and "agent" not in as_dict  # plain steps keep their shape
+    assert type(delegation).from_dict(as_dict).to_dict() == as_dict  # a paused run's state carries them
+
+
 async def test_a_sub_agents_calls_are_made_in_its_own_name(runtime, servers) -> None:
     from gateway.audit import bind_caller, current_caller
 

@@ -105,3 +105,20 @@ def test_provider_failure_and_unknown_agent_exit_nonzero(workspace) -> None:
     assert code == 1 and "model not found" in err
     assert main(["chat", "--specs", str(path / "specs"), "--agents", str(path / "agents.yaml"), "--no-cache",
                  "nobody", "hi"]) == 2
+
+
+def test_a_sub_agents_steps_show_under_its_name(workspace) -> None:
+    path, llm, upstream = workspace
+    with (path / "agents.yaml").open("a") as manifest:
+        manifest.write("  boss:\n    model: llm/model-x\n    delegates: [clerk]\n")
+    llm.script(Reply(calls=[Call("ask_clerk", {"task": "What is item 7?"})]),
+               Reply(calls=[Call("getItem", {"id": "7"})]), Reply(text="A pen."), Reply(text="Item 7 is a pen."))
+    out, err = io.StringIO(), io.StringIO()
+    code = chat_command(path / "specs", path / "agents.yaml", "boss", "what is item 7?", use_cache=False, out=out,
+                        err=err)
+    lines = err.getvalue().splitlines()
+    assert code == 0 and out.getvalue() == "Item 7 is a pen.\n" and upstream.requests[0].path == "/items/7"
+    started = lines.index('-> ask_clerk({"task": "What is item 7?"})')
+    assert lines[started + 1] == '   [clerk] -> getItem({"id": "7"})'
+    assert lines[started + 2].startswith("   [clerk] <- getItem: 200")
+    assert lines[started + 3].startswith("<- ask_clerk: ")
