@@ -2,10 +2,10 @@
 
 Starlette keeps running a plain (non-streaming) endpoint after the client disconnected, so a chat
 whose caller gave up would go on calling the model and the tools. Once the request body has been
-read, this middleware listens for `http.disconnect` and cancels the app; the cancellation reaches
-the loop and the tool call in flight (which is recorded in the audit log and never retried, so no
-write is repeated). A disconnect seen after the response is complete is the normal end of the
-request and cancels nothing.
+read, this middleware listens for `http.disconnect` (from `WATCH_AFTER` into the request on, so a quick
+request costs no watcher) and cancels the app; the cancellation reaches the loop and the tool call in
+flight (which is recorded in the audit log and never retried, so no write is repeated). A disconnect
+seen after the response is complete is the normal end of the request and cancels nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +14,19 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+WATCH_AFTER = 0.05
+"""Seconds into a request before its watcher starts: a request answered sooner (most direct and MCP calls)
+never pays for a watcher task, and a client leaving earlier is noticed at this point."""
+
 
 class DisconnectMiddleware:
-    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"})) -> None:
-        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work)."""
+    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"}),
+                 watch_after: float = WATCH_AFTER) -> None:
+        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work);
+        watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`)."""
         self.app = app
         self.methods = methods
+        self.watch_after = watch_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
@@ -73,8 +80,15 @@ class DisconnectMiddleware:
                         cancel_app()
                     return
 
-        watcher = asyncio.ensure_future(watch())
-        watcher.add_done_callback(_retrieve)
+        watcher: asyncio.Future[None] | None = None
+
+        def start_watching() -> None:
+            nonlocal watcher
+            if app_running:
+                watcher = asyncio.ensure_future(watch())
+                watcher.add_done_callback(_retrieve)
+
+        timer = asyncio.get_running_loop().call_later(self.watch_after, start_watching)
         try:
             await self.app(scope, app_receive, app_send)
         except asyncio.CancelledError:
@@ -83,7 +97,9 @@ class DisconnectMiddleware:
             raise
         finally:
             app_running = False
-            watcher.cancel()
+            timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
         if cancelled:  # cancelled as the app returned: the cancellation was not delivered, take it back
             task.uncancel()
 

@@ -4,6 +4,7 @@ import asyncio
 import socket
 import threading
 
+import pytest
 from server_support import running
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -12,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from gateway.server.disconnect import DisconnectMiddleware
+from gateway.server.disconnect import WATCH_AFTER, DisconnectMiddleware
 
 
 class Work:
@@ -33,14 +34,15 @@ class Work:
         return JSONResponse({"done": True})
 
 
-def _app(work: Work) -> Starlette:
+def _app(work: Work, **options: float) -> Starlette:
     return Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])],
-                     middleware=[Middleware(DisconnectMiddleware)])
+                     middleware=[Middleware(DisconnectMiddleware, **options)])
 
 
-def test_a_client_that_goes_away_cancels_the_work() -> None:
+@pytest.mark.parametrize("watch_after", [0.0, WATCH_AFTER, 0.3])  # the client leaves before or after watching starts
+def test_a_client_that_goes_away_cancels_the_work(watch_after: float) -> None:
     work = Work()
-    with running(_app(work)) as url:
+    with running(_app(work, watch_after=watch_after)) as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST /work HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
