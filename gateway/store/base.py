@@ -134,7 +134,11 @@ class Store(abc.ABC):
     # -- audit --------------------------------------------------------------------------------------
     @abc.abstractmethod
     async def add_audit(self, row: AuditRow) -> None:
-        """Durably record one row before returning."""
+        """Durably record one row before returning.
+
+        The row must be taken (queued or written) before the first `await`, and written even when the caller
+        is cancelled while it waits: `gateway.breaker` awaits a finished call's row without a shield.
+        """
 
     @abc.abstractmethod
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
