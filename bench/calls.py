@@ -3,13 +3,20 @@
     python -m bench.calls [--rounds 5] [--calls 200] [--concurrency 32] [--no-peer]
 
 Processes, all on 127.0.0.1: the upstream (bench/upstream.py), `gateway serve` (its own process, the bench
-spec plus GitHub's spec from a warm cache), FastMCP's `from_openapi` server for the bench spec and for
-GitHub's (bench/peer.py, when installed), and this measuring client. Each round interleaves the sides so
-drift in the machine's load hits them alike; a figure is the median over rounds of each round's figure.
+spec plus GitHub's spec from a warm cache), a bare pass-through proxy (bench/bare_proxy.py: the cost of one
+extra hop in Python with no logic), FastMCP's `from_openapi` server for the bench spec and for GitHub's
+(bench/peer.py, when installed), and this measuring client. Each round interleaves the sides so drift in the
+machine's load hits them alike; a figure is the median over rounds of each round's figure.
 
-- sequential: p50 of one call at a time: direct `GET`, the gateway's `POST /agents/bench/tools/listIssues`,
-  MCP `tools/call` on an open session (ours and the peer's).
-- concurrent: `--concurrency` callers sharing one pooled client, throughput in calls/s.
+Every caller is an `httpx.AsyncClient` of its own (with its own MCP session), as separate agents would be.
+One client shared by every side and caller measured httpcore instead: its pool checks each idle
+connection's socket (`getpeername`, `is_socket_readable`) on every request, which took ~45% of the measuring
+process's CPU with 64 pooled connections to three origins, added ~1.5 ms to every call of every side and so
+squeezed all the ratios towards 1.
+
+- sequential: p50 of one call at a time: direct `GET`, the bare proxy, the gateway's
+  `POST /agents/bench/tools/listIssues`, MCP `tools/call` on an open session (ours and the peer's).
+- concurrent: `--concurrency` callers, each with its own client, sharing the calls; throughput in calls/s.
 - first MCP call: a new session on the GitHub agent (initialize, initialized, tools/call), in ms.
 """
 
@@ -21,7 +28,7 @@ import json
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +52,43 @@ from bench.support import (
     write_project,
 )
 
-Call = Callable[[httpx.AsyncClient], Awaitable[None]]
+Call = Callable[[], Awaitable[None]]
+"""One call on one caller's own client."""
 
 
-async def _sequential(client: httpx.AsyncClient, sides: dict[str, Call], count: int,
-                      failed: dict[str, str]) -> dict[str, float]:
+async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
+    """`side`'s call on `client` (an MCP side opens the client's own session first)."""
+    if side == "direct":
+        async def direct() -> None:
+            response = await client.get(f"{urls['upstream']}{DIRECT_PATH}", headers=DIRECT_HEADERS)
+            assert response.status_code == 200
+            response.json()
+
+        return direct
+    if side == "bare":
+        async def bare() -> None:
+            response = await client.post(f"{urls['bare']}/", json=CALL_ARGS)
+            assert response.status_code == 200
+            response.json()
+
+        return bare
+    if side == "http":
+        async def http_door() -> None:
+            response = await client.post(f"{urls['gateway']}/agents/bench/tools/listIssues", json=CALL_ARGS)
+            assert response.status_code == 200, response.text[:300]
+            response.json()
+
+        return http_door
+    url = f"{urls['gateway']}/mcp/bench" if side == "mcp" else f"{urls['peer']}/mcp"
+    headers = await mcp_open(client, url)
+
+    async def mcp_door() -> None:
+        await mcp_call(client, url, headers, "listIssues", CALL_ARGS)
+
+    return mcp_door
+
+
+async def _sequential(sides: dict[str, Call], count: int, failed: dict[str, str]) -> dict[str, float]:
     """p50 latency (ms) per side of `count` calls one after another, the sides taking turns call by call
     (so a burst of load from elsewhere on the machine hits every side alike)."""
     times: dict[str, list[float]] = {name: [] for name in sides if name not in failed}
@@ -57,7 +96,7 @@ async def _sequential(client: httpx.AsyncClient, sides: dict[str, Call], count: 
         for name in list(times):
             started = time.perf_counter()
             try:
-                await sides[name](client)
+                await sides[name]()
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
                 failed[name] = f"failed: {type(error).__name__}"
                 del times[name]
@@ -66,42 +105,18 @@ async def _sequential(client: httpx.AsyncClient, sides: dict[str, Call], count: 
     return {name: median(values) * 1000 for name, values in times.items()}
 
 
-async def _concurrent(client: httpx.AsyncClient, call: Call, callers: int, count: int) -> float:
-    """Throughput (calls/s) of `callers` tasks sharing `count` calls."""
+async def _concurrent(callers: list[Call], count: int) -> float:
+    """Throughput (calls/s) of the callers (each on its own client) sharing `count` calls."""
     remaining = [count]
 
-    async def caller() -> None:
+    async def caller(call: Call) -> None:
         while remaining[0] > 0:
             remaining[0] -= 1
-            await call(client)
+            await call()
 
     started = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(callers)))
+    await asyncio.gather(*(caller(call) for call in callers))
     return count / (time.perf_counter() - started)
-
-
-def _sides(upstream: str, gateway: str, mcp_headers: dict[str, str], peer: str | None,
-           peer_headers: dict[str, str] | None) -> dict[str, Call]:
-    async def direct(client: httpx.AsyncClient) -> None:
-        response = await client.get(upstream + DIRECT_PATH, headers=DIRECT_HEADERS)
-        assert response.status_code == 200
-        response.json()
-
-    async def http_door(client: httpx.AsyncClient) -> None:
-        response = await client.post(f"{gateway}/agents/bench/tools/listIssues", json=CALL_ARGS)
-        assert response.status_code == 200, response.text[:300]
-        response.json()
-
-    async def mcp_door(client: httpx.AsyncClient) -> None:
-        await mcp_call(client, f"{gateway}/mcp/bench", mcp_headers, "listIssues", CALL_ARGS)
-
-    sides: dict[str, Call] = {"direct": direct, "http": http_door, "mcp": mcp_door}
-    if peer is not None and peer_headers is not None:
-        async def peer_door(client: httpx.AsyncClient) -> None:
-            await mcp_call(client, f"{peer}/mcp", peer_headers, "listIssues", CALL_ARGS)
-
-        sides["peer"] = peer_door
-    return sides
 
 
 async def _first_calls(url: str, tool: str, sessions: int) -> float:
@@ -140,28 +155,34 @@ async def _peer_tool(url: str, wanted: str) -> str:
 
 async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
                    callers: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=callers * 2, max_keepalive_connections=callers * 2)
-    async with httpx.AsyncClient(timeout=60, limits=limits, trust_env=False) as client:
-        gateway = urls["gateway"] or ""
-        mcp_headers = await mcp_open(client, f"{gateway}/mcp/bench")
-        peer_headers = await mcp_open(client, f"{urls['peer']}/mcp") if urls["peer"] else None
-        sides = _sides(urls["upstream"] or "", gateway, mcp_headers, urls["peer"], peer_headers)
-        for call in sides.values():  # warm-up: pools, caches, validators on every side
-            for _ in range(50):
-                await call(client)
-        p50: dict[str, list[float]] = {name: [] for name in sides}
-        throughput: dict[str, list[float]] = {name: [] for name in sides}
-        failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
+    names = ["direct", "bare", "http", "mcp"] + (["peer"] if urls["peer"] else [])
+    failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
+    async with AsyncExitStack() as stack:
+        async def client() -> httpx.AsyncClient:
+            return await stack.enter_async_context(httpx.AsyncClient(timeout=60, trust_env=False))
+
+        sides = {name: await _bind(name, await client(), urls) for name in names}
+        crowds: dict[str, list[Call]] = {}
+        for name in names:
+            try:
+                crowds[name] = [await _bind(name, await client(), urls) for _ in range(callers)]
+            except (httpx.HTTPError, RuntimeError, AssertionError) as error:
+                failed[name + "@concurrent"] = f"failed: {type(error).__name__}"
+        for name in names:  # warm-up: connections, caches, validators on every side and every caller
+            for call in [sides[name]] * 50 + crowds.get(name, []):
+                await call()
+        p50: dict[str, list[float]] = {name: [] for name in names}
+        throughput: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(rounds):
-            for name, value in (await _sequential(client, sides, calls, failed)).items():
+            for name, value in (await _sequential(sides, calls, failed)).items():
                 p50[name].append(value)
-            for name, call in sides.items():
+            for name in names:
                 if name + "@concurrent" not in failed:
-                    throughput[name].append(await _failsafe(_concurrent(client, call, callers, calls * 2),
+                    throughput[name].append(await _failsafe(_concurrent(crowds[name], calls * 2),
                                                             name + "@concurrent", failed))
-    cpu = await _cpu_per_call(client_factory=lambda: httpx.AsyncClient(timeout=60, trust_env=False),
-                              sides=sides, pids=pids, calls=calls * rounds)
+        cpu = await _cpu_per_call(sides=sides, pids=pids, calls=calls * rounds)
     first: dict[str, float] = {}
+    gateway = urls["gateway"] or ""
     if urls["github"]:
         tool = await _github_tool(gateway)
         first["ours"] = await _first_calls(f"{gateway}/mcp/github", tool, rounds * 2)
@@ -176,24 +197,22 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
             "first_ms": first, "cpu_us": cpu}
 
 
-async def _cpu_per_call(client_factory: Callable[[], httpx.AsyncClient], sides: dict[str, Call],
-                        pids: dict[str, int], calls: int) -> dict[str, float]:
+async def _cpu_per_call(sides: dict[str, Call], pids: dict[str, int], calls: int) -> dict[str, float]:
     """CPU time (µs) the serving process spends per call, one door at a time: unlike wall time, this
     hardly moves when other work shares the machine."""
-    serving = {"direct": "upstream", "http": "gateway", "mcp": "gateway", "peer": "peer"}
+    serving = {"direct": "upstream", "bare": "bare", "http": "gateway", "mcp": "gateway", "peer": "peer"}
     out: dict[str, float] = {}
-    async with client_factory() as client:
-        for name, call in sides.items():
-            pid = pids.get(serving[name])
-            if pid is None:
-                continue
-            try:
-                before = cpu_seconds(pid)
-                for _ in range(calls):
-                    await call(client)
-                out[name] = (cpu_seconds(pid) - before) / calls * 1e6
-            except (httpx.HTTPError, RuntimeError, AssertionError):
-                continue
+    for name, call in sides.items():
+        pid = pids.get(serving[name])
+        if pid is None:
+            continue
+        try:
+            before = cpu_seconds(pid)
+            for _ in range(calls):
+                await call()
+            out[name] = (cpu_seconds(pid) - before) / calls * 1e6
+        except (httpx.HTTPError, RuntimeError, AssertionError):
+            continue
     return out
 
 
@@ -216,6 +235,10 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         pids: dict[str, int] = {}
         pids["upstream"] = stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)),
                                                        upstream + "/"))[0].pid
+        port = free_port()
+        bare = f"http://127.0.0.1:{port}"
+        pids["bare"] = stack.enter_context(spawned(python_module(
+            "bench.bare_proxy", "--port", str(port), "--upstream", upstream), bare + "/"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
         port = free_port()
@@ -223,7 +246,8 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                                 "--agents", str(folder / "agents.yaml"))
         pids["gateway"] = stack.enter_context(spawned(command, gateway + "/healthz", env=env))[0].pid
-        urls: dict[str, str | None] = {"upstream": upstream, "gateway": gateway, "peer": None, "peer_github": None,
+        urls: dict[str, str | None] = {"upstream": upstream, "bare": bare, "gateway": gateway, "peer": None,
+                                       "peer_github": None,
                                        "github": gateway if github and GITHUB.exists() else None}
         if peer:
             port = free_port()
@@ -253,8 +277,13 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     direct_p50, direct_tput = p50["direct"], tput["direct"]
     absent = None if figures["peer"] else "not run"
     out = [
+        Row("one extra hop, bare pass-through proxy, sequential p50", "ms", p50["bare"], p50["direct"],
+            "direct httpx", peer="—", note="uvicorn + aiohttp and nothing else (bench/bare_proxy.py): the floor "
+                                         "of one extra loopback hop in Python, for reference"),
         Row("one proxied call over HTTP, sequential p50", "ms", p50["http"], p50["direct"], "direct httpx",
             peer="n/a (MCP only)", goal="<= 1.8× direct", met=_within(p50["http"], 1.8 * direct_p50)),
+        Row(f"{callers} concurrent callers, bare pass-through proxy", "calls/s", tput["bare"], tput["direct"],
+            "direct httpx", peer="—"),
         Row(f"{callers} concurrent callers, HTTP door", "calls/s", tput["http"], tput["direct"], "direct httpx",
             peer="n/a (MCP only)", goal=">= 0.6× direct",
             met=_within(tput["http"], 0.6 * direct_tput, at_least=True)),
@@ -265,6 +294,9 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
             peer=p50.get("peer", absent), goal="<= 2.5× direct", met=_within(p50["mcp"], 2.5 * direct_p50)),
     ]
     cpu = figures.get("cpu_us", {})
+    if "bare" in cpu and "direct" in cpu:
+        out.append(Row("CPU per call in the serving process, bare pass-through proxy", "µs", cpu["bare"],
+                       cpu["direct"], "upstream's own", peer="—"))
     if "http" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, HTTP door", "µs", cpu["http"], cpu["direct"],
                        "upstream's own", peer="n/a (MCP only)",
