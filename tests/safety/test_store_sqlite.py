@@ -184,3 +184,33 @@ async def test_an_in_memory_store_writes_audit_rows_on_its_one_connection() -> N
     await store.add_audit(row)
     assert [r.tool for r in await store.list_audit()] == ["memory"]
     await store.aclose()
+
+
+async def test_rate_limit_tokens_are_taken_inline_and_through_the_thread_when_the_file_is_locked(
+        tmp_path: Path) -> None:
+    from gateway.store import Bucket
+
+    path = tmp_path / "buckets.db"
+    store = SQLiteStore(path)
+    bucket = Bucket("client:ci", rate=0.001, burst=2)  # two calls, then (practically) no refill
+    release = threading.Event()
+    busy = store._thread.submit(release.wait)  # the store thread is occupied
+    try:
+        taking = asyncio.ensure_future(store.take_tokens([bucket]))
+        await asyncio.sleep(0)
+        assert taking.done() and taking.result() == 0.0  # charged on this thread, committed
+    finally:
+        release.set()
+        await asyncio.wrap_future(busy)
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        [(tokens,)] = other.execute("SELECT tokens FROM buckets WHERE key = 'client:ci'").fetchall()
+    assert 0.99 < tokens < 1.01
+    holder = sqlite3.connect(path, isolation_level=None)  # another process charging the same file
+    holder.execute("BEGIN IMMEDIATE")
+    second = asyncio.ensure_future(store.take_tokens([bucket]))
+    assert await _ticks_until_done(second) == 5  # waits on the store thread, the loop keeps turning
+    holder.execute("COMMIT")
+    holder.close()
+    assert await second == 0.0
+    assert await store.take_tokens([bucket]) > 0  # the burst is spent across both paths
+    await store.aclose()
