@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ..catalog import Tool
+from ..catalog import Argument, Tool
 from ..manifest import ApiConfig
 from .body import build_body
 from .errors import ArgumentError, ConfigurationError
@@ -93,28 +93,25 @@ def build_request(
 ) -> PreparedRequest:
     base = server_url(tool, api)
     prefix, base_query = _split_base(base)
-    path = _build_path(tool, arguments)
+    template = _template(tool)
+    path = _build_path(tool, template, arguments)
     query: list[str] = []
     headers: list[tuple[str, str]] = []
     cookies: list[tuple[str, str]] = []
-    for argument in tool.arguments:
-        if argument.name not in arguments or argument.location in ("path", "body"):
+    for argument, key, sendable in template.parameters:
+        if argument.name not in arguments:
             continue
         value = arguments[argument.name]
-        key = (argument.location, argument.wire_name.lower())
-        if value is None or key in reserved:
+        if value is None or key in reserved or not sendable:
             continue
-        if argument.location == "query":
+        if key[0] == "query":
             query.extend(serialize_query(argument, value))
-        elif argument.location == "header":
+        elif key[0] == "header":
             if key[1] in OWNED_HEADERS or key[1] in {h.lower() for h in api.headers}:
                 continue
-            if not _TOKEN.match(argument.wire_name):
-                continue  # a broken spec (e.g. a header parameter named ""): it can't be sent at all
             headers.append((argument.wire_name, serialize_header(argument, value)))
-        elif argument.location == "cookie":
-            if _TOKEN.match(argument.wire_name):
-                cookies.extend(serialize_cookie(argument, value))
+        else:
+            cookies.extend(serialize_cookie(argument, value))
     href = _join(prefix, base_query, path, query)
     for name, value in api.headers.items():
         check_header_value(f"apis.{tool.api}.headers.{name}", value)
@@ -122,9 +119,9 @@ def build_request(
     body = build_body(tool, arguments)
     if body is not None:
         headers.append(("Content-Type", body.content_type))
-    headers.append(("Accept", accept_header(tool.response_media_types)))
+    headers.append(("Accept", template.accept))
     return PreparedRequest(
-        method=tool.method.upper(),
+        method=template.method,
         href=href,
         headers=headers,
         cookies=cookies,
@@ -143,25 +140,59 @@ def accept_header(media_types: tuple[str, ...]) -> str:
     return ", ".join(seen[:_MAX_ACCEPT_TYPES])
 
 
-def _build_path(tool: Tool, arguments: dict[str, Any]) -> str:
+@dataclass(slots=True)
+class _Template:
+    """What of a tool's request never changes from call to call, worked out on its first call."""
+
+    method: str
+    path: list[tuple[str, Argument | None, str]]
+    """The path template: (the literal before a placeholder, percent-encoded; its argument; its wire name)."""
+    tail: str
+    """The literal after the last placeholder, percent-encoded."""
+    parameters: list[tuple[Argument, tuple[str, str], bool]]
+    """Query, header and cookie arguments: (argument, (location, lower-case wire name), can be sent at all)."""
+    accept: str
+
+
+_templates: dict[int, tuple[Tool, _Template]] = {}
+_TEMPLATE_CACHE_SIZE = 8192
+
+
+def _template(tool: Tool) -> _Template:
+    entry = _templates.get(id(tool))
+    if entry is not None and entry[0] is tool:  # keyed by identity; the tool is kept so an id is never reused
+        return entry[1]
     by_wire = {a.wire_name: a for a in tool.arguments if a.location == "path"}
-
-    def substitute(match: re.Match[str]) -> str:
-        wire = match.group(1)
-        argument = by_wire.get(wire)
-        if argument is None:
-            raise ConfigurationError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
-        if arguments.get(argument.name) is None:
-            raise ArgumentError(f"{argument.name}: required path parameter is missing")
-        return serialize_path(argument, arguments[argument.name])
-
-    pieces: list[str] = []
+    pieces: list[tuple[str, Argument | None, str]] = []
     last = 0
     for match in _PLACEHOLDER.finditer(tool.path):
-        pieces.append(_quote_literal(tool.path[last : match.start()]))
-        pieces.append(substitute(match))
+        wire = match.group(1)
+        pieces.append((_quote_literal(tool.path[last : match.start()]), by_wire.get(wire), wire))
         last = match.end()
-    pieces.append(_quote_literal(tool.path[last:]))
+    parameters = [
+        # A header or cookie name that isn't a token (a broken spec: a parameter named "") can't be sent at all.
+        (a, (a.location, a.wire_name.lower()), a.location == "query" or bool(_TOKEN.match(a.wire_name)))
+        for a in tool.arguments if a.location in ("query", "header", "cookie")
+    ]
+    template = _Template(method=tool.method.upper(), path=pieces, tail=_quote_literal(tool.path[last:]),
+                         parameters=parameters, accept=accept_header(tool.response_media_types))
+    if len(_templates) >= _TEMPLATE_CACHE_SIZE:
+        _templates.pop(next(iter(_templates)))
+    _templates[id(tool)] = (tool, template)
+    return template
+
+
+def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> str:
+    pieces: list[str] = []
+    for literal, argument, wire in template.path:
+        if argument is None:
+            raise ConfigurationError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
+        value = arguments.get(argument.name)
+        if value is None:
+            raise ArgumentError(f"{argument.name}: required path parameter is missing")
+        pieces.append(literal)
+        pieces.append(serialize_path(argument, value))
+    pieces.append(template.tail)
     path = "".join(pieces)
     if not path.startswith("/"):
         path = "/" + path
