@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from recording_server import RecordingServer
@@ -21,6 +23,15 @@ def corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip("../shared/corpus is absent")
     return CORPUS
+
+
+@pytest.fixture
+def s3_spec(corpus: Path) -> dict[str, Any]:
+    """The corpus's S3 spec (its only XML request bodies), parsed."""
+    path = corpus / "apis-guru" / "amazonaws.com" / "s3.json"
+    if not path.is_file():
+        pytest.skip("the S3 spec is not in the corpus")
+    return json.loads(path.read_bytes())  # type: ignore[no-any-return]
 
 
 @pytest.fixture
