@@ -34,6 +34,11 @@ class _Hello(BaseHTTPRequestHandler):
         return
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        return  # a handshake the client refuses (the point of one test) is not worth a traceback
+
+
 @pytest.fixture(scope="module")
 def ca() -> trustme.CA:
     return trustme.CA()
@@ -43,7 +48,7 @@ def ca() -> trustme.CA:
 def https_url(ca: trustme.CA) -> Iterator[str]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server = _QuietServer(("127.0.0.1", 0), _Hello)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"https://127.0.0.1:{server.server_address[1]}"
