@@ -200,7 +200,12 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     result = await run.execute(generation, on_event=on_event)
                 await send.send(("done", result))
             except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
-                await send.send(("error", api_error_from(exc)))
+                error = api_error_from(exc)
+                # The answer's status is 200 already: the audit learns of the failure here, not from the status.
+                hook = run.state.options.get("on_run_error")
+                if hook is not None:
+                    await hook(run_id=run.id, agent=run.agent, error=error)
+                await send.send(("error", error))
 
     task = asyncio.ensure_future(drive())
     try:

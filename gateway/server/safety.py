@@ -103,6 +103,7 @@ class Safety:
         """The hooks a `GatewayState` calls (enough without HTTP, e.g. for MCP over stdio)."""
         return {
             "on_run_result": self.on_run_result,
+            "on_run_error": self.on_run_error,
             "approve_direct_call": self.approve_direct_call,
             "wrap_executor": self.wrap_executor,
         }
@@ -147,6 +148,13 @@ class Safety:
         await self.approvals.hold_run(run_id=run_id, agent=agent.name, client=client, result=result)
         describe_pause(result, self.redactor.value)
         await self._record_chat(agent.name, result, run_id=run_id)
+
+    async def on_run_error(self, *, run_id: str, agent: AgentConfig, error: APIError) -> None:
+        """A streamed chat run that failed after its answer began (an error chunk, under status 200)."""
+        caller = current_caller()
+        latency = (time.perf_counter() - caller.started) * 1000 if caller.started is not None else 0.0
+        await self.audit.record_chat(agent=agent.name, status="error", run_id=run_id, latency_ms=latency,
+                                     error=f"HTTP {error.status} in the stream: {error.code or error.type}")
 
     async def approve_direct_call(self, *, agent: str, agent_tool: AgentTool, call: ToolCall,
                                   client: str | None) -> ToolResult | None:

@@ -154,3 +154,21 @@ def test_a_client_that_disconnects_cancels_its_run_and_the_write_is_not_repeated
         assert client.get("/healthz").status_code == 200
     assert faults.hits["/write"] == 1
     assert len(llm.requests) == 1  # the model was never asked again
+
+
+def test_a_streamed_chat_that_fails_midway_still_leaves_its_chat_row(tmp_path: Path, llm: LenientLLM,
+                                                                     upstream: RecordingServer,
+                                                                     faults: FaultServer) -> None:
+    # The tool call runs, then the provider fails: the answer is already a 200 event stream, so the failure
+    # arrives as an error chunk, and the audit must not take that 200 for a finished chat.
+    llm.script(Reply(calls=[Call("getForecast", FORECAST)]), Reply(status=400, error="context too long"))
+    with _gateway(tmp_path, llm, upstream, faults) as (client, store):
+        with client.stream("POST", "/v1/chat/completions", json={
+                "model": "ops", "stream": True, "messages": [{"role": "user", "content": "go"}]}) as answer:
+            body = "".join(answer.iter_text())
+        with sqlite3.connect(store) as db:
+            rows = db.execute("SELECT kind, tool, status, error FROM audit ORDER BY id").fetchall()
+    assert answer.status_code == 200 and "context too long" in body
+    assert rows[0][:3] == ("tool", "getForecast", "ok")
+    assert [r[:3] for r in rows[1:]] == [("chat", None, "error")]
+    assert rows[1][3] == "HTTP 502 in the stream: provider_error"
