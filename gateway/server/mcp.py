@@ -219,6 +219,9 @@ def _agent_from_request(ctx: Any) -> str:
     return str(request.path_params.get("agent") or request.scope.get("path_params", {}).get("agent", ""))
 
 
+_MAX_REMEMBERED_SESSIONS = 10_000
+
+
 class MCPEndpoint:
     """The ASGI app at `/mcp/{agent}`: checks the agent, binds sessions to it, hands over to the SDK."""
 
@@ -265,9 +268,15 @@ class MCPEndpoint:
                 self._session_agents.pop(session, None)
 
     def _forget_dead_sessions(self) -> None:
-        live = self.manager._server_instances  # the SDK's registry of open sessions
-        for session in [s for s in self._session_agents if s not in live]:
-            del self._session_agents[session]
+        # The SDK has no public list of its open sessions; its registry is read when it is there. Should a later
+        # SDK rename it, the map is only kept from growing without bound: a forgotten session's next request
+        # is then checked by the SDK alone (any agent's endpoint), never refused wrongly.
+        live = getattr(self.manager, "_server_instances", None)
+        if isinstance(live, dict):
+            for session in [s for s in self._session_agents if s not in live]:
+                del self._session_agents[session]
+        while len(self._session_agents) >= _MAX_REMEMBERED_SESSIONS:
+            del self._session_agents[next(iter(self._session_agents))]  # the oldest first
 
 
 def _security_settings(host: str | None) -> TransportSecuritySettings | None:

@@ -160,3 +160,22 @@ def test_opentelemetry_spans_only_when_a_tracer_provider_is_installed(monkeypatc
     assert not has_spans()  # nothing would receive them
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())  # an installed provider
     assert has_spans()
+
+
+def test_the_session_map_follows_the_sdk_and_stays_bounded_without_its_registry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from gateway.server import mcp as door
+
+    monkeypatch.setattr(door, "_MAX_REMEMBERED_SESSIONS", 3)
+    endpoint = object.__new__(door.MCPEndpoint)
+    endpoint._session_agents = {}
+    endpoint.manager = SimpleNamespace()  # an SDK that no longer has `_server_instances`: no crash, a bound
+    for i in range(10):
+        endpoint._forget_dead_sessions()  # as each new session's answer does before remembering it
+        endpoint._session_agents[f"s{i}"] = "weather"
+    assert list(endpoint._session_agents) == ["s7", "s8", "s9"]
+    endpoint.manager = SimpleNamespace(_server_instances={"s9": object()})  # the SDK closed s7 and s8
+    endpoint._forget_dead_sessions()
+    assert list(endpoint._session_agents) == ["s9"]
