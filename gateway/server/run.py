@@ -21,6 +21,10 @@ from ..runtime import Runtime, RuntimeHolder, load_runtime
 logger = logging.getLogger("gateway.server")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
+KEEP_ALIVE_SECONDS = 65
+"""How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
+client reusing a connection just as the server drops it gets a ReadError; longer than the clients' (httpx 5 s,
+load balancers 60 s) the server is never the one to close first."""
 
 
 def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: TextIO = sys.stderr) -> Runtime | None:
@@ -76,7 +80,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     _lean_log_records()
     with _asyncio_declared():
         uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+                    timeout_keep_alive=KEEP_ALIVE_SECONDS)
     return 0
 
 
