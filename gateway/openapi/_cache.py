@@ -47,6 +47,14 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # Those containers are alive, yet the first collection after this would scan all of them (a
+            # cached Stripe load: 21 of its 50 ms). freeze() moves every tracked object out of the young
+            # generations without a scan; unfreeze() puts them in the oldest one. A process that keeps its
+            # long-lived heap frozen (`gateway serve`) keeps the catalog frozen with it.
+            keeps_frozen = gc.get_freeze_count() > 0
+            gc.freeze()
+            if not keeps_frozen:
+                gc.unfreeze()
             gc.enable()
 
 
