@@ -58,27 +58,20 @@ Call = Callable[[], Awaitable[None]]
 
 async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
     """`side`'s call on `client` (an MCP side opens the client's own session first)."""
-    if side == "direct":
-        async def direct() -> None:
-            response = await client.get(f"{urls['upstream']}{DIRECT_PATH}", headers=DIRECT_HEADERS)
-            assert response.status_code == 200
-            response.json()
+    plain = {  # the sides that are one HTTP request each: method, URL, request options
+        "direct": ("GET", f"{urls['upstream']}{DIRECT_PATH}", {"headers": DIRECT_HEADERS}),
+        "bare": ("POST", f"{urls['bare']}/", {"json": CALL_ARGS}),
+        "http": ("POST", f"{urls['gateway']}/agents/bench/tools/listIssues", {"json": CALL_ARGS}),
+    }
+    if side in plain:
+        method, target, options = plain[side]
 
-        return direct
-    if side == "bare":
-        async def bare() -> None:
-            response = await client.post(f"{urls['bare']}/", json=CALL_ARGS)
-            assert response.status_code == 200
-            response.json()
-
-        return bare
-    if side == "http":
-        async def http_door() -> None:
-            response = await client.post(f"{urls['gateway']}/agents/bench/tools/listIssues", json=CALL_ARGS)
+        async def request() -> None:
+            response = await client.request(method, target, **options)
             assert response.status_code == 200, response.text[:300]
             response.json()
 
-        return http_door
+        return request
     url = f"{urls['gateway']}/mcp/bench" if side == "mcp" else f"{urls['peer']}/mcp"
     headers = await mcp_open(client, url)
 
