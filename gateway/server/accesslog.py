@@ -3,12 +3,17 @@
 uvicorn writes one access line per request through its `AccessFormatter`, which copies the log record twice,
 and looks the status phrase up in `http.HTTPStatus` for every line: a fifth of the server's own Python time on a
 proxied call. `AccessFormatter` here writes the same bytes from values computed once per status and level. Lines
-in colour (stdout is a terminal) and any other format string are left to uvicorn's formatter. `log_config()` is
-uvicorn's logging configuration with this formatter in place.
+in colour (stdout is a terminal) and any other format string are left to uvicorn's formatter.
+
+uvicorn logs the line when the response starts, before its body is sent: `AfterResponseHandler` formats and writes
+it on the event loop's next turn instead, after the answer has left (a `write` to a terminal or pipe, and the
+formatting, were on the path of every answer). Lines keep their order; off the event loop they are written at once.
+`log_config()` is uvicorn's logging configuration with both in place.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from typing import Any
@@ -44,8 +49,22 @@ class AccessFormatter(UvicornAccessFormatter):
         return f'{prefix} {client_addr} - "{method} {full_path} HTTP/{http_version}" {status}'
 
 
+class AfterResponseHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that writes a record logged on the event loop on the loop's next turn."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return bool(super().handle(record))
+        loop.call_soon(super().handle, record)
+        return True
+
+
 def log_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration, its access lines formatted by `AccessFormatter`."""
+    """uvicorn's default logging configuration, its access lines formatted by `AccessFormatter` and written by
+    `AfterResponseHandler`."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["formatters"]["access"]["()"] = f"{__name__}.AccessFormatter"
+    config["handlers"]["access"]["class"] = f"{__name__}.AfterResponseHandler"
     return config

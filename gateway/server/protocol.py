@@ -5,7 +5,9 @@ it sends `http.response.body`: two `send` system calls and two TCP segments for 
 sends both messages one right after the other. `CoalescingTransport` holds what is written during one turn of
 the event loop and hands it to the real transport at the end of that turn (or before closing), so a response
 leaves in one write. Nothing waits longer than the current turn: a streamed response's chunks still go out as
-they are sent. `http_protocol()` is the protocol class `gateway serve` gives uvicorn.
+they are sent, and a finished response goes out the moment its last byte is sent (the app's return through its
+middleware and uvicorn's bookkeeping are no reason for the client to wait). `http_protocol()` is the protocol
+class `gateway serve` gives uvicorn.
 """
 
 from __future__ import annotations
@@ -70,5 +72,13 @@ def http_protocol() -> type[asyncio.Protocol] | str:
             super().connection_made(transport)
             # uvicorn's flow control keeps the real transport (pausing reads); writes go through the wrapper.
             self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
+
+        def on_response_complete(self) -> None:
+            # Called by uvicorn right after the last body write: the whole answer leaves now, not at the end of
+            # the turn, after everything the app still runs on its way out.
+            transport = self.transport
+            if isinstance(transport, CoalescingTransport):
+                transport.flush()
+            super().on_response_complete()
 
     return CoalescingHttpToolsProtocol

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
 import logging.config
 
 import pytest
 from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
-from gateway.server.accesslog import DEFAULT_FORMAT, AccessFormatter, log_config
+from gateway.server.accesslog import DEFAULT_FORMAT, AccessFormatter, AfterResponseHandler, log_config
 
 REQUESTS = [
     ("127.0.0.1:50000", "POST", "/agents/clerk/tools/listIssues", "1.1", 200),
@@ -43,9 +45,12 @@ def test_log_config_is_uvicorns_with_this_formatter(capsys: pytest.CaptureFixtur
 
     config = log_config()
     assert config["formatters"]["access"]["()"] == "gateway.server.accesslog.AccessFormatter"
-    assert {k: v for k, v in config.items() if k != "formatters"} == {
-        k: v for k, v in LOGGING_CONFIG.items() if k != "formatters"}
+    assert config["handlers"]["access"] == {**LOGGING_CONFIG["handlers"]["access"],
+                                            "class": "gateway.server.accesslog.AfterResponseHandler"}
+    assert {k: v for k, v in config.items() if k not in ("formatters", "handlers")} == {
+        k: v for k, v in LOGGING_CONFIG.items() if k not in ("formatters", "handlers")}
     assert LOGGING_CONFIG["formatters"]["access"]["()"] == "uvicorn.logging.AccessFormatter"  # not changed in place
+    assert LOGGING_CONFIG["handlers"]["access"]["class"] == "logging.StreamHandler"
     loggers = [logging.getLogger(name) for name in config["loggers"]]
     saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
     try:
@@ -56,3 +61,24 @@ def test_log_config_is_uvicorns_with_this_formatter(capsys: pytest.CaptureFixtur
             logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
     line = 'INFO:     127.0.0.1:50000 - "POST /agents/clerk/tools/listIssues HTTP/1.1" 200 OK\n'
     assert capsys.readouterr().out == line
+
+
+def test_lines_logged_on_the_loop_are_written_on_its_next_turn_in_order() -> None:
+    stream = io.StringIO()
+    handler = AfterResponseHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+
+    async def serve() -> list[str]:
+        seen = []
+        for n in range(3):
+            handler.handle(_record(REQUESTS[n]))
+        seen.append(stream.getvalue())  # what had been written when the (response) work went on
+        await asyncio.sleep(0)
+        seen.append(stream.getvalue())
+        return seen
+
+    during, after = asyncio.run(serve())
+    assert during == ""
+    assert after.splitlines() == [f'{a} - "{m} {p} HTTP/{v}" {s}' for a, m, p, v, s in REQUESTS[:3]]
+    handler.handle(_record(REQUESTS[3]))  # no event loop running: written at once
+    assert stream.getvalue().splitlines()[-1].startswith("127.0.0.1:2 - ")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from typing import Any
 
 import httpx
@@ -80,6 +81,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    if scope["path"] == "/linger":
+        # Work the app does after its answer's last byte (in a real app: returning through its middleware).
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await send({"type": "http.response.body", "body": b"done"})
+        LINGER["client_had_it"] = LINGER["received"].wait(timeout=10)  # blocks the loop: no turn ends meanwhile
+        return
     if scope["path"] == "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         for chunk in (b"one ", b"two ", b"three"):
@@ -92,6 +99,18 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": b"echo:" + body})
+
+
+LINGER: dict[str, Any] = {}
+
+
+def test_a_finished_response_leaves_before_the_app_returns() -> None:
+    LINGER.update(received=threading.Event(), client_had_it=None)
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/linger").text == "done"
+        LINGER["received"].set()
+        assert client.post("/echo", content=b"x").text == "echo:x"  # the server is past the linger
+    assert LINGER["client_had_it"] is True
 
 
 def test_serve_uses_the_coalescing_protocol() -> None:
