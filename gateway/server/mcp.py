@@ -25,7 +25,6 @@ import orjson
 from jsonschema import Draft202012Validator
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -38,6 +37,7 @@ from ..dialects import mcp_structured_content, mcp_tool
 from ..messages import ToolResult
 from ..toolsets import AgentTool
 from .errors import APIError
+from .mcp_fastcall import FastCallSessionManager
 from .routes import run_direct_call
 from .state import GatewayState, Generation
 
@@ -62,15 +62,12 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf) -> Server[Any]:
         return pages[_page_index(params.cursor if params is not None else None, len(pages))]  # type: ignore
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        async with state.use() as generation:
-            agent = _checked_agent(generation, agent_of(ctx))
-            agent_tool = generation.toolset(agent).get(params.name)
-            if agent_tool is None:
-                raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
-            result = await run_direct_call(state, generation, agent, agent_tool, dict(params.arguments or {}),
-                                           client=_client_of(ctx))
-            return _call_result(generation, agent_tool, result, modern=modern)
+        agent = agent_of(ctx)
+        result = await answer_call(state, agent, params.name, dict(params.arguments or {}), ctx.protocol_version,
+                                   _client_of(ctx))
+        if result is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
+        return result
 
     def tool_input_schema(name: str) -> dict[str, Any] | None:
         # Called by the SDK (2026-07-28 HTTP path) to check `Mcp-Param-*` headers; a direct lookup
@@ -97,6 +94,19 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf) -> Server[Any]:
     return server
 
 
+async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any], protocol_version: str,
+                      client: str | None) -> dict[str, Any] | None:
+    """One `tools/call`, its `CallToolResult` in wire form; None for a tool the agent doesn't have. Both the SDK's
+    handler and the fast path of `mcp_fastcall` answer through here."""
+    async with state.use() as generation:
+        agent = _checked_agent(generation, agent)
+        agent_tool = generation.toolset(agent).get(name)
+        if agent_tool is None:
+            return None
+        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
+        return _call_result(generation, agent_tool, result, modern=protocol_version in MODERN_PROTOCOL_VERSIONS)
+
+
 def _tracing_configured() -> bool:
     """An OpenTelemetry SDK tracer provider is installed (opentelemetry-instrument, OTEL_PYTHON_TRACER_PROVIDER)."""
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
@@ -108,8 +118,9 @@ def _checked_agent(generation: Generation, agent: str) -> str:
     return agent
 
 
-def _client_of(ctx: Any) -> str | None:
-    request = getattr(ctx, "request", None)
+def _client_of(ctx_or_request: Any) -> str | None:
+    """The client key's name the auth layer put in the HTTP request's scope (from an SDK context or the request)."""
+    request = getattr(ctx_or_request, "request", ctx_or_request)
     client = request.scope.get("gateway.client") if request is not None else None
     return client if isinstance(client, str) else None
 
@@ -229,11 +240,13 @@ class MCPEndpoint:
                  max_body_bytes: int = 4 * 1024 * 1024, json_response: bool = False) -> None:
         self.state = state
         self.server = build_mcp_server(state, _agent_from_request)
-        self.manager = StreamableHTTPSessionManager(
+        self.manager = FastCallSessionManager(
             app=self.server,
             json_response=json_response,
             security_settings=_security_settings(host),
             max_request_body_size=max_body_bytes,
+            # Traced servers keep the SDK's path for every call: its middleware makes the spans.
+            fast_call=None if _tracing_configured() else self._fast_call,
         )
         self._session_agents: dict[str, str] = {}
 
@@ -266,6 +279,12 @@ class MCPEndpoint:
             _current_agent.reset(token)
             if scope.get("method") == "DELETE" and session is not None:
                 self._session_agents.pop(session, None)
+
+    async def _fast_call(self, agent: str, name: str, arguments: dict[str, Any], protocol_version: str,
+                         request: Any) -> dict[str, Any] | None:
+        if agent not in self.state.current.runtime.manifest.agents:
+            return None  # removed by a reload since the request arrived: the SDK's handler words the error
+        return await answer_call(self.state, agent, name, arguments, protocol_version, _client_of(request))
 
     def _forget_dead_sessions(self) -> None:
         # The SDK has no public list of its open sessions; its registry is read when it is there. Should a later

@@ -1,0 +1,130 @@
+"""`tools/call` answered on the transport (gateway.server.mcp_fastcall): the same answers as the SDK's path, and
+every check the SDK makes before it still made."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from recording_server import RecordingServer, Reply
+from server_support import FORECAST
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def _manager(app: Any) -> Any:
+    return app.state.mcp.endpoint.manager
+
+
+async def _open(client: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
+    opened = await client.post(url, headers=ACCEPT, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+    done = await client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202
+    return headers
+
+
+CALLS: list[tuple[str, str, dict[str, Any], bool]] = [
+    # (agent, tool, params beyond the name, answered on the fast path)
+    ("weather", "getForecast", {"arguments": {"latitude": 52.52, "longitude": 13.41}}, True),
+    ("triage", "listIssues", {"arguments": {"owner": "acme", "repo": "app"}}, True),  # an array, wrapped for 2025
+    ("weather", "getForecast", {"arguments": {"latitude": "north"}}, True),  # invalid: isError, nothing sent
+    ("triage", "getIssue", {"arguments": {"owner": "acme", "repo": "app", "issue_number": 1}}, True),
+    ("triage", "createIssueComment",  # under approval: refused, isError
+     {"arguments": {"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"}}, True),
+    ("weather", "getForecast", {}, True),  # no arguments at all
+    ("weather", "getIssue", {"arguments": {}}, False),  # not this agent's tool: the SDK's protocol error
+    ("weather", "getForecast", {"arguments": {"latitude": 1, "longitude": 2}, "_meta": {"progressToken": 5}}, False),
+    ("weather", "getForecast", {"arguments": ["not", "an", "object"]}, False),  # malformed: the SDK's error
+]
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2024-11-05"])
+async def test_answers_are_the_sdks_answers(gw: tuple[str, Any], upstream: RecordingServer, version: str) -> None:
+    url, app = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))  # breaks the output schema
+    answers: dict[bool, list[tuple[int, Any]]] = {}
+    async with httpx.AsyncClient(timeout=10) as client:
+        await client.get(f"{url}/mcp/weather")  # builds the MCP endpoint
+        manager = _manager(app)
+        fast_call = manager.fast_call
+        for fast in (True, False):
+            manager.fast_call = fast_call if fast else None  # None: every call takes the SDK's path
+            sessions = {agent: await _open(client, f"{url}/mcp/{agent}", version) for agent in ("weather", "triage")}
+            answers[fast] = []
+            for index, (agent, tool, params, on_fast_path) in enumerate(CALLS):
+                before = manager.fast_calls
+                response = await client.post(f"{url}/mcp/{agent}", headers=sessions[agent], json={
+                    "jsonrpc": "2.0", "id": f"call-{index}" if index % 2 else index, "method": "tools/call",
+                    "params": {"name": tool, **params}})
+                answers[fast].append((response.status_code, response.json()))
+                assert response.headers["content-type"] == "application/json"
+                assert manager.fast_calls - before == (1 if fast and on_fast_path else 0), (tool, params)
+    assert answers[True] == answers[False]
+    by_call = dict(zip([c[1] + str(i) for i, c in enumerate(CALLS)], answers[True], strict=True))
+    forecast = by_call["getForecast0"][1]["result"]
+    assert forecast["isError"] is False
+    assert forecast["structuredContent"] == FORECAST
+    assert by_call["getForecast2"][1]["result"]["isError"] is True
+    assert "output schema" in by_call["getIssue3"][1]["result"]["content"][0]["text"]
+    assert "error" in by_call["getIssue6"][1]  # a JSON-RPC error, not a result
+
+
+async def test_the_official_client_takes_the_fast_path(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+        first = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+        second = await client.call_tool("getForecast", {"latitude": 1, "longitude": 2})
+    assert first.structured_content == FORECAST and second.is_error is False
+    assert _manager(app).fast_calls == 2
+    assert [r.path for r in upstream.requests if r.path.startswith("/meteo/")] == ["/meteo/v1/forecast"] * 2
+
+
+async def test_the_sdks_checks_still_come_first(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+    async with httpx.AsyncClient(timeout=10) as client:
+        headers = await _open(client, f"{url}/mcp/weather")
+        sent = len(upstream.requests)
+        foreign_page = await client.post(f"{url}/mcp/weather", json=call,
+                                         headers={**headers, "origin": "http://evil.example"})
+        assert foreign_page.status_code == 403  # DNS rebinding protection
+        no_json = await client.post(f"{url}/mcp/weather", json=call, headers={**headers, "accept": "text/plain"})
+        assert no_json.status_code == 406
+        unknown = await client.post(f"{url}/mcp/weather", json=call,
+                                    headers={**headers, "mcp-session-id": "0" * 32})
+        assert unknown.status_code == 404
+        assert (await client.delete(f"{url}/mcp/weather", headers=headers)).status_code == 200
+        ended = await client.post(f"{url}/mcp/weather", json=call, headers=headers)
+        assert ended.status_code == 404
+    assert len(upstream.requests) == sent  # none of them reached the API
+    assert _manager(app).fast_calls == 0
+
+
+async def test_a_call_in_flight_keeps_its_session_alive(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    async with httpx.AsyncClient(timeout=10) as client:
+        await client.get(f"{url}/mcp/weather")
+        _manager(app).session_idle_timeout = 0.2  # taken by sessions opened from now on
+        headers = await _open(client, f"{url}/mcp/weather")
+        upstream.route("/meteo/", Reply(200, FORECAST, delay=0.6))  # three idle timeouts long
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+        slow = await client.post(f"{url}/mcp/weather", json=call, headers=headers)
+        assert slow.status_code == 200 and slow.json()["result"]["isError"] is False
+        upstream.route("/meteo/", Reply(200, FORECAST))
+        again = await client.post(f"{url}/mcp/weather", json={**call, "id": 2}, headers=headers)
+        assert again.status_code == 200  # the session outlived the slow call
+        await asyncio.sleep(0.5)
+        expired = await client.post(f"{url}/mcp/weather", json={**call, "id": 3}, headers=headers)
+        assert expired.status_code == 404  # and idles out once nothing is in flight
+    assert _manager(app).fast_calls == 2
