@@ -35,8 +35,15 @@ class Shaped:
     media_type: str | None
     body: Any
     truncated: bool
-    excerpt: str
-    """A short text form of the body, for error messages."""
+
+    @property
+    def excerpt(self) -> str:
+        """A short text form of the body, for error messages (worked out only when one is written)."""
+        body = self.body
+        if body is None:
+            return ""
+        text = body if isinstance(body, str) else orjson.dumps(body).decode()
+        return text[:ERROR_EXCERPT_BYTES]
 
 
 def hard_cap(max_result_bytes: int) -> int:
@@ -65,13 +72,13 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
     media_type = essence(content_type) if content_type else None
     data = read.data
     if not data:
-        return Shaped(media_type, None, False, "")
+        return Shaped(media_type, None, False)
     unknown_more = not read.complete
     total = read.declared_length if read.declared_length and read.declared_length > len(data) else len(data)
     if media_type and is_binary_type(media_type) or (media_type is None and _looks_binary(data)):
         size = f"at least {total}" if unknown_more and total == len(data) else str(total)
         note = f"<binary body: {size} bytes of {media_type or 'unknown type'}, not shown>"
-        return Shaped(media_type, note, False, note)
+        return Shaped(media_type, note, False)
     text = data.decode(_charset(content_type), errors="replace")
     if read.complete and (media_type is None or is_json_type(media_type)):
         try:
@@ -83,15 +90,14 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             # (unless JSON escapes could hide one: then walk anyway).
             value = redactor.value(parsed) if "\\" in text or redactor.appears_in(text) else parsed
             cut, truncated = shrink_json(value, max_bytes)
-            excerpt = orjson.dumps(cut).decode()[:ERROR_EXCERPT_BYTES]
-            return Shaped(media_type or "application/json", cut, truncated, excerpt)
+            return Shaped(media_type or "application/json", cut, truncated)
     text = redactor.text(text)
     omitted_unknown = unknown_more and total == len(data)
     cut_text, truncated = cut_text_at_boundary(text, max_bytes, total, at_least=omitted_unknown)
     if media_type is None or not (media_type.startswith("text/") or media_type in _TEXT_TYPES
                                   or media_type.endswith(("+xml", "+json")) or is_json_type(media_type)):
         media_type = media_type or "text/plain"
-    return Shaped(media_type, cut_text, truncated, cut_text[:ERROR_EXCERPT_BYTES])
+    return Shaped(media_type, cut_text, truncated)
 
 
 _NOT_JSON = object()

@@ -7,6 +7,7 @@ fragment, and a query value can never add a parameter. `0`, `false` and `""` are
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -19,6 +20,8 @@ _RESERVED_SAFE = ":/?[]@!$'()*,;="
 # RFC 6265 cookie-octet minus `%` (kept for our own escapes).
 _COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
 _FORBIDDEN_HEADER_CHARS = ("\r", "\n", "\x00")
+# The characters `quote` never escapes: a text made only of them (most names, ids and numbers) is its own encoding.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
 
 
 def to_text(value: Any) -> str:
@@ -29,12 +32,16 @@ def to_text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return value
+    if type(value) is int:
+        return str(value)  # json.dumps' spelling, without its encoder
     if isinstance(value, (int, float)):
         return json.dumps(value)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def encode(text: str, *, allow_reserved: bool = False) -> str:
+    if _UNRESERVED(text) is not None:
+        return text
     return quote(text, safe=_RESERVED_SAFE if allow_reserved else "")
 
 

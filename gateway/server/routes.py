@@ -12,6 +12,7 @@ import json
 import random
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -38,6 +39,10 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
         if default is not None:
             return default
         raise APIError(400, "The request body is empty; send a JSON object.")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass  # json.loads takes what orjson refuses (NaN, integers past 64 bits) and words what neither takes
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError

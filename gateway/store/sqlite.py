@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 from ..errors import ConfigError
 from .base import (
     ApprovalRecord,
@@ -471,7 +473,10 @@ def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | Non
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:  # a row per call: orjson's compact UTF-8 at a tenth of json.dumps' cost
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # what orjson refuses (integers past 64 bits)
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
