@@ -9,8 +9,13 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from recording_server import RecordingServer, Reply
 from server_support import FORECAST
+
+from gateway.server.mcp import _wire_result
+from gateway.server.mcp_fastcall import legacy_result
 
 pytestmark = pytest.mark.anyio
 
@@ -76,6 +81,18 @@ async def test_answers_are_the_sdks_answers(gw: tuple[str, Any], upstream: Recor
     assert by_call["getForecast2"][1]["result"]["isError"] is True
     assert "output schema" in by_call["getIssue3"][1]["result"]["content"][0]["text"]
     assert "error" in by_call["getIssue6"][1]  # a JSON-RPC error, not a result
+
+
+@pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
+def test_results_are_shaped_as_the_sdk_shapes_them(version: str) -> None:
+    results = [
+        _wire_result('{"a":1}', {"a": 1, "none": None, "big": 2**70, "text": "grüß dich", "nested": [{"x": None}]}),
+        _wire_result("[1,2]", {"result": [1, 2]}),
+        _wire_result("plain text", None),
+        _wire_result("Error (upstream_error): HTTP 500", None, is_error=True),
+    ]
+    for result in results:
+        assert legacy_result(result) == serialize_server_result("tools/call", version, result)
 
 
 async def test_the_official_client_takes_the_fast_path(gw: tuple[str, Any], upstream: RecordingServer) -> None:
