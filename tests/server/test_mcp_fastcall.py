@@ -4,6 +4,7 @@ every check the SDK makes before it still made."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
@@ -145,3 +146,116 @@ async def test_a_call_in_flight_keeps_its_session_alive(gw: tuple[str, Any], ups
         expired = await client.post(f"{url}/mcp/weather", json={**call, "id": 3}, headers=headers)
         assert expired.status_code == 404  # and idles out once nothing is in flight
     assert _manager(app).fast_calls == 2
+
+
+MODERN = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _modern(tool: str, params: dict[str, Any], *, meta: Any = ENVELOPE, **headers: str) -> tuple[dict[str, str], Any]:
+    base = {**ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": tool}
+    body = {"name": tool, **params}
+    if meta is not None:
+        body["_meta"] = meta
+    return {**base, **headers}, body
+
+
+MODERN_CALLS: list[tuple[str, tuple[dict[str, str], Any], bool]] = [
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 52.52, "longitude": 13.41}}), True),
+    ("triage", _modern("listIssues", {"arguments": {"owner": "acme", "repo": "app"}}), True),  # an array, as it is
+    ("weather", _modern("getForecast", {"arguments": {"latitude": "north"}}), True),
+    ("triage", _modern("getIssue", {"arguments": {"owner": "acme", "repo": "app", "issue_number": 1}}), True),
+    ("weather", _modern("getForecast", {}), True),
+    ("weather", _modern("getIssue", {"arguments": {}}), False),  # not this agent's tool
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}}, meta=None), False),
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        meta={"io.modelcontextprotocol/protocolVersion": MODERN}), False),  # half an envelope
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        **{"mcp-name": "getIssue"}), False),  # the routing header disagrees with the body
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        meta={**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": "none"}), False),
+    ("weather", _modern("getForecast", {"arguments": ["not", "an", "object"]}), False),
+]
+
+
+async def test_stateless_era_answers_are_the_sdks_answers(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))
+    answers: dict[bool, list[tuple[int, Any]]] = {}
+    async with httpx.AsyncClient(timeout=10) as client:
+        await client.get(f"{url}/mcp/weather")
+        manager = _manager(app)
+        fast_call = manager.fast_call
+        for fast in (True, False):
+            manager.fast_call = fast_call if fast else None
+            answers[fast] = []
+            for index, (agent, (headers, params), on_fast_path) in enumerate(MODERN_CALLS):
+                before = manager.fast_calls
+                response = await client.post(f"{url}/mcp/{agent}", headers=headers, json={
+                    "jsonrpc": "2.0", "id": index, "method": "tools/call", "params": params})
+                answers[fast].append((response.status_code, response.json()))
+                assert "mcp-session-id" not in response.headers
+                assert manager.fast_calls - before == (1 if fast and on_fast_path else 0), (index, params)
+    assert answers[True] == answers[False]
+    first = answers[True][0][1]["result"]
+    assert first["structuredContent"] == FORECAST and first["resultType"] == "complete"
+    assert first["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+    refused = answers[True][5:]  # what the SDK refuses, each with its JSON-RPC error and HTTP status
+    assert all("error" in answer for _, answer in refused), refused
+    assert {status for status, _ in refused} - {200}
+
+
+async def test_a_stateless_call_refused_by_a_check_is_answered_by_the_sdk_with_its_body(
+        gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    headers, params = _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}})
+    async with httpx.AsyncClient(timeout=10) as client:
+        foreign = await client.post(f"{url}/mcp/weather", headers={**headers, "origin": "http://evil.example"},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        assert foreign.status_code == 403
+        # A body in several chunks, replayed whole to the SDK after the fast path passed on it (a server/discover).
+        chunks = [b'{"jsonrpc": "2.0", "id": 2, "method": "server/discover", ',
+                  b'"params": {"_meta": ' + json.dumps(ENVELOPE).encode() + b"}}"]
+
+        async def body() -> Any:
+            for chunk in chunks:
+                yield chunk
+
+        routing = {k: v for k, v in headers.items() if k != "mcp-name"}
+        discover = await client.post(f"{url}/mcp/weather", content=body(), headers={
+            **routing, "mcp-method": "server/discover", "content-type": "application/json"})
+    assert discover.status_code == 200, discover.text
+    assert discover.json()["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+    assert _manager(app).fast_calls == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_official_client_takes_the_fast_path_in_both_eras(gw: tuple[str, Any], mode: str) -> None:
+    url, app = gw
+    async with Client(f"{url}/mcp/weather", mode=mode) as client:
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+    assert result.structured_content == FORECAST
+    assert _manager(app).fast_calls == 1
+
+
+def test_mcp_param_headers_that_disagree_leave_the_call_to_the_sdk() -> None:
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from gateway.server.mcp_fastcall import _mcp_param_problem
+
+    schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    manager = SimpleNamespace(app=SimpleNamespace(get_tool_input_schema=lambda name: schema))
+
+    def problem(arguments: dict[str, Any], *headers: tuple[bytes, bytes]) -> bool:
+        request = Request({"type": "http", "method": "POST", "path": "/", "headers": list(headers)})
+        return _mcp_param_problem(manager, "t", arguments, request)  # type: ignore[arg-type]
+
+    assert not problem({"region": "eu"}, (b"mcp-param-region", b"eu"))
+    assert problem({"region": "eu"}, (b"mcp-param-region", b"us"))  # the SDK answers HEADER_MISMATCH
+    assert problem({}, (b"mcp-param-region", b"eu"))  # a header for an argument the body lacks
+    assert problem({"region": "eu"})  # an annotated argument without its header
+    assert not problem({"other": 1})  # neither: nothing to disagree
