@@ -46,6 +46,7 @@ from bench.support import (
     free_port,
     mcp_call,
     mcp_open,
+    mcp_stateless_call,
     median,
     peer_installed,
     python_module,
@@ -73,7 +74,12 @@ async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None
             response.json()
 
         return request
-    url = f"{urls['gateway']}/mcp/bench" if side == "mcp" else f"{urls['peer']}/mcp"
+    url = f"{urls['gateway']}/mcp/bench" if side in ("mcp", "mcp2026") else f"{urls['peer']}/mcp"
+    if side == "mcp2026":
+        async def stateless() -> None:
+            await mcp_stateless_call(client, url, "listIssues", CALL_ARGS)
+
+        return stateless
     headers = await mcp_open(client, url)
 
     async def mcp_door() -> None:
@@ -156,7 +162,7 @@ async def _peer_tool(url: str, wanted: str) -> str:
 
 async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
                    callers: int) -> dict[str, Any]:
-    names = ["direct", "bare", "http", "mcp"] + (["peer"] if urls["peer"] else [])
+    names = ["direct", "bare", "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
     failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
     async with AsyncExitStack() as stack:
         async def client() -> httpx.AsyncClient:
@@ -201,7 +207,8 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
 async def _cpu_per_call(sides: dict[str, Call], pids: dict[str, int], calls: int) -> dict[str, float]:
     """CPU time (µs) the serving process spends per call, one door at a time: unlike wall time, this
     hardly moves when other work shares the machine."""
-    serving = {"direct": "upstream", "bare": "bare", "http": "gateway", "mcp": "gateway", "peer": "peer"}
+    serving = {"direct": "upstream", "bare": "bare", "http": "gateway", "mcp": "gateway", "mcp2026": "gateway",
+               "peer": "peer"}
     out: dict[str, float] = {}
     for name, call in sides.items():
         pid = pids.get(serving[name])
@@ -292,7 +299,14 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
             peer=tput.get("peer", absent), goal=">= 0.6× direct",
             met=_within(tput["mcp"], 0.6 * direct_tput, at_least=True)),
         Row("MCP tools/call over Streamable HTTP, p50", "ms", p50["mcp"], p50["direct"], "direct httpx",
-            peer=p50.get("peer", absent), goal="<= 2.5× direct", met=_within(p50["mcp"], 2.5 * direct_p50)),
+            peer=p50.get("peer", absent), goal="<= 2.5× direct", met=_within(p50["mcp"], 2.5 * direct_p50),
+            note="a 2025-06-18 session, as most MCP clients speak today"),
+        Row(f"{callers} concurrent callers, MCP door, stateless 2026-07-28", "calls/s", tput["mcp2026"],
+            tput["direct"], "direct httpx", peer="—", goal=">= 0.6× direct",
+            met=_within(tput["mcp2026"], 0.6 * direct_tput, at_least=True)),
+        Row("MCP tools/call, stateless 2026-07-28 protocol, p50", "ms", p50["mcp2026"], p50["direct"],
+            "direct httpx", peer="—", goal="<= 2.5× direct", met=_within(p50["mcp2026"], 2.5 * direct_p50),
+            note="no session, the envelope on every request: the official Python client's default"),
     ]
     cpu = figures.get("cpu_us", {})
     if "bare" in cpu and "direct" in cpu:
@@ -306,6 +320,9 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     if "mcp" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, MCP door", "µs", cpu["mcp"], cpu["direct"],
                        "upstream's own", peer=cpu.get("peer", absent)))
+    if "mcp2026" in cpu and "direct" in cpu:
+        out.append(Row("CPU per call in the serving process, MCP door, stateless 2026-07-28", "µs", cpu["mcp2026"],
+                       cpu["direct"], "upstream's own", peer="—"))
     if "ours" in first:
         out.append(Row("first call on a new MCP session (GitHub's tools)", "ms", first["ours"],
                        peer=first.get("peer", absent), goal="<= 20 ms", met=_within(first["ours"], 20),

@@ -206,6 +206,23 @@ async def mcp_call(client: httpx.AsyncClient, url: str, headers: dict[str, str],
     return answer["result"]  # type: ignore[no-any-return]
 
 
+STATELESS_PROTOCOL = "2026-07-28"
+_ENVELOPE = {"io.modelcontextprotocol/protocolVersion": STATELESS_PROTOCOL,
+             "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+             "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+async def mcp_stateless_call(client: httpx.AsyncClient, url: str, tool: str, arguments: dict[str, Any]) -> None:
+    """One `tools/call` in the stateless 2026-07-28 protocol (no session; the envelope and routing headers on
+    every request), as the official Python client sends it in its default mode."""
+    headers = {**MCP_HEADERS, "Mcp-Protocol-Version": STATELESS_PROTOCOL, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+    answer = _mcp_payload(await client.post(url, headers=headers, json={
+        "jsonrpc": "2.0", "id": next(_ids), "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": _ENVELOPE}}))
+    if "error" in answer or answer["result"].get("isError"):
+        raise RuntimeError(f"MCP tools/call {tool} failed: {str(answer)[:300]}")
+
+
 # --- the table ---
 
 @dataclass
