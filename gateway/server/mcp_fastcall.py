@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from mcp.server.streamable_http import StreamableHTTPServerTransport, check_accept_headers
@@ -129,8 +129,24 @@ async def _plain_tools_call(transport: StreamableHTTPServerTransport,
         return None
     if not check_accept_headers(request)[0]:
         return None
+    call = _tools_call(await request.body(), _PARAM_KEYS)
+    if call is None:
+        return None
+    return call.id, call.name, dict(call.arguments or {}), version  # type: ignore[return-value]
+
+
+class _ToolsCall(NamedTuple):
+    message: dict[str, Any]
+    id: str | int
+    params: dict[str, Any]
+    name: str
+    arguments: dict[str, Any] | None
+
+
+def _tools_call(body: bytes, param_keys: frozenset[str]) -> _ToolsCall | None:
+    """A body that is exactly one JSON-RPC `tools/call` request with nothing but `param_keys` in its params."""
     try:
-        message = orjson.loads(await request.body())
+        message = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(message, dict) or message.keys() - _CALL_KEYS or message.get("jsonrpc") != "2.0":
@@ -138,12 +154,12 @@ async def _plain_tools_call(transport: StreamableHTTPServerTransport,
     request_id, params = message.get("id"), message.get("params")
     if message.get("method") != "tools/call" or type(request_id) not in (str, int):  # bool is not an id
         return None
-    if not isinstance(params, dict) or params.keys() - _PARAM_KEYS:
+    if not isinstance(params, dict) or params.keys() - param_keys:
         return None
     name, arguments = params.get("name"), params.get("arguments")
     if not isinstance(name, str) or not isinstance(arguments, dict | None):
         return None
-    return request_id, name, dict(arguments or {}), version  # type: ignore[return-value]
+    return _ToolsCall(message, request_id, params, name, arguments)
 
 
 async def _answer_modern_call(manager: FastCallSessionManager, scope: Scope, body: bytes, receive: Receive,
@@ -154,20 +170,10 @@ async def _answer_modern_call(manager: FastCallSessionManager, scope: Scope, bod
         return False
     if not check_accept_headers(request)[0]:
         return False
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
+    call = _tools_call(body, _MODERN_PARAM_KEYS)
+    if call is None:
         return False
-    if not isinstance(message, dict) or message.keys() - _CALL_KEYS or message.get("jsonrpc") != "2.0":
-        return False
-    request_id, params = message.get("id"), message.get("params")
-    if message.get("method") != "tools/call" or type(request_id) not in (str, int):
-        return False
-    if not isinstance(params, dict) or params.keys() - _MODERN_PARAM_KEYS:
-        return False
-    name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or not isinstance(arguments, dict | None):
-        return False
+    message, request_id, params, name, arguments = call
     headers = request.headers
     if find_duplicated_routing_header(headers.items()) is not None:
         return False
