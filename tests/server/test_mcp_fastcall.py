@@ -207,7 +207,7 @@ async def test_stateless_era_answers_are_the_sdks_answers(gw: tuple[str, Any], u
     assert {status for status, _ in refused} - {200}
 
 
-async def test_a_stateless_call_refused_by_a_check_is_answered_by_the_sdk_with_its_body(
+async def test_a_stateless_call_the_fast_path_passes_on_reaches_the_sdk_whole(
         gw: tuple[str, Any], upstream: RecordingServer) -> None:
     url, app = gw
     headers, params = _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}})
@@ -215,19 +215,19 @@ async def test_a_stateless_call_refused_by_a_check_is_answered_by_the_sdk_with_i
         foreign = await client.post(f"{url}/mcp/weather", headers={**headers, "origin": "http://evil.example"},
                                     json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
         assert foreign.status_code == 403
-        # A body in several chunks, replayed whole to the SDK after the fast path passed on it (a server/discover).
-        chunks = [b'{"jsonrpc": "2.0", "id": 2, "method": "server/discover", ',
-                  b'"params": {"_meta": ' + json.dumps(ENVELOPE).encode() + b"}}"]
+        # A body in several chunks, read by the fast path, which passes on it (not this agent's tool): the SDK
+        # gets it whole and words the error about the tool the body names.
+        params = _modern("getIssue", {"arguments": {}})[1]
+        text = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}).encode()
 
         async def body() -> Any:
-            for chunk in chunks:
-                yield chunk
+            yield text[:40]
+            yield text[40:]
 
-        routing = {k: v for k, v in headers.items() if k != "mcp-name"}
-        discover = await client.post(f"{url}/mcp/weather", content=body(), headers={
-            **routing, "mcp-method": "server/discover", "content-type": "application/json"})
-    assert discover.status_code == 200, discover.text
-    assert discover.json()["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+        unknown = await client.post(f"{url}/mcp/weather", content=body(), headers={
+            **_modern("getIssue", {})[0], "content-type": "application/json"})
+    assert unknown.status_code < 500, unknown.text
+    assert "getIssue" in unknown.json()["error"]["message"]
     assert _manager(app).fast_calls == 0
 
 
