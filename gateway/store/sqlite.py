@@ -36,8 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-
 from ..errors import ConfigError
 from .base import (
     ApprovalRecord,
@@ -50,41 +48,22 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+from .sqlite_tables import (
+    APPROVAL_COLUMNS,
+    AUDIT_COLUMNS,
+    INSERT_AUDIT,
+    SCHEMA,
+    approval_from_row,
+    approval_values,
+    audit_from_row,
+    dumps,
+)
 
 logger = logging.getLogger("gateway.store")
 
 T = TypeVar("T")
 _QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY, agent TEXT NOT NULL, kind TEXT NOT NULL, client TEXT, status TEXT NOT NULL,
-    state TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS approvals (
-    id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
-    call_id TEXT, client TEXT, status TEXT NOT NULL, created REAL NOT NULL, decided REAL, reason TEXT,
-    decided_arguments TEXT
-);
-CREATE INDEX IF NOT EXISTS approvals_run ON approvals (run_id);
-CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, kind TEXT NOT NULL, client TEXT, agent TEXT,
-    tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
-    bytes INTEGER NOT NULL, approval TEXT, usage TEXT, run_id TEXT, error TEXT
-);
-CREATE INDEX IF NOT EXISTS audit_time ON audit (time);
-CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
-"""
-
-_APPROVAL_COLUMNS = (
-    "id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason, decided_arguments"
-)
-_AUDIT_COLUMNS = (
-    "id, time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes, approval, usage,"
-    " run_id, error"
-)
-_INSERT_AUDIT = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})"
 _CHECKPOINT_EVERY = 320
 """Inline audit rows between two checkpoints: ~3 WAL pages a row, so ~1000 pages (SQLite's own default)."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -120,7 +99,7 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=10000")
         try:
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
                 self._inline = _open_inline(self.path)
         except BaseException:
@@ -154,12 +133,12 @@ class SQLiteStore(Store):
                 conn.execute(
                     "INSERT OR REPLACE INTO runs (id, agent, kind, client, status, state, created, updated)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run.id, run.agent, run.kind, run.client, run.status, _dumps(run.state), run.created,
+                    (run.id, run.agent, run.kind, run.client, run.status, dumps(run.state), run.created,
                      time.time()),
                 )
                 conn.executemany(
-                    f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [_approval_values(a) for a in approvals],
+                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [approval_values(a) for a in approvals],
                 )
 
             self._transaction(conn, body)
@@ -180,8 +159,8 @@ class SQLiteStore(Store):
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         def work(conn: sqlite3.Connection) -> ApprovalRecord | None:
-            row = conn.execute(f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
-            return _approval_from_row(row) if row else None
+            row = conn.execute(f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            return approval_from_row(row) if row else None
 
         return await self._run(work)
 
@@ -199,9 +178,9 @@ class SQLiteStore(Store):
 
         def work(conn: sqlite3.Connection) -> list[ApprovalRecord]:
             rows = conn.execute(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals {where} ORDER BY created LIMIT ?", (*params, limit)
+                f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY created LIMIT ?", (*params, limit)
             ).fetchall()
-            return [_approval_from_row(row) for row in rows]
+            return [approval_from_row(row) for row in rows]
 
         return await self._run(work)
 
@@ -214,14 +193,14 @@ class SQLiteStore(Store):
                     "UPDATE approvals SET status = ?, decided = ?, reason = ?, decided_arguments = ?"
                     " WHERE id = ? AND status = 'pending'",
                     ("approved" if approve else "denied", time.time(), reason,
-                     None if arguments is None else _dumps(arguments), approval_id),
+                     None if arguments is None else dumps(arguments), approval_id),
                 )
                 if cursor.rowcount != 1:
                     return None
                 row = conn.execute(
-                    f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
+                    f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?", (approval_id,)
                 ).fetchone()
-                return _approval_from_row(row)
+                return approval_from_row(row)
 
             return self._transaction(conn, body)
 
@@ -250,14 +229,14 @@ class SQLiteStore(Store):
     # -- audit --------------------------------------------------------------------------------------
     async def add_audit(self, row: AuditRow) -> None:
         values = (
-            row.time, row.kind, row.client, row.agent, row.tool, row.api, _dumps(row.arguments), row.status,
+            row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
             row.http_status, row.latency_ms, row.bytes, row.approval,
-            None if row.usage is None else _dumps(row.usage), row.run_id, row.error,
+            None if row.usage is None else dumps(row.usage), row.run_id, row.error,
         )
 
         # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
         def insert(inline: sqlite3.Connection) -> None:
-            row.id = inline.execute(_INSERT_AUDIT, values).lastrowid
+            row.id = inline.execute(INSERT_AUDIT, values).lastrowid
 
         if self._commit_inline(insert, transaction=False)[0]:
             return
@@ -350,9 +329,9 @@ class SQLiteStore(Store):
 
         def work(conn: sqlite3.Connection) -> list[AuditRow]:
             rows = conn.execute(
-                f"SELECT {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+                f"SELECT {AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?", (*params, limit)
             ).fetchall()
-            return [_audit_from_row(row) for row in rows]
+            return [audit_from_row(row) for row in rows]
 
         return await self._run(work)
 
@@ -446,7 +425,7 @@ def _checkpoint(conn: sqlite3.Connection) -> None:
 def _insert_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> None:
     def body() -> None:
         for values, row, _ in batch:
-            cursor = conn.execute(_INSERT_AUDIT, values)
+            cursor = conn.execute(INSERT_AUDIT, values)
             row.id = cursor.lastrowid
 
     SQLiteStore._transaction(conn, body)
@@ -470,32 +449,3 @@ def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | Non
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
-
-
-def _dumps(value: Any) -> str:
-    try:  # a row per call: orjson's compact UTF-8 at a tenth of json.dumps' cost
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # what orjson refuses (integers past 64 bits)
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
-    return (a.id, a.run_id, a.agent, a.tool, _dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
-            a.reason, None if a.decided_arguments is None else _dumps(a.decided_arguments))
-
-
-def _approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
-    return ApprovalRecord(
-        id=row[0], run_id=row[1], agent=row[2], tool=row[3], arguments=json.loads(row[4]), call_id=row[5],
-        client=row[6], status=row[7], created=row[8], decided=row[9], reason=row[10],
-        decided_arguments=None if row[11] is None else json.loads(row[11]),
-    )
-
-
-def _audit_from_row(row: tuple[Any, ...]) -> AuditRow:
-    return AuditRow(
-        id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6],
-        arguments=None if row[7] is None else json.loads(row[7]), status=row[8], http_status=row[9],
-        latency_ms=row[10], bytes=row[11], approval=row[12], usage=None if row[13] is None else json.loads(row[13]),
-        run_id=row[14], error=row[15],
-    )
