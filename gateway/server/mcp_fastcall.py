@@ -25,13 +25,15 @@ duplicated-header and envelope ladders of `mcp.shared.inbound`, the per-version 
 one passes; the result gets what the SDK's pipeline adds to a 2026 answer (`resultType`, the `serverInfo` stamp).
 Any failed check hands the request, body replayed, to the SDK, which answers it as it always does.
 
-What a call answered here does not see: a `notifications/cancelled` naming its id (closing the HTTP request
-still cancels it), and the SDK's server middleware, which is empty unless OpenTelemetry tracing is installed;
-`fast_calls` is not installed at all then, so traced calls keep their spans.
+A `notifications/cancelled` naming a 2025 session's call running here cancels it and gets the SDK's answer
+(-32800, "Request cancelled"). What a call answered here does not see is the SDK's server middleware, which is
+empty unless OpenTelemetry tracing is installed; `fast_calls` is not installed at all then, so traced calls keep
+their spans.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -64,6 +66,7 @@ _CALL_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS = frozenset({"name", "arguments"})
 _MODERN_PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 _MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
+_REQUEST_CANCELLED = -32800
 
 
 class FastCallSessionManager(StreamableHTTPSessionManager):
@@ -101,14 +104,34 @@ def _answer_tools_calls(manager: FastCallSessionManager, transport: StreamableHT
     if sdk_post is None:  # not the transport this module was written against: leave it alone
         return
 
+    # The calls of this session running here, by request id: a `notifications/cancelled` naming one cancels it, as
+    # the SDK cancels the handlers it runs (the notification itself still goes to the SDK, which answers 202).
+    running: dict[str | int, asyncio.Task[Any]] = {}
+    cancelled: set[asyncio.Task[Any]] = set()
+
     async def handle_post(scope: Scope, request: Request, receive: Receive, send: Send) -> None:
         call = await _plain_tools_call(transport, request)
         if call is None or manager.fast_call is None:
+            if running:
+                _cancel_named(await request.body(), running, cancelled)
             await sdk_post(scope, request, receive, send)
             return
         request_id, name, arguments, version = call
         agent = str(scope.get("path_params", {}).get("agent", ""))
-        result = await manager.fast_call(agent, name, arguments, version, request)
+        task = asyncio.current_task()
+        assert task is not None
+        running[request_id] = task
+        try:
+            result = await manager.fast_call(agent, name, arguments, version, request)
+        except asyncio.CancelledError:
+            if task not in cancelled:
+                raise
+            task.uncancel()  # the client's cancellation, answered as the SDK answers it; the request goes on
+            await _respond_cancelled(transport, request_id)(scope, receive, send)
+            return
+        finally:
+            running.pop(request_id, None)
+            cancelled.discard(task)
         if result is None:
             await sdk_post(scope, request, receive, send)  # the body is cached on `request`: the SDK reads it again
             return
@@ -116,6 +139,26 @@ def _answer_tools_calls(manager: FastCallSessionManager, transport: StreamableHT
         await _respond(transport, request_id, result)(scope, receive, send)
 
     transport._handle_post_request = handle_post  # type: ignore[method-assign]
+
+
+def _cancel_named(body: bytes, running: dict[str | int, asyncio.Task[Any]], cancelled: set[asyncio.Task[Any]]) -> None:
+    """Cancel the running call a `notifications/cancelled` body names, if it is one of `running`."""
+    if b"notifications/cancelled" not in body:
+        return
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(message, dict) or message.get("method") != "notifications/cancelled" or "id" in message:
+        return
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return
+    request_id = params.get("requestId")
+    task = running.get(request_id) if type(request_id) in (str, int) else None
+    if task is not None and task not in cancelled:
+        cancelled.add(task)
+        task.cancel()
 
 
 async def _plain_tools_call(transport: StreamableHTTPServerTransport,
@@ -229,7 +272,17 @@ def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _respond(transport: StreamableHTTPServerTransport, request_id: str | int, result: dict[str, Any]) -> Response:
-    body = _dumps({"jsonrpc": "2.0", "id": request_id, "result": legacy_result(result)})
+    return _json_rpc(transport, {"jsonrpc": "2.0", "id": request_id, "result": legacy_result(result)})
+
+
+def _respond_cancelled(transport: StreamableHTTPServerTransport, request_id: str | int) -> Response:
+    # The SDK's answer to a request cancelled while its handler ran.
+    return _json_rpc(transport, {"jsonrpc": "2.0", "id": request_id,
+                                 "error": {"code": _REQUEST_CANCELLED, "message": "Request cancelled"}})
+
+
+def _json_rpc(transport: StreamableHTTPServerTransport, message: dict[str, Any]) -> Response:
+    body = _dumps(message)
     headers = {"Content-Type": "application/json"}
     if transport.mcp_session_id:
         headers[_SESSION_HEADER] = transport.mcp_session_id

@@ -259,3 +259,30 @@ def test_mcp_param_headers_that_disagree_leave_the_call_to_the_sdk() -> None:
     assert problem({}, (b"mcp-param-region", b"eu"))  # a header for an argument the body lacks
     assert problem({"region": "eu"})  # an annotated argument without its header
     assert not problem({"other": 1})  # neither: nothing to disagree
+
+
+@pytest.mark.parametrize("fast", [True, False])
+async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any], upstream: RecordingServer,
+                                                                 fast: bool) -> None:
+    url, app = gw
+    async with httpx.AsyncClient(timeout=10) as client:  # shorter than the upstream's delay: a call left running fails
+        await client.get(f"{url}/mcp/weather")
+        if not fast:
+            _manager(app).fast_call = None  # the SDK's own behaviour, which the fast path must match
+        headers = await _open(client, f"{url}/mcp/weather")
+        upstream.route("/meteo/", Reply(200, FORECAST, delay=20))
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+        running = asyncio.create_task(client.post(f"{url}/mcp/weather", headers=headers, json=call))
+        while not any(r.path.startswith("/meteo/") for r in upstream.requests):  # the call has reached the API
+            await asyncio.sleep(0.02)
+        notice = await client.post(f"{url}/mcp/weather", headers=headers, json={
+            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "user"}})
+        answer = await running
+        upstream.route("/meteo/", Reply(200, FORECAST))
+        after = await client.post(f"{url}/mcp/weather", headers=headers, json={**call, "id": 8})
+    assert notice.status_code == 202
+    assert answer.status_code == 200
+    assert answer.json() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+    assert after.json()["result"]["structuredContent"] == FORECAST  # the session goes on
+    assert _manager(app).fast_calls == (1 if fast else 0)
