@@ -286,3 +286,12 @@ async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, 
     assert answer.json() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
     assert after.json()["result"]["structuredContent"] == FORECAST  # the session goes on
     assert _manager(app).fast_calls == (1 if fast else 0)
+
+
+def test_traced_servers_answer_every_call_on_the_sdks_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.server import mcp as door
+
+    monkeypatch.setattr(door, "_tracing_configured", lambda: True)  # the SDK's middleware makes the spans
+    assert door.MCPEndpoint(None, json_response=True).manager.fast_call is None  # type: ignore[arg-type]
+    monkeypatch.setattr(door, "_tracing_configured", lambda: False)
+    assert door.MCPEndpoint(None, json_response=True).manager.fast_call is not None  # type: ignore[arg-type]
