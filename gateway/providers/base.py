@@ -23,6 +23,7 @@ import httpx
 import orjson
 
 from ..errors import ProviderError
+from ..jsonwire import dumps
 from ..manifest import ProviderConfig
 from ..messages import Message, ToolCall
 
@@ -220,7 +221,7 @@ class ProviderAdapter(abc.ABC):
         return turn
 
     async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> httpx.Response:
-        payload = _encode_json(body)
+        payload = dumps(body)
         headers = {**headers, "Content-Type": "application/json"}
         attempt = 0
         while True:
@@ -324,13 +325,6 @@ def load_json(provider: str, text: str) -> Any:
 
 def join_url(base: str, path: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
-
-
-def _encode_json(body: dict[str, Any]) -> bytes:
-    try:
-        return orjson.dumps(body)
-    except TypeError:  # what orjson refuses (e.g. integers beyond 64 bits) the standard library still writes
-        return json.dumps(body).encode()
 
 
 def _describe(exc: Exception) -> str:

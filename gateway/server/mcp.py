@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
-import orjson
 from jsonschema import Draft202012Validator
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
@@ -34,10 +33,11 @@ from starlette.types import Message, Receive, Scope, Send
 from .. import __version__
 from .._fastschema import is_valid
 from ..dialects import mcp_structured_content, mcp_tool
+from ..jsonwire import dumps_text
 from ..messages import ToolResult
 from ..toolsets import AgentTool
 from .errors import APIError
-from .mcp_fastcall import FastCallSessionManager
+from .mcp_fastcall import FastCallSessionManager, scope_header
 from .routes import run_direct_call
 from .state import GatewayState, Generation
 
@@ -161,7 +161,7 @@ def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResu
         return _wire_result(_error_text(result), None, is_error=True)
     body = result.body
     is_json = not isinstance(body, str) and (result.media_type or "json").endswith("json")
-    text = body if isinstance(body, str) else _json_text(body)
+    text = body if isinstance(body, str) else dumps_text(body)
     if result.truncated:
         text += "\n[truncated]"
     schema = agent_tool.output_schema
@@ -190,15 +190,6 @@ def _wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[
     return wire
 
 
-def _json_text(value: Any) -> str:
-    """A JSON body as the result's text: orjson (compact UTF-8, a tenth of json.dumps' cost), json.dumps for what
-    orjson refuses (non-string keys, integers past 64 bits)."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False)
-
-
 def _schema_problem(generation: Generation, agent_tool: AgentTool, body: Any) -> str | None:
     if is_valid(agent_tool.output_schema or {}, body):  # fast yes; jsonschema words any problem below
         return None
@@ -216,7 +207,7 @@ def _error_text(result: ToolResult) -> str:
     if result.status is not None:
         parts.append(f"HTTP status: {result.status}")
     if result.body not in (None, ""):
-        body = result.body if isinstance(result.body, str) else _json_text(result.body)
+        body = result.body if isinstance(result.body, str) else dumps_text(result.body)
         parts.append(f"Body: {body}")
     if result.approval_id:
         parts.append(f"Approval id: {result.approval_id}")
@@ -257,7 +248,7 @@ class MCPEndpoint:
             await APIError(404, f"Unknown agent {agent!r}; the agents are: {known}.",
                            code="unknown_agent").response()(scope, receive, send)
             return
-        session = _header(scope, _SESSION_HEADER)
+        session = scope_header(scope, _SESSION_HEADER)
         if session is not None and self._session_agents.get(session, agent) != agent:
             await APIError(404, f"Session {session[:16]}... belongs to another agent's endpoint.",
                            code="session_not_found").response()(scope, receive, send)
@@ -307,13 +298,6 @@ def _security_settings(host: str | None) -> TransportSecuritySettings | None:
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
     )
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
 
 
 async def serve_stdio(state: GatewayState, agent: str) -> None:

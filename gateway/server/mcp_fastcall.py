@@ -34,7 +34,6 @@ their spans.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -55,6 +54,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
+
+from ..jsonwire import dumps
 
 FastCall = Callable[[str, str, dict[str, Any], str, Request], Awaitable[dict[str, Any] | None]]
 """(agent, tool name, arguments, protocol version, request) -> the `CallToolResult` in wire form, or None when the
@@ -82,8 +83,8 @@ class FastCallSessionManager(StreamableHTTPSessionManager):
         # The SDK's entry behind its body cap (which has read the whole body already). A request of the stateless
         # era is tried here first; should a later SDK rename this method, nothing calls it: the SDK answers all.
         if (self.fast_call is None or not self.json_response or scope.get("method") != "POST"
-                or _header(scope, b"mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS
-                or _header(scope, b"mcp-method") != "tools/call"):  # the routing header the SDK holds to the body
+                or scope_header(scope, b"mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS
+                or scope_header(scope, b"mcp-method") != "tools/call"):  # the routing header the SDK holds to the body
             await super()._handle_request(scope, receive, send)
             return
         body, replay = await _buffered(receive)
@@ -237,7 +238,7 @@ async def _answer_modern_call(manager: FastCallSessionManager, scope: Scope, bod
         return False
     manager.fast_calls += 1
     answer = {"jsonrpc": "2.0", "id": request_id, "result": modern_result(result, manager.app.server_info_stamp)}
-    await Response(_dumps(answer), media_type="application/json")(scope, receive, send)
+    await Response(dumps(answer), media_type="application/json")(scope, receive, send)
     return True
 
 
@@ -282,21 +283,15 @@ def _respond_cancelled(transport: StreamableHTTPServerTransport, request_id: str
 
 
 def _json_rpc(transport: StreamableHTTPServerTransport, message: dict[str, Any]) -> Response:
-    body = _dumps(message)
+    body = dumps(message)
     headers = {"Content-Type": "application/json"}
     if transport.mcp_session_id:
         headers[_SESSION_HEADER] = transport.mcp_session_id
     return Response(body, headers=headers)
 
 
-def _dumps(message: dict[str, Any]) -> bytes:
-    try:
-        return orjson.dumps(message)
-    except TypeError:  # what orjson refuses (integers past 64 bits): json.dumps takes it
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
+def scope_header(scope: Scope, name: bytes) -> str | None:
+    """The first value of a request header, by its lower-case name (one pass over the ASGI scope's list)."""
     for key, value in scope.get("headers", []):
         if key == name:  # ASGI header names are lower-case
             return value.decode("latin-1")

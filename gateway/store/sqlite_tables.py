@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
-
+from ..jsonwire import dumps_text
 from .base import ApprovalRecord, AuditRow
 
 SCHEMA = """
@@ -41,10 +40,7 @@ INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})"
 
 
 def dumps(value: Any) -> str:
-    try:  # a row per call: orjson's compact UTF-8 at a tenth of json.dumps' cost
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # what orjson refuses (integers past 64 bits)
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
 
 
 def approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
