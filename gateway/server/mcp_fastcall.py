@@ -78,6 +78,7 @@ class FastCallSessionManager(StreamableHTTPSessionManager):
         self.fast_call = fast_call
         self.fast_calls = 0
         """Calls answered here so far (tests read it to see this path is taken, should the SDK's change)."""
+        self.security = TransportSecurityMiddleware(self.security_settings)  # the SDK's Host/Origin check, built once
 
     async def _handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The SDK's entry behind its body cap (which has read the whole body already). A request of the stateless
@@ -210,7 +211,7 @@ async def _answer_modern_call(manager: FastCallSessionManager, scope: Scope, bod
                               send: Send) -> bool:
     """Answer a stateless-era `tools/call` that passes every check the SDK makes; False (nothing sent) otherwise."""
     request = Request(scope)
-    if await TransportSecurityMiddleware(manager.security_settings).validate_request(request, is_post=True):
+    if await manager.security.validate_request(request, is_post=True):
         return False
     if not check_accept_headers(request)[0]:
         return False
