@@ -14,7 +14,8 @@ connection's socket (`getpeername`, `is_socket_readable`) on every request, whic
 process's CPU with 64 pooled connections to three origins, added ~1.5 ms to every call of every side and so
 squeezed all the ratios towards 1.
 
-- sequential: p50 of one call at a time: direct `GET`, the bare proxy, the gateway's
+- sequential: p50 of one call at a time: direct `GET`, the bare proxy (on the executor's wire and on
+  aiohttp), the gateway's
   `POST /agents/bench/tools/listIssues`, MCP `tools/call` on an open session (ours and the peer's).
 - concurrent: `--concurrency` callers, each with its own client, sharing the calls; throughput in calls/s.
 - first MCP call: a new session on the GitHub agent (initialize, initialized, tools/call), in ms.
@@ -63,6 +64,7 @@ async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None
     plain = {  # the sides that are one HTTP request each: method, URL, request options
         "direct": ("GET", f"{urls['upstream']}{DIRECT_PATH}", {"headers": DIRECT_HEADERS}),
         "bare": ("POST", f"{urls['bare']}/", {"json": CALL_ARGS}),
+        "bare_aiohttp": ("POST", f"{urls['bare_aiohttp']}/", {"json": CALL_ARGS}),
         "http": ("POST", f"{urls['gateway']}/agents/bench/tools/listIssues", {"json": CALL_ARGS}),
     }
     if side in plain:
@@ -162,7 +164,7 @@ async def _peer_tool(url: str, wanted: str) -> str:
 
 async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
                    callers: int) -> dict[str, Any]:
-    names = ["direct", "bare", "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
+    names = ["direct", "bare", "bare_aiohttp", "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
     failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
     async with AsyncExitStack() as stack:
         async def client() -> httpx.AsyncClient:
@@ -207,8 +209,8 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
 async def _cpu_per_call(sides: dict[str, Call], pids: dict[str, int], calls: int) -> dict[str, float]:
     """CPU time (µs) the serving process spends per call, one door at a time: unlike wall time, this
     hardly moves when other work shares the machine."""
-    serving = {"direct": "upstream", "bare": "bare", "http": "gateway", "mcp": "gateway", "mcp2026": "gateway",
-               "peer": "peer"}
+    serving = {"direct": "upstream", "bare": "bare", "bare_aiohttp": "bare_aiohttp", "http": "gateway",
+               "mcp": "gateway", "mcp2026": "gateway", "peer": "peer"}
     out: dict[str, float] = {}
     for name, call in sides.items():
         pid = pids.get(serving[name])
@@ -247,6 +249,11 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         bare = f"http://127.0.0.1:{port}"
         pids["bare"] = stack.enter_context(spawned(python_module(
             "bench.bare_proxy", "--port", str(port), "--upstream", upstream), bare + "/"))[0].pid
+        port = free_port()
+        bare_aiohttp = f"http://127.0.0.1:{port}"
+        pids["bare_aiohttp"] = stack.enter_context(spawned(python_module(
+            "bench.bare_proxy", "--port", str(port), "--upstream", upstream, "--client", "aiohttp"),
+            bare_aiohttp + "/"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
         port = free_port()
@@ -254,7 +261,8 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                                 "--agents", str(folder / "agents.yaml"))
         pids["gateway"] = stack.enter_context(spawned(command, gateway + "/healthz", env=env))[0].pid
-        urls: dict[str, str | None] = {"upstream": upstream, "bare": bare, "gateway": gateway, "peer": None,
+        urls: dict[str, str | None] = {"upstream": upstream, "bare": bare, "bare_aiohttp": bare_aiohttp,
+                                       "gateway": gateway, "peer": None,
                                        "peer_github": None,
                                        "github": gateway if github and GITHUB.exists() else None}
         if peer:
@@ -286,8 +294,11 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     absent = None if figures["peer"] else "not run"
     out = [
         Row("one extra hop, bare pass-through proxy, sequential p50", "ms", p50["bare"], p50["direct"],
-            "direct httpx", peer="—", note="uvicorn + aiohttp and nothing else (bench/bare_proxy.py): the floor "
-                                         "of one extra loopback hop in Python, for reference"),
+            "direct httpx", peer="—", note="uvicorn + the executor's wire and nothing else (bench/bare_proxy.py): "
+                                         "the floor of one extra loopback hop in Python, for reference"),
+        Row("one extra hop, bare proxy on aiohttp, sequential p50", "ms", p50["bare_aiohttp"], p50["direct"],
+            "direct httpx", peer="—", note="the same proxy sending through an aiohttp.ClientSession: what the "
+                                         "executor's own wire (gateway.http.http1) saves"),
         Row("one proxied call over HTTP, sequential p50", "ms", p50["http"], p50["direct"], "direct httpx",
             peer="n/a (MCP only)", goal="<= 1.8× direct", met=_within(p50["http"], 1.8 * direct_p50)),
         Row(f"{callers} concurrent callers, bare pass-through proxy", "calls/s", tput["bare"], tput["direct"],
@@ -311,6 +322,9 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     cpu = figures.get("cpu_us", {})
     if "bare" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, bare pass-through proxy", "µs", cpu["bare"],
+                       cpu["direct"], "upstream's own", peer="—"))
+    if "bare_aiohttp" in cpu and "direct" in cpu:
+        out.append(Row("CPU per call in the serving process, bare proxy on aiohttp", "µs", cpu["bare_aiohttp"],
                        cpu["direct"], "upstream's own", peer="—"))
     if "http" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, HTTP door", "µs", cpu["http"], cpu["direct"],

@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 
 from .catalog import Catalog, Tool
-from .http.aio import AiohttpTransport, trust_context
 from .http.auth import Authenticator
 from .http.budget import RetryBudget
 from .http.client import (
@@ -32,6 +31,7 @@ from .http.client import (
     send,
 )
 from .http.errors import RequestBuildError
+from .http.http1 import Http1Wire, trust_context
 from .http.reading import hard_cap, read_capped, shape
 from .http.redact import Redactor
 from .http.request import build_request
@@ -58,13 +58,16 @@ class _Api:
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor) -> None:
         self.config = config
         connections = max(config.max_concurrency or 20, 1)
+        self.wire: Wire
         if transport is None:
-            transport = AiohttpTransport(max_connections=connections,
-                                         ssl_context=trust_context(config.ca_file) if config.ca_file else None)
-        # The httpx client (OAuth token requests) and the calls share one connection pool; the calls skip
-        # httpx's request layers when aiohttp is underneath (gateway.http.aio).
-        self.client = new_client(transport, max_connections=connections)
-        self.wire: Wire = transport if isinstance(transport, AiohttpTransport) else HttpxWire(self.client)
+            # The calls go out on our own HTTP/1.1 wire (gateway.http.http1); the httpx client is for OAuth
+            # token requests only.
+            context = trust_context(config.ca_file) if config.ca_file else None
+            self.wire = Http1Wire(max_connections=connections, ssl_context=context)
+            self.client = new_client(max_connections=connections, verify=context)
+        else:
+            self.client = new_client(transport, max_connections=connections)
+            self.wire = HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
@@ -102,6 +105,8 @@ class Executor:
         apis, self._apis = list(self._apis.values()), {}
         for api in apis:
             await api.client.aclose()
+            if isinstance(api.wire, Http1Wire):
+                await api.wire.aclose()
 
     async def __aenter__(self) -> Executor:
         return self

@@ -1,6 +1,6 @@
 """Sending: one pooled wire per api, retries for idempotent methods, and our own redirect policy.
 
-The wire is aiohttp natively (`gateway.http.aio.AiohttpTransport.send`, the default) or an httpx client
+The wire is our own HTTP/1.1 client (`gateway.http.http1.Http1Wire`, the default) or an httpx client
 (`HttpxWire`: an injected httpx transport, as tests use); both answer a response with httpx's attribute
 names, so everything here and in `gateway.http.reading` reads either.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from urllib.parse import quote
 
 import httpx
 
-from .aio import CONNECT_TIMEOUT, USER_AGENT, AiohttpTransport
 from .auth import Credentials
 from .budget import RetryBudget
+from .http1 import CONNECT_TIMEOUT, USER_AGENT
 from .request import PreparedRequest, origin_of
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -73,15 +74,15 @@ class HttpxWire:
         return await self.client.send(request, stream=True)
 
 
-def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connections: int = 20) -> httpx.AsyncClient:
+def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connections: int = 20,
+               verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     """A pooled client that follows no redirects and keeps no cookies between calls (no state leaks
-    from one agent's call to another's)."""
+    from one agent's call to another's); `verify`: the trust store when not httpx's own."""
     jar = CookieJar(policy=DefaultCookiePolicy(blocked_domains=[], allowed_domains=[]))
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    if transport is None:  # aiohttp underneath: a fifth of httpcore's CPU per call (gateway.http.aio)
-        transport = AiohttpTransport(max_connections=max_connections)
     client = httpx.AsyncClient(
         transport=transport,
+        verify=verify if verify is not None else True,
         follow_redirects=False,
         cookies=jar,
         trust_env=False,

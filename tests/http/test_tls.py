@@ -14,6 +14,7 @@ import pytest
 import trustme
 from executor_helpers import executor_for, make_tool
 
+from gateway.manifest import AuthConfig
 from gateway.manifest_loader import load_manifest
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +24,14 @@ class _Hello(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.dumps({"hello": "tls"}).encode()
+        self._answer({"hello": "tls", "authorization": self.headers.get("Authorization")})
+
+    def do_POST(self) -> None:  # noqa: N802 - an OAuth token endpoint
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._answer({"access_token": "tls-token", "token_type": "Bearer", "expires_in": 600})
+
+    def _answer(self, document: dict[str, object]) -> None:
+        body = json.dumps(document).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -75,7 +83,21 @@ async def test_ca_file_trusts_a_private_ca_for_that_api(https_url: str, ca: trus
     bundle = tmp_path / "private-ca.pem"
     ca.cert_pem.write_to_path(str(bundle))
     result = await _get(https_url, ca_file=str(bundle))
-    assert result.ok and result.status == 200 and result.body == {"hello": "tls"}
+    assert result.ok and result.status == 200 and result.body == {"hello": "tls", "authorization": None}
+
+
+async def test_ca_file_also_trusts_the_private_ca_for_oauth_token_requests(
+        https_url: str, ca: trustme.CA, tmp_path: Path) -> None:
+    # Token requests go through the api's httpx client, not the executor's wire: the same trust store.
+    bundle = tmp_path / "private-ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    oauth = AuthConfig(type="oauth2_client_credentials", token_url=f"{https_url}/token", client_id="i",
+                       client_secret="s")
+    result = await _get(https_url, ca_file=str(bundle), auth=[oauth])
+    # The upstream got the token (the echo shows it, redacted on its way back to the model).
+    assert result.ok and result.body == {"hello": "tls", "authorization": "Bearer [REDACTED]"}
+    refused = await _get(https_url, auth=[oauth])  # without the CA, the token request is refused too
+    assert refused.ok is False and "certificate verify failed" in (refused.error or "")
 
 
 def test_ca_file_is_relative_to_agents_yaml_and_checked_at_load(ca: trustme.CA, tmp_path: Path) -> None:
