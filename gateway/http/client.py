@@ -28,10 +28,9 @@ import httpx
 
 from .auth import Credentials
 from .budget import RetryBudget
-from .http1 import CONNECT_TIMEOUT, USER_AGENT
+from .http1 import CONNECT_TIMEOUT, IDEMPOTENT, USER_AGENT
 from .request import PreparedRequest, origin_of
 
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_RETRIES = 2

@@ -2,10 +2,10 @@
 
 Every proxied call pays for its client twice over (its CPU, and the loop turns before the request leaves and
 after the answer lands). Against the same 127.0.0.1 upstream, one GET through aiohttp's `ClientSession` cost
-163 µs of CPU and 267 µs of wall time; the exchange below costs 48 µs and 137 µs (bench/README: "the
-executor's wire"). aiohttp's C parser is llhttp too: the difference is its request machinery (URL objects,
-header multidicts, per-read timers, tracing hooks, connection keys), which a request the executor has
-already built needs none of. So this module keeps only what such a request needs:
+163 µs of CPU and 267 µs of wall time; the exchange below costs 48 µs and 137 µs (`python -m bench.calls`
+shows the same in its two bare-proxy rows). aiohttp's C parser is llhttp too: the difference is its request
+machinery (URL objects, header multidicts, per-read timers, tracing hooks, connection keys), which a request
+the executor has already built needs none of. So this module keeps only what such a request needs:
 
 - keep-alive connections pooled per origin, the most recently used first; an idle connection expires after
   `KEEPALIVE_EXPIRY` (below the 5 s after which uvicorn's and Node's servers close theirs) or when its server
@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from urllib.parse import unquote
@@ -36,13 +35,15 @@ from urllib.parse import unquote
 import httptools
 import httpx
 
+from .decoding import decode, decoders, flush
+
 KEEPALIVE_EXPIRY = 4.0
 CONNECT_TIMEOUT = 10.0
 USER_AGENT = "gateway/0.1"
 ACCEPT_ENCODING = "gzip, deflate"  # what zlib decodes, with the standard library alone
 MAX_HEAD_BYTES = 256 * 1024  # status line and headers of one answer (aiohttp: 64 KiB per line)
 HIGH_WATER = 256 * 1024  # unread body bytes at which the socket stops being read
-_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})  # sent again after a failure
 _EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -127,7 +128,7 @@ class Http1Response:
             text = value.decode("latin-1")
             headers[key] = headers[key] + ", " + text if key in headers else text
         self.headers = headers
-        self._decoders = _decoders(headers.get("content-encoding"))
+        self._decoders = decoders(headers.get("content-encoding"))
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         connection = self._connection
@@ -135,14 +136,14 @@ class Http1Response:
             chunk = connection.take_body()
             if chunk:
                 for decoder in self._decoders:
-                    chunk = _decode(decoder, chunk)
+                    chunk = decode(decoder, chunk)
                 if chunk:
                     yield chunk
                 continue
             if connection.complete:
                 tail = b""
                 for decoder in self._decoders:
-                    tail = _decode(decoder, tail) + _flush(decoder)
+                    tail = decode(decoder, tail) + flush(decoder)
                 if tail:
                     yield tail
                 return
@@ -370,7 +371,7 @@ class Http1Wire:
                     await connection.exchange(head, content, head_only, timeout)
                 except (httpx.RemoteProtocolError, httpx.ReadError):
                     connection.close()
-                    if attempt == 1 and connection.reused and not connection.bytes_seen and method in _IDEMPOTENT:
+                    if attempt == 1 and connection.reused and not connection.bytes_seen and method in IDEMPOTENT:
                         continue  # a kept-alive connection its server had just closed: once more, on a new one
                     raise
                 except BaseException:
@@ -478,50 +479,3 @@ def _head(method: str, path: str, target: _Target, headers: Iterable[tuple[str, 
     if text.count("\n") != len(lines) + 1 or text.count("\r") != len(lines) + 1 or " " in path:
         raise httpx.LocalProtocolError("a header name or value, or the URL, holds a line break or space")
     return text.encode()
-
-
-def _decoders(encoding: str | None) -> list:  # type: ignore[type-arg]
-    """Decoders for `Content-Encoding`, in the order to apply them; an unknown coding passes as it is."""
-    if not encoding:
-        return []
-    decoders = []
-    for coding in reversed([c.strip().lower() for c in encoding.split(",")]):
-        if coding in ("gzip", "x-gzip"):
-            decoders.append(zlib.decompressobj(zlib.MAX_WBITS | 16))
-        elif coding == "deflate":
-            decoders.append(_Deflate())
-        elif coding not in ("identity", ""):
-            return []  # httpx's rule too: a coding it can't undo leaves the body as it came
-    return decoders
-
-
-class _Deflate:
-    """`deflate` as servers send it: zlib-wrapped as the RFC says, or raw as some do."""
-
-    def __init__(self) -> None:
-        self._inner: zlib._Decompress | None = None  # type: ignore[name-defined]
-
-    def decompress(self, data: bytes) -> bytes:
-        if self._inner is None:
-            if not data:
-                return b""
-            wrapped = len(data) >= 2 and (data[0] & 0x0F) == 8 and (data[0] << 8 | data[1]) % 31 == 0
-            self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-        return self._inner.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._inner.flush() if self._inner is not None else b""
-
-
-def _decode(decoder, data: bytes) -> bytes:  # type: ignore[no-untyped-def]
-    try:
-        return decoder.decompress(data) if data else b""
-    except zlib.error as error:
-        raise httpx.DecodingError(f"the body is not what its Content-Encoding says: {error}") from error
-
-
-def _flush(decoder) -> bytes:  # type: ignore[no-untyped-def]
-    try:
-        return decoder.flush()
-    except zlib.error as error:
-        raise httpx.DecodingError(f"the body is not what its Content-Encoding says: {error}") from error
