@@ -113,8 +113,7 @@ class Http1Response:
     """One answer: `status_code`, `reason_phrase`, `headers` (case-insensitive `get`), `aiter_bytes()`
     (decoded) and `aclose()`, the part of `httpx.Response` the executor reads."""
 
-    __slots__ = ("_chunks", "_connection", "_decoders", "_released", "_wire", "headers", "reason_phrase",
-                 "status_code")
+    __slots__ = ("_connection", "_decoders", "_released", "_wire", "headers", "reason_phrase", "status_code")
 
     def __init__(self, connection: _Connection, wire: Http1Wire) -> None:
         self._connection = connection
@@ -193,10 +192,11 @@ class _Connection(asyncio.Protocol):
     async def exchange(self, head: bytes, content: bytes | None, head_only: bool, timeout: float) -> None:
         """Send one request and wait for its answer's headers (the body follows as it arrives)."""
         self._reset_exchange(head_only=head_only)
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
         self.in_exchange = True
         self.timer = self.loop.call_later(timeout, self._timed_out, timeout)
-        transport = self.transport
-        assert transport is not None
         if content and len(content) < 16384:
             transport.write(head + content)  # one segment for a small request
         else:
