@@ -243,3 +243,26 @@ async def test_a_call_cancelled_mid_exchange_does_not_leave_its_connection_in_th
     assert (await _get(wire, server.url))[1] == b"fast"  # not the slow answer arriving late
     ports = [port for _, _, port in server.requests]
     assert ports[0] == ports[1] != ports[2]
+
+
+async def test_an_idle_connection_expires_before_servers_drop_theirs(serve: Serve, wire: Http1Wire,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.http.http1.KEEPALIVE_EXPIRY", 0.1)
+    server = serve(lambda head: raw_answer(b"ok"))
+    await _get(wire, server.url)
+    await _get(wire, server.url)
+    await asyncio.sleep(0.2)
+    await _get(wire, server.url)
+    ports = [port for _, _, port in server.requests]
+    assert ports[0] == ports[1] != ports[2]
+
+
+async def test_many_concurrent_calls_share_at_most_max_connections(serve: Serve) -> None:
+    server = serve(lambda head: (time.sleep(0.01), raw_answer(head.split(b" ")[1]))[1])
+    wire = Http1Wire(max_connections=4)
+    try:
+        answers = await asyncio.gather(*(_get(wire, f"{server.url}/{i}") for i in range(60)))
+    finally:
+        await wire.aclose()
+    assert [body for _, body in answers] == [f"/{i}".encode() for i in range(60)]  # each its own answer
+    assert len({port for _, _, port in server.requests}) <= 4
