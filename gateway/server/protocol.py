@@ -6,8 +6,8 @@ sends both messages one right after the other. `CoalescingTransport` holds what 
 the event loop and hands it to the real transport at the end of that turn (or before closing), so a response
 leaves in one write. Nothing waits longer than the current turn: a streamed response's chunks still go out as
 they are sent, and a finished response goes out the moment its last byte is sent (the app's return through its
-middleware and uvicorn's bookkeeping are no reason for the client to wait). `http_protocol()` is the protocol
-class `gateway serve` gives uvicorn.
+middleware and uvicorn's bookkeeping are no reason for the client to wait; nor is its access line, logged on the
+next turn). `http_protocol()` is the protocol class `gateway serve` gives uvicorn.
 """
 
 from __future__ import annotations
@@ -67,7 +67,14 @@ def http_protocol() -> type[asyncio.Protocol] | str:
     except ImportError:  # httptools is not installed: uvicorn's own choice (h11)
         return "auto"
 
+    from .accesslog import AfterResponseLogger
+
     class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # The access line is made and written after the answer has left (gateway.server.accesslog).
+            self.access_logger = AfterResponseLogger(self.access_logger, self.loop)  # type: ignore[assignment]
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             # uvicorn's flow control keeps the real transport (pausing reads); writes go through the wrapper.

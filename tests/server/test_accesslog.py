@@ -8,7 +8,7 @@ import logging.config
 import pytest
 from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
-from gateway.server.accesslog import DEFAULT_FORMAT, AccessFormatter, AfterResponseHandler, log_config
+from gateway.server.accesslog import DEFAULT_FORMAT, AccessFormatter, AfterResponseLogger, log_config
 
 REQUESTS = [
     ("127.0.0.1:50000", "POST", "/agents/clerk/tools/listIssues", "1.1", 200),
@@ -45,8 +45,7 @@ def test_log_config_is_uvicorns_with_this_formatter(capsys: pytest.CaptureFixtur
 
     config = log_config()
     assert config["formatters"]["access"]["()"] == "gateway.server.accesslog.AccessFormatter"
-    assert config["handlers"]["access"] == {**LOGGING_CONFIG["handlers"]["access"],
-                                            "class": "gateway.server.accesslog.AfterResponseHandler"}
+    assert config["handlers"] == LOGGING_CONFIG["handlers"]
     assert {k: v for k, v in config.items() if k not in ("formatters", "handlers")} == {
         k: v for k, v in LOGGING_CONFIG.items() if k not in ("formatters", "handlers")}
     assert LOGGING_CONFIG["formatters"]["access"]["()"] == "uvicorn.logging.AccessFormatter"  # not changed in place
@@ -63,22 +62,29 @@ def test_log_config_is_uvicorns_with_this_formatter(capsys: pytest.CaptureFixtur
     assert capsys.readouterr().out == line
 
 
-def test_lines_logged_on_the_loop_are_written_on_its_next_turn_in_order() -> None:
+def test_lines_logged_on_the_loop_are_made_and_written_on_its_next_turn_in_order() -> None:
     stream = io.StringIO()
-    handler = AfterResponseHandler(stream)
+    logger = logging.getLogger("test.accesslog.after_response")
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
     async def serve() -> list[str]:
+        after_response = AfterResponseLogger(logger, asyncio.get_running_loop())
+        assert after_response.hasHandlers() and after_response.name == logger.name  # the logger's own
         seen = []
         for n in range(3):
-            handler.handle(_record(REQUESTS[n]))
+            after_response.info('%s - "%s %s HTTP/%s" %d', *REQUESTS[n])
         seen.append(stream.getvalue())  # what had been written when the (response) work went on
         await asyncio.sleep(0)
         seen.append(stream.getvalue())
         return seen
 
-    during, after = asyncio.run(serve())
+    try:
+        during, after = asyncio.run(serve())
+    finally:
+        logger.removeHandler(handler)
     assert during == ""
     assert after.splitlines() == [f'{a} - "{m} {p} HTTP/{v}" {s}' for a, m, p, v, s in REQUESTS[:3]]
-    handler.handle(_record(REQUESTS[3]))  # no event loop running: written at once
-    assert stream.getvalue().splitlines()[-1].startswith("127.0.0.1:2 - ")

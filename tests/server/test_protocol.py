@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 from typing import Any
@@ -87,6 +88,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b"done"})
         LINGER["client_had_it"] = LINGER["received"].wait(timeout=10)  # blocks the loop: no turn ends meanwhile
         return
+    if scope["path"] == "/logged":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        LOGGED["while_answering"] = list(LOGGED["records"])  # what was logged by the time the answer was out
+        return
     if scope["path"] == "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         for chunk in (b"one ", b"two ", b"three"):
@@ -102,6 +108,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 LINGER: dict[str, Any] = {}
+LOGGED: dict[str, Any] = {}
+
+
+class _Records(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        LOGGED["records"].append(record.getMessage())
 
 
 def test_a_finished_response_leaves_before_the_app_returns() -> None:
@@ -111,6 +123,23 @@ def test_a_finished_response_leaves_before_the_app_returns() -> None:
         LINGER["received"].set()
         assert client.post("/echo", content=b"x").text == "echo:x"  # the server is past the linger
     assert LINGER["client_had_it"] is True
+
+
+def test_the_access_line_is_made_after_the_answer_has_left() -> None:
+    LOGGED.update(records=[], while_answering=None)
+    access = logging.getLogger("uvicorn.access")
+    handler = _Records()
+    with running(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        level, access.level = access.level, logging.INFO
+        access.addHandler(handler)
+        try:
+            assert client.get("/logged").text == "ok"
+            assert client.post("/echo", content=b"x").text == "echo:x"  # a turn later: the first line is out
+        finally:
+            access.removeHandler(handler)
+            access.setLevel(level)
+    assert LOGGED["while_answering"] == []
+    assert LOGGED["records"][0].endswith('"GET /logged HTTP/1.1" 200')
 
 
 def test_serve_uses_the_coalescing_protocol() -> None:
