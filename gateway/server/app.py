@@ -23,6 +23,8 @@ from starlette.routing import BaseRoute, Route
 
 from ..runtime import RuntimeHolder
 from .chat import chat_completions
+from .direct_call import PATH as DIRECT_CALL_PATH
+from .direct_call import DirectCall, DirectCallShortcut
 from .errors import error_handlers
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
@@ -99,19 +101,21 @@ def create_app(
         return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
+    direct_call = DirectCall()
     routes: list[BaseRoute] = [
-        *plain_routes(hot=True),
+        Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
         Route("/mcp/{agent}", mcp),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        *plain_routes(hot=False),
+        *plain_routes(),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *extra_routes,
     ]
     app = Starlette(
         routes=routes,
         # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
+        # Direct calls leave for their door last, after every other middleware (gateway.server.direct_call).
         middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
-                    *middleware],
+                    *middleware, Middleware(DirectCallShortcut, door=direct_call)],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
     )

@@ -22,17 +22,20 @@ from ..messages import ToolResult
 logger = logging.getLogger("gateway.server")
 
 
-class FastJSONResponse(JSONResponse):
-    """Starlette's JSONResponse rendered by orjson (the same compact UTF-8 JSON at a sixth of the cost).
+def json_bytes(content: Any) -> bytes:
+    """The body Starlette's JSONResponse renders, made by orjson (the same compact UTF-8 JSON at a sixth of the
+    cost). What orjson refuses (non-string keys, integers past 64 bits) goes through Starlette's json.dumps."""
+    try:
+        return orjson.dumps(content)
+    except TypeError:
+        return JSONResponse.render(None, content)  # type: ignore[arg-type] - it reads nothing of self
 
-    What orjson refuses (non-string keys, integers past 64 bits) goes through Starlette's json.dumps,
-    which answers exactly as before."""
+
+class FastJSONResponse(JSONResponse):
+    """Starlette's JSONResponse rendered by `json_bytes`."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return orjson.dumps(content)
-        except TypeError:
-            return super().render(content)
+        return json_bytes(content)
 
 _TYPES = {
     400: "invalid_request_error",

@@ -36,9 +36,9 @@ from ..dialects import mcp_structured_content, mcp_tool
 from ..jsonwire import dumps_text
 from ..messages import ToolResult
 from ..toolsets import AgentTool
+from .direct_call import run_direct_call
 from .errors import APIError
 from .mcp_fastcall import FastCallSessionManager, scope_header
-from .routes import run_direct_call
 from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.mcp")

@@ -126,13 +126,15 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL."""
+def running(app: Any, *, root_path: str = "") -> Iterator[str]:
+    """Serve `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL.
+
+    `root_path`: as behind a proxy that strips it: uvicorn puts it in front of each request's path."""
     sock = free_socket()
     port = sock.getsockname()[1]
     # The HTTP protocol `gateway serve` runs (head and body of a response in one write).
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                                    http=http_protocol()))
+                                    http=http_protocol(), root_path=root_path))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -149,13 +151,13 @@ def running(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str = AGENTS_YAML,
+def gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str = AGENTS_YAML, root_path: str = "",
             **options: Any) -> Iterator[tuple[str, Any]]:
     specs, agents = write_project(folder, llm_url, upstream_url, agents_yaml)
     runtime = load_runtime(specs, agents, use_cache=False)
     options.setdefault("watch", False)
     app = create_app(RuntimeHolder(runtime), **options)
-    with running(app) as url:
+    with running(app, root_path=root_path) as url:
         yield url, app
 
 

@@ -1,0 +1,129 @@
+"""The direct-call door: `POST /agents/{agent}/tools/{tool}`, one tool call outside any chat.
+
+The body is the arguments object; the answer is the `ToolResult`: 200 when the call succeeded, otherwise the
+OpenAI-shaped error with the status of the failure (422 invalid arguments, 502 upstream, 504 timeout, ...) and
+the full `ToolResult` beside it under `result`, so a caller sees both a standard error and every detail.
+
+Every tool call of a script takes this door, so it is a plain ASGI app (`DirectCall`) rather than a Starlette
+endpoint, and `DirectCallShortcut`, the innermost middleware, hands it its requests before Starlette's exception
+middleware, router, `Request` and `Response` objects: those layers were ~65 µs of a proxied call's p50 and ~50 µs
+of its CPU (measured side by side, 15 rounds of 300 calls). The route stays in the router too (same app), which answers 405 to other methods and
+serves the door when a root path is set. The gateway's own middleware (size limit, auth, disconnect) runs as
+before, outside both.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from ..audit import bind_caller, current_caller
+from ..messages import ToolCall, ToolResult
+from ..toolsets import AgentTool
+from .errors import APIError, json_bytes, status_for_result
+from .routes import known_agent, parse_json_body
+from .state import GatewayState, Generation
+
+PATH = "/agents/{agent}/tools/{tool}"
+_JSON_HEADER = (b"content-type", b"application/json")
+
+
+class DirectCall:
+    """The door, as an ASGI app; its path parameters come in `scope["path_params"]`."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            status, content, headers = await self._answer(scope, receive)
+        except APIError as error:
+            await error.response()(scope, receive, send)
+            return
+        if status == 0:
+            return  # the client left before its body arrived: nobody to answer
+        body = json_bytes(content)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-length", str(len(body)).encode("latin-1")), _JSON_HEADER, *headers]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any, list[tuple[bytes, bytes]]]:
+        """(status, JSON content, extra headers); status 0 when the client disconnected mid-body."""
+        state: GatewayState = scope["app"].state.gateway
+        params = scope["path_params"]
+        async with state.use() as generation:
+            agent = known_agent(generation, params["agent"])
+            name = params["tool"]
+            agent_tool = generation.toolset(agent).get(name)
+            if agent_tool is None:
+                raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
+                               code="unknown_tool")
+            body = await _read_body(receive)
+            if body is None:
+                return 0, None, []
+            arguments = parse_json_body(body, default={})
+            if not isinstance(arguments, dict):
+                raise APIError(400, "The body must be the arguments as a JSON object, "
+                                    f"not {type(arguments).__name__}.")
+            client = scope.get("gateway.client")
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments,
+                                           client=client if isinstance(client, str) else None)
+        status = status_for_result(result)
+        if status in (200, 202):
+            return status, result.to_dict(), []
+        notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (GuardedExecutor)
+        retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
+        raise APIError(status, result.error or f"The call failed ({result.error_type}).",
+                       code=result.error_type or None, extra={"result": result.to_dict()},
+                       headers={"Retry-After": retry_after} if retry_after else None)
+
+
+class DirectCallShortcut:
+    """Middleware sending `POST /agents/{agent}/tools/{tool}` straight to the door; anything else goes on."""
+
+    def __init__(self, app: Any, door: DirectCall) -> None:
+        self.app = app
+        self.door = door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            parts = scope["path"].split("/")  # "", "agents", agent, "tools", tool: what the route's pattern matches
+            if len(parts) == 5 and parts[1] == "agents" and parts[3] == "tools" and parts[2] and parts[4]:
+                scope["path_params"] = {"agent": parts[2], "tool": parts[4]}
+                await self.door(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole request body; None when the client disconnected first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def run_direct_call(state: GatewayState, generation: Generation, agent: str, agent_tool: AgentTool,
+                          arguments: dict[str, Any], *, client: str | None = None) -> ToolResult:
+    """One call outside any chat (HTTP door and MCP): approval hook first, then the tool runner."""
+    # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
+    call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                    raw_arguments=arguments)
+    if agent_tool.needs_approval:
+        hook = state.options.get("approve_direct_call")
+        if hook is None:
+            return ToolResult.failure(
+                "approval_denied",
+                f"Tool {agent_tool.name!r} of agent {agent!r} needs a human's approval (approval: "
+                f"{agent_tool.approval}) and this gateway keeps no approval queue for direct calls.")
+        pending = await hook(agent=agent, agent_tool=agent_tool, call=call, client=client)
+        if pending is not None:
+            return pending  # type: ignore[no-any-return]
+    caller = current_caller()
+    if caller.client == client and caller.agent == agent:  # the HTTP door: the auth layer bound it already
+        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
+    with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
+        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
