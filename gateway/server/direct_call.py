@@ -7,9 +7,9 @@ the full `ToolResult` beside it under `result`, so a caller sees both a standard
 Every tool call of a script takes this door, so it is a plain ASGI app (`DirectCall`) rather than a Starlette
 endpoint, and `DirectCallShortcut`, the innermost middleware, hands it its requests before Starlette's exception
 middleware, router, `Request` and `Response` objects: those layers were ~65 µs of a proxied call's p50 and ~50 µs
-of its CPU (measured side by side, 15 rounds of 300 calls). The route stays in the router too (same app), which answers 405 to other methods and
-serves the door when a root path is set. The gateway's own middleware (size limit, auth, disconnect) runs as
-before, outside both.
+of its CPU (measured side by side, 15 rounds of 300 calls). The route stays in the router too (same app), which
+answers 405 to other methods and serves the door when a root path is set. The gateway's own middleware (size
+limit, auth, disconnect) runs as before, outside both.
 """
 
 from __future__ import annotations

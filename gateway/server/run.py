@@ -45,7 +45,9 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
 YOUNG_GC_THRESHOLD = 50_000
 """Allocations between two collections of young objects (Python's default: 700). A proxied call allocates a few
 hundred short-lived objects, nearly none of them in cycles (reference counting frees them), so the default
-collected once or twice per call for nothing: side by side, 60 µs less CPU and 23 µs less p50 per call."""
+collected once or twice per call for nothing. The first side-by-side measure gave 60-80 µs less CPU per call; two
+later ones (15 rounds each, since the executor's own HTTP client allocates less) 0 and 26 µs less CPU, and p50
+within noise (-12 to +16 µs)."""
 
 
 def tune_gc() -> None:

@@ -9,8 +9,7 @@ credentials under a running chat, and the old executor is closed once its last r
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -27,6 +26,26 @@ from .errors import APIError
 logger = logging.getLogger("gateway.server")
 
 AdapterFactory = Callable[[ProviderConfig], Any]
+
+
+class Holding:
+    """A request's hold on a generation (`GatewayState.use`). A class rather than `asynccontextmanager`: every
+    call of every door takes one, and the generator-based manager cost three times as much (1.7 vs 0.5 µs)."""
+
+    __slots__ = ("generation",)
+
+    def __init__(self, generation: Generation) -> None:
+        self.generation = generation
+
+    async def __aenter__(self) -> Generation:
+        self.generation.active += 1
+        return self.generation
+
+    async def __aexit__(self, *exc: object) -> None:
+        generation = self.generation
+        generation.active -= 1
+        if generation.retired and generation.active == 0:
+            await generation.aclose()
 
 
 class Generation:
@@ -106,17 +125,10 @@ class GatewayState:
     def current(self) -> Generation:
         return self.generation
 
-    @asynccontextmanager
-    async def use(self) -> AsyncIterator[Generation]:
-        """The current generation, held (not closed by a reload) until the block ends."""
-        generation = self.generation
-        generation.active += 1
-        try:
-            yield generation
-        finally:
-            generation.active -= 1
-            if generation.retired and generation.active == 0:
-                await generation.aclose()
+    def use(self) -> Holding:
+        """`async with state.use() as generation`: the current generation, held (not closed by a reload) until the
+        block ends."""
+        return Holding(self.generation)
 
     async def on_reload(self, runtime: Runtime) -> None:
         """Called by the holder after it swapped in a new runtime: rebuild the executor and adapters."""

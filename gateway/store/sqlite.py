@@ -52,6 +52,7 @@ from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
     INSERT_AUDIT,
+    PRUNE_AUDIT,
     SCHEMA,
     approval_from_row,
     approval_values,
@@ -65,7 +66,8 @@ T = TypeVar("T")
 _QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
 _CHECKPOINT_EVERY = 320
-"""Inline audit rows between two checkpoints: ~3 WAL pages a row, so ~1000 pages (SQLite's own default)."""
+"""Inline audit rows between two checkpoints: one WAL page a row (three in files made before `sqlite_tables`
+dropped AUTOINCREMENT and the time index), so at most ~1000 pages, SQLite's own default."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
@@ -337,7 +339,7 @@ class SQLiteStore(Store):
 
     async def prune_audit(self, before: float) -> int:
         def work(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM audit WHERE time < ?", (before,)).rowcount
+            return conn.execute(PRUNE_AUDIT, (before,)).rowcount
 
         return await self._run(work)
 
