@@ -31,6 +31,8 @@ class Redactor:
         self._lock = threading.Lock()
         self._secrets: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._variants: tuple[str, ...] = ()
+        """Every form of every secret, longest first: what `_pattern` matches."""
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
@@ -40,7 +42,8 @@ class Redactor:
             return
         with self._lock:
             self._secrets |= fresh
-            self._pattern = _compile_pattern(self._secrets)
+            self._variants = _all_variants(self._secrets)
+            self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
 
     def add_basic(self, username: str | None, password: str | None) -> None:
         """Learn a Basic credential: its base64 form would otherwise slip through."""
@@ -53,14 +56,19 @@ class Redactor:
 
     def text(self, text: str) -> str:
         pattern = self._pattern
-        if pattern is None or not text:
+        if pattern is None or not text or not self.appears_in(text):
             return text
         return pattern.sub(MARKER, text)
 
     def appears_in(self, text: str) -> bool:
-        """Whether a secret (in any of the forms redacted) occurs in `text`."""
-        pattern = self._pattern
-        return pattern is not None and pattern.search(text) is not None
+        """Whether a secret (in any of the forms redacted) occurs in `text`.
+
+        A substring test per form rather than the pattern's search: Python's regex engine tries the alternation
+        at every position (4 µs for a 1 KB answer and one secret, against 1 µs)."""
+        for variant in self._variants:
+            if variant in text:
+                return True
+        return False
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets replaced in every string, keys included."""
@@ -83,10 +91,9 @@ def _variants(secret: str) -> set[str]:
     return {v for v in variants if len(v) >= MIN_SECRET_LENGTH}
 
 
-def _compile_pattern(secrets: set[str]) -> re.Pattern[str]:
+def _all_variants(secrets: set[str]) -> tuple[str, ...]:
     variants: set[str] = set()
     for secret in secrets:
         variants |= _variants(secret)
     # Longest first so a secret that contains another is replaced whole.
-    ordered = sorted(variants, key=len, reverse=True)
-    return re.compile("|".join(re.escape(v) for v in ordered))
+    return tuple(sorted(variants, key=len, reverse=True))
