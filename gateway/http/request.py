@@ -59,18 +59,23 @@ def origin_of(url: httpx.URL) -> tuple[str, str, int | None]:
 
 def server_url(tool: Tool, api: ApiConfig) -> httpx.URL:
     """The absolute base URL of this tool's api, or a ConfigurationError saying what to set."""
+    return _parse_server(*_server_of(tool, api))
+
+
+def _server_of(tool: Tool, api: ApiConfig) -> tuple[str, str, str]:
+    """(the base URL as written, where it was written, the api's name)."""
     if api.base_url:
-        raw, source = api.base_url, f"apis.{tool.api}.base_url"
-    elif tool.servers:
-        raw, source = tool.servers[0].resolved(), f"the server {tool.servers[0].url!r} of {tool.source or tool.api}"
-    else:
-        raise ConfigurationError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
-    return _parse_server(raw, source, tool.api)
+        return api.base_url, "base_url", tool.api
+    if tool.servers:
+        return tool.servers[0].resolved(), f"the server {tool.servers[0].url!r} of {tool.source or tool.api}", tool.api
+    raise ConfigurationError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
 
 
 @functools.lru_cache(maxsize=1024)
 def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
     # Parsed once per base URL, not on every call (httpx.URL is immutable); errors are not cached.
+    if source == "base_url":
+        source = f"apis.{api}.base_url"
     if _PLACEHOLDER.search(raw):
         raise ConfigurationError(f"{source} has an unresolved variable: set apis.{api}.base_url in agents.yaml")
     try:
@@ -91,8 +96,7 @@ def build_request(
     *,
     reserved: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
 ) -> PreparedRequest:
-    base = server_url(tool, api)
-    prefix, base_query = _split_base(base)
+    prefix, base_query = _base_parts(*_server_of(tool, api))
     template = _template(tool)
     path = _build_path(tool, template, arguments)
     query: list[str] = []
@@ -198,7 +202,7 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
         path = "/" + path
     # Encoded values can't hold `/`, but `.` is unreserved: a value that forms a whole `.` or `..`
     # segment would walk to another endpoint with the gateway's credentials.
-    if any(segment in (".", "..") for segment in path.split("/")):
+    if "." in path and any(segment in (".", "..") for segment in path.split("/")):
         raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..'")
     return path
 
@@ -209,8 +213,10 @@ def _quote_literal(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _split_base(base: httpx.URL) -> tuple[str, str]:
-    """`scheme://authority/base/path` (no trailing slash, no query) and the base's own encoded query."""
+def _base_parts(raw: str, source: str, api: str) -> tuple[str, str]:
+    """`scheme://authority/base/path` (no trailing slash, no query) and the base's own encoded query, once per
+    base URL (keyed by its text: hashing an `httpx.URL` renders it again on every call)."""
+    base = _parse_server(raw, source, api)
     path = base.raw_path.decode("ascii").split("?", 1)[0].rstrip("/")
     host = base.raw_host.decode("ascii")
     authority = (f"[{host}]" if ":" in host else host) + (f":{base.port}" if base.port is not None else "")

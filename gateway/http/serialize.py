@@ -19,7 +19,6 @@ from .errors import ArgumentError
 _RESERVED_SAFE = ":/?[]@!$'()*,;="
 # RFC 6265 cookie-octet minus `%` (kept for our own escapes).
 _COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
-_FORBIDDEN_HEADER_CHARS = ("\r", "\n", "\x00")
 # The characters `quote` never escapes: a text made only of them (most names, ids and numbers) is its own encoding.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
 
@@ -70,7 +69,6 @@ def serialize_path(argument: Argument, value: Any) -> str:
         return _path_segment(encode_content(value, argument.content_type), argument.name)
     style = argument.style or "simple"
     explode = argument.explode
-    name = encode(argument.wire_name)
     enc = encode
     if style == "simple":
         text = _simple(value, explode, enc)
@@ -84,6 +82,7 @@ def serialize_path(argument: Argument, value: Any) -> str:
             return "." + ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value))
         return "." + enc(to_text(value))
     if style == "matrix":
+        name = encode(argument.wire_name)
         if isinstance(value, list):
             if explode:
                 return "".join(f";{name}={enc(to_text(v))}" for v in value)
@@ -126,7 +125,7 @@ def serialize_query(argument: Argument, value: Any) -> list[str]:
     def enc(text: str) -> str:
         return encode(text, allow_reserved=reserved)
 
-    name = encode(argument.wire_name)
+    name = _encoded_name(argument.wire_name)
     if argument.content_type:
         return [f"{name}={enc(encode_content(value, argument.content_type))}"]
     style = argument.style or "form"
@@ -148,6 +147,17 @@ def serialize_query(argument: Argument, value: Any) -> list[str]:
         separator = {"spaceDelimited": "%20", "pipeDelimited": "|"}.get(style, ",")
         return [f"{name}=" + separator.join(f"{enc(k)}{separator}{enc(v)}" for k, v in _pairs(value))]
     return [f"{name}={enc(to_text(value))}"]
+
+
+_names: dict[str, str] = {}
+
+
+def _encoded_name(name: str) -> str:
+    """A parameter's name from the spec, encoded once (the names are the catalog's: a bounded set)."""
+    encoded = _names.get(name)
+    if encoded is None:
+        encoded = _names[name] = encode(name)
+    return encoded
 
 
 def _deep_items(prefix: str, value: Any) -> list[tuple[str, str]]:
@@ -179,7 +189,7 @@ def serialize_header(argument: Argument, value: Any) -> str:
 
 
 def check_header_value(label: str, text: str) -> None:
-    if any(c in text for c in _FORBIDDEN_HEADER_CHARS):
+    if "\r" in text or "\n" in text or "\x00" in text:
         raise ArgumentError(f"{label}: header values can't contain CR, LF or NUL characters")
     if not text.isascii():
         raise ArgumentError(f"{label}: header values must be ASCII text")

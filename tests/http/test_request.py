@@ -43,7 +43,7 @@ def test_server_choice_and_configuration_errors() -> None:
     for servers in ((Server(url="/relative"),), (Server(url="https://{region}.example.com"),), ()):
         with pytest.raises(ConfigurationError, match="base_url"):
             build_request(make_tool(servers=servers), {}, ApiConfig(name="demo"))
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match=r"^apis\.demo\.base_url is relative or not http"):
         build_request(make_tool(), {}, ApiConfig(name="demo", base_url="ftp://files.example.com"))
 
 
