@@ -74,6 +74,19 @@ class _Api:
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         self.retry_budget = RetryBudget()
+        # Whether every wait of a call ends by its deadline without a timer of the executor's: the wire's timer
+        # covers the exchange and its body, retries sleep only within the deadline, static credentials never
+        # wait (an OAuth token request might, and httpx times each read, not the whole exchange).
+        self.self_timed = isinstance(self.wire, Http1Wire) and not self.auth.has_tokens
+        self._reserved_args: dict[str, frozenset[str]] = {}
+
+    def reserved_args(self, tool: Tool) -> frozenset[str]:
+        """The tool's arguments that the credentials fill (a model may leave them out)."""
+        names = self._reserved_args.get(tool.name)
+        if names is None:
+            names = self._reserved_args[tool.name] = frozenset(
+                a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
+        return names
 
 
 class Executor:
@@ -139,10 +152,7 @@ class Executor:
         self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None
     ) -> ToolResult:
         api = self._api(tool.api)
-        reserved_args = {
-            a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in api.reserved
-        }
-        problems = _validate(tool, arguments, optional=reserved_args)
+        problems = _validate(tool, arguments, optional=api.reserved_args(tool))
         if problems:
             text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
             message = f"Invalid arguments for {tool.name}; nothing was sent:\n{text}"
@@ -155,11 +165,12 @@ class Executor:
         limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
         deadline = time.monotonic() + seconds
         try:
+            if api.self_timed and (api.limit is None or not api.limit.locked()):
+                # No second timer per call (~2 µs each): a free slot is taken without waiting, and the rest ends
+                # by the deadline on its own (`_Api.self_timed`).
+                return await self._limited_send(tool, api, prepared, deadline, limit)
             async with asyncio.timeout(seconds):
-                if api.limit is None:
-                    return await self._send(tool, api, prepared, deadline, limit)
-                async with api.limit:
-                    return await self._send(tool, api, prepared, deadline, limit)
+                return await self._limited_send(tool, api, prepared, deadline, limit)
         except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
             return ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
         except RedirectRefused as error:
@@ -174,6 +185,12 @@ class Executor:
         except httpx.HTTPError as error:
             detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
             return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
+
+    async def _limited_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        if api.limit is None:
+            return await self._send(tool, api, prepared, deadline, limit)
+        async with api.limit:
+            return await self._send(tool, api, prepared, deadline, limit)
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()

@@ -62,6 +62,8 @@ class Reply:
     delay: float = 0.0
     endless: bool = False
     """Stream chunks forever (until the client goes away)."""
+    trickle: float = 0.0
+    """With `endless`: a small chunk every this many seconds instead of big ones back to back."""
 
 
 Responder = Callable[[Recorded], Reply]
@@ -145,10 +147,13 @@ def _handler_for(server: RecordingServer) -> type[BaseHTTPRequestHandler]:
             if reply.endless:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                chunk = b"x" * 65536
+                chunk = b"x" * (16 if reply.trickle else 65536)
                 try:
                     while True:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        if reply.trickle:
+                            self.wfile.flush()
+                            time.sleep(reply.trickle)
                 except OSError:
                     self.close_connection = True
                 return

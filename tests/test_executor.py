@@ -3,9 +3,11 @@ and each safety rule (traversal, CR/LF, cross-host redirects, redaction, body ca
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import email.parser
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -385,6 +387,17 @@ async def test_timeout_is_a_result(upstream) -> None:
     upstream.route("/slow", Reply(200, {"late": True}, delay=1.0))
     result = await _call(upstream, make_tool(path="/slow"), {}, timeout=0.2)
     assert result.ok is False and result.error_type == "timeout"
+
+
+async def test_a_body_that_never_ends_times_out_at_the_deadline(upstream) -> None:
+    # The headers come at once, then a few bytes every 50 ms, forever and far below the size cap: only the
+    # deadline ends the call (the wire's own timer: the executor sets none of its own on this path).
+    upstream.route("/drip", Reply(200, endless=True, trickle=0.05, headers={"Content-Type": "text/plain"}))
+    started = time.monotonic()
+    async with asyncio.timeout(5):  # a hang fails the test instead of stalling it
+        result = await _call(upstream, make_tool(path="/drip"), {}, timeout=0.3)
+    assert result.ok is False and result.error_type == "timeout"
+    assert 0.3 <= time.monotonic() - started < 2.0
 
 
 async def test_post_is_never_sent_twice(upstream) -> None:
