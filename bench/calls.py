@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -107,7 +108,7 @@ async def _sequential(sides: dict[str, Call], count: int, failed: dict[str, str]
             try:
                 await sides[name]()
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
-                failed[name] = f"failed: {type(error).__name__}"
+                _failed(failed, name, error)
                 del times[name]
                 continue
             times[name].append(time.perf_counter() - started)
@@ -176,7 +177,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
             try:
                 crowds[name] = [await _bind(name, await client(), urls) for _ in range(callers)]
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
-                failed[name + "@concurrent"] = f"failed: {type(error).__name__}"
+                _failed(failed, name + "@concurrent", error)
         for name in names:  # warm-up: connections, caches, validators on every side and every caller
             for call in [sides[name]] * 50 + crowds.get(name, []):
                 await call()
@@ -200,7 +201,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
                 peer_tool = await _peer_tool(f"{urls['peer_github']}/mcp", tool)
                 first["peer"] = await _first_calls(f"{urls['peer_github']}/mcp", peer_tool, rounds * 2)
             except (httpx.HTTPError, RuntimeError, KeyError) as error:
-                first["peer"] = f"failed: {type(error).__name__}"  # type: ignore[assignment]
+                first["peer"] = _failed({}, "peer's first calls", error)  # type: ignore[assignment]
     return {"p50_ms": {k: failed.get(k) or median(v) for k, v in p50.items()},
             "throughput": {k: failed.get(k + "@concurrent") or median(v) for k, v in throughput.items()},
             "first_ms": first, "cpu_us": cpu}
@@ -230,8 +231,15 @@ async def _failsafe(work: Awaitable[float], name: str, failed: dict[str, str]) -
     try:
         return await work
     except (httpx.HTTPError, RuntimeError, AssertionError) as error:
-        failed[name] = f"failed: {type(error).__name__}"
+        _failed(failed, name, error)
         return float("nan")
+
+
+def _failed(failed: dict[str, str], name: str, error: Exception) -> str:
+    """Record a side's failure for its table cell, and say on stderr what it was."""
+    failed[name] = f"failed: {type(error).__name__}"
+    print(f"bench.calls: {name} failed: {type(error).__name__}: {str(error)[:300]}", file=sys.stderr)
+    return failed[name]
 
 
 def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool = True,

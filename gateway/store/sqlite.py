@@ -10,7 +10,8 @@ Audit rows, one per proxied call, are the exception: they commit inline, on the 
 through a second connection of their own. Handing a row to the store thread cost ~100-250 us of CPU
 per call (executor submit, waking the worker, GIL hand-over, the loop's self-pipe; 905 vs 1170 us CPU per
 proxied call, memory vs SQLite store, 8 concurrent callers), while `BEGIN IMMEDIATE; INSERT; COMMIT` in
-WAL + `synchronous=NORMAL` writes the WAL without fsync: p50 22 us, p99 ~100 us, max 0.3 ms measured.
+WAL + `synchronous=NORMAL` writes the WAL without fsync: p50 22 us, p99 ~100 us, max 0.3 ms measured
+(13-17 us since an audit row is one WAL page, `sqlite_tables`).
 That connection never waits: `busy_timeout=0`, and a lock held elsewhere (the store thread inside
 `save_run`, another process such as `gateway approvals`, another loop writing inline)
 sends the row down the queued path instead (group commit on the store thread, as every row went
