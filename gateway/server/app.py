@@ -24,12 +24,13 @@ from starlette.routing import BaseRoute, Route
 from ..runtime import RuntimeHolder
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
-from .direct_call import DirectCall, DirectCallShortcut
+from .direct_call import DirectCall
 from .errors import error_handlers
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
 from .openapi import SAFETY_PATHS, openapi_document
 from .routes import routes as plain_routes
+from .shortcut import DoorShortcut
 from .state import GatewayState
 
 logger = logging.getLogger("gateway.server")
@@ -113,9 +114,9 @@ def create_app(
     app = Starlette(
         routes=routes,
         # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
-        # Direct calls leave for their door last, after every other middleware (gateway.server.direct_call).
+        # Tool calls leave for their doors last, after every other middleware (gateway.server.shortcut).
         middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
-                    *middleware, Middleware(DirectCallShortcut, door=direct_call)],
+                    *middleware, Middleware(DoorShortcut, direct_call=direct_call, mcp=mcp)],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
     )

@@ -1,97 +1,15 @@
-"""The direct-call door's shortcut past Starlette's router: the same answers either way, and it is taken."""
+"""The direct-call door: a client that leaves before its body has arrived."""
 
 from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import starlette.routing
 from recording_server import RecordingServer
-from server_support import LenientLLM, gateway
-
-# (agent, tool, body): success, invalid arguments, upstream failure, success, unknown agent and tool, not JSON, not an
-# object, empty body, a write refused for want of an approval queue.
-CASES = [
-    ("weather", "getForecast", b'{"latitude": 52.52, "longitude": 13.41}'),
-    ("weather", "getForecast", b'{"latitude": "north"}'),
-    ("triage", "getRepo", b'{"owner": "acme", "repo": "app"}'),  # the upstream answers 404
-    ("triage", "getIssue", b'{"owner": "acme", "repo": "app", "issue_number": 7}'),
-    ("nobody", "getForecast", b"{}"),
-    ("weather", "getIssue", b"{}"),
-    ("weather", "getForecast", b"{not json"),
-    ("weather", "getForecast", b"[1, 2]"),
-    ("weather", "getForecast", b""),
-    ("triage", "createIssueComment", b'{"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"}'),
-]
-
-
-@pytest.fixture
-def routed_by_path(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths Starlette's router sees (patched before the app is built: the router binds its app then)."""
-    seen: list[str] = []
-    original = starlette.routing.Router.app
-
-    async def counting(self: Any, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            seen.append(scope["path"])
-        await original(self, scope, receive, send)
-
-    monkeypatch.setattr(starlette.routing.Router, "app", counting)
-    return seen
-
-
-@pytest.fixture
-def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
-                 routed_by_path: list[str]) -> Iterator[tuple[str, str]]:
-    """The same project served plainly (the shortcut) and under a root path (the router serves the door)."""
-    with gateway(tmp_path / "plain", llm.url, upstream.url) as (plain, _), \
-            gateway(tmp_path / "rooted", llm.url, upstream.url, root_path="/gw") as (rooted, _):
-        yield plain, rooted
-
-
-def _answer(response: httpx.Response) -> tuple[int, str | None, Any]:
-    body = response.json()
-    for result in (body, body.get("result") or {}):
-        result.pop("duration_ms", None)  # the one field two calls never share
-    return response.status_code, response.headers.get("content-type"), body
-
-
-def test_the_shortcut_answers_as_the_router_does(two_gateways: tuple[str, str], upstream: RecordingServer,
-                                                  routed_by_path: list[str]) -> None:
-    plain, rooted = two_gateways
-    statuses = []
-    for agent, tool, body in CASES:
-        answers, sent = [], []
-        for base in (plain, rooted):
-            before = len(upstream.requests)
-            response = httpx.post(f"{base}/agents/{agent}/tools/{tool}", content=body,
-                                  headers={"content-type": "application/json"})
-            answers.append(_answer(response))
-            sent.append([(r.method, r.path, sorted(r.query)) for r in upstream.requests[before:]])
-        assert answers[0] == answers[1], (agent, tool, body)
-        assert sent[0] == sent[1]
-        statuses.append(answers[0][0])
-    assert statuses == [200, 422, 502, 200, 404, 404, 400, 400, 422, 403]
-    # The rooted gateway's router served every call; the plain one's never saw a direct call.
-    assert sum(path.endswith(tuple(f"/tools/{tool}" for _, tool, _ in CASES)) for path in routed_by_path) == len(CASES)
-    assert all(path.startswith("/gw/") for path in routed_by_path)
-
-
-def test_other_requests_still_reach_the_router(two_gateways: tuple[str, str], routed_by_path: list[str]) -> None:
-    plain, _ = two_gateways
-    response = httpx.get(f"{plain}/agents/weather/tools/getForecast")  # the door's path, another method
-    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
-    assert httpx.get(f"{plain}/agents/weather/tools").status_code == 200
-    response = httpx.post(f"{plain}/agents/weather/tools/getForecast/extra", json={})  # not the door's path
-    assert response.status_code == 404
-    assert routed_by_path == ["/agents/weather/tools/getForecast", "/agents/weather/tools",
-                              "/agents/weather/tools/getForecast/extra"]
 
 
 def test_a_client_leaving_mid_body_ends_the_call_quietly(gw: tuple[str, Any], upstream: RecordingServer,

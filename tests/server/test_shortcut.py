@@ -1,0 +1,126 @@
+"""The two doors' shortcut past Starlette's router: the same answers either way, and it is taken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import starlette.routing
+from recording_server import RecordingServer
+from server_support import LenientLLM, gateway
+
+# (agent, tool, body): success, invalid arguments, upstream failure, success, unknown agent and tool, not JSON, not an
+# object, empty body, a write refused for want of an approval queue.
+CASES = [
+    ("weather", "getForecast", b'{"latitude": 52.52, "longitude": 13.41}'),
+    ("weather", "getForecast", b'{"latitude": "north"}'),
+    ("triage", "getRepo", b'{"owner": "acme", "repo": "app"}'),  # the upstream answers 404
+    ("triage", "getIssue", b'{"owner": "acme", "repo": "app", "issue_number": 7}'),
+    ("nobody", "getForecast", b"{}"),
+    ("weather", "getIssue", b"{}"),
+    ("weather", "getForecast", b"{not json"),
+    ("weather", "getForecast", b"[1, 2]"),
+    ("weather", "getForecast", b""),
+    ("triage", "createIssueComment", b'{"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"}'),
+]
+
+
+@pytest.fixture
+def routed_by_path(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths Starlette's router sees (patched before the app is built: the router binds its app then)."""
+    seen: list[str] = []
+    original = starlette.routing.Router.app
+
+    async def counting(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append(scope["path"])
+        await original(self, scope, receive, send)
+
+    monkeypatch.setattr(starlette.routing.Router, "app", counting)
+    return seen
+
+
+@pytest.fixture
+def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+                 routed_by_path: list[str]) -> Iterator[tuple[str, str]]:
+    """The same project served plainly (the shortcut) and under a root path (the router serves the door)."""
+    with gateway(tmp_path / "plain", llm.url, upstream.url) as (plain, _), \
+            gateway(tmp_path / "rooted", llm.url, upstream.url, root_path="/gw") as (rooted, _):
+        yield plain, rooted
+
+
+def _answer(response: httpx.Response) -> tuple[int, str | None, Any]:
+    body = response.json()
+    for result in (body, body.get("result") or {}):
+        result.pop("duration_ms", None)  # the one field two calls never share
+    return response.status_code, response.headers.get("content-type"), body
+
+
+def test_the_shortcut_answers_as_the_router_does(two_gateways: tuple[str, str], upstream: RecordingServer,
+                                                  routed_by_path: list[str]) -> None:
+    plain, rooted = two_gateways
+    statuses = []
+    for agent, tool, body in CASES:
+        answers, sent = [], []
+        for base in (plain, rooted):
+            before = len(upstream.requests)
+            response = httpx.post(f"{base}/agents/{agent}/tools/{tool}", content=body,
+                                  headers={"content-type": "application/json"})
+            answers.append(_answer(response))
+            sent.append([(r.method, r.path, sorted(r.query)) for r in upstream.requests[before:]])
+        assert answers[0] == answers[1], (agent, tool, body)
+        assert sent[0] == sent[1]
+        statuses.append(answers[0][0])
+    assert statuses == [200, 422, 502, 200, 404, 404, 400, 400, 422, 403]
+    # The rooted gateway's router served every call; the plain one's never saw a direct call.
+    assert len(routed_by_path) == len(CASES) and all(path.startswith("/gw/agents/") for path in routed_by_path)
+
+
+def test_other_requests_still_reach_the_router(two_gateways: tuple[str, str], routed_by_path: list[str]) -> None:
+    plain, _ = two_gateways
+    response = httpx.get(f"{plain}/agents/weather/tools/getForecast")  # the door's path, another method
+    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+    assert httpx.get(f"{plain}/agents/weather/tools").status_code == 200
+    response = httpx.post(f"{plain}/agents/weather/tools/getForecast/extra", json={})  # not the door's path
+    assert response.status_code == 404
+    assert routed_by_path == ["/agents/weather/tools/getForecast", "/agents/weather/tools",
+                              "/agents/weather/tools/getForecast/extra"]
+
+
+def _mcp_exchange(base: str) -> list[tuple[int, Any]]:
+    """initialize, initialized, a tool call, a bad one, the session's end, and an unknown agent's endpoint."""
+    answers: list[tuple[int, Any]] = []
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+        def post(path: str, message: dict[str, Any]) -> httpx.Response:
+            response = client.post(path, json=message)
+            answers.append((response.status_code, response.json() if response.content else None))
+            return response
+
+        opened = post("/mcp/weather", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}})
+        client.headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        client.headers["Mcp-Protocol-Version"] = "2025-06-18"
+        post("/mcp/weather", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        post("/mcp/weather", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "getForecast", "arguments": {"latitude": 52.52, "longitude": 13.41}}})
+        post("/mcp/weather", {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "getForecast", "arguments": {"latitude": "north"}}})
+        answers.append((client.delete("/mcp/weather").status_code, None))
+        del client.headers["Mcp-Session-Id"]
+        post("/mcp/nobody", {"jsonrpc": "2.0", "id": 4, "method": "tools/list"})
+    return answers
+
+
+def test_mcp_through_the_shortcut_answers_as_through_the_router(two_gateways: tuple[str, str],
+                                                                routed_by_path: list[str]) -> None:
+    plain, rooted = two_gateways
+    answers = _mcp_exchange(plain)
+    assert answers == _mcp_exchange(rooted)
+    assert [status for status, _ in answers] == [200, 202, 200, 200, 200, 404]
+    assert answers[2][1]["result"]["structuredContent"]["current"]["temperature_2m"] == 3.5
+    assert answers[3][1]["result"]["isError"] is True
+    assert routed_by_path == ["/gw/mcp/weather"] * 5 + ["/gw/mcp/nobody"]
