@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import uvicorn
 
 from bench.support import DIRECT_HEADERS, DIRECT_PATH
+from gateway.server.run import KEEP_ALIVE_SECONDS  # clients never find their connection closing
 
 Fetch = Callable[[], Awaitable[tuple[int, bytes]]]
 
@@ -74,7 +75,7 @@ def main() -> None:
     parser.add_argument("--client", choices=("http1", "aiohttp"), default="http1")
     args = parser.parse_args()
     uvicorn.run(make_app(args.upstream, args.client), host="127.0.0.1", port=args.port, log_level="error",
-                access_log=False, lifespan="off")
+                access_log=False, lifespan="off", timeout_keep_alive=KEEP_ALIVE_SECONDS)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ def main() -> None:
     import uvicorn
     from fastmcp import FastMCP
 
+    from gateway.server.run import KEEP_ALIVE_SECONDS  # clients never find their connection closing
+
     try:
         import httpx2 as client_lib  # FastMCP 4 takes an httpx2 client (plain httpx is deprecated there)
     except ImportError:  # older FastMCP
@@ -34,7 +36,7 @@ def main() -> None:
     document = json.loads(args.spec.read_text())
     server = FastMCP.from_openapi(openapi_spec=document, client=client, name="peer")
     uvicorn.run(server.http_app(path="/mcp"), host="127.0.0.1", port=args.port, log_level="error",
-                access_log=False)
+                access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS)
 
 
 if __name__ == "__main__":

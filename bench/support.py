@@ -232,7 +232,7 @@ class Row:
     work: str
     unit: str
     ours: float | None
-    floor: float | None = None
+    floor: float | str | None = None
     floor_name: str = ""
     peer: float | str | None = None
     goal: str = ""
@@ -258,8 +258,8 @@ def _fmt(value: float | str | None, unit: str) -> str:
     return f"{value:,.0f} {unit}"
 
 
-def _ratio(value: float | str | None, floor: float | None) -> str:
-    if not isinstance(value, float | int) or not floor:
+def _ratio(value: float | str | None, floor: float | str | None) -> str:
+    if not isinstance(value, float | int) or not isinstance(floor, float | int) or not floor:
         return "—"
     return f"{value / floor:.2f}×"
 

@@ -12,6 +12,8 @@ import json
 
 import uvicorn
 
+from gateway.server.run import KEEP_ALIVE_SECONDS  # clients never find their connection closing
+
 PAYLOAD = json.dumps({"items": [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(20)]}).encode()
 EMPTY = b"{}"
 
@@ -29,7 +31,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="error", access_log=False, lifespan="off")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="error", access_log=False, lifespan="off",
+                timeout_keep_alive=KEEP_ALIVE_SECONDS)
 
 
 if __name__ == "__main__":

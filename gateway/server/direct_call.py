@@ -33,7 +33,7 @@ class DirectCall:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            status, content, headers = await self._answer(scope, receive)
+            status, content = await self._answer(scope, receive)
         except APIError as error:
             await error.response()(scope, receive, send)
             return
@@ -41,11 +41,12 @@ class DirectCall:
             return  # the client left before its body arrived: nobody to answer
         body = json_bytes(content)
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(body)).encode("latin-1")), _JSON_HEADER, *headers]})
+                    "headers": [(b"content-length", str(len(body)).encode("latin-1")), _JSON_HEADER]})
         await send({"type": "http.response.body", "body": body})
 
-    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any, list[tuple[bytes, bytes]]]:
-        """(status, JSON content, extra headers); status 0 when the client disconnected mid-body."""
+    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
+        """(status, JSON content) of a call that ran (200) or waits for approval (202); status 0 when the client
+        disconnected mid-body; any other outcome is raised as the `APIError` to answer."""
         state: GatewayState = scope["app"].state.gateway
         params = scope["path_params"]
         async with state.use() as generation:
@@ -57,7 +58,7 @@ class DirectCall:
                                code="unknown_tool")
             body = await _read_body(receive)
             if body is None:
-                return 0, None, []
+                return 0, None
             arguments = parse_json_body(body, default={})
             if not isinstance(arguments, dict):
                 raise APIError(400, "The body must be the arguments as a JSON object, "
@@ -67,7 +68,7 @@ class DirectCall:
                                            client=client if isinstance(client, str) else None)
         status = status_for_result(result)
         if status in (200, 202):
-            return status, result.to_dict(), []
+            return status, result.to_dict()
         notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (GuardedExecutor)
         retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
         raise APIError(status, result.error or f"The call failed ({result.error_type}).",
