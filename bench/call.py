@@ -22,10 +22,10 @@ import httpx
 import uvicorn
 
 from gateway.catalog import Argument, Catalog, Tool
-from gateway.executor import Executor
+from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.execution.arguments import validate_arguments
+from gateway.execution.executor import Executor
 from gateway.http.request import build_request
-from gateway.http.validation import validate_arguments
-from gateway.manifest import ApiConfig, AuthConfig, Manifest
 
 PAYLOAD = json.dumps({"items": [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(20)]}).encode()
 

@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 import httpx
 
+from gateway.config.model import AgentConfig, Policy, ProviderConfig
 from gateway.loop import run
-from gateway.manifest import AgentConfig, Policy, ProviderConfig
 from gateway.messages import Message, ToolCall, ToolResult
 from gateway.providers import get_adapter
 from gateway.toolsets import AgentTool, Toolset

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
+from .config.loader import load_manifest
+from .config.model import AgentConfig, Manifest
 from .dialects import render_tools
-from .invoke import ToolRunner
+from .execution.runner import ToolRunner
 from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
-from .manifest import AgentConfig, Manifest
-from .manifest_loader import load_manifest
 from .messages import Message, ToolCall, ToolResult
 from .openapi import compile_document, compile_specs
 from .providers import AdapterPool, ProviderAdapter, get_adapter

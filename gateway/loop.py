@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 
+from .config.model import AgentConfig
 from .loop_types import (
     STATE_VERSION,
     Decision,
@@ -37,7 +38,6 @@ from .loop_types import (
     message_from_dict,
     message_to_dict,
 )
-from .manifest import AgentConfig
 from .messages import Message, ToolCall, ToolResult
 from .providers.base import ProviderAdapter, Turn, Usage
 from .toolsets import AgentTool, Toolset

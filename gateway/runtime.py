@@ -24,9 +24,9 @@ import anyio
 import anyio.to_thread
 
 from .catalog import Catalog, Diagnostic
+from .config.loader import load_manifest
+from .config.model import AgentConfig, Manifest
 from .errors import ConfigError
-from .manifest import AgentConfig, Manifest
-from .manifest_loader import load_manifest
 from .toolsets import AgentTool, Toolset, build_toolsets
 
 logger = logging.getLogger("gateway.runtime")

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from ._checker import suggest
 from .catalog import Catalog, Diagnostic, JSONSchema, Tool
-from .manifest import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
+from .config.checker import suggest
+from .config.model import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
 
 _GLOB = re.compile(r"[*?\[]")
 

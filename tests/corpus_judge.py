@@ -23,9 +23,9 @@ from argument_generator import Unsatisfiable, generate
 from recording_server import Recorded, RecordingServer
 
 from gateway.catalog import Tool
-from gateway.executor import Executor, validate_arguments
+from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.execution.executor import Executor, validate_arguments
 from gateway.http.body import is_binary_type, is_json_type
-from gateway.manifest import ApiConfig, AuthConfig, Manifest
 from gateway.openapi import compile_document
 
 LARGE = 2000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.catalog import Argument, BodyBinding, Catalog, Server, Tool
-from gateway.executor import Executor
-from gateway.manifest import ApiConfig, AuthConfig, Manifest
+from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.execution.executor import Executor
 
 
 def arg(name: str, location: str, schema: dict[str, Any] | None = None, *, required: bool = False,

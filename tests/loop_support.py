@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.catalog import Tool
-from gateway.manifest import AgentConfig, Policy, ProviderConfig
+from gateway.config.model import AgentConfig, Policy, ProviderConfig
 from gateway.messages import ToolCall, ToolResult
 from gateway.providers import get_adapter
 from gateway.providers.base import ProviderAdapter

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from recording_server import Reply
 
-from gateway.cli import main
+from gateway.cli.commands import main
 
 SPEC = {
     "openapi": "3.0.3",

@@ -15,7 +15,7 @@ from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
 from gateway.catalog import BodyBinding, Encoding, Server
-from gateway.manifest import AuthConfig
+from gateway.config.model import AuthConfig
 
 pytestmark = pytest.mark.anyio
 

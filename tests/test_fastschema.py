@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import _fastschema
-from gateway._fastschema import is_valid
+from gateway.execution import fastschema as _fastschema
+from gateway.execution.fastschema import is_valid
 
 SCHEMA = {"type": "object", "properties": {"owner": {"type": "string"}, "per_page": {"type": "integer", "minimum": 1},
                                            "email": {"type": "string", "format": "email"}},

@@ -12,8 +12,8 @@ import recording_server as upstream_mod
 from loop_support import agent_tool
 from scripted_llm import Call, Reply, ScriptedLLM
 
-from gateway.executor import Executor
-from gateway.invoke import ToolRunner, merge_arguments
+from gateway.execution.executor import Executor
+from gateway.execution.runner import ToolRunner, merge_arguments
 from gateway.loop import run
 from gateway.messages import Message, ToolCall
 from gateway.providers import AdapterPool
@@ -168,7 +168,7 @@ async def test_a_sub_agents_steps_reach_the_lead_live_and_in_its_steps(runtime, 
 
 
 async def test_a_sub_agents_calls_are_made_in_its_own_name(runtime, servers) -> None:
-    from gateway.audit import bind_caller, current_caller
+    from gateway.safety.audit import bind_caller, current_caller
 
     llm, _ = servers
     llm.script(Reply(calls=[Call("ask_helper", {"task": "Rome?"}), Call("getWeather", {"city": "Oslo"})]),

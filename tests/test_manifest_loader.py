@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gateway.catalog import ApiSpec, Catalog, Diagnostic, Tool
-from gateway.manifest_loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
+from gateway.config.loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
 
 
 def _parse(text: str, environ: dict[str, str] | None = None, catalog: Catalog | None = None):

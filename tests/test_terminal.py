@@ -10,8 +10,8 @@ import pytest
 import recording_server as upstream_mod
 from scripted_llm import Call, Reply, ScriptedLLM
 
-from gateway.cli import main
-from gateway.terminal import chat_command
+from gateway.cli.chat import chat_command
+from gateway.cli.commands import main
 
 SPEC = """
 openapi: 3.1.0

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gateway.catalog import ApiSpec, Argument, Catalog, Diagnostic, Tool
-from gateway.cli import main
-from gateway.manifest_loader import parse_manifest
+from gateway.cli.commands import main
+from gateway.config.loader import parse_manifest
 from gateway.openapi import compile_specs
 from gateway.toolsets import AgentTool, Toolset, build_toolsets, select_tools
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from gateway._yamlnodes import MISSING, format_path, load_yaml
+from gateway.config.yamlnodes import MISSING, format_path, load_yaml
 
 
 def test_format_path_quotes_keys_that_are_not_plain_names() -> None:

@@ -9,6 +9,6 @@ the input schema), `errors`.
 
 from __future__ import annotations
 
-from .redact import Redactor
+from ..safety.redaction import Redactor
 
 __all__ = ["Redactor"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..manifest import AuthConfig
+from ..config.model import AuthConfig
+from ..safety.redaction import Redactor
 from .errors import ConfigurationError
-from .redact import Redactor
 
 _EXPIRY_MARGIN = 30.0
 """Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""

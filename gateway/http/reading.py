@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
+from ..safety.redaction import Redactor
 from .body import essence, is_binary_type, is_json_type
-from .redact import Redactor
 
 MIN_HARD_CAP = 4 * 1024 * 1024
 HARD_CAP_FACTOR = 16

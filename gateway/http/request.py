@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from ..catalog import Argument, Tool
-from ..manifest import ApiConfig
+from ..config.model import ApiConfig
 from .body import build_body
 from .errors import ArgumentError, ConfigurationError
 from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query

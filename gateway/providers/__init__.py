@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import httpx
 
+from ..config.model import AgentConfig, Manifest, ProviderConfig
 from ..errors import ConfigError
-from ..manifest import AgentConfig, Manifest, ProviderConfig
 from .anthropic import AnthropicAdapter
 from .base import ProviderAdapter, Turn, Usage
 from .gemini import GeminiAdapter

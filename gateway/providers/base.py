@@ -22,9 +22,9 @@ import anyio
 import httpx
 import orjson
 
+from ..config.model import ProviderConfig
 from ..errors import ProviderError
 from ..jsonwire import dumps
-from ..manifest import ProviderConfig
 from ..messages import Message, ToolCall
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]

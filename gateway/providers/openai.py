@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
+from ..config.model import ProviderConfig
 from ..dialects import drop_strict_nulls, openai_tool
 from ..errors import ProviderError
-from ..manifest import ProviderConfig
 from ..messages import Message
 from .base import (
     FinishReason,

@@ -29,10 +29,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..audit import bind_caller
+from ..config.model import ClientConfig
 from ..errors import ConfigError
-from ..manifest import ClientConfig
-from ..ratelimit import RateLimited, RateLimiter
+from ..safety.audit import bind_caller
+from ..safety.ratelimit import RateLimited, RateLimiter
 from .errors import APIError
 
 logger = logging.getLogger("gateway.auth")

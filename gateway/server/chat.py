@@ -25,9 +25,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
+from ..config.model import AgentConfig
 from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
-from ..manifest import AgentConfig
 from ..messages import Message
 from ..providers.base import Usage
 from .auth import is_loopback

@@ -17,8 +17,8 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from ..audit import bind_caller, current_caller
 from ..messages import ToolCall, ToolResult
+from ..safety.audit import bind_caller, current_caller
 from ..toolsets import AgentTool
 from .errors import APIError, json_bytes, status_for_result
 from .routes import known_agent, parse_json_body

@@ -31,8 +31,8 @@ from opentelemetry import trace
 from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
-from .._fastschema import is_valid
 from ..dialects import mcp_structured_content, mcp_tool
+from ..execution.fastschema import is_valid
 from ..jsonwire import dumps_text
 from ..messages import ToolResult
 from ..toolsets import AgentTool

@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..config.model import AgentConfig
 from ..dialects import json_tool, render_tools
-from ..manifest import AgentConfig
 from ..toolsets import AgentTool
 from .errors import APIError
 from .state import GatewayState, Generation

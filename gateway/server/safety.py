@@ -28,17 +28,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import loop
-from ..approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome, approval_dict
-from ..audit import AuditLog, bind_caller, current_caller, retention_days
-from ..breaker import CircuitBreaker, GuardedExecutor, GuardSettings
+from ..config.model import AgentConfig, Manifest
 from ..errors import ConfigError
-from ..http.redact import Redactor
-from ..logredact import redact_logs
 from ..loop_types import Decision
-from ..manifest import AgentConfig, Manifest
 from ..messages import ToolCall, ToolResult
-from ..ratelimit import RateLimiter, RateLimits
 from ..runtime import Runtime
+from ..safety.approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome, approval_dict
+from ..safety.audit import AuditLog, bind_caller, current_caller, retention_days
+from ..safety.breaker import CircuitBreaker, GuardedExecutor, GuardSettings
+from ..safety.logredact import redact_logs
+from ..safety.ratelimit import RateLimiter, RateLimits
+from ..safety.redaction import Redactor
 from ..store import RunRecord, Store, open_store, store_location
 from ..toolsets import AgentTool
 from .auth import AuthMiddleware, ClientKeys, allowed_agents

@@ -14,10 +14,10 @@ from typing import Any
 
 import httpx
 
+from ..config.model import AgentConfig, ProviderConfig
 from ..errors import ConfigError
-from ..executor import Executor
-from ..invoke import ToolRunner
-from ..manifest import AgentConfig, ProviderConfig
+from ..execution.executor import Executor
+from ..execution.runner import ToolRunner
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
 from ..toolsets import Toolset

@@ -10,8 +10,8 @@ import pytest
 from executor_helpers import executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
+from gateway.config.model import AuthConfig
 from gateway.http.auth import reserved_names
-from gateway.manifest import AuthConfig
 
 pytestmark = pytest.mark.anyio
 

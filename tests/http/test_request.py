@@ -6,9 +6,9 @@ import pytest
 from executor_helpers import arg, make_tool
 
 from gateway.catalog import Server
+from gateway.config.model import ApiConfig
 from gateway.http.errors import ArgumentError, ConfigurationError
 from gateway.http.request import accept_header, build_request
-from gateway.manifest import ApiConfig
 
 API = ApiConfig(name="demo", base_url="https://api.example.com/v1/")
 

@@ -14,8 +14,8 @@ import pytest
 import trustme
 from executor_helpers import executor_for, make_tool
 
-from gateway.manifest import AuthConfig
-from gateway.manifest_loader import load_manifest
+from gateway.config.loader import load_manifest
+from gateway.config.model import AuthConfig
 
 pytestmark = pytest.mark.anyio
 

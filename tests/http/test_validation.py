@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from executor_helpers import arg, make_tool
 
-from gateway.executor import validate_arguments
-from gateway.http.validation import validator_for
+from gateway.execution.arguments import validator_for
+from gateway.execution.executor import validate_arguments
 
 
 def _tool():

@@ -4,7 +4,7 @@ import json
 
 from jsonschema import Draft202012Validator
 
-from gateway.executor import validate_arguments
+from gateway.execution.executor import validate_arguments
 from gateway.http.body import build_body
 from gateway.openapi import compile_document
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.cli import main
+from gateway.cli.commands import main
 from gateway.openapi import compile_specs
-from gateway.openapi.validation import spec_reports
+from gateway.openapi.spec_validation import spec_reports
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -109,7 +109,7 @@ async def test_a_non_json_answer_is_a_provider_error(llm: ScriptedLLM) -> None:
 
 
 def test_unknown_kind_and_missing_provider_are_config_errors() -> None:
-    from gateway.manifest import Manifest
+    from gateway.config.model import Manifest
 
     config = provider_config("openai", "http://x")
     config.kind = "cohere"  # type: ignore[assignment]
@@ -125,7 +125,7 @@ def test_unknown_kind_and_missing_provider_are_config_errors() -> None:
 def test_pool_shares_one_adapter_per_provider() -> None:
     from loop_support import agent_config
 
-    from gateway.manifest import Manifest
+    from gateway.config.model import Manifest
 
     manifest = Manifest(providers={"test-openai": provider_config("openai", "http://127.0.0.1:9")})
     pool = AdapterPool(manifest)

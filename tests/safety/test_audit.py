@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from gateway.audit import AuditLog, Caller, bind_caller, current_caller, retention_days
 from gateway.catalog import Tool
 from gateway.errors import ConfigError
-from gateway.http.redact import Redactor
 from gateway.messages import ToolResult
+from gateway.safety.audit import AuditLog, Caller, bind_caller, current_caller, retention_days
+from gateway.safety.redaction import Redactor
 from gateway.store import AuditRow, MemoryStore
 
 pytestmark = pytest.mark.anyio

@@ -11,9 +11,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from gateway.config.model import ClientConfig
 from gateway.errors import ConfigError
-from gateway.manifest import ClientConfig
-from gateway.ratelimit import RateLimiter, RateLimits
+from gateway.safety.ratelimit import RateLimiter, RateLimits
 from gateway.server.auth import AuthMiddleware, ClientKeys, check_bind, is_loopback
 from gateway.store import MemoryStore
 

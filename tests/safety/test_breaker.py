@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from gateway.audit import AuditLog, bind_caller
-from gateway.breaker import CircuitBreaker, GuardedExecutor, GuardSettings, is_failure
 from gateway.catalog import Tool
+from gateway.config.model import ApiConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.manifest import ApiConfig, Manifest
 from gateway.messages import ToolResult
-from gateway.ratelimit import RateLimiter, RateLimits
+from gateway.safety.audit import AuditLog, bind_caller
+from gateway.safety.breaker import CircuitBreaker, GuardedExecutor, GuardSettings, is_failure
+from gateway.safety.ratelimit import RateLimiter, RateLimits
 from gateway.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from gateway.http.redact import Redactor
-from gateway.logredact import redact_logs
+from gateway.safety.logredact import redact_logs
+from gateway.safety.redaction import Redactor
 
 SECRET = "s3cr3t-log-value-42"
 
@@ -46,7 +46,7 @@ def test_secrets_learned_after_registration_are_scrubbed_and_dead_redactors_drop
 ) -> None:
     import gc
 
-    import gateway.logredact as logredact
+    import gateway.safety.logredact as logredact
 
     redactor = Redactor()
     redact_logs(redactor)

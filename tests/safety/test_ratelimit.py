@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.ratelimit import Limit, RateLimited, RateLimiter, RateLimits, parse_limit
+from gateway.safety.ratelimit import Limit, RateLimited, RateLimiter, RateLimits, parse_limit
 from gateway.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import ROOT, LenientLLM, running, write_project
 
-from gateway.cli import main
+from gateway.cli.commands import main
 
 from .safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, bearer, build_app
 

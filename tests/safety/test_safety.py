@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.catalog import Tool
+from gateway.config.model import ClientConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.manifest import ClientConfig, Manifest
 from gateway.messages import ToolResult
 from gateway.server.safety import Safety
 from gateway.store import MemoryStore

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ._checker import Checker
-from ._yamlnodes import KeyPath
-from .manifest import AuthConfig
+from .checker import Checker
+from .model import AuthConfig
+from .yamlnodes import KeyPath
 
 AUTH_KEYS = {
     "bearer": ("type", "token"),

@@ -29,7 +29,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from .catalog import Diagnostic
+from ..catalog import Diagnostic
 
 KeyPath = tuple[str | int, ...]
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 
-from .catalog import Catalog, Tool
-from .http.auth import Authenticator
-from .http.budget import RetryBudget
-from .http.client import (
+from ..catalog import Catalog, Tool
+from ..config.model import ApiConfig, Manifest
+from ..http.auth import Authenticator
+from ..http.budget import RetryBudget
+from ..http.client import (
     IDEMPOTENT,
     Attempts,
     DeadlineExceeded,
@@ -30,14 +31,13 @@ from .http.client import (
     new_client,
     send,
 )
-from .http.errors import RequestBuildError
-from .http.http1 import Http1Wire, trust_context
-from .http.reading import hard_cap, read_capped, shape
-from .http.redact import Redactor
-from .http.request import build_request
-from .http.validation import validate_arguments as _validate
-from .manifest import ApiConfig, Manifest
-from .messages import ToolResult
+from ..http.errors import RequestBuildError
+from ..http.http1 import Http1Wire, trust_context
+from ..http.reading import hard_cap, read_capped, shape
+from ..http.request import build_request
+from ..messages import ToolResult
+from ..safety.redaction import Redactor
+from .arguments import validate_arguments as _validate
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 

@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .audit import bind_caller
-from .errors import GatewayError
-from .messages import Message, ToolCall, ToolResult
-from .providers.base import ProviderAdapter
-from .toolsets import AgentTool
+from ..errors import GatewayError
+from ..messages import Message, ToolCall, ToolResult
+from ..providers.base import ProviderAdapter
+from ..safety.audit import bind_caller
+from ..toolsets import AgentTool
 
 logger = logging.getLogger("gateway.invoke")
 
@@ -53,7 +53,7 @@ class ToolRunner:
                                            max_result_bytes=agent_tool.max_result_bytes)
 
     async def _delegate(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
-        from . import loop  # the loop imports nothing of this module; importing late keeps it that way
+        from .. import loop
 
         name = agent_tool.delegate or ""
         task = (call.arguments or {}).get("task")

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import GatewayError
+from ..loop_types import Decision
+from ..messages import ToolCall, ToolResult
+from ..store import ApprovalRecord, RunRecord, Store
 from .audit import AuditLog
-from .errors import GatewayError
-from .loop_types import Decision
-from .messages import ToolCall, ToolResult
-from .store import ApprovalRecord, RunRecord, Store
 
 logger = logging.getLogger("gateway.approvals")
 

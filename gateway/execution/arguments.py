@@ -15,8 +15,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
-from .._fastschema import is_valid
 from ..catalog import JSONSchema, Tool
+from .fastschema import is_valid
 
 MAX_ERRORS = 8
 _CACHE_SIZE = 4096

@@ -20,15 +20,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..catalog import Tool
+from ..errors import ConfigError
+from ..messages import ToolResult
 from .audit import current_caller
-from .catalog import Tool
-from .errors import ConfigError
-from .messages import ToolResult
 from .ratelimit import RateLimited, RateLimiter
 
 if TYPE_CHECKING:
+    from ..config.model import Manifest
     from .audit import AuditLog
-    from .manifest import Manifest
 
 State = Literal["closed", "open", "half_open"]
 DEFAULT_MAX_CONCURRENCY = 16

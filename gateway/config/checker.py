@@ -11,8 +11,8 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from ._yamlnodes import MISSING, KeyPath, format_path
-from .catalog import Diagnostic, Level
+from ..catalog import Diagnostic, Level
+from .yamlnodes import MISSING, KeyPath, format_path
 
 
 def suggest(word: str, options: Iterable[str], *, what: str = "", limit: int = 12) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..runtime import Runtime
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("agent")
     mcp.set_defaults(handler=_cmd_mcp)
 
-    from .server.oversight_cli import add_approvals_parser, add_audit_parser
+    from .oversight import add_approvals_parser, add_audit_parser
 
     add_audit_parser(commands, _add_common)
     add_approvals_parser(commands, _add_common)
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .server.run import serve_http
+    from ..server.run import serve_http
 
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
                       allow_public=args.allow_public)
@@ -85,8 +85,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     import json
 
-    from .openapi import compile_specs
-    from .openapi.validation import spec_reports
+    from ..openapi import compile_specs
+    from ..openapi.spec_validation import spec_reports
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -98,7 +98,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     reports = spec_reports(args.specs, catalog)
     manifest: dict = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
     if args.agents.exists():
-        from .manifest_loader import load_manifest
+        from ..config.loader import load_manifest
 
         _, manifest_diagnostics = load_manifest(args.agents, catalog=catalog)
         manifest.update(checked=True, diagnostics=[d.to_dict() for d in manifest_diagnostics],
@@ -134,7 +134,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_tools(args: argparse.Namespace) -> int:
     import orjson
 
-    from .dialects import render_tools
+    from ..dialects import render_tools
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -148,7 +148,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         diagnostics = runtime.diagnostics
         missing = False
     else:
-        from .openapi import compile_specs
+        from ..openapi import compile_specs
 
         catalog = compile_specs(args.specs, use_cache=not args.no_cache, progress=show)
         tools, diagnostics = list(catalog), catalog.diagnostics
@@ -165,8 +165,8 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
     """The runtime, holding agent `args.agent`; None after printing why not (its diagnostics, or the known agents)."""
-    from .errors import ConfigError
-    from .runtime import load_runtime
+    from ..errors import ConfigError
+    from ..runtime import load_runtime
 
     try:
         runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
@@ -186,8 +186,8 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from .executor import Executor
-    from .messages import ToolResult
+    from ..execution.executor import Executor
+    from ..messages import ToolResult
 
     def emit(result: ToolResult) -> int:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -228,25 +228,25 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    from .terminal import chat_command
+    from .chat import chat_command
 
     return chat_command(args.specs, args.agents, args.agent, args.message, use_cache=not args.no_cache)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from .server.run import serve_mcp_stdio
+    from ..server.run import serve_mcp_stdio
 
     return serve_mcp_stdio(args.specs, args.agents, args.agent, use_cache=not args.no_cache)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from .server.oversight_cli import run_audit
+    from .oversight import run_audit
 
     return run_audit(args)
 
 
 def _cmd_approvals(args: argparse.Namespace) -> int:
-    from .server.oversight_cli import run_approvals
+    from .oversight import run_approvals
 
     return run_approvals(args)
 

@@ -17,11 +17,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog import Tool
-from .errors import ConfigError
-from .http.redact import Redactor
-from .messages import ToolResult
-from .store import AuditRow, Store
+from ..catalog import Tool
+from ..errors import ConfigError
+from ..messages import ToolResult
+from ..store import AuditRow, Store
+from .redaction import Redactor
 
 logger = logging.getLogger("gateway.audit")
 

@@ -62,22 +62,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from ._checker import Checker, suggest
-from ._delegation import check_delegation
-from ._manifest_auth import read_auth
-from ._yamlnodes import MISSING, KeyPath, format_path, load_yaml
-from .catalog import Catalog, Diagnostic, Tool
-from .errors import ConfigError
-from .manifest import (
-    AgentConfig,
-    ApiConfig,
-    ClientConfig,
-    Manifest,
-    Policy,
-    ProviderConfig,
-    ToolOverride,
-    ToolSelection,
-)
+from ..catalog import Catalog, Diagnostic, Tool
+from ..errors import ConfigError
+from .auth import read_auth
+from .checker import Checker, suggest
+from .delegation import check_delegation
+from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "ollama")
 DEFAULT_BASE_URLS = {
@@ -156,7 +147,7 @@ def parse_manifest(
         check_delegation(c, manifest)
         if catalog is not None:
             _check_security(c, manifest, catalog)
-            from .toolsets import build_toolsets  # toolsets imports manifest types; import late
+            from ..toolsets import build_toolsets
 
             toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
             c.diagnostics.extend(toolset_diagnostics)
@@ -167,7 +158,7 @@ def parse_manifest(
 
 def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
     """An agent whose tools OpenAI would refuse is worth knowing before its first chat fails."""
-    from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+    from ..providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
 
     for name, agent in manifest.agents.items():
         provider = manifest.providers.get(agent.provider)
@@ -193,10 +184,10 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
 def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
     """Run the safety layer's own parsers, so `gateway validate` reports what `serve` would refuse."""
     # Imported late: these modules pull in the store, which the manifest must not depend on at import.
-    from .audit import retention_days
-    from .breaker import GuardSettings
-    from .ratelimit import RateLimits
-    from .store import store_location
+    from ..safety.audit import retention_days
+    from ..safety.breaker import GuardSettings
+    from ..safety.ratelimit import RateLimits
+    from ..store import store_location
 
     checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
         ("store", store_location),
@@ -460,7 +451,7 @@ def _read_clients(c: Checker, root: dict[str, Any], agents: dict[str, AgentConfi
 
 def _check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
     """Warn once per used api when selected operations demand credentials and none are configured."""
-    from .toolsets import select_tools
+    from ..toolsets import select_tools
 
     used: dict[str, tuple[KeyPath, dict[str, Tool]]] = {}
     for agent in manifest.agents.values():

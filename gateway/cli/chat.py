@@ -15,10 +15,10 @@ from typing import Any, TextIO
 
 import anyio
 
-from .errors import ConfigError, GatewayError
-from .loop import resume, run
-from .loop_types import Decision, LoopEvent, PendingApproval, RunResult
-from .messages import Message
+from ..errors import ConfigError, GatewayError
+from ..loop import resume, run
+from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
+from ..messages import Message
 
 Ask = Callable[[str], str]
 
@@ -29,7 +29,7 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
     out = out or sys.stdout
     err = err or sys.stderr
     ask = ask or _ask_stdin
-    from .runtime import load_runtime
+    from ..runtime import load_runtime
 
     try:
         runtime = load_runtime(specs, agents, use_cache=use_cache)
@@ -44,9 +44,9 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
 
 
 async def _chat(runtime: Any, agent_name: str, message: str | None, ask: Ask, out: TextIO, err: TextIO) -> int:
-    from .executor import Executor
-    from .invoke import ToolRunner
-    from .providers import AdapterPool
+    from ..execution.executor import Executor
+    from ..execution.runner import ToolRunner
+    from ..providers import AdapterPool
 
     agent = runtime.agent(agent_name)
     executor = Executor(runtime.manifest, runtime.catalog)

@@ -16,7 +16,7 @@ import threading
 import weakref
 from typing import Any
 
-from .http.redact import Redactor
+from .redaction import Redactor
 
 _lock = threading.RLock()  # reentrant: a weakref callback may run inside the locked block (garbage collection)
 _refs: tuple[weakref.ref[Redactor], ...] = ()

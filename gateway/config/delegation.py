@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ._checker import Checker, suggest
-from ._yamlnodes import KeyPath
-from .manifest import Manifest
+from .checker import Checker, suggest
+from .model import Manifest
+from .yamlnodes import KeyPath
 
 
 def check_delegation(c: Checker, manifest: Manifest) -> None:

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..approvals import ApprovalError, approval_dict
 from ..errors import ConfigError
 from ..loop_types import Decision
 from ..runtime import RuntimeHolder
+from ..safety.approvals import ApprovalError, approval_dict
 
 
 def add_audit_parser(commands: Any, add_common: Any) -> None:
@@ -79,9 +79,9 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 2
     if decision is None:
         return _list_approvals(args, out)
-    from .run import load_or_report
-    from .safety import Safety
-    from .state import GatewayState
+    from ..server.run import load_or_report
+    from ..server.safety import Safety
+    from ..server.state import GatewayState
 
     runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)
     if runtime is None:
@@ -121,7 +121,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
-    from ..approvals import ApprovalManager
+    from ..safety.approvals import ApprovalManager
 
     store = _open_store_or_report(args)
     if store is None:
@@ -174,8 +174,8 @@ def _open_store_or_report(args: argparse.Namespace) -> Any:
 
 def _manifest(agents: Path) -> Any:
     """The manifest alone (no spec compilation): enough for the store's location."""
-    from ..manifest import Manifest
-    from ..manifest_loader import load_manifest
+    from ..config.loader import load_manifest
+    from ..config.model import Manifest
 
     if not Path(agents).exists():
         return Manifest()

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError, GatewayError
-from .store import Bucket, Store
+from ..errors import ConfigError, GatewayError
+from ..store import Bucket, Store
 
 ANONYMOUS = "anonymous"
 _WINDOWS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
