@@ -30,6 +30,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..catalog import Diagnostic
+from ..yamlbounds import DocumentTooLarge, compose_bounded
 
 KeyPath = tuple[str | int, ...]
 
@@ -169,7 +170,10 @@ def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any,
 
     text = _EXPRESSION.sub(hide, text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader, node = compose_bounded(text, yaml.SafeLoader)
+        loader.dispose()
+    except DocumentTooLarge as exc:
+        return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"refused: {exc}")]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
