@@ -57,8 +57,10 @@ def test_an_alias_bomb_spec_is_refused_and_the_other_specs_still_load(tmp_path: 
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     specs = tmp_path / "specs"
     specs.mkdir()
-    bomb = SPEC + _bomb() + "paths:\n  /x:\n    get:\n      operationId: boom\n      parameters:\n" \
-        "        - {name: q, in: query, schema: {type: array, example: *l7}}\n      responses: {'200': {description: ok}}\n"
+    bomb = SPEC + _bomb() + (
+        "paths:\n  /x:\n    get:\n      operationId: boom\n      parameters:\n"
+        "        - {name: q, in: query, schema: {type: array, example: *l7}}\n"
+        "      responses: {'200': {description: ok}}\n")
     assert len(bomb) < 1500
     (specs / "bomb.yaml").write_text(bomb)
     (specs / "shop.yaml").write_text(SPEC + GOOD_PATHS)
