@@ -234,6 +234,7 @@ def _without(schema: JSONSchema, fixed: dict[str, Any]) -> JSONSchema:
 def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catalog, report: _Reporter) -> None:
     api_tools = catalog.for_api(selection.api)
     names = {name for tool in api_tools for name in _names_of(tool)}
+    _check_ambiguous(selection, api_tools, report)
     if not tools:
         report("warning", "", f"selects no operation of {selection.api!r} ({len(api_tools)} operations; "
                               "check operations, tags, methods, paths and exclude)")
@@ -259,6 +260,47 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
             if problem:
                 report("error", f"args.{key}", f"{value!r} is not a valid value for {tool.name}: {problem}")
                 break
+
+
+def _check_ambiguous(selection: ToolSelection, api_tools: list[Tool], report: _Reporter) -> None:
+    """A plain name (no glob) that names several operations: an error for `operations` and `override`.
+
+    Duplicate operationIds are common (a GET and a DELETE both `get_item`): the catalog keeps the first
+    as `get_item` and calls the other `get_item_<hash>`, so `get_item` is both a tool name and two
+    operationIds. Selecting by it would silently take a write; `methods` or `paths` narrow it, or the
+    tool names the message lists name each one. `exclude` takes every match (excluding more is safe),
+    with a warning.
+    """
+    narrowed = [tool for tool in api_tools if _passes_filters(selection, tool)]
+    keyed: list[tuple[str, str, list[str]]] = [
+        ("operations", "error", selection.operations or []), ("exclude", "warning", selection.exclude)]
+    for key, level, patterns in keyed:
+        for index, pattern in enumerate(patterns):
+            if not _GLOB.search(pattern):
+                _report_ambiguous(pattern, narrowed, f"{key}[{index}]", level, report)
+    for name in selection.overrides:
+        _report_ambiguous(name, narrowed, f"override.{name}", "error", report)
+
+
+def _passes_filters(selection: ToolSelection, tool: Tool) -> bool:
+    """The entry's criteria other than names: what a name is resolved among."""
+    if selection.tags is not None and not _any_glob(selection.tags, tool.tags):
+        return False
+    if selection.methods is not None and tool.method not in selection.methods:
+        return False
+    return selection.paths is None or _any_glob(selection.paths, (tool.path,))
+
+
+def _report_ambiguous(name: str, tools: list[Tool], key: str, level: str, report: _Reporter) -> None:
+    matches = [tool for tool in tools if name in _names_of(tool)]
+    if len(matches) < 2:
+        return
+    listing = ", ".join(f"{tool.name} ({tool.method} {tool.path})" for tool in matches)
+    if level == "error":
+        report(level, key, f"{name!r} names {len(matches)} operations: {listing}; write the tool name of the one "
+                           "you mean, or narrow the entry with methods or paths")
+    else:
+        report(level, key, f"{name!r} names {len(matches)} operations: {listing}; all of them are excluded")
 
 
 def _invalid_value(tool: Tool, name: str, value: Any) -> str | None:
