@@ -98,6 +98,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
             tool.name = unique_in_spec(name, method.upper(), path, taken)
             taken.add(tool.name)
             tools.append(tool)
+    translator.check_values()
     spec = ApiSpec(
         name=api, file=file, openapi_version=version,
         title=str(info.get("title", "")), version=str(info.get("version", "")),

@@ -194,6 +194,8 @@ class OperationCompiler:
             extra["examples"] = [param["example"]]
         if extra and isinstance(schema, dict):
             schema = {**schema, **{k: v for k, v in extra.items() if k not in schema}}
+            if "examples" in extra:
+                self.translator.values.add(schema, f"{pointer}/parameters/{param.get('name')}")
         return schema, content_type
 
     # -- request body ---------------------------------------------------------------------------
@@ -273,7 +275,7 @@ class OperationCompiler:
                 schema = self.translator.translate(raw, file, "in", refs, pointer + "/requestBody")
         except SchemaError as exc:
             raise OperationError(f"request body: {exc}") from None
-        if not isinstance(schema, dict) or not schema.get("properties") or "anyOf" in schema:
+        if not isinstance(schema, dict) or not schema.get("properties") or "anyOf" in schema or "allOf" in schema:
             return None
         return schema
 
@@ -333,11 +335,15 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _is_plain_object(schema: Any) -> bool:
-    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+    """An object body whose properties can be spread: written out, or merged from a closed `allOf` (`_closed`)."""
+    if not isinstance(schema, dict):
+        return False
+    closed_all_of = schema.get("additionalProperties") is False and isinstance(schema.get("allOf"), list)
+    if not closed_all_of and (not isinstance(schema.get("properties"), dict) or not schema["properties"]):
         return False
     if schema.get("type", "object") != "object" or schema.get("nullable") is True:
         return False
-    if any(key in schema for key in _COMPOSED):
+    if any(key in schema for key in _COMPOSED if not (closed_all_of and key == "allOf")):
         return False
     extra = schema.get("additionalProperties")
     return extra is None or extra is False

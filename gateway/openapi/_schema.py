@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from ._closed import gather_all_of, hidden
 from ._documents import Documents, RefError
+from ._values import ValueChecks, fix_enum
 
 Mode = Literal["in", "out"]
 JSONSchema = dict[str, Any]
@@ -133,6 +135,8 @@ class SchemaTranslator:
         self._closure: dict[tuple[Mode, str], frozenset[str]] = {}
         self._memo: dict[tuple[int, str, Mode], tuple[Any, Any, frozenset[str]]] = {}
         self._collected: dict[tuple[Mode, frozenset[str]], dict[str, Any]] = {}
+        self.values = ValueChecks()
+        """The `default`/`examples` of input schemas, checked by `check_values` once the spec is compiled."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -282,6 +286,8 @@ class SchemaTranslator:
         if not isinstance(node, dict):
             self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
             return {}
+        if node.get("additionalProperties") is False and isinstance(node.get("allOf"), list) and node["allOf"]:
+            return self._translate_closed_all_of(node, file, mode, refs, where)
         out: JSONSchema = {}
         nullable = False
         exclusive_min = exclusive_max = False
@@ -382,13 +388,94 @@ class SchemaTranslator:
                 out["required"] = kept
             else:
                 del out["required"]
+        if "required" in out and out.get("additionalProperties") is False and "patternProperties" not in out:
+            self._drop_undeclared(out, where)
+        elif "required" in out and "allOf" in out and isinstance(node.get("allOf"), list):
+            self._drop_hidden_required(node, out, file, mode)
         if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and _is_string(out):
             out["contentEncoding"] = "base64"
         if mode == "in" and isinstance(node.get("discriminator"), dict):
             self._pin_discriminator(node, out, file)
+        if "enum" in out and "type" in out:
+            fix_enum(out, self._warn, where)
+        if mode == "in" and ("default" in out or "examples" in out):
+            self.values.add(out, where, allow_null=nullable)
         if nullable:
             out = make_nullable(out)
         return out
+
+    def check_values(self) -> None:
+        """Drop the `default`/`examples` of input schemas that fail their own schema (see `_values`)."""
+        self.values.run(lambda names: self.collect_defs(names, "in"), self._warn)
+
+    def _translate_closed_all_of(self, node: dict[str, Any], file: str, mode: Mode, refs: set[str],
+                                 where: str) -> Any:
+        """`additionalProperties: false` beside an `allOf`: the members' properties merged in (see `_closed`)."""
+        try:
+            members = gather_all_of(node["allOf"], file, self._documents)
+        except RefError as exc:
+            raise SchemaError(str(exc)) from None
+        rest = {key: value for key, value in node.items() if key not in ("allOf", "properties", "required")}
+        rest.setdefault("type", "object")
+        out = self._translate(rest, file, mode, refs, where)
+        own: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
+        properties: JSONSchema = {}
+        for name, (raw, source) in members.properties.items():
+            if name not in own:
+                properties.update(self._translate_properties({name: raw}, source, mode, refs, where))
+        properties.update(self._translate_properties(own, file, mode, refs, where))
+        declared = {*members.properties, *own}
+        written: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
+        names = list(dict.fromkeys([*members.required, *(n for n in written if isinstance(n, str))]))
+        required = [name for name in names if name in properties]
+        undeclared = [name for name in names if name not in declared]
+        target = out["anyOf"][0] if "anyOf" in out and "properties" not in out else out
+        target["properties"] = properties
+        if required:
+            target["required"] = required
+        if members.leftovers:
+            target["allOf"] = [self._translate(raw, source, mode, refs, where) for raw, source in members.leftovers]
+        self._warn(where, f"additionalProperties: false beside allOf: the {len(members.properties)} properties of "
+                          "the allOf members are merged into this object (read strictly, it refuses every object)")
+        if undeclared:
+            self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                              "additionalProperties: false (no call could send them): not required")
+        return out
+
+    def _drop_undeclared(self, out: JSONSchema, where: str) -> None:
+        """Required names that a closed object does not declare can never be sent: not required, with a warning."""
+        declared = out.get("properties") or {}
+        undeclared = [name for name in out["required"] if name not in declared]
+        if not undeclared:
+            return
+        self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                          "additionalProperties: false (no call could send them): not required")
+        kept = [name for name in out["required"] if name in declared]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+
+    def _drop_hidden_required(self, node: dict[str, Any], out: JSONSchema, file: str, mode: Mode) -> None:
+        """Required names that an `allOf` member declares readOnly (input) or writeOnly (output) apply to the
+        other direction only (OAS 3.0): not required here."""
+        own = out.get("properties") or {}
+        candidates = [name for name in out["required"] if name not in own]
+        if not candidates:
+            return
+        flag = "readOnly" if mode == "in" else "writeOnly"
+        try:
+            members = gather_all_of(node["allOf"], file, self._documents)
+            gone = {name for name in candidates if name in members.properties
+                    and hidden(members.properties[name][0], flag, self._documents, members.properties[name][1])}
+        except RefError:
+            return
+        if gone:
+            kept = [name for name in out["required"] if name not in gone]
+            if kept:
+                out["required"] = kept
+            else:
+                del out["required"]
 
     def _pin_discriminator(self, node: dict[str, Any], out: JSONSchema, file: str) -> None:
         """Pin the discriminating property in each `$ref` branch of the union beside `discriminator`."""
