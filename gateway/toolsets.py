@@ -241,14 +241,13 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
     for key, patterns in (("operations", selection.operations or []), ("exclude", selection.exclude)):
         for index, pattern in enumerate(patterns):
             if not _GLOB.search(pattern) and pattern not in names:
-                report("warning", f"{key}[{index}]", f"{selection.api!r} has no operation {pattern!r}"
-                                                     + suggest(pattern, names))
+                report("warning", f"{key}[{index}]", _no_operation(selection.api, pattern, names, catalog))
             elif _GLOB.search(pattern) and not any(fnmatchcase(name, pattern) for name in names):
                 report("warning", f"{key}[{index}]", f"{pattern!r} matches no operation of {selection.api!r}")
     selected = {name for tool in tools for name in _names_of(tool)}
     for key in selection.overrides:
         if key not in names:
-            report("error", f"override.{key}", f"{selection.api!r} has no operation {key!r}" + suggest(key, names))
+            report("error", f"override.{key}", _no_operation(selection.api, key, names, catalog))
         elif key not in selected:
             report("warning", f"override.{key}", f"{key!r} is not selected by this entry; the override has no effect")
     for key, value in selection.args.items():
@@ -260,6 +259,17 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
             if problem:
                 report("error", f"args.{key}", f"{value!r} is not a valid value for {tool.name}: {problem}")
                 break
+
+
+def _no_operation(api: str, name: str, names: set[str], catalog: Catalog) -> str:
+    """Why `api` has no operation `name`: the compiler skipped it (with its reason and place), or a likely typo."""
+    spec = catalog.apis.get(api)
+    skipped = spec.skipped.get(name) if spec is not None else None
+    if skipped is not None:
+        reason = skipped.message.removeprefix("operation skipped: ")
+        where = f"{skipped.file}:{skipped.line}" if skipped.line is not None else f"{skipped.file}#{skipped.pointer}"
+        return f"operation {name!r} of {api!r} was skipped when its spec was compiled ({where}): {reason}"
+    return f"{api!r} has no operation {name!r}" + suggest(name, names)
 
 
 def _check_ambiguous(selection: ToolSelection, api_tools: list[Tool], report: _Reporter) -> None:

@@ -135,14 +135,20 @@ class OperationCompiler:
     def _parameters(self, path: str, item: dict[str, Any], operation: dict[str, Any], pointer: str,
                     refs: set[str], properties: dict[str, Any], required: list[str]) -> list[Argument]:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
-        for source in (item.get("parameters"), operation.get("parameters")):
+        written: dict[tuple[str, str], str] = {}  # where each parameter is written (for diagnostics)
+        item_pointer = pointer.rsplit("/", 1)[0]
+        for base, source in ((item_pointer, item.get("parameters")), (pointer, operation.get("parameters"))):
             for index, raw in enumerate(source if isinstance(source, list) else ()):
-                param = self._resolve(raw)
+                try:
+                    param, _, target = self.documents.resolve(raw, self.file)
+                except RefError as exc:
+                    raise OperationError(str(exc)) from None
                 name, where = (param.get("name"), param.get("in")) if isinstance(param, dict) else (None, None)
                 if not isinstance(name, str) or where not in LOCATIONS:
-                    self.warn(f"{pointer}/parameters/{index}", "parameter without a valid name/in: skipped")
+                    self.warn(f"{base}/parameters/{index}", "parameter without a valid name/in: skipped")
                     continue
                 merged[(name, where)] = param
+                written[(name, where)] = target or f"{base}/parameters/{index}"
         for name in _template_names(path):
             if (name, "path") not in merged:
                 self.warn(pointer, f"path parameter {name!r} is not declared: added as a required string")
@@ -158,7 +164,7 @@ class OperationCompiler:
         arguments = []
         for name, where, param in kept:
             arg_name = _free_name(name, where, properties)
-            schema, content_type = self._parameter_schema(param, pointer, refs)
+            schema, content_type = self._parameter_schema(param, written.get((name, where), pointer), refs)
             is_required = where == "path" or param.get("required") is True
             default_style = "simple" if where in ("path", "header") else "form"
             style = param.get("style") if isinstance(param.get("style"), str) else default_style
@@ -182,7 +188,8 @@ class OperationCompiler:
             media = self._resolve(content[content_type])
             raw = media.get("schema") if isinstance(media, dict) else None
         try:
-            schema = self.translator.translate(raw if raw is not None else {}, self.file, "in", refs, pointer)
+            schema = self.translator.translate(raw if raw is not None else {}, self.file, "in", refs,
+                                               pointer + "/schema" if raw is not None else pointer)
         except SchemaError as exc:
             raise OperationError(f"parameter {param.get('name')!r}: {exc}") from None
         extra = {}
@@ -195,7 +202,7 @@ class OperationCompiler:
         if extra and isinstance(schema, dict):
             schema = {**schema, **{k: v for k, v in extra.items() if k not in schema}}
             if "examples" in extra:
-                self.translator.values.add(schema, f"{pointer}/parameters/{param.get('name')}")
+                self.translator.values.add(schema, pointer)
         return schema, content_type
 
     # -- request body ---------------------------------------------------------------------------

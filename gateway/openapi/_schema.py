@@ -27,6 +27,7 @@ Results are shared between tools: treat them as immutable (copy before changing)
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal
 
@@ -123,10 +124,11 @@ class SchemaTranslator:
         warn: called with `(pointer, message)` for every value dropped as malformed.
     """
 
-    def __init__(self, documents: Documents, main_file: str, warn: Any) -> None:
+    def __init__(self, documents: Documents, main_file: str, warn: Any, error: Any = None) -> None:
         self._documents = documents
         self._main_file = main_file
         self._warn = warn
+        self._error = error or warn
         self._names: dict[tuple[str, str], str] = {}
         self._taken: set[str] = set()
         self._defs: dict[tuple[Mode, str], JSONSchema | bool] = {}
@@ -541,4 +543,10 @@ class SchemaTranslator:
         elif isinstance(value, list) and value and all(isinstance(v, str) and v in _TYPES for v in value):
             out["type"] = list(dict.fromkeys(value))
         else:
-            self._warn(where, f"unknown type {value!r}: dropped")
+            # A typo (`intger`) silently widens what the tool accepts: an error, though the operation is kept.
+            names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            unknown = [name for name in names if not (isinstance(name, str) and name in _TYPES)] or [value]
+            close = difflib.get_close_matches(str(unknown[0]), sorted(_TYPES), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            self._error(where, f"unknown type {unknown[0]!r}{hint}: the type is dropped, so this schema "
+                               "accepts any value")
