@@ -16,6 +16,9 @@ literal `${`. A plain (unquoted) value that is a single substitution is typed ag
 Before parsing, every `${...}` is therefore swapped for an inert placeholder of the same line, and
 swapped back in each value after parsing; environment values never reach the YAML parser, so they
 cannot change the document's structure.
+
+The document is composed within `gateway.yamlbounds` (file size, alias expansion): the builder below
+walks aliases again for every use, so an alias bomb is refused before it starts.
 """
 
 from __future__ import annotations
