@@ -46,8 +46,15 @@ def _has_type(value: Any, kinds: list[str]) -> bool:
 def fix_enum(schema: dict[str, Any], warn: Warn, where: str) -> None:
     """Members of `schema["enum"]` that its `type` refuses: converted to text for strings, else dropped."""
     kind = schema.get("type")
-    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
     enum = schema["enum"]
+    if kind == "string":  # the common case, and big enums (countries, currencies): kept fast
+        if all(isinstance(value, str) for value in enum):
+            return
+    elif isinstance(kind, str):
+        test = _PYTHON_TYPES.get(kind)
+        if test is None or all(map(test, enum)):
+            return
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
     if not kinds or all(_has_type(value, kinds) for value in enum):
         return
     kept: list[Any] = []
