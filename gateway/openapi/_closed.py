@@ -10,6 +10,9 @@ the model could never call the operation; validators such as Prism accept it, as
 translator therefore merges the properties and `required` names of the `allOf` members (followed
 through `$ref`s and nested `allOf`s) into the level that closes the object, with a warning; a member
 that also says something else (`oneOf`, `enum`, a non-object `type`, ...) stays in the `allOf` too.
+The same holds for a `oneOf`/`anyOf` beside the closure whose branches declare properties: they are
+declared at the closed level as well, and a name the level requires but only branches declare is
+required by those branches instead (ShipEngine's "a shipment_id or a shipment").
 
 `gather_all_of` does the reading of the raw members; `_schema.SchemaTranslator` does the translating.
 """

@@ -222,7 +222,7 @@ class OperationCompiler:
         raw = entry.get("schema") if isinstance(entry, dict) else None
         encoding = _encodings(entry.get("encoding") if isinstance(entry, dict) else None)
         xml = xml_mapping(raw, self.documents, self.file, self.warn, pointer) if is_xml_media(media) else None
-        spread = self._spread_schema(raw, refs, pointer)
+        spread = self._spread_schema(raw, refs, _body_pointer(pointer, media))
         if spread is not None and not any(name in properties for name in spread.get("properties", {})):
             names = spread.get("properties", {})
             # Required names the body does not define can't be given (additionalProperties is false): left out.
@@ -241,7 +241,7 @@ class OperationCompiler:
             schema: Any = {} if is_json_media(media) else {"type": "string"}
         else:
             try:
-                schema = self.translator.translate(raw, self.file, "in", refs, pointer + "/requestBody")
+                schema = self.translator.translate(raw, self.file, "in", refs, _body_pointer(pointer, media))
             except SchemaError as exc:
                 raise OperationError(f"request body: {exc}") from None
         argument = "body" if "body" not in properties else "request_body"
@@ -279,7 +279,7 @@ class OperationCompiler:
                     name = ref.rsplit("/", 1)[-1]
                 refs.update(deps)
             else:
-                schema = self.translator.translate(raw, file, "in", refs, pointer + "/requestBody")
+                schema = self.translator.translate(raw, file, "in", refs, pointer)
         except SchemaError as exc:
             raise OperationError(f"request body: {exc}") from None
         if not isinstance(schema, dict) or not schema.get("properties") or "anyOf" in schema or "allOf" in schema:
@@ -367,6 +367,10 @@ def _body_conditions(names: dict[str, Any], inner: list[str]) -> dict[str, list[
         if others:
             conditions[name] = others
     return conditions
+
+
+def _body_pointer(pointer: str, media: str) -> str:
+    return f"{pointer}/requestBody/content/{escape_token(media)}/schema"
 
 
 def _template_names(path: str) -> list[str]:

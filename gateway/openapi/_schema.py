@@ -31,7 +31,7 @@ import difflib
 import re
 from typing import Any, Literal
 
-from ._closed import gather_all_of, hidden
+from ._closed import Members, gather_all_of, hidden
 from ._documents import Documents, RefError
 from ._values import ValueChecks, fix_enum
 
@@ -47,6 +47,7 @@ _BOOLS = ("deprecated", "readOnly", "writeOnly", "uniqueItems")
 _SUBSCHEMAS = ("additionalProperties", "contains", "not", "if", "then", "else", "propertyNames",
                "unevaluatedProperties", "unevaluatedItems")
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_COMPOSERS = ("allOf", "oneOf", "anyOf")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _PATTERN_OK: dict[str, bool] = {}
 
@@ -288,8 +289,10 @@ class SchemaTranslator:
         if not isinstance(node, dict):
             self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
             return {}
-        if node.get("additionalProperties") is False and isinstance(node.get("allOf"), list) and node["allOf"]:
-            return self._translate_closed_all_of(node, file, mode, refs, where)
+        if node.get("additionalProperties") is False and any(isinstance(node.get(k), list) for k in _COMPOSERS):
+            brought = self._closed_composition(node, file)
+            if brought is not None:
+                return self._translate_closed(node, file, mode, refs, where, *brought)
         out: JSONSchema = {}
         nullable = False
         exclusive_min = exclusive_max = False
@@ -410,39 +413,81 @@ class SchemaTranslator:
         """Drop the `default`/`examples` of input schemas that fail their own schema (see `_values`)."""
         self.values.run(lambda names: self.collect_defs(names, "in"), self._warn)
 
-    def _translate_closed_all_of(self, node: dict[str, Any], file: str, mode: Mode, refs: set[str],
-                                 where: str) -> Any:
-        """`additionalProperties: false` beside an `allOf`: the members' properties merged in (see `_closed`)."""
+    def _closed_composition(
+        self, node: dict[str, Any], file: str,
+    ) -> tuple[Members, dict[str, Any], dict[str, list[set[str]]]] | None:
+        """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object declare beyond its own
+        properties; None when they declare nothing more (the object is read as written)."""
         try:
-            members = gather_all_of(node["allOf"], file, self._documents)
+            members = gather_all_of(node.get("allOf") or [], file, self._documents)
+            branches = gather_all_of([], file, self._documents)
+            per_branch: dict[str, list[set[str]]] = {}
+            for key in ("oneOf", "anyOf"):
+                for branch in node.get(key) or () if isinstance(node.get(key), list) else ():
+                    declared = gather_all_of([branch], file, self._documents).properties
+                    per_branch.setdefault(key, []).append(set(declared))
+                    for name, found in declared.items():
+                        branches.properties.setdefault(name, found)
         except RefError as exc:
             raise SchemaError(str(exc)) from None
-        rest = {key: value for key, value in node.items() if key not in ("allOf", "properties", "required")}
+        own = node["properties"] if isinstance(node.get("properties"), dict) else {}
+        if not isinstance(node.get("allOf"), list) and not set(branches.properties) - set(own):
+            return None
+        return members, {name: found for name, found in branches.properties.items() if name not in own}, per_branch
+
+    def _translate_closed(self, node: dict[str, Any], file: str, mode: Mode, refs: set[str], where: str,
+                          members: Members, branch_properties: dict[str, Any],
+                          per_branch: dict[str, list[set[str]]]) -> Any:
+        """`additionalProperties: false` beside an `allOf` (or a `oneOf`/`anyOf` whose branches declare
+        properties): those properties declared at this level too (see `_closed`)."""
+        # Translated without its closure (which would bring it back here), closed again below.
+        rest = {key: value for key, value in node.items()
+                if key not in ("allOf", "properties", "required", "additionalProperties")}
         rest.setdefault("type", "object")
         out = self._translate(rest, file, mode, refs, where)
+        out["additionalProperties"] = False
         own: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
         properties: JSONSchema = {}
-        for name, (raw, source) in members.properties.items():
-            if name not in own:
+        for name, (raw, source) in [*members.properties.items(), *branch_properties.items()]:
+            if name not in own and name not in properties:
                 properties.update(self._translate_properties({name: raw}, source, mode, refs, where))
         properties.update(self._translate_properties(own, file, mode, refs, where))
         declared = {*members.properties, *own}
         written: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
         names = list(dict.fromkeys([*members.required, *(n for n in written if isinstance(n, str))]))
-        required = [name for name in names if name in properties]
-        undeclared = [name for name in names if name not in declared]
-        target = out["anyOf"][0] if "anyOf" in out and "properties" not in out else out
-        target["properties"] = properties
+        # A name only a oneOf/anyOf branch declares is that branch's to require, not every object's.
+        required = [name for name in names if name in properties and name in declared]
+        in_branches = [name for name in names if name not in declared and name in branch_properties]
+        undeclared = [name for name in names if name not in declared and name not in branch_properties]
+        out["properties"] = properties
         if required:
-            target["required"] = required
+            out["required"] = required
         if members.leftovers:
-            target["allOf"] = [self._translate(raw, source, mode, refs, where) for raw, source in members.leftovers]
-        self._warn(where, f"additionalProperties: false beside allOf: the {len(members.properties)} properties of "
-                          "the allOf members are merged into this object (read strictly, it refuses every object)")
+            out["allOf"] = [self._translate(raw, source, mode, refs, where) for raw, source in members.leftovers]
+        brought = [key for key in _COMPOSERS if isinstance(node.get(key), list)]
+        self._warn(where, f"additionalProperties: false beside {'/'.join(brought)}: the "
+                          f"{len(members.properties) + len(branch_properties)} properties they declare are declared "
+                          "at this level too (read strictly, the object refuses them)")
+        if in_branches:
+            self._require_in_branches(out, in_branches, per_branch)
+            self._warn(where, f"required {', '.join(map(repr, in_branches))} declared only in oneOf/anyOf branches: "
+                              "each is required by the branches that declare it, not by every object")
         if undeclared:
             self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
                               "additionalProperties: false (no call could send them): not required")
         return out
+
+    @staticmethod
+    def _require_in_branches(out: JSONSchema, names: list[str], per_branch: dict[str, list[set[str]]]) -> None:
+        """Each branch that declares some of `names` requires them (the branches are shared: wrapped, not changed)."""
+        for key, declared in per_branch.items():
+            branches = out.get(key)
+            if not isinstance(branches, list) or len(branches) != len(declared):
+                continue
+            for index, names_here in enumerate(declared):
+                wanted = [name for name in names if name in names_here]
+                if wanted:
+                    branches[index] = {"allOf": [branches[index], {"required": wanted}]}
 
     def _drop_undeclared(self, out: JSONSchema, where: str) -> None:
         """Required names that a closed object does not declare can never be sent: not required, with a warning."""
@@ -531,7 +576,8 @@ class SchemaTranslator:
                         raise SchemaError(str(exc)) from None
                 if (schema.get(hidden) is True or isinstance(raw, dict) and raw.get(hidden) is True):
                     continue
-            result[name] = self._translate(schema, file, mode, refs, where)
+            token = name if "/" not in name and "~" not in name else name.replace("~", "~0").replace("/", "~1")
+            result[name] = self._translate(schema, file, mode, refs, f"{where}/properties/{token}")
         return result
 
     def _put_type(self, out: JSONSchema, value: Any, where: str) -> None:

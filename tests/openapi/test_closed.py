@@ -96,3 +96,28 @@ def test_required_read_only_names_from_an_all_of_member_are_not_required_in_inpu
     tool = _compile(body).get("create_package_type")
     assert tool is not None
     assert tool.input_schema["properties"]["body"]["required"] == ["name"]
+
+
+def test_a_closed_one_of_declares_its_branch_properties_and_each_branch_requires_its_own() -> None:
+    """ShipEngine's calculate_rates: `required: [shipment_id, shipment]` beside a `oneOf` whose branches
+    declare one each (and require neither): meant as "one or the other"."""
+    by_id = {"type": "object", "properties": {"shipment_id": {"type": "string"}}}
+    by_shipment = {"type": "object", "properties": {"shipment": {"type": "object"}}}
+    body = {"type": "object", "additionalProperties": False, "required": ["shipment_id", "shipment"],
+            "oneOf": [{"$ref": "#/components/schemas/by_id"}, {"$ref": "#/components/schemas/by_shipment"}],
+            "properties": {"note": {"type": "string"}}}
+    catalog = _compile(body, by_id=by_id, by_shipment=by_shipment)
+    tool = catalog.get("create_package_type")
+    assert tool is not None
+    assert validate_arguments(tool, {"body": {"shipment_id": "se-1", "note": "n"}}) == []
+    assert validate_arguments(tool, {"body": {"shipment": {}}}) == []
+    assert validate_arguments(tool, {"body": {"shipment_id": "se-1", "shipment": {}}})  # still one of them
+    assert validate_arguments(tool, {"body": {"colour": "red", "shipment_id": "se-1"}})  # still closed
+    assert any("declared only in oneOf/anyOf branches" in d.message for d in catalog.diagnostics)
+
+
+def test_a_closed_one_of_whose_branches_only_require_is_read_as_written() -> None:
+    body = {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "string"},
+            "b": {"type": "string"}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    catalog = _compile(body)
+    assert catalog.diagnostics == []
