@@ -563,7 +563,8 @@ class SchemaTranslator:
             branches.append({"allOf": [translated, {"properties": {name: pin}, "required": [name]}]})
         out[key] = branches
 
-    def _translate_properties(self, properties: dict, file: str, mode: Mode, refs: set[str], where: str) -> dict:
+    def _translate_properties(self, properties: dict[str, Any], file: str, mode: Mode, refs: set[str],
+                              where: str) -> dict[str, Any]:
         hidden = "readOnly" if mode == "in" else "writeOnly"
         result = {}
         for name, schema in properties.items():
