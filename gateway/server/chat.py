@@ -38,8 +38,8 @@ from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.server")
 
-_KEYED_KINDS = ("openai", "anthropic", "gemini")
-_KEY_HINTS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+_KEYED_KINDS = ("openai", "openai-responses", "anthropic", "gemini")
+_KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
 
 
 async def chat_completions(request: Request) -> Response:
