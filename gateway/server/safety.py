@@ -106,6 +106,7 @@ class Safety:
             "on_run_error": self.on_run_error,
             "approve_direct_call": self.approve_direct_call,
             "wrap_executor": self.wrap_executor,
+            "store": self.store,  # stored responses and handed-back turns (gateway.server.handoff)
         }
 
     def app_options(self) -> dict[str, Any]:
