@@ -112,7 +112,8 @@ async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: Provi
     (`gateway.invoke.ToolRunner`); params: extra request parameters (temperature, ...); on_event: receives
     text deltas (with `stream`) and step events as they happen; approvals: awaited with the pending approvals
     and the state when the run pauses (the store hook); caller_tools: the client's own tools, handed back when
-    called; tool_choice: OpenAI's `tool_choice` (see the module docstring). Raises LoopError (consecutive errors, deadline) and
+    called; tool_choice: OpenAI's `tool_choice` (see the module docstring). Raises LoopError (consecutive errors,
+    deadline) and
     ProviderError (the LLM failed).
     """
     conversation = list(messages)

@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that plays an LLM in all five wire formats, streaming and not.
 
 Tests queue `Reply`s (provider-neutral: text, tool calls, finish, usage, errors); each request pops the next
-one and renders it in the format its path asks for (OpenAI `/chat/completions` and `/responses`, Anthropic `/v1/messages`,
-Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every request is recorded
+one and renders it in the format its path asks for (OpenAI `/chat/completions` and `/responses`, Anthropic
+`/v1/messages`, Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every request is
+recorded
 so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with the official SDKs.
 """
 
@@ -446,7 +447,8 @@ def _responses(reply: Reply, model: str, items: list[dict[str, Any]] | None = No
             "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "instructions": None,
             "metadata": {}, "temperature": None, "top_p": None, "store": False, "truncation": "disabled",
             "text": {"format": {"type": "text"}},
-            "usage": {"input_tokens": reply.usage[0], "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "usage": {"input_tokens": reply.usage[0],
+                      "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                       "output_tokens": reply.usage[1], "output_tokens_details": {"reasoning_tokens": 0},
                       "total_tokens": sum(reply.usage)}}
 
@@ -491,7 +493,7 @@ def _responses_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
                 {"response": final}), False
 
 
-RENDER = {"openai": _openai, "openai-responses": _responses, "anthropic": _anthropic, "gemini": _gemini, "gemini-stream": _gemini,
-          "ollama": _ollama}
-STREAM = {"openai": _openai_stream, "openai-responses": _responses_stream, "anthropic": _anthropic_stream, "gemini": _gemini_stream,
-          "gemini-stream": _gemini_stream, "ollama": _ollama_stream}
+RENDER = {"openai": _openai, "openai-responses": _responses, "anthropic": _anthropic, "gemini": _gemini,
+          "gemini-stream": _gemini, "ollama": _ollama}
+STREAM = {"openai": _openai_stream, "openai-responses": _responses_stream, "anthropic": _anthropic_stream,
+          "gemini": _gemini_stream, "gemini-stream": _gemini_stream, "ollama": _ollama_stream}

@@ -4,7 +4,8 @@
 (`gateway.server.caller_tools`): when the model calls one, the answer hands that call back as OpenAI would
 (`tool_calls`, finish reason `tool_calls`) after the gateway ran its own calls of that turn, and the caller's
 next request, with the `tool` results, goes on with the run (`gateway.server.handoff`). Otherwise the answer's
-assistant message holds only the final text; the tool calls the gateway made travel in the `gateway` extension beside `choices`
+assistant message holds only the final text; the tool calls the gateway made travel in the `gateway` extension
+beside `choices`
 (`steps`, `pending_approvals`, `cut`). Streaming sends the text in `delta.content` and each step as
 its own chunk with empty `choices` and a `gateway` field, which OpenAI clients skip over.
 """
@@ -43,7 +44,8 @@ from .state import GatewayState, Generation
 logger = logging.getLogger("gateway.server")
 
 _KEYED_KINDS = ("openai", "openai-responses", "anthropic", "gemini")
-_KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+_KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+              "gemini": "GEMINI_API_KEY"}
 
 
 async def chat_completions(request: Request) -> Response:
