@@ -3,7 +3,8 @@
 Tests queue `Reply`s (provider-neutral: text, tool calls, finish, usage, errors); each request pops the next
 one and renders it in the format its path asks for (OpenAI `/chat/completions` and `/responses`, Anthropic
 `/v1/messages`, Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every
-request is recorded so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with the official SDKs.
+request is recorded so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with
+the official SDKs.
 """
 
 from __future__ import annotations
