@@ -3,7 +3,6 @@ is handed back to it, and its result is used (OpenAI Agents SDK, pydantic-ai, La
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
