@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,7 +12,7 @@ import pytest
 from openai.types.responses import Response
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
-from server_support import LenientLLM
+from server_support import LenientLLM, gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +121,43 @@ async def test_what_the_gateway_cannot_honour_is_a_400_naming_it(gw: tuple[str, 
         error = answer.json()["error"]
         assert error["param"] == param and error["message"], body
     assert llm.requests == []
+
+
+RESPONSES_PROVIDER_YAML = """\
+providers:
+  oai: {{kind: openai-responses, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  open-meteo: {{base_url: "{upstream}/meteo"}}
+agents:
+  weather:
+    model: oai/gpt-test
+    tools: [{{api: open-meteo}}]
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_agent_on_an_openai_responses_provider(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=RESPONSES_PROVIDER_YAML) as (url, _):
+        client = _client(url)
+        llm.script(Reply(thinking="plan", signature="enc-1", calls=[FORECAST_CALL, SMS_CALL]), Reply(text="Sent."))
+        request: dict[str, Any] = {"model": "weather", "input": "Text Ann.", "tools": [SMS_TOOL],
+                                   "tool_choice": {"type": "function", "name": "send_sms"}}
+        if stream:
+            with client.responses.stream(**request) as events:
+                first = events.get_final_response()
+        else:
+            first = client.responses.create(**request)
+        assert [item.type for item in first.output] == ["function_call"]
+        assert upstream.last.path == "/meteo/v1/forecast"
+        sent = llm.bodies()[0]
+        assert sent["tool_choice"] == {"type": "function", "name": "send_sms"}
+        assert [t["name"] for t in sent["tools"]] == ["getForecast", "send_sms"]
+
+        client.responses.create(model="weather", previous_response_id=first.id, input=[
+            {"type": "function_call_output", "call_id": "call_sms", "output": "delivered"}])
+        items = llm.bodies()[1]["input"]
+        assert [i["type"] for i in items] == ["message", "reasoning", "function_call", "function_call",
+                                              "function_call_output", "function_call_output"]
+        assert items[1]["encrypted_content"] == "enc-1"  # the reasoning of the handed-back turn was kept
+        assert items[-1] == {"type": "function_call_output", "call_id": "call_sms", "output": "delivered"}
