@@ -11,7 +11,7 @@ from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM
 
-from .safety_support import bearer, safe_gateway
+from .safety_support import TRIAGE_KEY, bearer, safe_gateway
 
 TWO_KEYS_YAML = AGENTS_YAML + """\
 clients:
@@ -55,3 +55,20 @@ def test_a_callers_tool_is_a_step_and_not_an_audited_upstream_call(
         rows = httpx.get(f"{url}/audit", headers=bearer("ann-key")).json()["data"]
         assert [r["tool"] for r in rows if r["kind"] == "tool"] == ["getForecast"]
         assert [r["client"] for r in rows if r["kind"] == "chat"] == ["ann"]
+
+
+def test_a_write_under_approval_pauses_a_response_and_the_approval_resumes_it(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    comment = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+    with safe_gateway(tmp_path, llm.url, upstream.url) as (url, _):
+        llm.script(Reply(calls=[comment]), Reply(text="Commented."))
+        response = _client(url, TRIAGE_KEY).responses.create(model="triage", input="Answer #7")
+        [pending] = response.model_extra["gateway"]["pending_approvals"]
+        assert pending["tool"] == "createIssueComment"
+        assert "Waiting for a human's approval" in response.output_text
+        assert not [r for r in upstream.requests if r.method == "POST"]
+        decided = httpx.post(f"{url}/approvals/{pending['id']}", json={"decision": "approve"},
+                             headers=bearer(TRIAGE_KEY))
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["choices"][0]["message"]["content"] == "Commented."
+        assert [r.path for r in upstream.requests if r.method == "POST"] == ["/github/repos/acme/app/issues/7/comments"]
