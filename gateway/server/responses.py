@@ -229,7 +229,9 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                 else:
                     for chunk in output.close():
                         yield chunk
-                    error = {"code": item.code or item.type, "message": item.message}
+                    # Response.error.code is one of OpenAI's own codes; the gateway's code goes in the message.
+                    code = "rate_limit_exceeded" if item.status == 429 else "server_error"
+                    error = {"code": code, "message": f"{item.message} ({item.code})"}
                     yield write("response.failed", response=answer.body(run, status="failed", output=output.items,
                                                                         error=error))
     finally:

@@ -161,3 +161,13 @@ async def test_an_agent_on_an_openai_responses_provider(
                                               "function_call_output", "function_call_output"]
         assert items[1]["encrypted_content"] == "enc-1"  # the reasoning of the handed-back turn was kept
         assert items[-1] == {"type": "function_call_output", "call_id": "call_sms", "output": "delivered"}
+
+
+async def test_a_run_failing_mid_stream_ends_with_response_failed(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    llm.script(Reply(status=400, error="model refused the request"))
+    events = list(_client(url).responses.create(model="weather", input="hi", stream=True))
+    assert [e.type for e in events] == ["response.created", "response.in_progress", "response.failed"]
+    failed = events[-1].response
+    assert failed.status == "failed" and "model refused the request" in failed.error.message
+    Response.model_validate(failed.model_dump(exclude_unset=True))
