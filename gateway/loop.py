@@ -36,6 +36,7 @@ import anyio
 from .config.model import AgentConfig
 from .loop_types import (
     STATE_VERSION,
+    CallerToolSpec,
     Decision,
     LoopError,
     LoopEvent,
@@ -171,19 +172,6 @@ def result_content(result: ToolResult) -> str:
     if result.body not in (None, ""):
         payload["body"] = result.body
     return json.dumps(payload, ensure_ascii=False, default=str)
-
-
-@dataclass(slots=True, kw_only=True)
-class CallerToolSpec:
-    """A tool the caller declared in its request: offered to the model, never run by the gateway."""
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-    output_schema: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
 
 class _Loop:
@@ -393,7 +381,7 @@ class _Loop:
             "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
             "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
             "tool_calls": self.tool_calls, "params": self.params,
-            "caller_tools": [_caller_tool_dict(t) for t in self.caller_tools.values()],
+            "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
             "tool_choice": self.tool_choice,
         }
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
@@ -435,10 +423,6 @@ class _Loop:
     async def _emit(self, event: LoopEvent) -> None:
         if self.on_event is not None:
             await self.on_event(event)
-
-
-def _caller_tool_dict(tool: ToolLike) -> dict[str, Any]:
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
 
 
 def _step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:

@@ -58,6 +58,23 @@ class Step:
 
 
 @dataclass(slots=True, kw_only=True)
+class CallerToolSpec:
+    """A tool the caller declared in its request: offered to the model, never run by the gateway."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    output_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, tool: Any) -> CallerToolSpec:
+        return cls(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+@dataclass(slots=True, kw_only=True)
 class PendingApproval:
     """A call that waits for a human: it has not been executed."""
 

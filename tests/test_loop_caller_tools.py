@@ -8,7 +8,8 @@ import pytest
 from loop_support import StandInInvoke, adapter_for, agent_config, agent_tool, toolset
 from scripted_llm import Call, Reply, ScriptedLLM
 
-from gateway.loop import CallerToolSpec, resume, run
+from gateway.loop import resume, run
+from gateway.loop_types import CallerToolSpec
 from gateway.messages import Message
 
 pytestmark = pytest.mark.anyio

@@ -10,12 +10,11 @@ Choices are normalized to the Chat Completions form (`{"type": "function", "func
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.model import AgentConfig
-from ..loop import CallerToolSpec
+from ..loop_types import CallerToolSpec
 from ..toolsets import Toolset
 from .errors import APIError
 from .state import Generation
@@ -127,10 +126,6 @@ def check_caller_tools(options: CallerToolOptions, agent: AgentConfig, toolset: 
                                 f"{kind} provider, which the gateway can't ask for one call at a time.",
                            param="parallel_tool_calls", code="unsupported_parameter")
     return params
-
-
-def tool_names(tools: Sequence[CallerToolSpec]) -> list[str]:
-    return [t.name for t in tools]
 
 
 def _spec(function: dict[str, Any], where: str) -> CallerToolSpec:

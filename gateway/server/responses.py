@@ -159,7 +159,7 @@ class _Answer:
     def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], result: RunResult | None = None,
              incomplete: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
         request = self.request
-        tools = [t for t in request.get("tools") or []]
+        tools = list(request.get("tools") or [])
         body: dict[str, Any] = {
             "id": run.id, "object": "response", "created_at": run.created, "status": status, "model": run.agent.name,
             "output": output, "error": error, "incomplete_details": incomplete,
