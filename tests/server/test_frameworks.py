@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
@@ -37,7 +38,13 @@ async def test_openai_agents_sdk_default_model_with_a_function_tool(
 
     llm.script(Reply(calls=[FORECAST_CALL, Call("send_sms", {"to": "ann", "text": "3.5 °C"}, id="call_sms")]),
                Reply(text="Texted Ann: 3.5 °C."))
-    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    paths: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        paths.append(request.url.path)
+
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0,
+                         http_client=httpx.AsyncClient(event_hooks={"request": [record]}))
     config = RunConfig(model_provider=OpenAIProvider(openai_client=client), tracing_disabled=True)
     agent = Agent(name="assistant", instructions="Help the user.", model="weather", tools=[send_sms])
     async with client:
@@ -50,6 +57,7 @@ async def test_openai_agents_sdk_default_model_with_a_function_tool(
             output = (await Runner.run(agent, "Text Ann the Berlin weather.", run_config=config)).final_output
 
     assert output == "Texted Ann: 3.5 °C."
+    assert paths == ["/v1/responses", "/v1/responses"]  # the SDK's default model speaks the Responses API
     assert texts == [("ann", "3.5 °C")]
     assert upstream.last.path == "/meteo/v1/forecast" and len(upstream.requests) == 1
     first, second = llm.bodies()
@@ -75,7 +83,7 @@ async def test_pydantic_ai_openai_model_string_with_structured_output_and_a_tool
         celsius: float
         phone: str
 
-    agent = Agent("openai:weather", output_type=Report, retries=0)
+    agent = Agent("openai:weather", output_type=Report, retries=0)  # `openai:` is pydantic-ai's Responses model
     looked_up: list[str] = []
 
     @agent.tool_plain
