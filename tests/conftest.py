@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from recording_server import RecordingServer
 from scripted_llm import ScriptedLLM
+from shared_servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"

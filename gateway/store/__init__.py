@@ -1,7 +1,9 @@
 """State the gateway keeps between requests, behind one interface (`Store`).
 
-`open_store(location)` picks the backend from the manifest's `gateway: {store: ...}` setting:
-a file path or `sqlite:///path` (the default, `./.gateway/state.db` beside agents.yaml) or `memory:`.
+`open_store(location, redis=...)` picks the backend from the manifest's `gateway: {store: ..., redis: ...}`
+settings: a file path or `sqlite:///path` (the default, `./.gateway/state.db` beside agents.yaml), `memory:`, or
+`postgresql://...` (shared by several instances, `gateway.store.postgres`); with `redis: redis://...` the
+rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
+from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store, StoreUnavailable
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -26,9 +28,13 @@ __all__ = [
     "RunRecord",
     "SQLiteStore",
     "Store",
+    "StoreUnavailable",
     "open_store",
+    "redis_location",
     "store_location",
 ]
+
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def store_location(settings: dict[str, Any] | None, base_dir: Path | None = None) -> str:
@@ -44,14 +50,45 @@ def store_location(settings: dict[str, Any] | None, base_dir: Path | None = None
     return str(path)
 
 
-def open_store(location: str) -> Store:
-    """The backend for `location` (see the module docstring)."""
+def redis_location(settings: dict[str, Any] | None) -> str | None:
+    """`gateway.redis` from the manifest: a `redis://` or `rediss://` URL, or None."""
+    location = (settings or {}).get("redis")
+    if location is None:
+        return None
+    if not isinstance(location, str) or not location.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"agents.yaml: gateway.redis must be a redis:// URL, not {location!r}")
+    return location
+
+
+def open_store(location: str, *, redis: str | None = None) -> Store:
+    """The backend for `location` (see the module docstring); with `redis`, its buckets counted there.
+
+    A networked backend connects here (and applies its migrations): ConfigError when it cannot."""
+    store = _open_backend(location)
+    if redis is None:
+        return store
+    from .redis_counters import CountedStore, RedisCounters
+
+    try:
+        return CountedStore(store, RedisCounters(redis))
+    except BaseException:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+        raise
+
+
+def _open_backend(location: str) -> Store:
     if location in ("memory:", ":memory:"):
         return MemoryStore()
+    if location.startswith(_POSTGRES_SCHEMES):
+        from .postgres import PostgresStore  # psycopg is imported only by those who use it
+
+        return PostgresStore(location)
     if location.startswith("sqlite://"):
         # SQLAlchemy's spelling: sqlite:///relative/path, sqlite:////absolute/path
         return SQLiteStore(location.removeprefix("sqlite:///"))
     if "://" in location:
         scheme = location.split("://", 1)[0]
-        raise ConfigError(f"agents.yaml: gateway.store: no {scheme!r} backend yet (use a SQLite path or memory:)")
+        raise ConfigError(f"agents.yaml: gateway.store: no {scheme!r} backend yet (use a SQLite path, memory: or postgresql://...)")
     return SQLiteStore(location)

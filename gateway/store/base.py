@@ -15,9 +15,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from ..errors import GatewayError
+
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
 RunKind = Literal["chat", "call"]
+
+
+class StoreUnavailable(GatewayError):
+    """A networked store (PostgreSQL, Redis) cannot be reached while serving: the doors answer 503, and nothing
+    that needed the store (an approval, an audit row, a rate-limit count) is taken as done."""
 
 
 class Bucket(NamedTuple):

@@ -24,9 +24,17 @@ from gateway.store import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgresql", "postgresql+redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    backend: Store = SQLiteStore(tmp_path / "state.db") if request.param == "sqlite" else MemoryStore()
+    """The contract below holds for every backend: SQLite, memory, PostgreSQL, and PostgreSQL with Redis counting."""
+    backend: Store
+    if request.param == "sqlite":
+        backend = SQLiteStore(tmp_path / "state.db")
+    elif request.param == "memory":
+        backend = MemoryStore()
+    else:
+        redis = request.getfixturevalue("redis_url") if request.param.endswith("+redis") else None
+        backend = open_store(request.getfixturevalue("postgres_url"), redis=redis)
     yield backend
     await backend.aclose()
 

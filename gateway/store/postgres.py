@@ -1,0 +1,289 @@
+"""The shared store for several gateway instances: PostgreSQL through psycopg 3 and `psycopg_pool`.
+
+`gateway: {store: postgresql://user:${PGPASSWORD}@db:5432/gateway}`. Opening the store connects once,
+synchronously, and applies the schema's migrations (`postgres_schema`): a server that is unreachable or
+refuses stops `gateway serve` at start with a message naming it. The connection pool itself is opened on
+the event loop that first uses the store (uvicorn's, in each worker process).
+
+Every guarantee of `Store` holds across instances because each is one statement or one transaction on
+the server: an approval is decided by `UPDATE ... WHERE status = 'pending' RETURNING`, a run is claimed
+by `UPDATE ... WHERE status = 'paused' AND NOT EXISTS (pending approvals)` (row locks make exactly one
+claimer win), token buckets are read `FOR UPDATE` in key order. When the server goes away while
+serving, each method raises `StoreUnavailable` (the doors answer 503): nothing is answered as if it had
+been recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditRow,
+    Bucket,
+    ResponseRecord,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoreUnavailable,
+    refill_bucket,
+    wait_for,
+)
+from .postgres_schema import migrate, safe_url
+from .sqlite_tables import dumps
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - the extra is part of the default install
+    raise ImportError("the PostgreSQL store needs psycopg and psycopg_pool: pip install 'psycopg[binary]' "
+                      "psycopg-pool") from exc
+
+_APPROVAL_COLUMNS = ("id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason,"
+                     " decided_arguments")
+_AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes,"
+                  " approval, usage, run_id, error")
+_RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
+_NOW = "extract(epoch from clock_timestamp())"
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0) -> None:
+        """Connect to `url`, apply the migrations, and prepare the pool (opened on first use).
+
+        Parameters:
+            url: a libpq URL, `postgresql://user:password@host:port/database`.
+            min_size, max_size: connections the pool keeps open / may open.
+            timeout: seconds to wait for a connection (at start, and for a free one of the pool's).
+        """
+        self.url = url
+        self.timeout = timeout
+        migrate(url, connect_timeout=timeout)
+        self._pool = AsyncConnectionPool(
+            url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
+            # A connection the server dropped (a restart, a failover) is found out before it is handed over.
+            check=AsyncConnectionPool.check_connection,
+        )
+        self._opened = False
+        self._opening: asyncio.Lock | None = None
+        self._writes: set[asyncio.Task[None]] = set()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        if not self._opened:
+            await self._open_pool()
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}") from None
+
+    async def _open_pool(self) -> None:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if not self._opened:
+                try:
+                    await self._pool.open(wait=True, timeout=self.timeout)
+                except PoolTimeout as exc:
+                    raise StoreUnavailable(
+                        f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}") from None
+                self._opened = True
+
+    # -- approvals and runs -------------------------------------------------------------------------
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s::json, %s, {_NOW})"
+                " ON CONFLICT (id) DO UPDATE SET agent = excluded.agent, kind = excluded.kind,"
+                " client = excluded.client, status = excluded.status, state = excluded.state,"
+                " updated = excluded.updated",
+                (run.id, run.agent, run.kind, run.client, run.status, dumps(run.state), run.created),
+            )
+            if approvals:
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(
+                        f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES"
+                        " (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s::json)",
+                        [_approval_values(a) for a in approvals],
+                    )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = %s", (run_id,))
+            row = await cursor.fetchone()
+        return _run_from_row(row) if row else None
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = %s", (approval_id,))
+            row = await cursor.fetchone()
+        return _approval_from_row(row) if row else None
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        clauses, params = ["TRUE"], []
+        if status is not None:
+            clauses.append("status = %s")
+            params.append(status)
+        if run_id is not None:
+            clauses.append("run_id = %s")
+            params.append(run_id)
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {' AND '.join(clauses)}"  # noqa: S608 - fixed
+                " ORDER BY created, id LIMIT %s", (*params, limit))
+            rows = await cursor.fetchall()
+        return [_approval_from_row(row) for row in rows]
+
+    async def decide_approval(
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+    ) -> ApprovalRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"UPDATE approvals SET status = %s, decided = {_NOW}, reason = %s, decided_arguments = %s::json"
+                f" WHERE id = %s AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}",
+                ("approved" if approve else "denied", reason, None if arguments is None else dumps(arguments),
+                 approval_id),
+            )
+            row = await cursor.fetchone()
+        return _approval_from_row(row) if row else None
+
+    async def claim_run(self, run_id: str) -> RunRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"UPDATE runs SET status = 'resuming', updated = {_NOW} WHERE id = %s AND status = 'paused'"
+                " AND NOT EXISTS (SELECT 1 FROM approvals WHERE run_id = %s AND status = 'pending')"
+                f" RETURNING {_RUN_COLUMNS}", (run_id, run_id))
+            row = await cursor.fetchone()
+        return _run_from_row(row) if row else None
+
+    async def finish_run(self, run_id: str, status: RunStatus) -> None:
+        async with self._connection() as conn:
+            await conn.execute(f"UPDATE runs SET status = %s, updated = {_NOW} WHERE id = %s", (status, run_id))
+
+    # -- audit --------------------------------------------------------------------------------------
+    async def add_audit(self, row: AuditRow) -> None:
+        # The insert is a task of its own, started before the first await: a cancelled caller stops waiting
+        # for it, not the write (`Store.add_audit`).
+        write = asyncio.get_running_loop().create_task(self._insert_audit(row))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+        await asyncio.shield(write)
+
+    async def _insert_audit(self, row: AuditRow) -> None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES"
+                " (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s::json, %s, %s) RETURNING id",
+                (row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
+                 row.http_status, row.latency_ms, row.bytes, row.approval,
+                 None if row.usage is None else dumps(row.usage), row.run_id, row.error),
+            )
+            inserted = await cursor.fetchone()
+        row.id = int(inserted[0]) if inserted else None
+
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
+        if agents is not None and not agents:
+            return []
+        where, params = ("WHERE agent = ANY(%s)", [sorted(agents)]) if agents is not None else ("", [])
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT id, {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT %s", (*params, limit))
+            rows = await cursor.fetchall()
+        return [_audit_from_row(row) for row in rows]
+
+    async def prune_audit(self, before: float) -> int:
+        async with self._connection() as conn:
+            cursor = await conn.execute("DELETE FROM audit WHERE time < %s", (before,))
+            return cursor.rowcount
+
+    # -- stored conversations -----------------------------------------------------------------------
+    async def save_response(self, record: ResponseRecord) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "INSERT INTO responses (id, agent, client, body, messages, created)"
+                " VALUES (%s, %s, %s, %s::json, %s::json, %s) ON CONFLICT (id) DO UPDATE SET agent = excluded.agent,"
+                " client = excluded.client, body = excluded.body, messages = excluded.messages,"
+                " created = excluded.created",
+                (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created),
+            )
+
+    async def get_response(self, response_id: str) -> ResponseRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, agent, client, body, messages, created FROM responses WHERE id = %s", (response_id,))
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
+
+    # -- rate limits --------------------------------------------------------------------------------
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        if not buckets:
+            return 0.0
+        keys = sorted({b.key for b in buckets})  # one lock order for every instance: no deadlock
+        async with self._connection() as conn, conn.transaction():
+            async with conn.cursor() as cursor:
+                await cursor.executemany(
+                    "INSERT INTO buckets (key, tokens, updated) VALUES (%s, %s, 0) ON CONFLICT (key) DO NOTHING",
+                    [(b.key, b.burst) for b in {b.key: b for b in buckets}.values()])
+            cursor = await conn.execute(
+                f"SELECT key, tokens, updated, {_NOW} FROM buckets WHERE key = ANY(%s) ORDER BY key FOR UPDATE",
+                (keys,))
+            rows = await cursor.fetchall()
+            now = float(rows[0][3])  # the server's clock: every instance counts on the same one
+            found = {key: (tokens, updated) for key, tokens, updated, _ in rows}
+            levels = [refill_bucket(*found[b.key], now, b) for b in buckets]  # a new bucket: updated 0, full
+            retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
+            if retry_after == 0.0:
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(
+                        "UPDATE buckets SET tokens = %s, updated = %s WHERE key = %s",
+                        [(t - cost, now, b.key) for t, b in zip(levels, buckets, strict=True)])
+        return retry_after
+
+    async def aclose(self) -> None:
+        if self._writes:  # rows already accepted are written before the pool closes
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        if self._opened:
+            self._opened = False
+            await self._pool.close()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
+    return (a.id, a.run_id, a.agent, a.tool, dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
+            a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments))
+
+
+def _approval_from_row(row: Sequence[Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=row[0], run_id=row[1], agent=row[2], tool=row[3], arguments=row[4], call_id=row[5], client=row[6],
+        status=row[7], created=row[8], decided=row[9], reason=row[10], decided_arguments=row[11],
+    )
+
+
+def _run_from_row(row: Sequence[Any]) -> RunRecord:
+    state = row[5] if isinstance(row[5], dict) else json.loads(row[5])
+    return RunRecord(id=row[0], agent=row[1], kind=row[2], client=row[3], status=row[4], state=state,
+                     created=row[6], updated=row[7])
+
+
+def _audit_from_row(row: Sequence[Any]) -> AuditRow:
+    return AuditRow(
+        id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6], arguments=row[7],
+        status=row[8], http_status=row[9], latency_ms=row[10], bytes=row[11], approval=row[12], usage=row[13],
+        run_id=row[14], error=row[15],
+    )

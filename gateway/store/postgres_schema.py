@@ -1,0 +1,98 @@
+"""The PostgreSQL store's schema, as numbered migrations applied in order.
+
+`migrate(url)` brings a database up to `LATEST` and is what both `gateway serve` (on start) and
+`gateway migrate` run. Several instances starting at once are safe: the migrations run inside one
+transaction holding a transaction-level advisory lock, so one instance applies them and the others
+find them applied. A migration is never edited once released; a change is a new entry at the end.
+
+JSON columns are `json`, not `jsonb`: they keep the key order and the exact text the gateway wrote
+(a paused run's state and the arguments shown to an approver), and nothing queries inside them.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ConfigError
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: what the SQLite store keeps, plus who decided an approval.
+    """
+    CREATE TABLE runs (
+        id text PRIMARY KEY, agent text NOT NULL, kind text NOT NULL, client text, status text NOT NULL,
+        state json NOT NULL, created double precision NOT NULL, updated double precision NOT NULL
+    );
+    CREATE TABLE approvals (
+        id text PRIMARY KEY, run_id text NOT NULL, agent text NOT NULL, tool text NOT NULL, arguments json NOT NULL,
+        call_id text, client text, status text NOT NULL, created double precision NOT NULL,
+        decided double precision, reason text, decided_arguments json, decided_by text
+    );
+    CREATE INDEX approvals_run ON approvals (run_id);
+    CREATE INDEX approvals_pending ON approvals (created) WHERE status = 'pending';
+    CREATE TABLE audit (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, time double precision NOT NULL, kind text NOT NULL,
+        client text, agent text, tool text, api text, arguments json, status text NOT NULL, http_status integer,
+        latency_ms double precision NOT NULL, bytes bigint NOT NULL, approval text, usage json, run_id text,
+        error text
+    );
+    CREATE INDEX audit_time ON audit (time);
+    CREATE TABLE responses (
+        id text PRIMARY KEY, agent text NOT NULL, client text, body json NOT NULL, messages json NOT NULL,
+        created double precision NOT NULL
+    );
+    CREATE TABLE buckets (key text PRIMARY KEY, tokens double precision NOT NULL, updated double precision NOT NULL);
+    """,
+)
+LATEST = len(MIGRATIONS)
+
+_LOCK_ID = 0x6761746577  # "gatew": the advisory lock every instance's migration takes
+_VERSIONS = """CREATE TABLE IF NOT EXISTS gateway_schema (
+    version integer PRIMARY KEY, applied double precision NOT NULL
+)"""
+
+
+def safe_url(url: str) -> str:
+    """`url` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def migrate(url: str, *, connect_timeout: float = 5.0) -> list[int]:
+    """Apply every migration the database at `url` lacks; the versions applied (empty: it was current).
+
+    Raises ConfigError naming the server (never its password) when it cannot be reached or refuses, and when
+    the database was migrated by a newer gateway than this one.
+    """
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, int(connect_timeout))) as conn:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+                conn.execute(_VERSIONS)
+                row = conn.execute("SELECT coalesce(max(version), 0) FROM gateway_schema").fetchone()
+                current = int(row[0]) if row else 0
+                if current > LATEST:
+                    raise ConfigError(
+                        f"the store {safe_url(url)} has schema version {current}, newer than this gateway's "
+                        f"{LATEST}: upgrade the gateway (or point it at another database)")
+                applied = []
+                for version in range(current + 1, LATEST + 1):
+                    conn.execute(MIGRATIONS[version - 1].encode())
+                    conn.execute("INSERT INTO gateway_schema (version, applied) VALUES (%s, %s)",
+                                 (version, time.time()))
+                    applied.append(version)
+                return applied
+    except psycopg.Error as exc:
+        raise ConfigError(f"cannot use the store {safe_url(url)} (agents.yaml gateway.store): "
+                          f"{_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

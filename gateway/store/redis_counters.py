@@ -1,0 +1,168 @@
+"""What several gateway instances count together, on Redis: the rate-limit token buckets.
+
+`gateway: {redis: redis://host:6379/0}` puts every bucket in Redis (redis-py's asyncio client); the
+rest of the state stays in the store (`CountedStore` hands `take_tokens` to Redis and everything
+else to the store). One Lua script takes from all of a call's buckets or none, with Redis's own
+clock, so a limit of N per minute lets exactly N calls through across every instance. Keys share
+one hash tag, so the script's keys sit in one slot of a Redis Cluster too, and expire once a bucket
+would be full again (nothing to remember then).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from .base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditRow,
+    Bucket,
+    ResponseRecord,
+    RunRecord,
+    RunStatus,
+    Store,
+    StoreUnavailable,
+)
+from .postgres_schema import safe_url
+
+KEY_PREFIX = "gateway:{buckets}:"
+
+# KEYS: the buckets; ARGV: cost, then rate and burst of each bucket. Returns the seconds to wait as a string
+# (Lua numbers come back as integers otherwise): "0" granted, "inf" never.
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local cost = tonumber(ARGV[1])
+local levels = {}
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i])
+  local burst = tonumber(ARGV[2 * i + 1])
+  local held = redis.call('HMGET', key, 'tokens', 'updated')
+  local tokens = burst
+  if held[1] then
+    tokens = math.min(burst, tonumber(held[1]) + math.max(0, now - tonumber(held[2])) * rate)
+  end
+  levels[i] = tokens
+  if tokens < cost then
+    if rate <= 0 then
+      wait = math.huge
+    else
+      wait = math.max(wait, (cost - tokens) / rate)
+    end
+  end
+end
+if wait > 0 then
+  if wait == math.huge then return 'inf' end
+  return tostring(wait)
+end
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i])
+  local burst = tonumber(ARGV[2 * i + 1])
+  redis.call('HSET', key, 'tokens', tostring(levels[i] - cost), 'updated', tostring(now))
+  if rate > 0 then
+    redis.call('EXPIRE', key, math.ceil((burst - levels[i] + cost) / rate) + 1)
+  end
+end
+return '0'
+"""
+
+
+class RedisCounters:
+    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+        """Check that Redis at `url` answers (a clear ConfigError at start when not) and prepare the client.
+
+        Parameters:
+            url: `redis://[:password@]host:port/db` (or `rediss://` for TLS).
+            timeout: seconds for connecting and for each command.
+        """
+        from ..errors import ConfigError
+
+        self.url = url
+        try:
+            with redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout) as probe:
+                probe.ping()
+        except (redis.RedisError, OSError) as exc:
+            raise ConfigError(f"cannot use Redis at {safe_url(url)} (agents.yaml gateway.redis): {exc}") from None
+        self._client: aioredis.Redis = aioredis.Redis.from_url(
+            url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        self._take = self._client.register_script(_TAKE)
+
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        """`Store.take_tokens`, counted in Redis."""
+        if not buckets:
+            return 0.0
+        args: list[Any] = [repr(float(cost))]
+        for bucket in buckets:
+            args += [repr(float(bucket.rate)), repr(float(bucket.burst))]
+        try:
+            answer = await self._take(keys=[KEY_PREFIX + b.key for b in buckets], args=args)
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+        text = answer.decode() if isinstance(answer, bytes) else str(answer)
+        return math.inf if text == "inf" else float(text)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class CountedStore(Store):
+    """A store whose rate-limit buckets are counted in Redis; everything else is the inner store's."""
+
+    def __init__(self, inner: Store, counters: RedisCounters) -> None:
+        self.inner = inner
+        self.counters = counters
+
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+        await self.inner.save_run(run, approvals)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return await self.inner.get_run(run_id)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return await self.inner.get_approval(approval_id)
+
+    async def list_approvals(
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        return await self.inner.list_approvals(status=status, run_id=run_id, limit=limit)
+
+    async def decide_approval(
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+    ) -> ApprovalRecord | None:
+        return await self.inner.decide_approval(approval_id, approve=approve, arguments=arguments, reason=reason)
+
+    async def claim_run(self, run_id: str) -> RunRecord | None:
+        return await self.inner.claim_run(run_id)
+
+    async def finish_run(self, run_id: str, status: RunStatus) -> None:
+        await self.inner.finish_run(run_id, status)
+
+    async def add_audit(self, row: AuditRow) -> None:
+        await self.inner.add_audit(row)
+
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
+        return await self.inner.list_audit(limit=limit, agents=agents)
+
+    async def prune_audit(self, before: float) -> int:
+        return await self.inner.prune_audit(before)
+
+    async def save_response(self, record: ResponseRecord) -> None:
+        await self.inner.save_response(record)
+
+    async def get_response(self, response_id: str) -> ResponseRecord | None:
+        return await self.inner.get_response(response_id)
+
+    async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
+        return await self.counters.take_tokens(buckets, cost)
+
+    async def aclose(self) -> None:
+        try:
+            await self.counters.aclose()
+        finally:
+            await self.inner.aclose()
