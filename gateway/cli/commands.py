@@ -1,4 +1,4 @@
-"""The `gateway` command: serve, validate, tools, call, chat, mcp.
+"""The `gateway` command: serve, migrate, validate, tools, call, chat, mcp.
 
 Each subcommand's handler is a `_cmd_<name>` function here; the work lives in the modules they call.
 """
@@ -34,7 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--allow-public", action="store_true",
                        help="serve a non-loopback host even without `clients` keys in agents.yaml")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="worker processes sharing the port and the store (default 1)")
     serve.set_defaults(handler=_cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="apply the PostgreSQL store's schema migrations")
+    _add_common(migrate)
+    migrate.add_argument("--store", help="the store URL (default: gateway.store in agents.yaml)")
+    migrate.set_defaults(handler=_cmd_migrate)
 
     validate = commands.add_parser("validate", help="compile everything and report diagnostics")
     _add_common(validate)
@@ -78,8 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ..server.run import serve_http
 
+    if args.workers < 1:
+        print("gateway: --workers must be at least 1", file=sys.stderr)
+        return 2
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
-                      allow_public=args.allow_public)
+                      allow_public=args.allow_public, workers=args.workers)
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from ..server.run import migrate_store
+
+    return migrate_store(args.agents, store=args.store)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

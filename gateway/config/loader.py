@@ -190,10 +190,11 @@ def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
     from ..safety.audit import retention_days
     from ..safety.breaker import GuardSettings
     from ..safety.ratelimit import RateLimits
-    from ..store import store_location
+    from ..store import redis_location, store_location
 
     checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
         ("store", store_location),
+        ("redis", redis_location),
         ("audit_retention_days", retention_days),
         ("rate_limits", RateLimits.from_settings),
         ("breaker", GuardSettings.from_settings),

@@ -20,7 +20,7 @@ from typing import Any
 from ..catalog import Tool
 from ..errors import ConfigError
 from ..messages import ToolResult
-from ..store import AuditRow, Store
+from ..store import AuditRow, Store, StoreUnavailable
 from .redaction import Redactor
 
 logger = logging.getLogger("gateway.audit")
@@ -127,6 +127,10 @@ class AuditLog:
     async def _write(self, row: AuditRow) -> None:
         try:
             await self.store.add_audit(row)
+        except StoreUnavailable:
+            # A shared store gone away (PostgreSQL down): fail closed, the call is answered 503, not unrecorded.
+            logger.error("audit row not written, store unavailable: %s %s/%s", row.kind, row.agent, row.tool)
+            raise
         except Exception as exc:  # the audit must not turn a served call into an error; say so loudly instead
             logger.error("audit row lost (%s): %s %s/%s", type(exc).__name__, row.kind, row.agent, row.tool)
             return

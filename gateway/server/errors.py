@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import ConfigError, ProviderError, RunError
 from ..messages import ToolResult
+from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
 
@@ -146,6 +147,8 @@ def api_error_from(exc: Exception) -> APIError:
         details = "; ".join(str(d) for d in exc.diagnostics[:5])
         return APIError(502, f"{exc}" + (f": {details}" if details else ""), type="configuration_error",
                         code="configuration_error")
+    if isinstance(exc, StoreUnavailable):
+        return APIError(503, f"The gateway's shared state is unavailable: {exc}", code="store_unavailable")
     if isinstance(exc, TimeoutError):
         return APIError(504, "The run's deadline passed before it finished.", code="deadline_exceeded")
     logger.exception("unexpected error", exc_info=exc)
@@ -169,6 +172,11 @@ async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
     return APIError(status, message, headers=dict(exc.headers or {})).response()
 
 
+async def _on_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("%s %s: %s", request.method, request.url.path, exc)
+    return api_error_from(exc).response()
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return APIError(500, f"Internal error: {type(exc).__name__}").response()
@@ -176,4 +184,5 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def error_handlers() -> dict[Any, Any]:
     """The `exception_handlers` mapping for the Starlette app."""
-    return {APIError: _on_api_error, HTTPException: _on_http_exception, Exception: _on_unexpected}
+    return {APIError: _on_api_error, HTTPException: _on_http_exception, StoreUnavailable: _on_store_unavailable,
+            Exception: _on_unexpected}

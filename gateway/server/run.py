@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,30 +67,30 @@ def tune_gc() -> None:
 
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, **options: Any) -> int:
+               allow_public: bool = False, workers: int = 1, **options: Any) -> int:
+    """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
+    supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
 
     from .accesslog import log_config
-    from .app import create_app
-    from .auth import check_bind
     from .protocol import http_protocol
-    from .safety import Safety
 
-    runtime = load_or_report(specs, agents, use_cache=use_cache)
-    if runtime is None:
+    built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public, **options)
+    if built is None:
         return 1
-    try:  # client keys, rate limits, audit, approvals (gateway.server.safety)
-        check_bind(host, runtime.manifest.clients, allow_public=allow_public)
-        safety = Safety.open(runtime, allow_public=allow_public)
-    except ConfigError as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
-        return 1
-    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
-    tune_gc()
-    app.state.mcp.after_preload.append(gc.freeze)
+    app, runtime = built
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)
+          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}"
+          + (f" ({workers} workers)" if workers > 1 else ""), file=sys.stderr)
+    if workers > 1:
+        # The parent checked everything (and applied migrations) above; each worker does it again for itself.
+        asyncio.run(app.state.gateway_safety.aclose())
+        os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
+                                                  "use_cache": use_cache, "allow_public": allow_public})
+        target: Any = "gateway.server.run:worker_app"
+    else:
+        target = app
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
     # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
@@ -97,9 +99,71 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
     _lean_log_records()
     with _asyncio_declared():
-        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
+        uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
                     http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-                    timeout_keep_alive=KEEP_ALIVE_SECONDS)
+                    timeout_keep_alive=KEEP_ALIVE_SECONDS, factory=workers > 1,
+                    workers=workers if workers > 1 else None)
+    return 0
+
+
+_WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"
+
+
+def worker_app() -> Any:
+    """The app of one `gateway serve --workers N` worker process (uvicorn calls it in each)."""
+    options = json.loads(os.environ[_WORKER_OPTIONS])
+    built = _build_app(Path(options["specs"]), Path(options["agents"]), host=options["host"],
+                       use_cache=options["use_cache"], allow_public=options["allow_public"])
+    if built is None:
+        raise SystemExit(1)
+    _lean_log_records()
+    return built[0]
+
+
+def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_public: bool,
+               **options: Any) -> tuple[Any, Runtime] | None:
+    """The app with its safety layer, or None after printing why not (a bad manifest, an unreachable store)."""
+    from .app import create_app
+    from .auth import check_bind
+    from .safety import Safety
+
+    runtime = load_or_report(specs, agents, use_cache=use_cache)
+    if runtime is None:
+        return None
+    try:  # client keys, rate limits, audit, approvals (gateway.server.safety)
+        check_bind(host, runtime.manifest.clients, allow_public=allow_public)
+        safety = Safety.open(runtime, allow_public=allow_public)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return None
+    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
+    app.state.gateway_safety = safety
+    tune_gc()
+    app.state.mcp.after_preload.append(gc.freeze)
+    return app, runtime
+
+
+def migrate_store(agents: Path, *, store: str | None = None, out: TextIO = sys.stderr) -> int:
+    """`gateway migrate`: bring the PostgreSQL store named by agents.yaml (or `store`) up to this version's schema."""
+    from ..config.loader import load_manifest
+    from ..store import store_location
+    from ..store.postgres_schema import LATEST, migrate, safe_url
+
+    try:
+        location = store
+        if location is None:
+            manifest, _ = load_manifest(agents)
+            location = store_location(manifest.settings, agents.parent)
+        if not location.startswith(("postgresql://", "postgres://")):
+            print(f"gateway: the store {location} needs no migrations (SQLite and memory: are made on open)",
+                  file=out)
+            return 0
+        applied = migrate(location)
+    except ConfigError as exc:
+        print(f"gateway: {exc}", file=out)
+        return 1
+    done = f"applied {', '.join(map(str, applied))}" if applied else "nothing to apply"
+    print(f"gateway: {safe_url(location)} at schema version {LATEST} ({done})", file=out)
     return 0
 
 

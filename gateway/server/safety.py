@@ -39,7 +39,7 @@ from ..safety.breaker import CircuitBreaker, GuardedExecutor, GuardSettings
 from ..safety.logredact import redact_logs
 from ..safety.ratelimit import RateLimiter, RateLimits
 from ..safety.redaction import Redactor
-from ..store import RunRecord, Store, open_store, store_location
+from ..store import RunRecord, Store, open_store, redis_location, store_location
 from ..toolsets import AgentTool
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
@@ -79,7 +79,8 @@ class Safety:
         """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
         base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
         location = store or store_location(runtime.manifest.settings, base)
-        return cls(open_store(location), runtime.manifest, allow_public=allow_public)
+        redis = redis_location(runtime.manifest.settings)
+        return cls(open_store(location, redis=redis), runtime.manifest, allow_public=allow_public)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""

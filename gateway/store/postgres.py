@@ -129,7 +129,8 @@ class PostgresStore(Store):
     async def list_approvals(
         self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
-        clauses, params = ["TRUE"], []
+        clauses: list[str] = ["TRUE"]
+        params: list[Any] = []
         if status is not None:
             clauses.append("status = %s")
             params.append(status)
