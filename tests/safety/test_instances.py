@@ -18,6 +18,7 @@ import httpx
 import psycopg
 import pytest
 from recording_server import RecordingServer
+from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
 from server_support import AGENTS_YAML, LenientLLM, write_project
 
@@ -104,7 +105,7 @@ class NumberedLLM(ScriptedLLM):
 def test_two_hundred_chats_over_two_instances_one_killed_halfway(
     tmp_path: Path, upstream: RecordingServer, postgres_url: str, redis_url: str
 ) -> None:
-    upstream.route("/github/", Reply(201, {"id": 99, "body": "ack", "html_url": "https://github.com/a/b/1"},
+    upstream.route("/github/", UpstreamReply(201, {"id": 99, "body": "ack", "html_url": "https://github.com/a/b/1"},
                                      delay=0.02))
     with NumberedLLM() as llm:
         _project(tmp_path, llm.url, upstream.url, postgres_url, redis_url)
