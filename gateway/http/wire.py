@@ -1,0 +1,109 @@
+"""The executor's way out: one request on an api's pooled pyreqwest client, its answer streamed.
+
+`ReqwestWire.send` takes the request as `gateway.http.request` built it (the URL already percent-encoded, the
+caller's headers) and answers with the part of `httpx.Response` that `gateway.http.client` and
+`gateway.http.reading` read: `status_code`, `reason_phrase`, `headers`, `aiter_bytes()` and `aclose()`.
+
+Bodies are decoded by the library as they stream, in chunks of at most the reader's buffer, so the caller's
+cap on what it reads also caps what is decompressed. An answer whose `Content-Encoding` is still there after
+the library (a coding it does not undo, or several stacked, as in `gzip, gzip`) is refused before its body
+is read: a nested coding is how a few kilobytes unpack into gigabytes, and passing it on raw would hand the
+model bytes it can't read.
+"""
+
+from __future__ import annotations
+
+import http
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AsyncExitStack
+from datetime import timedelta
+
+import httpx
+from pyreqwest.client import Client
+from pyreqwest.exceptions import PyreqwestError
+from pyreqwest.response import Response
+
+from .library import ClientOptions, build_client, host_of, translate_error
+
+_EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
+
+
+def reason_for(status: int) -> str:
+    """The standard reason phrase (the upstream's own is never shown: it can echo a credential)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def leftover_encoding(headers: httpx.Headers) -> str | None:
+    """A `Content-Encoding` the library left undecoded (None when the body is plain)."""
+    coding: str | None = headers.get("content-encoding")
+    if coding is None or coding.strip().lower() in ("", "identity"):
+        return None
+    return coding
+
+
+class WireResponse:
+    """One streamed answer; `aclose()` gives its connection back (or drops it when the body was left unread)."""
+
+    __slots__ = ("_exit", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
+
+    def __init__(self, response: Response, exit_stack: AsyncExitStack, url: str, timeout: float) -> None:
+        self._response = response
+        self._exit = exit_stack
+        self._url = url
+        self._timeout = timeout
+        self.status_code = response.status
+        self.reason_phrase = reason_for(response.status)
+        self.headers = httpx.Headers(list(response.headers.items()))
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        reader = self._response.body_reader
+        while True:
+            try:
+                chunk = await reader.read()
+            except PyreqwestError as error:
+                raise translate_error(error, self._url, self._timeout) from error
+            if chunk is None:
+                return
+            yield bytes(chunk)
+
+    async def aclose(self) -> None:
+        await self._exit.aclose()
+
+
+class ReqwestWire:
+    """Sends the executor's requests (`gateway.http.client.Wire`) on one api's pooled client."""
+
+    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None) -> None:
+        self._client = client if client is not None else build_client(options or ClientOptions())
+
+    async def send(self, method: str, url: str, headers: Iterable[tuple[str, str]], content: bytes | None,
+                   timeout: float) -> WireResponse:
+        """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
+        builder = self._client.request(method, url).timeout(timedelta(seconds=timeout))
+        try:
+            builder = builder.headers(list(headers))
+            if content:
+                builder = builder.body_bytes(content)
+            elif method in _EMPTY_BODY_METHODS:
+                # hyper sends no length for an empty body; some servers answer 411 to a POST without one.
+                builder = builder.header("Content-Length", "0")
+            stack = AsyncExitStack()
+            response = await stack.enter_async_context(builder.build_streamed())
+        except PyreqwestError as error:
+            raise translate_error(error, url, timeout) from error
+        except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)
+            raise httpx.LocalProtocolError(f"the request to {host_of(url)} can't be sent: {error}") from None
+        answer = WireResponse(response, stack, url, timeout)
+        coding = leftover_encoding(answer.headers)
+        if coding is not None:
+            await answer.aclose()
+            raise httpx.DecodingError(
+                f"the answer from {host_of(url)} says `Content-Encoding: {coding}`, which the gateway does not "
+                "decode (one of gzip, deflate, br or zstd, not stacked); its body was not read")
+        return answer
+
+    async def aclose(self) -> None:
+        await self._client.close()
