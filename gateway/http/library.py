@@ -39,12 +39,15 @@ class ClientOptions:
         ca_file: PEM certificates trusted besides the system's (a private CA).
         client_cert: PEM certificate (chain) presented to the server (mTLS).
         client_key: the PEM private key of `client_cert` (omitted when `client_cert` holds it too).
+        read_timeout: seconds any one read (and the wait for a connection) may take, for clients whose
+            requests carry no deadline of their own (an LLM's answer streams for as long as it streams).
     """
 
     max_connections: int = 20
     ca_file: str | None = None
     client_cert: str | None = None
     client_key: str | None = None
+    read_timeout: float | None = None
 
 
 def build_client(options: ClientOptions) -> Client:
@@ -59,6 +62,9 @@ def build_client(options: ClientOptions) -> Client:
         .pool_idle_timeout(timedelta(seconds=POOL_IDLE_SECONDS))
         .connect_timeout(timedelta(seconds=CONNECT_TIMEOUT))
     )
+    if options.read_timeout is not None:
+        builder = builder.read_timeout(timedelta(seconds=options.read_timeout))
+        builder = builder.pool_timeout(timedelta(seconds=options.read_timeout))
     if options.ca_file:
         builder = builder.add_root_certificate_pem(Path(options.ca_file).read_bytes())
     identity = client_identity(options.client_cert, options.client_key)
