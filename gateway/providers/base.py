@@ -32,7 +32,7 @@ from ..messages import Message, ToolCall
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 TextCallback = Callable[[str], Awaitable[None]]
 
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """An LLM's answer (decoded) is cut off past this: far above any real answer, far below a compression bomb."""
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _MAX_RETRY_AFTER = 60.0
