@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import http
 from collections.abc import AsyncIterator, Iterable
-from contextlib import AsyncExitStack
 from datetime import timedelta
 
 import httpx
 from pyreqwest.client import Client
 from pyreqwest.exceptions import PyreqwestError
+from pyreqwest.http import HeaderMap
+from pyreqwest.request import StreamRequest
 from pyreqwest.response import Response
 
 from .library import ClientOptions, build_client, host_of, translate_error
@@ -36,7 +37,26 @@ def reason_for(status: int) -> str:
         return ""
 
 
-def leftover_encoding(headers: httpx.Headers) -> str | None:
+class AnswerHeaders:
+    """An answer's headers as `httpx.Headers.get` reads them (case-insensitive, repeated values joined with
+    ", "), straight from the library's header map: building an `httpx.Headers` per call costs more."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, header_map: HeaderMap) -> None:
+        self._map = header_map
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        values = self._map.getall(key)
+        if not values:
+            return default
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._map.items())
+
+
+def leftover_encoding(headers: httpx.Headers | AnswerHeaders) -> str | None:
     """A `Content-Encoding` the library left undecoded (None when the body is plain)."""
     coding: str | None = headers.get("content-encoding")
     if coding is None or coding.strip().lower() in ("", "identity"):
@@ -47,16 +67,16 @@ def leftover_encoding(headers: httpx.Headers) -> str | None:
 class WireResponse:
     """One streamed answer; `aclose()` gives its connection back (or drops it when the body was left unread)."""
 
-    __slots__ = ("_exit", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
+    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
 
-    def __init__(self, response: Response, exit_stack: AsyncExitStack, url: str, timeout: float) -> None:
+    def __init__(self, response: Response, request: StreamRequest, url: str, timeout: float) -> None:
         self._response = response
-        self._exit = exit_stack
+        self._request: StreamRequest | None = request
         self._url = url
         self._timeout = timeout
         self.status_code = response.status
         self.reason_phrase = reason_for(response.status)
-        self.headers = httpx.Headers(list(response.headers.items()))
+        self.headers = AnswerHeaders(response.headers)
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         reader = self._response.body_reader
@@ -70,7 +90,9 @@ class WireResponse:
             yield bytes(chunk)
 
     async def aclose(self) -> None:
-        await self._exit.aclose()
+        request, self._request = self._request, None
+        if request is not None:
+            await request.__aexit__(None, None, None)
 
 
 class ReqwestWire:
@@ -90,13 +112,13 @@ class ReqwestWire:
             elif method in _EMPTY_BODY_METHODS:
                 # hyper sends no length for an empty body; some servers answer 411 to a POST without one.
                 builder = builder.header("Content-Length", "0")
-            stack = AsyncExitStack()
-            response = await stack.enter_async_context(builder.build_streamed())
+            request = builder.build_streamed()
+            response = await request.__aenter__()  # its __aexit__ is WireResponse.aclose
         except PyreqwestError as error:
             raise translate_error(error, url, timeout) from error
         except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)
             raise httpx.LocalProtocolError(f"the request to {host_of(url)} can't be sent: {error}") from None
-        answer = WireResponse(response, stack, url, timeout)
+        answer = WireResponse(response, request, url, timeout)
         coding = leftover_encoding(answer.headers)
         if coding is not None:
             await answer.aclose()
