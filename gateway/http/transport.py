@@ -21,6 +21,7 @@ on this transport pass `trust_env=False`, or httpx would mount its own proxy tra
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from datetime import timedelta
@@ -31,7 +32,7 @@ from pyreqwest.exceptions import PyreqwestError
 from pyreqwest.response import Response
 
 from .library import ClientOptions, build_client, host_of, translate_error
-from .wire import leftover_encoding
+from .wire import leftover_encoding, let_cancellation_land
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
@@ -89,6 +90,9 @@ class CappedTransport(httpx.AsyncBaseTransport):
         stack = AsyncExitStack()
         try:
             response = await stack.enter_async_context(builder.build_streamed())
+        except asyncio.CancelledError:
+            await let_cancellation_land()
+            raise
         except PyreqwestError as error:
             raise translate_error(error, url, total) from error
         return response.status, httpx.Headers(list(response.headers.items())), _ReqwestStream(response, stack)
@@ -106,7 +110,14 @@ class _ReqwestStream(httpx.AsyncByteStream):
         self._stack = stack
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        while (chunk := await self._reader.read_chunk()) is not None:
+        while True:
+            try:
+                chunk = await self._reader.read_chunk()
+            except asyncio.CancelledError:
+                await let_cancellation_land()
+                raise
+            if chunk is None:
+                return
             yield bytes(chunk)
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ model bytes it can't read.
 
 from __future__ import annotations
 
+import asyncio
 import http
 from collections.abc import AsyncIterator, Iterable
 from datetime import timedelta
@@ -35,6 +36,14 @@ def reason_for(status: int) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+async def let_cancellation_land() -> None:
+    """pyreqwest answers a cancellation with a CancelledError of its own, without the cancellation's message,
+    by which anyio's cancel scopes (the MCP SDK's, Starlette's) recognise theirs: one more turn of the loop lets
+    a scope's repeated cancellation arrive, with the library's error as its context. A plain `Task.cancel()`
+    does not repeat itself, and then the library's error goes on as it is."""
+    await asyncio.sleep(0)
 
 
 class AnswerHeaders:
@@ -83,6 +92,9 @@ class WireResponse:
         while True:
             try:
                 chunk = await reader.read()
+            except asyncio.CancelledError:
+                await let_cancellation_land()
+                raise
             except PyreqwestError as error:
                 raise translate_error(error, self._url, self._timeout) from error
             if chunk is None:
@@ -114,6 +126,9 @@ class ReqwestWire:
                 builder = builder.header("Content-Length", "0")
             request = builder.build_streamed()
             response = await request.__aenter__()  # its __aexit__ is WireResponse.aclose
+        except asyncio.CancelledError:
+            await let_cancellation_land()
+            raise
         except PyreqwestError as error:
             raise translate_error(error, url, timeout) from error
         except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)

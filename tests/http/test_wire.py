@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from executor_helpers import executor_for, make_tool
 from raw_server import Answer, RawServer, raw_answer
 
 from gateway.http.library import ClientOptions
@@ -286,3 +287,32 @@ async def test_many_concurrent_calls_share_at_most_max_connections(serve: Serve)
         await wire.aclose()
     assert [body for _, body in answers] == [f"/{i}".encode() for i in range(60)]  # each its own answer
     assert len({port for _, _, port in server.requests}) <= 4
+
+
+async def test_a_tool_result_names_the_host_and_says_whether_the_request_may_have_run(serve: Serve) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    # Three bytes of five, then it hangs up: the request reached the server.
+    malformed = serve(lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nabc")
+    tool = make_tool(method="POST")
+    for base, host, said in ((f"http://127.0.0.1:{closed}", f"127.0.0.1:{closed}", "the request was not sent"),
+                             ("http://nowhere.invalid", "nowhere.invalid", "the request was not sent"),
+                             (malformed.url, malformed.url.removeprefix("http://"), "the request may have run")):
+        async with executor_for(base, tool) as executor:
+            result = await executor.execute(tool, {}, timeout=5)
+        assert result.ok is False and result.error_type == "transport_error"
+        assert host in (result.error or "") and said in (result.error or ""), result.error
+
+
+async def test_an_anyio_cancel_scope_recognises_its_cancellation_of_a_call(serve: Serve, wire: ReqwestWire) -> None:
+    # The MCP SDK cancels a handler through a cancel scope; a cancellation it does not recognise as its own
+    # escapes the scope and fails the whole request (a 500 instead of "Request cancelled").
+    import anyio
+
+    server = serve(lambda head: (time.sleep(1), raw_answer(b"late"))[1])
+    with anyio.CancelScope() as scope:
+        asyncio.get_running_loop().call_later(0.2, scope.cancel)
+        await wire.send("GET", server.url, [], None, timeout=5)
+    assert scope.cancelled_caught
+    assert (await _get(wire, server.url))[1] == b"late"  # the client goes on
