@@ -1,4 +1,4 @@
-"""TLS to upstreams: certificates are verified on the executor's native path, and `apis.<name>.ca_file`
+"""TLS to upstreams: certificates are verified on the executor's pyreqwest client, and `apis.<name>.ca_file`
 adds a private CA for one api (a real HTTPS server on 127.0.0.1 with a certificate from a throwaway CA)."""
 
 from __future__ import annotations
