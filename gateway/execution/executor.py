@@ -21,7 +21,6 @@ from ..config.model import ApiConfig, Manifest
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
-    IDEMPOTENT,
     Attempts,
     DeadlineExceeded,
     HttpxWire,
@@ -32,7 +31,7 @@ from ..http.client import (
     send,
 )
 from ..http.errors import RequestBuildError
-from ..http.library import ClientOptions
+from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
