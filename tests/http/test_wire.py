@@ -316,3 +316,18 @@ async def test_an_anyio_cancel_scope_recognises_its_cancellation_of_a_call(serve
         await wire.send("GET", server.url, [], None, timeout=5)
     assert scope.cancelled_caught
     assert (await _get(wire, server.url))[1] == b"late"  # the client goes on
+
+
+async def test_one_deadline_covers_the_wait_for_a_free_connection(serve: Serve) -> None:
+    server = serve(lambda head: raw_answer(b"x" * 8_000_000))  # far beyond what is read ahead: the slot stays held
+    wire = ReqwestWire(ClientOptions(max_connections=1))
+    try:
+        holder = await wire.send("GET", server.url, [], None, timeout=5)
+        started = time.monotonic()
+        with pytest.raises(httpx.PoolTimeout, match="not sent"):
+            await wire.send("GET", server.url, [], None, timeout=0.3)
+        assert time.monotonic() - started < 2  # the call's deadline ended the wait, not the holder
+        await holder.aclose()
+        assert len((await _get(wire, server.url))[1]) == 8_000_000  # the slot came back
+    finally:
+        await wire.aclose()
