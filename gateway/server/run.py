@@ -89,8 +89,13 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
                                                   "use_cache": use_cache, "allow_public": allow_public})
         target: Any = "gateway.server.run:worker_app"
+        protocol = http_protocol()
+        # Workers are spawned: they get the protocol by import string (a class made in a function cannot be
+        # pickled); `__getattr__` below makes it in each worker.
+        http: Any = protocol if isinstance(protocol, str) else "gateway.server.run:WorkerHttpProtocol"
     else:
         target = app
+        http = http_protocol()
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
     # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
@@ -100,13 +105,23 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     _lean_log_records()
     with _asyncio_declared():
         uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+                    http=http, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
                     timeout_keep_alive=KEEP_ALIVE_SECONDS, factory=workers > 1,
                     workers=workers if workers > 1 else None)
     return 0
 
 
 _WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"
+
+
+def __getattr__(name: str) -> Any:
+    """`WorkerHttpProtocol`: the HTTP protocol of `gateway serve`, for workers that import it by name."""
+    if name == "WorkerHttpProtocol":
+        from .protocol import http_protocol
+
+        protocol = globals()[name] = http_protocol()
+        return protocol
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def worker_app() -> Any:

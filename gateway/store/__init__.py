@@ -51,9 +51,9 @@ def store_location(settings: dict[str, Any] | None, base_dir: Path | None = None
 
 
 def redis_location(settings: dict[str, Any] | None) -> str | None:
-    """`gateway.redis` from the manifest: a `redis://` or `rediss://` URL, or None."""
+    """`gateway.redis` from the manifest: a `redis://` or `rediss://` URL, or None (absent or empty)."""
     location = (settings or {}).get("redis")
-    if location is None:
+    if location is None or location == "":
         return None
     if not isinstance(location, str) or not location.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"agents.yaml: gateway.redis must be a redis:// URL, not {location!r}")
