@@ -9,7 +9,10 @@ twice, and the survivor answers everything sent after the kill.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,9 +23,11 @@ import pytest
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
-from server_support import AGENTS_YAML, LenientLLM, write_project
+from server_support import AGENTS_YAML, ROOT, LenientLLM, write_project
 
-from .instances import instances
+from gateway.store.postgres_schema import LATEST
+
+from .instances import GatewayProcess, instances
 
 COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
 READ = {"owner": "acme", "repo": "app", "issue_number": 7}
@@ -152,3 +157,43 @@ async def _chats(a: Any, b: Any, *, total: int, concurrency: int) -> tuple[list[
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         await asyncio.gather(*(chat(client, number) for number in range(total)))
     return answered, lost, after_kill
+
+
+def test_a_response_made_on_one_instance_is_continued_on_the_other(
+    tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, postgres_url: str, redis_url: str
+) -> None:
+    _project(tmp_path, llm.url, upstream.url, postgres_url, redis_url)
+    llm.script(Reply(text="Hello from A."), Reply(text="Still here, on B."))
+    with instances(tmp_path) as (a, b):
+        first = httpx.post(f"{a.url}/v1/responses", json={"model": "weather", "input": "hi"}, timeout=60)
+        assert first.status_code == 200, first.text
+        second = httpx.post(f"{b.url}/v1/responses", timeout=60, json={
+            "model": "weather", "input": "and now?", "previous_response_id": first.json()["id"]})
+        assert second.status_code == 200, second.text
+        fetched = httpx.get(f"{a.url}/v1/responses/{second.json()['id']}", timeout=30)
+    assert fetched.status_code == 200
+    sent = [m.get("content") for m in llm.requests[-1].body["messages"]]
+    assert "hi" in sent and "Hello from A." in sent and "and now?" in sent
+
+
+def test_workers_of_one_serve_share_the_store_and_migrate_reports_the_version(
+    tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, postgres_url: str, redis_url: str
+) -> None:
+    _project(tmp_path, llm.url, upstream.url, postgres_url, redis_url, "  rate_limits: {tool: 3/min}\n")
+    served = GatewayProcess(tmp_path, "workers", workers=2)
+    try:
+        served.wait_ready()
+
+        async def calls() -> list[int]:
+            async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+                answers = await asyncio.gather(*(
+                    client.post(f"{served.url}/agents/triage/tools/getIssue", json=READ) for _ in range(10)))
+            return [answer.status_code for answer in answers]
+
+        assert Counter(asyncio.run(calls())) == {200: 3, 429: 7}
+    finally:
+        served.stop()
+    assert "2 workers" in served.log.read_text()
+    migrate = subprocess.run([sys.executable, "-m", "gateway", "migrate", "--agents", str(tmp_path / "agents.yaml")],
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert migrate.returncode == 0 and f"schema version {LATEST} (nothing to apply)" in migrate.stderr
