@@ -61,14 +61,15 @@ class PostgresServer:
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> PostgresServer:
+    def start(self, *, durable: bool = False) -> PostgresServer:
+        """initdb and start; `durable`: with fsync (benchmarks), else without (tests: nothing outlives them)."""
         data = self.folder / "data"
         subprocess.run([*self._as_user, str(self.bindir / "initdb"), "-D", str(data), "-U", "gateway",
                         "-A", "trust", "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
         self.process = subprocess.Popen(
             [*self._as_user, str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.folder}",
-             "-c", "fsync=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB"],
+             "-c", f"fsync={'on' if durable else 'off'}", "-c", "max_connections=300", "-c", "shared_buffers=32MB"],
             stdout=subprocess.DEVNULL, stderr=open(self.folder / "postgres.log", "wb"))  # noqa: SIM115
         self._wait_ready()
         return self

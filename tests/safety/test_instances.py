@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import psycopg
-import pytest
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
