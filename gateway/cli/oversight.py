@@ -21,6 +21,8 @@ from ..loop_types import Decision
 from ..runtime import RuntimeHolder
 from ..safety.approvals import ApprovalError, approval_dict
 
+CLI_DECIDER = "cli"
+"""`decided_by` of a decision made with `gateway approvals approve|deny`."""
 
 def add_audit_parser(commands: Any, add_common: Any) -> None:
     audit = commands.add_parser("audit", help="show the newest rows of the audit log")
@@ -95,7 +97,10 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     async def main() -> tuple[int, dict[str, Any]]:
         state = GatewayState(RuntimeHolder(runtime), options=safety.hooks())
         try:
-            outcome = await safety.decide(state, args.id, decision)
+            from ..safety.audit import bind_caller
+
+            with bind_caller(client=CLI_DECIDER):  # the decision is recorded as made at the terminal
+                outcome = await safety.decide(state, args.id, decision)
             return safety.render_outcome(state, outcome)
         finally:
             await state.aclose()

@@ -115,8 +115,8 @@ class ApprovalManager:
         return [a for a in found if agents is None or a.agent in agents][:limit]
 
     async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer,
-                     allowed: Callable[[str], bool] | None = None) -> Outcome:
-        """Record a decision and, when it was the last one the run waited for, resume the run.
+                     allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
+        """Record a decision (made `by` that client) and, when it was the last one the run waited for, resume the run.
 
         Raises UnknownApproval (no such id), ForbiddenApproval (`allowed(agent)` is false) or
         AlreadyDecided (replayed, or another decider was first).
@@ -127,7 +127,7 @@ class ApprovalManager:
         if allowed is not None and not allowed(record.agent):
             raise ForbiddenApproval(f"This key may not decide approvals of agent {record.agent!r}.")
         decided = await self.store.decide_approval(
-            approval_id, approve=decision.approve, arguments=decision.arguments, reason=decision.reason
+            approval_id, approve=decision.approve, arguments=decision.arguments, reason=decision.reason, by=by
         )
         if decided is None:
             current = await self.store.get_approval(approval_id)
@@ -180,4 +180,5 @@ def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = 
     """The `GET /approvals` item (DESIGN.md: id, agent, tool, arguments) with what else a human needs."""
     arguments = redact(record.arguments) if redact else record.arguments
     return {"id": record.id, "agent": record.agent, "tool": record.tool, "arguments": arguments,
-            "status": record.status, "client": record.client, "run_id": record.run_id, "created": record.created}
+            "status": record.status, "client": record.client, "run_id": record.run_id, "created": record.created,
+            "decided_by": record.decided_by}

@@ -208,7 +208,8 @@ class Safety:
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
             return await self._resume(state, run, decisions)
 
-        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed)
+        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed,
+                                           by=current_caller().client)
 
     def render_outcome(self, state: Any, outcome: Outcome) -> tuple[int, dict[str, Any]]:
         """The HTTP answer: 202 while the run waits for more decisions, else the finished completion

@@ -54,6 +54,8 @@ class ApprovalRecord:
     reason: str | None = None
     decided_arguments: dict[str, Any] | None = None
     """Arguments edited by the approver; None: run with the model's."""
+    decided_by: str | None = None
+    """Who decided: the deciding client's name, `cli` for `gateway approvals`; None when no clients are set."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,9 +143,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def decide_approval(
-        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
+        by: str | None = None,
     ) -> ApprovalRecord | None:
-        """Move a *pending* approval to approved/denied; None when it is unknown or already decided.
+        """Move a *pending* approval to approved/denied (decided `by` whom); None when unknown or already decided.
 
         Atomic: of two concurrent decisions on one approval, exactly one gets the record.
         """

@@ -56,7 +56,8 @@ class MemoryStore(Store):
         return found[:limit]
 
     async def decide_approval(
-        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
+        by: str | None = None,
     ) -> ApprovalRecord | None:
         approval = self._approvals.get(approval_id)
         if approval is None or approval.status != "pending":
@@ -65,6 +66,7 @@ class MemoryStore(Store):
         approval.decided = time.time()
         approval.reason = reason
         approval.decided_arguments = copy.deepcopy(arguments)
+        approval.decided_by = by
         return copy.deepcopy(approval)
 
     async def claim_run(self, run_id: str) -> RunRecord | None:

@@ -45,7 +45,7 @@ except ImportError as exc:  # pragma: no cover - the extra is part of the defaul
                       "psycopg-pool") from exc
 
 _APPROVAL_COLUMNS = ("id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason,"
-                     " decided_arguments")
+                     " decided_arguments, decided_by")
 _AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes,"
                   " approval, usage, run_id, error")
 _RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
@@ -110,7 +110,7 @@ class PostgresStore(Store):
                 async with conn.cursor() as cursor:
                     await cursor.executemany(
                         f"INSERT INTO approvals ({_APPROVAL_COLUMNS}) VALUES"
-                        " (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s::json)",
+                        " (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s::json, %s)",
                         [_approval_values(a) for a in approvals],
                     )
 
@@ -145,13 +145,14 @@ class PostgresStore(Store):
         return [_approval_from_row(row) for row in rows]
 
     async def decide_approval(
-        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
+        by: str | None = None,
     ) -> ApprovalRecord | None:
         async with self._connection() as conn:
             cursor = await conn.execute(
-                f"UPDATE approvals SET status = %s, decided = {_NOW}, reason = %s, decided_arguments = %s::json"
-                f" WHERE id = %s AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}",
-                ("approved" if approve else "denied", reason, None if arguments is None else dumps(arguments),
+                f"UPDATE approvals SET status = %s, decided = {_NOW}, reason = %s, decided_arguments = %s::json,"
+                f" decided_by = %s WHERE id = %s AND status = 'pending' RETURNING {_APPROVAL_COLUMNS}",
+                ("approved" if approve else "denied", reason, None if arguments is None else dumps(arguments), by,
                  approval_id),
             )
             row = await cursor.fetchone()
@@ -266,13 +267,14 @@ def _first_line(exc: Exception) -> str:
 
 def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
     return (a.id, a.run_id, a.agent, a.tool, dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
-            a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments))
+            a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments), a.decided_by)
 
 
 def _approval_from_row(row: Sequence[Any]) -> ApprovalRecord:
     return ApprovalRecord(
         id=row[0], run_id=row[1], agent=row[2], tool=row[3], arguments=row[4], call_id=row[5], client=row[6],
         status=row[7], created=row[8], decided=row[9], reason=row[10], decided_arguments=row[11],
+        decided_by=row[12],
     )
 
 

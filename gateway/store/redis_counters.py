@@ -133,9 +133,11 @@ class CountedStore(Store):
         return await self.inner.list_approvals(status=status, run_id=run_id, limit=limit)
 
     async def decide_approval(
-        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
+        by: str | None = None,
     ) -> ApprovalRecord | None:
-        return await self.inner.decide_approval(approval_id, approve=approve, arguments=arguments, reason=reason)
+        return await self.inner.decide_approval(approval_id, approve=approve, arguments=arguments, reason=reason,
+                                                by=by)
 
     async def claim_run(self, run_id: str) -> RunRecord | None:
         return await self.inner.claim_run(run_id)

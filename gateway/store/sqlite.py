@@ -60,6 +60,7 @@ from .sqlite_tables import (
     approval_values,
     audit_from_row,
     dumps,
+    upgrade_schema,
 )
 
 logger = logging.getLogger("gateway.store")
@@ -106,6 +107,7 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA busy_timeout=10000")
         try:
             conn.executescript(SCHEMA)
+            upgrade_schema(conn)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
                 self._inline = _open_inline(self.path)
         except BaseException:
@@ -143,7 +145,7 @@ class SQLiteStore(Store):
                      time.time()),
                 )
                 conn.executemany(
-                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [approval_values(a) for a in approvals],
                 )
 
@@ -173,7 +175,8 @@ class SQLiteStore(Store):
     async def list_approvals(
         self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
@@ -191,15 +194,16 @@ class SQLiteStore(Store):
         return await self._run(work)
 
     async def decide_approval(
-        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None
+        self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
+        by: str | None = None,
     ) -> ApprovalRecord | None:
         def work(conn: sqlite3.Connection) -> ApprovalRecord | None:
             def body() -> ApprovalRecord | None:
                 cursor = conn.execute(
-                    "UPDATE approvals SET status = ?, decided = ?, reason = ?, decided_arguments = ?"
+                    "UPDATE approvals SET status = ?, decided = ?, reason = ?, decided_arguments = ?, decided_by = ?"
                     " WHERE id = ? AND status = 'pending'",
                     ("approved" if approve else "denied", time.time(), reason,
-                     None if arguments is None else dumps(arguments), approval_id),
+                     None if arguments is None else dumps(arguments), by, approval_id),
                 )
                 if cursor.rowcount != 1:
                     return None
@@ -374,7 +378,7 @@ class SQLiteStore(Store):
             levels = []
             for bucket in buckets:
                 row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
-                levels.append(refill_bucket(*row, now, bucket) if row else bucket.burst)
+                levels.append(refill_bucket(row[0], row[1], now, bucket) if row else bucket.burst)
             retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
             if retry_after == 0.0:
                 conn.executemany(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from ..jsonwire import dumps_text
@@ -21,7 +22,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS approvals (
     id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,
     call_id TEXT, client TEXT, status TEXT NOT NULL, created REAL NOT NULL, decided REAL, reason TEXT,
-    decided_arguments TEXT
+    decided_arguments TEXT, decided_by TEXT
 );
 CREATE INDEX IF NOT EXISTS approvals_run ON approvals (run_id);
 CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, 
 """
 
 APPROVAL_COLUMNS = (
-    "id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason, decided_arguments"
+    "id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason, decided_arguments,"
+    " decided_by"
 )
 AUDIT_COLUMNS = (
     "id, time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes, approval, usage,"
@@ -53,20 +55,27 @@ PRUNE_AUDIT = (
 )
 
 
+def upgrade_schema(conn: sqlite3.Connection) -> None:
+    """Columns added since a file was made (`CREATE TABLE IF NOT EXISTS` keeps an old table as it was)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
+    if "decided_by" not in columns:
+        conn.execute("ALTER TABLE approvals ADD COLUMN decided_by TEXT")
+
+
 def dumps(value: Any) -> str:
     return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
 
 
 def approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
     return (a.id, a.run_id, a.agent, a.tool, dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
-            a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments))
+            a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments), a.decided_by)
 
 
 def approval_from_row(row: tuple[Any, ...]) -> ApprovalRecord:
     return ApprovalRecord(
         id=row[0], run_id=row[1], agent=row[2], tool=row[3], arguments=json.loads(row[4]), call_id=row[5],
         client=row[6], status=row[7], created=row[8], decided=row[9], reason=row[10],
-        decided_arguments=None if row[11] is None else json.loads(row[11]),
+        decided_arguments=None if row[11] is None else json.loads(row[11]), decided_by=row[12],
     )
 
 

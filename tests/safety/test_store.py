@@ -55,8 +55,9 @@ async def test_run_and_approvals_round_trip(store: Store) -> None:
 
 async def test_an_approval_is_decided_once(store: Store) -> None:
     await store.save_run(RunRecord(id="run1", agent="clerk"), [_approval("a1")])
-    first = await store.decide_approval("a1", approve=True, arguments={"n": 2}, reason="fine")
+    first = await store.decide_approval("a1", approve=True, arguments={"n": 2}, reason="fine", by="ops-bot")
     assert first is not None and first.status == "approved" and first.decided_arguments == {"n": 2}
+    assert first.decided_by == "ops-bot" and (await store.get_approval("a1")).decided_by == "ops-bot"  # type: ignore[union-attr]
     assert await store.decide_approval("a1", approve=False) is None
     assert await store.decide_approval("forged", approve=True) is None
     assert (await store.get_approval("a1")).status == "approved"  # type: ignore[union-attr]
@@ -184,6 +185,17 @@ async def test_rows_from_two_event_loops_are_each_answered_on_their_own_loop(tmp
     assert sorted(row.id for row in in_thread + here if row.id is not None) == list(range(1, 41))
     assert len(await store.list_audit(limit=100)) == 40
     await store.aclose()
+
+
+def test_a_sqlite_file_from_before_decided_by_gets_the_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE approvals (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL,"
+                    " tool TEXT NOT NULL, arguments TEXT NOT NULL, call_id TEXT, client TEXT, status TEXT NOT NULL,"
+                    " created REAL NOT NULL, decided REAL, reason TEXT, decided_arguments TEXT)")
+    SQLiteStore(path).close()
+    columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(approvals)")]
+    assert columns[-1] == "decided_by"
 
 
 def test_store_location_and_backends(tmp_path: Path) -> None:
