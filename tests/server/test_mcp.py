@@ -206,3 +206,23 @@ def test_the_server_keeps_the_sdks_default_middleware() -> None:
 
     ours = build_mcp_server(None)  # type: ignore[arg-type]
     assert [type(m) for m in ours.middleware] == [type(m) for m in Server("reference").middleware]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", ["/mcp/weather/mcp", "/mcp?agent=weather"])
+async def test_the_inspectors_paths_reach_the_agent(gw: tuple[str, Any], mode: str, path: str) -> None:
+    """The MCP Inspector rewrites a server URL's path to end in /mcp: the agent can come before it, or as a query."""
+    url, _ = gw
+    async with Client(url + path, mode=mode) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["getForecast"]
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+    assert result.structured_content == FORECAST
+
+
+def test_mcp_without_an_agent_says_how_to_name_one(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert "/mcp?agent=" in response.json()["error"]["message"]
+    unknown = httpx.post(f"{url}/mcp?agent=nobody", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert unknown.status_code == 404 and "weather" in unknown.json()["error"]["message"]
