@@ -51,6 +51,7 @@ class MCPEndpoint:
             session_idle_timeout=self.limits.session_idle_timeout,
             max_sessions=self.limits.max_sessions,
         )
+        self._identities: dict[tuple[str | None, str], AuthenticatedUser] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -60,7 +61,8 @@ class MCPEndpoint:
             return
         client = scope.get("gateway.client")
         client = client if isinstance(client, str) else None
-        scope = {**scope, AGENT_SCOPE_KEY: agent, "user": _identity(client, agent)}
+        scope[AGENT_SCOPE_KEY] = agent
+        scope["user"] = self._identity(client, agent)
         owner = _owner(client, scope)
         session_id, version = _header(scope, _SESSION_HEADER), _header(scope, _VERSION_HEADER)
         token = current_agent.set(agent)
@@ -73,6 +75,16 @@ class MCPEndpoint:
                 await self.manager.handle_request(scope, receive, send)
         finally:
             current_agent.reset(token)
+
+    def _identity(self, client: str | None, agent: str) -> AuthenticatedUser:
+        """Who the SDK binds a session to: the client key's name and the agent (a session is one agent's)."""
+        identity = self._identities.get((client, agent))
+        if identity is None:
+            if len(self._identities) >= 4096:  # keys and agents come from agents.yaml; reloads may rename them
+                self._identities.clear()
+            identity = AuthenticatedUser(AccessToken(token="", client_id=client or "", scopes=[], subject=agent))
+            self._identities[(client, agent)] = identity
+        return identity
 
     def _checked_agent(self, scope: Scope) -> str:
         agents = self.state.current.runtime.manifest.agents
@@ -127,11 +139,6 @@ class MCPEndpoint:
         finally:
             gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
             self.sessions.request_ended(session_id, owner, agent, gone=gone)
-
-
-def _identity(client: str | None, agent: str) -> AuthenticatedUser:
-    """Who the SDK binds a session to: the client key's name and the agent (a session is one agent's)."""
-    return AuthenticatedUser(AccessToken(token="", client_id=client or "", scopes=[], subject=agent))
 
 
 def _owner(client: str | None, scope: Scope) -> str:
