@@ -226,3 +226,27 @@ def test_mcp_without_an_agent_says_how_to_name_one(gw: tuple[str, Any]) -> None:
     assert "/mcp?agent=" in response.json()["error"]["message"]
     unknown = httpx.post(f"{url}/mcp?agent=nobody", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert unknown.status_code == 404 and "weather" in unknown.json()["error"]["message"]
+
+
+def test_the_door_uses_no_private_name_of_another_package() -> None:
+    """The MCP door is built on the SDK's public server API: no `_`-prefixed module, import or attribute of
+    another package (a minor SDK release may rename those silently)."""
+    import ast
+
+    problems = []
+    for path in sorted((ROOT / "gateway" / "server" / "mcp").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+                names = [*(node.module or "").split("."), *(alias.name for alias in node.names)]
+                problems += [f"{path.name}:{node.lineno} {node.module}" for n in names if n.startswith("_")]
+            elif isinstance(node, ast.Import):
+                problems += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                             if any(part.startswith("_") for part in a.name.split("."))]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    problems.append(f"{path.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1 and \
+                    isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
+                problems.append(f"{path.name}:{node.lineno} {node.func.id}(..., {node.args[1].value!r})")
+    assert problems == []
