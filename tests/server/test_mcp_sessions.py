@@ -195,3 +195,16 @@ def test_the_ledger_counts_what_is_open_and_in_flight() -> None:
     assert ledger.open_count("a") == 1  # idle 5 s of 10
     now[0] = 111.0
     assert ledger.open_count("a") == 0 and len(ledger) == 0
+
+
+def test_a_bad_mcp_setting_is_reported_with_its_line_when_the_manifest_loads() -> None:
+    import textwrap
+
+    from gateway.config.loader import parse_manifest
+
+    _, diagnostics = parse_manifest(textwrap.dedent("""
+        gateway:
+          mcp: {max_sessions_per_client: 0}
+        """), catalog=None, environ={})
+    errors = [(d.line, d.message) for d in diagnostics if d.level == "error"]
+    assert errors == [(3, "gateway.mcp.max_sessions_per_client must be a positive integer, got 0.")]
