@@ -30,6 +30,7 @@ from .limits import BodyLimitMiddleware
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
 from .openapi import SAFETY_PATHS, openapi_document
+from .responses import create_response, get_response
 from .routes import routes as plain_routes
 from .shortcut import DoorShortcut
 from .state import GatewayState
@@ -106,6 +107,8 @@ def create_app(
         Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
         *(Route(path, mcp) for path in MCP_PATHS),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{id}", get_response, methods=["GET"]),
         *plain_routes(),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *extra_routes,
