@@ -6,7 +6,8 @@ One concept per module:
 - `lazy`: the endpoint built on its first request, so `gateway serve` starts without importing the SDK.
 - `endpoint`: the ASGI app (agent check, per-client session caps, session ownership), handing each request to
   the SDK's `StreamableHTTPSessionManager`.
-- `sessions`: the ledger of open sessions per client, and the identity a session is bound to.
+- `sessions`: the ledger of open sessions per client (limits: `gateway.config.mcp_limits`, agents.yaml's
+  `gateway.mcp`), and the identity a session is bound to.
 - `server`: the SDK's low-level `Server` and its two handlers, `tools/list` and `tools/call`.
 - `listing`: an agent's tools in pages, per protocol era.
 - `calls`: one `tools/call` through the gateway's call pipeline (the one function every MCP call takes).
