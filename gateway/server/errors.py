@@ -178,6 +178,8 @@ async def _on_store_unavailable(request: Request, exc: Exception) -> JSONRespons
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, StoreUnavailable):  # raised in a middleware (auth, limits), outside the routes' handlers
+        return await _on_store_unavailable(request, exc)
     logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return APIError(500, f"Internal error: {type(exc).__name__}").response()
 

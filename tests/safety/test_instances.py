@@ -23,6 +23,7 @@ from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
 from server_support import AGENTS_YAML, ROOT, LenientLLM, write_project
+from shared_servers import PostgresServer
 
 from gateway.store.postgres_schema import LATEST
 
@@ -196,3 +197,25 @@ def test_workers_of_one_serve_share_the_store_and_migrate_reports_the_version(
     migrate = subprocess.run([sys.executable, "-m", "gateway", "migrate", "--agents", str(tmp_path / "agents.yaml")],
                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert migrate.returncode == 0 and f"schema version {LATEST} (nothing to apply)" in migrate.stderr
+
+
+def test_a_store_gone_while_serving_is_a_503_never_an_unrecorded_answer(
+    tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_url: str
+) -> None:
+    database = PostgresServer().start()
+    try:
+        _project(tmp_path, llm.url, upstream.url, database.url(), redis_url)
+        with instances(tmp_path, count=1) as (served,):
+            first = httpx.post(f"{served.url}/agents/triage/tools/getIssue", json=READ, timeout=60)
+            assert first.status_code == 200, first.text
+            database.stop()
+            for answer in (httpx.post(f"{served.url}/agents/triage/tools/getIssue", json=READ, timeout=60),
+                           httpx.get(f"{served.url}/approvals", timeout=60),
+                           httpx.post(f"{served.url}/v1/chat/completions", timeout=60, json={
+                               "model": "weather", "messages": [{"role": "user", "content": "hi"}]})):
+                assert answer.status_code == 503, answer.text
+                error = answer.json()["error"]
+                assert error["code"] == "store_unavailable" and "127.0.0.1" in error["message"]
+            assert httpx.get(f"{served.url}/healthz", timeout=30).status_code == 200
+    finally:
+        database.stop()
