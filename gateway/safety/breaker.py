@@ -9,7 +9,8 @@ and writes the audit row, even when the caller is cancelled mid-call (a disconne
 which case the call is not repeated.
 
 Settings (agents.yaml): `gateway: {breaker: {failures: 5, reset_after: 30}, max_concurrency: 16}`;
-`apis.<name>.max_concurrency` overrides the default for one api.
+`apis.<name>.max_concurrency` overrides the default for one api. With `gateway.redis` the breakers and
+slots are counted in Redis for every instance (`gateway.store.redis_guards`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .ratelimit import RateLimited, RateLimiter
 
 if TYPE_CHECKING:
     from ..config.model import Manifest
+    from ..store.redis_guards import SharedGuards
     from .audit import AuditLog
 
 State = Literal["closed", "open", "half_open"]
@@ -129,7 +131,7 @@ def is_failure(result: ToolResult) -> bool:
 class GuardedExecutor:
     def __init__(self, executor: Any, manifest: Manifest, *, limiter: RateLimiter | None = None,
                  audit: AuditLog | None = None, settings: GuardSettings | None = None,
-                 breakers: dict[str, CircuitBreaker] | None = None) -> None:
+                 breakers: dict[str, CircuitBreaker] | None = None, shared: SharedGuards | None = None) -> None:
         """Wrap `executor` (anything with `async execute(tool, arguments, *, timeout, max_result_bytes)`).
 
         Parameters:
@@ -139,6 +141,8 @@ class GuardedExecutor:
             audit: records every call; None: no audit.
             settings: breaker thresholds and the default concurrency per api.
             breakers: per-api breakers to share (e.g. across hot reloads); default: this executor's own.
+            shared: breakers and concurrency slots counted in Redis across instances (`gateway.redis`);
+                then they replace the per-process ones.
         """
         self.inner = executor
         self.manifest = manifest
@@ -147,6 +151,7 @@ class GuardedExecutor:
         self.settings = settings or GuardSettings.from_settings(manifest.settings)
         self._breakers: dict[str, CircuitBreaker] = breakers if breakers is not None else {}
         self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
+        self.shared = shared
 
     def __getattr__(self, name: str) -> Any:
         # Anything else (validate helpers, transports, ...) is the wrapped executor's.
@@ -157,10 +162,13 @@ class GuardedExecutor:
             self._breakers[api] = CircuitBreaker(failures=self.settings.failures, reset_after=self.settings.reset_after)
         return self._breakers[api]
 
+    def _limit_for(self, api: str) -> int:
+        configured = self.manifest.apis.get(api)
+        return (configured.max_concurrency if configured else None) or self.settings.max_concurrency
+
     def _slots_for(self, api: str) -> tuple[asyncio.Semaphore, int]:
         if api not in self._slots:
-            configured = self.manifest.apis.get(api)
-            limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
+            limit = self._limit_for(api)
             self._slots[api] = (asyncio.Semaphore(limit), limit)
         return self._slots[api]
 
@@ -193,6 +201,9 @@ class GuardedExecutor:
                 if notes is not None:  # lets a direct call's 429 carry Retry-After
                     notes["retry_after"] = exc.retry_after_header
                 return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
+        if self.shared is not None:
+            return await self._guarded_shared(self.shared, tool, arguments, timeout=timeout,
+                                              max_result_bytes=max_result_bytes)
         breaker = self.breaker(tool.api)
         if not breaker.allow():
             return ToolResult.failure(
@@ -221,6 +232,38 @@ class GuardedExecutor:
                 breaker.release()
         breaker.record(not is_failure(result))
         return result
+
+    async def _guarded_shared(self, shared: SharedGuards, tool: Tool, arguments: dict[str, Any], *,
+                              timeout: float | None, max_result_bytes: int | None) -> ToolResult:
+        """`_guarded`'s breaker and slots, counted in Redis for every instance."""
+        settings = self.settings
+        allowed, retry_in = await shared.allow(tool.api, reset_after=settings.reset_after)
+        if not allowed:
+            return ToolResult.failure(
+                "transport_error",
+                f"The {tool.api} API is failing ({settings.failures} failures in a row), so calls to it are paused "
+                f"for {retry_in:.0f} more seconds. Try another tool or try again later.",
+            )
+        limit = self._limit_for(tool.api)
+        wait = timeout or self.manifest.api(tool.api).timeout
+        lease = await shared.acquire(tool.api, limit=limit, wait=wait, lease=wait)
+        if lease is None:
+            await shared.record(tool.api, None, failures=settings.failures, reset_after=settings.reset_after)
+            return ToolResult.failure(
+                "timeout", f"The {tool.api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
+                           "try again later.")
+        result: ToolResult | None = None
+        try:
+            result = await self.inner.execute(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
+        finally:
+            # Shielded: a cancelled call still gives its slot (and a held probe) back.
+            await asyncio.shield(self._settle_shared(shared, tool.api, lease, result))
+        return result
+
+    async def _settle_shared(self, shared: SharedGuards, api: str, lease: str, result: ToolResult | None) -> None:
+        await shared.release(api, lease)
+        verdict = None if result is None else not is_failure(result)
+        await shared.record(api, verdict, failures=self.settings.failures, reset_after=self.settings.reset_after)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

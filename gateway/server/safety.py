@@ -142,8 +142,10 @@ class Safety:
             settings = self._guard_settings
         self._guard_settings = settings
         # Breakers outlive a reload: an api that was failing a second ago is still failing.
+        counters = getattr(self.store, "counters", None)  # a CountedStore: gateway.redis is set (redis imported)
+        shared = counters.guards if counters is not None else None
         return GuardedExecutor(executor, manifest, limiter=self.limiter, audit=self.audit, settings=settings,
-                               breakers=self._breakers)
+                               breakers=self._breakers, shared=shared)
 
     async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
         """After each chat run: keep a paused run's approvals, say in the answer's text what waits, and record

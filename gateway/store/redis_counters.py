@@ -1,4 +1,5 @@
-"""What several gateway instances count together, on Redis: the rate-limit token buckets.
+"""What several gateway instances count together, on Redis: the rate-limit token buckets (and, through
+`guards`, the breakers and concurrency slots of `gateway.store.redis_guards`).
 
 `gateway: {redis: redis://host:6379/0}` puts every bucket in Redis (redis-py's asyncio client); the
 rest of the state stays in the store (`CountedStore` hands `take_tokens` to Redis and everything
@@ -29,6 +30,7 @@ from .base import (
     StoreUnavailable,
 )
 from .postgres_schema import safe_url
+from .redis_guards import SharedGuards
 
 KEY_PREFIX = "gateway:{buckets}:"
 
@@ -92,6 +94,14 @@ class RedisCounters:
         self._client: aioredis.Redis = aioredis.Redis.from_url(
             url, socket_connect_timeout=timeout, socket_timeout=timeout)
         self._take = self._client.register_script(_TAKE)
+        self._guards: SharedGuards | None = None
+
+    @property
+    def guards(self) -> SharedGuards:
+        """Breakers and concurrency slots on the same Redis (`gateway.store.redis_guards`)."""
+        if self._guards is None:
+            self._guards = SharedGuards(self._client, self.url)
+        return self._guards
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         """`Store.take_tokens`, counted in Redis."""
