@@ -235,20 +235,19 @@ class GuardedExecutor:
 
     async def _guarded_shared(self, shared: SharedGuards, tool: Tool, arguments: dict[str, Any], *,
                               timeout: float | None, max_result_bytes: int | None) -> ToolResult:
-        """`_guarded`'s breaker and slots, counted in Redis for every instance."""
+        """`_guarded`'s breaker and slots, counted in Redis for every instance (a round trip in, one out)."""
         settings = self.settings
-        allowed, retry_in = await shared.allow(tool.api, reset_after=settings.reset_after)
-        if not allowed:
+        limit = self._limit_for(tool.api)
+        wait = timeout or self.manifest.api(tool.api).timeout
+        lease, retry_in = await shared.enter(tool.api, reset_after=settings.reset_after, limit=limit, wait=wait,
+                                             lease=wait)
+        if lease is None and retry_in > 0:
             return ToolResult.failure(
                 "transport_error",
                 f"The {tool.api} API is failing ({settings.failures} failures in a row), so calls to it are paused "
                 f"for {retry_in:.0f} more seconds. Try another tool or try again later.",
             )
-        limit = self._limit_for(tool.api)
-        wait = timeout or self.manifest.api(tool.api).timeout
-        lease = await shared.acquire(tool.api, limit=limit, wait=wait, lease=wait)
         if lease is None:
-            await shared.record(tool.api, None, failures=settings.failures, reset_after=settings.reset_after)
             return ToolResult.failure(
                 "timeout", f"The {tool.api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
                            "try again later.")
@@ -257,13 +256,10 @@ class GuardedExecutor:
             result = await self.inner.execute(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
         finally:
             # Shielded: a cancelled call still gives its slot (and a held probe) back.
-            await asyncio.shield(self._settle_shared(shared, tool.api, lease, result))
+            verdict = None if result is None else not is_failure(result)
+            await asyncio.shield(shared.settle(tool.api, lease, verdict, failures=settings.failures,
+                                               reset_after=settings.reset_after))
         return result
-
-    async def _settle_shared(self, shared: SharedGuards, api: str, lease: str, result: ToolResult | None) -> None:
-        await shared.release(api, lease)
-        verdict = None if result is None else not is_failure(result)
-        await shared.record(api, verdict, failures=self.settings.failures, reset_after=self.settings.reset_after)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -29,25 +29,41 @@ LEASE_MARGIN = 30.0
 _POLL = (0.005, 0.05)
 """First and largest pause between two tries for a slot while all are taken."""
 
-# KEYS[1] breaker; ARGV: reset_after. Returns {allowed (0/1), seconds until a probe may pass}.
-_ALLOW = """
+# The breaker's state (`KEYS[1]`, its hash) at `now`: 'closed', 'open' (with the seconds left), 'probe' (this
+# call takes the half-open pass) or 'held' (another call holds it, until its lease ends). Shared by the scripts.
+_BREAKER = """
+local function breaker_state(key, now, reset)
+  local held = redis.call('HMGET', key, 'opened', 'probe')
+  local opened = tonumber(held[1] or '0')
+  if opened == 0 then return 'closed', 0 end
+  if now - opened < reset then return 'open', opened + reset - now end
+  local probe = tonumber(held[2] or '0')
+  if probe > now then return 'held', probe - now end
+  return 'probe', 0
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local reset = tonumber(ARGV[1])
-local held = redis.call('HMGET', KEYS[1], 'opened', 'probe')
-local opened = tonumber(held[1] or '0')
-if opened == 0 then return {1, '0'} end
-if now - opened < reset then return {0, tostring(opened + reset - now)} end
-if tonumber(held[2] or '0') > now then return {0, '0'} end
-redis.call('HSET', KEYS[1], 'probe', tostring(now + reset))
-return {1, '0'}
 """
 
-# KEYS[1] breaker; ARGV: ok (1/0/-1: no verdict), failures, reset_after.
-_RECORD = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local verdict = tonumber(ARGV[1])
+# KEYS: breaker, slots; ARGV: reset_after, lease id, limit, lease seconds.
+# Returns {'open' | 'busy' | 'ok', seconds until a probe may pass}: one round trip for a call's way in.
+_ENTER = _BREAKER + """
+local reset = tonumber(ARGV[1])
+local state, left = breaker_state(KEYS[1], now, reset)
+if state == 'open' or state == 'held' then return {'open', tostring(left)} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return {'busy', '0'} end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[2])
+redis.call('EXPIRE', KEYS[2], math.ceil(tonumber(ARGV[4])) + 1)
+if state == 'probe' then redis.call('HSET', KEYS[1], 'probe', tostring(now + reset)) end
+return {'ok', '0'}
+"""
+
+# KEYS: breaker, slots; ARGV: lease id, verdict (1 ok, 0 failed, -1 none: cancelled or no slot), failures,
+# reset_after. Gives the slot back and records the verdict: one round trip for a call's way out.
+_SETTLE = _BREAKER + """
+if ARGV[1] ~= '' then redis.call('ZREM', KEYS[2], ARGV[1]) end
+local verdict = tonumber(ARGV[2])
 local probing = tonumber(redis.call('HGET', KEYS[1], 'probe') or '0') > 0
 if verdict == 1 then redis.call('DEL', KEYS[1]) return 0 end
 if verdict == -1 then
@@ -55,22 +71,11 @@ if verdict == -1 then
   return 0
 end
 local consecutive = redis.call('HINCRBY', KEYS[1], 'consecutive', 1)
-if probing or consecutive >= tonumber(ARGV[2]) then
+if probing or consecutive >= tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'opened', tostring(now), 'probe', '0')
 end
-redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 10 + 3600))
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[4]) * 10 + 3600))
 return consecutive
-"""
-
-# KEYS[1] slots; ARGV: lease id, limit, lease seconds. Returns 1 when a slot was taken.
-_ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 1)
-return 1
 """
 
 
@@ -78,10 +83,8 @@ class SharedGuards:
     def __init__(self, client: aioredis.Redis, url: str) -> None:
         """Breakers and slots on `client` (`RedisCounters.client`); `url` only names the server in errors."""
         self.url = url
-        self._client = client
-        self._allow = client.register_script(_ALLOW)
-        self._record = client.register_script(_RECORD)
-        self._acquire = client.register_script(_ACQUIRE)
+        self._enter = client.register_script(_ENTER)
+        self._settle = client.register_script(_SETTLE)
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         try:
@@ -89,37 +92,34 @@ class SharedGuards:
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
 
-    # -- breaker ------------------------------------------------------------------------------------
-    async def allow(self, api: str, *, reset_after: float) -> tuple[bool, float]:
-        """May a call to `api` go now (closed, or the one half-open probe)? And if not, seconds until a probe."""
-        allowed, retry_in = await self._call(self._allow, [f"{PREFIX}breaker:{api}"], [repr(float(reset_after))])
-        return bool(allowed), float(retry_in.decode() if isinstance(retry_in, bytes) else retry_in)
-
-    async def record(self, api: str, ok: bool | None, *, failures: int, reset_after: float) -> None:
-        """A call's verdict (`None`: it ended without one, e.g. cancelled: a held probe is given back)."""
-        verdict = -1 if ok is None else int(ok)
-        await self._call(self._record, [f"{PREFIX}breaker:{api}"], [verdict, failures, repr(float(reset_after))])
-
-    # -- concurrency slots --------------------------------------------------------------------------
-    async def acquire(self, api: str, *, limit: int, wait: float, lease: float) -> str | None:
-        """A slot's lease id, taken within `wait` seconds; None when every slot stayed taken."""
+    async def enter(self, api: str, *, reset_after: float, limit: int, wait: float,
+                    lease: float) -> tuple[str | None, float]:
+        """A call's way in: (its slot's lease id, 0) once the breaker lets it pass and a slot is free within
+        `wait` seconds; (None, seconds until a probe may pass) while the breaker is open; (None, 0) when every
+        slot stayed taken. A half-open breaker lets exactly one call through (the probe)."""
         lease_id = secrets.token_hex(8)
-        key = f"{PREFIX}slots:{api}"
-        args = [lease_id, limit, repr(float(lease + LEASE_MARGIN))]
+        keys = [f"{PREFIX}breaker:{api}", f"{PREFIX}slots:{api}"]
+        args = [repr(float(reset_after)), lease_id, limit, repr(float(lease + LEASE_MARGIN))]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         pause = _POLL[0]
         while True:
-            if await self._call(self._acquire, [key], args):
-                return lease_id
-            left = deadline - loop.time()
-            if left <= 0:
-                return None
-            await asyncio.sleep(min(pause, left))
+            state, left = await self._call(self._enter, keys, args)
+            state = state.decode() if isinstance(state, bytes) else str(state)
+            if state == "ok":
+                return lease_id, 0.0
+            if state == "open":
+                return None, float(left.decode() if isinstance(left, bytes) else left)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None, 0.0
+            await asyncio.sleep(min(pause, remaining))  # no blocking wait in Redis for a sorted set: poll
             pause = min(pause * 2, _POLL[1])
 
-    async def release(self, api: str, lease_id: str) -> None:
-        try:
-            await self._client.zrem(f"{PREFIX}slots:{api}", lease_id)
-        except (redis.RedisError, OSError) as exc:  # the lease expires by itself
-            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+    async def settle(self, api: str, lease_id: str | None, ok: bool | None, *, failures: int,
+                     reset_after: float) -> None:
+        """A call's way out: its slot back, and its verdict (`None`: none, e.g. cancelled; a held probe is
+        given back)."""
+        verdict = -1 if ok is None else int(ok)
+        await self._call(self._settle, [f"{PREFIX}breaker:{api}", f"{PREFIX}slots:{api}"],
+                         [lease_id or "", verdict, failures, repr(float(reset_after))])

@@ -61,6 +61,23 @@ async def test_failures_seen_by_one_instance_open_the_breaker_for_all(redis_url:
     assert healthy.calls == 0 and failing.calls == 3
 
 
+async def test_a_half_open_breaker_lets_one_probe_through_and_its_success_closes_it(redis_url: str) -> None:
+    counters = RedisCounters(redis_url)
+    settings = GuardSettings(failures=1, reset_after=0.2)
+    failing, slow = Upstream(ok=False), Upstream(delay=0.2)
+    try:
+        await GuardedExecutor(failing, Manifest(), settings=settings, shared=counters.guards).execute(_tool(), {})
+        await asyncio.sleep(0.3)
+        probing = GuardedExecutor(slow, Manifest(), settings=settings, shared=counters.guards)
+        results = await asyncio.gather(*(probing.execute(_tool(), {}) for _ in range(4)))
+        after = await probing.execute(_tool(), {})
+    finally:
+        await counters.aclose()
+    assert sum(r.ok for r in results) == 1 and slow.calls == 2  # one probe, then closed again
+    assert all("paused" in (r.error or "") for r in results if not r.ok)
+    assert after.ok
+
+
 async def test_concurrency_slots_are_counted_across_instances(redis_url: str) -> None:
     counters = [RedisCounters(redis_url), RedisCounters(redis_url)]
     upstream = Upstream(delay=0.05)
@@ -68,7 +85,7 @@ async def test_concurrency_slots_are_counted_across_instances(redis_url: str) ->
     guarded = [GuardedExecutor(upstream, Manifest(), settings=settings, shared=c.guards) for c in counters]
     try:
         results = await asyncio.gather(*(guarded[i % 2].execute(_tool(), {}, timeout=10) for i in range(12)))
-        taken = await counters[0].guards.acquire("shop", limit=3, wait=0, lease=1)  # every slot given back
+        taken, _ = await counters[0].guards.enter("shop", reset_after=60, limit=3, wait=0, lease=1)  # all back
     finally:
         for c in counters:
             await c.aclose()
@@ -85,6 +102,7 @@ async def test_a_cancelled_call_gives_its_slot_back(redis_url: str) -> None:
         await asyncio.sleep(0.2)
         call.cancel()
         await asyncio.gather(call, return_exceptions=True)
-        assert await counters.guards.acquire("shop", limit=1, wait=1, lease=1) is not None
+        lease, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=1, lease=1)
+        assert lease is not None
     finally:
         await counters.aclose()
