@@ -12,7 +12,7 @@ FROM python:3.12-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     GATEWAY_SPECS=/srv/specs GATEWAY_AGENTS=/srv/agents.yaml GATEWAY_CACHE_DIR=/var/cache/gateway
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels gateway[shared] \
+    pip install --no-cache-dir --no-index --find-links /wheels 'gateway[shared]' \
     && useradd --system --uid 10001 --home-dir /srv --shell /usr/sbin/nologin gateway \
     && mkdir -p /srv/specs /var/cache/gateway /srv/.gateway \
     && chown gateway:gateway /var/cache/gateway /srv/.gateway
