@@ -119,7 +119,7 @@ def test_two_hundred_chats_over_two_instances_one_killed_halfway(
     writes = Counter(int(w["body"][1:]) for w in _writes(upstream))
     assert max(writes.values()) == 1  # no write sent upstream twice
     assert set(answered) <= set(writes) and len(answered) + len(lost) == 200
-    assert len(lost) <= 32 and after_kill and set(after_kill) <= set(answered)  # the survivor answers the rest
+    assert len(lost) <= 32 and len(after_kill) >= 50  # the survivor answered every chat sent after the kill
     with psycopg.connect(postgres_url) as conn:
         rows = conn.execute("SELECT (arguments->>'issue_number')::int FROM audit"
                             " WHERE kind = 'tool' AND status = 'ok'").fetchall()
@@ -146,7 +146,9 @@ async def _chats(a: Any, b: Any, *, total: int, concurrency: int) -> tuple[list[
             try:
                 answer = await client.post(f"{target.url}/v1/chat/completions", json=body)
             except httpx.TransportError:
-                lost.append(number)  # in flight on the killed instance: its fate is unknown, not retried
+                # Only a chat in flight on the killed instance may go unanswered (its fate unknown: not retried).
+                assert target is a and not sent_after_kill, f"chat {number} to the survivor failed"
+                lost.append(number)
                 return
             assert answer.status_code == 200, answer.text
             assert answer.json()["choices"][0]["message"]["content"] == f"done {number}"
