@@ -15,6 +15,9 @@ process adds here, not what a second machine would.
 Audit rows: `Store.add_audit` in this process, one at a time and 8 concurrent, SQLite (WAL, the default)
 against PostgreSQL with `synchronous_commit` on (a WAL flush per row) and off; the stores take turns in
 each round.
+
+Guards: a tool call through `GuardedExecutor` to an executor that answers at once, one at a time, with the
+breaker and concurrency slots of this process against those counted in Redis (`gateway.redis`), in turns.
 """
 
 from __future__ import annotations
@@ -38,8 +41,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 from scripted_llm import Recorded, Reply, ScriptedLLM  # noqa: E402
 from shared_servers import PostgresServer, RedisServer  # noqa: E402
 
+from gateway.catalog import Tool  # noqa: E402
+from gateway.config.model import Manifest  # noqa: E402
+from gateway.messages import ToolResult  # noqa: E402
+from gateway.safety.breaker import GuardedExecutor  # noqa: E402
 from gateway.store import AuditRow, SQLiteStore, Store  # noqa: E402
 from gateway.store.postgres import PostgresStore  # noqa: E402
+from gateway.store.redis_counters import RedisCounters  # noqa: E402
 
 AGENTS = """\
 providers:
@@ -143,6 +151,41 @@ def measure_audit(postgres: PostgresServer, rounds: int, rows: int) -> dict[str,
     return {name: {k: statistics.median(v) for k, v in by.items()} for name, by in results.items()}
 
 
+class _Instant:
+    async def execute(self, tool: Tool, arguments: dict[str, Any], **_: Any) -> ToolResult:
+        return ToolResult(ok=True, status=200)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def measure_guards(redis: RedisServer, rounds: int, calls: int) -> dict[str, float]:
+    tool = Tool(name="t", api="a", operation_id="t", method="GET", path="/", description="",
+                input_schema={"type": "object"})
+
+    async def timed(guarded: GuardedExecutor) -> float:
+        started = time.perf_counter()
+        for _ in range(calls):
+            await guarded.execute(tool, {})
+        return (time.perf_counter() - started) / calls * 1e6
+
+    async def run() -> dict[str, float]:
+        counters = RedisCounters(redis.url)
+        local = GuardedExecutor(_Instant(), Manifest())
+        shared = GuardedExecutor(_Instant(), Manifest(), shared=counters.guards)
+        try:
+            await timed(shared)
+            spent: dict[str, list[float]] = {"local": [], "redis": []}
+            for _ in range(rounds):
+                spent["local"].append(await timed(local))
+                spent["redis"].append(await timed(shared))
+        finally:
+            await counters.aclose()
+        return {name: statistics.median(values) for name, values in spent.items()}
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -152,6 +195,7 @@ def main() -> None:
     postgres, redis = PostgresServer().start(durable=True), RedisServer().start()
     try:
         audit = measure_audit(postgres, args.rounds, args.rows)
+        guards = measure_guards(redis, args.rounds, args.rows)
         chats = measure_chats(postgres, redis, args.rounds, args.chats)
     finally:
         postgres.stop()
@@ -161,6 +205,8 @@ def main() -> None:
     for name, by in audit.items():
         print(f"  {name:<36} 1 writer {by['1']:8.1f} us ({by['1'] / base['1']:.2f}x SQLite)"
               f"   8 writers {by['8']:8.1f} us ({by['8'] / base['8']:.2f}x)")
+    print(f"guards per tool call, one at a time: in the process {guards['local']:.1f} us, in Redis "
+          f"{guards['redis']:.1f} us (+{guards['redis'] - guards['local']:.1f} us)")
     print(f"chats per second, {CALLERS} callers, instant LLM, median of {args.rounds} rounds of {args.chats}:")
     print(f"  one instance  {chats['one']:7.1f}/s")
     print(f"  two instances {chats['two']:7.1f}/s  ({chats['two'] / chats['one']:.2f}x)")
