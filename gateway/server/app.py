@@ -30,7 +30,6 @@ from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
 from .openapi import SAFETY_PATHS, openapi_document
 from .routes import routes as plain_routes
-from .shortcut import DoorShortcut
 from .state import GatewayState
 
 logger = logging.getLogger("gateway.server")
@@ -74,7 +73,7 @@ def create_app(
         from .mcp import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 
         # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events,
-        # and the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
+        # and the SSE response (its own task group and stream) is a large share of a tools/call's cost.
         return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
@@ -113,10 +112,9 @@ def create_app(
     ]
     app = Starlette(
         routes=routes,
-        # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
-        # Tool calls leave for their doors last, after every other middleware (gateway.server.shortcut).
+        # The size limit comes first: no other middleware buffers more.
         middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
-                    *middleware, Middleware(DoorShortcut, direct_call=direct_call, mcp=mcp)],
+                    *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
     )

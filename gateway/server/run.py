@@ -45,9 +45,7 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
 YOUNG_GC_THRESHOLD = 50_000
 """Allocations between two collections of young objects (Python's default: 700). A proxied call allocates a few
 hundred short-lived objects, nearly none of them in cycles (reference counting frees them), so the default
-collected once or twice per call for nothing. The first side-by-side measure gave 60-80 µs less CPU per call; two
-later ones (15 rounds each, since the executor's own HTTP client allocates less) 0 and 26 µs less CPU, and p50
-within noise (-12 to +16 µs)."""
+collected once or twice per call for nothing (`python -m bench.calls` measures the effect)."""
 
 
 def tune_gc() -> None:
@@ -68,10 +66,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
                allow_public: bool = False, **options: Any) -> int:
     import uvicorn
 
-    from .accesslog import log_config
     from .app import create_app
     from .auth import check_bind
-    from .protocol import http_protocol
     from .safety import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)
@@ -95,22 +91,11 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
-    _lean_log_records()
     with _asyncio_declared():
-        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
+                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
                     timeout_keep_alive=KEEP_ALIVE_SECONDS)
     return 0
-
-
-def _lean_log_records() -> None:
-    """Records without the caller's file, line and function (a stack walk per record) or thread and process
-    names: no format `serve` configures shows them, and the access log writes a record per request (the
-    logging HOWTO's "Optimization" settings; ~25 µs of CPU per proxied call measured side by side)."""
-    logging._srcfile = None  # type: ignore[attr-defined]
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
 
 
 @contextlib.contextmanager
