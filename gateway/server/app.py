@@ -22,10 +22,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..runtime import RuntimeHolder
+from .auth import PUBLIC_PATHS, AgentGate
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .errors import error_handlers
+from .hosts import PolicySource, RequestGuard
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
 from .openapi import SAFETY_PATHS, openapi_document
@@ -55,8 +57,8 @@ def create_app(
 
     Parameters:
         holder: the runtime (catalog, manifest, toolsets) and its reloader.
-        host: the address the server binds; on loopback the MCP endpoint refuses foreign `Host`/`Origin`
-            headers (DNS rebinding protection).
+        host: the address the server binds; on loopback every door refuses foreign `Host`/`Origin` headers
+            (DNS rebinding, cross-site requests; `gateway.server.hosts`), as the MCP endpoint does.
         max_body_bytes: requests with a larger body get 413.
         upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
         adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
@@ -101,19 +103,21 @@ def create_app(
         return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
-    direct_call = DirectCall()
+    # Each route but chat (which admits the `model` of its body itself) and the public ones admits its agent.
     routes: list[BaseRoute] = [
-        Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
-        Route("/mcp/{agent}", mcp),
+        *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"]), Route("/mcp/{agent}", mcp)]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        *plain_routes(),
+        *gated(plain_routes()),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        *extra_routes,
+        *gated(extra_routes),
     ]
+    policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
     app = Starlette(
         routes=routes,
-        # The size limit comes first: no other middleware buffers more.
-        middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
+        # Foreign hosts, origins and non-JSON bodies are refused first; then the size limit: no other middleware
+        # buffers more.
+        middleware=[Middleware(RequestGuard, policy=policy),
+                    Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
                     *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
@@ -121,6 +125,17 @@ def create_app(
     app.state.gateway = state
     app.state.mcp = mcp
     return app
+
+
+def gated(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
+    """`routes` with an `AgentGate` on each (but the public paths): the routed agent is admitted after routing."""
+    out: list[BaseRoute] = []
+    for route in routes:
+        if isinstance(route, Route) and route.path not in PUBLIC_PATHS:
+            route = Route(route.path, route.endpoint, methods=sorted(route.methods or ()) or None, name=route.name,
+                          include_in_schema=route.include_in_schema, middleware=[Middleware(AgentGate)])
+        out.append(route)
+    return out
 
 
 def _import_mcp() -> None:

@@ -30,7 +30,8 @@ from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message
 from ..providers.base import Usage
-from .auth import is_loopback
+from ..safety.audit import bind_caller
+from .auth import admit_agent, is_loopback
 from .errors import APIError, api_error_from
 from .messages import parse_messages, parse_params
 from .routes import read_json, state_of
@@ -50,6 +51,7 @@ async def chat_completions(request: Request) -> Response:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
+    await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
     for key in ("tools", "functions"):
         if body.get(key):
             raise APIError(400, f"Client-supplied `{key}` are not accepted: agent {model!r} has its tools from "
@@ -117,16 +119,17 @@ class _Run:
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         options = self.state.options
-        result = await loop.run(
-            self.agent,
-            list(self.messages),
-            adapter=adapter,
-            toolset=generation.toolset(self.agent.name),
-            invoke=generation.runner,
-            params=self.params,
-            on_event=on_event,
-            stream=on_event is not None,
-        )
+        with bind_caller(agent=self.agent.name):  # the tool calls' audit rows name the agent
+            result = await loop.run(
+                self.agent,
+                list(self.messages),
+                adapter=adapter,
+                toolset=generation.toolset(self.agent.name),
+                invoke=generation.runner,
+                params=self.params,
+                on_event=on_event,
+                stream=on_event is not None,
+            )
         hook = options.get("on_run_result")
         if hook is not None:
             await hook(run_id=self.id, agent=self.agent, client=self.client, result=result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -13,6 +14,7 @@ from starlette.routing import Route
 from ..config.model import AgentConfig
 from ..dialects import json_tool, render_tools
 from ..toolsets import AgentTool
+from .auth import allowed_agents
 from .errors import APIError
 from .state import GatewayState, Generation
 
@@ -83,15 +85,22 @@ def _model(agent: AgentConfig) -> dict[str, Any]:
     return {"id": agent.name, "object": "model", "created": 0, "owned_by": "gateway", "description": agent.description}
 
 
+def visible_agents(request: Request, agents: Iterable[str]) -> list[str]:
+    """`agents` the request's client may use (all without `clients` or with `*`)."""
+    allowed = allowed_agents(request.scope)
+    return [name for name in agents if allowed is None or name in allowed]
+
+
 async def list_models(request: Request) -> Response:
     manifest = state_of(request).current.runtime.manifest
-    return JSONResponse({"object": "list", "data": [_model(agent) for agent in manifest.agents.values()]})
+    names = visible_agents(request, manifest.agents)
+    return JSONResponse({"object": "list", "data": [_model(manifest.agents[name]) for name in names]})
 
 
 async def get_model(request: Request) -> Response:
     generation = state_of(request).current
     name = request.path_params["model"]
-    visible = request.scope.get("gateway.agents")  # set by the auth layer: the caller's agents (None: all)
+    visible = allowed_agents(request.scope)  # set by the auth layer: the caller's agents (None: all)
     if visible is not None and name not in visible:  # another client's agent: as unknown as a missing one
         raise APIError(404, f"Unknown model {name!r}; GET /v1/models lists yours.", code="model_not_found")
     return JSONResponse(_model(generation.agent(name, code="model_not_found")))
@@ -100,7 +109,9 @@ async def get_model(request: Request) -> Response:
 async def list_agents(request: Request) -> Response:
     generation = state_of(request).current
     data = []
-    for name, agent in generation.runtime.manifest.agents.items():
+    agents = generation.runtime.manifest.agents
+    for name in visible_agents(request, agents):
+        agent = agents[name]
         toolset = generation.toolset(name)
         data.append({
             "name": name,
