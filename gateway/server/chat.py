@@ -17,11 +17,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
@@ -30,17 +29,17 @@ from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message
 from ..providers.base import Usage
+from ..providers.keys import provider_problem
 from ..safety.audit import bind_caller
-from .auth import admit_agent, is_loopback
-from .errors import APIError, api_error_from
+from ..safety.redaction import Redactor
+from .auth import admit_agent
+from .errors import APIError, FastJSONResponse, api_error_from
 from .messages import parse_messages, parse_params
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.server")
 
-_KEYED_KINDS = ("openai", "anthropic", "gemini")
-_KEY_HINTS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
 
 
 async def chat_completions(request: Request) -> Response:
@@ -74,8 +73,8 @@ async def chat_completions(request: Request) -> Response:
             try:
                 result = await run.execute(generation)
             except Exception as exc:
-                raise api_error_from(exc) from None
-        return JSONResponse(completion_body(run, result))
+                raise api_error_from(exc, secrets_redactor(generation).text) from None
+        return FastJSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
     run = _Run(state, _checked_agent(state.current, model), messages, params, client=client)
     return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
@@ -142,24 +141,19 @@ class _Run:
 
 
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:
-    """The agent `model` names, after saying what is missing before any call: an unknown agent, an
-    unknown provider, or a cloud provider without a key."""
+    """The agent `model` names, after saying what is missing before any call: an unknown agent (404), an
+    unknown provider or a cloud provider without a key (503: this gateway's configuration, not an upstream)."""
     agent = generation.agent(model, code="model_not_found", param="model")
-    provider = generation.runtime.manifest.providers.get(agent.provider)
-    if provider is None:
-        raise APIError(502, f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not "
-                            f"define.", type="configuration_error", code="provider_not_configured")
-    if provider.kind in _KEYED_KINDS and not provider.api_key and not _is_loopback(provider.base_url):
-        hint = _KEY_HINTS.get(provider.kind, "the provider's key")
-        raise APIError(502, f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose "
-                            f"api_key is empty: set {hint} (agents.yaml providers.{provider.name}.api_key) and "
-                            f"restart, or point the agent at a local Ollama (model: ollama/<model>).",
-                       type="configuration_error", code="provider_not_configured")
+    problem = provider_problem(generation.runtime.manifest, agent)
+    if problem is not None:
+        raise APIError(503, problem, type="configuration_error", code="provider_not_configured")
     return agent
 
 
-def _is_loopback(url: str) -> bool:
-    return is_loopback(urlsplit(url).hostname or "")
+def secrets_redactor(generation: Generation) -> Redactor:
+    """A redactor of every secret in this generation's agents.yaml (provider keys, api tokens, client keys)."""
+    redactor: Redactor = generation.memo("secrets_redactor", lambda: Redactor(generation.runtime.manifest.secrets()))
+    return redactor
 
 
 def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
@@ -203,7 +197,7 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     result = await run.execute(generation, on_event=on_event)
                 await send.send(("done", result))
             except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
-                error = api_error_from(exc)
+                error = api_error_from(exc, secrets_redactor(run.state.current).text)
                 # The answer's status is 200 already: the audit learns of the failure here, not from the status.
                 hook = run.state.options.get("on_run_error")
                 if hook is not None:
@@ -211,15 +205,24 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                 await send.send(("error", error))
 
     task = asyncio.ensure_future(drive())
+    turn_text: list[str] = []  # the text streamed of the model's latest turn (LLM call)
+    turn = -1
     try:
         yield run.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         async with receive:
             async for kind, item in receive:
                 if kind == "event":
+                    if item.type == "text":
+                        if item.iteration != turn:
+                            turn, turn_text = item.iteration, []
+                        turn_text.append(item.text)
                     chunk = _event_chunk(run, item)
                     if chunk is not None:
                         yield chunk
                 elif kind == "done":
+                    rest = _unstreamed_text(item.message.content or "", "".join(turn_text))
+                    if rest:  # text the run added after the model's (what waits for approval): as plain text too
+                        yield run.chunk([{"index": 0, "delta": {"content": rest}, "finish_reason": None}])
                     yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
                                     gateway=gateway_extension(item))
                     if include_usage:
@@ -231,6 +234,13 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
         if not task.done():  # the client went away: stop the run and its tool calls
             task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def _unstreamed_text(final: str, streamed: str) -> str:
+    """What the final answer's text holds beyond the deltas of the model's latest turn, already sent."""
+    if final.startswith(streamed):
+        return final[len(streamed):]
+    return "\n\n" + final if streamed else final
 
 
 def _event_chunk(run: _Run, event: LoopEvent) -> bytes | None:

@@ -59,7 +59,7 @@ class DirectCall:
             body = await _read_body(receive)
             if body is None:
                 return 0, None
-            arguments = parse_json_body(body, default={})
+            arguments = parse_json_body(body, default={}, text_status=422)
             if not isinstance(arguments, dict):
                 raise APIError(400, "The body must be the arguments as a JSON object, "
                                     f"not {type(arguments).__name__}.")

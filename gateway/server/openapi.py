@@ -178,8 +178,11 @@ _TOOL_LIST = {
 _HEALTH = {
     "type": "object",
     "required": ["status", "agents", "tools"],
-    "properties": {"status": {"const": "ok"}, "agents": {"type": "integer"}, "tools": {"type": "integer"},
-                   "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"}},
+    "properties": {"status": {"enum": ["ok", "degraded"], "description": "degraded: the last reload was refused "
+                                                                           "(`reload_error` says why)"},
+                   "agents": {"type": "integer"}, "tools": {"type": "integer"},
+                   "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"},
+                   "reload_error": {"type": "string"}},
 }
 
 

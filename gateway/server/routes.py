@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from ..config.model import AgentConfig
 from ..dialects import json_tool, render_tools
+from ..providers.base import holds_lone_surrogate
 from ..toolsets import AgentTool
 from .auth import allowed_agents
 from .errors import APIError
@@ -30,8 +31,11 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
     return parse_json_body(await request.body(), default=default)
 
 
-def parse_json_body(body: bytes, *, default: Any = None) -> Any:
-    """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason."""
+def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400) -> Any:
+    """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason.
+
+    A string holding a lone surrogate (`"\\ud800"`: valid JSON, but no text) is refused with `text_status`
+    before anything runs: it could be neither sent upstream nor written to the audit log nor answered."""
     if not body.strip():
         if default is not None:
             return default
@@ -41,9 +45,16 @@ def parse_json_body(body: bytes, *, default: Any = None) -> Any:
     except orjson.JSONDecodeError:
         pass  # json.loads takes what orjson refuses (NaN, integers past 64 bits) and words what neither takes
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        value = json.loads(body)
+    except RecursionError:
+        raise APIError(400, "The request body is nested too deeply to be read.") from None
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+    if holds_lone_surrogate(value):
+        raise APIError(text_status, "The request body holds a lone surrogate (an unpaired \\ud800-\\udfff "
+                                    "escape), which is not text; send valid Unicode.",
+                       code="invalid_arguments" if text_status == 422 else "invalid_text")
+    return value
 
 
 def agent_tool_dict(agent_tool: AgentTool) -> dict[str, Any]:
@@ -70,15 +81,23 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
 
 
 async def healthz(request: Request) -> Response:
-    generation = state_of(request).current
-    runtime = generation.runtime
-    return JSONResponse({
+    """200 while serving; `status: degraded` with the reason when the last reload was refused (the previous
+    configuration keeps serving, but the files on disk are not what runs)."""
+    state = state_of(request)
+    runtime = state.current.runtime
+    body: dict[str, Any] = {
         "status": "ok",
         "agents": len(runtime.manifest.agents),
         "tools": len(runtime.catalog),
         "diagnostics": len(runtime.diagnostics),
-        "reloads": state_of(request).reloads,
-    })
+        "reloads": state.reloads,
+    }
+    error = state.holder.last_error
+    if error is not None:
+        body["status"] = "degraded"
+        lines = [str(error), *(str(d) for d in error.diagnostics[:5])]
+        body["reload_error"] = "\n".join(lines)[:2000]
+    return JSONResponse(body)
 
 
 def _model(agent: AgentConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import gc
 import logging
 import sys
@@ -62,6 +63,17 @@ def tune_gc() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
+    trouble) at INFO on the same stderr handler: Python's default shows only warnings of unconfigured loggers,
+    so a good reload logged nothing."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
                allow_public: bool = False, **options: Any) -> int:
     import uvicorn
@@ -92,7 +104,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
     with _asyncio_declared():
-        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info",
+        uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
                     timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
                     timeout_keep_alive=KEEP_ALIVE_SECONDS)
     return 0
