@@ -18,7 +18,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..runtime import RuntimeHolder
@@ -26,11 +26,12 @@ from .auth import PUBLIC_PATHS, AgentGate
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
-from .errors import error_handlers
+from .errors import FastJSONResponse, error_handlers
 from .hosts import PolicySource, RequestGuard
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
-from .openapi import SAFETY_PATHS, openapi_document
+from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
+from .routes import render_agent_tools
 from .routes import routes as plain_routes
 from .state import GatewayState
 
@@ -100,7 +101,12 @@ def create_app(
     documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
 
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
+        generation = state.current
+        tool_paths = None
+        if not generation.runtime.manifest.clients:  # open to all anyway: each tool's exact body is listed
+            tool_paths = generation.memo("openapi_tool_paths", lambda: tool_call_paths({
+                agent: render_agent_tools(generation, agent, "json") for agent in generation.runtime.manifest.agents}))
+        return FastJSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented, tool_paths=tool_paths))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
     # Each route but chat (which admits the `model` of its body itself) and the public ones admits its agent.

@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -35,6 +37,7 @@ from ..safety.redaction import Redactor
 from .auth import admit_agent
 from .errors import APIError, FastJSONResponse, api_error_from
 from .messages import parse_messages, parse_params
+from .openapi import CHAT_REQUEST_SCHEMA
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
@@ -61,6 +64,7 @@ async def chat_completions(request: Request) -> Response:
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
+    _check_shape(body)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise APIError(400, "`stream_options` must be an object.", param="stream_options")
@@ -138,6 +142,18 @@ class _Run:
         data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.agent.name, "choices": choices, **extra}
         return _sse(data)
+
+
+_REQUEST_VALIDATOR = Draft202012Validator(CHAT_REQUEST_SCHEMA)
+
+
+def _check_shape(body: dict[str, Any]) -> None:
+    """400 for what the gateway's own OpenAPI document refuses and the checks above let through (a negative
+    temperature, a bad `stop` list, ...): the document and the door agree."""
+    error = best_match(_REQUEST_VALIDATOR.iter_errors(body))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        raise APIError(400, f"`{where or 'body'}`: {error.message[:300]}", param=where or None)
 
 
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:

@@ -146,12 +146,30 @@ async def list_agents(request: Request) -> Response:
 async def list_tools(request: Request) -> Response:
     generation = state_of(request).current
     agent = request.path_params["agent"]
-    format = request.query_params.get("format", "json")
+    format = query_value(request, "format") or "json"
     if format not in FORMATS:
         raise APIError(400, f"Unknown format {format!r}; use one of: {', '.join(FORMATS)}.", param="format")
-    strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
+    strict = query_flag(request, "strict")
     tools = render_agent_tools(generation, known_agent(generation, agent), format, strict)
     return JSONResponse({"agent": agent, "format": format, "data": tools})
+
+
+def query_value(request: Request, name: str) -> str | None:
+    """A query parameter given at most once (400 when repeated: which one would be meant?)."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise APIError(400, f"`{name}` is given {len(values)} times; give it once.", param=name)
+    return values[0] if values else None
+
+
+def query_flag(request: Request, name: str) -> bool:
+    """A boolean query parameter: `true` or `false` (absent: false); 400 for anything else."""
+    value = query_value(request, name)
+    if value is None:
+        return False
+    if value.lower() not in ("true", "false"):
+        raise APIError(400, f"`{name}` must be true or false, not {value!r}.", param=name)
+    return value.lower() == "true"
 
 
 def known_agent(generation: Generation, agent: str) -> str:
