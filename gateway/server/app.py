@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..runtime import RuntimeHolder
+from .accesslog import AccessLog
 from .auth import PUBLIC_PATHS, AgentGate
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
@@ -51,6 +52,7 @@ def create_app(
     watch: bool = True,
     watch_interval: float = 1.0,
     middleware: Sequence[Middleware] = (),
+    access_log: bool = False,
     extra_routes: Sequence[BaseRoute] = (),
     **hooks: Any,
 ) -> Starlette:
@@ -65,6 +67,7 @@ def create_app(
         adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
         watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
+        access_log: log one line per request (`gateway.server.accesslog`; `gateway serve` turns it on).
         extra_routes: more routes (approvals, audit).
         hooks: named hooks for the safety layer: `on_run_result` (awaited after each chat run),
             `approve_direct_call` (gates direct and MCP calls of tools under approval), `wrap_executor`
@@ -122,7 +125,8 @@ def create_app(
         routes=routes,
         # Foreign hosts, origins and non-JSON bodies are refused first; then the size limit: no other middleware
         # buffers more.
-        middleware=[Middleware(RequestGuard, policy=policy),
+        middleware=[*([Middleware(AccessLog)] if access_log else []),
+                    Middleware(RequestGuard, policy=policy),
                     Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
                     *middleware],
         exception_handlers=error_handlers(),

@@ -65,12 +65,16 @@ def tune_gc() -> None:
 
 def log_config() -> dict[str, Any]:
     """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
-    trouble) at INFO on the same stderr handler: Python's default shows only warnings of unconfigured loggers,
-    so a good reload logged nothing."""
+    trouble) at INFO on the same stderr handler (Python's default shows only warnings of unconfigured loggers,
+    so a good reload logged nothing), and the access log written by `AccessLog`."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
+    # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
+    config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
+    config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "INFO", "propagate": False}
     return config
 
 
@@ -91,7 +95,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
-    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
+    app = create_app(RuntimeHolder(runtime), host=host, access_log=True, **{**safety.app_options(), **options})
     tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
     shown = f"[{host}]" if ":" in host else host

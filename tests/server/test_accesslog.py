@@ -1,0 +1,61 @@
+"""The access log: uvicorn's own line, formatted by uvicorn's formatter, written once the answer has left."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import logging.config
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from gateway.server.accesslog import AccessLog
+from gateway.server.run import log_config
+
+
+async def _hello(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("hi", status_code=201)
+
+
+def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
+    stream = io.StringIO()
+    config = log_config()
+    config["handlers"]["access"]["stream"] = stream
+    config["formatters"]["access"]["use_colors"] = False
+    logging.config.dictConfig(config)
+    try:
+        app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(AccessLog)])
+        order: list[str] = []
+
+        async def run() -> None:
+            scope: dict[str, Any] = {"type": "http", "method": "GET", "path": "/hello", "raw_path": b"/hello",
+                                     "query_string": b"a=1", "headers": [], "client": ("127.0.0.1", 5000),
+                                     "server": ("127.0.0.1", 8080), "scheme": "http", "root_path": "",
+                                     "http_version": "1.1"}
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.body":
+                    order.append("answer" if not stream.getvalue() else "line first")
+
+            await app(scope, receive, send)
+            assert stream.getvalue() == ""  # not yet: the line is written on the next turn
+            await asyncio.sleep(0)
+
+        asyncio.run(run())
+        assert order == ["answer"]
+        assert stream.getvalue() == 'INFO:     127.0.0.1:5000 - "GET /hello?a=1 HTTP/1.1" 201 Created\n'
+        assert not logging.getLogger("uvicorn.access").hasHandlers()  # uvicorn writes no second line
+    finally:
+        for name in ("gateway", "gateway.access", "uvicorn.access"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
