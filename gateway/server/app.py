@@ -32,6 +32,7 @@ from .hosts import PolicySource, RequestGuard
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
 from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
+from .responses import create_response, get_response
 from .routes import render_agent_tools
 from .routes import routes as plain_routes
 from .state import GatewayState
@@ -112,11 +113,13 @@ def create_app(
         return FastJSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented, tool_paths=tool_paths))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
-    # Each route but chat (which admits the `model` of its body itself) and the public ones admits its agent.
+    # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
+    # admits its agent.
     routes: list[BaseRoute] = [
         *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"]), Route("/mcp/{agent}", mcp)]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        *gated(plain_routes()),
+        Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
+        *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes()]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]

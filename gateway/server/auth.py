@@ -12,9 +12,10 @@ Two parts, because who the caller is can be known before routing and which agent
 - `AuthMiddleware` (outside the router) authenticates the request and leaves an `Access` in the scope.
 - `AgentGate` (a route's own middleware) admits the *routed* agent: `scope["path_params"]["agent"]` as the
   router matched it, so a URL prefix (an ASGI `root_path` behind a proxy) changes nothing. A door whose agent
-  is in the body (chat: `model`) calls `admit_agent(scope, name)` once it has parsed it. Admitting charges the
-  client's and the agent's rate-limit buckets (429 with `Retry-After`), refuses another client's agent (403)
-  and binds the caller (client, agent) for the audit log. Lists of agents are filtered by `allowed_agents`.
+  is in the body (chat and responses: `model`) calls `admit_agent(scope, name)` once it has parsed it.
+  Admitting charges the client's and the agent's rate-limit buckets (429 with `Retry-After`), refuses another
+  client's agent (403) and binds the caller (client, agent) for the audit log. Lists of agents are filtered by
+  `allowed_agents`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from .errors import APIError
 logger = logging.getLogger("gateway.auth")
 
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
+"""The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -177,7 +180,7 @@ class AuthMiddleware:
         scope["gateway.access"] = Access(client, self.limiter())
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
-            if self.on_chat_error is not None and path.rstrip("/") == "/v1/chat/completions":
+            if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
                 status = 0
 
                 async def watching_send(message: Message) -> None:

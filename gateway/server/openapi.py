@@ -90,13 +90,67 @@ _TOOL_MESSAGE = {
                    "name": {"type": "string"}},
 }
 
+_FUNCTION = {
+    "type": "object", "required": ["name"],
+    "properties": {"name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}, "description": {"type": "string"},
+                   "parameters": {"type": "object"}, "strict": {"type": "boolean"}},
+}
+
+_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {
+    "type": "object", "required": ["type", "function"],
+    "properties": {"type": {"const": "function"}, "function": {
+        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}
+_RESPONSES_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {
+    "type": "object", "required": ["type", "name"],
+    "properties": {"type": {"const": "function"}, "name": {"type": "string"}}}]}
+
+_RESPONSES_REQUEST = {
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1, "description": "The agent's name (GET /v1/models)."},
+        "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
+            "type": "object", "description": "A message, function_call or function_call_output item."}}]},
+        "instructions": {"type": "string"},
+        "previous_response_id": {"type": "string", "description": "A response of the same client key."},
+        "store": {"type": "boolean", "default": True},
+        "stream": {"type": "boolean", "default": False},
+        "tools": {"type": "array", "items": {"allOf": [
+            {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}},
+            {"$ref": "#/components/schemas/Function"}]}},
+        "tool_choice": _RESPONSES_TOOL_CHOICE,
+        "parallel_tool_calls": {"type": "boolean"},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "max_output_tokens": {"type": "integer", "minimum": 1},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+        "user": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+_RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "status", "model", "output", "gateway"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response"},
+        "created_at": {"type": "integer"},
+        "status": {"enum": ["completed", "incomplete"]},
+        "model": {"type": "string"},
+        "output": {"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
+            "type": {"enum": ["message", "function_call"]}}}},
+        "gateway": {"$ref": "#/components/schemas/GatewayExtension"},
+    },
+}
+
 _MESSAGE = {"oneOf": [_TEXT_MESSAGE, _ASSISTANT_MESSAGE, _TOOL_MESSAGE]}
 
 _REFUSED_LIST = {"type": "array", "maxItems": 0,
-                 "description": "Refused when not empty: an agent's tools come from agents.yaml."}
+                 "description": "The deprecated form of `tools`: refused when not empty."}
 
 
-def _chat_request(message: dict[str, Any]) -> dict[str, Any]:
+def _chat_request(message: dict[str, Any], function: dict[str, Any], tool_choice: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["model", "messages"],
@@ -119,14 +173,22 @@ def _chat_request(message: dict[str, Any]) -> dict[str, Any]:
             "top_k": {"type": "integer"},
             "user": {"type": "string"},
             "n": {"const": 1},
-            "tools": _REFUSED_LIST,
+            "tools": {"type": "array", "items": {
+                "type": "object", "required": ["type", "function"],
+                "properties": {"type": {"const": "function"}, "function": function}},
+                "description": "The caller's own tools: handed back when the model calls one (not an agent tool's "
+                               "name)."},
+            "tool_choice": tool_choice,
+            "parallel_tool_calls": {"type": "boolean"},
             "functions": _REFUSED_LIST,
+            "function_call": {"not": {}, "description": "The deprecated form of `tool_choice`: refused."},
         },
     }
 
 
-_CHAT_REQUEST = _chat_request({"$ref": "#/components/schemas/ChatMessage"})
-CHAT_REQUEST_SCHEMA: dict[str, Any] = _chat_request(_MESSAGE)
+_CHAT_REQUEST = _chat_request({"$ref": "#/components/schemas/ChatMessage"}, {"$ref": "#/components/schemas/Function"},
+                              {"$ref": "#/components/schemas/ToolChoice"})
+CHAT_REQUEST_SCHEMA: dict[str, Any] = _chat_request(_MESSAGE, _FUNCTION, _TOOL_CHOICE)
 """The chat request with its messages inline: what `POST /v1/chat/completions` validates its body against, so
 the document and the door agree (a body the schema refuses is a 400; one it allows is not refused for its shape)."""
 
@@ -164,8 +226,10 @@ _CHAT_COMPLETION = {
             "properties": {
                 "index": {"type": "integer"},
                 "message": {"type": "object", "required": ["role", "content"], "properties": {
-                    "role": {"const": "assistant"}, "content": {"type": "string"}}},
-                "finish_reason": {"enum": ["stop", "length", "content_filter"]},
+                    "role": {"const": "assistant"}, "content": {"type": ["string", "null"]},
+                    "tool_calls": {"type": "array", "items": {"type": "object"},
+                                   "description": "Calls of the caller's own tools, handed back."}}},
+                "finish_reason": {"enum": ["stop", "length", "content_filter", "tool_calls"]},
             },
         }},
         "usage": {"$ref": "#/components/schemas/Usage"},
@@ -369,6 +433,23 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
                 **_ERRORS,
             },
         }},
+        "/v1/responses": {"post": {
+            "operationId": "createResponse",
+            "summary": "Run an agent's tool-call loop (OpenAI Responses API; `model` is the agent)",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/ResponsesRequest"}}}},
+            "responses": {
+                "200": {"description": "The response, with the steps taken in `gateway`; with `stream: true` the "
+                                       "Responses event stream.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Response"}},
+                                    "text/event-stream": {"schema": {"type": "string"}}}},
+                **_ERRORS,
+            },
+        }},
+        "/v1/responses/{id}": {"get": {
+            "operationId": "getResponse", "summary": "A stored response of the caller's own key",
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json("Response", "The response."), **_ERRORS}}},
         "/agents": {"get": {"operationId": "listAgents", "summary": "The agents and their tools' names",
                             "responses": {"200": _json("AgentList", "The agents."), **_ERRORS}}},
         "/agents/{agent}/tools": {"get": {
@@ -413,6 +494,10 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "ToolResult": _TOOL_RESULT,
             "ChatMessage": _MESSAGE,
             "ChatRequest": _CHAT_REQUEST,
+            "Function": _FUNCTION,
+            "ToolChoice": _TOOL_CHOICE,
+            "ResponsesRequest": _RESPONSES_REQUEST,
+            "Response": _RESPONSE,
             "ChatCompletion": _CHAT_COMPLETION,
             "GatewayExtension": _GATEWAY_EXTENSION,
             "Usage": _USAGE,

@@ -62,8 +62,9 @@ def test_document_is_valid_openapi_and_lists_every_route(served: str, gw: tuple[
     document = httpx.get(f"{served}/openapi.json").json()
     validate(document)
     # Without `clients` each direct call is listed with its tool's exact body.
-    assert set(document["paths"]) == {"/healthz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions", "/agents",
-                                      "/agents/{agent}/tools", "/approvals", "/approvals/{id}", "/audit", *TOOL_PATHS}
+    assert set(document["paths"]) == {"/healthz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions",
+                                      "/v1/responses", "/v1/responses/{id}", "/agents", "/agents/{agent}/tools",
+                                      "/approvals", "/approvals/{id}", "/audit", *TOOL_PATHS}
     forecast = document["paths"]["/agents/weather/tools/getForecast"]["post"]["requestBody"]
     assert forecast["required"] is True
     ref = forecast["content"]["application/json"]["schema"]["$ref"]
@@ -74,12 +75,21 @@ def test_document_is_valid_openapi_and_lists_every_route(served: str, gw: tuple[
     assert "/approvals" not in httpx.get(f"{bare}/openapi.json").json()["paths"]
 
 
+LOOSE_SCHEMA = {"/v1/responses", "/v1/chat/completions"}
+"""Doors held to the response checks only, not to "valid data is accepted, invalid data refused": the Responses
+request's `input` items are any object in its schema, and on both chat doors the caller's `tools` and
+`tool_choice` are refused for reasons no schema can say (a name of the agent's own tools, a provider that cannot
+honour `tool_choice`). `test_the_door_refuses_what_the_document_refuses` holds chat to its schema's shape."""
+
+
 def _fuzz(url: str, operation: Any, mode: GenerationMode, examples: int, **fixed: Any) -> None:
+    checks = CHECKS if operation.path not in LOOSE_SCHEMA else CHECKS[:4]
+
     @given(case=operation.as_strategy(generation_mode=mode, **fixed))
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     def run(case: Any) -> None:
-        case.call_and_validate(base_url=url, checks=CHECKS, timeout=30)
+        case.call_and_validate(base_url=url, checks=checks, timeout=30)
 
     run()
 
@@ -89,7 +99,7 @@ def test_schemathesis_finds_no_server_error_and_no_response_outside_the_schema(s
     url = served
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 14
+    assert len(operations) == 16
     for operation in operations:
         if operation.path == "/agents/triage/tools/createIssueComment":
             continue  # under approval: a call is queued before its arguments are validated (the pipeline's order)
