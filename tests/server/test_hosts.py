@@ -152,6 +152,8 @@ def test_behind_a_url_prefix_keys_still_only_reach_their_agents(tmp_path: Path, 
             chat = httpx.post(f"{base}/v1/chat/completions", headers=key,
                               json={"model": "triage", "messages": [{"role": "user", "content": "hi"}]})
             assert chat.status_code == 403
+            responses = httpx.post(f"{base}/v1/responses", headers=key, json={"model": "triage", "input": "hi"})
+            assert responses.status_code == 403
             assert httpx.get(f"{base}/agents/triage/tools", headers=key).status_code == 403
             mcp = httpx.post(f"{base}/mcp/triage", headers={**key, "Accept": "application/json, text/event-stream"},
                              json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
