@@ -79,7 +79,7 @@ def log_config() -> dict[str, Any]:
 
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, **options: Any) -> int:
+               allow_public: bool = False, access_log: bool = True, **options: Any) -> int:
     import uvicorn
 
     from .app import create_app
@@ -95,7 +95,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
-    app = create_app(RuntimeHolder(runtime), host=host, access_log=True, **{**safety.app_options(), **options})
+    app = create_app(RuntimeHolder(runtime), host=host, access_log=access_log, **{**safety.app_options(), **options})
     tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
     shown = f"[{host}]" if ":" in host else host

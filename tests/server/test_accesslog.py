@@ -59,3 +59,18 @@ def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
             logger.handlers.clear()
             logger.propagate = True
             logger.setLevel(logging.NOTSET)
+
+
+def test_the_app_logs_a_line_per_request_only_when_asked(tmp_path: Any, llm: Any, upstream: Any,
+                                                         caplog: Any) -> None:
+    import httpx
+    from server_support import gateway
+
+    caplog.set_level(logging.INFO, logger="gateway.access")
+    for access_log in (True, False):
+        caplog.clear()
+        with gateway(tmp_path / str(access_log), llm.url, upstream.url, access_log=access_log) as (url, _):
+            assert httpx.get(f"{url}/agents").status_code == 200
+        lines = [r.getMessage() for r in caplog.records if r.name == "gateway.access"]
+        assert lines == (['127.0.0.1:' + lines[0].split(":")[1].split(" ")[0] + ' - "GET /agents HTTP/1.1" 200']
+                         if access_log else [])
