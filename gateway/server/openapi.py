@@ -112,7 +112,8 @@ _RESPONSES_REQUEST = {
         "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
             "type": "object", "description": "A message, function_call or function_call_output item."}}]},
         "instructions": {"type": "string"},
-        "previous_response_id": {"type": "string", "description": "A response of the same client key."},
+        "previous_response_id": {"type": "string", "minLength": 1,
+                                 "description": "A response of the same client key."},
         "store": {"type": "boolean", "default": True},
         "stream": {"type": "boolean", "default": False},
         "tools": {"type": "array", "items": {"allOf": [
