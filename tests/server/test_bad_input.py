@@ -151,15 +151,22 @@ def test_healthz_reports_a_refused_reload_and_serve_logs_a_good_one(tmp_path: Pa
     holder = RuntimeHolder(load_runtime(specs, agents, use_cache=False))
     with running(create_app(holder, watch=True, watch_interval=0.05)) as url:
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
-        agents.write_text(agents.read_text() + "\nagents: [this is not a mapping\n")
+        _replace(agents, agents.read_text() + "\nagents: [this is not a mapping\n")
         health = _wait_for(lambda: httpx.get(f"{url}/healthz").json(), lambda h: h["status"] != "ok")
         assert health["status"] == "degraded" and health["reload_error"]
         assert health["agents"] == 2  # the last good configuration keeps serving
-        agents.write_text(AGENTS_YAML.format(llm=llm.url, upstream=upstream.url).replace(
+        _replace(agents, AGENTS_YAML.format(llm=llm.url, upstream=upstream.url).replace(
             "Weather from Open-Meteo.", "Weather, reloaded."))
         health = _wait_for(lambda: httpx.get(f"{url}/healthz").json(), lambda h: h["status"] == "ok")
         assert health["reloads"] == 1 and "reload_error" not in health
     assert any("reloaded" in r.getMessage() for r in caplog.records if r.name.startswith("gateway"))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` in one step (a watcher polling mid-write would see a half-written file)."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
 
 
 def test_serve_configures_the_gateways_own_loggers() -> None:
