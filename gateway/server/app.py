@@ -23,14 +23,16 @@ from starlette.routing import BaseRoute, Route
 
 from ..runtime import RuntimeHolder
 from .accesslog import AccessLog
-from .auth import PUBLIC_PATHS, AgentGate
+from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .errors import FastJSONResponse, error_handlers
 from .hosts import PolicySource, RequestGuard
-from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
+from .mcp.lazy import LazyMCP
+from .mcp.routing import PATHS as MCP_PATHS
+from .mcp.routing import routed_agent
 from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
 from .responses import create_response, get_response
 from .routes import render_agent_tools
@@ -77,11 +79,9 @@ def create_app(
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, options=hooks)
     def build_mcp() -> Any:
-        from .mcp import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
+        from .mcp.endpoint import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 
-        # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events,
-        # and the SSE response (its own task group and stream) is a large share of a tools/call's cost.
-        return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
+        return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
 
@@ -116,7 +116,8 @@ def create_app(
     # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
     # admits its agent.
     routes: list[BaseRoute] = [
-        *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"]), Route("/mcp/{agent}", mcp)]),
+        *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
+        *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
         *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes()]),
@@ -140,16 +141,17 @@ def create_app(
     return app
 
 
-def gated(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
+def gated(routes: Sequence[BaseRoute], *, agent_of: Callable[[Any], str | None] = path_agent) -> list[BaseRoute]:
     """`routes` with an `AgentGate` on each (but the public paths): the routed agent is admitted after routing."""
     out: list[BaseRoute] = []
     for route in routes:
         if isinstance(route, Route) and route.path not in PUBLIC_PATHS:
             route = Route(route.path, route.endpoint, methods=sorted(route.methods or ()) or None, name=route.name,
-                          include_in_schema=route.include_in_schema, middleware=[Middleware(AgentGate)])
+                          include_in_schema=route.include_in_schema,
+                          middleware=[Middleware(AgentGate, agent_of=agent_of)])
         out.append(route)
     return out
 
 
 def _import_mcp() -> None:
-    from . import mcp  # noqa: F401 - warms the import for LazyMCP
+    from .mcp import endpoint  # noqa: F401 - warms the import for LazyMCP

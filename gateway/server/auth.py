@@ -228,14 +228,23 @@ async def admit_agent(scope: Scope, agent: str | None) -> None:
         scope["gateway.agent"] = agent
 
 
+def path_agent(scope: Scope) -> str | None:
+    """The agent the router matched: the `agent` path parameter."""
+    agent = scope.get("path_params", {}).get("agent")
+    return agent if isinstance(agent, str) else None
+
+
 class AgentGate:
     """A route's middleware: admits the agent the router matched (`path_params["agent"]`, or none)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, agent_of: Callable[[Scope], str | None] = path_agent) -> None:
+        """Parameters: app: the route's app; agent_of: the request's agent after routing (the MCP door also
+        takes it from `?agent=`)."""
         self.app = app
+        self.agent_of = agent_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        agent = scope.get("path_params", {}).get("agent")
+        agent = self.agent_of(scope)
         try:
             await admit_agent(scope, agent)
         except APIError as exc:
