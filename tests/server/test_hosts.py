@@ -160,6 +160,10 @@ def test_behind_a_url_prefix_keys_still_only_reach_their_agents(tmp_path: Path, 
                                  "protocolVersion": "2025-06-18", "capabilities": {},
                                  "clientInfo": {"name": "t", "version": "1"}}})
             assert mcp.status_code == 403
+            for path in ("/mcp?agent=triage", "/mcp/triage/mcp"):  # the MCP Inspector's forms
+                other = httpx.post(f"{base}{path}", headers={**key, "Accept": "application/json, text/event-stream"},
+                                   json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                assert other.status_code == 403, path
             assert len(upstream.requests) == before
             assert [a["name"] for a in httpx.get(f"{base}/agents", headers=key).json()["data"]] == ["weather"]
             assert [m["id"] for m in httpx.get(f"{base}/v1/models", headers=key).json()["data"]] == ["weather"]
