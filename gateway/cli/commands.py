@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve a non-loopback host even without `clients` keys in agents.yaml")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes sharing the port and the store (default 1)")
+    serve.add_argument("--no-access-log", action="store_true",
+                       help="write no line per request (the audit log still records every tool call)")
     serve.set_defaults(handler=_cmd_serve)
 
     migrate = commands.add_parser("migrate", help="apply the PostgreSQL store's schema migrations")
@@ -89,7 +91,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print("gateway: --workers must be at least 1", file=sys.stderr)
         return 2
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
-                      allow_public=args.allow_public, workers=args.workers)
+                      allow_public=args.allow_public, workers=args.workers, access_log=not args.no_access_log)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

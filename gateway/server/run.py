@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import gc
 import json
 import logging
@@ -47,9 +48,7 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
 YOUNG_GC_THRESHOLD = 50_000
 """Allocations between two collections of young objects (Python's default: 700). A proxied call allocates a few
 hundred short-lived objects, nearly none of them in cycles (reference counting frees them), so the default
-collected once or twice per call for nothing. The first side-by-side measure gave 60-80 µs less CPU per call; two
-later ones (15 rounds each, since the executor's own HTTP client allocates less) 0 and 26 µs less CPU, and p50
-within noise (-12 to +16 µs)."""
+collected once or twice per call for nothing (`python -m bench.calls` measures the effect)."""
 
 
 def tune_gc() -> None:
@@ -66,16 +65,29 @@ def tune_gc() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
+    trouble) at INFO on the same stderr handler (Python's default shows only warnings of unconfigured loggers,
+    so a good reload logged nothing), and the access log written by `AccessLog`."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
+    # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
+    config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
+    config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "INFO", "propagate": False}
+    return config
+
+
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, workers: int = 1, **options: Any) -> int:
+               allow_public: bool = False, access_log: bool = True, workers: int = 1, **options: Any) -> int:
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
 
-    from .accesslog import log_config
-    from .protocol import http_protocol
-
-    built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public, **options)
+    built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
+                       access_log=access_log, **options)
     if built is None:
         return 1
     app, runtime = built
@@ -83,59 +95,42 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
           f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}"
           + (f" ({workers} workers)" if workers > 1 else ""), file=sys.stderr)
+    target: Any = app
     if workers > 1:
         # The parent checked everything (and applied migrations) above; each worker does it again for itself.
         asyncio.run(app.state.gateway_safety.aclose())
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
-                                                  "use_cache": use_cache, "allow_public": allow_public})
-        target: Any = "gateway.server.run:worker_app"
-        protocol = http_protocol()
-        # Workers are spawned: they get the protocol by import string (a class made in a function cannot be
-        # pickled); `__getattr__` below makes it in each worker.
-        http: Any = protocol if isinstance(protocol, str) else "gateway.server.run:WorkerHttpProtocol"
-    else:
-        target = app
-        http = http_protocol()
+                                                  "use_cache": use_cache, "allow_public": allow_public,
+                                                  "access_log": access_log})
+        target = "gateway.server.run:worker_app"
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
     # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
     # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
-    _lean_log_records()
     with _asyncio_declared():
         uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    http=http, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-                    timeout_keep_alive=KEEP_ALIVE_SECONDS, factory=workers > 1,
-                    workers=workers if workers > 1 else None)
+                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                    factory=workers > 1, workers=workers if workers > 1 else None)
     return 0
 
 
 _WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"
 
 
-def __getattr__(name: str) -> Any:
-    """`WorkerHttpProtocol`: the HTTP protocol of `gateway serve`, for workers that import it by name."""
-    if name == "WorkerHttpProtocol":
-        from .protocol import http_protocol
-
-        protocol = globals()[name] = http_protocol()
-        return protocol
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def worker_app() -> Any:
     """The app of one `gateway serve --workers N` worker process (uvicorn calls it in each)."""
     options = json.loads(os.environ[_WORKER_OPTIONS])
     built = _build_app(Path(options["specs"]), Path(options["agents"]), host=options["host"],
-                       use_cache=options["use_cache"], allow_public=options["allow_public"])
+                       use_cache=options["use_cache"], allow_public=options["allow_public"],
+                       access_log=options["access_log"])
     if built is None:
         raise SystemExit(1)
-    _lean_log_records()
     return built[0]
 
 
-def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_public: bool,
+def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_public: bool, access_log: bool,
                **options: Any) -> tuple[Any, Runtime] | None:
     """The app with its safety layer, or None after printing why not (a bad manifest, an unreachable store)."""
     from .app import create_app
@@ -151,7 +146,7 @@ def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_p
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return None
-    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
+    app = create_app(RuntimeHolder(runtime), host=host, access_log=access_log, **{**safety.app_options(), **options})
     app.state.gateway_safety = safety
     tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
@@ -180,16 +175,6 @@ def migrate_store(agents: Path, *, store: str | None = None, out: TextIO = sys.s
     done = f"applied {', '.join(map(str, applied))}" if applied else "nothing to apply"
     print(f"gateway: {safe_url(location)} at schema version {LATEST} ({done})", file=out)
     return 0
-
-
-def _lean_log_records() -> None:
-    """Records without the caller's file, line and function (a stack walk per record) or thread and process
-    names: no format `serve` configures shows them, and the access log writes a record per request (the
-    logging HOWTO's "Optimization" settings; ~25 µs of CPU per proxied call measured side by side)."""
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
 
 
 @contextlib.contextmanager
