@@ -82,6 +82,15 @@ async def chat_completions(request: Request) -> Response:
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
+    """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
+    no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    parsed = parse_messages(messages)
+    run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
+    return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
 class _EventStream(StreamingResponse):
     """A streaming response that notices a client leaving even while it has nothing to send.
 

@@ -26,7 +26,7 @@ from typing import Any
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import AgentConfig, Manifest
@@ -123,11 +123,14 @@ class Safety:
             "extra_routes": self.routes(),
         }
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
+        from .console import Console  # the console's templates are only loaded by a server
+
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            Console(self).mount(),
         ]
 
     def wrap_executor(self, executor: Any, runtime: Runtime | None = None) -> GuardedExecutor:
