@@ -198,11 +198,19 @@ function setupChat() {
     transcript.appendChild(li);
     return {li, content};
   };
-  const addStep = (turn, step) => {
-    const row = el("div", {class: "step status-" + (step.status || "ok")});
-    const args = JSON.stringify(step.arguments === undefined ? {} : step.arguments);
-    row.textContent = `⚙ ${step.tool} ${args} → ${step.status}` + (step.duration_ms !== undefined ? ` · ${Math.round(step.duration_ms)} ms` : "");
-    turn.li.insertBefore(row, turn.content);
+  const addStep = (turn, step, started) => {
+    // One row per call: "running" when it starts, its outcome when it finishes.
+    turn.steps = turn.steps || {};
+    let row = turn.steps[step.call_id];
+    if (!row) {
+      row = turn.steps[step.call_id] = el("div", {class: "step"});
+      turn.li.insertBefore(row, turn.content);
+    }
+    const args = JSON.stringify(step.arguments === undefined || step.arguments === null ? {} : step.arguments);
+    const outcome = started ? "running…" : step.ok ? "ok" : (step.error_type || "error");
+    row.className = "step status-" + (started ? "running" : step.ok ? "ok" : "error");
+    row.textContent = `⚙ ${step.tool} ${args} → ${outcome}` + (started ? "" :
+      (step.status ? ` · HTTP ${step.status}` : "") + ` · ${Math.round(step.duration_ms || 0)} ms`);
   };
   const showFinal = (turn, completion) => {
     const message = ((completion.choices || [])[0] || {}).message || {};
@@ -271,7 +279,7 @@ function setupChat() {
           if (delta.content) { said += delta.content; turn.content.textContent = said; }
           const g = chunk.gateway;
           if (!g) continue;
-          if (g.step) addStep(turn, g.step);
+          if (g.step) addStep(turn, g.step, g.event === "step_started");
           if (g.steps !== undefined) {  // the final chunk: the run's summary
             if (said) messages.push({role: "assistant", content: said});
             for (const p of (g.pending_approvals || [])) addApproval(turn, p);
