@@ -10,7 +10,7 @@ the viewer as the caller, so the audit log names who ran a tool or decided an ap
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).parent
 VIEWER = "gateway.console.viewer"
 """The scope key where the gate leaves the `Viewer`."""
+Page = Callable[[Request], Awaitable[Response]]
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -40,18 +41,15 @@ def viewer_of(request: Request) -> Viewer:
 
 
 class ConsoleGate:
-    def __init__(self, app: ASGIApp, sessions: Sessions,
-                 error_page: Callable[[Request, APIError], Response] | None = None) -> None:
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
         """Sign-in, CSRF and the caller's binding for every console request.
 
         Parameters:
             app: the console's router.
             sessions: recognises signed-in viewers.
-            error_page: renders a page's refusal (an unknown or another key's agent) for a browser; None: JSON.
         """
         self.app = app
         self.sessions = sessions
-        self.error_page = error_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,13 +81,7 @@ class ConsoleGate:
         scope["gateway.client"] = viewer.name
         scope["gateway.agents"] = viewer.agent_set
         with bind_caller(client=viewer.name, started=time.perf_counter(), notes={}):
-            if scope["method"] != "GET" or self.error_page is None:
-                await self.app(scope, receive, send)
-                return
-            try:
-                await self.app(scope, receive, send)
-            except APIError as error:  # raised before a page began: an HTML page, not the API's JSON
-                await self.error_page(request, error)(scope, receive, send)
+            await self.app(scope, receive, send)
 
 
 class Console:
@@ -123,11 +115,19 @@ class Console:
             *oversight.routes(self),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
-        return Mount("/console", app=ConsoleGate(Router(routes), self.sessions, self._error_page))
+        return Mount("/console", app=ConsoleGate(Router(routes), self.sessions))
 
-    def _error_page(self, request: Request, error: APIError) -> Response:
-        return self.render(request, "error.html", status_code=error.status, message=str(error.message),
-                           title="Not here")
+    def page(self, handler: Page) -> Page:
+        """A page handler whose refusals (an unknown agent, another key's agent) are an HTML page, not JSON."""
+
+        async def rendered(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except APIError as error:
+                return self.render(request, "error.html", status_code=error.status, message=str(error.message),
+                                   title="Not here")
+
+        return rendered
 
 
 async def _home(request: Request) -> Response:

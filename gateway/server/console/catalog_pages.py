@@ -60,9 +60,9 @@ def routes(console: Console) -> list[Route]:
             agent_limits=_agent_limits(console, agent), title=f"{agent_tool.name} · {name}")
 
     return [
-        Route("/agents", agents_page, methods=["GET"]),
-        Route("/agents/{agent}", agent_page, methods=["GET"]),
-        Route("/agents/{agent}/tools/{tool}", tool_page, methods=["GET"]),
+        Route("/agents", console.page(agents_page), methods=["GET"]),
+        Route("/agents/{agent}", console.page(agent_page), methods=["GET"]),
+        Route("/agents/{agent}/tools/{tool}", console.page(tool_page), methods=["GET"]),
     ]
 
 

@@ -35,6 +35,6 @@ def routes(console: Console) -> list[Route]:
         return await chat_stream(state, agent, messages, client=viewer_of(request).name)
 
     return [
-        Route("/chat", chat_page, methods=["GET"]),
+        Route("/chat", console.page(chat_page), methods=["GET"]),
         Route("/chat/{agent}", chat, methods=["POST"]),
     ]

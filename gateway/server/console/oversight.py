@@ -90,11 +90,11 @@ def routes(console: Console) -> list[Route]:
             title="Health")
 
     return [
-        Route("/audit", audit_page, methods=["GET"]),
-        Route("/runs/{run_id}", run_page, methods=["GET"]),
-        Route("/approvals", approvals_page, methods=["GET"]),
+        Route("/audit", console.page(audit_page), methods=["GET"]),
+        Route("/runs/{run_id}", console.page(run_page), methods=["GET"]),
+        Route("/approvals", console.page(approvals_page), methods=["GET"]),
         Route("/approvals/{id}", decide, methods=["POST"]),
-        Route("/health", health_page, methods=["GET"]),
+        Route("/health", console.page(health_page), methods=["GET"]),
     ]
 
 
