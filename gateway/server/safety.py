@@ -306,15 +306,15 @@ def describe_pause(result: Any, redact: Callable[[Any], Any] = lambda value: val
     message.content = f"{said}\n\n{note}" if said else note
 
 
-AUDIT_FILTERS = ("agent", "client", "tool", "status", "kind", "run_id")
-
-
 def audit_query(params: Mapping[str, str]) -> AuditQuery:
     """`GET /audit`'s filters: agent, client, tool, status, kind, run_id (exact), since and until (ISO 8601 in UTC,
     or epoch seconds); a bad time is a 400 naming the parameter."""
-    values = {name: params[name] for name in AUDIT_FILTERS if params.get(name)}
-    since, until = (_time_param(params, name) for name in ("since", "until"))
-    return AuditQuery(**values, since=since, until=until)
+    def text(name: str) -> str | None:
+        return params.get(name) or None
+
+    return AuditQuery(agent=text("agent"), client=text("client"), tool=text("tool"), status=text("status"),
+                      kind=text("kind"), run_id=text("run_id"), since=_time_param(params, "since"),
+                      until=_time_param(params, "until"))
 
 
 def _time_param(params: Mapping[str, str], name: str) -> float | None:

@@ -45,7 +45,9 @@ def form_fields(schema: Any) -> list[Field]:
     root = _field("", schema, required=True, defs=defs, depth=0, counter=counter, prefix="arg")
     if root.kind == "object":
         return root.children
-    return [root] if root.kind == "json" and schema not in ({}, None) else []
+    plain_object = isinstance(schema, dict) and schema.get("type", "object") == "object" and not any(
+        k in schema for k in ("oneOf", "anyOf", "allOf"))
+    return [] if plain_object else [root]  # no properties: the raw JSON editor is the form
 
 
 def _resolve(schema: Any, defs: dict[str, Any], seen: frozenset[str]) -> tuple[Any, frozenset[str]]:

@@ -107,6 +107,7 @@ function collectForm(form) {
   const value = {};
   for (const field of Array.from(root.children).filter((c) => c.classList.contains("field"))) {
     const v = collectField(field);
+    if (field.dataset.name === "") return v === UNSET ? {} : v;  // a schema only JSON can say: the whole value
     if (v !== UNSET) value[field.dataset.name] = v;
   }
   return value;
