@@ -89,6 +89,7 @@ def test_sign_in_browse_and_run_a_tool_from_its_form(served: str, browser: Any, 
     _wait(browser, _text_in("#result-status", "upstream HTTP 200"))
     assert "Crash on start" in browser.find_element(By.ID, "result-body").text  # the upstream's answer
     assert [r.path for r in upstream.requests] == ["/github/repos/acme/app/issues/7"]
+    browser.execute_script("document.getElementById('try-heading').scrollIntoView()")
     screenshot(browser, "tool")
 
     browser.find_element(By.ID, "raw-json").click()  # a wrong value: the gateway's own words, nothing sent
