@@ -23,6 +23,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...safety.audit import bind_caller
+from ...safety.ratelimit import RateLimited
 from ..errors import APIError
 from .session import Sessions, Viewer, csrf_ok
 
@@ -116,6 +117,17 @@ class Console:
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
         return Mount("/console", app=ConsoleGate(Router(routes), self.sessions))
+
+    async def charge(self, viewer: Viewer, agent: str) -> Response | None:
+        """Charge a run or a chat to the viewer's and the agent's request buckets, as the API's doors are
+        charged; the 429 to answer when one is empty."""
+        try:
+            await self.safety.limiter.check_request(viewer.name, agent)
+        except RateLimited as exc:
+            answer = json_error(429, str(exc), code="rate_limited")
+            answer.headers["Retry-After"] = exc.retry_after_header
+            return answer
+        return None
 
     def page(self, handler: Page) -> Page:
         """A page handler whose refusals (an unknown agent, another key's agent) are an HTML page, not JSON."""

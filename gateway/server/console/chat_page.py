@@ -32,6 +32,9 @@ def routes(console: Console) -> list[Route]:
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list) or not messages:
             return json_error(400, "Send {\"messages\": [...]}: the conversation so far.", param="messages")
+        refused = await console.charge(viewer_of(request), agent)
+        if refused is not None:
+            return refused
         return await chat_stream(state, agent, messages, client=viewer_of(request).name)
 
     return [

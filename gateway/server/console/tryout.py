@@ -42,6 +42,9 @@ def routes(console: Console) -> list[Route]:
         async with state.use() as generation:
             agent = visible_agent(request, generation)
             agent_tool = known_tool(generation, agent, request.path_params["tool"])
+            refused = await console.charge(viewer_of(request), agent)
+            if refused is not None:
+                return refused
             problems = argument_problems(agent_tool, arguments)
             if problems:  # the same words the model would get back; nothing is sent
                 return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",

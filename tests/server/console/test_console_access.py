@@ -145,3 +145,16 @@ def test_health_shows_a_refused_reload(tmp_path: Path, llm: LenientLLM, upstream
                 break
             time.sleep(0.05)
         assert "The last reload was refused" in page and "nosuchprovider" in page
+
+
+def test_console_runs_are_charged_to_the_keys_rate_limit(tmp_path: Path, llm: LenientLLM,
+                                                         upstream: RecordingServer) -> None:
+    limited = CONSOLE_AGENTS_YAML + "gateway: {{rate_limits: {{client: 1/min}}}}\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=limited) as (url, _):
+        client, csrf = signed_in(url, WEATHER_KEY)
+        run = "/console/agents/weather/tools/getForecast/run"
+        arguments = {"arguments": {"latitude": 1, "longitude": 2}}
+        assert client.post(run, json=arguments, headers=csrf).status_code == 200
+        refused = client.post(run, json=arguments, headers=csrf)
+        assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+        assert len(upstream.requests) == 1
