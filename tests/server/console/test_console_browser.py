@@ -59,6 +59,19 @@ def _sign_in(driver: Any, url: str, key: str) -> None:
     _wait(driver, lambda d: d.current_url.endswith("/console/agents"))
 
 
+UNLABELLED = """
+return Array.from(document.querySelectorAll("input, select, textarea, button"))
+  .filter((c) => c.type !== "hidden" && !(c.labels && c.labels.length) && !c.getAttribute("aria-label")
+                 && !(c.tagName === "BUTTON" && c.textContent.trim()))
+  .map((c) => c.outerHTML.slice(0, 80));
+"""
+
+
+def _unlabelled(driver: Any) -> list[str]:
+    """Controls a screen reader could not name (no <label>, aria-label or text)."""
+    return driver.execute_script(UNLABELLED)  # type: ignore[no-any-return]
+
+
 def _writes(upstream: RecordingServer) -> list[str]:
     return [r.path for r in upstream.requests if r.method == "POST"]
 
@@ -163,6 +176,7 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
 
 def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     _sign_in(browser, served, WEATHER_KEY)
     assert [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#agent-list .card h2")] == ["weather"]
@@ -182,6 +196,13 @@ def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browse
     cards = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#agent-list .card h2")]
     assert cards == ["weather", "triage"]
     screenshot(browser, "agents")
+    for page in ("agents", "agents/triage", "agents/triage/tools/createIssueComment",
+                 "agents/weather/tools/getForecast", "chat", "approvals", "audit", "health"):
+        browser.get(f"{served}/console/{page}")
+        assert _unlabelled(browser) == [], page
+    browser.get(f"{served}/console/agents")
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)  # the first Tab reaches the skip link
+    assert browser.switch_to.active_element.text == "Skip to content"
     browser.get(f"{served}/console/health")
     assert "open-meteo" in browser.find_element(By.TAG_NAME, "main").text
     screenshot(browser, "health")
