@@ -115,6 +115,31 @@ def test_sign_in_browse_and_run_a_tool_from_its_form(served: str, browser: Any, 
     assert len(upstream.requests) == 1
 
 
+def test_lists_and_enums_in_the_form(served: str, browser: Any, upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _sign_in(browser, served, WEATHER_KEY)
+    browser.get(f"{served}/console/agents/weather/tools/getForecast")
+    form = browser.find_element(By.CSS_SELECTOR, ".schema-form")
+    form.find_element(By.CSS_SELECTOR, ".field[data-name='latitude'] .value").send_keys("52.52")
+    form.find_element(By.CSS_SELECTOR, ".field[data-name='longitude'] .value").send_keys("13.41")
+    current = form.find_element(By.CSS_SELECTOR, ".field[data-name='current']")
+    for variable in ("temperature_2m", "wind_speed_10m"):
+        current.find_element(By.CSS_SELECTOR, "button.add-item").click()
+        Select(current.find_elements(By.CSS_SELECTOR, ".items select")[-1]).select_by_visible_text(variable)
+    unit = form.find_element(By.CSS_SELECTOR, ".field[data-name='temperature_unit'] select")
+    Select(unit).select_by_visible_text("fahrenheit")
+    raw = json.loads(browser.find_element(By.ID, "raw-arguments").get_attribute("value"))
+    assert raw == {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m", "wind_speed_10m"],
+                   "temperature_unit": "fahrenheit"}  # unset enums stay out: no default is sent for the user
+    browser.find_element(By.ID, "run-tool").click()
+    _wait(browser, _text_in("#result-status", "upstream HTTP 200"))
+    (request,) = upstream.requests
+    assert "current=temperature_2m,wind_speed_10m" in request.target.replace("%2C", ",")
+    assert "temperature_unit=fahrenheit" in request.target
+
+
 def test_chat_shows_each_step_as_it_streams(served: str, browser: Any, llm: LenientLLM) -> None:
     from selenium.webdriver.common.by import By
 
