@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, chromium, screenshot
 from recording_server import RecordingServer
+from recording_server import Reply as RecorderReply
 from safety.safety_support import safe_gateway
 from scripted_llm import Call, Reply
 from server_support import LenientLLM
@@ -138,6 +139,71 @@ def test_lists_and_enums_in_the_form(served: str, browser: Any, upstream: Record
     (request,) = upstream.requests
     assert "current=temperature_2m,wind_speed_10m" in request.target.replace("%2C", ",")
     assert "temperature_unit=fahrenheit" in request.target
+
+
+SHOP_SPEC = """\
+openapi: 3.1.0
+info: {title: Shop, version: "1"}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [customer, lines]
+              properties:
+                customer:
+                  type: object
+                  required: [name]
+                  properties: {name: {type: string}, email: {type: string, format: email}}
+                lines:
+                  type: array
+                  items:
+                    type: object
+                    required: [sku, qty]
+                    properties: {sku: {type: string}, qty: {type: integer, minimum: 1}}
+                express: {type: boolean}
+      responses: {"201": {description: created}}
+"""
+SHOP_YAML = CONSOLE_AGENTS_YAML.replace("agents:\n", """\
+  shop: {{base_url: "{upstream}/shop"}}
+agents:
+  shop:
+    model: openai/gpt-test
+    tools: [{{api: shop}}]
+""", 1)
+
+
+def test_nested_objects_and_lists_of_objects_in_the_form(tmp_path: Path, browser: Any, llm: LenientLLM,
+                                                         upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "shop.yaml").write_text(SHOP_SPEC)
+    upstream.route("/shop/", lambda request: RecorderReply(201, {"id": "ord_1"}))
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=SHOP_YAML) as (url, _):
+        _sign_in(browser, url, ADMIN_KEY)
+        browser.get(f"{url}/console/agents/shop/tools/createOrder")
+        form = browser.find_element(By.CSS_SELECTOR, ".schema-form")
+        customer = form.find_element(By.CSS_SELECTOR, ".field[data-name='customer']")
+        customer.find_element(By.CSS_SELECTOR, ".field[data-name='name'] .value").send_keys("Ann")
+        lines = form.find_element(By.CSS_SELECTOR, ".field[data-name='lines']")
+        for sku, qty in (("A-1", "2"), ("B-7", "1")):
+            lines.find_element(By.CSS_SELECTOR, "button.add-item").click()
+            item = lines.find_elements(By.CSS_SELECTOR, ".items > .item")[-1]
+            item.find_element(By.CSS_SELECTOR, ".field[data-name='sku'] .value").send_keys(sku)
+            item.find_element(By.CSS_SELECTOR, ".field[data-name='qty'] .value").send_keys(qty)
+        Select(form.find_element(By.CSS_SELECTOR, ".field[data-name='express'] select")).select_by_visible_text("true")
+        browser.find_element(By.ID, "run-tool").click()
+        _wait(browser, _text_in("#result-status", "upstream HTTP 201"))
+    (request,) = upstream.requests
+    assert json.loads(request.body) == {"customer": {"name": "Ann"}, "express": True,
+                                        "lines": [{"sku": "A-1", "qty": 2}, {"sku": "B-7", "qty": 1}]}
 
 
 def test_chat_shows_each_step_as_it_streams(served: str, browser: Any, llm: LenientLLM) -> None:
