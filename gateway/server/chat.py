@@ -33,6 +33,7 @@ from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.base import Usage
+from ..safety.audit import bind_caller
 from .auth import is_loopback
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .errors import APIError, api_error_from
@@ -140,18 +141,19 @@ class _Run:
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         options = self.state.options
-        result = await loop.run(
-            self.agent,
-            list(self.messages),
-            adapter=adapter,
-            toolset=generation.toolset(self.agent.name),
-            invoke=generation.runner,
-            params=self.params,
-            on_event=on_event,
-            stream=on_event is not None,
-            caller_tools=self.tools.tools,
-            tool_choice=self.tools.tool_choice,
-        )
+        with bind_caller(run_id=self.id):  # the run's tool calls carry its id in the audit log (one run's steps)
+            result = await loop.run(
+                self.agent,
+                list(self.messages),
+                adapter=adapter,
+                toolset=generation.toolset(self.agent.name),
+                invoke=generation.runner,
+                params=self.params,
+                on_event=on_event,
+                stream=on_event is not None,
+                caller_tools=self.tools.tools,
+                tool_choice=self.tools.tool_choice,
+            )
         await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
         hook = options.get("on_run_result")
         if hook is not None:

@@ -81,7 +81,9 @@ class ConsoleGate:
         scope[VIEWER] = viewer
         scope["gateway.client"] = viewer.name
         scope["gateway.agents"] = viewer.agent_set
-        with bind_caller(client=viewer.name, started=time.perf_counter(), notes={}):
+        # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
+        # so audit rows and per-agent limits name it as on the API's doors.
+        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):
             await self.app(scope, receive, send)
 
 
@@ -140,6 +142,13 @@ class Console:
                                    title="Not here")
 
         return rendered
+
+
+def _agent_in(path: str) -> str | None:
+    parts = [p for p in path.split("/") if p]  # ASGI paths arrive decoded
+    if len(parts) >= 2 and parts[0] in ("agents", "chat"):
+        return parts[1]
+    return None
 
 
 async def _home(request: Request) -> Response:

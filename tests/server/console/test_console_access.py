@@ -158,3 +158,17 @@ def test_console_runs_are_charged_to_the_keys_rate_limit(tmp_path: Path, llm: Le
         refused = client.post(run, json=arguments, headers=csrf)
         assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
         assert len(upstream.requests) == 1
+
+
+def test_one_runs_steps(served: str, llm: LenientLLM) -> None:
+    llm.script(Reply(calls=[Call("getForecast", {"latitude": 52.52, "longitude": 13.41})]), Reply(text="Mild."))
+    client, csrf = signed_in(served, WEATHER_KEY)
+    chat = client.post("/console/chat/weather", json={"messages": [{"role": "user", "content": "weather?"}]},
+                       headers=csrf)
+    run_id = json.loads(chat.text.split("data: ", 2)[1].split("\n")[0])["id"]
+    page = client.get("/console/audit?kind=chat").text
+    assert f"/console/runs/{run_id}" in page
+    steps = client.get(f"/console/runs/{run_id}").text
+    assert "getForecast" in steps and "52.52" in steps  # the tool call, with its (redacted) arguments
+    audit = client.get(f"/audit?run_id={run_id}", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).json()["data"]
+    assert [(r["kind"], r["tool"]) for r in audit] == [("chat", None), ("tool", "getForecast")]
