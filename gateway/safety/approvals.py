@@ -25,7 +25,7 @@ from ..errors import GatewayError
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..store import ApprovalRecord, RunRecord, Store
-from .audit import AuditLog
+from .audit import AuditLog, bind_caller
 
 logger = logging.getLogger("gateway.approvals")
 
@@ -136,11 +136,12 @@ class ApprovalManager:
         if self.audit is not None:
             await self.audit.record_decision(
                 approval=approval_id, agent=decided.agent, tool=decided.tool, approve=decision.approve, by=by,
-                arguments=decision.arguments, reason=decision.reason)
+                arguments=decision.arguments, reason=decision.reason, run_id=decided.run_id)
         if not decision.approve and self.audit is not None:
             refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
-            await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
-                                         agent=decided.agent)
+            with bind_caller(run_id=decided.run_id):  # the row belongs to the paused run's steps
+                await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
+                                             agent=decided.agent)
         run = await self.store.claim_run(decided.run_id)
         if run is None:
             waiting = [a.id for a in await self.store.list_approvals(status="pending", run_id=decided.run_id)]
@@ -176,8 +177,9 @@ class ApprovalManager:
             return
         for record in records:
             waiting = ToolResult.failure("approval_pending", "waits for a human's approval", approval_id=record.id)
-            await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
-                                         agent=record.agent)
+            with bind_caller(run_id=record.run_id):
+                await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
+                                             agent=record.agent)
 
 
 def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:

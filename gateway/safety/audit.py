@@ -145,12 +145,12 @@ class AuditLog:
         return [row.to_dict() for row in await self.store.list_audit(limit=limit, agents=agents, query=query)]
 
     async def record_decision(self, *, approval: str, agent: str, tool: str, approve: bool, by: str | None,
-                              arguments: Any = None, reason: str | None = None) -> None:
+                              arguments: Any = None, reason: str | None = None, run_id: str | None = None) -> None:
         """A human's decision on an approval: `client` is who decided (not who asked), status approved|denied."""
         await self._write(AuditRow(
             time=time.time(), kind="decision", client=by, agent=agent, tool=tool,
             arguments=self.redactor.value(arguments) if arguments is not None else None,
-            status="approved" if approve else "denied", approval=approval, run_id=current_caller().run_id,
+            status="approved" if approve else "denied", approval=approval, run_id=run_id or current_caller().run_id,
             error=self.redactor.text(reason) if reason else None,
         ))
 

@@ -262,6 +262,7 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#audit-table tbody tr")]
     assert len(rows) == 2 and all("triage-bot" in r for r in rows)  # who decided
     assert "denied" in rows[0] and "approved" in rows[1]
+    browser.get(f"{served}/console/audit")
     screenshot(browser, "audit")
 
 
