@@ -4,6 +4,7 @@ upstream: sign in, browse, run a tool from its form, chat and watch steps, appro
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,14 +210,20 @@ def test_nested_objects_and_lists_of_objects_in_the_form(tmp_path: Path, browser
 def test_chat_shows_each_step_as_it_streams(served: str, browser: Any, llm: LenientLLM) -> None:
     from selenium.webdriver.common.by import By
 
+    gate = threading.Event()
     llm.script(Reply(calls=[Call("getForecast", {"latitude": 52.52, "longitude": 13.41,
                                                  "current": ["temperature_2m"]})]),
-               Reply(text="It is 3.5 °C in Berlin."))
+               Reply(text="It is 3.5 °C in Berlin.", gate=gate))
     _sign_in(browser, served, WEATHER_KEY)
     browser.get(f"{served}/console/chat?agent=weather")
     box = browser.find_element(By.ID, "chat-input")
     box.send_keys("How warm is Berlin?")
     browser.find_element(By.ID, "chat-send").click()
+    # The answer's first words are shown, and the step before them, while the model is still talking.
+    _wait(browser, _text_in("#transcript .step", "→ ok"))
+    _wait(browser, _text_in("#transcript .turn.assistant .content", "It"))
+    assert "Berlin." not in browser.find_element(By.ID, "transcript").text
+    gate.set()
     _wait(browser, _text_in("#transcript", "It is 3.5 °C in Berlin."))
     steps = [s.text for s in browser.find_elements(By.CSS_SELECTOR, "#transcript .step")]
     assert len(steps) == 1 and steps[0].startswith("⚙ getForecast") and "→ ok" in steps[0]
