@@ -12,6 +12,7 @@ from ...config.model import AgentConfig
 from ...dialects import render_tools
 from ...safety.ratelimit import Limit
 from ...toolsets import AgentTool
+from ..errors import APIError
 from ..routes import state_of
 from ..state import Generation
 from .app import viewer_of
@@ -68,8 +69,6 @@ def routes(console: Console) -> list[Route]:
 
 def visible_agent(request: Request, generation: Generation) -> str:
     """The path's agent, when this viewer may see it; another's agent is as unknown as a missing one."""
-    from ..errors import APIError
-
     name = request.path_params["agent"]
     if not viewer_of(request).may_see(name) or name not in generation.runtime.manifest.agents:
         raise APIError(404, f"No agent {name!r} here.", code="unknown_agent")
@@ -77,8 +76,6 @@ def visible_agent(request: Request, generation: Generation) -> str:
 
 
 def known_tool(generation: Generation, agent: str, name: str) -> AgentTool:
-    from ..errors import APIError
-
     agent_tool = generation.toolset(agent).get(name)
     if agent_tool is None:
         raise APIError(404, f"Agent {agent!r} has no tool {name!r}.", code="unknown_tool")
