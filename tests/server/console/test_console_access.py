@@ -12,9 +12,9 @@ import httpx
 import pytest
 from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY
 from recording_server import RecordingServer
-from safety.safety_support import safe_gateway
+from safety.safety_support import build_app, safe_gateway
 from scripted_llm import Call, Reply
-from server_support import AGENTS_YAML, LenientLLM
+from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
 COMMENT = {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."}
 
@@ -172,3 +172,25 @@ def test_one_runs_steps(served: str, llm: LenientLLM) -> None:
     assert "getForecast" in steps and "52.52" in steps  # the tool call, with its (redacted) arguments
     audit = client.get(f"/audit?run_id={run_id}", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).json()["data"]
     assert [(r["kind"], r["tool"]) for r in audit] == [("chat", None), ("tool", "getForecast")]
+
+
+def test_behind_a_proxy_with_a_root_path(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, CONSOLE_AGENTS_YAML)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    try:
+        with running(app, root_path="/gw") as url, httpx.Client(base_url=url) as client:  # the proxy strips /gw
+            assert client.get("/console/agents").headers["location"] == "/gw/console/signin?next=/agents"
+            signed = client.post("/console/signin", json={"key": WEATHER_KEY})
+            assert signed.json() == {"next": "/gw/console/agents"}
+            assert "Path=/gw/console" in signed.headers["set-cookie"]
+            client.cookies.set("gateway_console", signed.cookies["gateway_console"])  # as the browser sends it
+            page = client.get("/console/agents").text
+            assert 'href="/gw/console/static/console.css"' in page and 'href="/gw/console/agents/weather"' in page
+            token = re.search(r'name="csrf-token" content="([^"]+)"', page)
+            assert token is not None
+            run = client.post("/console/agents/weather/tools/getForecast/run",
+                              headers={"X-CSRF-Token": token.group(1)},
+                              json={"arguments": {"latitude": 1, "longitude": 2}})
+            assert run.status_code == 200 and run.json()["result"]["status"] == 200
+    finally:
+        safety.store.close()  # type: ignore[attr-defined]
