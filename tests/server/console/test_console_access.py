@@ -194,3 +194,13 @@ def test_behind_a_proxy_with_a_root_path(tmp_path: Path, llm: LenientLLM, upstre
             assert run.status_code == 200 and run.json()["result"]["status"] == 200
     finally:
         safety.store.close()  # type: ignore[attr-defined]
+
+
+def test_what_a_model_or_caller_wrote_is_shown_as_text(served: str) -> None:
+    client, csrf = signed_in(served, WEATHER_KEY)
+    hostile = "<script>alert(1)</script>"
+    client.post("/console/agents/weather/tools/getForecast/run", headers=csrf,
+                json={"arguments": {"latitude": 1, "longitude": 2, "timezone": hostile}})
+    page = client.get("/console/audit").text
+    assert hostile not in page and "getForecast" in page
+    assert "\\u003cscript\\u003e" in page or "&lt;script&gt;" in page
