@@ -100,7 +100,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     app.state.mcp.after_preload.append(gc.freeze)
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)
+          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+          f"(console: http://{shown}:{port}/console)", file=sys.stderr)
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
     # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
