@@ -241,7 +241,16 @@ class _Loop:
                 call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
                                 raw_arguments=decision.arguments, extras=call.extras)
             elif call.arguments is not None:
-                call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
+                try:
+                    call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
+                except ValueError as exc:  # e.g. strict mode's JSON text that does not parse: the model's to fix
+                    results[index] = ToolResult.failure("invalid_arguments", f"{exc}. Nothing was sent; call "
+                                                        f"{call.name} again with corrected arguments.")
+                    steps[index] = _step(call, call.arguments, results[index], self.iteration)
+                    await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                                                                               self.iteration)))
+                    await self._emit(LoopEvent(type="step_finished", step=steps[index]))
+                    continue
             self.tool_calls += 1
             runnable.append((index, tool, call))
         await self._run_concurrently(runnable, results, steps)

@@ -1,0 +1,56 @@
+"""OpenAI's documented size limits of a strict-mode schema, checked on the rendered form.
+
+At most 5000 object properties in all and 10 levels of nesting; at most 1000 enum values in all, and a
+string enum of more than 250 values at most 15,000 characters; at most 120,000 characters of property
+names, definition names, enum values and const values together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .strict_allof import NotStrict
+
+MAX_PROPERTIES = 5000
+MAX_DEPTH = 10
+MAX_ENUM_VALUES = 1000
+LARGE_ENUM = 250
+MAX_LARGE_ENUM_CHARACTERS = 15_000
+MAX_CHARACTERS = 120_000
+
+
+def check_limits(root: dict[str, Any]) -> None:
+    """Raise `NotStrict` when the rendered schema (with its `$defs`) is beyond one of the limits."""
+    defs = root.get("$defs") or {}
+    properties = enums = 0
+    characters = sum(len(name) for name in defs)
+    stack: list[tuple[Any, int]] = [({k: v for k, v in root.items() if k != "$defs"}, 1)]
+    stack.extend((value, 1) for value in defs.values())
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        props = node.get("properties") or {}
+        if props and depth > MAX_DEPTH:
+            raise NotStrict(f"beyond OpenAI's limits: more than {MAX_DEPTH} levels of nesting")
+        properties += len(props)
+        characters += sum(len(name) for name in props)
+        values = node.get("enum") or ()
+        enums += len(values)
+        enum_characters = sum(len(v) for v in values if isinstance(v, str))
+        if len(values) > LARGE_ENUM and enum_characters > MAX_LARGE_ENUM_CHARACTERS:
+            raise NotStrict(f"beyond OpenAI's limits: an enum of more than {LARGE_ENUM} values and "
+                            f"{MAX_LARGE_ENUM_CHARACTERS} characters")
+        characters += enum_characters
+        if isinstance(node.get("const"), str):
+            characters += len(node["const"])
+        stack.extend((value, depth + 1) for value in props.values())
+        if "items" in node:
+            stack.append((node["items"], depth + 1))
+        stack.extend((value, depth) for value in node.get("anyOf", ()))
+    if properties > MAX_PROPERTIES:
+        raise NotStrict(f"beyond OpenAI's limits: more than {MAX_PROPERTIES} properties")
+    if enums > MAX_ENUM_VALUES:
+        raise NotStrict(f"beyond OpenAI's limits: more than {MAX_ENUM_VALUES} enum values")
+    if characters > MAX_CHARACTERS:
+        raise NotStrict(f"beyond OpenAI's limits: more than {MAX_CHARACTERS} characters of names and values")
