@@ -124,7 +124,7 @@ def model_arguments(schema: dict[str, Any], *, leave_out: bool) -> Any:
 
 def _value(node: dict[str, Any], defs: dict[str, Any], leave_out: bool, depth: int) -> Any:
     if "$ref" in node:
-        return _value(defs[node["$ref"][8:]], defs, leave_out, depth + 1) if depth < 12 else None
+        return _value(defs[node["$ref"][8:]], defs, leave_out, depth + 1) if depth < 40 else None
     if "anyOf" in node:
         branches = [b for b in node["anyOf"] if b.get("type") != "null"]
         return _value(branches[0], defs, leave_out, depth) if branches else None
@@ -142,7 +142,8 @@ def _value(node: dict[str, Any], defs: dict[str, Any], leave_out: bool, depth: i
         for name, sub in node["properties"].items():
             nullable = sub.get("type") == "null" or "null" in (sub.get("type") or ()) or any(
                 b.get("type") == "null" for b in sub.get("anyOf", ()))
-            out[name] = None if leave_out and nullable or depth > 8 else _value(sub, defs, leave_out, depth + 1)
+            deep = depth > 8 and nullable  # a recursive schema ends where it may
+            out[name] = None if leave_out and nullable or deep else _value(sub, defs, leave_out, depth + 1)
         return out
     if kind == "array":
         return [] if depth > 8 else [_value(node["items"], defs, leave_out, depth + 1)]

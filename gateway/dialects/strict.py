@@ -202,6 +202,10 @@ class _Converter:
             return self._object(node, kinds)
         out = _copy_kept(node)
         out["type"] = kinds[0] if len(kinds) == 1 else kinds
+        if "enum" in out:
+            out["enum"] = [v for v in out["enum"] if _of_types(v, kinds)]
+            if not out["enum"]:
+                raise NotStrict("an enum without a value of its type")
         if node.get("format") in FORMATS and "string" in kinds:
             out["format"] = node["format"]
         if "array" in kinds:
@@ -254,6 +258,10 @@ class _Converter:
         out["type"] = kinds[0] if len(kinds) == 1 else kinds
         if properties or (extra is False and not patterns):
             required = set(node.get("required", ()))
+            if extra is not False:
+                # a required property the object does not declare (specs do that) is one of its open ones
+                undeclared = [name for name in node.get("required", ()) if name not in properties]
+                properties = {**properties, **{name: extra if isinstance(extra, dict) else {} for name in undeclared}}
             plans: dict[str, Plan] = {}
             out["properties"] = {}
             for name, sub in properties.items():
@@ -292,6 +300,16 @@ def _types(node: dict[str, Any]) -> list[str] | None:
     if len(implied) > 1:
         raise NotStrict("a schema without a type, with keywords of several types")
     return implied or None
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float),
+                                          "boolean": (bool,), "null": (type(None),), "object": (dict,),
+                                          "array": (list,)}
+
+
+def _of_types(value: Any, kinds: list[str]) -> bool:
+    return any(isinstance(value, _PY_TYPES.get(k, ())) and not (isinstance(value, bool) and k in ("integer", "number"))
+               for k in kinds)
 
 
 def _copy_kept(node: dict[str, Any]) -> dict[str, Any]:
