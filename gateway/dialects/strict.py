@@ -38,12 +38,9 @@ from .strict_arguments import (
     PairsPlan,
     Plan,
     RefPlan,
-    StrictArgumentsError,
     apply_plan,
 )
 from .strict_limits import check_limits
-
-
 
 FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
 _KEEP = frozenset({"description", "enum", "const", "pattern", "multipleOf", "minimum", "maximum",
@@ -123,7 +120,8 @@ def strict_arguments(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[
 
 
 def _render(schema: dict[str, Any]) -> StrictForm:
-    defs = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
+    found = schema.get("$defs")
+    defs: dict[str, Any] = found if isinstance(found, dict) else {}
     converter = _Converter(defs)
     try:
         root, plan = converter.convert({k: v for k, v in schema.items() if k != "$defs"}, False)

@@ -100,7 +100,9 @@ def _apply(plan: Plan, value: Any, defs: Mapping[str, Plan], path: str, depth: i
         return _decode(value, path)
     if isinstance(plan, PairsPlan):
         return _pairs_to_object(plan, value, defs, path, depth)
-    return _apply(_branch_for(plan, value, defs), value, defs, path, depth)
+    if isinstance(plan, AnyOfPlan):
+        return _apply(_branch_for(plan, value, defs), value, defs, path, depth)
+    return value
 
 
 def _join(path: str, key: str) -> str:
