@@ -40,7 +40,7 @@ from .strict_arguments import (
     RefPlan,
     apply_plan,
 )
-from .strict_limits import check_limits
+from .strict_limits import Counts, check_totals, count
 
 FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
 _KEEP = frozenset({"description", "enum", "const", "pattern", "multipleOf", "minimum", "maximum",
@@ -130,35 +130,59 @@ def _render(schema: dict[str, Any]) -> StrictForm:
     if root.get("type") != "object" or isinstance(plan, JsonTextPlan | PairsPlan):
         raise NotStrict("root: not an object with properties")
     def_plans: dict[str, Plan] = {}
+    counts = count([root])
     if defs:
-        strict_defs, def_plans = _strict_defs(defs)
+        strict_defs, def_plans, def_counts = _strict_defs(defs)
         root["$defs"] = strict_defs
-    check_limits(root)
+        counts = counts + def_counts
+    check_totals(counts)
     return StrictForm(schema=root, plan=plan, defs=def_plans)
 
 
-_DEFS: dict[int, tuple[dict[str, Any], tuple[dict[str, Any], dict[str, Plan]] | NotStrict]] = {}
+_Defs = tuple[dict[str, Any], dict[str, Plan], Counts]
+_DEFS: dict[int, tuple[dict[str, Any], _Defs | NotStrict]] = {}
+_DEF: dict[int, tuple[Any, tuple[dict[str, Any], Plan, Counts] | NotStrict]] = {}
 
 
-def _strict_defs(defs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Plan]]:
+def _strict_defs(defs: dict[str, Any]) -> _Defs:
     """Strict forms of a `$defs` mapping, memoized by identity: the catalog shares one mapping between the
-    tools that reach the same definitions (the entry keeps the mapping alive, so its id is not reused).
-    Tools share the converted mapping too, read-only."""
+    tools that reach the same definitions, and one definition between the mappings of one spec (an entry
+    keeps its key alive, so the id is not reused). Tools share the converted mapping too, read-only."""
     hit = _DEFS.get(id(defs))
     if hit is None or hit[0] is not defs:
-        converter = _Converter(defs)
-        result: tuple[dict[str, Any], dict[str, Plan]] | NotStrict
+        result: _Defs | NotStrict
         try:
             converted: dict[str, Any] = {}
             plans: dict[str, Plan] = {}
+            counts = Counts(characters=sum(len(name) for name in defs))
             for name, value in defs.items():
-                converted[name], plans[name] = converter.convert(value, False)
-            result = (converted, plans)
+                converted[name], plans[name], def_counts = _strict_def(value, defs)
+                counts = counts + def_counts
+            result = (converted, plans, counts)
         except NotStrict as exc:
             result = NotStrict(f"$defs: {exc}")
         if len(_DEFS) > 4096:
             _DEFS.clear()
         hit = _DEFS[id(defs)] = (defs, result)
+    if isinstance(hit[1], NotStrict):
+        raise hit[1]
+    return hit[1]
+
+
+def _strict_def(value: Any, defs: dict[str, Any]) -> tuple[dict[str, Any], Plan, Counts]:
+    """One definition's strict form, its plan and its counts; the names it refers to mean the same in every
+    mapping it is part of (they are the spec's own)."""
+    hit = _DEF.get(id(value))
+    if hit is None or hit[0] is not value:
+        result: tuple[dict[str, Any], Plan, Counts] | NotStrict
+        try:
+            converted, plan = _Converter(defs).convert(value, False)
+            result = (converted, plan, count([converted]))
+        except NotStrict as exc:
+            result = exc
+        if len(_DEF) > 65536:
+            _DEF.clear()
+        hit = _DEF[id(value)] = (value, result)
     if isinstance(hit[1], NotStrict):
         raise hit[1]
     return hit[1]

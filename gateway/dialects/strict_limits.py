@@ -7,6 +7,8 @@ names, definition names, enum values and const values together.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .strict_allof import NotStrict
@@ -19,13 +21,23 @@ MAX_LARGE_ENUM_CHARACTERS = 15_000
 MAX_CHARACTERS = 120_000
 
 
-def check_limits(root: dict[str, Any]) -> None:
-    """Raise `NotStrict` when the rendered schema (with its `$defs`) is beyond one of the limits."""
-    defs = root.get("$defs") or {}
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What the limits count in one part of a schema (a tool's own schema, or a shared `$defs` mapping)."""
+
+    properties: int = 0
+    enums: int = 0
+    characters: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.properties + other.properties, self.enums + other.enums,
+                      self.characters + other.characters)
+
+
+def count(roots: Iterable[Any], characters: int = 0) -> Counts:
+    """The counts of rendered schemas; raises `NotStrict` for a limit that holds per node (nesting, enums)."""
     properties = enums = 0
-    characters = sum(len(name) for name in defs)
-    stack: list[tuple[Any, int]] = [({k: v for k, v in root.items() if k != "$defs"}, 1)]
-    stack.extend((value, 1) for value in defs.values())
+    stack: list[tuple[Any, int]] = [(root, 1) for root in roots]
     while stack:
         node, depth = stack.pop()
         if not isinstance(node, dict):
@@ -48,9 +60,14 @@ def check_limits(root: dict[str, Any]) -> None:
         if "items" in node:
             stack.append((node["items"], depth + 1))
         stack.extend((value, depth) for value in node.get("anyOf", ()))
-    if properties > MAX_PROPERTIES:
+    return Counts(properties, enums, characters)
+
+
+def check_totals(counts: Counts) -> None:
+    """Raise `NotStrict` when the whole schema's counts are beyond a limit."""
+    if counts.properties > MAX_PROPERTIES:
         raise NotStrict(f"beyond OpenAI's limits: more than {MAX_PROPERTIES} properties")
-    if enums > MAX_ENUM_VALUES:
+    if counts.enums > MAX_ENUM_VALUES:
         raise NotStrict(f"beyond OpenAI's limits: more than {MAX_ENUM_VALUES} enum values")
-    if characters > MAX_CHARACTERS:
+    if counts.characters > MAX_CHARACTERS:
         raise NotStrict(f"beyond OpenAI's limits: more than {MAX_CHARACTERS} characters of names and values")
