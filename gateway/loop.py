@@ -215,6 +215,9 @@ class _Loop:
     async def answer_calls(self, calls: list[ToolCall], *, truncated: bool,
                            decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
         """Give every call of one turn exactly one result, in call order; or pause for approvals."""
+        if decisions is None:  # a resumed batch was prepared before it paused
+            for call in calls:
+                self._prepare(call)
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
                      and t.needs_approval]
@@ -240,23 +243,23 @@ class _Loop:
             if decision is not None and decision.arguments is not None:
                 call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
                                 raw_arguments=decision.arguments, extras=call.extras)
-            elif call.arguments is not None:
-                try:
-                    call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
-                except ValueError as exc:  # e.g. strict mode's JSON text that does not parse: the model's to fix
-                    results[index] = ToolResult.failure("invalid_arguments", f"{exc}. Nothing was sent; call "
-                                                        f"{call.name} again with corrected arguments.")
-                    steps[index] = _step(call, call.arguments, results[index], self.iteration)
-                    await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
-                                                                               self.iteration)))
-                    await self._emit(LoopEvent(type="step_finished", step=steps[index]))
-                    continue
             self.tool_calls += 1
             runnable.append((index, tool, call))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
         self._append_results(calls, [r for r in results if r is not None])
         return None
+
+    def _prepare(self, call: ToolCall) -> None:
+        """The call's arguments as the tool's exact schema means them, before approvals show them and the
+        pipeline validates them; what the adapter cannot map back becomes the call's parse error."""
+        tool = self.toolset.get(call.name)
+        if tool is None or call.arguments is None or call.parse_error is not None:
+            return
+        try:
+            call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
+        except ValueError as exc:  # e.g. strict mode's JSON text that does not parse: the model's to fix
+            call.parse_error = str(exc)
 
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:

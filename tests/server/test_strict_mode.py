@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from recording_server import RecordingServer
@@ -21,6 +22,7 @@ from strict_rules import strict_violations
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
+from gateway.server.safety import Safety
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +51,10 @@ agents:
   scribe:
     model: openai/gpt-test
     tools: [{{api: notes}}]
+  careful:
+    model: openai/gpt-test
+    tools: [{{api: notes}}]
+    approval: writes
 """
 
 
@@ -59,13 +65,14 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Any:
     (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, upstream=upstream.url))
     upstream.route("/api/notes", UpstreamReply(201, {"id": 5}))
     runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
-    with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
+    safety = Safety.open(runtime, store="memory:").app_options()  # approvals need the safety layer
+    with running(create_app(RuntimeHolder(runtime), watch=False, **safety)) as url:
         yield url
 
 
-def _chat(url: str) -> Any:
+def _chat(url: str, agent: str = "scribe") -> Any:
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-    return client.chat.completions.create(model="scribe", messages=[{"role": "user", "content": "Note it."}])
+    return client.chat.completions.create(model=agent, messages=[{"role": "user", "content": "Note it."}])
 
 
 async def test_the_upstream_gets_what_the_exact_schema_describes(served: str, llm: LenientLLM,
@@ -93,3 +100,15 @@ async def test_json_text_that_does_not_parse_goes_back_to_the_model(served: str,
     error = json.loads(tool_message["content"])
     assert "`metadata` must be a string holding JSON text" in json.dumps(error)
     assert upstream.requests == []
+
+
+async def test_an_approval_shows_and_runs_the_mapped_back_arguments(served: str, llm: LenientLLM,
+                                                                   upstream: RecordingServer) -> None:
+    strict_args = {"title": "Groceries", "metadata": '{"source": "chat"}', "labels": None, "pinned": None}
+    llm.script(Reply(calls=[Call("createNote", strict_args)]), Reply(text="Noted."))
+    pending = _chat(served, "careful").model_extra["gateway"]["pending_approvals"]
+    assert [p["arguments"] for p in pending] == [{"title": "Groceries", "metadata": {"source": "chat"}}]
+    assert upstream.requests == []
+    answer = httpx.post(f"{served}/approvals/{pending[0]['id']}", json={"decision": "approve"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert upstream.last.json() == {"title": "Groceries", "metadata": {"source": "chat"}}
