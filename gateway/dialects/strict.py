@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..openapi._schema import make_nullable
-from .strict_allof import ANNOTATIONS, NotStrict, fold_all_of, ref_as_all_of
+from .strict_allof import ANNOTATIONS, Budget, NotStrict, fold_all_of, ref_as_all_of
 from .strict_arguments import (
     JSON_TEXT,
     AnyOfPlan,
@@ -79,6 +79,8 @@ def strict_form(schema: dict[str, Any]) -> StrictForm:
         result = _render(schema)
     except NotStrict as exc:
         result = exc
+    except RecursionError:  # merged recursive definitions can unfold without end: not worth a crash
+        result = NotStrict("root: allOf of recursive definitions nested too deeply")
     if len(_FORMS) > 8192:
         _FORMS.clear()
     _FORMS[id(schema)] = (schema, result)  # the entry keeps the schema alive, so its id is not reused
@@ -161,6 +163,8 @@ def _strict_defs(defs: dict[str, Any]) -> _Defs:
             result = (converted, plans, counts)
         except NotStrict as exc:
             result = NotStrict(f"$defs: {exc}")
+        except RecursionError:
+            result = NotStrict("$defs: allOf of recursive definitions nested too deeply")
         if len(_DEFS) > 4096:
             _DEFS.clear()
         hit = _DEFS[id(defs)] = (defs, result)
@@ -193,6 +197,7 @@ class _Converter:
 
     def __init__(self, defs: dict[str, Any]) -> None:
         self.defs = defs
+        self.budget = Budget()
 
     def convert(self, node: Any, optional: bool) -> tuple[dict[str, Any], Plan]:
         out, plan = self._convert(node)
@@ -203,6 +208,7 @@ class _Converter:
         return out, plan
 
     def _convert(self, node: Any) -> tuple[dict[str, Any], Plan]:
+        self.budget.spend()
         if node is True or node == {}:
             return _json_text(node if isinstance(node, dict) else {}, _JSON_VALUE_HINT)
         if not isinstance(node, dict):
@@ -210,7 +216,7 @@ class _Converter:
         if "$ref" in node and set(node) - {"$ref"} - ANNOTATIONS:
             node = ref_as_all_of(node)
         if "allOf" in node:
-            node = fold_all_of(node, self.defs)
+            node = fold_all_of(node, self.defs, self.budget)
         if "$ref" in node:
             return self._ref(node)
         if "anyOf" in node or "oneOf" in node:
@@ -261,9 +267,9 @@ class _Converter:
         if set(rest) - ANNOTATIONS - {"type", "discriminator"}:
             # shared keywords beside the branches: push them into each branch
             shared = {k: v for k, v in rest.items() if k not in ANNOTATIONS and k not in ("type", "discriminator")}
-            branches = [fold_all_of({"allOf": [branch, shared]}, self.defs) for branch in branches]
+            branches = [fold_all_of({"allOf": [branch, shared]}, self.defs, self.budget) for branch in branches]
         converted = [self.convert(branch, False) for branch in branches]
-        kept = _distinct_branches(branches, converted, self.defs)
+        kept = _distinct_branches(branches, converted, self.defs, self.budget)
         out: dict[str, Any] = {"anyOf": [schema for schema, _ in kept]}
         if isinstance(node.get("description"), str):
             out["description"] = node["description"]
@@ -362,7 +368,7 @@ def _is_scalar(target: Any, defs: dict[str, Any]) -> bool:
 
 
 def _distinct_branches(branches: list[Any], converted: list[tuple[dict[str, Any], Plan]],
-                       defs: dict[str, Any]) -> list[tuple[dict[str, Any], Plan]]:
+                       defs: dict[str, Any], budget: Budget) -> list[tuple[dict[str, Any], Plan]]:
     """The branches to send, such that a value tells which branch it took. An encoded branch (JSON text,
     pairs) that a string (or list) of another branch could be mistaken for is left out, keeping its null:
     typically `anyOf: [{$ref: X}, {type: [object, null]}]`, a free-form object beside a real type."""
@@ -371,7 +377,7 @@ def _distinct_branches(branches: list[Any], converted: list[tuple[dict[str, Any]
         if isinstance(plan, JsonTextPlan | PairsPlan):
             kind = "string" if isinstance(plan, JsonTextPlan) else "array"
             others = [b for i, b in enumerate(branches) if i != index]
-            if any(_admits(b, kind, defs, 0) for b in others) or any(
+            if any(_admits(b, kind, defs, budget, 0) for b in others) or any(
                     type(p) is type(plan) for _, p in kept):
                 if "null" in (schema.get("type") or ()):
                     kept.append(({"type": "null"}, None))
@@ -380,22 +386,22 @@ def _distinct_branches(branches: list[Any], converted: list[tuple[dict[str, Any]
     return kept
 
 
-def _admits(node: Any, kind: str, defs: dict[str, Any], depth: int) -> bool:
+def _admits(node: Any, kind: str, defs: dict[str, Any], budget: Budget, depth: int) -> bool:
     """Whether values of JSON type `kind` may match `node` (True when unsure)."""
     if depth > 16 or not isinstance(node, dict):
         return node is not False
     if "$ref" in node:
         name = str(node["$ref"]).rsplit("/", 1)[-1]
-        return name not in defs or _admits(defs[name], kind, defs, depth + 1)
+        return name not in defs or _admits(defs[name], kind, defs, budget, depth + 1)
     if "allOf" in node:
         try:
-            node = fold_all_of(node, defs)
+            node = fold_all_of(node, defs, budget)
         except NotStrict:
             return True
-        return _admits(node, kind, defs, depth + 1)
+        return _admits(node, kind, defs, budget, depth + 1)
     branches = [*node.get("anyOf", ()), *node.get("oneOf", ())]
     if branches:
-        return any(_admits(b, kind, defs, depth + 1) for b in branches)
+        return any(_admits(b, kind, defs, budget, depth + 1) for b in branches)
     try:
         kinds = _types(node)
     except NotStrict:

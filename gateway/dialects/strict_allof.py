@@ -21,8 +21,23 @@ class NotStrict(Exception):
     """Why a schema cannot be sent in strict mode (a short, stable reason: `gateway validate` counts them)."""
 
 
-def fold_all_of(node: dict[str, Any], defs: dict[str, Any], seen: frozenset[str] = frozenset()) -> dict[str, Any]:
+class Budget:
+    """How many more subschemas one rendering may visit: recursive definitions merged with each other can
+    unfold without end (each level doubling the work), and a rendering must end all the same."""
+
+    def __init__(self, steps: int = 50_000) -> None:
+        self.steps = steps
+
+    def spend(self) -> None:
+        self.steps -= 1
+        if self.steps < 0:
+            raise NotStrict("allOf of recursive definitions that unfold without end")
+
+
+def fold_all_of(node: dict[str, Any], defs: dict[str, Any], budget: Budget,
+                seen: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`node` without its top-level `allOf` (raises `NotStrict` when the parts conflict)."""
+    budget.spend()
     parts = node["allOf"]
     if not isinstance(parts, list):
         raise NotStrict("allOf that is not a list")
@@ -44,10 +59,10 @@ def fold_all_of(node: dict[str, Any], defs: dict[str, Any], seen: frozenset[str]
     else:
         merged: dict[str, Any] = {}
         for part in [*structural, rest_struct]:
-            merged = _merge(merged, _resolve(part, defs, seen))
+            merged = _merge(merged, _resolve(part, defs, budget, seen))
         result = {**merged, **annotations}
     if "allOf" in result:
-        result = fold_all_of(result, defs, seen)
+        result = fold_all_of(result, defs, budget, seen)
     return result
 
 
@@ -57,11 +72,11 @@ def ref_as_all_of(node: dict[str, Any]) -> dict[str, Any]:
     return {"allOf": [{"$ref": node["$ref"]}, others], **{k: v for k, v in node.items() if k in ANNOTATIONS}}
 
 
-def _resolve(part: Any, defs: dict[str, Any], seen: frozenset[str]) -> dict[str, Any]:
+def _resolve(part: Any, defs: dict[str, Any], budget: Budget, seen: frozenset[str]) -> dict[str, Any]:
     """One part to merge: its `$ref` chain followed (keeping the part's own annotations), `allOf` folded."""
     while isinstance(part, dict) and "$ref" in part:
         if set(part) - {"$ref"} - ANNOTATIONS:
-            return fold_all_of(ref_as_all_of(part), defs, seen)
+            return fold_all_of(ref_as_all_of(part), defs, budget, seen)
         ref = part["$ref"]
         name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
         if name is None or name in seen or name not in defs:
@@ -74,7 +89,7 @@ def _resolve(part: Any, defs: dict[str, Any], seen: frozenset[str]) -> dict[str,
         return {}
     if not isinstance(part, dict):
         raise NotStrict("allOf of a schema that accepts nothing")
-    return fold_all_of(part, defs, seen) if "allOf" in part else part
+    return fold_all_of(part, defs, budget, seen) if "allOf" in part else part
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

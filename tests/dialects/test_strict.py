@@ -186,3 +186,13 @@ def test_the_checker_finds_each_broken_rule() -> None:
         deep = {"type": "object", "properties": {"x": deep}, "required": ["x"], "additionalProperties": False}
     assert any("10 levels" in p for p in strict_violations(deep))
     assert strict_violations({"anyOf": [deep]})[0] == "/: the root must be an object, not anyOf"
+
+
+def test_merged_recursive_definitions_do_not_crash_the_rendering() -> None:
+    # A and B both declare `x` differently and refer back to themselves: merging unfolds without end.
+    schema = root({"v": {"allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]}}, ["v"],
+                  A={"type": "object", "properties": {"x": {"allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]},
+                                                      "a": {"type": "string"}}},
+                  B={"type": "object", "properties": {"x": {"allOf": [{"$ref": "#/$defs/B"}, {"$ref": "#/$defs/A"}]},
+                                                      "b": {"type": "string"}}})
+    assert strict_reason(schema) == "root: allOf of recursive definitions that unfold without end"
