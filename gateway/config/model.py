@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
 _SECRET_HEADER = re.compile(r"authorization|key|token|secret|password|session|cookie", re.IGNORECASE)
