@@ -218,7 +218,9 @@ class ProviderAdapter(abc.ABC):
             await self._client.aclose()
 
     def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments of a parsed call as the tool's own schema means them (undoing a dialect's rendering)."""
+        """The arguments of a parsed call as the tool's own schema means them (undoing a dialect's rendering).
+
+        Raises ValueError, with a message the model can act on, when they cannot be mapped back."""
         return arguments
 
     async def complete(self, model: str, messages: Sequence[Message], tools: Iterable[ToolLike] = (), *,

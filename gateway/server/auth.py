@@ -43,6 +43,8 @@ logger = logging.getLogger("gateway.auth")
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
+CONSOLE_PREFIX = "/console"
+"""The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,19 +52,22 @@ class Client:
     name: str
     agents: frozenset[str]
     """`*` means every agent."""
+    admin: bool = False
+    """`clients.<name>.admin: true`: every agent, the whole audit log, every approval."""
 
     def may_use(self, agent: str) -> bool:
-        return "*" in self.agents or agent in self.agents
+        return self.admin or "*" in self.agents or agent in self.agents
 
     def visible_agents(self) -> set[str] | None:
-        return None if "*" in self.agents else set(self.agents)
+        return None if self.admin or "*" in self.agents else set(self.agents)
 
 
 class ClientKeys:
     def __init__(self, clients: Mapping[str, ClientConfig] | Iterable[ClientConfig]) -> None:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
-        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents))) for c in configs]
+        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin))
+                         for c in configs]
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -74,6 +79,14 @@ class ClientKeys:
             if hmac.compare_digest(digest, candidate) and found is None:
                 found = client
         return found
+
+    def session_secret(self, name: str) -> tuple[Client, bytes] | None:
+        """The client named `name` and its key's digest, which signs its console sessions (so a session ends
+        when its key is changed or removed, and any gateway instance with the same agents.yaml accepts it)."""
+        for digest, client in self._entries:
+            if client.name == name:
+                return client, digest
+        return None
 
 
 def _digest(key: str) -> bytes:
@@ -170,6 +183,16 @@ class AuthMiddleware:
         if path in self.public_paths:
             await self.app(scope, receive, send)
             return
+        if _is_console(scope):
+            try:
+                keys = self.keys()
+                if not keys:
+                    self._authenticate(scope, keys)  # only the check of a public socket without keys
+            except APIError as exc:
+                await _respond(scope, receive, send, exc)
+                return
+            await self.app(scope, receive, send)
+            return
         try:
             client = self._authenticate(scope, self.keys())
         except APIError as exc:
@@ -255,6 +278,11 @@ class AgentGate:
             return
         with bind_caller(agent=agent):
             await self.app(scope, receive, send)
+
+
+def _is_console(scope: Scope) -> bool:
+    path = route_path(scope)
+    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -86,6 +86,15 @@ async def chat_completions(request: Request) -> Response:
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
+    """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
+    no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    parsed = parse_messages(messages)
+    run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
+    return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
 class _EventStream(StreamingResponse):
     """A streaming response that notices a client leaving even while it has nothing to send.
 
@@ -135,7 +144,8 @@ class _Run:
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         options = self.state.options
-        with bind_caller(agent=self.agent.name):  # the tool calls' audit rows name the agent
+        # The run's tool calls name its agent and carry its id in the audit log (one run's steps).
+        with bind_caller(agent=self.agent.name, run_id=self.id):
             result = await loop.run(
                 self.agent,
                 list(self.messages),

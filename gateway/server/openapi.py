@@ -302,6 +302,18 @@ _LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum
 _DATA_LIST = {"type": "object", "required": ["data"],
               "properties": {"data": {"type": "array", "items": {"type": "object"}}}}
 
+_AUDIT_FILTERS = [
+    *({"name": name, "in": "query", "required": False, "description": f"Only rows whose `{name}` is this.",
+       "schema": {"type": "string"}} for name in ("agent", "client", "tool", "status", "run_id")),
+    {"name": "kind", "in": "query", "required": False, "schema": {"type": "string",
+                                                                  "enum": ["tool", "chat", "decision"]}},
+    *({"name": name, "in": "query", "required": False,
+       "description": f"Rows {'at or after' if name == 'since' else 'before'} this time: ISO 8601 (UTC unless it "
+                      "says otherwise) or epoch seconds.",
+       "schema": {"type": "string"}}
+      for name in ("since", "until")),
+]
+
 # The safety layer's routes (DESIGN.md fixes their shapes); described when they are mounted.
 SAFETY_PATHS: dict[str, Any] = {
     "/approvals": {"get": {
@@ -330,8 +342,8 @@ SAFETY_PATHS: dict[str, Any] = {
         },
     }},
     "/audit": {"get": {
-        "operationId": "listAudit", "summary": "Recent tool calls and chats, newest first",
-        "parameters": [_LIMIT],
+        "operationId": "listAudit", "summary": "Recent tool calls, chats and approval decisions, newest first",
+        "parameters": [_LIMIT, *_AUDIT_FILTERS],
         "responses": {"200": {"description": "time, client, agent, tool, arguments (redacted), status, latency_ms, "
                                              "approval", "content": {"application/json": {"schema": _DATA_LIST}}},
                       **_ERRORS},

@@ -93,8 +93,9 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     app, runtime = built
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}"
-          + (f" ({workers} workers)" if workers > 1 else ""), file=sys.stderr)
+          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+          f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""),
+          file=sys.stderr)
     target: Any = app
     if workers > 1:
         # The parent checked everything (and applied migrations) above; each worker does it again for itself.

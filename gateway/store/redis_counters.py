@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
+    AuditQuery,
     AuditRow,
     Bucket,
     ResponseRecord,
@@ -158,8 +159,9 @@ class CountedStore(Store):
     async def add_audit(self, row: AuditRow) -> None:
         await self.inner.add_audit(row)
 
-    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
-        return await self.inner.list_audit(limit=limit, agents=agents)
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
+                         query: AuditQuery | None = None) -> list[AuditRow]:
+        return await self.inner.list_audit(limit=limit, agents=agents, query=query)
 
     async def prune_audit(self, before: float) -> int:
         return await self.inner.prune_audit(before)
