@@ -11,6 +11,7 @@ import pytest
 from gateway.errors import ConfigError
 from gateway.store import (
     ApprovalRecord,
+    AuditQuery,
     AuditRow,
     Bucket,
     MemoryStore,
@@ -92,6 +93,24 @@ async def test_audit_newest_first_filtered_and_pruned(store: Store) -> None:
     assert [r.tool for r in await store.list_audit(limit=1)] == ["t2"]
     assert await store.prune_audit(101.5) == 2
     assert [r.tool for r in await store.list_audit()] == ["t2"]
+
+
+async def test_audit_query_filters_alike_on_every_backend(store: Store) -> None:
+    rows = [("a", "t1", "tool", "ok", 10.0), ("b", "t1", "tool", "upstream_error", 20.0),
+            ("a", None, "chat", "ok", 30.0), ("a", "t2", "decision", "approved", 40.0)]
+    for agent, tool, kind, status, when in rows:
+        await store.add_audit(AuditRow(time=when, kind=kind, agent=agent, tool=tool, status=status,  # type: ignore[arg-type]
+                                       client="bot" if agent == "a" else None))
+
+    async def times(query: AuditQuery, agents: set[str] | None = None) -> list[float]:
+        return [r.time for r in await store.list_audit(limit=10, agents=agents, query=query)]
+
+    assert await times(AuditQuery(tool="t1")) == [20.0, 10.0]
+    assert await times(AuditQuery(kind="decision")) == [40.0]
+    assert await times(AuditQuery(since=20.0, until=40.0)) == [30.0, 20.0]
+    assert await times(AuditQuery(client="bot", status="ok")) == [30.0, 10.0]
+    assert await times(AuditQuery(agents=frozenset({"a", "b"})), agents={"b"}) == [20.0]
+    assert await times(AuditQuery(agents=frozenset())) == []
 
 
 async def test_token_buckets_are_all_or_nothing(store: Store) -> None:
