@@ -9,6 +9,9 @@ Approvals: when a call's tool needs approval, no call of that batch runs (one ca
 in MEAI); the run returns `pending_approvals` and a JSON-serializable `state`; `resume(state, decisions)`
 runs the batch (approved calls with optionally edited arguments, denied ones answered with the reason) and
 carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
+A call is validated before it is queued: when `invoke` can `check` a call (the call pipeline's runner can), a
+gated call with invalid arguments gets its error at once instead of waiting for a human. Inside `invoke`,
+`call_approved()` tells whether a human approved the call being run.
 
 Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
 call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
@@ -22,11 +25,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
 from .config.model import AgentConfig
+from .errors import AuditUnavailable
 from .loop_types import (
     STATE_VERSION,
     Decision,
@@ -43,6 +47,16 @@ from .providers.base import ProviderAdapter, Turn, Usage
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
+
+
+@runtime_checkable
+class CheckingInvoke(Protocol):
+    """An `Invoke` that can also judge a call's arguments without running it (None: valid)."""
+
+    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
+
 EventHandler = Callable[[LoopEvent], Awaitable[None]]
 ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
 
@@ -59,9 +73,17 @@ class _CallScope:
 
     emit: EventHandler | None
     steps: list[Step] = field(default_factory=list)
+    approved: bool = False
+    """A human approved this call (the run resumed with an approving decision)."""
 
 
 _current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
+
+
+def call_approved() -> bool:
+    """Inside a running loop's `invoke`: whether a human approved the call being run."""
+    scope = _current_call.get()
+    return scope is not None and scope.approved
 
 
 class SubRun:
@@ -217,14 +239,14 @@ class _Loop:
         """Give every call of one turn exactly one result, in call order; or pause for approvals."""
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
-                     and t.needs_approval]
+                     and t.needs_approval and await self._valid(t, c)]
             if gated:
                 pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
                                            arguments=c.arguments, call_id=c.id) for c in gated]
                 return await self.pause(pending, {})
         results: list[ToolResult | None] = [None] * len(calls)
         steps: list[Step | None] = [None] * len(calls)
-        runnable: list[tuple[int, AgentTool, ToolCall]] = []
+        runnable: list[tuple[int, AgentTool, ToolCall, bool]] = []
         for index, call in enumerate(calls):
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
@@ -243,11 +265,19 @@ class _Loop:
             elif call.arguments is not None:
                 call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
             self.tool_calls += 1
-            runnable.append((index, tool, call))
+            runnable.append((index, tool, call, decision is not None and decision.approve))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
         self._append_results(calls, [r for r in results if r is not None])
         return None
+
+    async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
+        """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""
+        if not isinstance(self.invoke, CheckingInvoke) or call.arguments is None:
+            return True
+        arguments = self.adapter.prepare_arguments(tool, dict(call.arguments))
+        probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
+        return await self.invoke.check(tool, probe) is None
 
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:
@@ -270,19 +300,21 @@ class _Loop:
                                       "tool calls; the call was not executed.")
         return None
 
-    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall]],
+    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, bool]],
                                 results: list[ToolResult | None], steps: list[Step | None]) -> None:
         limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
 
-        async def run_one(index: int, tool: AgentTool, call: ToolCall) -> None:
+        async def run_one(index: int, tool: AgentTool, call: ToolCall, approved: bool) -> None:
             async with limiter:
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
-                scope = _CallScope(self.on_event)
+                scope = _CallScope(self.on_event, approved=approved)
                 token = _current_call.set(scope)
                 try:
                     result = await self.invoke(tool, call)
+                except AuditUnavailable:
+                    raise  # no answer without its audit row: the run ends, the door answers 503
                 except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
                     result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
                 finally:
@@ -294,9 +326,12 @@ class _Loop:
                 steps[index] = step
                 await self._emit(LoopEvent(type="step_finished", step=step))
 
-        async with anyio.create_task_group() as group:
-            for index, tool, call in runnable:
-                group.start_soon(run_one, index, tool, call)
+        try:
+            async with anyio.create_task_group() as group:
+                for index, tool, call, approved in runnable:
+                    group.start_soon(run_one, index, tool, call, approved)
+        except* AuditUnavailable as group_error:
+            raise group_error.exceptions[0] from None
 
     def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
         failed = False

@@ -186,7 +186,6 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from ..execution.executor import Executor
     from ..messages import ToolResult
 
     def emit(result: ToolResult) -> int:
@@ -210,21 +209,29 @@ def _cmd_call(args: argparse.Namespace) -> int:
     if agent_tool.delegate or agent_tool.tool is None:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
-    if agent_tool.needs_approval:
-        print(f"note: {args.tool} needs approval in agent runs; running it because you asked directly",
-              file=sys.stderr)
-    # Fixed args win over the caller's: they are hidden from the model and always sent.
-    merged = {**arguments, **agent_tool.fixed_args}
+    from ..errors import AuditUnavailable, ConfigError
+    from ..messages import ToolCall
+    from ..safety.audit import bind_caller
+    from .local import local_gateway
+
+    # The same pipeline as every other door: validated, held for approval, rate limited, audited.
+    call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
 
     async def run() -> ToolResult:
-        executor = Executor(runtime.manifest, runtime.catalog)
-        try:
-            return await executor.execute(agent_tool.tool, merged, timeout=agent_tool.timeout,  # type: ignore[arg-type]
-                                          max_result_bytes=agent_tool.max_result_bytes)
-        finally:
-            await executor.aclose()
+        async with local_gateway(runtime) as state:
+            with bind_caller(agent=args.agent):
+                runner = state.current.runner.for_agent(args.agent)
+                return await runner.run(agent_tool, call, door="cli")  # type: ignore[no-any-return]
 
-    return emit(asyncio.run(run()))
+    try:
+        result = asyncio.run(run())
+    except (AuditUnavailable, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.error_type == "approval_pending":
+        print(f"note: {args.tool} needs a human's approval; decide with `gateway approvals approve|deny "
+              f"{result.approval_id}` (approving runs it)", file=sys.stderr)
+    return emit(result)
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

@@ -93,7 +93,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
 
     async def main() -> tuple[int, dict[str, Any]]:
-        state = GatewayState(RuntimeHolder(runtime), options=safety.hooks())
+        state = GatewayState(RuntimeHolder(runtime), safety=safety)
         try:
             outcome = await safety.decide(state, args.id, decision)
             return safety.render_outcome(state, outcome)

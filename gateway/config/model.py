@@ -13,7 +13,8 @@ from typing import Any, Literal
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
-_SECRET_HEADER = re.compile(r"authorization|key|token|secret|password|session|cookie", re.IGNORECASE)
+SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
+"""Header names whose values are credentials (redacted everywhere); the one source of this fact."""
 
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2); `gateway.max_delegation_depth`."""
@@ -173,7 +174,7 @@ class Manifest:
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
             for name, value in headers.items():
-                if value and _SECRET_HEADER.search(name):
+                if value and SECRET_HEADER.search(name):
                     values.append(value)
                     scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
                     if credential.strip() and scheme.isalpha():

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from typing import Any
 
 import httpx
 
 from ..catalog import Catalog, Tool
-from ..config.model import ApiConfig, Manifest
+from ..config.model import SECRET_HEADER, ApiConfig, Manifest
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
@@ -44,7 +43,6 @@ __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 logger = logging.getLogger("gateway.executor")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
-_SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|signature|session|cookie", re.IGNORECASE)
 
 
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
@@ -70,7 +68,7 @@ class _Api:
             self.wire = HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
-        redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
+        redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         self.retry_budget = RetryBudget()
@@ -97,14 +95,18 @@ class Executor:
         manifest: gives each api's base_url, auth, headers, timeout and the secrets to redact.
         catalog: the compiled tools.
         transport: an httpx transport for every api's client (tests, in-process upstreams).
+        redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
+            fetched at run time (share one with the pipeline's redaction and audit stages).
     """
 
     def __init__(
-        self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None
+        self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.manifest = manifest
         self.catalog = catalog
-        self.redactor = Redactor(manifest.secrets())
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
 
@@ -135,11 +137,16 @@ class Executor:
         *,
         timeout: float | None = None,
         max_result_bytes: int | None = None,
+        validated: bool = False,
     ) -> ToolResult:
-        """Run one call; every failure is a `ToolResult` with an `error_type` and a message for the model."""
+        """Run one call; every failure is a `ToolResult` with an `error_type` and a message for the model.
+
+        `validated`: the caller checked the arguments with `refuse_arguments` already (the call pipeline does).
+        """
         started = time.monotonic()
         try:
-            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes)
+            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes,
+                                         validated)
         except Exception as error:  # the contract: a bad call never raises
             message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
             # The message is redacted; the traceback (which may quote a URL) only at debug level.
@@ -149,15 +156,24 @@ class Executor:
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
+    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
+        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.
+
+        Arguments the api's credentials fill (a header the auth sets) may be left out."""
+        problems = _validate(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+        if not problems:
+            return None
+        text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+        return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
+
     async def _execute(
-        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None
+        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None, validated: bool
     ) -> ToolResult:
         api = self._api(tool.api)
-        problems = _validate(tool, arguments, optional=api.reserved_args(tool))
-        if problems:
-            text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
-            message = f"Invalid arguments for {tool.name}; nothing was sent:\n{text}"
-            return ToolResult.failure("invalid_arguments", message)
+        if not validated:
+            refusal = self.refuse_arguments(tool, arguments)
+            if refusal is not None:
+                return refusal
         try:
             prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
         except RequestBuildError as error:
@@ -221,7 +237,8 @@ class Executor:
         )
         if not ok:
             result.error_type = "upstream_error"
-            reason = response.reason_phrase or ""
+            # An upstream may echo the credential in its reason phrase (`401 Unauthorized (Bearer <token>)`).
+            reason = self.redactor.text(response.reason_phrase or "")
             excerpt = shaped.excerpt[:500]
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""

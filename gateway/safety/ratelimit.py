@@ -24,10 +24,15 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, GatewayError
+from ..messages import ToolResult
 from ..store import Bucket, Store
+from .audit import current_caller
+
+if TYPE_CHECKING:
+    from ..execution.pipeline import Invocation, Proceed
 
 ANONYMOUS = "anonymous"
 _WINDOWS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
@@ -143,3 +148,24 @@ class RateLimiter:
         if retry_after > 0:
             scope = ", ".join(label for label, _ in buckets) if len(buckets) > 1 else buckets[0][0]
             raise RateLimited(scope, retry_after)
+
+
+class ChargeToolBucket:
+    """The pipeline's rate-limit stage: each call is charged to its tool's bucket (a seam for budgets too).
+
+    A refusal is a `rate_limited` result for the model; the direct-call door answers it with 429 and the
+    `Retry-After` it finds in the caller's notes."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.limiter = limiter
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        tool = invocation.tool
+        try:
+            await self.limiter.check_tool(tool.name, *(n for n in (tool.operation_id,) if n))
+        except RateLimited as exc:
+            notes = current_caller().notes
+            if notes is not None:  # lets a direct call's 429 carry Retry-After
+                notes["retry_after"] = exc.retry_after_header
+            return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
+        return await proceed(invocation)
