@@ -101,7 +101,11 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         agent_tool = generation.toolset(agent).get(name)
         if agent_tool is None:
             return None
-        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client, door="mcp")
+        try:
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
+                                           door="mcp")
+        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
+            raise MCPError(types.INTERNAL_ERROR, error.message) from None
         return _call_result(agent_tool, result, modern=protocol_version in MODERN_PROTOCOL_VERSIONS)
 
 
