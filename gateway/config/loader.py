@@ -58,16 +58,16 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from ..catalog import Catalog, Diagnostic, Tool
-from ..errors import ConfigError
 from .auth import read_auth
 from .checker import Checker, suggest
 from .delegation import check_delegation
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "ollama")
@@ -178,33 +178,21 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
         manifest.settings["max_delegation_depth"] = depth
     else:
         manifest.settings.pop("max_delegation_depth", None)
-    _check_safety_settings(c, settings)
+    _check_gateway_settings(c, manifest)
 
 
-def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
-    """Run the safety layer's own parsers, so `gateway validate` reports what `serve` would refuse."""
-    # Imported late: these modules pull in the store, which the manifest must not depend on at import.
-    from ..safety.audit import retention_days
-    from ..safety.breaker import GuardSettings
-    from ..safety.ratelimit import RateLimits
-    from ..store import store_location
-
-    checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
-        ("store", store_location),
-        ("audit_retention_days", retention_days),
-        ("rate_limits", RateLimits.from_settings),
-        ("breaker", GuardSettings.from_settings),
-    ]
-    for key, parse in checks:
-        try:
-            parse(settings)
-        except ConfigError as exc:
-            # The parsers' messages already name the key path ("gateway.breaker.failures must be ...").
-            message = str(exc).removeprefix("agents.yaml: ")
-            path, _, rest = message.partition(": ") if message.startswith("gateway.") and ": " in message else (
-                "", "", message)
-            c.diagnostics.append(Diagnostic(level="error", file=c.file, pointer=path,
-                                            line=c.line(("gateway", key)), message=rest))
+def _check_gateway_settings(c: Checker, manifest: Manifest) -> None:
+    """Parse `gateway:` once (`gateway.config.settings`), so `gateway validate` reports what `serve` would refuse."""
+    settings, problems = GatewaySettings.read(manifest.settings)
+    manifest._gateway = settings  # noqa: SLF001 - the parsed form, kept (a bad key is an error below)
+    for exc in problems:
+        # The parser's messages name the key path: "gateway.breaker.failures must be ...", "gateway.x.y: expected ..."
+        message = str(exc).removeprefix("agents.yaml: ")
+        path, _, rest = message.partition(": ") if message.startswith("gateway.") and ": " in message else (
+            "", "", message)
+        key = re.match(r"gateway\.([A-Za-z_]+)", message)
+        where = ("gateway", key.group(1)) if key else ("gateway",)
+        c.diagnostics.append(Diagnostic(level="error", file=c.file, pointer=path, line=c.line(where), message=rest))
 
 
 def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfig]:

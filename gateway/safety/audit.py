@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
-from ..errors import AuditUnavailable, ConfigError
+from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
+from ..errors import AuditUnavailable
 from ..messages import ToolResult
 from ..store import AuditRow, Store
 from .redaction import Redactor
@@ -31,9 +32,11 @@ from .redaction import Redactor
 if TYPE_CHECKING:
     from ..execution.pipeline import Invocation, Proceed
 
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "Caller", "RecordCall", "bind_caller", "current_caller",
+           "retention_days"]
+
 logger = logging.getLogger("gateway.audit")
 
-DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
 
@@ -82,15 +85,6 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
 
     def __exit__(self, *exc: object) -> None:
         _caller.reset(self._token)
-
-
-def retention_days(settings: Mapping[str, Any] | None) -> float | None:
-    value = (settings or {}).get("audit_retention_days", DEFAULT_RETENTION_DAYS)
-    if value is None or value == 0:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"agents.yaml: gateway.audit_retention_days must be a number of days, got {value!r}")
-    return float(value)
 
 
 class AuditLog:

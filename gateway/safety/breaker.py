@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
-from ..errors import ConfigError
+from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
     from ..config.model import Manifest
     from ..execution.pipeline import Invocation, Proceed
 
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "is_failure"]
+
 State = Literal["closed", "open", "half_open"]
-DEFAULT_MAX_CONCURRENCY = 16
 ANONYMOUS_GROUP = "anonymous"
 
 
@@ -88,32 +88,6 @@ class CircuitBreaker:
         if self._probing:
             self._probing = False
             self._state = "open"
-
-
-@dataclass(slots=True, frozen=True)
-class GuardSettings:
-    failures: int = 5
-    reset_after: float = 30.0
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> GuardSettings:
-        settings = settings or {}
-        breaker = settings.get("breaker") or {}
-        if not isinstance(breaker, Mapping):
-            raise ConfigError("agents.yaml: gateway.breaker must be a mapping (failures, reset_after)")
-        defaults = cls()
-        values = {
-            "failures": breaker.get("failures", defaults.failures),
-            "reset_after": breaker.get("reset_after", defaults.reset_after),
-            "max_concurrency": settings.get("max_concurrency", defaults.max_concurrency),
-        }
-        for key, value in values.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-                where = f"gateway.{key}" if key == "max_concurrency" else f"gateway.breaker.{key}"
-                raise ConfigError(f"agents.yaml: {where} must be a positive number, got {value!r}")
-        return cls(failures=int(values["failures"]), reset_after=float(values["reset_after"]),
-                   max_concurrency=int(values["max_concurrency"]))
 
 
 def is_failure(result: ToolResult) -> bool:

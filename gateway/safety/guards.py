@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.model import AgentConfig, Manifest
 from ..errors import ConfigError
-from ..store import Store, open_store, store_location
+from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
-from .audit import AuditLog, RecordCall, current_caller, retention_days
-from .breaker import Breakers, GuardApi, GuardSettings
+from .audit import AuditLog, RecordCall, current_caller
+from .breaker import Breakers, GuardApi
 from .logredact import redact_logs
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 from .redaction import Redactor
@@ -52,7 +52,7 @@ class Safeguards:
         self.audit = AuditLog(store, self.redactor)
         self.approvals = ApprovalManager(store, self.audit)
         self.limiter = RateLimiter(store, RateLimits())
-        self.guard_settings = GuardSettings.from_settings(manifest.settings)
+        self.guard_settings = manifest.gateway.guard
         self.breakers = Breakers(self.guard_settings)
         self._manifest: Manifest | None = None
         self.sync(manifest)
@@ -61,7 +61,7 @@ class Safeguards:
     def open(cls, runtime: Any, *, store: str | None = None, **options: Any) -> Any:
         """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
         base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
-        location = store or store_location(runtime.manifest.settings, base)
+        location = store or runtime.manifest.gateway.store_location(base)
         return cls(open_store(location), runtime.manifest, **options)
 
     def sync(self, manifest: Manifest) -> None:
@@ -70,9 +70,8 @@ class Safeguards:
             return
         self.redactor.add(*manifest.secrets())
         try:
-            limits = RateLimits.from_settings(manifest.settings)
-            retention = retention_days(manifest.settings)
-            guard = GuardSettings.from_settings(manifest.settings)
+            settings = manifest.gateway  # parsed once per manifest (gateway.config.settings)
+            limits, retention, guard = settings.rate_limits, settings.audit_retention_days, settings.guard
         except ConfigError as exc:
             if self._manifest is None:
                 raise  # at start-up: refuse to serve with settings the operator did not mean
@@ -114,9 +113,9 @@ class Safeguards:
         begun = started if started is not None else caller.started
         status = "paused" if getattr(result, "pending_approvals", None) else "cut" if getattr(result, "cut", False) \
             else "ok"
-        usage = getattr(result, "usage", None)
+        usage: Any = getattr(result, "usage", None)
         await self.audit.record_chat(
-            agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if hasattr(usage, "to_dict") else None,
+            agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
             latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
         )
 
