@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..dialects import FORMATS
+
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="print tool definitions as a JSON array")
     _add_common(tools)
     tools.add_argument("--agent", help="only this agent's tools (default: the whole catalog)")
-    tools.add_argument("--format", default="json", choices=["json", "openai", "anthropic", "gemini", "mcp"])
+    tools.add_argument("--format", default="json", choices=FORMATS)
     tools.add_argument("--strict", action="store_true", help="openai: render strict-mode schemas")
     tools.set_defaults(handler=_cmd_tools)
 

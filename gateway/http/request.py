@@ -15,20 +15,12 @@ from urllib.parse import quote
 
 import httpx
 
-from ..catalog import Argument, Tool
+from ..catalog import OWNED_HEADERS, Argument, Tool
 from ..config.model import ApiConfig
 from .body import build_body
 from .errors import ApiSetupError, ArgumentError
 from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query
 
-OWNED_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-    "expect", "proxy-authorization", "proxy-connection",
-    # OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
-    "accept", "content-type", "authorization",
-    # The cookie parameters and the credentials build this one.
-    "cookie",
-})
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _MAX_ACCEPT_TYPES = 8
