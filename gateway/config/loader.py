@@ -60,7 +60,7 @@ import re
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..catalog import Catalog, Diagnostic, Tool
 from .auth import read_auth
@@ -69,6 +69,9 @@ from .delegation import check_delegation
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
 from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
+
+if TYPE_CHECKING:
+    from ..toolsets import Toolset
 
 PROVIDER_KINDS = ("openai", "anthropic", "gemini", "ollama")
 DEFAULT_BASE_URLS = {
@@ -116,13 +119,22 @@ def load_manifest(
     unusable when any diagnostic is an error. With `catalog`, apis and tool selections are checked
     against the compiled specs (including the warnings of `gateway.toolsets.build_toolsets`).
     """
+    manifest, _, diagnostics = load_configuration(path, catalog=catalog, environ=environ)
+    return manifest, diagnostics
+
+
+def load_configuration(
+    path: Path, *, catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
+    """`load_manifest`, and the agents' toolsets its checks built (empty without `catalog`): a load builds them
+    once, for the checks and for serving."""
     path = Path(path)
     file = path.name
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return Manifest(file=file), [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
-    return parse_manifest(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
+        return Manifest(file=file), {}, [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
+    return _parse(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
 
 
 def parse_manifest(
@@ -131,10 +143,18 @@ def parse_manifest(
 ) -> tuple[Manifest, list[Diagnostic]]:
     """`load_manifest` on a string; relative file names in it are taken from `base_dir` (default: the current
     folder)."""
+    manifest, _, diagnostics = _parse(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
+    return manifest, diagnostics
+
+
+def _parse(
+    text: str, *, file: str, catalog: Catalog | None, environ: Mapping[str, str] | None, base_dir: Path | None,
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
     data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
     manifest = Manifest(file=file)
+    toolsets: dict[str, Toolset] = {}
     if data is None:
-        return manifest, diagnostics
+        return manifest, toolsets, diagnostics
     c = Checker(file, lines)
     c.diagnostics.extend(diagnostics)
     root = c.mapping(data, (), TOP_KEYS)
@@ -153,7 +173,7 @@ def parse_manifest(
             c.diagnostics.extend(toolset_diagnostics)
             _check_tool_counts(c, manifest, toolsets)
     c.diagnostics.sort(key=lambda d: d.line or 0)
-    return manifest, c.diagnostics
+    return manifest, toolsets, c.diagnostics
 
 
 def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
