@@ -123,8 +123,9 @@ async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: Provi
     """Run `agent` on `messages` until it answers, pauses for approval, or a limit ends it.
 
     Parameters: adapter: the agent's provider; toolset: the tools it may call; invoke: runs one call
-    (`gateway.invoke.ToolRunner`); params: extra request parameters (temperature, ...); on_event: receives
-    text deltas (with `stream`) and step events as they happen; approvals: awaited with the pending approvals
+    (`gateway.execution.runner.ToolRunner`, bound with `for_agent`); params: extra request parameters
+    (temperature, ...); on_event: receives text deltas (with `stream`) and step events as they happen;
+    approvals: awaited with the pending approvals
     and the state when the run pauses (the store hook). Raises LoopError (consecutive errors, deadline) and
     ProviderError (the LLM failed).
     """

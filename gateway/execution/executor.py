@@ -2,8 +2,9 @@
 
 validate (jsonschema, nothing sent on failure) -> build (gateway.http.request) -> credentials
 (gateway.http.auth) -> send (gateway.http.client: pooled, retries, redirect policy, one deadline)
--> read and shape (gateway.http.reading) -> redact (gateway.http.redact). A bad call is a result, never
-an exception.
+-> read and shape (gateway.http.reading), secrets redacted. A bad call is a result, never an exception.
+The executor is the last stage of the call pipeline (`gateway.execution.pipeline`), which validates the
+arguments before any other stage (`refuse_arguments`) and tells the executor so (`validated=True`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .arguments import validate_arguments as _validate
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
-logger = logging.getLogger("gateway.executor")
+logger = logging.getLogger("gateway.execution")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
 
@@ -76,15 +77,15 @@ class _Api:
         # covers the exchange and its body, retries sleep only within the deadline, static credentials never
         # wait (an OAuth token request might, and httpx times each read, not the whole exchange).
         self.self_timed = isinstance(self.wire, Http1Wire) and not self.auth.has_tokens
-        self._reserved_args: dict[int, tuple[Tool, frozenset[str]]] = {}
+        self._reserved_args: dict[str, frozenset[str]] = {}
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
-        entry = self._reserved_args.get(id(tool))
-        if entry is not None and entry[0] is tool:  # by identity; the tool is kept so its id is never reused
-            return entry[1]
-        names = frozenset(a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
-        self._reserved_args[id(tool)] = (tool, names)
+        # By name: an executor serves one catalog, whose tool names are unique (no identity-keyed cache).
+        names = self._reserved_args.get(tool.name)
+        if names is None:
+            names = self._reserved_args[tool.name] = frozenset(
+                a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
         return names
 
 
@@ -183,7 +184,7 @@ class Executor:
         deadline = time.monotonic() + seconds
         try:
             if api.self_timed and (api.limit is None or not api.limit.locked()):
-                # No second timer per call (asyncio.timeout: ~5 µs): a free slot is taken without waiting, and
+                # No second timer per call (a timer per call is measurable): a free slot is taken without waiting, and
                 # the rest ends by the deadline on its own (`_Api.self_timed`).
                 return await self._limited_send(tool, api, prepared, deadline, limit)
             async with asyncio.timeout(seconds):
