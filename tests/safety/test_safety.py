@@ -14,8 +14,8 @@ from gateway.execution.pipeline import Invocation, Pipeline
 from gateway.execution.stages import Execute
 from gateway.messages import ToolCall, ToolResult
 from gateway.server.safety import Safety
-from gateway.toolsets import AgentTool
 from gateway.store import MemoryStore
+from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 
