@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from recording_server import RecordingServer
+from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, ROOT, LenientLLM
 
@@ -181,3 +182,13 @@ def test_invalid_arguments_are_refused_before_an_approval_is_queued(project: tup
         assert doors.call(door, "triage", "createIssueComment", invalid) == (False, "invalid_arguments"), door
     assert client.get("/approvals").json()["data"] == []  # nobody is asked to approve a call that cannot run
     assert not any(r.method == "POST" for r in upstream.requests)
+
+
+@pytest.mark.slow
+def test_a_body_that_breaks_the_output_schema_is_the_same_failure_on_every_door(
+        project: tuple[Doors, httpx.Client], upstream: RecordingServer) -> None:
+    doors, client = project
+    upstream.route("/meteo/v1/forecast", UpstreamReply(200, {"latitude": "north"}))  # no longitude, a text latitude
+    outcomes = {door: doors.call(door, "weather", "getForecast", ARGS) for door in DOORS}
+    assert outcomes == dict.fromkeys(DOORS, (False, "invalid_output"))
+    assert {r["status"] for r in _tool_rows(client, "getForecast")} == {"invalid_output"}
