@@ -63,8 +63,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..catalog import Catalog, Diagnostic, Tool
-from .auth import read_auth
 from .checker import Checker, suggest
+from .credentials import read_auth
 from .delegation import check_delegation
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
 from .settings import GatewaySettings
