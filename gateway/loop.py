@@ -11,7 +11,7 @@ runs the batch (approved calls with optionally edited arguments, denied ones ans
 carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
 A call is validated before it is queued: when `invoke` can `check` a call (the call pipeline's runner can), a
 gated call with invalid arguments gets its error at once instead of waiting for a human. Inside `invoke`,
-`call_approved()` tells whether a human approved the call being run.
+`current_approval()` names the approval a human gave the call being run (None: nobody approved it).
 
 Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
 call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
@@ -73,17 +73,17 @@ class _CallScope:
 
     emit: EventHandler | None
     steps: list[Step] = field(default_factory=list)
-    approved: bool = False
-    """A human approved this call (the run resumed with an approving decision)."""
+    approval: str | None = None
+    """The id of the approval a human gave this call (the run resumed with an approving decision)."""
 
 
 _current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
 
 
-def call_approved() -> bool:
-    """Inside a running loop's `invoke`: whether a human approved the call being run."""
+def current_approval() -> str | None:
+    """Inside a running loop's `invoke`: the id of the approval a human gave the call being run, or None."""
     scope = _current_call.get()
-    return scope is not None and scope.approved
+    return scope.approval if scope is not None else None
 
 
 class SubRun:
@@ -159,6 +159,7 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
     if known - set(decided):
         return await loop.pause(pending, decided)
     by_call = {p.call_id: decided[p.id] for p in pending}
+    loop.approval_ids = {p.call_id: p.id for p in pending if decided[p.id].approve}
 
     async def finish_batch() -> RunResult:
         calls = loop.messages[-1].tool_calls
@@ -204,6 +205,8 @@ class _Loop:
         self.consecutive_errors = 0
         self.tool_calls = 0
         self.last_errors: list[str] = []
+        self.approval_ids: dict[str, str] = {}
+        """Call id -> the approval a human gave it (a resumed batch)."""
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self.steps = [Step.from_dict(s) for s in state.get("steps") or []]
@@ -247,7 +250,7 @@ class _Loop:
                 return await self.pause(pending, {})
         results: list[ToolResult | None] = [None] * len(calls)
         steps: list[Step | None] = [None] * len(calls)
-        runnable: list[tuple[int, AgentTool, ToolCall, bool]] = []
+        runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
         for index, call in enumerate(calls):
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
@@ -266,7 +269,8 @@ class _Loop:
             elif call.arguments is not None:
                 call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
             self.tool_calls += 1
-            runnable.append((index, tool, call, decision is not None and decision.approve))
+            approved = decision is not None and decision.approve
+            runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
         self._append_results(calls, [r for r in results if r is not None])
@@ -301,16 +305,16 @@ class _Loop:
                                       "tool calls; the call was not executed.")
         return None
 
-    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, bool]],
+    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, str | None]],
                                 results: list[ToolResult | None], steps: list[Step | None]) -> None:
         limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
 
-        async def run_one(index: int, tool: AgentTool, call: ToolCall, approved: bool) -> None:
+        async def run_one(index: int, tool: AgentTool, call: ToolCall, approval: str | None) -> None:
             async with limiter:
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
-                scope = _CallScope(self.on_event, approved=approved)
+                scope = _CallScope(self.on_event, approval=approval)
                 token = _current_call.set(scope)
                 try:
                     result = await self.invoke(tool, call)
@@ -329,8 +333,8 @@ class _Loop:
 
         try:
             async with anyio.create_task_group() as group:
-                for index, tool, call, approved in runnable:
-                    group.start_soon(run_one, index, tool, call, approved)
+                for index, tool, call, approval in runnable:
+                    group.start_soon(run_one, index, tool, call, approval)
         except* AuditUnavailable as group_error:
             raise group_error.exceptions[0] from None
 

@@ -102,15 +102,12 @@ class Pipeline:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
         if self._validate is None:
             return None
-        refusal: ToolResult | None = None
+        result = await self._validate(invocation, _accept)
+        return None if result.ok else result
 
-        async def accept(_: Invocation) -> ToolResult:
-            return ToolResult(ok=True)
 
-        result = await self._validate(invocation, accept)
-        if not result.ok:
-            refusal = result
-        return refusal
+async def _accept(invocation: Invocation) -> ToolResult:
+    return ToolResult(ok=True)
 
 
 def _link(stage: Stage, proceed: Proceed) -> Proceed:

@@ -57,12 +57,12 @@ class ToolRunner:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
         if agent_tool.delegate:
             return await self._delegate(agent_tool, call)
-        from ..loop import call_approved
+        from ..loop import current_approval
 
         caller = current_caller()
-        approval = None
-        if agent_tool.tool is not None:
-            approval = caller.approvals.get(agent_tool.tool.name) or ("loop" if call_approved() else None)
+        approval = current_approval()
+        if approval is None and agent_tool.tool is not None:  # a resume that names the approvals by tool
+            approval = caller.approvals.get(agent_tool.tool.name)
         return await self.run(agent_tool, call, door="chat", client=caller.client, approval=approval)
 
     async def check(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult | None:

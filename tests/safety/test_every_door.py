@@ -192,3 +192,16 @@ def test_a_body_that_breaks_the_output_schema_is_the_same_failure_on_every_door(
     outcomes = {door: doors.call(door, "weather", "getForecast", ARGS) for door in DOORS}
     assert outcomes == dict.fromkeys(DOORS, (False, "invalid_output"))
     assert {r["status"] for r in _tool_rows(client, "getForecast")} == {"invalid_output"}
+
+
+@pytest.mark.slow
+def test_a_call_approved_in_the_terminal_is_audited_with_its_approval(project: tuple[Doors, httpx.Client],
+                                                                      upstream: RecordingServer) -> None:
+    doors, client = project
+    doors.llm.replies.clear()
+    doors.llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented."))
+    code = chat_command(doors.folder / "specs", doors.folder / "agents.yaml", "triage", "go", use_cache=False,
+                        ask=lambda prompt: "y", out=io.StringIO(), err=io.StringIO())
+    assert code == 0 and any(r.method == "POST" for r in upstream.requests)
+    (row,) = _tool_rows(client, "createIssueComment")
+    assert row["status"] == "ok" and (row["approval"] or "").startswith("apr_")
