@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..dialects import FORMATS
 
@@ -98,7 +98,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if on_tty:
         progress("validating the specs in full (openapi-spec-validator)...")
     reports = spec_reports(args.specs, catalog)
-    manifest: dict = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
+    manifest: dict[str, Any] = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
     if args.agents.exists():
         from ..config.loader import load_manifest
 
@@ -146,7 +146,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         runtime = _load_runtime_or_report(args)
         if runtime is None:
             return 1
-        tools: list = runtime.tools(args.agent)
+        tools: list[Any] = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
     else:

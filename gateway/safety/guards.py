@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..config.model import AgentConfig, Manifest
 from ..errors import ConfigError
@@ -58,7 +58,7 @@ class Safeguards:
         self.sync(manifest)
 
     @classmethod
-    def open(cls, runtime: Any, *, store: str | None = None, **options: Any) -> Any:
+    def open(cls, runtime: Any, *, store: str | None = None, **options: Any) -> Self:
         """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
         base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
         location = store or runtime.manifest.gateway.store_location(base)
