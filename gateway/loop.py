@@ -13,6 +13,13 @@ A call is validated before it is queued: when `invoke` can `check` a call (the c
 gated call with invalid arguments gets its error at once instead of waiting for a human. Inside `invoke`,
 `current_approval()` names the approval a human gave the call being run (None: nobody approved it).
 
+Caller tools: tools the client declared in its request (`caller_tools`) are offered to the model beside the
+agent's own, but never run here. A turn that calls one runs the gateway's own calls of that turn, then ends the
+run with those calls handed back (`RunResult.handed_back`, finish reason `tool_calls`); the caller answers them
+in its next request and the run goes on from there. `tool_choice` is passed on to the provider: `required`, or a
+named caller tool, holds on every turn until a caller tool is called (the caller's answer is then a tool call,
+as it asked); otherwise it holds for the first turn only. `none` offers no tools at all.
+
 Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
 call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
 """
@@ -33,6 +40,7 @@ from .config.model import AgentConfig
 from .errors import AuditUnavailable
 from .loop_types import (
     STATE_VERSION,
+    CallerToolSpec,
     Decision,
     LoopError,
     LoopEvent,
@@ -43,7 +51,7 @@ from .loop_types import (
     message_to_dict,
 )
 from .messages import Message, ToolCall, ToolResult
-from .providers.base import ProviderAdapter, Turn, Usage
+from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
@@ -119,20 +127,23 @@ def sub_run(agent: str) -> SubRun | None:
 
 async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
               invoke: Invoke, params: dict[str, Any] | None = None, on_event: EventHandler | None = None,
-              stream: bool = False, approvals: ApprovalHook | None = None) -> RunResult:
-    """Run `agent` on `messages` until it answers, pauses for approval, or a limit ends it.
+              stream: bool = False, approvals: ApprovalHook | None = None, caller_tools: Sequence[ToolLike] = (),
+              tool_choice: Any = None) -> RunResult:
+    """Run `agent` on `messages` until it answers, pauses for approval, hands calls back, or a limit ends it.
 
     Parameters: adapter: the agent's provider; toolset: the tools it may call; invoke: runs one call
     (`gateway.execution.runner.ToolRunner`, bound with `for_agent`); params: extra request parameters
     (temperature, ...); on_event: receives text deltas (with `stream`) and step events as they happen;
-    approvals: awaited with the pending approvals
-    and the state when the run pauses (the store hook). Raises LoopError (consecutive errors, deadline) and
+    approvals: awaited with the pending approvals and the state when the run pauses (the store hook);
+    caller_tools: the client's own tools, handed back when called; tool_choice: OpenAI's `tool_choice` (see the
+    module docstring). Raises LoopError (consecutive errors, deadline) and
     ProviderError (the LLM failed).
     """
     conversation = list(messages)
     if agent.instructions:
         conversation.insert(0, Message(role="system", content=agent.instructions))
     loop = _Loop(agent, adapter, toolset, invoke, params, on_event, stream, approvals, conversation)
+    loop.offer_caller_tools(caller_tools, tool_choice)
     return await loop.execute(loop.iterate)
 
 
@@ -156,6 +167,7 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
     loop = _Loop(agent, adapter, toolset, invoke, params if params is not None else state.get("params"), on_event,
                  stream, approvals, [message_from_dict(m) for m in state["messages"]])
     loop.restore(state)
+    loop.offer_caller_tools([CallerToolSpec(**t) for t in state.get("caller_tools") or []], state.get("tool_choice"))
     if known - set(decided):
         return await loop.pause(pending, decided)
     by_call = {p.call_id: decided[p.id] for p in pending}
@@ -163,8 +175,8 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
 
     async def finish_batch() -> RunResult:
         calls = loop.messages[-1].tool_calls
-        await loop.answer_calls(calls, truncated=False, decisions=by_call)
-        return await loop.iterate()
+        handed = await loop.answer_calls(calls, truncated=False, decisions=by_call)
+        return handed if handed is not None else await loop.iterate()
 
     return await loop.execute(finish_batch)
 
@@ -207,6 +219,26 @@ class _Loop:
         self.last_errors: list[str] = []
         self.approval_ids: dict[str, str] = {}
         """Call id -> the approval a human gave it (a resumed batch)."""
+        self.caller_tools: dict[str, ToolLike] = {}
+        self.tool_choice: Any = None
+
+    def offer_caller_tools(self, tools: Sequence[ToolLike], tool_choice: Any) -> None:
+        self.caller_tools = {t.name: t for t in tools}
+        self.tool_choice = tool_choice
+
+    def _offered(self) -> list[Any]:
+        if self.tool_choice == "none":
+            return []
+        return [*self.toolset, *self.caller_tools.values()]
+
+    def _choice(self) -> Any:
+        """This turn's `tool_choice`: see the module docstring."""
+        choice = self.tool_choice
+        if choice in (None, "auto", "none"):
+            return None
+        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        lasting = named in self.caller_tools if named else bool(self.caller_tools)
+        return choice if lasting or self.iteration == 0 else None
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self.steps = [Step.from_dict(s) for s in state.get("steps") or []]
@@ -229,18 +261,22 @@ class _Loop:
                 return await self._summarize(f"{self.policy.max_iterations} iterations")
             if self.tool_calls >= self.policy.max_tool_calls:
                 return await self._summarize(f"{self.policy.max_tool_calls} tool calls")
-            turn = await self._ask(list(self.toolset))
+            turn = await self._ask(self._offered(), self._choice())
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
                 return self._result(turn.message, finish_reason=turn.finish_reason)
-            paused = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
-            if paused is not None:
-                return paused
+            ended = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
+            if ended is not None:
+                return ended
 
     async def answer_calls(self, calls: list[ToolCall], *, truncated: bool,
                            decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
-        """Give every call of one turn exactly one result, in call order; or pause for approvals."""
+        """Give every call of one turn exactly one result, in call order; or pause for approvals; or, when the
+        turn called the caller's tools, run the gateway's own calls and hand the caller's back."""
+        handed = [c for c in calls if c.name in self.caller_tools and not truncated]
+        if handed:
+            calls = [c for c in calls if c not in handed]
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
                      and t.needs_approval and await self._valid(t, c)]
@@ -273,7 +309,10 @@ class _Loop:
             runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
-        self._append_results(calls, [r for r in results if r is not None])
+        if calls:
+            self._append_results(calls, [r for r in results if r is not None])
+        if handed:
+            return await self._hand_back(handed)
         return None
 
     async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
@@ -283,6 +322,20 @@ class _Loop:
         arguments = self.adapter.prepare_arguments(tool, dict(call.arguments))
         probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
         return await self.invoke.check(tool, probe) is None
+
+    async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
+        """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
+        for call in calls:
+            step = _step(call, call.arguments, None, self.iteration)
+            step.handed_back = True
+            step.ok = call.parse_error is None
+            step.error = call.parse_error
+            self.steps.append(step)
+            await self._emit(LoopEvent(type="step_finished", step=step))
+        said = next(m for m in reversed(self.messages) if m.role == "assistant")  # this turn's own message
+        message = Message(role="assistant", content=said.content, tool_calls=calls)
+        return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage,
+                         iterations=self.iteration, finish_reason="tool_calls", handed_back=calls)
 
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:
@@ -367,6 +420,8 @@ class _Loop:
             "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
             "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
             "tool_calls": self.tool_calls, "params": self.params,
+            "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
+            "tool_choice": self.tool_choice,
         }
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
         if self.approvals is not None:
@@ -382,14 +437,15 @@ class _Loop:
         self.messages.append(message)
         return self._result(message, cut=True, finish_reason=turn.finish_reason)
 
-    async def _ask(self, tools: list[AgentTool]) -> Turn:
+    async def _ask(self, tools: list[Any], tool_choice: Any = None) -> Turn:
         on_text = None
         if self.stream:
             # Text said before tool calls streams too (as the provider sends it); `iteration` tells the turns
             # apart for a caller that wants to separate them.
             async def on_text(text: str) -> None:
                 await self._emit(LoopEvent(type="text", text=text, iteration=self.iteration))
-        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=self.params,
+        params = self.params if tool_choice is None or not tools else {**self.params, "tool_choice": tool_choice}
+        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
                                            on_text=on_text)
         self.usage.add(turn.usage)
         return turn

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from .settings import GatewaySettings
 
-ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)

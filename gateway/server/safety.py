@@ -36,6 +36,7 @@ from ..store import RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
+from .handoff import keep_turn
 
 logger = logging.getLogger("gateway.safety")
 
@@ -158,6 +159,8 @@ class Safety(Safeguards):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner.for_agent(agent.name))
+                # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
+                await keep_turn(self.store, result, agent=agent.name, client=run.client)
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
             describe_pause(result, self.redactor.value)
             return result

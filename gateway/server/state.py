@@ -24,6 +24,7 @@ from ..execution.runner import ToolRunner
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
 from ..safety.redaction import Redactor
+from ..store import MemoryStore, Store
 from ..toolsets import Toolset
 from .errors import APIError
 
@@ -133,6 +134,7 @@ class GatewayState:
         self.holder = holder
         self.safety = safety
         self.hooks = tuple(hooks)
+        self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._adapter_factory = adapter_factory or (lambda config: get_adapter(config, transport=provider_transport))
         self.generation = self._build(holder.current)
@@ -141,6 +143,16 @@ class GatewayState:
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory,
                           safety=self.safety, hooks=self.hooks)
+
+    @property
+    def store(self) -> Store:
+        """The safety layer's store, or (a gateway built without one) a process-local store of the state's own
+        (stored responses and handed-back turns need one)."""
+        if self.safety is not None:
+            return self.safety.store
+        if self._own_store is None:
+            self._own_store = MemoryStore()
+        return self._own_store
 
     @property
     def current(self) -> Generation:

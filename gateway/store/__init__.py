@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditRow, Bucket, RunRecord, Store
+from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -18,6 +18,7 @@ __all__ = [
     "AuditRow",
     "Bucket",
     "MemoryStore",
+    "ResponseRecord",
     "RunRecord",
     "SQLiteStore",
     "Store",
