@@ -182,7 +182,8 @@ class RuntimeHolder:
         while True:
             runtime = self._current
             try:
-                latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+                latest: tuple[tuple[str, int, int], ...] | None = await anyio.to_thread.run_sync(
+                    input_stats, runtime.specs_dir, runtime.agents_path)
             except OSError as exc:  # e.g. a folder made unreadable: keep serving, look again later
                 logger.warning("cannot scan the inputs: %s", exc)
                 latest = stats

@@ -76,7 +76,7 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
 
     def __enter__(self) -> Caller:
         current = _caller.get()
-        values = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
+        values: dict[str, Any] = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
                   "approvals": current.approvals, "started": current.started, "notes": current.notes}
         values.update(self._fields)  # an unknown field name fails in Caller() below, like replace() did
         caller = Caller(**values)

@@ -168,7 +168,8 @@ class SQLiteStore(Store):
     async def list_approvals(
         self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[str] = []
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
@@ -369,7 +370,7 @@ class SQLiteStore(Store):
             levels = []
             for bucket in buckets:
                 row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
-                levels.append(refill_bucket(*row, now, bucket) if row else bucket.burst)
+                levels.append(refill_bucket(row[0], row[1], now, bucket) if row else bucket.burst)
             retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
             if retry_after == 0.0:
                 conn.executemany(
