@@ -201,6 +201,8 @@ class ApiSpec:
     operation_count: int = 0
     tool_count: int = 0
     content_hash: str = ""
+    skipped: dict[str, Diagnostic] = field(default_factory=dict)
+    """Operations the compiler skipped, by operationId (the derived tool name when there is none): why."""
 
 
 class Catalog:
