@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--allow-public", action="store_true",
                        help="serve a non-loopback host even without `clients` keys in agents.yaml")
+    serve.add_argument("--no-access-log", action="store_true",
+                       help="write no line per request (the audit log still records every tool call)")
     serve.set_defaults(handler=_cmd_serve)
 
     validate = commands.add_parser("validate", help="compile everything and report diagnostics")
@@ -81,7 +83,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..server.run import serve_http
 
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
-                      allow_public=args.allow_public)
+                      allow_public=args.allow_public, access_log=not args.no_access_log)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
 from .handoff import keep_turn
+from .routes import read_json
 
 logger = logging.getLogger("gateway.safety")
 
@@ -93,10 +94,7 @@ class Safety(Safeguards):
         return JSONResponse({"data": await self.audit.recent(limit, agents=allowed_agents(request.scope))})
 
     async def _decide_approval(self, request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.") from None
+        payload = await read_json(request)  # 400 for what is not JSON, nested too deep or no text
         if not isinstance(payload, dict):
             raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.")
         try:
