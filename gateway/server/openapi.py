@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from .. import __version__
-from .routes import FORMATS
+from ..dialects import FORMATS
+from ..store.base import AUDIT_KINDS
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
 
@@ -306,11 +307,11 @@ _AUDIT_FILTERS = [
     *({"name": name, "in": "query", "required": False, "description": f"Only rows whose `{name}` is this.",
        "schema": {"type": "string"}} for name in ("agent", "client", "tool", "status", "run_id")),
     {"name": "kind", "in": "query", "required": False, "schema": {"type": "string",
-                                                                  "enum": ["tool", "chat", "decision"]}},
+                                                                  "enum": list(AUDIT_KINDS)}},
     *({"name": name, "in": "query", "required": False,
        "description": f"Rows {'at or after' if name == 'since' else 'before'} this time: ISO 8601 (UTC unless it "
                       "says otherwise) or epoch seconds.",
-       "schema": {"type": "string"}}
+       "schema": {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}}
       for name in ("since", "until")),
 ]
 

@@ -1,8 +1,8 @@
 """One MCP `tools/call` through the gateway's call pipeline.
 
 Every MCP call, over HTTP in either protocol era and over stdio, runs through `answer_call`, and `answer_call`
-hands the call to the pipeline in exactly one place (`run_direct_call`: approval, fixed arguments, validation,
-limits, execution, audit), so the door adopts a new pipeline by changing that one line. What is MCP's own stays
+hands the call to the pipeline in exactly one place (`run_direct_call`: fixed arguments, validation, approval,
+limits, breaker, execution, the output check, redaction, audit; `gateway.execution.pipeline`). What is MCP's own stays
 here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
 """
 
@@ -14,6 +14,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..direct_call import run_direct_call
+from ..errors import APIError
 from ..state import GatewayState, Generation
 from .listing import era_of
 from .results import call_result
@@ -27,8 +28,12 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         agent_tool = generation.toolset(agent).get(name)
         if agent_tool is None:
             return None
-        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
-        return call_result(generation, agent_tool, result, modern=era_of(protocol_version) == "modern")
+        try:
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
+                                           door="mcp")
+        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
+            raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
 
 
 def checked_agent(generation: Generation, agent: str) -> str:
