@@ -189,6 +189,9 @@ class ApiSpec:
     operation_count: int = 0
     tool_count: int = 0
     content_hash: str = ""
+    search_index: bytes = b""
+    """The spec's tool search index (`gateway.openapi.search`), built at compile time: row i is the i-th of
+    the spec's tools in catalog order."""
 
 
 class Catalog:
