@@ -45,7 +45,8 @@ def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
     specs.mkdir()
     (specs / "shop.yaml").write_text(
         "openapi: 3.0.0\ninfo: {title: shop, version: '1'}\npaths:\n"
-        "  /orders:\n    post: {operationId: createOrder, summary: Place an order, responses: {'201': {description: ok}}}\n"
+        "  /orders:\n"
+        "    post: {operationId: createOrder, summary: Place an order, responses: {'201': {description: ok}}}\n"
         "    get: {operationId: listOrders, summary: List orders, responses: {'200': {description: ok}}}\n")
     catalog = compile_specs(specs, cache_dir=tmp_path / "cache")
     assert catalog.apis["shop"].search_index
