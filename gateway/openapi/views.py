@@ -383,7 +383,7 @@ def _accepted_types(node: Any, defs: dict[str, Any], depth: int = 0) -> str | li
         return None
     kind = node.get("type")
     if isinstance(kind, str | list):
-        return kind  # type: ignore[return-value]
+        return kind
     branches = node.get("anyOf") or node.get("oneOf")
     if isinstance(branches, list) and branches:
         kinds: set[str] = set()
