@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
+ToolSearch = Literal["auto", "on", "off"]
 
 _SECRET_HEADER = re.compile(r"authorization|key|token|secret|password|session|cookie", re.IGNORECASE)
 
@@ -129,6 +130,11 @@ class AgentConfig:
     tools: list[ToolSelection] = field(default_factory=list)
     policy: Policy = field(default_factory=Policy)
     delegates: list[str] = field(default_factory=list)
+    tool_search: ToolSearch = "auto"
+    """on: the model starts with `pinned` + `search_tools` and loads what it finds; auto: on when the agent has
+    more than 64 tools or more definitions than the request budget (see `gateway.toolsearch`)."""
+    pinned: list[str] = field(default_factory=list)
+    """Tools (agent tool names, operationIds or globs) offered from the start when tool search is on."""
     line: int | None = None
 
 

@@ -101,7 +101,7 @@ def _row(tool: Tool) -> tuple[str, ...]:
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, depth UNINDEXED, "
-                       "method UNINDEXED, tokenize = 'porter unicode61')")
+                       "method UNINDEXED, detail = column, tokenize = 'porter unicode61')")
     return connection
 
 
