@@ -40,6 +40,7 @@ from .loop_types import (
 )
 from .messages import Message, ToolCall, ToolResult
 from .providers.base import ProviderAdapter, Turn, Usage
+from .toolsearch import SEARCH_TOOL, ToolOffer
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
@@ -181,8 +182,12 @@ class _Loop:
         self.consecutive_errors = 0
         self.tool_calls = 0
         self.last_errors: list[str] = []
+        self.offer = ToolOffer(agent, toolset)
+        """What each request offers the model: views within the budget; with tool search, what was found."""
 
     def restore(self, state: Mapping[str, Any]) -> None:
+        for name in state.get("loaded") or []:
+            self.offer.load(name)
         self.steps = [Step.from_dict(s) for s in state.get("steps") or []]
         self.usage = Usage.from_dict(state.get("usage") or {})
         self.iteration = int(state.get("iteration", 0))
@@ -203,7 +208,7 @@ class _Loop:
                 return await self._summarize(f"{self.policy.max_iterations} iterations")
             if self.tool_calls >= self.policy.max_tool_calls:
                 return await self._summarize(f"{self.policy.max_tool_calls} tool calls")
-            turn = await self._ask(list(self.toolset))
+            turn = await self._ask(self.offer.views())
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
@@ -226,6 +231,13 @@ class _Loop:
         steps: list[Step | None] = [None] * len(calls)
         runnable: list[tuple[int, AgentTool, ToolCall]] = []
         for index, call in enumerate(calls):
+            if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
+                results[index] = self._answer_meta(call)
+                steps[index] = _step(call, call.arguments, results[index], self.iteration)
+                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                                                                           self.iteration)))
+                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
+                continue
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
                 results[index] = refusal
@@ -249,6 +261,15 @@ class _Loop:
         self._append_results(calls, [r for r in results if r is not None])
         return None
 
+    def _answer_meta(self, call: ToolCall) -> ToolResult:
+        """`search_tools` (what it finds is offered from the next request on) and `describe_tool`."""
+        started = time.perf_counter()
+        ok, body = self.offer.answer(call.name, call.arguments or {})
+        elapsed = (time.perf_counter() - started) * 1000
+        if ok:
+            return ToolResult(ok=True, body=body, media_type="application/json", duration_ms=elapsed)
+        return ToolResult.failure("invalid_arguments", str(body), duration_ms=elapsed)
+
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:
             return ToolResult.failure("truncated_turn", "your answer hit the output token limit, so this call's "
@@ -256,6 +277,9 @@ class _Loop:
                                       "arguments or fewer calls at once.")
         tool = self.toolset.get(call.name)
         if tool is None:
+            if self.offer.searching:
+                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; call "
+                                          f"{SEARCH_TOOL} to find the tool for what you want to do.")
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
                                       f"The tools you can call are: {names}")
@@ -326,7 +350,7 @@ class _Loop:
                             "reason": d.reason} for k, d in decided.items()},
             "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
             "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
-            "tool_calls": self.tool_calls, "params": self.params,
+            "tool_calls": self.tool_calls, "params": self.params, "loaded": self.offer.loaded,
         }
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
         if self.approvals is not None:

@@ -14,12 +14,12 @@ definitions; a tool that no longer fits is named in the search's answer as not l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
 from .catalog import Catalog, Tool
-from .config.model import AgentConfig, Manifest
+from .config.model import AgentConfig
 from .openapi.search import index_of
 from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
 from .toolsets import AgentTool, Toolset
@@ -46,26 +46,36 @@ SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-def tool_budget(manifest: Manifest) -> int:
-    return int(manifest.settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
+def tool_budget(settings: Mapping[str, Any]) -> int:
+    """`gateway.tool_budget`: tokens one tool's view may take."""
+    return int(settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
 
 
-def definitions_budget(manifest: Manifest) -> int:
-    return int(manifest.settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
+def definitions_budget(settings: Mapping[str, Any]) -> int:
+    """`gateway.tool_definitions_budget`: tokens of definitions one request may carry."""
+    return int(settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
 
 
-def search_enabled(agent: AgentConfig, toolset: Toolset, manifest: Manifest) -> bool:
+def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
     """Whether the agent's model starts from `search_tools` instead of every tool."""
     if agent.tool_search != "auto":
         return agent.tool_search == "on"
     if len(toolset) > AUTO_MAX_TOOLS:
         return True
-    budget = tool_budget(manifest)
-    return sum(model_view(t, budget).tokens or 1 for t in toolset) > definitions_budget(manifest)
+    budget = tool_budget(toolset.settings)
+    return sum(model_view(t, budget).tokens or 1 for t in toolset) > definitions_budget(toolset.settings)
 
 
-def search(catalog: Catalog, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
+def catalog_of(toolset: Toolset) -> Catalog:
+    """The catalog behind a toolset (one made of its tools when it was built without one)."""
+    if toolset.catalog is None:
+        toolset.catalog = Catalog(list({t.tool.name: t.tool for t in toolset if t.tool is not None}.values()))
+    return toolset.catalog
+
+
+def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
     """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`."""
+    catalog = catalog or catalog_of(toolset)
     by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
     apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
     everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
@@ -108,14 +118,12 @@ def pinned_tools(agent: AgentConfig, toolset: Toolset) -> list[AgentTool]:
 class ToolOffer:
     """The tools one run offers its model: all of them (search off), or pinned + meta + what was found."""
 
-    def __init__(self, agent: AgentConfig, toolset: Toolset, catalog: Catalog, manifest: Manifest,
-                 loaded: Iterable[str] = ()) -> None:
+    def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = ()) -> None:
         self.agent = agent
         self.toolset = toolset
-        self.catalog = catalog
-        self.budget = tool_budget(manifest)
-        self.definitions_budget = definitions_budget(manifest)
-        self.searching = search_enabled(agent, toolset, manifest)
+        self.budget = tool_budget(toolset.settings)
+        self.definitions_budget = definitions_budget(toolset.settings)
+        self.searching = search_enabled(agent, toolset)
         self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
         self.offered: list[AgentTool] = []
         if self.searching:
@@ -169,7 +177,7 @@ class ToolOffer:
             limit = arguments.get("limit", DEFAULT_LIMIT)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
                 return False, f"`limit` must be an integer from 1 to {MAX_LIMIT}"
-            found = search(self.catalog, self.toolset, query, limit)
+            found = search(None, self.toolset, query, limit)
             for item in found:
                 refusal = self.load(item["name"])
                 item["loaded"] = refusal is None
