@@ -8,9 +8,12 @@ What is indexed, one column each (weights in `_WEIGHTS`): the name split on case
 summary; the description's first paragraph (markup out); the tags; the path's segments (parameters
 included, braces out); the argument names; and the method as verbs (POST: create add new, DELETE: delete remove,
 ...). Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each widened by API-aware
-synonyms (close -> update state, email -> mail message, file -> drive item, ...), and BM25 is divided by
-`1 + 0.15 * path depth` so that, of near-equal candidates, the operation on the shorter path wins (Graph
-repeats each operation under many nested paths).
+synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the compound of
+two neighbours ("pay out" -> payout). The score: BM25, times 1.6 when the method is the one the query's first
+verb asks for (create -> POST, close -> PATCH, ...), divided by `1 + 0.1 * path depth` (of near-equal
+candidates the shorter path wins: Graph repeats each operation under many nested paths), times
+`1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
+`orgs/create-issue-type`). The constants were chosen on the task sets in tests/openapi/search_tasks.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from ..catalog import Catalog, Tool
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "verbs": 3.0}
 _COLUMNS = tuple(_WEIGHTS)
-_DEPTH_PENALTY = 0.15
+_DEPTH_PENALTY = 0.1
+_PARAMETER_DEPTH = 1.0
 _VERBS = {
     "GET": "get list show read fetch find view retrieve",
     "POST": "create add new post make send",
@@ -84,7 +88,8 @@ def _first_paragraph(text: str) -> str:
 
 
 def _row(tool: Tool) -> tuple[str, ...]:
-    path = [segment for segment in tool.path.split("/") if segment]
+    segments = [segment for segment in tool.path.split("/") if segment]
+    parameters = sum(segment.startswith("{") for segment in segments)
     return (
         words(tool.operation_id or tool.name),
         words(tool.summary),
@@ -93,7 +98,8 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
         _VERBS.get(tool.method, tool.method.lower()),
-        str(len(path)),
+        str(len(segments) - parameters),
+        str(parameters),
         tool.method,
     )
 
@@ -101,7 +107,7 @@ def _row(tool: Tool) -> tuple[str, ...]:
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, depth UNINDEXED, "
-                       "method UNINDEXED, detail = column, tokenize = 'porter unicode61')")
+                       "parameters UNINDEXED, method UNINDEXED, detail = column, tokenize = 'porter unicode61')")
     return connection
 
 
@@ -109,8 +115,8 @@ def build_index(tools: Iterable[Tool]) -> bytes:
     """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
     connection = _connect()
     with connection:
-        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}, depth, method) VALUES "
-                               f"(?, {', '.join('?' for _ in _COLUMNS)}, ?, ?)",
+        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}, depth, parameters, method) VALUES "
+                               f"(?, {', '.join('?' for _ in _COLUMNS)}, ?, ?, ?)",
                                ((index, *_row(tool)) for index, tool in enumerate(tools, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
     data = connection.serialize()
@@ -155,6 +161,15 @@ def intended_methods(query: str) -> list[str]:
     return []
 
 
+_NAME_COVERAGE = 1.0
+
+
+def _stems(text: str) -> set[str]:
+    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
+    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
+            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+
+
 @dataclass(slots=True, frozen=True)
 class SearchHit:
     tool: Tool
@@ -192,11 +207,12 @@ class ToolIndex:
             return []
         weights = ", ".join(str(w) for w in _WEIGHTS.values())
         methods = ", ".join(f"'{m}'" for m in intended_methods(query)) or "''"
-        sql = (f"SELECT rowid, bm25(tools, {weights}) * (CASE WHEN method IN ({methods}) THEN {_INTENT_BOOST} "
-               f"ELSE 1 END) / (1 + {_DEPTH_PENALTY} * depth) AS score FROM tools "
-               "WHERE tools MATCH ? ORDER BY score LIMIT ?")
+        sql = (f"SELECT rowid, name, bm25(tools, {weights}) * (CASE WHEN method IN ({methods}) THEN "
+               f"{_INTENT_BOOST} ELSE 1 END) / (1 + {_DEPTH_PENALTY} * (depth + {_PARAMETER_DEPTH} * parameters)) "
+               "AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?")
+        terms = _stems(expression)
         hits: list[SearchHit] = []
-        wanted = limit if allowed is None else max(limit * 20, 200)
+        wanted = max(limit * 5, 50) if allowed is None else max(limit * 20, 200)
         for api in list(apis) if apis is not None else self.apis:
             connection, tools = self._api(api)
             with self._lock:
@@ -204,10 +220,14 @@ class ToolIndex:
             if allowed is not None and len(rows) == wanted:
                 with self._lock:  # a narrow selection: rank every match, keep the allowed ones
                     rows = connection.execute(sql, (expression, -1)).fetchall()
-            for rowid, score in rows:
+            for rowid, name, score in rows:
                 tool = tools[rowid - 1]
                 if allowed is None or allowed(tool):
-                    hits.append(SearchHit(tool, round(-score, 4)))
+                    # A name made only of the query's words is the operation asked for, not one beside it
+                    # (`issues/create` for "create an issue", over `orgs/create-issue-type`).
+                    named = _stems(name)
+                    coverage = len(named & terms) / len(named) if named else 0.0
+                    hits.append(SearchHit(tool, round(-score * (1 + _NAME_COVERAGE * coverage), 4)))
         hits.sort(key=lambda hit: -hit.score)
         return hits[:limit]
 
