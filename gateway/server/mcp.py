@@ -36,6 +36,7 @@ from ..execution.fastschema import is_valid
 from ..jsonwire import dumps_text
 from ..messages import ToolResult
 from ..toolsets import AgentTool
+from . import mcp_search
 from .direct_call import run_direct_call
 from .errors import APIError
 from .mcp_fastcall import FastCallSessionManager, scope_header
@@ -101,8 +102,15 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     async with state.use() as generation:
         agent = _checked_agent(generation, agent)
         agent_tool = generation.toolset(agent).get(name)
-        if agent_tool is None:
-            return None
+        if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+            if not mcp_search.searching(config, toolset):
+                return None
+
+            async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
+                return await answer_call(state, agent, target, inner, protocol_version, client)
+
+            return await mcp_search.answer_meta(config, toolset, name, arguments, call_tool)
         result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
         return _call_result(generation, agent_tool, result, modern=protocol_version in MODERN_PROTOCOL_VERSIONS)
 
@@ -130,7 +138,10 @@ def _pages(generation: Generation, agent: str, era: str) -> list[dict[str, Any]]
     a thousand-operation API is several times that), each pointing to the next with a cursor."""
     pages: list[list[types.Tool]] = [[]]
     size = 0
-    for agent_tool in generation.toolset(agent):
+    toolset = generation.toolset(agent)
+    config = generation.runtime.manifest.agents[agent]
+    listed = mcp_search.listing(config, toolset) if mcp_search.searching(config, toolset) else toolset
+    for agent_tool in listed:
         item = mcp_tool(agent_tool)
         if era == "modern" and agent_tool.output_schema is not None:
             item["outputSchema"] = agent_tool.output_schema  # 2026-07-28 takes any schema: the exact one
