@@ -6,14 +6,15 @@ each api's index once (in memory) and answers the best tools first.
 
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary; the description's first paragraph (markup out); the tags; the path's segments (parameters
-included, braces out); the argument names; and the method as verbs (POST: create add new, DELETE: delete remove,
-...). Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each widened by API-aware
-synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the compound of
-two neighbours ("pay out" -> payout). The score: BM25, times 1.6 when the method is the one the query's first
-verb asks for (create -> POST, close -> PATCH, ...), divided by `1 + 0.1 * path depth` (of near-equal
-candidates the shorter path wins: Graph repeats each operation under many nested paths), times
-`1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
-`orgs/create-issue-type`). The constants were chosen on the task sets in tests/openapi/search_tasks.
+included, braces out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words
+are joined with OR, each widened by API-aware synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the compound of
+two neighbours ("pay out" -> payout); generic verbs (create, list, update, ...) pick the method instead of
+matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
+then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close ->
+PATCH, ...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats
+each operation under many nested paths), times `1 + the share of the name's words the query holds`
+(`issues/create` for "create an issue", not `orgs/create-issue-type`). The constants were chosen on the task
+sets in tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
 """
 
 from __future__ import annotations
@@ -28,18 +29,10 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "verbs": 3.0}
+_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _PARAMETER_DEPTH = 1.0
-_VERBS = {
-    "GET": "get list show read fetch find view retrieve",
-    "POST": "create add new post make send",
-    "PUT": "update replace set put edit",
-    "PATCH": "update edit change modify set",
-    "DELETE": "delete remove destroy cancel",
-}
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
     "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
@@ -88,8 +81,6 @@ def _first_paragraph(text: str) -> str:
 
 
 def _row(tool: Tool) -> tuple[str, ...]:
-    segments = [segment for segment in tool.path.split("/") if segment]
-    parameters = sum(segment.startswith("{") for segment in segments)
     return (
         words(tool.operation_id or tool.name),
         words(tool.summary),
@@ -97,17 +88,12 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(" ".join(tool.tags)),
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
-        _VERBS.get(tool.method, tool.method.lower()),
-        str(len(segments) - parameters),
-        str(parameters),
-        tool.method,
     )
 
 
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
-    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, depth UNINDEXED, "
-                       "parameters UNINDEXED, method UNINDEXED, detail = column, tokenize = 'porter unicode61')")
+    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
     return connection
 
 
@@ -115,8 +101,8 @@ def build_index(tools: Iterable[Tool]) -> bytes:
     """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
     connection = _connect()
     with connection:
-        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}, depth, parameters, method) VALUES "
-                               f"(?, {', '.join('?' for _ in _COLUMNS)}, ?, ?, ?)",
+        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
+                               f"(?, {', '.join('?' for _ in _COLUMNS)})",
                                ((index, *_row(tool)) for index, tool in enumerate(tools, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
     data = connection.serialize()
@@ -124,12 +110,21 @@ def build_index(tools: Iterable[Tool]) -> bytes:
     return data
 
 
+_GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
+                           "modify set delete remove destroy post put".split())
+"""Verbs that name a method rather than a thing: they pick the method (`intended_methods`) and count for the
+name's coverage, but are left out of the full-text match, where each would match thousands of operations."""
+
+
 def match_expression(query: str) -> str:
-    """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR)."""
-    terms: list[str] = []
+    """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR); generic verbs
+    are left out unless nothing else is left."""
     given = words(query).split()
+    content = [w for w in given if w not in _STOP and w not in _GENERIC_VERBS and not w.isdigit()]
+    skip = _STOP | _GENERIC_VERBS if content else _STOP
+    terms: list[str] = []
     for position, word in enumerate(given):
-        if word in _STOP or word.isdigit():
+        if word in skip or word.isdigit():
             continue
         following = given[position + 1] if position + 1 < len(given) else ""
         compound = [word + following] if following.isalpha() and following not in _STOP else []  # pay out: payout
@@ -201,18 +196,20 @@ class ToolIndex:
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
                allowed: Callable[[Tool], bool] | None = None) -> list[SearchHit]:
-        """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes)."""
+        """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes).
+
+        SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
+        ranking); the best `_CANDIDATES` are then scored with the method, depth and name signals here."""
         expression = match_expression(query)
         if not expression or limit < 1:
             return []
         weights = ", ".join(str(w) for w in _WEIGHTS.values())
-        methods = ", ".join(f"'{m}'" for m in intended_methods(query)) or "''"
-        sql = (f"SELECT rowid, name, bm25(tools, {weights}) * (CASE WHEN method IN ({methods}) THEN "
-               f"{_INTENT_BOOST} ELSE 1 END) / (1 + {_DEPTH_PENALTY} * (depth + {_PARAMETER_DEPTH} * parameters)) "
-               "AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?")
-        terms = _stems(expression)
+        sql = f"SELECT rowid, bm25(tools, {weights}) AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
+        methods = set(intended_methods(query))
+        terms = _stems(expression) | _stems(" ".join(w for word in words(query).split()
+                                                    for w in (word, *SYNONYMS.get(word, ()))))
         hits: list[SearchHit] = []
-        wanted = max(limit * 5, 50) if allowed is None else max(limit * 20, 200)
+        wanted = _CANDIDATES if allowed is None else _CANDIDATES * 4
         for api in list(apis) if apis is not None else self.apis:
             connection, tools = self._api(api)
             with self._lock:
@@ -220,16 +217,35 @@ class ToolIndex:
             if allowed is not None and len(rows) == wanted:
                 with self._lock:  # a narrow selection: rank every match, keep the allowed ones
                     rows = connection.execute(sql, (expression, -1)).fetchall()
-            for rowid, name, score in rows:
+            for rowid, score in rows:
                 tool = tools[rowid - 1]
                 if allowed is None or allowed(tool):
-                    # A name made only of the query's words is the operation asked for, not one beside it
-                    # (`issues/create` for "create an issue", over `orgs/create-issue-type`).
-                    named = _stems(name)
-                    coverage = len(named & terms) / len(named) if named else 0.0
-                    hits.append(SearchHit(tool, round(-score * (1 + _NAME_COVERAGE * coverage), 4)))
+                    hits.append(SearchHit(tool, round(-score * _signals(tool, methods, terms), 4)))
         hits.sort(key=lambda hit: -hit.score)
         return hits[:limit]
+
+
+_CANDIDATES = 100
+_FACTS: dict[int, tuple[Tool, int, int, frozenset[str]]] = {}
+
+
+def _signals(tool: Tool, methods: set[str], terms: set[str]) -> float:
+    """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
+    words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
+    facts = _FACTS.get(id(tool))
+    if facts is None or facts[0] is not tool:
+        segments = [segment for segment in tool.path.split("/") if segment]
+        parameters = sum(segment.startswith("{") for segment in segments)
+        if len(_FACTS) > 200_000:
+            _FACTS.clear()
+        facts = (tool, len(segments) - parameters, parameters, frozenset(_stems(words(tool.operation_id or
+                                                                                       tool.name))))
+        _FACTS[id(tool)] = facts
+    _, depth, parameters, named = facts
+    factor = _INTENT_BOOST if tool.method in methods else 1.0
+    factor /= 1 + _DEPTH_PENALTY * (depth + _PARAMETER_DEPTH * parameters)
+    coverage = len(named & terms) / len(named) if named else 0.0
+    return factor * (1 + _NAME_COVERAGE * coverage)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()

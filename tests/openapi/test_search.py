@@ -31,6 +31,9 @@ def test_queries_widen_with_synonyms_and_drop_numbers() -> None:
 def test_search_ranks_the_operation_that_answers_and_filters_by_allowed() -> None:
     tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
              _tool("deletePet", "DELETE", "/pets/{id}", "Delete a pet")]
+    tools += [_tool(f"{verb}{thing}", method, f"/{thing.lower()}s", f"{verb} {thing.lower()}")
+              for thing in ("Order", "User", "Store", "Vet") for verb, method in (("list", "GET"), ("add", "POST"))]
+    # (the others give "pet" its weight: a word in every document has none)
     catalog = Catalog(tools)
     index = index_of(catalog)
     assert index.search("add a new pet")[0].tool.name == "createPet"
