@@ -5,16 +5,16 @@ the spec's `ApiSpec.search_index`, so it is cached with the catalog. `ToolIndex(
 each api's index once (in memory) and answers the best tools first.
 
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
-summary; the description's first paragraph (markup out); the tags; the path's segments (parameters
-included, braces out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words
-are joined with OR, each widened by API-aware synonyms (close -> update state, email -> mail message, file ->
-drive item, ...) and by the compound of two neighbours ("pay out" -> payout); generic verbs (create, list,
-update, ...) pick the method instead of matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
-then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close ->
-PATCH, ...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats
-each operation under many nested paths), times `1 + the share of the name's words the query holds`
-(`issues/create` for "create an issue", not `orgs/create-issue-type`). The constants were chosen on the task
-sets in tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
+summary; the description's first paragraph (markup out); the tags; the path's segments (parameters included, braces
+out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each
+widened by API-aware synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the
+compound of two neighbours ("pay out" -> payout); generic verbs (create, list, update, ...) pick the method instead
+of matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
+then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close -> PATCH,
+...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats each
+operation under many nested paths), times `1 + the share of the name's words the query holds` (`issues/create` for
+"create an issue", not `orgs/create-issue-type`). The constants were chosen on the task sets in
+tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
 """
 
 from __future__ import annotations
