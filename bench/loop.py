@@ -27,7 +27,7 @@ from gateway.messages import Message, ToolCall, ToolResult
 from gateway.providers import get_adapter
 from gateway.toolsets import AgentTool, Toolset
 
-KINDS = ("openai", "anthropic", "gemini", "ollama")
+KINDS = ("openai", "openai-responses", "anthropic", "gemini", "ollama")
 
 
 def _answer(kind: str, call: bool) -> dict[str, Any]:
@@ -41,6 +41,13 @@ def _answer(kind: str, call: bool) -> dict[str, Any]:
         return {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+    if kind == "openai-responses":
+        output: list[dict[str, Any]] = [{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "tool_0",
+                                         "arguments": json.dumps(args), "status": "completed"}] if call else [
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}]
+        return {"id": "resp_1", "object": "response", "status": "completed", "model": "m", "output": output,
+                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}
     if kind == "anthropic":
         content = [{"type": "tool_use", "id": "toolu_1", "name": "tool_0", "input": args}] if call else [
             {"type": "text", "text": "Done."}]
@@ -101,7 +108,7 @@ async def _bench(args: argparse.Namespace) -> dict[str, float]:
                            Reply(text="Done."))
 
             for kind in KINDS:
-                base = llm.url + "/v1" if kind == "openai" else llm.url
+                base = llm.url + "/v1" if kind.startswith("openai") else llm.url
                 times = [await _one_run(kind, args.iterations, tools, base, None, script) for _ in range(args.repeats)]
                 medians[kind] = statistics.median(times)
         return medians
@@ -136,7 +143,7 @@ def main() -> None:
     print(f"loop overhead per iteration ({where}, {args.iterations} iterations, {args.tools} tools, "
           f"median of {args.repeats} runs):")
     for kind, value in medians.items():
-        print(f"  {kind:<10} {value:.3f} ms")
+        print(f"  {kind:<16} {value:.3f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,13 @@ in MEAI); the run returns `pending_approvals` and a JSON-serializable `state`; `
 runs the batch (approved calls with optionally edited arguments, denied ones answered with the reason) and
 carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
 
+Caller tools: tools the client declared in its request (`caller_tools`) are offered to the model beside the
+agent's own, but never run here. A turn that calls one runs the gateway's own calls of that turn, then ends the
+run with those calls handed back (`RunResult.handed_back`, finish reason `tool_calls`); the caller answers them
+in its next request and the run goes on from there. `tool_choice` is passed on to the provider: `required`, or a
+named caller tool, holds on every turn until a caller tool is called (the caller's answer is then a tool call,
+as it asked); otherwise it holds for the first turn only. `none` offers no tools at all.
+
 Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
 call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
 """
@@ -29,6 +36,7 @@ import anyio
 from .config.model import AgentConfig
 from .loop_types import (
     STATE_VERSION,
+    CallerToolSpec,
     Decision,
     LoopError,
     LoopEvent,
@@ -39,7 +47,7 @@ from .loop_types import (
     message_to_dict,
 )
 from .messages import Message, ToolCall, ToolResult
-from .providers.base import ProviderAdapter, Turn, Usage
+from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
 from .toolsearch import SEARCH_TOOL, ToolOffer
 from .toolsets import AgentTool, Toolset
 
@@ -98,19 +106,23 @@ def sub_run(agent: str) -> SubRun | None:
 
 async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
               invoke: Invoke, params: dict[str, Any] | None = None, on_event: EventHandler | None = None,
-              stream: bool = False, approvals: ApprovalHook | None = None) -> RunResult:
-    """Run `agent` on `messages` until it answers, pauses for approval, or a limit ends it.
+              stream: bool = False, approvals: ApprovalHook | None = None, caller_tools: Sequence[ToolLike] = (),
+              tool_choice: Any = None) -> RunResult:
+    """Run `agent` on `messages` until it answers, pauses for approval, hands calls back, or a limit ends it.
 
     Parameters: adapter: the agent's provider; toolset: the tools it may call; invoke: runs one call
     (`gateway.invoke.ToolRunner`); params: extra request parameters (temperature, ...); on_event: receives
     text deltas (with `stream`) and step events as they happen; approvals: awaited with the pending approvals
-    and the state when the run pauses (the store hook). Raises LoopError (consecutive errors, deadline) and
+    and the state when the run pauses (the store hook); caller_tools: the client's own tools, handed back when
+    called; tool_choice: OpenAI's `tool_choice` (see the module docstring). Raises LoopError (consecutive errors,
+    deadline) and
     ProviderError (the LLM failed).
     """
     conversation = list(messages)
     if agent.instructions:
         conversation.insert(0, Message(role="system", content=agent.instructions))
     loop = _Loop(agent, adapter, toolset, invoke, params, on_event, stream, approvals, conversation)
+    loop.offer_caller_tools(caller_tools, tool_choice)
     return await loop.execute(loop.iterate)
 
 
@@ -134,14 +146,15 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
     loop = _Loop(agent, adapter, toolset, invoke, params if params is not None else state.get("params"), on_event,
                  stream, approvals, [message_from_dict(m) for m in state["messages"]])
     loop.restore(state)
+    loop.offer_caller_tools([CallerToolSpec(**t) for t in state.get("caller_tools") or []], state.get("tool_choice"))
     if known - set(decided):
         return await loop.pause(pending, decided)
     by_call = {p.call_id: decided[p.id] for p in pending}
 
     async def finish_batch() -> RunResult:
         calls = loop.messages[-1].tool_calls
-        await loop.answer_calls(calls, truncated=False, decisions=by_call)
-        return await loop.iterate()
+        handed = await loop.answer_calls(calls, truncated=False, decisions=by_call)
+        return handed if handed is not None else await loop.iterate()
 
     return await loop.execute(finish_batch)
 
@@ -184,6 +197,26 @@ class _Loop:
         self.last_errors: list[str] = []
         self.offer = ToolOffer(agent, toolset)
         """What each request offers the model: views within the budget; with tool search, what was found."""
+        self.caller_tools: dict[str, ToolLike] = {}
+        self.tool_choice: Any = None
+
+    def offer_caller_tools(self, tools: Sequence[ToolLike], tool_choice: Any) -> None:
+        self.caller_tools = {t.name: t for t in tools}
+        self.tool_choice = tool_choice
+
+    def _offered(self) -> list[Any]:
+        if self.tool_choice == "none":
+            return []
+        return [*self.offer.views(), *self.caller_tools.values()]
+
+    def _choice(self) -> Any:
+        """This turn's `tool_choice`: see the module docstring."""
+        choice = self.tool_choice
+        if choice in (None, "auto", "none"):
+            return None
+        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        lasting = named in self.caller_tools if named else bool(self.caller_tools)
+        return choice if lasting or self.iteration == 0 else None
 
     def restore(self, state: Mapping[str, Any]) -> None:
         for name in state.get("loaded") or []:
@@ -208,18 +241,22 @@ class _Loop:
                 return await self._summarize(f"{self.policy.max_iterations} iterations")
             if self.tool_calls >= self.policy.max_tool_calls:
                 return await self._summarize(f"{self.policy.max_tool_calls} tool calls")
-            turn = await self._ask(self.offer.views())
+            turn = await self._ask(self._offered(), self._choice())
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
                 return self._result(turn.message, finish_reason=turn.finish_reason)
-            paused = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
-            if paused is not None:
-                return paused
+            ended = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
+            if ended is not None:
+                return ended
 
     async def answer_calls(self, calls: list[ToolCall], *, truncated: bool,
                            decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
-        """Give every call of one turn exactly one result, in call order; or pause for approvals."""
+        """Give every call of one turn exactly one result, in call order; or pause for approvals; or, when the
+        turn called the caller's tools, run the gateway's own calls and hand the caller's back."""
+        handed = [c for c in calls if c.name in self.caller_tools and not truncated]
+        if handed:
+            calls = [c for c in calls if c not in handed]
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
                      and t.needs_approval]
@@ -258,7 +295,10 @@ class _Loop:
             runnable.append((index, tool, call))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
-        self._append_results(calls, [r for r in results if r is not None])
+        if calls:
+            self._append_results(calls, [r for r in results if r is not None])
+        if handed:
+            return await self._hand_back(handed)
         return None
 
     def _answer_meta(self, call: ToolCall) -> ToolResult:
@@ -269,6 +309,20 @@ class _Loop:
         if ok:
             return ToolResult(ok=True, body=body, media_type="application/json", duration_ms=elapsed)
         return ToolResult.failure("invalid_arguments", str(body), duration_ms=elapsed)
+
+    async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
+        """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
+        for call in calls:
+            step = _step(call, call.arguments, None, self.iteration)
+            step.handed_back = True
+            step.ok = call.parse_error is None
+            step.error = call.parse_error
+            self.steps.append(step)
+            await self._emit(LoopEvent(type="step_finished", step=step))
+        said = next(m for m in reversed(self.messages) if m.role == "assistant")  # this turn's own message
+        message = Message(role="assistant", content=said.content, tool_calls=calls)
+        return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage,
+                         iterations=self.iteration, finish_reason="tool_calls", handed_back=calls)
 
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:
@@ -351,6 +405,8 @@ class _Loop:
             "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
             "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
             "tool_calls": self.tool_calls, "params": self.params, "loaded": self.offer.loaded,
+            "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
+            "tool_choice": self.tool_choice,
         }
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
         if self.approvals is not None:
@@ -366,14 +422,15 @@ class _Loop:
         self.messages.append(message)
         return self._result(message, cut=True, finish_reason=turn.finish_reason)
 
-    async def _ask(self, tools: list[AgentTool]) -> Turn:
+    async def _ask(self, tools: list[Any], tool_choice: Any = None) -> Turn:
         on_text = None
         if self.stream:
             # Text said before tool calls streams too (as the provider sends it); `iteration` tells the turns
             # apart for a caller that wants to separate them.
             async def on_text(text: str) -> None:
                 await self._emit(LoopEvent(type="text", text=text, iteration=self.iteration))
-        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=self.params,
+        params = self.params if tool_choice is None or not tools else {**self.params, "tool_choice": tool_choice}
+        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
                                            on_text=on_text)
         self.usage.add(turn.usage)
         return turn

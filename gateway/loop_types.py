@@ -35,9 +35,13 @@ class Step:
     """Set on a delegated agent's step: the agent that made the call (None: the agent the client called)."""
     steps: list[Step] = field(default_factory=list)
     """A delegation's steps: what the sub-agent called to answer it (nested as deep as the delegation)."""
+    handed_back: bool = False
+    """A call of one of the caller's own tools: not run by the gateway, handed back in the answer."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if not self.handed_back:
+            del data["handed_back"]
         data["duration_ms"] = round(self.duration_ms, 3)
         data["steps"] = [step.to_dict() for step in self.steps]
         if not self.steps:  # only delegations have these: other steps keep their plain shape
@@ -51,6 +55,23 @@ class Step:
         values = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
         values["steps"] = [cls.from_dict(step) for step in data.get("steps") or []]
         return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True, kw_only=True)
+class CallerToolSpec:
+    """A tool the caller declared in its request: offered to the model, never run by the gateway."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    output_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, tool: Any) -> CallerToolSpec:
+        return cls(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -123,7 +144,10 @@ class RunResult:
     """For a paused run: everything `resume` needs (JSON-serializable)."""
     finish_reason: str = "stop"
     """Why the final turn ended, in OpenAI's terms: `stop`, or `length`/`content_filter` when the provider
-    cut the answer itself (a run ended by a cap is `stop` with `cut`; see `gateway`)."""
+    cut the answer itself (a run ended by a cap is `stop` with `cut`; see `gateway`), `tool_calls` when the run
+    hands calls of the caller's own tools back (`handed_back`)."""
+    handed_back: list[ToolCall] = field(default_factory=list)
+    """Calls of the caller's tools the run stopped at: the caller runs them and sends the results back."""
 
     @property
     def paused(self) -> bool:

@@ -16,7 +16,7 @@ KINDS = ("openai", "anthropic", "gemini", "ollama")
 
 
 def provider_config(kind: str, url: str) -> ProviderConfig:
-    base = url + "/v1" if kind == "openai" else url
+    base = url + "/v1" if kind.startswith("openai") else url
     return ProviderConfig(name=f"test-{kind}", kind=kind, base_url=base, api_key="secret-key", timeout=10)  # type: ignore[arg-type]
 
 

@@ -1,9 +1,10 @@
-"""A real HTTP server on 127.0.0.1 that plays an LLM in all four wire formats, streaming and not.
+"""A real HTTP server on 127.0.0.1 that plays an LLM in all five wire formats, streaming and not.
 
 Tests queue `Reply`s (provider-neutral: text, tool calls, finish, usage, errors); each request pops the next
-one and renders it in the format its path asks for (OpenAI `/chat/completions`, Anthropic `/v1/messages`,
-Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every request is recorded
-so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with the official SDKs.
+one and renders it in the format its path asks for (OpenAI `/chat/completions` and `/responses`, Anthropic
+`/v1/messages`, Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every
+request is recorded so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with
+the official SDKs.
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ def _format_of(path: str) -> str:
         return "ollama"
     if path.rstrip("/").endswith("/v1/messages"):
         return "anthropic"
+    if path.rstrip("/").endswith("/responses"):
+        return "openai-responses"
     return "openai"
 
 
@@ -206,6 +209,9 @@ def _stream_error(fmt: str, message: str) -> str:
         return f"event: error\ndata: {json.dumps(data)}\n\n"
     if fmt == "ollama":
         return json.dumps({"error": message}) + "\n"
+    if fmt == "openai-responses":
+        data = {"type": "error", "code": "server_error", "message": message, "param": None, "sequence_number": 99}
+        return f"event: error\ndata: {json.dumps(data)}\n\n"
     if fmt.startswith("gemini"):
         return f"data: {json.dumps({'error': {'code': 503, 'message': message, 'status': 'UNAVAILABLE'}})}\r\n\r\n"
     return f"data: {json.dumps({'error': {'message': message, 'type': 'server_error'}})}\n\n"
@@ -415,7 +421,79 @@ def _ollama_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
     yield line(_ollama_final(reply, model, {"role": "assistant", "content": ""})), False
 
 
-RENDER = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini, "gemini-stream": _gemini,
-          "ollama": _ollama}
-STREAM = {"openai": _openai_stream, "anthropic": _anthropic_stream, "gemini": _gemini_stream,
-          "gemini-stream": _gemini_stream, "ollama": _ollama_stream}
+# --- OpenAI Responses ---------------------------------------------------------------------------------------
+
+def _responses_items(reply: Reply) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if reply.thinking:
+        items.append({"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": reply.thinking}],
+                      "encrypted_content": reply.signature, "status": "completed"})
+    if reply.text:
+        items.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                      "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+    for i, call in enumerate(reply.calls):
+        items.append({"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
+                      "name": call.name, "arguments": _args_text(call), "status": "completed"})
+    return items
+
+
+def _responses(reply: Reply, model: str, items: list[dict[str, Any]] | None = None,
+               status: str | None = None) -> dict[str, Any]:
+    cut = reply.finish == "length"
+    return {"id": "resp_1", "object": "response", "created_at": int(time.time()),
+            "status": status or ("incomplete" if cut else "completed"), "model": model,
+            "output": _responses_items(reply) if items is None else items, "parallel_tool_calls": True,
+            "tool_choice": "auto", "tools": [], "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "instructions": None,
+            "metadata": {}, "temperature": None, "top_p": None, "store": False, "truncation": "disabled",
+            "text": {"format": {"type": "text"}},
+            "usage": {"input_tokens": reply.usage[0],
+                      "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                      "output_tokens": reply.usage[1], "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": sum(reply.usage)}}
+
+
+def _responses_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
+    sequence = iter(range(1_000_000))
+
+    def event(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': next(sequence), **data})}\n\n"
+
+    yield event("response.created", {"response": _responses(reply, model, [], "in_progress")}), False
+    yield event("response.in_progress", {"response": _responses(reply, model, [], "in_progress")}), False
+    for index, item in enumerate(_responses_items(reply)):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            yield event("response.output_item.added", {"output_index": index, "item": {**item, "content": [],
+                                                                                      "status": "in_progress"}}), False
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            yield event("response.content_part.added", {"item_id": item["id"], "output_index": index,
+                                                        "content_index": 0, "part": part}), False
+            for piece in _pieces(text, reply.chunks):
+                yield event("response.output_text.delta", {"item_id": item["id"], "output_index": index,
+                                                           "content_index": 0, "delta": piece, "logprobs": []}), True
+            yield event("response.output_text.done", {"item_id": item["id"], "output_index": index,
+                                                      "content_index": 0, "text": text, "logprobs": []}), False
+            yield event("response.content_part.done", {"item_id": item["id"], "output_index": index,
+                                                       "content_index": 0, "part": item["content"][0]}), False
+        elif item["type"] == "function_call":
+            yield event("response.output_item.added", {"output_index": index, "item": {**item, "arguments": "",
+                                                                                      "status": "in_progress"}}), False
+            for piece in _pieces(item["arguments"], reply.chunks):
+                yield event("response.function_call_arguments.delta", {"item_id": item["id"], "output_index": index,
+                                                                       "delta": piece}), False
+            yield event("response.function_call_arguments.done", {"item_id": item["id"], "output_index": index,
+                                                                  "name": item["name"],
+                                                                  "arguments": item["arguments"]}), False
+        else:
+            yield event("response.output_item.added", {"output_index": index, "item": item}), False
+        yield event("response.output_item.done", {"output_index": index, "item": item}), False
+    final = _responses(reply, model)
+    yield event("response.incomplete" if final["status"] == "incomplete" else "response.completed",
+                {"response": final}), False
+
+
+RENDER = {"openai": _openai, "openai-responses": _responses, "anthropic": _anthropic, "gemini": _gemini,
+          "gemini-stream": _gemini, "ollama": _ollama}
+STREAM = {"openai": _openai_stream, "openai-responses": _responses_stream, "anthropic": _anthropic_stream,
+          "gemini": _gemini_stream, "gemini-stream": _gemini_stream, "ollama": _ollama_stream}

@@ -235,6 +235,17 @@ def test_provider_kinds_defaults_and_url_warnings() -> None:
     assert "providers.gem.headers.X-A" not in by_pointer  # a number is written as text
 
 
+def test_the_openai_responses_kind() -> None:
+    manifest, diagnostics = _parse("""\
+    providers:
+      oai: {kind: openai-responses, strict: true}
+      too_far: {kind: openai-responses, base_url: "http://127.0.0.1:1/v1/responses"}
+    """)
+    assert manifest.providers["oai"].base_url == "https://api.openai.com/v1" and manifest.providers["oai"].strict
+    [warning] = diagnostics
+    assert warning.pointer == "providers.too_far.base_url" and "/responses is appended" in warning.message
+
+
 def test_every_auth_type_and_a_list_of_them() -> None:
     text = """\
     apis:

@@ -113,3 +113,37 @@ def test_requests_are_recorded(llm: ScriptedLLM) -> None:
     assert llm.requests[0].body == {"model": "m", "messages": []}
     assert llm.requests[0].headers["x-probe"] == "1"
     assert httpx.post(llm.url + "/v1/chat/completions", json={}).status_code == 500  # the script is exhausted
+
+
+def test_openai_sdk_parses_responses_answer_and_stream(llm: ScriptedLLM) -> None:
+    from openai.types.responses import Response, ResponseFunctionToolCall, ResponseReasoningItem
+
+    client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
+    llm.script(Reply(text="Checking.", calls=WEATHER, thinking="let me think"),
+               Reply(text="Checking.", calls=WEATHER, thinking="let me think"), Reply(text="Sunny in Paris."),
+               Reply(text="It is 3", finish="length"))
+    answer = client.responses.create(model="gpt-x", input="hi")
+    Response.model_validate(answer.model_dump(exclude_unset=True))  # validated, not just constructed
+    assert [item.type for item in answer.output] == ["reasoning", "message", "function_call", "function_call"]
+    assert isinstance(answer.output[0], ResponseReasoningItem) and answer.output[0].encrypted_content == "sig-123"
+    assert answer.output_text == "Checking."
+    call = answer.output[2]
+    assert isinstance(call, ResponseFunctionToolCall) and call.call_id == "c1"
+    assert json.loads(call.arguments) == {"city": "Paris", "days": 2}
+
+    with client.responses.stream(model="gpt-x", input="hi") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    assert [e.type for e in events][:2] == ["response.created", "response.in_progress"]
+    assert [item.type for item in final.output] == ["reasoning", "message", "function_call", "function_call"]
+    assert [json.loads(i.arguments) for i in final.output if i.type == "function_call"] == [
+        {"city": "Paris", "days": 2}, {"tz": "CET"}]
+
+    events = list(client.responses.create(model="gpt-x", input="hi", stream=True))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "Sunny in Paris."
+    assert events[-1].type == "response.completed" and events[-1].response.usage.total_tokens == 15
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+    cut = client.responses.create(model="gpt-x", input="hi", max_output_tokens=4)
+    assert cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens"
+    assert llm.requests[-1].path == "/v1/responses"

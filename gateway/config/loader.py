@@ -6,7 +6,7 @@ The format is the one DESIGN.md fixes; this loader extends it:
 
 ```yaml
 providers:
-  NAME: {kind: openai|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
+  NAME: {kind: openai|openai-responses|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
         # kind defaults to NAME when NAME is a kind; base_url to the kind's public root;
         # strict (openai only): tools in OpenAI's strict mode
 apis:                                   # keyed by the spec's path under specs/ without extension
@@ -70,9 +70,10 @@ from .delegation import check_delegation
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 
-PROVIDER_KINDS = ("openai", "anthropic", "gemini", "ollama")
+PROVIDER_KINDS = ("openai", "openai-responses", "anthropic", "gemini", "ollama")
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
     "gemini": "https://generativelanguage.googleapis.com",
     "ollama": "http://127.0.0.1:11434",
@@ -80,12 +81,14 @@ DEFAULT_BASE_URLS = {
 # A base_url ending like this most likely includes the part the adapter appends itself.
 _WRONG_SUFFIXES = {
     "openai": ("/chat/completions",),
+    "openai-responses": ("/responses",),
     "anthropic": ("/v1/messages", "/v1"),
     "gemini": ("/v1beta", ":generateContent", "/models"),
     "ollama": ("/api/chat", "/api", "/v1"),
 }
 _APPENDED = {
     "openai": "/chat/completions",
+    "openai-responses": "/responses",
     "anthropic": "/v1/messages",
     "gemini": "/v1beta/models/{model}:generateContent",
     "ollama": "/api/chat",
@@ -242,7 +245,7 @@ def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfi
         if not isinstance(strict, bool):
             c.error((*path, "strict"), f"expected true or false, got {strict!r}")
             strict = False
-        elif strict and kind not in (None, "openai"):
+        elif strict and kind not in (None, "openai", "openai-responses"):
             c.warning((*path, "strict"), f"strict mode is OpenAI's; a {kind} provider ignores it")
         if kind is None:
             continue
@@ -266,7 +269,7 @@ def _read_url(c: Checker, m: dict[str, Any], path: KeyPath, key: str) -> str | N
 def _check_provider_url(c: Checker, path: KeyPath, kind: str, url: str) -> None:
     for suffix in _WRONG_SUFFIXES[kind]:
         if url.endswith(suffix):
-            root = "the /v1 root" if kind == "openai" else "the server root"
+            root = "the /v1 root" if kind.startswith("openai") else "the server root"
             hint = ""
             if kind == "ollama" and suffix == "/v1":
                 hint = " (for Ollama's OpenAI-compatible /v1 use kind: openai)"

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 ToolSearch = Literal["auto", "on", "off"]
 

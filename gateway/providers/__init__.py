@@ -15,9 +15,11 @@ from .base import ProviderAdapter, Turn, Usage
 from .gemini import GeminiAdapter
 from .ollama import OllamaAdapter
 from .openai import OpenAIAdapter
+from .openai_responses import OpenAIResponsesAdapter
 
 ADAPTERS: dict[str, type[ProviderAdapter]] = {
     "openai": OpenAIAdapter,
+    "openai-responses": OpenAIResponsesAdapter,
     "anthropic": AnthropicAdapter,
     "gemini": GeminiAdapter,
     "ollama": OllamaAdapter,
@@ -66,4 +68,4 @@ class AdapterPool:
 
 
 __all__ = ["ADAPTERS", "AdapterPool", "AnthropicAdapter", "GeminiAdapter", "OllamaAdapter", "OpenAIAdapter",
-           "ProviderAdapter", "Turn", "Usage", "get_adapter"]
+           "OpenAIResponsesAdapter", "ProviderAdapter", "Turn", "Usage", "get_adapter"]

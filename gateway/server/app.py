@@ -29,6 +29,7 @@ from .errors import error_handlers
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
 from .openapi import SAFETY_PATHS, openapi_document
+from .responses import create_response, get_response
 from .routes import routes as plain_routes
 from .shortcut import DoorShortcut
 from .state import GatewayState
@@ -107,6 +108,8 @@ def create_app(
         Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
         Route("/mcp/{agent}", mcp),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{id}", get_response, methods=["GET"]),
         *plain_routes(),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *extra_routes,

@@ -4,8 +4,8 @@ With `clients` in agents.yaml, every door but `/healthz` and `/openapi.json` nee
 `Authorization: Bearer <key>` (401 otherwise). Keys are kept only as SHA-256 digests and compared with
 `hmac.compare_digest` against every entry (no early exit), so neither memory nor timing gives a key
 away. A client may use only its `agents` (403 otherwise): the agent is read from the path
-(`/agents/{agent}/...`, `/mcp/{agent}`) or, for `POST /v1/chat/completions`, from the body's `model`;
-`GET /v1/models` and `GET /agents` are filtered to the client's agents; `/approvals` and `/audit`
+(`/agents/{agent}/...`, `/mcp/{agent}`) or, for `POST /v1/chat/completions` and `/v1/responses`, from the
+body's `model`; `GET /v1/models` and `GET /agents` are filtered to the client's agents; `/approvals` and `/audit`
 filter by `scope["gateway.agents"]`. Without `clients` anyone on the network could spend the
 providers' and APIs' credentials, so a non-loopback bind is refused unless explicitly allowed
 (`check_bind`, and again per request from the socket the server accepted on).
@@ -40,6 +40,8 @@ logger = logging.getLogger("gateway.auth")
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 MAX_INSPECTED_BODY = 16 * 1024 * 1024
 """A chat body larger than this is refused here (413): its agent can't be checked without reading it."""
+CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
+"""The doors that run an agent named by the body's `model`."""
 _FILTERED_LISTS = {"/v1/models": "id", "/agents": "name"}
 
 
@@ -160,7 +162,7 @@ class AuthMiddleware:
             list_key = _FILTERED_LISTS.get(scope["path"].rstrip("/") or "/")
             if client is not None and list_key and scope.get("method") == "GET":
                 await self.app(scope, receive, _filtering_send(send, client, list_key))
-            elif self.on_chat_error is not None and scope["path"].rstrip("/") == "/v1/chat/completions":
+            elif self.on_chat_error is not None and scope["path"].rstrip("/") in CHAT_PATHS:
                 status = 0
 
                 async def watching_send(message: Message) -> None:
@@ -195,7 +197,7 @@ class AuthMiddleware:
         parts = [p for p in scope["path"].split("/") if p]
         if len(parts) >= 2 and parts[0] in ("agents", "mcp"):
             return parts[1], receive
-        if scope["path"].rstrip("/") == "/v1/chat/completions" and scope.get("method") == "POST":
+        if scope["path"].rstrip("/") in CHAT_PATHS and scope.get("method") == "POST":
             body, replay = await _read_body(receive)
             return _model_of(body), replay
         return None, receive

@@ -1,8 +1,11 @@
 """`POST /v1/chat/completions`: OpenAI's request in, the agent's loop run, OpenAI's answer (or SSE) out.
 
-`model` names the agent. The agent's tools come from agents.yaml only, so client-supplied `tools`
-are refused. The answer is a `chat.completion` whose assistant message holds only the final text;
-the tool calls the gateway made travel in the `gateway` extension beside `choices`
+`model` names the agent, whose tools come from agents.yaml. A caller may bring `tools` of its own
+(`gateway.server.caller_tools`): when the model calls one, the answer hands that call back as OpenAI would
+(`tool_calls`, finish reason `tool_calls`) after the gateway ran its own calls of that turn, and the caller's
+next request, with the `tool` results, goes on with the run (`gateway.server.handoff`). Otherwise the answer's
+assistant message holds only the final text; the tool calls the gateway made travel in the `gateway` extension
+beside `choices`
 (`steps`, `pending_approvals`, `cut`). Streaming sends the text in `delta.content` and each step as
 its own chunk with empty `choices` and a `gateway` field, which OpenAI clients skip over.
 """
@@ -28,18 +31,21 @@ from .. import loop
 from ..config.model import AgentConfig
 from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
-from ..messages import Message
+from ..messages import Message, ToolCall
 from ..providers.base import Usage
 from .auth import is_loopback
+from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .errors import APIError, api_error_from
+from .handoff import keep_turn, restore_turns, store_of
 from .messages import parse_messages, parse_params
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.server")
 
-_KEYED_KINDS = ("openai", "anthropic", "gemini")
-_KEY_HINTS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}
+_KEYED_KINDS = ("openai", "openai-responses", "anthropic", "gemini")
+_KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+              "gemini": "GEMINI_API_KEY"}
 
 
 async def chat_completions(request: Request) -> Response:
@@ -50,11 +56,7 @@ async def chat_completions(request: Request) -> Response:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
-    for key in ("tools", "functions"):
-        if body.get(key):
-            raise APIError(400, f"Client-supplied `{key}` are not accepted: agent {model!r} has its tools from "
-                                f"agents.yaml (GET /agents/{model}/tools lists them). Remove `{key}`.",
-                           param=key, code="tools_not_supported")
+    tools = parse_chat_tools(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
@@ -68,14 +70,14 @@ async def chat_completions(request: Request) -> Response:
     client = request.scope.get("gateway.client")
     if not stream:
         async with state.use() as generation:
-            run = _Run(state, _checked_agent(generation, model), messages, params, client=client)
+            run = await _Run.prepared(state, generation, model, messages, params, tools, client=client)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc) from None
         return JSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
-    run = _Run(state, _checked_agent(state.current, model), messages, params, client=client)
+    run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client)
     return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -105,14 +107,26 @@ class _Run:
     """One chat request's run: its id, agent, input, and how it calls the loop."""
 
     def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Message], params: dict[str, Any],
-                 *, client: Any = None) -> None:
+                 *, client: Any = None, tools: CallerToolOptions | None = None, prefix: str = "chatcmpl-") -> None:
         self.state = state
         self.agent = agent
         self.messages = messages
         self.params = params
         self.client = client if isinstance(client, str) else None
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.tools = tools or CallerToolOptions()
+        self.id = f"{prefix}{uuid.uuid4().hex}"
         self.created = int(time.time())
+
+    @classmethod
+    async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
+                       params: dict[str, Any], tools: CallerToolOptions, *, client: Any = None,
+                       prefix: str = "chatcmpl-") -> _Run:
+        """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back."""
+        agent = _checked_agent(generation, model)
+        params = {**params, **check_caller_tools(tools, agent, generation.toolset(agent.name), generation)}
+        caller = client if isinstance(client, str) else None
+        messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
+        return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix)
 
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
@@ -126,7 +140,10 @@ class _Run:
             params=self.params,
             on_event=on_event,
             stream=on_event is not None,
+            caller_tools=self.tools.tools,
+            tool_choice=self.tools.tool_choice,
         )
+        await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
         hook = options.get("on_run_result")
         if hook is not None:
             await hook(run_id=self.id, agent=self.agent, client=self.client, result=result)
@@ -161,6 +178,10 @@ def _is_loopback(url: str) -> bool:
 
 def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
     message = result.message
+    answer: dict[str, Any] = {"role": "assistant", "content": message.content or "", "refusal": None}
+    if result.handed_back:
+        answer["content"] = message.content or None
+        answer["tool_calls"] = handed_back_calls(result)
     return {
         "id": run.id,
         "object": "chat.completion",
@@ -168,13 +189,24 @@ def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
         "model": run.agent.name,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": message.content or "", "refusal": None},
+            "message": answer,
             "finish_reason": result.finish_reason,  # a pause or a cap is told in `gateway`
             "logprobs": None,
         }],
         "usage": usage_dict(result.usage),
         "gateway": gateway_extension(result),
     }
+
+
+def handed_back_calls(result: RunResult) -> list[dict[str, Any]]:
+    """The caller's own calls, as OpenAI's `tool_calls` (arguments: the model's own text)."""
+    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": arguments_text(c)}}
+            for c in result.handed_back]
+
+
+def arguments_text(call: ToolCall) -> str:
+    raw = call.raw_arguments
+    return raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else raw or {})
 
 
 def gateway_extension(result: RunResult) -> dict[str, Any]:
@@ -217,6 +249,9 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     if chunk is not None:
                         yield chunk
                 elif kind == "done":
+                    if item.handed_back:
+                        calls = [{"index": i, **c} for i, c in enumerate(handed_back_calls(item))]
+                        yield run.chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
                     yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
                                     gateway=gateway_extension(item))
                     if include_usage:

@@ -95,8 +95,60 @@ _CHAT_REQUEST = {
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "user": {"type": "string"},
         "n": {"const": 1},
-        "tools": {"type": "array", "maxItems": 0,
-                  "description": "Refused when not empty: an agent's tools come from agents.yaml."},
+        "tools": {"type": "array", "items": {
+            "type": "object", "required": ["type", "function"],
+            "properties": {"type": {"const": "function"}, "function": {"$ref": "#/components/schemas/Function"}}},
+            "description": "The caller's own tools: handed back when the model calls one (not an agent tool's name)."},
+        "tool_choice": {"$ref": "#/components/schemas/ToolChoice"},
+        "parallel_tool_calls": {"type": "boolean"},
+    },
+}
+
+_FUNCTION = {
+    "type": "object", "required": ["name"],
+    "properties": {"name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}, "description": {"type": "string"},
+                   "parameters": {"type": "object"}, "strict": {"type": "boolean"}},
+}
+
+_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {"type": "object", "required": ["type"]}]}
+
+_RESPONSES_REQUEST = {
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string", "description": "The agent's name (GET /v1/models)."},
+        "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
+            "type": "object", "description": "A message, function_call or function_call_output item."}}]},
+        "instructions": {"type": "string"},
+        "previous_response_id": {"type": "string", "description": "A response of the same client key."},
+        "store": {"type": "boolean", "default": True},
+        "stream": {"type": "boolean", "default": False},
+        "tools": {"type": "array", "items": {"allOf": [
+            {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}},
+            {"$ref": "#/components/schemas/Function"}]}},
+        "tool_choice": {"$ref": "#/components/schemas/ToolChoice"},
+        "parallel_tool_calls": {"type": "boolean"},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "max_output_tokens": {"type": "integer", "minimum": 1},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+        "user": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+_RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "status", "model", "output", "gateway"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response"},
+        "created_at": {"type": "integer"},
+        "status": {"enum": ["completed", "incomplete"]},
+        "model": {"type": "string"},
+        "output": {"type": "array", "items": {"type": "object", "required": ["type"], "properties": {
+            "type": {"enum": ["message", "function_call"]}}}},
+        "gateway": {"$ref": "#/components/schemas/GatewayExtension"},
     },
 }
 
@@ -134,8 +186,10 @@ _CHAT_COMPLETION = {
             "properties": {
                 "index": {"type": "integer"},
                 "message": {"type": "object", "required": ["role", "content"], "properties": {
-                    "role": {"const": "assistant"}, "content": {"type": "string"}}},
-                "finish_reason": {"enum": ["stop", "length", "content_filter"]},
+                    "role": {"const": "assistant"}, "content": {"type": ["string", "null"]},
+                    "tool_calls": {"type": "array", "items": {"type": "object"},
+                                   "description": "Calls of the caller's own tools, handed back."}}},
+                "finish_reason": {"enum": ["stop", "length", "content_filter", "tool_calls"]},
             },
         }},
         "usage": {"$ref": "#/components/schemas/Usage"},
@@ -259,6 +313,23 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
                 **_ERRORS,
             },
         }},
+        "/v1/responses": {"post": {
+            "operationId": "createResponse",
+            "summary": "Run an agent's tool-call loop (OpenAI Responses API; `model` is the agent)",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/ResponsesRequest"}}}},
+            "responses": {
+                "200": {"description": "The response, with the steps taken in `gateway`; with `stream: true` the "
+                                       "Responses event stream.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Response"}},
+                                    "text/event-stream": {"schema": {"type": "string"}}}},
+                **_ERRORS,
+            },
+        }},
+        "/v1/responses/{id}": {"get": {
+            "operationId": "getResponse", "summary": "A stored response of the caller's own key",
+            "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json("Response", "The response."), **_ERRORS}}},
         "/agents": {"get": {"operationId": "listAgents", "summary": "The agents and their tools' names",
                             "responses": {"200": _json("AgentList", "The agents."), **_ERRORS}}},
         "/agents/{agent}/tools": {"get": {
@@ -302,6 +373,10 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "ToolResult": _TOOL_RESULT,
             "ChatMessage": _MESSAGE,
             "ChatRequest": _CHAT_REQUEST,
+            "Function": _FUNCTION,
+            "ToolChoice": _TOOL_CHOICE,
+            "ResponsesRequest": _RESPONSES_REQUEST,
+            "Response": _RESPONSE,
             "ChatCompletion": _CHAT_COMPLETION,
             "GatewayExtension": _GATEWAY_EXTENSION,
             "Usage": _USAGE,

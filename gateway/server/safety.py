@@ -44,6 +44,7 @@ from ..toolsets import AgentTool
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
+from .handoff import keep_turn
 
 logger = logging.getLogger("gateway.safety")
 
@@ -106,6 +107,7 @@ class Safety:
             "on_run_error": self.on_run_error,
             "approve_direct_call": self.approve_direct_call,
             "wrap_executor": self.wrap_executor,
+            "store": self.store,  # stored responses and handed-back turns (gateway.server.handoff)
         }
 
     def app_options(self) -> dict[str, Any]:
@@ -242,6 +244,8 @@ class Safety:
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner)
+                # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
+                await keep_turn(self.store, result, agent=agent.name, client=run.client)
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
             describe_pause(result, self.redactor.value)
             return result

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditRow, Bucket, RunRecord, Store
+from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -22,6 +22,7 @@ __all__ = [
     "AuditRow",
     "Bucket",
     "MemoryStore",
+    "ResponseRecord",
     "RunRecord",
     "SQLiteStore",
     "Store",

@@ -1,6 +1,7 @@
 """The one small interface behind every piece of state the gateway keeps between requests.
 
-Approvals (with the paused run they belong to), audit rows and rate-limit buckets. Callers only
+Approvals (with the paused run they belong to), audit rows, rate-limit buckets, and stored conversations
+(Responses API answers for `previous_response_id`, and turns handed back to a caller's tools). Callers only
 ever see `Store`; SQLite is the embedded default (`gateway.store.sqlite`), `MemoryStore` serves
 tests and throwaway runs, and a Redis or PostgreSQL backend for several gateway instances only has
 to implement the same methods.
@@ -64,6 +65,22 @@ class RunRecord:
     status: RunStatus = "paused"
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True, kw_only=True)
+class ResponseRecord:
+    """A stored conversation: a Responses API answer (`resp_...`), or a turn that handed calls back to the
+    caller's tools (`turn_<call id>`), so the run goes on from the gateway's full conversation."""
+
+    id: str
+    agent: str
+    client: str | None
+    """The caller's client name: only the same client may read or continue it (None: no clients configured)."""
+    body: dict[str, Any] = field(default_factory=dict)
+    """The answer as the caller got it (the Response object); empty for a handed-back turn."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation to continue from (`gateway.loop_types.message_to_dict` form)."""
+    created: float = field(default_factory=time.time)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -147,6 +164,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def prune_audit(self, before: float) -> int:
         """Delete rows older than `before` (epoch seconds); the number deleted."""
+
+    # -- stored conversations -----------------------------------------------------------------------
+    @abc.abstractmethod
+    async def save_response(self, record: ResponseRecord) -> None:
+        """Insert or replace the record (by id)."""
+
+    @abc.abstractmethod
+    async def get_response(self, response_id: str) -> ResponseRecord | None:
+        """The record, whoever its client is: the door compares `client` before showing or continuing it."""
 
     # -- rate limits --------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -13,6 +13,7 @@ from .base import (
     ApprovalStatus,
     AuditRow,
     Bucket,
+    ResponseRecord,
     RunRecord,
     RunStatus,
     Store,
@@ -27,6 +28,7 @@ class MemoryStore(Store):
         self._approvals: dict[str, ApprovalRecord] = {}
         self._audit: list[AuditRow] = []
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._responses: dict[str, ResponseRecord] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
 
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
@@ -93,6 +95,13 @@ class MemoryStore(Store):
         removed = len(self._audit) - len(kept)
         self._audit = kept
         return removed
+
+    async def save_response(self, record: ResponseRecord) -> None:
+        self._responses[record.id] = copy.deepcopy(record)
+
+    async def get_response(self, response_id: str) -> ResponseRecord | None:
+        record = self._responses.get(response_id)
+        return copy.deepcopy(record) if record is not None else None
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         now = time.time()

@@ -43,6 +43,7 @@ from .base import (
     ApprovalStatus,
     AuditRow,
     Bucket,
+    ResponseRecord,
     RunRecord,
     RunStatus,
     Store,
@@ -347,6 +348,26 @@ class SQLiteStore(Store):
         return await self._run(work)
 
     # -- rate limits --------------------------------------------------------------------------------
+    async def save_response(self, record: ResponseRecord) -> None:
+        values = (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created)
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO responses (id, agent, client, body, messages, created)"
+                         " VALUES (?, ?, ?, ?, ?, ?)", values)
+
+        await self._run(work)
+
+    async def get_response(self, response_id: str) -> ResponseRecord | None:
+        def work(conn: sqlite3.Connection) -> ResponseRecord | None:
+            row = conn.execute("SELECT id, agent, client, body, messages, created FROM responses WHERE id = ?",
+                               (response_id,)).fetchone()
+            if row is None:
+                return None
+            return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=json.loads(row[3]),
+                                  messages=json.loads(row[4]), created=row[5])
+
+        return await self._run(work)
+
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         def body(conn: sqlite3.Connection) -> float:
             now = time.time()

@@ -30,6 +30,10 @@ CREATE TABLE IF NOT EXISTS audit (
     tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
     bytes INTEGER NOT NULL, approval TEXT, usage TEXT, run_id TEXT, error TEXT
 );
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, client TEXT, body TEXT NOT NULL, messages TEXT NOT NULL,
+    created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
 """
 

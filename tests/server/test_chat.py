@@ -122,17 +122,6 @@ async def test_pending_approval_is_reported_and_nothing_is_written(gw: tuple[str
     assert not [r for r in upstream.requests if r.method == "POST"]
 
 
-async def test_client_tools_are_refused(gw: tuple[str, Any], llm: LenientLLM) -> None:
-    url, _ = gw
-    tool = {"type": "function", "function": {"name": "x", "parameters": {"type": "object"}}}
-    with pytest.raises(openai.BadRequestError) as caught:
-        _client(url).chat.completions.create(model="weather", messages=[{"role": "user", "content": "hi"}],
-                                             tools=[tool])
-    assert caught.value.status_code == 400
-    assert "agents.yaml" in caught.value.message
-    assert llm.requests == []
-
-
 async def test_models_list_and_retrieve_with_the_sdk(gw: tuple[str, Any]) -> None:
     url, _ = gw
     client = _client(url)

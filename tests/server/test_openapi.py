@@ -42,7 +42,8 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterat
 def test_document_is_valid_openapi_and_lists_every_route(served: str, gw: tuple[str, Any]) -> None:
     document = httpx.get(f"{served}/openapi.json").json()
     validate(document)
-    assert set(document["paths"]) == {"/healthz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions", "/agents",
+    assert set(document["paths"]) == {"/healthz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions",
+                                      "/v1/responses", "/v1/responses/{id}", "/agents",
                                       "/agents/{agent}/tools", "/agents/{agent}/tools/{tool}",
                                       "/approvals", "/approvals/{id}", "/audit"}
     assert document["servers"] == [{"url": served}]
@@ -65,7 +66,7 @@ def test_schemathesis_finds_no_server_error_and_no_response_outside_the_schema(s
     url = served
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 10
+    assert len(operations) == 12
     for operation in operations:
         _fuzz(url, operation, GenerationMode.POSITIVE, examples=8)
         try:

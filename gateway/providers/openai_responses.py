@@ -1,0 +1,193 @@
+"""OpenAI's Responses API (`POST {base_url}/responses`), for `kind: openai-responses` providers.
+
+The conversation goes out as input items: messages, `function_call` items (arguments a JSON string, as the model
+sent them) and one `function_call_output` per call. Requests are sent with `store: false`, so no state is left at
+the provider; reasoning models' `reasoning` items come back with their `encrypted_content` (asked for with
+`include`) and are kept on the assistant message, then sent again before that turn's calls on every later turn
+of the loop, as the API expects. Streaming reads the typed event stream (`response.output_text.delta`,
+`response.output_item.done`, `response.completed`); the finished items are taken from the done events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from ..dialects import drop_strict_nulls, openai_tool
+from ..errors import ProviderError
+from ..messages import Message
+from .base import (
+    FinishReason,
+    ProviderAdapter,
+    TextCallback,
+    ToolLike,
+    Turn,
+    Usage,
+    iter_sse,
+    join_url,
+    load_json,
+    make_call,
+)
+
+REASONING_KEY = "responses_reasoning"
+"""Message.extras key: the `reasoning` items of an assistant turn, echoed back as they came."""
+
+# Chat-style parameters (what callers and agents.yaml speak) in the Responses API's terms.
+_RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
+_PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "max_output_tokens", "truncation",
+           "reasoning", "service_tier")
+
+
+class OpenAIResponsesAdapter(ProviderAdapter):
+    kind = "openai-responses"
+
+    @property
+    def strict(self) -> bool:
+        return self.config.strict
+
+    def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
+        return drop_strict_nulls(tool.input_schema, arguments) if self.strict else arguments
+
+    def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
+        return [self._render_cached(t, self._render_tool) for t in tools]
+
+    def _render_tool(self, tool: ToolLike) -> dict[str, Any]:
+        # The chat dialect's function object, flattened: the Responses API has no `function` wrapper.
+        function = openai_tool(tool, strict=self.strict)["function"]
+        return {"type": "function", **function}
+
+    def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for message in messages:
+            items.extend(_render_message(message))
+        return items
+
+    def _build_request(self, model: str, messages: list[Message], tools: list[ToolLike], params: dict[str, Any],
+                       stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
+        body: dict[str, Any] = {"model": model, "input": self.render_messages(messages), "store": False,
+                                "include": ["reasoning.encrypted_content"]}
+        body.update(_map_params(params))
+        if tools:
+            body["tools"] = self.render_tools(tools)
+            choice = _tool_choice(params.get("tool_choice"))
+            if choice is not None:
+                body["tool_choice"] = choice
+        else:
+            body.pop("parallel_tool_calls", None)
+        if stream:
+            body["stream"] = True
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        return join_url(self.config.base_url, "responses"), headers, body
+
+    def _parse_response(self, data: dict[str, Any]) -> Turn:
+        if data.get("error"):
+            raise ProviderError(self.name, _error_text(data["error"]))
+        return _turn(data.get("output") or [], data)
+
+    async def _parse_stream(self, response: httpx.Response, on_text: TextCallback) -> Turn:
+        items: dict[int, dict[str, Any]] = {}
+        final: dict[str, Any] = {}
+        async for _, data in iter_sse(response):
+            if data.strip() == "[DONE]":
+                break
+            event = load_json(self.name, data)
+            kind = event.get("type") if isinstance(event, dict) else None
+            if kind == "response.output_text.delta":
+                if event.get("delta"):
+                    await on_text(event["delta"])
+            elif kind == "response.output_item.done":
+                items[int(event.get("output_index", len(items)))] = event.get("item") or {}
+            elif kind in ("response.completed", "response.incomplete"):
+                final = event.get("response") or {}
+            elif kind == "response.failed":
+                failed = event.get("response") or {}
+                raise ProviderError(self.name, _error_text(failed.get("error") or "the response failed"))
+            elif kind == "error":
+                raise ProviderError(self.name, _error_text(event))
+        # The done events carry every finished item; the final response's `output` holds the same when a server
+        # sends it, and is used when the done events were left out.
+        output = [items[i] for i in sorted(items)] or final.get("output") or []
+        return _turn(output, final)
+
+
+def _map_params(params: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        key = _RENAMED.get(key, key)
+        if key in _PASSED:
+            out[key] = value
+    if isinstance(params.get("reasoning_effort"), str):
+        out["reasoning"] = {**(out.get("reasoning") or {}), "effort": params["reasoning_effort"]}
+    response_format = params.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        schema = response_format.get("json_schema") or {}
+        out["text"] = {"format": {"type": "json_schema", **schema}}
+    elif isinstance(response_format, dict) and response_format.get("type") == "json_object":
+        out["text"] = {"format": {"type": "json_object"}}
+    return out
+
+
+def _tool_choice(choice: Any) -> Any:
+    """A chat-style `tool_choice` in the Responses API's form (`{"type": "function", "name"}`)."""
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        return {"type": "function", "name": choice["function"].get("name")}
+    return choice
+
+
+def _render_message(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [{"type": "function_call_output", "call_id": message.tool_call_id, "output": message.content or ""}]
+    if message.role != "assistant":
+        role = "developer" if message.role == "system" else message.role
+        return [{"type": "message", "role": role, "content": message.content or ""}]
+    items: list[dict[str, Any]] = [dict(item) for item in message.extras.get(REASONING_KEY) or []]
+    if message.content:
+        items.append({"type": "message", "role": "assistant",
+                      "content": [{"type": "output_text", "text": message.content, "annotations": []}]})
+    for call in message.tool_calls:
+        raw = call.raw_arguments
+        arguments = raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else {})
+        items.append({"type": "function_call", "call_id": call.extras.get("provider_id", call.id),
+                      "name": call.name, "arguments": arguments})
+    return items
+
+
+def _turn(output: list[dict[str, Any]], response: dict[str, Any]) -> Turn:
+    texts: list[str] = []
+    calls = []
+    reasoning = []
+    for item in output:
+        kind = item.get("type")
+        if kind == "message":
+            texts.extend(part.get("text") or "" for part in item.get("content") or []
+                         if part.get("type") == "output_text")
+        elif kind == "function_call":
+            calls.append(make_call(item.get("call_id") or item.get("id"), item.get("name") or "",
+                                   item.get("arguments")))
+        elif kind == "reasoning":
+            # Echoed as sent, minus the read-only `status` the API refuses in input.
+            reasoning.append({k: v for k, v in item.items() if k != "status"})
+    message = Message(role="assistant", content="".join(texts) or None, tool_calls=calls)
+    if reasoning:
+        message.extras[REASONING_KEY] = reasoning
+    details = response.get("incomplete_details") or {}
+    reason: FinishReason = "stop"
+    raw = response.get("status")
+    if raw == "incomplete":
+        cause = details.get("reason") if isinstance(details, dict) else None
+        reason = "content_filter" if cause == "content_filter" else "length"
+        raw = cause or raw
+    elif calls:
+        reason = "tool_calls"
+    usage = response.get("usage") or {}
+    return Turn(message=message, finish_reason=reason, raw_finish_reason=raw,
+                usage=Usage(int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)))
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error)

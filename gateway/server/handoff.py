@@ -1,0 +1,63 @@
+"""Turns handed back to a caller's tools, kept so the run goes on from what the model really said.
+
+When the model calls the caller's tool and one of the agent's own in the same turn, the caller gets only its own
+call back; the gateway's call already ran. The caller's next request repeats the turn as it saw it (an assistant
+message with its calls, or `function_call` items) and adds its results. Sent on like that, the model would lose
+the gateway's call and its result (and the turn's reasoning), so the turn is kept in the store under each
+handed-back call id (`turn_<call id>`, scoped to the caller's client) and put back in place of the caller's copy.
+A history the store does not know (another client's, an expired one, one made up) is used as sent.
+"""
+
+from __future__ import annotations
+
+from ..loop_types import RunResult, message_from_dict, message_to_dict
+from ..messages import Message
+from ..store import MemoryStore, ResponseRecord, Store
+from .state import GatewayState
+
+TURN_PREFIX = "turn_"
+
+
+def store_of(state: GatewayState) -> Store:
+    """The safety layer's store, or (a gateway built without one) a process-local store of the state's own."""
+    store = state.options.get("store")
+    if store is None:
+        store = state.options["store"] = MemoryStore()
+    return store
+
+
+async def keep_turn(store: Store, result: RunResult, *, agent: str, client: str | None) -> None:
+    """Keep the turn `result` handed back: its assistant message and the gateway's results that follow it."""
+    if not result.handed_back:
+        return
+    index = max(i for i, m in enumerate(result.messages) if m.role == "assistant")
+    turn = [message_to_dict(m) for m in result.messages[index:]]
+    for call in result.handed_back:
+        await store.save_response(ResponseRecord(id=TURN_PREFIX + call.id, agent=agent, client=client,
+                                                 messages=turn))
+
+
+async def restore_turns(store: Store, messages: list[Message], *, agent: str, client: str | None) -> list[Message]:
+    """`messages` with every handed-back turn the store knows for this client put back as the model said it."""
+    out: list[Message] = []
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    for message in messages:
+        kept = await _kept_turn(store, message, agent=agent, client=client) if message.tool_calls else None
+        if kept is None:
+            out.append(message)
+            continue
+        out.append(kept[0])
+        out.extend(m for m in kept[1:] if m.tool_call_id not in answered)
+    return out
+
+
+async def _kept_turn(store: Store, message: Message, *, agent: str, client: str | None) -> list[Message] | None:
+    if message.role != "assistant":
+        return None
+    for call in message.tool_calls:
+        record = await store.get_response(TURN_PREFIX + call.id)
+        if record is not None and record.client == client and record.agent == agent and record.messages:
+            kept = [message_from_dict(m) for m in record.messages]
+            if {c.id for c in message.tool_calls} <= {c.id for c in kept[0].tool_calls}:
+                return kept
+    return None

@@ -1,0 +1,251 @@
+"""`POST /v1/responses` and `GET /v1/responses/{id}`: OpenAI's Responses API in front of the agent's loop.
+
+`model` names the agent. The run is the chat door's (`gateway.server.chat`): the same loop, policies, approvals,
+audit and caller tools; only the wire shapes differ (`gateway.server.responses_wire`). Answers are stored in the
+gateway's store unless `store: false`, scoped to the caller's client key: `GET /v1/responses/{id}` and
+`previous_response_id` find only the caller's own (404 for anyone else's, as for an id that never existed).
+A parameter the gateway can't honour is refused with a 400 naming it, never dropped; the gateway's steps
+travel in the `gateway` field beside `output`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
+from ..messages import Message
+from ..store import ResponseRecord, Store
+from .caller_tools import parse_responses_tools
+from .chat import _EventStream, _Run
+from .errors import APIError, api_error_from
+from .handoff import TURN_PREFIX, store_of
+from .messages import parse_params
+from .responses_wire import (
+    EventWriter,
+    StreamedOutput,
+    output_items,
+    parse_input,
+    status_of,
+    usage_object,
+)
+from .routes import read_json, state_of
+
+# Request fields the door reads (each honoured), and those accepted only with their default value.
+_READ = frozenset({"model", "input", "instructions", "stream", "store", "previous_response_id", "tools", "tool_choice",
+                   "parallel_tool_calls", "temperature", "top_p", "max_output_tokens", "metadata", "user", "text",
+                   "reasoning", "stream_options"})
+_DEFAULTS: dict[str, tuple[Any, ...]] = {"truncation": ("disabled",), "background": (False,),
+                                         "service_tier": ("auto", "default"), "include": ([],)}
+
+
+async def create_response(request: Request) -> Response:
+    state = state_of(request)
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise APIError(400, f"The body must be a JSON object, not {type(body).__name__}.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
+    _refuse_unhonoured(body)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise APIError(400, "`stream` must be a boolean.", param="stream")
+    keep = body.get("store", True)
+    if not isinstance(keep, bool):
+        raise APIError(400, "`store` must be a boolean.", param="store")
+    tools = parse_responses_tools(body)
+    params = parse_params(_chat_params(body))
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise APIError(400, "`instructions` must be a string.", param="instructions")
+    client = request.scope.get("gateway.client")
+    caller = client if isinstance(client, str) else None
+    store = store_of(state)
+    history = await _history(store, body.get("previous_response_id"), model, caller)
+    given = [Message(role="system", content=instructions)] if instructions else []
+    given += history + parse_input(body.get("input"))
+    answer = _Answer(store, body, keep=keep, instructions=bool(instructions))
+    if not stream:
+        async with state.use() as generation:
+            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_")
+            try:
+                result = await run.execute(generation)
+            except Exception as exc:
+                raise api_error_from(exc) from None
+        output = output_items(result, answer.first_new(run))
+        return JSONResponse(await answer.finish(run, result, output))
+    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_")
+    return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def get_response(request: Request) -> Response:
+    client = request.scope.get("gateway.client")
+    record = await _own_record(store_of(state_of(request)), request.path_params["id"],
+                               client if isinstance(client, str) else None)
+    return JSONResponse(record.body)
+
+
+def _refuse_unhonoured(body: dict[str, Any]) -> None:
+    for key, value in body.items():
+        if key in _READ or value is None or value in _DEFAULTS.get(key, ()):
+            continue
+        raise APIError(400, f"`{key}` is not supported by the gateway's Responses API (it would be ignored); "
+                            f"leave it out.", param=key, code="unsupported_parameter")
+    text = body.get("text") or {}
+    if not isinstance(text, dict) or set(text) - {"format", "verbosity"} or text.get("verbosity") not in (None,
+                                                                                                        "medium"):
+        raise APIError(400, "`text` may only carry `format` here.", param="text", code="unsupported_parameter")
+    reasoning = body.get("reasoning") or {}
+    if not isinstance(reasoning, dict) or any(v is not None for k, v in reasoning.items() if k != "effort"):
+        raise APIError(400, "`reasoning` may only carry `effort` here (summaries are not passed back).",
+                       param="reasoning", code="unsupported_parameter")
+
+
+def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
+    """The Responses request's sampling fields in the chat terms the loop passes to providers."""
+    params = {"temperature": body.get("temperature"), "top_p": body.get("top_p"),
+              "max_tokens": body.get("max_output_tokens"), "user": body.get("user"),
+              "reasoning_effort": (body.get("reasoning") or {}).get("effort")}
+    text_format = (body.get("text") or {}).get("format")
+    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
+        schema = {k: v for k, v in text_format.items() if k != "type"}
+        params["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(text_format, dict) and text_format.get("type") == "json_object":
+        params["response_format"] = {"type": "json_object"}
+    elif text_format is not None and (not isinstance(text_format, dict) or text_format.get("type") != "text"):
+        raise APIError(400, "`text.format` must be text, json_object or json_schema.", param="text.format")
+    return params
+
+
+async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
+    record = None if response_id.startswith(TURN_PREFIX) else await store.get_response(response_id)
+    if record is None or record.client != client:  # someone else's is as unknown as one that never was
+        raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
+    return record
+
+
+async def _history(store: Store, previous: Any, model: str, client: str | None) -> list[Message]:
+    if previous is None:
+        return []
+    if not isinstance(previous, str) or not previous:
+        raise APIError(400, "`previous_response_id` must be a response id.", param="previous_response_id")
+    record = await _own_record(store, previous, client)
+    if record.agent != model:
+        raise APIError(400, f"Response {previous!r} was answered by agent {record.agent!r}, not {model!r}.",
+                       param="previous_response_id")
+    return [message_from_dict(m) for m in record.messages]
+
+
+class _Answer:
+    """The Response object of one run, and keeping it in the store."""
+
+    def __init__(self, store: Store, request: dict[str, Any], *, keep: bool, instructions: bool) -> None:
+        self.store = store
+        self.request = request
+        self.keep = keep
+        self.instructions = instructions
+
+    def first_new(self, run: _Run) -> int:
+        """Where the run's own messages begin in its result (after the agent's instructions and the input)."""
+        return len(run.messages) + (1 if run.agent.instructions else 0)
+
+    def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], result: RunResult | None = None,
+             incomplete: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
+        request = self.request
+        tools = list(request.get("tools") or [])
+        body: dict[str, Any] = {
+            "id": run.id, "object": "response", "created_at": run.created, "status": status, "model": run.agent.name,
+            "output": output, "error": error, "incomplete_details": incomplete,
+            "instructions": request.get("instructions"), "metadata": request.get("metadata") or {},
+            "parallel_tool_calls": request.get("parallel_tool_calls", True) is not False,
+            "tool_choice": request.get("tool_choice") or "auto", "tools": tools,
+            "temperature": request.get("temperature"), "top_p": request.get("top_p"),
+            "max_output_tokens": request.get("max_output_tokens"),
+            "previous_response_id": request.get("previous_response_id"), "store": self.keep,
+            "text": {"format": (request.get("text") or {}).get("format") or {"type": "text"}},
+            "truncation": "disabled", "user": request.get("user"),
+            "usage": usage_object(result.usage) if result is not None else None,
+        }
+        if result is not None:
+            body["gateway"] = result.gateway_extension()
+        return body
+
+    async def finish(self, run: _Run, result: RunResult, output: list[dict[str, Any]]) -> dict[str, Any]:
+        status, incomplete = status_of(result)
+        body = self.body(run, status=status, output=output, result=result, incomplete=incomplete)
+        if self.keep:
+            skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
+            messages = [message_to_dict(m) for m in result.messages[skip:]]
+            await self.store.save_response(ResponseRecord(id=run.id, agent=run.agent.name, client=run.client,
+                                                          body=body, messages=messages))
+        return body
+
+
+async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
+    """The Responses event stream: lifecycle events, output items as the run says and hands back, steps."""
+    write = EventWriter()
+    output = StreamedOutput(write)
+    send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=1024)
+
+    async def on_event(event: LoopEvent) -> None:
+        await send.send(("event", event))
+
+    async def drive() -> None:
+        async with send:
+            try:
+                async with run.state.use() as generation:
+                    result = await run.execute(generation, on_event=on_event)
+                await send.send(("done", result))
+            except Exception as exc:  # the status is 200 already: the failure goes in the stream
+                error = api_error_from(exc)
+                hook = run.state.options.get("on_run_error")
+                if hook is not None:
+                    await hook(run_id=run.id, agent=run.agent, error=error)
+                await send.send(("error", error))
+
+    task = asyncio.ensure_future(drive())
+    try:
+        started = answer.body(run, status="in_progress", output=[])
+        yield write("response.created", response=started)
+        yield write("response.in_progress", response=started)
+        async with receive:
+            async for kind, item in receive:
+                if kind == "event":
+                    for chunk in _event_chunks(write, output, item):
+                        yield chunk
+                elif kind == "done":
+                    for chunk in output.calls(item.handed_back):
+                        yield chunk
+                    final = await answer.finish(run, item, output.items)
+                    done = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+                    yield write(done, response=final)
+                else:
+                    for chunk in output.close():
+                        yield chunk
+                    # Response.error.code is one of OpenAI's own codes; the gateway's code goes in the message.
+                    code = "rate_limit_exceeded" if item.status == 429 else "server_error"
+                    error = {"code": code, "message": f"{item.message} ({item.code})"}
+                    yield write("response.failed", response=answer.body(run, status="failed", output=output.items,
+                                                                        error=error))
+    finally:
+        if not task.done():  # the client went away: stop the run and its tool calls
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def _event_chunks(write: EventWriter, output: StreamedOutput, event: LoopEvent) -> list[bytes]:
+    if event.type == "text":
+        return output.text(event.text, event.iteration) if event.text else []
+    data: dict[str, Any] = {}
+    if event.step is not None:
+        data["step"] = event.step.to_dict()
+    if event.approvals:
+        data["pending_approvals"] = [p.to_dict() for p in event.approvals]
+    return [write(f"gateway.{event.type}", **data)]

@@ -1,0 +1,173 @@
+"""`POST /v1/responses` and `GET /v1/responses/{id}` with the official openai SDK against a real gateway."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import Response
+from recording_server import RecordingServer
+from scripted_llm import Call, Reply
+from server_support import LenientLLM, gateway
+
+pytestmark = pytest.mark.anyio
+
+FORECAST_CALL = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
+SMS_TOOL = {"type": "function", "name": "send_sms", "description": "Text someone.",
+            "parameters": {"type": "object", "properties": {"to": {"type": "string"}, "text": {"type": "string"}},
+                           "required": ["to", "text"], "additionalProperties": False}, "strict": True}
+SMS_CALL = Call("send_sms", {"to": "ann", "text": "3.5 °C"}, id="call_sms")
+
+def _client(url: str, key: str = "unused") -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+
+
+def _valid(response: Response) -> Response:
+    return Response.model_validate(response.model_dump(exclude_unset=True))
+
+
+async def test_create_runs_the_agents_loop_and_retrieve_gives_it_back(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer) -> None:
+    url, _ = gw
+    client = _client(url)
+    llm.script(Reply(calls=[FORECAST_CALL]), Reply(text="It is 3.5 °C in Berlin."))
+    response = _valid(client.responses.create(model="weather", input="Weather in Berlin?", instructions="Be brief.",
+                                              temperature=0.2, max_output_tokens=300))
+    assert response.output_text == "It is 3.5 °C in Berlin."
+    assert response.status == "completed" and response.model == "weather"
+    assert response.usage is not None and response.usage.total_tokens == 30
+    steps = response.model_extra["gateway"]["steps"]
+    assert [(s["tool"], s["status"]) for s in steps] == [("getForecast", 200)]
+    assert upstream.last.path == "/meteo/v1/forecast"
+    first = llm.bodies()[0]
+    assert first["temperature"] == 0.2 and first["max_tokens"] == 300
+    assert [(m["role"], m["content"]) for m in first["messages"]] == [
+        ("system", "You answer weather questions."), ("system", "Be brief."), ("user", "Weather in Berlin?")]
+
+    again = client.responses.retrieve(response.id)
+    assert again.id == response.id and again.output_text == response.output_text
+
+
+async def test_streamed_response_is_the_event_sequence_the_sdk_accumulates(
+        gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    llm.script(Reply(text="Let me look. ", calls=[FORECAST_CALL]), Reply(text="It is 3.5 °C."))
+    with _client(url).responses.stream(model="weather", input="Berlin?") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
+    assert "gateway.step_finished" in kinds
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "Let me look. It is 3.5 °C."
+    assert [item.type for item in final.output] == ["message", "message"]  # one per turn that spoke
+    assert final.output_text == "Let me look. It is 3.5 °C."
+    assert client_retrieves(url, final.id).output_text == final.output_text
+
+
+def client_retrieves(url: str, response_id: str) -> Response:
+    return _client(url).responses.retrieve(response_id)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_callers_function_is_handed_back_and_its_output_continues_the_run(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    url, _ = gw
+    client = _client(url)
+    llm.script(Reply(calls=[FORECAST_CALL, SMS_CALL]), Reply(text="Sent."))
+    if stream:
+        with client.responses.stream(model="weather", input="Text Ann the weather.", tools=[SMS_TOOL]) as events:
+            first = events.get_final_response()
+    else:
+        first = client.responses.create(model="weather", input="Text Ann the weather.", tools=[SMS_TOOL])
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
+        ("call_sms", "send_sms", {"to": "ann", "text": "3.5 °C"})]
+    assert upstream.last.path == "/meteo/v1/forecast"
+
+    second = client.responses.create(model="weather", previous_response_id=first.id, tools=[SMS_TOOL],
+                                     input=[{"type": "function_call_output", "call_id": "call_sms",
+                                             "output": "delivered"}])
+    assert second.output_text == "Sent."
+    sent = llm.bodies()[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert [c["function"]["name"] for c in sent[2]["tool_calls"]] == ["getForecast", "send_sms"]
+    assert sent[4] == {"role": "tool", "tool_call_id": "call_sms", "content": "delivered"}
+
+
+async def test_store_false_is_not_kept(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    llm.script(Reply(text="ok"))
+    response = _client(url).responses.create(model="weather", input="hi", store=False)
+    assert response.store is False
+    with pytest.raises(openai.NotFoundError):
+        _client(url).responses.retrieve(response.id)
+
+
+async def test_what_the_gateway_cannot_honour_is_a_400_naming_it(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    for body, param in (({"background": True}, "background"), ({"prompt_cache_key": "x"}, "prompt_cache_key"),
+                        ({"tools": [{"type": "web_search"}]}, "tools[0]"),
+                        ({"tools": [{"type": "function", "name": "getForecast"}]}, "tools[0]"),
+                        ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0]"),
+                        ({"model": "nobody"}, "model")):
+        request = {"model": "weather", "input": "hi", **body}
+        answer = httpx.post(f"{url}/v1/responses", json=request)
+        assert answer.status_code in (400, 404), (body, answer.text)
+        error = answer.json()["error"]
+        assert error["param"] == param and error["message"], body
+    assert llm.requests == []
+
+
+RESPONSES_PROVIDER_YAML = """\
+providers:
+  oai: {{kind: openai-responses, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  open-meteo: {{base_url: "{upstream}/meteo"}}
+agents:
+  weather:
+    model: oai/gpt-test
+    tools: [{{api: open-meteo}}]
+"""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_agent_on_an_openai_responses_provider(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=RESPONSES_PROVIDER_YAML) as (url, _):
+        client = _client(url)
+        llm.script(Reply(thinking="plan", signature="enc-1", calls=[FORECAST_CALL, SMS_CALL]), Reply(text="Sent."))
+        request: dict[str, Any] = {"model": "weather", "input": "Text Ann.", "tools": [SMS_TOOL],
+                                   "tool_choice": {"type": "function", "name": "send_sms"}}
+        if stream:
+            with client.responses.stream(**request) as events:
+                first = events.get_final_response()
+        else:
+            first = client.responses.create(**request)
+        assert [item.type for item in first.output] == ["function_call"]
+        assert upstream.last.path == "/meteo/v1/forecast"
+        sent = llm.bodies()[0]
+        assert sent["tool_choice"] == {"type": "function", "name": "send_sms"}
+        assert [t["name"] for t in sent["tools"]] == ["getForecast", "send_sms"]
+
+        client.responses.create(model="weather", previous_response_id=first.id, input=[
+            {"type": "function_call_output", "call_id": "call_sms", "output": "delivered"}])
+        items = llm.bodies()[1]["input"]
+        assert [i["type"] for i in items] == ["message", "reasoning", "function_call", "function_call",
+                                              "function_call_output", "function_call_output"]
+        assert items[1]["encrypted_content"] == "enc-1"  # the reasoning of the handed-back turn was kept
+        assert items[-1] == {"type": "function_call_output", "call_id": "call_sms", "output": "delivered"}
+
+
+async def test_a_run_failing_mid_stream_ends_with_response_failed(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    llm.script(Reply(status=400, error="model refused the request"))
+    events = list(_client(url).responses.create(model="weather", input="hi", stream=True))
+    assert [e.type for e in events] == ["response.created", "response.in_progress", "response.failed"]
+    failed = events[-1].response
+    assert failed.status == "failed" and "model refused the request" in failed.error.message
+    Response.model_validate(failed.model_dump(exclude_unset=True))
