@@ -15,8 +15,8 @@ from typing import Any
 
 from ..config.model import AgentConfig
 from ..jsonwire import dumps_text
-from ..openapi.views import model_view
-from ..toolsearch import DESCRIBE_TOOL, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ..openapi.views import DESCRIBE_TOOL, model_view
+from ..toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
 from ..toolsets import AgentTool, Toolset
 
 CALL_TOOL = "call_tool"

@@ -134,7 +134,7 @@ async def search_tools(request: Request) -> Response:
     if not query:
         raise APIError(400, "Say what to search for: ?q=close an issue", param="q")
     raw_limit = request.query_params.get("limit", "10")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+    if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 3 and 1 <= int(raw_limit) <= 100):
         raise APIError(400, f"limit must be an integer from 1 to 100, not {raw_limit!r}.", param="limit")
     found = search(generation.runtime.catalog, generation.toolset(agent), query, int(raw_limit))
     return JSONResponse({"data": found})

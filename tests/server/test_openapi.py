@@ -44,7 +44,8 @@ def test_document_is_valid_openapi_and_lists_every_route(served: str, gw: tuple[
     validate(document)
     assert set(document["paths"]) == {"/healthz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions",
                                       "/v1/responses", "/v1/responses/{id}", "/agents",
-                                      "/agents/{agent}/tools", "/agents/{agent}/tools/{tool}",
+                                      "/agents/{agent}/tools", "/agents/{agent}/tools/search",
+                                      "/agents/{agent}/tools/{tool}",
                                       "/approvals", "/approvals/{id}", "/audit"}
     assert document["servers"] == [{"url": served}]
     bare, _ = gw  # without the safety layer its routes are neither served nor described
