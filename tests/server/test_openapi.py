@@ -67,7 +67,7 @@ def test_schemathesis_finds_no_server_error_and_no_response_outside_the_schema(s
     url = served
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 12
+    assert len(operations) == 13
     for operation in operations:
         _fuzz(url, operation, GenerationMode.POSITIVE, examples=8)
         try:
