@@ -14,8 +14,8 @@ connection's socket (`getpeername`, `is_socket_readable`) on every request, whic
 process's CPU with 64 pooled connections to three origins, added ~1.5 ms to every call of every side and so
 squeezed all the ratios towards 1.
 
-- sequential: p50 of one call at a time: direct `GET`, the bare proxy (on the executor's wire and on
-  aiohttp), the gateway's
+- sequential: p50 of one call at a time: direct `GET`, the bare proxy (on the executor's client and on
+  the candidates aiohttp and httpx), the gateway's
   `POST /agents/bench/tools/listIssues`, MCP `tools/call` on an open session (ours and the peer's).
 - concurrent: `--concurrency` callers, each with its own client, sharing the calls; throughput in calls/s.
 - first MCP call: a new session on the GitHub agent (initialize, initialized, tools/call), in ms.
@@ -59,13 +59,16 @@ from bench.support import (
 Call = Callable[[], Awaitable[None]]
 """One call on one caller's own client."""
 
+BARE = {"bare": "reqwest", "bare_aiohttp": "aiohttp", "bare_httpx": "httpx"}
+"""The bare pass-through proxies (bench/bare_proxy.py), by side, and the client each sends on: the
+executor's (pyreqwest through gateway.http.wire) and the candidates it was chosen against."""
+
 
 async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
     """`side`'s call on `client` (an MCP side opens the client's own session first)."""
     plain = {  # the sides that are one HTTP request each: method, URL, request options
         "direct": ("GET", f"{urls['upstream']}{DIRECT_PATH}", {"headers": DIRECT_HEADERS}),
-        "bare": ("POST", f"{urls['bare']}/", {"json": CALL_ARGS}),
-        "bare_aiohttp": ("POST", f"{urls['bare_aiohttp']}/", {"json": CALL_ARGS}),
+        **{name: ("POST", f"{urls[name]}/", {"json": CALL_ARGS}) for name in BARE},
         "http": ("POST", f"{urls['gateway']}/agents/bench/tools/listIssues", {"json": CALL_ARGS}),
     }
     if side in plain:
@@ -165,7 +168,7 @@ async def _peer_tool(url: str, wanted: str) -> str:
 
 async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
                    callers: int) -> dict[str, Any]:
-    names = ["direct", "bare", "bare_aiohttp", "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
+    names = ["direct", *BARE, "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
     failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
     async with AsyncExitStack() as stack:
         async def client() -> httpx.AsyncClient:
@@ -210,7 +213,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
 async def _cpu_per_call(sides: dict[str, Call], pids: dict[str, int], calls: int) -> dict[str, float]:
     """CPU time (µs) the serving process spends per call, one door at a time: unlike wall time, this
     hardly moves when other work shares the machine."""
-    serving = {"direct": "upstream", "bare": "bare", "bare_aiohttp": "bare_aiohttp", "http": "gateway",
+    serving = {"direct": "upstream", **{name: name for name in BARE}, "http": "gateway",
                "mcp": "gateway", "mcp2026": "gateway", "peer": "peer"}
     out: dict[str, float] = {}
     for name, call in sides.items():
@@ -253,15 +256,13 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         pids: dict[str, int] = {}
         pids["upstream"] = stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)),
                                                        upstream + "/"))[0].pid
-        port = free_port()
-        bare = f"http://127.0.0.1:{port}"
-        pids["bare"] = stack.enter_context(spawned(python_module(
-            "bench.bare_proxy", "--port", str(port), "--upstream", upstream), bare + "/"))[0].pid
-        port = free_port()
-        bare_aiohttp = f"http://127.0.0.1:{port}"
-        pids["bare_aiohttp"] = stack.enter_context(spawned(python_module(
-            "bench.bare_proxy", "--port", str(port), "--upstream", upstream, "--client", "aiohttp"),
-            bare_aiohttp + "/"))[0].pid
+        bares: dict[str, str | None] = {}
+        for name, client in BARE.items():
+            port = free_port()
+            bares[name] = f"http://127.0.0.1:{port}"
+            pids[name] = stack.enter_context(spawned(python_module(
+                "bench.bare_proxy", "--port", str(port), "--upstream", upstream, "--client", client),
+                f"{bares[name]}/"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
         port = free_port()
@@ -269,8 +270,7 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                                 "--agents", str(folder / "agents.yaml"))
         pids["gateway"] = stack.enter_context(spawned(command, gateway + "/healthz", env=env))[0].pid
-        urls: dict[str, str | None] = {"upstream": upstream, "bare": bare, "bare_aiohttp": bare_aiohttp,
-                                       "gateway": gateway, "peer": None,
+        urls: dict[str, str | None] = {"upstream": upstream, **bares, "gateway": gateway, "peer": None,
                                        "peer_github": None,
                                        "github": gateway if github and GITHUB.exists() else None}
         if peer:
@@ -307,15 +307,16 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     absent = None if figures["peer"] else "not run"
     out = [
         Row("one extra hop, bare pass-through proxy, sequential p50", "ms", p50["bare"], p50["direct"],
-            "direct httpx", peer="—", note="uvicorn + the executor's wire and nothing else (bench/bare_proxy.py): "
-                                         "the floor of one extra loopback hop in Python, for reference"),
+            "direct httpx", peer="—", note="uvicorn + the executor's client (pyreqwest) and nothing else "
+                                         "(bench/bare_proxy.py): the floor of one extra loopback hop in Python"),
         Row("one extra hop, bare proxy on aiohttp, sequential p50", "ms", p50["bare_aiohttp"], p50["direct"],
-            "direct httpx", peer="—", note="the same proxy sending through an aiohttp.ClientSession: what the "
-                                         "executor's own wire (gateway.http.http1) saves"),
+            "direct httpx", peer="—", note="the same proxy sending through an aiohttp.ClientSession (a candidate)"),
+        Row("one extra hop, bare proxy on httpx, sequential p50", "ms", p50["bare_httpx"], p50["direct"],
+            "direct httpx", peer="—", note="the same proxy sending through an httpx.AsyncClient (httpcore)"),
         Row("one proxied call over HTTP, sequential p50", "ms", p50["http"], p50["direct"], "direct httpx",
             peer="n/a (MCP only)", goal="<= 1.8× direct", met=_within(p50["http"], _times(1.8, direct_p50))),
-        Row(f"{callers} concurrent callers, bare pass-through proxy", "calls/s", tput["bare"], tput["direct"],
-            "direct httpx", peer="—"),
+        *(Row(f"{callers} concurrent callers, bare proxy on {client}", "calls/s", tput[name], tput["direct"],
+              "direct httpx", peer="—") for name, client in BARE.items()),
         Row(f"{callers} concurrent callers, HTTP door", "calls/s", tput["http"], tput["direct"], "direct httpx",
             peer="n/a (MCP only)", goal=">= 0.6× direct",
             met=_within(tput["http"], _times(0.6, direct_tput), at_least=True)),
@@ -333,12 +334,10 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
             note="no session, the envelope on every request: the official Python client's default"),
     ]
     cpu = figures.get("cpu_us", {})
-    if "bare" in cpu and "direct" in cpu:
-        out.append(Row("CPU per call in the serving process, bare pass-through proxy", "µs", cpu["bare"],
-                       cpu["direct"], "upstream's own", peer="—"))
-    if "bare_aiohttp" in cpu and "direct" in cpu:
-        out.append(Row("CPU per call in the serving process, bare proxy on aiohttp", "µs", cpu["bare_aiohttp"],
-                       cpu["direct"], "upstream's own", peer="—"))
+    for name, client in BARE.items():
+        if name in cpu and "direct" in cpu:
+            out.append(Row(f"CPU per call in the serving process, bare proxy on {client}", "µs", cpu[name],
+                           cpu["direct"], "upstream's own", peer="—"))
     if "http" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, HTTP door", "µs", cpu["http"], cpu["direct"],
                        "upstream's own", peer="n/a (MCP only)",
@@ -363,10 +362,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="sequential calls per side per round")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--no-github", action="store_true", help="skip the first-call rows on GitHub's spec")
     args = parser.parse_args()
     from bench.support import render_table
 
-    figures = measure(args.rounds, args.calls, args.concurrency, peer=not args.no_peer)
+    figures = measure(args.rounds, args.calls, args.concurrency, peer=not args.no_peer, github=not args.no_github)
     print(render_table(rows(figures, args.concurrency)))
 
 

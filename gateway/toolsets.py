@@ -239,20 +239,20 @@ def _without(schema: JSONSchema, fixed: dict[str, Any]) -> JSONSchema:
 def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catalog, report: _Reporter) -> None:
     api_tools = catalog.for_api(selection.api)
     names = {name for tool in api_tools for name in _names_of(tool)}
+    _check_ambiguous(selection, api_tools, report)
     if not tools:
         report("warning", "", f"selects no operation of {selection.api!r} ({len(api_tools)} operations; "
                               "check operations, tags, methods, paths and exclude)")
     for key, patterns in (("operations", selection.operations or []), ("exclude", selection.exclude)):
         for index, pattern in enumerate(patterns):
             if not _GLOB.search(pattern) and pattern not in names:
-                report("warning", f"{key}[{index}]", f"{selection.api!r} has no operation {pattern!r}"
-                                                     + suggest(pattern, names))
+                report("warning", f"{key}[{index}]", _no_operation(selection.api, pattern, names, catalog))
             elif _GLOB.search(pattern) and not any(fnmatchcase(name, pattern) for name in names):
                 report("warning", f"{key}[{index}]", f"{pattern!r} matches no operation of {selection.api!r}")
     selected = {name for tool in tools for name in _names_of(tool)}
     for key in selection.overrides:
         if key not in names:
-            report("error", f"override.{key}", f"{selection.api!r} has no operation {key!r}" + suggest(key, names))
+            report("error", f"override.{key}", _no_operation(selection.api, key, names, catalog))
         elif key not in selected:
             report("warning", f"override.{key}", f"{key!r} is not selected by this entry; the override has no effect")
     for key, value in selection.args.items():
@@ -264,6 +264,58 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
             if problem:
                 report("error", f"args.{key}", f"{value!r} is not a valid value for {tool.name}: {problem}")
                 break
+
+
+def _no_operation(api: str, name: str, names: set[str], catalog: Catalog) -> str:
+    """Why `api` has no operation `name`: the compiler skipped it (with its reason and place), or a likely typo."""
+    spec = catalog.apis.get(api)
+    skipped = spec.skipped.get(name) if spec is not None else None
+    if skipped is not None:
+        reason = skipped.message.removeprefix("operation skipped: ")
+        where = f"{skipped.file}:{skipped.line}" if skipped.line is not None else f"{skipped.file}#{skipped.pointer}"
+        return f"operation {name!r} of {api!r} was skipped when its spec was compiled ({where}): {reason}"
+    return f"{api!r} has no operation {name!r}" + suggest(name, names)
+
+
+def _check_ambiguous(selection: ToolSelection, api_tools: list[Tool], report: _Reporter) -> None:
+    """A plain name (no glob) that names several operations: an error for `operations` and `override`.
+
+    Duplicate operationIds are common (a GET and a DELETE both `get_item`): the catalog keeps the first
+    as `get_item` and calls the other `get_item_<hash>`, so `get_item` is both a tool name and two
+    operationIds. Selecting by it would silently take a write; `methods` or `paths` narrow it, or the
+    tool names the message lists name each one. `exclude` takes every match (excluding more is safe),
+    with a warning.
+    """
+    narrowed = [tool for tool in api_tools if _passes_filters(selection, tool)]
+    keyed: list[tuple[str, str, list[str]]] = [
+        ("operations", "error", selection.operations or []), ("exclude", "warning", selection.exclude)]
+    for key, level, patterns in keyed:
+        for index, pattern in enumerate(patterns):
+            if not _GLOB.search(pattern):
+                _report_ambiguous(pattern, narrowed, f"{key}[{index}]", level, report)
+    for name in selection.overrides:
+        _report_ambiguous(name, narrowed, f"override.{name}", "error", report)
+
+
+def _passes_filters(selection: ToolSelection, tool: Tool) -> bool:
+    """The entry's criteria other than names: what a name is resolved among."""
+    if selection.tags is not None and not _any_glob(selection.tags, tool.tags):
+        return False
+    if selection.methods is not None and tool.method not in selection.methods:
+        return False
+    return selection.paths is None or _any_glob(selection.paths, (tool.path,))
+
+
+def _report_ambiguous(name: str, tools: list[Tool], key: str, level: str, report: _Reporter) -> None:
+    matches = [tool for tool in tools if name in _names_of(tool)]
+    if len(matches) < 2:
+        return
+    listing = ", ".join(f"{tool.name} ({tool.method} {tool.path})" for tool in matches)
+    if level == "error":
+        report(level, key, f"{name!r} names {len(matches)} operations: {listing}; write the tool name of the one "
+                           "you mean, or narrow the entry with methods or paths")
+    else:
+        report(level, key, f"{name!r} names {len(matches)} operations: {listing}; all of them are excluded")
 
 
 def _invalid_value(tool: Tool, name: str, value: Any) -> str | None:

@@ -344,3 +344,42 @@ def test_a_fixed_arg_whose_variable_is_missing_is_reported_once() -> None:
     _, diagnostics = _build("a: {model: p/m, tools: [{api: shop, operations: [listItems], args: {tenant: ${TENANT}}}]}")
     assert [(d.level, d.pointer) for d in diagnostics] == [("error", "agents.a.tools[0].args.tenant")]
     assert "TENANT" in diagnostics[0].message
+
+
+def _duplicate_ids_catalog(tmp_path: Path) -> Catalog:
+    """A GET and a DELETE that share the operationId `get_item` (common in real specs)."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    ok = {"200": {"description": "ok"}}
+    param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    spec = {"openapi": "3.0.3", "info": {"title": "shop", "version": "1"}, "paths": {"/items/{id}": {
+        "get": {"operationId": "get_item", "parameters": param, "responses": ok},
+        "delete": {"operationId": "get_item", "parameters": param, "responses": ok}}}}
+    (specs / "shop.json").write_text(json.dumps(spec))
+    return compile_specs(specs, use_cache=False)
+
+
+def test_a_name_that_selects_several_operations_is_an_error_listing_them(tmp_path: Path) -> None:
+    catalog = _duplicate_ids_catalog(tmp_path)
+    get, delete = catalog.for_api("shop")
+    assert get.name == "get_item" and delete.name.startswith("get_item_") and delete.operation_id == "get_item"
+    _, diagnostics = _build("a: {model: p/m, tools: [{api: shop, operations: [get_item]}]}", catalog)
+    [error] = [d for d in diagnostics if d.level == "error"]
+    assert error.pointer == "agents.a.tools[0].operations[0]" and error.line == 3
+    assert "names 2 operations" in error.message
+    assert "get_item (GET /items/{id})" in error.message and f"{delete.name} (DELETE /items/{{id}})" in error.message
+    # Narrowed by method, or named by the unique tool name, each is one operation again.
+    toolsets, diagnostics = _build("a: {model: p/m, tools: [{api: shop, operations: [get_item], methods: [GET]}]}",
+                                   catalog)
+    assert diagnostics == [] and toolsets["a"].names == ["get_item"]
+    toolsets, diagnostics = _build(f"a: {{model: p/m, tools: [{{api: shop, operations: [{delete.name}]}}]}}", catalog)
+    assert diagnostics == [] and toolsets["a"].names == [delete.name]
+
+
+def test_an_ambiguous_exclude_removes_every_match_with_a_warning(tmp_path: Path) -> None:
+    catalog = _duplicate_ids_catalog(tmp_path)
+    toolsets, diagnostics = _build("a: {model: p/m, tools: [{api: shop, exclude: [get_item]}]}", catalog)
+    assert toolsets["a"].names == []
+    assert any(d.level == "warning" and "names 2 operations" in d.message and "excluded" in d.message
+               for d in diagnostics)
+    assert not any(d.level == "error" for d in diagnostics)

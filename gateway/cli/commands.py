@@ -110,18 +110,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                         usable=not any(d.level == "error" for d in manifest_diagnostics))
     missing = not args.specs.is_dir()
     ok = not missing and all(r.usable for r in reports) and manifest["usable"]
+    lost = sum(r.lost for r in reports)
+    # 1: something is unusable; 3: all usable, but an operation (or a schema keyword) was lost on the way.
+    status = 1 if not ok else 3 if lost else 0
     if args.json:
-        report = {"ok": ok, "specs": [r.to_dict() for r in reports], "manifest": manifest,
-                  "diagnostics": [d.to_dict() for d in catalog.diagnostics if not any(
+        report = {"ok": ok, "complete": ok and not lost, "specs": [r.to_dict() for r in reports],
+                  "manifest": manifest, "diagnostics": [d.to_dict() for d in catalog.diagnostics if not any(
                       d.file == r.file for r in reports)]}
         print(json.dumps(report, indent=2, ensure_ascii=False))
-        return 0 if ok else 1
+        return status
     if missing:
         print(f"{args.specs}: the specs folder does not exist")
     for r in reports:
         errors = sum(d.level == "error" for d in r.diagnostics)
         warnings = len(r.diagnostics) - errors
-        state = "ok" if r.usable else "UNUSABLE"
+        state = "UNUSABLE" if not r.usable else f"INCOMPLETE ({r.lost} lost)" if r.lost else "ok"
         print(f"{r.file}: {state}, {r.tools}/{r.operations} operations as tools, {errors} error(s), "
               f"{warnings} warning(s)")
         for d in r.diagnostics:
@@ -133,7 +136,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print(f"  {d.level}: {d}")
     else:
         print(f"{args.agents}: not found (no agents)")
-    return 0 if ok else 1
+    return status
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:

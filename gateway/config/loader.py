@@ -10,9 +10,11 @@ providers:
         # kind defaults to NAME when NAME is a kind; base_url to the kind's public root;
         # strict (openai only): tools in OpenAI's strict mode
 apis:                                   # keyed by the spec's path under specs/ without extension
-  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file}
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert, client_key}
         # ca_file: PEM certificates to trust for this api besides the usual ones (a private CA),
         #          relative to agents.yaml's folder
+        # client_cert, client_key: a PEM client certificate (and its key, unless the same file holds it)
+        #          presented to this api (mTLS), relative to agents.yaml's folder
         # AUTH: {type: bearer, token} | {type: basic, username, password}
         #     | {type: api_key, in: header|query|cookie, name, value}   (name/in default from the spec)
         #     | {type: oauth2_client_credentials, token_url, client_id, client_secret, scopes}
@@ -97,7 +99,7 @@ HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRA
 APPROVALS = ("never", "writes", "always")
 TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
 PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
-API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file")
+API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file", "client_cert", "client_key")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
@@ -298,6 +300,7 @@ def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None, base_d
             name=name, base_url=_read_url(c, m, path, "base_url"), auth=auth, headers=c.string_map(m, path, "headers"),
             timeout=float(timeout or 30.0), max_concurrency=cast(int | None, concurrency),
             ca_file=_read_ca_file(c, m, path, base_dir),
+            **_read_client_cert(c, m, path, base_dir),
         )
     return apis
 
@@ -315,6 +318,26 @@ def _read_ca_file(c: Checker, m: dict[str, Any], path: KeyPath, base_dir: Path) 
         c.error((*path, "ca_file"), f"cannot load CA certificates from {file}: {reason}")
         return None
     return str(file)
+
+
+def _read_client_cert(c: Checker, m: dict[str, Any], path: KeyPath, base_dir: Path) -> dict[str, str]:
+    """The api's client certificate and key (absolute paths), loaded once now so a bad pair fails the load."""
+    cert, key = c.string(m, path, "client_cert"), c.string(m, path, "client_key")
+    if not cert:
+        if key:
+            c.error((*path, "client_key"), "`client_key` needs `client_cert` (the certificate it belongs to)")
+        return {}
+    files = {"client_cert": str((base_dir / Path(cert).expanduser()).resolve())}
+    if key:
+        files["client_key"] = str((base_dir / Path(key).expanduser()).resolve())
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(files["client_cert"], files.get("client_key"))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        c.error((*path, "client_cert"), f"cannot load the client certificate {files['client_cert']}"
+                f"{' with its key ' + files['client_key'] if key else ''}: {reason}")
+        return {}
+    return files
 
 
 def _unknown_api(name: str, known: set[str], catalog: Catalog) -> str:

@@ -68,6 +68,10 @@ class ApiConfig:
     max_concurrency: int | None = None
     ca_file: str | None = None
     """PEM certificates trusted for this api besides the default ones (an absolute path once loaded)."""
+    client_cert: str | None = None
+    """A PEM client certificate (chain) presented to this api (mTLS); an absolute path once loaded."""
+    client_key: str | None = None
+    """The PEM private key of `client_cert`, when that file does not hold it too."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -16,6 +16,9 @@ literal `${`. A plain (unquoted) value that is a single substitution is typed ag
 Before parsing, every `${...}` is therefore swapped for an inert placeholder of the same line, and
 swapped back in each value after parsing; environment values never reach the YAML parser, so they
 cannot change the document's structure.
+
+The document is composed within `gateway.yamlbounds` (file size, alias expansion): the builder below
+walks aliases again for every use, so an alias bomb is refused before it starts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..catalog import Diagnostic
+from ..yamlbounds import DocumentTooLarge, compose_bounded
 
 KeyPath = tuple[str | int, ...]
 
@@ -169,7 +173,10 @@ def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any,
 
     text = _EXPRESSION.sub(hide, text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader, node = compose_bounded(text, yaml.SafeLoader)
+        loader.dispose()
+    except DocumentTooLarge as exc:
+        return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"refused: {exc}")]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -21,7 +21,6 @@ from ..config.model import ApiConfig, Manifest
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
-    IDEMPOTENT,
     Attempts,
     DeadlineExceeded,
     HttpxWire,
@@ -32,9 +31,10 @@ from ..http.client import (
     send,
 )
 from ..http.errors import RequestBuildError
-from ..http.http1 import Http1Wire, trust_context
+from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
+from ..http.wire import ReqwestWire
 from ..messages import ToolResult
 from ..safety.redaction import Redactor
 from .arguments import validate_arguments as _validate
@@ -44,6 +44,7 @@ __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 logger = logging.getLogger("gateway.executor")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
+_TOKEN_MAX_BODY = 1024 * 1024  # an OAuth token answer is a few hundred bytes
 _SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|signature|session|cookie", re.IGNORECASE)
 
 
@@ -59,14 +60,15 @@ class _Api:
         self.config = config
         connections = max(config.max_concurrency or 20, 1)
         self.wire: Wire
+        options = ClientOptions(max_connections=connections, ca_file=config.ca_file,
+                                client_cert=config.client_cert, client_key=config.client_key)
         if transport is None:
-            # The calls go out on our own HTTP/1.1 wire (gateway.http.http1); the httpx client is for OAuth
-            # token requests only.
-            context = trust_context(config.ca_file) if config.ca_file else None
-            self.wire = Http1Wire(max_connections=connections, ssl_context=context)
-            self.client = new_client(max_connections=connections, verify=context)
+            # The calls go out on pyreqwest directly (gateway.http.wire); the httpx client, on pyreqwest too,
+            # is for OAuth token requests only.
+            self.wire = ReqwestWire(options)
+            self.client = new_client(options=options, max_body=_TOKEN_MAX_BODY)
         else:
-            self.client = new_client(transport, max_connections=connections)
+            self.client = new_client(transport)
             self.wire = HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
@@ -74,10 +76,10 @@ class _Api:
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         self.retry_budget = RetryBudget()
-        # Whether every wait of a call ends by its deadline without a timer of the executor's: the wire's timer
-        # covers the exchange and its body, retries sleep only within the deadline, static credentials never
-        # wait (an OAuth token request might, and httpx times each read, not the whole exchange).
-        self.self_timed = isinstance(self.wire, Http1Wire) and not self.auth.has_tokens
+        # Whether every wait of a call ends by its deadline without a timer of the executor's: the library's
+        # timeout covers the wait for a connection, the exchange and the body, retries sleep only within the
+        # deadline, static credentials never wait (an OAuth token request might, and httpx times each read).
+        self.self_timed = isinstance(self.wire, ReqwestWire) and not self.auth.has_tokens
         self._reserved_args: dict[int, tuple[Tool, frozenset[str]]] = {}
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
@@ -119,7 +121,7 @@ class Executor:
         apis, self._apis = list(self._apis.values()), {}
         for api in apis:
             await api.client.aclose()
-            if isinstance(api.wire, Http1Wire):
+            if isinstance(api.wire, ReqwestWire):
                 await api.wire.aclose()
 
     async def __aenter__(self) -> Executor:

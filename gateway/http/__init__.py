@@ -2,7 +2,8 @@
 
 Modules: `serialize` (parameter styles), `body` (request bodies), `request` (URL and headers from a
 binding), `auth` (credentials, OAuth2 token cache), `client` (retries, redirects, the deadline),
-`http1` (the wire: pooled HTTP/1.1 connections, answers parsed by httptools), `reading` (capped
+`library` (the pyreqwest client and its errors), `wire` (the executor's requests on it), `transport` (the
+httpx transport of the providers and OAuth, bodies capped), `reading` (capped
 reading, result shaping), `redact` (secrets out of results and logs), `validation` (arguments against
 the input schema), `errors`.
 """

@@ -1,11 +1,12 @@
 """Sending: one pooled wire per api, retries for idempotent methods, and our own redirect policy.
 
-The wire is our own HTTP/1.1 client (`gateway.http.http1.Http1Wire`, the default) or an httpx client
-(`HttpxWire`: an injected httpx transport, as tests use); both answer a response with httpx's attribute
+The wire is an api's pooled pyreqwest client (`gateway.http.wire.ReqwestWire`, the default) or an httpx
+client (`HttpxWire`: an injected httpx transport, as tests use); both answer a response with httpx's attribute
 names, so everything here and in `gateway.http.reading` reads either.
 
-httpx strips only `Authorization` on a cross-host redirect, so redirects are never followed by httpx: a
-redirect to the api's own origin is followed here (a few times at most), one to any other origin is refused.
+httpx strips only `Authorization` on a cross-host redirect (and reqwest a few more), so redirects are never
+followed by the library: a redirect to the api's own origin is followed here (a few times at most), one to
+any other origin is refused.
 Retries (connect errors, 429, 502, 503, 504) are for GET, HEAD, OPTIONS, PUT and DELETE only, with jittered
 exponential backoff that honours `Retry-After`, never past the call's deadline, and only while the api's
 retry budget lasts (`gateway.http.budget`). POST and PATCH are sent once.
@@ -16,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
-import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,8 +28,9 @@ import httpx
 
 from .auth import Credentials
 from .budget import RetryBudget
-from .http1 import CONNECT_TIMEOUT, IDEMPOTENT, USER_AGENT
+from .library import CONNECT_TIMEOUT, IDEMPOTENT, USER_AGENT, ClientOptions
 from .request import PreparedRequest, origin_of
+from .transport import DEFAULT_MAX_BODY, CappedTransport
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -73,33 +74,21 @@ class HttpxWire:
         return await self.client.send(request, stream=True)
 
 
-def new_client(transport: httpx.AsyncBaseTransport | None = None, *, max_connections: int = 20,
-               verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
-    """A pooled client that follows no redirects and keeps no cookies between calls (no state leaks
-    from one agent's call to another's); `verify`: the trust store when not httpx's own."""
+def new_client(transport: httpx.AsyncBaseTransport | None = None, *, options: ClientOptions | None = None,
+               max_body: int = DEFAULT_MAX_BODY) -> httpx.AsyncClient:
+    """A pooled httpx client on `CappedTransport` (pyreqwest underneath unless `transport` is given) that
+    follows no redirects and keeps no cookies between calls (no state leaks from one agent's call to another's).
+
+    `trust_env=False`: proxies from the environment are reqwest's to apply, inside the transport.
+    """
     jar = CookieJar(policy=DefaultCookiePolicy(blocked_domains=[], allowed_domains=[]))
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    client = httpx.AsyncClient(
-        transport=transport,
-        verify=verify if verify is not None else True,
+    return httpx.AsyncClient(
+        transport=CappedTransport(transport, options=options, max_body=max_body),
         follow_redirects=False,
         cookies=jar,
         trust_env=False,
-        limits=limits,
         headers={"User-Agent": USER_AGENT},
     )
-    if isinstance(getattr(client, "_cookies", None), httpx.Cookies):
-        # The jar above refuses every cookie anyway; not even looking saves httpx's per-response
-        # urllib round trip (a tenth of a proxied call's client time).
-        client._cookies = _NoCookies()
-    return client
-
-
-class _NoCookies(httpx.Cookies):
-    """A cookie store that never stores: nothing leaks from one call into another."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
 
 
 @dataclass(slots=True)
@@ -157,8 +146,8 @@ async def send(
             raise
         status = response.status_code
         if status in RETRY_STATUSES and method in IDEMPOTENT and retries < MAX_RETRIES:
-            delay = _retry_after(response)
-            delay = _backoff(retries) if delay is None else delay
+            after = _retry_after(response)
+            delay = _backoff(retries) if after is None else after
             if time.monotonic() + delay < deadline and (budget is None or budget.try_retry()):
                 await response.aclose()
                 retries += 1

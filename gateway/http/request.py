@@ -173,7 +173,7 @@ def _template(tool: Tool) -> _Template:
         wire = match.group(1)
         pieces.append((_quote_literal(tool.path[last : match.start()]), by_wire.get(wire), wire))
         last = match.end()
-    parameters = [
+    parameters: list[tuple[Argument, tuple[str, str], bool]] = [
         # A header or cookie name that isn't a token (a broken spec: a parameter named "") can't be sent at all.
         (a, (a.location, a.wire_name.lower()), a.location == "query" or bool(_TOKEN.match(a.wire_name)))
         for a in tool.arguments if a.location in ("query", "header", "cookie")

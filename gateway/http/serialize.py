@@ -112,7 +112,7 @@ def _simple(value: Any, explode: bool, enc: Any) -> str:
         if explode:
             return ",".join(f"{enc(k)}={enc(v)}" for k, v in _pairs(value))
         return ",".join(f"{enc(k)},{enc(v)}" for k, v in _pairs(value))
-    return enc(to_text(value))
+    return str(enc(to_text(value)))
 
 
 # -- query --------------------------------------------------------------------------------------------

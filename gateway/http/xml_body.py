@@ -37,7 +37,7 @@ def xml_bytes(value: Any, mapping: dict[str, Any] | None = None) -> bytes:
             name = "root"
     root = ElementTree.Element("root")
     writer.fill(root, value, root_node, writer.name_element(root, name, root_node, {}))
-    return _DECLARATION + ElementTree.tostring(root, encoding="utf-8", xml_declaration=False)
+    return bytes(_DECLARATION + ElementTree.tostring(root, encoding="utf-8", xml_declaration=False))
 
 
 class _XmlWriter:
@@ -87,7 +87,7 @@ class _XmlWriter:
         items = self.effective(node.get("items"))
         if not ("ns" in items or "prefix" in items):
             items = {**items, **{k: node[k] for k in ("ns", "prefix") if k in node}}
-        item_name = items.get("name", name)
+        item_name = str(items.get("name", name))
         if node.get("wrapped"):
             wrapper = ElementTree.SubElement(parent, "wrapper")
             inner_scope = self.name_element(wrapper, name, node, scope)
@@ -119,7 +119,7 @@ class _XmlWriter:
             _check_name(prefix)
         if not isinstance(namespace, str) or not namespace:
             # A prefix means something only where it is declared; an undeclared one would be malformed XML.
-            return f"{prefix}:{name}" if prefix and prefix in scope else name
+            return f"{prefix}:{name}" if prefix and prefix in scope else str(name)
         if prefix is None and attribute:
             # Unprefixed attributes are in no namespace: a namespaced one needs a prefix of its own.
             prefix = next((p for p, uri in scope.items() if p and uri == namespace), None)
@@ -129,7 +129,7 @@ class _XmlWriter:
                 prefix = f"ns{counter}"
         if prefix is None:
             self._declare(element, "", namespace, scope)
-            return name
+            return str(name)
         self._declare(element, prefix, namespace, scope)
         return f"{prefix}:{name}"
 

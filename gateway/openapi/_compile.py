@@ -47,6 +47,14 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     def error(pointer: str, message: str) -> None:
         diagnostics.append(Diagnostic(level="error", file=file, pointer=pointer, message=message))
 
+    skipped: dict[str, Diagnostic] = {}
+
+    def skip(pointer: str, operation: dict[str, Any], method: str, path: str, reason: str) -> None:
+        error(pointer, f"operation skipped: {reason}")
+        operation_id = operation.get("operationId")
+        key = operation_id if isinstance(operation_id, str) and operation_id else base_name(None, method, path)
+        skipped.setdefault(key, diagnostics[-1])
+
     if not isinstance(document, dict):
         error("", "not an OpenAPI document (the top level is not a mapping)")
         return [], None, diagnostics
@@ -61,7 +69,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
         error("", "not an OpenAPI document: no `openapi: 3.x` or `swagger: \"2.0\"` field")
         return [], None, diagnostics
     info = document.get("info") if isinstance(document.get("info"), dict) else {}
-    translator = SchemaTranslator(documents, file, warn)
+    translator = SchemaTranslator(documents, file, warn, error)
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
     taken: set[str] = set()
@@ -87,24 +95,25 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
             try:
                 tool = compiler.compile(path, method, item, operation, pointer)
             except (OperationError, SchemaError, RefError) as exc:
-                error(pointer, f"operation skipped: {exc}")
+                skip(pointer, operation, method, path, str(exc))
                 continue
             except RecursionError:
-                error(pointer, "operation skipped: schema nesting too deep")
+                skip(pointer, operation, method, path, "schema nesting too deep")
                 continue
             except Exception as exc:  # noqa: BLE001 - bad input must never end the whole compile
-                error(pointer, f"operation skipped: unexpected {type(exc).__name__}: {exc}")
+                skip(pointer, operation, method, path, f"unexpected {type(exc).__name__}: {exc}")
                 continue
             name = base_name(tool.operation_id, method, path)
             tool.name = unique_in_spec(name, method.upper(), path, taken)
             taken.add(tool.name)
             tools.append(tool)
+    translator.check_values()
     spec = ApiSpec(
         name=api, file=file, openapi_version=version,
         title=str(info.get("title", "")), version=str(info.get("version", "")),
         servers=compiler.servers,
         security_schemes=_security_schemes(view, documents, file),
-        operation_count=operations, tool_count=len(tools),
+        operation_count=operations, tool_count=len(tools), skipped=skipped,
         search_index=build_index(tools),
     )
     return tools, spec, diagnostics

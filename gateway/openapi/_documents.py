@@ -16,6 +16,8 @@ from urllib.parse import unquote
 import orjson
 import yaml
 
+from ..yamlbounds import DocumentTooLarge, check_size, load_bounded
+
 try:  # libyaml is ~10x faster than the pure-Python loader
     _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
@@ -57,16 +59,24 @@ class LoadError(Exception):
 
 
 def parse_bytes(data: bytes, name: str) -> Any:
-    """Parse JSON or YAML; JSON files go through orjson, the rest through libyaml."""
-    if name.endswith(".json"):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise LoadError(f"invalid JSON: {exc}") from None
+    """Parse JSON or YAML; JSON files go through orjson, the rest through libyaml.
+
+    Both within `gateway.yamlbounds`' limits: a file over the byte cap, or YAML whose aliases would
+    expand it past the budget (an alias bomb), is a `LoadError`.
+    """
     try:
-        return yaml.load(data, Loader=_YamlLoader)  # noqa: S506 - CSafeLoader/SafeLoader only
-    except yaml.YAMLError as exc:
-        raise LoadError(f"invalid YAML: {exc}".replace("\n", " ")) from None
+        if name.endswith(".json"):
+            check_size(len(data))
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise LoadError(f"invalid JSON: {exc}") from None
+        try:
+            return load_bounded(data, _YamlLoader)
+        except yaml.YAMLError as exc:
+            raise LoadError(f"invalid YAML: {exc}".replace("\n", " ")) from None
+    except DocumentTooLarge as exc:
+        raise LoadError(f"refused: {exc}") from None
 
 
 def escape_token(token: str) -> str:

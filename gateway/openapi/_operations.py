@@ -135,14 +135,20 @@ class OperationCompiler:
     def _parameters(self, path: str, item: dict[str, Any], operation: dict[str, Any], pointer: str,
                     refs: set[str], properties: dict[str, Any], required: list[str]) -> list[Argument]:
         merged: dict[tuple[str, str], dict[str, Any]] = {}
-        for source in (item.get("parameters"), operation.get("parameters")):
+        written: dict[tuple[str, str], str] = {}  # where each parameter is written (for diagnostics)
+        item_pointer = pointer.rsplit("/", 1)[0]
+        for base, source in ((item_pointer, item.get("parameters")), (pointer, operation.get("parameters"))):
             for index, raw in enumerate(source if isinstance(source, list) else ()):
-                param = self._resolve(raw)
+                try:
+                    param, _, target = self.documents.resolve(raw, self.file)
+                except RefError as exc:
+                    raise OperationError(str(exc)) from None
                 name, where = (param.get("name"), param.get("in")) if isinstance(param, dict) else (None, None)
                 if not isinstance(name, str) or where not in LOCATIONS:
-                    self.warn(f"{pointer}/parameters/{index}", "parameter without a valid name/in: skipped")
+                    self.warn(f"{base}/parameters/{index}", "parameter without a valid name/in: skipped")
                     continue
                 merged[(name, where)] = param
+                written[(name, where)] = target or f"{base}/parameters/{index}"
         for name in _template_names(path):
             if (name, "path") not in merged:
                 self.warn(pointer, f"path parameter {name!r} is not declared: added as a required string")
@@ -158,7 +164,7 @@ class OperationCompiler:
         arguments = []
         for name, where, param in kept:
             arg_name = _free_name(name, where, properties)
-            schema, content_type = self._parameter_schema(param, pointer, refs)
+            schema, content_type = self._parameter_schema(param, written.get((name, where), pointer), refs)
             is_required = where == "path" or param.get("required") is True
             default_style = "simple" if where in ("path", "header") else "form"
             style = param.get("style") if isinstance(param.get("style"), str) else default_style
@@ -182,7 +188,8 @@ class OperationCompiler:
             media = self._resolve(content[content_type])
             raw = media.get("schema") if isinstance(media, dict) else None
         try:
-            schema = self.translator.translate(raw if raw is not None else {}, self.file, "in", refs, pointer)
+            schema = self.translator.translate(raw if raw is not None else {}, self.file, "in", refs,
+                                               pointer + "/schema" if raw is not None else pointer)
         except SchemaError as exc:
             raise OperationError(f"parameter {param.get('name')!r}: {exc}") from None
         extra = {}
@@ -194,6 +201,8 @@ class OperationCompiler:
             extra["examples"] = [param["example"]]
         if extra and isinstance(schema, dict):
             schema = {**schema, **{k: v for k, v in extra.items() if k not in schema}}
+            if "examples" in extra:
+                self.translator.values.add(schema, pointer)
         return schema, content_type
 
     # -- request body ---------------------------------------------------------------------------
@@ -213,7 +222,7 @@ class OperationCompiler:
         raw = entry.get("schema") if isinstance(entry, dict) else None
         encoding = _encodings(entry.get("encoding") if isinstance(entry, dict) else None)
         xml = xml_mapping(raw, self.documents, self.file, self.warn, pointer) if is_xml_media(media) else None
-        spread = self._spread_schema(raw, refs, pointer)
+        spread = self._spread_schema(raw, refs, _body_pointer(pointer, media))
         if spread is not None and not any(name in properties for name in spread.get("properties", {})):
             names = spread.get("properties", {})
             # Required names the body does not define can't be given (additionalProperties is false): left out.
@@ -232,7 +241,7 @@ class OperationCompiler:
             schema: Any = {} if is_json_media(media) else {"type": "string"}
         else:
             try:
-                schema = self.translator.translate(raw, self.file, "in", refs, pointer + "/requestBody")
+                schema = self.translator.translate(raw, self.file, "in", refs, _body_pointer(pointer, media))
             except SchemaError as exc:
                 raise OperationError(f"request body: {exc}") from None
         argument = "body" if "body" not in properties else "request_body"
@@ -270,10 +279,10 @@ class OperationCompiler:
                     name = ref.rsplit("/", 1)[-1]
                 refs.update(deps)
             else:
-                schema = self.translator.translate(raw, file, "in", refs, pointer + "/requestBody")
+                schema = self.translator.translate(raw, file, "in", refs, pointer)
         except SchemaError as exc:
             raise OperationError(f"request body: {exc}") from None
-        if not isinstance(schema, dict) or not schema.get("properties") or "anyOf" in schema:
+        if not isinstance(schema, dict) or not schema.get("properties") or "anyOf" in schema or "allOf" in schema:
             return None
         return schema
 
@@ -333,11 +342,15 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _is_plain_object(schema: Any) -> bool:
-    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+    """An object body whose properties can be spread: written out, or merged from a closed `allOf` (`_closed`)."""
+    if not isinstance(schema, dict):
+        return False
+    closed_all_of = schema.get("additionalProperties") is False and isinstance(schema.get("allOf"), list)
+    if not closed_all_of and (not isinstance(schema.get("properties"), dict) or not schema["properties"]):
         return False
     if schema.get("type", "object") != "object" or schema.get("nullable") is True:
         return False
-    if any(key in schema for key in _COMPOSED):
+    if any(key in schema for key in _COMPOSED if not (closed_all_of and key == "allOf")):
         return False
     extra = schema.get("additionalProperties")
     return extra is None or extra is False
@@ -354,6 +367,10 @@ def _body_conditions(names: dict[str, Any], inner: list[str]) -> dict[str, list[
         if others:
             conditions[name] = others
     return conditions
+
+
+def _body_pointer(pointer: str, media: str) -> str:
+    return f"{pointer}/requestBody/content/{escape_token(media)}/schema"
 
 
 def _template_names(path: str) -> list[str]:

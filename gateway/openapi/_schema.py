@@ -27,10 +27,13 @@ Results are shared between tools: treat them as immutable (copy before changing)
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal
 
+from ._closed import Members, gather_all_of, hidden
 from ._documents import Documents, RefError
+from ._values import ValueChecks, fix_enum
 
 Mode = Literal["in", "out"]
 JSONSchema = dict[str, Any]
@@ -44,6 +47,7 @@ _BOOLS = ("deprecated", "readOnly", "writeOnly", "uniqueItems")
 _SUBSCHEMAS = ("additionalProperties", "contains", "not", "if", "then", "else", "propertyNames",
                "unevaluatedProperties", "unevaluatedItems")
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_COMPOSERS = ("allOf", "oneOf", "anyOf")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _PATTERN_OK: dict[str, bool] = {}
 
@@ -121,10 +125,11 @@ class SchemaTranslator:
         warn: called with `(pointer, message)` for every value dropped as malformed.
     """
 
-    def __init__(self, documents: Documents, main_file: str, warn: Any) -> None:
+    def __init__(self, documents: Documents, main_file: str, warn: Any, error: Any = None) -> None:
         self._documents = documents
         self._main_file = main_file
         self._warn = warn
+        self._error = error or warn
         self._names: dict[tuple[str, str], str] = {}
         self._taken: set[str] = set()
         self._defs: dict[tuple[Mode, str], JSONSchema | bool] = {}
@@ -133,6 +138,8 @@ class SchemaTranslator:
         self._closure: dict[tuple[Mode, str], frozenset[str]] = {}
         self._memo: dict[tuple[int, str, Mode], tuple[Any, Any, frozenset[str]]] = {}
         self._collected: dict[tuple[Mode, frozenset[str]], dict[str, Any]] = {}
+        self.values = ValueChecks()
+        """The `default`/`examples` of input schemas, checked by `check_values` once the spec is compiled."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -282,6 +289,10 @@ class SchemaTranslator:
         if not isinstance(node, dict):
             self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
             return {}
+        if node.get("additionalProperties") is False and any(isinstance(node.get(k), list) for k in _COMPOSERS):
+            brought = self._closed_composition(node, file)
+            if brought is not None:
+                return self._translate_closed(node, file, mode, refs, where, *brought)
         out: JSONSchema = {}
         nullable = False
         exclusive_min = exclusive_max = False
@@ -382,13 +393,136 @@ class SchemaTranslator:
                 out["required"] = kept
             else:
                 del out["required"]
+        if "required" in out and out.get("additionalProperties") is False and "patternProperties" not in out:
+            self._drop_undeclared(out, where)
+        elif "required" in out and "allOf" in out and isinstance(node.get("allOf"), list):
+            self._drop_hidden_required(node, out, file, mode)
         if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and _is_string(out):
             out["contentEncoding"] = "base64"
         if mode == "in" and isinstance(node.get("discriminator"), dict):
             self._pin_discriminator(node, out, file)
+        if "enum" in out and "type" in out:
+            fix_enum(out, self._warn, where)
+        if mode == "in" and ("default" in out or "examples" in out):
+            self.values.add(out, where, allow_null=nullable)
         if nullable:
             out = make_nullable(out)
         return out
+
+    def check_values(self) -> None:
+        """Drop the `default`/`examples` of input schemas that fail their own schema (see `_values`)."""
+        self.values.run(lambda names: self.collect_defs(names, "in"), self._warn)
+
+    def _closed_composition(
+        self, node: dict[str, Any], file: str,
+    ) -> tuple[Members, dict[str, Any], dict[str, list[set[str]]]] | None:
+        """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object declare beyond its own
+        properties; None when they declare nothing more (the object is read as written)."""
+        try:
+            members = gather_all_of(node.get("allOf") or [], file, self._documents)
+            branches = gather_all_of([], file, self._documents)
+            per_branch: dict[str, list[set[str]]] = {}
+            for key in ("oneOf", "anyOf"):
+                for branch in node.get(key) or () if isinstance(node.get(key), list) else ():
+                    declared = gather_all_of([branch], file, self._documents).properties
+                    per_branch.setdefault(key, []).append(set(declared))
+                    for name, found in declared.items():
+                        branches.properties.setdefault(name, found)
+        except RefError as exc:
+            raise SchemaError(str(exc)) from None
+        own = node["properties"] if isinstance(node.get("properties"), dict) else {}
+        if not isinstance(node.get("allOf"), list) and not set(branches.properties) - set(own):
+            return None
+        return members, {name: found for name, found in branches.properties.items() if name not in own}, per_branch
+
+    def _translate_closed(self, node: dict[str, Any], file: str, mode: Mode, refs: set[str], where: str,
+                          members: Members, branch_properties: dict[str, Any],
+                          per_branch: dict[str, list[set[str]]]) -> Any:
+        """`additionalProperties: false` beside an `allOf` (or a `oneOf`/`anyOf` whose branches declare
+        properties): those properties declared at this level too (see `_closed`)."""
+        # Translated without its closure (which would bring it back here), closed again below.
+        rest = {key: value for key, value in node.items()
+                if key not in ("allOf", "properties", "required", "additionalProperties")}
+        rest.setdefault("type", "object")
+        out = self._translate(rest, file, mode, refs, where)
+        out["additionalProperties"] = False
+        own: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
+        properties: JSONSchema = {}
+        for name, (raw, source) in [*members.properties.items(), *branch_properties.items()]:
+            if name not in own and name not in properties:
+                properties.update(self._translate_properties({name: raw}, source, mode, refs, where))
+        properties.update(self._translate_properties(own, file, mode, refs, where))
+        declared = {*members.properties, *own}
+        written: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
+        names = list(dict.fromkeys([*members.required, *(n for n in written if isinstance(n, str))]))
+        # A name only a oneOf/anyOf branch declares is that branch's to require, not every object's.
+        required = [name for name in names if name in properties and name in declared]
+        in_branches = [name for name in names if name not in declared and name in branch_properties]
+        undeclared = [name for name in names if name not in declared and name not in branch_properties]
+        out["properties"] = properties
+        if required:
+            out["required"] = required
+        if members.leftovers:
+            out["allOf"] = [self._translate(raw, source, mode, refs, where) for raw, source in members.leftovers]
+        brought = [key for key in _COMPOSERS if isinstance(node.get(key), list)]
+        self._warn(where, f"additionalProperties: false beside {'/'.join(brought)}: the "
+                          f"{len(members.properties) + len(branch_properties)} properties they declare are declared "
+                          "at this level too (read strictly, the object refuses them)")
+        if in_branches:
+            self._require_in_branches(out, in_branches, per_branch)
+            self._warn(where, f"required {', '.join(map(repr, in_branches))} declared only in oneOf/anyOf branches: "
+                              "each is required by the branches that declare it, not by every object")
+        if undeclared:
+            self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                              "additionalProperties: false (no call could send them): not required")
+        return out
+
+    @staticmethod
+    def _require_in_branches(out: JSONSchema, names: list[str], per_branch: dict[str, list[set[str]]]) -> None:
+        """Each branch that declares some of `names` requires them (the branches are shared: wrapped, not changed)."""
+        for key, declared in per_branch.items():
+            branches = out.get(key)
+            if not isinstance(branches, list) or len(branches) != len(declared):
+                continue
+            for index, names_here in enumerate(declared):
+                wanted = [name for name in names if name in names_here]
+                if wanted:
+                    branches[index] = {"allOf": [branches[index], {"required": wanted}]}
+
+    def _drop_undeclared(self, out: JSONSchema, where: str) -> None:
+        """Required names that a closed object does not declare can never be sent: not required, with a warning."""
+        declared = out.get("properties") or {}
+        undeclared = [name for name in out["required"] if name not in declared]
+        if not undeclared:
+            return
+        self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                          "additionalProperties: false (no call could send them): not required")
+        kept = [name for name in out["required"] if name in declared]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+
+    def _drop_hidden_required(self, node: dict[str, Any], out: JSONSchema, file: str, mode: Mode) -> None:
+        """Required names that an `allOf` member declares readOnly (input) or writeOnly (output) apply to the
+        other direction only (OAS 3.0): not required here."""
+        own = out.get("properties") or {}
+        candidates = [name for name in out["required"] if name not in own]
+        if not candidates:
+            return
+        flag = "readOnly" if mode == "in" else "writeOnly"
+        try:
+            members = gather_all_of(node["allOf"], file, self._documents)
+            gone = {name for name in candidates if name in members.properties
+                    and hidden(members.properties[name][0], flag, self._documents, members.properties[name][1])}
+        except RefError:
+            return
+        if gone:
+            kept = [name for name in out["required"] if name not in gone]
+            if kept:
+                out["required"] = kept
+            else:
+                del out["required"]
 
     def _pin_discriminator(self, node: dict[str, Any], out: JSONSchema, file: str) -> None:
         """Pin the discriminating property in each `$ref` branch of the union beside `discriminator`."""
@@ -429,7 +563,8 @@ class SchemaTranslator:
             branches.append({"allOf": [translated, {"properties": {name: pin}, "required": [name]}]})
         out[key] = branches
 
-    def _translate_properties(self, properties: dict, file: str, mode: Mode, refs: set[str], where: str) -> dict:
+    def _translate_properties(self, properties: dict[str, Any], file: str, mode: Mode, refs: set[str],
+                              where: str) -> dict[str, Any]:
         hidden = "readOnly" if mode == "in" else "writeOnly"
         result = {}
         for name, schema in properties.items():
@@ -442,7 +577,8 @@ class SchemaTranslator:
                         raise SchemaError(str(exc)) from None
                 if (schema.get(hidden) is True or isinstance(raw, dict) and raw.get(hidden) is True):
                     continue
-            result[name] = self._translate(schema, file, mode, refs, where)
+            token = name if "/" not in name and "~" not in name else name.replace("~", "~0").replace("/", "~1")
+            result[name] = self._translate(schema, file, mode, refs, f"{where}/properties/{token}")
         return result
 
     def _put_type(self, out: JSONSchema, value: Any, where: str) -> None:
@@ -454,4 +590,10 @@ class SchemaTranslator:
         elif isinstance(value, list) and value and all(isinstance(v, str) and v in _TYPES for v in value):
             out["type"] = list(dict.fromkeys(value))
         else:
-            self._warn(where, f"unknown type {value!r}: dropped")
+            # A typo (`intger`) silently widens what the tool accepts: an error, though the operation is kept.
+            names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            unknown = [name for name in names if not (isinstance(name, str) and name in _TYPES)] or [value]
+            close = difflib.get_close_matches(str(unknown[0]), sorted(_TYPES), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            self._error(where, f"unknown type {unknown[0]!r}{hint}: the type is dropped, so this schema "
+                               "accepts any value")

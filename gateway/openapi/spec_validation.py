@@ -2,7 +2,10 @@
 
 Full validation is slow (seconds on GitHub's spec), so it lives here and never on the path of
 `serve` or `tools`. Its findings are warnings: real specs are often slightly invalid and still
-compile. A spec is *unusable* when it cannot be loaded, or has operations and none compiled.
+compile. A spec is *unusable* when it cannot be loaded, or has operations and none compiled; it is
+*incomplete* when it is usable but something was lost: an operation skipped, or a schema keyword the
+compiler could not read (each an error diagnostic with a pointer; `lost` counts them). Diagnostics get
+line numbers here (`_lines`), so the compile itself stays as fast as before.
 A spec with a `$ref` to a URL or outside the folder is not fully validated (the validator would
 follow it); the compiler has already refused that reference.
 """
@@ -16,6 +19,7 @@ from typing import Any
 from ..catalog import Catalog, Diagnostic
 from ._compile import spec_files
 from ._documents import Documents, LoadError, RefError, escape_token, parse_bytes
+from ._lines import add_lines
 
 MAX_VALIDATION_ERRORS = 20
 """Full-validation findings reported per spec (the rest are counted)."""
@@ -30,10 +34,15 @@ class SpecReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     usable: bool = True
 
+    @property
+    def lost(self) -> int:
+        """Error diagnostics inside a spec that still compiled: skipped operations, unreadable keywords."""
+        return sum(d.level == "error" and bool(d.pointer) for d in self.diagnostics) if self.usable else 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "file": self.file, "api": self.api, "operations": self.operations, "tools": self.tools,
-            "usable": self.usable,
+            "usable": self.usable, "lost": self.lost,
             "errors": sum(d.level == "error" for d in self.diagnostics),
             "warnings": sum(d.level == "warning" for d in self.diagnostics),
             "diagnostics": [d.to_dict() for d in self.diagnostics],
@@ -60,6 +69,7 @@ def spec_reports(specs_dir: Path, catalog: Catalog, *, full: bool = True) -> lis
         report.usable = not file_error and not (report.operations and not report.tools)
         if full and loaded and not fragment:
             report.diagnostics.extend(validate_spec(specs_dir, report.file))
+        add_lines(specs_dir, report.diagnostics)
     return list(reports.values())
 
 

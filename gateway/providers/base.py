@@ -24,12 +24,16 @@ import orjson
 
 from ..config.model import ProviderConfig
 from ..errors import ProviderError
+from ..http.library import ClientOptions
+from ..http.transport import CappedTransport
 from ..jsonwire import dumps
 from ..messages import Message, ToolCall
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 TextCallback = Callable[[str], Awaitable[None]]
 
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""An LLM's answer (decoded) is cut off past this: far above any real answer, far below a compression bomb."""
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _MAX_RETRY_AFTER = 60.0
 
@@ -181,9 +185,13 @@ class ProviderAdapter(abc.ABC):
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
+            # pyreqwest underneath (proxies from the environment, bodies decoded by the library and capped while
+            # they stream: `gateway.http.transport`); it times each read, as httpx did, so a long stream lives.
             timeout = httpx.Timeout(self.config.timeout, connect=min(self.config.timeout, 10.0))
-            self._client = httpx.AsyncClient(transport=self._transport, timeout=timeout,
-                                             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+            options = ClientOptions(max_connections=100, read_timeout=self.config.timeout)
+            transport = CappedTransport(self._transport, options=options, max_body=MAX_ANSWER_BYTES)
+            self._client = httpx.AsyncClient(transport=transport, timeout=timeout if self._transport else None,
+                                             trust_env=False)
         return self._client
 
     async def aclose(self) -> None:

@@ -43,12 +43,15 @@ def test_boolean_exclusive_bounds_become_numeric() -> None:
     assert tool.input_schema["properties"]["n"] == {"type": "number", "exclusiveMinimum": 1, "maximum": 5}
 
 
+UUID = "123e4567-e89b-12d3-a456-426614174000"
+
+
 def test_example_becomes_examples_and_oas_keywords_are_dropped() -> None:
     tool = _tool(_spec({}, body={"type": "object", "properties": {
-        "s": {"type": "string", "format": "uuid", "example": "abc", "xml": {"name": "S"},
+        "s": {"type": "string", "format": "uuid", "example": UUID, "xml": {"name": "S"},
               "externalDocs": {"url": "https://example.com"}, "x-internal": 1},
     }}))
-    assert tool.input_schema["properties"]["s"] == {"type": "string", "format": "uuid", "examples": ["abc"]}
+    assert tool.input_schema["properties"]["s"] == {"type": "string", "format": "uuid", "examples": [UUID]}
 
 
 def test_read_only_out_of_inputs_and_write_only_out_of_outputs() -> None:

@@ -104,3 +104,70 @@ def test_tools_for_an_agent_of_the_example(capsys: pytest.CaptureFixture[str]) -
     code, _, err = _run(capsys, "tools", "--specs", str(ROOT / "specs"), "--agents", str(ROOT / "agents.yaml"),
                         "--agent", "nobody", "--no-cache")
     assert code == 1 and "nobody" in err
+
+
+SHOP_WITH_MISTAKES = """\
+openapi: 3.0.3
+info: {title: Shop, version: "1"}
+paths:
+  /items/{id}:
+    get:
+      operationId: getItem
+      parameters:
+        - {name: id, in: path, required: true, schema: {type: intger}}
+      responses:
+        "200": {description: ok}
+  /items:
+    post:
+      operationId: createItem
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: "#/components/schemas/Missing"}
+      responses:
+        "201": {description: ok}
+"""
+
+
+def test_validate_says_what_was_lost_with_lines_and_the_manifest_names_the_real_cause(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "shop.yaml").write_text(SHOP_WITH_MISTAKES)
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("providers: {p: {kind: openai}}\nagents:\n  clerk:\n    model: p/m\n"
+                      "    tools: [{api: shop, operations: [createItem, getItem]}]\n")
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(agents), "--json", "--no-cache")
+    report = json.loads(out)
+    assert code == 3 and report["ok"] is True and report["complete"] is False
+    [shop] = report["specs"]
+    assert shop["usable"] is True and shop["lost"] == 2 and shop["tools"] == 1
+    by_message = {d["message"].split(":")[0]: d for d in shop["diagnostics"]}
+    typo = by_message["unknown type 'intger' (did you mean 'integer'?)"]
+    assert typo["level"] == "error" and typo["line"] == 8
+    assert typo["pointer"] == "/paths/~1items~1{id}/get/parameters/0/schema"
+    skipped = by_message["operation skipped"]
+    assert skipped["level"] == "error" and skipped["line"] == 12 and "Missing does not exist" in skipped["message"]
+    assert all(d["line"] is not None for d in shop["diagnostics"])
+    [hint] = report["manifest"]["diagnostics"]
+    assert hint["line"] == 5 and "did you mean" not in hint["message"]
+    assert "'createItem' of 'shop' was skipped" in hint["message"] and "shop.yaml:12" in hint["message"]
+    assert "Missing does not exist" in hint["message"]
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(agents), "--no-cache")
+    assert code == 3 and "shop.yaml: INCOMPLETE (2 lost), 1/2 operations" in out and "shop.yaml:8:" in out
+
+
+def test_json_specs_get_lines_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    spec = {**GOOD, "paths": {"/items": {"get": {"operationId": "listItems", "parameters": [
+        {"name": "n", "in": "query", "schema": {"type": "integer", "default": "ten"}}],
+        "responses": {"200": {"description": "ok"}}}}}}
+    (specs / "shop.json").write_text(json.dumps(spec, indent=2))
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+                        "--json", "--no-cache")
+    [shop] = json.loads(out)["specs"]
+    [dropped] = [d for d in shop["diagnostics"] if "does not match its own schema" in d["message"]]
+    assert code == 0 and dropped["level"] == "warning"
+    lines = (specs / "shop.json").read_text().splitlines()
+    assert lines[dropped["line"] - 1].strip().startswith('"schema"')

@@ -1,0 +1,146 @@
+"""The executor's way out: one request on an api's pooled pyreqwest client, its answer streamed.
+
+`ReqwestWire.send` takes the request as `gateway.http.request` built it (the URL already percent-encoded, the
+caller's headers) and answers with the part of `httpx.Response` that `gateway.http.client` and
+`gateway.http.reading` read: `status_code`, `reason_phrase`, `headers`, `aiter_bytes()` and `aclose()`.
+
+Bodies are decoded by the library as they stream, in chunks of at most the reader's buffer, so the caller's
+cap on what it reads also caps what is decompressed. An answer whose `Content-Encoding` is still there after
+the library (a coding it does not undo, or several stacked, as in `gzip, gzip`) is refused before its body
+is read: a nested coding is how a few kilobytes unpack into gigabytes, and passing it on raw would hand the
+model bytes it can't read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+from collections.abc import AsyncIterator, Iterable
+from datetime import timedelta
+
+import httpx
+from pyreqwest.client import Client
+from pyreqwest.exceptions import PyreqwestError
+from pyreqwest.http import HeaderMap
+from pyreqwest.request import StreamRequest
+from pyreqwest.response import Response
+
+from .library import ClientOptions, build_client, host_of, translate_error
+
+_EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
+
+
+def reason_for(status: int) -> str:
+    """The standard reason phrase (the upstream's own is never shown: it can echo a credential)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+async def let_cancellation_land() -> None:
+    """pyreqwest answers a cancellation with a CancelledError of its own, without the cancellation's message,
+    by which anyio's cancel scopes (the MCP SDK's, Starlette's) recognise theirs: one more turn of the loop lets
+    a scope's repeated cancellation arrive, with the library's error as its context. A plain `Task.cancel()`
+    does not repeat itself, and then the library's error goes on as it is."""
+    await asyncio.sleep(0)
+
+
+class AnswerHeaders:
+    """An answer's headers as `httpx.Headers.get` reads them (case-insensitive, repeated values joined with
+    ", "), straight from the library's header map: building an `httpx.Headers` per call costs more."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, header_map: HeaderMap) -> None:
+        self._map = header_map
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        values = self._map.getall(key)
+        if not values:
+            return default
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._map.items())
+
+
+def leftover_encoding(headers: httpx.Headers | AnswerHeaders) -> str | None:
+    """A `Content-Encoding` the library left undecoded (None when the body is plain)."""
+    coding: str | None = headers.get("content-encoding")
+    if coding is None or coding.strip().lower() in ("", "identity"):
+        return None
+    return coding
+
+
+class WireResponse:
+    """One streamed answer; `aclose()` gives its connection back (or drops it when the body was left unread)."""
+
+    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
+
+    def __init__(self, response: Response, request: StreamRequest, url: str, timeout: float) -> None:
+        self._response = response
+        self._request: StreamRequest | None = request
+        self._url = url
+        self._timeout = timeout
+        self.status_code = response.status
+        self.reason_phrase = reason_for(response.status)
+        self.headers = AnswerHeaders(response.headers)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        reader = self._response.body_reader
+        while True:
+            try:
+                chunk = await reader.read()
+            except asyncio.CancelledError:
+                await let_cancellation_land()
+                raise
+            except PyreqwestError as error:
+                raise translate_error(error, self._url, self._timeout) from error
+            if chunk is None:
+                return
+            yield bytes(chunk)
+
+    async def aclose(self) -> None:
+        request, self._request = self._request, None
+        if request is not None:
+            await request.__aexit__(None, None, None)
+
+
+class ReqwestWire:
+    """Sends the executor's requests (`gateway.http.client.Wire`) on one api's pooled client."""
+
+    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None) -> None:
+        self._client = client if client is not None else build_client(options or ClientOptions())
+
+    async def send(self, method: str, url: str, headers: Iterable[tuple[str, str]], content: bytes | None,
+                   timeout: float) -> WireResponse:
+        """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
+        builder = self._client.request(method, url).timeout(timedelta(seconds=timeout))
+        try:
+            builder = builder.headers(list(headers))
+            if content:
+                builder = builder.body_bytes(content)
+            elif method in _EMPTY_BODY_METHODS:
+                # hyper sends no length for an empty body; some servers answer 411 to a POST without one.
+                builder = builder.header("Content-Length", "0")
+            request = builder.build_streamed()
+            response = await request.__aenter__()  # its __aexit__ is WireResponse.aclose
+        except asyncio.CancelledError:
+            await let_cancellation_land()
+            raise
+        except PyreqwestError as error:
+            raise translate_error(error, url, timeout) from error
+        except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)
+            raise httpx.LocalProtocolError(f"the request to {host_of(url)} can't be sent: {error}") from None
+        answer = WireResponse(response, request, url, timeout)
+        coding = leftover_encoding(answer.headers)
+        if coding is not None:
+            await answer.aclose()
+            raise httpx.DecodingError(
+                f"the answer from {host_of(url)} says `Content-Encoding: {coding}`, which the gateway does not "
+                "decode (one of gzip, deflate, br or zstd, not stacked); its body was not read")
+        return answer
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,92 @@
+"""Closed objects that no instance could satisfy, read the way the spec means them.
+
+`additionalProperties: false` only sees the `properties` written beside it, never those an `allOf`
+brings. So the shape ShipEngine uses on most of its request bodies,
+
+    {additionalProperties: false, allOf: [{$ref: package_type}], required: [name, package_code]}
+
+read strictly refuses every object (`name` is "unexpected" at that level, yet required by it), and
+the model could never call the operation; validators such as Prism accept it, as the author meant. The
+translator therefore merges the properties and `required` names of the `allOf` members (followed
+through `$ref`s and nested `allOf`s) into the level that closes the object, with a warning; a member
+that also says something else (`oneOf`, `enum`, a non-object `type`, ...) stays in the `allOf` too.
+The same holds for a `oneOf`/`anyOf` beside the closure whose branches declare properties: they are
+declared at the closed level as well, and a name the level requires but only branches declare is
+required by those branches instead (ShipEngine's "a shipment_id or a shipment").
+
+`gather_all_of` does the reading of the raw members; `_schema.SchemaTranslator` does the translating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._documents import Documents
+
+_MERGEABLE = frozenset({
+    "properties", "required", "type", "title", "description", "allOf", "additionalProperties", "example",
+    "examples", "nullable", "x-nullable", "deprecated", "discriminator", "xml", "externalDocs", "$comment",
+})
+"""Keywords of an `allOf` member that merging keeps the meaning of; any other keeps the member in the `allOf`."""
+
+
+@dataclass(slots=True)
+class Members:
+    """What the `allOf` members of a closed object bring to it."""
+
+    properties: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    """Property name -> (raw schema, the file it is written in); the first member to declare a name wins."""
+    required: list[str] = field(default_factory=list)
+    leftovers: list[tuple[Any, str]] = field(default_factory=list)
+    """Members (as written, with their file) that say more than properties: they stay in the `allOf`."""
+
+
+def gather_all_of(members: list[Any], file: str, documents: Documents) -> Members:
+    """The properties, required names and non-mergeable members of an `allOf` list met in `file`.
+
+    Raises `RefError` for a member reference that cannot be followed.
+    """
+    found = Members()
+    seen: set[tuple[str, str]] = set()
+    work: list[tuple[Any, str]] = [(member, file) for member in reversed(members)]
+    while work:
+        member, member_file = work.pop()
+        target, target_file, pointer = documents.resolve(member, member_file)
+        if pointer:
+            if (target_file, pointer) in seen:  # a member reached twice (or a cycle): once is enough
+                continue
+            seen.add((target_file, pointer))
+        if not isinstance(target, dict):
+            continue
+        if not _mergeable(target):
+            found.leftovers.append((member, member_file))
+        properties = target.get("properties")
+        for name, schema in properties.items() if isinstance(properties, dict) else ():
+            found.properties.setdefault(str(name), (schema, target_file))
+        required = target.get("required")
+        if isinstance(required, list):
+            found.required.extend(name for name in required if isinstance(name, str))
+        nested = target.get("allOf")
+        if isinstance(nested, list):
+            work.extend((child, target_file) for child in reversed(nested))
+    return found
+
+
+def _mergeable(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        return False
+    return all(key in _MERGEABLE or key.startswith("x-") for key in schema)
+
+
+def hidden(schema: Any, flag: str, documents: Documents, file: str) -> bool:
+    """True when a property schema (or the schema its `$ref` names) carries `flag` (readOnly / writeOnly)."""
+    if not isinstance(schema, dict):
+        return False
+    if schema.get(flag) is True:
+        return True
+    if "$ref" in schema:
+        target = documents.resolve(schema, file)[0]
+        return isinstance(target, dict) and target.get(flag) is True
+    return False
