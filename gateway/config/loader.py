@@ -202,12 +202,14 @@ def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
     from ..safety.breaker import GuardSettings
     from ..safety.ratelimit import RateLimits
     from ..store import store_location
+    from .mcp_limits import SessionLimits
 
     checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
         ("store", store_location),
         ("audit_retention_days", retention_days),
         ("rate_limits", RateLimits.from_settings),
         ("breaker", GuardSettings.from_settings),
+        ("mcp", SessionLimits.from_settings),
     ]
     for key, parse in checks:
         try:

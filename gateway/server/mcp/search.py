@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..config.model import AgentConfig
-from ..jsonwire import dumps_text
-from ..openapi.views import DESCRIBE_TOOL, model_view
-from ..toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
-from ..toolsets import AgentTool, Toolset
+from ...config.model import AgentConfig
+from ...jsonwire import dumps_text
+from ...openapi.views import DESCRIBE_TOOL, model_view
+from ...toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...toolsets import AgentTool, Toolset
 
 CALL_TOOL = "call_tool"
 CALL_SCHEMA: dict[str, Any] = {

@@ -1,0 +1,46 @@
+"""One MCP `tools/call` through the gateway's call pipeline.
+
+Every MCP call, over HTTP in either protocol era and over stdio, runs through `answer_call`, and `answer_call`
+hands the call to the pipeline in exactly one place (`run_direct_call`: approval, fixed arguments, validation,
+limits, execution, audit), so the door adopts a new pipeline by changing that one line. What is MCP's own stays
+here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from ..direct_call import run_direct_call
+from ..state import GatewayState, Generation
+from . import search
+from .listing import era_of
+from .results import call_result
+
+
+async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
+                      protocol_version: str | None, client: str | None) -> dict[str, Any] | None:
+    """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`."""
+    async with state.use() as generation:
+        checked_agent(generation, agent)
+        agent_tool = generation.toolset(agent).get(name)
+        if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+            if not search.searching(config, toolset):
+                return None
+
+            async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
+                return await answer_call(state, agent, target, inner, protocol_version, client)
+
+            return await search.answer_meta(config, toolset, name, arguments, call_tool)
+        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
+        return call_result(generation, agent_tool, result, modern=era_of(protocol_version) == "modern")
+
+
+def checked_agent(generation: Generation, agent: str) -> str:
+    """`agent`, or the protocol error a client sees when a reload removed it since its session began."""
+    if agent not in generation.runtime.manifest.agents:
+        raise MCPError(types.INVALID_PARAMS, f"Agent {agent!r} no longer exists.")
+    return agent
