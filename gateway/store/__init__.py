@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
+from .base import ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -19,6 +19,7 @@ DEFAULT_STORE = ".gateway/state.db"
 __all__ = [
     "DEFAULT_STORE",
     "ApprovalRecord",
+    "AuditQuery",
     "AuditRow",
     "Bucket",
     "MemoryStore",
