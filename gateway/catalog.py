@@ -201,6 +201,9 @@ class ApiSpec:
     operation_count: int = 0
     tool_count: int = 0
     content_hash: str = ""
+    search_index: bytes = b""
+    """The spec's tool search index (`gateway.openapi.search`), built at compile time: row i is the i-th of
+    the spec's tools in catalog order."""
     skipped: dict[str, Diagnostic] = field(default_factory=dict)
     """Operations the compiler skipped, by operationId (the derived tool name when there is none): why."""
 

@@ -52,6 +52,7 @@ from .loop_types import (
 )
 from .messages import Message, ToolCall, ToolResult
 from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
+from .toolsearch import SEARCH_TOOL, ToolOffer
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
@@ -219,6 +220,8 @@ class _Loop:
         self.last_errors: list[str] = []
         self.approval_ids: dict[str, str] = {}
         """Call id -> the approval a human gave it (a resumed batch)."""
+        self.offer = ToolOffer(agent, toolset)
+        """What each request offers the model: views within the budget; with tool search, what was found."""
         self.caller_tools: dict[str, ToolLike] = {}
         self.tool_choice: Any = None
 
@@ -229,7 +232,7 @@ class _Loop:
     def _offered(self) -> list[Any]:
         if self.tool_choice == "none":
             return []
-        return [*self.toolset, *self.caller_tools.values()]
+        return [*self.offer.views(), *self.caller_tools.values()]
 
     def _choice(self) -> Any:
         """This turn's `tool_choice`: see the module docstring."""
@@ -241,6 +244,8 @@ class _Loop:
         return choice if lasting or self.iteration == 0 else None
 
     def restore(self, state: Mapping[str, Any]) -> None:
+        for name in state.get("loaded") or []:
+            self.offer.load(name)
         self.steps = [Step.from_dict(s) for s in state.get("steps") or []]
         self.usage = Usage.from_dict(state.get("usage") or {})
         self.iteration = int(state.get("iteration", 0))
@@ -291,6 +296,13 @@ class _Loop:
         steps: list[Step | None] = [None] * len(calls)
         runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
         for index, call in enumerate(calls):
+            if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
+                results[index] = self._answer_meta(call)
+                steps[index] = _step(call, call.arguments, results[index], self.iteration)
+                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                                                                           self.iteration)))
+                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
+                continue
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
                 results[index] = refusal
@@ -324,6 +336,15 @@ class _Loop:
         probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
         return await self.invoke.check(tool, probe) is None
 
+    def _answer_meta(self, call: ToolCall) -> ToolResult:
+        """`search_tools` (what it finds is offered from the next request on) and `describe_tool`."""
+        started = time.perf_counter()
+        ok, body = self.offer.answer(call.name, call.arguments or {})
+        elapsed = (time.perf_counter() - started) * 1000
+        if ok:
+            return ToolResult(ok=True, body=body, media_type="application/json", duration_ms=elapsed)
+        return ToolResult.failure("invalid_arguments", str(body), duration_ms=elapsed)
+
     async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
         """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
         for call in calls:
@@ -356,6 +377,9 @@ class _Loop:
                                       "arguments or fewer calls at once.")
         tool = self.toolset.get(call.name)
         if tool is None:
+            if self.offer.searching:
+                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; call "
+                                          f"{SEARCH_TOOL} to find the tool for what you want to do.")
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
                                       f"The tools you can call are: {names}")
@@ -431,7 +455,7 @@ class _Loop:
                             "reason": d.reason} for k, d in decided.items()},
             "steps": [s.to_dict() for s in self.steps], "usage": self.usage.to_dict(),
             "iteration": self.iteration, "consecutive_errors": self.consecutive_errors,
-            "tool_calls": self.tool_calls, "params": self.params,
+            "tool_calls": self.tool_calls, "params": self.params, "loaded": self.offer.loaded,
             "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
             "tool_choice": self.tool_choice,
         }

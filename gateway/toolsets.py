@@ -91,6 +91,10 @@ class Toolset:
 
     agent: str
     tools: dict[str, AgentTool] = field(default_factory=dict)
+    catalog: Catalog | None = None
+    """The catalog the tools come from (tool search reads its index)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
 
     def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())
@@ -185,7 +189,8 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
     for agent_tool in delegation:
         agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
     named = _unique_names(tools, delegation, entries, manifest, diagnostics)
-    return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named})
+    return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named}, catalog=catalog,
+                   settings=manifest.settings)
 
 
 def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:

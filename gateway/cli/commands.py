@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--format", default="json", choices=FORMATS)
     tools.add_argument("--strict", action="store_true",
                        help="openai: render strict-mode schemas; stderr says why a tool cannot be strict")
+    tools.add_argument("--search", metavar="QUERY", help="with --agent: the agent's tools that best match QUERY "
+                                                         "(name, api, operation_id, summary, score), best first")
+    tools.add_argument("--limit", type=int, default=10, help="with --search: how many tools (default 10)")
+    tools.add_argument("--budget", type=int, metavar="TOKENS",
+                       help="render each tool as the model sees it: its view within TOKENS (not for --format json)")
     tools.set_defaults(handler=_cmd_tools)
 
     call = commands.add_parser("call", help="make one tool call and print the ToolResult")
@@ -175,6 +180,17 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         tools: list[Any] = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
+        if args.search is not None:
+            from ..toolsearch import search
+
+            for diagnostic in diagnostics:
+                print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+            found = search(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
+            sys.stdout.buffer.write(orjson.dumps(found, option=orjson.OPT_INDENT_2) + b"\n")
+            return 0
+    elif args.search is not None:
+        print("--search needs --agent: it searches one agent's tools", file=sys.stderr)
+        return 2
     else:
         from ..openapi import compile_specs
 
@@ -185,7 +201,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
     if missing:
         return 1
-    rendered = render_tools(tools, args.format, strict=args.strict)
+    rendered = render_tools(tools, args.format, strict=args.strict, budget=args.budget)
     if args.strict:
         from ..dialects import strict_reason
 

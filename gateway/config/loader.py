@@ -107,7 +107,8 @@ POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
 )
-AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", *POLICY_KEYS)
+AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", *POLICY_KEYS)
+TOOL_SEARCH = ("auto", "on", "off")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
 CLIENT_KEYS = ("key", "agents", "admin")
@@ -188,6 +189,8 @@ def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, An
     for name, agent in manifest.agents.items():
         provider = manifest.providers.get(agent.provider)
         count = len(toolsets.get(name) or ())
+        if agent.tool_search != "off":
+            continue  # tool search offers a few tools at a time (gateway.toolsearch)
         if provider is not None and refuses_tool_count(provider, count):
             c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
                       "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
@@ -203,6 +206,12 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
         manifest.settings["max_delegation_depth"] = depth
     else:
         manifest.settings.pop("max_delegation_depth", None)
+    for key in ("tool_budget", "tool_definitions_budget"):  # tokens: one tool's view; one request's definitions
+        budget = c.number(settings, ("gateway",), key, integer=True, minimum=200)
+        if budget is not None:
+            manifest.settings[key] = budget
+        else:
+            manifest.settings.pop(key, None)
     _check_gateway_settings(c, manifest)
 
 
@@ -381,7 +390,8 @@ def _read_agents(
             name=name, model=model, provider=provider, model_id=model_id,
             instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
-            line=c.line(path),
+            tool_search=cast(Any, c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"),
+            pinned=c.strings(m, path, "pinned") or [], line=c.line(path),
         )
     return agents
 

@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from ..direct_call import run_direct_call
 from ..errors import APIError
 from ..state import GatewayState, Generation
+from . import search
 from .listing import era_of
 from .results import call_result
 
@@ -26,8 +27,15 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     async with state.use() as generation:
         checked_agent(generation, agent)
         agent_tool = generation.toolset(agent).get(name)
-        if agent_tool is None:
-            return None
+        if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+            if not search.searching(config, toolset):
+                return None
+
+            async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
+                return await answer_call(state, agent, target, inner, protocol_version, client)
+
+            return await search.answer_meta(config, toolset, name, arguments, call_tool)
         try:
             result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
                                            door="mcp")
