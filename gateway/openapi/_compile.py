@@ -68,7 +68,8 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     else:
         error("", "not an OpenAPI document: no `openapi: 3.x` or `swagger: \"2.0\"` field")
         return [], None, diagnostics
-    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    raw_info = document.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     translator = SchemaTranslator(documents, file, warn, error)
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
