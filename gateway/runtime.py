@@ -180,9 +180,13 @@ class RuntimeHolder:
         """Poll the inputs every `interval` seconds and reload on change; runs until cancelled.
 
         The first poll compares contents with the current runtime, so an edit made between loading
-        and watching is not missed.
+        and watching is not missed. A change is loaded once the inputs look the same on two polls in a row:
+        a file caught half-written (an editor or a script that truncates, then writes) is never loaded as it
+        was at that instant, when it may parse as a smaller, valid configuration.
         """
-        stats: tuple[tuple[str, int, int], ...] | None = None
+        Stats = tuple[tuple[str, int, int], ...]
+        stats: Stats | None = None
+        settling: Stats | None = None
         while True:
             runtime = self._current
             try:
@@ -192,8 +196,11 @@ class RuntimeHolder:
                 logger.warning("cannot scan the inputs: %s", exc)
                 latest = stats
             if latest != stats:
-                stats = latest
-                await self.reload()
+                if latest == settling:  # unchanged for one whole interval: the edit is complete
+                    stats, settling = latest, None
+                    await self.reload()
+                else:
+                    settling = latest
             await anyio.sleep(interval)
 
     async def reload(self, *, force: bool = False) -> bool:
