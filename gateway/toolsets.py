@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from .catalog import Catalog, Diagnostic, JSONSchema, Tool
+from .catalog import Catalog, Diagnostic, JSONSchema, Level, Tool
 from .config.checker import suggest
 from .config.model import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
 
@@ -91,6 +91,10 @@ class Toolset:
 
     agent: str
     tools: dict[str, AgentTool] = field(default_factory=dict)
+    catalog: Catalog | None = None
+    """The catalog the tools come from (tool search reads its index)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
 
     def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())
@@ -156,7 +160,7 @@ class _Reporter:
         self.selection = selection
         self.diagnostics = diagnostics
 
-    def __call__(self, level: str, key: str, message: str) -> None:
+    def __call__(self, level: Level, key: str, message: str) -> None:
         pointer = self.selection.pointer + (("." if not key.startswith("[") else "") + key if key else "")
         line = self.selection.key_lines.get(key, self.selection.line)
         self.diagnostics.append(Diagnostic(level=level, file=self.file, pointer=pointer, line=line, message=message))
@@ -178,14 +182,15 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
                                           "args and overrides apply")
                 continue
             chosen[tool.name] = (_agent_tool(tool, selection, agent), selection)
-    tools = [agent_tool for agent_tool, _ in chosen.values()]
+    selected = [agent_tool for agent_tool, _ in chosen.values()]
     entries = {agent_tool.tool.name: selection for agent_tool, selection in chosen.values() if agent_tool.tool}
     subs = [name for name in dict.fromkeys(agent.delegates) if name in manifest.agents]
     delegation = [_delegation_tool(name, manifest) for name in subs]
     for agent_tool in delegation:
         agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
-    named = _unique_names(tools, delegation, entries, manifest, diagnostics)
-    return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named})
+    named = _unique_names(selected, delegation, entries, manifest, diagnostics)
+    return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named}, catalog=catalog,
+                   settings=manifest.settings)
 
 
 def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:
@@ -282,7 +287,7 @@ def _check_ambiguous(selection: ToolSelection, api_tools: list[Tool], report: _R
     with a warning.
     """
     narrowed = [tool for tool in api_tools if _passes_filters(selection, tool)]
-    keyed: list[tuple[str, str, list[str]]] = [
+    keyed: list[tuple[str, Level, list[str]]] = [
         ("operations", "error", selection.operations or []), ("exclude", "warning", selection.exclude)]
     for key, level, patterns in keyed:
         for index, pattern in enumerate(patterns):
@@ -301,7 +306,7 @@ def _passes_filters(selection: ToolSelection, tool: Tool) -> bool:
     return selection.paths is None or _any_glob(selection.paths, (tool.path,))
 
 
-def _report_ambiguous(name: str, tools: list[Tool], key: str, level: str, report: _Reporter) -> None:
+def _report_ambiguous(name: str, tools: list[Tool], key: str, level: Level, report: _Reporter) -> None:
     matches = [tool for tool in tools if name in _names_of(tool)]
     if len(matches) < 2:
         return

@@ -525,11 +525,13 @@ def test_an_agent_with_more_tools_than_openai_accepts_is_warned_about() -> None:
           openai: {kind: openai}
           local: {kind: openai, base_url: "http://127.0.0.1:8000/v1"}
         agents:
-          hoarder: {model: openai/gpt-4o, tools: [{api: big}]}
-          local: {model: local/qwen, tools: [{api: big}]}
+          hoarder: {model: openai/gpt-4o, tools: [{api: big}], tool_search: "off"}
+          local: {model: local/qwen, tools: [{api: big}], tool_search: "off"}
           picky: {model: openai/gpt-4o, tools: [{api: big, operations: ["op1*"]}]}
+          searcher: {model: openai/gpt-4o, tools: [{api: big}]}
         """
     _, diagnostics = _parse(text, catalog=catalog)
+    # `searcher` has tool search (auto: on above 64 tools), so its requests carry a few tools at a time.
     [warning] = [d for d in diagnostics if "at most 128" in d.message]
     assert warning.pointer == "agents.hoarder.tools" and warning.line == _line_of(text, "hoarder:")
     assert warning.message.startswith("130 tools")

@@ -184,3 +184,40 @@ async def test_watch_notices_edits_under_a_live_holder(config: tuple[Path, Path]
         os.utime(agents, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
         assert await holder.reload() is False and holder.generation == generation
         group.cancel_scope.cancel()
+
+
+def test_the_watcher_loads_an_edit_only_once_it_has_settled(config: tuple[Path, Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file seen mid-write (truncated, then written) changes between two polls: it is not loaded until it
+    looks the same on two polls in a row."""
+    import gateway.runtime as runtime_module
+
+    holder = RuntimeHolder(load_runtime(*config))
+    polls = iter([(("a", 1, 10),), (("a", 2, 0),), (("a", 3, 90),), (("a", 3, 90),), (("a", 3, 90),)])
+    reloads: list[int] = []
+    seen: list[int] = []
+
+    class Done(Exception):
+        pass
+
+    def stats(*_: object) -> tuple[tuple[str, int, int], ...]:
+        value = next(polls, None)
+        if value is None:
+            raise Done
+        seen.append(value[0][1])
+        return value
+
+    async def reload(**_: object) -> bool:
+        reloads.append(seen[-1])
+        return True
+
+    monkeypatch.setattr(runtime_module, "input_stats", stats)
+    monkeypatch.setattr(holder, "reload", reload)
+
+    async def main() -> None:
+        with anyio.fail_after(5):
+            await holder.watch(interval=0)
+
+    with pytest.raises(Done):  # every poll was seen
+        anyio.run(main)
+    assert reloads == [3]  # neither the first look nor the half-written state (mtime 2) was loaded

@@ -10,7 +10,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ..dialects import FORMATS
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -54,9 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="print tool definitions as a JSON array")
     _add_common(tools)
     tools.add_argument("--agent", help="only this agent's tools (default: the whole catalog)")
-    tools.add_argument("--format", default="json", choices=["json", "openai", "anthropic", "gemini", "mcp"])
+    tools.add_argument("--format", default="json", choices=FORMATS)
     tools.add_argument("--strict", action="store_true",
                        help="openai: render strict-mode schemas; stderr says why a tool cannot be strict")
+    tools.add_argument("--search", metavar="QUERY", help="with --agent: the agent's tools that best match QUERY "
+                                                         "(name, api, operation_id, summary, score), best first")
+    tools.add_argument("--limit", type=int, default=10, help="with --search: how many tools (default 10)")
+    tools.add_argument("--budget", type=int, metavar="TOKENS",
+                       help="render each tool as the model sees it: its view within TOKENS (not for --format json)")
     tools.set_defaults(handler=_cmd_tools)
 
     call = commands.add_parser("call", help="make one tool call and print the ToolResult")
@@ -116,7 +123,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if on_tty:
         progress("validating the specs in full (openapi-spec-validator)...")
     reports = spec_reports(args.specs, catalog)
-    manifest: dict = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
+    manifest: dict[str, Any] = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
     if args.agents.exists():
         from ..config.loader import load_manifest
 
@@ -186,9 +193,20 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         runtime = _load_runtime_or_report(args)
         if runtime is None:
             return 1
-        tools: list = runtime.tools(args.agent)
+        tools: list[Any] = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
+        if args.search is not None:
+            from ..toolsearch import search
+
+            for diagnostic in diagnostics:
+                print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+            found = search(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
+            sys.stdout.buffer.write(orjson.dumps(found, option=orjson.OPT_INDENT_2) + b"\n")
+            return 0
+    elif args.search is not None:
+        print("--search needs --agent: it searches one agent's tools", file=sys.stderr)
+        return 2
     else:
         from ..openapi import compile_specs
 
@@ -199,7 +217,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
     if missing:
         return 1
-    rendered = render_tools(tools, args.format, strict=args.strict)
+    rendered = render_tools(tools, args.format, strict=args.strict, budget=args.budget)
     if args.strict:
         from ..dialects import strict_reason
 
@@ -237,7 +255,6 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from ..execution.executor import Executor
     from ..messages import ToolResult
 
     def emit(result: ToolResult) -> int:
@@ -261,21 +278,29 @@ def _cmd_call(args: argparse.Namespace) -> int:
     if agent_tool.delegate or agent_tool.tool is None:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
-    if agent_tool.needs_approval:
-        print(f"note: {args.tool} needs approval in agent runs; running it because you asked directly",
-              file=sys.stderr)
-    # Fixed args win over the caller's: they are hidden from the model and always sent.
-    merged = {**arguments, **agent_tool.fixed_args}
+    from ..errors import AuditUnavailable, ConfigError
+    from ..messages import ToolCall
+    from ..safety.audit import bind_caller
+    from .local import local_gateway
+
+    # The same pipeline as every other door: validated, held for approval, rate limited, audited.
+    call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
 
     async def run() -> ToolResult:
-        executor = Executor(runtime.manifest, runtime.catalog)
-        try:
-            return await executor.execute(agent_tool.tool, merged, timeout=agent_tool.timeout,  # type: ignore[arg-type]
-                                          max_result_bytes=agent_tool.max_result_bytes)
-        finally:
-            await executor.aclose()
+        async with local_gateway(runtime) as state:
+            with bind_caller(agent=args.agent):
+                runner = state.current.runner.for_agent(args.agent)
+                return await runner.run(agent_tool, call, door="cli")  # type: ignore[no-any-return]
 
-    return emit(asyncio.run(run()))
+    try:
+        result = asyncio.run(run())
+    except (AuditUnavailable, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.error_type == "approval_pending":
+        print(f"note: {args.tool} needs a human's approval; decide with `gateway approvals approve|deny "
+              f"{result.approval_id}` (approving runs it)", file=sys.stderr)
+    return emit(result)
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

@@ -92,6 +92,7 @@ class _Builder:
                 self.lines[(*path, index)] = child.start_mark.line + 1
                 items.append(self.build(child, (*path, index)))
             return items
+        assert isinstance(node, ScalarNode)  # YAML has no fourth kind of node
         return self._build_scalar(node, path)
 
     def _build_mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
@@ -122,7 +123,7 @@ class _Builder:
         if substituted is None:
             return MISSING
         if node.style is None and _VAR.fullmatch(value.strip()):
-            tag = self.resolver.resolve(ScalarNode, substituted, (True, False))
+            tag = self.resolver.resolve(ScalarNode, substituted, (True, False))  # type: ignore[no-untyped-call]
             if tag in _RETYPED_TAGS:
                 return self.constructor.construct_object(ScalarNode(tag, substituted), deep=True)
         return substituted

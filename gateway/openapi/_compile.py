@@ -15,6 +15,7 @@ from ._names import base_name, prefix_colliding, unique_in_spec
 from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
 from ._schema import SchemaError, SchemaTranslator
 from ._swagger import translate_swagger
+from .search import build_index
 
 DEFAULT_MAX_DESCRIPTION = 1024
 """Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept).
@@ -67,7 +68,8 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     else:
         error("", "not an OpenAPI document: no `openapi: 3.x` or `swagger: \"2.0\"` field")
         return [], None, diagnostics
-    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    raw_info = document.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     translator = SchemaTranslator(documents, file, warn, error)
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
@@ -113,6 +115,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
         servers=compiler.servers,
         security_schemes=_security_schemes(view, documents, file),
         operation_count=operations, tool_count=len(tools), skipped=skipped,
+        search_index=build_index(tools),
     )
     return tools, spec, diagnostics
 

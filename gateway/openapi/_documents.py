@@ -24,13 +24,13 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _BaseLoader = yaml.SafeLoader
 
 
-class _YamlLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _YamlLoader(_BaseLoader):  # type: ignore[misc]
     """Safe YAML that yields JSON data only: timestamps stay strings, mapping keys become strings
     (`200:` as a response code, `2024-01-01` as a default), so schemas and examples serialize as JSON."""
 
 
 def _construct_text(loader: Any, node: Any) -> str:
-    return loader.construct_scalar(node)
+    return str(loader.construct_scalar(node))
 
 
 def _construct_mapping(loader: Any, node: Any) -> dict[str, Any]:

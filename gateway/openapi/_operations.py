@@ -19,17 +19,15 @@ Input schema rules:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from ..catalog import Argument, BodyBinding, Encoding, Server, Tool
+from ..catalog import OWNED_HEADERS, Argument, BodyBinding, Encoding, Location, Server, Tool
 from ._documents import Documents, RefError, escape_token
 from ._schema import SchemaError, SchemaTranslator
 from ._xml import is_xml_media, xml_mapping
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header", "cookie")
-OWNED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "authorization",
-                           "accept", "content-type"})
 _COMPOSED = ("allOf", "anyOf", "oneOf", "not", "if", "$ref")
 
 
@@ -105,8 +103,8 @@ class OperationCompiler:
             {str(k): tuple(str(s) for s in (v or ())) for k, v in alt.items()}
             for alt in security if isinstance(alt, dict)
         )
-        summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
-        description = operation.get("description") if isinstance(operation.get("description"), str) else ""
+        summary = _text(operation.get("summary"))
+        description = _text(operation.get("description"))
         deprecated = operation.get("deprecated") is True
         operation_id = operation.get("operationId")
         return Tool(
@@ -173,7 +171,7 @@ class OperationCompiler:
             if is_required:
                 required.append(arg_name)
             arguments.append(Argument(
-                name=arg_name, location=where, wire_name=name, required=is_required,
+                name=arg_name, location=cast(Location, where), wire_name=name, required=is_required,
                 style=style, explode=explode if isinstance(explode, bool) else style == "form",
                 allow_reserved=param.get("allowReserved") is True, content_type=content_type,
             ))
@@ -227,8 +225,8 @@ class OperationCompiler:
             names = spread.get("properties", {})
             # Required names the body does not define can't be given (additionalProperties is false): left out.
             inner = [name for name in spread.get("required", ()) if name in names]
-            for name, schema in names.items():
-                properties[name] = schema
+            for name, spread_schema in names.items():
+                properties[name] = spread_schema
                 is_required = body_required and name in inner
                 if is_required:
                     required.append(name)
@@ -237,8 +235,9 @@ class OperationCompiler:
                 conditions.update(_body_conditions(names, inner))
             return BodyBinding(media_type=media, required=body_required, argument=None, encoding=encoding,
                                xml=xml)
+        schema: Any
         if raw is None:
-            schema: Any = {} if is_json_media(media) else {"type": "string"}
+            schema = {} if is_json_media(media) else {"type": "string"}
         else:
             try:
                 schema = self.translator.translate(raw, self.file, "in", refs, _body_pointer(pointer, media))
@@ -334,7 +333,8 @@ class OperationCompiler:
                 refs = set(deps)  # the root's own entry stays only when it is reached again (recursion)
         if refs:
             schema = {**schema, "$defs": self.translator.collect_defs(refs, "out")}
-        return schema
+        output: dict[str, Any] = schema
+        return output
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -383,6 +383,10 @@ def _template_names(path: str) -> list[str]:
         names.append(path[start + 1:end])
         start = path.find("{", end)
     return names
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _free_name(name: str, where: str, taken: dict[str, Any]) -> str:

@@ -149,7 +149,7 @@ def _translate_operation(operation: dict[str, Any], shared: list[dict[str, Any]]
 
 def _translate_parameter(param: dict[str, Any]) -> dict[str, Any]:
     where = param.get("in")
-    new = {k: param[k] for k in ("name", "in", "description", "required", "deprecated") if k in param}
+    new: dict[str, Any] = {k: param[k] for k in ("name", "in", "description", "required", "deprecated") if k in param}
     new["schema"] = {k: param[k] for k in _SCHEMA_KEYS if k in param}
     collection = param.get("collectionFormat", "csv")
     if param.get("type") == "array" and collection in _COLLECTIONS:
@@ -162,18 +162,18 @@ def _translate_parameter(param: dict[str, Any]) -> dict[str, Any]:
 
 
 def _form_body(form: list[dict[str, Any]], consumes: list[str]) -> dict[str, Any]:
-    properties = {}
+    properties: dict[str, Any] = {}
     required = []
     has_file = False
     for param in form:
         name = param.get("name")
         if not isinstance(name, str):
             continue
-        schema = {k: param[k] for k in _SCHEMA_KEYS if k in param}
+        field = {k: param[k] for k in _SCHEMA_KEYS if k in param}
         if "description" in param:
-            schema["description"] = param["description"]
+            field["description"] = param["description"]
         has_file = has_file or param.get("type") == "file"
-        properties[name] = schema
+        properties[name] = field
         if param.get("required"):
             required.append(name)
     if has_file or "multipart/form-data" in consumes and "application/x-www-form-urlencoded" not in consumes:

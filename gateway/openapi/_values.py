@@ -124,7 +124,7 @@ def _validator(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
             except Exception:  # noqa: BLE001 - a value it cannot take (not JSON): keep it
                 return True
         return check
-    from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
+    from jsonschema import Draft202012Validator, FormatChecker
 
     try:
         slow = Draft202012Validator(schema, format_checker=FormatChecker())

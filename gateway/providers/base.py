@@ -164,7 +164,7 @@ def retry_delay(response: httpx.Response | None, attempt: int, backoff: float) -
         header = response.headers.get("retry-after-ms")
         if header:
             try:
-                return min(float(header) / 1000, _MAX_RETRY_AFTER)
+                return min(float(header) / 1000, float(_MAX_RETRY_AFTER))
             except ValueError:
                 pass
         header = response.headers.get("retry-after")
@@ -174,8 +174,8 @@ def retry_delay(response: httpx.Response | None, attempt: int, backoff: float) -
             except ValueError:
                 parsed = email.utils.parsedate_to_datetime(header) if header else None
                 if parsed is not None:
-                    return min(max(parsed.timestamp() - time.time(), 0.0), _MAX_RETRY_AFTER)
-    return backoff * (2**attempt) * (0.5 + random.random() / 2)
+                    return min(max(float(parsed.timestamp()) - time.time(), 0.0), _MAX_RETRY_AFTER)
+    return float(backoff * (2**attempt) * (0.5 + random.random() / 2))
 
 
 class ProviderAdapter(abc.ABC):
@@ -340,7 +340,7 @@ class ProviderAdapter(abc.ABC):
 
 async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     """(event, data) pairs of a server-sent event stream."""
-    event, data = "", []
+    event, data = "", list[str]()
     async for line in response.aiter_lines():
         if not line:
             if data:

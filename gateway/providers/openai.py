@@ -41,8 +41,9 @@ _FINISH: dict[str, FinishReason] = {"stop": "stop", "tool_calls": "tool_calls", 
                                     "length": "length", "content_filter": "content_filter"}
 
 
-class OpenAIAdapter(ProviderAdapter):
-    kind = "openai"
+class OpenAIStrictArguments(ProviderAdapter):
+    """What OpenAI's two APIs (chat completions, Responses) share: tools in strict mode when the provider says
+    `strict: true`, and the model's arguments mapped back from strict mode's forms."""
 
     @property
     def strict(self) -> bool:
@@ -52,6 +53,10 @@ class OpenAIAdapter(ProviderAdapter):
         # In strict mode the model sends null for every optional property it leaves out, and free-form objects
         # and maps in the encoded forms strict mode accepts: back to what the exact schema means.
         return strict_arguments(tool.input_schema, arguments) if self.strict else arguments
+
+
+class OpenAIAdapter(OpenAIStrictArguments):
+    kind = "openai"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, lambda t: openai_tool(t, strict=self.strict)) for t in tools]

@@ -16,12 +16,11 @@ from typing import Any
 
 import httpx
 
-from ..dialects import drop_strict_nulls, openai_tool
+from ..dialects import openai_tool
 from ..errors import ProviderError
 from ..messages import Message
 from .base import (
     FinishReason,
-    ProviderAdapter,
     TextCallback,
     ToolLike,
     Turn,
@@ -31,6 +30,7 @@ from .base import (
     load_json,
     make_call,
 )
+from .openai import OpenAIStrictArguments
 
 REASONING_KEY = "responses_reasoning"
 """Message.extras key: the `reasoning` items of an assistant turn, echoed back as they came."""
@@ -41,15 +41,8 @@ _PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "m
            "reasoning", "service_tier")
 
 
-class OpenAIResponsesAdapter(ProviderAdapter):
+class OpenAIResponsesAdapter(OpenAIStrictArguments):
     kind = "openai-responses"
-
-    @property
-    def strict(self) -> bool:
-        return self.config.strict
-
-    def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
-        return drop_strict_nulls(tool.input_schema, arguments) if self.strict else arguments
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, self._render_tool) for t in tools]

@@ -21,7 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ..execution.pipeline import ToolHooks
 from ..runtime import RuntimeHolder
+from ..safety.guards import Safeguards
 from .accesslog import AccessLog
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
@@ -57,7 +59,8 @@ def create_app(
     middleware: Sequence[Middleware] = (),
     access_log: bool = False,
     extra_routes: Sequence[BaseRoute] = (),
-    **hooks: Any,
+    safety: Safeguards | None = None,
+    hooks: Sequence[ToolHooks] = (),
 ) -> Starlette:
     """Build the gateway's ASGI app.
 
@@ -72,12 +75,12 @@ def create_app(
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
         access_log: log one line per request (`gateway.server.accesslog`; `gateway serve` turns it on).
         extra_routes: more routes (approvals, audit).
-        hooks: named hooks for the safety layer: `on_run_result` (awaited after each chat run),
-            `approve_direct_call` (gates direct and MCP calls of tools under approval), `wrap_executor`
-            (wraps each generation's executor). Available to routes as `app.state.gateway.options`.
+        safety: the safety layer (`gateway.server.safety.Safety`): its stages go into every call's pipeline (audit,
+            approvals, rate limits, breakers) and finished chat runs are reported to it. None: no store.
+        hooks: `ToolHooks` around every tool call (`gateway.execution.pipeline`).
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
-                         adapter_factory=adapter_factory, options=hooks)
+                         adapter_factory=adapter_factory, safety=safety, hooks=hooks)
     def build_mcp() -> Any:
         from .mcp.endpoint import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 

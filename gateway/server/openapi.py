@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from .. import __version__
-from .routes import FORMATS
+from ..dialects import FORMATS
+from ..store.base import AUDIT_KINDS
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
 
@@ -281,6 +282,16 @@ _HEALTH = {
 }
 
 
+_TOOL_SEARCH: dict[str, Any] = {
+    "type": "object", "required": ["data"],
+    "properties": {"data": {"type": "array", "items": {
+        "type": "object", "required": ["name", "api", "operation_id", "summary", "score"],
+        "properties": {"name": {"type": "string"}, "api": {"type": "string"},
+                       "operation_id": {"type": ["string", "null"]}, "summary": {"type": "string"},
+                       "score": {"type": "number"}}}}},
+}
+
+
 def _json(schema_ref: str, description: str) -> dict[str, Any]:
     return {"description": description,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
@@ -306,11 +317,11 @@ _AUDIT_FILTERS = [
     *({"name": name, "in": "query", "required": False, "description": f"Only rows whose `{name}` is this.",
        "schema": {"type": "string"}} for name in ("agent", "client", "tool", "status", "run_id")),
     {"name": "kind", "in": "query", "required": False, "schema": {"type": "string",
-                                                                  "enum": ["tool", "chat", "decision"]}},
+                                                                  "enum": list(AUDIT_KINDS)}},
     *({"name": name, "in": "query", "required": False,
        "description": f"Rows {'at or after' if name == 'since' else 'before'} this time: ISO 8601 (UTC unless it "
                       "says otherwise) or epoch seconds.",
-       "schema": {"type": "string"}}
+       "schema": {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}}
       for name in ("since", "until")),
 ]
 
@@ -475,6 +486,17 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             ],
             "responses": {"200": _json("ToolList", "The tools."), **_ERRORS},
         }},
+        "/agents/{agent}/tools/search": {"get": {
+            "operationId": "searchAgentTools",
+            "summary": "The agent's tools that best match a request, best first (the tool search index)",
+            "parameters": [
+                _agent_param(),
+                {"name": "q", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100,
+                                                            "default": 10}},
+            ],
+            "responses": {"200": _json("ToolSearch", "The matches."), **_ERRORS},
+        }},
     }
     if tool_paths is None:
         paths["/agents/{agent}/tools/{tool}"] = {"post": {
@@ -518,6 +540,7 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "ModelList": _MODEL_LIST,
             "AgentList": _AGENT_LIST,
             "ToolList": _TOOL_LIST,
+            "ToolSearch": _TOOL_SEARCH,
             "Health": _HEALTH,
             **(tool_paths[1] if tool_paths is not None else {}),
         }},

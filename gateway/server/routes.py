@@ -12,14 +12,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..config.model import AgentConfig
-from ..dialects import json_tool, render_tools
+from ..dialects import FORMATS, json_tool, render_tools
 from ..providers.base import holds_lone_surrogate
 from ..toolsets import AgentTool
 from .auth import allowed_agents
 from .errors import APIError
 from .state import GatewayState, Generation
-
-FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
 
 
 def state_of(request: Request) -> GatewayState:
@@ -154,6 +152,22 @@ async def list_tools(request: Request) -> Response:
     return JSONResponse({"agent": agent, "format": format, "data": tools})
 
 
+async def search_tools(request: Request) -> Response:
+    """`GET /agents/{agent}/tools/search?q=&limit=`: the agent's tools that best match, best first."""
+    from ..toolsearch import search
+
+    generation = state_of(request).current
+    agent = known_agent(generation, request.path_params["agent"])
+    query = request.query_params.get("q", "").strip()
+    if not query:
+        raise APIError(400, "Say what to search for: ?q=close an issue", param="q")
+    raw_limit = request.query_params.get("limit", "10")
+    if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 3 and 1 <= int(raw_limit) <= 100):
+        raise APIError(400, f"limit must be an integer from 1 to 100, not {raw_limit!r}.", param="limit")
+    found = search(generation.runtime.catalog, generation.toolset(agent), query, int(raw_limit))
+    return JSONResponse({"data": found})
+
+
 def query_value(request: Request, name: str) -> str | None:
     """A query parameter given at most once (400 when repeated: which one would be meant?)."""
     values = request.query_params.getlist(name)
@@ -185,4 +199,5 @@ def routes() -> list[Route]:
         Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),
         Route("/agents/{agent}/tools", list_tools, methods=["GET"]),
+        Route("/agents/{agent}/tools/search", search_tools, methods=["GET"]),
     ]

@@ -8,19 +8,29 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
+from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store, StoreUnavailable
+from .base import (
+    AUDIT_KINDS,
+    ApprovalRecord,
+    AuditQuery,
+    AuditRow,
+    Bucket,
+    ResponseRecord,
+    RunRecord,
+    Store,
+    StoreUnavailable,
+)
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
-
-DEFAULT_STORE = ".gateway/state.db"
 
 __all__ = [
     "DEFAULT_STORE",
     "ApprovalRecord",
+    "AUDIT_KINDS",
     "AuditQuery",
     "AuditRow",
     "Bucket",
@@ -38,20 +48,7 @@ __all__ = [
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def store_location(settings: dict[str, Any] | None, base_dir: Path | None = None) -> str:
-    """Where the store lives: `gateway.store` from the manifest, relative to agents.yaml's folder."""
-    location = (settings or {}).get("store") or DEFAULT_STORE
-    if not isinstance(location, str):
-        raise ConfigError(f"agents.yaml: gateway.store must be a path or URL, not {type(location).__name__}")
-    if location in ("memory:", ":memory:") or "://" in location:
-        return location
-    path = Path(location).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    return str(path)
-
-
-def redis_location(settings: dict[str, Any] | None) -> str | None:
+def redis_location(settings: Mapping[str, Any] | None) -> str | None:
     """`gateway.redis` from the manifest: a `redis://` or `rediss://` URL, or None (absent or empty)."""
     location = (settings or {}).get("redis")
     if location is None or location == "":

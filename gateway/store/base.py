@@ -68,7 +68,7 @@ class RunRecord:
     id: str
     agent: str
     kind: RunKind = "chat"
-    """`chat`: a loop run paused by H4's loop; `call`: a single direct/MCP tool call."""
+    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`)."""
     state: dict[str, Any] = field(default_factory=dict)
     client: str | None = None
     status: RunStatus = "paused"
@@ -92,12 +92,17 @@ class ResponseRecord:
     created: float = field(default_factory=time.time)
 
 
+
+AuditKind = Literal["tool", "chat", "decision"]
+AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision")
+"""What an audit row records: a tool call, a chat run, or a human's approval decision."""
+
 @dataclass(slots=True, kw_only=True)
 class AuditRow:
     """One tool call or one chat, as the audit log keeps it (arguments already redacted)."""
 
     time: float
-    kind: Literal["tool", "chat", "decision"]
+    kind: AuditKind
     """`decision`: a human approved or denied a call (then `client` is who decided)."""
     client: str | None = None
     agent: str | None = None
@@ -212,7 +217,8 @@ class Store(abc.ABC):
         """Durably record one row before returning.
 
         The row must be taken (queued or written) before the first `await`, and written even when the caller
-        is cancelled while it waits: `gateway.breaker` awaits a finished call's row without a shield.
+        is cancelled while it waits: the pipeline's audit stage (`gateway.safety.audit.RecordCall`) awaits a finished
+        call's row without a shield. A row that cannot be written raises (the audit fails closed).
         """
 
     @abc.abstractmethod

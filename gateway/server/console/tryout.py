@@ -51,7 +51,7 @@ def routes(console: Console) -> list[Route]:
                                   problems=problems)
             started = time.perf_counter()
             result = await run_direct_call(state, generation, agent, agent_tool, arguments,
-                                           client=viewer_of(request).name)
+                                           client=viewer_of(request).name, door="console")
             elapsed = (time.perf_counter() - started) * 1000
         return JSONResponse({"status": status_for_result(result), "result": result.to_dict(),
                              "elapsed_ms": round(elapsed, 3)})

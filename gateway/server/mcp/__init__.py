@@ -12,6 +12,7 @@ One concept per module:
 - `listing`: an agent's tools in pages, per protocol era.
 - `calls`: one `tools/call` through the gateway's call pipeline (the one function every MCP call takes).
 - `results`: a `ToolResult` shaped as a `CallToolResult` (structuredContent, isError text).
+- `search`: an agent with tool search: pinned tools, `search_tools`, `describe_tool` and `call_tool`.
 - `stdio`: one agent over stdio (`gateway mcp AGENT`).
 
 Only `routing` and `lazy` may be imported at start-up; the others import the SDK.

@@ -1,8 +1,8 @@
 """One MCP `tools/call` through the gateway's call pipeline.
 
 Every MCP call, over HTTP in either protocol era and over stdio, runs through `answer_call`, and `answer_call`
-hands the call to the pipeline in exactly one place (`run_direct_call`: approval, fixed arguments, validation,
-limits, execution, audit), so the door adopts a new pipeline by changing that one line. What is MCP's own stays
+hands the call to the pipeline in exactly one place (`run_direct_call`: fixed arguments, validation, approval,
+limits, breaker, execution, the output check, redaction, audit; `gateway.execution.pipeline`). What is MCP's own stays
 here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
 """
 
@@ -14,7 +14,9 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ..direct_call import run_direct_call
+from ..errors import APIError
 from ..state import GatewayState, Generation
+from . import search
 from .listing import era_of
 from .results import call_result
 
@@ -25,10 +27,21 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     async with state.use() as generation:
         checked_agent(generation, agent)
         agent_tool = generation.toolset(agent).get(name)
-        if agent_tool is None:
-            return None
-        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
-        return call_result(generation, agent_tool, result, modern=era_of(protocol_version) == "modern")
+        if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+            if not search.searching(config, toolset):
+                return None
+
+            async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
+                return await answer_call(state, agent, target, inner, protocol_version, client)
+
+            return await search.answer_meta(config, toolset, name, arguments, call_tool)
+        try:
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
+                                           door="mcp")
+        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
+            raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
 
 
 def checked_agent(generation: Generation, agent: str) -> str:

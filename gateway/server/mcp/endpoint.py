@@ -40,7 +40,7 @@ class MCPEndpoint:
         DNS-rebinding protection); max_body_bytes: the SDK's body cap; limits: session limits (default: the
         manifest's `gateway.mcp`, read when the endpoint is built)."""
         self.state = state
-        self.limits = limits or SessionLimits.from_settings(state.current.runtime.manifest.settings)
+        self.limits = limits or state.current.runtime.manifest.gateway.mcp
         self.sessions = SessionLedger(self.limits)
         self.server = build_mcp_server(state)
         self.manager = StreamableHTTPSessionManager(

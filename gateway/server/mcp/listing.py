@@ -16,6 +16,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...dialects import mcp_tool
 from ..state import Generation
+from . import search
 
 PAGE_BYTES = 256 * 1024
 """About how much JSON one page holds: clients cap one SSE event at 1 MiB, and a thousand-operation API's
@@ -38,7 +39,10 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 def _pages(generation: Generation, agent: str, era: Era) -> list[dict[str, Any]]:
     pages: list[list[types.Tool]] = [[]]
     size = 0
-    for agent_tool in generation.toolset(agent):
+    toolset = generation.toolset(agent)
+    config = generation.runtime.manifest.agents[agent]
+    listed = search.listing(config, toolset) if search.searching(config, toolset) else toolset
+    for agent_tool in listed:
         item = mcp_tool(agent_tool)
         if era == "modern" and agent_tool.output_schema is not None:
             item["outputSchema"] = agent_tool.output_schema

@@ -2,8 +2,9 @@
 
 A JSON body travels as `structuredContent` (wrapped as `{"result": ...}` for a 2025 client when the output
 schema's root is not an object) beside its text; a failure is `isError` with a text that says what failed, the
-HTTP status and the body, so a model can act on it. A tool with an output schema makes clients validate
-`structuredContent`, so a body that breaks the schema is answered as an error, never sent as if it held.
+HTTP status and the body, so a model can act on it. The verdict is the call pipeline's, the same on every door
+(a 2xx body that breaks the output schema is an `invalid_output` failure); the shaping is MCP's: a tool with an
+output schema makes clients require `structuredContent`, which a truncated body cannot give, so that is an error.
 
 Results are dicts, not the SDK's pydantic models: the SDK sends a dict as it is (its result check still runs),
 where a model would be built, validated and dumped again on every call.
@@ -13,18 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-
 from ...dialects import mcp_structured_content
-from ...execution.fastschema import is_valid
 from ...jsonwire import dumps_text
 from ...messages import ToolResult
 from ...toolsets import AgentTool
-from ..state import Generation
 
 
-def call_result(generation: Generation, agent_tool: AgentTool, result: ToolResult, *,
-                modern: bool) -> dict[str, Any]:
+def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> dict[str, Any]:
     """The `CallToolResult` for `result`; `modern` for the 2026-07-28 protocol (any schema at the root)."""
     if not result.ok:
         return wire_result(error_text(result), None, is_error=True)
@@ -38,13 +34,10 @@ def call_result(generation: Generation, agent_tool: AgentTool, result: ToolResul
         structured = body if is_json and (modern or isinstance(body, dict)) else None
         return wire_result(text, structured)
     if result.truncated:
-        problem: str | None = "it was truncated at the size limit"
-    else:
-        problem = output_schema_problem(generation, agent_tool, body) if is_json else "it is not JSON"
-    if problem is not None:
-        message = (f"The API answered {result.status} but the body does not match the spec's output schema "
-                   f"({problem}). The body:\n{text}")
+        message = (f"The API answered {result.status} but the body was truncated at the size limit, so it cannot "
+                   f"be checked against the spec's output schema. The body:\n{text}")
         return wire_result(message, None, is_error=True)
+    # The pipeline checked the body against the output schema (a body that breaks it is already a failure).
     return wire_result(text, body if modern else mcp_structured_content(schema, body))
 
 
@@ -55,22 +48,6 @@ def wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[s
     wire["isError"] = is_error
     wire["resultType"] = "complete"  # required by 2026-07-28; the SDK drops it from a 2025 answer
     return wire
-
-
-def output_schema_problem(generation: Generation, agent_tool: AgentTool, body: Any) -> str | None:
-    """What is wrong with `body` against the tool's output schema, or None when it holds.
-
-    The verdict belongs to the call pipeline shared by every door (issue 15); until it lands there, MCP asks it
-    here, as before."""
-    if is_valid(agent_tool.output_schema or {}, body):  # fast yes; jsonschema words any problem below
-        return None
-    validator = generation.memo(("output-validator", id(agent_tool)),
-                                lambda: Draft202012Validator(agent_tool.output_schema or {}))
-    error = next(iter(validator.iter_errors(body)), None)
-    if error is None:
-        return None
-    where = "/" + "/".join(str(p) for p in error.absolute_path)
-    return f"at {where}: {error.message[:200]}"
 
 
 def error_text(result: ToolResult) -> str:

@@ -1,0 +1,259 @@
+"""Tool search: an embedded full-text index of a spec's operations (SQLite FTS5, BM25), no model, no network.
+
+`build_index(tools)` is run when a spec is compiled; the index travels as bytes (`sqlite3` serialization) in
+the spec's `ApiSpec.search_index`, so it is cached with the catalog. `ToolIndex(catalog).search(query)` opens
+each api's index once (in memory) and answers the best tools first.
+
+What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
+summary; the description's first paragraph (markup out); the tags; the path's segments (parameters included, braces
+out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each
+widened by API-aware synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the
+compound of two neighbours ("pay out" -> payout); generic verbs (create, list, update, ...) pick the method instead
+of matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
+then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close -> PATCH,
+...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats each
+operation under many nested paths), times `1 + the share of the name's words the query holds` (`issues/create` for
+"create an issue", not `orgs/create-issue-type`). The constants were chosen on the task sets in
+tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..catalog import Catalog, Tool
+
+_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5}
+_COLUMNS = tuple(_WEIGHTS)
+_DEPTH_PENALTY = 0.1
+_PARAMETER_DEPTH = 1.0
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
+    "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
+    "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
+    "list": ("list",), "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
+    "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
+    "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
+    "my": ("me",), "mine": ("me",), "logged": ("authenticated",),
+    "am": ("authenticated",), "account": ("user", "authenticated"), "paid": ("pay",), "deploy": ("dispatch",),
+    "trigger": ("dispatch", "run"), "collaborator": ("collaborators",), "link": ("link", "createlink"),
+    "share": ("share", "link", "invite"), "approve": ("review",),
+    "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
+    "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
+    "close": ("update", "state"), "reopen": ("update", "state"), "lock": ("lock",),
+    "email": ("mail", "message", "send"), "mail": ("message", "email"), "e-mail": ("mail", "message"),
+    "file": ("drive", "item", "content"), "files": ("drive", "item"), "folder": ("drive", "item", "children"),
+    "upload": ("content", "put", "create"), "download": ("content", "get"),
+    "refund": ("refunds",), "charge": ("charges",), "pay": ("payment", "intent"), "payment": ("intent",),
+    "invoice": ("invoices",), "subscribe": ("subscription",), "cancel": ("delete", "cancel"),
+    "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
+    "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
+    "pr": ("pull",), "prs": ("pull",), "repo": ("repository", "repos"), "repos": ("repository", "repo"),
+    "comment": ("comments",), "star": ("starred", "starring"), "merge": ("merge",), "fork": ("forks",),
+    "customer": ("customers",), "label": ("labels",), "assign": ("assignees", "add"),
+    "chat": ("message", "chat"), "message": ("messages",), "team": ("team",), "group": ("group",),
+    "contact": ("contacts",), "task": ("todo", "task"), "todo": ("task",), "note": ("onenote", "page"),
+    "photo": ("photo",), "manager": ("manager",), "member": ("members",), "invite": ("invitation", "add"),
+    "branch": ("branches", "ref"), "release": ("releases",), "tag": ("tags",), "secret": ("secrets",),
+    "workflow": ("workflows", "actions", "run"), "rerun": ("run", "rerun"), "webhook": ("hook", "hooks"),
+}
+_STOP = frozenset("a an the of to for in on at by with from and or is are be our this that it its as i we "
+                  "you your please can could would should want need all some any into up out do does did".split())
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def words(text: str) -> str:
+    """`text` as plain lower-case words: camelCase, `_`, `/`, `.`, `-` and braces all split."""
+    return " ".join(part.lower() for chunk in _SPLIT.split(text or "") for part in _CAMEL.split(chunk) if part)
+
+
+def _first_paragraph(text: str) -> str:
+    plain = html.unescape(_TAGS.sub(" ", text or ""))
+    return plain.strip().split("\n\n", 1)[0][:400]
+
+
+def _row(tool: Tool) -> tuple[str, ...]:
+    return (
+        words(tool.operation_id or tool.name),
+        words(tool.summary),
+        words(_first_paragraph(tool.description)),
+        words(" ".join(tool.tags)),
+        words(tool.path),
+        words(" ".join(argument.name for argument in tool.arguments)),
+    )
+
+
+def _connect() -> sqlite3.Connection:
+    connection = sqlite3.connect(":memory:", check_same_thread=False)
+    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
+    return connection
+
+
+def build_index(tools: Iterable[Tool]) -> bytes:
+    """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
+    connection = _connect()
+    with connection:
+        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
+                               f"(?, {', '.join('?' for _ in _COLUMNS)})",
+                               ((index, *_row(tool)) for index, tool in enumerate(tools, 1)))
+        connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
+    data = connection.serialize()
+    connection.close()
+    return data
+
+
+_GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
+                           "modify set delete remove destroy post put".split())
+"""Verbs that name a method rather than a thing: they pick the method (`intended_methods`) and count for the
+name's coverage, but are left out of the full-text match, where each would match thousands of operations."""
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR); generic verbs
+    are left out unless nothing else is left."""
+    given = words(query).split()
+    content = [w for w in given if w not in _STOP and w not in _GENERIC_VERBS and not w.isdigit()]
+    skip = _STOP | _GENERIC_VERBS if content else _STOP
+    terms: list[str] = []
+    for position, word in enumerate(given):
+        if word in skip or word.isdigit():
+            continue
+        following = given[position + 1] if position + 1 < len(given) else ""
+        compound = [word + following] if following.isalpha() and following not in _STOP else []  # pay out: payout
+        alternatives = dict.fromkeys([word, *SYNONYMS.get(word, ()), *compound])
+        terms.append(" OR ".join(f'"{alternative}"' for alternative in alternatives))
+    return " OR ".join(f"({term})" for term in terms)
+
+
+_INTENTS = {
+    "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
+             "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
+             "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
+             "assign", "comment", "charge", "void", "share"},
+    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign"},
+    "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
+            "download", "preview", "check"},
+    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark"},
+    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow"},
+}
+_INTENT_BOOST = 1.6
+
+
+def intended_methods(query: str) -> list[str]:
+    """The HTTP methods the query's verbs suggest (its first verb-like word decides)."""
+    for word in words(query).split():
+        methods = [method for method, verbs in _INTENTS.items() if word in verbs]
+        if methods:
+            return methods
+    return []
+
+
+_NAME_COVERAGE = 1.0
+
+
+def _stems(text: str) -> set[str]:
+    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
+    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
+            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+
+
+@dataclass(slots=True, frozen=True)
+class SearchHit:
+    tool: Tool
+    score: float
+    """Higher is better (BM25 with field weights, divided by the path depth penalty)."""
+
+
+class ToolIndex:
+    """Search over a catalog's tools; each api's index is opened (deserialized) on first use."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.apis = list(dict.fromkeys([*catalog.apis, *(tool.api for tool in catalog)]))
+        self._open: dict[str, tuple[sqlite3.Connection, list[Tool]]] = {}
+        self._lock = threading.Lock()
+
+    def _api(self, api: str) -> tuple[sqlite3.Connection, list[Tool]]:
+        opened = self._open.get(api)
+        if opened is not None:
+            return opened
+        with self._lock:
+            tools = self.catalog.for_api(api)
+            spec = self.catalog.apis.get(api)
+            data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
+            connection = sqlite3.connect(":memory:", check_same_thread=False)
+            connection.deserialize(data)
+            self._open[api] = (connection, tools)
+            return self._open[api]
+
+    def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
+               allowed: Callable[[Tool], bool] | None = None) -> list[SearchHit]:
+        """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes).
+
+        SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
+        ranking); the best `_CANDIDATES` are then scored with the method, depth and name signals here."""
+        expression = match_expression(query)
+        if not expression or limit < 1:
+            return []
+        weights = ", ".join(str(w) for w in _WEIGHTS.values())
+        sql = f"SELECT rowid, bm25(tools, {weights}) AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
+        methods = set(intended_methods(query))
+        terms = _stems(expression) | _stems(" ".join(w for word in words(query).split()
+                                                    for w in (word, *SYNONYMS.get(word, ()))))
+        hits: list[SearchHit] = []
+        wanted = _CANDIDATES if allowed is None else _CANDIDATES * 4
+        for api in list(apis) if apis is not None else self.apis:
+            connection, tools = self._api(api)
+            with self._lock:
+                rows = connection.execute(sql, (expression, wanted)).fetchall()
+            if allowed is not None and len(rows) == wanted:
+                with self._lock:  # a narrow selection: rank every match, keep the allowed ones
+                    rows = connection.execute(sql, (expression, -1)).fetchall()
+            for rowid, score in rows:
+                tool = tools[rowid - 1]
+                if allowed is None or allowed(tool):
+                    hits.append(SearchHit(tool, round(-score * _signals(tool, methods, terms), 4)))
+        hits.sort(key=lambda hit: -hit.score)
+        return hits[:limit]
+
+
+_CANDIDATES = 100
+_FACTS: dict[int, tuple[Tool, int, int, frozenset[str]]] = {}
+
+
+def _signals(tool: Tool, methods: set[str], terms: set[str]) -> float:
+    """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
+    words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
+    facts = _FACTS.get(id(tool))
+    if facts is None or facts[0] is not tool:
+        segments = [segment for segment in tool.path.split("/") if segment]
+        parameters = sum(segment.startswith("{") for segment in segments)
+        if len(_FACTS) > 200_000:
+            _FACTS.clear()
+        facts = (tool, len(segments) - parameters, parameters, frozenset(_stems(words(tool.operation_id or
+                                                                                       tool.name))))
+        _FACTS[id(tool)] = facts
+    _, depth, parameters, named = facts
+    factor = _INTENT_BOOST if tool.method in methods else 1.0
+    factor /= 1 + _DEPTH_PENALTY * (depth + _PARAMETER_DEPTH * parameters)
+    coverage = len(named & terms) / len(named) if named else 0.0
+    return factor * (1 + _NAME_COVERAGE * coverage)
+
+
+_INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
+
+
+def index_of(catalog: Catalog) -> ToolIndex:
+    """The one `ToolIndex` of a catalog."""
+    index = _INDEXES.get(catalog)
+    if index is None:
+        index = _INDEXES.setdefault(catalog, ToolIndex(catalog))
+    return index

@@ -1,0 +1,74 @@
+"""The MCP door of an agent with tool search: pinned tools, `search_tools`, `call_tool` and `describe_tool`.
+
+A desktop client cannot hold a 1,223-tool listing, so for an agent whose tool search is on (`gateway.toolsearch`)
+`tools/list` offers the pinned tools (as their views), `search_tools` (`{"query", "limit"?}`: names and one-line
+summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a tool or one part of it) and
+`call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
+`tools/call`, approvals and limits included). Tools found are not added to the session's listing: the stateless
+protocol era has no session to add them to, so `call_tool` is the one way in (see README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ...config.model import AgentConfig
+from ...jsonwire import dumps_text
+from ...openapi.views import DESCRIBE_TOOL, model_view
+from ...toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...toolsets import AgentTool, Toolset
+
+CALL_TOOL = "call_tool"
+CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "The tool's name, as search_tools answered it."},
+        "arguments": {"type": "object", "description": "The tool's arguments (describe_tool gives its schema)."},
+    },
+    "required": ["name"],
+}
+MCP_META = (SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL)
+
+CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+def searching(agent: AgentConfig, toolset: Toolset) -> bool:
+    return search_enabled(agent, toolset)
+
+
+def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
+    """What `tools/list` offers an agent with tool search: pinned views, then the three meta tools."""
+    offer = ToolOffer(agent, toolset)
+    call = AgentTool(name=CALL_TOOL, input_schema=CALL_SCHEMA,
+                     description="Run one of this agent's tools by name (find it with search_tools first).")
+    return [*(model_view(t, offer.budget) for t in pinned_tools(agent, toolset)), *meta_tools(), call]
+
+
+async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments: dict[str, Any],
+                      call_tool: CallTool) -> dict[str, Any] | None:
+    """A `CallToolResult` (wire form) for a meta tool; None when `name` is not one."""
+    if name not in MCP_META or toolset.get(name) is not None:
+        return None
+    if name == CALL_TOOL:
+        target = arguments.get("name")
+        inner = arguments.get("arguments", {})
+        if not isinstance(target, str) or target in MCP_META:
+            return _result(f"`name` must name one of this agent's tools (not {target!r}); search_tools finds them",
+                           error=True)
+        if not isinstance(inner, dict):
+            return _result("`arguments` must be an object of the tool's arguments", error=True)
+        answered = await call_tool(target, inner)
+        if answered is None:
+            return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
+        return answered
+    ok, body = ToolOffer(agent, toolset).answer(name, arguments)
+    return _result(body, error=not ok)
+
+
+def _result(body: Any, *, error: bool = False) -> dict[str, Any]:
+    text = body if isinstance(body, str) else dumps_text(body)
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": error, "resultType": "complete"}
+    if isinstance(body, dict) and not error:
+        wire["structuredContent"] = body
+    return wire

@@ -1,0 +1,203 @@
+"""What a model is offered of an agent's tools: views within the budget, and tool search for large tool sets.
+
+Every offered tool is its model view (`gateway.openapi.views`) within `gateway.tool_budget` tokens. With tool
+search on (per agent `tool_search: auto | on | off`; auto: on above 64 tools or above the definitions budget),
+a run starts with the agent's `pinned` tools, its delegation tools, `search_tools` (`{"query", "limit"?}`) and
+`describe_tool` (`{"name", "pointer"?}`: the exact schema of one tool or one part of it). What a search finds
+is loaded for the rest of the run: appended after the tools already offered, never reordered (prompt caches
+keep working), as long as a request stays within 128 tools and `gateway.tool_definitions_budget` tokens of
+definitions; a tool that no longer fits is named in the search's answer as not loaded.
+
+`search(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
+`gateway tools --search`, and the MCP door.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import Any
+
+from .catalog import Catalog, Tool
+from .config.model import AgentConfig
+from .openapi.search import index_of
+from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .toolsets import AgentTool, Toolset
+
+SEARCH_TOOL = "search_tools"
+META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
+AUTO_MAX_TOOLS = 64
+"""`tool_search: auto` turns search on above this many tools."""
+MAX_TOOLS_PER_REQUEST = 128
+"""OpenAI refuses more tools in one request; no request the loop makes carries more."""
+DEFAULT_DEFINITIONS_BUDGET = 20_000
+"""Tokens of tool definitions one request may carry (`gateway.tool_definitions_budget`)."""
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 20
+
+SEARCH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "description": "What you want to do, in a few words (e.g. 'close an issue')."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                  "description": f"How many tools to find (default {DEFAULT_LIMIT})."},
+    },
+    "required": ["query"],
+}
+
+
+def tool_budget(settings: Mapping[str, Any]) -> int:
+    """`gateway.tool_budget`: tokens one tool's view may take."""
+    return int(settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
+
+
+def definitions_budget(settings: Mapping[str, Any]) -> int:
+    """`gateway.tool_definitions_budget`: tokens of definitions one request may carry."""
+    return int(settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
+
+
+def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
+    """Whether the agent's model starts from `search_tools` instead of every tool."""
+    if agent.tool_search != "auto":
+        return agent.tool_search == "on"
+    if len(toolset) > AUTO_MAX_TOOLS:
+        return True
+    budget = tool_budget(toolset.settings)
+    return sum(model_view(t, budget).tokens or 1 for t in toolset) > definitions_budget(toolset.settings)
+
+
+def catalog_of(toolset: Toolset) -> Catalog:
+    """The catalog behind a toolset (one made of its tools when it was built without one)."""
+    if toolset.catalog is None:
+        toolset.catalog = Catalog(list({t.tool.name: t.tool for t in toolset if t.tool is not None}.values()))
+    return toolset.catalog
+
+
+def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
+    """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`."""
+    catalog = catalog or catalog_of(toolset)
+    by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
+    apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
+    everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
+    hits = index_of(catalog).search(query, limit=max(1, min(limit, 100)), apis=apis,
+                                    allowed=None if everything else (lambda tool: tool.name in by_catalog_name))
+    return [{"name": by_catalog_name[hit.tool.name].name, "api": hit.tool.api,
+             "operation_id": hit.tool.operation_id, "summary": _summary(hit.tool), "score": hit.score}
+            for hit in hits if hit.tool.name in by_catalog_name]
+
+
+def _summary(tool: Tool) -> str:
+    from .openapi.views import first_sentences
+
+    return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
+
+
+def meta_tools() -> list[AgentTool]:
+    """`search_tools` and `describe_tool` as tools a model can call (the loop and MCP answer them)."""
+    return [
+        AgentTool(name=SEARCH_TOOL, input_schema=SEARCH_SCHEMA,
+                  description="Find the tools for a task among this agent's tools. Answers the best matches; "
+                              "they are loaded, so you can call them next."),
+        AgentTool(name=DESCRIBE_TOOL, input_schema=DESCRIBE_SCHEMA,
+                  description="Read the exact input schema of a tool, or of one part of it (a JSON pointer), "
+                              "when its definition says a part's shape is not shown."),
+    ]
+
+
+def pinned_tools(agent: AgentConfig, toolset: Toolset) -> list[AgentTool]:
+    """The agent's `pinned` tools and its delegation tools, in toolset order."""
+    patterns = agent.pinned
+    chosen = []
+    for agent_tool in toolset:
+        names = [agent_tool.name, *(filter(None, [agent_tool.tool.operation_id] if agent_tool.tool else []))]
+        if agent_tool.delegate is not None or any(fnmatchcase(n, p) for p in patterns for n in names):
+            chosen.append(agent_tool)
+    return chosen
+
+
+class ToolOffer:
+    """The tools one run offers its model: all of them (search off), or pinned + meta + what was found."""
+
+    def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = ()) -> None:
+        self.agent = agent
+        self.toolset = toolset
+        self.budget = tool_budget(toolset.settings)
+        self.definitions_budget = definitions_budget(toolset.settings)
+        self.searching = search_enabled(agent, toolset)
+        self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
+        self.offered: list[AgentTool] = []
+        if self.searching:
+            self.offered = [*pinned_tools(agent, toolset)[:MAX_TOOLS_PER_REQUEST - 2], *self.meta.values()]
+        else:
+            self.offered = list(toolset)
+            if any(model_view(t, self.budget).stubbed for t in self.offered):
+                self.meta = {DESCRIBE_TOOL: meta_tools()[1]}
+                self.offered.append(self.meta[DESCRIBE_TOOL])
+        for name in loaded:
+            self.load(name)
+
+    @property
+    def loaded(self) -> list[str]:
+        """The names loaded by searches, in order (a paused run's state keeps them)."""
+        pinned = {t.name for t in pinned_tools(self.agent, self.toolset)}
+        return [t.name for t in self.offered if t.name not in self.meta and t.name not in pinned]
+
+    def views(self) -> list[Any]:
+        """The definitions of the next request: each offered tool's view, in offer order."""
+        return [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
+
+    def tokens(self) -> int:
+        return sum(max(v.tokens, 1) if hasattr(v, "tokens") else model_view(v, self.budget).tokens or 1
+                   for v in self.views())
+
+    def load(self, name: str) -> str | None:
+        """Offer `name` from the next request on; the reason when it cannot be (None: loaded or already there)."""
+        if any(t.name == name for t in self.offered):
+            return None
+        agent_tool = self.toolset.get(name)
+        if agent_tool is None:
+            return "not a tool of this agent"
+        if len(self.offered) >= MAX_TOOLS_PER_REQUEST:
+            return f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"
+        cost = model_view(agent_tool, self.budget).tokens or 1
+        if self.tokens() + cost > self.definitions_budget:
+            return f"not loaded: the definitions would pass {self.definitions_budget} tokens"
+        self.offered.append(agent_tool)
+        return None
+
+    def is_meta(self, name: str) -> bool:
+        return name in self.meta
+
+    def answer(self, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+        """Run a meta tool: (ok, the result body)."""
+        if name == SEARCH_TOOL:
+            query = arguments.get("query")
+            if not isinstance(query, str) or not query.strip():
+                return False, "`query` must be a non-empty string: what you want to do, in a few words"
+            limit = arguments.get("limit", DEFAULT_LIMIT)
+            if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+                return False, f"`limit` must be an integer from 1 to {MAX_LIMIT}"
+            found = search(None, self.toolset, query, limit)
+            for item in found:
+                refusal = self.load(item["name"])
+                item["loaded"] = refusal is None
+                if refusal is not None:
+                    item["note"] = refusal
+            if not found:
+                return True, {"tools": [], "note": "nothing matched; try other words"}
+            return True, {"tools": found, "note": "the tools marked loaded can be called from now on"}
+        tool_name = arguments.get("name")
+        agent_tool = self.toolset.get(tool_name) if isinstance(tool_name, str) else None
+        if agent_tool is None:
+            return False, f"there is no tool named {tool_name!r}; search_tools finds tools"
+        pointer = arguments.get("pointer") or ""
+        if not isinstance(pointer, str):
+            return False, "`pointer` must be a string (a JSON pointer such as /properties/body)"
+        try:
+            return True, describe(agent_tool, pointer)
+        except KeyError as exc:
+            return False, str(exc.args[0])
+
+
+def offered_names(views: Sequence[Any]) -> list[str]:
+    return [v.name for v in views]

@@ -1,0 +1,77 @@
+"""Tool search: the embedded index, built at compile time, and its recall on the task sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.search import load_tasks, recall
+from gateway.catalog import Catalog, Tool
+from gateway.openapi import compile_specs
+from gateway.openapi.search import index_of, match_expression, words
+
+
+def _tool(name: str, method: str, path: str, summary: str) -> Tool:
+    return Tool(name=name, api="shop", operation_id=name, method=method, path=path, description=summary,
+                input_schema={"type": "object"}, summary=summary)
+
+
+def test_words_split_names_on_case_and_separators() -> None:
+    assert words("issues/create-comment") == "issues create comment"
+    assert words("users.user.sendMail") == "users user send mail"
+    assert words("/repos/{owner}/{repo}") == "repos owner repo"
+
+
+def test_queries_widen_with_synonyms_and_drop_numbers() -> None:
+    expression = match_expression("close issue 482")
+    assert '"update"' in expression and "482" not in expression
+
+
+def test_search_ranks_the_operation_that_answers_and_filters_by_allowed() -> None:
+    tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
+             _tool("deletePet", "DELETE", "/pets/{id}", "Delete a pet")]
+    tools += [_tool(f"{verb}{thing}", method, f"/{thing.lower()}s", f"{verb} {thing.lower()}")
+              for thing in ("Order", "User", "Store", "Vet") for verb, method in (("list", "GET"), ("add", "POST"))]
+    # (the others give "pet" its weight: a word in every document has none)
+    catalog = Catalog(tools)
+    index = index_of(catalog)
+    assert index.search("add a new pet")[0].tool.name == "createPet"
+    assert index.search("remove the pet")[0].tool.name == "deletePet"
+    allowed = index.search("add a new pet", allowed=lambda t: t.method == "GET")
+    assert [h.tool.name for h in allowed] == ["listPets"]
+    assert index.search("") == []
+
+
+def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "shop.yaml").write_text(
+        "openapi: 3.0.0\ninfo: {title: shop, version: '1'}\npaths:\n"
+        "  /orders:\n"
+        "    post: {operationId: createOrder, summary: Place an order, responses: {'201': {description: ok}}}\n"
+        "    get: {operationId: listOrders, summary: List orders, responses: {'200': {description: ok}}}\n")
+    catalog = compile_specs(specs, cache_dir=tmp_path / "cache")
+    assert catalog.apis["shop"].search_index
+    cached = compile_specs(specs, cache_dir=tmp_path / "cache")
+    assert cached.apis["shop"].search_index == catalog.apis["shop"].search_index
+    assert index_of(cached).search("place a new order")[0].tool.name == "createOrder"
+
+
+_COMPILED: dict[Path, Catalog] = {}
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["github", "stripe", "graph"])
+def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus: Path,
+                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    if corpus not in _COMPILED:
+        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("search-cache"))
+    catalog = _COMPILED[corpus]
+    tasks = load_tasks(name)
+    known = {n for tool in catalog.for_api(tasks["api"]) for n in (tool.name, tool.operation_id)}
+    for task in tasks["tasks"]:
+        assert set(task["ops"]) & known, f"no operation of {task['q']!r} exists"
+    at, missed = recall(catalog, name)
+    assert at[5] >= 0.9, missed
