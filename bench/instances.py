@@ -16,8 +16,8 @@ Audit rows: `Store.add_audit` in this process, one at a time and 8 concurrent, S
 against PostgreSQL with `synchronous_commit` on (a WAL flush per row) and off; the stores take turns in
 each round.
 
-Guards: a tool call through `GuardedExecutor` to an executor that answers at once, one at a time, with the
-breaker and concurrency slots of this process against those counted in Redis (`gateway.redis`), in turns.
+Guards: a breaker check, a concurrency slot and the verdict per call, one call at a time: this process's
+own (`CircuitBreaker`, a semaphore) against those counted in Redis (`SharedGuards`), in turns.
 """
 
 from __future__ import annotations
@@ -41,10 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from scripted_llm import Recorded, Reply, ScriptedLLM  # noqa: E402
 from shared_servers import PostgresServer, RedisServer  # noqa: E402
 
-from gateway.catalog import Tool  # noqa: E402
-from gateway.config.model import Manifest  # noqa: E402
-from gateway.messages import ToolResult  # noqa: E402
-from gateway.safety.breaker import GuardedExecutor  # noqa: E402
+from gateway.safety.breaker import CircuitBreaker  # noqa: E402
 from gateway.store import AuditRow, SQLiteStore, Store  # noqa: E402
 from gateway.store.postgres import PostgresStore  # noqa: E402
 from gateway.store.redis_counters import RedisCounters  # noqa: E402
@@ -151,34 +148,35 @@ def measure_audit(postgres: PostgresServer, rounds: int, rows: int) -> dict[str,
     return {name: {k: statistics.median(v) for k, v in by.items()} for name, by in results.items()}
 
 
-class _Instant:
-    async def execute(self, tool: Tool, arguments: dict[str, Any], **_: Any) -> ToolResult:
-        return ToolResult(ok=True, status=200)
-
-    async def aclose(self) -> None:
-        pass
-
-
 def measure_guards(redis: RedisServer, rounds: int, calls: int) -> dict[str, float]:
-    tool = Tool(name="t", api="a", operation_id="t", method="GET", path="/", description="",
-                input_schema={"type": "object"})
+    """Microseconds per call for a breaker check, a concurrency slot and the verdict: in the process
+    (`CircuitBreaker` and a semaphore) against Redis (`SharedGuards.enter` and `settle`)."""
 
-    async def timed(guarded: GuardedExecutor) -> float:
+    async def local_calls() -> float:
+        breaker, slots = CircuitBreaker(), asyncio.Semaphore(16)
         started = time.perf_counter()
         for _ in range(calls):
-            await guarded.execute(tool, {})
+            breaker.allow()
+            async with slots:
+                pass
+            breaker.record(True)
+        return (time.perf_counter() - started) / calls * 1e6
+
+    async def redis_calls(counters: RedisCounters) -> float:
+        started = time.perf_counter()
+        for _ in range(calls):
+            lease, _ = await counters.guards.enter("a", reset_after=30, limit=16, wait=1, lease=10)
+            await counters.guards.settle("a", lease, True, failures=5, reset_after=30)
         return (time.perf_counter() - started) / calls * 1e6
 
     async def run() -> dict[str, float]:
         counters = RedisCounters(redis.url)
-        local = GuardedExecutor(_Instant(), Manifest())
-        shared = GuardedExecutor(_Instant(), Manifest(), shared=counters.guards)
         try:
-            await timed(shared)
+            await redis_calls(counters)
             spent: dict[str, list[float]] = {"local": [], "redis": []}
             for _ in range(rounds):
-                spent["local"].append(await timed(local))
-                spent["redis"].append(await timed(shared))
+                spent["local"].append(await local_calls())
+                spent["redis"].append(await redis_calls(counters))
         finally:
             await counters.aclose()
         return {name: statistics.median(values) for name, values in spent.items()}
