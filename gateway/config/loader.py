@@ -42,6 +42,9 @@ agents:
     tool_timeout: 30                    # seconds per tool call (default: the api's timeout)
     max_tool_calls: 200
     delegates: [auditor]                # one `ask_<agent>` tool each; cycles are refused
+    hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
+hooks: [...]                            # hooks around every agent's model and tool calls
+budgets: {...}                          # token and cost budgets (see gateway.config.observe)
 clients:
   NAME: {key: ${CI_BOT_KEY}, agents: [clerk]}   # agents omitted: all ("*")
 gateway:                                # gateway-wide settings, free-form for the other modules;
@@ -69,6 +72,7 @@ from ..errors import ConfigError
 from .auth import read_auth
 from .checker import Checker, suggest
 from .delegation import check_delegation
+from .observe import read_budgets, read_hooks
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 
@@ -97,14 +101,14 @@ _APPENDED = {
 }
 HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE")
 APPROVALS = ("never", "writes", "always")
-TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
+TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway", "hooks", "budgets")
 PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
 API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file", "client_cert", "client_key")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
 )
-AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", *POLICY_KEYS)
+AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "hooks", *POLICY_KEYS)
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
 CLIENT_KEYS = ("key", "agents")
@@ -149,6 +153,8 @@ def parse_manifest(
         manifest.apis = _read_apis(c, root, catalog, base_dir or Path.cwd())
         manifest.agents = _read_agents(c, root, manifest.providers, catalog)
         manifest.clients = _read_clients(c, root, manifest.agents)
+        manifest.hooks = read_hooks(c, root.get("hooks"), ("hooks",))
+        manifest.budgets = read_budgets(c, root.get("budgets"))
         check_delegation(c, manifest)
         if catalog is not None:
             _check_security(c, manifest, catalog)
@@ -373,7 +379,7 @@ def _read_agents(
             name=name, model=model, provider=provider, model_id=model_id,
             instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
-            line=c.line(path),
+            hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name), line=c.line(path),
         )
     return agents
 

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .observe import Budgets, HookConfig
+
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
@@ -133,6 +135,8 @@ class AgentConfig:
     tools: list[ToolSelection] = field(default_factory=list)
     policy: Policy = field(default_factory=Policy)
     delegates: list[str] = field(default_factory=list)
+    hooks: list[HookConfig] = field(default_factory=list)
+    """The agent's own `hooks:` (run after the global ones)."""
     line: int | None = None
 
 
@@ -151,6 +155,9 @@ class Manifest:
     apis: dict[str, ApiConfig] = field(default_factory=dict)
     agents: dict[str, AgentConfig] = field(default_factory=dict)
     clients: dict[str, ClientConfig] = field(default_factory=dict)
+    hooks: list[HookConfig] = field(default_factory=list)
+    """The global `hooks:` (every agent's steps)."""
+    budgets: Budgets = field(default_factory=Budgets)
     settings: dict[str, Any] = field(default_factory=dict)
     """Gateway-wide settings (YAML key `gateway`): audit retention, store path, rate limits, ..."""
 
