@@ -37,12 +37,27 @@ _PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic"
 """Provider kinds -> `gen_ai.provider.name` values of the conventions."""
 
 
+_installed: trace.TracerProvider | None = None
+
+
+def install(provider: trace.TracerProvider | None) -> None:
+    """Use `provider` for the gateway's spans (an embedding host, a test); None: back to the global one.
+
+    OpenTelemetry's global provider can be set once per process; this one can be changed and removed.
+    """
+    global _installed
+    _installed = provider
+
+
 def enabled() -> bool:
-    """A tracer provider is installed (by `configure_from_environment`, opentelemetry-instrument or the host)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    """A tracer provider is installed (by `install`, `configure_from_environment`, opentelemetry-instrument or
+    the host)."""
+    return _installed is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def tracer() -> trace.Tracer:
+    if _installed is not None:
+        return _installed.get_tracer("gateway", __version__)
     return trace.get_tracer("gateway", __version__)
 
 
