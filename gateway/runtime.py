@@ -164,6 +164,8 @@ class RuntimeHolder:
         """Incremented by every successful reload."""
         self.last_error: ConfigError | None = None
         """Why the last reload was refused; None after a successful one."""
+        self.refused = 0
+        """How many reloads were refused (the last good configuration kept serving): `/metrics` reports it."""
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
 
@@ -230,5 +232,6 @@ class RuntimeHolder:
     def _refuse(self, fingerprint: str, error: ConfigError, *, logged: bool = False) -> None:
         self._failed_fingerprint = fingerprint
         self.last_error = error
+        self.refused += 1
         if not logged:
             logger.error("reload refused; the last good configuration keeps serving:\n%s", error)
