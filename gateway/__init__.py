@@ -6,6 +6,8 @@ from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encodi
 from .config.loader import load_manifest
 from .config.model import AgentConfig, Manifest
 from .dialects import render_tools
+from .errors import AuditUnavailable, ConfigError, GatewayError
+from .execution.pipeline import Invocation, Pipeline, Stage, ToolHooks, build_pipeline
 from .execution.runner import ToolRunner
 from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult
@@ -22,28 +24,36 @@ __all__ = [
     "AgentTool",
     "ApiSpec",
     "Argument",
+    "AuditUnavailable",
     "BodyBinding",
     "Catalog",
+    "ConfigError",
     "Decision",
     "Diagnostic",
     "Encoding",
+    "GatewayError",
+    "Invocation",
     "LoopError",
     "LoopEvent",
     "Manifest",
     "Message",
     "PendingApproval",
+    "Pipeline",
     "ProviderAdapter",
     "RunResult",
     "Runtime",
     "RuntimeHolder",
     "Server",
+    "Stage",
     "Step",
     "Tool",
     "ToolCall",
+    "ToolHooks",
     "ToolResult",
     "ToolRunner",
     "Toolset",
     "__version__",
+    "build_pipeline",
     "build_toolsets",
     "compile_document",
     "compile_specs",

@@ -12,6 +12,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+OWNED_HEADERS = frozenset({
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+    "expect", "proxy-authorization", "proxy-connection",
+    # OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
+    "accept", "content-type", "authorization",
+    # The cookie parameters and the credentials build this one.
+    "cookie",
+})
+"""Request headers the gateway sets itself (lower case): a spec's header parameter of one of these names is not
+an argument (the compiler drops it) and is never sent from arguments (the request builder skips it). The one
+source of this fact for both."""
+
 Location = Literal["path", "query", "header", "cookie", "body"]
 Level = Literal["error", "warning"]
 

@@ -9,6 +9,9 @@ Approvals: when a call's tool needs approval, no call of that batch runs (one ca
 in MEAI); the run returns `pending_approvals` and a JSON-serializable `state`; `resume(state, decisions)`
 runs the batch (approved calls with optionally edited arguments, denied ones answered with the reason) and
 carries on. Decisions may arrive one at a time: the run stays paused until every pending call is decided.
+A call is validated before it is queued: when `invoke` can `check` a call (the call pipeline's runner can), a
+gated call with invalid arguments gets its error at once instead of waiting for a human. Inside `invoke`,
+`current_approval()` names the approval a human gave the call being run (None: nobody approved it).
 
 Caller tools: tools the client declared in its request (`caller_tools`) are offered to the model beside the
 agent's own, but never run here. A turn that calls one runs the gateway's own calls of that turn, then ends the
@@ -29,11 +32,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
 from .config.model import AgentConfig
+from .errors import AuditUnavailable
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
@@ -51,6 +55,16 @@ from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
 from .toolsets import AgentTool, Toolset
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
+
+
+@runtime_checkable
+class CheckingInvoke(Protocol):
+    """An `Invoke` that can also judge a call's arguments without running it (None: valid)."""
+
+    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
+
 EventHandler = Callable[[LoopEvent], Awaitable[None]]
 ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
 
@@ -67,9 +81,17 @@ class _CallScope:
 
     emit: EventHandler | None
     steps: list[Step] = field(default_factory=list)
+    approval: str | None = None
+    """The id of the approval a human gave this call (the run resumed with an approving decision)."""
 
 
 _current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
+
+
+def current_approval() -> str | None:
+    """Inside a running loop's `invoke`: the id of the approval a human gave the call being run, or None."""
+    scope = _current_call.get()
+    return scope.approval if scope is not None else None
 
 
 class SubRun:
@@ -110,11 +132,11 @@ async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: Provi
     """Run `agent` on `messages` until it answers, pauses for approval, hands calls back, or a limit ends it.
 
     Parameters: adapter: the agent's provider; toolset: the tools it may call; invoke: runs one call
-    (`gateway.invoke.ToolRunner`); params: extra request parameters (temperature, ...); on_event: receives
-    text deltas (with `stream`) and step events as they happen; approvals: awaited with the pending approvals
-    and the state when the run pauses (the store hook); caller_tools: the client's own tools, handed back when
-    called; tool_choice: OpenAI's `tool_choice` (see the module docstring). Raises LoopError (consecutive errors,
-    deadline) and
+    (`gateway.execution.runner.ToolRunner`, bound with `for_agent`); params: extra request parameters
+    (temperature, ...); on_event: receives text deltas (with `stream`) and step events as they happen;
+    approvals: awaited with the pending approvals and the state when the run pauses (the store hook);
+    caller_tools: the client's own tools, handed back when called; tool_choice: OpenAI's `tool_choice` (see the
+    module docstring). Raises LoopError (consecutive errors, deadline) and
     ProviderError (the LLM failed).
     """
     conversation = list(messages)
@@ -149,6 +171,7 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
     if known - set(decided):
         return await loop.pause(pending, decided)
     by_call = {p.call_id: decided[p.id] for p in pending}
+    loop.approval_ids = {p.call_id: p.id for p in pending if decided[p.id].approve}
 
     async def finish_batch() -> RunResult:
         calls = loop.messages[-1].tool_calls
@@ -194,6 +217,8 @@ class _Loop:
         self.consecutive_errors = 0
         self.tool_calls = 0
         self.last_errors: list[str] = []
+        self.approval_ids: dict[str, str] = {}
+        """Call id -> the approval a human gave it (a resumed batch)."""
         self.caller_tools: dict[str, ToolLike] = {}
         self.tool_choice: Any = None
 
@@ -254,14 +279,14 @@ class _Loop:
             calls = [c for c in calls if c not in handed]
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
-                     and t.needs_approval]
+                     and t.needs_approval and await self._valid(t, c)]
             if gated:
                 pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
                                            arguments=c.arguments, call_id=c.id) for c in gated]
                 return await self.pause(pending, {})
         results: list[ToolResult | None] = [None] * len(calls)
         steps: list[Step | None] = [None] * len(calls)
-        runnable: list[tuple[int, AgentTool, ToolCall]] = []
+        runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
         for index, call in enumerate(calls):
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
@@ -280,7 +305,8 @@ class _Loop:
             elif call.arguments is not None:
                 call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
             self.tool_calls += 1
-            runnable.append((index, tool, call))
+            approved = decision is not None and decision.approve
+            runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
         await self._run_concurrently(runnable, results, steps)
         self.steps.extend(s for s in steps if s is not None)
         if calls:
@@ -288,6 +314,14 @@ class _Loop:
         if handed:
             return await self._hand_back(handed)
         return None
+
+    async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
+        """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""
+        if not isinstance(self.invoke, CheckingInvoke) or call.arguments is None:
+            return True
+        arguments = self.adapter.prepare_arguments(tool, dict(call.arguments))
+        probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
+        return await self.invoke.check(tool, probe) is None
 
     async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
         """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
@@ -324,19 +358,21 @@ class _Loop:
                                       "tool calls; the call was not executed.")
         return None
 
-    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall]],
+    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, str | None]],
                                 results: list[ToolResult | None], steps: list[Step | None]) -> None:
         limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
 
-        async def run_one(index: int, tool: AgentTool, call: ToolCall) -> None:
+        async def run_one(index: int, tool: AgentTool, call: ToolCall, approval: str | None) -> None:
             async with limiter:
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
-                scope = _CallScope(self.on_event)
+                scope = _CallScope(self.on_event, approval=approval)
                 token = _current_call.set(scope)
                 try:
                     result = await self.invoke(tool, call)
+                except AuditUnavailable:
+                    raise  # no answer without its audit row: the run ends, the door answers 503
                 except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
                     result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
                 finally:
@@ -348,9 +384,12 @@ class _Loop:
                 steps[index] = step
                 await self._emit(LoopEvent(type="step_finished", step=step))
 
-        async with anyio.create_task_group() as group:
-            for index, tool, call in runnable:
-                group.start_soon(run_one, index, tool, call)
+        try:
+            async with anyio.create_task_group() as group:
+                for index, tool, call, approval in runnable:
+                    group.start_soon(run_one, index, tool, call, approval)
+        except* AuditUnavailable as group_error:
+            raise group_error.exceptions[0] from None
 
     def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
         failed = False

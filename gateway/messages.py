@@ -15,6 +15,7 @@ ErrorType = Literal[
     "invalid_arguments",  # arguments failed the input schema, or could not be parsed: nothing was sent
     "unknown_tool",  # the model named a tool it does not have
     "upstream_error",  # the API answered with a non-2xx status
+    "invalid_output",  # the API answered 2xx with a body that breaks the spec's output schema (the request ran)
     "transport_error",  # connect/read failure, reset, too many redirects, refused redirect
     "timeout",  # the call's deadline passed
     "approval_pending",  # the tool needs a human's approval first: nothing was sent

@@ -24,10 +24,10 @@ import anyio
 import anyio.to_thread
 
 from .catalog import Catalog, Diagnostic
-from .config.loader import load_manifest
+from .config.loader import load_configuration
 from .config.model import AgentConfig, Manifest
 from .errors import ConfigError
-from .toolsets import AgentTool, Toolset, build_toolsets
+from .toolsets import AgentTool, Toolset
 
 logger = logging.getLogger("gateway.runtime")
 
@@ -85,8 +85,10 @@ def load_runtime(
     specs_dir, agents_path = Path(specs_dir), Path(agents_path)
     fingerprint = input_digest(specs_dir, agents_path)
     catalog = compile_specs(specs_dir, cache_dir=cache_dir, use_cache=use_cache)
+    toolsets: dict[str, Toolset] = {}
     if agents_path.exists():
-        manifest, diagnostics = load_manifest(agents_path, catalog=catalog, environ=environ)
+        # The toolsets the loader's checks built are the ones served: built once per load.
+        manifest, toolsets, diagnostics = load_configuration(agents_path, catalog=catalog, environ=environ)
     else:
         manifest, diagnostics = Manifest(file=agents_path.name), []
     errors = [d for d in diagnostics if d.level == "error"]
@@ -94,7 +96,6 @@ def load_runtime(
         listing = "\n".join(f"  {d}" for d in errors)
         raise ConfigError(f"{agents_path.name} is unusable ({len(errors)} error(s)):\n{listing}",
                           [*catalog.diagnostics, *diagnostics])
-    toolsets, _ = build_toolsets(manifest, catalog)  # its diagnostics are already in `diagnostics`
     return Runtime(
         catalog=catalog, manifest=manifest, toolsets=toolsets, diagnostics=[*catalog.diagnostics, *diagnostics],
         specs_dir=specs_dir, agents_path=agents_path, use_cache=use_cache, fingerprint=fingerprint,
@@ -183,7 +184,8 @@ class RuntimeHolder:
         while True:
             runtime = self._current
             try:
-                latest = await anyio.to_thread.run_sync(input_stats, runtime.specs_dir, runtime.agents_path)
+                latest: tuple[tuple[str, int, int], ...] | None = await anyio.to_thread.run_sync(
+                    input_stats, runtime.specs_dir, runtime.agents_path)
             except OSError as exc:  # e.g. a folder made unreadable: keep serving, look again later
                 logger.warning("cannot scan the inputs: %s", exc)
                 latest = stats

@@ -13,6 +13,7 @@ from loop_support import agent_tool
 from scripted_llm import Call, Reply, ScriptedLLM
 
 from gateway.execution.executor import Executor
+from gateway.execution.pipeline import build_pipeline
 from gateway.execution.runner import ToolRunner, merge_arguments
 from gateway.loop import run
 from gateway.messages import Message, ToolCall
@@ -79,7 +80,7 @@ async def _chat(runtime, agent: str, text: str, **runner_options):
     executor = Executor(runtime.manifest, runtime.catalog)
     pool = AdapterPool(runtime.manifest)
     try:
-        runner = ToolRunner(runtime, executor, pool, **runner_options)
+        runner = ToolRunner(runtime, build_pipeline(executor), pool, **runner_options)
         return await run(runtime.agent(agent), [Message(role="user", content=text)],
                          adapter=pool(runtime.agent(agent)), toolset=runtime.toolset(agent), invoke=runner)
     finally:
@@ -149,7 +150,7 @@ async def test_a_sub_agents_steps_reach_the_lead_live_and_in_its_steps(runtime, 
     try:
         result = await run(runtime.agent("lead"), [Message(role="user", content="weather?")],
                            adapter=pool(runtime.agent("lead")), toolset=runtime.toolset("lead"),
-                           invoke=ToolRunner(runtime, executor, pool), on_event=on_event)
+                           invoke=ToolRunner(runtime, build_pipeline(executor), pool), on_event=on_event)
     finally:
         await executor.aclose()
         await pool.aclose()
@@ -187,7 +188,7 @@ async def test_a_sub_agents_calls_are_made_in_its_own_name(runtime, servers) -> 
     try:
         with bind_caller(client="ci-bot", agent="lead"):
             await run(runtime.agent("lead"), [Message(role="user", content="hi")], adapter=pool(runtime.agent("lead")),
-                      toolset=runtime.toolset("lead"), invoke=ToolRunner(runtime, executor, pool))
+                      toolset=runtime.toolset("lead"), invoke=ToolRunner(runtime, build_pipeline(executor), pool))
     finally:
         await executor.aclose()
         await pool.aclose()

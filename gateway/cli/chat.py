@@ -2,23 +2,27 @@
 
 The answer's text is printed to stdout as the provider streams it; each step (tool, arguments, status,
 duration) goes to stderr as it starts and ends, so piping stdout keeps only the answer. Without MESSAGE it
-is a REPL that keeps the conversation. A call needing approval is asked about on the terminal.
+is a REPL that keeps the conversation. A call needing approval is asked about on the terminal. Tool calls take
+the same pipeline as the server's doors (`gateway.cli.local`): validated, rate limited, guarded and audited, and
+each turn is recorded as a chat row.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 
-from ..errors import ConfigError, GatewayError
+from ..errors import AuditUnavailable, ConfigError, GatewayError
 from ..loop import resume, run
 from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
 from ..messages import Message
+from ..safety.audit import bind_caller
 
 Ask = Callable[[str], str]
 
@@ -44,15 +48,23 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
 
 
 async def _chat(runtime: Any, agent_name: str, message: str | None, ask: Ask, out: TextIO, err: TextIO) -> int:
-    from ..execution.executor import Executor
-    from ..execution.runner import ToolRunner
-    from ..providers import AdapterPool
+    from .local import local_gateway
 
     agent = runtime.agent(agent_name)
-    executor = Executor(runtime.manifest, runtime.catalog)
-    pool = AdapterPool(runtime.manifest)
-    session = _Session(agent, pool(agent), runtime.toolset(agent_name), ToolRunner(runtime, executor, pool),
-                       ask, out, err)
+    try:
+        async with local_gateway(runtime) as state:
+            generation = state.current
+            session = _Session(agent, generation.adapter(agent.provider), generation.toolset(agent_name),
+                               generation.runner.for_agent(agent_name), ask, out, err, safety=state.safety)
+            with bind_caller(agent=agent_name):
+                return await _converse(session, agent_name, agent, message, ask, err)
+    except (ConfigError, AuditUnavailable) as exc:
+        print(str(exc), file=err)
+        return 1
+
+
+async def _converse(session: _Session, agent_name: str, agent: Any, message: str | None, ask: Ask,
+                    err: TextIO) -> int:
     try:
         if message is not None:
             return 0 if await session.turn(message) else 1
@@ -68,22 +80,21 @@ async def _chat(runtime: Any, agent_name: str, message: str | None, ask: Ask, ou
     except ConfigError as exc:
         print(str(exc), file=err)
         return 1
-    finally:
-        await executor.aclose()
-        await pool.aclose()
 
 
 class _Session:
     def __init__(self, agent: Any, adapter: Any, toolset: Any, invoke: Any, ask: Ask, out: TextIO,
-                 err: TextIO) -> None:
+                 err: TextIO, *, safety: Any = None) -> None:
         self.agent, self.adapter, self.toolset, self.invoke = agent, adapter, toolset, invoke
         self.ask, self.out, self.err = ask, out, err
+        self.safety = safety
         self.history: list[Message] = []
         self._wrote_text = False
 
     async def turn(self, text: str) -> bool:
         """One user message through the loop; False when the run failed."""
         self._wrote_text = False
+        started = time.perf_counter()
         options = {"adapter": self.adapter, "toolset": self.toolset, "invoke": self.invoke, "stream": True,
                    "on_event": self._show}
         try:
@@ -91,11 +102,15 @@ class _Session:
             while result.pending_approvals:
                 decisions = {p.id: self._decide(p) for p in result.pending_approvals}
                 result = await resume(result.state or {}, decisions, agent=self.agent, **options)
+        except AuditUnavailable:
+            raise
         except GatewayError as exc:
             self._end_line()
             print(f"error: {exc}", file=self.err)
+            await self._record("error", started, error=str(exc))
             return False
         self._end_line()
+        await self._record("cut" if result.cut else "ok", started, usage=result.usage.to_dict())
         if result.cut:
             print("(the iteration limit cut this run: the answer is a summary)", file=self.err)
         usage = result.usage
@@ -103,6 +118,11 @@ class _Session:
               f"{usage.output_tokens} out tokens)", file=self.err)
         self.history = _without_instructions(self.agent, result)
         return True
+
+    async def _record(self, status: str, started: float, **fields: Any) -> None:
+        if self.safety is not None:
+            await self.safety.audit.record_chat(agent=self.agent.name, status=status,
+                                                latency_ms=(time.perf_counter() - started) * 1000, **fields)
 
     async def _show(self, event: LoopEvent) -> None:
         if event.type == "text":

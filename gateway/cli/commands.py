@@ -10,7 +10,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from ..dialects import FORMATS
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools = commands.add_parser("tools", help="print tool definitions as a JSON array")
     _add_common(tools)
     tools.add_argument("--agent", help="only this agent's tools (default: the whole catalog)")
-    tools.add_argument("--format", default="json", choices=["json", "openai", "anthropic", "gemini", "mcp"])
+    tools.add_argument("--format", default="json", choices=FORMATS)
     tools.add_argument("--strict", action="store_true", help="openai: render strict-mode schemas")
     tools.set_defaults(handler=_cmd_tools)
 
@@ -96,7 +98,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if on_tty:
         progress("validating the specs in full (openapi-spec-validator)...")
     reports = spec_reports(args.specs, catalog)
-    manifest: dict = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
+    manifest: dict[str, Any] = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
     if args.agents.exists():
         from ..config.loader import load_manifest
 
@@ -147,7 +149,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         runtime = _load_runtime_or_report(args)
         if runtime is None:
             return 1
-        tools: list = runtime.tools(args.agent)
+        tools: list[Any] = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
     else:
@@ -189,7 +191,6 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from ..execution.executor import Executor
     from ..messages import ToolResult
 
     def emit(result: ToolResult) -> int:
@@ -213,21 +214,29 @@ def _cmd_call(args: argparse.Namespace) -> int:
     if agent_tool.delegate or agent_tool.tool is None:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
-    if agent_tool.needs_approval:
-        print(f"note: {args.tool} needs approval in agent runs; running it because you asked directly",
-              file=sys.stderr)
-    # Fixed args win over the caller's: they are hidden from the model and always sent.
-    merged = {**arguments, **agent_tool.fixed_args}
+    from ..errors import AuditUnavailable, ConfigError
+    from ..messages import ToolCall
+    from ..safety.audit import bind_caller
+    from .local import local_gateway
+
+    # The same pipeline as every other door: validated, held for approval, rate limited, audited.
+    call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
 
     async def run() -> ToolResult:
-        executor = Executor(runtime.manifest, runtime.catalog)
-        try:
-            return await executor.execute(agent_tool.tool, merged, timeout=agent_tool.timeout,  # type: ignore[arg-type]
-                                          max_result_bytes=agent_tool.max_result_bytes)
-        finally:
-            await executor.aclose()
+        async with local_gateway(runtime) as state:
+            with bind_caller(agent=args.agent):
+                runner = state.current.runner.for_agent(args.agent)
+                return await runner.run(agent_tool, call, door="cli")  # type: ignore[no-any-return]
 
-    return emit(asyncio.run(run()))
+    try:
+        result = asyncio.run(run())
+    except (AuditUnavailable, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if result.error_type == "approval_pending":
+        print(f"note: {args.tool} needs a human's approval; decide with `gateway approvals approve|deny "
+              f"{result.approval_id}` (approving runs it)", file=sys.stderr)
+    return emit(result)
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

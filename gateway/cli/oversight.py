@@ -93,7 +93,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 1
 
     async def main() -> tuple[int, dict[str, Any]]:
-        state = GatewayState(RuntimeHolder(runtime), options=safety.hooks())
+        state = GatewayState(RuntimeHolder(runtime), safety=safety)
         try:
             outcome = await safety.decide(state, args.id, decision)
             return safety.render_outcome(state, outcome)
@@ -162,11 +162,11 @@ def _decision(args: argparse.Namespace) -> Decision | None:
 
 def _open_store_or_report(args: argparse.Namespace) -> Any:
     """The store `--store` or agents.yaml names; None after printing why it cannot be opened."""
-    from ..store import open_store, store_location
+    from ..store import open_store
 
     try:
         manifest = _manifest(args.agents)
-        return open_store(args.store or store_location(manifest.settings, Path(args.agents).parent))
+        return open_store(args.store or manifest.gateway.store_location(Path(args.agents).parent))
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return None

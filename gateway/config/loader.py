@@ -63,18 +63,21 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..catalog import Catalog, Diagnostic, Tool
-from ..errors import ConfigError
-from .auth import read_auth
 from .checker import Checker, suggest
+from .credentials import read_auth
 from .delegation import check_delegation
 from .observe import read_budgets, read_hooks
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
+
+if TYPE_CHECKING:
+    from ..toolsets import Toolset
 
 PROVIDER_KINDS = ("openai", "openai-responses", "anthropic", "gemini", "ollama")
 DEFAULT_BASE_URLS = {
@@ -125,13 +128,22 @@ def load_manifest(
     unusable when any diagnostic is an error. With `catalog`, apis and tool selections are checked
     against the compiled specs (including the warnings of `gateway.toolsets.build_toolsets`).
     """
+    manifest, _, diagnostics = load_configuration(path, catalog=catalog, environ=environ)
+    return manifest, diagnostics
+
+
+def load_configuration(
+    path: Path, *, catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
+    """`load_manifest`, and the agents' toolsets its checks built (empty without `catalog`): a load builds them
+    once, for the checks and for serving."""
     path = Path(path)
     file = path.name
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return Manifest(file=file), [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
-    return parse_manifest(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
+        return Manifest(file=file), {}, [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
+    return _parse(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
 
 
 def parse_manifest(
@@ -140,10 +152,18 @@ def parse_manifest(
 ) -> tuple[Manifest, list[Diagnostic]]:
     """`load_manifest` on a string; relative file names in it are taken from `base_dir` (default: the current
     folder)."""
+    manifest, _, diagnostics = _parse(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
+    return manifest, diagnostics
+
+
+def _parse(
+    text: str, *, file: str, catalog: Catalog | None, environ: Mapping[str, str] | None, base_dir: Path | None,
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
     data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
     manifest = Manifest(file=file)
+    toolsets: dict[str, Toolset] = {}
     if data is None:
-        return manifest, diagnostics
+        return manifest, toolsets, diagnostics
     c = Checker(file, lines)
     c.diagnostics.extend(diagnostics)
     root = c.mapping(data, (), TOP_KEYS)
@@ -164,7 +184,7 @@ def parse_manifest(
             c.diagnostics.extend(toolset_diagnostics)
             _check_tool_counts(c, manifest, toolsets)
     c.diagnostics.sort(key=lambda d: d.line or 0)
-    return manifest, c.diagnostics
+    return manifest, toolsets, c.diagnostics
 
 
 def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
@@ -189,33 +209,21 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
         manifest.settings["max_delegation_depth"] = depth
     else:
         manifest.settings.pop("max_delegation_depth", None)
-    _check_safety_settings(c, settings)
+    _check_gateway_settings(c, manifest)
 
 
-def _check_safety_settings(c: Checker, settings: dict[str, Any]) -> None:
-    """Run the safety layer's own parsers, so `gateway validate` reports what `serve` would refuse."""
-    # Imported late: these modules pull in the store, which the manifest must not depend on at import.
-    from ..safety.audit import retention_days
-    from ..safety.breaker import GuardSettings
-    from ..safety.ratelimit import RateLimits
-    from ..store import store_location
-
-    checks: list[tuple[str, Callable[[dict[str, Any]], object]]] = [
-        ("store", store_location),
-        ("audit_retention_days", retention_days),
-        ("rate_limits", RateLimits.from_settings),
-        ("breaker", GuardSettings.from_settings),
-    ]
-    for key, parse in checks:
-        try:
-            parse(settings)
-        except ConfigError as exc:
-            # The parsers' messages already name the key path ("gateway.breaker.failures must be ...").
-            message = str(exc).removeprefix("agents.yaml: ")
-            path, _, rest = message.partition(": ") if message.startswith("gateway.") and ": " in message else (
-                "", "", message)
-            c.diagnostics.append(Diagnostic(level="error", file=c.file, pointer=path,
-                                            line=c.line(("gateway", key)), message=rest))
+def _check_gateway_settings(c: Checker, manifest: Manifest) -> None:
+    """Parse `gateway:` once (`gateway.config.settings`), so `gateway validate` reports what `serve` would refuse."""
+    settings, problems = GatewaySettings.read(manifest.settings)
+    manifest._gateway = settings  # noqa: SLF001 - the parsed form, kept (a bad key is an error below)
+    for exc in problems:
+        # The parser's messages name the key path: "gateway.breaker.failures must be ...", "gateway.x.y: expected ..."
+        message = str(exc).removeprefix("agents.yaml: ")
+        path, _, rest = message.partition(": ") if message.startswith("gateway.") and ": " in message else (
+            "", "", message)
+        key = re.match(r"gateway\.([A-Za-z_]+)", message)
+        where = ("gateway", key.group(1)) if key else ("gateway",)
+        c.diagnostics.append(Diagnostic(level="error", file=c.file, pointer=path, line=c.line(where), message=rest))
 
 
 def _read_providers(c: Checker, root: dict[str, Any]) -> dict[str, ProviderConfig]:

@@ -1,7 +1,7 @@
 """agents.yaml as data: providers, apis, agents (with their tool selections and policies), clients.
 
 The loader (`load_manifest`) validates the whole file and reports every mistake at once with
-file:line and key path; see `gateway.manifest_loader`.
+file:line and key path; see `gateway.config.loader`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .observe import Budgets, HookConfig
+from .settings import GatewaySettings
 
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 
-_SECRET_HEADER = re.compile(r"authorization|key|token|secret|password|session|cookie", re.IGNORECASE)
-
-DEFAULT_MAX_DELEGATION_DEPTH = 3
-"""How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2); `gateway.max_delegation_depth`."""
+SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
+"""Header names whose values are credentials (redacted everywhere); the one source of this fact."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -159,12 +158,20 @@ class Manifest:
     """The global `hooks:` (every agent's steps)."""
     budgets: Budgets = field(default_factory=Budgets)
     settings: dict[str, Any] = field(default_factory=dict)
-    """Gateway-wide settings (YAML key `gateway`): audit retention, store path, rate limits, ..."""
+    """Gateway-wide settings (YAML key `gateway`) as written; `gateway` is the parsed form."""
+    _gateway: GatewaySettings | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def gateway(self) -> GatewaySettings:
+        """The `gateway:` settings, parsed once (a ConfigError names a bad key; the loader reports it first)."""
+        if self._gateway is None:
+            self._gateway = GatewaySettings.parse(self.settings)
+        return self._gateway
 
     @property
     def max_delegation_depth(self) -> int:
         """The bound on delegation chains, checked at load and enforced again at run time."""
-        return int(self.settings.get("max_delegation_depth", DEFAULT_MAX_DELEGATION_DEPTH))
+        return self.gateway.max_delegation_depth
 
     def api(self, name: str) -> ApiConfig:
         """The api's configuration, or the defaults when agents.yaml says nothing of it."""
@@ -184,7 +191,7 @@ class Manifest:
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
             for name, value in headers.items():
-                if value and _SECRET_HEADER.search(name):
+                if value and SECRET_HEADER.search(name):
                     values.append(value)
                     scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
                     if credential.strip() and scheme.isalpha():

@@ -2,22 +2,22 @@
 
 validate (jsonschema, nothing sent on failure) -> build (gateway.http.request) -> credentials
 (gateway.http.auth) -> send (gateway.http.client: pooled, retries, redirect policy, one deadline)
--> read and shape (gateway.http.reading) -> redact (gateway.http.redact). A bad call is a result, never
-an exception.
+-> read and shape (gateway.http.reading), secrets redacted. A bad call is a result, never an exception.
+The executor is the last stage of the call pipeline (`gateway.execution.pipeline`), which validates the
+arguments before any other stage (`refuse_arguments`) and tells the executor so (`validated=True`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from typing import Any
 
 import httpx
 
 from ..catalog import Catalog, Tool
-from ..config.model import ApiConfig, Manifest
+from ..config.model import SECRET_HEADER, ApiConfig, Manifest
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
@@ -42,11 +42,10 @@ from .arguments import validate_arguments as _validate
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
-logger = logging.getLogger("gateway.executor")
+logger = logging.getLogger("gateway.execution")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
 _TOKEN_MAX_BODY = 1024 * 1024  # an OAuth token answer is a few hundred bytes
-_SECRET_HEADER = re.compile(r"key|token|secret|auth|passw|signature|session|cookie", re.IGNORECASE)
 
 
 def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
@@ -73,7 +72,7 @@ class _Api:
             self.wire = HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
-        redactor.add(*(v for k, v in config.headers.items() if _SECRET_HEADER.search(k)))
+        redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
         self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
         self.retry_budget = RetryBudget()
@@ -81,15 +80,15 @@ class _Api:
         # timeout covers the wait for a connection, the exchange and the body, retries sleep only within the
         # deadline, static credentials never wait (an OAuth token request might, and httpx times each read).
         self.self_timed = isinstance(self.wire, ReqwestWire) and not self.auth.has_tokens
-        self._reserved_args: dict[int, tuple[Tool, frozenset[str]]] = {}
+        self._reserved_args: dict[str, frozenset[str]] = {}
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
-        entry = self._reserved_args.get(id(tool))
-        if entry is not None and entry[0] is tool:  # by identity; the tool is kept so its id is never reused
-            return entry[1]
-        names = frozenset(a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
-        self._reserved_args[id(tool)] = (tool, names)
+        # By name: an executor serves one catalog, whose tool names are unique (no identity-keyed cache).
+        names = self._reserved_args.get(tool.name)
+        if names is None:
+            names = self._reserved_args[tool.name] = frozenset(
+                a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
         return names
 
 
@@ -100,14 +99,18 @@ class Executor:
         manifest: gives each api's base_url, auth, headers, timeout and the secrets to redact.
         catalog: the compiled tools.
         transport: an httpx transport for every api's client (tests, in-process upstreams).
+        redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
+            fetched at run time (share one with the pipeline's redaction and audit stages).
     """
 
     def __init__(
-        self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None
+        self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.manifest = manifest
         self.catalog = catalog
-        self.redactor = Redactor(manifest.secrets())
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
 
@@ -138,11 +141,16 @@ class Executor:
         *,
         timeout: float | None = None,
         max_result_bytes: int | None = None,
+        validated: bool = False,
     ) -> ToolResult:
-        """Run one call; every failure is a `ToolResult` with an `error_type` and a message for the model."""
+        """Run one call; every failure is a `ToolResult` with an `error_type` and a message for the model.
+
+        `validated`: the caller checked the arguments with `refuse_arguments` already (the call pipeline does).
+        """
         started = time.monotonic()
         try:
-            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes)
+            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes,
+                                         validated)
         except Exception as error:  # the contract: a bad call never raises
             message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
             # The message is redacted; the traceback (which may quote a URL) only at debug level.
@@ -152,15 +160,24 @@ class Executor:
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
+    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
+        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.
+
+        Arguments the api's credentials fill (a header the auth sets) may be left out."""
+        problems = _validate(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+        if not problems:
+            return None
+        text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+        return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
+
     async def _execute(
-        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None
+        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None, validated: bool
     ) -> ToolResult:
         api = self._api(tool.api)
-        problems = _validate(tool, arguments, optional=api.reserved_args(tool))
-        if problems:
-            text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
-            message = f"Invalid arguments for {tool.name}; nothing was sent:\n{text}"
-            return ToolResult.failure("invalid_arguments", message)
+        if not validated:
+            refusal = self.refuse_arguments(tool, arguments)
+            if refusal is not None:
+                return refusal
         try:
             prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
         except RequestBuildError as error:
@@ -170,7 +187,7 @@ class Executor:
         deadline = time.monotonic() + seconds
         try:
             if api.self_timed and (api.limit is None or not api.limit.locked()):
-                # No second timer per call (asyncio.timeout: ~5 µs): a free slot is taken without waiting, and
+                # No second timer per call (a timer per call is measurable): a free slot is taken without waiting, and
                 # the rest ends by the deadline on its own (`_Api.self_timed`).
                 return await self._limited_send(tool, api, prepared, deadline, limit)
             async with asyncio.timeout(seconds):
@@ -240,7 +257,8 @@ class Executor:
         )
         if not ok:
             result.error_type = "upstream_error"
-            reason = response.reason_phrase or ""
+            # An upstream may echo the credential in its reason phrase (`401 Unauthorized (Bearer <token>)`).
+            reason = self.redactor.text(response.reason_phrase or "")
             excerpt = shaped.excerpt[:500]
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""

@@ -17,7 +17,7 @@ from typing import Any
 try:
     import jsonschema_rs
 except ImportError:  # optional: everything works without it, only slower
-    jsonschema_rs = None
+    jsonschema_rs = None  # type: ignore[assignment]
 
 _CACHE_SIZE = 8192
 _UNUSABLE: Callable[[Any], bool] = lambda instance: False  # noqa: E731 - "ask the slow path"
@@ -48,4 +48,5 @@ def _compile(schema: Any) -> Callable[[Any], bool]:
         validator = jsonschema_rs.validator_for(schema, validate_formats=True)
     except Exception:  # noqa: BLE001 - a schema it can't compile (e.g. a regex dialect): the slow path decides
         return _UNUSABLE
-    return validator.is_valid  # type: ignore[no-any-return]
+    is_valid_instance: Callable[[Any], bool] = validator.is_valid
+    return is_valid_instance

@@ -1,9 +1,11 @@
-"""From a model's call to a result: `ToolRunner` is the loop's `invoke`.
+"""From a call to a result: `ToolRunner` turns a door's call into an `Invocation` of the call pipeline.
 
-An API tool runs through the executor with the agent's fixed arguments merged over the model's (fixed
-values always win: they are hidden from the model and must not be overridden by it). A delegation tool
-(`AgentTool.delegate`) runs the sub-agent's own loop on the `task` and returns its final answer as text;
-depth is bounded by `gateway.max_delegation_depth` (checked at load time, enforced again here).
+An API tool runs through the generation's `Pipeline` (`gateway.execution.pipeline`) with the agent's fixed
+arguments merged over the caller's (fixed values always win: they are hidden from the model and must not be
+overridden by it). The runner is the loop's `invoke` (bound to one agent with `for_agent`) and what the other
+doors call through `run`. A delegation tool (`AgentTool.delegate`) runs the sub-agent's own loop on the `task`
+and returns its final answer as text (each of the sub-agent's calls goes through the pipeline); depth is bounded
+by `gateway.max_delegation_depth` (checked at load time, enforced again here).
 """
 
 from __future__ import annotations
@@ -12,45 +14,82 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import GatewayError
+from ..errors import AuditUnavailable, GatewayError
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import ProviderAdapter
-from ..safety.audit import bind_caller
+from ..safety.audit import bind_caller, current_caller
 from ..toolsets import AgentTool
+from .pipeline import Door, Invocation, Pipeline
 
-logger = logging.getLogger("gateway.invoke")
+logger = logging.getLogger("gateway.execution")
 
 AdapterFactory = Callable[[str], ProviderAdapter]
 """A provider's name -> its (pooled) adapter; `gateway.providers.AdapterPool` is one."""
 
 
 class ToolRunner:
-    def __init__(self, runtime: Any, executor: Any, adapter_factory: AdapterFactory, *, depth: int = 0,
-                 max_depth: int | None = None) -> None:
-        """Run tool calls for the loop.
+    def __init__(self, runtime: Any, pipeline: Pipeline, adapter_factory: AdapterFactory, *, depth: int = 0,
+                 max_depth: int | None = None, agent: str | None = None) -> None:
+        """Run tool calls through the pipeline.
 
         Parameters:
             runtime: a `gateway.runtime.Runtime` (agents, toolsets, manifest) for delegation.
-            executor: a `gateway.executor.Executor`.
+            pipeline: the generation's call pipeline (`build_pipeline`).
             adapter_factory: a provider's name -> adapter, for the sub-agents' loops.
             depth: how deep in a delegation chain this runner works (0: the agent the client called).
             max_depth: the delegation bound; default the manifest's `max_delegation_depth`.
+            agent: the agent whose loop this runner serves (`for_agent`); None: the caller's bound agent.
         """
         self.runtime = runtime
-        self.executor = executor
+        self.pipeline = pipeline
         self.adapter_factory = adapter_factory
         self.depth = depth
+        self.agent = agent
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
 
+    def for_agent(self, agent: str) -> ToolRunner:
+        """This runner as the `invoke` of `agent`'s loop."""
+        return ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth,
+                          max_depth=self.max_depth, agent=agent)
+
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
+        """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
         if agent_tool.delegate:
             return await self._delegate(agent_tool, call)
+        from ..loop import current_approval
+
+        caller = current_caller()
+        approval = current_approval()
+        if approval is None and agent_tool.tool is not None:  # a resume that names the approvals by tool
+            approval = caller.approvals.get(agent_tool.tool.name)
+        return await self.run(agent_tool, call, door="chat", client=caller.client, approval=approval)
+
+    async def check(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult | None:
+        """The validation stage's refusal of a call, without running it (the loop asks before it queues a call for
+        approval); None when it is valid or not an API call."""
+        invocation = self.invocation(agent_tool, call)
+        return None if invocation is None else await self.pipeline.check(invocation)
+
+    def invocation(self, agent_tool: AgentTool, call: ToolCall, *, door: Door = "chat", client: str | None = None,
+                   approval: str | None = None) -> Invocation | None:
+        """The pipeline's view of the call; None for a tool bound to no operation."""
         if agent_tool.tool is None:
+            return None
+        agent = self.agent or current_caller().agent or ""
+        return Invocation(agent=agent, agent_tool=agent_tool, tool=agent_tool.tool, call=call,
+                          arguments=merge_arguments(call.arguments, agent_tool.fixed_args), client=client, door=door,
+                          approval=approval)
+
+    async def run(self, agent_tool: AgentTool, call: ToolCall, *, door: Door, client: str | None = None,
+                  approval: str | None = None) -> ToolResult:
+        """One call through the pipeline, from any door."""
+        if agent_tool.delegate:
+            return await self._delegate(agent_tool, call)
+        invocation = self.invocation(agent_tool, call, door=door, client=client, approval=approval)
+        if invocation is None:
             return ToolResult.failure("configuration_error", f"tool {agent_tool.name!r} is bound to no operation")
-        arguments = merge_arguments(call.arguments, agent_tool.fixed_args)
-        return await self.executor.execute(agent_tool.tool, arguments, timeout=agent_tool.timeout,
-                                           max_result_bytes=agent_tool.max_result_bytes)
+        return await self.pipeline(invocation)
 
     async def _delegate(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         from .. import loop
@@ -69,8 +108,8 @@ class ToolRunner:
             adapter = self.adapter_factory(agent.provider)
         except (KeyError, GatewayError) as exc:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
-        child = ToolRunner(self.runtime, self.executor, self.adapter_factory, depth=self.depth + 1,
-                           max_depth=self.max_depth)
+        child = ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth + 1,
+                           max_depth=self.max_depth, agent=name)
         report = loop.sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.
@@ -78,6 +117,8 @@ class ToolRunner:
                 result = await loop.run(agent, [Message(role="user", content=task)], adapter=adapter,
                                         toolset=toolset, invoke=child,
                                         on_event=report.on_event if report is not None else None)
+        except AuditUnavailable:
+            raise  # no answer without its audit row, however deep
         except GatewayError as exc:
             logger.info("delegation to %s failed: %s", name, exc)
             if report is not None:

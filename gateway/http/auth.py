@@ -16,7 +16,7 @@ import httpx
 
 from ..config.model import AuthConfig
 from ..safety.redaction import Redactor
-from .errors import ConfigurationError
+from .errors import ApiSetupError
 
 _EXPIRY_MARGIN = 30.0
 """Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""
@@ -105,7 +105,7 @@ class Authenticator:
 
     def _require(self, value: str | None, key: str) -> str:
         if not value:
-            raise ConfigurationError(f"apis.{self.api}.auth: `{key}` is missing")
+            raise ApiSetupError(f"apis.{self.api}.auth: `{key}` is missing")
         return value
 
     async def _token(self, index: int, config: AuthConfig) -> str:
@@ -132,14 +132,14 @@ class Authenticator:
             response = await self._client.post(url, data=data, auth=(client_id, secret),
                                                 headers={"Accept": "application/json"})
         except httpx.HTTPError as error:
-            raise ConfigurationError(f"apis.{self.api}.auth: token request to {url} failed: {error}") from None
+            raise ApiSetupError(f"apis.{self.api}.auth: token request to {url} failed: {error}") from None
         try:
             payload = response.json() if response.status_code == 200 else None
         except ValueError:
             payload = None
         if not isinstance(payload, dict) or not isinstance(payload.get("access_token"), str):
             excerpt = self._redactor.text(response.text[:200])
-            raise ConfigurationError(
+            raise ApiSetupError(
                 f"apis.{self.api}.auth: the token endpoint answered HTTP {response.status_code}: {excerpt}"
             )
         value = payload["access_token"]

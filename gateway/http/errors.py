@@ -1,20 +1,10 @@
 """Why a request could not be built: raised inside `gateway.http`, turned into a `ToolResult` by the executor.
 
-* RequestBuildError
-  * ArgumentError: the model's arguments can't be put on the wire (nothing was sent; it can fix them)
-  * ConfigurationError: the gateway's configuration can't produce a request (the operator must fix it)
+The classes live in the one error tree, `gateway.errors`; this module names the ones `gateway.http` raises.
 """
 
 from __future__ import annotations
 
+from ..errors import ApiSetupError, ArgumentError, RequestBuildError
 
-class RequestBuildError(Exception):
-    error_type = "invalid_arguments"
-
-
-class ArgumentError(RequestBuildError):
-    error_type = "invalid_arguments"
-
-
-class ConfigurationError(RequestBuildError):
-    error_type = "configuration_error"
+__all__ = ["ApiSetupError", "ArgumentError", "RequestBuildError"]

@@ -15,20 +15,12 @@ from urllib.parse import quote
 
 import httpx
 
-from ..catalog import Argument, Tool
+from ..catalog import OWNED_HEADERS, Argument, Tool
 from ..config.model import ApiConfig
 from .body import build_body
-from .errors import ArgumentError, ConfigurationError
+from .errors import ApiSetupError, ArgumentError
 from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query
 
-OWNED_HEADERS = frozenset({
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
-    "expect", "proxy-authorization", "proxy-connection",
-    # OpenAPI: header parameters named Accept, Content-Type or Authorization are ignored.
-    "accept", "content-type", "authorization",
-    # The cookie parameters and the credentials build this one.
-    "cookie",
-})
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _MAX_ACCEPT_TYPES = 8
@@ -58,7 +50,7 @@ def origin_of(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 def server_url(tool: Tool, api: ApiConfig) -> httpx.URL:
-    """The absolute base URL of this tool's api, or a ConfigurationError saying what to set."""
+    """The absolute base URL of this tool's api, or a ApiSetupError saying what to set."""
     return _parse_server(*_server_of(tool, api))
 
 
@@ -68,7 +60,7 @@ def _server_of(tool: Tool, api: ApiConfig) -> tuple[str, str, str]:
         return api.base_url, "base_url", tool.api
     if tool.servers:
         return tool.servers[0].resolved(), f"the server {tool.servers[0].url!r} of {tool.source or tool.api}", tool.api
-    raise ConfigurationError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
+    raise ApiSetupError(f"api {tool.api!r} declares no server: set apis.{tool.api}.base_url in agents.yaml")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -77,13 +69,13 @@ def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
     if source == "base_url":
         source = f"apis.{api}.base_url"
     if _PLACEHOLDER.search(raw):
-        raise ConfigurationError(f"{source} has an unresolved variable: set apis.{api}.base_url in agents.yaml")
+        raise ApiSetupError(f"{source} has an unresolved variable: set apis.{api}.base_url in agents.yaml")
     try:
         url = httpx.URL(raw)
     except (httpx.InvalidURL, TypeError, ValueError) as error:
-        raise ConfigurationError(f"{source} is not a valid URL ({error})") from None
+        raise ApiSetupError(f"{source} is not a valid URL ({error})") from None
     if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigurationError(
+        raise ApiSetupError(
             f"{source} is relative or not http(s) ({raw!r}): set apis.{api}.base_url in agents.yaml"
         )
     return url
@@ -190,7 +182,7 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     pieces: list[str] = []
     for literal, argument, wire in template.path:
         if argument is None:
-            raise ConfigurationError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
+            raise ApiSetupError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
         value = arguments.get(argument.name)
         if value is None:
             raise ArgumentError(f"{argument.name}: required path parameter is missing")

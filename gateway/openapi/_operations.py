@@ -21,15 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog import Argument, BodyBinding, Encoding, Server, Tool
+from ..catalog import OWNED_HEADERS, Argument, BodyBinding, Encoding, Server, Tool
 from ._documents import Documents, RefError, escape_token
 from ._schema import SchemaError, SchemaTranslator
 from ._xml import is_xml_media, xml_mapping
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header", "cookie")
-OWNED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "authorization",
-                           "accept", "content-type"})
 _COMPOSED = ("allOf", "anyOf", "oneOf", "not", "if", "$ref")
 
 

@@ -1,1 +1,6 @@
-"""What keeps tool calls safe and accountable: approvals, audit, rate limits, breakers, redaction of secrets."""
+"""What keeps tool calls safe and accountable: approvals, audit, rate limits, breakers, redaction of secrets.
+
+`guards.Safeguards` owns the store and hands the call pipeline its stages: `approvals.HoldForApproval`,
+`ratelimit.ChargeToolBucket`, `breaker.GuardApi` (breaker per api and caller, concurrency per api) and
+`audit.RecordCall` (one row per call, failing closed).
+"""

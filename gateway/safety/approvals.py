@@ -1,9 +1,11 @@
 """Approvals: tool calls that wait for a human, kept in the `Store` with the run they paused.
 
 Two kinds of paused work:
-* `chat`: the loop paused a run (H4's `RunResult.pending_approvals` + JSON `state`); once every
-  approval of that pause is decided, the run resumes with all the decisions and finishes.
-* `call`: a single call through the direct-call door or MCP; approving runs it once.
+* `chat`: the loop paused a run (`RunResult.pending_approvals` + JSON `state`; the loop gates a whole batch
+  of calls, so for chats it is the loop that holds them); once every approval of that pause is decided,
+  the run resumes with all the decisions and finishes.
+* `call`: a single call outside a chat (the direct call, MCP, `gateway call`); the call pipeline's approval
+  stage (`HoldForApproval`) puts it on hold after its arguments were validated; approving runs it once.
 
 An approval is decided once: the store moves it from pending atomically, so a replay (or a race of
 two approvers) gets `AlreadyDecided`, and only one decider resumes the run. Ids are random
@@ -19,13 +21,16 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GatewayError
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..store import ApprovalRecord, RunRecord, Store
 from .audit import AuditLog
+
+if TYPE_CHECKING:
+    from ..execution.pipeline import Invocation, Proceed
 
 logger = logging.getLogger("gateway.approvals")
 
@@ -98,7 +103,8 @@ class ApprovalManager:
         return records
 
     async def hold_call(self, *, agent: str, tool: str, call: ToolCall, client: str | None) -> ToolResult:
-        """Put one direct or MCP call on hold; the result tells the caller its approval id."""
+        """Put one call (not a chat's) on hold; the result tells the caller its approval id. Its audit row is the
+        call pipeline's (the result passes the audit stage)."""
         approval_id = f"apr_{secrets.token_urlsafe(18)}"
         arguments = call.arguments or {}
         record = ApprovalRecord(id=approval_id, run_id=f"call_{approval_id}", agent=agent, tool=tool,
@@ -106,7 +112,6 @@ class ApprovalManager:
         run = RunRecord(id=record.run_id, agent=agent, kind="call", client=client,
                         state={"tool": tool, "arguments": arguments, "call_id": call.id, "pending": [approval_id]})
         await self.store.save_run(run, [record])
-        await self._audit_pending([record])
         return ToolResult.failure("approval_pending", pending_message(tool, approval_id), approval_id=approval_id)
 
     async def pending(self, *, agents: set[str] | None = None, limit: int = 100) -> list[ApprovalRecord]:
@@ -181,3 +186,38 @@ def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = 
     arguments = redact(record.arguments) if redact else record.arguments
     return {"id": record.id, "agent": record.agent, "tool": record.tool, "arguments": arguments,
             "status": record.status, "client": record.client, "run_id": record.run_id, "created": record.created}
+
+
+def _unapproved(invocation: Invocation) -> ToolResult:
+    tool = invocation.agent_tool
+    return ToolResult.failure(
+        "approval_denied",
+        f"Tool {tool.name!r} of agent {invocation.agent!r} needs a human's approval (approval: {tool.approval}) and "
+        "nothing here can hold it for one; nothing was sent.")
+
+
+class RefuseUnapproved:
+    """The approval stage of a gateway without a store: a call under approval is refused, never run."""
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        if invocation.needs_approval:
+            return _unapproved(invocation)
+        return await proceed(invocation)
+
+
+class HoldForApproval:
+    """The approval stage: a call under approval that no human approved yet waits in the store.
+
+    A chat's calls are gated by the loop itself (it pauses the whole batch and resumes it with the decisions),
+    so a chat call that arrives here unapproved is refused rather than held a second time."""
+
+    def __init__(self, approvals: ApprovalManager) -> None:
+        self.approvals = approvals
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        if not invocation.needs_approval:
+            return await proceed(invocation)
+        if invocation.door in ("chat", "resume"):
+            return _unapproved(invocation)
+        return await self.approvals.hold_call(agent=invocation.agent, tool=invocation.agent_tool.name,
+                                              call=invocation.call, client=invocation.client)

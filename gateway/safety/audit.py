@@ -1,32 +1,44 @@
 """The audit log: one row per tool call and per chat, written to the `Store` before the answer leaves.
 
-Who is calling (client, agent) travels in a context variable (`bind_caller`), set once per request
-by the auth middleware and inherited by every task the request starts, so the executor wrapper
-(`gateway.breaker.GuardedExecutor`) records tool calls from every door (chat, direct call, MCP)
-without threading the caller through each signature. Arguments and error texts pass through the
-`Redactor` first: no credential reaches a row. Rows older than `audit_retention_days` (default 30;
-0 or null keeps them forever) are deleted by `prune` (checked on the write path, at most hourly).
+`RecordCall` is the call pipeline's audit stage, the outermost: every door's tool calls pass it, so each
+gets exactly one row with its final verdict (refused, waiting for approval, rate limited, executed), also
+when the caller is cancelled mid-call (a disconnecting client). Who is calling (client, agent) travels in
+the `Invocation`; for chats, and for work started inside a request, in a context variable (`bind_caller`)
+set once per request by the auth middleware and inherited by every task the request starts.
+
+The audit fails closed: a row the store cannot take (a full disk, a read-only file) raises
+`AuditUnavailable`, and the door answers 503 instead of an unrecorded success. Arguments and error texts
+pass through the `Redactor` first: no credential reaches a row. Rows older than `audit_retention_days`
+(default 30; 0 or null keeps them forever) are deleted by `prune` (checked on the write path, at most hourly).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
-from ..errors import ConfigError
+from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
+from ..errors import AuditUnavailable
 from ..messages import ToolResult
 from ..store import AuditRow, Store
 from .redaction import Redactor
 
+if TYPE_CHECKING:
+    from ..execution.pipeline import Invocation, Proceed
+
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "Caller", "RecordCall", "bind_caller", "current_caller",
+           "retention_days"]
+
 logger = logging.getLogger("gateway.audit")
 
-DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_INTERVAL = 3600.0
+CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,7 +76,7 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
 
     def __enter__(self) -> Caller:
         current = _caller.get()
-        values = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
+        values: dict[str, Any] = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
                   "approvals": current.approvals, "started": current.started, "notes": current.notes}
         values.update(self._fields)  # an unknown field name fails in Caller() below, like replace() did
         caller = Caller(**values)
@@ -75,15 +87,6 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
         _caller.reset(self._token)
 
 
-def retention_days(settings: Mapping[str, Any] | None) -> float | None:
-    value = (settings or {}).get("audit_retention_days", DEFAULT_RETENTION_DAYS)
-    if value is None or value == 0:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"agents.yaml: gateway.audit_retention_days must be a number of days, got {value!r}")
-    return float(value)
-
-
 class AuditLog:
     def __init__(self, store: Store, redactor: Redactor | None = None, *,
                  retention_days: float | None = DEFAULT_RETENTION_DAYS) -> None:
@@ -91,23 +94,25 @@ class AuditLog:
 
         Parameters:
             store: where rows go (each write is committed before the method returns).
-            redactor: scrubs secrets from arguments and error texts; None: a redactor that knows none.
+            redactor: scrubs secrets from arguments and error texts; None: a redactor that knows none (yet: a
+                redactor is falsy until it learns a secret, so it is kept as given, never swapped for a new one).
             retention_days: rows older than this are pruned; None keeps every row.
         """
         self.store = store
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor if redactor is not None else Redactor()
         self.retention_days = retention_days
         self._pruned_at = 0.0
 
     async def record_tool(self, tool: Tool | str, arguments: Any, result: ToolResult, *,
-                          approval: str | None = None, agent: str | None = None) -> None:
-        """One tool call (executed, refused, or waiting for approval)."""
+                          approval: str | None = None, agent: str | None = None, client: str | None = None) -> None:
+        """One tool call (executed, refused, or waiting for approval); `AuditUnavailable` when it is not stored."""
         caller = current_caller()
         name = tool if isinstance(tool, str) else tool.name
         api = None if isinstance(tool, str) else tool.api
         status = "ok" if result.ok else (result.error_type or "error")
         await self._write(AuditRow(
-            time=time.time(), kind="tool", client=caller.client, agent=agent or caller.agent, tool=name, api=api,
+            time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
+            api=api,
             arguments=self.redactor.value(arguments), status=status, http_status=result.status,
             latency_ms=result.duration_ms, bytes=result.bytes,
             approval=approval or result.approval_id or caller.approvals.get(name), run_id=caller.run_id,
@@ -116,7 +121,8 @@ class AuditLog:
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
-        """One chat request (or resumed run): its outcome and the tokens it used."""
+        """One chat request (or resumed run): its outcome and the tokens it used; `AuditUnavailable` when it is not
+        stored."""
         caller = current_caller()
         await self._write(AuditRow(
             time=time.time(), kind="chat", client=client or caller.client, agent=agent, status=status,
@@ -127,9 +133,15 @@ class AuditLog:
     async def _write(self, row: AuditRow) -> None:
         try:
             await self.store.add_audit(row)
-        except Exception as exc:  # the audit must not turn a served call into an error; say so loudly instead
-            logger.error("audit row lost (%s): %s %s/%s", type(exc).__name__, row.kind, row.agent, row.tool)
-            return
+        except Exception as exc:
+            # Fail closed: the README promises the row is written before the answer returns.
+            logger.error("audit row not written (%s: %s): %s %s/%s", type(exc).__name__, exc, row.kind, row.agent,
+                         row.tool)
+            what = f"tool call {row.tool!r}" if row.kind == "tool" else "chat"
+            ran = " It may have run upstream: check before repeating a write." if row.kind == "tool" else ""
+            raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), so "
+                                   f"the gateway withholds its answer.{ran} The operator must fix the store "
+                                   "(gateway.store).") from exc
         if row.time - self._pruned_at >= PRUNE_INTERVAL:
             # Retention runs on the write path (at most hourly) so it needs no background task of its own.
             self._pruned_at = row.time
@@ -150,3 +162,35 @@ class AuditLog:
         if removed:
             logger.info("audit retention: removed %d rows older than %g days", removed, self.retention_days)
         return removed
+
+
+class RecordCall:
+    """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer."""
+
+    def __init__(self, audit: AuditLog, redactor: Redactor | None = None) -> None:
+        self.audit = audit
+        self.redactor = redactor
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        started = time.perf_counter()
+        try:
+            result = await proceed(invocation)
+        except asyncio.CancelledError:
+            # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
+            cancelled = ToolResult.failure("transport_error", CANCELLED,
+                                           duration_ms=(time.perf_counter() - started) * 1000)
+            try:
+                # Shielded: an anyio cancel scope (the MCP door) cancels every await of a cancelled task again.
+                await asyncio.shield(self._record(invocation, cancelled))
+            except AuditUnavailable:
+                pass  # logged by the audit log; the caller is gone, nobody to answer
+            raise
+        # Not shielded (a shield is a task per call): a store takes the row before its first suspension and
+        # writes it even if the caller is cancelled while it waits (`Store.add_audit`), so nothing is lost.
+        await self._record(invocation, result)
+        return result
+
+    async def _record(self, invocation: Invocation, result: ToolResult) -> None:
+        arguments = self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
+        await self.audit.record_tool(invocation.tool, arguments, result, approval=invocation.approval,
+                                     agent=invocation.agent, client=invocation.client)

@@ -1,12 +1,14 @@
-"""Fault isolation per api: a circuit breaker and a concurrency limit around the executor.
+"""Fault isolation per api: a circuit breaker per api and caller, and a concurrency limit per api.
 
-`GuardedExecutor` has the executor's `execute` signature, so callers don't change. For each call it:
-charges the tool's rate-limit bucket; refuses at once while the api's breaker is open (after
-`failures` consecutive failures it stays open `reset_after` seconds, then lets one probe through:
-success closes it, failure opens it again); waits for one of the api's `max_concurrency` slots (at
-most the call's timeout, so a hung api makes its own callers wait, never the others'); runs the call;
-and writes the audit row, even when the caller is cancelled mid-call (a disconnecting client), in
-which case the call is not repeated.
+`GuardApi` is the call pipeline's breaker-and-concurrency stage. It refuses at once while the breaker is
+open (after `failures` consecutive failures it stays open `reset_after` seconds, then lets one probe through:
+success closes it, failure opens it again), then waits for one of the api's `max_concurrency` slots (at most
+the call's timeout, so a hung api makes its own callers wait, never the others').
+
+A breaker belongs to an api *and a caller group* (the client key's name; callers without a key share one):
+one client whose calls keep failing (bad data that makes the api answer 5xx, a tenant the api refuses) opens
+the breaker for itself only. The price: when an api is down for everyone, each client learns it with its own
+`failures` calls. The concurrency slots stay per api: they protect the api's capacity, which all share.
 
 Settings (agents.yaml): `gateway: {breaker: {failures: 5, reset_after: 30}, max_concurrency: 16}`;
 `apis.<name>.max_concurrency` overrides the default for one api.
@@ -16,23 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
-from ..catalog import Tool
-from ..errors import ConfigError
+from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
 from ..messages import ToolResult
-from .audit import current_caller
-from .ratelimit import RateLimited, RateLimiter
 
 if TYPE_CHECKING:
     from ..config.model import Manifest
-    from .audit import AuditLog
+    from ..execution.pipeline import Invocation, Proceed
+
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "is_failure"]
 
 State = Literal["closed", "open", "half_open"]
-DEFAULT_MAX_CONCURRENCY = 16
-CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
+ANONYMOUS_GROUP = "anonymous"
 
 
 class CircuitBreaker:
@@ -91,32 +90,6 @@ class CircuitBreaker:
             self._state = "open"
 
 
-@dataclass(slots=True, frozen=True)
-class GuardSettings:
-    failures: int = 5
-    reset_after: float = 30.0
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> GuardSettings:
-        settings = settings or {}
-        breaker = settings.get("breaker") or {}
-        if not isinstance(breaker, Mapping):
-            raise ConfigError("agents.yaml: gateway.breaker must be a mapping (failures, reset_after)")
-        defaults = cls()
-        values = {
-            "failures": breaker.get("failures", defaults.failures),
-            "reset_after": breaker.get("reset_after", defaults.reset_after),
-            "max_concurrency": settings.get("max_concurrency", defaults.max_concurrency),
-        }
-        for key, value in values.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-                where = f"gateway.{key}" if key == "max_concurrency" else f"gateway.breaker.{key}"
-                raise ConfigError(f"agents.yaml: {where} must be a positive number, got {value!r}")
-        return cls(failures=int(values["failures"]), reset_after=float(values["reset_after"]),
-                   max_concurrency=int(values["max_concurrency"]))
-
-
 def is_failure(result: ToolResult) -> bool:
     """Failures that say the api is unwell (not the model's bad arguments, not a 4xx)."""
     if result.ok:
@@ -126,82 +99,53 @@ def is_failure(result: ToolResult) -> bool:
     return result.error_type == "upstream_error" and (result.status or 0) >= 500
 
 
-class GuardedExecutor:
-    def __init__(self, executor: Any, manifest: Manifest, *, limiter: RateLimiter | None = None,
-                 audit: AuditLog | None = None, settings: GuardSettings | None = None,
-                 breakers: dict[str, CircuitBreaker] | None = None) -> None:
-        """Wrap `executor` (anything with `async execute(tool, arguments, *, timeout, max_result_bytes)`).
 
-        Parameters:
-            executor: the real executor (H3's `gateway.executor.Executor`).
-            manifest: for each api's `max_concurrency` and `timeout`.
-            limiter: charges each call to its tool's bucket; None: no tool limits.
-            audit: records every call; None: no audit.
-            settings: breaker thresholds and the default concurrency per api.
-            breakers: per-api breakers to share (e.g. across hot reloads); default: this executor's own.
-        """
-        self.inner = executor
+
+class Breakers:
+    """The breakers of a gateway, by (api, caller group); kept across hot reloads (a failing api is still failing
+    a second after agents.yaml changed)."""
+
+    def __init__(self, settings: GuardSettings | None = None) -> None:
+        self.settings = settings or GuardSettings()
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+
+    def get(self, api: str, group: str | None = None) -> CircuitBreaker:
+        key = (api, group or ANONYMOUS_GROUP)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = self._breakers[key] = CircuitBreaker(failures=self.settings.failures,
+                                                           reset_after=self.settings.reset_after)
+        return breaker
+
+
+class GuardApi:
+    """The pipeline's breaker-and-concurrency stage (see the module docstring)."""
+
+    def __init__(self, manifest: Manifest, breakers: Breakers, settings: GuardSettings | None = None) -> None:
         self.manifest = manifest
-        self.limiter = limiter
-        self.audit = audit
-        self.settings = settings or GuardSettings.from_settings(manifest.settings)
-        self._breakers: dict[str, CircuitBreaker] = breakers if breakers is not None else {}
+        self.breakers = breakers
+        self.settings = settings or breakers.settings
         self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        # Anything else (validate helpers, transports, ...) is the wrapped executor's.
-        return getattr(self.inner, name)
-
-    def breaker(self, api: str) -> CircuitBreaker:
-        if api not in self._breakers:
-            self._breakers[api] = CircuitBreaker(failures=self.settings.failures, reset_after=self.settings.reset_after)
-        return self._breakers[api]
-
     def _slots_for(self, api: str) -> tuple[asyncio.Semaphore, int]:
-        if api not in self._slots:
+        slots = self._slots.get(api)
+        if slots is None:
             configured = self.manifest.apis.get(api)
             limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
-            self._slots[api] = (asyncio.Semaphore(limit), limit)
-        return self._slots[api]
+            slots = self._slots[api] = (asyncio.Semaphore(limit), limit)
+        return slots
 
-    async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
-                      max_result_bytes: int | None = None) -> ToolResult:
-        started = time.perf_counter()
-        try:
-            result = await self._guarded(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
-        except asyncio.CancelledError:
-            # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
-            if self.audit is not None:
-                elapsed = (time.perf_counter() - started) * 1000
-                cancelled = ToolResult.failure("transport_error", CANCELLED, duration_ms=elapsed)
-                # Shielded: an anyio cancel scope (the MCP door) cancels every await of a cancelled task again.
-                await asyncio.shield(self.audit.record_tool(tool, arguments, cancelled))
-            raise
-        if self.audit is not None:
-            # Not shielded (a shield is a task per call): a store takes the row before its first suspension and
-            # writes it even if the caller is cancelled while it waits (`Store.add_audit`), so nothing is lost.
-            await self.audit.record_tool(tool, arguments, result)
-        return result
-
-    async def _guarded(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None,
-                       max_result_bytes: int | None) -> ToolResult:
-        if self.limiter is not None:
-            try:
-                await self.limiter.check_tool(tool.name, *(n for n in (tool.operation_id,) if n))
-            except RateLimited as exc:
-                notes = current_caller().notes
-                if notes is not None:  # lets a direct call's 429 carry Retry-After
-                    notes["retry_after"] = exc.retry_after_header
-                return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
-        breaker = self.breaker(tool.api)
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        api = invocation.tool.api
+        breaker = self.breakers.get(api, invocation.client)
         if not breaker.allow():
             return ToolResult.failure(
                 "transport_error",
-                f"The {tool.api} API is failing ({breaker.failures} failures in a row), so calls to it are paused "
+                f"The {api} API is failing ({breaker.failures} failures in a row), so calls to it are paused "
                 f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
             )
-        slots, limit = self._slots_for(tool.api)
-        wait = timeout or self.manifest.api(tool.api).timeout
+        slots, limit = self._slots_for(api)
+        wait = invocation.agent_tool.timeout or self.manifest.api(api).timeout
         try:
             if slots.locked():  # wait_for wraps the wait in a new task: only when there is a wait at all
                 await asyncio.wait_for(slots.acquire(), wait)
@@ -210,18 +154,14 @@ class GuardedExecutor:
         except TimeoutError:
             breaker.release()
             return ToolResult.failure(
-                "timeout", f"The {tool.api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
+                "timeout", f"The {api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
                            "try again later.")
         result: ToolResult | None = None
         try:
-            result = await self.inner.execute(tool, arguments, timeout=timeout, max_result_bytes=max_result_bytes)
+            result = await proceed(invocation)
         finally:
             slots.release()
             if result is None:
                 breaker.release()
         breaker.record(not is_failure(result))
         return result
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-

@@ -14,25 +14,28 @@ gateway:
     tools: {createIssue: {rate: 1/s, burst: 5}}
 ```
 
-No setting, no limit. A request is charged to its client and agent buckets (all or none); each tool call
+No setting, no limit. The settings are parsed once, with the rest of `gateway:`, in
+`gateway.config.settings`. A request is charged to its client and agent buckets (all or none); each tool call
 to its tool bucket. Refusals carry the seconds to wait, answered as HTTP 429 with `Retry-After`.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, GatewayError
+from ..config.settings import Limit, RateLimits, parse_limit
+from ..errors import GatewayError
+from ..messages import ToolResult
 from ..store import Bucket, Store
+from .audit import current_caller
+
+if TYPE_CHECKING:
+    from ..execution.pipeline import Invocation, Proceed
+
+__all__ = ["ANONYMOUS", "ChargeToolBucket", "Limit", "RateLimited", "RateLimiter", "RateLimits", "parse_limit"]
 
 ANONYMOUS = "anonymous"
-_WINDOWS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
-            "hour": 3600.0}
-_LIMIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+)\s*$")
 
 
 class RateLimited(GatewayError):
@@ -46,64 +49,6 @@ class RateLimited(GatewayError):
     @property
     def retry_after_header(self) -> str:
         return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
-
-
-@dataclass(slots=True, frozen=True)
-class Limit:
-    rate: float
-    """Tokens per second."""
-    burst: float
-
-
-@dataclass(slots=True, kw_only=True)
-class RateLimits:
-    client: Limit | None = None
-    agent: Limit | None = None
-    tool: Limit | None = None
-    clients: dict[str, Limit] = field(default_factory=dict)
-    agents: dict[str, Limit] = field(default_factory=dict)
-    tools: dict[str, Limit] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return any((self.client, self.agent, self.tool, self.clients, self.agents, self.tools))
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> RateLimits:
-        """Parse `gateway.rate_limits`; a ConfigError names the bad key."""
-        raw = (settings or {}).get("rate_limits") or {}
-        if not isinstance(raw, Mapping):
-            raise ConfigError("agents.yaml: gateway.rate_limits must be a mapping")
-        unknown = set(raw) - {"client", "agent", "tool", "clients", "agents", "tools"}
-        if unknown:
-            raise ConfigError(f"agents.yaml: gateway.rate_limits: unknown key(s) {', '.join(sorted(unknown))}")
-        limits = cls()
-        for key in ("client", "agent", "tool"):
-            if raw.get(key) is not None:
-                setattr(limits, key, parse_limit(raw[key], f"gateway.rate_limits.{key}"))
-        for key in ("clients", "agents", "tools"):
-            entries = raw.get(key) or {}
-            if not isinstance(entries, Mapping):
-                raise ConfigError(f"agents.yaml: gateway.rate_limits.{key} must map names to limits")
-            setattr(limits, key, {name: parse_limit(v, f"gateway.rate_limits.{key}.{name}")
-                                  for name, v in entries.items()})
-        return limits
-
-
-def parse_limit(value: Any, where: str) -> Limit:
-    """`"60/min"` or `{rate: "1/s", burst: 5}` as a Limit."""
-    if isinstance(value, Mapping):
-        if "rate" not in value:
-            raise ConfigError(f"agents.yaml: {where}: needs `rate` (e.g. 10/s)")
-        base = parse_limit(value["rate"], f"{where}.rate")
-        burst = value.get("burst", base.burst)
-        if not isinstance(burst, int | float) or isinstance(burst, bool) or burst < 1:
-            raise ConfigError(f"agents.yaml: {where}.burst must be a number >= 1")
-        return Limit(rate=base.rate, burst=float(burst))
-    match = _LIMIT.match(value) if isinstance(value, str) else None
-    if match is None or match.group(2) not in _WINDOWS or float(match.group(1)) <= 0:
-        raise ConfigError(f"agents.yaml: {where}: expected a limit like 60/min or 10/s, got {value!r}")
-    count = float(match.group(1))
-    return Limit(rate=count / _WINDOWS[match.group(2)], burst=max(1.0, count))
 
 
 class RateLimiter:
@@ -143,3 +88,24 @@ class RateLimiter:
         if retry_after > 0:
             scope = ", ".join(label for label, _ in buckets) if len(buckets) > 1 else buckets[0][0]
             raise RateLimited(scope, retry_after)
+
+
+class ChargeToolBucket:
+    """The pipeline's rate-limit stage: each call is charged to its tool's bucket (a seam for budgets too).
+
+    A refusal is a `rate_limited` result for the model; the direct-call door answers it with 429 and the
+    `Retry-After` it finds in the caller's notes."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.limiter = limiter
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        tool = invocation.tool
+        try:
+            await self.limiter.check_tool(tool.name, *(n for n in (tool.operation_id,) if n))
+        except RateLimited as exc:
+            notes = current_caller().notes
+            if notes is not None:  # lets a direct call's 429 carry Retry-After
+                notes["retry_after"] = exc.retry_after_header
+            return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
+        return await proceed(invocation)

@@ -64,7 +64,7 @@ class Redactor:
         """Whether a secret (in any of the forms redacted) occurs in `text`.
 
         A substring test per form rather than the pattern's search: Python's regex engine tries the alternation
-        at every position (4 µs for a 1 KB answer and one secret, against 1 µs)."""
+        at every position, several times slower on the usual answer that holds no secret."""
         for variant in self._variants:
             if variant in text:
                 return True

@@ -21,7 +21,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ..execution.pipeline import ToolHooks
 from ..runtime import RuntimeHolder
+from ..safety.guards import Safeguards
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
@@ -51,7 +53,8 @@ def create_app(
     watch_interval: float = 1.0,
     middleware: Sequence[Middleware] = (),
     extra_routes: Sequence[BaseRoute] = (),
-    **hooks: Any,
+    safety: Safeguards | None = None,
+    hooks: Sequence[ToolHooks] = (),
 ) -> Starlette:
     """Build the gateway's ASGI app.
 
@@ -65,12 +68,12 @@ def create_app(
         watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
         extra_routes: more routes (approvals, audit).
-        hooks: named hooks for the safety layer: `on_run_result` (awaited after each chat run),
-            `approve_direct_call` (gates direct and MCP calls of tools under approval), `wrap_executor`
-            (wraps each generation's executor). Available to routes as `app.state.gateway.options`.
+        safety: the safety layer (`gateway.server.safety.Safety`): its stages go into every call's pipeline (audit,
+            approvals, rate limits, breakers) and finished chat runs are reported to it. None: no store.
+        hooks: `ToolHooks` around every tool call (`gateway.execution.pipeline`).
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
-                         adapter_factory=adapter_factory, options=hooks)
+                         adapter_factory=adapter_factory, safety=safety, hooks=hooks)
     def build_mcp() -> Any:
         from .mcp import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 

@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import loop
 from ..config.model import AgentConfig
+from ..errors import GatewayError
 from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message, ToolCall
@@ -130,13 +131,12 @@ class _Run:
 
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
-        options = self.state.options
         result = await loop.run(
             self.agent,
             list(self.messages),
             adapter=adapter,
             toolset=generation.toolset(self.agent.name),
-            invoke=generation.runner,
+            invoke=generation.runner.for_agent(self.agent.name),
             params=self.params,
             on_event=on_event,
             stream=on_event is not None,
@@ -144,9 +144,9 @@ class _Run:
             tool_choice=self.tools.tool_choice,
         )
         await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
-        hook = options.get("on_run_result")
-        if hook is not None:
-            await hook(run_id=self.id, agent=self.agent, client=self.client, result=result)
+        safety = self.state.safety
+        if safety is not None:  # holds a paused run's approvals, records the chat
+            await safety.on_run_result(run_id=self.id, agent=self.agent, client=self.client, result=result)
         return result
 
     def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
@@ -234,9 +234,12 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
             except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
                 error = api_error_from(exc)
                 # The answer's status is 200 already: the audit learns of the failure here, not from the status.
-                hook = run.state.options.get("on_run_error")
-                if hook is not None:
-                    await hook(run_id=run.id, agent=run.agent, error=error)
+                safety = run.state.safety
+                if safety is not None:
+                    try:
+                        await safety.on_run_error(run_id=run.id, agent=run.agent, error=error)
+                    except GatewayError:  # an audit that cannot write: the error chunk still goes out
+                        logger.error("the failed stream's audit row was not written")
                 await send.send(("error", error))
 
     task = asyncio.ensure_future(drive())

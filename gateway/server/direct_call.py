@@ -17,6 +17,8 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from ..errors import AuditUnavailable
+from ..execution.pipeline import Door
 from ..messages import ToolCall, ToolResult
 from ..safety.audit import bind_caller, current_caller
 from ..toolsets import AgentTool
@@ -69,7 +71,7 @@ class DirectCall:
         status = status_for_result(result)
         if status in (200, 202):
             return status, result.to_dict()
-        notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (GuardedExecutor)
+        notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (ChargeToolBucket)
         retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
         raise APIError(status, result.error or f"The call failed ({result.error_type}).",
                        code=result.error_type or None, extra={"result": result.to_dict()},
@@ -89,23 +91,19 @@ async def _read_body(receive: Receive) -> bytes | None:
 
 
 async def run_direct_call(state: GatewayState, generation: Generation, agent: str, agent_tool: AgentTool,
-                          arguments: dict[str, Any], *, client: str | None = None) -> ToolResult:
-    """One call outside any chat (HTTP door and MCP): approval hook first, then the tool runner."""
+                          arguments: dict[str, Any], *, client: str | None = None, door: Door = "direct") -> ToolResult:
+    """One call outside any chat (the HTTP door, MCP over HTTP and stdio) through the generation's call pipeline.
+
+    A call whose audit row cannot be written raises `APIError` 503 (no answer without its row)."""
     # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
     call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
                     raw_arguments=arguments)
-    if agent_tool.needs_approval:
-        hook = state.options.get("approve_direct_call")
-        if hook is None:
-            return ToolResult.failure(
-                "approval_denied",
-                f"Tool {agent_tool.name!r} of agent {agent!r} needs a human's approval (approval: "
-                f"{agent_tool.approval}) and this gateway keeps no approval queue for direct calls.")
-        pending = await hook(agent=agent, agent_tool=agent_tool, call=call, client=client)
-        if pending is not None:
-            return pending  # type: ignore[no-any-return]
-    caller = current_caller()
-    if caller.client == client and caller.agent == agent:  # the HTTP door: the auth layer bound it already
-        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
-    with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
-        return await generation.runner(agent_tool, call)  # type: ignore[no-any-return]
+    runner = generation.runner.for_agent(agent)
+    try:
+        caller = current_caller()
+        if caller.client == client and caller.agent == agent:  # the HTTP door: the auth layer bound it already
+            return await runner.run(agent_tool, call, door=door, client=client)
+        with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
+            return await runner.run(agent_tool, call, door=door, client=client)
+    except AuditUnavailable as exc:
+        raise APIError(503, str(exc), code="audit_unavailable") from None

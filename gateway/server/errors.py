@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..errors import ConfigError, ProviderError, RunError
+from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
 from ..messages import ToolResult
 
 logger = logging.getLogger("gateway.server")
@@ -74,6 +74,7 @@ _RESULT_STATUS = {
     "invalid_arguments": 422,
     "unknown_tool": 404,
     "upstream_error": 502,
+    "invalid_output": 502,
     "transport_error": 502,
     "timeout": 504,
     "approval_pending": 202,
@@ -132,6 +133,8 @@ def api_error_from(exc: Exception) -> APIError:
     """The answer for an exception out of a chat run (provider down, deadline, bad manifest, ...)."""
     if isinstance(exc, APIError):
         return exc
+    if isinstance(exc, AuditUnavailable):
+        return APIError(503, str(exc), code="audit_unavailable")
     if isinstance(exc, ProviderError):
         if exc.status == 429:
             return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")

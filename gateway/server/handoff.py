@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..loop_types import RunResult, message_from_dict, message_to_dict
 from ..messages import Message
-from ..store import MemoryStore, ResponseRecord, Store
+from ..store import ResponseRecord, Store
 from .state import GatewayState
 
 TURN_PREFIX = "turn_"
@@ -20,10 +20,7 @@ TURN_PREFIX = "turn_"
 
 def store_of(state: GatewayState) -> Store:
     """The safety layer's store, or (a gateway built without one) a process-local store of the state's own."""
-    store = state.options.get("store")
-    if store is None:
-        store = state.options["store"] = MemoryStore()
-    return store
+    return state.store
 
 
 async def keep_turn(store: Store, result: RunResult, *, agent: str, client: str | None) -> None:

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
-from jsonschema import Draft202012Validator
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -32,7 +31,6 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
 from ..dialects import mcp_structured_content, mcp_tool
-from ..execution.fastschema import is_valid
 from ..jsonwire import dumps_text
 from ..messages import ToolResult
 from ..toolsets import AgentTool
@@ -103,8 +101,12 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         agent_tool = generation.toolset(agent).get(name)
         if agent_tool is None:
             return None
-        result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client)
-        return _call_result(generation, agent_tool, result, modern=protocol_version in MODERN_PROTOCOL_VERSIONS)
+        try:
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
+                                           door="mcp")
+        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
+            raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        return _call_result(agent_tool, result, modern=protocol_version in MODERN_PROTOCOL_VERSIONS)
 
 
 def _tracing_configured() -> bool:
@@ -153,10 +155,13 @@ def _page_index(cursor: str | None, count: int) -> int:
     raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {cursor[:40]!r}; list again without a cursor.")
 
 
-def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResult, *,
-                 modern: bool) -> dict[str, Any]:
+def _call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> dict[str, Any]:
     """The `CallToolResult` in wire form. A dict, not the pydantic model: the SDK copies a dict as it is, where a
-    model was built, validated and dumped again on every call (the SDK's result check still runs on the dict)."""
+    model was built, validated and dumped again on every call (the SDK's result check still runs on the dict).
+
+    The verdict is the call pipeline's, as on every door (a body that breaks the output schema is already an
+    `invalid_output` failure); only the shaping is MCP's: a declared output schema makes clients require
+    `structuredContent`, which a truncated body cannot give, so that one is an error here."""
     if not result.ok:
         return _wire_result(_error_text(result), None, is_error=True)
     body = result.body
@@ -168,17 +173,12 @@ def _call_result(generation: Generation, agent_tool: AgentTool, result: ToolResu
     if schema is None:
         structured = body if is_json and (modern or isinstance(body, dict)) else None
         return _wire_result(text, structured)
-    # A declared output schema makes clients validate structuredContent: send it only when it holds.
-    structured = body if modern else mcp_structured_content(schema, body)
     if result.truncated:
-        problem: str | None = "it was truncated at the size limit"
-    else:
-        problem = _schema_problem(generation, agent_tool, body) if is_json else "it is not JSON"
-    if problem is not None:
-        message = (f"The API answered {result.status} but the body does not match the spec's output schema "
-                   f"({problem}). The body:\n{text}")
+        message = (f"The API answered {result.status} but the body was truncated at the size limit, so it cannot "
+                   f"be checked against the spec's output schema. The body:\n{text}")
         return _wire_result(message, None, is_error=True)
-    return _wire_result(text, structured)
+    # A declared output schema makes clients validate structuredContent (the pipeline checked it holds).
+    return _wire_result(text, body if modern else mcp_structured_content(schema, body))
 
 
 def _wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[str, Any]:
@@ -188,18 +188,6 @@ def _wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[
     wire["isError"] = is_error
     wire["resultType"] = "complete"  # required by 2026-07-28; the SDK drops it from a 2025 answer
     return wire
-
-
-def _schema_problem(generation: Generation, agent_tool: AgentTool, body: Any) -> str | None:
-    if is_valid(agent_tool.output_schema or {}, body):  # fast yes; jsonschema words any problem below
-        return None
-    validator = generation.memo(("output-validator", id(agent_tool)),
-                                lambda: Draft202012Validator(agent_tool.output_schema or {}))
-    error = next(iter(validator.iter_errors(body)), None)
-    if error is None:
-        return None
-    where = "/" + "/".join(str(p) for p in error.absolute_path)
-    return f"at {where}: {error.message[:200]}"
 
 
 def _error_text(result: ToolResult) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
-from .routes import FORMATS
+from ..dialects import FORMATS
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
 

@@ -11,6 +11,7 @@ travel in the `gateway` field beside `output`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +19,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..errors import GatewayError
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
@@ -35,6 +37,8 @@ from .responses_wire import (
     usage_object,
 )
 from .routes import read_json, state_of
+
+logger = logging.getLogger("gateway.server")
 
 # Request fields the door reads (each honoured), and those accepted only with their default value.
 _READ = frozenset({"model", "input", "instructions", "stream", "store", "previous_response_id", "tools", "tool_choice",
@@ -205,9 +209,12 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                 await send.send(("done", result))
             except Exception as exc:  # the status is 200 already: the failure goes in the stream
                 error = api_error_from(exc)
-                hook = run.state.options.get("on_run_error")
-                if hook is not None:
-                    await hook(run_id=run.id, agent=run.agent, error=error)
+                safety = run.state.safety
+                if safety is not None:
+                    try:
+                        await safety.on_run_error(run_id=run.id, agent=run.agent, error=error)
+                    except GatewayError:  # an audit that cannot write: the failure still goes in the stream
+                        logger.error("the failed stream's audit row was not written")
                 await send.send(("error", error))
 
     task = asyncio.ensure_future(drive())

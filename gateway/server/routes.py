@@ -11,12 +11,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..config.model import AgentConfig
-from ..dialects import json_tool, render_tools
+from ..dialects import FORMATS, json_tool, render_tools
 from ..toolsets import AgentTool
 from .errors import APIError
 from .state import GatewayState, Generation
-
-FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
 
 
 def state_of(request: Request) -> GatewayState:

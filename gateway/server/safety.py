@@ -1,24 +1,22 @@
-"""The safety layer wired into the app: client keys, rate limits, audit, approvals, guarded executors.
+"""The safety layer wired into the app: client keys, the `/approvals` and `/audit` routes, resumes.
 
-`Safety` owns the store and everything built on it, and hands `create_app` what it plugs in:
+`Safety` is the HTTP face of `gateway.safety.guards.Safeguards` (store, audit, approvals, limits, breakers,
+whose stages go into every call's pipeline). It hands `create_app` what it plugs in:
 
     safety = Safety.open(holder.current)
     app = create_app(holder, **safety.app_options())
 
-that is the auth and disconnect middleware, the `/approvals` and `/audit` routes, and the hooks the
-server calls (`on_run_result` after each chat run, `approve_direct_call` for direct and MCP calls of
-tools under approval, `wrap_executor` around each generation's executor). Parts that depend on
-agents.yaml (keys, limits, secrets to redact) follow hot reloads: they are rebuilt when the manifest
-object changes.
+that is the auth and disconnect middleware, the `/approvals` and `/audit` routes, and `safety` itself, which
+each generation's pipeline takes its stages from and the chat door reports finished runs to
+(`on_run_result`, `on_run_error`). Parts that depend on agents.yaml (keys, limits, secrets to redact) follow
+hot reloads: they are rebuilt when the manifest object changes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,19 +26,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import loop
-from ..config.model import AgentConfig, Manifest
-from ..errors import ConfigError
+from ..config.model import Manifest
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from ..runtime import Runtime
-from ..safety.approvals import AlreadyDecided, ApprovalError, ApprovalManager, Outcome, approval_dict
-from ..safety.audit import AuditLog, bind_caller, current_caller, retention_days
-from ..safety.breaker import CircuitBreaker, GuardedExecutor, GuardSettings
-from ..safety.logredact import redact_logs
-from ..safety.ratelimit import RateLimiter, RateLimits
-from ..safety.redaction import Redactor
-from ..store import RunRecord, Store, open_store, store_location
-from ..toolsets import AgentTool
+from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
+from ..safety.audit import bind_caller
+from ..safety.guards import Safeguards, describe_pause
+from ..store import RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
@@ -51,7 +43,7 @@ logger = logging.getLogger("gateway.safety")
 MAX_AUDIT_LIMIT = 1000
 
 
-class Safety:
+class Safety(Safeguards):
     def __init__(self, store: Store, manifest: Manifest, *, allow_public: bool = False) -> None:
         """The safety layer on `store` for the manifest (and its reloads).
 
@@ -60,60 +52,21 @@ class Safety:
             manifest: the current agents.yaml (clients, `gateway:` settings, secrets).
             allow_public: serve beyond loopback without client keys.
         """
-        self.store = store
         self.allow_public = allow_public
-        self.redactor = Redactor()
-        redact_logs(self.redactor)
-        self.audit = AuditLog(store, self.redactor)
-        self.approvals = ApprovalManager(store, self.audit)
-        self._manifest: Manifest | None = None
         self.keys = ClientKeys({})
-        self.limiter = RateLimiter(store, RateLimits())
-        self._guard_settings: GuardSettings | None = None
-        self._breakers: dict[str, CircuitBreaker] = {}
-        self.sync(manifest)
-        self._guard_settings = GuardSettings.from_settings(manifest.settings)
-
-    @classmethod
-    def open(cls, runtime: Runtime, *, store: str | None = None, allow_public: bool = False) -> Safety:
-        """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
-        base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
-        location = store or store_location(runtime.manifest.settings, base)
-        return cls(open_store(location), runtime.manifest, allow_public=allow_public)
+        super().__init__(store, manifest)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
-        if manifest is self._manifest:
-            return
-        self.redactor.add(*manifest.secrets())
-        self.keys = ClientKeys(manifest.clients)
-        try:
-            limits = RateLimits.from_settings(manifest.settings)
-            retention = retention_days(manifest.settings)
-        except ConfigError as exc:
-            if self._manifest is None:
-                raise  # at start-up: refuse to serve with settings the operator did not mean
-            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous limits", exc)
-        else:
-            self.limiter = RateLimiter(self.store, limits)
-            self.audit.retention_days = retention
-        self._manifest = manifest
+        if manifest is not self._manifest:
+            self.keys = ClientKeys(manifest.clients)
+        super().sync(manifest)
 
     # -- what create_app plugs in -------------------------------------------------------------------
-    def hooks(self) -> dict[str, Any]:
-        """The hooks a `GatewayState` calls (enough without HTTP, e.g. for MCP over stdio)."""
-        return {
-            "on_run_result": self.on_run_result,
-            "on_run_error": self.on_run_error,
-            "approve_direct_call": self.approve_direct_call,
-            "wrap_executor": self.wrap_executor,
-            "store": self.store,  # stored responses and handed-back turns (gateway.server.handoff)
-        }
-
     def app_options(self) -> dict[str, Any]:
-        """Everything `create_app` takes from the safety layer: middleware, routes and hooks."""
+        """Everything `create_app` takes from the safety layer: middleware, routes and the layer itself."""
         return {
-            **self.hooks(),
+            "safety": self,
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
                            allow_public=self.allow_public, on_chat_error=self._on_chat_error),
@@ -128,44 +81,6 @@ class Safety:
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
         ]
-
-    def wrap_executor(self, executor: Any, runtime: Runtime | None = None) -> GuardedExecutor:
-        manifest = runtime.manifest if runtime is not None else executor.manifest
-        self.sync(manifest)
-        try:
-            settings = GuardSettings.from_settings(manifest.settings)
-        except ConfigError as exc:
-            if self._guard_settings is None:
-                raise
-            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous breaker settings", exc)
-            settings = self._guard_settings
-        self._guard_settings = settings
-        # Breakers outlive a reload: an api that was failing a second ago is still failing.
-        return GuardedExecutor(executor, manifest, limiter=self.limiter, audit=self.audit, settings=settings,
-                               breakers=self._breakers)
-
-    async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
-        """After each chat run: keep a paused run's approvals, say in the answer's text what waits, and record
-        the chat with its usage."""
-        await self.approvals.hold_run(run_id=run_id, agent=agent.name, client=client, result=result)
-        describe_pause(result, self.redactor.value)
-        await self._record_chat(agent.name, result, run_id=run_id)
-
-    async def on_run_error(self, *, run_id: str, agent: AgentConfig, error: APIError) -> None:
-        """A streamed chat run that failed after its answer began (an error chunk, under status 200)."""
-        caller = current_caller()
-        latency = (time.perf_counter() - caller.started) * 1000 if caller.started is not None else 0.0
-        await self.audit.record_chat(agent=agent.name, status="error", run_id=run_id, latency_ms=latency,
-                                     error=f"HTTP {error.status} in the stream: {error.code or error.type}")
-
-    async def approve_direct_call(self, *, agent: str, agent_tool: AgentTool, call: ToolCall,
-                                  client: str | None) -> ToolResult | None:
-        """A direct or MCP call of a tool under approval: put it on hold; the result carries the id."""
-        with bind_caller(client=client, agent=agent):
-            return await self.approvals.hold_call(agent=agent, tool=agent_tool.name, call=call, client=client)
-
-    async def aclose(self) -> None:
-        await self.store.aclose()
 
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:
@@ -243,7 +158,7 @@ class Safety:
             with bind_caller(agent=agent.name, run_id=run.id, approvals=approved):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
-                                           invoke=generation.runner)
+                                           invoke=generation.runner.for_agent(agent.name))
                 # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
                 await keep_turn(self.store, result, agent=agent.name, client=run.client)
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
@@ -262,39 +177,13 @@ class Safety:
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]
         call = ToolCall(id=run.state.get("call_id") or approval_id, name=agent_tool.name, arguments=arguments,
                         raw_arguments=arguments)
-        approvals = {agent_tool.tool.name: approval_id} if agent_tool.tool is not None else {}
-        with bind_caller(agent=run.agent, run_id=run.id, approvals=approvals):
-            result: ToolResult = await generation.runner(agent_tool, call)
+        with bind_caller(agent=run.agent, run_id=run.id):
+            result: ToolResult = await generation.runner.for_agent(run.agent).run(
+                agent_tool, call, door="resume", client=run.client, approval=approval_id)
         return result
-
-    async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None) -> None:
-        caller = current_caller()
-        begun = started if started is not None else caller.started
-        status = "paused" if getattr(result, "pending_approvals", None) else "cut" if getattr(result, "cut", False) \
-            else "ok"
-        usage = getattr(result, "usage", None)
-        await self.audit.record_chat(
-            agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if hasattr(usage, "to_dict") else None,
-            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
-        )
 
     async def _on_chat_error(self, agent: str | None, status: int) -> None:
         await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
-
-
-def describe_pause(result: Any, redact: Callable[[Any], Any] = lambda value: value) -> None:
-    """A paused run's answer says in plain words what waits for whom (the loop leaves its text empty)."""
-    pending = getattr(result, "pending_approvals", None)
-    message = getattr(result, "message", None)
-    if not pending or message is None or message.content:
-        return
-    said = next((m.content for m in reversed(getattr(result, "messages", []) or [])
-                 if m.role == "assistant" and m.content), "")
-    lines = [f"- {p.tool} {json.dumps(redact(p.arguments), ensure_ascii=False)} (approval {p.id})" for p in pending]
-    note = ("Waiting for a human's approval before running:\n" + "\n".join(lines) +
-            "\nApprove or deny each with POST /approvals/{id} (or `gateway approvals approve|deny ID`); "
-            "the run then continues.")
-    message.content = f"{said}\n\n{note}" if said else note
 
 
 def _limit(request: Request, *, default: int) -> int:

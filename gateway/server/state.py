@@ -1,27 +1,35 @@
-"""What the server keeps between requests: the current runtime and the executor built for it.
+"""What the server keeps between requests: the current runtime and the call pipeline built for it.
 
-A `Generation` pairs one `Runtime` (catalog + manifest + toolsets) with the `Executor`, tool runner
-and provider adapters built from it. Hot reload swaps in a new generation atomically; a request holds
-the generation it started with (`GatewayState.use()`), so a reload never changes the tools or the
-credentials under a running chat, and the old executor is closed once its last request is done.
+A `Generation` pairs one `Runtime` (catalog + manifest + toolsets) with what is built from it: the
+`Executor`, the call pipeline every door uses (`gateway.execution.pipeline.build_pipeline`, with the
+safety layer's stages when the gateway keeps a store), the tool runner in front of it, and the provider
+adapters. Hot reload swaps in a new generation atomically; a request holds the generation it started with
+(`GatewayState.use()`), so a reload never changes the tools or the credentials under a running chat, and the
+old executor is closed once its last request is done.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..config.model import AgentConfig, ProviderConfig
 from ..errors import ConfigError
 from ..execution.executor import Executor
+from ..execution.pipeline import ToolHooks, build_pipeline
 from ..execution.runner import ToolRunner
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
+from ..safety.redaction import Redactor
+from ..store import MemoryStore, Store
 from ..toolsets import Toolset
 from .errors import APIError
+
+if TYPE_CHECKING:
+    from ..safety.guards import Safeguards
 
 logger = logging.getLogger("gateway.server")
 
@@ -30,7 +38,7 @@ AdapterFactory = Callable[[ProviderConfig], Any]
 
 class Holding:
     """A request's hold on a generation (`GatewayState.use`). A class rather than `asynccontextmanager`: every
-    call of every door takes one, and the generator-based manager cost three times as much (1.7 vs 0.5 µs)."""
+    call of every door takes one, and the generator-based manager costs several times as much."""
 
     __slots__ = ("generation",)
 
@@ -52,14 +60,18 @@ class Generation:
     """One runtime with everything built from it; requests hold it while they run."""
 
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None,
-                 adapter_factory: AdapterFactory, wrap_executor: Callable[[Any, Runtime], Any] | None = None) -> None:
+                 adapter_factory: AdapterFactory, safety: Safeguards | None = None,
+                 hooks: Sequence[ToolHooks] = ()) -> None:
         self.runtime = runtime
-        self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport)
-        if wrap_executor is not None:  # the safety layer's hook (limits, breaker, audit): same execute signature
-            self.executor = wrap_executor(self.executor, runtime)
+        # One redactor for the generation: the executor teaches it tokens learned at run time, and the pipeline's
+        # redaction and audit stages use it.
+        self.redactor = Redactor()
+        self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport,
+                                 redactor=self.redactor)
+        self.pipeline = build_pipeline(self.executor, safeguards=safety, hooks=hooks)
         self._adapter_factory = adapter_factory
         self._adapters: dict[str, Any] = {}
-        self.runner = ToolRunner(runtime, self.executor, self.adapter)
+        self.runner = ToolRunner(runtime, self.pipeline, self.adapter)
         self.cache: dict[Any, Any] = {}
         """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
         self.active = 0
@@ -105,13 +117,24 @@ class Generation:
 
 
 class GatewayState:
-    """The live generation, the reload hook, and the options routes need."""
+    """The live generation, the reload hook, and the safety layer the doors report to.
+
+    Args:
+        holder: the runtime and its reloader.
+        upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
+        adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
+        safety: the safety layer (audit, approvals, limits, breakers); None: a gateway without a store.
+        hooks: `ToolHooks` for every call's pipeline.
+    """
 
     def __init__(self, holder: RuntimeHolder, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None,
-                 adapter_factory: AdapterFactory | None = None, options: dict[str, Any] | None = None) -> None:
+                 adapter_factory: AdapterFactory | None = None, safety: Safeguards | None = None,
+                 hooks: Sequence[ToolHooks] = ()) -> None:
         self.holder = holder
-        self.options = options or {}
+        self.safety = safety
+        self.hooks = tuple(hooks)
+        self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._adapter_factory = adapter_factory or (lambda config: get_adapter(config, transport=provider_transport))
         self.generation = self._build(holder.current)
@@ -119,7 +142,17 @@ class GatewayState:
 
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory,
-                          wrap_executor=self.options.get("wrap_executor"))
+                          safety=self.safety, hooks=self.hooks)
+
+    @property
+    def store(self) -> Store:
+        """The safety layer's store, or (a gateway built without one) a process-local store of the state's own
+        (stored responses and handed-back turns need one)."""
+        if self.safety is not None:
+            return self.safety.store
+        if self._own_store is None:
+            self._own_store = MemoryStore()
+        return self._own_store
 
     @property
     def current(self) -> Generation:

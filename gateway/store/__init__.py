@@ -6,15 +6,11 @@ a file path or `sqlite:///path` (the default, `./.gateway/state.db` beside agent
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
+from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
 from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
-
-DEFAULT_STORE = ".gateway/state.db"
 
 __all__ = [
     "DEFAULT_STORE",
@@ -29,19 +25,6 @@ __all__ = [
     "open_store",
     "store_location",
 ]
-
-
-def store_location(settings: dict[str, Any] | None, base_dir: Path | None = None) -> str:
-    """Where the store lives: `gateway.store` from the manifest, relative to agents.yaml's folder."""
-    location = (settings or {}).get("store") or DEFAULT_STORE
-    if not isinstance(location, str):
-        raise ConfigError(f"agents.yaml: gateway.store must be a path or URL, not {type(location).__name__}")
-    if location in ("memory:", ":memory:") or "://" in location:
-        return location
-    path = Path(location).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    return str(path)
 
 
 def open_store(location: str) -> Store:

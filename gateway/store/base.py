@@ -59,7 +59,7 @@ class RunRecord:
     id: str
     agent: str
     kind: RunKind = "chat"
-    """`chat`: a loop run paused by H4's loop; `call`: a single direct/MCP tool call."""
+    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`)."""
     state: dict[str, Any] = field(default_factory=dict)
     client: str | None = None
     status: RunStatus = "paused"
@@ -154,7 +154,8 @@ class Store(abc.ABC):
         """Durably record one row before returning.
 
         The row must be taken (queued or written) before the first `await`, and written even when the caller
-        is cancelled while it waits: `gateway.breaker` awaits a finished call's row without a shield.
+        is cancelled while it waits: the pipeline's audit stage (`gateway.safety.audit.RecordCall`) awaits a finished
+        call's row without a shield. A row that cannot be written raises (the audit fails closed).
         """
 
     @abc.abstractmethod

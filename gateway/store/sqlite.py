@@ -7,21 +7,17 @@ WAL with `synchronous=NORMAL` survives a crash of the process (not of the machin
 processes may share the file (the busy timeout covers their brief write locks).
 
 Audit rows, one per proxied call, are the exception: they commit inline, on the calling loop's thread,
-through a second connection of their own. Handing a row to the store thread cost ~100-250 us of CPU
-per call (executor submit, waking the worker, GIL hand-over, the loop's self-pipe; 905 vs 1170 us CPU per
-proxied call, memory vs SQLite store, 8 concurrent callers), while `BEGIN IMMEDIATE; INSERT; COMMIT` in
-WAL + `synchronous=NORMAL` writes the WAL without fsync: p50 22 us, p99 ~100 us, max 0.3 ms measured
-(13-17 us since an audit row is one WAL page, `sqlite_tables`).
+through a second connection of their own. Handing each row to the store thread (executor submit, waking the
+worker, GIL hand-over, the loop's self-pipe) costs more CPU per call than the write itself, while
+`BEGIN IMMEDIATE; INSERT; COMMIT` in WAL + `synchronous=NORMAL` writes the WAL without an fsync.
 That connection never waits: `busy_timeout=0`, and a lock held elsewhere (the store thread inside
 `save_run`, another process such as `gateway approvals`, another loop writing inline)
 sends the row down the queued path instead (group commit on the store thread, as every row went
-before). It never checkpoints either (`wal_autocheckpoint=0`: a checkpoint fsyncs, 5 ms measured): the
+before). It never checkpoints either (`wal_autocheckpoint=0`: a checkpoint fsyncs): the
 store thread runs a PASSIVE checkpoint every `_CHECKPOINT_EVERY` inline rows (inline writers held off
 meanwhile: one racing them never catches up with the WAL's end) and on close, so the WAL stays bounded.
-Measured with the two versions side by side, calls taking turns: 1158 -> 1093 us CPU per proxied call with
-8 concurrent callers (memory store 1072), 2184 -> 2068 us one call at a time (memory store 1962).
 Rate-limit buckets (`take_tokens`: up to two transactions per call when limits are set) take the same inline
-path: through the store thread they cost ~325 us of CPU per call, inline ~170 us.
+path. A write that fails (a full disk, a read-only file) raises: the audit log then withholds the answer.
 """
 
 from __future__ import annotations
@@ -70,8 +66,7 @@ _QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 _CHECKPOINT_EVERY = 1000
 """Inline audit rows between two checkpoints: one WAL page a row, so ~1000 pages, SQLite's own default (three
 pages a row in files made before `sqlite_tables` dropped AUTOINCREMENT and the time index). A checkpoint holds
-inline rows off for its fsync (~5 ms), so fewer of them matter: at 320 rows, one call in ten took the queued path
-(p90 105 -> 67 µs for a stubbed call with its audit row)."""
+inline rows off for its fsync, so the fewer checkpoints, the fewer calls take the queued path."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
@@ -173,7 +168,8 @@ class SQLiteStore(Store):
     async def list_approvals(
         self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[str] = []
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
@@ -374,7 +370,7 @@ class SQLiteStore(Store):
             levels = []
             for bucket in buckets:
                 row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
-                levels.append(refill_bucket(*row, now, bucket) if row else bucket.burst)
+                levels.append(refill_bucket(row[0], row[1], now, bucket) if row else bucket.burst)
             retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
             if retry_after == 0.0:
                 conn.executemany(
@@ -383,8 +379,8 @@ class SQLiteStore(Store):
                 )
             return retry_after
 
-        # Inline like audit rows (a call with rate limits charged two buckets through the store thread: +325 µs
-        # of CPU per call); the store thread when a lock is taken.
+        # Inline like audit rows (through the store thread, each charge costs a thread hand-over); the store
+        # thread when a lock is taken.
         done, retry_after = self._commit_inline(body)
         if done:
             return retry_after  # type: ignore[return-value]

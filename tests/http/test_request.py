@@ -7,7 +7,7 @@ from executor_helpers import arg, make_tool
 
 from gateway.catalog import Server
 from gateway.config.model import ApiConfig
-from gateway.http.errors import ArgumentError, ConfigurationError
+from gateway.http.errors import ApiSetupError, ArgumentError
 from gateway.http.request import accept_header, build_request
 
 API = ApiConfig(name="demo", base_url="https://api.example.com/v1/")
@@ -41,9 +41,9 @@ def test_server_choice_and_configuration_errors() -> None:
     tool = make_tool(servers=(Server(url="https://{region}.example.com/api", variables={"region": "eu"}),))
     assert str(build_request(tool, {}, ApiConfig(name="demo")).url) == "https://eu.example.com/api/items"
     for servers in ((Server(url="/relative"),), (Server(url="https://{region}.example.com"),), ()):
-        with pytest.raises(ConfigurationError, match="base_url"):
+        with pytest.raises(ApiSetupError, match="base_url"):
             build_request(make_tool(servers=servers), {}, ApiConfig(name="demo"))
-    with pytest.raises(ConfigurationError, match=r"^apis\.demo\.base_url is relative or not http"):
+    with pytest.raises(ApiSetupError, match=r"^apis\.demo\.base_url is relative or not http"):
         build_request(make_tool(), {}, ApiConfig(name="demo", base_url="ftp://files.example.com"))
 
 

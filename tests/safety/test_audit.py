@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gateway.catalog import Tool
-from gateway.errors import ConfigError
+from gateway.errors import AuditUnavailable, ConfigError
 from gateway.messages import ToolResult
 from gateway.safety.audit import AuditLog, Caller, bind_caller, current_caller, retention_days
 from gateway.safety.redaction import Redactor
@@ -103,10 +103,22 @@ def test_retention_setting() -> None:
         retention_days({"audit_retention_days": "a week"})
 
 
-async def test_a_failing_store_loses_the_row_loudly_not_the_call(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_store_fails_the_call_closed(caplog: pytest.LogCaptureFixture) -> None:
     class Broken(MemoryStore):
         async def add_audit(self, row: AuditRow) -> None:
             raise OSError("disk full")
 
-    await AuditLog(Broken()).record_tool(_tool(), {}, ToolResult(ok=True))
-    assert "audit row lost" in caplog.text
+    with pytest.raises(AuditUnavailable, match="disk full"):
+        await AuditLog(Broken()).record_tool(_tool(), {}, ToolResult(ok=True))
+    assert "audit row not written" in caplog.text
+
+
+async def test_an_empty_redactor_is_kept_and_learns_secrets_later() -> None:
+    # A redactor without secrets is falsy: the audit log must keep the very object it was given.
+    redactor = Redactor()
+    store = MemoryStore()
+    audit = AuditLog(store, redactor)
+    redactor.add("s3cret-value-42")
+    await audit.record_tool(_tool(), {"note": "s3cret-value-42"}, ToolResult(ok=True))
+    (row,) = await store.list_audit()
+    assert row.arguments == {"note": "[REDACTED]"}

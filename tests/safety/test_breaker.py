@@ -8,11 +8,15 @@ import pytest
 from gateway.catalog import Tool
 from gateway.config.model import ApiConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.messages import ToolResult
-from gateway.safety.audit import AuditLog, bind_caller
-from gateway.safety.breaker import CircuitBreaker, GuardedExecutor, GuardSettings, is_failure
-from gateway.safety.ratelimit import RateLimiter, RateLimits
+from gateway.execution.pipeline import Invocation, Pipeline, Stage
+from gateway.execution.stages import Execute
+from gateway.messages import ToolCall, ToolResult
+from gateway.safety.audit import AuditLog, RecordCall, bind_caller
+from gateway.safety.breaker import Breakers, CircuitBreaker, GuardApi, GuardSettings, is_failure
+from gateway.safety.ratelimit import ChargeToolBucket, RateLimiter, RateLimits
+from gateway.safety.redaction import Redactor
 from gateway.store import MemoryStore
+from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 
@@ -36,9 +40,10 @@ class ScriptedExecutor:
         self.answers: dict[str, Any] = {}
         self.calls: list[str] = []
         self.closed = False
+        self.redactor = Redactor()
 
     async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
-                      max_result_bytes: int | None = None) -> ToolResult:
+                      max_result_bytes: int | None = None, validated: bool = False) -> ToolResult:
         self.calls.append(tool.name)
         answer = self.answers.get(tool.api, ToolResult(ok=True, status=200, body={"ok": 1}, bytes=9))
         if isinstance(answer, asyncio.Event):
@@ -48,6 +53,31 @@ class ScriptedExecutor:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class Guarded:
+    """The safety stages of the call pipeline around a scripted executor (audit, rate limit, breaker)."""
+
+    def __init__(self, inner: ScriptedExecutor, manifest: Manifest, *, audit: AuditLog | None = None,
+                 limiter: RateLimiter | None = None, settings: GuardSettings | None = None) -> None:
+        self.breakers = Breakers(settings)
+        stages: list[Stage] = []
+        if audit is not None:
+            stages.append(RecordCall(audit))
+        if limiter is not None:
+            stages.append(ChargeToolBucket(limiter))
+        stages.append(GuardApi(manifest, self.breakers))
+        self.pipeline = Pipeline(stages, Execute(inner))  # type: ignore[arg-type]
+
+    async def execute(self, tool: Tool, arguments: dict[str, Any], *, timeout: float | None = None,
+                      client: str | None = None, agent: str = "clerk") -> ToolResult:
+        agent_tool = AgentTool(name=tool.name, description="", input_schema={}, tool=tool, timeout=timeout)
+        call = ToolCall(id="c1", name=tool.name, arguments=arguments)
+        return await self.pipeline(Invocation(agent=agent, agent_tool=agent_tool, tool=tool, call=call,
+                                              arguments=arguments, client=client))
+
+    def breaker(self, api: str, client: str | None = None) -> CircuitBreaker:
+        return self.breakers.get(api, client)
 
 
 def test_breaker_opens_probes_and_closes() -> None:
@@ -103,7 +133,7 @@ async def test_failing_api_is_cut_off_without_touching_others() -> None:
     inner = ScriptedExecutor()
     inner.answers["bad"] = ToolResult.failure("upstream_error", "HTTP 500", status=500)
     store = MemoryStore()
-    guarded = GuardedExecutor(inner, Manifest(), audit=AuditLog(store),
+    guarded = Guarded(inner, Manifest(), audit=AuditLog(store),
                               settings=GuardSettings(failures=2, reset_after=60))
     for _ in range(2):
         assert (await guarded.execute(_tool("bad_op", "bad"), {})).status == 500
@@ -120,7 +150,7 @@ async def test_concurrency_limit_per_api_keeps_other_apis_free() -> None:
     gate = asyncio.Event()
     inner.answers["slow"] = gate
     manifest = Manifest(apis={"slow": ApiConfig(name="slow", max_concurrency=2)})
-    guarded = GuardedExecutor(inner, manifest, settings=GuardSettings(max_concurrency=8))
+    guarded = Guarded(inner, manifest, settings=GuardSettings(max_concurrency=8))
     hung = [asyncio.ensure_future(guarded.execute(_tool("slow_op", "slow"), {}, timeout=30)) for _ in range(2)]
     await asyncio.sleep(0.01)
     waiting = await guarded.execute(_tool("slow_op", "slow"), {}, timeout=0.05)
@@ -134,7 +164,7 @@ async def test_cancelled_call_is_audited_once_and_not_repeated() -> None:
     inner = ScriptedExecutor()
     inner.answers["slow"] = asyncio.Event()
     store = MemoryStore()
-    guarded = GuardedExecutor(inner, Manifest(), audit=AuditLog(store))
+    guarded = Guarded(inner, Manifest(), audit=AuditLog(store))
     with bind_caller(client="ci", agent="clerk"):
         task = asyncio.ensure_future(guarded.execute(_tool("write_op", "slow"), {"n": 1}))
     await asyncio.sleep(0.01)
@@ -162,7 +192,7 @@ class QueuingStore(MemoryStore):
 
 async def test_a_caller_cancelled_while_its_row_is_committed_leaves_the_row() -> None:
     store = QueuingStore()
-    guarded = GuardedExecutor(ScriptedExecutor(), Manifest(), audit=AuditLog(store))
+    guarded = Guarded(ScriptedExecutor(), Manifest(), audit=AuditLog(store))
     task = asyncio.ensure_future(guarded.execute(_tool("write_op", "fast"), {"n": 1}))
     await asyncio.sleep(0.01)  # the call is done; its row waits for the commit
     assert not task.done()
@@ -176,10 +206,24 @@ async def test_a_caller_cancelled_while_its_row_is_committed_leaves_the_row() ->
 async def test_tool_rate_limit_is_a_result_for_the_model() -> None:
     inner = ScriptedExecutor()
     limiter = RateLimiter(MemoryStore(), RateLimits.from_settings({"rate_limits": {"tool": "1/min"}}))
-    guarded = GuardedExecutor(inner, Manifest(), limiter=limiter)
+    guarded = Guarded(inner, Manifest(), limiter=limiter)
     assert (await guarded.execute(_tool("op", "api"), {})).ok
     limited = await guarded.execute(_tool("op", "api"), {})
     assert limited.error_type == "rate_limited" and "retry after" in (limited.error or "")
     assert inner.calls == ["op"]
-    await guarded.aclose()
-    assert inner.closed
+
+
+async def test_one_clients_failures_open_only_its_own_breaker() -> None:
+    inner = ScriptedExecutor()
+    inner.answers["shared"] = ToolResult.failure("upstream_error", "HTTP 500", status=500)
+    guarded = Guarded(inner, Manifest(), settings=GuardSettings(failures=2, reset_after=60))
+    for _ in range(2):
+        assert (await guarded.execute(_tool("op", "shared"), {}, client="noisy")).status == 500
+    refused = await guarded.execute(_tool("op", "shared"), {}, client="noisy")
+    assert "paused" in (refused.error or "")
+    # Another client (and the anonymous callers) still reach the api.
+    assert (await guarded.execute(_tool("op", "shared"), {}, client="quiet")).status == 500
+    assert (await guarded.execute(_tool("op", "shared"), {})).status == 500
+    assert inner.calls.count("op") == 4
+    assert guarded.breaker("shared", "noisy").state == "open"
+    assert guarded.breaker("shared", "quiet").state == "closed"

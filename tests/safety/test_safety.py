@@ -10,9 +10,12 @@ import pytest
 from gateway.catalog import Tool
 from gateway.config.model import ClientConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.messages import ToolResult
+from gateway.execution.pipeline import Invocation, Pipeline
+from gateway.execution.stages import Execute
+from gateway.messages import ToolCall, ToolResult
 from gateway.server.safety import Safety
 from gateway.store import MemoryStore
+from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 
@@ -21,11 +24,22 @@ class Failing:
     manifest = Manifest()
 
     async def execute(self, tool: Tool, arguments: dict, *, timeout: float | None = None,
-                      max_result_bytes: int | None = None) -> ToolResult:
+                      max_result_bytes: int | None = None, validated: bool = False) -> ToolResult:
         return ToolResult.failure("upstream_error", "down", status=503)
 
     async def aclose(self) -> None:
         pass
+
+
+def _guarded(safety: Safety, manifest: Manifest) -> Pipeline:
+    """What a generation builds from the safety layer: its guard stages around an executor."""
+    return Pipeline(safety.guard_stages(manifest), Execute(Failing()))  # type: ignore[arg-type]
+
+
+def _invocation(tool: Tool) -> Invocation:
+    agent_tool = AgentTool(name=tool.name, description="", input_schema={}, tool=tool)
+    return Invocation(agent="a", agent_tool=agent_tool, tool=tool, call=ToolCall(id="1", name=tool.name),
+                      arguments={})
 
 
 def _manifest(**settings: object) -> Manifest:
@@ -58,8 +72,8 @@ async def test_breakers_survive_a_reload() -> None:
     safety = Safety(MemoryStore(), manifest)
     runtime = SimpleNamespace(manifest=manifest)
     tool = Tool(name="op", api="down", operation_id="op", method="GET", path="/", description="", input_schema={})
-    first = safety.wrap_executor(Failing(), runtime)  # type: ignore[arg-type]
-    assert (await first.execute(tool, {})).status == 503
-    second = safety.wrap_executor(Failing(), runtime)  # type: ignore[arg-type]  # the next generation's
-    refused = await second.execute(tool, {})
+    first = _guarded(safety, runtime.manifest)
+    assert (await first(_invocation(tool))).status == 503
+    second = _guarded(safety, runtime.manifest)  # the next generation's
+    refused = await second(_invocation(tool))
     assert refused.status is None and "paused" in (refused.error or "")

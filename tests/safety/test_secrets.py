@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -74,3 +78,61 @@ def test_secrets_never_leave_the_gateway(tmp_path: Path, llm: LenientLLM, upstre
         assert secret not in repr(rows)
         assert secret not in llm_bodies
     assert "[REDACTED]" in llm_bodies  # the echo reached the model, scrubbed
+
+
+class _ReasonEcho(BaseHTTPRequestHandler):
+    """An upstream that echoes the caller's credential in its HTTP reason phrase (some proxies do)."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(401, f"Unauthorized ({self.headers.get('Authorization')})")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _reason_echo() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ReasonEcho)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_token_echoed_in_the_reason_phrase_is_redacted_on_every_path(tmp_path: Path, llm: LenientLLM) -> None:
+    issue = {"owner": "acme", "repo": "app", "issue_number": 7}
+    llm.script(LLMReply(calls=[Call("getIssue", issue)]), LLMReply(text="It refused."))
+    with _reason_echo() as echo:
+        write_project(tmp_path, llm.url, echo, SAFE_AGENTS_YAML)
+        app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+        with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
+            direct = client.post("/agents/triage/tools/getIssue", json=issue)
+            chat = client.post("/v1/chat/completions",
+                               json={"model": "triage", "messages": [{"role": "user", "content": "look"}]})
+            audit = client.get("/audit?limit=100").text
+    safety.store.close()  # type: ignore[attr-defined]
+    assert direct.status_code == 502 and "401 Unauthorized (Bearer [REDACTED])" in direct.json()["error"]["message"]
+    assert chat.status_code == 200
+    for text in (direct.text, chat.text, audit, json.dumps(llm.bodies())):
+        assert API_TOKEN not in text
+    assert "[REDACTED]" in json.dumps(llm.bodies())  # the model saw the refusal, scrubbed
+
+
+def test_a_configured_secret_passed_as_an_argument_is_redacted_in_the_audit(tmp_path: Path, llm: LenientLLM,
+                                                                           upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, SAFE_AGENTS_YAML)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
+        client.post("/agents/triage/tools/getIssue", json={"owner": API_TOKEN, "repo": "app", "issue_number": 7})
+        rows = client.get("/audit").json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    (row,) = [r for r in rows if r["tool"] == "getIssue"]
+    assert row["arguments"]["owner"] == "[REDACTED]"
+    assert API_TOKEN not in repr(sqlite3.connect(tmp_path / "state.db").execute("SELECT * FROM audit").fetchall())

@@ -1,4 +1,4 @@
-"""The `auth:` of an api in agents.yaml: one credential or a list, defaults taken from the spec.
+"""The `auth:` of an api in agents.yaml as `AuthConfig`s: one credential or a list, defaults from the spec.
 
 A credential whose secrets are all empty strings (`token: ${GITHUB_TOKEN:-}` with the variable unset)
 counts as not configured: the operator gave the empty default on purpose. An `api_key` without

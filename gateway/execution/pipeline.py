@@ -1,0 +1,149 @@
+"""One tool call's pipeline, the same on every door, and the one place that assembles it.
+
+A door (the chat loop, the direct call, MCP over HTTP and stdio, `gateway call`, `gateway chat`, an approval's
+resume) turns its request into an `Invocation` and hands it to the generation's `Pipeline`; it adds only its own
+wire format. The stages, outermost first:
+
+    audit -> redaction -> argument validation -> approval -> rate limits -> breaker and concurrency
+          -> hooks -> output check -> execution
+
+so the data flows as DESIGN.md says: validation (exact schema) -> approval -> limits -> breaker -> hooks ->
+execution, then the result is checked against the spec's output schema, redacted, and audited before any door
+sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest of the pipeline, and returns the
+`ToolResult` (calling `proceed` or not). `build_pipeline` is the composition root: every door's pipeline is built
+there, from the executor and (when the gateway keeps a store) the safety layer's parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..catalog import Tool
+from ..messages import ToolCall, ToolResult
+from ..toolsets import AgentTool
+
+if TYPE_CHECKING:
+    from ..safety.guards import Safeguards
+    from ..safety.redaction import Redactor
+    from .executor import Executor
+
+Door = Literal["chat", "direct", "mcp", "cli", "resume"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Invocation:
+    """One tool call on its way through the pipeline."""
+
+    agent: str
+    """The agent whose tool it is (audit rows and per-agent limits name it)."""
+    agent_tool: AgentTool
+    tool: Tool
+    """The catalog tool (its binding and exact schemas)."""
+    call: ToolCall
+    arguments: dict[str, Any]
+    """The caller's arguments with the agent's fixed ones on top (fixed values are never the caller's to change)."""
+    client: str | None = None
+    """The client key's name, when `clients` are configured."""
+    door: Door = "direct"
+    approval: str | None = None
+    """The id of the human approval the call runs under (a resumed call); None when nobody approved it."""
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.agent_tool.needs_approval and self.approval is None
+
+
+Proceed = Callable[[Invocation], Awaitable[ToolResult]]
+"""The rest of the pipeline, from a stage's point of view."""
+
+
+class Stage(Protocol):
+    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on."""
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
+
+
+class ToolHooks(Protocol):
+    """A typed seam for code that watches or changes tool calls (configured `hooks:` come later).
+
+    `before_tool_call` may answer instead of the tool (return a result) or let it run (return None);
+    `after_tool_call` sees the verdict and returns the result the caller gets.
+    """
+
+    async def before_tool_call(self, invocation: Invocation) -> ToolResult | None: ...
+
+    async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult: ...
+
+
+class Pipeline:
+    """The assembled stages of a tool call; `await pipeline(invocation)` runs one call through all of them.
+
+    Args:
+        stages: outermost first.
+        terminal: runs the call itself (the executor).
+        validate: the argument-validation stage, also run alone by `check` (the loop checks a call before it
+            queues the call for approval).
+    """
+
+    def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None) -> None:
+        self.stages = tuple(stages)
+        self._validate = validate
+        proceed = terminal
+        for stage in reversed(self.stages):
+            proceed = _link(stage, proceed)
+        self._entry = proceed
+
+    async def __call__(self, invocation: Invocation) -> ToolResult:
+        return await self._entry(invocation)
+
+    async def check(self, invocation: Invocation) -> ToolResult | None:
+        """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
+        if self._validate is None:
+            return None
+        result = await self._validate(invocation, _accept)
+        return None if result.ok else result
+
+
+async def _accept(invocation: Invocation) -> ToolResult:
+    return ToolResult(ok=True)
+
+
+def _link(stage: Stage, proceed: Proceed) -> Proceed:
+    async def step(invocation: Invocation) -> ToolResult:
+        return await stage(invocation, proceed)
+
+    return step
+
+
+def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
+                   hooks: Sequence[ToolHooks] = (), redactor: Redactor | None = None) -> Pipeline:
+    """The composition root: the pipeline every door of one generation uses.
+
+    Parameters:
+        executor: runs the REST request (its redactor knows the manifest's secrets and tokens learned at run time).
+        safeguards: the safety layer (audit, approvals, rate limits, breakers); None: none of those stages, and a
+            call under approval is refused (there is no queue to hold it in).
+        hooks: `ToolHooks`, run in order around the execution.
+        redactor: scrubs results and audited arguments; default the executor's.
+    """
+    from .stages import CheckOutput, Execute, RedactResult, RunHooks, ValidateArguments
+
+    redactor = redactor if redactor is not None else executor.redactor
+    validate = ValidateArguments(executor)
+    stages: list[Stage] = []
+    if safeguards is not None:
+        stages.append(safeguards.audit_stage(redactor))
+    stages.append(RedactResult(redactor))
+    stages.append(validate)
+    if safeguards is not None:
+        stages.extend(safeguards.guard_stages(executor.manifest))
+    else:
+        from ..safety.approvals import RefuseUnapproved
+
+        stages.append(RefuseUnapproved())
+    if hooks:
+        stages.append(RunHooks(hooks))
+    stages.append(CheckOutput())
+    return Pipeline(stages, Execute(executor), validate=validate)

@@ -1,0 +1,122 @@
+"""The execution stages of the call pipeline: argument validation, hooks, the output check, the call, redaction.
+
+The safety stages (approval, rate limits, breaker and concurrency, audit) are in `gateway.safety`; the order
+of them all is set in one place, `gateway.execution.pipeline.build_pipeline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..messages import ToolResult
+from ..safety.redaction import Redactor
+from .arguments import format_error, validator_for
+from .fastschema import is_valid
+from .pipeline import Invocation, Proceed, ToolHooks
+
+if TYPE_CHECKING:
+    from .executor import Executor
+
+MAX_OUTPUT_PROBLEM_CHARS = 200
+
+
+class ValidateArguments:
+    """The exact input schema, before anything else decides about the call: an invalid call is never queued for
+    approval, charged to a bucket, or sent."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        refusal = self.executor.refuse_arguments(invocation.tool, invocation.arguments)
+        if refusal is not None:
+            return refusal
+        return await proceed(invocation)
+
+
+class Execute:
+    """The end of the pipeline: the REST request, through the executor (arguments already validated)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def __call__(self, invocation: Invocation) -> ToolResult:
+        agent_tool = invocation.agent_tool
+        return await self.executor.execute(invocation.tool, invocation.arguments, timeout=agent_tool.timeout,
+                                           max_result_bytes=agent_tool.max_result_bytes, validated=True)
+
+
+class RunHooks:
+    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it."""
+
+    def __init__(self, hooks: Sequence[ToolHooks]) -> None:
+        self.hooks = tuple(hooks)
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        for hook in self.hooks:
+            early = await hook.before_tool_call(invocation)
+            if early is not None:
+                return early
+        result = await proceed(invocation)
+        for hook in reversed(self.hooks):
+            result = await hook.after_tool_call(invocation, result)
+        return result
+
+
+class CheckOutput:
+    """A 2xx answer whose body breaks the spec's output schema is `invalid_output` on every door.
+
+    What "breaks" means: the tool declares an output schema (the spec's JSON response) and the body is not JSON,
+    or is JSON that the schema refuses. A truncated body is not judged (its end is missing, not wrong). The
+    result keeps status and body and says that the request ran, so a caller does not repeat a write.
+    """
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        result = await proceed(invocation)
+        schema = invocation.agent_tool.output_schema
+        if not result.ok or schema is None or result.truncated:
+            return result
+        problem = output_problem(schema, result)
+        if problem is None:
+            return result
+        result.ok = False
+        result.error_type = "invalid_output"
+        result.error = (f"The API answered {result.status} but the body does not match the spec's output schema "
+                        f"({problem}); the request ran, so do not repeat it blindly.")
+        return result
+
+
+def output_problem(schema: Any, result: ToolResult) -> str | None:
+    """Why `result`'s body breaks `schema`, or None when it holds."""
+    body = result.body
+    if isinstance(body, str) or not (result.media_type or "json").endswith("json"):
+        return "it is not JSON"
+    if is_valid(schema, body):  # the fast yes; jsonschema words the problem below
+        return None
+    try:
+        error = next(iter(validator_for(schema).iter_errors(body)), None)
+    except Exception:  # noqa: BLE001 - a schema jsonschema cannot use (e.g. a bad $ref) judges nothing
+        return None
+    if error is None:
+        return None
+    return format_error(error)[:MAX_OUTPUT_PROBLEM_CHARS]
+
+
+class RedactResult:
+    """No configured secret or learned token leaves in a result: the error text (an upstream may echo a token in
+    its reason phrase) and the body, on every door."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        result = await proceed(invocation)
+        redactor = self.redactor
+        if not redactor:
+            return result
+        if result.error:
+            result.error = redactor.text(result.error)
+        if result.body is not None:
+            result.body = redactor.value(result.body)
+        return result

@@ -1,0 +1,138 @@
+"""The safety layer without HTTP: the store and everything a tool call's pipeline needs from it.
+
+`Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
+limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
+stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
+Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.safety.Safety`, which adds
+the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
+agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
+manifest object changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from ..config.model import AgentConfig, Manifest
+from ..errors import ConfigError
+from ..store import Store, open_store
+from .approvals import ApprovalManager, HoldForApproval
+from .audit import AuditLog, RecordCall, current_caller
+from .breaker import Breakers, GuardApi
+from .logredact import redact_logs
+from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
+from .redaction import Redactor
+
+if TYPE_CHECKING:
+    from ..execution.pipeline import Stage
+
+logger = logging.getLogger("gateway.safety")
+
+
+class Safeguards:
+    def __init__(self, store: Store, manifest: Manifest, *, redact_log_records: bool = True) -> None:
+        """The safety layer on `store` for the manifest (and its reloads).
+
+        Parameters:
+            store: approvals, audit rows and rate-limit buckets.
+            manifest: the current agents.yaml (clients, `gateway:` settings, secrets).
+            redact_log_records: also scrub the secrets from the process's log records.
+        """
+        self.store = store
+        # One redactor for the audit rows, built before the secrets are known and taught them in `sync`: the
+        # audit log keeps this very object (an empty redactor is falsy, so `redactor or Redactor()` lost it).
+        self.redactor = Redactor()
+        if redact_log_records:
+            redact_logs(self.redactor)
+        self.audit = AuditLog(store, self.redactor)
+        self.approvals = ApprovalManager(store, self.audit)
+        self.limiter = RateLimiter(store, RateLimits())
+        self.guard_settings = manifest.gateway.guard
+        self.breakers = Breakers(self.guard_settings)
+        self._manifest: Manifest | None = None
+        self.sync(manifest)
+
+    @classmethod
+    def open(cls, runtime: Any, *, store: str | None = None, **options: Any) -> Self:
+        """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
+        base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
+        location = store or runtime.manifest.gateway.store_location(base)
+        return cls(open_store(location), runtime.manifest, **options)
+
+    def sync(self, manifest: Manifest) -> None:
+        """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
+        if manifest is self._manifest:
+            return
+        self.redactor.add(*manifest.secrets())
+        try:
+            settings = manifest.gateway  # parsed once per manifest (gateway.config.settings)
+            limits, retention, guard = settings.rate_limits, settings.audit_retention_days, settings.guard
+        except ConfigError as exc:
+            if self._manifest is None:
+                raise  # at start-up: refuse to serve with settings the operator did not mean
+            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous limits", exc)
+        else:
+            self.limiter = RateLimiter(self.store, limits)
+            self.audit.retention_days = retention
+            self.guard_settings = self.breakers.settings = guard
+        self._manifest = manifest
+
+    def audit_stage(self, redactor: Redactor | None = None) -> Stage:
+        """The outermost stage: one audit row per call. `redactor`: the generation's (it knows tokens learned
+        at run time too), applied to the arguments before the audit log's own."""
+        return RecordCall(self.audit, redactor)
+
+    def guard_stages(self, manifest: Manifest) -> list[Stage]:
+        """Approval -> rate limits -> breaker and concurrency, for a generation built on `manifest`."""
+        self.sync(manifest)
+        return [HoldForApproval(self.approvals), ChargeToolBucket(self.limiter),
+                GuardApi(manifest, self.breakers, self.guard_settings)]
+
+    # -- what the chat door reports ------------------------------------------------------------------
+    async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:
+        """After each chat run: keep a paused run's approvals, say in the answer's text what waits, and record
+        the chat with its usage."""
+        await self.approvals.hold_run(run_id=run_id, agent=agent.name, client=client, result=result)
+        describe_pause(result, self.redactor.value)
+        await self._record_chat(agent.name, result, run_id=run_id)
+
+    async def on_run_error(self, *, run_id: str, agent: AgentConfig, error: Any) -> None:
+        """A streamed chat run that failed after its answer began (an error chunk, under status 200)."""
+        caller = current_caller()
+        latency = (time.perf_counter() - caller.started) * 1000 if caller.started is not None else 0.0
+        await self.audit.record_chat(agent=agent.name, status="error", run_id=run_id, latency_ms=latency,
+                                     error=f"HTTP {error.status} in the stream: {error.code or error.type}")
+
+    async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None) -> None:
+        caller = current_caller()
+        begun = started if started is not None else caller.started
+        status = "paused" if getattr(result, "pending_approvals", None) else "cut" if getattr(result, "cut", False) \
+            else "ok"
+        usage: Any = getattr(result, "usage", None)
+        await self.audit.record_chat(
+            agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
+            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
+        )
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+
+def describe_pause(result: Any, redact: Callable[[Any], Any] = lambda value: value) -> None:
+    """A paused run's answer says in plain words what waits for whom (the loop leaves its text empty)."""
+    pending = getattr(result, "pending_approvals", None)
+    message = getattr(result, "message", None)
+    if not pending or message is None or message.content:
+        return
+    said = next((m.content for m in reversed(getattr(result, "messages", []) or [])
+                 if m.role == "assistant" and m.content), "")
+    lines = [f"- {p.tool} {json.dumps(redact(p.arguments), ensure_ascii=False)} (approval {p.id})" for p in pending]
+    note = ("Waiting for a human's approval before running:\n" + "\n".join(lines) +
+            "\nApprove or deny each with POST /approvals/{id} (or `gateway approvals approve|deny ID`); "
+            "the run then continues.")
+    message.content = f"{said}\n\n{note}" if said else note

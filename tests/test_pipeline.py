@@ -1,0 +1,104 @@
+"""The call pipeline's composition: stage order, the validation seam the loop uses, the hooks seam, redaction,
+and a gateway without a store (no queue: a call under approval is refused). Real executor, real upstream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from executor_helpers import arg, executor_for, make_tool
+from recording_server import RecordingServer, Reply
+
+from gateway.config.model import AuthConfig
+from gateway.execution.pipeline import Invocation, build_pipeline
+from gateway.messages import ToolCall, ToolResult
+from gateway.toolsets import AgentTool
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "demo-secret-token-1234"
+TOOL = make_tool(arg("n", "query", {"type": "integer", "minimum": 0}, required=True), method="POST")
+
+
+def _invocation(arguments: dict[str, Any], *, approval: str = "never", output_schema: Any = None,
+                approved: str | None = None) -> Invocation:
+    agent_tool = AgentTool(name=TOOL.name, description="", input_schema=TOOL.input_schema, tool=TOOL,
+                           approval=approval, output_schema=output_schema)  # type: ignore[arg-type]
+    return Invocation(agent="clerk", agent_tool=agent_tool, tool=TOOL, call=ToolCall(id="1", name=TOOL.name),
+                      arguments=arguments, approval=approved)
+
+
+class Recording:
+    """A `ToolHooks` that records what it saw; `answer` makes it answer instead of the tool."""
+
+    def __init__(self, answer: ToolResult | None = None) -> None:
+        self.answer = answer
+        self.seen: list[tuple[str, Any]] = []
+
+    async def before_tool_call(self, invocation: Invocation) -> ToolResult | None:
+        self.seen.append(("before", invocation.arguments))
+        return self.answer
+
+    async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        self.seen.append(("after", result.ok))
+        result.error = f"seen by a hook that knows {TOKEN}"  # a leak the redaction stage must catch
+        return result
+
+
+@pytest.fixture
+def upstream() -> Any:
+    with RecordingServer() as server:
+        server.route("/items", lambda r: Reply(200, {"echo": r.header("authorization")}))
+        yield server
+
+
+async def test_an_invalid_call_under_approval_is_refused_for_its_arguments_first(upstream: RecordingServer) -> None:
+    async with executor_for(upstream.url, TOOL) as executor:
+        pipeline = build_pipeline(executor)
+        invalid = await pipeline(_invocation({"n": -1}, approval="always"))
+        unapproved = await pipeline(_invocation({"n": 1}, approval="always"))
+        approved = await pipeline(_invocation({"n": 1}, approval="always", approved="apr_1"))
+    assert invalid.error_type == "invalid_arguments" and "n" in (invalid.error or "")
+    assert unapproved.error_type == "approval_denied" and "approval" in (unapproved.error or "")
+    assert approved.ok
+    assert len(upstream.requests) == 1  # only the approved call was sent
+
+
+async def test_check_runs_the_validation_stage_alone(upstream: RecordingServer) -> None:
+    async with executor_for(upstream.url, TOOL) as executor:
+        pipeline = build_pipeline(executor)
+        refusal = await pipeline.check(_invocation({"n": "many"}))
+        assert refusal is not None and refusal.error_type == "invalid_arguments"
+        assert await pipeline.check(_invocation({"n": 2}, approval="always")) is None
+    assert upstream.requests == []
+
+
+async def test_hooks_see_the_call_and_its_verdict_and_redaction_comes_after(upstream: RecordingServer) -> None:
+    hook = Recording()
+    async with executor_for(upstream.url, TOOL, auth=[AuthConfig(type="bearer", token=TOKEN)]) as executor:
+        result = await build_pipeline(executor, hooks=[hook])(_invocation({"n": 3}))
+    assert hook.seen == [("before", {"n": 3}), ("after", True)]
+    assert TOKEN not in (result.error or "") and "[REDACTED]" in (result.error or "")
+    assert result.body == {"echo": "Bearer [REDACTED]"}
+
+
+async def test_a_hook_may_answer_instead_of_the_tool(upstream: RecordingServer) -> None:
+    hook = Recording(answer=ToolResult.failure("rate_limited", "a budget says no"))
+    async with executor_for(upstream.url, TOOL) as executor:
+        result = await build_pipeline(executor, hooks=[hook])(_invocation({"n": 3}))
+    assert result.error_type == "rate_limited" and upstream.requests == []
+
+
+async def test_the_output_check_judges_2xx_bodies_only(upstream: RecordingServer) -> None:
+    schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}
+    async with executor_for(upstream.url, TOOL) as executor:
+        pipeline = build_pipeline(executor)
+        broken = await pipeline(_invocation({"n": 1}, output_schema=schema))
+        upstream.route("/items", Reply(200, {"id": 7}))
+        holds = await pipeline(_invocation({"n": 1}, output_schema=schema))
+        upstream.route("/items", Reply(404, {"message": "gone"}))
+        missing = await pipeline(_invocation({"n": 1}, output_schema=schema))
+    assert broken.error_type == "invalid_output" and broken.status == 200 and broken.body == {"echo": None}
+    assert "the request ran" in (broken.error or "")
+    assert holds.ok and holds.body == {"id": 7}
+    assert missing.error_type == "upstream_error"  # an error answer is not judged by the success schema
