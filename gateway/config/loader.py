@@ -71,8 +71,8 @@ from ..catalog import Catalog, Diagnostic, Tool
 from .checker import Checker, suggest
 from .credentials import read_auth
 from .delegation import check_delegation
-from .observe import read_budgets, read_hooks
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .observe import read_budgets, read_hooks
 from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 

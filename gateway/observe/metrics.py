@@ -9,7 +9,7 @@ never share counts.
     gateway_tool_call_duration_seconds{api,tool}     gateway_model_call_duration_seconds{agent,model}
     gateway_run_duration_seconds{agent}              gateway_tokens_total{agent,model,type}
     gateway_run_tokens{agent}                        gateway_budget_exceeded_total{scope}
-    gateway_hook_decisions_total{event,decision}     gateway_breaker_open{api}
+    gateway_hook_decisions_total{event,decision}     gateway_breaker_state{api,group,state}
     gateway_pending_approvals                        gateway_reloads_total, gateway_reloads_refused_total
 """
 
@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _TOKEN_BUCKETS = (100, 500, 1000, 5000, 10_000, 50_000, 100_000, 500_000, 1_000_000)
+_BREAKER_STATES = ("closed", "half_open", "open")
 _DOORS = (("/v1/chat/completions", "chat"), ("/v1/responses", "responses"), ("/mcp", "mcp"),
           ("/approvals", "approvals"), ("/agents/", "direct"), ("/metrics", "metrics"), ("/console", "console"))
 
@@ -52,17 +53,19 @@ class Metrics:
                                        registry=r)
         self.hook_decisions = Counter("gateway_hook_decisions", "What hooks decided, by event.",
                                       ["event", "decision"], registry=r)
-        self.breaker_open = Gauge("gateway_breaker_open", "1 while an api's breaker is open.", ["api"], registry=r)
+        self.breaker_state = Gauge("gateway_breaker_state", "1 for the state each api's breaker is in (per caller "
+                                   "group), 0 for the others.", ["api", "group", "state"], registry=r)
         self.pending_approvals = Gauge("gateway_pending_approvals", "Tool calls waiting for a human.", registry=r)
         self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r)
         self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
                                      "kept serving).", registry=r)
 
-    def refresh(self, *, breakers: Iterable[tuple[str, bool]] = (), pending: int | None = None,
+    def refresh(self, *, breakers: Iterable[tuple[str, str, str]] = (), pending: int | None = None,
                 reloads: int = 0, refused: int = 0) -> None:
         """Set the gauges that mirror state, just before a scrape."""
-        for api, is_open in breakers:
-            self.breaker_open.labels(api=api).set(1 if is_open else 0)
+        for api, group, current in breakers:
+            for state in _BREAKER_STATES:
+                self.breaker_state.labels(api=api, group=group, state=state).set(1 if state == current else 0)
         if pending is not None:
             self.pending_approvals.set(pending)
         self.reloads.set(reloads)

@@ -22,6 +22,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..execution.pipeline import ToolHooks
+from ..observe.metrics import RequestMetricsMiddleware
+from ..observe.tracing import TraceContextMiddleware
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
 from .chat import chat_completions
@@ -30,6 +32,7 @@ from .direct_call import DirectCall
 from .errors import error_handlers
 from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
+from .metrics_door import metrics_endpoint
 from .openapi import SAFETY_PATHS, openapi_document
 from .responses import create_response, get_response
 from .routes import routes as plain_routes
@@ -114,6 +117,7 @@ def create_app(
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{id}", get_response, methods=["GET"]),
         *plain_routes(),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *extra_routes,
     ]
@@ -121,7 +125,11 @@ def create_app(
         routes=routes,
         # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
         # Tool calls leave for their doors last, after every other middleware (gateway.server.shortcut).
-        middleware=[Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
+        # A caller's traceparent is continued, and every request counted by door and status, before anything
+        # else can answer it.
+        middleware=[Middleware(TraceContextMiddleware),
+                    Middleware(RequestMetricsMiddleware, metrics=lambda: state.metrics),
+                    Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
                     *middleware, Middleware(DoorShortcut, direct_call=direct_call, mcp=mcp)],
         exception_handlers=error_handlers(),
         lifespan=lifespan,

@@ -26,13 +26,13 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from opentelemetry import trace
 from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
 from ..dialects import mcp_structured_content, mcp_tool
 from ..jsonwire import dumps_text
 from ..messages import ToolResult
+from ..observe import tracing
 from ..toolsets import AgentTool
 from .direct_call import run_direct_call
 from .errors import APIError
@@ -111,7 +111,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
 
 def _tracing_configured() -> bool:
     """An OpenTelemetry SDK tracer provider is installed (opentelemetry-instrument, OTEL_PYTHON_TRACER_PROVIDER)."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return tracing.enabled()
 
 
 def _checked_agent(generation: Generation, agent: str) -> str:
