@@ -119,7 +119,7 @@ class Breakers:
 
     def states(self) -> list[tuple[str, str, State]]:
         """(api, caller group, state) of every breaker made so far (`/metrics`)."""
-        return [(api, group, breaker.state()) for (api, group), breaker in list(self._breakers.items())]
+        return [(api, group, breaker.state) for (api, group), breaker in list(self._breakers.items())]
 
 
 class GuardApi:
