@@ -83,6 +83,7 @@ _RESULT_STATUS = {
     "rate_limited": 429,
     "delegate_error": 502,
     "truncated_turn": 502,
+    "hook_denied": 403,
 }
 
 
@@ -142,8 +143,10 @@ def api_error_from(exc: Exception) -> APIError:
     if isinstance(exc, RunError):
         if exc.code in ("deadline", "deadline_exceeded", "timeout"):
             return APIError(504, str(exc), code="deadline_exceeded")
-        if exc.code in ("rate_limited", "max_tool_calls"):
+        if exc.code in ("rate_limited", "max_tool_calls", "budget_exceeded"):
             return APIError(429, str(exc), code=exc.code)
+        if exc.code == "hook_denied":
+            return APIError(403, str(exc), code=exc.code)
         return APIError(502, str(exc), type="run_error", code=exc.code)
     if isinstance(exc, ConfigError):
         details = "; ".join(str(d) for d in exc.diagnostics[:5])
