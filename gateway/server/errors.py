@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
+from ..safety.audit import current_caller
 from ..messages import ToolResult
 
 logger = logging.getLogger("gateway.server")
@@ -141,6 +142,9 @@ def api_error_from(exc: Exception) -> APIError:
             return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
         return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
     if isinstance(exc, RunError):
+        notes = current_caller().notes
+        if notes is not None:  # the chat's audit row says why the run ended (gateway.server.safety)
+            notes["run_error"] = f"{exc.code}: {exc}"
         if exc.code in ("deadline", "deadline_exceeded", "timeout"):
             return APIError(504, str(exc), code="deadline_exceeded")
         if exc.code in ("rate_limited", "max_tool_calls", "budget_exceeded"):

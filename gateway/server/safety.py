@@ -31,6 +31,7 @@ from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
 from ..safety.audit import bind_caller
+from ..safety.audit import current_caller
 from ..safety.guards import Safeguards, describe_pause
 from ..store import RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
@@ -183,7 +184,10 @@ class Safety(Safeguards):
         return result
 
     async def _on_chat_error(self, agent: str | None, status: int) -> None:
-        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
+        notes = current_caller().notes or {}
+        why = notes.get("run_error")
+        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
+                                     error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
 
 
 def _limit(request: Request, *, default: int) -> int:
