@@ -144,8 +144,9 @@ def _read_hook(c: Checker, entry: Any, path: KeyPath, agent: str | None) -> Hook
     if tools and not event.endswith("tool_call"):
         c.error((*path, "tools"), "'tools' limits a tool hook; a model hook sees every model call")
     headers = tuple(c.string_map(m, path, "headers").items())
-    return HookConfig(event=event, call=call, url=url, on_error=cast(Any, on_error), tools=tools, headers=headers,
-                      timeout=float(timeout) if timeout is not None else DEFAULT_HOOK_TIMEOUT, agent=agent)
+    return HookConfig(event=cast(HookEvent, event), call=call, url=url, on_error=cast(Any, on_error), tools=tools,
+                      headers=headers, timeout=float(timeout) if timeout is not None else DEFAULT_HOOK_TIMEOUT,
+                      agent=agent)
 
 
 def read_budgets(c: Checker, value: Any, path: KeyPath = ("budgets",)) -> Budgets:

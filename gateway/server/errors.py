@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
-from ..safety.audit import current_caller
 from ..messages import ToolResult
+from ..safety.audit import current_caller
 
 logger = logging.getLogger("gateway.server")
 

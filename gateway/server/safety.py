@@ -30,8 +30,7 @@ from ..config.model import Manifest
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
-from ..safety.audit import bind_caller
-from ..safety.audit import current_caller
+from ..safety.audit import bind_caller, current_caller
 from ..safety.guards import Safeguards, describe_pause
 from ..store import RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
