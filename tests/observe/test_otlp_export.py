@@ -53,7 +53,8 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, receiver:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway serve did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
+                    output = process.stderr.read() if process.stderr else b""
+                    raise RuntimeError(f"gateway serve did not start: {output!r}") from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
