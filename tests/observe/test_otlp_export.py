@@ -42,9 +42,10 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, receiver:
     env = {**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache"), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
            "OTEL_SERVICE_NAME": "gateway-under-test", "OTEL_BSP_SCHEDULE_DELAY": "50",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    log = tmp_path / "serve.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--specs", str(specs), "--agents",
-         str(agents)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         str(agents)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -53,8 +54,7 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, receiver:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stderr.read() if process.stderr else b""
-                    raise RuntimeError(f"gateway serve did not start: {output!r}") from None
+                    raise RuntimeError(f"gateway serve did not start: {log.read_text()}") from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
