@@ -80,7 +80,14 @@ budgets:
 
 def test_cost_without_prices_warns() -> None:
     _, diagnostics = parse_manifest(HEAD + "budgets: {run: {cost: 1}}\n")
-    assert [(d.level, d.pointer) for d in diagnostics] == [("warning", "budgets.prices")]
+    assert ("warning", "budgets.prices") in [(d.level, d.pointer) for d in diagnostics]
+
+
+def test_a_hook_module_that_is_not_there_is_a_warning() -> None:
+    _, diagnostics = parse_manifest(HEAD + 'hooks: [{on: after_tool_call, call: "json:dumps"}]\n')
+    warnings = {d.pointer: d.message for d in diagnostics if d.level == "warning"}
+    assert "no module 'guards' on the gateway's path" in warnings["agents.clerk.hooks[0].call"]
+    assert "hooks[0].call" not in warnings  # json is importable
 
 
 def test_windows() -> None:

@@ -24,6 +24,7 @@ budgets:
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -135,6 +136,9 @@ def _read_hook(c: Checker, entry: Any, path: KeyPath, agent: str | None) -> Hook
     if call is not None and not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", call):
         c.error((*path, "call"), f"expected 'module:function', got {call!r}")
         return None
+    if call is not None and _module_missing(call.partition(":")[0]):
+        c.warning((*path, "call"), f"no module {call.partition(':')[0]!r} on the gateway's path (PYTHONPATH); "
+                  "every call of this hook will count as its on_error")
     if url is not None and not url.startswith(("http://", "https://")):
         c.error((*path, "url"), f"expected an http:// or https:// URL, got {url!r}")
         return None
@@ -147,6 +151,14 @@ def _read_hook(c: Checker, entry: Any, path: KeyPath, agent: str | None) -> Hook
     return HookConfig(event=cast(HookEvent, event), call=call, url=url, on_error=cast(Any, on_error), tools=tools,
                       headers=headers, timeout=float(timeout) if timeout is not None else DEFAULT_HOOK_TIMEOUT,
                       agent=agent)
+
+
+def _module_missing(module: str) -> bool:
+    """Whether `module` cannot be found (without running it: only its parent packages are imported)."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def read_budgets(c: Checker, value: Any, path: KeyPath = ("budgets",)) -> Budgets:
