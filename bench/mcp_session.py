@@ -5,14 +5,17 @@ read in place, never copied). For several fresh sessions in a row the script tim
 (handshake or discovery), `tools/list`, and the first `tools/call` (answered by a local upstream). The
 first listing after start renders the agent's tools; every later session reuses that rendering, so
 its cost should not grow with the catalog beyond sending the list. Both protocol eras are measured.
+Then one client opens `--flood` sessions as fast as it can (2025 protocol): past its cap
+(`gateway.mcp.max_sessions_per_client`) it is refused with 429 while the gateway's memory stays put.
 
-    /work/venv/bin/python bench/mcp_session.py [--spec PATH] [--sessions 5]
+    python bench/mcp_session.py [--spec PATH] [--sessions 5] [--flood 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -21,12 +24,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "server")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "server")]
 
+import httpx  # noqa: E402
 from mcp import Client  # noqa: E402
 from recording_server import RecordingServer, Reply  # noqa: E402
 from server_support import running  # noqa: E402
 
+from bench.support import rss_mb  # noqa: E402
 from gateway.runtime import RuntimeHolder, load_runtime  # noqa: E402
 from gateway.server import create_app  # noqa: E402
 
@@ -74,10 +79,28 @@ async def _measure(url: str, sessions: int, tool: str, arguments: dict) -> None:
                   f"call {statistics.median(r[2] for r in rest) * 1000:.1f} ms")
 
 
+async def _flood(url: str, count: int) -> None:
+    """One client opens `count` sessions without ending any: how many are opened, how many refused."""
+    statuses: dict[int, int] = {}
+    before = rss_mb(os.getpid())
+    started = time.perf_counter()
+    async with httpx.AsyncClient(timeout=60, trust_env=False) as client:
+        for _ in range(count):
+            response = await client.post(url, headers={"accept": "application/json, text/event-stream"}, json={
+                "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}})
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+    took = time.perf_counter() - started
+    print(f"flood   {count} initialize from one client in {took:.1f} s: "
+          f"{', '.join(f'{n}x {status}' for status, n in sorted(statuses.items()))}; "
+          f"process RSS {before:.0f} -> {rss_mb(os.getpid()):.0f} MB")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=CORPUS_GITHUB)
     parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--flood", type=int, default=300, help="sessions one client tries to open (0: skip)")
     args = parser.parse_args()
     if not args.spec.exists():
         print(f"no spec at {args.spec}", file=sys.stderr)
@@ -97,6 +120,8 @@ def main() -> int:
         app = create_app(RuntimeHolder(runtime), watch=False)
         with running(app) as url:
             asyncio.run(_measure(f"{url}/mcp/everything", args.sessions, tool.name, {}))
+            if args.flood:
+                asyncio.run(_flood(f"{url}/mcp/everything", args.flood))
     return 0
 
 

@@ -14,6 +14,7 @@ gateway:
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
   max_delegation_depth: 3
+  mcp: {...}                      # session caps and idle timeout (gateway.config.mcp_limits)
 ```
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
+from .mcp_limits import SessionLimits
 
 T = TypeVar("T")
 
@@ -156,6 +158,8 @@ class GatewaySettings:
     rate_limits: RateLimits = field(default_factory=lambda: RateLimits())
     guard: GuardSettings = field(default_factory=lambda: GuardSettings())
     max_delegation_depth: int = DEFAULT_MAX_DELEGATION_DEPTH
+    mcp: SessionLimits = field(default_factory=lambda: SessionLimits())
+    """MCP session caps and idle timeout (`gateway.mcp`, parsed by `gateway.config.mcp_limits`)."""
     raw: Mapping[str, Any] = field(default_factory=dict)
     """The mapping as written (keys of features that parse their own, e.g. `tool_budget`)."""
 
@@ -184,7 +188,8 @@ class GatewaySettings:
         settings = cls(store=part(_store, None), audit_retention_days=part(retention_days, retention),
                        rate_limits=part(RateLimits.from_settings, RateLimits()),
                        guard=part(GuardSettings.from_settings, GuardSettings()),
-                       max_delegation_depth=part(_delegation_depth, DEFAULT_MAX_DELEGATION_DEPTH), raw=raw)
+                       max_delegation_depth=part(_delegation_depth, DEFAULT_MAX_DELEGATION_DEPTH),
+                       mcp=part(SessionLimits.from_settings, SessionLimits()), raw=raw)
         return settings, problems
 
     def store_location(self, base_dir: Path | None = None) -> str:

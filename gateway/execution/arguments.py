@@ -49,7 +49,7 @@ def _tolerant_pattern_properties(
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-_Validator = validators.extend(
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     {"pattern": _tolerant_pattern, "patternProperties": _tolerant_pattern_properties},
 )
@@ -127,7 +127,8 @@ def format_error(error: ValidationError) -> str:
         field = f"{where}.{name}" if where != "(root)" else name
         return f"{field}: required field is missing"
     if kind == "additionalProperties" and isinstance(instance, dict):
-        allowed = sorted((error.schema.get("properties") or {}).keys())
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = sorted((schema.get("properties") or {}).keys())
         extra = sorted(set(instance) - set(allowed))
         hint = f" (allowed: {', '.join(allowed[:20])})" if allowed else ""
         return f"{where}: unexpected field(s) {', '.join(extra)}{hint}"
@@ -151,7 +152,8 @@ def format_error(error: ValidationError) -> str:
         inner = best_match(error.context) if error.context else None
         detail = f" (closest: {format_error(inner)})" if inner is not None else ""
         what = "exactly one" if kind == "oneOf" else "at least one"
-        return f"{where}: expected a value matching {what} of {len(value)} allowed shapes{detail}"
+        shapes = len(value) if isinstance(value, list) else "the"
+        return f"{where}: expected a value matching {what} of {shapes} allowed shapes{detail}"
     return f"{where}: {_short(error.message, 200)}"
 
 

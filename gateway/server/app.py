@@ -30,8 +30,9 @@ from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .errors import error_handlers
-from .lazy_mcp import LazyMCP
 from .limits import BodyLimitMiddleware
+from .mcp.lazy import LazyMCP
+from .mcp.routing import PATHS as MCP_PATHS
 from .metrics_door import metrics_endpoint
 from .openapi import SAFETY_PATHS, openapi_document
 from .responses import create_response, get_response
@@ -78,11 +79,9 @@ def create_app(
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          adapter_factory=adapter_factory, safety=safety, hooks=hooks)
     def build_mcp() -> Any:
-        from .mcp import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
+        from .mcp.endpoint import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 
-        # JSON answers to POSTs instead of a one-event SSE stream per call: the tools send no progress events,
-        # and the SSE response (its own task group and stream) was a quarter of an MCP tools/call's CPU time.
-        return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes, json_response=True)
+        return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
 
@@ -112,7 +111,7 @@ def create_app(
     direct_call = DirectCall()
     routes: list[BaseRoute] = [
         Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
-        Route("/mcp/{agent}", mcp),
+        *(Route(path, mcp) for path in MCP_PATHS),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/{id}", get_response, methods=["GET"]),
@@ -140,4 +139,4 @@ def create_app(
 
 
 def _import_mcp() -> None:
-    from . import mcp  # noqa: F401 - warms the import for LazyMCP
+    from .mcp import endpoint  # noqa: F401 - warms the import for LazyMCP

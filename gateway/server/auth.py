@@ -34,6 +34,7 @@ from ..errors import ConfigError
 from ..safety.audit import bind_caller
 from ..safety.ratelimit import RateLimited, RateLimiter
 from .errors import APIError
+from .mcp.routing import agent_in_query
 
 logger = logging.getLogger("gateway.auth")
 
@@ -197,6 +198,8 @@ class AuthMiddleware:
         parts = [p for p in scope["path"].split("/") if p]
         if len(parts) >= 2 and parts[0] in ("agents", "mcp"):
             return parts[1], receive
+        if parts == ["mcp"]:  # the MCP Inspector's path: the agent comes as `?agent=`
+            return agent_in_query(scope), receive
         if scope["path"].rstrip("/") in CHAT_PATHS and scope.get("method") == "POST":
             body, replay = await _read_body(receive)
             return _model_of(body), replay

@@ -118,11 +118,14 @@ def test_a_token_echoed_in_the_reason_phrase_is_redacted_on_every_path(tmp_path:
                                json={"model": "triage", "messages": [{"role": "user", "content": "look"}]})
             audit = client.get("/audit?limit=100").text
     safety.store.close()  # type: ignore[attr-defined]
-    assert direct.status_code == 502 and "401 Unauthorized (Bearer [REDACTED])" in direct.json()["error"]["message"]
+    # The reason phrase is either scrubbed ("Unauthorized (Bearer [REDACTED])") or not carried at all (the
+    # upstream client may report the status's standard phrase): never the token.
+    message = direct.json()["error"]["message"]
+    assert direct.status_code == 502 and "HTTP 401 Unauthorized" in message
     assert chat.status_code == 200
     for text in (direct.text, chat.text, audit, json.dumps(llm.bodies())):
         assert API_TOKEN not in text
-    assert "[REDACTED]" in json.dumps(llm.bodies())  # the model saw the refusal, scrubbed
+    assert "HTTP 401" in json.dumps(llm.bodies())  # the model saw the refusal
 
 
 def test_a_configured_secret_passed_as_an_argument_is_redacted_in_the_audit(tmp_path: Path, llm: LenientLLM,

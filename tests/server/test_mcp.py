@@ -128,9 +128,9 @@ async def test_stdio_subprocess(tmp_path: Path, llm: LenientLLM, upstream: Recor
 
 
 async def test_large_listings_come_in_pages(gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.server import mcp
+    from gateway.server.mcp import listing
 
-    monkeypatch.setattr(mcp, "PAGE_BYTES", 1)  # every tool on a page of its own
+    monkeypatch.setattr(listing, "PAGE_BYTES", 1)  # every tool on a page of its own
     url, _ = gw
     async with Client(f"{url}/mcp/triage", mode="legacy") as client:
         names, cursor = [], None
@@ -146,36 +146,107 @@ async def test_large_listings_come_in_pages(gw: tuple[str, Any], monkeypatch: py
             await client.list_tools(cursor="99")
 
 
-def test_opentelemetry_spans_only_when_a_tracer_provider_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp.server._otel import OpenTelemetryMiddleware
-    from opentelemetry import trace
+TRACED = """
+import asyncio, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from opentelemetry import trace
 
-    from gateway.server.mcp import build_mcp_server
+names = []
 
-    def has_spans() -> bool:
-        server = build_mcp_server(None, lambda ctx: "a")  # type: ignore[arg-type]
-        return any(isinstance(m, OpenTelemetryMiddleware) for m in server.middleware)
+class RecordingTracer(trace.NoOpTracer):
+    def start_span(self, name, *args, **kwargs):
+        names.append(name)
+        return super().start_span(name, *args, **kwargs)
 
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
-    assert not has_spans()  # nothing would receive them
-    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.NoOpTracerProvider())  # an installed provider
-    assert has_spans()
+    def start_as_current_span(self, name, *args, **kwargs):
+        names.append(name)
+        return super().start_as_current_span(name, *args, **kwargs)
+
+class RecordingProvider(trace.NoOpTracerProvider):
+    def get_tracer(self, *args, **kwargs):
+        return RecordingTracer()
+
+trace.set_tracer_provider(RecordingProvider())
+
+from mcp import Client
+from recording_server import RecordingServer
+from server_support import FORECAST, LenientLLM, gateway, route_upstream
+import tempfile, pathlib
+
+async def call(url):
+    async with Client(url + "/mcp/weather", mode=sys.argv[3]) as client:
+        return await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+
+with tempfile.TemporaryDirectory() as tmp, LenientLLM() as llm, RecordingServer() as upstream:
+    route_upstream(upstream)
+    with gateway(pathlib.Path(tmp), llm.url, upstream.url) as (url, app):
+        result = asyncio.run(call(url))
+assert result.structured_content == FORECAST, result
+print(sorted(set(names)))
+"""
 
 
-def test_the_session_map_follows_the_sdk_and_stays_bounded_without_its_registry(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tracer_provider_gets_spans_on_the_same_path(mode: str) -> None:
+    """With an OpenTelemetry tracer provider installed the door answers the same, through the SDK's middleware
+    (a span per message); without one it runs that same middleware, so tracing changes no code path."""
+    import subprocess
 
-    from gateway.server import mcp as door
+    tests = ROOT / "tests"
+    done = subprocess.run([sys.executable, "-c", TRACED, str(tests), str(tests / "server"), mode], cwd=str(ROOT),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "tools/call getForecast" in done.stdout
 
-    monkeypatch.setattr(door, "_MAX_REMEMBERED_SESSIONS", 3)
-    endpoint = object.__new__(door.MCPEndpoint)
-    endpoint._session_agents = {}
-    endpoint.manager = SimpleNamespace()  # an SDK that no longer has `_server_instances`: no crash, a bound
-    for i in range(10):
-        endpoint._forget_dead_sessions()  # as each new session's answer does before remembering it
-        endpoint._session_agents[f"s{i}"] = "weather"
-    assert list(endpoint._session_agents) == ["s7", "s8", "s9"]
-    endpoint.manager = SimpleNamespace(_server_instances={"s9": object()})  # the SDK closed s7 and s8
-    endpoint._forget_dead_sessions()
-    assert list(endpoint._session_agents) == ["s9"]
+
+def test_the_server_keeps_the_sdks_default_middleware() -> None:
+    from mcp.server.lowlevel.server import Server
+
+    from gateway.server.mcp.server import build_mcp_server
+
+    ours = build_mcp_server(None)  # type: ignore[arg-type]
+    assert [type(m) for m in ours.middleware] == [type(m) for m in Server("reference").middleware]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", ["/mcp/weather/mcp", "/mcp?agent=weather"])
+async def test_the_inspectors_paths_reach_the_agent(gw: tuple[str, Any], mode: str, path: str) -> None:
+    """The MCP Inspector rewrites a server URL's path to end in /mcp: the agent can come before it, or as a query."""
+    url, _ = gw
+    async with Client(url + path, mode=mode) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["getForecast"]
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+    assert result.structured_content == FORECAST
+
+
+def test_mcp_without_an_agent_says_how_to_name_one(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    response = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert "/mcp?agent=" in response.json()["error"]["message"]
+    unknown = httpx.post(f"{url}/mcp?agent=nobody", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert unknown.status_code == 404 and "weather" in unknown.json()["error"]["message"]
+
+
+def test_the_door_uses_no_private_name_of_another_package() -> None:
+    """The MCP door is built on the SDK's public server API: no `_`-prefixed module, import or attribute of
+    another package (a minor SDK release may rename those silently)."""
+    import ast
+
+    problems = []
+    for path in sorted((ROOT / "gateway" / "server" / "mcp").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+                names = [*(node.module or "").split("."), *(alias.name for alias in node.names)]
+                problems += [f"{path.name}:{node.lineno} {node.module}" for n in names if n.startswith("_")]
+            elif isinstance(node, ast.Import):
+                problems += [f"{path.name}:{node.lineno} {a.name}" for a in node.names
+                             if any(part.startswith("_") for part in a.name.split("."))]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+                if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                    problems.append(f"{path.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1 and \
+                    isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
+                problems.append(f"{path.name}:{node.lineno} {node.func.id}(..., {node.args[1].value!r})")
+    assert problems == []

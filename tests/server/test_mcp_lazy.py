@@ -6,7 +6,7 @@ import sys
 import anyio
 import pytest
 
-from gateway.server.lazy_mcp import LazyMCP
+from gateway.server.mcp.lazy import LazyMCP
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,18 @@
+"""The MCP door: each agent's tools as an MCP server, on the official `mcp` SDK's public server API.
+
+One concept per module:
+
+- `routing`: which agent a request names (`/mcp/{agent}`, `/mcp/{agent}/mcp`, `/mcp?agent=`); no SDK import.
+- `lazy`: the endpoint built on its first request, so `gateway serve` starts without importing the SDK.
+- `endpoint`: the ASGI app (agent check, per-client session caps, session ownership), handing each request to
+  the SDK's `StreamableHTTPSessionManager`.
+- `sessions`: the ledger of open sessions per client (limits: `gateway.config.mcp_limits`, agents.yaml's
+  `gateway.mcp`), and the identity a session is bound to.
+- `server`: the SDK's low-level `Server` and its two handlers, `tools/list` and `tools/call`.
+- `listing`: an agent's tools in pages, per protocol era.
+- `calls`: one `tools/call` through the gateway's call pipeline (the one function every MCP call takes).
+- `results`: a `ToolResult` shaped as a `CallToolResult` (structuredContent, isError text).
+- `stdio`: one agent over stdio (`gateway mcp AGENT`).
+
+Only `routing` and `lazy` may be imported at start-up; the others import the SDK.
+"""

@@ -1,0 +1,43 @@
+"""One MCP `tools/call` through the gateway's call pipeline.
+
+Every MCP call, over HTTP in either protocol era and over stdio, runs through `answer_call`, and `answer_call`
+hands the call to the pipeline in exactly one place (`run_direct_call`: fixed arguments, validation, approval,
+limits, breaker, execution, the output check, redaction, audit; `gateway.execution.pipeline`). What is MCP's own stays
+here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from ..direct_call import run_direct_call
+from ..errors import APIError
+from ..state import GatewayState, Generation
+from .listing import era_of
+from .results import call_result
+
+
+async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
+                      protocol_version: str | None, client: str | None) -> dict[str, Any] | None:
+    """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`."""
+    async with state.use() as generation:
+        checked_agent(generation, agent)
+        agent_tool = generation.toolset(agent).get(name)
+        if agent_tool is None:
+            return None
+        try:
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
+                                           door="mcp")
+        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
+            raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
+
+
+def checked_agent(generation: Generation, agent: str) -> str:
+    """`agent`, or the protocol error a client sees when a reload removed it since its session began."""
+    if agent not in generation.runtime.manifest.agents:
+        raise MCPError(types.INVALID_PARAMS, f"Agent {agent!r} no longer exists.")
+    return agent

@@ -1,0 +1,174 @@
+"""The ASGI app of the MCP door: checks the agent and the caller, then hands the request to the SDK.
+
+Mounted at every path of `routing.PATHS`. Before the SDK's `StreamableHTTPSessionManager` sees a request, the
+endpoint resolves the agent (404 for an unknown one, 403 for one the client key may not use, read from the routed
+agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and
+puts in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the
+SDK binds a new session to (see `sessions`). Everything else, both protocol eras included, is the SDK's: JSON
+answers instead of one-event SSE streams (the tools send no progress), DNS-rebinding protection on loopback,
+the body cap, session lookup, idle timeout and the total session cap.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import Message, Receive, Scope, Send
+
+from ..errors import APIError
+from ..state import GatewayState
+from .routing import AGENT_SCOPE_KEY, routed_agent
+from .server import build_mcp_server, current_agent
+from .sessions import SessionLedger, SessionLimits
+
+logger = logging.getLogger("gateway.mcp")
+
+_SESSION_HEADER = b"mcp-session-id"
+_VERSION_HEADER = b"mcp-protocol-version"
+
+
+class MCPEndpoint:
+    def __init__(self, state: GatewayState, *, host: str | None = "127.0.0.1",
+                 max_body_bytes: int = 4 * 1024 * 1024, limits: SessionLimits | None = None) -> None:
+        """Parameters: state: the gateway's runtime; host: the bound address (loopback turns on the SDK's
+        DNS-rebinding protection); max_body_bytes: the SDK's body cap; limits: session limits (default: the
+        manifest's `gateway.mcp`, read when the endpoint is built)."""
+        self.state = state
+        self.limits = limits or state.current.runtime.manifest.gateway.mcp
+        self.sessions = SessionLedger(self.limits)
+        self.server = build_mcp_server(state)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            security_settings=security_settings(host),
+            max_request_body_size=max_body_bytes,
+            session_idle_timeout=self.limits.session_idle_timeout,
+            max_sessions=self.limits.max_sessions,
+        )
+        self._identities: dict[tuple[str | None, str], AuthenticatedUser] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            agent = self._checked_agent(scope)
+        except APIError as error:
+            await error.response()(scope, receive, send)
+            return
+        client = scope.get("gateway.client")
+        client = client if isinstance(client, str) else None
+        scope[AGENT_SCOPE_KEY] = agent
+        scope["user"] = self._identity(client, agent)
+        owner = _owner(client, scope)
+        session_id, version = _header(scope, _SESSION_HEADER), _header(scope, _VERSION_HEADER)
+        token = current_agent.set(agent)
+        try:
+            if session_id is not None:
+                await self._on_session(session_id, owner, agent, scope, receive, send)
+            elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
+                await self._opening(owner, agent, scope, receive, send)
+            else:  # the stateless 2026-07-28 protocol, or a request the SDK refuses anyway
+                await self.manager.handle_request(scope, receive, send)
+        finally:
+            current_agent.reset(token)
+
+    def _identity(self, client: str | None, agent: str) -> AuthenticatedUser:
+        """Who the SDK binds a session to: the client key's name and the agent (a session is one agent's)."""
+        identity = self._identities.get((client, agent))
+        if identity is None:
+            if len(self._identities) >= 4096:  # keys and agents come from agents.yaml; reloads may rename them
+                self._identities.clear()
+            identity = AuthenticatedUser(AccessToken(token="", client_id=client or "", scopes=[], subject=agent))
+            self._identities[(client, agent)] = identity
+        return identity
+
+    def _checked_agent(self, scope: Scope) -> str:
+        agents = self.state.current.runtime.manifest.agents
+        agent = routed_agent(scope)
+        if agent is None:
+            raise APIError(404, "No agent named: use /mcp/{agent} (or /mcp/{agent}/mcp, or /mcp?agent=NAME).",
+                           code="unknown_agent")
+        if agent not in agents:
+            known = ", ".join(sorted(agents)) or "none"
+            raise APIError(404, f"Unknown agent {agent!r}; the agents are: {known}.", code="unknown_agent")
+        allowed = scope.get("gateway.agents")  # the auth layer's: the client key's agents (None: every agent)
+        if isinstance(allowed, set) and agent not in allowed:
+            raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
+        return agent
+
+    async def _opening(self, owner: str, agent: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request that may open a session (an initialize): counted against the owner's cap first."""
+        if not self.sessions.reserve(owner):
+            cap, idle = self.limits.max_sessions_per_client, self.limits.session_idle_timeout
+            logger.warning("refused a new MCP session for %s: %d open (the limit)", owner, cap)
+            await APIError(429, f"This client has {cap} open MCP sessions, the limit (gateway.mcp."
+                                f"max_sessions_per_client). End one with DELETE, or wait for an idle one to close "
+                                f"({idle:g} s after its last request).", code="too_many_sessions",
+                           headers={"Retry-After": str(max(1, round(idle)))}).response()(scope, receive, send)
+            return
+
+        async def remember(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                opened = _message_header(message, _SESSION_HEADER)
+                if opened is not None:
+                    self.sessions.opened(opened, owner, agent)
+            await send(message)
+
+        try:
+            await self.manager.handle_request(scope, receive, remember)
+        finally:
+            self.sessions.release(owner)
+
+    async def _on_session(self, session_id: str, owner: str, agent: str, scope: Scope, receive: Receive,
+                          send: Send) -> None:
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        self.sessions.request_started(session_id)
+        try:
+            await self.manager.handle_request(scope, receive, watch)
+        finally:
+            gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
+            self.sessions.request_ended(session_id, owner, agent, gone=gone)
+
+
+def _owner(client: str | None, scope: Scope) -> str:
+    """Whose cap a new session counts against: the client key, or without keys the peer's address."""
+    if client is not None:
+        return client
+    peer: Any = scope.get("client")
+    return f"peer:{peer[0]}" if peer else "peer:?"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:  # ASGI header names are lower-case
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+def _message_header(message: Message, name: bytes) -> str | None:
+    for key, value in message.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+def security_settings(host: str | None) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection when bound to loopback: a web page must not reach a local gateway."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )

@@ -1,0 +1,35 @@
+"""Which agent an MCP request is for: the path `/mcp/{agent}`, `/mcp/{agent}/mcp`, or `/mcp?agent=NAME`.
+
+The MCP Inspector (and some other clients) rewrite a server URL's path to end in `/mcp`, so the agent can also
+come as a path segment before that `/mcp`, or as a query parameter at `/mcp` itself. Imports no MCP SDK: the
+auth layer reads the same answer before the SDK is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs
+
+PATHS = ("/mcp/{agent}", "/mcp/{agent}/mcp", "/mcp")
+"""The routes of the MCP door, in the order the router tries them."""
+
+AGENT_SCOPE_KEY = "gateway.mcp.agent"
+"""Where the endpoint leaves the resolved agent in the ASGI scope, for the SDK's handlers to read."""
+
+
+def agent_in_query(scope: Mapping[str, Any]) -> str | None:
+    """The `agent` query parameter of the request (its first value), if any."""
+    query = scope.get("query_string", b"")
+    if not query or b"agent=" not in query:
+        return None
+    values = parse_qs(query.decode("latin-1")).get("agent")
+    return values[0] if values and values[0] else None
+
+
+def routed_agent(scope: Mapping[str, Any]) -> str | None:
+    """The agent the router matched (a path parameter), else the `agent` query parameter."""
+    agent = scope.get("path_params", {}).get("agent")
+    if isinstance(agent, str) and agent:
+        return agent
+    return agent_in_query(scope)

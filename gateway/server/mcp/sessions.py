@@ -1,0 +1,103 @@
+"""MCP sessions (2025 protocol): how many each client may hold, how long an idle one lives, whose it is.
+
+The SDK's session manager caps sessions only in total (10,000 by default, then 503 for everyone) and keeps an
+idle one 30 minutes, so a single client could take every slot. The endpoint keeps a ledger of the sessions each
+client opened and refuses the next one past `max_sessions_per_client` (429), before the SDK sees the request.
+A session ends in the ledger as it ends in the SDK: on a successful DELETE, when the SDK no longer knows it
+(404), or after `session_idle_timeout` seconds with no request in flight (the SDK's own rule, with the same
+timeout handed to it).
+
+Ownership is the SDK's: a request carries the identity (client key's name, agent) the endpoint put in its scope
+as an authenticated user, and the SDK answers a session used under another identity as if it did not exist.
+The stateless 2026-07-28 protocol has no sessions; none of this applies to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...config.mcp_limits import SessionLimits
+
+__all__ = ["SessionLedger", "SessionLimits"]
+
+@dataclass(slots=True)
+class _Session:
+    owner: str
+    agent: str
+    last_active: float
+    in_flight: int = 0
+
+
+@dataclass
+class SessionLedger:
+    """The open sessions of each owner (client key's name, or `peer:<address>`), as far as requests show them."""
+
+    limits: SessionLimits
+    clock: Callable[[], float] = time.monotonic
+    _sessions: dict[str, _Session] = field(default_factory=dict)
+    _by_owner: dict[str, set[str]] = field(default_factory=dict)
+    _opening: dict[str, int] = field(default_factory=dict)
+    _opened_since_sweep: int = 0
+
+    def open_count(self, owner: str) -> int:
+        """Sessions `owner` holds now, counting the ones being opened."""
+        self._expire(list(self._by_owner.get(owner, ())))
+        return len(self._by_owner.get(owner, ())) + self._opening.get(owner, 0)
+
+    def reserve(self, owner: str) -> bool:
+        """Hold a slot for a session `owner` is opening; False at its cap. Call `release` once answered."""
+        if self.open_count(owner) >= self.limits.max_sessions_per_client:
+            return False
+        self._opening[owner] = self._opening.get(owner, 0) + 1
+        return True
+
+    def release(self, owner: str) -> None:
+        left = self._opening.get(owner, 0) - 1
+        if left > 0:
+            self._opening[owner] = left
+        else:
+            self._opening.pop(owner, None)
+
+    def opened(self, session_id: str, owner: str, agent: str) -> None:
+        self._sessions[session_id] = _Session(owner, agent, self.clock())
+        self._by_owner.setdefault(owner, set()).add(session_id)
+        self._opened_since_sweep += 1
+        if self._opened_since_sweep >= 256:  # owners who never come back are swept now and then
+            self._opened_since_sweep = 0
+            self._expire(list(self._sessions))
+
+    def request_started(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.in_flight += 1
+
+    def request_ended(self, session_id: str, owner: str, agent: str, *, gone: bool) -> None:
+        """A request on `session_id` was answered; `gone`: the SDK answered that the session is over (404 or a
+        successful DELETE). Only the session's own owner and agent end it: another's 404 is no news about it."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return
+        session.in_flight = max(0, session.in_flight - 1)
+        session.last_active = self.clock()
+        if gone and session.owner == owner and session.agent == agent:
+            self._forget(session_id)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _expire(self, session_ids: list[str]) -> None:
+        deadline = self.clock() - self.limits.session_idle_timeout
+        for session_id in session_ids:
+            session = self._sessions.get(session_id)
+            if session is not None and session.in_flight == 0 and session.last_active < deadline:
+                self._forget(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        owned = self._by_owner.get(session.owner)
+        if owned is not None:
+            owned.discard(session_id)
+            if not owned:
+                del self._by_owner[session.owner]

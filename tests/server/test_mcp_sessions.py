@@ -1,0 +1,210 @@
+"""MCP sessions (2025 protocol) on a running gateway: a cap per client, an idle timeout, a session bound to the
+key and agent that opened it, and the agent check under a URL prefix."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from recording_server import RecordingServer
+from server_support import AGENTS_YAML, FORECAST, LenientLLM, gateway, running, write_project
+
+from gateway.errors import ConfigError
+from gateway.runtime import RuntimeHolder, load_runtime
+from gateway.server import create_app
+from gateway.server.mcp.sessions import SessionLedger, SessionLimits
+from gateway.server.safety import Safety
+
+WEATHER_KEY = "ck-weather-5f1e2d3c4b5a6978"
+SECOND_KEY = "ck-second-0a9b8c7d6e5f4031"
+TRIAGE_KEY = "ck-triage-a1b2c3d4e5f60718"
+CLIENTS = f"""\
+clients:
+  weather-bot: {{{{key: {WEATHER_KEY}, agents: [weather]}}}}
+  second-bot: {{{{key: {SECOND_KEY}, agents: [weather]}}}}
+  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage]}}}}
+"""
+HEADERS = {"accept": "application/json, text/event-stream"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "getForecast", "arguments": {"latitude": 52.52, "longitude": 13.41}}}
+
+
+def _settings(**mcp: Any) -> str:
+    """A `gateway.mcp` section, its braces doubled for the `str.format` that fills in the URLs."""
+    return "gateway:\n  mcp: {{" + ", ".join(f"{k}: {v}" for k, v in mcp.items()) + "}}\n" if mcp else ""
+
+
+@contextmanager
+def keyed_gateway(folder: Path, llm: LenientLLM, upstream: RecordingServer, *, root_path: str = "",
+                  **mcp: Any) -> Iterator[str]:
+    """A gateway with client keys (the safety layer's auth) and `gateway.mcp` settings."""
+    write_project(folder, llm.url, upstream.url, AGENTS_YAML + CLIENTS + _settings(**mcp))
+    runtime = load_runtime(folder / "specs", folder / "agents.yaml", use_cache=False)
+    safety = Safety.open(runtime, store=str(folder / "state.db"))
+    app = create_app(RuntimeHolder(runtime), watch=False, **safety.app_options())
+    try:
+        with running(app, root_path=root_path) as url:
+            yield url
+    finally:
+        safety.store.close()  # type: ignore[attr-defined]
+
+
+def _key(key: str) -> dict[str, str]:
+    return {**HEADERS, "authorization": f"Bearer {key}"}
+
+
+def _open(client: httpx.Client, url: str, headers: dict[str, str]) -> httpx.Response:
+    return client.post(url, json=INITIALIZE, headers=headers)
+
+
+def _session(opened: httpx.Response, headers: dict[str, str]) -> dict[str, str]:
+    assert opened.status_code == 200, opened.text
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+
+
+def test_a_client_holds_at_most_its_cap_of_sessions(tmp_path: Path, llm: LenientLLM,
+                                                    upstream: RecordingServer) -> None:
+    with keyed_gateway(tmp_path, llm, upstream, max_sessions_per_client=2) as url, httpx.Client(timeout=10) as client:
+        weather = f"{url}/mcp/weather"
+        first = _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        refused = _open(client, weather, _key(WEATHER_KEY))
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too_many_sessions"
+        assert "max_sessions_per_client" in refused.json()["error"]["message"]
+        assert int(refused.headers["retry-after"]) > 0
+        # Other clients are not affected, even on the same agent.
+        _session(_open(client, weather, _key(SECOND_KEY)), _key(SECOND_KEY))
+        _session(_open(client, f"{url}/mcp/triage", _key(TRIAGE_KEY)), _key(TRIAGE_KEY))
+        # The client's open sessions still work, and ending one makes room for a new one.
+        assert client.post(weather, json=CALL, headers=first).json()["result"]["structuredContent"] == FORECAST
+        assert client.delete(weather, headers=first).status_code == 200
+        _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        assert _open(client, weather, _key(WEATHER_KEY)).status_code == 429
+
+
+def test_without_keys_the_cap_is_per_peer_address(tmp_path: Path, llm: LenientLLM,
+                                                  upstream: RecordingServer) -> None:
+    yaml = AGENTS_YAML + _settings(max_sessions_per_client=1)
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _), httpx.Client(timeout=10) as client:
+        _session(_open(client, f"{url}/mcp/weather", HEADERS), HEADERS)
+        assert _open(client, f"{url}/mcp/triage", HEADERS).status_code == 429
+        # The stateless 2026-07-28 protocol opens no session: never refused for it.
+        listed = client.post(f"{url}/mcp/weather", headers={
+            **HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}}}})
+        assert listed.status_code == 200 and listed.json()["result"]["tools"][0]["name"] == "getForecast"
+
+
+def test_idle_sessions_end_after_the_configured_timeout_and_free_their_slot(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    with keyed_gateway(tmp_path, llm, upstream, session_idle_timeout=0.3, max_sessions_per_client=1) as url, \
+            httpx.Client(timeout=10) as client:
+        weather = f"{url}/mcp/weather"
+        session = _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        assert _open(client, weather, _key(WEATHER_KEY)).status_code == 429
+        time.sleep(0.8)
+        assert client.post(weather, json=CALL, headers=session).status_code == 404  # the SDK closed it
+        _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))  # and the slot is free again
+
+
+def test_a_session_is_bound_to_the_key_that_opened_it(tmp_path: Path, llm: LenientLLM,
+                                                      upstream: RecordingServer) -> None:
+    with keyed_gateway(tmp_path, llm, upstream) as url, httpx.Client(timeout=10) as client:
+        weather = f"{url}/mcp/weather"
+        session = _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        sent = len(upstream.requests)
+        borrowed = {**session, "authorization": f"Bearer {SECOND_KEY}"}  # another key allowed the same agent
+        stolen = client.post(weather, json=CALL, headers=borrowed)
+        assert stolen.status_code == 404  # as if the session did not exist
+        assert client.delete(weather, headers=borrowed).status_code == 404
+        assert len(upstream.requests) == sent
+        own = client.post(weather, json=CALL, headers=session)
+        assert own.status_code == 200 and own.json()["result"]["structuredContent"] == FORECAST
+
+
+def test_a_session_is_bound_to_its_agent(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    with gateway(tmp_path, llm.url, upstream.url) as (url, _), httpx.Client(timeout=10) as client:
+        session = _session(_open(client, f"{url}/mcp/weather", HEADERS), HEADERS)
+        listed = client.post(f"{url}/mcp/triage", headers=session,
+                             json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert listed.status_code == 404
+        again = client.post(f"{url}/mcp/weather", headers=session,
+                            json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+        assert again.status_code == 200  # the other agent's 404 did not end it
+
+
+def test_under_a_url_prefix_a_key_reaches_only_its_agents(tmp_path: Path, llm: LenientLLM,
+                                                          upstream: RecordingServer) -> None:
+    with keyed_gateway(tmp_path, llm, upstream, root_path="/gw") as url, httpx.Client(timeout=10) as client:
+        for path in ("/mcp/triage", "/mcp/triage/mcp", "/mcp?agent=triage"):  # the proxy strips /gw
+            refused = _open(client, url + path, _key(WEATHER_KEY))
+            assert refused.status_code == 403, (path, refused.text)
+            assert refused.json()["error"]["code"] == "agent_forbidden"
+        _session(_open(client, f"{url}/mcp/weather", _key(WEATHER_KEY)), _key(WEATHER_KEY))
+    assert not upstream.requests
+
+
+def test_the_agent_query_parameter_is_checked_against_the_key(tmp_path: Path, llm: LenientLLM,
+                                                              upstream: RecordingServer) -> None:
+    with keyed_gateway(tmp_path, llm, upstream) as url, httpx.Client(timeout=10) as client:
+        assert _open(client, f"{url}/mcp?agent=triage", _key(WEATHER_KEY)).status_code == 403
+        assert _open(client, f"{url}/mcp?agent=weather", {}).status_code == 401
+        session = _session(_open(client, f"{url}/mcp?agent=weather", _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        called = client.post(f"{url}/mcp?agent=weather", json=CALL, headers=session)
+        assert called.json()["result"]["structuredContent"] == FORECAST
+
+
+def test_limits_come_from_the_gateway_mcp_settings() -> None:
+    assert SessionLimits.from_settings({}) == SessionLimits()
+    limits = SessionLimits.from_settings({"mcp": {"session_idle_timeout": 60, "max_sessions_per_client": 5}})
+    assert (limits.session_idle_timeout, limits.max_sessions_per_client) == (60.0, 5)
+    for bad, named in [({"mcp": {"max_sessions": 0}}, "gateway.mcp.max_sessions"),
+                       ({"mcp": {"max_sessions_per_client": 2.5}}, "gateway.mcp.max_sessions_per_client"),
+                       ({"mcp": {"session_idle_timeout": "soon"}}, "gateway.mcp.session_idle_timeout"),
+                       ({"mcp": {"idle": 5}}, "idle"), ({"mcp": [1]}, "gateway.mcp")]:
+        with pytest.raises(ConfigError, match=named):
+            SessionLimits.from_settings(bad)
+
+
+def test_the_ledger_counts_what_is_open_and_in_flight() -> None:
+    now = [0.0]
+    ledger = SessionLedger(SessionLimits(session_idle_timeout=10, max_sessions_per_client=2), clock=lambda: now[0])
+    assert ledger.reserve("a") and ledger.reserve("a")
+    assert not ledger.reserve("a")  # two being opened at once count already
+    ledger.opened("s1", "a", "weather")
+    ledger.release("a")
+    ledger.release("a")  # the second opening failed: no session
+    assert ledger.open_count("a") == 1
+    ledger.request_started("s1")
+    now[0] = 100.0  # a long call: in flight, so not idle
+    assert ledger.open_count("a") == 1
+    ledger.request_ended("s1", "b", "weather", gone=True)  # another owner's 404 is no news about s1
+    assert ledger.open_count("a") == 1
+    now[0] = 105.0
+    assert ledger.open_count("a") == 1  # idle 5 s of 10
+    now[0] = 111.0
+    assert ledger.open_count("a") == 0 and len(ledger) == 0
+
+
+def test_a_bad_mcp_setting_is_reported_with_its_line_when_the_manifest_loads() -> None:
+    import textwrap
+
+    from gateway.config.loader import parse_manifest
+
+    _, diagnostics = parse_manifest(textwrap.dedent("""
+        gateway:
+          mcp: {max_sessions_per_client: 0}
+        """), catalog=None, environ={})
+    errors = [(d.line, d.message) for d in diagnostics if d.level == "error"]
+    assert errors == [(3, "gateway.mcp.max_sessions_per_client must be a positive integer, got 0.")]

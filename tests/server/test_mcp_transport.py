@@ -1,0 +1,211 @@
+"""The MCP door on the wire, as raw HTTP: what each kind of `tools/call` answers in both protocol eras, and the
+SDK's transport checks (Host/Origin, Accept, sessions, idle timeout, cancellation) made before any tool runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from recording_server import RecordingServer, Reply
+from server_support import FORECAST
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def _manager(app: Any) -> Any:
+    return app.state.mcp.endpoint.manager
+
+
+async def _open(client: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
+    opened = await client.post(url, headers=ACCEPT, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+    done = await client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202
+    return headers
+
+
+CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("weather", "getForecast", {"arguments": {"latitude": 52.52, "longitude": 13.41}}),
+    ("triage", "listIssues", {"arguments": {"owner": "acme", "repo": "app"}}),  # an array, wrapped for 2025
+    ("weather", "getForecast", {"arguments": {"latitude": "north"}}),  # invalid: isError, nothing sent
+    ("triage", "getIssue", {"arguments": {"owner": "acme", "repo": "app", "issue_number": 1}}),
+    ("triage", "createIssueComment",  # under approval: refused, isError
+     {"arguments": {"owner": "acme", "repo": "app", "issue_number": 7, "body": "hi"}}),
+    ("weather", "getForecast", {}),  # no arguments at all: the schema's required fields are missing
+    ("weather", "getIssue", {"arguments": {}}),  # not this agent's tool: a protocol error
+    ("weather", "getForecast", {"arguments": {"latitude": 1, "longitude": 2}, "_meta": {"progressToken": 5}}),
+    ("weather", "getForecast", {"arguments": ["not", "an", "object"]}),  # malformed: a protocol error
+]
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2024-11-05"])
+async def test_session_answers(gw: tuple[str, Any], upstream: RecordingServer, version: str) -> None:
+    url, _ = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))  # breaks the output schema
+    answers = []
+    async with httpx.AsyncClient(timeout=10) as client:
+        sessions = {agent: await _open(client, f"{url}/mcp/{agent}", version) for agent in ("weather", "triage")}
+        for index, (agent, tool, params) in enumerate(CALLS):
+            response = await client.post(f"{url}/mcp/{agent}", headers=sessions[agent], json={
+                "jsonrpc": "2.0", "id": f"call-{index}" if index % 2 else index, "method": "tools/call",
+                "params": {"name": tool, **params}})
+            assert response.headers["content-type"] == "application/json"  # JSON answers, not SSE streams
+            answers.append(response.json())
+    results = [answer.get("result") for answer in answers]
+    assert [a["id"] for a in answers] == [f"call-{i}" if i % 2 else i for i in range(len(CALLS))]
+    assert results[0]["isError"] is False and results[0]["structuredContent"] == FORECAST
+    assert "resultType" not in results[0]  # a 2026 field, not sent to a 2025 session
+    assert results[1]["structuredContent"]["result"][0]["number"] == 7
+    assert results[2]["isError"] is True and "invalid_arguments" in results[2]["content"][0]["text"]
+    assert results[3]["isError"] is True and "output schema" in results[3]["content"][0]["text"]
+    assert results[4]["isError"] is True and "approval" in results[4]["content"][0]["text"].lower()
+    assert results[5]["isError"] is True
+    assert "error" in answers[6] and "getIssue" in answers[6]["error"]["message"]
+    assert results[7]["isError"] is False  # a progress token changes nothing for a tool that sends no progress
+    assert "error" in answers[8]
+    assert not [r for r in upstream.requests if r.method == "POST"]
+
+
+async def test_the_sdks_checks_still_come_first(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+    async with httpx.AsyncClient(timeout=10) as client:
+        headers = await _open(client, f"{url}/mcp/weather")
+        sent = len(upstream.requests)
+        foreign_page = await client.post(f"{url}/mcp/weather", json=call,
+                                         headers={**headers, "origin": "http://evil.example"})
+        assert foreign_page.status_code == 403  # DNS rebinding protection
+        no_json = await client.post(f"{url}/mcp/weather", json=call, headers={**headers, "accept": "text/plain"})
+        assert no_json.status_code == 406
+        unknown = await client.post(f"{url}/mcp/weather", json=call,
+                                    headers={**headers, "mcp-session-id": "0" * 32})
+        assert unknown.status_code == 404
+        assert (await client.delete(f"{url}/mcp/weather", headers=headers)).status_code == 200
+        ended = await client.post(f"{url}/mcp/weather", json=call, headers=headers)
+        assert ended.status_code == 404
+    assert len(upstream.requests) == sent  # none of them reached the API
+
+
+async def test_a_call_in_flight_keeps_its_session_alive(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, app = gw
+    async with httpx.AsyncClient(timeout=10) as client:
+        await client.get(f"{url}/mcp/weather")
+        _manager(app).session_idle_timeout = 0.2  # taken by sessions opened from now on
+        headers = await _open(client, f"{url}/mcp/weather")
+        upstream.route("/meteo/", Reply(200, FORECAST, delay=0.6))  # three idle timeouts long
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+        slow = await client.post(f"{url}/mcp/weather", json=call, headers=headers)
+        assert slow.status_code == 200 and slow.json()["result"]["isError"] is False
+        upstream.route("/meteo/", Reply(200, FORECAST))
+        again = await client.post(f"{url}/mcp/weather", json={**call, "id": 2}, headers=headers)
+        assert again.status_code == 200  # the session outlived the slow call
+        await asyncio.sleep(0.5)
+        expired = await client.post(f"{url}/mcp/weather", json={**call, "id": 3}, headers=headers)
+        assert expired.status_code == 404  # and idles out once nothing is in flight
+
+
+MODERN = "2026-07-28"
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _modern(tool: str, params: dict[str, Any], *, meta: Any = ENVELOPE, **headers: str) -> tuple[dict[str, str], Any]:
+    base = {**ACCEPT, "mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": tool}
+    body = {"name": tool, **params}
+    if meta is not None:
+        body["_meta"] = meta
+    return {**base, **headers}, body
+
+
+MODERN_CALLS: list[tuple[str, tuple[dict[str, str], Any]]] = [
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 52.52, "longitude": 13.41}})),
+    ("triage", _modern("listIssues", {"arguments": {"owner": "acme", "repo": "app"}})),  # an array, as it is
+    ("weather", _modern("getForecast", {"arguments": {"latitude": "north"}})),
+    ("triage", _modern("getIssue", {"arguments": {"owner": "acme", "repo": "app", "issue_number": 1}})),
+    ("weather", _modern("getForecast", {})),
+    ("weather", _modern("getIssue", {"arguments": {}})),  # not this agent's tool
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}}, meta=None)),
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        meta={"io.modelcontextprotocol/protocolVersion": MODERN})),  # half an envelope
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        **{"mcp-name": "getIssue"})),  # the routing header disagrees with the body
+    ("weather", _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}},
+                        meta={**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": "none"})),
+    ("weather", _modern("getForecast", {"arguments": ["not", "an", "object"]})),
+]
+
+
+async def test_stateless_era_answers(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))
+    answers: list[tuple[int, Any]] = []
+    async with httpx.AsyncClient(timeout=10) as client:
+        for index, (agent, (headers, params)) in enumerate(MODERN_CALLS):
+            response = await client.post(f"{url}/mcp/{agent}", headers=headers, json={
+                "jsonrpc": "2.0", "id": index, "method": "tools/call", "params": params})
+            answers.append((response.status_code, response.json()))
+            assert "mcp-session-id" not in response.headers
+    first = answers[0][1]["result"]
+    assert first["structuredContent"] == FORECAST and first["resultType"] == "complete"
+    assert first["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+    assert answers[1][1]["result"]["structuredContent"][0]["number"] == 7  # any schema at the root
+    assert answers[2][1]["result"]["isError"] is True
+    assert "output schema" in answers[3][1]["result"]["content"][0]["text"]
+    refused = answers[5:]  # what the SDK refuses, each with its JSON-RPC error and HTTP status
+    assert all("error" in answer for _, answer in refused), refused
+    assert {status for status, _ in refused} - {200}
+
+
+async def test_a_stateless_call_in_chunks_is_read_whole(
+        gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    url, _ = gw
+    headers, params = _modern("getForecast", {"arguments": {"latitude": 1, "longitude": 2}})
+    async with httpx.AsyncClient(timeout=10) as client:
+        foreign = await client.post(f"{url}/mcp/weather", headers={**headers, "origin": "http://evil.example"},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+        assert foreign.status_code == 403
+        # A body in several chunks: the SDK gets it whole and words the error about the tool the body names.
+        params = _modern("getIssue", {"arguments": {}})[1]
+        text = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}).encode()
+
+        async def body() -> Any:
+            yield text[:40]
+            yield text[40:]
+
+        unknown = await client.post(f"{url}/mcp/weather", content=body(), headers={
+            **_modern("getIssue", {})[0], "content-type": "application/json"})
+    assert unknown.status_code < 500, unknown.text
+    assert "getIssue" in unknown.json()["error"]["message"]
+
+
+async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any],
+                                                                 upstream: RecordingServer) -> None:
+    url, _ = gw
+    async with httpx.AsyncClient(timeout=10) as client:  # shorter than the upstream's delay: a call left running fails
+        headers = await _open(client, f"{url}/mcp/weather")
+        upstream.route("/meteo/", Reply(200, FORECAST, delay=20))
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
+        running = asyncio.create_task(client.post(f"{url}/mcp/weather", headers=headers, json=call))
+        while not any(r.path.startswith("/meteo/") for r in upstream.requests):  # the call has reached the API
+            await asyncio.sleep(0.02)
+        notice = await client.post(f"{url}/mcp/weather", headers=headers, json={
+            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "user"}})
+        answer = await running
+        upstream.route("/meteo/", Reply(200, FORECAST))
+        after = await client.post(f"{url}/mcp/weather", headers=headers, json={**call, "id": 8})
+    assert notice.status_code == 202
+    assert answer.status_code == 200
+    assert answer.json() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+    assert after.json()["result"]["structuredContent"] == FORECAST  # the session goes on
