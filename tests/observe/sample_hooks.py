@@ -66,3 +66,7 @@ def shout(step: dict[str, Any]) -> dict[str, Any]:
 
 def record(step: dict[str, Any]) -> None:
     SEEN.append(step)
+
+
+def break_latitude(step: dict[str, Any]) -> dict[str, Any]:
+    return {"arguments": {**step["arguments"], "latitude": "north"}}

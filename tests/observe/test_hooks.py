@@ -150,3 +150,11 @@ async def test_model_hooks_allow_modify_and_deny(tmp_path: Path, llm: LenientLLM
     assert answer.json()["error"]["code"] == "hook_denied"
     assert "no, by policy" in answer.json()["error"]["message"]
     assert len(llm.requests) == before  # the model was never asked
+
+
+async def test_a_hooks_arguments_meet_the_schema(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    hooks = '  - {on: before_tool_call, call: "sample_hooks:break_latitude"}\n'
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=project(hooks)) as (url, _):
+        seen = await call_tool("direct", url, llm, ARGS)
+    assert seen["ok"] is False and "replaced the arguments with invalid ones" in seen["text"]
+    assert "latitude" in seen["text"] and upstream.requests == []
