@@ -309,6 +309,9 @@ class _Loop:
                            decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
         """Give every call of one turn exactly one result, in call order; or pause for approvals; or, when the
         turn called the caller's tools, run the gateway's own calls and hand the caller's back."""
+        if decisions is None:  # a resumed batch was prepared before it paused
+            for call in calls:
+                self._prepare(call)
         handed = [c for c in calls if c.name in self.caller_tools and not truncated]
         if handed:
             calls = [c for c in calls if c not in handed]
@@ -337,8 +340,6 @@ class _Loop:
             if decision is not None and decision.arguments is not None:
                 call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
                                 raw_arguments=decision.arguments, extras=call.extras)
-            elif call.arguments is not None:
-                call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
             self.tool_calls += 1
             approved = decision is not None and decision.approve
             runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
@@ -371,6 +372,17 @@ class _Loop:
         message = Message(role="assistant", content=said.content, tool_calls=calls)
         return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage,
                          iterations=self.iteration, finish_reason="tool_calls", handed_back=calls)
+
+    def _prepare(self, call: ToolCall) -> None:
+        """The call's arguments as the tool's exact schema means them, before approvals show them and the
+        pipeline validates them; what the adapter cannot map back becomes the call's parse error."""
+        tool = self.toolset.get(call.name)
+        if tool is None or call.arguments is None or call.parse_error is not None:
+            return
+        try:
+            call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
+        except ValueError as exc:  # e.g. strict mode's JSON text that does not parse: the model's to fix
+            call.parse_error = str(exc)
 
     def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
         if truncated:

@@ -167,6 +167,10 @@ class RuntimeHolder:
         """Why the last reload was refused; None after a successful one."""
         self.refused = 0
         """How many reloads were refused (the last good configuration kept serving): `/metrics` reports it."""
+        self.reloaded_at: float | None = None
+        """`time.time()` of the last successful reload (None: serving what it started with)."""
+        self.refused_at: float | None = None
+        """`time.time()` of the last refused reload."""
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
 
@@ -220,6 +224,7 @@ class RuntimeHolder:
             self._current = new
             self.generation += 1
             self.last_error = None
+            self.reloaded_at = time.time()
             self._failed_fingerprint = None
         logger.info("reloaded: %d agents, %d tools in the catalog", len(new.manifest.agents), len(new.catalog))
         for callback in list(self.on_reload):
@@ -235,5 +240,6 @@ class RuntimeHolder:
         self._failed_fingerprint = fingerprint
         self.last_error = error
         self.refused += 1
+        self.refused_at = time.time()
         if not logged:
             logger.error("reload refused; the last good configuration keeps serving:\n%s", error)

@@ -61,6 +61,8 @@ class Reply:
     """Seconds to wait before answering (a provider slower than the gateway's timeout)."""
     stream_error: str | None = None
     """Streaming: after the first two chunks, send this as the format's in-stream error and stop."""
+    ignore_stream: bool = False
+    """Answer a streamed request as if it were not streamed (one JSON document), as some servers do."""
 
 
 @dataclass
@@ -138,7 +140,7 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             stream = fmt == "gemini-stream" or (isinstance(body, dict) and body.get("stream") is True)
             if fmt == "ollama" and isinstance(body, dict) and "stream" not in body:
                 stream = True  # Ollama streams unless told otherwise
-            if not stream:
+            if not stream or reply.ignore_stream:
                 return self._send_json(200, RENDER[fmt](reply, model), reply.headers)
             media = "application/x-ndjson" if fmt == "ollama" else "text/event-stream"
             self.send_response(200)

@@ -73,10 +73,24 @@ def test_openai_strict_handles_defs_and_all_of(tools) -> None:
     assert ext["properties"]["name"] == {"type": ["string", "null"]}
 
 
-def test_openai_strict_falls_back_for_free_form_objects(tools) -> None:
+def test_openai_strict_carries_maps_as_pairs_and_tools_without_arguments(tools) -> None:
     rendered = openai_tool(tools["free"], strict=True)["function"]
-    assert rendered["strict"] is False and rendered["parameters"] is tools["free"].input_schema
+    assert rendered["strict"] is True
+    body = rendered["parameters"]["properties"]["body"]
+    assert body["type"] == ["array", "null"] and body["items"]["properties"]["value"] == {"type": "string"}
     assert "strict" not in openai_tool(tools["free"])["function"]
+    ping = openai_tool(tools["ping"], strict=True)["function"]
+    assert ping["strict"] is True and ping["parameters"] == {
+        "type": "object", "properties": {}, "required": [], "additionalProperties": False}
+
+
+def test_openai_strict_falls_back_with_the_exact_schema() -> None:
+    closed = {"type": "object", "properties": {"a": {"allOf": [
+        {"type": "object", "properties": {"x": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"y": {"type": "string"}}}]}}}
+    agent_tool = AgentTool(name="t", description="", input_schema=closed)
+    rendered = openai_tool(agent_tool, strict=True)["function"]
+    assert rendered["strict"] is False and rendered["parameters"] is closed
 
 
 def test_drop_strict_nulls_only_for_optional_properties(tools) -> None:

@@ -44,6 +44,12 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
         known = ", ".join(runtime.manifest.agents) or "none"
         print(f"no agent named {agent_name!r} in {agents} (known: {known})", file=err)
         return 2
+    from ..providers.keys import provider_problem
+
+    problem = provider_problem(runtime.manifest, runtime.manifest.agents[agent_name])
+    if problem is not None:  # as `gateway serve` answers it: nothing is sent with an empty key
+        print(f"gateway: {problem}", file=err)
+        return 1
     return anyio.run(_chat, runtime, agent_name, message, ask, out, err)
 
 

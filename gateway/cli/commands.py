@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..dialects import FORMATS
 
 if TYPE_CHECKING:
+    from ..catalog import Catalog
     from ..runtime import Runtime
 
 
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--allow-public", action="store_true",
                        help="serve a non-loopback host even without `clients` keys in agents.yaml")
+    serve.add_argument("--no-access-log", action="store_true",
+                       help="write no line per request (the audit log still records every tool call)")
     serve.set_defaults(handler=_cmd_serve)
 
     validate = commands.add_parser("validate", help="compile everything and report diagnostics")
@@ -47,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(tools)
     tools.add_argument("--agent", help="only this agent's tools (default: the whole catalog)")
     tools.add_argument("--format", default="json", choices=FORMATS)
-    tools.add_argument("--strict", action="store_true", help="openai: render strict-mode schemas")
+    tools.add_argument("--strict", action="store_true",
+                       help="openai: render strict-mode schemas; stderr says why a tool cannot be strict")
     tools.set_defaults(handler=_cmd_tools)
 
     call = commands.add_parser("call", help="make one tool call and print the ToolResult")
@@ -81,7 +85,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..server.run import serve_http
 
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
-                      allow_public=args.allow_public)
+                      allow_public=args.allow_public, access_log=not args.no_access_log)
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -110,8 +114,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     lost = sum(r.lost for r in reports)
     # 1: something is unusable; 3: all usable, but an operation (or a schema keyword) was lost on the way.
     status = 1 if not ok else 3 if lost else 0
+    not_strict = _not_strict_counts(catalog)
     if args.json:
-        report = {"ok": ok, "complete": ok and not lost, "specs": [r.to_dict() for r in reports],
+        specs = [{**r.to_dict(), "not_strict": not_strict.get(r.api, {})} for r in reports]
+        report = {"ok": ok, "complete": ok and not lost, "specs": specs,
                   "manifest": manifest, "diagnostics": [d.to_dict() for d in catalog.diagnostics if not any(
                       d.file == r.file for r in reports)]}
         print(json.dumps(report, indent=2, ensure_ascii=False))
@@ -122,8 +128,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         errors = sum(d.level == "error" for d in r.diagnostics)
         warnings = len(r.diagnostics) - errors
         state = "UNUSABLE" if not r.usable else f"INCOMPLETE ({r.lost} lost)" if r.lost else "ok"
+        reasons = not_strict.get(r.api, {})
         print(f"{r.file}: {state}, {r.tools}/{r.operations} operations as tools, {errors} error(s), "
-              f"{warnings} warning(s)")
+              f"{warnings} warning(s), {sum(reasons.values())} not OpenAI-strict")
+        for reason, count in reasons.items():
+            print(f"  not strict: {count} tool(s): {reason}")
         for d in r.diagnostics:
             print(f"  {d.level}: {d}")
     if manifest["checked"]:
@@ -134,6 +143,20 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     else:
         print(f"{args.agents}: not found (no agents)")
     return status
+
+
+def _not_strict_counts(catalog: Catalog) -> dict[str, dict[str, int]]:
+    """Per api, how many tools OpenAI strict mode cannot take, by reason (most frequent first)."""
+    from collections import Counter
+
+    from ..dialects import strict_reason
+
+    counts: dict[str, Counter[str]] = {}
+    for tool in catalog:
+        reason = strict_reason(tool.input_schema)
+        if reason is not None:
+            counts.setdefault(tool.api, Counter())[reason] += 1
+    return {api: dict(counter.most_common()) for api, counter in counts.items()}
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
@@ -163,6 +186,15 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     if missing:
         return 1
     rendered = render_tools(tools, args.format, strict=args.strict)
+    if args.strict:
+        from ..dialects import strict_reason
+
+        reasons = [(t.name, strict_reason(t.input_schema)) for t in tools]
+        for name, reason in reasons:
+            if reason is not None:
+                print(f"not strict: {name}: {reason}", file=sys.stderr)
+        strict = sum(reason is None for _, reason in reasons)
+        print(f"OpenAI strict mode: {strict} of {len(reasons)} tools", file=sys.stderr)
     sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
     return 0

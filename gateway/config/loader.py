@@ -114,7 +114,7 @@ POLICY_KEYS = (
 AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "hooks", *POLICY_KEYS)
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
-CLIENT_KEYS = ("key", "agents")
+CLIENT_KEYS = ("key", "agents", "admin")
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,58}$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -485,7 +485,12 @@ def _read_clients(c: Checker, root: dict[str, Any], agents: dict[str, AgentConfi
         if key in owners:
             c.error((*path, "key"), f"the same key as client {owners[key]!r}: each caller needs its own key")
         owners[key] = name
-        clients[name] = ClientConfig(name=name, key=key, agents=allowed if allowed is not None else ["*"])
+        admin = m.get("admin", False)
+        if not isinstance(admin, bool):
+            c.error((*path, "admin"), f"must be true or false, not {admin!r}")
+            admin = False
+        clients[name] = ClientConfig(name=name, key=key, agents=allowed if allowed is not None else ["*"],
+                                     admin=admin)
     return clients
 
 

@@ -145,6 +145,8 @@ class ClientConfig:
     key: str
     agents: list[str] = field(default_factory=list)
     """Agents this client may use; `["*"]` for all."""
+    admin: bool = False
+    """Sees every agent, the whole audit log and every approval (the console's operators)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..safety.redaction import Redactor
     from .executor import Executor
 
-Door = Literal["chat", "direct", "mcp", "cli", "resume"]
+Door = Literal["chat", "direct", "mcp", "cli", "resume", "console"]
 
 
 @dataclass(slots=True, kw_only=True)

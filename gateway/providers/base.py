@@ -94,19 +94,38 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON string is parsed ("" and null are {}), an object used as is; anything else is a parse error."""
     if raw is None:
         return {}, None
-    if isinstance(raw, dict):
-        return raw, None
     if isinstance(raw, str):
         if not raw.strip():
             return {}, None
         try:
             value = json.loads(raw)
-        except ValueError as exc:
-            return None, f"the arguments are not valid JSON ({exc}); send one JSON object"
-        if isinstance(value, dict):
-            return value, None
-        return None, f"the arguments must be a JSON object, not {type(value).__name__}"
+        except (ValueError, RecursionError) as exc:
+            return None, f"the arguments are not valid JSON ({str(exc)[:200]}); send one JSON object"
+        if not isinstance(value, dict):
+            return None, f"the arguments must be a JSON object, not {type(value).__name__}"
+        raw = value
+    if isinstance(raw, dict):
+        if holds_lone_surrogate(raw):
+            return None, ("the arguments hold a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not "
+                          "text; send valid Unicode")
+        return raw, None
     return None, f"the arguments must be a JSON object, not {type(raw).__name__}"
+
+
+def holds_lone_surrogate(value: Any) -> bool:
+    """`value` (parsed JSON) holds a string with an unpaired surrogate: it cannot be sent on as UTF-8."""
+    try:
+        orjson.dumps(value)
+        return False
+    except TypeError:  # orjson refuses surrogates, and also integers past 64 bits: tell them apart
+        pass
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return False
 
 
 def make_call(call_id: str | None, name: str, raw: Any, extras: dict[str, Any] | None = None) -> ToolCall:
@@ -199,7 +218,9 @@ class ProviderAdapter(abc.ABC):
             await self._client.aclose()
 
     def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments of a parsed call as the tool's own schema means them (undoing a dialect's rendering)."""
+        """The arguments of a parsed call as the tool's own schema means them (undoing a dialect's rendering).
+
+        Raises ValueError, with a message the model can act on, when they cannot be mapped back."""
         return arguments
 
     async def complete(self, model: str, messages: Sequence[Message], tools: Iterable[ToolLike] = (), *,
@@ -210,16 +231,19 @@ class ProviderAdapter(abc.ABC):
         headers = {**self.config.headers, **headers}
         if not stream:
             response = await self._send(url, headers, body, stream=False)
-            try:
-                data = orjson.loads(response.content)
-            except ValueError as exc:
-                raise ProviderError(self.name, f"the answer is not JSON: {response.text[:200]!r}",
-                                    response.status_code) from exc
-            turn = self._parse_response(data)
+            turn = self._parse_response(self._json_answer(response))
         else:
             response = await self._send(url, headers, body, stream=True)
             try:
-                turn = await self._parse_stream(response, on_text)  # type: ignore[arg-type]
+                if _is_plain_json(response):
+                    # A server that ignored `stream: true` (some OpenAI-compatible ones do) and answered in one
+                    # piece: read it as the whole answer, its text passed on as one delta.
+                    await response.aread()
+                    turn = self._parse_response(self._json_answer(response))
+                    if turn.message.content:
+                        await on_text(turn.message.content)  # type: ignore[misc]
+                else:
+                    turn = await self._parse_stream(response, on_text)  # type: ignore[arg-type]
             except httpx.HTTPError as exc:
                 raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
             finally:
@@ -227,6 +251,17 @@ class ProviderAdapter(abc.ABC):
         ensure_unique_ids(turn.message.tool_calls)
         turn.usage.llm_calls = 1
         return turn
+
+    def _json_answer(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = orjson.loads(response.content)
+        except ValueError as exc:
+            raise ProviderError(self.name, f"the answer is not JSON: {response.text[:200]!r}",
+                                response.status_code) from exc
+        if not isinstance(data, dict):
+            raise ProviderError(self.name, f"the answer is not a JSON object: {response.text[:200]!r}",
+                                response.status_code)
+        return data
 
     async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> httpx.Response:
         payload = dumps(body)
@@ -322,6 +357,12 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
             data.append(value)
     if data:
         yield event, "\n".join(data)
+
+
+def _is_plain_json(response: httpx.Response) -> bool:
+    """The answer to a streamed request is one JSON document, not a stream (SSE or Ollama's JSON lines)."""
+    media: str = response.headers.get("content-type", "")
+    return media.split(";", 1)[0].strip().lower() == "application/json"
 
 
 def load_json(provider: str, text: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from ..config.model import ProviderConfig
-from ..dialects import drop_strict_nulls, openai_tool
+from ..dialects import openai_tool, strict_arguments
 from ..errors import ProviderError
 from ..messages import Message
 from .base import (
@@ -49,8 +49,9 @@ class OpenAIAdapter(ProviderAdapter):
         return self.config.strict
 
     def prepare_arguments(self, tool: ToolLike, arguments: dict[str, Any]) -> dict[str, Any]:
-        # In strict mode the model sends null for every optional property it leaves out.
-        return drop_strict_nulls(tool.input_schema, arguments) if self.strict else arguments
+        # In strict mode the model sends null for every optional property it leaves out, and free-form objects
+        # and maps in the encoded forms strict mode accepts: back to what the exact schema means.
+        return strict_arguments(tool.input_schema, arguments) if self.strict else arguments
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, lambda t: openai_tool(t, strict=self.strict)) for t in tools]

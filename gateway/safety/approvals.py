@@ -27,7 +27,7 @@ from ..errors import GatewayError
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..store import ApprovalRecord, RunRecord, Store
-from .audit import AuditLog
+from .audit import AuditLog, bind_caller
 
 if TYPE_CHECKING:
     from ..execution.pipeline import Invocation, Proceed
@@ -120,11 +120,11 @@ class ApprovalManager:
         return [a for a in found if agents is None or a.agent in agents][:limit]
 
     async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer,
-                     allowed: Callable[[str], bool] | None = None) -> Outcome:
+                     allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
         """Record a decision and, when it was the last one the run waited for, resume the run.
 
         Raises UnknownApproval (no such id), ForbiddenApproval (`allowed(agent)` is false) or
-        AlreadyDecided (replayed, or another decider was first).
+        AlreadyDecided (replayed, or another decider was first). `by` (the deciding client) is audited.
         """
         record = await self.store.get_approval(approval_id)
         if record is None:
@@ -138,10 +138,15 @@ class ApprovalManager:
             current = await self.store.get_approval(approval_id)
             status = current.status if current else "gone"
             raise AlreadyDecided(f"Approval {approval_id} was already decided ({status}); an approval is used once.")
+        if self.audit is not None:
+            await self.audit.record_decision(
+                approval=approval_id, agent=decided.agent, tool=decided.tool, approve=decision.approve, by=by,
+                arguments=decision.arguments, reason=decision.reason, run_id=decided.run_id)
         if not decision.approve and self.audit is not None:
             refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
-            await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
-                                         agent=decided.agent)
+            with bind_caller(run_id=decided.run_id):  # the row belongs to the paused run's steps
+                await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
+                                             agent=decided.agent)
         run = await self.store.claim_run(decided.run_id)
         if run is None:
             waiting = [a.id for a in await self.store.list_approvals(status="pending", run_id=decided.run_id)]
@@ -177,8 +182,9 @@ class ApprovalManager:
             return
         for record in records:
             waiting = ToolResult.failure("approval_pending", "waits for a human's approval", approval_id=record.id)
-            await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
-                                         agent=record.agent)
+            with bind_caller(run_id=record.run_id):
+                await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
+                                             agent=record.agent)
 
 
 def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:

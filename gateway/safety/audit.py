@@ -26,7 +26,7 @@ from ..catalog import Tool
 from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
 from ..errors import AuditUnavailable
 from ..messages import ToolResult
-from ..store import AuditRow, Store
+from ..store import AuditQuery, AuditRow, Store
 from .redaction import Redactor
 
 if TYPE_CHECKING:
@@ -150,9 +150,21 @@ class AuditLog:
             except Exception as exc:
                 logger.warning("audit retention failed: %s", exc)
 
-    async def recent(self, limit: int = 100, agents: set[str] | None = None) -> list[dict[str, Any]]:
-        """The newest rows first, as JSON-ready dicts; `agents` restricts to what a client may see."""
-        return [row.to_dict() for row in await self.store.list_audit(limit=limit, agents=agents)]
+    async def recent(self, limit: int = 100, agents: set[str] | None = None,
+                     query: AuditQuery | None = None) -> list[dict[str, Any]]:
+        """The newest rows first, as JSON-ready dicts; `agents` restricts to what a client may see, `query`
+        filters further (agent, client, tool, status, time range)."""
+        return [row.to_dict() for row in await self.store.list_audit(limit=limit, agents=agents, query=query)]
+
+    async def record_decision(self, *, approval: str, agent: str, tool: str, approve: bool, by: str | None,
+                              arguments: Any = None, reason: str | None = None, run_id: str | None = None) -> None:
+        """A human's decision on an approval: `client` is who decided (not who asked), status approved|denied."""
+        await self._write(AuditRow(
+            time=time.time(), kind="decision", client=by, agent=agent, tool=tool,
+            arguments=self.redactor.value(arguments) if arguments is not None else None,
+            status="approved" if approve else "denied", approval=approval, run_id=run_id or current_caller().run_id,
+            error=self.redactor.text(reason) if reason else None,
+        ))
 
     async def prune(self, now: float | None = None) -> int:
         if self.retention_days is None:

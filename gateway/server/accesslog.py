@@ -1,75 +1,52 @@
-"""The access log of `gateway serve`: uvicorn's own lines, formatted at a fraction of the cost.
+"""The access log of `gateway serve`, as a plain ASGI middleware: uvicorn's line, written after the answer left.
 
-uvicorn writes one access line per request through its `AccessFormatter`, which copies the log record twice,
-and looks the status phrase up in `http.HTTPStatus` for every line: a fifth of the server's own Python time on a
-proxied call. `AccessFormatter` here writes the same bytes from values computed once per status and level. Lines
-in colour (stdout is a terminal) and any other format string are left to uvicorn's formatter.
-
-uvicorn logs the line when the response starts, before its body is sent: `AfterResponseLogger`, the logger
-`gateway.server.protocol` gives uvicorn's protocol, makes and writes the record on the event loop's next turn
-instead, after the answer has left (making the record, formatting it and a `write` to a terminal or pipe were on
-the path of every answer: 64 µs of a proxied call's p50 on a busy machine, lower in each of 15 rounds side by
-side). Lines keep their order.
-`log_config()` is uvicorn's logging configuration with the formatter in place.
+uvicorn writes its access line while the response is still being sent, so making the record, formatting it and
+writing it to a terminal or pipe lie on the path of every answer. `AccessLog` logs the same message with the
+same five arguments (so uvicorn's `AccessFormatter` renders it, colours included) to the logger
+`gateway.access`, on the event loop's next turn after the app is done. `gateway serve`'s logging configuration
+(`gateway.server.run.log_config`) gives that logger uvicorn's access handler and leaves uvicorn's own access
+logger without one (uvicorn then skips its line). Lines keep their order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
-from typing import Any
+from urllib.parse import quote
 
-from uvicorn.config import LOGGING_CONFIG
-from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-DEFAULT_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
-
-
-class AccessFormatter(UvicornAccessFormatter):
-    """uvicorn's access formatter with its default, colourless format rendered directly."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._fast = self._fmt == DEFAULT_FORMAT and not self.use_colors
-        self._prefixes: dict[str, str] = {}
-        self._statuses: dict[int, str] = {}
-
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
-        args = record.args
-        if not self._fast or not isinstance(args, tuple) or len(args) != 5:
-            return super().formatMessage(record)
-        client_addr, method, full_path, http_version, status_code = args
-        levelname = record.levelname
-        prefix = self._prefixes.get(levelname)
-        if prefix is None:
-            prefix = self._prefixes[levelname] = levelname + ":" + " " * (8 - len(levelname))
-        code = int(status_code)  # type: ignore[call-overload]
-        status = self._statuses.get(code)
-        if status is None:
-            status = self._statuses[code] = self.get_status_code(code)
-        return f'{prefix} {client_addr} - "{method} {full_path} HTTP/{http_version}" {status}'
+ACCESS_FORMAT = '%s - "%s %s HTTP/%s" %d'
+"""uvicorn's access message and its five arguments: client address, method, path with query, HTTP version, status."""
 
 
-class AfterResponseLogger:
-    """A logger whose `info` records are made and handled on the event loop's next turn (uvicorn's access log
-    calls `info` while the answer is still being written); every other attribute is the wrapped logger's."""
+class AccessLog:
+    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
+        """Parameters: app: the ASGI app; logger: where lines go (`gateway.access` by default)."""
+        self.app = app
+        self.logger = logger or logging.getLogger("gateway.access")
 
-    __slots__ = ("_logger", "_loop")
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.logger.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
+        status = 0
 
-    def __init__(self, logger: logging.Logger, loop: asyncio.AbstractEventLoop) -> None:
-        self._logger = logger
-        self._loop = loop
+        async def watching_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
 
-    def info(self, msg: object, *args: object) -> None:
-        self._loop.call_soon(self._logger.info, msg, *args)
+        try:
+            await self.app(scope, receive, watching_send)
+        finally:
+            asyncio.get_running_loop().call_soon(self._log, scope, status)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._logger, name)
-
-
-def log_config() -> dict[str, Any]:
-    """uvicorn's default logging configuration, its access lines formatted by `AccessFormatter`."""
-    config = copy.deepcopy(LOGGING_CONFIG)
-    config["formatters"]["access"]["()"] = f"{__name__}.AccessFormatter"
-    return config
+    def _log(self, scope: Scope, status: int) -> None:
+        client = scope.get("client")
+        address = f"{client[0]}:{client[1]}" if client else "-"
+        path = quote(scope["path"])
+        if scope.get("query_string"):
+            path += "?" + scope["query_string"].decode("ascii", "replace")
+        self.logger.info(ACCESS_FORMAT, address, scope["method"], path, scope.get("http_version", "1.1"), status)

@@ -18,7 +18,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..execution.pipeline import ToolHooks
@@ -26,18 +26,22 @@ from ..observe.metrics import RequestMetricsMiddleware
 from ..observe.tracing import TraceContextMiddleware
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
+from .accesslog import AccessLog
+from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
-from .errors import error_handlers
+from .errors import FastJSONResponse, error_handlers
+from .hosts import PolicySource, RequestGuard
 from .limits import BodyLimitMiddleware
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
+from .mcp.routing import routed_agent
 from .metrics_door import metrics_endpoint
-from .openapi import SAFETY_PATHS, openapi_document
+from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
 from .responses import create_response, get_response
+from .routes import render_agent_tools
 from .routes import routes as plain_routes
-from .shortcut import DoorShortcut
 from .state import GatewayState
 
 logger = logging.getLogger("gateway.server")
@@ -56,6 +60,7 @@ def create_app(
     watch: bool = True,
     watch_interval: float = 1.0,
     middleware: Sequence[Middleware] = (),
+    access_log: bool = False,
     extra_routes: Sequence[BaseRoute] = (),
     safety: Safeguards | None = None,
     hooks: Sequence[ToolHooks] = (),
@@ -64,13 +69,14 @@ def create_app(
 
     Parameters:
         holder: the runtime (catalog, manifest, toolsets) and its reloader.
-        host: the address the server binds; on loopback the MCP endpoint refuses foreign `Host`/`Origin`
-            headers (DNS rebinding protection).
+        host: the address the server binds; on loopback every door refuses foreign `Host`/`Origin` headers
+            (DNS rebinding, cross-site requests; `gateway.server.hosts`), as the MCP endpoint does.
         max_body_bytes: requests with a larger body get 413.
         upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
         adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
         watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
+        access_log: log one line per request (`gateway.server.accesslog`; `gateway serve` turns it on).
         extra_routes: more routes (approvals, audit).
         safety: the safety layer (`gateway.server.safety.Safety`): its stages go into every call's pipeline (audit,
             approvals, rate limits, breakers) and finished chat runs are reported to it. None: no store.
@@ -105,37 +111,56 @@ def create_app(
     documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
 
     async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented))
+        generation = state.current
+        tool_paths = None
+        if not generation.runtime.manifest.clients:  # open to all anyway: each tool's exact body is listed
+            tool_paths = generation.memo("openapi_tool_paths", lambda: tool_call_paths({
+                agent: render_agent_tools(generation, agent, "json") for agent in generation.runtime.manifest.agents}))
+        return FastJSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented, tool_paths=tool_paths))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
-    direct_call = DirectCall()
+    # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
+    # admits its agent.
     routes: list[BaseRoute] = [
-        Route(DIRECT_CALL_PATH, direct_call, methods=["POST"]),
-        *(Route(path, mcp) for path in MCP_PATHS),
+        *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
+        *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/responses", create_response, methods=["POST"]),
-        Route("/v1/responses/{id}", get_response, methods=["GET"]),
-        *plain_routes(),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
+        Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
+        *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes(),
+                 Route("/metrics", metrics_endpoint, methods=["GET"])]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
-        *extra_routes,
+        *gated(extra_routes),
     ]
+    policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
     app = Starlette(
         routes=routes,
-        # The size limit comes first: no other middleware (the auth layer reads a chat's `model`) buffers more.
-        # Tool calls leave for their doors last, after every other middleware (gateway.server.shortcut).
-        # A caller's traceparent is continued, and every request counted by door and status, before anything
-        # else can answer it.
+        # A caller's traceparent is continued, and every request counted by door and status, before anything else
+        # can answer it. Foreign hosts, origins and non-JSON bodies are refused next; then the size limit: no other
+        # middleware buffers more.
         middleware=[Middleware(TraceContextMiddleware),
                     Middleware(RequestMetricsMiddleware, metrics=lambda: state.metrics),
+                    *([Middleware(AccessLog)] if access_log else []),
+                    Middleware(RequestGuard, policy=policy),
                     Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
-                    *middleware, Middleware(DoorShortcut, direct_call=direct_call, mcp=mcp)],
+                    *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,
     )
     app.state.gateway = state
     app.state.mcp = mcp
     return app
+
+
+def gated(routes: Sequence[BaseRoute], *, agent_of: Callable[[Any], str | None] = path_agent) -> list[BaseRoute]:
+    """`routes` with an `AgentGate` on each (but the public paths): the routed agent is admitted after routing."""
+    out: list[BaseRoute] = []
+    for route in routes:
+        if isinstance(route, Route) and route.path not in PUBLIC_PATHS:
+            route = Route(route.path, route.endpoint, methods=sorted(route.methods or ()) or None, name=route.name,
+                          include_in_schema=route.include_in_schema,
+                          middleware=[Middleware(AgentGate, agent_of=agent_of)])
+        out.append(route)
+    return out
 
 
 def _import_mcp() -> None:

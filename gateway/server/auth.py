@@ -1,17 +1,21 @@
-"""Callers: client keys, per-client agents, per-request rate limits, as one plain ASGI middleware.
+"""Callers: client keys, per-client agents, per-request rate limits.
 
 With `clients` in agents.yaml, every door but `/healthz` and `/openapi.json` needs
 `Authorization: Bearer <key>` (401 otherwise). Keys are kept only as SHA-256 digests and compared with
 `hmac.compare_digest` against every entry (no early exit), so neither memory nor timing gives a key
-away. A client may use only its `agents` (403 otherwise): the agent is read from the path
-(`/agents/{agent}/...`, `/mcp/{agent}`) or, for `POST /v1/chat/completions` and `/v1/responses`, from the
-body's `model`; `GET /v1/models` and `GET /agents` are filtered to the client's agents; `/approvals` and `/audit`
-filter by `scope["gateway.agents"]`. Without `clients` anyone on the network could spend the
-providers' and APIs' credentials, so a non-loopback bind is refused unless explicitly allowed
-(`check_bind`, and again per request from the socket the server accepted on).
+away. Without `clients` anyone on the network could spend the providers' and APIs' credentials, so a
+non-loopback bind is refused unless explicitly allowed (`check_bind`, and again per request from the socket
+the server accepted on).
 
-The middleware also charges each request to its client's and agent's rate-limit buckets (429 with
-`Retry-After`) and binds the caller (client, agent) for the audit log.
+Two parts, because who the caller is can be known before routing and which agent it asks for only after:
+
+- `AuthMiddleware` (outside the router) authenticates the request and leaves an `Access` in the scope.
+- `AgentGate` (a route's own middleware) admits the *routed* agent: `scope["path_params"]["agent"]` as the
+  router matched it, so a URL prefix (an ASGI `root_path` behind a proxy) changes nothing. A door whose agent
+  is in the body (chat and responses: `model`) calls `admit_agent(scope, name)` once it has parsed it.
+  Admitting charges the client's and the agent's rate-limit buckets (429 with `Retry-After`), refuses another
+  client's agent (403) and binds the caller (client, agent) for the audit log. Lists of agents are filtered by
+  `allowed_agents`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import functools
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -34,16 +37,14 @@ from ..errors import ConfigError
 from ..safety.audit import bind_caller
 from ..safety.ratelimit import RateLimited, RateLimiter
 from .errors import APIError
-from .mcp.routing import agent_in_query
 
 logger = logging.getLogger("gateway.auth")
 
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
-MAX_INSPECTED_BODY = 16 * 1024 * 1024
-"""A chat body larger than this is refused here (413): its agent can't be checked without reading it."""
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
-"""The doors that run an agent named by the body's `model`."""
-_FILTERED_LISTS = {"/v1/models": "id", "/agents": "name"}
+"""The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
+CONSOLE_PREFIX = "/console"
+"""The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,19 +52,22 @@ class Client:
     name: str
     agents: frozenset[str]
     """`*` means every agent."""
+    admin: bool = False
+    """`clients.<name>.admin: true`: every agent, the whole audit log, every approval."""
 
     def may_use(self, agent: str) -> bool:
-        return "*" in self.agents or agent in self.agents
+        return self.admin or "*" in self.agents or agent in self.agents
 
     def visible_agents(self) -> set[str] | None:
-        return None if "*" in self.agents else set(self.agents)
+        return None if self.admin or "*" in self.agents else set(self.agents)
 
 
 class ClientKeys:
     def __init__(self, clients: Mapping[str, ClientConfig] | Iterable[ClientConfig]) -> None:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
-        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents))) for c in configs]
+        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin))
+                         for c in configs]
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -75,6 +79,14 @@ class ClientKeys:
             if hmac.compare_digest(digest, candidate) and found is None:
                 found = client
         return found
+
+    def session_secret(self, name: str) -> tuple[Client, bytes] | None:
+        """The client named `name` and its key's digest, which signs its console sessions (so a session ends
+        when its key is changed or removed, and any gateway instance with the same agents.yaml accepts it)."""
+        for digest, client in self._entries:
+            if client.name == name:
+                return client, digest
+        return None
 
 
 def _digest(key: str) -> bytes:
@@ -113,11 +125,39 @@ def check_bind(host: str, clients: Mapping[str, ClientConfig], *, allow_public: 
     )
 
 
+class Access:
+    """What the auth layer learned of a request, for the gates after routing: its client and the limiter."""
+
+    __slots__ = ("client", "limiter")
+
+    def __init__(self, client: Client | None, limiter: RateLimiter | None) -> None:
+        self.client = client
+        self.limiter = limiter
+
+    async def admit(self, agent: str | None) -> None:
+        """Charge the request and check the client may use `agent` (None: a door of no agent); APIError if not."""
+        client = self.client
+        if client is not None and agent is not None and not client.may_use(agent):
+            raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
+        if self.limiter is not None:
+            try:
+                await self.limiter.check_request(client.name if client else None, agent)
+            except RateLimited as exc:
+                raise APIError(429, str(exc), headers={"Retry-After": exc.retry_after_header}) from None
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path below the app's `root_path` (as Starlette's router reads it)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root):] or "/" if root and path.startswith(root) else path
+
+
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
                  on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None) -> None:
-        """Authenticate, authorize and rate-limit every HTTP request.
+        """Authenticate every HTTP request; the routes' `AgentGate`s authorize and rate-limit it.
 
         Parameters:
             app: the gateway's ASGI app.
@@ -136,34 +176,34 @@ class AuthMiddleware:
         self.on_chat_error = on_chat_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in self.public_paths:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path = route_path(scope)
+        if path in self.public_paths:
+            await self.app(scope, receive, send)
+            return
+        if _is_console(scope):
+            try:
+                keys = self.keys()
+                if not keys:
+                    self._authenticate(scope, keys)  # only the check of a public socket without keys
+            except APIError as exc:
+                await _respond(scope, receive, send, exc)
+                return
             await self.app(scope, receive, send)
             return
         try:
-            keys = self.keys()
-            client = self._authenticate(scope, keys)
-            agent, receive = await self._target_agent(scope, receive)
-            if client is not None and agent is not None and not client.may_use(agent):
-                raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
-            limiter = self.limiter()
-            if limiter is not None:
-                await limiter.check_request(client.name if client else None, agent)
-        except RateLimited as exc:
-            limited = APIError(429, str(exc), headers={"Retry-After": exc.retry_after_header})
-            await _respond(scope, receive, send, limited)
-            return
+            client = self._authenticate(scope, self.keys())
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
         scope["gateway.client"] = client.name if client else None
         scope["gateway.agents"] = client.visible_agents() if client else None
+        scope["gateway.access"] = Access(client, self.limiter())
         notes: dict[str, Any] = {}
-        with bind_caller(client=client.name if client else None, agent=agent, started=time.perf_counter(),
-                         notes=notes):
-            list_key = _FILTERED_LISTS.get(scope["path"].rstrip("/") or "/")
-            if client is not None and list_key and scope.get("method") == "GET":
-                await self.app(scope, receive, _filtering_send(send, client, list_key))
-            elif self.on_chat_error is not None and scope["path"].rstrip("/") in CHAT_PATHS:
+        with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
+            if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
                 status = 0
 
                 async def watching_send(message: Message) -> None:
@@ -173,8 +213,9 @@ class AuthMiddleware:
                     await send(message)
 
                 await self.app(scope, receive, watching_send)
-                if status >= 400:
-                    await self.on_chat_error(agent, status)
+                if status >= 400 and not scope.get("gateway.refused"):
+                    agent = scope.get("gateway.agent")
+                    await self.on_chat_error(agent if isinstance(agent, str) else None, status)
             else:
                 await self.app(scope, receive, send)
 
@@ -194,105 +235,65 @@ class AuthMiddleware:
                            else "The key is not valid.", headers={"WWW-Authenticate": "Bearer"})
         return client
 
-    async def _target_agent(self, scope: Scope, receive: Receive) -> tuple[str | None, Receive]:
-        parts = [p for p in scope["path"].split("/") if p]
-        if len(parts) >= 2 and parts[0] in ("agents", "mcp"):
-            return parts[1], receive
-        if parts == ["mcp"]:  # the MCP Inspector's path: the agent comes as `?agent=`
-            return agent_in_query(scope), receive
-        if scope["path"].rstrip("/") in CHAT_PATHS and scope.get("method") == "POST":
-            body, replay = await _read_body(receive)
-            return _model_of(body), replay
-        return None, receive
+
+async def admit_agent(scope: Scope, agent: str | None) -> None:
+    """Admit a request for `agent` (charged, checked, remembered for the audit); APIError when refused.
+
+    For doors whose agent is not in the path (chat's `model`); routed doors have `AgentGate` do it."""
+    access = scope.get("gateway.access")
+    if isinstance(access, Access):
+        try:
+            await access.admit(agent)
+        except APIError:
+            scope["gateway.refused"] = True  # refused at the door: no chat ran, so no chat row either
+            raise
+    if agent is not None:
+        scope["gateway.agent"] = agent
+
+
+def path_agent(scope: Scope) -> str | None:
+    """The agent the router matched: the `agent` path parameter."""
+    agent = scope.get("path_params", {}).get("agent")
+    return agent if isinstance(agent, str) else None
+
+
+class AgentGate:
+    """A route's middleware: admits the agent the router matched (`path_params["agent"]`, or none)."""
+
+    def __init__(self, app: ASGIApp, agent_of: Callable[[Scope], str | None] = path_agent) -> None:
+        """Parameters: app: the route's app; agent_of: the request's agent after routing (the MCP door also
+        takes it from `?agent=`)."""
+        self.app = app
+        self.agent_of = agent_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        agent = self.agent_of(scope)
+        try:
+            await admit_agent(scope, agent)
+        except APIError as exc:
+            await _respond(scope, receive, send, exc)
+            return
+        if agent is None:
+            await self.app(scope, receive, send)
+            return
+        with bind_caller(agent=agent):
+            await self.app(scope, receive, send)
+
+
+def _is_console(scope: Scope) -> bool:
+    path = route_path(scope)
+    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
 
 
 def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
+            header: str = value.decode("latin-1")
+            scheme, _, token = header.partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
             return None
     return None
-
-
-async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
-    """Read the whole request body and give back a `receive` that replays it to the app."""
-    chunks: list[bytes] = []
-    size = 0
-    final: Message | None = None
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            final = message  # a disconnect before the body ended: pass it on
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_INSPECTED_BODY:
-            raise APIError(413, f"The request body is larger than {MAX_INSPECTED_BODY} bytes.")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            if final is not None:
-                return final
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
-
-
-def _model_of(body: bytes) -> str | None:
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None  # the chat route answers 400 for the same bytes
-    model = data.get("model") if isinstance(data, dict) else None
-    return model if isinstance(model, str) else None
-
-
-def _filtering_send(send: Send, client: Client, key: str) -> Send:
-    """Drop from a `{"data": [...]}` answer the agents this client may not use."""
-    start: Message | None = None
-    chunks: list[bytes] = []
-
-    async def filtering(message: Message) -> None:
-        nonlocal start
-        if message["type"] == "http.response.start":
-            start = message
-            return
-        if message["type"] != "http.response.body" or start is None:
-            await send(message)
-            return
-        chunks.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
-        body = b"".join(chunks)
-        if start["status"] == 200:
-            body = _filter_list(body, client, key)
-        headers = [(n, v) for n, v in start.get("headers", []) if n.lower() != b"content-length"]
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({**start, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
-    return filtering
-
-
-def _filter_list(body: bytes, client: Client, key: str) -> bytes:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body
-    if isinstance(data, dict) and isinstance(data.get("data"), list):
-        data["data"] = [item for item in data["data"] if isinstance(item, dict) and client.may_use(str(item.get(key)))]
-        return json.dumps(data, separators=(",", ":")).encode()
-    return body
 
 
 async def _respond(scope: Scope, receive: Receive, send: Send, error: APIError) -> None:

@@ -20,11 +20,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
@@ -34,19 +35,20 @@ from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.base import Usage
-from .auth import is_loopback
+from ..providers.keys import provider_problem
+from ..safety.audit import bind_caller
+from ..safety.redaction import Redactor
+from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
-from .errors import APIError, api_error_from
+from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
 from .messages import parse_messages, parse_params
+from .openapi import CHAT_REQUEST_SCHEMA
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
 logger = logging.getLogger("gateway.server")
 
-_KEYED_KINDS = ("openai", "openai-responses", "anthropic", "gemini")
-_KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
-              "gemini": "GEMINI_API_KEY"}
 
 
 async def chat_completions(request: Request) -> Response:
@@ -57,12 +59,14 @@ async def chat_completions(request: Request) -> Response:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
+    await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
     tools = parse_chat_tools(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
+    _check_shape(body)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise APIError(400, "`stream_options` must be an object.", param="stream_options")
@@ -75,11 +79,20 @@ async def chat_completions(request: Request) -> Response:
             try:
                 result = await run.execute(generation)
             except Exception as exc:
-                raise api_error_from(exc) from None
-        return JSONResponse(completion_body(run, result))
+                raise api_error_from(exc, secrets_redactor(generation).text) from None
+        return FastJSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
     run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client)
     return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
+    """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
+    no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    parsed = parse_messages(messages)
+    run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
+    return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -131,18 +144,20 @@ class _Run:
 
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
-        result = await loop.run(
-            self.agent,
-            list(self.messages),
-            adapter=adapter,
-            toolset=generation.toolset(self.agent.name),
-            invoke=generation.runner.for_agent(self.agent.name),
-            params=self.params,
-            on_event=on_event,
-            stream=on_event is not None,
-            caller_tools=self.tools.tools,
-            tool_choice=self.tools.tool_choice,
-        )
+        # The run's tool calls name its agent and carry its id in the audit log (one run's steps).
+        with bind_caller(agent=self.agent.name, run_id=self.id):
+            result = await loop.run(
+                self.agent,
+                list(self.messages),
+                adapter=adapter,
+                toolset=generation.toolset(self.agent.name),
+                invoke=generation.runner.for_agent(self.agent.name),
+                params=self.params,
+                on_event=on_event,
+                stream=on_event is not None,
+                caller_tools=self.tools.tools,
+                tool_choice=self.tools.tool_choice,
+            )
         await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
         safety = self.state.safety
         if safety is not None:  # holds a paused run's approvals, records the chat
@@ -155,25 +170,32 @@ class _Run:
         return _sse(data)
 
 
+_REQUEST_VALIDATOR = Draft202012Validator(CHAT_REQUEST_SCHEMA)
+
+
+def _check_shape(body: dict[str, Any]) -> None:
+    """400 for what the gateway's own OpenAPI document refuses and the checks above let through (a negative
+    temperature, a bad `stop` list, ...): the document and the door agree."""
+    error = best_match(_REQUEST_VALIDATOR.iter_errors(body))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        raise APIError(400, f"`{where or 'body'}`: {error.message[:300]}", param=where or None)
+
+
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:
-    """The agent `model` names, after saying what is missing before any call: an unknown agent, an
-    unknown provider, or a cloud provider without a key."""
+    """The agent `model` names, after saying what is missing before any call: an unknown agent (404), an
+    unknown provider or a cloud provider without a key (503: this gateway's configuration, not an upstream)."""
     agent = generation.agent(model, code="model_not_found", param="model")
-    provider = generation.runtime.manifest.providers.get(agent.provider)
-    if provider is None:
-        raise APIError(502, f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not "
-                            f"define.", type="configuration_error", code="provider_not_configured")
-    if provider.kind in _KEYED_KINDS and not provider.api_key and not _is_loopback(provider.base_url):
-        hint = _KEY_HINTS.get(provider.kind, "the provider's key")
-        raise APIError(502, f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose "
-                            f"api_key is empty: set {hint} (agents.yaml providers.{provider.name}.api_key) and "
-                            f"restart, or point the agent at a local Ollama (model: ollama/<model>).",
-                       type="configuration_error", code="provider_not_configured")
+    problem = provider_problem(generation.runtime.manifest, agent)
+    if problem is not None:
+        raise APIError(503, problem, type="configuration_error", code="provider_not_configured")
     return agent
 
 
-def _is_loopback(url: str) -> bool:
-    return is_loopback(urlsplit(url).hostname or "")
+def secrets_redactor(generation: Generation) -> Redactor:
+    """A redactor of every secret in this generation's agents.yaml (provider keys, api tokens, client keys)."""
+    redactor: Redactor = generation.memo("secrets_redactor", lambda: Redactor(generation.runtime.manifest.secrets()))
+    return redactor
 
 
 def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
@@ -232,7 +254,7 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     result = await run.execute(generation, on_event=on_event)
                 await send.send(("done", result))
             except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
-                error = api_error_from(exc)
+                error = api_error_from(exc, secrets_redactor(run.state.current).text)
                 # The answer's status is 200 already: the audit learns of the failure here, not from the status.
                 safety = run.state.safety
                 if safety is not None:
@@ -243,15 +265,24 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                 await send.send(("error", error))
 
     task = asyncio.ensure_future(drive())
+    turn_text: list[str] = []  # the text streamed of the model's latest turn (LLM call)
+    turn = -1
     try:
         yield run.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
         async with receive:
             async for kind, item in receive:
                 if kind == "event":
+                    if item.type == "text":
+                        if item.iteration != turn:
+                            turn, turn_text = item.iteration, []
+                        turn_text.append(item.text)
                     chunk = _event_chunk(run, item)
                     if chunk is not None:
                         yield chunk
                 elif kind == "done":
+                    rest = _unstreamed_text(item.message.content or "", "".join(turn_text))
+                    if rest:  # text the run added after the model's (what waits for approval): as plain text too
+                        yield run.chunk([{"index": 0, "delta": {"content": rest}, "finish_reason": None}])
                     if item.handed_back:
                         calls = [{"index": i, **c} for i, c in enumerate(handed_back_calls(item))]
                         yield run.chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
@@ -266,6 +297,13 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
         if not task.done():  # the client went away: stop the run and its tool calls
             task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def _unstreamed_text(final: str, streamed: str) -> str:
+    """What the final answer's text holds beyond the deltas of the model's latest turn, already sent."""
+    if final.startswith(streamed):
+        return final[len(streamed):]
+    return "\n\n" + final if streamed else final
 
 
 def _event_chunk(run: _Run, event: LoopEvent) -> bytes | None:

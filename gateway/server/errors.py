@@ -8,7 +8,9 @@ so no client ever sees an HTML page or a traceback. `status_for_result` maps a `
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,12 +26,17 @@ logger = logging.getLogger("gateway.server")
 
 
 def json_bytes(content: Any) -> bytes:
-    """The body Starlette's JSONResponse renders, made by orjson (the same compact UTF-8 JSON at a sixth of the
-    cost). What orjson refuses (non-string keys, integers past 64 bits) goes through Starlette's json.dumps."""
+    """The body Starlette's JSONResponse renders, made by orjson (the same compact UTF-8 JSON, faster).
+    What orjson refuses (non-string keys, integers past 64 bits, lone surrogates) goes through json.dumps."""
     try:
         return orjson.dumps(content)
     except TypeError:
-        return JSONResponse.render(None, content)  # type: ignore[arg-type] - it reads nothing of self
+        pass
+    text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (sent as a JSON escape): escaped again, the answer stays JSON
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class FastJSONResponse(JSONResponse):
@@ -131,8 +138,18 @@ def status_for_result(result: ToolResult) -> int:
     return _RESULT_STATUS.get(result.error_type or "", 502)
 
 
-def api_error_from(exc: Exception) -> APIError:
-    """The answer for an exception out of a chat run (provider down, deadline, bad manifest, ...)."""
+def api_error_from(exc: Exception, redact: Callable[[str], str] | None = None) -> APIError:
+    """The answer for an exception out of a chat run (provider down, deadline, bad manifest, ...).
+
+    `redact` scrubs the manifest's secrets from the message: a provider's error text may quote the key it was
+    sent (some OpenAI-compatible servers do)."""
+    error = _api_error_from(exc)
+    if redact is not None:
+        error.message = redact(error.message)
+    return error
+
+
+def _api_error_from(exc: Exception) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, AuditUnavailable):
@@ -152,9 +169,9 @@ def api_error_from(exc: Exception) -> APIError:
         if exc.code == "hook_denied":
             return APIError(403, str(exc), code=exc.code)
         return APIError(502, str(exc), type="run_error", code=exc.code)
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError):  # a local configuration mistake: this gateway cannot serve it (not upstream's)
         details = "; ".join(str(d) for d in exc.diagnostics[:5])
-        return APIError(502, f"{exc}" + (f": {details}" if details else ""), type="configuration_error",
+        return APIError(503, f"{exc}" + (f": {details}" if details else ""), type="configuration_error",
                         code="configuration_error")
     if isinstance(exc, TimeoutError):
         return APIError(504, "The run's deadline passed before it finished.", code="deadline_exceeded")

@@ -38,6 +38,8 @@ def parse_params(body: dict[str, Any]) -> dict[str, Any]:
         value = body.get(name)
         if value is None:
             continue
+        if types == (int,) and isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON has one number type: 2.0 is the integer 2 (JSON Schema agrees)
         if not isinstance(value, types) or isinstance(value, bool):
             expected = " or ".join(_json_type(t) for t in types)
             raise APIError(400, f"`{name}` must be {expected}.", param=name)

@@ -7,10 +7,12 @@ speaks JSON-RPC and is described only in prose.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import __version__
 from ..dialects import FORMATS
+from ..store.base import AUDIT_KINDS
 
 _NULLABLE_STRING = {"type": ["string", "null"]}
 
@@ -56,14 +58,19 @@ _CONTENT = {"anyOf": [
     {"type": "null"},
 ]}
 
-_MESSAGE = {
+_TEXT_MESSAGE = {
+    "type": "object",
+    "required": ["role"],
+    "properties": {"role": {"enum": ["system", "developer", "user"]}, "content": _CONTENT, "name": {"type": "string"}},
+}
+
+_ASSISTANT_MESSAGE = {
     "type": "object",
     "required": ["role"],
     "properties": {
-        "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+        "role": {"const": "assistant"},
         "content": _CONTENT,
         "name": {"type": "string"},
-        "tool_call_id": {"type": "string"},
         "tool_calls": {"type": "array", "items": {
             "type": "object",
             "required": ["id", "type", "function"],
@@ -77,31 +84,11 @@ _MESSAGE = {
     },
 }
 
-_CHAT_REQUEST = {
+_TOOL_MESSAGE = {
     "type": "object",
-    "required": ["model", "messages"],
-    "properties": {
-        "model": {"type": "string", "description": "The agent's name (GET /v1/models)."},
-        "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
-        "stream": {"type": "boolean", "default": False},
-        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "max_tokens": {"type": "integer", "minimum": 1},
-        "max_completion_tokens": {"type": "integer", "minimum": 1},
-        "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 4}]},
-        "seed": {"type": "integer"},
-        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
-        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
-        "user": {"type": "string"},
-        "n": {"const": 1},
-        "tools": {"type": "array", "items": {
-            "type": "object", "required": ["type", "function"],
-            "properties": {"type": {"const": "function"}, "function": {"$ref": "#/components/schemas/Function"}}},
-            "description": "The caller's own tools: handed back when the model calls one (not an agent tool's name)."},
-        "tool_choice": {"$ref": "#/components/schemas/ToolChoice"},
-        "parallel_tool_calls": {"type": "boolean"},
-    },
+    "required": ["role", "tool_call_id"],
+    "properties": {"role": {"const": "tool"}, "content": _CONTENT, "tool_call_id": {"type": "string", "minLength": 1},
+                   "name": {"type": "string"}},
 }
 
 _FUNCTION = {
@@ -110,23 +97,30 @@ _FUNCTION = {
                    "parameters": {"type": "object"}, "strict": {"type": "boolean"}},
 }
 
-_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {"type": "object", "required": ["type"]}]}
+_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {
+    "type": "object", "required": ["type", "function"],
+    "properties": {"type": {"const": "function"}, "function": {
+        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}
+_RESPONSES_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {
+    "type": "object", "required": ["type", "name"],
+    "properties": {"type": {"const": "function"}, "name": {"type": "string"}}}]}
 
 _RESPONSES_REQUEST = {
     "type": "object",
     "required": ["model", "input"],
     "properties": {
-        "model": {"type": "string", "description": "The agent's name (GET /v1/models)."},
+        "model": {"type": "string", "minLength": 1, "description": "The agent's name (GET /v1/models)."},
         "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
             "type": "object", "description": "A message, function_call or function_call_output item."}}]},
         "instructions": {"type": "string"},
-        "previous_response_id": {"type": "string", "description": "A response of the same client key."},
+        "previous_response_id": {"type": "string", "minLength": 1,
+                                 "description": "A response of the same client key."},
         "store": {"type": "boolean", "default": True},
         "stream": {"type": "boolean", "default": False},
         "tools": {"type": "array", "items": {"allOf": [
             {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}},
             {"$ref": "#/components/schemas/Function"}]}},
-        "tool_choice": {"$ref": "#/components/schemas/ToolChoice"},
+        "tool_choice": _RESPONSES_TOOL_CHOICE,
         "parallel_tool_calls": {"type": "boolean"},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "top_p": {"type": "number", "minimum": 0, "maximum": 1},
@@ -151,6 +145,54 @@ _RESPONSE = {
         "gateway": {"$ref": "#/components/schemas/GatewayExtension"},
     },
 }
+
+_MESSAGE = {"oneOf": [_TEXT_MESSAGE, _ASSISTANT_MESSAGE, _TOOL_MESSAGE]}
+
+_REFUSED_LIST = {"type": "array", "maxItems": 0,
+                 "description": "The deprecated form of `tools`: refused when not empty."}
+
+
+def _chat_request(message: dict[str, Any], function: dict[str, Any], tool_choice: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["model", "messages"],
+        "properties": {
+            "model": {"type": "string", "minLength": 1, "description": "The agent's name (GET /v1/models)."},
+            "messages": {"type": "array", "minItems": 1, "items": message},
+            "stream": {"type": "boolean", "default": False},
+            "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+            "max_tokens": {"type": "integer", "minimum": 1},
+            "max_completion_tokens": {"type": "integer", "minimum": 1},
+            "stop": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 4}]},
+            "seed": {"type": "integer"},
+            "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+            "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+            "response_format": {"type": "object"},
+            "logit_bias": {"type": "object"},
+            "reasoning_effort": {"type": "string"},
+            "top_k": {"type": "integer"},
+            "user": {"type": "string"},
+            "n": {"const": 1},
+            "tools": {"type": "array", "items": {
+                "type": "object", "required": ["type", "function"],
+                "properties": {"type": {"const": "function"}, "function": function}},
+                "description": "The caller's own tools: handed back when the model calls one (not an agent tool's "
+                               "name)."},
+            "tool_choice": tool_choice,
+            "parallel_tool_calls": {"type": "boolean"},
+            "functions": _REFUSED_LIST,
+            "function_call": {"not": {}, "description": "The deprecated form of `tool_choice`: refused."},
+        },
+    }
+
+
+_CHAT_REQUEST = _chat_request({"$ref": "#/components/schemas/ChatMessage"}, {"$ref": "#/components/schemas/Function"},
+                              {"$ref": "#/components/schemas/ToolChoice"})
+CHAT_REQUEST_SCHEMA: dict[str, Any] = _chat_request(_MESSAGE, _FUNCTION, _TOOL_CHOICE)
+"""The chat request with its messages inline: what `POST /v1/chat/completions` validates its body against, so
+the document and the door agree (a body the schema refuses is a 400; one it allows is not refused for its shape)."""
 
 _STEP = {"type": "object", "description": "One tool call the gateway made: tool, arguments, status, duration."}
 
@@ -232,8 +274,11 @@ _TOOL_LIST = {
 _HEALTH = {
     "type": "object",
     "required": ["status", "agents", "tools"],
-    "properties": {"status": {"const": "ok"}, "agents": {"type": "integer"}, "tools": {"type": "integer"},
-                   "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"}},
+    "properties": {"status": {"enum": ["ok", "degraded"], "description": "degraded: the last reload was refused "
+                                                                           "(`reload_error` says why)"},
+                   "agents": {"type": "integer"}, "tools": {"type": "integer"},
+                   "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"},
+                   "reload_error": {"type": "string"}},
 }
 
 
@@ -243,6 +288,11 @@ def _json(schema_ref: str, description: str) -> dict[str, Any]:
 
 
 _ERRORS = {"default": _json("Error", "An error, in OpenAI's shape.")}
+_CALL_RESPONSES = {
+    "200": _json("ToolResult", "The call succeeded."),
+    "202": _json("ToolResult", "The tool needs a human's approval; `approval_id` names the request."),
+    **_ERRORS,
+}
 
 
 def _agent_param() -> dict[str, Any]:
@@ -252,6 +302,18 @@ def _agent_param() -> dict[str, Any]:
 _LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 100}}
 _DATA_LIST = {"type": "object", "required": ["data"],
               "properties": {"data": {"type": "array", "items": {"type": "object"}}}}
+
+_AUDIT_FILTERS = [
+    *({"name": name, "in": "query", "required": False, "description": f"Only rows whose `{name}` is this.",
+       "schema": {"type": "string"}} for name in ("agent", "client", "tool", "status", "run_id")),
+    {"name": "kind", "in": "query", "required": False, "schema": {"type": "string",
+                                                                  "enum": list(AUDIT_KINDS)}},
+    *({"name": name, "in": "query", "required": False,
+       "description": f"Rows {'at or after' if name == 'since' else 'before'} this time: ISO 8601 (UTC unless it "
+                      "says otherwise) or epoch seconds.",
+       "schema": {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}}
+      for name in ("since", "until")),
+]
 
 # The safety layer's routes (DESIGN.md fixes their shapes); described when they are mounted.
 SAFETY_PATHS: dict[str, Any] = {
@@ -266,8 +328,8 @@ SAFETY_PATHS: dict[str, Any] = {
         "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
         "requestBody": {"required": True, "content": {"application/json": {"schema": {
             "type": "object", "required": ["decision"],
-            "properties": {"decision": {"enum": ["approve", "deny"]}, "arguments": {"type": "object"},
-                           "reason": {"type": "string"}}}}}},
+            "properties": {"decision": {"enum": ["approve", "deny"]}, "arguments": {"type": ["object", "null"]},
+                           "reason": {"type": ["string", "null"]}}}}}},
         "responses": {
             "200": {"description": "The finished chat completion, or `{approval, result}` for a direct call.",
                     "content": {"application/json": {"schema": {"anyOf": [
@@ -281,8 +343,8 @@ SAFETY_PATHS: dict[str, Any] = {
         },
     }},
     "/audit": {"get": {
-        "operationId": "listAudit", "summary": "Recent tool calls and chats, newest first",
-        "parameters": [_LIMIT],
+        "operationId": "listAudit", "summary": "Recent tool calls, chats and approval decisions, newest first",
+        "parameters": [_LIMIT, *_AUDIT_FILTERS],
         "responses": {"200": {"description": "time, client, agent, tool, arguments (redacted), status, latency_ms, "
                                              "approval", "content": {"application/json": {"schema": _DATA_LIST}}},
                       **_ERRORS},
@@ -290,7 +352,79 @@ SAFETY_PATHS: dict[str, Any] = {
 }
 
 
-def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = None) -> dict[str, Any]:
+def _component_name(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", ".".join(parts))
+
+
+def _hoisted(schema: Any, prefix: str, components: dict[str, Any]) -> Any:
+    """A tool's input schema for the document: its `$defs` moved to `components/schemas` (a `#/$defs/...` inside
+    the document would resolve against the document's root) and its `$ref`s pointed there."""
+    defs = schema.get("$defs", {}) if isinstance(schema, dict) else {}
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key == "$defs":
+                    continue
+                if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+                    out[key] = "#/components/schemas/" + _component_name(prefix, value[len("#/$defs/"):])
+                elif key == "$ref" and value == "#":
+                    out[key] = "#/components/schemas/" + _component_name(prefix)
+                else:
+                    out[key] = rewrite(value)
+            return out
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        return node
+
+    for name, definition in defs.items():
+        components[_component_name(prefix, name)] = rewrite(definition)
+    body = rewrite(schema)
+    components[_component_name(prefix)] = body
+    return {"$ref": "#/components/schemas/" + _component_name(prefix)}
+
+
+def _with_path_values_required(schema: dict[str, Any], path: Any) -> dict[str, Any]:
+    """The schema with `minLength: 1` on string arguments that fill a `{placeholder}` of the operation's path:
+    the door refuses an empty path value (422), so the document says so."""
+    properties = schema.get("properties")
+    if not isinstance(path, str) or not isinstance(properties, dict):
+        return schema
+    placeholders = set(re.findall(r"\{([^}]+)\}", path))
+    patched = {name: {**prop, "minLength": max(1, prop.get("minLength", 0))}
+               if name in placeholders and isinstance(prop, dict) and prop.get("type") == "string" else prop
+               for name, prop in properties.items()}
+    return {**schema, "properties": patched}
+
+
+def tool_call_paths(tools: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(paths, component schemas) of every agent's direct calls, each with the tool's exact body.
+
+    `tools`: agent -> its tools as `GET /agents/{agent}/tools` lists them (`name`, `description`, `input_schema`).
+    """
+    paths: dict[str, Any] = {}
+    components: dict[str, Any] = {}
+    for agent, agent_tools in tools.items():
+        for tool in agent_tools:
+            schema = _with_path_values_required(tool.get("input_schema") or {"type": "object"}, tool.get("path"))
+            operation_id = _component_name("call", agent, tool["name"])
+            paths[f"/agents/{agent}/tools/{tool['name']}"] = {"post": {
+                "operationId": operation_id,
+                "summary": (tool.get("description") or "").split("\n", 1)[0][:200] or f"Call {tool['name']}",
+                "description": f"Call tool {tool['name']!r} of agent {agent!r}; the body is its arguments.",
+                # An empty body is `{}`: it may be left out when `{}` is a valid call.
+                "requestBody": {"required": bool(schema.get("required")), "content": {"application/json": {
+                    "schema": _hoisted(schema, f"Args.{agent}.{tool['name']}", components)}}},
+                "responses": _CALL_RESPONSES,
+            }}
+    return paths, components
+
+
+def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = None, *,
+                     tool_paths: tuple[dict[str, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The document; with `tool_paths` (from `tool_call_paths`) each direct call is listed with its exact body
+    instead of the one templated path whose body is any object."""
     paths: dict[str, Any] = {
         "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded", "security": [],
                              "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
@@ -342,19 +476,20 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             ],
             "responses": {"200": _json("ToolList", "The tools."), **_ERRORS},
         }},
-        "/agents/{agent}/tools/{tool}": {"post": {
+    }
+    if tool_paths is None:
+        paths["/agents/{agent}/tools/{tool}"] = {"post": {
             "operationId": "callAgentTool",
             "summary": "Call one of an agent's tools directly; the body is the arguments object",
+            "description": "The body must match the tool's `input_schema` (GET /agents/{agent}/tools lists it): "
+                           "arguments it does not declare are refused with 422.",
             "parameters": [_agent_param(), {"name": "tool", "in": "path", "required": True,
                                             "schema": {"type": "string"}}],
             "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
-            "responses": {
-                "200": _json("ToolResult", "The call succeeded."),
-                "202": _json("ToolResult", "The tool needs a human's approval; `approval_id` names the request."),
-                **_ERRORS,
-            },
-        }},
-    }
+            "responses": _CALL_RESPONSES,
+        }}
+    else:
+        paths.update(tool_paths[0])
     paths.update(extra_paths or {})
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -385,6 +520,7 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "AgentList": _AGENT_LIST,
             "ToolList": _TOOL_LIST,
             "Health": _HEALTH,
+            **(tool_paths[1] if tool_paths is not None else {}),
         }},
     }
     if server_url:

@@ -23,8 +23,9 @@ from ..errors import GatewayError
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from .auth import admit_agent
 from .caller_tools import parse_responses_tools
-from .chat import _EventStream, _Run
+from .chat import _EventStream, _Run, secrets_redactor
 from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
 from .messages import parse_params
@@ -56,6 +57,7 @@ async def create_response(request: Request) -> Response:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
+    await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
     _refuse_unhonoured(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -81,7 +83,7 @@ async def create_response(request: Request) -> Response:
             try:
                 result = await run.execute(generation)
             except Exception as exc:
-                raise api_error_from(exc) from None
+                raise api_error_from(exc, secrets_redactor(generation).text) from None
         output = output_items(result, answer.first_new(run))
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_")
@@ -208,7 +210,7 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                     result = await run.execute(generation, on_event=on_event)
                 await send.send(("done", result))
             except Exception as exc:  # the status is 200 already: the failure goes in the stream
-                error = api_error_from(exc)
+                error = api_error_from(exc, secrets_redactor(run.state.current).text)
                 safety = run.state.safety
                 if safety is not None:
                     try:

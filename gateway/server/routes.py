@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -12,7 +13,9 @@ from starlette.routing import Route
 
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
+from ..providers.base import holds_lone_surrogate
 from ..toolsets import AgentTool
+from .auth import allowed_agents
 from .errors import APIError
 from .state import GatewayState, Generation
 
@@ -26,8 +29,11 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
     return parse_json_body(await request.body(), default=default)
 
 
-def parse_json_body(body: bytes, *, default: Any = None) -> Any:
-    """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason."""
+def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400) -> Any:
+    """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason.
+
+    A string holding a lone surrogate (`"\\ud800"`: valid JSON, but no text) is refused with `text_status`
+    before anything runs: it could be neither sent upstream nor written to the audit log nor answered."""
     if not body.strip():
         if default is not None:
             return default
@@ -37,9 +43,16 @@ def parse_json_body(body: bytes, *, default: Any = None) -> Any:
     except orjson.JSONDecodeError:
         pass  # json.loads takes what orjson refuses (NaN, integers past 64 bits) and words what neither takes
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        value = json.loads(body)
+    except RecursionError:
+        raise APIError(400, "The request body is nested too deeply to be read.") from None
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+    if holds_lone_surrogate(value):
+        raise APIError(text_status, "The request body holds a lone surrogate (an unpaired \\ud800-\\udfff "
+                                    "escape), which is not text; send valid Unicode.",
+                       code="invalid_arguments" if text_status == 422 else "invalid_text")
+    return value
 
 
 def agent_tool_dict(agent_tool: AgentTool) -> dict[str, Any]:
@@ -66,30 +79,45 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
 
 
 async def healthz(request: Request) -> Response:
-    generation = state_of(request).current
-    runtime = generation.runtime
-    return JSONResponse({
+    """200 while serving; `status: degraded` with the reason when the last reload was refused (the previous
+    configuration keeps serving, but the files on disk are not what runs)."""
+    state = state_of(request)
+    runtime = state.current.runtime
+    body: dict[str, Any] = {
         "status": "ok",
         "agents": len(runtime.manifest.agents),
         "tools": len(runtime.catalog),
         "diagnostics": len(runtime.diagnostics),
-        "reloads": state_of(request).reloads,
-    })
+        "reloads": state.reloads,
+    }
+    error = state.holder.last_error
+    if error is not None:
+        body["status"] = "degraded"
+        lines = [str(error), *(str(d) for d in error.diagnostics[:5])]
+        body["reload_error"] = "\n".join(lines)[:2000]
+    return JSONResponse(body)
 
 
 def _model(agent: AgentConfig) -> dict[str, Any]:
     return {"id": agent.name, "object": "model", "created": 0, "owned_by": "gateway", "description": agent.description}
 
 
+def visible_agents(request: Request, agents: Iterable[str]) -> list[str]:
+    """`agents` the request's client may use (all without `clients` or with `*`)."""
+    allowed = allowed_agents(request.scope)
+    return [name for name in agents if allowed is None or name in allowed]
+
+
 async def list_models(request: Request) -> Response:
     manifest = state_of(request).current.runtime.manifest
-    return JSONResponse({"object": "list", "data": [_model(agent) for agent in manifest.agents.values()]})
+    names = visible_agents(request, manifest.agents)
+    return JSONResponse({"object": "list", "data": [_model(manifest.agents[name]) for name in names]})
 
 
 async def get_model(request: Request) -> Response:
     generation = state_of(request).current
     name = request.path_params["model"]
-    visible = request.scope.get("gateway.agents")  # set by the auth layer: the caller's agents (None: all)
+    visible = allowed_agents(request.scope)  # set by the auth layer: the caller's agents (None: all)
     if visible is not None and name not in visible:  # another client's agent: as unknown as a missing one
         raise APIError(404, f"Unknown model {name!r}; GET /v1/models lists yours.", code="model_not_found")
     return JSONResponse(_model(generation.agent(name, code="model_not_found")))
@@ -98,7 +126,9 @@ async def get_model(request: Request) -> Response:
 async def list_agents(request: Request) -> Response:
     generation = state_of(request).current
     data = []
-    for name, agent in generation.runtime.manifest.agents.items():
+    agents = generation.runtime.manifest.agents
+    for name in visible_agents(request, agents):
+        agent = agents[name]
         toolset = generation.toolset(name)
         data.append({
             "name": name,
@@ -114,12 +144,30 @@ async def list_agents(request: Request) -> Response:
 async def list_tools(request: Request) -> Response:
     generation = state_of(request).current
     agent = request.path_params["agent"]
-    format = request.query_params.get("format", "json")
+    format = query_value(request, "format") or "json"
     if format not in FORMATS:
         raise APIError(400, f"Unknown format {format!r}; use one of: {', '.join(FORMATS)}.", param="format")
-    strict = request.query_params.get("strict", "false").lower() in ("1", "true", "yes")
+    strict = query_flag(request, "strict")
     tools = render_agent_tools(generation, known_agent(generation, agent), format, strict)
     return JSONResponse({"agent": agent, "format": format, "data": tools})
+
+
+def query_value(request: Request, name: str) -> str | None:
+    """A query parameter given at most once (400 when repeated: which one would be meant?)."""
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise APIError(400, f"`{name}` is given {len(values)} times; give it once.", param=name)
+    return values[0] if values else None
+
+
+def query_flag(request: Request, name: str) -> bool:
+    """A boolean query parameter: `true` or `false` (absent: false); 400 for anything else."""
+    value = query_value(request, name)
+    if value is None:
+        return False
+    if value.lower() not in ("true", "false"):
+        raise APIError(400, f"`{name}` must be true or false, not {value!r}.", param=name)
+    return value.lower() == "true"
 
 
 def known_agent(generation: Generation, agent: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import gc
 import logging
 import sys
@@ -46,9 +47,7 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
 YOUNG_GC_THRESHOLD = 50_000
 """Allocations between two collections of young objects (Python's default: 700). A proxied call allocates a few
 hundred short-lived objects, nearly none of them in cycles (reference counting frees them), so the default
-collected once or twice per call for nothing. The first side-by-side measure gave 60-80 µs less CPU per call; two
-later ones (15 rounds each, since the executor's own HTTP client allocates less) 0 and 26 µs less CPU, and p50
-within noise (-12 to +16 µs)."""
+collected once or twice per call for nothing (`python -m bench.calls` measures the effect)."""
 
 
 def tune_gc() -> None:
@@ -65,14 +64,27 @@ def tune_gc() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
+    trouble) at INFO on the same stderr handler (Python's default shows only warnings of unconfigured loggers,
+    so a good reload logged nothing), and the access log written by `AccessLog`."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
+    # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
+    config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
+    config["loggers"]["uvicorn.access"] = {"handlers": [], "level": "INFO", "propagate": False}
+    return config
+
+
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, **options: Any) -> int:
+               allow_public: bool = False, access_log: bool = True, **options: Any) -> int:
     import uvicorn
 
-    from .accesslog import log_config
     from .app import create_app
     from .auth import check_bind
-    from .protocol import http_protocol
     from .safety import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)
@@ -86,34 +98,24 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         return 1
     if tracing.configure_from_environment():  # before the app: the MCP door keeps the SDK's spans when traced
         print("gateway: exporting traces over OTLP (OTEL_* variables)", file=sys.stderr)
-    app = create_app(RuntimeHolder(runtime), host=host, **{**safety.app_options(), **options})
+    app = create_app(RuntimeHolder(runtime), host=host, access_log=access_log, **{**safety.app_options(), **options})
     tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
     shown = f"[{host}]" if ":" in host else host
     print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}", file=sys.stderr)
+          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+          f"(console: http://{shown}:{port}/console)", file=sys.stderr)
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
     # anyio (under the MCP SDK) asks sniffio which event loop runs on every checkpoint, event and memory-stream
     # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
-    _lean_log_records()
     with _asyncio_declared():
         uvicorn.run(app, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    http=http_protocol(), timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
                     timeout_keep_alive=KEEP_ALIVE_SECONDS)
     return 0
-
-
-def _lean_log_records() -> None:
-    """Records without the caller's file, line and function (a stack walk per record) or thread and process
-    names: no format `serve` configures shows them, and the access log writes a record per request (the
-    logging HOWTO's "Optimization" settings; ~25 µs of CPU per proxied call measured side by side)."""
-    logging._srcfile = None  # type: ignore[attr-defined]
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
 
 
 @contextlib.contextmanager

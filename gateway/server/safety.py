@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
@@ -32,11 +33,12 @@ from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
 from ..safety.audit import bind_caller, current_caller
 from ..safety.guards import Safeguards, describe_pause
-from ..store import RunRecord, Store
+from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
 from .handoff import keep_turn
+from .routes import read_json
 
 logger = logging.getLogger("gateway.safety")
 
@@ -75,11 +77,14 @@ class Safety(Safeguards):
             "extra_routes": self.routes(),
         }
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[BaseRoute]:
+        from .console import Console  # the console's templates are only loaded by a server
+
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            Console(self).mount(),
         ]
 
     # -- routes -------------------------------------------------------------------------------------
@@ -90,13 +95,12 @@ class Safety(Safeguards):
 
     async def _list_audit(self, request: Request) -> Response:
         limit = _limit(request, default=100)
-        return JSONResponse({"data": await self.audit.recent(limit, agents=allowed_agents(request.scope))})
+        query = audit_query(request.query_params)
+        return JSONResponse({"data": await self.audit.recent(limit, agents=allowed_agents(request.scope),
+                                                             query=query)})
 
     async def _decide_approval(self, request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.") from None
+        payload = await read_json(request)  # 400 for what is not JSON, nested too deep or no text
         if not isinstance(payload, dict):
             raise APIError(400, "The body must be a JSON object: {\"decision\": \"approve\" | \"deny\"}.")
         try:
@@ -107,8 +111,10 @@ class Safety(Safeguards):
             raise APIError(400, "`reason` must be a string.", param="reason")
         visible = allowed_agents(request.scope)
         try:
+            client = request.scope.get("gateway.client")
             outcome = await self.decide(request.app.state.gateway, request.path_params["id"], decision,
-                                        allowed=None if visible is None else visible.__contains__)
+                                        allowed=None if visible is None else visible.__contains__,
+                                        by=client if isinstance(client, str) else None)
         except ApprovalError as exc:
             code = "approval_used" if isinstance(exc, AlreadyDecided) else None
             raise APIError(exc.status, str(exc), code=code) from None
@@ -116,13 +122,14 @@ class Safety(Safeguards):
         return JSONResponse(body, status_code=status)
 
     async def decide(self, state: Any, approval_id: str, decision: Decision, *,
-                     allowed: Callable[[str], bool] | None = None) -> Outcome:
-        """Decide one approval and resume its run on `state` (the server's GatewayState) when it was the last."""
+                     allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
+        """Decide one approval and resume its run on `state` (the server's GatewayState) when it was the last;
+        `by` names the deciding client in the audit log."""
 
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
             return await self._resume(state, run, decisions)
 
-        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed)
+        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed, by=by)
 
     def render_outcome(self, state: Any, outcome: Outcome) -> tuple[int, dict[str, Any]]:
         """The HTTP answer: 202 while the run waits for more decisions, else the finished completion
@@ -187,6 +194,39 @@ class Safety(Safeguards):
         why = notes.get("run_error")
         await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
                                      error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
+
+
+def audit_query(params: Mapping[str, str]) -> AuditQuery:
+    """`GET /audit`'s filters: agent, client, tool, status, kind, run_id (exact), since and until (ISO 8601 in UTC,
+    or epoch seconds); a bad time is a 400 naming the parameter."""
+    def text(name: str) -> str | None:
+        return params.get(name) or None
+
+    kind = text("kind")
+    if kind is not None and kind not in AUDIT_KINDS:
+        raise APIError(400, f"`kind` must be one of {', '.join(AUDIT_KINDS)}, not {kind[:40]!r}.", param="kind")
+    return AuditQuery(agent=text("agent"), client=text("client"), tool=text("tool"), status=text("status"),
+                      kind=kind, run_id=text("run_id"), since=_time_param(params, "since"),
+                      until=_time_param(params, "until"))
+
+
+def _time_param(params: Mapping[str, str], name: str) -> float | None:
+    raw = (params.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        # RFC 3339 allows a lower-case `t` and `z`; fromisoformat takes the upper-case forms.
+        moment = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise APIError(400, f"`{name}` must be a time in ISO 8601 (2026-12-01T10:00:00Z) or epoch seconds, not "
+                            f"{raw[:40]!r}.", param=name) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _limit(request: Request, *, default: int) -> int:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import ApprovalRecord, AuditRow, Bucket, ResponseRecord, RunRecord, Store
+from .base import AUDIT_KINDS, ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_STORE",
     "ApprovalRecord",
+    "AUDIT_KINDS",
+    "AuditQuery",
     "AuditRow",
     "Bucket",
     "MemoryStore",

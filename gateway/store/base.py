@@ -83,12 +83,18 @@ class ResponseRecord:
     created: float = field(default_factory=time.time)
 
 
+
+AuditKind = Literal["tool", "chat", "decision"]
+AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision")
+"""What an audit row records: a tool call, a chat run, or a human's approval decision."""
+
 @dataclass(slots=True, kw_only=True)
 class AuditRow:
     """One tool call or one chat, as the audit log keeps it (arguments already redacted)."""
 
     time: float
-    kind: Literal["tool", "chat"]
+    kind: AuditKind
+    """`decision`: a human approved or denied a call (then `client` is who decided)."""
     client: str | None = None
     agent: str | None = None
     tool: str | None = None
@@ -111,6 +117,53 @@ class AuditRow:
         row["time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(self.time)) + f".{int(self.time % 1 * 1000):03d}Z"
         row["latency_ms"] = round(self.latency_ms, 3)
         return row
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class AuditQuery:
+    """Which audit rows to list (`GET /audit` and the console's filters); None fields match everything."""
+
+    agents: frozenset[str] | None = None
+    """The agents a caller may see (None: all); `agent` narrows within them."""
+    agent: str | None = None
+    client: str | None = None
+    tool: str | None = None
+    status: str | None = None
+    kind: str | None = None
+    run_id: str | None = None
+    since: float | None = None
+    """Epoch seconds, inclusive."""
+    until: float | None = None
+    """Epoch seconds, exclusive."""
+
+    def matches(self, row: AuditRow) -> bool:
+        """The same test as the SQL backends' WHERE clause (for stores that filter in Python)."""
+        return ((self.agents is None or row.agent in self.agents)
+                and all(want is None or got == want for want, got in (
+                    (self.agent, row.agent), (self.client, row.client), (self.tool, row.tool),
+                    (self.status, row.status), (self.kind, row.kind), (self.run_id, row.run_id)))
+                and (self.since is None or row.time >= self.since)
+                and (self.until is None or row.time < self.until))
+
+    def where(self) -> tuple[str, list[Any]]:
+        """A WHERE clause (`?` placeholders) and its parameters; empty when nothing is filtered."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.agents is not None:
+            clauses.append(f"agent IN ({', '.join('?' * len(self.agents))})" if self.agents else "0")
+            params.extend(sorted(self.agents))
+        for column, value in (("agent", self.agent), ("client", self.client), ("tool", self.tool),
+                              ("status", self.status), ("kind", self.kind), ("run_id", self.run_id)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if self.since is not None:
+            clauses.append("time >= ?")
+            params.append(self.since)
+        if self.until is not None:
+            clauses.append("time < ?")
+            params.append(self.until)
+        return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 class Store(abc.ABC):
@@ -159,8 +212,9 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
-        """The newest rows first; `agents` restricts to those agents (None: all)."""
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
+                         query: AuditQuery | None = None) -> list[AuditRow]:
+        """The newest rows first; `agents` restricts to those agents (None: all), `query` filters further."""
 
     @abc.abstractmethod
     async def prune_audit(self, before: float) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
+    AuditQuery,
     AuditRow,
     Bucket,
     ResponseRecord,
@@ -86,8 +87,10 @@ class MemoryStore(Store):
         row.id = len(self._audit) + 1
         self._audit.append(copy.deepcopy(row))
 
-    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
-        rows = [r for r in reversed(self._audit) if agents is None or r.agent in agents]
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
+                         query: AuditQuery | None = None) -> list[AuditRow]:
+        query = query or AuditQuery()
+        rows = [r for r in reversed(self._audit) if (agents is None or r.agent in agents) and query.matches(r)]
         return copy.deepcopy(rows[:limit])
 
     async def prune_audit(self, before: float) -> int:

@@ -23,6 +23,7 @@ path. A write that fails (a full disk, a read-only file) raises: the audit log t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -37,6 +38,7 @@ from ..errors import ConfigError
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
+    AuditQuery,
     AuditRow,
     Bucket,
     ResponseRecord,
@@ -321,13 +323,10 @@ class SQLiteStore(Store):
                 error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
             _settle_waiters(batch, error)
 
-    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None) -> list[AuditRow]:
-        if agents is not None and not agents:
-            return []
-        where, params = "", []
-        if agents is not None:
-            where = f"WHERE agent IN ({', '.join('?' * len(agents))})"
-            params = sorted(agents)
+    async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
+                         query: AuditQuery | None = None) -> list[AuditRow]:
+        query = _with_agents(query, agents)
+        where, params = query.where()
 
         def work(conn: sqlite3.Connection) -> list[AuditRow]:
             rows = conn.execute(
@@ -471,3 +470,11 @@ def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | Non
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+
+
+def _with_agents(query: AuditQuery | None, agents: set[str] | None) -> AuditQuery:
+    query = query or AuditQuery()
+    if agents is None:
+        return query
+    allowed = frozenset(agents) if query.agents is None else query.agents & frozenset(agents)
+    return dataclasses.replace(query, agents=allowed)

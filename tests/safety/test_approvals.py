@@ -43,8 +43,9 @@ async def test_run_resumes_once_every_approval_is_decided() -> None:
     assert run_id == "chat-1" and decisions["apr_a"].arguments == {"n": 9} and not decisions["apr_b"].approve
     assert (await store.get_run("chat-1")).status == "done"  # type: ignore[union-attr]
     assert await manager.pending() == []
-    statuses = [r.status for r in await store.list_audit()]
-    assert statuses == ["approval_denied", "approval_pending", "approval_pending"]
+    statuses = [(r.kind, r.status) for r in await store.list_audit()]
+    assert statuses == [("tool", "approval_denied"), ("decision", "denied"), ("decision", "approved"),
+                        ("tool", "approval_pending"), ("tool", "approval_pending")]
 
 
 async def test_replayed_forged_and_foreign_approvals_are_refused() -> None:

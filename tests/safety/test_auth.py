@@ -14,7 +14,10 @@ from starlette.testclient import TestClient
 from gateway.config.model import ClientConfig
 from gateway.errors import ConfigError
 from gateway.safety.ratelimit import RateLimiter, RateLimits
-from gateway.server.auth import AuthMiddleware, ClientKeys, check_bind, is_loopback
+from gateway.server.app import gated
+from gateway.server.auth import AuthMiddleware, ClientKeys, admit_agent, check_bind, is_loopback
+from gateway.server.errors import error_handlers
+from gateway.server.routes import visible_agents
 from gateway.store import MemoryStore
 
 KEY_CI = "ck-ci-0123456789abcdef"
@@ -31,20 +34,29 @@ async def _echo(request: Request) -> JSONResponse:
         request.scope.get("gateway.agents") or []), "body": body.decode()})
 
 
+async def _chat(request: Request) -> JSONResponse:
+    body = await request.body()
+    await admit_agent(request.scope, json.loads(body)["model"])  # as the chat door does once it has the model
+    return await _echo(request)
+
+
 async def _models(request: Request) -> JSONResponse:
-    return JSONResponse({"object": "list", "data": [{"id": "clerk"}, {"id": "weather"}]})
+    return JSONResponse({"object": "list", "data": [{"id": n} for n in visible_agents(request, ["clerk", "weather"])]})
 
 
-def _client(keys: ClientKeys, **options: object) -> TestClient:
+def _client(keys: ClientKeys, *, root_path: str = "", **options: object) -> TestClient:
     app = Starlette(routes=[
-        Route("/v1/chat/completions", _echo, methods=["POST"]),
-        Route("/v1/models", _models),
-        Route("/agents/{agent}/tools", _echo),
-        Route("/mcp/{agent}", _echo, methods=["POST"]),
-        Route("/audit", _echo),
-        Route("/healthz", _echo),
-    ], middleware=[Middleware(AuthMiddleware, keys=lambda: keys, **options)])
-    return TestClient(app)
+        Route("/v1/chat/completions", _chat, methods=["POST"]),
+        *gated([
+            Route("/v1/models", _models),
+            Route("/agents/{agent}/tools", _echo),
+            Route("/mcp/{agent}", _echo, methods=["POST"]),
+            Route("/audit", _echo),
+            Route("/healthz", _echo),
+        ]),
+    ], middleware=[Middleware(AuthMiddleware, keys=lambda: keys, **options)],
+        exception_handlers=error_handlers())
+    return TestClient(app, root_path=root_path)
 
 
 def _bearer(key: str) -> dict[str, str]:
@@ -82,6 +94,22 @@ def test_each_key_only_its_agents() -> None:
     allowed = client.post("/v1/chat/completions", headers=_bearer(KEY_CI), json={"model": "clerk", "x": 1})
     assert allowed.status_code == 200 and json.loads(allowed.json()["body"]) == {"model": "clerk", "x": 1}
     assert allowed.json()["agents"] == ["clerk"]
+
+
+@pytest.mark.parametrize("root_path", ["/gw", "/a/b"])
+def test_behind_a_url_prefix_each_key_still_only_its_agents(root_path: str) -> None:
+    """Under an ASGI root path (the server puts it in front of each path) the agent is the one the router
+    matched, not a re-parse of the raw path."""
+    client = _client(ClientKeys(CLIENTS), root_path=root_path)
+    assert client.get(f"{root_path}/agents/clerk/tools", headers=_bearer(KEY_CI)).json()["client"] == "ci"
+    assert client.get(f"{root_path}/agents/weather/tools", headers=_bearer(KEY_CI)).status_code == 403
+    assert client.post(f"{root_path}/mcp/weather", headers=_bearer(KEY_CI), content=b"{}").status_code == 403
+    chat = client.post(f"{root_path}/v1/chat/completions", headers=_bearer(KEY_CI), json={"model": "weather"})
+    assert chat.status_code == 403
+    models = client.get(f"{root_path}/v1/models", headers=_bearer(KEY_CI)).json()["data"]
+    assert [m["id"] for m in models] == ["clerk"]
+    assert client.get(f"{root_path}/healthz").status_code == 200  # public under the prefix too
+    assert client.get(f"{root_path}/audit").status_code == 401
 
 
 def test_model_lists_are_filtered_per_key() -> None:

@@ -139,7 +139,7 @@ def test_a_client_that_disconnects_cancels_its_run_and_the_write_is_not_repeated
         port = int(str(client.base_url).rstrip("/").rsplit(":", 1)[1])
         body = b'{"model": "ops", "messages": [{"role": "user", "content": "write"}]}'
         with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
             assert faults.arrival("/write").wait(10)
         # The run was cancelled: its cancelled call is in the audit log, and nothing more was sent.

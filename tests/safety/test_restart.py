@@ -69,7 +69,8 @@ def test_paused_run_survives_a_restart_and_resumes_once(tmp_path: Path, llm: Len
     second_safety.store.close()  # type: ignore[attr-defined]
     assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]  # exactly once
     comment_rows = [r for r in audit if r["tool"] and r["tool"].endswith("createIssueComment")]
-    assert {r["status"] for r in comment_rows} == {"approval_pending", "ok"}
+    assert {(r["kind"], r["status"]) for r in comment_rows} == {("tool", "approval_pending"), ("tool", "ok"),
+                                                                ("decision", "approved")}
     assert all(r["approval"] == pending["id"] for r in comment_rows)
     assert any(r["kind"] == "chat" and r["status"] == "paused" for r in audit)
     assert any(r["kind"] == "chat" and r["status"] == "ok" and r["usage"] for r in audit)

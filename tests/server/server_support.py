@@ -22,7 +22,6 @@ from scripted_llm import ScriptedLLM
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
-from gateway.server.protocol import http_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,9 +131,8 @@ def running(app: Any, *, root_path: str = "") -> Iterator[str]:
     `root_path`: as behind a proxy that strips it: uvicorn puts it in front of each request's path."""
     sock = free_socket()
     port = sock.getsockname()[1]
-    # The HTTP protocol `gateway serve` runs (head and body of a response in one write).
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                                    http=http_protocol(), root_path=root_path))
+                                    root_path=root_path))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

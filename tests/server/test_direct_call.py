@@ -17,7 +17,7 @@ def test_a_client_leaving_mid_body_ends_the_call_quietly(gw: tuple[str, Any], up
     url, _ = gw
     address = urlsplit(url)
     with socket.create_connection((address.hostname, address.port)) as sock:
-        sock.sendall(b"POST /agents/weather/tools/getForecast HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(b"POST /agents/weather/tools/getForecast HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"latitude\": 1")
         time.sleep(0.1)  # the door is waiting for the rest of the body
     time.sleep(0.2)

@@ -137,7 +137,8 @@ def test_body_over_the_limit_is_413(tmp_path: Any, llm: Any, upstream: Recording
                 yield b"y" * 200
             yield b'"}'
 
-        response = httpx.post(f"{url}/agents/weather/tools/getForecast", content=chunks())
+        response = httpx.post(f"{url}/agents/weather/tools/getForecast", content=chunks(),
+                              headers={"content-type": "application/json"})
         assert response.status_code == 413
         assert upstream.requests == []
 

@@ -1,0 +1,51 @@
+"""Tool definitions in each provider's wire format, rendered at the edge from the exact catalog schema.
+
+Formats: `json` (the catalog's own view), `openai` (Chat Completions `tools`, optionally in strict mode),
+`anthropic`, `gemini` (one `FunctionDeclaration` per tool) and `mcp` (MCP `Tool`). The input is anything
+with `name`, `description`, `input_schema` and `output_schema` (`Tool` and `AgentTool` both). Schemas are
+never changed in place: the catalog shares them between tools.
+
+Modules: `render` (the formats), `strict` (OpenAI strict mode) with `strict_allof` (folding `allOf`),
+`strict_limits` (OpenAI's size limits) and `strict_arguments` (the way back to the exact schema),
+`gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .gemini import gemini_function, gemini_schema
+from .mcp import mcp_output_schema, mcp_output_wraps, mcp_structured_content, mcp_tool
+from .render import FORMATS, anthropic_tool, json_tool, openai_tool, render_tools
+from .strict import StrictForm, strict_arguments, strict_form, strict_reason, strict_schema
+from .strict_allof import NotStrict
+from .strict_arguments import StrictArgumentsError
+from .tool import ToolLike
+
+__all__ = [
+    "FORMATS",
+    "NotStrict",
+    "StrictArgumentsError",
+    "StrictForm",
+    "ToolLike",
+    "anthropic_tool",
+    "drop_strict_nulls",
+    "gemini_function",
+    "gemini_schema",
+    "json_tool",
+    "mcp_output_schema",
+    "mcp_output_wraps",
+    "mcp_structured_content",
+    "mcp_tool",
+    "openai_tool",
+    "render_tools",
+    "strict_arguments",
+    "strict_form",
+    "strict_reason",
+    "strict_schema",
+]
+
+
+def drop_strict_nulls(input_schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The former name of `strict_arguments` (which also decodes what strict mode encodes)."""
+    return strict_arguments(input_schema, arguments)

@@ -1,0 +1,37 @@
+"""Whether an agent's provider can be called at all: defined in agents.yaml, and holding a key if it needs one.
+
+Both `gateway serve` (503 with the reason) and `gateway chat` (the reason, exit 1) ask before any request, so
+a missing key is reported as the local configuration mistake it is, not sent to the cloud as an empty key.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ..config.model import AgentConfig, Manifest
+
+KEYED_KINDS = ("openai", "anthropic", "gemini", "openai-responses")
+KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
+             "gemini": "GEMINI_API_KEY"}
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def provider_problem(manifest: Manifest, agent: AgentConfig) -> str | None:
+    """Why `agent`'s provider cannot be called (None: it can): undefined, or a cloud API without its key.
+
+    A provider on a loopback address (a local OpenAI-compatible server, Ollama) needs no key."""
+    provider = manifest.providers.get(agent.provider)
+    if provider is None:
+        return f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not define."
+    if provider.kind in KEYED_KINDS and not provider.api_key and not _is_loopback(provider.base_url):
+        hint = KEY_HINTS.get(provider.kind, "the provider's key")
+        return (f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose api_key is empty: "
+                f"set {hint} (agents.yaml providers.{provider.name}.api_key) and restart, point the provider's "
+                "base_url at any OpenAI-compatible server (the example reads OPENAI_BASE_URL), or use a local "
+                "Ollama (model: ollama/<model>).")
+    return None
+
+
+def _is_loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").strip("[]")
+    return host in _LOOPBACK_HOSTS or host.startswith("127.")

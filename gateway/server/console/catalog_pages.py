@@ -1,0 +1,124 @@
+"""The console's catalog pages: the agents, one agent's tools (with search), one tool."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ...config.model import AgentConfig
+from ...dialects import render_tools
+from ...safety.ratelimit import Limit
+from ...toolsets import AgentTool
+from ..errors import APIError
+from ..routes import state_of
+from ..state import Generation
+from .app import viewer_of
+from .forms import form_fields
+
+if TYPE_CHECKING:
+    from .app import Console
+
+VIEW_FORMATS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gemini",
+                "ollama": "openai"}
+"""The dialect each provider kind is sent its tools in."""
+
+
+def routes(console: Console) -> list[Route]:
+    async def agents_page(request: Request) -> Response:
+        generation = state_of(request).current
+        viewer = viewer_of(request)
+        query = request.query_params.get("q", "").strip()
+        agents = [_agent_summary(generation, generation.runtime.manifest.agents[name])
+                  for name in viewer.visible(generation.runtime.manifest.agents)]
+        found = [(a["name"], t) for a in agents for t in search_tools(generation, a["name"], query)] if query else []
+        return console.render(request, "agents.html", agents=agents, query=query, found=found[:200],
+                              title="Agents")
+
+    async def agent_page(request: Request) -> Response:
+        generation = state_of(request).current
+        name = visible_agent(request, generation)
+        agent = generation.runtime.manifest.agents[name]
+        query = request.query_params.get("q", "").strip()
+        tools = search_tools(generation, name, query)
+        return console.render(request, "agent.html", agent=agent, summary=_agent_summary(generation, agent),
+                              tools=tools, query=query, limits=_agent_limits(console, agent), title=name)
+
+    async def tool_page(request: Request) -> Response:
+        generation = state_of(request).current
+        name = visible_agent(request, generation)
+        agent = generation.runtime.manifest.agents[name]
+        agent_tool = known_tool(generation, name, request.path_params["tool"])
+        provider = generation.runtime.manifest.providers.get(agent.provider)
+        dialect = VIEW_FORMATS.get(provider.kind if provider else "openai", "openai")
+        model_view = render_tools([agent_tool], dialect)[0]
+        exact = agent_tool.tool.input_schema if agent_tool.tool is not None else agent_tool.input_schema
+        return console.render(
+            request, "tool.html", agent=agent, tool=agent_tool, model_view=model_view, dialect=dialect,
+            exact_schema=exact, fields=form_fields(agent_tool.input_schema), limit=_tool_limit(console, agent_tool),
+            agent_limits=_agent_limits(console, agent), title=f"{agent_tool.name} · {name}")
+
+    return [
+        Route("/agents", console.page(agents_page), methods=["GET"]),
+        Route("/agents/{agent}", console.page(agent_page), methods=["GET"]),
+        Route("/agents/{agent}/tools/{tool}", console.page(tool_page), methods=["GET"]),
+    ]
+
+
+def visible_agent(request: Request, generation: Generation) -> str:
+    """The path's agent, when this viewer may see it; another's agent is as unknown as a missing one."""
+    name = request.path_params["agent"]
+    if not viewer_of(request).may_see(name) or name not in generation.runtime.manifest.agents:
+        raise APIError(404, f"No agent {name!r} here.", code="unknown_agent")
+    return str(name)
+
+
+def known_tool(generation: Generation, agent: str, name: str) -> AgentTool:
+    agent_tool = generation.toolset(agent).get(name)
+    if agent_tool is None:
+        raise APIError(404, f"Agent {agent!r} has no tool {name!r}.", code="unknown_tool")
+    return agent_tool
+
+
+def _agent_summary(generation: Generation, agent: AgentConfig) -> dict[str, Any]:
+    tools = list(generation.toolset(agent.name))
+    return {"name": agent.name, "description": agent.description, "model": agent.model,
+            "approval": agent.policy.approval, "tools": len(tools),
+            "under_approval": sum(1 for t in tools if t.needs_approval), "delegates": list(agent.delegates)}
+
+
+def search_tools(generation: Generation, agent: str, query: str) -> list[AgentTool]:
+    """The agent's tools matching every word of `query` (in name, summary, description, method or path)."""
+    tools = list(generation.toolset(agent))
+    words = query.lower().split()
+    if not words:
+        return tools
+
+    def text(t: AgentTool) -> str:
+        parts = [t.name, t.description]
+        if t.tool is not None:
+            parts += [t.tool.summary, t.tool.method, t.tool.path, t.tool.api, *t.tool.tags]
+        return " ".join(parts).lower()
+
+    return [t for t in tools if all(word in text(t) for word in words)]
+
+
+def describe_limit(limit: Limit | None) -> str:
+    if limit is None:
+        return "no limit"
+    per_minute = limit.rate * 60
+    rate = f"{per_minute:g}/min" if per_minute >= 1 else f"{limit.rate * 3600:g}/h"
+    return f"{rate}, bursts of {limit.burst:g}"
+
+
+def _agent_limits(console: Console, agent: AgentConfig) -> str:
+    limits = console.safety.limiter.limits
+    return describe_limit(limits.agents.get(agent.name) or limits.agent)
+
+
+def _tool_limit(console: Console, agent_tool: AgentTool) -> str:
+    limits = console.safety.limiter.limits
+    name = agent_tool.tool.name if agent_tool.tool is not None else agent_tool.name
+    return describe_limit(limits.tools.get(name) or limits.tool)

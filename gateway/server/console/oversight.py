@@ -1,0 +1,113 @@
+"""The console's oversight pages: runs and the audit log, the approvals inbox, and the gateway's health."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...loop_types import Decision
+from ...safety.approvals import AlreadyDecided, ApprovalError, approval_dict
+from ..routes import read_json, state_of
+from .app import json_error, viewer_of
+from .tryout import argument_problems
+
+if TYPE_CHECKING:
+    from .app import Console
+
+FILTERS = ("agent", "client", "tool", "status", "kind", "since", "until")
+PAGE_ROWS = 200
+
+
+def routes(console: Console) -> list[Route]:
+    from ..safety import audit_query
+
+    safety = console.safety
+
+    async def audit_page(request: Request) -> Response:
+        viewer = viewer_of(request)
+        filters = {name: request.query_params.get(name, "") for name in FILTERS}
+        query = audit_query({k: v for k, v in filters.items() if v})
+        rows = await safety.audit.recent(PAGE_ROWS, agents=viewer.agent_set, query=query)
+        agents = viewer.visible(state_of(request).current.runtime.manifest.agents)
+        return console.render(request, "audit.html", rows=rows, filters=filters, agents=agents,
+                              title="Runs and audit")
+
+    async def run_page(request: Request) -> Response:
+        viewer = viewer_of(request)
+        run_id = request.path_params["run_id"]
+        query = audit_query({"run_id": run_id})
+        rows = list(reversed(await safety.audit.recent(PAGE_ROWS, agents=viewer.agent_set, query=query)))
+        return console.render(request, "run.html", rows=rows, run_id=run_id, title=f"Run {run_id}")
+
+    async def approvals_page(request: Request) -> Response:
+        viewer = viewer_of(request)
+        pending = await safety.approvals.pending(agents=viewer.agent_set, limit=PAGE_ROWS)
+        items = [approval_dict(a, safety.redactor.value) for a in pending]
+        return console.render(request, "approvals.html", approvals=items, title="Approvals")
+
+    async def decide(request: Request) -> Response:
+        viewer = viewer_of(request)
+        state = state_of(request)
+        payload = await read_json(request)
+        if not isinstance(payload, dict):
+            return json_error(400, "Send {\"decision\": \"approve\" | \"deny\", \"reason\"?, \"arguments\"?}.")
+        try:
+            decision = Decision.parse(payload)
+        except (ValueError, AttributeError) as exc:
+            return json_error(400, str(exc), param="decision")
+        approval_id = request.path_params["id"]
+        if decision.approve and decision.arguments is not None:
+            problems = await _edit_problems(console, state, approval_id, decision.arguments)
+            if problems:  # the edit is refused before the approval is used
+                return json_error(422, "The edited arguments are not valid; the approval still waits.",
+                                  code="invalid_arguments", param="arguments", problems=problems)
+        visible = viewer.agent_set
+        try:
+            outcome = await safety.decide(state, approval_id, decision,
+                                          allowed=None if visible is None else visible.__contains__,
+                                          by=viewer.name or "console")
+        except ApprovalError as exc:
+            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
+            return json_error(exc.status, str(exc), code=code)
+        status, body = safety.render_outcome(state, outcome)
+        return JSONResponse(body, status_code=status)
+
+    async def health_page(request: Request) -> Response:
+        state = state_of(request)
+        runtime = state.current.runtime
+        holder = state.holder
+        error = holder.last_error
+        return console.render(
+            request, "health.html", runtime=runtime, apis=sorted(runtime.catalog.apis.values(), key=lambda a: a.name),
+            agents=viewer_of(request).visible(runtime.manifest.agents), diagnostics=runtime.diagnostics,
+            reloads=holder.generation, loaded_at=_when(runtime.loaded_at), reloaded_at=_when(holder.reloaded_at),
+            refused_at=_when(holder.refused_at), refused=str(error) if error is not None else None,
+            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error is not None else [],
+            title="Health")
+
+    return [
+        Route("/audit", console.page(audit_page), methods=["GET"]),
+        Route("/runs/{run_id}", console.page(run_page), methods=["GET"]),
+        Route("/approvals", console.page(approvals_page), methods=["GET"]),
+        Route("/approvals/{id}", decide, methods=["POST"]),
+        Route("/health", console.page(health_page), methods=["GET"]),
+    ]
+
+
+async def _edit_problems(console: Console, state: Any, approval_id: str, arguments: Any) -> list[str]:
+    record = await console.safety.store.get_approval(approval_id)
+    if record is None:
+        return []  # deciding says it is unknown
+    agent_tool = state.current.toolset(record.agent).get(record.tool) if record.agent in \
+        state.current.runtime.manifest.agents else None
+    if agent_tool is None:
+        return []
+    return argument_problems(agent_tool, arguments)
+
+
+def _when(moment: float | None) -> str | None:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(moment)) if moment is not None else None

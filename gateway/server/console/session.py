@@ -1,0 +1,121 @@
+"""Who is looking at the console: sign-in with a client key, a signed session cookie, CSRF tokens.
+
+With `clients` in agents.yaml the sign-in page takes a client key; the answer sets an HttpOnly,
+SameSite=Strict cookie `name.expiry.signature`, signed with the SHA-256 digest of that client's key. No
+session table: any instance serving the same agents.yaml accepts the cookie, and changing or removing the
+key ends every session signed with it. The CSRF token is derived from the same secret and session, sent in
+each page and required (header `X-CSRF-Token`) on every state-changing request. Without `clients` (a
+loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..auth import ClientKeys
+
+COOKIE = "gateway_console"
+SESSION_SECONDS = 8 * 3600
+CSRF_HEADER = "x-csrf-token"
+
+
+@dataclass(slots=True, frozen=True)
+class Viewer:
+    """The person at the console: a signed-in client, or anyone on loopback when there are no clients."""
+
+    name: str | None
+    """The client's name; None on an open console (no `clients`)."""
+    admin: bool
+    agents: frozenset[str] | None
+    """The agents this viewer may see; None: every agent."""
+    csrf: str
+
+    def may_see(self, agent: str) -> bool:
+        return self.agents is None or agent in self.agents
+
+    def visible(self, agents: Iterable[str]) -> list[str]:
+        return [a for a in agents if self.may_see(a)]
+
+    @property
+    def agent_set(self) -> set[str] | None:
+        """As the safety layer's `allowed_agents` (None: all)."""
+        return None if self.agents is None else set(self.agents)
+
+
+class Sessions:
+    def __init__(self, keys: Callable[[], ClientKeys]) -> None:
+        """Sign viewers in and recognise them again.
+
+        Parameters:
+            keys: the current manifest's client keys (a callable, so a reload of agents.yaml applies at once).
+        """
+        self._keys = keys
+        self._open_secret = secrets.token_bytes(32)
+
+    @property
+    def open(self) -> bool:
+        """No `clients` in agents.yaml: the console needs no sign-in."""
+        return not self._keys()
+
+    def sign_in(self, key: str) -> str | None:
+        """The cookie value for a valid client key; None for an unknown one."""
+        keys = self._keys()
+        client = keys.identify(key) if keys else None
+        if client is None:
+            return None
+        found = keys.session_secret(client.name)
+        if found is None:
+            return None
+        expiry = int(time.time()) + SESSION_SECONDS
+        name = base64.urlsafe_b64encode(client.name.encode()).decode().rstrip("=")
+        return f"{name}.{expiry}.{_sign(found[1], 'session', client.name, expiry)}"
+
+    def viewer(self, request: Request) -> Viewer | None:
+        """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
+        keys = self._keys()
+        if not keys:
+            return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0))
+        cookie = request.cookies.get(COOKIE, "")
+        try:
+            encoded, expiry_text, signature = cookie.split(".")
+            name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            expiry = int(expiry_text)
+        except ValueError:  # a missing or mangled cookie (binascii.Error and UnicodeDecodeError are ValueErrors)
+            return None
+        found = keys.session_secret(name)
+        if found is None or expiry < time.time():
+            return None
+        client, secret = found
+        if not hmac.compare_digest(signature, _sign(secret, "session", name, expiry)):
+            return None
+        return Viewer(name=client.name, admin=client.admin,
+                      agents=None if client.visible_agents() is None else frozenset(client.agents),
+                      csrf=_sign(secret, "csrf", name, expiry))
+
+    @staticmethod
+    def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:
+        """`path`: the console's own path (the cookie goes to no other door)."""
+        response.set_cookie(COOKIE, value, max_age=SESSION_SECONDS, path=path, httponly=True,
+                            samesite="strict", secure=secure)
+
+    @staticmethod
+    def clear_cookie(response: Response, *, path: str) -> None:
+        response.delete_cookie(COOKIE, path=path, httponly=True, samesite="strict")
+
+
+def csrf_ok(request: Request, viewer: Viewer) -> bool:
+    return hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), viewer.csrf)
+
+
+def _sign(secret: bytes, purpose: str, name: str, expiry: int) -> str:
+    message = f"{purpose}|{name}|{expiry}".encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()

@@ -1,0 +1,55 @@
+"""Signing in to the console with a client key, and out again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..routes import read_json
+from .app import json_error
+from .session import Sessions
+
+if TYPE_CHECKING:
+    from .app import Console
+
+
+def routes(console: Console) -> list[Route]:
+    async def signin_page(request: Request) -> Response:
+        base = request.scope.get("root_path", "")
+        if console.sessions.open:
+            return RedirectResponse(f"{base}/agents", status_code=303)
+        return console.render(request, "signin.html", next=_safe_next(request.query_params.get("next")))
+
+    async def signin(request: Request) -> Response:
+        body = await read_json(request)
+        key = body.get("key") if isinstance(body, dict) else None
+        if not isinstance(key, str) or not key.strip():
+            return json_error(400, "Enter a client key.", param="key")
+        cookie = console.sessions.sign_in(key.strip())
+        if cookie is None:
+            return json_error(401, "That key is not valid.", code="invalid_key")
+        base = request.scope.get("root_path", "")
+        answer = JSONResponse({"next": base + _safe_next(body.get("next"))})
+        Sessions.set_cookie(answer, cookie, secure=request.url.scheme == "https", path=base or "/")
+        return answer
+
+    async def signout(request: Request) -> Response:
+        answer = JSONResponse({"next": request.scope.get("root_path", "") + "/signin"})
+        Sessions.clear_cookie(answer, path=request.scope.get("root_path", "") or "/")
+        return answer
+
+    return [
+        Route("/signin", signin_page, methods=["GET"]),
+        Route("/signin", signin, methods=["POST"]),
+        Route("/signout", signout, methods=["POST"]),
+    ]
+
+
+def _safe_next(target: object) -> str:
+    """A path inside the console to go to after signing in (never another site)."""
+    if isinstance(target, str) and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/agents"

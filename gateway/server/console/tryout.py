@@ -1,0 +1,59 @@
+"""Trying a tool from the console: the form's arguments, validated as the gateway validates, run as a direct call."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ...execution.arguments import validate_arguments
+from ...execution.runner import merge_arguments
+from ...toolsets import AgentTool
+from ..direct_call import run_direct_call
+from ..errors import status_for_result
+from ..routes import read_json, state_of
+from .app import json_error, viewer_of
+from .catalog_pages import known_tool, visible_agent
+
+if TYPE_CHECKING:
+    from .app import Console
+
+
+def argument_problems(agent_tool: AgentTool, arguments: Any) -> list[str]:
+    """What is wrong with `arguments` for the tool, worded as the gateway words it for the model."""
+    if agent_tool.tool is None:
+        return []  # a delegation tool checks its own `task`
+    if not isinstance(arguments, dict):
+        return [f"the arguments must be a JSON object, not {type(arguments).__name__}"]
+    return validate_arguments(agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
+
+
+def routes(console: Console) -> list[Route]:
+    async def run_tool(request: Request) -> Response:
+        state = state_of(request)
+        body = await read_json(request)
+        arguments = body.get("arguments") if isinstance(body, dict) else None
+        if not isinstance(arguments, dict):
+            return json_error(400, "Send {\"arguments\": {...}}: the tool's arguments as a JSON object.",
+                              param="arguments")
+        async with state.use() as generation:
+            agent = visible_agent(request, generation)
+            agent_tool = known_tool(generation, agent, request.path_params["tool"])
+            refused = await console.charge(viewer_of(request), agent)
+            if refused is not None:
+                return refused
+            problems = argument_problems(agent_tool, arguments)
+            if problems:  # the same words the model would get back; nothing is sent
+                return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
+                                  problems=problems)
+            started = time.perf_counter()
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments,
+                                           client=viewer_of(request).name, door="console")
+            elapsed = (time.perf_counter() - started) * 1000
+        return JSONResponse({"status": status_for_result(result), "result": result.to_dict(),
+                             "elapsed_ms": round(elapsed, 3)})
+
+    return [Route("/agents/{agent}/tools/{tool}/run", run_tool, methods=["POST"])]

@@ -1,0 +1,183 @@
+"""Cross-site requests and DNS rebinding: which `Host`, `Origin` and `Content-Type` a request may carry.
+
+A gateway on loopback without `clients` trusts whoever can reach it, and a web page the operator opens can
+reach it too: a cross-site `fetch` or form (an `Origin` of another site, a `text/plain` body, no preflight), or
+a rebinding page whose own host name now resolves to 127.0.0.1 (a foreign `Host`). `RequestGuard`, the
+outermost middleware of every door, refuses all three before anything else runs:
+
+- `Host` must name the gateway: on a loopback bind, a loopback name (127.0.0.1, localhost, [::1]) on any port;
+  names in `gateway: {allowed_hosts: [...]}` are added (`gw.example.com`, `gw.example.com:8443`,
+  `*.example.com`, `"*"` for any). A gateway bound to another address checks `Host` only against a configured
+  list. A foreign `Host` gets 421 (as the MCP SDK answers).
+- `Origin`, on a state-changing request (POST, PUT, PATCH, DELETE), must be the request's own origin, a host
+  above, or one of `gateway: {allowed_origins: [...]}` (403 otherwise). Clients that are not browsers send none.
+- A request with a body must declare it JSON (`application/json` or `application/*+json`; 415 otherwise):
+  a browser can send `text/plain` or a form across sites without asking first, but not JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import ConfigError
+from .auth import is_loopback
+from .errors import APIError
+
+logger = logging.getLogger("gateway.server")
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _split_host(value: str) -> tuple[str, str | None]:
+    """(`host`, `port` or None) of a `Host` header value or an allowed-host entry, host lowercased."""
+    value = value.strip().lower()
+    if value.startswith("["):  # [::1]:8080
+        end = value.find("]")
+        if end == -1:
+            return value, None
+        host, rest = value[: end + 1], value[end + 1:]
+        return host, rest[1:] if rest.startswith(":") else None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        return value, None
+    return host, port
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """The hosts and origins one gateway answers to."""
+
+    hosts: tuple[str, ...] | None
+    """Allowed `Host` entries (`name`, `name:port`, `*.suffix`, `*`); None: any host."""
+    origins: frozenset[str] = frozenset()
+    """Extra allowed origins, `scheme://host[:port]`, lowercased."""
+
+    @classmethod
+    def build(cls, bound_host: str | None, settings: Mapping[str, Any] | None = None) -> HostPolicy:
+        """The policy for a server bound to `bound_host` with agents.yaml's `gateway:` settings."""
+        settings = settings or {}
+        configured = _string_list(settings, "allowed_hosts")
+        origins = frozenset(o.rstrip("/").lower() for o in _string_list(settings, "allowed_origins"))
+        hosts: list[str] = []
+        if bound_host is not None and is_loopback(bound_host):
+            hosts.extend(sorted(LOOPBACK_NAMES))
+        elif not configured:
+            return cls(hosts=None, origins=origins)  # bound beyond loopback, nothing configured: keys guard it
+        hosts.extend(h.strip().lower() for h in configured)
+        return cls(hosts=None if "*" in hosts else tuple(hosts), origins=origins)
+
+    def host_allowed(self, host_header: str) -> bool:
+        if self.hosts is None:
+            return True
+        host, port = _split_host(host_header)
+        for entry in self.hosts:
+            entry_host, entry_port = _split_host(entry)
+            if entry_port is not None and entry_port != port:
+                continue
+            if entry_host == host or (entry_host.startswith("*.") and host.endswith(entry_host[1:])):
+                return True
+        return False
+
+    def origin_allowed(self, origin: str, host_header: str) -> bool:
+        origin = origin.strip().rstrip("/").lower()
+        if origin in self.origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # "null" (a sandboxed page, a file) and anything else that is no web origin
+        if parts.netloc == host_header.strip().lower():
+            return True  # same origin as the request
+        return self.hosts is not None and self.host_allowed(parts.netloc)
+
+
+def _string_list(settings: Mapping[str, Any], key: str) -> list[str]:
+    value = settings.get(key)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"agents.yaml: gateway.{key} must be a list of host names, got {value!r}")
+    return list(value)
+
+
+def is_json_media_type(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class RequestGuard:
+    def __init__(self, app: ASGIApp, policy: Callable[[], HostPolicy]) -> None:
+        """Refuse foreign hosts, foreign origins on state-changing requests and bodies that are not JSON.
+
+        Parameters:
+            app: the gateway's ASGI app.
+            policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
+        """
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        error = self._refusal(scope)
+        if error is not None:
+            await error.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> APIError | None:
+        host = origin = content_type = None
+        has_body = False
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+            elif name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                has_body = has_body or value.strip() not in (b"0", b"")
+            elif name == b"transfer-encoding":
+                has_body = True
+        policy = self.policy()
+        if host is None or not policy.host_allowed(host):
+            return APIError(421, f"This gateway does not answer to host {host!r}; add it to agents.yaml "
+                                 "`gateway: {allowed_hosts: [...]}` if it should.", code="host_not_allowed")
+        if origin is not None and scope["method"] in STATE_CHANGING and not policy.origin_allowed(origin, host):
+            return APIError(403, f"Requests from origin {origin!r} are refused (cross-site); add it to agents.yaml "
+                                 "`gateway: {allowed_origins: [...]}` if it should call this gateway.",
+                            code="origin_not_allowed")
+        if (has_body or content_type is not None) and scope["method"] in STATE_CHANGING \
+                and not is_json_media_type(content_type or ""):
+            return APIError(415, f"The request body must be JSON (`Content-Type: application/json`), not "
+                                 f"{content_type or 'undeclared'!r}.", code="unsupported_media_type")
+        return None
+
+
+class PolicySource:
+    """The `HostPolicy` of the current manifest, rebuilt when agents.yaml changes (a bad reload keeps the last)."""
+
+    def __init__(self, bound_host: str | None, settings: Callable[[], Mapping[str, Any]]) -> None:
+        self.bound_host = bound_host
+        self.settings = settings
+        self._seen: Mapping[str, Any] | None = None
+        self._policy = HostPolicy.build(bound_host, settings())  # a bad value at start-up is raised
+
+    def __call__(self) -> HostPolicy:
+        settings = self.settings()
+        if settings is not self._seen:
+            self._seen = settings
+            try:
+                self._policy = HostPolicy.build(self.bound_host, settings)
+            except ConfigError as exc:
+                logger.error("%s; keeping the previous allowed hosts", exc)
+        return self._policy
