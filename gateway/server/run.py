@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError
+from ..observe import tracing
 from ..runtime import Runtime, RuntimeHolder, load_runtime
 
 logger = logging.getLogger("gateway.server")
@@ -95,6 +96,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
+    if tracing.configure_from_environment():  # before the app: the MCP door keeps the SDK's spans when traced
+        print("gateway: exporting traces over OTLP (OTEL_* variables)", file=sys.stderr)
     app = create_app(RuntimeHolder(runtime), host=host, access_log=access_log, **{**safety.app_options(), **options})
     tune_gc()
     app.state.mcp.after_preload.append(gc.freeze)
@@ -150,6 +153,8 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
+
+    tracing.configure_from_environment()
 
     async def main() -> None:
         holder = RuntimeHolder(runtime)

@@ -31,7 +31,7 @@ from ..config.model import Manifest
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
-from ..safety.audit import bind_caller
+from ..safety.audit import bind_caller, current_caller
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
@@ -190,7 +190,10 @@ class Safety(Safeguards):
         return result
 
     async def _on_chat_error(self, agent: str | None, status: int) -> None:
-        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
+        notes = current_caller().notes or {}
+        why = notes.get("run_error")
+        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
+                                     error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
 
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:
