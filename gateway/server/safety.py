@@ -202,7 +202,7 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
     def text(name: str) -> str | None:
         return params.get(name) or None
 
-    kind = text("kind")
+    kind = params.get("kind")
     if kind is not None and kind not in AUDIT_KINDS:
         raise APIError(400, f"`kind` must be one of {', '.join(AUDIT_KINDS)}, not {kind[:40]!r}.", param="kind")
     return AuditQuery(agent=text("agent"), client=text("client"), tool=text("tool"), status=text("status"),
@@ -211,9 +211,9 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
 
 
 def _time_param(params: Mapping[str, str], name: str) -> float | None:
-    raw = (params.get(name) or "").strip()
-    if not raw:
+    if name not in params:
         return None
+    raw = params[name].strip()
     try:
         return float(raw)
     except ValueError:
