@@ -32,12 +32,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 from .config.model import AgentConfig
 from .errors import AuditUnavailable
+from .hooks import HookDenied
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
@@ -51,9 +52,15 @@ from .loop_types import (
     message_to_dict,
 )
 from .messages import Message, ToolCall, ToolResult
+from .observe.runs import ModelCall
 from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
+from .safety.audit import current_caller
+from .safety.budgets import BudgetExceeded
 from .toolsearch import SEARCH_TOOL, ToolOffer
 from .toolsets import AgentTool, Toolset
+
+if TYPE_CHECKING:
+    from .observe.runs import RunObserver
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
 
@@ -65,6 +72,15 @@ class CheckingInvoke(Protocol):
     async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
 
     async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
+
+@runtime_checkable
+class ObservedInvoke(Protocol):
+    """An `Invoke` that carries the seams of runs and model calls (`gateway.observe.runs.RunObserver`)."""
+
+    observer: RunObserver | None
+
+    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
+
 
 EventHandler = Callable[[LoopEvent], Awaitable[None]]
 ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
@@ -224,6 +240,8 @@ class _Loop:
         """What each request offers the model: views within the budget; with tool search, what was found."""
         self.caller_tools: dict[str, ToolLike] = {}
         self.tool_choice: Any = None
+        self.observer = invoke.observer if isinstance(invoke, ObservedInvoke) else None
+        self.budget_exceeded: str | None = None
 
     def offer_caller_tools(self, tools: Sequence[ToolLike], tool_choice: Any) -> None:
         self.caller_tools = {t.name: t for t in tools}
@@ -253,6 +271,15 @@ class _Loop:
         self.tool_calls = int(state.get("tool_calls", 0))
 
     async def execute(self, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        observer = self.observer
+        if observer is None:
+            return await self._execute(body)
+        result: RunResult = await observer.run(self.agent, self.adapter.kind, lambda: self._execute(body),
+                                               lambda: self.usage)
+        result.cost = observer.run_cost(self.agent, self.usage)
+        return result
+
+    async def _execute(self, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
         try:
             with anyio.fail_after(self.policy.timeout):
                 return await body()
@@ -266,7 +293,15 @@ class _Loop:
                 return await self._summarize(f"{self.policy.max_iterations} iterations")
             if self.tool_calls >= self.policy.max_tool_calls:
                 return await self._summarize(f"{self.policy.max_tool_calls} tool calls")
-            turn = await self._ask(self._offered(), self._choice())
+            try:
+                turn = await self._ask(self._offered(), self._choice())
+            except BudgetExceeded as exc:
+                if self.observer is None or self.observer.on_exceed != "summary":
+                    raise self._error(f"agent {self.agent.name!r}: {exc}", "budget_exceeded") from None
+                self.budget_exceeded = str(exc)
+                return await self._summarize(str(exc))
+            except HookDenied as exc:
+                raise self._error(f"agent {self.agent.name!r}: {exc}", "hook_denied") from None
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
@@ -467,13 +502,16 @@ class _Loop:
 
     async def _summarize(self, reason: str) -> RunResult:
         self.messages.append(Message(role="user", content=SUMMARY_PROMPT.format(reason=reason)))
-        turn = await self._ask([])
+        try:
+            turn = await self._ask([], summary=True)
+        except HookDenied as exc:
+            raise self._error(f"agent {self.agent.name!r}: {exc}", "hook_denied") from None
         # Tools were not offered; a call anyway is dropped rather than answered.
         message = Message(role="assistant", content=turn.message.content or "", extras=turn.message.extras)
         self.messages.append(message)
         return self._result(message, cut=True, finish_reason=turn.finish_reason)
 
-    async def _ask(self, tools: list[Any], tool_choice: Any = None) -> Turn:
+    async def _ask(self, tools: list[Any], tool_choice: Any = None, *, summary: bool = False) -> Turn:
         on_text = None
         if self.stream:
             # Text said before tool calls streams too (as the provider sends it); `iteration` tells the turns
@@ -481,8 +519,15 @@ class _Loop:
             async def on_text(text: str) -> None:
                 await self._emit(LoopEvent(type="text", text=text, iteration=self.iteration))
         params = self.params if tool_choice is None or not tools else {**self.params, "tool_choice": tool_choice}
-        turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
-                                           on_text=on_text)
+        observer = self.observer
+        if observer is None:
+            turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
+                                               on_text=on_text)
+        else:
+            call = ModelCall(agent=self.agent, provider=self.adapter.kind, client=current_caller().client,
+                             iteration=self.iteration, messages=self.messages, run_usage=self.usage, summary=summary)
+            turn = await observer.model_call(call, lambda: self.adapter.complete(
+                self.agent.model_id, self.messages, tools, params=params, on_text=on_text))
         self.usage.add(turn.usage)
         return turn
 
@@ -490,7 +535,7 @@ class _Loop:
         # Only a provider-side cut is worth telling the client; "tool_calls" can't end a run.
         reason = finish_reason if finish_reason in ("length", "content_filter") else "stop"
         return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage, cut=cut,
-                         iterations=self.iteration, finish_reason=reason)
+                         iterations=self.iteration, finish_reason=reason, budget_exceeded=self.budget_exceeded)
 
     def _error(self, message: str, code: str) -> LoopError:
         return LoopError(message, code, steps=self.steps, usage=self.usage)

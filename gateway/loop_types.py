@@ -148,6 +148,10 @@ class RunResult:
     hands calls of the caller's own tools back (`handed_back`)."""
     handed_back: list[ToolCall] = field(default_factory=list)
     """Calls of the caller's tools the run stopped at: the caller runs them and sends the results back."""
+    budget_exceeded: str | None = None
+    """Which budget ended the run (with `budgets.on_exceed: summary`: the answer is a summary, `cut`)."""
+    cost: float | None = None
+    """The run's cost by the price table (`budgets.prices`); None without a price for the model."""
 
     @property
     def paused(self) -> bool:
@@ -157,7 +161,9 @@ class RunResult:
         """The `gateway` object of a chat answer (DESIGN.md)."""
         return {"steps": [s.to_dict() for s in self.steps],
                 "pending_approvals": [p.to_dict() for p in self.pending_approvals],
-                "cut": self.cut, "iterations": self.iterations, "usage": self.usage.to_dict()}
+                "cut": self.cut, "iterations": self.iterations, "usage": self.usage.to_dict(),
+                **({"cost": round(self.cost, 6)} if self.cost is not None else {}),
+                **({"budget_exceeded": self.budget_exceeded} if self.budget_exceeded else {})}
 
 
 class LoopError(RunError):

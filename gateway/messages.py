@@ -24,6 +24,7 @@ ErrorType = Literal[
     "rate_limited",  # a gateway rate limit or per-run cap refused the call
     "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
     "delegate_error",  # a sub-agent's run failed
+    "hook_denied",  # a configured hook refused the call or withheld its result
 ]
 
 

@@ -165,6 +165,8 @@ class RuntimeHolder:
         """Incremented by every successful reload."""
         self.last_error: ConfigError | None = None
         """Why the last reload was refused; None after a successful one."""
+        self.refused = 0
+        """How many reloads were refused (the last good configuration kept serving): `/metrics` reports it."""
         self.reloaded_at: float | None = None
         """`time.time()` of the last successful reload (None: serving what it started with)."""
         self.refused_at: float | None = None
@@ -244,6 +246,7 @@ class RuntimeHolder:
     def _refuse(self, fingerprint: str, error: ConfigError, *, logged: bool = False) -> None:
         self._failed_fingerprint = fingerprint
         self.last_error = error
+        self.refused += 1
         self.refused_at = time.time()
         if not logged:
             logger.error("reload refused; the last good configuration keeps serving:\n%s", error)

@@ -42,6 +42,9 @@ agents:
     tool_timeout: 30                    # seconds per tool call (default: the api's timeout)
     max_tool_calls: 200
     delegates: [auditor]                # one `ask_<agent>` tool each; cycles are refused
+    hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
+hooks: [...]                            # hooks around every agent's model and tool calls
+budgets: {...}                          # token and cost budgets (see gateway.config.observe)
 clients:
   NAME: {key: ${CI_BOT_KEY}, agents: [clerk]}   # agents omitted: all ("*")
 gateway:                                # gateway-wide settings, free-form for the other modules;
@@ -69,6 +72,7 @@ from .checker import Checker, suggest
 from .credentials import read_auth
 from .delegation import check_delegation
 from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .observe import read_budgets, read_hooks
 from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
 
@@ -100,14 +104,15 @@ _APPENDED = {
 }
 HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE")
 APPROVALS = ("never", "writes", "always")
-TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway")
+TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway", "hooks", "budgets")
 PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
 API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file", "client_cert", "client_key")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
 )
-AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", *POLICY_KEYS)
+AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", "hooks",
+              *POLICY_KEYS)
 TOOL_SEARCH = ("auto", "on", "off")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
@@ -170,6 +175,8 @@ def _parse(
         manifest.apis = _read_apis(c, root, catalog, base_dir or Path.cwd())
         manifest.agents = _read_agents(c, root, manifest.providers, catalog)
         manifest.clients = _read_clients(c, root, manifest.agents)
+        manifest.hooks = read_hooks(c, root.get("hooks"), ("hooks",))
+        manifest.budgets = read_budgets(c, root.get("budgets"))
         check_delegation(c, manifest)
         if catalog is not None:
             _check_security(c, manifest, catalog)
@@ -391,7 +398,8 @@ def _read_agents(
             instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
             tool_search=cast(Any, c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"),
-            pinned=c.strings(m, path, "pinned") or [], line=c.line(path),
+            pinned=c.strings(m, path, "pinned") or [],
+            hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name), line=c.line(path),
         )
     return agents
 

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .observe import Budgets, HookConfig
 from .settings import GatewaySettings
 
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
@@ -139,6 +140,8 @@ class AgentConfig:
     more than 64 tools or more definitions than the request budget (see `gateway.toolsearch`)."""
     pinned: list[str] = field(default_factory=list)
     """Tools (agent tool names, operationIds or globs) offered from the start when tool search is on."""
+    hooks: list[HookConfig] = field(default_factory=list)
+    """The agent's own `hooks:` (run after the global ones)."""
     line: int | None = None
 
 
@@ -159,6 +162,9 @@ class Manifest:
     apis: dict[str, ApiConfig] = field(default_factory=dict)
     agents: dict[str, AgentConfig] = field(default_factory=dict)
     clients: dict[str, ClientConfig] = field(default_factory=dict)
+    hooks: list[HookConfig] = field(default_factory=list)
+    """The global `hooks:` (every agent's steps)."""
+    budgets: Budgets = field(default_factory=Budgets)
     settings: dict[str, Any] = field(default_factory=dict)
     """Gateway-wide settings (YAML key `gateway`) as written; `gateway` is the parsed form."""
     _gateway: GatewaySettings | None = field(default=None, init=False, repr=False, compare=False)

@@ -36,6 +36,7 @@ from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
 from ..messages import ToolResult
+from ..observe import tracing
 from ..safety.redaction import Redactor
 from .arguments import validate_arguments as _validate
 
@@ -207,10 +208,26 @@ class Executor:
             return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
 
     async def _limited_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        if tracing.enabled():
+            return await self._traced_send(tool, api, prepared, deadline, limit)
         if api.limit is None:
             return await self._send(tool, api, prepared, deadline, limit)
         async with api.limit:
             return await self._send(tool, api, prepared, deadline, limit)
+
+    async def _traced_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        """The request as a client span, its `traceparent` on the wire (one the model sent is replaced)."""
+        carrier: dict[str, str] = {}
+        with tracing.upstream_span(prepared.method, prepared.href, carrier) as span:
+            prepared.headers = [(k, v) for k, v in prepared.headers if k.lower() not in carrier]
+            prepared.headers.extend(carrier.items())
+            if api.limit is None:
+                result = await self._send(tool, api, prepared, deadline, limit)
+            else:
+                async with api.limit:
+                    result = await self._send(tool, api, prepared, deadline, limit)
+            tracing.record_status(span, result.status)
+            return result
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()

@@ -4,13 +4,14 @@ A door (the chat loop, the direct call, MCP over HTTP and stdio, `gateway call`,
 resume) turns its request into an `Invocation` and hands it to the generation's `Pipeline`; it adds only its own
 wire format. The stages, outermost first:
 
-    audit -> redaction -> argument validation -> approval -> rate limits -> breaker and concurrency
+    observe -> audit -> redaction -> argument validation -> approval -> rate limits -> breaker and concurrency
           -> hooks -> output check -> execution
 
 so the data flows as DESIGN.md says: validation (exact schema) -> approval -> limits -> breaker -> hooks ->
 execution, then the result is checked against the spec's output schema, redacted, and audited before any door
 sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest of the pipeline, and returns the
-`ToolResult` (calling `proceed` or not). `build_pipeline` is the composition root: every door's pipeline is built
+`ToolResult` (calling `proceed` or not). The observe stage (`gateway.observe.toolcalls`) opens the
+`execute_tool` span and counts the call. `build_pipeline` is the composition root: every door's pipeline is built
 there, from the executor and (when the gateway keeps a store) the safety layer's parts.
 """
 
@@ -25,6 +26,7 @@ from ..messages import ToolCall, ToolResult
 from ..toolsets import AgentTool
 
 if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
     from ..safety.guards import Safeguards
     from ..safety.redaction import Redactor
     from .executor import Executor
@@ -66,7 +68,8 @@ class Stage(Protocol):
 
 
 class ToolHooks(Protocol):
-    """A typed seam for code that watches or changes tool calls (configured `hooks:` come later).
+    """A typed seam for code that watches or changes tool calls (`gateway.hooks.ConfiguredHooks` is the configured
+    `hooks:` of agents.yaml).
 
     `before_tool_call` may answer instead of the tool (return a result) or let it run (return None);
     `after_tool_call` sees the verdict and returns the result the caller gets.
@@ -118,7 +121,8 @@ def _link(stage: Stage, proceed: Proceed) -> Proceed:
 
 
 def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
-                   hooks: Sequence[ToolHooks] = (), redactor: Redactor | None = None) -> Pipeline:
+                   hooks: Sequence[ToolHooks] = (), redactor: Redactor | None = None,
+                   metrics: Metrics | None = None) -> Pipeline:
     """The composition root: the pipeline every door of one generation uses.
 
     Parameters:
@@ -127,12 +131,19 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
             call under approval is refused (there is no queue to hold it in).
         hooks: `ToolHooks`, run in order around the execution.
         redactor: scrubs results and audited arguments; default the executor's.
+        metrics: counts each call by api, tool and outcome (`/metrics`); the `execute_tool` span is opened
+            whenever a tracer provider is installed.
     """
     from .stages import CheckOutput, Execute, RedactResult, RunHooks, ValidateArguments
 
     redactor = redactor if redactor is not None else executor.redactor
+    from ..observe import tracing
+    from ..observe.toolcalls import ObserveToolCall
+
     validate = ValidateArguments(executor)
     stages: list[Stage] = []
+    if metrics is not None or tracing.enabled():
+        stages.append(ObserveToolCall(metrics, redactor))
     if safeguards is not None:
         stages.append(safeguards.audit_stage(redactor))
     stages.append(RedactResult(redactor))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AuditUnavailable, GatewayError
 from ..messages import Message, ToolCall, ToolResult
@@ -20,6 +20,9 @@ from ..providers.base import ProviderAdapter
 from ..safety.audit import bind_caller, current_caller
 from ..toolsets import AgentTool
 from .pipeline import Door, Invocation, Pipeline
+
+if TYPE_CHECKING:
+    from ..observe.runs import RunObserver
 
 logger = logging.getLogger("gateway.execution")
 
@@ -29,7 +32,7 @@ AdapterFactory = Callable[[str], ProviderAdapter]
 
 class ToolRunner:
     def __init__(self, runtime: Any, pipeline: Pipeline, adapter_factory: AdapterFactory, *, depth: int = 0,
-                 max_depth: int | None = None, agent: str | None = None) -> None:
+                 max_depth: int | None = None, agent: str | None = None, observer: RunObserver | None = None) -> None:
         """Run tool calls through the pipeline.
 
         Parameters:
@@ -39,19 +42,22 @@ class ToolRunner:
             depth: how deep in a delegation chain this runner works (0: the agent the client called).
             max_depth: the delegation bound; default the manifest's `max_delegation_depth`.
             agent: the agent whose loop this runner serves (`for_agent`); None: the caller's bound agent.
+            observer: the seams of runs and model calls (spans, metrics, model hooks, budgets) that the loop
+                finds here (`gateway.observe.runs`); None: none.
         """
         self.runtime = runtime
         self.pipeline = pipeline
         self.adapter_factory = adapter_factory
         self.depth = depth
         self.agent = agent
+        self.observer = observer
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
 
     def for_agent(self, agent: str) -> ToolRunner:
         """This runner as the `invoke` of `agent`'s loop."""
         return ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth,
-                          max_depth=self.max_depth, agent=agent)
+                          max_depth=self.max_depth, agent=agent, observer=self.observer)
 
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
@@ -109,7 +115,7 @@ class ToolRunner:
         except (KeyError, GatewayError) as exc:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
         child = ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth + 1,
-                           max_depth=self.max_depth, agent=name)
+                           max_depth=self.max_depth, agent=name, observer=self.observer)
         report = loop.sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.

@@ -117,6 +117,10 @@ class Breakers:
                                                            reset_after=self.settings.reset_after)
         return breaker
 
+    def states(self) -> list[tuple[str, str, State]]:
+        """(api, caller group, state) of every breaker made so far (`/metrics`)."""
+        return [(api, group, breaker.state) for (api, group), breaker in list(self._breakers.items())]
+
 
 class GuardApi:
     """The pipeline's breaker-and-concurrency stage (see the module docstring)."""

@@ -112,12 +112,13 @@ class Safeguards:
     async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None) -> None:
         caller = current_caller()
         begun = started if started is not None else caller.started
-        status = "paused" if getattr(result, "pending_approvals", None) else "cut" if getattr(result, "cut", False) \
-            else "ok"
+        budget = getattr(result, "budget_exceeded", None)
+        status = "paused" if getattr(result, "pending_approvals", None) else "budget_exceeded" if budget \
+            else "cut" if getattr(result, "cut", False) else "ok"
         usage: Any = getattr(result, "usage", None)
         await self.audit.record_chat(
             agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
-            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
+            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0, error=budget,
         )
 
     async def aclose(self) -> None:

@@ -22,6 +22,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..execution.pipeline import ToolHooks
+from ..observe.metrics import RequestMetricsMiddleware
+from ..observe.tracing import TraceContextMiddleware
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
 from .accesslog import AccessLog
@@ -35,6 +37,7 @@ from .limits import BodyLimitMiddleware
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
 from .mcp.routing import routed_agent
+from .metrics_door import metrics_endpoint
 from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
 from .responses import create_response, get_response
 from .routes import render_agent_tools
@@ -123,16 +126,20 @@ def create_app(
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
-        *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes()]),
+        *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes(),
+                 Route("/metrics", metrics_endpoint, methods=["GET"])]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]
     policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
     app = Starlette(
         routes=routes,
-        # Foreign hosts, origins and non-JSON bodies are refused first; then the size limit: no other middleware
-        # buffers more.
-        middleware=[*([Middleware(AccessLog)] if access_log else []),
+        # A caller's traceparent is continued, and every request counted by door and status, before anything else
+        # can answer it. Foreign hosts, origins and non-JSON bodies are refused next; then the size limit: no other
+        # middleware buffers more.
+        middleware=[Middleware(TraceContextMiddleware),
+                    Middleware(RequestMetricsMiddleware, metrics=lambda: state.metrics),
+                    *([Middleware(AccessLog)] if access_log else []),
                     Middleware(RequestGuard, policy=policy),
                     Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
                     *middleware],

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
 from ..messages import ToolResult
+from ..safety.audit import current_caller
 from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
@@ -91,6 +92,7 @@ _RESULT_STATUS = {
     "rate_limited": 429,
     "delegate_error": 502,
     "truncated_turn": 502,
+    "hook_denied": 403,
 }
 
 
@@ -158,10 +160,15 @@ def _api_error_from(exc: Exception) -> APIError:
             return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
         return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
     if isinstance(exc, RunError):
+        notes = current_caller().notes
+        if notes is not None:  # the chat's audit row says why the run ended (gateway.server.safety)
+            notes["run_error"] = f"{exc.code}: {exc}"
         if exc.code in ("deadline", "deadline_exceeded", "timeout"):
             return APIError(504, str(exc), code="deadline_exceeded")
-        if exc.code in ("rate_limited", "max_tool_calls"):
+        if exc.code in ("rate_limited", "max_tool_calls", "budget_exceeded"):
             return APIError(429, str(exc), code=exc.code)
+        if exc.code == "hook_denied":
+            return APIError(403, str(exc), code=exc.code)
         return APIError(502, str(exc), type="run_error", code=exc.code)
     if isinstance(exc, ConfigError):  # a local configuration mistake: this gateway cannot serve it (not upstream's)
         details = "; ".join(str(d) for d in exc.diagnostics[:5])

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError
+from ..observe import tracing
 from ..runtime import Runtime, RuntimeHolder, load_runtime
 
 logger = logging.getLogger("gateway.server")
@@ -147,6 +148,8 @@ def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_p
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return None
+    if tracing.configure_from_environment():  # before the app: the MCP door keeps the SDK's spans when traced
+        print("gateway: exporting traces over OTLP (OTEL_* variables)", file=sys.stderr)
     app = create_app(RuntimeHolder(runtime), host=host, access_log=access_log, **{**safety.app_options(), **options})
     app.state.gateway_safety = safety
     tune_gc()
@@ -213,6 +216,8 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
+
+    tracing.configure_from_environment()
 
     async def main() -> None:
         holder = RuntimeHolder(runtime)

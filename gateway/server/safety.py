@@ -192,7 +192,10 @@ class Safety(Safeguards):
         return result
 
     async def _on_chat_error(self, agent: str | None, status: int) -> None:
-        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0, error=f"HTTP {status}")
+        notes = current_caller().notes or {}
+        why = notes.get("run_error")
+        await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
+                                     error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
 
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:
@@ -201,7 +204,7 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
     def text(name: str) -> str | None:
         return params.get(name) or None
 
-    kind = text("kind")
+    kind = params.get("kind")
     if kind is not None and kind not in AUDIT_KINDS:
         raise APIError(400, f"`kind` must be one of {', '.join(AUDIT_KINDS)}, not {kind[:40]!r}.", param="kind")
     return AuditQuery(agent=text("agent"), client=text("client"), tool=text("tool"), status=text("status"),
@@ -210,9 +213,9 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
 
 
 def _time_param(params: Mapping[str, str], name: str) -> float | None:
-    raw = (params.get(name) or "").strip()
-    if not raw:
+    if name not in params:
         return None
+    raw = params[name].strip()
     try:
         return float(raw)
     except ValueError:

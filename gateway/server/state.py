@@ -17,12 +17,17 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..config.model import AgentConfig, ProviderConfig
+from ..config.observe import HookEvent
 from ..errors import ConfigError
 from ..execution.executor import Executor
 from ..execution.pipeline import ToolHooks, build_pipeline
 from ..execution.runner import ToolRunner
+from ..hooks import ConfiguredHooks
+from ..observe.metrics import Metrics
+from ..observe.runs import RunObserver
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
+from ..safety.budgets import BudgetBook
 from ..safety.redaction import Redactor
 from ..store import MemoryStore, Store
 from ..toolsets import Toolset
@@ -61,17 +66,24 @@ class Generation:
 
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None,
                  adapter_factory: AdapterFactory, safety: Safeguards | None = None,
-                 hooks: Sequence[ToolHooks] = ()) -> None:
+                 hooks: Sequence[ToolHooks] = (), metrics: Metrics | None = None,
+                 budget_book: BudgetBook | None = None) -> None:
         self.runtime = runtime
         # One redactor for the generation: the executor teaches it tokens learned at run time, and the pipeline's
         # redaction and audit stages use it.
         self.redactor = Redactor()
         self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport,
                                  redactor=self.redactor)
-        self.pipeline = build_pipeline(self.executor, safeguards=safety, hooks=hooks)
+        # The configured `hooks:` are the generation's (a reload brings new ones); code-given ToolHooks run first.
+        self.hooks = ConfiguredHooks(runtime.manifest,
+                                     on_decision=_count_decision(metrics) if metrics is not None else None)
+        tool_hooks = [*hooks, self.hooks] if self.hooks else list(hooks)
+        self.pipeline = build_pipeline(self.executor, safeguards=safety, hooks=tool_hooks, metrics=metrics)
         self._adapter_factory = adapter_factory
         self._adapters: dict[str, Any] = {}
-        self.runner = ToolRunner(runtime, self.pipeline, self.adapter)
+        self.observer = RunObserver(metrics=metrics, hooks=self.hooks, budgets=runtime.manifest.budgets,
+                                    book=budget_book)
+        self.runner = ToolRunner(runtime, self.pipeline, self.adapter, observer=self.observer)
         self.cache: dict[Any, Any] = {}
         """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
         self.active = 0
@@ -110,6 +122,7 @@ class Generation:
             return
         self.closed = True
         await self.executor.aclose()
+        await self.hooks.aclose()
         for adapter in self._adapters.values():
             close = getattr(adapter, "aclose", None)
             if close is not None:
@@ -134,6 +147,10 @@ class GatewayState:
         self.holder = holder
         self.safety = safety
         self.hooks = tuple(hooks)
+        self.metrics = Metrics()
+        """The gateway's Prometheus metrics (`/metrics`), kept across reloads."""
+        self.budget_book = BudgetBook()
+        """What agents and clients spent recently, kept across reloads."""
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._adapter_factory = adapter_factory or (lambda config: get_adapter(config, transport=provider_transport))
@@ -142,7 +159,7 @@ class GatewayState:
 
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport, adapter_factory=self._adapter_factory,
-                          safety=self.safety, hooks=self.hooks)
+                          safety=self.safety, hooks=self.hooks, metrics=self.metrics, budget_book=self.budget_book)
 
     @property
     def store(self) -> Store:
@@ -177,6 +194,13 @@ class GatewayState:
     async def aclose(self) -> None:
         self.generation.retired = True
         await self.generation.aclose()
+
+
+def _count_decision(metrics: Metrics) -> Callable[[HookEvent, str], None]:
+    def count(event: HookEvent, decision: str) -> None:
+        metrics.hook_decisions.labels(event=event, decision=decision).inc()
+
+    return count
 
 
 def describe_config_error(exc: ConfigError) -> str:

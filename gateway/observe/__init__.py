@@ -1,0 +1,1 @@
+"""What the gateway tells its operators: OpenTelemetry traces (`tracing`) and Prometheus metrics (`metrics`)."""

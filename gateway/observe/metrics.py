@@ -1,0 +1,108 @@
+"""Prometheus metrics of one gateway, served as text at `/metrics` (with `prometheus_client`).
+
+Counters and histograms are updated where things happen (the doors' middleware, the tool pipeline's observe
+stage, the loop's model-call and run seams); gauges that mirror state (breakers, pending approvals, reloads)
+are read when `/metrics` is scraped. Each `Metrics` has its own registry, so two gateways in one process (tests)
+never share counts.
+
+    gateway_requests_total{door,status}              gateway_tool_calls_total{api,tool,outcome}
+    gateway_tool_call_duration_seconds{api,tool}     gateway_model_call_duration_seconds{agent,model}
+    gateway_run_duration_seconds{agent}              gateway_tokens_total{agent,model,type}
+    gateway_run_tokens{agent}                        gateway_budget_exceeded_total{scope}
+    gateway_hook_decisions_total{event,decision}     gateway_breaker_state{api,group,state}
+    gateway_pending_approvals                        gateway_reloads_total, gateway_reloads_refused_total
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_TOKEN_BUCKETS = (100, 500, 1000, 5000, 10_000, 50_000, 100_000, 500_000, 1_000_000)
+_BREAKER_STATES = ("closed", "half_open", "open")
+_DOORS = (("/v1/chat/completions", "chat"), ("/v1/responses", "responses"), ("/mcp", "mcp"),
+          ("/approvals", "approvals"), ("/agents/", "direct"), ("/metrics", "metrics"), ("/console", "console"))
+
+
+class Metrics:
+    """The gateway's metrics in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("gateway_requests", "HTTP requests by door and status.", ["door", "status"],
+                                registry=r)
+        self.tool_calls = Counter("gateway_tool_calls", "Tool calls by api, tool and outcome (ok or the error type).",
+                                  ["api", "tool", "outcome"], registry=r)
+        self.tool_latency = Histogram("gateway_tool_call_duration_seconds", "Tool call latency.", ["api", "tool"],
+                                      buckets=_LATENCY_BUCKETS, registry=r)
+        self.model_latency = Histogram("gateway_model_call_duration_seconds", "Model call latency.",
+                                       ["agent", "model"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.run_latency = Histogram("gateway_run_duration_seconds", "Whole runs of the loop.", ["agent"],
+                                     buckets=_LATENCY_BUCKETS, registry=r)
+        self.tokens = Counter("gateway_tokens", "Model tokens by agent, model and type (input, output).",
+                              ["agent", "model", "type"], registry=r)
+        self.run_tokens = Histogram("gateway_run_tokens", "Tokens one run used.", ["agent"], buckets=_TOKEN_BUCKETS,
+                                    registry=r)
+        self.budget_exceeded = Counter("gateway_budget_exceeded", "Runs stopped by a budget, by scope.", ["scope"],
+                                       registry=r)
+        self.hook_decisions = Counter("gateway_hook_decisions", "What hooks decided, by event.",
+                                      ["event", "decision"], registry=r)
+        self.breaker_state = Gauge("gateway_breaker_state", "1 for the state each api's breaker is in (per caller "
+                                   "group), 0 for the others.", ["api", "group", "state"], registry=r)
+        self.pending_approvals = Gauge("gateway_pending_approvals", "Tool calls waiting for a human.", registry=r)
+        self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r)
+        self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
+                                     "kept serving).", registry=r)
+
+    def refresh(self, *, breakers: Iterable[tuple[str, str, str]] = (), pending: int | None = None,
+                reloads: int = 0, refused: int = 0) -> None:
+        """Set the gauges that mirror state, just before a scrape."""
+        for api, group, current in breakers:
+            for state in _BREAKER_STATES:
+                self.breaker_state.labels(api=api, group=group, state=state).set(1 if state == current else 0)
+        if pending is not None:
+            self.pending_approvals.set(pending)
+        self.reloads.set(reloads)
+        self.refused_reloads.set(refused)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def door_of(path: str) -> str:
+    """The door a request path belongs to (a label with few values, never the raw path)."""
+    for prefix, door in _DOORS:
+        if path.startswith(prefix):
+            return door
+    return "other"
+
+
+class RequestMetricsMiddleware:
+    """An ASGI middleware counting requests by door and answered status."""
+
+    def __init__(self, app: Any, metrics: Callable[[], Metrics | None]) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        metrics = self.metrics() if scope["type"] == "http" else None
+        if metrics is None:
+            await self.app(scope, receive, send)
+            return
+        status = [500]
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            metrics.requests.labels(door=door_of(scope.get("path", "")), status=str(status[0])).inc()

@@ -1,0 +1,114 @@
+"""The loop's seams for whole runs and model calls: spans, metrics, model hooks and budgets, in one place.
+
+`RunObserver` is built once per generation (with the pipeline, by the composition root) and reaches the loop
+through its `invoke` (`ToolRunner.observer`), so every door that runs the loop (chat, responses, an approval's
+resume, `gateway chat`, a delegation) gets the same behaviour without knowing of it. Per model call, in order:
+the budgets are checked (`BudgetExceeded`), the `before_model_call` hooks run (`HookDenied`), the call runs
+inside a `chat {model}` span and its latency and tokens are counted, the usage is charged to the agent's and
+client's windows, and the `after_model_call` hooks see (and may replace) the answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..config.observe import Budgets
+from ..hooks import ConfiguredHooks, model_step
+from ..providers.base import Turn, Usage
+from ..safety.budgets import BudgetBook, BudgetExceeded
+from . import tracing
+
+if TYPE_CHECKING:
+    from ..config.model import AgentConfig
+    from .metrics import Metrics
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelCall:
+    """One model call of a run, as the seams see it."""
+
+    agent: AgentConfig
+    provider: str
+    """The provider's kind (`openai`, `anthropic`, ...)."""
+    client: str | None
+    iteration: int
+    messages: Sequence[Any]
+    run_usage: Usage
+    """The run's usage before this call."""
+    summary: bool = False
+    """The last call without tools (at a cap or a budget): not refused by the budget it ends the run for."""
+
+
+class RunObserver:
+    """Spans, metrics, hooks and budgets around a run and its model calls."""
+
+    def __init__(self, *, metrics: Metrics | None = None, hooks: ConfiguredHooks | None = None,
+                 budgets: Budgets | None = None, book: BudgetBook | None = None) -> None:
+        self.metrics = metrics
+        self.hooks = hooks if hooks else None
+        self.budgets = budgets if budgets else None
+        self.book = book if book is not None else BudgetBook()
+
+    @property
+    def on_exceed(self) -> str:
+        return self.budgets.on_exceed if self.budgets is not None else "error"
+
+    def run_cost(self, agent: AgentConfig, usage: Usage) -> float | None:
+        """The run's cost by the price table; None without a price for the agent's model."""
+        if self.budgets is None or self.budgets.price(agent.model, agent.model_id) is None:
+            return None
+        return self.book.cost(self.budgets, agent.model, agent.model_id, usage)
+
+    async def run(self, agent: AgentConfig, provider: str, body: Callable[[], Awaitable[Any]],
+                  usage: Callable[[], Usage]) -> Any:
+        """`invoke_agent {agent}` around a whole run (or a resumed part of one)."""
+        started = time.perf_counter()
+        with tracing.run_span(agent.name, provider=provider, model=agent.model_id):
+            try:
+                return await body()
+            finally:
+                if self.metrics is not None:
+                    self.metrics.run_latency.labels(agent=agent.name).observe(time.perf_counter() - started)
+                    self.metrics.run_tokens.labels(agent=agent.name).observe(usage().total_tokens)
+
+    async def model_call(self, call: ModelCall, ask: Callable[[], Awaitable[Turn]]) -> Turn:
+        agent = call.agent
+        if self.budgets is not None and not call.summary:
+            try:
+                self.book.check(self.budgets, agent=agent.name, client=call.client,
+                                run_tokens=call.run_usage.total_tokens,
+                                run_cost=self.book.cost(self.budgets, agent.model, agent.model_id, call.run_usage))
+            except BudgetExceeded as exc:
+                if self.metrics is not None:
+                    self.metrics.budget_exceeded.labels(scope=exc.scope).inc()
+                raise
+        hooks = self.hooks
+        if hooks is not None:
+            await hooks.before_model_call(agent.name, lambda: model_step(
+                "before_model_call", agent=agent.name, client=call.client, model=agent.model,
+                iteration=call.iteration, messages=call.messages))
+        started = time.perf_counter()
+        with tracing.model_span(provider=call.provider, model=agent.model_id) as span:
+            turn = await ask()
+            tracing.record_turn(span, input_tokens=turn.usage.input_tokens, output_tokens=turn.usage.output_tokens,
+                                finish_reason=turn.raw_finish_reason or turn.finish_reason)
+        if self.metrics is not None:
+            self.metrics.model_latency.labels(agent=agent.name, model=agent.model).observe(
+                time.perf_counter() - started)
+            tokens = self.metrics.tokens
+            tokens.labels(agent=agent.name, model=agent.model, type="input").inc(turn.usage.input_tokens)
+            tokens.labels(agent=agent.name, model=agent.model, type="output").inc(turn.usage.output_tokens)
+        if self.budgets is not None:
+            self.book.charge(agent=agent.name, client=call.client, tokens=turn.usage.total_tokens,
+                             cost=self.book.cost(self.budgets, agent.model, agent.model_id, turn.usage))
+        if hooks is not None:
+            def replace(content: str) -> None:
+                turn.message.content = content
+
+            await hooks.after_model_call(agent.name, lambda: model_step(
+                "after_model_call", agent=agent.name, client=call.client, model=agent.model,
+                iteration=call.iteration, messages=call.messages, answer=turn.message), replace)
+        return turn

@@ -1,0 +1,58 @@
+"""The call pipeline's observe stage: an `execute_tool {tool}` span and the tool-call metrics, on every door.
+
+It is the outermost stage (`build_pipeline`), so the span covers the whole call (audit, approval, limits,
+hooks, the upstream request as its child) and what it records is what the caller gets: the result after
+redaction. Arguments and results become span attributes only when content capture is on, and then redacted
+by the same redactor as the audit log's arguments.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..messages import ToolResult
+from . import tracing
+
+if TYPE_CHECKING:
+    from ..execution.pipeline import Invocation, Proceed
+    from ..safety.redaction import Redactor
+    from .metrics import Metrics
+
+
+class ObserveToolCall:
+    """Span and metrics of one tool call."""
+
+    def __init__(self, metrics: Metrics | None, redactor: Redactor | None, *, capture: bool | None = None) -> None:
+        self.metrics = metrics
+        self.redactor = redactor
+        self.capture = tracing.capture_content() if capture is None else capture
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        if not tracing.enabled():
+            if self.metrics is None:
+                return await proceed(invocation)
+            return await self._measured(invocation, proceed)
+        capture = self.capture
+        arguments = self._redacted(invocation.arguments) if capture else None
+        with tracing.tool_span(invocation.call.name, call_id=invocation.call.id, agent=invocation.agent,
+                               arguments=arguments) as span:
+            result = await self._measured(invocation, proceed)
+            tracing.record_tool_result(span, ok=result.ok, error_type=result.error_type,
+                                       result=self._redacted(result.body if result.ok else result.error)
+                                       if capture else None)
+        return result
+
+    async def _measured(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        metrics = self.metrics
+        if metrics is None:
+            return await proceed(invocation)
+        started = time.perf_counter()
+        result = await proceed(invocation)
+        api, tool = invocation.tool.api, invocation.call.name
+        metrics.tool_latency.labels(api=api, tool=tool).observe(time.perf_counter() - started)
+        metrics.tool_calls.labels(api=api, tool=tool, outcome="ok" if result.ok else result.error_type or "error").inc()
+        return result
+
+    def _redacted(self, value: object) -> object:
+        return self.redactor.value(value) if self.redactor else value

@@ -1,0 +1,88 @@
+"""`/metrics` after a known sequence of calls, parsed with prometheus_client's own parser: exact counts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from recording_server import RecordingServer
+from scripted_llm import Call, Reply
+from server_support import LenientLLM
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
+from safety_support import TRIAGE_KEY, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+
+FORECAST = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
+COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_counts_after_a_known_sequence(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    with safe_gateway(tmp_path, llm.url, upstream.url) as (url, safety):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            assert client.get("/metrics").status_code == 401  # the doors' caller check
+
+            llm.script(Reply(calls=[FORECAST]), Reply(text="3.5 °C", usage=(10, 5)))
+            chat = client.post("/v1/chat/completions", headers=bearer(WEATHER_KEY), json={
+                "model": "weather", "messages": [{"role": "user", "content": "Weather?"}]})
+            assert chat.status_code == 200
+            llm.script(Reply(calls=[COMMENT], usage=(7, 3)))
+            paused = client.post("/v1/chat/completions", headers=bearer(TRIAGE_KEY), json={
+                "model": "triage", "messages": [{"role": "user", "content": "Ack issue 7"}]})
+            assert paused.status_code == 200 and len(paused.json()["gateway"]["pending_approvals"]) == 1
+            invalid = client.post("/agents/weather/tools/getForecast", headers=bearer(WEATHER_KEY),
+                                  json={"latitude": "north"})
+            assert invalid.status_code >= 400
+
+            scraped = client.get("/metrics", headers=bearer(WEATHER_KEY))
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    found = samples(scraped.text)
+
+    assert value(found, "gateway_requests_total", door="chat", status="200") == 2
+    assert value(found, "gateway_requests_total", door="metrics", status="401") == 1
+    assert value(found, "gateway_requests_total", door="direct", status=str(invalid.status_code)) == 1
+    assert value(found, "gateway_tool_calls_total", api="open-meteo", tool="getForecast", outcome="ok") == 1
+    assert value(found, "gateway_tool_calls_total", api="open-meteo", tool="getForecast",
+                 outcome="invalid_arguments") == 1
+    assert value(found, "gateway_tool_call_duration_seconds_count", api="open-meteo", tool="getForecast") == 2
+    assert value(found, "gateway_tokens_total", agent="weather", model="openai/gpt-test", type="input") == 20
+    assert value(found, "gateway_tokens_total", agent="weather", model="openai/gpt-test", type="output") == 10
+    assert value(found, "gateway_tokens_total", agent="triage", model="ollama/llama-test", type="input") == 7
+    assert value(found, "gateway_model_call_duration_seconds_count", agent="weather", model="openai/gpt-test") == 2
+    assert value(found, "gateway_run_duration_seconds_count", agent="weather") == 1
+    assert value(found, "gateway_run_duration_seconds_count", agent="triage") == 1
+    assert value(found, "gateway_run_tokens_sum", agent="weather") == 30
+    assert value(found, "gateway_pending_approvals") == 1
+    assert value(found, "gateway_breaker_state", api="open-meteo", group="weather-bot", state="closed") == 1
+    assert value(found, "gateway_reloads_total") == 0 and value(found, "gateway_reloads_refused_total") == 0
+
+
+def test_refused_and_applied_reloads_are_counted(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    from server_support import gateway
+
+    with gateway(tmp_path, llm.url, upstream.url) as (url, app):
+        holder: Any = app.state.gateway.holder
+        agents = tmp_path / "agents.yaml"
+        good = agents.read_text()
+        agents.write_text(good + "\nagents_typo: {}\n")
+        assert anyio.run(holder.reload) is False
+        agents.write_text(good.replace("max_iterations: 4", "max_iterations: 5"))
+        assert anyio.run(holder.reload) is True
+        found = samples(httpx.get(f"{url}/metrics").text)
+    assert value(found, "gateway_reloads_refused_total") == 1
+    assert value(found, "gateway_reloads_total") == 1
