@@ -91,8 +91,13 @@ class Safeguards:
     def guard_stages(self, manifest: Manifest) -> list[Stage]:
         """Approval -> rate limits -> breaker and concurrency, for a generation built on `manifest`."""
         self.sync(manifest)
-        return [HoldForApproval(self.approvals), ChargeToolBucket(self.limiter),
-                GuardApi(manifest, self.breakers, self.guard_settings)]
+        guard: Stage = GuardApi(manifest, self.breakers, self.guard_settings)
+        counters = getattr(self.store, "counters", None)  # gateway.redis: a CountedStore's Redis
+        if counters is not None:
+            from .shared_breaker import SharedGuardApi  # imports the Redis client: only when Redis is configured
+
+            guard = SharedGuardApi(manifest, counters.guards, self.guard_settings)
+        return [HoldForApproval(self.approvals), ChargeToolBucket(self.limiter), guard]
 
     # -- what the chat door reports ------------------------------------------------------------------
     async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:

@@ -1,8 +1,7 @@
 """Circuit breakers and concurrency slots shared by every gateway instance, on Redis.
 
-Not wired into the call pipeline yet: the pipeline's guard stage (`gateway.safety.breaker.GuardApi`) landed
-as this was written and still keeps breakers and slots per process; a Redis-backed stage calls `enter` on a
-call's way in and `settle` on its way out.
+The call pipeline's guard stage on Redis (`gateway.safety.shared_breaker.SharedGuardApi`, used when
+`gateway.redis` is set) calls `enter` on a call's way in and `settle` on its way out.
 
 With `gateway.redis` set, an api that fails five times in a row is paused for every instance, not only
 for the one that saw the failures, and `max_concurrency` is the number of calls in flight to that api

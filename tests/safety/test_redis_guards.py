@@ -1,7 +1,7 @@
 """Breakers and concurrency slots counted in one Redis for several instances (a real redis-server).
 
-`SharedGuards` is not wired into the call pipeline yet (see gateway.store.redis_guards): these tests drive
-it as the pipeline's guard stage would, with two clients standing for two instances.
+These tests drive `SharedGuards` directly, with two clients standing for two instances; its pipeline stage is
+tested in test_shared_breaker.py.
 """
 
 from __future__ import annotations

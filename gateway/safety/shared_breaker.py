@@ -1,0 +1,55 @@
+"""The breaker-and-concurrency stage when `gateway.redis` is set: one breaker and one `max_concurrency` per api
+across every instance.
+
+Same contract as `gateway.safety.breaker.GuardApi` (a paused api answers at once, a busy one after the call's
+timeout), with the state in Redis (`gateway.store.redis_guards`): failures seen by one instance pause the api for
+all of them, and the slots count the calls in flight everywhere. The breaker is per api, not per api and client
+as in one process: Redis holds one verdict per api, which every instance reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..config.model import Manifest
+from ..config.settings import GuardSettings
+from ..execution.pipeline import Invocation, Proceed
+from ..messages import ToolResult
+from ..store.redis_guards import SharedGuards
+from .breaker import is_failure
+
+
+class SharedGuardApi:
+    """The pipeline's breaker-and-concurrency stage on Redis."""
+
+    def __init__(self, manifest: Manifest, guards: SharedGuards, settings: GuardSettings) -> None:
+        self.manifest = manifest
+        self.guards = guards
+        self.settings = settings
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        api = invocation.tool.api
+        configured = self.manifest.apis.get(api)
+        limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
+        timeout = invocation.agent_tool.timeout or self.manifest.api(api).timeout
+        lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
+                                                  wait=timeout, lease=timeout)
+        if lease is None and retry_in > 0:
+            return ToolResult.failure(
+                "transport_error",
+                f"The {api} API is failing ({self.settings.failures} failures in a row), so calls to it are paused "
+                f"for {retry_in:.0f} more seconds. Try another tool or try again later.")
+        if lease is None:
+            return ToolResult.failure(
+                "timeout", f"The {api} API is busy (all {limit} concurrent calls in use across the gateway's "
+                           f"instances for {timeout:g} s); try again later.")
+        result: ToolResult | None = None
+        try:
+            result = await proceed(invocation)
+        finally:
+            # Shielded: a cancelled caller must still give its slot back (and a held probe), or it stays taken
+            # until its lease runs out.
+            verdict = None if result is None else not is_failure(result)
+            await asyncio.shield(self.guards.settle(api, lease, verdict, failures=self.settings.failures,
+                                                    reset_after=self.settings.reset_after))
+        return result
