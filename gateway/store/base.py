@@ -10,6 +10,7 @@ to implement the same methods.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -154,23 +155,32 @@ class AuditQuery:
                 and (self.since is None or row.time >= self.since)
                 and (self.until is None or row.time < self.until))
 
-    def where(self) -> tuple[str, list[Any]]:
-        """A WHERE clause (`?` placeholders) and its parameters; empty when nothing is filtered."""
+    def within(self, agents: set[str] | None) -> AuditQuery:
+        """This query narrowed to `agents` (those a caller may see; None: no narrowing)."""
+        if agents is None:
+            return self
+        allowed = frozenset(agents) if self.agents is None else self.agents & frozenset(agents)
+        return dataclasses.replace(self, agents=allowed)
+
+    def where(self, placeholder: str = "?") -> tuple[str, list[Any]]:
+        """A WHERE clause and its parameters (`placeholder`: `?` for SQLite, `%s` for psycopg); empty when nothing
+        is filtered."""
         clauses: list[str] = []
         params: list[Any] = []
         if self.agents is not None:
-            clauses.append(f"agent IN ({', '.join('?' * len(self.agents))})" if self.agents else "0")
+            marks = ", ".join([placeholder] * len(self.agents))
+            clauses.append(f"agent IN ({marks})" if self.agents else "1 = 0")
             params.extend(sorted(self.agents))
         for column, value in (("agent", self.agent), ("client", self.client), ("tool", self.tool),
                               ("status", self.status), ("kind", self.kind), ("run_id", self.run_id)):
             if value is not None:
-                clauses.append(f"{column} = ?")
+                clauses.append(f"{column} = {placeholder}")
                 params.append(value)
         if self.since is not None:
-            clauses.append("time >= ?")
+            clauses.append(f"time >= {placeholder}")
             params.append(self.since)
         if self.until is not None:
-            clauses.append("time < ?")
+            clauses.append(f"time < {placeholder}")
             params.append(self.until)
         return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 

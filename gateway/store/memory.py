@@ -91,8 +91,8 @@ class MemoryStore(Store):
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
-        query = query or AuditQuery()
-        rows = [r for r in reversed(self._audit) if (agents is None or r.agent in agents) and query.matches(r)]
+        query = (query or AuditQuery()).within(agents)
+        rows = [r for r in reversed(self._audit) if query.matches(r)]
         return copy.deepcopy(rows[:limit])
 
     async def prune_audit(self, before: float) -> int:

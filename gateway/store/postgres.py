@@ -195,7 +195,7 @@ class PostgresStore(Store):
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
-        where, params = _audit_where(query or AuditQuery(), agents)
+        where, params = (query or AuditQuery()).within(agents).where("%s")
         async with self._connection() as conn:
             cursor = await conn.execute(
                 f"SELECT id, {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT %s", (*params, limit))
@@ -258,28 +258,6 @@ class PostgresStore(Store):
         if self._opened:
             self._opened = False
             await self._pool.close()
-
-
-def _audit_where(query: AuditQuery, agents: set[str] | None) -> tuple[str, list[Any]]:
-    """`AuditQuery.where` in psycopg's placeholders; `agents` narrows the query's own agents."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for allowed in (query.agents, agents):
-        if allowed is not None:
-            clauses.append("agent = ANY(%s)")
-            params.append(sorted(allowed))
-    for column, value in (("agent", query.agent), ("client", query.client), ("tool", query.tool),
-                          ("status", query.status), ("kind", query.kind), ("run_id", query.run_id)):
-        if value is not None:
-            clauses.append(f"{column} = %s")
-            params.append(value)
-    if query.since is not None:
-        clauses.append("time >= %s")
-        params.append(query.since)
-    if query.until is not None:
-        clauses.append("time < %s")
-        params.append(query.until)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _first_line(exc: Exception) -> str:

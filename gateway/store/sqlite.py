@@ -23,7 +23,6 @@ path. A write that fails (a full disk, a read-only file) raises: the audit log t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -328,7 +327,7 @@ class SQLiteStore(Store):
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
-        query = _with_agents(query, agents)
+        query = (query or AuditQuery()).within(agents)
         where, params = query.where()
 
         def work(conn: sqlite3.Connection) -> list[AuditRow]:
@@ -473,11 +472,3 @@ def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | Non
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
-
-
-def _with_agents(query: AuditQuery | None, agents: set[str] | None) -> AuditQuery:
-    query = query or AuditQuery()
-    if agents is None:
-        return query
-    allowed = frozenset(agents) if query.agents is None else query.agents & frozenset(agents)
-    return dataclasses.replace(query, agents=allowed)
