@@ -21,6 +21,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from ..asgi import StatusWatch
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _TOKEN_BUCKETS = (100, 500, 1000, 5000, 10_000, 50_000, 100_000, 500_000, 1_000_000)
@@ -95,14 +97,8 @@ class RequestMetricsMiddleware:
         if metrics is None:
             await self.app(scope, receive, send)
             return
-        status = [500]
-
-        async def watch(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = int(message["status"])
-            await send(message)
-
+        watch = StatusWatch(send, default=500)
         try:
             await self.app(scope, receive, watch)
         finally:
-            metrics.requests.labels(door=door_of(scope.get("path", "")), status=str(status[0])).inc()
+            metrics.requests.labels(door=door_of(scope.get("path", "")), status=str(watch.status)).inc()

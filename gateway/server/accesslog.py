@@ -14,7 +14,9 @@ import asyncio
 import logging
 from urllib.parse import quote
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..asgi import StatusWatch
 
 ACCESS_FORMAT = '%s - "%s %s HTTP/%s" %d'
 """uvicorn's access message and its five arguments: client address, method, path with query, HTTP version, status."""
@@ -30,18 +32,11 @@ class AccessLog:
         if scope["type"] != "http" or not self.logger.isEnabledFor(logging.INFO):
             await self.app(scope, receive, send)
             return
-        status = 0
-
-        async def watching_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        watch = StatusWatch(send)
         try:
-            await self.app(scope, receive, watching_send)
+            await self.app(scope, receive, watch)
         finally:
-            asyncio.get_running_loop().call_soon(self._log, scope, status)
+            asyncio.get_running_loop().call_soon(self._log, scope, watch.status)
 
     def _log(self, scope: Scope, status: int) -> None:
         client = scope.get("client")

@@ -30,8 +30,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..asgi import StatusWatch
 from ..config.model import ClientConfig
 from ..errors import ConfigError
 from ..safety.audit import bind_caller
@@ -204,18 +205,11 @@ class AuthMiddleware:
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
             if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
-                status = 0
-
-                async def watching_send(message: Message) -> None:
-                    nonlocal status
-                    if message["type"] == "http.response.start":
-                        status = message["status"]
-                    await send(message)
-
-                await self.app(scope, receive, watching_send)
-                if status >= 400 and not scope.get("gateway.refused"):
+                watch = StatusWatch(send)
+                await self.app(scope, receive, watch)
+                if watch.status >= 400 and not scope.get("gateway.refused"):
                     agent = scope.get("gateway.agent")
-                    await self.on_chat_error(agent if isinstance(agent, str) else None, status)
+                    await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
             else:
                 await self.app(scope, receive, send)
 

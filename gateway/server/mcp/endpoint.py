@@ -21,6 +21,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
+from ...asgi import StatusWatch
 from ..errors import APIError
 from ..state import GatewayState
 from .routing import AGENT_SCOPE_KEY, routed_agent
@@ -125,18 +126,12 @@ class MCPEndpoint:
 
     async def _on_session(self, session_id: str, owner: str, agent: str, scope: Scope, receive: Receive,
                           send: Send) -> None:
-        status = 0
-
-        async def watch(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
+        watch = StatusWatch(send)
         self.sessions.request_started(session_id)
         try:
             await self.manager.handle_request(scope, receive, watch)
         finally:
+            status = watch.status
             gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
             self.sessions.request_ended(session_id, owner, agent, gone=gone)
 

@@ -1,0 +1,20 @@
+"""Small ASGI pieces shared by the doors' middleware and the metrics middleware."""
+
+from __future__ import annotations
+
+from starlette.types import Message, Send
+
+
+class StatusWatch:
+    """A `send` that passes every message on and remembers the status of the answer (`default` until it starts)."""
+
+    __slots__ = ("send", "status")
+
+    def __init__(self, send: Send, default: int = 0) -> None:
+        self.send = send
+        self.status = default
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        await self.send(message)
