@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from starlette.requests import Request
@@ -142,6 +143,41 @@ class _Run:
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix)
 
+    @contextlib.asynccontextmanager
+    async def reported(self) -> AsyncIterator[MemoryObjectReceiveStream[tuple[str, Any]]]:
+        """Run in a task of its own and yield what it reports: ("event", LoopEvent)s, then ("done", RunResult) or
+        ("error", APIError). The status of a streamed answer is 200 already, so a failure is audited here. Leaving
+        the block early (the client went away) cancels the run and its tool calls."""
+        send, receive = anyio.create_memory_object_stream[tuple[str, Any]](max_buffer_size=1024)
+
+        async def on_event(event: LoopEvent) -> None:
+            await send.send(("event", event))
+
+        async def drive() -> None:
+            async with send:
+                try:
+                    async with self.state.use() as generation:
+                        result = await self.execute(generation, on_event=on_event)
+                    await send.send(("done", result))
+                except Exception as exc:  # every failure goes in the stream, for the client's SDK to raise
+                    error = api_error_from(exc, secrets_redactor(self.state.current).text)
+                    safety = self.state.safety
+                    if safety is not None:
+                        try:
+                            await safety.on_run_error(run_id=self.id, agent=self.agent, error=error)
+                        except GatewayError:  # an audit that cannot write: the error still goes out
+                            logger.error("the failed stream's audit row was not written")
+                    await send.send(("error", error))
+
+        task = asyncio.ensure_future(drive())
+        try:
+            async with receive:
+                yield receive
+        finally:
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         # The run's tool calls name its agent and carry its id in the audit log (one run's steps).
@@ -242,61 +278,34 @@ def usage_dict(usage: Usage) -> dict[str, int]:
 
 async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]:
     """The SSE body: role chunk, text deltas and step events as they happen, the final chunk, [DONE]."""
-    send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=1024)
-
-    async def on_event(event: Any) -> None:
-        await send.send(("event", event))
-
-    async def drive() -> None:
-        async with send:
-            try:
-                async with run.state.use() as generation:
-                    result = await run.execute(generation, on_event=on_event)
-                await send.send(("done", result))
-            except Exception as exc:  # every failure becomes an error chunk the client's SDK raises
-                error = api_error_from(exc, secrets_redactor(run.state.current).text)
-                # The answer's status is 200 already: the audit learns of the failure here, not from the status.
-                safety = run.state.safety
-                if safety is not None:
-                    try:
-                        await safety.on_run_error(run_id=run.id, agent=run.agent, error=error)
-                    except GatewayError:  # an audit that cannot write: the error chunk still goes out
-                        logger.error("the failed stream's audit row was not written")
-                await send.send(("error", error))
-
-    task = asyncio.ensure_future(drive())
     turn_text: list[str] = []  # the text streamed of the model's latest turn (LLM call)
     turn = -1
-    try:
-        yield run.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-        async with receive:
-            async for kind, item in receive:
-                if kind == "event":
-                    if item.type == "text":
-                        if item.iteration != turn:
-                            turn, turn_text = item.iteration, []
-                        turn_text.append(item.text)
-                    chunk = _event_chunk(run, item)
-                    if chunk is not None:
-                        yield chunk
-                elif kind == "done":
-                    rest = _unstreamed_text(item.message.content or "", "".join(turn_text))
-                    if rest:  # text the run added after the model's (what waits for approval): as plain text too
-                        yield run.chunk([{"index": 0, "delta": {"content": rest}, "finish_reason": None}])
-                    if item.handed_back:
-                        calls = [{"index": i, **c} for i, c in enumerate(handed_back_calls(item))]
-                        yield run.chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
-                    yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
-                                    gateway=gateway_extension(item))
-                    if include_usage:
-                        yield run.chunk([], usage=usage_dict(item.usage))
-                else:
-                    yield _sse(item.body())
-        yield b"data: [DONE]\n\n"
-    finally:
-        if not task.done():  # the client went away: stop the run and its tool calls
-            task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    yield run.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+    async with run.reported() as receive:
+        async for kind, item in receive:
+            if kind == "event":
+                if item.type == "text":
+                    if item.iteration != turn:
+                        turn, turn_text = item.iteration, []
+                    turn_text.append(item.text)
+                chunk = _event_chunk(run, item)
+                if chunk is not None:
+                    yield chunk
+            elif kind == "done":
+                rest = _unstreamed_text(item.message.content or "", "".join(turn_text))
+                if rest:  # text the run added after the model's (what waits for approval): as plain text too
+                    yield run.chunk([{"index": 0, "delta": {"content": rest}, "finish_reason": None}])
+                if item.handed_back:
+                    calls = [{"index": i, **c} for i, c in enumerate(handed_back_calls(item))]
+                    yield run.chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
+                yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
+                                gateway=gateway_extension(item))
+                if include_usage:
+                    yield run.chunk([], usage=usage_dict(item.usage))
+            else:
+                yield _sse(item.body())
+    yield b"data: [DONE]\n\n"
+
 
 
 def _unstreamed_text(final: str, streamed: str) -> str:

@@ -10,16 +10,13 @@ travel in the `gateway` field beside `output`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import GatewayError
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
@@ -198,55 +195,28 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
     """The Responses event stream: lifecycle events, output items as the run says and hands back, steps."""
     write = EventWriter()
     output = StreamedOutput(write)
-    send, receive = anyio.create_memory_object_stream[Any](max_buffer_size=1024)
-
-    async def on_event(event: LoopEvent) -> None:
-        await send.send(("event", event))
-
-    async def drive() -> None:
-        async with send:
-            try:
-                async with run.state.use() as generation:
-                    result = await run.execute(generation, on_event=on_event)
-                await send.send(("done", result))
-            except Exception as exc:  # the status is 200 already: the failure goes in the stream
-                error = api_error_from(exc, secrets_redactor(run.state.current).text)
-                safety = run.state.safety
-                if safety is not None:
-                    try:
-                        await safety.on_run_error(run_id=run.id, agent=run.agent, error=error)
-                    except GatewayError:  # an audit that cannot write: the failure still goes in the stream
-                        logger.error("the failed stream's audit row was not written")
-                await send.send(("error", error))
-
-    task = asyncio.ensure_future(drive())
-    try:
-        started = answer.body(run, status="in_progress", output=[])
-        yield write("response.created", response=started)
-        yield write("response.in_progress", response=started)
-        async with receive:
-            async for kind, item in receive:
-                if kind == "event":
-                    for chunk in _event_chunks(write, output, item):
-                        yield chunk
-                elif kind == "done":
-                    for chunk in output.calls(item.handed_back):
-                        yield chunk
-                    final = await answer.finish(run, item, output.items)
-                    done = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
-                    yield write(done, response=final)
-                else:
-                    for chunk in output.close():
-                        yield chunk
-                    # Response.error.code is one of OpenAI's own codes; the gateway's code goes in the message.
-                    code = "rate_limit_exceeded" if item.status == 429 else "server_error"
-                    error = {"code": code, "message": f"{item.message} ({item.code})"}
-                    yield write("response.failed", response=answer.body(run, status="failed", output=output.items,
-                                                                        error=error))
-    finally:
-        if not task.done():  # the client went away: stop the run and its tool calls
-            task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    started = answer.body(run, status="in_progress", output=[])
+    yield write("response.created", response=started)
+    yield write("response.in_progress", response=started)
+    async with run.reported() as receive:
+        async for kind, item in receive:
+            if kind == "event":
+                for chunk in _event_chunks(write, output, item):
+                    yield chunk
+            elif kind == "done":
+                for chunk in output.calls(item.handed_back):
+                    yield chunk
+                final = await answer.finish(run, item, output.items)
+                done = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+                yield write(done, response=final)
+            else:
+                for chunk in output.close():
+                    yield chunk
+                # Response.error.code is one of OpenAI's own codes; the gateway's code goes in the message.
+                code = "rate_limit_exceeded" if item.status == 429 else "server_error"
+                error = {"code": code, "message": f"{item.message} ({item.code})"}
+                yield write("response.failed", response=answer.body(run, status="failed", output=output.items,
+                                                                    error=error))
 
 
 def _event_chunks(write: EventWriter, output: StreamedOutput, event: LoopEvent) -> list[bytes]:
