@@ -10,6 +10,7 @@ Keys of later features stay in `raw` until they get a field here.
 gateway:
   store: .gateway/state.db        # a SQLite path (relative to agents.yaml's folder), sqlite:///path, memory:
   audit_retention_days: 30        # 0 or null keeps rows forever
+  conversation_retention_days: 30 # stored Responses answers, handed-back turns, finished approval runs
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
@@ -126,13 +127,20 @@ class GuardSettings:
                    max_concurrency=int(values["max_concurrency"]))
 
 
-def retention_days(settings: Mapping[str, Any] | None) -> float | None:
-    value = (settings or {}).get("audit_retention_days", DEFAULT_RETENTION_DAYS)
+def retention_days(settings: Mapping[str, Any] | None, key: str = "audit_retention_days") -> float | None:
+    """`gateway.<key>` in days (default 30); None: keep forever (0 or null)."""
+    value = (settings or {}).get(key, DEFAULT_RETENTION_DAYS)
     if value is None or value == 0:
         return None
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"agents.yaml: gateway.audit_retention_days must be a number of days, got {value!r}")
+        raise ConfigError(f"agents.yaml: gateway.{key} must be a number of days, got {value!r}")
     return float(value)
+
+
+def conversation_retention_days(settings: Mapping[str, Any] | None) -> float | None:
+    """How long what a conversation goes on from is kept: Responses answers (`previous_response_id`), turns
+    handed back to a caller's tools, finished approval runs. 30 days by default, as OpenAI keeps stored responses."""
+    return retention_days(settings, "conversation_retention_days")
 
 
 def store_location(settings: Mapping[str, Any] | None, base_dir: Path | None = None) -> str:
@@ -155,6 +163,7 @@ class GatewaySettings:
     store: str | None = None
     """`gateway.store` as written (`store_location` resolves it against agents.yaml's folder)."""
     audit_retention_days: float | None = DEFAULT_RETENTION_DAYS
+    conversation_retention_days: float | None = DEFAULT_RETENTION_DAYS
     rate_limits: RateLimits = field(default_factory=lambda: RateLimits())
     guard: GuardSettings = field(default_factory=lambda: GuardSettings())
     max_delegation_depth: int = DEFAULT_MAX_DELEGATION_DEPTH
@@ -186,6 +195,7 @@ class GatewaySettings:
 
         retention: float | None = DEFAULT_RETENTION_DAYS
         settings = cls(store=part(_store, None), audit_retention_days=part(retention_days, retention),
+                       conversation_retention_days=part(conversation_retention_days, retention),
                        rate_limits=part(RateLimits.from_settings, RateLimits()),
                        guard=part(GuardSettings.from_settings, GuardSettings()),
                        max_delegation_depth=part(_delegation_depth, DEFAULT_MAX_DELEGATION_DEPTH),

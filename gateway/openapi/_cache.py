@@ -48,7 +48,7 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             # Those containers are alive, yet the first collection after this would scan all of them (a
-            # cached Stripe load: 21 of its 50 ms). freeze() moves every tracked object out of the young
+            # cached load of a big spec: most of its time). freeze() moves every tracked object out of the young
             # generations without a scan; unfreeze() puts them in the oldest one. A process that keeps its
             # long-lived heap frozen (`gateway serve`) keeps the catalog frozen with it.
             keeps_frozen = gc.get_freeze_count() > 0

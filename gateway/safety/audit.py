@@ -9,7 +9,9 @@ set once per request by the auth middleware and inherited by every task the requ
 The audit fails closed: a row the store cannot take (a full disk, a read-only file) raises
 `AuditUnavailable`, and the door answers 503 instead of an unrecorded success. Arguments and error texts
 pass through the `Redactor` first: no credential reaches a row. Rows older than `audit_retention_days`
-(default 30; 0 or null keeps them forever) are deleted by `prune` (checked on the write path, at most hourly).
+(default 30; 0 or null keeps them forever) are deleted by `prune` (checked on the write path, at most hourly), and
+with them what conversations were kept to go on from, older than `conversation_retention_days` (stored Responses
+answers, handed-back turns, finished approval runs; default 30): the same hourly sweep, so neither needs a task.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
 
 class AuditLog:
     def __init__(self, store: Store, redactor: Redactor | None = None, *,
-                 retention_days: float | None = DEFAULT_RETENTION_DAYS) -> None:
+                 retention_days: float | None = DEFAULT_RETENTION_DAYS,
+                 conversation_days: float | None = DEFAULT_RETENTION_DAYS) -> None:
         """Record tool calls and chats.
 
         Parameters:
@@ -97,10 +100,13 @@ class AuditLog:
             redactor: scrubs secrets from arguments and error texts; None: a redactor that knows none (yet: a
                 redactor is falsy until it learns a secret, so it is kept as given, never swapped for a new one).
             retention_days: rows older than this are pruned; None keeps every row.
+            conversation_days: stored conversations older than this are pruned (`Store.prune_conversations`);
+                None keeps them.
         """
         self.store = store
         self.redactor = redactor if redactor is not None else Redactor()
         self.retention_days = retention_days
+        self.conversation_days = conversation_days
         self._pruned_at = 0.0
 
     async def record_tool(self, tool: Tool | str, arguments: Any, result: ToolResult, *,
@@ -167,10 +173,16 @@ class AuditLog:
         ))
 
     async def prune(self, now: float | None = None) -> int:
+        """Delete audit rows and stored conversations past their retention; the number of audit rows deleted."""
+        now = now if now is not None else time.time()
+        if self.conversation_days is not None:
+            gone = await self.store.prune_conversations(now - self.conversation_days * 86400)
+            if gone:
+                logger.info("conversation retention: removed %d stored conversations or runs older than %g days",
+                            gone, self.conversation_days)
         if self.retention_days is None:
             return 0
-        cutoff = (now if now is not None else time.time()) - self.retention_days * 86400
-        removed = await self.store.prune_audit(cutoff)
+        removed = await self.store.prune_audit(now - self.retention_days * 86400)
         if removed:
             logger.info("audit retention: removed %d rows older than %g days", removed, self.retention_days)
         return removed

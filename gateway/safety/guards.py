@@ -80,6 +80,7 @@ class Safeguards:
         else:
             self.limiter = RateLimiter(self.store, limits)
             self.audit.retention_days = retention
+            self.audit.conversation_days = settings.conversation_retention_days
             self.guard_settings = self.breakers.settings = guard
         self._manifest = manifest
 

@@ -21,6 +21,10 @@ from ..errors import GatewayError
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
 RunKind = Literal["chat", "call"]
+FINISHED: tuple[RunStatus, ...] = ("done", "failed")
+"""Runs no one goes on with: retention may delete them (`Store.prune_conversations`)."""
+PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < ? RETURNING id"
+"""The finished runs older than a cutoff, deleted, their ids returned (SQLite and PostgreSQL; `?` as written)."""
 
 
 class StoreUnavailable(GatewayError):
@@ -248,6 +252,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         """The record, whoever its client is: the door compares `client` before showing or continuing it."""
+
+    @abc.abstractmethod
+    async def prune_conversations(self, before: float) -> int:
+        """Delete what was kept to go on with a conversation and is older than `before` (epoch seconds): stored
+        answers and handed-back turns created before it, and finished runs (done, failed) last updated before it,
+        with their approvals. Paused runs stay whatever their age: a human may still decide. The number deleted."""
 
     # -- rate limits --------------------------------------------------------------------------------
     @abc.abstractmethod

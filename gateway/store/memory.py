@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from .base import (
+    FINISHED,
     ApprovalRecord,
     ApprovalStatus,
     AuditQuery,
@@ -107,6 +108,19 @@ class MemoryStore(Store):
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         record = self._responses.get(response_id)
         return copy.deepcopy(record) if record is not None else None
+
+    async def prune_conversations(self, before: float) -> int:
+        old = [key for key, record in self._responses.items() if record.created < before]
+        finished = [key for key, run in self._runs.items() if run.status in FINISHED and run.updated < before]
+        for key in old:
+            del self._responses[key]
+        for key in finished:
+            del self._runs[key]
+        gone = set(finished)
+        approvals = [key for key, approval in self._approvals.items() if approval.run_id in gone]
+        for key in approvals:
+            del self._approvals[key]
+        return len(old) + len(finished)
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         now = time.time()

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from .base import (
+    PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
     AuditQuery,
@@ -226,6 +227,15 @@ class PostgresStore(Store):
         if row is None:
             return None
         return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
+
+    async def prune_conversations(self, before: float) -> int:
+        async with self._connection() as conn, conn.transaction():
+            answers = await conn.execute("DELETE FROM responses WHERE created < %s", (before,))
+            runs = await conn.execute(PRUNE_RUNS.replace("?", "%s"), (before,))
+            finished = [row[0] for row in await runs.fetchall()]
+            if finished:
+                await conn.execute("DELETE FROM approvals WHERE run_id = ANY(%s)", (finished,))
+            return answers.rowcount + len(finished)
 
     # -- rate limits --------------------------------------------------------------------------------
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:

@@ -169,6 +169,9 @@ class CountedStore(Store):
     async def save_response(self, record: ResponseRecord) -> None:
         await self.inner.save_response(record)
 
+    async def prune_conversations(self, before: float) -> int:
+        return await self.inner.prune_conversations(before)
+
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)
 

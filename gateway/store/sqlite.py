@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from .base import (
+    PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
     AuditQuery,
@@ -353,6 +354,15 @@ class SQLiteStore(Store):
                          " VALUES (?, ?, ?, ?, ?, ?)", values)
 
         await self._run(work)
+
+    async def prune_conversations(self, before: float) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            answers = conn.execute("DELETE FROM responses WHERE created < ?", (before,)).rowcount
+            finished = [row[0] for row in conn.execute(PRUNE_RUNS, (before,)).fetchall()]
+            conn.executemany("DELETE FROM approvals WHERE run_id = ?", ((run_id,) for run_id in finished))
+            return int(answers) + len(finished)
+
+        return await self._run(lambda conn: self._transaction(conn, lambda: work(conn)))
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         def work(conn: sqlite3.Connection) -> ResponseRecord | None:

@@ -12,7 +12,7 @@ from .base import ApprovalRecord, AuditRow
 # The audit table is written once per tool call, so it has nothing an insert must also update: its ids are rowids
 # (each row one past the largest id present; AUTOINCREMENT would keep an id from returning once every row is pruned
 # by writing a second table, sqlite_sequence, on every insert) and it has no index on `time` (retention prunes by
-# id, `PRUNE_AUDIT`). Each of the two was another WAL page per row: 18 -> 12.6 us per insert measured, both gone.
+# id, `PRUNE_AUDIT`). Each of the two was another WAL page written per row, so both are gone.
 # Files made with them (before this) keep them: both kinds are read and written alike.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from gateway.store import (
     AuditRow,
     Bucket,
     MemoryStore,
+    ResponseRecord,
     RunRecord,
     SQLiteStore,
     Store,
@@ -93,6 +95,24 @@ async def test_audit_newest_first_filtered_and_pruned(store: Store) -> None:
     assert [r.tool for r in await store.list_audit(limit=1)] == ["t2"]
     assert await store.prune_audit(101.5) == 2
     assert [r.tool for r in await store.list_audit()] == ["t2"]
+
+
+async def test_old_conversations_are_pruned_and_paused_runs_kept(store: Store) -> None:
+    await store.save_response(ResponseRecord(id="resp_old", agent="clerk", client=None, created=100.0))
+    await store.save_response(ResponseRecord(id="resp_new", agent="clerk", client=None, created=time.time() + 60))
+    await store.save_run(RunRecord(id="done1", agent="clerk"), [_approval("a1", "done1")])
+    await store.save_run(RunRecord(id="waiting", agent="clerk"), [_approval("a2", "waiting")])
+    await store.decide_approval("a1", approve=True)
+    await store.finish_run("done1", "done")
+
+    assert await store.prune_conversations(time.time() + 1) == 2  # resp_old and the finished run
+
+    assert await store.get_response("resp_old") is None
+    assert await store.get_response("resp_new") is not None
+    assert await store.get_run("done1") is None and await store.get_approval("a1") is None
+    waiting = await store.get_run("waiting")  # paused: a human may still decide, whatever its age
+    assert waiting is not None and (await store.get_approval("a2")) is not None
+    assert await store.prune_conversations(time.time() + 1) == 0
 
 
 async def test_audit_query_filters_alike_on_every_backend(store: Store) -> None:
