@@ -505,6 +505,21 @@ def test_gateway_settings_are_checked_by_the_safety_layers_own_parsers() -> None
     assert [d for d in diagnostics if d.level == "error"] == []
 
 
+def test_bad_store_urls_and_retention_are_reported_with_their_line() -> None:
+    # `gateway validate` reports what `serve` would refuse: the Redis URL and the conversation retention too.
+    manifest, diagnostics = _parse("""
+        gateway:
+          redis: localhost:6379
+          conversation_retention_days: forever
+        """)
+    errors = sorted((d.line, d.message) for d in diagnostics if d.level == "error")
+    assert errors == [(3, "gateway.redis must be a redis:// URL, not 'localhost:6379'"),
+                      (4, "gateway.conversation_retention_days must be a number of days, got 'forever'")]
+    manifest, diagnostics = _parse("gateway: {redis: 'redis://127.0.0.1:6379/0', conversation_retention_days: 7}")
+    assert diagnostics == []
+    assert manifest.gateway.redis == "redis://127.0.0.1:6379/0" and manifest.gateway.conversation_retention_days == 7
+
+
 def test_provider_strict_mode_is_a_boolean_for_openai() -> None:
     manifest, diagnostics = _parse("""
         providers:

@@ -143,6 +143,16 @@ def conversation_retention_days(settings: Mapping[str, Any] | None) -> float | N
     return retention_days(settings, "conversation_retention_days")
 
 
+def redis_location(settings: Mapping[str, Any] | None) -> str | None:
+    """`gateway.redis` from the manifest: a `redis://`, `rediss://` or `unix://` URL, or None (absent or empty)."""
+    location = (settings or {}).get("redis")
+    if location is None or location == "":
+        return None
+    if not isinstance(location, str) or not location.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"agents.yaml: gateway.redis must be a redis:// URL, not {location!r}")
+    return location
+
+
 def store_location(settings: Mapping[str, Any] | None, base_dir: Path | None = None) -> str:
     """Where the store lives: `gateway.store` from the manifest, relative to agents.yaml's folder."""
     location = (settings or {}).get("store") or DEFAULT_STORE
@@ -162,6 +172,8 @@ class GatewaySettings:
 
     store: str | None = None
     """`gateway.store` as written (`store_location` resolves it against agents.yaml's folder)."""
+    redis: str | None = None
+    """`gateway.redis`: rate-limit buckets, breakers and budgets counted there across instances."""
     audit_retention_days: float | None = DEFAULT_RETENTION_DAYS
     conversation_retention_days: float | None = DEFAULT_RETENTION_DAYS
     rate_limits: RateLimits = field(default_factory=lambda: RateLimits())
@@ -194,7 +206,8 @@ class GatewaySettings:
                 return default
 
         retention: float | None = DEFAULT_RETENTION_DAYS
-        settings = cls(store=part(_store, None), audit_retention_days=part(retention_days, retention),
+        settings = cls(store=part(_store, None), redis=part(redis_location, None),
+                       audit_retention_days=part(retention_days, retention),
                        conversation_retention_days=part(conversation_retention_days, retention),
                        rate_limits=part(RateLimits.from_settings, RateLimits()),
                        guard=part(GuardSettings.from_settings, GuardSettings()),

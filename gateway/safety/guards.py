@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..config.model import AgentConfig, Manifest
 from ..errors import ConfigError
-from ..store import Store, open_store, redis_location
+from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
 from .audit import AuditLog, RecordCall, current_caller
 from .breaker import Breakers, GuardApi
@@ -62,7 +62,7 @@ class Safeguards:
         """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
         base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
         location = store or runtime.manifest.gateway.store_location(base)
-        redis = redis_location(runtime.manifest.settings)  # gateway.redis: rate-limit buckets counted there
+        redis = runtime.manifest.gateway.redis  # gateway.redis: rate-limit buckets counted there
         return cls(open_store(location, redis=redis), runtime.manifest, **options)
 
     def sync(self, manifest: Manifest) -> None:

@@ -8,10 +8,7 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from ..config.settings import DEFAULT_STORE, store_location
+from ..config.settings import DEFAULT_STORE, redis_location, store_location
 from ..errors import ConfigError
 from .base import (
     AUDIT_KINDS,
@@ -46,16 +43,6 @@ __all__ = [
 ]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def redis_location(settings: Mapping[str, Any] | None) -> str | None:
-    """`gateway.redis` from the manifest: a `redis://` or `rediss://` URL, or None (absent or empty)."""
-    location = (settings or {}).get("redis")
-    if location is None or location == "":
-        return None
-    if not isinstance(location, str) or not location.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"agents.yaml: gateway.redis must be a redis:// URL, not {location!r}")
-    return location
 
 
 def open_store(location: str, *, redis: str | None = None) -> Store:
