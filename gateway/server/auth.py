@@ -1,6 +1,6 @@
 """Callers: client keys, per-client agents, per-request rate limits.
 
-With `clients` in agents.yaml, every door but `/healthz` and `/openapi.json` needs
+With `clients` in agents.yaml, every door but `/healthz`, `/readyz` and `/openapi.json` needs
 `Authorization: Bearer <key>` (401 otherwise). Keys are kept only as SHA-256 digests and compared with
 `hmac.compare_digest` against every entry (no early exit), so neither memory nor timing gives a key
 away. Without `clients` anyone on the network could spend the providers' and APIs' credentials, so a
@@ -41,7 +41,7 @@ from .errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 
-PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
 CONSOLE_PREFIX = "/console"

@@ -280,6 +280,11 @@ _HEALTH = {
                    "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"},
                    "reload_error": {"type": "string"}},
 }
+_READY = {
+    "type": "object", "required": ["status", "store"],
+    "properties": {"status": {"enum": ["ready", "unavailable"]},
+                   "store": {"type": "string", "description": "ok, or why the store (or Redis) does not answer"}},
+}
 
 
 _TOOL_SEARCH: dict[str, Any] = {
@@ -438,6 +443,10 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
     paths: dict[str, Any] = {
         "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded", "security": [],
                              "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
+        "/readyz": {"get": {"operationId": "readyz", "summary": "Readiness: the store (and Redis) answer",
+                            "security": [], "responses": {
+                                "200": _json("Ready", "Ready for audited calls."),
+                                "503": _json("Ready", "The store or Redis does not answer."), **_ERRORS}}},
         "/v1/models": {"get": {"operationId": "listModels", "summary": "The agents, as OpenAI models",
                                "responses": {"200": _json("ModelList", "The agents."), **_ERRORS}}},
         "/v1/models/{model}": {"get": {
@@ -521,7 +530,7 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
                            "each agent's tools over MCP Streamable HTTP.",
         },
         "paths": paths,
-        # With `clients` in agents.yaml every door but /healthz and /openapi.json needs a client key.
+        # With `clients` in agents.yaml every door but /healthz, /readyz and /openapi.json needs a client key.
         "security": [{}, {"clientKey": []}],
         "components": {"securitySchemes": {"clientKey": {
             "type": "http", "scheme": "bearer", "description": "A key from agents.yaml `clients`."}}, "schemas": {
@@ -542,6 +551,7 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
             "ToolList": _TOOL_LIST,
             "ToolSearch": _TOOL_SEARCH,
             "Health": _HEALTH,
+            "Ready": _READY,
             **(tool_paths[1] if tool_paths is not None else {}),
         }},
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -186,6 +187,24 @@ def query_flag(request: Request, name: str) -> bool:
     return value.lower() == "true"
 
 
+READY_TIMEOUT = 2.0
+"""Seconds `/readyz` waits for the store (and Redis) before it calls them unavailable."""
+
+
+async def readyz(request: Request) -> Response:
+    """200 when this instance can serve audited calls: its store (and Redis, with `gateway.redis`) answers within
+    `READY_TIMEOUT`; 503 naming what does not. `/healthz` says the process lives; this says send it work (a tool
+    call it cannot audit is refused, so a balancer should look here)."""
+    store = state_of(request).store
+    try:
+        await asyncio.wait_for(store.ping(), READY_TIMEOUT)
+    except TimeoutError:
+        return JSONResponse({"status": "unavailable", "store": f"no answer within {READY_TIMEOUT:g} s"}, 503)
+    except Exception as exc:  # the driver's own error: say what it is, the store's URL has no password in it
+        return JSONResponse({"status": "unavailable", "store": f"{type(exc).__name__}: {exc}"[:500]}, 503)
+    return JSONResponse({"status": "ready", "store": "ok"})
+
+
 def known_agent(generation: Generation, agent: str) -> str:
     generation.agent(agent)
     return agent
@@ -195,6 +214,7 @@ def routes() -> list[Route]:
     """The plain doors."""
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),

@@ -268,6 +268,10 @@ class Store(abc.ABC):
         else the seconds until every bucket has enough again (then nothing is taken).
         """
 
+    async def ping(self) -> None:  # noqa: B027 - a backend in this process's memory is always there
+        """Return when the backend answers; `StoreUnavailable` (or the driver's error) when it does not.
+        `/readyz` asks it, so a balancer stops sending work that would fail closed on the audit."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional: backends without resources need nothing
         """Release connections and threads."""
 

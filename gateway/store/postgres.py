@@ -228,6 +228,10 @@ class PostgresStore(Store):
             return None
         return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
 
+    async def ping(self) -> None:
+        async with self._connection() as conn:
+            await conn.execute("SELECT 1")
+
     async def prune_conversations(self, before: float) -> int:
         async with self._connection() as conn, conn.transaction():
             answers = await conn.execute("DELETE FROM responses WHERE created < %s", (before,))

@@ -118,6 +118,12 @@ class RedisCounters:
         text = answer.decode() if isinstance(answer, bytes) else str(answer)
         return math.inf if text == "inf" else float(text)
 
+    async def ping(self) -> None:
+        try:
+            await self._client.ping()
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
@@ -171,6 +177,10 @@ class CountedStore(Store):
 
     async def prune_conversations(self, before: float) -> int:
         return await self.inner.prune_conversations(before)
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+        await self.counters.ping()
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)

@@ -355,6 +355,10 @@ class SQLiteStore(Store):
 
         await self._run(work)
 
+    async def ping(self) -> None:
+        # Through the store's own thread: it answers only when the writes queued before it are done.
+        await self._run(lambda conn: conn.execute("SELECT 1").fetchone())
+
     async def prune_conversations(self, before: float) -> int:
         def work(conn: sqlite3.Connection) -> int:
             answers = conn.execute("DELETE FROM responses WHERE created < ?", (before,)).rowcount

@@ -23,7 +23,7 @@ from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
 from server_support import AGENTS_YAML, ROOT, LenientLLM, write_project
-from shared_servers import PostgresServer
+from shared_servers import PostgresServer, RedisServer
 
 from gateway.store.postgres_schema import LATEST
 
@@ -210,7 +210,11 @@ def test_a_store_gone_while_serving_is_a_503_never_an_unrecorded_answer(
         with instances(tmp_path, count=1) as (served,):
             first = httpx.post(f"{served.url}/agents/triage/tools/getIssue", json=READ, timeout=60)
             assert first.status_code == 200, first.text
+            assert httpx.get(f"{served.url}/readyz", timeout=30).json() == {"status": "ready", "store": "ok"}
             database.stop()
+            ready = httpx.get(f"{served.url}/readyz", timeout=30)  # a balancer stops sending work here
+            assert ready.status_code == 503 and ready.json()["status"] == "unavailable", ready.text
+            assert "unreachable" in ready.json()["store"] or "no answer within" in ready.json()["store"]
             for answer in (httpx.post(f"{served.url}/agents/triage/tools/getIssue", json=READ, timeout=60),
                            httpx.get(f"{served.url}/approvals", timeout=60),
                            httpx.post(f"{served.url}/v1/chat/completions", timeout=60, json={
@@ -221,3 +225,19 @@ def test_a_store_gone_while_serving_is_a_503_never_an_unrecorded_answer(
             assert httpx.get(f"{served.url}/healthz", timeout=30).status_code == 200
     finally:
         database.stop()
+
+
+def test_readiness_names_a_redis_that_stopped_answering(
+    tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, postgres_url: str
+) -> None:
+    redis = RedisServer().start()
+    try:
+        _project(tmp_path, llm.url, upstream.url, postgres_url, redis.url)
+        with instances(tmp_path, count=1) as (served,):
+            assert httpx.get(f"{served.url}/readyz", timeout=30).status_code == 200
+            redis.stop()
+            ready = httpx.get(f"{served.url}/readyz", timeout=30)
+            assert ready.status_code == 503 and "Redis at redis://127.0.0.1" in ready.json()["store"], ready.text
+            assert httpx.get(f"{served.url}/healthz", timeout=30).status_code == 200  # alive, not ready
+    finally:
+        redis.stop()
