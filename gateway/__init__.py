@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__version__ = "0.1.0"  # first: modules imported below read it while the package is initializing
+
 from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
 from .config.loader import load_manifest
 from .config.model import AgentConfig, Manifest
@@ -15,8 +17,6 @@ from .openapi import compile_document, compile_specs
 from .providers import AdapterPool, ProviderAdapter, get_adapter
 from .runtime import Runtime, RuntimeHolder, load_runtime
 from .toolsets import AgentTool, Toolset, build_toolsets
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AdapterPool",

@@ -3,6 +3,7 @@
 Spans, parent first: `invoke_agent {agent}` (one run of the loop) -> `chat {model}` (one model call, with
 `gen_ai.provider.name`, `gen_ai.request.model`, token usage and finish reasons) and `execute_tool {tool}` (one
 tool call, with `gen_ai.tool.call.id`) -> `{METHOD}` (the upstream HTTP request, which carries a `traceparent`).
+A model request carries its `chat` span's `traceparent` too (`propagate_to`).
 MCP's own spans (`tools/call {tool}`) come from the MCP SDK's middleware, which the gateway keeps when tracing is on.
 A caller's `traceparent` is continued (`TraceContextMiddleware`).
 
@@ -174,6 +175,13 @@ def upstream_span(method: str, url: str, headers: MutableMapping[str, str]) -> I
     with tracer().start_as_current_span(method, kind=SpanKind.CLIENT, attributes=attributes) as span:
         propagate.inject(headers)
         yield span
+
+
+def propagate_to(headers: MutableMapping[str, str]) -> None:
+    """Put the current span's `traceparent` (and `tracestate`) in `headers`: a model request carries its `chat`
+    span on, so an LLM proxy or server that traces (LiteLLM, vLLM, an API gateway) joins the run's trace."""
+    if enabled():
+        propagate.inject(headers)
 
 
 def record_status(span: Span, status: int | None) -> None:

@@ -28,6 +28,7 @@ from ..http.library import ClientOptions
 from ..http.transport import CappedTransport
 from ..jsonwire import dumps
 from ..messages import Message, ToolCall
+from ..observe import tracing
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 TextCallback = Callable[[str], Awaitable[None]]
@@ -266,6 +267,7 @@ class ProviderAdapter(abc.ABC):
     async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any], *, stream: bool) -> httpx.Response:
         payload = dumps(body)
         headers = {**headers, "Content-Type": "application/json"}
+        tracing.propagate_to(headers)  # inside the model call's span: the LLM's side can join the trace
         attempt = 0
         while True:
             response: httpx.Response | None = None

@@ -99,6 +99,11 @@ def test_one_chat_with_a_tool_call(traced_gw: tuple[str, Any], exporter: InMemor
     traceparent = upstream.last.header("traceparent")
     assert traceparent == f"00-{CALLER_TRACE}-{request.context.span_id:016x}-01"
 
+    # Each model request carried its `chat` span on, so an LLM proxy that traces joins the same trace.
+    model_requests = [r.headers.get("traceparent") for r in llm.requests]
+    assert model_requests == [f"00-{CALLER_TRACE}-{first.context.span_id:016x}-01",
+                              f"00-{CALLER_TRACE}-{second.context.span_id:016x}-01"]
+
 
 def test_arguments_and_results_are_attributes_only_when_enabled_and_redacted(
         traced_gw: tuple[str, Any], exporter: InMemorySpanExporter, llm: LenientLLM,
@@ -134,3 +139,4 @@ def test_nothing_is_opened_without_a_provider(gw: tuple[str, Any], llm: LenientL
     _chat(url, traceparent=f"00-{CALLER_TRACE}-{CALLER_SPAN}-01")
     assert not tracing.enabled()
     assert upstream.last.header("traceparent") is None
+    assert all("traceparent" not in r.headers for r in llm.requests)
