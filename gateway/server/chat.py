@@ -44,7 +44,7 @@ from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tool
 from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
 from .messages import parse_messages, parse_params
-from .openapi import CHAT_REQUEST_SCHEMA
+from .openapi_schemas import CHAT_REQUEST_SCHEMA
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
