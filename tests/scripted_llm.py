@@ -37,6 +37,18 @@ class Call:
 
 
 @dataclass
+class ToolSearch:
+    """Anthropic's server-side tool search in a reply: a `server_tool_use` of `tool_search_tool_bm25`, then its
+    `tool_search_tool_result` naming `found` (each must be a tool of the request, as the API insists)."""
+
+    query: str
+    found: list[str] = field(default_factory=list)
+    id: str = "srvtoolu_01"
+    error: str | None = None
+    """An error code (e.g. "unavailable") answered instead of references."""
+
+
+@dataclass
 class Reply:
     text: str = ""
     calls: list[Call] = field(default_factory=list)
@@ -63,6 +75,8 @@ class Reply:
     """Streaming: after the first two chunks, send this as the format's in-stream error and stop."""
     ignore_stream: bool = False
     """Answer a streamed request as if it were not streamed (one JSON document), as some servers do."""
+    tool_search: ToolSearch | None = None
+    """Anthropic: the model searched the deferred tools first (server blocks before its text and calls)."""
 
 
 @dataclass
@@ -134,6 +148,10 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 return self._send_json(500, {"error": {"message": "the script has no more replies"}})
             if reply.status >= 400:
                 return self._send_json(reply.status, _error_body(fmt, reply), reply.headers)
+            refusal = _anthropic_refusal(body, reply) if fmt == "anthropic" else None
+            if refusal is not None:
+                return self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                                         "message": refusal}})
             if reply.delay:
                 time.sleep(reply.delay)
             model = _model_of(fmt, self.path, body)
@@ -280,12 +298,61 @@ def _openai_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
 
 # --- Anthropic Messages --------------------------------------------------------------------------------------
 
+SEARCH_TOOL_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
+
+
+def _anthropic_refusal(body: Any, reply: Reply) -> str | None:
+    """What the Messages API would refuse about a request using tool search (None: nothing)."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools") or []
+    deferred = {t.get("name") for t in tools if t.get("defer_loading")}
+    searching = any(t.get("type") in SEARCH_TOOL_TYPES for t in tools)
+    if deferred and not searching:
+        return "tools with defer_loading need a tool search tool in `tools`"
+    if tools and len(deferred) == len(tools):
+        return "all tools have defer_loading set; at least one tool must be non-deferred"
+    for message in body.get("messages") or []:
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        used = [b.get("id") for b in blocks if b.get("type") == "server_tool_use"]
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_search_tool_result"}
+        if any(u not in answered for u in used):
+            return "a server_tool_use block must be followed by its tool_search_tool_result"
+        for block in blocks:
+            if block.get("type") != "tool_search_tool_result":
+                continue
+            for ref in (block.get("content") or {}).get("tool_references") or []:
+                if ref.get("tool_name") not in deferred:
+                    return f"tool_reference {ref.get('tool_name')!r} names no deferred tool of this request"
+    search = reply.tool_search
+    if search is not None:
+        if not searching:
+            return "the script searches, but the request carries no tool search tool"
+        unknown = [name for name in search.found if name not in deferred]
+        if unknown:
+            return f"the script finds {unknown}, which are not deferred tools of this request"
+    return None
+
+
+def _anthropic_search_blocks(search: ToolSearch) -> list[dict[str, Any]]:
+    use = {"type": "server_tool_use", "id": search.id, "name": "tool_search_tool_bm25",
+           "input": {"query": search.query}}
+    if search.error is not None:
+        content: dict[str, Any] = {"type": "tool_search_tool_result_error", "error_code": search.error}
+    else:
+        content = {"type": "tool_search_tool_search_result",
+                   "tool_references": [{"type": "tool_reference", "tool_name": name} for name in search.found]}
+    return [use, {"type": "tool_search_tool_result", "tool_use_id": search.id, "content": content}]
+
+
 def _anthropic_content(reply: Reply) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
     if reply.thinking:
         content.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
     if reply.text:
         content.append({"type": "text", "text": reply.text})
+    if reply.tool_search is not None:  # the model says what it is doing, then searches
+        content.extend(_anthropic_search_blocks(reply.tool_search))
     for i, call in enumerate(reply.calls):
         content.append({"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": call.args})
     return content
@@ -325,6 +392,16 @@ def _anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
             yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}}), True
         yield event("content_block_stop", {"index": index}), False
         index += 1
+    if reply.tool_search is not None:
+        use, result = _anthropic_search_blocks(reply.tool_search)
+        yield event("content_block_start", {"index": index, "content_block": {**use, "input": {}}}), False
+        for piece in ["", *_pieces(json.dumps(use["input"]), reply.chunks)]:
+            yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta",
+                                                                          "partial_json": piece}}), False
+        yield event("content_block_stop", {"index": index}), False
+        yield event("content_block_start", {"index": index + 1, "content_block": result}), False
+        yield event("content_block_stop", {"index": index + 1}), False
+        index += 2
     for i, call in enumerate(reply.calls):
         block = {"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": {}}
         yield event("content_block_start", {"index": index, "content_block": block}), False

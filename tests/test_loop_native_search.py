@@ -1,0 +1,117 @@
+"""The loop with `tool_search: native` on Anthropic: every tool deferred, the provider searches, the gateway runs.
+
+The scripted LLM answers as the Messages API does (`server_tool_use`, `tool_search_tool_result`) and refuses what
+the API would refuse: a reference to a tool the request did not defer, a search block not passed back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from loop_support import StandInInvoke, adapter_for, agent_config, agent_tool, toolset
+from scripted_llm import Call, Reply, ScriptedLLM, ToolSearch
+
+from gateway.loop import resume, run
+from gateway.messages import Message
+from gateway.toolsets import Toolset
+
+pytestmark = pytest.mark.anyio
+
+THINGS = ["order", "invoice", "customer", "refund", "shipment", "coupon", "product", "review"]
+
+
+def _tools() -> Toolset:
+    tools = [agent_tool(f"{verb}_{thing}", method=method, approval="writes")
+             for thing in THINGS for verb, method in (("list", "GET"), ("create", "POST"))]
+    return toolset(*tools, agent_tool("ask_auditor", delegate="auditor"))
+
+
+def _agent(kind: str = "anthropic", mode: str = "native") -> Any:
+    config = agent_config(kind)
+    config.tool_search = mode
+    config.pinned = ["list_order"]
+    return config
+
+
+def _deferred(body: dict[str, Any]) -> list[str]:
+    return [t["name"] for t in body["tools"] if t.get("defer_loading")]
+
+
+def _kept(body: dict[str, Any]) -> list[str]:
+    return [t["name"] for t in body["tools"] if not t.get("defer_loading")]
+
+
+def _assistant_blocks(body: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    return [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_provider_searches_and_the_found_tool_runs_through_invoke(llm: ScriptedLLM, stream: bool) -> None:
+    search = ToolSearch("list refunds", found=["list_refund", "create_refund"])
+    llm.script(Reply(text="Looking.", tool_search=search, calls=[Call("list_refund", {"city": "Oslo"})]),
+               Reply(text="Two refunds."))
+    invoke = StandInInvoke()
+    result = await run(_agent(), [Message(role="user", content="refunds in Oslo?")],
+                       adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=invoke, stream=stream)
+
+    assert result.message.content == "Two refunds."
+    assert invoke.calls == [("list_refund", {"city": "Oslo"})]
+    assert [s.tool for s in result.steps] == ["list_refund"]
+    first, second = llm.bodies()
+    assert _kept(first) == ["list_order", "ask_auditor", "tool_search_tool_bm25"]
+    assert {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"} in first["tools"]
+    assert len(_deferred(first)) == 15 and "create_refund" in _deferred(first)
+    assert "search_tools" not in _kept(first)  # the gateway's own search is not offered beside the provider's
+    assert second["tools"] == first["tools"]  # nothing is loaded by the gateway: the same tools every request
+    [echoed] = _assistant_blocks(second)
+    assert [b["type"] for b in echoed] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
+    assert echoed[1] == {"type": "server_tool_use", "id": "srvtoolu_01", "name": "tool_search_tool_bm25",
+                         "input": {"query": "list refunds"}}
+    assert [r["tool_name"] for r in echoed[2]["content"]["tool_references"]] == ["list_refund", "create_refund"]
+
+
+async def test_a_found_write_waits_for_approval_and_the_blocks_survive_the_pause(llm: ScriptedLLM) -> None:
+    search = ToolSearch("create a refund", found=["create_refund"])
+    llm.script(Reply(tool_search=search, calls=[Call("create_refund", {"city": "x"})]), Reply(text="refunded"))
+    paused = await run(_agent(), [Message(role="user", content="refund order 7")],
+                       adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=StandInInvoke())
+    assert paused.paused and paused.state["loaded"] == []
+    [pending] = paused.pending_approvals
+    assert pending.tool == "create_refund"
+    invoke = StandInInvoke()
+    done = await resume(json.loads(json.dumps(paused.state)), {pending.id: "approve"}, agent=_agent(),
+                        adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=invoke)
+    assert done.message.content == "refunded" and invoke.calls == [("create_refund", {"city": "x"})]
+    [echoed] = _assistant_blocks(llm.bodies()[-1])
+    assert [b["type"] for b in echoed] == ["server_tool_use", "tool_search_tool_result", "tool_use"]
+
+
+async def test_a_paused_turn_is_sent_back_and_goes_on(llm: ScriptedLLM) -> None:
+    search = ToolSearch("invoices", found=["list_invoice"])
+    llm.script(Reply(tool_search=search, finish="pause_turn"), Reply(calls=[Call("list_invoice", {})]),
+               Reply(text="No invoices."))
+    result = await run(_agent(), [Message(role="user", content="invoices?")],
+                       adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=StandInInvoke())
+    assert result.message.content == "No invoices." and result.iterations == 3
+    second = llm.bodies()[1]
+    assert [b["type"] for b in _assistant_blocks(second)[0]] == ["server_tool_use", "tool_search_tool_result"]
+
+
+async def test_an_unknown_tool_points_at_the_providers_search(llm: ScriptedLLM) -> None:
+    llm.script(Reply(calls=[Call("delete_everything", {})]), Reply(text="ok"))
+    result = await run(_agent(), [Message(role="user", content="hi")], adapter=adapter_for("anthropic", llm.url),
+                       toolset=_tools(), invoke=StandInInvoke())
+    assert result.steps[0].error_type == "unknown_tool"
+    assert "tool_search_tool_bm25" in (result.steps[0].error or "")
+    assert "list_order" not in (result.steps[0].error or "")  # not a list of every tool
+
+
+async def test_on_a_provider_without_native_search_the_gateway_searches(llm: ScriptedLLM) -> None:
+    """`native` where the adapter has none (validation refuses it in agents.yaml; a door like MCP has none)."""
+    llm.script(Reply(text="hi"))
+    await run(_agent("openai"), [Message(role="user", content="hi")], adapter=adapter_for("openai", llm.url),
+              toolset=_tools(), invoke=StandInInvoke())
+    offered = [t["function"]["name"] for t in llm.bodies()[0]["tools"]]
+    assert offered == ["list_order", "ask_auditor", "search_tools", "describe_tool"]
