@@ -577,3 +577,18 @@ def test_the_checker_knows_which_providers_search_natively() -> None:
     from gateway.providers import ADAPTERS
 
     assert {kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search} == set(NATIVE_SEARCH_KINDS)
+
+
+def test_tool_search_on_and_off_unquoted_are_read_as_written() -> None:
+    text = """\
+    providers:
+      gpt: {kind: openai, api_key: k}
+    agents:
+      a: {model: gpt/x, tool_search: on}
+      b: {model: gpt/x, tool_search: off}
+      c: {model: gpt/x, tool_search: sometimes}
+    """
+    manifest, diagnostics = _parse(text)
+    assert (manifest.agents["a"].tool_search, manifest.agents["b"].tool_search) == ("on", "off")
+    [error] = _errors(diagnostics)
+    assert error.pointer == "agents.c.tool_search" and "auto, on, off, native" in error.message

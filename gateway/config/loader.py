@@ -407,12 +407,19 @@ def _read_agents(
             name=name, model=model, provider=provider, model_id=model_id,
             instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
-            tool_search=cast(Any, c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"),
+            tool_search=_read_tool_search(c, m, path),
             pinned=c.strings(m, path, "pinned") or [],
             hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name), line=c.line(path),
         )
         _check_native_search(c, agents[name], providers, path)
     return agents
+
+
+def _read_tool_search(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
+    value = m.get("tool_search")
+    if isinstance(value, bool):  # YAML reads an unquoted `on` / `off` as a boolean
+        return "on" if value else "off"
+    return c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"
 
 
 def _check_native_search(c: Checker, agent: AgentConfig, providers: Mapping[str, ProviderConfig],
