@@ -59,7 +59,6 @@ from .loop_types import (
 from .messages import Message, ToolCall, ToolResult
 from .observe.runs import ModelCall
 from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
-from .providers.deferred import SERVER_SEARCH
 from .safety.audit import current_caller
 from .safety.budgets import BudgetExceeded
 from .toolsearch import SEARCH_TOOL, ToolOffer
@@ -423,8 +422,8 @@ class _Loop:
         tool = self.toolset.get(call.name)
         if tool is None:
             if self.offer.searching or self.offer.native:
-                search = SERVER_SEARCH.name if self.offer.native else SEARCH_TOOL
-                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; call "
+                search = "the tool search" if self.offer.native else SEARCH_TOOL
+                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; use "
                                           f"{search} to find the tool for what you want to do.")
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "

@@ -38,14 +38,17 @@ class Call:
 
 @dataclass
 class ToolSearch:
-    """Anthropic's server-side tool search in a reply: a `server_tool_use` of `tool_search_tool_bm25`, then its
-    `tool_search_tool_result` naming `found` (each must be a tool of the request, as the API insists)."""
+    """A server-side tool search in a reply, naming `found` (each must be a deferred tool of the request, as the
+    APIs insist). Anthropic: a `server_tool_use` of `tool_search_tool_bm25`, then its `tool_search_tool_result`.
+    OpenAI Responses: a `tool_search_call`, then a `tool_search_output` with the found definitions."""
 
     query: str
     found: list[str] = field(default_factory=list)
     id: str = "srvtoolu_01"
     error: str | None = None
-    """An error code (e.g. "unavailable") answered instead of references."""
+    """Anthropic: an error code (e.g. "unavailable") answered instead of references."""
+    loaded: list[dict[str, Any]] = field(default_factory=list)
+    """Responses: the found definitions, taken from the request when it arrives."""
 
 
 @dataclass
@@ -76,7 +79,7 @@ class Reply:
     ignore_stream: bool = False
     """Answer a streamed request as if it were not streamed (one JSON document), as some servers do."""
     tool_search: ToolSearch | None = None
-    """Anthropic: the model searched the deferred tools first (server blocks before its text and calls)."""
+    """Anthropic, OpenAI Responses: the model searched the deferred tools (after its text, before its calls)."""
 
 
 @dataclass
@@ -148,10 +151,9 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 return self._send_json(500, {"error": {"message": "the script has no more replies"}})
             if reply.status >= 400:
                 return self._send_json(reply.status, _error_body(fmt, reply), reply.headers)
-            refusal = _anthropic_refusal(body, reply) if fmt == "anthropic" else None
+            refusal = REFUSAL[fmt](body, reply) if fmt in REFUSAL else None
             if refusal is not None:
-                return self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error",
-                                                                         "message": refusal}})
+                return self._send_json(400, _invalid_request(fmt, refusal))
             if reply.delay:
                 time.sleep(reply.delay)
             model = _model_of(fmt, self.path, body)
@@ -221,6 +223,12 @@ def _error_body(fmt: str, reply: Reply) -> Any:
     if fmt == "ollama":
         return {"error": reply.error}
     return {"error": {"message": reply.error, "type": "server_error", "code": None}}
+
+
+def _invalid_request(fmt: str, message: str) -> Any:
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "tools", "code": None}}
 
 
 def _stream_error(fmt: str, message: str) -> str:
@@ -502,6 +510,35 @@ def _ollama_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
 
 # --- OpenAI Responses ---------------------------------------------------------------------------------------
 
+def _responses_refusal(body: Any, reply: Reply) -> str | None:
+    """What the Responses API would refuse about a request using tool search (None: nothing); a scripted
+    search takes the definitions it finds from the request."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools") or []
+    deferred = {t.get("name"): t for t in tools if t.get("type") == "function" and t.get("defer_loading")}
+    searching = any(t.get("type") == "tool_search" for t in tools)
+    if deferred and not searching:
+        return "functions with defer_loading need a tool_search tool in `tools`"
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    kinds = [item.get("type") for item in items]
+    for index, kind in enumerate(kinds):
+        if kind == "tool_search_call" and "tool_search_output" not in kinds[index + 1:index + 2]:
+            return "a tool_search_call item must be followed by its tool_search_output"
+    search = reply.tool_search
+    if search is not None:
+        if not searching:
+            return "the script searches, but the request carries no tool_search tool"
+        unknown = [name for name in search.found if name not in deferred]
+        if unknown:
+            return f"the script finds {unknown}, which are not deferred functions of this request"
+        search.loaded = [deferred[name] for name in search.found]
+    return None
+
+
+REFUSAL = {"anthropic": _anthropic_refusal, "openai-responses": _responses_refusal}
+
+
 def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if reply.thinking:
@@ -510,6 +547,12 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     if reply.text:
         items.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+    if reply.tool_search is not None:
+        search = reply.tool_search
+        items.append({"type": "tool_search_call", "id": f"tsc_{search.id}", "call_id": None, "execution": "server",
+                      "status": "completed", "arguments": {"query": search.query}})
+        items.append({"type": "tool_search_output", "id": f"tso_{search.id}", "call_id": None,
+                      "execution": "server", "status": "completed", "tools": search.loaded})
     for i, call in enumerate(reply.calls):
         items.append({"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
                       "name": call.name, "arguments": _args_text(call), "status": "completed"})

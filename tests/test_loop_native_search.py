@@ -1,7 +1,8 @@
-"""The loop with `tool_search: native` on Anthropic: every tool deferred, the provider searches, the gateway runs.
+"""The loop with `tool_search: native`: every tool deferred, the provider searches, the gateway runs.
 
-The scripted LLM answers as the Messages API does (`server_tool_use`, `tool_search_tool_result`) and refuses what
-the API would refuse: a reference to a tool the request did not defer, a search block not passed back.
+On Anthropic and on OpenAI's Responses API. The scripted LLM answers as each API does (`server_tool_use` +
+`tool_search_tool_result`; `tool_search_call` + `tool_search_output`) and refuses what the API would refuse: a
+reference to a tool the request did not defer, a search block or item not passed back.
 """
 
 from __future__ import annotations
@@ -35,57 +36,87 @@ def _agent(kind: str = "anthropic", mode: str = "native") -> Any:
     return config
 
 
+NATIVE = ("anthropic", "openai-responses")
+SEARCH_TOOL = {"anthropic": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+               "openai-responses": {"type": "tool_search"}}
+"""What each provider's search tool looks like in `tools`."""
+SEARCHED = {"anthropic": ["server_tool_use", "tool_search_tool_result"],
+            "openai-responses": ["tool_search_call", "tool_search_output"]}
+"""The blocks (items) a search leaves in the assistant's turn."""
+CALLED = {"anthropic": "tool_use", "openai-responses": "function_call"}
+SAID = {"anthropic": "text", "openai-responses": "message"}
+
+
 def _deferred(body: dict[str, Any]) -> list[str]:
     return [t["name"] for t in body["tools"] if t.get("defer_loading")]
 
 
 def _kept(body: dict[str, Any]) -> list[str]:
-    return [t["name"] for t in body["tools"] if not t.get("defer_loading")]
+    return [t.get("name") or t["type"] for t in body["tools"] if not t.get("defer_loading")]
 
 
-def _assistant_blocks(body: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    return [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+def _assistant_blocks(body: dict[str, Any], kind: str = "anthropic") -> list[list[dict[str, Any]]]:
+    """The assistant turns of a request: Anthropic's content blocks; for Responses, the items between inputs."""
+    if kind == "anthropic":
+        return [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+    turns: list[list[dict[str, Any]]] = []
+    for item in body["input"]:
+        if item.get("type") == "function_call_output" or item.get("role") in ("user", "developer"):
+            if turns and turns[-1]:
+                turns.append([])
+            continue
+        if not turns:
+            turns.append([])
+        turns[-1].append(item)
+    return [t for t in turns if t]
 
 
+@pytest.mark.parametrize("kind", NATIVE)
 @pytest.mark.parametrize("stream", [False, True])
-async def test_the_provider_searches_and_the_found_tool_runs_through_invoke(llm: ScriptedLLM, stream: bool) -> None:
+async def test_the_provider_searches_and_the_found_tool_runs_through_invoke(llm: ScriptedLLM, stream: bool,
+                                                                            kind: str) -> None:
     search = ToolSearch("list refunds", found=["list_refund", "create_refund"])
     llm.script(Reply(text="Looking.", tool_search=search, calls=[Call("list_refund", {"city": "Oslo"})]),
                Reply(text="Two refunds."))
     invoke = StandInInvoke()
-    result = await run(_agent(), [Message(role="user", content="refunds in Oslo?")],
-                       adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=invoke, stream=stream)
+    result = await run(_agent(kind), [Message(role="user", content="refunds in Oslo?")],
+                       adapter=adapter_for(kind, llm.url), toolset=_tools(), invoke=invoke, stream=stream)
 
     assert result.message.content == "Two refunds."
     assert invoke.calls == [("list_refund", {"city": "Oslo"})]
     assert [s.tool for s in result.steps] == ["list_refund"]
     first, second = llm.bodies()
-    assert _kept(first) == ["list_order", "ask_auditor", "tool_search_tool_bm25"]
-    assert {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"} in first["tools"]
+    assert _kept(first) == ["list_order", "ask_auditor", SEARCH_TOOL[kind].get("name", "tool_search")]
+    assert SEARCH_TOOL[kind] in first["tools"]
     assert len(_deferred(first)) == 15 and "create_refund" in _deferred(first)
     assert "search_tools" not in _kept(first)  # the gateway's own search is not offered beside the provider's
     assert second["tools"] == first["tools"]  # nothing is loaded by the gateway: the same tools every request
-    [echoed] = _assistant_blocks(second)
-    assert [b["type"] for b in echoed] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
-    assert echoed[1] == {"type": "server_tool_use", "id": "srvtoolu_01", "name": "tool_search_tool_bm25",
-                         "input": {"query": "list refunds"}}
-    assert [r["tool_name"] for r in echoed[2]["content"]["tool_references"]] == ["list_refund", "create_refund"]
+    [echoed] = _assistant_blocks(second, kind)
+    assert [b["type"] for b in echoed] == [SAID[kind], *SEARCHED[kind], CALLED[kind]]
+    if kind == "anthropic":
+        assert echoed[1] == {"type": "server_tool_use", "id": "srvtoolu_01", "name": "tool_search_tool_bm25",
+                             "input": {"query": "list refunds"}}
+        assert [r["tool_name"] for r in echoed[2]["content"]["tool_references"]] == ["list_refund", "create_refund"]
+    else:
+        assert echoed[1]["arguments"] == {"query": "list refunds"} and "created_by" not in echoed[1]
+        assert [t["name"] for t in echoed[2]["tools"]] == ["list_refund", "create_refund"]
 
 
-async def test_a_found_write_waits_for_approval_and_the_blocks_survive_the_pause(llm: ScriptedLLM) -> None:
+@pytest.mark.parametrize("kind", NATIVE)
+async def test_a_found_write_waits_for_approval_and_the_blocks_survive_the_pause(llm: ScriptedLLM, kind: str) -> None:
     search = ToolSearch("create a refund", found=["create_refund"])
     llm.script(Reply(tool_search=search, calls=[Call("create_refund", {"city": "x"})]), Reply(text="refunded"))
-    paused = await run(_agent(), [Message(role="user", content="refund order 7")],
-                       adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=StandInInvoke())
+    paused = await run(_agent(kind), [Message(role="user", content="refund order 7")],
+                       adapter=adapter_for(kind, llm.url), toolset=_tools(), invoke=StandInInvoke())
     assert paused.paused and paused.state["loaded"] == []
     [pending] = paused.pending_approvals
     assert pending.tool == "create_refund"
     invoke = StandInInvoke()
-    done = await resume(json.loads(json.dumps(paused.state)), {pending.id: "approve"}, agent=_agent(),
-                        adapter=adapter_for("anthropic", llm.url), toolset=_tools(), invoke=invoke)
+    done = await resume(json.loads(json.dumps(paused.state)), {pending.id: "approve"}, agent=_agent(kind),
+                        adapter=adapter_for(kind, llm.url), toolset=_tools(), invoke=invoke)
     assert done.message.content == "refunded" and invoke.calls == [("create_refund", {"city": "x"})]
-    [echoed] = _assistant_blocks(llm.bodies()[-1])
-    assert [b["type"] for b in echoed] == ["server_tool_use", "tool_search_tool_result", "tool_use"]
+    [echoed] = _assistant_blocks(llm.bodies()[-1], kind)
+    assert [b["type"] for b in echoed] == [*SEARCHED[kind], CALLED[kind]]
 
 
 async def test_a_paused_turn_is_sent_back_and_goes_on(llm: ScriptedLLM) -> None:
@@ -99,12 +130,13 @@ async def test_a_paused_turn_is_sent_back_and_goes_on(llm: ScriptedLLM) -> None:
     assert [b["type"] for b in _assistant_blocks(second)[0]] == ["server_tool_use", "tool_search_tool_result"]
 
 
-async def test_an_unknown_tool_points_at_the_providers_search(llm: ScriptedLLM) -> None:
+@pytest.mark.parametrize("kind", NATIVE)
+async def test_an_unknown_tool_points_at_the_providers_search(llm: ScriptedLLM, kind: str) -> None:
     llm.script(Reply(calls=[Call("delete_everything", {})]), Reply(text="ok"))
-    result = await run(_agent(), [Message(role="user", content="hi")], adapter=adapter_for("anthropic", llm.url),
+    result = await run(_agent(kind), [Message(role="user", content="hi")], adapter=adapter_for(kind, llm.url),
                        toolset=_tools(), invoke=StandInInvoke())
     assert result.steps[0].error_type == "unknown_tool"
-    assert "tool_search_tool_bm25" in (result.steps[0].error or "")
+    assert "use the tool search" in (result.steps[0].error or "")
     assert "list_order" not in (result.steps[0].error or "")  # not a list of every tool
 
 

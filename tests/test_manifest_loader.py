@@ -541,13 +541,15 @@ def test_native_tool_search_is_refused_on_a_provider_without_one() -> None:
     text = """\
     providers:
       claude: {kind: anthropic, api_key: k}
+      responses: {kind: openai-responses, api_key: k}
       gpt: {kind: openai, api_key: k}
     agents:
       native: {model: claude/claude-sonnet-4-5, tool_search: native}
+      also: {model: responses/gpt-5.4, tool_search: native}
       wrong: {model: gpt/gpt-4o, tool_search: native}
     """
     manifest, diagnostics = _parse(text)
-    assert manifest.agents["native"].tool_search == "native"
+    assert manifest.agents["native"].tool_search == manifest.agents["also"].tool_search == "native"
     [error] = _errors(diagnostics)
     assert (error.file, error.line, error.pointer) == ("agents.yaml", _line_of(text, "wrong:"),
                                                        "agents.wrong.tool_search")

@@ -13,6 +13,7 @@ from anthropic.types import Message as AnthropicMessage
 from google import genai
 from google.genai import types as genai_types
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response as ResponsesResponse
 from scripted_llm import Call, Reply, ScriptedLLM, ToolSearch
 
 WEATHER = [Call("get_weather", {"city": "Paris", "days": 2}, id="c1"), Call("get_time", {"tz": "CET"}, id="c2")]
@@ -101,6 +102,35 @@ def test_the_scripted_anthropic_refuses_what_the_api_refuses(llm: ScriptedLLM) -
         client.messages.create(model="m", max_tokens=10, messages=unanswered, tools=DEFERRED_TOOLS)  # type: ignore[arg-type]
     with pytest.raises(anthropic.BadRequestError, match="not deferred tools"):
         client.messages.create(model="m", max_tokens=10, messages=hi, tools=DEFERRED_TOOLS)  # type: ignore[arg-type]
+
+
+RESPONSES_TOOLS = [
+    {"type": "tool_search"},
+    {"type": "function", "name": "get_weather", "description": "d", "parameters": {"type": "object"},
+     "defer_loading": True},
+    {"type": "function", "name": "get_time", "description": "d", "parameters": {"type": "object"},
+     "defer_loading": True},
+]
+
+
+def test_openai_sdk_parses_tool_search_items_answered_and_streamed(llm: ScriptedLLM) -> None:
+    client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
+    search = ToolSearch("weather", found=["get_weather"])
+    llm.script(Reply(text="Searching.", tool_search=search, calls=WEATHER[:1]),
+               Reply(text="Searching.", tool_search=ToolSearch("weather", found=["get_weather"]), calls=WEATHER[:1]),
+               Reply(text="x"))
+    answer = client.responses.create(model="gpt-x", input="hi", tools=RESPONSES_TOOLS)  # type: ignore[arg-type]
+    ResponsesResponse.model_validate(answer.model_dump())
+    assert [i.type for i in answer.output] == ["message", "tool_search_call", "tool_search_output", "function_call"]
+    assert answer.output[1].arguments == {"query": "weather"} and answer.output[1].execution == "server"
+    assert [t.name for t in answer.output[2].tools] == ["get_weather"]
+    assert answer.output[2].tools[0].defer_loading is True
+
+    with client.responses.stream(model="gpt-x", input="hi", tools=RESPONSES_TOOLS) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_response()
+    assert [i.type for i in final.output] == ["message", "tool_search_call", "tool_search_output", "function_call"]
+    with pytest.raises(openai.BadRequestError, match="need a tool_search tool"):
+        client.responses.create(model="gpt-x", input="hi", tools=RESPONSES_TOOLS[1:])  # type: ignore[arg-type]
 
 
 def test_gemini_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:

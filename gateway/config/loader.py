@@ -42,7 +42,7 @@ agents:
     tool_timeout: 30                    # seconds per tool call (default: the api's timeout)
     max_tool_calls: 200
     delegates: [auditor]                # one `ask_<agent>` tool each; cycles are refused
-    tool_search: auto|on|off|native     # native: the provider's own search (kind anthropic), all tools deferred
+    tool_search: auto|on|off|native     # native: the provider's own search (anthropic, openai-responses)
     pinned: [users/get-authenticated]   # offered from the start (never deferred) when tool search is on
     hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
 hooks: [...]                            # hooks around every agent's model and tool calls
@@ -116,7 +116,7 @@ POLICY_KEYS = (
 AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", "hooks",
               *POLICY_KEYS)
 TOOL_SEARCH = ("auto", "on", "off", "native")
-NATIVE_SEARCH_KINDS = ("anthropic",)
+NATIVE_SEARCH_KINDS = ("anthropic", "openai-responses")
 """Provider kinds that search deferred tools themselves (their adapter's `native_tool_search`)."""
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")

@@ -6,6 +6,11 @@ the provider; reasoning models' `reasoning` items come back with their `encrypte
 `include`) and are kept on the assistant message, then sent again before that turn's calls on every later turn
 of the loop, as the API expects. Streaming reads the typed event stream (`response.output_text.delta`,
 `response.output_item.done`, `response.completed`); the finished items are taken from the done events.
+
+Native tool search (`tool_search: native`): `DeferredTool`s go out as functions with `defer_loading: true`
+beside a `{"type": "tool_search"}` tool (run by the server). The API answers with `tool_search_call` and
+`tool_search_output` items (the loaded definitions) before the model's `function_call`s; a turn with them keeps
+its items but the calls, text included, in their order, and sends them back before its calls on later turns.
 """
 
 from __future__ import annotations
@@ -30,10 +35,17 @@ from .base import (
     load_json,
     make_call,
 )
+from .deferred import DeferredTool, ServerSearchTool
 from .openai import OpenAIStrictArguments
 
 REASONING_KEY = "responses_reasoning"
-"""Message.extras key: the `reasoning` items of an assistant turn, echoed back as they came."""
+"""Message.extras key: the `reasoning` (and tool search) items of an assistant turn, echoed back as they came."""
+IN_ORDER_KEY = "responses_in_order"
+"""Message.extras key: the turn's text messages are among the kept items, where the model wrote them."""
+_SEARCH_ITEMS = ("tool_search_call", "tool_search_output")
+_READ_ONLY = {"reasoning": ("status",), "tool_search_call": ("created_by",), "tool_search_output": ("created_by",),
+              "message": ()}
+"""Fields of output items the API refuses as input."""
 
 # Chat-style parameters (what callers and agents.yaml speak) in the Responses API's terms.
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
@@ -43,13 +55,18 @@ _PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "m
 
 class OpenAIResponsesAdapter(OpenAIStrictArguments):
     kind = "openai-responses"
+    native_tool_search = True
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, self._render_tool) for t in tools]
 
     def _render_tool(self, tool: ToolLike) -> dict[str, Any]:
+        if isinstance(tool, ServerSearchTool):
+            return {"type": "tool_search"}
         # The chat dialect's function object, flattened: the Responses API has no `function` wrapper.
         function = openai_tool(tool, strict=self.strict)["function"]
+        if isinstance(tool, DeferredTool):
+            function["defer_loading"] = True
         return {"type": "function", **function}
 
     def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -137,7 +154,7 @@ def _render_message(message: Message) -> list[dict[str, Any]]:
         role = "developer" if message.role == "system" else message.role
         return [{"type": "message", "role": role, "content": message.content or ""}]
     items: list[dict[str, Any]] = [dict(item) for item in message.extras.get(REASONING_KEY) or []]
-    if message.content:
+    if message.content and not message.extras.get(IN_ORDER_KEY):
         items.append({"type": "message", "role": "assistant",
                       "content": [{"type": "output_text", "text": message.content, "annotations": []}]})
     for call in message.tool_calls:
@@ -151,7 +168,8 @@ def _render_message(message: Message) -> list[dict[str, Any]]:
 def _turn(output: list[dict[str, Any]], response: dict[str, Any]) -> Turn:
     texts: list[str] = []
     calls = []
-    reasoning = []
+    kept = []
+    in_order = any(item.get("type") in _SEARCH_ITEMS for item in output)
     for item in output:
         kind = item.get("type")
         if kind == "message":
@@ -160,12 +178,14 @@ def _turn(output: list[dict[str, Any]], response: dict[str, Any]) -> Turn:
         elif kind == "function_call":
             calls.append(make_call(item.get("call_id") or item.get("id"), item.get("name") or "",
                                    item.get("arguments")))
-        elif kind == "reasoning":
-            # Echoed as sent, minus the read-only `status` the API refuses in input.
-            reasoning.append({k: v for k, v in item.items() if k != "status"})
+        if kind in ("reasoning", *_SEARCH_ITEMS) or (kind == "message" and in_order):
+            # Echoed as sent, minus the read-only fields the API refuses in input.
+            kept.append({k: v for k, v in item.items() if k not in _READ_ONLY[kind]})
     message = Message(role="assistant", content="".join(texts) or None, tool_calls=calls)
-    if reasoning:
-        message.extras[REASONING_KEY] = reasoning
+    if kept:
+        message.extras[REASONING_KEY] = kept
+    if in_order:
+        message.extras[IN_ORDER_KEY] = True
     details = response.get("incomplete_details") or {}
     reason: FinishReason = "stop"
     raw = response.get("status")

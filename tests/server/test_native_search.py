@@ -1,8 +1,9 @@
-"""`tool_search: native` through the chat door: all of GitHub (1,223 operations) deferred to Anthropic's search.
+"""`tool_search: native` through the chat door: all of GitHub (1,223 operations) deferred to the provider's search.
 
-Real parts: uvicorn serving the gateway, the scripted LLM speaking the Messages API (it refuses a reference to a
-tool the request did not defer, and a search block not passed back), a recording upstream, the official `openai`
-client as the caller. Skipped without ../shared/corpus.
+On an `anthropic` and an `openai-responses` provider. Real parts: uvicorn serving the gateway, the scripted LLM
+speaking the Messages API or the Responses API (it refuses a reference to a tool the request did not defer, and
+a search block not passed back), a recording upstream, the official `openai` client as the caller. Skipped
+without ../shared/corpus.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.corpus]
 
 AGENTS = """\
 providers:
-  claude: {{kind: anthropic, base_url: "{llm}", api_key: test-key}}
+  claude: {{kind: {kind}, base_url: "{llm}", api_key: test-key}}
 apis:
   github: {{base_url: "{upstream}/gh", auth: {{type: bearer, token: gh-token}}}}
 agents:
@@ -37,13 +38,24 @@ agents:
 """
 
 
+SEARCH_TOOL = {"anthropic": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+               "openai-responses": {"type": "tool_search"}}
+
+
+@pytest.fixture(params=["anthropic", "openai-responses"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def served(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterator[tuple[str, Any]]:
+def served(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer,
+           kind: str) -> Iterator[tuple[str, Any]]:
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
     agents = tmp_path / "agents.yaml"
-    agents.write_text(AGENTS.format(llm=llm.url, upstream=upstream.url))
+    base = llm.url if kind == "anthropic" else f"{llm.url}/v1"
+    agents.write_text(AGENTS.format(kind=kind, llm=base, upstream=upstream.url))
     runtime = load_runtime(specs, agents, cache_dir=tmp_path / "cache")
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
         yield url, runtime
@@ -56,7 +68,7 @@ def _names(runtime: Any, *operations: str) -> list[str]:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_model_searches_natively_and_issues_create_reaches_the_upstream(
-        served: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+        served: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, stream: bool, kind: str) -> None:
     url, runtime = served
     create, update, me = _names(runtime, "issues/create", "issues/update", "users/get-authenticated")
     upstream.route("/gh/", UpstreamReply(201, {"id": 1, "number": 483, "title": "Login fails"}))
@@ -82,14 +94,23 @@ def test_the_model_searches_natively_and_issues_create_reaches_the_upstream(
 
     first, second = llm.bodies()
     deferred = [t["name"] for t in first["tools"] if t.get("defer_loading")]
-    kept = [t["name"] for t in first["tools"] if not t.get("defer_loading")]
-    assert kept == [me, "tool_search_tool_bm25"] or kept == ["describe_tool", me, "tool_search_tool_bm25"]
-    assert {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"} in first["tools"]
+    kept = [t.get("name") or t["type"] for t in first["tools"] if not t.get("defer_loading")]
+    search = SEARCH_TOOL[kind].get("name") or "tool_search"
+    assert kept == [me, search] or kept == ["describe_tool", me, search]
+    assert SEARCH_TOOL[kind] in first["tools"]
     assert len(deferred) == len(runtime.toolset("dev")) - 1 and create in deferred
     assert second["tools"] == first["tools"]
-    [assistant] = [m["content"] for m in second["messages"] if m["role"] == "assistant"]
-    assert [b["type"] for b in assistant] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
-    assert assistant[1]["input"] == {"query": "create an issue"}
-    assert [r["tool_name"] for r in assistant[2]["content"]["tool_references"]] == [create, update]
-    [results] = [m["content"] for m in second["messages"][2:] if m["role"] == "user"]
-    assert results[0]["type"] == "tool_result" and results[0]["tool_use_id"] == assistant[3]["id"]
+    if kind == "anthropic":
+        [assistant] = [m["content"] for m in second["messages"] if m["role"] == "assistant"]
+        assert [b["type"] for b in assistant] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
+        assert assistant[1]["input"] == {"query": "create an issue"}
+        assert [r["tool_name"] for r in assistant[2]["content"]["tool_references"]] == [create, update]
+        [results] = [m["content"] for m in second["messages"][2:] if m["role"] == "user"]
+        assert results[0]["type"] == "tool_result" and results[0]["tool_use_id"] == assistant[3]["id"]
+    else:
+        items = second["input"]
+        assert [i["type"] for i in items[-5:]] == ["message", "tool_search_call", "tool_search_output",
+                                                   "function_call", "function_call_output"]
+        assert items[-4]["arguments"] == {"query": "create an issue"}
+        assert [t["name"] for t in items[-3]["tools"]] == [create, update]
+        assert items[-1]["call_id"] == items[-2]["call_id"]
