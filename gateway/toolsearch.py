@@ -171,7 +171,13 @@ class ToolOffer:
         views = [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
         if not self.native:
             return views
-        return [*(v if v.name in self._kept else deferred(v) for v in views), SERVER_SEARCH]
+        return [*(v if v.name in self._kept else deferred(v, *self._group_of(v)) for v in views), SERVER_SEARCH]
+
+    def _group_of(self, view: Any) -> tuple[str, str]:
+        """The api of a view's tool and that api's title (`DeferredTool.group`)."""
+        api = getattr(view.tool, "api", "") or ""
+        spec = self.toolset.catalog.apis.get(api) if self.toolset.catalog is not None and api else None
+        return api, spec.title if spec is not None else ""
 
     @property
     def deferred_count(self) -> int:

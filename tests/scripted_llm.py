@@ -34,6 +34,8 @@ class Call:
     """OpenAI (and Anthropic streaming): the exact argument text, e.g. broken JSON."""
     signature: str | None = None
     """Gemini: a thoughtSignature on this functionCall part."""
+    namespace: str | None = None
+    """Responses: the namespace of the called function (filled in from the request when it has one)."""
 
 
 @dataclass
@@ -516,8 +518,14 @@ def _responses_refusal(body: Any, reply: Reply) -> str | None:
     if not isinstance(body, dict):
         return None
     tools = body.get("tools") or []
-    deferred = {t.get("name"): t for t in tools if t.get("type") == "function" and t.get("defer_loading")}
+    spaces = {f.get("name"): t for t in tools if t.get("type") == "namespace" for f in t.get("tools") or []}
+    functions = [*(t for t in tools if t.get("type") == "function"),
+                 *(f for t in tools if t.get("type") == "namespace" for f in t.get("tools") or [])]
+    deferred = {f.get("name"): f for f in functions if f.get("defer_loading")}
     searching = any(t.get("type") == "tool_search" for t in tools)
+    for call in reply.calls:
+        if call.name in spaces:
+            call.namespace = spaces[call.name]["name"]
     if deferred and not searching:
         return "functions with defer_loading need a tool_search tool in `tools`"
     items = body.get("input") if isinstance(body.get("input"), list) else []
@@ -532,7 +540,18 @@ def _responses_refusal(body: Any, reply: Reply) -> str | None:
         unknown = [name for name in search.found if name not in deferred]
         if unknown:
             return f"the script finds {unknown}, which are not deferred functions of this request"
-        search.loaded = [deferred[name] for name in search.found]
+        search.loaded = []
+        for name in search.found:  # a namespaced function comes back inside its namespace, as the API sends it
+            space = spaces.get(name)
+            if space is None:
+                search.loaded.append(deferred[name])
+                continue
+            loaded = next((t for t in search.loaded if t.get("name") == space["name"]), None)
+            if loaded is None:
+                loaded = {"type": "namespace", "name": space["name"], "description": space["description"],
+                          "tools": []}
+                search.loaded.append(loaded)
+            loaded["tools"].append(deferred[name])
     return None
 
 
@@ -554,8 +573,11 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
         items.append({"type": "tool_search_output", "id": f"tso_{search.id}", "call_id": None,
                       "execution": "server", "status": "completed", "tools": search.loaded})
     for i, call in enumerate(reply.calls):
-        items.append({"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
-                      "name": call.name, "arguments": _args_text(call), "status": "completed"})
+        item = {"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
+                "name": call.name, "arguments": _args_text(call), "status": "completed"}
+        if call.namespace is not None:
+            item["namespace"] = call.namespace
+        items.append(item)
     return items
 
 

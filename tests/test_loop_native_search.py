@@ -47,12 +47,18 @@ CALLED = {"anthropic": "tool_use", "openai-responses": "function_call"}
 SAID = {"anthropic": "text", "openai-responses": "message"}
 
 
+def _functions(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every tool definition, those inside a namespace (Responses) included."""
+    return [f for t in tools for f in (t["tools"] if t.get("type") == "namespace" else [t])]
+
+
 def _deferred(body: dict[str, Any]) -> list[str]:
-    return [t["name"] for t in body["tools"] if t.get("defer_loading")]
+    return [t["name"] for t in _functions(body["tools"]) if t.get("defer_loading")]
 
 
 def _kept(body: dict[str, Any]) -> list[str]:
-    return [t.get("name") or t["type"] for t in body["tools"] if not t.get("defer_loading")]
+    return [t.get("name") or t["type"] for t in body["tools"]
+            if not t.get("defer_loading") and t.get("type") != "namespace"]
 
 
 def _assistant_blocks(body: dict[str, Any], kind: str = "anthropic") -> list[list[dict[str, Any]]]:
@@ -98,8 +104,11 @@ async def test_the_provider_searches_and_the_found_tool_runs_through_invoke(llm:
                              "input": {"query": "list refunds"}}
         assert [r["tool_name"] for r in echoed[2]["content"]["tool_references"]] == ["list_refund", "create_refund"]
     else:
+        [space] = [t for t in first["tools"] if t.get("type") == "namespace"]
+        assert space["name"] == "test" and len(space["tools"]) == 15  # one namespace per api
         assert echoed[1]["arguments"] == {"query": "list refunds"} and "created_by" not in echoed[1]
-        assert [t["name"] for t in echoed[2]["tools"]] == ["list_refund", "create_refund"]
+        assert [t["name"] for t in _functions(echoed[2]["tools"])] == ["list_refund", "create_refund"]
+        assert echoed[3]["namespace"] == "test"  # the call is sent back with the namespace it came with
 
 
 @pytest.mark.parametrize("kind", NATIVE)

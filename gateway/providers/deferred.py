@@ -25,6 +25,11 @@ class DeferredTool:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
     view: Any
+    group: str = ""
+    """The api the tool belongs to: OpenAI groups deferred functions in one namespace per api, so the model is
+    shown the namespace up front instead of every function's name and description."""
+    group_title: str = ""
+    """The api's title (its spec's `info.title`), for the namespace's description."""
 
 
 @dataclass(slots=True, eq=False)
@@ -41,7 +46,7 @@ _DEFERRED: dict[int, tuple[Any, Any, DeferredTool]] = {}
 SERVER_SEARCH = ServerSearchTool()
 
 
-def deferred(view: Any) -> DeferredTool:
+def deferred(view: Any, group: str = "", group_title: str = "") -> DeferredTool:
     """`view` marked for deferred loading: one object per view, so adapters render each tool once, not per run."""
     hit = _DEFERRED.get(id(view))
     if hit is not None and hit[0] is view and hit[1] is view.input_schema:
@@ -49,6 +54,6 @@ def deferred(view: Any) -> DeferredTool:
     if len(_DEFERRED) > 65536:  # views of old runtimes (hot reload): start over
         _DEFERRED.clear()
     tool = DeferredTool(name=view.name, description=view.description, input_schema=view.input_schema,
-                        output_schema=view.output_schema, view=view)
+                        output_schema=view.output_schema, view=view, group=group, group_title=group_title)
     _DEFERRED[id(view)] = (view, view.input_schema, tool)
     return tool

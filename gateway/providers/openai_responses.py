@@ -7,15 +7,18 @@ the provider; reasoning models' `reasoning` items come back with their `encrypte
 of the loop, as the API expects. Streaming reads the typed event stream (`response.output_text.delta`,
 `response.output_item.done`, `response.completed`); the finished items are taken from the done events.
 
-Native tool search (`tool_search: native`): `DeferredTool`s go out as functions with `defer_loading: true`
-beside a `{"type": "tool_search"}` tool (run by the server). The API answers with `tool_search_call` and
-`tool_search_output` items (the loaded definitions) before the model's `function_call`s; a turn with them keeps
-its items but the calls, text included, in their order, and sends them back before its calls on later turns.
+Native tool search (`tool_search: native`): `DeferredTool`s go out as functions with `defer_loading: true`,
+grouped in one `namespace` per api (the model is shown a namespace's name and description up front, but every
+name and description of deferred functions outside one), beside a `{"type": "tool_search"}` tool (run by the
+server). The API answers with `tool_search_call` and `tool_search_output` items (the loaded definitions) before
+the model's `function_call`s, which name their `namespace`; a turn with search items keeps its items but the
+calls, text included, in their order, and sends them back before its calls (with their namespace) later.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +61,19 @@ class OpenAIResponsesAdapter(OpenAIStrictArguments):
     native_tool_search = True
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [self._render_cached(t, self._render_tool) for t in tools]
+        out: list[dict[str, Any]] = []
+        spaces: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            rendered = self._render_cached(tool, self._render_tool)
+            if not isinstance(tool, DeferredTool) or not tool.group:
+                out.append(rendered)
+                continue
+            space = spaces.get(tool.group)
+            if space is None:  # where its first tool was, so the list keeps its order request after request
+                space = spaces[tool.group] = _namespace(tool)
+                out.append(space)
+            space["tools"].append(rendered)
+        return out
 
     def _render_tool(self, tool: ToolLike) -> dict[str, Any]:
         if isinstance(tool, ServerSearchTool):
@@ -123,6 +138,17 @@ class OpenAIResponsesAdapter(OpenAIStrictArguments):
         return _turn(output, final)
 
 
+def namespace_name(group: str) -> str:
+    """An api's name as a namespace name (letters, digits, `_` and `-`)."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", group)[:64] or "tools"
+
+
+def _namespace(tool: DeferredTool) -> dict[str, Any]:
+    about = f"{tool.group_title} ({tool.group})" if tool.group_title else f"the {tool.group} API"
+    return {"type": "namespace", "name": namespace_name(tool.group), "tools": [],
+            "description": f"Operations of {about}; search to load the ones a task needs."}
+
+
 def _map_params(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in params.items():
@@ -160,8 +186,11 @@ def _render_message(message: Message) -> list[dict[str, Any]]:
     for call in message.tool_calls:
         raw = call.raw_arguments
         arguments = raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else {})
-        items.append({"type": "function_call", "call_id": call.extras.get("provider_id", call.id),
-                      "name": call.name, "arguments": arguments})
+        item = {"type": "function_call", "call_id": call.extras.get("provider_id", call.id), "name": call.name,
+                "arguments": arguments}
+        if call.extras.get("namespace"):
+            item["namespace"] = call.extras["namespace"]
+        items.append(item)
     return items
 
 
@@ -176,8 +205,9 @@ def _turn(output: list[dict[str, Any]], response: dict[str, Any]) -> Turn:
             texts.extend(part.get("text") or "" for part in item.get("content") or []
                          if part.get("type") == "output_text")
         elif kind == "function_call":
+            namespace = {"namespace": item["namespace"]} if item.get("namespace") else None
             calls.append(make_call(item.get("call_id") or item.get("id"), item.get("name") or "",
-                                   item.get("arguments")))
+                                   item.get("arguments"), namespace))
         if kind in ("reasoning", *_SEARCH_ITEMS) or (kind == "message" and in_order):
             # Echoed as sent, minus the read-only fields the API refuses in input.
             kept.append({k: v for k, v in item.items() if k not in _READ_ONLY[kind]})

@@ -43,9 +43,11 @@ async def test_every_tool_sent_and_every_item_echoed_is_a_valid_sdk_param(llm: S
         # The SDK's FunctionToolParam marks `strict` required; the API takes it as optional (left out, it tries
         # strict validation where the schema allows), and the adapter sends it only in strict mode.
         TOOL.validate_python({"strict": None, **tool} if tool["type"] == "function" else tool)
-    assert [(t.get("name"), t.get("defer_loading", False)) for t in first["tools"]] == [
-        ("list_order", False), ("list_refund", True), ("list_invoice", True), (None, False)]
-    assert first["tools"][-1] == {"type": "tool_search"}
+    order, space, search = first["tools"]
+    assert (order["name"], order.get("defer_loading")) == ("list_order", None)
+    assert space["type"] == "namespace" and space["name"] == "test" and "test" in space["description"]
+    assert [(f["name"], f["defer_loading"]) for f in space["tools"]] == [("list_refund", True), ("list_invoice", True)]
+    assert search == {"type": "tool_search"}
     for item in second["input"]:
         ITEM.validate_python(item)
     assert [i["type"] for i in second["input"]] == ["message", "message", "message", "tool_search_call",

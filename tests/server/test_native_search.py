@@ -93,8 +93,10 @@ def test_the_model_searches_natively_and_issues_create_reaches_the_upstream(
     assert upstream.last.json() == {"title": "Login fails"}
 
     first, second = llm.bodies()
-    deferred = [t["name"] for t in first["tools"] if t.get("defer_loading")]
-    kept = [t.get("name") or t["type"] for t in first["tools"] if not t.get("defer_loading")]
+    functions = [f for t in first["tools"] for f in (t["tools"] if t.get("type") == "namespace" else [t])]
+    deferred = [t["name"] for t in functions if t.get("defer_loading")]
+    kept = [t.get("name") or t["type"] for t in first["tools"]
+            if not t.get("defer_loading") and t.get("type") != "namespace"]
     search = SEARCH_TOOL[kind].get("name") or "tool_search"
     assert kept == [me, search] or kept == ["describe_tool", me, search]
     assert SEARCH_TOOL[kind] in first["tools"]
@@ -112,5 +114,8 @@ def test_the_model_searches_natively_and_issues_create_reaches_the_upstream(
         assert [i["type"] for i in items[-5:]] == ["message", "tool_search_call", "tool_search_output",
                                                    "function_call", "function_call_output"]
         assert items[-4]["arguments"] == {"query": "create an issue"}
-        assert [t["name"] for t in items[-3]["tools"]] == [create, update]
-        assert items[-1]["call_id"] == items[-2]["call_id"]
+        [space] = [t for t in first["tools"] if t.get("type") == "namespace"]
+        assert space["name"] == "github" and "GitHub" in space["description"]
+        [loaded] = items[-3]["tools"]
+        assert loaded["name"] == "github" and [t["name"] for t in loaded["tools"]] == [create, update]
+        assert items[-2]["namespace"] == "github" and items[-1]["call_id"] == items[-2]["call_id"]
