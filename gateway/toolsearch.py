@@ -8,7 +8,7 @@ is loaded for the rest of the run: appended after the tools already offered, nev
 keep working), as long as a request stays within 128 tools and `gateway.tool_definitions_budget` tokens of
 definitions; a tool that no longer fits is named in the search's answer as not loaded.
 
-`tool_search: native` hands the search to the provider where it has its own (Anthropic's, OpenAI Responses'): every
+`tool_search: native` hands the search to the provider where it has its own (Anthropic, OpenAI Responses): every
 tool goes out marked for deferred loading except the pinned and delegation tools, beside the provider's
 search tool (`gateway.providers.deferred`); the gateway loads nothing itself. A door without a native search
 (MCP) treats `native` as `on`.

@@ -3,8 +3,9 @@
 With native search the gateway sends every tool of the agent, but most of them marked for deferred loading:
 the provider keeps their definitions out of the model's context until its own search tool finds them
 (Anthropic: `defer_loading: true` beside a `tool_search_tool_bm25` server tool; OpenAI Responses: the same
-flag beside `{"type": "tool_search"}`). `DeferredTool` is such a tool; `ServerSearchTool` is the provider's search tool itself. Both are `ToolLike`, so the loop passes them to
-`ProviderAdapter.complete` like any other tool; only an adapter with `native_tool_search` is given them.
+flag beside `{"type": "tool_search"}`). `DeferredTool` is such a tool; `ServerSearchTool` is the provider's
+search tool itself. Both are `ToolLike`, so the loop passes them to `ProviderAdapter.complete` like any other
+tool; only an adapter with `native_tool_search` is given them.
 """
 
 from __future__ import annotations
