@@ -156,3 +156,19 @@ async def test_on_a_provider_without_native_search_the_gateway_searches(llm: Scr
               toolset=_tools(), invoke=StandInInvoke())
     offered = [t["function"]["name"] for t in llm.bodies()[0]["tools"]]
     assert offered == ["list_order", "ask_auditor", "search_tools", "describe_tool"]
+
+
+@pytest.mark.parametrize("kind", NATIVE)
+async def test_the_summary_at_the_cap_carries_no_search_blocks(llm: ScriptedLLM, kind: str) -> None:
+    """The last call at `max_iterations` offers no tools, so nothing may point at a search tool."""
+    agent = _agent(kind)
+    agent.policy.max_iterations = 1
+    llm.script(Reply(tool_search=ToolSearch("invoices", found=["list_invoice"]), calls=[Call("list_invoice", {})]),
+               Reply(text="Here is what I found."))
+    result = await run(agent, [Message(role="user", content="invoices?")], adapter=adapter_for(kind, llm.url),
+                       toolset=_tools(), invoke=StandInInvoke())
+    assert result.cut and result.message.content == "Here is what I found."
+    summary = llm.bodies()[-1]
+    assert "tools" not in summary
+    sent = json.dumps(summary)
+    assert all(kind_of_block not in sent for kind_of_block in SEARCHED[kind])

@@ -84,16 +84,18 @@ class OpenAIResponsesAdapter(OpenAIStrictArguments):
             function["defer_loading"] = True
         return {"type": "function", **function}
 
-    def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def render_messages(self, messages: Sequence[Message], *, without_search: bool = False) -> list[dict[str, Any]]:
+        """The conversation as input items. `without_search`: leave out tool search items, for a request that
+        offers no tools (the summary at a limit), where no search tool stands behind them."""
         items: list[dict[str, Any]] = []
         for message in messages:
-            items.extend(_render_message(message))
+            items.extend(i for i in _render_message(message) if not (without_search and i["type"] in _SEARCH_ITEMS))
         return items
 
     def _build_request(self, model: str, messages: list[Message], tools: list[ToolLike], params: dict[str, Any],
                        stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
-        body: dict[str, Any] = {"model": model, "input": self.render_messages(messages), "store": False,
-                                "include": ["reasoning.encrypted_content"]}
+        body: dict[str, Any] = {"model": model, "input": self.render_messages(messages, without_search=not tools),
+                                "store": False, "include": ["reasoning.encrypted_content"]}
         body.update(_map_params(params))
         if tools:
             body["tools"] = self.render_tools(tools)
