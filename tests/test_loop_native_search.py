@@ -172,3 +172,12 @@ async def test_the_summary_at_the_cap_carries_no_search_blocks(llm: ScriptedLLM,
     assert "tools" not in summary
     sent = json.dumps(summary)
     assert all(kind_of_block not in sent for kind_of_block in SEARCHED[kind])
+
+
+async def test_a_door_without_a_native_search_treats_native_as_on() -> None:
+    """MCP builds its offer without `native`: its clients get the gateway's own search_tools."""
+    from gateway.toolsearch import ToolOffer
+
+    offer = ToolOffer(_agent(), _tools())
+    assert offer.searching and not offer.native
+    assert [v.name for v in offer.views()] == ["list_order", "ask_auditor", "search_tools", "describe_tool"]
