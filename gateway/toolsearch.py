@@ -179,11 +179,6 @@ class ToolOffer:
         spec = self.toolset.catalog.apis.get(api) if self.toolset.catalog is not None and api else None
         return api, spec.title if spec is not None else ""
 
-    @property
-    def deferred_count(self) -> int:
-        """Native search: how many tools go out deferred (providers cap their catalog)."""
-        return len(self.offered) - len(self._kept) if self.native else 0
-
     def tokens(self) -> int:
         return sum(max(v.tokens, 1) if hasattr(v, "tokens") else model_view(v, self.budget).tokens or 1
                    for v in self.views())
