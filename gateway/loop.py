@@ -20,6 +20,11 @@ in its next request and the run goes on from there. `tool_choice` is passed on t
 named caller tool, holds on every turn until a caller tool is called (the caller's answer is then a tool call,
 as it asked); otherwise it holds for the first turn only. `none` offers no tools at all.
 
+Native tool search (`tool_search: native` on a provider with its own search): the provider searches and
+loads; the found tools' calls come back as ordinary calls and take the same pipeline as any other. Its own
+blocks travel in the assistant message's extras (the adapter echoes them); a turn the provider paused
+(`pause_turn`) is sent back as is to let it go on, and counts as an iteration.
+
 Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
 call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
 """
@@ -236,8 +241,9 @@ class _Loop:
         self.last_errors: list[str] = []
         self.approval_ids: dict[str, str] = {}
         """Call id -> the approval a human gave it (a resumed batch)."""
-        self.offer = ToolOffer(agent, toolset)
-        """What each request offers the model: views within the budget; with tool search, what was found."""
+        self.offer = ToolOffer(agent, toolset, native=adapter.native_tool_search)
+        """What each request offers the model: views within the budget; with tool search, what was found; with
+        native search, every tool deferred to the provider's own search."""
         self.caller_tools: dict[str, ToolLike] = {}
         self.tool_choice: Any = None
         self.observer = invoke.observer if isinstance(invoke, ObservedInvoke) else None
@@ -305,6 +311,9 @@ class _Loop:
             self.iteration += 1
             self.messages.append(turn.message)
             if not turn.message.tool_calls:
+                if turn.raw_finish_reason == "pause_turn":
+                    # The provider paused its own (server) tools mid-turn; sent back as is, the turn goes on.
+                    continue
                 return self._result(turn.message, finish_reason=turn.finish_reason)
             ended = await self.answer_calls(turn.message.tool_calls, truncated=turn.truncated)
             if ended is not None:
@@ -412,9 +421,10 @@ class _Loop:
                                       "arguments or fewer calls at once.")
         tool = self.toolset.get(call.name)
         if tool is None:
-            if self.offer.searching:
-                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; call "
-                                          f"{SEARCH_TOOL} to find the tool for what you want to do.")
+            if self.offer.searching or self.offer.native:
+                search = "the tool search" if self.offer.native else SEARCH_TOOL
+                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; use "
+                                          f"{search} to find the tool for what you want to do.")
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
                                       f"The tools you can call are: {names}")

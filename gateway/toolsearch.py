@@ -8,6 +8,11 @@ is loaded for the rest of the run: appended after the tools already offered, nev
 keep working), as long as a request stays within 128 tools and `gateway.tool_definitions_budget` tokens of
 definitions; a tool that no longer fits is named in the search's answer as not loaded.
 
+`tool_search: native` hands the search to the provider where it has its own (Anthropic, OpenAI Responses): every
+tool goes out marked for deferred loading except the pinned and delegation tools, beside the provider's
+search tool (`gateway.providers.deferred`); the gateway loads nothing itself. A door without a native search
+(MCP) treats `native` as `on`.
+
 `search(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
 `gateway tools --search`, and the MCP door.
 """
@@ -22,6 +27,7 @@ from .catalog import Catalog, Tool
 from .config.model import AgentConfig
 from .openapi.search import index_of
 from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .providers.deferred import SERVER_SEARCH, deferred
 from .toolsets import AgentTool, Toolset
 
 SEARCH_TOOL = "search_tools"
@@ -57,9 +63,10 @@ def definitions_budget(settings: Mapping[str, Any]) -> int:
 
 
 def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
-    """Whether the agent's model starts from `search_tools` instead of every tool."""
+    """Whether the agent's model starts from `search_tools` instead of every tool (`native`: where the
+    provider has no search of its own)."""
     if agent.tool_search != "auto":
-        return agent.tool_search == "on"
+        return agent.tool_search in ("on", "native")
     if len(toolset) > AUTO_MAX_TOOLS:
         return True
     budget = tool_budget(toolset.settings)
@@ -116,17 +123,31 @@ def pinned_tools(agent: AgentConfig, toolset: Toolset) -> list[AgentTool]:
 
 
 class ToolOffer:
-    """The tools one run offers its model: all of them (search off), or pinned + meta + what was found."""
+    """The tools one run offers its model: all of them (search off), pinned + meta + what was found (search
+    on), or all of them deferred to the provider's own search (`native`)."""
 
-    def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = ()) -> None:
+    def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = (), *,
+                 native: bool = False) -> None:
+        """Parameters: loaded: names a paused run had loaded; native: the provider has a search of its own
+        (`ProviderAdapter.native_tool_search`), used when the agent says `tool_search: native`."""
         self.agent = agent
         self.toolset = toolset
         self.budget = tool_budget(toolset.settings)
         self.definitions_budget = definitions_budget(toolset.settings)
-        self.searching = search_enabled(agent, toolset)
+        self.native = native and agent.tool_search == "native"
+        self.searching = search_enabled(agent, toolset) and not self.native
         self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
         self.offered: list[AgentTool] = []
-        if self.searching:
+        self._kept: set[str] = set()
+        """Native search: the tools sent without deferral (pinned and delegation tools, `describe_tool`)."""
+        if self.native:
+            self.offered = list(toolset)
+            self._kept = {t.name for t in pinned_tools(agent, toolset)}
+            if any(model_view(t, self.budget).stubbed for t in self.offered):
+                self.meta = {DESCRIBE_TOOL: meta_tools()[1]}
+                self.offered.insert(0, self.meta[DESCRIBE_TOOL])
+                self._kept.add(DESCRIBE_TOOL)
+        elif self.searching:
             self.offered = [*pinned_tools(agent, toolset)[:MAX_TOOLS_PER_REQUEST - 2], *self.meta.values()]
         else:
             self.offered = list(toolset)
@@ -139,12 +160,24 @@ class ToolOffer:
     @property
     def loaded(self) -> list[str]:
         """The names loaded by searches, in order (a paused run's state keeps them)."""
+        if self.native:
+            return []  # the provider's search loads them, in the conversation it is sent back
         pinned = {t.name for t in pinned_tools(self.agent, self.toolset)}
         return [t.name for t in self.offered if t.name not in self.meta and t.name not in pinned]
 
     def views(self) -> list[Any]:
-        """The definitions of the next request: each offered tool's view, in offer order."""
-        return [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
+        """The definitions of the next request: each offered tool's view, in offer order (native search: the
+        views deferred but the kept ones, and the provider's search tool last)."""
+        views = [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
+        if not self.native:
+            return views
+        return [*(v if v.name in self._kept else deferred(v, *self._group_of(v)) for v in views), SERVER_SEARCH]
+
+    def _group_of(self, view: Any) -> tuple[str, str]:
+        """The api of a view's tool and that api's title (`DeferredTool.group`)."""
+        api = getattr(view.tool, "api", "") or ""
+        spec = self.toolset.catalog.apis.get(api) if self.toolset.catalog is not None and api else None
+        return api, spec.title if spec is not None else ""
 
     def tokens(self) -> int:
         return sum(max(v.tokens, 1) if hasattr(v, "tokens") else model_view(v, self.budget).tokens or 1

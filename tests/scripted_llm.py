@@ -34,6 +34,23 @@ class Call:
     """OpenAI (and Anthropic streaming): the exact argument text, e.g. broken JSON."""
     signature: str | None = None
     """Gemini: a thoughtSignature on this functionCall part."""
+    namespace: str | None = None
+    """Responses: the namespace of the called function (filled in from the request when it has one)."""
+
+
+@dataclass
+class ToolSearch:
+    """A server-side tool search in a reply, naming `found` (each must be a deferred tool of the request, as the
+    APIs insist). Anthropic: a `server_tool_use` of `tool_search_tool_bm25`, then its `tool_search_tool_result`.
+    OpenAI Responses: a `tool_search_call`, then a `tool_search_output` with the found definitions."""
+
+    query: str
+    found: list[str] = field(default_factory=list)
+    id: str = "srvtoolu_01"
+    error: str | None = None
+    """Anthropic: an error code (e.g. "unavailable") answered instead of references."""
+    loaded: list[dict[str, Any]] = field(default_factory=list)
+    """Responses: the found definitions, taken from the request when it arrives."""
 
 
 @dataclass
@@ -63,6 +80,8 @@ class Reply:
     """Streaming: after the first two chunks, send this as the format's in-stream error and stop."""
     ignore_stream: bool = False
     """Answer a streamed request as if it were not streamed (one JSON document), as some servers do."""
+    tool_search: ToolSearch | None = None
+    """Anthropic, OpenAI Responses: the model searched the deferred tools (after its text, before its calls)."""
 
 
 @dataclass
@@ -134,6 +153,9 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 return self._send_json(500, {"error": {"message": "the script has no more replies"}})
             if reply.status >= 400:
                 return self._send_json(reply.status, _error_body(fmt, reply), reply.headers)
+            refusal = REFUSAL[fmt](body, reply) if fmt in REFUSAL else None
+            if refusal is not None:
+                return self._send_json(400, _invalid_request(fmt, refusal))
             if reply.delay:
                 time.sleep(reply.delay)
             model = _model_of(fmt, self.path, body)
@@ -203,6 +225,12 @@ def _error_body(fmt: str, reply: Reply) -> Any:
     if fmt == "ollama":
         return {"error": reply.error}
     return {"error": {"message": reply.error, "type": "server_error", "code": None}}
+
+
+def _invalid_request(fmt: str, message: str) -> Any:
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "tools", "code": None}}
 
 
 def _stream_error(fmt: str, message: str) -> str:
@@ -280,12 +308,61 @@ def _openai_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
 
 # --- Anthropic Messages --------------------------------------------------------------------------------------
 
+SEARCH_TOOL_TYPES = ("tool_search_tool_bm25_20251119", "tool_search_tool_regex_20251119")
+
+
+def _anthropic_refusal(body: Any, reply: Reply) -> str | None:
+    """What the Messages API would refuse about a request using tool search (None: nothing)."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools") or []
+    deferred = {t.get("name") for t in tools if t.get("defer_loading")}
+    searching = any(t.get("type") in SEARCH_TOOL_TYPES for t in tools)
+    if deferred and not searching:
+        return "tools with defer_loading need a tool search tool in `tools`"
+    if tools and len(deferred) == len(tools):
+        return "all tools have defer_loading set; at least one tool must be non-deferred"
+    for message in body.get("messages") or []:
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        used = [b.get("id") for b in blocks if b.get("type") == "server_tool_use"]
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_search_tool_result"}
+        if any(u not in answered for u in used):
+            return "a server_tool_use block must be followed by its tool_search_tool_result"
+        for block in blocks:
+            if block.get("type") != "tool_search_tool_result":
+                continue
+            for ref in (block.get("content") or {}).get("tool_references") or []:
+                if ref.get("tool_name") not in deferred:
+                    return f"tool_reference {ref.get('tool_name')!r} names no deferred tool of this request"
+    search = reply.tool_search
+    if search is not None:
+        if not searching:
+            return "the script searches, but the request carries no tool search tool"
+        unknown = [name for name in search.found if name not in deferred]
+        if unknown:
+            return f"the script finds {unknown}, which are not deferred tools of this request"
+    return None
+
+
+def _anthropic_search_blocks(search: ToolSearch) -> list[dict[str, Any]]:
+    use = {"type": "server_tool_use", "id": search.id, "name": "tool_search_tool_bm25",
+           "input": {"query": search.query}}
+    if search.error is not None:
+        content: dict[str, Any] = {"type": "tool_search_tool_result_error", "error_code": search.error}
+    else:
+        content = {"type": "tool_search_tool_search_result",
+                   "tool_references": [{"type": "tool_reference", "tool_name": name} for name in search.found]}
+    return [use, {"type": "tool_search_tool_result", "tool_use_id": search.id, "content": content}]
+
+
 def _anthropic_content(reply: Reply) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
     if reply.thinking:
         content.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
     if reply.text:
         content.append({"type": "text", "text": reply.text})
+    if reply.tool_search is not None:  # the model says what it is doing, then searches
+        content.extend(_anthropic_search_blocks(reply.tool_search))
     for i, call in enumerate(reply.calls):
         content.append({"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": call.args})
     return content
@@ -325,6 +402,16 @@ def _anthropic_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
             yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}}), True
         yield event("content_block_stop", {"index": index}), False
         index += 1
+    if reply.tool_search is not None:
+        use, result = _anthropic_search_blocks(reply.tool_search)
+        yield event("content_block_start", {"index": index, "content_block": {**use, "input": {}}}), False
+        for piece in ["", *_pieces(json.dumps(use["input"]), reply.chunks)]:
+            yield event("content_block_delta", {"index": index, "delta": {"type": "input_json_delta",
+                                                                          "partial_json": piece}}), False
+        yield event("content_block_stop", {"index": index}), False
+        yield event("content_block_start", {"index": index + 1, "content_block": result}), False
+        yield event("content_block_stop", {"index": index + 1}), False
+        index += 2
     for i, call in enumerate(reply.calls):
         block = {"type": "tool_use", "id": _call_id(call, i, "toolu_"), "name": call.name, "input": {}}
         yield event("content_block_start", {"index": index, "content_block": block}), False
@@ -425,6 +512,52 @@ def _ollama_stream(reply: Reply, model: str) -> Iterator[tuple[str, bool]]:
 
 # --- OpenAI Responses ---------------------------------------------------------------------------------------
 
+def _responses_refusal(body: Any, reply: Reply) -> str | None:
+    """What the Responses API would refuse about a request using tool search (None: nothing); a scripted
+    search takes the definitions it finds from the request."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools") or []
+    spaces = {f.get("name"): t for t in tools if t.get("type") == "namespace" for f in t.get("tools") or []}
+    functions = [*(t for t in tools if t.get("type") == "function"),
+                 *(f for t in tools if t.get("type") == "namespace" for f in t.get("tools") or [])]
+    deferred = {f.get("name"): f for f in functions if f.get("defer_loading")}
+    searching = any(t.get("type") == "tool_search" for t in tools)
+    for call in reply.calls:
+        if call.name in spaces:
+            call.namespace = spaces[call.name]["name"]
+    if deferred and not searching:
+        return "functions with defer_loading need a tool_search tool in `tools`"
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    kinds = [item.get("type") for item in items]
+    for index, kind in enumerate(kinds):
+        if kind == "tool_search_call" and "tool_search_output" not in kinds[index + 1:index + 2]:
+            return "a tool_search_call item must be followed by its tool_search_output"
+    search = reply.tool_search
+    if search is not None:
+        if not searching:
+            return "the script searches, but the request carries no tool_search tool"
+        unknown = [name for name in search.found if name not in deferred]
+        if unknown:
+            return f"the script finds {unknown}, which are not deferred functions of this request"
+        search.loaded = []
+        for name in search.found:  # a namespaced function comes back inside its namespace, as the API sends it
+            space = spaces.get(name)
+            if space is None:
+                search.loaded.append(deferred[name])
+                continue
+            loaded = next((t for t in search.loaded if t.get("name") == space["name"]), None)
+            if loaded is None:
+                loaded = {"type": "namespace", "name": space["name"], "description": space["description"],
+                          "tools": []}
+                search.loaded.append(loaded)
+            loaded["tools"].append(deferred[name])
+    return None
+
+
+REFUSAL = {"anthropic": _anthropic_refusal, "openai-responses": _responses_refusal}
+
+
 def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if reply.thinking:
@@ -433,9 +566,18 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     if reply.text:
         items.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}]})
+    if reply.tool_search is not None:
+        search = reply.tool_search
+        items.append({"type": "tool_search_call", "id": f"tsc_{search.id}", "call_id": None, "execution": "server",
+                      "status": "completed", "arguments": {"query": search.query}})
+        items.append({"type": "tool_search_output", "id": f"tso_{search.id}", "call_id": None,
+                      "execution": "server", "status": "completed", "tools": search.loaded})
     for i, call in enumerate(reply.calls):
-        items.append({"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
-                      "name": call.name, "arguments": _args_text(call), "status": "completed"})
+        item = {"type": "function_call", "id": f"fc_{i}", "call_id": _call_id(call, i, "call_"),
+                "name": call.name, "arguments": _args_text(call), "status": "completed"}
+        if call.namespace is not None:
+            item["namespace"] = call.namespace
+        items.append(item)
     return items
 
 

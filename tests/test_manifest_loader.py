@@ -550,3 +550,62 @@ def test_an_agent_with_more_tools_than_openai_accepts_is_warned_about() -> None:
     [warning] = [d for d in diagnostics if "at most 128" in d.message]
     assert warning.pointer == "agents.hoarder.tools" and warning.line == _line_of(text, "hoarder:")
     assert warning.message.startswith("130 tools")
+
+
+def test_native_tool_search_is_refused_on_a_provider_without_one() -> None:
+    text = """\
+    providers:
+      claude: {kind: anthropic, api_key: k}
+      responses: {kind: openai-responses, api_key: k}
+      gpt: {kind: openai, api_key: k}
+    agents:
+      native: {model: claude/claude-sonnet-4-5, tool_search: native}
+      also: {model: responses/gpt-5.4, tool_search: native}
+      wrong: {model: gpt/gpt-4o, tool_search: native}
+    """
+    manifest, diagnostics = _parse(text)
+    assert manifest.agents["native"].tool_search == manifest.agents["also"].tool_search == "native"
+    [error] = _errors(diagnostics)
+    assert (error.file, error.line, error.pointer) == ("agents.yaml", _line_of(text, "wrong:"),
+                                                       "agents.wrong.tool_search")
+    assert "'gpt' (kind openai) has no native tool search" in error.message and "tool_search: on" in error.message
+
+
+def test_native_tool_search_past_anthropics_catalog_limit_is_an_error() -> None:
+    from gateway.providers.anthropic import MAX_DEFERRED_TOOLS
+
+    count = MAX_DEFERRED_TOOLS + 2
+    catalog = Catalog([_tool("big", f"op{i}") for i in range(count)], apis={"big": ApiSpec(name="big", file="b.json")})
+    text = """
+        providers:
+          claude: {kind: anthropic, api_key: k}
+        agents:
+          all: {model: claude/c, tools: [{api: big}], tool_search: native}
+          pinned: {model: claude/c, tools: [{api: big}], tool_search: native, pinned: [op1, op2]}
+        """
+    _, diagnostics = _parse(text, catalog=catalog)
+    [error] = _errors(diagnostics)
+    assert error.pointer == "agents.all.tools" and error.line == _line_of(text, "all:")
+    assert f"{count} tools" in error.message and f"at most {MAX_DEFERRED_TOOLS} deferred" in error.message
+
+
+def test_the_checker_knows_which_providers_search_natively() -> None:
+    from gateway.config.loader import NATIVE_SEARCH_KINDS
+    from gateway.providers import ADAPTERS
+
+    assert {kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search} == set(NATIVE_SEARCH_KINDS)
+
+
+def test_tool_search_on_and_off_unquoted_are_read_as_written() -> None:
+    text = """\
+    providers:
+      gpt: {kind: openai, api_key: k}
+    agents:
+      a: {model: gpt/x, tool_search: on}
+      b: {model: gpt/x, tool_search: off}
+      c: {model: gpt/x, tool_search: sometimes}
+    """
+    manifest, diagnostics = _parse(text)
+    assert (manifest.agents["a"].tool_search, manifest.agents["b"].tool_search) == ("on", "off")
+    [error] = _errors(diagnostics)
+    assert error.pointer == "agents.c.tool_search" and "auto, on, off, native" in error.message

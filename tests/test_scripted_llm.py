@@ -13,7 +13,8 @@ from anthropic.types import Message as AnthropicMessage
 from google import genai
 from google.genai import types as genai_types
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from scripted_llm import Call, Reply, ScriptedLLM
+from openai.types.responses import Response as ResponsesResponse
+from scripted_llm import Call, Reply, ScriptedLLM, ToolSearch
 
 WEATHER = [Call("get_weather", {"city": "Paris", "days": 2}, id="c1"), Call("get_time", {"tz": "CET"}, id="c2")]
 
@@ -59,6 +60,77 @@ def test_anthropic_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:
     assert final.content[1].text == "Checking."
     assert [b.input for b in final.content[2:]] == [{"city": "Paris", "days": 2}, {"tz": "CET"}]
     assert final.usage.output_tokens == 5
+
+
+DEFERRED_TOOLS = [
+    {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+    {"name": "get_weather", "description": "d", "input_schema": {"type": "object"}, "defer_loading": True},
+    {"name": "get_time", "description": "d", "input_schema": {"type": "object"}, "defer_loading": True},
+]
+
+
+def test_anthropic_sdk_parses_tool_search_blocks_answered_and_streamed(llm: ScriptedLLM) -> None:
+    client = anthropic.Anthropic(base_url=llm.url, api_key="k", max_retries=0)
+    search = ToolSearch("weather", found=["get_weather"])
+    llm.script(Reply(text="Searching.", tool_search=search, calls=WEATHER[:1]),
+               Reply(text="Searching.", tool_search=search, calls=WEATHER[:1]))
+    ask = {"model": "claude-x", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}],
+           "tools": DEFERRED_TOOLS}
+    message = client.messages.create(**ask)  # type: ignore[call-overload]
+    AnthropicMessage.model_validate(message.model_dump())
+    assert [b.type for b in message.content] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
+    assert message.content[1].name == "tool_search_tool_bm25" and message.content[1].input == {"query": "weather"}
+    assert [r.tool_name for r in message.content[2].content.tool_references] == ["get_weather"]
+
+    with client.messages.stream(**ask) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == ["text", "server_tool_use", "tool_search_tool_result", "tool_use"]
+    assert final.content[1].input == {"query": "weather"}
+    assert final.content[2].content.tool_references[0].tool_name == "get_weather"
+    assert final.content[3].input == {"city": "Paris", "days": 2}
+
+
+def test_the_scripted_anthropic_refuses_what_the_api_refuses(llm: ScriptedLLM) -> None:
+    client = anthropic.Anthropic(base_url=llm.url, api_key="k", max_retries=0)
+    llm.script(Reply(text="x"), Reply(text="x"), Reply(text="x", tool_search=ToolSearch("q", found=["nope"])))
+    hi = [{"role": "user", "content": "hi"}]
+    with pytest.raises(anthropic.BadRequestError, match="tool search tool"):
+        client.messages.create(model="m", max_tokens=10, messages=hi, tools=DEFERRED_TOOLS[1:])  # type: ignore[arg-type]
+    unanswered = [*hi, {"role": "assistant", "content": [{"type": "server_tool_use", "id": "srvtoolu_9",
+                                                          "name": "tool_search_tool_bm25", "input": {"query": "q"}}]}]
+    with pytest.raises(anthropic.BadRequestError, match="followed by its tool_search_tool_result"):
+        client.messages.create(model="m", max_tokens=10, messages=unanswered, tools=DEFERRED_TOOLS)  # type: ignore[arg-type]
+    with pytest.raises(anthropic.BadRequestError, match="not deferred tools"):
+        client.messages.create(model="m", max_tokens=10, messages=hi, tools=DEFERRED_TOOLS)  # type: ignore[arg-type]
+
+
+RESPONSES_TOOLS = [
+    {"type": "tool_search"},
+    {"type": "function", "name": "get_weather", "description": "d", "parameters": {"type": "object"},
+     "defer_loading": True},
+    {"type": "function", "name": "get_time", "description": "d", "parameters": {"type": "object"},
+     "defer_loading": True},
+]
+
+
+def test_openai_sdk_parses_tool_search_items_answered_and_streamed(llm: ScriptedLLM) -> None:
+    client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
+    search = ToolSearch("weather", found=["get_weather"])
+    llm.script(Reply(text="Searching.", tool_search=search, calls=WEATHER[:1]),
+               Reply(text="Searching.", tool_search=ToolSearch("weather", found=["get_weather"]), calls=WEATHER[:1]),
+               Reply(text="x"))
+    answer = client.responses.create(model="gpt-x", input="hi", tools=RESPONSES_TOOLS)  # type: ignore[arg-type]
+    ResponsesResponse.model_validate(answer.model_dump())
+    assert [i.type for i in answer.output] == ["message", "tool_search_call", "tool_search_output", "function_call"]
+    assert answer.output[1].arguments == {"query": "weather"} and answer.output[1].execution == "server"
+    assert [t.name for t in answer.output[2].tools] == ["get_weather"]
+    assert answer.output[2].tools[0].defer_loading is True
+
+    with client.responses.stream(model="gpt-x", input="hi", tools=RESPONSES_TOOLS) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_response()
+    assert [i.type for i in final.output] == ["message", "tool_search_call", "tool_search_output", "function_call"]
+    with pytest.raises(openai.BadRequestError, match="need a tool_search tool"):
+        client.responses.create(model="gpt-x", input="hi", tools=RESPONSES_TOOLS[1:])  # type: ignore[arg-type]
 
 
 def test_gemini_sdk_parses_answer_and_stream(llm: ScriptedLLM) -> None:

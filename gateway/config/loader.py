@@ -42,6 +42,8 @@ agents:
     tool_timeout: 30                    # seconds per tool call (default: the api's timeout)
     max_tool_calls: 200
     delegates: [auditor]                # one `ask_<agent>` tool each; cycles are refused
+    tool_search: auto|on|off|native     # native: the provider's own search (anthropic, openai-responses)
+    pinned: [users/get-authenticated]   # offered from the start (never deferred) when tool search is on
     hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
 hooks: [...]                            # hooks around every agent's model and tool calls
 budgets: {...}                          # token and cost budgets (see gateway.config.observe)
@@ -113,7 +115,9 @@ POLICY_KEYS = (
 )
 AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", "hooks",
               *POLICY_KEYS)
-TOOL_SEARCH = ("auto", "on", "off")
+TOOL_SEARCH = ("auto", "on", "off", "native")
+NATIVE_SEARCH_KINDS = ("anthropic", "openai-responses")
+"""Provider kinds that search deferred tools themselves (their adapter's `native_tool_search`)."""
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
 CLIENT_KEYS = ("key", "agents", "admin")
@@ -190,12 +194,18 @@ def _parse(
 
 
 def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
-    """An agent whose tools OpenAI would refuse is worth knowing before its first chat fails."""
+    """An agent whose tools its provider would refuse is worth knowing before its first chat fails."""
+    from ..providers.anthropic import MAX_DEFERRED_TOOLS
     from ..providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+    from ..toolsearch import pinned_tools
 
     for name, agent in manifest.agents.items():
         provider = manifest.providers.get(agent.provider)
         count = len(toolsets.get(name) or ())
+        if agent.tool_search == "native" and provider is not None and provider.kind == "anthropic" and \
+                count > MAX_DEFERRED_TOOLS and count - len(pinned_tools(agent, toolsets[name])) > MAX_DEFERRED_TOOLS:
+            c.error(("agents", name, "tools"), f"{count} tools, but Anthropic's tool search takes at most "
+                    f"{MAX_DEFERRED_TOOLS} deferred ones: select fewer, pin some, or use `tool_search: on`")
         if agent.tool_search != "off":
             continue  # tool search offers a few tools at a time (gateway.toolsearch)
         if provider is not None and refuses_tool_count(provider, count):
@@ -397,11 +407,28 @@ def _read_agents(
             name=name, model=model, provider=provider, model_id=model_id,
             instructions=c.string(m, path, "instructions") or "", description=c.string(m, path, "description") or "",
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
-            tool_search=cast(Any, c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"),
+            tool_search=_read_tool_search(c, m, path),
             pinned=c.strings(m, path, "pinned") or [],
             hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name), line=c.line(path),
         )
+        _check_native_search(c, agents[name], providers, path)
     return agents
+
+
+def _read_tool_search(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
+    value = m.get("tool_search")
+    if isinstance(value, bool):  # YAML reads an unquoted `on` / `off` as a boolean
+        return "on" if value else "off"
+    return c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"
+
+
+def _check_native_search(c: Checker, agent: AgentConfig, providers: Mapping[str, ProviderConfig],
+                         path: KeyPath) -> None:
+    provider = providers.get(agent.provider)
+    if agent.tool_search != "native" or provider is None or provider.kind in NATIVE_SEARCH_KINDS:
+        return
+    c.error((*path, "tool_search"), f"provider {provider.name!r} (kind {provider.kind}) has no native tool search; "
+            f"use a provider of kind {' or '.join(NATIVE_SEARCH_KINDS)}, or `tool_search: on` (the gateway's own)")
 
 
 def _read_policy(c: Checker, m: dict[str, Any], path: KeyPath) -> Policy:

@@ -15,7 +15,7 @@ from .settings import GatewaySettings
 
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
-ToolSearch = Literal["auto", "on", "off"]
+ToolSearch = Literal["auto", "on", "off", "native"]
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
 """Header names whose values are credentials (redacted everywhere); the one source of this fact."""
@@ -137,7 +137,8 @@ class AgentConfig:
     delegates: list[str] = field(default_factory=list)
     tool_search: ToolSearch = "auto"
     """on: the model starts with `pinned` + `search_tools` and loads what it finds; auto: on when the agent has
-    more than 64 tools or more definitions than the request budget (see `gateway.toolsearch`)."""
+    more than 64 tools or more definitions than the request budget (see `gateway.toolsearch`); native: the
+    provider's own search (Anthropic's) over every tool sent deferred, `on` where a door has none (MCP)."""
     pinned: list[str] = field(default_factory=list)
     """Tools (agent tool names, operationIds or globs) offered from the start when tool search is on."""
     hooks: list[HookConfig] = field(default_factory=list)

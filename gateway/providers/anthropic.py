@@ -4,6 +4,13 @@ Arguments are the `tool_use.input` object. All `tool_result` blocks answering on
 user message (any user text after them). `thinking`/`redacted_thinking` blocks of an assistant turn are kept
 in `Message.extras["anthropic_blocks"]` and echoed in front of its tool calls. Streaming parses
 `content_block_*` events; the first `input_json_delta` may carry `""`.
+
+Native tool search (`tool_search: native`): `DeferredTool`s go out with `defer_loading: true` beside the
+`tool_search_tool_bm25` server tool. The API runs the search itself and answers with `server_tool_use` and
+`tool_search_tool_result` blocks (whose `tool_reference`s it expands into the found definitions), then the
+model's ordinary `tool_use` of a found tool. A turn with server blocks keeps all its blocks but `tool_use`, text
+included, in their order, and echoes them verbatim before its tool calls: the API reads the references from
+the conversation on every later request. At most `MAX_DEFERRED_TOOLS` may be deferred in one request.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from .base import (
     load_json,
     make_call,
 )
+from .deferred import DeferredTool, ServerSearchTool
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -36,13 +44,22 @@ _FINISH: dict[str, FinishReason] = {"end_turn": "stop", "stop_sequence": "stop",
                                     "max_tokens": "length", "model_context_window_exceeded": "length",
                                     "refusal": "content_filter", "pause_turn": "other"}
 _STATE_BLOCKS = ("thinking", "redacted_thinking")
+SEARCH_TOOL_TYPE = "tool_search_tool_bm25_20251119"
+MAX_DEFERRED_TOOLS = 10_000
+"""Anthropic's tool search takes at most this many tools in its catalog."""
 
 
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
+    native_tool_search = True
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [self._render_cached(t, anthropic_tool) for t in tools]
+        deferred = sum(isinstance(t, DeferredTool) for t in tools)
+        if deferred > MAX_DEFERRED_TOOLS:
+            raise ProviderError(self.name, f"{deferred} tools to defer, but Anthropic's tool search takes at most "
+                                f"{MAX_DEFERRED_TOOLS}: select fewer with the agent's `tools:`, or use "
+                                "`tool_search: on` (the gateway's own search)")
+        return [self._render_cached(t, _render_tool) for t in tools]
 
     def render_messages(self, messages: Sequence[Message], *, flatten_tools: bool = False) -> list[dict[str, Any]]:
         """Anthropic's `messages` (system excluded). `flatten_tools`: write past tool calls and results as text,
@@ -113,12 +130,16 @@ class AnthropicAdapter(ProviderAdapter):
                 if block.get("type") == "tool_use":
                     raw = "".join(partial.get(index, []))
                     block["input"] = raw if partial.get(index) else block.get("input") or {}
+                elif block.get("type") == "server_tool_use" and partial.get(index):
+                    block["input"] = _server_input("".join(partial[index]))
             elif kind == "message_delta":
                 stop_reason = (payload.get("delta") or {}).get("stop_reason") or stop_reason
                 usage.update({k: v for k, v in (payload.get("usage") or {}).items() if v is not None})
         for index, block in blocks.items():
             if block.get("type") == "tool_use" and not isinstance(block.get("input"), str) and partial.get(index):
                 block["input"] = "".join(partial[index])  # a stream cut before content_block_stop
+            elif block.get("type") == "server_tool_use" and not block.get("input") and partial.get(index):
+                block["input"] = _server_input("".join(partial[index]))
         return _turn([blocks[i] for i in sorted(blocks)], stop_reason, usage)
 
 
@@ -140,19 +161,47 @@ async def _apply_delta(blocks: dict[int, dict[str, Any]], partial: dict[int, lis
         block["signature"] = block.get("signature", "") + delta.get("signature", "")
 
 
+def _render_tool(tool: ToolLike) -> dict[str, Any]:
+    if isinstance(tool, ServerSearchTool):
+        return {"type": SEARCH_TOOL_TYPE, "name": tool.name}
+    rendered = anthropic_tool(tool)
+    if isinstance(tool, DeferredTool):
+        rendered["defer_loading"] = True
+    return rendered
+
+
+def _server_input(raw: str) -> dict[str, Any]:
+    """A server tool's streamed input, as the object the API wants back ({} when the stream cut it off)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _is_server_block(kind: Any) -> bool:
+    """A block the API's own tools wrote (`server_tool_use`, `tool_search_tool_result`, ...)."""
+    return kind == "server_tool_use" or (isinstance(kind, str) and kind.endswith("_tool_result"))
+
+
 def _turn(content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, Any]) -> Turn:
     texts, calls, state = [], [], []
+    in_order = any(_is_server_block(block.get("type")) for block in content)
     for block in content:
         kind = block.get("type")
         if kind == "text":
             texts.append(block.get("text", ""))
+            if in_order:
+                state.append(block)
         elif kind == "tool_use":
             calls.append(make_call(block.get("id"), block.get("name", ""), block.get("input")))
-        elif kind in _STATE_BLOCKS:
+        elif kind in _STATE_BLOCKS or _is_server_block(kind):
             state.append(block)
     message = Message(role="assistant", content="".join(texts) or None, tool_calls=calls)
     if state:
         message.extras["anthropic_blocks"] = state
+    if in_order:
+        message.extras["anthropic_in_order"] = True  # the text is among the blocks, where the model wrote it
     reason: FinishReason = _FINISH.get(stop_reason or "", "other" if stop_reason else "stop")
     input_tokens = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                           "cache_read_input_tokens"))
@@ -162,7 +211,7 @@ def _turn(content: list[dict[str, Any]], stop_reason: str | None, usage: dict[st
 
 def _assistant_blocks(message: Message, flatten: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [] if flatten else list(message.extras.get("anthropic_blocks") or [])
-    if message.content:
+    if message.content and (flatten or not message.extras.get("anthropic_in_order")):
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         arguments = call.arguments if call.arguments is not None else {}

@@ -183,6 +183,9 @@ class ProviderAdapter(abc.ABC):
     """One provider's wire format. Subclasses implement the `_build_*`/`_parse_*` hooks."""
 
     kind: str = ""
+    native_tool_search: bool = False
+    """Whether the provider searches deferred tools itself (`gateway.providers.deferred`): only then does an
+    agent's `tool_search: native` send them."""
 
     def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None,
                  max_retries: int = 2, backoff: float = 0.5,

@@ -6,11 +6,19 @@ the provider; reasoning models' `reasoning` items come back with their `encrypte
 `include`) and are kept on the assistant message, then sent again before that turn's calls on every later turn
 of the loop, as the API expects. Streaming reads the typed event stream (`response.output_text.delta`,
 `response.output_item.done`, `response.completed`); the finished items are taken from the done events.
+
+Native tool search (`tool_search: native`): `DeferredTool`s go out as functions with `defer_loading: true`,
+grouped in one `namespace` per api (the model is shown a namespace's name and description up front, but every
+name and description of deferred functions outside one), beside a `{"type": "tool_search"}` tool (run by the
+server). The API answers with `tool_search_call` and `tool_search_output` items (the loaded definitions) before
+the model's `function_call`s, which name their `namespace`; a turn with search items keeps its items but the
+calls, text included, in their order, and sends them back before its calls (with their namespace) later.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +38,17 @@ from .base import (
     load_json,
     make_call,
 )
+from .deferred import DeferredTool, ServerSearchTool
 from .openai import OpenAIStrictArguments
 
 REASONING_KEY = "responses_reasoning"
-"""Message.extras key: the `reasoning` items of an assistant turn, echoed back as they came."""
+"""Message.extras key: the `reasoning` (and tool search) items of an assistant turn, echoed back as they came."""
+IN_ORDER_KEY = "responses_in_order"
+"""Message.extras key: the turn's text messages are among the kept items, where the model wrote them."""
+_SEARCH_ITEMS = ("tool_search_call", "tool_search_output")
+_READ_ONLY = {"reasoning": ("status",), "tool_search_call": ("created_by",), "tool_search_output": ("created_by",),
+              "message": ()}
+"""Fields of output items the API refuses as input."""
 
 # Chat-style parameters (what callers and agents.yaml speak) in the Responses API's terms.
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
@@ -43,25 +58,44 @@ _PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "m
 
 class OpenAIResponsesAdapter(OpenAIStrictArguments):
     kind = "openai-responses"
+    native_tool_search = True
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-        return [self._render_cached(t, self._render_tool) for t in tools]
+        out: list[dict[str, Any]] = []
+        spaces: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            rendered = self._render_cached(tool, self._render_tool)
+            if not isinstance(tool, DeferredTool) or not tool.group:
+                out.append(rendered)
+                continue
+            space = spaces.get(tool.group)
+            if space is None:  # where its first tool was, so the list keeps its order request after request
+                space = spaces[tool.group] = _namespace(tool)
+                out.append(space)
+            space["tools"].append(rendered)
+        return out
 
     def _render_tool(self, tool: ToolLike) -> dict[str, Any]:
+        if isinstance(tool, ServerSearchTool):
+            return {"type": "tool_search"}
         # The chat dialect's function object, flattened: the Responses API has no `function` wrapper.
         function = openai_tool(tool, strict=self.strict)["function"]
+        if isinstance(tool, DeferredTool):
+            function["defer_loading"] = True
         return {"type": "function", **function}
 
-    def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def render_messages(self, messages: Sequence[Message], *, without_search: bool = False) -> list[dict[str, Any]]:
+        """The conversation as input items. `without_search`: leave out tool search items, for a request that
+        offers no tools (the summary at a limit), where no search tool stands behind them."""
         items: list[dict[str, Any]] = []
         for message in messages:
-            items.extend(_render_message(message))
+            items.extend(i for i in _render_message(message) if not (without_search and i["type"] in _SEARCH_ITEMS))
         return items
 
     def _build_request(self, model: str, messages: list[Message], tools: list[ToolLike], params: dict[str, Any],
                        stream: bool) -> tuple[str, dict[str, str], dict[str, Any]]:
-        body: dict[str, Any] = {"model": model, "input": self.render_messages(messages), "store": False,
-                                "include": ["reasoning.encrypted_content"]}
+        body: dict[str, Any] = {"model": model, "input": self.render_messages(messages, without_search=not tools),
+                                "store": False, "include": ["reasoning.encrypted_content"]}
         body.update(_map_params(params))
         if tools:
             body["tools"] = self.render_tools(tools)
@@ -106,6 +140,17 @@ class OpenAIResponsesAdapter(OpenAIStrictArguments):
         return _turn(output, final)
 
 
+def namespace_name(group: str) -> str:
+    """An api's name as a namespace name (letters, digits, `_` and `-`)."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", group)[:64] or "tools"
+
+
+def _namespace(tool: DeferredTool) -> dict[str, Any]:
+    about = f"{tool.group_title} ({tool.group})" if tool.group_title else f"the {tool.group} API"
+    return {"type": "namespace", "name": namespace_name(tool.group), "tools": [],
+            "description": f"Operations of {about}; search to load the ones a task needs."}
+
+
 def _map_params(params: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in params.items():
@@ -137,35 +182,42 @@ def _render_message(message: Message) -> list[dict[str, Any]]:
         role = "developer" if message.role == "system" else message.role
         return [{"type": "message", "role": role, "content": message.content or ""}]
     items: list[dict[str, Any]] = [dict(item) for item in message.extras.get(REASONING_KEY) or []]
-    if message.content:
+    if message.content and not message.extras.get(IN_ORDER_KEY):
         items.append({"type": "message", "role": "assistant",
                       "content": [{"type": "output_text", "text": message.content, "annotations": []}]})
     for call in message.tool_calls:
         raw = call.raw_arguments
         arguments = raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else {})
-        items.append({"type": "function_call", "call_id": call.extras.get("provider_id", call.id),
-                      "name": call.name, "arguments": arguments})
+        item = {"type": "function_call", "call_id": call.extras.get("provider_id", call.id), "name": call.name,
+                "arguments": arguments}
+        if call.extras.get("namespace"):
+            item["namespace"] = call.extras["namespace"]
+        items.append(item)
     return items
 
 
 def _turn(output: list[dict[str, Any]], response: dict[str, Any]) -> Turn:
     texts: list[str] = []
     calls = []
-    reasoning = []
+    kept = []
+    in_order = any(item.get("type") in _SEARCH_ITEMS for item in output)
     for item in output:
         kind = item.get("type")
         if kind == "message":
             texts.extend(part.get("text") or "" for part in item.get("content") or []
                          if part.get("type") == "output_text")
         elif kind == "function_call":
+            namespace = {"namespace": item["namespace"]} if item.get("namespace") else None
             calls.append(make_call(item.get("call_id") or item.get("id"), item.get("name") or "",
-                                   item.get("arguments")))
-        elif kind == "reasoning":
-            # Echoed as sent, minus the read-only `status` the API refuses in input.
-            reasoning.append({k: v for k, v in item.items() if k != "status"})
+                                   item.get("arguments"), namespace))
+        if kind in ("reasoning", *_SEARCH_ITEMS) or (kind == "message" and in_order):
+            # Echoed as sent, minus the read-only fields the API refuses in input.
+            kept.append({k: v for k, v in item.items() if k not in _READ_ONLY[kind]})
     message = Message(role="assistant", content="".join(texts) or None, tool_calls=calls)
-    if reasoning:
-        message.extras[REASONING_KEY] = reasoning
+    if kept:
+        message.extras[REASONING_KEY] = kept
+    if in_order:
+        message.extras[IN_ORDER_KEY] = True
     details = response.get("incomplete_details") or {}
     reason: FinishReason = "stop"
     raw = response.get("status")
