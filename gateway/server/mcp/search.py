@@ -4,8 +4,9 @@ A desktop client cannot hold a 1,223-tool listing, so for an agent whose tool se
 `tools/list` offers the pinned tools (as their views), `search_tools` (`{"query", "limit"?}`: names and one-line
 summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a tool or one part of it) and
 `call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
-`tools/call`, approvals and limits included). Tools found are not added to the session's listing: the stateless
-protocol era has no session to add them to, so `call_tool` is the one way in (see README).
+`tools/call`, approvals and limits included). In a session (`found`), what a search finds is also added to the
+session's listing, by the loop's rule (appended, at most `MAX_TOOLS_PER_REQUEST` tools and the definitions budget
+in all); the stateless protocol era has no session to add them to, so there `call_tool` is the way in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from ...config.model import AgentConfig
 from ...jsonwire import dumps_text
 from ...openapi.views import DESCRIBE_TOOL, model_view
-from ...toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
 from ...toolsets import AgentTool, Toolset
 
 CALL_TOOL = "call_tool"
@@ -46,8 +47,11 @@ def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
 
 
 async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments: dict[str, Any],
-                      call_tool: CallTool) -> dict[str, Any] | None:
-    """A `CallToolResult` (wire form) for a meta tool; None when `name` is not one."""
+                      call_tool: CallTool, found: list[str] | None = None) -> dict[str, Any] | None:
+    """A `CallToolResult` (wire form) for a meta tool; None when `name` is not one.
+
+    `found`: the session's found tools (`gateway.server.mcp.found`), which a search extends in place; None for a
+    stateless request."""
     if name not in MCP_META or toolset.get(name) is not None:
         return None
     if name == CALL_TOOL:
@@ -62,7 +66,33 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
         if answered is None:
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
-    ok, body = ToolOffer(agent, toolset).answer(name, arguments)
+    if name == SEARCH_TOOL and found is not None:
+        return _result_of(*_search_in_session(agent, toolset, arguments, found))
+    return _result_of(*ToolOffer(agent, toolset).answer(name, arguments))
+
+
+def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
+                       found: list[str]) -> tuple[bool, Any]:
+    """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
+    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower."""
+    offer = ToolOffer(agent, toolset, loaded=found)
+    ok, body = offer.answer(SEARCH_TOOL, arguments)
+    loaded = offer.loaded
+    room = MAX_TOOLS_PER_REQUEST - 1 - (len(offer.offered) - len(loaded))
+    kept, dropped = loaded[:max(0, room)], set(loaded[max(0, room):])
+    if ok and isinstance(body, dict):
+        offer_cap = f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"  # the offer's words
+        for item in body["tools"]:
+            if item["name"] in dropped or item.get("note") == offer_cap:
+                item["loaded"] = False
+                item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
+        if body["tools"]:
+            body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
+    found.extend([name for name in kept if name not in found])
+    return ok, body
+
+
+def _result_of(ok: bool, body: Any) -> dict[str, Any]:
     return _result(body, error=not ok)
 
 
