@@ -11,10 +11,13 @@ in all); the stateless protocol era has no session to add them to, so there `cal
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio.to_thread
 
 from ...config.model import AgentConfig
+from ...config.search_embeddings import SearchEmbeddings
 from ...jsonwire import dumps_text
 from ...openapi.views import DESCRIBE_TOOL, model_view
 from ...toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
@@ -31,6 +34,7 @@ CALL_SCHEMA: dict[str, Any] = {
 }
 MCP_META = (SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL)
 
+T = TypeVar("T")
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
@@ -67,14 +71,27 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
     if name == SEARCH_TOOL and found is not None:
-        return _result_of(*_search_in_session(agent, toolset, arguments, found))
-    return _result_of(*ToolOffer(agent, toolset).answer(name, arguments))
+        ok, body, kept = await _off_the_loop(toolset, _search_in_session, agent, toolset, arguments, tuple(found))
+        for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
+            if tool_name not in found and len(found) < len(kept):
+                found.append(tool_name)
+        return _result_of(ok, body)
+    return _result_of(*await _off_the_loop(toolset, ToolOffer(agent, toolset).answer, name, arguments))
+
+
+async def _off_the_loop(toolset: Toolset, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`, in a worker thread when a search may wait for an embeddings endpoint (a synchronous request
+    on the event loop would stall every other request meanwhile)."""
+    if SearchEmbeddings.from_settings(toolset.settings) is None:
+        return work(*args)
+    return await anyio.to_thread.run_sync(lambda: work(*args))
 
 
 def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
-                       found: list[str]) -> tuple[bool, Any]:
+                       found: Sequence[str]) -> tuple[bool, Any, list[str]]:
     """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
-    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower."""
+    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower.
+    Answers (ok, the result body, the names the session's listing holds now)."""
     offer = ToolOffer(agent, toolset, loaded=found)
     ok, body = offer.answer(SEARCH_TOOL, arguments)
     loaded = offer.loaded
@@ -88,8 +105,7 @@ def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str
                 item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
         if body["tools"]:
             body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
-    found.extend([name for name in kept if name not in found])
-    return ok, body
+    return ok, body, kept
 
 
 def _result_of(ok: bool, body: Any) -> dict[str, Any]:
