@@ -69,6 +69,10 @@ def hybrid(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str], al
     except EmbeddingsError as exc:
         _rest(settings, exc)
         return bm25
+    except Exception:  # noqa: BLE001 - a search must answer: whatever broke here, BM25's ranking still stands
+        logger.exception("tool search: the embeddings ranking failed; BM25 alone for %g s", RETRY_AFTER)
+        _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
+        return bm25
     return fuse(bm25, similar)
 
 
@@ -118,9 +122,13 @@ def _request(settings: SearchEmbeddings, texts: list[str]) -> list[list[float]]:
             vectors = answer["embeddings"]
     except (ValueError, KeyError, TypeError) as exc:
         raise EmbeddingsError(f"{url} answered no embeddings ({type(exc).__name__}: {exc})") from None
-    if len(vectors) != len(texts) or not all(isinstance(v, list) and v for v in vectors):
-        raise EmbeddingsError(f"{url} answered {len(vectors)} embeddings for {len(texts)} texts")
-    return [[float(x) for x in v] for v in vectors]
+    count = len(vectors) if isinstance(vectors, list) else 0
+    if count != len(texts) or not all(isinstance(v, list) and v for v in vectors):
+        raise EmbeddingsError(f"{url} answered {count} embeddings for {len(texts)} texts")
+    try:
+        return [[float(x) for x in v] for v in vectors]
+    except (TypeError, ValueError):
+        raise EmbeddingsError(f"{url} answered embeddings that are not lists of numbers") from None
 
 
 _CLIENTS: dict[tuple[str, float], httpx.Client] = {}

@@ -205,3 +205,18 @@ def test_a_bad_setting_is_reported_with_its_line_and_the_key_reads_the_environme
         """), catalog=None, environ={"EMBED_KEY": "sk-embed"})
     assert [d for d in diagnostics if d.level == "error"] == []
     assert manifest.gateway.search_embeddings is not None and manifest.gateway.search_embeddings.api_key == "sk-embed"
+
+
+@pytest.mark.parametrize("answer", [{"data": "nope"}, {"data": [{"index": 0, "embedding": ["a", "b"]}]}, [1, 2]])
+def test_an_answer_of_the_wrong_shape_falls_back_to_bm25(tmp_path: Path, llm: ScriptedLLM, answer: Any,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from recording_server import RecordingServer, Reply
+
+    with RecordingServer() as endpoint:
+        endpoint.route("/v1/", Reply(200, answer))
+        setting = f'kind: openai\nmodel: m\nbase_url: "{endpoint.url}/v1"\n'
+        runtime = embedded_runtime(tmp_path, llm, setting)
+        with caplog.at_level(logging.WARNING, logger="gateway.search"):
+            assert _names(runtime) == BM25_ORDER
+        assert endpoint.last.path == "/v1/embeddings"
+    assert "embeddings endpoint failed" in caplog.text
