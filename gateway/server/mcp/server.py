@@ -127,7 +127,8 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
 
 
 async def _announce_list_changed(ctx: Context) -> None:
-    """Tell the client its tool list grew; a client that cannot hear it (no stream open) lists again anyway."""
+    """Tell the client its tool list grew. Sent on the session's own stream (its GET): a client with none open
+    does not hear it (the SDK keeps no event store here), but its next `tools/list` shows the tools all the same."""
     try:
         await ctx.session.send_tool_list_changed()
     except Exception:  # noqa: BLE001 - the search answered; a lost notice must not turn it into an error
