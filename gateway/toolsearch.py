@@ -25,9 +25,11 @@ from typing import Any
 
 from .catalog import Catalog, Tool
 from .config.model import AgentConfig
+from .config.search_embeddings import SearchEmbeddings
 from .openapi.search import index_of
 from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
 from .providers.deferred import SERVER_SEARCH, deferred
+from .search_embeddings import FUSION_DEPTH, hybrid
 from .toolsets import AgentTool, Toolset
 
 SEARCH_TOOL = "search_tools"
@@ -81,16 +83,25 @@ def catalog_of(toolset: Toolset) -> Catalog:
 
 
 def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
-    """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`."""
+    """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`.
+
+    With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.search_embeddings`):
+    the score is then the fused one."""
     catalog = catalog or catalog_of(toolset)
     by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
     apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
     everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
-    hits = index_of(catalog).search(query, limit=max(1, min(limit, 100)), apis=apis,
-                                    allowed=None if everything else (lambda tool: tool.name in by_catalog_name))
-    return [{"name": by_catalog_name[hit.tool.name].name, "api": hit.tool.api,
-             "operation_id": hit.tool.operation_id, "summary": _summary(hit.tool), "score": hit.score}
-            for hit in hits if hit.tool.name in by_catalog_name]
+    allowed = None if everything else (lambda tool: tool.name in by_catalog_name)
+    embeddings = SearchEmbeddings.from_settings(toolset.settings)
+    limit = max(1, min(limit, 100))
+    depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
+    ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=apis,
+                                                                         allowed=allowed)]
+    if embeddings is not None:
+        ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked, _summary)
+    return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
+             "summary": _summary(tool), "score": score}
+            for tool, score in ranked[:limit] if tool.name in by_catalog_name]
 
 
 def _summary(tool: Tool) -> str:

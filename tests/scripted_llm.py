@@ -5,11 +5,19 @@ one and renders it in the format its path asks for (OpenAI `/chat/completions` a
 `/v1/messages`, Gemini `:generateContent` / `:streamGenerateContent?alt=sse`, Ollama `/api/chat`). Every
 request is recorded so tests assert what the gateway sent. tests/test_scripted_llm.py proves the answers with
 the official SDKs.
+
+Embeddings (OpenAI `/v1/embeddings`, floats or base64; Ollama `/api/embed`) are answered without a script, with
+deterministic vectors: a hashed bag of words (`bag_of_words`), so texts that share words are similar and nothing
+else is. `embedding_status` makes them fail with that HTTP status instead.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
+import struct
 import threading
 import time
 import uuid
@@ -98,6 +106,9 @@ class ScriptedLLM:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.requests: list[Recorded] = []
+        self.embedding_status = 200
+        """The HTTP status embedding requests get (200: vectors; else the format's error)."""
+        self.embedding_dim = EMBEDDING_DIM
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
@@ -116,6 +127,11 @@ class ScriptedLLM:
 
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
+
+    def embedding_inputs(self) -> list[list[str]]:
+        """The texts of each embedding request, in order."""
+        return [r.body["input"] if isinstance(r.body["input"], list) else [r.body["input"]]
+                for r in self.requests if _format_of(r.path).endswith("embed")]
 
     def __enter__(self) -> ScriptedLLM:
         self._thread.start()
@@ -147,8 +163,15 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode(errors="replace")
             headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = llm._next(Recorded("POST", self.path, headers, body))
             fmt = _format_of(self.path)
+            if fmt.endswith("embed"):
+                with llm._lock:
+                    llm.requests.append(Recorded("POST", self.path, headers, body))
+                if llm.embedding_status != 200:
+                    failed = Reply(status=llm.embedding_status, error="embeddings are down")
+                    return self._send_json(llm.embedding_status, _error_body(fmt, failed))
+                return self._send_json(200, _embeddings(fmt, body, llm.embedding_dim))
+            reply = llm._next(Recorded("POST", self.path, headers, body))
             if reply is None:
                 return self._send_json(500, {"error": {"message": "the script has no more replies"}})
             if reply.status >= 400:
@@ -197,6 +220,10 @@ def _make_handler(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
 
 def _format_of(path: str) -> str:
+    if path.rstrip("/").endswith("/embeddings"):
+        return "openai-embed"
+    if path.rstrip("/").endswith("/api/embed"):
+        return "ollama-embed"
     if ":streamGenerateContent" in path:
         return "gemini-stream"
     if ":generateContent" in path:
@@ -208,6 +235,34 @@ def _format_of(path: str) -> str:
     if path.rstrip("/").endswith("/responses"):
         return "openai-responses"
     return "openai"
+
+
+EMBEDDING_DIM = 64
+
+
+def bag_of_words(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic embedding: each lower-case word adds 1 at the place its hash picks."""
+    vector = [0.0] * dim
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int.from_bytes(hashlib.sha256(word.encode()).digest()[:4], "big") % dim] += 1.0
+    return vector
+
+
+def _embeddings(fmt: str, body: Any, dim: int) -> dict[str, Any]:
+    texts = body.get("input", []) if isinstance(body, dict) else []
+    texts = [texts] if isinstance(texts, str) else texts
+    asked = body.get("dimensions") if isinstance(body, dict) else None
+    vectors = [bag_of_words(str(text), asked if isinstance(asked, int) and asked > 0 else dim) for text in texts]
+    model = str(body.get("model", "")) if isinstance(body, dict) else ""
+    words = sum(len(str(text).split()) for text in texts)
+    if fmt == "ollama-embed":
+        return {"model": model, "embeddings": vectors, "total_duration": 1000, "load_duration": 10,
+                "prompt_eval_count": words}
+    as_base64 = isinstance(body, dict) and body.get("encoding_format") == "base64"
+    data = [{"object": "embedding", "index": index,
+             "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() if as_base64 else v}
+            for index, v in enumerate(vectors)]
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": words, "total_tokens": words}}
 
 
 def _model_of(fmt: str, path: str, body: Any) -> str:
@@ -222,7 +277,7 @@ def _error_body(fmt: str, reply: Reply) -> Any:
                                            "message": reply.error}}
     if fmt.startswith("gemini"):
         return {"error": {"code": reply.status, "message": reply.error, "status": "UNAVAILABLE"}}
-    if fmt == "ollama":
+    if fmt.startswith("ollama"):
         return {"error": reply.error}
     return {"error": {"message": reply.error, "type": "server_error", "code": None}}
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 
 import anthropic
 import httpx
@@ -12,9 +14,10 @@ import pytest
 from anthropic.types import Message as AnthropicMessage
 from google import genai
 from google.genai import types as genai_types
+from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response as ResponsesResponse
-from scripted_llm import Call, Reply, ScriptedLLM, ToolSearch
+from scripted_llm import EMBEDDING_DIM, Call, Reply, ScriptedLLM, ToolSearch, bag_of_words
 
 WEATHER = [Call("get_weather", {"city": "Paris", "days": 2}, id="c1"), Call("get_time", {"tz": "CET"}, id="c2")]
 
@@ -219,3 +222,30 @@ def test_openai_sdk_parses_responses_answer_and_stream(llm: ScriptedLLM) -> None
     cut = client.responses.create(model="gpt-x", input="hi", max_output_tokens=4)
     assert cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens"
     assert llm.requests[-1].path == "/v1/responses"
+
+
+def test_openai_sdk_parses_embeddings_floats_and_base64(llm: ScriptedLLM) -> None:
+    client = openai.OpenAI(base_url=llm.url + "/v1", api_key="k", max_retries=0)
+    texts = ["Create an issue", "Merge a pull request"]
+    answer = client.embeddings.create(model="embed-x", input=texts, encoding_format="float")
+    assert isinstance(answer, CreateEmbeddingResponse)
+    assert [d.index for d in answer.data] == [0, 1] and answer.model == "embed-x"
+    assert [d.embedding for d in answer.data] == [bag_of_words(t) for t in texts]
+    packed = client.embeddings.create(model="embed-x", input=texts, encoding_format="base64")  # handed over as is
+    assert [list(struct.unpack(f"<{EMBEDDING_DIM}f", base64.b64decode(d.embedding))) for d in packed.data] == [
+        bag_of_words(t) for t in texts]
+    default = client.embeddings.create(model="embed-x", input="Create an issue")  # the SDK asks for base64
+    assert default.data[0].embedding == bag_of_words("Create an issue") and len(default.data[0].embedding) == 64
+    assert llm.embedding_inputs()[-1] == ["Create an issue"] and llm.replies == []  # no script consumed
+    llm.embedding_status = 503
+    with pytest.raises(openai.InternalServerError, match="embeddings are down"):
+        client.embeddings.create(model="embed-x", input="x")
+
+
+def test_ollama_sdk_parses_embed(llm: ScriptedLLM) -> None:
+    answer = ollama.Client(host=llm.url).embed(model="nomic-embed-text", input=["close an issue", "list repos"])
+    assert [list(v) for v in answer.embeddings] == [bag_of_words("close an issue"), bag_of_words("list repos")]
+    assert len(answer.embeddings[0]) == EMBEDDING_DIM
+    llm.embedding_status = 500
+    with pytest.raises(ollama.ResponseError, match="embeddings are down"):
+        ollama.Client(host=llm.url).embed(model="m", input="x")

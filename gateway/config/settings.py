@@ -16,6 +16,7 @@ gateway:
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
   max_delegation_depth: 3
   mcp: {...}                      # session caps and idle timeout (gateway.config.mcp_limits)
+  search_embeddings: {...}        # tool search blends BM25 with embeddings (gateway.config.search_embeddings)
 ```
 """
 
@@ -29,6 +30,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from .mcp_limits import SessionLimits
+from .search_embeddings import SearchEmbeddings
 
 T = TypeVar("T")
 
@@ -181,6 +183,8 @@ class GatewaySettings:
     max_delegation_depth: int = DEFAULT_MAX_DELEGATION_DEPTH
     mcp: SessionLimits = field(default_factory=lambda: SessionLimits())
     """MCP session caps and idle timeout (`gateway.mcp`, parsed by `gateway.config.mcp_limits`)."""
+    search_embeddings: SearchEmbeddings | None = None
+    """The embeddings endpoint tool search blends with BM25 (`gateway.search_embeddings`); None: BM25 alone."""
     raw: Mapping[str, Any] = field(default_factory=dict)
     """The mapping as written (keys of features that parse their own, e.g. `tool_budget`)."""
 
@@ -212,7 +216,8 @@ class GatewaySettings:
                        rate_limits=part(RateLimits.from_settings, RateLimits()),
                        guard=part(GuardSettings.from_settings, GuardSettings()),
                        max_delegation_depth=part(_delegation_depth, DEFAULT_MAX_DELEGATION_DEPTH),
-                       mcp=part(SessionLimits.from_settings, SessionLimits()), raw=raw)
+                       mcp=part(SessionLimits.from_settings, SessionLimits()),
+                       search_embeddings=part(SearchEmbeddings.from_settings, None), raw=raw)
         return settings, problems
 
     def store_location(self, base_dir: Path | None = None) -> str:

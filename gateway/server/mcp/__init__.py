@@ -13,6 +13,7 @@ One concept per module:
 - `calls`: one `tools/call` through the gateway's call pipeline (the one function every MCP call takes).
 - `results`: a `ToolResult` shaped as a `CallToolResult` (structuredContent, isError text).
 - `search`: an agent with tool search: pinned tools, `search_tools`, `describe_tool` and `call_tool`.
+- `found`: the tools each session's searches found, added to that session's listing (`tools/list_changed`).
 - `stdio`: one agent over stdio (`gateway mcp AGENT`).
 
 Only `routing` and `lazy` may be imported at start-up; the others import the SDK.

@@ -22,8 +22,11 @@ from .results import call_result
 
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
-                      protocol_version: str | None, client: str | None) -> dict[str, Any] | None:
-    """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`."""
+                      protocol_version: str | None, client: str | None,
+                      found: list[str] | None = None) -> dict[str, Any] | None:
+    """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`.
+
+    `found`: the session's found tools, which `search_tools` extends (None: a stateless request)."""
     async with state.use() as generation:
         checked_agent(generation, agent)
         agent_tool = generation.toolset(agent).get(name)
@@ -35,7 +38,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
                 return await answer_call(state, agent, target, inner, protocol_version, client)
 
-            return await search.answer_meta(config, toolset, name, arguments, call_tool)
+            return await search.answer_meta(config, toolset, name, arguments, call_tool, found)
         try:
             result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
                                            door="mcp")

@@ -24,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ...asgi import StatusWatch
 from ..errors import APIError
 from ..state import GatewayState
+from .found import FoundTools
 from .routing import AGENT_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
@@ -42,8 +43,10 @@ class MCPEndpoint:
         manifest's `gateway.mcp`, read when the endpoint is built)."""
         self.state = state
         self.limits = limits or state.current.runtime.manifest.gateway.mcp
-        self.sessions = SessionLedger(self.limits)
-        self.server = build_mcp_server(state)
+        self.found = FoundTools(self.limits.max_sessions)
+        """The tools each session's searches found (`found`): an entry ends with its session in the ledger."""
+        self.sessions = SessionLedger(self.limits, on_end=self.found.forget)
+        self.server = build_mcp_server(state, found=self.found)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=True,

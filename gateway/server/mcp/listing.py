@@ -8,6 +8,8 @@ spec's exact one. A listing is built once per runtime generation, agent and era,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 import mcp_types as types
@@ -15,6 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...dialects import mcp_tool
+from ...openapi.views import model_view
+from ...toolsearch import tool_budget
 from ..state import Generation
 from . import search
 
@@ -29,32 +33,68 @@ def era_of(protocol_version: str | None) -> Era:
     return "modern" if protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
 
 
-def listing_page(generation: Generation, agent: str, era: Era, cursor: str | None) -> dict[str, Any]:
-    """The `ListToolsResult` (wire form) for `cursor`; an `INVALID_PARAMS` error for a cursor we never gave."""
-    pages: list[dict[str, Any]] = generation.memo(("mcp-tools", agent, era, PAGE_BYTES),
-                                                  lambda: _pages(generation, agent, era))
+def listing_page(generation: Generation, agent: str, era: Era, cursor: str | None,
+                 found: Sequence[str] = ()) -> dict[str, Any]:
+    """The `ListToolsResult` (wire form) for `cursor`; an `INVALID_PARAMS` error for a cursor we never gave.
+
+    `found`: the tools a session's searches found (`gateway.server.mcp.found`), listed after the agent's own
+    listing as their views; that list only grows, so a cursor given before a search names the same page after."""
+    items: list[tuple[dict[str, Any], int]] = generation.memo(("mcp-tools", agent, era),
+                                                              lambda: _items(generation, agent, era))
+    if found:
+        pages = _paged([*items, *_found_items(generation, agent, era, found, {item["name"] for item, _ in items})])
+    else:
+        pages = generation.memo(("mcp-pages", agent, era, PAGE_BYTES), lambda: _paged(items))
     return pages[_page_index(cursor, len(pages))]
 
 
-def _pages(generation: Generation, agent: str, era: Era) -> list[dict[str, Any]]:
-    pages: list[list[types.Tool]] = [[]]
-    size = 0
+def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
     toolset = generation.toolset(agent)
     config = generation.runtime.manifest.agents[agent]
     listed = search.listing(config, toolset) if search.searching(config, toolset) else toolset
-    for agent_tool in listed:
-        item = mcp_tool(agent_tool)
-        if era == "modern" and agent_tool.output_schema is not None:
-            item["outputSchema"] = agent_tool.output_schema
-        item_size = len(json.dumps(item, separators=(",", ":")))
+    return [_item(agent_tool, era) for agent_tool in listed]
+
+
+def _found_items(generation: Generation, agent: str, era: Era, found: Sequence[str],
+                 listed: set[str]) -> list[tuple[dict[str, Any], int]]:
+    """The found tools still in the agent's toolset (a reload may have dropped some), as their views."""
+    toolset = generation.toolset(agent)
+    budget = tool_budget(toolset.settings)
+    items = []
+    for name in found:
+        agent_tool = toolset.get(name)
+        if agent_tool is not None and name not in listed:
+            view = model_view(agent_tool, budget)
+            items.append(generation.memo(("mcp-tool", agent, era, name), partial(_item, view, era)))
+    return items
+
+
+def _item(agent_tool: Any, era: Era) -> tuple[dict[str, Any], int]:
+    """One tool in wire form (checked once by the SDK's model) and its size in JSON."""
+    item = mcp_tool(agent_tool)
+    if era == "modern" and agent_tool.output_schema is not None:
+        item["outputSchema"] = agent_tool.output_schema
+    wire = types.Tool.model_validate(item).model_dump(by_alias=True, mode="json", exclude_none=True)
+    return wire, len(json.dumps(wire, separators=(",", ":")))
+
+
+def _paged(items: Sequence[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
+    pages: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for item, item_size in items:
         if pages[-1] and size + item_size > PAGE_BYTES:
             pages.append([])
             size = 0
-        pages[-1].append(types.Tool.model_validate(item))  # the SDK's model checks each item once, here
+        pages[-1].append(item)
         size += item_size
     # Kept in wire form: the SDK sends a dict result as it is, where a model would be dumped on every listing.
-    return [types.ListToolsResult(tools=tools, next_cursor=str(index + 1) if index + 1 < len(pages) else None)
-            .model_dump(by_alias=True, mode="json", exclude_none=True) for index, tools in enumerate(pages)]
+    return [{**_EMPTY_PAGE, "tools": tools, **({"nextCursor": str(index + 1)} if index + 1 < len(pages) else {})}
+            for index, tools in enumerate(pages)]
+
+
+_EMPTY_PAGE: dict[str, Any] = types.ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json",
+                                                                         exclude_none=True)
+"""What the SDK's model puts around the tools of a page (its cache hints, the result type)."""
 
 
 def _page_index(cursor: str | None, count: int) -> int:

@@ -4,19 +4,23 @@ A desktop client cannot hold a 1,223-tool listing, so for an agent whose tool se
 `tools/list` offers the pinned tools (as their views), `search_tools` (`{"query", "limit"?}`: names and one-line
 summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a tool or one part of it) and
 `call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
-`tools/call`, approvals and limits included). Tools found are not added to the session's listing: the stateless
-protocol era has no session to add them to, so `call_tool` is the one way in (see README).
+`tools/call`, approvals and limits included). In a session (`found`), what a search finds is also added to the
+session's listing, by the loop's rule (appended, at most `MAX_TOOLS_PER_REQUEST` tools and the definitions budget
+in all); the stateless protocol era has no session to add them to, so there `call_tool` is the way in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio.to_thread
 
 from ...config.model import AgentConfig
+from ...config.search_embeddings import SearchEmbeddings
 from ...jsonwire import dumps_text
 from ...openapi.views import DESCRIBE_TOOL, model_view
-from ...toolsearch import SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
 from ...toolsets import AgentTool, Toolset
 
 CALL_TOOL = "call_tool"
@@ -30,6 +34,7 @@ CALL_SCHEMA: dict[str, Any] = {
 }
 MCP_META = (SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL)
 
+T = TypeVar("T")
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
@@ -46,8 +51,11 @@ def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
 
 
 async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments: dict[str, Any],
-                      call_tool: CallTool) -> dict[str, Any] | None:
-    """A `CallToolResult` (wire form) for a meta tool; None when `name` is not one."""
+                      call_tool: CallTool, found: list[str] | None = None) -> dict[str, Any] | None:
+    """A `CallToolResult` (wire form) for a meta tool; None when `name` is not one.
+
+    `found`: the session's found tools (`gateway.server.mcp.found`), which a search extends in place; None for a
+    stateless request."""
     if name not in MCP_META or toolset.get(name) is not None:
         return None
     if name == CALL_TOOL:
@@ -62,7 +70,45 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
         if answered is None:
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
-    ok, body = ToolOffer(agent, toolset).answer(name, arguments)
+    if name == SEARCH_TOOL and found is not None:
+        ok, body, kept = await _off_the_loop(toolset, _search_in_session, agent, toolset, arguments, tuple(found))
+        for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
+            if tool_name not in found and len(found) < len(kept):
+                found.append(tool_name)
+        return _result_of(ok, body)
+    return _result_of(*await _off_the_loop(toolset, ToolOffer(agent, toolset).answer, name, arguments))
+
+
+async def _off_the_loop(toolset: Toolset, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`, in a worker thread when a search may wait for an embeddings endpoint (a synchronous request
+    on the event loop would stall every other request meanwhile)."""
+    if SearchEmbeddings.from_settings(toolset.settings) is None:
+        return work(*args)
+    return await anyio.to_thread.run_sync(lambda: work(*args))
+
+
+def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
+                       found: Sequence[str]) -> tuple[bool, Any, list[str]]:
+    """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
+    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower.
+    Answers (ok, the result body, the names the session's listing holds now)."""
+    offer = ToolOffer(agent, toolset, loaded=found)
+    ok, body = offer.answer(SEARCH_TOOL, arguments)
+    loaded = offer.loaded
+    room = MAX_TOOLS_PER_REQUEST - 1 - (len(offer.offered) - len(loaded))
+    kept, dropped = loaded[:max(0, room)], set(loaded[max(0, room):])
+    if ok and isinstance(body, dict):
+        offer_cap = f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"  # the offer's words
+        for item in body["tools"]:
+            if item["name"] in dropped or item.get("note") == offer_cap:
+                item["loaded"] = False
+                item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
+        if body["tools"]:
+            body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
+    return ok, body, kept
+
+
+def _result_of(ok: bool, body: Any) -> dict[str, Any]:
     return _result(body, error=not ok)
 
 

@@ -4,28 +4,40 @@ One `Server` serves every agent: its handlers ask `agent_of(ctx)` which agent th
 the endpoint puts the routed agent in the request's scope; over stdio it is fixed), so agents added by a hot
 reload are served at once. The SDK's default server middleware (its OpenTelemetry spans, no-ops until a tracer
 provider is installed) stays in place: a traced and an untraced gateway run the same code.
+
+In a session (`session_of(ctx)` names it: the `Mcp-Session-Id` of a 2025 request over HTTP, the one connection
+over stdio) the tools `search_tools` finds join that session's `tools/list` (`found`), and the client hears
+`notifications/tools/list_changed`; the handshake declares `tools.listChanged` for it. A stateless request
+(2026-07-28) has no session: nothing is remembered or sent.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from ... import __version__
+from ...toolsearch import SEARCH_TOOL
 from ..state import GatewayState
 from .calls import answer_call, checked_agent
+from .found import FoundTools
 from .listing import era_of, listing_page
 from .routing import AGENT_SCOPE_KEY
+
+logger = logging.getLogger("gateway.mcp")
 
 Context = ServerRequestContext[Any, Any]
 AgentOf = Callable[[Context], str]
 ClientOf = Callable[[Context], "str | None"]
+SessionOf = Callable[[Context], "str | None"]
 
 current_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_mcp_agent", default=None)
 """The agent of the HTTP request being handled in this task (the SDK looks up input schemas before it runs any
@@ -49,21 +61,52 @@ def client_from_request(ctx: Context) -> str | None:
     return client if isinstance(client, str) else None
 
 
+def session_from_request(ctx: Context) -> str | None:
+    """The session of a 2025 request over HTTP (the SDK has checked that the caller owns it); None when stateless."""
+    if era_of(ctx.protocol_version) == "modern":
+        return None
+    headers = getattr(ctx.request, "headers", None)
+    session = headers.get("mcp-session-id") if isinstance(headers, Mapping) else None
+    return session if isinstance(session, str) and session else None
+
+
+class GatewayServer(Server[Any]):
+    """The SDK's server, whose handshake says that the tool list may change (a session's searches add to it)."""
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                                      extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
 def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request,
-                     client_of: ClientOf = client_from_request) -> Server[Any]:
-    """The low-level server: `tools/list` and `tools/call` of the agent `agent_of(ctx)` names."""
+                     client_of: ClientOf = client_from_request, session_of: SessionOf = session_from_request,
+                     found: FoundTools | None = None) -> Server[Any]:
+    """The low-level server: `tools/list` and `tools/call` of the agent `agent_of(ctx)` names.
+
+    Parameters: session_of: the session a message belongs to (None: stateless); found: where each session's
+    found tools are kept (the endpoint drops a session's entry when the session ends)."""
+    found = found if found is not None else FoundTools()
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> Any:
         generation = state.current
         agent = checked_agent(generation, agent_of(ctx))
-        return listing_page(generation, agent, era_of(ctx.protocol_version), params.cursor if params else None)
+        session = session_of(ctx)
+        return listing_page(generation, agent, era_of(ctx.protocol_version), params.cursor if params else None,
+                            found.listed(session) if session is not None else ())
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> Any:
         agent = agent_of(ctx)
+        session = session_of(ctx)
+        names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
+        before = len(names) if names is not None else 0
         result = await answer_call(state, agent, params.name, dict(params.arguments or {}), ctx.protocol_version,
-                                   client_of(ctx))
+                                   client_of(ctx), names)
         if result is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
+        if names is not None and len(names) > before:
+            await _announce_list_changed(ctx)
         return result
 
     def tool_input_schema(name: str) -> Mapping[str, Any] | None:
@@ -73,7 +116,7 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         agent_tool = toolset.get(name) if toolset is not None else None
         return agent_tool.input_schema if agent_tool is not None else None
 
-    return Server(
+    return GatewayServer(
         "gateway",
         version=__version__,
         instructions="Tools of one gateway agent, compiled from OpenAPI specs.",
@@ -81,3 +124,12 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+async def _announce_list_changed(ctx: Context) -> None:
+    """Tell the client its tool list grew. Sent on the session's own stream (its GET): a client with none open
+    does not hear it (the SDK keeps no event store here), but its next `tools/list` shows the tools all the same."""
+    try:
+        await ctx.session.send_tool_list_changed()
+    except Exception:  # noqa: BLE001 - the search answered; a lost notice must not turn it into an error
+        logger.warning("could not send notifications/tools/list_changed", exc_info=True)

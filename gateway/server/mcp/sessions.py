@@ -36,6 +36,8 @@ class SessionLedger:
 
     limits: SessionLimits
     clock: Callable[[], float] = time.monotonic
+    on_end: Callable[[str], None] | None = None
+    """Called with a session's id when the ledger forgets it (what the session kept goes with it)."""
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _by_owner: dict[str, set[str]] = field(default_factory=dict)
     _opening: dict[str, int] = field(default_factory=dict)
@@ -96,6 +98,8 @@ class SessionLedger:
 
     def _forget(self, session_id: str) -> None:
         session = self._sessions.pop(session_id)
+        if self.on_end is not None:
+            self.on_end(session_id)
         owned = self._by_owner.get(session.owner)
         if owned is not None:
             owned.discard(session_id)

@@ -1,0 +1,222 @@
+"""Hybrid tool search (`gateway.search_embeddings`): BM25 fused with embeddings, the fallback, the caches.
+
+Real parts: the scripted LLM on 127.0.0.1 answers OpenAI's `/v1/embeddings` and Ollama's `/api/embed` with
+hashed bag-of-words vectors (tests/test_scripted_llm.py proves the shapes with the official SDKs); the specs are
+compiled as `gateway serve` compiles them. The vectors only share words, so these tests check the plumbing (what
+is asked, when, what is fused), not any gain in search quality.
+"""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripted_llm import ScriptedLLM
+
+from gateway import search_embeddings
+from gateway.config.settings import GatewaySettings
+from gateway.runtime import load_runtime
+from gateway.search_embeddings import fuse
+from gateway.toolsearch import search
+
+SPEC = """\
+openapi: 3.0.3
+info: {title: Records, version: "1"}
+servers: [{url: "http://127.0.0.1:9/api"}]
+paths:
+  /records/export:
+    post:
+      operationId: exportRecords
+      summary: Archive old records
+      description: Moves records older than a year to cold storage.
+      responses: {"200": {description: ok}}
+  /reports:
+    post: {operationId: runReport, summary: Export a report, responses: {"200": {description: ok}}}
+  /users:
+    get: {operationId: listUsers, summary: List users, responses: {"200": {description: ok}}}
+  /invoices:
+    get:
+      operationId: listInvoices
+      summary: List invoices for export to accounting
+      responses: {"200": {description: ok}}
+"""
+AGENTS = """\
+providers:
+  openai: {{kind: openai, base_url: "{llm}/v1", api_key: chat-key}}
+agents:
+  clerk: {{model: openai/gpt-test, tools: [{{api: records}}]}}
+"""
+BM25_ORDER = ["exportRecords", "runReport", "listInvoices"]
+"""BM25 alone for "export": the operationId that holds the word first (name weight and coverage)."""
+HYBRID_ORDER = ["runReport", "listInvoices", "exportRecords"]
+"""Fused with the summaries' embeddings: "Export a report" is the nearest line, "Archive old records" shares no
+word with the query, so it keeps only its BM25 place."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
+    search_embeddings.forget_failures()
+    yield
+    search_embeddings.forget_failures()
+
+
+def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None) -> Any:
+    """A runtime over the records spec; `embeddings`: the lines of `gateway.search_embeddings`."""
+    specs = folder / "specs"
+    specs.mkdir(exist_ok=True)
+    (specs / "records.yaml").write_text(SPEC)
+    agents = folder / "agents.yaml"
+    text = AGENTS.format(llm=llm.url)
+    if embeddings is not None:
+        text += "gateway:\n  search_embeddings:\n" + textwrap.indent(embeddings, "    ")
+    agents.write_text(text)
+    return load_runtime(specs, agents, cache_dir=folder / "cache")
+
+
+def _names(runtime: Any, query: str = "export", limit: int = 3) -> list[str]:
+    return [hit["name"] for hit in search(runtime.catalog, runtime.toolset("clerk"), query, limit)]
+
+
+def openai_embeddings(llm: ScriptedLLM, **extra: Any) -> str:
+    lines = [f'kind: openai\nmodel: embed-small\nbase_url: "{llm.url}/v1"\napi_key: embed-key\n',
+             *(f"{key}: {value}\n" for key, value in extra.items())]
+    return "".join(lines)
+
+
+def test_without_the_setting_nothing_is_sent(tmp_path: Path, llm: ScriptedLLM) -> None:
+    runtime = embedded_runtime(tmp_path, llm)
+    assert _names(runtime) == BM25_ORDER
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize("kind", ["openai", "ollama"])
+def test_the_hybrid_reorders_what_bm25_ranks(tmp_path: Path, llm: ScriptedLLM, kind: str) -> None:
+    ollama = f'kind: ollama\nmodel: nomic-embed-text\nbase_url: "{llm.url}"\n'
+    setting = openai_embeddings(llm) if kind == "openai" else ollama
+    runtime = embedded_runtime(tmp_path, llm, setting)
+    found = search(runtime.catalog, runtime.toolset("clerk"), "export", 3)
+    assert [hit["name"] for hit in found] == HYBRID_ORDER
+    assert [hit["score"] for hit in found] == sorted((hit["score"] for hit in found), reverse=True)
+    paths = {r.path for r in llm.requests}
+    assert paths == ({"/v1/embeddings"} if kind == "openai" else {"/api/embed"})
+    query, documents = llm.embedding_inputs()  # the query first, then the tool lines (one batch)
+    assert sorted(documents) == sorted(["Archive old records", "Export a report", "List users",
+                                        "List invoices for export to accounting"])
+    assert query == ["export"]
+    if kind == "openai":
+        assert llm.requests[0].headers["authorization"] == "Bearer embed-key"
+        assert llm.requests[0].body["model"] == "embed-small" and "dimensions" not in llm.requests[0].body
+
+
+def test_openai_dimensions_are_asked_for(tmp_path: Path, llm: ScriptedLLM) -> None:
+    runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm, dimensions=32))
+    assert _names(runtime) == HYBRID_ORDER
+    assert {r.body["dimensions"] for r in llm.requests} == {32}
+
+
+def test_a_failing_endpoint_falls_back_to_bm25_and_says_so(tmp_path: Path, llm: ScriptedLLM,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    llm.embedding_status = 500
+    runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm))
+    with caplog.at_level(logging.WARNING, logger="gateway.search"):
+        assert _names(runtime) == BM25_ORDER
+    assert "embeddings endpoint failed" in caplog.text and "HTTP 500" in caplog.text and "BM25 alone" in caplog.text
+    asked = len(llm.requests)
+    assert _names(runtime) == BM25_ORDER
+    assert len(llm.requests) == asked  # left alone for a while: a dead endpoint does not slow every search
+
+    llm.embedding_status = 200
+    search_embeddings.forget_failures()
+    assert _names(runtime) == HYBRID_ORDER  # back once it answers
+
+
+def test_an_endpoint_nobody_listens_on_falls_back_too(tmp_path: Path, llm: ScriptedLLM,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: connection refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    setting = f'kind: ollama\nmodel: m\nbase_url: "http://127.0.0.1:{port}"\ntimeout: 5\n'
+    runtime = embedded_runtime(tmp_path, llm, setting)
+    with caplog.at_level(logging.WARNING, logger="gateway.search"):
+        assert _names(runtime) == BM25_ORDER
+    assert "ConnectError" in caplog.text
+
+
+def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path, llm: ScriptedLLM) -> None:
+    runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm, batch_size=3))
+    assert _names(runtime) == HYBRID_ORDER
+    assert [len(texts) for texts in llm.embedding_inputs()] == [1, 3, 1]  # the query, 4 tool lines in batches of 3
+    assert _names(runtime, "export") == HYBRID_ORDER
+    assert len(llm.embedding_inputs()) == 3  # the query's embedding is remembered too
+
+    # Loaded again: a new catalog, nothing in memory.
+    again = embedded_runtime(tmp_path, llm, openai_embeddings(llm, batch_size=3))
+    assert again.catalog is not runtime.catalog
+    assert _names(again, "users")[0] == "listUsers"
+    assert llm.embedding_inputs()[3:] == [["users"]]  # the tool lines came from disk; only the new query was sent
+    assert list((tmp_path / "cache" / "embeddings").iterdir())
+
+
+def test_fusion_counts_places_not_scores() -> None:
+    from gateway.catalog import Tool
+
+    tools = {name: Tool(name=name, api="a", operation_id=name, method="GET", path=f"/{name}", description="",
+                        input_schema={"type": "object"}) for name in "abc"}
+    fused = fuse([(tools["a"], 900.0), (tools["b"], 1.0)], [(tools["b"], 0.2), (tools["c"], 0.1)])
+    assert [tool.name for tool, _ in fused] == ["b", "a", "c"]
+
+
+def test_a_bad_setting_names_its_key() -> None:
+    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "openai"}})
+    assert "gateway.search_embeddings.model is required" in str(problems[0])
+    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "cohere", "model": "m"}})
+    assert "gateway.search_embeddings.kind must be one of openai, ollama" in str(problems[0])
+    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "batchsize": 3}})
+    assert "unknown key(s) batchsize" in str(problems[0])
+    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "dimensions": 256}})
+    assert "dimensions is OpenAI's" in str(problems[0])
+    settings, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m"}})
+    assert problems == [] and settings.search_embeddings is not None
+    assert settings.search_embeddings.base_url == "http://127.0.0.1:11434"
+
+
+
+def test_a_bad_setting_is_reported_with_its_line_and_the_key_reads_the_environment() -> None:
+    from gateway.config.loader import parse_manifest
+
+    manifest, diagnostics = parse_manifest(textwrap.dedent("""
+        gateway:
+          tool_budget: 4000
+          search_embeddings: {kind: openai}
+        """), catalog=None, environ={})
+    errors = [(d.line, d.message) for d in diagnostics if d.level == "error"]
+    assert errors == [(4, "gateway.search_embeddings.model is required (the embedding model's id, e.g. "
+                          "text-embedding-3-small or nomic-embed-text).")]
+    manifest, diagnostics = parse_manifest(textwrap.dedent("""
+        gateway:
+          search_embeddings: {kind: openai, model: m, api_key: "${EMBED_KEY}"}
+        """), catalog=None, environ={"EMBED_KEY": "sk-embed"})
+    assert [d for d in diagnostics if d.level == "error"] == []
+    assert manifest.gateway.search_embeddings is not None and manifest.gateway.search_embeddings.api_key == "sk-embed"
+
+
+@pytest.mark.parametrize("answer", [{"data": "nope"}, {"data": [{"index": 0, "embedding": ["a", "b"]}]}, [1, 2]])
+def test_an_answer_of_the_wrong_shape_falls_back_to_bm25(tmp_path: Path, llm: ScriptedLLM, answer: Any,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from recording_server import RecordingServer, Reply
+
+    with RecordingServer() as endpoint:
+        endpoint.route("/v1/", Reply(200, answer))
+        setting = f'kind: openai\nmodel: m\nbase_url: "{endpoint.url}/v1"\n'
+        runtime = embedded_runtime(tmp_path, llm, setting)
+        with caplog.at_level(logging.WARNING, logger="gateway.search"):
+            assert _names(runtime) == BM25_ORDER
+        assert endpoint.last.path == "/v1/embeddings"
+    assert "embeddings endpoint failed" in caplog.text
