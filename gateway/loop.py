@@ -341,7 +341,7 @@ class _Loop:
         runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
         for index, call in enumerate(calls):
             if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
-                results[index] = self._answer_meta(call)
+                results[index] = await self._answer_meta(call)
                 steps[index] = _step(call, call.arguments, results[index], self.iteration)
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
@@ -380,10 +380,12 @@ class _Loop:
         probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
         return await self.invoke.check(tool, probe) is None
 
-    def _answer_meta(self, call: ToolCall) -> ToolResult:
+    async def _answer_meta(self, call: ToolCall) -> ToolResult:
         """`search_tools` (what it finds is offered from the next request on) and `describe_tool`."""
         started = time.perf_counter()
-        ok, body = self.offer.answer(call.name, call.arguments or {})
+        # In a worker thread: a search may open an api's index the first time, or ask an embeddings endpoint
+        # (`gateway.search_embeddings`), and neither may hold up the other runs on this event loop.
+        ok, body = await anyio.to_thread.run_sync(self.offer.answer, call.name, call.arguments or {})
         elapsed = (time.perf_counter() - started) * 1000
         if ok:
             return ToolResult(ok=True, body=body, media_type="application/json", duration_ms=elapsed)

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -165,7 +166,9 @@ async def search_tools(request: Request) -> Response:
     raw_limit = request.query_params.get("limit", "10")
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 3 and 1 <= int(raw_limit) <= 100):
         raise APIError(400, f"limit must be an integer from 1 to 100, not {raw_limit!r}.", param="limit")
-    found = search(generation.runtime.catalog, generation.toolset(agent), query, int(raw_limit))
+    toolset = generation.toolset(agent)
+    # In a worker thread, as every search: opening an index or asking an embeddings endpoint must not stall the loop.
+    found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, int(raw_limit))
     return JSONResponse({"data": found})
 
 
