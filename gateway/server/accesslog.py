@@ -6,15 +6,21 @@ same five arguments (so uvicorn's `AccessFormatter` renders it, colours included
 `gateway.access`, on the event loop's next turn after the app is done. `gateway serve`'s logging configuration
 (`gateway.server.run.log_config`) gives that logger uvicorn's access handler and leaves uvicorn's own access
 logger without one (uvicorn then skips its line). Lines keep their order.
+
+A line is written for every request, so its record is made with `Logger.makeRecord` and handed to
+`Logger.handle` (no search of the stack for the caller's file and line, which are always `_log`'s), and
+`AccessLineFormatter` renders an uncoloured line without the two copies of the record uvicorn's formatter makes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from http import HTTPStatus
 from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.logging import AccessFormatter
 
 from ..asgi import StatusWatch
 
@@ -44,4 +50,30 @@ class AccessLog:
         path = quote(scope["path"])
         if scope.get("query_string"):
             path += "?" + scope["query_string"].decode("ascii", "replace")
-        self.logger.info(ACCESS_FORMAT, address, scope["method"], path, scope.get("http_version", "1.1"), status)
+        logger = self.logger
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        record = logger.makeRecord(logger.name, logging.INFO, __file__, _LOG_LINE, ACCESS_FORMAT,
+                                   (address, scope["method"], path, scope.get("http_version", "1.1"), status), None,
+                                   func="_log")
+        logger.handle(record)
+
+
+_LOG_LINE = AccessLog._log.__code__.co_firstlineno
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+
+
+class AccessLineFormatter(AccessFormatter):
+    """uvicorn's `AccessFormatter`, the same line; without colours it fills the record's fields in place (uvicorn
+    copies the record twice per line), with colours it is uvicorn's own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        if self.use_colors or not isinstance(record.args, tuple) or len(record.args) != 5:
+            return super().formatMessage(record)
+        client_addr, method, full_path, http_version, status_code = record.args
+        code = int(status_code)
+        levelname = record.levelname
+        record.__dict__.update(levelprefix=levelname + ":" + " " * (8 - len(levelname)), client_addr=client_addr,
+                               request_line=f"{method} {full_path} HTTP/{http_version}",
+                               status_code=f"{code} {_PHRASES.get(code, '')}")
+        return logging.Formatter.formatMessage(self, record)
