@@ -61,6 +61,29 @@ class Metrics:
         self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r)
         self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
                                      "kept serving).", registry=r)
+        # The labelled children of the per-call metrics, found once per label values: `labels()` checks and joins
+        # its arguments on every call, and every request and tool call updates these.
+        self._request_counts: dict[tuple[str, int], Any] = {}
+        self._tool_counts: dict[tuple[str, str, str], Any] = {}
+        self._tool_latencies: dict[tuple[str, str], Any] = {}
+
+    def count_request(self, door: str, status: int) -> None:
+        """One HTTP request answered with `status` (`gateway_requests_total`)."""
+        child = self._request_counts.get((door, status))
+        if child is None:
+            child = self._request_counts[(door, status)] = self.requests.labels(door, str(status))
+        child.inc()
+
+    def record_tool_call(self, api: str, tool: str, outcome: str, seconds: float) -> None:
+        """One tool call's outcome and latency (`gateway_tool_calls_total`, `gateway_tool_call_duration_seconds`)."""
+        latency = self._tool_latencies.get((api, tool))
+        if latency is None:
+            latency = self._tool_latencies[(api, tool)] = self.tool_latency.labels(api, tool)
+        latency.observe(seconds)
+        count = self._tool_counts.get((api, tool, outcome))
+        if count is None:
+            count = self._tool_counts[(api, tool, outcome)] = self.tool_calls.labels(api, tool, outcome)
+        count.inc()
 
     def refresh(self, *, breakers: Iterable[tuple[str, str, str]] = (), pending: int | None = None,
                 reloads: int = 0, refused: int = 0) -> None:
@@ -101,4 +124,4 @@ class RequestMetricsMiddleware:
         try:
             await self.app(scope, receive, watch)
         finally:
-            metrics.requests.labels(door=door_of(scope.get("path", "")), status=str(watch.status)).inc()
+            metrics.count_request(door_of(scope.get("path", "")), watch.status)
