@@ -1,6 +1,6 @@
 """Prometheus metrics of one gateway, served as text at `/metrics` (with `prometheus_client`).
 
-Counters and histograms are updated where things happen (the doors' middleware, the tool pipeline's observe
+Counters and histograms are updated where things happen (the request envelope, the tool pipeline's observe
 stage, the loop's model-call and run seams); gauges that mirror state (breakers, pending approvals, reloads)
 are read when `/metrics` is scraped. Each `Metrics` has its own registry, so two gateways in one process (tests)
 never share counts.
@@ -15,13 +15,11 @@ never share counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-from ..asgi import StatusWatch
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -106,22 +104,3 @@ def door_of(path: str) -> str:
         if path.startswith(prefix):
             return door
     return "other"
-
-
-class RequestMetricsMiddleware:
-    """An ASGI middleware counting requests by door and answered status."""
-
-    def __init__(self, app: Any, metrics: Callable[[], Metrics | None]) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        metrics = self.metrics() if scope["type"] == "http" else None
-        if metrics is None:
-            await self.app(scope, receive, send)
-            return
-        watch = StatusWatch(send, default=500)
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            metrics.count_request(door_of(scope.get("path", "")), watch.status)
