@@ -159,6 +159,7 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages.append(validate)
     if safeguards is not None:
         stages.extend(safeguards.guard_stages(executor.manifest))
+        executor.limits_concurrency = False  # the guard stage holds each api to its max_concurrency
     else:
         from ..safety.approvals import RefuseUnapproved
 
