@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from ..observe.metrics import Metrics
 
 
+_READ = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding", b"traceparent",
+                   b"tracestate"})
+
+
 class RequestEnvelope:
     def __init__(self, app: ASGIApp, *, policy: Callable[[], HostPolicy], max_body_bytes: int,
                  metrics: Callable[[], Metrics | None], access_log: logging.Logger | None = None,
@@ -63,6 +67,8 @@ class RequestEnvelope:
         chunked = has_body = False
         trace_headers: dict[str, str] | None = None
         for name, value in scope["headers"]:
+            if name not in _READ:  # most headers: one set lookup, not a comparison with each name read here
+                continue
             if name == b"host":
                 host = value.decode("latin-1")
             elif name == b"content-length":
