@@ -112,7 +112,7 @@ class RequestEnvelope:
                 otel_context.detach(token)
 
     async def _counted(self, scope: Scope, receive: Receive, watch: StatusWatch) -> None:
-        """The app on a chunked body, counted as it arrives and refused once it passes the limit."""
+        """The app on a body of no declared length (chunked), counted as it arrives and refused past the limit."""
         received = 0
         limit = self.max_body_bytes
 
