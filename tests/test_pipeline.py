@@ -3,6 +3,7 @@ and a gateway without a store (no queue: a call under approval is refused). Real
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -102,3 +103,17 @@ async def test_the_output_check_judges_2xx_bodies_only(upstream: RecordingServer
     assert "the request ran" in (broken.error or "")
     assert holds.ok and holds.body == {"id": 7}
     assert missing.error_type == "upstream_error"  # an error answer is not judged by the success schema
+
+
+async def test_with_the_safety_layer_the_guard_stage_alone_holds_the_concurrency_limit(
+        upstream: RecordingServer) -> None:
+    from gateway.safety.guards import Safeguards
+    from gateway.store import MemoryStore
+
+    async with executor_for(upstream.url, TOOL, max_concurrency=1) as executor:
+        assert executor.limits_concurrency  # alone, the executor holds the api to its limit
+        pipeline = build_pipeline(executor, safeguards=Safeguards(MemoryStore(), executor.manifest,
+                                                                   redact_log_records=False))
+        assert not executor.limits_concurrency  # the guard stage does: one semaphore per call, not two
+        results = await asyncio.gather(*(pipeline(_invocation({"n": n})) for n in range(3)))
+    assert all(r.ok for r in results) and len(upstream.requests) == 3

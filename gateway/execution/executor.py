@@ -56,7 +56,8 @@ def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
 class _Api:
     """Per-api state: pooled wire, credentials, concurrency limit."""
 
-    def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor) -> None:
+    def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
+                 limit_concurrency: bool = True) -> None:
         self.config = config
         connections = max(config.max_concurrency or 20, 1)
         self.wire: Wire
@@ -74,7 +75,8 @@ class _Api:
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
-        self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+        self.limit = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency and limit_concurrency \
+            else None
         self.retry_budget = RetryBudget()
         # Whether every wait of a call ends by its deadline without a timer of the executor's: the library's
         # timeout covers the wait for a connection, the exchange and the body, retries sleep only within the
@@ -113,12 +115,17 @@ class Executor:
         self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
+        self.limits_concurrency = True
+        """Whether the executor holds each api to its `max_concurrency`; `build_pipeline` turns it off when the
+        pipeline's guard stage does (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for
+        one limit."""
 
     def _api(self, name: str) -> _Api:
         api = self._apis.get(name)
         if api is None:
             config = self.manifest.api(name)
-            api = self._apis[name] = _Api(config, self._transport, self.redactor)
+            api = self._apis[name] = _Api(config, self._transport, self.redactor,
+                                          limit_concurrency=self.limits_concurrency)
         return api
 
     async def aclose(self) -> None:

@@ -95,11 +95,12 @@ class Pipeline:
         self._validate = validate
         proceed = terminal
         for stage in reversed(self.stages):
-            proceed = _link(stage, proceed)
+            proceed = _Link(stage, proceed)
         self._entry = proceed
 
-    async def __call__(self, invocation: Invocation) -> ToolResult:
-        return await self._entry(invocation)
+    def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
+        """The call's result, to be awaited (the outermost stage's coroutine: no frame of the pipeline's own)."""
+        return self._entry(invocation)
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
@@ -113,11 +114,19 @@ async def _accept(invocation: Invocation) -> ToolResult:
     return ToolResult(ok=True)
 
 
-def _link(stage: Stage, proceed: Proceed) -> Proceed:
-    async def step(invocation: Invocation) -> ToolResult:
-        return await stage(invocation, proceed)
+class _Link:
+    """`proceed` for the stage before `stage`: a plain call that hands back `stage`'s coroutine, so the await chain
+    of a call holds one frame per stage rather than two (every suspension of the upstream request resumes the
+    whole chain)."""
 
-    return step
+    __slots__ = ("proceed", "stage")
+
+    def __init__(self, stage: Stage, proceed: Proceed) -> None:
+        self.stage = stage
+        self.proceed = proceed
+
+    def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
+        return self.stage(invocation, self.proceed)
 
 
 def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
@@ -150,6 +159,7 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages.append(validate)
     if safeguards is not None:
         stages.extend(safeguards.guard_stages(executor.manifest))
+        executor.limits_concurrency = False  # the guard stage holds each api to its max_concurrency
     else:
         from ..safety.approvals import RefuseUnapproved
 

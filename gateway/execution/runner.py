@@ -53,11 +53,16 @@ class ToolRunner:
         self.observer = observer
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
+        self._per_agent: dict[str, ToolRunner] = {}
 
     def for_agent(self, agent: str) -> ToolRunner:
-        """This runner as the `invoke` of `agent`'s loop."""
-        return ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth,
-                          max_depth=self.max_depth, agent=agent, observer=self.observer)
+        """This runner as the `invoke` of `agent`'s loop (made once per agent: every direct call asks)."""
+        runner = self._per_agent.get(agent)
+        if runner is None:
+            runner = self._per_agent[agent] = ToolRunner(self.runtime, self.pipeline, self.adapter_factory,
+                                                         depth=self.depth, max_depth=self.max_depth, agent=agent,
+                                                         observer=self.observer)
+        return runner
 
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""

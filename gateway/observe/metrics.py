@@ -1,6 +1,6 @@
 """Prometheus metrics of one gateway, served as text at `/metrics` (with `prometheus_client`).
 
-Counters and histograms are updated where things happen (the doors' middleware, the tool pipeline's observe
+Counters and histograms are updated where things happen (the request envelope, the tool pipeline's observe
 stage, the loop's model-call and run seams); gauges that mirror state (breakers, pending approvals, reloads)
 are read when `/metrics` is scraped. Each `Metrics` has its own registry, so two gateways in one process (tests)
 never share counts.
@@ -15,13 +15,11 @@ never share counts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-from ..asgi import StatusWatch
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -61,6 +59,29 @@ class Metrics:
         self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r)
         self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
                                      "kept serving).", registry=r)
+        # The labelled children of the per-call metrics, found once per label values: `labels()` checks and joins
+        # its arguments on every call, and every request and tool call updates these.
+        self._request_counts: dict[tuple[str, int], Any] = {}
+        self._tool_counts: dict[tuple[str, str, str], Any] = {}
+        self._tool_latencies: dict[tuple[str, str], Any] = {}
+
+    def count_request(self, door: str, status: int) -> None:
+        """One HTTP request answered with `status` (`gateway_requests_total`)."""
+        child = self._request_counts.get((door, status))
+        if child is None:
+            child = self._request_counts[(door, status)] = self.requests.labels(door, str(status))
+        child.inc()
+
+    def record_tool_call(self, api: str, tool: str, outcome: str, seconds: float) -> None:
+        """One tool call's outcome and latency (`gateway_tool_calls_total`, `gateway_tool_call_duration_seconds`)."""
+        latency = self._tool_latencies.get((api, tool))
+        if latency is None:
+            latency = self._tool_latencies[(api, tool)] = self.tool_latency.labels(api, tool)
+        latency.observe(seconds)
+        count = self._tool_counts.get((api, tool, outcome))
+        if count is None:
+            count = self._tool_counts[(api, tool, outcome)] = self.tool_calls.labels(api, tool, outcome)
+        count.inc()
 
     def refresh(self, *, breakers: Iterable[tuple[str, str, str]] = (), pending: int | None = None,
                 reloads: int = 0, refused: int = 0) -> None:
@@ -83,22 +104,3 @@ def door_of(path: str) -> str:
         if path.startswith(prefix):
             return door
     return "other"
-
-
-class RequestMetricsMiddleware:
-    """An ASGI middleware counting requests by door and answered status."""
-
-    def __init__(self, app: Any, metrics: Callable[[], Metrics | None]) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        metrics = self.metrics() if scope["type"] == "http" else None
-        if metrics is None:
-            await self.app(scope, receive, send)
-            return
-        watch = StatusWatch(send, default=500)
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            metrics.requests.labels(door=door_of(scope.get("path", "")), status=str(watch.status)).inc()

@@ -49,9 +49,8 @@ class ObserveToolCall:
             return await proceed(invocation)
         started = time.perf_counter()
         result = await proceed(invocation)
-        api, tool = invocation.tool.api, invocation.call.name
-        metrics.tool_latency.labels(api=api, tool=tool).observe(time.perf_counter() - started)
-        metrics.tool_calls.labels(api=api, tool=tool, outcome="ok" if result.ok else result.error_type or "error").inc()
+        metrics.record_tool_call(invocation.tool.api, invocation.call.name,
+                                 "ok" if result.ok else result.error_type or "error", time.perf_counter() - started)
         return result
 
     def _redacted(self, value: object) -> object:

@@ -5,7 +5,7 @@ Spans, parent first: `invoke_agent {agent}` (one run of the loop) -> `chat {mode
 tool call, with `gen_ai.tool.call.id`) -> `{METHOD}` (the upstream HTTP request, which carries a `traceparent`).
 A model request carries its `chat` span's `traceparent` too (`propagate_to`).
 MCP's own spans (`tools/call {tool}`) come from the MCP SDK's middleware, which the gateway keeps when tracing is on.
-A caller's `traceparent` is continued (`TraceContextMiddleware`).
+A caller's `traceparent` is continued (by the request envelope, `gateway.server.envelope`).
 
 Configuration is OpenTelemetry's own: `configure_from_environment` installs the SDK's tracer provider with an
 OTLP exporter when an `OTEL_EXPORTER_OTLP_*ENDPOINT` or `OTEL_TRACES_EXPORTER` is set (the `otel` install
@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
@@ -190,31 +189,6 @@ def record_status(span: Span, status: int | None) -> None:
         if status >= 400:
             span.set_attribute("error.type", str(status))
             span.set_status(StatusCode.ERROR)
-
-
-class TraceContextMiddleware:
-    """An ASGI middleware that continues a caller's `traceparent`: the request runs in the caller's trace.
-
-    Built once with the app; without a tracer provider it passes requests straight on.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not enabled():
-            await self.app(scope, receive, send)
-            return
-        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())
-                   if k in (b"traceparent", b"tracestate")}
-        if not carrier:
-            await self.app(scope, receive, send)
-            return
-        token = otel_context.attach(propagate.extract(carrier))
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            otel_context.detach(token)
 
 
 def _json(value: Any) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+import orjson
+
 MARKER = "[REDACTED]"
 MIN_SECRET_LENGTH = 4
 """Shorter values are not redacted: replacing every `abc` in a body would destroy it and protect nothing."""
@@ -33,6 +35,9 @@ class Redactor:
         self._pattern: re.Pattern[str] | None = None
         self._variants: tuple[str, ...] = ()
         """Every form of every secret, longest first: what `_pattern` matches."""
+        self._json_variants: tuple[bytes, ...] | None = ()
+        """The variants as UTF-8, to look for in a value's JSON text; None when one has a character JSON escapes
+        (a quote, a backslash, a control character): its JSON form differs, so only the walk finds it."""
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
@@ -44,6 +49,8 @@ class Redactor:
             self._secrets |= fresh
             self._variants = _all_variants(self._secrets)
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
+            self._json_variants = (None if any(_escaped_in_json(v) for v in self._variants)
+                                   else tuple(v.encode() for v in self._variants))
 
     def add_basic(self, username: str | None, password: str | None) -> None:
         """Learn a Basic credential: its base64 form would otherwise slip through."""
@@ -71,16 +78,42 @@ class Redactor:
         return False
 
     def value(self, value: Any) -> Any:
-        """A copy of a JSON-like value with secrets replaced in every string, keys included."""
+        """A JSON-like value with secrets replaced in every string, keys included: a copy when it held one, the
+        value itself when it held none.
+
+        A dict or list is first written as JSON text (orjson, in C) and searched for every form of every secret:
+        most values hold none, and then no string of theirs is visited. A value orjson cannot write (a non-string
+        key, an object) is walked."""
         if self._pattern is None:
             return value
         if isinstance(value, str):
             return self.text(value)
+        if isinstance(value, (dict, list)) and not self._may_hold_secret(value):
+            return value
+        return self._walk(value)
+
+    def _may_hold_secret(self, value: dict[Any, Any] | list[Any]) -> bool:
+        variants = self._json_variants
+        if variants is None:
+            return True
+        try:
+            text = orjson.dumps(value)
+        except TypeError:
+            return True
+        return any(variant in text for variant in variants)
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
         if isinstance(value, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.value(v) for k, v in value.items()}
+            return {self.text(k) if isinstance(k, str) else k: self._walk(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
+            return [self._walk(v) for v in value]
         return value
+
+
+def _escaped_in_json(text: str) -> bool:
+    return '"' in text or "\\" in text or any(ord(c) < 0x20 for c in text)
 
 
 def _variants(secret: str) -> set[str]:

@@ -3,18 +3,25 @@
 uvicorn writes its access line while the response is still being sent, so making the record, formatting it and
 writing it to a terminal or pipe lie on the path of every answer. `AccessLog` logs the same message with the
 same five arguments (so uvicorn's `AccessFormatter` renders it, colours included) to the logger
-`gateway.access`, on the event loop's next turn after the app is done. `gateway serve`'s logging configuration
+`gateway.access`, on the event loop's next turn after the app is done (`gateway serve` writes it from its
+request envelope, `gateway.server.envelope`, with `log_access`). `gateway serve`'s logging configuration
 (`gateway.server.run.log_config`) gives that logger uvicorn's access handler and leaves uvicorn's own access
 logger without one (uvicorn then skips its line). Lines keep their order.
+
+A line is written for every request, so its record is made with `Logger.makeRecord` and handed to
+`Logger.handle` (no search of the stack for the caller's file and line, which are always `log_access`'s), and
+`AccessLineFormatter` renders an uncoloured line without the two copies of the record uvicorn's formatter makes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from http import HTTPStatus
 from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.logging import AccessFormatter
 
 from ..asgi import StatusWatch
 
@@ -36,12 +43,40 @@ class AccessLog:
         try:
             await self.app(scope, receive, watch)
         finally:
-            asyncio.get_running_loop().call_soon(self._log, scope, watch.status)
+            asyncio.get_running_loop().call_soon(log_access, self.logger, scope, watch.status)
 
-    def _log(self, scope: Scope, status: int) -> None:
-        client = scope.get("client")
-        address = f"{client[0]}:{client[1]}" if client else "-"
-        path = quote(scope["path"])
-        if scope.get("query_string"):
-            path += "?" + scope["query_string"].decode("ascii", "replace")
-        self.logger.info(ACCESS_FORMAT, address, scope["method"], path, scope.get("http_version", "1.1"), status)
+
+def log_access(logger: logging.Logger, scope: Scope, status: int) -> None:
+    """Write `scope`'s access line with the answer's `status` to `logger`."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    client = scope.get("client")
+    address = f"{client[0]}:{client[1]}" if client else "-"
+    path = quote(scope["path"])
+    if scope.get("query_string"):
+        path += "?" + scope["query_string"].decode("ascii", "replace")
+    record = logger.makeRecord(logger.name, logging.INFO, __file__, _LOG_LINE, ACCESS_FORMAT,
+                               (address, scope["method"], path, scope.get("http_version", "1.1"), status), None,
+                               func="log_access")
+    logger.handle(record)
+
+
+_LOG_LINE = log_access.__code__.co_firstlineno
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+
+
+class AccessLineFormatter(AccessFormatter):
+    """uvicorn's `AccessFormatter`, the same line; without colours it fills the record's fields in place (uvicorn
+    copies the record twice per line), with colours it is uvicorn's own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        if self.use_colors or not isinstance(record.args, tuple) or len(record.args) != 5:
+            return super().formatMessage(record)
+        client_addr, method, full_path, http_version, code = record.args
+        if not isinstance(code, int):
+            return super().formatMessage(record)
+        levelname = record.levelname
+        record.__dict__.update(levelprefix=levelname + ":" + " " * (8 - len(levelname)), client_addr=client_addr,
+                               request_line=f"{method} {full_path} HTTP/{http_version}",
+                               status_code=f"{code} {_PHRASES.get(code, '')}")
+        return logging.Formatter.formatMessage(self, record)

@@ -22,18 +22,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..execution.pipeline import ToolHooks
-from ..observe.metrics import RequestMetricsMiddleware
-from ..observe.tracing import TraceContextMiddleware
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
-from .accesslog import AccessLog
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
+from .envelope import RequestEnvelope
 from .errors import FastJSONResponse, error_handlers
-from .hosts import PolicySource, RequestGuard
-from .limits import BodyLimitMiddleware
+from .hosts import PolicySource
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
 from .mcp.routing import routed_agent
@@ -134,14 +131,12 @@ def create_app(
     policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
     app = Starlette(
         routes=routes,
-        # A caller's traceparent is continued, and every request counted by door and status, before anything else
-        # can answer it. Foreign hosts, origins and non-JSON bodies are refused next; then the size limit: no other
-        # middleware buffers more.
-        middleware=[Middleware(TraceContextMiddleware),
-                    Middleware(RequestMetricsMiddleware, metrics=lambda: state.metrics),
-                    *([Middleware(AccessLog)] if access_log else []),
-                    Middleware(RequestGuard, policy=policy),
-                    Middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes, exempt_prefixes=("/mcp/",)),
+        # The envelope, before anything else can answer: the caller's traceparent continued; foreign hosts, origins
+        # and non-JSON bodies refused; the size limit (no other middleware buffers more); every request counted by
+        # door and status and its access line written.
+        middleware=[Middleware(RequestEnvelope, policy=policy, max_body_bytes=max_body_bytes,
+                               metrics=lambda: state.metrics,
+                               access_log=logging.getLogger("gateway.access") if access_log else None),
                     *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,

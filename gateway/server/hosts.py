@@ -2,8 +2,8 @@
 
 A gateway on loopback without `clients` trusts whoever can reach it, and a web page the operator opens can
 reach it too: a cross-site `fetch` or form (an `Origin` of another site, a `text/plain` body, no preflight), or
-a rebinding page whose own host name now resolves to 127.0.0.1 (a foreign `Host`). `RequestGuard`, the
-outermost middleware of every door, refuses all three before anything else runs:
+a rebinding page whose own host name now resolves to 127.0.0.1 (a foreign `Host`). `refusal`, asked by the
+outermost middleware of every door (`gateway.server.envelope`), refuses all three before anything else runs:
 
 - `Host` must name the gateway: on a loopback bind, a loopback name (127.0.0.1, localhost, [::1]) on any port;
   names in `gateway: {allowed_hosts: [...]}` are added (`gw.example.com`, `gw.example.com:8443`,
@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
-
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import ConfigError
 from .auth import is_loopback
@@ -31,6 +29,7 @@ from .errors import APIError
 
 logger = logging.getLogger("gateway.server")
 
+_MAX_VERDICTS = 256
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -58,6 +57,8 @@ class HostPolicy:
     """Allowed `Host` entries (`name`, `name:port`, `*.suffix`, `*`); None: any host."""
     origins: frozenset[str] = frozenset()
     """Extra allowed origins, `scheme://host[:port]`, lowercased."""
+    _verdicts: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """`host_allowed` by `Host` value: every request asks, nearly always with the same value."""
 
     @classmethod
     def build(cls, bound_host: str | None, settings: Mapping[str, Any] | None = None) -> HostPolicy:
@@ -76,6 +77,15 @@ class HostPolicy:
     def host_allowed(self, host_header: str) -> bool:
         if self.hosts is None:
             return True
+        verdict = self._verdicts.get(host_header)
+        if verdict is None:
+            verdict = self._judge_host(host_header)
+            if len(self._verdicts) < _MAX_VERDICTS:  # foreign values cannot grow it without bound
+                self._verdicts[host_header] = verdict
+        return verdict
+
+    def _judge_host(self, host_header: str) -> bool:
+        assert self.hosts is not None
         host, port = _split_host(host_header)
         for entry in self.hosts:
             entry_host, entry_port = _split_host(entry)
@@ -113,54 +123,22 @@ def is_json_media_type(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-class RequestGuard:
-    def __init__(self, app: ASGIApp, policy: Callable[[], HostPolicy]) -> None:
-        """Refuse foreign hosts, foreign origins on state-changing requests and bodies that are not JSON.
-
-        Parameters:
-            app: the gateway's ASGI app.
-            policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
-        """
-        self.app = app
-        self.policy = policy
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        error = self._refusal(scope)
-        if error is not None:
-            await error.response()(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _refusal(self, scope: Scope) -> APIError | None:
-        host = origin = content_type = None
-        has_body = False
-        for name, value in scope["headers"]:
-            if name == b"host":
-                host = value.decode("latin-1")
-            elif name == b"origin":
-                origin = value.decode("latin-1")
-            elif name == b"content-type":
-                content_type = value.decode("latin-1")
-            elif name == b"content-length":
-                has_body = has_body or value.strip() not in (b"0", b"")
-            elif name == b"transfer-encoding":
-                has_body = True
-        policy = self.policy()
-        if host is None or not policy.host_allowed(host):
-            return APIError(421, f"This gateway does not answer to host {host!r}; add it to agents.yaml "
-                                 "`gateway: {allowed_hosts: [...]}` if it should.", code="host_not_allowed")
-        if origin is not None and scope["method"] in STATE_CHANGING and not policy.origin_allowed(origin, host):
-            return APIError(403, f"Requests from origin {origin!r} are refused (cross-site); add it to agents.yaml "
-                                 "`gateway: {allowed_origins: [...]}` if it should call this gateway.",
-                            code="origin_not_allowed")
-        if (has_body or content_type is not None) and scope["method"] in STATE_CHANGING \
-                and not is_json_media_type(content_type or ""):
-            return APIError(415, f"The request body must be JSON (`Content-Type: application/json`), not "
-                                 f"{content_type or 'undeclared'!r}.", code="unsupported_media_type")
-        return None
+def refusal(policy: HostPolicy, method: str, host: str | None, origin: str | None, content_type: str | None, *,
+            has_body: bool) -> APIError | None:
+    """The error that refuses a request with these headers (foreign host, cross-site origin, a body that is not
+    JSON), or None when it may go on."""
+    if host is None or not policy.host_allowed(host):
+        return APIError(421, f"This gateway does not answer to host {host!r}; add it to agents.yaml "
+                             "`gateway: {allowed_hosts: [...]}` if it should.", code="host_not_allowed")
+    if origin is not None and method in STATE_CHANGING and not policy.origin_allowed(origin, host):
+        return APIError(403, f"Requests from origin {origin!r} are refused (cross-site); add it to agents.yaml "
+                             "`gateway: {allowed_origins: [...]}` if it should call this gateway.",
+                        code="origin_not_allowed")
+    if (has_body or content_type is not None) and method in STATE_CHANGING \
+            and not is_json_media_type(content_type or ""):
+        return APIError(415, f"The request body must be JSON (`Content-Type: application/json`), not "
+                             f"{content_type or 'undeclared'!r}.", code="unsupported_media_type")
+    return None
 
 
 class PolicySource:

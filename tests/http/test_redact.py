@@ -32,3 +32,26 @@ def test_short_and_empty_secrets_are_ignored() -> None:
     redactor = Redactor(["", None, "ab"])
     assert not redactor
     assert redactor.text("ab cd") == "ab cd"
+
+
+def test_a_value_without_a_secret_is_returned_as_it_is() -> None:
+    redactor = Redactor(["tok-123456"])
+    value = {"items": [{"title": "tok-12345 is not it", "n": 1}], "more": None}
+    assert redactor.value(value) is value
+
+
+def test_a_secret_json_would_escape_is_still_found_in_a_nested_value() -> None:
+    secret = 'pa"ss\\word'  # its JSON text is escaped, so the JSON prescan cannot see it: the walk must
+    redactor = Redactor([secret])
+    assert redactor.value([{"echo": f"got {secret}"}]) == [{"echo": f"got {MARKER}"}]
+
+
+def test_a_value_json_cannot_write_is_walked() -> None:
+    redactor = Redactor(["tok-123456"])
+    assert redactor.value({1: "tok-123456", "k": ("tok-123456", object)}) == {1: MARKER, "k": [MARKER, object]}
+
+
+def test_a_token_learned_later_is_found_by_the_prescan() -> None:
+    redactor = Redactor(["tok-123456"])
+    redactor.add("late-token-xyz")
+    assert redactor.value({"a": ["late-token-xyz"]}) == {"a": [MARKER]}

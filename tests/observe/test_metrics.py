@@ -86,3 +86,19 @@ def test_refused_and_applied_reloads_are_counted(tmp_path: Path, llm: LenientLLM
         found = samples(httpx.get(f"{url}/metrics").text)
     assert value(found, "gateway_reloads_refused_total") == 1
     assert value(found, "gateway_reloads_total") == 1
+
+
+def test_repeated_label_values_count_on_one_series() -> None:
+    from gateway.observe.metrics import Metrics
+
+    metrics = Metrics()
+    for status in (200, 200, 404):
+        metrics.count_request("direct", status)
+    for outcome in ("ok", "ok", "timeout"):
+        metrics.record_tool_call("bench", "listIssues", outcome, 0.002)
+    text = metrics.render().decode()
+    assert 'gateway_requests_total{door="direct",status="200"} 2.0' in text
+    assert 'gateway_requests_total{door="direct",status="404"} 1.0' in text
+    assert 'gateway_tool_calls_total{api="bench",outcome="ok",tool="listIssues"} 2.0' in text
+    assert 'gateway_tool_calls_total{api="bench",outcome="timeout",tool="listIssues"} 1.0' in text
+    assert 'gateway_tool_call_duration_seconds_count{api="bench",tool="listIssues"} 3.0' in text

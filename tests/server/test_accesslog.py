@@ -74,3 +74,18 @@ def test_the_app_logs_a_line_per_request_only_when_asked(tmp_path: Any, llm: Any
         lines = [r.getMessage() for r in caplog.records if r.name == "gateway.access"]
         assert lines == (['127.0.0.1:' + lines[0].split(":")[1].split(" ")[0] + ' - "GET /agents HTTP/1.1" 200']
                          if access_log else [])
+
+
+def test_the_formatter_writes_uvicorns_line_with_and_without_colours() -> None:
+    from uvicorn.logging import AccessFormatter
+
+    from gateway.server.accesslog import ACCESS_FORMAT, AccessLineFormatter
+
+    fmt = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
+    for colours in (False, True):
+        ours, uvicorns = AccessLineFormatter(fmt, use_colors=colours), AccessFormatter(fmt, use_colors=colours)
+        for status in (200, 404, 503, 599):
+            args = ("127.0.0.1:5000", "POST", "/agents/a/tools/t?x=1", "1.1", status)
+            records = [logging.LogRecord("gateway.access", logging.INFO, __file__, 1, ACCESS_FORMAT, args, None)
+                       for _ in range(2)]
+            assert ours.format(records[0]) == uvicorns.format(records[1])

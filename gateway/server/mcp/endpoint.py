@@ -68,7 +68,7 @@ class MCPEndpoint:
         scope[AGENT_SCOPE_KEY] = agent
         scope["user"] = self._identity(client, agent)
         owner = _owner(client, scope)
-        session_id, version = _header(scope, _SESSION_HEADER), _header(scope, _VERSION_HEADER)
+        session_id, version = _session_headers(scope)
         token = current_agent.set(agent)
         try:
             if session_id is not None:
@@ -147,11 +147,15 @@ def _owner(client: str | None, scope: Scope) -> str:
     return f"peer:{peer[0]}" if peer else "peer:?"
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def _session_headers(scope: Scope) -> tuple[str | None, str | None]:
+    """The request's `Mcp-Session-Id` and `Mcp-Protocol-Version`, in one pass over its headers."""
+    session_id = version = None
     for key, value in scope.get("headers", ()):
-        if key == name:  # ASGI header names are lower-case
-            return value.decode("latin-1")  # type: ignore[no-any-return]
-    return None
+        if key == _SESSION_HEADER and session_id is None:  # ASGI header names are lower-case; the first counts
+            session_id = value.decode("latin-1")
+        elif key == _VERSION_HEADER and version is None:
+            version = value.decode("latin-1")
+    return session_id, version
 
 
 def _message_header(message: Message, name: bytes) -> str | None:

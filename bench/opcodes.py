@@ -1,0 +1,177 @@
+"""Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
+
+    python -m bench.opcodes [--door http|mcp] [--calls 100] [--top 30]
+
+The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
+process over ASGI on the event loop uvicorn would pick, without uvicorn itself; the upstream (bench/upstream.py)
+is a real server in its own process. After a warm-up, `sys.settrace` counts every instruction Python runs in
+`--calls` calls (native code, the kernel and the upstream are not in it). It prints the count per call and, with
+`--top`, the files that run the most. Wall-clock and CPU figures on a shared machine move by tens of per cent
+between runs; this count moves by well under one, so it tells whether a change to the Python path of a call saves
+work (`bench.calls` then says what that is worth in time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import io
+import json
+import logging.config
+import os
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack, redirect_stderr
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bench.support import CALL_ARGS, MCP_HEADERS, PROTOCOL, ROOT, free_port, python_module, spawned, write_project
+
+Call = Callable[[], Awaitable[None]]
+
+
+def _scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+            "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 50000), "scheme": "http", "method": "POST",
+            "root_path": "", "path": path, "raw_path": path.encode(), "query_string": b"", "state": {},
+            "headers": [(b"host", b"127.0.0.1:8080"), (b"accept-encoding", b"gzip, deflate"),
+                        (b"connection", b"keep-alive"), (b"user-agent", b"bench"), *headers]}
+
+
+def _poster(app: Any) -> Callable[[str, bytes, list[tuple[bytes, bytes]]], Awaitable[list[dict[str, Any]]]]:
+    async def post(path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if pending:
+                return pending.pop()
+            await asyncio.Event().wait()  # the client never leaves
+            raise AssertionError
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        framing = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await app(_scope(path, [*framing, *headers]), receive, send)
+        if sent[0]["status"] not in (200, 202):  # 202: a notification accepted
+            raise RuntimeError(f"{path}: {sent[0]['status']} {b''.join(m.get('body', b'') for m in sent[1:])[:300]!r}")
+        return sent
+
+    return post
+
+
+async def _bind(app: Any, door: str) -> Call:
+    post = _poster(app)
+    if door == "http":
+        body = json.dumps(CALL_ARGS).encode()
+
+        async def direct() -> None:
+            await post("/agents/bench/tools/listIssues", body, [])
+
+        return direct
+    headers = [(b"accept", MCP_HEADERS["Accept"].encode())]
+    opened = await post("/mcp/bench", json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+    }).encode(), headers)
+    session = dict(opened[0]["headers"]).get(b"mcp-session-id")
+    headers += [(b"mcp-protocol-version", PROTOCOL.encode()), *([(b"mcp-session-id", session)] if session else [])]
+    await post("/mcp/bench", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', headers)
+    ids = iter(range(1, 1 << 62))
+
+    async def mcp() -> None:
+        await post("/mcp/bench", json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call",
+                                             "params": {"name": "listIssues", "arguments": CALL_ARGS}}).encode(),
+                   headers)
+
+    return mcp
+
+
+def _count(calls: int, call: Call) -> Callable[[], Awaitable[collections.Counter[str]]]:
+    async def counted() -> collections.Counter[str]:
+        per_file: collections.Counter[str] = collections.Counter()
+
+        def trace(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "call":
+                frame.f_trace_opcodes = True
+            elif event == "opcode":
+                per_file[frame.f_code.co_filename] += 1
+            return trace
+
+        sys.settrace(trace)
+        try:
+            for _ in range(calls):
+                await call()
+        finally:
+            sys.settrace(None)
+        return per_file
+
+    return counted
+
+
+def measure(door: str, calls: int) -> collections.Counter[str]:
+    """Instructions per file over `calls` calls on `door`."""
+    from gateway.server.run import _asyncio_declared, _build_app, log_config
+
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
+        port = free_port()
+        upstream = f"http://127.0.0.1:{port}"
+        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)), upstream + "/"))
+        project = write_project(Path(folder), upstream, github=False)
+        os.environ["GATEWAY_CACHE_DIR"] = str(Path(folder) / "cache")
+        previous = os.getcwd()
+        os.chdir(folder)  # the store (./.gateway/state.db) in the temporary folder
+        stack.callback(os.chdir, previous)
+        config = log_config()  # the access line is rendered and written, to a buffer
+        for handler in config["handlers"].values():
+            handler["stream"] = "ext://sys.stderr"
+        lines = stack.enter_context(redirect_stderr(io.StringIO()))
+        logging.config.dictConfig(config)
+        built = _build_app(project / "specs", project / "agents.yaml", host="127.0.0.1", use_cache=True,
+                           allow_public=False, access_log=True)
+        if built is None:
+            raise RuntimeError(lines.getvalue())
+        app = built[0]
+
+        async def run() -> collections.Counter[str]:
+            async with app.router.lifespan_context(app):
+                call = await _bind(app, door)
+                for _ in range(200):  # warm: caches filled, the MCP SDK imported
+                    await call()
+                return await _count(calls, call)()
+
+        with _asyncio_declared(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(run())
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed, as `gateway serve` runs on (uvicorn picks it); asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--door", choices=("http", "mcp"), default="http")
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
+    args = parser.parse_args()
+    per_file = measure(args.door, args.calls)
+    print(f"{args.door} door: {sum(per_file.values()) / args.calls:,.0f} Python instructions per call "
+          f"({args.calls} calls)")
+    prefixes = [str(ROOT) + "/", *sorted({p + "/" for p in sys.path if p and "site-packages" in p}, key=len,
+                                           reverse=True), os.path.dirname(os.__file__) + "/"]
+    for file, count in per_file.most_common(args.top):
+        short = next((file[len(p):] for p in prefixes if file.startswith(p)), file)
+        print(f"  {count / args.calls:7,.0f}  {short}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""The request envelope: what every HTTP request of the gateway goes through before routing, in one middleware.
+
+In order, for each request:
+
+1. the caller's `traceparent` is continued (the request runs in the caller's trace; `gateway.observe.tracing`);
+2. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
+3. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
+   the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
+4. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
+   the event loop's next turn (`gateway.server.accesslog`).
+
+One layer rather than one middleware per concern: every request scans its headers once, watches its answer's
+status once, and every suspension of a request (the upstream call of a tool) resumes one frame here, not five.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..asgi import StatusWatch
+from ..observe import tracing
+from ..observe.metrics import door_of
+from .accesslog import log_access
+from .hosts import HostPolicy, refusal
+from .limits import BodyTooLarge
+
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
+
+
+_READ = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding", b"traceparent",
+                   b"tracestate"})
+
+
+class RequestEnvelope:
+    def __init__(self, app: ASGIApp, *, policy: Callable[[], HostPolicy], max_body_bytes: int,
+                 metrics: Callable[[], Metrics | None], access_log: logging.Logger | None = None,
+                 exempt_prefixes: tuple[str, ...] = ("/mcp/",)) -> None:
+        """Parameters:
+            app: the routed app.
+            policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
+            max_body_bytes: a request with a larger body gets 413.
+            metrics: the current `Metrics` (None: nothing is counted).
+            access_log: the logger of the access lines (`gateway.access`); None: no access log.
+            exempt_prefixes: paths whose body limit is their own (the MCP transport answers in JSON-RPC's shape).
+        """
+        self.app = app
+        self.policy = policy
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+        self.access_log = access_log
+        self.exempt_prefixes = exempt_prefixes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = origin = content_type = None
+        length: int | None = None
+        chunked = has_body = False
+        trace_headers: dict[str, str] | None = None
+        for name, value in scope["headers"]:
+            if name not in _READ:  # most headers: one set lookup, not a comparison with each name read here
+                continue
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"content-length":
+                has_body = has_body or value.strip() not in (b"0", b"")
+                try:
+                    length = int(value)
+                except ValueError:
+                    length = None  # unreadable: what arrives is counted
+            elif name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+            elif name == b"transfer-encoding":
+                chunked = has_body = True
+            elif name in (b"traceparent", b"tracestate"):
+                if trace_headers is None:
+                    trace_headers = {}
+                trace_headers[name.decode("latin-1")] = value.decode("latin-1")
+        token = otel_context.attach(propagate.extract(trace_headers)) \
+            if trace_headers is not None and tracing.enabled() else None
+        watch = StatusWatch(send)
+        try:
+            error = refusal(self.policy(), scope["method"], host, origin, content_type, has_body=has_body)
+            if error is None and not scope["path"].startswith(self.exempt_prefixes):
+                if length is None or chunked:  # no length to trust: what arrives is counted
+                    await self._counted(scope, receive, watch)
+                    return
+                if length > self.max_body_bytes:  # the server reads no more than a declared length
+                    error = BodyTooLarge(self.max_body_bytes)
+            if error is not None:
+                await error.response()(scope, receive, watch)
+            else:
+                await self.app(scope, receive, watch)
+        finally:
+            metrics = self.metrics()
+            if metrics is not None:
+                metrics.count_request(door_of(scope["path"]), watch.status or 500)  # 500: it raised unanswered
+            if self.access_log is not None and self.access_log.isEnabledFor(logging.INFO):
+                asyncio.get_running_loop().call_soon(log_access, self.access_log, scope, watch.status)
+            if token is not None:
+                otel_context.detach(token)
+
+    async def _counted(self, scope: Scope, receive: Receive, watch: StatusWatch) -> None:
+        """The app on a body of no declared length (chunked), counted as it arrives and refused past the limit."""
+        received = 0
+        limit = self.max_body_bytes
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        try:
+            await self.app(scope, counting_receive, watch)
+        except BodyTooLarge as exc:
+            if watch.status == 0:  # nothing answered yet
+                await exc.response()(scope, receive, watch)
