@@ -169,7 +169,32 @@ def _stems(text: str) -> set[str]:
 class SearchHit:
     tool: Tool
     score: float
-    """Higher is better (BM25 with field weights, divided by the path depth penalty)."""
+    """Higher is better (BM25 with field weights, times the method, depth and name signals)."""
+
+
+@dataclass(slots=True, frozen=True)
+class _Facts:
+    """What the signals read of one tool, computed once per api when its index is opened."""
+
+    tool: Tool
+    depth: float
+    """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
+    named: frozenset[str]
+    """The stems of the name's words."""
+
+
+def _facts(tool: Tool) -> _Facts:
+    segments = [segment for segment in tool.path.split("/") if segment]
+    parameters = sum(segment.startswith("{") for segment in segments)
+    depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
+    return _Facts(tool, depth, frozenset(_stems(words(tool.operation_id or tool.name))))
+
+
+@dataclass(slots=True)
+class _Opened:
+    connection: sqlite3.Connection
+    facts: list[_Facts]
+    """Row i (rowid i + 1) of the index."""
 
 
 class ToolIndex:
@@ -178,20 +203,22 @@ class ToolIndex:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.apis = list(dict.fromkeys([*catalog.apis, *(tool.api for tool in catalog)]))
-        self._open: dict[str, tuple[sqlite3.Connection, list[Tool]]] = {}
+        self._open: dict[str, _Opened] = {}
         self._lock = threading.Lock()
 
-    def _api(self, api: str) -> tuple[sqlite3.Connection, list[Tool]]:
+    def _api(self, api: str) -> _Opened:
         opened = self._open.get(api)
         if opened is not None:
             return opened
         with self._lock:
+            if api in self._open:
+                return self._open[api]
             tools = self.catalog.for_api(api)
             spec = self.catalog.apis.get(api)
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = (connection, tools)
+            self._open[api] = _Opened(connection, [_facts(tool) for tool in tools])
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -199,53 +226,52 @@ class ToolIndex:
         """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes).
 
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
-        ranking); the best `_CANDIDATES` are then scored with the method, depth and name signals here."""
+        ranking); the best `_CANDIDATES` (that `allowed` passes) are then scored with the method, depth and name
+        signals here."""
         expression = match_expression(query)
         if not expression or limit < 1:
             return []
-        weights = ", ".join(str(w) for w in _WEIGHTS.values())
-        sql = f"SELECT rowid, bm25(tools, {weights}) AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
         methods = set(intended_methods(query))
         terms = _stems(expression) | _stems(" ".join(w for word in words(query).split()
                                                     for w in (word, *SYNONYMS.get(word, ()))))
         hits: list[SearchHit] = []
-        wanted = _CANDIDATES if allowed is None else _CANDIDATES * 4
         for api in list(apis) if apis is not None else self.apis:
-            connection, tools = self._api(api)
-            with self._lock:
-                rows = connection.execute(sql, (expression, wanted)).fetchall()
-            if allowed is not None and len(rows) == wanted:
-                with self._lock:  # a narrow selection: rank every match, keep the allowed ones
-                    rows = connection.execute(sql, (expression, -1)).fetchall()
-            for rowid, score in rows:
-                tool = tools[rowid - 1]
-                if allowed is None or allowed(tool):
-                    hits.append(SearchHit(tool, round(-score * _signals(tool, methods, terms), 4)))
+            opened = self._api(api)
+            for facts, score in self._candidates(opened, expression, allowed):
+                hits.append(SearchHit(facts.tool, round(-score * _signals(facts, methods, terms), 4)))
         hits.sort(key=lambda hit: -hit.score)
         return hits[:limit]
 
+    def _candidates(self, opened: _Opened, expression: str,
+                    allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+        """The best `_CANDIDATES` matches by BM25 alone (of those `allowed` passes: then every match is ranked,
+        and read until enough are found)."""
+        facts = opened.facts
+        with self._lock:
+            if allowed is None:
+                rows = opened.connection.execute(_SQL, (expression, _CANDIDATES)).fetchall()
+                return [(facts[rowid - 1], score) for rowid, score in rows]
+            chosen: list[tuple[_Facts, float]] = []
+            for rowid, score in opened.connection.execute(_SQL, (expression, -1)):
+                if allowed(facts[rowid - 1].tool):
+                    chosen.append((facts[rowid - 1], score))
+                    if len(chosen) == _CANDIDATES:
+                        break
+            return chosen
+
 
 _CANDIDATES = 100
-_FACTS: dict[int, tuple[Tool, int, int, frozenset[str]]] = {}
+_SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
+        "WHERE tools MATCH ? ORDER BY score LIMIT ?")
 
 
-def _signals(tool: Tool, methods: set[str], terms: set[str]) -> float:
+def _signals(facts: _Facts, methods: set[str], terms: set[str]) -> float:
     """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
     words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
-    facts = _FACTS.get(id(tool))
-    if facts is None or facts[0] is not tool:
-        segments = [segment for segment in tool.path.split("/") if segment]
-        parameters = sum(segment.startswith("{") for segment in segments)
-        if len(_FACTS) > 200_000:
-            _FACTS.clear()
-        facts = (tool, len(segments) - parameters, parameters, frozenset(_stems(words(tool.operation_id or
-                                                                                       tool.name))))
-        _FACTS[id(tool)] = facts
-    _, depth, parameters, named = facts
-    factor = _INTENT_BOOST if tool.method in methods else 1.0
-    factor /= 1 + _DEPTH_PENALTY * (depth + _PARAMETER_DEPTH * parameters)
+    factor = _INTENT_BOOST if facts.tool.method in methods else 1.0
+    named = facts.named
     coverage = len(named & terms) / len(named) if named else 0.0
-    return factor * (1 + _NAME_COVERAGE * coverage)
+    return factor / facts.depth * (1 + _NAME_COVERAGE * coverage)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
