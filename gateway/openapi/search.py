@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5}
+_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
+            "resource": 3.0, "method": 0.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _PARAMETER_DEPTH = 1.0
@@ -37,33 +38,35 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
     "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
     "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
-    "list": ("list",), "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
+    "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
     "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
     "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
-    "my": ("me",), "mine": ("me",), "logged": ("authenticated",),
-    "am": ("authenticated",), "account": ("user", "authenticated"), "paid": ("pay",), "deploy": ("dispatch",),
-    "trigger": ("dispatch", "run"), "collaborator": ("collaborators",), "link": ("link", "createlink"),
-    "share": ("share", "link", "invite"), "approve": ("review",),
+    "i": ("me", "authenticated user"), "me": ("authenticated user",), "my": ("me", "authenticated user"),
+    "mine": ("me", "authenticated user"), "logged": ("authenticated user",),
+    "account": ("user", "authenticated user"), "paid": ("pay",), "deploy": ("dispatch",),
+    "trigger": ("dispatch", "run"), "link": ("createlink",),
+    "share": ("link", "invite"), "approve": ("review",),
     "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
     "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
-    "close": ("update", "state"), "reopen": ("update", "state"), "lock": ("lock",),
-    "email": ("mail", "message", "send"), "mail": ("message", "email"), "e-mail": ("mail", "message"),
-    "file": ("drive", "item", "content"), "files": ("drive", "item"), "folder": ("drive", "item", "children"),
+    "close": ("update", "state"), "reopen": ("update", "state"),
+    "email": ("mail", "message"), "mail": ("message", "email"),
+    "file": ("drive", "item", "content"), "folder": ("drive", "item", "children"),
     "upload": ("content", "put", "create"), "download": ("content", "get"),
-    "refund": ("refunds",), "charge": ("charges",), "pay": ("payment", "intent"), "payment": ("intent",),
-    "invoice": ("invoices",), "subscribe": ("subscription",), "cancel": ("delete", "cancel"),
+    "pay": ("payment", "intent"), "payment": ("intent",),
+    "subscribe": ("subscription",), "cancel": ("delete",),
     "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
     "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
-    "pr": ("pull",), "prs": ("pull",), "repo": ("repository", "repos"), "repos": ("repository", "repo"),
-    "comment": ("comments",), "star": ("starred", "starring"), "merge": ("merge",), "fork": ("forks",),
-    "customer": ("customers",), "label": ("labels",), "assign": ("assignees", "add"),
-    "chat": ("message", "chat"), "message": ("messages",), "team": ("team",), "group": ("group",),
-    "contact": ("contacts",), "task": ("todo", "task"), "todo": ("task",), "note": ("onenote", "page"),
-    "photo": ("photo",), "manager": ("manager",), "member": ("members",), "invite": ("invitation", "add"),
-    "branch": ("branches", "ref"), "release": ("releases",), "tag": ("tags",), "secret": ("secrets",),
-    "workflow": ("workflows", "actions", "run"), "rerun": ("run", "rerun"), "webhook": ("hook", "hooks"),
+    "pr": ("pull",), "repo": ("repository",), "repository": ("repo",),
+    "star": ("starred", "starring"),
+    "assign": ("assignees", "add"),
+    "chat": ("message",), "task": ("todo",), "todo": ("task",), "note": ("onenote", "page"),
+    "invite": ("invitation", "add"),
+    "branch": ("ref",),
+    "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
 }
-_STOP = frozenset("a an the of to for in on at by with from and or is are be our this that it its as i we "
+"""Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
+phrases ("authenticated user": GitHub's me)."""
+_STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
                   "you your please can could would should want need all some any into up out do does did".split())
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -80,6 +83,22 @@ def _first_paragraph(text: str) -> str:
     return plain.strip().split("\n\n", 1)[0][:400]
 
 
+_PATH_SUFFIXES = frozenset({"$ref", "$value", "$count"})
+"""Graph's path endings that say how a resource is answered (a reference, raw content, a count), not which."""
+
+
+def resources(path: str) -> list[str]:
+    """The path's non-parameter segments, last first, Graph's endings (`$ref`, ...) and namespaces
+    (`microsoft.graph.`) and function arguments out: `/me/messages/{id}/microsoft.graph.forward` ->
+    `[forward, messages, me]`."""
+    found = []
+    for segment in reversed(path.split("/")):
+        if not segment or segment.startswith("{") or segment in _PATH_SUFFIXES:
+            continue
+        found.append(segment.split("(", 1)[0].rsplit(".", 1)[-1])
+    return found
+
+
 def _row(tool: Tool) -> tuple[str, ...]:
     return (
         words(tool.operation_id or tool.name),
@@ -88,6 +107,8 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(" ".join(tool.tags)),
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
+        words(next(iter(resources(tool.path)), "")),
+        tool.method.lower(),
     )
 
 
@@ -111,26 +132,74 @@ def build_index(tools: Iterable[Tool]) -> bytes:
 
 
 _GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
-                           "modify set delete remove destroy post put".split())
-"""Verbs that name a method rather than a thing: they pick the method (`intended_methods`) and count for the
-name's coverage, but are left out of the full-text match, where each would match thousands of operations."""
+                           "modify set delete remove destroy post put what who which when where how".split())
+"""Verbs (and question words) that name a method rather than a thing: they pick the method (`intended_methods`)
+and count for the name's coverage, but are left out of the full-text match, where each would match thousands of
+operations."""
+
+
+def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
+    """A query's words, each with its parts when it is a compound: "OneNote" -> `("onenote", ("one", "note"))`,
+    "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
+    "todo"), not its parts, each of which (and their synonyms) would match something else."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    kept = " ".join(token for token in query.split() if not _ARGUMENT.search(token))
+    for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
+        pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
+        if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
+            found.append(("".join(pieces), tuple(pieces)))
+        else:
+            found.extend((piece, ()) for piece in pieces)
+    return found
+
+
+_QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
+_CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
+"""The customer's, don't, what's: the word without its ending."""
+_ARGUMENT = re.compile(r"[0-9]")
+"""A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
+not a word of the operation."""
+_PARTICLES = frozenset("out up in off on back".split())
+"""Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
 
 
 def match_expression(query: str) -> str:
     """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR); generic verbs
-    are left out unless nothing else is left."""
-    given = words(query).split()
-    content = [w for w in given if w not in _STOP and w not in _GENERIC_VERBS and not w.isdigit()]
+    are left out unless nothing else is left. A compound matches as one word, as the phrase of its parts, or as
+    its last part (the head: OneDrive -> drive); two neighbours also as one word ("pay out" -> payout). The verb
+    (the first word) takes its senses as a verb: to email is to send mail."""
+    given = query_words(query)
+    content = [w for w, _ in given if w not in _STOP and w not in _GENERIC_VERBS]
     skip = _STOP | _GENERIC_VERBS if content else _STOP
+    verb = _verb(given)
     terms: list[str] = []
-    for position, word in enumerate(given):
-        if word in skip or word.isdigit():
+    for position, (word, parts) in enumerate(given):
+        if word in skip:
             continue
-        following = given[position + 1] if position + 1 < len(given) else ""
-        compound = [word + following] if following.isalpha() and following not in _STOP else []  # pay out: payout
-        alternatives = dict.fromkeys([word, *SYNONYMS.get(word, ()), *compound])
+        following, following_parts = given[position + 1] if position + 1 < len(given) else ("", ())
+        joined = (word + following,) if (not parts and not following_parts and following.isalpha()
+                                         and (following not in _STOP or following in _PARTICLES)) else ()
+        spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in _STOP else ())) if parts else ()
+        senses = VERB_SENSES.get(word, ()) if position == verb else ()
+        alternatives = dict.fromkeys((word, *senses, *SYNONYMS.get(word, ()), *spelled, *joined))
         terms.append(" OR ".join(f'"{alternative}"' for alternative in alternatives))
     return " OR ".join(f"({term})" for term in terms)
+
+
+def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
+    """The position of a request's verb: its first word after "please", "I want to", ..."""
+    for position, (word, _) in enumerate(given):
+        if word not in _STOP and word not in _PRONOUNS:
+            return position
+    return None
+
+
+VERB_SENSES: dict[str, tuple[str, ...]] = {
+    "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
+    "ping": ("send", "message"),
+}
+"""What a noun means as a request's verb: to email is to send mail."""
+_QUESTIONS = frozenset("what who which when where how".split())
 
 
 _INTENTS = {
@@ -148,21 +217,30 @@ _INTENT_BOOST = 1.6
 
 
 def intended_methods(query: str) -> list[str]:
-    """The HTTP methods the query's verbs suggest (its first verb-like word decides)."""
-    for word in words(query).split():
-        methods = [method for method, verbs in _INTENTS.items() if word in verbs]
-        if methods:
-            return methods
-    return []
+    """The HTTP methods the query's verb suggests (a request is an imperative: "issue", "comment" or "charge"
+    later in it are things, not the verb), or its question word."""
+    given = query_words(query)
+    verb = _verb(given)
+    return [] if verb is None else [method for method, verbs in _INTENTS.items() if given[verb][0] in verbs]
+
+
+_PRONOUNS = frozenset("i me my mine".split())
 
 
 _NAME_COVERAGE = 1.0
+_SUMMARY_COVERAGE = 2.0
+_DEPRECATED = 0.5
+_DUPLICATE = 0.7
 
 
 def _stems(text: str) -> set[str]:
     """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
     return {word[:-1] if word.endswith("s") and len(word) > 3 else word
             for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+
+
+def _content_stems(text: str) -> frozenset[str]:
+    return frozenset(_stems(" ".join(word for word in words(text).split() if word not in _STOP)))
 
 
 @dataclass(slots=True, frozen=True)
@@ -172,7 +250,7 @@ class SearchHit:
     """Higher is better (BM25 with field weights, times the method, depth and name signals)."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, eq=False)
 class _Facts:
     """What the signals read of one tool, computed once per api when its index is opened."""
 
@@ -180,14 +258,26 @@ class _Facts:
     depth: float
     """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
     named: frozenset[str]
-    """The stems of the name's words."""
+    """The stems of the name's words, stop words out."""
+    summarized: frozenset[str]
+    """The stems of the summary's words, stop words out."""
+    kind: tuple[str | bool, ...]
+    """The method, whether the path ends with a parameter (one item or all), the summary and the last resource:
+    Graph answers one operation under many nested paths, with one summary (`/me/messages/{id}/forward`,
+    `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`: "Invoke action forward")."""
+    prior: float
+    """`_DEPRECATED` for a deprecated operation, else 1."""
 
 
 def _facts(tool: Tool) -> _Facts:
     segments = [segment for segment in tool.path.split("/") if segment]
     parameters = sum(segment.startswith("{") for segment in segments)
     depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
-    return _Facts(tool, depth, frozenset(_stems(words(tool.operation_id or tool.name))))
+    addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
+    kind: tuple[str | bool, ...] = (tool.method, addressed[0].startswith("{"), words(tool.summary) or tool.name,
+                                    *resources(tool.path)[:1])
+    return _Facts(tool, depth, _content_stems(tool.operation_id or tool.name), _content_stems(tool.summary), kind,
+                  _DEPRECATED if tool.deprecated else 1.0)
 
 
 @dataclass(slots=True)
@@ -195,6 +285,11 @@ class _Opened:
     connection: sqlite3.Connection
     facts: list[_Facts]
     """Row i (rowid i + 1) of the index."""
+    updates: bool
+    """Whether the api has PATCH or PUT operations (Stripe's has none: it updates with POST)."""
+
+
+_UPDATES = frozenset({"PATCH", "PUT"})
 
 
 class ToolIndex:
@@ -218,7 +313,8 @@ class ToolIndex:
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = _Opened(connection, [_facts(tool) for tool in tools])
+            self._open[api] = _Opened(connection, [_facts(tool) for tool in tools],
+                                      any(tool.method in _UPDATES for tool in tools))
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -237,41 +333,64 @@ class ToolIndex:
         hits: list[SearchHit] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
-            for facts, score in self._candidates(opened, expression, allowed):
-                hits.append(SearchHit(facts.tool, round(-score * _signals(facts, methods, terms), 4)))
+            asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
+            found = dict(self._candidates(opened, expression, allowed, _CANDIDATES))
+            if asked:  # the best of the asked method too, lest the others crowd them out (the method weighs 0)
+                asking = f"({expression}) AND method : ({' OR '.join(sorted(asked))})"
+                for facts, score in self._candidates(opened, asking, allowed, _METHOD_CANDIDATES):
+                    found.setdefault(facts, score)
+            scored = [(facts, -score * _signals(facts, asked, terms)) for facts, score in found.items()]
+            hits.extend(SearchHit(facts.tool, round(score, 4)) for facts, score in _collapse(scored))
         hits.sort(key=lambda hit: -hit.score)
         return hits[:limit]
 
-    def _candidates(self, opened: _Opened, expression: str,
-                    allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
-        """The best `_CANDIDATES` matches by BM25 alone (of those `allowed` passes: then every match is ranked,
-        and read until enough are found)."""
+    def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
+                    wanted: int) -> list[tuple[_Facts, float]]:
+        """The best `wanted` matches by BM25 alone (of those `allowed` passes: then every match is ranked, and
+        read until enough are found)."""
         facts = opened.facts
         with self._lock:
             if allowed is None:
-                rows = opened.connection.execute(_SQL, (expression, _CANDIDATES)).fetchall()
+                rows = opened.connection.execute(_SQL, (expression, wanted)).fetchall()
                 return [(facts[rowid - 1], score) for rowid, score in rows]
             chosen: list[tuple[_Facts, float]] = []
             for rowid, score in opened.connection.execute(_SQL, (expression, -1)):
                 if allowed(facts[rowid - 1].tool):
                     chosen.append((facts[rowid - 1], score))
-                    if len(chosen) == _CANDIDATES:
+                    if len(chosen) == wanted:
                         break
             return chosen
 
 
 _CANDIDATES = 100
+_METHOD_CANDIDATES = 50
 _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
         "WHERE tools MATCH ? ORDER BY score LIMIT ?")
+
+
+def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
+    """Of the candidates of one kind (one operation under several paths), the one with the shortest path takes
+    the best score of them all; the others fall behind it, times `_DUPLICATE`."""
+    best: dict[tuple[str | bool, ...], tuple[_Facts, float]] = {}
+    for facts, score in scored:
+        held = best.get(facts.kind)
+        if held is None:
+            best[facts.kind] = (facts, score)
+        else:
+            shortest = facts if (facts.depth, -score) < (held[0].depth, -held[1]) else held[0]
+            best[facts.kind] = (shortest, max(score, held[1]))
+    return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
+            for facts, score in scored]
 
 
 def _signals(facts: _Facts, methods: set[str], terms: set[str]) -> float:
     """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
     words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
     factor = _INTENT_BOOST if facts.tool.method in methods else 1.0
-    named = facts.named
+    named, summarized = facts.named, facts.summarized
     coverage = len(named & terms) / len(named) if named else 0.0
-    return factor / facts.depth * (1 + _NAME_COVERAGE * coverage)
+    summary = len(summarized & terms) / len(summarized) if summarized else 0.0
+    return factor * facts.prior / facts.depth * (1 + _NAME_COVERAGE * coverage) * (1 + _SUMMARY_COVERAGE * summary)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
