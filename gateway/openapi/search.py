@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..catalog import Catalog, Tool
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "resource": 3.0, "method": 0.0}
+            "resource": 3.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _PARAMETER_DEPTH = 1.0
@@ -108,7 +108,6 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
-        tool.method.lower(),
     )
 
 
@@ -164,15 +163,24 @@ _PARTICLES = frozenset("out up in off on back".split())
 
 
 def match_expression(query: str) -> str:
-    """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR); generic verbs
-    are left out unless nothing else is left. A compound matches as one word, as the phrase of its parts, or as
-    its last part (the head: OneDrive -> drive); two neighbours also as one word ("pay out" -> payout). The verb
-    (the first word) takes its senses as a verb: to email is to send mail."""
+    """The FTS5 query for a user's words: each word or one of its alternatives (`match_terms`), any of them."""
+    return _expression(match_terms(query))
+
+
+def _expression(terms: Iterable[tuple[str, ...]]) -> str:
+    return " OR ".join(f"({' OR '.join(chr(34) + a + chr(34) for a in alternatives)})" for alternatives in terms)
+
+
+def match_terms(query: str) -> list[tuple[str, ...]]:
+    """Each word of the query to match with its alternatives: its synonyms; generic verbs are left out unless
+    nothing else is left. A compound matches as one word, as the phrase of its parts, or as its last part (the
+    head: OneDrive -> drive); two neighbours also as one word ("pay out" -> payout). The verb (the first word)
+    takes its senses as a verb: to email is to send mail."""
     given = query_words(query)
     content = [w for w, _ in given if w not in _STOP and w not in _GENERIC_VERBS]
     skip = _STOP | _GENERIC_VERBS if content else _STOP
     verb = _verb(given)
-    terms: list[str] = []
+    terms: list[tuple[str, ...]] = []
     for position, (word, parts) in enumerate(given):
         if word in skip:
             continue
@@ -181,9 +189,11 @@ def match_expression(query: str) -> str:
                                          and (following not in _STOP or following in _PARTICLES)) else ()
         spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in _STOP else ())) if parts else ()
         senses = VERB_SENSES.get(word, ()) if position == verb else ()
-        alternatives = dict.fromkeys((word, *senses, *SYNONYMS.get(word, ()), *spelled, *joined))
-        terms.append(" OR ".join(f'"{alternative}"' for alternative in alternatives))
-    return " OR ".join(f"({term})" for term in terms)
+        own = (word,) if word not in _PRONOUNS else ()
+        others = (a for a in (*senses, *SYNONYMS.get(word, ()), *spelled, *joined) if a not in skip | _PRONOUNS)
+        if alternatives := tuple(dict.fromkeys((*own, *others))):
+            terms.append(alternatives)
+    return terms
 
 
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
@@ -324,46 +334,48 @@ class ToolIndex:
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
         ranking); the best `_CANDIDATES` (that `allowed` passes) are then scored with the method, depth and name
         signals here."""
-        expression = match_expression(query)
-        if not expression or limit < 1:
+        matched = match_terms(query)
+        if not matched or limit < 1:
             return []
+        expression = _expression(matched)
         methods = set(intended_methods(query))
-        terms = _stems(expression) | _stems(" ".join(w for word in words(query).split()
-                                                    for w in (word, *SYNONYMS.get(word, ()))))
-        hits: list[SearchHit] = []
+        terms = _stems(" ".join(a for alternatives in matched for a in alternatives)) | _stems(
+            " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ()))))
+        scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
-            found = dict(self._candidates(opened, expression, allowed, _CANDIDATES))
-            if asked:  # the best of the asked method too, lest the others crowd them out (the method weighs 0)
-                asking = f"({expression}) AND method : ({' OR '.join(sorted(asked))})"
-                for facts, score in self._candidates(opened, asking, allowed, _METHOD_CANDIDATES):
-                    found.setdefault(facts, score)
-            scored = [(facts, -score * _signals(facts, asked, terms)) for facts, score in found.items()]
-            hits.extend(SearchHit(facts.tool, round(score, 4)) for facts, score in _collapse(scored))
-        hits.sort(key=lambda hit: -hit.score)
-        return hits[:limit]
+            candidates = self._candidates(opened, expression, allowed, asked)
+            scored.extend(_collapse([(facts, -score * _signals(facts, asked, terms)) for facts, score in candidates]))
+        scored.sort(key=lambda pair: -pair[1])
+        return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
 
     def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
-                    wanted: int) -> list[tuple[_Facts, float]]:
-        """The best `wanted` matches by BM25 alone (of those `allowed` passes: then every match is ranked, and
-        read until enough are found)."""
+                    asked: set[str]) -> list[tuple[_Facts, float]]:
+        """The best `_CANDIDATES` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
+        among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
+        of those `allowed` passes (then every match is ranked, and read until enough are found)."""
         facts = opened.facts
+        chosen: list[tuple[_Facts, float]] = []
+        of_method = 0
         with self._lock:
-            if allowed is None:
-                rows = opened.connection.execute(_SQL, (expression, wanted)).fetchall()
-                return [(facts[rowid - 1], score) for rowid, score in rows]
-            chosen: list[tuple[_Facts, float]] = []
-            for rowid, score in opened.connection.execute(_SQL, (expression, -1)):
-                if allowed(facts[rowid - 1].tool):
-                    chosen.append((facts[rowid - 1], score))
-                    if len(chosen) == wanted:
-                        break
-            return chosen
+            for rowid, score in opened.connection.execute(_SQL, (expression, _POOL if allowed is None else -1)):
+                candidate = facts[rowid - 1]
+                if allowed is not None and not allowed(candidate.tool):
+                    continue
+                if len(chosen) < _CANDIDATES:
+                    chosen.append((candidate, score))
+                elif of_method == _METHOD_CANDIDATES or not asked:
+                    break
+                elif candidate.tool.method in asked:
+                    chosen.append((candidate, score))
+                    of_method += 1
+        return chosen
 
 
 _CANDIDATES = 100
 _METHOD_CANDIDATES = 50
+_POOL = 400
 _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
         "WHERE tools MATCH ? ORDER BY score LIMIT ?")
 

@@ -9,7 +9,7 @@ import pytest
 from bench.search import load_tasks, recall
 from gateway.catalog import Catalog, Tool
 from gateway.openapi import compile_specs
-from gateway.openapi.search import index_of, match_expression, words
+from gateway.openapi.search import index_of, intended_methods, match_expression, words
 
 
 def _tool(name: str, method: str, path: str, summary: str) -> Tool:
@@ -25,7 +25,9 @@ def test_words_split_names_on_case_and_separators() -> None:
 
 def test_queries_widen_with_synonyms_and_drop_numbers() -> None:
     expression = match_expression("close issue 482")
-    assert '"update"' in expression and "482" not in expression
+    assert '"state"' in expression and "482" not in expression
+    assert '"update"' not in expression  # a generic verb picks the method (PATCH), it does not match
+    assert intended_methods("close issue 482") == ["PATCH"]
 
 
 def test_search_ranks_the_operation_that_answers_and_filters_by_allowed() -> None:
