@@ -6,20 +6,24 @@ each api's index once (in memory) and answers the best tools first.
 
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary; the description's first paragraph (markup out); the tags; the path's segments (parameters included, braces
-out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each
-widened by API-aware synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the
-compound of two neighbours ("pay out" -> payout); generic verbs (create, list, update, ...) pick the method instead
-of matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
-then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close -> PATCH,
-...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats each
-operation under many nested paths), times `1 + the share of the name's words the query holds` (`issues/create` for
-"create an issue", not `orgs/create-issue-type`). The constants were chosen on the task sets in
-tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
+out); the argument names; the path's resource (its last segment that is not a parameter: `contributors`,
+`forward`). Words are stemmed (FTS5's porter tokenizer). How a query becomes a match: `search_query`.
+
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
+the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
+times `_INTENT_BOOST` for the asked method, divided by `1 + 0.1 * path depth`, halved when deprecated, times
+`1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
+`orgs/create-issue-type`) and `1 + 2 * the share of the summary's`. Graph answers one operation under many
+nested paths: of the candidates with one method, summary and resource, the shortest path takes their best score
+and the others fall behind. The facts these signals read are computed once per api, when its index is opened.
+The constants were chosen on the task sets in tests/openapi/search_tasks (`tasks` and `holdout`; `fresh` was
+written before the last round of changes and never used to choose them).
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import sqlite3
 import threading
@@ -28,54 +32,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
+from .search_query import STOP, read, stems, words
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _PARAMETER_DEPTH = 1.0
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
-    "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
-    "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
-    "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
-    "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
-    "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
-    "i": ("me", "authenticated user"), "me": ("authenticated user",), "my": ("me", "authenticated user"),
-    "mine": ("me", "authenticated user"), "logged": ("authenticated user",),
-    "account": ("user", "authenticated user"), "paid": ("pay",), "deploy": ("dispatch",),
-    "trigger": ("dispatch", "run"), "link": ("createlink",),
-    "share": ("link", "invite"), "approve": ("review",),
-    "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
-    "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
-    "close": ("update", "state"), "reopen": ("update", "state"),
-    "email": ("mail", "message"), "mail": ("message", "email"),
-    "file": ("drive", "item", "content"), "folder": ("drive", "item", "children"),
-    "upload": ("content", "put", "create"), "download": ("content", "get"),
-    "pay": ("payment", "intent"), "payment": ("intent",),
-    "subscribe": ("subscription",), "cancel": ("delete",),
-    "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
-    "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
-    "pr": ("pull",), "repo": ("repository",), "repository": ("repo",),
-    "star": ("starred", "starring"),
-    "assign": ("assignees", "add"),
-    "chat": ("message",), "task": ("todo",), "todo": ("task",), "note": ("onenote", "page"),
-    "invite": ("invitation", "add"),
-    "branch": ("ref",),
-    "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
-}
-"""Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
-phrases ("authenticated user": GitHub's me)."""
-_STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
-                  "you your please can could would should want need all some any into up out do does did".split())
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _TAGS = re.compile(r"<[^>]+>")
-
-
-def words(text: str) -> str:
-    """`text` as plain lower-case words: camelCase, `_`, `/`, `.`, `-` and braces all split."""
-    return " ".join(part.lower() for chunk in _SPLIT.split(text or "") for part in _CAMEL.split(chunk) if part)
 
 
 def _first_paragraph(text: str) -> str:
@@ -130,127 +94,15 @@ def build_index(tools: Iterable[Tool]) -> bytes:
     return data
 
 
-_GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
-                           "modify set delete remove destroy post put what who which when where how".split())
-"""Verbs (and question words) that name a method rather than a thing: they pick the method (`intended_methods`)
-and count for the name's coverage, but are left out of the full-text match, where each would match thousands of
-operations."""
-
-
-def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
-    """A query's words, each with its parts when it is a compound: "OneNote" -> `("onenote", ("one", "note"))`,
-    "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
-    "todo"), not its parts, each of which (and their synonyms) would match something else."""
-    found: list[tuple[str, tuple[str, ...]]] = []
-    kept = " ".join(token for token in query.split() if not _ARGUMENT.search(token))
-    for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
-        pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
-        if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
-            found.append(("".join(pieces), tuple(pieces)))
-        else:
-            found.extend((piece, ()) for piece in pieces)
-    return found
-
-
-_QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
-_CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
-"""The customer's, don't, what's: the word without its ending."""
-_ARGUMENT = re.compile(r"[0-9]")
-"""A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
-not a word of the operation."""
-_PARTICLES = frozenset("out up in off on back".split())
-"""Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
-
-
-def match_expression(query: str) -> str:
-    """The FTS5 query for a user's words: each word or one of its alternatives (`match_terms`), any of them."""
-    return _expression(match_terms(query))
-
-
-def _expression(terms: Iterable[tuple[str, ...]]) -> str:
-    return " OR ".join(f"({' OR '.join(chr(34) + a + chr(34) for a in alternatives)})" for alternatives in terms)
-
-
-def match_terms(query: str) -> list[tuple[str, ...]]:
-    """Each word of the query to match with its alternatives: its synonyms; generic verbs are left out unless
-    nothing else is left. A compound matches as one word, as the phrase of its parts, or as its last part (the
-    head: OneDrive -> drive); two neighbours also as one word ("pay out" -> payout). The verb (the first word)
-    takes its senses as a verb: to email is to send mail."""
-    given = query_words(query)
-    content = [w for w, _ in given if w not in _STOP and w not in _GENERIC_VERBS]
-    skip = _STOP | _GENERIC_VERBS if content else _STOP
-    verb = _verb(given)
-    terms: list[tuple[str, ...]] = []
-    for position, (word, parts) in enumerate(given):
-        if word in skip:
-            continue
-        following, following_parts = given[position + 1] if position + 1 < len(given) else ("", ())
-        joined = (word + following,) if (not parts and not following_parts and following.isalpha()
-                                         and (following not in _STOP or following in _PARTICLES)) else ()
-        spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in _STOP else ())) if parts else ()
-        senses = VERB_SENSES.get(word, ()) if position == verb else ()
-        own = (word,) if word not in _PRONOUNS else ()
-        others = (a for a in (*senses, *SYNONYMS.get(word, ()), *spelled, *joined) if a not in skip | _PRONOUNS)
-        if alternatives := tuple(dict.fromkeys((*own, *others))):
-            terms.append(alternatives)
-    return terms
-
-
-def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
-    """The position of a request's verb: its first word after "please", "I want to", ..."""
-    for position, (word, _) in enumerate(given):
-        if word not in _STOP and word not in _PRONOUNS:
-            return position
-    return None
-
-
-VERB_SENSES: dict[str, tuple[str, ...]] = {
-    "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
-    "ping": ("send", "message"),
-}
-"""What a noun means as a request's verb: to email is to send mail."""
-_QUESTIONS = frozenset("what who which when where how".split())
-
-
-_INTENTS = {
-    "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
-             "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
-             "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
-             "assign", "comment", "charge", "void", "share"},
-    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign"},
-    "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
-            "download", "preview", "check"},
-    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark"},
-    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow"},
-}
 _INTENT_BOOST = 1.6
-
-
-def intended_methods(query: str) -> list[str]:
-    """The HTTP methods the query's verb suggests (a request is an imperative: "issue", "comment" or "charge"
-    later in it are things, not the verb), or its question word."""
-    given = query_words(query)
-    verb = _verb(given)
-    return [] if verb is None else [method for method, verbs in _INTENTS.items() if given[verb][0] in verbs]
-
-
-_PRONOUNS = frozenset("i me my mine".split())
-
-
 _NAME_COVERAGE = 1.0
 _SUMMARY_COVERAGE = 2.0
 _DEPRECATED = 0.5
 _DUPLICATE = 0.7
 
 
-def _stems(text: str) -> set[str]:
-    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
-    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
-            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
-
-
 def _content_stems(text: str) -> frozenset[str]:
-    return frozenset(_stems(" ".join(word for word in words(text).split() if word not in _STOP)))
+    return frozenset(stems(" ".join(word for word in words(text).split() if word not in STOP)))
 
 
 @dataclass(slots=True, frozen=True)
@@ -262,32 +114,26 @@ class SearchHit:
 
 @dataclass(slots=True, frozen=True, eq=False)
 class _Facts:
-    """What the signals read of one tool, computed once per api when its index is opened."""
+    """What the signals read of one tool, computed once per api when its index is opened. Word sets are bit
+    masks over the api's vocabulary (`_Opened.vocabulary`): a query's words are compared with a hundred
+    candidates' names and summaries in each search."""
 
     tool: Tool
+    method: str
     depth: float
     """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
-    named: frozenset[str]
+    weight: float
+    """`_DEPRECATED` (for a deprecated operation, else 1) over the depth."""
+    named: int
     """The stems of the name's words, stop words out."""
-    summarized: frozenset[str]
+    name_size: int
+    summarized: int
     """The stems of the summary's words, stop words out."""
-    kind: tuple[str | bool, ...]
-    """The method, whether the path ends with a parameter (one item or all), the summary and the last resource:
-    Graph answers one operation under many nested paths, with one summary (`/me/messages/{id}/forward`,
+    summary_size: int
+    kind: int
+    """The method, whether the path ends with a parameter (one item or all), the summary and the last resource,
+    numbered: Graph answers one operation under many nested paths, with one summary (`/me/messages/{id}/forward`,
     `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`: "Invoke action forward")."""
-    prior: float
-    """`_DEPRECATED` for a deprecated operation, else 1."""
-
-
-def _facts(tool: Tool) -> _Facts:
-    segments = [segment for segment in tool.path.split("/") if segment]
-    parameters = sum(segment.startswith("{") for segment in segments)
-    depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
-    addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
-    kind: tuple[str | bool, ...] = (tool.method, addressed[0].startswith("{"), words(tool.summary) or tool.name,
-                                    *resources(tool.path)[:1])
-    return _Facts(tool, depth, _content_stems(tool.operation_id or tool.name), _content_stems(tool.summary), kind,
-                  _DEPRECATED if tool.deprecated else 1.0)
 
 
 @dataclass(slots=True)
@@ -295,8 +141,35 @@ class _Opened:
     connection: sqlite3.Connection
     facts: list[_Facts]
     """Row i (rowid i + 1) of the index."""
+    vocabulary: dict[str, int]
+    """Each stem of the api's names and summaries, and its bit."""
     updates: bool
     """Whether the api has PATCH or PUT operations (Stripe's has none: it updates with POST)."""
+
+    def mask(self, stems: Iterable[str]) -> int:
+        return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
+
+
+def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
+    """The facts of an api's tools, for its opened index."""
+    vocabulary: dict[str, int] = {}
+    kinds: dict[tuple[str | bool, ...], int] = {}
+    facts = []
+    for tool in tools:
+        segments = [segment for segment in tool.path.split("/") if segment]
+        parameters = sum(segment.startswith("{") for segment in segments)
+        depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
+        addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
+        kind: tuple[str | bool, ...] = (tool.method, addressed[0].startswith("{"), words(tool.summary) or tool.name,
+                                        *resources(tool.path)[:1])
+        named, summarized = _content_stems(tool.operation_id or tool.name), _content_stems(tool.summary)
+        for stem in named | summarized:
+            vocabulary.setdefault(stem, len(vocabulary))
+        facts.append(_Facts(tool, tool.method, depth, (_DEPRECATED if tool.deprecated else 1.0) / depth,
+                            sum(1 << vocabulary[stem] for stem in named), len(named),
+                            sum(1 << vocabulary[stem] for stem in summarized), len(summarized),
+                            kinds.setdefault(kind, len(kinds))))
+    return _Opened(connection, facts, vocabulary, any(tool.method in _UPDATES for tool in tools))
 
 
 _UPDATES = frozenset({"PATCH", "PUT"})
@@ -323,8 +196,7 @@ class ToolIndex:
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = _Opened(connection, [_facts(tool) for tool in tools],
-                                      any(tool.method in _UPDATES for tool in tools))
+            self._open[api] = _open(connection, tools)
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -334,46 +206,39 @@ class ToolIndex:
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
         ranking); the best `_CANDIDATES` (that `allowed` passes) are then scored with the method, depth and name
         signals here."""
-        matched = match_terms(query)
-        if not matched or limit < 1:
+        request = read(query)
+        if not request.terms or limit < 1:
             return []
-        expression = _expression(matched)
-        methods = set(intended_methods(query))
-        terms = _stems(" ".join(a for alternatives in matched for a in alternatives)) | _stems(
-            " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ()))))
+        methods = request.methods
         scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
-            candidates = self._candidates(opened, expression, allowed, asked)
-            scored.extend(_collapse([(facts, -score * _signals(facts, asked, terms)) for facts, score in candidates]))
+            candidates = self._candidates(opened, request.expression, allowed, asked)
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems))))
         scored.sort(key=lambda pair: -pair[1])
         return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
 
     def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
-                    asked: set[str]) -> list[tuple[_Facts, float]]:
+                    asked: frozenset[str]) -> list[tuple[_Facts, float]]:
         """The best `_CANDIDATES` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
-        of those `allowed` passes (then every match is ranked, and read until enough are found)."""
+        of those `allowed` passes (then every match is ranked)."""
         facts = opened.facts
-        chosen: list[tuple[_Facts, float]] = []
-        of_method = 0
+        wanted = _POOL if asked else _CANDIDATES
         with self._lock:
-            for rowid, score in opened.connection.execute(_SQL, (expression, _POOL if allowed is None else -1)):
-                candidate = facts[rowid - 1]
-                if allowed is not None and not allowed(candidate.tool):
-                    continue
-                if len(chosen) < _CANDIDATES:
-                    chosen.append((candidate, score))
-                elif of_method == _METHOD_CANDIDATES or not asked:
-                    break
-                elif candidate.tool.method in asked:
-                    chosen.append((candidate, score))
-                    of_method += 1
-        return chosen
+            cursor = opened.connection.execute(_SQL, (expression, wanted if allowed is None else -1))
+            if allowed is None:
+                rows = cursor.fetchall()
+            else:
+                rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
+        chosen = [(facts[rowid - 1], score) for rowid, score in rows[:_CANDIDATES]]
+        following = ((facts[rowid - 1], score) for rowid, score in rows[_CANDIDATES:]
+                     if facts[rowid - 1].method in asked)
+        return chosen + list(itertools.islice(following, _METHOD_CANDIDATES))
 
 
-_CANDIDATES = 100
+_CANDIDATES = 50
 _METHOD_CANDIDATES = 50
 _POOL = 400
 _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
@@ -383,7 +248,7 @@ _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values()
 def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
     """Of the candidates of one kind (one operation under several paths), the one with the shortest path takes
     the best score of them all; the others fall behind it, times `_DUPLICATE`."""
-    best: dict[tuple[str | bool, ...], tuple[_Facts, float]] = {}
+    best: dict[int, tuple[_Facts, float]] = {}
     for facts, score in scored:
         held = best.get(facts.kind)
         if held is None:
@@ -395,14 +260,20 @@ def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
             for facts, score in scored]
 
 
-def _signals(facts: _Facts, methods: set[str], terms: set[str]) -> float:
-    """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
-    words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
-    factor = _INTENT_BOOST if facts.tool.method in methods else 1.0
-    named, summarized = facts.named, facts.summarized
-    coverage = len(named & terms) / len(named) if named else 0.0
-    summary = len(summarized & terms) / len(summarized) if summarized else 0.0
-    return factor * facts.prior / facts.depth * (1 + _NAME_COVERAGE * coverage) * (1 + _SUMMARY_COVERAGE * summary)
+def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str],
+             terms: int) -> list[tuple[_Facts, float]]:
+    """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
+    name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
+    `orgs/create-issue-type`)."""
+    scored = []
+    for facts, score in candidates:
+        factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
+        if facts.name_size:
+            factor *= 1 + _NAME_COVERAGE * (facts.named & terms).bit_count() / facts.name_size
+        if facts.summary_size:
+            factor *= 1 + _SUMMARY_COVERAGE * (facts.summarized & terms).bit_count() / facts.summary_size
+        scored.append((facts, factor))
+    return scored
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
