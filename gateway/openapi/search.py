@@ -22,6 +22,7 @@ written before the last round of changes and never used to choose them).
 
 from __future__ import annotations
 
+import collections
 import html
 import itertools
 import re
@@ -75,20 +76,54 @@ def _row(tool: Tool) -> tuple[str, ...]:
     )
 
 
+def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, ...]]]:
+    """What the ranking signals read of each tool, computed when its index is built: its method, path depth,
+    prior (`_DEPRECATED` when deprecated), the stems of its name and of its summary as bit masks over the api's
+    vocabulary (the most frequent stems take the lowest bits, so that most masks stay small), and its kind."""
+    stemmed = [(_content_stems(tool.operation_id or tool.name), _content_stems(tool.summary)) for tool in tools]
+    counts = collections.Counter(stem for named, summarized in stemmed for stem in named | summarized)
+    vocabulary = {stem: bit for bit, (stem, _) in enumerate(counts.most_common())}
+    kinds: dict[tuple[str, ...], int] = {}
+    rows: list[tuple[object, ...]] = []
+    for index, (tool, (named, summarized)) in enumerate(zip(tools, stemmed, strict=True), 1):
+        segments = [segment for segment in tool.path.split("/") if segment]
+        parameters = sum(segment.startswith("{") for segment in segments)
+        depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
+        addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
+        kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:1],
+                tool.summary.lower() or tool.name)
+        rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0,
+                     _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
+                     _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
+                     kinds.setdefault(kind, len(kinds))))
+    return vocabulary, rows
+
+
+def _bytes(mask: int) -> bytes:
+    return mask.to_bytes((mask.bit_length() + 7) // 8, "little")
+
+
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
+    connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
+                       "named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, kind INTEGER)")
+    connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
     return connection
 
 
 def build_index(tools: Iterable[Tool]) -> bytes:
     """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
     connection = _connect()
+    listed = list(tools)
+    vocabulary, facts = _facts_rows(listed)
     with connection:
         connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
-                               ((index, *_row(tool)) for index, tool in enumerate(tools, 1)))
+                               ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
+        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+        connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
     data = connection.serialize()
     connection.close()
     return data
@@ -114,9 +149,9 @@ class SearchHit:
 
 @dataclass(slots=True, frozen=True, eq=False)
 class _Facts:
-    """What the signals read of one tool, computed once per api when its index is opened. Word sets are bit
-    masks over the api's vocabulary (`_Opened.vocabulary`): a query's words are compared with a hundred
-    candidates' names and summaries in each search."""
+    """What the signals read of one tool (its row of the index's `facts` table), read once per api when its index
+    is opened. Word sets are bit masks over the api's vocabulary (`_Opened.vocabulary`): a query's words are
+    compared with a hundred candidates' names and summaries in each search."""
 
     tool: Tool
     method: str
@@ -151,24 +186,14 @@ class _Opened:
 
 
 def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
-    """The facts of an api's tools, for its opened index."""
-    vocabulary: dict[str, int] = {}
-    kinds: dict[tuple[str | bool, ...], int] = {}
-    facts = []
-    for tool in tools:
-        segments = [segment for segment in tool.path.split("/") if segment]
-        parameters = sum(segment.startswith("{") for segment in segments)
-        depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
-        addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
-        kind: tuple[str | bool, ...] = (tool.method, addressed[0].startswith("{"), words(tool.summary) or tool.name,
-                                        *resources(tool.path)[:1])
-        named, summarized = _content_stems(tool.operation_id or tool.name), _content_stems(tool.summary)
-        for stem in named | summarized:
-            vocabulary.setdefault(stem, len(vocabulary))
-        facts.append(_Facts(tool, tool.method, depth, (_DEPRECATED if tool.deprecated else 1.0) / depth,
-                            sum(1 << vocabulary[stem] for stem in named), len(named),
-                            sum(1 << vocabulary[stem] for stem in summarized), len(summarized),
-                            kinds.setdefault(kind, len(kinds))))
+    """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
+    rows = connection.execute("SELECT method, depth, prior, named, name_size, summarized, summary_size, kind "
+                              "FROM facts ORDER BY rowid").fetchall()
+    facts = [_Facts(tool, method, depth, prior / depth, int.from_bytes(named, "little"), name_size,
+                    int.from_bytes(summarized, "little"), summary_size, kind)
+             for tool, (method, depth, prior, named, name_size, summarized, summary_size, kind)
+             in zip(tools, rows, strict=True)]
+    vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
     return _Opened(connection, facts, vocabulary, any(tool.method in _UPDATES for tool in tools))
 
 
