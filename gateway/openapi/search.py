@@ -90,7 +90,8 @@ def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, .
         parameters = sum(segment.startswith("{") for segment in segments)
         depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
         addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
-        kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:1],
+        acted = 2 if "." in addressed[0] else 1  # an action (microsoft.graph.forward) with what it acts on
+        kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:acted],
                 tool.summary.lower() or tool.name)
         rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0,
                      _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
@@ -166,9 +167,10 @@ class _Facts:
     """The stems of the summary's words, stop words out."""
     summary_size: int
     kind: int
-    """The method, whether the path ends with a parameter (one item or all), the summary and the last resource,
-    numbered: Graph answers one operation under many nested paths, with one summary (`/me/messages/{id}/forward`,
-    `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`: "Invoke action forward")."""
+    """The method, whether the path ends with a parameter (one item or all), the last resource (an action with
+    the one before it) and the summary, numbered: Graph answers one operation under many nested paths, with one
+    summary (`/me/messages/{id}/forward`, `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`:
+    "Invoke action forward")."""
 
 
 @dataclass(slots=True)
@@ -271,16 +273,16 @@ _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values()
 
 
 def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
-    """Of the candidates of one kind (one operation under several paths), the one with the shortest path takes
-    the best score of them all; the others fall behind it, times `_DUPLICATE`."""
+    """Of the candidates of one kind (one operation under several paths), the one with the shortest path (and not
+    deprecated) takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
     best: dict[int, tuple[_Facts, float]] = {}
     for facts, score in scored:
         held = best.get(facts.kind)
         if held is None:
             best[facts.kind] = (facts, score)
         else:
-            shortest = facts if (facts.depth, -score) < (held[0].depth, -held[1]) else held[0]
-            best[facts.kind] = (shortest, max(score, held[1]))
+            preferred = facts if (facts.weight, score) > (held[0].weight, held[1]) else held[0]
+            best[facts.kind] = (preferred, max(score, held[1]))
     return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
             for facts, score in scored]
 
