@@ -12,6 +12,7 @@ out); the argument names; the path's resource (its last segment that is not a pa
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
 the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
 times `_INTENT_BOOST` for the asked method, divided by `1 + 0.1 * path depth`, halved when deprecated, times
+`_PLURAL` for a GET of all items when the query names its thing in the plural ("show my to-do lists"), times
 `1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
 `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`. Graph answers one operation under many
 nested paths: of the candidates with one method, summary and resource, the shortest path takes their best score
@@ -93,7 +94,7 @@ def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, .
         acted = 2 if "." in addressed[0] else 1  # an action (microsoft.graph.forward) with what it acts on
         kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:acted],
                 tool.summary.lower() or tool.name)
-        rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0,
+        rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0, addressed[0].startswith("{"),
                      _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
                      _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
                      kinds.setdefault(kind, len(kinds))))
@@ -108,7 +109,8 @@ def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
     connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
-                       "named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, kind INTEGER)")
+                       "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
+                       "kind INTEGER)")
     connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
     return connection
 
@@ -123,7 +125,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
                                ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
-        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
         connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
     data = connection.serialize()
     connection.close()
@@ -133,6 +135,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
 _INTENT_BOOST = 1.6
 _NAME_COVERAGE = 1.0
 _SUMMARY_COVERAGE = 2.0
+_PLURAL = 1.3
 _DEPRECATED = 0.5
 _DUPLICATE = 0.7
 
@@ -160,6 +163,8 @@ class _Facts:
     """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
     weight: float
     """`_DEPRECATED` (for a deprecated operation, else 1) over the depth."""
+    item: bool
+    """Whether the path ends with a parameter: one item, not all of them."""
     named: int
     """The stems of the name's words, stop words out."""
     name_size: int
@@ -189,11 +194,11 @@ class _Opened:
 
 def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
-    rows = connection.execute("SELECT method, depth, prior, named, name_size, summarized, summary_size, kind "
+    rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind "
                               "FROM facts ORDER BY rowid").fetchall()
-    facts = [_Facts(tool, method, depth, prior / depth, int.from_bytes(named, "little"), name_size,
+    facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
                     int.from_bytes(summarized, "little"), summary_size, kind)
-             for tool, (method, depth, prior, named, name_size, summarized, summary_size, kind)
+             for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind)
              in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
     return _Opened(connection, facts, vocabulary, any(tool.method in _UPDATES for tool in tools))
@@ -242,7 +247,7 @@ class ToolIndex:
             opened = self._api(api)
             asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
             candidates = self._candidates(opened, request.expression, allowed, asked)
-            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems))))
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request.plural)))
         scored.sort(key=lambda pair: -pair[1])
         return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
 
@@ -287,14 +292,16 @@ def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
             for facts, score in scored]
 
 
-def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str],
-             terms: int) -> list[tuple[_Facts, float]]:
+def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
+             plural: bool) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`)."""
     scored = []
     for facts, score in candidates:
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
+        if plural and facts.method == "GET" and not facts.item:
+            factor *= _PLURAL
         if facts.name_size:
             factor *= 1 + _NAME_COVERAGE * (facts.named & terms).bit_count() / facts.name_size
         if facts.summary_size:

@@ -183,6 +183,8 @@ class Request:
     """The HTTP methods its verb asks for."""
     stems: frozenset[str]
     """The stems of its words and their synonyms, generic verbs and pronouns included, to compare with a name."""
+    plural: bool
+    """Whether the thing it names last is plural (all of them: "show my to-do lists", "list the branches")."""
 
 
 def read(query: str) -> Request:
@@ -192,5 +194,7 @@ def read(query: str) -> Request:
     verb = _verb(given)
     methods = frozenset() if verb is None else frozenset(m for m, verbs in _INTENTS.items() if given[verb][0] in verbs)
     said = " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ())))
+    things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
+    plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     return Request(terms, _expression(terms), methods,
-                   frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)))
+                   frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural)

@@ -63,6 +63,13 @@ def test_an_api_without_patch_or_put_updates_with_post() -> None:
     assert _names(tools, "change the subscription")[0] == "PostSubscriptionsId"
 
 
+def test_a_thing_named_in_the_plural_asks_for_all_of_them() -> None:
+    tools = [_tool("getTaskList", "GET", "/todo/lists/{id}", "Get a task list"),
+             _tool("listTaskLists", "GET", "/todo/lists", "All task lists in the mailbox")]
+    assert _names(tools, "show the task lists")[0] == "listTaskLists"
+    assert _names(tools, "show the task list")[0] == "getTaskList"
+
+
 def test_the_request_verb_is_its_first_word_and_things_after_it_are_not_verbs() -> None:
     assert intended_methods("close issue 482") == ["PATCH"]
     assert intended_methods("please delete the comment") == ["DELETE"]
