@@ -236,8 +236,8 @@ class ToolIndex:
         """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes).
 
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
-        ranking); the best `_CANDIDATES` (that `allowed` passes) are then scored with the method, depth and name
-        signals here."""
+        ranking); the best `max(limit, _CANDIDATES)` (that `allowed` passes), and the best of the asked method
+        after them, are then scored with the signals here."""
         request = read(query)
         if not request.terms or limit < 1:
             return []
@@ -246,26 +246,26 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
-            candidates = self._candidates(opened, request.expression, allowed, asked)
+            candidates = self._candidates(opened, request.expression, allowed, asked, max(limit, _CANDIDATES))
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request.plural)))
         scored.sort(key=lambda pair: -pair[1])
         return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
 
     def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
-                    asked: frozenset[str]) -> list[tuple[_Facts, float]]:
-        """The best `_CANDIDATES` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
+                    asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
+        """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
         of those `allowed` passes (then every match is ranked)."""
         facts = opened.facts
-        wanted = _POOL if asked else _CANDIDATES
+        wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
             cursor = opened.connection.execute(_SQL, (expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
             else:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
-        chosen = [(facts[rowid - 1], score) for rowid, score in rows[:_CANDIDATES]]
-        following = ((facts[rowid - 1], score) for rowid, score in rows[_CANDIDATES:]
+        chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
+        following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
                      if facts[rowid - 1].method in asked)
         return chosen + list(itertools.islice(following, _METHOD_CANDIDATES))
 

@@ -97,7 +97,9 @@ def match_expression(query: str) -> str:
 
 
 def _expression(terms: Iterable[tuple[str, ...]]) -> str:
-    return " OR ".join(f"({' OR '.join(chr(34) + a + chr(34) for a in alternatives)})" for alternatives in terms)
+    """FTS5's syntax: each alternative quoted (a phrase when it has several words), the words' groups ORed."""
+    return " OR ".join("(" + " OR ".join(f'"{alternative}"' for alternative in alternatives) + ")"
+                       for alternatives in terms)
 
 
 def match_terms(query: str) -> list[tuple[str, ...]]:

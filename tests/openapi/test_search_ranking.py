@@ -98,3 +98,8 @@ def test_a_narrowed_search_answers_only_allowed_tools() -> None:
     index = index_of(Catalog(tools + _FILLER))
     hits = index.search("delete the pet", allowed=lambda tool: tool.method == "GET")
     assert [hit.tool.name for hit in hits] == ["listPets"]
+
+
+def test_a_limit_above_the_candidates_answers_that_many() -> None:
+    tools = [_tool(f"getPet{i}", "GET", f"/pets/{i}", f"Pet number {i}") for i in range(120)]
+    assert len(index_of(Catalog(tools + _FILLER)).search("pet", limit=100)) == 100
