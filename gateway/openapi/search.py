@@ -6,20 +6,26 @@ each api's index once (in memory) and answers the best tools first.
 
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary; the description's first paragraph (markup out); the tags; the path's segments (parameters included, braces
-out); the argument names. Words are stemmed (FTS5's porter tokenizer). A query's words are joined with OR, each
-widened by API-aware synonyms (close -> update state, email -> mail message, file -> drive item, ...) and by the
-compound of two neighbours ("pay out" -> payout); generic verbs (create, list, update, ...) pick the method instead
-of matching (each would match thousands of operations). SQLite ranks the matches by BM25 alone; the best 100 are
-then scored: times 1.6 when the method is the one the query's first verb asks for (create -> POST, close -> PATCH,
-...), divided by `1 + 0.1 * path depth` (of near-equal candidates the shorter path wins: Graph repeats each
-operation under many nested paths), times `1 + the share of the name's words the query holds` (`issues/create` for
-"create an issue", not `orgs/create-issue-type`). The constants were chosen on the task sets in
-tests/openapi/search_tasks (their `tasks`; the `holdout` lists were written afterwards to check them).
+out); the argument names; the path's resource (its last segment that is not a parameter: `contributors`,
+`forward`). Words are stemmed (FTS5's porter tokenizer). How a query becomes a match: `search_query`.
+
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
+the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
+times `_INTENT_BOOST` for the asked method, divided by `1 + 0.1 * path depth`, halved when deprecated, times
+`_PLURAL` for a GET of all items when the query names its thing in the plural ("show my to-do lists"), times
+`1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
+`orgs/create-issue-type`) and `1 + 2 * the share of the summary's`. Graph answers one operation under many
+nested paths: of the candidates with one method, summary and resource, the shortest path takes their best score
+and the others fall behind. The facts these signals read are computed once per api, when its index is opened.
+The constants were chosen on the task sets in tests/openapi/search_tasks (`tasks` and `holdout`; `fresh` was
+written before the last round of changes and never used to choose them).
 """
 
 from __future__ import annotations
 
+import collections
 import html
+import itertools
 import re
 import sqlite3
 import threading
@@ -28,56 +34,35 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
+from .search_query import STOP, read, stems, words
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5}
+_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
+            "resource": 3.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _PARAMETER_DEPTH = 1.0
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
-    "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
-    "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
-    "list": ("list",), "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
-    "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
-    "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
-    "my": ("me",), "mine": ("me",), "logged": ("authenticated",),
-    "am": ("authenticated",), "account": ("user", "authenticated"), "paid": ("pay",), "deploy": ("dispatch",),
-    "trigger": ("dispatch", "run"), "collaborator": ("collaborators",), "link": ("link", "createlink"),
-    "share": ("share", "link", "invite"), "approve": ("review",),
-    "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
-    "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
-    "close": ("update", "state"), "reopen": ("update", "state"), "lock": ("lock",),
-    "email": ("mail", "message", "send"), "mail": ("message", "email"), "e-mail": ("mail", "message"),
-    "file": ("drive", "item", "content"), "files": ("drive", "item"), "folder": ("drive", "item", "children"),
-    "upload": ("content", "put", "create"), "download": ("content", "get"),
-    "refund": ("refunds",), "charge": ("charges",), "pay": ("payment", "intent"), "payment": ("intent",),
-    "invoice": ("invoices",), "subscribe": ("subscription",), "cancel": ("delete", "cancel"),
-    "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
-    "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
-    "pr": ("pull",), "prs": ("pull",), "repo": ("repository", "repos"), "repos": ("repository", "repo"),
-    "comment": ("comments",), "star": ("starred", "starring"), "merge": ("merge",), "fork": ("forks",),
-    "customer": ("customers",), "label": ("labels",), "assign": ("assignees", "add"),
-    "chat": ("message", "chat"), "message": ("messages",), "team": ("team",), "group": ("group",),
-    "contact": ("contacts",), "task": ("todo", "task"), "todo": ("task",), "note": ("onenote", "page"),
-    "photo": ("photo",), "manager": ("manager",), "member": ("members",), "invite": ("invitation", "add"),
-    "branch": ("branches", "ref"), "release": ("releases",), "tag": ("tags",), "secret": ("secrets",),
-    "workflow": ("workflows", "actions", "run"), "rerun": ("run", "rerun"), "webhook": ("hook", "hooks"),
-}
-_STOP = frozenset("a an the of to for in on at by with from and or is are be our this that it its as i we "
-                  "you your please can could would should want need all some any into up out do does did".split())
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _TAGS = re.compile(r"<[^>]+>")
-
-
-def words(text: str) -> str:
-    """`text` as plain lower-case words: camelCase, `_`, `/`, `.`, `-` and braces all split."""
-    return " ".join(part.lower() for chunk in _SPLIT.split(text or "") for part in _CAMEL.split(chunk) if part)
 
 
 def _first_paragraph(text: str) -> str:
     plain = html.unescape(_TAGS.sub(" ", text or ""))
     return plain.strip().split("\n\n", 1)[0][:400]
+
+
+_PATH_SUFFIXES = frozenset({"$ref", "$value", "$count"})
+"""Graph's path endings that say how a resource is answered (a reference, raw content, a count), not which."""
+
+
+def resources(path: str) -> list[str]:
+    """The path's non-parameter segments, last first, Graph's endings (`$ref`, ...) and namespaces
+    (`microsoft.graph.`) and function arguments out: `/me/messages/{id}/microsoft.graph.forward` ->
+    `[forward, messages, me]`."""
+    found = []
+    for segment in reversed(path.split("/")):
+        if not segment or segment.startswith("{") or segment in _PATH_SUFFIXES:
+            continue
+        found.append(segment.split("(", 1)[0].rsplit(".", 1)[-1])
+    return found
 
 
 def _row(tool: Tool) -> tuple[str, ...]:
@@ -88,88 +73,138 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(" ".join(tool.tags)),
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
+        words(next(iter(resources(tool.path)), "")),
     )
+
+
+def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, ...]]]:
+    """What the ranking signals read of each tool, computed when its index is built: its method, path depth,
+    prior (`_DEPRECATED` when deprecated), the stems of its name and of its summary as bit masks over the api's
+    vocabulary (the most frequent stems take the lowest bits, so that most masks stay small), and its kind."""
+    stemmed = [(_content_stems(tool.operation_id or tool.name), _content_stems(tool.summary)) for tool in tools]
+    counts = collections.Counter(stem for named, summarized in stemmed for stem in named | summarized)
+    vocabulary = {stem: bit for bit, (stem, _) in enumerate(counts.most_common())}
+    kinds: dict[tuple[str, ...], int] = {}
+    rows: list[tuple[object, ...]] = []
+    for index, (tool, (named, summarized)) in enumerate(zip(tools, stemmed, strict=True), 1):
+        segments = [segment for segment in tool.path.split("/") if segment]
+        parameters = sum(segment.startswith("{") for segment in segments)
+        depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
+        addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
+        acted = 2 if "." in addressed[0] else 1  # an action (microsoft.graph.forward) with what it acts on
+        kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:acted],
+                tool.summary.lower() or tool.name)
+        rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0, addressed[0].startswith("{"),
+                     _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
+                     _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
+                     kinds.setdefault(kind, len(kinds))))
+    return vocabulary, rows
+
+
+def _bytes(mask: int) -> bytes:
+    return mask.to_bytes((mask.bit_length() + 7) // 8, "little")
 
 
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
+    connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
+                       "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
+                       "kind INTEGER)")
+    connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
     return connection
 
 
 def build_index(tools: Iterable[Tool]) -> bytes:
     """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
     connection = _connect()
+    listed = list(tools)
+    vocabulary, facts = _facts_rows(listed)
     with connection:
         connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
-                               ((index, *_row(tool)) for index, tool in enumerate(tools, 1)))
+                               ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
+        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+        connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
     data = connection.serialize()
     connection.close()
     return data
 
 
-_GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
-                           "modify set delete remove destroy post put".split())
-"""Verbs that name a method rather than a thing: they pick the method (`intended_methods`) and count for the
-name's coverage, but are left out of the full-text match, where each would match thousands of operations."""
-
-
-def match_expression(query: str) -> str:
-    """The FTS5 query for a user's words: each word or one of its synonyms, any of them (OR); generic verbs
-    are left out unless nothing else is left."""
-    given = words(query).split()
-    content = [w for w in given if w not in _STOP and w not in _GENERIC_VERBS and not w.isdigit()]
-    skip = _STOP | _GENERIC_VERBS if content else _STOP
-    terms: list[str] = []
-    for position, word in enumerate(given):
-        if word in skip or word.isdigit():
-            continue
-        following = given[position + 1] if position + 1 < len(given) else ""
-        compound = [word + following] if following.isalpha() and following not in _STOP else []  # pay out: payout
-        alternatives = dict.fromkeys([word, *SYNONYMS.get(word, ()), *compound])
-        terms.append(" OR ".join(f'"{alternative}"' for alternative in alternatives))
-    return " OR ".join(f"({term})" for term in terms)
-
-
-_INTENTS = {
-    "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
-             "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
-             "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
-             "assign", "comment", "charge", "void", "share"},
-    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign"},
-    "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
-            "download", "preview", "check"},
-    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark"},
-    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow"},
-}
 _INTENT_BOOST = 1.6
-
-
-def intended_methods(query: str) -> list[str]:
-    """The HTTP methods the query's verbs suggest (its first verb-like word decides)."""
-    for word in words(query).split():
-        methods = [method for method, verbs in _INTENTS.items() if word in verbs]
-        if methods:
-            return methods
-    return []
-
-
 _NAME_COVERAGE = 1.0
+_SUMMARY_COVERAGE = 2.0
+_PLURAL = 1.3
+_DEPRECATED = 0.5
+_DUPLICATE = 0.7
 
 
-def _stems(text: str) -> set[str]:
-    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
-    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
-            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+def _content_stems(text: str) -> frozenset[str]:
+    return frozenset(stems(" ".join(word for word in words(text).split() if word not in STOP)))
 
 
 @dataclass(slots=True, frozen=True)
 class SearchHit:
     tool: Tool
     score: float
-    """Higher is better (BM25 with field weights, divided by the path depth penalty)."""
+    """Higher is better (BM25 with field weights, times the method, depth and name signals)."""
+
+
+@dataclass(slots=True, frozen=True, eq=False)
+class _Facts:
+    """What the signals read of one tool (its row of the index's `facts` table), read once per api when its index
+    is opened. Word sets are bit masks over the api's vocabulary (`_Opened.vocabulary`): a query's words are
+    compared with a hundred candidates' names and summaries in each search."""
+
+    tool: Tool
+    method: str
+    depth: float
+    """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
+    weight: float
+    """`_DEPRECATED` (for a deprecated operation, else 1) over the depth."""
+    item: bool
+    """Whether the path ends with a parameter: one item, not all of them."""
+    named: int
+    """The stems of the name's words, stop words out."""
+    name_size: int
+    summarized: int
+    """The stems of the summary's words, stop words out."""
+    summary_size: int
+    kind: int
+    """The method, whether the path ends with a parameter (one item or all), the last resource (an action with
+    the one before it) and the summary, numbered: Graph answers one operation under many nested paths, with one
+    summary (`/me/messages/{id}/forward`, `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`:
+    "Invoke action forward")."""
+
+
+@dataclass(slots=True)
+class _Opened:
+    connection: sqlite3.Connection
+    facts: list[_Facts]
+    """Row i (rowid i + 1) of the index."""
+    vocabulary: dict[str, int]
+    """Each stem of the api's names and summaries, and its bit."""
+    updates: bool
+    """Whether the api has PATCH or PUT operations (Stripe's has none: it updates with POST)."""
+
+    def mask(self, stems: Iterable[str]) -> int:
+        return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
+
+
+def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
+    """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
+    rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind "
+                              "FROM facts ORDER BY rowid").fetchall()
+    facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
+                    int.from_bytes(summarized, "little"), summary_size, kind)
+             for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind)
+             in zip(tools, rows, strict=True)]
+    vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
+    return _Opened(connection, facts, vocabulary, any(tool.method in _UPDATES for tool in tools))
+
+
+_UPDATES = frozenset({"PATCH", "PUT"})
 
 
 class ToolIndex:
@@ -178,20 +213,22 @@ class ToolIndex:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.apis = list(dict.fromkeys([*catalog.apis, *(tool.api for tool in catalog)]))
-        self._open: dict[str, tuple[sqlite3.Connection, list[Tool]]] = {}
+        self._open: dict[str, _Opened] = {}
         self._lock = threading.Lock()
 
-    def _api(self, api: str) -> tuple[sqlite3.Connection, list[Tool]]:
+    def _api(self, api: str) -> _Opened:
         opened = self._open.get(api)
         if opened is not None:
             return opened
         with self._lock:
+            if api in self._open:
+                return self._open[api]
             tools = self.catalog.for_api(api)
             spec = self.catalog.apis.get(api)
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = (connection, tools)
+            self._open[api] = _open(connection, tools)
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -199,53 +236,78 @@ class ToolIndex:
         """The best `limit` tools for `query` (of `apis`, default all; only those `allowed` passes).
 
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
-        ranking); the best `_CANDIDATES` are then scored with the method, depth and name signals here."""
-        expression = match_expression(query)
-        if not expression or limit < 1:
+        ranking); the best `max(limit, _CANDIDATES)` (that `allowed` passes), and the best of the asked method
+        after them, are then scored with the signals here."""
+        request = read(query)
+        if not request.terms or limit < 1:
             return []
-        weights = ", ".join(str(w) for w in _WEIGHTS.values())
-        sql = f"SELECT rowid, bm25(tools, {weights}) AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
-        methods = set(intended_methods(query))
-        terms = _stems(expression) | _stems(" ".join(w for word in words(query).split()
-                                                    for w in (word, *SYNONYMS.get(word, ()))))
-        hits: list[SearchHit] = []
-        wanted = _CANDIDATES if allowed is None else _CANDIDATES * 4
+        methods = request.methods
+        scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
-            connection, tools = self._api(api)
-            with self._lock:
-                rows = connection.execute(sql, (expression, wanted)).fetchall()
-            if allowed is not None and len(rows) == wanted:
-                with self._lock:  # a narrow selection: rank every match, keep the allowed ones
-                    rows = connection.execute(sql, (expression, -1)).fetchall()
-            for rowid, score in rows:
-                tool = tools[rowid - 1]
-                if allowed is None or allowed(tool):
-                    hits.append(SearchHit(tool, round(-score * _signals(tool, methods, terms), 4)))
-        hits.sort(key=lambda hit: -hit.score)
-        return hits[:limit]
+            opened = self._api(api)
+            asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
+            candidates = self._candidates(opened, request.expression, allowed, asked, max(limit, _CANDIDATES))
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request.plural)))
+        scored.sort(key=lambda pair: -pair[1])
+        return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
+
+    def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
+                    asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
+        """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
+        among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
+        of those `allowed` passes (then every match is ranked)."""
+        facts = opened.facts
+        wanted = first + _POOL - _CANDIDATES if asked else first
+        with self._lock:
+            cursor = opened.connection.execute(_SQL, (expression, wanted if allowed is None else -1))
+            if allowed is None:
+                rows = cursor.fetchall()
+            else:
+                rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
+        chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
+        following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
+                     if facts[rowid - 1].method in asked)
+        return chosen + list(itertools.islice(following, _METHOD_CANDIDATES))
 
 
-_CANDIDATES = 100
-_FACTS: dict[int, tuple[Tool, int, int, frozenset[str]]] = {}
+_CANDIDATES = 50
+_METHOD_CANDIDATES = 50
+_POOL = 400
+_SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
+        "WHERE tools MATCH ? ORDER BY score LIMIT ?")
 
 
-def _signals(tool: Tool, methods: set[str], terms: set[str]) -> float:
-    """The factor on a candidate's BM25: the method the query asks for, a short path, a name made of the query's
-    words (`issues/create` for "create an issue", over `orgs/create-issue-type`)."""
-    facts = _FACTS.get(id(tool))
-    if facts is None or facts[0] is not tool:
-        segments = [segment for segment in tool.path.split("/") if segment]
-        parameters = sum(segment.startswith("{") for segment in segments)
-        if len(_FACTS) > 200_000:
-            _FACTS.clear()
-        facts = (tool, len(segments) - parameters, parameters, frozenset(_stems(words(tool.operation_id or
-                                                                                       tool.name))))
-        _FACTS[id(tool)] = facts
-    _, depth, parameters, named = facts
-    factor = _INTENT_BOOST if tool.method in methods else 1.0
-    factor /= 1 + _DEPTH_PENALTY * (depth + _PARAMETER_DEPTH * parameters)
-    coverage = len(named & terms) / len(named) if named else 0.0
-    return factor * (1 + _NAME_COVERAGE * coverage)
+def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
+    """Of the candidates of one kind (one operation under several paths), the one with the shortest path (and not
+    deprecated) takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
+    best: dict[int, tuple[_Facts, float]] = {}
+    for facts, score in scored:
+        held = best.get(facts.kind)
+        if held is None:
+            best[facts.kind] = (facts, score)
+        else:
+            preferred = facts if (facts.weight, score) > (held[0].weight, held[1]) else held[0]
+            best[facts.kind] = (preferred, max(score, held[1]))
+    return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
+            for facts, score in scored]
+
+
+def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
+             plural: bool) -> list[tuple[_Facts, float]]:
+    """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
+    name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
+    `orgs/create-issue-type`)."""
+    scored = []
+    for facts, score in candidates:
+        factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
+        if plural and facts.method == "GET" and not facts.item:
+            factor *= _PLURAL
+        if facts.name_size:
+            factor *= 1 + _NAME_COVERAGE * (facts.named & terms).bit_count() / facts.name_size
+        if facts.summary_size:
+            factor *= 1 + _SUMMARY_COVERAGE * (facts.summarized & terms).bit_count() / facts.summary_size
+        scored.append((facts, factor))
+    return scored
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()

@@ -9,7 +9,8 @@ import pytest
 from bench.search import load_tasks, recall
 from gateway.catalog import Catalog, Tool
 from gateway.openapi import compile_specs
-from gateway.openapi.search import index_of, match_expression, words
+from gateway.openapi.search import index_of
+from gateway.openapi.search_query import intended_methods, match_expression, words
 
 
 def _tool(name: str, method: str, path: str, summary: str) -> Tool:
@@ -25,7 +26,9 @@ def test_words_split_names_on_case_and_separators() -> None:
 
 def test_queries_widen_with_synonyms_and_drop_numbers() -> None:
     expression = match_expression("close issue 482")
-    assert '"update"' in expression and "482" not in expression
+    assert '"state"' in expression and "482" not in expression
+    assert '"update"' not in expression  # a generic verb picks the method (PATCH), it does not match
+    assert intended_methods("close issue 482") == ["PATCH"]
 
 
 def test_search_ranks_the_operation_that_answers_and_filters_by_allowed() -> None:
@@ -61,17 +64,44 @@ def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
 _COMPILED: dict[Path, Catalog] = {}
 
 
+def _compiled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    if corpus not in _COMPILED:
+        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("search-cache"))
+    return _COMPILED[corpus]
+
+
+@pytest.mark.parametrize("name", ["github", "stripe", "graph"])
+def test_each_task_file_has_the_three_parts(name: str) -> None:
+    tasks = load_tasks(name)
+    assert len(tasks["tasks"]) >= 30 and len(tasks["holdout"]) >= 12 and len(tasks["fresh"]) >= 25
+    queries = [task["q"] for part in ("tasks", "holdout", "fresh") for task in tasks[part]]
+    assert len(set(queries)) == len(queries), "a request is in two lists"
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["github", "stripe", "graph"])
+def test_every_operation_named_by_a_task_exists_in_its_spec(name: str, corpus: Path,
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    catalog = _compiled(corpus, tmp_path_factory)
+    tasks = load_tasks(name)
+    known = {n for tool in catalog.for_api(tasks["api"]) for n in (tool.name, tool.operation_id)}
+    assert known, f"{tasks['api']} is not in the corpus"
+    unknown = [(part, task["q"], op) for part in ("tasks", "holdout", "fresh") for task in tasks[part]
+               for op in task["ops"] if op not in known]
+    assert not unknown, f"operations that {tasks['api']} does not have: {unknown}"
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["github", "stripe", "graph"])
 def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus: Path,
                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
-    if corpus not in _COMPILED:
-        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("search-cache"))
-    catalog = _COMPILED[corpus]
-    tasks = load_tasks(name)
-    known = {n for tool in catalog.for_api(tasks["api"]) for n in (tool.name, tool.operation_id)}
-    for task in tasks["tasks"]:
-        assert set(task["ops"]) & known, f"no operation of {task['q']!r} exists"
+    catalog = _compiled(corpus, tmp_path_factory)
     at, missed = recall(catalog, name)
     assert at[5] >= 0.9, missed
+    held, held_missed = recall(catalog, name, part="holdout")  # tuned on as well since issue #17
+    tasks = load_tasks(name)
+    together = (at[5] * len(tasks["tasks"]) + held[5] * len(tasks["holdout"])) / (len(tasks["tasks"]) +
+                                                                               len(tasks["holdout"]))
+    assert together >= 0.9, held_missed

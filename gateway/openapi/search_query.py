@@ -1,0 +1,202 @@
+"""How a request to tool search is read: its words, their synonyms, its verb and the method that verb asks for,
+and the full-text match (FTS5) of what it names. No model: word lists, written for APIs in general.
+
+A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file ->
+drive item, my -> "authenticated user"), a compound as one word (OneNote, to-do) and two neighbours as one word
+("pay out" -> payout). Generic verbs (create, list, update, ...), question words and pronouns pick the method or
+count in the ranking signals instead of matching: each would match thousands of operations. Tokens with a digit
+(ids, versions, amounts) are arguments, not words of the operation. A request is an imperative: its first word is
+its verb, which picks the method (close -> PATCH, refund -> POST) and takes its senses as a verb (to email is to
+send mail); "issue" or "charge" later in it are things.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
+    "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
+    "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
+    "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
+    "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
+    "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
+    "i": ("me", "authenticated user"), "me": ("authenticated user",), "my": ("me", "authenticated user"),
+    "mine": ("me", "authenticated user"), "logged": ("authenticated user",),
+    "account": ("user", "authenticated user"), "paid": ("pay",), "deploy": ("dispatch",),
+    "trigger": ("dispatch", "run"), "link": ("createlink",),
+    "share": ("link", "invite"), "approve": ("review",),
+    "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
+    "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
+    "close": ("update", "state"), "reopen": ("update", "state"),
+    "email": ("mail", "message"), "mail": ("message", "email"),
+    "file": ("drive", "item", "content"), "folder": ("drive", "item", "children"),
+    "upload": ("content", "put", "create"), "download": ("content", "get"),
+    "pay": ("payment", "intent"), "payment": ("intent",),
+    "subscribe": ("subscription",), "cancel": ("delete",),
+    "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
+    "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
+    "pr": ("pull",), "repo": ("repository",), "repository": ("repo",),
+    "star": ("starred", "starring"),
+    "assign": ("assignees", "add"),
+    "chat": ("message",), "task": ("todo",), "todo": ("task",), "note": ("onenote", "page"),
+    "invite": ("invitation", "add"),
+    "branch": ("ref",),
+    "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
+}
+"""Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
+phrases ("authenticated user": GitHub's me)."""
+STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
+                 "you your please can could would should want need all some any into up out do does did".split())
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+
+def words(text: str) -> str:
+    """`text` as plain lower-case words: camelCase, `_`, `/`, `.`, `-` and braces all split."""
+    return " ".join(part.lower() for chunk in _SPLIT.split(text or "") for part in _CAMEL.split(chunk) if part)
+
+
+_GENERIC_VERBS = frozenset("create add new make get list show fetch read view retrieve find see update edit change "
+                           "modify set delete remove destroy post put what who which when where how".split())
+"""Verbs (and question words) that name a method rather than a thing: they pick the method (`intended_methods`)
+and count for the name's coverage, but are left out of the full-text match, where each would match thousands of
+operations."""
+
+
+def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
+    """A query's words, each with its parts when it is a compound: "OneNote" -> `("onenote", ("one", "note"))`,
+    "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
+    "todo"), not its parts, each of which (and their synonyms) would match something else."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    kept = " ".join(token for token in query.split() if not _ARGUMENT.search(token))
+    for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
+        pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
+        if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
+            found.append(("".join(pieces), tuple(pieces)))
+        else:
+            found.extend((piece, ()) for piece in pieces)
+    return found
+
+
+_QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
+_CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
+"""The customer's, don't, what's: the word without its ending."""
+_ARGUMENT = re.compile(r"[0-9]")
+"""A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
+not a word of the operation."""
+_PARTICLES = frozenset("out up in off on back".split())
+"""Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 query for a user's words: each word or one of its alternatives (`match_terms`), any of them."""
+    return _expression(match_terms(query))
+
+
+def _expression(terms: Iterable[tuple[str, ...]]) -> str:
+    """FTS5's syntax: each alternative quoted (a phrase when it has several words), the words' groups ORed."""
+    return " OR ".join("(" + " OR ".join(f'"{alternative}"' for alternative in alternatives) + ")"
+                       for alternatives in terms)
+
+
+def match_terms(query: str) -> list[tuple[str, ...]]:
+    """Each word of the query to match with its alternatives: its synonyms; generic verbs are left out unless
+    nothing else is left. A compound matches as one word, as the phrase of its parts, or as its last part (the
+    head: OneDrive -> drive); two neighbours also as one word ("pay out" -> payout). The verb (the first word)
+    takes its senses as a verb: to email is to send mail."""
+    return _match_terms(query_words(query))
+
+
+def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ...]]:
+    content = [w for w, _ in given if w not in STOP and w not in _GENERIC_VERBS]
+    skip = STOP | _GENERIC_VERBS if content else STOP
+    verb = _verb(given)
+    terms: list[tuple[str, ...]] = []
+    for position, (word, parts) in enumerate(given):
+        if word in skip:
+            continue
+        following, following_parts = given[position + 1] if position + 1 < len(given) else ("", ())
+        joined = (word + following,) if (not parts and not following_parts and following.isalpha()
+                                         and (following not in STOP or following in _PARTICLES)) else ()
+        spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in STOP else ())) if parts else ()
+        senses = VERB_SENSES.get(word, ()) if position == verb else ()
+        own = (word,) if word not in _PRONOUNS else ()
+        others = (a for a in (*senses, *SYNONYMS.get(word, ()), *spelled, *joined) if a not in skip | _PRONOUNS)
+        if alternatives := tuple(dict.fromkeys((*own, *others))):
+            terms.append(alternatives)
+    return terms
+
+
+def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
+    """The position of a request's verb: its first word after "please", "I want to", ..."""
+    for position, (word, _) in enumerate(given):
+        if word not in STOP and word not in _PRONOUNS:
+            return position
+    return None
+
+
+VERB_SENSES: dict[str, tuple[str, ...]] = {
+    "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
+    "ping": ("send", "message"),
+}
+"""What a noun means as a request's verb: to email is to send mail."""
+
+
+_INTENTS = {
+    "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
+             "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
+             "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
+             "assign", "comment", "charge", "void", "share"},
+    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign"},
+    "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
+            "download", "preview", "check"},
+    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark"},
+    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow"},
+}
+
+
+def intended_methods(query: str) -> list[str]:
+    """The HTTP methods the query's verb suggests (a request is an imperative: "issue", "comment" or "charge"
+    later in it are things, not the verb), or its question word."""
+    return [method for method in _INTENTS if method in read(query).methods]
+
+
+_PRONOUNS = frozenset("i me my mine".split())
+
+
+def stems(text: str) -> set[str]:
+    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
+    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
+            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+
+
+@dataclass(slots=True, frozen=True)
+class Request:
+    """A query, read once for every api it is searched in."""
+
+    terms: list[tuple[str, ...]]
+    """Each word to match with its alternatives (`match_terms`)."""
+    expression: str
+    """The FTS5 match of `terms`."""
+    methods: frozenset[str]
+    """The HTTP methods its verb asks for."""
+    stems: frozenset[str]
+    """The stems of its words and their synonyms, generic verbs and pronouns included, to compare with a name."""
+    plural: bool
+    """Whether the thing it names last is plural (all of them: "show my to-do lists", "list the branches")."""
+
+
+def read(query: str) -> Request:
+    """`query` read: its words to match, its methods, its stems."""
+    given = query_words(query)
+    terms = _match_terms(given)
+    verb = _verb(given)
+    methods = frozenset() if verb is None else frozenset(m for m, verbs in _INTENTS.items() if given[verb][0] in verbs)
+    said = " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ())))
+    things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
+    plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
+    return Request(terms, _expression(terms), methods,
+                   frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural)

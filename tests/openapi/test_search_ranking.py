@@ -1,0 +1,105 @@
+"""Tool search: properties of the ranking, each on a small catalog where the signal decides."""
+
+from __future__ import annotations
+
+from gateway.catalog import Catalog, Tool
+from gateway.openapi.search import index_of
+from gateway.openapi.search_query import intended_methods, match_expression, query_words
+
+
+def _tool(name: str, method: str, path: str, summary: str, *, deprecated: bool = False) -> Tool:
+    return Tool(name=name, api="shop", operation_id=name, method=method, path=path, description=summary,
+                input_schema={"type": "object"}, summary=summary, deprecated=deprecated)
+
+
+_FILLER = [_tool(f"{verb}{thing}", method, f"/{thing.lower()}s", f"{verb} {thing.lower()}")
+           for thing in ("Order", "Store", "Vet", "Invoice", "Coupon")
+           for verb, method in (("list", "GET"), ("add", "POST"))]
+"""Other operations, so that the words under test are rare enough to weigh (a word in every row has none)."""
+
+
+def _names(tools: list[Tool], query: str) -> list[str]:
+    return [hit.tool.name for hit in index_of(Catalog(tools + _FILLER)).search(query, limit=5)]
+
+
+def test_a_deprecated_duplicate_ranks_below_its_replacement() -> None:
+    old = _tool("listCustomerCards", "GET", "/customers/{id}/cards", "List a customer's cards", deprecated=True)
+    new = _tool("listCustomerPaymentCards", "GET", "/customers/{id}/payment/cards", "List a customer's cards")
+    names = _names([old, new], "list the customer's cards")
+    assert names.index("listCustomerPaymentCards") < names.index("listCustomerCards")  # the shorter path loses
+
+
+_FORWARDS = [_tool("me_mailFolders_messages_forward", "POST",
+                   "/me/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
+             _tool("users_mailFolders_messages_forward", "POST",
+                   "/users/{u}/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
+             _tool("me_messages_forward", "POST", "/me/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
+             _tool("me_events_forward", "POST", "/me/events/{e}/microsoft.graph.forward", "Invoke action forward")]
+
+
+def test_one_operation_under_nested_paths_ranks_first_at_its_shortest_path() -> None:
+    # the nested copies match "mail folder" in their paths; the shortest path takes their score
+    names = _names(_FORWARDS, "forward the message in the mail folder")
+    assert names[0] == "me_messages_forward"
+
+
+def test_an_action_on_another_resource_is_another_operation() -> None:
+    hits = index_of(Catalog(_FORWARDS + _FILLER)).search("forward", limit=2)
+    assert {hit.tool.name for hit in hits} == {"me_messages_forward", "me_events_forward"}
+    assert hits[0].score == hits[1].score  # neither fell behind the other as its copy
+
+
+def test_the_best_of_the_asked_method_are_candidates_even_under_many_stronger_matches() -> None:
+    mail = [_tool(f"mail{i}", "GET", f"/mail/folders/{i}/mail", f"Get mail folder {i} mail message")
+            for i in range(150)]
+    delete = _tool("deleteMessage", "DELETE", "/messages/{id}", "Delete a message")
+    assert _names(mail + [delete], "delete this email")[0] == "deleteMessage"
+
+
+def test_an_api_without_patch_or_put_updates_with_post() -> None:
+    tools = [_tool("GetSubscriptionsId", "GET", "/subscriptions/{id}", "A subscription"),
+             _tool("DeleteSubscriptionsId", "DELETE", "/subscriptions/{id}", "A subscription"),
+             _tool("PostSubscriptionsId", "POST", "/subscriptions/{id}", "A subscription")]
+    assert _names(tools, "change the subscription")[0] == "PostSubscriptionsId"
+
+
+def test_a_thing_named_in_the_plural_asks_for_all_of_them() -> None:
+    tools = [_tool("getTaskList", "GET", "/todo/lists/{id}", "Get a task list"),
+             _tool("listTaskLists", "GET", "/todo/lists", "All task lists in the mailbox")]
+    assert _names(tools, "show the task lists")[0] == "listTaskLists"
+    assert _names(tools, "show the task list")[0] == "getTaskList"
+
+
+def test_the_request_verb_is_its_first_word_and_things_after_it_are_not_verbs() -> None:
+    assert intended_methods("close issue 482") == ["PATCH"]
+    assert intended_methods("please delete the comment") == ["DELETE"]
+    assert intended_methods("list the comments on the issue") == ["GET"]  # not POST for "comment" or "issue"
+    assert intended_methods("who am I logged in as") == ["GET"]
+    assert intended_methods("take the wontfix label off the issue") == []
+
+
+def test_compounds_ids_and_contractions_are_read_as_words() -> None:
+    assert query_words("create a OneNote notebook")[2] == ("onenote", ("one", "note"))
+    assert ("todo", ("to", "do")) in query_words("show my to-do lists")
+    assert [word for word, _ in query_words("refund $5 of payment pi_3abc")] == ["refund", "of", "payment"]
+    assert [word for word, _ in query_words("the customer's cards")] == ["the", "customer", "cards"]
+    expression = match_expression("get my OneDrive")
+    assert '"onedrive"' in expression and '"one drive"' in expression and '"drive"' in expression
+    assert '"one"' not in expression  # a part of the compound alone would match something else
+
+
+def test_to_email_is_to_send_mail_but_an_email_is_a_message() -> None:
+    assert '"send"' in match_expression("email the report to finance")
+    assert '"send"' not in match_expression("delete this email")
+
+
+def test_a_narrowed_search_answers_only_allowed_tools() -> None:
+    tools = [_tool("deletePet", "DELETE", "/pets/{id}", "Delete a pet"), _tool("listPets", "GET", "/pets", "List pets")]
+    index = index_of(Catalog(tools + _FILLER))
+    hits = index.search("delete the pet", allowed=lambda tool: tool.method == "GET")
+    assert [hit.tool.name for hit in hits] == ["listPets"]
+
+
+def test_a_limit_above_the_candidates_answers_that_many() -> None:
+    tools = [_tool(f"getPet{i}", "GET", f"/pets/{i}", f"Pet number {i}") for i in range(120)]
+    assert len(index_of(Catalog(tools + _FILLER)).search("pet", limit=100)) == 100
