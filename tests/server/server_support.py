@@ -148,6 +148,30 @@ def running(app: Any, *, root_path: str = "") -> Iterator[str]:
         sock.close()
 
 
+GITHUB_AGENTS = """\
+providers:
+  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  github: {{base_url: "{upstream}/gh", auth: {{type: bearer, token: gh-token}}}}
+agents:
+  dev:
+    model: openai/gpt-test
+    tools: [{{api: github}}]
+    pinned: [users/get-authenticated]
+"""
+"""An agent on all of GitHub's spec (1,223 operations: tool search on by `auto`) behind a recording upstream."""
+
+
+def github_project(folder: Path, corpus: Path, llm_url: str, upstream_url: str, extra: str = "") -> tuple[Path, Path]:
+    """specs/ with the corpus's GitHub spec and agents.yaml with `GITHUB_AGENTS` (+ `extra` lines)."""
+    specs = folder / "specs"
+    specs.mkdir()
+    (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
+    agents = folder / "agents.yaml"
+    agents.write_text(GITHUB_AGENTS.format(llm=llm_url, upstream=upstream_url) + extra)
+    return specs, agents
+
+
 @contextmanager
 def gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str = AGENTS_YAML, root_path: str = "",
             **options: Any) -> Iterator[tuple[str, Any]]:

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
-from server_support import LenientLLM, running
+from server_support import LenientLLM, github_project, running
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -33,27 +33,11 @@ from gateway.toolsearch import MAX_TOOLS_PER_REQUEST
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
 
-AGENTS = """\
-providers:
-  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
-apis:
-  github: {{base_url: "{upstream}/gh", auth: {{type: bearer, token: gh-token}}}}
-agents:
-  dev:
-    model: openai/gpt-test
-    tools: [{{api: github}}]
-    pinned: [users/get-authenticated]
-"""
 BASE = ["search_tools", "describe_tool", "call_tool"]
 
 
 def _runtime(folder: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, extra: str = "") -> Any:
-    specs = folder / "specs"
-    specs.mkdir()
-    (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
-    agents = folder / "agents.yaml"
-    agents.write_text(AGENTS.format(llm=llm.url, upstream=upstream.url) + extra)
-    return load_runtime(specs, agents, cache_dir=folder / "cache")
+    return load_runtime(*github_project(folder, corpus, llm.url, upstream.url, extra), cache_dir=folder / "cache")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from mcp import Client
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
-from server_support import LenientLLM, running
+from server_support import LenientLLM, github_project, running
 
 from gateway.openapi.views import estimate_tokens
 from gateway.runtime import RuntimeHolder, load_runtime
@@ -29,27 +29,11 @@ from gateway.toolsearch import DEFAULT_DEFINITIONS_BUDGET, MAX_TOOLS_PER_REQUEST
 
 pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
 
-AGENTS = """\
-providers:
-  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
-apis:
-  github: {{base_url: "{upstream}/gh", auth: {{type: bearer, token: gh-token}}}}
-agents:
-  dev:
-    model: openai/gpt-test
-    tools: [{{api: github}}]
-    pinned: [users/get-authenticated]
-"""
 
 
 @pytest.fixture
 def project(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer) -> tuple[Path, Path]:
-    specs = tmp_path / "specs"
-    specs.mkdir()
-    (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
-    agents = tmp_path / "agents.yaml"
-    agents.write_text(AGENTS.format(llm=llm.url, upstream=upstream.url))
-    return specs, agents
+    return github_project(tmp_path, corpus, llm.url, upstream.url)
 
 
 @pytest.fixture
