@@ -25,7 +25,6 @@ from typing import Any
 
 from .catalog import Catalog, Tool
 from .config.model import AgentConfig
-from .config.search_embeddings import SearchEmbeddings
 from .openapi.search import index_of
 from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
 from .providers.deferred import SERVER_SEARCH, deferred
@@ -92,7 +91,7 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
     everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
     allowed = None if everything else (lambda tool: tool.name in by_catalog_name)
-    embeddings = SearchEmbeddings.from_settings(toolset.settings)
+    embeddings = toolset.embeddings
     limit = max(1, min(limit, 100))
     depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
     ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=apis,

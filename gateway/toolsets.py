@@ -33,6 +33,8 @@ from typing import Any, Protocol
 from .catalog import Catalog, Diagnostic, JSONSchema, Level, Tool
 from .config.checker import suggest
 from .config.model import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
+from .config.search_embeddings import SearchEmbeddings
+from .errors import ConfigError
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -95,6 +97,8 @@ class Toolset:
     """The catalog the tools come from (tool search reads its index)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
+    embeddings: SearchEmbeddings | None = None
+    """`gateway.search_embeddings`, parsed once with the manifest: tool search blends it with BM25."""
 
     def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())
@@ -190,7 +194,14 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
         agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
     named = _unique_names(selected, delegation, entries, manifest, diagnostics)
     return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named}, catalog=catalog,
-                   settings=manifest.settings)
+                   settings=manifest.settings, embeddings=_embeddings(manifest))
+
+
+def _embeddings(manifest: Manifest) -> SearchEmbeddings | None:
+    try:
+        return manifest.gateway.search_embeddings
+    except ConfigError:
+        return None  # the loader reports the bad key (and serve refuses it); searches rank by BM25 alone
 
 
 def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from ...config.model import AgentConfig
-from ...config.search_embeddings import SearchEmbeddings
 from ...jsonwire import dumps_text
 from ...openapi.views import DESCRIBE_TOOL, model_view
 from ...toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
@@ -71,19 +70,17 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
     if name == SEARCH_TOOL and found is not None:
-        ok, body, kept = await _off_the_loop(toolset, _search_in_session, agent, toolset, arguments, tuple(found))
+        ok, body, kept = await _off_the_loop(_search_in_session, agent, toolset, arguments, tuple(found))
         for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
             if tool_name not in found and len(found) < len(kept):
                 found.append(tool_name)
         return _result_of(ok, body)
-    return _result_of(*await _off_the_loop(toolset, ToolOffer(agent, toolset).answer, name, arguments))
+    return _result_of(*await _off_the_loop(ToolOffer(agent, toolset).answer, name, arguments))
 
 
-async def _off_the_loop(toolset: Toolset, work: Callable[..., T], *args: Any) -> T:
-    """`work(*args)`, in a worker thread when a search may wait for an embeddings endpoint (a synchronous request
-    on the event loop would stall every other request meanwhile)."""
-    if SearchEmbeddings.from_settings(toolset.settings) is None:
-        return work(*args)
+async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a worker thread, as every door searches: opening an api's index the first time, or a
+    request to an embeddings endpoint, on the event loop would stall every other request meanwhile."""
     return await anyio.to_thread.run_sync(lambda: work(*args))
 
 
