@@ -150,6 +150,7 @@ class ToolOffer:
         self.offered: list[AgentTool] = []
         self._kept: set[str] = set()
         """Native search: the tools sent without deferral (pinned and delegation tools, `describe_tool`)."""
+        self._native_views: list[Any] | None = None
         if self.native:
             self.offered = list(toolset)
             self._kept = {t.name for t in pinned_tools(agent, toolset)}
@@ -178,10 +179,15 @@ class ToolOffer:
     def views(self) -> list[Any]:
         """The definitions of the next request: each offered tool's view, in offer order (native search: the
         views deferred but the kept ones, and the provider's search tool last)."""
-        views = [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
-        if not self.native:
-            return views
-        return [*(v if v.name in self._kept else deferred(v, *self._group_of(v)) for v in views), SERVER_SEARCH]
+        if self.native:  # the list never changes in a run (the provider loads what it finds): made once
+            if self._native_views is None:
+                self._native_views = [*(v if v.name in self._kept else deferred(v, *self._group_of(v))
+                                        for v in self._views()), SERVER_SEARCH]
+            return self._native_views
+        return self._views()
+
+    def _views(self) -> list[Any]:
+        return [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
 
     def _group_of(self, view: Any) -> tuple[str, str]:
         """The api of a view's tool and that api's title (`DeferredTool.group`)."""
