@@ -590,10 +590,20 @@ def test_native_tool_search_past_anthropics_catalog_limit_is_an_error() -> None:
 
 
 def test_the_checker_knows_which_providers_search_natively() -> None:
-    from gateway.config.loader import NATIVE_SEARCH_KINDS
     from gateway.providers import ADAPTERS
 
-    assert {kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search} == set(NATIVE_SEARCH_KINDS)
+    refused = set()
+    for kind in ADAPTERS:
+        _, diagnostics = _parse(f"""
+            providers:
+              p: {{kind: {kind}}}
+            agents:
+              a: {{model: p/m, tool_search: native}}
+            """)
+        if any(d.pointer == "agents.a.tool_search" for d in diagnostics if d.level == "error"):
+            refused.add(kind)
+    assert {kind for kind, adapter in ADAPTERS.items() if not adapter.native_tool_search} == refused
+    assert refused and refused != set(ADAPTERS)  # some kinds search natively, some do not
 
 
 def test_tool_search_on_and_off_unquoted_are_read_as_written() -> None:

@@ -116,8 +116,6 @@ POLICY_KEYS = (
 AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", "hooks",
               *POLICY_KEYS)
 TOOL_SEARCH = ("auto", "on", "off", "native")
-NATIVE_SEARCH_KINDS = ("anthropic", "openai-responses")
-"""Provider kinds that search deferred tools themselves (their adapter's `native_tool_search`)."""
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
 CLIENT_KEYS = ("key", "agents", "admin")
@@ -424,11 +422,15 @@ def _read_tool_search(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
 
 def _check_native_search(c: Checker, agent: AgentConfig, providers: Mapping[str, ProviderConfig],
                          path: KeyPath) -> None:
+    from ..providers import ADAPTERS
+
     provider = providers.get(agent.provider)
-    if agent.tool_search != "native" or provider is None or provider.kind in NATIVE_SEARCH_KINDS:
+    if agent.tool_search != "native" or provider is None:
         return
-    c.error((*path, "tool_search"), f"provider {provider.name!r} (kind {provider.kind}) has no native tool search; "
-            f"use a provider of kind {' or '.join(NATIVE_SEARCH_KINDS)}, or `tool_search: on` (the gateway's own)")
+    native = [kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search]  # the adapters say
+    if provider.kind not in native:
+        c.error((*path, "tool_search"), f"provider {provider.name!r} (kind {provider.kind}) has no native tool "
+                f"search; use a provider of kind {' or '.join(native)}, or `tool_search: on` (the gateway's own)")
 
 
 def _read_policy(c: Checker, m: dict[str, Any], path: KeyPath) -> Policy:
