@@ -11,8 +11,8 @@ over the lists; robust to the two scores' different scales, nothing to tune but 
 - When the endpoint fails (refused, timed out, an error status, an answer of the wrong shape), the search answers
   BM25's ranking and the log says so; the endpoint is not asked again for `RETRY_AFTER` seconds, so a dead endpoint
   does not add its timeout to every search. A search never fails because of embeddings.
-- Requests are synchronous (httpx), as `search(...)` is: a door that searches on an event loop should call it in
-  a worker thread when the setting is on (the MCP door does).
+- Requests are synchronous (httpx), as `search(...)` is: every door runs a search in a worker thread (the loop's
+  `search_tools`, `GET /agents/{agent}/tools/search`, MCP), so a slow endpoint holds up only that search.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The access log of `gateway serve`, as a plain ASGI middleware: uvicorn's line, written after the answer left.
 
 uvicorn writes its access line while the response is still being sent, so making the record, formatting it and
-writing it to a terminal or pipe lie on the path of every answer. `AccessLog` logs the same message with the
+writing it to a terminal or pipe lie on the path of every answer. `log_access` logs the same message with the
 same five arguments (so uvicorn's `AccessFormatter` renders it, colours included) to the logger
-`gateway.access`, on the event loop's next turn after the app is done (`gateway serve` writes it from its
-request envelope, `gateway.server.envelope`, with `log_access`). `gateway serve`'s logging configuration
+`gateway.access`; the request envelope (`gateway.server.envelope`) calls it on the event loop's next turn after
+the app is done. `gateway serve`'s logging configuration
 (`gateway.server.run.log_config`) gives that logger uvicorn's access handler and leaves uvicorn's own access
 logger without one (uvicorn then skips its line). Lines keep their order.
 
@@ -15,35 +15,15 @@ A line is written for every request, so its record is made with `Logger.makeReco
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from http import HTTPStatus
 from urllib.parse import quote
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 from uvicorn.logging import AccessFormatter
-
-from ..asgi import StatusWatch
 
 ACCESS_FORMAT = '%s - "%s %s HTTP/%s" %d'
 """uvicorn's access message and its five arguments: client address, method, path with query, HTTP version, status."""
-
-
-class AccessLog:
-    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
-        """Parameters: app: the ASGI app; logger: where lines go (`gateway.access` by default)."""
-        self.app = app
-        self.logger = logger or logging.getLogger("gateway.access")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.logger.isEnabledFor(logging.INFO):
-            await self.app(scope, receive, send)
-            return
-        watch = StatusWatch(send)
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            asyncio.get_running_loop().call_soon(log_access, self.logger, scope, watch.status)
 
 
 def log_access(logger: logging.Logger, scope: Scope, status: int) -> None:

@@ -69,7 +69,7 @@ def tune_gc() -> None:
 def log_config() -> dict[str, Any]:
     """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
     trouble) at INFO on the same stderr handler (Python's default shows only warnings of unconfigured loggers,
-    so a good reload logged nothing), and the access log written by `AccessLog`."""
+    so a good reload logged nothing), and the access log written by `log_access`."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)

@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from gateway.server.accesslog import AccessLog
+from gateway.server.envelope import RequestEnvelope
+from gateway.server.hosts import HostPolicy
 from gateway.server.run import log_config
 
 
@@ -29,12 +30,15 @@ def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
     config["formatters"]["access"]["use_colors"] = False
     logging.config.dictConfig(config)
     try:
-        app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(AccessLog)])
+        app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(
+            RequestEnvelope, policy=lambda: HostPolicy.build("127.0.0.1"), max_body_bytes=1024,
+            metrics=lambda: None, access_log=logging.getLogger("gateway.access"))])
         order: list[str] = []
 
         async def run() -> None:
             scope: dict[str, Any] = {"type": "http", "method": "GET", "path": "/hello", "raw_path": b"/hello",
-                                     "query_string": b"a=1", "headers": [], "client": ("127.0.0.1", 5000),
+                                     "query_string": b"a=1", "headers": [(b"host", b"127.0.0.1:8080")],
+                                     "client": ("127.0.0.1", 5000),
                                      "server": ("127.0.0.1", 8080), "scheme": "http", "root_path": "",
                                      "http_version": "1.1"}
 
