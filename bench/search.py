@@ -40,7 +40,7 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
            part: str = "tasks") -> tuple[dict[int, float], list[str]]:
     """Recall@k of one task set over `catalog` (its spec compiled as `api`, default the task set's name for it),
     and the queries missed at the smallest k. `part`: `tasks`, `holdout` or `fresh`."""
-    from gateway.openapi.search import index_of
+    from gateway.offer.index import index_of
 
     tasks = load_tasks(name)
     api = api or tasks["api"]
@@ -59,8 +59,8 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
 
 
 def _compile(spec: Path, *, index: bool) -> tuple[float, Any]:
+    from gateway.offer.index import build_index
     from gateway.openapi import _compile, compile_specs
-    from gateway.openapi.search import build_index
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "specs"
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if not CORPUS.is_dir():
         print("../shared/corpus is absent", file=sys.stderr)
         return 1
-    from gateway.openapi.search import index_of
+    from gateway.offer.index import index_of
 
     print("| API | tools | recall@5 | recall@10 | holdout @5 / @10 | fresh @5 / @10 | "
           "cold compile (with index / without) | index | cache entry |")

@@ -8,10 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
 from ...safety.ratelimit import Limit
-from ...toolsets import AgentTool
 from ..errors import APIError
 from ..routes import state_of
 from ..state import Generation
