@@ -42,6 +42,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from .fields import (
     TOOL_NAME,
+    AlsoShort,
     Count,
     Names,
     Seconds,
@@ -142,7 +143,7 @@ class AgentConfig(Policy):
                      json_schema_extra={"pattern": MODEL})
     instructions: str = doc("The system prompt.", "")
     description: str = doc("What the agent does, shown to a lead agent that delegates to it.", "")
-    tools: list[Annotated[ToolSelection, BeforeValidator(_entry)]] = doc(
+    tools: list[Annotated[ToolSelection, BeforeValidator(_entry), AlsoShort("string")]] = doc(
         "The union of these selections; an entry may be just the api's name.", default=[])
     delegates: Names = doc("Agents this one may hand a task to (one `ask_<agent>` tool each; no cycles).",
                            default=[])

@@ -45,8 +45,8 @@ class SearchEmbeddings(Section):
     timeout: Seconds = doc("Seconds per request.", DEFAULT_TIMEOUT)
     batch_size: Count = doc("Tool texts per request when a spec's embeddings are computed.", DEFAULT_BATCH_SIZE)
     headers: TextMap = doc("Extra request headers.", default={})
-    dimensions: int | None = doc("openai only: the vector length asked for (text-embedding-3-*; default: the "
-                                 "model's own).", None, ge=1)
+    dimensions: Count | None = doc("openai only: the vector length asked for (text-embedding-3-*; default: the "
+                                 "model's own).", None)
 
     @model_validator(mode="before")
     @classmethod

@@ -13,9 +13,20 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypeVar, get_args
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    Strict,
+    WithJsonSchema,
+)
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError
 
 HTTP_URL = r"^https?://[^/\s]+"
@@ -82,10 +93,15 @@ def describe_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _no_boolean(value: Any) -> Any:
-    """YAML's `true` is no number (pydantic would take it as 1)."""
+def _whole_number(value: Any) -> Any:
     if isinstance(value, bool):
-        raise PydanticCustomError("number_type", "expected a number, got {kind}", {"kind": describe_type(value)})
+        raise PydanticCustomError("int_type", "expected an integer")
+    return value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("float_type", "expected a number")
     return value
 
 
@@ -105,10 +121,20 @@ def yaml_switch(value: Any) -> Any:
 
 _STRINGS = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 
-Count = Annotated[int, BeforeValidator(_no_boolean), Field(ge=1)]
-"""A whole number, at least 1."""
-Seconds = Annotated[float, BeforeValidator(_no_boolean), Field(gt=0)]
+Int = Annotated[int, BeforeValidator(_whole_number)]
+"""A whole number (`"3"` is read as 3; `true` is no number, though pydantic alone would take it as 1)."""
+Number = Annotated[float, BeforeValidator(_number)]
+"""A number, whole or decimal (`"2.5"` is read as 2.5; `true` is no number)."""
+Count = Annotated[int, Field(ge=1), BeforeValidator(_whole_number)]
+"""A whole number, at least 1 (the bound before the validator, so the JSON Schema says `minimum`)."""
+Seconds = Annotated[float, Field(gt=0), BeforeValidator(_number)]
 """A duration in seconds, more than 0."""
+Positive = Annotated[float, Field(gt=0), BeforeValidator(_number)]
+"""A number more than 0."""
+NonNegative = Annotated[float, Field(ge=0), BeforeValidator(_number)]
+"""A number, 0 or more."""
+TokenBudget = Annotated[int, Field(ge=200), BeforeValidator(_whole_number)]
+"""Tokens, at least 200 (less cannot hold a tool's name and a sentence)."""
 Flag = Annotated[bool, Strict()]
 """`true` or `false` (not `"yes"`, not 1)."""
 Names = Annotated[list[str], BeforeValidator(_one_or_many), WithJsonSchema(_STRINGS)]
@@ -135,6 +161,19 @@ def defaults(section: type[S]) -> Callable[[], S]:
         return section.model_construct()
 
     return make
+
+
+@dataclass(frozen=True, slots=True)
+class AlsoShort:
+    """Annotation: the file may also write this value in a shorter form that a before-validator expands (`- shop`
+    for `- api: shop`, one credential for a list of one); the JSON Schema then accepts both."""
+
+    short: Literal["string", "item"]
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        full = handler(schema)
+        short = {"type": "string"} if self.short == "string" else full.get("items", {})
+        return {"anyOf": [full, short]}
 
 
 def _no_default(schema: dict[str, Any]) -> None:

@@ -30,7 +30,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, WithJsonSchema, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from .fields import HOOK_CALL, HTTP_URL, Names, Seconds, Section, TextMap, at_key, derived, doc
+from .fields import (
+    HOOK_CALL,
+    HTTP_URL,
+    Count,
+    Names,
+    NonNegative,
+    Positive,
+    Seconds,
+    Section,
+    TextMap,
+    at_key,
+    derived,
+    doc,
+)
 
 HookEvent = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call"]
 HOOK_EVENTS: tuple[HookEvent, ...] = ("before_model_call", "after_model_call", "before_tool_call", "after_tool_call")
@@ -93,8 +106,8 @@ Window = Annotated[float, BeforeValidator(_window), WithJsonSchema({"anyOf": [
 class RunBudget(Section):
     """A ceiling on one run's tokens or cost (either or both)."""
 
-    tokens: int | None = doc("Tokens (input and output) at most.", None, ge=1)
-    cost: float | None = doc("Cost at most, in the price table's currency (needs `prices`).", None, gt=0)
+    tokens: Count | None = doc("Tokens (input and output) at most.", None)
+    cost: Positive | None = doc("Cost at most, in the price table's currency (needs `prices`).", None)
 
     @model_validator(mode="after")
     def _something(self) -> RunBudget:
@@ -112,8 +125,8 @@ class BudgetLimit(RunBudget):
 class Price(Section):
     """What a model costs per million tokens (the currency is the operator's)."""
 
-    input: float = doc("Per million input tokens.", 0.0, ge=0)
-    output: float = doc("Per million output tokens.", 0.0, ge=0)
+    input: NonNegative = doc("Per million input tokens.", 0.0)
+    output: NonNegative = doc("Per million output tokens.", 0.0)
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input + output_tokens * self.output) / 1_000_000

@@ -33,6 +33,7 @@ from .credentials import AuthConfig
 from .fields import (
     AGENT_NAME,
     PROVIDER_NAME,
+    AlsoShort,
     Count,
     Flag,
     HttpUrl,
@@ -105,7 +106,7 @@ class ApiConfig(Section):
     """How the gateway reaches one api (its spec under specs/ says what the api is)."""
 
     base_url: HttpUrl | None = doc("Overrides the spec's servers.", None)
-    auth: Annotated[list[AuthConfig], BeforeValidator(_one_or_many)] = doc(
+    auth: Annotated[list[AuthConfig], BeforeValidator(_one_or_many), AlsoShort("item")] = doc(
         "The api's credentials, all sent at once: one mapping or a list.", default=[])
     headers: TextMap = doc("Extra headers on every request to the api.", default={})
     timeout: Seconds = doc("Seconds one request may take.", 30.0)

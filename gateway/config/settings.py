@@ -33,8 +33,9 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator, WithJsonSchema, field_validator
 
+from .checker import suggest
 from .embeddings_endpoint import SearchEmbeddings
-from .fields import REDIS_URL, Count, HttpUrl, Names, Seconds, Section, defaults, doc
+from .fields import REDIS_URL, Count, HttpUrl, Names, NonNegative, Seconds, Section, TokenBudget, at_key, defaults, doc
 from .mcp_limits import SessionLimits
 
 DEFAULT_STORE = ".gateway/state.db"
@@ -62,7 +63,7 @@ def parse_limit(value: Any) -> Limit:
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"rate", "burst"})
         if unknown:
-            raise ValueError(f"unknown key {unknown[0]!r} (a limit has `rate` and `burst`)")
+            raise at_key(unknown[0], f"unknown key {unknown[0]!r}" + suggest(unknown[0], ("rate", "burst")))
         if "rate" not in value:
             raise ValueError("needs `rate` (e.g. 10/s)")
         base = parse_limit(value["rate"])
@@ -146,20 +147,20 @@ class GatewaySettings(Section):
                             "`memory:`, or `postgresql://...` shared by several instances.", None)
     redis: str | None = doc("`redis://`, `rediss://` or `unix://`: rate-limit buckets, breakers and concurrency "
                             "counted across instances. Empty: none.", None, pattern=REDIS_URL)
-    audit_retention_days: float | None = doc("Days audit rows are kept; 0 or null: forever.",
-                                             DEFAULT_RETENTION_DAYS, ge=0)
-    conversation_retention_days: float | None = doc(
+    audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
+                                                  DEFAULT_RETENTION_DAYS)
+    conversation_retention_days: NonNegative | None = doc(
         "Days stored Responses answers (`previous_response_id`), handed-back turns and finished approval runs are "
-        "kept; 0 or null: forever. Paused runs stay until decided.", DEFAULT_RETENTION_DAYS, ge=0)
+        "kept; 0 or null: forever. Paused runs stay until decided.", DEFAULT_RETENTION_DAYS)
     rate_limits: RateLimits = doc("Token buckets per client, agent and tool.", default_factory=defaults(RateLimits))
     breaker: Breaker = doc("Each api's circuit breaker.", default_factory=defaults(Breaker))
     max_concurrency: Count = doc("Calls in flight per api (apis.<name>.max_concurrency overrides).",
                                  DEFAULT_MAX_CONCURRENCY)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
-    tool_budget: int | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
-                                  "default 4000).", None, ge=200)
-    tool_definitions_budget: int | None = doc("Tokens of tool definitions one request may carry; tool search "
-                                              "turns on above it (default 20000).", None, ge=200)
+    tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
+                                  "default 4000).", None)
+    tool_definitions_budget: TokenBudget | None = doc("Tokens of tool definitions one request may carry; tool search "
+                                              "turns on above it (default 20000).", None)
     allowed_hosts: Names = doc("`Host` names the HTTP doors answer to besides loopback (`gw.example.com`, "
                                "`name:port`, `*.example.com`, `*` for any).", default=[])
     allowed_origins: Names = doc("Browser origins (`https://console.example.com`) allowed to make state-changing "

@@ -76,7 +76,9 @@ def test_rate_limits_in_every_form() -> None:
     assert settings.rate_limits.tools["createItem"].burst == 1
     for bad in ("ten/min", "5/fortnight", "0/s", 5, {"burst": 3}, {"rate": "1/s", "burst": 0}, {"rat": "1/s"}):
         _, errors = _gateway({"rate_limits": {"agents": {"clerk": bad}}})
-        assert list(errors) == ["gateway.rate_limits.agents.clerk"], bad
+        assert errors and all(where.startswith("gateway.rate_limits.agents.clerk") for where in errors), bad
+    errors = _gateway({"rate_limits": {"tool": {"rat": "1/s"}}})[1]
+    assert "did you mean 'rate'" in errors["gateway.rate_limits.tool.rat"]
     assert not RateLimits()
 
 
@@ -86,7 +88,7 @@ def test_breaker_and_concurrency_are_the_guard() -> None:
     _, errors = _gateway({"breaker": {"failures": 0, "reset_after": "soon"}, "max_concurrency": True})
     assert errors == {"gateway.breaker.failures": "must be at least 1, got 0",
                       "gateway.breaker.reset_after": "expected a number, got a string ('soon')",
-                      "gateway.max_concurrency": "expected a number, got a boolean (True)"}
+                      "gateway.max_concurrency": "expected an integer, got a boolean (True)"}
 
 
 def test_store_and_redis(tmp_path: Path) -> None:
