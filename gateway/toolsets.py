@@ -47,7 +47,7 @@ class Toolset:
     tools: dict[str, AgentTool] = field(default_factory=dict)
     catalog: Catalog | None = None
     """The catalog the tools come from (tool search reads its index)."""
-    settings: GatewaySettings = field(default_factory=GatewaySettings)
+    settings: GatewaySettings = field(default_factory=GatewaySettings.model_construct)
     """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
     embeddings: SearchEmbeddings | None = None
     """`gateway.search_embeddings`, parsed once with the manifest: tool search blends it with BM25."""

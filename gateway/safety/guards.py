@@ -12,7 +12,6 @@ manifest object changes.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,8 +28,6 @@ from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 
 if TYPE_CHECKING:
     from ..kernel.calls import Stage
-
-logger = logging.getLogger("gateway.safety")
 
 
 class Safeguards:
