@@ -50,9 +50,9 @@ providers:
 agents:
   clerk: {{model: openai/gpt-test, tools: [{{api: records}}]}}
 """
-BM25_ORDER = ["runReport", "exportRecords", "listInvoices"]
-"""BM25 alone for "export": the summary that starts with the word ("Export a report"), then the operationId that
-holds it, then the summary that holds it later."""
+BM25_ORDER = ["exportRecords", "runReport", "listInvoices"]
+"""BM25 alone for "export": the path whose resource is the request's verb (`/records/export`), then the summary
+that starts with the word ("Export a report"), then the summary that holds it later."""
 HYBRID_ORDER = ["runReport", "listInvoices", "exportRecords"]
 """Fused with the summaries' embeddings: "Export a report" is the nearest line, "Archive old records" shares no
 word with the query, so it keeps only its BM25 place and falls behind the invoices, whose line holds "export"."""

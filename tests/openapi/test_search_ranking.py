@@ -75,7 +75,7 @@ def test_the_request_verb_is_its_first_word_and_things_after_it_are_not_verbs() 
     assert intended_methods("please delete the comment") == ["DELETE"]
     assert intended_methods("list the comments on the issue") == ["GET"]  # not POST for "comment" or "issue"
     assert intended_methods("who am I logged in as") == ["GET"]
-    assert intended_methods("take the wontfix label off the issue") == []
+    assert intended_methods("take the wontfix label off the issue") == ["DELETE"]  # take ... off: remove
 
 
 def test_compounds_ids_and_contractions_are_read_as_words() -> None:
