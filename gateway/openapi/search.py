@@ -286,7 +286,8 @@ class ToolIndex:
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner), owner))
         scored.sort(key=lambda pair: -pair[1])
-        return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
+        # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
+        return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
     def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:

@@ -70,6 +70,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
+def synonyms(word: str) -> tuple[str, ...]:
+    """`SYNONYMS` of a word or of its singular (bugs -> issue)."""
+    return SYNONYMS.get(word) or SYNONYMS.get(_singular(word), ())
+
+
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
                  "you your please can could would should want need all some any into up out do does did called named "
                  "titled".split())
@@ -167,7 +172,7 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
         spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in STOP else ())) if parts else ()
         senses = VERB_SENSES.get(word, ()) if position == verb else ()
         own = (word,) if word not in _PRONOUNS else ()
-        others = (a for a in (*senses, *SYNONYMS.get(word, ()), *spelled, *joined) if a not in skip | _PRONOUNS)
+        others = (a for a in (*senses, *synonyms(word), *spelled, *joined) if a not in skip | _PRONOUNS)
         if alternatives := tuple(dict.fromkeys((*own, *others))):
             terms.append(alternatives)
     return terms
@@ -275,7 +280,7 @@ def read(query: str) -> Request:
     terms = _match_terms(given)
     verb = _verb(given)
     methods = frozenset() if verb is None else frozenset(m for m, verbs in _INTENTS.items() if given[verb][0] in verbs)
-    said = " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ())))
+    said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     return Request(terms, _expression(terms), methods,
@@ -316,8 +321,8 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
     if not phrase:
         return frozenset(), frozenset()
     word, parts = phrase[-1]
-    every = " ".join(w for said, _ in phrase for w in (said, *SYNONYMS.get(said, ())))
-    return frozenset(stems(" ".join((word, *SYNONYMS.get(word, ()), *parts[-1:])))), frozenset(stems(every))
+    every = " ".join(w for said, _ in phrase for w in (said, *synonyms(said)))
+    return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
 
 
 def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[str, ...]:
