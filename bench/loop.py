@@ -21,11 +21,12 @@ from typing import Any
 import anyio
 import httpx
 
+from gateway.catalog import AgentTool
 from gateway.config.model import AgentConfig, Policy, ProviderConfig
 from gateway.loop import run
 from gateway.messages import Message, ToolCall, ToolResult
 from gateway.providers import get_adapter
-from gateway.toolsets import AgentTool, Toolset
+from gateway.toolsets import Toolset
 
 KINDS = ("openai", "openai-responses", "anthropic", "gemini", "ollama")
 

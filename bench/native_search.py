@@ -51,10 +51,10 @@ def _shown(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def measure(spec: Path, rounds: int) -> list[tuple[str, str, str, int, int, int, float]]:
     from gateway.jsonwire import dumps
-    from gateway.openapi.views import estimate_tokens
+    from gateway.offer.toolsearch import ToolOffer
+    from gateway.offer.views import estimate_tokens
     from gateway.providers import get_adapter
     from gateway.runtime import load_runtime
-    from gateway.toolsearch import ToolOffer
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:

@@ -58,7 +58,7 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
            part: str = "tasks") -> tuple[dict[int, float], list[str]]:
     """Recall@k of one part of a request set over `catalog` (its spec compiled as `api`, default the set's `api`),
     and the queries missed at the smallest k."""
-    from gateway.openapi.search import index_of
+    from gateway.offer.index import index_of
 
     tasks = load_tasks(name)
     api = api or tasks["api"]
@@ -77,8 +77,8 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
 
 
 def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[float, Any]:
+    from gateway.offer.index import build_index
     from gateway.openapi import _compile, compile_specs
-    from gateway.openapi.search import build_index
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "specs"
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if not CORPUS.is_dir():
         print("../shared/corpus is absent", file=sys.stderr)
         return 1
-    from gateway.openapi.search import index_of
+    from gateway.offer.index import index_of
 
     parts = PARTS if args.heldout else tuple(part for part in PARTS if part != HELD_OUT)
     print(f"| API | tools | {' | '.join(f'{part} @5 / @10' for part in parts)} | "

@@ -1,4 +1,4 @@
-"""Hybrid tool search (`gateway.search_embeddings`): what the fusion costs, and its recall with a stand-in embedder.
+"""Hybrid tool search (`gateway.offer.embeddings`): what the fusion costs, and its recall with a stand-in embedder.
 
     python bench/search_hybrid.py [--dim 64] [--rounds 3]
 
@@ -70,7 +70,7 @@ def project(folder: Path, name: str, embeddings_url: str | None) -> tuple[Path, 
 
 
 def recall(runtime: Any, name: str, part: str) -> tuple[float, float]:
-    from gateway.toolsearch import search
+    from gateway.offer.toolsearch import search
 
     tasks = load_tasks(name)[part]
     at5 = at10 = 0
@@ -83,7 +83,7 @@ def recall(runtime: Any, name: str, part: str) -> tuple[float, float]:
 
 
 def latency_ms(runtime: Any, queries: list[str], rounds: int) -> list[float]:
-    from gateway.toolsearch import search
+    from gateway.offer.toolsearch import search
 
     timings = []
     for _ in range(rounds):
@@ -95,7 +95,7 @@ def latency_ms(runtime: Any, queries: list[str], rounds: int) -> list[float]:
 
 
 def _one_search(runtime: Any, query: str) -> float:
-    from gateway.toolsearch import search
+    from gateway.offer.toolsearch import search
 
     started = time.perf_counter()
     search(runtime.catalog, runtime.toolset("a"), query, 10)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # first: modules imported below read it while the package is initializing
 
-from .catalog import ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
+from .catalog import AgentTool, ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
 from .config.loader import load_manifest
 from .config.model import AgentConfig, Manifest
 from .dialects import render_tools
 from .errors import AuditUnavailable, ConfigError, GatewayError
-from .execution.pipeline import Invocation, Pipeline, Stage, ToolHooks, build_pipeline
+from .execution.pipeline import Pipeline, build_pipeline
 from .execution.runner import ToolRunner
+from .kernel.calls import Invocation, Stage, ToolHooks
 from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult
 from .openapi import compile_document, compile_specs
 from .providers import AdapterPool, ProviderAdapter, get_adapter
 from .runtime import Runtime, RuntimeHolder, load_runtime
-from .toolsets import AgentTool, Toolset, build_toolsets
+from .toolsets import Toolset, build_toolsets
 
 __all__ = [
     "AdapterPool",

@@ -3,6 +3,8 @@
 A `Tool` carries the exact JSON Schema (2020-12) of its input and output, and a *binding*
 (`Argument`s and a `BodyBinding`) that says where every argument goes on the wire. The
 compiler (`gateway.openapi`) produces these; the executor reads the binding and never guesses.
+An `AgentTool` is a tool as one agent sees it (renamed, narrowed, with fixed arguments: `gateway.toolsets`
+builds them).
 Everything here is plain, immutable-by-convention data so a catalog can be cached on disk.
 """
 
@@ -26,6 +28,8 @@ source of this fact for both."""
 
 Location = Literal["path", "query", "header", "cookie", "body"]
 Level = Literal["error", "warning"]
+Approval = Literal["never", "writes", "always"]
+"""When a tool waits for a human (agents.yaml `approval:`): never, for writes only, or always."""
 
 JSONSchema = dict[str, Any]
 
@@ -188,6 +192,54 @@ class Tool:
 
 
 @dataclass(slots=True, kw_only=True)
+class AgentTool:
+    """A tool as one agent sees it."""
+
+    name: str
+    """Unique within the agent's set; what the model calls."""
+    description: str
+    input_schema: JSONSchema
+    """The catalog tool's schema without the fixed `args`."""
+    output_schema: JSONSchema | None = None
+    tool: Tool | None = None
+    """The catalog tool (its binding); None for a delegation tool."""
+    fixed_args: dict[str, Any] = field(default_factory=dict)
+    approval: Approval = "never"
+    """The effective approval policy for this tool (agent policy, or the per-tool override)."""
+    delegate: str | None = None
+    """For a delegation tool: the sub-agent it runs."""
+    timeout: float | None = None
+    max_result_bytes: int | None = None
+
+    @property
+    def needs_approval(self) -> bool:
+        if self.approval == "always":
+            return True
+        if self.approval == "writes":
+            return self.tool is None or self.tool.is_write
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--format json` rendering: the catalog fields plus what the agent's view adds."""
+        tool = self.tool
+        return {
+            "name": self.name,
+            "api": tool.api if tool else None,
+            "operation_id": tool.operation_id if tool else None,
+            "method": tool.method if tool else None,
+            "path": tool.path if tool else None,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "tool": tool.name if tool else None,
+            "fixed_args": self.fixed_args,
+            "approval": self.approval,
+            "needs_approval": self.needs_approval,
+            "delegate": self.delegate,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
 class ApiSpec:
     """What the catalog knows of one spec file, beside its tools."""
 
@@ -202,7 +254,7 @@ class ApiSpec:
     tool_count: int = 0
     content_hash: str = ""
     search_index: bytes = b""
-    """The spec's tool search index (`gateway.openapi.search`), built at compile time: row i is the i-th of
+    """The spec's tool search index (`gateway.offer.index`), built at compile time: row i is the i-th of
     the spec's tools in catalog order."""
     skipped: dict[str, Diagnostic] = field(default_factory=dict)
     """Operations the compiler skipped, by operationId (the derived tool name when there is none): why."""

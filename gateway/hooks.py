@@ -33,7 +33,7 @@ from .messages import ToolResult
 
 if TYPE_CHECKING:
     from .config.model import Manifest
-    from .execution.pipeline import Invocation
+    from .kernel.calls import Invocation
 
 logger = logging.getLogger("gateway.hooks")
 

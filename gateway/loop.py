@@ -41,9 +41,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
+from .catalog import AgentTool
 from .config.model import AgentConfig
 from .errors import AuditUnavailable
 from .hooks import HookDenied
+from .kernel.caller import current_caller
+from .kernel.usage import Usage
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
@@ -58,11 +61,10 @@ from .loop_types import (
 )
 from .messages import Message, ToolCall, ToolResult
 from .observe.runs import ModelCall
-from .providers.base import ProviderAdapter, ToolLike, Turn, Usage
-from .safety.audit import current_caller
+from .offer.toolsearch import SEARCH_TOOL, ToolOffer
+from .providers.base import ProviderAdapter, ToolLike, Turn
 from .safety.budgets import BudgetExceeded
-from .toolsearch import SEARCH_TOOL, ToolOffer
-from .toolsets import AgentTool, Toolset
+from .toolsets import Toolset
 
 if TYPE_CHECKING:
     from .observe.runs import RunObserver
@@ -384,7 +386,7 @@ class _Loop:
         """`search_tools` (what it finds is offered from the next request on) and `describe_tool`."""
         started = time.perf_counter()
         # In a worker thread: a search may open an api's index the first time, or ask an embeddings endpoint
-        # (`gateway.search_embeddings`), and neither may hold up the other runs on this event loop.
+        # (`gateway.offer.embeddings`), and neither may hold up the other runs on this event loop.
         ok, body = await anyio.to_thread.run_sync(self.offer.answer, call.name, call.arguments or {})
         elapsed = (time.perf_counter() - started) * 1000
         if ok:

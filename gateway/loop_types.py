@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from .errors import RunError
+from .kernel.usage import Usage
 from .messages import Message, ToolCall
-from .providers.base import Usage
 
 STATE_VERSION = 1
 EventType = Literal["text", "step_started", "step_finished", "approval_pending"]

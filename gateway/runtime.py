@@ -23,11 +23,11 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from .catalog import Catalog, Diagnostic
+from .catalog import AgentTool, Catalog, Diagnostic
 from .config.loader import load_configuration
 from .config.model import AgentConfig, Manifest
 from .errors import ConfigError
-from .toolsets import AgentTool, Toolset
+from .toolsets import Toolset
 
 logger = logging.getLogger("gateway.runtime")
 

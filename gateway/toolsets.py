@@ -30,61 +30,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Protocol
 
-from .catalog import Catalog, Diagnostic, JSONSchema, Level, Tool
+from .catalog import AgentTool, Catalog, Diagnostic, JSONSchema, Level, Tool
 from .config.checker import suggest
-from .config.model import AgentConfig, Approval, Manifest, ToolOverride, ToolSelection
+from .config.model import AgentConfig, Manifest, ToolOverride, ToolSelection
 from .config.search_embeddings import SearchEmbeddings
 from .errors import ConfigError
 
 _GLOB = re.compile(r"[*?\[]")
-
-
-@dataclass(slots=True, kw_only=True)
-class AgentTool:
-    """A tool as one agent sees it."""
-
-    name: str
-    """Unique within the agent's set; what the model calls."""
-    description: str
-    input_schema: JSONSchema
-    """The catalog tool's schema without the fixed `args`."""
-    output_schema: JSONSchema | None = None
-    tool: Tool | None = None
-    """The catalog tool (its binding); None for a delegation tool."""
-    fixed_args: dict[str, Any] = field(default_factory=dict)
-    approval: Approval = "never"
-    """The effective approval policy for this tool (agent policy, or the per-tool override)."""
-    delegate: str | None = None
-    """For a delegation tool: the sub-agent it runs."""
-    timeout: float | None = None
-    max_result_bytes: int | None = None
-
-    @property
-    def needs_approval(self) -> bool:
-        if self.approval == "always":
-            return True
-        if self.approval == "writes":
-            return self.tool is None or self.tool.is_write
-        return False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `--format json` rendering: the catalog fields plus what the agent's view adds."""
-        tool = self.tool
-        return {
-            "name": self.name,
-            "api": tool.api if tool else None,
-            "operation_id": tool.operation_id if tool else None,
-            "method": tool.method if tool else None,
-            "path": tool.path if tool else None,
-            "description": self.description,
-            "input_schema": self.input_schema,
-            "output_schema": self.output_schema,
-            "tool": tool.name if tool else None,
-            "fixed_args": self.fixed_args,
-            "approval": self.approval,
-            "needs_approval": self.needs_approval,
-            "delegate": self.delegate,
-        }
 
 
 @dataclass(slots=True, kw_only=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.catalog import Tool
+from gateway.catalog import AgentTool, Tool
 from gateway.config.model import AgentConfig, Policy, ProviderConfig
 from gateway.messages import ToolCall, ToolResult
 from gateway.providers import get_adapter
 from gateway.providers.base import ProviderAdapter
-from gateway.toolsets import AgentTool, Toolset
+from gateway.toolsets import Toolset
 
 KINDS = ("openai", "anthropic", "gemini", "ollama")
 

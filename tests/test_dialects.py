@@ -4,6 +4,7 @@ import pytest
 from google.genai import types as genai_types
 from mcp import types as mcp_types
 
+from gateway.catalog import AgentTool
 from gateway.dialects import (
     drop_strict_nulls,
     gemini_function,
@@ -13,7 +14,6 @@ from gateway.dialects import (
     render_tools,
 )
 from gateway.openapi import compile_document
-from gateway.toolsets import AgentTool
 
 SPEC = {
     "openapi": "3.0.3", "info": {"title": "t", "version": "1"},

@@ -169,7 +169,7 @@ async def test_a_sub_agents_steps_reach_the_lead_live_and_in_its_steps(runtime, 
 
 
 async def test_a_sub_agents_calls_are_made_in_its_own_name(runtime, servers) -> None:
-    from gateway.safety.audit import bind_caller, current_caller
+    from gateway.kernel.caller import bind_caller, current_caller
 
     llm, _ = servers
     llm.script(Reply(calls=[Call("ask_helper", {"task": "Rome?"}), Call("getWeather", {"city": "Oslo"})]),

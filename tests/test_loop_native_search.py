@@ -176,7 +176,7 @@ async def test_the_summary_at_the_cap_carries_no_search_blocks(llm: ScriptedLLM,
 
 async def test_a_door_without_a_native_search_treats_native_as_on() -> None:
     """MCP builds its offer without `native`: its clients get the gateway's own search_tools."""
-    from gateway.toolsearch import ToolOffer
+    from gateway.offer.toolsearch import ToolOffer
 
     offer = ToolOffer(_agent(), _tools())
     assert offer.searching and not offer.native

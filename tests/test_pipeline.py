@@ -10,10 +10,11 @@ import pytest
 from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
+from gateway.catalog import AgentTool
 from gateway.config.model import AuthConfig
-from gateway.execution.pipeline import Invocation, build_pipeline
+from gateway.execution.pipeline import build_pipeline
+from gateway.kernel.calls import Invocation
 from gateway.messages import ToolCall, ToolResult
-from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Hybrid tool search (`gateway.search_embeddings`): BM25 fused with embeddings, the fallback, the caches.
+"""Hybrid tool search (`gateway.offer.embeddings`): BM25 fused with embeddings, the fallback, the caches.
 
 Real parts: the scripted LLM on 127.0.0.1 answers OpenAI's `/v1/embeddings` and Ollama's `/api/embed` with
 hashed bag-of-words vectors (tests/test_scripted_llm.py proves the shapes with the official SDKs); the specs are
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from scripted_llm import ScriptedLLM
 
-from gateway import search_embeddings
 from gateway.config.settings import GatewaySettings
+from gateway.offer import embeddings as search_embeddings
+from gateway.offer.embeddings import fuse
+from gateway.offer.toolsearch import search
 from gateway.runtime import load_runtime
-from gateway.search_embeddings import fuse
-from gateway.toolsearch import search
 
 SPEC = """\
 openapi: 3.0.3

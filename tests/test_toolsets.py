@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.catalog import ApiSpec, Argument, Catalog, Diagnostic, Tool
+from gateway.catalog import AgentTool, ApiSpec, Argument, Catalog, Diagnostic, Tool
 from gateway.cli.commands import main
 from gateway.config.loader import parse_manifest
 from gateway.openapi import compile_specs
-from gateway.toolsets import AgentTool, Toolset, build_toolsets, select_tools
+from gateway.toolsets import Toolset, build_toolsets, select_tools
 
 
 def _tool(api: str, operation_id: str, method: str, path: str, tags: tuple[str, ...] = (),

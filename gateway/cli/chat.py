@@ -19,10 +19,10 @@ from typing import Any, TextIO
 import anyio
 
 from ..errors import AuditUnavailable, ConfigError, GatewayError
+from ..kernel.caller import bind_caller
 from ..loop import resume, run
 from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
 from ..messages import Message
-from ..safety.audit import bind_caller
 
 Ask = Callable[[str], str]
 

@@ -197,7 +197,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         diagnostics = runtime.diagnostics
         missing = False
         if args.search is not None:
-            from ..toolsearch import search
+            from ..offer.toolsearch import search
 
             for diagnostic in diagnostics:
                 print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
@@ -279,8 +279,8 @@ def _cmd_call(args: argparse.Namespace) -> int:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
     from ..errors import AuditUnavailable, ConfigError
+    from ..kernel.caller import bind_caller
     from ..messages import ToolCall
-    from ..safety.audit import bind_caller
     from .local import local_gateway
 
     # The same pipeline as every other door: validated, held for approval, rate limited, audited.

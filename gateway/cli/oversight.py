@@ -82,8 +82,8 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if decision is None:
         return _list_approvals(args, out)
     from ..server.run import load_or_report
-    from ..server.safety import Safety
     from ..server.state import GatewayState
+    from ..server.supervision import Safety
 
     runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)
     if runtime is None:
@@ -97,7 +97,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     async def main() -> tuple[int, dict[str, Any]]:
         state = GatewayState(RuntimeHolder(runtime), safety=safety)
         try:
-            from ..safety.audit import bind_caller
+            from ..kernel.caller import bind_caller
 
             with bind_caller(client=CLI_DECIDER):  # the decision is recorded as made at the terminal
                 outcome = await safety.decide(state, args.id, decision)

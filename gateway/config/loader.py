@@ -193,9 +193,9 @@ def _parse(
 
 def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
     """An agent whose tools its provider would refuse is worth knowing before its first chat fails."""
+    from ..offer.toolsearch import pinned_tools
     from ..providers.anthropic import MAX_DEFERRED_TOOLS
     from ..providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
-    from ..toolsearch import pinned_tools
 
     for name, agent in manifest.agents.items():
         provider = manifest.providers.get(agent.provider)

@@ -19,9 +19,9 @@ def render_tools(tools: Iterable[ToolLike], format: str, *, strict: bool = False
     """Render every tool in one wire format (`json`, `openai`, `anthropic`, `gemini`, `mcp`).
 
     With a `budget` (tokens per tool), each tool is rendered as its model view within that budget
-    (`gateway.openapi.views`); `json` always shows the exact schema."""
+    (`gateway.offer.views`); `json` always shows the exact schema."""
     if budget is not None and format != "json":
-        from ..openapi.views import model_view
+        from ..offer.views import model_view
 
         tools = [model_view(t, budget) for t in tools]
     if format == "json":

@@ -35,9 +35,9 @@ from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
+from ..kernel import tracing
+from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from ..observe import tracing
-from ..safety.redaction import Redactor
 from .arguments import validate_arguments as _validate
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]

@@ -17,67 +17,17 @@ there, from the executor and (when the gateway keeps a store) the safety layer's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
 
-from ..catalog import Tool
-from ..messages import ToolCall, ToolResult
-from ..toolsets import AgentTool
+from ..kernel.calls import Invocation, Proceed, Stage, ToolHooks
+from ..messages import ToolResult
 
 if TYPE_CHECKING:
+    from ..kernel.redaction import Redactor
     from ..observe.metrics import Metrics
     from ..safety.guards import Safeguards
-    from ..safety.redaction import Redactor
     from .executor import Executor
-
-Door = Literal["chat", "direct", "mcp", "cli", "resume", "console"]
-
-
-@dataclass(slots=True, kw_only=True)
-class Invocation:
-    """One tool call on its way through the pipeline."""
-
-    agent: str
-    """The agent whose tool it is (audit rows and per-agent limits name it)."""
-    agent_tool: AgentTool
-    tool: Tool
-    """The catalog tool (its binding and exact schemas)."""
-    call: ToolCall
-    arguments: dict[str, Any]
-    """The caller's arguments with the agent's fixed ones on top (fixed values are never the caller's to change)."""
-    client: str | None = None
-    """The client key's name, when `clients` are configured."""
-    door: Door = "direct"
-    approval: str | None = None
-    """The id of the human approval the call runs under (a resumed call); None when nobody approved it."""
-
-    @property
-    def needs_approval(self) -> bool:
-        return self.agent_tool.needs_approval and self.approval is None
-
-
-Proceed = Callable[[Invocation], Awaitable[ToolResult]]
-"""The rest of the pipeline, from a stage's point of view."""
-
-
-class Stage(Protocol):
-    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on."""
-
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
-
-
-class ToolHooks(Protocol):
-    """A typed seam for code that watches or changes tool calls (`gateway.hooks.ConfiguredHooks` is the configured
-    `hooks:` of agents.yaml).
-
-    `before_tool_call` may answer instead of the tool (return a result) or let it run (return None);
-    `after_tool_call` sees the verdict and returns the result the caller gets.
-    """
-
-    async def before_tool_call(self, invocation: Invocation) -> ToolResult | None: ...
-
-    async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult: ...
 
 
 class Pipeline:
@@ -146,7 +96,7 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     from .stages import CheckOutput, Execute, RedactResult, RunHooks, ValidateArguments
 
     redactor = redactor if redactor is not None else executor.redactor
-    from ..observe import tracing
+    from ..kernel import tracing
     from ..observe.toolcalls import ObserveToolCall
 
     validate = ValidateArguments(executor)

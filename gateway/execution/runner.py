@@ -14,12 +14,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..catalog import AgentTool
 from ..errors import AuditUnavailable, GatewayError
+from ..kernel.caller import bind_caller, current_caller
+from ..kernel.calls import Door, Invocation
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import ProviderAdapter
-from ..safety.audit import bind_caller, current_caller
-from ..toolsets import AgentTool
-from .pipeline import Door, Invocation, Pipeline
+from .pipeline import Pipeline
 
 if TYPE_CHECKING:
     from ..observe.runs import RunObserver

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..kernel.calls import Invocation, Proceed, ToolHooks
+from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from ..safety.redaction import Redactor
 from .arguments import format_error, validator_for
 from .fastschema import is_valid
-from .pipeline import Invocation, Proceed, ToolHooks
 
 if TYPE_CHECKING:
     from .executor import Executor

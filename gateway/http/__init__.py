@@ -10,6 +10,6 @@ the input schema), `errors`.
 
 from __future__ import annotations
 
-from ..safety.redaction import Redactor
+from ..kernel.redaction import Redactor
 
 __all__ = ["Redactor"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..config.model import AuthConfig
-from ..safety.redaction import Redactor
+from ..kernel.redaction import Redactor
 from .errors import ApiSetupError
 
 _EXPIRY_MARGIN = 30.0

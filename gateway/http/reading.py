@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ..safety.redaction import Redactor
+from ..kernel.redaction import Redactor
 from .body import essence, is_binary_type, is_json_type
 
 MIN_HARD_CAP = 4 * 1024 * 1024

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.observe import Budgets
 from ..hooks import ConfiguredHooks, model_step
-from ..providers.base import Turn, Usage
+from ..kernel import tracing
+from ..kernel.usage import Usage
+from ..providers.base import Turn
 from ..safety.budgets import BudgetBook, BudgetExceeded
-from . import tracing
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from ..kernel import tracing
 from ..messages import ToolResult
-from . import tracing
 
 if TYPE_CHECKING:
-    from ..execution.pipeline import Invocation, Proceed
-    from ..safety.redaction import Redactor
+    from ..kernel.calls import Invocation, Proceed
+    from ..kernel.redaction import Redactor
     from .metrics import Metrics
 
 

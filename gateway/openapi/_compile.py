@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import ApiSpec, Catalog, Diagnostic, Tool
+from ..offer.index import build_index
 from . import _cache
 from ._documents import SPEC_SUFFIXES, Documents, LoadError, RefError, parse_bytes
 from ._names import base_name, prefix_colliding, unique_in_spec
 from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
 from ._schema import SchemaError, SchemaTranslator
 from ._swagger import translate_swagger
-from .search import build_index
 
 DEFAULT_MAX_DESCRIPTION = 1024
 """Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept).

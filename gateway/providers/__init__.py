@@ -10,8 +10,9 @@ import httpx
 
 from ..config.model import AgentConfig, Manifest, ProviderConfig
 from ..errors import ConfigError
+from ..kernel.usage import Usage
 from .anthropic import AnthropicAdapter
-from .base import ProviderAdapter, Turn, Usage
+from .base import ProviderAdapter, Turn
 from .gemini import GeminiAdapter
 from .ollama import OllamaAdapter
 from .openai import OpenAIAdapter

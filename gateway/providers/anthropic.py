@@ -23,19 +23,9 @@ import httpx
 
 from ..dialects import anthropic_tool
 from ..errors import ProviderError
+from ..kernel.usage import Usage
 from ..messages import Message
-from .base import (
-    FinishReason,
-    ProviderAdapter,
-    TextCallback,
-    ToolLike,
-    Turn,
-    Usage,
-    iter_sse,
-    join_url,
-    load_json,
-    make_call,
-)
+from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, iter_sse, join_url, load_json, make_call
 from .deferred import DeferredTool, ServerSearchTool
 
 API_VERSION = "2023-06-01"

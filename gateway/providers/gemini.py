@@ -15,6 +15,7 @@ import httpx
 
 from ..dialects import gemini_function
 from ..errors import ProviderError
+from ..kernel.usage import Usage
 from ..messages import Message, ToolCall
 from .base import (
     FinishReason,
@@ -22,7 +23,6 @@ from .base import (
     TextCallback,
     ToolLike,
     Turn,
-    Usage,
     iter_sse,
     join_url,
     load_json,

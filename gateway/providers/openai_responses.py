@@ -26,18 +26,9 @@ import httpx
 
 from ..dialects import openai_tool
 from ..errors import ProviderError
+from ..kernel.usage import Usage
 from ..messages import Message
-from .base import (
-    FinishReason,
-    TextCallback,
-    ToolLike,
-    Turn,
-    Usage,
-    iter_sse,
-    join_url,
-    load_json,
-    make_call,
-)
+from .base import FinishReason, TextCallback, ToolLike, Turn, iter_sse, join_url, load_json, make_call
 from .deferred import DeferredTool, ServerSearchTool
 from .openai import OpenAIStrictArguments
 

@@ -12,7 +12,7 @@ two approvers) gets `AlreadyDecided`, and only one decider resumes the run. Ids 
 (`apr_...` for calls; the loop's own ids for chats), unknown ids are `UnknownApproval`. Everything
 lives in the store, so pending runs survive a restart and any gateway instance on the store can
 resume them. The HTTP routes and the resume functions (which need the server's executor and
-adapters) are in `gateway.server.safety`.
+adapters) are in `gateway.server.supervision`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GatewayError
+from ..kernel.caller import bind_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..store import ApprovalRecord, RunRecord, Store
-from .audit import AuditLog, bind_caller
+from .audit import AuditLog
 
 if TYPE_CHECKING:
-    from ..execution.pipeline import Invocation, Proceed
+    from ..kernel.calls import Invocation, Proceed
 
 logger = logging.getLogger("gateway.approvals")
 

@@ -20,73 +20,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
 from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
 from ..errors import AuditUnavailable
+from ..kernel.caller import current_caller
+from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from ..store import AuditQuery, AuditRow, Store
-from .redaction import Redactor
 
 if TYPE_CHECKING:
-    from ..execution.pipeline import Invocation, Proceed
+    from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "Caller", "RecordCall", "bind_caller", "current_caller",
-           "retention_days"]
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordCall", "retention_days"]
 
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
-
-
-@dataclass(slots=True, frozen=True)
-class Caller:
-    """Who a piece of work is done for."""
-
-    client: str | None = None
-    agent: str | None = None
-    run_id: str | None = None
-    approvals: Mapping[str, str] = field(default_factory=dict)
-    """Catalog tool name -> approval id, for calls a human approved (set while resuming a run)."""
-    started: float | None = None
-    """`time.perf_counter()` when the request began (for a chat's latency)."""
-    notes: dict[str, Any] | None = None
-    """Per-request scratch the request's own middleware reads back (e.g. `retry_after` of a refused call)."""
-
-
-_caller: ContextVar[Caller] = ContextVar("gateway_caller", default=Caller())  # noqa: B039 - frozen, never mutated
-
-
-def current_caller() -> Caller:
-    return _caller.get()
-
-
-class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=...):`
-    """Set fields of the current caller for the block (and every task started inside it).
-
-    A plain context manager rather than `contextlib.contextmanager` + `dataclasses.replace`: it runs on every
-    call of every door, and those two were most of its cost."""
-
-    __slots__ = ("_fields", "_token")
-
-    def __init__(self, **fields: Any) -> None:
-        self._fields = fields
-
-    def __enter__(self) -> Caller:
-        current = _caller.get()
-        values: dict[str, Any] = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
-                  "approvals": current.approvals, "started": current.started, "notes": current.notes}
-        values.update(self._fields)  # an unknown field name fails in Caller() below, like replace() did
-        caller = Caller(**values)
-        self._token = _caller.set(caller)
-        return caller
-
-    def __exit__(self, *exc: object) -> None:
-        _caller.reset(self._token)
 
 
 class AuditLog:

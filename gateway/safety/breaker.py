@@ -26,7 +26,7 @@ from ..messages import ToolResult
 
 if TYPE_CHECKING:
     from ..config.model import Manifest
-    from ..execution.pipeline import Invocation, Proceed
+    from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "is_failure"]
 

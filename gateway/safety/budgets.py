@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..config.observe import BudgetLimit, Budgets
 from ..errors import RunError
-from ..providers.base import Usage
+from ..kernel.usage import Usage
 
 
 class BudgetExceeded(RunError):

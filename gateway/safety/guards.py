@@ -3,7 +3,7 @@
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
 limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
 stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
-Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.safety.Safety`, which adds
+Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
 agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
 manifest object changes.
@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..config.model import AgentConfig, Manifest
 from ..errors import ConfigError
+from ..kernel.caller import current_caller
+from ..kernel.redaction import Redactor, redact_logs
 from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
-from .audit import AuditLog, RecordCall, current_caller
+from .audit import AuditLog, RecordCall
 from .breaker import Breakers, GuardApi
-from .logredact import redact_logs
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
-from .redaction import Redactor
 
 if TYPE_CHECKING:
-    from ..execution.pipeline import Stage
+    from ..kernel.calls import Stage
 
 logger = logging.getLogger("gateway.safety")
 

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from ..config.settings import Limit, RateLimits, parse_limit
 from ..errors import GatewayError
+from ..kernel.caller import current_caller
 from ..messages import ToolResult
 from ..store import Bucket, Store
-from .audit import current_caller
 
 if TYPE_CHECKING:
-    from ..execution.pipeline import Invocation, Proceed
+    from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["ANONYMOUS", "ChargeToolBucket", "Limit", "RateLimited", "RateLimiter", "RateLimits", "parse_limit"]
 

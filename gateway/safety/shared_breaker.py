@@ -13,7 +13,7 @@ import asyncio
 
 from ..config.model import Manifest
 from ..config.settings import GuardSettings
-from ..execution.pipeline import Invocation, Proceed
+from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
 from ..store.redis_guards import SharedGuards
 from .breaker import is_failure

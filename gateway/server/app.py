@@ -21,9 +21,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..execution.pipeline import ToolHooks
+from ..kernel.calls import ToolHooks
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
+from .api_document import SAFETY_PATHS, openapi_document, tool_call_paths
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
@@ -35,7 +36,6 @@ from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
 from .mcp.routing import routed_agent
 from .metrics_door import metrics_endpoint
-from .openapi import SAFETY_PATHS, openapi_document, tool_call_paths
 from .responses import create_response, get_response
 from .routes import render_agent_tools
 from .routes import routes as plain_routes
@@ -75,7 +75,7 @@ def create_app(
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
         access_log: log one line per request (`gateway.server.accesslog`; `gateway serve` turns it on).
         extra_routes: more routes (approvals, audit).
-        safety: the safety layer (`gateway.server.safety.Safety`): its stages go into every call's pipeline (audit,
+        safety: the safety layer (`gateway.server.supervision.Safety`): its stages go into every call's pipeline (audit,
             approvals, rate limits, breakers) and finished chat runs are reported to it. None: no store.
         hooks: `ToolHooks` around every tool call (`gateway.execution.pipeline`).
     """

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
 from ..errors import ConfigError
-from ..safety.audit import bind_caller
+from ..kernel.caller import bind_caller
 from ..safety.ratelimit import RateLimited, RateLimiter
 from .errors import APIError
 

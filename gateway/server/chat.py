@@ -32,19 +32,19 @@ from starlette.types import Receive, Scope, Send
 from .. import loop
 from ..config.model import AgentConfig
 from ..errors import GatewayError
+from ..kernel.caller import bind_caller
+from ..kernel.redaction import Redactor
+from ..kernel.usage import Usage
 from ..loop import EventHandler
 from ..loop_types import LoopEvent, RunResult
 from ..messages import Message, ToolCall
-from ..providers.base import Usage
 from ..providers.keys import provider_problem
-from ..safety.audit import bind_caller
-from ..safety.redaction import Redactor
+from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
+from .chat_request import parse_messages, parse_params
 from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
-from .messages import parse_messages, parse_params
-from .openapi_schemas import CHAT_REQUEST_SCHEMA
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from ..catalog import AgentTool
 from ..errors import AuditUnavailable
-from ..execution.pipeline import Door
+from ..kernel.caller import bind_caller, current_caller
+from ..kernel.calls import Door
 from ..messages import ToolCall, ToolResult
-from ..safety.audit import bind_caller, current_caller
-from ..toolsets import AgentTool
 from .errors import APIError, json_bytes, status_for_result
 from .routes import known_agent, parse_json_body
 from .state import GatewayState, Generation

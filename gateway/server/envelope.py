@@ -2,7 +2,7 @@
 
 In order, for each request:
 
-1. the caller's `traceparent` is continued (the request runs in the caller's trace; `gateway.observe.tracing`);
+1. the caller's `traceparent` is continued (the request runs in the caller's trace; `gateway.kernel.tracing`);
 2. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
 3. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
@@ -25,7 +25,7 @@ from opentelemetry import propagate
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..asgi import StatusWatch
-from ..observe import tracing
+from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
 from .hosts import HostPolicy, refusal

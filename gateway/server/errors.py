@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
+from ..kernel.caller import current_caller
 from ..messages import ToolResult
-from ..safety.audit import current_caller
 from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
@@ -161,7 +161,7 @@ def _api_error_from(exc: Exception) -> APIError:
         return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
     if isinstance(exc, RunError):
         notes = current_caller().notes
-        if notes is not None:  # the chat's audit row says why the run ended (gateway.server.safety)
+        if notes is not None:  # the chat's audit row says why the run ended (gateway.server.supervision)
             notes["run_error"] = f"{exc.code}: {exc}"
         if exc.code in ("deadline", "deadline_exceeded", "timeout"):
             return APIError(504, str(exc), code="deadline_exceeded")

@@ -23,9 +23,9 @@ from ..store import ResponseRecord, Store
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, secrets_redactor
+from .chat_request import parse_params
 from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
-from .messages import parse_params
 from .responses_wire import (
     EventWriter,
     StreamedOutput,

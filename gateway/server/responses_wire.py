@@ -16,9 +16,10 @@ import json
 import uuid
 from typing import Any
 
+from ..kernel.usage import Usage
 from ..loop_types import RunResult
 from ..messages import Message, ToolCall
-from ..providers.base import Usage, make_call
+from ..providers.base import make_call
 from .errors import APIError
 
 

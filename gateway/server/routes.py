@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
 from ..providers.base import holds_lone_surrogate
-from ..toolsets import AgentTool
 from .auth import allowed_agents
 from .errors import APIError
 from .state import GatewayState, Generation
@@ -156,7 +156,7 @@ async def list_tools(request: Request) -> Response:
 
 async def search_tools(request: Request) -> Response:
     """`GET /agents/{agent}/tools/search?q=&limit=`: the agent's tools that best match, best first."""
-    from ..toolsearch import search
+    from ..offer.toolsearch import search
 
     generation = state_of(request).current
     agent = known_agent(generation, request.path_params["agent"])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError
-from ..observe import tracing
+from ..kernel import tracing
 from ..runtime import Runtime, RuntimeHolder, load_runtime
 
 logger = logging.getLogger("gateway.server")
@@ -138,12 +138,12 @@ def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_p
     """The app with its safety layer, or None after printing why not (a bad manifest, an unreachable store)."""
     from .app import create_app
     from .auth import check_bind
-    from .safety import Safety
+    from .supervision import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)
     if runtime is None:
         return None
-    try:  # client keys, rate limits, audit, approvals (gateway.server.safety)
+    try:  # client keys, rate limits, audit, approvals (gateway.server.supervision)
         check_bind(host, runtime.manifest.clients, allow_public=allow_public)
         safety = Safety.open(runtime, allow_public=allow_public)
     except ConfigError as exc:
@@ -210,7 +210,7 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
         print(f"gateway: unknown agent {agent!r}; the agents in {agents} are: {known}", file=sys.stderr)
         return 2
 
-    from .safety import Safety
+    from .supervision import Safety
 
     try:  # approvals wait in the store (decide them with `gateway approvals`); every call is audited
         safety = Safety.open(runtime)

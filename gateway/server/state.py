@@ -20,15 +20,16 @@ from ..config.model import AgentConfig, ProviderConfig
 from ..config.observe import HookEvent
 from ..errors import ConfigError
 from ..execution.executor import Executor
-from ..execution.pipeline import ToolHooks, build_pipeline
+from ..execution.pipeline import build_pipeline
 from ..execution.runner import ToolRunner
 from ..hooks import ConfiguredHooks
+from ..kernel.calls import ToolHooks
+from ..kernel.redaction import Redactor
 from ..observe.metrics import Metrics
 from ..observe.runs import RunObserver
 from ..providers import get_adapter
 from ..runtime import Runtime, RuntimeHolder
 from ..safety.budgets import BudgetBook
-from ..safety.redaction import Redactor
 from ..store import MemoryStore, Store
 from ..toolsets import Toolset
 from .errors import APIError

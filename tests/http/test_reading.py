@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from gateway.http.reading import ReadBody, cut_text_at_boundary, shape, shrink_json
-from gateway.safety.redaction import Redactor
+from gateway.kernel.redaction import Redactor
 
 
 def test_shrink_json_keeps_whole_items_and_says_what_was_left_out() -> None:

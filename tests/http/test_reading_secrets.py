@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gateway.http.reading import ReadBody, shape
-from gateway.safety.redaction import MARKER, Redactor
+from gateway.kernel.redaction import MARKER, Redactor
 
 SECRET = "tok-very-secret-99"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote
 
-from gateway.safety.redaction import MARKER, Redactor
+from gateway.kernel.redaction import MARKER, Redactor
 
 
 def test_text_and_encoded_forms_are_redacted() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config.observe import BudgetLimit, Budgets, Price
-from gateway.providers.base import Usage
+from gateway.kernel.usage import Usage
 from gateway.safety.budgets import BudgetBook, BudgetExceeded
 
 

@@ -20,7 +20,7 @@ from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import LenientLLM
 
-from gateway.observe import tracing
+from gateway.kernel import tracing
 
 FORECAST_CALL = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]},
                      id="call_forecast_1")

@@ -8,9 +8,9 @@ import pytest
 
 from bench.search import PARTS, SPECS, load_tasks, part_of, recall
 from gateway.catalog import Catalog, Tool
+from gateway.offer.index import index_of
+from gateway.offer.query import intended_methods, match_expression, words
 from gateway.openapi import compile_specs
-from gateway.openapi.search import index_of
-from gateway.openapi.search_query import intended_methods, match_expression, words
 
 
 def _tool(name: str, method: str, path: str, summary: str) -> Tool:

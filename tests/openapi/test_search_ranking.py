@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gateway.catalog import Catalog, Tool
-from gateway.openapi.search import index_of
-from gateway.openapi.search_query import intended_methods, match_expression, query_words
+from gateway.offer.index import index_of
+from gateway.offer.query import intended_methods, match_expression, query_words
 
 
 def _tool(name: str, method: str, path: str, summary: str, *, deprecated: bool = False) -> Tool:

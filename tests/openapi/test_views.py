@@ -11,8 +11,8 @@ from argument_generator import Unsatisfiable, generate
 
 from gateway.catalog import Catalog, Tool
 from gateway.dialects import render_tools
+from gateway.offer.views import DESCRIBE_TOOL, definition_tokens, describe, model_view
 from gateway.openapi import compile_specs
-from gateway.openapi.views import DESCRIBE_TOOL, definition_tokens, describe, model_view
 
 
 def _tool(schema: dict[str, Any], output: dict[str, Any] | None = None, description: str = "Do it.") -> Tool:

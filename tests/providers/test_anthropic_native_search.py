@@ -17,9 +17,9 @@ from scripted_llm import Call, Reply, ScriptedLLM, ToolSearch
 from gateway.errors import ProviderError
 from gateway.loop import run
 from gateway.messages import Message
+from gateway.offer.toolsearch import ToolOffer
 from gateway.providers.anthropic import MAX_DEFERRED_TOOLS
 from gateway.providers.deferred import SERVER_SEARCH, deferred
-from gateway.toolsearch import ToolOffer
 
 pytestmark = pytest.mark.anyio
 

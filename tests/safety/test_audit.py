@@ -8,9 +8,10 @@ import pytest
 from gateway.catalog import Tool
 from gateway.config.settings import GatewaySettings
 from gateway.errors import AuditUnavailable, ConfigError
+from gateway.kernel.caller import Caller, bind_caller, current_caller
+from gateway.kernel.redaction import Redactor
 from gateway.messages import ToolResult
-from gateway.safety.audit import AuditLog, Caller, bind_caller, current_caller, retention_days
-from gateway.safety.redaction import Redactor
+from gateway.safety.audit import AuditLog, retention_days
 from gateway.store import AuditRow, MemoryStore, ResponseRecord
 
 pytestmark = pytest.mark.anyio

@@ -5,18 +5,19 @@ from typing import Any
 
 import pytest
 
-from gateway.catalog import Tool
+from gateway.catalog import AgentTool, Tool
 from gateway.config.model import ApiConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.execution.pipeline import Invocation, Pipeline, Stage
+from gateway.execution.pipeline import Pipeline
 from gateway.execution.stages import Execute
+from gateway.kernel.caller import bind_caller
+from gateway.kernel.calls import Invocation, Stage
+from gateway.kernel.redaction import Redactor
 from gateway.messages import ToolCall, ToolResult
-from gateway.safety.audit import AuditLog, RecordCall, bind_caller
+from gateway.safety.audit import AuditLog, RecordCall
 from gateway.safety.breaker import Breakers, CircuitBreaker, GuardApi, GuardSettings, is_failure
 from gateway.safety.ratelimit import ChargeToolBucket, RateLimiter, RateLimits
-from gateway.safety.redaction import Redactor
 from gateway.store import MemoryStore
-from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 

@@ -4,8 +4,7 @@ import logging
 
 import pytest
 
-from gateway.safety.logredact import redact_logs
-from gateway.safety.redaction import Redactor
+from gateway.kernel.redaction import Redactor, redact_logs
 
 SECRET = "s3cr3t-log-value-42"
 
@@ -46,7 +45,7 @@ def test_secrets_learned_after_registration_are_scrubbed_and_dead_redactors_drop
 ) -> None:
     import gc
 
-    import gateway.safety.logredact as logredact
+    import gateway.kernel.redaction as logredact
 
     redactor = Redactor()
     redact_logs(redactor)

@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.catalog import Tool
+from gateway.catalog import AgentTool, Tool
 from gateway.config.model import ClientConfig, Manifest
 from gateway.errors import ConfigError
-from gateway.execution.pipeline import Invocation, Pipeline
+from gateway.execution.pipeline import Pipeline
 from gateway.execution.stages import Execute
+from gateway.kernel.calls import Invocation
 from gateway.messages import ToolCall, ToolResult
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 from gateway.store import MemoryStore
-from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from executor_helpers import make_tool
 
+from gateway.catalog import AgentTool
 from gateway.config.model import ApiConfig, Manifest
 from gateway.config.settings import GuardSettings
-from gateway.execution.pipeline import Invocation
+from gateway.kernel.calls import Invocation
 from gateway.messages import ToolCall, ToolResult
 from gateway.safety.guards import Safeguards
 from gateway.safety.shared_breaker import SharedGuardApi
 from gateway.store import open_store
 from gateway.store.redis_counters import RedisCounters
-from gateway.toolsets import AgentTool
 
 pytestmark = pytest.mark.anyio
 

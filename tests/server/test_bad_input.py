@@ -19,7 +19,7 @@ from server_support import AGENTS_YAML, ROOT, LenientLLM, running, write_project
 from gateway.cli.chat import chat_command
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 
 PROVIDER_KEY = "test-key"  # server_support.AGENTS_YAML's openai api_key
 LEAKY = f"Incorrect API key provided: {PROVIDER_KEY}. You can find your API key at example.invalid"

@@ -15,7 +15,7 @@ from server_support import AGENTS_YAML, LenientLLM, running, write_project
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.hosts import HostPolicy
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 
 WEATHER_KEY = "ck-weather-5f1e2d3c4b5a6978"
 TRIAGE_KEY = "ck-triage-a1b2c3d4e5f60718"

@@ -24,11 +24,11 @@ from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from server_support import LenientLLM, github_project, running
 
+from gateway.offer.toolsearch import MAX_TOOLS_PER_REQUEST
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.mcp import search
 from gateway.server.mcp.found import FoundTools
-from gateway.toolsearch import MAX_TOOLS_PER_REQUEST
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.anyio, pytest.mark.corpus]

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.anyio
 
 
 def test_starting_the_gateway_does_not_import_the_mcp_sdk() -> None:
-    code = ("import sys, gateway.server.app, gateway.server.run, gateway.server.safety; "
+    code = ("import sys, gateway.server.app, gateway.server.run, gateway.server.supervision; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -18,7 +18,7 @@ from gateway.errors import ConfigError
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.mcp.sessions import SessionLedger, SessionLimits
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 
 WEATHER_KEY = "ck-weather-5f1e2d3c4b5a6978"
 SECOND_KEY = "ck-second-0a9b8c7d6e5f4031"

@@ -26,7 +26,7 @@ from server_support import ISSUE, LenientLLM, running, write_project
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           negative_data_rejection, positive_data_acceptance]

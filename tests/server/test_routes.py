@@ -149,7 +149,7 @@ def test_with_the_safety_layer_a_held_write_runs_once_approved(tmp_path: Any, ll
 
     from gateway.runtime import RuntimeHolder, load_runtime
     from gateway.server import create_app
-    from gateway.server.safety import Safety
+    from gateway.server.supervision import Safety
 
     specs, agents = write_project(tmp_path, llm.url, upstream.url)
     runtime = load_runtime(specs, agents, use_cache=False)
@@ -174,7 +174,7 @@ def test_a_client_sees_only_its_own_models(tmp_path: Any, llm: Any, upstream: Re
 
     from gateway.runtime import RuntimeHolder, load_runtime
     from gateway.server import create_app
-    from gateway.server.safety import Safety
+    from gateway.server.supervision import Safety
 
     clients = "clients:\n  bot: {{key: bot-key-123456, agents: [weather]}}\n"
     specs, agents = write_project(tmp_path, llm.url, upstream.url, AGENTS_YAML + clients)

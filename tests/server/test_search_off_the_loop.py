@@ -20,7 +20,7 @@ import pytest
 from scripted_llm import Call, Reply
 from server_support import LenientLLM, running
 
-from gateway import search_embeddings
+from gateway.offer import embeddings as search_embeddings
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 

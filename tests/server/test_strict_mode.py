@@ -22,7 +22,7 @@ from strict_rules import strict_violations
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
-from gateway.server.safety import Safety
+from gateway.server.supervision import Safety
 
 pytestmark = pytest.mark.anyio
 

@@ -22,10 +22,10 @@ from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
 from server_support import LenientLLM, github_project, running
 
-from gateway.openapi.views import estimate_tokens
+from gateway.offer.toolsearch import DEFAULT_DEFINITIONS_BUDGET, MAX_TOOLS_PER_REQUEST
+from gateway.offer.views import estimate_tokens
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
-from gateway.toolsearch import DEFAULT_DEFINITIONS_BUDGET, MAX_TOOLS_PER_REQUEST
 
 pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
 

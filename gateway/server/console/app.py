@@ -22,13 +22,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ...safety.audit import bind_caller
+from ...kernel.caller import bind_caller
 from ...safety.ratelimit import RateLimited
 from ..errors import APIError
 from .session import Sessions, Viewer, csrf_ok
 
 if TYPE_CHECKING:
-    from ..safety import Safety
+    from ..supervision import Safety
 
 HERE = Path(__file__).parent
 VIEWER = "gateway.console.viewer"

@@ -1,7 +1,7 @@
 """The console's catalog pages: the agents, one agent's tools (with search), one tool.
 
-A search on these pages is the gateway's tool search (`gateway.toolsearch.search`, the one every door uses), run in a
-worker thread as everywhere: the agent's tools best first, only those it finds (a score above 0)."""
+A search on these pages is the gateway's tool search (`gateway.offer.toolsearch.search`, the one every door uses),
+run in a worker thread as everywhere: the agent's tools best first, only those it finds (a score above 0)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
+from ...offer.toolsearch import search
 from ...safety.ratelimit import Limit
-from ...toolsearch import search
-from ...toolsets import AgentTool
 from ..errors import APIError
 from ..routes import state_of
 from ..state import Generation

@@ -23,7 +23,7 @@ PAGE_ROWS = 200
 
 
 def routes(console: Console) -> list[Route]:
-    from ..safety import audit_query
+    from ..supervision import audit_query
 
     safety = console.safety
 

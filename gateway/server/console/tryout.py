@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ...catalog import AgentTool
 from ...execution.arguments import validate_arguments
 from ...execution.runner import merge_arguments
-from ...toolsets import AgentTool
 from ..direct_call import run_direct_call
 from ..errors import status_for_result
 from ..routes import read_json, state_of

@@ -17,8 +17,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...dialects import mcp_tool
-from ...openapi.views import model_view
-from ...toolsearch import tool_budget
+from ...offer.toolsearch import tool_budget
+from ...offer.views import model_view
 from ..state import Generation
 from . import search
 

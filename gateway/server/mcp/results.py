@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...catalog import AgentTool
 from ...dialects import mcp_structured_content
 from ...jsonwire import dumps_text
 from ...messages import ToolResult
-from ...toolsets import AgentTool
 
 
 def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> dict[str, Any]:

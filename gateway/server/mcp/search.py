@@ -1,6 +1,6 @@
 """The MCP door of an agent with tool search: pinned tools, `search_tools`, `call_tool` and `describe_tool`.
 
-A desktop client cannot hold a 1,223-tool listing, so for an agent whose tool search is on (`gateway.toolsearch`)
+A desktop client cannot hold a 1,223-tool listing, so for an agent whose tool search is on (`gateway.offer.toolsearch`)
 `tools/list` offers the pinned tools (as their views), `search_tools` (`{"query", "limit"?}`: names and one-line
 summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a tool or one part of it) and
 `call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...jsonwire import dumps_text
-from ...openapi.views import DESCRIBE_TOOL, model_view
-from ...toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
-from ...toolsets import AgentTool, Toolset
+from ...offer.toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...offer.views import DESCRIBE_TOOL, model_view
+from ...toolsets import Toolset
 
 CALL_TOOL = "call_tool"
 CALL_SCHEMA: dict[str, Any] = {

@@ -24,8 +24,8 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
-from ... import __version__
-from ...toolsearch import SEARCH_TOOL
+from ...kernel import __version__
+from ...offer.toolsearch import SEARCH_TOOL
 from ..state import GatewayState
 from .calls import answer_call, checked_agent
 from .found import FoundTools

@@ -1,6 +1,6 @@
 """What a model is offered of an agent's tools: views within the budget, and tool search for large tool sets.
 
-Every offered tool is its model view (`gateway.openapi.views`) within `gateway.tool_budget` tokens. With tool
+Every offered tool is its model view (`gateway.offer.views`) within `gateway.tool_budget` tokens. With tool
 search on (per agent `tool_search: auto | on | off`; auto: on above 64 tools or above the definitions budget),
 a run starts with the agent's `pinned` tools, its delegation tools, `search_tools` (`{"query", "limit"?}`) and
 `describe_tool` (`{"name", "pointer"?}`: the exact schema of one tool or one part of it). What a search finds
@@ -23,13 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from .catalog import Catalog, Tool
-from .config.model import AgentConfig
-from .openapi.search import index_of
-from .openapi.views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
-from .providers.deferred import SERVER_SEARCH, deferred
-from .search_embeddings import FUSION_DEPTH, hybrid
-from .toolsets import AgentTool, Toolset
+from ..catalog import AgentTool, Catalog, Tool
+from ..config.model import AgentConfig
+from ..providers.deferred import SERVER_SEARCH, deferred
+from ..toolsets import Toolset
+from .embeddings import FUSION_DEPTH, hybrid
+from .index import index_of
+from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
 
 SEARCH_TOOL = "search_tools"
 META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
@@ -85,7 +85,7 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`; a tool
     scored 0 (nothing of the query in it) is not one of them.
 
-    With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.search_embeddings`):
+    With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
     catalog = catalog or catalog_of(toolset)
     by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
@@ -105,7 +105,7 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
 
 def _summary(tool: Tool) -> str:
-    from .openapi.views import first_sentences
+    from .views import first_sentences
 
     return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
 

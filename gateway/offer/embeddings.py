@@ -1,6 +1,6 @@
-"""Hybrid tool search: BM25's ranking fused with the cosine similarity of embeddings (`gateway.search_embeddings`).
+"""Hybrid tool search: BM25's ranking fused with the cosine similarity of embeddings (`gateway.offer.embeddings`).
 
-With the setting (`gateway.config.search_embeddings`), `gateway.toolsearch.search` hands its BM25 ranking to
+With the setting (`gateway.config.search_embeddings`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
 `hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's one-line
 text (the summary a search answers), then fuses the two lists by reciprocal rank (`1 / (RRF_K + rank)` summed
 over the lists; robust to the two scores' different scales, nothing to tune but `RRF_K`).
@@ -35,8 +35,8 @@ from typing import Any
 
 import httpx
 
-from .catalog import Catalog, Tool
-from .config.search_embeddings import SearchEmbeddings
+from ..catalog import Catalog, Tool
+from ..config.search_embeddings import SearchEmbeddings
 
 logger = logging.getLogger("gateway.search")
 

@@ -28,10 +28,10 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
+from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
-from ..safety.audit import bind_caller, current_caller
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents

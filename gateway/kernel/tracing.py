@@ -26,7 +26,7 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
-from .. import __version__
+from . import __version__
 
 logger = logging.getLogger("gateway.observe")
 

@@ -8,7 +8,7 @@ What is indexed, one column each (weights in `_WEIGHTS`): the name split on case
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
-are stemmed (FTS5's porter tokenizer). How a query becomes a match: `search_query`.
+are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
 the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
-from .search_query import STOP, Request, read, stems, words
+from .query import STOP, Request, read, stems, words
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import __version__
 from ..dialects import FORMATS
+from ..kernel import __version__
 from ..store.base import AUDIT_KINDS
-from .openapi_schemas import SCHEMAS
+from .api_schemas import SCHEMAS
 
 
 def _json(schema_ref: str, description: str) -> dict[str, Any]:
