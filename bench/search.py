@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(spec_info.search_index) / 2**20:.1f} MiB | {entry / 2**20:.1f} MiB |")
         for line in misses:
             print(f"    missed@5 {name}: {line}", file=sys.stderr)
-    if "graph" not in catalogs:
+    if "graph" not in catalogs or not args.latency_rounds:
         return 0
     graph = catalogs["graph"]
     index = index_of(graph)
