@@ -2,12 +2,15 @@
 and the full-text match (FTS5) of what it names. No model: word lists, written for APIs in general.
 
 A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file ->
-drive item, my -> "authenticated user"), a compound as one word (OneNote, to-do) and two neighbours as one word
+drive item, bugs -> issue), a compound as one word (OneNote, to-do) and two neighbours as one word
 ("pay out" -> payout). Generic verbs (create, list, update, ...), question words and pronouns pick the method or
 count in the ranking signals instead of matching: each would match thousands of operations. Tokens with a digit
 (ids, versions, amounts) are arguments, not words of the operation. A request is an imperative: its first word is
-its verb, which picks the method (close -> PATCH, refund -> POST) and takes its senses as a verb (to email is to
-send mail); "issue" or "charge" later in it are things.
+its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and
+takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not
+match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
+acts on (`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with
+what each path addresses; a name after "called" or "named" is an argument.
 """
 
 from __future__ import annotations
@@ -222,7 +225,7 @@ _PRONOUNS = frozenset("i me my mine".split())
 
 
 def stems(text: str) -> set[str]:
-    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
+    """Crude stems of the words of `text` (quotes and OR out; plurals singular), to compare names with a query."""
     return {_singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
 
 
