@@ -13,6 +13,7 @@ gateway:
     timeout: 10                        # seconds per request
     batch_size: 256                    # tool texts per request when a spec's embeddings are computed
     dimensions: 256                    # openai only: shorter vectors (text-embedding-3-*); search time grows with them
+    weight: 0.5                        # the embeddings' share in the fusion (BM25's is 1); default 1
 ```
 
 Without the key nothing changes and nothing is sent anywhere.
@@ -24,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, StringConstraints, field_validator, model_validator
 
-from .fields import Count, HttpUrl, Seconds, Section, TextMap, at_key, doc, filled
+from .fields import Count, HttpUrl, Positive, Seconds, Section, TextMap, at_key, doc, filled
 
 KINDS = ("openai", "ollama")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
@@ -47,6 +48,9 @@ class SearchEmbeddings(Section):
     headers: TextMap = doc("Extra request headers.", default={})
     dimensions: Count | None = doc("openai only: the vector length asked for (text-embedding-3-*; default: the "
                                  "model's own).", None)
+    weight: Positive = doc("The embeddings ranking's weight in the fusion, BM25's being 1: measure what it adds on "
+                           "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
+                           "where it does not help.", 1.0)
 
     @model_validator(mode="before")
     @classmethod

@@ -138,6 +138,10 @@ def test_search_embeddings() -> None:
         "gateway.search_embeddings.kind": "'cohere' is not one of openai, ollama"}
     errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "dimensions": 256}})[1]
     assert "`dimensions` is OpenAI's" in errors["gateway.search_embeddings.dimensions"]
+    settings, errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0.25}})
+    assert errors == {} and settings.search_embeddings is not None and settings.search_embeddings.weight == 0.25
+    assert _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0}})[1] == {
+        "gateway.search_embeddings.weight": "must be greater than 0, got 0"}
 
 
 def test_the_oauth_resource_server_section_is_typed() -> None:
