@@ -2,7 +2,8 @@
 
 A real gateway (uvicorn on 127.0.0.1) over a small spec, a recording upstream, the scripted LLM. Each test sends
 one request that used to hold the event loop for seconds (a chat of 60,000 tiny messages, 100,000 wrong-typed
-array items on the direct and MCP doors, a spec `pattern` that backtracks, a synchronous hook that blocks) while
+array items on the direct and MCP doors, a spec `pattern` that backtracks in an argument or an answer, a
+synchronous hook that blocks) while
 another connection polls `/healthz`: every poll must be answered (a poll that waits `PATIENCE` seconds, fifty
 times the goal of 100 ms, means the loop was held) and the hostile request gets its own clear answer.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +49,9 @@ SPEC = {
                             "schema": {"type": "string", "pattern": PATTERN}}],
             "responses": {"200": {"description": "ok"}}}},
         "/hooked": {"get": {"operationId": "hooked", "responses": {"200": {"description": "ok"}}}},
+        "/echo": {"get": {"operationId": "readEcho", "responses": {"200": {
+            "description": "ok", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"q": {"type": "string", "pattern": PATTERN}}}}}}}}},
     },
 }
 AGENTS = """\
@@ -63,35 +68,48 @@ agents:
 """
 
 
+_POLLER = """
+import http.client, sys, time
+host, port, patience = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+connection = http.client.HTTPConnection(host, port, timeout=patience)
+print("ready", flush=True)
+while True:
+    try:
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        response.read()
+        print("answered" if response.status == 200 else f"status {response.status}", flush=True)
+    except TimeoutError:
+        print("late", flush=True)
+        connection.close()
+        connection = http.client.HTTPConnection(host, port, timeout=patience)
+    time.sleep(0.01)
+"""
+
+
 class HealthWatch:
-    """Polls `/healthz` every 10 ms on a connection of its own; `late` counts polls that waited `PATIENCE`."""
+    """Polls `/healthz` every 10 ms from a process of its own (a wait on the gateway's GIL must not stop the
+    poller's clock too); `late` counts polls that waited `PATIENCE`."""
 
     def __init__(self, url: str) -> None:
-        self.url = f"{url}/healthz"
-        self.answered = 0
-        self.late = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        with httpx.Client(timeout=PATIENCE) as client:
-            while not self._stop.is_set():
-                try:
-                    assert client.get(self.url).status_code == 200
-                    self.answered += 1
-                except httpx.TimeoutException:
-                    self.late += 1
-                self._stop.wait(0.01)
+        host, port = url.removeprefix("http://").split(":")
+        self._process = subprocess.Popen([sys.executable, "-c", _POLLER, host, port, str(PATIENCE)],
+                                         stdout=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
 
     def __enter__(self) -> HealthWatch:
-        self._thread.start()
+        assert self._process.stdout is not None
+        assert self._process.stdout.readline().strip() == "ready"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(PATIENCE * 2)
-        assert self.late == 0, f"{self.late} /healthz poll(s) waited {PATIENCE:g} s: the event loop was held"
-        assert self.answered > 0
+        time.sleep(0.05)  # a poll after the hostile request too
+        self._process.terminate()
+        out, _ = self._process.communicate(timeout=PATIENCE * 2)
+        self.lines = out.split()
+        late = self.lines.count("late")
+        assert late == 0, f"{late} /healthz poll(s) waited {PATIENCE:g} s: the event loop was held"
+        assert "answered" in self.lines and set(self.lines) == {"answered"}, self.lines
 
 
 @pytest.fixture
@@ -174,6 +192,17 @@ def test_a_backtracking_pattern_is_never_run_by_a_backtracking_engine(served: st
     assert f"q: expected a string matching {PATTERN!r}" in answer.json()["error"]["message"]
     assert fine.status_code == 200
     assert [r.path for r in upstream.requests] == ["/words"]
+
+
+def test_an_answer_breaking_a_backtracking_output_pattern_is_judged_at_once(served: str,
+                                                                           upstream: RecordingServer) -> None:
+    upstream.route("/echo", Reply(200, {"q": "a" * 27 + "!"}))
+    with HealthWatch(served):
+        answer = _post(f"{served}/agents/clerk/tools/readEcho", {})
+    assert answer.status_code == 502
+    result = answer.json()["result"]
+    assert result["error_type"] == "invalid_output"
+    assert f"q: expected a string matching {PATTERN!r}" in result["error"]
 
 
 def test_a_synchronous_hook_runs_off_the_loop_and_its_timeout_holds(served: str, upstream: RecordingServer) -> None:
