@@ -93,6 +93,7 @@ async def chat_completions(request: Request) -> Response:
 async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
     """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
     no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    check_counts({"messages": messages}, "messages")
     parsed = parse_messages(messages)
     run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
     return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
