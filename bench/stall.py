@@ -157,16 +157,17 @@ ATTACKS: dict[str, tuple[str, Callable[[str], tuple[int, str]]]] = {
 
 
 _POLLER = """
-import http.client, sys, time
+import http.client, select, sys, time
 host, port = sys.argv[1], int(sys.argv[2])
 connection = http.client.HTTPConnection(host, port, timeout=300)
 print("ready", flush=True)
-while True:
+while True:  # until stdin closes, after the poll in flight has answered
     started = time.perf_counter()
     connection.request("GET", "/healthz")
     connection.getresponse().read()
     print(time.perf_counter() - started, flush=True)
-    time.sleep(0.01)
+    if select.select([sys.stdin], [], [], 0.01)[0] and not sys.stdin.read(1):
+        break
 """
 
 
@@ -176,8 +177,8 @@ class HealthPoller:
 
     def __init__(self, gateway: str) -> None:
         host, port = gateway.removeprefix("http://").split(":")
-        self._process = subprocess.Popen([sys.executable, "-c", _POLLER, host, port], stdout=subprocess.PIPE,
-                                         text=True)
+        self._process = subprocess.Popen([sys.executable, "-c", _POLLER, host, port], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True)
         self.latencies: list[float] = []
 
     def __enter__(self) -> HealthPoller:
@@ -187,8 +188,7 @@ class HealthPoller:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._process.terminate()
-        out, _ = self._process.communicate(timeout=310)
+        out, _ = self._process.communicate(timeout=310)  # closes stdin: the poll in flight answers, then it stops
         self.latencies = [float(line) for line in out.split()]
 
 

@@ -1,10 +1,10 @@
 """Argument validation against a tool's exact input schema (JSON Schema 2020-12).
 
-`jsonschema_rs` judges (`fastschema.is_valid`, on the event loop: microseconds for a call's arguments). What it
+`jsonschema_rs` judges (`fastschema.is_valid`, on the event loop: a compiled Rust validator). What it
 refuses is worded for a model to fix in one try: each problem names the failing field by path, what was expected
 and what was given, for the first few problems only (`schema_errors`: a bounded walk that never runs a
 regular expression in Python). Wording is CPU work: the doors run it in a worker thread
-(`problems_off_the_loop`), at most `WORDING_THREADS` at a time.
+(`run_off_the_loop`), at most `WORDING_THREADS` at a time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The judge of JSON Schema validity: `jsonschema_rs`, compiled once per schema.
 
 `is_valid` answers "does this instance hold?" for arguments, an API's answer and the gateway's own requests; the
-pure-Python `jsonschema` package only words what is wrong once this says "invalid" (`gateway.execution.wording`),
+pure-Python `jsonschema` package only words what is wrong once this says "invalid" (`gateway.execution.schema_errors`),
 and asks `pattern_matches` whenever a `pattern` is to be checked, so a regular expression is only ever run by
 `jsonschema_rs`'s engine (the `regex` crate, linear time; `fancy-regex` with a backtracking limit only for
 look-around and back-references), never by Python's backtracking `re`.

@@ -15,12 +15,12 @@ make that walk cost more than its size is taken away:
 - messages mention a large instance briefly (Python's quote all of it);
 - `anyOf`/`oneOf` keep only each branch's first error as the context (Python collects every error of every
   branch before saying anything);
-- `unevaluatedProperties`/`unevaluatedItems` are checked only on small instances of schemas without
-  `patternProperties` (Python's check compares keys with lists and `re`); elsewhere the judge's verdict stands
-  without their sentence.
+- `unevaluatedProperties`/`unevaluatedItems` are checked only on small instances (Python's check compares keys
+  with lists), and `unevaluatedProperties` never in a schema with `patternProperties` (it would match keys with
+  `re`); elsewhere the judge's verdict stands without their sentence.
 
 This is CPU work proportional to the budget: callers on the event loop run it in a worker thread
-(`gateway.execution.arguments.refusal_off_the_loop`).
+(`gateway.execution.arguments.run_off_the_loop`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from jsonschema.exceptions import ValidationError
 from . import fastschema
 
 BUDGET = 20_000
-"""Keyword checks one search for errors may make (each is a few microseconds of Python)."""
+"""Keyword checks one search for errors may make (`python -m bench.stall` shows what the worst case costs)."""
 
 ITEMS_PER_CHECK = 8
-"""Array items jsonschema_rs judges for the price of one keyword check (each is well under a microsecond)."""
+"""Array items jsonschema_rs judges for the price of one keyword check (a judged item costs a fraction of one)."""
 
 NARROW_FROM = 32
 """Items from which the judge picks the ones of an array to walk (the others hold)."""
