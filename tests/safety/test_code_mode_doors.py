@@ -8,11 +8,13 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
-from server_support import LenientLLM, running, write_project
+from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
 from .safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, bearer, build_app
 
@@ -145,3 +147,40 @@ def test_the_gateway_serves_others_while_a_script_loops(tmp_path: Path, llm: Len
     assert set(steps) == {"step_started", "step_finished"}
     # While the script looped (from its step's start to its end), /healthz kept being answered.
     assert len([at for at in health if steps["step_started"] < at < steps["step_finished"]]) >= 2
+
+
+def test_mcp_clients_get_run_code_and_a_script_waits_for_its_approval(tmp_path: Path, llm: LenientLLM,
+                                                                       upstream: RecordingServer) -> None:
+    from mcp import Client
+
+    agents_yaml = AGENTS_YAML.replace("    approval: writes\n", "    approval: writes\n    code_mode: only\n")
+    write_project(tmp_path, llm.url, upstream.url, agents_yaml)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+
+    async def session(url: str) -> tuple[list[str], Any, Any, Any]:
+        async with Client(f"{url}/mcp/triage") as client:
+            listed = [t.name for t in (await client.list_tools()).tools]
+            direct = await client.call_tool("createIssueComment", {"owner": "acme", "repo": "app",
+                                                                   "issue_number": 7, "body": "x"})
+            found = await client.call_tool("search_tools", {"query": "comment on an issue"})
+            waiting = await client.call_tool("run_code", {"code": READ_READ_WRITE})
+        return listed, direct, found, waiting
+
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        listed, direct, found, waiting = anyio.run(session, url)
+        text = "\n".join(c.text for c in waiting.content)
+        (pending,) = client.get("/approvals").json()["data"]
+        reads = _requests(upstream)
+        done = client.post(f"/approvals/{pending['id']}", json={"decision": "approve"})
+        audit = client.get("/audit?limit=50").json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert listed == ["run_code", "search_tools", "describe_tool"]
+    assert direct.is_error and "call it as a function in a run_code script" in direct.content[0].text
+    assert "def createIssueComment(*, owner: str" in found.content[0].text
+    assert waiting.is_error and pending["id"] in text and pending["tool"] == "createIssueComment"
+    assert reads == [("GET", "/github/repos/acme/app/issues"), ("GET", "/github/repos/acme/app/issues/7")]
+    assert done.status_code == 200 and done.json()["result"]["body"] == {"commented": 99, "on": 7}
+    assert _requests(upstream) == [*reads, ("POST", "/github/repos/acme/app/issues/7/comments")]
+    doors = {(r["tool"].rsplit("_", 1)[-1], r["status"]) for r in audit if r["kind"] == "tool"}
+    assert {("listIssues", "ok"), ("getIssue", "ok"), ("createIssueComment", "approval_pending"),
+            ("createIssueComment", "ok")} <= doors
