@@ -11,8 +11,8 @@ Types are written the way a model reads them fastest, close to Python's own hint
     {id: int, name?: str}          an object (a dict) with the key `id` and the optional key `name`
 
 taken from the exact JSON Schema (2020-12, as the catalog keeps it): `$ref`s are followed (a recursive one is
-named, not expanded), `anyOf`/`oneOf` become unions, `allOf` of objects one object, and nesting past `depth`
-becomes `dict`/`list`/`Any` (the model asks `describe_tool` for the rest).
+named, not expanded), `anyOf`/`oneOf` become unions, `allOf` of objects one object, and objects nested deeper
+than `depth` become `dict` (the model asks `describe_tool` for the rest).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class _TypeWriter:
             kind = "object" if "properties" in schema else "array" if "items" in schema else None
         if kind == "array":
             items = schema.get("items")
-            return f"list[{self.hint(items, depth - 1)}]" if depth > 0 and items not in (None, True, {}) else "list"
+            return f"list[{self.hint(items, depth)}]" if items not in (None, True, {}) else "list"
         if kind == "object":
             return self._object(schema, depth)
         return _SCALARS.get(kind, "Any") if isinstance(kind, str) else "Any"

@@ -49,7 +49,9 @@ def test_types_follow_refs_unions_and_nesting_to_the_depth_asked() -> None:
     assert signature(tool, depth=3) == (
         "# List issues. Many of them.\ndef listIssues() -> list[{id: int, body?: str | None, "
         "user?: {login?: str, parent?: User} | None, tags?: dict[str, float]}]")
-    assert signature(tool, depth=1, summary=False) == "def listIssues() -> list[dict]"
+    assert signature(tool, depth=1, summary=False) == (
+        "def listIssues() -> list[{id: int, body?: str | None, user?: dict | None, tags?: dict}]")
+    assert signature(tool, depth=0, summary=False) == "def listIssues() -> list[dict]"
     assert signature(tool, returns=False, summary=False) == "def listIssues() -> Any"
 
 
