@@ -460,7 +460,12 @@ class _Loop:
         if call.parse_error is not None:
             return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing ran; call run_code again "
                                       'with a JSON object {"code": "..."}.')
-        return await self.scripts.run(call, steps, decision, approval)
+        try:
+            return await self.scripts.run(call, steps, decision, approval)
+        except AuditUnavailable:
+            raise  # no answer without its audit row: the run ends, the door answers 503
+        except Exception as exc:  # the script's driver should not raise; if it does, the model still gets a result
+            return ToolResult.failure("code_error", f"the gateway failed to run the script: {exc!r}")
 
     async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
         """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""

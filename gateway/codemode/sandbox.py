@@ -53,7 +53,11 @@ _REFUSED_OS = (OSError, ImportError)
 T = TypeVar("T")
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxError(RuntimeError):
+    """No sandbox could be had for a script (it did not run)."""
+
+
+class SandboxUnavailable(SandboxError):
     """pydantic-monty is not installed: code mode cannot run."""
 
 
@@ -154,7 +158,15 @@ class Sandbox:
                         "max_suspensions": limits.tool_calls + 200},
             ))
 
-        self._session = await _in_thread(checkout)
+        try:
+            self._session = await _in_thread(checkout)
+        except SandboxError:
+            raise
+        except TimeoutError:
+            raise SandboxError(f"every sandbox of this gateway was busy for {CHECKOUT_TIMEOUT:g}s; the script did "
+                               "not run. Try again shortly.") from None
+        except Exception as exc:  # the pool could not start a worker (a missing or broken binary, ...)
+            raise SandboxError(f"the sandbox could not start: {exc}") from exc
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -227,6 +239,10 @@ class Sandbox:
             except MontyError as error:
                 self._snapshot = None
                 return self._failure(error)
+            except Exception as error:  # noqa: BLE001 - e.g. a kept dump this version of the sandbox cannot read
+                self._snapshot = None
+                return Failed(kind="code_error", message=f"the sandbox failed: {type(error).__name__}: {error}",
+                              printed=self.printed())
 
         return await _in_thread(run)
 

@@ -25,7 +25,7 @@ from ..catalog import AgentTool
 from ..http.reading import shrink_json
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, Stop
+from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxError, Stop
 from .signatures import FunctionNames
 from .values import jsonable
 
@@ -80,8 +80,11 @@ class Script:
         if not isinstance(code, str) or not code.strip():
             return ToolResult.failure("invalid_arguments", "run_code needs `code`: a non-empty string holding the "
                                       "Python script (its last expression is the result).")
-        async with Sandbox(self.limits) as box:
-            return await self._drive(box, await box.start(code))
+        try:
+            async with Sandbox(self.limits) as box:
+                return await self._drive(box, await box.start(code))
+        except SandboxError as exc:
+            return ToolResult.failure("code_error", str(exc))
 
     async def resume(self, state: dict[str, Any], decision: Decision, approval: str) -> ToolResult | Paused:
         """Go on from a pause: the pending call runs (approved) or raises in the script (denied)."""
@@ -89,6 +92,12 @@ class Script:
             return ToolResult.failure("code_error", "the paused script was kept by another version of the gateway "
                                       "and cannot go on; run it again.")
         self.calls = int(state.get("calls", 0))
+        try:
+            return await self._resume(state, decision, approval)
+        except SandboxError as exc:
+            return ToolResult.failure("code_error", f"{exc} (the script waited for approval {approval})")
+
+    async def _resume(self, state: dict[str, Any], decision: Decision, approval: str) -> ToolResult | Paused:
         async with Sandbox(self.limits) as box:
             stop = await box.restore(base64.b64decode(state["snapshot"]), state.get("printed", ""))
             if not isinstance(stop, HostCall):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -180,3 +181,12 @@ async def test_a_missing_script_is_invalid_arguments(arguments: Any) -> None:
 async def test_a_syntax_error_says_where() -> None:
     result = await _script(Host()).run({"code": "x = 1\ndef (:"})
     assert not result.ok and result.error_type == "code_error" and "line 2" in result.error
+
+
+async def test_a_kept_script_that_cannot_be_restored_is_a_code_error() -> None:
+    paused = await _script(_shop()).run({"code": READ_READ_WRITE})
+    assert isinstance(paused, Paused)
+    spoiled = {**paused.state, "snapshot": base64.b64encode(b"not a dump of monty's").decode()}
+    host = _shop()
+    result = await _script(host).resume(spoiled, Decision(approve=True), "apr_1")
+    assert not result.ok and result.error_type == "code_error" and host.calls == []
