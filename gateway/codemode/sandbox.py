@@ -65,9 +65,9 @@ class SandboxUnavailable(SandboxError):
 class Limits:
     """What one script may use (an agent's `code_limits`)."""
 
-    time: float = 10.0
+    time: float = 30.0
     """Seconds of execution (time spent waiting for tool calls does not count)."""
-    memory: int = 64 * 1024 * 1024
+    memory: int = 256 * 1024 * 1024
     """Bytes of heap."""
     tool_calls: int = 50
     """Tool calls one script may make."""

@@ -46,7 +46,7 @@ agents:
     pinned: [users/get-authenticated]   # offered from the start (never deferred) when tool search is on
     hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
     code_mode: off|on|only              # run_code: one Python script over the tools (see gateway.codemode)
-    code_limits: {time: 10, memory: 64, tool_calls: 50}   # per script: seconds of execution, MB, tool calls
+    code_limits: {time: 30, memory: 256, tool_calls: 50}   # per script: seconds of execution, MB, tool calls
 hooks: [...]                            # hooks around every agent's model and tool calls
 budgets: {...}                          # token and cost budgets (see gateway.config.observe)
 clients:

@@ -128,9 +128,9 @@ class Policy:
 class CodeLimits:
     """What one `run_code` script of the agent may use (`code_limits`)."""
 
-    time: float = 10.0
+    time: float = 30.0
     """Seconds of execution (the time its tool calls take does not count)."""
-    memory: int = 64
+    memory: int = 256
     """Megabytes of heap."""
     tool_calls: int = 50
     """Tool calls one script may make."""

@@ -24,7 +24,7 @@ def test_code_mode_values_defaults_and_yaml_booleans() -> None:
     assert [d for d in diagnostics if d.level == "error"] == []
     agents = manifest.agents
     assert [agents[n].code_mode for n in ("plain", "coder", "only", "quoted")] == ["off", "on", "only", "off"]
-    assert agents["plain"].code_limits == CodeLimits(time=10.0, memory=64, tool_calls=50)
+    assert agents["plain"].code_limits == CodeLimits(time=30.0, memory=256, tool_calls=50)
     assert agents["coder"].code_limits == CodeLimits(time=2.5, memory=16, tool_calls=5)
 
 

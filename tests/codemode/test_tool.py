@@ -38,7 +38,7 @@ def test_every_function_with_nested_types_when_the_budget_allows() -> None:
     assert ('def list_things_1(*, owner: str, page: int = None, state: Literal["open", "closed"] = None) '
             "-> list[{id?: int, title?: str, labels?: list[{name?: str}]}]") in tool.description
     assert "# List things of kind 2." in tool.description and "more function" not in tool.description
-    assert "10s of execution, 64 MB, 50 tool calls" in tool.description
+    assert "30s of execution, 256 MB, 50 tool calls" in tool.description
 
 
 def test_a_small_budget_gets_shorter_signatures_then_fewer_functions() -> None:
