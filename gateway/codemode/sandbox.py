@@ -40,8 +40,9 @@ KILL_GRACE = 5.0
 """Seconds past its time limit after which the pool kills a worker that did not stop by itself."""
 PRINT_BYTES = 16_384
 """What a script may print (the rest is dropped)."""
-SANDBOX_HINT = ("The sandbox has no files, network, environment, processes or clock waits: only Python, its pure "
-                "modules (json, re, math, datetime, collections, ...) and the tool functions.")
+SANDBOX_HINT = ("The sandbox has no files, network, environment, processes or clock waits: only Python, the "
+                "modules json, re, math, datetime, collections, itertools, functools, random, decimal, hashlib, "
+                "base64, csv, copy, bisect, typing, dataclasses, and the tool functions.")
 
 _steps: RunVar[anyio.CapacityLimiter] = RunVar("gateway_codemode_steps")
 """The threads that step scripts, per event loop (their own, so a busy sandbox never delays other work sent to

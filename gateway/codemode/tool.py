@@ -27,8 +27,9 @@ Use it for work of several steps (list, filter, then act on each): one script in
 - Each tool is a function of that name taking keyword arguments; it returns the parsed answer body (dicts and
   lists). A failed call raises RuntimeError (catch it to go on). Call functions directly: no await, no threads.
 - The value of the script's last expression is the result (JSON); print() output comes beside it.
-- Python and its pure modules only (json, re, math, datetime, collections, ...): no files, network, environment
-  or other imports. Limits per script: {time:g}s of execution, {memory} MB, {tool_calls} tool calls.
+- Python with these modules only: json, re, math, datetime, collections, itertools, functools, random, decimal,
+  hashlib, base64, csv, copy, bisect, typing, dataclasses. No files, network or environment. Limits per script:
+  {time:g}s of execution, {memory} MB, {tool_calls} tool calls.
 - Types: {{a: int, b?: str}} is a dict with the key a and the optional key b; `= None` marks an optional
   argument (None means not given); **{{"a-b": str}} is an argument whose name is not an identifier.
 """
