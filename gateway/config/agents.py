@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, ConfigDict, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .fields import (
@@ -129,10 +129,12 @@ class Policy(Section):
 
 
 class CodeLimits(Section):
-    """What one `run_code` script may use."""
+    """What one `run_code` script of the agent may use (`gateway.codemode`)."""
 
-    time: Seconds = doc("Seconds one script may run.", 30.0)
-    memory: Count = doc("Megabytes one script may allocate.", 256)
+    model_config = ConfigDict(frozen=True)
+
+    time: Seconds = doc("Seconds of execution (the time its tool calls take does not count).", 30.0)
+    memory: Count = doc("Megabytes of heap.", 256)
     tool_calls: Count = doc("Tool calls one script may make.", 50)
 
 
@@ -154,8 +156,8 @@ class AgentConfig(Policy):
                         default=[])
     hooks: list[HookConfig] = doc("The agent's own hooks (after the global ones).", default=[])
     code_mode: CodeModeSwitch = doc(
-        "on: the model may also write one script over its tools (`run_code`); only: `run_code` and tool search "
-        "alone; off.", "off")
+        "on: the model is offered `run_code` (one Python script over the tools) beside the tools; only: `run_code` "
+        "with `search_tools` and `describe_tool`; off (the sandbox: `pip install 'gateway[codemode]'`).", "off")
     code_limits: CodeLimits = doc("Limits of one `run_code` script.", default_factory=defaults(CodeLimits))
     name: SkipJsonSchema[str] = derived("")
     line: SkipJsonSchema[int | None] = derived(None)

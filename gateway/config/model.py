@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from .agents import AgentConfig, Approval, OutputCheck, Policy, ToolOverride, ToolSelection
+from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
 from .credentials import AuthConfig
 from .fields import (
     AGENT_NAME,
@@ -62,8 +62,8 @@ DEFAULT_BASE_URLS = {
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
 """Header names whose values are credentials (redacted everywhere); the one source of this fact."""
 
-__all__ = ["AgentConfig", "ApiConfig", "Approval", "AuthConfig", "ClientConfig", "Manifest", "Policy",
-           "ProviderConfig", "ToolOverride", "ToolSelection"]
+__all__ = ["AgentConfig", "ApiConfig", "Approval", "AuthConfig", "ClientConfig", "CodeLimits", "CodeMode", "Manifest",
+           "Policy", "ProviderConfig", "ToolOverride", "ToolSelection"]
 
 
 def _kind_is_optional(schema: dict[str, Any]) -> None:
