@@ -190,20 +190,12 @@ class ConfiguredHooks:
             # The agent's fixed arguments still win: a hook cannot lift what the operator pinned.
             invocation.arguments = {**(verdict.arguments or {}), **invocation.agent_tool.fixed_args}
 
-        original = invocation.arguments
+        # Replaced arguments are validated by the hooks stage (`RunHooks`), by the pipeline's own rule.
         verdict = await self._run("before_tool_call", invocation.agent, invocation.call.name,
                                   lambda: tool_step("before_tool_call", invocation), replace)
         if verdict.action == "deny":
             return ToolResult.failure("hook_denied", f"a gateway hook refused this call: {verdict.reason}. "
                                       "Nothing was sent.")
-        if invocation.arguments is not original:
-            # A hook's arguments meet the exact schema too: validation ran before the hooks, on the model's.
-            from .execution.executor import validate_arguments
-
-            problems = validate_arguments(invocation.tool, invocation.arguments)
-            if problems:
-                return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid ones "
-                                          f"({'; '.join(problems)}). Nothing was sent.")
         return None
 
     async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:

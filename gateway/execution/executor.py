@@ -38,7 +38,7 @@ from ..http.wire import ReqwestWire
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from .arguments import validate_arguments as _validate
+from .arguments import validate_arguments
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -46,11 +46,6 @@ logger = logging.getLogger("gateway.execution")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
 _TOKEN_MAX_BODY = 1024 * 1024  # an OAuth token answer is a few hundred bytes
-
-
-def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
-    """Every problem with `arguments` for `tool` (empty = valid)."""
-    return _validate(tool, arguments)
 
 
 class _Api:
@@ -167,14 +162,21 @@ class Executor:
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
-    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
-        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.
+    def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
+        """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets
+        redacted); empty when they are valid. The gateway's one rule for arguments (the pipeline's validation, a
+        hook's rewritten arguments, the console's try-out): those the api's credentials fill (a header the auth
+        sets) may be left out."""
+        problems = validate_arguments(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+        return [self.redactor.text(p) for p in problems] if problems else problems
 
-        Arguments the api's credentials fill (a header the auth sets) may be left out."""
-        problems = _validate(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
+        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid
+        (`argument_problems`)."""
+        problems = self.argument_problems(tool, arguments)
         if not problems:
             return None
-        text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+        text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
     async def _execute(

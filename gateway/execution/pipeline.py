@@ -115,6 +115,6 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
 
         stages.append(RefuseUnapproved())
     if hooks:
-        stages.append(RunHooks(hooks))
+        stages.append(RunHooks(hooks, validate))
     stages.append(CheckOutput())
     return Pipeline(stages, Execute(executor), validate=validate)

@@ -28,6 +28,10 @@ class ValidateArguments:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
+    def problems(self, invocation: Invocation) -> list[str]:
+        """What is wrong with the invocation's arguments (empty: nothing), by the rule this stage applies."""
+        return self.executor.argument_problems(invocation.tool, invocation.arguments)
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         refusal = self.executor.refuse_arguments(invocation.tool, invocation.arguments)
         if refusal is not None:
@@ -48,16 +52,27 @@ class Execute:
 
 
 class RunHooks:
-    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it."""
+    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it.
 
-    def __init__(self, hooks: Sequence[ToolHooks]) -> None:
+    A hook that replaces the arguments (`invocation.arguments`) has them validated by `validate`, the pipeline's
+    own argument validation (which ran before the hooks, on the caller's): the same rule, so the arguments the
+    api's credentials fill may be left out by a hook as by the model."""
+
+    def __init__(self, hooks: Sequence[ToolHooks], validate: ValidateArguments) -> None:
         self.hooks = tuple(hooks)
+        self.validate = validate
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         for hook in self.hooks:
+            given = invocation.arguments
             early = await hook.before_tool_call(invocation)
             if early is not None:
                 return early
+            if invocation.arguments is not given:
+                problems = self.validate.problems(invocation)
+                if problems:
+                    return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid "
+                                              f"ones ({'; '.join(problems)}). Nothing was sent.")
         result = await proceed(invocation)
         for hook in reversed(self.hooks):
             result = await hook.after_tool_call(invocation, result)

@@ -102,11 +102,12 @@ async def _edit_problems(console: Console, state: Any, approval_id: str, argumen
     record = await console.safety.store.get_approval(approval_id)
     if record is None:
         return []  # deciding says it is unknown
-    agent_tool = state.current.toolset(record.agent).get(record.tool) if record.agent in \
-        state.current.runtime.manifest.agents else None
+    generation = state.current
+    agent_tool = generation.toolset(record.agent).get(record.tool) if record.agent in \
+        generation.runtime.manifest.agents else None
     if agent_tool is None:
         return []
-    return argument_problems(agent_tool, arguments)
+    return argument_problems(generation, agent_tool, arguments)
 
 
 def _when(moment: float | None) -> str | None:
