@@ -282,7 +282,7 @@ class _Loop:
         observer = self.observer
         if observer is None:
             return await self._execute(body)
-        result: RunResult = await observer.run(self.agent, self.adapter.kind, lambda: self._execute(body),
+        result: RunResult = await observer.run(self.agent, self.adapter.telemetry_name, lambda: self._execute(body),
                                                lambda: self.usage)
         result.cost = observer.run_cost(self.agent, self.usage)
         return result
@@ -538,7 +538,7 @@ class _Loop:
             turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
                                                on_text=on_text)
         else:
-            call = ModelCall(agent=self.agent, provider=self.adapter.kind, client=current_caller().client,
+            call = ModelCall(agent=self.agent, provider=self.adapter.telemetry_name, client=current_caller().client,
                              iteration=self.iteration, messages=self.messages, run_usage=self.usage, summary=summary)
             turn = await observer.model_call(call, lambda: self.adapter.complete(
                 self.agent.model_id, self.messages, tools, params=params, on_text=on_text))

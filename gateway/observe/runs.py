@@ -33,7 +33,7 @@ class ModelCall:
 
     agent: AgentConfig
     provider: str
-    """The provider's kind (`openai`, `anthropic`, ...)."""
+    """The provider's `gen_ai.provider.name` (`ProviderAdapter.telemetry_name`: `openai`, `gcp.gemini`, ...)."""
     client: str | None
     iteration: int
     messages: Sequence[Any]

@@ -11,6 +11,7 @@ from starlette.routing import Route
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
+from ...providers.registry import ADAPTERS
 from ...safety.ratelimit import Limit
 from ..errors import APIError
 from ..routes import state_of
@@ -21,9 +22,6 @@ from .forms import form_fields
 if TYPE_CHECKING:
     from .app import Console
 
-VIEW_FORMATS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gemini",
-                "ollama": "openai"}
-"""The dialect each provider kind is sent its tools in."""
 
 
 def routes(console: Console) -> list[Route]:
@@ -52,7 +50,8 @@ def routes(console: Console) -> list[Route]:
         agent = generation.runtime.manifest.agents[name]
         agent_tool = known_tool(generation, name, request.path_params["tool"])
         provider = generation.runtime.manifest.providers.get(agent.provider)
-        dialect = VIEW_FORMATS.get(provider.kind if provider else "openai", "openai")
+        adapter = ADAPTERS.get(provider.kind) if provider is not None else None
+        dialect = adapter.tool_format if adapter is not None else "openai"
         model_view = render_tools([agent_tool], dialect)[0]
         exact = agent_tool.tool.input_schema if agent_tool.tool is not None else agent_tool.input_schema
         return console.render(
