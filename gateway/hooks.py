@@ -29,6 +29,7 @@ import anyio
 import httpx
 
 from .config.observe import HookConfig, HookEvent
+from .errors import HookDenied
 from .messages import ToolResult
 
 if TYPE_CHECKING:
@@ -75,15 +76,6 @@ class Verdict:
         if set(answer) <= {"allow", "reason"}:
             return cls()
         raise ValueError(f"the answer's keys {sorted(answer)} mean nothing for {event}")
-
-
-class HookDenied(Exception):
-    """A model-call hook refused the step (the run ends with the reason)."""
-
-    def __init__(self, event: HookEvent, reason: str) -> None:
-        super().__init__(f"{event} hook refused the model call: {reason}")
-        self.event = event
-        self.reason = reason
 
 
 class Hook:

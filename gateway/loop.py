@@ -43,8 +43,7 @@ import anyio
 
 from .catalog import AgentTool
 from .config.model import AgentConfig
-from .errors import AuditUnavailable
-from .hooks import HookDenied
+from .errors import AuditUnavailable, BudgetExceeded, HookDenied
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
 from .loop_types import (
@@ -63,7 +62,6 @@ from .messages import Message, ToolCall, ToolResult
 from .observe.runs import ModelCall
 from .offer.toolsearch import SEARCH_TOOL, ToolOffer
 from .providers.base import ProviderAdapter, ToolLike, Turn
-from .safety.budgets import BudgetExceeded
 from .toolsets import Toolset
 
 if TYPE_CHECKING:

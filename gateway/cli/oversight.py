@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ConfigError
+from ..errors import ApprovalError, ConfigError
 from ..loop_types import Decision
 from ..runtime import RuntimeHolder
-from ..safety.approvals import ApprovalError, approval_dict
+from ..safety.approvals import approval_dict
 
 CLI_DECIDER = "cli"
 """`decided_by` of a decision made with `gateway approvals approve|deny`."""

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config.observe import Budgets
+from ..errors import BudgetExceeded
 from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..providers.base import Turn
-from ..safety.budgets import BudgetBook, BudgetExceeded
+from ..safety.budgets import BudgetBook
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig

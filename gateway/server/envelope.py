@@ -4,7 +4,7 @@ In order, for each request:
 
 1. the caller's `traceparent` is continued (the request runs in the caller's trace; `gateway.kernel.tracing`);
 2. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
-3. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
+3. a body over the size limit is refused with 413 (`RequestTooLarge`): a declared `Content-Length` before
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
 4. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
    the event loop's next turn (`gateway.server.accesslog`).
@@ -28,11 +28,20 @@ from ..asgi import StatusWatch
 from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
+from .errors import APIError
 from .hosts import HostPolicy, refusal
-from .limits import BodyTooLarge
 
 if TYPE_CHECKING:
     from ..observe.metrics import Metrics
+
+
+class RequestTooLarge(APIError):
+    """Refuses a body over the limit (413); raised from `receive` mid-body, it is answered like any other
+    `APIError`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"The request body is larger than the limit of {limit} bytes.",
+                         headers={"Connection": "close"})
 
 
 _READ = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding", b"traceparent",
@@ -97,7 +106,7 @@ class RequestEnvelope:
                     await self._counted(scope, receive, watch)
                     return
                 if length > self.max_body_bytes:  # the server reads no more than a declared length
-                    error = BodyTooLarge(self.max_body_bytes)
+                    error = RequestTooLarge(self.max_body_bytes)
             if error is not None:
                 await error.response()(scope, receive, watch)
             else:
@@ -122,11 +131,11 @@ class RequestEnvelope:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge(limit)
+                    raise RequestTooLarge(limit)
             return message
 
         try:
             await self.app(scope, counting_receive, watch)
-        except BodyTooLarge as exc:
+        except RequestTooLarge as exc:
             if watch.status == 0:  # nothing answered yet
                 await exc.response()(scope, receive, watch)

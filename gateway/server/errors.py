@@ -18,10 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
+from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError, StoreUnavailable
 from ..kernel.caller import current_caller
 from ..messages import ToolResult
-from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
 

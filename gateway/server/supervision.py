@@ -28,10 +28,11 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
+from ..errors import AlreadyDecided, ApprovalError
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
+from ..safety.approvals import Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents

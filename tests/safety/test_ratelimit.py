@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import ConfigError
-from gateway.safety.ratelimit import Limit, RateLimited, RateLimiter, RateLimits, parse_limit
+from gateway.errors import ConfigError, RateLimited
+from gateway.safety.ratelimit import Limit, RateLimiter, RateLimits, parse_limit
 from gateway.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

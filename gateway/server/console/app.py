@@ -22,8 +22,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ...errors import RateLimited
 from ...kernel.caller import bind_caller
-from ...safety.ratelimit import RateLimited
 from ..errors import APIError
 from .session import Sessions, Viewer, csrf_ok
 

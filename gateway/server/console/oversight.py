@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
-from ...safety.approvals import AlreadyDecided, ApprovalError, approval_dict
+from ...safety.approvals import approval_dict
 from ..routes import read_json, state_of
 from .app import json_error, viewer_of
 from .tryout import argument_problems
