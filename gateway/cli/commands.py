@@ -217,7 +217,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
     if missing:
         return 1
-    rendered = render_tools(tools, args.format, strict=args.strict, budget=args.budget)
+    if args.budget is not None and args.format != "json":  # json always shows the exact schema
+        from ..offer.views import model_view
+
+        tools = [model_view(t, args.budget) for t in tools]
+    rendered = render_tools(tools, args.format, strict=args.strict)
     if args.strict:
         from ..dialects import strict_reason
 

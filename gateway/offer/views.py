@@ -28,6 +28,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..dialects import anthropic_tool, gemini_function, mcp_tool, openai_tool
+
 DEFAULT_TOOL_BUDGET = 4000
 """Tokens (estimated) one tool's definition may take in any format; `gateway.tool_budget`."""
 CHARS_PER_TOKEN = 3
@@ -77,8 +79,6 @@ def estimate_tokens(value: Any) -> int:
 
 def definition_tokens(tool: ToolLike) -> int:
     """The estimated tokens of `tool`'s definition in its largest provider rendering."""
-    from ..dialects import anthropic_tool, gemini_function, mcp_tool, openai_tool  # dialects imports openapi
-
     renderings: list[Callable[[Any], dict[str, Any]]] = [
         openai_tool, lambda t: openai_tool(t, strict=True), anthropic_tool, gemini_function, mcp_tool]
     return max(estimate_tokens(render(tool)) for render in renderings)

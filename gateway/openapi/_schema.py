@@ -31,6 +31,7 @@ import difflib
 import re
 from typing import Any, Literal
 
+from ..kernel.nullable import make_nullable
 from ._closed import Members, gather_all_of, hidden
 from ._documents import Documents, RefError
 from ._values import ValueChecks, fix_enum
@@ -87,33 +88,6 @@ def _component_name(pointer: str) -> str | None:
 
 def _is_count(value: Any) -> bool:
     return _is_number(value) and value >= 0 and float(value).is_integer()
-
-
-def make_nullable(schema: JSONSchema, *, lift_description: bool = False) -> JSONSchema:
-    """`schema` also accepting null: `null` added to its `type` (and `enum`), else wrapped in an `anyOf`.
-
-    `lift_description` keeps a wrapped schema's description beside the `anyOf`, where a model reads it
-    (the OpenAI strict rendering wants that); an empty schema already accepts null and is returned as is.
-    """
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        if kind != "null":
-            schema["type"] = [kind, "null"]
-    elif isinstance(kind, list):
-        if "null" not in kind:
-            schema["type"] = [*kind, "null"]
-    else:
-        if not schema:
-            return schema
-        description = schema.pop("description", None) if lift_description else None
-        wrapped: JSONSchema = {"anyOf": [schema, {"type": "null"}]}
-        if description:
-            wrapped["description"] = description
-        return wrapped
-    enum = schema.get("enum")
-    if enum is not None and None not in enum:
-        schema["enum"] = [*enum, None]
-    return schema
 
 
 class SchemaTranslator:

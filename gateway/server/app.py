@@ -40,6 +40,7 @@ from .responses import create_response, get_response
 from .routes import render_agent_tools
 from .routes import routes as plain_routes
 from .state import GatewayState
+from .supervision import Safety
 
 logger = logging.getLogger("gateway.server")
 
@@ -104,6 +105,10 @@ def create_app(
                 holder.on_reload.remove(state.on_reload)
                 await state.aclose()
 
+    if isinstance(safety, Safety):  # the browser console signs in with the safety layer's client keys
+        from .console import mount_console  # its templates are loaded by a server only
+
+        extra_routes = [*extra_routes, mount_console(safety)]
     mounted = {getattr(route, "path", None) for route in extra_routes}
     documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
 

@@ -79,13 +79,11 @@ class Safety(Safeguards):
         }
 
     def routes(self) -> list[BaseRoute]:
-        from .console import Console  # the console's templates are only loaded by a server
-
+        """`/approvals` and `/audit` (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
-            Console(self).mount(),
         ]
 
     # -- routes -------------------------------------------------------------------------------------

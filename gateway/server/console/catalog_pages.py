@@ -16,11 +16,11 @@ from ...safety.ratelimit import Limit
 from ..errors import APIError
 from ..routes import state_of
 from ..state import Generation
-from .app import viewer_of
 from .forms import form_fields
+from .rendering import viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 

@@ -13,11 +13,11 @@ from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
 from ...safety.approvals import approval_dict
 from ..routes import read_json, state_of
-from .app import json_error, viewer_of
+from .rendering import json_error, viewer_of
 from .tryout import argument_problems
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 FILTERS = ("agent", "client", "tool", "status", "kind", "since", "until")
 PAGE_ROWS = 200

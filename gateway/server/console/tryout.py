@@ -14,11 +14,11 @@ from ...execution.runner import merge_arguments
 from ..direct_call import run_direct_call
 from ..errors import status_for_result
 from ..routes import read_json, state_of
-from .app import json_error, viewer_of
 from .catalog_pages import known_tool, visible_agent
+from .rendering import json_error, viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 def argument_problems(generation: Any, agent_tool: AgentTool, arguments: Any) -> list[str]:
