@@ -81,8 +81,8 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 2
     if decision is None:
         return _list_approvals(args, out)
+    from ..assembly import GatewayState
     from ..server.run import load_or_report
-    from ..server.state import GatewayState
     from ..server.supervision import Safety
 
     runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)

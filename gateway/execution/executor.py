@@ -98,11 +98,13 @@ class Executor:
         transport: an httpx transport for every api's client (tests, in-process upstreams).
         redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
             fetched at run time (share one with the pipeline's redaction and audit stages).
+        limit_concurrency: hold each api to its `max_concurrency`; False when the pipeline's guard stage does
+            (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for one limit.
     """
 
     def __init__(
         self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
-        redactor: Redactor | None = None,
+        redactor: Redactor | None = None, limit_concurrency: bool = True,
     ) -> None:
         self.manifest = manifest
         self.catalog = catalog
@@ -110,10 +112,7 @@ class Executor:
         self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
-        self.limits_concurrency = True
-        """Whether the executor holds each api to its `max_concurrency`; `build_pipeline` turns it off when the
-        pipeline's guard stage does (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for
-        one limit."""
+        self.limits_concurrency = limit_concurrency
 
     def _api(self, name: str) -> _Api:
         api = self._apis.get(name)

@@ -1,7 +1,7 @@
 """The execution stages of the call pipeline: argument validation, hooks, the output check, the call, redaction.
 
 The safety stages (approval, rate limits, breaker and concurrency, audit) are in `gateway.safety`; the order
-of them all is set in one place, `gateway.execution.pipeline.build_pipeline`.
+of them all is set in one place, `gateway.assembly.build_pipeline`.
 """
 
 from __future__ import annotations

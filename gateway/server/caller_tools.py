@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..assembly import Generation
 from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
 from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
 from .errors import APIError
-from .state import Generation
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

@@ -39,7 +39,7 @@ from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
 from .handoff import keep_turn
-from .routes import read_json
+from .routes import agent_of, read_json, toolset_of
 
 logger = logging.getLogger("gateway.safety")
 
@@ -154,8 +154,8 @@ class Safety(Safeguards):
         async with state.use() as generation:
             if run.kind == "call":
                 return await self._resume_call(generation, run, decisions)
-            agent = generation.agent(run.agent)
-            toolset = generation.toolset(agent.name)
+            agent = agent_of(generation, run.agent)
+            toolset = toolset_of(generation, agent.name)
             approved = {}
             for pending in run.state["loop"].get("pending", []):
                 tool = toolset.get(pending["tool"])
@@ -179,7 +179,7 @@ class Safety(Safeguards):
         if not decision.approve:
             why = f": {decision.reason}" if decision.reason else ""
             return ToolResult.failure("approval_denied", f"A human refused this call{why}.", approval_id=approval_id)
-        agent_tool = generation.toolset(run.agent).get(run.state["tool"])
+        agent_tool = toolset_of(generation, run.agent).get(run.state["tool"])
         if agent_tool is None:
             return ToolResult.failure("unknown_tool", f"Agent {run.agent!r} no longer has tool {run.state['tool']!r}.")
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]

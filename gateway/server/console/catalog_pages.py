@@ -8,14 +8,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...assembly import Generation
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
 from ...providers.registry import ADAPTERS
 from ...safety.ratelimit import Limit
 from ..errors import APIError
-from ..routes import state_of
-from ..state import Generation
+from ..routes import state_of, toolset_of
 from .forms import form_fields
 from .rendering import viewer_of
 
@@ -75,14 +75,14 @@ def visible_agent(request: Request, generation: Generation) -> str:
 
 
 def known_tool(generation: Generation, agent: str, name: str) -> AgentTool:
-    agent_tool = generation.toolset(agent).get(name)
+    agent_tool = toolset_of(generation, agent).get(name)
     if agent_tool is None:
         raise APIError(404, f"Agent {agent!r} has no tool {name!r}.", code="unknown_tool")
     return agent_tool
 
 
 def _agent_summary(generation: Generation, agent: AgentConfig) -> dict[str, Any]:
-    tools = list(generation.toolset(agent.name))
+    tools = list(toolset_of(generation, agent.name))
     return {"name": agent.name, "description": agent.description, "model": agent.model,
             "approval": agent.policy.approval, "tools": len(tools),
             "under_approval": sum(1 for t in tools if t.needs_approval), "delegates": list(agent.delegates)}
@@ -90,7 +90,7 @@ def _agent_summary(generation: Generation, agent: AgentConfig) -> dict[str, Any]
 
 def search_tools(generation: Generation, agent: str, query: str) -> list[AgentTool]:
     """The agent's tools matching every word of `query` (in name, summary, description, method or path)."""
-    tools = list(generation.toolset(agent))
+    tools = list(toolset_of(generation, agent))
     words = query.lower().split()
     if not words:
         return tools

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
 from ...safety.approvals import approval_dict
-from ..routes import read_json, state_of
+from ..routes import read_json, state_of, toolset_of
 from .rendering import json_error, viewer_of
 from .tryout import argument_problems
 
@@ -104,7 +104,7 @@ async def _edit_problems(console: Console, state: Any, approval_id: str, argumen
     if record is None:
         return []  # deciding says it is unknown
     generation = state.current
-    agent_tool = generation.toolset(record.agent).get(record.tool) if record.agent in \
+    agent_tool = toolset_of(generation, record.agent).get(record.tool) if record.agent in \
         generation.runtime.manifest.agents else None
     if agent_tool is None:
         return []

@@ -13,9 +13,10 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from ...assembly import GatewayState, Generation
 from ..direct_call import run_direct_call
 from ..errors import APIError
-from ..state import GatewayState, Generation
+from ..routes import toolset_of
 from . import search
 from .listing import era_of
 from .results import call_result
@@ -29,9 +30,9 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     `found`: the session's found tools, which `search_tools` extends (None: a stateless request)."""
     async with state.use() as generation:
         checked_agent(generation, agent)
-        agent_tool = generation.toolset(agent).get(name)
+        agent_tool = toolset_of(generation, agent).get(name)
         if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
-            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+            config, toolset = generation.runtime.manifest.agents[agent], toolset_of(generation, agent)
             if not search.searching(config, toolset):
                 return None
 

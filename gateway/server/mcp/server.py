@@ -24,9 +24,9 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
+from ...assembly import GatewayState
 from ...kernel import __version__
 from ...offer.toolsearch import SEARCH_TOOL
-from ..state import GatewayState
 from .calls import answer_call, checked_agent
 from .found import FoundTools
 from .listing import era_of, listing_page

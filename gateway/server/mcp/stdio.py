@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.server.stdio import stdio_server
 
-from ..state import GatewayState
+from ...assembly import GatewayState
 from .calls import checked_agent
 from .found import STDIO_SESSION
 from .listing import era_of
