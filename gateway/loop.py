@@ -25,18 +25,16 @@ loads; the found tools' calls come back as ordinary calls and take the same pipe
 blocks travel in the assistant message's extras (the adapter echoes them); a turn the provider paused
 (`pause_turn`) is sent back as is to let it go on, and counts as an iteration.
 
-Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
-call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
+Delegation: a sub-agent's run started inside one of this run's calls (`gateway.loop_calls.sub_run`) reports its
+steps into that call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's
+`Step.steps`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
@@ -46,10 +44,12 @@ from .config.model import AgentConfig
 from .errors import AuditUnavailable, BudgetExceeded, HookDenied
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
+from .loop_calls import CallScope, call_step, current_call, result_content
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
     Decision,
+    EventHandler,
     LoopError,
     LoopEvent,
     PendingApproval,
@@ -87,7 +87,6 @@ class ObservedInvoke(Protocol):
     async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
 
 
-EventHandler = Callable[[LoopEvent], Awaitable[None]]
 ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
 
 SUMMARY_PROMPT = (
@@ -95,56 +94,6 @@ SUMMARY_PROMPT = (
     "Answer now with what you have found so far, and say what is still missing."
 )
 _NOT_COUNTED = frozenset({"approval_denied"})  # a human's refusal is not the model failing
-
-
-@dataclass(slots=True)
-class _CallScope:
-    """The tool call a run is executing, as a delegated run started inside it sees it."""
-
-    emit: EventHandler | None
-    steps: list[Step] = field(default_factory=list)
-    approval: str | None = None
-    """The id of the approval a human gave this call (the run resumed with an approving decision)."""
-
-
-_current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
-
-
-def current_approval() -> str | None:
-    """Inside a running loop's `invoke`: the id of the approval a human gave the call being run, or None."""
-    scope = _current_call.get()
-    return scope.approval if scope is not None else None
-
-
-class SubRun:
-    """How a delegated agent's run reports to the run whose call started it (see `sub_run`)."""
-
-    def __init__(self, scope: _CallScope, agent: str) -> None:
-        self._scope = scope
-        self.agent = agent
-
-    async def on_event(self, event: LoopEvent) -> None:
-        """The sub-run's `on_event`: its steps go on to the lead's caller as they happen (text stays inside:
-        it is the sub-agent's answer to the lead, not to the user)."""
-        if event.type not in ("step_started", "step_finished") or event.step is None:
-            return
-        if event.step.agent is None:
-            event.step.agent = self.agent
-        if self._scope.emit is not None:
-            await self._scope.emit(event)
-
-    def finished(self, steps: Sequence[Step]) -> None:
-        """The sub-run's steps become the delegating call's `Step.steps`."""
-        for step in steps:
-            if step.agent is None:
-                step.agent = self.agent
-        self._scope.steps.extend(steps)
-
-
-def sub_run(agent: str) -> SubRun | None:
-    """Inside a running loop's tool call: the reporter for a delegated run by `agent`; None outside a loop."""
-    scope = _current_call.get()
-    return SubRun(scope, agent) if scope is not None else None
 
 
 async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
@@ -201,22 +150,6 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
         return handed if handed is not None else await loop.iterate()
 
     return await loop.execute(finish_batch)
-
-
-def result_content(result: ToolResult) -> str:
-    """A result as the model reads it: the body for a success, a JSON error object for a failure."""
-    if result.ok:
-        body = result.body
-        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
-        if result.truncated:
-            text += "\n[truncated: the result was longer than the gateway's limit]"
-        return text
-    payload: dict[str, Any] = {"error": result.error or "the call failed", "error_type": result.error_type}
-    if result.status is not None:
-        payload["status"] = result.status
-    if result.body not in (None, ""):
-        payload["body"] = result.body
-    return json.dumps(payload, ensure_ascii=False, default=str)
 
 
 class _Loop:
@@ -342,17 +275,17 @@ class _Loop:
         for index, call in enumerate(calls):
             if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
                 results[index] = await self._answer_meta(call)
-                steps[index] = _step(call, call.arguments, results[index], self.iteration)
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                steps[index] = call_step(call, call.arguments, results[index], self.iteration)
+                await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,
                                                                            self.iteration)))
                 await self._emit(LoopEvent(type="step_finished", step=steps[index]))
                 continue
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
                 results[index] = refusal
-                steps[index] = _step(call, call.arguments, refusal, self.iteration)
+                steps[index] = call_step(call, call.arguments, refusal, self.iteration)
                 # Refused calls are steps too: a streaming client sees them like any other.
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,
                                                                            self.iteration)))
                 await self._emit(LoopEvent(type="step_finished", step=steps[index]))
                 continue
@@ -394,7 +327,7 @@ class _Loop:
     async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
         """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
         for call in calls:
-            step = _step(call, call.arguments, None, self.iteration)
+            step = call_step(call, call.arguments, None, self.iteration)
             step.handed_back = True
             step.ok = call.parse_error is None
             step.error = call.parse_error
@@ -447,11 +380,11 @@ class _Loop:
 
         async def run_one(index: int, tool: AgentTool, call: ToolCall, approval: str | None) -> None:
             async with limiter:
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
+                await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
-                scope = _CallScope(self.on_event, approval=approval)
-                token = _current_call.set(scope)
+                scope = CallScope(self.on_event, approval=approval)
+                token = current_call.set(scope)
                 try:
                     result = await self.invoke(tool, call)
                 except AuditUnavailable:
@@ -459,8 +392,8 @@ class _Loop:
                 except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
                     result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
                 finally:
-                    _current_call.reset(token)
-                step = _step(call, call.arguments, result, self.iteration)
+                    current_call.reset(token)
+                step = call_step(call, call.arguments, result, self.iteration)
                 step.duration_ms = (time.perf_counter() - started) * 1000
                 step.steps = scope.steps
                 results[index] = result
@@ -555,11 +488,3 @@ class _Loop:
     async def _emit(self, event: LoopEvent) -> None:
         if self.on_event is not None:
             await self.on_event(event)
-
-
-def _step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:
-    step = Step(tool=call.name, arguments=arguments, call_id=call.id, iteration=iteration)
-    if result is not None:
-        step.ok, step.status, step.error, step.error_type = result.ok, result.status, result.error, result.error_type
-        step.duration_ms = result.duration_ms
-    return step

@@ -29,7 +29,7 @@ from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
 from .embeddings import FUSION_DEPTH, hybrid
 from .index import index_of
-from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
 SEARCH_TOOL = "search_tools"
 META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
@@ -104,8 +104,6 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
 
 def _summary(tool: Tool) -> str:
-    from .views import first_sentences
-
     return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
 
 

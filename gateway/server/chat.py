@@ -36,8 +36,7 @@ from ..errors import GatewayError
 from ..kernel.caller import bind_caller
 from ..kernel.redaction import Redactor
 from ..kernel.usage import Usage
-from ..loop import EventHandler
-from ..loop_types import LoopEvent, RunResult
+from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
 from .api_schemas import CHAT_REQUEST_SCHEMA
