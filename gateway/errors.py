@@ -17,7 +17,7 @@
     * ApiSetupError: the api's configuration cannot produce a request (the operator must fix it)
 
 Errors of a single tool call are otherwise never exceptions: they are `ToolResult`s the model sees. The
-HTTP doors turn these exceptions into OpenAI-shaped answers in `gateway.server.errors`.
+HTTP doors turn these exceptions into OpenAI-shaped answers in `gateway.server.api_errors`.
 """
 
 from __future__ import annotations

@@ -145,9 +145,6 @@ class ConfiguredHooks:
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
-    def has(self, event: HookEvent) -> bool:
-        return event in self.hooks
-
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()

@@ -18,6 +18,7 @@ import httpx
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
+from ..errors import RequestBuildError
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
@@ -30,7 +31,6 @@ from ..http.client import (
     new_client,
     send,
 )
-from ..http.errors import RequestBuildError
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request

@@ -19,7 +19,7 @@ search tool (`gateway.providers.deferred`); the gateway loads nothing itself. A 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -32,7 +32,6 @@ from .index import index_of
 from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
 SEARCH_TOOL = "search_tools"
-META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
 AUTO_MAX_TOOLS = 64
 """`tool_search: auto` turns search on above this many tools."""
 MAX_TOOLS_PER_REQUEST = 128
@@ -245,6 +244,3 @@ class ToolOffer:
         except KeyError as exc:
             return False, str(exc.args[0])
 
-
-def offered_names(views: Sequence[Any]) -> list[str]:
-    return [v.name for v in views]

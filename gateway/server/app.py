@@ -26,12 +26,12 @@ from ..kernel.calls import ToolHooks
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
 from .api_document import SAFETY_PATHS, openapi_document, tool_call_paths
+from .api_errors import FastJSONResponse, error_handlers
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .envelope import RequestEnvelope
-from .errors import FastJSONResponse, error_handlers
 from .hosts import PolicySource
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS

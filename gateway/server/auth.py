@@ -37,7 +37,7 @@ from ..config.model import ClientConfig
 from ..errors import ConfigError, RateLimited
 from ..kernel.caller import bind_caller
 from ..safety.ratelimit import RateLimiter
-from .errors import APIError
+from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 

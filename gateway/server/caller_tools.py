@@ -18,7 +18,7 @@ from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
 from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
-from .errors import APIError
+from .api_errors import APIError
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

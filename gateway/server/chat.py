@@ -39,11 +39,11 @@ from ..kernel.usage import Usage
 from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
+from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .chat_request import parse_messages, parse_params
-from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
 from .routes import agent_of, read_json, state_of, toolset_of
 

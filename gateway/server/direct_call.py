@@ -23,7 +23,7 @@ from ..errors import AuditUnavailable
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolCall, ToolResult
-from .errors import APIError, json_bytes, status_for_result
+from .api_errors import APIError, json_bytes, status_for_result
 from .routes import known_agent, parse_json_body, toolset_of
 
 PATH = "/agents/{agent}/tools/{tool}"

@@ -28,7 +28,7 @@ from ..asgi import StatusWatch
 from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
-from .errors import APIError
+from .api_errors import APIError
 from .hosts import HostPolicy, refusal
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from .api_errors import APIError
 from .auth import is_loopback
-from .errors import APIError
 
 logger = logging.getLogger("gateway.server")
 

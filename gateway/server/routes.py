@@ -19,8 +19,8 @@ from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
 from ..providers.base import holds_lone_surrogate
 from ..toolsets import Toolset
+from .api_errors import APIError
 from .auth import allowed_agents
-from .errors import APIError
 
 
 def state_of(request: Request) -> GatewayState:

@@ -35,9 +35,9 @@ from ..messages import ToolCall, ToolResult
 from ..safety.approvals import Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
+from .api_errors import APIError
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
-from .errors import APIError
 from .handoff import keep_turn
 from .routes import agent_of, read_json, toolset_of
 

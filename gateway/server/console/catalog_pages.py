@@ -14,7 +14,7 @@ from ...config.model import AgentConfig
 from ...dialects import render_tools
 from ...providers.registry import ADAPTERS
 from ...safety.ratelimit import Limit
-from ..errors import APIError
+from ..api_errors import APIError
 from ..routes import state_of, toolset_of
 from .forms import form_fields
 from .rendering import viewer_of

@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
-from ..errors import APIError
+from ..api_errors import APIError
 from . import catalog_pages, chat_page, oversight, signin, tryout
 from .rendering import HERE, VIEWER, Console
 from .session import Sessions, csrf_ok

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
 from ...errors import RateLimited
-from ..errors import APIError
+from ..api_errors import APIError
 from .session import Sessions, Viewer
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from starlette.routing import Route
 
 from ...catalog import AgentTool
 from ...execution.runner import merge_arguments
+from ..api_errors import status_for_result
 from ..direct_call import run_direct_call
-from ..errors import status_for_result
 from ..routes import read_json, state_of
 from .catalog_pages import known_tool, visible_agent
 from .rendering import json_error, viewer_of

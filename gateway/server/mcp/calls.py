@@ -14,8 +14,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from ...assembly import GatewayState, Generation
+from ..api_errors import APIError
 from ..direct_call import run_direct_call
-from ..errors import APIError
 from ..routes import toolset_of
 from . import search
 from .listing import era_of

@@ -23,7 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ...asgi import StatusWatch
 from ...assembly import GatewayState
-from ..errors import APIError
+from ..api_errors import APIError
 from .found import FoundTools
 from .routing import AGENT_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent

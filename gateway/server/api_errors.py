@@ -128,10 +128,6 @@ class APIError(Exception):
         return FastJSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
-def error_response(status: int, message: str, **fields: Any) -> JSONResponse:
-    return APIError(status, message, **fields).response()
-
-
 def status_for_result(result: ToolResult) -> int:
     if result.ok:
         return 200
