@@ -8,13 +8,25 @@ The loop sets the scope (`current_call`) around each call it runs; the tool runn
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from .catalog import AgentTool
 from .loop_types import EventHandler, LoopEvent, Step
 from .messages import ToolCall, ToolResult
+
+Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
+
+
+@runtime_checkable
+class CheckingInvoke(Protocol):
+    """An `Invoke` that can also judge a call's arguments without running it (None: valid)."""
+
+    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
 
 
 @dataclass(slots=True)

@@ -7,7 +7,8 @@ never changed in place: the catalog shares them between tools.
 
 Modules: `render` (the formats), `strict` (OpenAI strict mode) with `strict_allof` (folding `allOf`),
 `strict_limits` (OpenAI's size limits) and `strict_arguments` (the way back to the exact schema),
-`gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules).
+`gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules), `brevity` (a definition's size in tokens,
+a description's first sentence).
 """
 
 from __future__ import annotations

@@ -5,34 +5,25 @@ the required properties. Every walk builds new dicts: the catalog shares its sch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 
+from ..dialects.brevity import first_sentences
+
 DESCRIBE_TOOL = "describe_tool"
 """The tool a model asks for the exact schema of a tool or a part of it (`gateway.offer.views.describe`)."""
 _ANNOTATIONS = frozenset({"examples", "example", "$comment", "title"})
 _LARGE_ENUM = 16
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[`\"'])")
+
 
 
 class TooBig(Exception):
     """A depth's inlined schema outgrew the budget: try the next, shallower one."""
 
 
-def first_sentences(text: str, limit: int) -> str:
-    """`text` cut to its first sentence (or paragraph), at most `limit` characters."""
-    text = (text or "").strip()
-    if len(text) <= 120 and "\n" not in text:
-        return text
-    first = text.split("\n\n", 1)[0].strip()
-    parts = _SENTENCE.split(first, maxsplit=1)
-    short = parts[0].strip()
-    if len(short) > limit:
-        short = short[: limit - 1].rstrip() + "…"
-    return short
+
 
 
 # -- schema walks (every one builds new dicts: the catalog shares its schemas between tools) ----------

@@ -28,14 +28,13 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..dialects import anthropic_tool, gemini_function, mcp_tool, openai_tool
+from ..dialects.brevity import CHARS_PER_TOKEN, definition_tokens, estimate_tokens, first_sentences
 from .reductions import (
     DESCRIBE_TOOL,
     Cutter,
     TooBig,
     def_facts,
     drop_flagged,
-    first_sentences,
     inline_small_defs,
     keep_required,
     map_nodes,
@@ -51,8 +50,6 @@ __all__ = ["CHARS_PER_TOKEN", "DEFAULT_TOOL_BUDGET", "DESCRIBE_SCHEMA", "DESCRIB
 
 DEFAULT_TOOL_BUDGET = 4000
 """Tokens (estimated) one tool's definition may take in any format; `gateway.tool_budget`."""
-CHARS_PER_TOKEN = 3
-"""A conservative estimate for JSON schemas (tokenizers give 3-4 characters per token on them)."""
 _DEPTHS = (6, 4, 3, 2, 1)
 
 
@@ -86,17 +83,6 @@ class ToolView:
     def tool(self) -> Any:
         """The catalog tool behind the view (dialects read its method for MCP annotations)."""
         return getattr(self.source, "tool", None) or self.source
-
-
-def estimate_tokens(value: Any) -> int:
-    return len(orjson.dumps(value)) // CHARS_PER_TOKEN + 1
-
-
-def definition_tokens(tool: ToolLike) -> int:
-    """The estimated tokens of `tool`'s definition in its largest provider rendering."""
-    renderings: list[Callable[[Any], dict[str, Any]]] = [
-        openai_tool, lambda t: openai_tool(t, strict=True), anthropic_tool, gemini_function, mcp_tool]
-    return max(estimate_tokens(render(tool)) for render in renderings)
 
 
 _VIEWS: dict[tuple[int, int], tuple[Any, dict[str, Any], ToolView]] = {}

@@ -18,7 +18,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...assembly import Generation
 from ...dialects import mcp_tool
-from ...offer.toolsearch import tool_budget
+from ...offer.toolsearch import ToolOffer, tool_budget
 from ...offer.views import model_view
 from ..routes import toolset_of
 from . import search
@@ -52,7 +52,14 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
     toolset = toolset_of(generation, agent)
     config = generation.runtime.manifest.agents[agent]
-    listed = search.listing(config, toolset) if search.searching(config, toolset) else toolset
+    offer = ToolOffer(config, toolset)
+    listed: list[Any]
+    if offer.code_only:  # code mode only: run_code and the tools that find what a script can call
+        listed = list(offer.views())
+    else:
+        listed = search.listing(config, toolset) if search.searching(config, toolset) else list(toolset)
+        if offer.code is not None:
+            listed.append(offer.code)
     return [_item(agent_tool, era) for agent_tool in listed]
 
 
