@@ -38,7 +38,8 @@ from ..http.wire import ReqwestWire
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from .arguments import validate_arguments
+from .arguments import input_schema, run_off_the_loop, validate_arguments
+from .fastschema import is_valid
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -161,6 +162,11 @@ class Executor:
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
+    def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
+        """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
+        return isinstance(arguments, dict) and is_valid(
+            input_schema(tool, self._api(tool.api).reserved_args(tool)), arguments)
+
     def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
         """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets
         redacted); empty when they are valid. The gateway's one rule for arguments (the pipeline's validation, a
@@ -168,6 +174,13 @@ class Executor:
         sets) may be left out."""
         problems = validate_arguments(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
         return [self.redactor.text(p) for p in problems] if problems else problems
+
+    async def check_arguments(self, tool: Tool, arguments: Any) -> list[str]:
+        """`argument_problems`, with the judge's "valid" on the event loop and any wording in a worker thread (a
+        large or deeply wrong value must not hold up the other callers)."""
+        if self.arguments_hold(tool, arguments):
+            return []
+        return await run_off_the_loop(lambda: self.argument_problems(tool, arguments))
 
     def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
         """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid

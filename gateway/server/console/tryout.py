@@ -21,13 +21,13 @@ if TYPE_CHECKING:
     from .rendering import Console
 
 
-def argument_problems(generation: Any, agent_tool: AgentTool, arguments: Any) -> list[str]:
+async def argument_problems(generation: Any, agent_tool: AgentTool, arguments: Any) -> list[str]:
     """What is wrong with `arguments` for the tool, by the rule and in the words the pipeline gives the model."""
     if agent_tool.tool is None:
         return []  # a delegation tool checks its own `task`
     if not isinstance(arguments, dict):
         return [f"the arguments must be a JSON object, not {type(arguments).__name__}"]
-    return generation.executor.argument_problems(  # type: ignore[no-any-return]
+    return await generation.executor.check_arguments(  # type: ignore[no-any-return]
         agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
 
 
@@ -45,7 +45,7 @@ def routes(console: Console) -> list[Route]:
             refused = await console.charge(viewer_of(request), agent)
             if refused is not None:
                 return refused
-            problems = argument_problems(generation, agent_tool, arguments)
+            problems = await argument_problems(generation, agent_tool, arguments)
             if problems:  # the same words the model would get back; nothing is sent
                 return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
                                   problems=problems)
