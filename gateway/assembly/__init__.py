@@ -8,8 +8,8 @@ generation here: the HTTP doors (`gateway.server.create_app`), `gateway mcp`, an
 
 from __future__ import annotations
 
+from .composition import build_pipeline
 from .generation import Generation, Holding
-from .pipeline import build_pipeline
 from .state import GatewayState, open_local
 
 __all__ = ["GatewayState", "Generation", "Holding", "build_pipeline", "open_local"]

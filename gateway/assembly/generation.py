@@ -29,7 +29,7 @@ from ..runtime import Runtime
 from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
 from ..toolsets import Toolset
-from .pipeline import build_pipeline
+from .composition import build_pipeline
 
 
 class Holding:
