@@ -308,7 +308,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    from .chat import chat_command
+    from .terminal_chat import chat_command
 
     return chat_command(args.specs, args.agents, args.agent, args.message, use_cache=not args.no_cache)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from .gemini import gemini_function
+from .gemini_schema import gemini_function
 from .mcp import mcp_tool
 from .render import anthropic_tool, openai_tool
 from .tool import ToolLike

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .gemini import gemini_function
+from .gemini_schema import gemini_function
 from .mcp import mcp_tool
 from .strict import strict_form
 from .strict_allof import NotStrict

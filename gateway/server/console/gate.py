@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
 from ..api_errors import APIError
-from . import catalog_pages, chat_page, oversight, signin, tryout
+from . import catalog_pages, chat_page, oversight_pages, signin, tryout
 from .rendering import HERE, VIEWER, Console
 from .session import Sessions, csrf_ok
 
@@ -41,7 +41,7 @@ def mount_console(safety: Safety) -> Mount:
         *catalog_pages.routes(console),
         *tryout.routes(console),
         *chat_page.routes(console),
-        *oversight.routes(console),
+        *oversight_pages.routes(console),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Mount("/console", app=ConsoleGate(Router(routes), console.sessions))
