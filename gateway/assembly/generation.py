@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
+from ..config.hooks_budgets import HookEvent
 from ..config.model import AgentConfig, ProviderConfig
-from ..config.observe import HookEvent
 from ..execution.executor import Executor
 from ..execution.runner import ToolRunner
 from ..hooks import ConfiguredHooks
