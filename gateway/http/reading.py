@@ -19,6 +19,9 @@ from .body import essence, is_binary_type, is_json_type
 MIN_HARD_CAP = 4 * 1024 * 1024
 HARD_CAP_FACTOR = 16
 ERROR_EXCERPT_BYTES = 2000
+MAX_JSON_GROWTH = 5
+"""At most how many times longer parsed JSON is when written again (compact, as `shrink_json` measures it): only
+numbers grow (`1e15` is written `1000000000000000.0`, 4.5 times), escapes and whitespace shrink."""
 _TEXT_TYPES = ("application/xml", "application/javascript", "application/x-www-form-urlencoded",
                "application/yaml", "application/x-yaml", "application/graphql", "application/csv")
 
@@ -90,7 +93,10 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             # Walking every string of a large body is costly; the raw text tells whether any secret is there
             # (unless JSON escapes could hide one: then walk anyway).
             value = redactor.value(parsed) if "\\" in text or redactor.appears_in(text) else parsed
-            cut, truncated = shrink_json(value, max_bytes)
+            if len(data) * MAX_JSON_GROWTH <= max_bytes:  # it fits: no second serialization to measure it
+                cut, truncated = value, False
+            else:
+                cut, truncated = shrink_json(value, max_bytes)
             return Shaped(media_type or "application/json", cut, truncated)
     text = redactor.text(text)
     omitted_unknown = unknown_more and total == len(data)

@@ -90,28 +90,25 @@ def build_request(
 ) -> PreparedRequest:
     prefix, base_query = _base_parts(*_server_of(tool, api))
     template = _template(tool)
+    static_headers, taken = _api_headers(tool.api, api)
     path = _build_path(tool, template, arguments)
     query: list[str] = []
     headers: list[tuple[str, str]] = []
     cookies: list[tuple[str, str]] = []
     for argument, key, sendable in template.parameters:
-        if argument.name not in arguments:
-            continue
-        value = arguments[argument.name]
+        value = arguments.get(argument.name)
         if value is None or key in reserved or not sendable:
             continue
         if key[0] == "query":
             query.extend(serialize_query(argument, value))
         elif key[0] == "header":
-            if key[1] in OWNED_HEADERS or key[1] in {h.lower() for h in api.headers}:
+            if key[1] in taken:
                 continue
             headers.append((argument.wire_name, serialize_header(argument, value)))
         else:
             cookies.extend(serialize_cookie(argument, value))
     href = _join(prefix, base_query, path, query)
-    for name, value in api.headers.items():
-        check_header_value(f"apis.{tool.api}.headers.{name}", value)
-        headers.append((name, value))
+    headers.extend(static_headers)
     body = build_body(tool, arguments)
     if body is not None:
         headers.append(("Content-Type", body.content_type))
@@ -123,6 +120,26 @@ def build_request(
         cookies=cookies,
         content=body.content if body is not None else None,
     )
+
+
+_api_header_cache: dict[int, tuple[ApiConfig, tuple[tuple[str, str], ...], frozenset[str]]] = {}
+
+
+def _api_headers(api_name: str, api: ApiConfig) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    """The api's configured headers, checked, and the lower-case header names no argument may set (those the HTTP
+    layer owns and the configured ones): once per api configuration, not on every call. A bad value is an error
+    on every call (never remembered)."""
+    entry = _api_header_cache.get(id(api))
+    if entry is not None and entry[0] is api:  # keyed by identity; the config is kept so an id is never reused
+        return entry[1], entry[2]
+    for name, value in api.headers.items():
+        check_header_value(f"apis.{api_name}.headers.{name}", value)
+    headers = tuple(api.headers.items())
+    taken = OWNED_HEADERS | {name.lower() for name in api.headers}
+    if len(_api_header_cache) >= _TEMPLATE_CACHE_SIZE:
+        _api_header_cache.pop(next(iter(_api_header_cache)))
+    _api_header_cache[id(api)] = (api, headers, taken)
+    return headers, taken
 
 
 def accept_header(media_types: tuple[str, ...]) -> str:

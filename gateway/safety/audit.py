@@ -62,16 +62,22 @@ class AuditLog:
         self._pruned_at = 0.0
 
     async def record_tool(self, tool: Tool | str, arguments: Any, result: ToolResult, *,
-                          approval: str | None = None, agent: str | None = None, client: str | None = None) -> None:
-        """One tool call (executed, refused, or waiting for approval); `AuditUnavailable` when it is not stored."""
+                          approval: str | None = None, agent: str | None = None, client: str | None = None,
+                          redacted_by: Redactor | None = None) -> None:
+        """One tool call (executed, refused, or waiting for approval); `AuditUnavailable` when it is not stored.
+
+        `redacted_by`: the redactor `arguments` went through already; when it knows every secret this log's
+        redactor knows, the arguments are not searched a second time."""
         caller = current_caller()
+        if redacted_by is None or not redacted_by.covers(self.redactor):
+            arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
         api = None if isinstance(tool, str) else tool.api
         status = "ok" if result.ok else (result.error_type or "error")
         await self._write(AuditRow(
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
             api=api,
-            arguments=self.redactor.value(arguments), status=status, http_status=result.status,
+            arguments=arguments, status=status, http_status=result.status,
             latency_ms=result.duration_ms, bytes=result.bytes,
             approval=approval or result.approval_id or caller.approvals.get(name), run_id=caller.run_id,
             error=self.redactor.text(result.error) if result.error else None,
@@ -167,6 +173,7 @@ class RecordCall:
         return result
 
     async def _record(self, invocation: Invocation, result: ToolResult) -> None:
-        arguments = self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
+        redactor = self.redactor
+        arguments = redactor.value(invocation.arguments) if redactor else invocation.arguments
         await self.audit.record_tool(invocation.tool, arguments, result, approval=invocation.approval,
-                                     agent=invocation.agent, client=invocation.client)
+                                     agent=invocation.agent, client=invocation.client, redacted_by=redactor)
