@@ -11,7 +11,7 @@ generation is closed once its last request is done.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -22,7 +22,6 @@ from ..execution.runner import ToolRunner
 from ..hooks import ConfiguredHooks
 from ..kernel.calls import ToolHooks
 from ..kernel.redaction import Redactor
-from ..observe.metrics import Metrics
 from ..observe.runs import RunObserver
 from ..providers import AdapterPool, ProviderAdapter
 from ..runtime import Runtime
@@ -30,6 +29,9 @@ from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
 from ..toolsets import Toolset
 from .composition import build_pipeline
+
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
 
 
 class Holding:

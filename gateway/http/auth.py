@@ -65,6 +65,8 @@ class Authenticator:
         self._redactor = redactor
         self._client = client
         self._tokens: dict[int, _Token] = {}
+        self._static: Credentials | None = None
+        """The credentials of an api without tokens to fetch, built on the first call (read-only thereafter)."""
         self._lock = asyncio.Lock()
         for config in self.auth:
             if config.type == "basic":
@@ -75,6 +77,9 @@ class Authenticator:
         return reserved_names(self.auth)
 
     async def credentials(self) -> Credentials:
+        static = self._static
+        if static is not None:
+            return static
         creds = Credentials()
         for index, config in enumerate(self.auth):
             if config.type == "bearer":
@@ -93,6 +98,8 @@ class Authenticator:
                     creds.headers[name] = value
             elif config.type == "oauth2_client_credentials":
                 creds.headers["Authorization"] = f"Bearer {await self._token(index, config)}"
+        if not self.has_tokens:  # nothing fetched at run time: the same credentials on every call
+            self._static = creds
         return creds
 
     @property

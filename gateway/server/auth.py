@@ -201,7 +201,9 @@ class AuthMiddleware:
             return
         scope["gateway.client"] = client.name if client else None
         scope["gateway.agents"] = client.visible_agents() if client else None
-        scope["gateway.access"] = Access(client, self.limiter())
+        limiter = self.limiter()
+        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
+        scope["gateway.access"] = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
             if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:

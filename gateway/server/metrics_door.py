@@ -18,6 +18,8 @@ _MAX_COUNTED_APPROVALS = 10_000
 async def metrics_endpoint(request: Request) -> Response:
     state: GatewayState = request.app.state.gateway
     metrics = state.metrics
+    if metrics is None:  # a state built without metrics (not `gateway serve`'s)
+        return Response(b"", media_type=CONTENT_TYPE)
     safety = state.safety
     pending = None
     breakers: list[tuple[str, str, str]] = []
