@@ -73,18 +73,18 @@ async def read_capped(response: Any, cap: int) -> ReadBody:
 
 def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:
     """Parse, redact and cut the body to `max_bytes`."""
-    media_type = essence(content_type) if content_type else None
+    media_type, binary, json_type, charset = _kind_of(content_type)
     data = read.data
     if not data:
         return Shaped(media_type, None, False)
     unknown_more = not read.complete
     total = read.declared_length if read.declared_length and read.declared_length > len(data) else len(data)
-    if media_type and is_binary_type(media_type) or (media_type is None and _looks_binary(data)):
+    if binary or (media_type is None and _looks_binary(data)):
         size = f"at least {total}" if unknown_more and total == len(data) else str(total)
         note = f"<binary body: {size} bytes of {media_type or 'unknown type'}, not shown>"
         return Shaped(media_type, note, False)
-    text = data.decode(_charset(content_type), errors="replace")
-    if read.complete and (media_type is None or is_json_type(media_type)):
+    text = data.decode(charset, errors="replace")
+    if read.complete and (media_type is None or json_type):
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -108,6 +108,21 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
 
 
 _NOT_JSON = object()
+_kinds: dict[str | None, tuple[str | None, bool, bool, str]] = {}
+_MAX_KINDS = 256
+
+
+def _kind_of(content_type: str | None) -> tuple[str | None, bool, bool, str]:
+    """(media type, binary, JSON, charset) of an answer's `Content-Type`, worked out once per value (an api
+    answers with a handful)."""
+    kind = _kinds.get(content_type)
+    if kind is None:
+        media_type = essence(content_type) if content_type else None
+        kind = (media_type, bool(media_type and is_binary_type(media_type)),
+                bool(media_type and is_json_type(media_type)), _charset(content_type))
+        if len(_kinds) < _MAX_KINDS:  # foreign values cannot grow it without bound
+            _kinds[content_type] = kind
+    return kind
 
 
 def _charset(content_type: str | None) -> str:
