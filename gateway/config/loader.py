@@ -51,6 +51,7 @@ hooks: [...]                            # hooks around every agent's model and t
 budgets: {...}                          # token and cost budgets (see gateway.config.observe)
 clients:
   NAME: {key: ${CI_BOT_KEY}, agents: [clerk]}   # agents omitted: all ("*")
+  # approver: true  decides pending calls of its agents; admin: true  sees everything and decides (see README)
 gateway:                                # gateway-wide settings, free-form for the other modules;
   max_delegation_depth: 3               # the only key checked here
 ```
@@ -132,7 +133,7 @@ CODE_MODES = ("on", "off", "only")
 CODE_LIMIT_KEYS = ("time", "memory", "tool_calls")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
-CLIENT_KEYS = ("key", "agents", "admin")
+CLIENT_KEYS = ("key", "agents", "admin", "approver")
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,58}$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -570,12 +571,14 @@ def _read_clients(c: Checker, root: dict[str, Any], agents: dict[str, AgentConfi
         if key in owners:
             c.error((*path, "key"), f"the same key as client {owners[key]!r}: each caller needs its own key")
         owners[key] = name
-        admin = m.get("admin", False)
-        if not isinstance(admin, bool):
-            c.error((*path, "admin"), f"must be true or false, not {admin!r}")
-            admin = False
+        flags = {}
+        for flag in ("admin", "approver"):
+            flags[flag] = m.get(flag, False)
+            if not isinstance(flags[flag], bool):
+                c.error((*path, flag), f"must be true or false, not {flags[flag]!r}")
+                flags[flag] = False
         clients[name] = ClientConfig(name=name, key=key, agents=allowed if allowed is not None else ["*"],
-                                     admin=admin)
+                                     admin=flags["admin"], approver=flags["approver"])
     return clients
 
 

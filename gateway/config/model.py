@@ -170,7 +170,9 @@ class ClientConfig:
     agents: list[str] = field(default_factory=list)
     """Agents this client may use; `["*"]` for all."""
     admin: bool = False
-    """Sees every agent, the whole audit log and every approval (the console's operators)."""
+    """Sees every agent, the whole audit log and every approval (the console's operators); implies `approver`."""
+    approver: bool = False
+    """May decide the pending calls of its agents (a plain key may not: it sees only its own rows and runs)."""
 
 
 @dataclass(slots=True, kw_only=True)

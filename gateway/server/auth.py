@@ -37,6 +37,7 @@ from ..config.model import ClientConfig
 from ..errors import ConfigError
 from ..kernel.caller import bind_caller
 from ..safety.ratelimit import RateLimited, RateLimiter
+from ..safety.rights import Rights
 from .errors import APIError
 
 logger = logging.getLogger("gateway.auth")
@@ -44,6 +45,8 @@ logger = logging.getLogger("gateway.auth")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
+RIGHTS = "gateway.rights"
+"""The scope key where the auth layer (or the console's gate) leaves the caller's `Rights`."""
 CONSOLE_PREFIX = "/console"
 """The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
@@ -55,6 +58,8 @@ class Client:
     """`*` means every agent."""
     admin: bool = False
     """`clients.<name>.admin: true`: every agent, the whole audit log, every approval."""
+    approver: bool = False
+    """`clients.<name>.approver: true`: decides the pending calls of its agents."""
 
     def may_use(self, agent: str) -> bool:
         return self.admin or "*" in self.agents or agent in self.agents
@@ -62,13 +67,20 @@ class Client:
     def visible_agents(self) -> set[str] | None:
         return None if self.admin or "*" in self.agents else set(self.agents)
 
+    @property
+    def rights(self) -> Rights:
+        """What this client may do with the work of others (`gateway.safety.rights`)."""
+        visible = self.visible_agents()
+        return Rights(client=self.name, agents=None if visible is None else frozenset(visible), admin=self.admin,
+                      approver=self.approver)
+
 
 class ClientKeys:
     def __init__(self, clients: Mapping[str, ClientConfig] | Iterable[ClientConfig]) -> None:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
-        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin))
-                         for c in configs]
+        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin,
+                                                 approver=c.approver)) for c in configs]
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -202,6 +214,7 @@ class AuthMiddleware:
         scope["gateway.client"] = client.name if client else None
         scope["gateway.agents"] = client.visible_agents() if client else None
         scope["gateway.access"] = Access(client, self.limiter())
+        scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
             if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
@@ -295,6 +308,12 @@ async def _respond(scope: Scope, receive: Receive, send: Send, error: APIError) 
         await send({"type": "websocket.close", "code": 1008})
         return
     await error.response()(scope, receive, send)
+
+
+def rights_of(scope: Mapping[str, Any]) -> Rights:
+    """The request's `Rights`; none at all for a request the auth layer did not see."""
+    rights = scope.get(RIGHTS)
+    return rights if isinstance(rights, Rights) else Rights.NOBODY
 
 
 def allowed_agents(scope: Mapping[str, Any]) -> set[str] | None:

@@ -35,6 +35,7 @@ from .responses_wire import (
     usage_object,
 )
 from .routes import read_json, state_of
+from .run_answers import ANSWER_PREFIX
 
 logger = logging.getLogger("gateway.server")
 
@@ -128,7 +129,8 @@ def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
-    record = None if response_id.startswith(TURN_PREFIX) else await store.get_response(response_id)
+    kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
+    record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != client:  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
     return record

@@ -23,7 +23,7 @@ PROVIDER_KEY = "test-key"
 CLIENTS_YAML = f"""\
 clients:
   weather-bot: {{{{key: {WEATHER_KEY}, agents: [weather]}}}}
-  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage]}}}}
+  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage], approver: true}}}}
 """
 
 SAFE_AGENTS_YAML = AGENTS_YAML + CLIENTS_YAML

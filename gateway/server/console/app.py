@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
 from ...safety.ratelimit import RateLimited
+from ..auth import RIGHTS
 from ..errors import APIError
 from .session import Sessions, Viewer, csrf_ok
 
@@ -81,6 +82,7 @@ class ConsoleGate:
         scope[VIEWER] = viewer
         scope["gateway.client"] = viewer.name
         scope["gateway.agents"] = viewer.agent_set
+        scope[RIGHTS] = viewer.rights  # the console decides and reads as its signed-in client
         # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
         # so audit rows and per-agent limits name it as on the API's doors.
         with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):

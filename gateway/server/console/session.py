@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...safety.rights import Rights
 from ..auth import ClientKeys
 
 COOKIE = "gateway_console"
@@ -38,6 +39,19 @@ class Viewer:
     agents: frozenset[str] | None
     """The agents this viewer may see; None: every agent."""
     csrf: str
+    approver: bool = False
+    """May decide the pending calls of its agents (`clients.<name>.approver`; admins and an open console do too)."""
+
+    @property
+    def rights(self) -> Rights:
+        """What the viewer may do with the work of others: as its client on the API's doors."""
+        if self.name is None:
+            return Rights.OPEN
+        return Rights(client=self.name, agents=self.agents, admin=self.admin, approver=self.approver)
+
+    @property
+    def decides(self) -> bool:
+        return self.rights.decides
 
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
@@ -83,7 +97,8 @@ class Sessions:
         """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
         keys = self._keys()
         if not keys:
-            return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0))
+            return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0),
+                          approver=True)
         cookie = request.cookies.get(COOKIE, "")
         try:
             encoded, expiry_text, signature = cookie.split(".")
@@ -99,7 +114,7 @@ class Sessions:
             return None
         return Viewer(name=client.name, admin=client.admin,
                       agents=None if client.visible_agents() is None else frozenset(client.agents),
-                      csrf=_sign(secret, "csrf", name, expiry))
+                      csrf=_sign(secret, "csrf", name, expiry), approver=client.approver)
 
     @staticmethod
     def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:
