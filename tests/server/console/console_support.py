@@ -14,7 +14,10 @@ import pytest
 from safety.safety_support import CLIENTS_YAML, SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY  # noqa: F401
 
 ADMIN_KEY = "ck-admin-0a1b2c3d4e5f6789"
-CONSOLE_AGENTS_YAML = SAFE_AGENTS_YAML + f"  ops: {{{{key: {ADMIN_KEY}, admin: true, agents: []}}}}\n"
+PLAIN_TRIAGE_KEY = "ck-triage-user-5e4d3c2b1a0f"
+"""A plain key of the triage agent: it may use it, but not decide its approvals (triage-bot is an approver)."""
+CONSOLE_AGENTS_YAML = SAFE_AGENTS_YAML + (f"  ops: {{{{key: {ADMIN_KEY}, admin: true, agents: []}}}}\n"
+                                          f"  triage-user: {{{{key: {PLAIN_TRIAGE_KEY}, agents: [triage]}}}}\n")
 CHROMIUM = os.environ.get("GATEWAY_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GATEWAY_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 SCREENSHOTS = os.environ.get("GATEWAY_CONSOLE_SCREENSHOTS")

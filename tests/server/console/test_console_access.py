@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY
+from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, PLAIN_TRIAGE_KEY, TRIAGE_KEY, WEATHER_KEY
 from recording_server import RecordingServer
 from safety.safety_support import build_app, safe_gateway
 from scripted_llm import Call, Reply
@@ -114,6 +114,30 @@ def test_edited_arguments_are_validated_before_the_approval_is_used(served: str,
     assert json.loads(write.body) == {"body": "Edited."}
     rows = client.get("/console/audit?kind=decision").text
     assert "triage-bot" in rows and "approved" in rows
+
+
+def test_the_right_to_decide_is_checked_before_an_edit(served: str, llm: LenientLLM,
+                                                      upstream: RecordingServer) -> None:
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Done."))
+    plain, plain_csrf = signed_in(served, PLAIN_TRIAGE_KEY)
+    plain.post("/console/chat/triage", json={"messages": [{"role": "user", "content": "ack 7"}]}, headers=plain_csrf)
+    page = plain.get("/console/approvals").text
+    approval = re.search(r'data-id="([^"]+)"', page)
+    assert approval is not None and "Waits for an approver" in page and 'class="approve"' not in page
+    url = f"/console/approvals/{approval.group(1)}"
+    for key in (PLAIN_TRIAGE_KEY, WEATHER_KEY):  # its own call, and another agent's: neither may decide
+        client, csrf = signed_in(served, key)
+        bad_edit = client.post(url, json={"decision": "approve", "arguments": {**COMMENT, "issue_number": "seven"}},
+                               headers=csrf)
+        assert bad_edit.status_code == 403 and "problems" not in bad_edit.json()  # nothing of the tool is judged
+        assert client.post(url, json={"decision": "approve"}, headers=csrf).status_code == 403
+    assert upstream.requests == []
+    admin, admin_csrf = signed_in(served, ADMIN_KEY)
+    decided = admin.post(url, json={"decision": "approve"}, headers=admin_csrf)
+    assert decided.status_code == 200 and "Done." not in decided.text  # the answer is the owner's
+    run = decided.json()["run"]["id"]
+    assert "Done." in plain.get(f"/console/runs/{run}").text and "Done." not in admin.get(f"/console/runs/{run}").text
+    assert [r.method for r in upstream.requests] == ["POST"]
 
 
 def test_without_clients_the_console_is_open(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, chromium, screenshot
+from console_support import (
+    ADMIN_KEY,
+    CONSOLE_AGENTS_YAML,
+    PLAIN_TRIAGE_KEY,
+    TRIAGE_KEY,
+    WEATHER_KEY,
+    chromium,
+    screenshot,
+)
 from recording_server import RecordingServer
 from recording_server import Reply as RecorderReply
 from safety.safety_support import safe_gateway
@@ -271,6 +279,39 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
     assert "denied" in rows[0] and "approved" in rows[1]
     browser.get(f"{served}/console/audit")
     screenshot(browser, "audit")
+
+
+def test_a_plain_keys_write_waits_for_an_approver_and_its_answer_is_its_own(served: str, browser: Any,
+                                                                             llm: LenientLLM,
+                                                                             upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented for the user."))
+    _sign_in(browser, served, PLAIN_TRIAGE_KEY)
+    browser.get(f"{served}/console/chat?agent=triage")
+    browser.find_element(By.ID, "chat-input").send_keys("Acknowledge issue 7")
+    browser.find_element(By.ID, "chat-send").click()
+    _wait(browser, _text_in("#transcript", "An approver decides it"))
+    assert browser.find_elements(By.CSS_SELECTOR, ".inline-approval button") == []  # nothing to click
+    run_page = browser.find_element(By.CSS_SELECTOR, ".inline-approval a").get_attribute("href")
+    browser.get(f"{served}/console/approvals")
+    (card,) = browser.find_elements(By.CSS_SELECTOR, ".approval")
+    assert "Waits for an approver" in card.text and card.find_elements(By.TAG_NAME, "button") == []
+
+    browser.find_element(By.ID, "signout").click()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    _sign_in(browser, served, ADMIN_KEY)
+    browser.get(f"{served}/console/approvals")
+    browser.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+    _wait(browser, _text_in(".approval .outcome", "its answer is theirs"))
+    assert "Commented for the user." not in browser.find_element(By.CSS_SELECTOR, ".approval .outcome").text
+    assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
+
+    browser.find_element(By.ID, "signout").click()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    _sign_in(browser, served, PLAIN_TRIAGE_KEY)
+    browser.get(run_page)
+    assert "Commented for the user." in browser.find_element(By.ID, "run-answer").text
 
 
 def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browser: Any) -> None:
