@@ -112,7 +112,7 @@ def _edit_problems(state: Any, record: ApprovalRecord, arguments: Any) -> list[s
         state.current.runtime.manifest.agents else None
     if agent_tool is None:
         return []
-    return argument_problems(agent_tool, arguments)
+    return await argument_problems(agent_tool, arguments)
 
 
 def _when(moment: float | None) -> str | None:
