@@ -72,7 +72,7 @@ def routes(console: Console) -> list[Route]:
         if refused is not None:
             return json_error(403, refused, code="approval_forbidden")
         if decision.approve and decision.arguments is not None:
-            problems = _edit_problems(state, record, decision.arguments)
+            problems = await _edit_problems(state, record, decision.arguments)
             if problems:  # the edit is refused before the approval is used
                 return json_error(422, "The edited arguments are not valid; the approval still waits.",
                                   code="invalid_arguments", param="arguments", problems=problems)
@@ -107,7 +107,7 @@ def routes(console: Console) -> list[Route]:
     ]
 
 
-def _edit_problems(state: Any, record: ApprovalRecord, arguments: Any) -> list[str]:
+async def _edit_problems(state: Any, record: ApprovalRecord, arguments: Any) -> list[str]:
     agent_tool = state.current.toolset(record.agent).get(record.tool) if record.agent in \
         state.current.runtime.manifest.agents else None
     if agent_tool is None:
