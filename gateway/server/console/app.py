@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
 from ...safety.ratelimit import RateLimited
@@ -36,6 +36,13 @@ VIEWER = "gateway.console.viewer"
 """The scope key where the gate leaves the `Viewer`."""
 Page = Callable[[Request], Awaitable[Response]]
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                           "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+"""Only the console's own files run, load and are posted to, and no page of it may be framed: a decoy page framing
+the approvals inbox got one click to approve a pending write (issue #27)."""
+GUARD_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), (b"x-frame-options", b"DENY"),
+                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
+_GUARDED = frozenset(name for name, _ in GUARD_HEADERS)
 
 
 def viewer_of(request: Request) -> Viewer:
@@ -57,6 +64,9 @@ class ConsoleGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self._gate(scope, receive, _guarded(send))
+
+    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         root = scope.get("root_path", "")
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
@@ -144,6 +154,18 @@ class Console:
                                    title="Not here")
 
         return rendered
+
+
+def _guarded(send: Send) -> Send:
+    """`send` with the console's guard headers on every answer (pages, JSON, static files, redirects, refusals)."""
+
+    async def guarded(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _GUARDED]
+            message = {**message, "headers": [*headers, *GUARD_HEADERS]}
+        await send(message)
+
+    return guarded
 
 
 def _agent_in(path: str) -> str | None:

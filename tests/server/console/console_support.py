@@ -37,6 +37,7 @@ def chromium() -> Iterator[Any]:
             pytest.skip(f"{path} is absent (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, CSP refusals among them
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
                      "--disable-gpu", "--no-first-run", "--disable-extensions"):
         options.add_argument(argument)
@@ -46,6 +47,11 @@ def chromium() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def csp_refusals(driver: Any) -> list[str]:
+    """What the page's Content-Security-Policy refused since the last call (the browser's console log)."""
+    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
 def screenshot(driver: Any, name: str) -> None:

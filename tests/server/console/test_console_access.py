@@ -51,6 +51,23 @@ def test_sign_in_sets_a_strict_http_only_cookie(served: str) -> None:
         assert client.get("/console/agents").status_code == 303  # a forged signature is no session
 
 
+def test_every_console_answer_forbids_framing_and_foreign_files(served: str) -> None:
+    client, csrf = signed_in(served, WEATHER_KEY)
+    answers = [client.get(path) for path in ("/console/agents", "/console/agents/triage", "/console/approvals",
+                                             "/console/audit", "/console/health", "/console/static/console.js",
+                                             "/console/static/console.css", "/console/")]
+    answers.append(client.post("/console/agents/weather/tools/getForecast/run", json={}, headers=csrf))
+    with httpx.Client(base_url=served) as anonymous:
+        answers += [anonymous.get("/console/signin"), anonymous.get("/console/audit"),
+                    anonymous.post("/console/approvals/apr_x", json={"decision": "approve"})]
+    for answer in answers:
+        where = f"{answer.request.method} {answer.request.url.path} ({answer.status_code})"
+        policy = answer.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in policy and answer.headers.get("x-frame-options") == "DENY", where
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy, where
+        assert "unsafe-inline" not in policy and "http" not in policy, where
+
+
 def test_every_state_changing_request_needs_the_csrf_token(served: str, upstream: RecordingServer) -> None:
     client, csrf = signed_in(served, WEATHER_KEY)
     run = "/console/agents/weather/tools/getForecast/run"
