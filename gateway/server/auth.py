@@ -38,6 +38,7 @@ from ..errors import ConfigError
 from ..kernel.caller import bind_caller
 from ..safety.ratelimit import RateLimited, RateLimiter
 from ..safety.rights import Rights
+from ..safety.wrong_keys import TooManyWrongKeys, WrongKeys
 from .errors import APIError
 
 logger = logging.getLogger("gateway.auth")
@@ -169,7 +170,8 @@ def route_path(scope: Scope) -> str:
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
-                 on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None) -> None:
+                 on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None,
+                 wrong_keys: WrongKeys | None = None) -> None:
         """Authenticate every HTTP request; the routes' `AgentGate`s authorize and rate-limit it.
 
         Parameters:
@@ -180,6 +182,8 @@ class AuthMiddleware:
             public_paths: paths open to everyone (health, the gateway's own OpenAPI document).
             on_chat_error: awaited with (agent, status) when a chat request is answered with an error
                 (the audit log's row for chats that never reached the end of a run).
+            wrong_keys: counts wrong keys per client address and refuses an address that sent too many (None:
+                nothing is counted).
         """
         self.app = app
         self.keys = keys
@@ -187,6 +191,7 @@ class AuthMiddleware:
         self.allow_public = allow_public
         self.public_paths = frozenset(public_paths)
         self.on_chat_error = on_chat_error
+        self.wrong_keys = wrong_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -207,7 +212,7 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            client = self._authenticate(scope, self.keys())
+            client = await self._guarded_authenticate(scope, self.keys())
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
@@ -225,6 +230,24 @@ class AuthMiddleware:
                     await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
             else:
                 await self.app(scope, receive, send)
+
+    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
+        """`_authenticate`, with wrong keys counted per client address and a guessing address refused (429) before
+        its key is looked at."""
+        guard = self.wrong_keys if keys and _bearer(scope) is not None else None
+        if guard is None:
+            return self._authenticate(scope, keys)
+        address = client_address(scope)
+        try:
+            guard.check(address)
+            try:
+                return self._authenticate(scope, keys)
+            except APIError as exc:
+                if exc.status == 401:
+                    await guard.failed(address)
+                raise
+        except TooManyWrongKeys as exc:
+            raise too_many_wrong_keys(exc) from None
 
     def _authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
         if not keys:
@@ -285,6 +308,17 @@ class AgentGate:
             return
         with bind_caller(agent=agent):
             await self.app(scope, receive, send)
+
+
+def client_address(scope: Scope) -> str | None:
+    """The address the request came from (uvicorn's `--proxy-headers` puts the forwarded one there)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+def too_many_wrong_keys(exc: TooManyWrongKeys) -> APIError:
+    return APIError(429, f"{exc} Keys sent from here are not looked at meanwhile.", code="too_many_wrong_keys",
+                    headers={"Retry-After": exc.retry_after_header})
 
 
 def _is_console(scope: Scope) -> bool:

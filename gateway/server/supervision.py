@@ -34,6 +34,7 @@ from ..messages import ToolCall, ToolResult
 from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..safety.rights import Rights
+from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, rights_of
 from .disconnect import DisconnectMiddleware
@@ -58,6 +59,8 @@ class Safety(Safeguards):
         """
         self.allow_public = allow_public
         self.keys = ClientKeys({})
+        self.wrong_keys = WrongKeys(store)
+        """Wrong keys counted per client address, on the API's doors and at the console's sign-in."""
         super().__init__(store, manifest)
 
     def sync(self, manifest: Manifest) -> None:
@@ -73,7 +76,8 @@ class Safety(Safeguards):
             "safety": self,
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
-                           allow_public=self.allow_public, on_chat_error=self._on_chat_error),
+                           allow_public=self.allow_public, on_chat_error=self._on_chat_error,
+                           wrong_keys=self.wrong_keys),
                 Middleware(DisconnectMiddleware),
             ],
             "extra_routes": self.routes(),

@@ -8,6 +8,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ...safety.wrong_keys import TooManyWrongKeys
+from ..auth import client_address, too_many_wrong_keys
 from ..routes import read_json
 from .app import json_error
 from .session import Sessions
@@ -28,9 +30,15 @@ def routes(console: Console) -> list[Route]:
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key.strip():
             return json_error(400, "Enter a client key.", param="key")
-        cookie = console.sessions.sign_in(key.strip())
-        if cookie is None:
-            return json_error(401, "That key is not valid.", code="invalid_key")
+        guard, address = console.safety.wrong_keys, client_address(request.scope)
+        try:
+            guard.check(address)  # a guessing address is refused before its key is looked at
+            cookie = console.sessions.sign_in(key.strip())
+            if cookie is None:
+                await guard.failed(address)
+                return json_error(401, "That key is not valid.", code="invalid_key")
+        except TooManyWrongKeys as exc:
+            return too_many_wrong_keys(exc).response()
         base = request.scope.get("root_path", "")
         answer = JSONResponse({"next": base + _safe_next(body.get("next"))})
         Sessions.set_cookie(answer, cookie, secure=request.url.scheme == "https", path=base or "/")
