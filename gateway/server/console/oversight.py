@@ -87,15 +87,30 @@ def routes(console: Console) -> list[Route]:
 
     async def health_page(request: Request) -> Response:
         state = state_of(request)
-        runtime = state.current.runtime
+        generation = state.current
+        runtime = generation.runtime
         holder = state.holder
         error = holder.last_error
+        viewer = viewer_of(request)
+        agents = viewer.visible(runtime.manifest.agents)
+        apis, diagnostics = sorted(runtime.catalog.apis.values(), key=lambda a: a.name), runtime.diagnostics
+        tool_count = len(runtime.catalog)
+        if not viewer.admin:
+            # Another tenant's agents, specs and the diagnostics naming them are not this key's to see: its own
+            # agents' apis, their specs' diagnostics, and that a reload was refused (an admin sees why).
+            used = {selection.api for agent in agents for selection in runtime.manifest.agents[agent].tools}
+            apis = [api for api in apis if api.name in used]
+            files = {api.file for api in apis}
+            diagnostics = [d for d in diagnostics if d.file in files]
+            tool_count = len({name for agent in agents for name in generation.toolset(agent).names})
+        refused = None
+        if error is not None:
+            refused = str(error) if viewer.admin else "An admin of this gateway sees why."
         return console.render(
-            request, "health.html", runtime=runtime, apis=sorted(runtime.catalog.apis.values(), key=lambda a: a.name),
-            agents=viewer_of(request).visible(runtime.manifest.agents), diagnostics=runtime.diagnostics,
-            reloads=holder.generation, loaded_at=_when(runtime.loaded_at), reloaded_at=_when(holder.reloaded_at),
-            refused_at=_when(holder.refused_at), refused=str(error) if error is not None else None,
-            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error is not None else [],
+            request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics,
+            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
+            reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
+            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error and viewer.admin else [],
             title="Health")
 
     return [

@@ -186,6 +186,20 @@ def test_health_shows_a_refused_reload(tmp_path: Path, llm: LenientLLM, upstream
                 break
             time.sleep(0.05)
         assert "The last reload was refused" in page and "nosuchprovider" in page
+        weather, _ = signed_in(url, WEATHER_KEY)
+        page = weather.get("/console/health").text
+        assert "The last reload was refused" in page and "nosuchprovider" not in page  # why: the admin's to see
+
+
+def test_health_shows_a_key_its_own_agents_and_specs_only(served: str) -> None:
+    weather, _ = signed_in(served, WEATHER_KEY)
+    page = weather.get("/console/health").text
+    assert "open-meteo" in page and "weather" in page
+    for others in ("github", "triage", "getIssue", "triage-bot", "ops"):
+        assert others not in page, others
+    admin, _ = signed_in(served, ADMIN_KEY)
+    page = admin.get("/console/health").text
+    assert "github" in page and "triage" in page
 
 
 def test_console_runs_are_charged_to_the_keys_rate_limit(tmp_path: Path, llm: LenientLLM,
