@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..kernel.redaction import url_secrets
 from .observe import Budgets, HookConfig
 from .settings import GatewaySettings
 
@@ -216,12 +217,32 @@ class Manifest:
                 values.extend(auth.secrets())
         for client in self.clients.values():
             values.append(client.key)
+        # Hooks and the embeddings endpoint are written in agents.yaml too, credentials in their URLs and headers.
+        for hook in [*self.hooks, *(h for agent in self.agents.values() for h in agent.hooks)]:
+            values.extend(url_secrets(hook.url))
+            values.extend(_header_secrets(dict(hook.headers)))
+        embeddings = self.settings.get("search_embeddings")
+        if isinstance(embeddings, dict):
+            for key in ("api_key", "base_url"):
+                value = embeddings.get(key)
+                if isinstance(value, str):
+                    values.extend([value] if key == "api_key" else url_secrets(value))
+            headers = embeddings.get("headers")
+            if isinstance(headers, dict):
+                values.extend(_header_secrets({str(k): str(v) for k, v in headers.items()}))
+
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
-            for name, value in headers.items():
-                if value and SECRET_HEADER.search(name):
-                    values.append(value)
-                    scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
-                    if credential.strip() and scheme.isalpha():
-                        values.append(credential.strip())
+            values.extend(_header_secrets(headers))
         return values
+
+
+def _header_secrets(headers: dict[str, str]) -> list[str]:
+    values = []
+    for name, value in headers.items():
+        if value and SECRET_HEADER.search(name):
+            values.append(value)
+            scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
+            if credential.strip() and scheme.isalpha():
+                values.append(credential.strip())
+    return values
