@@ -80,14 +80,16 @@ async def create_response(request: Request) -> Response:
     answer = _Answer(store, body, keep=keep, instructions=bool(instructions))
     if not stream:
         async with state.use() as generation:
-            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_")
+            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
+                                      keep=keep)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
         output = output_items(result, answer.first_new(run))
         return JSONResponse(await answer.finish(run, result, output))
-    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_")
+    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
+                              keep=keep)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
