@@ -24,23 +24,23 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Catalog, Tool
 from ..config.model import AgentConfig
+from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
 from .embeddings import FUSION_DEPTH, hybrid
 from .index import index_of
-from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
 if TYPE_CHECKING:
     from ..codemode import FunctionNames
 
 SEARCH_TOOL = "search_tools"
-META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
 AUTO_MAX_TOOLS = 64
 """`tool_search: auto` turns search on above this many tools."""
 MAX_TOOLS_PER_REQUEST = 128
@@ -61,14 +61,14 @@ SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-def tool_budget(settings: Mapping[str, Any]) -> int:
+def tool_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_budget`: tokens one tool's view may take."""
-    return int(settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
+    return settings.tool_budget or DEFAULT_TOOL_BUDGET
 
 
-def definitions_budget(settings: Mapping[str, Any]) -> int:
+def definitions_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_definitions_budget`: tokens of definitions one request may carry."""
-    return int(settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
+    return settings.tool_definitions_budget or DEFAULT_DEFINITIONS_BUDGET
 
 
 def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
@@ -113,8 +113,6 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
 
 def _summary(tool: Tool) -> str:
-    from .views import first_sentences
-
     return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
 
 
@@ -308,6 +306,3 @@ class ToolOffer:
         except KeyError as exc:
             return False, str(exc.args[0])
 
-
-def offered_names(views: Sequence[Any]) -> list[str]:
-    return [v.name for v in views]

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import math
 import time
 from collections import OrderedDict
 
+from ..errors import TooManyWrongKeys
 from ..store import Bucket, Store
 
 logger = logging.getLogger("gateway.auth")
@@ -30,16 +30,6 @@ RATE = 1 / 6
 """Wrong keys per second an address gets back (one every six seconds)."""
 MAX_ADDRESSES = 10_000
 """Refused addresses remembered in this process."""
-
-
-class TooManyWrongKeys(Exception):
-    def __init__(self, retry_after: float) -> None:
-        self.retry_after = retry_after
-        super().__init__(f"Too many wrong keys from this address; retry after {self.retry_after_header} s.")
-
-    @property
-    def retry_after_header(self) -> str:
-        return str(max(1, math.ceil(self.retry_after)))
 
 
 class WrongKeys:

@@ -34,12 +34,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, RateLimited, TooManyWrongKeys
 from ..kernel.caller import bind_caller
-from ..safety.ratelimit import RateLimited, RateLimiter
+from ..safety.ratelimit import RateLimiter
 from ..safety.rights import Rights
-from ..safety.wrong_keys import TooManyWrongKeys, WrongKeys
-from .errors import APIError
+from ..safety.wrong_keys import WrongKeys
+from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 

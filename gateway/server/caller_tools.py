@@ -15,20 +15,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codemode.tool import RUN_CODE
+from ..assembly import Generation
+from ..codemode.run_code import RUN_CODE
 from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
-from ..offer.toolsearch import META_TOOLS
+from ..offer.toolsearch import SEARCH_TOOL
+from ..offer.views import DESCRIBE_TOOL
+from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
-from .errors import APIError
+from .api_errors import APIError
 from .mcp.search import CALL_TOOL
-from .state import Generation
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-RESERVED = frozenset({*META_TOOLS, CALL_TOOL, RUN_CODE})
+RESERVED = frozenset({SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL, RUN_CODE})
 """The gateway's own tools' names: a caller's tool of that name would be run as the gateway's (or shadow it)."""
-_PASSING_KINDS = ("openai", "openai-responses")
-"""Provider kinds whose adapters pass `tool_choice` and `parallel_tool_calls` on."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -123,7 +123,8 @@ def check_caller_tools(options: CallerToolOptions, agent: AgentConfig, toolset: 
                        param="tool_choice")
     provider = generation.runtime.manifest.providers.get(agent.provider)
     kind = provider.kind if provider is not None else ""
-    passes = kind in _PASSING_KINDS
+    adapter = ADAPTERS.get(kind)
+    passes = adapter is not None and adapter.passes_tool_choice
     if choice not in (None, "auto", "none") and not passes:
         raise APIError(400, f"`tool_choice: {_shown(choice)}` can't be honoured: agent {agent.name!r} runs on a "
                             f"{kind} provider, and the gateway passes tool_choice on to OpenAI's APIs only. Leave "

@@ -12,11 +12,11 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..assembly import GatewayState
 from ..observe.metrics import CONTENT_TYPE
 from ..safety.rights import Rights
+from .api_errors import APIError
 from .auth import rights_of
-from .errors import APIError
-from .state import GatewayState
 
 _MAX_COUNTED_APPROVALS = 10_000
 

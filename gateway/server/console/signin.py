@@ -8,14 +8,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ...safety.wrong_keys import TooManyWrongKeys
+from ...errors import TooManyWrongKeys
 from ..auth import client_address, too_many_wrong_keys
 from ..routes import read_json
-from .app import json_error
+from .rendering import json_error
 from .session import Sessions
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 def routes(console: Console) -> list[Route]:

@@ -1,8 +1,8 @@
-"""The console's door: its routes under `/console`, the sign-in gate in front of them, and page rendering.
+"""The console's door: its routes under `/console` and the sign-in gate in front of them.
 
-`Console(safety).mount()` is one Starlette `Mount`; the safety layer adds it to the gateway's routes, so the
-console shares the store, the approval manager, the audit log and the call pipeline of every other door.
-Every request passes `ConsoleGate` first: it finds the viewer (`session.Sessions`), sends a browser that
+`mount_console(safety)` is one Starlette `Mount`; `create_app` adds it to the gateway's routes when the safety layer
+is on, so the console shares the store, the approval manager, the audit log and the call pipeline of every other
+door. Every request passes `ConsoleGate` first: it finds the viewer (`session.Sessions`), sends a browser that
 must sign in to the sign-in page, refuses a state-changing request without the page's CSRF token, and binds
 the viewer as the caller, so the audit log names who ran a tool or decided an approval.
 """
@@ -10,31 +10,25 @@ the viewer as the caller, so the audit log names who ran a tool or decided an ap
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
-from ...safety.ratelimit import RateLimited
+from ..api_errors import APIError
 from ..auth import RIGHTS
-from ..errors import APIError
-from .session import Sessions, Viewer, csrf_ok
+from . import catalog_pages, chat_page, oversight_pages, signin, tryout
+from .rendering import HERE, VIEWER, Console
+from .session import Sessions, csrf_ok
 
 if TYPE_CHECKING:
     from ..supervision import Safety
 
-HERE = Path(__file__).parent
-VIEWER = "gateway.console.viewer"
-"""The scope key where the gate leaves the `Viewer`."""
-Page = Callable[[Request], Awaitable[Response]]
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                            "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -45,8 +39,20 @@ GUARD_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
 _GUARDED = frozenset(name for name, _ in GUARD_HEADERS)
 
 
-def viewer_of(request: Request) -> Viewer:
-    return request.scope[VIEWER]  # type: ignore[no-any-return]
+def mount_console(safety: Safety) -> Mount:
+    """The console under `/console`, every page behind the gate, on the safety layer's store, approvals and audit
+    log."""
+    console = Console(safety)
+    routes = [
+        Route("/", _home, methods=["GET"]),
+        *signin.routes(console),
+        *catalog_pages.routes(console),
+        *tryout.routes(console),
+        *chat_page.routes(console),
+        *oversight_pages.routes(console),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Mount("/console", app=ConsoleGate(Router(routes), console.sessions))
 
 
 class ConsoleGate:
@@ -99,63 +105,6 @@ class ConsoleGate:
             await self.app(scope, receive, send)
 
 
-class Console:
-    def __init__(self, safety: Safety) -> None:
-        """The browser console on the safety layer's store, approvals and audit log.
-
-        Parameters:
-            safety: the gateway's safety layer (client keys, approvals, audit).
-        """
-        self.safety = safety
-        self.sessions = Sessions(lambda: safety.keys)
-        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters["pretty"] = _pretty
-
-    def render(self, request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
-        viewer = request.scope.get(VIEWER)
-        base = request.scope.get("root_path", "")
-        return self.templates.TemplateResponse(
-            request, template, {"viewer": viewer, "base": base, "open": self.sessions.open, **context},
-            status_code=status_code)
-
-    def mount(self) -> Mount:
-        from . import catalog_pages, chat_page, oversight, signin, tryout
-
-        routes = [
-            Route("/", _home, methods=["GET"]),
-            *signin.routes(self),
-            *catalog_pages.routes(self),
-            *tryout.routes(self),
-            *chat_page.routes(self),
-            *oversight.routes(self),
-            Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
-        ]
-        return Mount("/console", app=ConsoleGate(Router(routes), self.sessions))
-
-    async def charge(self, viewer: Viewer, agent: str) -> Response | None:
-        """Charge a run or a chat to the viewer's and the agent's request buckets, as the API's doors are
-        charged; the 429 to answer when one is empty."""
-        try:
-            await self.safety.limiter.check_request(viewer.name, agent)
-        except RateLimited as exc:
-            answer = json_error(429, str(exc), code="rate_limited")
-            answer.headers["Retry-After"] = exc.retry_after_header
-            return answer
-        return None
-
-    def page(self, handler: Page) -> Page:
-        """A page handler whose refusals (an unknown agent, another key's agent) are an HTML page, not JSON."""
-
-        async def rendered(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except APIError as error:
-                return self.render(request, "error.html", status_code=error.status, message=str(error.message),
-                                   title="Not here")
-
-        return rendered
-
-
 def _guarded(send: Send) -> Send:
     """`send` with the console's guard headers on every answer (pages, JSON, static files, redirects, refusals)."""
 
@@ -177,16 +126,3 @@ def _agent_in(path: str) -> str | None:
 
 async def _home(request: Request) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/agents", status_code=303)
-
-
-def json_error(status: int, message: str, code: str | None = None, *, param: str | None = None,
-               **extra: Any) -> JSONResponse:
-    """The OpenAI-shaped error every door answers with (`extra` beside `error`)."""
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
-    return JSONResponse({"error": error, **extra}, status_code=status)
-
-
-def _pretty(value: Any) -> str:
-    import json
-
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
