@@ -247,9 +247,13 @@ class Safety(Safeguards):
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:
     """`GET /audit`'s filters: agent, client, tool, status, kind, run_id (exact), since and until (ISO 8601 in UTC,
-    or epoch seconds); a bad time is a 400 naming the parameter."""
+    or epoch seconds); a bad time, or a NUL character (no stored value holds one; PostgreSQL's text cannot), is a 400
+    naming the parameter."""
     def text(name: str) -> str | None:
-        return params.get(name) or None
+        value = params.get(name) or None
+        if value is not None and "\x00" in value:
+            raise APIError(400, f"`{name}` must not contain a NUL character.", param=name)
+        return value
 
     kind = params.get("kind")
     if kind is not None and kind not in AUDIT_KINDS:

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
 from ...safety.approvals import approval_dict, refusal
-from ...store import ApprovalRecord
+from ...store import ApprovalRecord, AuditQuery
 from ..routes import read_json, state_of, toolset_of
 from ..run_answers import kept_answer
 from .rendering import json_error, viewer_of
@@ -42,7 +42,7 @@ def routes(console: Console) -> list[Route]:
     async def run_page(request: Request) -> Response:
         viewer = viewer_of(request)
         run_id = request.path_params["run_id"]
-        rows = list(reversed(await safety.readable_audit(viewer.rights, PAGE_ROWS, audit_query({"run_id": run_id}))))
+        rows = list(reversed(await safety.readable_audit(viewer.rights, PAGE_ROWS, AuditQuery(run_id=run_id))))
         run = await safety.store.get_run(run_id)
         answer = None
         if run is not None and viewer.may_see(run.agent) and viewer.rights.owns(run.client):
