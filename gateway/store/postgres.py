@@ -259,6 +259,18 @@ class PostgresStore(Store):
                 await conn.execute("DELETE FROM approvals WHERE run_id = ANY(%s)", (finished,))
             return answers.rowcount + len(finished)
 
+    # -- console sessions ---------------------------------------------------------------------------
+    async def end_session(self, session: str, until: float) -> None:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(f"DELETE FROM ended_sessions WHERE until < {_NOW}")
+            await conn.execute("INSERT INTO ended_sessions (id, until) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                               (session, until))
+
+    async def session_ended(self, session: str) -> bool:
+        async with self._connection() as conn:
+            cursor = await conn.execute("SELECT 1 FROM ended_sessions WHERE id = %s", (session,))
+            return await cursor.fetchone() is not None
+
     # -- rate limits --------------------------------------------------------------------------------
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         if not buckets:

@@ -76,7 +76,8 @@ class ConsoleGate:
         request = Request(scope, receive)
         root = scope.get("root_path", "")
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
-        viewer = self.sessions.viewer(request)
+        # The console's own files need nobody; every other path asks the store whether the session was signed out.
+        viewer = self.sessions.viewer(request) if path.startswith("/static/") else await self.sessions.current(request)
         if path == "/signin" or path.startswith("/static/"):
             scope[VIEWER] = viewer
             await self.app(scope, receive, send)

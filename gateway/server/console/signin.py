@@ -11,7 +11,7 @@ from starlette.routing import Route
 from ...errors import TooManyWrongKeys
 from ..auth import client_address, too_many_wrong_keys
 from ..routes import read_json
-from .rendering import json_error
+from .rendering import json_error, viewer_of
 from .session import Sessions
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def routes(console: Console) -> list[Route]:
         return answer
 
     async def signout(request: Request) -> Response:
+        await console.sessions.sign_out(viewer_of(request))  # the cookie is refused from now on, not just forgotten
         answer = JSONResponse({"next": request.scope.get("root_path", "") + "/signin"})
         Sessions.clear_cookie(answer, path=request.scope.get("root_path", "") or "/")
         return answer

@@ -51,6 +51,29 @@ def test_sign_in_sets_a_strict_http_only_cookie(served: str) -> None:
         assert client.get("/console/agents").status_code == 303  # a forged signature is no session
 
 
+def test_signing_out_ends_the_session_on_the_server(tmp_path: Path, served: str) -> None:
+    client, csrf = signed_in(served, WEATHER_KEY)
+    other, _ = signed_in(served, WEATHER_KEY)  # the same key signed in elsewhere: another session
+    copied = client.cookies["gateway_console"]  # what a shared machine or a proxy's log may have kept
+    assert client.post("/console/signout", headers=csrf).status_code == 200
+    with httpx.Client(base_url=served) as replay:
+        replay.cookies.set("gateway_console", copied, path="/console")
+        assert replay.get("/console/agents").status_code == 303  # off to the sign-in page
+        refused = replay.post("/console/agents/weather/tools/getForecast/run", json={}, headers=csrf)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "console_signin"
+    assert other.get("/console/agents").status_code == 200  # only the session signed out ended
+    # Recorded in the store, not in this process: a restarted gateway (or another instance) refuses it too.
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db", watch=False)
+    try:
+        with running(app) as url, httpx.Client(base_url=url) as replay:
+            replay.cookies.set("gateway_console", copied, path="/console")
+            assert replay.get("/console/agents").status_code == 303
+            replay.cookies.set("gateway_console", other.cookies["gateway_console"], path="/console")
+            assert replay.get("/console/agents").status_code == 200
+    finally:
+        safety.store.close()  # type: ignore[attr-defined]
+
+
 def test_every_console_answer_forbids_framing_and_foreign_files(served: str) -> None:
     client, csrf = signed_in(served, WEATHER_KEY)
     answers = [client.get(path) for path in ("/console/agents", "/console/agents/triage", "/console/approvals",
