@@ -5,7 +5,7 @@ resume) turns its request into an `Invocation` and hands it to the generation's 
 wire format. The stages, outermost first:
 
     observe -> audit -> redaction -> argument validation -> approval -> rate limits -> breaker and concurrency
-          -> hooks -> output check -> execution
+          -> hooks -> output check -> audit before sending -> execution
 
 so the data flows as DESIGN.md says: validation (exact schema) -> approval -> limits -> breaker -> hooks ->
 execution, then the result is checked against the spec's output schema, redacted, and audited before any door
@@ -103,8 +103,10 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages: list[Stage] = []
     if metrics is not None or tracing.enabled():
         stages.append(ObserveToolCall(metrics, redactor))
+    before_send: Stage | None = None
     if safeguards is not None:
-        stages.append(safeguards.audit_stage(redactor))
+        audit, before_send = safeguards.audit_stages(redactor)
+        stages.append(audit)
     stages.append(RedactResult(redactor))
     stages.append(validate)
     if safeguards is not None:
@@ -117,4 +119,6 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     if hooks:
         stages.append(RunHooks(hooks))
     stages.append(CheckOutput())
+    if before_send is not None:
+        stages.append(before_send)  # the last: the row is written right before the request, or nothing is sent
     return Pipeline(stages, Execute(executor), validate=validate)

@@ -2,7 +2,8 @@
 
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
 limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
-stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
+stages: `audit_stages` (the outermost, and the last before sending) and `guard_stages` (approval -> rate limits
+-> breaker and concurrency).
 Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
 agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
@@ -84,10 +85,13 @@ class Safeguards:
             self.guard_settings = self.breakers.settings = guard
         self._manifest = manifest
 
-    def audit_stage(self, redactor: Redactor | None = None) -> Stage:
-        """The outermost stage: one audit row per call. `redactor`: the generation's (it knows tokens learned
-        at run time too), applied to the arguments before the audit log's own."""
-        return RecordCall(self.audit, redactor)
+    def audit_stages(self, redactor: Redactor | None = None) -> tuple[Stage, Stage]:
+        """The outermost stage (one audit row per call, with its verdict) and the one just before the execution
+        (the row written before the call is sent: a call it cannot record is not sent). `redactor`: the
+        generation's (it knows tokens learned at run time too), applied to the arguments before the audit log's
+        own."""
+        record = RecordCall(self.audit, redactor)
+        return record, record.before_send()
 
     def guard_stages(self, manifest: Manifest) -> list[Stage]:
         """Approval -> rate limits -> breaker and concurrency, for a generation built on `manifest`."""

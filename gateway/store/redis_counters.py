@@ -162,8 +162,17 @@ class CountedStore(Store):
     async def finish_run(self, run_id: str, status: RunStatus) -> None:
         await self.inner.finish_run(run_id, status)
 
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        return await self.inner.reopen_run(run_id, approval_ids, status=status)
+
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        return await self.inner.stuck_runs(before)
+
     async def add_audit(self, row: AuditRow) -> None:
         await self.inner.add_audit(row)
+
+    async def update_audit(self, row: AuditRow) -> None:
+        await self.inner.update_audit(row)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
@@ -180,6 +189,10 @@ class CountedStore(Store):
 
     async def ping(self) -> None:
         await self.inner.ping()
+        await self.counters.ping()
+
+    async def check_writable(self) -> None:
+        await self.inner.check_writable()
         await self.counters.ping()
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
