@@ -17,6 +17,8 @@ from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from .base import (
     ApprovalRecord,
@@ -34,6 +36,10 @@ from .postgres_schema import safe_url
 from .redis_guards import SharedGuards
 
 KEY_PREFIX = "gateway:{buckets}:"
+HEALTH_CHECK_SECONDS = 10
+"""A pooled Redis connection idle this long is checked (PING) before it is used again."""
+RETRIES = 2
+"""Times a command is sent again when its connection turns out closed."""
 
 # KEYS: the buckets; ARGV: cost, then rate and burst of each bucket. Returns the seconds to wait as a string
 # (Lua numbers come back as integers otherwise): "0" granted, "inf" never.
@@ -93,7 +99,14 @@ class RedisCounters:
         except (redis.RedisError, OSError) as exc:
             raise ConfigError(f"cannot use Redis at {safe_url(url)} (agents.yaml gateway.redis): {exc}") from None
         self._client: aioredis.Redis = aioredis.Redis.from_url(
-            url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            url, socket_connect_timeout=timeout, socket_timeout=timeout,
+            # A pooled connection idle this long is PINGed before its next command: one Redis dropped without a
+            # word (a restart behind a proxy, a failover, a NAT's expiry) is found and replaced there, not by
+            # failing a call minutes after Redis is back.
+            health_check_interval=HEALTH_CHECK_SECONDS,
+            # A command whose connection turns out closed is sent again on a new one (connection errors only:
+            # after a timeout the script may have run, so it is not repeated).
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES), retry_on_error=[redis.ConnectionError])
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
 

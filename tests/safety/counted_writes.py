@@ -61,3 +61,9 @@ def sent_without_a_row(upstream: RecordingServer, rows: list[dict[str, Any]]) ->
     """The writes the upstream received that no audit row records (must be empty)."""
     recorded = audited(rows)
     return sorted(n for n in received(upstream) if n not in recorded)
+
+
+def close_store(safety: Any) -> None:
+    """Close a test gateway's SQLite store (inside a `CountedStore` with `gateway.redis`) from outside its loop."""
+    store = safety.store
+    getattr(store, "inner", store).close()
