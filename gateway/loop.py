@@ -56,6 +56,7 @@ from .loop_types import (
     PendingApproval,
     RunResult,
     Step,
+    attach_steps,
     message_from_dict,
     message_to_dict,
 )
@@ -294,6 +295,11 @@ class _Loop:
         except TimeoutError:
             raise self._error(f"agent {self.agent.name!r}: the run passed its deadline of {self.policy.timeout}s "
                               f"after {self.iteration} iteration(s)", "deadline_exceeded") from None
+        except Exception as exc:
+            # A provider that fails after tools ran, an audit that cannot write, ...: the error carries the steps,
+            # so the answer can say which calls ran (and a client does not repeat a write blindly).
+            attach_steps(exc, self.steps)
+            raise
 
     async def iterate(self) -> RunResult:
         while True:
@@ -474,6 +480,7 @@ class _Loop:
                 for index, tool, call, approval in runnable:
                     group.start_soon(run_one, index, tool, call, approval)
         except* AuditUnavailable as group_error:
+            self.steps.extend(s for s in steps if s is not None)  # the calls of the batch that finished
             raise group_error.exceptions[0] from None
 
     def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:

@@ -27,6 +27,10 @@ ErrorType = Literal[
     "hook_denied",  # a configured hook refused the call or withheld its result
 ]
 
+NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
+                                      "rate_limited", "truncated_turn", "hook_denied"})
+"""Error types of calls refused before anything was sent to their api."""
+
 
 @dataclass(slots=True, kw_only=True)
 class ToolCall:

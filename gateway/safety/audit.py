@@ -197,6 +197,12 @@ class AuditLog:
             error=self.redactor.text(reason) if reason else None,
         ))
 
+    async def record_reopen(self, *, approval: str, run_id: str, agent: str, tool: str, reason: str) -> None:
+        """A decision taken back because nothing of it could be carried out: the approval is pending again."""
+        await self._write(AuditRow(time=time.time(), kind="decision", status="reopened", agent=agent, tool=tool,
+                                   approval=approval, run_id=run_id,
+                                   error=self.redactor.text(reason) if reason else None))
+
     async def prune(self, now: float | None = None) -> int:
         """Delete audit rows and stored conversations past their retention; the number of audit rows deleted."""
         now = now if now is not None else time.time()

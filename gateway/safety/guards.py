@@ -12,6 +12,7 @@ manifest object changes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from ..kernel.calls import Stage
 
 logger = logging.getLogger("gateway.safety")
+
+SWEEP_SECONDS = 60.0
+"""How often `sweep` looks for stuck runs (at most)."""
 
 
 class Safeguards:
@@ -130,6 +134,34 @@ class Safeguards:
             agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
             latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0, error=budget,
         )
+
+    # -- runs left between a decision and its end --------------------------------------------------
+    def resume_grace(self) -> float:
+        """Seconds after which a run still `resuming` cannot be resumed by anyone alive: twice the longest
+        timeout of the manifest (a run's, a call's, a hook's), plus a margin."""
+        manifest = self._manifest
+        if manifest is None:
+            return 600.0
+        longest = [30.0]
+        for agent in manifest.agents.values():
+            longest += [agent.policy.timeout, agent.policy.tool_timeout or 0.0]
+            longest += [hook.timeout for hook in agent.hooks]
+        longest += [api.timeout for api in manifest.apis.values()]
+        longest += [hook.timeout for hook in manifest.hooks]
+        return 2 * max(longest) + 5.0
+
+    async def recover_runs(self) -> dict[str, list[str]]:
+        """Reopen or fail the runs stuck past `resume_grace` (`ApprovalManager.recover`)."""
+        return await self.approvals.recover(time.time() - self.resume_grace())
+
+    async def sweep(self) -> None:
+        """Recover stuck runs now (at start-up) and then every so often, until cancelled (`gateway serve`)."""
+        while True:
+            try:
+                await self.recover_runs()
+            except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
+                logger.warning("could not look for stuck runs: %s", exc)
+            await asyncio.sleep(min(SWEEP_SECONDS, max(1.0, self.resume_grace() / 4)))
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -29,14 +29,14 @@ from starlette.routing import BaseRoute, Route
 from .. import loop
 from ..config.model import Manifest
 from ..kernel.caller import bind_caller, current_caller
-from ..loop_types import Decision
+from ..loop_types import Decision, attach_steps
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
+from ..safety.approvals import AlreadyDecided, ApprovalError, DecisionNotCarriedOut, Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
-from .errors import APIError
+from .errors import APIError, api_error_from, status_for_result
 from .handoff import keep_turn
 from .routes import read_json
 
@@ -110,16 +110,29 @@ class Safety(Safeguards):
         if payload.get("reason") is not None and not isinstance(payload["reason"], str):
             raise APIError(400, "`reason` must be a string.", param="reason")
         visible = allowed_agents(request.scope)
-        try:
-            client = request.scope.get("gateway.client")
-            outcome = await self.decide(request.app.state.gateway, request.path_params["id"], decision,
-                                        allowed=None if visible is None else visible.__contains__,
-                                        by=client if isinstance(client, str) else None)
-        except ApprovalError as exc:
-            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
-            raise APIError(exc.status, str(exc), code=code) from None
-        status, body = self.render_outcome(request.app.state.gateway, outcome)
+        client = request.scope.get("gateway.client")
+        status, body = await self.decide_and_render(request.app.state.gateway, request.path_params["id"], decision,
+                                                    allowed=None if visible is None else visible.__contains__,
+                                                    by=client if isinstance(client, str) else None)
         return JSONResponse(body, status_code=status)
+
+    async def decide_and_render(self, state: Any, approval_id: str, decision: Decision, *,
+                                allowed: Callable[[str], bool] | None = None,
+                                by: str | None = None) -> tuple[int, dict[str, Any]]:
+        """`decide`, answered over HTTP (the route and the console): the outcome, or an error that says what
+        happened: the decision was refused (4xx), taken back with nothing sent (503 `approval_reopened`: decide
+        again), or the run failed after something was sent (with the steps, saying they may have run)."""
+        try:
+            outcome = await self.decide(state, approval_id, decision, allowed=allowed, by=by)
+        except ApprovalError as exc:
+            code = {AlreadyDecided: "approval_used", DecisionNotCarriedOut: "approval_reopened"}.get(type(exc))
+            return exc.status, APIError(exc.status, str(exc), code=code).body()
+        except Exception as exc:
+            error = api_error_from(exc, self.redactor.text)
+            error.message += (f" Approval {approval_id} is used: the approved call ran or may have run, so it is "
+                              "not run again.")
+            return error.status, error.body()
+        return self.render_outcome(state, outcome)
 
     async def decide(self, state: Any, approval_id: str, decision: Decision, *,
                      allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
@@ -139,6 +152,13 @@ class Safety(Safeguards):
         approval = approval_dict(outcome.approval, self.redactor.value)
         if outcome.result is None:
             return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
+        if outcome.reopened and isinstance(outcome.result, ToolResult):
+            status = status_for_result(outcome.result)
+            error = APIError(status if status >= 400 else 503,
+                             f"The approved call was not sent: {outcome.result.error} The decision was taken back "
+                             f"and approval {outcome.approval.id} is pending again: decide it again.",
+                             code="approval_reopened", extra={"approval": approval, "result": outcome.result.to_dict()})
+            return error.status, error.body()
         if isinstance(outcome.result, ToolResult):
             return 200, {"approval": approval, "result": outcome.result.to_dict()}
         from .chat import completion_body  # the chat module imports the loop; only needed here
@@ -168,9 +188,13 @@ class Safety(Safeguards):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner.for_agent(agent.name))
-                # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
-                await keep_turn(self.store, result, agent=agent.name, client=run.client)
-                await self._record_chat(agent.name, result, run_id=run.id, started=started)
+                try:
+                    # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
+                    await keep_turn(self.store, result, agent=agent.name, client=run.client)
+                    await self._record_chat(agent.name, result, run_id=run.id, started=started)
+                except Exception as exc:
+                    attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
+                    raise
             describe_pause(result, self.redactor.value)
             return result
 

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...loop_types import Decision
-from ...safety.approvals import AlreadyDecided, ApprovalError, approval_dict
+from ...safety.approvals import approval_dict
 from ..routes import read_json, state_of
 from .app import json_error, viewer_of
 from .tryout import argument_problems
@@ -66,14 +66,9 @@ def routes(console: Console) -> list[Route]:
                 return json_error(422, "The edited arguments are not valid; the approval still waits.",
                                   code="invalid_arguments", param="arguments", problems=problems)
         visible = viewer.agent_set
-        try:
-            outcome = await safety.decide(state, approval_id, decision,
-                                          allowed=None if visible is None else visible.__contains__,
-                                          by=viewer.name or "console")
-        except ApprovalError as exc:
-            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
-            return json_error(exc.status, str(exc), code=code)
-        status, body = safety.render_outcome(state, outcome)
+        status, body = await safety.decide_and_render(state, approval_id, decision,
+                                                      allowed=None if visible is None else visible.__contains__,
+                                                      by=viewer.name or "console")
         return JSONResponse(body, status_code=status)
 
     async def health_page(request: Request) -> Response:
