@@ -142,10 +142,12 @@ class Safeguards:
         manifest = self._manifest
         if manifest is None:
             return 600.0
-        longest = [30.0]
+        longest = [1.0]
         for agent in manifest.agents.values():
             longest += [agent.policy.timeout, agent.policy.tool_timeout or 0.0]
             longest += [hook.timeout for hook in agent.hooks]
+            longest += [manifest.api(selection.api).timeout for selection in agent.tools]
+            longest += [o.timeout or 0.0 for selection in agent.tools for o in selection.overrides.values()]
         longest += [api.timeout for api in manifest.apis.values()]
         longest += [hook.timeout for hook in manifest.hooks]
         return 2 * max(longest) + 5.0
