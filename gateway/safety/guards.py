@@ -28,6 +28,7 @@ from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
 from .audit import AuditLog, RecordCall
 from .breaker import Breakers, GuardApi
+from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 
 if TYPE_CHECKING:
@@ -134,6 +135,16 @@ class Safeguards:
             agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
             latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0, error=budget,
         )
+
+    def budget_book(self) -> BudgetBook:
+        """Where model calls are reserved against the agents' and clients' budgets: Redis with `gateway.redis`
+        (every instance and worker shares the windows), else this process."""
+        counters = getattr(self.store, "counters", None)
+        if counters is None:
+            return BudgetBook()
+        from ..store.redis_budgets import SharedBudgetBook  # imports the Redis client: only when Redis is configured
+
+        return SharedBudgetBook(counters.client, counters.url)
 
     # -- runs left between a decision and its end --------------------------------------------------
     def resume_grace(self) -> float:

@@ -111,6 +111,11 @@ class RedisCounters:
         self._guards: SharedGuards | None = None
 
     @property
+    def client(self) -> aioredis.Redis:
+        """The asyncio client (one pool per process) the shared guards and budgets run their scripts on."""
+        return self._client
+
+    @property
     def guards(self) -> SharedGuards:
         """Breakers and concurrency slots on the same Redis (`gateway.store.redis_guards`)."""
         if self._guards is None:
