@@ -14,7 +14,9 @@ PostgreSQL afterwards. Printed per phase: answers by status, and the counts that
 
 - `ran`: writes the upstream received;
 - `unaudited`: writes the upstream received that have no audit row (must be 0: nothing runs unrecorded);
-- `503 but ran`: answered 503 although the upstream received them (the caller cannot tell they ran);
+- `503 but ran`: answered 503 although the upstream received them; `503 ran untold`: of those, the answers that
+  did not say the call may have run;
+- `failed 1 s after`: answers other than 2xx more than a second after the fault ended (stale connections);
 - `lost`: acknowledged (2xx) but never received upstream; `twice`: received more than once.
 
 `--gateway-root` runs the gateway of another checkout (e.g. an export of main) to compare before and after.
@@ -107,6 +109,7 @@ class Load:
         self.next = start
         self.callers = callers
         self.answers: dict[int, str] = {}
+        self.finished: dict[int, float] = {}
         self.running = True
 
     async def run(self) -> None:
@@ -124,13 +127,17 @@ class Load:
                 code = ""
                 if answer.status_code >= 400:
                     try:
-                        code = answer.json().get("error", {}).get("code") or ""
+                        error = answer.json().get("error", {})
+                        code = error.get("code") or ""
+                        if "may have run" in (error.get("message") or ""):
+                            code += " (may have run)"
                     except ValueError:
                         code = "not-json"
                 self.answers[n] = f"{answer.status_code} {code}".strip()
             except httpx.HTTPError as exc:
                 self.answers[n] = type(exc).__name__
                 await asyncio.sleep(0.05)
+            self.finished[n] = time.monotonic()
 
 
 def fault(name: str, postgres: PostgresServer, redis: RedisServer) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -146,11 +153,14 @@ def run_phase(name: str, urls: list[str], upstream: str, postgres: PostgresServe
     load = Load(urls, start, callers)
     begin, end = fault(name, postgres, redis)
 
+    ended: list[float] = []
+
     def timeline() -> None:
         time.sleep(seconds)
         begin()
         time.sleep(fault_seconds)
         end()
+        ended.append(time.monotonic())
         time.sleep(seconds)
         load.running = False
 
@@ -177,6 +187,9 @@ def run_phase(name: str, urls: list[str], upstream: str, postgres: PostgresServe
         "acknowledged": len(acknowledged), "503": len(refused), "ran": len(received),
         "unaudited": sum(1 for n in received if n not in rows),
         "503 but ran": sum(1 for n in refused if n in received),
+        "503 ran untold": sum(1 for n in refused if n in received and "may have run" not in answers[n]),
+        "failed 1 s after": sum(1 for n, a in answers.items() if not a.startswith("2")
+                                and load.finished.get(n, 0) > ended[0] + 1),
         "lost": sum(1 for n in acknowledged if n not in received),
         "twice": sum(1 for n, count in received.items() if count > 1),
         "rows": dict(statuses), "next": load.next,
@@ -234,7 +247,8 @@ def _print(result: dict[str, Any]) -> None:
     print("   answers: " + ", ".join(f"{k}: {v}" for k, v in result["answers"].items()))
     print("   audit rows by status: " + ", ".join(f"{k}: {v}" for k, v in sorted(result["rows"].items())))
     print("   " + "  ".join(f"{key}={result[key]}" for key in
-                            ("acknowledged", "503", "ran", "unaudited", "503 but ran", "lost", "twice")))
+                            ("acknowledged", "503", "ran", "unaudited", "503 but ran", "503 ran untold", "lost",
+                             "twice", "failed 1 s after")))
 
 
 if __name__ == "__main__":
