@@ -45,8 +45,9 @@ logger = logging.getLogger("gateway.approvals")
 Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
 
-CLOCK_MARGIN = 60.0
-"""Seconds by which instances' clocks may differ: a row this long before a run's claim may be of its resume."""
+CLOCK_MARGIN = 5.0
+"""Seconds by which instances' clocks (and PostgreSQL's, which stamps a claim) may differ: a row this long before a
+run's claim may be of its resume."""
 
 
 def _first_line(value: Any) -> str:
@@ -224,6 +225,8 @@ class ApprovalManager:
     async def _sent_since_claim(self, run: RunRecord, ids: list[str]) -> bool:
         """Whether a tool call of `run` may have been sent by its resume: a row under one of its approvals, or any
         row of the run from around its claim on (a margin for clocks of other instances), that is not a refusal."""
+        if run.status == "paused":
+            return False  # never claimed: no resume of it ran
         if self.audit is None:
             return True  # nothing to tell by: never risk running a call twice
         rows = await self.store.list_audit(limit=1000, query=AuditQuery(run_id=run.id, kind="tool"))
