@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,13 @@ from .test_audit_fails_closed import fill, tiny_disk
 
 def _write(client: httpx.Client, n: int) -> httpx.Response:
     return client.post("/agents/writer/tools/write", json={"n": n})
+
+
+def _wait_until_ready(client: httpx.Client, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the gateway did not find its store again"
+        time.sleep(0.2)
 
 
 def _postgres_rows(url: str) -> list[dict[str, Any]]:
@@ -83,7 +91,8 @@ def test_with_postgresql_stopped_no_write_is_sent(tmp_path: Path, llm: LenientLL
                                json={"model": "writer", "messages": [{"role": "user", "content": "write 50"}]})
         finally:
             postgres_server.restart()
-        assert _write(client, 100).status_code == 200  # the pool finds the server again
+        _wait_until_ready(client)  # the pool finds the server again (its reconnection backs off: seconds)
+        assert _write(client, 100).status_code == 200
     assert {a.status_code for a in answers} == {503}
     error = answers[0].json()["error"]
     assert error["code"] == "audit_unavailable" and "did not send it" in error["message"]
@@ -158,6 +167,7 @@ def test_on_a_full_disk_no_write_is_sent_without_a_row(tmp_path: Path, llm: Leni
     assert not_sent and not set(not_sent) & set(sent)  # "not sent" is true
 
 
+@pytest.mark.anyio
 async def test_an_outcome_waits_for_its_queued_row(tmp_path: Path) -> None:
     """A row still queued behind a lock (no id yet) gets its outcome written after it, not lost."""
     import asyncio
