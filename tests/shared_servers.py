@@ -69,7 +69,16 @@ class PostgresServer:
         subprocess.run([*self._as_user, str(self.bindir / "initdb"), "-D", str(data), "-U", "gateway",
                         "-A", "trust", "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
         self.durable = durable
-        self._launch()
+        for attempt in range(3):
+            try:
+                self._launch()
+                return self
+            except RuntimeError as exc:
+                # Another process took the free port between `free_port` and the server's bind (a shared
+                # machine): try another one.
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = free_port()
         return self
 
     def _launch(self) -> None:

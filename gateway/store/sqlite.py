@@ -64,12 +64,11 @@ from .sqlite_tables import (
     dumps,
     upgrade_schema,
 )
+from .sqlite_writes import QueuedRow, checkpoint, open_inline, settle_waiters, write_audit
 
 logger = logging.getLogger("gateway.store")
 
 T = TypeVar("T")
-_QueuedRow = tuple[str, tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
-"""(INSERT_AUDIT or UPDATE_AUDIT, its values, the row, its waiter): an update's id is read when it is written."""
 
 _CHECKPOINT_EVERY = 1000
 """Inline audit rows between two checkpoints: one WAL page a row, so ~1000 pages, SQLite's own default (three
@@ -88,7 +87,7 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
-        self._audit_queue: list[_QueuedRow] = []
+        self._audit_queue: list[QueuedRow] = []
         self._audit_lock = threading.Lock()
         self._audit_draining = False  # a drain job is queued or running on the store thread
         self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
@@ -111,7 +110,7 @@ class SQLiteStore(Store):
             conn.executescript(SCHEMA)
             upgrade_schema(conn)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
-                self._inline = _open_inline(self.path)
+                self._inline = open_inline(self.path)
         except BaseException:
             conn.close()
             raise
@@ -369,12 +368,12 @@ class SQLiteStore(Store):
                 batch, self._audit_queue = self._audit_queue, []
             error: Exception | None = None
             try:
-                _write_audit(conn, batch=batch)
+                write_audit(conn, batch=batch)
             except sqlite3.OperationalError as exc:  # every waiter learns of it; the audit layer logs the loss
                 error = self._unavailable(exc)
             except BaseException as exc:
                 error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
-            _settle_waiters(batch, error)
+            settle_waiters(batch, error)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
@@ -487,7 +486,7 @@ class SQLiteStore(Store):
         if self._conn is None:  # closing: the close job checkpoints last
             return
         with self._inline_lock:
-            _checkpoint(conn)
+            checkpoint(conn)
 
     def _close_connections(self, conn: sqlite3.Connection) -> None:
         """On the store thread, after every queued job: the inline connection, a checkpoint, the main one."""
@@ -495,56 +494,5 @@ class SQLiteStore(Store):
             inline, self._inline = self._inline, None
         if inline is not None:
             inline.close()
-        _checkpoint(conn)
+        checkpoint(conn)
         conn.close()
-
-
-def _open_inline(path: str) -> sqlite3.Connection:
-    inline = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
-    try:
-        inline.execute("PRAGMA busy_timeout=0")  # never wait on the loop: a taken lock means the queued path
-        inline.execute("PRAGMA synchronous=NORMAL")  # per connection: no fsync per commit in WAL
-        inline.execute("PRAGMA wal_autocheckpoint=0")  # the store thread checkpoints (checkpoints fsync)
-    except BaseException:
-        inline.close()
-        raise
-    return inline
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    """On the store thread: copy committed WAL pages into the database so the WAL is reused, not grown."""
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error as exc:  # the next one (or the next autocheckpoint of the main connection) retries
-        logger.warning("store checkpoint failed: %s", exc)
-
-
-def _write_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> None:
-    def body() -> None:
-        for statement, values, row, _ in batch:
-            if statement is UPDATE_AUDIT:
-                conn.execute(UPDATE_AUDIT, (*values, row.id))  # its insert is earlier in the queue: the id is set
-            else:
-                row.id = conn.execute(statement, values).lastrowid
-
-    SQLiteStore._transaction(conn, body)
-
-
-def _settle_waiters(batch: Sequence[_QueuedRow], error: Exception | None) -> None:
-    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-    for _, _, _, waiter in batch:
-        by_loop.setdefault(waiter.get_loop(), []).append(waiter)
-    for loop, waiters in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_resolve_waiters, waiters, error)
-        except RuntimeError:  # that loop is closed: nobody is waiting any more
-            pass
-
-
-def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
-    for waiter in waiters:
-        if not waiter.done():  # a cancelled caller's waiter is done already
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
