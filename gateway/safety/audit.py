@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
-from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
+from ..config.settings import DEFAULT_RETENTION_DAYS
 from ..errors import AuditUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "RUNNING", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
-           "retention_days", "watch_sends"]
+           "watch_sends"]
 
 logger = logging.getLogger("gateway.audit")
 

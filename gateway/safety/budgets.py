@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..config.observe import BudgetLimit, Budgets
+from ..config.hooks_budgets import BudgetLimit, Budgets, RunBudget
 from ..errors import RunError
 from ..kernel.usage import Usage
 
@@ -170,7 +170,7 @@ def _reached(limit: BudgetLimit, tokens: float, cost: float) -> bool:
     return (limit.tokens is not None and tokens >= limit.tokens) or (limit.cost is not None and cost >= limit.cost)
 
 
-def check_limit(limit: BudgetLimit, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
+def check_limit(limit: RunBudget, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
     """`BudgetExceeded` when `tokens` or `cost` reached the limit (`who` names the scope in the message)."""
     if limit.tokens is not None and tokens >= limit.tokens:
         raise BudgetExceeded(scope, name, f"token budget exceeded: {who} used {tokens} of {limit.tokens} tokens; "

@@ -22,7 +22,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from ..config.observe import BudgetLimit, Budgets
+from ..config.hooks_budgets import BudgetLimit, Budgets
 from ..safety.budgets import (
     FIRST_ESTIMATE,
     BudgetBook,
