@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config.hooks_budgets import Budgets
+from ..errors import BudgetExceeded
 from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..providers.base import Turn
-from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, BudgetExceeded, Hold
+from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, Hold
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
@@ -35,7 +36,7 @@ class ModelCall:
 
     agent: AgentConfig
     provider: str
-    """The provider's kind (`openai`, `anthropic`, ...)."""
+    """The provider's `gen_ai.provider.name` (`ProviderAdapter.telemetry_name`: `openai`, `gcp.gemini`, ...)."""
     client: str | None
     iteration: int
     messages: Sequence[Any]

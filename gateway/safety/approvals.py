@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GatewayError
+from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
 from ..kernel.caller import bind_caller
 from ..loop_types import Decision
 from ..messages import NOT_SENT, ToolCall, ToolResult
@@ -55,28 +55,6 @@ run's claim may be of its resume."""
 def _first_line(value: Any) -> str:
     text = str(value).strip() or type(value).__name__
     return text.splitlines()[0]
-
-
-class ApprovalError(GatewayError):
-    status = 400
-
-
-class UnknownApproval(ApprovalError):
-    status = 404
-
-
-class ForbiddenApproval(ApprovalError):
-    status = 403
-
-
-class AlreadyDecided(ApprovalError):
-    status = 409
-
-
-class DecisionNotCarriedOut(ApprovalError):
-    """The decision was taken back: nothing of its run was sent, and the approval is pending again."""
-
-    status = 503
 
 
 @dataclass(slots=True, kw_only=True)

@@ -6,7 +6,7 @@ scope (the agent, the client) the call holds what a call of that agent used last
 what calls in flight hold is below the limit; when only the holds stand in the way it waits for them to settle
 (then the spent part decides), so many calls at once cannot all pass a check made before any of them was charged.
 The windows are sliding. `BudgetBook` keeps them in this process; with `gateway.redis` every instance and worker
-shares them (`gateway.store.redis_budgets.SharedBudgetBook`). A price table turns tokens into cost (per million
+shares them (`gateway.safety.shared_budgets.SharedBudgetBook`). A price table turns tokens into cost (per million
 tokens); a budget may cap either or both. Over budget, `BudgetExceeded` names the scope and what was used; the
 loop ends the run with it (or, with `on_exceed: summary`, makes one last call without tools and marks the answer).
 """
@@ -21,18 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..config.hooks_budgets import BudgetLimit, Budgets, RunBudget
-from ..errors import RunError
+from ..errors import BudgetExceeded
 from ..kernel.usage import Usage
-
-
-class BudgetExceeded(RunError):
-    """A budget refuses the next model call."""
-
-    def __init__(self, scope: str, name: str | None, message: str) -> None:
-        super().__init__(message, "budget_exceeded")
-        self.scope = scope
-        """`run`, `agent` or `client`."""
-        self.name = name
 
 
 @dataclass(slots=True)

@@ -1,9 +1,9 @@
 """The safety layer without HTTP: the store and everything a tool call's pipeline needs from it.
 
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
-limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
-stages: `audit_stages` (the outermost, and the last before sending) and `guard_stages` (approval -> rate limits
--> breaker and concurrency).
+limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its stages:
+`audit_stages` (the outermost, and the last before sending) and `guard_stages` (approval -> rate limits -> breaker
+and concurrency).
 Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
 agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
@@ -134,7 +134,7 @@ class Safeguards:
         counters = getattr(self.store, "counters", None)
         if counters is None:
             return BudgetBook()
-        from ..store.redis_budgets import SharedBudgetBook  # imports the Redis client: only when Redis is configured
+        from .shared_budgets import SharedBudgetBook  # imports the Redis client: only when Redis is configured
 
         return SharedBudgetBook(counters.client, counters.url)
 

@@ -14,9 +14,9 @@ import logging
 
 from ..config.model import Manifest
 from ..config.settings import GuardSettings
+from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
-from ..store.base import StoreUnavailable
 from ..store.redis_guards import SharedGuards
 from .breaker import is_failure
 

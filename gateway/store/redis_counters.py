@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from ..errors import StoreUnavailable
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -30,7 +31,6 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
-    StoreUnavailable,
 )
 from .postgres_schema import safe_url
 from .redis_guards import SharedGuards

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreUnavailable
 from .base import (
     PRUNE_RUNS,
     ApprovalRecord,
@@ -45,7 +45,6 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
-    StoreUnavailable,
     refill_bucket,
     wait_for,
 )

@@ -18,10 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
+from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError, StoreUnavailable
 from ..kernel.caller import current_caller
 from ..messages import NOT_SENT, ToolResult
-from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
 
@@ -129,10 +128,6 @@ class APIError(Exception):
         return FastJSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
-def error_response(status: int, message: str, **fields: Any) -> JSONResponse:
-    return APIError(status, message, **fields).response()
-
-
 def status_for_result(result: ToolResult) -> int:
     if result.ok:
         return 200
@@ -162,9 +157,11 @@ def api_error_from(exc: Exception, redact: Callable[[str], str] | None = None) -
 def sent_steps(steps: list[Any]) -> list[Any]:
     """The steps whose call was sent to its api (or may have been): not refused before it, not a search of the
     gateway's own, not handed back to the caller."""
-    from ..offer.toolsearch import META_TOOLS
+    from ..offer.reductions import DESCRIBE_TOOL
+    from ..offer.toolsearch import SEARCH_TOOL
 
-    return [step for step in steps if not getattr(step, "handed_back", False) and step.tool not in META_TOOLS
+    meta = (SEARCH_TOOL, DESCRIBE_TOOL)
+    return [step for step in steps if not getattr(step, "handed_back", False) and step.tool not in meta
             and (step.ok or step.error_type not in NOT_SENT)]
 
 

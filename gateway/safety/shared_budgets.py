@@ -23,16 +23,9 @@ import redis
 import redis.asyncio as aioredis
 
 from ..config.hooks_budgets import BudgetLimit, Budgets
-from ..safety.budgets import (
-    FIRST_ESTIMATE,
-    BudgetBook,
-    Hold,
-    check_limit,
-    scope_label,
-    windowed_scopes,
-)
-from .base import StoreUnavailable
-from .postgres_schema import safe_url
+from ..errors import StoreUnavailable
+from ..store.postgres_schema import safe_url
+from .budgets import FIRST_ESTIMATE, BudgetBook, Hold, check_limit, scope_label, windowed_scopes
 
 PREFIX = "gateway:{budgets}:"
 SLOTS = 100
