@@ -76,3 +76,40 @@ def test_a_decision_whose_row_cannot_be_written_can_be_made_again(tmp_path: Path
     assert waiting == [approval]
     assert decided.status_code == 200 and decided.json()["result"]["ok"] is True
     assert received(upstream) == {3: 1}
+
+
+OWNER = "ck-owner-5a4b3c2d1e0f9a8b"
+REVIEWER = "ck-reviewer-1f2e3d4c5b6a7980"
+CLIENTS = f"""\
+clients:
+  owner: {{key: {OWNER}, agents: [writer]}}
+  reviewer: {{key: {REVIEWER}, agents: [writer], approver: true}}
+"""
+
+
+def test_a_decision_taken_back_tells_a_reviewer_not_the_owners_result(tmp_path: Path, llm: LenientLLM,
+                                                                      upstream: RecordingServer) -> None:
+    """The tool's rate limit refuses the second approved call: the reviewer learns the decision was taken back and
+    must be made again, without the refused call's result (the owner's), and the owner is kept no answer (the
+    approval is pending, not answered)."""
+    limit = "gateway:\n  rate_limits: {tools: {write: {rate: 1/min, burst: 1}}}\n"
+    _project(tmp_path, llm, upstream, limit + CLIENTS)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    owner = {"authorization": f"Bearer {OWNER}"}
+    reviewer = {"authorization": f"Bearer {REVIEWER}"}
+    try:
+        with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            held = [client.post("/agents/writer/tools/write", json={"n": n}, headers=owner).json()["approval_id"]
+                    for n in (5, 6)]
+            ran = client.post(f"/approvals/{held[0]}", json={"decision": "approve"}, headers=reviewer)
+            refused = client.post(f"/approvals/{held[1]}", json={"decision": "approve"}, headers=reviewer)
+            kept = client.get(f"/approvals/{held[1]}", headers=owner).json()
+            pending = [a["id"] for a in client.get("/approvals", headers=reviewer).json()["data"]]
+    finally:
+        close_store(safety)
+    assert ran.status_code == 200 and ran.json()["status"] == "resumed"  # the answer is the owner's
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "approval_reopened"
+    assert "decide it again" in refused.json()["error"]["message"] and "result" not in refused.json()
+    assert kept["answer"] is None and kept["run"]["status"] == "paused"
+    assert pending == [held[1]]
+    assert received(upstream) == {5: 1}
