@@ -274,7 +274,10 @@ _HEALTH = {
                                                                            "(`reload_error` says why)"},
                    "agents": {"type": "integer"}, "tools": {"type": "integer"},
                    "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"},
-                   "reload_error": {"type": "string"}},
+                   "reload_error": {"type": "string"},
+                   "reload_warnings": {"type": "array", "items": {"type": "string"},
+                                       "description": "tools the last reload took away from agents that had them "
+                                                      "(their spec no longer has the operation)"}},
 }
 _READY = {
     "type": "object", "required": ["status", "store"],

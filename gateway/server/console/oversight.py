@@ -87,6 +87,7 @@ def routes(console: Console) -> list[Route]:
             reloads=holder.generation, loaded_at=_when(runtime.loaded_at), reloaded_at=_when(holder.reloaded_at),
             refused_at=_when(holder.refused_at), refused=str(error) if error is not None else None,
             diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error is not None else [],
+            reload_warnings=[str(w) for w in holder.warnings if viewer_of(request).may_see(w.agent)],
             title="Health")
 
     return [
