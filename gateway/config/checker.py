@@ -145,6 +145,15 @@ class Checker:
             return None
         return value
 
+    def boolean(self, m: dict[str, Any], path: KeyPath, key: str, *, default: bool) -> bool:
+        value = m.get(key, default)
+        if value is MISSING:
+            return default
+        if not isinstance(value, bool):
+            self.error((*path, key), f"expected true or false, got {value!r}")
+            return default
+        return value
+
     def choice(self, m: dict[str, Any], path: KeyPath, key: str, choices: Iterable[str]) -> str | None:
         value = self.string(m, path, key)
         if value is None:

@@ -10,7 +10,8 @@ providers:
         # kind defaults to NAME when NAME is a kind; base_url to the kind's public root;
         # strict (openai only): tools in OpenAI's strict mode
 apis:                                   # keyed by the spec's path under specs/ without extension
-  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert, client_key}
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert, client_key,
+         output_check: enforce|warn|off, reuse_connections: true}
         # ca_file: PEM certificates to trust for this api besides the usual ones (a private CA),
         #          relative to agents.yaml's folder
         # client_cert, client_key: a PEM client certificate (and its key, unless the same file holds it)
@@ -32,7 +33,8 @@ agents:
         exclude: [deleteItem]           # operationIds or tool names, globs
         args: {tenant: acme}            # fixed values: hidden from the model, always sent
         override:                       # per-tool overrides, keyed by operationId or tool name
-          getItem: {rename: fetch_item, description: ..., approval: always, timeout: 5, max_result_bytes: 10000}
+          getItem: {rename: fetch_item, description: ..., approval: always, timeout: 5, max_result_bytes: 10000,
+                    output_check: warn}
     approval: never|writes|always       # writes: anything but GET, HEAD, OPTIONS
     max_iterations: 40
     max_consecutive_errors: 3
@@ -120,7 +122,8 @@ HTTP_METHODS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRA
 APPROVALS = ("never", "writes", "always")
 TOP_KEYS = ("providers", "apis", "agents", "clients", "gateway", "hooks", "budgets")
 PROVIDER_KEYS = ("kind", "base_url", "api_key", "headers", "timeout", "strict")
-API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file", "client_cert", "client_key")
+API_KEYS = ("base_url", "auth", "headers", "timeout", "max_concurrency", "ca_file", "client_cert", "client_key",
+            "output_check", "reuse_connections")
 POLICY_KEYS = (
     "approval", "max_iterations", "max_consecutive_errors", "max_parallel_calls", "max_result_bytes", "timeout",
     "tool_timeout", "max_tool_calls",
@@ -131,7 +134,8 @@ TOOL_SEARCH = ("auto", "on", "off", "native")
 CODE_MODES = ("on", "off", "only")
 CODE_LIMIT_KEYS = ("time", "memory", "tool_calls")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
-OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
+OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes", "output_check")
+OUTPUT_CHECKS = ("enforce", "warn", "off")
 CLIENT_KEYS = ("key", "agents", "admin")
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,58}$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -338,8 +342,17 @@ def _read_apis(c: Checker, root: dict[str, Any], catalog: Catalog | None, base_d
             timeout=float(timeout or 30.0), max_concurrency=cast(int | None, concurrency),
             ca_file=_read_ca_file(c, m, path, base_dir),
             **_read_client_cert(c, m, path, base_dir),
+            output_check=_read_output_check(c, m, path) or "enforce",
+            reuse_connections=c.boolean(m, path, "reuse_connections", default=True),
         )
     return apis
+
+
+def _read_output_check(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
+    """enforce | warn | off, or None when absent (YAML reads an unquoted `off` as a boolean)."""
+    if m.get("output_check") is False:
+        return "off"
+    return c.choice(m, path, "output_check", OUTPUT_CHECKS)
 
 
 def _read_ca_file(c: Checker, m: dict[str, Any], path: KeyPath, base_dir: Path) -> str | None:
@@ -547,6 +560,7 @@ def _read_overrides(c: Checker, m: dict[str, Any], path: KeyPath) -> dict[str, T
             rename=rename, description=c.string(o, opath, "description"),
             approval=cast(Any, c.choice(o, opath, "approval", APPROVALS)),
             timeout=float(timeout) if timeout is not None else None, max_result_bytes=cast(int | None, max_bytes),
+            output_check=_read_output_check(c, o, opath),
         )
     return overrides
 

@@ -17,6 +17,9 @@ ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "oll
 Approval = Literal["never", "writes", "always"]
 ToolSearch = Literal["auto", "on", "off", "native"]
 CodeMode = Literal["on", "off", "only"]
+OutputCheck = Literal["enforce", "warn", "off"]
+"""What a 2xx body that breaks the spec's output schema is: enforce: an `invalid_output` failure; warn: passed on
+with a warning; off: not checked."""
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
 """Header names whose values are credentials (redacted everywhere); the one source of this fact."""
@@ -74,6 +77,9 @@ class ApiConfig:
     """A PEM client certificate (chain) presented to this api (mTLS); an absolute path once loaded."""
     client_key: str | None = None
     """The PEM private key of `client_cert`, when that file does not hold it too."""
+    output_check: OutputCheck = "enforce"
+    reuse_connections: bool = True
+    """False: a new connection for every request (an upstream that sends answers nobody asked for)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -85,6 +91,8 @@ class ToolOverride:
     approval: Approval | None = None
     timeout: float | None = None
     max_result_bytes: int | None = None
+    output_check: OutputCheck | None = None
+    """None: the api's."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -74,7 +74,7 @@ class AuditLog:
             arguments=self.redactor.value(arguments), status=status, http_status=result.status,
             latency_ms=result.duration_ms, bytes=result.bytes,
             approval=approval or result.approval_id or caller.approvals.get(name), run_id=caller.run_id,
-            error=self.redactor.text(result.error) if result.error else None,
+            error=self.redactor.text(result.error) if result.error else _warning(result, self.redactor),
         ))
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
@@ -138,6 +138,11 @@ class AuditLog:
         if removed:
             logger.info("audit retention: removed %d rows older than %g days", removed, self.retention_days)
         return removed
+
+
+def _warning(result: ToolResult, redactor: Redactor) -> str | None:
+    """A success's warning, in the row's `error` text (its status stays `ok`: the call succeeded)."""
+    return f"warning: {redactor.text(result.warning)}" if result.warning else None
 
 
 class RecordCall:
