@@ -69,6 +69,8 @@ class CallerToolSpec:
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: dict[str, Any] | None = None
+    namespace: str | None = None
+    """The Responses `namespace` tool it came in (its calls are handed back with it); None: a plain function."""
 
     @classmethod
     def of(cls, tool: Any) -> CallerToolSpec:

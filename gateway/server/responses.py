@@ -4,7 +4,9 @@
 audit and caller tools; only the wire shapes differ (`gateway.server.responses_wire`). Answers are stored in the
 gateway's store unless `store: false`, scoped to the caller's client key: `GET /v1/responses/{id}` and
 `previous_response_id` find only the caller's own (404 for anyone else's, as for an id that never existed).
-A parameter the gateway can't honour is refused with a 400 naming it, never dropped; the gateway's steps
+A parameter the gateway can't honour is refused with a 400 naming it, never dropped; one that changes nothing
+the gateway does (`prompt_cache_key`, `include`, `client_metadata`, `reasoning.summary`: `gateway.server.inert`)
+is passed to the provider where it takes it, else ignored and listed in `gateway.ignored`. The gateway's steps
 travel in the `gateway` field beside `output`.
 """
 
@@ -20,13 +22,15 @@ from starlette.responses import JSONResponse, Response
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from .api_schemas import RESPONSES_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
-from .chat import _EventStream, _Run, secrets_redactor
+from .chat import _EventStream, _Run, gateway_extension, secrets_redactor
 from .chat_request import parse_params
 from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
-from .limits import check_conversation, check_counts
+from .inert import INERT_PARAMS, Ignored, read_inert
+from .limits import check_conversation, check_counts, check_shape
 from .responses_wire import (
     EventWriter,
     StreamedOutput,
@@ -42,7 +46,7 @@ logger = logging.getLogger("gateway.server")
 # Request fields the door reads (each honoured), and those accepted only with their default value.
 _READ = frozenset({"model", "input", "instructions", "stream", "store", "previous_response_id", "tools", "tool_choice",
                    "parallel_tool_calls", "temperature", "top_p", "max_output_tokens", "metadata", "user", "text",
-                   "reasoning", "stream_options"})
+                   "reasoning", "stream_options"}) | INERT_PARAMS
 _DEFAULTS: dict[str, tuple[Any, ...]] = {"truncation": ("disabled",), "background": (False,),
                                          "service_tier": ("auto", "default"), "include": ([],)}
 
@@ -57,7 +61,8 @@ async def create_response(request: Request) -> Response:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
     await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
     check_counts(body, "input")
-    _refuse_unhonoured(body)
+    ignored = _refuse_unhonoured(body)
+    inert = read_inert(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
@@ -66,6 +71,8 @@ async def create_response(request: Request) -> Response:
         raise APIError(400, "`store` must be a boolean.", param="store")
     tools = parse_responses_tools(body)
     params = parse_params(_chat_params(body))
+    # What the gateway's own OpenAPI document refuses and the checks above let through: the two agree.
+    await check_shape(RESPONSES_REQUEST_SCHEMA, body, document="ResponsesRequest")
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise APIError(400, "`instructions` must be a string.", param="instructions")
@@ -79,14 +86,16 @@ async def create_response(request: Request) -> Response:
     answer = _Answer(store, body, keep=keep, instructions=bool(instructions))
     if not stream:
         async with state.use() as generation:
-            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_")
+            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
+                                      inert=inert, ignored=ignored)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
-        output = output_items(result, answer.first_new(run))
+        output = output_items(result, answer.first_new(run), namespaces(run))
         return JSONResponse(await answer.finish(run, result, output))
-    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_")
+    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
+                              inert=inert, ignored=ignored)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -98,7 +107,13 @@ async def get_response(request: Request) -> Response:
     return JSONResponse(record.body)
 
 
-def _refuse_unhonoured(body: dict[str, Any]) -> None:
+def namespaces(run: _Run) -> dict[str, str]:
+    """The namespace of each caller tool that came in a `namespace` tool, by name (its calls go back with it)."""
+    return {tool.name: tool.namespace for tool in run.tools.tools if tool.namespace}
+
+
+def _refuse_unhonoured(body: dict[str, Any]) -> list[Ignored]:
+    """A 400 for what the gateway can't honour; what it leaves aside (and says so) is returned."""
     for key, value in body.items():
         if key in _READ or value is None or value in _DEFAULTS.get(key, ()):
             continue
@@ -109,9 +124,14 @@ def _refuse_unhonoured(body: dict[str, Any]) -> None:
                                                                                                         "medium"):
         raise APIError(400, "`text` may only carry `format` here.", param="text", code="unsupported_parameter")
     reasoning = body.get("reasoning") or {}
-    if not isinstance(reasoning, dict) or any(v is not None for k, v in reasoning.items() if k != "effort"):
-        raise APIError(400, "`reasoning` may only carry `effort` here (summaries are not passed back).",
+    if not isinstance(reasoning, dict) or any(v is not None for k, v in reasoning.items()
+                                              if k not in ("effort", "summary")):
+        raise APIError(400, "`reasoning` may only carry `effort` (and `summary`, which is ignored) here.",
                        param="reasoning", code="unsupported_parameter")
+    summary = reasoning.get("summary")
+    if summary not in (None, "none"):
+        return [Ignored("reasoning.summary", "the gateway hands back no reasoning summaries")]
+    return []
 
 
 def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
@@ -180,7 +200,7 @@ class _Answer:
             "usage": usage_object(result.usage) if result is not None else None,
         }
         if result is not None:
-            body["gateway"] = result.gateway_extension()
+            body["gateway"] = gateway_extension(result, run.ignored)
         return body
 
     async def finish(self, run: _Run, result: RunResult, output: list[dict[str, Any]]) -> dict[str, Any]:
@@ -207,7 +227,7 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                 for chunk in _event_chunks(write, output, item):
                     yield chunk
             elif kind == "done":
-                for chunk in output.calls(item.handed_back):
+                for chunk in output.calls(item.handed_back, namespaces(run)):
                     yield chunk
                 final = await answer.finish(run, item, output.items)
                 done = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
