@@ -225,5 +225,10 @@ def routes() -> list[Route]:
         Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),
         Route("/agents/{agent}/tools", list_tools, methods=["GET"]),
-        Route("/agents/{agent}/tools/search", search_tools, methods=["GET"]),
     ]
+
+
+SEARCH_ROUTE = Route("/agents/{agent}/tools/search", search_tools, methods=["GET"])
+"""Routed before the direct call (`/agents/{agent}/tools/{tool}`, POST), which its path also matches: a method
+neither takes is answered with the search's `Allow: GET`, as the OpenAPI document lists that path (the router
+answers 405 with the first route whose path matched). A POST there still calls a tool named `search`."""
