@@ -37,8 +37,7 @@ from .mcp.routing import PATHS as MCP_PATHS
 from .mcp.routing import routed_agent
 from .metrics_door import metrics_endpoint
 from .responses import create_response, get_response
-from .routes import render_agent_tools
-from .routes import SEARCH_ROUTE
+from .routes import SEARCH_ROUTE, render_agent_tools
 from .routes import routes as plain_routes
 from .state import GatewayState
 

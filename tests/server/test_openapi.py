@@ -149,7 +149,8 @@ RESPONSES_ITEMS_ALLOWED = [
     {"role": "system", "content": None},
 ]
 RESPONSES_ITEMS_REFUSED = [{}, {"type": "message"}, {"role": "tool", "content": "x"},
-                           {"type": "item_reference", "id": "x"}, {"role": "user", "content": [{"type": "input_image"}]},
+                           {"type": "item_reference", "id": "x"},
+                           {"role": "user", "content": [{"type": "input_image"}]},
                            {"type": "function_call_output", "output": "x"}]
 
 
