@@ -138,6 +138,8 @@ class _Run:
         self.created = int(time.time())
         self.ignored: list[Ignored] = list(self.tools.ignored)
         """What the request carried that had no effect (`gateway.ignored` in the answer)."""
+        self.door_state: dict[str, Any] | None = None
+        """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
 
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
@@ -209,6 +211,8 @@ class _Run:
                 tool_choice=self.tools.tool_choice,
             )
         await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
+        if result.state is not None and self.door_state is not None:
+            result.state["door"] = self.door_state  # kept with the paused run: its resume answers as this door
         safety = self.state.safety
         if safety is not None:  # holds a paused run's approvals, records the chat
             await safety.on_run_result(run_id=self.id, agent=self.agent, client=self.client, result=result)

@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
+from ..loop_types import LoopEvent, RunResult, message_from_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
 from .api_schemas import RESPONSES_REQUEST_SCHEMA
@@ -31,14 +31,8 @@ from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
 from .inert import INERT_PARAMS, Ignored, read_inert
 from .limits import check_conversation, check_counts, check_shape
-from .responses_wire import (
-    EventWriter,
-    StreamedOutput,
-    output_items,
-    parse_input,
-    status_of,
-    usage_object,
-)
+from .responses_object import ResponseShape
+from .responses_wire import EventWriter, StreamedOutput, output_items, parse_input
 from .routes import read_json, state_of
 
 logger = logging.getLogger("gateway.server")
@@ -88,6 +82,7 @@ async def create_response(request: Request) -> Response:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
                                       inert=inert, ignored=ignored)
+            answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
             except Exception as exc:
@@ -96,6 +91,7 @@ async def create_response(request: Request) -> Response:
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
                               inert=inert, ignored=ignored)
+    answer.shape(run)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -166,51 +162,46 @@ async def _history(store: Store, previous: Any, model: str, client: str | None) 
     if record.agent != model:
         raise APIError(400, f"Response {previous!r} was answered by agent {record.agent!r}, not {model!r}.",
                        param="previous_response_id")
+    waiting = [p.get("id") for p in (record.body.get("gateway") or {}).get("pending_approvals") or []]
+    if waiting:  # its last turn's calls have no results yet: the decision's answer continues it
+        raise APIError(409, f"Response {previous!r} waits for approval {', '.join(map(str, waiting))}: decide it "
+                            "(POST /approvals/{id}); the decision's answer is this response, finished, and the one to "
+                            "continue from.", param="previous_response_id", code="response_waiting")
     return [message_from_dict(m) for m in record.messages]
 
 
 class _Answer:
-    """The Response object of one run, and keeping it in the store."""
+    """The Response object of one run, and keeping it in the store (`gateway.server.responses_object`)."""
 
     def __init__(self, store: Store, request: dict[str, Any], *, keep: bool, instructions: bool) -> None:
         self.store = store
         self.request = request
         self.keep = keep
         self.instructions = instructions
+        self._shape: ResponseShape | None = None
+
+    def shape(self, run: _Run) -> ResponseShape:
+        """What the run's Response needs from the request; a paused run keeps it (its resume answers with it)."""
+        if self._shape is None:
+            skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
+            self._shape = ResponseShape.of(
+                self.request, keep=self.keep, created=run.created, first_new=self.first_new(run), skip=skip,
+                namespaces=namespaces(run), ignored=[item.to_dict() for item in run.ignored])
+            run.door_state = self._shape.to_state()
+        return self._shape
 
     def first_new(self, run: _Run) -> int:
         """Where the run's own messages begin in its result (after the agent's instructions and the input)."""
         return len(run.messages) + (1 if run.agent.instructions else 0)
 
-    def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], result: RunResult | None = None,
-             incomplete: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
-        request = self.request
-        tools = list(request.get("tools") or [])
-        body: dict[str, Any] = {
-            "id": run.id, "object": "response", "created_at": run.created, "status": status, "model": run.agent.name,
-            "output": output, "error": error, "incomplete_details": incomplete,
-            "instructions": request.get("instructions"), "metadata": request.get("metadata") or {},
-            "parallel_tool_calls": request.get("parallel_tool_calls", True) is not False,
-            "tool_choice": request.get("tool_choice") or "auto", "tools": tools,
-            "temperature": request.get("temperature"), "top_p": request.get("top_p"),
-            "max_output_tokens": request.get("max_output_tokens"),
-            "previous_response_id": request.get("previous_response_id"), "store": self.keep,
-            "text": {"format": (request.get("text") or {}).get("format") or {"type": "text"}},
-            "truncation": "disabled", "user": request.get("user"),
-            "usage": usage_object(result.usage) if result is not None else None,
-        }
-        if result is not None:
-            body["gateway"] = gateway_extension(result, run.ignored)
-        return body
+    def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], error: dict[str, Any] | None = None) \
+            -> dict[str, Any]:
+        return self.shape(run).body(run.id, run.agent.name, status=status, output=output, error=error)
 
     async def finish(self, run: _Run, result: RunResult, output: list[dict[str, Any]]) -> dict[str, Any]:
-        status, incomplete = status_of(result)
-        body = self.body(run, status=status, output=output, result=result, incomplete=incomplete)
-        if self.keep:
-            skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
-            messages = [message_to_dict(m) for m in result.messages[skip:]]
-            await self.store.save_response(ResponseRecord(id=run.id, agent=run.agent.name, client=run.client,
-                                                          body=body, messages=messages))
+        shape = self.shape(run)
+        body = shape.finished(run.id, run.agent.name, result, gateway_extension(result, run.ignored), output)
+        await shape.keep_answer(self.store, run.id, run.agent.name, run.client, body, result)
         return body
 
 

@@ -129,11 +129,14 @@ def turn_texts(result: RunResult, first_new: int) -> list[str]:
     return [m.content for m in result.messages[first_new:] if m.role == "assistant" and m.content]
 
 
-def output_items(result: RunResult, first_new: int, namespaces: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def output_items(result: RunResult, first_new: int, namespaces: dict[str, str] | None = None, *,
+                 ids: str | None = None) -> list[dict[str, Any]]:
     """The Response's output: a message per turn that spoke, then the handed-back calls (with the namespace their
-    function came in, by name in `namespaces`)."""
+    function came in, by name in `namespaces`). `ids`: message ids made from it and their place (else new ones)."""
     spaces = namespaces or {}
-    items = [message_item(new_id("msg"), text) for text in turn_texts(result, first_new)]
+    texts = turn_texts(result, first_new)
+    names = [f"msg_{ids}{index}" for index in range(len(texts))] if ids is not None else [new_id("msg") for _ in texts]
+    items = [message_item(name, text) for name, text in zip(names, texts, strict=True)]
     return items + [function_call_item(call, spaces.get(call.name)) for call in result.handed_back]
 
 

@@ -38,6 +38,7 @@ from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
 from .errors import APIError
 from .handoff import keep_turn
+from .responses_object import ResponseShape
 from .routes import read_json
 
 logger = logging.getLogger("gateway.safety")
@@ -141,6 +142,11 @@ class Safety(Safeguards):
             return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
         if isinstance(outcome.result, ToolResult):
             return 200, {"approval": approval, "result": outcome.result.to_dict()}
+        shape = ResponseShape.from_state((outcome.run.state.get("loop") or {}).get("door"))
+        if shape is not None:  # a run started on /v1/responses is answered as a Response, as it was stored
+            body = shape.resumed(outcome.run.id, outcome.run.agent, outcome.result)
+            body["gateway"]["approval"] = approval
+            return 200, body
         from .chat import completion_body  # the chat module imports the loop; only needed here
 
         agent = state.current.runtime.manifest.agents.get(outcome.run.agent)
@@ -177,7 +183,21 @@ class Safety(Safeguards):
                 await keep_turn(self.store, result, agent=agent.name, client=run.client)
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
             describe_pause(result, self.redactor.value)
+            await self._keep_response(run, result)
             return result
+
+    async def _keep_response(self, run: RunRecord, result: Any) -> None:
+        """A run started on /v1/responses: its stored Response is replaced by the resumed one (the waiting text
+        goes, the approved calls and their results join the conversation), and a run that pauses again keeps
+        what its next resume needs to answer as a Response too."""
+        door = run.state["loop"].get("door")
+        shape = ResponseShape.from_state(door)
+        if shape is None:
+            return
+        if result.state is not None:
+            result.state["door"] = door
+        await shape.keep_answer(self.store, run.id, run.agent, run.client, shape.resumed(run.id, run.agent, result),
+                                result)
 
     async def _resume_call(self, generation: Any, run: RunRecord, decisions: dict[str, Decision]) -> ToolResult:
         approval_id = run.state["pending"][0]
