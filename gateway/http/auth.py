@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..config.credentials import AuthConfig, ClientCredentialsAuth
+from ..errors import ApiSetupError
 from ..kernel.redaction import Redactor
-from .errors import ApiSetupError
 
 _EXPIRY_MARGIN = 30.0
 """Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import APIError
+from .api_errors import APIError
 
 _OPENAI_KINDS = ("openai", "openai-responses")
 

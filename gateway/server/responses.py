@@ -22,12 +22,12 @@ from starlette.responses import JSONResponse, Response
 from ..loop_types import LoopEvent, RunResult, message_from_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from .api_errors import APIError, api_error_from
 from .api_schemas import RESPONSES_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, gateway_extension, secrets_redactor
 from .chat_request import parse_params
-from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
 from .inert import INERT_PARAMS, Ignored, read_inert
 from .limits import check_conversation, check_counts, check_shape

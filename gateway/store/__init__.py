@@ -10,17 +10,7 @@ from __future__ import annotations
 
 from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import (
-    AUDIT_KINDS,
-    ApprovalRecord,
-    AuditQuery,
-    AuditRow,
-    Bucket,
-    ResponseRecord,
-    RunRecord,
-    Store,
-    StoreUnavailable,
-)
+from .base import AUDIT_KINDS, ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -36,7 +26,6 @@ __all__ = [
     "RunRecord",
     "SQLiteStore",
     "Store",
-    "StoreUnavailable",
     "open_store",
     "store_location",
 ]
