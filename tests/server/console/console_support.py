@@ -34,6 +34,7 @@ def chromium() -> Iterator[Any]:
             pytest.skip(f"{path} is absent (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console: driver.get_log("browser")
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
                      "--disable-gpu", "--no-first-run", "--disable-extensions"):
         options.add_argument(argument)
