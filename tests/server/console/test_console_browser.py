@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, chromium, screenshot
 from recording_server import RecordingServer
@@ -283,6 +284,22 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
     assert "denied" in rows[0] and "approved" in rows[1]
     browser.get(f"{served}/console/audit")
     screenshot(browser, "audit")
+
+
+def test_approving_a_run_started_on_the_responses_api_shows_its_answer(served: str, browser: Any, llm: LenientLLM,
+                                                                      upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented through Responses."))
+    paused = httpx.post(f"{served}/v1/responses", json={"model": "triage", "input": "Acknowledge issue 7"},
+                        headers={"Authorization": f"Bearer {TRIAGE_KEY}"}, timeout=30)
+    assert paused.json()["gateway"]["pending_approvals"]
+    _sign_in(browser, served, TRIAGE_KEY)
+    browser.get(f"{served}/console/approvals")
+    browser.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+    _wait(browser, _text_in(".approval .outcome", "Commented through Responses."))
+    assert "createIssueComment → 201" in browser.find_element(By.CSS_SELECTOR, ".approval .outcome").text
+    assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
 
 
 def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browser: Any) -> None:
