@@ -179,3 +179,29 @@ async def test_a_caller_tool_with_an_agent_tools_name_but_another_schema_is_refu
         "model": "weather", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "tool_name_taken"
     assert "another input schema" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_pydantic_ai_with_the_gateway_as_model_and_its_mcp_server_as_a_toolset(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, monkeypatch: pytest.MonkeyPatch,
+        stream: bool) -> None:
+    """pydantic-ai declares the MCP server's tools (its own rendering of the same schema): the agent's tool, run
+    once in the gateway."""
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+
+    url, _ = gw
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    llm.script(Reply(calls=[FORECAST_CALL]), Reply(text="It is 3.5 °C in Berlin."))
+    agent = Agent("openai:weather", toolsets=[MCPToolset(f"{url}/mcp/weather")], retries=0)
+    async with agent:
+        if stream:
+            async with agent.run_stream("Weather in Berlin?") as run:
+                output = await run.get_output()
+        else:
+            output = (await agent.run("Weather in Berlin?")).output
+    assert output == "It is 3.5 °C in Berlin."
+    assert upstream.last.path == "/meteo/v1/forecast" and len(upstream.requests) == 1
+    [first, _] = llm.bodies()
+    assert [t["function"]["name"] for t in first["tools"]] == ["getForecast"]  # offered once
