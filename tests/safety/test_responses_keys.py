@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import jsonschema
 import openai
 import pytest
 from openai.types.responses import Response
@@ -90,6 +91,9 @@ def test_a_write_under_approval_pauses_a_response_and_the_approval_finishes_it_a
         assert finished.output_text == "I will comment.Commented."
         assert "Waiting" not in finished.output_text
         assert body["gateway"]["approval"]["id"] == pending["id"]
+        document = httpx.get(f"{url}/openapi.json").json()  # the answer is one the gateway's document lists
+        listed = document["paths"]["/approvals/{id}"]["post"]["responses"]["200"]["content"]["application/json"]
+        jsonschema.validate(body, {**listed["schema"], "components": document["components"]})
         assert [(s["tool"], s["status"]) for s in body["gateway"]["steps"]] == [("createIssueComment", 201)]
         assert [r.path for r in upstream.requests if r.method == "POST"] == ["/github/repos/acme/app/issues/7/comments"]
 
