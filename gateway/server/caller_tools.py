@@ -4,12 +4,14 @@ A caller's tool is offered to the model beside the agent's own and handed back w
 A caller tool with an agent tool's name and the same input schema is that tool (a client that uses the agent as
 its model and the same gateway's MCP server as its tools declares them again): it is not offered twice, and the
 model's call of it runs in the gateway. With a different schema it may not take the name (the model could not
-tell them apart, and the gateway would have to guess which one to run): 400. On the Responses door the functions
-of a `namespace` tool are caller tools too (handed back with their namespace); a built-in tool (`web_search`,
-`file_search`, ...) is left out, as the gateway offers the agent's model none, and listed in `gateway.ignored`.
-`tool_choice` and `parallel_tool_calls` reach the provider only for OpenAI's two wire formats; for another
-provider anything but the default is refused with a 400 that says so, never dropped. Choices are normalized to
-the Chat Completions form (`{"type": "function", "function": {"name"}}`).
+tell them apart, and the gateway would have to guess which one to run): 400; nor may it take one of the gateway's
+own tools' names (`search_tools`, `describe_tool`, `call_tool`, `run_code`, offered by tool search and code mode,
+whether this agent has them or not). On the Responses door the functions of a `namespace` tool are caller tools
+too (handed back with their namespace); a built-in tool (`web_search`, `file_search`, ...) is left out, as the
+gateway offers the agent's model none, and listed in `gateway.ignored`. `tool_choice` and `parallel_tool_calls`
+reach the provider only for OpenAI's two wire formats; for another provider anything but the default is refused
+with a 400 that says so, never dropped. Choices are normalized to the Chat Completions form
+(`{"type": "function", "function": {"name"}}`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,20 @@ from typing import Any
 
 from ..assembly import Generation
 from ..catalog import AgentTool
+from ..codemode.run_code import RUN_CODE
 from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
+from ..offer.toolsearch import SEARCH_TOOL
+from ..offer.views import DESCRIBE_TOOL
 from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
 from .api_errors import APIError
 from .inert import Ignored
+from .mcp.search import CALL_TOOL
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RESERVED = frozenset({SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL, RUN_CODE})
+"""The gateway's own tools' names: a caller's tool of that name would be run as the gateway's (or shadow it)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -136,6 +144,10 @@ def check_caller_tools(options: CallerToolOptions, agent: AgentConfig, toolset: 
     seen: set[str] = set()
     kept: list[CallerToolSpec] = []
     for index, tool in enumerate(options.tools):
+        if tool.name in RESERVED:
+            raise APIError(400, f"Your tool {tool.name!r} has the name of one of the gateway's own tools "
+                                f"({', '.join(sorted(RESERVED))}): rename yours.",
+                           param=f"tools[{index}]", code="tool_name_taken")
         agent_tool = toolset.get(tool.name)
         if agent_tool is not None:
             if not same_tool(tool, agent_tool):

@@ -126,7 +126,10 @@ class _Run:
     """One chat request's run: its id, agent, input, and how it calls the loop."""
 
     def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Message], params: dict[str, Any],
-                 *, client: Any = None, tools: CallerToolOptions | None = None, prefix: str = "chatcmpl-") -> None:
+                 *, client: Any = None, tools: CallerToolOptions | None = None, prefix: str = "chatcmpl-",
+                 keep: bool = True) -> None:
+        self.keep = keep
+        """Keep a turn handed back to the caller's tools (Responses' `store: false` keeps nothing)."""
         self.state = state
         self.agent = agent
         self.messages = messages
@@ -143,7 +146,7 @@ class _Run:
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
                        params: dict[str, Any], tools: CallerToolOptions, *, client: Any = None,
-                       prefix: str = "chatcmpl-", inert: dict[str, Any] | None = None,
+                       prefix: str = "chatcmpl-", keep: bool = True, inert: dict[str, Any] | None = None,
                        ignored: list[Ignored] | None = None) -> _Run:
         """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back. `inert`:
         the request's parameters that change nothing the gateway does (`gateway.server.inert`), passed to the
@@ -154,7 +157,7 @@ class _Run:
         passed, unused = place_inert(inert or {}, provider.kind if provider is not None else "")
         caller = client if isinstance(client, str) else None
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
-        run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix)
+        run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix, keep=keep)
         run.ignored += [*(ignored or []), *unused]
         return run
 
@@ -209,7 +212,8 @@ class _Run:
                 caller_tools=self.tools.tools,
                 tool_choice=self.tools.tool_choice,
             )
-        await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
+        if self.keep:
+            await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
         if result.state is not None and self.door_state is not None:
             result.state["door"] = self.door_state  # kept with the paused run: its resume answers as this door
         safety = self.state.safety

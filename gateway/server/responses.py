@@ -34,6 +34,7 @@ from .limits import check_conversation, check_counts, check_shape
 from .responses_object import ResponseShape
 from .responses_wire import EventWriter, StreamedOutput, output_items, parse_input
 from .routes import read_json, state_of
+from .run_answers import ANSWER_PREFIX
 
 logger = logging.getLogger("gateway.server")
 
@@ -81,7 +82,7 @@ async def create_response(request: Request) -> Response:
     if not stream:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
-                                      inert=inert, ignored=ignored)
+                                      inert=inert, ignored=ignored, keep=keep)
             answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
@@ -90,7 +91,7 @@ async def create_response(request: Request) -> Response:
         output = output_items(result, answer.first_new(run), namespaces(run))
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
-                              inert=inert, ignored=ignored)
+                              inert=inert, ignored=ignored, keep=keep)
     answer.shape(run)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -147,7 +148,8 @@ def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
-    record = None if response_id.startswith(TURN_PREFIX) else await store.get_response(response_id)
+    kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
+    record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != client:  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
     return record
