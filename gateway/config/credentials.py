@@ -19,12 +19,16 @@ AUTH_KEYS = {
     "basic": ("type", "username", "password"),
     "api_key": ("type", "in", "name", "value"),
     "oauth2_client_credentials": ("type", "token_url", "client_id", "client_secret", "scopes"),
+    "token_exchange": ("type", "token_url", "client_id", "client_secret", "resource", "audience", "scope"),
+    "user_oauth": ("type", "authorization_url", "token_url", "client_id", "client_secret", "scopes"),
 }
 _AUTH_REQUIRED = {
     "bearer": ("token",),
     "basic": ("username",),  # an empty password is common (Stripe: the key is the username)
     "api_key": ("value",),
     "oauth2_client_credentials": ("client_id", "client_secret"),
+    "token_exchange": ("token_url", "client_id", "client_secret"),
+    "user_oauth": ("client_id",),
 }
 
 
@@ -58,6 +62,20 @@ def read_auth(c: Checker, value: Any, path: KeyPath, schemes: dict[str, dict[str
             auth.username, auth.password = fields["username"], fields["password"]
         elif kind == "api_key":
             _fill_api_key(c, auth, fields, item_path, schemes)
+        elif kind == "token_exchange":
+            auth.token_url, auth.client_id, auth.client_secret = (fields["token_url"], fields["client_id"],
+                                                                  fields["client_secret"])
+            auth.resource, auth.audience, auth.scope = fields["resource"], fields["audience"], fields["scope"]
+            if not auth.resource and not auth.audience:
+                c.error(item_path, "a token exchange needs `resource` or `audience` (what the token is for)")
+        elif kind == "user_oauth":
+            auth.client_id, auth.client_secret = fields["client_id"], fields["client_secret"]
+            auth.authorization_url = fields["authorization_url"] or _spec_flow_url(schemes, "authorizationUrl")
+            auth.token_url = fields["token_url"] or _spec_flow_url(schemes, "tokenUrl")
+            for key, value in (("authorization_url", auth.authorization_url), ("token_url", auth.token_url)):
+                if value is None:
+                    c.error(item_path, f"'{key}' is required (the spec declares no authorization-code flow)")
+            auth.scopes = tuple(c.strings(m, item_path, "scopes") or ())
         else:
             auth.client_id, auth.client_secret = fields["client_id"], fields["client_secret"]
             auth.token_url = fields["token_url"] or _spec_token_url(schemes)
@@ -82,6 +100,20 @@ def _fill_api_key(
     if auth.name is None:
         hint = "the spec declares no apiKey scheme" if not declared else "the spec declares several apiKey schemes"
         c.error(path, f"'name' is required: the header, query parameter or cookie name ({hint})")
+
+
+def _spec_flow_url(schemes: dict[str, dict[str, Any]], key: str) -> str | None:
+    """`authorizationUrl` or `tokenUrl` of the spec's authorization-code flow (Swagger 2.0: `flow: accessCode`)."""
+    for scheme in schemes.values():
+        if not isinstance(scheme, dict) or scheme.get("type") != "oauth2":
+            continue
+        flows = scheme.get("flows") or {}
+        flow = flows.get("authorizationCode") if isinstance(flows, dict) else None
+        if isinstance(flow, dict) and isinstance(flow.get(key), str):
+            return str(flow[key])
+        if scheme.get("flow") == "accessCode" and isinstance(scheme.get(key), str):
+            return str(scheme[key])
+    return None
 
 
 def _spec_token_url(schemes: dict[str, dict[str, Any]]) -> str | None:

@@ -118,7 +118,7 @@ AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "too
 TOOL_SEARCH = ("auto", "on", "off", "native")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
-CLIENT_KEYS = ("key", "agents", "admin")
+CLIENT_KEYS = ("key", "agents", "admin", "claims")
 AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,58}$")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -516,23 +516,37 @@ def _read_clients(c: Checker, root: dict[str, Any], agents: dict[str, AgentConfi
         m = c.mapping(value, path, CLIENT_KEYS)
         if m is None:
             continue
-        key = c.string(m, path, "key", required=True)
+        claims = _read_claims(c, m, path)
+        key = c.string(m, path, "key", required=not claims)
         allowed = c.strings(m, path, "agents")
         for index, agent in enumerate(allowed or []):
             if agent != "*" and agent not in agents and ("agents", agent) not in c.lines:
                 c.error((*path, "agents", index), f"no agent named {agent!r}" + suggest(agent, agents, what="agents"))
-        if key is None:
+        if key is None and not claims:
             continue
-        if key in owners:
+        if key is not None and key in owners:
             c.error((*path, "key"), f"the same key as client {owners[key]!r}: each caller needs its own key")
-        owners[key] = name
+        if key is not None:
+            owners[key] = name
         admin = m.get("admin", False)
         if not isinstance(admin, bool):
             c.error((*path, "admin"), f"must be true or false, not {admin!r}")
             admin = False
         clients[name] = ClientConfig(name=name, key=key, agents=allowed if allowed is not None else ["*"],
-                                     admin=admin)
+                                     admin=admin, claims=claims)
     return clients
+
+
+def _read_claims(c: Checker, m: dict[str, Any], path: KeyPath) -> dict[str, list[str]]:
+    section = c.mapping(m.get("claims"), (*path, "claims")) if "claims" in m else None
+    claims: dict[str, list[str]] = {}
+    for claim, value in (section or {}).items():
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, (str, int, bool)) for v in values):
+            c.error((*path, "claims", claim), "expected a value or a list of values")
+            continue
+        claims[str(claim)] = [str(v).lower() if isinstance(v, bool) else str(v) for v in values]
+    return claims
 
 
 def _check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:

@@ -37,9 +37,9 @@ class ProviderConfig:
 
 @dataclass(slots=True, kw_only=True)
 class AuthConfig:
-    """One credential. `type`: bearer | basic | api_key | oauth2_client_credentials."""
+    """One credential. `type`: bearer | basic | api_key | oauth2_client_credentials | token_exchange | user_oauth."""
 
-    type: Literal["bearer", "basic", "api_key", "oauth2_client_credentials"]
+    type: Literal["bearer", "basic", "api_key", "oauth2_client_credentials", "token_exchange", "user_oauth"]
     token: str | None = None
     username: str | None = None
     password: str | None = None
@@ -52,6 +52,14 @@ class AuthConfig:
     client_id: str | None = None
     client_secret: str | None = None
     scopes: tuple[str, ...] = ()
+    resource: str | None = None
+    """token_exchange: the api's resource indicator (RFC 8707)."""
+    audience: str | None = None
+    """token_exchange: the api's logical name at the authorization server."""
+    scope: str | None = None
+    """token_exchange: the scopes asked for, space-separated."""
+    authorization_url: str | None = None
+    """user_oauth: the authorization endpoint (default: the spec's authorization-code flow)."""
 
     def secrets(self) -> list[str]:
         """Every secret value this credential holds (for redaction)."""
@@ -149,11 +157,14 @@ class AgentConfig:
 @dataclass(slots=True, kw_only=True)
 class ClientConfig:
     name: str
-    key: str
+    key: str | None = None
+    """None: a client only tokens reach (`claims`, with `gateway.auth`)."""
     agents: list[str] = field(default_factory=list)
     """Agents this client may use; `["*"]` for all."""
     admin: bool = False
     """Sees every agent, the whole audit log and every approval (the console's operators)."""
+    claims: dict[str, list[str]] = field(default_factory=dict)
+    """With `gateway.auth`: a token whose claims all match (each a value or a list of values) is this client."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -196,7 +207,8 @@ class Manifest:
             for auth in api.auth:
                 values.extend(auth.secrets())
         for client in self.clients.values():
-            values.append(client.key)
+            if client.key:
+                values.append(client.key)
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
             for name, value in headers.items():
