@@ -18,7 +18,7 @@ import httpx
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
-from ..http.auth import Authenticator
+from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
 from ..http.client import (
     Attempts,
@@ -35,6 +35,7 @@ from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
+from ..identity.errors import AuthServerUnavailable, UserCredentialError
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
@@ -57,7 +58,7 @@ class _Api:
     """Per-api state: pooled wire, credentials, concurrency limit."""
 
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
-                 limit_concurrency: bool = True) -> None:
+                 limit_concurrency: bool = True, schemes: dict[str, Any] | None = None) -> None:
         self.config = config
         connections = max(config.max_concurrency or 20, 1)
         self.wire: Wire
@@ -71,7 +72,7 @@ class _Api:
         else:
             self.client = new_client(transport)
             self.wire = HttpxWire(self.client)
-        self.auth = Authenticator(config.name, config.auth, redactor, self.client)
+        self.auth = Authenticator(config.name, config.auth, redactor, self.client, schemes=schemes)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
@@ -124,8 +125,10 @@ class Executor:
         api = self._apis.get(name)
         if api is None:
             config = self.manifest.api(name)
+            spec = self.catalog.apis.get(name)
             api = self._apis[name] = _Api(config, self._transport, self.redactor,
-                                          limit_concurrency=self.limits_concurrency)
+                                          limit_concurrency=self.limits_concurrency,
+                                          schemes=spec.security_schemes if spec is not None else None)
         return api
 
     async def aclose(self) -> None:
@@ -210,6 +213,10 @@ class Executor:
             return ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
         except RequestBuildError as error:
             return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
+            return ToolResult.failure(error.error_type, f"{tool.name}: {error}")  # type: ignore[arg-type]
+        except AuthServerUnavailable as error:
+            return ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
         except httpx.HTTPError as error:
             detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
             return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
@@ -238,14 +245,21 @@ class Executor:
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
-        response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline, attempts=attempts,
+        used: list[str] = []
+
+        async def credentials() -> Credentials:
+            creds = await api.auth.credentials(tool)
+            used.extend(creds.secrets)
+            return creds
+
+        response = await send(api.wire, prepared, credentials, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
-                response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline,
+                response = await send(api.wire, prepared, credentials, deadline=deadline,
                                       attempts=attempts, budget=api.retry_budget)
         try:
             read = await read_capped(response, hard_cap(limit))
@@ -270,4 +284,8 @@ class Executor:
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""
             )
+        if used:  # a user's token the upstream echoed back goes no further than the call
+            scrub = Redactor(used)
+            result.body = scrub.value(result.body)
+            result.error = scrub.text(result.error) if result.error else result.error
         return result

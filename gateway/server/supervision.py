@@ -28,6 +28,9 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
+from ..errors import ConfigError
+from ..http.client import new_client
+from ..identity.resource import METADATA_PATH, ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
@@ -56,13 +59,37 @@ class Safety(Safeguards):
         """
         self.allow_public = allow_public
         self.keys = ClientKeys({})
+        self.identity: ResourceServer | None = None
+        """`gateway.auth`: the resource server checking callers' access tokens (None: static keys only)."""
+        self._identity_http: Any = None
         super().__init__(store, manifest)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
         if manifest is not self._manifest:
             self.keys = ClientKeys(manifest.clients)
+            self._sync_identity(manifest)
         super().sync(manifest)
+
+    def _sync_identity(self, manifest: Manifest) -> None:
+        """The resource server of the manifest's `gateway.auth`; the same one (its cached keys) while that is
+        unchanged."""
+        try:
+            settings = ResourceSettings.from_manifest(manifest)
+        except ConfigError as exc:
+            if self._manifest is None:
+                raise
+            logger.error("agents.yaml reloaded with a bad gateway.auth (%s); keeping the previous one", exc)
+            return
+        current = self.identity
+        if settings is None:
+            self.identity = None
+        elif current is not None and current.settings == settings:
+            self.identity = current.with_clients(settings)
+        else:
+            if self._identity_http is None:
+                self._identity_http = new_client()
+            self.identity = ResourceServer(settings, self._identity_http)
 
     # -- what create_app plugs in -------------------------------------------------------------------
     def app_options(self) -> dict[str, Any]:
@@ -71,7 +98,8 @@ class Safety(Safeguards):
             "safety": self,
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
-                           allow_public=self.allow_public, on_chat_error=self._on_chat_error),
+                           allow_public=self.allow_public, on_chat_error=self._on_chat_error,
+                           identity=lambda: self.identity),
                 Middleware(DisconnectMiddleware),
             ],
             "extra_routes": self.routes(),
@@ -84,8 +112,21 @@ class Safety(Safeguards):
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            Route(METADATA_PATH, self._resource_metadata, methods=["GET"]),
+            Route(METADATA_PATH + "/{path:path}", self._resource_metadata, methods=["GET"]),
             Console(self).mount(),
         ]
+
+    async def aclose(self) -> None:
+        if self._identity_http is not None:
+            await self._identity_http.aclose()
+        await super().aclose()
+
+    async def _resource_metadata(self, request: Request) -> Response:
+        """RFC 9728: the authorization server to sign in at for this gateway (and for each MCP agent: the same)."""
+        if self.identity is None:
+            raise APIError(404, "This gateway takes no OAuth access tokens (agents.yaml has no gateway.auth).")
+        return JSONResponse(self.identity.protected_resource_metadata())
 
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:

@@ -57,6 +57,7 @@ class OpenIDProvider:
     Args:
         resources: resource indicator -> {scope, ttl?, format?, audience?} (the APIs and the gateway it issues for).
         clients: extra oidc-provider client metadata besides the test application `APP_CLIENT`.
+        not_before / client_ttl: per client id, `nbf` that many seconds ahead / access tokens that short-lived.
         users: account id -> {groups?, scopes?}.
         subject_audiences: audiences whose tokens the token exchange accepts as subject tokens.
         keys: the signing keys (the first signs); a fresh one by default.
@@ -66,7 +67,7 @@ class OpenIDProvider:
     def __init__(self, *, resources: dict[str, dict[str, Any]], clients: list[dict[str, Any]] | None = None,
                  users: dict[str, dict[str, Any]] | None = None, subject_audiences: list[str] | None = None,
                  keys: list[dict[str, Any]] | None = None, not_before: dict[str, int] | None = None,
-                 port: int | None = None) -> None:
+                 client_ttl: dict[str, int] | None = None, port: int | None = None) -> None:
         require_provider()
         self.port = port or free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
@@ -81,6 +82,7 @@ class OpenIDProvider:
             "users": users or {},
             "exchange": {"subject_audiences": subject_audiences or []},
             "not_before": not_before or {},
+            "client_ttl": client_ttl or {},
         }
         self.process: subprocess.Popen[bytes] | None = None
 

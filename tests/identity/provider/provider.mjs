@@ -10,6 +10,7 @@
 //   users       account id -> {groups?: [...], scopes?: "space separated"} (scopes: what an exchange may grant them)
 //   exchange    {subject_audiences: [...]}: whose access tokens RFC 8693 token exchange accepts as subject tokens
 //   not_before  {client_id: seconds}: that client's JWT access tokens carry `nbf` this far in the future
+//   client_ttl  {client_id: seconds}: that client's access tokens live this long (whatever the resource says)
 //
 // Sign-in is oidc-provider's development interactions (any user name, any password): the tests drive its forms
 // over HTTP. oidc-provider has no RFC 8693 grant of its own; its documented extension point `registerGrantType`
@@ -27,14 +28,15 @@ const issuer = `http://127.0.0.1:${config.port}`;
 const users = config.users ?? {};
 const resources = config.resources ?? {};
 const notBefore = config.not_before ?? {};
+const clientTtl = config.client_ttl ?? {};
 
-function resourceServer(indicator) {
+function resourceServer(indicator, client) {
   const server = resources[indicator];
   if (!server) return undefined;
   return {
     scope: server.scope,
     audience: server.audience,
-    accessTokenTTL: server.ttl ?? 300,
+    accessTokenTTL: clientTtl[client?.clientId] ?? server.ttl ?? 300,
     accessTokenFormat: server.format ?? 'jwt',
     jwt: { sign: { alg: 'RS256' } },
   };
@@ -72,8 +74,8 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: async (ctx, client, oneOf) => (oneOf ? oneOf[0] : undefined),
       useGrantedResource: async () => true,
-      async getResourceServerInfo(ctx, indicator) {
-        const server = resourceServer(indicator);
+      async getResourceServerInfo(ctx, indicator, client) {
+        const server = resourceServer(indicator, client);
         if (!server) throw new errors.InvalidTarget();
         return server;
       },
@@ -102,7 +104,7 @@ async function tokenExchange(ctx) {
   const byAudience = [params.audience].flat().filter(Boolean)
     .map((audience) => Object.keys(resources).find((key) => (resources[key].audience ?? key) === audience));
   const [indicator] = [...wanted, ...byAudience];
-  const server = indicator && resourceServer(indicator);
+  const server = indicator && resourceServer(indicator, client);
   if (!server) throw new errors.InvalidTarget();
   const offered = new Set(server.scope.split(' '));
   const requested = params.scope ? params.scope.split(' ') : [...offered];

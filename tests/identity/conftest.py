@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The server tests' helpers (a real uvicorn gateway, the scripted LLM and upstream fixtures) serve these tests too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+
+from identity_support import new_provider, reserve, route_repos, serving  # noqa: E402
+from oidc import OpenIDProvider, require_provider  # noqa: E402
+from recording_server import RecordingServer  # noqa: E402
+from server_support import LenientLLM  # noqa: E402
+
+
+@pytest.fixture
+def model() -> Iterator[LenientLLM]:
+    with LenientLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def repos() -> Iterator[RecordingServer]:
+    with RecordingServer() as server:
+        route_repos(server)
+        yield server
+
+
+class Setup:
+    """A running provider and gateway: `url`, `provider`, `safety`, `upstream`, `llm`."""
+
+    def __init__(self, url: str, provider: OpenIDProvider, safety: Any, upstream: RecordingServer,
+                 llm: LenientLLM) -> None:
+        self.url = url
+        self.provider = provider
+        self.safety = safety
+        self.upstream = upstream
+        self.llm = llm
+
+    def token(self, user: str, **options: Any) -> str:
+        return self.provider.token_for(user, audience=self.url, **options)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, repos: RecordingServer, model: LenientLLM) -> Iterator[Setup]:
+    require_provider()
+    sock, url = reserve()
+    provider = new_provider(url).start()
+    try:
+        with serving(tmp_path, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer,
+                     audience=url) as (served, safety):
+            yield Setup(served, provider, safety, repos, model)
+    finally:
+        provider.stop()

@@ -1,0 +1,169 @@
+"""A gateway with `gateway.auth` in front of a real OpenID provider, and an api called with each user's own token.
+
+The provider (tests/identity/oidc.py) issues the gateway's tokens (audience: the gateway's URL) and exchanges them
+(RFC 8693) for tokens of the `repos` api (audience `REPOS`), whose upstream on loopback records what arrives.
+Users: alice (group eng: may read and write repos), bob (group sales: may only read), carol (no group any client
+maps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import uvicorn
+from oidc import OpenIDProvider
+from recording_server import Recorded, RecordingServer, Reply
+from server_support import _Server, free_socket
+
+from gateway.runtime import RuntimeHolder, load_runtime
+from gateway.server import create_app
+from gateway.server.supervision import Safety
+
+REPOS = "http://repos.test/"
+"""The repos api's resource indicator at the provider (the audience of the tokens it receives)."""
+OTHER = "http://other.test/"
+EXCHANGER = ("gateway-exchanger", "exchanger-secret")
+SHORT_APP = "short-app"
+"""A public client whose access tokens live three seconds."""
+FUTURE_APP = "future-app"
+"""A public client whose access tokens are not valid for an hour (`nbf`)."""
+
+REPOS_SPEC = """\
+openapi: 3.1.0
+info: {title: Repos, version: "1"}
+servers: [{url: "http://repos.invalid"}]
+components:
+  securitySchemes:
+    oauth:
+      type: oauth2
+      flows:
+        authorizationCode:
+          authorizationUrl: "{issuer}/auth"
+          tokenUrl: "{issuer}/token"
+          scopes: {"repo:read": read, "repo:write": write}
+paths:
+  /repos/{name}:
+    get:
+      operationId: getRepo
+      security: [{oauth: ["repo:read"]}]
+      parameters: [{name: name, in: path, required: true, schema: {type: string}}]
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {type: object}}}}
+  /repos/{name}/issues:
+    post:
+      operationId: createIssue
+      security: [{oauth: ["repo:write"]}]
+      parameters: [{name: name, in: path, required: true, schema: {type: string}}]
+      requestBody:
+        required: true
+        content: {application/json: {schema: {type: object, properties: {title: {type: string}}}}}
+      responses:
+        "201": {description: created, content: {application/json: {schema: {type: object}}}}
+"""
+
+AGENTS = """\
+providers:
+  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  repos:
+    base_url: "{upstream}/repos-api"
+    auth: {{type: token_exchange, token_url: "{issuer}/token", client_id: {exchanger}, client_secret: {secret},
+            resource: "{repos}"}}
+agents:
+  coder: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
+  seller: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
+clients:
+  engineers: {{agents: [coder], claims: {{groups: eng}}}}
+  sales: {{agents: [seller], claims: {{groups: [sales, marketing]}}}}
+  ops: {{key: ops-key, agents: ["*"]}}
+gateway:
+  store: "memory:"
+  auth: {{issuer: "{issuer}", audience: "{audience}", leeway: 0, scopes: [gateway]}}
+"""
+
+
+def new_provider(audience: str, **options: Any) -> OpenIDProvider:
+    public = {"token_endpoint_auth_method": "none", "grant_types": ["authorization_code"],
+              "redirect_uris": ["http://127.0.0.1:9/callback"]}
+    return OpenIDProvider(
+        resources={audience: {"scope": "gateway"}, REPOS: {"scope": "repo:read repo:write", "ttl": 300},
+                   OTHER: {"scope": "other"}},
+        clients=[{"client_id": EXCHANGER[0], "client_secret": EXCHANGER[1], "response_types": [],
+                  "redirect_uris": [], "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange"]},
+                 {**public, "client_id": SHORT_APP}, {**public, "client_id": FUTURE_APP}],
+        users={"alice": {"groups": ["eng"], "scopes": "repo:read repo:write"},
+               "bob": {"groups": ["sales"], "scopes": "repo:read"},
+               "carol": {"groups": ["visitors"]}},
+        subject_audiences=[audience], client_ttl={SHORT_APP: 3}, not_before={FUTURE_APP: 3600},
+        **options)
+
+
+def route_repos(upstream: RecordingServer) -> None:
+    def repos(request: Recorded) -> Reply:
+        if request.method == "POST":
+            return Reply(201, {"number": 1})
+        return Reply(200, {"name": request.path.rsplit("/", 1)[-1]})
+
+    upstream.route("/repos-api/", repos)
+
+
+def write_project(folder: Path, *, llm: str, upstream: str, issuer: str, audience: str,
+                  agents: str = AGENTS) -> tuple[Path, Path]:
+    specs = folder / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    (specs / "repos.yaml").write_text(REPOS_SPEC.replace("{issuer}", issuer))
+    path = folder / "agents.yaml"
+    path.write_text(agents.format(llm=llm, upstream=upstream, issuer=issuer, audience=audience, repos=REPOS,
+                                  exchanger=EXCHANGER[0], secret=EXCHANGER[1]))
+    return specs, path
+
+
+@contextlib.contextmanager
+def serving(folder: Path, sock: Any, **project: Any) -> Iterator[tuple[str, Safety]]:
+    """The gateway with its safety layer (auth, audit) on `sock`, a real uvicorn in a thread."""
+    specs, agents = write_project(folder, **project)
+    runtime = load_runtime(specs, agents, use_cache=False)
+    safety = Safety.open(runtime)
+    app = create_app(RuntimeHolder(runtime), watch=False, **safety.app_options())
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", safety
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def reserve() -> tuple[Any, str]:
+    """A bound socket for the gateway and its URL (the audience must be known before the provider starts)."""
+    sock = free_socket()
+    return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def claims_of(token: str, provider: OpenIDProvider, audience: str) -> dict[str, Any]:
+    """The claims of a token the provider issued, checked against its published keys."""
+    keys = jwt.PyJWKSet.from_dict(provider.public_keys())
+    kid = jwt.get_unverified_header(token)["kid"]
+    key = next(k for k in keys.keys if k.key_id == kid)
+    claims: dict[str, Any] = jwt.decode(token, key=key, algorithms=["RS256"], audience=audience,
+                                        issuer=provider.issuer)
+    return claims
+
+
+def bearer_of(request: Recorded) -> str:
+    header = request.header("authorization") or ""
+    assert header.startswith("Bearer "), header
+    return header.removeprefix("Bearer ")

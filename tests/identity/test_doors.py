@@ -1,0 +1,138 @@
+"""Every door an OAuth 2.1 resource server: a real provider's tokens against a real uvicorn gateway."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+
+import httpx
+from conftest import Setup
+from identity_support import FUTURE_APP, OTHER, SHORT_APP, new_provider
+from oidc import signing_key
+
+
+def _get(setup: Setup, path: str, token: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(setup.url + path, headers=headers, timeout=10)
+
+
+def _metadata_url(response: httpx.Response) -> str:
+    challenge = response.headers["www-authenticate"]
+    found = re.search(r'resource_metadata="([^"]+)"', challenge)
+    assert found, challenge
+    return found.group(1)
+
+
+def test_no_token_is_401_pointing_at_the_protected_resource_metadata(setup: Setup) -> None:
+    answer = _get(setup, "/agents")
+    assert answer.status_code == 401
+    metadata = httpx.get(_metadata_url(answer), timeout=10)
+    assert metadata.status_code == 200
+    assert metadata.json() == {"resource": setup.url, "authorization_servers": [setup.provider.issuer],
+                               "bearer_methods_supported": ["header"], "resource_name": "gateway",
+                               "scopes_supported": ["gateway"]}
+
+
+def test_each_mcp_agent_has_its_own_metadata_path(setup: Setup) -> None:
+    answer = httpx.post(setup.url + "/mcp/coder", json={}, timeout=10)
+    assert answer.status_code == 401
+    url = _metadata_url(answer)
+    assert url == setup.url + "/.well-known/oauth-protected-resource/mcp/coder"
+    assert httpx.get(url, timeout=10).json()["authorization_servers"] == [setup.provider.issuer]
+
+
+def test_a_signed_in_user_reaches_their_clients_agents(setup: Setup) -> None:
+    token = setup.token("alice")
+    answer = _get(setup, "/agents", token)
+    assert answer.status_code == 200, answer.text
+    assert [agent["name"] for agent in answer.json()["data"]] == ["coder"]
+    assert _get(setup, "/agents/coder/tools", token).status_code == 200
+
+
+def test_a_token_of_another_clients_agent_is_403(setup: Setup) -> None:
+    answer = httpx.post(setup.url + "/agents/seller/tools/getRepo", json={"name": "x"},
+                        headers={"Authorization": f"Bearer {setup.token('alice')}"}, timeout=10)
+    assert answer.status_code == 403
+    assert setup.upstream.requests == []
+
+
+def test_a_token_no_client_matches_is_403(setup: Setup) -> None:
+    answer = _get(setup, "/agents", setup.token("carol"))
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == "no_client"
+
+
+def test_static_keys_keep_working_beside_tokens(setup: Setup) -> None:
+    assert _get(setup, "/agents", "ops-key").status_code == 200
+    assert _get(setup, "/agents", "not-a-key").status_code == 401
+
+
+def _rejected(setup: Setup, token: str, reason: str) -> None:
+    answer = _get(setup, "/agents", token)
+    assert answer.status_code == 401, answer.text
+    assert reason in answer.json()["error"]["message"]
+    challenge = answer.headers["www-authenticate"]
+    assert 'error="invalid_token"' in challenge and "resource_metadata=" in challenge
+    assert token not in answer.text and token not in challenge
+
+
+def test_an_expired_token_is_401(setup: Setup) -> None:
+    tokens = setup.provider.sign_in("alice", resource=setup.url, scope="gateway", client_id=SHORT_APP)
+    assert _get(setup, "/agents", tokens["access_token"]).status_code == 200
+    time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
+    _rejected(setup, tokens["access_token"], "expired")
+
+
+def test_a_token_not_valid_yet_is_401(setup: Setup) -> None:
+    tokens = setup.provider.sign_in("alice", resource=setup.url, scope="gateway", client_id=FUTURE_APP)
+    _rejected(setup, tokens["access_token"], "not valid yet")
+
+
+def test_a_token_for_another_audience_is_401(setup: Setup) -> None:
+    token = setup.provider.token_for("alice", audience=OTHER, scope="other")
+    _rejected(setup, token, "another audience")
+
+
+def test_a_token_of_another_issuer_is_401_even_with_the_same_keys(setup: Setup) -> None:
+    impostor = new_provider(setup.url, keys=setup.provider.keys).start()
+    try:
+        token = impostor.token_for("alice", audience=setup.url)
+    finally:
+        impostor.stop()
+    _rejected(setup, token, "another issuer")
+
+
+def test_a_token_with_a_bad_signature_is_401(setup: Setup) -> None:
+    header, payload, signature = setup.token("alice").split(".")
+    raw = bytearray(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)))
+    raw[10] ^= 0xFF
+    forged = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    _rejected(setup, f"{header}.{payload}.{forged}", "signature")
+
+
+def test_a_token_whose_claims_were_changed_is_401(setup: Setup) -> None:
+    header, payload, signature = setup.token("carol").split(".")
+    claims = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).replace(b"visitors", b"eng")
+    changed = base64.urlsafe_b64encode(claims).rstrip(b"=").decode()
+    _rejected(setup, f"{header}.{changed}.{signature}", "signature")
+
+
+def test_a_key_rotated_at_the_issuer_is_fetched(setup: Setup) -> None:
+    old = setup.token("alice")
+    assert _get(setup, "/agents", old).status_code == 200  # the gateway holds the first key set now
+    setup.provider.restart(keys=[signing_key(), *setup.provider.keys])  # a new key signs; the old one is published
+    new = setup.token("alice")
+    assert new.split(".")[0] != old.split(".")[0]  # another kid
+    assert _get(setup, "/agents", new).status_code == 200
+    assert _get(setup, "/agents", old).status_code == 200
+
+
+def test_the_provider_down_with_an_unknown_key_is_503(setup: Setup) -> None:
+    assert _get(setup, "/agents", setup.token("alice")).status_code == 200
+    setup.provider.restart(keys=[signing_key()])
+    token = setup.token("alice")
+    setup.provider.stop()
+    answer = _get(setup, "/agents", token)
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "auth_unavailable"
