@@ -74,7 +74,7 @@ class AuditLog:
             arguments=self.redactor.value(arguments), status=status, http_status=result.status,
             latency_ms=result.duration_ms, bytes=result.bytes,
             approval=approval or result.approval_id or caller.approvals.get(name), run_id=caller.run_id,
-            error=self.redactor.text(result.error) if result.error else None,
+            error=self.redactor.text(result.error) if result.error else None, subject=caller.subject,
         ))
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
@@ -85,7 +85,7 @@ class AuditLog:
         await self._write(AuditRow(
             time=time.time(), kind="chat", client=client or caller.client, agent=agent, status=status,
             latency_ms=latency_ms, usage=dict(usage) if usage else None, run_id=run_id or caller.run_id,
-            error=self.redactor.text(error) if error else None,
+            error=self.redactor.text(error) if error else None, subject=caller.subject,
         ))
 
     async def _write(self, row: AuditRow) -> None:

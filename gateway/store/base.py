@@ -124,6 +124,8 @@ class AuditRow:
     usage: dict[str, Any] | None = None
     run_id: str | None = None
     error: str | None = None
+    subject: str | None = None
+    """The signed-in user the call was made for (`sub` of the caller's access token); None for a client key."""
     id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - the extra is part of the defaul
 _APPROVAL_COLUMNS = ("id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason,"
                      " decided_arguments, decided_by")
 _AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes,"
-                  " approval, usage, run_id, error")
+                  " approval, usage, run_id, error, subject")
 _RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
 _NOW = "extract(epoch from clock_timestamp())"
 
@@ -186,10 +186,10 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             cursor = await conn.execute(
                 f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s::json, %s, %s) RETURNING id",
+                " (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s::json, %s, %s, %s) RETURNING id",
                 (row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
                  row.http_status, row.latency_ms, row.bytes, row.approval,
-                 None if row.usage is None else dumps(row.usage), row.run_id, row.error),
+                 None if row.usage is None else dumps(row.usage), row.run_id, row.error, row.subject),
             )
             inserted = await cursor.fetchone()
         row.id = int(inserted[0]) if inserted else None
@@ -302,5 +302,5 @@ def _audit_from_row(row: Sequence[Any]) -> AuditRow:
     return AuditRow(
         id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6], arguments=row[7],
         status=row[8], http_status=row[9], latency_ms=row[10], bytes=row[11], approval=row[12], usage=row[13],
-        run_id=row[14], error=row[15],
+        run_id=row[14], error=row[15], subject=row[16],
     )

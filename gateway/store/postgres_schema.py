@@ -43,6 +43,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE buckets (key text PRIMARY KEY, tokens double precision NOT NULL, updated double precision NOT NULL);
     """,
+    # 2: the signed-in user a call was made for (gateway.auth).
+    "ALTER TABLE audit ADD COLUMN subject text;",
 )
 LATEST = len(MIGRATIONS)
 

@@ -238,7 +238,7 @@ class SQLiteStore(Store):
         values = (
             row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
             row.http_status, row.latency_ms, row.bytes, row.approval,
-            None if row.usage is None else dumps(row.usage), row.run_id, row.error,
+            None if row.usage is None else dumps(row.usage), row.run_id, row.error, row.subject,
         )
 
         # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.

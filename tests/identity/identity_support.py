@@ -81,7 +81,7 @@ agents:
 clients:
   engineers: {{agents: [coder], claims: {{groups: eng}}}}
   sales: {{agents: [seller], claims: {{groups: [sales, marketing]}}}}
-  ops: {{key: ops-key, agents: ["*"]}}
+  ops: {{key: ops-key, agents: ["*"], admin: true}}
 gateway:
   store: "memory:"
   auth: {{issuer: "{issuer}", audience: "{audience}", leeway: 0, scopes: [gateway]}}
@@ -100,7 +100,7 @@ def new_provider(audience: str, **options: Any) -> OpenIDProvider:
         users={"alice": {"groups": ["eng"], "scopes": "repo:read repo:write"},
                "bob": {"groups": ["sales"], "scopes": "repo:read"},
                "carol": {"groups": ["visitors"]}},
-        subject_audiences=[audience], client_ttl={SHORT_APP: 3}, not_before={FUTURE_APP: 3600},
+        subject_audiences=[audience], client_ttl={SHORT_APP: 3, EXCHANGER[0]: 4}, not_before={FUTURE_APP: 3600},
         **options)
 
 
