@@ -35,23 +35,25 @@ class Setup:
     def __init__(self, url: str, provider: OpenIDProvider, safety: Any, upstream: RecordingServer,
                  llm: LenientLLM) -> None:
         self.url = url
+        self.audience = url + "/"
+        """The gateway's resource identifier: its URL as an MCP client spells it (a bare origin ends in /)."""
         self.provider = provider
         self.safety = safety
         self.upstream = upstream
         self.llm = llm
 
     def token(self, user: str, **options: Any) -> str:
-        return self.provider.token_for(user, audience=self.url, **options)
+        return self.provider.token_for(user, audience=self.audience, **options)
 
 
 @pytest.fixture
 def setup(tmp_path: Path, repos: RecordingServer, model: LenientLLM) -> Iterator[Setup]:
     require_provider()
     sock, url = reserve()
-    provider = new_provider(url).start()
+    provider = new_provider(url + "/").start()
     try:
         with serving(tmp_path, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer,
-                     audience=url) as (served, safety):
+                     audience=url + "/") as (served, safety):
             yield Setup(served, provider, safety, repos, model)
     finally:
         provider.stop()

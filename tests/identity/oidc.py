@@ -140,6 +140,11 @@ class OpenIDProvider:
 
     def authorize(self, user: str, query: dict[str, str], redirect_uri: str) -> str:
         """Follow an authorization request through login and consent as `user`; the code it ends with."""
+        return self.authorization_response(user, query, redirect_uri)["code"]
+
+    def authorization_response(self, user: str, query: dict[str, str], redirect_uri: str) -> dict[str, str]:
+        """The parameters the provider sends the user back with (`code`, `state`, `iss`) after `user` signed in
+        at its login form and consented."""
         with httpx.Client(timeout=10, follow_redirects=False) as browser:
             url = f"{self.issuer}/auth"
             answer = browser.get(url, params=query)
@@ -149,10 +154,10 @@ class OpenIDProvider:
                     raise AssertionError(f"the provider answered {answer.status_code}: {answer.text[:500]}")
                 location = urljoin(url, location)
                 if location.startswith(redirect_uri):
-                    params = parse_qs(urlsplit(location).query)
+                    params = {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
                     if "code" not in params:
                         raise AssertionError(f"the provider refused: {params}")
-                    return params["code"][0]
+                    return params
                 if "/interaction/" in location:
                     page = browser.get(location)
                     prompt = "login" if 'name="login"' in page.text else "consent"

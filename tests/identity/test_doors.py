@@ -29,7 +29,7 @@ def test_no_token_is_401_pointing_at_the_protected_resource_metadata(setup: Setu
     assert answer.status_code == 401
     metadata = httpx.get(_metadata_url(answer), timeout=10)
     assert metadata.status_code == 200
-    assert metadata.json() == {"resource": setup.url, "authorization_servers": [setup.provider.issuer],
+    assert metadata.json() == {"resource": setup.audience, "authorization_servers": [setup.provider.issuer],
                                "bearer_methods_supported": ["header"], "resource_name": "gateway",
                                "scopes_supported": ["gateway"]}
 
@@ -78,14 +78,14 @@ def _rejected(setup: Setup, token: str, reason: str) -> None:
 
 
 def test_an_expired_token_is_401(setup: Setup) -> None:
-    tokens = setup.provider.sign_in("alice", resource=setup.url, scope="gateway", client_id=SHORT_APP)
+    tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=SHORT_APP)
     assert _get(setup, "/agents", tokens["access_token"]).status_code == 200
     time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
     _rejected(setup, tokens["access_token"], "expired")
 
 
 def test_a_token_not_valid_yet_is_401(setup: Setup) -> None:
-    tokens = setup.provider.sign_in("alice", resource=setup.url, scope="gateway", client_id=FUTURE_APP)
+    tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=FUTURE_APP)
     _rejected(setup, tokens["access_token"], "not valid yet")
 
 
@@ -95,9 +95,9 @@ def test_a_token_for_another_audience_is_401(setup: Setup) -> None:
 
 
 def test_a_token_of_another_issuer_is_401_even_with_the_same_keys(setup: Setup) -> None:
-    impostor = new_provider(setup.url, keys=setup.provider.keys).start()
+    impostor = new_provider(setup.audience, keys=setup.provider.keys).start()
     try:
-        token = impostor.token_for("alice", audience=setup.url)
+        token = impostor.token_for("alice", audience=setup.audience)
     finally:
         impostor.stop()
     _rejected(setup, token, "another issuer")

@@ -42,8 +42,12 @@ function resourceServer(indicator, client) {
   };
 }
 
+const resourceScopes = Object.values(resources).flatMap((server) => server.scope.split(' '));
+
 const provider = new Provider(issuer, {
   clients: config.clients ?? [],
+  // the resources' scopes too: a client registering itself (RFC 7591) may name them in its `scope`
+  scopes: [...new Set(['openid', 'offline_access', ...resourceScopes])],
   jwks: { keys: config.keys },
   async findAccount(ctx, id) {
     return { accountId: id, async claims() { return { sub: id }; } };

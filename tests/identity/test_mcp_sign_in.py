@@ -1,0 +1,72 @@
+"""The official MCP client signs its user in on its own: a 401 names the protected-resource metadata, the SDK's OAuth
+provider finds the issuer there, registers itself (RFC 7591), sends the user through the provider's login with PKCE
+and a resource indicator, and calls the agent's tools with the token; the api receives that user's own token."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+import pytest
+from conftest import Setup
+from identity_support import REPOS, bearer_of, claims_of
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+pytestmark = pytest.mark.anyio
+
+REDIRECT = "http://127.0.0.1:9/callback"
+
+
+class MemoryStorage(TokenStorage):
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+async def test_the_mcp_client_signs_in_and_calls_as_its_user(setup: Setup) -> None:
+    redirected: list[dict[str, str]] = []
+
+    async def redirect_handler(url: str) -> None:
+        # The user's browser: sign in as alice at the provider's own form and consent.
+        query = {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
+        assert query["resource"] == setup.audience and query["code_challenge_method"] == "S256"
+        redirected.append(await anyio.to_thread.run_sync(
+            lambda: setup.provider.authorization_response("alice", query, REDIRECT)))
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        back = redirected[-1]
+        return AuthorizationCodeResult(code=back["code"], state=back.get("state"), iss=back.get("iss"))
+
+    storage = MemoryStorage()
+    auth = OAuthClientProvider(
+        server_url=f"{setup.url}/mcp/coder",
+        client_metadata=OAuthClientMetadata(redirect_uris=[REDIRECT], grant_types=["authorization_code"],
+                                            response_types=["code"], token_endpoint_auth_method="none",
+                                            client_name="gateway test"),
+        storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
+    async with httpx2.AsyncClient(auth=auth, timeout=30) as http:
+        async with Client(streamable_http_client(f"{setup.url}/mcp/coder", http_client=http)) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert names == ["getRepo", "createIssue"]
+            result = await client.call_tool("getRepo", {"name": "app"})
+            assert result.is_error is False, result.content
+    assert storage.tokens is not None and storage.client is not None  # signed in, registered
+    sent = bearer_of(setup.upstream.requests[0])
+    assert sent != storage.tokens.access_token
+    assert claims_of(sent, setup.provider, REPOS)["sub"] == "alice"
