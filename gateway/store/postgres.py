@@ -36,6 +36,7 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+from .postgres_connections import PostgresConnections
 from .postgres_schema import migrate, safe_url
 from .sqlite_tables import dumps
 
@@ -54,7 +55,7 @@ _RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
 _NOW = "extract(epoch from clock_timestamp())"
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresConnections, Store):
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0) -> None:
         """Connect to `url`, apply the migrations, and prepare the pool (opened on first use).
 

@@ -45,6 +45,17 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: the signed-in user a call was made for (gateway.auth).
     "ALTER TABLE audit ADD COLUMN subject text;",
+    # 3: users' own connections to apis (auth: {type: user_oauth}), their tokens encrypted.
+    """
+    CREATE TABLE connections (
+        subject text NOT NULL, api text NOT NULL, secret text NOT NULL, scopes text NOT NULL,
+        created double precision NOT NULL, updated double precision NOT NULL, PRIMARY KEY (subject, api)
+    );
+    CREATE TABLE pending_connections (
+        state text PRIMARY KEY, subject text NOT NULL, api text NOT NULL, verifier text NOT NULL, client text,
+        created double precision NOT NULL, expires double precision NOT NULL
+    );
+    """,
 )
 LATEST = len(MIGRATIONS)
 

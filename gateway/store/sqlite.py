@@ -48,6 +48,7 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+from .sqlite_connections import SQLiteConnections
 from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
@@ -73,7 +74,7 @@ inline rows off for its fsync, so the fewer checkpoints, the fewer calls take th
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteConnections, Store):
     def __init__(self, path: str | Path) -> None:
         """Open (creating if needed) the database.
 

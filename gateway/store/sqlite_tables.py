@@ -36,6 +36,14 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS connections (
+    subject TEXT NOT NULL, api TEXT NOT NULL, secret TEXT NOT NULL, scopes TEXT NOT NULL, created REAL NOT NULL,
+    updated REAL NOT NULL, PRIMARY KEY (subject, api)
+);
+CREATE TABLE IF NOT EXISTS pending_connections (
+    state TEXT PRIMARY KEY, subject TEXT NOT NULL, api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT,
+    created REAL NOT NULL, expires REAL NOT NULL
+);
 """
 
 APPROVAL_COLUMNS = (
