@@ -20,7 +20,8 @@ AUTH_KEYS = {
     "api_key": ("type", "in", "name", "value"),
     "oauth2_client_credentials": ("type", "token_url", "client_id", "client_secret", "scopes"),
     "token_exchange": ("type", "token_url", "client_id", "client_secret", "resource", "audience", "scope"),
-    "user_oauth": ("type", "authorization_url", "token_url", "client_id", "client_secret", "scopes"),
+    "user_oauth": ("type", "authorization_url", "token_url", "client_id", "client_secret", "scopes", "redirect_uri",
+                   "resource"),
 }
 _AUTH_REQUIRED = {
     "bearer": ("token",),
@@ -70,6 +71,7 @@ def read_auth(c: Checker, value: Any, path: KeyPath, schemes: dict[str, dict[str
                 c.error(item_path, "a token exchange needs `resource` or `audience` (what the token is for)")
         elif kind == "user_oauth":
             auth.client_id, auth.client_secret = fields["client_id"], fields["client_secret"]
+            auth.redirect_uri, auth.resource = fields["redirect_uri"], fields["resource"]
             auth.authorization_url = fields["authorization_url"] or _spec_flow_url(schemes, "authorizationUrl")
             auth.token_url = fields["token_url"] or _spec_flow_url(schemes, "tokenUrl")
             for key, value in (("authorization_url", auth.authorization_url), ("token_url", auth.token_url)):

@@ -60,6 +60,9 @@ class AuthConfig:
     """token_exchange: the scopes asked for, space-separated."""
     authorization_url: str | None = None
     """user_oauth: the authorization endpoint (default: the spec's authorization-code flow)."""
+    redirect_uri: str | None = None
+    """user_oauth: the gateway's `/connections/callback` as registered at the provider (default: under the
+    `gateway.auth` audience, when that is the gateway's URL)."""
 
     def secrets(self) -> list[str]:
         """Every secret value this credential holds (for redaction)."""

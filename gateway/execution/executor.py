@@ -35,6 +35,7 @@ from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
+from ..identity.connections import Connections
 from ..identity.errors import AuthServerUnavailable, UserCredentialError
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
@@ -58,11 +59,12 @@ class _Api:
     """Per-api state: pooled wire, credentials, concurrency limit."""
 
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
-                 limit_concurrency: bool = True, schemes: dict[str, Any] | None = None) -> None:
+                 limit_concurrency: bool = True, schemes: dict[str, Any] | None = None,
+                 connections: Connections | None = None) -> None:
         self.config = config
-        connections = max(config.max_concurrency or 20, 1)
+        pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
-        options = ClientOptions(max_connections=connections, ca_file=config.ca_file,
+        options = ClientOptions(max_connections=pooled, ca_file=config.ca_file,
                                 client_cert=config.client_cert, client_key=config.client_key)
         if transport is None:
             # The calls go out on pyreqwest directly (gateway.http.wire); the httpx client, on pyreqwest too,
@@ -72,7 +74,8 @@ class _Api:
         else:
             self.client = new_client(transport)
             self.wire = HttpxWire(self.client)
-        self.auth = Authenticator(config.name, config.auth, redactor, self.client, schemes=schemes)
+        self.auth = Authenticator(config.name, config.auth, redactor, self.client, schemes=schemes,
+                                  connections=connections)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
@@ -104,12 +107,14 @@ class Executor:
         transport: an httpx transport for every api's client (tests, in-process upstreams).
         redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
             fetched at run time (share one with the pipeline's redaction and audit stages).
+        connections: users' own connections, for apis with `auth: {type: user_oauth}`.
     """
 
     def __init__(
         self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
-        redactor: Redactor | None = None,
+        redactor: Redactor | None = None, connections: Connections | None = None,
     ) -> None:
+        self.connections = connections
         self.manifest = manifest
         self.catalog = catalog
         self.redactor = redactor if redactor is not None else Redactor()
@@ -128,7 +133,8 @@ class Executor:
             spec = self.catalog.apis.get(name)
             api = self._apis[name] = _Api(config, self._transport, self.redactor,
                                           limit_concurrency=self.limits_concurrency,
-                                          schemes=spec.security_schemes if spec is not None else None)
+                                          schemes=spec.security_schemes if spec is not None else None,
+                                          connections=self.connections)
         return api
 
     async def aclose(self) -> None:

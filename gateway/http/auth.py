@@ -19,9 +19,10 @@ import httpx
 
 from ..catalog import Tool
 from ..config.model import AuthConfig
+from ..identity.connections import Connections
 from ..identity.errors import UserRequired
 from ..identity.exchange import ExchangeSettings, TokenExchanger, required_scopes
-from ..kernel.caller import current_caller
+from ..kernel.caller import Caller, current_caller
 from ..kernel.redaction import Redactor
 from .errors import ApiSetupError
 
@@ -71,15 +72,17 @@ class Authenticator:
         redactor: learns every fetched access token.
         client: used for OAuth2 token requests.
         schemes: the spec's security schemes (which scopes an operation's `security` asks for).
+        connections: users' own connections (`user_oauth`).
     """
 
     def __init__(self, api: str, auth: list[AuthConfig], redactor: Redactor, client: httpx.AsyncClient, *,
-                 schemes: dict[str, Any] | None = None) -> None:
+                 schemes: dict[str, Any] | None = None, connections: Connections | None = None) -> None:
         self.api = api
         self.auth = list(auth)
         self._redactor = redactor
         self._client = client
         self._schemes = schemes or {}
+        self._connections = connections
         self._tokens: dict[int, _Token] = {}
         self._lock = asyncio.Lock()
         self._exchangers: dict[int, TokenExchanger] = {}
@@ -111,8 +114,9 @@ class Authenticator:
                     creds.headers[name] = value
             elif config.type == "oauth2_client_credentials":
                 creds.headers["Authorization"] = f"Bearer {await self._token(index, config)}"
-            elif config.type == "token_exchange":
-                token = await self._exchanged(index, config, tool)
+            elif config.type in PER_USER:
+                token = await (self._exchanged(index, config, tool) if config.type == "token_exchange"
+                               else self._connected())
                 creds.headers["Authorization"] = f"Bearer {token}"
                 creds.secrets.append(token)
         return creds
@@ -129,12 +133,24 @@ class Authenticator:
             for exchanger in self._exchangers.values():
                 exchanger.forget(token.value)
 
-    async def _exchanged(self, index: int, config: AuthConfig, tool: Tool | None) -> str:
+    def _user(self, how: str) -> Caller:
         caller = current_caller()
-        if caller.token is None:
+        if caller.token is None or caller.subject is None:
             who = f"client {caller.client!r}" if caller.client else "this caller"
-            raise UserRequired(f"{self.api} is called as the signed-in user (token exchange), but {who} signed in "
-                               "with a key, not a user's access token; nothing was sent")
+            raise UserRequired(f"{self.api} is called as the signed-in user ({how}), but {who} signed in with a "
+                               "key, not a user's access token; nothing was sent")
+        return caller
+
+    async def _connected(self) -> str:
+        caller = self._user("the user's own connection")
+        if self._connections is None:
+            raise ApiSetupError(f"apis.{self.api}.auth: user_oauth needs the gateway's store (gateway serve)")
+        assert caller.subject is not None
+        return await self._connections.access_token(self.api, caller.subject, caller.client)
+
+    async def _exchanged(self, index: int, config: AuthConfig, tool: Tool | None) -> str:
+        caller = self._user("token exchange")
+        assert caller.token is not None
         exchanger = self._exchangers.get(index)
         if exchanger is None:
             settings = ExchangeSettings(api=self.api, token_url=self._require(config.token_url, "token_url"),

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
 from ..errors import ConfigError
+from ..identity.connections import CALLBACK_PATH
 from ..identity.errors import AuthServerUnavailable, IdentityError, NoClient, TokenRejected
 from ..identity.resource import METADATA_PATH, ResourceServer, challenge, metadata_url
 from ..kernel.caller import UserToken, bind_caller
@@ -43,7 +44,9 @@ from .errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", CALLBACK_PATH})
+"""Open to everyone: health, the gateway's own OpenAPI document, and where a provider sends a user back after they
+connected an account (the one-time `state` it carries is the proof)."""
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
 CONSOLE_PREFIX = "/console"

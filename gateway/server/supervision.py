@@ -14,6 +14,7 @@ hot reloads: they are rebuilt when the manifest object changes.
 
 from __future__ import annotations
 
+import html
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,13 +24,15 @@ from typing import Any
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import ConfigError
+from ..errors import ApiSetupError, ConfigError
 from ..http.client import new_client
+from ..identity.connections import CALLBACK_PATH, Connections, UserOAuthSettings, cipher_from_environment
+from ..identity.errors import IdentityError
 from ..identity.resource import METADATA_PATH, ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
@@ -61,15 +64,45 @@ class Safety(Safeguards):
         self.keys = ClientKeys({})
         self.identity: ResourceServer | None = None
         """`gateway.auth`: the resource server checking callers' access tokens (None: static keys only)."""
-        self._identity_http: Any = None
+        self._identity_http = new_client()
+        """The identity layer's requests (discovery, keys, users' token refreshes), on pyreqwest like every other."""
+        try:
+            cipher = cipher_from_environment()
+        except ApiSetupError as exc:
+            raise ConfigError(str(exc)) from None
         super().__init__(store, manifest)
+        self.connections = Connections(store, self._identity_http, cipher)
+        self._sync_connections(manifest)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
         if manifest is not self._manifest:
             self.keys = ClientKeys(manifest.clients)
             self._sync_identity(manifest)
+            if self.connections is not None:
+                self._sync_connections(manifest)
         super().sync(manifest)
+
+    def _sync_connections(self, manifest: Manifest) -> None:
+        """The `user_oauth` apis of the manifest, for `self.connections`."""
+        audience = self.identity.settings.audience if self.identity is not None else None
+        default_redirect = audience.rstrip("/") + CALLBACK_PATH if audience and audience.startswith("http") else None
+        apis: dict[str, UserOAuthSettings] = {}
+        for name, api in manifest.apis.items():
+            for auth in api.auth:
+                if auth.type != "user_oauth":
+                    continue
+                redirect = auth.redirect_uri or default_redirect
+                if not (auth.authorization_url and auth.token_url and auth.client_id and redirect):
+                    logger.error("apis.%s.auth: user_oauth needs authorization_url, token_url, client_id and "
+                                 "redirect_uri (or gateway.auth.audience as the gateway's URL)", name)
+                    continue
+                apis[name] = UserOAuthSettings(
+                    api=name, authorization_url=auth.authorization_url, token_url=auth.token_url,
+                    client_id=auth.client_id, client_secret=auth.client_secret, redirect_uri=redirect,
+                    scopes=tuple(auth.scopes), resource=auth.resource)
+        assert self.connections is not None
+        self.connections.configure(apis)
 
     def _sync_identity(self, manifest: Manifest) -> None:
         """The resource server of the manifest's `gateway.auth`; the same one (its cached keys) while that is
@@ -87,8 +120,6 @@ class Safety(Safeguards):
         elif current is not None and current.settings == settings:
             self.identity = current.with_clients(settings)
         else:
-            if self._identity_http is None:
-                self._identity_http = new_client()
             self.identity = ResourceServer(settings, self._identity_http)
 
     # -- what create_app plugs in -------------------------------------------------------------------
@@ -114,13 +145,65 @@ class Safety(Safeguards):
             Route("/audit", self._list_audit, methods=["GET"]),
             Route(METADATA_PATH, self._resource_metadata, methods=["GET"]),
             Route(METADATA_PATH + "/{path:path}", self._resource_metadata, methods=["GET"]),
+            Route(CALLBACK_PATH, self._connected, methods=["GET"]),
+            Route("/connections", self._list_connections, methods=["GET"]),
+            Route("/connections/{api}", self._connect, methods=["POST"]),
+            Route("/connections/{api}", self._disconnect, methods=["DELETE"]),
             Console(self).mount(),
         ]
 
     async def aclose(self) -> None:
-        if self._identity_http is not None:
-            await self._identity_http.aclose()
+        await self._identity_http.aclose()
         await super().aclose()
+
+    # -- users' own connections (gateway.identity.connections) ---------------------------------------
+    def _user(self, request: Request) -> tuple[Connections, str]:
+        subject = request.scope.get("gateway.subject")
+        if not isinstance(subject, str) or self.connections is None:
+            raise APIError(403, "Connections are a signed-in user's own: call with the user's access token, not a "
+                                "client key.", code="user_required")
+        return self.connections, subject
+
+    async def _list_connections(self, request: Request) -> Response:
+        connections, subject = self._user(request)
+        return JSONResponse({"data": await connections.list(subject),
+                             "available": sorted(connections.apis)})
+
+    async def _connect(self, request: Request) -> Response:
+        connections, subject = self._user(request)
+        api = request.path_params["api"]
+        if api not in connections.apis:
+            raise APIError(404, f"No api {api!r} takes users' own connections (auth: {{type: user_oauth}}).")
+        client = request.scope.get("gateway.client")
+        try:
+            link = await connections.begin(api, subject, client if isinstance(client, str) else None)
+        except ApiSetupError as exc:
+            raise APIError(503, str(exc), code="configuration_error") from None
+        return JSONResponse({"connect_url": link})
+
+    async def _disconnect(self, request: Request) -> Response:
+        connections, subject = self._user(request)
+        if not await connections.disconnect(subject, request.path_params["api"]):
+            raise APIError(404, "No such connection.")
+        return Response(status_code=204)
+
+    async def _connected(self, request: Request) -> Response:
+        """Where the api's provider sends the user back: the code becomes their connection."""
+        params = request.query_params
+        state, code = params.get("state"), params.get("code")
+        if self.connections is None or not state or not (code or params.get("error")):
+            return _page(400, "This is where a provider sends you back after connecting an account; the link "
+                              "you followed is incomplete.")
+        if not code:
+            await self.store.take_pending_connection(state, time.time())  # the user declined: the link is spent
+            return _page(400, f"The provider did not connect your account: {params.get('error')}.")
+        try:
+            record = await self.connections.finish(state, code)
+        except ApiSetupError as exc:
+            return _page(400, f"Not connected: {exc}.")
+        except IdentityError as exc:
+            return _page(503, f"Not connected: {exc}.")
+        return _page(200, f"Your account is connected to {record.api}. You can close this window and try again.")
 
     async def _resource_metadata(self, request: Request) -> Response:
         """RFC 9728: the authorization server to sign in at for this gateway (and for each MCP agent: the same)."""
@@ -237,6 +320,11 @@ class Safety(Safeguards):
         why = notes.get("run_error")
         await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
                                      error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
+
+
+def _page(status: int, text: str) -> Response:
+    body = f"<!doctype html><title>gateway</title><p>{html.escape(text)}</p>"
+    return HTMLResponse(body, status_code=status)
 
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:

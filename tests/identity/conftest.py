@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 # The server tests' helpers (a real uvicorn gateway, the scripted LLM and upstream fixtures) serve these tests too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
@@ -47,8 +48,10 @@ class Setup:
 
 
 @pytest.fixture
-def setup(tmp_path: Path, repos: RecordingServer, model: LenientLLM) -> Iterator[Setup]:
+def setup(tmp_path: Path, repos: RecordingServer, model: LenientLLM,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     require_provider()
+    monkeypatch.setenv("GATEWAY_CONNECTIONS_KEY", Fernet.generate_key().decode())
     sock, url = reserve()
     provider = new_provider(url + "/").start()
     try:

@@ -28,11 +28,37 @@ from gateway.server.supervision import Safety
 REPOS = "http://repos.test/"
 """The repos api's resource indicator at the provider (the audience of the tokens it receives)."""
 OTHER = "http://other.test/"
+TRACKER = "http://tracker.test/"
+"""The tracker api's resource indicator: users connect their own account to it (`user_oauth`)."""
+CONNECTOR = ("gateway-connector", "connector-secret")
+"""The gateway's client at the provider for users' connections."""
 EXCHANGER = ("gateway-exchanger", "exchanger-secret")
 SHORT_APP = "short-app"
 """A public client whose access tokens live three seconds."""
 FUTURE_APP = "future-app"
 """A public client whose access tokens are not valid for an hour (`nbf`)."""
+
+TRACKER_SPEC = """\
+openapi: 3.1.0
+info: {title: Tracker, version: "1"}
+servers: [{url: "http://tracker.invalid"}]
+components:
+  securitySchemes:
+    oauth:
+      type: oauth2
+      flows:
+        authorizationCode:
+          authorizationUrl: "{issuer}/auth"
+          tokenUrl: "{issuer}/token"
+          scopes: {tickets: tickets}
+security: [{oauth: [tickets]}]
+paths:
+  /tickets:
+    get:
+      operationId: listTickets
+      responses:
+        "200": {description: ok, content: {application/json: {schema: {type: array}}}}
+"""
 
 REPOS_SPEC = """\
 openapi: 3.1.0
@@ -75,12 +101,17 @@ apis:
     base_url: "{upstream}/repos-api"
     auth: {{type: token_exchange, token_url: "{issuer}/token", client_id: {exchanger}, client_secret: {secret},
             resource: "{repos}"}}
+  tracker:
+    base_url: "{upstream}/tracker-api"
+    auth: {{type: user_oauth, client_id: {connector}, client_secret: {connector_secret}, scopes: [tickets],
+            resource: "{tracker}"}}
 agents:
   coder: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
   seller: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
+  planner: {{model: openai/gpt-test, tools: [{{api: tracker}}]}}
 clients:
-  engineers: {{agents: [coder], claims: {{groups: eng}}}}
-  sales: {{agents: [seller], claims: {{groups: [sales, marketing]}}}}
+  engineers: {{agents: [coder, planner], claims: {{groups: eng}}}}
+  sales: {{agents: [seller, planner], claims: {{groups: [sales, marketing]}}}}
   ops: {{key: ops-key, agents: ["*"], admin: true}}
 gateway:
   store: "memory:"
@@ -88,15 +119,19 @@ gateway:
 """
 
 
-def new_provider(audience: str, **options: Any) -> OpenIDProvider:
+def new_provider(audience: str, *, gateway: str | None = None, **options: Any) -> OpenIDProvider:
+    """The provider of these tests; `gateway`: the gateway's URL (its callback for users' connections)."""
     public = {"token_endpoint_auth_method": "none", "grant_types": ["authorization_code"],
               "redirect_uris": ["http://127.0.0.1:9/callback"]}
     return OpenIDProvider(
         resources={audience: {"scope": "gateway"}, REPOS: {"scope": "repo:read repo:write", "ttl": 300},
-                   OTHER: {"scope": "other"}},
+                   OTHER: {"scope": "other"}, TRACKER: {"scope": "tickets", "ttl": 4}},
         clients=[{"client_id": EXCHANGER[0], "client_secret": EXCHANGER[1], "response_types": [],
                   "redirect_uris": [], "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange"]},
-                 {**public, "client_id": SHORT_APP}, {**public, "client_id": FUTURE_APP}],
+                 {**public, "client_id": SHORT_APP}, {**public, "client_id": FUTURE_APP},
+                 {"client_id": CONNECTOR[0], "client_secret": CONNECTOR[1],
+                  "grant_types": ["authorization_code", "refresh_token"],
+                  "redirect_uris": [f"{gateway or audience.rstrip('/')}/connections/callback"]}],
         users={"alice": {"groups": ["eng"], "scopes": "repo:read repo:write"},
                "bob": {"groups": ["sales"], "scopes": "repo:read"},
                "carol": {"groups": ["visitors"]}},
@@ -111,6 +146,7 @@ def route_repos(upstream: RecordingServer) -> None:
         return Reply(200, {"name": request.path.rsplit("/", 1)[-1]})
 
     upstream.route("/repos-api/", repos)
+    upstream.route("/tracker-api/", Reply(200, [{"id": 1, "title": "crash"}]))
 
 
 def write_project(folder: Path, *, llm: str, upstream: str, issuer: str, audience: str,
@@ -118,9 +154,11 @@ def write_project(folder: Path, *, llm: str, upstream: str, issuer: str, audienc
     specs = folder / "specs"
     specs.mkdir(parents=True, exist_ok=True)
     (specs / "repos.yaml").write_text(REPOS_SPEC.replace("{issuer}", issuer))
+    (specs / "tracker.yaml").write_text(TRACKER_SPEC.replace("{issuer}", issuer))
     path = folder / "agents.yaml"
     path.write_text(agents.format(llm=llm, upstream=upstream, issuer=issuer, audience=audience, repos=REPOS,
-                                  exchanger=EXCHANGER[0], secret=EXCHANGER[1]))
+                                  exchanger=EXCHANGER[0], secret=EXCHANGER[1], tracker=TRACKER,
+                                  connector=CONNECTOR[0], connector_secret=CONNECTOR[1]))
     return specs, path
 
 

@@ -1,0 +1,97 @@
+"""Each user's own connection to an api (`auth: {type: user_oauth}`): a call without one is a tool error with the
+link; the user signs in at the api's provider (authorization code with PKCE), comes back to the gateway's callback,
+and from then on the api receives that user's own token, refreshed when it expires, stored encrypted."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import openai
+from conftest import Setup
+from identity_support import CONNECTOR, TRACKER, bearer_of, claims_of
+from scripted_llm import Call, Reply
+
+
+def _list(setup: Setup, token: str) -> httpx.Response:
+    return httpx.post(f"{setup.url}/agents/planner/tools/listTickets", json={},
+                      headers={"Authorization": f"Bearer {token}"}, timeout=20)
+
+
+def _connect(setup: Setup, user: str, link: str) -> httpx.Response:
+    """The user's browser: the link to the provider, its login and consent, back to the gateway's callback."""
+    assert link.startswith(setup.provider.issuer + "/auth?")
+    query = {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
+    assert query["code_challenge_method"] == "S256" and query["client_id"] == CONNECTOR[0]
+    callback = f"{setup.url}/connections/callback"
+    back = setup.provider.authorization_response(user, query, callback)
+    return httpx.get(callback, params=back, timeout=20)
+
+
+def test_a_user_connects_once_and_the_api_gets_their_own_token_refreshed(setup: Setup) -> None:
+    alice = setup.token("alice")
+    refused = _list(setup, alice)
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "not_connected"
+    link = error["message"].split("open ", 1)[1].split(" ", 1)[0]
+    assert setup.upstream.requests == []
+
+    page = _connect(setup, "alice", link)
+    assert page.status_code == 200 and "connected to tracker" in page.text
+    assert _connect(setup, "alice", link).status_code == 400  # a link works once
+
+    assert _list(setup, alice).status_code == 200
+    first = bearer_of(setup.upstream.requests[0])
+    assert claims_of(first, setup.provider, TRACKER)["sub"] == "alice" and first != alice
+
+    listed = httpx.get(f"{setup.url}/connections", headers={"Authorization": f"Bearer {alice}"}, timeout=10).json()
+    assert [c["api"] for c in listed["data"]] == ["tracker"]
+    assert listed["data"][0]["scopes"] == ["tickets"]
+
+    time.sleep(2.5)  # the tracker's tokens live four seconds: renewed at half-life with the refresh token
+    assert _list(setup, alice).status_code == 200
+    second = bearer_of(setup.upstream.requests[1])
+    assert second != first and claims_of(second, setup.provider, TRACKER)["sub"] == "alice"
+
+
+def test_connections_are_each_users_own_and_stored_encrypted(setup: Setup) -> None:
+    alice, bob = setup.token("alice"), setup.token("bob")
+    link = _list(setup, alice).json()["error"]["message"].split("open ", 1)[1].split(" ", 1)[0]
+    assert _connect(setup, "alice", link).status_code == 200
+    assert _list(setup, alice).status_code == 200
+    sent = bearer_of(setup.upstream.requests[0])
+    assert _list(setup, bob).json()["error"]["code"] == "not_connected"  # bob has connected nothing
+    assert len(setup.upstream.requests) == 1
+
+    import anyio
+
+    async def stored() -> str:
+        record = await setup.safety.store.get_connection("alice", "tracker")
+        assert record is not None
+        return str(record.secret)
+
+    secret = anyio.run(stored)
+    assert sent not in secret and "refresh" not in secret
+
+    answer = httpx.delete(f"{setup.url}/connections/tracker", headers={"Authorization": f"Bearer {alice}"},
+                          timeout=10)
+    assert answer.status_code == 204
+    assert _list(setup, alice).json()["error"]["code"] == "not_connected"
+
+
+def test_a_client_key_has_no_connections(setup: Setup) -> None:
+    answer = httpx.get(f"{setup.url}/connections", headers={"Authorization": "Bearer ops-key"}, timeout=10)
+    assert answer.status_code == 403
+    assert _list(setup, "ops-key").json()["error"]["code"] == "user_required"
+
+
+def test_in_the_loop_the_model_is_told_the_connect_link(setup: Setup) -> None:
+    setup.llm.script(Reply(calls=[Call("listTickets", {})]), Reply(text="Please connect your tracker account."))
+    client = openai.OpenAI(base_url=setup.url + "/v1", api_key=setup.token("alice"))
+    answer = client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "my tickets?"}])
+    assert answer.choices[0].message.content == "Please connect your tracker account."
+    tool_message = setup.llm.bodies()[1]["messages"][-1]
+    assert tool_message["role"] == "tool" and setup.provider.issuer + "/auth?" in tool_message["content"]
+    assert setup.upstream.requests == []
