@@ -50,9 +50,9 @@ providers:
 agents:
   clerk: {{model: openai/gpt-test, tools: [{{api: records}}]}}
 """
-BM25_ORDER = ["runReport", "exportRecords", "listInvoices"]
-"""BM25 alone for "export": the summary that starts with the word ("Export a report"), then the operationId that
-holds it, then the summary that holds it later."""
+BM25_ORDER = ["exportRecords", "runReport", "listInvoices"]
+"""BM25 alone for "export": the path whose resource is the request's verb (`/records/export`), then the summary
+that starts with the word ("Export a report"), then the summary that holds it later."""
 HYBRID_ORDER = ["runReport", "listInvoices", "exportRecords"]
 """Fused with the summaries' embeddings: "Export a report" is the nearest line, "Archive old records" shares no
 word with the query, so it keeps only its BM25 place and falls behind the invoices, whose line holds "export"."""
@@ -172,6 +172,16 @@ def test_fusion_counts_places_not_scores() -> None:
                         input_schema={"type": "object"}) for name in "abc"}
     fused = fuse([(tools["a"], 900.0), (tools["b"], 1.0)], [(tools["b"], 0.2), (tools["c"], 0.1)])
     assert [tool.name for tool, _ in fused] == ["b", "a", "c"]
+    first, second = [(tools["a"], 1.0), (tools["b"], 0.5)], [(tools["b"], 0.9), (tools["a"], 0.1)]
+    assert [tool.name for tool, _ in fuse(first, second, weights=(1.0, 0.5))][0] == "a"  # the second counts half
+    assert [tool.name for tool, _ in fuse(first, second, weights=(1.0, 2.0))][0] == "b"
+
+
+def test_the_embeddings_weight_is_read_and_checked() -> None:
+    settings, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0.25}})
+    assert not problems and settings.search_embeddings is not None and settings.search_embeddings.weight == 0.25
+    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0}})
+    assert "gateway.search_embeddings.weight must be a positive number" in str(problems[0])
 
 
 def test_a_bad_setting_names_its_key() -> None:

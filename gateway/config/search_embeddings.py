@@ -13,6 +13,7 @@ gateway:
     timeout: 10                        # seconds per request
     batch_size: 256                    # tool texts per request when a spec's embeddings are computed
     dimensions: 256                    # openai only: shorter vectors (text-embedding-3-*); search time grows with them
+    weight: 0.5                        # the embeddings' share in the fusion (BM25's is 1); default 1
 ```
 
 Without the key nothing changes and nothing is sent anywhere (`gateway.search_embeddings`). Parsed here, in the
@@ -32,7 +33,7 @@ KINDS = ("openai", "ollama")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_BATCH_SIZE = 256
-_KEYS = ("kind", "model", "base_url", "api_key", "timeout", "batch_size", "headers", "dimensions")
+_KEYS = ("kind", "model", "base_url", "api_key", "timeout", "batch_size", "headers", "dimensions", "weight")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +50,9 @@ class SearchEmbeddings:
     headers: Mapping[str, str] = field(default_factory=dict)
     dimensions: int | None = None
     """openai: the `dimensions` asked for (None: the model's own length)."""
+    weight: float = 1.0
+    """The embeddings ranking's weight in the fusion, BM25's being 1: measure what it adds on requests never used to
+    choose it (bench/README.md) and lower it, or leave the key out, where it does not help."""
 
     @property
     def identity(self) -> str:
@@ -91,7 +95,12 @@ class SearchEmbeddings:
                 raise ConfigError("gateway.search_embeddings.dimensions is OpenAI's (text-embedding-3-*); "
                                   f"a {kind} endpoint answers its model's own length, so remove the key.")
             dimensions = int(_positive(section, "dimensions", 0, integer=True))
+        weight = section.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight < float("inf"):
+            raise ConfigError(f"gateway.search_embeddings.weight must be a positive number (BM25's is 1), "
+                              f"got {weight!r}.")
         return cls(kind=kind, model=model.strip(), dimensions=dimensions, base_url=base_url.rstrip("/"),
+                   weight=float(weight),
                    api_key=api_key or None,
                    timeout=_positive(section, "timeout", DEFAULT_TIMEOUT),
                    batch_size=int(_positive(section, "batch_size", DEFAULT_BATCH_SIZE, integer=True)),

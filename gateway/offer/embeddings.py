@@ -2,8 +2,10 @@
 
 With the setting (`gateway.config.search_embeddings`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
 `hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's one-line
-text (the summary a search answers), then fuses the two lists by reciprocal rank (`1 / (RRF_K + rank)` summed
-over the lists; robust to the two scores' different scales, nothing to tune but `RRF_K`).
+text (the summary a search answers), then fuses the two lists by weighted reciprocal rank (`weight / (RRF_K + rank)`
+summed over the lists, BM25's weight 1 and the embeddings' `gateway.search_embeddings.weight`; robust to the two
+scores' different scales). A weak second ranker at equal weight drags a good first one down (bench/README.md): its
+weight is what it is measured to add.
 
 - A spec's tool embeddings are computed once per spec version (its content hash), endpoint and model, in batches
   of `batch_size` texts, and kept on disk beside the catalog cache (`$GATEWAY_CACHE_DIR/embeddings`, one file per
@@ -73,16 +75,17 @@ def hybrid(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str], al
         logger.exception("tool search: the embeddings ranking failed; BM25 alone for %g s", RETRY_AFTER)
         _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
         return bm25
-    return fuse(bm25, similar)
+    return fuse(bm25, similar, weights=(1.0, settings.weight))
 
 
-def fuse(*rankings: Ranked) -> Ranked:
-    """Reciprocal-rank fusion of rankings (each best first): `sum(1 / (RRF_K + place))`, best first."""
+def fuse(*rankings: Ranked, weights: Sequence[float] = ()) -> Ranked:
+    """Weighted reciprocal-rank fusion of rankings (each best first): `sum(weight / (RRF_K + place))`, best first
+    (`weights`: one per ranking, default 1 each)."""
     scores: dict[str, float] = {}
     tools: dict[str, Tool] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, [*weights, *[1.0] * (len(rankings) - len(weights))], strict=True):
         for place, (tool, _) in enumerate(ranking[:FUSION_DEPTH], start=1):
-            scores[tool.name] = scores.get(tool.name, 0.0) + 1.0 / (RRF_K + place)
+            scores[tool.name] = scores.get(tool.name, 0.0) + weight / (RRF_K + place)
             tools[tool.name] = tool
     order = sorted(scores, key=lambda name: -scores[name])
     return [(tools[name], round(scores[name], 6)) for name in order]

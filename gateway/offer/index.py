@@ -5,20 +5,26 @@ the spec's `ApiSpec.search_index`, so it is cached with the catalog. `ToolIndex(
 each api's index once (in memory) and answers the best tools first.
 
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
-summary; the description's first paragraph (markup out); the tags; the path's segments (parameters included, braces
-out); the argument names; the path's resource (its last segment that is not a parameter: `contributors`,
-`forward`). Words are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
+summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
+description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
+argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
+are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
 the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
-times `_INTENT_BOOST` for the asked method, divided by `1 + 0.1 * path depth`, halved when deprecated, times
+times `_INTENT_BOOST` for the asked method (an api without the method asked for, such as Slack's without DELETE or
+Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path depth`, halved when deprecated, times
 `_PLURAL` for a GET of all items when the query names its thing in the plural ("show my to-do lists"), times
 `1 + the share of the name's words the query holds` (`issues/create` for "create an issue", not
-`orgs/create-issue-type`) and `1 + 2 * the share of the summary's`. Graph answers one operation under many
-nested paths: of the candidates with one method, summary and resource, the shortest path takes their best score
-and the others fall behind. The facts these signals read are computed once per api, when its index is opened.
-The constants were chosen on the task sets in tests/openapi/search_tasks (`tasks` and `holdout`; `fresh` was
-written before the last round of changes and never used to choose them).
+`orgs/create-issue-type`) and `1 + 2 * the share of the summary's`, times `_ACTED` when the path's resource is the
+request's verb acting on what it names (`/me/events/{id}/accept` for "accept the meeting invite") or `_ADDRESSED`
+when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
+`getSharePointSiteUsagePages`), times `_OWNER` (or divided by it) when the path is (or is not) of the owner the
+request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one operation under many
+nested paths: of the candidates with one method, summary and resource, the one of the owner meant, else the
+shortest path, takes their best score and the others fall behind. The facts these signals read are computed when
+the index is built. The constants were chosen on the tuning parts of tests/openapi/search_tasks (`tasks`,
+`holdout`, `fresh`, `tune`), never on `heldout` (bench/README.md).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import collections
 import html
 import itertools
+import os
 import re
 import sqlite3
 import threading
@@ -34,7 +41,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
-from .query import STOP, read, stems, words
+from .query import STOP, Request, read, stems, words
+from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0}
@@ -65,10 +73,16 @@ def resources(path: str) -> list[str]:
     return found
 
 
+def summary_of(tool: Tool) -> str:
+    """The tool's summary, or the first sentence of its description when it has none (Stripe, Slack and Kubernetes
+    write none)."""
+    return tool.summary or first_sentences(_first_paragraph(tool.description), 200)
+
+
 def _row(tool: Tool) -> tuple[str, ...]:
     return (
         words(tool.operation_id or tool.name),
-        words(tool.summary),
+        words(summary_of(tool)),
         words(_first_paragraph(tool.description)),
         words(" ".join(tool.tags)),
         words(tool.path),
@@ -81,7 +95,7 @@ def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, .
     """What the ranking signals read of each tool, computed when its index is built: its method, path depth,
     prior (`_DEPRECATED` when deprecated), the stems of its name and of its summary as bit masks over the api's
     vocabulary (the most frequent stems take the lowest bits, so that most masks stay small), and its kind."""
-    stemmed = [(_content_stems(tool.operation_id or tool.name), _content_stems(tool.summary)) for tool in tools]
+    stemmed = [(_content_stems(tool.operation_id or tool.name), _content_stems(summary_of(tool))) for tool in tools]
     counts = collections.Counter(stem for named, summarized in stemmed for stem in named | summarized)
     vocabulary = {stem: bit for bit, (stem, _) in enumerate(counts.most_common())}
     kinds: dict[tuple[str, ...], int] = {}
@@ -94,11 +108,22 @@ def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, .
         acted = 2 if "." in addressed[0] else 1  # an action (microsoft.graph.forward) with what it acts on
         kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:acted],
                 tool.summary.lower() or tool.name)
+        named_by = resources(tool.path)
+        resource = words(named_by[0]) if named_by else ""
+        parent = (words(named_by[1]).split() or [""])[-1] if len(named_by) > 1 else ""
         rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0, addressed[0].startswith("{"),
                      _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
                      _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
-                     kinds.setdefault(kind, len(kinds))))
+                     kinds.setdefault(kind, len(kinds)), resource, parent, _owner_of(segments)))
     return vocabulary, rows
+
+
+def _owner_of(segments: list[str]) -> str:
+    """Whose things a path answers: "other" (a user named by a parameter: `/users/{user-id}/...`,
+    `/users/{username}/repos`), "self" (`/me/...`, GitHub's `/user/...`, Jira's `/myself`), else ""."""
+    if any(segment.startswith("{") and "user" in segment.lower() for segment in segments):
+        return "other"
+    return "self" if any(segment in ("me", "user", "myself") for segment in segments) else ""
 
 
 def _bytes(mask: int) -> bytes:
@@ -110,7 +135,7 @@ def _connect() -> sqlite3.Connection:
     connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
     connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
                        "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
-                       "kind INTEGER)")
+                       "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
     connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
     return connection
 
@@ -125,7 +150,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
                                ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
-        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
+        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
         connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
     data = connection.serialize()
     connection.close()
@@ -138,6 +163,9 @@ _SUMMARY_COVERAGE = 2.0
 _PLURAL = 1.3
 _DEPRECATED = 0.5
 _DUPLICATE = 0.7
+_ADDRESSED = 1.5
+_ACTED = 3.0
+_OWNER = 1.3
 
 
 def _content_stems(text: str) -> frozenset[str]:
@@ -176,6 +204,13 @@ class _Facts:
     the one before it) and the summary, numbered: Graph answers one operation under many nested paths, with one
     summary (`/me/messages/{id}/forward`, `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`:
     "Invoke action forward")."""
+    resource: str
+    """The words of what the path addresses, lower case: `messages`, `accept` (an action), `get share point site
+    usage pages`, `persistentvolumeclaims`, `post message` (Slack's `/chat.postMessage`)."""
+    parent: str
+    """The last word of the resource before it (`messages` for `/me/messages/{id}/microsoft.graph.forward`)."""
+    owner: str
+    """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
 
 
 @dataclass(slots=True)
@@ -185,8 +220,12 @@ class _Opened:
     """Row i (rowid i + 1) of the index."""
     vocabulary: dict[str, int]
     """Each stem of the api's names and summaries, and its bit."""
-    updates: bool
-    """Whether the api has PATCH or PUT operations (Stripe's has none: it updates with POST)."""
+    methods: frozenset[str]
+    """The methods the api uses (Stripe's updates with POST, Slack's deletes with POST)."""
+
+    def knows(self, word: str) -> bool:
+        """Whether the api's names or summaries have the word."""
+        return bool(stems(word) & self.vocabulary.keys())
 
     def mask(self, stems: Iterable[str]) -> int:
         return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
@@ -194,17 +233,14 @@ class _Opened:
 
 def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
-    rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind "
-                              "FROM facts ORDER BY rowid").fetchall()
+    rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
+                              "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
-                    int.from_bytes(summarized, "little"), summary_size, kind)
-             for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind)
-             in zip(tools, rows, strict=True)]
+                    int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner)
+             for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
+                        owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
-    return _Opened(connection, facts, vocabulary, any(tool.method in _UPDATES for tool in tools))
-
-
-_UPDATES = frozenset({"PATCH", "PUT"})
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools))
 
 
 class ToolIndex:
@@ -245,11 +281,13 @@ class ToolIndex:
         scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
-            asked = methods | {"POST"} if methods & _UPDATES and not opened.updates else methods
+            asked = methods | {"POST"} if methods and not methods & opened.methods else methods
             candidates = self._candidates(opened, request.expression, allowed, asked, max(limit, _CANDIDATES))
-            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request.plural)))
+            owner = request.owner_in(opened.knows)
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner), owner))
         scored.sort(key=lambda pair: -pair[1])
-        return [SearchHit(facts.tool, round(score, 4)) for facts, score in scored[:limit]]
+        # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
+        return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
     def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
@@ -277,37 +315,62 @@ _SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values()
         "WHERE tools MATCH ? ORDER BY score LIMIT ?")
 
 
-def _collapse(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
-    """Of the candidates of one kind (one operation under several paths), the one with the shortest path (and not
-    deprecated) takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
+def _collapse(scored: list[tuple[_Facts, float]], owner: str | None) -> list[tuple[_Facts, float]]:
+    """Of the candidates of one kind (one operation under several paths), the one of the owner the query means
+    (`/users/{id}/manager` for "alice's manager"), else with the shortest path (and not deprecated), takes the best
+    score of them all; the others fall behind it, times `_DUPLICATE`."""
     best: dict[int, tuple[_Facts, float]] = {}
     for facts, score in scored:
         held = best.get(facts.kind)
         if held is None:
             best[facts.kind] = (facts, score)
         else:
-            preferred = facts if (facts.weight, score) > (held[0].weight, held[1]) else held[0]
+            mine = (facts.owner == owner, facts.weight, score)
+            preferred = facts if mine > (held[0].owner == owner, held[0].weight, held[1]) else held[0]
             best[facts.kind] = (preferred, max(score, held[1]))
     return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
             for facts, score in scored]
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
-             plural: bool) -> list[tuple[_Facts, float]]:
+             request: Request, owner: str | None) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
-    `orgs/create-issue-type`)."""
+    `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
     scored = []
     for facts, score in candidates:
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
-        if plural and facts.method == "GET" and not facts.item:
+        if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
+        factor *= _addresses(facts, request)
+        if owner and facts.owner:
+            factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:
             factor *= 1 + _NAME_COVERAGE * (facts.named & terms).bit_count() / facts.name_size
         if facts.summary_size:
             factor *= 1 + _SUMMARY_COVERAGE * (facts.summarized & terms).bit_count() / facts.summary_size
         scored.append((facts, factor))
     return scored
+
+
+def _addresses(facts: _Facts, request: Request) -> float:
+    """`_ACTED` when a path's resource is the request's verb (`accept`, `attachments` for "attach", `reviews` for
+    "who reviewed") and acts on what it names (`/me/events/{id}/accept` for "accept the meeting invite", not
+    `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
+    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim); else 1."""
+    named = facts.resource.split()
+    if not named:
+        return 1.0
+    if any(len(os.path.commonprefix([act, word])) >= min(5, len(act)) for act in request.acts if len(act) >= 3
+           for word in named) and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+        return _ACTED
+    return _ADDRESSED if _names(named[-1], request.things) else 1.0
+
+
+def _names(word: str, things: frozenset[str]) -> bool:
+    """Whether a resource's word is one of the things (its end: `persistentvolumeclaims` is a claim)."""
+    stem = next(iter(stems(word)), word)
+    return any(stem.endswith(thing) for thing in things if len(thing) >= 3)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()

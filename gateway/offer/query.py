@@ -2,18 +2,21 @@
 and the full-text match (FTS5) of what it names. No model: word lists, written for APIs in general.
 
 A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file ->
-drive item, my -> "authenticated user"), a compound as one word (OneNote, to-do) and two neighbours as one word
+drive item, bugs -> issue), a compound as one word (OneNote, to-do) and two neighbours as one word
 ("pay out" -> payout). Generic verbs (create, list, update, ...), question words and pronouns pick the method or
 count in the ranking signals instead of matching: each would match thousands of operations. Tokens with a digit
 (ids, versions, amounts) are arguments, not words of the operation. A request is an imperative: its first word is
-its verb, which picks the method (close -> PATCH, refund -> POST) and takes its senses as a verb (to email is to
-send mail); "issue" or "charge" later in it are things.
+its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and
+takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not
+match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
+acts on (`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with
+what each path addresses; a name after "called" or "named" is an argument.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -24,7 +27,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
     "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
     "i": ("me", "authenticated user"), "me": ("authenticated user",), "my": ("me", "authenticated user"),
-    "mine": ("me", "authenticated user"), "logged": ("authenticated user",),
+    "mine": ("me", "authenticated user"),
     "account": ("user", "authenticated user"), "paid": ("pay",), "deploy": ("dispatch",),
     "trigger": ("dispatch", "run"), "link": ("createlink",),
     "share": ("link", "invite"), "approve": ("review",),
@@ -45,11 +48,39 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "invite": ("invitation", "add"),
     "branch": ("ref",),
     "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
+    # people's words for what APIs name otherwise
+    "kick": ("remove",), "revoke": ("delete", "remove"), "detach": ("remove", "delete"), "stop": ("cancel", "end"),
+    "watch": ("watcher", "subscription", "watching"), "unwatch": ("watcher", "subscription"),
+    "follow": ("follower", "following"), "unfollow": ("following", "follower"),
+    "visit": ("view", "traffic"), "visited": ("view", "traffic"), "visitor": ("view", "traffic"),
+    "developer": ("user",), "employee": ("user",), "coworker": ("user", "member"), "profile": ("user",),
+    "bug": ("issue",), "ticket": ("issue",), "story": ("issue",),
+    "doc": ("file", "document", "item"), "document": ("file", "item"), "picture": ("photo", "avatar"),
+    "avatar": ("photo",), "phone": ("device",), "laptop": ("device",), "computer": ("device",),
+    "left": ("limit", "remaining"), "remaining": ("limit",), "quota": ("limit",),
+    "access": ("permission", "role"), "permission": ("access", "role"), "allowed": ("permission",),
+    "react": ("reaction",), "emoji": ("reaction",), "thumbs": ("reaction",),
+    "save": ("star", "saved", "bookmark"), "bookmark": ("star", "saved"),
+    "channel": ("conversation",), "dm": ("conversation", "direct"),
+    "storage": ("volume", "disk"), "disk": ("volume",), "card": ("payment method", "source"),
+    "money": ("balance", "amount"), "funds": ("balance",), "coupon": ("discount",), "discount": ("coupon",),
+    "notified": ("subscription", "notification", "webhook"), "notify": ("notification", "subscription"),
+    "changes": ("delta", "subscription"), "free": ("schedule", "availability"), "busy": ("schedule",),
+    "available": ("presence", "availability"), "password": ("credential", "secret"),
+    "secret": ("password", "credential"), "token": ("credential", "key"), "subfolder": ("child folder",),
+    "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
+    "move": ("transition",),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
+def synonyms(word: str) -> tuple[str, ...]:
+    """`SYNONYMS` of a word or of its singular (bugs -> issue)."""
+    return SYNONYMS.get(word) or SYNONYMS.get(_singular(word), ())
+
+
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
-                 "you your please can could would should want need all some any into up out do does did".split())
+                 "you your please can could would should want need all some any into up out do does did called named "
+                 "titled".split())
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
@@ -66,18 +97,36 @@ and count for the name's coverage, but are left out of the full-text match, wher
 operations."""
 
 
+PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick", "out"): "remove",
+                 ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
+                 ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
+                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop"}
+"""A verb whose particle, anywhere after it, changes what it asks for: "take the label off the issue" removes it."""
+
+
 def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     """A query's words, each with its parts when it is a compound: "OneNote" -> `("onenote", ("one", "note"))`,
     "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
-    kept = " ".join(token for token in query.split() if not _ARGUMENT.search(token))
+    tokens = query.split()
+    kept = " ".join(token for position, token in enumerate(tokens) if not _ARGUMENT.search(token)
+                    and not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
         pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
         if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
             found.append(("".join(pieces), tuple(pieces)))
         else:
             found.extend((piece, ()) for piece in pieces)
+    for position, (word, _) in enumerate(found):
+        if word not in STOP:  # the verb
+            particles = {w for w, _ in found[position + 1:]}
+            meant = next((m for (verb, particle), m in PHRASAL_VERBS.items() if verb == word and particle in particles),
+                         None)
+            if meant is not None:
+                found = [*found[:position], (meant, ()),
+                         *(pair for pair in found[position + 1:] if pair[0] not in _PARTICLES)]
+            break
     return found
 
 
@@ -87,6 +136,8 @@ _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 _ARGUMENT = re.compile(r"[0-9]")
 """A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
 not a word of the operation."""
+_NAMING = frozenset("called named titled".split())
+"""The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())
 """Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
 
@@ -116,7 +167,7 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
     verb = _verb(given)
     terms: list[tuple[str, ...]] = []
     for position, (word, parts) in enumerate(given):
-        if word in skip:
+        if word in skip or word in _PRONOUNS:  # whose it is is read apart (`Request.owner`); their words still count
             continue
         following, following_parts = given[position + 1] if position + 1 < len(given) else ("", ())
         joined = (word + following,) if (not parts and not following_parts and following.isalpha()
@@ -124,7 +175,7 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
         spelled = (" ".join(parts), *(parts[-1:] if parts[-1] not in STOP else ())) if parts else ()
         senses = VERB_SENSES.get(word, ()) if position == verb else ()
         own = (word,) if word not in _PRONOUNS else ()
-        others = (a for a in (*senses, *SYNONYMS.get(word, ()), *spelled, *joined) if a not in skip | _PRONOUNS)
+        others = (a for a in (*senses, *synonyms(word), *spelled, *joined) if a not in skip | _PRONOUNS)
         if alternatives := tuple(dict.fromkeys((*own, *others))):
             terms.append(alternatives)
     return terms
@@ -149,12 +200,18 @@ _INTENTS = {
     "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
              "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
              "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
-             "assign", "comment", "charge", "void", "share"},
-    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign"},
+             "assign", "comment", "charge", "void", "share", "tell", "notify", "remind", "react", "save", "copy",
+             "restore", "clone", "evict", "accept", "decline", "reject", "wipe", "reset", "verify", "calculate",
+             "generate", "log", "reverse", "archive", "unarchive", "stop", "publish", "disable", "enable", "pause",
+             "resume", "suspend", "activate", "deactivate", "pin", "join", "leave"},
+    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign", "kick", "revoke", "detach", "unwatch",
+               "unfollow", "unsubscribe", "unpin", "unblock", "uninstall", "stop"},
     "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
             "download", "preview", "check"},
-    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark"},
-    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow"},
+    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark", "archive", "disable",
+              "enable", "pause", "resume", "suspend", "activate", "deactivate", "publish", "flag", "move"},
+    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow", "watch",
+            "block", "pin"},
 }
 
 
@@ -168,9 +225,19 @@ _PRONOUNS = frozenset("i me my mine".split())
 
 
 def stems(text: str) -> set[str]:
-    """Crude stems of the words of `text` (quotes and OR out; plural s off), to compare names with a query."""
-    return {word[:-1] if word.endswith("s") and len(word) > 3 else word
-            for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+    """Crude stems of the words of `text` (quotes and OR out; plurals singular), to compare names with a query."""
+    return {_singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+
+
+def _singular(word: str) -> str:
+    """A plural's singular, roughly: repositories -> repository, statuses -> status, branches -> branch, pods -> pod."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ses", "xes", "zes", "ches", "shes")):
+        return word[:-2]
+    return word[:-1]
 
 
 @dataclass(slots=True, frozen=True)
@@ -187,6 +254,27 @@ class Request:
     """The stems of its words and their synonyms, generic verbs and pronouns included, to compare with a name."""
     plural: bool
     """Whether the thing it names last is plural (all of them: "show my to-do lists", "list the branches")."""
+    things: frozenset[str]
+    """The stems of the thing it acts on (the head of the noun phrase after its verb: "sites" in "list the SharePoint
+    sites in this group") and their synonyms, to compare with the resource an operation addresses."""
+    phrase: frozenset[str]
+    """The stems of every word of that noun phrase ("meeting", "invite" in "accept the meeting invite"), to check that
+    an action (`/me/events/{id}/accept`) acts on what the request names."""
+    acts: tuple[str, ...]
+    """Its verb when the verb is not generic ("accept", "attach"; for "who": what the people do, "who reviewed"),
+    with a regular ending off, to compare with the beginning of a resource (accept, attachments, reviews)."""
+    owner: str | None
+    """Whose thing it is: "self" (my, me, I), "other" (the user's), or None: an api that answers both under two paths
+    (`/me/...`, `/users/{id}/...`) is asked for the one meant. A possessive of a word the api does not know ("alice's")
+    makes it "other" too (`owner_in`)."""
+    possessors: tuple[str, ...]
+    """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+
+    def owner_in(self, known: Callable[[str], bool]) -> str | None:
+        """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
+        if any(not known(word) for word in self.possessors):
+            return "other"
+        return self.owner
 
 
 def read(query: str) -> Request:
@@ -195,8 +283,82 @@ def read(query: str) -> Request:
     terms = _match_terms(given)
     verb = _verb(given)
     methods = frozenset() if verb is None else frozenset(m for m, verbs in _INTENTS.items() if given[verb][0] in verbs)
-    said = " ".join(w for word in words(query).split() for w in (word, *SYNONYMS.get(word, ())))
+    said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     return Request(terms, _expression(terms), methods,
-                   frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural)
+                   frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
+                   *_things(given, verb), _acts(given, verb), _owner(given),
+                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS))
+
+
+_BREAKS = frozenset("in on of to for from with at by into about as via than without during over under per after before "
+                    "since until called named titled saying that which so when where while because if and or".split())
+"""Words that end a noun phrase: the thing a request names comes before them ("the items in the list")."""
+_AUXILIARIES = frozenset("is are was were be been being do does did have has had can could will would should may might "
+                         "must am".split())
+_PEOPLE = ("member", "user")
+"""What "who is in this team" asks for."""
+
+
+def _things(given: list[tuple[str, tuple[str, ...]]],
+            verb: int | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The stems of the head of the first noun phrase after the verb, with its synonyms (and a compound's last part:
+    OneDrive -> drive); and those of all the phrase's words."""
+    start = 0 if verb is None else verb + 1
+    if verb is not None and given[verb][0] == "who":
+        following = [word for word, _ in given[start:] if word not in _AUXILIARIES]
+        if following and following[0] in _BREAKS:  # "who is in this team": its people
+            people = frozenset(stems(" ".join(_PEOPLE)))
+            return people, people
+    if verb is not None and given[verb][0] == "who" and _acts(given, verb):
+        start += 1 + next(i for i, (w, _) in enumerate(given[start:]) if w not in _AUXILIARIES)  # past its verb
+    phrase: list[tuple[str, tuple[str, ...]]] = []
+    for word, parts in given[start:]:
+        if word in _BREAKS or word in _AUXILIARIES:
+            if phrase:
+                break
+            continue
+        if word not in STOP and word not in _PRONOUNS and word not in _GENERIC_VERBS:
+            phrase.append((word, parts))
+    if not phrase:
+        return frozenset(), frozenset()
+    word, parts = phrase[-1]
+    every = " ".join(w for said, _ in phrase for w in (said, *synonyms(said)))
+    return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
+
+
+def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[str, ...]:
+    """The verb's root (not a generic one): "accept", "attach"; after "who", the next verb ("who reviewed")."""
+    if verb is None:
+        return ()
+    word = given[verb][0]
+    if word == "who":  # "who reviewed", "who is watching": a verb with its ending, else none
+        following = [w for w, _ in given[verb + 1:] if w not in _AUXILIARIES]
+        word = following[0] if following and following[0].endswith(("s", "ed", "ing")) else ""
+    if not word or word in _GENERIC_VERBS or word in _PRONOUNS:
+        return ()
+    return (_root(word),)
+
+
+def _root(word: str) -> str:
+    """A verb without a regular ending: reviewed -> review, starred -> star, watching -> watch, follows -> follow."""
+    for ending in ("ing", "ed", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            word = word[:-len(ending)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "ls":
+                word = word[:-1]
+            break
+    return word
+
+
+_POSSESSIVE = re.compile(r"\b([A-Za-z]+)['’]s\b")
+_NOT_OWNERS = frozenset("it that what who there here let he she this".split())
+
+
+def _owner(given: list[tuple[str, tuple[str, ...]]]) -> str | None:
+    """"self" for mine, "other" for a user's, else None."""
+    said = {word for word, _ in given}
+    if said & _PRONOUNS:
+        return "self"
+    return "other" if said & {"user", "users"} else None

@@ -82,7 +82,8 @@ def catalog_of(toolset: Toolset) -> Catalog:
 
 
 def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
-    """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`.
+    """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`; a tool
+    scored 0 (nothing of the query in it) is not one of them.
 
     With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
@@ -100,7 +101,7 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
         ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked, _summary)
     return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
              "summary": _summary(tool), "score": score}
-            for tool, score in ranked[:limit] if tool.name in by_catalog_name]
+            for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
 
 
 def _summary(tool: Tool) -> str:

@@ -26,10 +26,12 @@ _FORMAT = "gateway-catalog-6"
 
 @functools.cache
 def _code_fingerprint() -> str:
-    """A hash of the compiler's own source and the catalog types: new code never reads old entries."""
+    """A hash of the compiler's own source, the catalog types and the search index's builder (an entry carries the
+    index: `gateway.offer.index` and the words it reads, `gateway.offer.query`): new code never reads old entries."""
     package = Path(__file__).resolve().parent
+    offer = package.parent / "offer"
     digest = hashlib.sha256()
-    for path in sorted([*package.glob("*.py"), package.parent / "catalog.py"]):
+    for path in sorted([*package.glob("*.py"), package.parent / "catalog.py", offer / "index.py", offer / "query.py"]):
         try:
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         except OSError:

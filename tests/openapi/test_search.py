@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.search import load_tasks, recall
+from bench.search import PARTS, SPECS, load_tasks, part_of, recall
 from gateway.catalog import Catalog, Tool
 from gateway.offer.index import index_of
 from gateway.offer.query import intended_methods, match_expression, words
@@ -71,23 +71,31 @@ def _compiled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog
 
 
 @pytest.mark.parametrize("name", ["github", "stripe", "graph"])
-def test_each_task_file_has_the_three_parts(name: str) -> None:
+def test_each_task_file_of_issue_17_has_its_three_parts(name: str) -> None:
     tasks = load_tasks(name)
     assert len(tasks["tasks"]) >= 30 and len(tasks["holdout"]) >= 12 and len(tasks["fresh"]) >= 25
-    queries = [task["q"] for part in ("tasks", "holdout", "fresh") for task in tasks[part]]
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_40_new_requests_split_by_the_fixed_rule(name: str) -> None:
+    tasks = load_tasks(name)
+    assert len(tasks["tune"]) + len(tasks["heldout"]) >= 40
+    moved = [(part, task["q"]) for part in ("tune", "heldout") for task in tasks[part] if part_of(task["q"]) != part]
+    assert not moved, "a request is not in the part the rule puts it in (bench.search.part_of)"
+    queries = [task["q"] for part in PARTS for task in tasks.get(part, [])]
     assert len(set(queries)) == len(queries), "a request is in two lists"
 
 
 @pytest.mark.corpus
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["github", "stripe", "graph"])
+@pytest.mark.parametrize("name", list(SPECS))
 def test_every_operation_named_by_a_task_exists_in_its_spec(name: str, corpus: Path,
                                                            tmp_path_factory: pytest.TempPathFactory) -> None:
     catalog = _compiled(corpus, tmp_path_factory)
     tasks = load_tasks(name)
     known = {n for tool in catalog.for_api(tasks["api"]) for n in (tool.name, tool.operation_id)}
     assert known, f"{tasks['api']} is not in the corpus"
-    unknown = [(part, task["q"], op) for part in ("tasks", "holdout", "fresh") for task in tasks[part]
+    unknown = [(part, task["q"], op) for part in PARTS for task in tasks.get(part, [])
                for op in task["ops"] if op not in known]
     assert not unknown, f"operations that {tasks['api']} does not have: {unknown}"
 

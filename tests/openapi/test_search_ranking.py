@@ -75,7 +75,7 @@ def test_the_request_verb_is_its_first_word_and_things_after_it_are_not_verbs() 
     assert intended_methods("please delete the comment") == ["DELETE"]
     assert intended_methods("list the comments on the issue") == ["GET"]  # not POST for "comment" or "issue"
     assert intended_methods("who am I logged in as") == ["GET"]
-    assert intended_methods("take the wontfix label off the issue") == []
+    assert intended_methods("take the wontfix label off the issue") == ["DELETE"]  # take ... off: remove
 
 
 def test_compounds_ids_and_contractions_are_read_as_words() -> None:
@@ -103,3 +103,46 @@ def test_a_narrowed_search_answers_only_allowed_tools() -> None:
 def test_a_limit_above_the_candidates_answers_that_many() -> None:
     tools = [_tool(f"getPet{i}", "GET", f"/pets/{i}", f"Pet number {i}") for i in range(120)]
     assert len(index_of(Catalog(tools + _FILLER)).search("pet", limit=100)) == 100
+
+
+def _described(name: str, method: str, path: str, description: str) -> Tool:
+    """An operation with no summary, only a description (Stripe's, Slack's and Kubernetes' specs are written so)."""
+    return Tool(name=name, api="shop", operation_id=name, method=method, path=path, description=description,
+                input_schema={"type": "object"}, summary="")
+
+
+def test_an_api_that_deletes_with_post_and_writes_no_summaries_finds_the_delete() -> None:
+    slack = [_described("chat_delete", "POST", "/chat.delete", "Deletes a message."),
+             _described("chat_postMessage", "POST", "/chat.postMessage", "Sends a message to a channel."),
+             _described("chat_meMessage", "POST", "/chat.meMessage", "Share a me message into a channel."),
+             _described("search_messages", "GET", "/search.messages", "Searches for messages matching a query."),
+             _described("chat_deleteScheduledMessage", "POST", "/chat.deleteScheduledMessage",
+                        "Deletes a pending scheduled message from the queue of messages to send.")]
+    assert _names(slack, "delete that message")[0] == "chat_delete"
+
+
+def test_the_copy_of_the_owner_meant_comes_first() -> None:
+    mine = _tool("me_GetManager", "GET", "/me/manager", "Get manager")
+    theirs = _tool("users_GetManager", "GET", "/users/{user-id}/manager", "Get manager")
+    assert _names([mine, theirs], "who is my manager")[0] == "me_GetManager"
+    assert _names([mine, theirs], "who is alice's manager")[0] == "users_GetManager"  # alice: no word of the api
+
+
+def test_an_action_named_by_the_verb_beats_the_things_that_hold_the_other_words() -> None:
+    invitations = [_tool(f"{verb}Invitation", method, "/invitations", f"{verb} invitation")
+                   for verb, method in (("create", "POST"), ("list", "GET"))]
+    accept = _tool("me_events_event_accept", "POST", "/me/events/{event-id}/microsoft.graph.accept",
+                   "Invoke action accept")
+    move = _tool("me_messages_message_move", "POST", "/me/messages/{message-id}/microsoft.graph.move",
+                 "Invoke action move")
+    update = _tool("me_UpdateEvents", "PATCH", "/me/events/{event-id}", "Update the navigation property events in me")
+    tools = [*invitations, accept, move, update]
+    assert _names(tools, "accept the meeting invite")[0] == "me_events_event_accept"
+    # "move" is a message's action, not an event's: a meeting moves by an update
+    assert _names(tools, "move the meeting to friday")[0] == "me_UpdateEvents"
+
+
+def test_a_verb_and_its_particle_ask_for_what_they_mean_together() -> None:
+    assert intended_methods("take the wontfix label off the issue") == ["DELETE"]
+    assert intended_methods("kick carol out of the repository") == ["DELETE"]
+    assert query_words("turn off branch protection")[0] == ("disable", ())

@@ -1,9 +1,13 @@
-"""The console's catalog pages: the agents, one agent's tools (with search), one tool."""
+"""The console's catalog pages: the agents, one agent's tools (with search), one tool.
+
+A search on these pages is the gateway's tool search (`gateway.offer.toolsearch.search`, the one every door uses),
+run in a worker thread as everywhere: the agent's tools best first, only those it finds (a score above 0)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -11,6 +15,7 @@ from starlette.routing import Route
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
+from ...offer.toolsearch import search
 from ...safety.ratelimit import Limit
 from ..errors import APIError
 from ..routes import state_of
@@ -33,16 +38,18 @@ def routes(console: Console) -> list[Route]:
         query = request.query_params.get("q", "").strip()
         agents = [_agent_summary(generation, generation.runtime.manifest.agents[name])
                   for name in viewer.visible(generation.runtime.manifest.agents)]
-        found = [(a["name"], t) for a in agents for t in search_tools(generation, a["name"], query)] if query else []
-        return console.render(request, "agents.html", agents=agents, query=query, found=found[:200],
-                              title="Agents")
+        scored = [(score, a["name"], t) for a in agents
+                  for t, score in await search_tools(generation, a["name"], query, EVERY_AGENT_LIMIT)] if query else []
+        scored.sort(key=lambda item: -item[0])
+        found = [(name, t) for _, name, t in scored]
+        return console.render(request, "agents.html", agents=agents, query=query, found=found, title="Agents")
 
     async def agent_page(request: Request) -> Response:
         generation = state_of(request).current
         name = visible_agent(request, generation)
         agent = generation.runtime.manifest.agents[name]
         query = request.query_params.get("q", "").strip()
-        tools = search_tools(generation, name, query)
+        tools = [t for t, _ in await search_tools(generation, name, query)] if query else list(generation.toolset(name))
         return console.render(request, "agent.html", agent=agent, summary=_agent_summary(generation, agent),
                               tools=tools, query=query, limits=_agent_limits(console, agent), title=name)
 
@@ -89,20 +96,18 @@ def _agent_summary(generation: Generation, agent: AgentConfig) -> dict[str, Any]
             "under_approval": sum(1 for t in tools if t.needs_approval), "delegates": list(agent.delegates)}
 
 
-def search_tools(generation: Generation, agent: str, query: str) -> list[AgentTool]:
-    """The agent's tools matching every word of `query` (in name, summary, description, method or path)."""
-    tools = list(generation.toolset(agent))
-    words = query.lower().split()
-    if not words:
-        return tools
+AGENT_LIMIT = 50
+"""Tools one agent's page lists for a search."""
+EVERY_AGENT_LIMIT = 20
+"""Tools per agent the agents page lists for a search of all of them."""
 
-    def text(t: AgentTool) -> str:
-        parts = [t.name, t.description]
-        if t.tool is not None:
-            parts += [t.tool.summary, t.tool.method, t.tool.path, t.tool.api, *t.tool.tags]
-        return " ".join(parts).lower()
 
-    return [t for t in tools if all(word in text(t) for word in words)]
+async def search_tools(generation: Generation, agent: str, query: str,
+                       limit: int = AGENT_LIMIT) -> list[tuple[AgentTool, float]]:
+    """The agent's tools that tool search finds for `query`, best first, with their scores."""
+    toolset = generation.toolset(agent)
+    found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, limit)
+    return [(agent_tool, hit["score"]) for hit in found if (agent_tool := toolset.get(hit["name"])) is not None]
 
 
 def describe_limit(limit: Limit | None) -> str:
