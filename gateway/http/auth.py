@@ -133,23 +133,26 @@ class Authenticator:
             for exchanger in self._exchangers.values():
                 exchanger.forget(token.value)
 
-    def _user(self, how: str) -> Caller:
+    def _user(self, how: str, *, token: bool) -> Caller:
+        """The signed-in user this call is for (with their access token when `token`); UserRequired if none."""
         caller = current_caller()
-        if caller.token is None or caller.subject is None:
+        if caller.subject is None or (token and caller.token is None):
             who = f"client {caller.client!r}" if caller.client else "this caller"
-            raise UserRequired(f"{self.api} is called as the signed-in user ({how}), but {who} signed in with a "
-                               "key, not a user's access token; nothing was sent")
+            raise UserRequired(f"{self.api} is called as the signed-in user ({how}), but {who} "
+                               + ("signed in with a key, not a user's access token" if caller.subject is None else
+                                  "holds no access token of that user (a call resumed by someone else)")
+                               + "; nothing was sent")
         return caller
 
     async def _connected(self) -> str:
-        caller = self._user("the user's own connection")
+        caller = self._user("the user's own connection", token=False)
         if self._connections is None:
             raise ApiSetupError(f"apis.{self.api}.auth: user_oauth needs the gateway's store (gateway serve)")
         assert caller.subject is not None
         return await self._connections.access_token(self.api, caller.subject, caller.client)
 
     async def _exchanged(self, index: int, config: AuthConfig, tool: Tool | None) -> str:
-        caller = self._user("token exchange")
+        caller = self._user("token exchange", token=True)
         assert caller.token is not None
         exchanger = self._exchangers.get(index)
         if exchanger is None:

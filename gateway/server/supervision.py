@@ -37,7 +37,7 @@ from ..identity.resource import METADATA_PATH, ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
+from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict, run_owner
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
@@ -288,7 +288,7 @@ class Safety(Safeguards):
                 if tool is not None and tool.tool is not None and decision is not None and decision.approve:
                     approved[tool.tool.name] = pending["id"]
             started = time.perf_counter()
-            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved):
+            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner.for_agent(agent.name))
@@ -310,7 +310,7 @@ class Safety(Safeguards):
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]
         call = ToolCall(id=run.state.get("call_id") or approval_id, name=agent_tool.name, arguments=arguments,
                         raw_arguments=arguments)
-        with bind_caller(agent=run.agent, run_id=run.id):
+        with bind_caller(agent=run.agent, run_id=run.id, **run_owner(run)):
             result: ToolResult = await generation.runner.for_agent(run.agent).run(
                 agent_tool, call, door="resume", client=run.client, approval=approval_id)
         return result

@@ -109,8 +109,9 @@ agents:
   coder: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
   seller: {{model: openai/gpt-test, tools: [{{api: repos}}]}}
   planner: {{model: openai/gpt-test, tools: [{{api: tracker}}]}}
+  careful: {{model: openai/gpt-test, tools: [{{api: repos}}, {{api: tracker}}], approval: always}}
 clients:
-  engineers: {{agents: [coder, planner], claims: {{groups: eng}}}}
+  engineers: {{agents: [coder, planner, careful], claims: {{groups: eng}}}}
   sales: {{agents: [seller, planner], claims: {{groups: [sales, marketing]}}}}
   ops: {{key: ops-key, agents: ["*"], admin: true}}
 gateway:

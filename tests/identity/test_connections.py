@@ -95,3 +95,27 @@ def test_in_the_loop_the_model_is_told_the_connect_link(setup: Setup) -> None:
     tool_message = setup.llm.bodies()[1]["messages"][-1]
     assert tool_message["role"] == "tool" and setup.provider.issuer + "/auth?" in tool_message["content"]
     assert setup.upstream.requests == []
+
+
+def test_an_approved_call_runs_as_the_user_who_asked_not_the_approver(setup: Setup) -> None:
+    alice = setup.token("alice")
+    link = _list(setup, alice).json()["error"]["message"].split("open ", 1)[1].split(" ", 1)[0]
+    assert _connect(setup, "alice", link).status_code == 200
+    ops = {"Authorization": "Bearer ops-key"}
+
+    def held(tool: str, arguments: dict[str, object]) -> str:
+        answer = httpx.post(f"{setup.url}/agents/careful/tools/{tool}", json=arguments,
+                            headers={"Authorization": f"Bearer {alice}"}, timeout=20)
+        assert answer.status_code == 202, answer.text
+        return str(answer.json()["approval_id"])
+
+    # her own connection serves the resumed call: the api gets alice's token though ops approved
+    done = httpx.post(f"{setup.url}/approvals/{held('listTickets', {})}", json={"decision": "approve"},
+                      headers=ops, timeout=20)
+    assert done.status_code == 200 and done.json()["result"]["ok"] is True, done.text
+    assert claims_of(bearer_of(setup.upstream.requests[0]), setup.provider, TRACKER)["sub"] == "alice"
+    # an exchange needs her token, which the approver does not have: refused, not sent as ops
+    refused = httpx.post(f"{setup.url}/approvals/{held('createIssue', {'name': 'app', 'title': 'x'})}",
+                         json={"decision": "approve"}, headers=ops, timeout=20)
+    assert refused.json()["result"]["error_type"] == "user_required", refused.text
+    assert len(setup.upstream.requests) == 1

@@ -46,7 +46,7 @@ def test_a_signed_in_user_reaches_their_clients_agents(setup: Setup) -> None:
     token = setup.token("alice")
     answer = _get(setup, "/agents", token)
     assert answer.status_code == 200, answer.text
-    assert [agent["name"] for agent in answer.json()["data"]] == ["coder", "planner"]
+    assert [agent["name"] for agent in answer.json()["data"]] == ["coder", "planner", "careful"]
     assert _get(setup, "/agents/coder/tools", token).status_code == 200
 
 
