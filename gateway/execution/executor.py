@@ -36,7 +36,7 @@ from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
-from ..identity.errors import AuthServerUnavailable, UserCredentialError
+from ..identity.errors import AuthServerUnavailable, NotConnected, UserCredentialError
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
@@ -220,7 +220,8 @@ class Executor:
         except RequestBuildError as error:
             return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
         except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
-            return ToolResult.failure(error.error_type, f"{tool.name}: {error}")  # type: ignore[arg-type]
+            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
+            return ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
         except AuthServerUnavailable as error:
             return ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
         except httpx.HTTPError as error:

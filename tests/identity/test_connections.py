@@ -5,12 +5,19 @@ and from then on the api receives that user's own token, refreshed when it expir
 from __future__ import annotations
 
 import time
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx
+import httpx2
 import openai
+import pytest
 from conftest import Setup
 from identity_support import CONNECTOR, TRACKER, bearer_of, claims_of
+from mcp import Client, MCPError, UrlElicitationRequiredError
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import URL_ELICITATION_REQUIRED
 from scripted_llm import Call, Reply
 
 
@@ -65,8 +72,6 @@ def test_connections_are_each_users_own_and_stored_encrypted(setup: Setup) -> No
     assert _list(setup, bob).json()["error"]["code"] == "not_connected"  # bob has connected nothing
     assert len(setup.upstream.requests) == 1
 
-    import anyio
-
     async def stored() -> str:
         record = await setup.safety.store.get_connection("alice", "tracker")
         assert record is not None
@@ -119,3 +124,38 @@ def test_an_approved_call_runs_as_the_user_who_asked_not_the_approver(setup: Set
                          json={"decision": "approve"}, headers=ops, timeout=20)
     assert refused.json()["result"]["error_type"] == "user_required", refused.text
     assert len(setup.upstream.requests) == 1
+
+
+async def _mcp_list_tickets(setup: Setup, token: str, *, elicitation: bool) -> Any:
+    async def accept(context: Any, params: Any) -> Any:  # pragma: no cover - the gateway asks by error, not request
+        raise AssertionError("no elicitation request expected")
+
+    options = {"elicitation_callback": accept} if elicitation else {}
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        async with Client(streamable_http_client(f"{setup.url}/mcp/planner", http_client=http), **options) as client:
+            try:
+                return await client.call_tool("listTickets", {})
+            except MCPError as error:  # the answer to the call, not a failure of the test
+                return error
+
+
+@pytest.mark.anyio
+async def test_an_mcp_client_without_url_elicitation_gets_the_link_as_a_tool_error(setup: Setup) -> None:
+    result = await _mcp_list_tickets(setup, setup.token("alice"), elicitation=False)
+    assert result.is_error is True
+    assert "not_connected" in result.content[0].text and setup.provider.issuer + "/auth?" in result.content[0].text
+    assert setup.upstream.requests == []
+
+
+@pytest.mark.anyio
+async def test_an_mcp_client_with_url_elicitation_is_sent_to_connect_and_retries(setup: Setup) -> None:
+    alice = setup.token("alice")
+    error = await _mcp_list_tickets(setup, alice, elicitation=True)
+    assert isinstance(error, MCPError) and error.code == URL_ELICITATION_REQUIRED
+    (elicitation,) = UrlElicitationRequiredError.from_error(error.error).elicitations
+    assert setup.upstream.requests == []
+    page = await anyio.to_thread.run_sync(lambda: _connect(setup, "alice", elicitation.url))
+    assert page.status_code == 200
+    result = await _mcp_list_tickets(setup, alice, elicitation=True)
+    assert result.is_error is False
+    assert claims_of(bearer_of(setup.upstream.requests[0]), setup.provider, TRACKER)["sub"] == "alice"

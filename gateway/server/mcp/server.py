@@ -102,7 +102,7 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
         result = await answer_call(state, agent, params.name, dict(params.arguments or {}), ctx.protocol_version,
-                                   client_of(ctx), names)
+                                   client_of(ctx), names, url_elicitation=_takes_url_elicitation(ctx))
         if result is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:
@@ -124,6 +124,16 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _takes_url_elicitation(ctx: Context) -> bool:
+    """Whether the client declared URL-mode elicitation (it can send its user to a link and retry)."""
+    try:
+        capabilities = ctx.session.client_capabilities
+    except Exception:  # noqa: BLE001 - no session state (a context built without one)
+        return False
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
 
 
 async def _announce_list_changed(ctx: Context) -> None:
