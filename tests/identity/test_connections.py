@@ -4,6 +4,7 @@ and from then on the api receives that user's own token, refreshed when it expir
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -159,3 +160,23 @@ async def test_an_mcp_client_with_url_elicitation_is_sent_to_connect_and_retries
     result = await _mcp_list_tickets(setup, alice, elicitation=True)
     assert result.is_error is False
     assert claims_of(bearer_of(setup.upstream.requests[0]), setup.provider, TRACKER)["sub"] == "alice"
+
+
+def test_the_console_signs_a_user_in_with_their_token_and_lists_their_connections(setup: Setup) -> None:
+    with httpx.Client(base_url=setup.url, timeout=20) as browser:
+        signed = browser.post("/console/signin", json={"key": setup.token("alice")})
+        assert signed.status_code == 200, signed.text
+        page = browser.get("/console/connections")
+        assert page.status_code == 200
+        assert "No account is connected yet." in page.text and "Connect tracker" in page.text
+        csrf = re.search(r'name="csrf-token" content="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+        started = browser.post("/console/connections/tracker/connect", json={}, headers={"X-CSRF-Token": csrf})
+        assert started.status_code == 200, started.text
+        assert _connect(setup, "alice", started.json()["next"]).status_code == 200
+        page = browser.get("/console/connections")
+        assert 'data-api="tracker"' in page.text and "tickets" in page.text and "alice" in page.text
+        assert browser.post("/console/connections/tracker/disconnect", json={}).status_code == 403  # no CSRF token
+
+    with httpx.Client(base_url=setup.url, timeout=20) as browser:
+        assert browser.post("/console/signin", json={"key": "ops-key"}).status_code == 200
+        assert browser.get("/console/connections").status_code == 403  # a key has no connections

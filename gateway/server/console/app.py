@@ -59,7 +59,7 @@ class ConsoleGate:
         request = Request(scope, receive)
         root = scope.get("root_path", "")
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
-        viewer = self.sessions.viewer(request)
+        viewer = await self.sessions.viewer(request)
         if path == "/signin" or path.startswith("/static/"):
             scope[VIEWER] = viewer
             await self.app(scope, receive, send)
@@ -83,7 +83,9 @@ class ConsoleGate:
         scope["gateway.agents"] = viewer.agent_set
         # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
         # so audit rows and per-agent limits name it as on the API's doors.
-        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):
+        scope["gateway.subject"] = viewer.subject
+        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={},
+                         subject=viewer.subject):
             await self.app(scope, receive, send)
 
 
@@ -95,7 +97,7 @@ class Console:
             safety: the gateway's safety layer (client keys, approvals, audit).
         """
         self.safety = safety
-        self.sessions = Sessions(lambda: safety.keys)
+        self.sessions = Sessions(lambda: safety.keys, lambda: safety.identity)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["pretty"] = _pretty
 
@@ -107,7 +109,7 @@ class Console:
             status_code=status_code)
 
     def mount(self) -> Mount:
-        from . import catalog_pages, chat_page, oversight, signin, tryout
+        from . import catalog_pages, chat_page, connections_page, oversight, signin, tryout
 
         routes = [
             Route("/", _home, methods=["GET"]),
@@ -116,6 +118,7 @@ class Console:
             *tryout.routes(self),
             *chat_page.routes(self),
             *oversight.routes(self),
+            *connections_page.routes(self),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
         return Mount("/console", app=ConsoleGate(Router(routes), self.sessions))

@@ -3,9 +3,12 @@
 With `clients` in agents.yaml the sign-in page takes a client key; the answer sets an HttpOnly,
 SameSite=Strict cookie `name.expiry.signature`, signed with the SHA-256 digest of that client's key. No
 session table: any instance serving the same agents.yaml accepts the cookie, and changing or removing the
-key ends every session signed with it. The CSRF token is derived from the same secret and session, sent in
-each page and required (header `X-CSRF-Token`) on every state-changing request. Without `clients` (a
-loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process secret.
+key ends every session signed with it. With `gateway.auth` it also takes a user's access token: the cookie is
+then `t.<token>`, checked like a bearer on every request (the session ends when the token expires), and the
+viewer is that user (their client by claims, their subject: the console shows their connections). The CSRF token
+is derived from the same secret (or the token) and session, sent in each page and required (header `X-CSRF-Token`)
+on every state-changing request. Without `clients` (a loopback gateway) the console is open, as the API is; CSRF
+tokens then come from a per-process secret.
 """
 
 from __future__ import annotations
@@ -21,9 +24,14 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...identity.errors import IdentityError
+from ...identity.resource import ResourceServer
 from ..auth import ClientKeys
 
 COOKIE = "gateway_console"
+TOKEN_PREFIX = "t."
+"""A cookie holding a user's access token (a key's session cookie starts with the client's name in base64url,
+which never contains a dot)."""
 SESSION_SECONDS = 8 * 3600
 CSRF_HEADER = "x-csrf-token"
 
@@ -38,6 +46,8 @@ class Viewer:
     agents: frozenset[str] | None
     """The agents this viewer may see; None: every agent."""
     csrf: str
+    subject: str | None = None
+    """The signed-in user, when the viewer signed in with an access token."""
 
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
@@ -52,26 +62,29 @@ class Viewer:
 
 
 class Sessions:
-    def __init__(self, keys: Callable[[], ClientKeys]) -> None:
+    def __init__(self, keys: Callable[[], ClientKeys],
+                 identity: Callable[[], ResourceServer | None] = lambda: None) -> None:
         """Sign viewers in and recognise them again.
 
         Parameters:
             keys: the current manifest's client keys (a callable, so a reload of agents.yaml applies at once).
+            identity: the current `gateway.auth` resource server (None: keys only).
         """
         self._keys = keys
+        self._identity = identity
         self._open_secret = secrets.token_bytes(32)
 
     @property
     def open(self) -> bool:
         """No `clients` in agents.yaml: the console needs no sign-in."""
-        return not self._keys()
+        return not self._keys() and self._identity() is None
 
-    def sign_in(self, key: str) -> str | None:
-        """The cookie value for a valid client key; None for an unknown one."""
+    async def sign_in(self, key: str) -> str | None:
+        """The cookie value for a valid client key or access token; None for neither."""
         keys = self._keys()
         client = keys.identify(key) if keys else None
         if client is None:
-            return None
+            return f"{TOKEN_PREFIX}{key}" if await self._token_viewer(key) is not None else None
         found = keys.session_secret(client.name)
         if found is None:
             return None
@@ -79,12 +92,14 @@ class Sessions:
         name = base64.urlsafe_b64encode(client.name.encode()).decode().rstrip("=")
         return f"{name}.{expiry}.{_sign(found[1], 'session', client.name, expiry)}"
 
-    def viewer(self, request: Request) -> Viewer | None:
+    async def viewer(self, request: Request) -> Viewer | None:
         """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
         keys = self._keys()
-        if not keys:
+        if self.open:
             return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0))
         cookie = request.cookies.get(COOKIE, "")
+        if cookie.startswith(TOKEN_PREFIX):
+            return await self._token_viewer(cookie[len(TOKEN_PREFIX):])
         try:
             encoded, expiry_text, signature = cookie.split(".")
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
@@ -100,6 +115,22 @@ class Sessions:
         return Viewer(name=client.name, admin=client.admin,
                       agents=None if client.visible_agents() is None else frozenset(client.agents),
                       csrf=_sign(secret, "csrf", name, expiry))
+
+    async def _token_viewer(self, token: str) -> Viewer | None:
+        identity = self._identity()
+        if identity is None or not token:
+            return None
+        try:
+            name, verified = await identity.authenticate(token)
+        except IdentityError:  # not a valid token of a client here, or the keys cannot be had now: sign in again
+            return None
+        client = self._keys().named(name)
+        if client is None:
+            return None
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        return Viewer(name=client.name, admin=client.admin,
+                      agents=None if client.visible_agents() is None else frozenset(client.agents),
+                      csrf=_sign(digest, "csrf", client.name, 0), subject=verified.subject)
 
     @staticmethod
     def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:

@@ -28,9 +28,9 @@ def routes(console: Console) -> list[Route]:
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key.strip():
             return json_error(400, "Enter a client key.", param="key")
-        cookie = console.sessions.sign_in(key.strip())
+        cookie = await console.sessions.sign_in(key.strip())
         if cookie is None:
-            return json_error(401, "That key is not valid.", code="invalid_key")
+            return json_error(401, "That key (or access token) is not valid.", code="invalid_key")
         base = request.scope.get("root_path", "")
         answer = JSONResponse({"next": base + _safe_next(body.get("next"))})
         Sessions.set_cookie(answer, cookie, secure=request.url.scheme == "https", path=base or "/")
