@@ -28,6 +28,8 @@ from gateway.server.supervision import Safety
 REPOS = "http://repos.test/"
 """The repos api's resource indicator at the provider (the audience of the tokens it receives)."""
 OTHER = "http://other.test/"
+OPAQUE = "http://opaque.test/"
+"""A resource whose access tokens are opaque (checked by introspection)."""
 TRACKER = "http://tracker.test/"
 """The tracker api's resource indicator: users connect their own account to it (`user_oauth`)."""
 CONNECTOR = ("gateway-connector", "connector-secret")
@@ -126,7 +128,8 @@ def new_provider(audience: str, *, gateway: str | None = None, **options: Any) -
               "redirect_uris": ["http://127.0.0.1:9/callback"]}
     return OpenIDProvider(
         resources={audience: {"scope": "gateway"}, REPOS: {"scope": "repo:read repo:write", "ttl": 300},
-                   OTHER: {"scope": "other"}, TRACKER: {"scope": "tickets", "ttl": 4}},
+                   OTHER: {"scope": "other"}, TRACKER: {"scope": "tickets", "ttl": 4},
+                   OPAQUE: {"scope": "gateway", "format": "opaque"}},
         clients=[{"client_id": EXCHANGER[0], "client_secret": EXCHANGER[1], "response_types": [],
                   "redirect_uris": [], "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange"]},
                  {**public, "client_id": SHORT_APP}, {**public, "client_id": FUTURE_APP},
