@@ -14,7 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import jwt
 import uvicorn
 from oidc import OpenIDProvider
@@ -117,7 +119,7 @@ clients:
   sales: {{agents: [seller, planner], claims: {{groups: [sales, marketing]}}}}
   ops: {{key: ops-key, agents: ["*"], admin: true}}
 gateway:
-  store: "memory:"
+  store: "{store}"
   auth: {{issuer: "{issuer}", audience: "{audience}", leeway: 0, scopes: [gateway]}}
 """
 
@@ -154,7 +156,7 @@ def route_repos(upstream: RecordingServer) -> None:
 
 
 def write_project(folder: Path, *, llm: str, upstream: str, issuer: str, audience: str,
-                  agents: str = AGENTS) -> tuple[Path, Path]:
+                  agents: str = AGENTS, store: str = "memory:") -> tuple[Path, Path]:
     specs = folder / "specs"
     specs.mkdir(parents=True, exist_ok=True)
     (specs / "repos.yaml").write_text(REPOS_SPEC.replace("{issuer}", issuer))
@@ -162,7 +164,7 @@ def write_project(folder: Path, *, llm: str, upstream: str, issuer: str, audienc
     path = folder / "agents.yaml"
     path.write_text(agents.format(llm=llm, upstream=upstream, issuer=issuer, audience=audience, repos=REPOS,
                                   exchanger=EXCHANGER[0], secret=EXCHANGER[1], tracker=TRACKER,
-                                  connector=CONNECTOR[0], connector_secret=CONNECTOR[1]))
+                                  connector=CONNECTOR[0], connector_secret=CONNECTOR[1], store=store))
     return specs, path
 
 
@@ -209,3 +211,13 @@ def bearer_of(request: Recorded) -> str:
     header = request.header("authorization") or ""
     assert header.startswith("Bearer "), header
     return header.removeprefix("Bearer ")
+
+
+def connect_account(provider: OpenIDProvider, gateway: str, user: str, link: str) -> httpx.Response:
+    """The user's browser: a connect link to the provider, its login and consent, back to the gateway's callback."""
+    assert link.startswith(provider.issuer + "/auth?")
+    query = {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
+    assert query["code_challenge_method"] == "S256" and query["client_id"] == CONNECTOR[0]
+    callback = f"{gateway}/connections/callback"
+    back = provider.authorization_response(user, query, callback)
+    return httpx.get(callback, params=back, timeout=20)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import time
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
@@ -15,7 +14,7 @@ import httpx2
 import openai
 import pytest
 from conftest import Setup
-from identity_support import CONNECTOR, TRACKER, bearer_of, claims_of
+from identity_support import TRACKER, bearer_of, claims_of, connect_account
 from mcp import Client, MCPError, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import URL_ELICITATION_REQUIRED
@@ -28,13 +27,7 @@ def _list(setup: Setup, token: str) -> httpx.Response:
 
 
 def _connect(setup: Setup, user: str, link: str) -> httpx.Response:
-    """The user's browser: the link to the provider, its login and consent, back to the gateway's callback."""
-    assert link.startswith(setup.provider.issuer + "/auth?")
-    query = {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
-    assert query["code_challenge_method"] == "S256" and query["client_id"] == CONNECTOR[0]
-    callback = f"{setup.url}/connections/callback"
-    back = setup.provider.authorization_response(user, query, callback)
-    return httpx.get(callback, params=back, timeout=20)
+    return connect_account(setup.provider, setup.url, user, link)
 
 
 def test_a_user_connects_once_and_the_api_gets_their_own_token_refreshed(setup: Setup) -> None:

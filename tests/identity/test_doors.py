@@ -7,8 +7,12 @@ import re
 import time
 
 import httpx
+import httpx2
+import pytest
 from conftest import Setup
 from identity_support import FUTURE_APP, OTHER, SHORT_APP, new_provider
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from oidc import signing_key
 
 
@@ -136,3 +140,35 @@ def test_the_provider_down_with_an_unknown_key_is_503(setup: Setup) -> None:
     answer = _get(setup, "/agents", token)
     assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "auth_unavailable"
+
+
+DOORS = [
+    ("GET", "/v1/models", None),
+    ("POST", "/v1/chat/completions", {"model": "coder", "messages": [{"role": "user", "content": "hi"}]}),
+    ("POST", "/v1/responses", {"model": "coder", "input": "hi"}),
+    ("POST", "/agents/coder/tools/getRepo", {"name": "app"}),
+    ("GET", "/agents/coder/tools", None),
+    ("GET", "/approvals", None),
+    ("GET", "/audit", None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), DOORS, ids=[f"{m} {p}" for m, p, _ in DOORS])
+def test_every_door_wants_a_token_and_takes_a_users(setup: Setup, method: str, path: str,
+                                                   body: dict[str, object] | None) -> None:
+    refused = httpx.request(method, setup.url + path, json=body, timeout=20)
+    assert refused.status_code == 401 and "resource_metadata=" in refused.headers["www-authenticate"]
+    answer = httpx.request(method, setup.url + path, json=body, timeout=20,
+                           headers={"Authorization": f"Bearer {setup.token('alice')}"})
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.anyio
+async def test_the_mcp_door_takes_a_bearer_token(setup: Setup) -> None:
+    token = setup.token("alice")
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        async with Client(streamable_http_client(f"{setup.url}/mcp/coder", http_client=http)) as client:
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["getRepo", "createIssue"]
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer not-a-token"}, timeout=30) as http:
+        answer = await http.post(f"{setup.url}/mcp/coder", json={})
+        assert answer.status_code == 401
