@@ -228,6 +228,31 @@ def _read_settings(c: Checker, root: dict[str, Any], manifest: Manifest) -> None
         else:
             manifest.settings.pop(key, None)
     _check_gateway_settings(c, manifest)
+    _check_auth(c, settings, manifest)
+
+
+AUTH_KEYS = ("issuer", "audience", "jwks_uri", "introspection", "scopes", "leeway")
+
+
+def _check_auth(c: Checker, settings: dict[str, Any], manifest: Manifest) -> None:
+    """`gateway.auth` (gateway.identity.resource): a mapping with `issuer` and `audience`, reported at its line."""
+    if "auth" not in settings:
+        if any(client.claims for client in manifest.clients.values()):
+            c.warning(("clients",), "clients with `claims` are reached only with `gateway.auth` (a token's issuer)")
+        return
+    path: KeyPath = ("gateway", "auth")
+    auth = c.mapping(settings["auth"], path, AUTH_KEYS)
+    if auth is None:
+        return
+    for key in ("issuer", "audience"):
+        c.string(auth, path, key, required=True)
+    if "introspection" in auth:
+        inner = c.mapping(auth["introspection"], (*path, "introspection"), ("url", "client_id", "client_secret"))
+        for key in ("client_id", "client_secret"):
+            if inner is not None:
+                c.string(inner, (*path, "introspection"), key, required=True)
+    c.number(auth, path, "leeway", minimum=0)
+    c.strings(auth, path, "scopes")
 
 
 def _check_gateway_settings(c: Checker, manifest: Manifest) -> None:
