@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
@@ -38,7 +39,7 @@ from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
 from ..identity.errors import AuthServerUnavailable, NotConnected, UserCredentialError
 from ..kernel import tracing
-from ..kernel.redaction import Redactor
+from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
 from .arguments import validate_arguments as _validate
 
@@ -292,7 +293,31 @@ class Executor:
                 f": {excerpt}" if excerpt else ""
             )
         if used:  # a user's token the upstream echoed back goes no further than the call
-            scrub = Redactor(used)
-            result.body = scrub.value(result.body)
-            result.error = scrub.text(result.error) if result.error else result.error
+            result.body = _scrub(result.body, used)
+            result.error = _scrub(result.error, used)
         return result
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    """`value` with a call's own per-user tokens replaced by the redaction marker.
+
+    Not a `Redactor`: one is built per call here, and a Redactor compiles a pattern of every form of its secrets,
+    which for a JWT costs more than the call. A token is URL-safe text, so its plain form is the one an upstream
+    echoes; a substring test over the value's JSON decides whether anything needs replacing at all."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, MARKER)
+        return value
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = None
+    if text is not None and not any(secret in text for secret in secrets):
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value

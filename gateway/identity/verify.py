@@ -2,7 +2,8 @@
 
 A JWT is checked with PyJWT against the issuer's keys (`gateway.identity.keys`): signature (asymmetric algorithms
 only), issuer, audience (RFC 8707: the gateway's resource identifier must be among `aud`), expiry and not-before,
-with `leeway` seconds of clock skew. A token that is no JWT is introspected (RFC 7662) when `introspection` is
+with `leeway` seconds of clock skew; a token that passed is kept (by its SHA-256) until it expires, so a client's
+next requests with it cost a hash. A token that is no JWT is introspected (RFC 7662) when `introspection` is
 configured, else refused; an introspection answer is kept until the token expires, at most `INTROSPECTION_TTL`.
 
 Reasons given back (`TokenRejected`) are for the caller and the log; none quotes the token.
@@ -26,6 +27,9 @@ from .keys import SIGNING_ALGORITHMS, IssuerKeys, fetch_json
 INTROSPECTION_TTL = 60.0
 """Seconds an introspection answer is trusted (a revoked opaque token stops working within this)."""
 INTROSPECTION_CACHE = 10_000
+CHECKED_CACHE = 10_000
+"""JWTs already checked, kept until they expire: a client sends the same token with every request, and checking
+its signature again each time is the whole cost of a token over a key."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,6 +79,7 @@ class TokenVerifier:
         self.leeway = leeway
         self.introspection = introspection
         self._introspected: OrderedDict[bytes, tuple[float, VerifiedToken]] = OrderedDict()
+        self._checked: OrderedDict[bytes, VerifiedToken] = OrderedDict()
 
     @property
     def issuer(self) -> str:
@@ -83,7 +88,15 @@ class TokenVerifier:
     async def verify(self, token: str) -> VerifiedToken:
         """The checked token; TokenRejected (why) or AuthServerUnavailable (the keys cannot be had)."""
         if token.count(".") == 2:
-            return await self._verify_jwt(token)
+            digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+            checked = self._checked.get(digest)
+            if checked is not None and (checked.expires_at or 0) + self.leeway > time.time():
+                return checked
+            verified = await self._verify_jwt(token)
+            self._checked[digest] = verified
+            while len(self._checked) > CHECKED_CACHE:
+                self._checked.popitem(last=False)
+            return verified
         if self.introspection is not None:
             return await self._introspect(token)
         raise TokenRejected("The token is not a JWT access token (and no introspection is configured).")
