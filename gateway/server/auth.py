@@ -221,6 +221,7 @@ class AuthMiddleware:
             return
         scope["gateway.client"] = client.name if client else None
         scope["gateway.subject"] = token.subject if token else None
+        scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
         scope["gateway.agents"] = client.visible_agents() if client else None
         scope["gateway.access"] = Access(client, self.limiter())
         notes: dict[str, Any] = {}

@@ -139,6 +139,7 @@ def new_provider(audience: str, *, gateway: str | None = None, **options: Any) -
                   "grant_types": ["authorization_code", "refresh_token"],
                   "redirect_uris": [f"{gateway or audience.rstrip('/')}/connections/callback"]}],
         users={"alice": {"groups": ["eng"], "scopes": "repo:read repo:write"},
+               "erin": {"groups": ["eng"], "scopes": "repo:read"},
                "bob": {"groups": ["sales"], "scopes": "repo:read"},
                "carol": {"groups": ["visitors"]}},
         subject_audiences=[audience], client_ttl={SHORT_APP: 3, EXCHANGER[0]: 4}, not_before={FUTURE_APP: 3600},

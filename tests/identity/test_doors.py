@@ -10,7 +10,7 @@ import httpx
 import httpx2
 import pytest
 from conftest import Setup
-from identity_support import FUTURE_APP, OTHER, SHORT_APP, new_provider
+from identity_support import FUTURE_APP, OTHER, REPOS, SHORT_APP, bearer_of, claims_of, new_provider
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oidc import signing_key
@@ -172,3 +172,30 @@ async def test_the_mcp_door_takes_a_bearer_token(setup: Setup) -> None:
     async with httpx2.AsyncClient(headers={"Authorization": "Bearer not-a-token"}, timeout=30) as http:
         answer = await http.post(f"{setup.url}/mcp/coder", json={})
         assert answer.status_code == 401
+
+
+def _mcp_post(url: str, token: str, body: dict[str, object], session: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-06-18"}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return httpx.post(url, json=body, headers=headers, timeout=20)
+
+
+def test_an_mcp_session_is_its_users_alone(setup: Setup) -> None:
+    """Two users of one client (engineers): erin cannot drive alice's MCP session (2025 protocol), and a call in
+    alice's session acts as alice."""
+    url = f"{setup.url}/mcp/coder"
+    alice, erin = setup.token("alice"), setup.token("erin")
+    opened = _mcp_post(url, alice, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    _mcp_post(url, alice, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "getRepo", "arguments": {"name": "x"}}}
+    hijack = _mcp_post(url, erin, call, session)
+    assert hijack.status_code in (403, 404), hijack.text
+    assert setup.upstream.requests == []
+    assert _mcp_post(url, alice, call, session).status_code == 200
+    assert claims_of(bearer_of(setup.upstream.requests[-1]), setup.provider, REPOS)["sub"] == "alice"
