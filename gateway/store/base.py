@@ -116,7 +116,8 @@ class ResponseRecord:
     id: str
     agent: str
     client: str | None
-    """The caller's client name: only the same client may read or continue it (None: no clients configured)."""
+    """Whose it is: the caller's client name, and with `gateway.auth` its user (`client\x00subject`,
+    `gateway.server.handoff.owner`); only the same may read or continue it (None: no clients configured)."""
     body: dict[str, Any] = field(default_factory=dict)
     """The answer as the caller got it (the Response object); empty for a handed-back turn."""
     messages: list[dict[str, Any]] = field(default_factory=list)

@@ -199,3 +199,20 @@ def test_an_mcp_session_is_its_users_alone(setup: Setup) -> None:
     assert setup.upstream.requests == []
     assert _mcp_post(url, alice, call, session).status_code == 200
     assert claims_of(bearer_of(setup.upstream.requests[-1]), setup.provider, REPOS)["sub"] == "alice"
+
+
+def test_a_stored_response_is_its_users_alone(setup: Setup) -> None:
+    alice, erin = setup.token("alice"), setup.token("erin")
+    answer = httpx.post(f"{setup.url}/v1/responses", json={"model": "coder", "input": "hi"},
+                        headers={"Authorization": f"Bearer {alice}"}, timeout=20)
+    assert answer.status_code == 200, answer.text
+    response_id = answer.json()["id"]
+    mine = httpx.get(f"{setup.url}/v1/responses/{response_id}", headers={"Authorization": f"Bearer {alice}"},
+                     timeout=20)
+    assert mine.status_code == 200
+    theirs = httpx.get(f"{setup.url}/v1/responses/{response_id}", headers={"Authorization": f"Bearer {erin}"},
+                       timeout=20)
+    assert theirs.status_code == 404  # erin is of the same client, not the same user
+    follow = httpx.post(f"{setup.url}/v1/responses", headers={"Authorization": f"Bearer {erin}"}, timeout=20,
+                        json={"model": "coder", "input": "and?", "previous_response_id": response_id})
+    assert follow.status_code == 404
