@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -42,11 +42,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import anyio
 
 from .catalog import AgentTool
+from .codemode import RUN_CODE
 from .config.model import AgentConfig
 from .errors import AuditUnavailable
 from .hooks import HookDenied
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
+from .loop_scripts import ScriptCalls, ScriptPause
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
@@ -250,6 +252,11 @@ class _Loop:
         self.tool_choice: Any = None
         self.observer = invoke.observer if isinstance(invoke, ObservedInvoke) else None
         self.budget_exceeded: str | None = None
+        functions = self.offer.functions
+        self.scripts = ScriptCalls(self, functions, self._run_in_scope) if functions is not None else None
+        """Code mode: the run's `run_code` calls (`gateway.loop_scripts`)."""
+        self.batch_done: dict[str, tuple[ToolResult, Step]] = {}
+        """The calls of a batch a script paused that ran already: they are not run again when it resumes."""
 
     def offer_caller_tools(self, tools: Sequence[ToolLike], tool_choice: Any) -> None:
         self.caller_tools = {t.name: t for t in tools}
@@ -277,6 +284,11 @@ class _Loop:
         self.iteration = int(state.get("iteration", 0))
         self.consecutive_errors = int(state.get("consecutive_errors", 0))
         self.tool_calls = int(state.get("tool_calls", 0))
+        self.batch_done = {call_id: (ToolResult(**done["result"]), Step.from_dict(done["step"]))
+                           for call_id, done in (state.get("batch") or {}).items()}
+        if self.scripts is not None:
+            self.scripts.paused = {call_id: ScriptPause.from_dict(script)
+                                   for call_id, script in (state.get("scripts") or {}).items()}
 
     async def execute(self, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
         observer = self.observer
@@ -333,15 +345,22 @@ class _Loop:
             calls = [c for c in calls if c not in handed]
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
-                     and t.needs_approval and await self._valid(t, c)]
+                     and t.needs_approval and not self.offer.code_only and await self._valid(t, c)]
             if gated:
                 pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
                                            arguments=c.arguments, call_id=c.id) for c in gated]
                 return await self.pause(pending, {})
         results: list[ToolResult | None] = [None] * len(calls)
         steps: list[Step | None] = [None] * len(calls)
-        runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
+        runnable: list[tuple[int, AgentTool | None, ToolCall, str | None, Decision | None]] = []
         for index, call in enumerate(calls):
+            done = self.batch_done.pop(call.id, None)
+            if done is not None:  # ran before a script of this batch paused
+                results[index], steps[index] = done
+                continue
+            if self.scripts is not None and call.name == RUN_CODE and not truncated:
+                runnable.append((index, None, call, self.approval_ids.get(call.id), (decisions or {}).get(call.id)))
+                continue
             if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
                 results[index] = await self._answer_meta(call)
                 steps[index] = _step(call, call.arguments, results[index], self.iteration)
@@ -365,14 +384,88 @@ class _Loop:
                                 raw_arguments=decision.arguments, extras=call.extras)
             self.tool_calls += 1
             approved = decision is not None and decision.approve
-            runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
+            runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None,
+                             None))
         await self._run_concurrently(runnable, results, steps)
-        self.steps.extend(s for s in steps if s is not None)
+        if self.scripts is not None and self.scripts.paused:
+            return await self._pause_scripts(calls, results, steps)
+        self._record_steps(s for s in steps if s is not None)
         if calls:
             self._append_results(calls, [r for r in results if r is not None])
         if handed:
             return await self._hand_back(handed)
         return None
+
+    async def _pause_scripts(self, calls: list[ToolCall], results: list[ToolResult | None],
+                             steps: list[Step | None]) -> RunResult:
+        """Scripts of this batch wait for a human: the run pauses with their calls as its pending approvals; the
+        batch's calls that ran are kept (and shown), the paused scripts shown with the steps they made so far."""
+        assert self.scripts is not None
+        for call, result, step in zip(calls, results, steps, strict=True):
+            if result is not None and step is not None:
+                self.batch_done[call.id] = (result, step)
+        shown = [s for s in steps if s is not None]
+        pending = []
+        for call in calls:
+            waiting = self.scripts.paused.get(call.id)
+            if waiting is None:
+                continue
+            pending.append(PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name,
+                                           tool=waiting.paused.tool, arguments=waiting.paused.arguments,
+                                           call_id=call.id))
+            shown.append(Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=self.iteration,
+                              error=f"waits for a human's approval of {waiting.paused.tool}",
+                              error_type="approval_pending", steps=list(waiting.steps)))
+        self._record_steps(shown)
+        return await self.pause(pending, {})
+
+    def _record_steps(self, steps: Iterable[Step]) -> None:
+        """Add a batch's steps to the run's; a step shown while its script waited is replaced by its final one."""
+        index = {s.call_id: i for i, s in enumerate(self.steps)}
+        for step in steps:
+            if step.call_id in index:
+                self.steps[index[step.call_id]] = step
+            else:
+                self.steps.append(step)
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None:
+        """The pipeline's refusal of the call's arguments (None: valid, or nothing here can check them)."""
+        if not isinstance(self.invoke, CheckingInvoke) or call.arguments is None:
+            return None
+        return await self.invoke.check(tool, call)
+
+    async def emit(self, event: LoopEvent) -> None:
+        await self._emit(event)
+
+    async def _run_in_scope(self, tool: AgentTool, call: ToolCall, approval: str | None,
+                            steps: list[Step]) -> ToolResult:
+        """One call through `invoke`, in its own call scope (the approval it runs under; a delegated run started
+        inside it reports into `steps`)."""
+        scope = _CallScope(self.on_event, approval=approval)
+        token = _current_call.set(scope)
+        try:
+            return await self.invoke(tool, call)
+        except AuditUnavailable:
+            raise  # no answer without its audit row: the run ends, the door answers 503
+        except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
+            return ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
+        finally:
+            _current_call.reset(token)
+            steps.extend(scope.steps)
+
+    async def _run_script(self, call: ToolCall, steps: list[Step], approval: str | None,
+                          decision: Decision | None) -> ToolResult | None:
+        """A `run_code` call's result; None when its script paused for a human."""
+        assert self.scripts is not None
+        if call.parse_error is not None:
+            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing ran; call run_code again "
+                                      'with a JSON object {"code": "..."}.')
+        try:
+            return await self.scripts.run(call, steps, decision, approval)
+        except AuditUnavailable:
+            raise  # no answer without its audit row: the run ends, the door answers 503
+        except Exception as exc:  # the script's driver should not raise; if it does, the model still gets a result
+            return ToolResult.failure("code_error", f"the gateway failed to run the script: {exc!r}")
 
     async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
         """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""
@@ -432,6 +525,9 @@ class _Loop:
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
                                       f"The tools you can call are: {names}")
+        if self.offer.code_only:
+            return ToolResult.failure("unknown_tool", f"{call.name} is not called on its own here: call it as a "
+                                      f"function in a {RUN_CODE} script ({call.name}(name=value, ...)).")
         if call.parse_error is not None:
             return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was sent; call "
                                       f"{call.name} again with a valid JSON object of arguments.")
@@ -443,36 +539,36 @@ class _Loop:
                                       "tool calls; the call was not executed.")
         return None
 
-    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, str | None]],
+    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool | None, ToolCall, str | None,
+                                                           Decision | None]],
                                 results: list[ToolResult | None], steps: list[Step | None]) -> None:
         limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
 
-        async def run_one(index: int, tool: AgentTool, call: ToolCall, approval: str | None) -> None:
+        async def run_one(index: int, tool: AgentTool | None, call: ToolCall, approval: str | None,
+                          decision: Decision | None) -> None:
             async with limiter:
                 await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
                                                                            self.iteration)))
                 started = time.perf_counter()
-                scope = _CallScope(self.on_event, approval=approval)
-                token = _current_call.set(scope)
-                try:
-                    result = await self.invoke(tool, call)
-                except AuditUnavailable:
-                    raise  # no answer without its audit row: the run ends, the door answers 503
-                except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
-                    result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
-                finally:
-                    _current_call.reset(token)
+                inner: list[Step] = []
+                if tool is None:  # a run_code script
+                    answered = await self._run_script(call, inner, approval, decision)
+                    if answered is None:
+                        return  # it waits for a human (`self.scripts.paused`)
+                    result = answered
+                else:
+                    result = await self._run_in_scope(tool, call, approval, inner)
                 step = _step(call, call.arguments, result, self.iteration)
                 step.duration_ms = (time.perf_counter() - started) * 1000
-                step.steps = scope.steps
+                step.steps = inner
                 results[index] = result
                 steps[index] = step
                 await self._emit(LoopEvent(type="step_finished", step=step))
 
         try:
             async with anyio.create_task_group() as group:
-                for index, tool, call, approval in runnable:
-                    group.start_soon(run_one, index, tool, call, approval)
+                for index, tool, call, approval, decision in runnable:
+                    group.start_soon(run_one, index, tool, call, approval, decision)
         except* AuditUnavailable as group_error:
             raise group_error.exceptions[0] from None
 
@@ -508,6 +604,11 @@ class _Loop:
             "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
             "tool_choice": self.tool_choice,
         }
+        if self.batch_done:
+            state["batch"] = {call_id: {"result": result.to_dict(), "step": step.to_dict()}
+                              for call_id, (result, step) in self.batch_done.items()}
+        if self.scripts is not None and self.scripts.paused:
+            state["scripts"] = {call_id: script.to_dict() for call_id, script in self.scripts.paused.items()}
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
         if self.approvals is not None:
             await self.approvals(waiting, state)

@@ -45,6 +45,8 @@ agents:
     tool_search: auto|on|off|native     # native: the provider's own search (anthropic, openai-responses)
     pinned: [users/get-authenticated]   # offered from the start (never deferred) when tool search is on
     hooks: [...]                        # the agent's own hooks (see gateway.config.observe)
+    code_mode: off|on|only              # run_code: one Python script over the tools (see gateway.codemode)
+    code_limits: {time: 30, memory: 256, tool_calls: 50}   # per script: seconds of execution, MB, tool calls
 hooks: [...]                            # hooks around every agent's model and tool calls
 budgets: {...}                          # token and cost budgets (see gateway.config.observe)
 clients:
@@ -73,7 +75,17 @@ from ..catalog import Catalog, Diagnostic, Tool
 from .checker import Checker, suggest
 from .credentials import read_auth
 from .delegation import check_delegation
-from .model import AgentConfig, ApiConfig, ClientConfig, Manifest, Policy, ProviderConfig, ToolOverride, ToolSelection
+from .model import (
+    AgentConfig,
+    ApiConfig,
+    ClientConfig,
+    CodeLimits,
+    Manifest,
+    Policy,
+    ProviderConfig,
+    ToolOverride,
+    ToolSelection,
+)
 from .observe import read_budgets, read_hooks
 from .settings import GatewaySettings
 from .yamlnodes import MISSING, KeyPath, format_path, load_yaml
@@ -114,8 +126,10 @@ POLICY_KEYS = (
     "tool_timeout", "max_tool_calls",
 )
 AGENT_KEYS = ("model", "instructions", "description", "tools", "delegates", "tool_search", "pinned", "hooks",
-              *POLICY_KEYS)
+              "code_mode", "code_limits", *POLICY_KEYS)
 TOOL_SEARCH = ("auto", "on", "off", "native")
+CODE_MODES = ("on", "off", "only")
+CODE_LIMIT_KEYS = ("time", "memory", "tool_calls")
 SELECTION_KEYS = ("api", "operations", "tags", "methods", "paths", "exclude", "args", "override")
 OVERRIDE_KEYS = ("rename", "description", "approval", "timeout", "max_result_bytes")
 CLIENT_KEYS = ("key", "agents", "admin", "claims")
@@ -432,7 +446,8 @@ def _read_agents(
             tools=tools, policy=_read_policy(c, m, path), delegates=c.strings(m, path, "delegates") or [],
             tool_search=_read_tool_search(c, m, path),
             pinned=c.strings(m, path, "pinned") or [],
-            hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name), line=c.line(path),
+            hooks=read_hooks(c, m.get("hooks"), (*path, "hooks"), agent=name),
+            code_mode=_read_code_mode(c, m, path), code_limits=_read_code_limits(c, m, path), line=c.line(path),
         )
         _check_native_search(c, agents[name], providers, path)
     return agents
@@ -443,6 +458,35 @@ def _read_tool_search(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
     if isinstance(value, bool):  # YAML reads an unquoted `on` / `off` as a boolean
         return "on" if value else "off"
     return c.choice(m, path, "tool_search", TOOL_SEARCH) or "auto"
+
+
+def _read_code_mode(c: Checker, m: dict[str, Any], path: KeyPath) -> Any:
+    value = m.get("code_mode")
+    if isinstance(value, bool):  # YAML reads an unquoted `on` / `off` as a boolean
+        value = "on" if value else "off"
+    else:
+        value = c.choice(m, path, "code_mode", CODE_MODES) or "off"
+    if value != "off":
+        from ..codemode.sandbox import available
+
+        if not available():
+            c.error((*path, "code_mode"), "code mode runs scripts in the pydantic-monty sandbox, which is not "
+                    "installed: pip install 'gateway[codemode]'")
+    return value
+
+
+def _read_code_limits(c: Checker, m: dict[str, Any], path: KeyPath) -> CodeLimits:
+    where = (*path, "code_limits")
+    section = c.mapping(m.get("code_limits"), where, CODE_LIMIT_KEYS) if "code_limits" in m else None
+    if section is None:
+        return CodeLimits()
+    time = c.number(section, where, "time", minimum=0, exclusive=True)
+    memory = c.number(section, where, "memory", integer=True, minimum=1)
+    tool_calls = c.number(section, where, "tool_calls", integer=True, minimum=1)
+    defaults = CodeLimits()
+    return CodeLimits(time=float(time) if time is not None else defaults.time,
+                      memory=int(memory) if memory is not None else defaults.memory,
+                      tool_calls=int(tool_calls) if tool_calls is not None else defaults.tool_calls)
 
 
 def _check_native_search(c: Checker, agent: AgentConfig, providers: Mapping[str, ProviderConfig],

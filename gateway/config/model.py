@@ -16,6 +16,7 @@ from .settings import GatewaySettings
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
 Approval = Literal["never", "writes", "always"]
 ToolSearch = Literal["auto", "on", "off", "native"]
+CodeMode = Literal["on", "off", "only"]
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
 """Header names whose values are credentials (redacted everywhere); the one source of this fact."""
@@ -134,6 +135,18 @@ class Policy:
     """Cap on tool calls in one run."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeLimits:
+    """What one `run_code` script of the agent may use (`code_limits`)."""
+
+    time: float = 30.0
+    """Seconds of execution (the time its tool calls take does not count)."""
+    memory: int = 256
+    """Megabytes of heap."""
+    tool_calls: int = 50
+    """Tool calls one script may make."""
+
+
 @dataclass(slots=True, kw_only=True)
 class AgentConfig:
     name: str
@@ -154,6 +167,10 @@ class AgentConfig:
     """Tools (agent tool names, operationIds or globs) offered from the start when tool search is on."""
     hooks: list[HookConfig] = field(default_factory=list)
     """The agent's own `hooks:` (run after the global ones)."""
+    code_mode: CodeMode = "off"
+    """on: the model is offered `run_code` (one script over the tools) beside the tools; only: `run_code` with
+    `search_tools` and `describe_tool` (see `gateway.codemode`)."""
+    code_limits: CodeLimits = field(default_factory=CodeLimits)
     line: int | None = None
 
 

@@ -279,6 +279,11 @@ class Safety(Safeguards):
         async with state.use() as generation:
             if run.kind == "call":
                 return await self._resume_call(generation, run, decisions)
+            if run.kind == "script":
+                from .direct_script import resume_direct_script
+
+                approval_id = run.state["pending"][0]
+                return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
             agent = generation.agent(run.agent)
             toolset = generation.toolset(agent.name)
             approved = {}

@@ -20,7 +20,7 @@ from ..errors import GatewayError
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
-RunKind = Literal["chat", "call"]
+RunKind = Literal["chat", "call", "script"]
 FINISHED: tuple[RunStatus, ...] = ("done", "failed")
 """Runs no one goes on with: retention may delete them (`Store.prune_conversations`)."""
 PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < ? RETURNING id"
@@ -100,7 +100,8 @@ class RunRecord:
     id: str
     agent: str
     kind: RunKind = "chat"
-    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`)."""
+    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`);
+    `script`: a `run_code` script outside a chat, waiting at one of its calls (`gateway.server.direct_script`)."""
     state: dict[str, Any] = field(default_factory=dict)
     client: str | None = None
     status: RunStatus = "paused"

@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...dialects import mcp_tool
-from ...offer.toolsearch import tool_budget
+from ...offer.toolsearch import ToolOffer, tool_budget
 from ...offer.views import model_view
 from ..state import Generation
 from . import search
@@ -51,7 +51,14 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
     toolset = generation.toolset(agent)
     config = generation.runtime.manifest.agents[agent]
-    listed = search.listing(config, toolset) if search.searching(config, toolset) else toolset
+    offer = ToolOffer(config, toolset)
+    listed: list[Any]
+    if offer.code_only:  # code mode only: run_code and the tools that find what a script can call
+        listed = list(offer.views())
+    else:
+        listed = search.listing(config, toolset) if search.searching(config, toolset) else list(toolset)
+        if offer.code is not None:
+            listed.append(offer.code)
     return [_item(agent_tool, era) for agent_tool in listed]
 
 
