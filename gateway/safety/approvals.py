@@ -126,7 +126,8 @@ class ApprovalManager:
         run_id = run_id or f"script_{approval_id}"
         record = ApprovalRecord(id=approval_id, run_id=run_id, agent=agent, tool=tool, arguments=arguments,
                                 call_id=call_id, client=client)
-        run = RunRecord(id=run_id, agent=agent, kind="script", client=client, state={**state, "pending": [approval_id]})
+        run = RunRecord(id=run_id, agent=agent, kind="script", client=client,
+                        state={**state, "pending": [approval_id], **_owner()})
         await self.store.save_run(run, [record])
         await self._audit_pending([record])
         return ToolResult.failure(

@@ -283,7 +283,8 @@ class Safety(Safeguards):
                 from .direct_script import resume_direct_script
 
                 approval_id = run.state["pending"][0]
-                return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
+                with bind_caller(**run_owner(run)):
+                    return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
             agent = generation.agent(run.agent)
             toolset = generation.toolset(agent.name)
             approved = {}
