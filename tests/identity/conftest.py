@@ -3,7 +3,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
@@ -11,8 +10,8 @@ from cryptography.fernet import Fernet
 # The server tests' helpers (a real uvicorn gateway, the scripted LLM and upstream fixtures) serve these tests too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from identity_support import new_provider, reserve, route_repos, serving  # noqa: E402
-from oidc import OpenIDProvider, require_provider  # noqa: E402
+from identity_support import Setup, new_provider, reserve, route_repos, serving  # noqa: E402
+from oidc import require_provider  # noqa: E402
 from recording_server import RecordingServer  # noqa: E402
 from server_support import LenientLLM  # noqa: E402
 
@@ -28,23 +27,6 @@ def repos() -> Iterator[RecordingServer]:
     with RecordingServer() as server:
         route_repos(server)
         yield server
-
-
-class Setup:
-    """A running provider and gateway: `url`, `provider`, `safety`, `upstream`, `llm`."""
-
-    def __init__(self, url: str, provider: OpenIDProvider, safety: Any, upstream: RecordingServer,
-                 llm: LenientLLM) -> None:
-        self.url = url
-        self.audience = url + "/"
-        """The gateway's resource identifier: its URL as an MCP client spells it (a bare origin ends in /)."""
-        self.provider = provider
-        self.safety = safety
-        self.upstream = upstream
-        self.llm = llm
-
-    def token(self, user: str, **options: Any) -> str:
-        return self.provider.token_for(user, audience=self.audience, **options)
 
 
 @pytest.fixture

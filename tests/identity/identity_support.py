@@ -21,7 +21,7 @@ import jwt
 import uvicorn
 from oidc import OpenIDProvider
 from recording_server import Recorded, RecordingServer, Reply
-from server_support import _Server, free_socket
+from server_support import LenientLLM, _Server, free_socket
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -222,3 +222,20 @@ def connect_account(provider: OpenIDProvider, gateway: str, user: str, link: str
     callback = f"{gateway}/connections/callback"
     back = provider.authorization_response(user, query, callback)
     return httpx.get(callback, params=back, timeout=20)
+
+
+class Setup:
+    """A running provider and gateway: `url`, `provider`, `safety`, `upstream`, `llm`."""
+
+    def __init__(self, url: str, provider: OpenIDProvider, safety: Any, upstream: RecordingServer,
+                 llm: LenientLLM) -> None:
+        self.url = url
+        self.audience = url + "/"
+        """The gateway's resource identifier: its URL as an MCP client spells it (a bare origin ends in /)."""
+        self.provider = provider
+        self.safety = safety
+        self.upstream = upstream
+        self.llm = llm
+
+    def token(self, user: str, **options: Any) -> str:
+        return self.provider.token_for(user, audience=self.audience, **options)

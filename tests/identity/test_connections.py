@@ -13,8 +13,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from conftest import Setup
-from identity_support import TRACKER, bearer_of, claims_of, connect_account
+from identity_support import TRACKER, Setup, bearer_of, claims_of, connect_account
 from mcp import Client, MCPError, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import URL_ELICITATION_REQUIRED

@@ -9,8 +9,7 @@ import time
 import httpx
 import httpx2
 import pytest
-from conftest import Setup
-from identity_support import FUTURE_APP, OTHER, REPOS, SHORT_APP, bearer_of, claims_of, new_provider
+from identity_support import FUTURE_APP, OTHER, REPOS, SHORT_APP, Setup, bearer_of, claims_of, new_provider
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oidc import signing_key

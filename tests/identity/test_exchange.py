@@ -10,8 +10,7 @@ import time
 import httpx
 import openai
 import pytest
-from conftest import Setup
-from identity_support import EXCHANGER, REPOS, bearer_of, claims_of
+from identity_support import EXCHANGER, REPOS, Setup, bearer_of, claims_of
 from scripted_llm import Call, Reply
 
 

@@ -9,8 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx2
 import pytest
-from conftest import Setup
-from identity_support import REPOS, bearer_of, claims_of
+from identity_support import REPOS, Setup, bearer_of, claims_of
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
