@@ -291,7 +291,7 @@ def test_auth_mistakes_and_defaults_from_the_spec() -> None:
     errors = {(d.pointer, d.message.split(" (")[0]) for d in _errors(diagnostics)}
     assert ("apis.other", "no spec named 'other'") in errors
     assert ("apis.other.auth[0]", "'token' is required") in errors
-    kinds = "bearer, basic, api_key, oauth2_client_credentials"
+    kinds = "bearer, basic, api_key, oauth2_client_credentials, token_exchange, user_oauth"
     assert ("apis.other.auth[1].type", f"'token' is not one of {kinds}") in errors
     assert ("apis.other.auth[2].in", "'body' is not one of header, query, cookie") in errors
     assert ("apis.other.auth[2]", "'name' is required: the header, query parameter or cookie name") in errors
