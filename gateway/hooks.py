@@ -9,10 +9,11 @@ A hook gets the step as a JSON object and answers with a verdict:
     {"result": ...}                  after_tool_call: the model gets this body instead of the API's
     {"content": "..."}               after_model_call: the model's text is replaced
 
-A `call:` hook is a Python callable (`module:function`, sync or async) given the step dict; a `url:` hook is an
-HTTP endpoint the step is POSTed to as JSON, answering the verdict as JSON (an empty body allows). Each hook has a
-`timeout`; a hook that fails, answers nonsense or runs late counts as `on_error` (allow, or deny by default).
-`ConfiguredHooks` is the pipeline's `ToolHooks` (the hooks stage) and the loop's model-call hooks.
+A `call:` hook is a Python callable (`module:function`, sync or async; a sync one runs in a worker thread) given
+the step dict; a `url:` hook is an HTTP endpoint the step is POSTed to as JSON, answering the verdict as JSON (an
+empty body allows). Each hook has a `timeout`; a hook that fails, answers nonsense or runs late counts as
+`on_error` (allow, or deny by default). `ConfiguredHooks` is the pipeline's `ToolHooks` (the hooks stage) and the
+loop's model-call hooks.
 """
 
 from __future__ import annotations
@@ -121,7 +122,15 @@ class Hook:
 
     async def _ask(self, step: dict[str, Any]) -> Any:
         if self.config.call is not None:
-            answer = self._resolve()(step)
+            # The operator's module is imported, and a plain function runs, in a worker thread: the event loop
+            # serves every other caller meanwhile, and `timeout` (the caller's `fail_after`) ends the wait. A
+            # thread cannot be stopped: one that runs late finishes on its own, its answer unheard.
+            function = self._function
+            if function is None:
+                function = await anyio.to_thread.run_sync(self._resolve, abandon_on_cancel=True)
+            if inspect.iscoroutinefunction(function):
+                return await function(step)
+            answer = await anyio.to_thread.run_sync(function, step, abandon_on_cancel=True)
             return await answer if inspect.isawaitable(answer) else answer
         client = self._client or httpx.AsyncClient()
         response = await client.post(self.config.url or "", json=step, headers=dict(self.config.headers))
@@ -198,9 +207,9 @@ class ConfiguredHooks:
                                       "Nothing was sent.")
         if invocation.arguments is not original:
             # A hook's arguments meet the exact schema too: validation ran before the hooks, on the model's.
-            from .execution.executor import validate_arguments
+            from .execution.arguments import validate_arguments_off_the_loop
 
-            problems = validate_arguments(invocation.tool, invocation.arguments)
+            problems = await validate_arguments_off_the_loop(invocation.tool, invocation.arguments)
             if problems:
                 return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid ones "
                                           f"({'; '.join(problems)}). Nothing was sent.")

@@ -41,7 +41,9 @@ from ..identity.errors import AuthServerUnavailable, NotConnected, UserCredentia
 from ..kernel import tracing
 from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
+from .arguments import input_schema
 from .arguments import validate_arguments as _validate
+from .fastschema import is_valid
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -176,6 +178,11 @@ class Executor:
             result = ToolResult.failure("transport_error", message)
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
+
+    def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
+        """The judge's quick "valid" (False: ask `refuse_arguments`, which words what is wrong)."""
+        return isinstance(arguments, dict) and is_valid(
+            input_schema(tool, self._api(tool.api).reserved_args(tool)), arguments)
 
     def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
         """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ..kernel.calls import Invocation, Proceed, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from .arguments import format_error, validator_for
-from .fastschema import is_valid
+from .arguments import problems, run_off_the_loop
+from .fastschema import is_valid, usable
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -29,9 +29,11 @@ class ValidateArguments:
         self.executor = executor
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
-        refusal = self.executor.refuse_arguments(invocation.tool, invocation.arguments)
-        if refusal is not None:
-            return refusal
+        executor, tool, arguments = self.executor, invocation.tool, invocation.arguments
+        if not executor.arguments_hold(tool, arguments):  # the judge, on the loop; the wording in a worker thread
+            refusal = await run_off_the_loop(lambda: executor.refuse_arguments(tool, arguments))
+            if refusal is not None:
+                return refusal
         return await proceed(invocation)
 
 
@@ -75,9 +77,9 @@ class CheckOutput:
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
         schema = invocation.agent_tool.output_schema
-        if not result.ok or schema is None or result.truncated:
+        if not result.ok or schema is None or result.truncated or body_holds(schema, result):
             return result
-        problem = output_problem(schema, result)
+        problem = await run_off_the_loop(lambda: output_problem(schema, result))
         if problem is None:
             return result
         result.ok = False
@@ -87,20 +89,24 @@ class CheckOutput:
         return result
 
 
+def body_holds(schema: Any, result: ToolResult) -> bool:
+    """The judge's quick "the body holds" (False: ask `output_problem`, which may still find nothing wrong when
+    the judge cannot compile the schema)."""
+    return _is_json(result) and usable(schema) and is_valid(schema, result.body)
+
+
 def output_problem(schema: Any, result: ToolResult) -> str | None:
     """Why `result`'s body breaks `schema`, or None when it holds."""
-    body = result.body
-    if isinstance(body, str) or not (result.media_type or "json").endswith("json"):
+    if not _is_json(result):
         return "it is not JSON"
-    if is_valid(schema, body):  # the fast yes; jsonschema words the problem below
+    if is_valid(schema, result.body):
         return None
-    try:
-        error = next(iter(validator_for(schema).iter_errors(body)), None)
-    except Exception:  # noqa: BLE001 - a schema jsonschema cannot use (e.g. a bad $ref) judges nothing
-        return None
-    if error is None:
-        return None
-    return format_error(error)[:MAX_OUTPUT_PROBLEM_CHARS]
+    found = problems(schema, result.body, count=1)
+    return found[0][:MAX_OUTPUT_PROBLEM_CHARS] if found else None
+
+
+def _is_json(result: ToolResult) -> bool:
+    return not isinstance(result.body, str) and (result.media_type or "json").endswith("json")
 
 
 class RedactResult:

@@ -23,8 +23,6 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -45,6 +43,7 @@ from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tool
 from .chat_request import parse_messages, parse_params
 from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
+from .limits import check_counts, check_shape
 from .routes import read_json, state_of
 from .state import GatewayState, Generation
 
@@ -61,13 +60,16 @@ async def chat_completions(request: Request) -> Response:
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
     await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
+    check_counts(body, "messages")
     tools = parse_chat_tools(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
-    _check_shape(body)
+    # What the gateway's own OpenAPI document refuses and the checks above let through (a negative temperature, a
+    # bad `stop` list, ...): the document and the door agree.
+    await check_shape(CHAT_REQUEST_SCHEMA, body, document="ChatRequest")
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise APIError(400, "`stream_options` must be an object.", param="stream_options")
@@ -91,6 +93,7 @@ async def chat_completions(request: Request) -> Response:
 async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
     """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
     no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    check_counts({"messages": messages}, "messages")
     parsed = parse_messages(messages)
     run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
     return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
@@ -204,18 +207,6 @@ class _Run:
         data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.agent.name, "choices": choices, **extra}
         return _sse(data)
-
-
-_REQUEST_VALIDATOR = Draft202012Validator(CHAT_REQUEST_SCHEMA)
-
-
-def _check_shape(body: dict[str, Any]) -> None:
-    """400 for what the gateway's own OpenAPI document refuses and the checks above let through (a negative
-    temperature, a bad `stop` list, ...): the document and the door agree."""
-    error = best_match(_REQUEST_VALIDATOR.iter_errors(body))
-    if error is not None:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
-        raise APIError(400, f"`{where or 'body'}`: {error.message[:300]}", param=where or None)
 
 
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:

@@ -106,7 +106,7 @@ async def _edit_problems(console: Console, state: Any, approval_id: str, argumen
         state.current.runtime.manifest.agents else None
     if agent_tool is None:
         return []
-    return argument_problems(agent_tool, arguments)
+    return await argument_problems(agent_tool, arguments)
 
 
 def _when(moment: float | None) -> str | None:

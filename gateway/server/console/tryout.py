@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...catalog import AgentTool
-from ...execution.arguments import validate_arguments
+from ...execution.arguments import validate_arguments_off_the_loop
 from ...execution.runner import merge_arguments
 from ..direct_call import run_direct_call
 from ..errors import status_for_result
@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from .app import Console
 
 
-def argument_problems(agent_tool: AgentTool, arguments: Any) -> list[str]:
+async def argument_problems(agent_tool: AgentTool, arguments: Any) -> list[str]:
     """What is wrong with `arguments` for the tool, worded as the gateway words it for the model."""
     if agent_tool.tool is None:
         return []  # a delegation tool checks its own `task`
     if not isinstance(arguments, dict):
         return [f"the arguments must be a JSON object, not {type(arguments).__name__}"]
-    return validate_arguments(agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
+    return await validate_arguments_off_the_loop(agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
 
 
 def routes(console: Console) -> list[Route]:
@@ -45,7 +45,7 @@ def routes(console: Console) -> list[Route]:
             refused = await console.charge(viewer_of(request), agent)
             if refused is not None:
                 return refused
-            problems = argument_problems(agent_tool, arguments)
+            problems = await argument_problems(agent_tool, arguments)
             if problems:  # the same words the model would get back; nothing is sent
                 return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
                                   problems=problems)
