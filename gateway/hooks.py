@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import httpx
 
-from .config.observe import HookConfig, HookEvent
+from .config.hooks_budgets import HookConfig, HookEvent
 from .messages import ToolResult
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from argument_generator import Unsatisfiable, generate
 from recording_server import Recorded, RecordingServer
 
 from gateway.catalog import Tool
-from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.config.credentials import ApiKeyAuth, AuthConfig, BasicAuth, BearerAuth
+from gateway.config.model import ApiConfig, Manifest
 from gateway.execution.executor import Executor, validate_arguments
 from gateway.http.body import is_binary_type, is_json_type
 from gateway.openapi import compile_document
@@ -100,17 +101,17 @@ def _auth_for(doc: dict[str, Any]) -> list[AuthConfig]:
             continue
         kind = scheme.get("type")
         if kind == "apiKey" and scheme.get("name") and scheme.get("in") in ("header", "query", "cookie"):
-            auth.append(AuthConfig(type="api_key", location=scheme["in"], name=scheme["name"],
+            auth.append(ApiKeyAuth(location=scheme["in"], name=scheme["name"],
                                    value="judge-api-key"))
         elif kind in ("oauth2", "openIdConnect") and not http_done:
             http_done = True
-            auth.append(AuthConfig(type="bearer", token="judge-token"))
+            auth.append(BearerAuth(token="judge-token"))
         elif kind == "http" and not http_done:
             http_done = True
             if str(scheme.get("scheme", "")).lower() == "basic":
-                auth.append(AuthConfig(type="basic", username="judge", password="judge-password"))
+                auth.append(BasicAuth(username="judge", password="judge-password"))
             else:
-                auth.append(AuthConfig(type="bearer", token="judge-token"))
+                auth.append(BearerAuth(token="judge-token"))
     return auth
 
 

@@ -11,7 +11,7 @@ from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
 from gateway.catalog import AgentTool
-from gateway.config.model import AuthConfig
+from gateway.config.credentials import BearerAuth
 from gateway.execution.pipeline import build_pipeline
 from gateway.kernel.calls import Invocation
 from gateway.messages import ToolCall, ToolResult
@@ -77,7 +77,7 @@ async def test_check_runs_the_validation_stage_alone(upstream: RecordingServer) 
 
 async def test_hooks_see_the_call_and_its_verdict_and_redaction_comes_after(upstream: RecordingServer) -> None:
     hook = Recording()
-    async with executor_for(upstream.url, TOOL, auth=[AuthConfig(type="bearer", token=TOKEN)]) as executor:
+    async with executor_for(upstream.url, TOOL, auth=[BearerAuth(token=TOKEN)]) as executor:
         result = await build_pipeline(executor, hooks=[hook])(_invocation({"n": 3}))
     assert hook.seen == [("before", {"n": 3}), ("after", True)]
     assert TOKEN not in (result.error or "") and "[REDACTED]" in (result.error or "")

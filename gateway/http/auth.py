@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from ..catalog import Tool
-from ..config.model import AuthConfig
+from ..config.credentials import AuthConfig, ClientCredentialsAuth, TokenExchangeAuth
 from ..identity.connections import Connections
 from ..identity.errors import UserRequired
 from ..identity.exchange import ExchangeSettings, TokenExchanger, required_scopes
@@ -53,7 +53,7 @@ def reserved_names(auth: list[AuthConfig]) -> set[tuple[str, str]]:
         if config.type in ("bearer", "basic", "oauth2_client_credentials", *PER_USER):
             names.add(("header", "authorization"))
         elif config.type == "api_key" and config.name:
-            names.add((config.location, config.name.lower()))
+            names.add((config.location or "header", config.name.lower()))
     return names
 
 
@@ -105,7 +105,7 @@ class Authenticator:
                 creds.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
             elif config.type == "api_key":
                 name = self._require(config.name, "name")
-                value = self._require(config.value or config.token, "value")
+                value = self._require(config.value, "value")
                 if config.location == "query":
                     creds.query.append((name, value))
                 elif config.location == "cookie":
@@ -115,7 +115,7 @@ class Authenticator:
             elif config.type == "oauth2_client_credentials":
                 creds.headers["Authorization"] = f"Bearer {await self._token(index, config)}"
             elif config.type in PER_USER:
-                token = await (self._exchanged(index, config, tool) if config.type == "token_exchange"
+                token = await (self._exchanged(index, config, tool) if isinstance(config, TokenExchangeAuth)
                                else self._connected())
                 creds.headers["Authorization"] = f"Bearer {token}"
                 creds.secrets.append(token)
@@ -151,7 +151,7 @@ class Authenticator:
         assert caller.subject is not None
         return await self._connections.access_token(self.api, caller.subject, caller.client)
 
-    async def _exchanged(self, index: int, config: AuthConfig, tool: Tool | None) -> str:
+    async def _exchanged(self, index: int, config: TokenExchangeAuth, tool: Tool | None) -> str:
         caller = self._user("token exchange", token=True)
         assert caller.token is not None
         exchanger = self._exchangers.get(index)
@@ -169,7 +169,7 @@ class Authenticator:
             raise ApiSetupError(f"apis.{self.api}.auth: `{key}` is missing")
         return value
 
-    async def _token(self, index: int, config: AuthConfig) -> str:
+    async def _token(self, index: int, config: ClientCredentialsAuth) -> str:
         token = self._tokens.get(index)
         if token is not None and token.expires_at > time.monotonic():
             return token.value
@@ -182,7 +182,7 @@ class Authenticator:
             self._tokens[index] = token
             return token.value
 
-    async def _fetch_token(self, config: AuthConfig) -> _Token:
+    async def _fetch_token(self, config: ClientCredentialsAuth) -> _Token:
         url = self._require(config.token_url, "token_url")
         client_id = self._require(config.client_id, "client_id")
         secret = self._require(config.client_secret, "client_secret")

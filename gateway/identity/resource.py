@@ -52,8 +52,7 @@ class ResourceSettings:
     @classmethod
     def from_manifest(cls, manifest: Any) -> ResourceSettings | None:
         """The manifest's `gateway.auth` (None when it has none); ConfigError naming a bad key."""
-        typed = getattr(manifest.gateway, "auth", None)
-        raw: Any = typed if typed is not None else manifest.gateway.raw.get("auth")
+        raw: Any = manifest.gateway.auth
         if raw is None:
             return None
         clients = tuple((name, tuple((claim, tuple(values if isinstance(values, (list, tuple)) else [values]))

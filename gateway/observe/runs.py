@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..config.observe import Budgets
+from ..config.hooks_budgets import Budgets
 from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage

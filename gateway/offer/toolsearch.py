@@ -24,12 +24,13 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Catalog, Tool
 from ..config.model import AgentConfig
+from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
 from .embeddings import FUSION_DEPTH, hybrid
@@ -61,14 +62,14 @@ SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-def tool_budget(settings: Mapping[str, Any]) -> int:
+def tool_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_budget`: tokens one tool's view may take."""
-    return int(settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
+    return settings.tool_budget or DEFAULT_TOOL_BUDGET
 
 
-def definitions_budget(settings: Mapping[str, Any]) -> int:
+def definitions_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_definitions_budget`: tokens of definitions one request may carry."""
-    return int(settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
+    return settings.tool_definitions_budget or DEFAULT_DEFINITIONS_BUDGET
 
 
 def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:

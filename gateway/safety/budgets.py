@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.observe import BudgetLimit, Budgets
+from ..config.hooks_budgets import BudgetLimit, Budgets, RunBudget
 from ..errors import RunError
 from ..kernel.usage import Usage
 
@@ -79,7 +79,7 @@ class BudgetBook:
             _check_limit(limit, "client", client, tokens, cost, f"client {client!r} in the last {_window(limit)}")
 
 
-def _check_limit(limit: BudgetLimit, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
+def _check_limit(limit: RunBudget, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
     if limit.tokens is not None and tokens >= limit.tokens:
         raise BudgetExceeded(scope, name, f"token budget exceeded: {who} used {tokens} of {limit.tokens} tokens; "
                              "no further model call was made")

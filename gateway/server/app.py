@@ -128,7 +128,7 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]
-    policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
+    policy = PolicySource(host, lambda: state.current.runtime.manifest.gateway)
     app = Starlette(
         routes=routes,
         # The envelope, before anything else can answer: the caller's traceparent continued; foreign hosts, origins

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from ..config.hooks_budgets import HookEvent
 from ..config.model import AgentConfig, ProviderConfig
-from ..config.observe import HookEvent
 from ..errors import ConfigError
 from ..execution.executor import Executor
 from ..execution.pipeline import build_pipeline

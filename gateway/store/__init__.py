@@ -8,7 +8,7 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 
 from __future__ import annotations
 
-from ..config.settings import DEFAULT_STORE, redis_location, store_location
+from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
 from .base import (
     AUDIT_KINDS,
@@ -42,7 +42,6 @@ __all__ = [
     "Store",
     "StoreUnavailable",
     "open_store",
-    "redis_location",
     "store_location",
 ]
 

@@ -56,7 +56,7 @@ def test_a_small_budget_gets_shorter_signatures_then_fewer_functions() -> None:
 
 
 def _agent(mode: str, **fields: object) -> AgentConfig:
-    return AgentConfig(name="a", model="p/m", provider="p", model_id="m", code_mode=mode, **fields)  # type: ignore[arg-type]
+    return AgentConfig(name="a", model="p/m", code_mode=mode, **fields)
 
 
 def test_each_mode_offers_its_tools() -> None:

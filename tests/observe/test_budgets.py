@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config.observe import BudgetLimit, Budgets, Price
+from gateway.config.hooks_budgets import BudgetLimit, Budgets, Price
 from gateway.kernel.usage import Usage
 from gateway.safety.budgets import BudgetBook, BudgetExceeded
 
