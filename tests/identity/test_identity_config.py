@@ -39,7 +39,7 @@ def test_the_identity_keys_are_read() -> None:
                                                                   "repo:read")
     own = manifest.apis["tracker"].auth[0]
     assert (own.type, own.redirect_uri, own.scopes) == ("user_oauth", "https://gw.example/connections/callback",
-                                                        ("tickets",))
+                                                        ["tickets"])
     settings = ResourceSettings.from_manifest(manifest)
     assert settings is not None and (settings.issuer, settings.audience, settings.leeway) == (
         "https://id.example", "https://gw.example/", 5.0)
@@ -59,7 +59,7 @@ def test_mistakes_are_reported_at_their_line() -> None:
             issuer: https://id.example
             leeway: -1
     """)
-    assert "2: 'key' is required" in errors  # a client with neither a key nor claims
+    assert "2: 'key' is required (or `claims`, for a client that tokens reach)" in errors
     assert any(e.startswith("5: ") and "`resource` or `audience`" in e for e in errors)
     assert "7: 'audience' is required" in errors
     assert "9: must be at least 0, got -1" in errors
