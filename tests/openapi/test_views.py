@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -12,7 +11,6 @@ from argument_generator import Unsatisfiable, generate
 from gateway.catalog import Catalog, Tool
 from gateway.dialects import render_tools
 from gateway.offer.views import DESCRIBE_TOOL, definition_tokens, describe, model_view
-from gateway.openapi import compile_specs
 
 
 def _tool(schema: dict[str, Any], output: dict[str, Any] | None = None, description: str = "Do it.") -> Tool:
@@ -91,14 +89,9 @@ def test_render_tools_with_a_budget_renders_views() -> None:
 
 # -- the corpus ---------------------------------------------------------------------------------------
 
-_COMPILED: dict[Path, Catalog] = {}
-
-
 @pytest.fixture
-def catalog(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    if corpus not in _COMPILED:
-        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("views-cache"))
-    return _COMPILED[corpus]
+def catalog(corpus_catalog: Catalog) -> Catalog:
+    return corpus_catalog
 
 
 def _arguments(tool: Tool) -> list[dict[str, Any]]:
