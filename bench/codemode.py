@@ -150,8 +150,8 @@ async def _run_task(state: Any, agent: str, replies: list[LLMReply], llm: Script
 
 
 async def measure_tasks(repeats: int) -> list[tuple[str, str, int, int, int, float]]:
+    from gateway.assembly import GatewayState
     from gateway.runtime import RuntimeHolder, load_runtime
-    from gateway.server.state import GatewayState
 
     rows = []
     with ScriptedLLM() as llm, RecordingServer() as upstream, tempfile.TemporaryDirectory() as folder:

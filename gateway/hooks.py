@@ -30,6 +30,7 @@ import anyio
 import httpx
 
 from .config.hooks_budgets import HookConfig, HookEvent
+from .errors import HookDenied
 from .messages import ToolResult
 
 if TYPE_CHECKING:
@@ -76,15 +77,6 @@ class Verdict:
         if set(answer) <= {"allow", "reason"}:
             return cls()
         raise ValueError(f"the answer's keys {sorted(answer)} mean nothing for {event}")
-
-
-class HookDenied(Exception):
-    """A model-call hook refused the step (the run ends with the reason)."""
-
-    def __init__(self, event: HookEvent, reason: str) -> None:
-        super().__init__(f"{event} hook refused the model call: {reason}")
-        self.event = event
-        self.reason = reason
 
 
 class Hook:
@@ -162,9 +154,6 @@ class ConfiguredHooks:
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
-    def has(self, event: HookEvent) -> bool:
-        return event in self.hooks
-
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
@@ -199,20 +188,12 @@ class ConfiguredHooks:
             # The agent's fixed arguments still win: a hook cannot lift what the operator pinned.
             invocation.arguments = {**(verdict.arguments or {}), **invocation.agent_tool.fixed_args}
 
-        original = invocation.arguments
+        # Replaced arguments are validated by the hooks stage (`RunHooks`), by the pipeline's own rule.
         verdict = await self._run("before_tool_call", invocation.agent, invocation.call.name,
                                   lambda: tool_step("before_tool_call", invocation), replace)
         if verdict.action == "deny":
             return ToolResult.failure("hook_denied", f"a gateway hook refused this call: {verdict.reason}. "
                                       "Nothing was sent.")
-        if invocation.arguments is not original:
-            # A hook's arguments meet the exact schema too: validation ran before the hooks, on the model's.
-            from .execution.arguments import validate_arguments_off_the_loop
-
-            problems = await validate_arguments_off_the_loop(invocation.tool, invocation.arguments)
-            if problems:
-                return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid ones "
-                                          f"({'; '.join(problems)}). Nothing was sent.")
         return None
 
     async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any
 
 from .catalog import AgentTool, Catalog, Diagnostic, JSONSchema, Level, Tool
 from .config.checker import suggest
@@ -64,18 +64,6 @@ class Toolset:
     @property
     def names(self) -> list[str]:
         return list(self.tools)
-
-
-class ToolProvider(Protocol):
-    """The tools of every agent over one shared catalog (`gateway.runtime.Runtime` is one)."""
-
-    def tools(self, agent: str) -> list[AgentTool]:
-        """The agent's tools in order; KeyError for an unknown agent."""
-        ...
-
-    def tool(self, agent: str, name: str) -> AgentTool | None:
-        """One tool of the agent by the name the model uses; None when the agent has no such tool."""
-        ...
 
 
 def build_toolsets(manifest: Manifest, catalog: Catalog) -> tuple[dict[str, Toolset], list[Diagnostic]]:

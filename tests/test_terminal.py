@@ -10,8 +10,8 @@ import pytest
 import recording_server as upstream_mod
 from scripted_llm import Call, Reply, ScriptedLLM
 
-from gateway.cli.chat import chat_command
 from gateway.cli.commands import main
+from gateway.cli.terminal_chat import chat_command
 
 SPEC = """
 openapi: 3.1.0

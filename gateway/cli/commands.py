@@ -314,19 +314,19 @@ def _cmd_call(args: argparse.Namespace) -> int:
     if agent_tool.delegate or agent_tool.tool is None:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
+    from ..assembly import open_local
     from ..errors import AuditUnavailable, ConfigError
     from ..kernel.caller import bind_caller
     from ..messages import ToolCall
-    from .local import local_gateway
 
     # The same pipeline as every other door: validated, held for approval, rate limited, audited.
     call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
 
     async def run() -> ToolResult:
-        async with local_gateway(runtime) as state:
+        async with open_local(runtime) as state:
             with bind_caller(agent=args.agent):
                 runner = state.current.runner.for_agent(args.agent)
-                return await runner.run(agent_tool, call, door="cli")  # type: ignore[no-any-return]
+                return await runner.run(agent_tool, call, door="cli")
 
     try:
         result = asyncio.run(run())
@@ -340,7 +340,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    from .chat import chat_command
+    from .terminal_chat import chat_command
 
     return chat_command(args.specs, args.agents, args.agent, args.message, use_cache=not args.no_cache)
 

@@ -36,8 +36,6 @@ POOL_WORKERS = 16
 """Scripts that can run at once in this process (one worker process each); more wait for a free worker."""
 CHECKOUT_TIMEOUT = 30.0
 """Seconds a script waits for a free worker before it fails."""
-KILL_GRACE = 5.0
-"""Seconds past its time limit after which the pool kills a worker that did not stop by itself."""
 PRINT_BYTES = 16_384
 """What a script may print (the rest is dropped)."""
 SANDBOX_HINT = ("The sandbox has no files, network, environment, processes or clock waits: only Python, the "

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..catalog import AgentTool
-from ..http.reading import shrink_json
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
+from ..truncation import shrink_json
 from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxError, Stop
 from .signatures import FunctionNames
 from .values import jsonable

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..catalog import AgentTool
-from ..offer.views import first_sentences
+from ..dialects.brevity import first_sentences
 
 _NOT_IDENTIFIER = re.compile(r"\W")
 _TAKEN = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))

@@ -9,7 +9,6 @@ regular expression in Python). Wording is CPU work: the doors run it in a worker
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import threading
@@ -47,13 +46,6 @@ def validate_arguments(tool: Tool, arguments: Any, *, optional: Iterable[str] = 
     if fastschema.is_valid(schema, arguments):
         return []
     return problems(schema, arguments)
-
-
-async def validate_arguments_off_the_loop(tool: Tool, arguments: Any, *, optional: Iterable[str] = ()) -> list[str]:
-    """`validate_arguments`, with the judge's "valid" on the loop and any wording in a worker thread."""
-    if isinstance(arguments, dict) and fastschema.is_valid(input_schema(tool, optional), arguments):
-        return []
-    return await run_off_the_loop(functools.partial(validate_arguments, tool, arguments, optional=optional))
 
 
 def input_schema(tool: Tool, optional: Iterable[str] = ()) -> JSONSchema:

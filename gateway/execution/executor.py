@@ -19,6 +19,7 @@ import orjson
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
+from ..errors import AuthServerUnavailable, NotConnected, RequestBuildError, UserCredentialError
 from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
 from ..http.client import (
@@ -31,18 +32,15 @@ from ..http.client import (
     new_client,
     send,
 )
-from ..http.errors import RequestBuildError
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
-from ..identity.errors import AuthServerUnavailable, NotConnected, UserCredentialError
 from ..kernel import tracing
 from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
-from .arguments import input_schema
-from .arguments import validate_arguments as _validate
+from .arguments import input_schema, run_off_the_loop, validate_arguments
 from .fastschema import is_valid
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
@@ -51,11 +49,6 @@ logger = logging.getLogger("gateway.execution")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
 _TOKEN_MAX_BODY = 1024 * 1024  # an OAuth token answer is a few hundred bytes
-
-
-def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
-    """Every problem with `arguments` for `tool` (empty = valid)."""
-    return _validate(tool, arguments)
 
 
 class _Api:
@@ -110,12 +103,15 @@ class Executor:
         transport: an httpx transport for every api's client (tests, in-process upstreams).
         redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
             fetched at run time (share one with the pipeline's redaction and audit stages).
+        limit_concurrency: hold each api to its `max_concurrency`; False when the pipeline's guard stage does
+            (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for one limit.
         connections: users' own connections, for apis with `auth: {type: user_oauth}`.
     """
 
     def __init__(
         self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
-        redactor: Redactor | None = None, connections: Connections | None = None,
+        redactor: Redactor | None = None, limit_concurrency: bool = True,
+        connections: Connections | None = None,
     ) -> None:
         self.connections = connections
         self.manifest = manifest
@@ -124,10 +120,7 @@ class Executor:
         self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
-        self.limits_concurrency = True
-        """Whether the executor holds each api to its `max_concurrency`; `build_pipeline` turns it off when the
-        pipeline's guard stage does (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for
-        one limit."""
+        self.limits_concurrency = limit_concurrency
 
     def _api(self, name: str) -> _Api:
         api = self._apis.get(name)
@@ -180,18 +173,32 @@ class Executor:
         return result
 
     def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
-        """The judge's quick "valid" (False: ask `refuse_arguments`, which words what is wrong)."""
+        """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
         return isinstance(arguments, dict) and is_valid(
             input_schema(tool, self._api(tool.api).reserved_args(tool)), arguments)
 
-    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
-        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.
+    def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
+        """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets
+        redacted); empty when they are valid. The gateway's one rule for arguments (the pipeline's validation, a
+        hook's rewritten arguments, the console's try-out): those the api's credentials fill (a header the auth
+        sets) may be left out."""
+        problems = validate_arguments(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+        return [self.redactor.text(p) for p in problems] if problems else problems
 
-        Arguments the api's credentials fill (a header the auth sets) may be left out."""
-        problems = _validate(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+    async def check_arguments(self, tool: Tool, arguments: Any) -> list[str]:
+        """`argument_problems`, with the judge's "valid" on the event loop and any wording in a worker thread (a
+        large or deeply wrong value must not hold up the other callers)."""
+        if self.arguments_hold(tool, arguments):
+            return []
+        return await run_off_the_loop(lambda: self.argument_problems(tool, arguments))
+
+    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
+        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid
+        (`argument_problems`)."""
+        problems = self.argument_problems(tool, arguments)
         if not problems:
             return None
-        text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+        text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
     async def _execute(

@@ -1,7 +1,7 @@
 """The execution stages of the call pipeline: argument validation, hooks, the output check, the call, redaction.
 
 The safety stages (approval, rate limits, breaker and concurrency, audit) are in `gateway.safety`; the order
-of them all is set in one place, `gateway.execution.pipeline.build_pipeline`.
+of them all is set in one place, `gateway.assembly.build_pipeline`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ class ValidateArguments:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
+    async def problems(self, invocation: Invocation) -> list[str]:
+        """What is wrong with the invocation's arguments (empty: nothing), by the rule this stage applies."""
+        return await self.executor.check_arguments(invocation.tool, invocation.arguments)
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         executor, tool, arguments = self.executor, invocation.tool, invocation.arguments
         if not executor.arguments_hold(tool, arguments):  # the judge, on the loop; the wording in a worker thread
@@ -50,16 +54,27 @@ class Execute:
 
 
 class RunHooks:
-    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it."""
+    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it.
 
-    def __init__(self, hooks: Sequence[ToolHooks]) -> None:
+    A hook that replaces the arguments (`invocation.arguments`) has them validated by `validate`, the pipeline's
+    own argument validation (which ran before the hooks, on the caller's): the same rule, so the arguments the
+    api's credentials fill may be left out by a hook as by the model."""
+
+    def __init__(self, hooks: Sequence[ToolHooks], validate: ValidateArguments) -> None:
         self.hooks = tuple(hooks)
+        self.validate = validate
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         for hook in self.hooks:
+            given = invocation.arguments
             early = await hook.before_tool_call(invocation)
             if early is not None:
                 return early
+            if invocation.arguments is not given:
+                problems = await self.validate.problems(invocation)
+                if problems:
+                    return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid "
+                                              f"ones ({'; '.join(problems)}). Nothing was sent.")
         result = await proceed(invocation)
         for hook in reversed(self.hooks):
             result = await hook.after_tool_call(invocation, result)

@@ -19,12 +19,11 @@ import httpx
 
 from ..catalog import Tool
 from ..config.credentials import AuthConfig, ClientCredentialsAuth, TokenExchangeAuth
+from ..errors import ApiSetupError, UserRequired
 from ..identity.connections import Connections
-from ..identity.errors import UserRequired
 from ..identity.exchange import ExchangeSettings, TokenExchanger, required_scopes
 from ..kernel.caller import Caller, current_caller
 from ..kernel.redaction import Redactor
-from .errors import ApiSetupError
 
 _EXPIRY_MARGIN = 30.0
 """Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""

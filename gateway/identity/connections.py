@@ -31,9 +31,8 @@ from urllib.parse import urlencode
 import httpx
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
-from ..errors import ApiSetupError
+from ..errors import ApiSetupError, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
-from .errors import NotConnected
 from .keys import fetch_json
 
 KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"

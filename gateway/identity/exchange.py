@@ -23,8 +23,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ApiSetupError
-from .errors import InsufficientScope, UserRequired
+from ..errors import ApiSetupError, InsufficientScope, UserRequired
 from .keys import fetch_json
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import jwt
 
-from .errors import AuthServerUnavailable
+from ..errors import AuthServerUnavailable
 
 logger = logging.getLogger("gateway.identity")
 

@@ -27,9 +27,8 @@ from typing import Any
 
 import httpx
 
-from ..errors import ConfigError
+from ..errors import ConfigError, NoClient
 from .claims import ClaimRules
-from .errors import NoClient
 from .keys import IssuerKeys
 from .verify import Introspection, TokenVerifier, VerifiedToken
 

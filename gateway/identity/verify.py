@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import jwt
 
-from .errors import TokenRejected
+from ..errors import TokenRejected
 from .keys import SIGNING_ALGORITHMS, IssuerKeys, fetch_json
 
 INTROSPECTION_TTL = 60.0

@@ -24,7 +24,7 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +35,12 @@ from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
 from .embeddings import FUSION_DEPTH, hybrid
 from .index import index_of
-from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
 if TYPE_CHECKING:
     from ..codemode import FunctionNames
 
 SEARCH_TOOL = "search_tools"
-META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
 AUTO_MAX_TOOLS = 64
 """`tool_search: auto` turns search on above this many tools."""
 MAX_TOOLS_PER_REQUEST = 128
@@ -114,8 +113,6 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
 
 def _summary(tool: Tool) -> str:
-    from .views import first_sentences
-
     return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
 
 
@@ -309,6 +306,3 @@ class ToolOffer:
         except KeyError as exc:
             return False, str(exc.args[0])
 
-
-def offered_names(views: Sequence[Any]) -> list[str]:
-    return [v.name for v in views]

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GatewayError
+from ..errors import AlreadyDecided, ForbiddenApproval, GatewayError, UnknownApproval
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
@@ -39,22 +39,6 @@ logger = logging.getLogger("gateway.approvals")
 
 Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
-
-
-class ApprovalError(GatewayError):
-    status = 400
-
-
-class UnknownApproval(ApprovalError):
-    status = 404
-
-
-class ForbiddenApproval(ApprovalError):
-    status = 403
-
-
-class AlreadyDecided(ApprovalError):
-    status = 409
 
 
 @dataclass(slots=True, kw_only=True)

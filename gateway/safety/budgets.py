@@ -15,18 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config.hooks_budgets import BudgetLimit, Budgets, RunBudget
-from ..errors import RunError
+from ..errors import BudgetExceeded
 from ..kernel.usage import Usage
-
-
-class BudgetExceeded(RunError):
-    """A budget refuses the next model call."""
-
-    def __init__(self, scope: str, name: str | None, message: str) -> None:
-        super().__init__(message, "budget_exceeded")
-        self.scope = scope
-        """`run`, `agent` or `client`."""
-        self.name = name
 
 
 @dataclass(slots=True)

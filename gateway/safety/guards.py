@@ -1,7 +1,7 @@
 """The safety layer without HTTP: the store and everything a tool call's pipeline needs from it.
 
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
-limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
+limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its
 stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
 Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on

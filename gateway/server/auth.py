@@ -34,13 +34,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import ConfigError
+from ..errors import AuthServerUnavailable, ConfigError, IdentityError, NoClient, RateLimited, TokenRejected
 from ..identity.connections import CALLBACK_PATH
-from ..identity.errors import AuthServerUnavailable, IdentityError, NoClient, TokenRejected
 from ..identity.resource import METADATA_PATH, ResourceServer, challenge, metadata_url
 from ..kernel.caller import UserToken, bind_caller
-from ..safety.ratelimit import RateLimited, RateLimiter
-from .errors import APIError
+from ..safety.ratelimit import RateLimiter
+from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 

@@ -28,24 +28,23 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
+from ..assembly import GatewayState, Generation
 from ..config.model import AgentConfig
 from ..errors import GatewayError
 from ..kernel.caller import bind_caller
 from ..kernel.redaction import Redactor
 from ..kernel.usage import Usage
-from ..loop import EventHandler
-from ..loop_types import LoopEvent, RunResult
+from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
+from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .chat_request import parse_messages, parse_params
-from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
 from .limits import check_counts, check_shape
-from .routes import read_json, state_of
-from .state import GatewayState, Generation
+from .routes import agent_of, read_json, state_of, toolset_of
 
 logger = logging.getLogger("gateway.server")
 
@@ -141,7 +140,7 @@ class _Run:
                        prefix: str = "chatcmpl-") -> _Run:
         """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back."""
         agent = _checked_agent(generation, model)
-        params = {**params, **check_caller_tools(tools, agent, generation.toolset(agent.name), generation)}
+        params = {**params, **check_caller_tools(tools, agent, toolset_of(generation, agent.name), generation)}
         caller = client if isinstance(client, str) else None
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix)
@@ -189,7 +188,7 @@ class _Run:
                 self.agent,
                 list(self.messages),
                 adapter=adapter,
-                toolset=generation.toolset(self.agent.name),
+                toolset=toolset_of(generation, self.agent.name),
                 invoke=generation.runner.for_agent(self.agent.name),
                 params=self.params,
                 on_event=on_event,
@@ -212,7 +211,7 @@ class _Run:
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     """The agent `model` names, after saying what is missing before any call: an unknown agent (404), an
     unknown provider or a cloud provider without a key (503: this gateway's configuration, not an upstream)."""
-    agent = generation.agent(model, code="model_not_found", param="model")
+    agent = agent_of(generation, model, code="model_not_found", param="model")
     problem = provider_problem(generation.runtime.manifest, agent)
     if problem is not None:
         raise APIError(503, problem, type="configuration_error", code="provider_not_configured")

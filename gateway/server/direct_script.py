@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..codemode import FunctionNames, Limits, Paused, Script
 from ..config.model import AgentConfig
@@ -24,8 +25,7 @@ from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import ApprovalManager
 from ..store import RunRecord
-from .errors import APIError
-from .state import GatewayState, Generation
+from .api_errors import APIError
 
 
 class _Host:

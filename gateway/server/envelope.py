@@ -29,7 +29,7 @@ from ..asgi import StatusWatch
 from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
-from .errors import APIError
+from .api_errors import APIError
 from .hosts import HostPolicy, refusal
 from .limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, BodyTooLarge, HeadersTooLarge, TargetTooLong
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..config.settings import GatewaySettings
+from .api_errors import APIError
 from .auth import is_loopback
-from .errors import APIError
 
 logger = logging.getLogger("gateway.server")
 

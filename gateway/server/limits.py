@@ -24,7 +24,7 @@ from jsonschema.exceptions import best_match
 from ..execution.arguments import run_off_the_loop
 from ..execution.fastschema import is_valid, usable
 from ..execution.schema_errors import BudgetSpent, first_errors
-from .errors import APIError
+from .api_errors import APIError
 
 MAX_HEADERS = 100
 """Header fields of one request (gunicorn's default `limit_request_fields`)."""

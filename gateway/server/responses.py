@@ -20,11 +20,11 @@ from starlette.responses import JSONResponse, Response
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from .api_errors import APIError, api_error_from
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, secrets_redactor
 from .chat_request import parse_params
-from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, owner, store_of
 from .limits import check_conversation, check_counts
 from .responses_wire import (

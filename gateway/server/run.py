@@ -197,8 +197,8 @@ def _asyncio_declared() -> Iterator[None]:
 
 
 def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = True) -> int:
+    from ..assembly import GatewayState
     from .mcp.stdio import serve_stdio
-    from .state import GatewayState
 
     # stdout is the MCP wire: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)

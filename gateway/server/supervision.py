@@ -14,7 +14,6 @@ hot reloads: they are rebuilt when the manifest object changes.
 
 from __future__ import annotations
 
-import html
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -24,27 +23,27 @@ from typing import Any
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import ApiSetupError, ConfigError
+from ..errors import AlreadyDecided, ApiSetupError, ApprovalError, ConfigError
 from ..http.client import new_client
 from ..identity.connections import CALLBACK_PATH, Connections, UserOAuthSettings, cipher_from_environment
-from ..identity.errors import IdentityError
-from ..identity.resource import METADATA_PATH, ResourceServer, ResourceSettings
+from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict, run_owner
+from ..safety.approvals import Outcome, approval_dict, run_owner
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
+from .api_errors import APIError
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
-from .errors import APIError
 from .handoff import keep_turn
-from .routes import read_json
+from .identity_routes import identity_routes
+from .routes import agent_of, read_json, toolset_of
 
 logger = logging.getLogger("gateway.safety")
 
@@ -137,79 +136,18 @@ class Safety(Safeguards):
         }
 
     def routes(self) -> list[BaseRoute]:
-        from .console import Console  # the console's templates are only loaded by a server
-
+        """`/approvals`, `/audit`, and the identity routes: protected-resource metadata, users' connections
+        (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
-            Route(METADATA_PATH, self._resource_metadata, methods=["GET"]),
-            Route(METADATA_PATH + "/{path:path}", self._resource_metadata, methods=["GET"]),
-            Route(CALLBACK_PATH, self._connected, methods=["GET"]),
-            Route("/connections", self._list_connections, methods=["GET"]),
-            Route("/connections/{api}", self._connect, methods=["POST"]),
-            Route("/connections/{api}", self._disconnect, methods=["DELETE"]),
-            Console(self).mount(),
+            *identity_routes(self),
         ]
 
     async def aclose(self) -> None:
         await self._identity_http.aclose()
         await super().aclose()
-
-    # -- users' own connections (gateway.identity.connections) ---------------------------------------
-    def _user(self, request: Request) -> tuple[Connections, str]:
-        subject = request.scope.get("gateway.subject")
-        if not isinstance(subject, str) or self.connections is None:
-            raise APIError(403, "Connections are a signed-in user's own: call with the user's access token, not a "
-                                "client key.", code="user_required")
-        return self.connections, subject
-
-    async def _list_connections(self, request: Request) -> Response:
-        connections, subject = self._user(request)
-        return JSONResponse({"data": await connections.list(subject),
-                             "available": sorted(connections.apis)})
-
-    async def _connect(self, request: Request) -> Response:
-        connections, subject = self._user(request)
-        api = request.path_params["api"]
-        if api not in connections.apis:
-            raise APIError(404, f"No api {api!r} takes users' own connections (auth: {{type: user_oauth}}).")
-        client = request.scope.get("gateway.client")
-        try:
-            link = await connections.begin(api, subject, client if isinstance(client, str) else None)
-        except ApiSetupError as exc:
-            raise APIError(503, str(exc), code="configuration_error") from None
-        return JSONResponse({"connect_url": link})
-
-    async def _disconnect(self, request: Request) -> Response:
-        connections, subject = self._user(request)
-        if not await connections.disconnect(subject, request.path_params["api"]):
-            raise APIError(404, "No such connection.")
-        return Response(status_code=204)
-
-    async def _connected(self, request: Request) -> Response:
-        """Where the api's provider sends the user back: the code becomes their connection."""
-        params = request.query_params
-        state, code = params.get("state"), params.get("code")
-        if self.connections is None or not state or not (code or params.get("error")):
-            return _page(400, "This is where a provider sends you back after connecting an account; the link "
-                              "you followed is incomplete.")
-        if not code:
-            await self.store.take_pending_connection(state, time.time())  # the user declined: the link is spent
-            return _page(400, f"The provider did not connect your account: {params.get('error')}.")
-        try:
-            record = await self.connections.finish(state, code)
-        except ApiSetupError as exc:
-            return _page(400, f"Not connected: {exc}.")
-        except IdentityError as exc:
-            return _page(503, f"Not connected: {exc}.")
-        return _page(200, f"Your account is connected to {record.api}. You can close this window and try again.")
-
-    async def _resource_metadata(self, request: Request) -> Response:
-        """RFC 9728: the authorization server to sign in at for this gateway (and for each MCP agent: the same)."""
-        if self.identity is None:
-            raise APIError(404, "This gateway takes no OAuth access tokens (agents.yaml has no gateway.auth).")
-        return JSONResponse(self.identity.protected_resource_metadata())
 
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:
@@ -285,8 +223,8 @@ class Safety(Safeguards):
                 approval_id = run.state["pending"][0]
                 with bind_caller(**run_owner(run)):
                     return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
-            agent = generation.agent(run.agent)
-            toolset = generation.toolset(agent.name)
+            agent = agent_of(generation, run.agent)
+            toolset = toolset_of(generation, agent.name)
             approved = {}
             for pending in run.state["loop"].get("pending", []):
                 tool = toolset.get(pending["tool"])
@@ -310,7 +248,7 @@ class Safety(Safeguards):
         if not decision.approve:
             why = f": {decision.reason}" if decision.reason else ""
             return ToolResult.failure("approval_denied", f"A human refused this call{why}.", approval_id=approval_id)
-        agent_tool = generation.toolset(run.agent).get(run.state["tool"])
+        agent_tool = toolset_of(generation, run.agent).get(run.state["tool"])
         if agent_tool is None:
             return ToolResult.failure("unknown_tool", f"Agent {run.agent!r} no longer has tool {run.state['tool']!r}.")
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]
@@ -326,11 +264,6 @@ class Safety(Safeguards):
         why = notes.get("run_error")
         await self.audit.record_chat(agent=agent or "", status="error", latency_ms=0.0,
                                      error=f"HTTP {status}: {why}" if why else f"HTTP {status}")
-
-
-def _page(status: int, text: str) -> Response:
-    body = f"<!doctype html><title>gateway</title><p>{html.escape(text)}</p>"
-    return HTMLResponse(body, status_code=status)
 
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:

@@ -21,7 +21,6 @@ from .base import (
     ResponseRecord,
     RunRecord,
     Store,
-    StoreUnavailable,
 )
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
@@ -40,7 +39,6 @@ __all__ = [
     "RunRecord",
     "SQLiteStore",
     "Store",
-    "StoreUnavailable",
     "open_store",
     "store_location",
 ]

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..errors import GatewayError
-
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
 RunKind = Literal["chat", "call", "script"]
@@ -52,11 +50,6 @@ class PendingConnection:
     client: str | None = None
     created: float = 0.0
     expires: float = 0.0
-
-
-class StoreUnavailable(GatewayError):
-    """A networked store (PostgreSQL, Redis) cannot be reached while serving: the doors answer 503, and nothing
-    that needed the store (an approval, an audit row, a rate-limit count) is taken as done."""
 
 
 class Bucket(NamedTuple):

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from scripted_llm import Reply, ScriptedLLM
 
-from gateway.cli.chat import chat_command
 from gateway.cli.commands import main
+from gateway.cli.terminal_chat import chat_command
 
 _LONG = ("Creates an order for the customer. The order is checked against the stock first. Each line names a "
          "product and a quantity. Orders above the credit limit wait for a manager. ") * 3

@@ -7,7 +7,7 @@ from executor_helpers import arg, make_tool
 
 from gateway.catalog import Server
 from gateway.config.model import ApiConfig
-from gateway.http.errors import ApiSetupError, ArgumentError
+from gateway.errors import ApiSetupError, ArgumentError
 from gateway.http.request import accept_header, build_request
 
 API = ApiConfig(name="demo", base_url="https://api.example.com/v1/")

@@ -14,7 +14,7 @@ from recording_server import RecordingServer
 
 from gateway.catalog import Tool
 from gateway.config.credentials import ApiKeyAuth
-from gateway.http.errors import ArgumentError
+from gateway.errors import ArgumentError
 from gateway.http.xml_body import xml_bytes
 from gateway.openapi import compile_document
 from gateway.openapi._xml import is_xml_media

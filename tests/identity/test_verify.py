@@ -9,9 +9,9 @@ import pytest
 from identity_support import EXCHANGER, OPAQUE, new_provider
 from oidc import OpenIDProvider, require_provider
 
+from gateway.errors import AuthServerUnavailable, TokenRejected
 from gateway.http.client import new_client
 from gateway.identity.claims import ClaimRules
-from gateway.identity.errors import AuthServerUnavailable, TokenRejected
 from gateway.identity.exchange import required_scopes
 from gateway.identity.keys import IssuerKeys, discover
 from gateway.identity.verify import Introspection, TokenVerifier

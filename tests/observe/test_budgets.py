@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gateway.config.hooks_budgets import BudgetLimit, Budgets, Price
+from gateway.errors import BudgetExceeded
 from gateway.kernel.usage import Usage
-from gateway.safety.budgets import BudgetBook, BudgetExceeded
+from gateway.safety.budgets import BudgetBook
 
 
 class Clock:

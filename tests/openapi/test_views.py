@@ -77,14 +77,14 @@ def test_describe_reads_the_exact_schema_through_refs() -> None:
         describe(tool, "/properties/nope")
 
 
-def test_render_tools_with_a_budget_renders_views() -> None:
+def test_a_dialect_renders_the_view_it_is_given() -> None:
     schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "long " * 60}
                                                for i in range(60)}}
     tool = _tool(schema)
     exact = render_tools([tool], "openai")[0]
-    viewed = render_tools([tool], "openai", budget=1000)[0]
+    viewed = render_tools([model_view(tool, 1000)], "openai")[0]
     assert len(str(viewed)) < len(str(exact))
-    assert render_tools([tool], "json", budget=1000)[0]["input_schema"] is schema
+    assert exact["function"]["parameters"] is schema
 
 
 # -- the corpus ---------------------------------------------------------------------------------------

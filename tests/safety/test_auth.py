@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 from gateway.config.model import ClientConfig
 from gateway.errors import ConfigError
 from gateway.safety.ratelimit import RateLimiter, RateLimits
+from gateway.server.api_errors import error_handlers
 from gateway.server.app import gated
 from gateway.server.auth import AuthMiddleware, ClientKeys, admit_agent, check_bind, is_loopback
-from gateway.server.errors import error_handlers
 from gateway.server.routes import visible_agents
 from gateway.store import MemoryStore
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.safety.ratelimit import RateLimited, RateLimiter, RateLimits
+from gateway.errors import RateLimited
+from gateway.safety.ratelimit import RateLimiter, RateLimits
 from gateway.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

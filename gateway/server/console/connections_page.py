@@ -10,10 +10,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...errors import ApiSetupError
-from .app import json_error, viewer_of
+from .rendering import json_error, viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 def routes(console: Console) -> list[Route]:

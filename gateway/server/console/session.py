@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...identity.errors import IdentityError
+from ...errors import IdentityError
 from ...identity.resource import ResourceServer
 from ..auth import ClientKeys
 

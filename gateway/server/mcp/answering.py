@@ -14,12 +14,12 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
+from ...assembly import GatewayState, Generation
 from ...catalog import AgentTool
 from ...codemode import RUN_CODE
+from ..api_errors import APIError
 from ..direct_call import run_direct_call
 from ..direct_script import run_direct_script
-from ..errors import APIError
-from ..state import GatewayState, Generation
 from . import search
 from .listing import era_of
 from .results import call_result, wire_result

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..catalog import AgentTool
-from ..offer.views import definition_tokens
+from ..dialects.brevity import definition_tokens
 from .sandbox import Limits
 from .script import CODE_SCHEMA
 from .signatures import FunctionNames, signature
