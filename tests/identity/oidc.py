@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import secrets
@@ -45,10 +46,31 @@ def signing_key(kid: str | None = None) -> dict[str, Any]:
 
 
 def require_provider() -> None:
-    if shutil.which("node") is None:
-        pytest.skip("Node.js is not installed: the identity tests run panva's oidc-provider under it")
+    """Skip, saying why, unless Node.js runs the provider's packages (installed by `npm ci`)."""
+    reason = _missing_provider()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@functools.cache
+def _missing_provider() -> str | None:
+    node = shutil.which("node")
+    if node is None:
+        return "Node.js is not installed: the identity tests run panva's oidc-provider under it"
     if not (PROVIDER_DIR / "node_modules" / "oidc-provider").is_dir():
-        pytest.skip("oidc-provider is not installed: run `npm ci` in tests/identity/provider (.ci/run does)")
+        return "oidc-provider is not installed: run `npm ci` in tests/identity/provider (.ci/run does)"
+    # Installed is not enough: this Node must load them (an older Node than the packages support fails here).
+    try:
+        loaded = subprocess.run([node, "--input-type=module", "-e",
+                                 "await import('oidc-provider'); await import('jose')"],
+                                cwd=PROVIDER_DIR, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "Node.js took over a minute to load oidc-provider"
+    if loaded.returncode != 0:
+        errors = [line for line in loaded.stderr.decode(errors="replace").splitlines() if line.strip()]
+        why = next((line for line in errors if "Error" in line), errors[-1] if errors else "no message")
+        return f"Node.js cannot load oidc-provider from tests/identity/provider: {why.strip()[:300]}"
+    return None
 
 
 class OpenIDProvider:
