@@ -4,6 +4,8 @@ and a resource indicator, and calls the agent's tools with the token; the api re
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -38,15 +40,18 @@ class MemoryStorage(TokenStorage):
         self.client = client_info
 
 
-async def test_the_mcp_client_signs_in_and_calls_as_its_user(setup: Setup) -> None:
+@contextlib.asynccontextmanager
+async def signed_in_mcp(setup: Setup, user: str, agent: str) -> AsyncIterator[tuple[Client, MemoryStorage]]:
+    """The official MCP client on `agent`'s endpoint, signing `user` in by itself: its OAuth provider reads the
+    401's protected-resource metadata, registers at the provider, and sends the user (here: their browser, driven
+    over HTTP through the provider's login and consent forms) to sign in with PKCE and a resource indicator."""
     redirected: list[dict[str, str]] = []
 
     async def redirect_handler(url: str) -> None:
-        # The user's browser: sign in as alice at the provider's own form and consent.
         query = {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
         assert query["resource"] == setup.audience and query["code_challenge_method"] == "S256"
         redirected.append(await anyio.to_thread.run_sync(
-            lambda: setup.provider.authorization_response("alice", query, REDIRECT)))
+            lambda: setup.provider.authorization_response(user, query, REDIRECT)))
 
     async def callback_handler() -> AuthorizationCodeResult:
         back = redirected[-1]
@@ -54,17 +59,22 @@ async def test_the_mcp_client_signs_in_and_calls_as_its_user(setup: Setup) -> No
 
     storage = MemoryStorage()
     auth = OAuthClientProvider(
-        server_url=f"{setup.url}/mcp/coder",
+        server_url=f"{setup.url}/mcp/{agent}",
         client_metadata=OAuthClientMetadata(redirect_uris=[REDIRECT], grant_types=["authorization_code"],
                                             response_types=["code"], token_endpoint_auth_method="none",
                                             client_name="gateway test"),
         storage=storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
     async with httpx2.AsyncClient(auth=auth, timeout=30) as http:
-        async with Client(streamable_http_client(f"{setup.url}/mcp/coder", http_client=http)) as client:
-            names = [tool.name for tool in (await client.list_tools()).tools]
-            assert names == ["getRepo", "createIssue"]
-            result = await client.call_tool("getRepo", {"name": "app"})
-            assert result.is_error is False, result.content
+        async with Client(streamable_http_client(f"{setup.url}/mcp/{agent}", http_client=http)) as client:
+            yield client, storage
+
+
+async def test_the_mcp_client_signs_in_and_calls_as_its_user(setup: Setup) -> None:
+    async with signed_in_mcp(setup, "alice", "coder") as (client, storage):
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names == ["getRepo", "createIssue"]
+        result = await client.call_tool("getRepo", {"name": "app"})
+        assert result.is_error is False, result.content
     assert storage.tokens is not None and storage.client is not None  # signed in, registered
     sent = bearer_of(setup.upstream.requests[0])
     assert sent != storage.tokens.access_token
