@@ -63,3 +63,35 @@ def test_mistakes_are_reported_at_their_line() -> None:
     assert any(e.startswith("5: ") and "`resource` or `audience`" in e for e in errors)
     assert "7: 'audience' is required" in errors
     assert "9: must be at least 0, got -1" in errors
+
+
+def _warnings(text: str) -> list[str]:
+    _, diagnostics = parse_manifest(textwrap.dedent(text))
+    return [f"{d.line}: {d.message}" for d in diagnostics if d.level == "warning"]
+
+
+def test_credentials_of_the_signed_in_user_need_gateway_auth_and_a_way_back() -> None:
+    without_auth = """\
+        apis:
+          repos:
+            auth: {type: token_exchange, token_url: "https://id.example/token", client_id: gw, client_secret: s,
+                   resource: "https://repos.example/"}
+    """
+    assert ["3: token_exchange acts as the signed-in user, and without `gateway.auth` no caller is one: every call "
+            "of this api is refused"] == _warnings(without_auth)
+    no_way_back = """\
+        apis:
+          tracker:
+            auth:
+              - {type: user_oauth, client_id: gw, authorization_url: "https://id.example/auth",
+                 token_url: "https://id.example/token"}
+        gateway:
+          auth: {issuer: "https://id.example", audience: "api://gateway"}
+    """
+    errors = _errors(no_way_back)
+    assert any(e.startswith("4: 'redirect_uri' is required") for e in errors), errors
+    # the audience as the gateway's URL, or redirect_uri, says where
+    assert _errors(no_way_back.replace("api://gateway", "https://gw.example/")) == []
+    assert _errors(no_way_back.replace('token_url: "https://id.example/token"}',
+                                       'token_url: "https://id.example/token", '
+                                       'redirect_uri: "https://gw.example/connections/callback"}')) == []
