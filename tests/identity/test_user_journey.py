@@ -11,8 +11,8 @@ import pytest
 from identity_support import REPOS, Setup, bearer_of, claims_of
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_sign_in_support import signed_in_mcp
 from scripted_llm import Call, Reply
-from test_mcp_sign_in import signed_in_mcp
 
 pytestmark = pytest.mark.anyio
 
