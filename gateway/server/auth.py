@@ -34,11 +34,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import AuthServerUnavailable, ConfigError, IdentityError, NoClient, RateLimited, TokenRejected
+from ..errors import (
+    AuthServerUnavailable,
+    ConfigError,
+    IdentityError,
+    NoClient,
+    RateLimited,
+    TokenRejected,
+    TooManyWrongKeys,
+)
 from ..identity.connections import CALLBACK_PATH
 from ..identity.resource import METADATA_PATH, ResourceServer, challenge, metadata_url
 from ..kernel.caller import UserToken, bind_caller
 from ..safety.ratelimit import RateLimiter
+from ..safety.rights import Rights
+from ..safety.wrong_keys import WrongKeys
 from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
@@ -48,6 +58,8 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", CALLBACK_PATH}
 connected an account (the one-time `state` it carries is the proof)."""
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
+RIGHTS = "gateway.rights"
+"""The scope key where the auth layer (or the console's gate) leaves the caller's `Rights`."""
 CONSOLE_PREFIX = "/console"
 """The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
@@ -59,12 +71,21 @@ class Client:
     """`*` means every agent."""
     admin: bool = False
     """`clients.<name>.admin: true`: every agent, the whole audit log, every approval."""
+    approver: bool = False
+    """`clients.<name>.approver: true`: decides the pending calls of its agents."""
 
     def may_use(self, agent: str) -> bool:
         return self.admin or "*" in self.agents or agent in self.agents
 
     def visible_agents(self) -> set[str] | None:
         return None if self.admin or "*" in self.agents else set(self.agents)
+
+    @property
+    def rights(self) -> Rights:
+        """What this client may do with the work of others (`gateway.safety.rights`)."""
+        visible = self.visible_agents()
+        return Rights(client=self.name, agents=None if visible is None else frozenset(visible), admin=self.admin,
+                      approver=self.approver)
 
 
 class ClientKeys:
@@ -102,7 +123,7 @@ class ClientKeys:
 
 
 def client_of(config: ClientConfig) -> Client:
-    return Client(name=config.name, agents=frozenset(config.agents), admin=config.admin)
+    return Client(name=config.name, agents=frozenset(config.agents), admin=config.admin, approver=config.approver)
 
 
 def _digest(key: str) -> bytes:
@@ -173,7 +194,8 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
                  on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None,
-                 identity: Callable[[], ResourceServer | None] | None = None) -> None:
+                 identity: Callable[[], ResourceServer | None] | None = None,
+                 wrong_keys: WrongKeys | None = None) -> None:
         """Authenticate every HTTP request; the routes' `AgentGate`s authorize and rate-limit it.
 
         Parameters:
@@ -186,6 +208,8 @@ class AuthMiddleware:
                 (the audit log's row for chats that never reached the end of a run).
             identity: the current `gateway.auth` resource server (None: static keys only): a bearer that is no
                 client key is checked as an access token and mapped to a client by its claims.
+            wrong_keys: counts wrong keys (and rejected tokens) per client address and refuses an address that sent
+                too many (None: nothing is counted).
         """
         self.app = app
         self.keys = keys
@@ -194,6 +218,7 @@ class AuthMiddleware:
         self.public_paths = frozenset(public_paths)
         self.on_chat_error = on_chat_error
         self.identity = identity or (lambda: None)
+        self.wrong_keys = wrong_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -214,7 +239,7 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            client, token = await self._authenticate(scope, self.keys())
+            client, token = await self._guarded_authenticate(scope, self.keys())
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
@@ -223,6 +248,7 @@ class AuthMiddleware:
         scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
         scope["gateway.agents"] = client.visible_agents() if client else None
         scope["gateway.access"] = Access(client, self.limiter())
+        scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
                          subject=token.subject if token else None, token=token):
@@ -234,6 +260,24 @@ class AuthMiddleware:
                     await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
             else:
                 await self.app(scope, receive, send)
+
+    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
+        """`_authenticate`, with wrong keys (and rejected tokens) counted per client address and a guessing address
+        refused (429) before its key is looked at."""
+        guard = self.wrong_keys if keys and _bearer(scope) is not None else None
+        if guard is None:
+            return await self._authenticate(scope, keys)
+        address = client_address(scope)
+        try:
+            guard.check(address)
+            try:
+                return await self._authenticate(scope, keys)
+            except APIError as exc:
+                if exc.status == 401:
+                    await guard.failed(address)
+                raise
+        except TooManyWrongKeys as exc:
+            raise too_many_wrong_keys(exc) from None
 
     async def _authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
         identity = self.identity()
@@ -336,6 +380,17 @@ class AgentGate:
             await self.app(scope, receive, send)
 
 
+def client_address(scope: Scope) -> str | None:
+    """The address the request came from (uvicorn's `--proxy-headers` puts the forwarded one there)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+def too_many_wrong_keys(exc: TooManyWrongKeys) -> APIError:
+    return APIError(429, f"{exc} Keys sent from here are not looked at meanwhile.", code="too_many_wrong_keys",
+                    headers={"Retry-After": exc.retry_after_header})
+
+
 def _is_console(scope: Scope) -> bool:
     path = route_path(scope)
     return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
@@ -357,6 +412,12 @@ async def _respond(scope: Scope, receive: Receive, send: Send, error: APIError) 
         await send({"type": "websocket.close", "code": 1008})
         return
     await error.response()(scope, receive, send)
+
+
+def rights_of(scope: Mapping[str, Any]) -> Rights:
+    """The request's `Rights`; none at all for a request the auth layer did not see."""
+    rights = scope.get(RIGHTS)
+    return rights if isinstance(rights, Rights) else Rights.NOBODY
 
 
 def allowed_agents(scope: Mapping[str, Any]) -> set[str] | None:

@@ -23,7 +23,8 @@ def owner(client: str | None) -> str | None:
     """Whose a stored answer or turn is: the client, and with `gateway.auth` the signed-in user too (two users of
     one client must not read or continue each other's conversations)."""
     subject = current_caller().subject
-    return client if subject is None else f"{client or ''}\x00{subject}"
+    # U+241F (the unit separator's symbol) rather than a NUL, which a PostgreSQL text column does not keep.
+    return client if subject is None else f"{client or ''}\u241f{subject}"
 
 
 def store_of(state: GatewayState) -> Store:

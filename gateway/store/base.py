@@ -305,6 +305,16 @@ class Store(abc.ABC):
         """Remove and return the pending authorization of `state` if it has not expired by `now` (once only: a
         second callback with the same state finds nothing); expired ones are dropped on the way."""
 
+    # -- console sessions ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def end_session(self, session: str, until: float) -> None:
+        """Record that the console session `session` was signed out; it would have expired at `until` (epoch
+        seconds), after which the record may go (entries past their `until` are pruned here)."""
+
+    @abc.abstractmethod
+    async def session_ended(self, session: str) -> bool:
+        """Whether the console session `session` was signed out (on any instance sharing the store)."""
+
     # -- rate limits --------------------------------------------------------------------------------
     @abc.abstractmethod
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:

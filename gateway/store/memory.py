@@ -35,6 +35,7 @@ class MemoryStore(Store):
         self._responses: dict[str, ResponseRecord] = {}
         self._connections: dict[tuple[str, str], ConnectionRecord] = {}
         self._pending: dict[str, PendingConnection] = {}
+        self._ended_sessions: dict[str, float] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
 
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
@@ -125,6 +126,14 @@ class MemoryStore(Store):
         for key in approvals:
             del self._approvals[key]
         return len(old) + len(finished)
+
+    async def end_session(self, session: str, until: float) -> None:
+        now = time.time()
+        self._ended_sessions = {k: v for k, v in self._ended_sessions.items() if v >= now}
+        self._ended_sessions[session] = until
+
+    async def session_ended(self, session: str) -> bool:
+        return session in self._ended_sessions
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         now = time.time()

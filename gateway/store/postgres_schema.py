@@ -43,9 +43,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE buckets (key text PRIMARY KEY, tokens double precision NOT NULL, updated double precision NOT NULL);
     """,
-    # 2: the signed-in user a call was made for (gateway.auth).
+    # 2: console sessions signed out before they expire.
+    """
+    CREATE TABLE ended_sessions (id text PRIMARY KEY, until double precision NOT NULL);
+    """,
+    # 3: the signed-in user a call was made for (gateway.auth).
     "ALTER TABLE audit ADD COLUMN subject text;",
-    # 3: users' own connections to apis (auth: {type: user_oauth}), their tokens encrypted.
+    # 4: users' own connections to apis (auth: {type: user_oauth}), their tokens encrypted.
     """
     CREATE TABLE connections (
         subject text NOT NULL, api text NOT NULL, secret text NOT NULL, scopes text NOT NULL,
