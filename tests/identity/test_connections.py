@@ -107,15 +107,23 @@ def test_an_approved_call_runs_as_the_user_who_asked_not_the_approver(setup: Set
         assert answer.status_code == 202, answer.text
         return str(answer.json()["approval_id"])
 
+    def approve(approval: str) -> dict[str, Any]:
+        """ops decides; the answer is alice's (the run's owner), read by her."""
+        decided = httpx.post(f"{setup.url}/approvals/{approval}", json={"decision": "approve"}, headers=ops,
+                             timeout=20)
+        assert decided.status_code == 200 and decided.json()["status"] == "resumed", decided.text
+        shown = httpx.get(f"{setup.url}/approvals/{approval}", headers={"Authorization": f"Bearer {alice}"},
+                          timeout=20)
+        assert shown.status_code == 200, shown.text
+        answer: dict[str, Any] = shown.json()["answer"]
+        return answer
+
     # her own connection serves the resumed call: the api gets alice's token though ops approved
-    done = httpx.post(f"{setup.url}/approvals/{held('listTickets', {})}", json={"decision": "approve"},
-                      headers=ops, timeout=20)
-    assert done.status_code == 200 and done.json()["result"]["ok"] is True, done.text
+    assert approve(held("listTickets", {}))["result"]["ok"] is True
     assert claims_of(bearer_of(setup.upstream.requests[0]), setup.provider, TRACKER)["sub"] == "alice"
     # an exchange needs her token, which the approver does not have: refused, not sent as ops
-    refused = httpx.post(f"{setup.url}/approvals/{held('createIssue', {'name': 'app', 'title': 'x'})}",
-                         json={"decision": "approve"}, headers=ops, timeout=20)
-    assert refused.json()["result"]["error_type"] == "user_required", refused.text
+    refused = approve(held("createIssue", {"name": "app", "title": "x"}))
+    assert refused["result"]["error_type"] == "user_required", refused
     assert len(setup.upstream.requests) == 1
 
 
