@@ -2,8 +2,8 @@
 
 The provider (tests/identity/oidc.py) issues the gateway's tokens (audience: the gateway's URL) and exchanges them
 (RFC 8693) for tokens of the `repos` api (audience `REPOS`), whose upstream on loopback records what arrives.
-Users: alice (group eng: may read and write repos), bob (group sales: may only read), carol (no group any client
-maps).
+Users: alice (group eng: may read and write repos), erin (eng, may only read), dave (eng, and the `leads` client by
+his `sub`: an approver), bob (group sales: may only read), carol (no group any client maps).
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ agents:
   planner: {{model: openai/gpt-test, tools: [{{api: tracker}}]}}
   careful: {{model: openai/gpt-test, tools: [{{api: repos}}, {{api: tracker}}], approval: always}}
 clients:
+  leads: {{agents: [coder, planner, careful], approver: true, claims: {{sub: dave}}}}
   engineers: {{agents: [coder, planner, careful], claims: {{groups: eng}}}}
   sales: {{agents: [seller, planner], claims: {{groups: [sales, marketing]}}}}
   ops: {{key: ops-key, agents: ["*"], admin: true}}
@@ -140,6 +141,7 @@ def new_provider(audience: str, *, gateway: str | None = None, **options: Any) -
                   "redirect_uris": [f"{gateway or audience.rstrip('/')}/connections/callback"]}],
         users={"alice": {"groups": ["eng"], "scopes": "repo:read repo:write"},
                "erin": {"groups": ["eng"], "scopes": "repo:read"},
+               "dave": {"groups": ["eng"], "scopes": "repo:read"},
                "bob": {"groups": ["sales"], "scopes": "repo:read"},
                "carol": {"groups": ["visitors"]}},
         subject_audiences=[audience], client_ttl={SHORT_APP: 3, EXCHANGER[0]: 4}, not_before={FUTURE_APP: 3600},

@@ -215,3 +215,23 @@ def test_a_stored_response_is_its_users_alone(setup: Setup) -> None:
     follow = httpx.post(f"{setup.url}/v1/responses", headers={"Authorization": f"Bearer {erin}"}, timeout=20,
                         json={"model": "coder", "input": "and?", "previous_response_id": response_id})
     assert follow.status_code == 404
+
+
+def test_a_tokens_client_brings_its_roles(setup: Setup) -> None:
+    """dave's `sub` maps him to `leads` (approver); erin's group to `engineers` (not): of the two, only dave may
+    decide alice's held call."""
+    held = httpx.post(f"{setup.url}/agents/careful/tools/getRepo", json={"name": "app"}, timeout=20,
+                      headers={"Authorization": f"Bearer {setup.token('alice')}"})
+    assert held.status_code == 202, held.text
+    url = f"{setup.url}/approvals/{held.json()['approval_id']}"
+    refused = httpx.post(url, json={"decision": "approve"}, timeout=20,
+                         headers={"Authorization": f"Bearer {setup.token('erin')}"})
+    assert refused.status_code == 403, refused.text
+    assert setup.upstream.requests == []
+    decided = httpx.post(url, json={"decision": "approve"}, timeout=20,
+                         headers={"Authorization": f"Bearer {setup.token('dave')}"})
+    assert decided.status_code == 200 and decided.json()["status"] == "resumed", decided.text
+    # the call went on as alice, not as dave: its exchange needs her token, so nothing was sent as anyone
+    assert setup.upstream.requests == []
+    audit = httpx.get(setup.url + "/audit", headers={"Authorization": "Bearer ops-key"}, timeout=10).json()["data"]
+    assert {(row["client"], row["subject"]) for row in audit if row["kind"] == "tool"} == {("engineers", "alice")}
