@@ -415,7 +415,7 @@ class SQLiteStore(SQLiteConnections, Store):
         # same WAL append as a call's row, so a file that cannot take a call's row fails here too.
         def body(conn: sqlite3.Connection) -> None:
             row_id = conn.execute(INSERT_AUDIT, (time.time(), "probe", *[None] * 5, "probe", None, 0.0, 0,
-                                                 *[None] * 4)).lastrowid
+                                                 *[None] * 5)).lastrowid
             conn.execute("DELETE FROM audit WHERE id = ?", (row_id,))
 
         await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))
