@@ -10,8 +10,10 @@ description's first paragraph (markup out); the tags; the path's segments (param
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
 are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
-SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
-the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method
+the query asks for among the next ("delete this email" matches hundreds of mail operations), and the best
+`_ADDRESSED_CANDIDATES` whose path's resource is the thing the query names or its verb (`/me/chats` for "list my
+chats", under hundreds of operations on chat messages) are then scored:
 times `_INTENT_BOOST` for the asked method (an api without the method asked for, such as Slack's without DELETE or
 Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path depth`, halved when deprecated, times
 `_PLURAL` for a GET of all items when the query names its thing in the plural ("show my to-do lists"), times
@@ -22,9 +24,10 @@ when it is the thing the request names (`/sites` for "list the SharePoint sites"
 `getSharePointSiteUsagePages`), times `_OWNER` (or divided by it) when the path is (or is not) of the owner the
 request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one operation under many
 nested paths: of the candidates with one method, summary and resource, the one of the owner meant, else the
-shortest path, takes their best score and the others fall behind. The facts these signals read are computed when
-the index is built. The constants were chosen on the tuning parts of tests/openapi/search_tasks (`tasks`,
-`holdout`, `fresh`, `tune`), never on `heldout` (bench/README.md).
+shortest path, takes their best score and the others fall behind. A family of functions called on one path
+(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. The facts these
+signals read are computed when the index is built. The constants were chosen on the tuning parts of
+tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`), never on `heldout` or `final` (bench/README.md).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
-from .query import STOP, Request, read, stems, words
+from .query import STOP, Request, read, singular, stems, words
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
@@ -211,6 +214,9 @@ class _Facts:
     """The last word of the resource before it (`messages` for `/me/messages/{id}/microsoft.graph.forward`)."""
     owner: str
     """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
+    family: str
+    """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
+    called on: Graph's 124 usage reports are one family, which takes at most `_FAMILY_CAP` of the first places."""
 
 
 @dataclass(slots=True)
@@ -236,7 +242,8 @@ def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
-                    int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner)
+                    int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
+                    _family_of(tool.path))
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
@@ -282,14 +289,16 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            candidates = self._candidates(opened, request.expression, allowed, asked, max(limit, _CANDIDATES))
+            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner), owner))
         scored.sort(key=lambda pair: -pair[1])
+        if _FAMILY_CAP:
+            scored = _diversified(scored)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
-    def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
+    def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
@@ -297,22 +306,59 @@ class ToolIndex:
         facts = opened.facts
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
-            cursor = opened.connection.execute(_SQL, (expression, wanted if allowed is None else -1))
+            cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
             else:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
+            addressed = []
+            if request.addressed and _ADDRESSED_CANDIDATES:
+                cursor = opened.connection.execute(_ADDRESSED_SQL, (request.expression, request.addressed,
+                                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
+                addressed = list(itertools.islice((row for row in cursor if allowed is None or
+                                                   allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
         following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
                      if facts[rowid - 1].method in asked)
-        return chosen + list(itertools.islice(following, _METHOD_CANDIDATES))
+        chosen += itertools.islice(following, _METHOD_CANDIDATES)
+        seen = {id(pair[0]) for pair in chosen}
+        return chosen + [(facts[rowid - 1], score) for rowid, score in addressed if id(facts[rowid - 1]) not in seen]
 
 
 _CANDIDATES = 50
 _METHOD_CANDIDATES = 50
 _POOL = 400
-_SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
-        "WHERE tools MATCH ? ORDER BY score LIMIT ?")
+_ADDRESSED_CANDIDATES = 60
+_BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
+_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
+_ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
+                  "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
+
+
+_FAMILY_CAP = 2
+_FAMILY_SPAN = 5
+
+
+def _family_of(path: str) -> str:
+    parent, _, last = path.rstrip("/").rpartition("/")
+    return parent if "." in last and "(" in last else ""
+
+
+def _diversified(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
+    """`scored` (best first) with at most `_FAMILY_CAP` of one family among the first `_FAMILY_SPAN`: "list the
+    SharePoint sites" shows `/sites` among the usage reports whose names say SharePoint site more often."""
+    front: list[tuple[_Facts, float]] = []
+    held: list[tuple[_Facts, float]] = []
+    seen: dict[str, int] = {}
+    for pair in scored:
+        family = pair[0].family
+        if len(front) < _FAMILY_SPAN and family and seen.get(family, 0) >= _FAMILY_CAP:
+            held.append(pair)
+            continue
+        if family:
+            seen[family] = seen.get(family, 0) + 1
+        front.append(pair)
+    return front[:_FAMILY_SPAN] + sorted(held + front[_FAMILY_SPAN:], key=lambda pair: -pair[1])
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None) -> list[tuple[_Facts, float]]:
@@ -361,8 +407,9 @@ def _addresses(facts: _Facts, request: Request) -> float:
     named = facts.resource.split()
     if not named:
         return 1.0
-    if any(len(os.path.commonprefix([act, word])) >= min(5, len(act)) for act in request.acts if len(act) >= 3
-           for word in named) and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+    acted = any(len(os.path.commonprefix([act, singular(word)])) >= min(5, len(act)) for act in request.acts
+                if len(act) >= 3 for word in named)
+    if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
         return _ACTED
     return _ADDRESSED if _names(named[-1], request.things) else 1.0
 

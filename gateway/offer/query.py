@@ -70,17 +70,18 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "secret": ("password", "credential"), "token": ("credential", "key"), "subfolder": ("child folder",),
     "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
     "move": ("transition",),
+    "app": ("application",), "library": ("drive",), "many": ("count",),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
 def synonyms(word: str) -> tuple[str, ...]:
-    """`SYNONYMS` of a word or of its singular (bugs -> issue)."""
-    return SYNONYMS.get(word) or SYNONYMS.get(_singular(word), ())
+    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch)."""
+    return SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(_root(word), ())
 
 
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
-                 "you your please can could would should want need all some any into up out do does did called named "
-                 "titled".split())
+                 "you your please can could would should want need all some any into up out do does did have has had "
+                 "called named titled".split())
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
@@ -100,7 +101,8 @@ operations."""
 PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick", "out"): "remove",
                  ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
                  ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
-                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop"}
+                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",
+                 ("get", "notified"): "subscribe"}
 """A verb whose particle, anywhere after it, changes what it asks for: "take the label off the issue" removes it."""
 
 
@@ -191,7 +193,8 @@ def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
 
 VERB_SENSES: dict[str, tuple[str, ...]] = {
     "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
-    "ping": ("send", "message"),
+    "ping": ("send", "message"), "tell": ("send", "message", "post"), "say": ("send", "message", "post"),
+    "announce": ("send", "message", "post"),
 }
 """What a noun means as a request's verb: to email is to send mail."""
 
@@ -226,10 +229,10 @@ _PRONOUNS = frozenset("i me my mine".split())
 
 def stems(text: str) -> set[str]:
     """Crude stems of the words of `text` (quotes and OR out; plurals singular), to compare names with a query."""
-    return {_singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+    return {singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
     """A plural's singular, roughly: repositories -> repository, statuses -> status, branches -> branch, pods -> pod."""
     if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
         return word
@@ -269,6 +272,10 @@ class Request:
     makes it "other" too (`owner_in`)."""
     possessors: tuple[str, ...]
     """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+    addressed: str
+    """The FTS5 match of a resource that is the thing named or the verb's (`resource : ("chat" OR "message")`,
+    `resource : (accep*)`), or "": the operations that address what the request names are candidates even when
+    the words of others outscore them (`/me/chats` for "list my chats", under hundreds of chat messages)."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -286,10 +293,19 @@ def read(query: str) -> Request:
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
+    things_named, phrase = _things(given, verb)
+    acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
-                   *_things(given, verb), _acts(given, verb), _owner(given),
-                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS))
+                   things_named, phrase, acts, _owner(given),
+                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
+                   _addressed(things_named, acts))
+
+
+def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:
+    alternatives = [f'"{thing}"' for thing in sorted(things) if len(thing) >= 3 and thing.isalnum()]
+    alternatives += [f'"{act[:5]}"*' for act in acts if len(act) >= 3 and act.isalpha()]
+    return f"resource : ({' OR '.join(alternatives)})" if alternatives else ""
 
 
 _BREAKS = frozenset("in on of to for from with at by into about as via than without during over under per after before "

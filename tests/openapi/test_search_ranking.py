@@ -146,3 +146,33 @@ def test_a_verb_and_its_particle_ask_for_what_they_mean_together() -> None:
     assert intended_methods("take the wontfix label off the issue") == ["DELETE"]
     assert intended_methods("kick carol out of the repository") == ["DELETE"]
     assert query_words("turn off branch protection")[0] == ("disable", ())
+
+
+def test_what_the_path_addresses_is_a_candidate_under_many_that_share_its_words() -> None:
+    # 210 operations on a calendar's things say "calendar" more often than the list of calendars does
+    things = [_tool(f"listCalendar{thing}_{i}", "GET", f"/me/calendars/{{calendar}}/{thing}{i}",
+                    f"List the {thing} of a calendar event in the calendar view")
+              for i in range(70) for thing in ("events", "permissions", "views")]
+    others = [_tool(f"listRecords{i}", "GET", f"/records{i}", f"List records {i}") for i in range(600)]
+    calendars = _tool("me_ListCalendars", "GET", "/me/calendars", "List calendars")
+    assert "me_ListCalendars" in _names(things + others + [calendars], "list my calendars")
+
+
+def test_a_family_of_functions_takes_at_most_two_of_the_first_places() -> None:
+    reports = [_tool(f"reports_getSharePointSiteUsage{what}", "GET",
+                     f"/reports/microsoft.graph.getSharePointSiteUsage{what}(period='{{period}}')",
+                     f"Invoke function getSharePointSiteUsage{what}")
+               for what in ("Pages", "Storage", "SiteCounts", "Detail", "FileCounts", "UserCounts")]
+    sites = _tool("sites_ListSite", "GET", "/sites", "Search for sites")
+    assert "sites_ListSite" in _names(reports + [sites], "list the SharePoint sites")
+
+
+def test_a_verb_acts_on_a_resource_named_in_the_plural_and_words_mean_what_people_mean() -> None:
+    replies = _tool("teams_channels_messages_CreateReplies", "POST",
+                    "/teams/{team}/channels/{channel}/messages/{message}/replies", "Send replies to a message")
+    others = [_tool("me_messages_reply", "POST", "/me/messages/{m}/microsoft.graph.reply", "Invoke action reply"),
+              _tool("me_messages_replyAll", "POST", "/me/messages/{m}/microsoft.graph.replyAll",
+                    "Invoke action replyAll")]
+    assert _names([replies, *others], "reply to the channel message")[0] == "teams_channels_messages_CreateReplies"
+    unwatch = _tool("removeWatcher", "DELETE", "/issue/{key}/watchers", "Delete watcher")
+    assert _names([unwatch], "stop watching PROJ-4")[:1] == ["removeWatcher"]  # watching: the verb watch's words
