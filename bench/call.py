@@ -22,7 +22,8 @@ import httpx
 import uvicorn
 
 from gateway.catalog import Argument, Catalog, Tool
-from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.config.credentials import BearerAuth
+from gateway.config.model import ApiConfig, Manifest
 from gateway.execution.arguments import validate_arguments
 from gateway.execution.executor import Executor
 from gateway.http.request import build_request
@@ -87,7 +88,7 @@ ARGS = {"owner": "octo", "repo": "hello world", "state": "open", "labels": ["bug
 async def _measure(calls: int, base: str) -> dict[str, float]:
     tool = _tool()
     manifest = Manifest(apis={"bench": ApiConfig(name="bench", base_url=base,
-                                                 auth=[AuthConfig(type="bearer", token="bench-token-123")])})
+                                                 auth=[BearerAuth(token="bench-token-123")])})
     executor = Executor(manifest, Catalog([tool]))
     direct = httpx.AsyncClient()
     url = f"{base}/repos/octo/hello%20world/issues?state=open&labels=bug,ui&per_page=30"

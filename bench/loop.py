@@ -22,7 +22,7 @@ import anyio
 import httpx
 
 from gateway.catalog import AgentTool
-from gateway.config.model import AgentConfig, Policy, ProviderConfig
+from gateway.config.model import AgentConfig, ProviderConfig
 from gateway.loop import run
 from gateway.messages import Message, ToolCall, ToolResult
 from gateway.providers import get_adapter
@@ -80,8 +80,7 @@ async def _one_run(kind: str, iterations: int, tools: Toolset, base_url: str,
                    transport: httpx.AsyncBaseTransport | None, script: Any) -> float:
     config = ProviderConfig(name=kind, kind=kind, base_url=base_url, api_key="k")  # type: ignore[arg-type]
     adapter = get_adapter(config, transport=transport)
-    agent = AgentConfig(name="bench", model=f"{kind}/m", provider=kind, model_id="m", instructions="Bench.",
-                        policy=Policy(max_iterations=iterations + 1))
+    agent = AgentConfig(name="bench", model=f"{kind}/m", instructions="Bench.", max_iterations=iterations + 1)
     script(kind, iterations)
     try:
         started = time.perf_counter()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"  # first: modules imported below read it while the package is initializing
-
+from .assembly import build_pipeline
 from .catalog import AgentTool, ApiSpec, Argument, BodyBinding, Catalog, Diagnostic, Encoding, Server, Tool
 from .config.loader import load_manifest
 from .config.model import AgentConfig, Manifest
 from .dialects import render_tools
 from .errors import AuditUnavailable, ConfigError, GatewayError
-from .execution.pipeline import Pipeline, build_pipeline
+from .execution.pipeline import Pipeline
 from .execution.runner import ToolRunner
+from .kernel import __version__
 from .kernel.calls import Invocation, Stage, ToolHooks
 from .loop_types import Decision, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult

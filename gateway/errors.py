@@ -5,18 +5,24 @@
   * ProviderError: the LLM provider failed (provider, status, message)
   * RunError: a loop run ended without an answer (consecutive errors, deadline)
     * LoopError (gateway.loop_types): the same, with the steps taken so far
-  * ApprovalError (gateway.safety.approvals): an approval cannot be decided (unknown, forbidden, already decided)
-  * RateLimited (gateway.safety.ratelimit): a client or agent bucket is empty (retry after N seconds)
+    * BudgetExceeded: a token or cost budget refuses the next model call (scope: run, agent or client)
+  * HookDenied: a model-call hook refused the step (the run ends with the reason)
+  * ApprovalError: an approval cannot be decided
+    * UnknownApproval, ForbiddenApproval, AlreadyDecided
+  * RateLimited: a client or agent bucket is empty (retry after N seconds)
   * AuditUnavailable: a row could not be written to the store; the call's answer is withheld (fail closed)
+  * StoreUnavailable: a networked store (PostgreSQL, Redis) cannot be reached while serving (HTTP 503)
   * RequestBuildError: a tool call cannot become an HTTP request (turned into a `ToolResult` by the executor)
     * ArgumentError: the arguments cannot be put on the wire (the model can fix them)
     * ApiSetupError: the api's configuration cannot produce a request (the operator must fix it)
 
 Errors of a single tool call are otherwise never exceptions: they are `ToolResult`s the model sees. The
-HTTP doors turn these exceptions into OpenAI-shaped answers in `gateway.server.errors`.
+HTTP doors turn these exceptions into OpenAI-shaped answers in `gateway.server.api_errors`.
 """
 
 from __future__ import annotations
+
+import math
 
 from .catalog import Diagnostic
 
@@ -46,6 +52,54 @@ class RunError(GatewayError):
         self.code = code
 
 
+class BudgetExceeded(RunError):
+    """A budget refuses the next model call."""
+
+    def __init__(self, scope: str, name: str | None, message: str) -> None:
+        super().__init__(message, "budget_exceeded")
+        self.scope = scope
+        """`run`, `agent` or `client`."""
+        self.name = name
+
+
+class HookDenied(GatewayError):
+    """A model-call hook refused the step (the run ends with the reason)."""
+
+    def __init__(self, event: str, reason: str) -> None:
+        super().__init__(f"{event} hook refused the model call: {reason}")
+        self.event = event
+        self.reason = reason
+
+
+class ApprovalError(GatewayError):
+    status = 400
+
+
+class UnknownApproval(ApprovalError):
+    status = 404
+
+
+class ForbiddenApproval(ApprovalError):
+    status = 403
+
+
+class AlreadyDecided(ApprovalError):
+    status = 409
+
+
+class RateLimited(GatewayError):
+    """A bucket is empty: `retry_after` seconds until the call would be granted."""
+
+    def __init__(self, scope: str, retry_after: float) -> None:
+        self.scope = scope
+        self.retry_after = retry_after
+        super().__init__(f"Rate limit reached for {scope}; retry after {self.retry_after_header} s.")
+
+    @property
+    def retry_after_header(self) -> str:
+        return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
+
+
 class AuditUnavailable(GatewayError):
     """The audit row of a call could not be written: no answer leaves without its row (HTTP 503).
 
@@ -53,6 +107,11 @@ class AuditUnavailable(GatewayError):
     """
 
     status = 503
+
+
+class StoreUnavailable(GatewayError):
+    """A networked store (PostgreSQL, Redis) cannot be reached while serving: the doors answer 503, and nothing
+    that needed the store (an approval, an audit row, a rate-limit count) is taken as done."""
 
 
 class RequestBuildError(GatewayError):

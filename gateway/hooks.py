@@ -9,10 +9,11 @@ A hook gets the step as a JSON object and answers with a verdict:
     {"result": ...}                  after_tool_call: the model gets this body instead of the API's
     {"content": "..."}               after_model_call: the model's text is replaced
 
-A `call:` hook is a Python callable (`module:function`, sync or async) given the step dict; a `url:` hook is an
-HTTP endpoint the step is POSTed to as JSON, answering the verdict as JSON (an empty body allows). Each hook has a
-`timeout`; a hook that fails, answers nonsense or runs late counts as `on_error` (allow, or deny by default).
-`ConfiguredHooks` is the pipeline's `ToolHooks` (the hooks stage) and the loop's model-call hooks.
+A `call:` hook is a Python callable (`module:function`, sync or async; a sync one runs in a worker thread) given
+the step dict; a `url:` hook is an HTTP endpoint the step is POSTed to as JSON, answering the verdict as JSON (an
+empty body allows). Each hook has a `timeout`; a hook that fails, answers nonsense or runs late counts as
+`on_error` (allow, or deny by default). `ConfiguredHooks` is the pipeline's `ToolHooks` (the hooks stage) and the
+loop's model-call hooks.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import httpx
 
-from .config.observe import HookConfig, HookEvent
+from .config.hooks_budgets import HookConfig, HookEvent
+from .errors import HookDenied
 from .messages import ToolResult
 
 if TYPE_CHECKING:
@@ -77,15 +79,6 @@ class Verdict:
         raise ValueError(f"the answer's keys {sorted(answer)} mean nothing for {event}")
 
 
-class HookDenied(Exception):
-    """A model-call hook refused the step (the run ends with the reason)."""
-
-    def __init__(self, event: HookEvent, reason: str) -> None:
-        super().__init__(f"{event} hook refused the model call: {reason}")
-        self.event = event
-        self.reason = reason
-
-
 class Hook:
     """One configured hook, ready to run."""
 
@@ -121,7 +114,15 @@ class Hook:
 
     async def _ask(self, step: dict[str, Any]) -> Any:
         if self.config.call is not None:
-            answer = self._resolve()(step)
+            # The operator's module is imported, and a plain function runs, in a worker thread: the event loop
+            # serves every other caller meanwhile, and `timeout` (the caller's `fail_after`) ends the wait. A
+            # thread cannot be stopped: one that runs late finishes on its own, its answer unheard.
+            function = self._function
+            if function is None:
+                function = await anyio.to_thread.run_sync(self._resolve, abandon_on_cancel=True)
+            if inspect.iscoroutinefunction(function):
+                return await function(step)
+            answer = await anyio.to_thread.run_sync(function, step, abandon_on_cancel=True)
             return await answer if inspect.isawaitable(answer) else answer
         client = self._client or httpx.AsyncClient()
         response = await client.post(self.config.url or "", json=step, headers=dict(self.config.headers))
@@ -152,9 +153,6 @@ class ConfiguredHooks:
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
-
-    def has(self, event: HookEvent) -> bool:
-        return event in self.hooks
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -190,20 +188,12 @@ class ConfiguredHooks:
             # The agent's fixed arguments still win: a hook cannot lift what the operator pinned.
             invocation.arguments = {**(verdict.arguments or {}), **invocation.agent_tool.fixed_args}
 
-        original = invocation.arguments
+        # Replaced arguments are validated by the hooks stage (`RunHooks`), by the pipeline's own rule.
         verdict = await self._run("before_tool_call", invocation.agent, invocation.call.name,
                                   lambda: tool_step("before_tool_call", invocation), replace)
         if verdict.action == "deny":
             return ToolResult.failure("hook_denied", f"a gateway hook refused this call: {verdict.reason}. "
                                       "Nothing was sent.")
-        if invocation.arguments is not original:
-            # A hook's arguments meet the exact schema too: validation ran before the hooks, on the model's.
-            from .execution.executor import validate_arguments
-
-            problems = validate_arguments(invocation.tool, invocation.arguments)
-            if problems:
-                return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid ones "
-                                          f"({'; '.join(problems)}). Nothing was sent.")
         return None
 
     async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:

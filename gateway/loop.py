@@ -25,33 +25,31 @@ loads; the found tools' calls come back as ordinary calls and take the same pipe
 blocks travel in the assistant message's extras (the adapter echoes them); a turn the provider paused
 (`pause_turn`) is sent back as is to let it go on, and counts as an iteration.
 
-Delegation: a sub-agent's run started inside one of this run's calls (`sub_run`) reports its steps into that
-call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's `Step.steps`.
+Delegation: a sub-agent's run started inside one of this run's calls (`gateway.loop_calls.sub_run`) reports its
+steps into that call: live as step events (marked with the sub-agent's name) and, when it ends, as the call's
+`Step.steps`.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 from .catalog import AgentTool
 from .config.model import AgentConfig
-from .errors import AuditUnavailable
-from .hooks import HookDenied
+from .errors import BudgetExceeded, HookDenied
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
+from .loop_calls import Invoke
+from .loop_scripts import ScriptCalls, ScriptPause
+from .loop_turn import TurnCalls
 from .loop_types import (
     STATE_VERSION,
     CallerToolSpec,
     Decision,
-    LoopError,
+    EventHandler,
     LoopEvent,
     PendingApproval,
     RunResult,
@@ -61,24 +59,12 @@ from .loop_types import (
 )
 from .messages import Message, ToolCall, ToolResult
 from .observe.runs import ModelCall
-from .offer.toolsearch import SEARCH_TOOL, ToolOffer
+from .offer.toolsearch import ToolOffer
 from .providers.base import ProviderAdapter, ToolLike, Turn
-from .safety.budgets import BudgetExceeded
 from .toolsets import Toolset
 
 if TYPE_CHECKING:
     from .observe.runs import RunObserver
-
-Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
-
-
-@runtime_checkable
-class CheckingInvoke(Protocol):
-    """An `Invoke` that can also judge a call's arguments without running it (None: valid)."""
-
-    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
-
-    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
 
 @runtime_checkable
 class ObservedInvoke(Protocol):
@@ -89,64 +75,12 @@ class ObservedInvoke(Protocol):
     async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
 
 
-EventHandler = Callable[[LoopEvent], Awaitable[None]]
 ApprovalHook = Callable[[list[PendingApproval], dict[str, Any]], Awaitable[None]]
 
 SUMMARY_PROMPT = (
     "You have reached the limit of tool calls for this request ({reason}). Do not call any tools. "
     "Answer now with what you have found so far, and say what is still missing."
 )
-_NOT_COUNTED = frozenset({"approval_denied"})  # a human's refusal is not the model failing
-
-
-@dataclass(slots=True)
-class _CallScope:
-    """The tool call a run is executing, as a delegated run started inside it sees it."""
-
-    emit: EventHandler | None
-    steps: list[Step] = field(default_factory=list)
-    approval: str | None = None
-    """The id of the approval a human gave this call (the run resumed with an approving decision)."""
-
-
-_current_call: ContextVar[_CallScope | None] = ContextVar("gateway_loop_call", default=None)
-
-
-def current_approval() -> str | None:
-    """Inside a running loop's `invoke`: the id of the approval a human gave the call being run, or None."""
-    scope = _current_call.get()
-    return scope.approval if scope is not None else None
-
-
-class SubRun:
-    """How a delegated agent's run reports to the run whose call started it (see `sub_run`)."""
-
-    def __init__(self, scope: _CallScope, agent: str) -> None:
-        self._scope = scope
-        self.agent = agent
-
-    async def on_event(self, event: LoopEvent) -> None:
-        """The sub-run's `on_event`: its steps go on to the lead's caller as they happen (text stays inside:
-        it is the sub-agent's answer to the lead, not to the user)."""
-        if event.type not in ("step_started", "step_finished") or event.step is None:
-            return
-        if event.step.agent is None:
-            event.step.agent = self.agent
-        if self._scope.emit is not None:
-            await self._scope.emit(event)
-
-    def finished(self, steps: Sequence[Step]) -> None:
-        """The sub-run's steps become the delegating call's `Step.steps`."""
-        for step in steps:
-            if step.agent is None:
-                step.agent = self.agent
-        self._scope.steps.extend(steps)
-
-
-def sub_run(agent: str) -> SubRun | None:
-    """Inside a running loop's tool call: the reporter for a delegated run by `agent`; None outside a loop."""
-    scope = _current_call.get()
-    return SubRun(scope, agent) if scope is not None else None
 
 
 async def run(agent: AgentConfig, messages: Sequence[Message], *, adapter: ProviderAdapter, toolset: Toolset,
@@ -205,23 +139,7 @@ async def resume(state: Mapping[str, Any], decisions: Mapping[str, Decision | di
     return await loop.execute(finish_batch)
 
 
-def result_content(result: ToolResult) -> str:
-    """A result as the model reads it: the body for a success, a JSON error object for a failure."""
-    if result.ok:
-        body = result.body
-        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
-        if result.truncated:
-            text += "\n[truncated: the result was longer than the gateway's limit]"
-        return text
-    payload: dict[str, Any] = {"error": result.error or "the call failed", "error_type": result.error_type}
-    if result.status is not None:
-        payload["status"] = result.status
-    if result.body not in (None, ""):
-        payload["body"] = result.body
-    return json.dumps(payload, ensure_ascii=False, default=str)
-
-
-class _Loop:
+class _Loop(TurnCalls):
     def __init__(self, agent: AgentConfig, adapter: ProviderAdapter, toolset: Toolset, invoke: Invoke,
                  params: dict[str, Any] | None, on_event: EventHandler | None, stream: bool,
                  approvals: ApprovalHook | None, messages: list[Message]) -> None:
@@ -250,6 +168,11 @@ class _Loop:
         self.tool_choice: Any = None
         self.observer = invoke.observer if isinstance(invoke, ObservedInvoke) else None
         self.budget_exceeded: str | None = None
+        functions = self.offer.functions
+        self.scripts = ScriptCalls(self, functions, self._run_in_scope) if functions is not None else None
+        """Code mode: the run's `run_code` calls (`gateway.loop_scripts`)."""
+        self.batch_done: dict[str, tuple[ToolResult, Step]] = {}
+        """The calls of a batch a script paused that ran already: they are not run again when it resumes."""
 
     def offer_caller_tools(self, tools: Sequence[ToolLike], tool_choice: Any) -> None:
         self.caller_tools = {t.name: t for t in tools}
@@ -277,12 +200,17 @@ class _Loop:
         self.iteration = int(state.get("iteration", 0))
         self.consecutive_errors = int(state.get("consecutive_errors", 0))
         self.tool_calls = int(state.get("tool_calls", 0))
+        self.batch_done = {call_id: (ToolResult(**done["result"]), Step.from_dict(done["step"]))
+                           for call_id, done in (state.get("batch") or {}).items()}
+        if self.scripts is not None:
+            self.scripts.paused = {call_id: ScriptPause.from_dict(script)
+                                   for call_id, script in (state.get("scripts") or {}).items()}
 
     async def execute(self, body: Callable[[], Awaitable[RunResult]]) -> RunResult:
         observer = self.observer
         if observer is None:
             return await self._execute(body)
-        result: RunResult = await observer.run(self.agent, self.adapter.kind, lambda: self._execute(body),
+        result: RunResult = await observer.run(self.agent, self.adapter.telemetry_name, lambda: self._execute(body),
                                                lambda: self.usage)
         result.cost = observer.run_cost(self.agent, self.usage)
         return result
@@ -321,179 +249,6 @@ class _Loop:
             if ended is not None:
                 return ended
 
-    async def answer_calls(self, calls: list[ToolCall], *, truncated: bool,
-                           decisions: Mapping[str, Decision] | None = None) -> RunResult | None:
-        """Give every call of one turn exactly one result, in call order; or pause for approvals; or, when the
-        turn called the caller's tools, run the gateway's own calls and hand the caller's back."""
-        if decisions is None:  # a resumed batch was prepared before it paused
-            for call in calls:
-                self._prepare(call)
-        handed = [c for c in calls if c.name in self.caller_tools and not truncated]
-        if handed:
-            calls = [c for c in calls if c not in handed]
-        if not truncated and decisions is None:
-            gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
-                     and t.needs_approval and await self._valid(t, c)]
-            if gated:
-                pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
-                                           arguments=c.arguments, call_id=c.id) for c in gated]
-                return await self.pause(pending, {})
-        results: list[ToolResult | None] = [None] * len(calls)
-        steps: list[Step | None] = [None] * len(calls)
-        runnable: list[tuple[int, AgentTool, ToolCall, str | None]] = []
-        for index, call in enumerate(calls):
-            if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
-                results[index] = await self._answer_meta(call)
-                steps[index] = _step(call, call.arguments, results[index], self.iteration)
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
-                                                                           self.iteration)))
-                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
-                continue
-            refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
-            if refusal is not None:
-                results[index] = refusal
-                steps[index] = _step(call, call.arguments, refusal, self.iteration)
-                # Refused calls are steps too: a streaming client sees them like any other.
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
-                                                                           self.iteration)))
-                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
-                continue
-            tool = self.toolset.tools[call.name]
-            decision = (decisions or {}).get(call.id)
-            if decision is not None and decision.arguments is not None:
-                call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments,
-                                raw_arguments=decision.arguments, extras=call.extras)
-            self.tool_calls += 1
-            approved = decision is not None and decision.approve
-            runnable.append((index, tool, call, self.approval_ids.get(call.id, "approved") if approved else None))
-        await self._run_concurrently(runnable, results, steps)
-        self.steps.extend(s for s in steps if s is not None)
-        if calls:
-            self._append_results(calls, [r for r in results if r is not None])
-        if handed:
-            return await self._hand_back(handed)
-        return None
-
-    async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
-        """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""
-        if not isinstance(self.invoke, CheckingInvoke) or call.arguments is None:
-            return True
-        arguments = self.adapter.prepare_arguments(tool, dict(call.arguments))
-        probe = ToolCall(id=call.id, name=call.name, arguments=arguments, raw_arguments=call.raw_arguments)
-        return await self.invoke.check(tool, probe) is None
-
-    async def _answer_meta(self, call: ToolCall) -> ToolResult:
-        """`search_tools` (what it finds is offered from the next request on) and `describe_tool`."""
-        started = time.perf_counter()
-        # In a worker thread: a search may open an api's index the first time, or ask an embeddings endpoint
-        # (`gateway.offer.embeddings`), and neither may hold up the other runs on this event loop.
-        ok, body = await anyio.to_thread.run_sync(self.offer.answer, call.name, call.arguments or {})
-        elapsed = (time.perf_counter() - started) * 1000
-        if ok:
-            return ToolResult(ok=True, body=body, media_type="application/json", duration_ms=elapsed)
-        return ToolResult.failure("invalid_arguments", str(body), duration_ms=elapsed)
-
-    async def _hand_back(self, calls: list[ToolCall]) -> RunResult:
-        """End the run at the caller's own calls: they are steps, answered by the caller's next request."""
-        for call in calls:
-            step = _step(call, call.arguments, None, self.iteration)
-            step.handed_back = True
-            step.ok = call.parse_error is None
-            step.error = call.parse_error
-            self.steps.append(step)
-            await self._emit(LoopEvent(type="step_finished", step=step))
-        said = next(m for m in reversed(self.messages) if m.role == "assistant")  # this turn's own message
-        message = Message(role="assistant", content=said.content, tool_calls=calls)
-        return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage,
-                         iterations=self.iteration, finish_reason="tool_calls", handed_back=calls)
-
-    def _prepare(self, call: ToolCall) -> None:
-        """The call's arguments as the tool's exact schema means them, before approvals show them and the
-        pipeline validates them; what the adapter cannot map back becomes the call's parse error."""
-        tool = self.toolset.get(call.name)
-        if tool is None or call.arguments is None or call.parse_error is not None:
-            return
-        try:
-            call.arguments = self.adapter.prepare_arguments(tool, call.arguments)
-        except ValueError as exc:  # e.g. strict mode's JSON text that does not parse: the model's to fix
-            call.parse_error = str(exc)
-
-    def _refusal(self, call: ToolCall, truncated: bool, decision: Decision | None) -> ToolResult | None:
-        if truncated:
-            return ToolResult.failure("truncated_turn", "your answer hit the output token limit, so this call's "
-                                      "arguments may be cut off; it was not executed. Call it again, with shorter "
-                                      "arguments or fewer calls at once.")
-        tool = self.toolset.get(call.name)
-        if tool is None:
-            if self.offer.searching or self.offer.native:
-                search = "the tool search" if self.offer.native else SEARCH_TOOL
-                return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; use "
-                                          f"{search} to find the tool for what you want to do.")
-            names = ", ".join(self.toolset.names) or "(none)"
-            return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
-                                      f"The tools you can call are: {names}")
-        if call.parse_error is not None:
-            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was sent; call "
-                                      f"{call.name} again with a valid JSON object of arguments.")
-        if decision is not None and not decision.approve:
-            why = f": {decision.reason}" if decision.reason else ""
-            return ToolResult.failure("approval_denied", f"a human refused this call{why}. Do not retry it as is.")
-        if self.tool_calls >= self.policy.max_tool_calls:
-            return ToolResult.failure("rate_limited", f"this run reached its cap of {self.policy.max_tool_calls} "
-                                      "tool calls; the call was not executed.")
-        return None
-
-    async def _run_concurrently(self, runnable: list[tuple[int, AgentTool, ToolCall, str | None]],
-                                results: list[ToolResult | None], steps: list[Step | None]) -> None:
-        limiter = anyio.CapacityLimiter(max(1, self.policy.max_parallel_calls))
-
-        async def run_one(index: int, tool: AgentTool, call: ToolCall, approval: str | None) -> None:
-            async with limiter:
-                await self._emit(LoopEvent(type="step_started", step=_step(call, call.arguments, None,
-                                                                           self.iteration)))
-                started = time.perf_counter()
-                scope = _CallScope(self.on_event, approval=approval)
-                token = _current_call.set(scope)
-                try:
-                    result = await self.invoke(tool, call)
-                except AuditUnavailable:
-                    raise  # no answer without its audit row: the run ends, the door answers 503
-                except Exception as exc:  # invoke should not raise; if it does, the model still gets a result
-                    result = ToolResult.failure("transport_error", f"the gateway failed to run the tool: {exc!r}")
-                finally:
-                    _current_call.reset(token)
-                step = _step(call, call.arguments, result, self.iteration)
-                step.duration_ms = (time.perf_counter() - started) * 1000
-                step.steps = scope.steps
-                results[index] = result
-                steps[index] = step
-                await self._emit(LoopEvent(type="step_finished", step=step))
-
-        try:
-            async with anyio.create_task_group() as group:
-                for index, tool, call, approval in runnable:
-                    group.start_soon(run_one, index, tool, call, approval)
-        except* AuditUnavailable as group_error:
-            raise group_error.exceptions[0] from None
-
-    def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:
-        failed = False
-        self.last_errors = []
-        for call, result in zip(calls, results, strict=True):
-            extras: dict[str, Any] = {"result": result.to_dict()}
-            if call.extras.get("synthesized_id"):
-                extras["synthesized_id"] = True
-            self.messages.append(Message(role="tool", content=result_content(result), tool_call_id=call.id,
-                                         name=call.name, is_error=not result.ok, extras=extras))
-            if not result.ok and result.error_type not in _NOT_COUNTED:
-                failed = True
-                self.last_errors.append(f"{call.name}: {result.error}")
-        self.consecutive_errors = self.consecutive_errors + 1 if failed else 0
-        limit = self.policy.max_consecutive_errors
-        if limit > 0 and self.consecutive_errors >= limit:
-            raise self._error(f"agent {self.agent.name!r}: {self.consecutive_errors} iterations in a row had failing "
-                              f"tool calls; last errors: {'; '.join(self.last_errors)}", "too_many_errors")
-
     async def pause(self, pending: list[PendingApproval], decided: Mapping[str, Decision]) -> RunResult:
         waiting = [p for p in pending if p.id not in decided]
         state = {
@@ -508,6 +263,11 @@ class _Loop:
             "caller_tools": [CallerToolSpec.of(t).to_dict() for t in self.caller_tools.values()],
             "tool_choice": self.tool_choice,
         }
+        if self.batch_done:
+            state["batch"] = {call_id: {"result": result.to_dict(), "step": step.to_dict()}
+                              for call_id, (result, step) in self.batch_done.items()}
+        if self.scripts is not None and self.scripts.paused:
+            state["scripts"] = {call_id: script.to_dict() for call_id, script in self.scripts.paused.items()}
         await self._emit(LoopEvent(type="approval_pending", approvals=waiting))
         if self.approvals is not None:
             await self.approvals(waiting, state)
@@ -538,7 +298,7 @@ class _Loop:
             turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
                                                on_text=on_text)
         else:
-            call = ModelCall(agent=self.agent, provider=self.adapter.kind, client=current_caller().client,
+            call = ModelCall(agent=self.agent, provider=self.adapter.telemetry_name, client=current_caller().client,
                              iteration=self.iteration, messages=self.messages, run_usage=self.usage, summary=summary)
             turn = await observer.model_call(call, lambda: self.adapter.complete(
                 self.agent.model_id, self.messages, tools, params=params, on_text=on_text))
@@ -550,18 +310,3 @@ class _Loop:
         reason = finish_reason if finish_reason in ("length", "content_filter") else "stop"
         return RunResult(message=message, messages=self.messages, steps=self.steps, usage=self.usage, cut=cut,
                          iterations=self.iteration, finish_reason=reason, budget_exceeded=self.budget_exceeded)
-
-    def _error(self, message: str, code: str) -> LoopError:
-        return LoopError(message, code, steps=self.steps, usage=self.usage)
-
-    async def _emit(self, event: LoopEvent) -> None:
-        if self.on_event is not None:
-            await self.on_event(event)
-
-
-def _step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:
-    step = Step(tool=call.name, arguments=arguments, call_id=call.id, iteration=iteration)
-    if result is not None:
-        step.ok, step.status, step.error, step.error_type = result.ok, result.status, result.error, result.error_type
-        step.duration_ms = result.duration_ms
-    return step

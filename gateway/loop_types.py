@@ -6,6 +6,7 @@ run can be resumed by another process after a restart: `gateway.loop.resume(stat
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -126,6 +127,10 @@ class LoopEvent:
     """text: the LLM call it came from (0: the first), so a caller can tell the turns' texts apart."""
     step: Step | None = None
     approvals: list[PendingApproval] = field(default_factory=list)
+
+
+EventHandler = Callable[[LoopEvent], Awaitable[None]]
+"""Receives a run's events as they happen (text deltas, steps, approvals)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -25,6 +25,8 @@ ErrorType = Literal[
     "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
     "delegate_error",  # a sub-agent's run failed
     "hook_denied",  # a configured hook refused the call or withheld its result
+    "code_error",  # a run_code script failed: a syntax error, an exception it did not catch, what the sandbox refuses
+    "code_limit",  # a run_code script passed one of its agent's code_limits (time, memory, tool calls)
 ]
 
 

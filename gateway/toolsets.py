@@ -28,13 +28,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any
 
 from .catalog import AgentTool, Catalog, Diagnostic, JSONSchema, Level, Tool
 from .config.checker import suggest
+from .config.embeddings_endpoint import SearchEmbeddings
 from .config.model import AgentConfig, Manifest, ToolOverride, ToolSelection
-from .config.search_embeddings import SearchEmbeddings
-from .errors import ConfigError
+from .config.settings import GatewaySettings
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -47,7 +47,7 @@ class Toolset:
     tools: dict[str, AgentTool] = field(default_factory=dict)
     catalog: Catalog | None = None
     """The catalog the tools come from (tool search reads its index)."""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: GatewaySettings = field(default_factory=GatewaySettings.model_construct)
     """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
     embeddings: SearchEmbeddings | None = None
     """`gateway.search_embeddings`, parsed once with the manifest: tool search blends it with BM25."""
@@ -64,18 +64,6 @@ class Toolset:
     @property
     def names(self) -> list[str]:
         return list(self.tools)
-
-
-class ToolProvider(Protocol):
-    """The tools of every agent over one shared catalog (`gateway.runtime.Runtime` is one)."""
-
-    def tools(self, agent: str) -> list[AgentTool]:
-        """The agent's tools in order; KeyError for an unknown agent."""
-        ...
-
-    def tool(self, agent: str, name: str) -> AgentTool | None:
-        """One tool of the agent by the name the model uses; None when the agent has no such tool."""
-        ...
 
 
 def build_toolsets(manifest: Manifest, catalog: Catalog) -> tuple[dict[str, Toolset], list[Diagnostic]]:
@@ -146,14 +134,7 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
         agent_tool.approval = "always" if agent.policy.approval == "always" else "never"
     named = _unique_names(selected, delegation, entries, manifest, diagnostics)
     return Toolset(agent=agent.name, tools={agent_tool.name: agent_tool for agent_tool in named}, catalog=catalog,
-                   settings=manifest.settings, embeddings=_embeddings(manifest))
-
-
-def _embeddings(manifest: Manifest) -> SearchEmbeddings | None:
-    try:
-        return manifest.gateway.search_embeddings
-    except ConfigError:
-        return None  # the loader reports the bad key (and serve refuses it); searches rank by BM25 alone
+                   settings=manifest.gateway, embeddings=manifest.gateway.search_embeddings)
 
 
 def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:

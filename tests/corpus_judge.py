@@ -22,8 +22,9 @@ from xml.etree import ElementTree
 from argument_generator import Unsatisfiable, generate
 from recording_server import Recorded, RecordingServer
 
-from gateway.catalog import Tool
-from gateway.config.model import ApiConfig, AuthConfig, Manifest
+from gateway.catalog import Catalog, Tool
+from gateway.config.credentials import ApiKeyAuth, AuthConfig, BasicAuth, BearerAuth
+from gateway.config.model import ApiConfig, Manifest
 from gateway.execution.executor import Executor, validate_arguments
 from gateway.http.body import is_binary_type, is_json_type
 from gateway.openapi import compile_document
@@ -100,17 +101,17 @@ def _auth_for(doc: dict[str, Any]) -> list[AuthConfig]:
             continue
         kind = scheme.get("type")
         if kind == "apiKey" and scheme.get("name") and scheme.get("in") in ("header", "query", "cookie"):
-            auth.append(AuthConfig(type="api_key", location=scheme["in"], name=scheme["name"],
+            auth.append(ApiKeyAuth(location=scheme["in"], name=scheme["name"],
                                    value="judge-api-key"))
         elif kind in ("oauth2", "openIdConnect") and not http_done:
             http_done = True
-            auth.append(AuthConfig(type="bearer", token="judge-token"))
+            auth.append(BearerAuth(token="judge-token"))
         elif kind == "http" and not http_done:
             http_done = True
             if str(scheme.get("scheme", "")).lower() == "basic":
-                auth.append(AuthConfig(type="basic", username="judge", password="judge-password"))
+                auth.append(BasicAuth(username="judge", password="judge-password"))
             else:
-                auth.append(AuthConfig(type="bearer", token="judge-token"))
+                auth.append(BearerAuth(token="judge-token"))
     return auth
 
 
@@ -155,13 +156,18 @@ def _classify(error: Exception) -> tuple[str, str]:
     return "/".join(names), detail[:1500]
 
 
-async def judge_spec(path: Path, root: Path, server: RecordingServer, *, every: int = 1) -> list[Verdict]:
+async def judge_spec(path: Path, root: Path, server: RecordingServer, *, every: int = 1,
+                     compiled: Catalog | None = None) -> list[Verdict]:
+    """`compiled`: the whole corpus already compiled (the tests share one); else this spec is compiled here."""
     from openapi_core import OpenAPI
     from openapi_core.configurations import Config
 
     name = str(path.relative_to(root).with_suffix(""))
     doc = json.loads(path.read_text())
-    catalog = compile_document(doc, api=name, file=str(path.relative_to(root)))
+    if compiled is not None and name in compiled.apis:
+        catalog = Catalog(compiled.for_api(name), {name: compiled.apis[name]})
+    else:
+        catalog = compile_document(doc, api=name, file=str(path.relative_to(root)))
     base_path = _server_base(doc)
     base = server.url + base_path
     judged = _judge_spec_dict(doc, base)
@@ -280,7 +286,7 @@ def corpus_specs(root: Path) -> list[Path]:
 
 
 async def judge_corpus(root: Path, *, sample_large: int | None = LARGE, only: list[str] | None = None,
-                       progress: Any = None) -> list[Verdict]:
+                       progress: Any = None, compiled: Catalog | None = None) -> list[Verdict]:
     verdicts: list[Verdict] = []
     with RecordingServer() as server:
         for path in corpus_specs(root):
@@ -292,7 +298,7 @@ async def judge_corpus(root: Path, *, sample_large: int | None = LARGE, only: li
                            for m in item if m in ("get", "put", "post", "delete", "patch", "head", "options"))
                 every = max(1, size // sample_large) if size > sample_large else 1
             started = time.monotonic()
-            found = await judge_spec(path, root, server, every=every)
+            found = await judge_spec(path, root, server, every=every, compiled=compiled)
             verdicts.extend(found)
             if progress:
                 counts = Counter(v.outcome for v in found)

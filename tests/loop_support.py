@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.catalog import AgentTool, Tool
-from gateway.config.model import AgentConfig, Policy, ProviderConfig
+from gateway.config.model import AgentConfig, ProviderConfig
 from gateway.messages import ToolCall, ToolResult
 from gateway.providers import get_adapter
 from gateway.providers.base import ProviderAdapter
@@ -45,8 +45,7 @@ def toolset(*tools: AgentTool, agent: str = "clerk") -> Toolset:
 
 
 def agent_config(kind: str = "openai", **policy: Any) -> AgentConfig:
-    return AgentConfig(name="clerk", model=f"test-{kind}/model-x", provider=f"test-{kind}", model_id="model-x",
-                       instructions="You are the clerk.", policy=Policy(**policy))
+    return AgentConfig(name="clerk", model=f"test-{kind}/model-x", instructions="You are the clerk.", **policy)
 
 
 class StandInInvoke:

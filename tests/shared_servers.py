@@ -12,6 +12,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -97,12 +98,21 @@ class PostgresServer:
 
         name = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}".encode())
+            # FILE_COPY (PostgreSQL 15+) copies the small template's files: several times faster than WAL_LOG.
+            strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+            conn.execute(f"CREATE DATABASE {name}{strategy}".encode())
         return self.url(name)
 
     def stop(self) -> None:
+        """A fast shutdown (SIGINT to the postmaster: clients are disconnected, as when a server goes away).
+
+        The signal goes to the postmaster itself, whose pid is the first line of postmaster.pid: `runuser`
+        passes a signal on but then waits two seconds before it exits, on every stop."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: smart shutdown; SIGINT would be fast
+            try:
+                os.kill(int((self.folder / "data" / "postmaster.pid").read_text().split()[0]), signal.SIGINT)
+            except (OSError, ValueError, IndexError):
+                self.process.terminate()
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:

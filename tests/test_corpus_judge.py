@@ -14,8 +14,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.corpus, pytest.mark.slow]
 SAMPLE = 250
 
 
-async def test_every_recorded_request_passes_openapi_core_or_has_a_known_cause(corpus) -> None:
-    verdicts = await judge_corpus(corpus, sample_large=SAMPLE)
+async def test_every_recorded_request_passes_openapi_core_or_has_a_known_cause(corpus, corpus_catalog) -> None:
+    verdicts = await judge_corpus(corpus, sample_large=SAMPLE, compiled=corpus_catalog)
     report = summarize(verdicts)
     judged = report["outcomes"].get("ok", 0) + report["outcomes"].get("violation", 0)
     assert judged > 3000, report["outcomes"]

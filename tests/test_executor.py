@@ -15,7 +15,7 @@ from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
 from gateway.catalog import BodyBinding, Encoding, Server
-from gateway.config.model import AuthConfig
+from gateway.config.credentials import ApiKeyAuth, BearerAuth
 
 pytestmark = pytest.mark.anyio
 
@@ -302,8 +302,8 @@ async def test_owned_and_credential_headers_are_not_taken_from_arguments(upstrea
         arg("Host", "header"), arg("Authorization", "header"), arg("Content-Length", "header"),
         arg("X-Api-Key", "header"), arg("api_key", "query"),
     )
-    auth = [AuthConfig(type="api_key", location="header", name="X-API-Key", value="real-key-123"),
-            AuthConfig(type="api_key", location="query", name="api_key", value="query-key-456")]
+    auth = [ApiKeyAuth(location="header", name="X-API-Key", value="real-key-123"),
+            ApiKeyAuth(location="query", name="api_key", value="query-key-456")]
     result = await _call(upstream, tool, {"Host": "evil.example", "Authorization": "Bearer model",
                                           "Content-Length": "5", "X-Api-Key": "model-key", "api_key": "model"},
                          auth=auth)
@@ -317,7 +317,7 @@ async def test_owned_and_credential_headers_are_not_taken_from_arguments(upstrea
 
 async def test_required_credential_parameter_is_supplied_by_the_gateway(upstream) -> None:
     tool = make_tool(arg("X-Api-Key", "header", required=True))
-    auth = [AuthConfig(type="api_key", location="header", name="X-API-Key", value="real-key-123")]
+    auth = [ApiKeyAuth(location="header", name="X-API-Key", value="real-key-123")]
     result = await _call(upstream, tool, {}, auth=auth)
     assert result.ok, result.error
     assert upstream.last.header("X-API-Key") == "real-key-123"
@@ -326,8 +326,8 @@ async def test_required_credential_parameter_is_supplied_by_the_gateway(upstream
 async def test_cross_host_redirect_is_refused_and_carries_no_credentials(upstream, elsewhere) -> None:
     upstream.route("/items", Reply(302, headers={"Location": elsewhere.url + "/steal?x=1"}))
     tool = make_tool()
-    auth = [AuthConfig(type="bearer", token="bearer-secret-1"),
-            AuthConfig(type="api_key", location="header", name="X-API-Key", value="key-secret-2")]
+    auth = [BearerAuth(token="bearer-secret-1"),
+            ApiKeyAuth(location="header", name="X-API-Key", value="key-secret-2")]
     result = await _call(upstream, tool, {}, auth=auth)
     assert result.error_type == "transport_error"
     assert "another host" in (result.error or "")
@@ -337,7 +337,7 @@ async def test_cross_host_redirect_is_refused_and_carries_no_credentials(upstrea
 async def test_same_origin_redirect_is_followed_with_credentials(upstream) -> None:
     upstream.route("/old", Reply(301, headers={"Location": "/new"}))
     tool = make_tool(path="/old")
-    result = await _call(upstream, tool, {}, auth=[AuthConfig(type="bearer", token="tok-abcdef")])
+    result = await _call(upstream, tool, {}, auth=[BearerAuth(token="tok-abcdef")])
     assert result.ok
     assert [r.path for r in upstream.requests] == ["/old", "/new"]
     assert upstream.last.header("Authorization") == "Bearer tok-abcdef"
@@ -347,7 +347,7 @@ async def test_secrets_are_redacted_from_bodies_and_errors(upstream) -> None:
     secret = "sk-live-0123456789"
     upstream.route("/echo", lambda r: Reply(200, {"seen": r.header("Authorization"), "list": [r.target]}))
     upstream.route("/fail", lambda r: Reply(403, f"bad key {r.target} Authorization: {r.header('Authorization')}"))
-    auth = [AuthConfig(type="bearer", token=secret), AuthConfig(type="api_key", location="query", name="k",
+    auth = [BearerAuth(token=secret), ApiKeyAuth(location="query", name="k",
                                                                 value="query/secret+1")]
     ok = await _call(upstream, make_tool(path="/echo"), {}, auth=auth)
     failed = await _call(upstream, make_tool(path="/fail"), {}, auth=auth)

@@ -12,8 +12,8 @@ import recording_server as upstream_mod
 from loop_support import agent_tool
 from scripted_llm import Call, Reply, ScriptedLLM
 
+from gateway.assembly import build_pipeline
 from gateway.execution.executor import Executor
-from gateway.execution.pipeline import build_pipeline
 from gateway.execution.runner import ToolRunner, merge_arguments
 from gateway.loop import run
 from gateway.messages import Message, ToolCall

@@ -10,9 +10,10 @@ import pytest
 from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
+from gateway.assembly import build_pipeline
 from gateway.catalog import AgentTool
-from gateway.config.model import AuthConfig
-from gateway.execution.pipeline import build_pipeline
+from gateway.config.credentials import BearerAuth
+from gateway.config.model import ApiConfig, Manifest
 from gateway.kernel.calls import Invocation
 from gateway.messages import ToolCall, ToolResult
 
@@ -77,7 +78,7 @@ async def test_check_runs_the_validation_stage_alone(upstream: RecordingServer) 
 
 async def test_hooks_see_the_call_and_its_verdict_and_redaction_comes_after(upstream: RecordingServer) -> None:
     hook = Recording()
-    async with executor_for(upstream.url, TOOL, auth=[AuthConfig(type="bearer", token=TOKEN)]) as executor:
+    async with executor_for(upstream.url, TOOL, auth=[BearerAuth(token=TOKEN)]) as executor:
         result = await build_pipeline(executor, hooks=[hook])(_invocation({"n": 3}))
     assert hook.seen == [("before", {"n": 3}), ("after", True)]
     assert TOKEN not in (result.error or "") and "[REDACTED]" in (result.error or "")
@@ -106,15 +107,26 @@ async def test_the_output_check_judges_2xx_bodies_only(upstream: RecordingServer
     assert missing.error_type == "upstream_error"  # an error answer is not judged by the success schema
 
 
-async def test_with_the_safety_layer_the_guard_stage_alone_holds_the_concurrency_limit(
+async def test_the_executor_is_built_knowing_whether_the_guard_stage_holds_the_concurrency_limit(
         upstream: RecordingServer) -> None:
+    from pathlib import Path
+
+    from gateway.assembly import Generation
+    from gateway.catalog import Catalog
+    from gateway.runtime import Runtime
     from gateway.safety.guards import Safeguards
     from gateway.store import MemoryStore
 
-    async with executor_for(upstream.url, TOOL, max_concurrency=1) as executor:
-        assert executor.limits_concurrency  # alone, the executor holds the api to its limit
-        pipeline = build_pipeline(executor, safeguards=Safeguards(MemoryStore(), executor.manifest,
-                                                                   redact_log_records=False))
-        assert not executor.limits_concurrency  # the guard stage does: one semaphore per call, not two
-        results = await asyncio.gather(*(pipeline(_invocation({"n": n})) for n in range(3)))
+    manifest = Manifest(apis={"demo": ApiConfig(name="demo", base_url=upstream.url, max_concurrency=1)})
+    runtime = Runtime(catalog=Catalog([TOOL]), manifest=manifest, toolsets={}, specs_dir=Path("specs"),
+                      agents_path=Path("agents.yaml"))
+    alone = Generation(runtime)
+    guarded = Generation(runtime, safety=Safeguards(MemoryStore(), manifest, redact_log_records=False))
+    try:
+        assert alone.executor.limits_concurrency  # alone, the executor holds the api to its limit
+        assert not guarded.executor.limits_concurrency  # the guard stage does: one semaphore per call, not two
+        results = await asyncio.gather(*(guarded.pipeline(_invocation({"n": n})) for n in range(3)))
+    finally:
+        await alone.aclose()
+        await guarded.aclose()
     assert all(r.ok for r in results) and len(upstream.requests) == 3

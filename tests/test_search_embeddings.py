@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from scripted_llm import ScriptedLLM
 
-from gateway.config.settings import GatewaySettings
 from gateway.offer import embeddings as search_embeddings
 from gateway.offer.embeddings import fuse
 from gateway.offer.toolsearch import search
@@ -177,28 +176,6 @@ def test_fusion_counts_places_not_scores() -> None:
     assert [tool.name for tool, _ in fuse(first, second, weights=(1.0, 2.0))][0] == "b"
 
 
-def test_the_embeddings_weight_is_read_and_checked() -> None:
-    settings, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0.25}})
-    assert not problems and settings.search_embeddings is not None and settings.search_embeddings.weight == 0.25
-    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0}})
-    assert "gateway.search_embeddings.weight must be a positive number" in str(problems[0])
-
-
-def test_a_bad_setting_names_its_key() -> None:
-    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "openai"}})
-    assert "gateway.search_embeddings.model is required" in str(problems[0])
-    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "cohere", "model": "m"}})
-    assert "gateway.search_embeddings.kind must be one of openai, ollama" in str(problems[0])
-    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "batchsize": 3}})
-    assert "unknown key(s) batchsize" in str(problems[0])
-    _, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m", "dimensions": 256}})
-    assert "dimensions is OpenAI's" in str(problems[0])
-    settings, problems = GatewaySettings.read({"search_embeddings": {"kind": "ollama", "model": "m"}})
-    assert problems == [] and settings.search_embeddings is not None
-    assert settings.search_embeddings.base_url == "http://127.0.0.1:11434"
-
-
-
 def test_a_bad_setting_is_reported_with_its_line_and_the_key_reads_the_environment() -> None:
     from gateway.config.loader import parse_manifest
 
@@ -208,8 +185,7 @@ def test_a_bad_setting_is_reported_with_its_line_and_the_key_reads_the_environme
           search_embeddings: {kind: openai}
         """), catalog=None, environ={})
     errors = [(d.line, d.message) for d in diagnostics if d.level == "error"]
-    assert errors == [(4, "gateway.search_embeddings.model is required (the embedding model's id, e.g. "
-                          "text-embedding-3-small or nomic-embed-text).")]
+    assert errors == [(4, "'model' is required")]
     manifest, diagnostics = parse_manifest(textwrap.dedent("""
         gateway:
           search_embeddings: {kind: openai, model: m, api_key: "${EMBED_KEY}"}

@@ -10,8 +10,8 @@ import pytest
 import recording_server as upstream_mod
 from scripted_llm import Call, Reply, ScriptedLLM
 
-from gateway.cli.chat import chat_command
 from gateway.cli.commands import main
+from gateway.cli.terminal_chat import chat_command
 
 SPEC = """
 openapi: 3.1.0
@@ -122,3 +122,16 @@ def test_a_sub_agents_steps_show_under_its_name(workspace) -> None:
     assert lines[started + 1] == '   [clerk] -> getItem({"id": "7"})'
     assert lines[started + 2].startswith("   [clerk] <- getItem: 200")
     assert lines[started + 3].startswith("<- ask_clerk: ")
+
+
+def test_a_script_asks_for_its_write_on_the_terminal_and_goes_on(workspace) -> None:
+    path, llm, upstream = workspace
+    yaml = (path / "agents.yaml").read_text().replace("approval: writes", "approval: writes\n    code_mode: on")
+    (path / "agents.yaml").write_text(yaml)
+    code = "item = getItem(id='7')\ndeleteItem(id=item['id'])\nitem['name']"
+    llm.script(Reply(calls=[Call("run_code", {"code": code})]), Reply(text="Deleted the pen."))
+    status, out, err = _chat(workspace, "delete item 7", ["y"])
+    assert status == 0 and out == "Deleted the pen.\n"
+    assert 'approve deleteItem({"id": "7"})? [y/N]' in err
+    assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/items/7"), ("DELETE", "/items/7")]
+    assert llm.requests[1].body["messages"][-1]["content"] == "pen"  # the script's result

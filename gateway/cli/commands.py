@@ -1,4 +1,4 @@
-"""The `gateway` command: serve, migrate, validate, tools, call, chat, mcp.
+"""The `gateway` command: serve, migrate, validate, schema, tools, call, chat, mcp.
 
 Each subcommand's handler is a `_cmd_<name>` function here; the work lives in the modules they call.
 """
@@ -53,7 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", action="store_true", help="machine-readable report")
     validate.set_defaults(handler=_cmd_validate)
 
-    tools = commands.add_parser("tools", help="print tool definitions as a JSON array")
+    schema = commands.add_parser("schema", help="print the JSON Schema of agents.yaml (for editors and checks)")
+    schema.set_defaults(handler=_cmd_schema)
+
+    tools = commands.add_parser("tools", help="print tool definitions as a JSON array: what the model is sent")
     _add_common(tools)
     tools.add_argument("--agent", help="only this agent's tools (default: the whole catalog)")
     tools.add_argument("--format", default="json", choices=FORMATS)
@@ -62,8 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--search", metavar="QUERY", help="with --agent: the agent's tools that best match QUERY "
                                                          "(name, api, operation_id, summary, score), best first")
     tools.add_argument("--limit", type=int, default=10, help="with --search: how many tools (default 10)")
-    tools.add_argument("--budget", type=int, metavar="TOKENS",
-                       help="render each tool as the model sees it: its view within TOKENS (not for --format json)")
+    shape = tools.add_mutually_exclusive_group()
+    shape.add_argument("--budget", type=int, metavar="TOKENS",
+                       help="each tool's view within TOKENS instead of gateway.tool_budget")
+    shape.add_argument("--exact", action="store_true",
+                       help="every tool with its exact schema, not what the model is sent (--format json always is)")
     tools.set_defaults(handler=_cmd_tools)
 
     call = commands.add_parser("call", help="make one tool call and print the ToolResult")
@@ -166,6 +172,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from ..config.schema import agents_schema
+
+    print(json.dumps(agents_schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
 def _not_strict_counts(catalog: Catalog) -> dict[str, dict[str, int]]:
     """Per api, how many tools OpenAI strict mode cannot take, by reason (most frequent first)."""
     from collections import Counter
@@ -196,6 +211,8 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         tools: list[Any] = runtime.tools(args.agent)
         diagnostics = runtime.diagnostics
         missing = False
+        if not args.exact and args.format != "json":
+            tools = _offered(runtime, args.agent, args.budget)
         if args.search is not None:
             from ..offer.toolsearch import search
 
@@ -213,11 +230,15 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         catalog = compile_specs(args.specs, use_cache=not args.no_cache, progress=show)
         tools, diagnostics = list(catalog), catalog.diagnostics
         missing = not args.specs.is_dir()
+        if not args.exact and args.format != "json":
+            from ..offer.views import DEFAULT_TOOL_BUDGET, model_view
+
+            tools = [model_view(tool, args.budget or DEFAULT_TOOL_BUDGET) for tool in tools]
     for diagnostic in diagnostics:
         print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
     if missing:
         return 1
-    rendered = render_tools(tools, args.format, strict=args.strict, budget=args.budget)
+    rendered = render_tools(tools, args.format, strict=args.strict)
     if args.strict:
         from ..dialects import strict_reason
 
@@ -230,6 +251,21 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
     return 0
+
+
+def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
+    """What the agent's model is sent on a run's first request, as the loop offers it: each tool's view within
+    `gateway.tool_budget` (or `budget`); with tool search, the pinned tools and the search tools."""
+    from ..offer.toolsearch import ToolOffer
+    from ..offer.views import model_view
+
+    offer = ToolOffer(runtime.agent(agent), runtime.toolset(agent))
+    views = offer.views() if budget is None else [
+        tool if offer.is_meta(tool.name) else model_view(tool, budget) for tool in offer.offered]
+    if offer.searching:
+        print(f"note: {agent} has tool search: its model starts with these {len(views)} tools and finds the other "
+              f"{len(runtime.toolset(agent))} with search_tools (--exact lists them all)", file=sys.stderr)
+    return views
 
 
 def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
@@ -278,19 +314,19 @@ def _cmd_call(args: argparse.Namespace) -> int:
     if agent_tool.delegate or agent_tool.tool is None:
         return emit(ToolResult.failure("configuration_error", f"{args.tool} delegates to agent "
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
+    from ..assembly import open_local
     from ..errors import AuditUnavailable, ConfigError
     from ..kernel.caller import bind_caller
     from ..messages import ToolCall
-    from .local import local_gateway
 
     # The same pipeline as every other door: validated, held for approval, rate limited, audited.
     call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
 
     async def run() -> ToolResult:
-        async with local_gateway(runtime) as state:
+        async with open_local(runtime) as state:
             with bind_caller(agent=args.agent):
                 runner = state.current.runner.for_agent(args.agent)
-                return await runner.run(agent_tool, call, door="cli")  # type: ignore[no-any-return]
+                return await runner.run(agent_tool, call, door="cli")
 
     try:
         result = asyncio.run(run())
@@ -304,7 +340,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    from .chat import chat_command
+    from .terminal_chat import chat_command
 
     return chat_command(args.specs, args.agents, args.agent, args.message, use_cache=not args.no_cache)
 
@@ -333,6 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `gateway schema | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

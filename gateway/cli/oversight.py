@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ConfigError
+from ..errors import ApprovalError, ConfigError
 from ..loop_types import Decision
 from ..runtime import RuntimeHolder
-from ..safety.approvals import ApprovalError, approval_dict
+from ..safety.approvals import approval_dict
 
 CLI_DECIDER = "cli"
 """`decided_by` of a decision made with `gateway approvals approve|deny`."""
@@ -81,8 +81,8 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 2
     if decision is None:
         return _list_approvals(args, out)
+    from ..assembly import GatewayState
     from ..server.run import load_or_report
-    from ..server.state import GatewayState
     from ..server.supervision import Safety
 
     runtime = load_or_report(args.specs, args.agents, use_cache=not args.no_cache)

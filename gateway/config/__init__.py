@@ -1,5 +1,5 @@
-"""agents.yaml: the manifest's model (`model`), its loader with located diagnostics (`loader`), and the pieces
-the loader reads it with (`yamlnodes`, `checker`, `auth`, `delegation`)."""
+"""agents.yaml: one typed settings model (`model` and its sections), its loader with located diagnostics
+(`loader`), and its JSON Schema (`schema`)."""
 
 from __future__ import annotations
 

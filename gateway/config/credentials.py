@@ -1,87 +1,163 @@
-"""The `auth:` of an api in agents.yaml as `AuthConfig`s: one credential or a list, defaults from the spec.
+"""`apis.<name>.auth` of agents.yaml: one credential or a list, each a mapping told apart by its `type`.
 
-A credential whose secrets are all empty strings (`token: ${GITHUB_TOKEN:-}` with the variable unset)
-counts as not configured: the operator gave the empty default on purpose. An `api_key` without
-`name`/`in` takes them from the spec's only apiKey scheme; an `oauth2_client_credentials` without
-`token_url` takes the spec's client-credentials flow.
+A credential whose secrets all come out empty (`token: ${GITHUB_TOKEN:-}` with the variable unset) counts as
+not configured: the operator gave the empty default on purpose (`ApiConfig` drops it). An `api_key` without
+`name`/`in` takes them from the spec's only apiKey scheme, an `oauth2_client_credentials` without `token_url`
+the spec's client-credentials flow (`fill_from_spec`, once the catalog is known).
+
+`token_exchange` (RFC 8693, per user) and `user_oauth` (each user's own connection) are typed here so `validate`
+and `schema` know them; the identity layer gives them their behaviour.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from .checker import Checker
-from .model import AuthConfig
-from .yamlnodes import KeyPath
+from pydantic import ConfigDict, Field, model_validator
 
-AUTH_KEYS = {
-    "bearer": ("type", "token"),
-    "basic": ("type", "username", "password"),
-    "api_key": ("type", "in", "name", "value"),
-    "oauth2_client_credentials": ("type", "token_url", "client_id", "client_secret", "scopes"),
-}
-_AUTH_REQUIRED = {
-    "bearer": ("token",),
-    "basic": ("username",),  # an empty password is common (Stripe: the key is the username)
-    "api_key": ("value",),
-    "oauth2_client_credentials": ("client_id", "client_secret"),
-}
+from .fields import HttpUrl, Names, Section, at_key, doc
 
 
-def read_auth(c: Checker, value: Any, path: KeyPath, schemes: dict[str, dict[str, Any]]) -> list[AuthConfig]:
-    if value is None:
+def _type_is_required(schema: dict[str, Any]) -> None:
+    """The tag has a default for Python callers (`BearerAuth(token=...)`), yet the file must write it."""
+    schema["required"] = ["type", *[key for key in schema.get("required", []) if key != "type"]]
+
+
+class _Credential(Section):
+    model_config = ConfigDict(json_schema_extra=_type_is_required)
+
+    def secrets(self) -> list[str]:
+        """Every secret value this credential holds (for redaction)."""
         return []
-    entries: list[tuple[Any, KeyPath]]
-    if isinstance(value, list):
-        entries = [(item, (*path, index)) for index, item in enumerate(value)]
-    else:
-        entries = [(value, path)]
-    out: list[AuthConfig] = []
-    for item, item_path in entries:
-        m = c.mapping(item, item_path)
-        if m is None:
-            continue
-        kind = c.choice(m, item_path, "type", AUTH_KEYS)
-        if kind is None:
-            if "type" not in m:
-                c.error(item_path, f"'type' is required: one of {', '.join(AUTH_KEYS)}")
-            continue
-        c.mapping(m, item_path, AUTH_KEYS[kind])
-        if all(m.get(key) == "" for key in _AUTH_REQUIRED[kind]):
-            continue  # `token: ${TOKEN:-}` with TOKEN unset: the operator chose "no credential" explicitly
-        fields = {key: c.string(m, item_path, key, required=key in _AUTH_REQUIRED[kind])
-                  for key in AUTH_KEYS[kind] if key != "scopes"}
-        auth = AuthConfig(type=cast(Any, kind))
-        if kind == "bearer":
-            auth.token = fields["token"]
-        elif kind == "basic":
-            auth.username, auth.password = fields["username"], fields["password"]
-        elif kind == "api_key":
-            _fill_api_key(c, auth, fields, item_path, schemes)
-        else:
-            auth.client_id, auth.client_secret = fields["client_id"], fields["client_secret"]
-            auth.token_url = fields["token_url"] or _spec_token_url(schemes)
-            if auth.token_url is None:
-                c.error(item_path, "'token_url' is required (the spec declares no client-credentials flow)")
-            auth.scopes = tuple(c.strings(m, item_path, "scopes") or ())
-        out.append(auth)
-    return out
+
+    def unset(self) -> bool:
+        """Whether every secret came out empty (an explicit empty default): no credential then."""
+        return False
 
 
-def _fill_api_key(
-    c: Checker, auth: AuthConfig, fields: dict[str, str | None], path: KeyPath, schemes: dict[str, dict[str, Any]]
-) -> None:
-    auth.value = fields["value"]
-    declared = [s for s in schemes.values() if isinstance(s, dict) and s.get("type") == "apiKey"]
-    location = fields["in"] or (declared[0].get("in") if len(declared) == 1 else None) or "header"
-    if location not in ("header", "query", "cookie"):
-        c.error((*path, "in"), f"{location!r} is not one of header, query, cookie")
-        location = "header"
-    auth.location = cast(Any, location)
-    auth.name = fields["name"] or (declared[0].get("name") if len(declared) == 1 else None)
-    if auth.name is None:
-        hint = "the spec declares no apiKey scheme" if not declared else "the spec declares several apiKey schemes"
-        c.error(path, f"'name' is required: the header, query parameter or cookie name ({hint})")
+class BearerAuth(_Credential):
+    """`Authorization: Bearer <token>` on every request."""
+
+    type: Literal["bearer"] = doc("A static bearer token.", "bearer")
+    token: str = doc("The token (write `${VAR}` to read it from the environment).")
+
+    def secrets(self) -> list[str]:
+        return [self.token] if self.token else []
+
+    def unset(self) -> bool:
+        return self.token == ""
+
+
+class BasicAuth(_Credential):
+    """HTTP basic authentication."""
+
+    type: Literal["basic"] = doc("HTTP basic authentication.", "basic")
+    username: str = doc("The user name (some APIs take the key here, with an empty password).")
+    password: str | None = doc("The password; may be empty.", None)
+
+    def secrets(self) -> list[str]:
+        return [self.password] if self.password else []
+
+    def unset(self) -> bool:
+        return self.username == ""
+
+
+class ApiKeyAuth(_Credential):
+    """A key sent as a header, a query parameter or a cookie."""
+
+    type: Literal["api_key"] = doc("An API key.", "api_key")
+    location: Literal["header", "query", "cookie"] | None = doc(
+        "Where the key goes (default: the spec's apiKey scheme, else header).", None, alias="in")
+    name: str | None = doc("The header, query parameter or cookie name (default: the spec's apiKey scheme).", None)
+    value: str = doc("The key (write `${VAR}`).")
+
+    def secrets(self) -> list[str]:
+        return [self.value] if self.value else []
+
+    def unset(self) -> bool:
+        return self.value == ""
+
+
+class ClientCredentialsAuth(_Credential):
+    """OAuth 2.0 client credentials: a token fetched from `token_url`, cached until it expires."""
+
+    type: Literal["oauth2_client_credentials"] = doc("OAuth 2.0 client credentials.", "oauth2_client_credentials")
+    token_url: HttpUrl | None = doc("The token endpoint (default: the spec's clientCredentials flow).", None)
+    client_id: str = doc("The client id.")
+    client_secret: str = doc("The client secret (write `${VAR}`).")
+    scopes: Names = doc("Scopes asked for (sent space-separated).", default=[])
+
+    def secrets(self) -> list[str]:
+        return [self.client_secret] if self.client_secret else []
+
+    def unset(self) -> bool:
+        return self.client_id == "" and self.client_secret == ""
+
+
+class TokenExchangeAuth(_Credential):
+    """RFC 8693 token exchange: for each call, the caller's token is exchanged for one issued to that user for this
+    api."""
+
+    type: Literal["token_exchange"] = doc("Per-user token exchange (RFC 8693).", "token_exchange")
+    token_url: HttpUrl = doc("The authorization server's token endpoint.")
+    client_id: str = doc("The gateway's client id at that server.")
+    client_secret: str = doc("The gateway's client secret (write `${VAR}`).")
+    resource: str | None = doc("The api's resource indicator (RFC 8707); this or `audience`.", None)
+    audience: str | None = doc("The api's logical name at the server; this or `resource`.", None)
+    scope: str | None = doc("The scope asked for (space-separated).", None)
+
+    @model_validator(mode="after")
+    def _names_the_api(self) -> TokenExchangeAuth:
+        if not self.resource and not self.audience:
+            raise at_key("resource", "a token exchange needs `resource` or `audience` (what the token is for)")
+        return self
+
+    def secrets(self) -> list[str]:
+        return [self.client_secret] if self.client_secret else []
+
+    def unset(self) -> bool:
+        return self.client_id == "" and self.client_secret == ""
+
+
+class UserOAuth(_Credential):
+    """Each user connects their own account once (authorization code with PKCE); their token is sent for them."""
+
+    type: Literal["user_oauth"] = doc("Each user's own OAuth connection.", "user_oauth")
+    authorization_url: HttpUrl | None = doc("The authorization endpoint (default: the spec's flow).", None)
+    token_url: HttpUrl | None = doc("The token endpoint (default: the spec's flow).", None)
+    client_id: str | None = doc("The gateway's client id at the api's authorization server.", None)
+    client_secret: str | None = doc("The gateway's client secret (write `${VAR}`).", None)
+    scopes: Names = doc("Scopes asked for.", default=[])
+
+    def secrets(self) -> list[str]:
+        return [self.client_secret] if self.client_secret else []
+
+
+AuthConfig = Annotated[BearerAuth | BasicAuth | ApiKeyAuth | ClientCredentialsAuth | TokenExchangeAuth | UserOAuth,
+                       Field(discriminator="type")]
+"""One credential of an api, told apart by `type`."""
+AUTH_TYPES = ("bearer", "basic", "api_key", "oauth2_client_credentials", "token_exchange", "user_oauth")
+
+
+def fill_from_spec(auth: list[Any], schemes: dict[str, dict[str, Any]],
+                   report: Callable[[int, str], None]) -> None:
+    """Complete each credential from the spec's security schemes; `report(index, message)` what is still missing."""
+    for index, credential in enumerate(auth):
+        if isinstance(credential, ApiKeyAuth):
+            declared = [s for s in schemes.values() if isinstance(s, dict) and s.get("type") == "apiKey"]
+            only = declared[0] if len(declared) == 1 else {}
+            location = credential.location or only.get("in") or "header"
+            credential.location = location if location in ("header", "query", "cookie") else "header"
+            credential.name = credential.name or only.get("name")
+            if credential.name is None:
+                hint = "the spec declares no apiKey scheme" if not declared else \
+                    "the spec declares several apiKey schemes"
+                report(index, f"'name' is required: the header, query parameter or cookie name ({hint})")
+        elif isinstance(credential, ClientCredentialsAuth) and credential.token_url is None:
+            credential.token_url = _spec_token_url(schemes)
+            if credential.token_url is None:
+                report(index, "'token_url' is required (the spec declares no client-credentials flow)")
 
 
 def _spec_token_url(schemes: dict[str, dict[str, Any]]) -> str | None:

@@ -1,181 +1,185 @@
-"""agents.yaml as data: providers, apis, agents (with their tool selections and policies), clients.
+"""agents.yaml as one typed settings model: providers, apis, agents, clients, hooks, budgets, gateway.
 
-The loader (`load_manifest`) validates the whole file and reports every mistake at once with
-file:line and key path; see `gateway.config.loader`.
+`Manifest` is the root. The loader (`gateway.config.loader`) validates the whole file against it and reports
+every mistake at once with file:line and key path; `gateway schema` prints its JSON Schema. The sections live
+beside it: `agents` (agents, tool selections, run policy), `credentials` (`apis.<name>.auth`), `hooks_budgets`,
+`settings` (`gateway:`).
+
+```yaml
+providers:
+  NAME: {kind: openai|openai-responses|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
+apis:                                   # keyed by the spec's path under specs/ without extension
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert,
+         client_key, output_check: enforce|warn|off}
+agents: {NAME: {...}}                   # gateway.config.agents
+hooks: [...]                            # gateway.config.hooks_budgets
+budgets: {...}
+clients:
+  NAME: {key: ${CI_BOT_KEY}, agents: [clerk], admin: false, approver: false, claims: {sub: ...}}
+gateway: {...}                          # gateway.config.settings
+```
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from .observe import Budgets, HookConfig
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
+from .credentials import AuthConfig
+from .fields import (
+    AGENT_NAME,
+    PROVIDER_NAME,
+    AlsoShort,
+    Count,
+    Flag,
+    HttpUrl,
+    Names,
+    Seconds,
+    Section,
+    TextMap,
+    defaults,
+    derived,
+    doc,
+    filled,
+)
+from .hooks_budgets import Budgets, HookConfig
 from .settings import GatewaySettings
 
 ProviderKind = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
-Approval = Literal["never", "writes", "always"]
-ToolSearch = Literal["auto", "on", "off", "native"]
+PROVIDER_KINDS: tuple[ProviderKind, ...] = ("openai", "openai-responses", "anthropic", "gemini", "ollama")
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "openai-responses": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "ollama": "http://127.0.0.1:11434",
+}
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
 """Header names whose values are credentials (redacted everywhere); the one source of this fact."""
 
-
-@dataclass(slots=True, kw_only=True)
-class ProviderConfig:
-    name: str
-    kind: ProviderKind
-    base_url: str
-    """openai: the `/v1` root; anthropic, gemini, ollama: the server root."""
-    api_key: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout: float = 120.0
-    strict: bool = False
-    """openai: send tools in strict mode (closed objects, every property required, optional ones nullable);
-    the nulls the model then sends for what it leaves out are dropped before validation."""
+__all__ = ["AgentConfig", "ApiConfig", "Approval", "AuthConfig", "ClientConfig", "CodeLimits", "CodeMode", "Manifest",
+           "Policy", "ProviderConfig", "ToolOverride", "ToolSelection"]
 
 
-@dataclass(slots=True, kw_only=True)
-class AuthConfig:
-    """One credential. `type`: bearer | basic | api_key | oauth2_client_credentials."""
-
-    type: Literal["bearer", "basic", "api_key", "oauth2_client_credentials"]
-    token: str | None = None
-    username: str | None = None
-    password: str | None = None
-    location: Literal["header", "query", "cookie"] = "header"
-    """api_key: where the key goes (the YAML key is `in`)."""
-    name: str | None = None
-    """api_key: the header, query parameter or cookie name."""
-    value: str | None = None
-    token_url: str | None = None
-    client_id: str | None = None
-    client_secret: str | None = None
-    scopes: tuple[str, ...] = ()
-
-    def secrets(self) -> list[str]:
-        """Every secret value this credential holds (for redaction)."""
-        return [s for s in (self.token, self.password, self.value, self.client_secret) if s]
+def _kind_is_optional(schema: dict[str, Any]) -> None:
+    schema["required"] = [key for key in schema.get("required", []) if key != "kind"]
 
 
-@dataclass(slots=True, kw_only=True)
-class ApiConfig:
-    name: str
-    base_url: str | None = None
-    """Overrides the spec's servers."""
-    auth: list[AuthConfig] = field(default_factory=list)
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout: float = 30.0
-    max_concurrency: int | None = None
-    ca_file: str | None = None
-    """PEM certificates trusted for this api besides the default ones (an absolute path once loaded)."""
-    client_cert: str | None = None
-    """A PEM client certificate (chain) presented to this api (mTLS); an absolute path once loaded."""
-    client_key: str | None = None
-    """The PEM private key of `client_cert`, when that file does not hold it too."""
+class ProviderConfig(Section):
+    """An LLM provider the agents' models are reached through."""
+
+    model_config = ConfigDict(json_schema_extra=_kind_is_optional)
+
+    kind: ProviderKind = doc("The wire format (default: the provider's name, when that is a kind).")
+    base_url: HttpUrl = filled("openai, openai-responses: the `/v1` root; anthropic, gemini, ollama: the server "
+                               "root (default: the kind's public one).")
+    api_key: str | None = doc("The provider's key (write `${VAR}`); empty: none.", None)
+    headers: TextMap = doc("Extra headers on every request to the provider.", default={})
+    timeout: Seconds = doc("Seconds one model request may take.", 120.0)
+    strict: Flag = doc("openai: send tools in strict mode (closed objects, every property required, optional ones "
+                       "nullable); the nulls the model sends for what it leaves out are dropped.", False)
+    name: SkipJsonSchema[str] = derived("")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _base_url_of_the_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in DEFAULT_BASE_URLS:
+            return {**data, "base_url": DEFAULT_BASE_URLS[data["kind"]]}
+        return data
+
+    @field_validator("api_key")
+    @classmethod
+    def _empty_is_none(cls, key: str | None) -> str | None:
+        return key or None
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolOverride:
-    """Per-tool settings inside a selection entry."""
-
-    rename: str | None = None
-    description: str | None = None
-    approval: Approval | None = None
-    timeout: float | None = None
-    max_result_bytes: int | None = None
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, dict) else value
 
 
-@dataclass(slots=True, kw_only=True)
-class ToolSelection:
-    """One entry of an agent's `tools:` list: which operations of one api."""
+class ApiConfig(Section):
+    """How the gateway reaches one api (its spec under specs/ says what the api is)."""
 
-    api: str
-    operations: list[str] | None = None
-    """operationIds or tool names, globs allowed; None: all."""
-    tags: list[str] | None = None
-    methods: list[str] | None = None
-    paths: list[str] | None = None
-    exclude: list[str] = field(default_factory=list)
-    args: dict[str, Any] = field(default_factory=dict)
-    """Fixed argument values, hidden from the model, always sent."""
-    overrides: dict[str, ToolOverride] = field(default_factory=dict)
-    """Per tool (operationId or catalog tool name) overrides (YAML key `override`)."""
-    line: int | None = None
-    pointer: str = ""
-    """The entry's key path in the manifest (`agents.clerk.tools[0]`), for diagnostics."""
-    key_lines: dict[str, int] = field(default_factory=dict)
-    """Lines of the entry's parts, by relative key path (`operations[1]`, `args.tenant`, `override.getUser`)."""
+    base_url: HttpUrl | None = doc("Overrides the spec's servers.", None)
+    auth: Annotated[list[AuthConfig], BeforeValidator(_one_or_many), AlsoShort("item")] = doc(
+        "The api's credentials, all sent at once: one mapping or a list.", default=[])
+    headers: TextMap = doc("Extra headers on every request to the api.", default={})
+    timeout: Seconds = doc("Seconds one request may take.", 30.0)
+    max_concurrency: Count | None = doc("Calls in flight at once (default: gateway.max_concurrency).", None)
+    ca_file: str | None = doc("PEM certificates trusted for this api besides the default ones (a private CA), "
+                              "relative to agents.yaml's folder.", None)
+    client_cert: str | None = doc("A PEM client certificate (chain) presented to this api (mTLS), relative to "
+                                  "agents.yaml's folder.", None)
+    client_key: str | None = doc("The PEM private key of `client_cert`, when that file does not hold it too.", None)
+    output_check: OutputCheck = doc("The upstream answer against the operation's declared response schema: "
+                                    "enforce (a mismatch is a tool error), warn (passed on, with a warning), off.",
+                                    "enforce")
+    name: SkipJsonSchema[str] = derived("")
 
-
-@dataclass(slots=True, kw_only=True)
-class Policy:
-    approval: Approval = "never"
-    max_iterations: int = 40
-    max_consecutive_errors: int = 3
-    max_parallel_calls: int = 8
-    max_result_bytes: int = 64_000
-    timeout: float = 300.0
-    """Wall-clock deadline of one run, seconds."""
-    tool_timeout: float | None = None
-    """Per tool call; None: the api's timeout."""
-    max_tool_calls: int = 200
-    """Cap on tool calls in one run."""
+    @field_validator("auth")
+    @classmethod
+    def _configured(cls, auth: list[AuthConfig]) -> list[AuthConfig]:
+        """`token: ${TOKEN:-}` with TOKEN unset: the operator chose "no credential" explicitly."""
+        return [credential for credential in auth if not credential.unset()]
 
 
-@dataclass(slots=True, kw_only=True)
-class AgentConfig:
-    name: str
-    model: str
-    """`<provider>/<model id>` as written."""
-    provider: str
-    model_id: str
-    instructions: str = ""
-    description: str = ""
-    tools: list[ToolSelection] = field(default_factory=list)
-    policy: Policy = field(default_factory=Policy)
-    delegates: list[str] = field(default_factory=list)
-    tool_search: ToolSearch = "auto"
-    """on: the model starts with `pinned` + `search_tools` and loads what it finds; auto: on when the agent has
-    more than 64 tools or more definitions than the request budget (see `gateway.toolsearch`); native: the
-    provider's own search (Anthropic's) over every tool sent deferred, `on` where a door has none (MCP)."""
-    pinned: list[str] = field(default_factory=list)
-    """Tools (agent tool names, operationIds or globs) offered from the start when tool search is on."""
-    hooks: list[HookConfig] = field(default_factory=list)
-    """The agent's own `hooks:` (run after the global ones)."""
-    line: int | None = None
+class ClientConfig(Section):
+    """A caller of the gateway: a key (or, with `gateway.auth`, a token whose claims match)."""
+
+    key: str = doc("The caller's bearer key (write `${VAR}`); each client its own.", min_length=1)
+    agents: Names = doc("Agents this client may use; `*` for all.", default=["*"])
+    admin: Flag = doc("Sees every agent, the whole audit log and every approval (the console's operators); "
+                      "implies `approver`.", False)
+    approver: Flag = doc("May decide the pending calls of its agents.", False)
+    claims: dict[str, Names] = doc("With `gateway.auth`: a token whose claims all match (each a value or a list "
+                                   "of values) is this client.", default={})
+    name: SkipJsonSchema[str] = derived("")
 
 
-@dataclass(slots=True, kw_only=True)
-class ClientConfig:
-    name: str
-    key: str
-    agents: list[str] = field(default_factory=list)
-    """Agents this client may use; `["*"]` for all."""
-    admin: bool = False
-    """Sees every agent, the whole audit log and every approval (the console's operators)."""
+ProviderName = Annotated[str, Field(pattern=PROVIDER_NAME)]
+AgentName = Annotated[str, Field(pattern=AGENT_NAME)]
 
 
-@dataclass(slots=True, kw_only=True)
-class Manifest:
-    file: str = "agents.yaml"
-    providers: dict[str, ProviderConfig] = field(default_factory=dict)
-    apis: dict[str, ApiConfig] = field(default_factory=dict)
-    agents: dict[str, AgentConfig] = field(default_factory=dict)
-    clients: dict[str, ClientConfig] = field(default_factory=dict)
-    hooks: list[HookConfig] = field(default_factory=list)
-    """The global `hooks:` (every agent's steps)."""
-    budgets: Budgets = field(default_factory=Budgets)
-    settings: dict[str, Any] = field(default_factory=dict)
-    """Gateway-wide settings (YAML key `gateway`) as written; `gateway` is the parsed form."""
-    _gateway: GatewaySettings | None = field(default=None, init=False, repr=False, compare=False)
+class Manifest(Section):
+    """agents.yaml: which models, which apis, which agents see which of their operations, who may call."""
 
-    @property
-    def gateway(self) -> GatewaySettings:
-        """The `gateway:` settings, parsed once (a ConfigError names a bad key; the loader reports it first)."""
-        if self._gateway is None:
-            self._gateway = GatewaySettings.parse(self.settings)
-        return self._gateway
+    model_config = ConfigDict(title="agents.yaml")
+
+    providers: dict[ProviderName, ProviderConfig] = doc("LLM providers, by name.", default={})
+    apis: dict[str, ApiConfig] = doc("How to reach each api, keyed by its spec's path under specs/ without "
+                                     "extension (optional: an api without an entry uses its spec's servers).",
+                                     default={})
+    agents: dict[AgentName, AgentConfig] = doc("The agents, by name (the chat endpoint's `model`).",
+                                               default={})
+    clients: dict[str, ClientConfig] = doc("Callers and their keys; with any, every door requires one.",
+                                           default={})
+    hooks: list[HookConfig] = doc("Hooks around every agent's model and tool calls.", default=[])
+    budgets: Budgets = doc("Token and cost budgets.", default_factory=defaults(Budgets))
+    gateway: GatewaySettings = doc("Gateway-wide settings.", default_factory=defaults(GatewaySettings))
+    file: SkipJsonSchema[str] = derived("agents.yaml")
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _kind_from_name(cls, providers: Any) -> Any:
+        """`openai: {}` is `openai: {kind: openai}`."""
+        if not isinstance(providers, dict):
+            return providers
+        return {name: {**value, "kind": name} if isinstance(value, dict) and "kind" not in value
+                and name in PROVIDER_KINDS else value for name, value in providers.items()}
+
+    @model_validator(mode="after")
+    def _named(self) -> Manifest:
+        for section in (self.providers, self.apis, self.agents, self.clients):
+            for name, entry in section.items():
+                entry.name = name
+        for name, agent in self.agents.items():
+            agent.hooks = [hook.model_copy(update={"agent": name}) for hook in agent.hooks]
+        return self
 
     @property
     def max_delegation_depth(self) -> int:
@@ -184,7 +188,7 @@ class Manifest:
 
     def api(self, name: str) -> ApiConfig:
         """The api's configuration, or the defaults when agents.yaml says nothing of it."""
-        return self.apis.get(name) or ApiConfig(name=name)
+        return self.apis.get(name) or ApiConfig.model_construct(name=name)
 
     def secrets(self) -> list[str]:
         """Every secret value in the manifest, for redaction."""
@@ -197,6 +201,12 @@ class Manifest:
                 values.extend(auth.secrets())
         for client in self.clients.values():
             values.append(client.key)
+        embeddings = self.gateway.search_embeddings
+        if embeddings is not None and embeddings.api_key:
+            values.append(embeddings.api_key)
+        introspection = self.gateway.auth.introspection if self.gateway.auth else None
+        if introspection is not None:
+            values.append(introspection.client_secret)
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
             for name, value in headers.items():

@@ -7,14 +7,15 @@ never changed in place: the catalog shares them between tools.
 
 Modules: `render` (the formats), `strict` (OpenAI strict mode) with `strict_allof` (folding `allOf`),
 `strict_limits` (OpenAI's size limits) and `strict_arguments` (the way back to the exact schema),
-`gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules).
+`gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules), `brevity` (a definition's size in tokens,
+a description's first sentence).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .gemini import gemini_function, gemini_schema
+from .gemini_schema import gemini_function, gemini_schema
 from .mcp import mcp_output_schema, mcp_output_wraps, mcp_structured_content, mcp_tool
 from .render import FORMATS, anthropic_tool, json_tool, openai_tool, render_tools
 from .strict import StrictForm, strict_arguments, strict_form, strict_reason, strict_schema

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .gemini import gemini_function
+from .gemini_schema import gemini_function
 from .mcp import mcp_tool
 from .strict import strict_form
 from .strict_allof import NotStrict
@@ -14,16 +14,9 @@ from .tool import ToolLike
 FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
 
 
-def render_tools(tools: Iterable[ToolLike], format: str, *, strict: bool = False,
-                 budget: int | None = None) -> list[dict[str, Any]]:
-    """Render every tool in one wire format (`json`, `openai`, `anthropic`, `gemini`, `mcp`).
-
-    With a `budget` (tokens per tool), each tool is rendered as its model view within that budget
-    (`gateway.offer.views`); `json` always shows the exact schema."""
-    if budget is not None and format != "json":
-        from ..offer.views import model_view
-
-        tools = [model_view(t, budget) for t in tools]
+def render_tools(tools: Iterable[ToolLike], format: str, *, strict: bool = False) -> list[dict[str, Any]]:
+    """Render every tool in one wire format (`json`, `openai`, `anthropic`, `gemini`, `mcp`): the tools as given,
+    exact or a model's view of them (`gateway.offer.views.model_view` makes those)."""
     if format == "json":
         return [json_tool(t) for t in tools]
     if format == "openai":

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..openapi._schema import make_nullable
+from ..kernel.nullable import make_nullable
 from .strict_allof import ANNOTATIONS, Budget, NotStrict, fold_all_of, ref_as_all_of
 from .strict_arguments import (
     JSON_TEXT,

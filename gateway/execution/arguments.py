@@ -1,7 +1,10 @@
 """Argument validation against a tool's exact input schema (JSON Schema 2020-12).
 
-Validators are compiled once per schema and cached. Errors are written for a model to fix in one try:
-each names the failing field by path, what was expected and what was given.
+`jsonschema_rs` judges (`fastschema.is_valid`, on the event loop: a compiled Rust validator). What it
+refuses is worded for a model to fix in one try: each problem names the failing field by path, what was expected
+and what was given, for the first few problems only (`schema_errors`: a bounded walk that never runs a
+regular expression in Python). Wording is CPU work: the doors run it in a worker thread
+(`run_off_the_loop`), at most `WORDING_THREADS` at a time.
 """
 
 from __future__ import annotations
@@ -9,106 +12,111 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-from jsonschema import Draft202012Validator, validators
+import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 from jsonschema.exceptions import ValidationError, best_match
 
 from ..catalog import JSONSchema, Tool
-from .fastschema import is_valid
+from . import fastschema
+from .schema_errors import BudgetSpent, first_errors
+from .schema_errors import validator_for as validator_for
+
+T = TypeVar("T")
 
 MAX_ERRORS = 8
-_CACHE_SIZE = 4096
+WORDING_THREADS = 2
+"""Wordings of refused instances that run at once; more wait their turn off the event loop."""
 
-
-def _tolerant_pattern(validator: Any, pattern: str, instance: Any, schema: JSONSchema) -> Iterator[ValidationError]:
-    # Specs carry ECMA-262 regexes Python cannot compile (`\p{L}`); those are left to the upstream to judge
-    # rather than failing every call.
-    if not isinstance(instance, str):
-        return
-    try:
-        if re.search(pattern, instance) is None:
-            yield ValidationError(f"{instance!r} does not match {pattern!r}")
-    except re.error:
-        return
-
-
-def _tolerant_pattern_properties(
-    validator: Any, patterns: dict[str, Any], instance: Any, schema: JSONSchema
-) -> Iterator[ValidationError]:
-    if not isinstance(instance, dict):
-        return
-    for pattern, subschema in patterns.items():
-        try:
-            compiled = re.compile(pattern)
-        except re.error:
-            continue
-        for key, value in instance.items():
-            if compiled.search(key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-_Validator = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    {"pattern": _tolerant_pattern, "patternProperties": _tolerant_pattern_properties},
-)
-
-
-class _ValidatorCache:
-    """Validators by schema identity; the schema object is kept so a reused `id` can't hit a stale entry."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[JSONSchema, Any]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, schema: JSONSchema) -> Any:
-        entry = self._entries.get(id(schema))
-        if entry is not None and entry[0] is schema:
-            return entry[1]
-        validator = _Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-        with self._lock:
-            if len(self._entries) >= _CACHE_SIZE:
-                self._entries.pop(next(iter(self._entries)))
-            self._entries[id(schema)] = (schema, validator)
-        return validator
-
-
-_validators = _ValidatorCache()
-
-
-def validator_for(schema: JSONSchema) -> Any:
-    return _validators.get(schema)
+_RELAXED_CACHE_SIZE = 4096
 
 
 def validate_arguments(tool: Tool, arguments: Any, *, optional: Iterable[str] = ()) -> list[str]:
-    """Every problem with `arguments` for `tool`, as short sentences; empty when they are valid.
+    """Every problem with `arguments` for `tool` (the first few), as short sentences; empty when they are valid.
 
     `optional` names top-level arguments whose absence is fine even when the schema requires them
     (the gateway supplies them, e.g. credentials).
     """
     if not isinstance(arguments, dict):
         return [f"the arguments must be a JSON object, got {_describe(arguments)}"]
+    schema = input_schema(tool, optional)
+    if fastschema.is_valid(schema, arguments):
+        return []
+    return problems(schema, arguments)
+
+
+def input_schema(tool: Tool, optional: Iterable[str] = ()) -> JSONSchema:
+    """The tool's input schema, without the `optional` names among its top-level `required` ones."""
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
-    if is_valid(schema, arguments):  # the common case, in microseconds; errors are still worded by jsonschema
-        return []
-    skip = set(optional)
-    messages: list[str] = []
+    names = frozenset(optional)
+    required = schema.get("required")
+    if not names or not isinstance(required, list) or names.isdisjoint(required):
+        return schema
+    return _relaxed.get(schema, names)
+
+
+def problems(schema: Any, instance: Any, *, count: int = MAX_ERRORS) -> list[str]:
+    """What is wrong with `instance` against `schema`, the first `count` problems; empty when nothing is (only
+    possible for a schema the judge cannot compile: then this walk is the verdict)."""
     try:
-        errors = sorted(validator_for(schema).iter_errors(arguments), key=_error_order)
-    except Exception:  # a broken schema (e.g. a bad $ref) must not block the call; the upstream still judges it
-        return []
-    for error in errors:
-        if error.validator == "required" and not error.absolute_path and _missing_name(error) in skip:
-            continue
-        messages.append(format_error(error))
-        if len(messages) >= MAX_ERRORS:
-            break
-    return messages
+        errors = first_errors(schema, instance, count * 4)
+    except BudgetSpent:
+        if not fastschema.usable(schema):
+            return []  # no judge and no verdict within the budget: the upstream judges, as for any unusable schema
+        return ["(root): does not match the schema, somewhere too deep in a value too large for the gateway to say "
+                "where"]
+    if not errors:
+        return ["(root): does not match the schema"] if fastschema.usable(schema) else []
+    errors.sort(key=_error_order)  # the shallowest of the first ones found: a missing field before its siblings' items
+    return [format_error(error) for error in errors[:count]]
 
 
-def _error_order(error: ValidationError) -> tuple[int, str]:
-    return (len(error.absolute_path), _path(error.absolute_path))
+async def run_off_the_loop(work: Callable[[], T]) -> T:
+    """`work()` in a worker thread, among at most `WORDING_THREADS`."""
+    return await anyio.to_thread.run_sync(work, limiter=_wording_limiter())
+
+
+_limiter: RunVar[anyio.CapacityLimiter] = RunVar("gateway_wording_limiter")
+
+
+def _wording_limiter() -> anyio.CapacityLimiter:
+    try:
+        return _limiter.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(WORDING_THREADS)
+        _limiter.set(limiter)
+        return limiter
+
+
+class _RelaxedSchemas:
+    """Input schemas with some required names dropped, by the schema's identity (kept, so an id is never reused)
+    and the names."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, frozenset[str]], tuple[JSONSchema, JSONSchema]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, schema: JSONSchema, names: frozenset[str]) -> JSONSchema:
+        key = (id(schema), names)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is schema:
+            return entry[1]
+        relaxed = {**schema, "required": [name for name in schema["required"] if name not in names]}
+        with self._lock:
+            if len(self._entries) >= _RELAXED_CACHE_SIZE:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key] = (schema, relaxed)
+        return relaxed
+
+
+_relaxed = _RelaxedSchemas()
+
+
+def _error_order(error: ValidationError) -> int:
+    return len(error.absolute_path)  # a stable sort: the walk's order among errors of one depth
 
 
 def _missing_name(error: ValidationError) -> str | None:

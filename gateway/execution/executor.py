@@ -18,6 +18,7 @@ import httpx
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
+from ..errors import RequestBuildError
 from ..http.auth import Authenticator
 from ..http.budget import RetryBudget
 from ..http.client import (
@@ -30,7 +31,6 @@ from ..http.client import (
     new_client,
     send,
 )
-from ..http.errors import RequestBuildError
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
@@ -38,7 +38,8 @@ from ..http.wire import ReqwestWire
 from ..kernel import tracing
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from .arguments import validate_arguments as _validate
+from .arguments import input_schema, run_off_the_loop, validate_arguments
+from .fastschema import is_valid
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -46,11 +47,6 @@ logger = logging.getLogger("gateway.execution")
 
 DEFAULT_MAX_RESULT_BYTES = 64_000
 _TOKEN_MAX_BODY = 1024 * 1024  # an OAuth token answer is a few hundred bytes
-
-
-def validate_arguments(tool: Tool, arguments: Any) -> list[str]:
-    """Every problem with `arguments` for `tool` (empty = valid)."""
-    return _validate(tool, arguments)
 
 
 class _Api:
@@ -103,11 +99,13 @@ class Executor:
         transport: an httpx transport for every api's client (tests, in-process upstreams).
         redactor: scrubs secrets from what the calls answer; it learns the manifest's secrets here and tokens
             fetched at run time (share one with the pipeline's redaction and audit stages).
+        limit_concurrency: hold each api to its `max_concurrency`; False when the pipeline's guard stage does
+            (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for one limit.
     """
 
     def __init__(
         self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
-        redactor: Redactor | None = None,
+        redactor: Redactor | None = None, limit_concurrency: bool = True,
     ) -> None:
         self.manifest = manifest
         self.catalog = catalog
@@ -115,10 +113,7 @@ class Executor:
         self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
-        self.limits_concurrency = True
-        """Whether the executor holds each api to its `max_concurrency`; `build_pipeline` turns it off when the
-        pipeline's guard stage does (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for
-        one limit."""
+        self.limits_concurrency = limit_concurrency
 
     def _api(self, name: str) -> _Api:
         api = self._apis.get(name)
@@ -167,14 +162,33 @@ class Executor:
         result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
-    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
-        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid.
+    def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
+        """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
+        return isinstance(arguments, dict) and is_valid(
+            input_schema(tool, self._api(tool.api).reserved_args(tool)), arguments)
 
-        Arguments the api's credentials fill (a header the auth sets) may be left out."""
-        problems = _validate(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+    def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
+        """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets
+        redacted); empty when they are valid. The gateway's one rule for arguments (the pipeline's validation, a
+        hook's rewritten arguments, the console's try-out): those the api's credentials fill (a header the auth
+        sets) may be left out."""
+        problems = validate_arguments(tool, arguments, optional=self._api(tool.api).reserved_args(tool))
+        return [self.redactor.text(p) for p in problems] if problems else problems
+
+    async def check_arguments(self, tool: Tool, arguments: Any) -> list[str]:
+        """`argument_problems`, with the judge's "valid" on the event loop and any wording in a worker thread (a
+        large or deeply wrong value must not hold up the other callers)."""
+        if self.arguments_hold(tool, arguments):
+            return []
+        return await run_off_the_loop(lambda: self.argument_problems(tool, arguments))
+
+    def refuse_arguments(self, tool: Tool, arguments: Any) -> ToolResult | None:
+        """The `invalid_arguments` result for arguments that break the tool's exact input schema; None when valid
+        (`argument_problems`)."""
+        problems = self.argument_problems(tool, arguments)
         if not problems:
             return None
-        text = "\n".join(f"- {self.redactor.text(p)}" for p in problems)
+        text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
     async def _execute(

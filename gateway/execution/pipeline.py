@@ -1,4 +1,4 @@
-"""One tool call's pipeline, the same on every door, and the one place that assembles it.
+"""One tool call's pipeline, the same on every door: stages chained in front of the call itself.
 
 A door (the chat loop, the direct call, MCP over HTTP and stdio, `gateway call`, `gateway chat`, an approval's
 resume) turns its request into an `Invocation` and hands it to the generation's `Pipeline`; it adds only its own
@@ -11,23 +11,16 @@ so the data flows as DESIGN.md says: validation (exact schema) -> approval -> li
 execution, then the result is checked against the spec's output schema, redacted, and audited before any door
 sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest of the pipeline, and returns the
 `ToolResult` (calling `proceed` or not). The observe stage (`gateway.observe.toolcalls`) opens the
-`execute_tool` span and counts the call. `build_pipeline` is the composition root: every door's pipeline is built
-there, from the executor and (when the gateway keeps a store) the safety layer's parts.
+`execute_tool` span and counts the call. Which stages, in which order, is decided in one place:
+`gateway.assembly.build_pipeline`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
 
-from ..kernel.calls import Invocation, Proceed, Stage, ToolHooks
+from ..kernel.calls import Invocation, Proceed, Stage
 from ..messages import ToolResult
-
-if TYPE_CHECKING:
-    from ..kernel.redaction import Redactor
-    from ..observe.metrics import Metrics
-    from ..safety.guards import Safeguards
-    from .executor import Executor
 
 
 class Pipeline:
@@ -77,44 +70,3 @@ class _Link:
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
         return self.stage(invocation, self.proceed)
-
-
-def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
-                   hooks: Sequence[ToolHooks] = (), redactor: Redactor | None = None,
-                   metrics: Metrics | None = None) -> Pipeline:
-    """The composition root: the pipeline every door of one generation uses.
-
-    Parameters:
-        executor: runs the REST request (its redactor knows the manifest's secrets and tokens learned at run time).
-        safeguards: the safety layer (audit, approvals, rate limits, breakers); None: none of those stages, and a
-            call under approval is refused (there is no queue to hold it in).
-        hooks: `ToolHooks`, run in order around the execution.
-        redactor: scrubs results and audited arguments; default the executor's.
-        metrics: counts each call by api, tool and outcome (`/metrics`); the `execute_tool` span is opened
-            whenever a tracer provider is installed.
-    """
-    from .stages import CheckOutput, Execute, RedactResult, RunHooks, ValidateArguments
-
-    redactor = redactor if redactor is not None else executor.redactor
-    from ..kernel import tracing
-    from ..observe.toolcalls import ObserveToolCall
-
-    validate = ValidateArguments(executor)
-    stages: list[Stage] = []
-    if metrics is not None or tracing.enabled():
-        stages.append(ObserveToolCall(metrics, redactor))
-    if safeguards is not None:
-        stages.append(safeguards.audit_stage(redactor))
-    stages.append(RedactResult(redactor))
-    stages.append(validate)
-    if safeguards is not None:
-        stages.extend(safeguards.guard_stages(executor.manifest))
-        executor.limits_concurrency = False  # the guard stage holds each api to its max_concurrency
-    else:
-        from ..safety.approvals import RefuseUnapproved
-
-        stages.append(RefuseUnapproved())
-    if hooks:
-        stages.append(RunHooks(hooks))
-    stages.append(CheckOutput())
-    return Pipeline(stages, Execute(executor), validate=validate)

@@ -18,6 +18,7 @@ from ..catalog import AgentTool
 from ..errors import AuditUnavailable, GatewayError
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, Invocation
+from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import ProviderAdapter
 from .pipeline import Pipeline
@@ -69,8 +70,6 @@ class ToolRunner:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
         if agent_tool.delegate:
             return await self._delegate(agent_tool, call)
-        from ..loop import current_approval
-
         caller = current_caller()
         approval = current_approval()
         if approval is None and agent_tool.tool is not None:  # a resume that names the approvals by tool
@@ -122,7 +121,7 @@ class ToolRunner:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
         child = ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth + 1,
                            max_depth=self.max_depth, agent=name, observer=self.observer)
-        report = loop.sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
+        report = sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.
             with bind_caller(agent=name):

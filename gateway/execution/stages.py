@@ -1,7 +1,7 @@
 """The execution stages of the call pipeline: argument validation, hooks, the output check, the call, redaction.
 
 The safety stages (approval, rate limits, breaker and concurrency, audit) are in `gateway.safety`; the order
-of them all is set in one place, `gateway.execution.pipeline.build_pipeline`.
+of them all is set in one place, `gateway.assembly.build_pipeline`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ..kernel.calls import Invocation, Proceed, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from .arguments import format_error, validator_for
-from .fastschema import is_valid
+from .arguments import problems, run_off_the_loop
+from .fastschema import is_valid, usable
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -28,10 +28,16 @@ class ValidateArguments:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
+    async def problems(self, invocation: Invocation) -> list[str]:
+        """What is wrong with the invocation's arguments (empty: nothing), by the rule this stage applies."""
+        return await self.executor.check_arguments(invocation.tool, invocation.arguments)
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
-        refusal = self.executor.refuse_arguments(invocation.tool, invocation.arguments)
-        if refusal is not None:
-            return refusal
+        executor, tool, arguments = self.executor, invocation.tool, invocation.arguments
+        if not executor.arguments_hold(tool, arguments):  # the judge, on the loop; the wording in a worker thread
+            refusal = await run_off_the_loop(lambda: executor.refuse_arguments(tool, arguments))
+            if refusal is not None:
+                return refusal
         return await proceed(invocation)
 
 
@@ -48,16 +54,27 @@ class Execute:
 
 
 class RunHooks:
-    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it."""
+    """The configured `ToolHooks`, in order: each may answer before the call, and sees the verdict after it.
 
-    def __init__(self, hooks: Sequence[ToolHooks]) -> None:
+    A hook that replaces the arguments (`invocation.arguments`) has them validated by `validate`, the pipeline's
+    own argument validation (which ran before the hooks, on the caller's): the same rule, so the arguments the
+    api's credentials fill may be left out by a hook as by the model."""
+
+    def __init__(self, hooks: Sequence[ToolHooks], validate: ValidateArguments) -> None:
         self.hooks = tuple(hooks)
+        self.validate = validate
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         for hook in self.hooks:
+            given = invocation.arguments
             early = await hook.before_tool_call(invocation)
             if early is not None:
                 return early
+            if invocation.arguments is not given:
+                problems = await self.validate.problems(invocation)
+                if problems:
+                    return ToolResult.failure("hook_denied", "a gateway hook replaced the arguments with invalid "
+                                              f"ones ({'; '.join(problems)}). Nothing was sent.")
         result = await proceed(invocation)
         for hook in reversed(self.hooks):
             result = await hook.after_tool_call(invocation, result)
@@ -75,9 +92,9 @@ class CheckOutput:
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
         schema = invocation.agent_tool.output_schema
-        if not result.ok or schema is None or result.truncated:
+        if not result.ok or schema is None or result.truncated or body_holds(schema, result):
             return result
-        problem = output_problem(schema, result)
+        problem = await run_off_the_loop(lambda: output_problem(schema, result))
         if problem is None:
             return result
         result.ok = False
@@ -87,20 +104,24 @@ class CheckOutput:
         return result
 
 
+def body_holds(schema: Any, result: ToolResult) -> bool:
+    """The judge's quick "the body holds" (False: ask `output_problem`, which may still find nothing wrong when
+    the judge cannot compile the schema)."""
+    return _is_json(result) and usable(schema) and is_valid(schema, result.body)
+
+
 def output_problem(schema: Any, result: ToolResult) -> str | None:
     """Why `result`'s body breaks `schema`, or None when it holds."""
-    body = result.body
-    if isinstance(body, str) or not (result.media_type or "json").endswith("json"):
+    if not _is_json(result):
         return "it is not JSON"
-    if is_valid(schema, body):  # the fast yes; jsonschema words the problem below
+    if is_valid(schema, result.body):
         return None
-    try:
-        error = next(iter(validator_for(schema).iter_errors(body)), None)
-    except Exception:  # noqa: BLE001 - a schema jsonschema cannot use (e.g. a bad $ref) judges nothing
-        return None
-    if error is None:
-        return None
-    return format_error(error)[:MAX_OUTPUT_PROBLEM_CHARS]
+    found = problems(schema, result.body, count=1)
+    return found[0][:MAX_OUTPUT_PROBLEM_CHARS] if found else None
+
+
+def _is_json(result: ToolResult) -> bool:
+    return not isinstance(result.body, str) and (result.media_type or "json").endswith("json")
 
 
 class RedactResult:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..config.model import AuthConfig
+from ..config.credentials import AuthConfig, ClientCredentialsAuth
+from ..errors import ApiSetupError
 from ..kernel.redaction import Redactor
-from .errors import ApiSetupError
 
 _EXPIRY_MARGIN = 30.0
 """Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""
@@ -39,7 +39,7 @@ def reserved_names(auth: list[AuthConfig]) -> set[tuple[str, str]]:
         if config.type in ("bearer", "basic", "oauth2_client_credentials"):
             names.add(("header", "authorization"))
         elif config.type == "api_key" and config.name:
-            names.add((config.location, config.name.lower()))
+            names.add((config.location or "header", config.name.lower()))
     return names
 
 
@@ -84,7 +84,7 @@ class Authenticator:
                 creds.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
             elif config.type == "api_key":
                 name = self._require(config.name, "name")
-                value = self._require(config.value or config.token, "value")
+                value = self._require(config.value, "value")
                 if config.location == "query":
                     creds.query.append((name, value))
                 elif config.location == "cookie":
@@ -108,7 +108,7 @@ class Authenticator:
             raise ApiSetupError(f"apis.{self.api}.auth: `{key}` is missing")
         return value
 
-    async def _token(self, index: int, config: AuthConfig) -> str:
+    async def _token(self, index: int, config: ClientCredentialsAuth) -> str:
         token = self._tokens.get(index)
         if token is not None and token.expires_at > time.monotonic():
             return token.value
@@ -121,7 +121,7 @@ class Authenticator:
             self._tokens[index] = token
             return token.value
 
-    async def _fetch_token(self, config: AuthConfig) -> _Token:
+    async def _fetch_token(self, config: ClientCredentialsAuth) -> _Token:
         url = self._require(config.token_url, "token_url")
         client_id = self._require(config.client_id, "client_id")
         secret = self._require(config.client_secret, "client_secret")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Argument, BodyBinding, Encoding, JSONSchema, Tool
-from .errors import ArgumentError
+from ..errors import ArgumentError
 from .serialize import check_header_value, serialize_query, to_text
 from .xml_body import xml_bytes
 

@@ -93,9 +93,8 @@ def new_client(transport: httpx.AsyncBaseTransport | None = None, *, options: Cl
 
 @dataclass(slots=True)
 class Attempts:
-    """How the send went: how many times the request went out, for results and tests."""
+    """How the send went: how many redirects it followed (a send follows at most `MAX_REDIRECTS`)."""
 
-    sent: int = 0
     redirects: int = 0
 
 
@@ -133,7 +132,6 @@ async def send(
             raise DeadlineExceeded()
         target, all_headers = _with_credentials(url, headers, prepared.cookies, creds)
         try:
-            attempts.sent += 1
             response = await wire.send(method, target, all_headers, content, remaining)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             # The request never left: safe to retry, but only idempotent methods are retried at all.

@@ -17,8 +17,8 @@ import httpx
 
 from ..catalog import OWNED_HEADERS, Argument, Tool
 from ..config.model import ApiConfig
+from ..errors import ApiSetupError, ArgumentError
 from .body import build_body
-from .errors import ApiSetupError, ArgumentError
 from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..catalog import Argument
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 # allowReserved keeps RFC 3986 reserved characters literal, except the three that would change the
 # query's structure or meaning: `&` (a new parameter), `#` (a fragment) and `+` (a space to form decoders).

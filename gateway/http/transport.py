@@ -8,7 +8,7 @@ httpx has nothing left to decode. `CappedTransport` then
 
 - refuses an answer that still carries a `Content-Encoding` (one the library does not undo, or several
   stacked) before httpx could decode it;
-- stops every body at `max_body` bytes with `BodyTooLarge` (an `httpx.DecodingError`), while it streams;
+- stops every body at `max_body` bytes with `AnswerTooLarge` (an `httpx.DecodingError`), while it streams;
 - names the host in connection errors and says whether the request may have run.
 
 pyreqwest ships an httpx transport of its own (`pyreqwest.compatibility.httpx.HttpxTransport`), but it reads
@@ -37,7 +37,7 @@ from .wire import leftover_encoding, let_cancellation_land
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 
 
-class BodyTooLarge(httpx.DecodingError):
+class AnswerTooLarge(httpx.DecodingError):
     """A (decoded) body went past the transport's `max_body`."""
 
 
@@ -47,7 +47,7 @@ class CappedTransport(httpx.AsyncBaseTransport):
     Args:
         inner: a transport that moves the bytes instead of pyreqwest (tests inject in-process ones).
         options: the connections' settings when `inner` is not given.
-        max_body: bytes of one body, decoded, at which reading stops with `BodyTooLarge`.
+        max_body: bytes of one body, decoded, at which reading stops with `AnswerTooLarge`.
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport | None = None, *, options: ClientOptions | None = None,
@@ -153,7 +153,7 @@ class _Capped(httpx.AsyncByteStream):
             async for chunk in self._stream:
                 seen += len(chunk)
                 if seen > self._max_body:
-                    raise BodyTooLarge(f"the answer from {host_of(self._url)} exceeds {self._max_body} bytes")
+                    raise AnswerTooLarge(f"the answer from {host_of(self._url)} exceeds {self._max_body} bytes")
                 yield chunk
         except PyreqwestError as error:
             raise translate_error(error, self._url) from error

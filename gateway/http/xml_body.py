@@ -14,7 +14,7 @@ import re
 from typing import Any
 from xml.etree import ElementTree
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 from .serialize import to_text
 
 _DECLARATION = b'<?xml version="1.0" encoding="UTF-8"?>'

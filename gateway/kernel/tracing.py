@@ -32,9 +32,6 @@ logger = logging.getLogger("gateway.observe")
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
-_PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
-                   "gemini": "gcp.gemini", "ollama": "ollama"}
-"""Provider kinds -> `gen_ai.provider.name` values of the conventions."""
 
 
 _installed: trace.TracerProvider | None = None
@@ -96,18 +93,14 @@ def configure_from_environment(environ: Mapping[str, str] | None = None) -> bool
     return True
 
 
-def provider_name(kind: str) -> str:
-    return _PROVIDER_NAMES.get(kind, kind)
-
-
 @contextmanager
 def run_span(agent: str, *, provider: str, model: str) -> Iterator[Span]:
-    """`invoke_agent {agent}`: one run of the loop."""
+    """`invoke_agent {agent}`: one run of the loop (`provider`: its `gen_ai.provider.name`)."""
     if not enabled():
         yield trace.INVALID_SPAN
         return
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-                  "gen_ai.provider.name": provider_name(provider), "gen_ai.request.model": model}
+                  "gen_ai.provider.name": provider, "gen_ai.request.model": model}
     with tracer().start_as_current_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL,
                                         attributes=attributes) as span:
         yield span
@@ -119,7 +112,7 @@ def model_span(*, provider: str, model: str) -> Iterator[Span]:
     if not enabled():
         yield trace.INVALID_SPAN
         return
-    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider_name(provider),
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
                   "gen_ai.request.model": model}
     with tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
         yield span

@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..config.observe import Budgets
+from ..config.hooks_budgets import Budgets
+from ..errors import BudgetExceeded
 from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..providers.base import Turn
-from ..safety.budgets import BudgetBook, BudgetExceeded
+from ..safety.budgets import BudgetBook
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
@@ -33,7 +34,7 @@ class ModelCall:
 
     agent: AgentConfig
     provider: str
-    """The provider's kind (`openai`, `anthropic`, ...)."""
+    """The provider's `gen_ai.provider.name` (`ProviderAdapter.telemetry_name`: `openai`, `gcp.gemini`, ...)."""
     client: str | None
     iteration: int
     messages: Sequence[Any]

@@ -1,6 +1,6 @@
 """Hybrid tool search: BM25's ranking fused with the cosine similarity of embeddings (`gateway.offer.embeddings`).
 
-With the setting (`gateway.config.search_embeddings`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
+With the setting (`gateway.config.embeddings_endpoint`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
 `hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's one-line
 text (the summary a search answers), then fuses the two lists by weighted reciprocal rank (`weight / (RRF_K + rank)`
 summed over the lists, BM25's weight 1 and the embeddings' `gateway.search_embeddings.weight`; robust to the two
@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from ..catalog import Catalog, Tool
-from ..config.search_embeddings import SearchEmbeddings
+from ..config.embeddings_endpoint import SearchEmbeddings
 
 logger = logging.getLogger("gateway.search")
 

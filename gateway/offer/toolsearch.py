@@ -13,26 +13,34 @@ tool goes out marked for deferred loading except the pinned and delegation tools
 search tool (`gateway.providers.deferred`); the gateway loads nothing itself. A door without a native search
 (MCP) treats `native` as `on`.
 
+Code mode (per agent `code_mode`, `gateway.codemode`): `on` appends `run_code` to what is offered; `only` offers
+`run_code`, `search_tools` and `describe_tool` alone (a search then loads nothing: its answer shows each found
+tool's signature as a function of the script). `run_code`'s description documents the functions of the tools
+a run starts with (a large agent's pinned tools) within the tool budget.
+
 `search(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
 `gateway tools --search`, and the MCP door.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Catalog, Tool
 from ..config.model import AgentConfig
+from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
 from .embeddings import FUSION_DEPTH, hybrid
 from .index import index_of
-from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, model_view
+from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
+
+if TYPE_CHECKING:
+    from ..codemode import FunctionNames
 
 SEARCH_TOOL = "search_tools"
-META_TOOLS = (SEARCH_TOOL, DESCRIBE_TOOL)
 AUTO_MAX_TOOLS = 64
 """`tool_search: auto` turns search on above this many tools."""
 MAX_TOOLS_PER_REQUEST = 128
@@ -53,14 +61,14 @@ SEARCH_SCHEMA: dict[str, Any] = {
 }
 
 
-def tool_budget(settings: Mapping[str, Any]) -> int:
+def tool_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_budget`: tokens one tool's view may take."""
-    return int(settings.get("tool_budget") or DEFAULT_TOOL_BUDGET)
+    return settings.tool_budget or DEFAULT_TOOL_BUDGET
 
 
-def definitions_budget(settings: Mapping[str, Any]) -> int:
+def definitions_budget(settings: GatewaySettings) -> int:
     """`gateway.tool_definitions_budget`: tokens of definitions one request may carry."""
-    return int(settings.get("tool_definitions_budget") or DEFAULT_DEFINITIONS_BUDGET)
+    return settings.tool_definitions_budget or DEFAULT_DEFINITIONS_BUDGET
 
 
 def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
@@ -105,8 +113,6 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
 
 def _summary(tool: Tool) -> str:
-    from .views import first_sentences
-
     return first_sentences(tool.summary or tool.description.split("\n", 1)[0], 160)
 
 
@@ -145,9 +151,16 @@ class ToolOffer:
         self.toolset = toolset
         self.budget = tool_budget(toolset.settings)
         self.definitions_budget = definitions_budget(toolset.settings)
-        self.native = native and agent.tool_search == "native"
-        self.searching = search_enabled(agent, toolset) and not self.native
+        self.code_only = agent.code_mode == "only"
+        """The tools are functions of `run_code` scripts only: none is offered (or callable) on its own."""
+        self.native = native and agent.tool_search == "native" and not self.code_only
+        large = search_enabled(agent, toolset) and not self.native
+        self.searching = large or self.code_only
         self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
+        self.code: AgentTool | None = None
+        """`run_code`, in code mode."""
+        self.functions: FunctionNames | None = None
+        """In code mode: the script's function names of the agent's tools."""
         self.offered: list[AgentTool] = []
         self._kept: set[str] = set()
         """Native search: the tools sent without deferral (pinned and delegation tools, `describe_tool`)."""
@@ -159,23 +172,46 @@ class ToolOffer:
                 self.meta = {DESCRIBE_TOOL: meta_tools()[1]}
                 self.offered.insert(0, self.meta[DESCRIBE_TOOL])
                 self._kept.add(DESCRIBE_TOOL)
+        elif self.code_only:
+            self.offered = list(self.meta.values())
         elif self.searching:
-            self.offered = [*pinned_tools(agent, toolset)[:MAX_TOOLS_PER_REQUEST - 2], *self.meta.values()]
+            room = MAX_TOOLS_PER_REQUEST - len(self.meta) - (agent.code_mode != "off")
+            self.offered = [*pinned_tools(agent, toolset)[:room], *self.meta.values()]
         else:
             self.offered = list(toolset)
             if any(model_view(t, self.budget).stubbed for t in self.offered):
                 self.meta = {DESCRIBE_TOOL: meta_tools()[1]}
                 self.offered.append(self.meta[DESCRIBE_TOOL])
+        if agent.code_mode != "off":
+            self._offer_code(large or self.native)
         for name in loaded:
             self.load(name)
+
+    def _offer_code(self, large: bool) -> None:
+        """`run_code` first (`only`) or after the tools (`on`), documenting the tools the run starts with."""
+        from ..codemode import FunctionNames, Limits, run_code_tool
+
+        limits = self.agent.code_limits
+        self.functions = FunctionNames(self.toolset.names)
+        documented = pinned_tools(self.agent, self.toolset) if large else list(self.toolset)
+        self.code = run_code_tool(documented, self.functions, total=len(self.toolset), budget=self.budget,
+                                  searching=self.searching,
+                                  limits=Limits(time=limits.time, memory=limits.memory * 1024 * 1024,
+                                                tool_calls=limits.tool_calls))
+        if self.code_only:
+            self.offered.insert(0, self.code)
+        else:
+            self.offered.append(self.code)
+            self._kept.add(self.code.name)
 
     @property
     def loaded(self) -> list[str]:
         """The names loaded by searches, in order (a paused run's state keeps them)."""
-        if self.native:
-            return []  # the provider's search loads them, in the conversation it is sent back
+        if self.native or self.code_only:
+            return []  # the provider's search loads them, in the conversation it is sent back; or nothing does
         pinned = {t.name for t in pinned_tools(self.agent, self.toolset)}
-        return [t.name for t in self.offered if t.name not in self.meta and t.name not in pinned]
+        return [t.name for t in self.offered if t.name not in self.meta and t.name not in pinned
+                and t is not self.code]
 
     def views(self) -> list[Any]:
         """The definitions of the next request: each offered tool's view, in offer order (native search: the
@@ -188,7 +224,7 @@ class ToolOffer:
         return self._views()
 
     def _views(self) -> list[Any]:
-        return [t if t.name in self.meta else model_view(t, self.budget) for t in self.offered]
+        return [t if t.name in self.meta or t is self.code else model_view(t, self.budget) for t in self.offered]
 
     def _group_of(self, view: Any) -> tuple[str, str]:
         """The api of a view's tool and that api's title (`DeferredTool.group`)."""
@@ -204,6 +240,8 @@ class ToolOffer:
         """Offer `name` from the next request on; the reason when it cannot be (None: loaded or already there)."""
         if any(t.name == name for t in self.offered):
             return None
+        if self.code_only:
+            return "not loaded: in code mode only, every tool is a function of run_code scripts"
         agent_tool = self.toolset.get(name)
         if agent_tool is None:
             return "not a tool of this agent"
@@ -218,6 +256,23 @@ class ToolOffer:
     def is_meta(self, name: str) -> bool:
         return name in self.meta
 
+    def _found_functions(self, found: list[dict[str, Any]]) -> dict[str, Any]:
+        for item in found:
+            self._sign(item)
+        if not found:
+            return {"tools": [], "note": "nothing matched; try other words"}
+        return {"tools": found, "note": "call these as functions in a run_code script"}
+
+    def _sign(self, item: dict[str, Any]) -> None:
+        """In code mode: the found tool's signature as a function of run_code scripts."""
+        agent_tool = self.toolset.get(item["name"])
+        if self.functions is None or agent_tool is None:
+            return
+        from ..codemode import signature
+
+        item["function"] = self.functions.function(agent_tool.name)
+        item["signature"] = signature(agent_tool, item["function"], summary=False)
+
     def answer(self, name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
         """Run a meta tool: (ok, the result body)."""
         if name == SEARCH_TOOL:
@@ -228,11 +283,14 @@ class ToolOffer:
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
                 return False, f"`limit` must be an integer from 1 to {MAX_LIMIT}"
             found = search(None, self.toolset, query, limit)
+            if self.code_only:
+                return True, self._found_functions(found)
             for item in found:
                 refusal = self.load(item["name"])
                 item["loaded"] = refusal is None
                 if refusal is not None:
                     item["note"] = refusal
+                self._sign(item)
             if not found:
                 return True, {"tools": [], "note": "nothing matched; try other words"}
             return True, {"tools": found, "note": "the tools marked loaded can be called from now on"}
@@ -248,6 +306,3 @@ class ToolOffer:
         except KeyError as exc:
             return False, str(exc.args[0])
 
-
-def offered_names(views: Sequence[Any]) -> list[str]:
-    return [v.name for v in views]

@@ -14,7 +14,8 @@ The same holds for a `oneOf`/`anyOf` beside the closure whose branches declare p
 declared at the closed level as well, and a name the level requires but only branches declare is
 required by those branches instead (ShipEngine's "a shipment_id or a shipment").
 
-`gather_all_of` does the reading of the raw members; `_schema.SchemaTranslator` does the translating.
+`gather_all_of` does the reading of the raw members, `closed_composition` what they bring beyond the
+object's own properties; `_schema.SchemaTranslator` does the translating.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._documents import Documents
+from ._documents import Documents, RefError
 
 _MERGEABLE = frozenset({
     "properties", "required", "type", "title", "description", "allOf", "additionalProperties", "example",
@@ -90,3 +91,72 @@ def hidden(schema: Any, flag: str, documents: Documents, file: str) -> bool:
         target = documents.resolve(schema, file)[0]
         return isinstance(target, dict) and target.get(flag) is True
     return False
+
+
+def closed_composition(
+    node: dict[str, Any], file: str, documents: Documents,
+) -> tuple[Members, dict[str, Any], dict[str, list[set[str]]]] | None:
+    """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object declare beyond its own
+    properties; None when they declare nothing more (the object is read as written). Raises `RefError`."""
+    members = gather_all_of(node.get("allOf") or [], file, documents)
+    branches = gather_all_of([], file, documents)
+    per_branch: dict[str, list[set[str]]] = {}
+    for key in ("oneOf", "anyOf"):
+        for branch in node.get(key) or () if isinstance(node.get(key), list) else ():
+            declared = gather_all_of([branch], file, documents).properties
+            per_branch.setdefault(key, []).append(set(declared))
+            for name, found in declared.items():
+                branches.properties.setdefault(name, found)
+    own = node["properties"] if isinstance(node.get("properties"), dict) else {}
+    if not isinstance(node.get("allOf"), list) and not set(branches.properties) - set(own):
+        return None
+    return members, {name: found for name, found in branches.properties.items() if name not in own}, per_branch
+
+
+def require_in_branches(out: dict[str, Any], names: list[str], per_branch: dict[str, list[set[str]]]) -> None:
+    """Each branch that declares some of `names` requires them (the branches are shared: wrapped, not changed)."""
+    for key, declared in per_branch.items():
+        branches = out.get(key)
+        if not isinstance(branches, list) or len(branches) != len(declared):
+            continue
+        for index, names_here in enumerate(declared):
+            wanted = [name for name in names if name in names_here]
+            if wanted:
+                branches[index] = {"allOf": [branches[index], {"required": wanted}]}
+
+
+def drop_undeclared(out: dict[str, Any]) -> list[str]:
+    """Required names that a closed object does not declare can never be sent: not required. The names dropped
+    (the translator warns about them)."""
+    declared = out.get("properties") or {}
+    undeclared = [name for name in out["required"] if name not in declared]
+    if not undeclared:
+        return undeclared
+    kept = [name for name in out["required"] if name in declared]
+    if kept:
+        out["required"] = kept
+    else:
+        del out["required"]
+    return undeclared
+
+
+def drop_hidden_required(node: dict[str, Any], out: dict[str, Any], file: str, flag: str,
+                         documents: Documents) -> None:
+    """Required names that an `allOf` member declares `flag` (readOnly for input, writeOnly for output) apply to
+    the other direction only (OAS 3.0): not required here."""
+    own = out.get("properties") or {}
+    candidates = [name for name in out["required"] if name not in own]
+    if not candidates:
+        return
+    try:
+        members = gather_all_of(node["allOf"], file, documents)
+        gone = {name for name in candidates if name in members.properties
+                and hidden(members.properties[name][0], flag, documents, members.properties[name][1])}
+    except RefError:
+        return
+    if gone:
+        kept = [name for name in out["required"] if name not in gone]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]

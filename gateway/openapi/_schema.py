@@ -10,7 +10,7 @@ Translation rules (what "handled" means):
 - boolean `exclusiveMinimum/Maximum` (3.0): folded into the numeric 2020-12 form.
 - `example`: `examples: [example]`. `type: file` (2.0): `type: string, format: binary`. Formats are kept.
 - `readOnly` properties are left out of input schemas, `writeOnly` ones out of output schemas.
-- `discriminator` (3.x) beside a `oneOf`/`anyOf` of `$ref`s, in input schemas: each branch becomes
+- `discriminator` (3.x) beside a `oneOf`/`anyOf` of `$ref`s, in input schemas (`_discriminator`): each branch becomes
   `{"allOf": [branch, {"properties": {<propertyName>: {"const": <value>}}, "required": [<propertyName>]}]}`
   with the `mapping` keys that point at it (`enum` when several), or its component name when none do
   (the implicit mapping). So a value that would route to another schema is refused, as OpenAPI
@@ -31,7 +31,9 @@ import difflib
 import re
 from typing import Any, Literal
 
-from ._closed import Members, gather_all_of, hidden
+from ..kernel.nullable import make_nullable
+from ._closed import Members, closed_composition, drop_hidden_required, drop_undeclared, require_in_branches
+from ._discriminator import pin_discriminator
 from ._documents import Documents, RefError
 from ._values import ValueChecks, fix_enum
 
@@ -77,43 +79,8 @@ def _is_string(schema: JSONSchema) -> bool:
     return kind == "string" or isinstance(kind, list) and "string" in kind
 
 
-def _component_name(pointer: str) -> str | None:
-    """`Dog` for `/components/schemas/Dog`: the discriminator value that routes to it implicitly."""
-    tokens = pointer.split("/")
-    if len(tokens) != 4 or tokens[1:3] != ["components", "schemas"]:
-        return None
-    return tokens[3].replace("~1", "/").replace("~0", "~") or None
-
-
 def _is_count(value: Any) -> bool:
     return _is_number(value) and value >= 0 and float(value).is_integer()
-
-
-def make_nullable(schema: JSONSchema, *, lift_description: bool = False) -> JSONSchema:
-    """`schema` also accepting null: `null` added to its `type` (and `enum`), else wrapped in an `anyOf`.
-
-    `lift_description` keeps a wrapped schema's description beside the `anyOf`, where a model reads it
-    (the OpenAI strict rendering wants that); an empty schema already accepts null and is returned as is.
-    """
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        if kind != "null":
-            schema["type"] = [kind, "null"]
-    elif isinstance(kind, list):
-        if "null" not in kind:
-            schema["type"] = [*kind, "null"]
-    else:
-        if not schema:
-            return schema
-        description = schema.pop("description", None) if lift_description else None
-        wrapped: JSONSchema = {"anyOf": [schema, {"type": "null"}]}
-        if description:
-            wrapped["description"] = description
-        return wrapped
-    enum = schema.get("enum")
-    if enum is not None and None not in enum:
-        schema["enum"] = [*enum, None]
-    return schema
 
 
 class SchemaTranslator:
@@ -290,7 +257,10 @@ class SchemaTranslator:
             self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
             return {}
         if node.get("additionalProperties") is False and any(isinstance(node.get(k), list) for k in _COMPOSERS):
-            brought = self._closed_composition(node, file)
+            try:
+                brought = closed_composition(node, file, self._documents)
+            except RefError as exc:
+                raise SchemaError(str(exc)) from None
             if brought is not None:
                 return self._translate_closed(node, file, mode, refs, where, *brought)
         out: JSONSchema = {}
@@ -394,13 +364,16 @@ class SchemaTranslator:
             else:
                 del out["required"]
         if "required" in out and out.get("additionalProperties") is False and "patternProperties" not in out:
-            self._drop_undeclared(out, where)
+            undeclared = drop_undeclared(out)
+            if undeclared:
+                self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                                  "additionalProperties: false (no call could send them): not required")
         elif "required" in out and "allOf" in out and isinstance(node.get("allOf"), list):
-            self._drop_hidden_required(node, out, file, mode)
+            drop_hidden_required(node, out, file, "readOnly" if mode == "in" else "writeOnly", self._documents)
         if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and _is_string(out):
             out["contentEncoding"] = "base64"
         if mode == "in" and isinstance(node.get("discriminator"), dict):
-            self._pin_discriminator(node, out, file)
+            pin_discriminator(node, out, file, self._documents)
         if "enum" in out and "type" in out:
             fix_enum(out, self._warn, where)
         if mode == "in" and ("default" in out or "examples" in out):
@@ -412,28 +385,6 @@ class SchemaTranslator:
     def check_values(self) -> None:
         """Drop the `default`/`examples` of input schemas that fail their own schema (see `_values`)."""
         self.values.run(lambda names: self.collect_defs(names, "in"), self._warn)
-
-    def _closed_composition(
-        self, node: dict[str, Any], file: str,
-    ) -> tuple[Members, dict[str, Any], dict[str, list[set[str]]]] | None:
-        """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object declare beyond its own
-        properties; None when they declare nothing more (the object is read as written)."""
-        try:
-            members = gather_all_of(node.get("allOf") or [], file, self._documents)
-            branches = gather_all_of([], file, self._documents)
-            per_branch: dict[str, list[set[str]]] = {}
-            for key in ("oneOf", "anyOf"):
-                for branch in node.get(key) or () if isinstance(node.get(key), list) else ():
-                    declared = gather_all_of([branch], file, self._documents).properties
-                    per_branch.setdefault(key, []).append(set(declared))
-                    for name, found in declared.items():
-                        branches.properties.setdefault(name, found)
-        except RefError as exc:
-            raise SchemaError(str(exc)) from None
-        own = node["properties"] if isinstance(node.get("properties"), dict) else {}
-        if not isinstance(node.get("allOf"), list) and not set(branches.properties) - set(own):
-            return None
-        return members, {name: found for name, found in branches.properties.items() if name not in own}, per_branch
 
     def _translate_closed(self, node: dict[str, Any], file: str, mode: Mode, refs: set[str], where: str,
                           members: Members, branch_properties: dict[str, Any],
@@ -469,99 +420,13 @@ class SchemaTranslator:
                           f"{len(members.properties) + len(branch_properties)} properties they declare are declared "
                           "at this level too (read strictly, the object refuses them)")
         if in_branches:
-            self._require_in_branches(out, in_branches, per_branch)
+            require_in_branches(out, in_branches, per_branch)
             self._warn(where, f"required {', '.join(map(repr, in_branches))} declared only in oneOf/anyOf branches: "
                               "each is required by the branches that declare it, not by every object")
         if undeclared:
             self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
                               "additionalProperties: false (no call could send them): not required")
         return out
-
-    @staticmethod
-    def _require_in_branches(out: JSONSchema, names: list[str], per_branch: dict[str, list[set[str]]]) -> None:
-        """Each branch that declares some of `names` requires them (the branches are shared: wrapped, not changed)."""
-        for key, declared in per_branch.items():
-            branches = out.get(key)
-            if not isinstance(branches, list) or len(branches) != len(declared):
-                continue
-            for index, names_here in enumerate(declared):
-                wanted = [name for name in names if name in names_here]
-                if wanted:
-                    branches[index] = {"allOf": [branches[index], {"required": wanted}]}
-
-    def _drop_undeclared(self, out: JSONSchema, where: str) -> None:
-        """Required names that a closed object does not declare can never be sent: not required, with a warning."""
-        declared = out.get("properties") or {}
-        undeclared = [name for name in out["required"] if name not in declared]
-        if not undeclared:
-            return
-        self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
-                          "additionalProperties: false (no call could send them): not required")
-        kept = [name for name in out["required"] if name in declared]
-        if kept:
-            out["required"] = kept
-        else:
-            del out["required"]
-
-    def _drop_hidden_required(self, node: dict[str, Any], out: JSONSchema, file: str, mode: Mode) -> None:
-        """Required names that an `allOf` member declares readOnly (input) or writeOnly (output) apply to the
-        other direction only (OAS 3.0): not required here."""
-        own = out.get("properties") or {}
-        candidates = [name for name in out["required"] if name not in own]
-        if not candidates:
-            return
-        flag = "readOnly" if mode == "in" else "writeOnly"
-        try:
-            members = gather_all_of(node["allOf"], file, self._documents)
-            gone = {name for name in candidates if name in members.properties
-                    and hidden(members.properties[name][0], flag, self._documents, members.properties[name][1])}
-        except RefError:
-            return
-        if gone:
-            kept = [name for name in out["required"] if name not in gone]
-            if kept:
-                out["required"] = kept
-            else:
-                del out["required"]
-
-    def _pin_discriminator(self, node: dict[str, Any], out: JSONSchema, file: str) -> None:
-        """Pin the discriminating property in each `$ref` branch of the union beside `discriminator`."""
-        discriminator = node["discriminator"]
-        name = discriminator.get("propertyName")
-        key = "oneOf" if "oneOf" in out else "anyOf"
-        raw_branches = node.get(key)
-        if not isinstance(name, str) or not name or key not in out or not isinstance(raw_branches, list):
-            return
-        mapping = discriminator.get("mapping")
-        targets: dict[tuple[str, str], list[str]] = {}
-        for value, target in (mapping.items() if isinstance(mapping, dict) else ()):
-            if not isinstance(target, str) or not value:
-                continue
-            if "/" not in target and "#" not in target:  # a bare schema name
-                target = "#/components/schemas/" + target
-            try:
-                targets.setdefault(self._documents.split_ref(target, file), []).append(value)
-            except RefError:
-                continue
-        taken = set(mapping) if isinstance(mapping, dict) else set()
-        branches = []
-        for raw, translated in zip(raw_branches, out[key], strict=True):
-            values = None
-            if isinstance(raw, dict) and isinstance(raw.get("$ref"), str):
-                try:
-                    location = self._documents.split_ref(raw["$ref"], file)
-                except RefError:
-                    location = None
-                values = targets.get(location) if location is not None else None
-                if values is None and location is not None:
-                    implicit = _component_name(location[1])
-                    values = [implicit] if implicit and implicit not in taken else None
-            if not values:
-                branches.append(translated)
-                continue
-            pin = {"const": values[0]} if len(values) == 1 else {"enum": values}
-            branches.append({"allOf": [translated, {"properties": {name: pin}, "required": [name]}]})
-        out[key] = branches
 
     def _translate_properties(self, properties: dict[str, Any], file: str, mode: Mode, refs: set[str],
                               where: str) -> dict[str, Any]:

@@ -1,15 +1,9 @@
-"""Provider adapters: one wire format per module, one contract (`ProviderAdapter`).
-
-`get_adapter(config)` picks the adapter for a provider of agents.yaml; `AdapterPool` keeps one per provider
-so their HTTP connection pools are shared by every run.
+"""Provider adapters: one wire format per module, one contract (`ProviderAdapter`), one registry of the kinds and
+their facts (`registry`: `ADAPTERS`, `get_adapter`, `AdapterPool`).
 """
 
 from __future__ import annotations
 
-import httpx
-
-from ..config.model import AgentConfig, Manifest, ProviderConfig
-from ..errors import ConfigError
 from ..kernel.usage import Usage
 from .anthropic import AnthropicAdapter
 from .base import ProviderAdapter, Turn
@@ -17,56 +11,7 @@ from .gemini import GeminiAdapter
 from .ollama import OllamaAdapter
 from .openai import OpenAIAdapter
 from .openai_responses import OpenAIResponsesAdapter
-
-ADAPTERS: dict[str, type[ProviderAdapter]] = {
-    "openai": OpenAIAdapter,
-    "openai-responses": OpenAIResponsesAdapter,
-    "anthropic": AnthropicAdapter,
-    "gemini": GeminiAdapter,
-    "ollama": OllamaAdapter,
-}
-
-
-def get_adapter(config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None,
-                **options: object) -> ProviderAdapter:
-    """The adapter for `config.kind`; `options` go to `ProviderAdapter.__init__` (max_retries, backoff, ...)."""
-    try:
-        cls = ADAPTERS[config.kind]
-    except KeyError:
-        raise ConfigError(f"provider {config.name!r}: unknown kind {config.kind!r} "
-                          f"(expected one of {', '.join(ADAPTERS)})") from None
-    return cls(config, transport=transport, **options)  # type: ignore[arg-type]
-
-
-class AdapterPool:
-    """One adapter per provider of a manifest, created on first use; `pool(agent)` gives the agent's adapter
-    (a ToolRunner's `adapter_factory`)."""
-
-    def __init__(self, manifest: Manifest, *, transport: httpx.AsyncBaseTransport | None = None,
-                 **options: object) -> None:
-        self.manifest = manifest
-        self._transport = transport
-        self._options = options
-        self._adapters: dict[str, ProviderAdapter] = {}
-
-    def __call__(self, which: AgentConfig | ProviderConfig | str) -> ProviderAdapter:
-        """The adapter of an agent's provider, of a provider config, or of a provider named in agents.yaml."""
-        name = which.provider if isinstance(which, AgentConfig) else which.name if isinstance(
-            which, ProviderConfig) else which
-        adapter = self._adapters.get(name)
-        if adapter is None:
-            config = which if isinstance(which, ProviderConfig) else self.manifest.providers.get(name)
-            if config is None:
-                owner = f"agent {which.name!r}: " if isinstance(which, AgentConfig) else ""
-                raise ConfigError(f"{owner}provider {name!r} is not in agents.yaml")
-            adapter = self._adapters[name] = get_adapter(config, transport=self._transport, **self._options)
-        return adapter
-
-    async def aclose(self) -> None:
-        for adapter in self._adapters.values():
-            await adapter.aclose()
-        self._adapters.clear()
-
+from .registry import ADAPTERS, AdapterPool, get_adapter
 
 __all__ = ["ADAPTERS", "AdapterPool", "AnthropicAdapter", "GeminiAdapter", "OllamaAdapter", "OpenAIAdapter",
            "OpenAIResponsesAdapter", "ProviderAdapter", "Turn", "Usage", "get_adapter"]

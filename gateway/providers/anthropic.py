@@ -41,7 +41,14 @@ MAX_DEFERRED_TOOLS = 10_000
 
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    request_path = "/v1/messages"
+    base_url_mistakes = ("/v1/messages", "/v1")
+    key_variable = "ANTHROPIC_API_KEY"
+    tool_format = "anthropic"
+    telemetry_name = "anthropic"
     native_tool_search = True
+    max_deferred_tools = MAX_DEFERRED_TOOLS
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         deferred = sum(isinstance(t, DeferredTool) for t in tools)
@@ -89,7 +96,7 @@ class AnthropicAdapter(ProviderAdapter):
         headers = {"anthropic-version": API_VERSION}
         if self.config.api_key:
             headers["x-api-key"] = self.config.api_key
-        return join_url(self.config.base_url, "v1/messages"), headers, body
+        return join_url(self.config.base_url, self.request_path), headers, body
 
     def _parse_response(self, data: dict[str, Any]) -> Turn:
         if data.get("type") == "error":

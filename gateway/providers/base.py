@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import anyio
 import httpx
@@ -151,12 +151,39 @@ def retry_delay(response: httpx.Response | None, attempt: int, backoff: float) -
 
 
 class ProviderAdapter(abc.ABC):
-    """One provider's wire format. Subclasses implement the `_build_*`/`_parse_*` hooks."""
+    """One provider's wire format. Subclasses implement the `_build_*`/`_parse_*` hooks.
 
-    kind: str = ""
-    native_tool_search: bool = False
+    Each adapter class carries its kind's facts (the class attributes below); whoever needs one reads it from the
+    registry (`gateway.providers.registry.ADAPTERS`), never from a table of kind names of its own."""
+
+    kind: ClassVar[str] = ""
+    """The `kind:` of a provider in agents.yaml."""
+    default_base_url: ClassVar[str] = ""
+    """The `base_url` of a provider that names none."""
+    request_path: ClassVar[str] = ""
+    """What the adapter appends to `base_url` for a model call (`{model}`: the model's id)."""
+    base_url_mistakes: ClassVar[tuple[str, ...]] = ()
+    """Endings of a `base_url` that most likely hold a part the adapter appends itself."""
+    key_variable: ClassVar[str | None] = None
+    """The environment variable a cloud provider's `api_key` is usually read from; None: it needs no key."""
+    tool_format: ClassVar[str] = "openai"
+    """The dialect (`gateway.dialects`) the provider is sent its tools in."""
+    telemetry_name: ClassVar[str] = ""
+    """The provider's `gen_ai.provider.name` in OpenTelemetry's conventions."""
+    strict_mode: ClassVar[bool] = False
+    """Whether `strict: true` (OpenAI's strict mode for tool schemas) means something to the provider."""
+    passes_tool_choice: ClassVar[bool] = False
+    """Whether a caller's `tool_choice` and `parallel_tool_calls` are passed on to the provider."""
+    native_tool_search: ClassVar[bool] = False
     """Whether the provider searches deferred tools itself (`gateway.providers.deferred`): only then does an
     agent's `tool_search: native` send them."""
+    max_deferred_tools: ClassVar[int | None] = None
+    """How many tools the provider's native search takes in one request; None: no limit."""
+
+    @classmethod
+    def refuses_tool_count(cls, config: ProviderConfig, count: int) -> bool:
+        """Whether the provider itself would refuse `count` tools in one request."""
+        return False
 
     def __init__(self, config: ProviderConfig, *, transport: httpx.AsyncBaseTransport | None = None,
                  max_retries: int = 2, backoff: float = 0.5,

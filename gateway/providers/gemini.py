@@ -44,6 +44,12 @@ _NATIVE = ("safetySettings", "toolConfig", "cachedContent", "labels")
 
 class GeminiAdapter(ProviderAdapter):
     kind = "gemini"
+    default_base_url = "https://generativelanguage.googleapis.com"
+    request_path = "/v1beta/models/{model}:generateContent"
+    base_url_mistakes = ("/v1beta", ":generateContent", "/models")
+    key_variable = "GEMINI_API_KEY"
+    tool_format = "gemini"
+    telemetry_name = "gcp.gemini"
     api_version = "v1beta"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:

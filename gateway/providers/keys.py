@@ -9,10 +9,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from ..config.model import AgentConfig, Manifest
+from .registry import ADAPTERS
 
-KEYED_KINDS = ("openai", "anthropic", "gemini", "openai-responses")
-KEY_HINTS = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
-             "gemini": "GEMINI_API_KEY"}
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -23,8 +21,9 @@ def provider_problem(manifest: Manifest, agent: AgentConfig) -> str | None:
     provider = manifest.providers.get(agent.provider)
     if provider is None:
         return f"Agent {agent.name!r} uses provider {agent.provider!r}, which agents.yaml does not define."
-    if provider.kind in KEYED_KINDS and not provider.api_key and not _is_loopback(provider.base_url):
-        hint = KEY_HINTS.get(provider.kind, "the provider's key")
+    adapter = ADAPTERS.get(provider.kind)
+    hint = adapter.key_variable if adapter is not None else None
+    if hint is not None and not provider.api_key and not _is_loopback(provider.base_url):
         return (f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose api_key is empty: "
                 f"set {hint} (agents.yaml providers.{provider.name}.api_key) and restart, point the provider's "
                 "base_url at any OpenAI-compatible server (the example reads OPENAI_BASE_URL), or use a local "

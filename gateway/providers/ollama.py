@@ -28,6 +28,10 @@ _BODY_KEYS = ("format", "keep_alive", "think", "options")
 
 class OllamaAdapter(ProviderAdapter):
     kind = "ollama"
+    default_base_url = "http://127.0.0.1:11434"
+    request_path = "/api/chat"
+    base_url_mistakes = ("/api/chat", "/api", "/v1")
+    telemetry_name = "ollama"
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, openai_tool) for t in tools]
@@ -55,7 +59,7 @@ class OllamaAdapter(ProviderAdapter):
         elif response_format.get("type") == "json_schema":
             body["format"] = (response_format.get("json_schema") or {}).get("schema") or "json"
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        return join_url(self.config.base_url, "api/chat"), headers, body
+        return join_url(self.config.base_url, self.request_path), headers, body
 
     def _parse_response(self, data: dict[str, Any]) -> Turn:
         if data.get("error"):

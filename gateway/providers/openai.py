@@ -35,6 +35,9 @@ class OpenAIStrictArguments(ProviderAdapter):
     """What OpenAI's two APIs (chat completions, Responses) share: tools in strict mode when the provider says
     `strict: true`, and the model's arguments mapped back from strict mode's forms."""
 
+    strict_mode = True
+    passes_tool_choice = True
+
     @property
     def strict(self) -> bool:
         return self.config.strict
@@ -47,6 +50,15 @@ class OpenAIStrictArguments(ProviderAdapter):
 
 class OpenAIAdapter(OpenAIStrictArguments):
     kind = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    request_path = "/chat/completions"
+    base_url_mistakes = ("/chat/completions",)
+    key_variable = "OPENAI_API_KEY"
+    telemetry_name = "openai"
+
+    @classmethod
+    def refuses_tool_count(cls, config: ProviderConfig, count: int) -> bool:
+        return refuses_tool_count(config, count)
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [self._render_cached(t, lambda t: openai_tool(t, strict=self.strict)) for t in tools]
@@ -69,7 +81,7 @@ class OpenAIAdapter(OpenAIStrictArguments):
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        return join_url(self.config.base_url, "chat/completions"), headers, body
+        return join_url(self.config.base_url, self.request_path), headers, body
 
     def _parse_response(self, data: dict[str, Any]) -> Turn:
         choices = data.get("choices") or []

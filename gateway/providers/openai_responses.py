@@ -49,6 +49,11 @@ _PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "m
 
 class OpenAIResponsesAdapter(OpenAIStrictArguments):
     kind = "openai-responses"
+    default_base_url = "https://api.openai.com/v1"
+    request_path = "/responses"
+    base_url_mistakes = ("/responses",)
+    key_variable = "OPENAI_API_KEY"
+    telemetry_name = "openai"
     native_tool_search = True
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
@@ -98,7 +103,7 @@ class OpenAIResponsesAdapter(OpenAIStrictArguments):
         if stream:
             body["stream"] = True
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
-        return join_url(self.config.base_url, "responses"), headers, body
+        return join_url(self.config.base_url, self.request_path), headers, body
 
     def _parse_response(self, data: dict[str, Any]) -> Turn:
         if data.get("error"):

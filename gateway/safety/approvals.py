@@ -1,11 +1,13 @@
 """Approvals: tool calls that wait for a human, kept in the `Store` with the run they paused.
 
-Two kinds of paused work:
+Three kinds of paused work:
 * `chat`: the loop paused a run (`RunResult.pending_approvals` + JSON `state`; the loop gates a whole batch
   of calls, so for chats it is the loop that holds them); once every approval of that pause is decided,
   the run resumes with all the decisions and finishes.
 * `call`: a single call outside a chat (the direct call, MCP, `gateway call`); the call pipeline's approval
   stage (`HoldForApproval`) puts it on hold after its arguments were validated; approving runs it once.
+* `script`: a `run_code` script outside a chat (code mode at the MCP door) waiting at one of its tool calls; the
+  run keeps the script's dumped state, and deciding the call resumes the script, which may wait again.
 
 An approval is decided once: the store moves it from pending atomically, so a replay (or a race of
 two approvers) gets `AlreadyDecided`, and only one decider resumes the run. Ids are random
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GatewayError
+from ..errors import AlreadyDecided, ForbiddenApproval, GatewayError, UnknownApproval
 from ..kernel.caller import bind_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
@@ -37,22 +39,6 @@ logger = logging.getLogger("gateway.approvals")
 
 Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
-
-
-class ApprovalError(GatewayError):
-    status = 400
-
-
-class UnknownApproval(ApprovalError):
-    status = 404
-
-
-class ForbiddenApproval(ApprovalError):
-    status = 403
-
-
-class AlreadyDecided(ApprovalError):
-    status = 409
 
 
 @dataclass(slots=True, kw_only=True)
@@ -115,6 +101,23 @@ class ApprovalManager:
         await self.store.save_run(run, [record])
         return ToolResult.failure("approval_pending", pending_message(tool, approval_id), approval_id=approval_id)
 
+    async def hold_script(self, *, run_id: str | None, agent: str, tool: str, arguments: dict[str, Any],
+                          call_id: str, client: str | None, state: dict[str, Any]) -> ToolResult:
+        """Keep a script (not a chat's) that waits at a call of `tool`; `run_id`: its run when it waited before.
+        The result tells the caller the approval's id."""
+        approval_id = f"apr_{secrets.token_urlsafe(18)}"
+        run_id = run_id or f"script_{approval_id}"
+        record = ApprovalRecord(id=approval_id, run_id=run_id, agent=agent, tool=tool, arguments=arguments,
+                                call_id=call_id, client=client)
+        run = RunRecord(id=run_id, agent=agent, kind="script", client=client, state={**state, "pending": [approval_id]})
+        await self.store.save_run(run, [record])
+        await self._audit_pending([record])
+        return ToolResult.failure(
+            "approval_pending", f"The script waits at a call of {tool!r} that needs a human's approval; it goes on "
+            f"when approval {approval_id} is decided (POST /approvals/{approval_id} or `gateway approvals "
+            f"approve|deny {approval_id}`), and the decision's answer is the script's result.",
+            approval_id=approval_id)
+
     async def pending(self, *, agents: set[str] | None = None, limit: int = 100) -> list[ApprovalRecord]:
         """Pending approvals, oldest first; `agents` restricts to those agents (None: all)."""
         found = await self.store.list_approvals(status="pending", limit=limit if agents is None else 10_000)
@@ -164,6 +167,8 @@ class ApprovalManager:
             raise
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
             await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+        elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
+            pass  # the script waits at its next call: `hold_script` kept the run again
         else:
             await self.store.finish_run(run.id, "done")
         return Outcome(approval=decided, run=run, result=result)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
-from ..config.settings import DEFAULT_RETENTION_DAYS, retention_days
+from ..config.settings import DEFAULT_RETENTION_DAYS
 from ..errors import AuditUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor
@@ -33,7 +33,7 @@ from ..store import AuditQuery, AuditRow, Store
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordCall", "retention_days"]
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordCall"]
 
 logger = logging.getLogger("gateway.audit")
 

@@ -14,19 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.observe import BudgetLimit, Budgets
-from ..errors import RunError
+from ..config.hooks_budgets import BudgetLimit, Budgets, RunBudget
+from ..errors import BudgetExceeded
 from ..kernel.usage import Usage
-
-
-class BudgetExceeded(RunError):
-    """A budget refuses the next model call."""
-
-    def __init__(self, scope: str, name: str | None, message: str) -> None:
-        super().__init__(message, "budget_exceeded")
-        self.scope = scope
-        """`run`, `agent` or `client`."""
-        self.name = name
 
 
 @dataclass(slots=True)
@@ -79,7 +69,7 @@ class BudgetBook:
             _check_limit(limit, "client", client, tokens, cost, f"client {client!r} in the last {_window(limit)}")
 
 
-def _check_limit(limit: BudgetLimit, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
+def _check_limit(limit: RunBudget, scope: str, name: str | None, tokens: int, cost: float, who: str) -> None:
     if limit.tokens is not None and tokens >= limit.tokens:
         raise BudgetExceeded(scope, name, f"token budget exceeded: {who} used {tokens} of {limit.tokens} tokens; "
                              "no further model call was made")

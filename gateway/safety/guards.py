@@ -1,7 +1,7 @@
 """The safety layer without HTTP: the store and everything a tool call's pipeline needs from it.
 
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
-limiter and the breakers, and hands the composition root (`gateway.execution.pipeline.build_pipeline`) its
+limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its
 stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
 Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
@@ -12,14 +12,12 @@ manifest object changes.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ..config.model import AgentConfig, Manifest
-from ..errors import ConfigError
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor, redact_logs
 from ..store import Store, open_store
@@ -30,8 +28,6 @@ from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 
 if TYPE_CHECKING:
     from ..kernel.calls import Stage
-
-logger = logging.getLogger("gateway.safety")
 
 
 class Safeguards:
@@ -70,18 +66,11 @@ class Safeguards:
         if manifest is self._manifest:
             return
         self.redactor.add(*manifest.secrets())
-        try:
-            settings = manifest.gateway  # parsed once per manifest (gateway.config.settings)
-            limits, retention, guard = settings.rate_limits, settings.audit_retention_days, settings.guard
-        except ConfigError as exc:
-            if self._manifest is None:
-                raise  # at start-up: refuse to serve with settings the operator did not mean
-            logger.error("agents.yaml reloaded with bad settings (%s); keeping the previous limits", exc)
-        else:
-            self.limiter = RateLimiter(self.store, limits)
-            self.audit.retention_days = retention
-            self.audit.conversation_days = settings.conversation_retention_days
-            self.guard_settings = self.breakers.settings = guard
+        settings = manifest.gateway  # typed once with the manifest (a bad value never loads)
+        self.limiter = RateLimiter(self.store, settings.rate_limits)
+        self.audit.retention_days = settings.audit_retention_days
+        self.audit.conversation_days = settings.conversation_retention_days
+        self.guard_settings = self.breakers.settings = settings.guard
         self._manifest = manifest
 
     def audit_stage(self, redactor: Redactor | None = None) -> Stage:

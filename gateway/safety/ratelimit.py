@@ -21,11 +21,10 @@ to its tool bucket. Refusals carry the seconds to wait, answered as HTTP 429 wit
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from ..config.settings import Limit, RateLimits, parse_limit
-from ..errors import GatewayError
+from ..errors import RateLimited
 from ..kernel.caller import current_caller
 from ..messages import ToolResult
 from ..store import Bucket, Store
@@ -33,22 +32,9 @@ from ..store import Bucket, Store
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["ANONYMOUS", "ChargeToolBucket", "Limit", "RateLimited", "RateLimiter", "RateLimits", "parse_limit"]
+__all__ = ["ANONYMOUS", "ChargeToolBucket", "Limit", "RateLimiter", "RateLimits", "parse_limit"]
 
 ANONYMOUS = "anonymous"
-
-
-class RateLimited(GatewayError):
-    """A bucket is empty: `retry_after` seconds until the call would be granted."""
-
-    def __init__(self, scope: str, retry_after: float) -> None:
-        self.scope = scope
-        self.retry_after = retry_after
-        super().__init__(f"Rate limit reached for {scope}; retry after {self.retry_after_header} s.")
-
-    @property
-    def retry_after_header(self) -> str:
-        return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
 
 
 class RateLimiter:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
+from .api_errors import APIError
 from .app import create_app
-from .errors import APIError
 
 __all__ = ["APIError", "create_app"]

@@ -21,16 +21,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ..assembly import GatewayState
 from ..kernel.calls import ToolHooks
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
 from .api_document import SAFETY_PATHS, openapi_document, tool_call_paths
+from .api_errors import FastJSONResponse, error_handlers
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .envelope import RequestEnvelope
-from .errors import FastJSONResponse, error_handlers
 from .hosts import PolicySource
 from .mcp.lazy import LazyMCP
 from .mcp.routing import PATHS as MCP_PATHS
@@ -39,7 +40,7 @@ from .metrics_door import metrics_endpoint
 from .responses import create_response, get_response
 from .routes import render_agent_tools
 from .routes import routes as plain_routes
-from .state import GatewayState
+from .supervision import Safety
 
 logger = logging.getLogger("gateway.server")
 
@@ -53,7 +54,6 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     provider_transport: httpx.AsyncBaseTransport | None = None,
-    adapter_factory: Callable[[Any], Any] | None = None,
     watch: bool = True,
     watch_interval: float = 1.0,
     middleware: Sequence[Middleware] = (),
@@ -70,7 +70,6 @@ def create_app(
             (DNS rebinding, cross-site requests; `gateway.server.hosts`), as the MCP endpoint does.
         max_body_bytes: requests with a larger body get 413.
         upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
-        adapter_factory: `ProviderConfig -> adapter`, replacing `gateway.providers.get_adapter`.
         watch: reload specs/ and agents.yaml on change (executors are rebuilt on each reload).
         middleware: extra Starlette middleware, outermost first (client keys, rate limits).
         access_log: log one line per request (`gateway.server.accesslog`; `gateway serve` turns it on).
@@ -80,7 +79,7 @@ def create_app(
         hooks: `ToolHooks` around every tool call (`gateway.execution.pipeline`).
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
-                         adapter_factory=adapter_factory, safety=safety, hooks=hooks)
+                         safety=safety, hooks=hooks)
     def build_mcp() -> Any:
         from .mcp.endpoint import MCPEndpoint  # the SDK is imported on the first MCP request, not at start-up
 
@@ -104,6 +103,10 @@ def create_app(
                 holder.on_reload.remove(state.on_reload)
                 await state.aclose()
 
+    if isinstance(safety, Safety):  # the browser console signs in with the safety layer's client keys
+        from .console import mount_console  # its templates are loaded by a server only
+
+        extra_routes = [*extra_routes, mount_console(safety)]
     mounted = {getattr(route, "path", None) for route in extra_routes}
     documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
 
@@ -128,7 +131,7 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]
-    policy = PolicySource(host, lambda: state.current.runtime.manifest.settings)
+    policy = PolicySource(host, lambda: state.current.runtime.manifest.gateway)
     app = Starlette(
         routes=routes,
         # The envelope, before anything else can answer: the caller's traceparent continued; foreign hosts, origins

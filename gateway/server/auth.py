@@ -34,10 +34,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, RateLimited
 from ..kernel.caller import bind_caller
-from ..safety.ratelimit import RateLimited, RateLimiter
-from .errors import APIError
+from ..safety.ratelimit import RateLimiter
+from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 

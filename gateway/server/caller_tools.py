@@ -13,15 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..assembly import Generation
 from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
+from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
-from .errors import APIError
-from .state import Generation
+from .api_errors import APIError
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_PASSING_KINDS = ("openai", "openai-responses")
-"""Provider kinds whose adapters pass `tool_choice` and `parallel_tool_calls` on."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -112,7 +111,8 @@ def check_caller_tools(options: CallerToolOptions, agent: AgentConfig, toolset: 
                        param="tool_choice")
     provider = generation.runtime.manifest.providers.get(agent.provider)
     kind = provider.kind if provider is not None else ""
-    passes = kind in _PASSING_KINDS
+    adapter = ADAPTERS.get(kind)
+    passes = adapter is not None and adapter.passes_tool_choice
     if choice not in (None, "auto", "none") and not passes:
         raise APIError(400, f"`tool_choice: {_shown(choice)}` can't be honoured: agent {agent.name!r} runs on a "
                             f"{kind} provider, and the gateway passes tool_choice on to OpenAI's APIs only. Leave "

@@ -23,30 +23,28 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .. import loop
+from ..assembly import GatewayState, Generation
 from ..config.model import AgentConfig
 from ..errors import GatewayError
 from ..kernel.caller import bind_caller
 from ..kernel.redaction import Redactor
 from ..kernel.usage import Usage
-from ..loop import EventHandler
-from ..loop_types import LoopEvent, RunResult
+from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
+from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .chat_request import parse_messages, parse_params
-from .errors import APIError, FastJSONResponse, api_error_from
 from .handoff import keep_turn, restore_turns, store_of
-from .routes import read_json, state_of
-from .state import GatewayState, Generation
+from .limits import check_counts, check_shape
+from .routes import agent_of, read_json, state_of, toolset_of
 
 logger = logging.getLogger("gateway.server")
 
@@ -61,13 +59,16 @@ async def chat_completions(request: Request) -> Response:
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
     await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
+    check_counts(body, "messages")
     tools = parse_chat_tools(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
-    _check_shape(body)
+    # What the gateway's own OpenAPI document refuses and the checks above let through (a negative temperature, a
+    # bad `stop` list, ...): the document and the door agree.
+    await check_shape(CHAT_REQUEST_SCHEMA, body, document="ChatRequest")
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise APIError(400, "`stream_options` must be an object.", param="stream_options")
@@ -91,6 +92,7 @@ async def chat_completions(request: Request) -> Response:
 async def chat_stream(state: GatewayState, model: str, messages: Any, *, client: str | None) -> Response:
     """The chat door's streamed answer for `model` on `messages` (OpenAI chat messages), for doors that speak
     no OpenAI request of their own (the console's chat): the same run, events and audit as `stream: true`."""
+    check_counts({"messages": messages}, "messages")
     parsed = parse_messages(messages)
     run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
     return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
@@ -138,7 +140,7 @@ class _Run:
                        prefix: str = "chatcmpl-") -> _Run:
         """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back."""
         agent = _checked_agent(generation, model)
-        params = {**params, **check_caller_tools(tools, agent, generation.toolset(agent.name), generation)}
+        params = {**params, **check_caller_tools(tools, agent, toolset_of(generation, agent.name), generation)}
         caller = client if isinstance(client, str) else None
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix)
@@ -186,7 +188,7 @@ class _Run:
                 self.agent,
                 list(self.messages),
                 adapter=adapter,
-                toolset=generation.toolset(self.agent.name),
+                toolset=toolset_of(generation, self.agent.name),
                 invoke=generation.runner.for_agent(self.agent.name),
                 params=self.params,
                 on_event=on_event,
@@ -206,22 +208,10 @@ class _Run:
         return _sse(data)
 
 
-_REQUEST_VALIDATOR = Draft202012Validator(CHAT_REQUEST_SCHEMA)
-
-
-def _check_shape(body: dict[str, Any]) -> None:
-    """400 for what the gateway's own OpenAPI document refuses and the checks above let through (a negative
-    temperature, a bad `stop` list, ...): the document and the door agree."""
-    error = best_match(_REQUEST_VALIDATOR.iter_errors(body))
-    if error is not None:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
-        raise APIError(400, f"`{where or 'body'}`: {error.message[:300]}", param=where or None)
-
-
 def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     """The agent `model` names, after saying what is missing before any call: an unknown agent (404), an
     unknown provider or a cloud provider without a key (503: this gateway's configuration, not an upstream)."""
-    agent = generation.agent(model, code="model_not_found", param="model")
+    agent = agent_of(generation, model, code="model_not_found", param="model")
     problem = provider_problem(generation.runtime.manifest, agent)
     if problem is not None:
         raise APIError(503, problem, type="configuration_error", code="provider_not_configured")

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from ..messages import Message, ToolCall
-from .errors import APIError
+from .api_errors import APIError
 
 # Parameters passed through to the provider (each adapter keeps those its API supports), and the JSON
 # types each may have.

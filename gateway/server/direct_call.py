@@ -17,14 +17,14 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
+from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..errors import AuditUnavailable
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolCall, ToolResult
-from .errors import APIError, json_bytes, status_for_result
-from .routes import known_agent, parse_json_body
-from .state import GatewayState, Generation
+from .api_errors import APIError, json_bytes, status_for_result
+from .routes import known_agent, parse_json_body, toolset_of
 
 PATH = "/agents/{agent}/tools/{tool}"
 _JSON_HEADER = (b"content-type", b"application/json")
@@ -54,7 +54,7 @@ class DirectCall:
         async with state.use() as generation:
             agent = known_agent(generation, params["agent"])
             name = params["tool"]
-            agent_tool = generation.toolset(agent).get(name)
+            agent_tool = toolset_of(generation, agent).get(name)
             if agent_tool is None:
                 raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
                                code="unknown_tool")

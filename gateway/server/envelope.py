@@ -3,10 +3,11 @@
 In order, for each request:
 
 1. the caller's `traceparent` is continued (the request runs in the caller's trace; `gateway.kernel.tracing`);
-2. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
-3. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
+2. headers past the limits are refused with 431, a path and query past theirs with 414 (`gateway.server.limits`);
+3. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
+4. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
-4. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
+5. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
    the event loop's next turn (`gateway.server.accesslog`).
 
 One layer rather than one middleware per concern: every request scans its headers once, watches its answer's
@@ -28,8 +29,9 @@ from ..asgi import StatusWatch
 from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
+from .api_errors import APIError
 from .hosts import HostPolicy, refusal
-from .limits import BodyTooLarge
+from .limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, BodyTooLarge, HeadersTooLarge, TargetTooLong
 
 if TYPE_CHECKING:
     from ..observe.metrics import Metrics
@@ -66,7 +68,9 @@ class RequestEnvelope:
         length: int | None = None
         chunked = has_body = False
         trace_headers: dict[str, str] | None = None
+        header_bytes = 0
         for name, value in scope["headers"]:
+            header_bytes += len(name) + len(value)
             if name not in _READ:  # most headers: one set lookup, not a comparison with each name read here
                 continue
             if name == b"host":
@@ -91,7 +95,8 @@ class RequestEnvelope:
             if trace_headers is not None and tracing.enabled() else None
         watch = StatusWatch(send)
         try:
-            error = refusal(self.policy(), scope["method"], host, origin, content_type, has_body=has_body)
+            error: APIError | None = _oversized(scope, header_bytes) or refusal(
+                self.policy(), scope["method"], host, origin, content_type, has_body=has_body)
             if error is None and not scope["path"].startswith(self.exempt_prefixes):
                 if length is None or chunked:  # no length to trust: what arrives is counted
                     await self._counted(scope, receive, watch)
@@ -130,3 +135,14 @@ class RequestEnvelope:
         except BodyTooLarge as exc:
             if watch.status == 0:  # nothing answered yet
                 await exc.response()(scope, receive, watch)
+
+
+def _oversized(scope: Scope, header_bytes: int) -> APIError | None:
+    """431 or 414 for a request whose headers or target pass the limits."""
+    count = len(scope["headers"])
+    if count > MAX_HEADERS or header_bytes > MAX_HEADER_BYTES:
+        return HeadersTooLarge(count, header_bytes)
+    target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+    if target > MAX_TARGET_BYTES:
+        return TargetTooLong(target)
+    return None

@@ -10,10 +10,10 @@ A history the store does not know (another client's, an expired one, one made up
 
 from __future__ import annotations
 
+from ..assembly import GatewayState
 from ..loop_types import RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
-from .state import GatewayState
 
 TURN_PREFIX = "turn_"
 

@@ -18,14 +18,13 @@ outermost middleware of every door (`gateway.server.envelope`), refuses all thre
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..config.settings import GatewaySettings
+from .api_errors import APIError
 from .auth import is_loopback
-from .errors import APIError
 
 logger = logging.getLogger("gateway.server")
 
@@ -61,11 +60,11 @@ class HostPolicy:
     """`host_allowed` by `Host` value: every request asks, nearly always with the same value."""
 
     @classmethod
-    def build(cls, bound_host: str | None, settings: Mapping[str, Any] | None = None) -> HostPolicy:
+    def build(cls, bound_host: str | None, settings: GatewaySettings | None = None) -> HostPolicy:
         """The policy for a server bound to `bound_host` with agents.yaml's `gateway:` settings."""
-        settings = settings or {}
-        configured = _string_list(settings, "allowed_hosts")
-        origins = frozenset(o.rstrip("/").lower() for o in _string_list(settings, "allowed_origins"))
+        settings = settings or GatewaySettings()
+        configured = settings.allowed_hosts
+        origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
         hosts: list[str] = []
         if bound_host is not None and is_loopback(bound_host):
             hosts.extend(sorted(LOOPBACK_NAMES))
@@ -107,17 +106,6 @@ class HostPolicy:
         return self.hosts is not None and self.host_allowed(parts.netloc)
 
 
-def _string_list(settings: Mapping[str, Any], key: str) -> list[str]:
-    value = settings.get(key)
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ConfigError(f"agents.yaml: gateway.{key} must be a list of host names, got {value!r}")
-    return list(value)
-
-
 def is_json_media_type(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
@@ -142,20 +130,18 @@ def refusal(policy: HostPolicy, method: str, host: str | None, origin: str | Non
 
 
 class PolicySource:
-    """The `HostPolicy` of the current manifest, rebuilt when agents.yaml changes (a bad reload keeps the last)."""
+    """The `HostPolicy` of the current manifest, rebuilt when agents.yaml changes (the loader refuses a reload
+    with a bad value, so the last good one keeps serving)."""
 
-    def __init__(self, bound_host: str | None, settings: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(self, bound_host: str | None, settings: Callable[[], GatewaySettings]) -> None:
         self.bound_host = bound_host
         self.settings = settings
-        self._seen: Mapping[str, Any] | None = None
-        self._policy = HostPolicy.build(bound_host, settings())  # a bad value at start-up is raised
+        self._seen: GatewaySettings | None = None
+        self._policy = HostPolicy.build(bound_host, settings())
 
     def __call__(self) -> HostPolicy:
         settings = self.settings()
         if settings is not self._seen:
             self._seen = settings
-            try:
-                self._policy = HostPolicy.build(self.bound_host, settings)
-            except ConfigError as exc:
-                logger.error("%s; keeping the previous allowed hosts", exc)
+            self._policy = HostPolicy.build(self.bound_host, settings)
         return self._policy

@@ -9,8 +9,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..assembly import GatewayState
 from ..observe.metrics import CONTENT_TYPE
-from .state import GatewayState
 
 _MAX_COUNTED_APPROVALS = 10_000
 

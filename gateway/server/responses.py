@@ -20,12 +20,13 @@ from starlette.responses import JSONResponse, Response
 from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from .api_errors import APIError, api_error_from
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, secrets_redactor
 from .chat_request import parse_params
-from .errors import APIError, api_error_from
 from .handoff import TURN_PREFIX, store_of
+from .limits import check_conversation, check_counts
 from .responses_wire import (
     EventWriter,
     StreamedOutput,
@@ -55,6 +56,7 @@ async def create_response(request: Request) -> Response:
     if not isinstance(model, str) or not model:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
     await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
+    check_counts(body, "input")
     _refuse_unhonoured(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -73,6 +75,7 @@ async def create_response(request: Request) -> Response:
     history = await _history(store, body.get("previous_response_id"), model, caller)
     given = [Message(role="system", content=instructions)] if instructions else []
     given += history + parse_input(body.get("input"))
+    check_conversation(len(given), "previous_response_id" if history else "input")
     answer = _Answer(store, body, keep=keep, instructions=bool(instructions))
     if not stream:
         async with state.use() as generation:

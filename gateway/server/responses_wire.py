@@ -20,7 +20,7 @@ from ..kernel.usage import Usage
 from ..loop_types import RunResult
 from ..messages import Message, ToolCall
 from ..providers.base import make_call
-from .errors import APIError
+from .api_errors import APIError
 
 
 def parse_input(raw: Any) -> list[Message]:

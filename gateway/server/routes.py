@@ -13,17 +13,34 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
 from ..providers.base import holds_lone_surrogate
+from ..toolsets import Toolset
+from .api_errors import APIError
 from .auth import allowed_agents
-from .errors import APIError
-from .state import GatewayState, Generation
 
 
 def state_of(request: Request) -> GatewayState:
     return request.app.state.gateway  # type: ignore[no-any-return]
+
+
+def agent_of(generation: Generation, name: str, *, code: str = "unknown_agent",
+             param: str | None = None) -> AgentConfig:
+    """The agent of a request; 404 naming the known agents when agents.yaml has none of that name."""
+    agent = generation.agent(name)
+    if agent is None:
+        known = ", ".join(sorted(generation.runtime.manifest.agents)) or "none"
+        raise APIError(404, f"Unknown agent {name!r}; the agents are: {known}.", code=code, param=param)
+    return agent
+
+
+def toolset_of(generation: Generation, agent: str) -> Toolset:
+    """The tools of a request's agent; 404 when agents.yaml has no such agent."""
+    agent_of(generation, agent)
+    return generation.toolset(agent)
 
 
 async def read_json(request: Request, *, default: Any = None) -> Any:
@@ -72,7 +89,7 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
     """An agent's tools in one dialect, rendered once per generation."""
 
     def build() -> list[dict[str, Any]]:
-        tools = list(generation.toolset(agent))
+        tools = list(toolset_of(generation, agent))
         if format == "json":
             return [agent_tool_dict(t) for t in tools]
         return render_tools(tools, format, strict=strict)
@@ -122,7 +139,7 @@ async def get_model(request: Request) -> Response:
     visible = allowed_agents(request.scope)  # set by the auth layer: the caller's agents (None: all)
     if visible is not None and name not in visible:  # another client's agent: as unknown as a missing one
         raise APIError(404, f"Unknown model {name!r}; GET /v1/models lists yours.", code="model_not_found")
-    return JSONResponse(_model(generation.agent(name, code="model_not_found")))
+    return JSONResponse(_model(agent_of(generation, name, code="model_not_found")))
 
 
 async def list_agents(request: Request) -> Response:
@@ -131,7 +148,7 @@ async def list_agents(request: Request) -> Response:
     agents = generation.runtime.manifest.agents
     for name in visible_agents(request, agents):
         agent = agents[name]
-        toolset = generation.toolset(name)
+        toolset = toolset_of(generation, name)
         data.append({
             "name": name,
             "description": agent.description,
@@ -166,7 +183,7 @@ async def search_tools(request: Request) -> Response:
     raw_limit = request.query_params.get("limit", "10")
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 3 and 1 <= int(raw_limit) <= 100):
         raise APIError(400, f"limit must be an integer from 1 to 100, not {raw_limit!r}.", param="limit")
-    toolset = generation.toolset(agent)
+    toolset = toolset_of(generation, agent)
     # In a worker thread, as every search: opening an index or asking an embeddings endpoint must not stall the loop.
     found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, int(raw_limit))
     return JSONResponse({"data": found})
@@ -209,7 +226,7 @@ async def readyz(request: Request) -> Response:
 
 
 def known_agent(generation: Generation, agent: str) -> str:
-    generation.agent(agent)
+    agent_of(generation, agent)
     return agent
 
 

@@ -36,9 +36,10 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
     try:
         runtime = load_runtime(specs, agents, use_cache=use_cache)
     except ConfigError as exc:
-        print(f"gateway: {exc}", file=out)
+        # The message's first line says which file is unusable; its diagnostics are `gateway validate`'s lines.
+        print(f"gateway: {str(exc).splitlines()[0]}", file=out)
         for diagnostic in exc.diagnostics:
-            print(f"  {diagnostic}", file=out)
+            print(f"  {diagnostic.level}: {diagnostic}", file=out)
         return None
     errors = [d for d in runtime.diagnostics if d.level == "error"]
     if errors:
@@ -161,14 +162,13 @@ def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_p
 def migrate_store(agents: Path, *, store: str | None = None, out: TextIO = sys.stderr) -> int:
     """`gateway migrate`: bring the PostgreSQL store named by agents.yaml (or `store`) up to this version's schema."""
     from ..config.loader import load_manifest
-    from ..store import store_location
     from ..store.postgres_schema import LATEST, migrate, safe_url
 
     try:
         location = store
         if location is None:
             manifest, _ = load_manifest(agents)
-            location = store_location(manifest.settings, agents.parent)
+            location = manifest.gateway.store_location(agents.parent)
         if not location.startswith(("postgresql://", "postgres://")):
             print(f"gateway: the store {location} needs no migrations (SQLite and memory: are made on open)",
                   file=out)
@@ -197,8 +197,8 @@ def _asyncio_declared() -> Iterator[None]:
 
 
 def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = True) -> int:
+    from ..assembly import GatewayState
     from .mcp.stdio import serve_stdio
-    from .state import GatewayState
 
     # stdout is the MCP wire: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)

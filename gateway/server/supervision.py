@@ -28,17 +28,18 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
+from ..errors import AlreadyDecided, ApprovalError
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import AlreadyDecided, ApprovalError, Outcome, approval_dict
+from ..safety.approvals import Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
+from .api_errors import APIError
 from .auth import AuthMiddleware, ClientKeys, allowed_agents
 from .disconnect import DisconnectMiddleware
-from .errors import APIError
 from .handoff import keep_turn
-from .routes import read_json
+from .routes import agent_of, read_json, toolset_of
 
 logger = logging.getLogger("gateway.safety")
 
@@ -78,13 +79,11 @@ class Safety(Safeguards):
         }
 
     def routes(self) -> list[BaseRoute]:
-        from .console import Console  # the console's templates are only loaded by a server
-
+        """`/approvals` and `/audit` (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/audit", self._list_audit, methods=["GET"]),
-            Console(self).mount(),
         ]
 
     # -- routes -------------------------------------------------------------------------------------
@@ -155,8 +154,13 @@ class Safety(Safeguards):
         async with state.use() as generation:
             if run.kind == "call":
                 return await self._resume_call(generation, run, decisions)
-            agent = generation.agent(run.agent)
-            toolset = generation.toolset(agent.name)
+            if run.kind == "script":
+                from .direct_script import resume_direct_script
+
+                approval_id = run.state["pending"][0]
+                return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
+            agent = agent_of(generation, run.agent)
+            toolset = toolset_of(generation, agent.name)
             approved = {}
             for pending in run.state["loop"].get("pending", []):
                 tool = toolset.get(pending["tool"])
@@ -180,7 +184,7 @@ class Safety(Safeguards):
         if not decision.approve:
             why = f": {decision.reason}" if decision.reason else ""
             return ToolResult.failure("approval_denied", f"A human refused this call{why}.", approval_id=approval_id)
-        agent_tool = generation.toolset(run.agent).get(run.state["tool"])
+        agent_tool = toolset_of(generation, run.agent).get(run.state["tool"])
         if agent_tool is None:
             return ToolResult.failure("unknown_tool", f"Agent {run.agent!r} no longer has tool {run.state['tool']!r}.")
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]

@@ -8,19 +8,9 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 
 from __future__ import annotations
 
-from ..config.settings import DEFAULT_STORE, redis_location, store_location
+from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import (
-    AUDIT_KINDS,
-    ApprovalRecord,
-    AuditQuery,
-    AuditRow,
-    Bucket,
-    ResponseRecord,
-    RunRecord,
-    Store,
-    StoreUnavailable,
-)
+from .base import AUDIT_KINDS, ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -36,9 +26,7 @@ __all__ = [
     "RunRecord",
     "SQLiteStore",
     "Store",
-    "StoreUnavailable",
     "open_store",
-    "redis_location",
     "store_location",
 ]
 

@@ -16,20 +16,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from ..errors import GatewayError
-
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
-RunKind = Literal["chat", "call"]
+RunKind = Literal["chat", "call", "script"]
 FINISHED: tuple[RunStatus, ...] = ("done", "failed")
 """Runs no one goes on with: retention may delete them (`Store.prune_conversations`)."""
 PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < ? RETURNING id"
 """The finished runs older than a cutoff, deleted, their ids returned (SQLite and PostgreSQL; `?` as written)."""
-
-
-class StoreUnavailable(GatewayError):
-    """A networked store (PostgreSQL, Redis) cannot be reached while serving: the doors answer 503, and nothing
-    that needed the store (an approval, an audit row, a rate-limit count) is taken as done."""
 
 
 class Bucket(NamedTuple):
@@ -73,7 +66,8 @@ class RunRecord:
     id: str
     agent: str
     kind: RunKind = "chat"
-    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`)."""
+    """`chat`: a paused loop run; `call`: a single tool call outside a chat (direct, MCP, `gateway call`);
+    `script`: a `run_code` script outside a chat, waiting at one of its calls (`gateway.server.direct_script`)."""
     state: dict[str, Any] = field(default_factory=dict)
     client: str | None = None
     status: RunStatus = "paused"

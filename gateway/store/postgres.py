@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..errors import StoreUnavailable
 from .base import (
     PRUNE_RUNS,
     ApprovalRecord,
@@ -32,7 +33,6 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
-    StoreUnavailable,
     refill_bucket,
     wait_for,
 )

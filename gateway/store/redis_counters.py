@@ -18,6 +18,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from ..errors import StoreUnavailable
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -28,7 +29,6 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
-    StoreUnavailable,
 )
 from .postgres_schema import safe_url
 from .redis_guards import SharedGuards

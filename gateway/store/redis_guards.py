@@ -23,7 +23,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from .base import StoreUnavailable
+from ..errors import StoreUnavailable
 from .postgres_schema import safe_url
 
 PREFIX = "gateway:{guards}:"

@@ -10,14 +10,14 @@ import pytest
 from executor_helpers import executor_for, make_tool
 from recording_server import RecordingServer, Reply
 
-from gateway.config.model import AuthConfig
+from gateway.config.credentials import ApiKeyAuth, BasicAuth, BearerAuth, ClientCredentialsAuth
 from gateway.http.auth import reserved_names
 
 pytestmark = pytest.mark.anyio
 
 
-def _oauth(server: RecordingServer, **kw: object) -> AuthConfig:
-    return AuthConfig(type="oauth2_client_credentials", token_url=server.url + "/token", client_id="cid",
+def _oauth(server: RecordingServer, **kw: object) -> ClientCredentialsAuth:
+    return ClientCredentialsAuth(token_url=server.url + "/token", client_id="cid",
                       client_secret="client-secret-9", scopes=("read", "write"), **kw)  # type: ignore[arg-type]
 
 
@@ -34,10 +34,10 @@ def _issue_tokens(server: RecordingServer, expires_in: int = 3600) -> list[str]:
 
 async def test_several_credentials_at_once(upstream) -> None:
     auth = [
-        AuthConfig(type="basic", username="alice", password="wonderland"),
-        AuthConfig(type="api_key", location="header", name="X-Key", value="hkey-1"),
-        AuthConfig(type="api_key", location="query", name="key", value="qkey-2"),
-        AuthConfig(type="api_key", location="cookie", name="ck", value="ckey-3"),
+        BasicAuth(username="alice", password="wonderland"),
+        ApiKeyAuth(location="header", name="X-Key", value="hkey-1"),
+        ApiKeyAuth(location="query", name="key", value="qkey-2"),
+        ApiKeyAuth(location="cookie", name="ck", value="ckey-3"),
     ]
     tool = make_tool()
     executor = executor_for(upstream.url, tool, auth=auth)
@@ -95,5 +95,5 @@ async def test_token_endpoint_failure_is_a_configuration_error(upstream) -> None
 
 
 def test_reserved_names() -> None:
-    auth = [AuthConfig(type="bearer", token="t"), AuthConfig(type="api_key", location="query", name="Key", value="v")]
+    auth = [BearerAuth(token="t"), ApiKeyAuth(location="query", name="Key", value="v")]
     assert reserved_names(auth) == {("header", "authorization"), ("query", "key")}

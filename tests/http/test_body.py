@@ -7,8 +7,8 @@ import pytest
 from executor_helpers import arg, make_tool
 
 from gateway.catalog import BodyBinding, Encoding
+from gateway.errors import ArgumentError
 from gateway.http.body import build_body, is_binary_type, is_json_type
-from gateway.http.errors import ArgumentError
 
 
 @pytest.mark.parametrize("media_type", ["application/json", "application/vnd.github+json", "text/json",

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import json
 
-from gateway.http.reading import ReadBody, cut_text_at_boundary, shape, shrink_json
+from gateway.http.reading import ReadBody, shape
 from gateway.kernel.redaction import Redactor
+from gateway.truncation import cut_text_at_boundary, shrink_json
 
 
 def test_shrink_json_keeps_whole_items_and_says_what_was_left_out() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.catalog import Argument
-from gateway.http.errors import ArgumentError
+from gateway.errors import ArgumentError
 from gateway.http.serialize import (
     serialize_cookie,
     serialize_header,

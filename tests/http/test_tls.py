@@ -14,8 +14,8 @@ import pytest
 import trustme
 from executor_helpers import executor_for, make_tool
 
+from gateway.config.credentials import ClientCredentialsAuth
 from gateway.config.loader import load_manifest
-from gateway.config.model import AuthConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +91,7 @@ async def test_ca_file_also_trusts_the_private_ca_for_oauth_token_requests(
     # Token requests go through the api's httpx client, not the executor's wire: the same trust store.
     bundle = tmp_path / "private-ca.pem"
     ca.cert_pem.write_to_path(str(bundle))
-    oauth = AuthConfig(type="oauth2_client_credentials", token_url=f"{https_url}/token", client_id="i",
+    oauth = ClientCredentialsAuth(token_url=f"{https_url}/token", client_id="i",
                        client_secret="s")
     result = await _get(https_url, ca_file=str(bundle), auth=[oauth])
     # The upstream got the token (the echo shows it, redacted on its way back to the model).

@@ -13,8 +13,8 @@ from executor_helpers import executor_for
 from recording_server import RecordingServer
 
 from gateway.catalog import Tool
-from gateway.config.model import AuthConfig
-from gateway.http.errors import ArgumentError
+from gateway.config.credentials import ApiKeyAuth
+from gateway.errors import ArgumentError
 from gateway.http.xml_body import xml_bytes
 from gateway.openapi import compile_document
 from gateway.openapi._xml import is_xml_media
@@ -216,7 +216,7 @@ async def test_corpus_s3_xml_bodies_go_out_as_the_spec_describes(s3_spec: dict, 
     catalog = compile_document(s3_spec, api="demo", file="s3.json")
     tools = [t for t in catalog if t.body is not None and is_xml_media(t.body.media_type)]
     assert len(tools) >= 30
-    auth = [AuthConfig(type="api_key", location="header", name="Authorization", value="signature")]
+    auth = [ApiKeyAuth(location="header", name="Authorization", value="signature")]
     executor = executor_for(upstream.url, *tools, auth=auth)
 
     async def send(tool: Tool, arguments: dict[str, Any]) -> ElementTree.Element:

@@ -70,3 +70,8 @@ def record(step: dict[str, Any]) -> None:
 
 def break_latitude(step: dict[str, Any]) -> dict[str, Any]:
     return {"arguments": {**step["arguments"], "latitude": "north"}}
+
+
+def narrow_search(step: dict[str, Any]) -> dict[str, Any]:
+    """Rewrites the arguments it is given (the query made narrower), keeping every other one as it came."""
+    return {"arguments": {**step["arguments"], "q": f"{step['arguments'].get('q', '')} is:open".strip()}}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.config.observe import BudgetLimit, Budgets, Price
+from gateway.config.hooks_budgets import BudgetLimit, Budgets, Price
+from gateway.errors import BudgetExceeded
 from gateway.kernel.usage import Usage
-from gateway.safety.budgets import BudgetBook, BudgetExceeded
+from gateway.safety.budgets import BudgetBook
 
 
 class Clock:

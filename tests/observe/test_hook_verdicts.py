@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from gateway.config.observe import HookConfig
+from gateway.config.hooks_budgets import HookConfig
 from gateway.hooks import Hook, Verdict
 
 

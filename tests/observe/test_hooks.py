@@ -16,7 +16,10 @@ from mcp import Client
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
-from server_support import AGENTS_YAML, FORECAST, LenientLLM, gateway
+from server_support import AGENTS_YAML, FORECAST, LenientLLM, gateway, running
+
+from gateway.runtime import RuntimeHolder, load_runtime
+from gateway.server import create_app
 
 pytestmark = pytest.mark.anyio
 
@@ -158,3 +161,52 @@ async def test_a_hooks_arguments_meet_the_schema(tmp_path: Path, llm: LenientLLM
         seen = await call_tool("direct", url, llm, ARGS)
     assert seen["ok"] is False and "replaced the arguments with invalid ones" in seen["text"]
     assert "latitude" in seen["text"] and upstream.requests == []
+
+
+KEYED_SPEC = """\
+openapi: 3.0.3
+info: {title: Keyed, version: "1"}
+paths:
+  /search:
+    get:
+      operationId: search
+      parameters:
+        - {name: X-Api-Key, in: header, required: true, schema: {type: string}}
+        - {name: q, in: query, required: true, schema: {type: string}}
+      responses:
+        "200": {description: ok}
+"""
+KEYED_AGENTS = """\
+providers:
+  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  keyed:
+    base_url: "{upstream}/keyed"
+    auth: {{type: api_key, in: header, name: X-Api-Key, value: key-from-the-manifest}}
+agents:
+  finder:
+    model: openai/gpt-test
+    tools: [{{api: keyed}}]
+"""
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_a_hook_rewriting_arguments_meets_the_same_validation(hooked: bool, tmp_path: Path, llm: LenientLLM,
+                                                                    upstream: RecordingServer) -> None:
+    """The required header argument that `apis.<name>.auth` fills may be left out, with or without a hook that
+    rewrites the arguments: the hook's arguments meet the pipeline's own validation, not a second copy of it."""
+    upstream.route("/keyed/search", UpstreamReply(200, {"hits": []}))
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "keyed.yaml").write_text(KEYED_SPEC)
+    agents = KEYED_AGENTS + ('hooks:\n  - {{on: before_tool_call, call: "sample_hooks:narrow_search"}}\n'
+                             if hooked else "")
+    (tmp_path / "agents.yaml").write_text(agents.format(llm=llm.url, upstream=upstream.url))
+    app = create_app(RuntimeHolder(load_runtime(specs, tmp_path / "agents.yaml", use_cache=False)), watch=False)
+    with running(app) as url:
+        async with httpx.AsyncClient(timeout=30) as client:
+            answer = await client.post(f"{url}/agents/finder/tools/search", json={"q": "bug"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["ok"] is True
+    assert upstream.last.header("x-api-key") == "key-from-the-manifest"
+    assert dict(upstream.last.query)["q"] == ("bug is:open" if hooked else "bug")

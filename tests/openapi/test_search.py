@@ -61,15 +61,6 @@ def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
     assert index_of(cached).search("place a new order")[0].tool.name == "createOrder"
 
 
-_COMPILED: dict[Path, Catalog] = {}
-
-
-def _compiled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    if corpus not in _COMPILED:
-        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("search-cache"))
-    return _COMPILED[corpus]
-
-
 @pytest.mark.parametrize("name", ["github", "stripe", "graph"])
 def test_each_task_file_of_issue_17_has_its_three_parts(name: str) -> None:
     tasks = load_tasks(name)
@@ -94,9 +85,8 @@ def test_each_request_set_has_20_requests_written_before_the_second_round(name: 
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
-def test_every_operation_named_by_a_task_exists_in_its_spec(name: str, corpus: Path,
-                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
-    catalog = _compiled(corpus, tmp_path_factory)
+def test_every_operation_named_by_a_task_exists_in_its_spec(name: str, corpus_catalog: Catalog) -> None:
+    catalog = corpus_catalog
     tasks = load_tasks(name)
     known = {n for tool in catalog.for_api(tasks["api"]) for n in (tool.name, tool.operation_id)}
     assert known, f"{tasks['api']} is not in the corpus"
@@ -108,9 +98,8 @@ def test_every_operation_named_by_a_task_exists_in_its_spec(name: str, corpus: P
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["github", "stripe", "graph"])
-def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus: Path,
-                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
-    catalog = _compiled(corpus, tmp_path_factory)
+def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus_catalog: Catalog) -> None:
+    catalog = corpus_catalog
     at, missed = recall(catalog, name)
     assert at[5] >= 0.9, missed
     held, held_missed = recall(catalog, name, part="holdout")  # tuned on as well since issue #17

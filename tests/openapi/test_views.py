@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
@@ -12,7 +11,6 @@ from argument_generator import Unsatisfiable, generate
 from gateway.catalog import Catalog, Tool
 from gateway.dialects import render_tools
 from gateway.offer.views import DESCRIBE_TOOL, definition_tokens, describe, model_view
-from gateway.openapi import compile_specs
 
 
 def _tool(schema: dict[str, Any], output: dict[str, Any] | None = None, description: str = "Do it.") -> Tool:
@@ -79,26 +77,21 @@ def test_describe_reads_the_exact_schema_through_refs() -> None:
         describe(tool, "/properties/nope")
 
 
-def test_render_tools_with_a_budget_renders_views() -> None:
+def test_a_dialect_renders_the_view_it_is_given() -> None:
     schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "long " * 60}
                                                for i in range(60)}}
     tool = _tool(schema)
     exact = render_tools([tool], "openai")[0]
-    viewed = render_tools([tool], "openai", budget=1000)[0]
+    viewed = render_tools([model_view(tool, 1000)], "openai")[0]
     assert len(str(viewed)) < len(str(exact))
-    assert render_tools([tool], "json", budget=1000)[0]["input_schema"] is schema
+    assert exact["function"]["parameters"] is schema
 
 
 # -- the corpus ---------------------------------------------------------------------------------------
 
-_COMPILED: dict[Path, Catalog] = {}
-
-
 @pytest.fixture
-def catalog(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    if corpus not in _COMPILED:
-        _COMPILED[corpus] = compile_specs(corpus, cache_dir=tmp_path_factory.mktemp("views-cache"))
-    return _COMPILED[corpus]
+def catalog(corpus_catalog: Catalog) -> Catalog:
+    return corpus_catalog
 
 
 def _arguments(tool: Tool) -> list[dict[str, Any]]:

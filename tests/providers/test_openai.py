@@ -135,7 +135,6 @@ async def test_stream_deltas_repeating_id_and_name_stay_one_call() -> None:
 
 async def test_strict_provider_sends_strict_tools_and_drops_the_nulls_of_left_out_properties(
         llm: ScriptedLLM) -> None:
-    from dataclasses import replace
 
     from loop_support import agent_config, agent_tool, provider_config, toolset
 
@@ -150,7 +149,7 @@ async def test_strict_provider_sends_strict_tools_and_drops_the_nulls_of_left_ou
     llm.script(Reply(calls=[Call("search", {"q": "bug", "limit": None, "filter": {"state": "open", "label": None}})]),
                Reply(text="done"))
     invoke = StandInInvoke()
-    adapter = get_adapter(replace(provider_config("openai", llm.url), strict=True))
+    adapter = get_adapter(provider_config("openai", llm.url).model_copy(update={"strict": True}))
     await run(agent_config("openai"), [Message(role="user", content="find bugs")], adapter=adapter,
               toolset=toolset(search), invoke=invoke)
     function = llm.requests[0].body["tools"][0]["function"]

@@ -4,9 +4,10 @@ from typing import Any
 
 import pytest
 
+from gateway.errors import AlreadyDecided, ForbiddenApproval, UnknownApproval
 from gateway.loop_types import Decision, PendingApproval, RunResult
 from gateway.messages import Message, ToolCall
-from gateway.safety.approvals import AlreadyDecided, ApprovalManager, ForbiddenApproval, UnknownApproval
+from gateway.safety.approvals import ApprovalManager
 from gateway.safety.audit import AuditLog
 from gateway.store import MemoryStore, RunRecord
 

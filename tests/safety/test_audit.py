@@ -6,12 +6,11 @@ import time
 import pytest
 
 from gateway.catalog import Tool
-from gateway.config.settings import GatewaySettings
-from gateway.errors import AuditUnavailable, ConfigError
+from gateway.errors import AuditUnavailable
 from gateway.kernel.caller import Caller, bind_caller, current_caller
 from gateway.kernel.redaction import Redactor
 from gateway.messages import ToolResult
-from gateway.safety.audit import AuditLog, retention_days
+from gateway.safety.audit import AuditLog
 from gateway.store import AuditRow, MemoryStore, ResponseRecord
 
 pytestmark = pytest.mark.anyio
@@ -107,19 +106,6 @@ async def test_the_hourly_sweep_prunes_conversations_too() -> None:
     assert await store.get_response("resp_recent") is not None
     await AuditLog(store, conversation_days=None).prune(time.time() + 365 * 86400)
     assert await store.get_response("resp_recent") is not None  # None keeps them forever
-
-
-def test_retention_setting() -> None:
-    assert retention_days({}) == 30
-    assert retention_days({"audit_retention_days": 7}) == 7
-    assert retention_days({"audit_retention_days": 0}) is None
-    with pytest.raises(ConfigError, match="audit_retention_days"):
-        retention_days({"audit_retention_days": "a week"})
-    settings = GatewaySettings.parse({"conversation_retention_days": 90})
-    assert settings.conversation_retention_days == 90 and GatewaySettings().conversation_retention_days == 30
-    assert GatewaySettings.parse({"conversation_retention_days": 0}).conversation_retention_days is None
-    with pytest.raises(ConfigError, match="gateway.conversation_retention_days must be a number of days"):
-        GatewaySettings.parse({"conversation_retention_days": "forever"})
 
 
 async def test_a_failing_store_fails_the_call_closed(caplog: pytest.LogCaptureFixture) -> None:

@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 from gateway.config.model import ClientConfig
 from gateway.errors import ConfigError
 from gateway.safety.ratelimit import RateLimiter, RateLimits
+from gateway.server.api_errors import error_handlers
 from gateway.server.app import gated
 from gateway.server.auth import AuthMiddleware, ClientKeys, admit_agent, check_bind, is_loopback
-from gateway.server.errors import error_handlers
 from gateway.server.routes import visible_agents
 from gateway.store import MemoryStore
 
@@ -149,7 +149,7 @@ def test_requests_beyond_loopback_need_keys_or_allow_public() -> None:
 
 
 def test_request_rate_limit_answers_429_with_retry_after() -> None:
-    limiter = RateLimiter(MemoryStore(), RateLimits.from_settings({"rate_limits": {"client": "2/min"}}))
+    limiter = RateLimiter(MemoryStore(), RateLimits.model_validate({"client": "2/min"}))
     client = _client(ClientKeys(CLIENTS), limiter=lambda: limiter)
     for _ in range(2):
         assert client.get("/agents/clerk/tools", headers=_bearer(KEY_CI)).status_code == 200

@@ -7,7 +7,6 @@ import pytest
 
 from gateway.catalog import AgentTool, Tool
 from gateway.config.model import ApiConfig, Manifest
-from gateway.errors import ConfigError
 from gateway.execution.pipeline import Pipeline
 from gateway.execution.stages import Execute
 from gateway.kernel.caller import bind_caller
@@ -121,15 +120,6 @@ def test_what_counts_as_a_failure() -> None:
     assert not is_failure(ToolResult(ok=True, status=200))
 
 
-def test_guard_settings_are_checked() -> None:
-    assert GuardSettings.from_settings({"breaker": {"failures": 2}, "max_concurrency": 3}) == GuardSettings(
-        failures=2, reset_after=30.0, max_concurrency=3)
-    with pytest.raises(ConfigError, match="gateway.breaker.failures"):
-        GuardSettings.from_settings({"breaker": {"failures": 0}})
-    with pytest.raises(ConfigError, match="gateway.max_concurrency"):
-        GuardSettings.from_settings({"max_concurrency": "many"})
-
-
 async def test_failing_api_is_cut_off_without_touching_others() -> None:
     inner = ScriptedExecutor()
     inner.answers["bad"] = ToolResult.failure("upstream_error", "HTTP 500", status=500)
@@ -206,7 +196,7 @@ async def test_a_caller_cancelled_while_its_row_is_committed_leaves_the_row() ->
 
 async def test_tool_rate_limit_is_a_result_for_the_model() -> None:
     inner = ScriptedExecutor()
-    limiter = RateLimiter(MemoryStore(), RateLimits.from_settings({"rate_limits": {"tool": "1/min"}}))
+    limiter = RateLimiter(MemoryStore(), RateLimits.model_validate({"tool": "1/min"}))
     guarded = Guarded(inner, Manifest(), limiter=limiter)
     assert (await guarded.execute(_tool("op", "api"), {})).ok
     limited = await guarded.execute(_tool("op", "api"), {})

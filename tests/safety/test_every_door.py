@@ -24,8 +24,8 @@ from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, ROOT, LenientLLM
 
-from gateway.cli.chat import chat_command
 from gateway.cli.commands import main
+from gateway.cli.terminal_chat import chat_command
 
 from .safety_support import API_TOKEN, safe_gateway
 

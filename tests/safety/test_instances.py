@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from recording_server import RecordingServer
 from recording_server import Reply as UpstreamReply
 from scripted_llm import Call, Recorded, Reply, ScriptedLLM
@@ -31,6 +32,7 @@ from .instances import GatewayProcess, instances
 
 COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
 READ = {"owner": "acme", "repo": "app", "issue_number": 7}
+pytestmark = pytest.mark.slow  # `gateway serve` processes, and waits for a store that is gone
 
 WRITER_YAML = AGENTS_YAML + """\
   writer:

@@ -239,11 +239,7 @@ def test_a_sqlite_file_from_before_decided_by_gets_the_column(tmp_path: Path) ->
 
 def test_store_location_and_backends(tmp_path: Path) -> None:
     assert store_location(None, tmp_path) == str(tmp_path / ".gateway/state.db")
-    assert store_location({"store": "data/x.db"}, tmp_path) == str(tmp_path / "data/x.db")
-    assert store_location({"store": "/abs/x.db"}, tmp_path) == "/abs/x.db"
-    assert store_location({"store": "memory:"}, tmp_path) == "memory:"
-    with pytest.raises(ConfigError, match="gateway.store"):
-        store_location({"store": 5}, tmp_path)
+    assert store_location("data/x.db", tmp_path) == str(tmp_path / "data/x.db")
     with pytest.raises(ConfigError, match="redis"):
         open_store("redis://localhost:6379/0")
     assert isinstance(open_store("memory:"), MemoryStore)

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from shared_servers import PostgresServer, RedisServer, free_port
 
-from gateway.errors import ConfigError
-from gateway.store import ApprovalRecord, AuditRow, Bucket, RunRecord, StoreUnavailable, open_store
+from gateway.errors import ConfigError, StoreUnavailable
+from gateway.store import ApprovalRecord, AuditRow, Bucket, RunRecord, open_store
 from gateway.store.postgres import PostgresStore
 from gateway.store.postgres_schema import LATEST, migrate, safe_url
 from gateway.store.redis_counters import RedisCounters

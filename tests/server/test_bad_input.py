@@ -16,7 +16,7 @@ from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, ROOT, LenientLLM, running, write_project
 
-from gateway.cli.chat import chat_command
+from gateway.cli.terminal_chat import chat_command
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.supervision import Safety

@@ -37,3 +37,24 @@ def test_refusals_of_the_envelope_are_counted_and_logged(tmp_path: Path, llm: Le
     lines = [r.getMessage() for r in caplog.records if r.name == "gateway.access"]
     assert [line.rsplit(" ", 1)[1] for line in lines if door in line] == ["421", "413", "415"]
     assert upstream.requests == []
+
+
+def test_oversized_headers_and_targets_are_refused_before_any_key_is_checked(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    from gateway.server.limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES
+
+    door = "/agents/weather/tools/getForecast"
+    many = {f"x-pad-{i}": "a" for i in range(MAX_HEADERS + 1)}
+    with safe_gateway(tmp_path, llm.url, upstream.url) as (url, _):
+        with httpx.Client(base_url=url, timeout=30) as client:  # no key: the limits come first
+            too_many = client.post(door, json={}, headers=many)
+            too_big = client.post(door, json={}, headers={"x-pad": "a" * MAX_HEADER_BYTES})
+            too_long = client.get("/healthz", params={"q": "a" * MAX_TARGET_BYTES})
+            fine = client.post(door, json={}, headers={"x-pad": "a" * 8000, **bearer(WEATHER_KEY)})
+            keyless = client.post(door, json={})
+    assert (too_many.status_code, too_big.status_code, too_long.status_code) == (431, 431, 414)
+    assert too_many.json()["error"]["code"] == too_big.json()["error"]["code"] == "request_header_fields_too_large"
+    assert f"at most {MAX_HEADERS} fields and {MAX_HEADER_BYTES} bytes" in too_many.json()["error"]["message"]
+    assert too_long.json()["error"]["code"] == "uri_too_long"
+    assert (fine.status_code, keyless.status_code) == (422, 401)  # ordinary headers go on to the key check
+    assert upstream.requests == []

@@ -12,6 +12,7 @@ import pytest
 from recording_server import RecordingServer
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
+from gateway.config.settings import GatewaySettings
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.hosts import HostPolicy
@@ -122,14 +123,18 @@ def test_a_body_must_be_declared_json(served: str, upstream: RecordingServer, co
     assert httpx.post(f"{served}/agents/triage/tools/listIssues").status_code != 415
 
 
+def _settings(**settings: Any) -> GatewaySettings:
+    return GatewaySettings.model_validate(settings)
+
+
 def test_policy_on_other_binds() -> None:
     assert HostPolicy.build("0.0.0.0").host_allowed("anything.example")  # keys guard a public bind
-    policy = HostPolicy.build("0.0.0.0", {"allowed_hosts": ["*.example.com", "gw.example.org:8443"]})
+    policy = HostPolicy.build("0.0.0.0", _settings(allowed_hosts=["*.example.com", "gw.example.org:8443"]))
     assert policy.host_allowed("a.example.com") and policy.host_allowed("gw.example.org:8443")
     assert not policy.host_allowed("gw.example.org") and not policy.host_allowed("example.com.evil")
-    assert HostPolicy.build("127.0.0.1", {"allowed_hosts": ["*"]}).host_allowed("x")
+    assert HostPolicy.build("127.0.0.1", _settings(allowed_hosts=["*"])).host_allowed("x")
     assert HostPolicy.build("::1").host_allowed("[::1]:8080")
-    origins = HostPolicy.build("127.0.0.1", {"allowed_origins": ["https://console.example"]})
+    origins = HostPolicy.build("127.0.0.1", _settings(allowed_origins=["https://console.example"]))
     assert origins.origin_allowed("https://console.example", "127.0.0.1:1")
     assert not origins.origin_allowed("https://other.example", "127.0.0.1:1")
 

@@ -36,13 +36,14 @@ pytestmark = [pytest.mark.anyio, pytest.mark.corpus]
 BASE = ["search_tools", "describe_tool", "call_tool"]
 
 
-def _runtime(folder: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, extra: str = "") -> Any:
-    return load_runtime(*github_project(folder, corpus, llm.url, upstream.url, extra), cache_dir=folder / "cache")
+def _runtime(folder: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, cache: Path,
+             extra: str = "") -> Any:
+    return load_runtime(*github_project(folder, corpus, llm.url, upstream.url, extra), cache_dir=cache)
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer) -> Any:
-    return _runtime(tmp_path, corpus, llm, upstream)
+def runtime(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, spec_cache: Path) -> Any:
+    return _runtime(tmp_path, corpus, llm, upstream, spec_cache)
 
 
 @pytest.fixture
@@ -141,9 +142,9 @@ async def test_a_stateless_client_keeps_the_listing_and_hears_nothing(served: tu
 
 
 async def test_a_session_listing_stays_within_the_request_cap(tmp_path: Path, corpus: Path, llm: LenientLLM,
-                                                               upstream: RecordingServer) -> None:
+                                                               upstream: RecordingServer, spec_cache: Path) -> None:
     # A definitions budget no listing reaches: the tool count is what stops the session's listing here.
-    runtime = _runtime(tmp_path, corpus, llm, upstream, "gateway: {tool_definitions_budget: 100000000}\n")
+    runtime = _runtime(tmp_path, corpus, llm, upstream, spec_cache, "gateway: {tool_definitions_budget: 100000000}\n")
     config, toolset = runtime.manifest.agents["dev"], runtime.toolset("dev")
     found = [t.name for t in toolset if "issue" not in t.name][1:MAX_TOOLS_PER_REQUEST - 4]  # 4 listed: room for 1
     assert len(found) == MAX_TOOLS_PER_REQUEST - 5
@@ -173,13 +174,14 @@ def test_the_registry_keeps_at_most_its_cap_of_sessions() -> None:
 
 
 @pytest.mark.slow
-async def test_over_stdio_the_one_session_hears_of_found_tools(tmp_path: Path, runtime: Any) -> None:
+async def test_over_stdio_the_one_session_hears_of_found_tools(tmp_path: Path, runtime: Any,
+                                                              spec_cache: Path) -> None:
     listener = Listener()
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "gateway", "mcp", "dev", "--specs", str(tmp_path / "specs"), "--agents",
               str(tmp_path / "agents.yaml")],
-        cwd=str(ROOT), env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")},  # compiled by `runtime`
+        cwd=str(ROOT), env={**os.environ, "GATEWAY_CACHE_DIR": str(spec_cache)},  # compiled by `runtime`
     )
     async with Client(params, mode="legacy", message_handler=listener.on_message) as client:
         assert await _names(client) == [_tool(runtime, "users/get-authenticated"), *BASE]

@@ -48,15 +48,15 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def served(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer,
-           kind: str) -> Iterator[tuple[str, Any]]:
+def served(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, kind: str,
+           spec_cache: Path) -> Iterator[tuple[str, Any]]:
     specs = tmp_path / "specs"
     specs.mkdir()
     (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
     agents = tmp_path / "agents.yaml"
     base = llm.url if kind == "anthropic" else f"{llm.url}/v1"
     agents.write_text(AGENTS.format(kind=kind, llm=base, upstream=upstream.url))
-    runtime = load_runtime(specs, agents, cache_dir=tmp_path / "cache")
+    runtime = load_runtime(specs, agents, cache_dir=spec_cache)
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
         yield url, runtime
 

@@ -171,3 +171,22 @@ async def test_a_run_failing_mid_stream_ends_with_response_failed(gw: tuple[str,
     failed = events[-1].response
     assert failed.status == "failed" and "model refused the request" in failed.error.message
     Response.model_validate(failed.model_dump(exclude_unset=True))
+
+
+async def test_a_script_runs_at_the_responses_door(tmp_path: Path, llm: LenientLLM,
+                                                   upstream: RecordingServer) -> None:
+    from server_support import AGENTS_YAML
+
+    agents_yaml = AGENTS_YAML.replace("    max_iterations: 4\n", "    max_iterations: 4\n    code_mode: only\n")
+    code = ("cities = {'Berlin': (52.52, 13.41), 'Paris': (48.85, 2.35)}\n"
+            "{c: getForecast(latitude=la, longitude=lo, current=['temperature_2m'])['current']['temperature_2m']"
+            " for c, (la, lo) in cities.items()}")
+    llm.script(Reply(calls=[Call("run_code", {"code": code})]), Reply(text="3.5 °C in both."))
+    with gateway(tmp_path, llm.url, upstream.url, agents_yaml=agents_yaml) as (url, _):
+        response = _valid(_client(url).responses.create(model="weather", input="Berlin or Paris?"))
+    assert response.output_text == "3.5 °C in both."
+    [step] = response.model_extra["gateway"]["steps"]
+    assert step["tool"] == "run_code" and [s["tool"] for s in step["steps"]] == ["getForecast", "getForecast"]
+    assert [r.path for r in upstream.requests] == ["/meteo/v1/forecast", "/meteo/v1/forecast"]
+    assert json.loads(llm.bodies()[1]["messages"][-1]["content"]) == {"Berlin": 3.5, "Paris": 3.5}
+    assert [t["function"]["name"] for t in llm.bodies()[0]["tools"]] == ["run_code", "search_tools", "describe_tool"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.server.state import Holding
+from gateway.assembly import Holding
 
 pytestmark = pytest.mark.anyio
 

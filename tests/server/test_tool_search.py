@@ -37,8 +37,8 @@ def project(tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingSe
 
 
 @pytest.fixture
-def served(project: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    runtime = load_runtime(*project, cache_dir=tmp_path / "cache")
+def served(project: tuple[Path, Path], spec_cache: Path) -> Iterator[tuple[str, Any]]:
+    runtime = load_runtime(*project, cache_dir=spec_cache)
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
         yield url, runtime
 
@@ -95,12 +95,12 @@ def test_the_search_endpoint_answers_best_first(served: tuple[str, Any]) -> None
     assert httpx.get(f"{url}/agents/nobody/tools/search", params={"q": "x"}).status_code == 404
 
 
-def test_gateway_tools_search_on_the_command_line(project: tuple[Path, Path], tmp_path: Path) -> None:
+def test_gateway_tools_search_on_the_command_line(project: tuple[Path, Path], spec_cache: Path) -> None:
     specs, agents = project
     done = subprocess.run(
         [sys.executable, "-m", "gateway", "tools", "--specs", str(specs), "--agents", str(agents), "--agent", "dev",
          "--search", "merge a pull request", "--limit", "3"],
-        capture_output=True, text=True, timeout=300, env={**_env(), "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+        capture_output=True, text=True, timeout=300, env={**_env(), "GATEWAY_CACHE_DIR": str(spec_cache)})
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert len(found) == 3 and found[0]["operation_id"] == "pulls/merge"

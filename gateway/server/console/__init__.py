@@ -7,6 +7,7 @@ runs, decisions go through the safety layer's approval manager.
 
 from __future__ import annotations
 
-from .app import Console
+from .gate import mount_console
+from .rendering import Console
 
-__all__ = ["Console"]
+__all__ = ["Console", "mount_console"]

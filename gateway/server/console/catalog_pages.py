@@ -12,23 +12,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...assembly import Generation
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
 from ...offer.toolsearch import search
+from ...providers.registry import ADAPTERS
 from ...safety.ratelimit import Limit
-from ..errors import APIError
-from ..routes import state_of
-from ..state import Generation
-from .app import viewer_of
+from ..api_errors import APIError
+from ..routes import state_of, toolset_of
 from .forms import form_fields
+from .rendering import viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
-VIEW_FORMATS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gemini",
-                "ollama": "openai"}
-"""The dialect each provider kind is sent its tools in."""
 
 
 def routes(console: Console) -> list[Route]:
@@ -59,7 +57,8 @@ def routes(console: Console) -> list[Route]:
         agent = generation.runtime.manifest.agents[name]
         agent_tool = known_tool(generation, name, request.path_params["tool"])
         provider = generation.runtime.manifest.providers.get(agent.provider)
-        dialect = VIEW_FORMATS.get(provider.kind if provider else "openai", "openai")
+        adapter = ADAPTERS.get(provider.kind) if provider is not None else None
+        dialect = adapter.tool_format if adapter is not None else "openai"
         model_view = render_tools([agent_tool], dialect)[0]
         exact = agent_tool.tool.input_schema if agent_tool.tool is not None else agent_tool.input_schema
         return console.render(
@@ -83,14 +82,14 @@ def visible_agent(request: Request, generation: Generation) -> str:
 
 
 def known_tool(generation: Generation, agent: str, name: str) -> AgentTool:
-    agent_tool = generation.toolset(agent).get(name)
+    agent_tool = toolset_of(generation, agent).get(name)
     if agent_tool is None:
         raise APIError(404, f"Agent {agent!r} has no tool {name!r}.", code="unknown_tool")
     return agent_tool
 
 
 def _agent_summary(generation: Generation, agent: AgentConfig) -> dict[str, Any]:
-    tools = list(generation.toolset(agent.name))
+    tools = list(toolset_of(generation, agent.name))
     return {"name": agent.name, "description": agent.description, "model": agent.model,
             "approval": agent.policy.approval, "tools": len(tools),
             "under_approval": sum(1 for t in tools if t.needs_approval), "delegates": list(agent.delegates)}
@@ -105,7 +104,7 @@ EVERY_AGENT_LIMIT = 20
 async def search_tools(generation: Generation, agent: str, query: str,
                        limit: int = AGENT_LIMIT) -> list[tuple[AgentTool, float]]:
     """The agent's tools that tool search finds for `query`, best first, with their scores."""
-    toolset = generation.toolset(agent)
+    toolset = toolset_of(generation, agent)
     found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, limit)
     return [(agent_tool, hit["score"]) for hit in found if (agent_tool := toolset.get(hit["name"])) is not None]
 

@@ -10,11 +10,11 @@ from starlette.routing import Route
 
 from ..chat import chat_stream
 from ..routes import read_json, state_of
-from .app import json_error, viewer_of
 from .catalog_pages import visible_agent
+from .rendering import json_error, viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 def routes(console: Console) -> list[Route]:

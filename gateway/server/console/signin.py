@@ -9,11 +9,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..routes import read_json
-from .app import json_error
+from .rendering import json_error
 from .session import Sessions
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
 def routes(console: Console) -> list[Route]:

@@ -10,25 +10,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...catalog import AgentTool
-from ...execution.arguments import validate_arguments
 from ...execution.runner import merge_arguments
+from ..api_errors import status_for_result
 from ..direct_call import run_direct_call
-from ..errors import status_for_result
 from ..routes import read_json, state_of
-from .app import json_error, viewer_of
 from .catalog_pages import known_tool, visible_agent
+from .rendering import json_error, viewer_of
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 
-def argument_problems(agent_tool: AgentTool, arguments: Any) -> list[str]:
-    """What is wrong with `arguments` for the tool, worded as the gateway words it for the model."""
+async def argument_problems(generation: Any, agent_tool: AgentTool, arguments: Any) -> list[str]:
+    """What is wrong with `arguments` for the tool, by the rule and in the words the pipeline gives the model."""
     if agent_tool.tool is None:
         return []  # a delegation tool checks its own `task`
     if not isinstance(arguments, dict):
         return [f"the arguments must be a JSON object, not {type(arguments).__name__}"]
-    return validate_arguments(agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
+    return await generation.executor.check_arguments(  # type: ignore[no-any-return]
+        agent_tool.tool, merge_arguments(arguments, agent_tool.fixed_args))
 
 
 def routes(console: Console) -> list[Route]:
@@ -45,7 +45,7 @@ def routes(console: Console) -> list[Route]:
             refused = await console.charge(viewer_of(request), agent)
             if refused is not None:
                 return refused
-            problems = argument_problems(agent_tool, arguments)
+            problems = await argument_problems(generation, agent_tool, arguments)
             if problems:  # the same words the model would get back; nothing is sent
                 return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
                                   problems=problems)

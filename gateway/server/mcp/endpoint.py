@@ -22,8 +22,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from ...asgi import StatusWatch
-from ..errors import APIError
-from ..state import GatewayState
+from ...assembly import GatewayState
+from ..api_errors import APIError
 from .found import FoundTools
 from .routing import AGENT_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent

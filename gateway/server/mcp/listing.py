@@ -16,10 +16,11 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ...assembly import Generation
 from ...dialects import mcp_tool
-from ...offer.toolsearch import tool_budget
+from ...offer.toolsearch import ToolOffer, tool_budget
 from ...offer.views import model_view
-from ..state import Generation
+from ..routes import toolset_of
 from . import search
 
 PAGE_BYTES = 256 * 1024
@@ -49,16 +50,23 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 
 
 def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
-    toolset = generation.toolset(agent)
+    toolset = toolset_of(generation, agent)
     config = generation.runtime.manifest.agents[agent]
-    listed = search.listing(config, toolset) if search.searching(config, toolset) else toolset
+    offer = ToolOffer(config, toolset)
+    listed: list[Any]
+    if offer.code_only:  # code mode only: run_code and the tools that find what a script can call
+        listed = list(offer.views())
+    else:
+        listed = search.listing(config, toolset) if search.searching(config, toolset) else list(toolset)
+        if offer.code is not None:
+            listed.append(offer.code)
     return [_item(agent_tool, era) for agent_tool in listed]
 
 
 def _found_items(generation: Generation, agent: str, era: Era, found: Sequence[str],
                  listed: set[str]) -> list[tuple[dict[str, Any], int]]:
     """The found tools still in the agent's toolset (a reload may have dropped some), as their views."""
-    toolset = generation.toolset(agent)
+    toolset = toolset_of(generation, agent)
     budget = tool_budget(toolset.settings)
     items = []
     for name in found:

@@ -39,7 +39,8 @@ CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 def searching(agent: AgentConfig, toolset: Toolset) -> bool:
-    return search_enabled(agent, toolset)
+    """Whether the agent's MCP door answers the meta tools (tool search on, or code mode `only`)."""
+    return search_enabled(agent, toolset) or agent.code_mode == "only"
 
 
 def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:

@@ -24,10 +24,10 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
+from ...assembly import GatewayState
 from ...kernel import __version__
 from ...offer.toolsearch import SEARCH_TOOL
-from ..state import GatewayState
-from .calls import answer_call, checked_agent
+from .answering import answer_call, checked_agent
 from .found import FoundTools
 from .listing import era_of, listing_page
 from .routing import AGENT_SCOPE_KEY

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mcp.server.stdio import stdio_server
 
-from ..state import GatewayState
-from .calls import checked_agent
+from ...assembly import GatewayState
+from .answering import checked_agent
 from .found import STDIO_SESSION
 from .listing import era_of
 from .server import build_mcp_server

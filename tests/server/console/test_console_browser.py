@@ -29,10 +29,22 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterat
         yield url
 
 
-@pytest.fixture
-def browser() -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def chromium_of_this_module() -> Iterator[Any]:
+    """One Chromium for these tests: starting one takes seconds."""
     with chromium() as driver:
         yield driver
+
+
+@pytest.fixture
+def browser(chromium_of_this_module: Any) -> Iterator[Any]:
+    """The module's Chromium with no cookies (signed out): each test's gateway has a port of its own, so only
+    cookies, which ignore the port, would carry over; other stored data belongs to one origin."""
+    driver = chromium_of_this_module
+    driver.get("about:blank")
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    yield driver
+    driver.get("about:blank")  # leave the page before the test's gateway stops
 
 
 def _wait(driver: Any, condition: Any) -> Any:

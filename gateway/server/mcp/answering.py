@@ -13,12 +13,18 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from ...assembly import GatewayState, Generation
+from ...catalog import AgentTool
+from ...codemode import RUN_CODE
+from ..api_errors import APIError
 from ..direct_call import run_direct_call
-from ..errors import APIError
-from ..state import GatewayState, Generation
+from ..direct_script import run_direct_script
 from . import search
 from .listing import era_of
-from .results import call_result
+from .results import call_result, wire_result
+
+_RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
+"""What shapes a script's result: a tool without an output schema."""
 
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
@@ -29,9 +35,18 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     `found`: the session's found tools, which `search_tools` extends (None: a stateless request)."""
     async with state.use() as generation:
         checked_agent(generation, agent)
-        agent_tool = generation.toolset(agent).get(name)
+        config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
+        agent_tool = toolset.get(name)
+        if agent_tool is None and name == RUN_CODE and config.code_mode != "off":
+            try:
+                result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
+            except APIError as error:
+                raise MCPError(types.INTERNAL_ERROR, error.message) from None
+            return call_result(_RUN_CODE, result, modern=era_of(protocol_version) == "modern")
+        if agent_tool is not None and config.code_mode == "only":
+            return wire_result(f"{name} is not called on its own here: call it as a function in a {RUN_CODE} "
+                               f"script ({name}(name=value, ...)).", None, is_error=True)
         if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
-            config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
             if not search.searching(config, toolset):
                 return None
 

@@ -263,7 +263,7 @@ def test_every_auth_type_and_a_list_of_them() -> None:
     assert bearer.token == "t" and (basic.username, basic.password) == ("u", "p")
     assert (api_key.location, api_key.name, api_key.value) == ("query", "key", "v")
     assert (oauth.token_url, oauth.client_id, oauth.client_secret, oauth.scopes) == (
-        "http://127.0.0.1:1/token", "i", "s", ("read", "write"))
+        "http://127.0.0.1:1/token", "i", "s", ["read", "write"])
 
 
 def test_auth_mistakes_and_defaults_from_the_spec() -> None:
@@ -291,7 +291,7 @@ def test_auth_mistakes_and_defaults_from_the_spec() -> None:
     errors = {(d.pointer, d.message.split(" (")[0]) for d in _errors(diagnostics)}
     assert ("apis.other", "no spec named 'other'") in errors
     assert ("apis.other.auth[0]", "'token' is required") in errors
-    kinds = "bearer, basic, api_key, oauth2_client_credentials"
+    kinds = "bearer, basic, api_key, oauth2_client_credentials, token_exchange, user_oauth"
     assert ("apis.other.auth[1].type", f"'token' is not one of {kinds}") in errors
     assert ("apis.other.auth[2].in", "'body' is not one of header, query, cookie") in errors
     assert ("apis.other.auth[2]", "'name' is required: the header, query parameter or cookie name") in errors
@@ -426,7 +426,7 @@ def test_tool_entries_accept_a_bare_api_name_and_single_strings() -> None:
     manifest, diagnostics = _parse(text)
     first, second = manifest.agents["a"].tools
     assert (first.api, first.operations) == ("shop", None)
-    assert second.operations == ["getRepo"] and second.methods == ["GET", "FETCH"]
+    assert second.operations == ["getRepo"] and second.methods == ["GET"]  # the bad one is left out
     assert [(d.pointer, d.line) for d in diagnostics] == [("agents.a.tools[1].methods[1]", _line_of(text, "FETCH"))]
 
 
@@ -485,7 +485,7 @@ def test_secrets_cover_credentials_client_keys_and_credential_headers() -> None:
     assert sorted(manifest.secrets()) == ["Token t-5", "c-6", "pk-2", "pw-3", "sk-1", "t-5", "v-4"]
 
 
-def test_gateway_settings_are_checked_by_the_safety_layers_own_parsers() -> None:
+def test_gateway_settings_are_typed_with_the_rest_of_the_file() -> None:
     _, diagnostics = _parse("""
         gateway:
           audit_retention_days: 30
@@ -495,7 +495,7 @@ def test_gateway_settings_are_checked_by_the_safety_layers_own_parsers() -> None
     errors = sorted((d.line, d.pointer, d.message) for d in diagnostics if d.level == "error")
     assert errors == [
         (4, "gateway.rate_limits.client", "expected a limit like 60/min or 10/s, got '600 per min'"),
-        (5, "", "gateway.breaker.failures must be a positive number, got -1"),
+        (5, "gateway.breaker.failures", "must be at least 1, got -1"),
     ]
     _, diagnostics = _parse("""
         gateway:
@@ -512,9 +512,9 @@ def test_bad_store_urls_and_retention_are_reported_with_their_line() -> None:
           redis: localhost:6379
           conversation_retention_days: forever
         """)
-    errors = sorted((d.line, d.message) for d in diagnostics if d.level == "error")
-    assert errors == [(3, "gateway.redis must be a redis:// URL, not 'localhost:6379'"),
-                      (4, "gateway.conversation_retention_days must be a number of days, got 'forever'")]
+    errors = sorted((d.line, d.pointer, d.message) for d in diagnostics if d.level == "error")
+    assert errors == [(3, "gateway.redis", "expected a redis://, rediss:// or unix:// URL, got 'localhost:6379'"),
+                      (4, "gateway.conversation_retention_days", "expected a number, got a string ('forever')")]
     manifest, diagnostics = _parse("gateway: {redis: 'redis://127.0.0.1:6379/0', conversation_retention_days: 7}")
     assert diagnostics == []
     assert manifest.gateway.redis == "redis://127.0.0.1:6379/0" and manifest.gateway.conversation_retention_days == 7

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.config.hooks_budgets import parse_window
 from gateway.config.loader import parse_manifest
-from gateway.config.observe import parse_window
 
 HEAD = """\
 providers: {openai: {kind: openai, base_url: "http://127.0.0.1:9/v1"}}
@@ -24,9 +24,9 @@ hooks:
     assert [d for d in diagnostics if d.level == "error"] == []
     first, second = manifest.hooks
     assert (first.event, first.call, first.tools, first.timeout, first.on_error) == (
-        "before_tool_call", "guards:no_writes", ("create*",), 2.0, "allow")
+        "before_tool_call", "guards:no_writes", ["create*"], 2.0, "allow")
     assert (second.url, second.on_error, second.headers, second.agent) == (
-        "http://127.0.0.1:9100/mask", "deny", (("X-Token", "t"),), None)
+        "http://127.0.0.1:9100/mask", "deny", {"X-Token": "t"}, None)
     (own,) = manifest.agents["clerk"].hooks
     assert (own.event, own.call, own.agent) == ("before_model_call", "guards:check", "clerk")
 

@@ -3,8 +3,8 @@
 The answer's text is printed to stdout as the provider streams it; each step (tool, arguments, status,
 duration) goes to stderr as it starts and ends, so piping stdout keeps only the answer. Without MESSAGE it
 is a REPL that keeps the conversation. A call needing approval is asked about on the terminal. Tool calls take
-the same pipeline as the server's doors (`gateway.cli.local`): validated, rate limited, guarded and audited, and
-each turn is recorded as a chat row.
+the same pipeline as the server's doors (`gateway.assembly.open_local`): validated, rate limited, guarded and
+audited, and each turn is recorded as a chat row.
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
 
 
 async def _chat(runtime: Any, agent_name: str, message: str | None, ask: Ask, out: TextIO, err: TextIO) -> int:
-    from .local import local_gateway
+    from ..assembly import open_local
 
     agent = runtime.agent(agent_name)
     try:
-        async with local_gateway(runtime) as state:
+        async with open_local(runtime) as state:
             generation = state.current
             session = _Session(agent, generation.adapter(agent.provider), generation.toolset(agent_name),
                                generation.runner.for_agent(agent_name), ask, out, err, safety=state.safety)

@@ -9,14 +9,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
-from ...safety.approvals import AlreadyDecided, ApprovalError, approval_dict
-from ..routes import read_json, state_of
-from .app import json_error, viewer_of
+from ...safety.approvals import approval_dict
+from ..routes import read_json, state_of, toolset_of
+from .rendering import json_error, viewer_of
 from .tryout import argument_problems
 
 if TYPE_CHECKING:
-    from .app import Console
+    from .rendering import Console
 
 FILTERS = ("agent", "client", "tool", "status", "kind", "since", "until")
 PAGE_ROWS = 200
@@ -102,11 +103,12 @@ async def _edit_problems(console: Console, state: Any, approval_id: str, argumen
     record = await console.safety.store.get_approval(approval_id)
     if record is None:
         return []  # deciding says it is unknown
-    agent_tool = state.current.toolset(record.agent).get(record.tool) if record.agent in \
-        state.current.runtime.manifest.agents else None
+    generation = state.current
+    agent_tool = toolset_of(generation, record.agent).get(record.tool) if record.agent in \
+        generation.runtime.manifest.agents else None
     if agent_tool is None:
         return []
-    return argument_problems(agent_tool, arguments)
+    return await argument_problems(generation, agent_tool, arguments)
 
 
 def _when(moment: float | None) -> str | None:

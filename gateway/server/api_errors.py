@@ -18,10 +18,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError
+from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError, StoreUnavailable
 from ..kernel.caller import current_caller
 from ..messages import ToolResult
-from ..store.base import StoreUnavailable
 
 logger = logging.getLogger("gateway.server")
 
@@ -127,10 +126,6 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return FastJSONResponse(self.body(), status_code=self.status, headers=self.headers)
-
-
-def error_response(status: int, message: str, **fields: Any) -> JSONResponse:
-    return APIError(status, message, **fields).response()
 
 
 def status_for_result(result: ToolResult) -> int:

@@ -1,0 +1,192 @@
+"""What agents.yaml's settings model cannot see alone: names that refer to each other, files, the compiled specs.
+
+Each check reads the typed manifest and reports on the loader's `Checker` (file:line:key): an agent's provider,
+a client's agents, the apis and their credentials against the specs, certificate files, provider URLs that go
+one part too far, hooks whose module is missing. A name is taken as known when the file has it, even when its
+entry was left out for a mistake of its own (already reported), so one mistake is not reported twice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import ssl
+from pathlib import Path
+
+from ..catalog import Catalog
+from .agents import MODEL, AgentConfig
+from .checker import Checker, suggest
+from .credentials import fill_from_spec
+from .hooks_budgets import HookConfig
+from .model import ApiConfig, Manifest, ProviderConfig
+from .yamlnodes import KeyPath, format_path
+
+# A base_url ending like this most likely includes the part the adapter appends itself.
+_WRONG_SUFFIXES = {
+    "openai": ("/chat/completions",),
+    "openai-responses": ("/responses",),
+    "anthropic": ("/v1/messages", "/v1"),
+    "gemini": ("/v1beta", ":generateContent", "/models"),
+    "ollama": ("/api/chat", "/api", "/v1"),
+}
+_APPENDED = {
+    "openai": "/chat/completions",
+    "openai-responses": "/responses",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/{model}:generateContent",
+    "ollama": "/api/chat",
+}
+
+
+def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base_dir: Path) -> None:
+    """Every check of this module, in file order of the sections."""
+    for provider in manifest.providers.values():
+        _check_provider(c, provider)
+    for api in manifest.apis.values():
+        _check_api(c, api, catalog, base_dir)
+    for agent in manifest.agents.values():
+        _check_agent(c, agent, manifest, catalog)
+    _check_clients(c, manifest)
+    _check_hooks(c, manifest.hooks, ("hooks",))
+    if manifest.budgets.costs_without_prices():
+        c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
+
+
+def _check_provider(c: Checker, provider: ProviderConfig) -> None:
+    path: KeyPath = ("providers", provider.name)
+    if provider.strict and provider.kind not in ("openai", "openai-responses"):
+        c.warning((*path, "strict"), f"strict mode is OpenAI's; a {provider.kind} provider ignores it")
+    for suffix in _WRONG_SUFFIXES[provider.kind]:
+        if provider.base_url.endswith(suffix):
+            root = "the /v1 root" if provider.kind.startswith("openai") else "the server root"
+            hint = " (for Ollama's OpenAI-compatible /v1 use kind: openai)" if provider.kind == "ollama" and \
+                suffix == "/v1" else ""
+            c.warning((*path, "base_url"), f"for kind {provider.kind}, base_url is {root}; "
+                      f"{_APPENDED[provider.kind]} is appended to it, so {provider.base_url!r} probably ends one "
+                      f"part too far{hint}")
+            return
+
+
+def _check_api(c: Checker, api: ApiConfig, catalog: Catalog | None, base_dir: Path) -> None:
+    path: KeyPath = ("apis", api.name)
+    if catalog is not None and api.name not in known_apis(catalog):
+        c.error(path, unknown_api(api.name, catalog))
+    spec = catalog.apis.get(api.name) if catalog is not None else None
+    schemes = spec.security_schemes if spec is not None else {}
+    many = (*path, "auth", 0) in c.lines
+    fill_from_spec(api.auth, schemes, lambda index, message: c.error((*path, "auth", index) if many else
+                                                                     (*path, "auth"), message))
+    api.ca_file = _ca_file(c, api, path, base_dir)
+    api.client_cert, api.client_key = _client_cert(c, api, path, base_dir)
+
+
+def _ca_file(c: Checker, api: ApiConfig, path: KeyPath, base_dir: Path) -> str | None:
+    """The api's extra CA certificates (absolute path), checked now: a bad file fails the load, not each call."""
+    if not api.ca_file:
+        return None
+    file = (base_dir / Path(api.ca_file).expanduser()).resolve()
+    try:
+        ssl.create_default_context(cafile=str(file))
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        c.error((*path, "ca_file"), f"cannot load CA certificates from {file}: {_reason(exc)}")
+        return None
+    return str(file)
+
+
+def _client_cert(c: Checker, api: ApiConfig, path: KeyPath, base_dir: Path) -> tuple[str | None, str | None]:
+    """The api's client certificate and key (absolute paths), loaded once now so a bad pair fails the load."""
+    if not api.client_cert:
+        if api.client_key:
+            c.error((*path, "client_key"), "`client_key` needs `client_cert` (the certificate it belongs to)")
+        return None, None
+    cert = str((base_dir / Path(api.client_cert).expanduser()).resolve())
+    key = str((base_dir / Path(api.client_key).expanduser()).resolve()) if api.client_key else None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        c.error((*path, "client_cert"), f"cannot load the client certificate {cert}"
+                f"{' with its key ' + key if key else ''}: {_reason(exc)}")
+        return None, None
+    return cert, key
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+
+
+def unknown_api(name: str, catalog: Catalog) -> str:
+    """Say why: no such file, or a file of that name that did not compile (then its first error)."""
+    for diagnostic in catalog.diagnostics:
+        if diagnostic.level == "error" and diagnostic.file.rsplit(".", 1)[0] == name:
+            return f"no spec named {name!r}: {diagnostic.file} did not compile ({diagnostic.message})"
+    return f"no spec named {name!r}" + suggest(name, known_apis(catalog), what="specs")
+
+
+def known_apis(catalog: Catalog) -> set[str]:
+    return set(catalog.apis) | {tool.api for tool in catalog}
+
+
+def _check_agent(c: Checker, agent: AgentConfig, manifest: Manifest, catalog: Catalog | None) -> None:
+    path: KeyPath = ("agents", agent.name)
+    agent.line = c.line(path)
+    if not re.match(MODEL, agent.model):
+        c.error((*path, "model"), f"expected '<provider>/<model id>', got {agent.model!r}")
+    elif agent.provider not in manifest.providers and ("providers", agent.provider) not in c.lines:
+        hint = suggest(agent.provider, manifest.providers, what="providers")
+        c.error((*path, "model"), f"no provider named {agent.provider!r}{hint}")
+    for index, selection in enumerate(agent.tools):
+        where: KeyPath = (*path, "tools", index)
+        selection.line, selection.pointer = c.line(where), format_path(where)
+        selection.key_lines = {format_path(key[len(where):]): line for key, line in c.lines.items()
+                               if key[:len(where)] == where and len(key) > len(where)}
+        if catalog is not None and selection.api not in known_apis(catalog):
+            c.error((*where, "api"), unknown_api(selection.api, catalog))
+    _check_native_search(c, agent, manifest, path)
+    _check_hooks(c, agent.hooks, (*path, "hooks"))
+    if agent.code_mode != "off":
+        from ..codemode.sandbox import available
+
+        if not available():
+            c.error((*path, "code_mode"), "code mode runs scripts in the pydantic-monty sandbox, which is not "
+                    "installed: pip install 'gateway[codemode]'")
+
+
+def _check_native_search(c: Checker, agent: AgentConfig, manifest: Manifest, path: KeyPath) -> None:
+    from ..providers import ADAPTERS
+
+    provider = manifest.providers.get(agent.provider)
+    if agent.tool_search != "native" or provider is None:
+        return
+    native = [kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search]  # the adapters say
+    if provider.kind not in native:
+        c.error((*path, "tool_search"), f"provider {provider.name!r} (kind {provider.kind}) has no native tool "
+                f"search; use a provider of kind {' or '.join(native)}, or `tool_search: on` (the gateway's own)")
+
+
+def _check_hooks(c: Checker, hooks: list[HookConfig], path: KeyPath) -> None:
+    for index, hook in enumerate(hooks):
+        module = (hook.call or "").partition(":")[0]
+        if module and _module_missing(module):
+            c.warning((*path, index, "call"), f"no module {module!r} on the gateway's path (PYTHONPATH); every "
+                                              "call of this hook will count as its on_error")
+
+
+def _module_missing(module: str) -> bool:
+    """Whether `module` cannot be found (without running it: only its parent packages are imported)."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _check_clients(c: Checker, manifest: Manifest) -> None:
+    owners: dict[str, str] = {}
+    for name, client in manifest.clients.items():
+        path: KeyPath = ("clients", name)
+        for index, agent in enumerate(client.agents):
+            if agent != "*" and agent not in manifest.agents and ("agents", agent) not in c.lines:
+                c.error((*path, "agents", index) if (*path, "agents", index) in c.lines else (*path, "agents"),
+                        f"no agent named {agent!r}" + suggest(agent, manifest.agents, what="agents"))
+        if client.key in owners:
+            c.error((*path, "key"), f"the same key as client {owners[client.key]!r}: each caller needs its own key")
+        owners.setdefault(client.key, name)

@@ -1,0 +1,103 @@
+"""One tool call of a running loop: its scope (the approval a human gave it; where a delegated run started inside
+it reports its steps), its `Step`, and its result as the model reads it.
+
+The loop sets the scope (`current_call`) around each call it runs; the tool runner reads it inside the call:
+`current_approval()` for the audit row, `sub_run(agent)` when the call delegates to another agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .catalog import AgentTool
+from .loop_types import EventHandler, LoopEvent, Step
+from .messages import ToolCall, ToolResult
+
+Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
+
+
+@runtime_checkable
+class CheckingInvoke(Protocol):
+    """An `Invoke` that can also judge a call's arguments without running it (None: valid)."""
+
+    async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
+
+
+@dataclass(slots=True)
+class CallScope:
+    """The tool call a run is executing, as a delegated run started inside it sees it."""
+
+    emit: EventHandler | None
+    steps: list[Step] = field(default_factory=list)
+    approval: str | None = None
+    """The id of the approval a human gave this call (the run resumed with an approving decision)."""
+
+
+current_call: ContextVar[CallScope | None] = ContextVar("gateway_loop_call", default=None)
+
+
+def current_approval() -> str | None:
+    """Inside a running loop's `invoke`: the id of the approval a human gave the call being run, or None."""
+    scope = current_call.get()
+    return scope.approval if scope is not None else None
+
+
+class SubRun:
+    """How a delegated agent's run reports to the run whose call started it (see `sub_run`)."""
+
+    def __init__(self, scope: CallScope, agent: str) -> None:
+        self._scope = scope
+        self.agent = agent
+
+    async def on_event(self, event: LoopEvent) -> None:
+        """The sub-run's `on_event`: its steps go on to the lead's caller as they happen (text stays inside:
+        it is the sub-agent's answer to the lead, not to the user)."""
+        if event.type not in ("step_started", "step_finished") or event.step is None:
+            return
+        if event.step.agent is None:
+            event.step.agent = self.agent
+        if self._scope.emit is not None:
+            await self._scope.emit(event)
+
+    def finished(self, steps: Sequence[Step]) -> None:
+        """The sub-run's steps become the delegating call's `Step.steps`."""
+        for step in steps:
+            if step.agent is None:
+                step.agent = self.agent
+        self._scope.steps.extend(steps)
+
+
+def sub_run(agent: str) -> SubRun | None:
+    """Inside a running loop's tool call: the reporter for a delegated run by `agent`; None outside a loop."""
+    scope = current_call.get()
+    return SubRun(scope, agent) if scope is not None else None
+
+
+def call_step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:
+    step = Step(tool=call.name, arguments=arguments, call_id=call.id, iteration=iteration)
+    if result is not None:
+        step.ok, step.status, step.error, step.error_type = result.ok, result.status, result.error, result.error_type
+        step.duration_ms = result.duration_ms
+    return step
+
+
+def result_content(result: ToolResult) -> str:
+    """A result as the model reads it: the body for a success, a JSON error object for a failure."""
+    if result.ok:
+        body = result.body
+        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+        if result.truncated:
+            text += "\n[truncated: the result was longer than the gateway's limit]"
+        return text
+    payload: dict[str, Any] = {"error": result.error or "the call failed", "error_type": result.error_type}
+    if result.status is not None:
+        payload["status"] = result.status
+    if result.body not in (None, ""):
+        payload["body"] = result.body
+    return json.dumps(payload, ensure_ascii=False, default=str)

@@ -1,0 +1,131 @@
+"""The loop's `run_code` calls (code mode, `gateway.codemode`): each script's tool calls are the run's own calls.
+
+A script's tool call goes through the loop's `invoke` (the call pipeline of the chat door: validation, limits,
+breaker, hooks, audit row, trace span) as one step nested in the `run_code` step (`Step.steps`), reported live
+like any step, and counted against the run's `max_tool_calls`. A call whose tool needs approval (with valid
+arguments) pauses the script: the loop pauses the run with that call as the pending approval (its tool and
+arguments, the `run_code` call's id) and keeps the script's state (`ScriptCalls.paused`) and the results of the
+batch's other calls in the run's state. When the run resumes with the decision, the script goes on from its
+snapshot; the batch's other calls are not run again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .catalog import AgentTool
+from .codemode import FunctionNames, Limits, Paused, Script
+from .config.model import AgentConfig
+from .loop_types import Decision, LoopEvent, Step
+from .messages import ToolCall, ToolResult
+from .toolsets import Toolset
+
+RunInScope = Callable[[AgentTool, ToolCall, str | None, list[Step]], Awaitable[ToolResult]]
+"""Runs one call through the loop's `invoke` in a call scope of its own (its approval; its delegated steps)."""
+
+
+class ScriptLoop(Protocol):
+    """What a run lends its scripts (the loop's `_Loop`)."""
+
+    agent: AgentConfig
+    toolset: Toolset
+    tool_calls: int
+    iteration: int
+
+    async def emit(self, event: LoopEvent) -> None:
+        """Report an event to the run's caller."""
+
+    async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None:
+        """The pipeline's refusal of the call's arguments; None when they are valid."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ScriptPause:
+    """A script of this batch waiting for a human: its pause and the steps it made before."""
+
+    paused: Paused
+    steps: list[Step] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.paused.state, "tool": self.paused.tool, "arguments": self.paused.arguments,
+                "call_id": self.paused.call_id, "steps": [s.to_dict() for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScriptPause:
+        paused = Paused(tool=data["tool"], arguments=data["arguments"], call_id=data["call_id"], state=data["state"])
+        return cls(paused=paused, steps=[Step.from_dict(s) for s in data.get("steps") or []])
+
+
+class _Host:
+    """One script's `ScriptHost`: the run's tools and pipeline, its steps collected in `steps`."""
+
+    def __init__(self, loop: ScriptLoop, run_in_scope: RunInScope, steps: list[Step]) -> None:
+        self.loop = loop
+        self.run_in_scope = run_in_scope
+        self.steps = steps
+
+    def tool(self, name: str) -> AgentTool | None:
+        return self.loop.toolset.get(name)
+
+    async def needs_pause(self, tool: AgentTool, call: ToolCall) -> bool:
+        # A gated call with invalid arguments is run instead: the pipeline refuses it, with its audit row, and
+        # the script gets the validation error at once rather than after a human's wait.
+        return tool.needs_approval and await self.loop.check(tool, call) is None
+
+    async def call(self, tool: AgentTool, call: ToolCall, approval: str | None) -> ToolResult:
+        loop = self.loop
+        step = Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=loop.iteration)
+        await loop.emit(LoopEvent(type="step_started", step=step))
+        cap = loop.agent.policy.max_tool_calls
+        started = time.perf_counter()
+        inner: list[Step] = []
+        if loop.tool_calls >= cap:
+            result = ToolResult.failure("rate_limited", f"this run reached its cap of {cap} tool calls; the call "
+                                        "was not executed.")
+        else:
+            loop.tool_calls += 1
+            result = await self.run_in_scope(tool, call, approval, inner)
+        done = Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=loop.iteration,
+                    ok=result.ok, status=result.status, error=result.error, error_type=result.error_type,
+                    duration_ms=(time.perf_counter() - started) * 1000, steps=inner)
+        self.steps.append(done)
+        await loop.emit(LoopEvent(type="step_finished", step=done))
+        return result
+
+
+class ScriptCalls:
+    """The `run_code` calls of one run."""
+
+    def __init__(self, loop: ScriptLoop, names: FunctionNames, run_in_scope: RunInScope) -> None:
+        """Parameters: names: the scripts' function names (the run's `ToolOffer.functions`); run_in_scope: how the
+        run executes one call."""
+        self.loop = loop
+        self.names = names
+        self.run_in_scope = run_in_scope
+        self.paused: dict[str, ScriptPause] = {}
+        """`run_code` call id -> its script, waiting for a decision (kept in the paused run's state)."""
+
+    def _script(self, call: ToolCall, steps: list[Step]) -> Script:
+        agent = self.loop.agent
+        limits = agent.code_limits
+        return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps),
+                      Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls),
+                      agent.policy.max_result_bytes)
+
+    async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
+                  approval: str | None) -> ToolResult | None:
+        """The `run_code` call's result, or None when its script paused (then it is in `paused`). With
+        `decision`, the call's script paused before and goes on with it."""
+        waiting = self.paused.pop(call.id, None)
+        if waiting is not None and decision is not None:
+            steps.extend(waiting.steps)
+            outcome = await self._script(call, steps).resume(waiting.paused.state, decision, approval or "approved")
+        else:
+            outcome = await self._script(call, steps).run(call.arguments)
+        if isinstance(outcome, Paused):
+            self.paused[call.id] = ScriptPause(paused=outcome, steps=list(steps))
+            return None
+        return outcome

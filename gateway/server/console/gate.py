@@ -1,0 +1,104 @@
+"""The console's door: its routes under `/console` and the sign-in gate in front of them.
+
+`mount_console(safety)` is one Starlette `Mount`; `create_app` adds it to the gateway's routes when the safety layer
+is on, so the console shares the store, the approval manager, the audit log and the call pipeline of every other
+door. Every request passes `ConsoleGate` first: it finds the viewer (`session.Sessions`), sends a browser that
+must sign in to the sign-in page, refuses a state-changing request without the page's CSRF token, and binds
+the viewer as the caller, so the audit log names who ran a tool or decided an approval.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route, Router
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ...kernel.caller import bind_caller
+from ..api_errors import APIError
+from . import catalog_pages, chat_page, oversight_pages, signin, tryout
+from .rendering import HERE, VIEWER, Console
+from .session import Sessions, csrf_ok
+
+if TYPE_CHECKING:
+    from ..supervision import Safety
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def mount_console(safety: Safety) -> Mount:
+    """The console under `/console`, every page behind the gate, on the safety layer's store, approvals and audit
+    log."""
+    console = Console(safety)
+    routes = [
+        Route("/", _home, methods=["GET"]),
+        *signin.routes(console),
+        *catalog_pages.routes(console),
+        *tryout.routes(console),
+        *chat_page.routes(console),
+        *oversight_pages.routes(console),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Mount("/console", app=ConsoleGate(Router(routes), console.sessions))
+
+
+class ConsoleGate:
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+        """Sign-in, CSRF and the caller's binding for every console request.
+
+        Parameters:
+            app: the console's router.
+            sessions: recognises signed-in viewers.
+        """
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        root = scope.get("root_path", "")
+        path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
+        viewer = self.sessions.viewer(request)
+        if path == "/signin" or path.startswith("/static/"):
+            scope[VIEWER] = viewer
+            await self.app(scope, receive, send)
+            return
+        if viewer is None:
+            response: Response
+            if scope["method"] in STATE_CHANGING:
+                response = APIError(401, "Sign in to the console first.", code="console_signin").response()
+            else:
+                target = path + (f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else "")
+                response = RedirectResponse(f"{root}/signin?next={quote(target)}", status_code=303)
+            await response(scope, receive, send)
+            return
+        if scope["method"] in STATE_CHANGING and not csrf_ok(request, viewer):
+            refused = APIError(403, "The console's CSRF token is missing or wrong; reload the page.",
+                               code="csrf_failed")
+            await refused.response()(scope, receive, send)
+            return
+        scope[VIEWER] = viewer
+        scope["gateway.client"] = viewer.name
+        scope["gateway.agents"] = viewer.agent_set
+        # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
+        # so audit rows and per-agent limits name it as on the API's doors.
+        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):
+            await self.app(scope, receive, send)
+
+
+def _agent_in(path: str) -> str | None:
+    parts = [p for p in path.split("/") if p]  # ASGI paths arrive decoded
+    if len(parts) >= 2 and parts[0] in ("agents", "chat"):
+        return parts[1]
+    return None
+
+
+async def _home(request: Request) -> Response:
+    return RedirectResponse(f"{request.scope.get('root_path', '')}/agents", status_code=303)

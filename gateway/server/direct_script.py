@@ -1,0 +1,104 @@
+"""A `run_code` call outside any chat (the MCP door, over HTTP and stdio): one script over the agent's tools.
+
+Each tool call of the script runs through the generation's call pipeline as a call of that door (its audit row
+names the door and the agent). A call under approval pauses the script: the script is kept in the store as a run
+of kind `script` with the call as its pending approval (listed by `GET /approvals`, decided by any instance, after
+a restart too), and the caller gets an `approval_pending` result naming the approval. Deciding it resumes the
+script (`resume_direct_script`): the approved call runs once, a denied one raises in the script, and the script's
+result is the decision's answer (or the next approval it waits for). Without a store nothing can hold a call: the
+call raises in the script.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..assembly import GatewayState, Generation
+from ..catalog import AgentTool
+from ..codemode import FunctionNames, Limits, Paused, Script
+from ..config.model import AgentConfig
+from ..errors import AuditUnavailable
+from ..kernel.caller import bind_caller
+from ..kernel.calls import Door
+from ..loop_types import Decision
+from ..messages import ToolCall, ToolResult
+from ..safety.approvals import ApprovalManager
+from ..store import RunRecord
+from .api_errors import APIError
+
+
+class _Host:
+    """The script's tools and pipeline at a door outside a chat."""
+
+    def __init__(self, generation: Generation, agent: str, client: str | None, door: Door,
+                 approvals: ApprovalManager | None) -> None:
+        self.generation = generation
+        self.agent = agent
+        self.client = client
+        self.door = door
+        self.approvals = approvals
+        self.runner = generation.runner.for_agent(agent)
+
+    def tool(self, name: str) -> AgentTool | None:
+        return self.generation.toolset(self.agent).get(name)
+
+    async def needs_pause(self, tool: AgentTool, call: ToolCall) -> bool:
+        if not tool.needs_approval or self.approvals is None:
+            return False  # without a store the pipeline refuses the call, and the refusal raises in the script
+        return await self.runner.check(tool, call) is None
+
+    async def call(self, tool: AgentTool, call: ToolCall, approval: str | None) -> ToolResult:
+        door: Door = "resume" if approval is not None else self.door
+        with bind_caller(client=self.client, agent=self.agent):
+            return await self.runner.run(tool, call, door=door, client=self.client, approval=approval)
+
+
+def _script(generation: Generation, config: AgentConfig, call_id: str, host: _Host) -> Script:
+    limits = config.code_limits
+    names = FunctionNames(generation.toolset(config.name).names)
+    return Script(call_id, names, host,
+                  Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls),
+                  config.policy.max_result_bytes)
+
+
+async def run_direct_script(state: GatewayState, generation: Generation, agent: str, arguments: dict[str, Any], *,
+                            client: str | None, door: Door) -> ToolResult:
+    """The script's result, or `approval_pending` when it waits for a human (then it is kept in the store)."""
+    config = generation.runtime.manifest.agents[agent]
+    approvals = state.safety.approvals if state.safety is not None else None
+    call_id = f"code_{random.getrandbits(64):016x}"  # an id, not a secret
+    host = _Host(generation, agent, client, door, approvals)
+    try:
+        outcome = await _script(generation, config, call_id, host).run(arguments)
+        if isinstance(outcome, Paused):
+            assert approvals is not None  # only a host with a store pauses
+            return await _hold(approvals, None, agent, client, call_id, outcome, door=door)
+    except AuditUnavailable as exc:
+        raise APIError(503, str(exc), code="audit_unavailable") from None
+    return outcome
+
+
+async def resume_direct_script(state: GatewayState, generation: Generation, run: RunRecord,
+                               decision: Decision, approval: str) -> ToolResult:
+    """Go on with a kept script after the decision on its pending call."""
+    config = generation.runtime.manifest.agents.get(run.agent)
+    if config is None:
+        return ToolResult.failure("unknown_tool", f"Agent {run.agent!r} no longer exists; the script cannot go on.")
+    approvals = state.safety.approvals if state.safety is not None else None
+    door: Door = run.state.get("door", "mcp")
+    host = _Host(generation, run.agent, run.client, door, approvals)
+    with bind_caller(agent=run.agent, run_id=run.id):
+        outcome = await _script(generation, config, run.state["call_id"], host).resume(run.state["script"],
+                                                                                      decision, approval)
+    if isinstance(outcome, Paused):
+        assert approvals is not None
+        return await _hold(approvals, run.id, run.agent, run.client, run.state["call_id"], outcome, door=door)
+    return outcome
+
+
+async def _hold(approvals: ApprovalManager, run_id: str | None, agent: str, client: str | None, call_id: str,
+                paused: Paused, door: str = "mcp") -> ToolResult:
+    return await approvals.hold_script(run_id=run_id, agent=agent, client=client, tool=paused.tool,
+                                       arguments=paused.arguments, call_id=paused.call_id,
+                                       state={"script": paused.state, "call_id": call_id, "door": door})

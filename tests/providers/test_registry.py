@@ -1,0 +1,36 @@
+"""The registry of provider kinds: one adapter class per kind of agents.yaml, carrying the kind's facts, and what
+reads them (the missing-key check, the span's provider name)."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from gateway.config.model import AgentConfig, Manifest, ProviderConfig, ProviderKind
+from gateway.dialects import FORMATS
+from gateway.providers import ADAPTERS
+from gateway.providers.keys import provider_problem
+
+
+def test_every_kind_of_agents_yaml_has_one_adapter_with_its_facts() -> None:
+    assert sorted(ADAPTERS) == sorted(get_args(ProviderKind))
+    for kind, adapter in ADAPTERS.items():
+        assert adapter.kind == kind
+        assert adapter.default_base_url.startswith(("https://", "http://127.0.0.1"))
+        assert adapter.request_path.startswith("/") and adapter.base_url_mistakes
+        assert adapter.tool_format in FORMATS and adapter.telemetry_name
+    assert {k for k, a in ADAPTERS.items() if a.native_tool_search} == {"anthropic", "openai-responses"}
+    assert {k for k, a in ADAPTERS.items() if a.strict_mode} == {"openai", "openai-responses"}
+
+
+@pytest.mark.parametrize("kind", sorted(ADAPTERS))
+def test_a_missing_key_names_the_kinds_own_variable(kind: str) -> None:
+    adapter = ADAPTERS[kind]
+    provider = ProviderConfig(name="p", kind=kind, base_url=adapter.default_base_url)  # type: ignore[arg-type]
+    agent = AgentConfig(name="a", model="p/m", provider="p", model_id="m")
+    problem = provider_problem(Manifest(providers={"p": provider}, agents={"a": agent}), agent)
+    if adapter.key_variable is None:
+        assert problem is None  # a local server needs no key
+    else:
+        assert problem is not None and adapter.key_variable in problem
