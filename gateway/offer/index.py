@@ -33,6 +33,7 @@ tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`), never on `held
 from __future__ import annotations
 
 import collections
+import dataclasses
 import html
 import itertools
 import os
@@ -228,6 +229,22 @@ class _Opened:
     """Each stem of the api's names and summaries, and its bit."""
     methods: frozenset[str]
     """The methods the api uses (Stripe's updates with POST, Slack's deletes with POST)."""
+    resources: frozenset[str]
+    """The stems of the last words of what its paths address (`claim` of `persistentvolumeclaims`)."""
+    lock: threading.Lock
+    """Its `ToolIndex`'s: one reader of the connection at a time."""
+
+    def addresses(self, things: frozenset[str]) -> bool:
+        """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
+        return any(resource.endswith(thing) for thing in things if len(thing) >= 3 for resource in self.resources)
+
+    def mentions(self, word: str) -> bool:
+        """Whether any of the api's indexed text (descriptions, arguments) has the word."""
+        if not word.isalnum():
+            return False
+        with self.lock:
+            found = self.connection.execute("SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1", (f'"{word}"',))
+            return found.fetchone() is not None
 
     def knows(self, word: str) -> bool:
         """Whether the api's names or summaries have the word."""
@@ -237,7 +254,7 @@ class _Opened:
         return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
 
 
-def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
+def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Lock) -> _Opened:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
@@ -247,7 +264,9 @@ def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools))
+    addressed = frozenset(next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource)
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), addressed - {""},
+                   lock)
 
 
 class ToolIndex:
@@ -271,7 +290,7 @@ class ToolIndex:
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = _open(connection, tools)
+            self._open[api] = _open(connection, tools, self._lock)
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -281,17 +300,22 @@ class ToolIndex:
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
         ranking); the best `max(limit, _CANDIDATES)` (that `allowed` passes), and the best of the asked method
         after them, are then scored with the signals here."""
-        request = read(query)
-        if not request.terms or limit < 1:
+        read_as = read(query)
+        if not read_as.terms or limit < 1:
             return []
-        methods = request.methods
+        methods = read_as.methods
         scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
+            request, changes, within = _of_api(read_as, opened)
+            if changes:  # "add a label to the pod" changes the pod, it creates none
+                asked = changes
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
-            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner), owner))
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
+                                                    within),
+                                    owner))
         scored.sort(key=lambda pair: -pair[1])
         if _FAMILY_CAP:
             scored = _diversified(scored)
@@ -378,8 +402,34 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None) -> list[tup
             for facts, score in scored]
 
 
+_UPDATES = frozenset({"PATCH", "PUT"})
+_PROPERTY = 2.0
+
+
+def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str]]:
+    """`request` as `opened`'s api reads it, and the methods that change an item when it changes a property of its
+    target: a thing named that none of the api's paths addresses, before a target that one does ("add a label to the
+    pod": a patch of the pod), is a property of the target."""
+    if not request.target or not request.things or opened.addresses(request.things) \
+            or not opened.addresses(request.target):
+        return request, frozenset(), frozenset()
+    if not any(opened.mentions(thing) for thing in request.things):  # a name: "remove bob from the group"
+        members = " OR ".join(f'"{stem}"' for stem in sorted(_MEMBERS))
+        return dataclasses.replace(request, things=_MEMBERS, expression=f"{request.expression} OR ({members})",
+                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), frozenset(), \
+            request.target
+    changes = _UPDATES & opened.methods or frozenset({"POST"})
+    return dataclasses.replace(request, things=request.target, addressed=request.target_addressed), changes, \
+        frozenset()
+
+
+_MEMBERS = frozenset(stems("member membership collaborator user"))
+"""What a name that the api does not know is, in "remove bob from the group": a person, one of its members."""
+
+
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
-             request: Request, owner: str | None) -> list[tuple[_Facts, float]]:
+             request: Request, owner: str | None, changes: frozenset[str],
+             within: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -388,7 +438,10 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
         if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
-        factor *= _addresses(facts, request)
+        factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
+        if changes and facts.item and facts.method in changes \
+                and _names((facts.resource.split() or [""])[-1], request.things):
+            factor *= _PROPERTY
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

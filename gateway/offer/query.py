@@ -272,6 +272,12 @@ class Request:
     makes it "other" too (`owner_in`)."""
     possessors: tuple[str, ...]
     """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+    target: frozenset[str]
+    """The stems of the head of the noun phrase after a preposition that follows the thing named, with its synonyms
+    ("pod" in "add a label to the pod", "meeting" in "invite carol to the meeting"): when the api has no resource for
+    the thing named, the request changes a property of the target (`target_addressed`)."""
+    target_addressed: str
+    """The FTS5 match of a resource that is the target, or ""."""
     addressed: str
     """The FTS5 match of a resource that is the thing named or the verb's (`resource : ("chat" OR "message")`,
     `resource : (accep*)`), or "": the operations that address what the request names are candidates even when
@@ -294,12 +300,13 @@ def read(query: str) -> Request:
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     things_named, phrase = _things(given, verb)
+    target = _target(given, verb)
     acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   _addressed(things_named, acts))
+                   target, _addressed(target, ()), _addressed(things_named, acts))
 
 
 def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:
@@ -342,6 +349,33 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
     word, parts = phrase[-1]
     every = " ".join(w for said, _ in phrase for w in (said, *synonyms(said)))
     return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
+
+
+_TARGETING = frozenset("to of on from in for into".split())
+"""Prepositions before the thing whose property a request changes: "add a label to the pod", "the priority of the
+ticket"."""
+
+
+def _target(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:
+    """The stems (with synonyms) of the head of the noun phrase after the first noun phrase past the verb and one of
+    `_TARGETING`: "pod" in "add a label to the pod"; none when no such phrase follows."""
+    start = 0 if verb is None else verb + 1
+    seen_thing = False
+    for position in range(start, len(given)):
+        word = given[position][0]
+        if word in _TARGETING and seen_thing:
+            head = ""
+            for following, _ in given[position + 1:]:
+                if following in _BREAKS or following in _AUXILIARIES:
+                    break
+                if following not in STOP and following not in _PRONOUNS and following not in _GENERIC_VERBS:
+                    head = following
+            return frozenset(stems(" ".join((head, *synonyms(head))))) if head else frozenset()
+        if word in _BREAKS:
+            return frozenset()
+        if word not in STOP and word not in _PRONOUNS and word not in _GENERIC_VERBS and word not in _AUXILIARIES:
+            seen_thing = True
+    return frozenset()
 
 
 def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[str, ...]:

@@ -176,3 +176,29 @@ def test_a_verb_acts_on_a_resource_named_in_the_plural_and_words_mean_what_peopl
     assert _names([replies, *others], "reply to the channel message")[0] == "teams_channels_messages_CreateReplies"
     unwatch = _tool("removeWatcher", "DELETE", "/issue/{key}/watchers", "Delete watcher")
     assert _names([unwatch], "stop watching PROJ-4")[:1] == ["removeWatcher"]  # watching: the verb watch's words
+
+
+_PODS = [_tool("createCoreV1NamespacedPod", "POST", "/namespaces/{namespace}/pods", "create a Pod"),
+         _tool("patchCoreV1NamespacedPod", "PATCH", "/namespaces/{namespace}/pods/{name}",
+               "partially update the specified Pod"),
+         _tool("createPodBinding", "POST", "/namespaces/{namespace}/pods/{name}/binding", "create binding of a Pod"),
+         _tool("createPodEviction", "POST", "/namespaces/{namespace}/pods/{name}/eviction",
+               "create eviction of a Pod")]
+
+
+def test_a_thing_the_api_has_no_path_for_is_a_property_of_the_thing_it_is_put_on() -> None:
+    # no path addresses labels: adding one to a pod is a change of the pod, not a new pod
+    listing = Tool(name="listNodes", api="shop", operation_id="listNodes", method="GET", path="/nodes",
+                   description="list objects of kind Node that a label selector picks",
+                   input_schema={"type": "object"}, summary="list objects of kind Node")
+    labelled = [*_PODS, listing]  # the api knows the word, in a description
+    assert _names(labelled, "add a label to the pod")[0] == "patchCoreV1NamespacedPod"
+    assert _names(labelled, "add a binding to the pod")[0] == "createPodBinding"  # a thing with a path of its own
+
+
+def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> None:
+    groups = [_tool("deleteGroup", "DELETE", "/groups/{group}", "Delete group"),
+              _tool("deleteGroupSetting", "DELETE", "/groups/{group}/settings/{setting}", "Delete group setting"),
+              _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
+              _tool("deleteRoleMember", "DELETE", "/roles/{role}/members/{member}", "Delete role member")]
+    assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
