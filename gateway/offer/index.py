@@ -314,8 +314,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within),
-                                    owner))
+                                                    within), owner, read_as.target))
         scored.sort(key=lambda pair: -pair[1])
         if _FAMILY_CAP:
             scored = _diversified(scored)
@@ -385,18 +384,21 @@ def _diversified(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float
     return front[:_FAMILY_SPAN] + sorted(held + front[_FAMILY_SPAN:], key=lambda pair: -pair[1])
 
 
-def _collapse(scored: list[tuple[_Facts, float]], owner: str | None) -> list[tuple[_Facts, float]]:
+def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
+              target: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Of the candidates of one kind (one operation under several paths), the one of the owner the query means
-    (`/users/{id}/manager` for "alice's manager"), else with the shortest path (and not deprecated), takes the best
-    score of them all; the others fall behind it, times `_DUPLICATE`."""
+    (`/users/{id}/manager` for "alice's manager"), else under the thing the query names after a preposition
+    (`/sites/{id}/drives` for "the document libraries of the site"), else with the shortest path (and not
+    deprecated), takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
     best: dict[int, tuple[_Facts, float]] = {}
     for facts, score in scored:
         held = best.get(facts.kind)
         if held is None:
             best[facts.kind] = (facts, score)
         else:
-            mine = (facts.owner == owner, facts.weight, score)
-            preferred = facts if mine > (held[0].owner == owner, held[0].weight, held[1]) else held[0]
+            mine = (facts.owner == owner, _under(facts, target), facts.weight, score)
+            theirs = (held[0].owner == owner, _under(held[0], target), held[0].weight, held[1])
+            preferred = facts if mine > theirs else held[0]
             best[facts.kind] = (preferred, max(score, held[1]))
     return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
             for facts, score in scored]
@@ -425,6 +427,13 @@ def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str],
 
 _MEMBERS = frozenset(stems("member membership collaborator user"))
 """What a name that the api does not know is, in "remove bob from the group": a person, one of its members."""
+
+
+def _under(facts: _Facts, target: frozenset[str]) -> bool:
+    """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
+    drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
+    of `/me/drives`."""
+    return bool(target) and not facts.owner and any(_names(word, target) for word in resources(facts.tool.path)[1:])
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,

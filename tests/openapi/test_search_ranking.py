@@ -32,7 +32,7 @@ def test_a_deprecated_duplicate_ranks_below_its_replacement() -> None:
 _FORWARDS = [_tool("me_mailFolders_messages_forward", "POST",
                    "/me/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("users_mailFolders_messages_forward", "POST",
-                   "/users/{u}/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
+                   "/users/{user-id}/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("me_messages_forward", "POST", "/me/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("me_events_forward", "POST", "/me/events/{e}/microsoft.graph.forward", "Invoke action forward")]
 
@@ -202,3 +202,11 @@ def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> No
               _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
               _tool("deleteRoleMember", "DELETE", "/roles/{role}/members/{member}", "Delete role member")]
     assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
+
+
+def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_ranks_first() -> None:
+    drives = [_tool("me_ListDrives", "GET", "/me/drives", "List drives"),
+              _tool("sites_ListDrives", "GET", "/sites/{site}/drives", "List drives"),
+              _tool("groups_ListDrives", "GET", "/groups/{group}/drives", "List drives")]
+    assert _names(drives, "list the drives of the site")[0] == "sites_ListDrives"
+    assert _names(drives, "list the drives")[0] == "me_ListDrives"  # else the shortest path
