@@ -300,6 +300,10 @@ def read(query: str) -> Request:
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     things_named, phrase = _things(given, verb)
+    if _asks_permission(query):  # "who can see this file", "can I delete pods": who is allowed, not the act
+        terms = [*terms, _PERMISSION]
+        things_named = phrase = frozenset(stems(" ".join(_PERMISSION)))
+        methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
     target = _target(given, verb)
     acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
@@ -307,6 +311,16 @@ def read(query: str) -> Request:
                    things_named, phrase, acts, _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
                    target, _addressed(target, ()), _addressed(things_named, acts))
+
+
+_PERMISSION = ("permission", "access")
+_ASKING = re.compile(r"^\s*(?:who\s+can\s+(?!be\b)\w|can\s+i\b|am\s+i\s+allowed\b)", re.IGNORECASE)
+"""A question of who may do something: "who can see this file", "can I delete pods" (not "who can be assigned":
+who is assignable)."""
+
+
+def _asks_permission(query: str) -> bool:
+    return bool(_ASKING.match(query))
 
 
 def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:

@@ -210,3 +210,20 @@ def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_rank
               _tool("groups_ListDrives", "GET", "/groups/{group}/drives", "List drives")]
     assert _names(drives, "list the drives of the site")[0] == "sites_ListDrives"
     assert _names(drives, "list the drives")[0] == "me_ListDrives"  # else the shortest path
+
+
+def test_who_can_and_can_i_ask_who_is_allowed() -> None:
+    pods = [_tool("deletePod", "DELETE", "/namespaces/{namespace}/pods/{name}", "delete a Pod"),
+            _tool("listPods", "GET", "/namespaces/{namespace}/pods", "list or watch objects of kind Pod"),
+            _tool("createSelfSubjectAccessReview", "POST", "/apis/authorization/selfsubjectaccessreviews",
+                  "create a SelfSubjectAccessReview")]
+    pods += [_tool(f"{verb}Pod{what}", method, f"/namespaces/{{namespace}}/pods/{{name}}/{what.lower()}",
+                   f"{verb} {what.lower()} of a Pod in a namespace")  # a word in many operations weighs little
+             for what in ("Status", "Log", "Exec", "Eviction", "Binding", "Proxy", "Attach", "Portforward")
+             for verb, method in (("read", "GET"), ("replace", "PUT"), ("delete", "DELETE"))]
+    assert _names(pods, "can I delete pods in this namespace")[0] == "createSelfSubjectAccessReview"
+    assert _names(pods, "can you delete the pod")[0] == "deletePod"  # a polite request, not a question
+    items = [_tool("listItemPermissions", "GET", "/drives/{drive}/items/{item}/permissions",
+                   "List permissions of a drive item"),
+             _tool("getItemContent", "GET", "/drives/{drive}/items/{item}/content", "Get content of a drive item")]
+    assert _names(items, "who can see this file")[0] == "listItemPermissions"
