@@ -311,6 +311,8 @@ class ToolIndex:
             request, changes, within = _of_api(read_as, opened)
             if changes:  # "add a label to the pod" changes the pod, it creates none
                 asked = changes
+            elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
+                asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
@@ -465,13 +467,16 @@ def _addresses(facts: _Facts, request: Request) -> float:
     """`_ACTED` when a path's resource is the request's verb (`accept`, `attachments` for "attach", `reviews` for
     "who reviewed") and acts on what it names (`/me/events/{id}/accept` for "accept the meeting invite", not
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
-    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim); else 1."""
+    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
+    `horizontalpodautoscaler` for "autoscale"); else 1."""
     named = facts.resource.split()
     if not named:
         return 1.0
     acted = any(len(os.path.commonprefix([act, singular(word)])) >= min(5, len(act)) for act in request.acts
                 if len(act) >= 3 for word in named)
     if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+        return _ACTED
+    if any(singular(named[-1]).endswith(agent) for agent in request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
     return _ADDRESSED if _names(named[-1], request.things) else 1.0
 

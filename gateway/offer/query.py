@@ -266,6 +266,9 @@ class Request:
     acts: tuple[str, ...]
     """Its verb when the verb is not generic ("accept", "attach"; for "who": what the people do, "who reviewed"),
     with a regular ending off, to compare with the beginning of a resource (accept, attachments, reviews)."""
+    agents: tuple[str, ...]
+    """What does the verb's act, when it is not generic ("autoscaler" for "autoscale", "scheduler"): a resource that
+    is its doer is what the request asks for."""
     owner: str | None
     """Whose thing it is: "self" (my, me, I), "other" (the user's), or None: an api that answers both under two paths
     (`/me/...`, `/users/{id}/...`) is asked for the one meant. A possessive of a word the api does not know ("alice's")
@@ -308,7 +311,7 @@ def read(query: str) -> Request:
     acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
-                   things_named, phrase, acts, _owner(given),
+                   things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
                    target, _addressed(target, ()), _addressed(things_named, acts))
 
@@ -403,6 +406,11 @@ def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[s
     if not word or word in _GENERIC_VERBS or word in _PRONOUNS:
         return ()
     return (_root(word),)
+
+
+def _agent(verb: str) -> str:
+    """Who does what a verb says: autoscale -> autoscaler, schedule -> scheduler, watch -> watcher."""
+    return verb + ("r" if verb.endswith("e") else "er")
 
 
 def _root(word: str) -> str:

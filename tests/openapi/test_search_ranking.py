@@ -227,3 +227,18 @@ def test_who_can_and_can_i_ask_who_is_allowed() -> None:
                    "List permissions of a drive item"),
              _tool("getItemContent", "GET", "/drives/{drive}/items/{item}/content", "Get content of a drive item")]
     assert _names(items, "who can see this file")[0] == "listItemPermissions"
+
+
+def test_a_verb_asks_for_the_resource_that_does_it() -> None:
+    kinds = {"Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments",
+             "HorizontalPodAutoscaler": "/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers"}
+    tools = [_tool(f"{verb}{kind}", method, path + suffix, f"{verb} {'the specified ' if suffix else 'a '}{kind}")
+             for kind, path in kinds.items()
+             for verb, method, suffix in (("create", "POST", ""), ("list", "GET", ""), ("read", "GET", "/{name}"),
+                                          ("delete", "DELETE", "/{name}"), ("patch", "PATCH", "/{name}"))]
+    tools += [_tool(f"{verb}{kind}{what}", method, f"{path}/{{name}}/{what.lower()}",
+                    f"{verb} {what.lower()} of the specified {kind}")
+              for kind, path in kinds.items() for what in ("Status", "Scale")  # kinds have many operations each
+              for verb, method in (("read", "GET"), ("replace", "PUT"), ("patch", "PATCH"))]
+    # creating one sets up what autoscales (a new deployment is the other reading, with more of the words)
+    assert "createHorizontalPodAutoscaler" in _names(tools, "autoscale the deployment on CPU")[:2]
