@@ -48,7 +48,7 @@ from ..catalog import Catalog, Tool
 from .query import STOP, Request, read, singular, stems, words
 from .views import first_sentences
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
+_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
@@ -161,7 +161,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
     return data
 
 
-_INTENT_BOOST = 1.6
+_INTENT_BOOST = 1.8
 _NAME_COVERAGE = 1.0
 _SUMMARY_COVERAGE = 2.0
 _PLURAL = 1.3
@@ -169,7 +169,7 @@ _DEPRECATED = 0.5
 _DUPLICATE = 0.7
 _ADDRESSED = 1.5
 _ACTED = 3.0
-_OWNER = 1.3
+_OWNER = 1.6
 
 
 def _content_stems(text: str) -> frozenset[str]:
