@@ -180,6 +180,8 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
         others = (a for a in (*senses, *synonyms(word), *spelled, *joined) if a not in skip | _PRONOUNS)
         if alternatives := tuple(dict.fromkeys((*own, *others))):
             terms.append(alternatives)
+        if joined and following in _PARTICLES:  # "pay out" is a payout more than it is paying
+            terms.append(joined)
     return terms
 
 

@@ -242,3 +242,11 @@ def test_a_verb_asks_for_the_resource_that_does_it() -> None:
               for verb, method in (("read", "GET"), ("replace", "PUT"), ("patch", "PATCH"))]
     # creating one sets up what autoscales (a new deployment is the other reading, with more of the words)
     assert "createHorizontalPodAutoscaler" in _names(tools, "autoscale the deployment on CPU")[:2]
+
+
+def test_a_verb_and_its_particle_are_the_one_word_the_api_uses() -> None:
+    tools = [_tool("GetPayouts", "GET", "/v1/payouts", "List payouts"),
+             _tool("GetPaymentIntents", "GET", "/v1/payment_intents", "List payment intents"),
+             _tool("PostPaymentIntents", "POST", "/v1/payment_intents", "Create a payment intent"),
+             _tool("GetPaymentIntentsIntent", "GET", "/v1/payment_intents/{intent}", "Retrieve a payment intent")]
+    assert _names(tools, "how much did we pay out last month")[0] == "GetPayouts"
