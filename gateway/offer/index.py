@@ -110,14 +110,15 @@ class _Opened:
     """Each stem of the api's names and summaries, and its bit."""
     methods: frozenset[str]
     """The methods the api uses (Stripe's updates with POST, Slack's deletes with POST)."""
-    resources: frozenset[str]
-    """The stems of the last words of what its paths address (`claim` of `persistentvolumeclaims`)."""
+    endings: frozenset[str]
+    """Every ending (3 letters or more) of the stems of the last words of what its paths address
+    (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
     lock: threading.Lock
     """Its `ToolIndex`'s: one reader of the connection at a time."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
-        return any(resource.endswith(thing) for thing in things if len(thing) >= 3 for resource in self.resources)
+        return any(thing in self.endings for thing in things if len(thing) >= 3)
 
     def mentions(self, word: str) -> bool:
         """Whether any of the api's indexed text (descriptions, arguments) has the word."""
@@ -145,9 +146,9 @@ def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Loc
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
-    addressed = frozenset(next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource)
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), addressed - {""},
-                   lock)
+    addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
+    endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock)
 
 
 class ToolIndex:
