@@ -213,6 +213,12 @@ class ToolIndex:
         facts = opened.facts
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
+            if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
+                both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
+                                                             request.expression, wanted)).fetchall()
+                rows = [(rowid, score) for rowid, score, position, _ in both if position <= wanted]
+                addressed = [(rowid, score) for rowid, score, _, named in both if named]
+                return self._chosen(facts, rows, addressed, asked, first)
             cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
@@ -224,6 +230,11 @@ class ToolIndex:
                                                                     _ADDRESSED_CANDIDATES if allowed is None else -1))
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
+        return self._chosen(facts, rows, addressed, asked, first)
+
+    @staticmethod
+    def _chosen(facts: list[_Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
+                asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
         chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
         following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
                      if facts[rowid - 1].method in asked)
@@ -238,6 +249,11 @@ _POOL = 400
 _ADDRESSED_CANDIDATES = 60
 _BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
 _SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
+_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?) "
+             "SELECT rowid, score, position, named FROM (SELECT rowid, score, row_number() OVER (ORDER BY score) "
+             f"AS position, rowid IN named AS named FROM (SELECT rowid, {_BM25} AS score FROM tools "
+             "WHERE tools MATCH ?)) WHERE position <= ? OR named ORDER BY score")
+"""`_SQL` and `_ADDRESSED_SQL` in one pass over the matches: their BM25 is computed once."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 
