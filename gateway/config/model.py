@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ..kernel.redaction import url_secrets
 from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
 from .credentials import AuthConfig
 from .fields import (
@@ -37,6 +38,7 @@ from .fields import (
     Count,
     Flag,
     HttpUrl,
+    KindEndpoint,
     Names,
     Seconds,
     Section,
@@ -70,8 +72,10 @@ def _kind_is_optional(schema: dict[str, Any]) -> None:
     schema["required"] = [key for key in schema.get("required", []) if key != "kind"]
 
 
-class ProviderConfig(Section):
+class ProviderConfig(KindEndpoint):
     """An LLM provider the agents' models are reached through."""
+
+    default_base_urls = DEFAULT_BASE_URLS
 
     model_config = ConfigDict(json_schema_extra=_kind_is_optional)
 
@@ -84,18 +88,6 @@ class ProviderConfig(Section):
     strict: Flag = doc("openai: send tools in strict mode (closed objects, every property required, optional ones "
                        "nullable); the nulls the model sends for what it leaves out are dropped.", False)
     name: SkipJsonSchema[str] = derived("")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _base_url_of_the_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in DEFAULT_BASE_URLS:
-            return {**data, "base_url": DEFAULT_BASE_URLS[data["kind"]]}
-        return data
-
-    @field_validator("api_key")
-    @classmethod
-    def _empty_is_none(cls, key: str | None) -> str | None:
-        return key or None
 
 
 def _one_or_many(value: Any) -> Any:
@@ -201,15 +193,22 @@ class Manifest(Section):
                 values.extend(auth.secrets())
         for client in self.clients.values():
             values.append(client.key)
-        embeddings = self.gateway.search_embeddings
-        if embeddings is not None and embeddings.api_key:
-            values.append(embeddings.api_key)
         introspection = self.gateway.auth.introspection if self.gateway.auth else None
         if introspection is not None:
             values.append(introspection.client_secret)
+        headers = [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]
+        # Hooks and the embeddings endpoint are written here too, credentials in their URLs and headers.
+        for hook in [*self.hooks, *(h for agent in self.agents.values() for h in agent.hooks)]:
+            values.extend(url_secrets(hook.url) if hook.url else [])
+            headers.append(hook.headers)
+        embeddings = self.gateway.search_embeddings
+        if embeddings is not None:
+            values.extend([embeddings.api_key] if embeddings.api_key else [])
+            values.extend(url_secrets(embeddings.base_url))
+            headers.append(embeddings.headers)
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
-        for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
-            for name, value in headers.items():
+        for mapping in headers:
+            for name, value in mapping.items():
                 if value and SECRET_HEADER.search(name):
                     values.append(value)
                     scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too
