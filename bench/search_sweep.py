@@ -39,6 +39,7 @@ def _hits(data: dict[str, tuple[Any, str, list[dict[str, Any]]]]) -> dict[str, i
 def _set(values: dict[str, float]) -> dict[str, float]:
     """Sets the constants (bench only: the module's own globals) and answers the ones they replaced."""
     before = {}
+    old = _bm25()
     for key, value in values.items():
         if key.startswith("W_"):
             before[key] = index._WEIGHTS[key[2:]]
@@ -46,11 +47,13 @@ def _set(values: dict[str, float]) -> dict[str, float]:
         else:
             before[key] = getattr(index, key)
             setattr(index, key, value)
-    bm25 = f"bm25(tools, {', '.join(str(weight) for weight in index._WEIGHTS.values())})"
-    index._SQL = f"SELECT rowid, {bm25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
-    index._ADDRESSED_SQL = (f"SELECT rowid, {bm25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
-                            "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
+    for statement in ("_SQL", "_ADDRESSED_SQL", "_BOTH_SQL"):
+        setattr(index, statement, getattr(index, statement).replace(old, _bm25()))
     return before
+
+
+def _bm25() -> str:
+    return f"bm25(tools, {', '.join(str(weight) for weight in index._WEIGHTS.values())})"
 
 
 def main(argv: list[str]) -> int:
