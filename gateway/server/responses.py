@@ -28,7 +28,7 @@ from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, gateway_extension, secrets_redactor
 from .chat_request import parse_params
-from .handoff import TURN_PREFIX, store_of
+from .handoff import TURN_PREFIX, owner, store_of
 from .inert import INERT_PARAMS, Ignored, read_inert
 from .limits import check_conversation, check_counts, check_shape
 from .responses_object import ResponseShape
@@ -150,7 +150,7 @@ def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
 async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
     kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
     record = None if kept_elsewhere else await store.get_response(response_id)
-    if record is None or record.client != client:  # someone else's is as unknown as one that never was
+    if record is None or record.client != owner(client):  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
     return record
 
@@ -203,7 +203,7 @@ class _Answer:
     async def finish(self, run: _Run, result: RunResult, output: list[dict[str, Any]]) -> dict[str, Any]:
         shape = self.shape(run)
         body = shape.finished(run.id, run.agent.name, result, gateway_extension(result, run.ignored), output)
-        await shape.keep_answer(self.store, run.id, run.agent.name, run.client, body, result)
+        await shape.keep_answer(self.store, run.id, run.agent.name, owner(run.client), body, result)
         return body
 
 
