@@ -10,7 +10,7 @@ providers:
   NAME: {kind: openai|openai-responses|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
 apis:                                   # keyed by the spec's path under specs/ without extension
   NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert,
-         client_key, output_check: enforce|warn|off}
+         client_key, output_check: enforce|warn|off, reuse_connections: true}
 agents: {NAME: {...}}                   # gateway.config.agents
 hooks: [...]                            # gateway.config.hooks_budgets
 budgets: {...}
@@ -29,7 +29,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_
 from pydantic.json_schema import SkipJsonSchema
 
 from ..kernel.redaction import url_secrets
-from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
+from .agents import (
+    AgentConfig,
+    Approval,
+    CodeLimits,
+    CodeMode,
+    OutputCheckSwitch,
+    Policy,
+    ToolOverride,
+    ToolSelection,
+)
 from .credentials import AuthConfig
 from .fields import (
     AGENT_NAME,
@@ -43,6 +52,7 @@ from .fields import (
     Seconds,
     Section,
     TextMap,
+    at_key,
     defaults,
     derived,
     doc,
@@ -108,9 +118,12 @@ class ApiConfig(Section):
     client_cert: str | None = doc("A PEM client certificate (chain) presented to this api (mTLS), relative to "
                                   "agents.yaml's folder.", None)
     client_key: str | None = doc("The PEM private key of `client_cert`, when that file does not hold it too.", None)
-    output_check: OutputCheck = doc("The upstream answer against the operation's declared response schema: "
-                                    "enforce (a mismatch is a tool error), warn (passed on, with a warning), off.",
-                                    "enforce")
+    output_check: OutputCheckSwitch = doc("The upstream answer against the operation's declared response schema: "
+                                          "enforce (a mismatch is a tool error), warn (passed on, with a warning), "
+                                          "off.", "enforce")
+    reuse_connections: Flag = doc("Keep connections for the next request (keep-alive). false: a connection of its "
+                                  "own for each request, for an upstream that sends answers nobody asked for "
+                                  "(HTTP/1.1 would read one as the next request's answer).", True)
     name: SkipJsonSchema[str] = derived("")
 
     @field_validator("auth")
@@ -123,7 +136,8 @@ class ApiConfig(Section):
 class ClientConfig(Section):
     """A caller of the gateway: a key (or, with `gateway.auth`, a token whose claims match)."""
 
-    key: str = doc("The caller's bearer key (write `${VAR}`); each client its own.", min_length=1)
+    key: str | None = doc("The caller's bearer key (write `${VAR}`); each client its own. A client with `claims` "
+                          "needs none (tokens reach it).", None, min_length=1)
     agents: Names = doc("Agents this client may use; `*` for all.", default=["*"])
     admin: Flag = doc("Sees every agent, the whole audit log and every approval (the console's operators); "
                       "implies `approver`.", False)
@@ -131,6 +145,12 @@ class ClientConfig(Section):
     claims: dict[str, Names] = doc("With `gateway.auth`: a token whose claims all match (each a value or a list "
                                    "of values) is this client.", default={})
     name: SkipJsonSchema[str] = derived("")
+
+    @model_validator(mode="after")
+    def _key_or_claims(self) -> ClientConfig:
+        if self.key is None and not self.claims:
+            raise at_key("key", "'key' is required (or `claims`, for a client that tokens reach)")
+        return self
 
 
 ProviderName = Annotated[str, Field(pattern=PROVIDER_NAME)]
@@ -192,7 +212,8 @@ class Manifest(Section):
             for auth in api.auth:
                 values.extend(auth.secrets())
         for client in self.clients.values():
-            values.append(client.key)
+            if client.key:
+                values.append(client.key)
         introspection = self.gateway.auth.introspection if self.gateway.auth else None
         if introspection is not None:
             values.append(introspection.client_secret)

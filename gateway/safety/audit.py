@@ -137,7 +137,7 @@ class AuditLog:
         return AuditRow(
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
             api=None if isinstance(tool, str) else tool.api, arguments=arguments,
-            approval=approval or caller.approvals.get(name), run_id=caller.run_id,
+            approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
         )
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
@@ -146,7 +146,7 @@ class AuditLog:
         row.latency_ms = result.duration_ms
         row.bytes = result.bytes
         row.approval = row.approval or result.approval_id
-        row.error = self.redactor.text(result.error) if result.error else None
+        row.error = self.redactor.text(result.error) if result.error else _warning(result, self.redactor)
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
@@ -156,7 +156,7 @@ class AuditLog:
         await self._write(AuditRow(
             time=time.time(), kind="chat", client=client or caller.client, agent=agent, status=status,
             latency_ms=latency_ms, usage=dict(usage) if usage else None, run_id=run_id or caller.run_id,
-            error=self.redactor.text(error) if error else None,
+            error=self.redactor.text(error) if error else None, subject=caller.subject,
         ))
 
     async def _write(self, row: AuditRow, *, sending: bool = False, update: bool = False) -> None:
@@ -224,6 +224,11 @@ class AuditLog:
         if removed:
             logger.info("audit retention: removed %d rows older than %g days", removed, self.retention_days)
         return removed
+
+
+def _warning(result: ToolResult, redactor: Redactor) -> str | None:
+    """A success's warning, in the row's `error` text (its status stays `ok`: the call succeeded)."""
+    return f"warning: {redactor.text(result.warning)}" if result.warning else None
 
 
 class RecordCall:
