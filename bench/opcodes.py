@@ -1,14 +1,14 @@
 """Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
 
-    python -m bench.opcodes [--door http|mcp] [--calls 100] [--top 30]
+    python -m bench.opcodes [--door http|mcp] [--calls 100] [--top 30] [--functions]
 
 The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
 process over ASGI on the event loop uvicorn would pick, without uvicorn itself; the upstream (bench/upstream.py)
 is a real server in its own process. After a warm-up, `sys.settrace` counts every instruction Python runs in
 `--calls` calls (native code, the kernel and the upstream are not in it). It prints the count per call and, with
-`--top`, the files that run the most. Wall-clock and CPU figures on a shared machine move by tens of per cent
-between runs; this count moves by well under one, so it tells whether a change to the Python path of a call saves
-work (`bench.calls` then says what that is worth in time).
+`--top`, the files (or, with `--functions`, the functions) that run the most. Wall-clock and CPU figures on a
+shared machine move by tens of per cent between runs; this count moves by well under one, so it tells whether a
+change to the Python path of a call saves work (`bench.calls` then says what that is worth in time).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ async def _bind(app: Any, door: str) -> Call:
     return mcp
 
 
-def _count(calls: int, call: Call) -> Callable[[], Awaitable[collections.Counter[str]]]:
+def _count(calls: int, call: Call, *, functions: bool = False) -> Callable[[], Awaitable[collections.Counter[str]]]:
     async def counted() -> collections.Counter[str]:
         per_file: collections.Counter[str] = collections.Counter()
 
@@ -99,7 +99,8 @@ def _count(calls: int, call: Call) -> Callable[[], Awaitable[collections.Counter
             if event == "call":
                 frame.f_trace_opcodes = True
             elif event == "opcode":
-                per_file[frame.f_code.co_filename] += 1
+                code = frame.f_code
+                per_file[f"{code.co_filename}:{code.co_qualname}" if functions else code.co_filename] += 1
             return trace
 
         sys.settrace(trace)
@@ -113,8 +114,8 @@ def _count(calls: int, call: Call) -> Callable[[], Awaitable[collections.Counter
     return counted
 
 
-def measure(door: str, calls: int) -> collections.Counter[str]:
-    """Instructions per file over `calls` calls on `door`."""
+def measure(door: str, calls: int, *, functions: bool = False) -> collections.Counter[str]:
+    """Instructions per file (or per function: `file:qualified name`) over `calls` calls on `door`."""
     from gateway.server.run import _asyncio_declared, _build_app, log_config
 
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
@@ -142,7 +143,7 @@ def measure(door: str, calls: int) -> collections.Counter[str]:
                 call = await _bind(app, door)
                 for _ in range(200):  # warm: caches filled, the MCP SDK imported
                     await call()
-                return await _count(calls, call)()
+                return await _count(calls, call, functions=functions)()
 
         with _asyncio_declared(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
             return runner.run(run())
@@ -162,8 +163,9 @@ def main() -> None:
     parser.add_argument("--door", choices=("http", "mcp"), default="http")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
+    parser.add_argument("--functions", action="store_true", help="list functions rather than files")
     args = parser.parse_args()
-    per_file = measure(args.door, args.calls)
+    per_file = measure(args.door, args.calls, functions=args.functions)
     print(f"{args.door} door: {sum(per_file.values()) / args.calls:,.0f} Python instructions per call "
           f"({args.calls} calls)")
     prefixes = [str(ROOT) + "/", *sorted({p + "/" for p in sys.path if p and "site-packages" in p}, key=len,

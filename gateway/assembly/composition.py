@@ -8,6 +8,7 @@ itself (`gateway.execution.pipeline` has the chaining, `gateway.execution.stages
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..execution.executor import Executor
 from ..execution.pipeline import Pipeline
@@ -15,10 +16,12 @@ from ..execution.stages import CheckOutput, Execute, RedactResult, RunHooks, Val
 from ..kernel import tracing
 from ..kernel.calls import Stage, ToolHooks
 from ..kernel.redaction import Redactor
-from ..observe.metrics import Metrics
 from ..observe.toolcalls import ObserveToolCall
 from ..safety.approvals import RefuseUnapproved
 from ..safety.guards import Safeguards
+
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
 
 
 def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,

@@ -11,7 +11,7 @@ generation is closed once its last request is done.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -22,14 +22,16 @@ from ..execution.runner import ToolRunner
 from ..hooks import ConfiguredHooks
 from ..kernel.calls import ToolHooks
 from ..kernel.redaction import Redactor
-from ..observe.metrics import Metrics
 from ..observe.runs import RunObserver
-from ..providers import AdapterPool, ProviderAdapter
 from ..runtime import Runtime
 from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
 from ..toolsets import Toolset
 from .composition import build_pipeline
+
+if TYPE_CHECKING:
+    from ..observe.metrics import Metrics
+    from ..providers import AdapterPool, ProviderAdapter
 
 
 class Holding:
@@ -80,15 +82,26 @@ class Generation:
                                      on_decision=_count_decision(metrics) if metrics is not None else None)
         tool_hooks = [*hooks, self.hooks] if self.hooks else list(hooks)
         self.pipeline = build_pipeline(self.executor, safeguards=safety, hooks=tool_hooks, metrics=metrics)
-        self.adapters = AdapterPool(runtime.manifest, transport=provider_transport)
+        self._provider_transport = provider_transport
+        self._adapters: AdapterPool | None = None
         self.observer = RunObserver(metrics=metrics, hooks=self.hooks, budgets=runtime.manifest.budgets,
                                     book=budget_book)
-        self.runner = ToolRunner(runtime, self.pipeline, self.adapters, observer=self.observer)
+        self.runner = ToolRunner(runtime, self.pipeline, self.adapter, observer=self.observer)
         self.cache: dict[Any, Any] = {}
         """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
         self.active = 0
         self.retired = False
         self.closed = False
+
+    @property
+    def adapters(self) -> AdapterPool:
+        """The provider adapters, made on first use (a door that never calls a model, such as `gateway mcp`,
+        never imports the providers)."""
+        if self._adapters is None:
+            from ..providers import AdapterPool
+
+            self._adapters = AdapterPool(self.runtime.manifest, transport=self._provider_transport)
+        return self._adapters
 
     def adapter(self, provider: ProviderConfig | str) -> ProviderAdapter:
         """The provider adapter (one pooled client per provider and generation)."""
@@ -116,7 +129,8 @@ class Generation:
         self.closed = True
         await self.executor.aclose()
         await self.hooks.aclose()
-        await self.adapters.aclose()
+        if self._adapters is not None:
+            await self._adapters.aclose()
 
 
 def _count_decision(metrics: Metrics) -> Callable[[HookEvent, str], None]:

@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ..kernel.calls import ToolHooks
-from ..observe.metrics import Metrics
 from ..runtime import Runtime, RuntimeHolder
 from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
 from ..store import MemoryStore, Store
 from .generation import Generation, Holding
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..observe.metrics import Metrics
 
 logger = logging.getLogger("gateway.server")
 
@@ -33,15 +36,21 @@ class GatewayState:
         upstream_transport: httpx transport for tool calls (tests); provider_transport: for LLM calls.
         safety: the safety layer (audit, approvals, limits, breakers); None: a gateway without a store.
         hooks: `ToolHooks` for every call's pipeline.
+        metrics: count requests and tool calls for `/metrics`; False for a door that has no `/metrics` to read them
+            (`gateway mcp` over stdio: nothing counted, `prometheus_client` not even imported).
     """
 
     def __init__(self, holder: RuntimeHolder, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None, safety: Safeguards | None = None,
-                 hooks: Sequence[ToolHooks] = ()) -> None:
+                 hooks: Sequence[ToolHooks] = (), metrics: bool = True) -> None:
         self.holder = holder
         self.safety = safety
         self.hooks = tuple(hooks)
-        self.metrics = Metrics()
+        self.metrics: Metrics | None = None
+        if metrics:
+            from ..observe.metrics import Metrics
+
+            self.metrics = Metrics()
         """The gateway's Prometheus metrics (`/metrics`), kept across reloads."""
         self.budget_book = safety.budget_book() if safety is not None else BudgetBook()
         """What agents and clients spent recently, kept across reloads (in Redis with `gateway.redis`)."""

@@ -13,17 +13,17 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
-from jsonschema.exceptions import ValidationError, best_match
 
 from ..catalog import JSONSchema, Tool
 from . import fastschema
-from .schema_errors import BudgetSpent, first_errors
-from .schema_errors import validator_for as validator_for
+
+if TYPE_CHECKING:  # the wording's validator (the `jsonschema` package) is imported when something is to be worded
+    from jsonschema.exceptions import ValidationError
 
 T = TypeVar("T")
 
@@ -61,6 +61,8 @@ def input_schema(tool: Tool, optional: Iterable[str] = ()) -> JSONSchema:
 def problems(schema: Any, instance: Any, *, count: int = MAX_ERRORS) -> list[str]:
     """What is wrong with `instance` against `schema`, the first `count` problems; empty when nothing is (only
     possible for a schema the judge cannot compile: then this walk is the verdict)."""
+    from .schema_errors import BudgetSpent, first_errors
+
     try:
         errors = first_errors(schema, instance, count * 4)
     except BudgetSpent:
@@ -72,6 +74,13 @@ def problems(schema: Any, instance: Any, *, count: int = MAX_ERRORS) -> list[str
         return ["(root): does not match the schema"] if fastschema.usable(schema) else []
     errors.sort(key=_error_order)  # the shallowest of the first ones found: a missing field before its siblings' items
     return [format_error(error) for error in errors[:count]]
+
+
+def validator_for(schema: Any) -> Any:
+    """The wording validator of `schema` (`gateway.execution.schema_errors.validator_for`)."""
+    from .schema_errors import validator_for as build
+
+    return build(schema)
 
 
 async def run_off_the_loop(work: Callable[[], T]) -> T:
@@ -157,6 +166,8 @@ def format_error(error: ValidationError) -> str:
     if kind == "pattern":
         return f"{where}: expected a string matching {value!r}, got {_short(instance)}"
     if kind in ("oneOf", "anyOf"):
+        from jsonschema.exceptions import best_match
+
         inner = best_match(error.context) if error.context else None
         detail = f" (closest: {format_error(inner)})" if inner is not None else ""
         what = "exactly one" if kind == "oneOf" else "at least one"

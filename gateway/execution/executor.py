@@ -84,6 +84,7 @@ class _Api:
         # deadline, static credentials never wait (an OAuth token request might, and httpx times each read).
         self.self_timed = isinstance(self.wire, ReqwestWire) and not self.auth.has_tokens
         self._reserved_args: dict[str, frozenset[str]] = {}
+        self._argument_schemas: dict[str, Any] = {}
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
@@ -93,6 +94,14 @@ class _Api:
             names = self._reserved_args[tool.name] = frozenset(
                 a.name for a in tool.arguments if (a.location, a.wire_name.lower()) in self.reserved)
         return names
+
+    def argument_schema(self, tool: Tool) -> Any:
+        """The schema the tool's arguments are judged by: its exact input schema less the required names the
+        credentials fill (the same object on every call, so its compiled judge is found at once)."""
+        schema = self._argument_schemas.get(tool.name)
+        if schema is None:
+            schema = self._argument_schemas[tool.name] = input_schema(tool, self.reserved_args(tool))
+        return schema
 
 
 class Executor:
@@ -175,8 +184,7 @@ class Executor:
 
     def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
         """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
-        return isinstance(arguments, dict) and is_valid(
-            input_schema(tool, self._api(tool.api).reserved_args(tool)), arguments)
+        return isinstance(arguments, dict) and is_valid(self._api(tool.api).argument_schema(tool), arguments)
 
     def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
         """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets

@@ -20,15 +20,15 @@ from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, Invocation
 from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
-from ..providers.base import ProviderAdapter
 from .pipeline import Pipeline
 
 if TYPE_CHECKING:
     from ..observe.runs import RunObserver
+    from ..providers.base import ProviderAdapter
 
 logger = logging.getLogger("gateway.execution")
 
-AdapterFactory = Callable[[str], ProviderAdapter]
+AdapterFactory = Callable[[str], "ProviderAdapter"]
 """A provider's name -> its (pooled) adapter; `gateway.providers.AdapterPool` is one."""
 
 

@@ -13,7 +13,7 @@ from ..kernel.calls import Invocation, Proceed, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from .arguments import problems, run_off_the_loop
-from .fastschema import is_valid, usable
+from .fastschema import is_valid
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -115,7 +115,7 @@ class CheckOutput:
 def body_holds(schema: Any, result: ToolResult) -> bool:
     """The judge's quick "the body holds" (False: ask `output_problem`, which may still find nothing wrong when
     the judge cannot compile the schema)."""
-    return _is_json(result) and usable(schema) and is_valid(schema, result.body)
+    return _is_json(result) and is_valid(schema, result.body)  # False too when the judge cannot compile it
 
 
 def output_problem(schema: Any, result: ToolResult) -> str | None:

@@ -83,6 +83,9 @@ class Authenticator:
         self._schemes = schemes or {}
         self._connections = connections
         self._tokens: dict[int, _Token] = {}
+        self._static: Credentials | None = None
+        """The credentials of an api without tokens to fetch (none per user either), built on the first call and
+        read-only thereafter: the same for every call and caller."""
         self._lock = asyncio.Lock()
         self._exchangers: dict[int, TokenExchanger] = {}
         for config in self.auth:
@@ -95,6 +98,9 @@ class Authenticator:
 
     async def credentials(self, tool: Tool | None = None) -> Credentials:
         """What one request of `tool` carries; per-user kinds raise a `UserCredentialError` (nothing is sent)."""
+        static = self._static
+        if static is not None:
+            return static
         creds = Credentials()
         for index, config in enumerate(self.auth):
             if config.type == "bearer":
@@ -118,6 +124,8 @@ class Authenticator:
                                else self._connected())
                 creds.headers["Authorization"] = f"Bearer {token}"
                 creds.secrets.append(token)
+        if not self.has_tokens:  # nothing fetched at run time, nothing per user: the same on every call
+            self._static = creds
         return creds
 
     @property

@@ -19,6 +19,9 @@ from .body import essence, is_binary_type, is_json_type
 MIN_HARD_CAP = 4 * 1024 * 1024
 HARD_CAP_FACTOR = 16
 ERROR_EXCERPT_BYTES = 2000
+MAX_JSON_GROWTH = 5
+"""At most how many times longer parsed JSON is when written again (compact, as `shrink_json` measures it): only
+numbers grow (`1e15` is written `1000000000000000.0`, 4.5 times), escapes and whitespace shrink."""
 _TEXT_TYPES = ("application/xml", "application/javascript", "application/x-www-form-urlencoded",
                "application/yaml", "application/x-yaml", "application/graphql", "application/csv")
 
@@ -70,18 +73,18 @@ async def read_capped(response: Any, cap: int) -> ReadBody:
 
 def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:
     """Parse, redact and cut the body to `max_bytes`."""
-    media_type = essence(content_type) if content_type else None
+    media_type, binary, json_type, charset = _kind_of(content_type)
     data = read.data
     if not data:
         return Shaped(media_type, None, False)
     unknown_more = not read.complete
     total = read.declared_length if read.declared_length and read.declared_length > len(data) else len(data)
-    if media_type and is_binary_type(media_type) or (media_type is None and _looks_binary(data)):
+    if binary or (media_type is None and _looks_binary(data)):
         size = f"at least {total}" if unknown_more and total == len(data) else str(total)
         note = f"<binary body: {size} bytes of {media_type or 'unknown type'}, not shown>"
         return Shaped(media_type, note, False)
-    text = data.decode(_charset(content_type), errors="replace")
-    if read.complete and (media_type is None or is_json_type(media_type)):
+    text = data.decode(charset, errors="replace")
+    if read.complete and (media_type is None or json_type):
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -90,7 +93,10 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             # Walking every string of a large body is costly; the raw text tells whether any secret is there
             # (unless JSON escapes could hide one: then walk anyway).
             value = redactor.value(parsed) if "\\" in text or redactor.appears_in(text) else parsed
-            cut, truncated = shrink_json(value, max_bytes)
+            if len(data) * MAX_JSON_GROWTH <= max_bytes:  # it fits: no second serialization to measure it
+                cut, truncated = value, False
+            else:
+                cut, truncated = shrink_json(value, max_bytes)
             return Shaped(media_type or "application/json", cut, truncated)
     text = redactor.text(text)
     omitted_unknown = unknown_more and total == len(data)
@@ -102,6 +108,21 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
 
 
 _NOT_JSON = object()
+_kinds: dict[str | None, tuple[str | None, bool, bool, str]] = {}
+_MAX_KINDS = 256
+
+
+def _kind_of(content_type: str | None) -> tuple[str | None, bool, bool, str]:
+    """(media type, binary, JSON, charset) of an answer's `Content-Type`, worked out once per value (an api
+    answers with a handful)."""
+    kind = _kinds.get(content_type)
+    if kind is None:
+        media_type = essence(content_type) if content_type else None
+        kind = (media_type, bool(media_type and is_binary_type(media_type)),
+                bool(media_type and is_json_type(media_type)), _charset(content_type))
+        if len(_kinds) < _MAX_KINDS:  # foreign values cannot grow it without bound
+            _kinds[content_type] = kind
+    return kind
 
 
 def _charset(content_type: str | None) -> str:

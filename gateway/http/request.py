@@ -19,7 +19,14 @@ from ..catalog import OWNED_HEADERS, Argument, Tool
 from ..config.model import ApiConfig
 from ..errors import ApiSetupError, ArgumentError
 from .body import build_body
-from .serialize import check_header_value, serialize_cookie, serialize_header, serialize_path, serialize_query
+from .serialize import (
+    check_header_value,
+    encode,
+    serialize_cookie,
+    serialize_header,
+    serialize_path,
+    serialize_query,
+)
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
@@ -90,28 +97,29 @@ def build_request(
 ) -> PreparedRequest:
     prefix, base_query = _base_parts(*_server_of(tool, api))
     template = _template(tool)
+    static_headers, taken = _api_headers(tool.api, api)
     path = _build_path(tool, template, arguments)
     query: list[str] = []
     headers: list[tuple[str, str]] = []
     cookies: list[tuple[str, str]] = []
-    for argument, key, sendable in template.parameters:
-        if argument.name not in arguments:
-            continue
-        value = arguments[argument.name]
+    for argument, key, sendable, plain in template.parameters:
+        value = arguments.get(argument.name)
         if value is None or key in reserved or not sendable:
             continue
         if key[0] == "query":
-            query.extend(serialize_query(argument, value))
+            kind = type(value)
+            if plain is not None and (kind is str or kind is int):  # the usual: one string or integer
+                query.append(plain + encode(value if kind is str else str(value)))
+            else:
+                query.extend(serialize_query(argument, value))
         elif key[0] == "header":
-            if key[1] in OWNED_HEADERS or key[1] in {h.lower() for h in api.headers}:
+            if key[1] in taken:
                 continue
             headers.append((argument.wire_name, serialize_header(argument, value)))
         else:
             cookies.extend(serialize_cookie(argument, value))
     href = _join(prefix, base_query, path, query)
-    for name, value in api.headers.items():
-        check_header_value(f"apis.{tool.api}.headers.{name}", value)
-        headers.append((name, value))
+    headers.extend(static_headers)
     body = build_body(tool, arguments)
     if body is not None:
         headers.append(("Content-Type", body.content_type))
@@ -123,6 +131,26 @@ def build_request(
         cookies=cookies,
         content=body.content if body is not None else None,
     )
+
+
+_api_header_cache: dict[int, tuple[ApiConfig, tuple[tuple[str, str], ...], frozenset[str]]] = {}
+
+
+def _api_headers(api_name: str, api: ApiConfig) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    """The api's configured headers, checked, and the lower-case header names no argument may set (those the HTTP
+    layer owns and the configured ones): once per api configuration, not on every call. A bad value is an error
+    on every call (never remembered)."""
+    entry = _api_header_cache.get(id(api))
+    if entry is not None and entry[0] is api:  # keyed by identity; the config is kept so an id is never reused
+        return entry[1], entry[2]
+    for name, value in api.headers.items():
+        check_header_value(f"apis.{api_name}.headers.{name}", value)
+    headers = tuple(api.headers.items())
+    taken = OWNED_HEADERS | {name.lower() for name in api.headers}
+    if len(_api_header_cache) >= _TEMPLATE_CACHE_SIZE:
+        _api_header_cache.pop(next(iter(_api_header_cache)))
+    _api_header_cache[id(api)] = (api, headers, taken)
+    return headers, taken
 
 
 def accept_header(media_types: tuple[str, ...]) -> str:
@@ -141,12 +169,14 @@ class _Template:
     """What of a tool's request never changes from call to call, worked out on its first call."""
 
     method: str
-    path: list[tuple[str, Argument | None, str]]
-    """The path template: (the literal before a placeholder, percent-encoded; its argument; its wire name)."""
+    path: list[tuple[str, Argument | None, str, bool]]
+    """The path template: (the literal before a placeholder, percent-encoded; its argument; its wire name; whether
+    the argument is a plain `simple` one, whose string or integer value is just percent-encoded)."""
     tail: str
     """The literal after the last placeholder, percent-encoded."""
-    parameters: list[tuple[Argument, tuple[str, str], bool]]
-    """Query, header and cookie arguments: (argument, (location, lower-case wire name), can be sent at all)."""
+    parameters: list[tuple[Argument, tuple[str, str], bool, str | None]]
+    """Query, header and cookie arguments: (argument, (location, lower-case wire name), can be sent at all, and
+    for a plain `form` query argument the encoded `name=` its string or integer value follows)."""
     accept: str
 
 
@@ -159,15 +189,19 @@ def _template(tool: Tool) -> _Template:
     if entry is not None and entry[0] is tool:  # keyed by identity; the tool is kept so an id is never reused
         return entry[1]
     by_wire = {a.wire_name: a for a in tool.arguments if a.location == "path"}
-    pieces: list[tuple[str, Argument | None, str]] = []
+    pieces: list[tuple[str, Argument | None, str, bool]] = []
     last = 0
     for match in _PLACEHOLDER.finditer(tool.path):
         wire = match.group(1)
-        pieces.append((_quote_literal(tool.path[last : match.start()]), by_wire.get(wire), wire))
+        argument = by_wire.get(wire)
+        plain = argument is not None and not argument.content_type and (argument.style or "simple") == "simple"
+        pieces.append((_quote_literal(tool.path[last : match.start()]), argument, wire, plain))
         last = match.end()
-    parameters: list[tuple[Argument, tuple[str, str], bool]] = [
+    parameters: list[tuple[Argument, tuple[str, str], bool, str | None]] = [
         # A header or cookie name that isn't a token (a broken spec: a parameter named "") can't be sent at all.
-        (a, (a.location, a.wire_name.lower()), a.location == "query" or bool(_TOKEN.match(a.wire_name)))
+        (a, (a.location, a.wire_name.lower()), a.location == "query" or bool(_TOKEN.match(a.wire_name)),
+         encode(a.wire_name) + "=" if a.location == "query" and not a.content_type and not a.allow_reserved
+         and (a.style or "form") == "form" else None)
         for a in tool.arguments if a.location in ("query", "header", "cookie")
     ]
     template = _Template(method=tool.method.upper(), path=pieces, tail=_quote_literal(tool.path[last:]),
@@ -180,14 +214,18 @@ def _template(tool: Tool) -> _Template:
 
 def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> str:
     pieces: list[str] = []
-    for literal, argument, wire in template.path:
+    for literal, argument, wire, plain in template.path:
         if argument is None:
             raise ApiSetupError(f"{tool.name}: the path parameter {{{wire}}} has no argument")
         value = arguments.get(argument.name)
         if value is None:
             raise ArgumentError(f"{argument.name}: required path parameter is missing")
         pieces.append(literal)
-        pieces.append(serialize_path(argument, value))
+        kind = type(value)
+        if plain and (kind is str and value or kind is int):  # the usual: a non-empty string or an integer
+            pieces.append(encode(value if kind is str else str(value)))
+        else:
+            pieces.append(serialize_path(argument, value))
     pieces.append(template.tail)
     path = "".join(pieces)
     if not path.startswith("/"):

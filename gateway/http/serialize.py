@@ -25,6 +25,8 @@ _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
 
 def to_text(value: Any) -> str:
     """A primitive as its wire text: JSON spelling for booleans and numbers, `""` for null."""
+    if type(value) is str:  # the usual value, asked first
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -121,11 +123,13 @@ def _simple(value: Any, explode: bool, enc: Any) -> str:
 def serialize_query(argument: Argument, value: Any) -> list[str]:
     """Encoded `name=value` items to join with `&`."""
     reserved = argument.allow_reserved
+    name = _encoded_name(argument.wire_name)
+    if not argument.content_type and argument.style != "deepObject" and not isinstance(value, (list, dict)):
+        return [f"{name}={encode(to_text(value), allow_reserved=reserved)}"]  # the usual: one value, form style
 
     def enc(text: str) -> str:
         return encode(text, allow_reserved=reserved)
 
-    name = _encoded_name(argument.wire_name)
     if argument.content_type:
         return [f"{name}={enc(encode_content(value, argument.content_type))}"]
     style = argument.style or "form"

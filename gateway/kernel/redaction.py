@@ -148,7 +148,14 @@ class Redactor:
             text = orjson.dumps(value)
         except TypeError:
             return True
-        return any(variant in text for variant in variants)
+        for variant in variants:  # a loop, not any() over a generator: asked of every call's arguments and result
+            if variant in text:
+                return True
+        return False
+
+    def covers(self, other: Redactor) -> bool:
+        """Whether this redactor knows every secret `other` knows (what `other` would redact, this one did)."""
+        return other._secrets <= self._secrets
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):

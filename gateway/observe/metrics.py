@@ -124,7 +124,14 @@ class Metrics:
 
 def door_of(path: str) -> str:
     """The door a request path belongs to (a label with few values, never the raw path)."""
-    for prefix, door in _DOORS:
-        if path.startswith(prefix):
-            return door
-    return "other"
+    door = _doors_seen.get(path)
+    if door is None:
+        door = next((door for prefix, door in _DOORS if path.startswith(prefix)), "other")
+        if len(_doors_seen) < _MAX_DOORS_SEEN:  # foreign paths cannot grow it without bound
+            _doors_seen[path] = door
+    return door
+
+
+_doors_seen: dict[str, str] = {}
+"""`door_of` by path: every request asks, nearly always with a path seen before."""
+_MAX_DOORS_SEEN = 1024

@@ -22,11 +22,11 @@ from ..errors import BudgetExceeded
 from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage
-from ..providers.base import Turn
 from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, Hold
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
+    from ..providers.base import Turn
     from .metrics import Metrics
 
 

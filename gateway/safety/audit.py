@@ -98,17 +98,22 @@ class AuditLog:
         self._pruned_at = 0.0
 
     async def record_tool(self, tool: Tool | str, arguments: Any, result: ToolResult, *,
-                          approval: str | None = None, agent: str | None = None, client: str | None = None) -> None:
+                          approval: str | None = None, agent: str | None = None, client: str | None = None,
+                          redacted_by: Redactor | None = None) -> None:
         """One tool call that was not sent (refused, or waiting for approval) or whose row `open_tool` did not
-        write; `AuditUnavailable` when it is not stored."""
-        row = self._tool_row(tool, arguments, approval=approval or result.approval_id, agent=agent, client=client)
+        write; `AuditUnavailable` when it is not stored.
+
+        `redacted_by`: the redactor `arguments` went through already; when it knows every secret this log's
+        redactor knows, the arguments are not searched a second time (also for `running_row`)."""
+        row = self._tool_row(tool, arguments, approval=approval or result.approval_id, agent=agent, client=client,
+                             redacted_by=redacted_by)
         self._settle(row, result)
         await self._write(row)
 
     def running_row(self, tool: Tool, arguments: Any, *, approval: str | None = None, agent: str | None = None,
-                    client: str | None = None) -> AuditRow:
+                    client: str | None = None, redacted_by: Redactor | None = None) -> AuditRow:
         """The row of a call about to be sent (status `running`), for `open_tool`."""
-        row = self._tool_row(tool, arguments, approval=approval, agent=agent, client=client)
+        row = self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by)
         row.status = RUNNING
         return row
 
@@ -124,12 +129,14 @@ class AuditLog:
         await self._write(row, update=True)
 
     def _tool_row(self, tool: Tool | str, arguments: Any, *, approval: str | None, agent: str | None,
-                  client: str | None) -> AuditRow:
+                  client: str | None, redacted_by: Redactor | None = None) -> AuditRow:
         caller = current_caller()
+        if redacted_by is None or not redacted_by.covers(self.redactor):
+            arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
         return AuditRow(
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
-            api=None if isinstance(tool, str) else tool.api, arguments=self.redactor.value(arguments),
+            api=None if isinstance(tool, str) else tool.api, arguments=arguments,
             approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
         )
 
@@ -275,7 +282,8 @@ class RecordCall:
             await self.audit.close_tool(row, result)
             return
         await self.audit.record_tool(invocation.tool, self._arguments(invocation), result,
-                                     approval=invocation.approval, agent=invocation.agent, client=invocation.client)
+                                     approval=invocation.approval, agent=invocation.agent, client=invocation.client,
+                                     redacted_by=self.redactor)
 
     def _arguments(self, invocation: Invocation) -> Any:
         return self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
@@ -291,7 +299,7 @@ class RecordBeforeSend:
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         record = self.record
         row = record.audit.running_row(invocation.tool, record._arguments(invocation), approval=invocation.approval,
-                                       agent=invocation.agent, client=invocation.client)
+                                       agent=invocation.agent, client=invocation.client, redacted_by=record.redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:

@@ -102,7 +102,9 @@ class Safeguards:
             from .shared_breaker import SharedGuardApi  # imports the Redis client: only when Redis is configured
 
             guard = SharedGuardApi(manifest, counters.guards, self.guard_settings)
-        return [HoldForApproval(self.approvals), ChargeToolBucket(self.limiter), guard]
+        # The limiter is this manifest's (`sync`): without tool limits the rate-limit stage would charge nothing.
+        charge: list[Stage] = [ChargeToolBucket(self.limiter)] if self.limiter.limits_tools else []
+        return [HoldForApproval(self.approvals), *charge, guard]
 
     # -- what the chat door reports ------------------------------------------------------------------
     async def on_run_result(self, *, run_id: str, agent: AgentConfig, client: str | None, result: Any) -> None:

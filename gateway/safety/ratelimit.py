@@ -48,6 +48,17 @@ class RateLimiter:
         self.store = store
         self.limits = limits
 
+    @property
+    def limits_requests(self) -> bool:
+        """Whether any client or agent limit is configured (else `check_request` never charges anything)."""
+        limits = self.limits
+        return bool(limits.client or limits.agent or limits.clients or limits.agents)
+
+    @property
+    def limits_tools(self) -> bool:
+        """Whether any tool limit is configured (else `check_tool` never charges anything)."""
+        return bool(self.limits.tool or self.limits.tools)
+
     async def check_request(self, client: str | None, agent: str | None) -> None:
         """Charge one request to its client and agent; raise RateLimited when either is empty."""
         buckets: list[tuple[str, Bucket]] = []

@@ -32,7 +32,7 @@ def log_access(logger: logging.Logger, scope: Scope, status: int) -> None:
         return
     client = scope.get("client")
     address = f"{client[0]}:{client[1]}" if client else "-"
-    path = quote(scope["path"])
+    path = _quoted(scope["path"])
     if scope.get("query_string"):
         path += "?" + scope["query_string"].decode("ascii", "replace")
     record = logger.makeRecord(logger.name, logging.INFO, __file__, _LOG_LINE, ACCESS_FORMAT,
@@ -42,6 +42,18 @@ def log_access(logger: logging.Logger, scope: Scope, status: int) -> None:
 
 
 _LOG_LINE = log_access.__code__.co_firstlineno
+_QUOTED: dict[str, str] = {}
+_MAX_QUOTED = 1024
+
+
+def _quoted(path: str) -> str:
+    """`quote(path)`, remembered for the paths seen most (a handful of doors and tools, asked on every line)."""
+    quoted = _QUOTED.get(path)
+    if quoted is None:
+        quoted = quote(path)
+        if len(_QUOTED) < _MAX_QUOTED:  # foreign paths cannot grow it without bound
+            _QUOTED[path] = quoted
+    return quoted
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 
 

@@ -247,7 +247,9 @@ class AuthMiddleware:
         scope["gateway.subject"] = token.subject if token else None
         scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
         scope["gateway.agents"] = client.visible_agents() if client else None
-        scope["gateway.access"] = Access(client, self.limiter())
+        limiter = self.limiter()
+        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
+        scope["gateway.access"] = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
         scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,

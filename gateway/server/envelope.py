@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
     from ..observe.metrics import Metrics
 
 
-_READ = frozenset({b"host", b"origin", b"content-type", b"content-length", b"transfer-encoding", b"traceparent",
-                   b"tracestate"})
+_TRACE = frozenset({b"traceparent", b"tracestate"})
 
 
 class RequestEnvelope:
@@ -64,35 +64,31 @@ class RequestEnvelope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        host = origin = content_type = None
+        raw_headers = scope["headers"]
+        # The headers' size and the few read here, without a Python step per header (the last of a repeated
+        # header counts, as it did when they were read one by one).
+        header_bytes = sum(map(len, chain.from_iterable(raw_headers)))
+        headers = dict(raw_headers)
+        value = headers.get(b"host")
+        host = None if value is None else value.decode("latin-1")
+        value = headers.get(b"origin")
+        origin = None if value is None else value.decode("latin-1")
+        value = headers.get(b"content-type")
+        content_type = None if value is None else value.decode("latin-1")
         length: int | None = None
-        chunked = has_body = False
-        trace_headers: dict[str, str] | None = None
-        header_bytes = 0
-        for name, value in scope["headers"]:
-            header_bytes += len(name) + len(value)
-            if name not in _READ:  # most headers: one set lookup, not a comparison with each name read here
-                continue
-            if name == b"host":
-                host = value.decode("latin-1")
-            elif name == b"content-length":
-                has_body = has_body or value.strip() not in (b"0", b"")
-                try:
-                    length = int(value)
-                except ValueError:
-                    length = None  # unreadable: what arrives is counted
-            elif name == b"content-type":
-                content_type = value.decode("latin-1")
-            elif name == b"origin":
-                origin = value.decode("latin-1")
-            elif name == b"transfer-encoding":
-                chunked = has_body = True
-            elif name in (b"traceparent", b"tracestate"):
-                if trace_headers is None:
-                    trace_headers = {}
-                trace_headers[name.decode("latin-1")] = value.decode("latin-1")
-        token = otel_context.attach(propagate.extract(trace_headers)) \
-            if trace_headers is not None and tracing.enabled() else None
+        has_body = chunked = b"transfer-encoding" in headers
+        value = headers.get(b"content-length")
+        if value is not None:
+            has_body = has_body or value.strip() not in (b"0", b"")
+            try:
+                length = int(value)
+            except ValueError:
+                length = None  # unreadable: what arrives is counted
+        token = None
+        if (b"traceparent" in headers or b"tracestate" in headers) and tracing.enabled():
+            trace_headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers.items()
+                             if name in _TRACE}
+            token = otel_context.attach(propagate.extract(trace_headers))
         watch = StatusWatch(send)
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(

@@ -28,6 +28,8 @@ async def metrics_endpoint(request: Request) -> Response:
         raise APIError(403, "/metrics shows every tenant's agents, tools and clients: it needs an admin key "
                             "(`clients.<name>.admin: true`).", code="admin_required")
     metrics = state.metrics
+    if metrics is None:  # a state built without metrics (not `gateway serve`'s)
+        return Response(b"", media_type=CONTENT_TYPE)
     safety = state.safety
     pending = None
     breakers: list[tuple[str, str, str]] = []

@@ -234,7 +234,7 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
 
     async def main() -> None:
         holder = RuntimeHolder(runtime)
-        state = GatewayState(holder, safety=safety)
+        state = GatewayState(holder, safety=safety, metrics=False)  # no /metrics over stdio
         holder.on_reload.append(state.on_reload)
         watcher = asyncio.create_task(holder.watch())
         try:

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from gateway.catalog import Tool
+from gateway.catalog import AgentTool, Tool
 from gateway.errors import AuditUnavailable
 from gateway.kernel.caller import Caller, UserToken, bind_caller, current_caller
 from gateway.kernel.redaction import Redactor
-from gateway.messages import ToolResult
+from gateway.messages import ToolCall, ToolResult
 from gateway.safety.audit import AuditLog
 from gateway.store import AuditRow, MemoryStore, ResponseRecord
 
@@ -128,3 +128,27 @@ async def test_an_empty_redactor_is_kept_and_learns_secrets_later() -> None:
     await audit.record_tool(_tool(), {"note": "s3cret-value-42"}, ToolResult(ok=True))
     (row,) = await store.list_audit()
     assert row.arguments == {"note": "[REDACTED]"}
+
+
+@pytest.mark.parametrize("stage_secrets", [[], ["other-secret-1234"], [SECRET]])
+async def test_arguments_the_stage_redacted_are_redacted_by_the_log_too(stage_secrets: list[str]) -> None:
+    """The audit stage redacts with the generation's redactor and the log skips its own pass only when that one
+    knows every secret the log's does: a secret only the log knows is still replaced."""
+    from gateway.kernel.calls import Invocation
+    from gateway.safety.audit import RecordCall
+
+    tool = _tool()
+    audit = AuditLog(MemoryStore(), Redactor([SECRET]))
+    stage = RecordCall(audit, Redactor(stage_secrets))
+    call_arguments = {"note": f"use {SECRET}"}
+    agent_tool = AgentTool(name=tool.name, description="", input_schema={}, tool=tool)
+    invocation = Invocation(agent="clerk", agent_tool=agent_tool, tool=tool,
+                            call=ToolCall(id="c1", name=tool.name, arguments=call_arguments),
+                            arguments=call_arguments, client=None, door="direct")
+
+    async def proceed(_: Invocation) -> ToolResult:
+        return ToolResult(ok=True, status=200)
+
+    await stage(invocation, proceed)
+    (row,) = await audit.recent()
+    assert SECRET not in repr(row["arguments"]) and "[REDACTED]" in row["arguments"]["note"]

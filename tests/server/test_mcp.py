@@ -235,12 +235,15 @@ def test_a_tracer_provider_gets_spans_on_the_same_path(mode: str) -> None:
 
 
 def test_the_server_keeps_the_sdks_default_middleware() -> None:
+    """Each of the SDK's default middleware is kept, run while a tracer provider is installed (the traced test
+    above sees its spans); without one it is skipped, as its spans would record nothing."""
     from mcp.server.lowlevel.server import Server
 
-    from gateway.server.mcp.server import build_mcp_server
+    from gateway.server.mcp.server import WhileTraced, build_mcp_server
 
     ours = build_mcp_server(None)  # type: ignore[arg-type]
-    assert [type(m) for m in ours.middleware] == [type(m) for m in Server("reference").middleware]
+    assert all(isinstance(m, WhileTraced) for m in ours.middleware)
+    assert [type(m.inner) for m in ours.middleware] == [type(m) for m in Server("reference").middleware]
 
 
 @pytest.mark.parametrize("mode", MODES)

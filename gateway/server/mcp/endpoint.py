@@ -153,14 +153,13 @@ def _owner(client: str | None, scope: Scope) -> str:
 
 
 def _session_headers(scope: Scope) -> tuple[str | None, str | None]:
-    """The request's `Mcp-Session-Id` and `Mcp-Protocol-Version`, in one pass over its headers."""
-    session_id = version = None
-    for key, value in scope.get("headers", ()):
-        if key == _SESSION_HEADER and session_id is None:  # ASGI header names are lower-case; the first counts
-            session_id = value.decode("latin-1")
-        elif key == _VERSION_HEADER and version is None:
-            version = value.decode("latin-1")
-    return session_id, version
+    """The request's `Mcp-Session-Id` and `Mcp-Protocol-Version` (ASGI header names are lower-case; of a repeated
+    header the first counts), found without a Python step per header."""
+    headers = dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
+    session_id = headers.get(_SESSION_HEADER)
+    version = headers.get(_VERSION_HEADER)
+    return (None if session_id is None else session_id.decode("latin-1"),
+            None if version is None else version.decode("latin-1"))
 
 
 def _message_header(message: Message, name: bytes) -> str | None:

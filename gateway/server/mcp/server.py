@@ -3,7 +3,8 @@
 One `Server` serves every agent: its handlers ask `agent_of(ctx)` which agent the message is for (over HTTP
 the endpoint puts the routed agent in the request's scope; over stdio it is fixed), so agents added by a hot
 reload are served at once. The SDK's default server middleware (its OpenTelemetry spans, no-ops until a tracer
-provider is installed) stays in place: a traced and an untraced gateway run the same code.
+provider is installed) runs while a tracer provider is installed (`WhileTraced`): then a traced gateway runs the
+SDK's own code; without one, nothing would record its spans.
 
 In a session (`session_of(ctx)` names it: the `Mcp-Session-Id` of a 2025 request over HTTP, the one connection
 over stdio) the tools `search_tools` finds join that session's `tools/list` (`found`), and the client hears
@@ -19,13 +20,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from ...assembly import GatewayState
-from ...kernel import __version__
+from ...kernel import __version__, tracing
 from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
 from .answering import answer_call, checked_agent
@@ -131,7 +132,7 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         agent_tool = toolset.get(name) if toolset is not None else None
         return agent_tool.input_schema if agent_tool is not None else None
 
-    return GatewayServer(
+    server = GatewayServer(
         "gateway",
         version=__version__,
         instructions="Tools of one gateway agent, compiled from OpenAPI specs.",
@@ -139,6 +140,21 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware = [WhileTraced(middleware) for middleware in server.middleware]  # the SDK's public list
+    return server
+
+
+class WhileTraced:
+    """One of the SDK's default middleware (its OpenTelemetry span per message), run only while a tracer provider
+    is installed: without one its span records nothing, and what it costs per message is all of its work."""
+
+    def __init__(self, inner: ServerMiddleware[Any]) -> None:
+        self.inner = inner
+
+    async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
+        if tracing.enabled():
+            return await self.inner(ctx, call_next)
+        return await call_next(ctx)
 
 
 def _takes_url_elicitation(ctx: Context) -> bool:
