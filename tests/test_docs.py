@@ -202,6 +202,34 @@ def test_every_json_block_without_an_ellipsis_parses(page: Path) -> None:
             json.loads(block)
 
 
+@pytest.fixture(scope="module")
+def served_routes() -> list[tuple[str, set[str]]]:
+    """(path template, methods) of every HTTP route `gateway serve` answers on the example."""
+    from gateway.runtime import RuntimeHolder, load_runtime
+    from gateway.server import create_app
+    from gateway.server.supervision import Safety
+
+    runtime = load_runtime(ROOT / "specs", ROOT / "agents.yaml", environ={"GATEWAY_STORE": "memory:"}, use_cache=False)
+    app = create_app(RuntimeHolder(runtime), watch=False, **Safety.open(runtime).app_options())
+    return [(route.path, set(getattr(route, "methods", None) or {"GET", "POST", "DELETE"})) for route in app.routes]
+
+
+def _serves(routes: list[tuple[str, set[str]]], method: str, path: str) -> bool:
+    parts = path.split("/")
+    for template, methods in routes:
+        pattern = template.split("/")
+        if method in methods and len(pattern) == len(parts) and all(
+                want == got or want.startswith("{") for want, got in zip(pattern, parts, strict=True)):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_every_endpoint_named_is_served(page: Path, served_routes: list[tuple[str, set[str]]]) -> None:
+    named = re.findall(r"\b(GET|POST|PUT|PATCH|DELETE) (/[^\s`)?]*)", page.read_text())
+    assert [f"{method} {path}" for method, path in named if not _serves(served_routes, method, path)] == []
+
+
 def test_the_metrics_documented_are_the_metrics_served() -> None:
     served = set(re.findall(r"^# TYPE (\S+)", generate_latest(Metrics().registry).decode(), re.M))
     documented = set(re.findall(r"`(gateway_[a-z_]+)", (ROOT / "docs" / "observability.md").read_text()))
