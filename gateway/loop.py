@@ -39,6 +39,7 @@ import anyio
 
 from .catalog import AgentTool
 from .config.model import AgentConfig
+from .dialects.tool import ToolLike
 from .errors import BudgetExceeded, HookDenied
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
@@ -60,7 +61,7 @@ from .loop_types import (
 from .messages import Message, ToolCall, ToolResult
 from .observe.runs import ModelCall
 from .offer.toolsearch import ToolOffer
-from .providers.base import ProviderAdapter, ToolLike, Turn
+from .providers.base import ProviderAdapter, Turn
 from .toolsets import Toolset
 
 if TYPE_CHECKING:

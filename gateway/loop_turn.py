@@ -20,6 +20,7 @@ import anyio
 from .catalog import AgentTool
 from .codemode import RUN_CODE
 from .config.model import AgentConfig, Policy
+from .dialects.tool import ToolLike
 from .errors import AuditUnavailable
 from .kernel.usage import Usage
 from .loop_calls import CallScope, CheckingInvoke, Invoke, call_step, current_call, result_content
@@ -27,7 +28,7 @@ from .loop_scripts import ScriptCalls
 from .loop_types import Decision, EventHandler, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult
 from .offer.toolsearch import SEARCH_TOOL, ToolOffer
-from .providers.base import ProviderAdapter, ToolLike
+from .providers.base import ProviderAdapter
 from .toolsets import Toolset
 
 _NOT_COUNTED = frozenset({"approval_denied"})  # a human's refusal is not the model failing

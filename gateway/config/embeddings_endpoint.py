@@ -21,11 +21,11 @@ Without the key nothing changes and nothing is sent anywhere.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, StringConstraints, field_validator, model_validator
+from pydantic import ConfigDict, StringConstraints, model_validator
 
-from .fields import Count, HttpUrl, Positive, Seconds, Section, TextMap, at_key, doc, filled
+from .fields import Count, HttpUrl, KindEndpoint, Positive, Seconds, TextMap, at_key, doc, filled
 
 KINDS = ("openai", "ollama")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
@@ -33,8 +33,10 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_BATCH_SIZE = 256
 
 
-class SearchEmbeddings(Section):
+class SearchEmbeddings(KindEndpoint):
     """The embeddings endpoint tool search blends with BM25 (`gateway.search_embeddings`)."""
+
+    default_base_urls = DEFAULT_BASE_URLS
 
     model_config = ConfigDict(frozen=True)
 
@@ -51,18 +53,6 @@ class SearchEmbeddings(Section):
     weight: Positive = doc("The embeddings ranking's weight in the fusion, BM25's being 1: measure what it adds on "
                            "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
                            "where it does not help.", 1.0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _base_url_of_the_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in DEFAULT_BASE_URLS:
-            return {**data, "base_url": DEFAULT_BASE_URLS[data["kind"]]}
-        return data
-
-    @field_validator("api_key")
-    @classmethod
-    def _empty_is_none(cls, key: str | None) -> str | None:
-        return key or None  # `${OPENAI_API_KEY:-}` unset: no key
 
     @model_validator(mode="after")
     def _dimensions_are_openais(self) -> SearchEmbeddings:

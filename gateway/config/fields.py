@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -25,6 +25,8 @@ from pydantic import (
     GetJsonSchemaHandler,
     Strict,
     WithJsonSchema,
+    field_validator,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError
@@ -56,6 +58,25 @@ class Section(BaseModel):
         extra="forbid", validate_by_name=True, validate_by_alias=True, coerce_numbers_to_str=True,
         allow_inf_nan=False, defer_build=True, validate_default=False,
     )
+
+
+class KindEndpoint(Section):
+    """A service of some `kind` (a provider, the embeddings endpoint): `base_url` defaults to the kind's public one
+    (`default_base_urls`), and an empty `api_key` (`${KEY:-}` unset) is no key."""
+
+    default_base_urls: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _base_url_of_the_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in cls.default_base_urls:
+            return {**data, "base_url": cls.default_base_urls[data["kind"]]}
+        return data
+
+    @field_validator("api_key", check_fields=False)
+    @classmethod
+    def _empty_is_none(cls, key: str | None) -> str | None:
+        return key or None
 
 
 def derived(default: Any = None, **options: Any) -> Any:

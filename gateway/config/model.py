@@ -37,6 +37,7 @@ from .fields import (
     Count,
     Flag,
     HttpUrl,
+    KindEndpoint,
     Names,
     Seconds,
     Section,
@@ -70,8 +71,10 @@ def _kind_is_optional(schema: dict[str, Any]) -> None:
     schema["required"] = [key for key in schema.get("required", []) if key != "kind"]
 
 
-class ProviderConfig(Section):
+class ProviderConfig(KindEndpoint):
     """An LLM provider the agents' models are reached through."""
+
+    default_base_urls = DEFAULT_BASE_URLS
 
     model_config = ConfigDict(json_schema_extra=_kind_is_optional)
 
@@ -84,18 +87,6 @@ class ProviderConfig(Section):
     strict: Flag = doc("openai: send tools in strict mode (closed objects, every property required, optional ones "
                        "nullable); the nulls the model sends for what it leaves out are dropped.", False)
     name: SkipJsonSchema[str] = derived("")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _base_url_of_the_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in DEFAULT_BASE_URLS:
-            return {**data, "base_url": DEFAULT_BASE_URLS[data["kind"]]}
-        return data
-
-    @field_validator("api_key")
-    @classmethod
-    def _empty_is_none(cls, key: str | None) -> str | None:
-        return key or None
 
 
 def _one_or_many(value: Any) -> Any:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from ..dialects.brevity import CHARS_PER_TOKEN, definition_tokens, estimate_tokens, first_sentences
+from ..dialects.tool import ToolLike
 from .reductions import (
     DESCRIBE_TOOL,
     Cutter,
@@ -51,13 +52,6 @@ __all__ = ["CHARS_PER_TOKEN", "DEFAULT_TOOL_BUDGET", "DESCRIBE_SCHEMA", "DESCRIB
 DEFAULT_TOOL_BUDGET = 4000
 """Tokens (estimated) one tool's definition may take in any format; `gateway.tool_budget`."""
 _DEPTHS = (6, 4, 3, 2, 1)
-
-
-class ToolLike(Protocol):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -22,10 +22,11 @@ from typing import Any
 import httpx
 
 from ..dialects import anthropic_tool
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message
-from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, iter_sse, join_url, load_json, make_call
+from .base import FinishReason, ProviderAdapter, TextCallback, Turn, iter_sse, join_url, load_json, make_call
 from .deferred import DeferredTool, ServerSearchTool
 
 API_VERSION = "2023-06-01"

@@ -16,13 +16,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 import anyio
 import httpx
 import orjson
 
 from ..config.model import ProviderConfig
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..http.library import ClientOptions
 from ..http.transport import CappedTransport
@@ -38,13 +39,6 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """An LLM's answer (decoded) is cut off past this: far above any real answer, far below a compression bomb."""
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _MAX_RETRY_AFTER = 60.0
-
-
-class ToolLike(Protocol):
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from ..dialects import gemini_function
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message, ToolCall
@@ -21,7 +22,6 @@ from .base import (
     FinishReason,
     ProviderAdapter,
     TextCallback,
-    ToolLike,
     Turn,
     iter_sse,
     join_url,

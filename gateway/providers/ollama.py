@@ -14,10 +14,11 @@ from typing import Any
 import httpx
 
 from ..dialects import openai_tool
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message
-from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, join_url, make_call
+from .base import FinishReason, ProviderAdapter, TextCallback, Turn, join_url, make_call
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "load": "other", "unload": "other"}
 _OPTIONS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed", "stop": "stop",

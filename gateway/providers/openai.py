@@ -15,10 +15,11 @@ import httpx
 
 from ..config.model import ProviderConfig
 from ..dialects import openai_tool, strict_arguments
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message
-from .base import FinishReason, ProviderAdapter, TextCallback, ToolLike, Turn, iter_sse, join_url, load_json, make_call
+from .base import FinishReason, ProviderAdapter, TextCallback, Turn, iter_sse, join_url, load_json, make_call
 
 OPENAI_MAX_TOOLS = 128
 """api.openai.com refuses more tools in one request; compatible servers may take more."""

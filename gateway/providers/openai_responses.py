@@ -25,10 +25,11 @@ from typing import Any
 import httpx
 
 from ..dialects import openai_tool
+from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message
-from .base import FinishReason, TextCallback, ToolLike, Turn, iter_sse, join_url, load_json, make_call
+from .base import FinishReason, TextCallback, Turn, iter_sse, join_url, load_json, make_call
 from .deferred import DeferredTool, ServerSearchTool
 from .openai import OpenAIStrictArguments
 

@@ -28,7 +28,7 @@ def test_every_kind_of_agents_yaml_has_one_adapter_with_its_facts() -> None:
 def test_a_missing_key_names_the_kinds_own_variable(kind: str) -> None:
     adapter = ADAPTERS[kind]
     provider = ProviderConfig(name="p", kind=kind, base_url=adapter.default_base_url)  # type: ignore[arg-type]
-    agent = AgentConfig(name="a", model="p/m", provider="p", model_id="m")
+    agent = AgentConfig(name="a", model="p/m")
     problem = provider_problem(Manifest(providers={"p": provider}, agents={"a": agent}), agent)
     if adapter.key_variable is None:
         assert problem is None  # a local server needs no key
