@@ -156,6 +156,13 @@ def test_every_relative_link_reaches_a_file_and_heading(page: Path) -> None:
     assert broken == []
 
 
+@pytest.mark.parametrize("page", PAGES, ids=_id)
+def test_every_file_of_the_repository_named_exists(page: Path) -> None:
+    named = re.findall(r"(?<![\w/.-])((?:gateway|tests|bench|docs)/[\w/.-]*[\w/])", _prose(page))
+    placeholders = re.compile(r"\b[A-Z]{3,}\b")  # bench/NAME.py
+    assert [path for path in named if not (ROOT / path).exists() and not placeholders.search(path)] == []
+
+
 def test_every_page_of_docs_is_linked_from_its_index() -> None:
     index = (ROOT / "docs" / "README.md").read_text()
     assert [p.name for p in DOCS if p.name != "README.md" and f"]({p.name})" not in index] == []
