@@ -158,6 +158,11 @@ def test_every_page_of_docs_is_linked_from_its_index() -> None:
     assert [p.name for p in DOCS if p.name != "README.md" and f"]({p.name})" not in index] == []
 
 
+def test_every_picture_in_docs_is_shown() -> None:
+    shown = " ".join(page.read_text() for page in PAGES)
+    assert [p.name for p in sorted((ROOT / "docs").glob("*.png")) if f"({p.name})" not in shown] == []
+
+
 # -- snippets
 
 
