@@ -10,6 +10,7 @@
   * ApprovalError: an approval cannot be decided
     * UnknownApproval, ForbiddenApproval, AlreadyDecided
   * RateLimited: a client or agent bucket is empty (retry after N seconds)
+  * TooManyWrongKeys: an address sent too many wrong keys; every key it sends is refused for N seconds
   * AuditUnavailable: a row could not be written to the store; the call's answer is withheld (fail closed)
   * StoreUnavailable: a networked store (PostgreSQL, Redis) cannot be reached while serving (HTTP 503)
   * RequestBuildError: a tool call cannot become an HTTP request (turned into a `ToolResult` by the executor)
@@ -98,6 +99,18 @@ class RateLimited(GatewayError):
     @property
     def retry_after_header(self) -> str:
         return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
+
+
+class TooManyWrongKeys(GatewayError):
+    """An address sent too many wrong keys (`gateway.safety.wrong_keys`): refused for `retry_after` seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"Too many wrong keys from this address; retry after {self.retry_after_header} s.")
+
+    @property
+    def retry_after_header(self) -> str:
+        return str(max(1, math.ceil(self.retry_after)))
 
 
 class AuditUnavailable(GatewayError):

@@ -31,6 +31,7 @@ import httpx
 
 from .config.hooks_budgets import HookConfig, HookEvent
 from .errors import HookDenied
+from .kernel.redaction import url_without_credentials
 from .messages import ToolResult
 
 if TYPE_CHECKING:
@@ -89,7 +90,10 @@ class Hook:
 
     @property
     def name(self) -> str:
-        return self.config.call or self.config.url or "hook"
+        """How the hook is named to callers, the model, the audit and the log: never with its URL's credentials."""
+        if self.config.url is not None:
+            return url_without_credentials(self.config.url)
+        return self.config.call or "hook"
 
     def applies_to(self, agent: str, tool: str | None = None) -> bool:
         if self.config.agent is not None and self.config.agent != agent:
@@ -106,11 +110,20 @@ class Hook:
                 answer = await self._ask(step)
             return Verdict.parse(answer, event)
         except Exception as exc:  # noqa: BLE001 - any failure of the operator's code is on_error
-            why = "timed out" if isinstance(exc, TimeoutError) else f"failed: {exc}"
+            why = "timed out" if isinstance(exc, TimeoutError) else self._failure(exc)
             logger.warning("%s hook %s %s", event, self.name, why)
             if self.config.on_error == "allow":
                 return Verdict()
             return Verdict("deny", f"the {event} hook {self.name} {why}")
+
+    def _failure(self, exc: Exception) -> str:
+        """What went wrong, in words that do not repeat the hook's URL (httpx's messages carry it whole)."""
+        if isinstance(exc, httpx.HTTPStatusError):
+            return f"answered HTTP {exc.response.status_code}"
+        text = str(exc)
+        if self.config.url:
+            text = text.replace(self.config.url, self.name)
+        return f"failed: {text}"
 
     async def _ask(self, step: dict[str, Any]) -> Any:
         if self.config.call is not None:

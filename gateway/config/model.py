@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ..kernel.redaction import url_secrets
 from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
 from .credentials import AuthConfig
 from .fields import (
@@ -192,15 +193,22 @@ class Manifest(Section):
                 values.extend(auth.secrets())
         for client in self.clients.values():
             values.append(client.key)
-        embeddings = self.gateway.search_embeddings
-        if embeddings is not None and embeddings.api_key:
-            values.append(embeddings.api_key)
         introspection = self.gateway.auth.introspection if self.gateway.auth else None
         if introspection is not None:
             values.append(introspection.client_secret)
+        headers = [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]
+        # Hooks and the embeddings endpoint are written here too, credentials in their URLs and headers.
+        for hook in [*self.hooks, *(h for agent in self.agents.values() for h in agent.hooks)]:
+            values.extend(url_secrets(hook.url) if hook.url else [])
+            headers.append(hook.headers)
+        embeddings = self.gateway.search_embeddings
+        if embeddings is not None:
+            values.extend([embeddings.api_key] if embeddings.api_key else [])
+            values.extend(url_secrets(embeddings.base_url))
+            headers.append(embeddings.headers)
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
-        for headers in [p.headers for p in self.providers.values()] + [a.headers for a in self.apis.values()]:
-            for name, value in headers.items():
+        for mapping in headers:
+            for name, value in mapping.items():
                 if value and SECRET_HEADER.search(name):
                     values.append(value)
                     scheme, _, credential = value.partition(" ")  # `Token abc`: the credential alone too

@@ -24,13 +24,50 @@ import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
 import orjson
 
 MARKER = "[REDACTED]"
 MIN_SECRET_LENGTH = 4
 """Shorter values are not redacted: replacing every `abc` in a body would destroy it and protect nothing."""
+SECRET_NAME = re.compile(r"auth|key|token|secret|passw|signature|sig$|session|cookie|credential", re.IGNORECASE)
+"""Names (headers, query parameters) whose values are credentials."""
+TOKEN_LIKE = 16
+"""A query value at least this long is taken for a credential whatever its name (signed URLs, webhook tokens)."""
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials an operator wrote into a URL: its userinfo, and query values with a secret's name or a
+    token's length (the name stays readable; the value is redacted wherever it turns up)."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        password, username = parts.password, parts.username
+    except ValueError:
+        return []
+    values: list[str] = []
+    if password:
+        values += [password, unquote(password), f"{username or ''}:{password}"]
+    elif username:  # https://TOKEN@host
+        values += [username, unquote(username)]
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if SECRET_NAME.search(name) or len(value) >= TOKEN_LIKE:
+            values.append(value)
+    return values
+
+
+def url_without_credentials(url: str) -> str:
+    """`url` as it may be shown: scheme, host, port and path; no userinfo, query or fragment."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(a URL that does not parse)"
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class Redactor:

@@ -31,6 +31,7 @@ from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..store import ApprovalRecord, RunRecord, Store
 from .audit import AuditLog
+from .rights import Rights
 
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
@@ -55,8 +56,8 @@ class Outcome:
 
 def pending_message(tool: str, approval_id: str) -> str:
     return (f"Tool {tool!r} needs a human's approval before it runs; nothing was sent. It waits as approval "
-            f"{approval_id}: approve or deny it with POST /approvals/{approval_id} or "
-            f"`gateway approvals approve|deny {approval_id}`.")
+            f"{approval_id}: an approver approves or denies it with POST /approvals/{approval_id} or "
+            f"`gateway approvals approve|deny {approval_id}`; GET /approvals/{approval_id} then has its answer.")
 
 
 class ApprovalManager:
@@ -118,23 +119,33 @@ class ApprovalManager:
             f"approve|deny {approval_id}`), and the decision's answer is the script's result.",
             approval_id=approval_id)
 
-    async def pending(self, *, agents: set[str] | None = None, limit: int = 100) -> list[ApprovalRecord]:
-        """Pending approvals, oldest first; `agents` restricts to those agents (None: all)."""
-        found = await self.store.list_approvals(status="pending", limit=limit if agents is None else 10_000)
-        return [a for a in found if agents is None or a.agent in agents][:limit]
+    async def pending(self, *, rights: Rights = Rights.OPEN, limit: int = 100) -> list[ApprovalRecord]:
+        """Pending approvals, oldest first: those `rights` may see (the ones it may decide, and its own)."""
+        whole = rights.everything or rights.admin
+        found = await self.store.list_approvals(status="pending", limit=limit if whole else 10_000)
+        return [a for a in found if whole or rights.sees(a)][:limit]
 
-    async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer,
-                     allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
+    async def visible(self, approval_id: str, rights: Rights = Rights.OPEN) -> ApprovalRecord:
+        """The approval, when `rights` may see it; UnknownApproval otherwise (another's is as unknown as none)."""
+        record = await self.store.get_approval(approval_id)
+        if record is None or not rights.sees(record):
+            raise UnknownApproval(f"No approval {approval_id!r}; GET /approvals lists the pending ones.")
+        return record
+
+    async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer, rights: Rights = Rights.OPEN,
+                     by: str | None = None) -> Outcome:
         """Record a decision and, when it was the last one the run waited for, resume the run.
 
-        Raises UnknownApproval (no such id), ForbiddenApproval (`allowed(agent)` is false) or
-        AlreadyDecided (replayed, or another decider was first). `by` (the deciding client) is audited.
+        Raises UnknownApproval (no such id), ForbiddenApproval (`rights` may not decide it: a plain key, or an
+        agent it may not use; nothing is decided) or AlreadyDecided (replayed, or another decider was first).
+        `by` (the deciding client) is audited.
         """
         record = await self.store.get_approval(approval_id)
         if record is None:
             raise UnknownApproval(f"No approval {approval_id!r}; GET /approvals lists the pending ones.")
-        if allowed is not None and not allowed(record.agent):
-            raise ForbiddenApproval(f"This key may not decide approvals of agent {record.agent!r}.")
+        why_not = refusal(rights, record)
+        if why_not is not None:
+            raise ForbiddenApproval(why_not)
         decided = await self.store.decide_approval(
             approval_id, approve=decision.approve, arguments=decision.arguments, reason=decision.reason, by=by
         )
@@ -148,7 +159,8 @@ class ApprovalManager:
                 arguments=decision.arguments, reason=decision.reason, run_id=decided.run_id)
         if not decision.approve and self.audit is not None:
             refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
-            with bind_caller(run_id=decided.run_id):  # the row belongs to the paused run's steps
+            # The row belongs to the paused run's steps, and to its owner (the decision's row names the decider).
+            with bind_caller(run_id=decided.run_id, client=decided.client):
                 await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
                                              agent=decided.agent)
         run = await self.store.claim_run(decided.run_id)
@@ -191,6 +203,16 @@ class ApprovalManager:
             with bind_caller(run_id=record.run_id):
                 await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
                                              agent=record.agent)
+
+
+def refusal(rights: Rights, record: ApprovalRecord) -> str | None:
+    """Why `rights` may not decide `record` (None: it may)."""
+    if not rights.may_use(record.agent):
+        return f"This key may not decide approvals of agent {record.agent!r}."
+    if not rights.decides:
+        return ("This key may not decide approvals: only approvers (`clients.<name>.approver: true` in agents.yaml) "
+                f"and admins do. The call waits; GET /approvals/{record.id} shows its state.")
+    return None
 
 
 def approval_dict(record: ApprovalRecord, redact: Callable[[Any], Any] | None = None) -> dict[str, Any]:

@@ -130,6 +130,6 @@ def describe_pause(result: Any, redact: Callable[[Any], Any] = lambda value: val
                  if m.role == "assistant" and m.content), "")
     lines = [f"- {p.tool} {json.dumps(redact(p.arguments), ensure_ascii=False)} (approval {p.id})" for p in pending]
     note = ("Waiting for a human's approval before running:\n" + "\n".join(lines) +
-            "\nApprove or deny each with POST /approvals/{id} (or `gateway approvals approve|deny ID`); "
-            "the run then continues.")
+            "\nAn approver approves or denies each with POST /approvals/{id} (or `gateway approvals approve|deny ID`); "
+            "the run then continues, and GET /approvals/{id} has its answer.")
     message.content = f"{said}\n\n{note}" if said else note

@@ -39,7 +39,8 @@ _DATA_LIST = {"type": "object", "required": ["data"],
 
 _AUDIT_FILTERS = [
     *({"name": name, "in": "query", "required": False, "description": f"Only rows whose `{name}` is this.",
-       "schema": {"type": "string"}} for name in ("agent", "client", "tool", "status", "run_id")),
+       "schema": {"type": "string", "pattern": "^[^\\x00]*$"}}  # no stored value holds a NUL: a 400
+      for name in ("agent", "client", "tool", "status", "run_id")),
     {"name": "kind", "in": "query", "required": False, "schema": {"type": "string",
                                                                   "enum": list(AUDIT_KINDS)}},
     *({"name": name, "in": "query", "required": False,

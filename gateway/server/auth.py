@@ -34,9 +34,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import ConfigError, RateLimited
+from ..errors import ConfigError, RateLimited, TooManyWrongKeys
 from ..kernel.caller import bind_caller
 from ..safety.ratelimit import RateLimiter
+from ..safety.rights import Rights
+from ..safety.wrong_keys import WrongKeys
 from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
@@ -44,6 +46,8 @@ logger = logging.getLogger("gateway.auth")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
+RIGHTS = "gateway.rights"
+"""The scope key where the auth layer (or the console's gate) leaves the caller's `Rights`."""
 CONSOLE_PREFIX = "/console"
 """The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
@@ -55,6 +59,8 @@ class Client:
     """`*` means every agent."""
     admin: bool = False
     """`clients.<name>.admin: true`: every agent, the whole audit log, every approval."""
+    approver: bool = False
+    """`clients.<name>.approver: true`: decides the pending calls of its agents."""
 
     def may_use(self, agent: str) -> bool:
         return self.admin or "*" in self.agents or agent in self.agents
@@ -62,13 +68,20 @@ class Client:
     def visible_agents(self) -> set[str] | None:
         return None if self.admin or "*" in self.agents else set(self.agents)
 
+    @property
+    def rights(self) -> Rights:
+        """What this client may do with the work of others (`gateway.safety.rights`)."""
+        visible = self.visible_agents()
+        return Rights(client=self.name, agents=None if visible is None else frozenset(visible), admin=self.admin,
+                      approver=self.approver)
+
 
 class ClientKeys:
     def __init__(self, clients: Mapping[str, ClientConfig] | Iterable[ClientConfig]) -> None:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
-        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin))
-                         for c in configs]
+        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin,
+                                                 approver=c.approver)) for c in configs]
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -157,7 +170,8 @@ def route_path(scope: Scope) -> str:
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
-                 on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None) -> None:
+                 on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None,
+                 wrong_keys: WrongKeys | None = None) -> None:
         """Authenticate every HTTP request; the routes' `AgentGate`s authorize and rate-limit it.
 
         Parameters:
@@ -168,6 +182,8 @@ class AuthMiddleware:
             public_paths: paths open to everyone (health, the gateway's own OpenAPI document).
             on_chat_error: awaited with (agent, status) when a chat request is answered with an error
                 (the audit log's row for chats that never reached the end of a run).
+            wrong_keys: counts wrong keys per client address and refuses an address that sent too many (None:
+                nothing is counted).
         """
         self.app = app
         self.keys = keys
@@ -175,6 +191,7 @@ class AuthMiddleware:
         self.allow_public = allow_public
         self.public_paths = frozenset(public_paths)
         self.on_chat_error = on_chat_error
+        self.wrong_keys = wrong_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -195,13 +212,14 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            client = self._authenticate(scope, self.keys())
+            client = await self._guarded_authenticate(scope, self.keys())
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
         scope["gateway.client"] = client.name if client else None
         scope["gateway.agents"] = client.visible_agents() if client else None
         scope["gateway.access"] = Access(client, self.limiter())
+        scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
             if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
@@ -212,6 +230,24 @@ class AuthMiddleware:
                     await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
             else:
                 await self.app(scope, receive, send)
+
+    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
+        """`_authenticate`, with wrong keys counted per client address and a guessing address refused (429) before
+        its key is looked at."""
+        guard = self.wrong_keys if keys and _bearer(scope) is not None else None
+        if guard is None:
+            return self._authenticate(scope, keys)
+        address = client_address(scope)
+        try:
+            guard.check(address)
+            try:
+                return self._authenticate(scope, keys)
+            except APIError as exc:
+                if exc.status == 401:
+                    await guard.failed(address)
+                raise
+        except TooManyWrongKeys as exc:
+            raise too_many_wrong_keys(exc) from None
 
     def _authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
         if not keys:
@@ -274,6 +310,17 @@ class AgentGate:
             await self.app(scope, receive, send)
 
 
+def client_address(scope: Scope) -> str | None:
+    """The address the request came from (uvicorn's `--proxy-headers` puts the forwarded one there)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+def too_many_wrong_keys(exc: TooManyWrongKeys) -> APIError:
+    return APIError(429, f"{exc} Keys sent from here are not looked at meanwhile.", code="too_many_wrong_keys",
+                    headers={"Retry-After": exc.retry_after_header})
+
+
 def _is_console(scope: Scope) -> bool:
     path = route_path(scope)
     return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
@@ -295,6 +342,12 @@ async def _respond(scope: Scope, receive: Receive, send: Send, error: APIError) 
         await send({"type": "websocket.close", "code": 1008})
         return
     await error.response()(scope, receive, send)
+
+
+def rights_of(scope: Mapping[str, Any]) -> Rights:
+    """The request's `Rights`; none at all for a request the auth layer did not see."""
+    rights = scope.get(RIGHTS)
+    return rights if isinstance(rights, Rights) else Rights.NOBODY
 
 
 def allowed_agents(scope: Mapping[str, Any]) -> set[str] | None:

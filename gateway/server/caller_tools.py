@@ -2,9 +2,11 @@
 
 A caller's tool is offered to the model beside the agent's own and handed back when called (`gateway.loop`).
 It may not take an agent tool's name (the model could not tell them apart, and the gateway would have to guess
-which one to run): 400. `tool_choice` and `parallel_tool_calls` reach the provider only for OpenAI's two wire
-formats; for another provider anything but the default is refused with a 400 that says so, never dropped.
-Choices are normalized to the Chat Completions form (`{"type": "function", "function": {"name"}}`).
+which one to run), nor one of the gateway's own tools' (`search_tools`, `describe_tool`, `call_tool`, `run_code`,
+offered by tool search and code mode, whether this agent has them or not): 400. `tool_choice` and
+`parallel_tool_calls` reach the provider only for OpenAI's two wire formats; for another provider anything but the
+default is refused with a 400 that says so, never dropped. Choices are normalized to the Chat Completions form
+(`{"type": "function", "function": {"name"}}`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..assembly import Generation
+from ..codemode.run_code import RUN_CODE
 from ..config.model import AgentConfig
 from ..loop_types import CallerToolSpec
+from ..offer.toolsearch import SEARCH_TOOL
+from ..offer.views import DESCRIBE_TOOL
 from ..providers.registry import ADAPTERS
 from ..toolsets import Toolset
 from .api_errors import APIError
+from .mcp.search import CALL_TOOL
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RESERVED = frozenset({SEARCH_TOOL, DESCRIBE_TOOL, CALL_TOOL, RUN_CODE})
+"""The gateway's own tools' names: a caller's tool of that name would be run as the gateway's (or shadow it)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,6 +101,10 @@ def check_caller_tools(options: CallerToolOptions, agent: AgentConfig, toolset: 
     own = set(toolset.names)
     seen: set[str] = set()
     for index, tool in enumerate(options.tools):
+        if tool.name in RESERVED:
+            raise APIError(400, f"Your tool {tool.name!r} has the name of one of the gateway's own tools "
+                                f"({', '.join(sorted(RESERVED))}): rename yours.",
+                           param=f"tools[{index}]", code="tool_name_taken")
         if tool.name in own:
             raise APIError(400, f"Your tool {tool.name!r} has the name of one of agent {agent.name!r}'s own tools "
                                 f"(GET /agents/{agent.name}/tools lists them): rename yours.",

@@ -124,7 +124,10 @@ class _Run:
     """One chat request's run: its id, agent, input, and how it calls the loop."""
 
     def __init__(self, state: GatewayState, agent: AgentConfig, messages: list[Message], params: dict[str, Any],
-                 *, client: Any = None, tools: CallerToolOptions | None = None, prefix: str = "chatcmpl-") -> None:
+                 *, client: Any = None, tools: CallerToolOptions | None = None, prefix: str = "chatcmpl-",
+                 keep: bool = True) -> None:
+        self.keep = keep
+        """Keep a turn handed back to the caller's tools (Responses' `store: false` keeps nothing)."""
         self.state = state
         self.agent = agent
         self.messages = messages
@@ -137,13 +140,13 @@ class _Run:
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
                        params: dict[str, Any], tools: CallerToolOptions, *, client: Any = None,
-                       prefix: str = "chatcmpl-") -> _Run:
+                       prefix: str = "chatcmpl-", keep: bool = True) -> _Run:
         """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back."""
         agent = _checked_agent(generation, model)
         params = {**params, **check_caller_tools(tools, agent, toolset_of(generation, agent.name), generation)}
         caller = client if isinstance(client, str) else None
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
-        return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix)
+        return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix, keep=keep)
 
     @contextlib.asynccontextmanager
     async def reported(self) -> AsyncIterator[MemoryObjectReceiveStream[tuple[str, Any]]]:
@@ -196,7 +199,8 @@ class _Run:
                 caller_tools=self.tools.tools,
                 tool_choice=self.tools.tool_choice,
             )
-        await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
+        if self.keep:
+            await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
         safety = self.state.safety
         if safety is not None:  # holds a paused run's approvals, records the chat
             await safety.on_run_result(run_id=self.id, agent=self.agent, client=self.client, result=result)

@@ -36,6 +36,7 @@ from .responses_wire import (
     usage_object,
 )
 from .routes import read_json, state_of
+from .run_answers import ANSWER_PREFIX
 
 logger = logging.getLogger("gateway.server")
 
@@ -79,14 +80,16 @@ async def create_response(request: Request) -> Response:
     answer = _Answer(store, body, keep=keep, instructions=bool(instructions))
     if not stream:
         async with state.use() as generation:
-            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_")
+            run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
+                                      keep=keep)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
         output = output_items(result, answer.first_new(run))
         return JSONResponse(await answer.finish(run, result, output))
-    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_")
+    run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
+                              keep=keep)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -131,7 +134,8 @@ def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
-    record = None if response_id.startswith(TURN_PREFIX) else await store.get_response(response_id)
+    kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
+    record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != client:  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
     return record

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -34,12 +34,15 @@ from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
+from ..safety.rights import Rights
+from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .api_errors import APIError
-from .auth import AuthMiddleware, ClientKeys, allowed_agents
+from .auth import AuthMiddleware, ClientKeys, rights_of
 from .disconnect import DisconnectMiddleware
 from .handoff import keep_turn
 from .routes import agent_of, read_json, toolset_of
+from .run_answers import decider_view, keep_answer, kept_answer
 
 logger = logging.getLogger("gateway.safety")
 
@@ -57,6 +60,8 @@ class Safety(Safeguards):
         """
         self.allow_public = allow_public
         self.keys = ClientKeys({})
+        self.wrong_keys = WrongKeys(store)
+        """Wrong keys counted per client address, on the API's doors and at the console's sign-in."""
         super().__init__(store, manifest)
 
     def sync(self, manifest: Manifest) -> None:
@@ -72,7 +77,8 @@ class Safety(Safeguards):
             "safety": self,
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
-                           allow_public=self.allow_public, on_chat_error=self._on_chat_error),
+                           allow_public=self.allow_public, on_chat_error=self._on_chat_error,
+                           wrong_keys=self.wrong_keys),
                 Middleware(DisconnectMiddleware),
             ],
             "extra_routes": self.routes(),
@@ -83,20 +89,39 @@ class Safety(Safeguards):
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
+            Route("/approvals/{id}", self._show_approval, methods=["GET"]),
             Route("/audit", self._list_audit, methods=["GET"]),
         ]
 
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:
         limit = _limit(request, default=100)
-        pending = await self.approvals.pending(agents=allowed_agents(request.scope), limit=limit)
+        pending = await self.approvals.pending(rights=rights_of(request.scope), limit=limit)
         return JSONResponse({"data": [approval_dict(a, self.redactor.value) for a in pending]})
+
+    async def _show_approval(self, request: Request) -> Response:
+        """One approval, decided or not, and (for the run's owner) the answer its run gave when it went on."""
+        rights = rights_of(request.scope)
+        try:
+            record = await self.approvals.visible(request.path_params["id"], rights)
+        except ApprovalError as exc:
+            raise APIError(exc.status, str(exc)) from None
+        run = await self.store.get_run(record.run_id)
+        body: dict[str, Any] = {"approval": approval_dict(record, self.redactor.value),
+                                "run": {"id": record.run_id, "status": run.status if run else "gone"}}
+        if rights.owns(record.client):
+            body["answer"] = await kept_answer(self.store, record.run_id, record.client)
+        return JSONResponse(body)
 
     async def _list_audit(self, request: Request) -> Response:
         limit = _limit(request, default=100)
-        query = audit_query(request.query_params)
-        return JSONResponse({"data": await self.audit.recent(limit, agents=allowed_agents(request.scope),
-                                                             query=query)})
+        return JSONResponse({"data": await self.readable_audit(rights_of(request.scope), limit,
+                                                               audit_query(request.query_params))})
+
+    async def readable_audit(self, rights: Rights, limit: int, query: AuditQuery) -> list[dict[str, Any]]:
+        """The newest audit rows matching `query` that `rights` may read (a plain key: its own)."""
+        narrowed = rights.audit_query(query)
+        return [] if narrowed is None else await self.audit.recent(limit, query=narrowed)
 
     async def _decide_approval(self, request: Request) -> Response:
         payload = await read_json(request)  # 400 for what is not JSON, nested too deep or no text
@@ -108,36 +133,50 @@ class Safety(Safeguards):
             raise APIError(400, str(exc), param="decision") from None
         if payload.get("reason") is not None and not isinstance(payload["reason"], str):
             raise APIError(400, "`reason` must be a string.", param="reason")
-        visible = allowed_agents(request.scope)
+        rights = rights_of(request.scope)
         try:
             client = request.scope.get("gateway.client")
             outcome = await self.decide(request.app.state.gateway, request.path_params["id"], decision,
-                                        allowed=None if visible is None else visible.__contains__,
-                                        by=client if isinstance(client, str) else None)
+                                        rights=rights, by=client if isinstance(client, str) else None)
         except ApprovalError as exc:
             code = "approval_used" if isinstance(exc, AlreadyDecided) else None
             raise APIError(exc.status, str(exc), code=code) from None
-        status, body = self.render_outcome(request.app.state.gateway, outcome)
+        status, body = self.render_outcome(request.app.state.gateway, outcome, rights)
         return JSONResponse(body, status_code=status)
 
-    async def decide(self, state: Any, approval_id: str, decision: Decision, *,
-                     allowed: Callable[[str], bool] | None = None, by: str | None = None) -> Outcome:
-        """Decide one approval and resume its run on `state` (the server's GatewayState) when it was the last;
-        `by` names the deciding client in the audit log."""
+    async def decide(self, state: Any, approval_id: str, decision: Decision, *, rights: Rights = Rights.OPEN,
+                     by: str | None = None) -> Outcome:
+        """Decide one approval (when `rights` may) and resume its run on `state` (the server's GatewayState) when it
+        was the last, as the run's owner, keeping its answer for them; `by` names the deciding client in the audit
+        log."""
 
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
             return await self._resume(state, run, decisions)
 
         # `by`: the deciding client of a request; else the bound caller's (`cli` for `gateway approvals`).
-        return await self.approvals.decide(approval_id, decision, resume=resume, allowed=allowed,
-                                           by=by if by is not None else current_caller().client)
+        outcome = await self.approvals.decide(approval_id, decision, resume=resume, rights=rights,
+                                              by=by if by is not None else current_caller().client)
+        if outcome.result is not None:
+            await keep_answer(self.store, outcome.run, *self._answer(state, outcome))
+        return outcome
 
-    def render_outcome(self, state: Any, outcome: Outcome) -> tuple[int, dict[str, Any]]:
-        """The HTTP answer: 202 while the run waits for more decisions, else the finished completion
-        (chat) or the ToolResult (direct/MCP call)."""
+    def render_outcome(self, state: Any, outcome: Outcome, rights: Rights = Rights.OPEN) -> tuple[int, dict[str, Any]]:
+        """The HTTP answer: 202 while the run waits for more decisions, else (to the run's owner) the finished
+        completion (chat) or the ToolResult (direct/MCP call); a decider who does not own the run learns where it
+        stands, not what it answered."""
         approval = approval_dict(outcome.approval, self.redactor.value)
         if outcome.result is None:
             return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
+        if not rights.owns(outcome.run.client):
+            result = outcome.result
+            waits = bool(getattr(result, "pending_approvals", None)) or (
+                isinstance(result, ToolResult) and result.error_type == "approval_pending")
+            return 200, decider_view(outcome.run, approval, finished=not waits)
+        return self._answer(state, outcome)
+
+    def _answer(self, state: Any, outcome: Outcome) -> tuple[int, dict[str, Any]]:
+        """What the resumed run answered its owner: the finished completion (chat), or the ToolResult."""
+        approval = approval_dict(outcome.approval, self.redactor.value)
         if isinstance(outcome.result, ToolResult):
             return 200, {"approval": approval, "result": outcome.result.to_dict()}
         from .chat import completion_body  # the chat module imports the loop; only needed here
@@ -151,6 +190,10 @@ class Safety(Safeguards):
 
     async def _resume(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
         """Continue a claimed run on the current generation (a restart or reload in between is fine)."""
+        with bind_caller(client=run.client):  # the run goes on as its owner (limits, budgets, audit), not its decider
+            return await self._resume_as_owner(state, run, decisions)
+
+    async def _resume_as_owner(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
         async with state.use() as generation:
             if run.kind == "call":
                 return await self._resume_call(generation, run, decisions)
@@ -204,9 +247,13 @@ class Safety(Safeguards):
 
 def audit_query(params: Mapping[str, str]) -> AuditQuery:
     """`GET /audit`'s filters: agent, client, tool, status, kind, run_id (exact), since and until (ISO 8601 in UTC,
-    or epoch seconds); a bad time is a 400 naming the parameter."""
+    or epoch seconds); a bad time, or a NUL character (no stored value holds one; PostgreSQL's text cannot), is a 400
+    naming the parameter."""
     def text(name: str) -> str | None:
-        return params.get(name) or None
+        value = params.get(name) or None
+        if value is not None and "\x00" in value:
+            raise APIError(400, f"`{name}` must not contain a NUL character.", param=name)
+        return value
 
     kind = params.get("kind")
     if kind is not None and kind not in AUDIT_KINDS:

@@ -253,6 +253,16 @@ class Store(abc.ABC):
         answers and handed-back turns created before it, and finished runs (done, failed) last updated before it,
         with their approvals. Paused runs stay whatever their age: a human may still decide. The number deleted."""
 
+    # -- console sessions ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def end_session(self, session: str, until: float) -> None:
+        """Record that the console session `session` was signed out; it would have expired at `until` (epoch
+        seconds), after which the record may go (entries past their `until` are pruned here)."""
+
+    @abc.abstractmethod
+    async def session_ended(self, session: str) -> bool:
+        """Whether the console session `session` was signed out (on any instance sharing the store)."""
+
     # -- rate limits --------------------------------------------------------------------------------
     @abc.abstractmethod
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:

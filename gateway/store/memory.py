@@ -31,6 +31,7 @@ class MemoryStore(Store):
         self._audit: list[AuditRow] = []
         self._buckets: dict[str, tuple[float, float]] = {}
         self._responses: dict[str, ResponseRecord] = {}
+        self._ended_sessions: dict[str, float] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
 
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
@@ -121,6 +122,14 @@ class MemoryStore(Store):
         for key in approvals:
             del self._approvals[key]
         return len(old) + len(finished)
+
+    async def end_session(self, session: str, until: float) -> None:
+        now = time.time()
+        self._ended_sessions = {k: v for k, v in self._ended_sessions.items() if v >= now}
+        self._ended_sessions[session] = until
+
+    async def session_ended(self, session: str) -> bool:
+        return session in self._ended_sessions
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         now = time.time()

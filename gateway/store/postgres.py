@@ -41,6 +41,7 @@ from .sqlite_tables import dumps
 
 try:
     import psycopg
+    from psycopg.adapt import Dumper
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the extra is part of the default install
     raise ImportError("the PostgreSQL store needs psycopg and psycopg_pool: pip install 'psycopg[binary]' "
@@ -52,6 +53,22 @@ _AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http
                   " approval, usage, run_id, error")
 _RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
 _NOW = "extract(epoch from clock_timestamp())"
+_NUL_STANDIN = "\ufffd"
+
+
+class _NulFreeText(Dumper):
+    """Python text as PostgreSQL text, a NUL (which no PostgreSQL text can hold) as U+FFFD: an id or a key holding
+    one is then simply not found, and a caller's text holding one (a decision's reason, a tool call's id) is kept,
+    where psycopg's own dumper raises DataError (a 500 for what a caller sent)."""
+
+    oid = 0  # unknown, as psycopg's default for str: the server infers the parameter's type from the statement
+
+    def dump(self, obj: str) -> bytes:
+        return obj.replace("\x00", _NUL_STANDIN).encode()
+
+
+async def _nul_free_text(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn.adapters.register_dumper(str, _NulFreeText)
 
 
 class PostgresStore(Store):
@@ -71,6 +88,7 @@ class PostgresStore(Store):
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
             # A connection the server dropped (a restart, a failover) is found out before it is handed over.
             check=AsyncConnectionPool.check_connection,
+            configure=_nul_free_text,
         )
         self._opened = False
         self._opening: asyncio.Lock | None = None
@@ -240,6 +258,18 @@ class PostgresStore(Store):
             if finished:
                 await conn.execute("DELETE FROM approvals WHERE run_id = ANY(%s)", (finished,))
             return answers.rowcount + len(finished)
+
+    # -- console sessions ---------------------------------------------------------------------------
+    async def end_session(self, session: str, until: float) -> None:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(f"DELETE FROM ended_sessions WHERE until < {_NOW}")
+            await conn.execute("INSERT INTO ended_sessions (id, until) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                               (session, until))
+
+    async def session_ended(self, session: str) -> bool:
+        async with self._connection() as conn:
+            cursor = await conn.execute("SELECT 1 FROM ended_sessions WHERE id = %s", (session,))
+            return await cursor.fetchone() is not None
 
     # -- rate limits --------------------------------------------------------------------------------
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:

@@ -43,6 +43,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE buckets (key text PRIMARY KEY, tokens double precision NOT NULL, updated double precision NOT NULL);
     """,
+    # 2: console sessions signed out before they expire.
+    """
+    CREATE TABLE ended_sessions (id text PRIMARY KEY, until double precision NOT NULL);
+    """,
 )
 LATEST = len(MIGRATIONS)
 

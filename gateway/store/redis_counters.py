@@ -178,6 +178,12 @@ class CountedStore(Store):
     async def prune_conversations(self, before: float) -> int:
         return await self.inner.prune_conversations(before)
 
+    async def end_session(self, session: str, until: float) -> None:
+        await self.inner.end_session(session, until)
+
+    async def session_ended(self, session: str) -> bool:
+        return await self.inner.session_ended(session)
+
     async def ping(self) -> None:
         await self.inner.ping()
         await self.counters.ping()

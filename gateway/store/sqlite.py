@@ -58,6 +58,8 @@ from .sqlite_tables import (
     approval_values,
     audit_from_row,
     dumps,
+    end_session,
+    session_ended,
     upgrade_schema,
 )
 
@@ -378,6 +380,12 @@ class SQLiteStore(Store):
                                   messages=json.loads(row[4]), created=row[5])
 
         return await self._run(work)
+
+    async def end_session(self, session: str, until: float) -> None:
+        await self._run(lambda conn: self._transaction(conn, lambda: end_session(conn, session, until)))
+
+    async def session_ended(self, session: str) -> bool:
+        return await self._run(lambda conn: session_ended(conn, session))
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         def body(conn: sqlite3.Connection) -> float:

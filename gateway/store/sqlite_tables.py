@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from typing import Any
 
 from ..jsonwire import dumps_text
@@ -36,6 +37,7 @@ CREATE TABLE IF NOT EXISTS responses (
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS ended_sessions (id TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 
 APPROVAL_COLUMNS = (
@@ -53,6 +55,16 @@ PRUNE_AUDIT = (
     "DELETE FROM audit WHERE id < COALESCE((SELECT id FROM audit WHERE time >= ?1 ORDER BY id LIMIT 1),"
     " (SELECT MAX(id) + 1 FROM audit))"
 )
+
+
+def end_session(conn: sqlite3.Connection, session: str, until: float) -> None:
+    """`Store.end_session` (in a transaction); signed-out sessions past their expiry go at the same time."""
+    conn.execute("DELETE FROM ended_sessions WHERE until < ?", (time.time(),))
+    conn.execute("INSERT OR REPLACE INTO ended_sessions (id, until) VALUES (?, ?)", (session, until))
+
+
+def session_ended(conn: sqlite3.Connection, session: str) -> bool:
+    return conn.execute("SELECT 1 FROM ended_sessions WHERE id = ?", (session,)).fetchone() is not None
 
 
 def upgrade_schema(conn: sqlite3.Connection) -> None:

@@ -16,7 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
 from safety_support import CLIENTS_YAML, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
 
 FORECAST = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
-LOOPING = AGENTS_YAML.replace("max_iterations: 4", "max_iterations: 20") + CLIENTS_YAML
+OPS_KEY = "ck-ops-budgets-7c6b5a49"
+"""An admin key: /metrics is the operator's."""
+LOOPING = (AGENTS_YAML.replace("max_iterations: 4", "max_iterations: 20") + CLIENTS_YAML
+           + f"  ops: {{{{key: {OPS_KEY}, admin: true}}}}\n")
 
 
 def budgets(yaml: str) -> str:
@@ -72,7 +75,7 @@ def test_an_agents_window_refuses_the_next_run(tmp_path: Path, llm: LenientLLM, 
         assert chat(url).status_code == 200  # 15 of 20
         assert chat(url).status_code == 200  # started at 15: allowed, now 30
         refused = chat(url)
-        scraped = httpx.get(f"{url}/metrics", headers=bearer(WEATHER_KEY)).text
+        scraped = httpx.get(f"{url}/metrics", headers=bearer(OPS_KEY)).text
     assert refused.status_code == 429
     assert "agent 'weather' in the last 1h used 30 of 20 tokens" in refused.json()["error"]["message"]
     assert len(llm.requests) == 2

@@ -14,7 +14,7 @@ from scripted_llm import Call, Reply
 from server_support import LenientLLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
-from safety_support import TRIAGE_KEY, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+from safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
 
 FORECAST = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
 COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
@@ -32,8 +32,12 @@ def value(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str
     return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+ADMIN_KEY = "ck-metrics-admin-4b3a2918"
+
+
 def test_counts_after_a_known_sequence(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
-    with safe_gateway(tmp_path, llm.url, upstream.url) as (url, safety):
+    admin_yaml = SAFE_AGENTS_YAML + f"  ops: {{{{key: {ADMIN_KEY}, admin: true}}}}\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=admin_yaml) as (url, safety):
         with httpx.Client(base_url=url, timeout=30) as client:
             assert client.get("/metrics").status_code == 401  # the doors' caller check
 
@@ -49,12 +53,17 @@ def test_counts_after_a_known_sequence(tmp_path: Path, llm: LenientLLM, upstream
                                   json={"latitude": "north"})
             assert invalid.status_code >= 400
 
-            scraped = client.get("/metrics", headers=bearer(WEATHER_KEY))
+            # Another tenant's agents, tools and client names are the operator's to see, not a plain key's.
+            for key in (WEATHER_KEY, TRIAGE_KEY):  # a plain key, and an approver
+                refused = client.get("/metrics", headers=bearer(key))
+                assert refused.status_code == 403 and "triage" not in refused.text and "weather" not in refused.text
+            scraped = client.get("/metrics", headers=bearer(ADMIN_KEY))
     assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
     found = samples(scraped.text)
 
     assert value(found, "gateway_requests_total", door="chat", status="200") == 2
     assert value(found, "gateway_requests_total", door="metrics", status="401") == 1
+    assert value(found, "gateway_requests_total", door="metrics", status="403") == 2
     assert value(found, "gateway_requests_total", door="direct", status=str(invalid.status_code)) == 1
     assert value(found, "gateway_tool_calls_total", api="open-meteo", tool="getForecast", outcome="ok") == 1
     assert value(found, "gateway_tool_calls_total", api="open-meteo", tool="getForecast",

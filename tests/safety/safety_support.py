@@ -23,7 +23,7 @@ PROVIDER_KEY = "test-key"
 CLIENTS_YAML = f"""\
 clients:
   weather-bot: {{{{key: {WEATHER_KEY}, agents: [weather]}}}}
-  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage]}}}}
+  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage], approver: true}}}}
 """
 
 SAFE_AGENTS_YAML = AGENTS_YAML + CLIENTS_YAML
@@ -33,7 +33,7 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def build_app(folder: Path, *, store: Path, **options: Any) -> tuple[Any, Safety]:
+def build_app(folder: Path, *, store: Path | str, **options: Any) -> tuple[Any, Safety]:
     """A new app instance (as after a restart) over the project in `folder` and the store file."""
     runtime = load_runtime(folder / "specs", folder / "agents.yaml", use_cache=False)
     safety = Safety.open(runtime, store=str(store))
@@ -43,11 +43,14 @@ def build_app(folder: Path, *, store: Path, **options: Any) -> tuple[Any, Safety
 
 @contextmanager
 def safe_gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: str = SAFE_AGENTS_YAML,
-                 store: Path | None = None, **options: Any) -> Iterator[tuple[str, Safety]]:
+                 store: Path | str | None = None, **options: Any) -> Iterator[tuple[str, Safety]]:
+    """The gateway on its own server; `store`: a file (default: state.db in `folder`) or a PostgreSQL URL."""
     write_project(folder, llm_url, upstream_url, agents_yaml)
     app, safety = build_app(folder, store=store or folder / "state.db", **options)
     try:
         with running(app) as url:
             yield url, safety
     finally:
-        safety.store.close()  # type: ignore[attr-defined]
+        close = getattr(safety.store, "close", None)  # SQLite's file; a PostgreSQL pool went with the server's loop
+        if close is not None:
+            close()

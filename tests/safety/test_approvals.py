@@ -9,6 +9,7 @@ from gateway.loop_types import Decision, PendingApproval, RunResult
 from gateway.messages import Message, ToolCall
 from gateway.safety.approvals import ApprovalManager
 from gateway.safety.audit import AuditLog
+from gateway.safety.rights import Rights
 from gateway.store import MemoryStore, RunRecord
 
 pytestmark = pytest.mark.anyio
@@ -54,7 +55,11 @@ async def test_replayed_forged_and_foreign_approvals_are_refused() -> None:
     await manager.hold_run(run_id="chat-1", agent="clerk", client=None, result=_paused("apr_a"))
     resume = Resumer()
     with pytest.raises(ForbiddenApproval):
-        await manager.decide("apr_a", Decision(approve=True), resume=resume, allowed={"weather"}.__contains__)
+        await manager.decide("apr_a", Decision(approve=True), resume=resume,
+                             rights=Rights(client="w", agents=frozenset({"weather"}), approver=True))
+    with pytest.raises(ForbiddenApproval):  # a plain key of the agent: it may not decide
+        await manager.decide("apr_a", Decision(approve=True), resume=resume,
+                             rights=Rights(client="c", agents=frozenset({"clerk"})))
     with pytest.raises(UnknownApproval):
         await manager.decide("apr_forged", Decision(approve=True), resume=resume)
     await manager.decide("apr_a", Decision(approve=True), resume=resume)
@@ -102,9 +107,12 @@ async def test_direct_call_on_hold_names_its_approval() -> None:
                                      call=ToolCall(id="d1", name="createItem", arguments={"n": 1}), client="ci")
     assert result.error_type == "approval_pending" and result.approval_id
     assert result.approval_id in (result.error or "") and not result.ok
-    (pending,) = await manager.pending(agents={"clerk"})
+    (pending,) = await manager.pending(rights=Rights(client="ops", agents=frozenset({"clerk"}), approver=True))
     assert pending.id == result.approval_id and pending.client == "ci"
-    assert await manager.pending(agents={"weather"}) == []
+    assert await manager.pending(rights=Rights(client="ops", agents=frozenset({"weather"}), approver=True)) == []
+    # A plain key sees its own pending calls only.
+    assert [a.id for a in await manager.pending(rights=Rights(client="ci", agents=None))] == [pending.id]
+    assert await manager.pending(rights=Rights(client="other", agents=frozenset({"clerk"}))) == []
     run = await store.get_run(pending.run_id)
     assert run is not None and run.kind == "call" and run.state["arguments"] == {"n": 1}
 

@@ -133,6 +133,16 @@ async def test_audit_query_filters_alike_on_every_backend(store: Store) -> None:
     assert await times(AuditQuery(agents=frozenset())) == []
 
 
+async def test_a_signed_out_session_is_remembered_until_it_would_have_expired(store: Store) -> None:
+    assert not await store.session_ended("s1")
+    await store.end_session("s1", time.time() + 60)
+    await store.end_session("s1", time.time() + 60)  # signing out twice is no error
+    await store.end_session("s0", time.time() - 1)  # expired already: the next sign-out may forget it
+    assert await store.session_ended("s1") and not await store.session_ended("s2")
+    await store.end_session("s2", time.time() + 60)
+    assert await store.session_ended("s2") and not await store.session_ended("s0")
+
+
 async def test_token_buckets_are_all_or_nothing(store: Store) -> None:
     slow = Bucket("slow", rate=0.001, burst=1)
     fast = Bucket("fast", rate=0.001, burst=5)

@@ -78,6 +78,22 @@ async def test_a_callers_tool_may_not_take_an_agent_tools_name(gw: tuple[str, An
     assert llm.requests == []
 
 
+@pytest.mark.parametrize("name", ["search_tools", "describe_tool", "call_tool", "run_code"])
+async def test_a_callers_tool_may_not_take_a_gateway_tools_name(gw: tuple[str, Any], llm: LenientLLM,
+                                                                name: str) -> None:
+    url, _ = gw
+    shadow = {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(url).chat.completions.create(model="weather", messages=[{"role": "user", "content": "hi"}],
+                                             tools=[shadow])
+    assert caught.value.status_code == 400 and caught.value.code == "tool_name_taken" and name in caught.value.message
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(url).responses.create(model="weather", input="hi",
+                                      tools=[{"type": "function", "name": name, "parameters": {"type": "object"}}])
+    assert caught.value.status_code == 400 and caught.value.code == "tool_name_taken"
+    assert llm.requests == []
+
+
 async def test_tool_choice_is_passed_on_or_refused_with_the_reason(gw: tuple[str, Any], llm: LenientLLM) -> None:
     url, _ = gw
     client = _client(url)

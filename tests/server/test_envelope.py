@@ -13,7 +13,10 @@ from recording_server import RecordingServer
 from server_support import LenientLLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
-from safety_support import WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+from safety_support import SAFE_AGENTS_YAML, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+
+OPS_KEY = "ck-ops-envelope-1f2e3d4c"
+"""An admin key: /metrics is the operator's."""
 
 
 def _requests(text: str, status: str) -> float:
@@ -25,12 +28,14 @@ def test_refusals_of_the_envelope_are_counted_and_logged(tmp_path: Path, llm: Le
                                                          caplog: Any) -> None:
     caplog.set_level(logging.INFO, logger="gateway.access")
     door = "/agents/weather/tools/getForecast"
-    with safe_gateway(tmp_path, llm.url, upstream.url, access_log=True, max_body_bytes=1000) as (url, _):
+    yaml = SAFE_AGENTS_YAML + f"  ops: {{{{key: {OPS_KEY}, admin: true}}}}\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml, access_log=True,
+                      max_body_bytes=1000) as (url, _):
         with httpx.Client(base_url=url, timeout=30, headers=bearer(WEATHER_KEY)) as client:
             foreign = client.post(door, json={}, headers={"Host": "evil.example"})
             too_big = client.post(door, json={"latitude": 1, "longitude": 2, "timezone": "x" * 2000})
             not_json = client.post(door, content=b"latitude=1", headers={"Content-Type": "text/plain"})
-            scraped = client.get("/metrics")
+            scraped = client.get("/metrics", headers=bearer(OPS_KEY))
     assert (foreign.status_code, too_big.status_code, not_json.status_code) == (421, 413, 415)
     for status in ("421", "413", "415"):
         assert _requests(scraped.text, status) == 1

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp import Client
@@ -125,6 +127,39 @@ async def test_stdio_subprocess(tmp_path: Path, llm: LenientLLM, upstream: Recor
     assert result.is_error is False
     assert result.structured_content == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
+
+
+@pytest.mark.slow
+async def test_stdio_answers_a_call_holding_a_lone_surrogate(tmp_path: Path, llm: LenientLLM,
+                                                            upstream: RecordingServer) -> None:
+    """`"\\ud800"` is valid JSON but no text: the SDK's parser refused the line without its id, and the client waited
+    for ever. It is answered with an error for its id, nothing is sent upstream, and the next call is answered."""
+    specs, agents = write_project(tmp_path, llm.url, upstream.url)
+    command = [sys.executable, "-m", "gateway", "mcp", "weather", "--specs", str(specs), "--agents", str(agents),
+               "--no-cache"]
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "t", "version": "1"}}}
+    lines = [json.dumps(initialize), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+             '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "getForecast", '
+             '"arguments": {"latitude": 52.5, "longitude": 13.4, "timezone": "Europe/Berlin\\ud800"}}}',
+             json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                         "params": {"name": "getForecast", "arguments": {"latitude": 52.5, "longitude": 13.4}}})]
+    async with await anyio.open_process(command, cwd=str(ROOT)) as process:
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send("".join(line + "\n" for line in lines).encode())
+        answers: dict[int, Any] = {}
+        buffered = b""
+        with anyio.fail_after(120):  # a hang fails the test instead of stalling the suite
+            while len(answers) < 3:
+                buffered += await process.stdout.receive()
+                *complete, buffered = buffered.split(b"\n")
+                answers.update((m["id"], m) for m in map(json.loads, filter(None, complete)))
+        await process.stdin.aclose()
+    refused = answers[2]["error"]
+    assert refused["code"] == -32602 and "lone surrogate" in refused["message"]
+    assert answers[3]["result"]["structuredContent"] == FORECAST
+    assert len(upstream.requests) == 1
 
 
 async def test_large_listings_come_in_pages(gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

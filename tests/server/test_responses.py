@@ -108,6 +108,22 @@ async def test_store_false_is_not_kept(gw: tuple[str, Any], llm: LenientLLM) -> 
         _client(url).responses.retrieve(response.id)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_store_false_keeps_no_handed_back_turn(gw: tuple[str, Any], llm: LenientLLM, stream: bool) -> None:
+    url, app = gw
+    llm.script(Reply(calls=[FORECAST_CALL, SMS_CALL]))
+    client = _client(url)
+    if stream:
+        with client.responses.stream(model="weather", input="Text Ann.", tools=[SMS_TOOL], store=False) as events:
+            first = events.get_final_response()
+    else:
+        first = client.responses.create(model="weather", input="Text Ann.", tools=[SMS_TOOL], store=False)
+    assert [item.call_id for item in first.output if item.type == "function_call"] == ["call_sms"]
+    store = app.state.gateway.store
+    assert await store.get_response("turn_call_sms") is None  # nothing of the conversation is kept
+    assert await store.get_response(first.id) is None
+
+
 async def test_what_the_gateway_cannot_honour_is_a_400_naming_it(gw: tuple[str, Any], llm: LenientLLM) -> None:
     url, _ = gw
     for body, param in (({"background": True}, "background"), ({"prompt_cache_key": "x"}, "prompt_cache_key"),

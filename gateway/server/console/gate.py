@@ -17,10 +17,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...kernel.caller import bind_caller
 from ..api_errors import APIError
+from ..auth import RIGHTS
 from . import catalog_pages, chat_page, oversight_pages, signin, tryout
 from .rendering import HERE, VIEWER, Console
 from .session import Sessions, csrf_ok
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
     from ..supervision import Safety
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                           "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+"""Only the console's own files run, load and are posted to, and no page of it may be framed: a decoy page framing
+the approvals inbox got one click to approve a pending write (issue #27)."""
+GUARD_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), (b"x-frame-options", b"DENY"),
+                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
+_GUARDED = frozenset(name for name, _ in GUARD_HEADERS)
 
 
 def mount_console(safety: Safety) -> Mount:
@@ -62,10 +70,14 @@ class ConsoleGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self._gate(scope, receive, _guarded(send))
+
+    async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         root = scope.get("root_path", "")
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
-        viewer = self.sessions.viewer(request)
+        # The console's own files need nobody; every other path asks the store whether the session was signed out.
+        viewer = self.sessions.viewer(request) if path.startswith("/static/") else await self.sessions.current(request)
         if path == "/signin" or path.startswith("/static/"):
             scope[VIEWER] = viewer
             await self.app(scope, receive, send)
@@ -87,10 +99,23 @@ class ConsoleGate:
         scope[VIEWER] = viewer
         scope["gateway.client"] = viewer.name
         scope["gateway.agents"] = viewer.agent_set
+        scope[RIGHTS] = viewer.rights  # the console decides and reads as its signed-in client
         # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
         # so audit rows and per-agent limits name it as on the API's doors.
         with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):
             await self.app(scope, receive, send)
+
+
+def _guarded(send: Send) -> Send:
+    """`send` with the console's guard headers on every answer (pages, JSON, static files, redirects, refusals)."""
+
+    async def guarded(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _GUARDED]
+            message = {**message, "headers": [*headers, *GUARD_HEADERS]}
+        await send(message)
+
+    return guarded
 
 
 def _agent_in(path: str) -> str | None:

@@ -11,8 +11,10 @@ from starlette.routing import Route
 
 from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
-from ...safety.approvals import approval_dict
+from ...safety.approvals import approval_dict, refusal
+from ...store import ApprovalRecord, AuditQuery
 from ..routes import read_json, state_of, toolset_of
+from ..run_answers import kept_answer
 from .rendering import json_error, viewer_of
 from .tryout import argument_problems
 
@@ -32,7 +34,7 @@ def routes(console: Console) -> list[Route]:
         viewer = viewer_of(request)
         filters = {name: request.query_params.get(name, "") for name in FILTERS}
         query = audit_query({k: v for k, v in filters.items() if v})
-        rows = await safety.audit.recent(PAGE_ROWS, agents=viewer.agent_set, query=query)
+        rows = await safety.readable_audit(viewer.rights, PAGE_ROWS, query)
         agents = viewer.visible(state_of(request).current.runtime.manifest.agents)
         return console.render(request, "audit.html", rows=rows, filters=filters, agents=agents,
                               title="Runs and audit")
@@ -40,13 +42,16 @@ def routes(console: Console) -> list[Route]:
     async def run_page(request: Request) -> Response:
         viewer = viewer_of(request)
         run_id = request.path_params["run_id"]
-        query = audit_query({"run_id": run_id})
-        rows = list(reversed(await safety.audit.recent(PAGE_ROWS, agents=viewer.agent_set, query=query)))
-        return console.render(request, "run.html", rows=rows, run_id=run_id, title=f"Run {run_id}")
+        rows = list(reversed(await safety.readable_audit(viewer.rights, PAGE_ROWS, AuditQuery(run_id=run_id))))
+        run = await safety.store.get_run(run_id)
+        answer = None
+        if run is not None and viewer.may_see(run.agent) and viewer.rights.owns(run.client):
+            answer = await kept_answer(safety.store, run_id, run.client)  # the resumed run's answer is its owner's
+        return console.render(request, "run.html", rows=rows, run_id=run_id, answer=answer, title=f"Run {run_id}")
 
     async def approvals_page(request: Request) -> Response:
         viewer = viewer_of(request)
-        pending = await safety.approvals.pending(agents=viewer.agent_set, limit=PAGE_ROWS)
+        pending = await safety.approvals.pending(rights=viewer.rights, limit=PAGE_ROWS)
         items = [approval_dict(a, safety.redactor.value) for a in pending]
         return console.render(request, "approvals.html", approvals=items, title="Approvals")
 
@@ -61,33 +66,52 @@ def routes(console: Console) -> list[Route]:
         except (ValueError, AttributeError) as exc:
             return json_error(400, str(exc), param="decision")
         approval_id = request.path_params["id"]
+        record = await safety.store.get_approval(approval_id)
+        if record is None:
+            return json_error(404, f"No approval {approval_id!r}; the Approvals page lists the pending ones.")
+        refused = refusal(viewer.rights, record)  # the right first: nothing of the call is looked at for others
+        if refused is not None:
+            return json_error(403, refused, code="approval_forbidden")
         if decision.approve and decision.arguments is not None:
-            problems = await _edit_problems(console, state, approval_id, decision.arguments)
+            problems = await _edit_problems(state, record, decision.arguments)
             if problems:  # the edit is refused before the approval is used
                 return json_error(422, "The edited arguments are not valid; the approval still waits.",
                                   code="invalid_arguments", param="arguments", problems=problems)
-        visible = viewer.agent_set
         try:
-            outcome = await safety.decide(state, approval_id, decision,
-                                          allowed=None if visible is None else visible.__contains__,
+            outcome = await safety.decide(state, approval_id, decision, rights=viewer.rights,
                                           by=viewer.name or "console")
         except ApprovalError as exc:
             code = "approval_used" if isinstance(exc, AlreadyDecided) else None
             return json_error(exc.status, str(exc), code=code)
-        status, body = safety.render_outcome(state, outcome)
+        status, body = safety.render_outcome(state, outcome, viewer.rights)
         return JSONResponse(body, status_code=status)
 
     async def health_page(request: Request) -> Response:
         state = state_of(request)
-        runtime = state.current.runtime
+        generation = state.current
+        runtime = generation.runtime
         holder = state.holder
         error = holder.last_error
+        viewer = viewer_of(request)
+        agents = viewer.visible(runtime.manifest.agents)
+        apis, diagnostics = sorted(runtime.catalog.apis.values(), key=lambda a: a.name), runtime.diagnostics
+        tool_count = len(runtime.catalog)
+        if not viewer.admin:
+            # Another tenant's agents, specs and the diagnostics naming them are not this key's to see: its own
+            # agents' apis, their specs' diagnostics, and that a reload was refused (an admin sees why).
+            used = {selection.api for agent in agents for selection in runtime.manifest.agents[agent].tools}
+            apis = [api for api in apis if api.name in used]
+            files = {api.file for api in apis}
+            diagnostics = [d for d in diagnostics if d.file in files]
+            tool_count = len({name for agent in agents for name in generation.toolset(agent).names})
+        refused = None
+        if error is not None:
+            refused = str(error) if viewer.admin else "An admin of this gateway sees why."
         return console.render(
-            request, "health.html", runtime=runtime, apis=sorted(runtime.catalog.apis.values(), key=lambda a: a.name),
-            agents=viewer_of(request).visible(runtime.manifest.agents), diagnostics=runtime.diagnostics,
-            reloads=holder.generation, loaded_at=_when(runtime.loaded_at), reloaded_at=_when(holder.reloaded_at),
-            refused_at=_when(holder.refused_at), refused=str(error) if error is not None else None,
-            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error is not None else [],
+            request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics,
+            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
+            reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
+            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error and viewer.admin else [],
             title="Health")
 
     return [
@@ -99,10 +123,7 @@ def routes(console: Console) -> list[Route]:
     ]
 
 
-async def _edit_problems(console: Console, state: Any, approval_id: str, arguments: Any) -> list[str]:
-    record = await console.safety.store.get_approval(approval_id)
-    if record is None:
-        return []  # deciding says it is unknown
+async def _edit_problems(state: Any, record: ApprovalRecord, arguments: Any) -> list[str]:
     generation = state.current
     agent_tool = toolset_of(generation, record.agent).get(record.tool) if record.agent in \
         generation.runtime.manifest.agents else None

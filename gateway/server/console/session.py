@@ -1,9 +1,12 @@
 """Who is looking at the console: sign-in with a client key, a signed session cookie, CSRF tokens.
 
 With `clients` in agents.yaml the sign-in page takes a client key; the answer sets an HttpOnly,
-SameSite=Strict cookie `name.expiry.signature`, signed with the SHA-256 digest of that client's key. No
-session table: any instance serving the same agents.yaml accepts the cookie, and changing or removing the
-key ends every session signed with it. The CSRF token is derived from the same secret and session, sent in
+SameSite=Strict cookie `name.expiry.session.signature`, signed with the SHA-256 digest of that client's key
+(`session`: a random id of this sign-in). Any instance serving the same agents.yaml accepts the cookie, and
+changing or removing the key ends every session signed with it. Signing out ends the session on the server too:
+its id is recorded in the store (`Store.end_session`) until it would have expired, and every instance sharing the
+store refuses the cookie from then on, so a copy of it (a shared machine, a proxy's log) is worth nothing after
+sign-out. The CSRF token is derived from the same secret and session, sent in
 each page and required (header `X-CSRF-Token`) on every state-changing request. Without `clients` (a
 loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process secret.
 """
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...safety.rights import Rights
+from ...store import Store
 from ..auth import ClientKeys
 
 COOKIE = "gateway_console"
@@ -38,6 +43,22 @@ class Viewer:
     agents: frozenset[str] | None
     """The agents this viewer may see; None: every agent."""
     csrf: str
+    approver: bool = False
+    """May decide the pending calls of its agents (`clients.<name>.approver`; admins and an open console do too)."""
+    session: str | None = None
+    """This sign-in's id (None on an open console), and when it expires (epoch seconds)."""
+    expires: float = 0.0
+
+    @property
+    def rights(self) -> Rights:
+        """What the viewer may do with the work of others: as its client on the API's doors."""
+        if self.name is None:
+            return Rights.OPEN
+        return Rights(client=self.name, agents=self.agents, admin=self.admin, approver=self.approver)
+
+    @property
+    def decides(self) -> bool:
+        return self.rights.decides
 
     def may_see(self, agent: str) -> bool:
         return self.agents is None or agent in self.agents
@@ -52,13 +73,15 @@ class Viewer:
 
 
 class Sessions:
-    def __init__(self, keys: Callable[[], ClientKeys]) -> None:
-        """Sign viewers in and recognise them again.
+    def __init__(self, keys: Callable[[], ClientKeys], store: Store) -> None:
+        """Sign viewers in, recognise them again, and sign them out.
 
         Parameters:
             keys: the current manifest's client keys (a callable, so a reload of agents.yaml applies at once).
+            store: where signed-out sessions are recorded (shared by every instance on it).
         """
         self._keys = keys
+        self._store = store
         self._open_secret = secrets.token_bytes(32)
 
     @property
@@ -77,16 +100,32 @@ class Sessions:
             return None
         expiry = int(time.time()) + SESSION_SECONDS
         name = base64.urlsafe_b64encode(client.name.encode()).decode().rstrip("=")
-        return f"{name}.{expiry}.{_sign(found[1], 'session', client.name, expiry)}"
+        session = secrets.token_urlsafe(16)  # no '.' in it
+        return f"{name}.{expiry}.{session}.{_sign(found[1], 'session', client.name, expiry, session)}"
+
+    async def current(self, request: Request) -> Viewer | None:
+        """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key, a
+        session signed out)."""
+        viewer = self.viewer(request)
+        if viewer is not None and viewer.session is not None and await self._store.session_ended(viewer.session):
+            return None
+        return viewer
+
+    async def sign_out(self, viewer: Viewer) -> None:
+        """End `viewer`'s session on the server: its cookie is refused from now on, wherever it comes from."""
+        if viewer.session is not None:
+            await self._store.end_session(viewer.session, viewer.expires)
 
     def viewer(self, request: Request) -> Viewer | None:
-        """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
+        """Who the cookie of `request` names, without asking the store whether it was signed out (`current` does);
+        None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
         keys = self._keys()
         if not keys:
-            return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0))
+            return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0),
+                          approver=True)
         cookie = request.cookies.get(COOKIE, "")
         try:
-            encoded, expiry_text, signature = cookie.split(".")
+            encoded, expiry_text, session, signature = cookie.split(".")
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
             expiry = int(expiry_text)
         except ValueError:  # a missing or mangled cookie (binascii.Error and UnicodeDecodeError are ValueErrors)
@@ -95,11 +134,12 @@ class Sessions:
         if found is None or expiry < time.time():
             return None
         client, secret = found
-        if not hmac.compare_digest(signature, _sign(secret, "session", name, expiry)):
+        if not hmac.compare_digest(signature, _sign(secret, "session", name, expiry, session)):
             return None
         return Viewer(name=client.name, admin=client.admin,
                       agents=None if client.visible_agents() is None else frozenset(client.agents),
-                      csrf=_sign(secret, "csrf", name, expiry))
+                      csrf=_sign(secret, "csrf", name, expiry, session), approver=client.approver,
+                      session=session, expires=float(expiry))
 
     @staticmethod
     def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:
@@ -116,6 +156,6 @@ def csrf_ok(request: Request, viewer: Viewer) -> bool:
     return hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), viewer.csrf)
 
 
-def _sign(secret: bytes, purpose: str, name: str, expiry: int) -> str:
-    message = f"{purpose}|{name}|{expiry}".encode()
+def _sign(secret: bytes, purpose: str, name: str, expiry: int, session: str = "") -> str:
+    message = f"{purpose}|{name}|{expiry}|{session}".encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()

@@ -8,8 +8,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ...errors import TooManyWrongKeys
+from ..auth import client_address, too_many_wrong_keys
 from ..routes import read_json
-from .rendering import json_error
+from .rendering import json_error, viewer_of
 from .session import Sessions
 
 if TYPE_CHECKING:
@@ -28,15 +30,22 @@ def routes(console: Console) -> list[Route]:
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key.strip():
             return json_error(400, "Enter a client key.", param="key")
-        cookie = console.sessions.sign_in(key.strip())
-        if cookie is None:
-            return json_error(401, "That key is not valid.", code="invalid_key")
+        guard, address = console.safety.wrong_keys, client_address(request.scope)
+        try:
+            guard.check(address)  # a guessing address is refused before its key is looked at
+            cookie = console.sessions.sign_in(key.strip())
+            if cookie is None:
+                await guard.failed(address)
+                return json_error(401, "That key is not valid.", code="invalid_key")
+        except TooManyWrongKeys as exc:
+            return too_many_wrong_keys(exc).response()
         base = request.scope.get("root_path", "")
         answer = JSONResponse({"next": base + _safe_next(body.get("next"))})
         Sessions.set_cookie(answer, cookie, secure=request.url.scheme == "https", path=base or "/")
         return answer
 
     async def signout(request: Request) -> Response:
+        await console.sessions.sign_out(viewer_of(request))  # the cookie is refused from now on, not just forgotten
         answer = JSONResponse({"next": request.scope.get("root_path", "") + "/signin"})
         Sessions.clear_cookie(answer, path=request.scope.get("root_path", "") or "/")
         return answer

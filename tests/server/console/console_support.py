@@ -14,7 +14,10 @@ import pytest
 from safety.safety_support import CLIENTS_YAML, SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY  # noqa: F401
 
 ADMIN_KEY = "ck-admin-0a1b2c3d4e5f6789"
-CONSOLE_AGENTS_YAML = SAFE_AGENTS_YAML + f"  ops: {{{{key: {ADMIN_KEY}, admin: true, agents: []}}}}\n"
+PLAIN_TRIAGE_KEY = "ck-triage-user-5e4d3c2b1a0f"
+"""A plain key of the triage agent: it may use it, but not decide its approvals (triage-bot is an approver)."""
+CONSOLE_AGENTS_YAML = SAFE_AGENTS_YAML + (f"  ops: {{{{key: {ADMIN_KEY}, admin: true, agents: []}}}}\n"
+                                          f"  triage-user: {{{{key: {PLAIN_TRIAGE_KEY}, agents: [triage]}}}}\n")
 CHROMIUM = os.environ.get("GATEWAY_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GATEWAY_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 SCREENSHOTS = os.environ.get("GATEWAY_CONSOLE_SCREENSHOTS")
@@ -34,6 +37,7 @@ def chromium() -> Iterator[Any]:
             pytest.skip(f"{path} is absent (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, CSP refusals among them
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
                      "--disable-gpu", "--no-first-run", "--disable-extensions"):
         options.add_argument(argument)
@@ -43,6 +47,11 @@ def chromium() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def csp_refusals(driver: Any) -> list[str]:
+    """What the page's Content-Security-Policy refused since the last call (the browser's console log)."""
+    return [e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
 def screenshot(driver: Any, name: str) -> None:

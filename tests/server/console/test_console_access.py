@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY
+from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, PLAIN_TRIAGE_KEY, TRIAGE_KEY, WEATHER_KEY
 from recording_server import RecordingServer
 from safety.safety_support import build_app, safe_gateway
 from scripted_llm import Call, Reply
@@ -49,6 +49,46 @@ def test_sign_in_sets_a_strict_http_only_cookie(served: str) -> None:
         assert client.get("/agents").status_code == 401  # the cookie opens the console only, not the API
         client.cookies.set("gateway_console", client.cookies["gateway_console"][:-2] + "00", path="/console")
         assert client.get("/console/agents").status_code == 303  # a forged signature is no session
+
+
+def test_signing_out_ends_the_session_on_the_server(tmp_path: Path, served: str) -> None:
+    client, csrf = signed_in(served, WEATHER_KEY)
+    other, _ = signed_in(served, WEATHER_KEY)  # the same key signed in elsewhere: another session
+    copied = client.cookies["gateway_console"]  # what a shared machine or a proxy's log may have kept
+    assert client.post("/console/signout", headers=csrf).status_code == 200
+    with httpx.Client(base_url=served) as replay:
+        replay.cookies.set("gateway_console", copied, path="/console")
+        assert replay.get("/console/agents").status_code == 303  # off to the sign-in page
+        refused = replay.post("/console/agents/weather/tools/getForecast/run", json={}, headers=csrf)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "console_signin"
+    assert other.get("/console/agents").status_code == 200  # only the session signed out ended
+    # Recorded in the store, not in this process: a restarted gateway (or another instance) refuses it too.
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db", watch=False)
+    try:
+        with running(app) as url, httpx.Client(base_url=url) as replay:
+            replay.cookies.set("gateway_console", copied, path="/console")
+            assert replay.get("/console/agents").status_code == 303
+            replay.cookies.set("gateway_console", other.cookies["gateway_console"], path="/console")
+            assert replay.get("/console/agents").status_code == 200
+    finally:
+        safety.store.close()  # type: ignore[attr-defined]
+
+
+def test_every_console_answer_forbids_framing_and_foreign_files(served: str) -> None:
+    client, csrf = signed_in(served, WEATHER_KEY)
+    answers = [client.get(path) for path in ("/console/agents", "/console/agents/triage", "/console/approvals",
+                                             "/console/audit", "/console/health", "/console/static/console.js",
+                                             "/console/static/console.css", "/console/")]
+    answers.append(client.post("/console/agents/weather/tools/getForecast/run", json={}, headers=csrf))
+    with httpx.Client(base_url=served) as anonymous:
+        answers += [anonymous.get("/console/signin"), anonymous.get("/console/audit"),
+                    anonymous.post("/console/approvals/apr_x", json={"decision": "approve"})]
+    for answer in answers:
+        where = f"{answer.request.method} {answer.request.url.path} ({answer.status_code})"
+        policy = answer.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in policy and answer.headers.get("x-frame-options") == "DENY", where
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy, where
+        assert "unsafe-inline" not in policy and "http" not in policy, where
 
 
 def test_every_state_changing_request_needs_the_csrf_token(served: str, upstream: RecordingServer) -> None:
@@ -116,6 +156,30 @@ def test_edited_arguments_are_validated_before_the_approval_is_used(served: str,
     assert "triage-bot" in rows and "approved" in rows
 
 
+def test_the_right_to_decide_is_checked_before_an_edit(served: str, llm: LenientLLM,
+                                                      upstream: RecordingServer) -> None:
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Done."))
+    plain, plain_csrf = signed_in(served, PLAIN_TRIAGE_KEY)
+    plain.post("/console/chat/triage", json={"messages": [{"role": "user", "content": "ack 7"}]}, headers=plain_csrf)
+    page = plain.get("/console/approvals").text
+    approval = re.search(r'data-id="([^"]+)"', page)
+    assert approval is not None and "Waits for an approver" in page and 'class="approve"' not in page
+    url = f"/console/approvals/{approval.group(1)}"
+    for key in (PLAIN_TRIAGE_KEY, WEATHER_KEY):  # its own call, and another agent's: neither may decide
+        client, csrf = signed_in(served, key)
+        bad_edit = client.post(url, json={"decision": "approve", "arguments": {**COMMENT, "issue_number": "seven"}},
+                               headers=csrf)
+        assert bad_edit.status_code == 403 and "problems" not in bad_edit.json()  # nothing of the tool is judged
+        assert client.post(url, json={"decision": "approve"}, headers=csrf).status_code == 403
+    assert upstream.requests == []
+    admin, admin_csrf = signed_in(served, ADMIN_KEY)
+    decided = admin.post(url, json={"decision": "approve"}, headers=admin_csrf)
+    assert decided.status_code == 200 and "Done." not in decided.text  # the answer is the owner's
+    run = decided.json()["run"]["id"]
+    assert "Done." in plain.get(f"/console/runs/{run}").text and "Done." not in admin.get(f"/console/runs/{run}").text
+    assert [r.method for r in upstream.requests] == ["POST"]
+
+
 def test_without_clients_the_console_is_open(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=AGENTS_YAML) as (url, _), \
             httpx.Client(base_url=url) as client:
@@ -145,6 +209,20 @@ def test_health_shows_a_refused_reload(tmp_path: Path, llm: LenientLLM, upstream
                 break
             time.sleep(0.05)
         assert "The last reload was refused" in page and "nosuchprovider" in page
+        weather, _ = signed_in(url, WEATHER_KEY)
+        page = weather.get("/console/health").text
+        assert "The last reload was refused" in page and "nosuchprovider" not in page  # why: the admin's to see
+
+
+def test_health_shows_a_key_its_own_agents_and_specs_only(served: str) -> None:
+    weather, _ = signed_in(served, WEATHER_KEY)
+    page = weather.get("/console/health").text
+    assert "open-meteo" in page and "weather" in page
+    for others in ("github", "triage", "getIssue", "triage-bot", "ops"):
+        assert others not in page, others
+    admin, _ = signed_in(served, ADMIN_KEY)
+    page = admin.get("/console/health").text
+    assert "github" in page and "triage" in page
 
 
 def test_console_runs_are_charged_to_the_keys_rate_limit(tmp_path: Path, llm: LenientLLM,

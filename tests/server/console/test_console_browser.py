@@ -9,8 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from console_support import ADMIN_KEY, CONSOLE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, chromium, screenshot
+from console_support import (
+    ADMIN_KEY,
+    CONSOLE_AGENTS_YAML,
+    PLAIN_TRIAGE_KEY,
+    TRIAGE_KEY,
+    WEATHER_KEY,
+    chromium,
+    csp_refusals,
+    screenshot,
+)
 from recording_server import RecordingServer
 from recording_server import Reply as RecorderReply
 from safety.safety_support import safe_gateway
@@ -43,6 +53,7 @@ def browser(chromium_of_this_module: Any) -> Iterator[Any]:
     driver = chromium_of_this_module
     driver.get("about:blank")
     driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    driver.get_log("browser")  # what an earlier test's pages logged (a framing refused on purpose) is not this one's
     yield driver
     driver.get("about:blank")  # leave the page before the test's gateway stops
 
@@ -285,6 +296,66 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
     screenshot(browser, "audit")
 
 
+def test_a_plain_keys_write_waits_for_an_approver_and_its_answer_is_its_own(served: str, browser: Any,
+                                                                             llm: LenientLLM,
+                                                                             upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented for the user."))
+    _sign_in(browser, served, PLAIN_TRIAGE_KEY)
+    browser.get(f"{served}/console/chat?agent=triage")
+    browser.find_element(By.ID, "chat-input").send_keys("Acknowledge issue 7")
+    browser.find_element(By.ID, "chat-send").click()
+    _wait(browser, _text_in("#transcript", "An approver decides it"))
+    assert browser.find_elements(By.CSS_SELECTOR, ".inline-approval button") == []  # nothing to click
+    run_page = browser.find_element(By.CSS_SELECTOR, ".inline-approval a").get_attribute("href")
+    browser.get(f"{served}/console/approvals")
+    (card,) = browser.find_elements(By.CSS_SELECTOR, ".approval")
+    assert "Waits for an approver" in card.text and card.find_elements(By.TAG_NAME, "button") == []
+
+    browser.find_element(By.ID, "signout").click()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    _sign_in(browser, served, ADMIN_KEY)
+    browser.get(f"{served}/console/approvals")
+    browser.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+    _wait(browser, _text_in(".approval .outcome", "its answer is theirs"))
+    assert "Commented for the user." not in browser.find_element(By.CSS_SELECTOR, ".approval .outcome").text
+    assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
+
+    browser.find_element(By.ID, "signout").click()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    _sign_in(browser, served, PLAIN_TRIAGE_KEY)
+    browser.get(run_page)
+    assert "Commented for the user." in browser.find_element(By.ID, "run-answer").text
+
+
+DECOY = """<!doctype html><title>You won</title><h1>Click the button to claim your prize</h1>
+<iframe id="prize" src="{console}/console/approvals" width="900" height="600"></iframe>"""
+
+
+def test_no_page_of_the_console_can_be_framed(served: str, browser: Any, llm: LenientLLM,
+                                              upstream: RecordingServer) -> None:
+    """The attack: a page on another port of 127.0.0.1 (the same site, so the SameSite cookie goes along) framed
+    the approvals inbox of a signed-in admin, and one click approved a pending write."""
+    from selenium.webdriver.common.by import By
+
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented."))
+    paused = httpx.post(f"{served}/v1/chat/completions", headers={"Authorization": f"Bearer {TRIAGE_KEY}"},
+                        json={"model": "triage", "messages": [{"role": "user", "content": "ack 7"}]}, timeout=30)
+    assert paused.json()["gateway"]["pending_approvals"]
+    _sign_in(browser, served, ADMIN_KEY)
+    with RecordingServer() as decoy:
+        decoy.route("/", RecorderReply(200, DECOY.format(console=served), headers={"Content-Type": "text/html"}))
+        browser.get(f"{decoy.url}/prize")
+        assert "claim your prize" in browser.find_element(By.TAG_NAME, "h1").text
+        browser.switch_to.frame(browser.find_element(By.ID, "prize"))
+        assert browser.find_elements(By.CSS_SELECTOR, ".approval button.approve") == []  # nothing rendered to click
+        browser.switch_to.default_content()
+    assert _writes(upstream) == []
+    browser.get(f"{served}/console/approvals")  # at home the inbox works as before
+    assert browser.find_elements(By.CSS_SELECTOR, ".approval button.approve")
+
+
 def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -311,6 +382,7 @@ def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browse
                  "agents/weather/tools/getForecast", "chat", "approvals", "audit", "health"):
         browser.get(f"{served}/console/{page}")
         assert _unlabelled(browser) == [], page
+        assert csp_refusals(browser) == [], page  # the console's own script and styles are all it needs
     browser.get(f"{served}/console/agents")
     browser.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)  # the first Tab reaches the skip link
     assert browser.switch_to.active_element.text == "Skip to content"

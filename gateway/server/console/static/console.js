@@ -218,11 +218,19 @@ function setupChat() {
     turn.content.textContent = message.content || "";
     for (const step of ((completion.gateway || {}).steps || [])) addStep(turn, step);
     if (message.content) messages.push({role: "assistant", content: message.content});
-    for (const p of ((completion.gateway || {}).pending_approvals || [])) addApproval(turn, p);
+    for (const p of ((completion.gateway || {}).pending_approvals || [])) addApproval(turn, p, completion.id);
   };
-  const addApproval = (turn, pending) => {
+  const addApproval = (turn, pending, runId) => {
     const box = el("div", {class: "inline-approval", role: "group", "aria-label": `Approval for ${pending.tool}`});
     box.appendChild(el("p", {}, `${pending.tool} waits for approval: ${JSON.stringify(pending.arguments)}`));
+    turn.li.appendChild(box);
+    if (form.dataset.decides !== "yes") {  // a plain key: an approver decides; the run's page then has the answer
+      const note = el("p", {class: "hint"}, "An approver decides it; the answer will be on ");
+      note.appendChild(el("a", {href: form.dataset.runs + encodeURIComponent(runId || "")}, "the run's page"));
+      note.appendChild(document.createTextNode("."));
+      box.appendChild(note);
+      return;
+    }
     const reasonId = "reason-" + pending.id;
     box.appendChild(el("label", {for: reasonId}, "Reason (for a denial)"));
     const reason = el("input", {id: reasonId, type: "text"});
@@ -242,7 +250,6 @@ function setupChat() {
     };
     approve.addEventListener("click", () => decide("approve"));
     deny.addEventListener("click", () => decide("deny"));
-    turn.li.appendChild(box);
   };
 
   form.addEventListener("submit", async (event) => {
@@ -283,7 +290,7 @@ function setupChat() {
           if (g.step) addStep(turn, g.step, g.event === "step_started");
           if (g.steps !== undefined) {  // the final chunk: the run's summary
             if (said) messages.push({role: "assistant", content: said});
-            for (const p of (g.pending_approvals || [])) addApproval(turn, p);
+            for (const p of (g.pending_approvals || [])) addApproval(turn, p, chunk.id);
           }
         }
       }
@@ -298,6 +305,7 @@ function setupChat() {
 // -- approvals inbox ------------------------------------------------------------------------------
 function describeOutcome(answer) {
   if (answer.status === "waiting") return `Decided; the run still waits for ${answer.waiting_for.join(", ")}.`;
+  if (answer.status === "resumed") return answer.answer;  // another client's run: its answer is theirs
   if (answer.result) {
     const r = answer.result;
     return (r.ok ? `Ran: upstream HTTP ${r.status}` : `${r.error_type}: ${r.error}`) +
@@ -310,6 +318,7 @@ function describeOutcome(answer) {
 
 function setupApprovals() {
   for (const card of document.querySelectorAll(".approval")) {
+    if (!card.querySelector(".approve")) continue;  // shown, not decided here: the viewer is no approver
     const outcome = card.querySelector(".outcome");
     const args = card.querySelector(".approval-args");
     const original = args.value;
