@@ -8,11 +8,11 @@
     * BudgetExceeded: a token or cost budget refuses the next model call (scope: run, agent or client)
   * HookDenied: a model-call hook refused the step (the run ends with the reason)
   * ApprovalError: an approval cannot be decided
-    * UnknownApproval, ForbiddenApproval, AlreadyDecided
+    * UnknownApproval, ForbiddenApproval, AlreadyDecided, DecisionNotCarriedOut
   * RateLimited: a client or agent bucket is empty (retry after N seconds)
   * TooManyWrongKeys: an address sent too many wrong keys; every key it sends is refused for N seconds
   * AuditUnavailable: a row could not be written to the store; the call's answer is withheld (fail closed)
-  * StoreUnavailable: a networked store (PostgreSQL, Redis) cannot be reached while serving (HTTP 503)
+  * StoreUnavailable: the store (PostgreSQL, Redis) cannot be reached, or cannot write, while serving (HTTP 503)
   * RequestBuildError: a tool call cannot become an HTTP request (turned into a `ToolResult` by the executor)
     * ArgumentError: the arguments cannot be put on the wire (the model can fix them)
     * ApiSetupError: the api's configuration cannot produce a request (the operator must fix it)
@@ -88,6 +88,12 @@ class AlreadyDecided(ApprovalError):
     status = 409
 
 
+class DecisionNotCarriedOut(ApprovalError):
+    """The decision was taken back: nothing of its run was sent, and the approval is pending again."""
+
+    status = 503
+
+
 class RateLimited(GatewayError):
     """A bucket is empty: `retry_after` seconds until the call would be granted."""
 
@@ -116,15 +122,17 @@ class TooManyWrongKeys(GatewayError):
 class AuditUnavailable(GatewayError):
     """The audit row of a call could not be written: no answer leaves without its row (HTTP 503).
 
-    The call itself may have run upstream; the message says so, so a caller does not blindly repeat a write.
+    A call's row is written before it is sent, so most of these say nothing was sent; when only its outcome could not
+    be written, the call did run upstream and the message says so, so a caller does not blindly repeat a write.
     """
 
     status = 503
 
 
 class StoreUnavailable(GatewayError):
-    """A networked store (PostgreSQL, Redis) cannot be reached while serving: the doors answer 503, and nothing
-    that needed the store (an approval, an audit row, a rate-limit count) is taken as done."""
+    """The store cannot be reached (PostgreSQL, Redis) or cannot write (SQLite on a full disk) while serving: the
+    doors answer 503, and nothing that needed the store (an approval, an audit row, a rate-limit count) is taken
+    as done."""
 
 
 class RequestBuildError(GatewayError):

@@ -55,6 +55,7 @@ from .loop_types import (
     PendingApproval,
     RunResult,
     Step,
+    attach_steps,
     message_from_dict,
     message_to_dict,
 )
@@ -223,6 +224,11 @@ class _Loop(TurnCalls):
         except TimeoutError:
             raise self._error(f"agent {self.agent.name!r}: the run passed its deadline of {self.policy.timeout}s "
                               f"after {self.iteration} iteration(s)", "deadline_exceeded") from None
+        except Exception as exc:
+            # A provider that fails after tools ran, an audit that cannot write, ...: the error carries the steps,
+            # so the answer can say which calls ran (and a client does not repeat a write blindly).
+            attach_steps(exc, self.steps)
+            raise
 
     async def iterate(self) -> RunResult:
         while True:

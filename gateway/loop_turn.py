@@ -297,6 +297,7 @@ class TurnCalls:
                 for index, tool, call, approval, decision in runnable:
                     group.start_soon(run_one, index, tool, call, approval, decision)
         except* AuditUnavailable as group_error:
+            self.steps.extend(s for s in steps if s is not None)  # the calls of the batch that finished
             raise group_error.exceptions[0] from None
 
     def _append_results(self, calls: list[ToolCall], results: list[ToolResult]) -> None:

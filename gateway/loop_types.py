@@ -58,6 +58,16 @@ class Step:
         return cls(**values)  # type: ignore[arg-type]
 
 
+def attach_steps(error: BaseException, steps: list[Step]) -> None:
+    """Let an error that ends a run carry the steps taken before it (`error.steps`, as `LoopError` has), so the
+    answer can say which calls ran; an error that has steps already keeps them."""
+    if steps and not getattr(error, "steps", None):
+        try:
+            error.steps = list(steps)  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type with slots: it goes without
+            pass
+
+
 @dataclass(slots=True, kw_only=True)
 class CallerToolSpec:
     """A tool the caller declared in its request: offered to the model, never run by the gateway."""

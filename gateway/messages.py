@@ -29,6 +29,10 @@ ErrorType = Literal[
     "code_limit",  # a run_code script passed one of its agent's code_limits (time, memory, tool calls)
 ]
 
+NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
+                                      "rate_limited", "truncated_turn", "hook_denied"})
+"""Error types of calls refused before anything was sent to their api."""
+
 
 @dataclass(slots=True, kw_only=True)
 class ToolCall:

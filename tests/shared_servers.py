@@ -61,19 +61,69 @@ class PostgresServer:
             os.chown(self.folder, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self.process: subprocess.Popen[bytes] | None = None
+        self.durable = False
 
     def start(self, *, durable: bool = False) -> PostgresServer:
         """initdb and start; `durable`: with fsync (benchmarks), else without (tests: nothing outlives them)."""
         data = self.folder / "data"
         subprocess.run([*self._as_user, str(self.bindir / "initdb"), "-D", str(data), "-U", "gateway",
                         "-A", "trust", "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
+        self.durable = durable
+        for attempt in range(3):
+            try:
+                self._launch()
+                return self
+            except RuntimeError as exc:
+                # Another process took the free port between `free_port` and the server's bind (a shared
+                # machine): try another one.
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = free_port()
+        return self
+
+    def _launch(self) -> None:
+        data = self.folder / "data"
+        durable = self.durable
         self.process = subprocess.Popen(
             [*self._as_user, str(self.bindir / "postgres"), "-D", str(data), "-p", str(self.port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.folder}",
              "-c", f"fsync={'on' if durable else 'off'}", "-c", "max_connections=300", "-c", "shared_buffers=32MB"],
-            stdout=subprocess.DEVNULL, stderr=open(self.folder / "postgres.log", "wb"))  # noqa: SIM115
+            stdout=subprocess.DEVNULL, stderr=open(self.folder / "postgres.log", "ab"))  # noqa: SIM115
         self._wait_ready()
-        return self
+
+    def pids(self) -> list[int]:
+        """Every process of the server (runuser, the postmaster and its backends), read from /proc."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        return _descendants(self.process.pid)
+
+    def pause(self) -> None:
+        """SIGSTOP every process of the server: connections stay open and nothing answers (a hung database)."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def halt(self) -> None:
+        """Stop the server (fast shutdown: every connection is closed), keeping its data for `restart`."""
+        if self.process is not None and self.process.poll() is None:
+            postmaster = [pid for pid in self.pids() if pid != self.process.pid][:1]
+            for pid in postmaster or [self.process.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)  # the postmaster's fast shutdown
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        """Start the server again on its data and port after `halt`."""
+        self._launch()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://gateway@127.0.0.1:{self.port}/{database}"
@@ -169,6 +219,34 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the server (its clients' connections are closed), keeping its folder: `start` brings it back on
+        the same port."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _descendants(root: int) -> list[int]:
+    """`root` and every process below it (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
 
 
 @pytest.fixture(scope="session")

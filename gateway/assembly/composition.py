@@ -1,8 +1,8 @@
 """The order of a tool call's stages, decided once for every door (`build_pipeline`).
 
 Outermost first: observe (span, metrics) -> audit -> redaction -> argument validation -> approval -> rate limits ->
-breaker and concurrency -> hooks -> output check -> the call itself (`gateway.execution.pipeline` has the chaining,
-`gateway.execution.stages` and `gateway.safety` the stages).
+breaker and concurrency -> hooks -> output check -> audit before sending (the call's row written) -> the call
+itself (`gateway.execution.pipeline` has the chaining, `gateway.execution.stages` and `gateway.safety` the stages).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages: list[Stage] = []
     if metrics is not None or tracing.enabled():
         stages.append(ObserveToolCall(metrics, redactor))
+    before_send: Stage | None = None
     if safeguards is not None:
-        stages.append(safeguards.audit_stage(redactor))
+        audit, before_send = safeguards.audit_stages(redactor)
+        stages.append(audit)
     stages.append(RedactResult(redactor))
     stages.append(validate)
     if safeguards is not None:
@@ -53,4 +55,6 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     if hooks:
         stages.append(RunHooks(hooks, validate))
     stages.append(CheckOutput())
+    if before_send is not None:
+        stages.append(before_send)  # the last: the row is written right before the request, or nothing is sent
     return Pipeline(stages, Execute(executor), validate=validate)

@@ -43,8 +43,8 @@ class GatewayState:
         self.hooks = tuple(hooks)
         self.metrics = Metrics()
         """The gateway's Prometheus metrics (`/metrics`), kept across reloads."""
-        self.budget_book = BudgetBook()
-        """What agents and clients spent recently, kept across reloads."""
+        self.budget_book = safety.budget_book() if safety is not None else BudgetBook()
+        """What agents and clients spent recently, kept across reloads (in Redis with `gateway.redis`)."""
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._provider_transport = provider_transport

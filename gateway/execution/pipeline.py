@@ -5,7 +5,7 @@ resume) turns its request into an `Invocation` and hands it to the generation's 
 wire format. The stages, outermost first:
 
     observe -> audit -> redaction -> argument validation -> approval -> rate limits -> breaker and concurrency
-          -> hooks -> output check -> execution
+          -> hooks -> output check -> audit before sending -> execution
 
 so the data flows as DESIGN.md says: validation (exact schema) -> approval -> limits -> breaker -> hooks ->
 execution, then the result is checked against the spec's output schema, redacted, and audited before any door

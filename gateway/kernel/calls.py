@@ -34,6 +34,9 @@ class Invocation:
     door: Door = "direct"
     approval: str | None = None
     """The id of the human approval the call runs under (a resumed call); None when nobody approved it."""
+    record: Any = None
+    """The call's audit row, once the audit wrote it before sending (`gateway.safety.audit.RecordBeforeSend`); its
+    outcome is written onto it. None: the call was not sent."""
 
     @property
     def needs_approval(self) -> bool:

@@ -5,6 +5,13 @@ stage, the loop's model-call and run seams); gauges that mirror state (breakers,
 are read when `/metrics` is scraped. Each `Metrics` has its own registry, so two gateways in one process (tests)
 never share counts.
 
+Several worker processes (`gateway serve --workers N`) answer one `/metrics` together, with prometheus_client's
+multiprocess mode: `serve` points `PROMETHEUS_MULTIPROC_DIR` at a folder of its own before the workers start, each
+worker's values go to files there, and a scrape, whichever worker answers it, reads them all (`render`). Counters
+and histograms add up over the workers (a worker that died keeps its counts); the gauges that mirror state show
+the highest value any worker last set (breakers, reloads: each worker's own) or the latest one (pending approvals:
+the same store for all).
+
     gateway_requests_total{door,status}              gateway_tool_calls_total{api,tool,outcome}
     gateway_tool_call_duration_seconds{api,tool}     gateway_model_call_duration_seconds{agent,model}
     gateway_run_duration_seconds{agent}              gateway_tokens_total{agent,model,type}
@@ -15,13 +22,17 @@ never share counts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client's variable: set (before the workers import it), every worker's values are kept in files there."""
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _TOKEN_BUCKETS = (100, 500, 1000, 5000, 10_000, 50_000, 100_000, 500_000, 1_000_000)
 _BREAKER_STATES = ("closed", "half_open", "open")
@@ -54,11 +65,14 @@ class Metrics:
         self.hook_decisions = Counter("gateway_hook_decisions", "What hooks decided, by event.",
                                       ["event", "decision"], registry=r)
         self.breaker_state = Gauge("gateway_breaker_state", "1 for the state each api's breaker is in (per caller "
-                                   "group), 0 for the others.", ["api", "group", "state"], registry=r)
-        self.pending_approvals = Gauge("gateway_pending_approvals", "Tool calls waiting for a human.", registry=r)
-        self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r)
+                                   "group), 0 for the others.", ["api", "group", "state"], registry=r,
+                                   multiprocess_mode="max")
+        self.pending_approvals = Gauge("gateway_pending_approvals", "Tool calls waiting for a human.", registry=r,
+                                       multiprocess_mode="mostrecent")
+        self.reloads = Gauge("gateway_reloads_total", "Reloads of specs/ and agents.yaml applied.", registry=r,
+                             multiprocess_mode="max")
         self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
-                                     "kept serving).", registry=r)
+                                     "kept serving).", registry=r, multiprocess_mode="max")
         # The labelled children of the per-call metrics, found once per label values: `labels()` checks and joins
         # its arguments on every call, and every request and tool call updates these.
         self._request_counts: dict[tuple[str, int], Any] = {}
@@ -95,7 +109,13 @@ class Metrics:
         self.refused_reloads.set(refused)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The text of a scrape: this registry's values, or every worker's in multiprocess mode."""
+        folder = os.environ.get(MULTIPROCESS_DIR)
+        if not folder:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
 
 
 def door_of(path: str) -> str:

@@ -3,13 +3,15 @@
 `RunObserver` is built once per generation (with the pipeline, by the composition root) and reaches the loop
 through its `invoke` (`ToolRunner.observer`), so every door that runs the loop (chat, responses, an approval's
 resume, `gateway chat`, a delegation) gets the same behaviour without knowing of it. Per model call, in order:
-the budgets are checked (`BudgetExceeded`), the `before_model_call` hooks run (`HookDenied`), the call runs
-inside a `chat {model}` span and its latency and tokens are counted, the usage is charged to the agent's and
-client's windows, and the `after_model_call` hooks see (and may replace) the answer.
+the budgets are checked and the call reserved in the agent's and client's windows (`BudgetExceeded`), the
+`before_model_call` hooks run (`HookDenied`), the call runs inside a `chat {model}` span and its latency and
+tokens are counted, the reservation is settled with the usage, and the `after_model_call` hooks see (and may
+replace) the answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from ..hooks import ConfiguredHooks, model_step
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..providers.base import Turn
-from ..safety.budgets import BudgetBook
+from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, Hold
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
@@ -78,15 +80,37 @@ class RunObserver:
 
     async def model_call(self, call: ModelCall, ask: Callable[[], Awaitable[Turn]]) -> Turn:
         agent = call.agent
-        if self.budgets is not None and not call.summary:
-            try:
-                self.book.check(self.budgets, agent=agent.name, client=call.client,
-                                run_tokens=call.run_usage.total_tokens,
-                                run_cost=self.book.cost(self.budgets, agent.model, agent.model_id, call.run_usage))
-            except BudgetExceeded as exc:
-                if self.metrics is not None:
-                    self.metrics.budget_exceeded.labels(scope=exc.scope).inc()
-                raise
+        budgets = self.budgets
+        hold: Hold | None = None
+        if budgets is not None:
+            if call.summary:  # not refused by the budget it ends the run for, but charged
+                hold = Hold(id="", agent=agent.name, client=call.client)
+            else:
+                try:
+                    hold = await self.book.reserve(
+                        budgets, agent=agent.name, client=call.client, run_tokens=call.run_usage.total_tokens,
+                        run_cost=self.book.cost(budgets, agent.model, agent.model_id, call.run_usage),
+                        first_cost=self.book.cost(budgets, agent.model, agent.model_id,
+                                                  Usage(input_tokens=FIRST_ESTIMATE)))
+                except BudgetExceeded as exc:
+                    if self.metrics is not None:
+                        self.metrics.budget_exceeded.labels(scope=exc.scope).inc()
+                    raise
+        turn: Turn | None = None
+        try:
+            turn = await self._ask(call, ask)
+        finally:
+            if hold is not None and budgets is not None:
+                # Settled whatever happened (a failed call is charged what it reported: nothing), shielded so a
+                # cancelled run does not leave its hold standing in everyone's way.
+                used = turn.usage if turn is not None else Usage()
+                await asyncio.shield(self.book.settle(
+                    hold, tokens=used.total_tokens,
+                    cost=self.book.cost(budgets, agent.model, agent.model_id, used)))
+        return turn
+
+    async def _ask(self, call: ModelCall, ask: Callable[[], Awaitable[Turn]]) -> Turn:
+        agent = call.agent
         hooks = self.hooks
         if hooks is not None:
             await hooks.before_model_call(agent.name, lambda: model_step(
@@ -103,9 +127,6 @@ class RunObserver:
             tokens = self.metrics.tokens
             tokens.labels(agent=agent.name, model=agent.model, type="input").inc(turn.usage.input_tokens)
             tokens.labels(agent=agent.name, model=agent.model, type="output").inc(turn.usage.output_tokens)
-        if self.budgets is not None:
-            self.book.charge(agent=agent.name, client=call.client, tokens=turn.usage.total_tokens,
-                             cost=self.book.cost(self.budgets, agent.model, agent.model_id, turn.usage))
         if hooks is not None:
             def replace(content: str) -> None:
                 turn.message.content = content

@@ -10,7 +10,12 @@ Three kinds of paused work:
   run keeps the script's dumped state, and deciding the call resumes the script, which may wait again.
 
 An approval is decided once: the store moves it from pending atomically, so a replay (or a race of
-two approvers) gets `AlreadyDecided`, and only one decider resumes the run. Ids are random
+two approvers) gets `AlreadyDecided`, and only one decider resumes the run. A decision either runs its call
+once or can be made again: when its audit row cannot be written, or the resume ends with nothing sent (the
+store or Redis failed first, a limit refused the approved call), the approval goes back to pending
+(`DecisionNotCarriedOut`); once something was sent, it stays used. Runs left in between by a dead process
+(`resuming`, or `paused` with every approval decided) are found by `recover` (at start-up and every minute, by
+`gateway serve`): reopened when the audit log shows nothing of them was sent, failed otherwise. Ids are random
 (`apr_...` for calls; the loop's own ids for chats), unknown ids are `UnknownApproval`. Everything
 lives in the store, so pending runs survive a restart and any gateway instance on the store can
 resume them. The HTTP routes and the resume functions (which need the server's executor and
@@ -19,18 +24,20 @@ adapters) are in `gateway.server.supervision`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AlreadyDecided, ForbiddenApproval, GatewayError, UnknownApproval
+from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
 from ..kernel.caller import bind_caller
 from ..loop_types import Decision
-from ..messages import ToolCall, ToolResult
-from ..store import ApprovalRecord, RunRecord, Store
-from .audit import AuditLog
+from ..messages import NOT_SENT, ToolCall, ToolResult
+from ..store import ApprovalRecord, AuditQuery, RunRecord, Store
+from ..store.base import RunStatus
+from .audit import AuditLog, Sends, watch_sends
 from .rights import Rights
 
 if TYPE_CHECKING:
@@ -40,6 +47,15 @@ logger = logging.getLogger("gateway.approvals")
 
 Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
+
+CLOCK_MARGIN = 5.0
+"""Seconds by which instances' clocks (and PostgreSQL's, which stamps a claim) may differ: a row this long before a
+run's claim may be of its resume."""
+
+
+def _first_line(value: Any) -> str:
+    text = str(value).strip() or type(value).__name__
+    return text.splitlines()[0]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -52,6 +68,8 @@ class Outcome:
     """The resumed run's RunResult (chat) or the call's ToolResult; None while other approvals still wait."""
     waiting: list[str] = field(default_factory=list)
     """Ids of this run's approvals still pending (then the run did not resume yet)."""
+    reopened: bool = False
+    """The approved call was refused before it was sent (`result` says why): the approval is pending again."""
 
 
 def pending_message(tool: str, approval_id: str) -> str:
@@ -153,16 +171,13 @@ class ApprovalManager:
             current = await self.store.get_approval(approval_id)
             status = current.status if current else "gone"
             raise AlreadyDecided(f"Approval {approval_id} was already decided ({status}); an approval is used once.")
-        if self.audit is not None:
-            await self.audit.record_decision(
-                approval=approval_id, agent=decided.agent, tool=decided.tool, approve=decision.approve, by=by,
-                arguments=decision.arguments, reason=decision.reason, run_id=decided.run_id)
-        if not decision.approve and self.audit is not None:
-            refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
-            # The row belongs to the paused run's steps, and to its owner (the decision's row names the decider).
-            with bind_caller(run_id=decided.run_id, client=decided.client):
-                await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=approval_id,
-                                             agent=decided.agent)
+        try:
+            await self._audit_decision(decided, decision, by)
+        except BaseException:
+            # Not recorded, so not made: the approval goes back to pending (or, if the store is gone too, `recover`
+            # puts it back once the decision is old enough).
+            await self._reopen(decided, status="paused")
+            raise
         run = await self.store.claim_run(decided.run_id)
         if run is None:
             waiting = [a.id for a in await self.store.list_approvals(status="pending", run_id=decided.run_id)]
@@ -171,12 +186,25 @@ class ApprovalManager:
                 raise UnknownApproval(f"The run of approval {approval_id} is gone.")
             return Outcome(approval=decided, run=stored, waiting=waiting)
         decisions = await self._decisions_for(run)
-        try:
-            result = await resume(run, decisions)
-        except BaseException:
-            # Decisions stay used: a half-resumed run may already have executed an approved write.
-            await self.store.finish_run(run.id, "failed")
-            raise
+        with watch_sends() as sends:
+            try:
+                result = await resume(run, decisions)
+            except BaseException as exc:
+                if self._none_sent(sends) and await self._reopen(decided, status="resuming", why=exc):
+                    if not isinstance(exc, Exception):
+                        raise  # cancelled: the decision is taken back, nobody to tell
+                    raise DecisionNotCarriedOut(
+                        f"Nothing was sent: {_first_line(exc)} The decision was taken back and approval "
+                        f"{approval_id} is pending again: decide it again once the gateway can carry it out."
+                    ) from exc
+                # Something may have run: the decisions stay used, the run is over.
+                await self._finish(run.id, "failed")
+                raise
+        if run.kind == "call" and self._none_sent(sends) and decision.approve and not getattr(result, "ok", True):
+            # The approved call was refused before it was sent (a limit, a paused api, invalid edited arguments).
+            if await self._reopen(decided, status="resuming", why=result):
+                refreshed = await self.store.get_approval(approval_id)
+                return Outcome(approval=refreshed or decided, run=run, result=result, reopened=True)
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
             await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
@@ -184,6 +212,77 @@ class ApprovalManager:
         else:
             await self.store.finish_run(run.id, "done")
         return Outcome(approval=decided, run=run, result=result)
+
+    async def recover(self, before: float) -> dict[str, list[str]]:
+        """Put right the runs a dead process (or a store outage) left between a decision and its end, stuck since
+        before `before` (epoch seconds): those of which the audit log shows nothing sent are reopened (their
+        approvals pending again), the others failed (a call may have run: it must not run twice). The run ids, by
+        what was done."""
+        done: dict[str, list[str]] = {"reopened": [], "failed": []}
+        for run in await self.store.stuck_runs(before):
+            ids = [str(i) for i in run.state.get("pending", [])]
+            if await self._sent_since_claim(run, ids):
+                await self.store.finish_run(run.id, "failed")
+                done["failed"].append(run.id)
+                logger.warning("run %s was left %s after a call of it was sent: failed (the call may have run)",
+                               run.id, run.status)
+            elif await self.store.reopen_run(run.id, ids, status=run.status):
+                done["reopened"].append(run.id)
+                logger.warning("run %s was left %s with nothing sent: its approvals are pending again", run.id,
+                               run.status)
+        return done
+
+    async def _sent_since_claim(self, run: RunRecord, ids: list[str]) -> bool:
+        """Whether a tool call of `run` may have been sent by its resume: a row under one of its approvals, or any
+        row of the run from around its claim on (a margin for clocks of other instances), that is not a refusal."""
+        if run.status == "paused":
+            return False  # never claimed: no resume of it ran
+        if self.audit is None:
+            return True  # nothing to tell by: never risk running a call twice
+        rows = await self.store.list_audit(limit=1000, query=AuditQuery(run_id=run.id, kind="tool"))
+        since = run.updated - CLOCK_MARGIN
+        return any(row.status not in NOT_SENT and (row.approval in ids or row.time >= since) for row in rows)
+
+    def _none_sent(self, sends: Sends) -> bool:
+        """Whether nothing of a resume was sent: known only when calls are audited (the audit stage counts what it
+        lets through); without an audit log every resume may have sent something."""
+        return self.audit is not None and sends.count == 0
+
+    async def _audit_decision(self, decided: ApprovalRecord, decision: Decision, by: str | None) -> None:
+        if self.audit is None:
+            return
+        await self.audit.record_decision(
+            approval=decided.id, agent=decided.agent, tool=decided.tool, approve=decision.approve, by=by,
+            arguments=decision.arguments, reason=decision.reason, run_id=decided.run_id)
+        if not decision.approve:
+            refused = ToolResult.failure("approval_denied", decision.reason or "denied by a human")
+            # The row belongs to the paused run's steps, and to its owner (the decision's row names the decider).
+            with bind_caller(run_id=decided.run_id, client=decided.client):
+                await self.audit.record_tool(decided.tool, decided.arguments, refused, approval=decided.id,
+                                             agent=decided.agent)
+
+    async def _reopen(self, decided: ApprovalRecord, *, status: RunStatus, why: Any = None) -> bool:
+        """Take a decision back (best effort: a store that fails here leaves it to `recover`); whether it was."""
+        try:
+            reopened = await asyncio.shield(self.store.reopen_run(decided.run_id, [decided.id], status=status))
+        except Exception as exc:  # noqa: BLE001 - the caller raises its own error; recover() finishes this
+            logger.error("could not put approval %s back to pending (%s); it will be once found stuck", decided.id,
+                         exc)
+            return False
+        if reopened and self.audit is not None and why is not None:
+            reason = _first_line(why) if isinstance(why, BaseException) else (getattr(why, "error", None) or "")
+            try:
+                await self.audit.record_reopen(approval=decided.id, run_id=decided.run_id, agent=decided.agent,
+                                               tool=decided.tool, reason=reason)
+            except Exception:  # noqa: BLE001 - logged by the audit log; the approval is pending either way
+                pass
+        return reopened
+
+    async def _finish(self, run_id: str, status: RunStatus) -> None:
+        try:
+            await asyncio.shield(self.store.finish_run(run_id, status))
+        except Exception as exc:  # noqa: BLE001 - left `resuming`: recover() fails it later (it sent something)
+            logger.error("run %s could not be marked %s (%s)", run_id, status, exc)
 
     async def _decisions_for(self, run: RunRecord) -> dict[str, Decision]:
         decisions: dict[str, Decision] = {}

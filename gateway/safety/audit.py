@@ -6,6 +6,13 @@ when the caller is cancelled mid-call (a disconnecting client). Who is calling (
 the `Invocation`; for chats, and for work started inside a request, in a context variable (`bind_caller`)
 set once per request by the auth middleware and inherited by every task the request starts.
 
+A call is recorded before it is sent: `RecordBeforeSend`, the stage just before the execution, writes its row
+(status `running`), and `RecordCall` writes the outcome onto that row afterwards (one insert and one update per
+call that is sent; a call refused before it is one insert). A call whose row cannot be written is not sent; a
+row left `running` says the call was sent and its outcome never recorded (the store failed meanwhile, or the
+process died). `watch_sends` tells a block of work whether any call of it was sent (an approval's resume uses it
+to know whether a decision was carried out).
+
 The audit fails closed: a row the store cannot take (a full disk, a read-only file) raises
 `AuditUnavailable`, and the door answers 503 instead of an unrecorded success. Arguments and error texts
 pass through the `Redactor` first: no credential reaches a row. Rows older than `audit_retention_days`
@@ -19,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Tool
@@ -33,12 +42,39 @@ from ..store import AuditQuery, AuditRow, Store
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordCall"]
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "RUNNING", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
+           "watch_sends"]
 
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
+RUNNING = "running"
+"""The status of a call's row from before it is sent until its outcome is written."""
+
+
+class Sends:
+    """How many calls of a block of work were sent (`watch_sends`)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+_sends: ContextVar[Sends | None] = ContextVar("gateway_sends", default=None)
+
+
+@contextmanager
+def watch_sends() -> Iterator[Sends]:
+    """Count the calls sent inside the block (and every task it starts): `RecordBeforeSend` counts each call
+    whose row it wrote, so a count of 0 means nothing of the block reached an api."""
+    sends = Sends()
+    token = _sends.set(sends)
+    try:
+        yield sends
+    finally:
+        _sends.reset(token)
 
 
 class AuditLog:
@@ -63,19 +99,47 @@ class AuditLog:
 
     async def record_tool(self, tool: Tool | str, arguments: Any, result: ToolResult, *,
                           approval: str | None = None, agent: str | None = None, client: str | None = None) -> None:
-        """One tool call (executed, refused, or waiting for approval); `AuditUnavailable` when it is not stored."""
+        """One tool call that was not sent (refused, or waiting for approval) or whose row `open_tool` did not
+        write; `AuditUnavailable` when it is not stored."""
+        row = self._tool_row(tool, arguments, approval=approval or result.approval_id, agent=agent, client=client)
+        self._settle(row, result)
+        await self._write(row)
+
+    def running_row(self, tool: Tool, arguments: Any, *, approval: str | None = None, agent: str | None = None,
+                    client: str | None = None) -> AuditRow:
+        """The row of a call about to be sent (status `running`), for `open_tool`."""
+        row = self._tool_row(tool, arguments, approval=approval, agent=agent, client=client)
+        row.status = RUNNING
+        return row
+
+    async def open_tool(self, row: AuditRow) -> None:
+        """Write the row of a call about to be sent; `AuditUnavailable` when it is not written, and then the call
+        must not be sent."""
+        await self._write(row, sending=True)
+
+    async def close_tool(self, row: AuditRow, result: ToolResult) -> None:
+        """The outcome of a call `open_tool` recorded, on its row; `AuditUnavailable` when it is not stored (the
+        row stays `running`: the call was sent, its outcome is unknown to the log)."""
+        self._settle(row, result)
+        await self._write(row, update=True)
+
+    def _tool_row(self, tool: Tool | str, arguments: Any, *, approval: str | None, agent: str | None,
+                  client: str | None) -> AuditRow:
         caller = current_caller()
         name = tool if isinstance(tool, str) else tool.name
-        api = None if isinstance(tool, str) else tool.api
-        status = "ok" if result.ok else (result.error_type or "error")
-        await self._write(AuditRow(
+        return AuditRow(
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
-            api=api,
-            arguments=self.redactor.value(arguments), status=status, http_status=result.status,
-            latency_ms=result.duration_ms, bytes=result.bytes,
-            approval=approval or result.approval_id or caller.approvals.get(name), run_id=caller.run_id,
-            error=self.redactor.text(result.error) if result.error else None,
-        ))
+            api=None if isinstance(tool, str) else tool.api, arguments=self.redactor.value(arguments),
+            approval=approval or caller.approvals.get(name), run_id=caller.run_id,
+        )
+
+    def _settle(self, row: AuditRow, result: ToolResult) -> None:
+        row.status = "ok" if result.ok else (result.error_type or "error")
+        row.http_status = result.status
+        row.latency_ms = result.duration_ms
+        row.bytes = result.bytes
+        row.approval = row.approval or result.approval_id
+        row.error = self.redactor.text(result.error) if result.error else None
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
@@ -88,18 +152,27 @@ class AuditLog:
             error=self.redactor.text(error) if error else None,
         ))
 
-    async def _write(self, row: AuditRow) -> None:
+    async def _write(self, row: AuditRow, *, sending: bool = False, update: bool = False) -> None:
         try:
-            await self.store.add_audit(row)
+            if update:
+                await self.store.update_audit(row)
+            else:
+                await self.store.add_audit(row)
         except Exception as exc:
             # Fail closed: the README promises the row is written before the answer returns.
             logger.error("audit row not written (%s: %s): %s %s/%s", type(exc).__name__, exc, row.kind, row.agent,
                          row.tool)
-            what = f"tool call {row.tool!r}" if row.kind == "tool" else "chat"
-            ran = " It may have run upstream: check before repeating a write." if row.kind == "tool" else ""
-            raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), so "
-                                   f"the gateway withholds its answer.{ran} The operator must fix the store "
-                                   "(gateway.store).") from exc
+            what = {"tool": f"tool call {row.tool!r}", "decision": f"decision on approval {row.approval}"}.get(
+                row.kind, "chat")
+            if sending:
+                done = "so the gateway did not send it: nothing ran upstream."
+            elif update:
+                done = ("so the gateway withholds its answer. The call was sent and may have run upstream: check "
+                        "before repeating a write (its audit row says `running`).")
+            else:
+                done = "so the gateway withholds its answer."
+            raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), "
+                                   f"{done} The operator must fix the store (gateway.store).") from exc
         if row.time - self._pruned_at >= PRUNE_INTERVAL:
             # Retention runs on the write path (at most hourly) so it needs no background task of its own.
             self._pruned_at = row.time
@@ -124,6 +197,12 @@ class AuditLog:
             error=self.redactor.text(reason) if reason else None,
         ))
 
+    async def record_reopen(self, *, approval: str, run_id: str, agent: str, tool: str, reason: str) -> None:
+        """A decision taken back because nothing of it could be carried out: the approval is pending again."""
+        await self._write(AuditRow(time=time.time(), kind="decision", status="reopened", agent=agent, tool=tool,
+                                   approval=approval, run_id=run_id,
+                                   error=self.redactor.text(reason) if reason else None))
+
     async def prune(self, now: float | None = None) -> int:
         """Delete audit rows and stored conversations past their retention; the number of audit rows deleted."""
         now = now if now is not None else time.time()
@@ -141,11 +220,18 @@ class AuditLog:
 
 
 class RecordCall:
-    """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer."""
+    """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer.
+
+    A call that was sent has its row already (`RecordBeforeSend`): the verdict is written onto it. A call that
+    was not (refused, held, limited) gets its row here."""
 
     def __init__(self, audit: AuditLog, redactor: Redactor | None = None) -> None:
         self.audit = audit
         self.redactor = redactor
+
+    def before_send(self) -> RecordBeforeSend:
+        """The stage that writes the row of a call about to be sent (the last before the execution)."""
+        return RecordBeforeSend(self)
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         started = time.perf_counter()
@@ -161,12 +247,54 @@ class RecordCall:
             except AuditUnavailable:
                 pass  # logged by the audit log; the caller is gone, nobody to answer
             raise
+        except AuditUnavailable:
+            raise  # the row before sending (then nothing was sent) or one of a stage's own: nothing to add
+        except Exception as exc:
+            if invocation.record is not None:  # sent: its row must not stay `running` for a failure after it
+                failed = ToolResult.failure(
+                    "transport_error", f"The gateway failed after sending the call ({type(exc).__name__}: {exc}); "
+                    "it may have run upstream.", duration_ms=(time.perf_counter() - started) * 1000)
+                try:
+                    await self._record(invocation, failed)
+                except AuditUnavailable:
+                    pass  # logged; the stage's own error is what the caller hears
+            raise
         # Not shielded (a shield is a task per call): a store takes the row before its first suspension and
         # writes it even if the caller is cancelled while it waits (`Store.add_audit`), so nothing is lost.
         await self._record(invocation, result)
         return result
 
     async def _record(self, invocation: Invocation, result: ToolResult) -> None:
-        arguments = self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
-        await self.audit.record_tool(invocation.tool, arguments, result, approval=invocation.approval,
-                                     agent=invocation.agent, client=invocation.client)
+        row = invocation.record
+        if row is not None:
+            await self.audit.close_tool(row, result)
+            return
+        await self.audit.record_tool(invocation.tool, self._arguments(invocation), result,
+                                     approval=invocation.approval, agent=invocation.agent, client=invocation.client)
+
+    def _arguments(self, invocation: Invocation) -> Any:
+        return self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
+
+
+class RecordBeforeSend:
+    """The stage just before the execution: the call's row is written (status `running`) or the call is not sent
+    (`AuditUnavailable`). `RecordCall` writes the outcome onto the same row."""
+
+    def __init__(self, record: RecordCall) -> None:
+        self.record = record
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        record = self.record
+        row = record.audit.running_row(invocation.tool, record._arguments(invocation), approval=invocation.approval,
+                                       agent=invocation.agent, client=invocation.client)
+        # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
+        invocation.record = row
+        try:
+            await record.audit.open_tool(row)
+        except AuditUnavailable:
+            invocation.record = None  # no row, and nothing sent
+            raise
+        sends = _sends.get()
+        if sends is not None:
+            sends.count += 1
+        return await proceed(invocation)

@@ -1,8 +1,9 @@
 """The safety layer without HTTP: the store and everything a tool call's pipeline needs from it.
 
 `Safeguards` owns the store, the redactor of audited values, the audit log, the approval queue, the rate
-limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its
-stages: `audit_stage` (the outermost) and `guard_stages` (approval -> rate limits -> breaker and concurrency).
+limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its stages:
+`audit_stages` (the outermost, and the last before sending) and `guard_stages` (approval -> rate limits -> breaker
+and concurrency).
 Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
 the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
 agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
@@ -11,7 +12,9 @@ manifest object changes.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +27,16 @@ from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
 from .audit import AuditLog, RecordCall
 from .breaker import Breakers, GuardApi
+from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 
 if TYPE_CHECKING:
     from ..kernel.calls import Stage
+
+logger = logging.getLogger("gateway.safety")
+
+SWEEP_SECONDS = 60.0
+"""How often `sweep` looks for stuck runs (at most)."""
 
 
 class Safeguards:
@@ -73,10 +82,13 @@ class Safeguards:
         self.guard_settings = self.breakers.settings = settings.guard
         self._manifest = manifest
 
-    def audit_stage(self, redactor: Redactor | None = None) -> Stage:
-        """The outermost stage: one audit row per call. `redactor`: the generation's (it knows tokens learned
-        at run time too), applied to the arguments before the audit log's own."""
-        return RecordCall(self.audit, redactor)
+    def audit_stages(self, redactor: Redactor | None = None) -> tuple[Stage, Stage]:
+        """The outermost stage (one audit row per call, with its verdict) and the one just before the execution
+        (the row written before the call is sent: a call it cannot record is not sent). `redactor`: the
+        generation's (it knows tokens learned at run time too), applied to the arguments before the audit log's
+        own."""
+        record = RecordCall(self.audit, redactor)
+        return record, record.before_send()
 
     def guard_stages(self, manifest: Manifest) -> list[Stage]:
         """Approval -> rate limits -> breaker and concurrency, for a generation built on `manifest`."""
@@ -115,6 +127,46 @@ class Safeguards:
             agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
             latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0, error=budget,
         )
+
+    def budget_book(self) -> BudgetBook:
+        """Where model calls are reserved against the agents' and clients' budgets: Redis with `gateway.redis`
+        (every instance and worker shares the windows), else this process."""
+        counters = getattr(self.store, "counters", None)
+        if counters is None:
+            return BudgetBook()
+        from .shared_budgets import SharedBudgetBook  # imports the Redis client: only when Redis is configured
+
+        return SharedBudgetBook(counters.client, counters.url)
+
+    # -- runs left between a decision and its end --------------------------------------------------
+    def resume_grace(self) -> float:
+        """Seconds after which a run still `resuming` cannot be resumed by anyone alive: twice the longest
+        timeout of the manifest (a run's, a call's, a hook's), plus a margin."""
+        manifest = self._manifest
+        if manifest is None:
+            return 600.0
+        longest = [1.0]
+        for agent in manifest.agents.values():
+            longest += [agent.policy.timeout, agent.policy.tool_timeout or 0.0]
+            longest += [hook.timeout for hook in agent.hooks]
+            longest += [manifest.api(selection.api).timeout for selection in agent.tools]
+            longest += [o.timeout or 0.0 for selection in agent.tools for o in selection.overrides.values()]
+        longest += [api.timeout for api in manifest.apis.values()]
+        longest += [hook.timeout for hook in manifest.hooks]
+        return 2 * max(longest) + 5.0
+
+    async def recover_runs(self) -> dict[str, list[str]]:
+        """Reopen or fail the runs stuck past `resume_grace` (`ApprovalManager.recover`)."""
+        return await self.approvals.recover(time.time() - self.resume_grace())
+
+    async def sweep(self) -> None:
+        """Recover stuck runs now (at start-up) and then every so often, until cancelled (`gateway serve`)."""
+        while True:
+            try:
+                await self.recover_runs()
+            except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
+                logger.warning("could not look for stuck runs: %s", exc)
+            await asyncio.sleep(min(SWEEP_SECONDS, max(1.0, self.resume_grace() / 4)))
 
     async def aclose(self) -> None:
         await self.store.aclose()

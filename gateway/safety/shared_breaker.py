@@ -10,13 +10,17 @@ as in one process: Redis holds one verdict per api, which every instance reads.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from ..config.model import Manifest
 from ..config.settings import GuardSettings
+from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
 from ..store.redis_guards import SharedGuards
 from .breaker import is_failure
+
+logger = logging.getLogger("gateway.safety")
 
 
 class SharedGuardApi:
@@ -50,6 +54,11 @@ class SharedGuardApi:
             # Shielded: a cancelled caller must still give its slot back (and a held probe), or it stays taken
             # until its lease runs out.
             verdict = None if result is None else not is_failure(result)
-            await asyncio.shield(self.guards.settle(api, lease, verdict, failures=self.settings.failures,
-                                                    reset_after=self.settings.reset_after))
+            try:
+                await asyncio.shield(self.guards.settle(api, lease, verdict, failures=self.settings.failures,
+                                                        reset_after=self.settings.reset_after))
+            except StoreUnavailable as exc:
+                # The call is done (it may have run): its result and audit row matter more than the slot, which
+                # its lease gives back on its own; a lost verdict only delays the breaker by one call.
+                logger.warning("the %s API's slot was not given back (it returns when its lease ends): %s", api, exc)
         return result

@@ -163,10 +163,11 @@ def openapi_document(server_url: str = "", extra_paths: dict[str, Any] | None = 
     paths: dict[str, Any] = {
         "/healthz": {"get": {"operationId": "healthz", "summary": "Liveness and what is loaded", "security": [],
                              "responses": {"200": _json("Health", "Serving."), **_ERRORS}}},
-        "/readyz": {"get": {"operationId": "readyz", "summary": "Readiness: the store (and Redis) answer",
+        "/readyz": {"get": {"operationId": "readyz", "summary": "Readiness: the store can write (and Redis answers)",
                             "security": [], "responses": {
                                 "200": _json("Ready", "Ready for audited calls."),
-                                "503": _json("Ready", "The store or Redis does not answer."), **_ERRORS}}},
+                                "503": _json("Ready", "The store cannot write or Redis does not answer."),
+                                **_ERRORS}}},
         "/v1/models": {"get": {"operationId": "listModels", "summary": "The agents, as OpenAI models",
                                "responses": {"200": _json("ModelList", "The agents."), **_ERRORS}}},
         "/v1/models/{model}": {"get": {

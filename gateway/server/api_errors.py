@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 
 from ..errors import AuditUnavailable, ConfigError, ProviderError, RunError, StoreUnavailable
 from ..kernel.caller import current_caller
-from ..messages import ToolResult
+from ..messages import NOT_SENT, ToolResult
 
 logger = logging.getLogger("gateway.server")
 
@@ -140,9 +140,29 @@ def api_error_from(exc: Exception, redact: Callable[[str], str] | None = None) -
     `redact` scrubs the manifest's secrets from the message: a provider's error text may quote the key it was
     sent (some OpenAI-compatible servers do)."""
     error = _api_error_from(exc)
+    sent = sent_steps(getattr(exc, "steps", None) or [])
+    if sent and "gateway" not in error.extra:
+        # Tools ran before the failure: the answer lists every step and says so, so a client's retry of the whole
+        # request does not repeat a write blindly.
+        names = ", ".join(sorted({step.tool for step in sent}))
+        error.message += (f" Before this, {len(sent)} tool call(s) were sent ({names}) and may have run upstream: "
+                          "check before repeating the request (`gateway.steps` lists them).")
+        error.extra["gateway"] = {"steps": [step.to_dict() for step in exc.steps],  # type: ignore[attr-defined]
+                                  "may_have_run": True}
     if redact is not None:
         error.message = redact(error.message)
     return error
+
+
+def sent_steps(steps: list[Any]) -> list[Any]:
+    """The steps whose call was sent to its api (or may have been): not refused before it, not a search of the
+    gateway's own, not handed back to the caller."""
+    from ..offer.reductions import DESCRIBE_TOOL
+    from ..offer.toolsearch import SEARCH_TOOL
+
+    meta = (SEARCH_TOOL, DESCRIBE_TOOL)
+    return [step for step in steps if not getattr(step, "handed_back", False) and step.tool not in meta
+            and (step.ok or step.error_type not in NOT_SENT)]
 
 
 def _api_error_from(exc: Exception) -> APIError:

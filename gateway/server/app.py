@@ -90,6 +90,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         watcher: asyncio.Task[Any] | None = None
+        # Runs a dead process left between an approval's decision and its end are put right (reopened or failed).
+        sweeper = asyncio.create_task(safety.sweep()) if safety is not None else None
         async with mcp.running():
             holder.on_reload.append(state.on_reload)  # any reload, watched or not, rebuilds the executors
             if watch:
@@ -97,9 +99,10 @@ def create_app(
             try:
                 yield
             finally:
-                if watcher is not None:
-                    watcher.cancel()
-                    await asyncio.gather(watcher, return_exceptions=True)
+                for task in (watcher, sweeper):
+                    if task is not None:
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
                 holder.on_reload.remove(state.on_reload)
                 await state.aclose()
 

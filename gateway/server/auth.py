@@ -227,7 +227,10 @@ class AuthMiddleware:
                 await self.app(scope, receive, watch)
                 if watch.status >= 400 and not scope.get("gateway.refused"):
                     agent = scope.get("gateway.agent")
-                    await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
+                    try:
+                        await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
+                    except Exception as exc:  # noqa: BLE001 - the answer has left: raising would break the connection
+                        logger.error("the failed chat's audit row was not written: %s", exc)
             else:
                 await self.app(scope, receive, send)
 

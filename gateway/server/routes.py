@@ -212,12 +212,13 @@ READY_TIMEOUT = 2.0
 
 
 async def readyz(request: Request) -> Response:
-    """200 when this instance can serve audited calls: its store (and Redis, with `gateway.redis`) answers within
-    `READY_TIMEOUT`; 503 naming what does not. `/healthz` says the process lives; this says send it work (a tool
-    call it cannot audit is refused, so a balancer should look here)."""
+    """200 when this instance can serve audited calls: its store takes a write as an audit row is written (and
+    Redis answers, with `gateway.redis`) within `READY_TIMEOUT`; 503 naming what does not. A store that answers
+    but cannot write (a full disk) is not ready. `/healthz` says the process lives; this says send it work (a tool
+    call it cannot audit is not sent, so a balancer should look here)."""
     store = state_of(request).store
     try:
-        await asyncio.wait_for(store.ping(), READY_TIMEOUT)
+        await asyncio.wait_for(store.check_writable(), READY_TIMEOUT)
     except TimeoutError:
         return JSONResponse({"status": "unavailable", "store": f"no answer within {READY_TIMEOUT:g} s"}, 503)
     except Exception as exc:  # the driver's own error: say what it is, the store's URL has no password in it

@@ -13,13 +13,16 @@ import gc
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError
 from ..kernel import tracing
+from ..observe.metrics import MULTIPROCESS_DIR
 from ..runtime import Runtime, RuntimeHolder, load_runtime
 
 logger = logging.getLogger("gateway.server")
@@ -100,9 +103,13 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
           f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""),
           file=sys.stderr)
     target: Any = app
+    metrics_folder: str | None = None
     if workers > 1:
         # The parent checked everything (and applied migrations) above; each worker does it again for itself.
         asyncio.run(app.state.gateway_safety.aclose())
+        if not os.environ.get(MULTIPROCESS_DIR):
+            # /metrics counts every worker's work, whichever worker answers (gateway.observe.metrics).
+            metrics_folder = os.environ[MULTIPROCESS_DIR] = tempfile.mkdtemp(prefix="gateway-metrics-")
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
                                                   "use_cache": use_cache, "allow_public": allow_public,
                                                   "access_log": access_log})
@@ -113,10 +120,14 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
-    with _asyncio_declared():
-        uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                    factory=workers > 1, workers=workers if workers > 1 else None)
+    try:
+        with _asyncio_declared():
+            uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
+                        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                        factory=workers > 1, workers=workers if workers > 1 else None)
+    finally:
+        if metrics_folder is not None:
+            shutil.rmtree(metrics_folder, ignore_errors=True)
     return 0
 
 

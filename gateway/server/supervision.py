@@ -28,16 +28,16 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import AlreadyDecided, ApprovalError
+from ..errors import AlreadyDecided, ApprovalError, DecisionNotCarriedOut
 from ..kernel.caller import bind_caller, current_caller
-from ..loop_types import Decision
+from ..loop_types import Decision, attach_steps
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import Outcome, approval_dict
 from ..safety.guards import Safeguards, describe_pause
 from ..safety.rights import Rights
 from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
-from .api_errors import APIError
+from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
 from .disconnect import DisconnectMiddleware
 from .handoff import keep_turn
@@ -134,15 +134,37 @@ class Safety(Safeguards):
         if payload.get("reason") is not None and not isinstance(payload["reason"], str):
             raise APIError(400, "`reason` must be a string.", param="reason")
         rights = rights_of(request.scope)
-        try:
-            client = request.scope.get("gateway.client")
-            outcome = await self.decide(request.app.state.gateway, request.path_params["id"], decision,
-                                        rights=rights, by=client if isinstance(client, str) else None)
-        except ApprovalError as exc:
-            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
-            raise APIError(exc.status, str(exc), code=code) from None
-        status, body = self.render_outcome(request.app.state.gateway, outcome, rights)
+        client = request.scope.get("gateway.client")
+        status, body = await self.decide_and_render(request.app.state.gateway, request.path_params["id"], decision,
+                                                    rights=rights, by=client if isinstance(client, str) else None)
         return JSONResponse(body, status_code=status)
+
+    async def decide_and_render(self, state: Any, approval_id: str, decision: Decision, *,
+                                rights: Rights = Rights.OPEN, by: str | None = None) -> tuple[int, dict[str, Any]]:
+        """`decide`, answered over HTTP (the route and the console): the outcome, or an error that says what
+        happened: the decision was refused (4xx), taken back with nothing sent (503 `approval_reopened`: decide
+        again), or the run failed after something was sent (saying it may have run; with the steps for the run's
+        owner)."""
+        try:
+            outcome = await self.decide(state, approval_id, decision, rights=rights, by=by)
+        except ApprovalError as exc:
+            code = {AlreadyDecided: "approval_used", DecisionNotCarriedOut: "approval_reopened"}.get(type(exc))
+            return exc.status, APIError(exc.status, str(exc), code=code).body()
+        except Exception as exc:
+            error = api_error_from(exc, self.redactor.text)
+            error.message += (f" Approval {approval_id} is used: the approved call ran or may have run, so it is "
+                              "not run again.")
+            if not rights.everything and not await self._owns_approval(approval_id, rights):
+                error.extra.pop("gateway", None)  # the steps (their arguments and results) are the owner's
+            return error.status, error.body()
+        return self.render_outcome(state, outcome, rights)
+
+    async def _owns_approval(self, approval_id: str, rights: Rights) -> bool:
+        try:
+            record = await self.store.get_approval(approval_id)
+        except Exception:  # noqa: BLE001 - the store failed too: not shown as the owner's
+            return False
+        return record is not None and rights.owns(record.client)
 
     async def decide(self, state: Any, approval_id: str, decision: Decision, *, rights: Rights = Rights.OPEN,
                      by: str | None = None) -> Outcome:
@@ -156,7 +178,7 @@ class Safety(Safeguards):
         # `by`: the deciding client of a request; else the bound caller's (`cli` for `gateway approvals`).
         outcome = await self.approvals.decide(approval_id, decision, resume=resume, rights=rights,
                                               by=by if by is not None else current_caller().client)
-        if outcome.result is not None:
+        if outcome.result is not None and not outcome.reopened:  # a decision taken back answered nothing yet
             await keep_answer(self.store, outcome.run, *self._answer(state, outcome))
         return outcome
 
@@ -167,6 +189,14 @@ class Safety(Safeguards):
         approval = approval_dict(outcome.approval, self.redactor.value)
         if outcome.result is None:
             return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
+        if outcome.reopened and isinstance(outcome.result, ToolResult):
+            status = status_for_result(outcome.result)
+            shown = {"result": outcome.result.to_dict()} if rights.owns(outcome.run.client) else {}
+            error = APIError(status if status >= 400 else 503,
+                             f"The approved call was not sent: {outcome.result.error} The decision was taken back "
+                             f"and approval {outcome.approval.id} is pending again: decide it again.",
+                             code="approval_reopened", extra={"approval": approval, **shown})
+            return error.status, error.body()
         if not rights.owns(outcome.run.client):
             result = outcome.result
             waits = bool(getattr(result, "pending_approvals", None)) or (
@@ -215,9 +245,13 @@ class Safety(Safeguards):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner.for_agent(agent.name))
-                # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
-                await keep_turn(self.store, result, agent=agent.name, client=run.client)
-                await self._record_chat(agent.name, result, run_id=run.id, started=started)
+                try:
+                    # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
+                    await keep_turn(self.store, result, agent=agent.name, client=run.client)
+                    await self._record_chat(agent.name, result, run_id=run.id, started=started)
+                except Exception as exc:
+                    attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
+                    raise
             describe_pause(result, self.redactor.value)
             return result
 

@@ -219,6 +219,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def finish_run(self, run_id: str, status: RunStatus) -> None: ...
 
+    @abc.abstractmethod
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        """Undo decisions that could not be carried out: the run, if it is still in `status` (`resuming`, or
+        `paused`), goes back to `paused` and those of `approval_ids` that were decided go back to `pending`
+        (their decision cleared), atomically. False when the run was not in `status` (another instance moved it)."""
+
+    @abc.abstractmethod
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        """Runs no one will move on their own: `resuming` since before `before` (epoch seconds: the instance that
+        claimed it died, or its resume outlived every timeout), and `paused` with every approval decided, the last
+        decision before `before` (the decider failed between its decision and the claim)."""
+
     # -- audit --------------------------------------------------------------------------------------
     @abc.abstractmethod
     async def add_audit(self, row: AuditRow) -> None:
@@ -228,6 +240,15 @@ class Store(abc.ABC):
         is cancelled while it waits: the pipeline's audit stage (`gateway.safety.audit.RecordCall`) awaits a finished
         call's row without a shield. A row that cannot be written raises (the audit fails closed).
         """
+
+    @abc.abstractmethod
+    async def update_audit(self, row: AuditRow) -> None:
+        """Write the outcome of a row `add_audit` took before (found by `row.id`): its status, http_status,
+        latency_ms, bytes, approval and error.
+
+        A call's row is written before the call is sent and its outcome after (`gateway.safety.audit`). The
+        same guarantees as `add_audit`: taken before the first `await`, written even when the caller is
+        cancelled while it waits, and written after the row's insert even when that insert is still queued."""
 
     @abc.abstractmethod
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
@@ -273,8 +294,13 @@ class Store(abc.ABC):
         """
 
     async def ping(self) -> None:  # noqa: B027 - a backend in this process's memory is always there
-        """Return when the backend answers; `StoreUnavailable` (or the driver's error) when it does not.
-        `/readyz` asks it, so a balancer stops sending work that would fail closed on the audit."""
+        """Return when the backend answers; `StoreUnavailable` (or the driver's error) when it does not."""
+
+    async def check_writable(self) -> None:
+        """Return once the store took a write as an audit row is written (committed, then gone); an error when it
+        cannot. `/readyz` asks it, so a balancer stops sending work that would fail closed on the audit: a store
+        that answers reads but cannot write (a full disk) is not ready."""
+        await self.ping()
 
     async def aclose(self) -> None:  # noqa: B027 - optional: backends without resources need nothing
         """Release connections and threads."""

@@ -31,6 +31,7 @@ class MemoryStore(Store):
         self._audit: list[AuditRow] = []
         self._buckets: dict[str, tuple[float, float]] = {}
         self._responses: dict[str, ResponseRecord] = {}
+        self._next_id = 0
         self._ended_sessions: dict[str, float] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
 
@@ -87,9 +88,39 @@ class MemoryStore(Store):
             self._runs[run_id].status = status
             self._runs[run_id].updated = time.time()
 
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        run = self._runs.get(run_id)
+        if run is None or run.status != status:
+            return False
+        for approval_id in approval_ids:
+            approval = self._approvals.get(approval_id)
+            if approval is not None and approval.run_id == run_id and approval.status != "pending":
+                approval.status = "pending"
+                approval.decided = approval.reason = approval.decided_arguments = approval.decided_by = None
+        run.status = "paused"
+        run.updated = time.time()
+        return True
+
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        stuck = []
+        for run in self._runs.values():
+            mine = [a for a in self._approvals.values() if a.run_id == run.id]
+            if run.status == "resuming" and run.updated < before:
+                stuck.append(copy.deepcopy(run))
+            elif run.status == "paused" and mine and all(a.status != "pending" for a in mine) \
+                    and max(a.decided or 0.0 for a in mine) < before:
+                stuck.append(copy.deepcopy(run))
+        return stuck
+
     async def add_audit(self, row: AuditRow) -> None:
-        row.id = len(self._audit) + 1
+        row.id = self._next_id = self._next_id + 1
         self._audit.append(copy.deepcopy(row))
+
+    async def update_audit(self, row: AuditRow) -> None:
+        for index in range(len(self._audit) - 1, -1, -1):  # the newest first: an outcome follows its row soon
+            if self._audit[index].id == row.id:
+                self._audit[index] = copy.deepcopy(row)
+                return
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:

@@ -37,7 +37,7 @@ from .base import (
     wait_for,
 )
 from .postgres_schema import migrate, safe_url
-from .sqlite_tables import dumps
+from .sqlite_tables import STUCK_RUNS, dumps
 
 try:
     import psycopg
@@ -93,6 +93,7 @@ class PostgresStore(Store):
         self._opened = False
         self._opening: asyncio.Lock | None = None
         self._writes: set[asyncio.Task[None]] = set()
+        self._inserts: dict[int, asyncio.Task[None]] = {}  # id(row) -> its insert, while it runs
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -191,6 +192,25 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             await conn.execute(f"UPDATE runs SET status = %s, updated = {_NOW} WHERE id = %s", (status, run_id))
 
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        async with self._connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                f"UPDATE runs SET status = 'paused', updated = {_NOW} WHERE id = %s AND status = %s RETURNING id",
+                (run_id, status))
+            if await cursor.fetchone() is None:
+                return False
+            await conn.execute(
+                "UPDATE approvals SET status = 'pending', decided = NULL, reason = NULL, decided_arguments = NULL,"
+                " decided_by = NULL WHERE id = ANY(%s) AND run_id = %s AND status != 'pending'",
+                (list(approval_ids), run_id))
+            return True
+
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(STUCK_RUNS.replace("?", "%s"), (before, before))
+            rows = await cursor.fetchall()
+        return [_run_from_row(row) for row in rows]
+
     # -- audit --------------------------------------------------------------------------------------
     async def add_audit(self, row: AuditRow) -> None:
         # The insert is a task of its own, started before the first await: a cancelled caller stops waiting
@@ -198,7 +218,30 @@ class PostgresStore(Store):
         write = asyncio.get_running_loop().create_task(self._insert_audit(row))
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
+        key = id(row)
+        self._inserts[key] = write
+        write.add_done_callback(lambda _: self._inserts.pop(key, None))
         await asyncio.shield(write)
+
+    async def update_audit(self, row: AuditRow) -> None:
+        # A task of its own too (see add_audit); it waits for the row's insert when that is still on its way.
+        write = asyncio.get_running_loop().create_task(self._update_audit(row, self._inserts.get(id(row))))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+        await asyncio.shield(write)
+
+    async def _update_audit(self, row: AuditRow, insert: asyncio.Task[None] | None) -> None:
+        if insert is not None:
+            await insert
+        async with self._connection() as conn, conn.transaction():
+            # Committed without waiting for the WAL flush: the row itself is durable since before the call was sent,
+            # and a crash that loses this outcome leaves it `running`, which says "sent, outcome unknown". It saves
+            # a second flush per call (the insert's is the one that matters).
+            await conn.execute("SET LOCAL synchronous_commit TO OFF")
+            await conn.execute(
+                "UPDATE audit SET status = %s, http_status = %s, latency_ms = %s, bytes = %s, approval = %s,"
+                " error = %s WHERE id = %s",
+                (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error, row.id))
 
     async def _insert_audit(self, row: AuditRow) -> None:
         async with self._connection() as conn:
@@ -249,6 +292,17 @@ class PostgresStore(Store):
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
+
+    async def check_writable(self) -> None:
+        # An audit row inserted and deleted in one committed transaction: the table a call's row goes to, so a
+        # server that cannot extend it (a full disk) or commit (a read-only standby) fails here as the call would.
+        async with self._connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                "INSERT INTO audit (time, kind, status, latency_ms, bytes) VALUES"
+                f" ({_NOW}, 'probe', 'probe', 0, 0) RETURNING id")
+            inserted = await cursor.fetchone()
+            if inserted is not None:
+                await conn.execute("DELETE FROM audit WHERE id = %s", (inserted[0],))
 
     async def prune_conversations(self, before: float) -> int:
         async with self._connection() as conn, conn.transaction():

@@ -17,6 +17,8 @@ from typing import Any
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from ..errors import StoreUnavailable
 from .base import (
@@ -34,6 +36,10 @@ from .postgres_schema import safe_url
 from .redis_guards import SharedGuards
 
 KEY_PREFIX = "gateway:{buckets}:"
+HEALTH_CHECK_SECONDS = 10
+"""A pooled Redis connection idle this long is checked (PING) before it is used again."""
+RETRIES = 2
+"""Times a command is sent again when its connection turns out closed."""
 
 # KEYS: the buckets; ARGV: cost, then rate and burst of each bucket. Returns the seconds to wait as a string
 # (Lua numbers come back as integers otherwise): "0" granted, "inf" never.
@@ -93,9 +99,21 @@ class RedisCounters:
         except (redis.RedisError, OSError) as exc:
             raise ConfigError(f"cannot use Redis at {safe_url(url)} (agents.yaml gateway.redis): {exc}") from None
         self._client: aioredis.Redis = aioredis.Redis.from_url(
-            url, socket_connect_timeout=timeout, socket_timeout=timeout)
+            url, socket_connect_timeout=timeout, socket_timeout=timeout,
+            # A pooled connection idle this long is PINGed before its next command: one Redis dropped without a
+            # word (a restart behind a proxy, a failover, a NAT's expiry) is found and replaced there, not by
+            # failing a call minutes after Redis is back.
+            health_check_interval=HEALTH_CHECK_SECONDS,
+            # A command whose connection turns out closed is sent again on a new one (connection errors only:
+            # after a timeout the script may have run, so it is not repeated).
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES), retry_on_error=[redis.ConnectionError])
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The asyncio client (one pool per process) the shared guards and budgets run their scripts on."""
+        return self._client
 
     @property
     def guards(self) -> SharedGuards:
@@ -162,8 +180,17 @@ class CountedStore(Store):
     async def finish_run(self, run_id: str, status: RunStatus) -> None:
         await self.inner.finish_run(run_id, status)
 
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        return await self.inner.reopen_run(run_id, approval_ids, status=status)
+
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        return await self.inner.stuck_runs(before)
+
     async def add_audit(self, row: AuditRow) -> None:
         await self.inner.add_audit(row)
+
+    async def update_audit(self, row: AuditRow) -> None:
+        await self.inner.update_audit(row)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
@@ -186,6 +213,10 @@ class CountedStore(Store):
 
     async def ping(self) -> None:
         await self.inner.ping()
+        await self.counters.ping()
+
+    async def check_writable(self) -> None:
+        await self.inner.check_writable()
         await self.counters.ping()
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreUnavailable
 from .base import (
     PRUNE_RUNS,
     ApprovalRecord,
@@ -53,7 +53,10 @@ from .sqlite_tables import (
     AUDIT_COLUMNS,
     INSERT_AUDIT,
     PRUNE_AUDIT,
+    REOPEN_APPROVAL,
     SCHEMA,
+    STUCK_RUNS,
+    UPDATE_AUDIT,
     approval_from_row,
     approval_values,
     audit_from_row,
@@ -62,11 +65,11 @@ from .sqlite_tables import (
     session_ended,
     upgrade_schema,
 )
+from .sqlite_writes import QueuedRow, checkpoint, open_inline, settle_waiters, write_audit
 
 logger = logging.getLogger("gateway.store")
 
 T = TypeVar("T")
-_QueuedRow = tuple[tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 
 _CHECKPOINT_EVERY = 1000
 """Inline audit rows between two checkpoints: one WAL page a row, so ~1000 pages, SQLite's own default (three
@@ -85,7 +88,7 @@ class SQLiteStore(Store):
         self.path = str(path)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
-        self._audit_queue: list[_QueuedRow] = []
+        self._audit_queue: list[QueuedRow] = []
         self._audit_lock = threading.Lock()
         self._audit_draining = False  # a drain job is queued or running on the store thread
         self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
@@ -108,7 +111,7 @@ class SQLiteStore(Store):
             conn.executescript(SCHEMA)
             upgrade_schema(conn)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
-                self._inline = _open_inline(self.path)
+                self._inline = open_inline(self.path)
         except BaseException:
             conn.close()
             raise
@@ -120,7 +123,15 @@ class SQLiteStore(Store):
         conn = self._conn
         # Shielded: a cancelled request must not abandon a half-done write (the thread finishes it anyway).
         future = asyncio.get_running_loop().run_in_executor(self._thread, fn, conn)
-        return await asyncio.shield(future)
+        try:
+            return await asyncio.shield(future)
+        except sqlite3.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: sqlite3.OperationalError) -> StoreUnavailable:
+        """A statement the file refused (full disk, read-only, locked past the busy timeout): the doors answer 503
+        for it as for an unreachable PostgreSQL, not 500."""
+        return StoreUnavailable(f"the store {self.path} cannot write: {type(exc).__name__}: {exc}")
 
     @staticmethod
     def _transaction(conn: sqlite3.Connection, fn: Callable[[], T]) -> T:
@@ -235,6 +246,28 @@ class SQLiteStore(Store):
 
         await self._run(work)
 
+    async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
+        def work(conn: sqlite3.Connection) -> bool:
+            def body() -> bool:
+                cursor = conn.execute("UPDATE runs SET status = 'paused', updated = ? WHERE id = ? AND status = ?",
+                                      (time.time(), run_id, status))
+                if cursor.rowcount != 1:
+                    return False
+                conn.executemany(REOPEN_APPROVAL, [(approval_id, run_id) for approval_id in approval_ids])
+                return True
+
+            return self._transaction(conn, body)
+
+        return await self._run(work)
+
+    async def stuck_runs(self, before: float) -> list[RunRecord]:
+        def work(conn: sqlite3.Connection) -> list[RunRecord]:
+            rows = conn.execute(STUCK_RUNS, (before, before)).fetchall()
+            return [RunRecord(id=row[0], agent=row[1], kind=row[2], client=row[3], status=row[4],
+                              state=json.loads(row[5]), created=row[6], updated=row[7]) for row in rows]
+
+        return await self._run(work)
+
     # -- audit --------------------------------------------------------------------------------------
     async def add_audit(self, row: AuditRow) -> None:
         values = (
@@ -250,7 +283,20 @@ class SQLiteStore(Store):
         if self._commit_inline(insert, transaction=False)[0]:
             return
         row.id = None
+        await self._queue_audit(INSERT_AUDIT, values, row)
 
+    async def update_audit(self, row: AuditRow) -> None:
+        values = (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error)
+
+        def update(inline: sqlite3.Connection) -> None:
+            inline.execute(UPDATE_AUDIT, (*values, row.id))
+
+        # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
+        if row.id is not None and self._commit_inline(update, transaction=False)[0]:
+            return
+        await self._queue_audit(UPDATE_AUDIT, values, row)
+
+    async def _queue_audit(self, statement: str, values: tuple[Any, ...], row: AuditRow) -> None:
         # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
         # one commit for the lot; each caller still returns only once its row is committed. The rows go
         # straight to the store thread (no task, no run_in_executor future chain per call): one drain job
@@ -260,7 +306,7 @@ class SQLiteStore(Store):
             raise RuntimeError("the store is closed")
         waiter = asyncio.get_running_loop().create_future()
         with self._audit_lock:
-            self._audit_queue.append((values, row, waiter))
+            self._audit_queue.append((statement, values, row, waiter))
             start, self._audit_draining = not self._audit_draining, True
         if start:
             try:
@@ -299,7 +345,7 @@ class SQLiteStore(Store):
                 # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
                 if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
                     return False, None
-                raise
+                raise self._unavailable(exc) from exc
         finally:
             self._inline_lock.release()
         self._inline_rows += 1
@@ -323,10 +369,12 @@ class SQLiteStore(Store):
                 batch, self._audit_queue = self._audit_queue, []
             error: Exception | None = None
             try:
-                _insert_audit(conn, batch=batch)
-            except BaseException as exc:  # every waiter learns of it; the audit layer logs the loss
+                write_audit(conn, batch=batch)
+            except sqlite3.OperationalError as exc:  # every waiter learns of it; the audit layer logs the loss
+                error = self._unavailable(exc)
+            except BaseException as exc:
                 error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
-            _settle_waiters(batch, error)
+            settle_waiters(batch, error)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
@@ -360,6 +408,16 @@ class SQLiteStore(Store):
     async def ping(self) -> None:
         # Through the store's own thread: it answers only when the writes queued before it are done.
         await self._run(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def check_writable(self) -> None:
+        # An audit row written and deleted in one committed transaction: the same table, the same pages and the
+        # same WAL append as a call's row, so a file that cannot take a call's row fails here too.
+        def body(conn: sqlite3.Connection) -> None:
+            row_id = conn.execute(INSERT_AUDIT, (time.time(), "probe", *[None] * 5, "probe", None, 0.0, 0,
+                                                 *[None] * 4)).lastrowid
+            conn.execute("DELETE FROM audit WHERE id = ?", (row_id,))
+
+        await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))
 
     async def prune_conversations(self, before: float) -> int:
         def work(conn: sqlite3.Connection) -> int:
@@ -435,7 +493,7 @@ class SQLiteStore(Store):
         if self._conn is None:  # closing: the close job checkpoints last
             return
         with self._inline_lock:
-            _checkpoint(conn)
+            checkpoint(conn)
 
     def _close_connections(self, conn: sqlite3.Connection) -> None:
         """On the store thread, after every queued job: the inline connection, a checkpoint, the main one."""
@@ -443,54 +501,5 @@ class SQLiteStore(Store):
             inline, self._inline = self._inline, None
         if inline is not None:
             inline.close()
-        _checkpoint(conn)
+        checkpoint(conn)
         conn.close()
-
-
-def _open_inline(path: str) -> sqlite3.Connection:
-    inline = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
-    try:
-        inline.execute("PRAGMA busy_timeout=0")  # never wait on the loop: a taken lock means the queued path
-        inline.execute("PRAGMA synchronous=NORMAL")  # per connection: no fsync per commit in WAL
-        inline.execute("PRAGMA wal_autocheckpoint=0")  # the store thread checkpoints (checkpoints fsync)
-    except BaseException:
-        inline.close()
-        raise
-    return inline
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    """On the store thread: copy committed WAL pages into the database so the WAL is reused, not grown."""
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error as exc:  # the next one (or the next autocheckpoint of the main connection) retries
-        logger.warning("store checkpoint failed: %s", exc)
-
-
-def _insert_audit(conn: sqlite3.Connection, *, batch: Sequence[_QueuedRow]) -> None:
-    def body() -> None:
-        for values, row, _ in batch:
-            cursor = conn.execute(INSERT_AUDIT, values)
-            row.id = cursor.lastrowid
-
-    SQLiteStore._transaction(conn, body)
-
-
-def _settle_waiters(batch: Sequence[_QueuedRow], error: Exception | None) -> None:
-    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-    for _, _, waiter in batch:
-        by_loop.setdefault(waiter.get_loop(), []).append(waiter)
-    for loop, waiters in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_resolve_waiters, waiters, error)
-        except RuntimeError:  # that loop is closed: nobody is waiting any more
-            pass
-
-
-def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
-    for waiter in waiters:
-        if not waiter.done():  # a cancelled caller's waiter is done already
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)

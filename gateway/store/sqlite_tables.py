@@ -49,6 +49,19 @@ AUDIT_COLUMNS = (
     " run_id, error"
 )
 INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})"
+UPDATE_AUDIT = ("UPDATE audit SET status = ?, http_status = ?, latency_ms = ?, bytes = ?, approval = ?, error = ?"
+                " WHERE id = ?")
+"""A call's outcome, on the row written before it was sent."""
+REOPEN_APPROVAL = ("UPDATE approvals SET status = 'pending', decided = NULL, reason = NULL, decided_arguments = NULL,"
+                   " decided_by = NULL WHERE id = ? AND run_id = ? AND status != 'pending'")
+STUCK_RUNS = (
+    "SELECT id, agent, kind, client, status, state, created, updated FROM runs WHERE"
+    " (status = 'resuming' AND updated < ?)"
+    " OR (status = 'paused' AND EXISTS (SELECT 1 FROM approvals WHERE run_id = runs.id)"
+    " AND NOT EXISTS (SELECT 1 FROM approvals WHERE run_id = runs.id AND status = 'pending')"
+    " AND (SELECT MAX(decided) FROM approvals WHERE run_id = runs.id) < ?)"
+)
+"""Runs no one will move on their own (`Store.stuck_runs`); `?` as written, for SQLite and PostgreSQL."""
 # Rows older than the cutoff: ids follow commit order, which is time order, so the rows to delete are those below
 # the first id at or past the cutoff; finding it reads only the rows deleted anyway (no index on `time` needed).
 PRUNE_AUDIT = (

@@ -122,3 +122,26 @@ async def test_hold_run_is_a_no_op_for_a_finished_run() -> None:
     finished = RunResult(message=Message(role="assistant", content="hi"), messages=[])
     assert await ApprovalManager(store).hold_run(run_id="x", agent="clerk", client=None, result=finished) == []
     assert await store.get_run("x") is None
+
+
+async def test_recover_reopens_what_sent_nothing_and_fails_what_sent_a_call() -> None:
+    import time as clock
+
+    from gateway.kernel.caller import bind_caller
+    from gateway.messages import ToolResult
+
+    store = MemoryStore()
+    manager = ApprovalManager(store, AuditLog(store))
+    for run_id, approval in (("stuck-paused", "apr_p"), ("stuck-quiet", "apr_q"), ("stuck-sent", "apr_s")):
+        await manager.hold_run(run_id=run_id, agent="clerk", client=None, result=_paused(approval))
+        await store.decide_approval(approval, approve=True)
+    await store.claim_run("stuck-quiet")  # claimed, then the process died before sending
+    await store.claim_run("stuck-sent")  # claimed, its call sent, then the process died
+    with bind_caller(run_id="stuck-sent"):
+        await manager.audit.record_tool("createItem", {"n": 0}, ToolResult.failure("timeout", "x"),  # type: ignore[union-attr]
+                                        approval="apr_s", agent="clerk")
+    assert await manager.recover(clock.time() - 60) == {"reopened": [], "failed": []}  # not stuck long enough
+    done = await manager.recover(clock.time() + 1)
+    assert sorted(done["reopened"]) == ["stuck-paused", "stuck-quiet"] and done["failed"] == ["stuck-sent"]
+    assert sorted(a.id for a in await manager.pending()) == ["apr_p", "apr_q"]
+    assert (await store.get_run("stuck-sent")).status == "failed"  # type: ignore[union-attr]

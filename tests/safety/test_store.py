@@ -265,3 +265,35 @@ def test_an_unusable_store_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(ConfigError, match="garbage.db"):
         SQLiteStore(tmp_path / "garbage.db")
+
+
+async def test_a_decision_is_taken_back_and_stuck_runs_are_found(store: Store) -> None:
+    await store.save_run(RunRecord(id="r1", agent="clerk"), [ApprovalRecord(id="a1", run_id="r1", agent="clerk",
+                                                                             tool="t", arguments={})])
+    assert await store.decide_approval("a1", approve=True, by="ann") is not None
+    assert [r.id for r in await store.stuck_runs(time.time() + 10)] == ["r1"]  # decided, never claimed
+    assert await store.claim_run("r1") is not None
+    assert [r.status for r in await store.stuck_runs(time.time() + 10)] == ["resuming"]
+    assert await store.stuck_runs(time.time() - 10) == []  # not old enough
+    assert not await store.reopen_run("r1", ["a1"], status="paused")  # it is not paused: nothing changes
+    assert await store.reopen_run("r1", ["a1"], status="resuming")
+    approval = await store.get_approval("a1")
+    assert approval is not None and approval.status == "pending" and approval.decided_by is None
+    assert (await store.get_run("r1")).status == "paused"  # type: ignore[union-attr]
+    assert await store.stuck_runs(time.time() + 10) == []  # waiting for a human again
+
+
+async def test_an_outcome_goes_onto_its_row(store: Store) -> None:
+    row = AuditRow(time=time.time(), kind="tool", agent="clerk", tool="t", arguments={"n": 1}, status="running")
+    await store.add_audit(row)
+    row.status, row.http_status, row.latency_ms, row.bytes, row.error = "upstream_error", 500, 12.5, 7, "boom"
+    await store.update_audit(row)
+    (stored,) = await store.list_audit()
+    assert (stored.id, stored.status, stored.http_status, stored.bytes, stored.error) == (row.id, "upstream_error",
+                                                                                        500, 7, "boom")
+    assert stored.arguments == {"n": 1}
+
+
+async def test_the_store_takes_a_write_to_be_ready(store: Store) -> None:
+    await store.check_writable()
+    assert await store.list_audit() == []  # the probe leaves nothing behind

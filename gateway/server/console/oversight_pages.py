@@ -9,7 +9,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ...errors import AlreadyDecided, ApprovalError
 from ...loop_types import Decision
 from ...safety.approvals import approval_dict, refusal
 from ...store import ApprovalRecord, AuditQuery
@@ -77,13 +76,8 @@ def routes(console: Console) -> list[Route]:
             if problems:  # the edit is refused before the approval is used
                 return json_error(422, "The edited arguments are not valid; the approval still waits.",
                                   code="invalid_arguments", param="arguments", problems=problems)
-        try:
-            outcome = await safety.decide(state, approval_id, decision, rights=viewer.rights,
-                                          by=viewer.name or "console")
-        except ApprovalError as exc:
-            code = "approval_used" if isinstance(exc, AlreadyDecided) else None
-            return json_error(exc.status, str(exc), code=code)
-        status, body = safety.render_outcome(state, outcome, viewer.rights)
+        status, body = await safety.decide_and_render(state, approval_id, decision, rights=viewer.rights,
+                                                      by=viewer.name or "console")
         return JSONResponse(body, status_code=status)
 
     async def health_page(request: Request) -> Response:

@@ -1,0 +1,78 @@
+"""The SQLite store's audit writes below the store: its inline connection, checkpoints, and the queued rows written
+in one transaction on the store thread, their waiters settled on their own event loops (`gateway.store.sqlite`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .base import AuditRow
+from .sqlite_tables import UPDATE_AUDIT
+
+logger = logging.getLogger("gateway.store")
+
+QueuedRow = tuple[str, tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
+"""(INSERT_AUDIT or UPDATE_AUDIT, its values, the row, its waiter): an update's id is read when it is written."""
+
+
+def open_inline(path: str) -> sqlite3.Connection:
+    """The connection audit rows are written on by their caller's thread: it never waits and never checkpoints."""
+    inline = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
+    try:
+        inline.execute("PRAGMA busy_timeout=0")  # never wait on the loop: a taken lock means the queued path
+        inline.execute("PRAGMA synchronous=NORMAL")  # per connection: no fsync per commit in WAL
+        inline.execute("PRAGMA wal_autocheckpoint=0")  # the store thread checkpoints (checkpoints fsync)
+    except BaseException:
+        inline.close()
+        raise
+    return inline
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """On the store thread: copy committed WAL pages into the database so the WAL is reused, not grown."""
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.Error as exc:  # the next one (or the next autocheckpoint of the main connection) retries
+        logger.warning("store checkpoint failed: %s", exc)
+
+
+def write_audit(conn: sqlite3.Connection, *, batch: Sequence[QueuedRow]) -> None:
+    """On the store thread: a batch of queued rows and outcomes in one transaction, in the order they came."""
+    def body() -> None:
+        for statement, values, row, _ in batch:
+            if statement is UPDATE_AUDIT:
+                conn.execute(UPDATE_AUDIT, (*values, row.id))  # its insert is earlier in the queue: the id is set
+            else:
+                row.id = conn.execute(statement, values).lastrowid
+
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        body()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def settle_waiters(batch: Sequence[QueuedRow], error: Exception | None) -> None:
+    """Tell each row's caller, on its own event loop, that its row is written (or why not)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for _, _, _, waiter in batch:
+        by_loop.setdefault(waiter.get_loop(), []).append(waiter)
+    for loop, waiters in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_waiters, waiters, error)
+        except RuntimeError:  # that loop is closed: nobody is waiting any more
+            pass
+
+
+def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
+    for waiter in waiters:
+        if not waiter.done():  # a cancelled caller's waiter is done already
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
