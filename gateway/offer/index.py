@@ -10,8 +10,10 @@ description's first paragraph (markup out); the tags; the path's segments (param
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
 are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
-SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, and the best `_METHOD_CANDIDATES` of the method
-the query asks for among the next ("delete this email" matches hundreds of mail operations), are then scored:
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method
+the query asks for among the next ("delete this email" matches hundreds of mail operations), and the best
+`_ADDRESSED_CANDIDATES` whose path's resource is the thing the query names or its verb (`/me/chats` for "list my
+chats", under hundreds of operations on chat messages) are then scored:
 times `_INTENT_BOOST` for the asked method (an api without the method asked for, such as Slack's without DELETE or
 Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path depth`, halved when deprecated, times
 `_PLURAL` for a GET of all items when the query names its thing in the plural ("show my to-do lists"), times
@@ -22,18 +24,17 @@ when it is the thing the request names (`/sites` for "list the SharePoint sites"
 `getSharePointSiteUsagePages`), times `_OWNER` (or divided by it) when the path is (or is not) of the owner the
 request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one operation under many
 nested paths: of the candidates with one method, summary and resource, the one of the owner meant, else the
-shortest path, takes their best score and the others fall behind. The facts these signals read are computed when
-the index is built. The constants were chosen on the tuning parts of tests/openapi/search_tasks (`tasks`,
-`holdout`, `fresh`, `tune`), never on `heldout` (bench/README.md).
+shortest path, takes their best score and the others fall behind. A family of functions called on one path
+(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. The facts these
+signals read are computed when the index is built. The constants were chosen on the tuning parts of
+tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`), never on `heldout` or `final` (bench/README.md).
 """
 
 from __future__ import annotations
 
-import collections
-import html
+import dataclasses
 import itertools
 import os
-import re
 import sqlite3
 import threading
 import weakref
@@ -41,135 +42,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
-from .query import STOP, Request, read, stems, words
-from .views import first_sentences
+from .index_build import _WEIGHTS, build_index, resources, summary_of
+from .query import Request, read, singular, stems
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 1.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "resource": 3.0}
-_COLUMNS = tuple(_WEIGHTS)
-_DEPTH_PENALTY = 0.1
-_PARAMETER_DEPTH = 1.0
-_TAGS = re.compile(r"<[^>]+>")
+__all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
-
-def _first_paragraph(text: str) -> str:
-    plain = html.unescape(_TAGS.sub(" ", text or ""))
-    return plain.strip().split("\n\n", 1)[0][:400]
-
-
-_PATH_SUFFIXES = frozenset({"$ref", "$value", "$count"})
-"""Graph's path endings that say how a resource is answered (a reference, raw content, a count), not which."""
-
-
-def resources(path: str) -> list[str]:
-    """The path's non-parameter segments, last first, Graph's endings (`$ref`, ...) and namespaces
-    (`microsoft.graph.`) and function arguments out: `/me/messages/{id}/microsoft.graph.forward` ->
-    `[forward, messages, me]`."""
-    found = []
-    for segment in reversed(path.split("/")):
-        if not segment or segment.startswith("{") or segment in _PATH_SUFFIXES:
-            continue
-        found.append(segment.split("(", 1)[0].rsplit(".", 1)[-1])
-    return found
-
-
-def summary_of(tool: Tool) -> str:
-    """The tool's summary, or the first sentence of its description when it has none (Stripe, Slack and Kubernetes
-    write none)."""
-    return tool.summary or first_sentences(_first_paragraph(tool.description), 200)
-
-
-def _row(tool: Tool) -> tuple[str, ...]:
-    return (
-        words(tool.operation_id or tool.name),
-        words(summary_of(tool)),
-        words(_first_paragraph(tool.description)),
-        words(" ".join(tool.tags)),
-        words(tool.path),
-        words(" ".join(argument.name for argument in tool.arguments)),
-        words(next(iter(resources(tool.path)), "")),
-    )
-
-
-def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, ...]]]:
-    """What the ranking signals read of each tool, computed when its index is built: its method, path depth,
-    prior (`_DEPRECATED` when deprecated), the stems of its name and of its summary as bit masks over the api's
-    vocabulary (the most frequent stems take the lowest bits, so that most masks stay small), and its kind."""
-    stemmed = [(_content_stems(tool.operation_id or tool.name), _content_stems(summary_of(tool))) for tool in tools]
-    counts = collections.Counter(stem for named, summarized in stemmed for stem in named | summarized)
-    vocabulary = {stem: bit for bit, (stem, _) in enumerate(counts.most_common())}
-    kinds: dict[tuple[str, ...], int] = {}
-    rows: list[tuple[object, ...]] = []
-    for index, (tool, (named, summarized)) in enumerate(zip(tools, stemmed, strict=True), 1):
-        segments = [segment for segment in tool.path.split("/") if segment]
-        parameters = sum(segment.startswith("{") for segment in segments)
-        depth = 1 + _DEPTH_PENALTY * (len(segments) - parameters + _PARAMETER_DEPTH * parameters)
-        addressed = [segment for segment in segments if segment not in _PATH_SUFFIXES][-1:] or [""]
-        acted = 2 if "." in addressed[0] else 1  # an action (microsoft.graph.forward) with what it acts on
-        kind = (tool.method, "item" if addressed[0].startswith("{") else "all", *resources(tool.path)[:acted],
-                tool.summary.lower() or tool.name)
-        named_by = resources(tool.path)
-        resource = words(named_by[0]) if named_by else ""
-        parent = (words(named_by[1]).split() or [""])[-1] if len(named_by) > 1 else ""
-        rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0, addressed[0].startswith("{"),
-                     _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
-                     _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
-                     kinds.setdefault(kind, len(kinds)), resource, parent, _owner_of(segments)))
-    return vocabulary, rows
-
-
-def _owner_of(segments: list[str]) -> str:
-    """Whose things a path answers: "other" (a user named by a parameter: `/users/{user-id}/...`,
-    `/users/{username}/repos`), "self" (`/me/...`, GitHub's `/user/...`, Jira's `/myself`), else ""."""
-    if any(segment.startswith("{") and "user" in segment.lower() for segment in segments):
-        return "other"
-    return "self" if any(segment in ("me", "user", "myself") for segment in segments) else ""
-
-
-def _bytes(mask: int) -> bytes:
-    return mask.to_bytes((mask.bit_length() + 7) // 8, "little")
-
-
-def _connect() -> sqlite3.Connection:
-    connection = sqlite3.connect(":memory:", check_same_thread=False)
-    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
-    connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
-                       "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
-                       "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
-    connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
-    return connection
-
-
-def build_index(tools: Iterable[Tool]) -> bytes:
-    """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
-    connection = _connect()
-    listed = list(tools)
-    vocabulary, facts = _facts_rows(listed)
-    with connection:
-        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
-                               f"(?, {', '.join('?' for _ in _COLUMNS)})",
-                               ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
-        connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
-        connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
-        connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
-    data = connection.serialize()
-    connection.close()
-    return data
-
-
-_INTENT_BOOST = 1.6
+_INTENT_BOOST = 1.8
 _NAME_COVERAGE = 1.0
 _SUMMARY_COVERAGE = 2.0
 _PLURAL = 1.3
-_DEPRECATED = 0.5
 _DUPLICATE = 0.7
 _ADDRESSED = 1.5
 _ACTED = 3.0
-_OWNER = 1.3
-
-
-def _content_stems(text: str) -> frozenset[str]:
-    return frozenset(stems(" ".join(word for word in words(text).split() if word not in STOP)))
+_OWNER = 1.6
 
 
 @dataclass(slots=True, frozen=True)
@@ -211,6 +96,9 @@ class _Facts:
     """The last word of the resource before it (`messages` for `/me/messages/{id}/microsoft.graph.forward`)."""
     owner: str
     """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
+    family: str
+    """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
+    called on: Graph's 124 usage reports are one family, which takes at most `_FAMILY_CAP` of the first places."""
 
 
 @dataclass(slots=True)
@@ -222,6 +110,23 @@ class _Opened:
     """Each stem of the api's names and summaries, and its bit."""
     methods: frozenset[str]
     """The methods the api uses (Stripe's updates with POST, Slack's deletes with POST)."""
+    endings: frozenset[str]
+    """Every ending (3 letters or more) of the stems of the last words of what its paths address
+    (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
+    lock: threading.Lock
+    """Its `ToolIndex`'s: one reader of the connection at a time."""
+
+    def addresses(self, things: frozenset[str]) -> bool:
+        """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
+        return any(thing in self.endings for thing in things if len(thing) >= 3)
+
+    def mentions(self, word: str) -> bool:
+        """Whether any of the api's indexed text (descriptions, arguments) has the word."""
+        if not word.isalnum():
+            return False
+        with self.lock:
+            found = self.connection.execute("SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1", (f'"{word}"',))
+            return found.fetchone() is not None
 
     def knows(self, word: str) -> bool:
         """Whether the api's names or summaries have the word."""
@@ -231,16 +136,19 @@ class _Opened:
         return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
 
 
-def _open(connection: sqlite3.Connection, tools: list[Tool]) -> _Opened:
+def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Lock) -> _Opened:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
-                    int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner)
+                    int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
+                    _family_of(tool.path))
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools))
+    addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
+    endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock)
 
 
 class ToolIndex:
@@ -264,7 +172,7 @@ class ToolIndex:
             data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
-            self._open[api] = _open(connection, tools)
+            self._open[api] = _open(connection, tools, self._lock)
             return self._open[api]
 
     def search(self, query: str, *, limit: int = 10, apis: Iterable[str] | None = None,
@@ -274,22 +182,30 @@ class ToolIndex:
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
         ranking); the best `max(limit, _CANDIDATES)` (that `allowed` passes), and the best of the asked method
         after them, are then scored with the signals here."""
-        request = read(query)
-        if not request.terms or limit < 1:
+        read_as = read(query)
+        if not read_as.terms or limit < 1:
             return []
-        methods = request.methods
+        methods = read_as.methods
         scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            candidates = self._candidates(opened, request.expression, allowed, asked, max(limit, _CANDIDATES))
+            request, changes, within = _of_api(read_as, opened)
+            if changes:  # "add a label to the pod" changes the pod, it creates none
+                asked = changes
+            elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
+                asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
+            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
-            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner), owner))
+            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
+                                                    within), owner, read_as.target))
         scored.sort(key=lambda pair: -pair[1])
+        if _FAMILY_CAP:
+            scored = _diversified(scored)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
-    def _candidates(self, opened: _Opened, expression: str, allowed: Callable[[Tool], bool] | None,
+    def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
@@ -297,43 +213,132 @@ class ToolIndex:
         facts = opened.facts
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
-            cursor = opened.connection.execute(_SQL, (expression, wanted if allowed is None else -1))
+            if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
+                both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
+                                                             request.expression, wanted)).fetchall()
+                rows = [(rowid, score) for rowid, score, position, _ in both if position <= wanted]
+                addressed = [(rowid, score) for rowid, score, _, named in both if named]
+                return self._chosen(facts, rows, addressed, asked, first)
+            cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
             else:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
+            addressed = []
+            if request.addressed and _ADDRESSED_CANDIDATES:
+                cursor = opened.connection.execute(_ADDRESSED_SQL, (request.expression, request.addressed,
+                                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
+                addressed = list(itertools.islice((row for row in cursor if allowed is None or
+                                                   allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
+        return self._chosen(facts, rows, addressed, asked, first)
+
+    @staticmethod
+    def _chosen(facts: list[_Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
+                asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
         chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
         following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
                      if facts[rowid - 1].method in asked)
-        return chosen + list(itertools.islice(following, _METHOD_CANDIDATES))
+        chosen += itertools.islice(following, _METHOD_CANDIDATES)
+        seen = {id(pair[0]) for pair in chosen}
+        return chosen + [(facts[rowid - 1], score) for rowid, score in addressed if id(facts[rowid - 1]) not in seen]
 
 
 _CANDIDATES = 50
 _METHOD_CANDIDATES = 50
 _POOL = 400
-_SQL = (f"SELECT rowid, bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())}) AS score FROM tools "
-        "WHERE tools MATCH ? ORDER BY score LIMIT ?")
+_ADDRESSED_CANDIDATES = 60
+_BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
+_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
+_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?) "
+             "SELECT rowid, score, position, named FROM (SELECT rowid, score, row_number() OVER (ORDER BY score) "
+             f"AS position, rowid IN named AS named FROM (SELECT rowid, {_BM25} AS score FROM tools "
+             "WHERE tools MATCH ?)) WHERE position <= ? OR named ORDER BY score")
+"""`_SQL` and `_ADDRESSED_SQL` in one pass over the matches: their BM25 is computed once."""
+_ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
+                  "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 
 
-def _collapse(scored: list[tuple[_Facts, float]], owner: str | None) -> list[tuple[_Facts, float]]:
+_FAMILY_CAP = 2
+_FAMILY_SPAN = 5
+
+
+def _family_of(path: str) -> str:
+    parent, _, last = path.rstrip("/").rpartition("/")
+    return parent if "." in last and "(" in last else ""
+
+
+def _diversified(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
+    """`scored` (best first) with at most `_FAMILY_CAP` of one family among the first `_FAMILY_SPAN`: "list the
+    SharePoint sites" shows `/sites` among the usage reports whose names say SharePoint site more often."""
+    front: list[tuple[_Facts, float]] = []
+    held: list[tuple[_Facts, float]] = []
+    seen: dict[str, int] = {}
+    for pair in scored:
+        family = pair[0].family
+        if len(front) < _FAMILY_SPAN and family and seen.get(family, 0) >= _FAMILY_CAP:
+            held.append(pair)
+            continue
+        if family:
+            seen[family] = seen.get(family, 0) + 1
+        front.append(pair)
+    return front[:_FAMILY_SPAN] + sorted(held + front[_FAMILY_SPAN:], key=lambda pair: -pair[1])
+
+
+def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
+              target: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Of the candidates of one kind (one operation under several paths), the one of the owner the query means
-    (`/users/{id}/manager` for "alice's manager"), else with the shortest path (and not deprecated), takes the best
-    score of them all; the others fall behind it, times `_DUPLICATE`."""
+    (`/users/{id}/manager` for "alice's manager"), else under the thing the query names after a preposition
+    (`/sites/{id}/drives` for "the document libraries of the site"), else with the shortest path (and not
+    deprecated), takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
     best: dict[int, tuple[_Facts, float]] = {}
     for facts, score in scored:
         held = best.get(facts.kind)
         if held is None:
             best[facts.kind] = (facts, score)
         else:
-            mine = (facts.owner == owner, facts.weight, score)
-            preferred = facts if mine > (held[0].owner == owner, held[0].weight, held[1]) else held[0]
+            mine = (facts.owner == owner, _under(facts, target), facts.weight, score)
+            theirs = (held[0].owner == owner, _under(held[0], target), held[0].weight, held[1])
+            preferred = facts if mine > theirs else held[0]
             best[facts.kind] = (preferred, max(score, held[1]))
     return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
             for facts, score in scored]
 
 
+_UPDATES = frozenset({"PATCH", "PUT"})
+_PROPERTY = 2.0
+
+
+def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str]]:
+    """`request` as `opened`'s api reads it, and the methods that change an item when it changes a property of its
+    target: a thing named that none of the api's paths addresses, before a target that one does ("add a label to the
+    pod": a patch of the pod), is a property of the target."""
+    if not request.target or not request.things or opened.addresses(request.things) \
+            or not opened.addresses(request.target):
+        return request, frozenset(), frozenset()
+    if not any(opened.mentions(thing) for thing in request.things):  # a name: "remove bob from the group"
+        members = " OR ".join(f'"{stem}"' for stem in sorted(_MEMBERS))
+        return dataclasses.replace(request, things=_MEMBERS, expression=f"{request.expression} OR ({members})",
+                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), frozenset(), \
+            request.target
+    changes = _UPDATES & opened.methods or frozenset({"POST"})
+    return dataclasses.replace(request, things=request.target, addressed=request.target_addressed), changes, \
+        frozenset()
+
+
+_MEMBERS = frozenset(stems("member membership collaborator user"))
+"""What a name that the api does not know is, in "remove bob from the group": a person, one of its members."""
+
+
+def _under(facts: _Facts, target: frozenset[str]) -> bool:
+    """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
+    drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
+    of `/me/drives`."""
+    return bool(target) and not facts.owner and any(_names(word, target) for word in resources(facts.tool.path)[1:])
+
+
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
-             request: Request, owner: str | None) -> list[tuple[_Facts, float]]:
+             request: Request, owner: str | None, changes: frozenset[str],
+             within: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -342,7 +347,10 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
         if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
-        factor *= _addresses(facts, request)
+        factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
+        if changes and facts.item and facts.method in changes \
+                and _names((facts.resource.split() or [""])[-1], request.things):
+            factor *= _PROPERTY
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:
@@ -357,12 +365,16 @@ def _addresses(facts: _Facts, request: Request) -> float:
     """`_ACTED` when a path's resource is the request's verb (`accept`, `attachments` for "attach", `reviews` for
     "who reviewed") and acts on what it names (`/me/events/{id}/accept` for "accept the meeting invite", not
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
-    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim); else 1."""
+    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
+    `horizontalpodautoscaler` for "autoscale"); else 1."""
     named = facts.resource.split()
     if not named:
         return 1.0
-    if any(len(os.path.commonprefix([act, word])) >= min(5, len(act)) for act in request.acts if len(act) >= 3
-           for word in named) and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+    acted = any(len(os.path.commonprefix([act, singular(word)])) >= min(5, len(act)) for act in request.acts
+                if len(act) >= 3 for word in named)
+    if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+        return _ACTED
+    if any(singular(named[-1]).endswith(agent) for agent in request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
     return _ADDRESSED if _names(named[-1], request.things) else 1.0
 

@@ -70,17 +70,18 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "secret": ("password", "credential"), "token": ("credential", "key"), "subfolder": ("child folder",),
     "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
     "move": ("transition",),
+    "app": ("application",), "library": ("drive",), "many": ("count",),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
 def synonyms(word: str) -> tuple[str, ...]:
-    """`SYNONYMS` of a word or of its singular (bugs -> issue)."""
-    return SYNONYMS.get(word) or SYNONYMS.get(_singular(word), ())
+    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch)."""
+    return SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(_root(word), ())
 
 
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
-                 "you your please can could would should want need all some any into up out do does did called named "
-                 "titled".split())
+                 "you your please can could would should want need all some any into up out do does did have has had "
+                 "called named titled".split())
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 
@@ -100,7 +101,8 @@ operations."""
 PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick", "out"): "remove",
                  ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
                  ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
-                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop"}
+                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",
+                 ("get", "notified"): "subscribe"}
 """A verb whose particle, anywhere after it, changes what it asks for: "take the label off the issue" removes it."""
 
 
@@ -178,6 +180,8 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
         others = (a for a in (*senses, *synonyms(word), *spelled, *joined) if a not in skip | _PRONOUNS)
         if alternatives := tuple(dict.fromkeys((*own, *others))):
             terms.append(alternatives)
+        if joined and following in _PARTICLES:  # "pay out" is a payout more than it is paying
+            terms.append(joined)
     return terms
 
 
@@ -191,7 +195,8 @@ def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
 
 VERB_SENSES: dict[str, tuple[str, ...]] = {
     "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
-    "ping": ("send", "message"),
+    "ping": ("send", "message"), "tell": ("send", "message", "post"), "say": ("send", "message", "post"),
+    "announce": ("send", "message", "post"),
 }
 """What a noun means as a request's verb: to email is to send mail."""
 
@@ -226,10 +231,10 @@ _PRONOUNS = frozenset("i me my mine".split())
 
 def stems(text: str) -> set[str]:
     """Crude stems of the words of `text` (quotes and OR out; plurals singular), to compare names with a query."""
-    return {_singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
+    return {singular(word) for word in re.findall(r"[a-z0-9]+", text.lower()) if word not in ("or", "and")}
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
     """A plural's singular, roughly: repositories -> repository, statuses -> status, branches -> branch, pods -> pod."""
     if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
         return word
@@ -263,12 +268,25 @@ class Request:
     acts: tuple[str, ...]
     """Its verb when the verb is not generic ("accept", "attach"; for "who": what the people do, "who reviewed"),
     with a regular ending off, to compare with the beginning of a resource (accept, attachments, reviews)."""
+    agents: tuple[str, ...]
+    """What does the verb's act, when it is not generic ("autoscaler" for "autoscale", "scheduler"): a resource that
+    is its doer is what the request asks for."""
     owner: str | None
     """Whose thing it is: "self" (my, me, I), "other" (the user's), or None: an api that answers both under two paths
     (`/me/...`, `/users/{id}/...`) is asked for the one meant. A possessive of a word the api does not know ("alice's")
     makes it "other" too (`owner_in`)."""
     possessors: tuple[str, ...]
     """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+    target: frozenset[str]
+    """The stems of the head of the noun phrase after a preposition that follows the thing named, with its synonyms
+    ("pod" in "add a label to the pod", "meeting" in "invite carol to the meeting"): when the api has no resource for
+    the thing named, the request changes a property of the target (`target_addressed`)."""
+    target_addressed: str
+    """The FTS5 match of a resource that is the target, or ""."""
+    addressed: str
+    """The FTS5 match of a resource that is the thing named or the verb's (`resource : ("chat" OR "message")`,
+    `resource : (accep*)`), or "": the operations that address what the request names are candidates even when
+    the words of others outscore them (`/me/chats` for "list my chats", under hundreds of chat messages)."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -286,10 +304,34 @@ def read(query: str) -> Request:
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
+    things_named, phrase = _things(given, verb)
+    if _asks_permission(query):  # "who can see this file", "can I delete pods": who is allowed, not the act
+        terms = [*terms, _PERMISSION]
+        things_named = phrase = frozenset(stems(" ".join(_PERMISSION)))
+        methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
+    target = _target(given, verb)
+    acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
-                   *_things(given, verb), _acts(given, verb), _owner(given),
-                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS))
+                   things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
+                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
+                   target, _addressed(target, ()), _addressed(things_named, acts))
+
+
+_PERMISSION = ("permission", "access")
+_ASKING = re.compile(r"^\s*(?:who\s+can\s+(?!be\b)\w|can\s+i\b|am\s+i\s+allowed\b)", re.IGNORECASE)
+"""A question of who may do something: "who can see this file", "can I delete pods" (not "who can be assigned":
+who is assignable)."""
+
+
+def _asks_permission(query: str) -> bool:
+    return bool(_ASKING.match(query))
+
+
+def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:
+    alternatives = [f'"{thing}"' for thing in sorted(things) if len(thing) >= 3 and thing.isalnum()]
+    alternatives += [f'"{act[:5]}"*' for act in acts if len(act) >= 3 and act.isalpha()]
+    return f"resource : ({' OR '.join(alternatives)})" if alternatives else ""
 
 
 _BREAKS = frozenset("in on of to for from with at by into about as via than without during over under per after before "
@@ -328,6 +370,33 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
     return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
 
 
+_TARGETING = frozenset("to of on from in for into".split())
+"""Prepositions before the thing whose property a request changes: "add a label to the pod", "the priority of the
+ticket"."""
+
+
+def _target(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:
+    """The stems (with synonyms) of the head of the noun phrase after the first noun phrase past the verb and one of
+    `_TARGETING`: "pod" in "add a label to the pod"; none when no such phrase follows."""
+    start = 0 if verb is None else verb + 1
+    seen_thing = False
+    for position in range(start, len(given)):
+        word = given[position][0]
+        if word in _TARGETING and seen_thing:
+            head = ""
+            for following, _ in given[position + 1:]:
+                if following in _BREAKS or following in _AUXILIARIES:
+                    break
+                if following not in STOP and following not in _PRONOUNS and following not in _GENERIC_VERBS:
+                    head = following
+            return frozenset(stems(" ".join((head, *synonyms(head))))) if head else frozenset()
+        if word in _BREAKS:
+            return frozenset()
+        if word not in STOP and word not in _PRONOUNS and word not in _GENERIC_VERBS and word not in _AUXILIARIES:
+            seen_thing = True
+    return frozenset()
+
+
 def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[str, ...]:
     """The verb's root (not a generic one): "accept", "attach"; after "who", the next verb ("who reviewed")."""
     if verb is None:
@@ -339,6 +408,11 @@ def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[s
     if not word or word in _GENERIC_VERBS or word in _PRONOUNS:
         return ()
     return (_root(word),)
+
+
+def _agent(verb: str) -> str:
+    """Who does what a verb says: autoscale -> autoscaler, schedule -> scheduler, watch -> watcher."""
+    return verb + ("r" if verb.endswith("e") else "er")
 
 
 def _root(word: str) -> str:

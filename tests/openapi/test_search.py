@@ -77,6 +77,11 @@ def test_each_request_set_has_40_new_requests_split_by_the_fixed_rule(name: str)
     assert len(set(queries)) == len(queries), "a request is in two lists"
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_20_requests_written_before_the_second_round(name: str) -> None:
+    assert len(load_tasks(name)["final"]) >= 20
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))

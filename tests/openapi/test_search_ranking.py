@@ -32,7 +32,7 @@ def test_a_deprecated_duplicate_ranks_below_its_replacement() -> None:
 _FORWARDS = [_tool("me_mailFolders_messages_forward", "POST",
                    "/me/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("users_mailFolders_messages_forward", "POST",
-                   "/users/{u}/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
+                   "/users/{user-id}/mailFolders/{f}/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("me_messages_forward", "POST", "/me/messages/{m}/microsoft.graph.forward", "Invoke action forward"),
              _tool("me_events_forward", "POST", "/me/events/{e}/microsoft.graph.forward", "Invoke action forward")]
 
@@ -146,3 +146,107 @@ def test_a_verb_and_its_particle_ask_for_what_they_mean_together() -> None:
     assert intended_methods("take the wontfix label off the issue") == ["DELETE"]
     assert intended_methods("kick carol out of the repository") == ["DELETE"]
     assert query_words("turn off branch protection")[0] == ("disable", ())
+
+
+def test_what_the_path_addresses_is_a_candidate_under_many_that_share_its_words() -> None:
+    # 210 operations on a calendar's things say "calendar" more often than the list of calendars does
+    things = [_tool(f"listCalendar{thing}_{i}", "GET", f"/me/calendars/{{calendar}}/{thing}{i}",
+                    f"List the {thing} of a calendar event in the calendar view")
+              for i in range(70) for thing in ("events", "permissions", "views")]
+    others = [_tool(f"listRecords{i}", "GET", f"/records{i}", f"List records {i}") for i in range(600)]
+    calendars = _tool("me_ListCalendars", "GET", "/me/calendars", "List calendars")
+    assert "me_ListCalendars" in _names(things + others + [calendars], "list my calendars")
+
+
+def test_a_family_of_functions_takes_at_most_two_of_the_first_places() -> None:
+    reports = [_tool(f"reports_getSharePointSiteUsage{what}", "GET",
+                     f"/reports/microsoft.graph.getSharePointSiteUsage{what}(period='{{period}}')",
+                     f"Invoke function getSharePointSiteUsage{what}")
+               for what in ("Pages", "Storage", "SiteCounts", "Detail", "FileCounts", "UserCounts")]
+    sites = _tool("sites_ListSite", "GET", "/sites", "Search for sites")
+    assert "sites_ListSite" in _names(reports + [sites], "list the SharePoint sites")
+
+
+def test_a_verb_acts_on_a_resource_named_in_the_plural_and_words_mean_what_people_mean() -> None:
+    replies = _tool("teams_channels_messages_CreateReplies", "POST",
+                    "/teams/{team}/channels/{channel}/messages/{message}/replies", "Send replies to a message")
+    others = [_tool("me_messages_reply", "POST", "/me/messages/{m}/microsoft.graph.reply", "Invoke action reply"),
+              _tool("me_messages_replyAll", "POST", "/me/messages/{m}/microsoft.graph.replyAll",
+                    "Invoke action replyAll")]
+    assert _names([replies, *others], "reply to the channel message")[0] == "teams_channels_messages_CreateReplies"
+    unwatch = _tool("removeWatcher", "DELETE", "/issue/{key}/watchers", "Delete watcher")
+    assert _names([unwatch], "stop watching PROJ-4")[:1] == ["removeWatcher"]  # watching: the verb watch's words
+
+
+_PODS = [_tool("createCoreV1NamespacedPod", "POST", "/namespaces/{namespace}/pods", "create a Pod"),
+         _tool("patchCoreV1NamespacedPod", "PATCH", "/namespaces/{namespace}/pods/{name}",
+               "partially update the specified Pod"),
+         _tool("createPodBinding", "POST", "/namespaces/{namespace}/pods/{name}/binding", "create binding of a Pod"),
+         _tool("createPodEviction", "POST", "/namespaces/{namespace}/pods/{name}/eviction",
+               "create eviction of a Pod")]
+
+
+def test_a_thing_the_api_has_no_path_for_is_a_property_of_the_thing_it_is_put_on() -> None:
+    # no path addresses labels: adding one to a pod is a change of the pod, not a new pod
+    listing = Tool(name="listNodes", api="shop", operation_id="listNodes", method="GET", path="/nodes",
+                   description="list objects of kind Node that a label selector picks",
+                   input_schema={"type": "object"}, summary="list objects of kind Node")
+    labelled = [*_PODS, listing]  # the api knows the word, in a description
+    assert _names(labelled, "add a label to the pod")[0] == "patchCoreV1NamespacedPod"
+    assert _names(labelled, "add a binding to the pod")[0] == "createPodBinding"  # a thing with a path of its own
+
+
+def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> None:
+    groups = [_tool("deleteGroup", "DELETE", "/groups/{group}", "Delete group"),
+              _tool("deleteGroupSetting", "DELETE", "/groups/{group}/settings/{setting}", "Delete group setting"),
+              _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
+              _tool("deleteRoleMember", "DELETE", "/roles/{role}/members/{member}", "Delete role member")]
+    assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
+
+
+def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_ranks_first() -> None:
+    drives = [_tool("me_ListDrives", "GET", "/me/drives", "List drives"),
+              _tool("sites_ListDrives", "GET", "/sites/{site}/drives", "List drives"),
+              _tool("groups_ListDrives", "GET", "/groups/{group}/drives", "List drives")]
+    assert _names(drives, "list the drives of the site")[0] == "sites_ListDrives"
+    assert _names(drives, "list the drives")[0] == "me_ListDrives"  # else the shortest path
+
+
+def test_who_can_and_can_i_ask_who_is_allowed() -> None:
+    pods = [_tool("deletePod", "DELETE", "/namespaces/{namespace}/pods/{name}", "delete a Pod"),
+            _tool("listPods", "GET", "/namespaces/{namespace}/pods", "list or watch objects of kind Pod"),
+            _tool("createSelfSubjectAccessReview", "POST", "/apis/authorization/selfsubjectaccessreviews",
+                  "create a SelfSubjectAccessReview")]
+    pods += [_tool(f"{verb}Pod{what}", method, f"/namespaces/{{namespace}}/pods/{{name}}/{what.lower()}",
+                   f"{verb} {what.lower()} of a Pod in a namespace")  # a word in many operations weighs little
+             for what in ("Status", "Log", "Exec", "Eviction", "Binding", "Proxy", "Attach", "Portforward")
+             for verb, method in (("read", "GET"), ("replace", "PUT"), ("delete", "DELETE"))]
+    assert _names(pods, "can I delete pods in this namespace")[0] == "createSelfSubjectAccessReview"
+    assert _names(pods, "can you delete the pod")[0] == "deletePod"  # a polite request, not a question
+    items = [_tool("listItemPermissions", "GET", "/drives/{drive}/items/{item}/permissions",
+                   "List permissions of a drive item"),
+             _tool("getItemContent", "GET", "/drives/{drive}/items/{item}/content", "Get content of a drive item")]
+    assert _names(items, "who can see this file")[0] == "listItemPermissions"
+
+
+def test_a_verb_asks_for_the_resource_that_does_it() -> None:
+    kinds = {"Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments",
+             "HorizontalPodAutoscaler": "/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers"}
+    tools = [_tool(f"{verb}{kind}", method, path + suffix, f"{verb} {'the specified ' if suffix else 'a '}{kind}")
+             for kind, path in kinds.items()
+             for verb, method, suffix in (("create", "POST", ""), ("list", "GET", ""), ("read", "GET", "/{name}"),
+                                          ("delete", "DELETE", "/{name}"), ("patch", "PATCH", "/{name}"))]
+    tools += [_tool(f"{verb}{kind}{what}", method, f"{path}/{{name}}/{what.lower()}",
+                    f"{verb} {what.lower()} of the specified {kind}")
+              for kind, path in kinds.items() for what in ("Status", "Scale")  # kinds have many operations each
+              for verb, method in (("read", "GET"), ("replace", "PUT"), ("patch", "PATCH"))]
+    # creating one sets up what autoscales (a new deployment is the other reading, with more of the words)
+    assert "createHorizontalPodAutoscaler" in _names(tools, "autoscale the deployment on CPU")[:2]
+
+
+def test_a_verb_and_its_particle_are_the_one_word_the_api_uses() -> None:
+    tools = [_tool("GetPayouts", "GET", "/v1/payouts", "List payouts"),
+             _tool("GetPaymentIntents", "GET", "/v1/payment_intents", "List payment intents"),
+             _tool("PostPaymentIntents", "POST", "/v1/payment_intents", "Create a payment intent"),
+             _tool("GetPaymentIntentsIntent", "GET", "/v1/payment_intents/{intent}", "Retrieve a payment intent")]
+    assert _names(tools, "how much did we pay out last month")[0] == "GetPayouts"

@@ -1,0 +1,81 @@
+"""Tool search: how recall@5 on the tuning parts moves when one ranking constant (or a few together) changes.
+
+    python bench/search_sweep.py '{"_OWNER": [1.3, 1.6, 2.0], "W_description": [1.0, 2.0]}' ['[{"_OWNER": 1.6}]']
+
+Only the tuning parts (`tasks`, `holdout`, `fresh`, `tune`) are searched, never `heldout` or `final`. Each line prints
+the change in hits per API against the constants in gateway/offer/index.py; `W_<column>` is a column's BM25 weight.
+A constant was changed only where a plateau of values helped some API and hurt none (the middle of the plateau was
+taken), so that no API's own requests choose what the others get. Catalogs come from the bench's compile cache
+(run bench/search.py once first).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import search as bench  # noqa: E402
+
+from gateway.offer import index  # noqa: E402
+
+TUNING = ("tasks", "holdout", "fresh", "tune")
+
+
+def _hits(data: dict[str, tuple[Any, str, list[dict[str, Any]]]]) -> dict[str, int]:
+    found = {}
+    for name, (tool_index, api, tasks) in data.items():
+        found[name] = 0
+        for task in tasks:
+            wanted = set(task["ops"])
+            hits = tool_index.search(task["q"], limit=5, apis=[api])
+            found[name] += any(hit.tool.name in wanted or hit.tool.operation_id in wanted for hit in hits)
+    return found
+
+
+def _set(values: dict[str, float]) -> dict[str, float]:
+    """Sets the constants (bench only: the module's own globals) and answers the ones they replaced."""
+    before = {}
+    old = _bm25()
+    for key, value in values.items():
+        if key.startswith("W_"):
+            before[key] = index._WEIGHTS[key[2:]]
+            index._WEIGHTS[key[2:]] = value
+        else:
+            before[key] = getattr(index, key)
+            setattr(index, key, value)
+    for statement in ("_SQL", "_ADDRESSED_SQL", "_BOTH_SQL"):
+        setattr(index, statement, getattr(index, statement).replace(old, _bm25()))
+    return before
+
+
+def _bm25() -> str:
+    return f"bm25(tools, {', '.join(str(weight) for weight in index._WEIGHTS.values())})"
+
+
+def main(argv: list[str]) -> int:
+    grid: dict[str, list[float]] = json.loads(argv[0]) if argv else {}
+    combos: list[dict[str, float]] = json.loads(argv[1]) if len(argv) > 1 else []
+    cache = Path(bench.tempfile.gettempdir()) / "gateway-bench-search-cache"
+    data = {}
+    for name, spec in bench.SPECS.items():
+        catalog = bench._compile(spec, index=True, cache=cache)[1]
+        tasks = [task for part in TUNING for task in bench.load_tasks(name).get(part, [])]
+        data[name] = (index.ToolIndex(catalog), next(iter(catalog.apis.values())).name, tasks)
+    base = _hits(data)
+    print("hits", base, "of", {name: len(tasks) for name, (_, _, tasks) in data.items()})
+    trials = [{key: value} for key, values in grid.items() for value in values] + combos
+    for trial in trials:
+        before = _set(trial)
+        found = _hits(data)
+        _set(before)
+        change = {name: found[name] - base[name] for name in found}
+        print(trial, change, sum(change.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
