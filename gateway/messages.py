@@ -25,6 +25,10 @@ ErrorType = Literal[
     "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
     "delegate_error",  # a sub-agent's run failed
     "hook_denied",  # a configured hook refused the call or withheld its result
+    "user_required",  # the api acts as the signed-in user, and there is none (or their token was refused): not sent
+    "insufficient_scope",  # the user may not have the scopes the operation needs: nothing was sent
+    "not_connected",  # the user has not connected their account to the api yet (the error has the link): not sent
+    "auth_unavailable",  # the authorization server cannot be reached: nothing was sent
     "code_error",  # a run_code script failed: a syntax error, an exception it did not catch, what the sandbox refuses
     "code_limit",  # a run_code script passed one of its agent's code_limits (time, memory, tool calls)
 ]

@@ -73,7 +73,8 @@ class Generation:
         # redaction and audit stages use it.
         self.redactor = Redactor()
         self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport,
-                                 redactor=self.redactor, limit_concurrency=safety is None)
+                                 redactor=self.redactor, limit_concurrency=safety is None,
+                                 connections=safety.connections if safety is not None else None)
         # The configured `hooks:` are the generation's (a reload brings new ones); code-given ToolHooks run first.
         self.hooks = ConfiguredHooks(runtime.manifest,
                                      on_decision=_count_decision(metrics) if metrics is not None else None)

@@ -16,7 +16,7 @@ from pathlib import Path
 from ..catalog import Catalog
 from .agents import MODEL, AgentConfig
 from .checker import Checker, suggest
-from .credentials import fill_from_spec
+from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
 from .hooks_budgets import HookConfig
 from .model import ApiConfig, Manifest, ProviderConfig
 from .yamlnodes import KeyPath, format_path
@@ -47,6 +47,7 @@ def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base
     for agent in manifest.agents.values():
         _check_agent(c, agent, manifest, catalog)
     _check_clients(c, manifest)
+    _check_user_credentials(c, manifest)
     _check_hooks(c, manifest.hooks, ("hooks",))
     if manifest.budgets.costs_without_prices():
         c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
@@ -181,12 +182,37 @@ def _module_missing(module: str) -> bool:
 
 def _check_clients(c: Checker, manifest: Manifest) -> None:
     owners: dict[str, str] = {}
+    if manifest.gateway.auth is None and any(client.claims for client in manifest.clients.values()):
+        c.warning(("clients",), "clients with `claims` are reached only by tokens, and without `gateway.auth` no "
+                                "token is taken")
     for name, client in manifest.clients.items():
         path: KeyPath = ("clients", name)
         for index, agent in enumerate(client.agents):
             if agent != "*" and agent not in manifest.agents and ("agents", agent) not in c.lines:
                 c.error((*path, "agents", index) if (*path, "agents", index) in c.lines else (*path, "agents"),
                         f"no agent named {agent!r}" + suggest(agent, manifest.agents, what="agents"))
+        if client.key is None:
+            continue
         if client.key in owners:
             c.error((*path, "key"), f"the same key as client {owners[client.key]!r}: each caller needs its own key")
         owners.setdefault(client.key, name)
+
+
+def _check_user_credentials(c: Checker, manifest: Manifest) -> None:
+    """Credentials that act as the signed-in user need `gateway.auth` (no caller is one without it), and a user's
+    connection needs the address the provider sends them back to."""
+    audience = manifest.gateway.auth.audience if manifest.gateway.auth is not None else ""
+    for api in manifest.apis.values():
+        for index, credential in enumerate(api.auth):
+            if not isinstance(credential, TokenExchangeAuth | UserOAuth):
+                continue
+            path: KeyPath = ("apis", api.name, "auth", index)
+            if path not in c.lines:
+                path = path[:-1]
+            if manifest.gateway.auth is None:
+                c.warning(path, f"{credential.type} acts as the signed-in user, and without `gateway.auth` no caller "
+                                "is one: every call of this api is refused")
+            elif isinstance(credential, UserOAuth) and credential.redirect_uri is None and \
+                    not audience.startswith(("http://", "https://")):
+                c.error(path, "'redirect_uri' is required (the gateway's /connections/callback as registered at the "
+                              "provider): gateway.auth.audience is not the gateway's URL to put it under")

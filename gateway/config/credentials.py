@@ -129,6 +129,11 @@ class UserOAuth(_Credential):
     client_id: str | None = doc("The gateway's client id at the api's authorization server.", None)
     client_secret: str | None = doc("The gateway's client secret (write `${VAR}`).", None)
     scopes: Names = doc("Scopes asked for.", default=[])
+    redirect_uri: HttpUrl | None = doc("The gateway's `/connections/callback` as registered at the provider "
+                                       "(default: under `gateway.auth.audience`, when that is the gateway's URL).",
+                                       None)
+    resource: str | None = doc("A resource indicator (RFC 8707) for the user's token, when the provider wants one.",
+                               None)
 
     def secrets(self) -> list[str]:
         return [self.client_secret] if self.client_secret else []
@@ -154,10 +159,31 @@ def fill_from_spec(auth: list[Any], schemes: dict[str, dict[str, Any]],
                 hint = "the spec declares no apiKey scheme" if not declared else \
                     "the spec declares several apiKey schemes"
                 report(index, f"'name' is required: the header, query parameter or cookie name ({hint})")
+        elif isinstance(credential, UserOAuth):
+            credential.authorization_url = credential.authorization_url or _spec_flow_url(schemes, "authorizationUrl")
+            credential.token_url = credential.token_url or _spec_flow_url(schemes, "tokenUrl")
+            for key in ("authorization_url", "token_url", "client_id"):
+                if getattr(credential, key) is None:
+                    why = "" if key == "client_id" else " (the spec declares no authorization-code flow)"
+                    report(index, f"'{key}' is required{why}")
         elif isinstance(credential, ClientCredentialsAuth) and credential.token_url is None:
             credential.token_url = _spec_token_url(schemes)
             if credential.token_url is None:
                 report(index, "'token_url' is required (the spec declares no client-credentials flow)")
+
+
+def _spec_flow_url(schemes: dict[str, dict[str, Any]], key: str) -> str | None:
+    """`authorizationUrl` or `tokenUrl` of the spec's authorization-code flow (Swagger 2.0: `flow: accessCode`)."""
+    for scheme in schemes.values():
+        if not isinstance(scheme, dict) or scheme.get("type") != "oauth2":
+            continue
+        flows = scheme.get("flows") or {}
+        flow = flows.get("authorizationCode") if isinstance(flows, dict) else None
+        if isinstance(flow, dict) and isinstance(flow.get(key), str):
+            return str(flow[key])
+        if scheme.get("flow") == "accessCode" and isinstance(scheme.get(key), str):
+            return str(scheme[key])
+    return None
 
 
 def _spec_token_url(schemes: dict[str, dict[str, Any]]) -> str | None:

@@ -43,6 +43,7 @@ from .fields import (
     Seconds,
     Section,
     TextMap,
+    at_key,
     defaults,
     derived,
     doc,
@@ -123,7 +124,8 @@ class ApiConfig(Section):
 class ClientConfig(Section):
     """A caller of the gateway: a key (or, with `gateway.auth`, a token whose claims match)."""
 
-    key: str = doc("The caller's bearer key (write `${VAR}`); each client its own.", min_length=1)
+    key: str | None = doc("The caller's bearer key (write `${VAR}`); each client its own. A client with `claims` "
+                          "needs none (tokens reach it).", None, min_length=1)
     agents: Names = doc("Agents this client may use; `*` for all.", default=["*"])
     admin: Flag = doc("Sees every agent, the whole audit log and every approval (the console's operators); "
                       "implies `approver`.", False)
@@ -131,6 +133,12 @@ class ClientConfig(Section):
     claims: dict[str, Names] = doc("With `gateway.auth`: a token whose claims all match (each a value or a list "
                                    "of values) is this client.", default={})
     name: SkipJsonSchema[str] = derived("")
+
+    @model_validator(mode="after")
+    def _key_or_claims(self) -> ClientConfig:
+        if self.key is None and not self.claims:
+            raise at_key("key", "'key' is required (or `claims`, for a client that tokens reach)")
+        return self
 
 
 ProviderName = Annotated[str, Field(pattern=PROVIDER_NAME)]
@@ -192,7 +200,8 @@ class Manifest(Section):
             for auth in api.auth:
                 values.extend(auth.secrets())
         for client in self.clients.values():
-            values.append(client.key)
+            if client.key:
+                values.append(client.key)
         introspection = self.gateway.auth.introspection if self.gateway.auth else None
         if introspection is not None:
             values.append(introspection.client_secret)

@@ -77,7 +77,10 @@ def _within(path: KeyPath, prefix: KeyPath) -> bool:
 
 
 def _missing_key(error: ErrorDetails) -> tuple[KeyPath, ...]:
-    """The key paths an error is about beyond its located path: a missing key's own, else none."""
+    """The key paths an error is about beyond its located path: a missing key's own, the keys a section's own check
+    names (`at_key`: a key whose `${VAR}` was unset is gone, so the error locates at its section), else none."""
+    if error["type"] == "at_key":
+        return ((), tuple((error.get("ctx") or {}).get("keys", ())))
     return ((error["loc"][-1],),) if error["type"] == "missing" and error["loc"] else ((),)
 
 

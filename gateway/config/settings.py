@@ -120,7 +120,7 @@ class GuardSettings:
 class Introspection(Section):
     """Token introspection (RFC 7662) for opaque access tokens."""
 
-    url: HttpUrl = doc("The introspection endpoint.")
+    url: HttpUrl | None = doc("The introspection endpoint (default: the issuer's, from its metadata).", None)
     client_id: str = doc("The gateway's client id there.")
     client_secret: str = doc("The gateway's client secret (write `${VAR}`).")
 
@@ -133,6 +133,7 @@ class GatewayAuth(Section):
     jwks_uri: HttpUrl | None = doc("The issuer's signing keys, when discovery does not find them.", None)
     introspection: Introspection | None = doc("Introspection for opaque tokens.", None)
     scopes: Names = doc("Scopes the gateway names in its protected-resource metadata.", default=[])
+    leeway: float = doc("Seconds of clock skew allowed on a token's expiry and not-before.", 30.0, ge=0)
 
 
 def _retention(days: float | None) -> float | None:

@@ -15,11 +15,12 @@ import time
 from typing import Any
 
 import httpx
+import orjson
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
-from ..errors import RequestBuildError
-from ..http.auth import Authenticator
+from ..errors import AuthServerUnavailable, NotConnected, RequestBuildError, UserCredentialError
+from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
 from ..http.client import (
     Attempts,
@@ -35,8 +36,9 @@ from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import build_request
 from ..http.wire import ReqwestWire
+from ..identity.connections import Connections
 from ..kernel import tracing
-from ..kernel.redaction import Redactor
+from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
 from .arguments import input_schema, run_off_the_loop, validate_arguments
 from .fastschema import is_valid
@@ -53,11 +55,12 @@ class _Api:
     """Per-api state: pooled wire, credentials, concurrency limit."""
 
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
-                 limit_concurrency: bool = True) -> None:
+                 limit_concurrency: bool = True, schemes: dict[str, Any] | None = None,
+                 connections: Connections | None = None) -> None:
         self.config = config
-        connections = max(config.max_concurrency or 20, 1)
+        pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
-        options = ClientOptions(max_connections=connections, ca_file=config.ca_file,
+        options = ClientOptions(max_connections=pooled, ca_file=config.ca_file,
                                 client_cert=config.client_cert, client_key=config.client_key)
         if transport is None:
             # The calls go out on pyreqwest directly (gateway.http.wire); the httpx client, on pyreqwest too,
@@ -67,7 +70,8 @@ class _Api:
         else:
             self.client = new_client(transport)
             self.wire = HttpxWire(self.client)
-        self.auth = Authenticator(config.name, config.auth, redactor, self.client)
+        self.auth = Authenticator(config.name, config.auth, redactor, self.client, schemes=schemes,
+                                  connections=connections)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
@@ -101,12 +105,15 @@ class Executor:
             fetched at run time (share one with the pipeline's redaction and audit stages).
         limit_concurrency: hold each api to its `max_concurrency`; False when the pipeline's guard stage does
             (`gateway.safety.breaker.GuardApi`), so no call waits on two semaphores for one limit.
+        connections: users' own connections, for apis with `auth: {type: user_oauth}`.
     """
 
     def __init__(
         self, manifest: Manifest, catalog: Catalog, *, transport: httpx.AsyncBaseTransport | None = None,
         redactor: Redactor | None = None, limit_concurrency: bool = True,
+        connections: Connections | None = None,
     ) -> None:
+        self.connections = connections
         self.manifest = manifest
         self.catalog = catalog
         self.redactor = redactor if redactor is not None else Redactor()
@@ -119,8 +126,11 @@ class Executor:
         api = self._apis.get(name)
         if api is None:
             config = self.manifest.api(name)
+            spec = self.catalog.apis.get(name)
             api = self._apis[name] = _Api(config, self._transport, self.redactor,
-                                          limit_concurrency=self.limits_concurrency)
+                                          limit_concurrency=self.limits_concurrency,
+                                          schemes=spec.security_schemes if spec is not None else None,
+                                          connections=self.connections)
         return api
 
     async def aclose(self) -> None:
@@ -224,6 +234,11 @@ class Executor:
             return ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
         except RequestBuildError as error:
             return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
+            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
+            return ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
+        except AuthServerUnavailable as error:
+            return ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
         except httpx.HTTPError as error:
             detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
             return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
@@ -252,14 +267,21 @@ class Executor:
 
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
-        response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline, attempts=attempts,
+        used: list[str] = []
+
+        async def credentials() -> Credentials:
+            creds = await api.auth.credentials(tool)
+            used.extend(creds.secrets)
+            return creds
+
+        response = await send(api.wire, prepared, credentials, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
-                response = await send(api.wire, prepared, api.auth.credentials, deadline=deadline,
+                response = await send(api.wire, prepared, credentials, deadline=deadline,
                                       attempts=attempts, budget=api.retry_budget)
         try:
             read = await read_capped(response, hard_cap(limit))
@@ -284,4 +306,32 @@ class Executor:
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""
             )
+        if used:  # a user's token the upstream echoed back goes no further than the call
+            result.body = _scrub(result.body, used)
+            result.error = _scrub(result.error, used)
         return result
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    """`value` with a call's own per-user tokens replaced by the redaction marker.
+
+    Not a `Redactor`: one is built per call here, and a Redactor compiles a pattern of every form of its secrets,
+    which for a JWT costs more than the call. A token is URL-safe text, so its plain form is the one an upstream
+    echoes; a substring test over the value's JSON decides whether anything needs replacing at all."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, MARKER)
+        return value
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = None
+    if text is not None and not any(secret in text for secret in secrets):
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value

@@ -1,7 +1,8 @@
 """Who a piece of work is done for: the caller context of a request, inherited by every task it starts.
 
-The auth middleware binds it once per request (`bind_caller(client=...)`); the doors and the loop narrow it (the agent,
-the run, the approvals a resumed run carries); the audit log and the limits read it (`current_caller()`).
+The auth middleware binds it once per request (`bind_caller(client=..., subject=..., token=...)`); the doors and
+the loop narrow it (the agent, the run, the approvals a resumed run carries); the audit log and the limits read it
+(`current_caller()`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,20 @@ class Caller:
     """`time.perf_counter()` when the request began (for a chat's latency)."""
     notes: dict[str, Any] | None = None
     """Per-request scratch the request's own middleware reads back (e.g. `retry_after` of a refused call)."""
+    subject: str | None = None
+    """The signed-in user (`sub` of the caller's access token, with `gateway.auth`); None for a static key."""
+    token: UserToken | None = None
+    """The caller's own access token: exchanged for per-user upstream tokens, never sent upstream itself."""
+
+
+@dataclass(slots=True, frozen=True)
+class UserToken:
+    """A caller's verified access token. Its value is never shown (`repr` hides it), logged or forwarded."""
+
+    value: str = field(repr=False)
+    subject: str
+    expires_at: float | None = None
+    """Epoch seconds."""
 
 
 _caller: ContextVar[Caller] = ContextVar("gateway_caller", default=Caller())  # noqa: B039 - frozen, never mutated
@@ -48,7 +63,8 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
     def __enter__(self) -> Caller:
         current = _caller.get()
         values: dict[str, Any] = {"client": current.client, "agent": current.agent, "run_id": current.run_id,
-                  "approvals": current.approvals, "started": current.started, "notes": current.notes}
+                  "approvals": current.approvals, "started": current.started, "notes": current.notes,
+                  "subject": current.subject, "token": current.token}
         values.update(self._fields)  # an unknown field name fails in Caller() below, like replace() did
         caller = Caller(**values)
         self._token = _caller.set(caller)

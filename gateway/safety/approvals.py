@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
-from ..kernel.caller import bind_caller
+from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision
 from ..messages import NOT_SENT, ToolCall, ToolResult
 from ..store import ApprovalRecord, AuditQuery, RunRecord, Store
@@ -103,7 +103,7 @@ class ApprovalManager:
             for p in pending
         ]
         run = RunRecord(id=run_id, agent=agent, kind="chat", client=client,
-                        state={"loop": state, "pending": [r.id for r in records]})
+                        state={"loop": state, "pending": [r.id for r in records], **_owner()})
         await self.store.save_run(run, records)
         await self._audit_pending(records)
         return records
@@ -116,7 +116,8 @@ class ApprovalManager:
         record = ApprovalRecord(id=approval_id, run_id=f"call_{approval_id}", agent=agent, tool=tool,
                                 arguments=arguments, call_id=call.id, client=client)
         run = RunRecord(id=record.run_id, agent=agent, kind="call", client=client,
-                        state={"tool": tool, "arguments": arguments, "call_id": call.id, "pending": [approval_id]})
+                        state={"tool": tool, "arguments": arguments, "call_id": call.id, "pending": [approval_id],
+                               **_owner()})
         await self.store.save_run(run, [record])
         return ToolResult.failure("approval_pending", pending_message(tool, approval_id), approval_id=approval_id)
 
@@ -128,7 +129,8 @@ class ApprovalManager:
         run_id = run_id or f"script_{approval_id}"
         record = ApprovalRecord(id=approval_id, run_id=run_id, agent=agent, tool=tool, arguments=arguments,
                                 call_id=call_id, client=client)
-        run = RunRecord(id=run_id, agent=agent, kind="script", client=client, state={**state, "pending": [approval_id]})
+        run = RunRecord(id=run_id, agent=agent, kind="script", client=client,
+                        state={**state, "pending": [approval_id], **_owner()})
         await self.store.save_run(run, [record])
         await self._audit_pending([record])
         return ToolResult.failure(
@@ -355,3 +357,19 @@ class HoldForApproval:
             return _unapproved(invocation)
         return await self.approvals.hold_call(agent=invocation.agent, tool=invocation.agent_tool.name,
                                               call=invocation.call, client=invocation.client)
+
+
+def _owner() -> dict[str, str]:
+    """The signed-in user a held run is for (`gateway.auth`): its calls resume as that user, not as the approver."""
+    subject = current_caller().subject
+    return {"subject": subject} if subject is not None else {}
+
+
+def run_owner(run: RunRecord) -> dict[str, Any]:
+    """`bind_caller` fields that resume `run` as the user it was held for: their subject (their own connections
+    serve), and the resuming request's token only when it is that same user's (else none: an api that exchanges
+    the user's token refuses the call rather than act as whoever approved it)."""
+    subject = run.state.get("subject") if isinstance(run.state, dict) else None
+    caller = current_caller()
+    token = caller.token if subject is not None and caller.subject == subject else None
+    return {"subject": subject, "token": token}

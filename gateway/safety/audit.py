@@ -130,7 +130,7 @@ class AuditLog:
         return AuditRow(
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
             api=None if isinstance(tool, str) else tool.api, arguments=self.redactor.value(arguments),
-            approval=approval or caller.approvals.get(name), run_id=caller.run_id,
+            approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
         )
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
@@ -149,7 +149,7 @@ class AuditLog:
         await self._write(AuditRow(
             time=time.time(), kind="chat", client=client or caller.client, agent=agent, status=status,
             latency_ms=latency_ms, usage=dict(usage) if usage else None, run_id=run_id or caller.run_id,
-            error=self.redactor.text(error) if error else None,
+            error=self.redactor.text(error) if error else None, subject=caller.subject,
         ))
 
     async def _write(self, row: AuditRow, *, sending: bool = False, update: bool = False) -> None:

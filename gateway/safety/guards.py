@@ -31,6 +31,7 @@ from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 
 if TYPE_CHECKING:
+    from ..identity.connections import Connections
     from ..kernel.calls import Stage
 
 logger = logging.getLogger("gateway.safety")
@@ -49,6 +50,8 @@ class Safeguards:
             redact_log_records: also scrub the secrets from the process's log records.
         """
         self.store = store
+        self.connections: Connections | None = None
+        """Users' own connections to `user_oauth` apis (the server's safety layer keeps them; None: none)."""
         # One redactor for the audit rows, built before the secrets are known and taught them in `sync`: the
         # audit log keeps this very object (an empty redactor is falsy, so `redactor or Redactor()` lost it).
         self.redactor = Redactor()

@@ -34,8 +34,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..asgi import StatusWatch
 from ..config.model import ClientConfig
-from ..errors import ConfigError, RateLimited, TooManyWrongKeys
-from ..kernel.caller import bind_caller
+from ..errors import (
+    AuthServerUnavailable,
+    ConfigError,
+    IdentityError,
+    NoClient,
+    RateLimited,
+    TokenRejected,
+    TooManyWrongKeys,
+)
+from ..identity.connections import CALLBACK_PATH
+from ..identity.resource import METADATA_PATH, ResourceServer, challenge, metadata_url
+from ..kernel.caller import UserToken, bind_caller
 from ..safety.ratelimit import RateLimiter
 from ..safety.rights import Rights
 from ..safety.wrong_keys import WrongKeys
@@ -43,7 +53,9 @@ from .api_errors import APIError
 
 logger = logging.getLogger("gateway.auth")
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", CALLBACK_PATH})
+"""Open to everyone: health, the gateway's own OpenAPI document, and where a provider sends a user back after they
+connected an account (the one-time `state` it carries is the proof)."""
 CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
 RIGHTS = "gateway.rights"
@@ -80,11 +92,14 @@ class ClientKeys:
     def __init__(self, clients: Mapping[str, ClientConfig] | Iterable[ClientConfig]) -> None:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
-        self._entries = [(_digest(c.key), Client(name=c.name, agents=frozenset(c.agents), admin=c.admin,
-                                                 approver=c.approver)) for c in configs]
+        configs = list(configs)
+        self._entries = [(_digest(c.key), client_of(c)) for c in configs if c.key]
+        self._by_name = {c.name: client_of(c) for c in configs}
+        self._has_clients = bool(configs)
 
     def __bool__(self) -> bool:
-        return bool(self._entries)
+        """Whether callers must say who they are (any client, of a key or of token claims)."""
+        return self._has_clients
 
     def identify(self, key: str) -> Client | None:
         digest = _digest(key)
@@ -94,6 +109,10 @@ class ClientKeys:
                 found = client
         return found
 
+    def named(self, name: str) -> Client | None:
+        """The client of that name (a token's, found by its claims)."""
+        return self._by_name.get(name)
+
     def session_secret(self, name: str) -> tuple[Client, bytes] | None:
         """The client named `name` and its key's digest, which signs its console sessions (so a session ends
         when its key is changed or removed, and any gateway instance with the same agents.yaml accepts it)."""
@@ -101,6 +120,10 @@ class ClientKeys:
             if client.name == name:
                 return client, digest
         return None
+
+
+def client_of(config: ClientConfig) -> Client:
+    return Client(name=config.name, agents=frozenset(config.agents), admin=config.admin, approver=config.approver)
 
 
 def _digest(key: str) -> bytes:
@@ -171,6 +194,7 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
                  on_chat_error: Callable[[str | None, int], Awaitable[None]] | None = None,
+                 identity: Callable[[], ResourceServer | None] | None = None,
                  wrong_keys: WrongKeys | None = None) -> None:
         """Authenticate every HTTP request; the routes' `AgentGate`s authorize and rate-limit it.
 
@@ -182,8 +206,10 @@ class AuthMiddleware:
             public_paths: paths open to everyone (health, the gateway's own OpenAPI document).
             on_chat_error: awaited with (agent, status) when a chat request is answered with an error
                 (the audit log's row for chats that never reached the end of a run).
-            wrong_keys: counts wrong keys per client address and refuses an address that sent too many (None:
-                nothing is counted).
+            identity: the current `gateway.auth` resource server (None: static keys only): a bearer that is no
+                client key is checked as an access token and mapped to a client by its claims.
+            wrong_keys: counts wrong keys (and rejected tokens) per client address and refuses an address that sent
+                too many (None: nothing is counted).
         """
         self.app = app
         self.keys = keys
@@ -191,6 +217,7 @@ class AuthMiddleware:
         self.allow_public = allow_public
         self.public_paths = frozenset(public_paths)
         self.on_chat_error = on_chat_error
+        self.identity = identity or (lambda: None)
         self.wrong_keys = wrong_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -198,30 +225,33 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         path = route_path(scope)
-        if path in self.public_paths:
+        if path in self.public_paths or path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
             await self.app(scope, receive, send)
             return
         if _is_console(scope):
             try:
                 keys = self.keys()
-                if not keys:
-                    self._authenticate(scope, keys)  # only the check of a public socket without keys
+                if not keys and self.identity() is None:
+                    await self._authenticate(scope, keys)  # only the check of a public socket without keys
             except APIError as exc:
                 await _respond(scope, receive, send, exc)
                 return
             await self.app(scope, receive, send)
             return
         try:
-            client = await self._guarded_authenticate(scope, self.keys())
+            client, token = await self._guarded_authenticate(scope, self.keys())
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
         scope["gateway.client"] = client.name if client else None
+        scope["gateway.subject"] = token.subject if token else None
+        scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
         scope["gateway.agents"] = client.visible_agents() if client else None
         scope["gateway.access"] = Access(client, self.limiter())
         scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
-        with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes):
+        with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
+                         subject=token.subject if token else None, token=token):
             if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
                 watch = StatusWatch(send)
                 await self.app(scope, receive, watch)
@@ -234,17 +264,17 @@ class AuthMiddleware:
             else:
                 await self.app(scope, receive, send)
 
-    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
-        """`_authenticate`, with wrong keys counted per client address and a guessing address refused (429) before
-        its key is looked at."""
+    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
+        """`_authenticate`, with wrong keys (and rejected tokens) counted per client address and a guessing address
+        refused (429) before its key is looked at."""
         guard = self.wrong_keys if keys and _bearer(scope) is not None else None
         if guard is None:
-            return self._authenticate(scope, keys)
+            return await self._authenticate(scope, keys)
         address = client_address(scope)
         try:
             guard.check(address)
             try:
-                return self._authenticate(scope, keys)
+                return await self._authenticate(scope, keys)
             except APIError as exc:
                 if exc.status == 401:
                     await guard.failed(address)
@@ -252,21 +282,61 @@ class AuthMiddleware:
         except TooManyWrongKeys as exc:
             raise too_many_wrong_keys(exc) from None
 
-    def _authenticate(self, scope: Scope, keys: ClientKeys) -> Client | None:
-        if not keys:
+    async def _authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
+        identity = self.identity()
+        if not keys and identity is None:
             server = scope.get("server")
             if not self.allow_public and server and _is_public_ip(str(server[0])):
                 raise APIError(403, "This gateway has no client keys and is reachable beyond loopback; the operator "
                                     "must add `clients` to agents.yaml (or start it with --allow-public).",
                                code="public_without_keys")
-            return None
+            return None, None
         key = _bearer(scope)
         client = keys.identify(key) if key else None
-        if client is None:
-            logger.info("refused a request to %s: %s", scope["path"], "bad key" if key else "no key")
-            raise APIError(401, "A valid key is required: send `Authorization: Bearer <key>`." if not key
-                           else "The key is not valid.", headers={"WWW-Authenticate": "Bearer"})
-        return client
+        if client is not None:
+            return client, None
+        if key and identity is not None:
+            return await self._token_client(scope, keys, identity, key)
+        logger.info("refused a request to %s: %s", scope["path"], "bad key" if key else "no key")
+        if identity is not None:
+            raise APIError(401, "A valid access token (or client key) is required: send `Authorization: Bearer "
+                                "<token>`; the metadata named in WWW-Authenticate says where to sign in.",
+                           code="invalid_token", headers={"WWW-Authenticate": challenge(_metadata_of(scope))})
+        raise APIError(401, "A valid key is required: send `Authorization: Bearer <key>`." if not key
+                       else "The key is not valid.", headers={"WWW-Authenticate": "Bearer"})
+
+    async def _token_client(self, scope: Scope, keys: ClientKeys, identity: ResourceServer,
+                            token: str) -> tuple[Client, UserToken]:
+        try:
+            name, verified = await identity.authenticate(token)
+        except TokenRejected as exc:
+            logger.info("refused a token for %s: %s", scope["path"], exc)
+            raise APIError(401, str(exc), code="invalid_token", headers={
+                "WWW-Authenticate": challenge(_metadata_of(scope), "invalid_token", str(exc))}) from None
+        except NoClient as exc:
+            raise APIError(403, str(exc), code="no_client") from None
+        except AuthServerUnavailable as exc:
+            logger.warning("cannot check a token: %s", exc)
+            raise APIError(503, f"The token cannot be checked now: {exc}.", code="auth_unavailable",
+                           headers={"Retry-After": "5"}) from None
+        except IdentityError as exc:  # pragma: no cover - every kind is named above
+            raise APIError(exc.status, str(exc)) from None
+        client = keys.named(name)
+        if client is None:  # pragma: no cover - the rules are built from the same clients
+            raise APIError(403, "The token's client is gone.", code="no_client")
+        return client, UserToken(value=token, subject=verified.subject, expires_at=verified.expires_at)
+
+
+def _metadata_of(scope: Scope) -> str:
+    """The protected-resource metadata URL for this request: per MCP agent, else the gateway's."""
+    scheme = scope.get("scheme", "http")
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
+    if host is None:
+        server = scope.get("server") or ("127.0.0.1", 80)
+        host = f"{server[0]}:{server[1]}"
+    base = f"{scheme}://{host}{scope.get('root_path', '')}"
+    path = route_path(scope)
+    return metadata_url(base, path if path.startswith("/mcp/") else "")
 
 
 async def admit_agent(scope: Scope, agent: str | None) -> None:

@@ -11,11 +11,20 @@ A history the store does not know (another client's, an expired one, one made up
 from __future__ import annotations
 
 from ..assembly import GatewayState
+from ..kernel.caller import current_caller
 from ..loop_types import RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
 
 TURN_PREFIX = "turn_"
+
+
+def owner(client: str | None) -> str | None:
+    """Whose a stored answer or turn is: the client, and with `gateway.auth` the signed-in user too (two users of
+    one client must not read or continue each other's conversations)."""
+    subject = current_caller().subject
+    # U+241F (the unit separator's symbol) rather than a NUL, which a PostgreSQL text column does not keep.
+    return client if subject is None else f"{client or ''}\u241f{subject}"
 
 
 def store_of(state: GatewayState) -> Store:
@@ -30,7 +39,7 @@ async def keep_turn(store: Store, result: RunResult, *, agent: str, client: str 
     index = max(i for i, m in enumerate(result.messages) if m.role == "assistant")
     turn = [message_to_dict(m) for m in result.messages[index:]]
     for call in result.handed_back:
-        await store.save_response(ResponseRecord(id=TURN_PREFIX + call.id, agent=agent, client=client,
+        await store.save_response(ResponseRecord(id=TURN_PREFIX + call.id, agent=agent, client=owner(client),
                                                  messages=turn))
 
 
@@ -53,7 +62,7 @@ async def _kept_turn(store: Store, message: Message, *, agent: str, client: str 
         return None
     for call in message.tool_calls:
         record = await store.get_response(TURN_PREFIX + call.id)
-        if record is not None and record.client == client and record.agent == agent and record.messages:
+        if record is not None and record.client == owner(client) and record.agent == agent and record.messages:
             kept = [message_from_dict(m) for m in record.messages]
             if {c.id for c in message.tool_calls} <= {c.id for c in kept[0].tool_calls}:
                 return kept

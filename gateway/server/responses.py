@@ -25,7 +25,7 @@ from .auth import admit_agent
 from .caller_tools import parse_responses_tools
 from .chat import _EventStream, _Run, secrets_redactor
 from .chat_request import parse_params
-from .handoff import TURN_PREFIX, store_of
+from .handoff import TURN_PREFIX, owner, store_of
 from .limits import check_conversation, check_counts
 from .responses_wire import (
     EventWriter,
@@ -136,7 +136,7 @@ def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
 async def _own_record(store: Store, response_id: str, client: str | None) -> ResponseRecord:
     kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
     record = None if kept_elsewhere else await store.get_response(response_id)
-    if record is None or record.client != client:  # someone else's is as unknown as one that never was
+    if record is None or record.client != owner(client):  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
     return record
 
@@ -193,8 +193,8 @@ class _Answer:
         if self.keep:
             skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
             messages = [message_to_dict(m) for m in result.messages[skip:]]
-            await self.store.save_response(ResponseRecord(id=run.id, agent=run.agent.name, client=run.client,
-                                                          body=body, messages=messages))
+            await self.store.save_response(ResponseRecord(id=run.id, agent=run.agent.name,
+                                                          client=owner(run.client), body=body, messages=messages))
         return body
 
 

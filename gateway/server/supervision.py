@@ -28,11 +28,14 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import AlreadyDecided, ApprovalError, DecisionNotCarriedOut
+from ..errors import AlreadyDecided, ApiSetupError, ApprovalError, ConfigError, DecisionNotCarriedOut
+from ..http.client import new_client
+from ..identity.connections import CALLBACK_PATH, Connections, UserOAuthSettings, cipher_from_environment
+from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision, attach_steps
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import Outcome, approval_dict
+from ..safety.approvals import Outcome, approval_dict, run_owner
 from ..safety.guards import Safeguards, describe_pause
 from ..safety.rights import Rights
 from ..safety.wrong_keys import WrongKeys
@@ -41,6 +44,7 @@ from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
 from .disconnect import DisconnectMiddleware
 from .handoff import keep_turn
+from .identity_routes import identity_routes
 from .routes import agent_of, read_json, toolset_of
 from .run_answers import decider_view, keep_answer, kept_answer
 
@@ -60,15 +64,67 @@ class Safety(Safeguards):
         """
         self.allow_public = allow_public
         self.keys = ClientKeys({})
+        self.identity: ResourceServer | None = None
+        """`gateway.auth`: the resource server checking callers' access tokens (None: static keys only)."""
+        self._identity_http = new_client()
+        """The identity layer's requests (discovery, keys, users' token refreshes), on pyreqwest like every other."""
+        try:
+            cipher = cipher_from_environment()
+        except ApiSetupError as exc:
+            raise ConfigError(str(exc)) from None
         self.wrong_keys = WrongKeys(store)
         """Wrong keys counted per client address, on the API's doors and at the console's sign-in."""
         super().__init__(store, manifest)
+        self.connections = Connections(store, self._identity_http, cipher)
+        self._sync_connections(manifest)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
         if manifest is not self._manifest:
             self.keys = ClientKeys(manifest.clients)
+            self._sync_identity(manifest)
+            if self.connections is not None:
+                self._sync_connections(manifest)
         super().sync(manifest)
+
+    def _sync_connections(self, manifest: Manifest) -> None:
+        """The `user_oauth` apis of the manifest, for `self.connections`."""
+        audience = self.identity.settings.audience if self.identity is not None else None
+        default_redirect = audience.rstrip("/") + CALLBACK_PATH if audience and audience.startswith("http") else None
+        apis: dict[str, UserOAuthSettings] = {}
+        for name, api in manifest.apis.items():
+            for auth in api.auth:
+                if auth.type != "user_oauth":
+                    continue
+                redirect = auth.redirect_uri or default_redirect
+                if not (auth.authorization_url and auth.token_url and auth.client_id and redirect):
+                    logger.error("apis.%s.auth: user_oauth needs authorization_url, token_url, client_id and "
+                                 "redirect_uri (or gateway.auth.audience as the gateway's URL)", name)
+                    continue
+                apis[name] = UserOAuthSettings(
+                    api=name, authorization_url=auth.authorization_url, token_url=auth.token_url,
+                    client_id=auth.client_id, client_secret=auth.client_secret, redirect_uri=redirect,
+                    scopes=tuple(auth.scopes), resource=auth.resource)
+        assert self.connections is not None
+        self.connections.configure(apis)
+
+    def _sync_identity(self, manifest: Manifest) -> None:
+        """The resource server of the manifest's `gateway.auth`; the same one (its cached keys) while that is
+        unchanged."""
+        try:
+            settings = ResourceSettings.from_manifest(manifest)
+        except ConfigError as exc:
+            if self._manifest is None:
+                raise
+            logger.error("agents.yaml reloaded with a bad gateway.auth (%s); keeping the previous one", exc)
+            return
+        current = self.identity
+        if settings is None:
+            self.identity = None
+        elif current is not None and current.settings == settings:
+            self.identity = current.with_clients(settings)
+        else:
+            self.identity = ResourceServer(settings, self._identity_http)
 
     # -- what create_app plugs in -------------------------------------------------------------------
     def app_options(self) -> dict[str, Any]:
@@ -78,20 +134,26 @@ class Safety(Safeguards):
             "middleware": [
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
                            allow_public=self.allow_public, on_chat_error=self._on_chat_error,
-                           wrong_keys=self.wrong_keys),
+                           identity=lambda: self.identity, wrong_keys=self.wrong_keys),
                 Middleware(DisconnectMiddleware),
             ],
             "extra_routes": self.routes(),
         }
 
     def routes(self) -> list[BaseRoute]:
-        """`/approvals` and `/audit` (`create_app` adds the console beside them)."""
+        """`/approvals`, `/audit`, and the identity routes: protected-resource metadata, users' connections
+        (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             Route("/approvals/{id}", self._decide_approval, methods=["POST"]),
             Route("/approvals/{id}", self._show_approval, methods=["GET"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            *identity_routes(self),
         ]
+
+    async def aclose(self) -> None:
+        await self._identity_http.aclose()
+        await super().aclose()
 
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:
@@ -231,7 +293,8 @@ class Safety(Safeguards):
                 from .direct_script import resume_direct_script
 
                 approval_id = run.state["pending"][0]
-                return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
+                with bind_caller(**run_owner(run)):
+                    return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
             agent = agent_of(generation, run.agent)
             toolset = toolset_of(generation, agent.name)
             approved = {}
@@ -241,7 +304,7 @@ class Safety(Safeguards):
                 if tool is not None and tool.tool is not None and decision is not None and decision.approve:
                     approved[tool.tool.name] = pending["id"]
             started = time.perf_counter()
-            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved):
+            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
                 result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                            adapter=generation.adapter(agent.provider), toolset=toolset,
                                            invoke=generation.runner.for_agent(agent.name))
@@ -267,7 +330,7 @@ class Safety(Safeguards):
         arguments = decision.arguments if decision.arguments is not None else run.state["arguments"]
         call = ToolCall(id=run.state.get("call_id") or approval_id, name=agent_tool.name, arguments=arguments,
                         raw_arguments=arguments)
-        with bind_caller(agent=run.agent, run_id=run.id):
+        with bind_caller(agent=run.agent, run_id=run.id, **run_owner(run)):
             result: ToolResult = await generation.runner.for_agent(run.agent).run(
                 agent_tool, call, door="resume", client=run.client, approval=approval_id)
         return result

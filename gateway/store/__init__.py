@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
-from .base import AUDIT_KINDS, ApprovalRecord, AuditQuery, AuditRow, Bucket, ResponseRecord, RunRecord, Store
+from .base import (
+    AUDIT_KINDS,
+    ApprovalRecord,
+    AuditQuery,
+    AuditRow,
+    Bucket,
+    ConnectionRecord,
+    PendingConnection,
+    ResponseRecord,
+    RunRecord,
+    Store,
+)
 from .memory import MemoryStore
 from .sqlite import SQLiteStore
 
@@ -21,7 +32,9 @@ __all__ = [
     "AuditQuery",
     "AuditRow",
     "Bucket",
+    "ConnectionRecord",
     "MemoryStore",
+    "PendingConnection",
     "ResponseRecord",
     "RunRecord",
     "SQLiteStore",

@@ -25,6 +25,33 @@ PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < 
 """The finished runs older than a cutoff, deleted, their ids returned (SQLite and PostgreSQL; `?` as written)."""
 
 
+@dataclass(slots=True, kw_only=True)
+class ConnectionRecord:
+    """A user's own connection to an api (`auth: {type: user_oauth}`): its tokens, encrypted."""
+
+    subject: str
+    api: str
+    secret: str = field(repr=False)
+    """The tokens (access, refresh, expiry) as one Fernet token: the store never holds them in clear."""
+    scopes: str = ""
+    created: float = 0.0
+    updated: float = 0.0
+
+
+@dataclass(slots=True, kw_only=True)
+class PendingConnection:
+    """An authorization the gateway sent a user to, waiting for them to come back (`state` is its key)."""
+
+    state: str
+    subject: str
+    api: str
+    verifier: str = field(repr=False)
+    """The PKCE code verifier."""
+    client: str | None = None
+    created: float = 0.0
+    expires: float = 0.0
+
+
 class Bucket(NamedTuple):
     """One token bucket: its key, refill rate (tokens per second) and capacity."""
 
@@ -83,7 +110,8 @@ class ResponseRecord:
     id: str
     agent: str
     client: str | None
-    """The caller's client name: only the same client may read or continue it (None: no clients configured)."""
+    """Whose it is: the caller's client name, and with `gateway.auth` its user (`client\x00subject`,
+    `gateway.server.handoff.owner`); only the same may read or continue it (None: no clients configured)."""
     body: dict[str, Any] = field(default_factory=dict)
     """The answer as the caller got it (the Response object); empty for a handed-back turn."""
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -118,6 +146,8 @@ class AuditRow:
     usage: dict[str, Any] | None = None
     run_id: str | None = None
     error: str | None = None
+    subject: str | None = None
+    """The signed-in user the call was made for (`sub` of the caller's access token); None for a client key."""
     id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,6 +303,28 @@ class Store(abc.ABC):
         """Delete what was kept to go on with a conversation and is older than `before` (epoch seconds): stored
         answers and handed-back turns created before it, and finished runs (done, failed) last updated before it,
         with their approvals. Paused runs stay whatever their age: a human may still decide. The number deleted."""
+
+    # -- users' own connections to apis (gateway.identity.connections) -----------------------------
+    @abc.abstractmethod
+    async def save_connection(self, record: ConnectionRecord) -> None:
+        """Insert or replace the connection of (`subject`, `api`)."""
+
+    @abc.abstractmethod
+    async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_connections(self, subject: str) -> list[ConnectionRecord]: ...
+
+    @abc.abstractmethod
+    async def delete_connection(self, subject: str, api: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def add_pending_connection(self, pending: PendingConnection) -> None: ...
+
+    @abc.abstractmethod
+    async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
+        """Remove and return the pending authorization of `state` if it has not expired by `now` (once only: a
+        second callback with the same state finds nothing); expired ones are dropped on the way."""
 
     # -- console sessions ---------------------------------------------------------------------------
     @abc.abstractmethod

@@ -15,6 +15,8 @@ from .base import (
     AuditQuery,
     AuditRow,
     Bucket,
+    ConnectionRecord,
+    PendingConnection,
     ResponseRecord,
     RunRecord,
     RunStatus,
@@ -31,6 +33,8 @@ class MemoryStore(Store):
         self._audit: list[AuditRow] = []
         self._buckets: dict[str, tuple[float, float]] = {}
         self._responses: dict[str, ResponseRecord] = {}
+        self._connections: dict[tuple[str, str], ConnectionRecord] = {}
+        self._pending: dict[str, PendingConnection] = {}
         self._next_id = 0
         self._ended_sessions: dict[str, float] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
@@ -170,3 +174,24 @@ class MemoryStore(Store):
             for tokens, bucket in zip(levels, buckets, strict=True):
                 self._buckets[bucket.key] = (tokens - cost, now)
         return retry_after
+
+    async def save_connection(self, record: ConnectionRecord) -> None:
+        self._connections[(record.subject, record.api)] = replace(record)
+
+    async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None:
+        found = self._connections.get((subject, api))
+        return replace(found) if found is not None else None
+
+    async def list_connections(self, subject: str) -> list[ConnectionRecord]:
+        return sorted((replace(r) for (who, _), r in self._connections.items() if who == subject), key=lambda r: r.api)
+
+    async def delete_connection(self, subject: str, api: str) -> bool:
+        return self._connections.pop((subject, api), None) is not None
+
+    async def add_pending_connection(self, pending: PendingConnection) -> None:
+        self._pending[pending.state] = replace(pending)
+
+    async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
+        for key in [k for k, p in self._pending.items() if p.expires <= now]:
+            del self._pending[key]
+        return self._pending.pop(state, None)

@@ -36,6 +36,7 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+from .postgres_connections import PostgresConnections
 from .postgres_schema import migrate, safe_url
 from .sqlite_tables import STUCK_RUNS, dumps
 
@@ -50,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - the extra is part of the defaul
 _APPROVAL_COLUMNS = ("id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason,"
                      " decided_arguments, decided_by")
 _AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes,"
-                  " approval, usage, run_id, error")
+                  " approval, usage, run_id, error, subject")
 _RUN_COLUMNS = "id, agent, kind, client, status, state, created, updated"
 _NOW = "extract(epoch from clock_timestamp())"
 _NUL_STANDIN = "\ufffd"
@@ -71,7 +72,7 @@ async def _nul_free_text(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(str, _NulFreeText)
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresConnections, Store):
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0) -> None:
         """Connect to `url`, apply the migrations, and prepare the pool (opened on first use).
 
@@ -247,10 +248,10 @@ class PostgresStore(Store):
         async with self._connection() as conn:
             cursor = await conn.execute(
                 f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s::json, %s, %s) RETURNING id",
+                " (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s::json, %s, %s, %s) RETURNING id",
                 (row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
                  row.http_status, row.latency_ms, row.bytes, row.approval,
-                 None if row.usage is None else dumps(row.usage), row.run_id, row.error),
+                 None if row.usage is None else dumps(row.usage), row.run_id, row.error, row.subject),
             )
             inserted = await cursor.fetchone()
         row.id = int(inserted[0]) if inserted else None
@@ -386,5 +387,5 @@ def _audit_from_row(row: Sequence[Any]) -> AuditRow:
     return AuditRow(
         id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6], arguments=row[7],
         status=row[8], http_status=row[9], latency_ms=row[10], bytes=row[11], approval=row[12], usage=row[13],
-        run_id=row[14], error=row[15],
+        run_id=row[14], error=row[15], subject=row[16],
     )

@@ -47,6 +47,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE ended_sessions (id text PRIMARY KEY, until double precision NOT NULL);
     """,
+    # 3: the signed-in user a call was made for (gateway.auth).
+    "ALTER TABLE audit ADD COLUMN subject text;",
+    # 4: users' own connections to apis (auth: {type: user_oauth}), their tokens encrypted.
+    """
+    CREATE TABLE connections (
+        subject text NOT NULL, api text NOT NULL, secret text NOT NULL, scopes text NOT NULL,
+        created double precision NOT NULL, updated double precision NOT NULL, PRIMARY KEY (subject, api)
+    );
+    CREATE TABLE pending_connections (
+        state text PRIMARY KEY, subject text NOT NULL, api text NOT NULL, verifier text NOT NULL, client text,
+        created double precision NOT NULL, expires double precision NOT NULL
+    );
+    """,
 )
 LATEST = len(MIGRATIONS)
 

@@ -27,6 +27,8 @@ from .base import (
     AuditQuery,
     AuditRow,
     Bucket,
+    ConnectionRecord,
+    PendingConnection,
     ResponseRecord,
     RunRecord,
     RunStatus,
@@ -221,6 +223,24 @@ class CountedStore(Store):
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)
+
+    async def save_connection(self, record: ConnectionRecord) -> None:
+        await self.inner.save_connection(record)
+
+    async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None:
+        return await self.inner.get_connection(subject, api)
+
+    async def list_connections(self, subject: str) -> list[ConnectionRecord]:
+        return await self.inner.list_connections(subject)
+
+    async def delete_connection(self, subject: str, api: str) -> bool:
+        return await self.inner.delete_connection(subject, api)
+
+    async def add_pending_connection(self, pending: PendingConnection) -> None:
+        await self.inner.add_pending_connection(pending)
+
+    async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
+        return await self.inner.take_pending_connection(state, now)
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         return await self.counters.take_tokens(buckets, cost)

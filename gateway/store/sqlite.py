@@ -48,6 +48,7 @@ from .base import (
     refill_bucket,
     wait_for,
 )
+from .sqlite_connections import SQLiteConnections
 from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
@@ -78,7 +79,7 @@ inline rows off for its fsync, so the fewer checkpoints, the fewer calls take th
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteConnections, Store):
     def __init__(self, path: str | Path) -> None:
         """Open (creating if needed) the database.
 
@@ -273,7 +274,7 @@ class SQLiteStore(Store):
         values = (
             row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
             row.http_status, row.latency_ms, row.bytes, row.approval,
-            None if row.usage is None else dumps(row.usage), row.run_id, row.error,
+            None if row.usage is None else dumps(row.usage), row.run_id, row.error, row.subject,
         )
 
         # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
@@ -414,7 +415,7 @@ class SQLiteStore(Store):
         # same WAL append as a call's row, so a file that cannot take a call's row fails here too.
         def body(conn: sqlite3.Connection) -> None:
             row_id = conn.execute(INSERT_AUDIT, (time.time(), "probe", *[None] * 5, "probe", None, 0.0, 0,
-                                                 *[None] * 4)).lastrowid
+                                                 *[None] * 5)).lastrowid
             conn.execute("DELETE FROM audit WHERE id = ?", (row_id,))
 
         await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))

@@ -30,13 +30,21 @@ CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, client TEXT, agent TEXT,
     tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
-    bytes INTEGER NOT NULL, approval TEXT, usage TEXT, run_id TEXT, error TEXT
+    bytes INTEGER NOT NULL, approval TEXT, usage TEXT, run_id TEXT, error TEXT, subject TEXT
 );
 CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, agent TEXT NOT NULL, client TEXT, body TEXT NOT NULL, messages TEXT NOT NULL,
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS connections (
+    subject TEXT NOT NULL, api TEXT NOT NULL, secret TEXT NOT NULL, scopes TEXT NOT NULL, created REAL NOT NULL,
+    updated REAL NOT NULL, PRIMARY KEY (subject, api)
+);
+CREATE TABLE IF NOT EXISTS pending_connections (
+    state TEXT PRIMARY KEY, subject TEXT NOT NULL, api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT,
+    created REAL NOT NULL, expires REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS ended_sessions (id TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 
@@ -46,9 +54,9 @@ APPROVAL_COLUMNS = (
 )
 AUDIT_COLUMNS = (
     "id, time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes, approval, usage,"
-    " run_id, error"
+    " run_id, error, subject"
 )
-INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 15})"
+INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 16})"
 UPDATE_AUDIT = ("UPDATE audit SET status = ?, http_status = ?, latency_ms = ?, bytes = ?, approval = ?, error = ?"
                 " WHERE id = ?")
 """A call's outcome, on the row written before it was sent."""
@@ -85,6 +93,8 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(approvals)")}
     if "decided_by" not in columns:
         conn.execute("ALTER TABLE approvals ADD COLUMN decided_by TEXT")
+    if "subject" not in {row[1] for row in conn.execute("PRAGMA table_info(audit)")}:
+        conn.execute("ALTER TABLE audit ADD COLUMN subject TEXT")
 
 
 def dumps(value: Any) -> str:
@@ -109,5 +119,5 @@ def audit_from_row(row: tuple[Any, ...]) -> AuditRow:
         id=row[0], time=row[1], kind=row[2], client=row[3], agent=row[4], tool=row[5], api=row[6],
         arguments=None if row[7] is None else json.loads(row[7]), status=row[8], http_status=row[9],
         latency_ms=row[10], bytes=row[11], approval=row[12], usage=None if row[13] is None else json.loads(row[13]),
-        run_id=row[14], error=row[15],
+        run_id=row[14], error=row[15], subject=row[16],
     )

@@ -373,7 +373,7 @@ def test_clients_default_to_every_agent_and_keys_must_differ() -> None:
     assert manifest.clients["twin"].agents == ["*"]
     assert {(d.pointer, d.message) for d in diagnostics} == {
         ("clients.twin.key", "the same key as client 'all': each caller needs its own key"),
-        ("clients.nokey", "'key' is required"),
+        ("clients.nokey", "'key' is required (or `claims`, for a client that tokens reach)"),
     }
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.catalog import Tool
 from gateway.errors import AuditUnavailable
-from gateway.kernel.caller import Caller, bind_caller, current_caller
+from gateway.kernel.caller import Caller, UserToken, bind_caller, current_caller
 from gateway.kernel.redaction import Redactor
 from gateway.messages import ToolResult
 from gateway.safety.audit import AuditLog
@@ -48,7 +48,8 @@ async def test_caller_binding_nests_and_resets() -> None:
 
 
 async def test_an_inner_binding_keeps_every_other_field() -> None:
-    values = {"client": "c", "agent": "a", "run_id": "r", "approvals": {"t": "apr"}, "started": 1.5, "notes": {}}
+    values = {"client": "c", "agent": "a", "run_id": "r", "approvals": {"t": "apr"}, "started": 1.5, "notes": {},
+              "subject": "ann", "token": UserToken(value="t0ken", subject="ann")}
     assert set(values) == {f.name for f in dataclasses.fields(Caller)}  # a new field must be listed here too
     with bind_caller(**values):
         for name in values:

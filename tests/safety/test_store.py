@@ -15,7 +15,9 @@ from gateway.store import (
     AuditQuery,
     AuditRow,
     Bucket,
+    ConnectionRecord,
     MemoryStore,
+    PendingConnection,
     ResponseRecord,
     RunRecord,
     SQLiteStore,
@@ -265,6 +267,33 @@ def test_an_unusable_store_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "garbage.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(ConfigError, match="garbage.db"):
         SQLiteStore(tmp_path / "garbage.db")
+
+
+async def test_a_users_connections_round_trip(store: Store) -> None:
+    await store.save_connection(ConnectionRecord(subject="ann", api="gh", secret="enc1", scopes="repo", created=1.0,
+                                                 updated=1.0))
+    await store.save_connection(ConnectionRecord(subject="ann", api="jira", secret="enc2", created=2.0, updated=2.0))
+    await store.save_connection(ConnectionRecord(subject="bob", api="gh", secret="enc3", created=3.0, updated=3.0))
+    await store.save_connection(ConnectionRecord(subject="ann", api="gh", secret="enc4", scopes="repo", created=1.0,
+                                                 updated=5.0))  # refreshed: replaced
+    found = await store.get_connection("ann", "gh")
+    assert found is not None and (found.secret, found.updated, found.created) == ("enc4", 5.0, 1.0)
+    assert [c.api for c in await store.list_connections("ann")] == ["gh", "jira"]
+    assert await store.delete_connection("ann", "gh") is True
+    assert await store.delete_connection("ann", "gh") is False
+    assert await store.get_connection("ann", "gh") is None
+    assert (await store.get_connection("bob", "gh")) is not None
+
+
+async def test_a_pending_connection_is_taken_once_and_not_after_it_expires(store: Store) -> None:
+    await store.add_pending_connection(PendingConnection(state="s1", subject="ann", api="gh", verifier="v",
+                                                         client="eng", created=1.0, expires=100.0))
+    await store.add_pending_connection(PendingConnection(state="s2", subject="ann", api="gh", verifier="v",
+                                                         created=1.0, expires=10.0))
+    taken = await store.take_pending_connection("s1", now=50.0)
+    assert taken is not None and (taken.subject, taken.verifier, taken.client) == ("ann", "v", "eng")
+    assert await store.take_pending_connection("s1", now=50.0) is None
+    assert await store.take_pending_connection("s2", now=50.0) is None  # expired
 
 
 async def test_a_decision_is_taken_back_and_stuck_runs_are_found(store: Store) -> None:

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ...kernel.caller import bind_caller
 from ..api_errors import APIError
 from ..auth import RIGHTS
-from . import catalog_pages, chat_page, oversight_pages, signin, tryout
+from . import catalog_pages, chat_page, connections_page, oversight_pages, signin, tryout
 from .rendering import HERE, VIEWER, Console
 from .session import Sessions, csrf_ok
 
@@ -50,6 +50,7 @@ def mount_console(safety: Safety) -> Mount:
         *tryout.routes(console),
         *chat_page.routes(console),
         *oversight_pages.routes(console),
+        *connections_page.routes(console),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Mount("/console", app=ConsoleGate(Router(routes), console.sessions))
@@ -77,7 +78,8 @@ class ConsoleGate:
         root = scope.get("root_path", "")
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
         # The console's own files need nobody; every other path asks the store whether the session was signed out.
-        viewer = self.sessions.viewer(request) if path.startswith("/static/") else await self.sessions.current(request)
+        static = path.startswith("/static/")
+        viewer = await (self.sessions.viewer(request) if static else self.sessions.current(request))
         if path == "/signin" or path.startswith("/static/"):
             scope[VIEWER] = viewer
             await self.app(scope, receive, send)
@@ -102,7 +104,9 @@ class ConsoleGate:
         scope[RIGHTS] = viewer.rights  # the console decides and reads as its signed-in client
         # The agent a page acts for, bound for the whole request (a chat streams after its endpoint returned),
         # so audit rows and per-agent limits name it as on the API's doors.
-        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={}):
+        scope["gateway.subject"] = viewer.subject
+        with bind_caller(client=viewer.name, agent=_agent_in(path), started=time.perf_counter(), notes={},
+                         subject=viewer.subject):
             await self.app(scope, receive, send)
 
 

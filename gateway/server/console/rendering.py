@@ -36,7 +36,7 @@ class Console:
             safety: the gateway's safety layer (client keys, approvals, audit).
         """
         self.safety = safety
-        self.sessions = Sessions(lambda: safety.keys, safety.store)
+        self.sessions = Sessions(lambda: safety.keys, safety.store, lambda: safety.identity)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["pretty"] = _pretty
 

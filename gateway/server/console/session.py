@@ -6,9 +6,12 @@ SameSite=Strict cookie `name.expiry.session.signature`, signed with the SHA-256 
 changing or removing the key ends every session signed with it. Signing out ends the session on the server too:
 its id is recorded in the store (`Store.end_session`) until it would have expired, and every instance sharing the
 store refuses the cookie from then on, so a copy of it (a shared machine, a proxy's log) is worth nothing after
-sign-out. The CSRF token is derived from the same secret and session, sent in
-each page and required (header `X-CSRF-Token`) on every state-changing request. Without `clients` (a
-loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process secret.
+sign-out. With `gateway.auth` the page also takes a user's access token: the cookie is then `t.<token>`, checked
+like a bearer on every request (the session ends when the token expires), and the viewer is that user (their client
+by claims, their subject: the console shows their connections). The CSRF token is derived from the same secret (or
+the token) and session, sent in each page and required (header `X-CSRF-Token`) on every state-changing request.
+Without `clients` (a loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process
+secret.
 """
 
 from __future__ import annotations
@@ -24,11 +27,16 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...errors import IdentityError
+from ...identity.resource import ResourceServer
 from ...safety.rights import Rights
 from ...store import Store
 from ..auth import ClientKeys
 
 COOKIE = "gateway_console"
+TOKEN_PREFIX = "t."
+"""A cookie holding a user's access token (a key's session cookie starts with the client's name in base64url,
+which never contains a dot)."""
 SESSION_SECONDS = 8 * 3600
 CSRF_HEADER = "x-csrf-token"
 
@@ -43,6 +51,8 @@ class Viewer:
     agents: frozenset[str] | None
     """The agents this viewer may see; None: every agent."""
     csrf: str
+    subject: str | None = None
+    """The signed-in user, when the viewer signed in with an access token."""
     approver: bool = False
     """May decide the pending calls of its agents (`clients.<name>.approver`; admins and an open console do too)."""
     session: str | None = None
@@ -73,28 +83,31 @@ class Viewer:
 
 
 class Sessions:
-    def __init__(self, keys: Callable[[], ClientKeys], store: Store) -> None:
+    def __init__(self, keys: Callable[[], ClientKeys], store: Store,
+                 identity: Callable[[], ResourceServer | None] = lambda: None) -> None:
         """Sign viewers in, recognise them again, and sign them out.
 
         Parameters:
             keys: the current manifest's client keys (a callable, so a reload of agents.yaml applies at once).
             store: where signed-out sessions are recorded (shared by every instance on it).
+            identity: the current `gateway.auth` resource server (None: keys only).
         """
         self._keys = keys
         self._store = store
+        self._identity = identity
         self._open_secret = secrets.token_bytes(32)
 
     @property
     def open(self) -> bool:
         """No `clients` in agents.yaml: the console needs no sign-in."""
-        return not self._keys()
+        return not self._keys() and self._identity() is None
 
-    def sign_in(self, key: str) -> str | None:
-        """The cookie value for a valid client key; None for an unknown one."""
+    async def sign_in(self, key: str) -> str | None:
+        """The cookie value for a valid client key or access token; None for neither."""
         keys = self._keys()
         client = keys.identify(key) if keys else None
         if client is None:
-            return None
+            return f"{TOKEN_PREFIX}{key}" if await self._token_viewer(key) is not None else None
         found = keys.session_secret(client.name)
         if found is None:
             return None
@@ -106,7 +119,7 @@ class Sessions:
     async def current(self, request: Request) -> Viewer | None:
         """Who sent `request`; None when a sign-in is needed (no cookie, a bad or expired one, a removed key, a
         session signed out)."""
-        viewer = self.viewer(request)
+        viewer = await self.viewer(request)
         if viewer is not None and viewer.session is not None and await self._store.session_ended(viewer.session):
             return None
         return viewer
@@ -116,14 +129,16 @@ class Sessions:
         if viewer.session is not None:
             await self._store.end_session(viewer.session, viewer.expires)
 
-    def viewer(self, request: Request) -> Viewer | None:
+    async def viewer(self, request: Request) -> Viewer | None:
         """Who the cookie of `request` names, without asking the store whether it was signed out (`current` does);
-        None when a sign-in is needed (no cookie, a bad or expired one, a removed key)."""
+        None when a sign-in is needed (no cookie, a bad or expired one, a removed key, a token no longer valid)."""
         keys = self._keys()
-        if not keys:
+        if self.open:
             return Viewer(name=None, admin=True, agents=None, csrf=_sign(self._open_secret, "csrf", "", 0),
                           approver=True)
         cookie = request.cookies.get(COOKIE, "")
+        if cookie.startswith(TOKEN_PREFIX):
+            return await self._token_viewer(cookie[len(TOKEN_PREFIX):])
         try:
             encoded, expiry_text, session, signature = cookie.split(".")
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
@@ -140,6 +155,22 @@ class Sessions:
                       agents=None if client.visible_agents() is None else frozenset(client.agents),
                       csrf=_sign(secret, "csrf", name, expiry, session), approver=client.approver,
                       session=session, expires=float(expiry))
+
+    async def _token_viewer(self, token: str) -> Viewer | None:
+        identity = self._identity()
+        if identity is None or not token:
+            return None
+        try:
+            name, verified = await identity.authenticate(token)
+        except IdentityError:  # not a valid token of a client here, or the keys cannot be had now: sign in again
+            return None
+        client = self._keys().named(name)
+        if client is None:
+            return None
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        return Viewer(name=client.name, admin=client.admin,
+                      agents=None if client.visible_agents() is None else frozenset(client.agents),
+                      csrf=_sign(digest, "csrf", client.name, 0), subject=verified.subject, approver=client.approver)
 
     @staticmethod
     def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:

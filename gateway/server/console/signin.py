@@ -33,10 +33,10 @@ def routes(console: Console) -> list[Route]:
         guard, address = console.safety.wrong_keys, client_address(request.scope)
         try:
             guard.check(address)  # a guessing address is refused before its key is looked at
-            cookie = console.sessions.sign_in(key.strip())
+            cookie = await console.sessions.sign_in(key.strip())
             if cookie is None:
                 await guard.failed(address)
-                return json_error(401, "That key is not valid.", code="invalid_key")
+                return json_error(401, "That key (or access token) is not valid.", code="invalid_key")
         except TooManyWrongKeys as exc:
             return too_many_wrong_keys(exc).response()
         base = request.scope.get("root_path", "")

@@ -8,10 +8,11 @@ here and in `results`: finding the agent's tool, and shaping the `CallToolResult
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
 from ...assembly import GatewayState, Generation
 from ...catalog import AgentTool
@@ -29,10 +30,12 @@ _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
                       protocol_version: str | None, client: str | None,
-                      found: list[str] | None = None) -> dict[str, Any] | None:
+                      found: list[str] | None = None, *, url_elicitation: bool = False) -> dict[str, Any] | None:
     """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`.
 
-    `found`: the session's found tools, which `search_tools` extends (None: a stateless request)."""
+    `found`: the session's found tools, which `search_tools` extends (None: a stateless request).
+    `url_elicitation`: the client takes URL elicitations: a call whose user has not connected the api's account
+    yet is answered with one (`UrlElicitationRequiredError`, the connect link) instead of a tool error."""
     async with state.use() as generation:
         checked_agent(generation, agent)
         config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
@@ -51,7 +54,8 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                 return None
 
             async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
-                return await answer_call(state, agent, target, inner, protocol_version, client)
+                return await answer_call(state, agent, target, inner, protocol_version, client,
+                                         url_elicitation=url_elicitation)
 
             return await search.answer_meta(config, toolset, name, arguments, call_tool, found)
         try:
@@ -59,6 +63,12 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                                            door="mcp")
         except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
             raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        link = result.body.get("connect_url") if result.error_type == "not_connected" and isinstance(
+            result.body, dict) else None
+        if url_elicitation and isinstance(link, str):
+            raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
+                message=result.error or "Connect your account first.", url=link,
+                elicitation_id=secrets.token_urlsafe(12))])
         return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
 
 

@@ -55,7 +55,7 @@ class MCPEndpoint:
             session_idle_timeout=self.limits.session_idle_timeout,
             max_sessions=self.limits.max_sessions,
         )
-        self._identities: dict[tuple[str | None, str], AuthenticatedUser] = {}
+        self._identities: dict[tuple[str | None, str | None, str], AuthenticatedUser] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -66,7 +66,8 @@ class MCPEndpoint:
         client = scope.get("gateway.client")
         client = client if isinstance(client, str) else None
         scope[AGENT_SCOPE_KEY] = agent
-        scope["user"] = self._identity(client, agent)
+        subject = scope.get("gateway.subject")
+        scope["user"] = self._identity(client, subject if isinstance(subject, str) else None, agent)
         owner = _owner(client, scope)
         session_id, version = _session_headers(scope)
         token = current_agent.set(agent)
@@ -80,14 +81,18 @@ class MCPEndpoint:
         finally:
             current_agent.reset(token)
 
-    def _identity(self, client: str | None, agent: str) -> AuthenticatedUser:
-        """Who the SDK binds a session to: the client key's name and the agent (a session is one agent's)."""
-        identity = self._identities.get((client, agent))
+    def _identity(self, client: str | None, subject: str | None, agent: str) -> AuthenticatedUser:
+        """Who the SDK binds a session to: the client key's name, the signed-in user (`gateway.auth`: two users
+        of one client must not share a session) and the agent (a session is one agent's)."""
+        identity = self._identities.get((client, subject, agent))
         if identity is None:
-            if len(self._identities) >= 4096:  # keys and agents come from agents.yaml; reloads may rename them
+            if len(self._identities) >= 4096:  # keys, users and agents change; the next request makes it again
                 self._identities.clear()
-            identity = AuthenticatedUser(AccessToken(token="", client_id=client or "", scopes=[], subject=agent))
-            self._identities[(client, agent)] = identity
+            owner = client or ""
+            if subject is not None:
+                owner = f"{owner}\x00{subject}"  # a separator no client name or claim value has
+            identity = AuthenticatedUser(AccessToken(token="", client_id=owner, scopes=[], subject=agent))
+            self._identities[(client, subject, agent)] = identity
         return identity
 
     def _checked_agent(self, scope: Scope) -> str:

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from ...assembly import GatewayState
 from ...kernel import __version__
+from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
 from .answering import answer_call, checked_agent
 from .found import FoundTools
@@ -59,6 +60,15 @@ def client_from_request(ctx: Context) -> str | None:
     scope = getattr(ctx.request, "scope", None)
     client = scope.get("gateway.client") if isinstance(scope, Mapping) else None
     return client if isinstance(client, str) else None
+
+
+def user_of_request(ctx: Context) -> tuple[str | None, UserToken | None]:
+    """The signed-in user (subject, token) the auth layer put in the HTTP request's scope; (None, None) without."""
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, Mapping):
+        return current_caller().subject, current_caller().token  # stdio: the process's caller
+    subject, token = scope.get("gateway.subject"), scope.get("gateway.token")
+    return (subject if isinstance(subject, str) else None), (token if isinstance(token, UserToken) else None)
 
 
 def session_from_request(ctx: Context) -> str | None:
@@ -101,8 +111,13 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         session = session_of(ctx)
         names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
-        result = await answer_call(state, agent, params.name, dict(params.arguments or {}), ctx.protocol_version,
-                                   client_of(ctx), names)
+        # The user of the request that carries this call: a 2025 session runs in a task of the request that opened
+        # it, so its caller context is that request's (an older token; `AuthenticatedUser` keeps other users out).
+        subject, token = user_of_request(ctx)
+        with bind_caller(subject=subject, token=token):
+            result = await answer_call(state, agent, params.name, dict(params.arguments or {}),
+                                       ctx.protocol_version, client_of(ctx), names,
+                                       url_elicitation=_takes_url_elicitation(ctx))
         if result is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:
@@ -124,6 +139,16 @@ def build_mcp_server(state: GatewayState, agent_of: AgentOf = agent_from_request
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _takes_url_elicitation(ctx: Context) -> bool:
+    """Whether the client declared URL-mode elicitation (it can send its user to a link and retry)."""
+    try:
+        capabilities = ctx.session.client_capabilities
+    except Exception:  # noqa: BLE001 - no session state (a context built without one)
+        return False
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
 
 
 async def _announce_list_changed(ctx: Context) -> None:

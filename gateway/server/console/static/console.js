@@ -349,7 +349,25 @@ function setupApprovals() {
   }
 }
 
+// -- the signed-in user's connections ---------------------------------------------------------------
+function setupConnections() {
+  for (const button of document.querySelectorAll(".connection-action")) {
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      const response = await postJSON(button.dataset.url, {});
+      const answer = await readAnswer(response);
+      if (!response.ok) {
+        document.getElementById("connection-error").textContent = errorText(answer);
+        button.disabled = false;
+        return;
+      }
+      window.location.assign(answer.next);  // the provider's sign-in, or this page again
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  setupConnections();
   setupSignin();
   setupFilters();
   setupTryForm();

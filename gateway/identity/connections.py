@@ -1,0 +1,242 @@
+"""Each user's own connection to an api: `apis.<name>.auth: {type: user_oauth}`.
+
+A user connects once: the gateway sends them (a link in a tool error, `POST /connections/<api>`) to the api's
+authorization endpoint with PKCE (S256) and a `state` it keeps in the store; the provider sends them back to
+`GET /connections/callback`, where the code is exchanged for tokens. The tokens are kept in the store encrypted
+with Fernet (`GATEWAY_CONNECTIONS_KEY`: one key, or several separated by commas, the first encrypting: a
+rotation), so every instance on the same PostgreSQL sees the connection. An access token that expires is
+refreshed with the refresh token under a per-user lock; a refresh token the provider refuses ends the
+connection (the next call says how to connect again). If another instance refreshed first (rotated refresh
+tokens), its stored result is used.
+
+Endpoints and client come from the spec's `authorizationCode` flow or the configuration; `redirect_uri` is the
+gateway's callback as registered at the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import secrets
+import time
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+
+from ..errors import ApiSetupError, NotConnected
+from ..store.base import ConnectionRecord, PendingConnection, Store
+from .keys import fetch_json
+
+KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
+CALLBACK_PATH = "/connections/callback"
+PENDING_SECONDS = 600.0
+"""How long a connect link works."""
+EXPIRY_MARGIN = 30.0
+
+
+@dataclass(slots=True, frozen=True)
+class UserOAuthSettings:
+    """One api's `user_oauth`: where its users sign in, and as which client the gateway asks."""
+
+    api: str
+    authorization_url: str
+    token_url: str
+    client_id: str
+    redirect_uri: str
+    client_secret: str | None = field(default=None, repr=False)
+    scopes: tuple[str, ...] = ()
+    resource: str | None = None
+    """An RFC 8707 resource indicator to ask the token for (some providers need one)."""
+
+
+def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFernet | None:
+    keys = [key.strip() for key in environ.get(KEY_VARIABLE, "").split(",") if key.strip()]
+    if not keys:
+        return None
+    try:
+        return MultiFernet([Fernet(key) for key in keys])
+    except ValueError:
+        raise ApiSetupError(f"{KEY_VARIABLE} must hold Fernet keys (32 url-safe base64 bytes each, comma-separated;"
+                            " make one with `python -c 'from cryptography.fernet import Fernet; "
+                            "print(Fernet.generate_key().decode())'`)") from None
+
+
+class Connections:
+    """Users' connections to the `user_oauth` apis of the current agents.yaml.
+
+    Args:
+        store: where connections and pending authorizations live (shared by instances on PostgreSQL).
+        http: the client token requests go out on.
+        cipher: encrypts the stored tokens (None: `GATEWAY_CONNECTIONS_KEY` is unset; connecting is refused).
+    """
+
+    def __init__(self, store: Store, http: httpx.AsyncClient, cipher: MultiFernet | None) -> None:
+        self.store = store
+        self.http = http
+        self.cipher = cipher
+        self.apis: dict[str, UserOAuthSettings] = {}
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def configure(self, apis: Mapping[str, UserOAuthSettings]) -> None:
+        self.apis = dict(apis)
+
+    def _settings(self, api: str) -> UserOAuthSettings:
+        settings = self.apis.get(api)
+        if settings is None:
+            raise ApiSetupError(f"apis.{api}.auth: no user_oauth configured")
+        return settings
+
+    def _cipher(self) -> MultiFernet:
+        if self.cipher is None:
+            raise ApiSetupError(f"users' connections need {KEY_VARIABLE} (a Fernet key) in the gateway's "
+                                "environment: their tokens are stored encrypted")
+        return self.cipher
+
+    # -- connecting ---------------------------------------------------------------------------------
+    async def begin(self, api: str, subject: str, client: str | None) -> str:
+        """A link that connects `subject`'s account to `api` (valid `PENDING_SECONDS`, once)."""
+        settings = self._settings(api)
+        self._cipher()
+        verifier = secrets.token_urlsafe(48)
+        state = secrets.token_urlsafe(24)
+        now = time.time()
+        await self.store.add_pending_connection(PendingConnection(
+            state=state, subject=subject, api=api, verifier=verifier, client=client, created=now,
+            expires=now + PENDING_SECONDS))
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = {"response_type": "code", "client_id": settings.client_id, "redirect_uri": settings.redirect_uri,
+                 "state": state, "code_challenge": challenge, "code_challenge_method": "S256"}
+        if settings.scopes:
+            query["scope"] = " ".join(settings.scopes)
+        if settings.resource:
+            query["resource"] = settings.resource
+        separator = "&" if "?" in settings.authorization_url else "?"
+        return settings.authorization_url + separator + urlencode(query)
+
+    async def finish(self, state: str, code: str) -> ConnectionRecord:
+        """The provider sent the user back: exchange the code, keep the tokens. ApiSetupError with a reason."""
+        pending = await self.store.take_pending_connection(state, time.time())
+        if pending is None:
+            raise ApiSetupError("this connect link has expired or was used already; ask for a new one")
+        settings = self._settings(pending.api)
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": settings.redirect_uri,
+                "code_verifier": pending.verifier}
+        if settings.resource:
+            form["resource"] = settings.resource
+        tokens = await self._token_request(settings, form, "code exchange")
+        if tokens is None:
+            raise ApiSetupError(f"{settings.api}: the provider refused the authorization code")
+        now = time.time()
+        record = ConnectionRecord(subject=pending.subject, api=pending.api, secret=self._seal(tokens),
+                                  scopes=str(tokens.get("scope") or " ".join(settings.scopes)), created=now,
+                                  updated=now)
+        await self.store.save_connection(record)
+        return record
+
+    # -- using --------------------------------------------------------------------------------------
+    async def access_token(self, api: str, subject: str, client: str | None) -> str:
+        """`subject`'s current access token for `api`, refreshed when it expired; NotConnected with a link."""
+        record = await self.store.get_connection(subject, api)
+        tokens = self._open(record) if record is not None else None
+        if tokens is not None and _fresh(tokens):
+            return str(tokens["access_token"])
+        lock = self._locks.get((subject, api))
+        if lock is None:
+            lock = self._locks[(subject, api)] = asyncio.Lock()
+        async with lock:
+            record = await self.store.get_connection(subject, api)  # another call may have refreshed it
+            tokens = self._open(record) if record is not None else None
+            if record is None or tokens is None:
+                raise await self._not_connected(api, subject, client)
+            if _fresh(tokens):
+                return str(tokens["access_token"])
+            return await self._refresh(record, tokens, client)
+
+    async def _refresh(self, record: ConnectionRecord, tokens: dict[str, Any], client: str | None) -> str:
+        settings = self._settings(record.api)
+        refresh = tokens.get("refresh_token")
+        renewed = None
+        if isinstance(refresh, str):
+            form = {"grant_type": "refresh_token", "refresh_token": refresh}
+            if settings.resource:
+                form["resource"] = settings.resource
+            renewed = await self._token_request(settings, form, "token refresh")
+        if renewed is None:
+            latest = await self.store.get_connection(record.subject, record.api)
+            if latest is not None and latest.updated != record.updated:  # another instance refreshed first
+                fresh = self._open(latest)
+                if fresh is not None and _fresh(fresh):
+                    return str(fresh["access_token"])
+            await self.store.delete_connection(record.subject, record.api)
+            raise await self._not_connected(record.api, record.subject, client, ended=True)
+        renewed.setdefault("refresh_token", refresh)  # a provider that does not rotate keeps the old one
+        record.secret = self._seal(renewed)
+        record.updated = time.time()
+        await self.store.save_connection(record)
+        return str(renewed["access_token"])
+
+    async def _not_connected(self, api: str, subject: str, client: str | None, *, ended: bool = False) -> NotConnected:
+        link = await self.begin(api, subject, client)
+        why = "the connection to your account ended (the provider refused to renew it)" if ended else \
+            "you have not connected your account yet"
+        return NotConnected(f"{api} acts with your own account, and {why}: open {link} to connect it, then try "
+                            "again; nothing was sent", link)
+
+    async def list(self, subject: str) -> list[dict[str, Any]]:
+        return [{"api": r.api, "scopes": r.scopes.split(), "connected": _iso(r.created), "refreshed": _iso(r.updated)}
+                for r in await self.store.list_connections(subject) if r.api in self.apis]
+
+    async def disconnect(self, subject: str, api: str) -> bool:
+        return await self.store.delete_connection(subject, api)
+
+    # -- the provider and the sealed tokens ---------------------------------------------------------
+    async def _token_request(self, settings: UserOAuthSettings, form: dict[str, str],
+                             what: str) -> dict[str, Any] | None:
+        """The token response; None when the provider refused (`invalid_grant`: the code or refresh token is no
+        good); AuthServerUnavailable when it cannot be reached; ApiSetupError for anything else."""
+        auth = None
+        if settings.client_secret:
+            auth = httpx.BasicAuth(settings.client_id, settings.client_secret)
+        else:
+            form = {**form, "client_id": settings.client_id}
+        status, body = await fetch_json(self.http, "POST", settings.token_url, what, data=form, auth=auth,
+                                        headers={"Accept": "application/json"})
+        if status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
+            expires_in = body.get("expires_in")
+            if isinstance(expires_in, (int, float)):  # renewed a little early; short-lived tokens at half-life
+                body["refresh_at"] = time.time() + expires_in - min(EXPIRY_MARGIN, expires_in / 2)
+            return body
+        error = body.get("error") if isinstance(body, dict) else None
+        if error == "invalid_grant":
+            return None
+        raise ApiSetupError(f"apis.{settings.api}.auth: the {what} at {settings.token_url} answered HTTP {status}"
+                            f"{f' ({error})' if error else ''}")
+
+    def _seal(self, tokens: Mapping[str, Any]) -> str:
+        kept = {key: tokens.get(key) for key in ("access_token", "refresh_token", "refresh_at", "token_type")}
+        return self._cipher().encrypt(json.dumps(kept).encode()).decode("ascii")
+
+    def _open(self, record: ConnectionRecord) -> dict[str, Any] | None:
+        """The record's tokens; None when no key in `GATEWAY_CONNECTIONS_KEY` opens them (the key changed)."""
+        try:
+            opened: dict[str, Any] = json.loads(self._cipher().decrypt(record.secret.encode("ascii")))
+        except (InvalidToken, ValueError):
+            return None
+        return opened
+
+
+def _fresh(tokens: Mapping[str, Any]) -> bool:
+    refresh_at = tokens.get("refresh_at")
+    return not isinstance(refresh_at, (int, float)) or refresh_at > time.time()  # no expiry said: used as is
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -1,0 +1,187 @@
+"""The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its signing keys, cached.
+
+Keys are fetched once and kept; a token signed by a key the set does not hold makes one refetch (the issuer
+rotated its keys), at most once per `refresh_interval` so that tokens with made-up `kid`s cannot make the gateway
+hammer the issuer. Every fetch is one request at a time (single flight): a burst of requests with a new key waits
+for the same answer. PyJWT parses the keys (`PyJWK`); the fetching is ours, on the gateway's async HTTP client,
+because PyJWT's own `PyJWKClient` fetches with blocking urllib.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jwt
+
+from ..errors import AuthServerUnavailable
+
+logger = logging.getLogger("gateway.identity")
+
+FETCH_TIMEOUT = 10.0
+SIGNING_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+                                "EdDSA", "Ed25519"})
+"""Asymmetric algorithms only: an `HS256` token would be checked with a public key as its secret, and `none`
+is no signature at all."""
+
+
+@dataclass(slots=True, frozen=True)
+class IssuerMetadata:
+    """What the gateway uses of an authorization server's metadata."""
+
+    issuer: str
+    jwks_uri: str | None = None
+    token_endpoint: str | None = None
+    authorization_endpoint: str | None = None
+    introspection_endpoint: str | None = None
+
+
+async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any]:
+    """(status, parsed JSON or None) of one request to an authorization server; AuthServerUnavailable when it
+    cannot be reached, answers 5xx, or answers something that is not JSON with a 2xx."""
+    try:
+        response = await http.request(method, url, timeout=FETCH_TIMEOUT, **kwargs)
+    except httpx.HTTPError as error:
+        raise AuthServerUnavailable(f"the authorization server is unreachable ({what} at {_origin(url)}: "
+                                    f"{type(error).__name__})") from None
+    if response.status_code >= 500:
+        raise AuthServerUnavailable(f"the authorization server failed ({what} at {_origin(url)}: "
+                                    f"HTTP {response.status_code})")
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        if 200 <= response.status_code < 300:
+            raise AuthServerUnavailable(f"the authorization server's {what} at {_origin(url)} is not JSON") from None
+        body = None
+    return response.status_code, body
+
+
+def _origin(url: str) -> str:
+    parsed = httpx.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
+
+
+def discovery_urls(issuer: str) -> list[str]:
+    """OpenID Connect discovery first, then RFC 8414 (whose well-known part goes before the issuer's path)."""
+    base = issuer.rstrip("/")
+    parsed = httpx.URL(base)
+    origin = f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
+    path = parsed.path.rstrip("/")
+    return [f"{base}/.well-known/openid-configuration", f"{origin}/.well-known/oauth-authorization-server{path}"]
+
+
+async def discover(http: httpx.AsyncClient, issuer: str) -> IssuerMetadata:
+    """The issuer's metadata; its `issuer` must be the configured one (a trailing slash aside)."""
+    for url in discovery_urls(issuer):
+        status, body = await fetch_json(http, "GET", url, "discovery")
+        if status == 200 and isinstance(body, dict):
+            found = str(body.get("issuer") or "")
+            if found.rstrip("/") != issuer.rstrip("/"):
+                raise AuthServerUnavailable(f"the discovery document at {url} names issuer {found!r}, "
+                                            f"not {issuer!r}")
+
+            def text(key: str, document: dict[str, Any] = body) -> str | None:
+                value = document.get(key)
+                return value if isinstance(value, str) and value else None
+
+            return IssuerMetadata(issuer=found, jwks_uri=text("jwks_uri"), token_endpoint=text("token_endpoint"),
+                                  authorization_endpoint=text("authorization_endpoint"),
+                                  introspection_endpoint=text("introspection_endpoint"))
+    raise AuthServerUnavailable(f"the authorization server {issuer} publishes no metadata "
+                                "(neither OpenID Connect discovery nor RFC 8414)")
+
+
+class IssuerKeys:
+    """The issuer's metadata and signing keys, fetched when first needed.
+
+    Args:
+        http: the client the fetches go out on.
+        issuer: the configured issuer.
+        jwks_uri: the key set's URL when discovery should not be asked for it.
+        refresh_interval: seconds between two refetches caused by unknown keys.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, issuer: str, *, jwks_uri: str | None = None,
+                 refresh_interval: float = 5.0) -> None:
+        self.http = http
+        self.issuer = issuer
+        self._jwks_uri = jwks_uri
+        self.refresh_interval = refresh_interval
+        self._metadata: IssuerMetadata | None = None
+        self._keys: list[_Key] | None = None
+        self._last_refresh = float("-inf")
+        self._lock = asyncio.Lock()
+        self._metadata_lock = asyncio.Lock()
+
+    async def metadata(self) -> IssuerMetadata:
+        if self._metadata is None:
+            async with self._metadata_lock:
+                if self._metadata is None:
+                    self._metadata = await discover(self.http, self.issuer)
+        return self._metadata
+
+    async def expected_issuer(self) -> str:
+        """The issuer as the server spells it (what `iss` must say)."""
+        if self._jwks_uri is not None and self._metadata is None:
+            return self.issuer
+        return (await self.metadata()).issuer
+
+    async def keys_for(self, kid: str | None, algorithm: str) -> list[jwt.PyJWK]:
+        """The keys that may have signed a token with this `kid` and `alg` (refetched once if none is known)."""
+        keys = self._keys if self._keys is not None else await self._refresh(None, counted=False)
+        found = _matching(keys, kid, algorithm)
+        if found or time.monotonic() - self._last_refresh < self.refresh_interval:
+            return found
+        return _matching(await self._refresh(keys, counted=True), kid, algorithm)
+
+    async def _refresh(self, seen: list[_Key] | None, *, counted: bool) -> list[_Key]:
+        """Fetch the key set, unless another request did since `seen` was read."""
+        uri = self._jwks_uri or (await self.metadata()).jwks_uri
+        if uri is None:
+            raise AuthServerUnavailable(f"the authorization server {self.issuer} names no jwks_uri")
+        async with self._lock:
+            if self._keys is not None and self._keys is not seen:
+                return self._keys
+            status, body = await fetch_json(self.http, "GET", uri, "key set")
+            if status != 200 or not isinstance(body, dict) or not isinstance(body.get("keys"), list):
+                raise AuthServerUnavailable(f"the authorization server's key set at {uri} answered HTTP {status}")
+            keys: list[_Key] = []
+            for entry in body["keys"]:
+                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                    continue
+                try:
+                    key = jwt.PyJWK(entry)
+                except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, json.JSONDecodeError):
+                    continue  # a key type PyJWT cannot use: no token of ours is checked with it
+                alg = entry.get("alg")
+                keys.append(_Key(key, alg if isinstance(alg, str) else None))
+            self._keys = keys
+            if counted:
+                self._last_refresh = time.monotonic()
+            logger.info("fetched %d signing key(s) of %s", len(keys), self.issuer)
+            return keys
+
+
+@dataclass(slots=True, frozen=True)
+class _Key:
+    jwk: jwt.PyJWK
+    alg: str | None
+    """The key's own `alg`, when its JWK names one (then only that algorithm may use it)."""
+
+
+def _matching(keys: list[_Key], kid: str | None, algorithm: str) -> list[jwt.PyJWK]:
+    return [key.jwk for key in keys if (kid is None or key.jwk.key_id == kid) and _fits(key, algorithm)]
+
+
+def _fits(key: _Key, algorithm: str) -> bool:
+    """A key that names its `alg` fits that one; one that does not fits its type's (RSA: RS*, PS*; EC: ES*)."""
+    if key.alg is not None:
+        return key.alg == algorithm
+    kty = key.jwk.key_type
+    return (kty == "RSA" and algorithm[:2] in ("RS", "PS")) or (kty == "EC" and algorithm.startswith("ES")) or (
+        kty == "OKP" and algorithm in ("EdDSA", "Ed25519"))

@@ -1,0 +1,68 @@
+"""The PostgreSQL store's part for users' own connections to apis (`gateway.identity.connections`): shared by every
+instance, so a user connected through one instance is connected on all, and a refresh by one is seen by the others."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from .base import ConnectionRecord, PendingConnection
+
+_COLUMNS = "subject, api, secret, scopes, created, updated"
+
+
+class PostgresConnections:
+    """Mixed into `PostgresStore` (`_connection` is its pooled connection)."""
+
+    def _connection(self) -> AbstractAsyncContextManager[Any]:  # provided by PostgresStore
+        raise NotImplementedError
+
+    async def save_connection(self, record: ConnectionRecord) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                f"INSERT INTO connections ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (subject, api)"
+                " DO UPDATE SET secret = excluded.secret, scopes = excluded.scopes, updated = excluded.updated",
+                (record.subject, record.api, record.secret, record.scopes, record.created, record.updated))
+
+    async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None:
+        async with self._connection() as conn:
+            cursor = await conn.execute(f"SELECT {_COLUMNS} FROM connections WHERE subject = %s AND api = %s",
+                                        (subject, api))
+            row = await cursor.fetchone()
+        return _record(row) if row else None
+
+    async def list_connections(self, subject: str) -> list[ConnectionRecord]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(f"SELECT {_COLUMNS} FROM connections WHERE subject = %s ORDER BY api",
+                                        (subject,))
+            rows = await cursor.fetchall()
+        return [_record(row) for row in rows]
+
+    async def delete_connection(self, subject: str, api: str) -> bool:
+        async with self._connection() as conn:
+            cursor = await conn.execute("DELETE FROM connections WHERE subject = %s AND api = %s", (subject, api))
+            return bool(cursor.rowcount)
+
+    async def add_pending_connection(self, pending: PendingConnection) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "INSERT INTO pending_connections (state, subject, api, verifier, client, created, expires)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (pending.state, pending.subject, pending.api, pending.verifier, pending.client, pending.created,
+                 pending.expires))
+
+    async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
+        async with self._connection() as conn:
+            await conn.execute("DELETE FROM pending_connections WHERE expires <= %s", (now,))
+            cursor = await conn.execute(
+                "DELETE FROM pending_connections WHERE state = %s RETURNING state, subject, api, verifier, client,"
+                " created, expires", (state,))
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        return PendingConnection(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4],
+                                 created=row[5], expires=row[6])
+
+
+def _record(row: Any) -> ConnectionRecord:
+    return ConnectionRecord(subject=row[0], api=row[1], secret=row[2], scopes=row[3], created=row[4], updated=row[5])

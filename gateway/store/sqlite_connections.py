@@ -1,0 +1,62 @@
+"""The SQLite store's part for users' own connections to apis (`gateway.identity.connections`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .base import ConnectionRecord, PendingConnection
+
+T = TypeVar("T")
+_COLUMNS = "subject, api, secret, scopes, created, updated"
+
+
+class SQLiteConnections:
+    """Mixed into `SQLiteStore`: every statement runs on the store's thread (`_run`)."""
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:  # provided by SQLiteStore
+        raise NotImplementedError
+
+    async def save_connection(self, record: ConnectionRecord) -> None:
+        values = (record.subject, record.api, record.secret, record.scopes, record.created, record.updated)
+        await self._run(lambda conn: conn.execute(
+            f"INSERT OR REPLACE INTO connections ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", values))
+
+    async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None:
+        row = await self._run(lambda conn: conn.execute(
+            f"SELECT {_COLUMNS} FROM connections WHERE subject = ? AND api = ?", (subject, api)).fetchone())
+        return _connection(row) if row else None
+
+    async def list_connections(self, subject: str) -> list[ConnectionRecord]:
+        rows = await self._run(lambda conn: conn.execute(
+            f"SELECT {_COLUMNS} FROM connections WHERE subject = ? ORDER BY api", (subject,)).fetchall())
+        return [_connection(row) for row in rows]
+
+    async def delete_connection(self, subject: str, api: str) -> bool:
+        count = await self._run(lambda conn: conn.execute(
+            "DELETE FROM connections WHERE subject = ? AND api = ?", (subject, api)).rowcount)
+        return bool(count)
+
+    async def add_pending_connection(self, pending: PendingConnection) -> None:
+        values = (pending.state, pending.subject, pending.api, pending.verifier, pending.client, pending.created,
+                  pending.expires)
+        await self._run(lambda conn: conn.execute(
+            "INSERT INTO pending_connections (state, subject, api, verifier, client, created, expires)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)", values))
+
+    async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
+        def work(conn: sqlite3.Connection) -> Any:
+            conn.execute("DELETE FROM pending_connections WHERE expires <= ?", (now,))
+            return conn.execute("DELETE FROM pending_connections WHERE state = ? RETURNING state, subject, api,"
+                                " verifier, client, created, expires", (state,)).fetchone()
+
+        row = await self._run(work)
+        if row is None:
+            return None
+        return PendingConnection(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4],
+                                 created=row[5], expires=row[6])
+
+
+def _connection(row: Any) -> ConnectionRecord:
+    return ConnectionRecord(subject=row[0], api=row[1], secret=row[2], scopes=row[3], created=row[4], updated=row[5])
