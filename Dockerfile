@@ -1,7 +1,11 @@
 # gateway: one instance. Mount your specs/ and agents.yaml (read-only); state goes to the store named by
 # agents.yaml (gateway.store: postgresql://... to share it between instances, see docker-compose.yaml).
 #   docker build -t gateway .
-#   docker run -p 127.0.0.1:8080:8080 -v "$PWD/specs:/srv/specs:ro" -v "$PWD/agents.yaml:/srv/agents.yaml:ro" gateway
+#   docker run -p 127.0.0.1:8080:8080 -v "$PWD/specs:/srv/specs:ro" -v "$PWD/agents.yaml:/srv/agents.yaml:ro" \
+#       gateway --allow-public
+# The gateway listens on the container's own address, beyond its loopback: without `clients` in agents.yaml (as in
+# the example) it serves that only with --allow-public, and `-p 127.0.0.1:...` publishes it on the host's loopback
+# alone. Published anywhere else, give agents.yaml `clients` keys and leave --allow-public out.
 FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

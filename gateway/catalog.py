@@ -29,6 +29,7 @@ source of this fact for both."""
 Location = Literal["path", "query", "header", "cookie", "body"]
 Level = Literal["error", "warning"]
 Approval = Literal["never", "writes", "always"]
+OutputCheck = Literal["enforce", "warn", "off"]
 """When a tool waits for a human (agents.yaml `approval:`): never, for writes only, or always."""
 
 JSONSchema = dict[str, Any]
@@ -210,6 +211,14 @@ class AgentTool:
     """For a delegation tool: the sub-agent it runs."""
     timeout: float | None = None
     max_result_bytes: int | None = None
+    output_check: OutputCheck = "enforce"
+    """What a 2xx body that breaks `output_schema` is: enforce: an `invalid_output` failure; warn: passed on with a
+    warning; off: not checked. Only an enforced schema is declared to clients (MCP's `outputSchema`)."""
+
+    @property
+    def enforced_output_schema(self) -> JSONSchema | None:
+        """The output schema a client may rely on: the spec's, when the gateway enforces it."""
+        return self.output_schema if self.output_check == "enforce" else None
 
     @property
     def needs_approval(self) -> bool:
@@ -231,6 +240,7 @@ class AgentTool:
             "description": self.description,
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
+            "output_check": self.output_check,
             "tool": tool.name if tool else None,
             "fixed_args": self.fixed_args,
             "approval": self.approval,

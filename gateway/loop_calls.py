@@ -83,7 +83,7 @@ def call_step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResu
     step = Step(tool=call.name, arguments=arguments, call_id=call.id, iteration=iteration)
     if result is not None:
         step.ok, step.status, step.error, step.error_type = result.ok, result.status, result.error, result.error_type
-        step.duration_ms = result.duration_ms
+        step.duration_ms, step.warning = result.duration_ms, result.warning
     return step
 
 
@@ -94,6 +94,8 @@ def result_content(result: ToolResult) -> str:
         text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
         if result.truncated:
             text += "\n[truncated: the result was longer than the gateway's limit]"
+        if result.warning:
+            text += f"\n[warning: {result.warning}]"
         return text
     payload: dict[str, Any] = {"error": result.error or "the call failed", "error_type": result.error_type}
     if result.status is not None:

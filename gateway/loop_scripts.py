@@ -90,7 +90,7 @@ class _Host:
             result = await self.run_in_scope(tool, call, approval, inner)
         done = Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=loop.iteration,
                     ok=result.ok, status=result.status, error=result.error, error_type=result.error_type,
-                    duration_ms=(time.perf_counter() - started) * 1000, steps=inner)
+                    duration_ms=(time.perf_counter() - started) * 1000, steps=inner, warning=result.warning)
         self.steps.append(done)
         await loop.emit(LoopEvent(type="step_finished", step=done))
         return result

@@ -38,11 +38,15 @@ class Step:
     """A delegation's steps: what the sub-agent called to answer it (nested as deep as the delegation)."""
     handed_back: bool = False
     """A call of one of the caller's own tools: not run by the gateway, handed back in the answer."""
+    warning: str | None = None
+    """A success with something to know (a body that breaks the spec's output schema, under `output_check: warn`)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         if not self.handed_back:
             del data["handed_back"]
+        if self.warning is None:
+            del data["warning"]
         data["duration_ms"] = round(self.duration_ms, 3)
         data["steps"] = [step.to_dict() for step in self.steps]
         if not self.steps:  # only delegations have these: other steps keep their plain shape
@@ -76,6 +80,8 @@ class CallerToolSpec:
     description: str = ""
     input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     output_schema: dict[str, Any] | None = None
+    namespace: str | None = None
+    """The Responses `namespace` tool it came in (its calls are handed back with it); None: a plain function."""
 
     @classmethod
     def of(cls, tool: Any) -> CallerToolSpec:

@@ -73,6 +73,8 @@ class ToolResult:
     """Bytes of the upstream body read."""
     approval_id: str | None = None
     """Set with `error_type == "approval_pending"`."""
+    warning: str | None = None
+    """A success with something to know: the body breaks the spec's output schema (`output_check: warn`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class ToolResult:
             "duration_ms": round(self.duration_ms, 3),
             "bytes": self.bytes,
             **({"approval_id": self.approval_id} if self.approval_id else {}),
+            **({"warning": self.warning} if self.warning else {}),
         }
 
     @classmethod

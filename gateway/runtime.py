@@ -6,7 +6,9 @@ holds the holder and reads `holder.current` once per request, so a request never
 
 A reload is refused, and the last good runtime keeps serving, when the new manifest has errors or
 when a spec that compiled before now yields no api at all while its file is still there (a broken
-edit, not a deletion). The refusal is logged on `gateway.runtime` and kept in `holder.last_error`.
+edit, not a deletion). The refusal is logged on `gateway.runtime` and kept in `holder.last_error`; putting
+the files back as they were (the content that serves) ends it. A reload that takes a tool away from an agent
+because its spec no longer has the operation is made, and logged at WARNING and kept in `holder.warnings`.
 """
 
 from __future__ import annotations
@@ -149,6 +151,38 @@ def _check_regressions(old: Runtime, new: Runtime) -> None:
         raise ConfigError(f"{', '.join(lost)} no longer compile(s) to any tool:\n{listing}", related)
 
 
+@dataclass(frozen=True, slots=True)
+class DroppedTool:
+    """A tool an agent had before a reload and lost because its spec no longer has the operation."""
+
+    agent: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def dropped_tools(old: Runtime, new: Runtime) -> list[DroppedTool]:
+    """What agents had before and lost because its spec no longer has the operation (not because agents.yaml
+    stopped selecting it): a spec edit that silently takes a tool away from a working agent."""
+    warnings = []
+    for agent, toolset in old.toolsets.items():
+        kept = new.toolsets.get(agent)
+        if kept is None:
+            continue
+        still = {agent_tool.tool.name for agent_tool in kept if agent_tool.tool is not None}
+        for agent_tool in toolset:
+            tool = agent_tool.tool
+            if tool is None or tool.name in still or new.catalog.get(tool.name) is not None:
+                continue
+            spec = old.catalog.apis.get(tool.api)
+            where = spec.file if spec is not None else tool.api
+            warnings.append(DroppedTool(agent, f"agent {agent!r} lost tool {agent_tool.name!r}: {where} no longer "
+                                               f"has operation {tool.operation_id or tool.name!r} ({tool.method} "
+                                               f"{tool.path})"))
+    return warnings
+
+
 class RuntimeHolder:
     """Holds the current `Runtime` and replaces it when the inputs change.
 
@@ -171,6 +205,8 @@ class RuntimeHolder:
         """`time.time()` of the last successful reload (None: serving what it started with)."""
         self.refused_at: float | None = None
         """`time.time()` of the last refused reload."""
+        self.warnings: list[DroppedTool] = []
+        """What the last reload took away from agents that used it (a spec edit dropped the operation)."""
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
 
@@ -215,6 +251,11 @@ class RuntimeHolder:
         async with self._lock:
             old = self._current
             fingerprint = await anyio.to_thread.run_sync(input_digest, old.specs_dir, old.agents_path)
+            if not force and fingerprint == old.fingerprint and self.last_error is not None:
+                # The files are back to the content that serves: nothing to load, and nothing refused any more.
+                self.last_error, self._failed_fingerprint = None, None
+                logger.info("the inputs are back to the configuration that serves; the refused reload is over")
+                return False
             if not force and fingerprint in (old.fingerprint, self._failed_fingerprint):
                 return False
             load = functools.partial(load_runtime, old.specs_dir, old.agents_path, use_cache=old.use_cache)
@@ -233,7 +274,10 @@ class RuntimeHolder:
             self.last_error = None
             self.reloaded_at = time.time()
             self._failed_fingerprint = None
+            self.warnings = dropped_tools(old, new)
         logger.info("reloaded: %d agents, %d tools in the catalog", len(new.manifest.agents), len(new.catalog))
+        for warning in self.warnings:
+            logger.warning("%s", warning)
         for callback in list(self.on_reload):
             try:
                 result = callback(new)

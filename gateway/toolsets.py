@@ -9,7 +9,8 @@
 - Fixed `args` are removed from the schema the model sees (`properties` and `required`) and kept in
   `AgentTool.fixed_args`; the executor sends them with every call. A key may name the input property or
   the argument's wire name.
-- Per-tool `override`: `rename`, `description`, `approval`, `timeout`, `max_result_bytes`.
+- Per-tool `override`: `rename`, `description`, `approval`, `timeout`, `max_result_bytes`, `output_check` (default:
+  the api's `output_check`).
 - Each delegate becomes `ask_<agent>` with input `{task: string}` and `AgentTool.delegate` set. It needs
   approval only under `approval: always`: the sub-agent's own policy gates its own calls.
 - Names are unique per agent. The catalog's names are unique already (two specs with `getUser` are
@@ -125,7 +126,7 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
                     report("warning", "", f"{tool.name!r} is already selected by {first.pointer}; that entry's "
                                           "args and overrides apply")
                 continue
-            chosen[tool.name] = (_agent_tool(tool, selection, agent), selection)
+            chosen[tool.name] = (_agent_tool(tool, selection, agent, manifest), selection)
     selected = [agent_tool for agent_tool, _ in chosen.values()]
     entries = {agent_tool.tool.name: selection for agent_tool, selection in chosen.values() if agent_tool.tool}
     subs = [name for name in dict.fromkeys(agent.delegates) if name in manifest.agents]
@@ -144,7 +145,7 @@ def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:
     return None
 
 
-def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig) -> AgentTool:
+def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig, manifest: Manifest) -> AgentTool:
     override = _override_for(selection, tool) or ToolOverride()
     fixed = {name: value for key, value in selection.args.items() if (name := _property_for(tool, key)) is not None}
     schema = _without(tool.input_schema, fixed)
@@ -155,6 +156,7 @@ def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig) -> Age
         approval=override.approval or agent.policy.approval,
         timeout=override.timeout if override.timeout is not None else agent.policy.tool_timeout,
         max_result_bytes=override.max_result_bytes or agent.policy.max_result_bytes,
+        output_check=override.output_check or manifest.api(tool.api).output_check,
     )
 
 

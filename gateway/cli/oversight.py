@@ -118,11 +118,20 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     elif "result" in body:
         print(json.dumps(body["result"], ensure_ascii=False, indent=2), file=out)
     else:
-        print(body["choices"][0]["message"]["content"] or "(no text)", file=out)
+        print(_answer_text(body) or "(no text)", file=out)
         pending = body["gateway"]["pending_approvals"]
         for item in pending:
             print(f"waiting for approval {item['id']}: {item['tool']} {json.dumps(item['arguments'])}", file=out)
     return 0
+
+
+def _answer_text(body: dict[str, Any]) -> str:
+    """The text of a resumed run's answer: a chat completion's message, or a Response's output messages (a run
+    started on /v1/responses is answered as one)."""
+    if "choices" in body:
+        return str(body["choices"][0]["message"]["content"] or "")
+    return "".join(part.get("text", "") for item in body.get("output") or [] if item.get("type") == "message"
+                   for part in item.get("content") or [] if part.get("type") == "output_text")
 
 
 def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:

@@ -40,6 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ..catalog import OutputCheck
 from .fields import (
     TOOL_NAME,
     AlsoShort,
@@ -59,9 +60,10 @@ from .hooks_budgets import HookConfig
 Approval = Literal["never", "writes", "always"]
 ToolSearch = Literal["auto", "on", "off", "native"]
 CodeMode = Literal["on", "off", "only"]
-OutputCheck = Literal["enforce", "warn", "off"]
 ToolSearchSwitch = Annotated[ToolSearch, BeforeValidator(yaml_switch), WithJsonSchema(switch_schema(ToolSearch))]
 CodeModeSwitch = Annotated[CodeMode, BeforeValidator(yaml_switch), WithJsonSchema(switch_schema(CodeMode))]
+OutputCheckSwitch = Annotated[OutputCheck, BeforeValidator(yaml_switch), WithJsonSchema(switch_schema(OutputCheck))]
+"""`output_check: off` unquoted is YAML's false: read back as written."""
 MODEL = r"^[^/]+/.+$"
 """`<provider>/<model id>`: checked with the providers (`gateway.config.checks`), so an agent with a bad model
 is still checked for the rest."""
@@ -80,7 +82,7 @@ class ToolOverride(Section):
     approval: Approval | None = doc(_APPROVAL + " Default: the agent's.", None)
     timeout: Seconds | None = doc("Seconds one call may take (default: the agent's tool_timeout).", None)
     max_result_bytes: Count | None = doc("Bytes of the answer the model gets at most (default: the agent's).", None)
-    output_check: OutputCheck | None = doc(_OUTPUT_CHECK + " Default: the api's.", None)
+    output_check: OutputCheckSwitch | None = doc(_OUTPUT_CHECK + " Default: the api's.", None)
 
 
 def _entry(value: Any) -> Any:

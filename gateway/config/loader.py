@@ -31,7 +31,7 @@ from .checks import check_manifest
 from .delegation import check_delegation
 from .model import DEFAULT_BASE_URLS, Manifest
 from .reading import read_manifest
-from .yamlnodes import KeyPath, load_yaml
+from .yamlnodes import KeyLines, KeyPath, load_yaml
 
 if TYPE_CHECKING:
     from ..toolsets import Toolset
@@ -139,5 +139,19 @@ def _check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
         schemes = sorted({name for tool in needing for alternative in tool.security for name in alternative})
         names = ", ".join(tool.name for tool in needing[:5]) + (", ..." if len(needing) > 5 else "")
         path = ("apis", api) if api in manifest.apis else where
-        c.warning(path, f"{len(needing)} selected operation(s) of {api!r} require credentials ({', '.join(schemes)}: "
-                        f"{names}) but apis.{api}.auth is not configured; those calls will likely be refused")
+        needs = f"{len(needing)} selected operation(s) of {api!r} require credentials ({', '.join(schemes)}: {names})"
+        if ("apis", api, "auth") in c.lines:  # written, but every secret in it came out empty
+            c.warning(("apis", api, "auth"), f"{needs}, but the credential in apis.{api}.auth is empty"
+                                             f"{_unset(c, api)}: none is sent, and those calls will likely be refused")
+        else:
+            c.warning(path, f"{needs} but apis.{api}.auth is not configured; those calls will likely be refused")
+
+
+def _unset(c: Checker, api: str) -> str:
+    """What to set so an empty credential gets its value: the variables it reads."""
+    variables = c.lines.variables_under(("apis", api, "auth")) if isinstance(c.lines, KeyLines) else []
+    if not variables:
+        return ""
+    if len(variables) == 1:
+        return f" ({variables[0]} is unset or empty; set it)"
+    return f" ({', '.join(variables)} are unset or empty; set them)"

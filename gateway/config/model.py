@@ -10,7 +10,7 @@ providers:
   NAME: {kind: openai|openai-responses|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
 apis:                                   # keyed by the spec's path under specs/ without extension
   NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert,
-         client_key, output_check: enforce|warn|off}
+         client_key, output_check: enforce|warn|off, reuse_connections: true}
 agents: {NAME: {...}}                   # gateway.config.agents
 hooks: [...]                            # gateway.config.hooks_budgets
 budgets: {...}
@@ -29,7 +29,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_
 from pydantic.json_schema import SkipJsonSchema
 
 from ..kernel.redaction import url_secrets
-from .agents import AgentConfig, Approval, CodeLimits, CodeMode, OutputCheck, Policy, ToolOverride, ToolSelection
+from .agents import (
+    AgentConfig,
+    Approval,
+    CodeLimits,
+    CodeMode,
+    OutputCheckSwitch,
+    Policy,
+    ToolOverride,
+    ToolSelection,
+)
 from .credentials import AuthConfig
 from .fields import (
     AGENT_NAME,
@@ -109,9 +118,12 @@ class ApiConfig(Section):
     client_cert: str | None = doc("A PEM client certificate (chain) presented to this api (mTLS), relative to "
                                   "agents.yaml's folder.", None)
     client_key: str | None = doc("The PEM private key of `client_cert`, when that file does not hold it too.", None)
-    output_check: OutputCheck = doc("The upstream answer against the operation's declared response schema: "
-                                    "enforce (a mismatch is a tool error), warn (passed on, with a warning), off.",
-                                    "enforce")
+    output_check: OutputCheckSwitch = doc("The upstream answer against the operation's declared response schema: "
+                                          "enforce (a mismatch is a tool error), warn (passed on, with a warning), "
+                                          "off.", "enforce")
+    reuse_connections: Flag = doc("Keep connections for the next request (keep-alive). false: a connection of its "
+                                  "own for each request, for an upstream that sends answers nobody asked for "
+                                  "(HTTP/1.1 would read one as the next request's answer).", True)
     name: SkipJsonSchema[str] = derived("")
 
     @field_validator("auth")

@@ -54,6 +54,20 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+class KeyLines(dict[KeyPath, int]):
+    """Each key path's 1-based line; `variables` names the environment variables each value read (a warning
+    about an empty value can then say which variable to set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.variables: dict[KeyPath, list[str]] = {}
+
+    def variables_under(self, prefix: KeyPath) -> list[str]:
+        """The variables read by the values at or under `prefix`, in order, once each."""
+        found = [name for path, names in self.variables.items() if path[:len(prefix)] == prefix for name in names]
+        return list(dict.fromkeys(found))
+
+
 def format_path(path: KeyPath) -> str:
     """`("agents", "reader", "tools", 1, "api")` -> `agents.reader.tools[1].api`."""
     out = ""
@@ -73,7 +87,7 @@ class _Builder:
         self._placeholder = re.compile("|".join(map(re.escape, expressions)) or "(?!)")
         self.file = file
         self.environ = environ
-        self.lines: dict[KeyPath, int] = {}
+        self.lines = KeyLines()
         self.diagnostics: list[Diagnostic] = []
         self.constructor = SafeConstructor()
         self.resolver = yaml.resolver.Resolver()
@@ -140,6 +154,7 @@ class _Builder:
             if match.group(0) == "$${":
                 return "${"
             name, default = match.group(1), match.group(2)
+            self.lines.variables.setdefault(path, []).append(name)
             if name in self.environ:
                 return self.environ[name]
             if default is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from .gemini_schema import gemini_function, gemini_schema
-from .mcp import mcp_output_schema, mcp_output_wraps, mcp_structured_content, mcp_tool
+from .mcp import declared_output_schema, mcp_output_schema, mcp_output_wraps, mcp_structured_content, mcp_tool
 from .render import FORMATS, anthropic_tool, json_tool, openai_tool, render_tools
 from .strict import StrictForm, strict_arguments, strict_form, strict_reason, strict_schema
 from .strict_allof import NotStrict
@@ -30,6 +30,7 @@ __all__ = [
     "StrictForm",
     "ToolLike",
     "anthropic_tool",
+    "declared_output_schema",
     "drop_strict_nulls",
     "gemini_function",
     "gemini_schema",

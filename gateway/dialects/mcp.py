@@ -13,7 +13,7 @@ from .tool import ToolLike
 
 def mcp_tool(t: ToolLike) -> dict[str, Any]:
     rendered: dict[str, Any] = {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-    output = mcp_output_schema(t.output_schema)
+    output = mcp_output_schema(declared_output_schema(t))
     if output is not None:
         rendered["outputSchema"] = output
     method = getattr(getattr(t, "tool", None) or t, "method", None)
@@ -22,6 +22,13 @@ def mcp_tool(t: ToolLike) -> dict[str, Any]:
         rendered["annotations"] = {"readOnlyHint": read_only, "destructiveHint": method == "DELETE",
                                    "idempotentHint": method in ("GET", "HEAD", "OPTIONS", "PUT", "DELETE")}
     return rendered
+
+
+def declared_output_schema(t: ToolLike) -> dict[str, Any] | None:
+    """The output schema clients are told: none when the gateway does not enforce it (`output_check: warn|off`),
+    since MCP clients reject structured content that breaks a declared schema. A view reads its tool's setting."""
+    source = getattr(t, "source", t)
+    return t.output_schema if getattr(source, "output_check", "enforce") == "enforce" else None
 
 
 def mcp_output_wraps(output_schema: dict[str, Any] | None) -> bool:

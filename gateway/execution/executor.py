@@ -61,7 +61,8 @@ class _Api:
         pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
         options = ClientOptions(max_connections=pooled, ca_file=config.ca_file,
-                                client_cert=config.client_cert, client_key=config.client_key)
+                                client_cert=config.client_cert, client_key=config.client_key,
+                                reuse_connections=config.reuse_connections)
         if transport is None:
             # The calls go out on pyreqwest directly (gateway.http.wire); the httpx client, on pyreqwest too,
             # is for OAuth token requests only.

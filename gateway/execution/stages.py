@@ -82,7 +82,9 @@ class RunHooks:
 
 
 class CheckOutput:
-    """A 2xx answer whose body breaks the spec's output schema is `invalid_output` on every door.
+    """A 2xx answer whose body breaks the spec's output schema is `invalid_output` on every door, unless the tool's
+    `output_check` says otherwise: `warn` passes the body on with a `warning` (the result, the step, the audit row
+    and a metric carry it), `off` does not check.
 
     What "breaks" means: the tool declares an output schema (the spec's JSON response) and the body is not JSON,
     or is JSON that the schema refuses. A truncated body is not judged (its end is missing, not wrong). The
@@ -91,11 +93,17 @@ class CheckOutput:
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
-        schema = invocation.agent_tool.output_schema
-        if not result.ok or schema is None or result.truncated or body_holds(schema, result):
+        agent_tool = invocation.agent_tool
+        schema = agent_tool.output_schema
+        if agent_tool.output_check == "off" or not result.ok or schema is None or result.truncated or \
+                body_holds(schema, result):
             return result
         problem = await run_off_the_loop(lambda: output_problem(schema, result))
         if problem is None:
+            return result
+        if agent_tool.output_check == "warn":
+            result.warning = (f"the body does not match the spec's output schema ({problem}); it is passed on as "
+                              "the API sent it (output_check: warn)")
             return result
         result.ok = False
         result.error_type = "invalid_output"
@@ -138,6 +146,8 @@ class RedactResult:
             return result
         if result.error:
             result.error = redactor.text(result.error)
+        if result.warning:
+            result.warning = redactor.text(result.warning)
         if result.body is not None:
             result.body = redactor.value(result.body)
         return result

@@ -41,6 +41,10 @@ class ClientOptions:
         client_key: the PEM private key of `client_cert` (omitted when `client_cert` holds it too).
         read_timeout: seconds any one read (and the wait for a connection) may take, for clients whose
             requests carry no deadline of their own (an LLM's answer streams for as long as it streams).
+        reuse_connections: keep idle connections for the next request (keep-alive). False for an upstream
+            that sends answers nobody asked for: HTTP/1.1 pairs answers with requests by their order on a
+            connection, so an unasked answer left on a kept connection would be read as the next request's
+            (the library has no setting to detect one); a new connection per request costs a handshake each.
     """
 
     max_connections: int = 20
@@ -48,6 +52,7 @@ class ClientOptions:
     client_cert: str | None = None
     client_key: str | None = None
     read_timeout: float | None = None
+    reuse_connections: bool = True
 
 
 def build_client(options: ClientOptions) -> Client:
@@ -58,7 +63,8 @@ def build_client(options: ClientOptions) -> Client:
         .referer(False)
         .user_agent(USER_AGENT)
         .max_connections(options.max_connections)
-        .pool_max_idle_per_host(options.max_connections)
+        # No idle connection kept: each request gets a connection of its own, closed after its answer.
+        .pool_max_idle_per_host(options.max_connections if options.reuse_connections else 0)
         .pool_idle_timeout(timedelta(seconds=POOL_IDLE_SECONDS))
         .connect_timeout(timedelta(seconds=CONNECT_TIMEOUT))
     )

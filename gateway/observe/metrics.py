@@ -18,6 +18,7 @@ the same store for all).
     gateway_run_tokens{agent}                        gateway_budget_exceeded_total{scope}
     gateway_hook_decisions_total{event,decision}     gateway_breaker_state{api,group,state}
     gateway_pending_approvals                        gateway_reloads_total, gateway_reloads_refused_total
+    gateway_tool_output_warnings_total{api,tool}
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class Metrics:
                                 registry=r)
         self.tool_calls = Counter("gateway_tool_calls", "Tool calls by api, tool and outcome (ok or the error type).",
                                   ["api", "tool", "outcome"], registry=r)
+        self.output_warnings = Counter("gateway_tool_output_warnings", "Successful tool calls whose body broke "
+                                       "the spec's output schema, passed on under `output_check: warn`.",
+                                       ["api", "tool"], registry=r)
         self.tool_latency = Histogram("gateway_tool_call_duration_seconds", "Tool call latency.", ["api", "tool"],
                                       buckets=_LATENCY_BUCKETS, registry=r)
         self.model_latency = Histogram("gateway_model_call_duration_seconds", "Model call latency.",

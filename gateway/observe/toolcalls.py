@@ -51,6 +51,8 @@ class ObserveToolCall:
         result = await proceed(invocation)
         metrics.record_tool_call(invocation.tool.api, invocation.call.name,
                                  "ok" if result.ok else result.error_type or "error", time.perf_counter() - started)
+        if result.warning:
+            metrics.output_warnings.labels(invocation.tool.api, invocation.call.name).inc()
         return result
 
     def _redacted(self, value: object) -> object:

@@ -45,7 +45,7 @@ _READ_ONLY = {"reasoning": ("status",), "tool_search_call": ("created_by",), "to
 # Chat-style parameters (what callers and agents.yaml speak) in the Responses API's terms.
 _RENAMED = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"}
 _PASSED = ("temperature", "top_p", "user", "metadata", "parallel_tool_calls", "max_output_tokens", "truncation",
-           "reasoning", "service_tier")
+           "reasoning", "service_tier", "prompt_cache_key", "safety_identifier")
 
 
 class OpenAIResponsesAdapter(OpenAIStrictArguments):

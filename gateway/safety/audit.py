@@ -139,7 +139,7 @@ class AuditLog:
         row.latency_ms = result.duration_ms
         row.bytes = result.bytes
         row.approval = row.approval or result.approval_id
-        row.error = self.redactor.text(result.error) if result.error else None
+        row.error = self.redactor.text(result.error) if result.error else _warning(result, self.redactor)
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
@@ -217,6 +217,11 @@ class AuditLog:
         if removed:
             logger.info("audit retention: removed %d rows older than %g days", removed, self.retention_days)
         return removed
+
+
+def _warning(result: ToolResult, redactor: Redactor) -> str | None:
+    """A success's warning, in the row's `error` text (its status stays `ok`: the call succeeded)."""
+    return f"warning: {redactor.text(result.warning)}" if result.warning else None
 
 
 class RecordCall:

@@ -66,9 +66,11 @@ SAFETY_PATHS: dict[str, Any] = {
             "properties": {"decision": {"enum": ["approve", "deny"]}, "arguments": {"type": ["object", "null"]},
                            "reason": {"type": ["string", "null"]}}}}}},
         "responses": {
-            "200": {"description": "The finished chat completion, or `{approval, result}` for a direct call.",
+            "200": {"description": "The finished chat completion (the finished Response for a run started on "
+                                   "/v1/responses), or `{approval, result}` for a direct call.",
                     "content": {"application/json": {"schema": {"anyOf": [
                         {"$ref": "#/components/schemas/ChatCompletion"},
+                        {"$ref": "#/components/schemas/Response"},
                         {"type": "object", "required": ["approval", "result"],
                          "properties": {"approval": {"type": "object"},
                                         "result": {"$ref": "#/components/schemas/ToolResult"}}}]}}}},

@@ -101,31 +101,90 @@ _RESPONSES_TOOL_CHOICE = {"anyOf": [{"enum": ["none", "auto", "required"]}, {
     "type": "object", "required": ["type", "name"],
     "properties": {"type": {"const": "function"}, "name": {"type": "string"}}}]}
 
-_RESPONSES_REQUEST = {
-    "type": "object",
-    "required": ["model", "input"],
-    "properties": {
-        "model": {"type": "string", "minLength": 1, "description": "The agent's name (GET /v1/models)."},
-        "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {
-            "type": "object", "description": "A message, function_call or function_call_output item."}}]},
-        "instructions": {"type": "string"},
-        "previous_response_id": {"type": "string", "minLength": 1,
-                                 "description": "A response of the same client key."},
-        "store": {"type": "boolean", "default": True},
-        "stream": {"type": "boolean", "default": False},
-        "tools": {"type": "array", "items": {"allOf": [
-            {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}},
-            {"$ref": "#/components/schemas/Function"}]}},
-        "tool_choice": _RESPONSES_TOOL_CHOICE,
-        "parallel_tool_calls": {"type": "boolean"},
-        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
-        "max_output_tokens": {"type": "integer", "minimum": 1},
-        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
-        "user": {"type": "string"},
-    },
-    "additionalProperties": False,
-}
+_RESPONSES_TEXT_PARTS = {"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "array", "items": {"anyOf": [
+    {"type": "object", "required": ["type", "text"],
+     "properties": {"type": {"enum": ["input_text", "output_text", "text"]}, "text": {"type": "string"}}},
+    {"type": "object", "required": ["type", "refusal"],
+     "properties": {"type": {"const": "refusal"}, "refusal": {"type": "string"}}}]}}]}
+
+_RESPONSES_INPUT_ITEM = {"anyOf": [
+    {"type": "object", "required": ["role"], "description": "A message (`type` may be left out).",
+     "properties": {"type": {"const": "message"}, "role": {"enum": ["user", "assistant", "system", "developer"]},
+                    "content": _RESPONSES_TEXT_PARTS}},
+    {"type": "object", "required": ["type", "call_id", "name"], "description": "A call the model made.",
+     "properties": {"type": {"const": "function_call"}, "call_id": {"type": "string", "minLength": 1},
+                    "name": {"type": "string", "minLength": 1}, "arguments": {"type": ["string", "null"]},
+                    "namespace": {"type": "string"}}},
+    {"type": "object", "required": ["type", "call_id"], "description": "A function's result.",
+     "properties": {"type": {"const": "function_call_output"}, "call_id": {"type": "string", "minLength": 1},
+                    "output": _RESPONSES_TEXT_PARTS}},
+]}
+
+_BUILT_IN_TOOL = {"type": "object", "required": ["type"],
+                  "description": "A built-in tool (web_search, ...): left out, and listed in `gateway.ignored`.",
+                  "properties": {"type": {"type": "string", "minLength": 1,
+                                          "not": {"enum": ["function", "namespace"]}}}}
+
+_RESPONSES_FUNCTION = {"allOf": [
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}},
+    {"$ref": "#/components/schemas/Function"}]}
+
+
+def _responses_request(function: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["model", "input"],
+        "properties": {
+            "model": {"type": "string", "minLength": 1, "description": "The agent's name (GET /v1/models)."},
+            "input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": _RESPONSES_INPUT_ITEM}]},
+            "instructions": {"type": ["string", "null"]},
+            "previous_response_id": {"type": ["string", "null"], "minLength": 1,
+                                     "description": "A response of the same client key."},
+            "store": {"type": "boolean", "default": True},
+            "stream": {"type": "boolean", "default": False},
+            "stream_options": {"type": ["object", "null"]},
+            "tools": {"type": ["array", "null"], "items": {"anyOf": [
+                function,
+                {"type": "object", "required": ["type", "name", "tools"], "description": "A namespace: its "
+                 "functions are your tools, handed back with the namespace.",
+                 "properties": {"type": {"const": "namespace"}, "name": {"type": "string", "minLength": 1},
+                                "tools": {"type": "array", "items": {"anyOf": [function, _BUILT_IN_TOOL]}}}},
+                _BUILT_IN_TOOL,
+            ]}},
+            "tool_choice": {"anyOf": [_RESPONSES_TOOL_CHOICE, {"type": "null"}]},
+            "parallel_tool_calls": {"type": ["boolean", "null"]},
+            "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+            "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "max_output_tokens": {"type": ["integer", "null"], "minimum": 1},
+            "metadata": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+            "user": {"type": ["string", "null"]},
+            "text": {"type": ["object", "null"], "additionalProperties": False, "properties": {
+                "format": {"anyOf": [{"type": "null"}, {"type": "object", "required": ["type"], "properties": {
+                    "type": {"enum": ["text", "json_object", "json_schema"]}}}]},
+                "verbosity": {"enum": ["medium", None]}}},
+            "reasoning": {"type": ["object", "null"], "additionalProperties": False, "properties": {
+                "effort": {"type": ["string", "null"]},
+                "summary": {"type": ["string", "null"], "description": "Ignored (listed in `gateway.ignored`)."}}},
+            "prompt_cache_key": {"type": ["string", "null"], "description": "Passed to OpenAI providers; else "
+                                                                           "ignored and listed."},
+            "safety_identifier": {"type": ["string", "null"], "description": "Passed to OpenAI providers; else "
+                                                                            "ignored and listed."},
+            "include": {"type": ["array", "null"], "items": {"type": "string"},
+                        "description": "Ignored (listed in `gateway.ignored`)."},
+            "client_metadata": {"type": ["object", "null"], "description": "Ignored (listed in `gateway.ignored`)."},
+            "truncation": {"enum": ["disabled", None]},
+            "background": {"enum": [False, None]},
+            "service_tier": {"enum": ["auto", "default", None]},
+        },
+        "additionalProperties": False,
+    }
+
+
+_RESPONSES_REQUEST = _responses_request(_RESPONSES_FUNCTION)
+RESPONSES_REQUEST_SCHEMA: dict[str, Any] = _responses_request({"allOf": [
+    {"type": "object", "required": ["type"], "properties": {"type": {"const": "function"}}}, _FUNCTION]})
+"""The Responses request with nothing referenced: what `POST /v1/responses` validates its body against, so the
+document and the door agree."""
 
 _RESPONSE = {
     "type": "object",
@@ -274,7 +333,10 @@ _HEALTH = {
                                                                            "(`reload_error` says why)"},
                    "agents": {"type": "integer"}, "tools": {"type": "integer"},
                    "diagnostics": {"type": "integer"}, "reloads": {"type": "integer"},
-                   "reload_error": {"type": "string"}},
+                   "reload_error": {"type": "string"},
+                   "reload_warnings": {"type": "array", "items": {"type": "string"},
+                                       "description": "tools the last reload took away from agents that had them "
+                                                      "(their spec no longer has the operation)"}},
 }
 _READY = {
     "type": "object", "required": ["status", "store"],

@@ -38,7 +38,7 @@ from .mcp.routing import PATHS as MCP_PATHS
 from .mcp.routing import routed_agent
 from .metrics_door import metrics_endpoint
 from .responses import create_response, get_response
-from .routes import render_agent_tools
+from .routes import SEARCH_ROUTE, render_agent_tools
 from .routes import routes as plain_routes
 from .supervision import Safety
 
@@ -121,11 +121,12 @@ def create_app(
                 agent: render_agent_tools(generation, agent, "json") for agent in generation.runtime.manifest.agents}))
         return FastJSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented, tool_paths=tool_paths))
 
-    # The router tries routes in order: the two doors every tool call takes come first (no other path matches them).
+    # The router tries routes in order: the two doors every tool call takes come first (no other path matches them;
+    # tool search, whose path the direct call's also matches, just before them: see SEARCH_ROUTE).
     # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
     # admits its agent.
     routes: list[BaseRoute] = [
-        *gated([Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
+        *gated([SEARCH_ROUTE, Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import anyio
@@ -43,6 +43,7 @@ from .auth import admit_agent
 from .caller_tools import CallerToolOptions, check_caller_tools, parse_chat_tools
 from .chat_request import parse_messages, parse_params
 from .handoff import keep_turn, restore_turns, store_of
+from .inert import Ignored, place_inert, read_inert
 from .limits import check_counts, check_shape
 from .routes import agent_of, read_json, state_of, toolset_of
 
@@ -66,6 +67,7 @@ async def chat_completions(request: Request) -> Response:
         raise APIError(400, "`stream` must be a boolean.", param="stream")
     messages = parse_messages(body.get("messages"))
     params = parse_params(body)
+    inert = read_inert(body)
     # What the gateway's own OpenAPI document refuses and the checks above let through (a negative temperature, a
     # bad `stop` list, ...): the document and the door agree.
     await check_shape(CHAT_REQUEST_SCHEMA, body, document="ChatRequest")
@@ -77,14 +79,14 @@ async def chat_completions(request: Request) -> Response:
     client = request.scope.get("gateway.client")
     if not stream:
         async with state.use() as generation:
-            run = await _Run.prepared(state, generation, model, messages, params, tools, client=client)
+            run = await _Run.prepared(state, generation, model, messages, params, tools, client=client, inert=inert)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
         return FastJSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
-    run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client)
+    run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client, inert=inert)
     return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -136,17 +138,28 @@ class _Run:
         self.tools = tools or CallerToolOptions()
         self.id = f"{prefix}{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.ignored: list[Ignored] = list(self.tools.ignored)
+        """What the request carried that had no effect (`gateway.ignored` in the answer)."""
+        self.door_state: dict[str, Any] | None = None
+        """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
 
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
                        params: dict[str, Any], tools: CallerToolOptions, *, client: Any = None,
-                       prefix: str = "chatcmpl-", keep: bool = True) -> _Run:
-        """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back."""
+                       prefix: str = "chatcmpl-", keep: bool = True, inert: dict[str, Any] | None = None,
+                       ignored: list[Ignored] | None = None) -> _Run:
+        """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back. `inert`:
+        the request's parameters that change nothing the gateway does (`gateway.server.inert`), passed to the
+        provider where it takes them; `ignored`: what the door already knows had no effect."""
         agent = _checked_agent(generation, model)
         params = {**params, **check_caller_tools(tools, agent, toolset_of(generation, agent.name), generation)}
+        provider = generation.runtime.manifest.providers.get(agent.provider)
+        passed, unused = place_inert(inert or {}, provider.kind if provider is not None else "")
         caller = client if isinstance(client, str) else None
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
-        return cls(state, agent, messages, params, client=client, tools=tools, prefix=prefix, keep=keep)
+        run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix, keep=keep)
+        run.ignored += [*(ignored or []), *unused]
+        return run
 
     @contextlib.asynccontextmanager
     async def reported(self) -> AsyncIterator[MemoryObjectReceiveStream[tuple[str, Any]]]:
@@ -201,6 +214,8 @@ class _Run:
             )
         if self.keep:
             await keep_turn(store_of(self.state), result, agent=self.agent.name, client=self.client)
+        if result.state is not None and self.door_state is not None:
+            result.state["door"] = self.door_state  # kept with the paused run: its resume answers as this door
         safety = self.state.safety
         if safety is not None:  # holds a paused run's approvals, records the chat
             await safety.on_run_result(run_id=self.id, agent=self.agent, client=self.client, result=result)
@@ -246,7 +261,7 @@ def completion_body(run: _Run, result: RunResult) -> dict[str, Any]:
             "logprobs": None,
         }],
         "usage": usage_dict(result.usage),
-        "gateway": gateway_extension(result),
+        "gateway": gateway_extension(result, getattr(run, "ignored", ())),
     }
 
 
@@ -261,8 +276,13 @@ def arguments_text(call: ToolCall) -> str:
     return raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else raw or {})
 
 
-def gateway_extension(result: RunResult) -> dict[str, Any]:
-    return result.gateway_extension()
+def gateway_extension(result: RunResult, ignored: Iterable[Ignored] = ()) -> dict[str, Any]:
+    """The answer's `gateway` object: the run's (steps, approvals, ...) and what the request carried in vain."""
+    extension = result.gateway_extension()
+    listed = [item.to_dict() for item in ignored]
+    if listed:
+        extension["ignored"] = listed
+    return extension
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:
@@ -293,7 +313,7 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                     calls = [{"index": i, **c} for i, c in enumerate(handed_back_calls(item))]
                     yield run.chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
                 yield run.chunk([{"index": 0, "delta": {}, "finish_reason": item.finish_reason}],
-                                gateway=gateway_extension(item))
+                                gateway=gateway_extension(item, run.ignored))
                 if include_usage:
                     yield run.chunk([], usage=usage_dict(item.usage))
             else:

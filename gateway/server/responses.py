@@ -4,7 +4,9 @@
 audit and caller tools; only the wire shapes differ (`gateway.server.responses_wire`). Answers are stored in the
 gateway's store unless `store: false`, scoped to the caller's client key: `GET /v1/responses/{id}` and
 `previous_response_id` find only the caller's own (404 for anyone else's, as for an id that never existed).
-A parameter the gateway can't honour is refused with a 400 naming it, never dropped; the gateway's steps
+A parameter the gateway can't honour is refused with a 400 naming it, never dropped; one that changes nothing
+the gateway does (`prompt_cache_key`, `include`, `client_metadata`, `reasoning.summary`: `gateway.server.inert`)
+is passed to the provider where it takes it, else ignored and listed in `gateway.ignored`. The gateway's steps
 travel in the `gateway` field beside `output`.
 """
 
@@ -17,24 +19,20 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..loop_types import LoopEvent, RunResult, message_from_dict, message_to_dict
+from ..loop_types import LoopEvent, RunResult, message_from_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
 from .api_errors import APIError, api_error_from
+from .api_schemas import RESPONSES_REQUEST_SCHEMA
 from .auth import admit_agent
 from .caller_tools import parse_responses_tools
-from .chat import _EventStream, _Run, secrets_redactor
+from .chat import _EventStream, _Run, gateway_extension, secrets_redactor
 from .chat_request import parse_params
 from .handoff import TURN_PREFIX, owner, store_of
-from .limits import check_conversation, check_counts
-from .responses_wire import (
-    EventWriter,
-    StreamedOutput,
-    output_items,
-    parse_input,
-    status_of,
-    usage_object,
-)
+from .inert import INERT_PARAMS, Ignored, read_inert
+from .limits import check_conversation, check_counts, check_shape
+from .responses_object import ResponseShape
+from .responses_wire import EventWriter, StreamedOutput, output_items, parse_input
 from .routes import read_json, state_of
 from .run_answers import ANSWER_PREFIX
 
@@ -43,7 +41,7 @@ logger = logging.getLogger("gateway.server")
 # Request fields the door reads (each honoured), and those accepted only with their default value.
 _READ = frozenset({"model", "input", "instructions", "stream", "store", "previous_response_id", "tools", "tool_choice",
                    "parallel_tool_calls", "temperature", "top_p", "max_output_tokens", "metadata", "user", "text",
-                   "reasoning", "stream_options"})
+                   "reasoning", "stream_options"}) | INERT_PARAMS
 _DEFAULTS: dict[str, tuple[Any, ...]] = {"truncation": ("disabled",), "background": (False,),
                                          "service_tier": ("auto", "default"), "include": ([],)}
 
@@ -58,7 +56,8 @@ async def create_response(request: Request) -> Response:
         raise APIError(400, "`model` is required: the name of an agent (GET /v1/models lists them).", param="model")
     await admit_agent(request.scope, model)  # another client's agent: 403; charged to the agent's rate limit
     check_counts(body, "input")
-    _refuse_unhonoured(body)
+    ignored = _refuse_unhonoured(body)
+    inert = read_inert(body)
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise APIError(400, "`stream` must be a boolean.", param="stream")
@@ -67,6 +66,8 @@ async def create_response(request: Request) -> Response:
         raise APIError(400, "`store` must be a boolean.", param="store")
     tools = parse_responses_tools(body)
     params = parse_params(_chat_params(body))
+    # What the gateway's own OpenAPI document refuses and the checks above let through: the two agree.
+    await check_shape(RESPONSES_REQUEST_SCHEMA, body, document="ResponsesRequest")
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise APIError(400, "`instructions` must be a string.", param="instructions")
@@ -81,15 +82,17 @@ async def create_response(request: Request) -> Response:
     if not stream:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
-                                      keep=keep)
+                                      inert=inert, ignored=ignored, keep=keep)
+            answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
-        output = output_items(result, answer.first_new(run))
+        output = output_items(result, answer.first_new(run), namespaces(run))
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
-                              keep=keep)
+                              inert=inert, ignored=ignored, keep=keep)
+    answer.shape(run)
     return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -101,7 +104,13 @@ async def get_response(request: Request) -> Response:
     return JSONResponse(record.body)
 
 
-def _refuse_unhonoured(body: dict[str, Any]) -> None:
+def namespaces(run: _Run) -> dict[str, str]:
+    """The namespace of each caller tool that came in a `namespace` tool, by name (its calls go back with it)."""
+    return {tool.name: tool.namespace for tool in run.tools.tools if tool.namespace}
+
+
+def _refuse_unhonoured(body: dict[str, Any]) -> list[Ignored]:
+    """A 400 for what the gateway can't honour; what it leaves aside (and says so) is returned."""
     for key, value in body.items():
         if key in _READ or value is None or value in _DEFAULTS.get(key, ()):
             continue
@@ -112,9 +121,14 @@ def _refuse_unhonoured(body: dict[str, Any]) -> None:
                                                                                                         "medium"):
         raise APIError(400, "`text` may only carry `format` here.", param="text", code="unsupported_parameter")
     reasoning = body.get("reasoning") or {}
-    if not isinstance(reasoning, dict) or any(v is not None for k, v in reasoning.items() if k != "effort"):
-        raise APIError(400, "`reasoning` may only carry `effort` here (summaries are not passed back).",
+    if not isinstance(reasoning, dict) or any(v is not None for k, v in reasoning.items()
+                                              if k not in ("effort", "summary")):
+        raise APIError(400, "`reasoning` may only carry `effort` (and `summary`, which is ignored) here.",
                        param="reasoning", code="unsupported_parameter")
+    summary = reasoning.get("summary")
+    if summary not in (None, "none"):
+        return [Ignored("reasoning.summary", "the gateway hands back no reasoning summaries")]
+    return []
 
 
 def _chat_params(body: dict[str, Any]) -> dict[str, Any]:
@@ -150,51 +164,46 @@ async def _history(store: Store, previous: Any, model: str, client: str | None) 
     if record.agent != model:
         raise APIError(400, f"Response {previous!r} was answered by agent {record.agent!r}, not {model!r}.",
                        param="previous_response_id")
+    waiting = [p.get("id") for p in (record.body.get("gateway") or {}).get("pending_approvals") or []]
+    if waiting:  # its last turn's calls have no results yet: the decision's answer continues it
+        raise APIError(409, f"Response {previous!r} waits for approval {', '.join(map(str, waiting))}: decide it "
+                            "(POST /approvals/{id}); the decision's answer is this response, finished, and the one to "
+                            "continue from.", param="previous_response_id", code="response_waiting")
     return [message_from_dict(m) for m in record.messages]
 
 
 class _Answer:
-    """The Response object of one run, and keeping it in the store."""
+    """The Response object of one run, and keeping it in the store (`gateway.server.responses_object`)."""
 
     def __init__(self, store: Store, request: dict[str, Any], *, keep: bool, instructions: bool) -> None:
         self.store = store
         self.request = request
         self.keep = keep
         self.instructions = instructions
+        self._shape: ResponseShape | None = None
+
+    def shape(self, run: _Run) -> ResponseShape:
+        """What the run's Response needs from the request; a paused run keeps it (its resume answers with it)."""
+        if self._shape is None:
+            skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
+            self._shape = ResponseShape.of(
+                self.request, keep=self.keep, created=run.created, first_new=self.first_new(run), skip=skip,
+                namespaces=namespaces(run), ignored=[item.to_dict() for item in run.ignored])
+            run.door_state = self._shape.to_state()
+        return self._shape
 
     def first_new(self, run: _Run) -> int:
         """Where the run's own messages begin in its result (after the agent's instructions and the input)."""
         return len(run.messages) + (1 if run.agent.instructions else 0)
 
-    def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], result: RunResult | None = None,
-             incomplete: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
-        request = self.request
-        tools = list(request.get("tools") or [])
-        body: dict[str, Any] = {
-            "id": run.id, "object": "response", "created_at": run.created, "status": status, "model": run.agent.name,
-            "output": output, "error": error, "incomplete_details": incomplete,
-            "instructions": request.get("instructions"), "metadata": request.get("metadata") or {},
-            "parallel_tool_calls": request.get("parallel_tool_calls", True) is not False,
-            "tool_choice": request.get("tool_choice") or "auto", "tools": tools,
-            "temperature": request.get("temperature"), "top_p": request.get("top_p"),
-            "max_output_tokens": request.get("max_output_tokens"),
-            "previous_response_id": request.get("previous_response_id"), "store": self.keep,
-            "text": {"format": (request.get("text") or {}).get("format") or {"type": "text"}},
-            "truncation": "disabled", "user": request.get("user"),
-            "usage": usage_object(result.usage) if result is not None else None,
-        }
-        if result is not None:
-            body["gateway"] = result.gateway_extension()
-        return body
+    def body(self, run: _Run, *, status: str, output: list[dict[str, Any]], error: dict[str, Any] | None = None) \
+            -> dict[str, Any]:
+        return self.shape(run).body(run.id, run.agent.name, status=status, output=output, error=error)
 
     async def finish(self, run: _Run, result: RunResult, output: list[dict[str, Any]]) -> dict[str, Any]:
-        status, incomplete = status_of(result)
-        body = self.body(run, status=status, output=output, result=result, incomplete=incomplete)
-        if self.keep:
-            skip = (1 if run.agent.instructions else 0) + (1 if self.instructions else 0)
-            messages = [message_to_dict(m) for m in result.messages[skip:]]
-            await self.store.save_response(ResponseRecord(id=run.id, agent=run.agent.name,
-                                                          client=owner(run.client), body=body, messages=messages))
+        shape = self.shape(run)
+        body = shape.finished(run.id, run.agent.name, result, gateway_extension(result, run.ignored), output)
+        await shape.keep_answer(self.store, run.id, run.agent.name, owner(run.client), body, result)
         return body
 
 
@@ -211,7 +220,7 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                 for chunk in _event_chunks(write, output, item):
                     yield chunk
             elif kind == "done":
-                for chunk in output.calls(item.handed_back):
+                for chunk in output.calls(item.handed_back, namespaces(run)):
                     yield chunk
                 final = await answer.finish(run, item, output.items)
                 done = "response.incomplete" if final["status"] == "incomplete" else "response.completed"

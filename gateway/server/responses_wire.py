@@ -111,11 +111,15 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def function_call_item(call: ToolCall) -> dict[str, Any]:
+def function_call_item(call: ToolCall, namespace: str | None = None) -> dict[str, Any]:
+    """A handed-back call; `namespace`: the caller's `namespace` tool the function came in."""
     raw = call.raw_arguments
     arguments = raw if isinstance(raw, str) else json.dumps(call.arguments if call.arguments is not None else {})
-    return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name,
+    item = {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name,
             "arguments": arguments, "status": "completed"}
+    if namespace:
+        item["namespace"] = namespace
+    return item
 
 
 def turn_texts(result: RunResult, first_new: int) -> list[str]:
@@ -125,9 +129,15 @@ def turn_texts(result: RunResult, first_new: int) -> list[str]:
     return [m.content for m in result.messages[first_new:] if m.role == "assistant" and m.content]
 
 
-def output_items(result: RunResult, first_new: int) -> list[dict[str, Any]]:
-    items = [message_item(new_id("msg"), text) for text in turn_texts(result, first_new)]
-    return items + [function_call_item(call) for call in result.handed_back]
+def output_items(result: RunResult, first_new: int, namespaces: dict[str, str] | None = None, *,
+                 ids: str | None = None) -> list[dict[str, Any]]:
+    """The Response's output: a message per turn that spoke, then the handed-back calls (with the namespace their
+    function came in, by name in `namespaces`). `ids`: message ids made from it and their place (else new ones)."""
+    spaces = namespaces or {}
+    texts = turn_texts(result, first_new)
+    names = [f"msg_{ids}{index}" for index in range(len(texts))] if ids is not None else [new_id("msg") for _ in texts]
+    items = [message_item(name, text) for name, text in zip(names, texts, strict=True)]
+    return items + [function_call_item(call, spaces.get(call.name)) for call in result.handed_back]
 
 
 def usage_object(usage: Usage) -> dict[str, Any]:
@@ -200,10 +210,10 @@ class StreamedOutput:
                            part=done["content"][0]),
                 self.write("response.output_item.done", output_index=index, item=done)]
 
-    def calls(self, calls: list[ToolCall]) -> list[bytes]:
+    def calls(self, calls: list[ToolCall], namespaces: dict[str, str] | None = None) -> list[bytes]:
         out = self.close()
         for call in calls:
-            item = function_call_item(call)
+            item = function_call_item(call, (namespaces or {}).get(call.name))
             index = len(self.items)
             self.items.append(item)
             out.append(self.write("response.output_item.added", output_index=index,

@@ -99,7 +99,8 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
 
 async def healthz(request: Request) -> Response:
     """200 while serving; `status: degraded` with the reason when the last reload was refused (the previous
-    configuration keeps serving, but the files on disk are not what runs)."""
+    configuration keeps serving, but the files on disk are not what runs); `reload_warnings` when the last
+    reload took tools away from agents that had them."""
     state = state_of(request)
     runtime = state.current.runtime
     body: dict[str, Any] = {
@@ -114,6 +115,8 @@ async def healthz(request: Request) -> Response:
         body["status"] = "degraded"
         lines = [str(error), *(str(d) for d in error.diagnostics[:5])]
         body["reload_error"] = "\n".join(lines)[:2000]
+    if state.holder.warnings:  # the last reload took tools away from agents: served, but worth a look
+        body["reload_warnings"] = [str(warning) for warning in state.holder.warnings[:20]]
     return JSONResponse(body)
 
 
@@ -240,5 +243,10 @@ def routes() -> list[Route]:
         Route("/v1/models/{model}", get_model, methods=["GET"]),
         Route("/agents", list_agents, methods=["GET"]),
         Route("/agents/{agent}/tools", list_tools, methods=["GET"]),
-        Route("/agents/{agent}/tools/search", search_tools, methods=["GET"]),
     ]
+
+
+SEARCH_ROUTE = Route("/agents/{agent}/tools/search", search_tools, methods=["GET"])
+"""Routed before the direct call (`/agents/{agent}/tools/{tool}`, POST), which its path also matches: a method
+neither takes is answered with the search's `Allow: GET`, as the OpenAPI document lists that path (the router
+answers 405 with the first route whose path matched). A POST there still calls a tool named `search`."""

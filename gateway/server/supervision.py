@@ -43,8 +43,9 @@ from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
 from .disconnect import DisconnectMiddleware
-from .handoff import keep_turn
+from .handoff import keep_turn, owner
 from .identity_routes import identity_routes
+from .responses_object import ResponseShape
 from .routes import agent_of, read_json, toolset_of
 from .run_answers import decider_view, keep_answer, kept_answer
 
@@ -271,6 +272,11 @@ class Safety(Safeguards):
         approval = approval_dict(outcome.approval, self.redactor.value)
         if isinstance(outcome.result, ToolResult):
             return 200, {"approval": approval, "result": outcome.result.to_dict()}
+        shape = ResponseShape.from_state((outcome.run.state.get("loop") or {}).get("door"))
+        if shape is not None:  # a run started on /v1/responses is answered as a Response, as it was stored
+            body = shape.resumed(outcome.run.id, outcome.run.agent, outcome.result)
+            body["gateway"]["approval"] = approval
+            return 200, body
         from .chat import completion_body  # the chat module imports the loop; only needed here
 
         agent = state.current.runtime.manifest.agents.get(outcome.run.agent)
@@ -316,7 +322,22 @@ class Safety(Safeguards):
                     attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
                     raise
             describe_pause(result, self.redactor.value)
+            await self._keep_response(run, result)
             return result
+
+    async def _keep_response(self, run: RunRecord, result: Any) -> None:
+        """A run started on /v1/responses: its stored Response is replaced by the resumed one (the waiting text
+        goes, the approved calls and their results join the conversation), and a run that pauses again keeps
+        what its next resume needs to answer as a Response too."""
+        door = run.state["loop"].get("door")
+        shape = ResponseShape.from_state(door)
+        if shape is None:
+            return
+        if result.state is not None:
+            result.state["door"] = door
+        with bind_caller(**run_owner(run)):  # stored as the run's user's, as the Responses door keeps it
+            await shape.keep_answer(self.store, run.id, run.agent, owner(run.client),
+                                    shape.resumed(run.id, run.agent, result), result)
 
     async def _resume_call(self, generation: Any, run: RunRecord, decisions: dict[str, Decision]) -> ToolResult:
         approval_id = run.state["pending"][0]

@@ -619,3 +619,27 @@ def test_tool_search_on_and_off_unquoted_are_read_as_written() -> None:
     assert (manifest.agents["a"].tool_search, manifest.agents["b"].tool_search) == ("on", "off")
     [error] = _errors(diagnostics)
     assert error.pointer == "agents.c.tool_search" and "auto, on, off, native" in error.message
+
+
+def test_output_check_and_reuse_connections_per_api_and_per_tool() -> None:
+    text = """\
+    providers: {local: {kind: ollama}}
+    apis:
+      shop: {output_check: warn, reuse_connections: false}
+      github: {output_check: maybe, reuse_connections: sometimes}
+    agents:
+      clerk:
+        model: local/llama3
+        tools:
+          - api: shop
+            override: {listItems: {output_check: off}, deleteItem: {output_check: enforce}}
+    """
+    manifest, diagnostics = _parse(text, catalog=_catalog())
+    assert [(d.pointer, d.line) for d in _errors(diagnostics)] == [
+        ("apis.github.output_check", _line_of(text, "github:")), ("apis.github.reuse_connections",
+                                                                 _line_of(text, "github:"))]
+    shop = manifest.apis["shop"]
+    assert shop.output_check == "warn" and shop.reuse_connections is False
+    assert manifest.api("github").output_check == "enforce" and manifest.api("github").reuse_connections is True
+    overrides = manifest.agents["clerk"].tools[0].overrides
+    assert overrides["listItems"].output_check == "off" and overrides["deleteItem"].output_check == "enforce"

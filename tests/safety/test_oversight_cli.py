@@ -19,16 +19,20 @@ COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_num
 WITH_STORE = SAFE_AGENTS_YAML + "gateway:\n  store: ./.gateway/state.db\n  audit_retention_days: 7\n"
 
 
-def _pause_a_run(folder: Path, llm: LenientLLM, upstream: RecordingServer, runs: int = 1) -> list[str]:
+def _pause_a_run(folder: Path, llm: LenientLLM, upstream: RecordingServer, runs: int = 1, *,
+                 door: str = "chat") -> list[str]:
     write_project(folder, llm.url, upstream.url, WITH_STORE)
     app, safety = build_app(folder, store=folder / ".gateway" / "state.db")
     ids = []
     with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
         for _ in range(runs):
             llm.script(Reply(calls=[COMMENT]))
-            chat = client.post("/v1/chat/completions",
-                               json={"model": "triage", "messages": [{"role": "user", "content": "triage"}]})
-            ids.append(chat.json()["gateway"]["pending_approvals"][0]["id"])
+            if door == "responses":
+                paused = client.post("/v1/responses", json={"model": "triage", "input": "triage"})
+            else:
+                paused = client.post("/v1/chat/completions",
+                                     json={"model": "triage", "messages": [{"role": "user", "content": "triage"}]})
+            ids.append(paused.json()["gateway"]["pending_approvals"][0]["id"])
     safety.store.close()  # type: ignore[attr-defined]
     return ids
 
@@ -62,6 +66,16 @@ def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, ups
     assert main(_cli(tmp_path, "approvals", "--json")) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert len([r for r in upstream.requests if r.method == "POST"]) == 1
+
+
+def test_approving_a_responses_run_from_the_terminal_prints_its_answer(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run paused on /v1/responses is answered as a Response: the terminal prints its text all the same."""
+    [waiting] = _pause_a_run(tmp_path, llm, upstream, door="responses")
+    llm.script(Reply(text="Commented from the CLI."))
+    assert main(_cli(tmp_path, "approvals", "approve", waiting)) == 0
+    assert capsys.readouterr().out.strip() == "Commented from the CLI."
+    assert [r.path for r in upstream.requests if r.method == "POST"] == ["/github/repos/acme/app/issues/7/comments"]
 
 
 def test_audit_from_the_terminal(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import jsonschema
 import openai
 import pytest
+from openai.types.responses import Response
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM
@@ -57,18 +59,70 @@ def test_a_callers_tool_is_a_step_and_not_an_audited_upstream_call(
         assert [r["client"] for r in rows if r["kind"] == "chat"] == ["ann"]
 
 
-def test_a_write_under_approval_pauses_a_response_and_the_approval_resumes_it(
-        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
-    comment = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_write_under_approval_pauses_a_response_and_the_approval_finishes_it_as_a_response(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    """Approving answers the Response (not a chat completion), the stored one loses its waiting text, and
+    `previous_response_id` goes on from the approved call and its result."""
+    comment = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."},
+                   id="call_comment")
     with safe_gateway(tmp_path, llm.url, upstream.url) as (url, _):
-        llm.script(Reply(calls=[comment]), Reply(text="Commented."))
-        response = _client(url, TRIAGE_KEY).responses.create(model="triage", input="Answer #7")
+        client = _client(url, TRIAGE_KEY)
+        llm.script(Reply(text="I will comment.", calls=[comment]), Reply(text="Commented."))
+        if stream:
+            with client.responses.stream(model="triage", input="Answer #7") as events:
+                response = events.get_final_response()
+        else:
+            response = client.responses.create(model="triage", input="Answer #7")
         [pending] = response.model_extra["gateway"]["pending_approvals"]
         assert pending["tool"] == "createIssueComment"
-        assert "Waiting for a human's approval" in response.output_text
+        if not stream:  # a stream says it in its events (`gateway.pending_approvals`), its text is the model's
+            assert "Waiting for a human's approval" in response.output_text
         assert not [r for r in upstream.requests if r.method == "POST"]
+        with pytest.raises(openai.ConflictError):  # its call has no result yet: the decision finishes it first
+            client.responses.create(model="triage", input="And?", previous_response_id=response.id)
+
         decided = httpx.post(f"{url}/approvals/{pending['id']}", json={"decision": "approve"},
                              headers=bearer(TRIAGE_KEY))
         assert decided.status_code == 200, decided.text
-        assert decided.json()["choices"][0]["message"]["content"] == "Commented."
+        body = decided.json()
+        finished = Response.model_validate(body)  # the SDK's own model of a Response
+        assert finished.id == response.id and finished.object == "response" and finished.status == "completed"
+        assert finished.output_text == "I will comment.Commented."
+        assert "Waiting" not in finished.output_text
+        assert body["gateway"]["approval"]["id"] == pending["id"]
+        document = httpx.get(f"{url}/openapi.json").json()  # the answer is one the gateway's document lists
+        listed = document["paths"]["/approvals/{id}"]["post"]["responses"]["200"]["content"]["application/json"]
+        jsonschema.validate(body, {**listed["schema"], "components": document["components"]})
+        assert [(s["tool"], s["status"]) for s in body["gateway"]["steps"]] == [("createIssueComment", 201)]
         assert [r.path for r in upstream.requests if r.method == "POST"] == ["/github/repos/acme/app/issues/7/comments"]
+
+        stored = client.responses.retrieve(response.id)
+        assert stored.output_text == finished.output_text
+        assert [item.id for item in stored.output] == [item["id"] for item in body["output"]]
+
+        llm.script(Reply(text="Yes, I commented on #7."))
+        following = client.responses.create(model="triage", input="Did you?", previous_response_id=response.id)
+        assert following.output_text == "Yes, I commented on #7."
+        sent = llm.bodies()[-1]["messages"]  # triage runs on Ollama: a tool result names its tool
+        assert [m["role"] for m in sent] == ["user", "assistant", "tool", "assistant", "user"]
+        assert sent[1]["tool_calls"][0]["function"]["name"] == "createIssueComment"
+        assert sent[2]["tool_name"] == "createIssueComment" and '"id": 99' in sent[2]["content"]  # with its result
+        assert sent[3]["content"] == "Commented."
+        assert not any("Waiting" in (m.get("content") or "") for m in sent)
+
+
+def test_a_response_not_stored_is_still_answered_as_a_response_after_its_approval(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    comment = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+    with safe_gateway(tmp_path, llm.url, upstream.url) as (url, _):
+        client = _client(url, TRIAGE_KEY)
+        llm.script(Reply(calls=[comment]), Reply(text="Commented."))
+        response = client.responses.create(model="triage", input="Answer #7", store=False)
+        [pending] = response.model_extra["gateway"]["pending_approvals"]
+        decided = httpx.post(f"{url}/approvals/{pending['id']}", json={"decision": "approve"},
+                             headers=bearer(TRIAGE_KEY))
+        finished = Response.model_validate(decided.json())
+        assert finished.id == response.id and finished.output_text == "Commented." and finished.store is False
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(response.id)

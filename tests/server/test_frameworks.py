@@ -140,3 +140,68 @@ async def test_langchain_chat_openai_with_bound_tools(
     assert final.content == "Texted Ann."
     results = _tool_results(llm.bodies()[1])
     assert results["call_sms"] == "delivered to ann" and len(results) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_openai_agents_sdk_with_the_gateway_as_model_and_its_mcp_server_as_tools(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    """The SDK declares the MCP server's tools to the model: the agent's own tool again, same name and schema.
+    That is the agent's tool (it runs in the gateway, once), not a 400 `tool_name_taken`."""
+    from agents import Agent, RunConfig, Runner
+    from agents.mcp import MCPServerStreamableHttp
+    from agents.models.openai_provider import OpenAIProvider
+    from openai import AsyncOpenAI
+
+    url, _ = gw
+    llm.script(Reply(calls=[FORECAST_CALL]), Reply(text="It is 3.5 °C in Berlin."))
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    config = RunConfig(model_provider=OpenAIProvider(openai_client=client), tracing_disabled=True)
+    async with client, MCPServerStreamableHttp({"url": f"{url}/mcp/weather"}) as server:
+        agent = Agent(name="assistant", instructions="Help the user.", model="weather", mcp_servers=[server])
+        if stream:
+            run = Runner.run_streamed(agent, "Weather in Berlin?", run_config=config)
+            async for _ in run.stream_events():
+                pass
+            output = run.final_output
+        else:
+            output = (await Runner.run(agent, "Weather in Berlin?", run_config=config)).final_output
+    assert output == "It is 3.5 °C in Berlin."
+    assert upstream.last.path == "/meteo/v1/forecast" and len(upstream.requests) == 1
+    [first, _] = llm.bodies()
+    assert [t["function"]["name"] for t in first["tools"]] == ["getForecast"]  # offered once
+
+
+async def test_a_caller_tool_with_an_agent_tools_name_but_another_schema_is_refused(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    tool = {"type": "function", "function": {"name": "getForecast", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}
+    answer = httpx.post(f"{url}/v1/chat/completions", json={
+        "model": "weather", "messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "tool_name_taken"
+    assert "another input schema" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_pydantic_ai_with_the_gateway_as_model_and_its_mcp_server_as_a_toolset(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer, monkeypatch: pytest.MonkeyPatch,
+        stream: bool) -> None:
+    """pydantic-ai declares the MCP server's tools (its own rendering of the same schema): the agent's tool, run
+    once in the gateway."""
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+
+    url, _ = gw
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    llm.script(Reply(calls=[FORECAST_CALL]), Reply(text="It is 3.5 °C in Berlin."))
+    agent = Agent("openai:weather", toolsets=[MCPToolset(f"{url}/mcp/weather")], retries=0)
+    async with agent:
+        if stream:
+            async with agent.run_stream("Weather in Berlin?") as run:
+                output = await run.get_output()
+        else:
+            output = (await agent.run("Weather in Berlin?")).output
+    assert output == "It is 3.5 °C in Berlin."
+    assert upstream.last.path == "/meteo/v1/forecast" and len(upstream.requests) == 1
+    [first, _] = llm.bodies()
+    assert [t["function"]["name"] for t in first["tools"]] == ["getForecast"]  # offered once

@@ -129,3 +129,44 @@ def test_the_door_refuses_what_the_document_refuses(served: str) -> None:
     accepted = httpx.post(f"{served}/v1/chat/completions", json={
         "model": "weather", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2.0})
     assert accepted.status_code == 200  # 2.0 is the integer 2 in JSON
+
+
+def test_a_method_a_path_does_not_take_is_answered_with_the_methods_the_document_lists(served: str) -> None:
+    document = httpx.get(f"{served}/openapi.json").json()
+    for path, concrete in (("/agents/{agent}/tools/search", "/agents/weather/tools/search"),
+                           ("/agents/{agent}/tools", "/agents/weather/tools"), ("/v1/responses", "/v1/responses")):
+        answer = httpx.request("OPTIONS", f"{served}{concrete}")
+        assert answer.status_code == 405, path
+        allowed = {method.strip() for method in answer.headers["allow"].split(",")} - {"HEAD"}  # Starlette's, with GET
+        assert allowed == {method.upper() for method in document["paths"][path]}, path
+
+
+RESPONSES_ITEMS_ALLOWED = [
+    {"role": "user", "content": "hi"},
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"},
+                                                         {"type": "refusal", "refusal": "no"}]},
+    {"role": "system", "content": None},
+]
+RESPONSES_ITEMS_REFUSED = [{}, {"type": "message"}, {"role": "tool", "content": "x"},
+                           {"type": "item_reference", "id": "x"},
+                           {"role": "user", "content": [{"type": "input_image"}]},
+                           {"type": "function_call_output", "output": "x"}]
+
+
+def test_the_responses_door_takes_exactly_the_input_items_its_schema_allows(served: str) -> None:
+    import jsonschema
+
+    schema = httpx.get(f"{served}/openapi.json").json()["components"]["schemas"]["ResponsesRequest"]
+    item_schema = schema["properties"]["input"]["anyOf"][1]["items"]
+    for item in RESPONSES_ITEMS_ALLOWED + RESPONSES_ITEMS_REFUSED:
+        allowed = jsonschema.Draft202012Validator(item_schema).is_valid(item)
+        assert allowed is (item in RESPONSES_ITEMS_ALLOWED), item
+        answer = httpx.post(f"{served}/v1/responses", json={"model": "weather", "input": [item, {
+            "role": "user", "content": "hi"}]})
+        assert answer.status_code == (200 if allowed else 400), (item, answer.text)
+    calls = [{"type": "function_call", "call_id": "c1", "name": "getForecast", "arguments": "{}", "id": "fc_1",
+              "status": "completed"}, {"type": "function_call_output", "call_id": "c1", "output": "{}"}]
+    answer = httpx.post(f"{served}/v1/responses", json={"model": "weather", "input": [
+        {"role": "user", "content": "hi"}, *calls]})
+    assert answer.status_code == 200, answer.text

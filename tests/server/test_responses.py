@@ -126,9 +126,11 @@ async def test_store_false_keeps_no_handed_back_turn(gw: tuple[str, Any], llm: L
 
 async def test_what_the_gateway_cannot_honour_is_a_400_naming_it(gw: tuple[str, Any], llm: LenientLLM) -> None:
     url, _ = gw
-    for body, param in (({"background": True}, "background"), ({"prompt_cache_key": "x"}, "prompt_cache_key"),
-                        ({"tools": [{"type": "web_search"}]}, "tools[0]"),
+    for body, param in (({"background": True}, "background"), ({"prompt_cache_key": 7}, "prompt_cache_key"),
+                        ({"reasoning": {"generate_summary": "auto"}}, "reasoning"),
                         ({"tools": [{"type": "function", "name": "getForecast"}]}, "tools[0]"),
+                        ({"tools": [{"type": "namespace", "name": "x", "tools": [{"type": "function"}]}]},
+                         "tools[0].tools[0].name"),
                         ({"input": [{"type": "item_reference", "id": "x"}]}, "input[0]"),
                         ({"model": "nobody"}, "model")):
         request = {"model": "weather", "input": "hi", **body}
@@ -137,6 +139,61 @@ async def test_what_the_gateway_cannot_honour_is_a_400_naming_it(gw: tuple[str, 
         error = answer.json()["error"]
         assert error["param"] == param and error["message"], body
     assert llm.requests == []
+
+
+CODEX_EXTRAS = {
+    "include": ["reasoning.encrypted_content"], "prompt_cache_key": "thread-1",
+    "extra_body": {"client_metadata": {"session_id": "s"}},  # not a parameter of the SDK's
+    "reasoning": {"summary": "auto"}, "store": False, "parallel_tool_calls": True, "tool_choice": "auto",
+    "tools": [{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+        {"type": "function", "name": "spawn_agent", "description": "Start one.", "strict": False,
+         "parameters": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}}]},
+        {"type": "web_search", "external_web_access": False}],
+}
+"""What Codex CLI sends besides its input, in the shapes it sends them (one of each)."""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_what_codex_sends_is_accepted_passed_on_or_listed_as_ignored(
+        gw: tuple[str, Any], llm: LenientLLM, stream: bool) -> None:
+    url, _ = gw
+    llm.script(Reply(text="Let me start one.", calls=[Call("spawn_agent", {"task": "look"}, id="call_spawn")]))
+    request = {"model": "weather", "input": [{"type": "message", "id": "msg_1", "role": "developer", "content": [
+        {"type": "input_text", "text": "Be brief."}]}, {"type": "message", "role": "user", "content": "Berlin?"}],
+        **CODEX_EXTRAS}
+    client = _client(url)
+    if stream:
+        with client.responses.stream(**request) as events:
+            response = events.get_final_response()
+    else:
+        response = _valid(client.responses.create(**request))
+    [call] = [item for item in response.output if item.type == "function_call"]
+    assert (call.name, call.namespace, call.call_id) == ("spawn_agent", "multi_agent_v1", "call_spawn")
+    ignored = {item["param"]: item["reason"] for item in response.model_extra["gateway"]["ignored"]}
+    assert set(ignored) == {"include", "client_metadata", "reasoning.summary", "tools[1]"}
+    assert "web_search" in ignored["tools[1]"]
+    sent = llm.bodies()[0]  # an openai provider: the cache key goes on; the namespace's function is offered
+    assert sent["prompt_cache_key"] == "thread-1"
+    assert [t["function"]["name"] for t in sent["tools"]] == ["getForecast", "spawn_agent"]
+    assert not {"include", "client_metadata", "reasoning"} & set(sent)
+
+
+async def test_both_doors_take_a_prompt_cache_key_alike(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    chat = httpx.post(f"{url}/v1/chat/completions", json={
+        "model": "weather", "messages": [{"role": "user", "content": "hi"}], "prompt_cache_key": "k1"})
+    responses = httpx.post(f"{url}/v1/responses", json={"model": "weather", "input": "hi", "prompt_cache_key": "k2"})
+    assert chat.status_code == responses.status_code == 200
+    assert [body["prompt_cache_key"] for body in llm.bodies()] == ["k1", "k2"]  # both passed to the openai provider
+    # triage runs on ollama, which takes no cache key: ignored, and said so, on both doors
+    chat = httpx.post(f"{url}/v1/chat/completions", json={
+        "model": "triage", "messages": [{"role": "user", "content": "hi"}], "prompt_cache_key": "k3"}).json()
+    responses = httpx.post(f"{url}/v1/responses", json={"model": "triage", "input": "hi",
+                                                        "prompt_cache_key": "k4"}).json()
+    for answer in (chat, responses):
+        [ignored] = answer["gateway"]["ignored"]
+        assert ignored["param"] == "prompt_cache_key" and "ollama" in ignored["reason"]
+    assert "prompt_cache_key" not in llm.bodies()[-1]
 
 
 RESPONSES_PROVIDER_YAML = """\

@@ -106,6 +106,7 @@ def routes(console: Console) -> list[Route]:
             tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
             reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
             diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error and viewer.admin else [],
+            reload_warnings=[str(w) for w in holder.warnings if viewer.may_see(w.agent)],
             title="Health")
 
     return [

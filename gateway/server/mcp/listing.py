@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...assembly import Generation
-from ...dialects import mcp_tool
+from ...dialects import declared_output_schema, mcp_tool
 from ...offer.toolsearch import ToolOffer, tool_budget
 from ...offer.views import model_view
 from ..routes import toolset_of
@@ -80,8 +80,9 @@ def _found_items(generation: Generation, agent: str, era: Era, found: Sequence[s
 def _item(agent_tool: Any, era: Era) -> tuple[dict[str, Any], int]:
     """One tool in wire form (checked once by the SDK's model) and its size in JSON."""
     item = mcp_tool(agent_tool)
-    if era == "modern" and agent_tool.output_schema is not None:
-        item["outputSchema"] = agent_tool.output_schema
+    declared = declared_output_schema(agent_tool)
+    if era == "modern" and declared is not None:
+        item["outputSchema"] = declared
     wire = types.Tool.model_validate(item).model_dump(by_alias=True, mode="json", exclude_none=True)
     return wire, len(json.dumps(wire, separators=(",", ":")))
 

@@ -29,7 +29,9 @@ def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> d
     text = body if isinstance(body, str) else dumps_text(body)
     if result.truncated:
         text += "\n[truncated]"
-    schema = agent_tool.output_schema
+    if result.warning:
+        text += f"\n[warning: {result.warning}]"
+    schema = agent_tool.enforced_output_schema
     if schema is None:
         structured = body if is_json and (modern or isinstance(body, dict)) else None
         return wire_result(text, structured)

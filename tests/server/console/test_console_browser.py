@@ -296,6 +296,22 @@ def test_approve_one_write_and_deny_another(served: str, browser: Any, llm: Leni
     screenshot(browser, "audit")
 
 
+def test_approving_a_run_started_on_the_responses_api_shows_its_answer(served: str, browser: Any, llm: LenientLLM,
+                                                                      upstream: RecordingServer) -> None:
+    from selenium.webdriver.common.by import By
+
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="Commented through Responses."))
+    paused = httpx.post(f"{served}/v1/responses", json={"model": "triage", "input": "Acknowledge issue 7"},
+                        headers={"Authorization": f"Bearer {TRIAGE_KEY}"}, timeout=30)
+    assert paused.json()["gateway"]["pending_approvals"]
+    _sign_in(browser, served, TRIAGE_KEY)
+    browser.get(f"{served}/console/approvals")
+    browser.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+    _wait(browser, _text_in(".approval .outcome", "Commented through Responses."))
+    assert "createIssueComment → 201" in browser.find_element(By.CSS_SELECTOR, ".approval .outcome").text
+    assert _writes(upstream) == ["/github/repos/acme/app/issues/7/comments"]
+
+
 def test_a_plain_keys_write_waits_for_an_approver_and_its_answer_is_its_own(served: str, browser: Any,
                                                                              llm: LenientLLM,
                                                                              upstream: RecordingServer) -> None:

@@ -311,9 +311,15 @@ function describeOutcome(answer) {
     return (r.ok ? `Ran: upstream HTTP ${r.status}` : `${r.error_type}: ${r.error}`) +
       (r.body !== null && r.body !== undefined ? "\n" + JSON.stringify(r.body, null, 2) : "");
   }
-  const message = ((answer.choices || [])[0] || {}).message || {};
   const steps = ((answer.gateway || {}).steps || []).map((s) => `⚙ ${s.tool} → ${s.status}`);
-  return [...steps, message.content || ""].join("\n");
+  return [...steps, answerText(answer)].join("\n");
+}
+
+// A resumed run's text: a chat completion's message, or (a run started on /v1/responses) a Response's messages.
+function answerText(answer) {
+  if (answer.choices) return (((answer.choices[0] || {}).message || {}).content) || "";
+  return (answer.output || []).filter((item) => item.type === "message").flatMap((item) => item.content || [])
+    .filter((part) => part.type === "output_text").map((part) => part.text).join("");
 }
 
 function setupApprovals() {

@@ -1,0 +1,109 @@
+"""What a reload leaves behind, where operators look: /healthz, the log, the console's Health page."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from server_support import running
+
+from gateway.runtime import RuntimeHolder, load_runtime
+from gateway.server import create_app
+from gateway.server.supervision import Safety
+
+AGENTS = """\
+providers: {local: {kind: ollama, base_url: "http://127.0.0.1:9"}}
+agents:
+  clerk:
+    model: local/llama3
+    tools:
+      - api: shop
+        operations: [listItems, getItem]
+"""
+
+
+def _spec(*operation_ids: str) -> str:
+    paths = {f"/{op.lower()}": {"get": {"operationId": op, "responses": {"200": {"description": "ok"}}}}
+             for op in operation_ids}
+    return json.dumps({"openapi": "3.0.3", "info": {"title": "Shop", "version": "1"},
+                       "servers": [{"url": "http://127.0.0.1:9/"}], "paths": paths})
+
+
+def _project(folder: Path) -> tuple[Path, Path]:
+    specs = folder / "specs"
+    specs.mkdir()
+    (specs / "shop.json").write_text(_spec("listItems", "getItem"))
+    agents = folder / "agents.yaml"
+    agents.write_text(AGENTS)
+    return specs, agents
+
+
+@contextmanager
+def _served(folder: Path) -> Iterator[str]:
+    """`gateway serve` on the project: watching its files, the safety layer (and so the console) on."""
+    specs, agents = _project(folder)
+    runtime = load_runtime(specs, agents, use_cache=False)
+    safety = Safety.open(runtime, store=str(folder / "state.db"))
+    try:
+        with running(create_app(RuntimeHolder(runtime), watch=True, watch_interval=0.05,
+                                **safety.app_options())) as url:
+            yield url
+    finally:
+        safety.store.close()  # type: ignore[attr-defined]
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` in one step (a watcher polling mid-write would see a half-written file)."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def _wait_for(url: str, done: Any, timeout: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        health: dict[str, Any] = httpx.get(f"{url}/healthz").json()
+        if done(health) or time.monotonic() > deadline:
+            return health
+        time.sleep(0.05)
+
+
+def test_putting_back_the_last_good_agents_yaml_ends_the_degraded_state(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.yaml"
+    with _served(tmp_path) as url:
+        good = agents.read_text()
+        _replace(agents, good + "\nagents: [this is not a mapping\n")
+        assert _wait_for(url, lambda h: h["status"] != "ok")["status"] == "degraded"
+        _replace(agents, good)  # exactly what serves: nothing to reload, and nothing is refused any more
+        health = _wait_for(url, lambda h: h["status"] == "ok")
+        assert health["status"] == "ok" and "reload_error" not in health
+        assert health["reloads"] == 0
+        page = httpx.get(f"{url}/console/health")
+        assert page.status_code == 200 and "refused-reload" not in page.text
+
+
+def test_a_spec_edit_that_drops_an_agents_tool_is_a_warning_where_operators_look(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway")
+    specs = tmp_path / "specs"
+    with _served(tmp_path) as url:
+        assert "reload_warnings" not in httpx.get(f"{url}/healthz").json()
+        _replace(specs / "shop.json", _spec("listItems", "searchItems"))  # getItem is gone from the spec
+        health = _wait_for(url, lambda h: h["reloads"] >= 1)
+        assert health["status"] == "ok" and health["reloads"] == 1  # served: the agent runs without it
+        [warning] = health["reload_warnings"]
+        assert "'clerk'" in warning and "'getItem'" in warning and "shop.json" in warning
+        page = httpx.get(f"{url}/console/health").text
+        assert 'id="reload-warnings"' in page and "getItem" in page
+        logged = [r for r in caplog.records if r.name == "gateway.runtime" and r.levelno == logging.WARNING]
+        assert any("getItem" in r.getMessage() for r in logged)
+        _replace(specs / "shop.json", _spec("listItems", "getItem"))  # put back: the warning goes
+        health = _wait_for(url, lambda h: h["reloads"] >= 2)
+        assert "reload_warnings" not in health
