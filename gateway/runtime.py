@@ -26,8 +26,8 @@ import anyio
 import anyio.to_thread
 
 from .catalog import AgentTool, Catalog, Diagnostic
-from .config.loader import load_configuration
 from .config.model import AgentConfig, Manifest
+from .configuration import load_configuration
 from .errors import ConfigError
 from .toolsets import Toolset
 

@@ -18,7 +18,7 @@
   operation is qualified by its api, then by a stable hash, and a warning says so. The binding (`AgentTool.tool`)
   always keeps the real catalog `Tool`.
 
-Entries naming an api the catalog lacks are skipped here; `load_manifest(catalog=...)` reports them.
+Entries naming an api the catalog lacks are skipped here; `gateway.configuration.load_configuration` reports them.
 """
 
 from __future__ import annotations

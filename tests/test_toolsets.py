@@ -9,6 +9,7 @@ import pytest
 from gateway.catalog import AgentTool, ApiSpec, Argument, Catalog, Diagnostic, Tool
 from gateway.cli.commands import main
 from gateway.config.loader import parse_manifest
+from gateway.configuration import parse_configuration
 from gateway.openapi import compile_specs
 from gateway.toolsets import Toolset, build_toolsets, select_tools
 
@@ -46,9 +47,9 @@ def _catalog() -> Catalog:
 def _build(agents_yaml: str, catalog: Catalog | None = None) -> tuple[dict[str, Toolset], list[Diagnostic]]:
     text = "providers: {p: {kind: openai}}\nagents:\n" + textwrap.indent(textwrap.dedent(agents_yaml), "  ")
     catalog = catalog or _catalog()
-    manifest, diagnostics = parse_manifest(text, catalog=catalog, environ={})
+    manifest, _, diagnostics = parse_configuration(text, catalog=catalog, environ={})
     toolsets, build_diagnostics = build_toolsets(manifest, catalog)
-    assert all(d in diagnostics for d in build_diagnostics)  # load_manifest reports them too
+    assert all(d in diagnostics for d in build_diagnostics)  # the configuration's load reports them too
     return toolsets, diagnostics
 
 

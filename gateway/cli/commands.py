@@ -143,9 +143,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     reports = spec_reports(args.specs, catalog)
     manifest: dict[str, Any] = {"file": str(args.agents), "checked": False, "usable": True, "diagnostics": []}
     if args.agents.exists():
-        from ..config.loader import load_manifest
+        from ..configuration import load_configuration
 
-        _, manifest_diagnostics = load_manifest(args.agents, catalog=catalog)
+        _, _, manifest_diagnostics = load_configuration(args.agents, catalog=catalog)
         manifest.update(checked=True, diagnostics=[d.to_dict() for d in manifest_diagnostics],
                         usable=not any(d.level == "error" for d in manifest_diagnostics))
     missing = not args.specs.is_dir()

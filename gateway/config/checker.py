@@ -70,3 +70,7 @@ class Checker:
     @property
     def has_errors(self) -> bool:
         return any(d.level == "error" for d in self.diagnostics)
+
+    def sorted(self) -> list[Diagnostic]:
+        """Every diagnostic so far, in the order of the file's lines."""
+        return sorted(self.diagnostics, key=lambda d: d.line or 0)

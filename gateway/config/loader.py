@@ -11,8 +11,9 @@ would refuse, and they refuse it with the same lines. The steps:
    did-you-mean (`gateway.config.reading`);
 3. what the model cannot see alone: names that refer to each other, certificate files, provider URLs
    (`gateway.config.checks`), delegation (`gateway.config.delegation`);
-4. with a `catalog`: the apis and every tool selection against the compiled specs, and the agents' toolsets,
-   built once here for the checks and for serving.
+4. with a `catalog`: the apis and every tool selection against the compiled specs. What needs the agents'
+   toolsets (credentials their operations demand, tool counts their providers refuse) is checked a floor up,
+   where the toolsets are built once for the checks and for serving (`gateway.configuration`).
 
 A credential whose secrets all come out empty (`token: ${TOKEN:-}`) counts as not configured. Diagnostics come
 sorted by line.
@@ -23,20 +24,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ..catalog import Catalog, Diagnostic, Tool
+from ..catalog import Catalog, Diagnostic
 from .checker import Checker
 from .checks import check_manifest
 from .delegation import check_delegation
 from .model import DEFAULT_BASE_URLS, Manifest
 from .reading import read_manifest
-from .yamlnodes import KeyLines, KeyPath, load_yaml
+from .yamlnodes import load_yaml
 
-if TYPE_CHECKING:
-    from ..toolsets import Toolset
-
-__all__ = ["DEFAULT_BASE_URLS", "load_configuration", "load_manifest", "parse_manifest"]
+__all__ = ["DEFAULT_BASE_URLS", "load_manifest", "parse_manifest", "read_checked", "read_text"]
 
 
 def load_manifest(
@@ -45,25 +42,22 @@ def load_manifest(
     """Read and validate `path`; never raises for bad content.
 
     Returns the manifest (the usable parts of it) and every diagnostic, sorted by line. The manifest is
-    unusable when any diagnostic is an error. With `catalog`, apis and tool selections are checked
-    against the compiled specs (including the warnings of `gateway.toolsets.build_toolsets`).
+    unusable when any diagnostic is an error. With `catalog`, apis and tool selections are checked against the
+    compiled specs; `gateway.configuration.load_configuration` adds the checks of the agents' toolsets.
     """
-    manifest, _, diagnostics = load_configuration(path, catalog=catalog, environ=environ)
-    return manifest, diagnostics
+    text, file, unreadable = read_text(path)
+    if unreadable is not None:
+        return Manifest(file=file), [unreadable]
+    return _parse(text, file=file, catalog=catalog, environ=environ, base_dir=Path(path).parent)
 
 
-def load_configuration(
-    path: Path, *, catalog: Catalog | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
-    """`load_manifest`, and the agents' toolsets its checks built (empty without `catalog`): a load builds them
-    once, for the checks and for serving."""
+def read_text(path: Path) -> tuple[str, str, Diagnostic | None]:
+    """agents.yaml's text and file name, or the diagnostic saying why it cannot be read."""
     path = Path(path)
-    file = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8"), path.name, None
     except (OSError, UnicodeDecodeError) as exc:
-        return Manifest(file=file), {}, [Diagnostic(level="error", file=file, message=f"cannot read: {exc}")]
-    return _parse(text, file=file, catalog=catalog, environ=environ, base_dir=path.parent)
+        return "", path.name, Diagnostic(level="error", file=path.name, message=f"cannot read: {exc}")
 
 
 def parse_manifest(
@@ -72,86 +66,28 @@ def parse_manifest(
 ) -> tuple[Manifest, list[Diagnostic]]:
     """`load_manifest` on a string; relative file names in it are taken from `base_dir` (default: the current
     folder)."""
-    manifest, _, diagnostics = _parse(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
-    return manifest, diagnostics
+    return _parse(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
 
 
 def _parse(
     text: str, *, file: str, catalog: Catalog | None, environ: Mapping[str, str] | None, base_dir: Path | None,
-) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
+) -> tuple[Manifest, list[Diagnostic]]:
+    manifest, checker, _ = read_checked(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
+    return manifest, checker.sorted()
+
+
+def read_checked(
+    text: str, *, file: str, catalog: Catalog | None, environ: Mapping[str, str] | None, base_dir: Path | None,
+) -> tuple[Manifest, Checker, bool]:
+    """The manifest in `text` and the `Checker` holding its diagnostics so far (steps 1-3), so that checks against
+    the agents' toolsets (`gateway.configuration`) report at their lines too; False: the YAML was unreadable."""
     data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
-    toolsets: dict[str, Toolset] = {}
-    if data is None:
-        return Manifest(file=file), toolsets, diagnostics
     c = Checker(file, lines)
     c.diagnostics.extend(diagnostics)
+    if data is None:
+        return Manifest(file=file), c, False
     manifest = read_manifest(data, c)
     manifest.file = file
     check_manifest(c, manifest, catalog, base_dir or Path.cwd())
     check_delegation(c, manifest)
-    if catalog is not None:
-        _check_security(c, manifest, catalog)
-        from ..toolsets import build_toolsets
-
-        toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
-        c.diagnostics.extend(toolset_diagnostics)
-        _check_tool_counts(c, manifest, toolsets)
-    c.diagnostics.sort(key=lambda d: d.line or 0)
-    return manifest, toolsets, c.diagnostics
-
-
-def _check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
-    """An agent whose tools its provider would refuse is worth knowing before its first chat fails."""
-    from ..offer.toolsearch import pinned_tools
-    from ..providers.anthropic import MAX_DEFERRED_TOOLS
-    from ..providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
-
-    for name, agent in manifest.agents.items():
-        provider = manifest.providers.get(agent.provider)
-        count = len(toolsets.get(name) or ())
-        if agent.tool_search == "native" and provider is not None and provider.kind == "anthropic" and \
-                count > MAX_DEFERRED_TOOLS and count - len(pinned_tools(agent, toolsets[name])) > MAX_DEFERRED_TOOLS:
-            c.error(("agents", name, "tools"), f"{count} tools, but Anthropic's tool search takes at most "
-                    f"{MAX_DEFERRED_TOOLS} deferred ones: select fewer, pin some, or use `tool_search: on`")
-        if agent.tool_search != "off":
-            continue  # tool search offers a few tools at a time (gateway.offer.toolsearch)
-        if provider is not None and refuses_tool_count(provider, count):
-            c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
-                      "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
-
-
-def _check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
-    """Warn once per used api when selected operations demand credentials and none are configured."""
-    from ..toolsets import select_tools
-
-    used: dict[str, tuple[KeyPath, dict[str, Tool]]] = {}
-    for agent in manifest.agents.values():
-        for index, selection in enumerate(agent.tools):
-            where, selected = used.setdefault(selection.api, (("agents", agent.name, "tools", index, "api"), {}))
-            selected.update((tool.name, tool) for tool in select_tools(selection, catalog))
-    for api, (where, selected) in used.items():
-        if manifest.api(api).auth:
-            continue
-        # Security alternatives: one empty alternative means anonymous access is allowed too.
-        needing = [tool for tool in selected.values() if tool.security and all(tool.security)]
-        if not needing:
-            continue
-        schemes = sorted({name for tool in needing for alternative in tool.security for name in alternative})
-        names = ", ".join(tool.name for tool in needing[:5]) + (", ..." if len(needing) > 5 else "")
-        path = ("apis", api) if api in manifest.apis else where
-        needs = f"{len(needing)} selected operation(s) of {api!r} require credentials ({', '.join(schemes)}: {names})"
-        if ("apis", api, "auth") in c.lines:  # written, but every secret in it came out empty
-            c.warning(("apis", api, "auth"), f"{needs}, but the credential in apis.{api}.auth is empty"
-                                             f"{_unset(c, api)}: none is sent, and those calls will likely be refused")
-        else:
-            c.warning(path, f"{needs} but apis.{api}.auth is not configured; those calls will likely be refused")
-
-
-def _unset(c: Checker, api: str) -> str:
-    """What to set so an empty credential gets its value: the variables it reads."""
-    variables = c.lines.variables_under(("apis", api, "auth")) if isinstance(c.lines, KeyLines) else []
-    if not variables:
-        return ""
-    if len(variables) == 1:
-        return f" ({variables[0]} is unset or empty; set it)"
-    return f" ({', '.join(variables)} are unset or empty; set them)"
+    return manifest, c, True

@@ -42,6 +42,13 @@ class UserToken:
     """Epoch seconds."""
 
 
+def owner_key(client: str | None, subject: str | None) -> str | None:
+    """Whose stored work (an answer, a conversation, a handed-back turn) is: the client, and with `gateway.auth` the
+    signed-in user too, so two users of one client never read or continue each other's. U+241F (the unit
+    separator's symbol) joins them rather than a NUL, which a PostgreSQL text column does not keep."""
+    return client if subject is None else f"{client or ''}\u241f{subject}"
+
+
 _caller: ContextVar[Caller] = ContextVar("gateway_caller", default=Caller())  # noqa: B039 - frozen, never mutated
 
 

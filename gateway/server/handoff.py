@@ -11,7 +11,7 @@ A history the store does not know (another client's, an expired one, one made up
 from __future__ import annotations
 
 from ..assembly import GatewayState
-from ..kernel.caller import current_caller
+from ..kernel.caller import current_caller, owner_key
 from ..loop_types import RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
@@ -22,9 +22,7 @@ TURN_PREFIX = "turn_"
 def owner(client: str | None) -> str | None:
     """Whose a stored answer or turn is: the client, and with `gateway.auth` the signed-in user too (two users of
     one client must not read or continue each other's conversations)."""
-    subject = current_caller().subject
-    # U+241F (the unit separator's symbol) rather than a NUL, which a PostgreSQL text column does not keep.
-    return client if subject is None else f"{client or ''}\u241f{subject}"
+    return owner_key(client, current_caller().subject)
 
 
 def store_of(state: GatewayState) -> Store:

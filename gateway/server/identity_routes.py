@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -21,11 +21,17 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import ApiSetupError, IdentityError
 from ..identity.connections import CALLBACK_PATH, Connections
-from ..identity.resource import METADATA_PATH
+from ..identity.resource import METADATA_PATH, ResourceServer
+from ..store import Store
 from .api_errors import APIError
 
-if TYPE_CHECKING:
-    from .supervision import Safety
+
+class Safety(Protocol):
+    """What these routes read of the safety layer (`gateway.server.supervision.Safety`), on every request."""
+
+    store: Store
+    connections: Connections | None
+    identity: ResourceServer | None
 
 
 def identity_routes(safety: Safety) -> list[BaseRoute]:

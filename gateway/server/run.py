@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..kernel import tracing
 from ..observe.metrics import MULTIPROCESS_DIR
 from ..runtime import Runtime, RuntimeHolder, load_runtime
+from .bounded_head import server_options
 
 logger = logging.getLogger("gateway.server")
 
@@ -124,7 +125,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         with _asyncio_declared():
             uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
                         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                        factory=workers > 1, workers=workers if workers > 1 else None)
+                        factory=workers > 1, workers=workers if workers > 1 else None, **server_options())
     finally:
         if metrics_folder is not None:
             shutil.rmtree(metrics_folder, ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..kernel.caller import current_caller, owner_key
 from ..store import ResponseRecord, RunRecord, Store
 
 ANSWER_PREFIX = "answer_"
@@ -19,14 +20,17 @@ ANSWER_PREFIX = "answer_"
 
 async def keep_answer(store: Store, run: RunRecord, status: int, body: dict[str, Any]) -> None:
     """Keep what `run` answered when it was resumed (HTTP `status`, `body`), for its owner."""
-    await store.save_response(ResponseRecord(id=ANSWER_PREFIX + run.id, agent=run.agent, client=run.client,
+    subject = run.state.get("subject") if isinstance(run.state, dict) else None  # the user it was held for
+    await store.save_response(ResponseRecord(id=ANSWER_PREFIX + run.id, agent=run.agent,
+                                             client=owner_key(run.client, subject),
                                              body={"status": status, "answer": body}))
 
 
-async def kept_answer(store: Store, run_id: str, owner: str | None) -> dict[str, Any] | None:
-    """The answer `run_id` gave when it was last resumed, if `owner` owns it (None: not resumed yet, or pruned)."""
+async def kept_answer(store: Store, run_id: str, client: str | None) -> dict[str, Any] | None:
+    """The answer `run_id` gave when it was last resumed, if the current caller (as `client`, and as the signed-in
+    user the run was held for) owns it; None: not resumed yet, pruned, or another user's."""
     record = await store.get_response(ANSWER_PREFIX + run_id)
-    if record is None or record.client != owner:
+    if record is None or record.client != owner_key(client, current_caller().subject):
         return None
     answer = record.body.get("answer")
     return answer if isinstance(answer, dict) else None

@@ -7,10 +7,14 @@ import pytest
 
 from gateway.catalog import ApiSpec, Catalog, Diagnostic, Tool
 from gateway.config.loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
+from gateway.configuration import parse_configuration
 
 
 def _parse(text: str, environ: dict[str, str] | None = None, catalog: Catalog | None = None):
-    return parse_manifest(textwrap.dedent(text), catalog=catalog, environ=environ or {})
+    if catalog is None:
+        return parse_manifest(textwrap.dedent(text), environ=environ or {})
+    manifest, _, diagnostics = parse_configuration(textwrap.dedent(text), catalog=catalog, environ=environ or {})
+    return manifest, diagnostics
 
 
 def _line_of(text: str, marker: str) -> int:

@@ -41,12 +41,15 @@ async def test_alice_reaches_exactly_her_agents_and_acts_as_herself_upstream(set
     assert len(setup.upstream.requests) == 1
 
     # Her script, with the access token she got signing in at the provider's login form.
-    script = openai.AsyncOpenAI(base_url=setup.url + "/v1", api_key=setup.token("alice"))
-    assert [model.id async for model in script.models.list()] == ALICES_AGENTS
-    with pytest.raises(openai.PermissionDeniedError):
-        await script.chat.completions.create(model="seller", messages=[{"role": "user", "content": "hi"}])
-    setup.llm.script(Reply(calls=[Call("createIssue", {"name": "app", "title": "crash"})]), Reply(text="Filed."))
-    answer = await script.chat.completions.create(model="coder", messages=[{"role": "user", "content": "file it"}])
+    # Closed before the test's loop ends: a client left to the garbage collector schedules its own closing on
+    # whichever loop runs then (a later test's), where its connections' loop is gone.
+    async with openai.AsyncOpenAI(base_url=setup.url + "/v1", api_key=setup.token("alice")) as script:
+        assert [model.id async for model in script.models.list()] == ALICES_AGENTS
+        with pytest.raises(openai.PermissionDeniedError):
+            await script.chat.completions.create(model="seller", messages=[{"role": "user", "content": "hi"}])
+        setup.llm.script(Reply(calls=[Call("createIssue", {"name": "app", "title": "crash"})]), Reply(text="Filed."))
+        answer = await script.chat.completions.create(model="coder",
+                                                      messages=[{"role": "user", "content": "file it"}])
     assert answer.choices[0].message.content == "Filed."
 
     # Each call reached the api with a token issued to alice for the api (never one of her own tokens), scoped to

@@ -22,6 +22,7 @@ from scripted_llm import ScriptedLLM
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
+from gateway.server.bounded_head import server_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,7 +133,7 @@ def running(app: Any, *, root_path: str = "") -> Iterator[str]:
     sock = free_socket()
     port = sock.getsockname()[1]
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                                    root_path=root_path))
+                                    root_path=root_path, **server_options()))  # as `gateway serve` runs it
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

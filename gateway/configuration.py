@@ -1,0 +1,103 @@
+"""agents.yaml read against the compiled catalog: the manifest, the agents' toolsets, and every diagnostic.
+
+`gateway.config` reads and checks the file on its own (the settings model, names that refer to each other, the
+apis and tool selections against the catalog). What needs the agents' toolsets is checked here, a floor above
+them: operations whose credentials are not configured, and tool counts an agent's provider would refuse. The
+toolsets built for these checks are the ones served (`gateway.runtime`), so a load builds them once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .catalog import Catalog, Diagnostic, Tool
+from .config.checker import Checker
+from .config.loader import read_checked, read_text
+from .config.model import Manifest
+from .config.yamlnodes import KeyLines, KeyPath
+from .offer.toolsearch import pinned_tools
+from .providers.anthropic import MAX_DEFERRED_TOOLS
+from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+from .toolsets import Toolset, build_toolsets, select_tools
+
+__all__ = ["load_configuration", "parse_configuration"]
+
+
+def load_configuration(
+    path: Path, *, catalog: Catalog, environ: Mapping[str, str] | None = None
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
+    """`gateway.config.load_manifest` with `catalog`, and the checks of the agents' toolsets; returns the manifest,
+    the toolsets (empty when the file is unreadable) and every diagnostic, sorted by line."""
+    text, file, unreadable = read_text(path)
+    if unreadable is not None:
+        return Manifest(file=file), {}, [unreadable]
+    return parse_configuration(text, catalog=catalog, file=file, environ=environ, base_dir=Path(path).parent)
+
+
+def parse_configuration(
+    text: str, *, catalog: Catalog, file: str = "agents.yaml", environ: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
+    """`load_configuration` on a string; relative file names in it are taken from `base_dir` (default: the
+    current folder)."""
+    manifest, c, readable = read_checked(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
+    toolsets: dict[str, Toolset] = {}
+    if readable:
+        check_security(c, manifest, catalog)
+        toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
+        c.diagnostics.extend(toolset_diagnostics)
+        check_tool_counts(c, manifest, toolsets)
+    return manifest, toolsets, c.sorted()
+
+
+def check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
+    """An agent whose tools its provider would refuse is worth knowing before its first chat fails."""
+    for name, agent in manifest.agents.items():
+        provider = manifest.providers.get(agent.provider)
+        count = len(toolsets.get(name) or ())
+        if agent.tool_search == "native" and provider is not None and provider.kind == "anthropic" and \
+                count > MAX_DEFERRED_TOOLS and count - len(pinned_tools(agent, toolsets[name])) > MAX_DEFERRED_TOOLS:
+            c.error(("agents", name, "tools"), f"{count} tools, but Anthropic's tool search takes at most "
+                    f"{MAX_DEFERRED_TOOLS} deferred ones: select fewer, pin some, or use `tool_search: on`")
+        if agent.tool_search != "off":
+            continue  # tool search offers a few tools at a time (gateway.offer.toolsearch)
+        if provider is not None and refuses_tool_count(provider, count):
+            c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
+                      "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
+
+
+def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
+    """Warn once per used api when selected operations demand credentials and none are configured."""
+    used: dict[str, tuple[KeyPath, dict[str, Tool]]] = {}
+    for agent in manifest.agents.values():
+        for index, selection in enumerate(agent.tools):
+            where, selected = used.setdefault(selection.api, (("agents", agent.name, "tools", index, "api"), {}))
+            selected.update((tool.name, tool) for tool in select_tools(selection, catalog))
+    for api, (where, selected) in used.items():
+        if manifest.api(api).auth:
+            continue
+        # Security alternatives: one empty alternative means anonymous access is allowed too.
+        needing = [tool for tool in selected.values() if tool.security and all(tool.security)]
+        if not needing:
+            continue
+        schemes = sorted({name for tool in needing for alternative in tool.security for name in alternative})
+        names = ", ".join(tool.name for tool in needing[:5]) + (", ..." if len(needing) > 5 else "")
+        path = ("apis", api) if api in manifest.apis else where
+        needs = f"{len(needing)} selected operation(s) of {api!r} require credentials ({', '.join(schemes)}: {names})"
+        if ("apis", api, "auth") in c.lines:  # written, but every secret in it came out empty
+            c.warning(("apis", api, "auth"), f"{needs}, but the credential in apis.{api}.auth is empty"
+                                             f"{_unset(c, api)}: none is sent, and those calls will likely be refused")
+        else:
+            c.warning(path, f"{needs} but apis.{api}.auth is not configured; those calls will likely be refused")
+
+
+def _unset(c: Checker, api: str) -> str:
+    """What to set so an empty credential gets its value: the variables it reads."""
+    variables = c.lines.variables_under(("apis", api, "auth")) if isinstance(c.lines, KeyLines) else []
+    if not variables:
+        return ""
+    if len(variables) == 1:
+        return f" ({variables[0]} is unset or empty; set it)"
+    return f" ({', '.join(variables)} are unset or empty; set them)"
