@@ -28,6 +28,16 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build_parsers()[0]
+
+
+def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's parser, by name (the docs are checked against them)."""
+    return dict(_build_parsers()[1].choices)
+
+
+def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
+    """The `gateway` parser and its subparsers action."""
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -54,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_cmd_validate)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of agents.yaml (for editors and checks)")
+    schema.add_argument("--markdown", action="store_true",
+                        help="the reference of every key as Markdown instead (docs/agents-yaml-reference.md)")
     schema.set_defaults(handler=_cmd_schema)
 
     tools = commands.add_parser("tools", help="print tool definitions as a JSON array: what the model is sent")
@@ -96,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_approvals_parser(commands, _add_common)
     commands.choices["audit"].set_defaults(handler=_cmd_audit)
     commands.choices["approvals"].set_defaults(handler=_cmd_approvals)
-    return parser
+    return parser, commands
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -175,6 +187,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     import json
 
+    if args.markdown:
+        from ..config.reference import agents_reference
+
+        print(agents_reference(), end="")
+        return 0
     from ..config.schema import agents_schema
 
     print(json.dumps(agents_schema(), indent=2, ensure_ascii=False))

@@ -1,6 +1,6 @@
 """The maintained HTTP client under every upstream request: pyreqwest (Rust reqwest on hyper and rustls).
 
-Why this library (the measurements are in the README's benchmark section): it pools keep-alive connections,
+Why this library (the measurements are in bench/README.md): it pools keep-alive connections,
 reads `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` from the environment, verifies TLS against the system's trust store
 (rustls-platform-verifier) plus an api's `ca_file`, presents an api's client certificate (mTLS), decodes gzip,
 deflate, brotli and zstd as the body streams (so a reader that stops at its cap stops the decoding too), never

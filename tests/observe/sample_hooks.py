@@ -1,4 +1,4 @@
-"""Hooks the tests name in agents.yaml (`sample_hooks:NAME`): the README's examples, and misbehaving ones."""
+"""Hooks the tests name in agents.yaml (`sample_hooks:NAME`): docs/hooks-and-budgets.md's examples, and bad ones."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
 
 
 def refuse_repo_writes(step: dict[str, Any]) -> dict[str, Any] | None:
-    """The README's guardrail: no writes to the acme/app repository."""
+    """docs/hooks-and-budgets.md's guardrail: no writes to the acme/app repository."""
     SEEN.append(step)
     arguments = step["arguments"]
     if step["method"] != "GET" and (arguments.get("owner"), arguments.get("repo")) == ("acme", "app"):
@@ -22,7 +22,7 @@ def refuse_repo_writes(step: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def mask_emails(step: dict[str, Any]) -> dict[str, Any] | None:
-    """The README's masking hook: e-mail addresses in results become [email]."""
+    """docs/hooks-and-budgets.md's masking hook: e-mail addresses in results become [email]."""
     body = step["result"]["body"]
     if body is None:
         return None

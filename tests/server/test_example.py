@@ -1,4 +1,4 @@
-"""The example in the repository and the README's agents.yaml reference stay loadable."""
+"""The example in the repository and the annotated agents.yaml of docs/agents-yaml.md stay loadable."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def test_an_api_without_auth_is_told_it_has_none(tmp_path: Path) -> None:
     assert warning.pointer == "apis.github" and "apis.github.auth is not configured" in warning.message
 
 
-def test_readme_agents_yaml_reference_loads_cleanly(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## agents.yaml\n\n```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_annotated_agents_yaml_in_docs_loads_cleanly(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "agents-yaml.md").read_text()
+    block = page.split("## An annotated example\n\n```yaml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "agents.yaml").write_text(block)
     runtime = load_runtime(ROOT / "specs", tmp_path / "agents.yaml", environ={"CI_BOT_KEY": "k"}, use_cache=False)
     assert runtime.diagnostics == []

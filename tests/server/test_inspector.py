@@ -1,7 +1,7 @@
-"""The README's MCP Inspector commands, run as written with Inspector 0.15 (what `npx` installs under Node 20).
+"""The MCP Inspector commands of docs/mcp.md, run as written with Inspector 0.15 (what `npx` installs under Node 20).
 
 `.ci/run` installs it into `.tools/inspector` (git-ignored); without it the test is skipped and says how to install
-it. Each `npx @modelcontextprotocol/inspector --cli ...` line of the README runs with the installed Inspector in
+it. Each `npx @modelcontextprotocol/inspector --cli ...` line of docs/mcp.md runs with the installed Inspector in
 place of `npx` and the test gateway's address in place of 127.0.0.1:8080, in a project folder, and lists the
 agent's tools.
 """
@@ -24,22 +24,22 @@ INSPECTOR = Path(os.environ.get("GATEWAY_TEST_INSPECTOR",
 NPX = "npx @modelcontextprotocol/inspector"
 
 
-def readme_commands() -> list[str]:
-    """The README's Inspector CLI commands (comments cut)."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+def documented_commands() -> list[str]:
+    """The Inspector CLI commands of docs/mcp.md (comments cut)."""
+    lines = (ROOT / "docs" / "mcp.md").read_text().splitlines()
     return [line.split("  #", 1)[0].strip() for line in lines if line.startswith(f"{NPX} --cli")]
 
 
-def test_the_readme_shows_a_keyed_way_that_inspector_015_has() -> None:
-    """0.15's CLI has no `--header`: a command that needs it must not be the README's way to use a key."""
-    commands = readme_commands()
+def test_the_docs_show_a_keyed_way_that_inspector_015_has() -> None:
+    """0.15's CLI has no `--header`: a command that needs it must not be the docs' way to use a key."""
+    commands = documented_commands()
     assert len(commands) >= 2
     assert not [command for command in commands if "--header" in command]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", readme_commands())
-def test_a_readme_inspector_command_lists_the_agents_tools(tmp_path: Path, llm: LenientLLM,
+@pytest.mark.parametrize("command", documented_commands())
+def test_a_documented_inspector_command_lists_the_agents_tools(tmp_path: Path, llm: LenientLLM,
                                                            upstream: RecordingServer, command: str) -> None:
     if not INSPECTOR.is_file():
         pytest.skip(f"MCP Inspector is absent at {INSPECTOR} (.ci/run installs it: npm install --prefix "

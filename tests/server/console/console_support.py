@@ -21,7 +21,7 @@ CONSOLE_AGENTS_YAML = SAFE_AGENTS_YAML + (f"  ops: {{{{key: {ADMIN_KEY}, admin: 
 CHROMIUM = os.environ.get("GATEWAY_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GATEWAY_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 SCREENSHOTS = os.environ.get("GATEWAY_CONSOLE_SCREENSHOTS")
-"""A folder to save the main pages' screenshots in (the README's pictures: `docs/`); unset: none saved."""
+"""A folder to save the main pages' screenshots in (docs/console.md's pictures: `docs/`); unset: none saved."""
 
 
 @contextmanager
