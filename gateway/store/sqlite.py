@@ -45,8 +45,6 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
-    refill_bucket,
-    wait_for,
 )
 from .sqlite_connections import SQLiteConnections
 from .sqlite_tables import (
@@ -61,6 +59,7 @@ from .sqlite_tables import (
     approval_from_row,
     approval_values,
     audit_from_row,
+    charge_buckets,
     dumps,
     end_session,
     session_ended,
@@ -448,18 +447,7 @@ class SQLiteStore(SQLiteConnections, Store):
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         def body(conn: sqlite3.Connection) -> float:
-            now = time.time()
-            levels = []
-            for bucket in buckets:
-                row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
-                levels.append(refill_bucket(row[0], row[1], now, bucket) if row else bucket.burst)
-            retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
-            if retry_after == 0.0:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO buckets (key, tokens, updated) VALUES (?, ?, ?)",
-                    [(b.key, t - cost, now) for t, b in zip(levels, buckets, strict=True)],
-                )
-            return retry_after
+            return charge_buckets(conn, buckets, cost)
 
         # Inline like audit rows (through the store thread, each charge costs a thread hand-over); the store
         # thread when a lock is taken.

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..jsonwire import dumps_text
-from .base import ApprovalRecord, AuditRow
+from .base import ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
 
 # The audit table is written once per tool call, so it has nothing an insert must also update: its ids are rowids
 # (each row one past the largest id present; AUTOINCREMENT would keep an id from returning once every row is pruned
@@ -86,6 +87,20 @@ def end_session(conn: sqlite3.Connection, session: str, until: float) -> None:
 
 def session_ended(conn: sqlite3.Connection, session: str) -> bool:
     return conn.execute("SELECT 1 FROM ended_sessions WHERE id = ?", (session,)).fetchone() is not None
+
+
+def charge_buckets(conn: sqlite3.Connection, buckets: Sequence[Bucket], cost: float) -> float:
+    """Take `cost` tokens from every bucket, or none: 0.0 when taken, else the seconds until all could pay."""
+    now = time.time()
+    levels = []
+    for bucket in buckets:
+        row = conn.execute("SELECT tokens, updated FROM buckets WHERE key = ?", (bucket.key,)).fetchone()
+        levels.append(refill_bucket(row[0], row[1], now, bucket) if row else bucket.burst)
+    retry_after = max((wait_for(t, b, cost) for t, b in zip(levels, buckets, strict=True)), default=0.0)
+    if retry_after == 0.0:
+        conn.executemany("INSERT OR REPLACE INTO buckets (key, tokens, updated) VALUES (?, ?, ?)",
+                         [(b.key, t - cost, now) for t, b in zip(levels, buckets, strict=True)])
+    return retry_after
 
 
 def upgrade_schema(conn: sqlite3.Connection) -> None:
