@@ -14,7 +14,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
@@ -37,6 +37,13 @@ class ConnectionRecord:
     created: float = 0.0
     updated: float = 0.0
 
+    COLUMNS: ClassVar[str] = "subject, api, secret, scopes, created, updated"
+    """The table's columns in the order `from_row` reads them (every store selects them so)."""
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ConnectionRecord:
+        return cls(subject=row[0], api=row[1], secret=row[2], scopes=row[3], created=row[4], updated=row[5])
+
 
 @dataclass(slots=True, kw_only=True)
 class PendingConnection:
@@ -50,6 +57,14 @@ class PendingConnection:
     client: str | None = None
     created: float = 0.0
     expires: float = 0.0
+
+    COLUMNS: ClassVar[str] = "state, subject, api, verifier, client, created, expires"
+    """The table's columns in the order `from_row` reads them."""
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> PendingConnection:
+        return cls(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4], created=row[5],
+                   expires=row[6])
 
 
 class Bucket(NamedTuple):

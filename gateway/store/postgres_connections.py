@@ -8,7 +8,7 @@ from typing import Any
 
 from .base import ConnectionRecord, PendingConnection
 
-_COLUMNS = "subject, api, secret, scopes, created, updated"
+_COLUMNS = ConnectionRecord.COLUMNS
 
 
 class PostgresConnections:
@@ -29,14 +29,14 @@ class PostgresConnections:
             cursor = await conn.execute(f"SELECT {_COLUMNS} FROM connections WHERE subject = %s AND api = %s",
                                         (subject, api))
             row = await cursor.fetchone()
-        return _record(row) if row else None
+        return ConnectionRecord.from_row(row) if row else None
 
     async def list_connections(self, subject: str) -> list[ConnectionRecord]:
         async with self._connection() as conn:
             cursor = await conn.execute(f"SELECT {_COLUMNS} FROM connections WHERE subject = %s ORDER BY api",
                                         (subject,))
             rows = await cursor.fetchall()
-        return [_record(row) for row in rows]
+        return [ConnectionRecord.from_row(row) for row in rows]
 
     async def delete_connection(self, subject: str, api: str) -> bool:
         async with self._connection() as conn:
@@ -55,14 +55,8 @@ class PostgresConnections:
         async with self._connection() as conn:
             await conn.execute("DELETE FROM pending_connections WHERE expires <= %s", (now,))
             cursor = await conn.execute(
-                "DELETE FROM pending_connections WHERE state = %s RETURNING state, subject, api, verifier, client,"
-                " created, expires", (state,))
+                f"DELETE FROM pending_connections WHERE state = %s RETURNING {PendingConnection.COLUMNS}", (state,))
             row = await cursor.fetchone()
         if row is None:
             return None
-        return PendingConnection(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4],
-                                 created=row[5], expires=row[6])
-
-
-def _record(row: Any) -> ConnectionRecord:
-    return ConnectionRecord(subject=row[0], api=row[1], secret=row[2], scopes=row[3], created=row[4], updated=row[5])
+        return PendingConnection.from_row(row)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from .base import ConnectionRecord, PendingConnection
 
 T = TypeVar("T")
-_COLUMNS = "subject, api, secret, scopes, created, updated"
+_COLUMNS = ConnectionRecord.COLUMNS
 
 
 class SQLiteConnections:
@@ -26,12 +26,12 @@ class SQLiteConnections:
     async def get_connection(self, subject: str, api: str) -> ConnectionRecord | None:
         row = await self._run(lambda conn: conn.execute(
             f"SELECT {_COLUMNS} FROM connections WHERE subject = ? AND api = ?", (subject, api)).fetchone())
-        return _connection(row) if row else None
+        return ConnectionRecord.from_row(row) if row else None
 
     async def list_connections(self, subject: str) -> list[ConnectionRecord]:
         rows = await self._run(lambda conn: conn.execute(
             f"SELECT {_COLUMNS} FROM connections WHERE subject = ? ORDER BY api", (subject,)).fetchall())
-        return [_connection(row) for row in rows]
+        return [ConnectionRecord.from_row(row) for row in rows]
 
     async def delete_connection(self, subject: str, api: str) -> bool:
         count = await self._run(lambda conn: conn.execute(
@@ -48,15 +48,10 @@ class SQLiteConnections:
     async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
         def work(conn: sqlite3.Connection) -> Any:
             conn.execute("DELETE FROM pending_connections WHERE expires <= ?", (now,))
-            return conn.execute("DELETE FROM pending_connections WHERE state = ? RETURNING state, subject, api,"
-                                " verifier, client, created, expires", (state,)).fetchone()
+            taken = f"DELETE FROM pending_connections WHERE state = ? RETURNING {PendingConnection.COLUMNS}"
+            return conn.execute(taken, (state,)).fetchone()
 
         row = await self._run(work)
         if row is None:
             return None
-        return PendingConnection(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4],
-                                 created=row[5], expires=row[6])
-
-
-def _connection(row: Any) -> ConnectionRecord:
-    return ConnectionRecord(subject=row[0], api=row[1], secret=row[2], scopes=row[3], created=row[4], updated=row[5])
+        return PendingConnection.from_row(row)
