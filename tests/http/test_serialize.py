@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from gateway.catalog import Argument
 from gateway.errors import ArgumentError
 from gateway.http.serialize import (
+    encode,
     serialize_cookie,
     serialize_header,
     serialize_path,
@@ -118,3 +121,13 @@ def test_cookie_form() -> None:
 
 def test_to_text_spells_json_primitives() -> None:
     assert [to_text(v) for v in (True, False, 0, 1.5, None, "x")] == ["true", "false", "0", "1.5", "", "x"]
+
+
+@pytest.mark.parametrize("text", ["".join(map(chr, range(128))), "hello world", "a/b?c#d&e=f+g%h", "",
+                                  "caf\u00e9 \u4e2d\U0001f600", "~-._AZaz09"])
+def test_encode_is_quote_byte_for_byte(text: str) -> None:
+    # ASCII texts are encoded by str.translate, the rest by quote: both must spell every character as quote does.
+    assert encode(text) == quote(text, safe="")
+    assert encode(text, allow_reserved=True) == quote(text, safe=":/?[]@!$'()*,;=")
+    for character in text:
+        assert encode(character) == quote(character, safe="")
