@@ -10,13 +10,15 @@ logger without one (uvicorn then skips its line). Lines keep their order.
 
 A line is written for every request, so its record is made with `Logger.makeRecord` and handed to
 `Logger.handle` (no search of the stack for the caller's file and line, which are always `log_access`'s), and
-`AccessLineFormatter` renders an uncoloured line without the two copies of the record uvicorn's formatter makes.
+`AccessLineFormatter` renders an uncoloured line in one f-string, without the two copies of the record uvicorn's
+formatter makes.
 """
 
 from __future__ import annotations
 
 import logging
 from http import HTTPStatus
+from typing import Literal
 from urllib.parse import quote
 
 from starlette.types import Scope
@@ -57,9 +59,43 @@ def _quoted(path: str) -> str:
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
 
 
+_PREFIXES: dict[str, str] = {}
+
+
+def _prefix(levelname: str) -> str:
+    """uvicorn's uncoloured `levelprefix` (`INFO:     `), remembered per level name."""
+    prefix = levelname + ":" + " " * (8 - len(levelname))
+    if len(_PREFIXES) < 64:  # level names are few; a custom one per record cannot grow it without bound
+        _PREFIXES[levelname] = prefix
+    return prefix
+
+
+LINE_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
+"""uvicorn's access format (`uvicorn.config.LOGGING_CONFIG`), which `AccessLineFormatter` writes without `%`."""
+
+
 class AccessLineFormatter(AccessFormatter):
-    """uvicorn's `AccessFormatter`, the same line; without colours it fills the record's fields in place (uvicorn
-    copies the record twice per line), with colours it is uvicorn's own."""
+    """uvicorn's `AccessFormatter`, the same line. Without colours and with uvicorn's format it writes the line in
+    one f-string (uvicorn copies the record twice per line, and `logging.Formatter.format` would render the
+    message, which the line does not show, and the format's fields); otherwise it is uvicorn's own."""
+
+    def __init__(self, fmt: str | None = None, datefmt: str | None = None, style: Literal["%", "{", "$"] = "%",
+                 use_colors: bool | None = None) -> None:
+        super().__init__(fmt=fmt, datefmt=datefmt, style=style, use_colors=use_colors)
+        self.writes_line = fmt == LINE_FORMAT and style == "%"
+
+    def format(self, record: logging.LogRecord) -> str:
+        args = record.args
+        # The arguments are read after the log-record redaction (the record factory) has scrubbed them: a line
+        # whose secret it could only remove by rewriting the message has no five arguments left and goes below.
+        if self.writes_line and not self.use_colors and type(args) is tuple and len(args) == 5 \
+                and not record.exc_info and not record.stack_info:
+            client_addr, method, full_path, http_version, code = args
+            if type(code) is int:
+                prefix = _PREFIXES.get(record.levelname) or _prefix(record.levelname)
+                return (f'{prefix} {client_addr} - "{method} {full_path} HTTP/{http_version}" '
+                        f'{code} {_PHRASES.get(code, "")}')
+        return super().format(record)
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         if self.use_colors or not isinstance(record.args, tuple) or len(record.args) != 5:

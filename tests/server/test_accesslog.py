@@ -93,3 +93,41 @@ def test_the_formatter_writes_uvicorns_line_with_and_without_colours() -> None:
             records = [logging.LogRecord("gateway.access", logging.INFO, __file__, 1, ACCESS_FORMAT, args, None)
                        for _ in range(2)]
             assert ours.format(records[0]) == uvicorns.format(records[1])
+
+
+def test_uvicorns_access_format_is_the_line_the_formatter_writes_itself() -> None:
+    from uvicorn.config import LOGGING_CONFIG
+
+    from gateway.server.accesslog import LINE_FORMAT, AccessLineFormatter
+
+    assert LOGGING_CONFIG["formatters"]["access"]["fmt"] == LINE_FORMAT
+    assert AccessLineFormatter(LINE_FORMAT, use_colors=False).writes_line
+    assert not AccessLineFormatter("%(client_addr)s %(status_code)s", use_colors=False).writes_line
+
+
+def test_a_secret_in_the_access_line_is_replaced() -> None:
+    from gateway.kernel.redaction import Redactor, redact_logs
+    from gateway.server.accesslog import log_access
+
+    secret = "s3cr3t-in-a-query-7781"
+    redactor = Redactor([secret])  # held here: redact_logs keeps it only weakly
+    redact_logs(redactor)
+    stream = io.StringIO()
+    config = log_config()
+    config["handlers"]["access"]["stream"] = stream
+    config["formatters"]["access"]["use_colors"] = False
+    logging.config.dictConfig(config)
+    try:
+        logger = logging.getLogger("gateway.access")
+        for path, query in (("/agents/a/tools/t", f"key={secret}".encode()), (f"/x/{secret}", b"")):
+            log_access(logger, {"client": ("127.0.0.1", 5000), "method": "POST", "path": path, "query_string": query,
+                                "http_version": "1.1"}, 200)
+        lines = stream.getvalue().splitlines()
+        assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
+                         'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+    finally:
+        for name in ("gateway", "gateway.access", "uvicorn.access"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
