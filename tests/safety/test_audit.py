@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
@@ -50,7 +49,7 @@ async def test_caller_binding_nests_and_resets() -> None:
 async def test_an_inner_binding_keeps_every_other_field() -> None:
     values = {"client": "c", "agent": "a", "run_id": "r", "approvals": {"t": "apr"}, "started": 1.5, "notes": {},
               "subject": "ann", "token": UserToken(value="t0ken", subject="ann")}
-    assert set(values) == {f.name for f in dataclasses.fields(Caller)}  # a new field must be listed here too
+    assert set(values) == set(Caller._fields)  # a new field must be listed here too
     with bind_caller(**values):
         for name in values:
             with bind_caller(**{name: None}):
