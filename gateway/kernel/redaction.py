@@ -119,11 +119,9 @@ class Redactor:
         """Whether a secret (in any of the forms redacted) occurs in `text`.
 
         A substring test per form rather than the pattern's search: Python's regex engine tries the alternation
-        at every position, several times slower on the usual answer that holds no secret."""
-        for variant in self._variants:
-            if variant in text:
-                return True
-        return False
+        at every position, several times slower on the usual answer that holds no secret. `any(map(...))` runs the
+        tests in C (no Python step per form)."""
+        return any(map(text.__contains__, self._variants))
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with secrets replaced in every string, keys included: a copy when it held one, the
@@ -148,10 +146,7 @@ class Redactor:
             text = orjson.dumps(value)
         except TypeError:
             return True
-        for variant in variants:  # a loop, not any() over a generator: asked of every call's arguments and result
-            if variant in text:
-                return True
-        return False
+        return any(map(text.__contains__, variants))  # in C: asked of every call's arguments and result
 
     def covers(self, other: Redactor) -> bool:
         """Whether this redactor knows every secret `other` knows (what `other` would redact, this one did)."""
