@@ -80,6 +80,9 @@ def _compile(schema: Any) -> Any:
 
 
 def _validator(schema: Any) -> Any:
+    entry = _validators.entries.get(id(schema))  # the usual: compiled already (no closure made, no call)
+    if entry is not None and entry[0] is schema:
+        return entry[1]
     return _validators.get(id(schema), schema, lambda: _compile(schema))
 
 
