@@ -506,6 +506,7 @@ def test_secrets_cover_credentials_written_into_urls() -> None:
     for value in ("AIzaSyD-0123456789abcdef", "hunter2-pw", "pg-s3cret", "redis-pw-9"):
         assert value in secrets
     assert "shop.example" not in " ".join(secrets)  # the host stays readable
+    assert "gw" not in secrets  # a store's user name is no secret (redacted, "gw" would blank every line)
 
 
 def test_gateway_settings_are_typed_with_the_rest_of_the_file() -> None:
