@@ -68,7 +68,9 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "money": ("balance", "amount"), "funds": ("balance",), "coupon": ("discount",), "discount": ("coupon",),
     "notified": ("subscription", "notification", "webhook"), "notify": ("notification", "subscription"),
     "changes": ("delta", "subscription"), "free": ("schedule", "availability"), "busy": ("schedule",),
-    "available": ("presence", "availability"), "password": ("credential", "secret"),
+    "available": ("presence", "availability"), "online": ("presence",), "offline": ("presence",),
+    "away": ("presence",), "everyone": ("user", "member"), "everybody": ("user", "member"),
+    "workspace": ("team",), "password": ("credential", "secret"),
     "secret": ("password", "credential"), "token": ("credential", "key"), "subfolder": ("child folder",),
     "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
     "move": ("transition",),
@@ -77,8 +79,14 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
 def synonyms(word: str) -> tuple[str, ...]:
-    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch)."""
-    return SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(_root(word), ())
+    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch, saved ->
+    save); a verb undoing another (unpin, unarchive) also means that other's thing (pins)."""
+    root = _root(word)
+    found = (SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(root)
+             or (SYNONYMS.get(root + "e", ()) if root != word else ()))
+    undone = ((word[2:], *(a for a in SYNONYMS.get(word[2:], ()) if a not in _GENERIC_VERBS))
+              if word.startswith("un") and len(word) >= 5 and word[2:] not in STOP else ())
+    return (*found, *undone) if undone else found
 
 
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
@@ -459,7 +467,13 @@ def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[s
         word = following[0] if following and following[0].endswith(("s", "ed", "ing")) else ""
     if not word or word in _GENERIC_VERBS or word in _PRONOUNS:
         return ()
+    if word.startswith("un") and len(word) >= 5 and word[2:] not in STOP:  # unpin: a pin removed
+        return (_root(word), *_UNDOING)
     return (_root(word),)
+
+
+_UNDOING = ("remove", "delete")
+"""What a verb that undoes another does to that other's thing (`/pins.remove` for "unpin")."""
 
 
 def _agent(verb: str) -> str:
