@@ -17,10 +17,6 @@ pytestmark = pytest.mark.anyio
 ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
-def _manager(app: Any) -> Any:
-    return app.state.mcp.endpoint.manager
-
-
 async def _open(client: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
     opened = await client.post(url, headers=ACCEPT, json={
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -74,6 +70,35 @@ async def test_session_answers(gw: tuple[str, Any], upstream: RecordingServer, v
     assert not [r for r in upstream.requests if r.method == "POST"]
 
 
+async def test_answered_inline_as_the_sdks_transport_answers(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """A session's plain requests are answered in their own task (`inline`); a body sent in chunks, without a
+    Content-Length, still goes through the SDK's transport: both answer every kind of request alike."""
+    url, _ = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))
+    messages = [("weather", {"method": "ping"}), ("triage", {"method": "tools/list"}),
+                ("weather", {"method": "tools/list", "params": {"cursor": "nope"}}),
+                ("weather", {"method": "resources/list"}),  # not served: the SDK's own error
+                *((agent, {"method": "tools/call", "params": {"name": tool, **params}})
+                  for agent, tool, params in CALLS)]
+    async with httpx.AsyncClient(timeout=10) as client:
+        sessions = {agent: await _open(client, f"{url}/mcp/{agent}") for agent in ("weather", "triage")}
+        for index, (agent, message) in enumerate(messages):
+            body = json.dumps({"jsonrpc": "2.0", "id": index, **message}).encode()
+
+            async def chunks(body: bytes = body) -> Any:
+                yield body[:30]
+                yield body[30:]
+
+            inline = await client.post(f"{url}/mcp/{agent}", content=body,
+                                       headers={**sessions[agent], "content-type": "application/json"})
+            sdk = await client.post(f"{url}/mcp/{agent}", content=chunks(),
+                                    headers={**sessions[agent], "content-type": "application/json"})
+            assert "content-length" not in sdk.request.headers
+            assert (inline.status_code, inline.headers["content-type"], inline.headers["mcp-session-id"]) == \
+                (sdk.status_code, sdk.headers["content-type"], sdk.headers["mcp-session-id"]), message
+            assert inline.json() == sdk.json(), message
+
+
 async def test_the_sdks_checks_still_come_first(gw: tuple[str, Any], upstream: RecordingServer) -> None:
     url, _ = gw
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -99,7 +124,8 @@ async def test_a_call_in_flight_keeps_its_session_alive(gw: tuple[str, Any], ups
     url, app = gw
     async with httpx.AsyncClient(timeout=10) as client:
         await client.get(f"{url}/mcp/weather")
-        _manager(app).session_idle_timeout = 0.2  # taken by sessions opened from now on
+        endpoint = app.state.mcp.endpoint  # the ledger ends idle sessions (in the SDK too)
+        endpoint.sessions.limits = endpoint.limits.model_copy(update={"session_idle_timeout": 0.2})
         headers = await _open(client, f"{url}/mcp/weather")
         upstream.route("/meteo/", Reply(200, FORECAST, delay=0.6))  # three idle timeouts long
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",

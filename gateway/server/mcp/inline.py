@@ -1,0 +1,212 @@
+"""A 2025 session's plain requests answered in the request's own task, on the SDK's public server kernel.
+
+The SDK's session transport hands every message of a session through memory streams to the session's reader
+and dispatcher tasks and the answer back the same way, and parses and validates each message as its union of
+JSON-RPC models first. A request that needs nothing of the session's streams (`tools/call`, `tools/list` and
+`ping`: the door answers in JSON, so nothing request-scoped reaches the client anyway) is answered here instead:
+
+- the SDK's own transport checks come first: `TransportSecurityMiddleware` (Host and Origin), then its Accept
+  rule (`check_accept_headers`), then the same body limit;
+- then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
+  same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
+  that says what the session's handshake said (negotiated version, the client's capabilities).
+
+What is not plainly one of those (a notification, a `search_tools` call, which may announce a grown tool list
+on the session's own stream, an unknown session, another identity's session, a body this does not read as one
+well-formed JSON-RPC request, a missing header) goes to the SDK unchanged, so its answers and errors stay its
+own. A client's `notifications/cancelled` for a request answered here cancels it here, as the SDK's dispatcher
+would (the request is answered `REQUEST_CANCELLED`, as the SDK's 2025 transport answers it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner
+from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse, RequestId
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from ...offer.toolsearch import SEARCH_TOOL
+
+logger = logging.getLogger("gateway.mcp")
+
+INLINE_METHODS = frozenset({"tools/call", "tools/list", "ping"})
+"""Requests that need nothing of the session's streams: answered here."""
+
+Identity = tuple[str | None, str | None, str]
+"""Whom a session belongs to: the client key's name, the signed-in user, the agent."""
+
+
+@dataclass(eq=False)
+class _Exchange:
+    """The SDK's `DispatchContext` for one request answered here: one JSON answer, no request-scoped channel (as
+    the SDK's transport in JSON-response mode: a request's notifications and requests have no wire there)."""
+
+    transport: TransportContext
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        if self._cancel_requested is None:  # made when asked for: most requests never are
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
+                               opts: CallOptions | None = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        logger.debug("dropped %s: a JSON answer carries no request-scoped messages", method)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+@dataclass(eq=False)
+class InlineSession:
+    """What the handshake of one session said, and its requests being answered here."""
+
+    identity: Identity
+    runner: ServerRunner[Any]
+    running: dict[RequestId, anyio.CancelScope] = field(default_factory=dict)
+
+
+class InlineSessions:
+    """The sessions whose plain requests are answered here, by session id (added when the SDK opened them)."""
+
+    def __init__(self, server: Server[Any], security: TransportSecurityMiddleware, max_body_bytes: int) -> None:
+        self.server = server
+        self.security = security
+        self.max_body_bytes = max_body_bytes
+        self.sessions: dict[str, InlineSession] = {}
+
+    def opened(self, session_id: str, identity: Identity, initialize: bytes, answer: bytes) -> None:
+        """Remember a session the SDK opened: `initialize` the request's body, `answer` the SDK's JSON answer."""
+        try:
+            params = json.loads(initialize)["params"]
+            version = json.loads(answer)["result"]["protocolVersion"]
+        except (ValueError, KeyError, TypeError):
+            return  # not what this reads: the session's requests all go to the SDK
+        if not isinstance(params, dict) or version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return
+        connection = Connection.from_envelope(version, params.get("clientInfo"), params.get("capabilities"))
+        connection.session_id = session_id
+        self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}))
+
+    def forget(self, session_id: str) -> None:
+        self.sessions.pop(session_id, None)
+
+    def protocol_version(self, session_id: str) -> str | None:
+        session = self.sessions.get(session_id)
+        return session.runner.connection.protocol_version if session is not None else None
+
+    async def answer(self, session_id: str, identity: Identity, version: str | None, scope: Scope,
+                     receive: Receive, send: Send) -> Receive | None:
+        """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
+        (the body read here is given again first)."""
+        session = self.sessions.get(session_id)
+        if session is None or session.identity != identity or scope.get("method") != "POST" or \
+                version != session.runner.connection.protocol_version:
+            return receive
+        request = Request(scope, receive)
+        headers = request.headers
+        length = headers.get("content-length")
+        if not (length and length.isdigit() and int(length) <= self.max_body_bytes) or \
+                headers.get("content-type", "").split(";")[0].strip() != "application/json" or \
+                not check_accept_headers(request)[0] or \
+                await self.security.validate_request(request, is_post=True) is not None:
+            return receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
+        body = await request.body()
+        again = _replay(body, receive)
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            return again
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return again
+        method, params = message.get("method"), message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return again
+        if "id" not in message:
+            if method == "notifications/cancelled" and self._cancel(session, params):
+                await send({"type": "http.response.start", "status": 202, "headers": _headers(session_id, 0)})
+                await send({"type": "http.response.body", "body": b""})
+                return None
+            return again
+        request_id = as_request_id(message["id"])
+        if request_id is None or method not in INLINE_METHODS or coerce_request_id(request_id) in session.running or \
+                (method == "tools/call" and params is not None and params.get("name") == SEARCH_TOOL):
+            return again
+        await self._serve(session, session_id, request, request_id, method, params, send)
+        return None
+
+    async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
+                     method: str, params: dict[str, Any] | None, send: Send) -> None:
+        exchange = _Exchange(TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
+                             request_id, ServerMessageMetadata(request_context=request))
+        answer: JSONRPCResponse | JSONRPCError
+        key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        with anyio.CancelScope() as cancel:
+            session.running[key] = cancel
+            try:
+                answer = JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                         result=await session.runner.on_request(exchange, method, params))
+            except Exception as error:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
+                data = handler_exception_to_error_data(error)
+                if data is None:
+                    logger.exception("handler for %r raised", method)
+                    data = ErrorData(code=0, message=str(error))
+                answer = JSONRPCError(jsonrpc="2.0", id=request_id, error=data)
+            finally:
+                session.running.pop(key, None)
+        if cancel.cancelled_caught:
+            answer = JSONRPCError(jsonrpc="2.0", id=request_id,
+                                  error=ErrorData(code=REQUEST_CANCELLED, message="Request cancelled"))
+        body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": _headers(session_id, len(body))})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    def _cancel(session: InlineSession, params: Mapping[str, Any] | None) -> bool:
+        request_id = cancelled_request_id_from_params(params)
+        cancel = session.running.get(coerce_request_id(request_id)) if request_id is not None else None
+        if cancel is None:
+            return False  # not one of ours: the SDK's dispatcher looks for it
+        cancel.cancel()
+        return True
+
+
+def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-length", str(length).encode()), (b"content-type", b"application/json"),
+            (b"mcp-session-id", session_id.encode("latin-1"))]
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """`receive` with the body already read given again first."""
+    pending = [body]
+
+    async def again() -> Message:
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+        return await receive()
+
+    return again
