@@ -29,7 +29,7 @@ from ...assembly import GatewayState
 from ..api_errors import APIError
 from .found import FoundTools
 from .inline import Identity, InlineSessions
-from .routing import AGENT_SCOPE_KEY, routed_agent
+from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 
@@ -88,12 +88,14 @@ class MCPEndpoint:
         subject = scope.get("gateway.subject")
         scope["user"] = self._identity(client, subject if isinstance(subject, str) else None, agent)
         owner = _owner(client, scope)
-        session_id, version = _session_headers(scope)
+        headers = _headers(scope)
+        session_id, version = _text(headers, _SESSION_HEADER), _text(headers, _VERSION_HEADER)
         identity = (client, subject if isinstance(subject, str) else None, agent)
         token = current_agent.set(agent)
         try:
             if session_id is not None:
-                await self._on_session(session_id, identity, version, owner, scope, receive, send)
+                scope[SESSION_SCOPE_KEY] = session_id
+                await self._on_session(session_id, identity, version, headers, owner, scope, receive, send)
             elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
                 await self._opening(owner, identity, scope, receive, send)
             else:  # the stateless 2026-07-28 protocol, or a request the SDK refuses anyway
@@ -169,21 +171,24 @@ class MCPEndpoint:
         if opened and opened[0] in self._owners:
             self.inline.opened(opened[0], identity, b"".join(asked), b"".join(answered))
 
-    async def _on_session(self, session_id: str, identity: Identity, version: str | None, owner: str,
-                          scope: Scope, receive: Receive, send: Send) -> None:
-        agent = identity[2]
+    async def _on_session(self, session_id: str, identity: Identity, version: str | None,
+                          headers: dict[bytes, bytes], owner: str, scope: Scope, receive: Receive,
+                          send: Send) -> None:
         if self.sessions.expire(session_id):  # idle past its timeout: over in the SDK before it answers this
             await self._end_idle()
-        watch = StatusWatch(send)
+        status = 200  # what the door answers inline
         self.sessions.request_started(session_id)
         try:
-            rest = await self.inline.answer(session_id, identity, version, scope, receive, watch)
+            rest = await self.inline.answer(session_id, identity, version, headers, scope, receive, send)
             if rest is not None:
-                await self.manager.handle_request(scope, rest, watch)
+                watch = StatusWatch(send)
+                try:
+                    await self.manager.handle_request(scope, rest, watch)
+                finally:
+                    status = watch.status
         finally:
-            status = watch.status
             gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
-            self.sessions.request_ended(session_id, owner, agent, gone=gone)
+            self.sessions.request_ended(session_id, owner, identity[2], gone=gone)
 
     def _ended(self, session_id: str) -> None:
         self.found.forget(session_id)
@@ -233,14 +238,15 @@ def _owner(client: str | None, scope: Scope) -> str:
     return f"peer:{peer[0]}" if peer else "peer:?"
 
 
-def _session_headers(scope: Scope) -> tuple[str | None, str | None]:
-    """The request's `Mcp-Session-Id` and `Mcp-Protocol-Version` (ASGI header names are lower-case; of a repeated
-    header the first counts), found without a Python step per header."""
-    headers = dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
-    session_id = headers.get(_SESSION_HEADER)
-    version = headers.get(_VERSION_HEADER)
-    return (None if session_id is None else session_id.decode("latin-1"),
-            None if version is None else version.decode("latin-1"))
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by name (ASGI names are lower-case; of a repeated header the first counts), made
+    without a Python step per header."""
+    return dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
+
+
+def _text(headers: dict[bytes, bytes], name: bytes) -> str | None:
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 def _message_header(message: Message, name: bytes) -> str | None:

@@ -52,6 +52,9 @@ INLINE_METHODS = frozenset({"tools/call", "tools/list", "ping"})
 Identity = tuple[str | None, str | None, str]
 """Whom a session belongs to: the client key's name, the signed-in user, the agent."""
 
+_TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
+"""What the SDK's session loop says of a message in JSON-response mode (no request-scoped channel)."""
+
 
 @dataclass(eq=False)
 class _Exchange:
@@ -98,6 +101,7 @@ class InlineSessions:
         self.security = security
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, InlineSession] = {}
+        self._verdicts: dict[tuple[bytes | None, ...], bool] = {}
 
     def opened(self, session_id: str, identity: Identity, initialize: bytes, answer: bytes) -> None:
         """Remember a session the SDK opened: `initialize` the request's body, `answer` the SDK's JSON answer."""
@@ -119,23 +123,27 @@ class InlineSessions:
         session = self.sessions.get(session_id)
         return session.runner.connection.protocol_version if session is not None else None
 
-    async def answer(self, session_id: str, identity: Identity, version: str | None, scope: Scope,
-                     receive: Receive, send: Send) -> Receive | None:
+    async def answer(self, session_id: str, identity: Identity, version: str | None, headers: Mapping[bytes, bytes],
+                     scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
-        (the body read here is given again first)."""
+        (the body read here is given again first). `headers`: the request's, by lower-case name."""
         session = self.sessions.get(session_id)
         if session is None or session.identity != identity or scope.get("method") != "POST" or \
                 version != session.runner.connection.protocol_version:
             return receive
-        request = Request(scope, receive)
-        headers = request.headers
-        length = headers.get("content-length")
+        length = headers.get(b"content-length")
         if not (length and length.isdigit() and int(length) <= self.max_body_bytes) or \
-                headers.get("content-type", "").split(";")[0].strip() != "application/json" or \
-                not check_accept_headers(request)[0] or \
-                await self.security.validate_request(request, is_post=True) is not None:
+                not await self._passes(scope, headers):
             return receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
-        body = await request.body()
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return _replay(b"".join(chunks), receive, message)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
         again = _replay(body, receive)
         try:
             message = json.loads(body)
@@ -156,13 +164,28 @@ class InlineSessions:
         if request_id is None or method not in INLINE_METHODS or coerce_request_id(request_id) in session.running or \
                 (method == "tools/call" and params is not None and params.get("name") == SEARCH_TOOL):
             return again
-        await self._serve(session, session_id, request, request_id, method, params, send)
+        await self._serve(session, session_id, Request(scope, again), request_id, method, params, send)
         return None
+
+    async def _passes(self, scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether the SDK's transport checks pass: its Host, Origin and Content-Type rule
+        (`TransportSecurityMiddleware`), its Accept rule (JSON accepted) and a JSON body. They depend on those
+        four headers only, so each verdict is the SDK's, asked once per set of values."""
+        key = (headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"), headers.get(b"accept"))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            request = Request(scope)
+            media_types = (key[0] or b"").decode("latin-1").split(";")[0].split(",")
+            verdict = check_accept_headers(request)[0] and "application/json" in map(str.strip, media_types) and \
+                await self.security.validate_request(request, is_post=True) is None
+            if len(self._verdicts) >= 256:  # a client making up header values gets asked each time
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
 
     async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
-        exchange = _Exchange(TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
-                             request_id, ServerMessageMetadata(request_context=request))
+        exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request))
         answer: JSONRPCResponse | JSONRPCError
         key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
         with anyio.CancelScope() as cancel:
@@ -200,13 +223,15 @@ def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
             (b"mcp-session-id", session_id.encode("latin-1"))]
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """`receive` with the body already read given again first."""
-    pending = [body]
+def _replay(body: bytes, receive: Receive, after: Message | None = None) -> Receive:
+    """`receive` with the body already read given again first (and then `after`, a message read past it)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    if after is not None:
+        pending.insert(0, after)
 
     async def again() -> Message:
         if pending:
-            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+            return pending.pop()
         return await receive()
 
     return again

@@ -32,7 +32,7 @@ from ...offer.toolsearch import SEARCH_TOOL
 from .answering import answer_call, checked_agent
 from .found import FoundTools
 from .listing import era_of, listing_page
-from .routing import AGENT_SCOPE_KEY
+from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -76,8 +76,8 @@ def session_from_request(ctx: Context) -> str | None:
     """The session of a 2025 request over HTTP (the SDK has checked that the caller owns it); None when stateless."""
     if era_of(ctx.protocol_version) == "modern":
         return None
-    headers = getattr(ctx.request, "headers", None)
-    session = headers.get("mcp-session-id") if isinstance(headers, Mapping) else None
+    scope = getattr(ctx.request, "scope", None)
+    session = scope.get(SESSION_SCOPE_KEY) if isinstance(scope, Mapping) else None  # the endpoint's, from its header
     return session if isinstance(session, str) and session else None
 
 
