@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
@@ -37,11 +38,12 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse, RequestId
+from mcp_types import ErrorData, JSONRPCError, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from ...jsonwire import dumps
 from ...offer.toolsearch import SEARCH_TOOL
 
 logger = logging.getLogger("gateway.mcp")
@@ -146,8 +148,8 @@ class InlineSessions:
         body = b"".join(chunks)
         again = _replay(body, receive)
         try:
-            message = json.loads(body)
-        except (ValueError, RecursionError):
+            message = pydantic_core.from_json(body)  # the SDK transport's own parser
+        except ValueError:
             return again
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return again
@@ -186,25 +188,26 @@ class InlineSessions:
     async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
         exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request))
-        answer: JSONRPCResponse | JSONRPCError
         key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        error: ErrorData | None = None
         with anyio.CancelScope() as cancel:
             session.running[key] = cancel
             try:
-                answer = JSONRPCResponse(jsonrpc="2.0", id=request_id,
-                                         result=await session.runner.on_request(exchange, method, params))
-            except Exception as error:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
-                data = handler_exception_to_error_data(error)
-                if data is None:
+                result = await session.runner.on_request(exchange, method, params)
+            except Exception as failure:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
+                error = handler_exception_to_error_data(failure)
+                if error is None:
                     logger.exception("handler for %r raised", method)
-                    data = ErrorData(code=0, message=str(error))
-                answer = JSONRPCError(jsonrpc="2.0", id=request_id, error=data)
+                    error = ErrorData(code=0, message=str(failure))
             finally:
                 session.running.pop(key, None)
         if cancel.cancelled_caught:
-            answer = JSONRPCError(jsonrpc="2.0", id=request_id,
-                                  error=ErrorData(code=REQUEST_CANCELLED, message="Request cancelled"))
-        body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+        if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
+            body = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
+        else:
+            body = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump_json(
+                by_alias=True, exclude_unset=True).encode()
         await send({"type": "http.response.start", "status": 200, "headers": _headers(session_id, len(body))})
         await send({"type": "http.response.body", "body": body})
 
