@@ -20,6 +20,7 @@ would (the request is answered `REQUEST_CANCELLED`, as the SDK's 2025 transport 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -92,7 +93,7 @@ class InlineSession:
 
     identity: Identity
     runner: ServerRunner[Any]
-    running: dict[RequestId, anyio.CancelScope] = field(default_factory=dict)
+    running: dict[RequestId, _Running] = field(default_factory=dict)
 
 
 class InlineSessions:
@@ -189,20 +190,26 @@ class InlineSessions:
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
         exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request))
         key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        task = asyncio.current_task()
+        assert task is not None
+        running = session.running[key] = _Running(task)
         error: ErrorData | None = None
-        with anyio.CancelScope() as cancel:
-            session.running[key] = cancel
-            try:
-                result = await session.runner.on_request(exchange, method, params)
-            except Exception as failure:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
-                error = handler_exception_to_error_data(failure)
-                if error is None:
-                    logger.exception("handler for %r raised", method)
-                    error = ErrorData(code=0, message=str(failure))
-            finally:
-                session.running.pop(key, None)
-        if cancel.cancelled_caught:
-            error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+        try:
+            result = await session.runner.on_request(exchange, method, params)
+        except asyncio.CancelledError:
+            if not (running.cancelled and task.uncancel() == 0):
+                raise  # not (only) the client's notification: whoever else cancelled it gets it
+            error = _CANCELLED  # the client cancelled it: the SDK's 2025 transport answers so
+        except Exception as failure:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
+            error = handler_exception_to_error_data(failure)
+            if error is None:
+                logger.exception("handler for %r raised", method)
+                error = ErrorData(code=0, message=str(failure))
+        finally:
+            del session.running[key]
+        if running.cancelled and error is not _CANCELLED:  # delivered, but the call answered anyway: no answer
+            task.uncancel()
+            error = _CANCELLED
         if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
             body = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
         else:
@@ -214,11 +221,28 @@ class InlineSessions:
     @staticmethod
     def _cancel(session: InlineSession, params: Mapping[str, Any] | None) -> bool:
         request_id = cancelled_request_id_from_params(params)
-        cancel = session.running.get(coerce_request_id(request_id)) if request_id is not None else None
-        if cancel is None:
+        running = session.running.get(coerce_request_id(request_id)) if request_id is not None else None
+        if running is None:
             return False  # not one of ours: the SDK's dispatcher looks for it
-        cancel.cancel()
+        if not running.cancelled:
+            running.cancelled = True
+            running.task.cancel()  # it waits inside the call (it leaves `running` with no wait after the call)
         return True
+
+
+class _Running:
+    """A request being answered here: its task, cancelled (plain asyncio, as `DisconnectMiddleware` cancels a
+    request's task) when the client's `notifications/cancelled` names it. A cancel scope per call would cost
+    every call for what few are ever cancelled."""
+
+    __slots__ = ("cancelled", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.cancelled = False
+
+
+_CANCELLED = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
 
 
 def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
