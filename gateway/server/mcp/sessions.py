@@ -1,11 +1,12 @@
 """MCP sessions (2025 protocol): how many each client may hold, how long an idle one lives, whose it is.
 
-The SDK's session manager caps sessions only in total (10,000 by default, then 503 for everyone) and keeps an
-idle one 30 minutes, so a single client could take every slot. The endpoint keeps a ledger of the sessions each
-client opened and refuses the next one past `max_sessions_per_client` (429), before the SDK sees the request.
-A session ends in the ledger as it ends in the SDK: on a successful DELETE, when the SDK no longer knows it
-(404), or after `session_idle_timeout` seconds with no request in flight (the SDK's own rule, with the same
-timeout handed to it).
+The SDK's session manager caps sessions only in total (10,000 by default, then 503 for everyone), so a single
+client could take every slot. The endpoint keeps a ledger of the sessions each client opened and refuses the next
+one past `max_sessions_per_client` (429), before the SDK sees the request. A session ends in the ledger on a
+successful DELETE, when the SDK no longer knows it (404), or after `session_idle_timeout` seconds with no request
+in flight. That last rule is the ledger's alone (the SDK is given no idle timeout): a session's plain requests are
+answered without the SDK's transport (`inline`), so only the ledger sees every request in flight; the endpoint
+then ends the session in the SDK too (see `MCPEndpoint`).
 
 Ownership is the SDK's: a request carries the identity (client key's name, agent) the endpoint put in its scope
 as an authenticated user, and the SDK answers a session used under another identity as if it did not exist.
