@@ -1,6 +1,6 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
-    python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses]
+    python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -13,11 +13,13 @@ of a set, in the order they were written:
   never seen. It is measured only with `--heldout` (for the report, never while tuning); misses are printed with
   `--misses` for the tuning parts only, `--heldout-misses` adds the held-out ones;
 - `final` (all six APIs): written before the second round of #30 changed anything; measured only with `--final`,
-  once, at the end of that round.
-Latency: the median and p95 of one search (every request of every set, cycled) over Graph v1.0's 11 k tools, the
-index already open, in wall-clock time and in the searching thread's CPU time. Compile time: cold compiles of each
-spec, with and without building the index (interleaved, median; `--rounds 0` compiles once, from the cache when it
-has the spec). Cache size: the pickled entry and the index's share of it.
+  once, at the end of that round;
+- `round3` (all six APIs): written before the third round of #30 changed anything, without running them through the
+  search; measured only with `--round3`, once, at the end of that round (its misses are never printed).
+Latency: the median and p95 of one search (every request of every set, cycled; `round3` only when it is measured)
+over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's CPU time.
+Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
+compiles once, from the cache when it has the spec). Cache size: the pickled entry and the index's share of it.
 """
 
 from __future__ import annotations
@@ -41,11 +43,13 @@ SPECS = {"github": CORPUS / "github" / "api.github.com.json", "stripe": CORPUS /
          "graph": CORPUS / "apis-guru" / "microsoft.com" / "graph.json",
          "slack": CORPUS / "apis-guru" / "slack.com.json", "jira": CORPUS / "apis-guru" / "atlassian.com" / "jira.json",
          "kubernetes": CORPUS / "apis-guru" / "kubernetes.io.json"}
-PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final")
+PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final", "round3")
 HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"
 """The part written before the second round of #30 changed anything: measured once, at its end."""
+ROUND3 = "round3"
+"""The part written before the third round of #30 changed anything: measured once, at its end."""
 
 
 def load_tasks(name: str) -> dict[str, Any]:
@@ -120,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-misses", action="store_true", help="with --heldout, print its misses too")
     parser.add_argument("--final", action="store_true",
                         help="measure the final part too (once, at the end of the round: never while tuning)")
+    parser.add_argument("--round3", action="store_true",
+                        help="measure the round3 part too (once, at the end of #30's third round: never while tuning)")
     parser.add_argument("--latency-rounds", type=int, default=3)
     args = parser.parse_args(argv)
     if not CORPUS.is_dir():
@@ -127,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from gateway.offer.index import index_of
 
-    hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final)) if not shown}
+    hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final), (ROUND3, args.round3))
+              if not shown}
     parts = tuple(part for part in PARTS if part not in hidden)
     print(f"| API | tools | {' | '.join(f'{part} @5 / @10' for part in parts)} | "
           "cold compile (with index / without) | index | cache entry |")
@@ -153,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         for part in parts:
             shown: list[str] = []
             cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown))
-            if args.misses and part not in (HELD_OUT, FINAL) or args.heldout_misses and part != FINAL:
+            once = part in (FINAL, ROUND3)  # measured once, at the end of a round: misses never shown
+            if args.misses and part != HELD_OUT and not once or args.heldout_misses and not once:
                 misses.extend(shown)
         timing = (f"{statistics.median(with_index):.2f} s / {statistics.median(without):.2f} s"
                   if args.rounds else "-")
@@ -165,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     graph = catalogs["graph"]
     index = index_of(graph)
-    queries = [task["q"] for name in SPECS for part in PARTS for task in load_tasks(name).get(part, [])]
+    timed = [part for part in PARTS if part != ROUND3 or args.round3]  # never searched while the round tunes
+    queries = [task["q"] for name in SPECS for part in timed for task in load_tasks(name).get(part, [])]
     index.search("warm up", limit=10)
     timings: list[float] = []
     cpu: list[float] = []

@@ -167,6 +167,11 @@ class TokenRejected(IdentityError):
     error_type = "invalid_token"
 
 
+class TokenExpired(TokenRejected):
+    """A genuine token past its expiry (its signature verified, or the issuer vouched for it): its holder has to
+    refresh it; it guessed nothing, so it does not count as a wrong key."""
+
+
 class NoClient(IdentityError):
     status = 403
     error_type = "no_client"

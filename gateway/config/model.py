@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ..kernel.redaction import url_secrets
+from ..kernel.redaction import url_password, url_secrets
 from .agents import (
     AgentConfig,
     Approval,
@@ -208,9 +208,15 @@ class Manifest(Section):
         for provider in self.providers.values():
             if provider.api_key:
                 values.append(provider.api_key)
+            values.extend(url_secrets(str(provider.base_url)))  # `?key=...`, `https://user:pass@...`
         for api in self.apis.values():
             for auth in api.auth:
                 values.extend(auth.secrets())
+            values.extend(url_secrets(str(api.base_url)) if api.base_url else [])
+        # The stores' URLs carry their passwords (postgresql://gw:PASSWORD@db/gateway, rediss://:PASSWORD@cache);
+        # their user names are no secret (`postgresql://gateway@db`: redacting "gateway" would blank every line).
+        for store_url in (self.gateway.store, self.gateway.redis):
+            values.extend(url_password(store_url) if store_url and "://" in store_url else [])
         for client in self.clients.values():
             if client.key:
                 values.append(client.key)

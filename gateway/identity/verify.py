@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import jwt
 
-from ..errors import TokenRejected
+from ..errors import TokenExpired, TokenRejected
 from .keys import SIGNING_ALGORITHMS, IssuerKeys, fetch_json
 
 INTROSPECTION_TTL = 60.0
@@ -126,6 +126,8 @@ class TokenVerifier:
             except jwt.InvalidSignatureError as error:
                 failure = error
                 continue
+            except jwt.ExpiredSignatureError as error:  # PyJWT checks the signature before the claims
+                raise TokenExpired(_reason(error)) from None
             except jwt.PyJWTError as error:
                 raise TokenRejected(_reason(error)) from None
             return VerifiedToken(subject=str(claims["sub"]), claims=claims, expires_at=float(claims["exp"]))
@@ -157,7 +159,7 @@ class TokenVerifier:
             raise TokenRejected("The token was issued for another audience.")
         exp = body.get("exp")
         if isinstance(exp, (int, float)) and exp + self.leeway < now:
-            raise TokenRejected("The token has expired.")
+            raise TokenExpired("The token has expired.")
         subject = body.get("sub")
         if not isinstance(subject, str) or not subject:
             raise TokenRejected("The token names no subject.")

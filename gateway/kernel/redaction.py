@@ -37,6 +37,15 @@ TOKEN_LIKE = 16
 """A query value at least this long is taken for a credential whatever its name (signed URLs, webhook tokens)."""
 
 
+def url_password(url: str) -> list[str]:
+    """The password in a URL's userinfo (as written and decoded), or nothing."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password, unquote(password)] if password else []
+
+
 def url_secrets(url: str | None) -> list[str]:
     """The credentials an operator wrote into a URL: its userinfo, and query values with a secret's name or a
     token's length (the name stays readable; the value is redacted wherever it turns up)."""

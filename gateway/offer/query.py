@@ -4,8 +4,10 @@ and the full-text match (FTS5) of what it names. No model: word lists, written f
 A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file ->
 drive item, bugs -> issue), a compound as one word (OneNote, to-do) and two neighbours as one word
 ("pay out" -> payout). Generic verbs (create, list, update, ...), question words and pronouns pick the method or
-count in the ranking signals instead of matching: each would match thousands of operations. Tokens with a digit
-(ids, versions, amounts) are arguments, not words of the operation. A request is an imperative: its first word is
+count in the ranking signals instead of matching: each would match thousands of operations (past the verb, a few
+are things: "a new SharePoint list"). Tokens with a digit
+(ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is a node,
+PROJ-7 an issue). A request is an imperative: its first word is
 its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and
 takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not
 match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
@@ -112,8 +114,9 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = query.split()
-    kept = " ".join(token for position, token in enumerate(tokens) if not _ARGUMENT.search(token)
-                    and not (position and tokens[position - 1].lower() in _NAMING))
+    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) else token
+                    for position, token in enumerate(tokens)
+                    if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
         pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
         if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
@@ -138,6 +141,20 @@ _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 _ARGUMENT = re.compile(r"[0-9]")
 """A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
 not a word of the operation."""
+_KINDED = re.compile(r"^([A-Za-z]{3,})[-_][A-Za-z0-9-_]*[0-9]")
+"""An argument that says what it is before its number: node-3, pod-web-1 (a node, a pod)."""
+_TRACKER_KEY = re.compile(r"^[A-Z][A-Z0-9]{1,9}-[0-9]+\b")
+"""An issue tracker's key: PROJ-123, WEB-7 (Jira, YouTrack, Linear)."""
+
+
+def _kind_of_argument(token: str) -> str:
+    """What an argument with a digit names, when it says: `node-3` is a node, `PROJ-7` an issue; else nothing."""
+    if _TRACKER_KEY.match(token):
+        return "issue"
+    kinded = _KINDED.match(token)
+    return kinded.group(1) if kinded else ""
+
+
 _NAMING = frozenset("called named titled".split())
 """The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())
@@ -164,13 +181,14 @@ def match_terms(query: str) -> list[tuple[str, ...]]:
 
 
 def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ...]]:
-    content = [w for w, _ in given if w not in STOP and w not in _GENERIC_VERBS]
-    skip = STOP | _GENERIC_VERBS if content else STOP
     verb = _verb(given)
+    nouns = _nouns(given, verb)
+    content = [w for p, (w, _) in enumerate(given) if w not in STOP and (w not in _GENERIC_VERBS or p in nouns)]
+    skip = STOP | _GENERIC_VERBS if content else STOP
     terms: list[tuple[str, ...]] = []
     for position, (word, parts) in enumerate(given):
-        if word in skip or word in _PRONOUNS:  # whose it is is read apart (`Request.owner`); their words still count
-            continue
+        if (word in skip and position not in nouns) or word in _PRONOUNS:  # whose it is is read apart
+            continue  # (`Request.owner`); their words still count
         following, following_parts = given[position + 1] if position + 1 < len(given) else ("", ())
         joined = (word + following,) if (not parts and not following_parts and following.isalpha()
                                          and (following not in STOP or following in _PARTICLES)) else ()
@@ -183,6 +201,20 @@ def _match_terms(given: list[tuple[str, tuple[str, ...]]]) -> list[tuple[str, ..
         if joined and following in _PARTICLES:  # "pay out" is a payout more than it is paying
             terms.append(joined)
     return terms
+
+
+_NOUN_TOO = frozenset("list post update view set".split())
+"""Generic verbs that are also things: "create a new SharePoint list", "delete my last post"."""
+
+
+def _nouns(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[int]:
+    """Where a generic verb is a thing: past the request's verb, after a word that is not "to" ("I want to list"),
+    and not a quantity ("the list of members")."""
+    if verb is None:
+        return frozenset()
+    return frozenset(position for position in range(verb + 1, len(given)) if given[position][0] in _NOUN_TOO
+                     and given[position - 1][0] not in ("to", "and", "or")
+                     and (position + 1 == len(given) or given[position + 1][0] != "of"))
 
 
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
@@ -288,6 +320,10 @@ class Request:
     `resource : (accep*)`), or "": the operations that address what the request names are candidates even when
     the words of others outscore them (`/me/chats` for "list my chats", under hundreds of chat messages)."""
 
+    named: frozenset[str] = frozenset()
+    """The stems of the thing it acts on as said, without synonyms: a resource named as said outranks one named by a
+    synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
+
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
         if any(not known(word) for word in self.possessors):
@@ -315,7 +351,7 @@ def read(query: str) -> Request:
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   target, _addressed(target, ()), _addressed(things_named, acts))
+                   target, _addressed(target, ()), _addressed(things_named, acts), _said_thing(given, verb))
 
 
 _PERMISSION = ("permission", "access")
@@ -356,18 +392,34 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
     if verb is not None and given[verb][0] == "who" and _acts(given, verb):
         start += 1 + next(i for i, (w, _) in enumerate(given[start:]) if w not in _AUXILIARIES)  # past its verb
     phrase: list[tuple[str, tuple[str, ...]]] = []
-    for word, parts in given[start:]:
+    nouns = _nouns(given, verb)
+    for position, (word, parts) in enumerate(given[start:], start):
         if word in _BREAKS or word in _AUXILIARIES:
             if phrase:
                 break
             continue
-        if word not in STOP and word not in _PRONOUNS and word not in _GENERIC_VERBS:
+        if word not in STOP and word not in _PRONOUNS and (word not in _GENERIC_VERBS or position in nouns):
             phrase.append((word, parts))
     if not phrase:
         return frozenset(), frozenset()
     word, parts = phrase[-1]
     every = " ".join(w for said, _ in phrase for w in (said, *synonyms(said)))
     return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
+
+
+def _said_thing(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:
+    """The stems of the head of the first noun phrase after the verb as said (`_things` without synonyms)."""
+    start = 0 if verb is None else verb + 1
+    nouns = _nouns(given, verb)
+    head: tuple[str, tuple[str, ...]] | None = None
+    for position, (word, parts) in enumerate(given[start:], start):
+        if word in _BREAKS or word in _AUXILIARIES:
+            if head:
+                break
+            continue
+        if word not in STOP and word not in _PRONOUNS and (word not in _GENERIC_VERBS or position in nouns):
+            head = (word, parts)
+    return frozenset(stems(" ".join((head[0], *head[1][-1:])))) if head else frozenset()
 
 
 _TARGETING = frozenset("to of on from in for into".split())

@@ -24,14 +24,21 @@ _FORMAT = "gateway-catalog-6"
 (see `_code_fingerprint`)."""
 
 
-@functools.cache
-def _code_fingerprint() -> str:
-    """A hash of the compiler's own source, the catalog types and the search index's builder (an entry carries the
-    index: `gateway.offer.index` and the words it reads, `gateway.offer.query`): new code never reads old entries."""
+def fingerprinted_sources() -> list[Path]:
+    """The source files whose code shapes an entry: the compiler's own, the catalog types and the search index (an
+    entry carries it: `gateway.offer.index`, its builder `index_build`, the words it reads, `query`, and the summaries
+    `views` cuts)."""
     package = Path(__file__).resolve().parent
     offer = package.parent / "offer"
+    return sorted([*package.glob("*.py"), package.parent / "catalog.py", *offer.glob("index*.py"), offer / "query.py",
+                   offer / "views.py"])
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    """A hash of `fingerprinted_sources`: new code never reads old entries."""
     digest = hashlib.sha256()
-    for path in sorted([*package.glob("*.py"), package.parent / "catalog.py", offer / "index.py", offer / "query.py"]):
+    for path in fingerprinted_sources():
         try:
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         except OSError:

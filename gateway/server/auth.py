@@ -40,6 +40,7 @@ from ..errors import (
     IdentityError,
     NoClient,
     RateLimited,
+    TokenExpired,
     TokenRejected,
     TooManyWrongKeys,
 )
@@ -278,7 +279,7 @@ class AuthMiddleware:
             try:
                 return await self._authenticate(scope, keys)
             except APIError as exc:
-                if exc.status == 401:
+                if exc.status == 401 and not isinstance(exc, ExpiredTokenAnswer):
                     await guard.failed(address)
                 raise
         except TooManyWrongKeys as exc:
@@ -313,7 +314,8 @@ class AuthMiddleware:
             name, verified = await identity.authenticate(token)
         except TokenRejected as exc:
             logger.info("refused a token for %s: %s", scope["path"], exc)
-            raise APIError(401, str(exc), code="invalid_token", headers={
+            answer = ExpiredTokenAnswer if isinstance(exc, TokenExpired) else APIError
+            raise answer(401, str(exc), code="invalid_token", headers={
                 "WWW-Authenticate": challenge(_metadata_of(scope), "invalid_token", str(exc))}) from None
         except NoClient as exc:
             raise APIError(403, str(exc), code="no_client") from None
@@ -389,6 +391,11 @@ def client_address(scope: Scope) -> str | None:
     """The address the request came from (uvicorn's `--proxy-headers` puts the forwarded one there)."""
     client = scope.get("client")
     return str(client[0]) if client else None
+
+
+class ExpiredTokenAnswer(APIError):
+    """The 401 for a genuine token past its expiry: its client refreshes it and tries again, which is no guessing
+    (it is not counted against the address as a wrong key)."""
 
 
 def too_many_wrong_keys(exc: TooManyWrongKeys) -> APIError:

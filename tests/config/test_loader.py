@@ -489,6 +489,26 @@ def test_secrets_cover_credentials_client_keys_and_credential_headers() -> None:
     assert sorted(manifest.secrets()) == ["Token t-5", "c-6", "pk-2", "pw-3", "sk-1", "t-5", "v-4"]
 
 
+def test_secrets_cover_credentials_written_into_urls() -> None:
+    # A provider's key in its URL (Gemini's `?key=`), an api's userinfo, the stores' passwords: none may reach a log.
+    text = """\
+    providers:
+      g: {kind: gemini, base_url: "https://gemini.example/v1beta?key=AIzaSyD-0123456789abcdef"}
+    apis:
+      shop: {base_url: "https://robot:hunter2-pw@shop.example/api"}
+    gateway:
+      store: "postgresql://gw:pg-s3cret@127.0.0.1:5432/gateway"
+      redis: "rediss://:redis-pw-9@127.0.0.1:6380/0"
+    """
+    manifest, diagnostics = _parse(text)
+    assert diagnostics == []
+    secrets = manifest.secrets()
+    for value in ("AIzaSyD-0123456789abcdef", "hunter2-pw", "pg-s3cret", "redis-pw-9"):
+        assert value in secrets
+    assert "shop.example" not in " ".join(secrets)  # the host stays readable
+    assert "gw" not in secrets  # a store's user name is no secret (redacted, "gw" would blank every line)
+
+
 def test_gateway_settings_are_typed_with_the_rest_of_the_file() -> None:
     _, diagnostics = _parse("""
         gateway:

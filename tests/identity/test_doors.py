@@ -14,6 +14,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oidc import signing_key
 
+from gateway.safety.wrong_keys import BURST
+
 
 def _get(setup: Setup, path: str, token: str | None = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -85,6 +87,25 @@ def test_an_expired_token_is_401(setup: Setup) -> None:
     assert _get(setup, "/agents", tokens["access_token"]).status_code == 200
     time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
     _rejected(setup, tokens["access_token"], "expired")
+
+
+def test_an_expired_token_is_no_guess_but_a_forged_one_is(setup: Setup) -> None:
+    # A client whose token expired retries until it refreshes: that must not lock its address out as a guesser.
+    tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=SHORT_APP)
+    time.sleep(3.5)
+    transport = httpx.HTTPTransport(local_address="127.0.0.7")
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as holder:
+        answers = [holder.get("/agents", headers={"Authorization": f"Bearer {tokens['access_token']}"})
+                   for _ in range(BURST + 3)]
+        assert [answer.status_code for answer in answers] == [401] * (BURST + 3)
+        assert "expired" in answers[-1].json()["error"]["message"]
+    header, payload, signature = setup.token("alice").split(".")
+    forged = f"{header}.{payload}.{signature[:-8]}AAAAAAAA"
+    transport = httpx.HTTPTransport(local_address="127.0.0.8")
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as guesser:
+        codes = [guesser.get("/agents", headers={"Authorization": f"Bearer {forged}"}).status_code
+                 for _ in range(BURST + 1)]
+        assert codes == [401] * BURST + [429]
 
 
 def test_a_token_not_valid_yet_is_401(setup: Setup) -> None:

@@ -191,3 +191,21 @@ def test_a_cached_load_leaves_nothing_for_the_collector_to_rescan(tmp_path: Path
         assert len(kept) == 400 and gc.get_freeze_count() > before + 1_000  # ... keeps the new catalog frozen
     finally:
         gc.unfreeze()
+
+
+def test_cache_entries_change_with_every_module_that_builds_the_search_index() -> None:
+    """An entry carries the spec's search index: a change to any module the index's builder reads (its words, its
+    summaries) must make old entries unreadable, or a new ranking would search an index built by the old code."""
+    import ast
+
+    from gateway.offer import index, index_build
+    from gateway.openapi._cache import fingerprinted_sources
+
+    hashed = {path.resolve() for path in fingerprinted_sources()}
+    offer = Path(index.__file__).resolve().parent
+    needed = {offer / "index.py", offer / "index_build.py"}
+    for module in (index, index_build):
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                needed.add(offer / f"{node.module}.py")
+    assert needed - hashed == set()

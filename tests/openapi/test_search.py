@@ -82,6 +82,11 @@ def test_each_request_set_has_20_requests_written_before_the_second_round(name: 
     assert len(load_tasks(name)["final"]) >= 20
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_45_requests_written_before_the_third_round(name: str) -> None:
+    assert len(load_tasks(name)["round3"]) >= 45
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))

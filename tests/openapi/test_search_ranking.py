@@ -250,3 +250,31 @@ def test_a_verb_and_its_particle_are_the_one_word_the_api_uses() -> None:
              _tool("PostPaymentIntents", "POST", "/v1/payment_intents", "Create a payment intent"),
              _tool("GetPaymentIntentsIntent", "GET", "/v1/payment_intents/{intent}", "Retrieve a payment intent")]
     assert _names(tools, "how much did we pay out last month")[0] == "GetPayouts"
+
+
+def test_an_argument_that_says_what_it_is_names_that_thing() -> None:
+    nodes = _tool("readNode", "GET", "/nodes/{name}", "Read the specified node")
+    # "node-3" is an argument (it has a digit), but it says it is a node; "PROJ-7" is a tracker's issue key
+    assert query_words("is node-3 healthy") == [("is", ()), ("node", ()), ("healthy", ())]
+    assert _names([nodes], "is node-3 healthy")[:1] == ["readNode"]
+    issue = _tool("getIssue", "GET", "/issue/{key}", "Get an issue")
+    assert _names([issue], "show me PROJ-123")[:1] == ["getIssue"]
+    assert query_words("refund ch_3 now") == [("refund", ()), ("now", ())]  # a short prefix says nothing
+
+
+def test_a_generic_verb_past_the_verb_is_a_thing() -> None:
+    lists = _tool("createList", "POST", "/sites/{id}/lists", "Create a new list")
+    rows = _tool("createRow", "POST", "/tables/{id}/rows", "Add a row")
+    assert "list" in match_expression("create a new SharePoint list")
+    assert "list" not in match_expression("show me the list of members")  # a quantity, not a thing
+    assert "list" not in match_expression("I want to list the orders")  # the verb after "to"
+    assert _names([lists, rows], "create a new SharePoint list")[0] == "createList"
+
+
+def test_a_thing_named_as_said_outranks_one_named_by_a_synonym() -> None:
+    # "calendar" also means an event (a meeting is on a calendar): what the request names comes first
+    calendars = _tool("createCalendar", "POST", "/me/calendars", "Create calendar")
+    events = _tool("createEvent", "POST", "/me/events", "Create event")
+    hits = index_of(Catalog([calendars, events, *_FILLER])).search("create a new calendar for the project", limit=2)
+    assert [hit.tool.name for hit in hits] == ["createCalendar", "createEvent"]
+    assert hits[0].score > hits[1].score  # not a tie broken by order
