@@ -92,6 +92,10 @@ class SessionLedger:
 
     def expire(self, session_id: str) -> bool:
         """End `session_id` if it has been idle past the timeout; whether it was."""
+        session = self._sessions.get(session_id)
+        if session is None or session.in_flight or \
+                session.last_active >= self.clock() - self.limits.session_idle_timeout:
+            return False  # (the common case, decided without a list)
         return self._expire([session_id]) > 0
 
     def sweep(self) -> None:
