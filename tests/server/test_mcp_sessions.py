@@ -116,6 +116,19 @@ def test_idle_sessions_end_after_the_configured_timeout_and_free_their_slot(
         _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))  # and the slot is free again
 
 
+def test_an_idle_session_untouched_since_is_ended_in_the_sdk_too(tmp_path: Path, llm: LenientLLM,
+                                                                   upstream: RecordingServer) -> None:
+    """The SDK counts a session in its total (`max_sessions`) until it is ended there: an idle one nobody uses again
+    is ended by the endpoint, so the slot is free for anyone."""
+    with keyed_gateway(tmp_path, llm, upstream, session_idle_timeout=0.3, max_sessions=1) as url, \
+            httpx.Client(timeout=10) as client:
+        weather = f"{url}/mcp/weather"
+        _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        assert _open(client, weather, _key(SECOND_KEY)).status_code == 503  # the SDK's total, another client
+        time.sleep(0.8)
+        _session(_open(client, weather, _key(SECOND_KEY)), _key(SECOND_KEY))
+
+
 def test_a_session_is_bound_to_the_key_that_opened_it(tmp_path: Path, llm: LenientLLM,
                                                       upstream: RecordingServer) -> None:
     with keyed_gateway(tmp_path, llm, upstream) as url, httpx.Client(timeout=10) as client:

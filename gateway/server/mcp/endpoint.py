@@ -145,7 +145,8 @@ class MCPEndpoint:
                                 f"({idle:g} s after its last request).", code="too_many_sessions",
                            headers={"Retry-After": str(max(1, round(idle)))}).response()(scope, receive, send)
             return
-
+        if self._idle:  # what `reserve` found idle is over in the SDK before it counts this one in its total
+            await self._end_idle()
         agent = identity[2]
         asked: list[bytes] = []  # the initialize's body and the SDK's answer: what the handshake said
         answered: list[bytes] = []
