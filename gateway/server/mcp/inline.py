@@ -132,8 +132,8 @@ class InlineSessions:
         (the body read here is given again first). `headers`: the request's, by lower-case name."""
         session = self.sessions.get(session_id)
         if session is None or session.identity != identity or scope.get("method") != "POST" or \
-                version != session.runner.connection.protocol_version:
-            return receive
+                (version is not None and version != session.runner.connection.protocol_version):
+            return receive  # (without the header the SDK answers in the session's version all the same)
         length = headers.get(b"content-length")
         if not (length and length.isdigit() and int(length) <= self.max_body_bytes) or \
                 not await self._passes(scope, headers):
