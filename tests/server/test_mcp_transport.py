@@ -102,6 +102,20 @@ async def test_answered_inline_as_the_sdks_transport_answers(gw: tuple[str, Any]
             assert (inline.status_code, inline.headers["content-type"], inline.headers["mcp-session-id"]) == \
                 (sdk.status_code, sdk.headers["content-type"], sdk.headers["mcp-session-id"]), message
             assert inline.json() == sdk.json(), message
+        odd = [{"jsonrpc": "2.0", "id": 1, "method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]},
+               {"jsonrpc": "2.0", "id": True, "method": "ping"}, {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+               {"jsonrpc": "1.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 1, "result": {}},
+               [{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "ping"]
+        for raw in odd:  # what is not one well-formed request is the SDK's to answer, whichever way it comes
+            body = json.dumps(raw).encode()
+
+            async def chunked(body: bytes = body) -> Any:
+                yield body
+
+            answers = [await client.post(f"{url}/mcp/weather", content=content,
+                                         headers={**sessions["weather"], "content-type": "application/json"})
+                       for content in (body, chunked())]
+            assert answers[0].status_code == answers[1].status_code and answers[0].text == answers[1].text, raw
 
 
 async def test_the_sdks_checks_still_come_first(gw: tuple[str, Any], upstream: RecordingServer) -> None:

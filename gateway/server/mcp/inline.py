@@ -122,10 +122,6 @@ class InlineSessions:
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
 
-    def protocol_version(self, session_id: str) -> str | None:
-        session = self.sessions.get(session_id)
-        return session.runner.connection.protocol_version if session is not None else None
-
     async def answer(self, session_id: str, identity: Identity, version: str | None, headers: Mapping[bytes, bytes],
                      scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
@@ -155,8 +151,8 @@ class InlineSessions:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return again
         method, params = message.get("method"), message.get("params")
-        if params is not None and not isinstance(params, dict):
-            return again
+        if not isinstance(method, str) or (params is not None and not isinstance(params, dict)):
+            return again  # what the SDK's JSONRPCRequest model refuses, or a response: the SDK's to answer
         if "id" not in message:
             if method == "notifications/cancelled" and self._cancel(session, params):
                 await send({"type": "http.response.start", "status": 202, "headers": _headers(session_id, 0)})
