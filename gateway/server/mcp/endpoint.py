@@ -209,7 +209,10 @@ class MCPEndpoint:
         """End the sessions idle past their timeout (a session's next request finds it over anyway)."""
         while True:
             await anyio.sleep(min(5.0, max(0.05, self.sessions.limits.session_idle_timeout / 4)))
-            self.sessions.sweep()
+            try:
+                self.sessions.sweep()
+            except Exception:  # noqa: BLE001 - a sweep that fails must not end the endpoint: the next one tries again
+                logger.exception("sweeping idle MCP sessions failed")
             await self._end_idle()
 
     async def _end_idle(self) -> None:
