@@ -179,7 +179,8 @@ class MCPEndpoint:
     async def _on_session(self, session_id: str, identity: Identity, version: str | None,
                           headers: dict[bytes, bytes], owner: str, scope: Scope, receive: Receive,
                           send: Send) -> None:
-        if self.sessions.expire(session_id):  # idle past its timeout: over in the SDK before it answers this
+        self.sessions.expire(session_id)  # idle past its timeout: over in the ledger, and in the SDK before it answers
+        if self._idle:
             await self._end_idle()
         status = 200  # what the door answers inline
         self.sessions.request_started(session_id)
