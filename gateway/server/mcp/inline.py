@@ -5,17 +5,17 @@ and dispatcher tasks and the answer back the same way, and parses and validates 
 JSON-RPC models first. A request that needs nothing of the session's streams (`tools/call`, `tools/list` and
 `ping`: the door answers in JSON, so nothing request-scoped reaches the client anyway) is answered here instead:
 
-- the SDK's own transport checks come first: `TransportSecurityMiddleware` (Host and Origin), then its Accept
-  rule (`check_accept_headers`), then the same body limit;
+- the SDK's own transport checks come first: the same body limit, `TransportSecurityMiddleware` (Content-Type,
+  Host and Origin) and its Accept rule (`check_accept_headers`);
 - then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
   same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
   that says what the session's handshake said (negotiated version, the client's capabilities).
 
 What is not plainly one of those (a notification, a `search_tools` call, which may announce a grown tool list
 on the session's own stream, an unknown session, another identity's session, a body this does not read as one
-well-formed JSON-RPC request, a missing header) goes to the SDK unchanged, so its answers and errors stay its
-own. A client's `notifications/cancelled` for a request answered here cancels it here, as the SDK's dispatcher
-would (the request is answered `REQUEST_CANCELLED`, as the SDK's 2025 transport answers it).
+well-formed JSON-RPC request, a chunked body without a Content-Length) goes to the SDK unchanged, so its answers
+and errors stay its own. A client's `notifications/cancelled` for a request answered here cancels it here, as the
+SDK's dispatcher would (the request is answered `REQUEST_CANCELLED`, as the SDK's 2025 transport answers it).
 """
 
 from __future__ import annotations
@@ -184,11 +184,12 @@ class InlineSessions:
 
     async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
-        exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request))
+        exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request,
+                                                                            can_send_request=False))
         key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
         task = asyncio.current_task()
         assert task is not None
-        running = session.running[key] = _Running(task)
+        running = session.running[key] = _Running(task, exchange)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)
@@ -222,6 +223,7 @@ class InlineSessions:
             return False  # not one of ours: the SDK's dispatcher looks for it
         if not running.cancelled:
             running.cancelled = True
+            running.exchange.cancel_requested.set()  # as the SDK's dispatcher marks a request the peer cancelled
             running.task.cancel()  # it waits inside the call (it leaves `running` with no wait after the call)
         return True
 
@@ -231,10 +233,11 @@ class _Running:
     request's task) when the client's `notifications/cancelled` names it. A cancel scope per call would cost
     every call for what few are ever cancelled."""
 
-    __slots__ = ("cancelled", "task")
+    __slots__ = ("cancelled", "exchange", "task")
 
-    def __init__(self, task: asyncio.Task[Any]) -> None:
+    def __init__(self, task: asyncio.Task[Any], exchange: _Exchange) -> None:
         self.task = task
+        self.exchange = exchange
         self.cancelled = False
 
 
