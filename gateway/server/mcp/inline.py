@@ -117,6 +117,7 @@ class InlineSessions:
             return
         connection = Connection.from_envelope(version, params.get("clientInfo"), params.get("capabilities"))
         connection.session_id = session_id
+        # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
         self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}))
 
     def forget(self, session_id: str) -> None:
