@@ -1,18 +1,19 @@
-"""How a request to tool search is read: its words, their synonyms, its verb and the method that verb asks for,
-and the full-text match (FTS5) of what it names. No model: word lists, written for APIs in general.
+"""How a request to tool search is read: its words, their synonyms, its verb and the method that verb asks for, and the
+full-text match (FTS5) of what it names. No model: word lists, written for APIs in general
+(`gateway.offer.vocabulary`).
 
-A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file ->
-drive item, bugs -> issue), a compound as one word (OneNote, to-do) and two neighbours as one word
-("pay out" -> payout). Generic verbs (create, list, update, ...), question words and pronouns pick the method or
-count in the ranking signals instead of matching: each would match thousands of operations (past the verb, a few
-are things: "a new SharePoint list"). Tokens with a digit
-(ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is a node,
-PROJ-7 an issue). A request is an imperative: its first word is
-its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and
-takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not
-match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
-acts on (`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with
-what each path addresses; a name after "called" or "named" is an argument.
+A query's words are matched with OR, each widened by synonyms (close -> state, email -> mail message, file -> drive
+item, bugs -> issue; a verb's regular ending off: saved -> save -> star; a verb undoing another, its thing: unpin ->
+pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("pay out" -> payout). Generic verbs
+(create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
+matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list").
+Tokens with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is
+(node-3 is a node, PROJ-7 an issue). A request is an imperative: its first word is its verb, which picks the method
+(close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its senses as a verb (to email
+is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say whose thing it is
+(`Request.owner`). The head of the noun phrase after the verb is the thing it acts on (`Request.things`: "sites" in
+"list the SharePoint sites in this group"), which the ranking compares with what each path addresses; a name after
+"called" or "named" is an argument.
 """
 
 from __future__ import annotations
@@ -21,64 +22,18 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "create": ("add", "new", "post", "make"), "add": ("create", "new", "post"), "new": ("create", "add"),
-    "make": ("create",), "open": ("create",), "inbox": ("messages", "mail"), "start": ("create", "run"),
-    "delete": ("remove", "destroy"), "remove": ("delete",), "destroy": ("delete",), "drop": ("delete",),
-    "show": ("list", "get"), "all": ("list",), "find": ("search", "list"),
-    "search": ("find", "list", "query"), "get": ("retrieve", "read", "show"), "fetch": ("get", "retrieve"),
-    "read": ("get",), "view": ("get",), "see": ("get", "list"), "which": ("list",),
-    "i": ("me", "authenticated user"), "me": ("authenticated user",), "my": ("me", "authenticated user"),
-    "mine": ("me", "authenticated user"),
-    "account": ("user", "authenticated user"), "paid": ("pay",), "deploy": ("dispatch",),
-    "trigger": ("dispatch", "run"), "link": ("createlink",),
-    "share": ("link", "invite"), "approve": ("review",),
-    "update": ("edit", "change", "modify", "patch"), "edit": ("update",), "change": ("update",),
-    "rename": ("update", "name"), "set": ("update",), "modify": ("update",),
-    "close": ("update", "state"), "reopen": ("update", "state"),
-    "email": ("mail", "message"), "mail": ("message", "email"),
-    "file": ("drive", "item", "content"), "folder": ("drive", "item", "children"),
-    "upload": ("content", "put", "create"), "download": ("content", "get"),
-    "pay": ("payment", "intent"), "payment": ("intent",),
-    "subscribe": ("subscription",), "cancel": ("delete",),
-    "meeting": ("event", "calendar"), "schedule": ("event", "calendar", "create"), "calendar": ("event",),
-    "teammate": ("member",), "colleague": ("user", "member"), "people": ("user", "member"), "person": ("user",),
-    "pr": ("pull",), "repo": ("repository",), "repository": ("repo",),
-    "star": ("starred", "starring"),
-    "assign": ("assignees", "add"),
-    "chat": ("message",), "task": ("todo",), "todo": ("task",), "note": ("onenote", "page"),
-    "invite": ("invitation", "add"),
-    "branch": ("ref",),
-    "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
-    # people's words for what APIs name otherwise
-    "kick": ("remove",), "revoke": ("delete", "remove"), "detach": ("remove", "delete"), "stop": ("cancel", "end"),
-    "watch": ("watcher", "subscription", "watching"), "unwatch": ("watcher", "subscription"),
-    "follow": ("follower", "following"), "unfollow": ("following", "follower"),
-    "visit": ("view", "traffic"), "visited": ("view", "traffic"), "visitor": ("view", "traffic"),
-    "developer": ("user",), "employee": ("user",), "coworker": ("user", "member"), "profile": ("user",),
-    "bug": ("issue",), "ticket": ("issue",), "story": ("issue",),
-    "doc": ("file", "document", "item"), "document": ("file", "item"), "picture": ("photo", "avatar"),
-    "avatar": ("photo",), "phone": ("device",), "laptop": ("device",), "computer": ("device",),
-    "left": ("limit", "remaining"), "remaining": ("limit",), "quota": ("limit",),
-    "access": ("permission", "role"), "permission": ("access", "role"), "allowed": ("permission",),
-    "react": ("reaction",), "emoji": ("reaction",), "thumbs": ("reaction",),
-    "save": ("star", "saved", "bookmark"), "bookmark": ("star", "saved"),
-    "channel": ("conversation",), "dm": ("conversation", "direct"),
-    "storage": ("volume", "disk"), "disk": ("volume",), "card": ("payment method", "source"),
-    "money": ("balance", "amount"), "funds": ("balance",), "coupon": ("discount",), "discount": ("coupon",),
-    "notified": ("subscription", "notification", "webhook"), "notify": ("notification", "subscription"),
-    "changes": ("delta", "subscription"), "free": ("schedule", "availability"), "busy": ("schedule",),
-    "available": ("presence", "availability"), "password": ("credential", "secret"),
-    "secret": ("password", "credential"), "token": ("credential", "key"), "subfolder": ("child folder",),
-    "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
-    "move": ("transition",),
-    "app": ("application",), "library": ("drive",), "many": ("count",),
-}
-"""Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
-phrases ("authenticated user": GitHub's me)."""
+from .vocabulary import INTENTS, PHRASAL_VERBS, SYNONYMS, VERB_SENSES
+
+
 def synonyms(word: str) -> tuple[str, ...]:
-    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch)."""
-    return SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(_root(word), ())
+    """`SYNONYMS` of a word, of its singular (bugs -> issue) or of its root as a verb (watching -> watch, saved ->
+    save); a verb undoing another (unpin, unarchive) also means that other's thing (pins)."""
+    root = _root(word)
+    found = (SYNONYMS.get(word) or SYNONYMS.get(singular(word)) or SYNONYMS.get(root)
+             or (SYNONYMS.get(root + "e", ()) if root != word else ()))
+    undone = ((word[2:], *(a for a in SYNONYMS.get(word[2:], ()) if a not in _GENERIC_VERBS))
+              if word.startswith("un") and len(word) >= 5 and word[2:] not in STOP else ())
+    return (*found, *undone) if undone else found
 
 
 STOP = frozenset("a an the of to for in on at by with from and or is are be am our this that it its as we "
@@ -98,14 +53,6 @@ _GENERIC_VERBS = frozenset("create add new make get list show fetch read view re
 """Verbs (and question words) that name a method rather than a thing: they pick the method (`intended_methods`)
 and count for the name's coverage, but are left out of the full-text match, where each would match thousands of
 operations."""
-
-
-PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick", "out"): "remove",
-                 ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
-                 ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
-                 ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",
-                 ("get", "notified"): "subscribe"}
-"""A verb whose particle, anywhere after it, changes what it asks for: "take the label off the issue" removes it."""
 
 
 def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -225,37 +172,10 @@ def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
     return None
 
 
-VERB_SENSES: dict[str, tuple[str, ...]] = {
-    "email": ("send", "mail"), "mail": ("send",), "message": ("send",), "text": ("send", "message"),
-    "ping": ("send", "message"), "tell": ("send", "message", "post"), "say": ("send", "message", "post"),
-    "announce": ("send", "message", "post"),
-}
-"""What a noun means as a request's verb: to email is to send mail."""
-
-
-_INTENTS = {
-    "POST": {"create", "add", "new", "open", "make", "send", "post", "start", "trigger", "run", "rerun", "invite",
-             "upload", "email", "reply", "forward", "move", "merge", "approve", "fork", "schedule", "subscribe",
-             "register", "issue", "refund", "capture", "confirm", "pay", "transfer", "attach", "submit", "request",
-             "assign", "comment", "charge", "void", "share", "tell", "notify", "remind", "react", "save", "copy",
-             "restore", "clone", "evict", "accept", "decline", "reject", "wipe", "reset", "verify", "calculate",
-             "generate", "log", "reverse", "archive", "unarchive", "stop", "publish", "disable", "enable", "pause",
-             "resume", "suspend", "activate", "deactivate", "pin", "join", "leave"},
-    "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign", "kick", "revoke", "detach", "unwatch",
-               "unfollow", "unsubscribe", "unpin", "unblock", "uninstall", "stop"},
-    "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
-            "download", "preview", "check"},
-    "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark", "archive", "disable",
-              "enable", "pause", "resume", "suspend", "activate", "deactivate", "publish", "flag", "move"},
-    "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow", "watch",
-            "block", "pin"},
-}
-
-
 def intended_methods(query: str) -> list[str]:
     """The HTTP methods the query's verb suggests (a request is an imperative: "issue", "comment" or "charge"
     later in it are things, not the verb), or its question word."""
-    return [method for method in _INTENTS if method in read(query).methods]
+    return [method for method in INTENTS if method in read(query).methods]
 
 
 _PRONOUNS = frozenset("i me my mine".split())
@@ -336,7 +256,7 @@ def read(query: str) -> Request:
     given = query_words(query)
     terms = _match_terms(given)
     verb = _verb(given)
-    methods = frozenset() if verb is None else frozenset(m for m, verbs in _INTENTS.items() if given[verb][0] in verbs)
+    methods = frozenset() if verb is None else frozenset(m for m, verbs in INTENTS.items() if given[verb][0] in verbs)
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -459,7 +379,13 @@ def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[s
         word = following[0] if following and following[0].endswith(("s", "ed", "ing")) else ""
     if not word or word in _GENERIC_VERBS or word in _PRONOUNS:
         return ()
+    if word.startswith("un") and len(word) >= 5 and word[2:] not in STOP:  # unpin: a pin removed
+        return (_root(word), *_UNDOING)
     return (_root(word),)
+
+
+_UNDOING = ("remove", "delete")
+"""What a verb that undoes another does to that other's thing (`/pins.remove` for "unpin")."""
 
 
 def _agent(verb: str) -> str:

@@ -278,3 +278,27 @@ def test_a_thing_named_as_said_outranks_one_named_by_a_synonym() -> None:
     hits = index_of(Catalog([calendars, events, *_FILLER])).search("create a new calendar for the project", limit=2)
     assert [hit.tool.name for hit in hits] == ["createCalendar", "createEvent"]
     assert hits[0].score > hits[1].score  # not a tie broken by order
+
+
+def test_a_verb_that_undoes_another_means_the_others_thing() -> None:
+    pins = [_tool("pins_add", "POST", "/pins.add", "Pins an item to a channel"),
+            _tool("pins_remove", "POST", "/pins.remove", "Un-pins an item from a channel")]
+    chat = [_tool(f"chat_{verb}", "POST", f"/chat.{verb}", f"{verb} a message") for verb in ("postMessage", "update",
+                                                                                          "delete", "meMessage")]
+    assert "pin" in match_expression("unpin that message")
+    assert _names([*pins, *chat], "unpin that message")[0] == "pins_remove"  # not found before, then after add
+
+
+def test_a_verbs_ending_off_finds_its_synonyms() -> None:
+    # saved -> save -> star (Slack's saved items): the root of a regular ending, with its e back
+    assert "star" in match_expression("list the messages I saved")
+    assert "star" not in match_expression("list the messages I sent")
+
+
+def test_a_verb_acts_on_the_thing_named_by_its_noun() -> None:
+    # "bind" makes a binding: Kubernetes's clusterrolebindings, one word in the path
+    roles = [_tool("createClusterRole", "POST", "/apis/rbac/v1/clusterroles", "create a ClusterRole"),
+             _tool("readClusterRole", "GET", "/apis/rbac/v1/clusterroles/{name}", "read the specified ClusterRole")]
+    binding = _tool("createClusterRoleBinding", "POST", "/apis/rbac/v1/clusterrolebindings",
+                    "create a ClusterRoleBinding")
+    assert _names([*roles, binding], "bind the cluster role to the service account")[0] == "createClusterRoleBinding"
