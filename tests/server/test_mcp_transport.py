@@ -234,23 +234,27 @@ async def test_a_stateless_call_in_chunks_is_read_whole(
     assert "getIssue" in unknown.json()["error"]["message"]
 
 
-async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any],
-                                                                 upstream: RecordingServer) -> None:
+# "7" and 7 name one request, as the SDK's dispatcher correlates ids
+@pytest.mark.parametrize(("call_id", "cancelled_id"), [(7, 7), ("call-7", "call-7"), ("7", 7)])
+async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any], upstream: RecordingServer,
+                                                                 call_id: Any, cancelled_id: Any) -> None:
     url, _ = gw
     async with httpx.AsyncClient(timeout=10) as client:  # shorter than the upstream's delay: a call left running fails
         headers = await _open(client, f"{url}/mcp/weather")
         upstream.route("/meteo/", Reply(200, FORECAST, delay=20))
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        call = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
                 "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
         running = asyncio.create_task(client.post(f"{url}/mcp/weather", headers=headers, json=call))
         while not any(r.path.startswith("/meteo/") for r in upstream.requests):  # the call has reached the API
             await asyncio.sleep(0.02)
         notice = await client.post(f"{url}/mcp/weather", headers=headers, json={
-            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "user"}})
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": cancelled_id, "reason": "user"}})
         answer = await running
         upstream.route("/meteo/", Reply(200, FORECAST))
         after = await client.post(f"{url}/mcp/weather", headers=headers, json={**call, "id": 8})
     assert notice.status_code == 202
     assert answer.status_code == 200
-    assert answer.json() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+    assert answer.json() == {"jsonrpc": "2.0", "id": call_id,
+                             "error": {"code": -32800, "message": "Request cancelled"}}
     assert after.json()["result"]["structuredContent"] == FORECAST  # the session goes on
