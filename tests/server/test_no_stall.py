@@ -237,12 +237,17 @@ def _send_head(url: str, header_bytes: int) -> bytes:
             connection.sendall(b"\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused part-way, as it should be: read what it said
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except ConnectionResetError:
-            pass
+        return _read_all(connection)
+
+
+def _read_all(connection: socket.socket) -> bytes:
+    """Everything the gateway writes on `connection` until it closes it (or resets it)."""
+    answer = b""
+    try:
+        while chunk := connection.recv(65536):
+            answer += chunk
+    except ConnectionResetError:
+        pass
     return answer
 
 
@@ -279,12 +284,7 @@ def test_an_oversized_head_pipelined_behind_a_request_waits_for_its_answer(serve
 
         sender = threading.Thread(target=send_oversized_head)
         sender.start()
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except ConnectionResetError:
-            pass
+        answer = _read_all(connection)
         sender.join(timeout=60)
     head, _, rest = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), answer[:300]
