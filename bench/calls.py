@@ -325,8 +325,9 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
             met=_within(tput["mcp"], _times(0.5, direct_tput), at_least=True)),
         Row("MCP tools/call over Streamable HTTP, p50", "ms", p50["mcp"], p50["direct"], "direct httpx",
             peer=p50.get("peer", absent), goal="<= 2.3× direct", met=_within(p50["mcp"], _times(2.3, direct_p50)),
-            note="a 2025-06-18 session, as most MCP clients speak today; every message on the SDK's public "
-                 "server path (StreamableHTTPSessionManager, JSON responses)"),
+            note="a 2025-06-18 session, as most MCP clients speak today: opened by the SDK's "
+                 "StreamableHTTPSessionManager, its tools/call answered through the SDK's server kernel in the "
+                 "request's own task (gateway/server/mcp/inline.py), JSON responses"),
         Row(f"{callers} concurrent callers, MCP door, stateless 2026-07-28", "calls/s", tput["mcp2026"],
             tput["direct"], "direct httpx", peer="—", goal=">= 0.5× direct",
             met=_within(tput["mcp2026"], _times(0.5, direct_tput), at_least=True)),

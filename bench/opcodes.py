@@ -1,6 +1,6 @@
 """Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
 
-    python -m bench.opcodes [--door http|mcp] [--calls 100] [--top 30] [--functions]
+    python -m bench.opcodes [--door http|mcp|mcp2026] [--calls 100] [--top 30] [--functions]
 
 The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
 process over ASGI on the event loop uvicorn would pick, without uvicorn itself; the upstream (bench/upstream.py)
@@ -28,7 +28,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench.support import CALL_ARGS, MCP_HEADERS, PROTOCOL, ROOT, free_port, python_module, spawned, write_project
+from bench.support import (
+    CALL_ARGS,
+    MCP_HEADERS,
+    PROTOCOL,
+    ROOT,
+    STATELESS_ENVELOPE,
+    STATELESS_PROTOCOL,
+    free_port,
+    python_module,
+    spawned,
+    write_project,
+)
 
 Call = Callable[[], Awaitable[None]]
 
@@ -74,6 +85,16 @@ async def _bind(app: Any, door: str) -> Call:
 
         return direct
     headers = [(b"accept", MCP_HEADERS["Accept"].encode())]
+    ids = iter(range(1, 1 << 62))
+    if door == "mcp2026":
+        headers += [(b"mcp-protocol-version", STATELESS_PROTOCOL.encode()), (b"mcp-method", b"tools/call"),
+                    (b"mcp-name", b"listIssues")]
+
+        async def stateless() -> None:
+            await post("/mcp/bench", json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": {
+                "name": "listIssues", "arguments": CALL_ARGS, "_meta": STATELESS_ENVELOPE}}).encode(), headers)
+
+        return stateless
     opened = await post("/mcp/bench", json.dumps({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
@@ -81,7 +102,6 @@ async def _bind(app: Any, door: str) -> Call:
     session = dict(opened[0]["headers"]).get(b"mcp-session-id")
     headers += [(b"mcp-protocol-version", PROTOCOL.encode()), *([(b"mcp-session-id", session)] if session else [])]
     await post("/mcp/bench", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', headers)
-    ids = iter(range(1, 1 << 62))
 
     async def mcp() -> None:
         await post("/mcp/bench", json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call",
@@ -160,7 +180,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--door", choices=("http", "mcp"), default="http")
+    parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
     parser.add_argument("--functions", action="store_true", help="list functions rather than files")

@@ -207,7 +207,7 @@ async def mcp_call(client: httpx.AsyncClient, url: str, headers: dict[str, str],
 
 
 STATELESS_PROTOCOL = "2026-07-28"
-_ENVELOPE = {"io.modelcontextprotocol/protocolVersion": STATELESS_PROTOCOL,
+STATELESS_ENVELOPE = {"io.modelcontextprotocol/protocolVersion": STATELESS_PROTOCOL,
              "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
              "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -218,7 +218,7 @@ async def mcp_stateless_call(client: httpx.AsyncClient, url: str, tool: str, arg
     headers = {**MCP_HEADERS, "Mcp-Protocol-Version": STATELESS_PROTOCOL, "Mcp-Method": "tools/call", "Mcp-Name": tool}
     answer = _mcp_payload(await client.post(url, headers=headers, json={
         "jsonrpc": "2.0", "id": next(_ids), "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments, "_meta": _ENVELOPE}}))
+        "params": {"name": tool, "arguments": arguments, "_meta": STATELESS_ENVELOPE}}))
     if "error" in answer or answer["result"].get("isError"):
         raise RuntimeError(f"MCP tools/call {tool} failed: {str(answer)[:300]}")
 

@@ -260,10 +260,10 @@ def read(query: str) -> Request:
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
-    things_named, phrase = _things(given, verb)
+    things_named, phrase, named = _things(given, verb)
     if _asks_permission(query):  # "who can see this file", "can I delete pods": who is allowed, not the act
         terms = [*terms, _PERMISSION]
-        things_named = phrase = frozenset(stems(" ".join(_PERMISSION)))
+        things_named = phrase = named = frozenset(stems(" ".join(_PERMISSION)))
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
     target = _target(given, verb)
     acts = _acts(given, verb)
@@ -271,7 +271,7 @@ def read(query: str) -> Request:
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   target, _addressed(target, ()), _addressed(things_named, acts), _said_thing(given, verb))
+                   target, _addressed(target, ()), _addressed(things_named, acts), named)
 
 
 _PERMISSION = ("permission", "access")
@@ -300,15 +300,15 @@ _PEOPLE = ("member", "user")
 
 
 def _things(given: list[tuple[str, tuple[str, ...]]],
-            verb: int | None) -> tuple[frozenset[str], frozenset[str]]:
+            verb: int | None) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """The stems of the head of the first noun phrase after the verb, with its synonyms (and a compound's last part:
-    OneDrive -> drive); and those of all the phrase's words."""
+    OneDrive -> drive); those of all the phrase's words; and the head's own, without synonyms."""
     start = 0 if verb is None else verb + 1
     if verb is not None and given[verb][0] == "who":
         following = [word for word, _ in given[start:] if word not in _AUXILIARIES]
         if following and following[0] in _BREAKS:  # "who is in this team": its people
             people = frozenset(stems(" ".join(_PEOPLE)))
-            return people, people
+            return people, people, people
     if verb is not None and given[verb][0] == "who" and _acts(given, verb):
         start += 1 + next(i for i, (w, _) in enumerate(given[start:]) if w not in _AUXILIARIES)  # past its verb
     phrase: list[tuple[str, tuple[str, ...]]] = []
@@ -321,25 +321,11 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
         if word not in STOP and word not in _PRONOUNS and (word not in _GENERIC_VERBS or position in nouns):
             phrase.append((word, parts))
     if not phrase:
-        return frozenset(), frozenset()
+        return frozenset(), frozenset(), frozenset()
     word, parts = phrase[-1]
     every = " ".join(w for said, _ in phrase for w in (said, *synonyms(said)))
-    return frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every))
-
-
-def _said_thing(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:
-    """The stems of the head of the first noun phrase after the verb as said (`_things` without synonyms)."""
-    start = 0 if verb is None else verb + 1
-    nouns = _nouns(given, verb)
-    head: tuple[str, tuple[str, ...]] | None = None
-    for position, (word, parts) in enumerate(given[start:], start):
-        if word in _BREAKS or word in _AUXILIARIES:
-            if head:
-                break
-            continue
-        if word not in STOP and word not in _PRONOUNS and (word not in _GENERIC_VERBS or position in nouns):
-            head = (word, parts)
-    return frozenset(stems(" ".join((head[0], *head[1][-1:])))) if head else frozenset()
+    return (frozenset(stems(" ".join((word, *synonyms(word), *parts[-1:])))), frozenset(stems(every)),
+            frozenset(stems(" ".join((word, *parts[-1:])))))
 
 
 _TARGETING = frozenset("to of on from in for into".split())

@@ -135,7 +135,7 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]
-    policy = PolicySource(host, lambda: state.current.runtime.manifest.gateway)
+    policy = PolicySource(host, lambda: state.current.runtime.manifest)
     app = Starlette(
         routes=routes,
         # The envelope, before anything else can answer: the caller's traceparent continued; foreign hosts, origins

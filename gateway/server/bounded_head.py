@@ -29,18 +29,40 @@ def server_options() -> dict[str, Any]:
 
 
 class BoundedHeadProtocol(HttpToolsProtocol):
-    """Counts the bytes received while a request's head is incomplete; past `HEAD_LIMIT`, 431 and close."""
+    """Counts the bytes received while a request's head is incomplete; past `HEAD_LIMIT`, 431 and close. A client
+    that pipelines the oversized head behind requests still being answered gets those answers whole first: the 431
+    waits for the last of them (written at once, it would land inside an answer being written)."""
 
     head_bytes = 0
     in_head = True
+    refusing = False
+    """The head passed the limit while earlier requests of the connection were still being answered."""
 
     def data_received(self, data: bytes) -> None:
+        if self.refusing:
+            return  # the rest of a head already refused
         if self.in_head:
             self.head_bytes += len(data)
             if self.head_bytes > HEAD_LIMIT:
-                self.refuse_head()
+                if self.answering():
+                    self.refusing = True
+                    self.transport.pause_reading()
+                else:
+                    self.refuse_head()
                 return
         super().data_received(data)
+
+    def answering(self) -> bool:
+        """Whether an earlier request of this connection is still being answered (or waits its turn)."""
+        return bool(self.pipeline) or (self.cycle is not None and not self.cycle.response_complete)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # starts the next pipelined request, if any, and resumes reading
+        if self.refusing:
+            if self.answering():
+                self.transport.pause_reading()
+            else:
+                self.refuse_head()
 
     def on_headers_complete(self) -> None:
         self.in_head = False

@@ -7,8 +7,11 @@ outermost middleware of every door (`gateway.server.envelope`), refuses all thre
 
 - `Host` must name the gateway: on a loopback bind, a loopback name (127.0.0.1, localhost, [::1]) on any port;
   names in `gateway: {allowed_hosts: [...]}` are added (`gw.example.com`, `gw.example.com:8443`,
-  `*.example.com`, `"*"` for any). A gateway bound to another address checks `Host` only against a configured
-  list. A foreign `Host` gets 421 (as the MCP SDK answers).
+  `*.example.com`, `"*"` for any). A gateway bound to another address checks `Host` against a configured list;
+  with none, its keys guard it, and without keys (`--allow-public`, as in the Docker example, a port published on
+  the host's loopback) it answers an IP address or a one-label name (`gateway-a`, a compose service) but no
+  other domain name: a rebinding page is always served from a domain of its own. A foreign `Host` gets 421 (as the
+  MCP SDK answers).
 - `Origin`, on a state-changing request (POST, PUT, PATCH, DELETE), must be the request's own origin, a host
   above, or one of `gateway: {allowed_origins: [...]}` (403 otherwise). Clients that are not browsers send none.
 - A request with a body must declare it JSON (`application/json` or `application/*+json`; 415 otherwise):
@@ -17,11 +20,13 @@ outermost middleware of every door (`gateway.server.envelope`), refuses all thre
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..config.model import Manifest
 from ..config.settings import GatewaySettings
 from .api_errors import APIError
 from .auth import is_loopback
@@ -53,28 +58,32 @@ class HostPolicy:
     """The hosts and origins one gateway answers to."""
 
     hosts: tuple[str, ...] | None
-    """Allowed `Host` entries (`name`, `name:port`, `*.suffix`, `*`); None: any host."""
+    """Allowed `Host` entries (`name`, `name:port`, `*.suffix`, `*`); None: any host (but see `local_names`)."""
+    local_names: bool = False
+    """With `hosts` None: only an IP address or a one-label name (no domain a rebinding page could own)."""
     origins: frozenset[str] = frozenset()
     """Extra allowed origins, `scheme://host[:port]`, lowercased."""
     _verdicts: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
     """`host_allowed` by `Host` value: every request asks, nearly always with the same value."""
 
     @classmethod
-    def build(cls, bound_host: str | None, settings: GatewaySettings | None = None) -> HostPolicy:
-        """The policy for a server bound to `bound_host` with agents.yaml's `gateway:` settings."""
+    def build(cls, bound_host: str | None, settings: GatewaySettings | None = None, *,
+              keyless: bool = False) -> HostPolicy:
+        """The policy for a server bound to `bound_host` with agents.yaml's `gateway:` settings; `keyless` when it
+        has neither client keys nor sign-in (whoever reaches it is trusted)."""
         settings = settings or GatewaySettings()
         configured = settings.allowed_hosts
         origins = frozenset(o.rstrip("/").lower() for o in settings.allowed_origins)
         hosts: list[str] = []
         if bound_host is not None and is_loopback(bound_host):
             hosts.extend(sorted(LOOPBACK_NAMES))
-        elif not configured:
-            return cls(hosts=None, origins=origins)  # bound beyond loopback, nothing configured: keys guard it
+        elif not configured:  # bound beyond loopback, nothing configured: keys guard it, or local names only
+            return cls(hosts=None, origins=origins, local_names=keyless)
         hosts.extend(h.strip().lower() for h in configured)
         return cls(hosts=None if "*" in hosts else tuple(hosts), origins=origins)
 
     def host_allowed(self, host_header: str) -> bool:
-        if self.hosts is None:
+        if self.hosts is None and not self.local_names:
             return True
         verdict = self._verdicts.get(host_header)
         if verdict is None:
@@ -84,8 +93,9 @@ class HostPolicy:
         return verdict
 
     def _judge_host(self, host_header: str) -> bool:
-        assert self.hosts is not None
         host, port = _split_host(host_header)
+        if self.hosts is None:  # local names only
+            return _is_address(host) or ("." not in host and bool(host))
         for entry in self.hosts:
             entry_host, entry_port = _split_host(entry)
             if entry_port is not None and entry_port != port:
@@ -104,6 +114,14 @@ class HostPolicy:
         if parts.netloc == host_header.strip().lower():
             return True  # same origin as the request
         return self.hosts is not None and self.host_allowed(parts.netloc)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return True
 
 
 def is_json_media_type(content_type: str) -> bool:
@@ -133,15 +151,19 @@ class PolicySource:
     """The `HostPolicy` of the current manifest, rebuilt when agents.yaml changes (the loader refuses a reload
     with a bad value, so the last good one keeps serving)."""
 
-    def __init__(self, bound_host: str | None, settings: Callable[[], GatewaySettings]) -> None:
+    def __init__(self, bound_host: str | None, manifest: Callable[[], Manifest]) -> None:
         self.bound_host = bound_host
-        self.settings = settings
-        self._seen: GatewaySettings | None = None
-        self._policy = HostPolicy.build(bound_host, settings())
+        self.manifest = manifest
+        self._seen: Manifest | None = None
+        self._policy = self._build(manifest())
+
+    def _build(self, manifest: Manifest) -> HostPolicy:
+        keyless = not manifest.clients and manifest.gateway.auth is None
+        return HostPolicy.build(self.bound_host, manifest.gateway, keyless=keyless)
 
     def __call__(self) -> HostPolicy:
-        settings = self.settings()
-        if settings is not self._seen:
-            self._seen = settings
-            self._policy = HostPolicy.build(self.bound_host, settings)
+        manifest = self.manifest()
+        if manifest is not self._seen:
+            self._seen = manifest
+            self._policy = self._build(manifest)
         return self._policy

@@ -178,3 +178,24 @@ def test_behind_a_url_prefix_keys_still_only_reach_their_agents(tmp_path: Path, 
             assert httpx.get(f"{base}/healthz").status_code == 200
     finally:
         safety.store.close()  # type: ignore[attr-defined]
+
+
+def test_a_public_bind_without_keys_answers_local_names_only() -> None:
+    # `--allow-public` without keys (the Docker example, published on the host's loopback): a page whose own domain
+    # rebinds to 127.0.0.1 reaches the port, so a domain name is refused; an address or a compose service is not.
+    policy = HostPolicy.build("0.0.0.0", keyless=True)
+    for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080", "172.18.0.3:8080", "gateway-a:8080", "gateway-a"):
+        assert policy.host_allowed(host), host
+    for host in ("rebind.attacker.example:8080", "attacker.example", "localhost.attacker.example", ""):
+        assert not policy.host_allowed(host), host
+    configured = HostPolicy.build("0.0.0.0", _settings(allowed_hosts=["gw.example.com"]), keyless=True)
+    assert configured.host_allowed("gw.example.com") and not configured.host_allowed("gateway-a")
+
+
+def test_the_served_policy_knows_whether_keys_guard_the_gateway() -> None:
+    from gateway.config.model import Manifest
+    from gateway.server.hosts import PolicySource
+
+    keyed = Manifest.model_validate({"clients": {"bot": {"key": "ck-0123456789abcdef"}}})
+    assert PolicySource("0.0.0.0", lambda: keyed)().host_allowed("gw.example.com")
+    assert not PolicySource("0.0.0.0", lambda: Manifest.model_validate({}))().host_allowed("gw.example.com")

@@ -39,7 +39,7 @@ class _Manager:
 
 class _Endpoint:
     def __init__(self, log: list[str]) -> None:
-        self.manager = _Manager(log)
+        self.run = _Manager(log).run  # the endpoint's lifetime: the SDK's session manager and the idle sweep
         self.log = log
 
     async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]

@@ -116,6 +116,19 @@ def test_idle_sessions_end_after_the_configured_timeout_and_free_their_slot(
         _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))  # and the slot is free again
 
 
+def test_an_idle_session_untouched_since_is_ended_in_the_sdk_too(tmp_path: Path, llm: LenientLLM,
+                                                                   upstream: RecordingServer) -> None:
+    """The SDK counts a session in its total (`max_sessions`) until it is ended there: an idle one nobody uses again
+    is ended by the endpoint, so the slot is free for anyone."""
+    with keyed_gateway(tmp_path, llm, upstream, session_idle_timeout=0.3, max_sessions=1) as url, \
+            httpx.Client(timeout=10) as client:
+        weather = f"{url}/mcp/weather"
+        _session(_open(client, weather, _key(WEATHER_KEY)), _key(WEATHER_KEY))
+        assert _open(client, weather, _key(SECOND_KEY)).status_code == 503  # the SDK's total, another client
+        time.sleep(0.8)
+        _session(_open(client, weather, _key(SECOND_KEY)), _key(SECOND_KEY))
+
+
 def test_a_session_is_bound_to_the_key_that_opened_it(tmp_path: Path, llm: LenientLLM,
                                                       upstream: RecordingServer) -> None:
     with keyed_gateway(tmp_path, llm, upstream) as url, httpx.Client(timeout=10) as client:
@@ -181,6 +194,31 @@ def test_the_ledger_counts_what_is_open_and_in_flight() -> None:
     assert ledger.open_count("a") == 1  # idle 5 s of 10
     now[0] = 111.0
     assert ledger.open_count("a") == 0 and len(ledger) == 0
+
+
+def test_the_ledger_says_which_sessions_it_ended_for_idleness() -> None:
+    """The SDK keeps no idle timeout of its own (requests answered inline never reach its transport): the ledger
+    names each session it ends for idleness, so the endpoint ends it in the SDK too, and only those."""
+    now = [0.0]
+    idle: list[str] = []
+    ended: list[str] = []
+    ledger = SessionLedger(SessionLimits(session_idle_timeout=10), clock=lambda: now[0], on_end=ended.append,
+                           on_idle=idle.append)
+    for session in ("s1", "s2", "s3"):
+        ledger.opened(session, "a", "weather")
+    ledger.request_started("s2")  # in flight: not idle however long it takes
+    ledger.request_started("s3")
+    ledger.request_ended("s3", "a", "weather", gone=True)  # ended by its own DELETE (or a 404): not idle
+    now[0] = 5.0
+    assert not ledger.expire("s1") and idle == []
+    now[0] = 11.0
+    assert ledger.expire("s1") and not ledger.expire("s1")  # once
+    ledger.sweep()
+    assert idle == ["s1"] and ended == ["s3", "s1"] and len(ledger) == 1
+    ledger.request_ended("s2", "a", "weather", gone=False)
+    now[0] = 22.0
+    ledger.sweep()
+    assert idle == ["s1", "s2"] and len(ledger) == 0
 
 
 def test_a_bad_mcp_setting_is_reported_with_its_line_when_the_manifest_loads() -> None:

@@ -17,10 +17,6 @@ pytestmark = pytest.mark.anyio
 ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
-def _manager(app: Any) -> Any:
-    return app.state.mcp.endpoint.manager
-
-
 async def _open(client: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
     opened = await client.post(url, headers=ACCEPT, json={
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -74,6 +70,54 @@ async def test_session_answers(gw: tuple[str, Any], upstream: RecordingServer, v
     assert not [r for r in upstream.requests if r.method == "POST"]
 
 
+async def test_answered_inline_as_the_sdks_transport_answers(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """A session's plain requests are answered in their own task (`inline`); a body sent in chunks, without a
+    Content-Length, still goes through the SDK's transport: both answer every kind of request alike."""
+    url, _ = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))
+    messages = [("weather", {"method": "ping"}), ("triage", {"method": "tools/list"}),
+                ("weather", {"method": "tools/list", "params": {"cursor": "nope"}}),
+                ("weather", {"method": "resources/list"}),  # not served: the SDK's own error
+                *((agent, {"method": "tools/call", "params": {"name": tool, **params}})
+                  for agent, tool, params in CALLS)]
+    async with httpx.AsyncClient(timeout=10) as client:
+        sessions = {agent: await _open(client, f"{url}/mcp/{agent}") for agent in ("weather", "triage")}
+        # ... and without Mcp-Protocol-Version (2024-11-05 clients never send it): the session's version all the same
+        bare = {agent: {k: v for k, v in headers.items() if k != "mcp-protocol-version"}
+                for agent, headers in sessions.items()}
+        for index, (agent, message) in enumerate(messages * 2):
+            if index == len(messages):
+                sessions = bare
+            body = json.dumps({"jsonrpc": "2.0", "id": index, **message}).encode()
+
+            async def chunks(body: bytes = body) -> Any:
+                yield body[:30]
+                yield body[30:]
+
+            inline = await client.post(f"{url}/mcp/{agent}", content=body,
+                                       headers={**sessions[agent], "content-type": "application/json"})
+            sdk = await client.post(f"{url}/mcp/{agent}", content=chunks(),
+                                    headers={**sessions[agent], "content-type": "application/json"})
+            assert "content-length" not in sdk.request.headers
+            assert (inline.status_code, inline.headers["content-type"], inline.headers["mcp-session-id"]) == \
+                (sdk.status_code, sdk.headers["content-type"], sdk.headers["mcp-session-id"]), message
+            assert inline.json() == sdk.json(), message
+        odd = [{"jsonrpc": "2.0", "id": 1, "method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]},
+               {"jsonrpc": "2.0", "id": True, "method": "ping"}, {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+               {"jsonrpc": "1.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 1, "result": {}},
+               [{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "ping"]
+        for raw in odd:  # what is not one well-formed request is the SDK's to answer, whichever way it comes
+            body = json.dumps(raw).encode()
+
+            async def chunked(body: bytes = body) -> Any:
+                yield body
+
+            answers = [await client.post(f"{url}/mcp/weather", content=content,
+                                         headers={**sessions["weather"], "content-type": "application/json"})
+                       for content in (body, chunked())]
+            assert answers[0].status_code == answers[1].status_code and answers[0].text == answers[1].text, raw
+
+
 async def test_the_sdks_checks_still_come_first(gw: tuple[str, Any], upstream: RecordingServer) -> None:
     url, _ = gw
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -99,7 +143,8 @@ async def test_a_call_in_flight_keeps_its_session_alive(gw: tuple[str, Any], ups
     url, app = gw
     async with httpx.AsyncClient(timeout=10) as client:
         await client.get(f"{url}/mcp/weather")
-        _manager(app).session_idle_timeout = 0.2  # taken by sessions opened from now on
+        endpoint = app.state.mcp.endpoint  # the ledger ends idle sessions (in the SDK too)
+        endpoint.sessions.limits = endpoint.limits.model_copy(update={"session_idle_timeout": 0.2})
         headers = await _open(client, f"{url}/mcp/weather")
         upstream.route("/meteo/", Reply(200, FORECAST, delay=0.6))  # three idle timeouts long
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -189,23 +234,27 @@ async def test_a_stateless_call_in_chunks_is_read_whole(
     assert "getIssue" in unknown.json()["error"]["message"]
 
 
-async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any],
-                                                                 upstream: RecordingServer) -> None:
+# "7" and 7 name one request, as the SDK's dispatcher correlates ids
+@pytest.mark.parametrize(("call_id", "cancelled_id"), [(7, 7), ("call-7", "call-7"), ("7", 7)])
+async def test_a_cancelled_notification_cancels_the_running_call(gw: tuple[str, Any], upstream: RecordingServer,
+                                                                 call_id: Any, cancelled_id: Any) -> None:
     url, _ = gw
     async with httpx.AsyncClient(timeout=10) as client:  # shorter than the upstream's delay: a call left running fails
         headers = await _open(client, f"{url}/mcp/weather")
         upstream.route("/meteo/", Reply(200, FORECAST, delay=20))
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        call = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
                 "params": {"name": "getForecast", "arguments": {"latitude": 1, "longitude": 2}}}
         running = asyncio.create_task(client.post(f"{url}/mcp/weather", headers=headers, json=call))
         while not any(r.path.startswith("/meteo/") for r in upstream.requests):  # the call has reached the API
             await asyncio.sleep(0.02)
         notice = await client.post(f"{url}/mcp/weather", headers=headers, json={
-            "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "user"}})
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": cancelled_id, "reason": "user"}})
         answer = await running
         upstream.route("/meteo/", Reply(200, FORECAST))
         after = await client.post(f"{url}/mcp/weather", headers=headers, json={**call, "id": 8})
     assert notice.status_code == 202
     assert answer.status_code == 200
-    assert answer.json() == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+    assert answer.json() == {"jsonrpc": "2.0", "id": call_id,
+                             "error": {"code": -32800, "message": "Request cancelled"}}
     assert after.json()["result"]["structuredContent"] == FORECAST  # the session goes on

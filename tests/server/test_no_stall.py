@@ -15,6 +15,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,12 +237,17 @@ def _send_head(url: str, header_bytes: int) -> bytes:
             connection.sendall(b"\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused part-way, as it should be: read what it said
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except ConnectionResetError:
-            pass
+        return _read_all(connection)
+
+
+def _read_all(connection: socket.socket) -> bytes:
+    """Everything the gateway writes on `connection` until it closes it (or resets it)."""
+    answer = b""
+    try:
+        while chunk := connection.recv(65536):
+            answer += chunk
+    except ConnectionResetError:
+        pass
     return answer
 
 
@@ -257,3 +263,32 @@ def test_a_header_of_many_megabytes_is_refused_before_it_is_parsed(served: str) 
 def test_a_head_just_under_the_limit_reaches_the_envelope(served: str) -> None:
     answer = _send_head(served, 512 * 1024)  # past the envelope's 32 KB, under the protocol's bound
     assert answer.startswith(b"HTTP/1.1 431 ") and b"header fields" in answer, answer[:300]
+
+
+def test_an_oversized_head_pipelined_behind_a_request_waits_for_its_answer(served: str,
+                                                                          upstream: RecordingServer) -> None:
+    # Written at once, the 431 would land inside (or before) the answer to the request before it.
+    upstream.route("/echo", Reply(200, {"q": "slow"}, delay=1.0))
+    host, port = served.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(b"POST /agents/clerk/tools/readEcho HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+
+        def send_oversized_head() -> None:
+            try:
+                connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: ")
+                for _ in range(48):
+                    connection.sendall(b"a" * 65536)  # 3 MB: past the bound while the first is answered
+            except OSError:
+                pass  # refused part-way, as it should be
+
+        sender = threading.Thread(target=send_oversized_head)
+        sender.start()
+        answer = _read_all(connection)
+        sender.join(timeout=60)
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), answer[:300]
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    assert b'"slow"' in rest[:length], rest[:length]  # the whole first answer, then the refusal
+    assert rest[length:] == b"" or rest[length:].startswith(b"HTTP/1.1 431 "), rest[length:length + 200]

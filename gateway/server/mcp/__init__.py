@@ -5,7 +5,9 @@ One concept per module:
 - `routing`: which agent a request names (`/mcp/{agent}`, `/mcp/{agent}/mcp`, `/mcp?agent=`); no SDK import.
 - `lazy`: the endpoint built on its first request, so `gateway serve` starts without importing the SDK.
 - `endpoint`: the ASGI app (agent check, per-client session caps, session ownership), handing each request to
-  the SDK's `StreamableHTTPSessionManager`.
+  the SDK's `StreamableHTTPSessionManager`, but for a session's plain requests (`inline`).
+- `inline`: a 2025 session's `tools/call`, `tools/list` and `ping` answered in the request's own task, through the
+  SDK's transport checks and its server kernel (`ServerRunner`), without the session's streams and tasks.
 - `sessions`: the ledger of open sessions per client (limits: `gateway.config.mcp_limits`, agents.yaml's
   `gateway.mcp`), and the identity a session is bound to.
 - `server`: the SDK's low-level `Server` and its two handlers, `tools/list` and `tools/call`.

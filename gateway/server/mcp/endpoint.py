@@ -4,20 +4,27 @@ Mounted at every path of `routing.PATHS`. Before the SDK's `StreamableHTTPSessio
 endpoint resolves the agent (404 for an unknown one, 403 for one the client key may not use, read from the routed
 agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and
 puts in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the
-SDK binds a new session to (see `sessions`). Everything else, both protocol eras included, is the SDK's: JSON
-answers instead of one-event SSE streams (the tools send no progress), DNS-rebinding protection on loopback,
-the body cap, session lookup, idle timeout and the total session cap.
+SDK binds a new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity
+that opened it are answered in the request's own task through the SDK's server kernel (`inline`); everything else,
+both protocol eras included, is the SDK's: JSON answers instead of one-event SSE streams (the tools send no
+progress), DNS-rebinding protection on loopback, the body cap, session lookup and ownership, the total session
+cap. The idle timeout is the ledger's, which sees the requests answered inline too: an idle session is ended in
+the SDK with a DELETE in its owner's name (its public entry, as a client ends a session), at the session's next
+request or by a sweep, whichever comes first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
@@ -25,7 +32,8 @@ from ...asgi import StatusWatch
 from ...assembly import GatewayState
 from ..api_errors import APIError
 from .found import FoundTools
-from .routing import AGENT_SCOPE_KEY, routed_agent
+from .inline import Identity, InlineSessions
+from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 
@@ -45,17 +53,32 @@ class MCPEndpoint:
         self.limits = limits or state.current.runtime.manifest.gateway.mcp
         self.found = FoundTools(self.limits.max_sessions)
         """The tools each session's searches found (`found`): an entry ends with its session in the ledger."""
-        self.sessions = SessionLedger(self.limits, on_end=self.found.forget)
+        self.sessions = SessionLedger(self.limits, on_end=self._ended, on_idle=self._idled)
         self.server = build_mcp_server(state, found=self.found)
+        security = security_settings(host)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=True,
-            security_settings=security_settings(host),
+            security_settings=security,
             max_request_body_size=max_body_bytes,
-            session_idle_timeout=self.limits.session_idle_timeout,
+            session_idle_timeout=None,  # the ledger's (see `sessions`): requests answered inline hold a session too
             max_sessions=self.limits.max_sessions,
         )
-        self._identities: dict[tuple[str | None, str | None, str], AuthenticatedUser] = {}
+        self.inline = InlineSessions(self.server, TransportSecurityMiddleware(security), max_body_bytes)
+        """The sessions whose plain requests the door answers in their own task (see `inline`)."""
+        self._identities: dict[Identity, AuthenticatedUser] = {}
+        self._owners: dict[str, Identity] = {}
+        """Whose each open session is (for ending an idle one in the SDK as its owner)."""
+        self._idle: list[tuple[str, Identity]] = []
+        """Sessions the ledger ended for idleness, to be ended in the SDK too."""
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """The SDK's session manager, and the sweep that ends idle sessions, for the app's lifetime."""
+        async with self.manager.run(), anyio.create_task_group() as group:
+            group.start_soon(self._sweep)
+            yield
+            group.cancel_scope.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -69,13 +92,16 @@ class MCPEndpoint:
         subject = scope.get("gateway.subject")
         scope["user"] = self._identity(client, subject if isinstance(subject, str) else None, agent)
         owner = _owner(client, scope)
-        session_id, version = _session_headers(scope)
+        headers = _headers(scope)
+        session_id, version = _text(headers, _SESSION_HEADER), _text(headers, _VERSION_HEADER)
+        identity = (client, subject if isinstance(subject, str) else None, agent)
         token = current_agent.set(agent)
         try:
             if session_id is not None:
-                await self._on_session(session_id, owner, agent, scope, receive, send)
+                scope[SESSION_SCOPE_KEY] = session_id
+                await self._on_session(session_id, identity, version, headers, owner, scope, receive, send)
             elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
-                await self._opening(owner, agent, scope, receive, send)
+                await self._opening(owner, identity, scope, receive, send)
             else:  # the stateless 2026-07-28 protocol, or a request the SDK refuses anyway
                 await self.manager.handle_request(scope, receive, send)
         finally:
@@ -109,7 +135,7 @@ class MCPEndpoint:
             raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
         return agent
 
-    async def _opening(self, owner: str, agent: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _opening(self, owner: str, identity: Identity, scope: Scope, receive: Receive, send: Send) -> None:
         """A request that may open a session (an initialize): counted against the owner's cap first."""
         if not self.sessions.reserve(owner):
             cap, idle = self.limits.max_sessions_per_client, self.limits.session_idle_timeout
@@ -119,29 +145,98 @@ class MCPEndpoint:
                                 f"({idle:g} s after its last request).", code="too_many_sessions",
                            headers={"Retry-After": str(max(1, round(idle)))}).response()(scope, receive, send)
             return
+        if self._idle:  # what `reserve` found idle is over in the SDK before it counts this one in its total
+            await self._end_idle()
+        agent = identity[2]
+        asked: list[bytes] = []  # the initialize's body and the SDK's answer: what the handshake said
+        answered: list[bytes] = []
+        opened: list[str] = []
+
+        async def tee() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                asked.append(message.get("body", b""))
+            return message
 
         async def remember(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] < 400:
-                opened = _message_header(message, _SESSION_HEADER)
-                if opened is not None:
-                    self.sessions.opened(opened, owner, agent)
+                session_id = _message_header(message, _SESSION_HEADER)
+                if session_id is not None:
+                    opened.append(session_id)
+                    self._owners[session_id] = identity
+                    self.sessions.opened(session_id, owner, agent)
+            elif message["type"] == "http.response.body" and opened:
+                answered.append(message.get("body", b""))
             await send(message)
 
         try:
-            await self.manager.handle_request(scope, receive, remember)
+            await self.manager.handle_request(scope, tee, remember)
         finally:
             self.sessions.release(owner)
+        if opened and opened[0] in self._owners:
+            self.inline.opened(opened[0], identity, b"".join(asked), b"".join(answered))
 
-    async def _on_session(self, session_id: str, owner: str, agent: str, scope: Scope, receive: Receive,
+    async def _on_session(self, session_id: str, identity: Identity, version: str | None,
+                          headers: dict[bytes, bytes], owner: str, scope: Scope, receive: Receive,
                           send: Send) -> None:
-        watch = StatusWatch(send)
+        self.sessions.expire(session_id)  # idle past its timeout: over in the ledger, and in the SDK before it answers
+        if self._idle:
+            await self._end_idle()
+        status = 200  # what the door answers inline
         self.sessions.request_started(session_id)
         try:
-            await self.manager.handle_request(scope, receive, watch)
+            rest = await self.inline.answer(session_id, identity, version, headers, scope, receive, send)
+            if rest is not None:
+                watch = StatusWatch(send)
+                try:
+                    await self.manager.handle_request(scope, rest, watch)
+                finally:
+                    status = watch.status
         finally:
-            status = watch.status
             gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
-            self.sessions.request_ended(session_id, owner, agent, gone=gone)
+            self.sessions.request_ended(session_id, owner, identity[2], gone=gone)
+
+    def _ended(self, session_id: str) -> None:
+        self.found.forget(session_id)
+        self.inline.forget(session_id)
+        self._owners.pop(session_id, None)
+
+    def _idled(self, session_id: str) -> None:
+        identity = self._owners.get(session_id)
+        if identity is not None:
+            self._idle.append((session_id, identity))
+
+    async def _sweep(self) -> None:
+        """End the sessions idle past their timeout (a session's next request finds it over anyway)."""
+        while True:
+            await anyio.sleep(min(5.0, max(0.05, self.sessions.limits.session_idle_timeout / 4)))
+            try:
+                self.sessions.sweep()
+            except Exception:  # noqa: BLE001 - a sweep that fails must not end the endpoint: the next one tries again
+                logger.exception("sweeping idle MCP sessions failed")
+            await self._end_idle()
+
+    async def _end_idle(self) -> None:
+        """End in the SDK the sessions the ledger ended for idleness: a DELETE from their owner, as a client
+        ends its session (the SDK's public entry; its session loop and streams close with it)."""
+        while self._idle:
+            session_id, (client, subject, agent) = self._idle.pop()
+            scope: Scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "DELETE",
+                            "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+                            "root_path": "", "client": None, "server": None,
+                            "headers": [(b"host", b"127.0.0.1"), (b"mcp-session-id", session_id.encode("latin-1"))],
+                            "user": self._identity(client, subject, agent)}
+
+            async def receive() -> Message:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def discard(message: Message) -> None:
+                return None
+
+            try:
+                await self.manager.handle_request(scope, receive, discard)
+            except Exception:  # noqa: BLE001 - the sweep goes on; the session is already over in the ledger
+                logger.warning("could not end the idle MCP session %s", session_id[:16], exc_info=True)
 
 
 def _owner(client: str | None, scope: Scope) -> str:
@@ -152,14 +247,15 @@ def _owner(client: str | None, scope: Scope) -> str:
     return f"peer:{peer[0]}" if peer else "peer:?"
 
 
-def _session_headers(scope: Scope) -> tuple[str | None, str | None]:
-    """The request's `Mcp-Session-Id` and `Mcp-Protocol-Version` (ASGI header names are lower-case; of a repeated
-    header the first counts), found without a Python step per header."""
-    headers = dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
-    session_id = headers.get(_SESSION_HEADER)
-    version = headers.get(_VERSION_HEADER)
-    return (None if session_id is None else session_id.decode("latin-1"),
-            None if version is None else version.decode("latin-1"))
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers by name (ASGI names are lower-case; of a repeated header the first counts), made
+    without a Python step per header."""
+    return dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
+
+
+def _text(headers: dict[bytes, bytes], name: bytes) -> str | None:
+    value = headers.get(name)
+    return None if value is None else value.decode("latin-1")
 
 
 def _message_header(message: Message, name: bytes) -> str | None:

@@ -77,6 +77,6 @@ class LazyMCP:
 
     @staticmethod
     async def _serve(endpoint: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with endpoint.manager.run():
+        async with endpoint.run():
             task_status.started()
             await anyio.sleep_forever()

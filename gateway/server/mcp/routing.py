@@ -17,6 +17,9 @@ PATHS = ("/mcp/{agent}", "/mcp/{agent}/mcp", "/mcp")
 AGENT_SCOPE_KEY = "gateway.mcp.agent"
 """Where the endpoint leaves the resolved agent in the ASGI scope, for the SDK's handlers to read."""
 
+SESSION_SCOPE_KEY = "gateway.mcp.session"
+"""Where the endpoint leaves the request's `Mcp-Session-Id` (a 2025 session's), for the handlers to read."""
+
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:
     """The `agent` query parameter of the request (its first value), if any."""

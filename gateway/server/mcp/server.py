@@ -32,7 +32,7 @@ from ...offer.toolsearch import SEARCH_TOOL
 from .answering import answer_call, checked_agent
 from .found import FoundTools
 from .listing import era_of, listing_page
-from .routing import AGENT_SCOPE_KEY
+from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -50,7 +50,7 @@ def agent_from_request(ctx: Context) -> str:
     """The agent the endpoint routed the HTTP request that carried this message to."""
     request = ctx.request
     scope = getattr(request, "scope", None)
-    agent = scope.get(AGENT_SCOPE_KEY) if isinstance(scope, Mapping) else None
+    agent = scope.get(AGENT_SCOPE_KEY) if isinstance(scope, dict) else None  # an ASGI scope is a dict
     if not isinstance(agent, str):
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
     return agent
@@ -59,14 +59,14 @@ def agent_from_request(ctx: Context) -> str:
 def client_from_request(ctx: Context) -> str | None:
     """The client key's name the auth layer put in the HTTP request's scope (None without `clients`)."""
     scope = getattr(ctx.request, "scope", None)
-    client = scope.get("gateway.client") if isinstance(scope, Mapping) else None
+    client = scope.get("gateway.client") if isinstance(scope, dict) else None
     return client if isinstance(client, str) else None
 
 
 def user_of_request(ctx: Context) -> tuple[str | None, UserToken | None]:
     """The signed-in user (subject, token) the auth layer put in the HTTP request's scope; (None, None) without."""
     scope = getattr(ctx.request, "scope", None)
-    if not isinstance(scope, Mapping):
+    if not isinstance(scope, dict):
         return current_caller().subject, current_caller().token  # stdio: the process's caller
     subject, token = scope.get("gateway.subject"), scope.get("gateway.token")
     return (subject if isinstance(subject, str) else None), (token if isinstance(token, UserToken) else None)
@@ -76,8 +76,8 @@ def session_from_request(ctx: Context) -> str | None:
     """The session of a 2025 request over HTTP (the SDK has checked that the caller owns it); None when stateless."""
     if era_of(ctx.protocol_version) == "modern":
         return None
-    headers = getattr(ctx.request, "headers", None)
-    session = headers.get("mcp-session-id") if isinstance(headers, Mapping) else None
+    scope = getattr(ctx.request, "scope", None)
+    session = scope.get(SESSION_SCOPE_KEY) if isinstance(scope, dict) else None  # the endpoint's, from its header
     return session if isinstance(session, str) and session else None
 
 

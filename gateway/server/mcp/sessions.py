@@ -1,11 +1,12 @@
 """MCP sessions (2025 protocol): how many each client may hold, how long an idle one lives, whose it is.
 
-The SDK's session manager caps sessions only in total (10,000 by default, then 503 for everyone) and keeps an
-idle one 30 minutes, so a single client could take every slot. The endpoint keeps a ledger of the sessions each
-client opened and refuses the next one past `max_sessions_per_client` (429), before the SDK sees the request.
-A session ends in the ledger as it ends in the SDK: on a successful DELETE, when the SDK no longer knows it
-(404), or after `session_idle_timeout` seconds with no request in flight (the SDK's own rule, with the same
-timeout handed to it).
+The SDK's session manager caps sessions only in total (10,000 by default, then 503 for everyone), so a single
+client could take every slot. The endpoint keeps a ledger of the sessions each client opened and refuses the next
+one past `max_sessions_per_client` (429), before the SDK sees the request. A session ends in the ledger on a
+successful DELETE, when the SDK no longer knows it (404), or after `session_idle_timeout` seconds with no request
+in flight. That last rule is the ledger's alone (the SDK is given no idle timeout): a session's plain requests are
+answered without the SDK's transport (`inline`), so only the ledger sees every request in flight; the endpoint
+then ends the session in the SDK too (see `MCPEndpoint`).
 
 Ownership is the SDK's: a request carries the identity (client key's name, agent) the endpoint put in its scope
 as an authenticated user, and the SDK answers a session used under another identity as if it did not exist.
@@ -38,6 +39,9 @@ class SessionLedger:
     clock: Callable[[], float] = time.monotonic
     on_end: Callable[[str], None] | None = None
     """Called with a session's id when the ledger forgets it (what the session kept goes with it)."""
+    on_idle: Callable[[str], None] | None = None
+    """Called with a session's id when the ledger ends it for idleness (before `on_end`): the SDK, which keeps no
+    idle timeout of its own here, is to end it too."""
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _by_owner: dict[str, set[str]] = field(default_factory=dict)
     _opening: dict[str, int] = field(default_factory=dict)
@@ -68,7 +72,7 @@ class SessionLedger:
         self._opened_since_sweep += 1
         if self._opened_since_sweep >= 256:  # owners who never come back are swept now and then
             self._opened_since_sweep = 0
-            self._expire(list(self._sessions))
+            self.sweep()
 
     def request_started(self, session_id: str) -> None:
         session = self._sessions.get(session_id)
@@ -86,15 +90,32 @@ class SessionLedger:
         if gone and session.owner == owner and session.agent == agent:
             self._forget(session_id)
 
+    def expire(self, session_id: str) -> bool:
+        """End `session_id` if it has been idle past the timeout; whether it was."""
+        session = self._sessions.get(session_id)
+        if session is None or session.in_flight or \
+                session.last_active >= self.clock() - self.limits.session_idle_timeout:
+            return False  # (the common case, decided without a list)
+        return self._expire([session_id]) > 0
+
+    def sweep(self) -> None:
+        """End every session idle past the timeout."""
+        self._expire(list(self._sessions))
+
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def _expire(self, session_ids: list[str]) -> None:
+    def _expire(self, session_ids: list[str]) -> int:
         deadline = self.clock() - self.limits.session_idle_timeout
+        ended = 0
         for session_id in session_ids:
             session = self._sessions.get(session_id)
             if session is not None and session.in_flight == 0 and session.last_active < deadline:
+                if self.on_idle is not None:
+                    self.on_idle(session_id)
                 self._forget(session_id)
+                ended += 1
+        return ended
 
     def _forget(self, session_id: str) -> None:
         session = self._sessions.pop(session_id)

@@ -1,0 +1,264 @@
+"""A 2025 session's plain requests answered in the request's own task, on the SDK's public server kernel.
+
+The SDK's session transport hands every message of a session through memory streams to the session's reader
+and dispatcher tasks and the answer back the same way, and parses and validates each message as its union of
+JSON-RPC models first. A request that needs nothing of the session's streams (`tools/call`, `tools/list` and
+`ping`: the door answers in JSON, so nothing request-scoped reaches the client anyway) is answered here instead:
+
+- the SDK's own transport checks come first: the same body limit, `TransportSecurityMiddleware` (Content-Type,
+  Host and Origin) and its Accept rule (`check_accept_headers`);
+- then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
+  same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
+  that says what the session's handshake said (negotiated version, the client's capabilities).
+
+What is not plainly one of those (a notification, a `search_tools` call, which may announce a grown tool list
+on the session's own stream, an unknown session, another identity's session, a body this does not read as one
+well-formed JSON-RPC request, a chunked body without a Content-Length) goes to the SDK unchanged, so its answers
+and errors stay its own. A client's `notifications/cancelled` for a request answered here cancels it here, as the
+SDK's dispatcher would (the request is answered `REQUEST_CANCELLED`, as the SDK's 2025 transport answers it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pydantic_core
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner
+from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import ErrorData, JSONRPCError, RequestId
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from ...jsonwire import dumps
+from ...offer.toolsearch import SEARCH_TOOL
+
+logger = logging.getLogger("gateway.mcp")
+
+INLINE_METHODS = frozenset({"tools/call", "tools/list", "ping"})
+"""Requests that need nothing of the session's streams: answered here."""
+
+Identity = tuple[str | None, str | None, str]
+"""Whom a session belongs to: the client key's name, the signed-in user, the agent."""
+
+_TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
+"""What the SDK's session loop says of a message in JSON-response mode (no request-scoped channel)."""
+
+
+@dataclass(eq=False)
+class _Exchange:
+    """The SDK's `DispatchContext` for one request answered here: one JSON answer, no request-scoped channel (as
+    the SDK's transport in JSON-response mode: a request's notifications and requests have no wire there)."""
+
+    transport: TransportContext
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        if self._cancel_requested is None:  # made when asked for: most requests never are
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
+                               opts: CallOptions | None = None) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        logger.debug("dropped %s: a JSON answer carries no request-scoped messages", method)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+@dataclass(eq=False)
+class InlineSession:
+    """What the handshake of one session said, and its requests being answered here."""
+
+    identity: Identity
+    runner: ServerRunner[Any]
+    running: dict[RequestId, _Running] = field(default_factory=dict)
+
+
+class InlineSessions:
+    """The sessions whose plain requests are answered here, by session id (added when the SDK opened them)."""
+
+    def __init__(self, server: Server[Any], security: TransportSecurityMiddleware, max_body_bytes: int) -> None:
+        self.server = server
+        self.security = security
+        self.max_body_bytes = max_body_bytes
+        self.sessions: dict[str, InlineSession] = {}
+        self._verdicts: dict[tuple[bytes | None, ...], bool] = {}
+
+    def opened(self, session_id: str, identity: Identity, initialize: bytes, answer: bytes) -> None:
+        """Remember a session the SDK opened: `initialize` the request's body, `answer` the SDK's JSON answer."""
+        try:
+            params = json.loads(initialize)["params"]
+            version = json.loads(answer)["result"]["protocolVersion"]
+        except (ValueError, KeyError, TypeError):
+            return  # not what this reads: the session's requests all go to the SDK
+        if not isinstance(params, dict) or version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return
+        connection = Connection.from_envelope(version, params.get("clientInfo"), params.get("capabilities"))
+        connection.session_id = session_id
+        # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
+        self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}))
+
+    def forget(self, session_id: str) -> None:
+        self.sessions.pop(session_id, None)
+
+    async def answer(self, session_id: str, identity: Identity, version: str | None, headers: Mapping[bytes, bytes],
+                     scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
+        (the body read here is given again first). `headers`: the request's, by lower-case name."""
+        session = self.sessions.get(session_id)
+        if session is None or session.identity != identity or scope.get("method") != "POST" or \
+                (version is not None and version != session.runner.connection.protocol_version):
+            return receive  # (without the header the SDK answers in the session's version all the same)
+        length = headers.get(b"content-length")
+        if not (length and length.isdigit() and int(length) <= self.max_body_bytes) or \
+                not await self._passes(scope, headers):
+            return receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return _replay(b"".join(chunks), receive, message)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        again = _replay(body, receive)
+        try:
+            message = pydantic_core.from_json(body)  # the SDK transport's own parser
+        except ValueError:
+            return again
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return again
+        method, params = message.get("method"), message.get("params")
+        if not isinstance(method, str) or (params is not None and not isinstance(params, dict)):
+            return again  # what the SDK's JSONRPCRequest model refuses, or a response: the SDK's to answer
+        if "id" not in message:
+            if method == "notifications/cancelled" and self._cancel(session, params):
+                await send({"type": "http.response.start", "status": 202, "headers": _headers(session_id, 0)})
+                await send({"type": "http.response.body", "body": b""})
+                return None
+            return again
+        request_id = as_request_id(message["id"])
+        if request_id is None or method not in INLINE_METHODS or coerce_request_id(request_id) in session.running or \
+                (method == "tools/call" and params is not None and params.get("name") == SEARCH_TOOL):
+            return again
+        await self._serve(session, session_id, Request(scope, again), request_id, method, params, send)
+        return None
+
+    async def _passes(self, scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
+        """Whether the SDK's transport checks pass: its Host, Origin and Content-Type rule
+        (`TransportSecurityMiddleware`), its Accept rule (JSON accepted) and a JSON body. They depend on those
+        four headers only, so each verdict is the SDK's, asked once per set of values."""
+        key = (headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"), headers.get(b"accept"))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            request = Request(scope)
+            media_types = (key[0] or b"").decode("latin-1").split(";")[0].split(",")
+            verdict = check_accept_headers(request)[0] and "application/json" in map(str.strip, media_types) and \
+                await self.security.validate_request(request, is_post=True) is None
+            if len(self._verdicts) >= 256:  # a client making up header values gets asked each time
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
+
+    async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
+                     method: str, params: dict[str, Any] | None, send: Send) -> None:
+        exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request,
+                                                                            can_send_request=False))
+        key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        task = asyncio.current_task()
+        assert task is not None
+        running = session.running[key] = _Running(task, exchange)
+        error: ErrorData | None = None
+        try:
+            result = await session.runner.on_request(exchange, method, params)
+        except asyncio.CancelledError:
+            if not (running.cancelled and task.uncancel() == 0):
+                raise  # not (only) the client's notification: whoever else cancelled it gets it
+            error = _CANCELLED  # the client cancelled it: the SDK's 2025 transport answers so
+        except Exception as failure:  # noqa: BLE001 - the wire boundary: the SDK dispatcher's own mapping
+            error = handler_exception_to_error_data(failure)
+            if error is None:
+                logger.exception("handler for %r raised", method)
+                error = ErrorData(code=0, message=str(failure))
+        finally:
+            del session.running[key]
+        if running.cancelled and error is not _CANCELLED:  # delivered, but the call answered anyway: no answer
+            task.uncancel()
+            error = _CANCELLED
+        if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
+            body = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
+        else:
+            body = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump_json(
+                by_alias=True, exclude_unset=True).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": _headers(session_id, len(body))})
+        await send({"type": "http.response.body", "body": body})
+
+    @staticmethod
+    def _cancel(session: InlineSession, params: Mapping[str, Any] | None) -> bool:
+        request_id = cancelled_request_id_from_params(params)
+        running = session.running.get(coerce_request_id(request_id)) if request_id is not None else None
+        if running is None:
+            return False  # not one of ours: the SDK's dispatcher looks for it
+        if not running.cancelled:
+            running.cancelled = True
+            running.exchange.cancel_requested.set()  # as the SDK's dispatcher marks a request the peer cancelled
+            running.task.cancel()  # it waits inside the call (it leaves `running` with no wait after the call)
+        return True
+
+
+class _Running:
+    """A request being answered here: its task, cancelled (plain asyncio, as `DisconnectMiddleware` cancels a
+    request's task) when the client's `notifications/cancelled` names it. A cancel scope per call would cost
+    every call for what few are ever cancelled."""
+
+    __slots__ = ("cancelled", "exchange", "task")
+
+    def __init__(self, task: asyncio.Task[Any], exchange: _Exchange) -> None:
+        self.task = task
+        self.exchange = exchange
+        self.cancelled = False
+
+
+_CANCELLED = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+
+
+def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-length", str(length).encode()), (b"content-type", b"application/json"),
+            (b"mcp-session-id", session_id.encode("latin-1"))]
+
+
+def _replay(body: bytes, receive: Receive, after: Message | None = None) -> Receive:
+    """`receive` with the body already read given again first (and then `after`, a message read past it)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    if after is not None:
+        pending.insert(0, after)
+
+    async def again() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return again
