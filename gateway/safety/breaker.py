@@ -151,8 +151,9 @@ class GuardApi:
         slots, limit = self._slots_for(api)
         wait = invocation.agent_tool.timeout or self.manifest.api(api).timeout
         try:
-            if slots.locked():  # wait_for wraps the wait in a new task: only when there is a wait at all
-                await asyncio.wait_for(slots.acquire(), wait)
+            if slots.locked():  # a timeout scope only when there is a wait at all (no task is made for it)
+                async with asyncio.timeout(wait):
+                    await slots.acquire()
             else:
                 await slots.acquire()  # a free slot is taken at once, without suspending
         except TimeoutError:
