@@ -87,6 +87,11 @@ def test_each_request_set_has_45_requests_written_before_the_third_round(name: s
     assert len(load_tasks(name)["round3"]) >= 45
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_45_requests_written_before_the_fourth_round(name: str) -> None:
+    assert len(load_tasks(name)["round4"]) >= 45
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
