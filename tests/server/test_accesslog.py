@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import logging
 import logging.config
+from collections.abc import Iterator
 from typing import Any
 
 from starlette.applications import Starlette
@@ -19,17 +21,30 @@ from gateway.server.hosts import HostPolicy
 from gateway.server.run import log_config
 
 
-async def _hello(request: Request) -> PlainTextResponse:
-    return PlainTextResponse("hi", status_code=201)
-
-
-def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
+@contextlib.contextmanager
+def _access_lines() -> Iterator[io.StringIO]:
+    """The access log configured as `gateway serve` does, uncoloured, into a string; reset afterwards."""
     stream = io.StringIO()
     config = log_config()
     config["handlers"]["access"]["stream"] = stream
     config["formatters"]["access"]["use_colors"] = False
     logging.config.dictConfig(config)
     try:
+        yield stream
+    finally:
+        for name in ("gateway", "gateway.access", "uvicorn.access"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+
+
+async def _hello(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("hi", status_code=201)
+
+
+def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
+    with _access_lines() as stream:
         app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(
             RequestEnvelope, policy=lambda: HostPolicy.build("127.0.0.1"), max_body_bytes=1024,
             metrics=lambda: None, access_log=logging.getLogger("gateway.access"))])
@@ -57,12 +72,6 @@ def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
         assert order == ["answer"]
         assert stream.getvalue() == 'INFO:     127.0.0.1:5000 - "GET /hello?a=1 HTTP/1.1" 201 Created\n'
         assert not logging.getLogger("uvicorn.access").hasHandlers()  # uvicorn writes no second line
-    finally:
-        for name in ("gateway", "gateway.access", "uvicorn.access"):
-            logger = logging.getLogger(name)
-            logger.handlers.clear()
-            logger.propagate = True
-            logger.setLevel(logging.NOTSET)
 
 
 def test_the_app_logs_a_line_per_request_only_when_asked(tmp_path: Any, llm: Any, upstream: Any,
@@ -112,12 +121,7 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
     secret = "s3cr3t-in-a-query-7781"
     redactor = Redactor([secret])  # held here: redact_logs keeps it only weakly
     redact_logs(redactor)
-    stream = io.StringIO()
-    config = log_config()
-    config["handlers"]["access"]["stream"] = stream
-    config["formatters"]["access"]["use_colors"] = False
-    logging.config.dictConfig(config)
-    try:
+    with _access_lines() as stream:
         logger = logging.getLogger("gateway.access")
         for path, query in (("/agents/a/tools/t", f"key={secret}".encode()), (f"/x/{secret}", b"")):
             log_access(logger, {"client": ("127.0.0.1", 5000), "method": "POST", "path": path, "query_string": query,
@@ -125,9 +129,3 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         lines = stream.getvalue().splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
-    finally:
-        for name in ("gateway", "gateway.access", "uvicorn.access"):
-            logger = logging.getLogger(name)
-            logger.handlers.clear()
-            logger.propagate = True
-            logger.setLevel(logging.NOTSET)
