@@ -9,8 +9,6 @@ his `sub`: an approver), bob (group sales: may only read), carol (no group any c
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import jwt
-import uvicorn
 from oidc import OpenIDProvider
 from recording_server import Recorded, RecordingServer, Reply
-from server_support import LenientLLM, _Server, free_socket
+from server_support import LenientLLM, free_socket, running
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -178,20 +175,8 @@ def serving(folder: Path, sock: Any, **project: Any) -> Iterator[tuple[str, Safe
     runtime = load_runtime(specs, agents, use_cache=False)
     safety = Safety.open(runtime)
     app = create_app(RuntimeHolder(runtime), watch=False, **safety.app_options())
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", safety
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(app, sock=sock) as url:
+        yield url, safety
 
 
 def reserve() -> tuple[Any, str]:

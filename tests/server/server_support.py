@@ -126,11 +126,12 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def running(app: Any, *, root_path: str = "") -> Iterator[str]:
-    """Serve `app` with uvicorn on a free 127.0.0.1 port in a thread; yields the base URL.
+def running(app: Any, *, root_path: str = "", sock: socket.socket | None = None) -> Iterator[str]:
+    """Serve `app` with uvicorn on a free 127.0.0.1 port (or on `sock`, bound already) in a thread; yields the
+    base URL.
 
     `root_path`: as behind a proxy that strips it: uvicorn puts it in front of each request's path."""
-    sock = free_socket()
+    sock = sock or free_socket()
     port = sock.getsockname()[1]
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
                                     root_path=root_path, **server_options()))  # as `gateway serve` runs it
