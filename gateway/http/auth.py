@@ -22,11 +22,10 @@ from ..config.credentials import AuthConfig, ClientCredentialsAuth, TokenExchang
 from ..errors import ApiSetupError, UserRequired
 from ..identity.connections import Connections
 from ..identity.exchange import ExchangeSettings, TokenExchanger, required_scopes
+from ..identity.keys import usable_for
 from ..kernel.caller import Caller, current_caller
 from ..kernel.redaction import Redactor
 
-_EXPIRY_MARGIN = 30.0
-"""Seconds before `expires_in` at which a token counts as expired (clock skew, request latency)."""
 _DEFAULT_TOKEN_LIFETIME = 300.0
 
 
@@ -216,6 +215,4 @@ class Authenticator:
             seconds = float(payload["expires_in"]) if payload.get("expires_in") is not None else _DEFAULT_TOKEN_LIFETIME
         except (TypeError, ValueError):
             seconds = _DEFAULT_TOKEN_LIFETIME
-        # Short-lived tokens get a proportionally smaller margin instead of never being reused.
-        lifetime = max(seconds - min(_EXPIRY_MARGIN, seconds / 2), 0.0)
-        return _Token(value=value, expires_at=time.monotonic() + lifetime)
+        return _Token(value=value, expires_at=time.monotonic() + usable_for(seconds))

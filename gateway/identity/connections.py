@@ -33,13 +33,12 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from ..errors import ApiSetupError, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
-from .keys import fetch_json
+from .keys import fetch_json, usable_for
 
 KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
 CALLBACK_PATH = "/connections/callback"
 PENDING_SECONDS = 600.0
 """How long a connect link works."""
-EXPIRY_MARGIN = 30.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -212,7 +211,7 @@ class Connections:
         if status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
             expires_in = body.get("expires_in")
             if isinstance(expires_in, (int, float)):  # renewed a little early; short-lived tokens at half-life
-                body["refresh_at"] = time.time() + expires_in - min(EXPIRY_MARGIN, expires_in / 2)
+                body["refresh_at"] = time.time() + usable_for(expires_in)
             return body
         error = body.get("error") if isinstance(body, dict) else None
         if error == "invalid_grant":

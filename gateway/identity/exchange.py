@@ -24,12 +24,10 @@ from typing import Any
 import httpx
 
 from ..errors import ApiSetupError, InsufficientScope, UserRequired
-from .keys import fetch_json
+from .keys import fetch_json, usable_for
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
-EXPIRY_MARGIN = 30.0
-"""Seconds before `expires_in` at which an exchanged token is exchanged anew (halved for short-lived ones)."""
 DEFAULT_LIFETIME = 60.0
 """When the answer has no `expires_in`."""
 CACHE_SIZE = 10_000
@@ -146,4 +144,4 @@ def _lifetime(expires_in: Any) -> float:
         seconds = float(expires_in) if expires_in is not None else DEFAULT_LIFETIME
     except (TypeError, ValueError):
         seconds = DEFAULT_LIFETIME
-    return max(seconds - min(EXPIRY_MARGIN, seconds / 2), 0.0)
+    return usable_for(seconds)  # exchanged anew a little before it expires

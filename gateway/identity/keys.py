@@ -41,6 +41,15 @@ class IssuerMetadata:
     introspection_endpoint: str | None = None
 
 
+EXPIRY_MARGIN = 30.0
+"""Seconds before its expiry at which a token the gateway holds is renewed (half its life for short-lived ones)."""
+
+
+def usable_for(expires_in: float) -> float:
+    """How long a token that `expires_in` seconds may be used before it is renewed."""
+    return max(expires_in - min(EXPIRY_MARGIN, expires_in / 2), 0.0)
+
+
 async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any]:
     """(status, parsed JSON or None) of one request to an authorization server; AuthServerUnavailable when it
     cannot be reached, answers 5xx, or answers something that is not JSON with a 2xx."""
