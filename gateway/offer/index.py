@@ -382,17 +382,11 @@ def _addresses(facts: _Facts, request: Request) -> float:
         return _ACTED
     if any(singular(named[-1]).endswith(agent) for agent in request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
-    if any(singular(named[-1]).endswith(act) for act in _acts_as_things(request.acts)):  # bind -> ...rolebindings
+    if any(singular(named[-1]).endswith(noun) for noun in request.act_nouns):  # bind -> clusterrolebindings
         return _ACTED
     if _names(named[-1], request.things):
         return _ADDRESSED if not request.named or _names(named[-1], request.named) else _ADDRESSED_BY_SYNONYM
     return 1.0
-
-
-def _acts_as_things(acts: tuple[str, ...]) -> tuple[str, ...]:
-    """The nouns of the acts: bind -> binding, evict -> eviction, assign -> assignment, migrate -> migration."""
-    return tuple(noun for act in acts if len(act) >= 4 and act.isalpha()
-                 for noun in (act + "ing", act + "ment", act[:-1] + "ion" if act.endswith("e") else act + "ion"))
 
 
 def _names(word: str, things: frozenset[str]) -> bool:

@@ -240,6 +240,9 @@ class Request:
     `resource : (accep*)`), or "": the operations that address what the request names are candidates even when
     the words of others outscore them (`/me/chats` for "list my chats", under hundreds of chat messages)."""
 
+    act_nouns: tuple[str, ...] = ()
+    """What its verb's act is called as a thing (bind -> binding, evict -> eviction, assign -> assignment): a resource
+    so named is the verb's action (`clusterrolebindings` for "bind the cluster role")."""
     named: frozenset[str] = frozenset()
     """The stems of the thing it acts on as said, without synonyms: a resource named as said outranks one named by a
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
@@ -271,7 +274,7 @@ def read(query: str) -> Request:
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   target, _addressed(target, ()), _addressed(things_named, acts), named)
+                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named)
 
 
 _PERMISSION = ("permission", "access")
@@ -372,6 +375,12 @@ def _acts(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> tuple[s
 
 _UNDOING = ("remove", "delete")
 """What a verb that undoes another does to that other's thing (`/pins.remove` for "unpin")."""
+
+
+def _act_nouns(acts: tuple[str, ...]) -> tuple[str, ...]:
+    """The nouns of the acts: bind -> binding, evict -> eviction, assign -> assignment, migrate -> migration."""
+    return tuple(noun for act in acts if len(act) >= 4 and act.isalpha()
+                 for noun in (act + "ing", act + "ment", act[:-1] + "ion" if act.endswith("e") else act + "ion"))
 
 
 def _agent(verb: str) -> str:
