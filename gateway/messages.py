@@ -75,6 +75,10 @@ class ToolResult:
     """Set with `error_type == "approval_pending"`."""
     warning: str | None = None
     """A success with something to know: the body breaks the spec's output schema (`output_check: warn`)."""
+    redacted_under: object = field(default=None, repr=False, compare=False)
+    """The `Redactor.epoch` under which `body` was redacted (the executor redacts what it read while it parses
+    it); the pipeline's redaction stage, with the same redactor and epoch, does not walk the body again. Not part
+    of the result a door answers with."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

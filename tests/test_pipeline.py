@@ -130,3 +130,45 @@ async def test_the_executor_is_built_knowing_whether_the_guard_stage_holds_the_c
         await alone.aclose()
         await guarded.aclose()
     assert all(r.ok for r in results) and len(upstream.requests) == 3
+
+
+async def test_a_body_the_executor_redacted_is_not_walked_again_unless_a_secret_was_learned_since(
+        upstream: RecordingServer) -> None:
+    from gateway.execution.pipeline import Pipeline
+    from gateway.execution.stages import Execute, RedactResult
+
+    late = "late-learned-secret-5678"
+    upstream.route("/items", lambda r: Reply(200, {"echo": r.header("authorization"), "late": late}))
+    async with executor_for(upstream.url, TOOL, auth=[BearerAuth(token=TOKEN)]) as executor:
+        redactor = executor.redactor
+        walked: list[Any] = []
+        value = redactor.value
+
+        def counted(body: Any) -> Any:
+            walked.append(body)
+            return value(body)
+
+        redactor.value = counted  # type: ignore[method-assign]
+        plain = await build_pipeline(executor)(_invocation({"n": 1}))
+        assert plain.body == {"echo": "Bearer [REDACTED]", "late": late}
+        assert len(walked) == 1  # by the executor, as it parsed the body; the redaction stage had nothing to add
+
+        async def learns(invocation: Invocation, proceed: Any) -> ToolResult:
+            result = await proceed(invocation)
+            redactor.add(late)  # a token learned after the executor redacted the body (another call's, say)
+            return result
+
+        walked.clear()
+        learned = await Pipeline([RedactResult(redactor), learns], Execute(executor))(_invocation({"n": 1}))
+    assert learned.body == {"echo": "Bearer [REDACTED]", "late": "[REDACTED]"} and len(walked) == 2
+
+
+async def test_a_hook_that_writes_into_the_body_has_it_redacted(upstream: RecordingServer) -> None:
+    class Writes(Recording):
+        async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+            result.body["hook"] = TOKEN  # in place: the same body object the executor redacted
+            return result
+
+    async with executor_for(upstream.url, TOOL, auth=[BearerAuth(token=TOKEN)]) as executor:
+        result = await build_pipeline(executor, hooks=[Writes()])(_invocation({"n": 3}))
+    assert result.body == {"echo": "Bearer [REDACTED]", "hook": "[REDACTED]"}

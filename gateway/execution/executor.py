@@ -298,6 +298,7 @@ class Executor:
             await response.aclose()
         status = response.status_code
         ok = 200 <= status < 300
+        epoch = self.redactor.epoch  # read first: a secret learned meanwhile makes the redaction stage look again
         shaped = shape(read, response.headers.get("content-type"), limit if ok else min(limit, 8000), self.redactor)
         result = ToolResult(
             ok=ok,
@@ -306,6 +307,7 @@ class Executor:
             body=shaped.body,
             truncated=shaped.truncated,
             bytes=len(read.data),
+            redacted_under=epoch,
         )
         if not ok:
             result.error_type = "upstream_error"

@@ -69,6 +69,7 @@ class RunHooks:
             given = invocation.arguments
             early = await hook.before_tool_call(invocation)
             if early is not None:
+                early.redacted_under = None  # the hook's own answer: the redaction stage walks its body
                 return early
             if invocation.arguments is not given:
                 problems = await self.validate.problems(invocation)
@@ -78,6 +79,7 @@ class RunHooks:
         result = await proceed(invocation)
         for hook in reversed(self.hooks):
             result = await hook.after_tool_call(invocation, result)
+        result.redacted_under = None  # a hook may have put anything in the body: the redaction stage walks it
         return result
 
 
@@ -134,7 +136,8 @@ def _is_json(result: ToolResult) -> bool:
 
 class RedactResult:
     """No configured secret or learned token leaves in a result: the error text (an upstream may echo a token in
-    its reason phrase) and the body, on every door."""
+    its reason phrase) and the body, on every door. A body the executor redacted with this redactor, which has
+    learned nothing since (`ToolResult.redacted_under`), is not searched a second time."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -148,6 +151,6 @@ class RedactResult:
             result.error = redactor.text(result.error)
         if result.warning:
             result.warning = redactor.text(result.warning)
-        if result.body is not None:
+        if result.body is not None and result.redacted_under is not redactor.epoch:
             result.body = redactor.value(result.body)
         return result

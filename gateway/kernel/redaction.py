@@ -95,6 +95,9 @@ class Redactor:
         self._json_variants: tuple[bytes, ...] | None = ()
         """The variants as UTF-8, to look for in a value's JSON text; None when one has a character JSON escapes
         (a quote, a backslash, a control character): its JSON form differs, so only the walk finds it."""
+        self.epoch: object = object()
+        """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
+        second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
@@ -108,6 +111,7 @@ class Redactor:
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
             self._json_variants = (None if any(_escaped_in_json(v) for v in self._variants)
                                    else tuple(v.encode() for v in self._variants))
+            self.epoch = object()
 
     def add_basic(self, username: str | None, password: str | None) -> None:
         """Learn a Basic credential: its base64 form would otherwise slip through."""
