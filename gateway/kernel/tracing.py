@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
@@ -46,10 +47,29 @@ def install(provider: trace.TracerProvider | None) -> None:
     _installed = provider
 
 
+GLOBAL_RECHECK_SECONDS = 1.0
+"""How long OpenTelemetry's answer "no global provider yet" is trusted before it is asked again."""
+_global_set = False
+_global_unset_until = 0.0
+
+
 def enabled() -> bool:
     """A tracer provider is installed (by `install`, `configure_from_environment`, opentelemetry-instrument or
-    the host)."""
-    return _installed is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    the host).
+
+    Asked several times per tool call. OpenTelemetry's `get_tracer_provider` looks up an environment variable on
+    every call while no global provider is set, and offers no way to learn that one was set, so its "not yet" is
+    kept for `GLOBAL_RECHECK_SECONDS` (a provider a host sets later is used from then on); its "set" is kept
+    for good (the global provider can be set once per process)."""
+    global _global_set, _global_unset_until
+    if _installed is not None or _global_set:
+        return True
+    now = time.monotonic()
+    if now < _global_unset_until:
+        return False
+    _global_set = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    _global_unset_until = now + GLOBAL_RECHECK_SECONDS
+    return _global_set
 
 
 def tracer() -> trace.Tracer:
@@ -90,7 +110,14 @@ def configure_from_environment(environ: Mapping[str, str] | None = None) -> bool
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    _forget_global_answer()
     return True
+
+
+def _forget_global_answer() -> None:
+    """The next `enabled()` asks OpenTelemetry again (this process just set the global provider)."""
+    global _global_unset_until
+    _global_unset_until = 0.0
 
 
 @contextmanager

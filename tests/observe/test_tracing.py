@@ -140,3 +140,30 @@ def test_nothing_is_opened_without_a_provider(gw: tuple[str, Any], llm: LenientL
     assert not tracing.enabled()
     assert upstream.last.header("traceparent") is None
     assert all("traceparent" not in r.headers for r in llm.requests)
+
+
+def test_a_global_provider_set_after_start_is_used() -> None:
+    """OpenTelemetry's global provider, set by a host after the gateway asked (in a process of its own: it can be
+    set once per process), is used from the next look on; `configure_from_environment` sees its own at once."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import os, time
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from gateway.kernel import tracing
+assert not tracing.enabled()
+if os.environ.get("HOW") == "host":
+    trace.set_tracer_provider(TracerProvider())
+    time.sleep(tracing.GLOBAL_RECHECK_SECONDS)
+else:
+    assert tracing.configure_from_environment({"OTEL_TRACES_EXPORTER": "otlp"})
+assert tracing.enabled()
+print("traced")
+"""
+    for how in ("host", "environment"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "HOW": how})
+        assert done.returncode == 0 and "traced" in done.stdout, done.stderr[-2000:]
