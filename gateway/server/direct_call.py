@@ -52,12 +52,10 @@ class DirectCall:
         state: GatewayState = scope["app"].state.gateway
         params = scope["path_params"]
         async with state.use() as generation:
-            agent = known_agent(generation, params["agent"])
-            name = params["tool"]
-            agent_tool = toolset_of(generation, agent).get(name)
+            agent, name = params["agent"], params["tool"]
+            agent_tool = _door_tools(generation).get((agent, name))
             if agent_tool is None:
-                raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
-                               code="unknown_tool")
+                agent_tool = _agent_tool(generation, agent, name)
             body = await _read_body(receive)
             if body is None:
                 return 0, None
@@ -76,6 +74,28 @@ class DirectCall:
         raise APIError(status, result.error or f"The call failed ({result.error_type}).",
                        code=result.error_type or None, extra={"result": result.to_dict()},
                        headers={"Retry-After": retry_after} if retry_after else None)
+
+
+_DOOR_TOOLS = "direct_call.tools"
+
+
+def _door_tools(generation: Generation) -> dict[tuple[str, str], AgentTool]:
+    """(agent, tool name) -> the agent's tool, for the pairs this door has been asked for: the agent checked
+    and its toolset searched once per generation, not on every call (only pairs that exist are kept)."""
+    tools: dict[tuple[str, str], AgentTool] | None = generation.cache.get(_DOOR_TOOLS)
+    if tools is None:
+        tools = generation.cache[_DOOR_TOOLS] = {}
+    return tools
+
+
+def _agent_tool(generation: Generation, agent: str, name: str) -> AgentTool:
+    """The agent's tool of that name (remembered for the generation); 404 for an unknown agent or tool."""
+    agent_tool = toolset_of(generation, known_agent(generation, agent)).get(name)
+    if agent_tool is None:
+        raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
+                       code="unknown_tool")
+    _door_tools(generation)[(agent, name)] = agent_tool
+    return agent_tool
 
 
 async def _read_body(receive: Receive) -> bytes | None:
