@@ -30,12 +30,13 @@ from .library import ClientOptions, build_client, host_of, translate_error
 _EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 
 
+_PHRASES = {status.value: status.phrase for status in http.HTTPStatus}
+
+
 def reason_for(status: int) -> str:
-    """The standard reason phrase (the upstream's own is never shown: it can echo a credential)."""
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+    """The standard reason phrase (the upstream's own is never shown: it can echo a credential); a dict lookup,
+    not an `HTTPStatus` made per answer."""
+    return _PHRASES.get(status, "")
 
 
 async def let_cancellation_land() -> None:
