@@ -39,7 +39,13 @@ class RetryBudget:
         self._retries = 0.0
 
     def record_call(self) -> None:
-        self._slot()[1] += 1
+        slots = self._slots
+        # Within the newest slot's second nothing needs evicting now: `try_retry`, the one reader of the counts,
+        # evicts what has expired itself.
+        if slots and slots[-1][0] == int(self._clock()):
+            slots[-1][1] += 1
+        else:
+            self._slot()[1] += 1
         self._calls += 1
 
     def try_retry(self) -> bool:
