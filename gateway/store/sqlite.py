@@ -277,22 +277,17 @@ class SQLiteStore(SQLiteConnections, Store):
         )
 
         # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
-        def insert(inline: sqlite3.Connection) -> None:
-            row.id = inline.execute(INSERT_AUDIT, values).lastrowid
-
-        if self._commit_inline(insert, transaction=False)[0]:
+        written = self._execute_inline(INSERT_AUDIT, values)
+        if written is not None:
+            row.id = written.lastrowid
             return
         row.id = None
         await self._queue_audit(INSERT_AUDIT, values, row)
 
     async def update_audit(self, row: AuditRow) -> None:
         values = (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error)
-
-        def update(inline: sqlite3.Connection) -> None:
-            inline.execute(UPDATE_AUDIT, (*values, row.id))
-
         # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
-        if row.id is not None and self._commit_inline(update, transaction=False)[0]:
+        if row.id is not None and self._execute_inline(UPDATE_AUDIT, (*values, row.id)) is not None:
             return
         await self._queue_audit(UPDATE_AUDIT, values, row)
 
@@ -318,11 +313,32 @@ class SQLiteStore(SQLiteConnections, Store):
         # A cancelled caller cancels only its waiter: the row is queued and is written anyway.
         await waiter
 
-    def _commit_inline(self, body: Callable[[sqlite3.Connection], T], *,
-                       transaction: bool = True) -> tuple[bool, T | None]:
+    def _execute_inline(self, statement: str, values: tuple[Any, ...]) -> sqlite3.Cursor | None:
+        """One statement on the inline connection, on this thread, committed by SQLite itself (no transaction of
+        ours: two calls fewer): its cursor once committed, None when it could not run without waiting (the inline
+        lock or the file's write lock is taken). The audit's writes, two per call, take this path."""
+        if self._inline is None or not self._inline_lock.acquire(blocking=False):
+            return None
+        try:
+            inline = self._inline
+            if inline is None:  # closed since the caller looked
+                return None
+            try:
+                cursor = inline.execute(statement, values)
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
+                    return None
+                raise self._unavailable(exc) from exc
+        finally:
+            self._inline_lock.release()
+        self._inline_rows += 1
+        if self._inline_rows >= _CHECKPOINT_EVERY:
+            self._checkpoint_soon()
+        return cursor
+
+    def _commit_inline(self, body: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """`body` in one transaction on the inline connection, on this thread: (True, its result) once committed,
-        (False, None) when it could not run without waiting (the inline lock or the file's write lock is taken).
-        `transaction=False` for a body of one statement, which SQLite commits by itself (two calls fewer)."""
+        (False, None) when it could not run without waiting (the inline lock or the file's write lock is taken)."""
         if self._inline is None or not self._inline_lock.acquire(blocking=False):
             return False, None
         try:
@@ -330,17 +346,14 @@ class SQLiteStore(SQLiteConnections, Store):
             if inline is None:  # closed since the caller looked
                 return False, None
             try:
-                if not transaction:
+                inline.execute("BEGIN IMMEDIATE")
+                try:
                     result = body(inline)
-                else:
-                    inline.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = body(inline)
-                        inline.execute("COMMIT")
-                    except BaseException:
-                        if inline.in_transaction:
-                            inline.execute("ROLLBACK")
-                        raise
+                    inline.execute("COMMIT")
+                except BaseException:
+                    if inline.in_transaction:
+                        inline.execute("ROLLBACK")
+                    raise
             except sqlite3.OperationalError as exc:
                 # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
                 if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
@@ -350,14 +363,19 @@ class SQLiteStore(SQLiteConnections, Store):
             self._inline_lock.release()
         self._inline_rows += 1
         if self._inline_rows >= _CHECKPOINT_EVERY:
-            self._inline_rows = 0
-            conn = self._conn
-            try:
-                if conn is not None:
-                    self._thread.submit(self._checkpoint_quiet, conn)  # not awaited: this write is committed
-            except RuntimeError:  # the thread is shut down: close checkpoints
-                pass
+            self._checkpoint_soon()
         return True, result
+
+    def _checkpoint_soon(self) -> None:
+        """`_CHECKPOINT_EVERY` inline writes committed since the last: the store thread checkpoints (not awaited:
+        the write that asks is committed)."""
+        self._inline_rows = 0
+        conn = self._conn
+        try:
+            if conn is not None:
+                self._thread.submit(self._checkpoint_quiet, conn)
+        except RuntimeError:  # the thread is shut down: close checkpoints
+            pass
 
     def _drain_audit(self, conn: sqlite3.Connection) -> None:
         """On the store thread: write queued rows, a transaction per batch, until the queue is empty."""
