@@ -191,6 +191,10 @@ def route_path(scope: Scope) -> str:
     return path[len(root):] or "/" if root and path.startswith(root) else path
 
 
+_PUBLIC, _CONSOLE, _CHAT, _DOOR = "public", "console", "chat", "door"
+_MAX_KINDS = 1024
+
+
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, keys: Callable[[], ClientKeys], *, limiter: Callable[[], RateLimiter | None]
                  | None = None, allow_public: bool = False, public_paths: Iterable[str] = PUBLIC_PATHS,
@@ -220,16 +224,35 @@ class AuthMiddleware:
         self.on_chat_error = on_chat_error
         self.identity = identity or (lambda: None)
         self.wrong_keys = wrong_keys
+        self._kinds: dict[str, str] = {}
+
+    def _kind_of(self, path: str) -> str:
+        """Which rules a request path falls under (public, the console, a chat door, any other door), remembered
+        for the paths seen most: every request asks."""
+        if path in self.public_paths or path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
+            kind = _PUBLIC
+        elif path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/"):
+            kind = _CONSOLE
+        elif path.rstrip("/") in CHAT_PATHS:
+            kind = _CHAT
+        else:
+            kind = _DOOR
+        if len(self._kinds) < _MAX_KINDS:  # foreign paths cannot grow it without bound
+            self._kinds[path] = kind
+        return kind
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         path = route_path(scope)
-        if path in self.public_paths or path == METADATA_PATH or path.startswith(METADATA_PATH + "/"):
+        kind = self._kinds.get(path)
+        if kind is None:
+            kind = self._kind_of(path)
+        if kind is _PUBLIC:
             await self.app(scope, receive, send)
             return
-        if _is_console(scope):
+        if kind is _CONSOLE:
             try:
                 keys = self.keys()
                 if not keys and self.identity() is None:
@@ -255,7 +278,7 @@ class AuthMiddleware:
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
                          subject=token.subject if token else None, token=token):
-            if self.on_chat_error is not None and path.rstrip("/") in CHAT_PATHS:
+            if self.on_chat_error is not None and kind is _CHAT:
                 watch = StatusWatch(send)
                 await self.app(scope, receive, watch)
                 if watch.status >= 400 and not scope.get("gateway.refused"):
@@ -401,11 +424,6 @@ class ExpiredTokenAnswer(APIError):
 def too_many_wrong_keys(exc: TooManyWrongKeys) -> APIError:
     return APIError(429, f"{exc} Keys sent from here are not looked at meanwhile.", code="too_many_wrong_keys",
                     headers={"Retry-After": exc.retry_after_header})
-
-
-def _is_console(scope: Scope) -> bool:
-    path = route_path(scope)
-    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
 
 
 def _bearer(scope: Scope) -> str | None:
