@@ -65,6 +65,10 @@ class HostPolicy:
     """Extra allowed origins, `scheme://host[:port]`, lowercased."""
     _verdicts: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
     """`host_allowed` by `Host` value: every request asks, nearly always with the same value."""
+    _admitted: set[tuple[str, str | None, str | None, str | None, bool]] = field(
+        default_factory=set, init=False, compare=False, repr=False)
+    """The header combinations `refusal` let through (method, Host, Origin, Content-Type, has a body): a caller
+    sends the same few on every request."""
 
     @classmethod
     def build(cls, bound_host: str | None, settings: GatewaySettings | None = None, *,
@@ -132,7 +136,19 @@ def is_json_media_type(content_type: str) -> bool:
 def refusal(policy: HostPolicy, method: str, host: str | None, origin: str | None, content_type: str | None, *,
             has_body: bool) -> APIError | None:
     """The error that refuses a request with these headers (foreign host, cross-site origin, a body that is not
-    JSON), or None when it may go on."""
+    JSON), or None when it may go on (remembered per policy for the combinations seen most)."""
+    key = (method, host, origin, content_type, has_body)
+    admitted = policy._admitted
+    if key in admitted:
+        return None
+    error = _refusal(policy, method, host, origin, content_type, has_body=has_body)
+    if error is None and len(admitted) < _MAX_VERDICTS:  # foreign values cannot grow it without bound
+        admitted.add(key)
+    return error
+
+
+def _refusal(policy: HostPolicy, method: str, host: str | None, origin: str | None, content_type: str | None, *,
+             has_body: bool) -> APIError | None:
     if host is None or not policy.host_allowed(host):
         return APIError(421, f"This gateway does not answer to host {host!r}; add it to agents.yaml "
                              "`gateway: {allowed_hosts: [...]}` if it should.", code="host_not_allowed")
