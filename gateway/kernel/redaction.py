@@ -92,9 +92,9 @@ class Redactor:
         self._pattern: re.Pattern[str] | None = None
         self._variants: tuple[str, ...] = ()
         """Every form of every secret, longest first: what `_pattern` matches."""
-        self._json_variants: tuple[bytes, ...] | None = ()
-        """The variants as UTF-8, to look for in a value's JSON text; None when one has a character JSON escapes
-        (a quote, a backslash, a control character): its JSON form differs, so only the walk finds it."""
+        self._json_variants: tuple[str, ...] | None = ()
+        """The variants, to look for in a value's JSON text; None when one has a character JSON escapes (a quote, a
+        backslash, a control character): its JSON form differs, so only the walk finds it."""
         self.epoch: object = object()
         """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
         second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
@@ -109,8 +109,7 @@ class Redactor:
             self._secrets |= fresh
             self._variants = _all_variants(self._secrets)
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
-            self._json_variants = (None if any(_escaped_in_json(v) for v in self._variants)
-                                   else tuple(v.encode() for v in self._variants))
+            self._json_variants = None if any(_escaped_in_json(v) for v in self._variants) else self._variants
             self.epoch = object()
 
     def add_basic(self, username: str | None, password: str | None) -> None:
@@ -156,7 +155,9 @@ class Redactor:
         if variants is None:
             return True
         try:
-            text = orjson.dumps(value)
+            # Searched as text: `bytes.__contains__` first tries its argument as an integer, and builds and drops a
+            # TypeError for every form looked for.
+            text = orjson.dumps(value).decode()
         except TypeError:
             return True
         return any(map(text.__contains__, variants))  # in C: asked of every call's arguments and result
