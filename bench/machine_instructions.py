@@ -1,0 +1,91 @@
+"""Machine instructions per direct call on the serving thread, native code included (valgrind's callgrind).
+
+    python -m bench.machine_instructions [--tree /path/to/other/tree ...] [--bare] [--calls 100]
+
+`bench.opcodes` counts the Python bytecode a call runs; what those instructions cost, and the native work beside
+them (the interpreter, orjson, jsonschema_rs, SQLite, httptools, pyreqwest's Python side), is what the CPU goal
+is about, and the CPU time of a process moves with the machine's load. Here each server (`gateway serve` from each
+`--tree`, as `bench.ab` runs it; `--bare`: bench/bare_proxy.py, the floor) runs under callgrind; after a warm-up
+its counters are zeroed (`callgrind_control -z`), `--calls` sequential calls are made and the counters dumped. The
+figure is the event loop's thread (the first) per call: other threads (pyreqwest's runtime, the MCP SDK's import
+in the background, the reload watcher's) are listed but not compared. Deterministic to a few per cent (a call
+under valgrind takes over 50 ms, so the disconnect watcher starts on every call, in every tree alike). Needs
+`valgrind` on the PATH; each server takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+
+from bench.support import CALL_ARGS, DIRECT_PATH, ROOT, free_port, python_module, spawned, write_project
+
+DOOR = "/agents/bench/tools/listIssues"
+
+
+async def _calls(url: str, path: str, count: int, *, post: bool) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=300, trust_env=False) as client:
+        for _ in range(count):
+            response = await (client.post(path, json=CALL_ARGS) if post else client.get(path))
+            if response.status_code != 200:
+                raise RuntimeError(f"{url}{path}: {response.status_code} {response.text[:200]}")
+
+
+def measure(tree: Path | None, upstream: str, folder: Path, calls: int) -> dict[str, int]:
+    """Instructions per call by callgrind thread file (`...-01` is the event loop's); `tree` None: the bare proxy."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    out = folder / f"callgrind-{port}.out"
+    if tree is None:
+        server = python_module("bench.bare_proxy", "--port", str(port), "--upstream", upstream)
+        ready, path, post, cwd, env = url + "/", DIRECT_PATH, False, ROOT, {}
+    else:
+        project = write_project(folder / f"project-{port}", upstream, github=False)
+        server = python_module("gateway", "serve", "--port", str(port), "--specs", str(project / "specs"),
+                               "--agents", str(project / "agents.yaml"))
+        ready, path, post, cwd = f"{url}/healthz", DOOR, True, tree.resolve()
+        env = {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(folder / f"cache-{port}")}
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
+               "--dump-instr=no", *server]
+    with spawned(command, ready, env=env, cwd=cwd) as (process, _):
+        asyncio.run(_calls(url, path, 30, post=post))  # warm: caches filled, lazy imports done
+        subprocess.run(["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True)
+        asyncio.run(_calls(url, path, calls, post=post))
+        subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+    per_thread: dict[str, int] = {}
+    for dump in sorted(folder.glob(out.name + ".*")):
+        summary = next((line for line in dump.read_text().splitlines() if line.startswith("summary:")), None)
+        if summary is not None:
+            per_thread[dump.name.rsplit("-", 1)[-1]] = int(summary.split()[1]) // calls
+    return per_thread
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to compare")
+    parser.add_argument("--bare", action="store_true", help="also the bare proxy (the floor)")
+    parser.add_argument("--calls", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        folder = Path(tmp)
+        upstream_port = free_port()
+        upstream = f"http://127.0.0.1:{upstream_port}"
+        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(upstream_port)), upstream))
+        sides: list[tuple[str, Path | None]] = [(str(tree), tree) for tree in [Path("."), *args.tree]]
+        if args.bare:
+            sides.append(("bare proxy", None))
+        for name, tree in sides:
+            per_thread = measure(tree, upstream, folder, args.calls)
+            others = ", ".join(f"{count:,}" for thread, count in per_thread.items() if thread != "01" and count)
+            print(f"{name}: {per_thread.get('01', 0):,} instructions per call on the event loop's thread "
+                  f"({args.calls} calls; other threads: {others or 'none'})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
