@@ -25,7 +25,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from ...asgi import StatusWatch
@@ -36,6 +36,7 @@ from .inline import Identity, InlineSessions
 from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
+from .stateless import StatelessRequests
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -64,8 +65,11 @@ class MCPEndpoint:
             session_idle_timeout=None,  # the ledger's (see `sessions`): requests answered inline hold a session too
             max_sessions=self.limits.max_sessions,
         )
-        self.inline = InlineSessions(self.server, TransportSecurityMiddleware(security), max_body_bytes)
+        checks = TransportSecurityMiddleware(security)
+        self.inline = InlineSessions(self.server, checks, max_body_bytes)
         """The sessions whose plain requests the door answers in their own task (see `inline`)."""
+        self.stateless = StatelessRequests(self.server, checks, max_body_bytes)
+        """The stateless 2026-07-28 requests the door answers through the SDK's kernel (see `stateless`)."""
         self._identities: dict[Identity, AuthenticatedUser] = {}
         self._owners: dict[str, Identity] = {}
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
@@ -102,7 +106,11 @@ class MCPEndpoint:
                 await self._on_session(session_id, identity, version, headers, owner, scope, receive, send)
             elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
                 await self._opening(owner, identity, scope, receive, send)
-            else:  # the stateless 2026-07-28 protocol, or a request the SDK refuses anyway
+            elif version in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
+                rest = await self.stateless.answer(headers, scope, receive, send)
+                if rest is not None:
+                    await self.manager.handle_request(scope, rest, send)
+            else:  # a request the SDK refuses anyway
                 await self.manager.handle_request(scope, receive, send)
         finally:
             current_agent.reset(token)
