@@ -34,7 +34,10 @@ from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.dispatcher import as_request_id
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
+    MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
     classify_inbound_request,
     find_invalid_x_mcp_header,
@@ -53,6 +56,9 @@ from .exchange import Headers, JSONExchange, TransportChecks, declared_length, r
 logger = logging.getLogger("gateway.mcp")
 
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
+_ROUTING = tuple((name, name.encode("latin-1")) for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
+                                                             MCP_NAME_HEADER))
+"""The routing headers the envelope ladder compares with the body (the only headers its rung reads)."""
 
 
 class StatelessRequests:
@@ -85,14 +91,15 @@ class StatelessRequests:
         if request_id is None or not isinstance(method, str) or method == "subscriptions/listen" or \
                 (params is not None and not isinstance(params, dict)):
             return again  # what the SDK's JSONRPCRequest model refuses, or a stream: the SDK's to answer
-        text = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers.items()}
-        route = classify_inbound_request(message, headers=text)
+        route = classify_inbound_request(message, headers={name: value.decode("latin-1") for name, key in _ROUTING
+                                                           if (value := headers.get(key)) is not None})
         if isinstance(route, InboundLadderRejection) or \
                 (method == "tools/call" and params is not None and self._param_headers_refused(params, scope)):
             return again
         request = Request(scope, again)
-        exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False, headers=text),
-                                request_id, ServerMessageMetadata(request_context=request))
+        exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
+                                                 headers=request.headers), request_id,
+                                ServerMessageMetadata(request_context=request))
         connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
         try:
             # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
@@ -120,8 +127,7 @@ class StatelessRequests:
             return True
         if schema is None or not self._declares_headers(schema):
             return False
-        request = Request(scope)
-        return validate_mcp_param_headers(schema, arguments or {}, request.headers) is not None
+        return validate_mcp_param_headers(schema, arguments or {}, Request(scope).headers) is not None
 
     def _declares_headers(self, schema: Mapping[str, Any]) -> bool:
         """Whether the SDK's rule can refuse anything for `schema`: it declares a valid `x-mcp-header`."""
