@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any
 
 import mcp_types as types
@@ -82,7 +83,20 @@ def session_from_request(ctx: Context) -> str | None:
 
 
 class GatewayServer(Server[Any]):
-    """The SDK's server, whose handshake says that the tool list may change (a session's searches add to it)."""
+    """The SDK's server, whose handshake says that the tool list may change (a session's searches add to it), and
+    whose `serverInfo` stamp (on every 2026-07-28 answer) is a copy of one flat dict, not a deep copy each time."""
+
+    @property
+    def server_info_stamp(self) -> dict[str, Any]:
+        flat = self._flat_stamp
+        return dict(flat) if flat is not None else super().server_info_stamp
+
+    @cached_property
+    def _flat_stamp(self) -> dict[str, Any] | None:
+        """The SDK's stamp when no value in it is a list or an object (a shallow copy is then a whole one); the
+        identity it describes is fixed once the server is built, as the SDK's own once-per-server dump assumes."""
+        stamp = super().server_info_stamp
+        return stamp if all(not isinstance(value, dict | list) for value in stamp.values()) else None
 
     def create_initialization_options(self, notification_options: NotificationOptions | None = None,
                                       experimental_capabilities: dict[str, dict[str, Any]] | None = None,

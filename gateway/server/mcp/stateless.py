@@ -12,8 +12,10 @@ annotations, which a schema compiled from an OpenAPI spec seldom has. Here, in t
 - its envelope ladder, `classify_inbound_request` (the `_meta` envelope, the routing headers, the version);
 - its `Mcp-Param-*` rule, `validate_mcp_param_headers`, for a tool whose schema declares such headers (whether
   it does is asked of the SDK's `x_mcp_header_map` and `find_invalid_x_mcp_header` once per schema);
-- then `serve_one`, the SDK's single-exchange kernel driver, with a `Connection` from the envelope, and the
-  answer (or the error, mapped by its `modern_error_data`, with the HTTP status of its `ERROR_CODE_HTTP_STATUS`).
+- then what the SDK's single-exchange driver `serve_one` does: its kernel (`ServerRunner.on_request`) under a
+  `Connection` from the envelope, the connection's teardown unwound by its `aclose_shielded` (when anything was
+  pushed on it), and the answer (or the error, mapped by its `modern_error_data`, with the HTTP status of its
+  `ERROR_CODE_HTTP_STATUS`).
 
 What is not plainly a well-formed request that passes all of them (a notification, a refused envelope, a
 repeated header, `subscriptions/listen`'s stream, a chunked body) goes to the SDK unchanged, so its answers and
@@ -25,11 +27,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import Any
 
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
-from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.dispatcher import as_request_id
 from mcp.shared.inbound import (
@@ -101,14 +104,24 @@ class StatelessRequests:
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
         connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        connection.exit_stack = teardown = _Teardown()
         try:
-            # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
-            result = await serve_one(self.server, exchange, method, params, connection=connection, lifespan_state={})
-        except Exception as failure:  # noqa: BLE001 - the wire boundary: the SDK's modern entry maps it so
+            # What the SDK's `serve_one` does: a kernel for this one request's connection, whose teardown is then
+            # unwound (shielded, bounded), here only when something was pushed on it (nothing of the gateway's
+            # does: unwinding an empty stack under a shielded scope was the largest step left of this path).
+            # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty).
+            result = await ServerRunner(self.server, connection, {}).on_request(exchange, method, params)
+        except Exception as error:  # noqa: BLE001 - the wire boundary: the SDK's modern entry maps it so
+            failure: Exception | None = error
+        else:
+            failure = None
+        finally:
+            if teardown.pushed:
+                await aclose_shielded(connection)
+        if failure is not None:
             await _send_error(request_id, failure, send)
-            return None
-        answer = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
-        await _send(200, answer, send)
+        else:
+            await _send(200, b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result)), send)
         return None
 
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
@@ -139,6 +152,36 @@ class StatelessRequests:
             self._declaring.clear()
         self._declaring[id(schema)] = (schema, declares)
         return declares
+
+
+class _Teardown(AsyncExitStack):
+    """A connection's exit stack that says whether anything was pushed on it (through any of its public ways)."""
+
+    pushed = False
+
+    def push(self, exit: Any) -> Any:
+        self.pushed = True
+        return super().push(exit)
+
+    def enter_context(self, cm: Any) -> Any:
+        self.pushed = True
+        return super().enter_context(cm)
+
+    def callback(self, callback: Any, /, *args: Any, **kwds: Any) -> Any:
+        self.pushed = True
+        return super().callback(callback, *args, **kwds)
+
+    async def enter_async_context(self, cm: Any) -> Any:
+        self.pushed = True
+        return await super().enter_async_context(cm)
+
+    def push_async_exit(self, exit: Any) -> Any:
+        self.pushed = True
+        return super().push_async_exit(exit)
+
+    def push_async_callback(self, callback: Any, /, *args: Any, **kwds: Any) -> Any:
+        self.pushed = True
+        return super().push_async_callback(callback, *args, **kwds)
 
 
 async def _send_error(request_id: RequestId, failure: Exception, send: Send) -> None:
