@@ -71,12 +71,15 @@ def declared_length(headers: Headers, limit: int) -> bool:
 async def read_whole(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
     """The body (None when it ended otherwise, or outgrew `limit`) and a `receive` that gives what was read again,
     for the SDK."""
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):  # the body in one message
+        body = message.get("body", b"")
+        return (body if len(body) <= limit else None), replay(body, receive)
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None, replay(b"".join(chunks), receive, message)
+        if message["type"] != "http.request":  # (a disconnect): what was read, unfinished, then that message
+            return None, replay(b"".join(chunks), receive, message, more_body=True)
         chunk = message.get("body", b"")
         chunks.append(chunk)
         size += len(chunk)
@@ -84,6 +87,7 @@ async def read_whole(receive: Receive, limit: int) -> tuple[bytes | None, Receiv
             break
         if size > limit:
             return None, replay(b"".join(chunks), receive, more_body=True)
+        message = await receive()
     body = b"".join(chunks)
     return (body if size <= limit else None), replay(body, receive)
 
