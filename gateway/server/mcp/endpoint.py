@@ -92,21 +92,24 @@ class MCPEndpoint:
             return
         client = scope.get("gateway.client")
         client = client if isinstance(client, str) else None
-        scope[AGENT_SCOPE_KEY] = agent
         subject = scope.get("gateway.subject")
-        scope["user"] = self._identity(client, subject if isinstance(subject, str) else None, agent)
-        owner = _owner(client, scope)
+        subject = subject if isinstance(subject, str) else None
+        scope[AGENT_SCOPE_KEY] = agent
+        scope["user"] = self._identity(client, subject, agent)
         headers = _headers(scope)
-        session_id, version = _text(headers, _SESSION_HEADER), _text(headers, _VERSION_HEADER)
-        identity = (client, subject if isinstance(subject, str) else None, agent)
+        session, version = headers.get(_SESSION_HEADER), headers.get(_VERSION_HEADER)
+        version_text = version.decode("latin-1") if version is not None else None
+        identity = (client, subject, agent)
         token = current_agent.set(agent)
         try:
-            if session_id is not None:
-                scope[SESSION_SCOPE_KEY] = session_id
-                await self._on_session(session_id, identity, version, headers, owner, scope, receive, send)
-            elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
-                await self._opening(owner, identity, scope, receive, send)
-            elif version in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
+            if session is not None:
+                session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
+                await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
+                                       receive, send)
+            elif scope.get("method") == "POST" and (version_text is None or
+                                                    version_text in HANDSHAKE_PROTOCOL_VERSIONS):
+                await self._opening(_owner(client, scope), identity, scope, receive, send)
+            elif version_text in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
                 rest = await self.stateless.answer(headers, scope, receive, send)
                 if rest is not None:
                     await self.manager.handle_request(scope, rest, send)
@@ -259,11 +262,6 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     """The request's headers by name (ASGI names are lower-case; of a repeated header the first counts), made
     without a Python step per header."""
     return dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
-
-
-def _text(headers: dict[bytes, bytes], name: bytes) -> str | None:
-    value = headers.get(name)
-    return None if value is None else value.decode("latin-1")
 
 
 def _message_header(message: Message, name: bytes) -> str | None:
