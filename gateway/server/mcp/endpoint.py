@@ -2,15 +2,15 @@
 
 Mounted at every path of `routing.PATHS`. Before the SDK's `StreamableHTTPSessionManager` sees a request, the
 endpoint resolves the agent (404 for an unknown one, 403 for one the client key may not use, read from the routed
-agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and
-puts in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the
-SDK binds a new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity
-that opened it are answered in the request's own task through the SDK's server kernel (`inline`); everything else,
-both protocol eras included, is the SDK's: JSON answers instead of one-event SSE streams (the tools send no
-progress), DNS-rebinding protection on loopback, the body cap, session lookup and ownership, the total session
-cap. The idle timeout is the ledger's, which sees the requests answered inline too: an idle session is ended in
-the SDK with a DELETE in its owner's name (its public entry, as a client ends a session), at the session's next
-request or by a sweep, whichever comes first.
+agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and puts
+in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the SDK binds a
+new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity that opened it
+(`inline`), and a stateless 2026-07-28 request (`stateless`), are answered in the request's own task through the
+SDK's transport checks and server kernel; everything else is the SDK's: JSON answers instead of one-event SSE
+streams (the tools send no progress), DNS-rebinding protection on loopback, the body cap, session lookup and
+ownership, the total session cap. The idle timeout is the ledger's, which sees the requests answered inline too: an
+idle session is ended in the SDK with a DELETE in its owner's name (its public entry, as a client ends a session),
+at the session's next request or by a sweep, whichever comes first.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ JSON-RPC models first. A request that needs nothing of the session's streams (`t
 `ping`: the door answers in JSON, so nothing request-scoped reaches the client anyway) is answered here instead:
 
 - the SDK's own transport checks come first: the same body limit, `TransportSecurityMiddleware` (Content-Type,
-  Host and Origin) and its Accept rule (`check_accept_headers`);
+  Host and Origin), its Accept rule (`check_accept_headers`) and its JSON Content-Type (`exchange`);
 - then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
   same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
   that says what the session's handshake said (negotiated version, the client's capabilities).
