@@ -3,8 +3,9 @@
 The SDK answers a 2026-07-28 POST (no session: the request carries its own envelope) in the request's task
 already, but asks again per request what the door knows once: its transport checks read each header through a
 Starlette `Headers` (a Python loop over every header per lookup, and a whole copy of them for the envelope's
-header rung), and its `Mcp-Param-*` header check walks the called tool's whole input schema for `x-mcp-header`
-annotations, which a schema compiled from an OpenAPI spec seldom has. Here, in the SDK's order:
+header rung), its `Mcp-Param-*` header check walks the called tool's whole input schema for `x-mcp-header`
+annotations (a schema compiled from an OpenAPI spec has none: the compiler drops `x-` keys), and its driver unwinds
+each request's connection teardown, empty, under a shielded cancel scope. Here, in the SDK's order:
 
 - its transport checks: the same body limit; `TransportSecurityMiddleware` (Content-Type, Host, Origin) and its
   Accept rule, asked once per set of those header values (`exchange.TransportChecks`);
