@@ -194,7 +194,6 @@ class ToolIndex:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
             request, changes, within = _of_api(read_as, opened)
-            request, widened = _widened(request, opened)
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -202,20 +201,6 @@ class ToolIndex:
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
-            if widened:
-                with self._lock:
-                    extra = {id(opened.facts[rowid - 1]): score for rowid, score in
-                             opened.connection.execute(_SQL, (widened, _WN_POOL)).fetchall()}
-                seen = set()
-                merged = []
-                for facts, score in candidates:
-                    merged.append((facts, score + _WN_WEIGHT * extra.get(id(facts), 0.0)))
-                    seen.add(id(facts))
-                for rowid, score in opened.connection.execute(_SQL, (widened, _WN_POOL)).fetchall():
-                    f = opened.facts[rowid - 1]
-                    if id(f) not in seen and (allowed is None or allowed(f.tool)):
-                        merged.append((f, _WN_WEIGHT * score))
-                candidates = merged
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within), owner, read_as.target))
@@ -344,42 +329,6 @@ def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str],
     changes = _UPDATES & opened.methods or frozenset({"POST"})
     return dataclasses.replace(request, things=request.target, named=frozenset(),
                                addressed=request.target_addressed), changes, frozenset()
-
-
-_WN_MODE = os.environ.get("WN_MODE", "off")
-_WN_K = int(os.environ.get("WN_K", "3"))
-_WN_SENSES = int(os.environ.get("WN_SENSES", "2"))
-_WN_HYPER = os.environ.get("WN_HYPER", "1") == "1"
-_WN_STEMS = os.environ.get("WN_STEMS", "1") == "1"
-_WN_WEIGHT = float(os.environ.get("WN_WEIGHT", "0"))
-_WN_POOL = int(os.environ.get("WN_POOL", "50"))
-
-
-def _widened(request: Request, opened: _Opened) -> tuple[Request, str]:
-    from .query import STOP, _expression
-    from .wordnet import lexicon
-
-    lex = lexicon()
-    if lex is None or _WN_MODE == "off":
-        return request, ""
-    terms = []
-    added: list[str] = []
-    for alternatives in request.terms:
-        word = alternatives[0]
-        if word.isalpha() and len(word) >= 3 and word not in STOP and (
-                _WN_MODE == "all" or not opened.mentions(word)):
-            extra = [w for w in lex.related(word, _WN_SENSES, _WN_HYPER)
-                     if all(part.isalpha() for part in w.split()) and w not in alternatives
-                     and all(opened.knows(part) for part in w.split())][:_WN_K]
-            if not _WN_WEIGHT:
-                alternatives = (*alternatives, *extra)
-            added += extra
-        terms.append(alternatives)
-    if not added:
-        return request, ""
-    request = dataclasses.replace(request, terms=terms, expression=_expression(terms),
-                                  stems=request.stems | stems(" ".join(added)) if _WN_STEMS else request.stems)
-    return request, _expression([(w,) for w in added]) if _WN_WEIGHT else ""
 
 
 _MEMBERS = frozenset(stems("member membership collaborator user"))
