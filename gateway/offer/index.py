@@ -118,10 +118,16 @@ class _Opened:
     (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
     lock: threading.Lock
     """Its `ToolIndex`'s: one reader of the connection at a time."""
+    pairs: frozenset[tuple[str, str]] = frozenset()
+    """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
         return any(thing in self.endings for thing in things if len(thing) >= 3)
+
+    def addresses_under(self, things: frozenset[str], targets: frozenset[str]) -> bool:
+        """Whether one of its paths addresses one of the things under one of the targets (`/issues/{n}/labels`)."""
+        return any(_names(resource, things) and _names(parent, targets) for parent, resource in self.pairs)
 
     def mentions(self, word: str) -> bool:
         """Whether any of the api's indexed text (descriptions, arguments) has the word."""
@@ -151,7 +157,8 @@ def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Loc
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock)
+    pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs)
 
 
 class ToolIndex:
@@ -193,7 +200,7 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            request, changes, within = _of_api(read_as, opened)
+            request, changes, within, displaced = _of_api(read_as, opened)
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -203,7 +210,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within), owner, read_as.target))
+                                                    within, displaced), owner, read_as.target))
         scored.sort(key=lambda pair: -pair[1])
         if _FAMILY_CAP:
             scored = _diversified(scored)
@@ -311,24 +318,38 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
 
 _UPDATES = frozenset({"PATCH", "PUT"})
 _PROPERTY = 2.0
+_PROPERTY_ELSEWHERE = 20.0
+"""The target's change, when the api has the thing named but not under the target: "set the fix version of API-77"
+edits the issue (Jira's versions are the project's), far under what the thing's own operations score by BM25."""
+_DISPLACED = 3.0
+"""The divisor of the thing's own operations then (`updateVersion` for "set the fix version of API-77")."""
 
 
-def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str]]:
+def _of_api(request: Request,
+            opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str], frozenset[str]]:
     """`request` as `opened`'s api reads it, and the methods that change an item when it changes a property of its
     target: a thing named that none of the api's paths addresses, before a target that one does ("add a label to the
-    pod": a patch of the pod), is a property of the target."""
-    if not request.target or not request.things or opened.addresses(request.things) \
-            or not opened.addresses(request.target):
-        return request, frozenset(), frozenset()
-    if not any(opened.mentions(thing) for thing in request.things):  # a name: "remove bob from the group"
+    pod": a patch of the pod), is a property of the target; so is a thing it addresses, but never under the target,
+    when the request sets or changes it ("set the fix version of API-77": an edit of the issue; those things are then
+    `displaced`). The other two answers: the things the request is `within` when it names a person, and the
+    `displaced` things."""
+    none: frozenset[str] = frozenset()
+    if not request.target or not request.things or not opened.addresses(request.target):
+        return request, none, none, none
+    displaced = request.things if opened.addresses(request.things) else none
+    if displaced and (not request.methods or not request.methods <= _UPDATES
+                      or opened.addresses_under(request.things, request.target)):
+        return request, none, none, none
+    if not request.determined and not any(opened.mentions(thing) for thing in request.things):
+        # a name ("remove bob from the group"), not a word the api happens not to have ("the summary of PROJ-7")
         members = " OR ".join(f'"{stem}"' for stem in sorted(_MEMBERS))
         return dataclasses.replace(request, things=_MEMBERS, named=frozenset(),
                                    expression=f"{request.expression} OR ({members})",
-                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), frozenset(), \
-            request.target
+                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), none, \
+            request.target, none
     changes = _UPDATES & opened.methods or frozenset({"POST"})
     return dataclasses.replace(request, things=request.target, named=frozenset(),
-                               addressed=request.target_addressed), changes, frozenset()
+                               addressed=request.target_addressed), changes, none, displaced
 
 
 _MEMBERS = frozenset(stems("member membership collaborator user"))
@@ -344,7 +365,7 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
              request: Request, owner: str | None, changes: frozenset[str],
-             within: frozenset[str]) -> list[tuple[_Facts, float]]:
+             within: frozenset[str], displaced: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -356,7 +377,9 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
         if changes and facts.item and facts.method in changes \
                 and _names((facts.resource.split() or [""])[-1], request.things):
-            factor *= _PROPERTY
+            factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
+        if displaced and _names((facts.resource.split() or [""])[-1], displaced):
+            factor /= _DISPLACED
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

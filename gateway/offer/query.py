@@ -246,6 +246,9 @@ class Request:
     named: frozenset[str] = frozenset()
     """The stems of the thing it acts on as said, without synonyms: a resource named as said outranks one named by a
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
+    determined: bool = False
+    """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
+    name ("remove bob from the group")."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -274,7 +277,11 @@ def read(query: str) -> Request:
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named)
+                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
+                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
+
+
+_DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
 
 
 _PERMISSION = ("permission", "access")

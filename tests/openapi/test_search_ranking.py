@@ -204,6 +204,36 @@ def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> No
     assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
 
 
+def test_a_thing_after_a_determiner_is_a_word_the_api_lacks_not_a_name() -> None:
+    groups = [_tool("updateGroup", "PATCH", "/groups/{group}", "Update group"),
+              _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
+              _tool("addGroupMember", "POST", "/groups/{group}/members/$ref", "Create ref of navigation"),
+              _tool("updateGroupMember", "PATCH", "/groups/{group}/members/{member}", "Update group member")]
+    # "summary" is nowhere in the api, but "the summary" is a thing, not a person who is a member of the group
+    assert _names(groups, "change the summary of the group")[0] == "updateGroup"
+    assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
+
+
+_TRACKER = [_tool("updateVersion", "PUT", "/versions/{id}", "Update version"),
+            _tool("getVersion", "GET", "/versions/{id}", "Get version"),
+            _tool("mergeVersions", "PUT", "/versions/{id}/mergeto/{other}", "Merge versions"),
+            _tool("getProjectVersions", "GET", "/projects/{key}/versions", "Get project versions"),
+            _tool("editIssue", "PUT", "/issues/{key}", "Edit issue"),
+            _tool("getIssue", "GET", "/issues/{key}", "Get issue"),
+            _tool("addComment", "POST", "/issues/{key}/comments", "Add comment"),
+            _tool("updateComment", "PUT", "/issues/{key}/comments/{id}", "Update comment")]
+
+
+def test_a_thing_the_api_has_but_never_under_the_target_is_a_property_the_target_changes() -> None:
+    # the api has versions, but a version set on an issue is a field of the issue: an edit of the issue
+    assert _names(_TRACKER, "set the fix version of PROJ-7 to 4.2")[0] == "editIssue"
+    assert _names(_TRACKER, "change the version of the issue")[0] == "editIssue"
+    # a thing with a path under the target is its own operation; a version alone is the version's
+    assert _names(_TRACKER, "change the comment on PROJ-7")[0] == "updateComment"
+    assert _names(_TRACKER, "change the version")[0] == "updateVersion"
+    assert _names(_TRACKER, "show the versions of the project")[0] == "getProjectVersions"
+
+
 def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_ranks_first() -> None:
     drives = [_tool("me_ListDrives", "GET", "/me/drives", "List drives"),
               _tool("sites_ListDrives", "GET", "/sites/{site}/drives", "List drives"),
