@@ -34,6 +34,7 @@ built. The constants were chosen on the tuning parts of tests/openapi/search_tas
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import os
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
 from .index_build import _WEIGHTS, build_index, resources, summary_of
-from .query import Request, read, singular, stems
+from .query import Request, addressed_of, expression_of, read, singular, stems, words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -120,6 +121,25 @@ class _Opened:
     """Its `ToolIndex`'s: one reader of the connection at a time."""
     pairs: frozenset[tuple[str, str]] = frozenset()
     """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
+    spelled: dict[str, str] | None = None
+    """What the initials of its names' words stand for (`pvc`: persistent volume claim), made when first asked."""
+
+    def spelled_out(self, acronym: str) -> str:
+        """The words of its names whose initials `acronym` is (the most frequent), or ""."""
+        if self.spelled is None:
+            counts: collections.Counter[tuple[str, str]] = collections.Counter()
+            for row in self.facts:
+                said = words(row.tool.operation_id or row.tool.name).split()
+                for size in range(2, _ACRONYM_WORDS + 1):
+                    for start in range(len(said) - size + 1):
+                        run = said[start:start + size]
+                        if all(word.isalpha() and len(word) >= 2 for word in run):
+                            counts["".join(word[0] for word in run), " ".join(run)] += 1
+            spelled: dict[str, str] = {}
+            for (initials, phrase), _ in counts.most_common():
+                spelled.setdefault(initials, phrase)
+            self.spelled = spelled
+        return self.spelled.get(acronym, "")
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -200,7 +220,7 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            request, changes, within, displaced = _of_api(read_as, opened)
+            request, changes, within, displaced = _of_api(_spelled_out(read_as, opened), opened)
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -314,6 +334,33 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
             best[facts.kind] = (preferred, max(score, held[1]))
     return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
             for facts, score in scored]
+
+
+_ACRONYM_WORDS = 4
+
+
+def _spelled_out(request: Request, opened: _Opened) -> Request:
+    """`request` with each word in capitals the api does not know, that is the initials of words of its names, spelled
+    out:
+    "list the CRDs" asks for custom resource definitions, "is the PVC bound" for a persistent volume claim."""
+    terms: list[tuple[str, ...]] = []
+    things = request.things
+    for alternatives in request.terms:
+        word = alternatives[0]
+        short = singular(word)
+        phrase = (opened.spelled_out(short) if word in request.capitals and 3 <= len(short) <= 5 and short.isalpha()
+                  and not opened.knows(word) else "")
+        if phrase:
+            joined = phrase.replace(" ", "")
+            alternatives = (*alternatives, phrase, joined)
+            if short in things:
+                things = things | {joined}
+        terms.append(alternatives)
+    if terms == request.terms:
+        return request
+    return dataclasses.replace(request, terms=terms, expression=expression_of(terms), things=things,
+                               addressed=addressed_of(things, request.acts),
+                               stems=request.stems | stems(" ".join(a for group in terms for a in group)))
 
 
 _UPDATES = frozenset({"PATCH", "PUT"})

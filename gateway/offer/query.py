@@ -65,6 +65,9 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
+        if _ACRONYMS.fullmatch(chunk):  # CRDs, PVCs: one word, not CR and Ds
+            found.append((chunk.lower(), ()))
+            continue
         pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
         if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
             found.append(("".join(pieces), tuple(pieces)))
@@ -83,6 +86,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
+_ACRONYMS = re.compile(r"[A-Z]{2,}s")
 _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 """The customer's, don't, what's: the word without its ending."""
 _ARGUMENT = re.compile(r"[0-9]")
@@ -246,6 +250,8 @@ class Request:
     named: frozenset[str] = frozenset()
     """The stems of the thing it acts on as said, without synonyms: a resource named as said outranks one named by a
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
+    capitals: frozenset[str] = frozenset()
+    """Its words written in capitals, lower case (CRDs, PVC): initials, maybe (`gateway.offer.index`)."""
     determined: bool = False
     """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
     name ("remove bob from the group")."""
@@ -278,7 +284,11 @@ def read(query: str) -> Request:
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
+                   frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
+
+
+_CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
@@ -292,6 +302,16 @@ who is assignable)."""
 
 def _asks_permission(query: str) -> bool:
     return bool(_ASKING.match(query))
+
+
+def addressed_of(things: frozenset[str], acts: tuple[str, ...]) -> str:
+    """The FTS5 match of a resource that is one of the things or one of the acts (`Request.addressed`)."""
+    return _addressed(things, acts)
+
+
+def expression_of(terms: Iterable[tuple[str, ...]]) -> str:
+    """The FTS5 match of words with their alternatives (`Request.expression`)."""
+    return _expression(terms)
 
 
 def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:

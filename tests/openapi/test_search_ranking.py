@@ -332,3 +332,15 @@ def test_a_verb_acts_on_the_thing_named_by_its_noun() -> None:
     binding = _tool("createClusterRoleBinding", "POST", "/apis/rbac/v1/clusterrolebindings",
                     "create a ClusterRoleBinding")
     assert _names([*roles, binding], "bind the cluster role to the service account")[0] == "createClusterRoleBinding"
+
+
+def test_a_word_in_capitals_the_api_lacks_is_the_initials_of_words_of_its_names() -> None:
+    claims = [_tool("listPersistentVolumeClaim", "GET", "/persistentvolumeclaims", "list objects of kind claim"),
+              _tool("readPersistentVolumeClaim", "GET", "/persistentvolumeclaims/{name}", "read the specified claim"),
+              _tool("listCustomResourceDefinition", "GET", "/customresourcedefinitions", "list definitions"),
+              _tool("listPodVolume", "GET", "/pods/{name}/volumes", "list the volumes of a pod"),
+              _tool("listClusterRole", "GET", "/clusterroles", "list objects of kind cluster role")]
+    assert _names(claims, "list the CRDs in the cluster")[0] == "listCustomResourceDefinition"
+    assert _names(claims, "show the PVC")[0] in ("readPersistentVolumeClaim", "listPersistentVolumeClaim")
+    # the same letters in lower case are a word (a name, a namespace), not initials
+    assert "listPersistentVolumeClaim" not in _names(claims, "show pvc")
