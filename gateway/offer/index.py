@@ -364,6 +364,7 @@ def _spelled_out(request: Request, opened: _Opened) -> Request:
 
 
 _UPDATES = frozenset({"PATCH", "PUT"})
+_READS = frozenset({"GET"})
 _PROPERTY = 2.0
 _PROPERTY_ELSEWHERE = 20.0
 """The target's change, when the api has the thing named but not under the target: "set the fix version of API-77"
@@ -374,12 +375,12 @@ _DISPLACED = 3.0
 
 def _of_api(request: Request,
             opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str], frozenset[str]]:
-    """`request` as `opened`'s api reads it, and the methods that change an item when it changes a property of its
-    target: a thing named that none of the api's paths addresses, before a target that one does ("add a label to the
-    pod": a patch of the pod), is a property of the target; so is a thing it addresses, but never under the target,
-    when the request sets or changes it ("set the fix version of API-77": an edit of the issue; those things are then
-    `displaced`). The other two answers: the things the request is `within` when it names a person, and the
-    `displaced` things."""
+    """`request` as `opened`'s api reads it, and the methods that change (or read) an item when the request changes
+    (or asks for) a property of its target: a thing named that none of the api's paths addresses, before a target
+    that one does ("add a label to the pod": a patch of the pod; "what's the cluster IP of the service": a read of
+    it), is a property of the target; so is a thing it addresses, but never under the target, when the request sets
+    or changes it ("set the fix version of API-77": an edit of the issue; those things are then `displaced`). The
+    other two answers: the things the request is `within` when it names a person, and the `displaced` things."""
     none: frozenset[str] = frozenset()
     if not request.target or not request.things or not opened.addresses(request.target):
         return request, none, none, none
@@ -394,7 +395,8 @@ def _of_api(request: Request,
                                    expression=f"{request.expression} OR ({members})",
                                    addressed=f"resource : ({members}) AND {request.target_addressed}"), none, \
             request.target, none
-    changes = _UPDATES & opened.methods or frozenset({"POST"})
+    # "what's the cluster IP of the db service" reads the service
+    changes = _READS if request.methods == _READS else _UPDATES & opened.methods or frozenset({"POST"})
     return dataclasses.replace(request, things=request.target, named=frozenset(),
                                addressed=request.target_addressed), changes, none, displaced
 

@@ -196,6 +196,18 @@ def test_a_thing_the_api_has_no_path_for_is_a_property_of_the_thing_it_is_put_on
     assert _names(labelled, "add a binding to the pod")[0] == "createPodBinding"  # a thing with a path of its own
 
 
+def test_a_question_about_a_property_of_a_thing_reads_the_thing() -> None:
+    services = [_tool("readService", "GET", "/namespaces/{namespace}/services/{name}", "read the specified Service"),
+                _tool("listService", "GET", "/namespaces/{namespace}/services", "list objects of kind Service"),
+                _tool("replaceService", "PUT", "/namespaces/{namespace}/services/{name}",
+                      "replace the specified Service"),
+                _tool("patchService", "PATCH", "/namespaces/{namespace}/services/{name}",
+                      "partially update the specified Service")]
+    # no path addresses an IP: asking for it asks for the service, not for a change of it
+    assert _names(services, "what's the cluster IP of the db service")[0] == "readService"
+    assert _names(services, "change the cluster IP of the db service")[0] in ("patchService", "replaceService")
+
+
 def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> None:
     groups = [_tool("deleteGroup", "DELETE", "/groups/{group}", "Delete group"),
               _tool("deleteGroupSetting", "DELETE", "/groups/{group}/settings/{setting}", "Delete group setting"),
