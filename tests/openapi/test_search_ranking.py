@@ -356,3 +356,11 @@ def test_a_word_in_capitals_the_api_lacks_is_the_initials_of_words_of_its_names(
     assert _names(claims, "show the PVC")[0] in ("readPersistentVolumeClaim", "listPersistentVolumeClaim")
     # the same letters in lower case are a word (a name, a namespace), not initials
     assert "listPersistentVolumeClaim" not in _names(claims, "show pvc")
+
+
+def test_closing_or_reopening_an_issue_is_a_transition_where_the_api_has_them() -> None:
+    workflow = [*_TRACKER, _tool("doTransition", "POST", "/issues/{key}/transitions", "Transition issue"),
+                _tool("getTransitions", "GET", "/issues/{key}/transitions", "Get transitions"),
+                _tool("deleteVersion", "DELETE", "/versions/{id}", "Delete version")]
+    assert _names(workflow, "reopen PROJ-7, it's happening again")[0] == "doTransition"
+    assert _names(workflow, "close out PROJ-44 as won't fix")[0] == "doTransition"
