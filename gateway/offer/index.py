@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
 from .index_build import _WEIGHTS, build_index, resources, summary_of
-from .query import Request, addressed_of, expression_of, read, singular, stems, words
+from .query import USAGE, Request, addressed_of, expression_of, read, singular, stems, words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -121,6 +121,9 @@ class _Opened:
     """Its `ToolIndex`'s: one reader of the connection at a time."""
     pairs: frozenset[tuple[str, str]] = frozenset()
     """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
+    reports: bool = False
+    """Whether some of its operations report over a period (a GET with an argument `period`: Graph's usage
+    reports)."""
     spelled: dict[str, str] | None = None
     """What the initials of its names' words stand for (`pvc`: persistent volume claim), made when first asked."""
 
@@ -178,7 +181,9 @@ def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Loc
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs)
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
+                   any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
+                       for tool in tools))
 
 
 class ToolIndex:
@@ -221,6 +226,9 @@ class ToolIndex:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
             request, changes, within, displaced = _of_api(_spelled_out(read_as, opened), opened)
+            if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
+                terms = [*request.terms, USAGE]
+                request = dataclasses.replace(request, terms=terms, expression=expression_of(terms))
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -364,6 +372,7 @@ def _spelled_out(request: Request, opened: _Opened) -> Request:
 
 
 _UPDATES = frozenset({"PATCH", "PUT"})
+_PERIOD = "period"
 _READS = frozenset({"GET"})
 _PROPERTY = 2.0
 _PROPERTY_ELSEWHERE = 20.0

@@ -252,6 +252,9 @@ class Request:
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
     capitals: frozenset[str] = frozenset()
     """Its words written in capitals, lower case (CRDs, PVC): initials, maybe (`gateway.offer.index`)."""
+    over_period: bool = False
+    """Whether it asks how much or how many over a stretch of time ("how many emails did people send last month"):
+    a usage report answers it."""
     determined: bool = False
     """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
     name ("remove bob from the group")."""
@@ -285,7 +288,19 @@ def read(query: str) -> Request:
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
+                   _over_period(given),
                    verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
+
+
+USAGE = ("activity", "usage", "report")
+"""The words of a usage report, which answers how much or how many over a stretch of time."""
+_PERIODS = frozenset("day days week weeks month months quarter quarters year years today yesterday".split())
+_AMOUNTS = frozenset("many much often usage activity".split())
+
+
+def _over_period(given: list[tuple[str, tuple[str, ...]]]) -> bool:
+    said = {word for word, _ in given}
+    return bool(said & _PERIODS) and bool(said & _AMOUNTS)
 
 
 _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.catalog import Catalog, Tool
+from gateway.catalog import Argument, Catalog, Tool
 from gateway.offer.index import index_of
 from gateway.offer.query import intended_methods, match_expression, query_words
 
@@ -364,3 +364,27 @@ def test_closing_or_reopening_an_issue_is_a_transition_where_the_api_has_them() 
                 _tool("deleteVersion", "DELETE", "/versions/{id}", "Delete version")]
     assert _names(workflow, "reopen PROJ-7, it's happening again")[0] == "doTransition"
     assert _names(workflow, "close out PROJ-44 as won't fix")[0] == "doTransition"
+
+
+def _report(name: str, path: str, summary: str, period: bool) -> Tool:
+    arguments = (Argument(name="period", location="path", wire_name="period", required=True),) if period else ()
+    return Tool(name=name, api="shop", operation_id=name, method="GET", path=path, description=summary,
+                input_schema={"type": "object"}, summary=summary, arguments=arguments)
+
+
+def test_how_many_over_a_stretch_of_time_is_a_usage_report_where_the_api_has_them() -> None:
+    mail = [_tool("sendMail", "POST", "/me/sendMail", "Send mail message"),
+            _tool("listPeople", "GET", "/me/people", "List people"),
+            _tool("listMessages", "GET", "/me/messages", "List messages"),
+            _tool("listMailFolders", "GET", "/me/mailFolders", "List mail folders"),
+            _tool("getPerson", "GET", "/me/people/{id}", "Get person"),
+            _tool("sendMessage", "POST", "/me/messages/{id}/send", "Send message")]
+    reports = [_report("getEmailActivityCounts", "/reports/getEmailActivityCounts(period='{period}')",
+                       "Invoke function getEmailActivityCounts", True),
+               _report("getMailboxUsageStorage", "/reports/getMailboxUsageStorage(period='{period}')",
+                       "Invoke function getMailboxUsageStorage", True)]
+    query = "how many emails did people send last month"
+    assert "getEmailActivityCounts" in _names(mail + reports, query)[:2]
+    # an api whose operations take no period has no such reports: its own words only
+    flat = [_report(tool.name, tool.path.split("(")[0], tool.summary, False) for tool in reports]
+    assert "getEmailActivityCounts" not in _names(mail + flat, query)[:2]
