@@ -388,13 +388,14 @@ def _of_api(request: Request,
     (or asks for) a property of its target: a thing named that none of the api's paths addresses, before a target
     that one does ("add a label to the pod": a patch of the pod; "what's the cluster IP of the service": a read of
     it), is a property of the target; so is a thing it addresses, but never under the target, when the request sets
-    or changes it ("set the fix version of API-77": an edit of the issue; those things are then `displaced`). The
+    or changes it ("set the fix version of API-77": an edit of the issue), or names the target by a tracker's key
+    ("add the frontend label to WEB-210", "what's the status of PAY-311"); those things are then `displaced`. The
     other two answers: the things the request is `within` when it names a person, and the `displaced` things."""
     none: frozenset[str] = frozenset()
     if not request.target or not request.things or not opened.addresses(request.target):
         return request, none, none, none
     displaced = request.things if opened.addresses(request.things) else none
-    if displaced and (not request.methods or not request.methods <= _UPDATES
+    if displaced and (not request.methods or not (request.methods <= _UPDATES or request.keyed)
                       or opened.addresses_under(request.things, request.target)):
         return request, none, none, none
     if not request.determined and not any(opened.mentions(thing) for thing in request.things):

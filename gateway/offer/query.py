@@ -252,6 +252,8 @@ class Request:
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
     capitals: frozenset[str] = frozenset()
     """Its words written in capitals, lower case (CRDs, PVC): initials, maybe (`gateway.offer.index`)."""
+    keyed: bool = False
+    """Whether it names an item by a tracker's key (PROJ-7): what it says of a thing of that item is of the item."""
     over_period: bool = False
     """Whether it asks how much or how many over a stretch of time ("how many emails did people send last month"):
     a usage report answers it."""
@@ -288,7 +290,7 @@ def read(query: str) -> Request:
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
-                   _over_period(given),
+                   any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
                    verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
 
 

@@ -246,6 +246,12 @@ def test_a_thing_the_api_has_but_never_under_the_target_is_a_property_the_target
     assert _names(_TRACKER, "show the versions of the project")[0] == "getProjectVersions"
 
 
+def test_a_thing_of_an_item_named_by_its_key_is_a_field_of_the_item() -> None:
+    assert _names(_TRACKER, "add the 4.2 fix version to PROJ-7")[0] == "editIssue"
+    assert _names(_TRACKER, "what's the fix version of PROJ-7")[0] == "getIssue"
+    assert _names(_TRACKER, "what's the fix version of the release")[0] == "getVersion"  # no key: the version's
+
+
 def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_ranks_first() -> None:
     drives = [_tool("me_ListDrives", "GET", "/me/drives", "List drives"),
               _tool("sites_ListDrives", "GET", "/sites/{site}/drives", "List drives"),
