@@ -61,7 +61,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = query.split()
-    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) else token
+    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token) else token
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
@@ -102,10 +102,16 @@ def _kind_of_argument(token: str) -> str:
     """What an argument with a digit names, when it says: `node-3` is a node, `PROJ-7` an issue; else nothing."""
     if _TRACKER_KEY.match(token):
         return "issue"
+    if token.startswith("#"):
+        return "channel"
+    if token.startswith("@"):
+        return ""
     kinded = _KINDED.match(token)
     return kinded.group(1) if kinded else ""
 
 
+_HANDLE = re.compile(r"^[#@][A-Za-z]")
+"""A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
 _NAMING = frozenset("called named titled".split())
 """The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())

@@ -394,3 +394,12 @@ def test_how_many_over_a_stretch_of_time_is_a_usage_report_where_the_api_has_the
     # an api whose operations take no period has no such reports: its own words only
     flat = [_report(tool.name, tool.path.split("(")[0], tool.summary, False) for tool in reports]
     assert "getEmailActivityCounts" not in _names(mail + flat, query)[:2]
+
+
+def test_a_hash_name_is_a_channel_and_an_at_name_is_someone() -> None:
+    assert match_expression("who is allowed to post in #announcements").count('"channel"') == 1
+    assert "announcements" not in match_expression("who is allowed to post in #announcements")
+    assert "frontend" not in match_expression("show the members of @frontend")
+    chats = [_tool("conversationsHistory", "GET", "/conversations.history", "Fetches a channel's history of messages"),
+             _tool("announcementsList", "GET", "/announcements.list", "Lists announcements")]
+    assert _names(chats, "what was said in #announcements today")[0] == "conversationsHistory"
