@@ -288,7 +288,7 @@ def read(query: str) -> Request:
         terms = [*terms, _PERMISSION]
         things_named = phrase = named = frozenset(stems(" ".join(_PERMISSION)))
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
-    target = _target(given, verb)
+    target = frozenset() if _TO_VALUE.search(query) else _target(given, verb)
     acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
@@ -384,6 +384,12 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
 _TARGETING = frozenset("to of on from in for into".split())
 """Prepositions before the thing whose property a request changes: "add a label to the pod", "the priority of the
 ticket"."""
+
+
+_TO_VALUE = re.compile(r"^(?:(?!\b(?:of|on|from|in|for|into)\b)[^,;])*?\b(?:to|at)\s+"
+                       r"(?:(?:max|min|maximum|minimum|about|around)\s+)?[$€£]?[0-9]", re.IGNORECASE)
+"""A value the thing is set to, before any other preposition ("change the autoscaler to max 20 pods", "move the
+meeting to 3pm"), where a target would be: "20 pods" is how many, not whose."""
 
 
 def _target(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.catalog import Argument, Catalog, Tool
 from gateway.offer.index import index_of
-from gateway.offer.query import intended_methods, match_expression, query_words
+from gateway.offer.query import intended_methods, match_expression, query_words, read
 
 
 def _tool(name: str, method: str, path: str, summary: str, *, deprecated: bool = False) -> Tool:
@@ -403,3 +403,13 @@ def test_a_hash_name_is_a_channel_and_an_at_name_is_someone() -> None:
     chats = [_tool("conversationsHistory", "GET", "/conversations.history", "Fetches a channel's history of messages"),
              _tool("announcementsList", "GET", "/announcements.list", "Lists announcements")]
     assert _names(chats, "what was said in #announcements today")[0] == "conversationsHistory"
+
+
+def test_a_value_after_to_is_what_the_thing_is_set_to_not_its_target() -> None:
+    scaling = [*_PODS, _tool("patchAutoscaler", "PATCH", "/namespaces/{namespace}/horizontalpodautoscalers/{name}",
+                             "partially update the specified HorizontalPodAutoscaler"),
+               _tool("readAutoscaler", "GET", "/namespaces/{namespace}/horizontalpodautoscalers/{name}",
+                     "read the specified HorizontalPodAutoscaler")]
+    assert _names(scaling, "change the autoscaler to max 20 pods")[0] == "patchAutoscaler"
+    assert read("move the meeting to 3pm").target == frozenset()
+    assert read("set the fix version of API-77 to 4.2").target == frozenset({"issue"})  # of API-77 comes first
