@@ -25,15 +25,17 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from ..errors import ApiSetupError, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
 from .keys import fetch_json, usable_for
+
+if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every start-up
+    from cryptography.fernet import MultiFernet
 
 KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
 CALLBACK_PATH = "/connections/callback"
@@ -60,6 +62,8 @@ def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFer
     keys = [key.strip() for key in environ.get(KEY_VARIABLE, "").split(",") if key.strip()]
     if not keys:
         return None
+    from cryptography.fernet import Fernet, MultiFernet
+
     try:
         return MultiFernet([Fernet(key) for key in keys])
     except ValueError:
@@ -225,6 +229,8 @@ class Connections:
 
     def _open(self, record: ConnectionRecord) -> dict[str, Any] | None:
         """The record's tokens; None when no key in `GATEWAY_CONNECTIONS_KEY` opens them (the key changed)."""
+        from cryptography.fernet import InvalidToken
+
         try:
             opened: dict[str, Any] = json.loads(self._cipher().decrypt(record.secret.encode("ascii")))
         except (InvalidToken, ValueError):

@@ -14,12 +14,14 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import jwt
 
 from ..errors import AuthServerUnavailable
+
+if TYPE_CHECKING:  # PyJWT (and cryptography under it) is imported when a key set is first read, not at start-up
+    import jwt
 
 logger = logging.getLogger("gateway.identity")
 
@@ -159,6 +161,8 @@ class IssuerKeys:
             status, body = await fetch_json(self.http, "GET", uri, "key set")
             if status != 200 or not isinstance(body, dict) or not isinstance(body.get("keys"), list):
                 raise AuthServerUnavailable(f"the authorization server's key set at {uri} answered HTTP {status}")
+            import jwt
+
             keys: list[_Key] = []
             for entry in body["keys"]:
                 if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":

@@ -16,13 +16,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import jwt
 
 from ..errors import TokenExpired, TokenRejected
 from .keys import SIGNING_ALGORITHMS, IssuerKeys, fetch_json
+
+if TYPE_CHECKING:  # PyJWT (and cryptography under it) is imported when a first token is checked, not at start-up
+    import jwt
 
 INTROSPECTION_TTL = 60.0
 """Seconds an introspection answer is trusted (a revoked opaque token stops working within this)."""
@@ -102,6 +104,8 @@ class TokenVerifier:
         raise TokenRejected("The token is not a JWT access token (and no introspection is configured).")
 
     async def _verify_jwt(self, token: str) -> VerifiedToken:
+        import jwt
+
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})
@@ -173,6 +177,8 @@ class TokenVerifier:
 
 
 def _reason(error: jwt.PyJWTError) -> str:
+    import jwt
+
     if isinstance(error, jwt.ExpiredSignatureError):
         return "The token has expired."
     if isinstance(error, jwt.ImmatureSignatureError):

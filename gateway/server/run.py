@@ -24,7 +24,6 @@ from ..errors import ConfigError
 from ..kernel import tracing
 from ..observe.metrics import MULTIPROCESS_DIR
 from ..runtime import Runtime, RuntimeHolder, load_runtime
-from .bounded_head import server_options
 
 logger = logging.getLogger("gateway.server")
 
@@ -92,6 +91,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
+
+    from .bounded_head import server_options
 
     built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
                        access_log=access_log, **options)

@@ -92,6 +92,11 @@ def test_each_request_set_has_45_requests_written_before_the_fourth_round(name: 
     assert len(load_tasks(name)["round4"]) >= 45
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_45_requests_written_before_the_fifth_round(name: str) -> None:
+    assert len(load_tasks(name)["round5"]) >= 45
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
