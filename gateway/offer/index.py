@@ -10,27 +10,27 @@ description's first paragraph (markup out); the tags; the path's segments (param
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
 are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
-SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the
-query asks for among the next ("delete this email" matches hundreds of mail operations), and the best
-`_ADDRESSED_CANDIDATES` whose path's resource is the thing the query names or its verb (`/me/chats` for "list my
-chats", under hundreds of operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method
-(an api without the method asked for, such as Slack's without DELETE or Stripe's without PATCH, is asked for POST),
-divided by `1 + 0.1 * path depth`, halved when deprecated, times `_PLURAL` for a GET of all items when the query
-names its thing in the plural ("show my to-do lists"), times `1 + the share of the name's words the query holds`
-(`issues/create` for "create an issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`,
-times `_ACTED` when the path's resource is the request's verb acting on what it names (`/me/events/{id}/accept` for
-"accept the meeting invite") or `_ADDRESSED` when it is the thing the request names (`/sites` for "list the
-SharePoint sites", not Graph's usage report `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it
-names it by a synonym while another path names it as said: `/me/calendars`, not `/me/events`, for "create a new
-calendar"), times `_OWNER` (or divided by it) when the path is (or is not) of the owner the request means (`/me/...`
-for "my", `/users/{id}/...` for "alice's"). Graph answers one operation under many nested paths: of the candidates
-with one method, summary and resource, the one of the owner meant, else the shortest path, takes their best score
-and the others fall behind. A family of functions called on one path (Graph's 124 usage reports under `/reports`)
-takes at most `_FAMILY_CAP` of the first five places. The facts these signals read are computed when the index is
-built. The constants were chosen on the tuning parts of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`,
-`tune`; from the third round of #30 also `heldout` and `final`), never on the part measured at the end of a round
-(bench/README.md).
-"""
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
+asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
+whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
+operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method (an api without the method
+asked for, such as Slack's without DELETE or Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path
+depth`, halved when deprecated, times `_PLURAL` for a GET of all items when the query names its thing in the plural
+("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
+issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`, times `_ACTED` when the path's resource
+is the request's verb acting on what it names (`/me/events/{id}/accept` for "accept the meeting invite") or `_ADDRESSED`
+when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
+`getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
+said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
+is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one
+operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
+else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
+(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
+thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
+the initials of its names' words (CRD); how many over a period adds a usage report's words where the api reports over a
+period. The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts
+of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and
+`final`, from the fourth `round3`), never on the part measured at the end of a round (bench/README.md)."""
 
 from __future__ import annotations
 

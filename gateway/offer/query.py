@@ -6,15 +6,14 @@ A query's words are matched with OR, each widened by synonyms (close -> state, e
 item, bugs -> issue; a verb's regular ending off: saved -> save -> star; a verb undoing another, its thing: unpin ->
 pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("pay out" -> payout). Generic verbs
 (create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
-matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list").
-Tokens with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is
-(node-3 is a node, PROJ-7 an issue). A request is an imperative: its first word is its verb, which picks the method
-(close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its senses as a verb (to email
-is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say whose thing it is
-(`Request.owner`). The head of the noun phrase after the verb is the thing it acts on (`Request.things`: "sites" in
-"list the SharePoint sites in this group"), which the ranking compares with what each path addresses; a name after
-"called" or "named" is an argument.
-"""
+matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list"). Tokens
+with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is
+a node, PROJ-7 an issue, #support a channel; @frontend is a handle). A request is an imperative: its first word is its
+verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its
+senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say
+whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it acts on
+(`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what each path
+addresses; a name after "called" or "named" is an argument."""
 
 from __future__ import annotations
 
