@@ -279,6 +279,8 @@ def read(query: str) -> Request:
     terms = _match_terms(given)
     verb = _verb(given)
     methods = frozenset() if verb is None else frozenset(m for m, verbs in INTENTS.items() if given[verb][0] in verbs)
+    if not methods and given and (given[0][0] in _AUXILIARIES or given[0][0] in _ASKING_WHY):
+        methods = frozenset({"GET"})  # "is the PVC bound", "did the refund go through", "why is the pod pending"
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -316,6 +318,8 @@ _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
 
 
+_ASKING_WHY = frozenset("why how".split())
+"""With an auxiliary first (is, did, can), the words that begin a question: a question reads."""
 _PERMISSION = ("permission", "access")
 _ASKING = re.compile(r"^\s*(?:who\s+can\s+(?!be\b)\w|can\s+i\b|am\s+i\s+allowed\b)", re.IGNORECASE)
 """A question of who may do something: "who can see this file", "can I delete pods" (not "who can be assigned":

@@ -393,7 +393,12 @@ def test_how_many_over_a_stretch_of_time_is_a_usage_report_where_the_api_has_the
     assert "getEmailActivityCounts" in _names(mail + reports, query)[:2]
     # an api whose operations take no period has no such reports: its own words only
     flat = [_report(tool.name, tool.path.split("(")[0], tool.summary, False) for tool in reports]
-    assert "getEmailActivityCounts" not in _names(mail + flat, query)[:2]
+
+    def score(tools: list[Tool]) -> float:
+        hits = index_of(Catalog(tools + _FILLER)).search(query, limit=5)
+        return next(hit.score for hit in hits if hit.tool.name == "getEmailActivityCounts")
+
+    assert score(mail + reports) > 1.5 * score(mail + flat)
 
 
 def test_a_hash_name_is_a_channel_and_an_at_name_is_someone() -> None:
@@ -413,3 +418,13 @@ def test_a_value_after_to_is_what_the_thing_is_set_to_not_its_target() -> None:
     assert _names(scaling, "change the autoscaler to max 20 pods")[0] == "patchAutoscaler"
     assert read("move the meeting to 3pm").target == frozenset()
     assert read("set the fix version of API-77 to 4.2").target == frozenset({"issue"})  # of API-77 comes first
+
+
+def test_a_question_whose_verb_asks_for_no_method_reads() -> None:
+    assert intended_methods("is the data PVC bound") == ["GET"]
+    assert intended_methods("why is the pod pending") == ["GET"]
+    assert intended_methods("did the last payment go through") == ["GET"]
+    assert intended_methods("can you create a channel") == ["POST"]  # its verb says
+    names = _names(_PODS + [_tool("readPod", "GET", "/namespaces/{namespace}/pods/{name}", "read the specified Pod")],
+                   "why is the pod pending")
+    assert names[0] == "readPod"
