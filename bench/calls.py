@@ -333,7 +333,8 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
             met=_within(tput["mcp2026"], _times(0.5, direct_tput), at_least=True)),
         Row("MCP tools/call, stateless 2026-07-28 protocol, p50", "ms", p50["mcp2026"], p50["direct"],
             "direct httpx", peer="—", goal="<= 2.5× direct", met=_within(p50["mcp2026"], _times(2.5, direct_p50)),
-            note="no session, the envelope on every request: the official Python client's default"),
+            note="no session, the envelope on every request: the official Python client's default; answered through "
+                 "the SDK's envelope ladder and kernel in the request's task (gateway/server/mcp/stateless.py)"),
     ]
     cpu = figures.get("cpu_us", {})
     for name, client in BARE.items():

@@ -212,6 +212,103 @@ async def test_stateless_era_answers(gw: tuple[str, Any], upstream: RecordingSer
     assert {status for status, _ in refused} - {200}
 
 
+class _Counted:
+    """The endpoint's SDK session manager, counting the requests handed to it."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.handed = 0
+
+    async def handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+        self.handed += 1
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _envelope_request(method: str, params: dict[str, Any] | None = None, *, meta: Any = ENVELOPE,
+                      **headers: str) -> tuple[dict[str, str], dict[str, Any]]:
+    body = dict(params or {})
+    if meta is not None:
+        body["_meta"] = meta
+    name = body.get("name")
+    routing = {"mcp-protocol-version": MODERN, "mcp-method": method, **({"mcp-name": name} if name else {})}
+    return {**ACCEPT, **routing, **headers}, {"method": method, "params": body}
+
+
+async def test_stateless_answered_as_the_sdks_transport_answers(gw: tuple[str, Any],
+                                                                upstream: RecordingServer) -> None:
+    """A 2026-07-28 request the SDK would answer with one JSON message is answered by the door (`stateless`);
+    a body sent in chunks, without a Content-Length, goes to the SDK's transport: both answer every kind of
+    request alike, errors and HTTP statuses included."""
+    url, app = gw
+    upstream.route("/github/repos/acme/app/issues/1", Reply(200, {"id": "not-a-number"}))
+    kinds: list[tuple[str, tuple[dict[str, str], Any]]] = [
+        *((agent, (headers, {"method": "tools/call", "params": params})) for agent, (headers, params) in MODERN_CALLS),
+        ("weather", _envelope_request("tools/list")),
+        ("triage", _envelope_request("tools/list", {"cursor": "nope"})),
+        ("weather", _envelope_request("ping")),
+        ("weather", _envelope_request("server/discover")),
+        ("weather", _envelope_request("resources/list")),  # not served: 404 with the SDK's error
+        ("weather", _envelope_request("tools/call", {"name": "getForecast", "arguments": {"latitude": 1,
+                                                     "longitude": 2}}, **{"mcp-param-latitude": "1"})),
+        ("weather", _envelope_request("tools/list", **{"mcp-protocol-version": "2099-01-01"})),
+        ("weather", _envelope_request("tools/list", meta={**ENVELOPE, "io.modelcontextprotocol/protocolVersion":
+                                                          "2099-01-01"}, **{"mcp-protocol-version": "2099-01-01"})),
+        ("weather", _envelope_request("tools/list", **{"mcp-method": "tools/call"})),
+        ("weather", _envelope_request("initialize", {"protocolVersion": MODERN, "capabilities": {},
+                                                     "clientInfo": {"name": "t", "version": "1"}})),
+        ("weather", _envelope_request("tools/list", **{"accept": "text/event-stream"})),  # 406
+        ("weather", _envelope_request("tools/list", **{"origin": "http://evil.example"})),  # 403
+        ("weather", _envelope_request("subscriptions/listen")),  # a stream: 406 without text/event-stream
+    ]
+    odd = [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+           {"jsonrpc": "2.0", "id": 1, "method": 5}, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]},
+           {"jsonrpc": "2.0", "id": True, "method": "ping"}, {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
+           {"jsonrpc": "1.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 1, "result": {}},
+           [{"jsonrpc": "2.0", "id": 1, "method": "ping"}], "ping"]
+    async with httpx.AsyncClient(timeout=10) as client:
+        await client.get(f"{url}/mcp/weather")  # the endpoint is built on first use
+        endpoint = app.state.mcp.endpoint
+        endpoint.manager = counted = _Counted(endpoint.manager)
+        answers = []
+        for index, (agent, (headers, message)) in enumerate(kinds):
+            answers.append(await _both_ways(client, f"{url}/mcp/{agent}", headers, json.dumps(
+                {"jsonrpc": "2.0", "id": index, **message}).encode(), counted))
+        for raw in odd:
+            headers = _envelope_request("ping")[0]
+            answers.append(await _both_ways(client, f"{url}/mcp/weather", headers, json.dumps(raw).encode(), counted))
+        headers = _envelope_request("ping")[0]
+        for body in (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", ', "\ufeff{}".encode(), b"\xff"):
+            answers.append(await _both_ways(client, f"{url}/mcp/weather", headers, body, counted))
+    inline = [index for index, (by_door, _) in enumerate(answers) if by_door]
+    # what the SDK answers with one JSON message (a mis-shaped capabilities value degrades to none declared)
+    assert inline == [0, 1, 2, 3, 4, 5, 9, 10, 11, 12, 13, 14, 15, 16, 20], inline
+    assert not [r for r in upstream.requests if r.method == "POST"]
+
+
+async def _both_ways(client: httpx.AsyncClient, url: str, headers: dict[str, str], body: bytes,
+                     counted: _Counted) -> tuple[bool, int]:
+    """Send `body` whole and in chunks; assert both answers alike. (Whether the door answered it, the status.)"""
+
+    async def chunks() -> Any:
+        yield body[:30]
+        yield body[30:]
+
+    headers = {**headers, "content-type": "application/json"}
+    before = counted.handed
+    whole = await client.post(url, content=body, headers=headers)
+    middle = counted.handed
+    sdk = await client.post(url, content=chunks(), headers=headers)
+    assert "content-length" not in sdk.request.headers
+    by_door = middle == before and counted.handed == middle + 1  # (the gateway itself refuses a foreign origin)
+    assert (whole.status_code, whole.headers.get("content-type")) == (sdk.status_code, sdk.headers.get("content-type"))
+    assert "mcp-session-id" not in whole.headers, body
+    if whole.headers.get("content-type") == "application/json":
+        assert whole.json() == sdk.json(), body
+    else:
+        assert whole.text == sdk.text, body
+    return by_door, whole.status_code
+
+
 async def test_a_stateless_call_in_chunks_is_read_whole(
         gw: tuple[str, Any], upstream: RecordingServer) -> None:
     url, _ = gw

@@ -8,6 +8,10 @@ One concept per module:
   the SDK's `StreamableHTTPSessionManager`, but for a session's plain requests (`inline`).
 - `inline`: a 2025 session's `tools/call`, `tools/list` and `ping` answered in the request's own task, through the
   SDK's transport checks and its server kernel (`ServerRunner`), without the session's streams and tasks.
+- `stateless`: a stateless 2026-07-28 request answered the same way, through the SDK's envelope ladder and kernel,
+  with what the SDK's own entry asks per request (header verdicts, `Mcp-Param-*` declarations) asked once.
+- `exchange`: what those two share: the SDK's transport checks' verdicts, the body read (and given back), the
+  dispatch context of one JSON answer.
 - `sessions`: the ledger of open sessions per client (limits: `gateway.config.mcp_limits`, agents.yaml's
   `gateway.mcp`), and the identity a session is bound to.
 - `server`: the SDK's low-level `Server` and its two handlers, `tools/list` and `tools/call`.

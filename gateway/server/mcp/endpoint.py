@@ -2,15 +2,15 @@
 
 Mounted at every path of `routing.PATHS`. Before the SDK's `StreamableHTTPSessionManager` sees a request, the
 endpoint resolves the agent (404 for an unknown one, 403 for one the client key may not use, read from the routed
-agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and
-puts in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the
-SDK binds a new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity
-that opened it are answered in the request's own task through the SDK's server kernel (`inline`); everything else,
-both protocol eras included, is the SDK's: JSON answers instead of one-event SSE streams (the tools send no
-progress), DNS-rebinding protection on loopback, the body cap, session lookup and ownership, the total session
-cap. The idle timeout is the ledger's, which sees the requests answered inline too: an idle session is ended in
-the SDK with a DELETE in its owner's name (its public entry, as a client ends a session), at the session's next
-request or by a sweep, whichever comes first.
+agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and puts
+in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the SDK binds a
+new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity that opened it
+(`inline`), and a stateless 2026-07-28 request (`stateless`), are answered in the request's own task through the
+SDK's transport checks and server kernel; everything else is the SDK's: JSON answers instead of one-event SSE
+streams (the tools send no progress), DNS-rebinding protection on loopback, the body cap, session lookup and
+ownership, the total session cap. The idle timeout is the ledger's, which sees the requests answered inline too: an
+idle session is ended in the SDK with a DELETE in its owner's name (its public entry, as a client ends a session),
+at the session's next request or by a sweep, whichever comes first.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
 from ...asgi import StatusWatch
@@ -36,6 +36,7 @@ from .inline import Identity, InlineSessions
 from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
+from .stateless import StatelessRequests
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -64,8 +65,11 @@ class MCPEndpoint:
             session_idle_timeout=None,  # the ledger's (see `sessions`): requests answered inline hold a session too
             max_sessions=self.limits.max_sessions,
         )
-        self.inline = InlineSessions(self.server, TransportSecurityMiddleware(security), max_body_bytes)
+        checks = TransportSecurityMiddleware(security)
+        self.inline = InlineSessions(self.server, checks, max_body_bytes)
         """The sessions whose plain requests the door answers in their own task (see `inline`)."""
+        self.stateless = StatelessRequests(self.server, checks, max_body_bytes)
+        """The stateless 2026-07-28 requests the door answers through the SDK's kernel (see `stateless`)."""
         self._identities: dict[Identity, AuthenticatedUser] = {}
         self._owners: dict[str, Identity] = {}
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
@@ -88,21 +92,28 @@ class MCPEndpoint:
             return
         client = scope.get("gateway.client")
         client = client if isinstance(client, str) else None
-        scope[AGENT_SCOPE_KEY] = agent
         subject = scope.get("gateway.subject")
-        scope["user"] = self._identity(client, subject if isinstance(subject, str) else None, agent)
-        owner = _owner(client, scope)
+        subject = subject if isinstance(subject, str) else None
+        scope[AGENT_SCOPE_KEY] = agent
+        scope["user"] = self._identity(client, subject, agent)
         headers = _headers(scope)
-        session_id, version = _text(headers, _SESSION_HEADER), _text(headers, _VERSION_HEADER)
-        identity = (client, subject if isinstance(subject, str) else None, agent)
+        session, version = headers.get(_SESSION_HEADER), headers.get(_VERSION_HEADER)
+        version_text = version.decode("latin-1") if version is not None else None
+        identity = (client, subject, agent)
         token = current_agent.set(agent)
         try:
-            if session_id is not None:
-                scope[SESSION_SCOPE_KEY] = session_id
-                await self._on_session(session_id, identity, version, headers, owner, scope, receive, send)
-            elif scope.get("method") == "POST" and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
-                await self._opening(owner, identity, scope, receive, send)
-            else:  # the stateless 2026-07-28 protocol, or a request the SDK refuses anyway
+            if session is not None:
+                session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
+                await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
+                                       receive, send)
+            elif scope.get("method") == "POST" and (version_text is None or
+                                                    version_text in HANDSHAKE_PROTOCOL_VERSIONS):
+                await self._opening(_owner(client, scope), identity, scope, receive, send)
+            elif version_text in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
+                rest = await self.stateless.answer(headers, scope, receive, send)
+                if rest is not None:
+                    await self.manager.handle_request(scope, rest, send)
+            else:  # a request the SDK refuses anyway
                 await self.manager.handle_request(scope, receive, send)
         finally:
             current_agent.reset(token)
@@ -251,11 +262,6 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     """The request's headers by name (ASGI names are lower-case; of a repeated header the first counts), made
     without a Python step per header."""
     return dict(reversed(list(scope.get("headers", ()))))  # reversed: the first of a repeated name wins
-
-
-def _text(headers: dict[bytes, bytes], name: bytes) -> str | None:
-    value = headers.get(name)
-    return None if value is None else value.decode("latin-1")
 
 
 def _message_header(message: Message, name: bytes) -> str | None:

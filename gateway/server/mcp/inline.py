@@ -6,7 +6,7 @@ JSON-RPC models first. A request that needs nothing of the session's streams (`t
 `ping`: the door answers in JSON, so nothing request-scoped reaches the client anyway) is answered here instead:
 
 - the SDK's own transport checks come first: the same body limit, `TransportSecurityMiddleware` (Content-Type,
-  Host and Origin) and its Accept rule (`check_accept_headers`);
+  Host and Origin), its Accept rule (`check_accept_headers`) and its JSON Content-Type (`exchange`);
 - then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
   same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
   that says what the session's handshake said (negotiated version, the client's capabilities).
@@ -27,25 +27,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
-from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.server.transport_security import TransportSecurityMiddleware
-from mcp.shared.dispatcher import CallOptions, as_request_id, coerce_request_id
-from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.dispatcher import as_request_id, coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import ErrorData, JSONRPCError, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ...jsonwire import dumps
 from ...offer.toolsearch import SEARCH_TOOL
+from .exchange import Headers, JSONExchange, TransportChecks, declared_length, read_whole
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -57,34 +56,6 @@ Identity = tuple[str | None, str | None, str]
 
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
 """What the SDK's session loop says of a message in JSON-response mode (no request-scoped channel)."""
-
-
-@dataclass(eq=False)
-class _Exchange:
-    """The SDK's `DispatchContext` for one request answered here: one JSON answer, no request-scoped channel (as
-    the SDK's transport in JSON-response mode: a request's notifications and requests have no wire there)."""
-
-    transport: TransportContext
-    request_id: RequestId
-    message_metadata: ServerMessageMetadata
-    can_send_request: bool = False
-    _cancel_requested: anyio.Event | None = None
-
-    @property
-    def cancel_requested(self) -> anyio.Event:
-        if self._cancel_requested is None:  # made when asked for: most requests never are
-            self._cancel_requested = anyio.Event()
-        return self._cancel_requested
-
-    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None,
-                               opts: CallOptions | None = None) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        logger.debug("dropped %s: a JSON answer carries no request-scoped messages", method)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        return None
 
 
 @dataclass(eq=False)
@@ -101,10 +72,9 @@ class InlineSessions:
 
     def __init__(self, server: Server[Any], security: TransportSecurityMiddleware, max_body_bytes: int) -> None:
         self.server = server
-        self.security = security
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, InlineSession] = {}
-        self._verdicts: dict[tuple[bytes | None, ...], bool] = {}
+        self.checks = TransportChecks(security, exact_json=True)
 
     def opened(self, session_id: str, identity: Identity, initialize: bytes, answer: bytes) -> None:
         """Remember a session the SDK opened: `initialize` the request's body, `answer` the SDK's JSON answer."""
@@ -123,7 +93,7 @@ class InlineSessions:
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
 
-    async def answer(self, session_id: str, identity: Identity, version: str | None, headers: Mapping[bytes, bytes],
+    async def answer(self, session_id: str, identity: Identity, version: str | None, headers: Headers,
                      scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
         (the body read here is given again first). `headers`: the request's, by lower-case name."""
@@ -131,20 +101,11 @@ class InlineSessions:
         if session is None or session.identity != identity or scope.get("method") != "POST" or \
                 (version is not None and version != session.runner.connection.protocol_version):
             return receive  # (without the header the SDK answers in the session's version all the same)
-        length = headers.get(b"content-length")
-        if not (length and length.isdigit() and int(length) <= self.max_body_bytes) or \
-                not await self._passes(scope, headers):
+        if not declared_length(headers, self.max_body_bytes) or not await self.checks.passes(scope, headers):
             return receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return _replay(b"".join(chunks), receive, message)
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        again = _replay(body, receive)
+        body, again = await read_whole(receive, self.max_body_bytes)
+        if body is None:
+            return again
         try:
             message = pydantic_core.from_json(body)  # the SDK transport's own parser
         except ValueError:
@@ -167,25 +128,9 @@ class InlineSessions:
         await self._serve(session, session_id, Request(scope, again), request_id, method, params, send)
         return None
 
-    async def _passes(self, scope: Scope, headers: Mapping[bytes, bytes]) -> bool:
-        """Whether the SDK's transport checks pass: its Host, Origin and Content-Type rule
-        (`TransportSecurityMiddleware`), its Accept rule (JSON accepted) and a JSON body. They depend on those
-        four headers only, so each verdict is the SDK's, asked once per set of values."""
-        key = (headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"), headers.get(b"accept"))
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            request = Request(scope)
-            media_types = (key[0] or b"").decode("latin-1").split(";")[0].split(",")
-            verdict = check_accept_headers(request)[0] and "application/json" in map(str.strip, media_types) and \
-                await self.security.validate_request(request, is_post=True) is None
-            if len(self._verdicts) >= 256:  # a client making up header values gets asked each time
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
-        return verdict
-
     async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
-        exchange = _Exchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request,
+        exchange = JSONExchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request,
                                                                             can_send_request=False))
         key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
         task = asyncio.current_task()
@@ -236,7 +181,7 @@ class _Running:
 
     __slots__ = ("cancelled", "exchange", "task")
 
-    def __init__(self, task: asyncio.Task[Any], exchange: _Exchange) -> None:
+    def __init__(self, task: asyncio.Task[Any], exchange: JSONExchange) -> None:
         self.task = task
         self.exchange = exchange
         self.cancelled = False
@@ -248,17 +193,3 @@ _CANCELLED = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
 def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
     return [(b"content-length", str(length).encode()), (b"content-type", b"application/json"),
             (b"mcp-session-id", session_id.encode("latin-1"))]
-
-
-def _replay(body: bytes, receive: Receive, after: Message | None = None) -> Receive:
-    """`receive` with the body already read given again first (and then `after`, a message read past it)."""
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
-    if after is not None:
-        pending.insert(0, after)
-
-    async def again() -> Message:
-        if pending:
-            return pending.pop()
-        return await receive()
-
-    return again

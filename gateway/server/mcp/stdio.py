@@ -13,11 +13,12 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from ...assembly import GatewayState
+from ...kernel.caller import current_caller
 from ...providers.base import holds_lone_surrogate
 from .answering import checked_agent
 from .found import STDIO_SESSION
 from .listing import era_of
-from .server import build_mcp_server
+from .server import MessageFacts, build_mcp_server
 
 LONE_SURROGATE = ("The request holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text; send "
                   "valid Unicode.")
@@ -28,9 +29,12 @@ async def serve_stdio(state: GatewayState, agent: str) -> None:
     checked_agent(state.current, agent)
     # One process serves one client over one connection: the session a 2025 client's searches add tools to
     # (a 2026-07-28 client hears of changes only on a subscription, which the gateway does not serve).
-    server = build_mcp_server(
-        state, agent_of=lambda ctx: agent, client_of=lambda ctx: None,
-        session_of=lambda ctx: STDIO_SESSION if era_of(ctx.protocol_version) == "legacy" else None)
+    def facts_of(ctx: Any) -> MessageFacts:  # the agent of the command line, the process's caller, no client key
+        caller = current_caller()
+        return MessageFacts(agent, None, STDIO_SESSION if era_of(ctx.protocol_version) == "legacy" else None,
+                            caller.subject, caller.token)
+
+    server = build_mcp_server(state, facts_of)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(RefusingLoneSurrogates(read_stream, write_stream), write_stream,
                          server.create_initialization_options())
