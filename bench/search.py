@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5]
+        [--round4] [--round5] [--tuning]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -21,6 +21,8 @@ of a set, in the order they were written:
   `--round4`, once, at the end of that round (its misses are never printed);
 - `round5` (all six APIs): written before the fifth round of #30 changed anything, the same way; measured only with
   `--round5`, once, at the end of that round (its misses are never printed).
+From the fourth round of #30 every part before `round4` is tuning data (`TUNING`): `--tuning` measures them all,
+with a column of their hits together, and `--misses` then prints the misses of each of them.
 Latency: the median and p95 of one search (every request of every set, cycled; `round3`, `round4` and `round5` only
 when measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
@@ -60,6 +62,8 @@ ROUND4 = "round4"
 """The part written before the fourth round of #30 changed anything: measured once, at its end."""
 ROUND5 = "round5"
 """The part written before the fifth round of #30 changed anything: measured once, at its end."""
+TUNING = PARTS[:PARTS.index(ROUND4)]
+"""The parts the fourth round of #30 tunes on: every one measured and reported before it."""
 
 
 def load_tasks(name: str) -> dict[str, Any]:
@@ -116,11 +120,16 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
 
 
 def _cell(catalog: Any, name: str, api: str, part: str, tasks: dict[str, Any],
-          misses: list[str]) -> str:
+          misses: list[str], hits: dict[int, int] | None = None) -> str:
+    """One part's recall@5 / @10; its misses added to `misses`, its hits (and size, under 0) to `hits`."""
     if part not in tasks:
         return "-"
     at, missed = recall(catalog, name, api=api, part=part)
     misses.extend(f"({part}) {line}" for line in missed)
+    if hits is not None:
+        for k in (5, 10):
+            hits[k] = hits.get(k, 0) + round(at[k] * len(tasks[part]))
+        hits[0] = hits.get(0, 0) + len(tasks[part])
     return f"{at[5]:.2f} / {at[10]:.2f}"
 
 
@@ -140,8 +149,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure the round4 part too (once, at the end of #30's fourth round: never while tuning)")
     parser.add_argument("--round5", action="store_true",
                         help="measure the round5 part too (once, at the end of #30's fifth round: never while tuning)")
+    parser.add_argument("--tuning", action="store_true",
+                        help="measure every tuning part (all before round4) and their hits together; with --misses, "
+                             "print the misses of each")
     parser.add_argument("--latency-rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.tuning:
+        args.heldout = args.final = args.round3 = True
     if not CORPUS.is_dir():
         print("../shared/corpus is absent", file=sys.stderr)
         return 1
@@ -150,9 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final), (ROUND3, args.round3),
                                        (ROUND4, args.round4), (ROUND5, args.round5)) if not shown}
     parts = tuple(part for part in PARTS if part not in hidden)
-    print(f"| API | tools | {' | '.join(f'{part} @5 / @10' for part in parts)} | "
+    together = "tuning parts: hits @5 / @10 of requests | " if args.tuning else ""
+    print(f"| API | tools | {' | '.join(f'{part} @5 / @10' for part in parts)} | {together}"
           "cold compile (with index / without) | index | cache entry |")
-    print("|---|---|" + "---|" * len(parts) + "---|---|---|")
+    print("|---|---|" + "---|" * (len(parts) + bool(together)) + "---|---|---|")
+    overall: dict[int, int] = {}
     catalogs: dict[str, Any] = {}
     cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     for name in args.apis:
@@ -171,18 +187,29 @@ def main(argv: list[str] | None = None) -> int:
         tasks = load_tasks(name)
         misses: list[str] = []
         cells = []
+        tuned: dict[int, int] = {}
         for part in parts:
             shown: list[str] = []
-            cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown))
+            cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown,
+                               tuned if args.tuning and part in TUNING else None))
             once = part in (FINAL, ROUND3, ROUND4, ROUND5)  # measured once, at the end of a round: misses never shown
-            if args.misses and part != HELD_OUT and not once or args.heldout_misses and not once:
+            if args.tuning and part in TUNING:  # from round 4 every earlier part is tuning data
+                once = False
+            if args.misses and (part != HELD_OUT or args.tuning) and not once or args.heldout_misses and not once:
                 misses.extend(shown)
+        if args.tuning:
+            cells.append(f"{tuned[5]} / {tuned[10]} of {tuned[0]}")
+            for k, count in tuned.items():
+                overall[k] = overall.get(k, 0) + count
         timing = (f"{statistics.median(with_index):.2f} s / {statistics.median(without):.2f} s"
                   if args.rounds else "-")
         print(f"| {name} | {len(catalog)} | {' | '.join(cells)} | {timing} | "
               f"{len(spec_info.search_index) / 2**20:.1f} MiB | {entry / 2**20:.1f} MiB |")
         for line in misses:
             print(f"    missed@5 {name}: {line}", file=sys.stderr)
+    if overall:
+        print(f"\ntuning parts, all APIs: recall@5 {overall[5] / overall[0]:.3f} ({overall[5]} of {overall[0]}), "
+              f"recall@10 {overall[10] / overall[0]:.3f} ({overall[10]} of {overall[0]})")
     if "graph" not in catalogs or not args.latency_rounds:
         return 0
     graph = catalogs["graph"]

@@ -10,30 +10,31 @@ description's first paragraph (markup out); the tags; the path's segments (param
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
 are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
 
-SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the
-query asks for among the next ("delete this email" matches hundreds of mail operations), and the best
-`_ADDRESSED_CANDIDATES` whose path's resource is the thing the query names or its verb (`/me/chats` for "list my
-chats", under hundreds of operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method
-(an api without the method asked for, such as Slack's without DELETE or Stripe's without PATCH, is asked for POST),
-divided by `1 + 0.1 * path depth`, halved when deprecated, times `_PLURAL` for a GET of all items when the query
-names its thing in the plural ("show my to-do lists"), times `1 + the share of the name's words the query holds`
-(`issues/create` for "create an issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`,
-times `_ACTED` when the path's resource is the request's verb acting on what it names (`/me/events/{id}/accept` for
-"accept the meeting invite") or `_ADDRESSED` when it is the thing the request names (`/sites` for "list the
-SharePoint sites", not Graph's usage report `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it
-names it by a synonym while another path names it as said: `/me/calendars`, not `/me/events`, for "create a new
-calendar"), times `_OWNER` (or divided by it) when the path is (or is not) of the owner the request means (`/me/...`
-for "my", `/users/{id}/...` for "alice's"). Graph answers one operation under many nested paths: of the candidates
-with one method, summary and resource, the one of the owner meant, else the shortest path, takes their best score
-and the others fall behind. A family of functions called on one path (Graph's 124 usage reports under `/reports`)
-takes at most `_FAMILY_CAP` of the first five places. The facts these signals read are computed when the index is
-built. The constants were chosen on the tuning parts of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`,
-`tune`; from the third round of #30 also `heldout` and `final`), never on the part measured at the end of a round
-(bench/README.md).
-"""
+SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
+asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
+whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
+operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method (an api without the method
+asked for, such as Slack's without DELETE or Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path
+depth`, halved when deprecated, times `_PLURAL` for a GET of all items when the query names its thing in the plural
+("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
+issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`, times `_ACTED` when the path's resource
+is the request's verb acting on what it names (`/me/events/{id}/accept` for "accept the meeting invite") or `_ADDRESSED`
+when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
+`getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
+said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
+is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one
+operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
+else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
+(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
+thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
+the initials of its names' words (CRD); how many over a period adds a usage report's words where the api reports over a
+period. The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts
+of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and
+`final`, from the fourth `round3`), never on the part measured at the end of a round (bench/README.md)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import os
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
 from .index_build import _WEIGHTS, build_index, resources, summary_of
-from .query import Request, read, singular, stems
+from .query import USAGE, Request, addressed_of, expression_of, read, singular, stems, words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -118,10 +119,38 @@ class _Opened:
     (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
     lock: threading.Lock
     """Its `ToolIndex`'s: one reader of the connection at a time."""
+    pairs: frozenset[tuple[str, str]] = frozenset()
+    """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
+    reports: bool = False
+    """Whether some of its operations report over a period (a GET with an argument `period`: Graph's usage
+    reports)."""
+    spelled: dict[str, str] | None = None
+    """What the initials of its names' words stand for (`pvc`: persistent volume claim), made when first asked."""
+
+    def spelled_out(self, acronym: str) -> str:
+        """The words of its names whose initials `acronym` is (the most frequent), or ""."""
+        if self.spelled is None:
+            counts: collections.Counter[tuple[str, str]] = collections.Counter()
+            for row in self.facts:
+                said = words(row.tool.operation_id or row.tool.name).split()
+                for size in range(2, _ACRONYM_WORDS + 1):
+                    for start in range(len(said) - size + 1):
+                        run = said[start:start + size]
+                        if all(word.isalpha() and len(word) >= 2 for word in run):
+                            counts["".join(word[0] for word in run), " ".join(run)] += 1
+            spelled: dict[str, str] = {}
+            for (initials, phrase), _ in counts.most_common():
+                spelled.setdefault(initials, phrase)
+            self.spelled = spelled
+        return self.spelled.get(acronym, "")
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
         return any(thing in self.endings for thing in things if len(thing) >= 3)
+
+    def addresses_under(self, things: frozenset[str], targets: frozenset[str]) -> bool:
+        """Whether one of its paths addresses one of the things under one of the targets (`/issues/{n}/labels`)."""
+        return any(_names(resource, things) and _names(parent, targets) for parent, resource in self.pairs)
 
     def mentions(self, word: str) -> bool:
         """Whether any of the api's indexed text (descriptions, arguments) has the word."""
@@ -151,7 +180,10 @@ def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Loc
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock)
+    pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
+    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
+                   any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
+                       for tool in tools))
 
 
 class ToolIndex:
@@ -193,7 +225,10 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            request, changes, within = _of_api(read_as, opened)
+            request, changes, within, displaced = _of_api(_spelled_out(read_as, opened), opened)
+            if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
+                terms = [*request.terms, USAGE]
+                request = dataclasses.replace(request, terms=terms, expression=expression_of(terms))
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -203,7 +238,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within), owner, read_as.target))
+                                                    within, displaced), owner, read_as.target))
         scored.sort(key=lambda pair: -pair[1])
         if _FAMILY_CAP:
             scored = _diversified(scored)
@@ -309,26 +344,71 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
             for facts, score in scored]
 
 
+_ACRONYM_WORDS = 4
+
+
+def _spelled_out(request: Request, opened: _Opened) -> Request:
+    """`request` with each word in capitals the api does not know, that is the initials of words of its names, spelled
+    out:
+    "list the CRDs" asks for custom resource definitions, "is the PVC bound" for a persistent volume claim."""
+    terms: list[tuple[str, ...]] = []
+    things = request.things
+    for alternatives in request.terms:
+        word = alternatives[0]
+        short = singular(word)
+        phrase = (opened.spelled_out(short) if word in request.capitals and 3 <= len(short) <= 5 and short.isalpha()
+                  and not opened.knows(word) else "")
+        if phrase:
+            joined = phrase.replace(" ", "")
+            alternatives = (*alternatives, phrase, joined)
+            if short in things:
+                things = things | {joined}
+        terms.append(alternatives)
+    if terms == request.terms:
+        return request
+    return dataclasses.replace(request, terms=terms, expression=expression_of(terms), things=things,
+                               addressed=addressed_of(things, request.acts),
+                               stems=request.stems | stems(" ".join(a for group in terms for a in group)))
+
+
 _UPDATES = frozenset({"PATCH", "PUT"})
+_PERIOD = "period"
+_READS = frozenset({"GET"})
 _PROPERTY = 2.0
+_PROPERTY_ELSEWHERE = 20.0
+"""The target's change, when the api has the thing named but not under the target: "set the fix version of API-77"
+edits the issue (Jira's versions are the project's), far under what the thing's own operations score by BM25."""
+_DISPLACED = 3.0
+"""The divisor of the thing's own operations then (`updateVersion` for "set the fix version of API-77")."""
 
 
-def _of_api(request: Request, opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str]]:
-    """`request` as `opened`'s api reads it, and the methods that change an item when it changes a property of its
-    target: a thing named that none of the api's paths addresses, before a target that one does ("add a label to the
-    pod": a patch of the pod), is a property of the target."""
-    if not request.target or not request.things or opened.addresses(request.things) \
-            or not opened.addresses(request.target):
-        return request, frozenset(), frozenset()
-    if not any(opened.mentions(thing) for thing in request.things):  # a name: "remove bob from the group"
+def _of_api(request: Request,
+            opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str], frozenset[str]]:
+    """`request` as `opened`'s api reads it, and the methods that change (or read) an item when the request changes
+    (or asks for) a property of its target: a thing named that none of the api's paths addresses, before a target
+    that one does ("add a label to the pod": a patch of the pod; "what's the cluster IP of the service": a read of
+    it), is a property of the target; so is a thing it addresses, but never under the target, when the request sets
+    or changes it ("set the fix version of API-77": an edit of the issue), or names the target by a tracker's key
+    ("add the frontend label to WEB-210", "what's the status of PAY-311"); those things are then `displaced`. The
+    other two answers: the things the request is `within` when it names a person, and the `displaced` things."""
+    none: frozenset[str] = frozenset()
+    if not request.target or not request.things or not opened.addresses(request.target):
+        return request, none, none, none
+    displaced = request.things if opened.addresses(request.things) else none
+    if displaced and (not request.methods or not (request.methods <= _UPDATES or request.keyed)
+                      or opened.addresses_under(request.things, request.target)):
+        return request, none, none, none
+    if not request.determined and not any(opened.mentions(thing) for thing in request.things):
+        # a name ("remove bob from the group"), not a word the api happens not to have ("the summary of PROJ-7")
         members = " OR ".join(f'"{stem}"' for stem in sorted(_MEMBERS))
         return dataclasses.replace(request, things=_MEMBERS, named=frozenset(),
                                    expression=f"{request.expression} OR ({members})",
-                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), frozenset(), \
-            request.target
-    changes = _UPDATES & opened.methods or frozenset({"POST"})
+                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), none, \
+            request.target, none
+    # "what's the cluster IP of the db service" reads the service
+    changes = _READS if request.methods == _READS else _UPDATES & opened.methods or frozenset({"POST"})
     return dataclasses.replace(request, things=request.target, named=frozenset(),
-                               addressed=request.target_addressed), changes, frozenset()
+                               addressed=request.target_addressed), changes, none, displaced
 
 
 _MEMBERS = frozenset(stems("member membership collaborator user"))
@@ -344,7 +424,7 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
              request: Request, owner: str | None, changes: frozenset[str],
-             within: frozenset[str]) -> list[tuple[_Facts, float]]:
+             within: frozenset[str], displaced: frozenset[str]) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -356,7 +436,9 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
         if changes and facts.item and facts.method in changes \
                 and _names((facts.resource.split() or [""])[-1], request.things):
-            factor *= _PROPERTY
+            factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
+        if displaced and _names((facts.resource.split() or [""])[-1], displaced):
+            factor /= _DISPLACED
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

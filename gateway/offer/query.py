@@ -6,15 +6,14 @@ A query's words are matched with OR, each widened by synonyms (close -> state, e
 item, bugs -> issue; a verb's regular ending off: saved -> save -> star; a verb undoing another, its thing: unpin ->
 pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("pay out" -> payout). Generic verbs
 (create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
-matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list").
-Tokens with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is
-(node-3 is a node, PROJ-7 an issue). A request is an imperative: its first word is its verb, which picks the method
-(close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its senses as a verb (to email
-is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say whose thing it is
-(`Request.owner`). The head of the noun phrase after the verb is the thing it acts on (`Request.things`: "sites" in
-"list the SharePoint sites in this group"), which the ranking compares with what each path addresses; a name after
-"called" or "named" is an argument.
-"""
+matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list"). Tokens
+with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is
+a node, PROJ-7 an issue, #support a channel; @frontend is a handle). A request is an imperative: its first word is its
+verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its
+senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say
+whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it acts on
+(`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what each path
+addresses; a name after "called" or "named" is an argument."""
 
 from __future__ import annotations
 
@@ -61,10 +60,13 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = query.split()
-    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) else token
+    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token) else token
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
+        if _ACRONYMS.fullmatch(chunk):  # CRDs, PVCs: one word, not CR and Ds
+            found.append((chunk.lower(), ()))
+            continue
         pieces = [part.lower() for piece in chunk.split("-") for part in _CAMEL.split(piece) if part]
         if len(pieces) > 1 and all(piece.isalpha() for piece in pieces):
             found.append(("".join(pieces), tuple(pieces)))
@@ -83,6 +85,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
+_ACRONYMS = re.compile(r"[A-Z]{2,}s")
 _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 """The customer's, don't, what's: the word without its ending."""
 _ARGUMENT = re.compile(r"[0-9]")
@@ -98,10 +101,16 @@ def _kind_of_argument(token: str) -> str:
     """What an argument with a digit names, when it says: `node-3` is a node, `PROJ-7` an issue; else nothing."""
     if _TRACKER_KEY.match(token):
         return "issue"
+    if token.startswith("#"):
+        return "channel"
+    if token.startswith("@"):
+        return ""
     kinded = _KINDED.match(token)
     return kinded.group(1) if kinded else ""
 
 
+_HANDLE = re.compile(r"^[#@][A-Za-z]")
+"""A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
 _NAMING = frozenset("called named titled".split())
 """The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())
@@ -246,6 +255,16 @@ class Request:
     named: frozenset[str] = frozenset()
     """The stems of the thing it acts on as said, without synonyms: a resource named as said outranks one named by a
     synonym ("create a new calendar": `/me/calendars` before `/me/events`)."""
+    capitals: frozenset[str] = frozenset()
+    """Its words written in capitals, lower case (CRDs, PVC): initials, maybe (`gateway.offer.index`)."""
+    keyed: bool = False
+    """Whether it names an item by a tracker's key (PROJ-7): what it says of a thing of that item is of the item."""
+    over_period: bool = False
+    """Whether it asks how much or how many over a stretch of time ("how many emails did people send last month"):
+    a usage report answers it."""
+    determined: bool = False
+    """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
+    name ("remove bob from the group")."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -260,6 +279,8 @@ def read(query: str) -> Request:
     terms = _match_terms(given)
     verb = _verb(given)
     methods = frozenset() if verb is None else frozenset(m for m, verbs in INTENTS.items() if given[verb][0] in verbs)
+    if not methods and given and (given[0][0] in _AUXILIARIES or given[0][0] in _ASKING_WHY):
+        methods = frozenset({"GET"})  # "is the PVC bound", "did the refund go through", "why is the pod pending"
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -268,15 +289,37 @@ def read(query: str) -> Request:
         terms = [*terms, _PERMISSION]
         things_named = phrase = named = frozenset(stems(" ".join(_PERMISSION)))
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
-    target = _target(given, verb)
+    target = frozenset() if _TO_VALUE.search(query) else _target(given, verb)
     acts = _acts(given, verb)
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
-                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named)
+                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
+                   frozenset(word.lower() for word in _CAPITALS.findall(query)),
+                   any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
+                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
 
 
+USAGE = ("activity", "usage", "report")
+"""The words of a usage report, which answers how much or how many over a stretch of time."""
+_PERIODS = frozenset("day days week weeks month months quarter quarters year years today yesterday".split())
+_AMOUNTS = frozenset("many much often usage activity".split())
+
+
+def _over_period(given: list[tuple[str, tuple[str, ...]]]) -> bool:
+    said = {word for word, _ in given}
+    return bool(said & _PERIODS) and bool(said & _AMOUNTS)
+
+
+_CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
+
+
+_DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
+
+
+_ASKING_WHY = frozenset("why how".split())
+"""With an auxiliary first (is, did, can), the words that begin a question: a question reads."""
 _PERMISSION = ("permission", "access")
 _ASKING = re.compile(r"^\s*(?:who\s+can\s+(?!be\b)\w|can\s+i\b|am\s+i\s+allowed\b)", re.IGNORECASE)
 """A question of who may do something: "who can see this file", "can I delete pods" (not "who can be assigned":
@@ -285,6 +328,16 @@ who is assignable)."""
 
 def _asks_permission(query: str) -> bool:
     return bool(_ASKING.match(query))
+
+
+def addressed_of(things: frozenset[str], acts: tuple[str, ...]) -> str:
+    """The FTS5 match of a resource that is one of the things or one of the acts (`Request.addressed`)."""
+    return _addressed(things, acts)
+
+
+def expression_of(terms: Iterable[tuple[str, ...]]) -> str:
+    """The FTS5 match of words with their alternatives (`Request.expression`)."""
+    return _expression(terms)
 
 
 def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:
@@ -334,6 +387,12 @@ def _things(given: list[tuple[str, tuple[str, ...]]],
 _TARGETING = frozenset("to of on from in for into".split())
 """Prepositions before the thing whose property a request changes: "add a label to the pod", "the priority of the
 ticket"."""
+
+
+_TO_VALUE = re.compile(r"^(?:(?!\b(?:of|on|from|in|for|into)\b)[^,;])*?\b(?:to|at)\s+"
+                       r"(?:(?:max|min|maximum|minimum|about|around)\s+)?[$€£]?[0-9]", re.IGNORECASE)
+"""A value the thing is set to, before any other preposition ("change the autoscaler to max 20 pods", "move the
+meeting to 3pm"), where a target would be: "20 pods" is how many, not whose."""
 
 
 def _target(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozenset[str]:

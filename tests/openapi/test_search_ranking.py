@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.catalog import Catalog, Tool
+from gateway.catalog import Argument, Catalog, Tool
 from gateway.offer.index import index_of
-from gateway.offer.query import intended_methods, match_expression, query_words
+from gateway.offer.query import intended_methods, match_expression, query_words, read
 
 
 def _tool(name: str, method: str, path: str, summary: str, *, deprecated: bool = False) -> Tool:
@@ -196,12 +196,60 @@ def test_a_thing_the_api_has_no_path_for_is_a_property_of_the_thing_it_is_put_on
     assert _names(labelled, "add a binding to the pod")[0] == "createPodBinding"  # a thing with a path of its own
 
 
+def test_a_question_about_a_property_of_a_thing_reads_the_thing() -> None:
+    services = [_tool("readService", "GET", "/namespaces/{namespace}/services/{name}", "read the specified Service"),
+                _tool("listService", "GET", "/namespaces/{namespace}/services", "list objects of kind Service"),
+                _tool("replaceService", "PUT", "/namespaces/{namespace}/services/{name}",
+                      "replace the specified Service"),
+                _tool("patchService", "PATCH", "/namespaces/{namespace}/services/{name}",
+                      "partially update the specified Service")]
+    # no path addresses an IP: asking for it asks for the service, not for a change of it
+    assert _names(services, "what's the cluster IP of the db service")[0] == "readService"
+    assert _names(services, "change the cluster IP of the db service")[0] in ("patchService", "replaceService")
+
+
 def test_a_name_the_api_does_not_know_is_a_member_of_the_thing_it_leaves() -> None:
     groups = [_tool("deleteGroup", "DELETE", "/groups/{group}", "Delete group"),
               _tool("deleteGroupSetting", "DELETE", "/groups/{group}/settings/{setting}", "Delete group setting"),
               _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
               _tool("deleteRoleMember", "DELETE", "/roles/{role}/members/{member}", "Delete role member")]
     assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
+
+
+def test_a_thing_after_a_determiner_is_a_word_the_api_lacks_not_a_name() -> None:
+    groups = [_tool("updateGroup", "PATCH", "/groups/{group}", "Update group"),
+              _tool("deleteGroupMember", "DELETE", "/groups/{group}/members/{member}/$ref", "Delete ref of navigation"),
+              _tool("addGroupMember", "POST", "/groups/{group}/members/$ref", "Create ref of navigation"),
+              _tool("updateGroupMember", "PATCH", "/groups/{group}/members/{member}", "Update group member")]
+    # "summary" is nowhere in the api, but "the summary" is a thing, not a person who is a member of the group
+    assert _names(groups, "change the summary of the group")[0] == "updateGroup"
+    assert _names(groups, "remove bob from the group")[0] == "deleteGroupMember"
+
+
+_TRACKER = [_tool("updateVersion", "PUT", "/versions/{id}", "Update version"),
+            _tool("getVersion", "GET", "/versions/{id}", "Get version"),
+            _tool("mergeVersions", "PUT", "/versions/{id}/mergeto/{other}", "Merge versions"),
+            _tool("getProjectVersions", "GET", "/projects/{key}/versions", "Get project versions"),
+            _tool("editIssue", "PUT", "/issues/{key}", "Edit issue"),
+            _tool("getIssue", "GET", "/issues/{key}", "Get issue"),
+            _tool("addComment", "POST", "/issues/{key}/comments", "Add comment"),
+            _tool("updateComment", "PUT", "/issues/{key}/comments/{id}", "Update comment")]
+
+
+def test_a_thing_the_api_has_but_never_under_the_target_is_a_property_the_target_changes() -> None:
+    # the api has versions, but a version set on an issue is a field of the issue: an edit of the issue
+    assert _names(_TRACKER, "set the fix version of PROJ-7 to 4.2")[0] == "editIssue"
+    assert _names(_TRACKER, "change the version of the issue")[0] == "editIssue"
+    # a thing with a path under the target is its own operation; a version alone is the version's
+    assert _names(_TRACKER, "change the comment on PROJ-7")[0] == "updateComment"
+    assert _names(_TRACKER, "change the version")[0] == "updateVersion"
+    assert _names(_TRACKER, "show the versions of the project")[0] == "getProjectVersions"
+
+
+def test_a_thing_of_an_item_named_by_its_key_is_a_field_of_the_item() -> None:
+    assert _names(_TRACKER, "add the 4.2 fix version to PROJ-7")[0] == "editIssue"
+    assert _names(_TRACKER, "what's the fix version of PROJ-7")[0] == "getIssue"
+    assert _names(_TRACKER, "what's the fix version of the release")[0] == "getVersion"  # no key: the version's
 
 
 def test_of_one_operation_under_several_paths_the_one_under_the_thing_named_ranks_first() -> None:
@@ -302,3 +350,81 @@ def test_a_verb_acts_on_the_thing_named_by_its_noun() -> None:
     binding = _tool("createClusterRoleBinding", "POST", "/apis/rbac/v1/clusterrolebindings",
                     "create a ClusterRoleBinding")
     assert _names([*roles, binding], "bind the cluster role to the service account")[0] == "createClusterRoleBinding"
+
+
+def test_a_word_in_capitals_the_api_lacks_is_the_initials_of_words_of_its_names() -> None:
+    claims = [_tool("listPersistentVolumeClaim", "GET", "/persistentvolumeclaims", "list objects of kind claim"),
+              _tool("readPersistentVolumeClaim", "GET", "/persistentvolumeclaims/{name}", "read the specified claim"),
+              _tool("listCustomResourceDefinition", "GET", "/customresourcedefinitions", "list definitions"),
+              _tool("listPodVolume", "GET", "/pods/{name}/volumes", "list the volumes of a pod"),
+              _tool("listClusterRole", "GET", "/clusterroles", "list objects of kind cluster role")]
+    assert _names(claims, "list the CRDs in the cluster")[0] == "listCustomResourceDefinition"
+    assert _names(claims, "show the PVC")[0] in ("readPersistentVolumeClaim", "listPersistentVolumeClaim")
+    # the same letters in lower case are a word (a name, a namespace), not initials
+    assert "listPersistentVolumeClaim" not in _names(claims, "show pvc")
+
+
+def test_closing_or_reopening_an_issue_is_a_transition_where_the_api_has_them() -> None:
+    workflow = [*_TRACKER, _tool("doTransition", "POST", "/issues/{key}/transitions", "Transition issue"),
+                _tool("getTransitions", "GET", "/issues/{key}/transitions", "Get transitions"),
+                _tool("deleteVersion", "DELETE", "/versions/{id}", "Delete version")]
+    assert _names(workflow, "reopen PROJ-7, it's happening again")[0] == "doTransition"
+    assert _names(workflow, "close out PROJ-44 as won't fix")[0] == "doTransition"
+
+
+def _report(name: str, path: str, summary: str, period: bool) -> Tool:
+    arguments = (Argument(name="period", location="path", wire_name="period", required=True),) if period else ()
+    return Tool(name=name, api="shop", operation_id=name, method="GET", path=path, description=summary,
+                input_schema={"type": "object"}, summary=summary, arguments=arguments)
+
+
+def test_how_many_over_a_stretch_of_time_is_a_usage_report_where_the_api_has_them() -> None:
+    mail = [_tool("sendMail", "POST", "/me/sendMail", "Send mail message"),
+            _tool("listPeople", "GET", "/me/people", "List people"),
+            _tool("listMessages", "GET", "/me/messages", "List messages"),
+            _tool("listMailFolders", "GET", "/me/mailFolders", "List mail folders"),
+            _tool("getPerson", "GET", "/me/people/{id}", "Get person"),
+            _tool("sendMessage", "POST", "/me/messages/{id}/send", "Send message")]
+    reports = [_report("getEmailActivityCounts", "/reports/getEmailActivityCounts(period='{period}')",
+                       "Invoke function getEmailActivityCounts", True),
+               _report("getMailboxUsageStorage", "/reports/getMailboxUsageStorage(period='{period}')",
+                       "Invoke function getMailboxUsageStorage", True)]
+    query = "how many emails did people send last month"
+    assert "getEmailActivityCounts" in _names(mail + reports, query)[:2]
+    # an api whose operations take no period has no such reports: its own words only
+    flat = [_report(tool.name, tool.path.split("(")[0], tool.summary, False) for tool in reports]
+
+    def score(tools: list[Tool]) -> float:
+        hits = index_of(Catalog(tools + _FILLER)).search(query, limit=5)
+        return next(hit.score for hit in hits if hit.tool.name == "getEmailActivityCounts")
+
+    assert score(mail + reports) > 1.5 * score(mail + flat)
+
+
+def test_a_hash_name_is_a_channel_and_an_at_name_is_someone() -> None:
+    assert match_expression("who is allowed to post in #announcements").count('"channel"') == 1
+    assert "announcements" not in match_expression("who is allowed to post in #announcements")
+    assert "frontend" not in match_expression("show the members of @frontend")
+    chats = [_tool("conversationsHistory", "GET", "/conversations.history", "Fetches a channel's history of messages"),
+             _tool("announcementsList", "GET", "/announcements.list", "Lists announcements")]
+    assert _names(chats, "what was said in #announcements today")[0] == "conversationsHistory"
+
+
+def test_a_value_after_to_is_what_the_thing_is_set_to_not_its_target() -> None:
+    scaling = [*_PODS, _tool("patchAutoscaler", "PATCH", "/namespaces/{namespace}/horizontalpodautoscalers/{name}",
+                             "partially update the specified HorizontalPodAutoscaler"),
+               _tool("readAutoscaler", "GET", "/namespaces/{namespace}/horizontalpodautoscalers/{name}",
+                     "read the specified HorizontalPodAutoscaler")]
+    assert _names(scaling, "change the autoscaler to max 20 pods")[0] == "patchAutoscaler"
+    assert read("move the meeting to 3pm").target == frozenset()
+    assert read("set the fix version of API-77 to 4.2").target == frozenset({"issue"})  # of API-77 comes first
+
+
+def test_a_question_whose_verb_asks_for_no_method_reads() -> None:
+    assert intended_methods("is the data PVC bound") == ["GET"]
+    assert intended_methods("why is the pod pending") == ["GET"]
+    assert intended_methods("did the last payment go through") == ["GET"]
+    assert intended_methods("can you create a channel") == ["POST"]  # its verb says
+    names = _names(_PODS + [_tool("readPod", "GET", "/namespaces/{namespace}/pods/{name}", "read the specified Pod")],
+                   "why is the pod pending")
+    assert names[0] == "readPod"
