@@ -275,7 +275,7 @@ class SQLiteStore(SQLiteConnections, Store):
         )
 
         # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
-        written = self._execute_inline(INSERT_AUDIT, values)
+        written = self._write_inline(sqlite3.Connection.execute, INSERT_AUDIT, values)
         if written is not None:
             row.id = written.lastrowid
             return
@@ -285,7 +285,8 @@ class SQLiteStore(SQLiteConnections, Store):
     async def update_audit(self, row: AuditRow) -> None:
         values = (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error)
         # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
-        if row.id is not None and self._execute_inline(UPDATE_AUDIT, (*values, row.id)) is not None:
+        if row.id is not None and self._write_inline(sqlite3.Connection.execute, UPDATE_AUDIT,
+                                                     (*values, row.id)) is not None:
             return
         await self._queue_audit(UPDATE_AUDIT, values, row)
 
@@ -295,10 +296,11 @@ class SQLiteStore(SQLiteConnections, Store):
             raise RuntimeError("the store is closed")
         await self._audit_queue.write(conn, statement, values, row)
 
-    def _execute_inline(self, statement: str, values: tuple[Any, ...]) -> sqlite3.Cursor | None:
-        """One statement on the inline connection, on this thread, committed by SQLite itself (no transaction of
-        ours: two calls fewer): its cursor once committed, None when it could not run without waiting (the inline
-        lock or the file's write lock is taken). The audit's writes, two per call, take this path."""
+    def _write_inline(self, work: Callable[..., T], *args: Any) -> T | None:
+        """`work(inline, *args)` on the inline connection, on this thread: its result once committed, None when it
+        could not run without waiting (the inline lock or the file's write lock is taken). The audit's two writes a
+        call pass the connection's own `execute` (one statement, committed by SQLite itself: no transaction of ours,
+        no closure); a rate-limit charge passes `_committed` and its body."""
         if self._inline is None or not self._inline_lock.acquire(blocking=False):
             return None
         try:
@@ -306,8 +308,9 @@ class SQLiteStore(SQLiteConnections, Store):
             if inline is None:  # closed since the caller looked
                 return None
             try:
-                cursor = inline.execute(statement, values)
+                result = work(inline, *args)
             except sqlite3.OperationalError as exc:
+                # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
                 if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
                     return None
                 raise self._unavailable(exc) from exc
@@ -316,37 +319,7 @@ class SQLiteStore(SQLiteConnections, Store):
         self._inline_rows += 1
         if self._inline_rows >= _CHECKPOINT_EVERY:
             self._checkpoint_soon()
-        return cursor
-
-    def _commit_inline(self, body: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
-        """`body` in one transaction on the inline connection, on this thread: (True, its result) once committed,
-        (False, None) when it could not run without waiting (the inline lock or the file's write lock is taken)."""
-        if self._inline is None or not self._inline_lock.acquire(blocking=False):
-            return False, None
-        try:
-            inline = self._inline
-            if inline is None:  # closed since the caller looked
-                return False, None
-            try:
-                inline.execute("BEGIN IMMEDIATE")
-                try:
-                    result = body(inline)
-                    inline.execute("COMMIT")
-                except BaseException:
-                    if inline.in_transaction:
-                        inline.execute("ROLLBACK")
-                    raise
-            except sqlite3.OperationalError as exc:
-                # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
-                    return False, None
-                raise self._unavailable(exc) from exc
-        finally:
-            self._inline_lock.release()
-        self._inline_rows += 1
-        if self._inline_rows >= _CHECKPOINT_EVERY:
-            self._checkpoint_soon()
-        return True, result
+        return result
 
     def _checkpoint_soon(self) -> None:
         """`_CHECKPOINT_EVERY` inline writes committed since the last: the store thread checkpoints (not awaited:
@@ -434,9 +407,9 @@ class SQLiteStore(SQLiteConnections, Store):
 
         # Inline like audit rows (through the store thread, each charge costs a thread hand-over); the store
         # thread when a lock is taken.
-        done, retry_after = self._commit_inline(body)
-        if done:
-            return retry_after  # type: ignore[return-value]
+        retry_after: float | None = self._write_inline(_committed, body)
+        if retry_after is not None:
+            return retry_after
         return await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))
 
     async def aclose(self) -> None:
@@ -475,3 +448,17 @@ class SQLiteStore(SQLiteConnections, Store):
             inline.close()
         checkpoint(conn)
         conn.close()
+
+
+def _committed(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
+    """`body` in a transaction of its own on the inline connection, rolled back if it or its commit fails (a commit
+    refused for a taken lock leaves the transaction open)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
