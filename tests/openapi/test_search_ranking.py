@@ -428,3 +428,18 @@ def test_a_question_whose_verb_asks_for_no_method_reads() -> None:
     names = _names(_PODS + [_tool("readPod", "GET", "/namespaces/{namespace}/pods/{name}", "read the specified Pod")],
                    "why is the pod pending")
     assert names[0] == "readPod"
+
+
+_CANCELS = [_tool("PostPaymentIntentsIntentCancel", "POST", "/v1/payment_intents/{intent}/cancel",
+                  "Cancel a PaymentIntent"),
+            _tool("DeleteSubscriptionsId", "DELETE", "/v1/subscriptions/{id}", "Cancel a subscription"),
+            _tool("PostTerminalReadersCancel", "POST", "/v1/terminal/readers/{reader}/cancel_action",
+                  "Cancel the current reader action"),
+            _tool("PostTransfersId", "POST", "/v1/transfers/{id}", "Update a transfer")]
+
+
+def test_an_ids_prefix_names_the_thing_it_abbreviates() -> None:
+    assert _names(_CANCELS, "call off pi_5 now")[0] == "PostPaymentIntentsIntentCancel"  # initials: payment intent
+    assert _names(_CANCELS, "stop sub_12 right away")[0] == "DeleteSubscriptionsId"  # the beginning: subscription
+    # the word before an id names it: tr_4 is a transfer here, whatever else "tr" could stand for
+    assert _names(_CANCELS, "change the description of transfer tr_4")[0] == "PostTransfersId"
