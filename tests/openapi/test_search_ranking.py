@@ -443,3 +443,14 @@ def test_an_ids_prefix_names_the_thing_it_abbreviates() -> None:
     assert _names(_CANCELS, "stop sub_12 right away")[0] == "DeleteSubscriptionsId"  # the beginning: subscription
     # the word before an id names it: tr_4 is a transfer here, whatever else "tr" could stand for
     assert _names(_CANCELS, "change the description of transfer tr_4")[0] == "PostTransfersId"
+
+
+def test_peoples_verbs_for_creating_changing_and_deleting_ask_for_their_method() -> None:
+    assert intended_methods("kill pod web-1 so it gets recreated") == ["DELETE"]
+    assert intended_methods("get rid of the jenkins service account") == ["DELETE"]
+    assert intended_methods("bump the checkout deployment to image v2") == ["PATCH"]
+    assert intended_methods("kick off a job that reindexes search") == ["POST"]
+    pods = [*_PODS, _tool("deleteCoreV1NamespacedPod", "DELETE", "/namespaces/{namespace}/pods/{name}",
+                          "delete a Pod")]
+    assert _names(pods, "annotate the pod with the ticket number")[0] == "patchCoreV1NamespacedPod"
+    assert _names(pods, "kill the stuck pod")[0] == "deleteCoreV1NamespacedPod"
