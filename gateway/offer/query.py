@@ -8,7 +8,8 @@ pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("p
 (create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
 matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list"). Tokens
 with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is
-a node, PROJ-7 an issue, #support a channel; @frontend is a handle). A request is an imperative: its first word is its
+a node, PROJ-7 an issue, #support a channel,
+src/main.py a file; @frontend is a handle). A request is an imperative: its first word is its
 verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its
 senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say
 whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it acts on
@@ -60,7 +61,8 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = query.split()
-    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token) else token
+    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token)
+                    else "file" if _FILE_NAME.match(token) else token
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
@@ -109,6 +111,10 @@ def _kind_of_argument(token: str) -> str:
     return kinded.group(1) if kinded else ""
 
 
+_FILE_NAME = re.compile(r"^[\w./-]*\w\.(?:md|txt|py|js|ts|go|rs|java|rb|c|h|cpp|cs|json|ya?ml|toml|xml|csv|tsv|pdf|"
+                        r"docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|gz|tar|log|html?|css|sh|sql|ipynb)[,.;:?!]?$",
+                        re.IGNORECASE)
+"""A file's name (README.md, src/main.py, budget.docx): an argument that names a file."""
 _HANDLE = re.compile(r"^[#@][A-Za-z]")
 """A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
 _NAMING = frozenset("called named titled".split())

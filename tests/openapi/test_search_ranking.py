@@ -454,3 +454,11 @@ def test_peoples_verbs_for_creating_changing_and_deleting_ask_for_their_method()
                           "delete a Pod")]
     assert _names(pods, "annotate the pod with the ticket number")[0] == "patchCoreV1NamespacedPod"
     assert _names(pods, "kill the stuck pod")[0] == "deleteCoreV1NamespacedPod"
+
+
+def test_a_files_name_is_an_argument_that_names_a_file() -> None:
+    assert query_words("replace script.py in my gist")[1] == ("file", ())
+    tools = [_tool("repos/get-content", "GET", "/repos/{owner}/{repo}/contents/{path}", "Get repository content"),
+             _tool("apps/get-webhook-config", "GET", "/app/hook/config", "Get a webhook configuration for an app"),
+             _tool("actions/get-src", "GET", "/repos/{owner}/{repo}/src", "Get the src of a repository")]
+    assert _names(tools, "show me src/config.yaml as it was on Monday")[0] == "repos/get-content"
