@@ -79,11 +79,20 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
             particles = {w for w, _ in found[position + 1:]}
             meant = next((m for (verb, particle), m in PHRASAL_VERBS.items() if verb == word and particle in particles),
                          None)
-            if meant is not None:
+            if meant is not None:  # past its object, the particle says where from: "take carol off the team"
+                rest = found[position + 1:]
                 found = [*found[:position], (meant, ()),
-                         *(pair for pair in found[position + 1:] if pair[0] not in _PARTICLES)]
+                         *(("from", ()) if _says_where_from(rest, at) else pair
+                           for at, pair in enumerate(rest) if pair[0] not in _PARTICLES or _says_where_from(rest, at))]
             break
     return found
+
+
+def _says_where_from(rest: list[tuple[str, tuple[str, ...]]], at: int) -> bool:
+    """Whether the particle at `at`, past the verb's object and before a noun phrase, says where the object is taken
+    from ("take carol off the team"; not "kick bob out of the channel", "turn notifications off")."""
+    return (rest[at][0] in _PARTICLES and at > 0 and rest[at - 1][0] not in STOP | _PRONOUNS | _PARTICLES
+            and at + 1 < len(rest) and rest[at + 1][0] != "of")
 
 
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")

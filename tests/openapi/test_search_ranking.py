@@ -462,3 +462,13 @@ def test_a_files_name_is_an_argument_that_names_a_file() -> None:
              _tool("apps/get-webhook-config", "GET", "/app/hook/config", "Get a webhook configuration for an app"),
              _tool("actions/get-src", "GET", "/repos/{owner}/{repo}/src", "Get the src of a repository")]
     assert _names(tools, "show me src/config.yaml as it was on Monday")[0] == "repos/get-content"
+
+
+def test_a_particle_past_the_object_says_where_it_is_taken_from() -> None:
+    assert read("take carol off the frontend team").target == frozenset({"team"})
+    assert read("turn notifications off").target == frozenset()
+    teams = [_tool("teams/delete-in-org", "DELETE", "/orgs/{org}/teams/{team_slug}", "Delete a team"),
+             _tool("teams/remove-membership-for-user-in-org", "DELETE",
+                   "/orgs/{org}/teams/{team_slug}/memberships/{username}", "Remove team membership for a user"),
+             _tool("teams/list", "GET", "/orgs/{org}/teams", "List teams")]
+    assert _names(teams, "take carol off the frontend team")[0] == "teams/remove-membership-for-user-in-org"
