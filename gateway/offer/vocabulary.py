@@ -59,6 +59,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
     "move": ("transition",),
     "app": ("application",), "library": ("drive",), "many": ("count",),
+    "said": ("comment", "message", "history"), "posted": ("message", "comment"),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""

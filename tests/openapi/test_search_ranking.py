@@ -472,3 +472,10 @@ def test_a_particle_past_the_object_says_where_it_is_taken_from() -> None:
                    "/orgs/{org}/teams/{team_slug}/memberships/{username}", "Remove team membership for a user"),
              _tool("teams/list", "GET", "/orgs/{org}/teams", "List teams")]
     assert _names(teams, "take carol off the frontend team")[0] == "teams/remove-membership-for-user-in-org"
+
+
+def test_what_was_said_is_the_comments_or_the_messages() -> None:
+    tools = [_tool("getComments", "GET", "/issue/{issueIdOrKey}/comment", "Get comments"),
+             _tool("getUsersFromGroup", "GET", "/group/member", "Get users from group"),
+             _tool("getIssue", "GET", "/issue/{issueIdOrKey}", "Get issue")]
+    assert _names(tools, "what has everyone said on MOB-19 so far")[0] == "getComments"
