@@ -18,6 +18,10 @@ _PREFIXED_ID = re.compile(r"^([A-Za-z]{2,5})_[A-Za-z0-9_]*[0-9][A-Za-z0-9_]*$")
 """An id that says its kind in a prefix before an underscore: cus_42, pi_3abc, acct_9, sub_sched_1 (hyphens join
 names, not kinds: web-7f9c4 is a pod's name)."""
 
+_NAME = re.compile(r"^[a-z][a-z0-9]*-[a-z0-9-]*[0-9][a-z0-9-]*[,.;:?!]?$")
+"""A name with a hyphen and a digit (api-6d8b, web-7f9c4): what it says before its hyphen may be a kind (node-3) or
+a part of the name."""
+
 
 class Abbreviations:
     """The short words of one api's names and paths, made when first asked."""
@@ -78,14 +82,22 @@ def _in_order(letters: str, word: str) -> bool:
     return all(letter in remaining for letter in letters)
 
 
-def kinds_named(query: str, request: Request, abbreviations: Abbreviations, knows: Callable[[str], bool]) -> str:
+def kinds_named(query: str, request: Request, abbreviations: Abbreviations, knows: Callable[[str], bool],
+                addresses: Callable[[frozenset[str]], bool]) -> str:
     """`query` with each id whose prefix the api does not know as a word replaced by what the prefix names, when the
     request says none of its words already: "let go of the hold on pi_5" asks about a payment intent, "switch sub_12 to
     yearly" about a subscription; "customer cus_1" (the word before names it) is left as it is, and so is an id whose
-kind the request says anywhere."""
+kind the request says anywhere. A name with a hyphen beside a thing the api has is that thing's name, no word to
+match: "kill pod api-6d8b" asks for no `api`."""
     tokens = query.split()
     changed = False
     for position, token in enumerate(tokens):
+        beside = [tokens[at].lower().rstrip(",.;:?!") for at in (position - 1, position + 1) if 0 <= at < len(tokens)]
+        if _NAME.match(token) and any(word not in STOP and word.isalpha() and addresses(frozenset(stems(word)))
+                                      for word in beside):
+            tokens[position] = ""  # "kill pod api-6d8b", "the orders-5d4f replicaset": a name, not the api's "api"
+            changed = True
+            continue
         prefixed = _PREFIXED_ID.match(token.rstrip(",.;:?!"))
         if prefixed is None or knows(prefixed.group(1).lower()):
             continue

@@ -209,7 +209,7 @@ class ToolIndex:
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
             assert opened.abbreviations is not None
-            named = kinds_named(query, read_as, opened.abbreviations, opened.knows)
+            named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods

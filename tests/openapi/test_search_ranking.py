@@ -479,3 +479,11 @@ def test_what_was_said_is_the_comments_or_the_messages() -> None:
              _tool("getUsersFromGroup", "GET", "/group/member", "Get users from group"),
              _tool("getIssue", "GET", "/issue/{issueIdOrKey}", "Get issue")]
     assert _names(tools, "what has everyone said on MOB-19 so far")[0] == "getComments"
+
+
+def test_a_name_beside_the_thing_it_names_is_no_word_to_match() -> None:
+    pods = [*_PODS, _tool("deleteCoreV1NamespacedPod", "DELETE", "/namespaces/{namespace}/pods/{name}", "delete a Pod"),
+            _tool("getAPIVersions", "GET", "/apis/", "get available API versions"),
+            _tool("deleteAPIService", "DELETE", "/apis/apiregistration/v1/apiservices/{name}", "delete an APIService")]
+    assert _names(pods, "kill pod api-6d8b right now")[0] == "deleteCoreV1NamespacedPod"
+    assert _names(pods, "delete the api-6d8b pod")[0] == "deleteCoreV1NamespacedPod"
