@@ -61,7 +61,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = query.split()
-    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token)
+    kept = " ".join(_argument(tokens, position) if _ARGUMENT.search(token) or _HANDLE.match(token)
                     else "file" if _FILE_NAME.match(token) else token
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
@@ -106,6 +106,18 @@ _KINDED = re.compile(r"^([A-Za-z]{3,})[-_][A-Za-z0-9-_]*[0-9]")
 """An argument that says what it is before its number: node-3, pod-web-1 (a node, a pod)."""
 _TRACKER_KEY = re.compile(r"^[A-Z][A-Z0-9]{1,9}-[0-9]+\b")
 """An issue tracker's key: PROJ-123, WEB-7 (Jira, YouTrack, Linear)."""
+
+
+def _argument(tokens: list[str], position: int) -> str:
+    """What the argument at `position` names (`_kind_of_argument`); a channel where something is said ("post the
+    metrics to #leadership", "what did people decide in #support") names a message too."""
+    token = tokens[position]
+    if token.startswith("#") and position and tokens[position - 1].lower() in _WHERE_SAID:
+        return "message " + _kind_of_argument(token)
+    return _kind_of_argument(token)
+
+
+_WHERE_SAID = frozenset("to in into".split())
 
 
 def _kind_of_argument(token: str) -> str:

@@ -487,3 +487,13 @@ def test_a_name_beside_the_thing_it_names_is_no_word_to_match() -> None:
             _tool("deleteAPIService", "DELETE", "/apis/apiregistration/v1/apiservices/{name}", "delete an APIService")]
     assert _names(pods, "kill pod api-6d8b right now")[0] == "deleteCoreV1NamespacedPod"
     assert _names(pods, "delete the api-6d8b pod")[0] == "deleteCoreV1NamespacedPod"
+
+
+def test_a_channel_where_something_is_said_names_a_message() -> None:
+    slack = [_described("chat_postMessage", "POST", "/chat.postMessage", "Sends a message to a channel."),
+             _described("conversations_archive", "POST", "/conversations.archive", "Archives a conversation."),
+             _described("conversations_create", "POST", "/conversations.create",
+                        "Initiates a public or private channel-based conversation"),
+             _described("conversations_rename", "POST", "/conversations.rename", "Renames a conversation.")]
+    assert _names(slack, "post the weekly metrics to #leadership on Monday")[0] == "chat_postMessage"
+    assert "message" not in match_expression("archive #leadership")  # the channel itself
