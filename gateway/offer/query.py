@@ -60,7 +60,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
-    tokens = query.split()
+    tokens = asked(query).split()
     kept = " ".join(_argument(tokens, position) if _ARGUMENT.search(token) or _HANDLE.match(token)
                     else "file" if _FILE_NAME.match(token) else token
                     for position, token in enumerate(tokens)
@@ -93,6 +93,15 @@ def _says_where_from(rest: list[tuple[str, tuple[str, ...]]], at: int) -> bool:
     from ("take carol off the team"; not "kick bob out of the channel", "turn notifications off")."""
     return (rest[at][0] in _PARTICLES and at > 0 and rest[at - 1][0] not in STOP | _PRONOUNS | _PARTICLES
             and at + 1 < len(rest) and rest[at + 1][0] != "of")
+
+
+_CONTENT = re.compile(r"(^|\s)([^\s:]*[A-Za-z0-9]):\s.*$")
+"""What follows a colon is what the request carries, not what it asks for ("log a bug: checkout crashes on Safari")."""
+
+
+def asked(query: str) -> str:
+    """`query` without the content after a colon (the bug's text, the comment to post): those words are arguments."""
+    return _CONTENT.sub(r"\1\2", query)
 
 
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
@@ -302,6 +311,7 @@ class Request:
 
 def read(query: str) -> Request:
     """`query` read: its words to match, its methods, its stems."""
+    query = asked(query)
     given = query_words(query)
     terms = _match_terms(given)
     verb = _verb(given)

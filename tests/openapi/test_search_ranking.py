@@ -497,3 +497,12 @@ def test_a_channel_where_something_is_said_names_a_message() -> None:
              _described("conversations_rename", "POST", "/conversations.rename", "Renames a conversation.")]
     assert _names(slack, "post the weekly metrics to #leadership on Monday")[0] == "chat_postMessage"
     assert "message" not in match_expression("archive #leadership")  # the channel itself
+
+
+def test_what_follows_a_colon_is_what_the_request_carries() -> None:
+    jira = [_tool("createIssue", "POST", "/rest/api/3/issue", "Create issue"),
+            _tool("resetColumns", "DELETE", "/rest/api/3/filter/{id}/columns", "Reset columns"),
+            _tool("resetCustomerPassword", "POST", "/rest/api/3/customer/password/reset",
+                  "Reset a customer's password on mobile")]
+    assert _names(jira, "open a ticket: customers can't reset their password on mobile")[0] == "createIssue"
+    assert "rocket" in match_expression("make :shipit: an alias of :rocket:")  # an emoji's colons are no colon
