@@ -62,7 +62,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     found: list[tuple[str, tuple[str, ...]]] = []
     tokens = asked(query).split()
     kept = " ".join(_argument(tokens, position) if _ARGUMENT.search(token) or _HANDLE.match(token)
-                    else "file" if _FILE_NAME.match(token) else token
+                    else "file" if _FILE_NAME.match(token) else "email" if _EMAIL.match(token) else token
                     for position, token in enumerate(tokens)
                     if not (position and tokens[position - 1].lower() in _NAMING))
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
@@ -145,6 +145,8 @@ _FILE_NAME = re.compile(r"^[\w./-]*\w\.(?:md|txt|py|js|ts|go|rs|java|rb|c|h|cpp|
                         r"docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|gz|tar|log|html?|css|sh|sql|ipynb)[,.;:?!]?$",
                         re.IGNORECASE)
 """A file's name (README.md, src/main.py, budget.docx): an argument that names a file."""
+_EMAIL = re.compile(r"^\(?[\w.+-]+@[\w-]+(?:\.[\w-]+)+\)?[,.;:?!]?$")
+"""An email address (jo@acme.com): an argument that names an email."""
 _HANDLE = re.compile(r"^[#@][A-Za-z]")
 """A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
 _NAMING = frozenset("called named titled".split())

@@ -506,3 +506,12 @@ def test_what_follows_a_colon_is_what_the_request_carries() -> None:
                   "Reset a customer's password on mobile")]
     assert _names(jira, "open a ticket: customers can't reset their password on mobile")[0] == "createIssue"
     assert "rocket" in match_expression("make :shipit: an alias of :rocket:")  # an emoji's colons are no colon
+
+
+def test_an_email_address_is_an_argument_that_names_an_email() -> None:
+    assert query_words("invite jo@acme.com to the workspace")[1] == ("email", ())
+    slack = [_described("users_lookupByEmail", "GET", "/users.lookupByEmail", "Find a user with an email address."),
+             _described("users_list", "GET", "/users.list", "Lists all users in a Slack team."),
+             _described("team_info", "GET", "/team.info", "Gets information about the current team at acme."),
+             _described("users_identity", "GET", "/users.identity", "Get a user's identity.")]
+    assert _names(slack, "look up the slack account for jane.doe@acme.io")[0] == "users_lookupByEmail"
