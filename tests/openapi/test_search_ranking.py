@@ -515,3 +515,14 @@ def test_an_email_address_is_an_argument_that_names_an_email() -> None:
              _described("team_info", "GET", "/team.info", "Gets information about the current team at acme."),
              _described("users_identity", "GET", "/users.identity", "Get a user's identity.")]
     assert _names(slack, "look up the slack account for jane.doe@acme.io")[0] == "users_lookupByEmail"
+
+
+def test_a_user_path_that_takes_whose_as_an_argument_is_anyones() -> None:
+    account = (Argument(name="accountId", location="query", wire_name="accountId"),)
+    tools = [Tool(name="getUserGroups", api="shop", operation_id="getUserGroups", method="GET",
+                  path="/rest/api/3/user/groups", description="Get user groups", input_schema={"type": "object"},
+                  summary="Get user groups", arguments=account),
+             _tool("getMyGroups", "GET", "/rest/api/3/myself/groups", "Get my groups"),
+             _tool("getGroup", "GET", "/rest/api/3/group", "Get group")]
+    assert _names(tools, "which groups is the user with account 5b10 in")[0] == "getUserGroups"
+    assert _names(tools, "which groups am I in")[0] == "getMyGroups"
