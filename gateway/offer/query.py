@@ -275,7 +275,8 @@ class Request:
     (`/me/...`, `/users/{id}/...`) is asked for the one meant. A possessive of a word the api does not know ("alice's")
     makes it "other" too (`owner_in`)."""
     possessors: tuple[str, ...]
-    """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+    """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price") and the
+    subject of a question ("bob" in "which teams is bob part of")."""
     target: frozenset[str]
     """The stems of the head of the noun phrase after a preposition that follows the thing named, with its synonyms
     ("pod" in "add a label to the pod", "meeting" in "invite carol to the meeting"): when the api has no resource for
@@ -333,7 +334,7 @@ def read(query: str) -> Request:
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
-                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
+                   _possessors(query),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
@@ -498,6 +499,19 @@ def _root(word: str) -> str:
 
 
 _POSSESSIVE = re.compile(r"\b([A-Za-z]+)['’]s\b")
+_SUBJECT = re.compile(r"^(?:which|what|when|where|how)\s+(?:[a-z-]+\s+){0,2}?"
+                      r"(?:is|are|does|do|did|has|have|was|were)\s+([a-z]+)\b|^(?:is|are|does|did|has)\s+([a-z]+)\b")
+"""The subject of a question ("which teams is bob part of", "is alice available"): a word the api does not know
+there is a person, whose things the question asks for."""
+
+
+def _possessors(query: str) -> tuple[str, ...]:
+    """The words before an 's and a question's subject (`Request.possessors`)."""
+    subjects = (match.group(1) or match.group(2) for match in _SUBJECT.finditer(query))
+    return tuple(word.lower() for word in (*_POSSESSIVE.findall(query), *subjects)
+                 if word.lower() not in _NOT_OWNERS | STOP | _PRONOUNS | _DETERMINERS)
+
+
 _NOT_OWNERS = frozenset("it that what who there here let he she this".split())
 
 

@@ -526,3 +526,13 @@ def test_a_user_path_that_takes_whose_as_an_argument_is_anyones() -> None:
              _tool("getGroup", "GET", "/rest/api/3/group", "Get group")]
     assert _names(tools, "which groups is the user with account 5b10 in")[0] == "getUserGroups"
     assert _names(tools, "which groups am I in")[0] == "getMyGroups"
+
+
+def test_a_questions_subject_the_api_does_not_know_is_a_person() -> None:
+    assert read("which teams is bob part of").possessors == ("bob",)
+    assert read("is alice available right now").possessors == ("alice",)
+    assert read("what meetings do I have tomorrow").possessors == ()
+    assert read("is the PVC bound").possessors == ()
+    teams = [_tool("me_ListJoinedTeams", "GET", "/me/joinedTeams", "Get joinedTeams from me"),
+             _tool("users_ListJoinedTeams", "GET", "/users/{user-id}/joinedTeams", "Get joinedTeams from users")]
+    assert _names(teams, "which teams is bob part of")[0] == "users_ListJoinedTeams"
