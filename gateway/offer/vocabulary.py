@@ -60,6 +60,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "move": ("transition",),
     "app": ("application",), "library": ("drive",), "many": ("count",),
     "said": ("comment", "message", "history"), "posted": ("message", "comment"),
+    "standup": ("meeting", "event"), "offsite": ("meeting", "event"), "allhands": ("meeting", "event"),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""

@@ -536,3 +536,11 @@ def test_a_questions_subject_the_api_does_not_know_is_a_person() -> None:
     teams = [_tool("me_ListJoinedTeams", "GET", "/me/joinedTeams", "Get joinedTeams from me"),
              _tool("users_ListJoinedTeams", "GET", "/users/{user-id}/joinedTeams", "Get joinedTeams from users")]
     assert _names(teams, "which teams is bob part of")[0] == "users_ListJoinedTeams"
+
+
+def test_kinds_of_meeting_are_meetings() -> None:
+    graph = [_tool("me_UpdateEvents", "PATCH", "/me/events/{event-id}", "Update the navigation property events in me"),
+             _tool("identity_UpdateNamedLocations", "PATCH", "/identity/conditionalAccess/namedLocations/{id}",
+                   "Update the navigation property namedLocations in identity")]
+    assert _names(graph, "change the location of the offsite to room 4B")[0] == "me_UpdateEvents"
+    assert "event" in match_expression("set up a standup every weekday")
