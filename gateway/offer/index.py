@@ -22,16 +22,17 @@ is the request's verb acting on what it names (`/me/events/{id}/accept` for "acc
 when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
 `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
 said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
-is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one
+is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
+when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3). Graph answers one
 operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
 else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
 (Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
 thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
 the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a payment intent;
-`gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a
-period. The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts
-of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and
-`final`, from the fourth `round3`, from the fifth `round4`), never on the part measured at the end of a round
+`gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
+The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
+tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
+from the fourth `round3`, from the fifth `round4`), never on the part measured at the end of a round
 (bench/README.md)."""
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ _ADDRESSED = 1.5
 _ADDRESSED_BY_SYNONYM = 1.2
 _ACTED = 3.0
 _OWNER = 1.6
+_ONE_ITEM = 1.2
 
 
 @dataclass(slots=True, frozen=True)
@@ -401,6 +403,8 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
         if displaced and _names((facts.resource.split() or [""])[-1], displaced):
             factor /= _DISPLACED
+        if request.identified and "{" in facts.tool.path:
+            factor *= _ONE_ITEM
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

@@ -8,13 +8,12 @@ pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("p
 (create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
 matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list"). Tokens
 with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is
-a node, PROJ-7 an issue, #support a channel,
-src/main.py a file; @frontend is a handle). A request is an imperative: its first word is its
-verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its
-senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say
-whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it acts on
-(`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what each path
-addresses; a name after "called" or "named" is an argument."""
+a node, PROJ-7 an issue, #support a channel, src/main.py a file; @frontend is a handle). A request is an imperative: its
+first word is its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off ->
+DELETE) and takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns
+do not match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
+acts on (`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what
+each path addresses; a name after "called" or "named" is an argument."""
 
 from __future__ import annotations
 
@@ -147,6 +146,8 @@ _FILE_NAME = re.compile(r"^[\w./-]*\w\.(?:md|txt|py|js|ts|go|rs|java|rb|c|h|cpp|
 """A file's name (README.md, src/main.py, budget.docx): an argument that names a file."""
 _EMAIL = re.compile(r"^\(?[\w.+-]+@[\w-]+(?:\.[\w-]+)+\)?[,.;:?!]?$")
 """An email address (jo@acme.com): an argument that names an email."""
+_IDENTIFIER = re.compile(r"(?:^|\s)(?:[A-Za-z]{2,5}_\w*[0-9]|[A-Z][A-Z0-9]{1,9}-[0-9]+\b|[a-z]{3,}-[a-z0-9-]*[0-9])")
+"""An id that says it is one: cus_42, PROJ-7, node-3 (a bare number may be an amount, a count, a time)."""
 _HANDLE = re.compile(r"^[#@][A-Za-z]")
 """A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
 _NAMING = frozenset("called named titled".split())
@@ -304,6 +305,8 @@ class Request:
     determined: bool = False
     """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
     name ("remove bob from the group")."""
+    identified: bool = False
+    """Whether it names one item by an id (cus_42, PROJ-7, node-3): an operation on one item answers it."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -338,7 +341,8 @@ def read(query: str) -> Request:
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
-                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
+                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
+                   identified=bool(_IDENTIFIER.search(query)))
 
 
 USAGE = ("activity", "usage", "report")

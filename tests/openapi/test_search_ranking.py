@@ -544,3 +544,16 @@ def test_kinds_of_meeting_are_meetings() -> None:
                    "Update the navigation property namedLocations in identity")]
     assert _names(graph, "change the location of the offsite to room 4B")[0] == "me_UpdateEvents"
     assert "event" in match_expression("set up a standup every weekday")
+
+
+def test_an_item_named_by_its_id_prefers_the_operations_on_one_item() -> None:
+    assert read("drain node-7 for an upgrade").identified and read("tag OPS-7 with a label").identified
+    assert not read("scale the deployment to 5 replicas").identified  # a count, not an id
+    nodes = [_tool("listCoreV1Node", "GET", "/api/v1/nodes", "list or watch objects of kind Node"),
+             _tool("createCoreV1Node", "POST", "/api/v1/nodes", "create a Node"),
+             _tool("deleteCoreV1CollectionNode", "DELETE", "/api/v1/nodes", "delete collection of Node"),
+             _tool("patchCoreV1Node", "PATCH", "/api/v1/nodes/{name}", "partially update the specified Node"),
+             _tool("readCoreV1Node", "GET", "/api/v1/nodes/{name}", "read the specified Node")]
+    names = _names(nodes, "drain node-7 for an upgrade")
+    collection = names.index("deleteCoreV1CollectionNode")
+    assert names.index("readCoreV1Node") < collection and names.index("patchCoreV1Node") < collection
