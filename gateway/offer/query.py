@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .arguments import arguments_named, asked, identifies, keyed
 from .vocabulary import INTENTS, PHRASAL_VERBS, SYNONYMS, VERB_SENSES
 
 
@@ -59,11 +60,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
-    tokens = asked(query).split()
-    kept = " ".join(_argument(tokens, position) if _ARGUMENT.search(token) or _HANDLE.match(token)
-                    else "file" if _FILE_NAME.match(token) else "email" if _EMAIL.match(token) else token
-                    for position, token in enumerate(tokens)
-                    if not (position and tokens[position - 1].lower() in _NAMING))
+    kept = arguments_named(query)
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
         if _ACRONYMS.fullmatch(chunk):  # CRDs, PVCs: one word, not CR and Ds
             found.append((chunk.lower(), ()))
@@ -94,64 +91,10 @@ def _says_where_from(rest: list[tuple[str, tuple[str, ...]]], at: int) -> bool:
             and at + 1 < len(rest) and rest[at + 1][0] != "of")
 
 
-_CONTENT = re.compile(r"(^|\s)([^\s:]*[A-Za-z0-9]):\s.*$")
-"""What follows a colon is what the request carries, not what it asks for ("log a bug: checkout crashes on Safari")."""
-
-
-def asked(query: str) -> str:
-    """`query` without the content after a colon (the bug's text, the comment to post): those words are arguments."""
-    return _CONTENT.sub(r"\1\2", query)
-
-
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
 _ACRONYMS = re.compile(r"[A-Z]{2,}s")
 _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 """The customer's, don't, what's: the word without its ending."""
-_ARGUMENT = re.compile(r"[0-9]")
-"""A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
-not a word of the operation."""
-_KINDED = re.compile(r"^([A-Za-z]{3,})[-_][A-Za-z0-9-_]*[0-9]")
-"""An argument that says what it is before its number: node-3, pod-web-1 (a node, a pod)."""
-_TRACKER_KEY = re.compile(r"^[A-Z][A-Z0-9]{1,9}-[0-9]+\b")
-"""An issue tracker's key: PROJ-123, WEB-7 (Jira, YouTrack, Linear)."""
-
-
-def _argument(tokens: list[str], position: int) -> str:
-    """What the argument at `position` names (`_kind_of_argument`); a channel where something is said ("post the
-    metrics to #leadership", "what did people decide in #support") names a message too."""
-    token = tokens[position]
-    if token.startswith("#") and position and tokens[position - 1].lower() in _WHERE_SAID:
-        return "message " + _kind_of_argument(token)
-    return _kind_of_argument(token)
-
-
-_WHERE_SAID = frozenset("to in into".split())
-
-
-def _kind_of_argument(token: str) -> str:
-    """What an argument with a digit names, when it says: `node-3` is a node, `PROJ-7` an issue; else nothing."""
-    if _TRACKER_KEY.match(token):
-        return "issue"
-    if token.startswith("#"):
-        return "channel"
-    if token.startswith("@"):
-        return ""
-    kinded = _KINDED.match(token)
-    return kinded.group(1) if kinded else ""
-
-
-_FILE_NAME = re.compile(r"^[\w./-]*\w\.(?:md|txt|py|js|ts|go|rs|java|rb|c|h|cpp|cs|json|ya?ml|toml|xml|csv|tsv|pdf|"
-                        r"docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|gz|tar|log|html?|css|sh|sql|ipynb)[,.;:?!]?$",
-                        re.IGNORECASE)
-"""A file's name (README.md, src/main.py, budget.docx): an argument that names a file."""
-_EMAIL = re.compile(r"^\(?[\w.+-]+@[\w-]+(?:\.[\w-]+)+\)?[,.;:?!]?$")
-"""An email address (jo@acme.com): an argument that names an email."""
-_IDENTIFIER = re.compile(r"(?:^|\s)(?:[A-Za-z]{2,5}_\w*[0-9]|[A-Z][A-Z0-9]{1,9}-[0-9]+\b|[a-z]{3,}-[a-z0-9-]*[0-9])")
-"""An id that says it is one: cus_42, PROJ-7, node-3 (a bare number may be an amount, a count, a time)."""
-_HANDLE = re.compile(r"^[#@][A-Za-z]")
-"""A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
-_NAMING = frozenset("called named titled".split())
-"""The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())
 """Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
 
@@ -340,9 +283,9 @@ def read(query: str) -> Request:
                    _possessors(query),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
-                   any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
+                   keyed(query), _over_period(given),
                    verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
-                   identified=bool(_IDENTIFIER.search(query)))
+                   identified=identifies(query))
 
 
 USAGE = ("activity", "usage", "report")
