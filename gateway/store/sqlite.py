@@ -65,7 +65,7 @@ from .sqlite_tables import (
     session_ended,
     upgrade_schema,
 )
-from .sqlite_writes import QueuedRow, checkpoint, open_inline, settle_waiters, write_audit
+from .sqlite_writes import AuditQueue, checkpoint, open_inline
 
 logger = logging.getLogger("gateway.store")
 
@@ -76,13 +76,6 @@ _CHECKPOINT_EVERY = 1000
 pages a row in files made before `sqlite_tables` dropped AUTOINCREMENT and the time index). A checkpoint holds
 inline rows off for its fsync, so the fewer checkpoints, the fewer calls take the queued path."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-# `None` binds as NULL either way. Without an adapter of its own, sqlite3 asks the prepare protocol and then the
-# value for `__adapt__` and `__conform__` for every None parameter, building and dropping an AttributeError each
-# time (an audit row binds about ten Nones, twice per call); with one, it finds this in its registry and calls it
-# (`{}.get(None)` is None, in C).
-_NULL: Callable[[None], None] = {}.get  # type: ignore[assignment]  # the one-argument form of an overload
-sqlite3.register_adapter(type(None), _NULL)
 
 
 class SQLiteStore(SQLiteConnections, Store):
@@ -95,9 +88,7 @@ class SQLiteStore(SQLiteConnections, Store):
         self.path = str(path)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
-        self._audit_queue: list[QueuedRow] = []
-        self._audit_lock = threading.Lock()
-        self._audit_draining = False  # a drain job is queued or running on the store thread
+        self._audit_queue = AuditQueue(self._thread, self._unavailable)  # rows the inline connection could not take
         self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
         self._inline_lock = threading.Lock()  # only ever tried, never waited for, by a writer
         self._inline_rows = 0  # since the last checkpoint was asked for
@@ -299,26 +290,10 @@ class SQLiteStore(SQLiteConnections, Store):
         await self._queue_audit(UPDATE_AUDIT, values, row)
 
     async def _queue_audit(self, statement: str, values: tuple[Any, ...], row: AuditRow) -> None:
-        # Group commit: rows arriving while a write is on the disk go out together in the next transaction,
-        # one commit for the lot; each caller still returns only once its row is committed. The rows go
-        # straight to the store thread (no task, no run_in_executor future chain per call): one drain job
-        # per burst, and the committed waiters are settled with one call_soon_threadsafe per event loop.
         conn = self._conn
         if conn is None:
             raise RuntimeError("the store is closed")
-        waiter = asyncio.get_running_loop().create_future()
-        with self._audit_lock:
-            self._audit_queue.append((statement, values, row, waiter))
-            start, self._audit_draining = not self._audit_draining, True
-        if start:
-            try:
-                self._thread.submit(self._drain_audit, conn)
-            except RuntimeError:  # the thread is shut down (closed meanwhile)
-                with self._audit_lock:
-                    self._audit_draining = False
-                raise
-        # A cancelled caller cancels only its waiter: the row is queued and is written anyway.
-        await waiter
+        await self._audit_queue.write(conn, statement, values, row)
 
     def _execute_inline(self, statement: str, values: tuple[Any, ...]) -> sqlite3.Cursor | None:
         """One statement on the inline connection, on this thread, committed by SQLite itself (no transaction of
@@ -383,23 +358,6 @@ class SQLiteStore(SQLiteConnections, Store):
                 self._thread.submit(self._checkpoint_quiet, conn)
         except RuntimeError:  # the thread is shut down: close checkpoints
             pass
-
-    def _drain_audit(self, conn: sqlite3.Connection) -> None:
-        """On the store thread: write queued rows, a transaction per batch, until the queue is empty."""
-        while True:
-            with self._audit_lock:
-                if not self._audit_queue:
-                    self._audit_draining = False
-                    return
-                batch, self._audit_queue = self._audit_queue, []
-            error: Exception | None = None
-            try:
-                write_audit(conn, batch=batch)
-            except sqlite3.OperationalError as exc:  # every waiter learns of it; the audit layer logs the loss
-                error = self._unavailable(exc)
-            except BaseException as exc:
-                error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
-            settle_waiters(batch, error)
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:

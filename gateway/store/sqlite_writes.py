@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .base import AuditRow
@@ -16,6 +18,13 @@ logger = logging.getLogger("gateway.store")
 
 QueuedRow = tuple[str, tuple[Any, ...], AuditRow, "asyncio.Future[None]"]
 """(INSERT_AUDIT or UPDATE_AUDIT, its values, the row, its waiter): an update's id is read when it is written."""
+
+# `None` binds as NULL either way. Without an adapter of its own, sqlite3 asks the prepare protocol and then the
+# value for `__adapt__` and `__conform__` for every None parameter, building and dropping an AttributeError each
+# time (an audit row binds about ten Nones, twice per call); with one, it finds this in its registry and calls it
+# (`{}.get(None)` is None, in C).
+_NULL: Callable[[None], None] = {}.get  # type: ignore[assignment]  # the one-argument form of an overload
+sqlite3.register_adapter(type(None), _NULL)
 
 
 def open_inline(path: str) -> sqlite3.Connection:
@@ -76,3 +85,55 @@ def _resolve_waiters(waiters: list[asyncio.Future[None]], error: Exception | Non
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+
+
+class AuditQueue:
+    """Audit rows the inline connection could not take (its lock or the file's was taken), group-committed on the
+    store thread: rows arriving while a write is on the disk go out together in the next transaction, one commit
+    for the lot; each caller still returns only once its row is committed. The rows go straight to the store thread
+    (no task, no run_in_executor future chain per call): one drain job per burst, and the committed waiters are
+    settled with one call_soon_threadsafe per event loop.
+
+    Args:
+        thread: the store's one thread; unavailable: what a refused statement is raised to the waiters as.
+    """
+
+    def __init__(self, thread: ThreadPoolExecutor,
+                 unavailable: Callable[[sqlite3.OperationalError], Exception]) -> None:
+        self._thread = thread
+        self._unavailable = unavailable
+        self._rows: list[QueuedRow] = []
+        self._lock = threading.Lock()
+        self._draining = False  # a drain job is queued or running on the store thread
+
+    async def write(self, conn: sqlite3.Connection, statement: str, values: tuple[Any, ...], row: AuditRow) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._rows.append((statement, values, row, waiter))
+            start, self._draining = not self._draining, True
+        if start:
+            try:
+                self._thread.submit(self._drain, conn)
+            except RuntimeError:  # the thread is shut down (closed meanwhile)
+                with self._lock:
+                    self._draining = False
+                raise
+        # A cancelled caller cancels only its waiter: the row is queued and is written anyway.
+        await waiter
+
+    def _drain(self, conn: sqlite3.Connection) -> None:
+        """On the store thread: write queued rows, a transaction per batch, until the queue is empty."""
+        while True:
+            with self._lock:
+                if not self._rows:
+                    self._draining = False
+                    return
+                batch, self._rows = self._rows, []
+            error: Exception | None = None
+            try:
+                write_audit(conn, batch=batch)
+            except sqlite3.OperationalError as exc:  # every waiter learns of it; the audit layer logs the loss
+                error = self._unavailable(exc)
+            except BaseException as exc:
+                error = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+            settle_waiters(batch, error)

@@ -97,6 +97,11 @@ def test_each_request_set_has_45_requests_written_before_the_fifth_round(name: s
     assert len(load_tasks(name)["round5"]) >= 45
 
 
+@pytest.mark.parametrize("name", list(SPECS))
+def test_each_request_set_has_45_requests_written_before_the_sixth_round(name: str) -> None:
+    assert len(load_tasks(name)["round6"]) >= 45
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SPECS))
