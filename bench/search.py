@@ -23,8 +23,9 @@ of a set, in the order they were written:
   `--round5`, once, at the end of that round (its misses are never printed);
 - `round6` (all six APIs): written before the sixth round of #30 changed anything, the same way; measured only with
   `--round6`, once, at the end of that round (its misses are never printed).
-From the fourth round of #30 every part before `round4` is tuning data (`TUNING`): `--tuning` measures them all,
-with a column of their hits together, and `--misses` then prints the misses of each of them.
+From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
+fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
+`--misses` then prints the misses of each of them.
 Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round6` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
@@ -66,8 +67,8 @@ ROUND5 = "round5"
 """The part written before the fifth round of #30 changed anything: measured once, at its end."""
 ROUND6 = "round6"
 """The part written before the sixth round of #30 changed anything: measured once, at its end."""
-TUNING = PARTS[:PARTS.index(ROUND4)]
-"""The parts the fourth round of #30 tunes on: every one measured and reported before it."""
+TUNING = PARTS[:PARTS.index(ROUND5)]
+"""The parts the fifth round of #30 tunes on: every one measured and reported before it (`round4` included)."""
 
 
 def load_tasks(name: str) -> dict[str, Any]:
@@ -156,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round6", action="store_true",
                         help="measure the round6 part too (once, at the end of #30's sixth round: never while tuning)")
     parser.add_argument("--tuning", action="store_true",
-                        help="measure every tuning part (all before round4) and their hits together; with --misses, "
+                        help="measure every tuning part (all before round5) and their hits together; with --misses, "
                              "print the misses of each")
     parser.add_argument("--latency-rounds", type=int, default=3)
     args = parser.parse_args(argv)
     if args.tuning:
-        args.heldout = args.final = args.round3 = True
+        args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():
         print("../shared/corpus is absent", file=sys.stderr)
         return 1

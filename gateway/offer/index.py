@@ -22,19 +22,21 @@ is the request's verb acting on what it names (`/me/events/{id}/accept` for "acc
 when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
 `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
 said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
-is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"). Graph answers one
+is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
+when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3). Graph answers one
 operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
 else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
 (Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
 thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
-the initials of its names' words (CRD); how many over a period adds a usage report's words where the api reports over a
-period. The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts
-of tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and
-`final`, from the fourth `round3`), never on the part measured at the end of a round (bench/README.md)."""
+the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a payment intent;
+`gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
+The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
+tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
+from the fourth `round3`, from the fifth `round4`), never on the part measured at the end of a round
+(bench/README.md)."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import itertools
 import os
@@ -45,8 +47,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
+from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .index_build import _WEIGHTS, build_index, resources, summary_of
-from .query import USAGE, Request, addressed_of, expression_of, read, singular, stems, words
+from .query import USAGE, Request, expression_of, read, singular, stems
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -59,6 +62,7 @@ _ADDRESSED = 1.5
 _ADDRESSED_BY_SYNONYM = 1.2
 _ACTED = 3.0
 _OWNER = 1.6
+_ONE_ITEM = 1.2
 
 
 @dataclass(slots=True, frozen=True)
@@ -124,25 +128,8 @@ class _Opened:
     reports: bool = False
     """Whether some of its operations report over a period (a GET with an argument `period`: Graph's usage
     reports)."""
-    spelled: dict[str, str] | None = None
-    """What the initials of its names' words stand for (`pvc`: persistent volume claim), made when first asked."""
-
-    def spelled_out(self, acronym: str) -> str:
-        """The words of its names whose initials `acronym` is (the most frequent), or ""."""
-        if self.spelled is None:
-            counts: collections.Counter[tuple[str, str]] = collections.Counter()
-            for row in self.facts:
-                said = words(row.tool.operation_id or row.tool.name).split()
-                for size in range(2, _ACRONYM_WORDS + 1):
-                    for start in range(len(said) - size + 1):
-                        run = said[start:start + size]
-                        if all(word.isalpha() and len(word) >= 2 for word in run):
-                            counts["".join(word[0] for word in run), " ".join(run)] += 1
-            spelled: dict[str, str] = {}
-            for (initials, phrase), _ in counts.most_common():
-                spelled.setdefault(initials, phrase)
-            self.spelled = spelled
-        return self.spelled.get(acronym, "")
+    abbreviations: Abbreviations | None = None
+    """What the initials of its names' words and the prefixes of ids stand for (`pvc`, `cus_`)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -183,7 +170,7 @@ def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Loc
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
-                       for tool in tools))
+                       for tool in tools), Abbreviations(tools))
 
 
 class ToolIndex:
@@ -220,12 +207,16 @@ class ToolIndex:
         read_as = read(query)
         if not read_as.terms or limit < 1:
             return []
-        methods = read_as.methods
         scored: list[tuple[_Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
+            assert opened.abbreviations is not None
+            named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
+            as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
+            methods = as_said.methods
             asked = methods | {"POST"} if methods and not methods & opened.methods else methods
-            request, changes, within, displaced = _of_api(_spelled_out(read_as, opened), opened)
+            request, changes, within, displaced = _of_api(spelled_out(as_said, opened.abbreviations, opened.knows),
+                                                          opened)
             if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
                 terms = [*request.terms, USAGE]
                 request = dataclasses.replace(request, terms=terms, expression=expression_of(terms))
@@ -238,7 +229,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within, displaced), owner, read_as.target))
+                                                    within, displaced), owner, as_said.target))
         scored.sort(key=lambda pair: -pair[1])
         if _FAMILY_CAP:
             scored = _diversified(scored)
@@ -344,33 +335,6 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
             for facts, score in scored]
 
 
-_ACRONYM_WORDS = 4
-
-
-def _spelled_out(request: Request, opened: _Opened) -> Request:
-    """`request` with each word in capitals the api does not know, that is the initials of words of its names, spelled
-    out:
-    "list the CRDs" asks for custom resource definitions, "is the PVC bound" for a persistent volume claim."""
-    terms: list[tuple[str, ...]] = []
-    things = request.things
-    for alternatives in request.terms:
-        word = alternatives[0]
-        short = singular(word)
-        phrase = (opened.spelled_out(short) if word in request.capitals and 3 <= len(short) <= 5 and short.isalpha()
-                  and not opened.knows(word) else "")
-        if phrase:
-            joined = phrase.replace(" ", "")
-            alternatives = (*alternatives, phrase, joined)
-            if short in things:
-                things = things | {joined}
-        terms.append(alternatives)
-    if terms == request.terms:
-        return request
-    return dataclasses.replace(request, terms=terms, expression=expression_of(terms), things=things,
-                               addressed=addressed_of(things, request.acts),
-                               stems=request.stems | stems(" ".join(a for group in terms for a in group)))
-
-
 _UPDATES = frozenset({"PATCH", "PUT"})
 _PERIOD = "period"
 _READS = frozenset({"GET"})
@@ -439,6 +403,8 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
         if displaced and _names((facts.resource.split() or [""])[-1], displaced):
             factor /= _DISPLACED
+        if request.identified and "{" in facts.tool.path:
+            factor *= _ONE_ITEM
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

@@ -85,14 +85,22 @@ def _facts_rows(tools: list[Tool]) -> tuple[dict[str, int], list[tuple[object, .
         rows.append((index, tool.method, depth, _DEPRECATED if tool.deprecated else 1.0, addressed[0].startswith("{"),
                      _bytes(sum(1 << vocabulary[stem] for stem in named)), len(named),
                      _bytes(sum(1 << vocabulary[stem] for stem in summarized)), len(summarized),
-                     kinds.setdefault(kind, len(kinds)), resource, parent, _owner_of(segments)))
+                     kinds.setdefault(kind, len(kinds)), resource, parent,
+                     _owner_of(segments, [argument.name for argument in tool.arguments])))
     return vocabulary, rows
 
 
-def _owner_of(segments: list[str]) -> str:
+_NAMING_A_USER = frozenset("accountId account_id username userId user_id user".split())
+"""Arguments that name whose things a `/user/...` path answers (it is then anyone's, not the caller's)."""
+
+
+def _owner_of(segments: list[str], arguments: list[str]) -> str:
     """Whose things a path answers: "other" (a user named by a parameter: `/users/{user-id}/...`,
-    `/users/{username}/repos`), "self" (`/me/...`, GitHub's `/user/...`, Jira's `/myself`), else ""."""
+    `/users/{username}/repos`, or by an argument: Jira's `/user/groups?accountId=`), "self" (`/me/...`, GitHub's
+    `/user/...`, Jira's `/myself`), else ""."""
     if any(segment.startswith("{") and "user" in segment.lower() for segment in segments):
+        return "other"
+    if "user" in segments and any(name in _NAMING_A_USER for name in arguments):
         return "other"
     return "self" if any(segment in ("me", "user", "myself") for segment in segments) else ""
 

@@ -8,12 +8,12 @@ pin), a compound as one word (OneNote, to-do) and two neighbours as one word ("p
 (create, list, update, ...), question words and pronouns pick the method or count in the ranking signals instead of
 matching: each would match thousands of operations (past the verb, a few are things: "a new SharePoint list"). Tokens
 with a digit (ids, versions, amounts) are arguments, not words of the operation, but for what one says it is (node-3 is
-a node, PROJ-7 an issue, #support a channel; @frontend is a handle). A request is an imperative: its first word is its
-verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off -> DELETE) and takes its
-senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns do not match: they say
-whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it acts on
-(`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what each path
-addresses; a name after "called" or "named" is an argument."""
+a node, PROJ-7 an issue, #support a channel, src/main.py a file; @frontend is a handle). A request is an imperative: its
+first word is its verb, which picks the method (close -> PATCH, refund -> POST; with its particle: take ... off ->
+DELETE) and takes its senses as a verb (to email is to send mail); "issue" or "charge" later in it are things. Pronouns
+do not match: they say whose thing it is (`Request.owner`). The head of the noun phrase after the verb is the thing it
+acts on (`Request.things`: "sites" in "list the SharePoint sites in this group"), which the ranking compares with what
+each path addresses; a name after "called" or "named" is an argument."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .arguments import arguments_named, asked, identifies, keyed
 from .vocabulary import INTENTS, PHRASAL_VERBS, SYNONYMS, VERB_SENSES
 
 
@@ -59,10 +60,7 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
     "to-do" -> `("todo", ("to", "do"))`, "issue" -> `("issue", ())`. A compound is one word to match (a product,
     "todo"), not its parts, each of which (and their synonyms) would match something else."""
     found: list[tuple[str, tuple[str, ...]]] = []
-    tokens = query.split()
-    kept = " ".join(_kind_of_argument(token) if _ARGUMENT.search(token) or _HANDLE.match(token) else token
-                    for position, token in enumerate(tokens)
-                    if not (position and tokens[position - 1].lower() in _NAMING))
+    kept = arguments_named(query)
     for chunk in _QUERY_SPLIT.split(_CONTRACTION.sub("", kept)):
         if _ACRONYMS.fullmatch(chunk):  # CRDs, PVCs: one word, not CR and Ds
             found.append((chunk.lower(), ()))
@@ -77,42 +75,26 @@ def query_words(query: str) -> list[tuple[str, tuple[str, ...]]]:
             particles = {w for w, _ in found[position + 1:]}
             meant = next((m for (verb, particle), m in PHRASAL_VERBS.items() if verb == word and particle in particles),
                          None)
-            if meant is not None:
+            if meant is not None:  # past its object, the particle says where from: "take carol off the team"
+                rest = found[position + 1:]
                 found = [*found[:position], (meant, ()),
-                         *(pair for pair in found[position + 1:] if pair[0] not in _PARTICLES)]
+                         *(("from", ()) if _says_where_from(rest, at) else pair
+                           for at, pair in enumerate(rest) if pair[0] not in _PARTICLES or _says_where_from(rest, at))]
             break
     return found
+
+
+def _says_where_from(rest: list[tuple[str, tuple[str, ...]]], at: int) -> bool:
+    """Whether the particle at `at`, past the verb's object and before a noun phrase, says where the object is taken
+    from ("take carol off the team"; not "kick bob out of the channel", "turn notifications off")."""
+    return (rest[at][0] in _PARTICLES and at > 0 and rest[at - 1][0] not in STOP | _PRONOUNS | _PARTICLES
+            and at + 1 < len(rest) and rest[at + 1][0] != "of")
 
 
 _QUERY_SPLIT = re.compile(r"[^A-Za-z0-9-]+")
 _ACRONYMS = re.compile(r"[A-Z]{2,}s")
 _CONTRACTION = re.compile(r"['’](?:s|t|re|ve|ll|d|m)\b", re.IGNORECASE)
 """The customer's, don't, what's: the word without its ending."""
-_ARGUMENT = re.compile(r"[0-9]")
-"""A query's token with a digit is an argument (an id, a version, an amount: 482, cus_123, v1.2.0, $5, 3pm),
-not a word of the operation."""
-_KINDED = re.compile(r"^([A-Za-z]{3,})[-_][A-Za-z0-9-_]*[0-9]")
-"""An argument that says what it is before its number: node-3, pod-web-1 (a node, a pod)."""
-_TRACKER_KEY = re.compile(r"^[A-Z][A-Z0-9]{1,9}-[0-9]+\b")
-"""An issue tracker's key: PROJ-123, WEB-7 (Jira, YouTrack, Linear)."""
-
-
-def _kind_of_argument(token: str) -> str:
-    """What an argument with a digit names, when it says: `node-3` is a node, `PROJ-7` an issue; else nothing."""
-    if _TRACKER_KEY.match(token):
-        return "issue"
-    if token.startswith("#"):
-        return "channel"
-    if token.startswith("@"):
-        return ""
-    kinded = _KINDED.match(token)
-    return kinded.group(1) if kinded else ""
-
-
-_HANDLE = re.compile(r"^[#@][A-Za-z]")
-"""A channel (#support) or someone's handle (@frontend, @octocat): a name, an argument."""
-_NAMING = frozenset("called named titled".split())
-"""The word after these is an argument (a name: "a channel called incident"), not a word of the operation."""
 _PARTICLES = frozenset("out up in off on back".split())
 """Words that make one word with the verb before them: pay out (payout), set up (setup), log in, check out."""
 
@@ -237,7 +219,8 @@ class Request:
     (`/me/...`, `/users/{id}/...`) is asked for the one meant. A possessive of a word the api does not know ("alice's")
     makes it "other" too (`owner_in`)."""
     possessors: tuple[str, ...]
-    """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price")."""
+    """The words before an 's ("alice" in "alice's manager", "subscription" in "the subscription's price") and the
+    subject of a question ("bob" in "which teams is bob part of")."""
     target: frozenset[str]
     """The stems of the head of the noun phrase after a preposition that follows the thing named, with its synonyms
     ("pod" in "add a label to the pod", "meeting" in "invite carol to the meeting"): when the api has no resource for
@@ -265,6 +248,8 @@ class Request:
     determined: bool = False
     """Whether the thing it acts on follows a determiner ("the summary", "a label"): a common noun, not a person's
     name ("remove bob from the group")."""
+    identified: bool = False
+    """Whether it names one item by an id (cus_42, PROJ-7, node-3): an operation on one item answers it."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -275,6 +260,7 @@ class Request:
 
 def read(query: str) -> Request:
     """`query` read: its words to match, its methods, its stems."""
+    query = asked(query)
     given = query_words(query)
     terms = _match_terms(given)
     verb = _verb(given)
@@ -294,11 +280,12 @@ def read(query: str) -> Request:
     return Request(terms, _expression(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
-                   tuple(word.lower() for word in _POSSESSIVE.findall(query) if word.lower() not in _NOT_OWNERS),
+                   _possessors(query),
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
-                   any(_TRACKER_KEY.match(token) for token in query.split()), _over_period(given),
-                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS)
+                   keyed(query), _over_period(given),
+                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
+                   identified=identifies(query))
 
 
 USAGE = ("activity", "usage", "report")
@@ -459,6 +446,19 @@ def _root(word: str) -> str:
 
 
 _POSSESSIVE = re.compile(r"\b([A-Za-z]+)['’]s\b")
+_SUBJECT = re.compile(r"^(?:which|what|when|where|how)\s+(?:[a-z-]+\s+){0,2}?"
+                      r"(?:is|are|does|do|did|has|have|was|were)\s+([a-z]+)\b|^(?:is|are|does|did|has)\s+([a-z]+)\b")
+"""The subject of a question ("which teams is bob part of", "is alice available"): a word the api does not know
+there is a person, whose things the question asks for."""
+
+
+def _possessors(query: str) -> tuple[str, ...]:
+    """The words before an 's and a question's subject (`Request.possessors`)."""
+    subjects = (match.group(1) or match.group(2) for match in _SUBJECT.finditer(query))
+    return tuple(word.lower() for word in (*_POSSESSIVE.findall(query), *subjects)
+                 if word.lower() not in _NOT_OWNERS | STOP | _PRONOUNS | _DETERMINERS)
+
+
 _NOT_OWNERS = frozenset("it that what who there here let he she this".split())
 
 

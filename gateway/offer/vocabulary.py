@@ -59,6 +59,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "log": ("worklog",), "logged": ("authenticated user", "worklog", "current user"), "status": ("state",),
     "move": ("transition",),
     "app": ("application",), "library": ("drive",), "many": ("count",),
+    "said": ("comment", "message", "history"), "posted": ("message", "comment"),
+    "standup": ("meeting", "event"), "offsite": ("meeting", "event"), "allhands": ("meeting", "event"),
 }
 """Other words for a user's word, API-generic: words (plural forms are stemmed by the index, not listed here) and
 phrases ("authenticated user": GitHub's me)."""
@@ -68,7 +70,8 @@ PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick",
                  ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
                  ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
                  ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",
-                 ("get", "notified"): "subscribe"}
+                 ("get", "notified"): "subscribe", ("get", "rid"): "remove", ("take", "down"): "remove",
+                 ("kick", "off"): "start", ("spin", "up"): "create"}
 """A verb whose particle, anywhere after it, changes what it asks for: "take the label off the issue" removes it."""
 
 
@@ -87,13 +90,15 @@ INTENTS = {
              "assign", "comment", "charge", "void", "share", "tell", "notify", "remind", "react", "save", "copy",
              "restore", "clone", "evict", "accept", "decline", "reject", "wipe", "reset", "verify", "calculate",
              "generate", "log", "reverse", "archive", "unarchive", "stop", "publish", "disable", "enable", "pause",
-             "resume", "suspend", "activate", "deactivate", "pin", "join", "leave"},
+             "resume", "suspend", "activate", "deactivate", "pin", "join", "leave", "raise", "file", "record", "book"},
     "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign", "kick", "revoke", "detach", "unwatch",
-               "unfollow", "unsubscribe", "unpin", "unblock", "uninstall", "stop"},
+               "unfollow", "unsubscribe", "unpin", "unblock", "uninstall", "stop", "kill", "erase",
+               "purge", "trash", "scrap"},
     "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
             "download", "preview", "check"},
     "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark", "archive", "disable",
-              "enable", "pause", "resume", "suspend", "activate", "deactivate", "publish", "flag", "move"},
+              "enable", "pause", "resume", "suspend", "activate", "deactivate", "publish", "flag", "move", "bump",
+              "correct", "fix", "rewrite", "tweak", "adjust", "annotate"},
     "PUT": {"update", "replace", "set", "star", "lock", "protect", "upload", "add", "commit", "follow", "watch",
             "block", "pin"},
 }

@@ -428,3 +428,132 @@ def test_a_question_whose_verb_asks_for_no_method_reads() -> None:
     names = _names(_PODS + [_tool("readPod", "GET", "/namespaces/{namespace}/pods/{name}", "read the specified Pod")],
                    "why is the pod pending")
     assert names[0] == "readPod"
+
+
+_CANCELS = [_tool("PostPaymentIntentsIntentCancel", "POST", "/v1/payment_intents/{intent}/cancel",
+                  "Cancel a PaymentIntent"),
+            _tool("DeleteSubscriptionsId", "DELETE", "/v1/subscriptions/{id}", "Cancel a subscription"),
+            _tool("PostTerminalReadersCancel", "POST", "/v1/terminal/readers/{reader}/cancel_action",
+                  "Cancel the current reader action"),
+            _tool("PostTransfersId", "POST", "/v1/transfers/{id}", "Update a transfer")]
+
+
+def test_an_ids_prefix_names_the_thing_it_abbreviates() -> None:
+    assert _names(_CANCELS, "call off pi_5 now")[0] == "PostPaymentIntentsIntentCancel"  # initials: payment intent
+    assert _names(_CANCELS, "stop sub_12 right away")[0] == "DeleteSubscriptionsId"  # the beginning: subscription
+    # the word before an id names it: tr_4 is a transfer here, whatever else "tr" could stand for
+    assert _names(_CANCELS, "change the description of transfer tr_4")[0] == "PostTransfersId"
+
+
+def test_peoples_verbs_for_creating_changing_and_deleting_ask_for_their_method() -> None:
+    assert intended_methods("kill pod web-1 so it gets recreated") == ["DELETE"]
+    assert intended_methods("get rid of the jenkins service account") == ["DELETE"]
+    assert intended_methods("bump the checkout deployment to image v2") == ["PATCH"]
+    assert intended_methods("kick off a job that reindexes search") == ["POST"]
+    pods = [*_PODS, _tool("deleteCoreV1NamespacedPod", "DELETE", "/namespaces/{namespace}/pods/{name}",
+                          "delete a Pod")]
+    assert _names(pods, "annotate the pod with the ticket number")[0] == "patchCoreV1NamespacedPod"
+    assert _names(pods, "kill the stuck pod")[0] == "deleteCoreV1NamespacedPod"
+
+
+def test_a_files_name_is_an_argument_that_names_a_file() -> None:
+    assert query_words("replace script.py in my gist")[1] == ("file", ())
+    tools = [_tool("repos/get-content", "GET", "/repos/{owner}/{repo}/contents/{path}", "Get repository content"),
+             _tool("apps/get-webhook-config", "GET", "/app/hook/config", "Get a webhook configuration for an app"),
+             _tool("actions/get-src", "GET", "/repos/{owner}/{repo}/src", "Get the src of a repository")]
+    assert _names(tools, "show me src/config.yaml as it was on Monday")[0] == "repos/get-content"
+
+
+def test_a_particle_past_the_object_says_where_it_is_taken_from() -> None:
+    assert read("take carol off the frontend team").target == frozenset({"team"})
+    assert read("turn notifications off").target == frozenset()
+    teams = [_tool("teams/delete-in-org", "DELETE", "/orgs/{org}/teams/{team_slug}", "Delete a team"),
+             _tool("teams/remove-membership-for-user-in-org", "DELETE",
+                   "/orgs/{org}/teams/{team_slug}/memberships/{username}", "Remove team membership for a user"),
+             _tool("teams/list", "GET", "/orgs/{org}/teams", "List teams")]
+    assert _names(teams, "take carol off the frontend team")[0] == "teams/remove-membership-for-user-in-org"
+
+
+def test_what_was_said_is_the_comments_or_the_messages() -> None:
+    tools = [_tool("getComments", "GET", "/issue/{issueIdOrKey}/comment", "Get comments"),
+             _tool("getUsersFromGroup", "GET", "/group/member", "Get users from group"),
+             _tool("getIssue", "GET", "/issue/{issueIdOrKey}", "Get issue")]
+    assert _names(tools, "what has everyone said on MOB-19 so far")[0] == "getComments"
+
+
+def test_a_name_beside_the_thing_it_names_is_no_word_to_match() -> None:
+    pods = [*_PODS, _tool("deleteCoreV1NamespacedPod", "DELETE", "/namespaces/{namespace}/pods/{name}", "delete a Pod"),
+            _tool("getAPIVersions", "GET", "/apis/", "get available API versions"),
+            _tool("deleteAPIService", "DELETE", "/apis/apiregistration/v1/apiservices/{name}", "delete an APIService")]
+    assert _names(pods, "kill pod api-6d8b right now")[0] == "deleteCoreV1NamespacedPod"
+    assert _names(pods, "delete the api-6d8b pod")[0] == "deleteCoreV1NamespacedPod"
+
+
+def test_a_channel_where_something_is_said_names_a_message() -> None:
+    slack = [_described("chat_postMessage", "POST", "/chat.postMessage", "Sends a message to a channel."),
+             _described("conversations_archive", "POST", "/conversations.archive", "Archives a conversation."),
+             _described("conversations_create", "POST", "/conversations.create",
+                        "Initiates a public or private channel-based conversation"),
+             _described("conversations_rename", "POST", "/conversations.rename", "Renames a conversation.")]
+    assert _names(slack, "post the weekly metrics to #leadership on Monday")[0] == "chat_postMessage"
+    assert "message" not in match_expression("archive #leadership")  # the channel itself
+
+
+def test_what_follows_a_colon_is_what_the_request_carries() -> None:
+    jira = [_tool("createIssue", "POST", "/rest/api/3/issue", "Create issue"),
+            _tool("resetColumns", "DELETE", "/rest/api/3/filter/{id}/columns", "Reset columns"),
+            _tool("resetCustomerPassword", "POST", "/rest/api/3/customer/password/reset",
+                  "Reset a customer's password on mobile")]
+    assert _names(jira, "open a ticket: customers can't reset their password on mobile")[0] == "createIssue"
+    assert "rocket" in match_expression("make :shipit: an alias of :rocket:")  # an emoji's colons are no colon
+
+
+def test_an_email_address_is_an_argument_that_names_an_email() -> None:
+    assert query_words("invite jo@acme.com to the workspace")[1] == ("email", ())
+    slack = [_described("users_lookupByEmail", "GET", "/users.lookupByEmail", "Find a user with an email address."),
+             _described("users_list", "GET", "/users.list", "Lists all users in a Slack team."),
+             _described("team_info", "GET", "/team.info", "Gets information about the current team at acme."),
+             _described("users_identity", "GET", "/users.identity", "Get a user's identity.")]
+    assert _names(slack, "look up the slack account for jane.doe@acme.io")[0] == "users_lookupByEmail"
+
+
+def test_a_user_path_that_takes_whose_as_an_argument_is_anyones() -> None:
+    account = (Argument(name="accountId", location="query", wire_name="accountId"),)
+    tools = [Tool(name="getUserGroups", api="shop", operation_id="getUserGroups", method="GET",
+                  path="/rest/api/3/user/groups", description="Get user groups", input_schema={"type": "object"},
+                  summary="Get user groups", arguments=account),
+             _tool("getMyGroups", "GET", "/rest/api/3/myself/groups", "Get my groups"),
+             _tool("getGroup", "GET", "/rest/api/3/group", "Get group")]
+    assert _names(tools, "which groups is the user with account 5b10 in")[0] == "getUserGroups"
+    assert _names(tools, "which groups am I in")[0] == "getMyGroups"
+
+
+def test_a_questions_subject_the_api_does_not_know_is_a_person() -> None:
+    assert read("which teams is bob part of").possessors == ("bob",)
+    assert read("is alice available right now").possessors == ("alice",)
+    assert read("what meetings do I have tomorrow").possessors == ()
+    assert read("is the PVC bound").possessors == ()
+    teams = [_tool("me_ListJoinedTeams", "GET", "/me/joinedTeams", "Get joinedTeams from me"),
+             _tool("users_ListJoinedTeams", "GET", "/users/{user-id}/joinedTeams", "Get joinedTeams from users")]
+    assert _names(teams, "which teams is bob part of")[0] == "users_ListJoinedTeams"
+
+
+def test_kinds_of_meeting_are_meetings() -> None:
+    graph = [_tool("me_UpdateEvents", "PATCH", "/me/events/{event-id}", "Update the navigation property events in me"),
+             _tool("identity_UpdateNamedLocations", "PATCH", "/identity/conditionalAccess/namedLocations/{id}",
+                   "Update the navigation property namedLocations in identity")]
+    assert _names(graph, "change the location of the offsite to room 4B")[0] == "me_UpdateEvents"
+    assert "event" in match_expression("set up a standup every weekday")
+
+
+def test_an_item_named_by_its_id_prefers_the_operations_on_one_item() -> None:
+    assert read("drain node-7 for an upgrade").identified and read("tag OPS-7 with a label").identified
+    assert not read("scale the deployment to 5 replicas").identified  # a count, not an id
+    nodes = [_tool("listCoreV1Node", "GET", "/api/v1/nodes", "list or watch objects of kind Node"),
+             _tool("createCoreV1Node", "POST", "/api/v1/nodes", "create a Node"),
+             _tool("deleteCoreV1CollectionNode", "DELETE", "/api/v1/nodes", "delete collection of Node"),
+             _tool("patchCoreV1Node", "PATCH", "/api/v1/nodes/{name}", "partially update the specified Node"),
+             _tool("readCoreV1Node", "GET", "/api/v1/nodes/{name}", "read the specified Node")]
+    names = _names(nodes, "drain node-7 for an upgrade")
+    collection = names.index("deleteCoreV1CollectionNode")
+    assert names.index("readCoreV1Node") < collection and names.index("patchCoreV1Node") < collection
