@@ -6,8 +6,9 @@ instead of through the SDK's transport, after the same checks that transport mak
 - `TransportChecks`: the SDK's `TransportSecurityMiddleware` (Content-Type, Host, Origin) and its Accept rule
   (`check_accept_headers`). Both depend on four header values only, so each verdict is the SDK's own, asked
   once per set of those values;
-- `read_whole`: the body, within the SDK's body limit, and a `receive` that gives it again, for a request the
-  door hands to the SDK after all;
+- `read_request`: the body, within the SDK's body limit, parsed as one JSON-RPC message of the shape the SDK's
+  `JSONRPCRequest` model reads, and a `receive` that gives the body again, for a request the door hands to the
+  SDK after all; `send_json` and `result_body` write the answer;
 - `JSONExchange`: the SDK's `DispatchContext` for a request answered with one JSON message (the SDK's transports
   in JSON-response mode: no request-scoped channel, so a handler's notifications and requests have no wire).
 """
@@ -15,7 +16,7 @@ instead of through the SDK's transport, after the same checks that transport mak
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,9 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import RequestId
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope
+from starlette.types import Message, Receive, Scope, Send
+
+from ...jsonwire import dumps
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -60,6 +63,39 @@ class TransportChecks:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
         return verdict
+
+
+async def read_request(checks: TransportChecks, headers: Headers, scope: Scope, receive: Receive, limit: int,
+                       parse: Callable[[bytes], Any]) -> tuple[dict[str, Any] | None, Receive]:
+    """The request's JSON-RPC message, read after the SDK transport's checks and by its parser (`parse`): a dict
+    with `jsonrpc` 2.0, a string `method` and an object or no `params`; None for anything else (the SDK answers
+    it). Either way, the `receive` to hand the SDK (what was read here is given again first)."""
+    if not declared_length(headers, limit) or not await checks.passes(scope, headers):
+        return None, receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
+    body, again = await read_whole(receive, limit)
+    if body is None:
+        return None, again
+    try:
+        message = parse(body)
+    except ValueError:
+        return None, again
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) \
+            or not isinstance(message.get("params", {}), (dict, type(None))):
+        return None, again  # what the SDK's JSONRPCRequest model refuses, or a response: the SDK's to answer
+    return message, again
+
+
+def result_body(request_id: RequestId, result: Any) -> bytes:
+    """A JSON-RPC answer with the SDK kernel's result (in its wire form already: checked and shaped by the kernel)."""
+    return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
+
+
+async def send_json(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
+    """One whole JSON answer (`headers`: beside its length and type)."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json"),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def declared_length(headers: Headers, limit: int) -> bool:

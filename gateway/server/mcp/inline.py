@@ -42,9 +42,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from ...jsonwire import dumps
 from ...offer.toolsearch import SEARCH_TOOL
-from .exchange import Headers, JSONExchange, TransportChecks, declared_length, read_whole
+from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -101,24 +100,14 @@ class InlineSessions:
         if session is None or session.identity != identity or scope.get("method") != "POST" or \
                 (version is not None and version != session.runner.connection.protocol_version):
             return receive  # (without the header the SDK answers in the session's version all the same)
-        if not declared_length(headers, self.max_body_bytes) or not await self.checks.passes(scope, headers):
-            return receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
-        body, again = await read_whole(receive, self.max_body_bytes)
-        if body is None:
+        message, again = await read_request(self.checks, headers, scope, receive, self.max_body_bytes,
+                                            pydantic_core.from_json)  # the SDK's 2025 transport's own parser
+        if message is None:
             return again
-        try:
-            message = pydantic_core.from_json(body)  # the SDK transport's own parser
-        except ValueError:
-            return again
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return again
-        method, params = message.get("method"), message.get("params")
-        if not isinstance(method, str) or (params is not None and not isinstance(params, dict)):
-            return again  # what the SDK's JSONRPCRequest model refuses, or a response: the SDK's to answer
+        method, params = message["method"], message.get("params")
         if "id" not in message:
             if method == "notifications/cancelled" and self._cancel(session, params):
-                await send({"type": "http.response.start", "status": 202, "headers": _headers(session_id, 0)})
-                await send({"type": "http.response.body", "body": b""})
+                await send_json(send, 202, b"", _session_header(session_id))
                 return None
             return again
         request_id = as_request_id(message["id"])
@@ -154,12 +143,11 @@ class InlineSessions:
             task.uncancel()
             error = _CANCELLED
         if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
-            body = b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
+            body = result_body(request_id, result)
         else:
             body = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump_json(
                 by_alias=True, exclude_unset=True).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": _headers(session_id, len(body))})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 200, body, _session_header(session_id))
 
     @staticmethod
     def _cancel(session: InlineSession, params: Mapping[str, Any] | None) -> bool:
@@ -190,6 +178,5 @@ class _Running:
 _CANCELLED = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
 
 
-def _headers(session_id: str, length: int) -> list[tuple[bytes, bytes]]:
-    return [(b"content-length", str(length).encode()), (b"content-type", b"application/json"),
-            (b"mcp-session-id", session_id.encode("latin-1"))]
+def _session_header(session_id: str) -> tuple[bytes, bytes]:
+    return b"mcp-session-id", session_id.encode("latin-1")

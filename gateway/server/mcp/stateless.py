@@ -54,8 +54,7 @@ from mcp_types import JSONRPCError, RequestId
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from ...jsonwire import dumps
-from .exchange import Headers, JSONExchange, TransportChecks, declared_length, read_whole
+from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -79,21 +78,14 @@ class StatelessRequests:
     async def answer(self, headers: Headers, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
         (the body read here is given again first). `headers`: the request's, by lower-case name."""
-        if scope.get("method") != "POST" or not declared_length(headers, self.max_body_bytes) or \
-                len(headers) != len(scope["headers"]) or not await self.checks.passes(scope, headers):
+        if scope.get("method") != "POST" or len(headers) != len(scope["headers"]):
             return receive  # a repeated header: the SDK decides which copy counts, or refuses a routing header's
-        body, again = await read_whole(receive, self.max_body_bytes)
-        if body is None:
-            return again
-        try:
-            message = json.loads(body.decode())  # the SDK's parser (what fails here, the SDK answers itself)
-        except ValueError:
-            return again
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or "id" not in message:
+        message, again = await read_request(self.checks, headers, scope, receive, self.max_body_bytes,
+                                            lambda body: json.loads(body.decode()))  # the SDK's parser
+        if message is None or "id" not in message:
             return again  # not one request (a notification is acknowledged by the SDK)
-        request_id, method, params = as_request_id(message["id"]), message.get("method"), message.get("params")
-        if request_id is None or not isinstance(method, str) or method == "subscriptions/listen" or \
-                (params is not None and not isinstance(params, dict)):
+        request_id, method, params = as_request_id(message["id"]), message["method"], message.get("params")
+        if request_id is None or method == "subscriptions/listen":
             return again  # what the SDK's JSONRPCRequest model refuses, or a stream: the SDK's to answer
         route = classify_inbound_request(message, headers={name: value.decode("latin-1") for name, key in _ROUTING
                                                            if (value := headers.get(key)) is not None})
@@ -122,7 +114,7 @@ class StatelessRequests:
         if failure is not None:
             await _send_error(request_id, failure, send)
         else:
-            await _send(200, b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result)), send)
+            await send_json(send, 200, result_body(request_id, result))
         return None
 
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
@@ -189,10 +181,4 @@ async def _send_error(request_id: RequestId, failure: Exception, send: Send) -> 
     """The SDK's modern answer to a failed request: its error data, the HTTP status its table gives the code."""
     error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(failure))
     body = json.dumps(error.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
-    await _send(ERROR_CODE_HTTP_STATUS.get(error.error.code, 200), body.encode(), send)
-
-
-async def _send(status: int, body: bytes, send: Send) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, ERROR_CODE_HTTP_STATUS.get(error.error.code, 200), body.encode())
