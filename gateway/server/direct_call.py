@@ -82,9 +82,7 @@ _DOOR_TOOLS = "direct_call.tools"
 def _door_tools(generation: Generation) -> dict[tuple[str, str], AgentTool]:
     """(agent, tool name) -> the agent's tool, for the pairs this door has been asked for: the agent checked
     and its toolset searched once per generation, not on every call (only pairs that exist are kept)."""
-    tools: dict[tuple[str, str], AgentTool] | None = generation.cache.get(_DOOR_TOOLS)
-    if tools is None:
-        tools = generation.cache[_DOOR_TOOLS] = {}
+    tools: dict[tuple[str, str], AgentTool] = generation.memo(_DOOR_TOOLS, dict)
     return tools
 
 
