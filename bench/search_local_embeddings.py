@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         hits = [sum(found[group, name][w] for name in args.apis) for w in WEIGHTS]
         print(f"| all | {total} | {' | '.join(f'{h} ({h / total:.3f})' for h in hits)} |")
     if args.timing:
-        queries = [task["q"] for task in load_tasks("github")["tune"]][:60]
+        everything = load_tasks("github")
+        queries = [task["q"] for part in TUNING for task in everything.get(part, [])][:100]
         encoder.queries(queries[:5])
         each = []
         for query in queries:
