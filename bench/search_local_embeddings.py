@@ -214,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         vectors, seconds = _tool_vectors(encoder, f"{args.model}-{args.text}-{name}", texts,
                                          args.timing and name in ("github", "graph"))
         if seconds is not None:
-            timings.append(f"embedding {name}'s {len(tools)} tools: {seconds:.1f} s")
+            timings.append(f"embedding {name}'s {len(tools)} tools: {seconds:.1f} s (load average "
+                           f"{os.getloadavg()[0]:.1f} after)")
         index = index_of(catalog)
         everything = load_tasks(name)
         for group in args.groups:
@@ -252,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             each.append((time.perf_counter() - started) * 1000)
         timings.append(f"embedding one request: p50 {statistics.median(each):.1f} ms over {len(each)} "
                        f"(load average {os.getloadavg()[0]:.1f})")
+    if timings:  # the tools embedded in this run, and the request when timed
         print("\n" + "\n".join(timings))
     return 0
 
