@@ -88,9 +88,10 @@ def _minilm_onnx() -> Encoder:
     inputs = {i.name for i in session.get_inputs()}
 
     def encode(texts: list[str]) -> Any:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of like lengths pad less
         rows = []
         for start in range(0, len(texts), 64):
-            encodings = tokenizer.encode_batch(texts[start:start + 64])
+            encodings = tokenizer.encode_batch([texts[i] for i in order[start:start + 64]])
             ids = numpy.array([e.ids for e in encodings], dtype=numpy.int64)
             mask = numpy.array([e.attention_mask for e in encodings], dtype=numpy.int64)
             feeds = {"input_ids": ids, "attention_mask": mask}
@@ -100,7 +101,9 @@ def _minilm_onnx() -> Encoder:
             weights = mask[..., None].astype(numpy.float32)
             pooled = (hidden * weights).sum(axis=1) / numpy.clip(weights.sum(axis=1), 1e-9, None)
             rows.append(pooled / numpy.linalg.norm(pooled, axis=1, keepdims=True))
-        return numpy.concatenate(rows)
+        vectors = numpy.empty((len(texts), session.get_outputs()[0].shape[-1]), dtype=numpy.float32)
+        vectors[order] = numpy.concatenate(rows)
+        return vectors
 
     return Encoder(encode, encode)
 
@@ -147,8 +150,11 @@ def _text(tool: Any, recipe: str) -> str:
     if "path" in recipe:
         said.append(words(tool.path))
     said.append(summary)
-    if "+first" in recipe:
-        first = first_sentences(tool.description, 200)
+    if "+first" in recipe:  # the description's first sentence past the summary (the compiler puts it first)
+        described = tool.description.strip()
+        if tool.summary and described.startswith(tool.summary):
+            described = described[len(tool.summary):].strip()
+        first = first_sentences(described, 200)
         if first and first != summary:
             said.append(first)
     if "+params" in recipe:
