@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,7 @@ TEXTS = ["export records. records export. Archive old records", "run report. rep
          "list users. users. List users", "list invoices. invoices. List invoices for export to accounting"]
 """What each tool is embedded as: its name's words, its path's words and its summary."""
 
-
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
-    search_embeddings.forget_failures()
-    yield
-    search_embeddings.forget_failures()
+pytestmark = pytest.mark.usefixtures("fresh_embeddings")
 
 
 def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None) -> Any:
