@@ -94,3 +94,21 @@ def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path,
         assert _first(again, "bill the customer") == "createCharge"
     assert caplog.text.count("computing 5 embeddings of team with all-MiniLM-L6-v2") == 1
     assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1
+
+
+def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway tools --search` is a process of its own: it waits for the tools' embeddings (a server answers BM25
+    meanwhile) and leaves them cached, so the next search does not compute them again (it says so when computing
+    takes more than a second: not here, where the model is loaded and the spec small)."""
+    import json
+
+    from gateway.cli.commands import main
+
+    _runtime(tmp_path, "{kind: local}")  # writes the project
+    argv = ["tools", "--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"),
+            "--agent", "clerk", "--limit", "1", "--search"]
+    cached = tmp_path / "cache" / "embeddings"
+    for query in ("bill the customer", "who works here"):
+        assert main([*argv, query]) == 0
+        assert [hit["name"] for hit in json.loads(capsys.readouterr().out)] == [MEANT[query]]
+        assert len(list(cached.iterdir())) == 1  # written before the process ends, read by the next one

@@ -53,7 +53,8 @@ def encode(model: str, texts: Sequence[str]) -> list[list[float]]:
     """Unit embeddings of `texts`, in order, by the local `model` (loaded at the first call)."""
     vectors = _model(model).encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
                                    show_progress_bar=False)
-    return vectors.tolist()  # type: ignore[no-any-return]
+    lists: list[list[float]] = vectors.tolist()
+    return lists
 
 
 def _model(name: str) -> Any:

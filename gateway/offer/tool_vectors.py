@@ -64,7 +64,8 @@ class ToolVectors:
         if numpy is not None:
             if self._matrix is None:
                 self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-            return self._matrix @ numpy.asarray(query, dtype=numpy.float32)  # type: ignore[no-any-return]
+            product: Sequence[float] = self._matrix @ numpy.asarray(query, dtype=numpy.float32)
+            return product
         dim, flat = self.dim, self.flat
         return [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
 
