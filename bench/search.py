@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5] [--round6] [--round7] [--round8] [--tuning]
+        [--round4] [--round5] [--round6] [--round7] [--round8] [--tuning] [--embeddings local [--weight W]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -33,6 +33,8 @@ fifth round, every part before `round5`): `--tuning` measures them all, with a c
 Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round8` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
+With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers with
+`gateway.search_embeddings: {kind: local}` (the latency line stays BM25's: a query's embedding is extra).
 Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
 compiles once, from the cache when it has the spec). Cache size: the pickled entry and the index's share of it.
 """
@@ -91,9 +93,11 @@ def part_of(query: str) -> str:
 
 
 def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | None = None,
-           part: str = "tasks") -> tuple[dict[int, float], list[str]]:
+           part: str = "tasks", embeddings: Any = None) -> tuple[dict[int, float], list[str]]:
     """Recall@k of one part of a request set over `catalog` (its spec compiled as `api`, default the set's `api`),
-    and the queries missed at the smallest k."""
+    and the queries missed at the smallest k; with `embeddings` (a `gateway.search_embeddings` setting), of the
+    fused ranking, as `gateway.offer.toolsearch.search` answers it."""
+    from gateway.offer.embeddings import FUSION_DEPTH, Computation, hybrid, prepare
     from gateway.offer.index import index_of
 
     tasks = load_tasks(name)
@@ -101,9 +105,17 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
     index = index_of(catalog)
     found = {k: 0 for k in ks}
     missed: list[str] = []
+    if embeddings is not None:  # the tools' embeddings first: a search answers BM25 alone until they are there
+        for pending in prepare(embeddings, catalog, [api]):
+            if isinstance(pending, Computation):
+                pending.wait()
     for task in tasks[part]:
         wanted = set(task["ops"])
-        names = [(h.tool.name, h.tool.operation_id) for h in index.search(task["q"], limit=max(ks), apis=[api])]
+        ranked = [(h.tool, h.score) for h in index.search(
+            task["q"], limit=max(*ks, FUSION_DEPTH) if embeddings is not None else max(ks), apis=[api])]
+        if embeddings is not None:
+            ranked = hybrid(embeddings, catalog, [api], None, task["q"], ranked)
+        names = [(tool.name, tool.operation_id) for tool, _ in ranked[:max(ks)]]
         for k in ks:
             if any(n in wanted or o in wanted for n, o in names[:k]):
                 found[k] += 1
@@ -134,11 +146,11 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
 
 
 def _cell(catalog: Any, name: str, api: str, part: str, tasks: dict[str, Any],
-          misses: list[str], hits: dict[int, int] | None = None) -> str:
+          misses: list[str], hits: dict[int, int] | None = None, embeddings: Any = None) -> str:
     """One part's recall@5 / @10; its misses added to `misses`, its hits (and size, under 0) to `hits`."""
     if part not in tasks:
         return "-"
-    at, missed = recall(catalog, name, api=api, part=part)
+    at, missed = recall(catalog, name, api=api, part=part, embeddings=embeddings)
     misses.extend(f"({part}) {line}" for line in missed)
     if hits is not None:
         for k in (5, 10):
@@ -175,7 +187,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure every tuning part (all before round5) and their hits together; with --misses, "
                              "print the misses of each")
     parser.add_argument("--latency-rounds", type=int, default=3)
+    parser.add_argument("--embeddings", choices=["local"],
+                        help="fuse the packaged local model's ranking, as `gateway.search_embeddings: {kind: local}` "
+                             "does (pip install '.[local-search]'; the first run computes each spec's embeddings)")
+    parser.add_argument("--weight", type=float, help="with --embeddings: its weight (default: the setting's)")
     args = parser.parse_args(argv)
+    embeddings = None
+    if args.embeddings:
+        from gateway.config.embeddings_endpoint import SearchEmbeddings
+
+        embeddings = SearchEmbeddings.model_validate(
+            {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {})})
     if args.tuning:
         args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():
@@ -215,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         for part in parts:
             shown: list[str] = []
             cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown,
-                               tuned if args.tuning and part in TUNING else None))
+                               tuned if args.tuning and part in TUNING else None, embeddings))
             # measured once, at the end of a round: misses never shown
             once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7, ROUND8)
             if args.tuning and part in TUNING:  # from round 4 every earlier part is tuning data
