@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,7 @@ TEXTS = ["export records. records export. Archive old records", "run report. rep
          "list users. users. List users", "list invoices. invoices. List invoices for export to accounting"]
 """What each tool is embedded as: its name's words, its path's words and its summary."""
 
-
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
-    search_embeddings.forget_failures()
-    yield
-    search_embeddings.forget_failures()
+pytestmark = pytest.mark.usefixtures("fresh_embeddings")
 
 
 def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None) -> Any:
@@ -212,10 +205,24 @@ def test_an_answer_of_the_wrong_shape_falls_back_to_bm25(tmp_path: Path, llm: Sc
     assert "embeddings failed" in caplog.text
 
 
-def test_a_local_model_that_is_not_there_leaves_bm25_and_says_what_to_do(tmp_path: Path, llm: ScriptedLLM,
-                                                                          caplog: pytest.LogCaptureFixture) -> None:
-    runtime = embedded_runtime(tmp_path, llm, f'kind: local\nmodel: "{tmp_path / "no-model"}"\n')
+def test_a_local_model_that_is_not_there_is_named_by_validate_and_a_search_still_answers(
+        tmp_path: Path, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+    from gateway.errors import ConfigError
+    from gateway.offer.embeddings import hybrid
+
+    absent = tmp_path / "no-model"
+    with pytest.raises(ConfigError) as refused:
+        embedded_runtime(tmp_path, llm, f'kind: local\nmodel: "{absent}"\n')
+    [error] = [d for d in refused.value.diagnostics if d.level == "error"]
+    assert (error.line, error.pointer) == (8, "gateway.search_embeddings.model")
+    assert "is neither all-MiniLM-L6-v2 nor the folder of a sentence-transformers model" in error.message
+
+    # Should it go missing after the check (uninstalled under a running gateway), a search answers BM25's ranking.
+    runtime = embedded_runtime(tmp_path, llm)
+    bm25 = [(tool, 1.0) for tool in runtime.catalog]
     with caplog.at_level(logging.WARNING, logger="gateway.search"):
-        assert _names(runtime) == BM25_ORDER
-    assert "is neither all-MiniLM-L6-v2 nor the folder of a sentence-transformers model" in caplog.text
+        assert hybrid(SearchEmbeddings(kind="local", model=str(absent)), runtime.catalog, ["records"], None,
+                      QUERY, bm25) == bm25
+    assert "embeddings failed" in caplog.text and "nor the folder of a sentence-transformers model" in caplog.text
     assert llm.requests == []  # a local model sends nothing anywhere

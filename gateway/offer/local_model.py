@@ -15,6 +15,7 @@ longer on two while anything else runs: bench/README.md).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,18 @@ class LocalModelMissing(Exception):
 
 _MODELS: dict[str, Any] = {}
 _LOADING = threading.Lock()
+
+
+def missing(model: str) -> str | None:
+    """What is missing to run `model` here (what to install, or why the folder is not a model); None: nothing. Finds
+    the packages without importing them (`gateway validate` asks, and torch takes seconds to import)."""
+    try:
+        _folder(model, imported=False)
+    except LocalModelMissing as exc:
+        return str(exc)
+    if importlib.util.find_spec("sentence_transformers") is None:
+        return f"`kind: local` runs the model with sentence-transformers and torch, which are not installed: {INSTALL}"
+    return None
 
 
 def encode(model: str, texts: Sequence[str]) -> list[list[float]]:
@@ -65,11 +78,16 @@ def _load(name: str) -> Any:
     return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
 
 
-def _folder(name: str) -> Path:
-    """The folder holding the model's files: the package's for a packaged name, else the folder named."""
+def _folder(name: str, *, imported: bool = True) -> Path:
+    """The folder holding the model's files: the package's for a packaged name (`imported=False`: only found, and
+    the name is returned), else the folder named."""
     if name in PACKAGES:
         module, distribution = PACKAGES[name]
         try:
+            if not imported:
+                if importlib.util.find_spec(module) is None:
+                    raise ImportError(module)
+                return Path(name)
             package = importlib.import_module(module)
         except ImportError:
             raise LocalModelMissing(f"the model {name} comes with the package {distribution}, which is not "
