@@ -200,9 +200,15 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     query_vector = _query_vector(settings, query)
     scored: Ranked = []
     for api, known in vectors:
-        for tool, similarity in zip(catalog.for_api(api), known.similarities(query_vector), strict=True):
-            if similarity > 0 and (allowed is None or allowed(tool)):
-                scored.append((tool, float(similarity)))
+        tools = catalog.for_api(api)
+        found = 0
+        for place, cosine in known.best_first(query_vector):
+            tool = tools[place]
+            if allowed is None or allowed(tool):
+                scored.append((tool, cosine))
+                found += 1
+                if found == FUSION_DEPTH:
+                    break
     scored.sort(key=lambda pair: -pair[1])
     return scored[:FUSION_DEPTH]
 

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import mul
 from pathlib import Path
 from typing import Any
@@ -56,18 +56,28 @@ class ToolVectors:
             flat.extend(unit(vector))
         return cls(flat, len(vectors), dim)
 
-    def similarities(self, query: Sequence[float]) -> Sequence[float]:
-        """The cosine of each tool's vector with the unit `query` (0 for all when its length differs)."""
+    def best_first(self, query: Sequence[float]) -> Iterator[tuple[int, float]]:
+        """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first;
+        nothing when its length differs. Lazy: a search takes the first few of 11,000."""
         if len(query) != self.dim:
-            return [0.0] * self.count
+            return
         numpy = _numpy()
         if numpy is not None:
             if self._matrix is None:
                 self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-            product: Sequence[float] = self._matrix @ numpy.asarray(query, dtype=numpy.float32)
-            return product
+            cosines = self._matrix @ numpy.asarray(query, dtype=numpy.float32)
+            for place in numpy.argsort(-cosines, kind="stable").tolist():
+                cosine = float(cosines[place])
+                if cosine <= 0:
+                    return
+                yield place, cosine
+            return
         dim, flat = self.dim, self.flat
-        return [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
+        cosines = [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
+        for place in sorted(range(self.count), key=lambda i: -cosines[i]):
+            if cosines[place] <= 0:
+                return
+            yield place, cosines[place]
 
 
 def unit(vector: Sequence[float]) -> list[float]:
