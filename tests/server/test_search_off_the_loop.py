@@ -152,7 +152,8 @@ def test_a_search_answers_bm25_while_the_tools_embeddings_are_computed(
     toolset = runtime.toolset("clerk")
     with caplog.at_level(logging.INFO, logger="gateway.search"):
         first = search(runtime.catalog, toolset, "export", 5)  # the endpoint holds the tools' embeddings
-    assert held.asked.is_set() and "are being computed; BM25 alone meanwhile" in caplog.text
+    assert "are being computed; BM25 alone meanwhile" in caplog.text
+    assert held.asked.wait(30), "the computation never asked the endpoint"  # on a busy machine, maybe only now
     assert [hit["name"] for hit in first] == ["exportRecords", "runReport"]
     assert held.inputs == [["export records. records export. Archive old records",
                             "run report. reports. Export a report"]]  # no query asked for a ranking not used
