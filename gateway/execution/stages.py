@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..catalog import AgentTool
 from ..kernel.calls import Invocation, Proceed, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
@@ -92,6 +93,10 @@ class CheckOutput:
     or is JSON that the schema refuses. A truncated body is not judged (its end is missing, not wrong). The
     result keeps status and body and says that the request ran, so a caller does not repeat a write.
     """
+
+    def applies_to(self, agent_tool: AgentTool) -> bool:
+        """Nothing to check without a schema, or with `output_check: off`: left out of the tool's chain."""
+        return agent_tool.output_schema is not None and agent_tool.output_check != "off"
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)

@@ -48,9 +48,18 @@ Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 
 
 class Stage(Protocol):
-    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on."""
+    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on.
+
+    The pipeline passes `proceed` by keyword (it links its stages with `functools.partial`)."""
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
+
+
+class Selective(Protocol):
+    """A stage that has nothing to do for some tools says so: the pipeline leaves it out of their chain (decided
+    once per tool, not asked per call). It must depend on the tool alone, not on the call."""
+
+    def applies_to(self, agent_tool: AgentTool) -> bool: ...
 
 
 class ToolHooks(Protocol):
