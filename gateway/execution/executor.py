@@ -170,9 +170,44 @@ class Executor:
         `validated`: the caller checked the arguments with `refuse_arguments` already (the call pipeline does).
         """
         started = time.monotonic()
+        seconds = 0.0
         try:
-            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes,
-                                         validated)
+            api = self._api(tool.api)
+            if arguments is None:
+                arguments = {}
+            refusal = None if validated else self.refuse_arguments(tool, arguments)
+            if refusal is not None:
+                result = refusal
+            else:
+                prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
+                seconds = timeout if timeout is not None else api.config.timeout
+                limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
+                deadline = time.monotonic() + seconds
+                if api.self_timed and api.limit is None and not tracing.enabled():
+                    # The usual: no executor limit, no span, and no second timer (a timer per call is
+                    # measurable): the send ends by the deadline on its own (`_Api.self_timed`).
+                    result = await self._send(tool, api, prepared, deadline, limit)
+                else:
+                    result = await self._timed_send(tool, api, prepared, seconds, deadline, limit)
+        except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
+            result = ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
+        except RedirectRefused as error:
+            where = self.redactor.text(error.location)
+            result = ToolResult.failure(
+                "transport_error", f"{tool.name}: the API redirected to another host ({where}); not followed"
+            )
+        except TooManyRedirects:
+            result = ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
+        except RequestBuildError as error:
+            result = ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
+            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
+            result = ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
+        except AuthServerUnavailable as error:
+            result = ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
+        except httpx.HTTPError as error:
+            detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+            result = ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
         except Exception as error:  # the contract: a bad call never raises
             message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
             # The message is redacted; the traceback (which may quote a URL) only at debug level.
@@ -210,47 +245,14 @@ class Executor:
         text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
-    async def _execute(
-        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None, validated: bool
-    ) -> ToolResult:
-        api = self._api(tool.api)
-        if not validated:
-            refusal = self.refuse_arguments(tool, arguments)
-            if refusal is not None:
-                return refusal
-        try:
-            prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
-        except RequestBuildError as error:
-            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
-        seconds = timeout if timeout is not None else api.config.timeout
-        limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
-        deadline = time.monotonic() + seconds
-        try:
-            if api.self_timed and (api.limit is None or not api.limit.locked()):
-                # No second timer per call (a timer per call is measurable): a free slot is taken without waiting, and
-                # the rest ends by the deadline on its own (`_Api.self_timed`).
-                return await self._limited_send(tool, api, prepared, deadline, limit)
-            async with asyncio.timeout(seconds):
-                return await self._limited_send(tool, api, prepared, deadline, limit)
-        except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
-            return ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
-        except RedirectRefused as error:
-            where = self.redactor.text(error.location)
-            return ToolResult.failure(
-                "transport_error", f"{tool.name}: the API redirected to another host ({where}); not followed"
-            )
-        except TooManyRedirects:
-            return ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
-        except RequestBuildError as error:
-            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
-        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
-            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
-            return ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
-        except AuthServerUnavailable as error:
-            return ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
-        except httpx.HTTPError as error:
-            detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
-            return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
+    async def _timed_send(self, tool: Tool, api: _Api, prepared: Any, seconds: float, deadline: float,
+                          limit: int) -> ToolResult:
+        """The send with what the usual one goes without: the executor's concurrency limit, a span, a timer."""
+        if api.self_timed and (api.limit is None or not api.limit.locked()):
+            # A free slot is taken without waiting, and the rest ends by the deadline on its own.
+            return await self._limited_send(tool, api, prepared, deadline, limit)
+        async with asyncio.timeout(seconds):
+            return await self._limited_send(tool, api, prepared, deadline, limit)
 
     async def _limited_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         if tracing.enabled():
