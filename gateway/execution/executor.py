@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -41,7 +42,7 @@ from ..kernel import tracing
 from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
 from .arguments import input_schema, run_off_the_loop, validate_arguments
-from .fastschema import is_valid
+from .fastschema import is_valid, judge_of
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -220,6 +221,10 @@ class Executor:
     def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
         """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
         return isinstance(arguments, dict) and is_valid(self._api(tool.api).argument_schema(tool), arguments)
+
+    def argument_judge(self, tool: Tool) -> Callable[[Any], bool] | None:
+        """The compiled judge `arguments_hold` asks for the tool (None: none; then only the wording decides)."""
+        return judge_of(self._api(tool.api).argument_schema(tool))
 
     def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
         """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets

@@ -14,16 +14,19 @@ sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest
 `execute_tool` span and counts the call. Which stages, in which order, is decided in one place:
 `gateway.assembly.build_pipeline`.
 
-What runs is compiled once per tool: a stage that says it does nothing for a tool (`Selective.applies_to`: the
-approval stage for a tool that needs none, the output check for a tool with no schema to check) is left out of
-that tool's chain, and the stages are linked by `functools.partial` (in C), so one call's await chain holds one
-frame per stage that applies and no frame of the pipeline's own.
+What runs is compiled once per tool (`chain`): a stage that decides part of its work by the tool alone
+(`ToolSpecific.for_tool`) answers with that part decided (the validation stage with the tool's compiled judge,
+the breaker stage with its api's slots), or is left out of that tool's chain when it has nothing to do for it
+(the approval stage for a tool that needs none, the output check for a tool with no schema to check); the
+stages are linked by `functools.partial` (in C), so one call's await chain holds one frame per stage that
+applies and no frame of the pipeline's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from functools import partial
+from typing import cast
 
 from ..catalog import AgentTool
 from ..kernel.calls import Invocation, Proceed, Stage
@@ -49,7 +52,6 @@ class Pipeline:
         self._terminal = terminal
         self._validate = validate
         self._chains: dict[int, tuple[AgentTool, Proceed]] = {}
-        self._by_shape: dict[tuple[bool, ...], Proceed] = {}
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
         """The call's result, to be awaited (the outermost stage's coroutine: no frame of the pipeline's own)."""
@@ -62,14 +64,11 @@ class Pipeline:
         kept = self._chains.get(id(agent_tool))
         if kept is not None and kept[0] is agent_tool:
             return kept[1]
-        shape = tuple(applies(stage, agent_tool) for stage in self.stages)
-        entry = self._by_shape.get(shape)
-        if entry is None:
-            entry = self._terminal
-            for stage, on in zip(reversed(self.stages), reversed(shape), strict=True):
-                if on:
-                    entry = partial(stage, proceed=entry)
-            self._by_shape[shape] = entry
+        entry = self._terminal
+        for stage in reversed(self.stages):
+            specific = for_tool(stage, agent_tool)
+            if specific is not None:
+                entry = partial(specific, proceed=entry)
         if len(self._chains) >= _MAX_CHAINS:
             self._chains.clear()
         self._chains[id(agent_tool)] = (agent_tool, entry)  # the tool is kept: its id is not reused meanwhile
@@ -83,10 +82,10 @@ class Pipeline:
         return None if result.ok else result
 
 
-def applies(stage: Stage, agent_tool: AgentTool) -> bool:
-    """Whether `stage` has anything to do for calls of `agent_tool` (a stage that does not say: always)."""
-    applies_to = getattr(stage, "applies_to", None)
-    return True if applies_to is None else bool(applies_to(agent_tool))
+def for_tool(stage: Stage, agent_tool: AgentTool) -> Stage | None:
+    """`stage` as it runs for calls of `agent_tool` (`ToolSpecific`; a stage that is not: itself)."""
+    specific = getattr(stage, "for_tool", None)
+    return stage if specific is None else cast(Stage | None, specific(agent_tool))
 
 
 async def _accept(invocation: Invocation) -> ToolResult:

@@ -55,11 +55,14 @@ class Stage(Protocol):
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
 
 
-class Selective(Protocol):
-    """A stage that has nothing to do for some tools says so: the pipeline leaves it out of their chain (decided
-    once per tool, not asked per call). It must depend on the tool alone, not on the call."""
+class ToolSpecific(Protocol):
+    """A stage that decides part of its work by the tool alone does it once per tool: the pipeline asks
+    `for_tool` when it compiles a tool's chain and runs what it answers for every call of that tool: the stage
+    itself, a stage with the tool's part decided (its compiled judge, its api's slots), or None when the stage
+    has nothing to do for that tool (left out of its chain). The answer must depend on the tool alone, never on
+    a call."""
 
-    def applies_to(self, agent_tool: AgentTool) -> bool: ...
+    def for_tool(self, agent_tool: AgentTool) -> Stage | None: ...
 
 
 class ToolHooks(Protocol):

@@ -336,8 +336,8 @@ def _unapproved(invocation: Invocation) -> ToolResult:
 class RefuseUnapproved:
     """The approval stage of a gateway without a store: a call under approval is refused, never run."""
 
-    def applies_to(self, agent_tool: AgentTool) -> bool:
-        return agent_tool.needs_approval
+    def for_tool(self, agent_tool: AgentTool) -> RefuseUnapproved | None:
+        return self if agent_tool.needs_approval else None
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if invocation.needs_approval:
@@ -354,9 +354,9 @@ class HoldForApproval:
     def __init__(self, approvals: ApprovalManager) -> None:
         self.approvals = approvals
 
-    def applies_to(self, agent_tool: AgentTool) -> bool:
+    def for_tool(self, agent_tool: AgentTool) -> HoldForApproval | None:
         """A tool that never needs approval is not held: the stage is left out of its chain."""
-        return agent_tool.needs_approval
+        return self if agent_tool.needs_approval else None
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if not invocation.needs_approval:
