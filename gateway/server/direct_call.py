@@ -24,7 +24,7 @@ from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolResult
 from .api_errors import APIError, json_bytes, status_for_result
-from .routes import known_agent, parse_json_body, toolset_of
+from .routes import known_agent, parse_json_body
 
 PATH = "/agents/{agent}/tools/{tool}"
 _JSON_HEADER = (b"content-type", b"application/json")
@@ -53,9 +53,7 @@ class DirectCall:
         params = scope["path_params"]
         async with state.use() as generation:
             agent, name = params["agent"], params["tool"]
-            plan = _door_plans(generation).get((agent, name))
-            if plan is None:
-                plan = _plan(generation, agent, name)
+            plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
             body = await _read_body(receive)
             if body is None:
                 return 0, None
@@ -79,21 +77,31 @@ _DOOR_PLANS = "direct_call.plans"
 
 
 def _door_plans(generation: Generation) -> dict[tuple[str, str], CallPlan]:
-    """(agent, tool name) -> how the agent's tool is called (`CallPlan`), for the pairs this door has been asked
+    """(agent, tool name) -> how the agent's tool is called (`CallPlan`), for the pairs the doors have been asked
     for: the agent checked, its toolset searched and the tool's chain of stages found once per generation, not on
     every call (only pairs that exist are kept)."""
     plans: dict[tuple[str, str], CallPlan] = generation.memo(_DOOR_PLANS, dict)
     return plans
 
 
+def door_plan(generation: Generation, agent: str, name: str) -> CallPlan | None:
+    """The plan of a known agent's tool of that name, remembered for the generation; None when it has none (the
+    MCP door then looks for its own tools: a script's, tool search's)."""
+    plan = _door_plans(generation).get((agent, name))
+    if plan is None:
+        agent_tool = generation.toolset(agent).get(name)
+        if agent_tool is None:
+            return None
+        plan = _door_plans(generation)[(agent, name)] = generation.runner.for_agent(agent).plan(agent_tool)
+    return plan
+
+
 def _plan(generation: Generation, agent: str, name: str) -> CallPlan:
-    """The plan of the agent's tool of that name (remembered for the generation); 404 for an unknown agent or
-    tool."""
-    agent_tool = toolset_of(generation, known_agent(generation, agent)).get(name)
-    if agent_tool is None:
+    """`door_plan`, with a 404 for an unknown agent or tool."""
+    plan = door_plan(generation, known_agent(generation, agent), name)
+    if plan is None:
         raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
                        code="unknown_tool")
-    plan = _door_plans(generation)[(agent, name)] = generation.runner.for_agent(agent).plan(agent_tool)
     return plan
 
 
