@@ -6,7 +6,7 @@ of them all is set in one place, `gateway.assembly.build_pipeline`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Tool
@@ -60,17 +60,15 @@ class ValidateToolArguments:
         self.tool = tool
         self.judge = judge
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
         judge, arguments = self.judge, invocation.arguments
         try:
             holds = judge is not None and invocation.tool is self.tool and type(arguments) is dict and judge(arguments)
         except Exception:  # noqa: BLE001 - a value the judge can't take: the wording decides
             holds = False
-        if not holds:
-            refusal = await self.validate.refusal(invocation)
-            if refusal is not None:
-                return refusal
-        return await proceed(invocation)
+        if holds:
+            return proceed(invocation)  # the usual: this stage is done, and no frame of it waits for the rest
+        return self.validate(invocation, proceed)
 
 
 class Execute:
@@ -79,10 +77,11 @@ class Execute:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
-    async def __call__(self, invocation: Invocation) -> ToolResult:
+    def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
+        """The executor's coroutine (no frame of this stage's waits for the request)."""
         agent_tool = invocation.agent_tool
-        return await self.executor.execute(invocation.tool, invocation.arguments, timeout=agent_tool.timeout,
-                                           max_result_bytes=agent_tool.max_result_bytes, validated=True)
+        return self.executor.execute(invocation.tool, invocation.arguments, timeout=agent_tool.timeout,
+                                     max_result_bytes=agent_tool.max_result_bytes, validated=True)
 
 
 class RunHooks:

@@ -50,9 +50,11 @@ Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 class Stage(Protocol):
     """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on.
 
-    The pipeline passes `proceed` by keyword (it links its stages with `functools.partial`)."""
+    The pipeline passes `proceed` by keyword (it links its stages with `functools.partial`). A stage is usually
+    an `async def`; one that only decides whether to pass the call on may be a plain function that returns
+    `proceed(invocation)` itself (then no frame of its own waits through the rest of the call)."""
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]: ...
 
 
 class ToolSpecific(Protocol):
