@@ -35,7 +35,7 @@ from ..http.client import (
 )
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
-from ..http.request import build_request
+from ..http.request import RequestPlan, request_plan
 from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
 from ..kernel import tracing
@@ -86,6 +86,15 @@ class _Api:
         self.self_timed = isinstance(self.wire, ReqwestWire) and not self.auth.has_tokens
         self._reserved_args: dict[str, frozenset[str]] = {}
         self._argument_schemas: dict[str, Any] = {}
+        self._request_plans: dict[str, RequestPlan] = {}
+
+    def request_plan(self, tool: Tool) -> RequestPlan:
+        """The tool's request as far as this api's configuration and credentials fix it (`RequestPlan`), worked
+        out on its first call (a setup error is raised again on the next: never remembered)."""
+        plan = self._request_plans.get(tool.name)
+        if plan is None or plan.tool is not tool:
+            plan = self._request_plans[tool.name] = request_plan(tool, self.config, self.reserved)
+        return plan
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
@@ -180,7 +189,7 @@ class Executor:
             if refusal is not None:
                 result = refusal
             else:
-                prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
+                prepared = api.request_plan(tool).build(arguments)
                 seconds = timeout if timeout is not None else api.config.timeout
                 limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
                 deadline = time.monotonic() + seconds
