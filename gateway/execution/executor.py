@@ -25,6 +25,7 @@ from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
 from ..http.client import (
     Attempts,
+    CredentialsFactory,
     DeadlineExceeded,
     HttpxWire,
     RedirectRefused,
@@ -293,21 +294,25 @@ class Executor:
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
         used: list[str] = []
+        # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
+        source: Credentials | CredentialsFactory | None = api.auth.static
+        if source is None:
 
-        async def credentials() -> Credentials:
-            creds = await api.auth.credentials(tool)
-            used.extend(creds.secrets)
-            return creds
+            async def credentials() -> Credentials:
+                creds = await api.auth.credentials(tool)
+                used.extend(creds.secrets)
+                return creds
 
-        response = await send(api.wire, prepared, credentials, deadline=deadline, attempts=attempts,
+            source = credentials
+        response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
-                response = await send(api.wire, prepared, credentials, deadline=deadline,
-                                      attempts=attempts, budget=api.retry_budget)
+                response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
+                                      budget=api.retry_budget)
         try:
             read = await read_capped(response, hard_cap(limit))
         finally:
