@@ -135,13 +135,26 @@ def test_search_embeddings() -> None:
     assert _gateway({"search_embeddings": {"kind": "openai"}})[1] == {
         "gateway.search_embeddings": "'model' is required"}
     assert _gateway({"search_embeddings": {"kind": "cohere", "model": "m"}})[1] == {
-        "gateway.search_embeddings.kind": "'cohere' is not one of openai, ollama"}
+        "gateway.search_embeddings.kind": "'cohere' is not one of openai, ollama, local"}
     errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "dimensions": 256}})[1]
     assert "`dimensions` is OpenAI's" in errors["gateway.search_embeddings.dimensions"]
     settings, errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0.25}})
     assert errors == {} and settings.search_embeddings is not None and settings.search_embeddings.weight == 0.25
     assert _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0}})[1] == {
         "gateway.search_embeddings.weight": "must be greater than 0, got 0"}
+
+
+def test_a_local_model_takes_the_packaged_one_and_its_measured_weight() -> None:
+    settings, errors = _gateway({"search_embeddings": {"kind": "local"}})
+    assert errors == {} and settings.search_embeddings is not None
+    assert (settings.search_embeddings.model, settings.search_embeddings.weight) == ("all-MiniLM-L6-v2", 0.75)
+    settings, _ = _gateway({"search_embeddings": {"kind": "local", "weight": 0.5}})
+    assert settings.search_embeddings is not None and settings.search_embeddings.weight == 0.5
+    settings, _ = _gateway({"search_embeddings": {"kind": "local", "model": "/models/mine"}})
+    assert settings.search_embeddings is not None and settings.search_embeddings.weight == 1.0  # nobody measured it
+    for key, value in (("base_url", "http://127.0.0.1:9"), ("api_key", "k"), ("headers", {"x": "y"})):
+        errors = _gateway({"search_embeddings": {"kind": "local", key: value}})[1]
+        assert "a local model runs in the gateway's own process" in errors[f"gateway.search_embeddings.{key}"]
 
 
 def test_the_oauth_resource_server_section_is_typed() -> None:
