@@ -181,13 +181,12 @@ class CallPlan:
         self.chain = runner.pipeline.chain(agent_tool) if self.tool is not None and not agent_tool.delegate \
             else None
 
-    def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None,
-              call_id: str | None = None) -> Awaitable[ToolResult]:
+    def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Awaitable[ToolResult]:
         """One call with the caller's `arguments` (the fixed ones on top), to be awaited."""
         agent_tool = self.agent_tool
         # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
-        call = ToolCall(id=call_id or f"direct_{random.getrandbits(64):016x}", name=agent_tool.name,
-                        arguments=arguments, raw_arguments=arguments)
+        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                        raw_arguments=arguments)
         chain, tool = self.chain, self.tool
         if chain is None or tool is None:
             return self.runner.run(agent_tool, call, door=door, client=client)
