@@ -9,7 +9,9 @@ is about, and the CPU time of a process moves with the machine's load. Here each
 its counters are zeroed (`callgrind_control -z`), `--calls` sequential calls are made and the counters dumped. The
 figure is the event loop's thread (the first) per call: other threads (pyreqwest's runtime, the MCP SDK's import
 in the background, the reload watcher's) are listed but not compared. Deterministic to a few per cent (a call
-under valgrind takes over 50 ms, so the disconnect watcher starts on every call, in every tree alike). Needs
+under valgrind takes over 50 ms, so the disconnect watcher starts on every call, in every tree alike), once the
+idle server's CPU has settled after the warm-up (`gateway serve` imports the MCP SDK in the background, and its
+garbage collections land on the loop's thread: up to 15% between runs without the pause). Needs
 `valgrind` on the PATH; each server takes about a minute.
 """
 
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import subprocess
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -35,6 +38,24 @@ async def _calls(url: str, path: str, count: int, *, post: bool) -> None:
             response = await (client.post(path, json=CALL_ARGS) if post else client.get(path))
             if response.status_code != 200:
                 raise RuntimeError(f"{url}{path}: {response.status_code} {response.text[:200]}")
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The process's user and system CPU so far, in clock ticks (/proc/PID/stat's utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _settle(pid: int, limit: float = 180.0) -> None:
+    """Wait until the idle server's CPU settles (under 5% of a core over 3 s): what `gateway serve` still does in the
+    background after its first calls would otherwise be counted into the calls (up to 15% between runs)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        before = _cpu_ticks(pid)
+        time.sleep(3)
+        if _cpu_ticks(pid) - before < 15:
+            return
+    print(f"warning: the server's CPU did not settle within {limit:g} s; the count may include background work")
 
 
 def measure(tree: Path | None, upstream: str, folder: Path, calls: int) -> dict[str, int]:
@@ -55,6 +76,8 @@ def measure(tree: Path | None, upstream: str, folder: Path, calls: int) -> dict[
                "--dump-instr=no", *server]
     with spawned(command, ready, env=env, cwd=cwd) as (process, _):
         asyncio.run(_calls(url, path, 30, post=post))  # warm: caches filled, lazy imports done
+        _settle(process.pid)  # the MCP SDK's import in the background: its garbage collections land on the loop
+        asyncio.run(_calls(url, path, 20, post=post))
         subprocess.run(["callgrind_control", "-z", str(process.pid)], check=True, capture_output=True)
         asyncio.run(_calls(url, path, calls, post=post))
         subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)

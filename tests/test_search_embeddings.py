@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +48,18 @@ providers:
 agents:
   clerk: {{model: openai/gpt-test, tools: [{{api: records}}]}}
 """
-BM25_ORDER = ["exportRecords", "runReport", "listInvoices"]
-"""BM25 alone for "export": the path whose resource is the request's verb (`/records/export`), then the summary
-that starts with the word ("Export a report"), then the summary that holds it later."""
-HYBRID_ORDER = ["runReport", "listInvoices", "exportRecords"]
-"""Fused with the summaries' embeddings: "Export a report" is the nearest line, "Archive old records" shares no
-word with the query, so it keeps only its BM25 place and falls behind the invoices, whose line holds "export"."""
+QUERY = "accounting"
+BM25_ORDER = ["listUsers", "listInvoices"]
+"""BM25 alone for "accounting": a word the API never names is read as a person's name (the users first), then the
+summary that holds it ("List invoices for export to accounting")."""
+HYBRID_ORDER = ["listInvoices", "listUsers"]
+"""Fused with the tools' embeddings: only the invoices' text shares the word, so it is first in both lists' sum,
+and the users keep only their BM25 place."""
+TEXTS = ["export records. records export. Archive old records", "run report. reports. Export a report",
+         "list users. users. List users", "list invoices. invoices. List invoices for export to accounting"]
+"""What each tool is embedded as: its name's words, its path's words and its summary."""
 
-
-@pytest.fixture(autouse=True)
-def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
-    search_embeddings.forget_failures()
-    yield
-    search_embeddings.forget_failures()
+pytestmark = pytest.mark.usefixtures("fresh_embeddings")
 
 
 def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None) -> Any:
@@ -78,7 +75,7 @@ def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = No
     return load_runtime(specs, agents, cache_dir=folder / "cache")
 
 
-def _names(runtime: Any, query: str = "export", limit: int = 3) -> list[str]:
+def _names(runtime: Any, query: str = QUERY, limit: int = 3) -> list[str]:
     return [hit["name"] for hit in search(runtime.catalog, runtime.toolset("clerk"), query, limit)]
 
 
@@ -99,15 +96,14 @@ def test_the_hybrid_reorders_what_bm25_ranks(tmp_path: Path, llm: ScriptedLLM, k
     ollama = f'kind: ollama\nmodel: nomic-embed-text\nbase_url: "{llm.url}"\n'
     setting = openai_embeddings(llm) if kind == "openai" else ollama
     runtime = embedded_runtime(tmp_path, llm, setting)
-    found = search(runtime.catalog, runtime.toolset("clerk"), "export", 3)
+    found = search(runtime.catalog, runtime.toolset("clerk"), QUERY, 3)
     assert [hit["name"] for hit in found] == HYBRID_ORDER
     assert [hit["score"] for hit in found] == sorted((hit["score"] for hit in found), reverse=True)
     paths = {r.path for r in llm.requests}
     assert paths == ({"/v1/embeddings"} if kind == "openai" else {"/api/embed"})
-    query, documents = llm.embedding_inputs()  # the query first, then the tool lines (one batch)
-    assert sorted(documents) == sorted(["Archive old records", "Export a report", "List users",
-                                        "List invoices for export to accounting"])
-    assert query == ["export"]
+    documents, query = llm.embedding_inputs()  # the tools' texts first (one batch), then the query
+    assert sorted(documents) == sorted(TEXTS)
+    assert query == [QUERY]
     if kind == "openai":
         assert llm.requests[0].headers["authorization"] == "Bearer embed-key"
         assert llm.requests[0].body["model"] == "embed-small" and "dimensions" not in llm.requests[0].body
@@ -125,7 +121,7 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_so(tmp_path: Path, llm: 
     runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm))
     with caplog.at_level(logging.WARNING, logger="gateway.search"):
         assert _names(runtime) == BM25_ORDER
-    assert "embeddings endpoint failed" in caplog.text and "HTTP 500" in caplog.text and "BM25 alone" in caplog.text
+    assert "embeddings failed" in caplog.text and "HTTP 500" in caplog.text and "BM25 alone" in caplog.text
     asked = len(llm.requests)
     assert _names(runtime) == BM25_ORDER
     assert len(llm.requests) == asked  # left alone for a while: a dead endpoint does not slow every search
@@ -152,8 +148,8 @@ def test_an_endpoint_nobody_listens_on_falls_back_too(tmp_path: Path, llm: Scrip
 def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path, llm: ScriptedLLM) -> None:
     runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm, batch_size=3))
     assert _names(runtime) == HYBRID_ORDER
-    assert [len(texts) for texts in llm.embedding_inputs()] == [1, 3, 1]  # the query, 4 tool lines in batches of 3
-    assert _names(runtime, "export") == HYBRID_ORDER
+    assert [len(texts) for texts in llm.embedding_inputs()] == [3, 1, 1]  # 4 tool texts in batches of 3, the query
+    assert _names(runtime) == HYBRID_ORDER
     assert len(llm.embedding_inputs()) == 3  # the query's embedding is remembered too
 
     # Loaded again: a new catalog, nothing in memory.
@@ -206,4 +202,27 @@ def test_an_answer_of_the_wrong_shape_falls_back_to_bm25(tmp_path: Path, llm: Sc
         with caplog.at_level(logging.WARNING, logger="gateway.search"):
             assert _names(runtime) == BM25_ORDER
         assert endpoint.last.path == "/v1/embeddings"
-    assert "embeddings endpoint failed" in caplog.text
+    assert "embeddings failed" in caplog.text
+
+
+def test_a_local_model_that_is_not_there_is_named_by_validate_and_a_search_still_answers(
+        tmp_path: Path, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+    from gateway.errors import ConfigError
+    from gateway.offer.embeddings import hybrid
+
+    absent = tmp_path / "no-model"
+    with pytest.raises(ConfigError) as refused:
+        embedded_runtime(tmp_path, llm, f'kind: local\nmodel: "{absent}"\n')
+    [error] = [d for d in refused.value.diagnostics if d.level == "error"]
+    assert (error.line, error.pointer) == (8, "gateway.search_embeddings.model")
+    assert "is neither all-MiniLM-L6-v2 nor the folder of a sentence-transformers model" in error.message
+
+    # Should it go missing after the check (uninstalled under a running gateway), a search answers BM25's ranking.
+    runtime = embedded_runtime(tmp_path, llm)
+    bm25 = [(tool, 1.0) for tool in runtime.catalog]
+    with caplog.at_level(logging.WARNING, logger="gateway.search"):
+        assert hybrid(SearchEmbeddings(kind="local", model=str(absent)), runtime.catalog, ["records"], None,
+                      QUERY, bm25) == bm25
+    assert "embeddings failed" in caplog.text and "nor the folder of a sentence-transformers model" in caplog.text
+    assert llm.requests == []  # a local model sends nothing anywhere

@@ -87,6 +87,12 @@ class Generation:
         self.observer = RunObserver(metrics=metrics, hooks=self.hooks, budgets=runtime.manifest.budgets,
                                     book=budget_book)
         self.runner = ToolRunner(runtime, self.pipeline, self.adapter, observer=self.observer)
+        if runtime.manifest.gateway.search_embeddings is not None:
+            # The first search finds the tools' embeddings ready (computed off this thread meanwhile).
+            from ..offer.toolsearch import prepare_search
+
+            prepare_search(runtime.catalog, ((agent, self.toolset(name))
+                                             for name, agent in runtime.manifest.agents.items()))
         self.cache: dict[Any, Any] = {}
         """Per-generation memo of derived views (rendered tool lists, MCP listings): built once, reused."""
         self.active = 0

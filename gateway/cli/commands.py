@@ -231,10 +231,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         if not args.exact and args.format != "json":
             tools = _offered(runtime, args.agent, args.budget)
         if args.search is not None:
-            from ..offer.toolsearch import search
+            from ..offer.toolsearch import prepare_toolset, search
 
             for diagnostic in diagnostics:
                 print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+            _wait_for_embeddings(prepare_toolset(runtime.catalog, runtime.toolset(args.agent)))
             found = search(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
             sys.stdout.buffer.write(orjson.dumps(found, option=orjson.OPT_INDENT_2) + b"\n")
             return 0
@@ -268,6 +269,23 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
     return 0
+
+
+def _wait_for_embeddings(pending: list[Any]) -> None:
+    """A one-off search waits for the tools' embeddings (a server answers BM25 alone meanwhile): once computed they
+    are cached, and a process that exits before would lose them."""
+    from ..offer.embeddings import NotReady
+
+    for computation in pending:
+        try:
+            try:
+                computation.wait(1.0)  # read from the cache: no note
+            except NotReady:
+                print(f"note: computing the embeddings of {computation.key[1]}'s tools once (cached for the next "
+                      "searches)", file=sys.stderr)
+                computation.wait()
+        except Exception:  # noqa: BLE001 - the search falls back to BM25 and logs why
+            pass
 
 
 def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:

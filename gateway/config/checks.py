@@ -49,6 +49,7 @@ def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base
     _check_clients(c, manifest)
     _check_user_credentials(c, manifest)
     _check_hooks(c, manifest.hooks, ("hooks",))
+    _check_local_model(c, manifest)
     if manifest.budgets.costs_without_prices():
         c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
 
@@ -170,6 +171,18 @@ def _check_hooks(c: Checker, hooks: list[HookConfig], path: KeyPath) -> None:
         if module and _module_missing(module):
             c.warning((*path, index, "call"), f"no module {module!r} on the gateway's path (PYTHONPATH); every "
                                               "call of this hook will count as its on_error")
+
+
+def _check_local_model(c: Checker, manifest: Manifest) -> None:
+    embeddings = manifest.gateway.search_embeddings
+    if embeddings is None or embeddings.kind != "local":
+        return
+    from ..offer.local_model import missing
+
+    problem = missing(embeddings.model)
+    if problem is not None:
+        path: KeyPath = ("gateway", "search_embeddings")
+        c.error((*path, "model") if (*path, "model") in c.lines else (*path, "kind"), problem)
 
 
 def _module_missing(module: str) -> bool:

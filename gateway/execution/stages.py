@@ -6,14 +6,15 @@ of them all is set in one place, `gateway.assembly.build_pipeline`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..kernel.calls import Invocation, Proceed, ToolHooks
+from ..catalog import AgentTool, Tool
+from ..kernel.calls import Invocation, Proceed, Stage, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from .arguments import problems, run_off_the_loop
-from .fastschema import is_valid
+from .fastschema import is_valid, judge_of
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -32,13 +33,42 @@ class ValidateArguments:
         """What is wrong with the invocation's arguments (empty: nothing), by the rule this stage applies."""
         return await self.executor.check_arguments(invocation.tool, invocation.arguments)
 
+    def for_tool(self, agent_tool: AgentTool) -> Stage:
+        """The stage for calls of one tool: its compiled judge found once, not per call."""
+        tool = agent_tool.tool
+        if tool is None:
+            return self
+        return ValidateToolArguments(self, tool, self.executor.argument_judge(tool))
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        refusal = await self.refusal(invocation)
+        return refusal if refusal is not None else await proceed(invocation)
+
+    async def refusal(self, invocation: Invocation) -> ToolResult | None:
+        """The `invalid_arguments` result of the invocation, or None when its arguments hold."""
         executor, tool, arguments = self.executor, invocation.tool, invocation.arguments
-        if not executor.arguments_hold(tool, arguments):  # the judge, on the loop; the wording in a worker thread
-            refusal = await run_off_the_loop(lambda: executor.refuse_arguments(tool, arguments))
-            if refusal is not None:
-                return refusal
-        return await proceed(invocation)
+        if executor.arguments_hold(tool, arguments):  # the judge, on the loop; the wording in a worker thread
+            return None
+        return await run_off_the_loop(lambda: executor.refuse_arguments(tool, arguments))
+
+
+class ValidateToolArguments:
+    """`ValidateArguments` for the calls of one tool, with the tool's compiled judge at hand."""
+
+    def __init__(self, validate: ValidateArguments, tool: Tool, judge: Callable[[Any], bool] | None) -> None:
+        self.validate = validate
+        self.tool = tool
+        self.judge = judge
+
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
+        judge, arguments = self.judge, invocation.arguments
+        try:
+            holds = judge is not None and invocation.tool is self.tool and type(arguments) is dict and judge(arguments)
+        except Exception:  # noqa: BLE001 - a value the judge can't take: the wording decides
+            holds = False
+        if holds:
+            return proceed(invocation)  # the usual: this stage is done, and no frame of it waits for the rest
+        return self.validate(invocation, proceed)
 
 
 class Execute:
@@ -47,10 +77,11 @@ class Execute:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
-    async def __call__(self, invocation: Invocation) -> ToolResult:
+    def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
+        """The executor's coroutine (no frame of this stage's waits for the request)."""
         agent_tool = invocation.agent_tool
-        return await self.executor.execute(invocation.tool, invocation.arguments, timeout=agent_tool.timeout,
-                                           max_result_bytes=agent_tool.max_result_bytes, validated=True)
+        return self.executor.execute(invocation.tool, invocation.arguments, timeout=agent_tool.timeout,
+                                     max_result_bytes=agent_tool.max_result_bytes, validated=True)
 
 
 class RunHooks:
@@ -93,6 +124,14 @@ class CheckOutput:
     result keeps status and body and says that the request ran, so a caller does not repeat a write.
     """
 
+    def for_tool(self, agent_tool: AgentTool) -> Stage | None:
+        """Nothing to check without a schema, or with `output_check: off` (left out of the tool's chain); else the
+        stage with the schema's compiled judge at hand."""
+        schema = agent_tool.output_schema
+        if schema is None or agent_tool.output_check == "off":
+            return None
+        return CheckToolOutput(agent_tool, judge_of(schema))
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
         agent_tool = invocation.agent_tool
@@ -100,18 +139,44 @@ class CheckOutput:
         if agent_tool.output_check == "off" or not result.ok or schema is None or result.truncated or \
                 body_holds(schema, result):
             return result
-        problem = await run_off_the_loop(lambda: output_problem(schema, result))
-        if problem is None:
+        return await judge_output(agent_tool, schema, result)
+
+
+class CheckToolOutput:
+    """`CheckOutput` for the calls of one tool, with its output schema's compiled judge at hand."""
+
+    def __init__(self, agent_tool: AgentTool, judge: Callable[[Any], bool] | None) -> None:
+        self.agent_tool = agent_tool
+        self.judge = judge
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        result = await proceed(invocation)
+        if not result.ok or result.truncated:
             return result
-        if agent_tool.output_check == "warn":
-            result.warning = (f"the body does not match the spec's output schema ({problem}); it is passed on as "
-                              "the API sent it (output_check: warn)")
-            return result
-        result.ok = False
-        result.error_type = "invalid_output"
-        result.error = (f"The API answered {result.status} but the body does not match the spec's output schema "
-                        f"({problem}); the request ran, so do not repeat it blindly.")
+        judge, agent_tool = self.judge, self.agent_tool
+        try:
+            if judge is not None and _is_json(result) and judge(result.body):
+                return result
+        except Exception:  # noqa: BLE001 - a body the judge can't take: the slow path words it
+            pass
+        return await judge_output(agent_tool, agent_tool.output_schema, result)
+
+
+async def judge_output(agent_tool: AgentTool, schema: Any, result: ToolResult) -> ToolResult:
+    """`result` as the output check leaves it, once the quick "the body holds" did not say so: the problem worded
+    off the loop, then `invalid_output` (enforce) or a warning (warn)."""
+    problem = await run_off_the_loop(lambda: output_problem(schema, result))
+    if problem is None:
         return result
+    if agent_tool.output_check == "warn":
+        result.warning = (f"the body does not match the spec's output schema ({problem}); it is passed on as "
+                          "the API sent it (output_check: warn)")
+        return result
+    result.ok = False
+    result.error_type = "invalid_output"
+    result.error = (f"The API answered {result.status} but the body does not match the spec's output schema "
+                    f"({problem}); the request ran, so do not repeat it blindly.")
+    return result
 
 
 def body_holds(schema: Any, result: ToolResult) -> bool:

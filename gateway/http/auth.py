@@ -95,6 +95,12 @@ class Authenticator:
     def reserved(self) -> set[tuple[str, str]]:
         return reserved_names(self.auth)
 
+    @property
+    def static(self) -> Credentials | None:
+        """The credentials every call of this api carries, once the first call built them (`credentials`); None
+        while they are not built yet, or when they are fetched or made per user and call."""
+        return self._static
+
     async def credentials(self, tool: Tool | None = None) -> Credentials:
         """What one request of `tool` carries; per-user kinds raise a `UserCredentialError` (nothing is sent)."""
         static = self._static

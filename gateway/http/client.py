@@ -104,7 +104,7 @@ CredentialsFactory = Callable[[], Awaitable[Credentials]]
 async def send(
     wire: Wire,
     prepared: PreparedRequest,
-    credentials: CredentialsFactory,
+    credentials: CredentialsFactory | Credentials,
     *,
     deadline: float,
     attempts: Attempts | None = None,
@@ -114,7 +114,7 @@ async def send(
     """Send `prepared` and return the (streamed, unread) response; the caller closes it.
 
     `deadline` is a `time.monotonic()` instant covering every retry and redirect; `budget` (the api's)
-    must have a retry left for each retry.
+    must have a retry left for each retry. `credentials`: asked before each attempt, or the same for all of them.
     """
     attempts = attempts if attempts is not None else Attempts()
     if budget is not None:
@@ -126,7 +126,7 @@ async def send(
     retries = 0
     while True:
         # Credentials go with every attempt: the URL is the api's origin (a redirect elsewhere is refused).
-        creds = await credentials()
+        creds = credentials if isinstance(credentials, Credentials) else await credentials()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded()

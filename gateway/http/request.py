@@ -95,42 +95,69 @@ def build_request(
     *,
     reserved: set[tuple[str, str]] = frozenset(),  # type: ignore[assignment]
 ) -> PreparedRequest:
-    prefix, base_query = _base_parts(*_server_of(tool, api))
-    template = _template(tool)
-    static_headers, taken = _api_headers(tool.api, api)
-    path = _build_path(tool, template, arguments)
-    query: list[str] = []
-    headers: list[tuple[str, str]] = []
-    cookies: list[tuple[str, str]] = []
-    for argument, key, sendable, plain in template.parameters:
-        value = arguments.get(argument.name)
-        if value is None or key in reserved or not sendable:
-            continue
-        if key[0] == "query":
-            kind = type(value)
-            if plain is not None and (kind is str or kind is int):  # the usual: one string or integer
-                query.append(plain + encode(value if kind is str else str(value)))
-            else:
-                query.extend(serialize_query(argument, value))
-        elif key[0] == "header":
-            if key[1] in taken:
+    """One call's request (`request_plan(...).build(arguments)`)."""
+    return request_plan(tool, api, reserved).build(arguments)
+
+
+class RequestPlan:
+    """What of a tool's request is fixed for one api configuration and its credentials, worked out once: the base
+    URL's parts, the path template, the api's headers, and the query, header and cookie arguments that can be sent
+    at all (not a name the credentials or the api's headers occupy, not a name that is no token). `build` makes one
+    call's request from its arguments."""
+
+    __slots__ = ("accept", "base_query", "has_body", "method", "parameters", "prefix", "static_headers", "template",
+                 "tool")
+
+    def __init__(self, tool: Tool, api: ApiConfig, reserved: set[tuple[str, str]] | frozenset[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.prefix, self.base_query = _base_parts(*_server_of(tool, api))
+        self.template = template = _template(tool)
+        static_headers, taken = _api_headers(tool.api, api)
+        self.static_headers = static_headers
+        self.method = template.method
+        self.accept = ("Accept", template.accept)
+        self.has_body = tool.body is not None
+        self.parameters: list[tuple[str, str, Argument, str | None]] = [
+            (argument.name, key[0], argument, plain) for argument, key, sendable, plain in template.parameters
+            if sendable and key not in reserved and not (key[0] == "header" and key[1] in taken)]
+        """(argument name, location, argument, for a plain `form` query argument the encoded `name=`)."""
+
+    def build(self, arguments: dict[str, Any]) -> PreparedRequest:
+        path = _build_path(self.tool, self.template, arguments)
+        query: list[str] = []
+        headers: list[tuple[str, str]] = []
+        cookies: list[tuple[str, str]] = []
+        for name, location, argument, plain in self.parameters:
+            value = arguments.get(name)
+            if value is None:
                 continue
-            headers.append((argument.wire_name, serialize_header(argument, value)))
-        else:
-            cookies.extend(serialize_cookie(argument, value))
-    href = _join(prefix, base_query, path, query)
-    headers.extend(static_headers)
-    body = build_body(tool, arguments)
-    if body is not None:
-        headers.append(("Content-Type", body.content_type))
-    headers.append(("Accept", template.accept))
-    return PreparedRequest(
-        method=template.method,
-        href=href,
-        headers=headers,
-        cookies=cookies,
-        content=body.content if body is not None else None,
-    )
+            if location == "query":
+                kind = type(value)
+                if plain is not None and (kind is str or kind is int):  # the usual: one string or integer
+                    query.append(plain + encode(value if kind is str else str(value)))
+                else:
+                    query.extend(serialize_query(argument, value))
+            elif location == "header":
+                headers.append((argument.wire_name, serialize_header(argument, value)))
+            else:
+                cookies.extend(serialize_cookie(argument, value))
+        href = _join(self.prefix, self.base_query, path, query)
+        headers.extend(self.static_headers)
+        content = None
+        if self.has_body:
+            body = build_body(self.tool, arguments)
+            if body is not None:
+                headers.append(("Content-Type", body.content_type))
+                content = body.content
+        headers.append(self.accept)
+        return PreparedRequest(method=self.method, href=href, headers=headers, cookies=cookies, content=content)
+
+
+def request_plan(tool: Tool, api: ApiConfig,
+                 reserved: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset()) -> RequestPlan:
+    """The tool's `RequestPlan` for `api` (an `ApiSetupError` for an api with no usable server or a bad
+    configured header: never remembered, so every call says it until the configuration is fixed)."""
+    return RequestPlan(tool, api, reserved)
 
 
 _api_header_cache: dict[int, tuple[ApiConfig, tuple[tuple[str, str], ...], frozenset[str]]] = {}

@@ -48,9 +48,23 @@ Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 
 
 class Stage(Protocol):
-    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on."""
+    """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on.
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult: ...
+    The pipeline passes `proceed` by keyword (it links its stages with `functools.partial`). A stage is usually
+    an `async def`; one that only decides whether to pass the call on may be a plain function that returns
+    `proceed(invocation)` itself (then no frame of its own waits through the rest of the call)."""
+
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]: ...
+
+
+class ToolSpecific(Protocol):
+    """A stage that decides part of its work by the tool alone does it once per tool: the pipeline asks
+    `for_tool` when it compiles a tool's chain and runs what it answers for every call of that tool: the stage
+    itself, a stage with the tool's part decided (its compiled judge, its api's slots), or None when the stage
+    has nothing to do for that tool (left out of its chain). The answer must depend on the tool alone, never on
+    a call."""
+
+    def for_tool(self, agent_tool: AgentTool) -> Stage | None: ...
 
 
 class ToolHooks(Protocol):

@@ -30,9 +30,14 @@ class ObserveToolCall:
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if not tracing.enabled():
-            if self.metrics is None:
+            metrics = self.metrics
+            if metrics is None:
                 return await proceed(invocation)
-            return await self._measured(invocation, proceed)
+            # `_measured`, inline: the usual call (metrics, no span) holds one frame of this stage, not two.
+            started = time.perf_counter()
+            result = await proceed(invocation)
+            self._count(metrics, invocation, result, time.perf_counter() - started)
+            return result
         capture = self.capture
         arguments = self._redacted(invocation.arguments) if capture else None
         with tracing.tool_span(invocation.call.name, call_id=invocation.call.id, agent=invocation.agent,
@@ -49,11 +54,15 @@ class ObserveToolCall:
             return await proceed(invocation)
         started = time.perf_counter()
         result = await proceed(invocation)
+        self._count(metrics, invocation, result, time.perf_counter() - started)
+        return result
+
+    @staticmethod
+    def _count(metrics: Metrics, invocation: Invocation, result: ToolResult, seconds: float) -> None:
         metrics.record_tool_call(invocation.tool.api, invocation.call.name,
-                                 "ok" if result.ok else result.error_type or "error", time.perf_counter() - started)
+                                 "ok" if result.ok else result.error_type or "error", seconds)
         if result.warning:
             metrics.output_warnings.labels(invocation.tool.api, invocation.call.name).inc()
-        return result
 
     def _redacted(self, value: object) -> object:
         return self.redactor.value(value) if self.redactor else value

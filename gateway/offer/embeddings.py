@@ -1,44 +1,48 @@
 """Hybrid tool search: BM25's ranking fused with the cosine similarity of embeddings (`gateway.offer.embeddings`).
 
 With the setting (`gateway.config.embeddings_endpoint`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
-`hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's one-line
-text (the summary a search answers), then fuses the two lists by weighted reciprocal rank (`weight / (RRF_K + rank)`
-summed over the lists, BM25's weight 1 and the embeddings' `gateway.search_embeddings.weight`; robust to the two
-scores' different scales). A weak second ranker at equal weight drags a good first one down (bench/README.md): its
-weight is what it is measured to add.
+`hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's text
+(`embedding_text`: its name's words, its path's words and its summary, the text the packaged model was measured
+on), then fuses the two lists by weighted reciprocal rank (`weight / (RRF_K + rank)` summed over the lists, BM25's
+weight 1 and the embeddings' `gateway.search_embeddings.weight`; robust to the two scores' different scales). A
+weak second ranker at equal weight drags a good first one down (bench/README.md): its weight is what it is
+measured to add.
 
-- A spec's tool embeddings are computed once per spec version (its content hash), endpoint and model, in batches
-  of `batch_size` texts, and kept on disk beside the catalog cache (`$GATEWAY_CACHE_DIR/embeddings`, one file per
-  spec) and in memory per catalog; a query's embedding is kept in a small LRU (`QUERY_CACHE`).
-- When the endpoint fails (refused, timed out, an error status, an answer of the wrong shape), the search answers
-  BM25's ranking and the log says so; the endpoint is not asked again for `RETRY_AFTER` seconds, so a dead endpoint
-  does not add its timeout to every search. A search never fails because of embeddings.
+- The embeddings come from an endpoint (`kind: openai | ollama`) or from a model run in this process
+  (`kind: local`, `gateway.offer.local_model`).
+- A spec's tool embeddings are computed once per spec version (its content hash), model and texts, in batches of
+  `batch_size` texts, off the caller's thread (one computation at a time, `_WORK`), and kept on disk beside the
+  catalog cache (`$GATEWAY_CACHE_DIR/embeddings`, one file per spec) and in memory per catalog. A search waits
+  for them at most `timeout` seconds and meanwhile answers BM25's ranking (a local model takes minutes for Graph's
+  11,000 tools the first time): nothing hangs. `prepare(...)` starts them before the first search. A query's
+  embedding is kept in a small LRU (`QUERY_CACHE`).
+- When the embeddings fail (an endpoint refused, timed out, answered an error or the wrong shape; a local model
+  not installed), the search answers BM25's ranking and the log says so; they are not asked again for
+  `RETRY_AFTER` seconds, so a dead endpoint does not add its timeout to every search. A search never fails
+  because of embeddings.
 - Requests are synchronous (httpx), as `search(...)` is: every door runs a search in a worker thread (the loop's
   `search_tools`, `GET /agents/{agent}/tools/search`, MCP), so a slow endpoint holds up only that search.
+- The cosine over an api's tools is one matrix product with NumPy where it is installed (the local kind brings
+  it), else a loop in Python (which grows with tools x dimensions: ask an endpoint for short vectors).
 """
 
 from __future__ import annotations
 
-import array
-import hashlib
-import json
 import logging
-import math
-import os
-import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from operator import mul
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
+from .index_build import summary_of
+from .query import words
+from .tool_vectors import ToolVectors, cache_path, read, unit, write
 
 logger = logging.getLogger("gateway.search")
 
@@ -49,25 +53,35 @@ FUSION_DEPTH = 50
 QUERY_CACHE = 256
 """Query embeddings kept (least recently used out first)."""
 RETRY_AFTER = 30.0
-"""Seconds a failed endpoint is left alone (BM25 alone meanwhile)."""
-_FORMAT = "gateway-embeddings-1"
+"""Seconds failed embeddings are left alone (BM25 alone meanwhile)."""
 
 Ranked = list[tuple[Tool, float]]
 
 
 class EmbeddingsError(Exception):
-    """The endpoint did not answer embeddings (the message says what it answered instead)."""
+    """No embeddings came (the message says what came instead: an endpoint's answer, a model not installed)."""
+
+
+class NotReady(Exception):
+    """A spec's embeddings are still being computed: this search answers BM25's ranking."""
+
+
+def embedding_text(tool: Tool) -> str:
+    """What a tool is embedded as: its name's words, its path's words and its summary (or its description's first
+    sentence), the text the packaged model was measured on (bench/search_local_embeddings.py)."""
+    return f"{words(tool.operation_id or tool.name)}. {words(tool.path)}. {summary_of(tool)}"
 
 
 def hybrid(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str], allowed: Callable[[Tool], bool] | None,
-           query: str, bm25: Ranked, text_of: Callable[[Tool], str]) -> Ranked:
-    """`bm25` (best first) fused with the embedding ranking of the `allowed` tools of `apis`; on any failure of the
-    endpoint, `bm25` as it was (logged)."""
+           query: str, bm25: Ranked) -> Ranked:
+    """`bm25` (best first) fused with the embedding ranking of the `allowed` tools of `apis`; while they are being
+    computed, or on any failure of the embeddings, `bm25` as it was (logged)."""
     if _resting(settings):
         return bm25
     try:
-        vectors = _query_vector(settings, query)
-        similar = _most_similar(settings, catalog, apis, allowed, vectors, text_of)
+        similar = _most_similar(settings, catalog, apis, allowed, query)
+    except NotReady:
+        return bm25
     except EmbeddingsError as exc:
         _rest(settings, exc)
         return bm25
@@ -91,8 +105,21 @@ def fuse(*rankings: Ranked, weights: Sequence[float] = ()) -> Ranked:
     return [(tools[name], round(scores[name], 6)) for name in order]
 
 
+def prepare(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str]) -> list[Computation | ToolVectors]:
+    """Start computing (or reading from disk) the embeddings of `apis`' tools, so that the first search finds them
+    ready: what is known already, and a `Computation` (`.wait()`) for each of the others."""
+    return [_computation(settings, catalog, api) for api in apis]
+
+
 def embed(settings: SearchEmbeddings, texts: Sequence[str]) -> list[list[float]]:
-    """The endpoint's embeddings of `texts`, in order (one request per `batch_size` texts)."""
+    """The embeddings of `texts`, in order (an endpoint: one request per `batch_size` texts)."""
+    if settings.kind == "local":
+        from .local_model import LocalModelMissing, encode
+
+        try:
+            return encode(settings.model, texts)
+        except LocalModelMissing as exc:
+            raise EmbeddingsError(str(exc)) from None
     vectors: list[list[float]] = []
     for start in range(0, len(texts), settings.batch_size):
         batch = list(texts[start:start + settings.batch_size])
@@ -159,106 +186,126 @@ def _query_vector(settings: SearchEmbeddings, query: str) -> list[float]:
             _QUERIES.move_to_end(key)
             return hit
     [vector] = embed(settings, [query])
-    unit = _unit(vector)
+    vector = unit(vector)
     with _LOCK:
-        _QUERIES[key] = unit
+        _QUERIES[key] = vector
         while len(_QUERIES) > QUERY_CACHE:
             _QUERIES.popitem(last=False)
-    return unit
+    return vector
 
 
 def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str],
-                  allowed: Callable[[Tool], bool] | None, query: list[float],
-                  text_of: Callable[[Tool], str]) -> Ranked:
+                  allowed: Callable[[Tool], bool] | None, query: str) -> Ranked:
+    vectors = [(api, _tool_vectors(settings, catalog, api)) for api in apis]  # first: NotReady asks no query
+    query_vector = _query_vector(settings, query)
     scored: Ranked = []
-    for api in apis:
+    for api, known in vectors:
         tools = catalog.for_api(api)
-        for tool, vector in zip(tools, _tool_vectors(settings, catalog, api, tools, text_of), strict=True):
-            if (allowed is None or allowed(tool)) and len(vector) == len(query):
-                similarity = sum(map(mul, query, vector))
-                if similarity > 0:
-                    scored.append((tool, similarity))
+        found = 0
+        for place, cosine in known.best_first(query_vector):
+            tool = tools[place]
+            if allowed is None or allowed(tool):
+                scored.append((tool, cosine))
+                found += 1
+                if found == FUSION_DEPTH:
+                    break
     scored.sort(key=lambda pair: -pair[1])
     return scored[:FUSION_DEPTH]
 
 
-_IN_MEMORY: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], list[array.array[float]]]] = (
-    weakref.WeakKeyDictionary())
-_COMPUTING = threading.Lock()
+_IN_MEMORY: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], ToolVectors]] = weakref.WeakKeyDictionary()
+_PENDING: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], Computation]] = weakref.WeakKeyDictionary()
+_ONE_AT_A_TIME = threading.Lock()
+"""One computation at a time: a local model takes a core while it runs, and an endpoint is asked one batch at
+a time."""
 
 
-def _tool_vectors(settings: SearchEmbeddings, catalog: Catalog, api: str, tools: Sequence[Tool],
-                  text_of: Callable[[Tool], str]) -> list[array.array[float]]:
-    """The unit embeddings of an api's tools, in catalog order: from memory, else from disk, else computed."""
-    key = (settings.identity, api)
-    known = _IN_MEMORY.get(catalog, {}).get(key)
+class Computation:
+    """The embeddings of one api's tools, read from disk or computed in a thread of their own (a daemon: a process
+    that exits does not wait for it)."""
+
+    def __init__(self, settings: SearchEmbeddings, catalog: Catalog, api: str) -> None:
+        self.key = (settings.identity, api)
+        self._done = threading.Event()
+        self._vectors: ToolVectors | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(settings, catalog, api), daemon=True,
+                                        name=f"gateway-embeddings {api}")
+
+    def start(self) -> Computation:
+        self._thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> ToolVectors:
+        """The vectors, once done (`NotReady` after `timeout` seconds; a failure raises its error)."""
+        if not self._done.wait(timeout):
+            raise NotReady(self.key[1])
+        if self._error is not None:
+            raise self._error
+        assert self._vectors is not None
+        return self._vectors
+
+    def _run(self, settings: SearchEmbeddings, catalog: Catalog, api: str) -> None:
+        try:
+            with _ONE_AT_A_TIME:
+                vectors = _compute(settings, catalog, api)
+            with _LOCK:
+                _IN_MEMORY.setdefault(catalog, {})[self.key] = vectors
+            self._vectors = vectors
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits: the search falls back on it
+            self._error = exc
+        finally:
+            with _LOCK:  # done or failed: a failure is asked again after its rest, by the next search
+                _PENDING.get(catalog, {}).pop(self.key, None)
+            self._done.set()
+
+
+def _tool_vectors(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
+    """The unit embeddings of an api's tools, in catalog order, once computed (or read from disk): waited for at
+    most `timeout` seconds, else `NotReady` (the computation goes on)."""
+    known = _IN_MEMORY.get(catalog, {}).get((settings.identity, api))
     if known is not None:
         return known
-    with _COMPUTING:  # one computation per spec, however many searches arrive meanwhile
+    computation = _computation(settings, catalog, api)
+    if isinstance(computation, ToolVectors):
+        return computation
+    try:
+        return computation.wait(settings.timeout)
+    except NotReady:
+        logger.info("tool search: the embeddings of %s are being computed; BM25 alone meanwhile", api)
+        raise
+
+
+def _computation(settings: SearchEmbeddings, catalog: Catalog, api: str) -> Computation | ToolVectors:
+    key = (settings.identity, api)
+    with _LOCK:
         known = _IN_MEMORY.get(catalog, {}).get(key)
         if known is not None:
             return known
-        texts = [text_of(tool) or tool.name for tool in tools]
-        spec = catalog.apis.get(api)
-        path = _cache_path(settings, api, spec.content_hash if spec is not None else "", texts)
-        vectors = _read(path, len(texts))
+        pending = _PENDING.setdefault(catalog, {})
+        computation = pending.get(key)
+        if computation is None:
+            computation = pending[key] = Computation(settings, catalog, api)
+            computation.start()
+        return computation
+
+
+def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
+    tools = catalog.for_api(api)
+    texts = [embedding_text(tool) for tool in tools]
+    spec = catalog.apis.get(api)
+    path = cache_path(settings.identity, api, spec.content_hash if spec is not None else "", texts)
+    vectors = read(path, len(texts))
+    if vectors is None:
+        logger.info("tool search: computing %d embeddings of %s with %s", len(texts), api, settings.model)
+        started = time.monotonic()
+        vectors = ToolVectors.of(embed(settings, texts))
         if vectors is None:
-            logger.info("tool search: computing %d embeddings of %s with %s", len(texts), api, settings.model)
-            vectors = [array.array("f", _unit(v)) for v in embed(settings, texts)]
-            _write(path, vectors)
-        _IN_MEMORY.setdefault(catalog, {})[key] = vectors
-        return vectors
-
-
-def cache_dir() -> Path:
-    """Beside the compiled catalogs: `$GATEWAY_CACHE_DIR/embeddings` (default `~/.cache/gateway/embeddings`)."""
-    configured = os.environ.get("GATEWAY_CACHE_DIR")
-    base = Path(configured) if configured else Path(os.environ.get("XDG_CACHE_HOME") or
-                                                    Path.home() / ".cache") / "gateway"
-    return base / "embeddings"
-
-
-def _cache_path(settings: SearchEmbeddings, api: str, content_hash: str, texts: Iterable[str]) -> Path:
-    digest = hashlib.sha256(f"{_FORMAT}\0{settings.identity}\0{api}\0{content_hash}".encode())
-    for text in texts:  # the texts too: a change in how a tool's line is made is a new version
-        digest.update(b"\0" + text.encode())
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in api)[:60]
-    return cache_dir() / f"{safe}-{digest.hexdigest()[:24]}.f32"
-
-
-def _read(path: Path, count: int) -> list[array.array[float]] | None:
-    try:
-        with path.open("rb") as file:
-            header = json.loads(file.readline())
-            data = array.array("f")
-            data.frombytes(file.read())
-    except (OSError, ValueError):
-        return None
-    dim = header.get("dim") if isinstance(header, dict) else None
-    if header.get("format") != _FORMAT or header.get("count") != count or not isinstance(dim, int) or dim < 1 or (
-            len(data) != count * dim):
-        return None
-    return [data[i * dim:(i + 1) * dim] for i in range(count)]
-
-
-def _write(path: Path, vectors: list[array.array[float]]) -> None:
-    dim = len(vectors[0]) if vectors else 0
-    if any(len(v) != dim for v in vectors):
-        return  # an endpoint that answers vectors of different lengths: not worth keeping
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as file:
-            file.write(json.dumps({"format": _FORMAT, "count": len(vectors), "dim": dim}).encode() + b"\n")
-            for vector in vectors:
-                file.write(vector.tobytes())
-        os.replace(file.name, path)
-    except OSError:
-        logger.warning("tool search: could not cache embeddings in %s", path.parent, exc_info=True)
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else list(vector)
+            raise EmbeddingsError(f"{settings.model} answered vectors of different lengths for {api}'s tools")
+        write(path, vectors)
+        logger.info("tool search: %d embeddings of %s computed in %.1f s", len(texts), api,
+                    time.monotonic() - started)
+    return vectors
 
 
 _RESTING: dict[str, float] = {}
@@ -271,7 +318,7 @@ def _resting(settings: SearchEmbeddings) -> bool:
 
 def _rest(settings: SearchEmbeddings, error: EmbeddingsError) -> None:
     _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
-    logger.warning("tool search: the embeddings endpoint failed (%s); BM25 alone for %g s", error, RETRY_AFTER)
+    logger.warning("tool search: the embeddings failed (%s); BM25 alone for %g s", error, RETRY_AFTER)
 
 
 def forget_failures() -> None:

@@ -33,7 +33,7 @@ from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import Toolset
-from .embeddings import FUSION_DEPTH, hybrid
+from .embeddings import FUSION_DEPTH, Computation, hybrid, prepare
 from .index import index_of
 from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
@@ -106,10 +106,28 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=apis,
                                                                          allowed=allowed)]
     if embeddings is not None:
-        ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked, _summary)
+        ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
     return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
              "summary": _summary(tool), "score": score}
             for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
+
+
+def prepare_search(catalog: Catalog, agents: Iterable[tuple[AgentConfig, Toolset]]) -> None:
+    """With `gateway.search_embeddings`, start computing (or reading from disk) the embeddings of every api an
+    agent searches, off the caller's thread: the first search then finds them ready, or answers BM25 alone while
+    they are not (a local model takes minutes over Graph the first time)."""
+    for agent, toolset in agents:
+        if search_enabled(agent, toolset):
+            prepare_toolset(catalog, toolset)
+
+
+def prepare_toolset(catalog: Catalog, toolset: Toolset) -> list[Computation]:
+    """Start the embeddings of a toolset's apis (with `gateway.search_embeddings`): those still being computed."""
+    if toolset.embeddings is None:
+        return []
+    apis = dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None)
+    return [pending for pending in prepare(toolset.embeddings, catalog, list(apis))
+            if isinstance(pending, Computation)]
 
 
 def _summary(tool: Tool) -> str:

@@ -41,6 +41,7 @@ from .audit import AuditLog, Sends, watch_sends
 from .rights import Rights
 
 if TYPE_CHECKING:
+    from ..catalog import AgentTool
     from ..kernel.calls import Invocation, Proceed
 
 logger = logging.getLogger("gateway.approvals")
@@ -335,6 +336,9 @@ def _unapproved(invocation: Invocation) -> ToolResult:
 class RefuseUnapproved:
     """The approval stage of a gateway without a store: a call under approval is refused, never run."""
 
+    def for_tool(self, agent_tool: AgentTool) -> RefuseUnapproved | None:
+        return self if agent_tool.needs_approval else None
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if invocation.needs_approval:
             return _unapproved(invocation)
@@ -349,6 +353,10 @@ class HoldForApproval:
 
     def __init__(self, approvals: ApprovalManager) -> None:
         self.approvals = approvals
+
+    def for_tool(self, agent_tool: AgentTool) -> HoldForApproval | None:
+        """A tool that never needs approval is not held: the stage is left out of its chain."""
+        return self if agent_tool.needs_approval else None
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if not invocation.needs_approval:

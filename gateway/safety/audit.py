@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -113,23 +113,22 @@ class AuditLog:
     def running_row(self, tool: Tool, arguments: Any, *, approval: str | None = None, agent: str | None = None,
                     client: str | None = None, redacted_by: Redactor | None = None) -> AuditRow:
         """The row of a call about to be sent (status `running`), for `open_tool`."""
-        row = self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by)
-        row.status = RUNNING
-        return row
+        return self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by,
+                              status=RUNNING)
 
-    async def open_tool(self, row: AuditRow) -> None:
-        """Write the row of a call about to be sent; `AuditUnavailable` when it is not written, and then the call
-        must not be sent."""
-        await self._write(row, sending=True)
+    def open_tool(self, row: AuditRow) -> Awaitable[None]:
+        """Write the row of a call about to be sent (to be awaited); `AuditUnavailable` when it is not written, and
+        then the call must not be sent."""
+        return self._write(row, sending=True)  # the write's coroutine: no frame of this method's while it runs
 
-    async def close_tool(self, row: AuditRow, result: ToolResult) -> None:
-        """The outcome of a call `open_tool` recorded, on its row; `AuditUnavailable` when it is not stored (the
-        row stays `running`: the call was sent, its outcome is unknown to the log)."""
+    def close_tool(self, row: AuditRow, result: ToolResult) -> Awaitable[None]:
+        """The outcome of a call `open_tool` recorded, on its row (to be awaited); `AuditUnavailable` when it is
+        not stored (the row stays `running`: the call was sent, its outcome is unknown to the log)."""
         self._settle(row, result)
-        await self._write(row, update=True)
+        return self._write(row, update=True)
 
     def _tool_row(self, tool: Tool | str, arguments: Any, *, approval: str | None, agent: str | None,
-                  client: str | None, redacted_by: Redactor | None = None) -> AuditRow:
+                  client: str | None, redacted_by: Redactor | None = None, status: str = "ok") -> AuditRow:
         caller = current_caller()
         if redacted_by is None or not redacted_by.covers(self.redactor):
             arguments = self.redactor.value(arguments)
@@ -138,6 +137,7 @@ class AuditLog:
             time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
             api=None if isinstance(tool, str) else tool.api, arguments=arguments,
             approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
+            status=status,
         )
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
@@ -276,12 +276,12 @@ class RecordCall:
         await self._record(invocation, result)
         return result
 
-    async def _record(self, invocation: Invocation, result: ToolResult) -> None:
+    def _record(self, invocation: Invocation, result: ToolResult) -> Awaitable[None]:
+        """The write of the call's verdict, to be awaited (or shielded)."""
         row = invocation.record
         if row is not None:
-            await self.audit.close_tool(row, result)
-            return
-        await self.audit.record_tool(invocation.tool, self._arguments(invocation), result,
+            return self.audit.close_tool(row, result)
+        return self.audit.record_tool(invocation.tool, self._arguments(invocation), result,
                                      approval=invocation.approval, agent=invocation.agent, client=invocation.client,
                                      redacted_by=self.redactor)
 
@@ -298,8 +298,10 @@ class RecordBeforeSend:
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         record = self.record
-        row = record.audit.running_row(invocation.tool, record._arguments(invocation), approval=invocation.approval,
-                                       agent=invocation.agent, client=invocation.client, redacted_by=record.redactor)
+        redactor = record.redactor
+        arguments = redactor.value(invocation.arguments) if redactor else invocation.arguments
+        row = record.audit.running_row(invocation.tool, arguments, approval=invocation.approval,
+                                       agent=invocation.agent, client=invocation.client, redacted_by=redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:

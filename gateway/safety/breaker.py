@@ -25,10 +25,12 @@ from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
+    from ..catalog import AgentTool
     from ..config.model import Manifest
     from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "is_failure"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "GuardTool",
+           "is_failure"]
 
 State = Literal["closed", "open", "half_open"]
 ANONYMOUS_GROUP = "anonymous"
@@ -139,8 +141,32 @@ class GuardApi:
             slots = self._slots[api] = (asyncio.Semaphore(limit), limit)
         return slots
 
+    def for_tool(self, agent_tool: AgentTool) -> GuardTool:
+        """The stage for the calls of one tool: its api's slots and its wait for one found once, not per call."""
+        api = agent_tool.tool.api if agent_tool.tool is not None else ""
+        slots, limit = self._slots_for(api)
+        wait = agent_tool.timeout or self.manifest.api(api).timeout
+        return GuardTool(self.breakers, api, slots, limit, wait)
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
-        api = invocation.tool.api
+        return await self.for_tool(invocation.agent_tool)(invocation, proceed)
+
+
+class GuardTool:
+    """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
+    slots, waited for at most `wait` seconds."""
+
+    __slots__ = ("api", "breakers", "limit", "slots", "wait")
+
+    def __init__(self, breakers: Breakers, api: str, slots: asyncio.Semaphore, limit: int, wait: float) -> None:
+        self.breakers = breakers
+        self.api = api
+        self.slots = slots
+        self.limit = limit
+        self.wait = wait
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        api = self.api
         breaker = self.breakers.get(api, invocation.client)
         if not breaker.allow():
             return ToolResult.failure(
@@ -148,18 +174,17 @@ class GuardApi:
                 f"The {api} API is failing ({breaker.failures} failures in a row), so calls to it are paused "
                 f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
             )
-        slots, limit = self._slots_for(api)
-        wait = invocation.agent_tool.timeout or self.manifest.api(api).timeout
+        slots = self.slots
         try:
             if slots.locked():  # a timeout scope only when there is a wait at all (no task is made for it)
-                async with asyncio.timeout(wait):
+                async with asyncio.timeout(self.wait):
                     await slots.acquire()
             else:
                 await slots.acquire()  # a free slot is taken at once, without suspending
         except TimeoutError:
             breaker.release()
             return ToolResult.failure(
-                "timeout", f"The {api} API is busy (all {limit} concurrent calls in use for {wait:g} s); "
+                "timeout", f"The {api} API is busy (all {self.limit} concurrent calls in use for {self.wait:g} s); "
                            "try again later.")
         result: ToolResult | None = None
         try:

@@ -12,7 +12,6 @@ making no `Request` or `Response` object on the way.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -20,11 +19,12 @@ from starlette.types import Receive, Scope, Send
 from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..errors import AuditUnavailable
+from ..execution.runner import CallPlan
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
-from ..messages import ToolCall, ToolResult
+from ..messages import ToolResult
 from .api_errors import APIError, json_bytes, status_for_result
-from .routes import known_agent, parse_json_body, toolset_of
+from .routes import known_agent, parse_json_body
 
 PATH = "/agents/{agent}/tools/{tool}"
 _JSON_HEADER = (b"content-type", b"application/json")
@@ -53,9 +53,7 @@ class DirectCall:
         params = scope["path_params"]
         async with state.use() as generation:
             agent, name = params["agent"], params["tool"]
-            agent_tool = _door_tools(generation).get((agent, name))
-            if agent_tool is None:
-                agent_tool = _agent_tool(generation, agent, name)
+            plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
             body = await _read_body(receive)
             if body is None:
                 return 0, None
@@ -64,8 +62,7 @@ class DirectCall:
                 raise APIError(400, "The body must be the arguments as a JSON object, "
                                     f"not {type(arguments).__name__}.")
             client = scope.get("gateway.client")
-            result = await run_direct_call(state, generation, agent, agent_tool, arguments,
-                                           client=client if isinstance(client, str) else None)
+            result = await run_planned(plan, arguments, client=client if isinstance(client, str) else None)
         status = status_for_result(result)
         if status in (200, 202):
             return status, result.to_dict()
@@ -76,24 +73,36 @@ class DirectCall:
                        headers={"Retry-After": retry_after} if retry_after else None)
 
 
-_DOOR_TOOLS = "direct_call.tools"
+_DOOR_PLANS = "direct_call.plans"
 
 
-def _door_tools(generation: Generation) -> dict[tuple[str, str], AgentTool]:
-    """(agent, tool name) -> the agent's tool, for the pairs this door has been asked for: the agent checked
-    and its toolset searched once per generation, not on every call (only pairs that exist are kept)."""
-    tools: dict[tuple[str, str], AgentTool] = generation.memo(_DOOR_TOOLS, dict)
-    return tools
+def _door_plans(generation: Generation) -> dict[tuple[str, str], CallPlan]:
+    """(agent, tool name) -> how the agent's tool is called (`CallPlan`), for the pairs the doors have been asked
+    for: the agent checked, its toolset searched and the tool's chain of stages found once per generation, not on
+    every call (only pairs that exist are kept)."""
+    plans: dict[tuple[str, str], CallPlan] = generation.memo(_DOOR_PLANS, dict)
+    return plans
 
 
-def _agent_tool(generation: Generation, agent: str, name: str) -> AgentTool:
-    """The agent's tool of that name (remembered for the generation); 404 for an unknown agent or tool."""
-    agent_tool = toolset_of(generation, known_agent(generation, agent)).get(name)
-    if agent_tool is None:
+def door_plan(generation: Generation, agent: str, name: str) -> CallPlan | None:
+    """The plan of a known agent's tool of that name, remembered for the generation; None when it has none (the
+    MCP door then looks for its own tools: a script's, tool search's)."""
+    plan = _door_plans(generation).get((agent, name))
+    if plan is None:
+        agent_tool = generation.toolset(agent).get(name)
+        if agent_tool is None:
+            return None
+        plan = _door_plans(generation)[(agent, name)] = generation.runner.for_agent(agent).plan(agent_tool)
+    return plan
+
+
+def _plan(generation: Generation, agent: str, name: str) -> CallPlan:
+    """`door_plan`, with a 404 for an unknown agent or tool."""
+    plan = door_plan(generation, known_agent(generation, agent), name)
+    if plan is None:
         raise APIError(404, f"Agent {agent!r} has no tool {name!r}; GET /agents/{agent}/tools lists them.",
                        code="unknown_tool")
-    _door_tools(generation)[(agent, name)] = agent_tool
-    return agent_tool
+    return plan
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -113,15 +122,18 @@ async def run_direct_call(state: GatewayState, generation: Generation, agent: st
     """One call outside any chat (the HTTP door, MCP over HTTP and stdio) through the generation's call pipeline.
 
     A call whose audit row cannot be written raises `APIError` 503 (no answer without its row)."""
-    # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
-    call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
-                    raw_arguments=arguments)
-    runner = generation.runner.for_agent(agent)
+    return await run_planned(generation.runner.for_agent(agent).plan(agent_tool), arguments, client=client,
+                             door=door)
+
+
+async def run_planned(plan: CallPlan, arguments: dict[str, Any], *, client: str | None = None,
+                      door: Door = "direct") -> ToolResult:
+    """`run_direct_call` of a tool whose plan the door keeps."""
     try:
         caller = current_caller()
-        if caller.client == client and caller.agent == agent:  # the HTTP door: the auth layer bound it already
-            return await runner.run(agent_tool, call, door=door, client=client)
-        with bind_caller(client=client, agent=agent):  # MCP handlers run outside the request's context: bind here
-            return await runner.run(agent_tool, call, door=door, client=client)
+        if caller.client == client and caller.agent == plan.agent:  # the HTTP door: the auth layer bound it
+            return await plan.start(arguments, door=door, client=client)
+        with bind_caller(client=client, agent=plan.agent):  # MCP handlers run outside the request's context
+            return await plan.start(arguments, door=door, client=client)
     except AuditUnavailable as exc:
         raise APIError(503, str(exc), code="audit_unavailable") from None

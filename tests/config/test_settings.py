@@ -135,13 +135,26 @@ def test_search_embeddings() -> None:
     assert _gateway({"search_embeddings": {"kind": "openai"}})[1] == {
         "gateway.search_embeddings": "'model' is required"}
     assert _gateway({"search_embeddings": {"kind": "cohere", "model": "m"}})[1] == {
-        "gateway.search_embeddings.kind": "'cohere' is not one of openai, ollama"}
+        "gateway.search_embeddings.kind": "'cohere' is not one of openai, ollama, local"}
     errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "dimensions": 256}})[1]
     assert "`dimensions` is OpenAI's" in errors["gateway.search_embeddings.dimensions"]
     settings, errors = _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0.25}})
     assert errors == {} and settings.search_embeddings is not None and settings.search_embeddings.weight == 0.25
     assert _gateway({"search_embeddings": {"kind": "ollama", "model": "m", "weight": 0}})[1] == {
         "gateway.search_embeddings.weight": "must be greater than 0, got 0"}
+
+
+def test_a_local_model_takes_the_packaged_one_and_its_measured_weight() -> None:
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+
+    # The section alone: whether the model is installed here is `gateway validate`'s check (tests/test_search_*).
+    local = SearchEmbeddings.model_validate({"kind": "local"})
+    assert (local.model, local.weight) == ("all-MiniLM-L6-v2", 0.75)
+    assert SearchEmbeddings.model_validate({"kind": "local", "weight": 0.5}).weight == 0.5
+    assert SearchEmbeddings.model_validate({"kind": "local", "model": "/models/mine"}).weight == 1.0  # not measured
+    for key, value in (("base_url", "http://127.0.0.1:9"), ("api_key", "k"), ("headers", {"x": "y"})):
+        errors = _gateway({"search_embeddings": {"kind": "local", key: value}})[1]
+        assert "a local model runs in the gateway's own process" in errors[f"gateway.search_embeddings.{key}"]
 
 
 def test_the_oauth_resource_server_section_is_typed() -> None:

@@ -194,7 +194,7 @@ async def test_over_stdio_the_one_session_hears_of_found_tools(tmp_path: Path, r
 async def test_with_embeddings_the_door_searches_with_the_hybrid(tmp_path: Path, llm: LenientLLM,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The search runs in a worker thread then (it waits for the endpoint): same answer in both eras."""
-    from test_search_embeddings import HYBRID_ORDER, embedded_runtime, openai_embeddings
+    from test_search_embeddings import HYBRID_ORDER, QUERY, embedded_runtime, openai_embeddings
 
     monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
     runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm))
@@ -202,6 +202,6 @@ async def test_with_embeddings_the_door_searches_with_the_hybrid(tmp_path: Path,
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
         for mode in ("legacy", "auto"):
             async with Client(f"{url}/mcp/clerk", mode=mode) as client:
-                found = await client.call_tool("search_tools", {"query": "export", "limit": 3})
+                found = await client.call_tool("search_tools", {"query": QUERY, "limit": 3})
             assert [t["name"] for t in found.structured_content["tools"]] == HYBRID_ORDER
     assert any(r.path == "/v1/embeddings" for r in llm.requests)

@@ -9,6 +9,7 @@ lets it go; meanwhile `/healthz` and a chat on the same gateway must answer.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,11 +51,13 @@ class HeldEmbeddings:
     def __init__(self) -> None:
         self.asked = threading.Event()
         self.release = threading.Event()
+        self.inputs: list[list[str]] = []
         held = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 texts = json.loads(self.rfile.read(int(self.headers["content-length"])))["input"]
+                held.inputs.append(texts)
                 held.asked.set()
                 held.release.wait(60)
                 body = json.dumps({"object": "list", "model": "embed-small", "usage": {"prompt_tokens": 1,
@@ -131,3 +134,33 @@ def test_the_loops_search_tools_waits_alone(served: str, held: HeldEmbeddings, l
     thread.join(30)
     assert answers[0].status_code == 200, answers[0].text
     assert answers[0].json()["choices"][0]["message"]["content"] == "Found it."
+
+
+def test_a_search_answers_bm25_while_the_tools_embeddings_are_computed(
+        tmp_path: Path, llm: LenientLLM, held: HeldEmbeddings, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A search waits for a spec's embeddings at most `timeout` seconds (a local model takes minutes over a big
+    spec the first time); the computation goes on, and a later search is fused."""
+    from gateway.offer.toolsearch import search
+
+    monkeypatch.setenv("GATEWAY_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "records.yaml").write_text(SPEC)
+    (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, embeddings=held.url).replace(
+        "timeout: 60", "timeout: 0.2"))
+    runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
+    toolset = runtime.toolset("clerk")
+    with caplog.at_level(logging.INFO, logger="gateway.search"):
+        first = search(runtime.catalog, toolset, "export", 5)  # the endpoint holds the tools' embeddings
+    assert "are being computed; BM25 alone meanwhile" in caplog.text
+    assert held.asked.wait(30), "the computation never asked the endpoint"  # on a busy machine, maybe only now
+    assert [hit["name"] for hit in first] == ["exportRecords", "runReport"]
+    assert held.inputs == [["export records. records export. Archive old records",
+                            "run report. reports. Export a report"]]  # no query asked for a ranking not used
+
+    held.release.set()
+    [computation] = search_embeddings.prepare(toolset.embeddings, runtime.catalog, ["records"])
+    if isinstance(computation, search_embeddings.Computation):
+        computation.wait(30)
+    search(runtime.catalog, toolset, "export", 5)
+    assert held.inputs[1:] == [["export"]]  # the tools' vectors are known: only the query is embedded now

@@ -1,9 +1,9 @@
 """One MCP `tools/call` through the gateway's call pipeline.
 
 Every MCP call, over HTTP in either protocol era and over stdio, runs through `answer_call`, and `answer_call`
-hands the call to the pipeline in exactly one place (`run_direct_call`: fixed arguments, validation, approval,
-limits, breaker, execution, the output check, redaction, audit; `gateway.execution.pipeline`). What is MCP's own stays
-here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
+hands the call to the pipeline in exactly one place (`run_planned`, as the direct door does: fixed arguments,
+validation, approval, limits, breaker, execution, the output check, redaction, audit; `gateway.execution.pipeline`).
+What is MCP's own stays here and in `results`: finding the agent's tool, and shaping the `CallToolResult`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ...assembly import GatewayState, Generation
 from ...catalog import AgentTool
 from ...codemode import RUN_CODE
 from ..api_errors import APIError
-from ..direct_call import run_direct_call
+from ..direct_call import door_plan, run_planned
 from ..direct_script import run_direct_script
 from . import search
 from .listing import era_of
@@ -38,8 +38,9 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
     yet is answered with one (`UrlElicitationRequiredError`, the connect link) instead of a tool error."""
     async with state.use() as generation:
         checked_agent(generation, agent)
-        config, toolset = generation.runtime.manifest.agents[agent], generation.toolset(agent)
-        agent_tool = toolset.get(name)
+        config = generation.runtime.manifest.agents[agent]
+        plan = door_plan(generation, agent, name)  # the agent's tool, and how it is called: once per generation
+        agent_tool = plan.agent_tool if plan is not None else None
         if agent_tool is None and name == RUN_CODE and config.code_mode != "off":
             try:
                 result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
@@ -49,7 +50,8 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         if agent_tool is not None and config.code_mode == "only":
             return wire_result(f"{name} is not called on its own here: call it as a function in a {RUN_CODE} "
                                f"script ({name}(name=value, ...)).", None, is_error=True)
-        if agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+        if plan is None or agent_tool is None:  # search_tools, describe_tool, call_tool of an agent with tool search
+            toolset = generation.toolset(agent)
             if not search.searching(config, toolset):
                 return None
 
@@ -59,8 +61,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
 
             return await search.answer_meta(config, toolset, name, arguments, call_tool, found)
         try:
-            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=client,
-                                           door="mcp")
+            result = await run_planned(plan, arguments, client=client, door="mcp")
         except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
             raise MCPError(types.INTERNAL_ERROR, error.message) from None
         link = result.body.get("connect_url") if result.error_type == "not_connected" and isinstance(

