@@ -164,3 +164,12 @@ def test_a_search_answers_bm25_while_the_tools_embeddings_are_computed(
         computation.wait(30)
     search(runtime.catalog, toolset, "export", 5)
     assert held.inputs[1:] == [["export"]]  # the tools' vectors are known: only the query is embedded now
+
+
+def test_the_gateway_starts_the_tools_embeddings_before_any_search(served: str, held: HeldEmbeddings) -> None:
+    """Each configuration (generation) starts its agents' embeddings when it is built: the first search then finds
+    them ready, rather than paying for them (a local model: minutes over a big spec)."""
+    assert held.asked.wait(30), "nothing asked for the tools' embeddings"
+    assert held.inputs == [["export records. records export. Archive old records",
+                            "run report. reports. Export a report"]]  # the tools' texts, before any query
+    assert httpx.get(f"{served}/healthz", timeout=10).status_code == 200  # and it serves meanwhile
