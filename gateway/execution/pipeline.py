@@ -30,11 +30,8 @@ from typing import cast
 
 from ..catalog import AgentTool
 from ..kernel.calls import Invocation, Proceed, Stage
+from ..kernel.memo import ByIdentity
 from ..messages import ToolResult
-
-_MAX_CHAINS = 4096
-"""Chains kept by the identity of their tool: the toolsets' tools are few and live as long as the generation; a
-door that makes tools per request (code mode's) must not grow the table without end."""
 
 
 class Pipeline:
@@ -51,7 +48,7 @@ class Pipeline:
         self.stages = tuple(stages)
         self._terminal = terminal
         self._validate = validate
-        self._chains: dict[int, tuple[AgentTool, Proceed]] = {}
+        self._chains: ByIdentity[AgentTool, Proceed] = ByIdentity(self._link)
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
         """The call's result, to be awaited (the outermost stage's coroutine: no frame of the pipeline's own)."""
@@ -61,17 +58,14 @@ class Pipeline:
         """The stages that apply to `agent_tool`, linked: `chain(tool)(invocation)` runs a call of that tool.
 
         A door that keeps a tool for a generation may keep its chain with it (the pipeline is the generation's)."""
-        kept = self._chains.get(id(agent_tool))
-        if kept is not None and kept[0] is agent_tool:
-            return kept[1]
+        return self._chains(agent_tool)
+
+    def _link(self, agent_tool: AgentTool) -> Proceed:
         entry = self._terminal
         for stage in reversed(self.stages):
             specific = for_tool(stage, agent_tool)
             if specific is not None:
                 entry = partial(specific, proceed=entry)
-        if len(self._chains) >= _MAX_CHAINS:
-            self._chains.clear()
-        self._chains[id(agent_tool)] = (agent_tool, entry)  # the tool is kept: its id is not reused meanwhile
         return entry
 
     async def check(self, invocation: Invocation) -> ToolResult | None:

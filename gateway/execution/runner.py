@@ -19,6 +19,7 @@ from ..catalog import AgentTool
 from ..errors import AuditUnavailable, GatewayError
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, Invocation
+from ..kernel.memo import ByIdentity
 from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
 from .pipeline import Pipeline
@@ -57,7 +58,8 @@ class ToolRunner:
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
         self._per_agent: dict[str, ToolRunner] = {}
-        self._plans: dict[int, CallPlan] = {}
+        self.plan: ByIdentity[AgentTool, CallPlan] = ByIdentity(self._plan)
+        """How a door calls an `AgentTool` of this runner's agent (`for_agent`): decided once per tool."""
 
     def for_agent(self, agent: str) -> ToolRunner:
         """This runner as the `invoke` of `agent`'s loop (made once per agent: every direct call asks)."""
@@ -68,14 +70,8 @@ class ToolRunner:
                                                          observer=self.observer)
         return runner
 
-    def plan(self, agent_tool: AgentTool) -> CallPlan:
-        """How a door calls `agent_tool` of this runner's agent (`for_agent`), decided once per tool."""
-        plan = self._plans.get(id(agent_tool))
-        if plan is None or plan.agent_tool is not agent_tool:
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-            plan = self._plans[id(agent_tool)] = CallPlan(self, self.agent or "", agent_tool)
-        return plan
+    def _plan(self, agent_tool: AgentTool) -> CallPlan:
+        return CallPlan(self, self.agent or "", agent_tool)
 
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
@@ -157,10 +153,6 @@ class ToolRunner:
         if result.cut:
             text += f"\n[{name} stopped at its iteration limit; this is its summary]"
         return ToolResult(ok=True, media_type="text/plain", body=text, bytes=len(text.encode()))
-
-
-_MAX_PLANS = 4096
-"""Plans kept per runner by their tool's identity (the tool is kept with its plan, so an id is not reused)."""
 
 
 class CallPlan:

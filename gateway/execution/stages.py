@@ -133,13 +133,9 @@ class CheckOutput:
         return CheckToolOutput(agent_tool, judge_of(schema))
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
-        result = await proceed(invocation)
-        agent_tool = invocation.agent_tool
-        schema = agent_tool.output_schema
-        if agent_tool.output_check == "off" or not result.ok or schema is None or result.truncated or \
-                body_holds(schema, result):
-            return result
-        return await judge_output(agent_tool, schema, result)
+        """A call outside a compiled chain: what the tool's own stage does (`for_tool`)."""
+        specific = self.for_tool(invocation.agent_tool)
+        return await (proceed(invocation) if specific is None else specific(invocation, proceed))
 
 
 class CheckToolOutput:
@@ -177,12 +173,6 @@ async def judge_output(agent_tool: AgentTool, schema: Any, result: ToolResult) -
     result.error = (f"The API answered {result.status} but the body does not match the spec's output schema "
                     f"({problem}); the request ran, so do not repeat it blindly.")
     return result
-
-
-def body_holds(schema: Any, result: ToolResult) -> bool:
-    """The judge's quick "the body holds" (False: ask `output_problem`, which may still find nothing wrong when
-    the judge cannot compile the schema)."""
-    return _is_json(result) and is_valid(schema, result.body)  # False too when the judge cannot compile it
 
 
 def output_problem(schema: Any, result: ToolResult) -> str | None:
