@@ -229,6 +229,8 @@ class Computation:
         self._done = threading.Event()
         self._vectors: ToolVectors | None = None
         self._error: BaseException | None = None
+        self.announced = False
+        """Whether a search has logged that it answered without these embeddings."""
         self._thread = threading.Thread(target=self._run, args=(settings, catalog, api), daemon=True,
                                         name=f"gateway-embeddings {api}")
 
@@ -272,7 +274,9 @@ def _tool_vectors(settings: SearchEmbeddings, catalog: Catalog, api: str) -> Too
     try:
         return computation.wait(settings.timeout)
     except NotReady:
-        logger.info("tool search: the embeddings of %s are being computed; BM25 alone meanwhile", api)
+        if not computation.announced:  # once per computation, not once per search while it runs
+            computation.announced = True
+            logger.info("tool search: the embeddings of %s are being computed; BM25 alone meanwhile", api)
         raise
 
 
