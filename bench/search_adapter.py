@@ -92,6 +92,26 @@ def prepare(threads: int) -> None:
               flush=True)
 
 
+def prepare_onnx(threads: int) -> None:
+    """The same tools and requests embedded by the int8 ONNX packaging of the same model (`minilm-onnx` of
+    bench/search_local_embeddings.py), saved beside the fp32 ones: does an adapter trained on fp32 vectors keep its
+    gain on int8 ones?"""
+    import numpy
+
+    from bench.search_local_embeddings import _minilm_onnx
+    from gateway.offer.embeddings import embedding_text
+
+    encoder = _minilm_onnx()
+    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
+    for name in SPECS:
+        catalog = _compile(SPECS[name], index=False, cache=cache)[1]
+        tools = catalog.for_api(next(iter(catalog.apis)))
+        saved = numpy.load(DATA / f"{name}.npz")
+        numpy.savez(DATA / f"{name}-onnx.npz", tools=encoder.tools([embedding_text(tool) for tool in tools]),
+                    queries=encoder.queries([str(text) for text in saved["texts"]]))
+        print(f"{name}: int8 vectors of {len(tools)} tools and {len(saved['texts'])} requests", flush=True)
+
+
 SKIPPED = {spec.name for spec in SPECS.values()} | {"ghes-3.4.json"}
 """Corpus specs that give no pairs: the six measured APIs, and GitHub Enterprise (GitHub's own tools again)."""
 
@@ -145,13 +165,16 @@ def prepare_corpus(threads: int) -> None:
 class Requests:
     """One API's tools and used requests, as `prepare` saved them."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, onnx: bool = False) -> None:
         import numpy
 
         saved = numpy.load(DATA / f"{name}.npz")
         self.name = name
         self.tools, self.queries, self.bm25 = saved["tools"], saved["queries"], saved["bm25"]
         self.positives, self.parts, self.texts = saved["positives"], saved["parts"], saved["texts"]
+        if onnx:  # the int8 model's vectors of the same tools and requests
+            int8 = numpy.load(DATA / f"{name}-onnx.npz")
+            self.tools, self.queries = int8["tools"].astype(numpy.float32), int8["queries"].astype(numpy.float32)
 
     def rows(self, parts: tuple[str, ...]) -> Any:
         import numpy
@@ -162,24 +185,69 @@ class Requests:
 def fused_hits(requests: Requests, rows: Any, adapter: Any = None, weight: float = WEIGHT) -> int:
     """How many of `rows` have one of their operations in the first 5 of the product's fusion (`fuse`: BM25's first
     50 at weight 1, the embedding ranking's first 50 at `weight`), the requests' vectors passed through `adapter`."""
+    return int(sum(fused_each(requests, rows, adapter, weight)))
+
+
+def fused_each(requests: Requests, rows: Any, adapter: Any = None, weight: Any = WEIGHT) -> list[bool]:
+    """Whether each of `rows` has one of its operations in the first 5 of the fusion (`weight`: one, or one a row)."""
     import numpy
 
     queries = requests.queries[rows]
     if adapter is not None:
         queries = adapter(queries)
     cosines = queries @ requests.tools.T
-    hits = 0
-    for row, scores in zip(rows, cosines, strict=True):
+    weights = numpy.broadcast_to(numpy.asarray(weight, dtype=float), (len(rows),))
+    hits = []
+    for row, scores, share_of_model in zip(rows, cosines, weights, strict=True):
         best = numpy.argpartition(-scores, DEPTH)[:DEPTH]
         best = best[numpy.argsort(-scores[best], kind="stable")]
         fused: dict[int, float] = {}
-        for ranking, share in ((requests.bm25[row], 1.0), (best, weight)):
+        for ranking, share in ((requests.bm25[row], 1.0), (best, share_of_model)):
             for place, tool in enumerate(ranking[ranking >= 0].tolist(), start=1):
                 fused[tool] = fused.get(tool, 0.0) + share / (RRF_K + place)
         first = sorted(fused, key=lambda tool: -fused[tool])[:5]
         wanted = set(requests.positives[row][requests.positives[row] >= 0].tolist())
-        hits += bool(wanted.intersection(first))
+        hits.append(bool(wanted.intersection(first)))
     return hits
+
+
+GATE_WEIGHTS = (0.0, 0.75, 3.0)
+"""The weights a learned gate picks from, a request at a time (BM25 alone, the product's, the model first)."""
+
+
+def gate_features(requests: Requests, rows: Any) -> Any:
+    """What a request's two rankings look like before any label is known: the model's best cosine and its gaps,
+    how many tools BM25 found, how much the two first tens agree, the request's length, the API's size."""
+    import numpy
+
+    cosines = requests.queries[rows] @ requests.tools.T
+    order = numpy.argsort(-cosines, axis=1)[:, :10]
+    top = numpy.take_along_axis(cosines, order, axis=1)
+    bm25 = requests.bm25[rows]
+    agree = numpy.array([len(set(b[:10].tolist()) & set(o.tolist())) / 10 for b, o in zip(bm25, order, strict=True)])
+    first_in = numpy.array([b[0] in o[:5] for b, o in zip(bm25, order, strict=True)], dtype=float)
+    length = numpy.array([len(str(requests.texts[row]).split()) / 10 for row in rows])
+    return numpy.column_stack([top[:, 0], top[:, 0] - top[:, 1], top[:, 0] - top[:, 4], top[:, 0] - top[:, 9],
+                               (bm25 >= 0).sum(axis=1) / DEPTH, agree, first_in, length,
+                               numpy.full(len(rows), numpy.log(len(requests.tools)) / 10)])
+
+
+def gate(train_sets: list[tuple[Requests, Any]], test: Requests, rows: Any) -> list[bool]:
+    """A logistic model per weight of `GATE_WEIGHTS` (whether the fusion at that weight finds the request, from
+    `gate_features`), trained on `train_sets`; each test row fused at the weight most likely to find it."""
+    import numpy
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    features = numpy.vstack([gate_features(requests, r) for requests, r in train_sets])
+    chances = []
+    for weight in GATE_WEIGHTS:
+        labels = numpy.concatenate([fused_each(requests, r, weight=weight) for requests, r in train_sets])
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
+        chances.append(model.fit(features, labels).predict_proba(gate_features(test, rows))[:, 1])
+    picked = numpy.asarray(GATE_WEIGHTS)[numpy.argmax(numpy.column_stack(chances), axis=1)]
+    return fused_each(test, rows, weight=picked)
 
 
 class CorpusSpec:
@@ -285,12 +353,46 @@ def choose(sets: dict[str, tuple[Requests, Any]], seed: int, extra: list[tuple[A
     return best, found
 
 
+def _score(names: list[str], matrix: Any, weight: float, apis: dict[str, Requests], onnx: bool,
+           totals: list[int]) -> str:
+    """The `LATER` requests of `names`, and their fused hits without and with the adapter (and on the int8 model's
+    vectors with `onnx`), added to `totals`; as table cells."""
+    counts = [0, 0, 0, 0, 0][:5 if onnx else 3]
+    for name in names:
+        requests = apis[name]
+        rows = requests.rows(LATER)
+        counts[0] += len(rows)
+        counts[1] += fused_hits(requests, rows)
+        counts[2] += fused_hits(requests, rows, adapter_of(matrix), weight)
+        if onnx:
+            int8 = Requests(name, onnx=True)
+            counts[3] += fused_hits(int8, rows)
+            counts[4] += fused_hits(int8, rows, adapter_of(matrix), weight)
+    if not totals:
+        totals.extend([0] * len(counts))
+    for i, count in enumerate(counts):
+        totals[i] += count
+    return _cells(counts)
+
+
+def _cells(counts: list[int]) -> str:
+    total, *hits = counts
+    cells = [str(total)] + [f"{h} ({h / total:.3f})" for h in hits[:2]]
+    if len(hits) > 2:
+        cells.append(" / ".join(f"{h} ({h / total:.3f})" for h in hits[2:]))
+    return " | ".join(cells)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "evaluate"])
+    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "prepare-onnx", "evaluate"])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--tests", nargs="+", choices=["loao", "later"], default=["loao", "later"])
+    parser.add_argument("--tests", nargs="+", choices=["loao", "later", "gate"],
+                        default=["loao", "later"])
     parser.add_argument("--seed", type=int, default=30)
+    parser.add_argument("--onnx", action="store_true",
+                        help="score the int8 ONNX model's vectors too, the adapter trained on fp32 "
+                             "(prepare-onnx first)")
     parser.add_argument("--corpus", action="store_true", help="train on the corpus's pairs too (prepare-corpus first)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -298,12 +400,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "prepare":
         prepare(args.threads)
         return 0
+    if args.stage == "prepare-onnx":
+        prepare_onnx(args.threads)
+        return 0
     if args.stage == "prepare-corpus":
         import torch
 
         torch.set_num_threads(args.threads)
         prepare_corpus(args.threads)
         return 0
+    import numpy
     import torch
 
     torch.set_num_threads(args.threads)
@@ -311,44 +417,55 @@ def main(argv: list[str] | None = None) -> int:
     extra = corpus_sets() if args.corpus else []
     print(f"fused recall@5 hits (BM25's first {DEPTH} + the embeddings' first {DEPTH} at weight {WEIGHT}), "
           f"seed {args.seed}; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
+    int8 = " | int8: without / with" if args.onnx else ""
+    tag = "-corpus" if args.corpus else ""
     if "loao" in args.tests:
-        print("\nleave one API out: trained on the other five APIs' requests (every used part), tested on the "
-              f"held-out API's {'+'.join(LATER)}\n| API | requests | without the adapter | with | penalty, epochs "
-              "weight (chosen inside the five) |\n|---|---|---|---|---|", flush=True)
-        totals = [0, 0, 0]
-        for held, requests in apis.items():
+        print("\nleave one API out: trained on the other five APIs' requests (every used part"
+              f"{', and the corpus pairs' if args.corpus else ''}), tested on the held-out API's {'+'.join(LATER)}"
+              f"\n| API | requests | without the adapter | with{int8} | penalty, epochs, weight "
+              "(chosen inside the five) |"
+              "\n|---|---|---|---|" + "---|" * bool(int8), flush=True)
+        totals: list[int] = []
+        for held in apis:
             started = time.perf_counter()
             sets = {name: (other, other.rows(USED)) for name, other in apis.items() if name != held}
             (penalty, epochs, weight), _ = choose(sets, args.seed, extra)
             matrix = train([*sets.values(), *extra], penalty, args.seed, checkpoints=(epochs,))[epochs]
-            rows = requests.rows(LATER)
-            before, after = fused_hits(requests, rows), fused_hits(requests, rows, adapter_of(matrix), weight)
-            for i, count in enumerate((len(rows), before, after)):
-                totals[i] += count
-            print(f"| {held} | {len(rows)} | {before} ({before / len(rows):.3f}) | {after} ({after / len(rows):.3f}) "
-                  f"| {penalty:g}, {epochs}, {weight:g} ({time.perf_counter() - started:.0f} s) |", flush=True)
-        print(f"| all | {totals[0]} | {totals[1]} ({totals[1] / totals[0]:.3f}) | {totals[2]} "
-              f"({totals[2] / totals[0]:.3f}) | |", flush=True)
+            numpy.save(DATA / f"matrix-loao-{held}{tag}.npy", matrix)
+            cells = _score([held], matrix, weight, apis, args.onnx, totals)
+            print(f"| {held} | {cells} | {penalty:g}, {epochs}, {weight:g} ({time.perf_counter() - started:.0f} s) |",
+                  flush=True)
+        print(f"| all | {_cells(totals)} | |", flush=True)
     if "later" in args.tests:
         sets = {name: (requests, requests.rows(OLDER)) for name, requests in apis.items()}
         (penalty, epochs, weight), found = choose(sets, args.seed, extra)
         matrix = train([*sets.values(), *extra], penalty, args.seed, checkpoints=(epochs,))[epochs]
+        numpy.save(DATA / f"matrix-later{tag}.npy", matrix)
         print(f"\nolder to newer: trained on every API's parts up to round4, tested on {'+'.join(LATER)}; penalty "
               f"{penalty:g}, {epochs} epochs, weight {weight:g} (chosen by leaving each API out of the older parts; "
-              f"hits there by penalty/epochs/weight: "
+              "hits there by penalty/epochs/weight: "
               f"{' '.join(f'{p:g}/{e}/{w:g}:{n}' for (p, e, w), n in found.items())})"
-              "\n| API | requests | without the adapter | "
-              "with |\n|---|---|---|---|", flush=True)
-        totals = [0, 0, 0]
-        for name, requests in apis.items():
+              f"\n| API | requests | without the adapter | with{int8} |\n|---|---|---|---|" + "---|" * bool(int8),
+              flush=True)
+        totals = []
+        for name in apis:
+            print(f"| {name} | {_score([name], matrix, weight, apis, args.onnx, totals)} |", flush=True)
+        print(f"| all | {_cells(totals)} |", flush=True)
+    if "gate" in args.tests:
+        print("\na learned gate (a weight a request, from GATE_WEIGHTS): leave one API out, then older to newer\n"
+              "| API | requests | the product's fusion | gated, leave one API out | gated, older to newer |\n"
+              "|---|---|---|---|---|", flush=True)
+        older = [(requests, requests.rows(OLDER)) for requests in apis.values()]
+        totals = [0, 0, 0, 0]
+        for held, requests in apis.items():
             rows = requests.rows(LATER)
-            before, after = fused_hits(requests, rows), fused_hits(requests, rows, adapter_of(matrix), weight)
-            for i, count in enumerate((len(rows), before, after)):
-                totals[i] += count
-            print(f"| {name} | {len(rows)} | {before} ({before / len(rows):.3f}) | {after} "
-                  f"({after / len(rows):.3f}) |", flush=True)
-        print(f"| all | {totals[0]} | {totals[1]} ({totals[1] / totals[0]:.3f}) | {totals[2]} "
-              f"({totals[2] / totals[0]:.3f}) |", flush=True)
+            others = [(other, other.rows(USED)) for name, other in apis.items() if name != held]
+            counts = [len(rows), fused_hits(requests, rows), sum(gate(others, requests, rows)),
+                      sum(gate(older, requests, rows))]
+            totals = [t + c for t, c in zip(totals, counts, strict=True)]
+            print(f"| {held} | {counts[0]} | " + " | ".join(f"{c} ({c / counts[0]:.3f})" for c in counts[1:]) + " |",
+                  flush=True)
+        print(f"| all | {totals[0]} | " + " | ".join(f"{c} ({c / totals[0]:.3f})" for c in totals[1:]) + " |")
     return 0
 
 
