@@ -42,6 +42,8 @@ LATER = ("round5", "round6", "round7")
 """The parts a held-out API is tested on (the last written)."""
 OLDER = PARTS[:PARTS.index(ROUND5)]
 DATA = Path(tempfile.gettempdir()) / "gateway-bench-adapter"
+SHIPPED = ROOT / "gateway" / "offer" / "query_adapter.npy"
+"""The matrix `adapter: true` applies (`train` writes it, float16)."""
 DEPTH = 50
 RRF_K = 60
 WEIGHT = 0.75
@@ -385,7 +387,7 @@ def _cells(counts: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "prepare-onnx", "evaluate"])
+    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "prepare-onnx", "evaluate", "train"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tests", nargs="+", choices=["loao", "later", "gate"],
                         default=["loao", "later"])
@@ -415,6 +417,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     apis = {name: Requests(name) for name in SPECS}
     extra = corpus_sets() if args.corpus else []
+    if args.stage == "train":  # the matrix the gateway ships: every used request of the six APIs
+        sets = {name: (requests, requests.rows(USED)) for name, requests in apis.items()}
+        (penalty, epochs, weight), found = choose(sets, args.seed, extra)
+        matrix = train([*sets.values(), *extra], penalty, args.seed, checkpoints=(epochs,))[epochs]
+        numpy.save(SHIPPED, matrix.astype(numpy.float16))
+        trained = sum(len(rows) for _, rows in sets.values())
+        print(f"{SHIPPED.relative_to(ROOT)}: trained on {trained} requests"
+              f"{f' and {sum(len(rows) for _, rows in extra)} corpus pairs' if extra else ''}, seed {args.seed}; "
+              f"penalty {penalty:g}, {epochs} epochs, weight {weight:g} (chosen leaving each API out: "
+              f"{' '.join(f'{p:g}/{e}/{w:g}:{n}' for (p, e, w), n in found.items())}); "
+              f"{SHIPPED.stat().st_size} bytes")
+        return 0
     print(f"fused recall@5 hits (BM25's first {DEPTH} + the embeddings' first {DEPTH} at weight {WEIGHT}), "
           f"seed {args.seed}; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     int8 = " | int8: without / with" if args.onnx else ""

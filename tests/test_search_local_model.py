@@ -56,9 +56,9 @@ MEANT = {"kick bob out of the crew": "removeGroupMember", "bill the customer": "
 """Requests in words no tool holds, and the tool each means."""
 
 
-def _runtime(folder: Path, setting: str | None) -> Any:
+def _runtime(folder: Path, setting: str | None, spec: str = SPEC) -> Any:
     (folder / "specs").mkdir(parents=True, exist_ok=True)
-    (folder / "specs" / "team.yaml").write_text(SPEC)
+    (folder / "specs" / "team.yaml").write_text(spec)
     agents = folder / "agents.yaml"
     agents.write_text(AGENTS + (f"gateway:\n  search_embeddings: {setting}\n" if setting else ""))
     return load_runtime(folder / "specs", agents, cache_dir=folder / "compiled")
@@ -112,3 +112,41 @@ def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: py
         assert main([*argv, query]) == 0
         assert [hit["name"] for hit in json.loads(capsys.readouterr().out)] == [MEANT[query]]
         assert len(list(cached.iterdir())) == 1  # written before the process ends, read by the next one
+
+
+ISSUES = """\
+openapi: 3.0.3
+info: {title: Tracker, version: "1"}
+servers: [{url: "http://127.0.0.1:9/api"}]
+paths:
+  /rest/api/3/issue/{issueIdOrKey}/transitions:
+    parameters: [{name: issueIdOrKey, in: path, required: true, schema: {type: string}}]
+    post: {operationId: doTransition, summary: Transition issue, responses: {"204": {description: ok}}}
+  /rest/api/3/issuetype/{id}:
+    parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+    delete: {operationId: deleteIssueType, summary: Delete issue type, responses: {"204": {description: ok}}}
+  /rest/api/3/issuetypescheme/{issueTypeSchemeId}/issuetype:
+    parameters: [{name: issueTypeSchemeId, in: path, required: true, schema: {type: string}}]
+    put: {operationId: addIssueTypesToIssueTypeScheme, summary: Add issue types to issue type scheme,
+          responses: {"204": {description: ok}}}
+  /rest/api/3/issuetypescheme/{issueTypeSchemeId}/issuetype/{issueTypeId}:
+    parameters:
+      - {name: issueTypeSchemeId, in: path, required: true, schema: {type: string}}
+      - {name: issueTypeId, in: path, required: true, schema: {type: string}}
+    delete: {operationId: removeIssueTypeFromIssueTypeScheme, summary: Remove issue type from issue type scheme,
+             responses: {"204": {description: ok}}}
+"""
+
+
+def test_the_adapter_moves_a_request_it_was_trained_on_to_its_tool(tmp_path: Path) -> None:
+    """"mark the issue as done" (a Jira request the adapter was trained on) means a transition; the model alone
+    places it nearer the tools about issue types, the adapted request by the transition."""
+    rankings = {}
+    for adapter in (False, True):
+        runtime = _runtime(tmp_path / str(adapter), f"{{kind: local, timeout: 600, adapter: {str(adapter).lower()}}}",
+                           spec=ISSUES)
+        assert runtime.manifest.gateway.search_embeddings.adapter is adapter
+        rankings[adapter] = [hit["name"] for hit in search(runtime.catalog, runtime.toolset("clerk"),
+                                                           "mark the issue as done", 4)]
+    assert rankings[False][0] != "doTransition"
+    assert rankings[True][0] == "doTransition"

@@ -98,16 +98,21 @@ class SearchEmbeddings(KindEndpoint):
                            "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
                            "where it does not help (default 1; local with the packaged model: 0.75, as measured).",
                            1.0)
+    adapter: bool = doc("local with the packaged model only: move each request's embedding toward the words tools "
+                        "are written in, by a matrix learned from labelled requests, before comparing (default: on "
+                        "with the packaged model, as measured in bench/README.md, \"A learned query adapter\").",
+                        False)
 
     @model_validator(mode="before")
     @classmethod
     def _local_defaults(cls, data: Any) -> Any:
-        """`kind: local` needs no model named (the packaged one) and takes the weight measured for it."""
+        """`kind: local` needs no model named (the packaged one) and takes the weight and adapter measured for it."""
         if not isinstance(data, dict) or data.get("kind") != "local":
             return data
         data = {"model": PACKAGED_MODEL, **data}
         if data["model"] == PACKAGED_MODEL:
             data.setdefault("weight", PACKAGED_WEIGHT)
+            data.setdefault("adapter", True)
         return data
 
     @model_validator(mode="after")
@@ -119,6 +124,13 @@ class SearchEmbeddings(KindEndpoint):
                 if key in self.model_fields_set and getattr(self, key):
                     raise at_key(key, f"`{key}` is an endpoint's; a local model runs in the gateway's own process, "
                                       "so remove the key")
+        return self
+
+    @model_validator(mode="after")
+    def _adapter_is_the_packaged_models(self) -> SearchEmbeddings:
+        if self.adapter and (self.kind != "local" or self.model != PACKAGED_MODEL):
+            raise at_key("adapter", f"the adapter was learned on {PACKAGED_MODEL}'s vectors: it is for `kind: local` "
+                                    "with the packaged model only, so remove the key")
         return self
 
     @model_validator(mode="after")

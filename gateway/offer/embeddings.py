@@ -179,7 +179,7 @@ _QUERIES: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
 
 
 def _query_vector(settings: SearchEmbeddings, query: str) -> list[float]:
-    key = (settings.identity, query)
+    key = (f"{settings.identity} adapted" if settings.adapter else settings.identity, query)
     with _LOCK:
         hit = _QUERIES.get(key)
         if hit is not None:
@@ -187,6 +187,10 @@ def _query_vector(settings: SearchEmbeddings, query: str) -> list[float]:
             return hit
     [vector] = embed(settings, [query])
     vector = unit(vector)
+    if settings.adapter:  # the tools' vectors stay the model's own: only the request is moved
+        from .query_adapter import adapt
+
+        vector = adapt(vector)
     with _LOCK:
         _QUERIES[key] = vector
         while len(_QUERIES) > QUERY_CACHE:

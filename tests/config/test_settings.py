@@ -157,6 +157,18 @@ def test_a_local_model_takes_the_packaged_one_and_its_measured_weight() -> None:
         assert "a local model runs in the gateway's own process" in errors[f"gateway.search_embeddings.{key}"]
 
 
+def test_the_query_adapter_is_the_packaged_models_only() -> None:
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+
+    assert SearchEmbeddings.model_validate({"kind": "local"}).adapter is True  # as measured (bench/README.md)
+    assert SearchEmbeddings.model_validate({"kind": "local", "adapter": False}).adapter is False
+    assert SearchEmbeddings.model_validate({"kind": "local", "model": "/models/mine"}).adapter is False
+    for section in ({"kind": "local", "model": "/models/mine", "adapter": True},
+                    {"kind": "ollama", "model": "m", "adapter": True}):
+        errors = _gateway({"search_embeddings": section})[1]
+        assert "learned on all-MiniLM-L6-v2's vectors" in errors["gateway.search_embeddings.adapter"]
+
+
 def test_the_oauth_resource_server_section_is_typed() -> None:
     settings, errors = _gateway({"auth": {"issuer": "https://id.example.com/", "audience": "https://gw.example.com",
                                           "introspection": {"url": "https://id.example.com/introspect",
