@@ -2,7 +2,10 @@
 learned from the labelled requests, generalise to an API it never saw?
 
     OMP_NUM_THREADS=1 python bench/search_adapter.py prepare     # the vectors and rankings, once (Graph: ~2 min)
-    OMP_NUM_THREADS=1 python bench/search_adapter.py evaluate [--corpus] [--onnx]
+    OMP_NUM_THREADS=1 python bench/search_adapter.py prepare-corpus   # the corpus's pairs (`--corpus`), ~2 min
+    OMP_NUM_THREADS=1 python bench/search_adapter.py prepare-onnx     # the int8 model's vectors (`--onnx`), ~3 min
+    OMP_NUM_THREADS=1 python bench/search_adapter.py evaluate [--corpus] [--onnx] [--tests loao later gate]
+    OMP_NUM_THREADS=1 python bench/search_adapter.py train --corpus  # writes gateway/offer/query_adapter.npy
 
 The adapter maps a request's unit embedding q (all-MiniLM-L6-v2, as `gateway.offer.local_model.encode` gives it)
 to `normalise(q + B(A q))` (A: d -> r, B: r -> d; B starts at zero, so training starts from the model as it is),
@@ -19,7 +22,10 @@ read here. Two tests:
 - older to newer: train on every API's parts up to `round4`, test on `round5`..`round7`; chosen the same way
   (inner leave-one-API-out over the training parts).
 `--corpus` adds self-supervised pairs from the other specs of ../shared/corpus (an operation's description, past its
-summary, as a "request" for its own tool text), which hold no request of ours.
+summary, as a "request" for its own tool text), which hold no request of ours. `--onnx` scores the int8 packaging's
+vectors of the same texts too (the adapter trained on fp32 ones). `gate` (a third experiment) learns a fusion weight
+per request from features of its two rankings instead. `train` writes the matrix the gateway ships, trained on every
+used request of the six APIs (and the corpus's pairs), its penalty, epochs and weight chosen by leaving each API out.
 """
 
 from __future__ import annotations
