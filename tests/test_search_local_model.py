@@ -184,7 +184,7 @@ def test_the_onnx_vectors_agree_with_sentence_transformers(corpus_catalog: Catal
     assert onnx.shape == fp32.shape == (len(texts), 384)
     cosines = (onnx * fp32).sum(axis=1)
     worst = int(cosines.argmin())
-    assert cosines.min() > 0.98, (texts[worst], cosines.min())
+    assert cosines.min() > 0.99, (texts[worst], cosines.min())  # int8 rounding: 0.999 and more here
     assert numpy.allclose(numpy.linalg.norm(onnx, axis=1), 1, atol=1e-5)
 
 
