@@ -55,7 +55,7 @@ DEPTH = 50
 RRF_K = 60
 WEIGHT = 0.75
 TAU = 0.05
-assert "round8" not in USED
+assert "round8" not in USED and "round9" not in USED
 
 
 def _fp32_folder() -> str:

@@ -4,9 +4,10 @@ are written in, before it is compared with them.
 A request says "take the final amount from the hotel hold", a tool says "capture a payment intent": the packaged
 model places the two apart. The adapter is one learned matrix W (d x d, float16 in `query_adapter.npy` beside this
 module): a request's unit vector q becomes `normalise(q + q W)`; the tools' vectors are left as they are (their
-cache stays valid). W was trained on the packaged model's vectors of labelled requests of six APIs and of operations'
-descriptions from other specs (`python bench/search_adapter.py train`; what it adds on an API it never saw:
-bench/README.md, "A learned query adapter"), so it is only offered with the packaged model.
+cache stays valid). W was trained on the model's fp32 vectors of labelled requests of six APIs and of operations'
+descriptions from other specs (`python bench/search_adapter.py train`); the int8 file the gateway runs gives vectors
+within rounding of those, and the adapter the same gain on them (bench/README.md, "A learned query adapter"). Any other
+model's vectors mean something else: it is only offered with the packaged model.
 """
 
 from __future__ import annotations
