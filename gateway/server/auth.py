@@ -225,7 +225,8 @@ class AuthMiddleware:
         self.identity = identity or (lambda: None)
         self.wrong_keys = wrong_keys
         self._kinds: dict[str, str] = {}
-        self._anonymous: Access | None = None
+        self._anonymous: tuple[RateLimiter | None, object, Access] | None = None
+        """(the limiter, its limits, the Access of an anonymous request under them)."""
 
     def _kind_of(self, path: str) -> str:
         """Which rules a request path falls under (public, the console, a chat door, any other door), remembered
@@ -297,15 +298,16 @@ class AuthMiddleware:
 
     def _access(self, client: Client | None) -> Access:
         limiter = self.limiter()
+        anonymous = self._anonymous
+        # An anonymous caller's is the same for every request while the limiter and its limits are the same.
+        if client is None and anonymous is not None and anonymous[0] is limiter \
+                and (limiter is None or anonymous[1] is limiter.limits):
+            return anonymous[2]
         # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
-        if limiter is not None and not limiter.limits_requests:
-            limiter = None
-        if client is None:  # an anonymous caller's is the same for every request until the limiter changes
-            anonymous = self._anonymous
-            if anonymous is None or anonymous.limiter is not limiter:
-                anonymous = self._anonymous = Access(None, limiter)
-            return anonymous
-        return Access(client, limiter)
+        access = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
+        if client is None:
+            self._anonymous = (limiter, None if limiter is None else limiter.limits, access)
+        return access
 
     def _refuse_public_without_keys(self, scope: Scope) -> None:
         """403 for a request on a non-loopback socket of a gateway with no client keys (unless allowed)."""
