@@ -15,6 +15,7 @@ import orjson
 from ..kernel.redaction import Redactor
 from ..truncation import cut_text_at_boundary, shrink_json
 from .body import essence, is_binary_type, is_json_type
+from .wire import WireResponse
 
 MIN_HARD_CAP = 4 * 1024 * 1024
 HARD_CAP_FACTOR = 16
@@ -55,17 +56,21 @@ def hard_cap(max_result_bytes: int) -> int:
 
 
 async def read_capped(response: Any, cap: int) -> ReadBody:
-    """The body up to `cap` bytes (decoded); `response` is an `httpx.Response` or an `AioResponse`."""
-    chunks: list[bytes] = []
-    size = 0
-    complete = True
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            complete = False
-            break
-    data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
+    """The body up to `cap` bytes (decoded); `response` is an `httpx.Response` or the pyreqwest wire's
+    `WireResponse` (which reads it without an async generator: `WireResponse.read_up_to`)."""
+    if type(response) is WireResponse:
+        data, complete = await response.read_up_to(cap)
+    else:
+        chunks: list[bytes] = []
+        size = 0
+        complete = True
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                complete = False
+                break
+        data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
     length = response.headers.get("content-length")
     declared = int(length) if length and length.isdigit() else None
     return ReadBody(data=data, complete=complete, declared_length=declared)

@@ -26,6 +26,7 @@ from .serialize import (
     serialize_header,
     serialize_path,
     serialize_query,
+    to_text,
 )
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -105,8 +106,8 @@ class RequestPlan:
     at all (not a name the credentials or the api's headers occupy, not a name that is no token). `build` makes one
     call's request from its arguments."""
 
-    __slots__ = ("accept", "base_query", "has_body", "method", "parameters", "prefix", "static_headers", "template",
-                 "tool")
+    __slots__ = ("accept", "base_query", "cookies", "has_body", "headers", "method", "prefix", "query",
+                 "static_headers", "template", "tool")
 
     def __init__(self, tool: Tool, api: ApiConfig, reserved: set[tuple[str, str]] | frozenset[tuple[str, str]]) -> None:
         self.tool = tool
@@ -117,29 +118,51 @@ class RequestPlan:
         self.method = template.method
         self.accept = ("Accept", template.accept)
         self.has_body = tool.body is not None
-        self.parameters: list[tuple[str, str, Argument, str | None]] = [
-            (argument.name, key[0], argument, plain) for argument, key, sendable, plain in template.parameters
-            if sendable and key not in reserved and not (key[0] == "header" and key[1] in taken)]
-        """(argument name, location, argument, for a plain `form` query argument the encoded `name=`)."""
+        sendable = [(argument, key, plain) for argument, key, can_send, plain in template.parameters
+                    if can_send and key not in reserved and not (key[0] == "header" and key[1] in taken)]
+        # One list per location, each in the spec's order (the order within a location is what goes out).
+        self.query: list[tuple[str, Argument, str | None, bool]] = [
+            (argument.name, argument, plain, argument.explode) for argument, key, plain in sendable
+            if key[0] == "query"]
+        """(argument name, argument, for a plain `form` argument the encoded `name=`, whether it explodes)."""
+        self.headers = [(argument.name, argument, not argument.content_type) for argument, key, _ in sendable
+                        if key[0] == "header"]
+        """(argument name, argument, whether a string value is sent as it is: no `content`)."""
+        self.cookies = [(argument.name, argument) for argument, key, _ in sendable if key[0] == "cookie"]
 
     def build(self, arguments: dict[str, Any]) -> PreparedRequest:
         path = _build_path(self.tool, self.template, arguments)
         query: list[str] = []
         headers: list[tuple[str, str]] = []
         cookies: list[tuple[str, str]] = []
-        for name, location, argument, plain in self.parameters:
+        for name, argument, plain, explode in self.query:
             value = arguments.get(name)
             if value is None:
                 continue
-            if location == "query":
+            if plain is not None:  # a `form` argument without content or allowReserved: its text encoded
                 kind = type(value)
-                if plain is not None and (kind is str or kind is int):  # the usual: one string or integer
+                if kind is str or kind is int:  # the usual: one string or integer
                     query.append(plain + encode(value if kind is str else str(value)))
-                else:
-                    query.extend(serialize_query(argument, value))
-            elif location == "header":
-                headers.append((argument.wire_name, serialize_header(argument, value)))
+                    continue
+                if kind is list:  # an array: `name=a,b` (explode: `name=a&name=b`), as `serialize_query` spells it
+                    if explode:
+                        query.extend([plain + text for text in map(encode, map(to_text, value))])
+                    else:
+                        query.append(plain + ",".join(map(encode, map(to_text, value))))
+                    continue
+            query.extend(serialize_query(argument, value))
+        for name, argument, plain_header in self.headers:
+            value = arguments.get(name)
+            if value is None:
+                continue
+            if plain_header and type(value) is str:  # the usual: a string, checked and sent as it is
+                check_header_value(argument.name, value)
+                headers.append((argument.wire_name, value))
             else:
+                headers.append((argument.wire_name, serialize_header(argument, value)))
+        for name, argument in self.cookies:
+            value = arguments.get(name)
+            if value is not None:
                 cookies.extend(serialize_cookie(argument, value))
         href = _join(self.prefix, self.base_query, path, query)
         headers.extend(self.static_headers)

@@ -2,7 +2,8 @@
 
 `ReqwestWire.send` takes the request as `gateway.http.request` built it (the URL already percent-encoded, the
 caller's headers) and answers with the part of `httpx.Response` that `gateway.http.client` and
-`gateway.http.reading` read: `status_code`, `reason_phrase`, `headers`, `aiter_bytes()` and `aclose()`.
+`gateway.http.reading` read: `status_code`, `reason_phrase`, `headers`, `aiter_bytes()` and `aclose()` (and
+`read_up_to`, the whole capped body in one coroutine, which `gateway.http.reading` prefers).
 
 Bodies are decoded by the library as they stream, in chunks of at most the reader's buffer, so the caller's
 cap on what it reads also caps what is decompressed. An answer whose `Content-Encoding` is still there after
@@ -101,6 +102,30 @@ class WireResponse:
             if chunk is None:
                 return
             yield bytes(chunk)
+
+    async def read_up_to(self, cap: int) -> tuple[bytes, bool]:
+        """The body as `aiter_bytes` reads it, up to `cap` bytes (what arrived past it is cut off), and whether it
+        was read to its end. A coroutine, not an async generator: every call reads one body, and an async
+        generator is registered with the loop's hooks (a weak set, in Python) when it starts and dropped from it
+        when it is collected."""
+        reader = self._response.body_reader
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                chunk = await reader.read()
+            except asyncio.CancelledError:
+                await let_cancellation_land()
+                raise
+            except PyreqwestError as error:
+                raise translate_error(error, self._url, self._timeout) from error
+            if chunk is None:
+                return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
+            data = bytes(chunk)
+            chunks.append(data)
+            size += len(data)
+            if size > cap:
+                return b"".join(chunks)[:cap], False
 
     async def aclose(self) -> None:
         request, self._request = self._request, None

@@ -9,12 +9,13 @@ by the same redactor as the audit log's arguments.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..kernel import tracing
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
+    from ..catalog import AgentTool
     from ..kernel.calls import Invocation, Proceed
     from ..kernel.redaction import Redactor
     from .metrics import Metrics
@@ -66,3 +67,48 @@ class ObserveToolCall:
 
     def _redacted(self, value: object) -> object:
         return self.redactor.value(value) if self.redactor else value
+
+    def for_tool(self, agent_tool: AgentTool) -> ObserveToolCall:
+        """This stage for calls of one tool (`ToolSpecific`): its metrics' labelled children found once."""
+        tool = agent_tool.tool
+        if self.metrics is None or tool is None:
+            return self
+        return _ObserveTool(self, agent_tool.name, tool.api)
+
+
+class _ObserveTool(ObserveToolCall):
+    """`ObserveToolCall` for one tool: the latency histogram's and the `ok` counter's children of its (api, tool)
+    are kept once its first call succeeded (`labels()` children are prometheus_client's public API; made on first
+    use, as before, so no series appears before its first count), and a successful call without a span counts
+    itself with no look-up. A call under another name or api (never from the tool's own chain) and every failure
+    take the general path."""
+
+    def __init__(self, general: ObserveToolCall, name: str, api: str) -> None:
+        super().__init__(general.metrics, general.redactor, capture=general.capture)
+        metrics = general.metrics
+        assert metrics is not None
+        self.counted = metrics
+        self.name = name
+        self.api = api
+        self.children: tuple[Any, Any] | None = None
+        """(latency, ok count), once the first successful call has found them."""
+
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        if tracing.enabled():
+            return await super().__call__(invocation, proceed)
+        started = time.perf_counter()
+        result = await proceed(invocation)
+        seconds = time.perf_counter() - started
+        children = self.children
+        usual = result.ok and not result.warning and invocation.call.name == self.name \
+            and invocation.tool.api == self.api
+        if usual and children is not None:
+            children[0].observe(seconds)
+            children[1].inc()
+        else:
+            self._count(self.counted, invocation, result, seconds)
+            if usual:
+                metrics = self.counted
+                self.children = (metrics.tool_latency.labels(self.api, self.name),
+                                 metrics.tool_calls.labels(self.api, self.name, "ok"))
+        return result

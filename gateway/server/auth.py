@@ -225,6 +225,8 @@ class AuthMiddleware:
         self.identity = identity or (lambda: None)
         self.wrong_keys = wrong_keys
         self._kinds: dict[str, str] = {}
+        self._anonymous: tuple[RateLimiter | None, object, Access] | None = None
+        """(the limiter, its limits, the Access of an anonymous request under them)."""
 
     def _kind_of(self, path: str) -> str:
         """Which rules a request path falls under (public, the console, a chat door, any other door), remembered
@@ -262,8 +264,14 @@ class AuthMiddleware:
                 return
             await self.app(scope, receive, send)
             return
+        keys = self.keys()
+        client: Client | None = None
+        token: UserToken | None = None
         try:
-            client, token = await self._guarded_authenticate(scope, self.keys())
+            if keys or self.identity() is not None:
+                client, token = await self._guarded_authenticate(scope, keys)
+            else:  # nobody to tell apart: only the check of a public socket, without a coroutine of its own
+                self._refuse_public_without_keys(scope)
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
@@ -271,9 +279,7 @@ class AuthMiddleware:
         scope["gateway.subject"] = token.subject if token else None
         scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
         scope["gateway.agents"] = client.visible_agents() if client else None
-        limiter = self.limiter()
-        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
-        scope["gateway.access"] = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
+        scope["gateway.access"] = self._access(client)
         scope[RIGHTS] = client.rights if client else Rights.OPEN
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
@@ -289,6 +295,27 @@ class AuthMiddleware:
                         logger.error("the failed chat's audit row was not written: %s", exc)
             else:
                 await self.app(scope, receive, send)
+
+    def _access(self, client: Client | None) -> Access:
+        limiter = self.limiter()
+        anonymous = self._anonymous
+        # An anonymous caller's is the same for every request while the limiter and its limits are the same.
+        if client is None and anonymous is not None and anonymous[0] is limiter \
+                and (limiter is None or anonymous[1] is limiter.limits):
+            return anonymous[2]
+        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
+        access = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
+        if client is None:
+            self._anonymous = (limiter, None if limiter is None else limiter.limits, access)
+        return access
+
+    def _refuse_public_without_keys(self, scope: Scope) -> None:
+        """403 for a request on a non-loopback socket of a gateway with no client keys (unless allowed)."""
+        server = scope.get("server")
+        if not self.allow_public and server and _is_public_ip(str(server[0])):
+            raise APIError(403, "This gateway has no client keys and is reachable beyond loopback; the operator "
+                                "must add `clients` to agents.yaml (or start it with --allow-public).",
+                           code="public_without_keys")
 
     async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
         """`_authenticate`, with wrong keys (and rejected tokens) counted per client address and a guessing address
@@ -311,11 +338,7 @@ class AuthMiddleware:
     async def _authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
         identity = self.identity()
         if not keys and identity is None:
-            server = scope.get("server")
-            if not self.allow_public and server and _is_public_ip(str(server[0])):
-                raise APIError(403, "This gateway has no client keys and is reachable beyond loopback; the operator "
-                                    "must add `clients` to agents.yaml (or start it with --allow-public).",
-                               code="public_without_keys")
+            self._refuse_public_without_keys(scope)
             return None, None
         key = _bearer(scope)
         client = keys.identify(key) if key else None
@@ -398,11 +421,17 @@ class AgentGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         agent = self.agent_of(scope)
-        try:
-            await admit_agent(scope, agent)
-        except APIError as exc:
-            await _respond(scope, receive, send, exc)
-            return
+        access = scope.get("gateway.access")
+        if type(access) is Access and access.client is None and access.limiter is None:
+            # Nothing to check or charge (no clients, no request limits): `admit_agent` without its coroutine.
+            if agent is not None:
+                scope["gateway.agent"] = agent
+        else:
+            try:
+                await admit_agent(scope, agent)
+            except APIError as exc:
+                await _respond(scope, receive, send, exc)
+                return
         if agent is None:
             await self.app(scope, receive, send)
             return

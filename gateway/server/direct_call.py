@@ -107,7 +107,12 @@ def _plan(generation: Generation, agent: str, name: str) -> CallPlan:
 
 async def _read_body(receive: Receive) -> bytes | None:
     """The whole request body; None when the client disconnected first."""
-    chunks = []
+    message = await receive()
+    if message["type"] != "http.request":
+        return None
+    if not message.get("more_body", False):  # the usual: the whole body in one message
+        return message.get("body", b"")  # type: ignore[no-any-return]
+    chunks = [message.get("body", b"")]
     while True:
         message = await receive()
         if message["type"] != "http.request":

@@ -11,7 +11,6 @@ seen after the response is complete is the normal end of the request and cancels
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -51,7 +50,7 @@ class DisconnectMiddleware:
         task = asyncio.current_task()
         assert task is not None
         request = _Watched(receive, send, task)
-        self._sweeper().add(request)
+        pending = self._sweeper().add(request)
         try:
             await self.app(scope, request.receive, request.send)
         except asyncio.CancelledError:
@@ -59,7 +58,8 @@ class DisconnectMiddleware:
                 return  # our own cancellation (the client left), nobody else's: the request just ends
             raise
         finally:
-            request.app_running = False  # its sweeper lets go of it at the next sweep
+            request.app_running = False
+            pending.pop(request, None)  # ended before its watcher was due: its sweeper never sees it again
             if request.watcher is not None:
                 request.watcher.cancel()
         if request.cancelled:  # cancelled as the app returned: the cancellation was not delivered, take it back
@@ -150,30 +150,40 @@ class _Sweeper:
     """Starts the watchers of one loop's requests once they are `delay` old, with one timer for all of them.
 
     Rather than a timer per request (`call_later`, then `cancel` when it ends) on every direct call: the requests
-    all wait the same delay, so they are due in arrival order and one queue and one timer serve them all."""
+    all wait the same delay, so they are due in arrival order, and one ordered dict and one timer serve them all.
+    A request that ends leaves the dict at once (most end before they are due), so a sweep visits only the
+    requests still running."""
 
     __slots__ = ("loop", "delay", "pending", "timer")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         self.loop = loop
         self.delay = delay
-        self.pending: deque[tuple[float, _Watched]] = deque()
+        self.pending: dict[_Watched, float] = {}
+        """Running requests whose watcher has not started -> when it is due, in arrival (and so due) order."""
         self.timer: asyncio.TimerHandle | None = None
 
-    def add(self, request: _Watched) -> None:
+    def add(self, request: _Watched) -> dict[_Watched, float]:
+        """Watch `request` from `delay` on; the dict it waits in (the request takes itself out when it ends)."""
         due = self.loop.time() + self.delay
-        self.pending.append((due, request))
+        self.pending[request] = due
         if self.timer is None:
             self.timer = self.loop.call_at(due, self._sweep)
+        return self.pending
 
     def _sweep(self) -> None:
         self.timer = None
         pending = self.pending
         soon = self.loop.time() + _TIMER_SLACK
-        while pending and pending[0][0] <= soon:
-            pending.popleft()[1].start_watching()  # nothing for a request that has ended
-        if pending:
-            self.timer = self.loop.call_at(pending[0][0], self._sweep)
+        due_now = []
+        for request, due in pending.items():
+            if due > soon:
+                self.timer = self.loop.call_at(due, self._sweep)
+                break
+            due_now.append(request)
+        for request in due_now:
+            del pending[request]
+            request.start_watching()
 
 
 def _retrieve(watcher: asyncio.Future[None]) -> None:

@@ -107,7 +107,7 @@ class RequestEnvelope:
             metrics = self.metrics()
             if metrics is not None:
                 metrics.count_request(door_of(scope["path"]), watch.status or 500)  # 500: it raised unanswered
-            if self.access_log is not None and self.access_log.isEnabledFor(logging.INFO):
+            if self.access_log is not None:  # `log_access` asks whether the logger is enabled (once per line)
                 asyncio.get_running_loop().call_soon(log_access, self.access_log, scope, watch.status)
             if token is not None:
                 otel_context.detach(token)

@@ -59,3 +59,33 @@ def test_accept_header() -> None:
         "application/json, text/plain"
     )
     assert accept_header(()) == "application/json, */*;q=0.5"
+
+
+@pytest.mark.parametrize("explode", [False, True])
+def test_array_query_values_are_spelled_as_serialize_query_spells_them(explode: bool) -> None:
+    """A plain `form` array is written by the request plan itself: byte for byte what `serialize_query` writes,
+    in the spec's order among the other query arguments (and the headers, cookies in theirs)."""
+    from gateway.http.serialize import serialize_query
+
+    labels = arg("labels", "query", {"type": "array"}, explode=explode)
+    flags = arg("flags", "query", {"type": "array"}, explode=explode, allow_reserved=True)
+    tool = make_tool(arg("first", "query"), labels, arg("X-B", "header"), flags, arg("last", "query"),
+                     arg("X-A", "header"), arg("c", "cookie"))
+    values: list[object] = ["bug", "ui x", "ü/&=", 7, True, 1.5, None, ""]
+    request = build_request(tool, {"first": "1", "labels": values, "X-B": "b", "flags": ["a/b", "c&d"],
+                                   "last": 2, "X-A": "a", "c": "k"}, API)
+    expected = ["first=1", *serialize_query(labels[0], values), *serialize_query(flags[0], ["a/b", "c&d"]),
+                "last=2"]
+    assert request.href == "https://api.example.com/v1/items?" + "&".join(expected)
+    assert ("labels=bug&labels=ui%20x" if explode else "labels=bug,ui%20x,%C3%BC%2F%26%3D,7,true,1.5,,") \
+        in request.href
+    assert [name for name, _ in request.headers][:2] == ["X-B", "X-A"] and request.cookies == [("c", "k")]
+    assert build_request(tool, {"labels": []}, API).href.endswith("/items" if explode else "/items?labels=")
+
+
+def test_a_string_header_argument_is_still_checked_when_the_plan_sends_it_as_it_is() -> None:
+    tool = make_tool(arg("X-Request-Id", "header"))
+    assert ("X-Request-Id", "abc 1") in build_request(tool, {"X-Request-Id": "abc 1"}, API).headers
+    for bad, problem in (("x\r\nX-Evil: 1", "CR"), ("x\x00", "NUL"), ("zürich", "ASCII")):
+        with pytest.raises(ArgumentError, match=problem):
+            build_request(tool, {"X-Request-Id": bad}, API)

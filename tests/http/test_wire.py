@@ -331,3 +331,28 @@ async def test_one_deadline_covers_the_wait_for_a_free_connection(serve: Serve) 
         assert len((await _get(wire, server.url))[1]) == 8_000_000  # the slot came back
     finally:
         await wire.aclose()
+
+
+async def test_the_capped_read_is_the_streamed_body_cut_where_the_reader_cuts_it(serve: Serve,
+                                                                                   wire: ReqwestWire) -> None:
+    """`read_capped` reads a `WireResponse` in one coroutine (`read_up_to`, no async generator): the same bytes
+    as `aiter_bytes`, cut at the cap with `complete` False, whole with True (chunked, gzip, empty, big)."""
+    from gateway.http.reading import read_capped
+
+    big = b"".join(b"%08d" % i for i in range(500_000))  # 4 MB, read in many chunks
+    answers = {
+        b"/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        b"/gzip": raw_answer(gzip.compress(big), "Content-Encoding: gzip"),
+        b"/empty": b"HTTP/1.1 204 No Content\r\n\r\n",
+        b"/big": raw_answer(big),
+    }
+    server = serve(lambda head: answers[head.split(b" ")[1]])
+    for path, expected in ((b"/chunked", b"hello world"), (b"/gzip", big), (b"/empty", b""), (b"/big", big)):
+        for cap in (len(expected) + 1, len(expected), 3_000_000, 7):
+            response = await wire.send("GET", f"{server.url}{path.decode()}", [], None, timeout=5)
+            try:
+                read = await read_capped(response, cap)
+            finally:
+                await response.aclose()
+            assert read.data == expected[:cap] and read.complete == (len(expected) <= cap), (path, cap)
+    assert (await _get(wire, f"{server.url}/big"))[1] == big  # the generator's reading, for comparison

@@ -111,3 +111,42 @@ def test_repeated_label_values_count_on_one_series() -> None:
     assert 'gateway_tool_calls_total{api="bench",outcome="ok",tool="listIssues"} 2.0' in text
     assert 'gateway_tool_calls_total{api="bench",outcome="timeout",tool="listIssues"} 1.0' in text
     assert 'gateway_tool_call_duration_seconds_count{api="bench",tool="listIssues"} 3.0' in text
+
+
+def test_a_tools_own_observe_stage_counts_what_the_general_one_counts() -> None:
+    """The stage compiled for one tool keeps its labelled children: the same series, the same counts, and none
+    before the first count (a failure first makes no `ok` series)."""
+    from loop_support import agent_tool
+
+    from gateway.kernel.calls import Invocation
+    from gateway.messages import ToolCall, ToolResult
+    from gateway.observe.metrics import Metrics
+    from gateway.observe.toolcalls import ObserveToolCall
+
+    metrics = Metrics()
+    forecast = agent_tool("getForecast")
+    stage = ObserveToolCall(metrics, None, capture=False).for_tool(forecast)
+    assert stage is not None
+    outcomes = iter([ToolResult.failure("timeout", "slow"), ToolResult(ok=True), ToolResult(ok=True),
+                     ToolResult(ok=True, warning="the body breaks the output schema"),
+                     ToolResult.failure("upstream_error", "502"), ToolResult(ok=True)])
+
+    async def proceed(invocation: Invocation) -> ToolResult:
+        return next(outcomes)
+
+    async def calls() -> None:
+        assert forecast.tool is not None
+        invocation = Invocation(agent="weather", agent_tool=forecast, tool=forecast.tool,
+                                call=ToolCall(id="1", name="getForecast"), arguments={})
+        await stage(invocation, proceed)
+        assert 'outcome="ok"' not in metrics.render().decode()  # no series before its first count
+        for _ in range(5):
+            await stage(invocation, proceed)
+
+    anyio.run(calls)
+    found = samples(metrics.render().decode())
+    assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="ok") == 4
+    assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="timeout") == 1
+    assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="upstream_error") == 1
+    assert value(found, "gateway_tool_output_warnings_total", api="test", tool="getForecast") == 1
+    assert value(found, "gateway_tool_call_duration_seconds_count", api="test", tool="getForecast") == 6

@@ -168,3 +168,19 @@ def test_check_bind() -> None:
     with pytest.raises(ConfigError, match="--allow-public"):
         check_bind("0.0.0.0", {})
     assert is_loopback("127.0.0.2") and not is_loopback("192.168.1.1") and not is_loopback("example.com")
+
+
+def test_anonymous_requests_are_charged_to_their_agent_and_a_new_limiter_applies_at_once() -> None:
+    """Without clients, one `Access` serves every anonymous request while the limiter is the same: an agent limit
+    still charges each of them, and a limiter swapped in (a reload) or one without limits is used from the next."""
+    limited = RateLimiter(MemoryStore(), RateLimits.model_validate({"agent": "2/min"}))
+    current: list[RateLimiter | None] = [limited]
+    client = _client(ClientKeys({}), limiter=lambda: current[0])
+    assert [client.get("/agents/clerk/tools").status_code for _ in range(3)] == [200, 200, 429]
+    assert client.get("/agents/weather/tools").status_code == 200  # its own bucket
+    current[0] = RateLimiter(MemoryStore(), RateLimits())
+    assert [client.get("/agents/clerk/tools").status_code for _ in range(3)] == [200, 200, 200]
+    current[0] = None
+    assert client.get("/agents/clerk/tools").status_code == 200
+    current[0] = limited
+    assert client.get("/agents/clerk/tools").status_code == 429

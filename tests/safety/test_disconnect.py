@@ -126,3 +126,50 @@ def test_overlapping_requests_are_each_watched_from_their_own_start() -> None:
             stays.close()
             assert client.post("/work?sleep=0", json={}).status_code == 200
     assert work.counts == {"started": 5, "cancelled": 2, "finished": 3}
+
+
+def test_a_request_that_ended_is_not_waited_for_by_the_sweep() -> None:
+    """A request that ends before its watch is due leaves the sweeper's queue at once (the sweep then visits only
+    the requests still running), and one still running when it is due gets its watcher."""
+    async def scenario() -> None:
+        started: list[asyncio.Future[None]] = []
+
+        async def app(scope: dict, receive: object, send: object) -> None:
+            await receive()  # type: ignore[operator]
+            if scope["path"] == "/slow":
+                started.append(asyncio.get_running_loop().create_future())
+                await asyncio.sleep(0.3)
+            await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+            await send({"type": "http.response.body", "body": b""})  # type: ignore[operator]
+
+        middleware = DisconnectMiddleware(app, watch_after=0.1)
+        leave = asyncio.Event()
+
+        async def receive() -> dict:
+            if not leave.is_set():
+                leave.set()
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+            await asyncio.Event().wait()
+            raise AssertionError
+
+        async def request(path: str) -> None:
+            nonlocal leave
+            leave = asyncio.Event()
+            sent: list[dict] = []
+
+            async def send(message: dict) -> None:
+                sent.append(message)
+
+            await middleware({"type": "http", "method": "POST", "path": path}, receive, send)
+            assert sent[0]["status"] == 200
+
+        for _ in range(20):
+            await request("/quick")
+        sweeper = middleware._sweeper()
+        assert sweeper.pending == {}  # none of the twenty is left to visit
+        slow = asyncio.ensure_future(request("/slow"))
+        await asyncio.sleep(0.2)  # past its watch's start
+        assert sweeper.pending == {} and len(started) == 1
+        await slow
+
+    asyncio.run(scenario())

@@ -14,6 +14,7 @@ over stdio) the tools `search_tools` finds join that session's `tools/list` (`fo
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from ...assembly import GatewayState
 from ...kernel import __version__, tracing
-from ...kernel.caller import UserToken, bind_caller
+from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
 from .answering import answer_call, checked_agent
 from .found import FoundTools
@@ -101,6 +102,10 @@ class GatewayServer(Server[Any]):
                                                      experimental_capabilities, extensions)
 
 
+_UNCHANGED = contextlib.nullcontext()
+"""The caller context as it is (a `nullcontext` holds no state: one serves every call)."""
+
+
 def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request,
                      found: FoundTools | None = None) -> Server[Any]:
     """The low-level server: `tools/list` and `tools/call` of the agent `facts_of(ctx)` names.
@@ -123,7 +128,12 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         before = len(names) if names is not None else 0
         # The user of the request that carries this call: a 2025 session runs in a task of the request that opened
         # it, so its caller context is that request's (an older token; `AuthenticatedUser` keeps other users out).
-        with bind_caller(subject=subject, token=token):
+        caller = current_caller()
+        # Answered in the carrying request's own task (the inline paths), the context says so already: a binding
+        # that would change nothing is not made.
+        binding = _UNCHANGED if caller.subject == subject and caller.token is token \
+            else bind_caller(subject=subject, token=token)
+        with binding:
             result = await answer_call(state, agent, params.name, dict(params.arguments or {}),
                                        ctx.protocol_version, client, names,
                                        url_elicitation=_takes_url_elicitation(ctx))
