@@ -231,3 +231,37 @@ def test_the_adapter_moves_a_request_it_was_trained_on_to_its_tool(tmp_path: Pat
                                                            "mark the issue as done", 4)]
     assert rankings[False][0] != "doTransition"
     assert rankings[True][0] == "doTransition"
+
+
+@pytest.mark.corpus
+def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) -> None:
+    """`ToolVectors.best_first` sorts only the best few until the walk goes past them: on the model's vectors of
+    real tool texts, with copies (exact ties), opposites (cosines below 0) and a zero vector (cosine 0) mixed in, each
+    walk is the one a full stable sort gives (ties in catalog order, the walk stopping before the first cosine <= 0),
+    however many it sorts first, read in part or to the end."""
+    import itertools
+
+    import numpy
+
+    from gateway.offer.embeddings import embedding_text
+    from gateway.offer.local_model import encode
+    from gateway.offer.tool_vectors import ToolVectors
+
+    tools = corpus_catalog.for_api("apis-guru/microsoft.com/graph")
+    model = encode(PACKAGED_MODEL, [embedding_text(tool) for tool in tools[::40]])
+    vectors = [*model, *model[::3], [-x for x in model[0]], [0.0] * len(model[0]), *model[::7]]
+    known = ToolVectors.of(vectors)
+    assert known is not None
+    matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+    queries = encode(PACKAGED_MODEL, ["remove a member from a group", "list my calendar events", "send mail"])
+    for query in [*queries, model[0], [-x for x in model[5]]]:
+        cosines = matrix @ numpy.asarray(query, dtype=numpy.float32)
+        expected = []
+        for place in numpy.argsort(-cosines, kind="stable").tolist():
+            if cosines[place] <= 0:
+                break
+            expected.append((place, float(cosines[place])))
+        assert len({cosine for _, cosine in expected}) < len(expected)  # ties among them
+        for first in (1, 5, 50, known.count - 1, known.count, known.count + 10):
+            assert list(known.best_first(query, first)) == expected, first
+            assert list(itertools.islice(known.best_first(query, first), 60)) == expected[:60], first

@@ -206,7 +206,7 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     for api, known in vectors:
         tools = catalog.for_api(api)
         found = 0
-        for place, cosine in known.best_first(query_vector):
+        for place, cosine in known.best_first(query_vector, FUSION_DEPTH):  # what the fusion reads of it
             tool = tools[place]
             if allowed is None or allowed(tool):
                 scored.append((tool, cosine))

@@ -56,28 +56,49 @@ class ToolVectors:
             flat.extend(unit(vector))
         return cls(flat, len(vectors), dim)
 
-    def best_first(self, query: Sequence[float]) -> Iterator[tuple[int, float]]:
-        """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first;
-        nothing when its length differs. Lazy: a search takes the first few of 11,000."""
+    def best_first(self, query: Sequence[float], first: int = 50) -> Iterator[tuple[int, float]]:
+        """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first,
+        ties in catalog order; nothing when its length differs. Lazy: a search reads the first few of 11,000, so with
+        NumPy only the `first` best are sorted at first, and the others only if the walk goes past them (a search
+        whose `allowed` refuses many of the best)."""
         if len(query) != self.dim:
             return
         numpy = _numpy()
-        if numpy is not None:
-            if self._matrix is None:
-                self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-            cosines = self._matrix @ numpy.asarray(query, dtype=numpy.float32)
-            for place in numpy.argsort(-cosines, kind="stable").tolist():
-                cosine = float(cosines[place])
-                if cosine <= 0:
+        if numpy is None:
+            dim, flat = self.dim, self.flat
+            cosines = [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
+            for place in sorted(range(self.count), key=lambda i: -cosines[i]):
+                if cosines[place] <= 0:
                     return
-                yield place, cosine
+                yield place, cosines[place]
             return
-        dim, flat = self.dim, self.flat
-        cosines = [sum(map(mul, query, flat[i * dim:(i + 1) * dim])) for i in range(self.count)]
-        for place in sorted(range(self.count), key=lambda i: -cosines[i]):
-            if cosines[place] <= 0:
-                return
-            yield place, cosines[place]
+        if self._matrix is None:
+            self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
+        negated = -(self._matrix @ numpy.asarray(query, dtype=numpy.float32))
+        for places in _best_first_places(numpy, negated, max(first, 1)):
+            for place, negative in zip(places.tolist(), negated[places].tolist(), strict=True):
+                if negative >= 0:
+                    return
+                yield place, -negative
+
+
+def _best_first_places(numpy: Any, negated: Any, first: int) -> Iterator[Any]:
+    """The places of `negated` in ascending order, ties in place order (what `argsort(kind="stable")` gives), in two
+    steps: the `first` smallest (fewer when values tie at the cut), sorted among themselves, then, if the walk goes
+    on, the others (NaN last, as the sort puts it).
+
+    `partition` finds the value past the first `first` without sorting; which of the places equal to it would count
+    among the first is its own choice, so they all wait for the second step, where a stable sort gives them in place
+    order."""
+    if first >= len(negated):
+        yield numpy.argsort(negated, kind="stable")
+        return
+    cut = numpy.partition(negated, first)[first]  # everything below it is among the `first` smallest
+    before = negated < cut
+    below = numpy.flatnonzero(before)  # in place order, which the stable sort keeps among equal values
+    yield below[numpy.argsort(negated[below], kind="stable")]
+    rest = numpy.flatnonzero(~before)
+    yield rest[numpy.argsort(negated[rest], kind="stable")]
 
 
 def unit(vector: Sequence[float]) -> list[float]:
