@@ -255,7 +255,7 @@ def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) ->
     matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
     queries = encode(PACKAGED_MODEL, ["remove a member from a group", "list my calendar events", "send mail"])
     for query in [*queries, model[0], [-x for x in model[5]]]:
-        cosines = matrix @ numpy.asarray(query, dtype=numpy.float32)
+        cosines = numpy.vecdot(matrix, numpy.asarray(query, dtype=numpy.float32))  # as best_first computes them
         expected = []
         for place in numpy.argsort(-cosines, kind="stable").tolist():
             if cosines[place] <= 0:

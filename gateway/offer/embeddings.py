@@ -22,8 +22,9 @@ measured to add.
   because of embeddings.
 - Requests are synchronous (httpx), as `search(...)` is: every door runs a search in a worker thread (the loop's
   `search_tools`, `GET /agents/{agent}/tools/search`, MCP), so a slow endpoint holds up only that search.
-- The cosine over an api's tools is one matrix product with NumPy where it is installed (the local kind brings
-  it), else a loop in Python (which grows with tools x dimensions: ask an endpoint for short vectors).
+- The cosine over an api's tools is one pass of NumPy where it is installed (the local kind brings it), else a loop
+  in Python (which grows with tools x dimensions: ask an endpoint for short vectors); only the best `FUSION_DEPTH`
+  are sorted.
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     query_vector = _query_vector(settings, query)
     scored: Ranked = []
     for api, known in vectors:
-        tools = catalog.for_api(api)
+        tools = _tools_of(catalog, api)
         found = 0
         for place, cosine in known.best_first(query_vector, FUSION_DEPTH):  # what the fusion reads of it
             tool = tools[place]
@@ -215,6 +216,22 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
                     break
     scored.sort(key=lambda pair: -pair[1])
     return scored[:FUSION_DEPTH]
+
+
+_TOOLS: weakref.WeakKeyDictionary[Catalog, dict[str, list[Tool]]] = weakref.WeakKeyDictionary()
+
+
+def _tools_of(catalog: Catalog, api: str) -> list[Tool]:
+    """`catalog.for_api(api)`, listed once per catalog (a catalog is not changed once compiled, its index keeps
+    the same list): not a walk over every tool of every api at each search."""
+    by_api = _TOOLS.get(catalog)
+    if by_api is None:
+        with _LOCK:
+            by_api = _TOOLS.setdefault(catalog, {})
+    tools = by_api.get(api)
+    if tools is None:
+        tools = by_api[api] = catalog.for_api(api)
+    return tools
 
 
 _IN_MEMORY: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], ToolVectors]] = weakref.WeakKeyDictionary()

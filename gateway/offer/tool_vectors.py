@@ -74,7 +74,9 @@ class ToolVectors:
             return
         if self._matrix is None:
             self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-        negated = -(self._matrix @ numpy.asarray(query, dtype=numpy.float32))
+        # a dot product per row, not `matrix @ query`: NumPy hands that to its BLAS, whose threads take the other
+        # core for a product this small, and keep it busy a while after (the same order, bench/README.md)
+        negated = -numpy.vecdot(self._matrix, numpy.asarray(query, dtype=numpy.float32))
         for places in _best_first_places(numpy, negated, max(first, 1)):
             for place, negative in zip(places.tolist(), negated[places].tolist(), strict=True):
                 if negative >= 0:
