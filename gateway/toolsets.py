@@ -40,6 +40,20 @@ from .config.settings import GatewaySettings
 _GLOB = re.compile(r"[*?\[]")
 
 
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """A toolset as tool search reads it over one catalog: walking 11,000 tools for it at each search would cost
+    more than the search."""
+
+    catalog: Catalog
+    count: int
+    """How many tools the toolset had: one added or removed since is a new scope."""
+    by_catalog_name: dict[str, AgentTool]
+    apis: list[str]
+    everything: bool
+    """Whether the toolset holds every tool of its apis (the search then filters nothing)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class Toolset:
     """One agent's tools, by name, in a stable order."""
@@ -52,6 +66,8 @@ class Toolset:
     """The manifest's `gateway:` settings (`tool_budget`, `tool_definitions_budget`)."""
     embeddings: SearchEmbeddings | None = None
     """`gateway.search_embeddings`, parsed once with the manifest: tool search blends it with BM25."""
+    search_scope: SearchScope | None = field(default=None, repr=False, compare=False)
+    """What tool search reads of these tools at every search, made at the first (`gateway.offer.toolsearch`)."""
 
     def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())

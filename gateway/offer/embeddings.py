@@ -316,7 +316,7 @@ def _computation(settings: SearchEmbeddings, catalog: Catalog, api: str) -> Comp
 
 
 def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
-    tools = catalog.for_api(api)
+    tools = _tools_of(catalog, api)  # the list a search reads the vectors' places in
     texts = [embedding_text(tool) for tool in tools]
     spec = catalog.apis.get(api)
     path = cache_path(settings.identity, api, spec.content_hash if spec is not None else "", texts)

@@ -32,7 +32,7 @@ from ..catalog import AgentTool, Catalog, Tool
 from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
-from ..toolsets import Toolset
+from ..toolsets import SearchScope, Toolset
 from .embeddings import FUSION_DEPTH, Computation, hybrid, prepare
 from .index import index_of
 from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
@@ -96,10 +96,9 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
     catalog = catalog or catalog_of(toolset)
-    by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
-    apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
-    everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
-    allowed = None if everything else (lambda tool: tool.name in by_catalog_name)
+    scope = _scope_of(catalog, toolset)
+    by_catalog_name, apis = scope.by_catalog_name, scope.apis
+    allowed = None if scope.everything else (lambda tool: tool.name in by_catalog_name)
     embeddings = toolset.embeddings
     limit = max(1, min(limit, 100))
     depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
@@ -110,6 +109,16 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
              "summary": _summary(tool), "score": score}
             for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
+
+
+def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
+    scope = toolset.search_scope
+    if scope is None or scope.catalog is not catalog or scope.count != len(toolset.tools):
+        by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
+        apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
+        everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
+        scope = toolset.search_scope = SearchScope(catalog, len(toolset.tools), by_catalog_name, apis, everything)
+    return scope
 
 
 def prepare_search(catalog: Catalog, agents: Iterable[tuple[AgentConfig, Toolset]]) -> None:

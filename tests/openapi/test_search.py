@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from bench.search import PARTS, SPECS, load_tasks, part_of, recall
-from gateway.catalog import Catalog, Tool
+from gateway.catalog import AgentTool, Catalog, Tool
 from gateway.offer.index import index_of
 from gateway.offer.query import intended_methods, match_expression, words
+from gateway.offer.toolsearch import search
 from gateway.openapi import compile_specs
+from gateway.toolsets import Toolset
 
 
 def _tool(name: str, method: str, path: str, summary: str) -> Tool:
@@ -44,6 +46,26 @@ def test_search_ranks_the_operation_that_answers_and_filters_by_allowed() -> Non
     allowed = index.search("add a new pet", allowed=lambda t: t.method == "GET")
     assert [h.tool.name for h in allowed] == ["listPets"]
     assert index.search("") == []
+
+
+def test_a_toolset_is_searched_as_it_is_when_searched() -> None:
+    """Tool search keeps what it reads of a toolset from one search to the next (its tools by catalog name, its
+    apis, whether it filters): a toolset given a tool or losing one since is read again."""
+    tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
+             _tool("listOrders", "GET", "/orders", "List orders"), _tool("addOrder", "POST", "/orders", "Add order")]
+    catalog = Catalog(tools)
+    toolset = Toolset(agent="clerk", tools={f"shop_{t.name}": AgentTool(name=f"shop_{t.name}", description=t.summary,
+                                                                        input_schema=t.input_schema, tool=t)
+                                            for t in tools[:3]})
+    assert [hit["name"] for hit in search(catalog, toolset, "orders")] == ["shop_listOrders"]  # addOrder: not its
+    assert toolset.search_scope is not None and not toolset.search_scope.everything
+    del toolset.tools["shop_listOrders"]
+    assert search(catalog, toolset, "orders") == []
+    toolset.tools["shop_addOrder"] = AgentTool(name="shop_addOrder", description="Add order",
+                                               input_schema={"type": "object"}, tool=tools[3])
+    assert [hit["name"] for hit in search(catalog, toolset, "orders")] == ["shop_addOrder"]
+    search(Catalog([tools[0], tools[1], tools[3]]), toolset, "orders")  # another catalog: read again
+    assert toolset.search_scope.everything
 
 
 def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
