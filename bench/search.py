@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5] [--round6] [--round7] [--round8] [--round9] [--tuning]
+        [--round4] [--round5] [--round6] [--round7] [--round8] [--round9] [--round10] [--tuning]
         [--embeddings local [--weight W] [--no-adapter]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
@@ -29,11 +29,13 @@ of a set, in the order they were written:
 - `round8` (all six APIs): written before the eighth round of #30 changed anything, the same way; measured only with
   `--round8`, once, at the end of that round (its misses are never printed);
 - `round9` (all six APIs): written before the ninth round of #30 changed anything, the same way; measured only with
-  `--round9`, once, at the end of that round (its misses are never printed).
+  `--round9`, once, at the end of that round (its misses are never printed);
+- `round10` (all six APIs): written before the tenth round of #30 changed anything, the same way; measured only with
+  `--round10`, once, at the end of that round (its misses are never printed).
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
-Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round9` only when
+Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round10` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
 With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers
@@ -66,7 +68,7 @@ SPECS = {"github": CORPUS / "github" / "api.github.com.json", "stripe": CORPUS /
          "slack": CORPUS / "apis-guru" / "slack.com.json", "jira": CORPUS / "apis-guru" / "atlassian.com" / "jira.json",
          "kubernetes": CORPUS / "apis-guru" / "kubernetes.io.json"}
 PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final", "round3", "round4", "round5", "round6",
-         "round7", "round8", "round9")
+         "round7", "round8", "round9", "round10")
 HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"
@@ -85,6 +87,8 @@ ROUND8 = "round8"
 """The part written before the eighth round of #30 changed anything: measured once, at its end."""
 ROUND9 = "round9"
 """The part written before the ninth round of #30 changed anything: measured once, at its end."""
+ROUND10 = "round10"
+"""The part written before the tenth round of #30 changed anything: measured once, at its end."""
 TUNING = PARTS[:PARTS.index(ROUND5)]
 """The parts the fifth round of #30 tunes on: every one measured and reported before it (`round4` included)."""
 
@@ -193,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round9", action="store_true",
                         help="measure the round9 part too (once, at the end of #30's ninth round: "
                              "never while tuning)")
+    parser.add_argument("--round10", action="store_true",
+                        help="measure the round10 part too (once, at the end of #30's tenth round: "
+                             "never while tuning)")
     parser.add_argument("--tuning", action="store_true",
                         help="measure every tuning part (all before round5) and their hits together; with --misses, "
                              "print the misses of each")
@@ -220,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
 
     hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final), (ROUND3, args.round3),
                                        (ROUND4, args.round4), (ROUND5, args.round5), (ROUND6, args.round6),
-                                       (ROUND7, args.round7), (ROUND8, args.round8), (ROUND9, args.round9))
+                                       (ROUND7, args.round7), (ROUND8, args.round8), (ROUND9, args.round9),
+                                       (ROUND10, args.round10))
               if not shown}
     parts = tuple(part for part in PARTS if part not in hidden)
     together = "tuning parts: hits @5 / @10 of requests | " if args.tuning else ""
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown,
                                tuned if args.tuning and part in TUNING else None, embeddings))
             # measured once, at the end of a round: misses never shown
-            once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7, ROUND8, ROUND9)
+            once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7, ROUND8, ROUND9, ROUND10)
             if args.tuning and part in TUNING:  # from round 4 every earlier part is tuning data
                 once = False
             if args.misses and (part != HELD_OUT or args.tuning) and not once or args.heldout_misses and not once:
@@ -277,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     # never searched while their round tunes
     unmeasured = {part for part, shown in ((ROUND3, args.round3), (ROUND4, args.round4), (ROUND5, args.round5),
                                            (ROUND6, args.round6), (ROUND7, args.round7), (ROUND8, args.round8),
-                                           (ROUND9, args.round9))
+                                           (ROUND9, args.round9), (ROUND10, args.round10))
                   if not shown}
     timed = [part for part in PARTS if part not in unmeasured]
     queries = [task["q"] for name in SPECS for part in timed for task in load_tasks(name).get(part, [])]
