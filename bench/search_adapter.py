@@ -15,13 +15,15 @@ every other tool a negative; temperature `TAU`) and a penalty on `A` and `B` tha
 What is scored is the product's fusion (`gateway.offer.embeddings.fuse`): BM25's first 50 (`ToolIndex.search`)
 and the embedding ranking's first 50, weighted reciprocal rank with the local model's weight (0.75), recall@5.
 
-Requests: every part of tests/openapi/search_tasks/*.yaml up to `round7` (`USED`); `round8` and later are never
-read here. Two tests:
-- leave one API out: train on five APIs' requests (of every used part), test on the sixth's `round5`+`round6`+
-  `round7`, the parts written last; the rank and the penalty are chosen inside the five (each in turn held out,
+Requests: every part of tests/openapi/search_tasks/*.yaml up to `round8` (`USED`); `round9` and later are never
+read here. `prepare` and `prepare-onnx` embed only the requests not saved yet (the tools' vectors are cached). Two
+tests:
+- leave one API out: train on five APIs' requests (of every used part), test on the sixth's `round5`..`round8`,
+  the parts written last; the penalty, epochs and weight are chosen inside the five (each in turn held out,
   trained on the other four), never on the sixth;
-- older to newer: train on every API's parts up to `round4`, test on `round5`..`round7`; chosen the same way
-  (inner leave-one-API-out over the training parts).
+- older to newer (`SPLITS`): train on every API's parts up to `round4`, test on `round5`..`round8`; and train up to
+  `round7`, test on `round8`; chosen the same way (inner leave-one-API-out over the training parts).
+`score --matrix FILE` scores a saved matrix (e.g. an older shipped one, from git) on the same test requests.
 `--corpus` adds self-supervised pairs from the other specs of ../shared/corpus (an operation's description, past its
 summary, as a "request" for its own tool text), which hold no request of ours. `--onnx` scores the int8 packaging's
 vectors of the same texts too (the adapter trained on fp32 ones). `gate` (a third experiment) learns a fusion weight
@@ -43,11 +45,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.search import PARTS, ROUND5, SPECS, _compile, load_tasks  # noqa: E402  (run as a script)
 
-USED = PARTS[:PARTS.index("round7") + 1]
-"""The parts read here; `round8` and later are the lead's final measurement."""
-LATER = ("round5", "round6", "round7")
+USED = PARTS[:PARTS.index("round8") + 1]
+"""The parts read here; `round9` and later are the lead's final measurement."""
+LATER = ("round5", "round6", "round7", "round8")
 """The parts a held-out API is tested on (the last written)."""
 OLDER = PARTS[:PARTS.index(ROUND5)]
+SPLITS = ((OLDER, LATER), (PARTS[:PARTS.index("round8")], ("round8",)))
+"""Older to newer: (trained on, tested on); up to `round4` -> `round5`..`round8`, and up to `round7` -> `round8`
+(the second is how the matrix shipped before `round8` was added was trained)."""
 DATA = Path(tempfile.gettempdir()) / "gateway-bench-adapter"
 SHIPPED = ROOT / "gateway" / "offer" / "query_adapter.npy"
 """The matrix `adapter: true` applies (`train` writes it, float16)."""
@@ -55,7 +60,7 @@ DEPTH = 50
 RRF_K = 60
 WEIGHT = 0.75
 TAU = 0.05
-assert "round8" not in USED and "round9" not in USED
+assert not set(USED) & set(PARTS[PARTS.index("round9"):]), "round9 and later are never read here"
 
 
 def _fp32_folder() -> str:
@@ -94,10 +99,18 @@ def prepare(threads: int) -> None:
         index = index_of(catalog)
         everything = load_tasks(name)
         requests = [(part, task) for part in USED for task in everything.get(part, [])]
-        queries = numpy.asarray(encode(settings.model, [task["q"] for _, task in requests]), dtype=numpy.float32)
+        saved = _saved_rows(DATA / f"{name}.npz", requests)
         bm25 = numpy.full((len(requests), DEPTH), -1, dtype=numpy.int32)
         positives = numpy.full((len(requests), 32), -1, dtype=numpy.int32)
-        for row, (_, task) in enumerate(requests):
+        queries = numpy.zeros((len(requests), vectors.dim), dtype=numpy.float32)
+        if saved is not None:
+            kept = len(saved["parts"])
+            queries[:kept], bm25[:kept], positives[:kept] = saved["queries"], saved["bm25"], saved["positives"]
+        else:
+            kept = 0
+        if kept < len(requests):
+            queries[kept:] = encode(settings.model, [task["q"] for _, task in requests[kept:]])
+        for row, (_, task) in list(enumerate(requests))[kept:]:
             ranked = [place[hit.tool.name] for hit in index.search(task["q"], limit=DEPTH, apis=[api])]
             bm25[row, :len(ranked)] = ranked
             wanted = sorted({place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1})
@@ -105,8 +118,23 @@ def prepare(threads: int) -> None:
         numpy.savez(DATA / f"{name}.npz", tools=numpy.frombuffer(vectors.flat, dtype=numpy.float32).reshape(
             vectors.count, vectors.dim), queries=queries, bm25=bm25, positives=positives,
             parts=numpy.array([part for part, _ in requests]), texts=numpy.array([t["q"] for _, t in requests]))
-        print(f"{name}: {len(tools)} tools, {len(requests)} requests ({time.perf_counter() - started:.0f} s)",
-              flush=True)
+        print(f"{name}: {len(tools)} tools, {len(requests)} requests, {len(requests) - kept} of them new "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def _saved_rows(path: Path, requests: list[tuple[str, Any]]) -> Any:
+    """What an earlier `prepare` saved at `path`, when its rows are the first of `requests` (same parts and texts,
+    in order): only the requests after them need embedding and ranking."""
+    import numpy
+
+    if not path.exists():
+        return None
+    saved = dict(numpy.load(path))
+    kept = len(saved["parts"])
+    earlier = [(part, task["q"]) for part, task in requests[:kept]]
+    if kept > len(requests) or earlier != list(zip(saved["parts"].tolist(), saved["texts"].tolist(), strict=True)):
+        return None
+    return saved
 
 
 def prepare_onnx(threads: int) -> None:
@@ -124,9 +152,17 @@ def prepare_onnx(threads: int) -> None:
         catalog = _compile(SPECS[name], index=False, cache=cache)[1]
         tools = catalog.for_api(next(iter(catalog.apis)))
         saved = numpy.load(DATA / f"{name}.npz")
-        numpy.savez(DATA / f"{name}-onnx.npz", tools=encoder.tools([embedding_text(tool) for tool in tools]),
-                    queries=encoder.queries([str(text) for text in saved["texts"]]))
-        print(f"{name}: int8 vectors of {len(tools)} tools and {len(saved['texts'])} requests", flush=True)
+        texts = [str(text) for text in saved["texts"]]
+        earlier = DATA / f"{name}-onnx.npz"
+        old = dict(numpy.load(earlier)) if earlier.exists() else {}
+        # the requests' rows only grow at the end (`prepare`), and the tools' text does not change between runs
+        kept = len(old["queries"]) if old and len(old["tools"]) == len(tools) and len(old["queries"]) <= len(texts) \
+            else 0
+        vectors = old["tools"] if kept else encoder.tools([embedding_text(tool) for tool in tools])
+        queries = [old["queries"][:kept]] + ([encoder.queries(texts[kept:])] if kept < len(texts) else [])
+        numpy.savez(earlier, tools=vectors, queries=numpy.concatenate(queries).astype(numpy.float32))
+        print(f"{name}: int8 vectors of {len(tools)} tools and {len(texts)} requests ({len(texts) - kept} new)",
+              flush=True)
 
 
 SKIPPED = {spec.name for spec in SPECS.values()} | {"ghes-3.4.json"}
@@ -371,13 +407,13 @@ def choose(sets: dict[str, tuple[Requests, Any]], seed: int, extra: list[tuple[A
 
 
 def _score(names: list[str], matrix: Any, weight: float, apis: dict[str, Requests], onnx: bool,
-           totals: list[int]) -> str:
-    """The `LATER` requests of `names`, and their fused hits without and with the adapter (and on the int8 model's
+           totals: list[int], tested: tuple[str, ...] = LATER) -> str:
+    """The `tested` requests of `names`, and their fused hits without and with the adapter (and on the int8 model's
     vectors with `onnx`), added to `totals`; as table cells."""
     counts = [0, 0, 0, 0, 0][:5 if onnx else 3]
     for name in names:
         requests = apis[name]
-        rows = requests.rows(LATER)
+        rows = requests.rows(tested)
         counts[0] += len(rows)
         counts[1] += fused_hits(requests, rows)
         counts[2] += fused_hits(requests, rows, adapter_of(matrix), weight)
@@ -402,7 +438,7 @@ def _cells(counts: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "prepare-onnx", "evaluate", "train"])
+    parser.add_argument("stage", choices=["prepare", "prepare-corpus", "prepare-onnx", "evaluate", "train", "score"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tests", nargs="+", choices=["loao", "later", "gate"],
                         default=["loao", "later"])
@@ -411,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="score the int8 ONNX model's vectors too, the adapter trained on fp32 "
                              "(prepare-onnx first)")
     parser.add_argument("--corpus", action="store_true", help="train on the corpus's pairs too (prepare-corpus first)")
+    parser.add_argument("--matrix", help="score: the .npy matrix to score ({api} in the name: one per held-out API)")
+    parser.add_argument("--weight", type=float, default=WEIGHT, help="score: the adapted embeddings' fusion weight")
+    parser.add_argument("--parts", nargs="+", default=list(LATER), choices=USED, help="score: the parts tested")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -448,6 +487,16 @@ def main(argv: list[str] | None = None) -> int:
           f"seed {args.seed}; load average {os.getloadavg()[0]:.1f} at the start", flush=True)
     int8 = " | int8: without / with" if args.onnx else ""
     tag = "-corpus" if args.corpus else ""
+    if args.stage == "score":  # a saved matrix (e.g. the one shipped before) on the same test requests
+        print(f"\n{args.matrix} at weight {args.weight:g}, tested on {'+'.join(args.parts)}"
+              f"\n| API | requests | without the adapter | with{int8} |\n|---|---|---|---|" + "---|" * bool(int8))
+        totals = []
+        for name in apis:
+            matrix = numpy.load(args.matrix.format(api=name)).astype(numpy.float32)
+            print(f"| {name} | {_score([name], matrix, args.weight, apis, args.onnx, totals, tuple(args.parts))} |",
+                  flush=True)
+        print(f"| all | {_cells(totals)} |", flush=True)
+        return 0
     if "loao" in args.tests:
         print("\nleave one API out: trained on the other five APIs' requests (every used part"
               f"{', and the corpus pairs' if args.corpus else ''}), tested on the held-out API's {'+'.join(LATER)}"
@@ -465,20 +514,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {held} | {cells} | {penalty:g}, {epochs}, {weight:g} ({time.perf_counter() - started:.0f} s) |",
                   flush=True)
         print(f"| all | {_cells(totals)} | |", flush=True)
-    if "later" in args.tests:
-        sets = {name: (requests, requests.rows(OLDER)) for name, requests in apis.items()}
+    for trained_on, tested in SPLITS if "later" in args.tests else ():
+        sets = {name: (requests, requests.rows(trained_on)) for name, requests in apis.items()}
         (penalty, epochs, weight), found = choose(sets, args.seed, extra)
         matrix = train([*sets.values(), *extra], penalty, args.seed, checkpoints=(epochs,))[epochs]
-        numpy.save(DATA / f"matrix-later{tag}.npy", matrix)
-        print(f"\nolder to newer: trained on every API's parts up to round4, tested on {'+'.join(LATER)}; penalty "
-              f"{penalty:g}, {epochs} epochs, weight {weight:g} (chosen by leaving each API out of the older parts; "
-              "hits there by penalty/epochs/weight: "
+        numpy.save(DATA / f"matrix-later-{trained_on[-1]}{tag}.npy", matrix)
+        print(f"\nolder to newer: trained on every API's parts up to {trained_on[-1]}, tested on {'+'.join(tested)}; "
+              f"penalty {penalty:g}, {epochs} epochs, weight {weight:g} (chosen by leaving each API out of the older "
+              "parts; hits there by penalty/epochs/weight: "
               f"{' '.join(f'{p:g}/{e}/{w:g}:{n}' for (p, e, w), n in found.items())})"
               f"\n| API | requests | without the adapter | with{int8} |\n|---|---|---|---|" + "---|" * bool(int8),
               flush=True)
         totals = []
         for name in apis:
-            print(f"| {name} | {_score([name], matrix, weight, apis, args.onnx, totals)} |", flush=True)
+            print(f"| {name} | {_score([name], matrix, weight, apis, args.onnx, totals, tested)} |", flush=True)
         print(f"| all | {_cells(totals)} |", flush=True)
     if "gate" in args.tests:
         print("\na learned gate (a weight a request, from GATE_WEIGHTS): leave one API out, then older to newer\n"
