@@ -89,39 +89,32 @@ class WireResponse:
         self.reason_phrase = reason_for(response.status)
         self.headers = AnswerHeaders(response.headers)
 
+    async def _next_chunk(self) -> bytes | None:
+        """The body's next chunk (None at its end), pyreqwest's errors as httpx's."""
+        try:
+            chunk = await self._response.body_reader.read()
+        except asyncio.CancelledError:
+            await let_cancellation_land()
+            raise
+        except PyreqwestError as error:
+            raise translate_error(error, self._url, self._timeout) from error
+        return None if chunk is None else bytes(chunk)
+
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        reader = self._response.body_reader
-        while True:
-            try:
-                chunk = await reader.read()
-            except asyncio.CancelledError:
-                await let_cancellation_land()
-                raise
-            except PyreqwestError as error:
-                raise translate_error(error, self._url, self._timeout) from error
-            if chunk is None:
-                return
-            yield bytes(chunk)
+        while (chunk := await self._next_chunk()) is not None:
+            yield chunk
 
     async def read_up_to(self, cap: int) -> tuple[bytes, bool]:
         """The body as `aiter_bytes` reads it, up to `cap` bytes (what arrived past it is cut off), and whether it
         was read to its end. A coroutine, not an async generator: every call reads one body, and an async
         generator is registered with the loop's hooks (a weak set, in Python) when it starts and dropped from it
         when it is collected."""
-        reader = self._response.body_reader
         chunks: list[bytes] = []
         size = 0
         while True:
-            try:
-                chunk = await reader.read()
-            except asyncio.CancelledError:
-                await let_cancellation_land()
-                raise
-            except PyreqwestError as error:
-                raise translate_error(error, self._url, self._timeout) from error
-            if chunk is None:
+            data = await self._next_chunk()
+            if data is None:
                 return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
-            data = bytes(chunk)
             chunks.append(data)
             size += len(data)
             if size > cap:
