@@ -73,22 +73,10 @@ HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"
 """The part written before the second round of #30 changed anything: measured once, at its end."""
-ROUND3 = "round3"
-"""The part written before the third round of #30 changed anything: measured once, at its end."""
-ROUND4 = "round4"
-"""The part written before the fourth round of #30 changed anything: measured once, at its end."""
-ROUND5 = "round5"
-"""The part written before the fifth round of #30 changed anything: measured once, at its end."""
-ROUND6 = "round6"
-"""The part written before the sixth round of #30 changed anything: measured once, at its end."""
-ROUND7 = "round7"
-"""The part written before the seventh round of #30 changed anything: measured once, at its end."""
-ROUND8 = "round8"
-"""The part written before the eighth round of #30 changed anything: measured once, at its end."""
-ROUND9 = "round9"
-"""The part written before the ninth round of #30 changed anything: measured once, at its end."""
-ROUND10 = "round10"
-"""The part written before the tenth round of #30 changed anything: measured once, at its end."""
+ROUNDS = PARTS[PARTS.index("round3"):]
+"""`round3`, `round4`, ...: each written before round N of #30 changed anything, measured only with its flag
+(`--roundN`), once, at the end of that round; its misses are never printed."""
+ROUND3, ROUND4, ROUND5, ROUND6 = ROUNDS[:4]
 TUNING = PARTS[:PARTS.index(ROUND5)]
 """The parts the fifth round of #30 tunes on: every one measured and reported before it (`round4` included)."""
 
@@ -180,26 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-misses", action="store_true", help="with --heldout, print its misses too")
     parser.add_argument("--final", action="store_true",
                         help="measure the final part too (once, at the end of the round: never while tuning)")
-    parser.add_argument("--round3", action="store_true",
-                        help="measure the round3 part too (once, at the end of #30's third round: never while tuning)")
-    parser.add_argument("--round4", action="store_true",
-                        help="measure the round4 part too (once, at the end of #30's fourth round: never while tuning)")
-    parser.add_argument("--round5", action="store_true",
-                        help="measure the round5 part too (once, at the end of #30's fifth round: never while tuning)")
-    parser.add_argument("--round6", action="store_true",
-                        help="measure the round6 part too (once, at the end of #30's sixth round: never while tuning)")
-    parser.add_argument("--round7", action="store_true",
-                        help="measure the round7 part too (once, at the end of #30's seventh round: "
-                             "never while tuning)")
-    parser.add_argument("--round8", action="store_true",
-                        help="measure the round8 part too (once, at the end of #30's eighth round: "
-                             "never while tuning)")
-    parser.add_argument("--round9", action="store_true",
-                        help="measure the round9 part too (once, at the end of #30's ninth round: "
-                             "never while tuning)")
-    parser.add_argument("--round10", action="store_true",
-                        help="measure the round10 part too (once, at the end of #30's tenth round: "
-                             "never while tuning)")
+    for number, part in enumerate(ROUNDS, start=3):
+        parser.add_argument(f"--{part}", action="store_true",
+                            help=f"measure the {part} part too (once, at the end of #30's round {number}: never while "
+                                 "tuning)")
     parser.add_argument("--tuning", action="store_true",
                         help="measure every tuning part (all before round5) and their hits together; with --misses, "
                              "print the misses of each")
@@ -225,11 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from gateway.offer.index import index_of
 
-    hidden = {part for part, shown in ((HELD_OUT, args.heldout), (FINAL, args.final), (ROUND3, args.round3),
-                                       (ROUND4, args.round4), (ROUND5, args.round5), (ROUND6, args.round6),
-                                       (ROUND7, args.round7), (ROUND8, args.round8), (ROUND9, args.round9),
-                                       (ROUND10, args.round10))
-              if not shown}
+    shown_parts = {HELD_OUT: args.heldout, FINAL: args.final} | {part: getattr(args, part) for part in ROUNDS}
+    hidden = {part for part, shown in shown_parts.items() if not shown}
     parts = tuple(part for part in PARTS if part not in hidden)
     together = "tuning parts: hits @5 / @10 of requests | " if args.tuning else ""
     print(f"| API | tools | {' | '.join(f'{part} @5 / @10' for part in parts)} | {together}"
@@ -260,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(_cell(catalog, name, spec_info.name, part, tasks, shown,
                                tuned if args.tuning and part in TUNING else None, embeddings))
             # measured once, at the end of a round: misses never shown
-            once = part in (FINAL, ROUND3, ROUND4, ROUND5, ROUND6, ROUND7, ROUND8, ROUND9, ROUND10)
+            once = part == FINAL or part in ROUNDS
             if args.tuning and part in TUNING:  # from round 4 every earlier part is tuning data
                 once = False
             if args.misses and (part != HELD_OUT or args.tuning) and not once or args.heldout_misses and not once:
@@ -283,10 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     graph = catalogs["graph"]
     index = index_of(graph)
     # never searched while their round tunes
-    unmeasured = {part for part, shown in ((ROUND3, args.round3), (ROUND4, args.round4), (ROUND5, args.round5),
-                                           (ROUND6, args.round6), (ROUND7, args.round7), (ROUND8, args.round8),
-                                           (ROUND9, args.round9), (ROUND10, args.round10))
-                  if not shown}
+    unmeasured = {part for part in ROUNDS if not getattr(args, part)}
     timed = [part for part in PARTS if part not in unmeasured]
     queries = [task["q"] for name in SPECS for part in timed for task in load_tasks(name).get(part, [])]
     index.search("warm up", limit=10)
