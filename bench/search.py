@@ -1,8 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
-    python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final] [--round3]
-        [--round4] [--round5] [--round6] [--round7] [--round8] [--round9] [--round10] [--tuning]
-        [--embeddings local [--weight W] [--no-adapter]]
+    python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final]
+        [--round3 ... --round10] [--tuning] [--embeddings local [--weight W] [--no-adapter]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -16,22 +15,9 @@ of a set, in the order they were written:
   `--misses` for the tuning parts only, `--heldout-misses` adds the held-out ones;
 - `final` (all six APIs): written before the second round of #30 changed anything; measured only with `--final`,
   once, at the end of that round;
-- `round3` (all six APIs): written before the third round of #30 changed anything, without running them through the
-  search; measured only with `--round3`, once, at the end of that round (its misses are never printed);
-- `round4` (all six APIs): written before the fourth round of #30 changed anything, the same way; measured only with
-  `--round4`, once, at the end of that round (its misses are never printed);
-- `round5` (all six APIs): written before the fifth round of #30 changed anything, the same way; measured only with
-  `--round5`, once, at the end of that round (its misses are never printed);
-- `round6` (all six APIs): written before the sixth round of #30 changed anything, the same way; measured only with
-  `--round6`, once, at the end of that round (its misses are never printed);
-- `round7` (all six APIs): written before the seventh round of #30 changed anything, the same way; measured only with
-  `--round7`, once, at the end of that round (its misses are never printed);
-- `round8` (all six APIs): written before the eighth round of #30 changed anything, the same way; measured only with
-  `--round8`, once, at the end of that round (its misses are never printed);
-- `round9` (all six APIs): written before the ninth round of #30 changed anything, the same way; measured only with
-  `--round9`, once, at the end of that round (its misses are never printed);
-- `round10` (all six APIs): written before the tenth round of #30 changed anything, the same way; measured only with
-  `--round10`, once, at the end of that round (its misses are never printed).
+- `round3`, `round4`, ... `round10` (all six APIs, `ROUNDS`): `roundN` written before the Nth round of #30 changed
+  anything, by someone who never ran the requests through the search; measured only with `--roundN`, once, at the
+  end of that round (its misses are never printed). A new round is one more name in `PARTS`.
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
