@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -239,7 +239,7 @@ def _no_operation(api: str, name: str, names: set[str], catalog: Catalog) -> str
     return f"{api!r} has no operation {name!r}" + suggest(name, names)
 
 
-def _check_ambiguous(selection: ToolSelection, api_tools: list[Tool], report: _Reporter) -> None:
+def _check_ambiguous(selection: ToolSelection, api_tools: Sequence[Tool], report: _Reporter) -> None:
     """A plain name (no glob) that names several operations: an error for `operations` and `override`.
 
     Duplicate operationIds are common (a GET and a DELETE both `get_item`): the catalog keeps the first

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ..catalog import Tool
 from .index_build import resources
@@ -26,7 +26,7 @@ a part of the name."""
 class Abbreviations:
     """The short words of one api's names and paths, made when first asked."""
 
-    def __init__(self, tools: list[Tool]) -> None:
+    def __init__(self, tools: Sequence[Tool]) -> None:
         self._tools = tools
         self._initials: dict[str, str] | None = None
         self._resources: list[str] | None = None

@@ -205,7 +205,7 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     query_vector = _query_vector(settings, query)
     scored: Ranked = []
     for api, known in vectors:
-        tools = _tools_of(catalog, api)
+        tools = catalog.for_api(api)
         found = 0
         for place, cosine in known.best_first(query_vector, FUSION_DEPTH):  # what the fusion reads of it
             tool = tools[place]
@@ -216,22 +216,6 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
                     break
     scored.sort(key=lambda pair: -pair[1])
     return scored[:FUSION_DEPTH]
-
-
-_TOOLS: weakref.WeakKeyDictionary[Catalog, dict[str, list[Tool]]] = weakref.WeakKeyDictionary()
-
-
-def _tools_of(catalog: Catalog, api: str) -> list[Tool]:
-    """`catalog.for_api(api)`, listed once per catalog (a catalog is not changed once compiled, its index keeps
-    the same list): not a walk over every tool of every api at each search."""
-    by_api = _TOOLS.get(catalog)
-    if by_api is None:
-        with _LOCK:
-            by_api = _TOOLS.setdefault(catalog, {})
-    tools = by_api.get(api)
-    if tools is None:
-        tools = by_api[api] = catalog.for_api(api)
-    return tools
 
 
 _IN_MEMORY: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], ToolVectors]] = weakref.WeakKeyDictionary()
@@ -316,7 +300,7 @@ def _computation(settings: SearchEmbeddings, catalog: Catalog, api: str) -> Comp
 
 
 def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
-    tools = _tools_of(catalog, api)  # the list a search reads the vectors' places in
+    tools = catalog.for_api(api)  # the list a search reads the vectors' places in
     texts = [embedding_text(tool) for tool in tools]
     spec = catalog.apis.get(api)
     path = cache_path(settings.identity, api, spec.content_hash if spec is not None else "", texts)

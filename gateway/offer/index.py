@@ -43,7 +43,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..catalog import Catalog, Tool
@@ -155,7 +155,7 @@ class _Opened:
         return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
 
 
-def _open(connection: sqlite3.Connection, tools: list[Tool], lock: threading.Lock) -> _Opened:
+def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading.Lock) -> _Opened:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
