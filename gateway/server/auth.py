@@ -166,11 +166,13 @@ def check_bind(host: str, clients: Mapping[str, ClientConfig], *, allow_public: 
 class Access:
     """What the auth layer learned of a request, for the gates after routing: its client and the limiter."""
 
-    __slots__ = ("client", "limiter")
+    __slots__ = ("client", "limiter", "checks_nothing")
 
     def __init__(self, client: Client | None, limiter: RateLimiter | None) -> None:
         self.client = client
         self.limiter = limiter
+        self.checks_nothing = client is None and limiter is None
+        """No client to hold to its agents and nothing to charge: `admit` would do nothing."""
 
     async def admit(self, agent: str | None) -> None:
         """Charge the request and check the client may use `agent` (None: a door of no agent); APIError if not."""
@@ -256,20 +258,20 @@ class AuthMiddleware:
             return
         if kind is _CONSOLE:
             try:
-                keys = self.keys()
-                if not keys and self.identity() is None:
-                    await self._authenticate(scope, keys)  # only the check of a public socket without keys
+                if not self.keys() and self.identity() is None:
+                    self._refuse_public_without_keys(scope)
             except APIError as exc:
                 await _respond(scope, receive, send, exc)
                 return
             await self.app(scope, receive, send)
             return
         keys = self.keys()
+        identity = self.identity()
         client: Client | None = None
         token: UserToken | None = None
         try:
-            if keys or self.identity() is not None:
-                client, token = await self._guarded_authenticate(scope, keys)
+            if keys or identity is not None:
+                client, token = await self._guarded_authenticate(scope, keys, identity)
             else:  # nobody to tell apart: only the check of a public socket, without a coroutine of its own
                 self._refuse_public_without_keys(scope)
         except APIError as exc:
@@ -317,17 +319,18 @@ class AuthMiddleware:
                                 "must add `clients` to agents.yaml (or start it with --allow-public).",
                            code="public_without_keys")
 
-    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
+    async def _guarded_authenticate(self, scope: Scope, keys: ClientKeys,
+                                    identity: ResourceServer | None) -> tuple[Client | None, UserToken | None]:
         """`_authenticate`, with wrong keys (and rejected tokens) counted per client address and a guessing address
         refused (429) before its key is looked at."""
         guard = self.wrong_keys if keys and _bearer(scope) is not None else None
         if guard is None:
-            return await self._authenticate(scope, keys)
+            return await self._authenticate(scope, keys, identity)
         address = client_address(scope)
         try:
             guard.check(address)
             try:
-                return await self._authenticate(scope, keys)
+                return await self._authenticate(scope, keys, identity)
             except APIError as exc:
                 if exc.status == 401 and not isinstance(exc, ExpiredTokenAnswer):
                     await guard.failed(address)
@@ -335,11 +338,10 @@ class AuthMiddleware:
         except TooManyWrongKeys as exc:
             raise too_many_wrong_keys(exc) from None
 
-    async def _authenticate(self, scope: Scope, keys: ClientKeys) -> tuple[Client | None, UserToken | None]:
-        identity = self.identity()
-        if not keys and identity is None:
-            self._refuse_public_without_keys(scope)
-            return None, None
+    async def _authenticate(self, scope: Scope, keys: ClientKeys,
+                            identity: ResourceServer | None) -> tuple[Client | None, UserToken | None]:
+        """The request's client (and user) by its key or token, when there are keys or sign-in to tell callers
+        apart; APIError when it has neither."""
         key = _bearer(scope)
         client = keys.identify(key) if key else None
         if client is not None:
@@ -422,8 +424,7 @@ class AgentGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         agent = self.agent_of(scope)
         access = scope.get("gateway.access")
-        if type(access) is Access and access.client is None and access.limiter is None:
-            # Nothing to check or charge (no clients, no request limits): `admit_agent` without its coroutine.
+        if isinstance(access, Access) and access.checks_nothing:  # `admit_agent` without its coroutine
             if agent is not None:
                 scope["gateway.agent"] = agent
         else:
