@@ -33,6 +33,7 @@ class ReadBody:
     complete: bool
     """False when reading stopped at the hard cap."""
     declared_length: int | None
+    """The `Content-Length` the answer declared, read only for a body cut at the cap (how much was left out)."""
 
 
 @dataclass(slots=True)
@@ -71,9 +72,11 @@ async def read_capped(response: Any, cap: int) -> ReadBody:
                 complete = False
                 break
         data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
+    if complete:  # read to its end: the body is all there is (the client refuses one shorter than it declared)
+        return ReadBody(data=data, complete=True, declared_length=None)
     length = response.headers.get("content-length")
     declared = int(length) if length and length.isdigit() else None
-    return ReadBody(data=data, complete=complete, declared_length=declared)
+    return ReadBody(data=data, complete=False, declared_length=declared)
 
 
 def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:

@@ -126,7 +126,7 @@ def create_app(
     # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
     # admits its agent.
     routes: list[BaseRoute] = [
-        *gated([SEARCH_ROUTE, Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
+        *gated([SEARCH_ROUTE, Route(DIRECT_CALL_PATH, DirectCall(state), methods=["POST"])]),
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too

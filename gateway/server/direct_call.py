@@ -33,6 +33,13 @@ _JSON_HEADER = (b"content-type", b"application/json")
 class DirectCall:
     """The door, as an ASGI app; its path parameters come in `scope["path_params"]`."""
 
+    __slots__ = ("state",)
+
+    def __init__(self, state: GatewayState) -> None:
+        """Parameters: state: the app's `GatewayState` (given once: reading it through `app.state` steps through
+        Starlette's `State.__getattr__` in Python on every call)."""
+        self.state = state
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             status, content = await self._answer(scope, receive)
@@ -49,9 +56,8 @@ class DirectCall:
     async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
         """(status, JSON content) of a call that ran (200) or waits for approval (202); status 0 when the client
         disconnected mid-body; any other outcome is raised as the `APIError` to answer."""
-        state: GatewayState = scope["app"].state.gateway
         params = scope["path_params"]
-        async with state.use() as generation:
+        async with self.state.use() as generation:
             agent, name = params["agent"], params["tool"]
             plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
             body = await _read_body(receive)
