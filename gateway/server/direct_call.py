@@ -6,8 +6,9 @@ the full `ToolResult` beside it under `result`, so a caller sees both a standard
 
 Every tool call of a script takes this door, so it is a small ASGI app (`DirectCall`) mounted as the endpoint of
 an ordinary Starlette `Route` (the router matches it, sets its path parameters and the route in the scope, and
-its other methods get 405): it reads the body straight from `receive` and writes its answer in two messages,
-making no `Request` or `Response` object on the way.
+its other methods get 405): it admits the routed agent itself (what `AgentGate` does on the other routes), reads
+the body straight from `receive` and writes its answer in two messages, making no `Request` or `Response` object
+on the way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolResult
 from .api_errors import APIError, json_bytes, status_for_result
+from .auth import Access, admit_agent
 from .routes import known_agent, parse_json_body
 
 PATH = "/agents/{agent}/tools/{tool}"
@@ -57,8 +59,14 @@ class DirectCall:
         """(status, JSON content) of a call that ran (200) or waits for approval (202); status 0 when the client
         disconnected mid-body; any other outcome is raised as the `APIError` to answer."""
         params = scope["path_params"]
+        agent, name = params["agent"], params["tool"]
+        # The routed agent admitted here, as `AgentGate` admits it on other routes, without the gate's frame around
+        # the call: the caller is bound to the agent with the plan's agent (`run_planned`).
+        access = scope.get("gateway.access")
+        if not (isinstance(access, Access) and access.checks_nothing):
+            await admit_agent(scope, agent)
+        scope["gateway.agent"] = agent
         async with self.state.use() as generation:
-            agent, name = params["agent"], params["tool"]
             plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
             body = await _read_body(receive)
             if body is None:

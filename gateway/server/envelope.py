@@ -69,12 +69,6 @@ class RequestEnvelope:
         # header counts, as it did when they were read one by one).
         header_bytes = sum(map(len, chain.from_iterable(raw_headers)))
         headers = dict(raw_headers)
-        value = headers.get(b"host")
-        host = None if value is None else value.decode("latin-1")
-        value = headers.get(b"origin")
-        origin = None if value is None else value.decode("latin-1")
-        value = headers.get(b"content-type")
-        content_type = None if value is None else value.decode("latin-1")
         length: int | None = None
         has_body = chunked = b"transfer-encoding" in headers
         value = headers.get(b"content-length")
@@ -92,7 +86,8 @@ class RequestEnvelope:
         watch = StatusWatch(send)
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(
-                self.policy(), scope["method"], host, origin, content_type, has_body=has_body)
+                self.policy(), scope["method"], headers.get(b"host"), headers.get(b"origin"),
+                headers.get(b"content-type"), has_body=has_body)
             if error is None and not scope["path"].startswith(self.exempt_prefixes):
                 if length is None or chunked:  # no length to trust: what arrives is counted
                     await self._counted(scope, receive, watch)
