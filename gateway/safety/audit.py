@@ -180,7 +180,7 @@ class AuditLog:
                 done = "so the gateway withholds its answer."
             raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), "
                                    f"{done} The operator must fix the store (gateway.store).") from exc
-        if row.time - self._pruned_at >= PRUNE_INTERVAL:
+        if not update and row.time - self._pruned_at >= PRUNE_INTERVAL:  # an update's time was its insert's
             # Retention runs on the write path (at most hourly) so it needs no background task of its own.
             self._pruned_at = row.time
             try:

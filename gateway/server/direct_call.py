@@ -61,7 +61,7 @@ class DirectCall:
         params = scope["path_params"]
         agent, name = params["agent"], params["tool"]
         # The routed agent admitted here, as `AgentGate` admits it on other routes, without the gate's frame around
-        # the call: the caller is bound to the agent with the plan's agent (`run_planned`).
+        # the call (the caller is bound to the plan's agent below).
         access = scope.get("gateway.access")
         if not (isinstance(access, Access) and access.checks_nothing):
             await admit_agent(scope, agent)
@@ -76,7 +76,13 @@ class DirectCall:
                 raise APIError(400, "The body must be the arguments as a JSON object, "
                                     f"not {type(arguments).__name__}.")
             client = scope.get("gateway.client")
-            result = await run_planned(plan, arguments, client=client if isinstance(client, str) else None)
+            try:
+                # The auth layer bound the client (the same `gateway.client`); the agent is bound here.
+                with bind_caller(agent=plan.agent):
+                    result = await plan.start(arguments, door="direct",
+                                              client=client if isinstance(client, str) else None)
+            except AuditUnavailable as exc:
+                raise _unavailable(exc) from None
         status = status_for_result(result)
         if status in (200, 202):
             return status, result.to_dict()
@@ -155,4 +161,9 @@ async def run_planned(plan: CallPlan, arguments: dict[str, Any], *, client: str 
         with bind_caller(client=client, agent=plan.agent):  # MCP handlers run outside the request's context
             return await plan.start(arguments, door=door, client=client)
     except AuditUnavailable as exc:
-        raise APIError(503, str(exc), code="audit_unavailable") from None
+        raise _unavailable(exc) from None
+
+
+def _unavailable(exc: AuditUnavailable) -> APIError:
+    """No answer without the call's audit row: 503."""
+    return APIError(503, str(exc), code="audit_unavailable")
