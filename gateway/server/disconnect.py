@@ -47,10 +47,12 @@ class DisconnectMiddleware:
             return
         # Plain asyncio (a watcher task that cancels this one) rather than an anyio task group: most requests end
         # before anyone waits, and the group, its cancel scope and events cost every one of them.
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        sweeper = self._sweepers.get(loop) or self._sweeper()
+        task = asyncio.current_task(loop)
         assert task is not None
         request = _Watched(receive, send, task)
-        pending = self._sweeper().add(request)
+        pending = sweeper.add(request)
         try:
             await self.app(scope, request.receive, request.send)
         except asyncio.CancelledError:
