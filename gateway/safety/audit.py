@@ -146,7 +146,12 @@ class AuditLog:
         row.latency_ms = result.duration_ms
         row.bytes = result.bytes
         row.approval = row.approval or result.approval_id
-        row.error = self.redactor.text(result.error) if result.error else _warning(result, self.redactor)
+        if result.error:
+            row.error = self.redactor.text(result.error)
+        elif result.warning:
+            row.error = _warning(result, self.redactor)
+        else:
+            row.error = None
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
