@@ -78,7 +78,7 @@ def leftover_encoding(headers: httpx.Headers | AnswerHeaders) -> str | None:
 class WireResponse:
     """One streamed answer; `aclose()` gives its connection back (or drops it when the body was left unread)."""
 
-    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
+    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "status_code")
 
     def __init__(self, response: Response, request: StreamRequest, url: str, timeout: float) -> None:
         self._response = response
@@ -86,8 +86,12 @@ class WireResponse:
         self._url = url
         self._timeout = timeout
         self.status_code = response.status
-        self.reason_phrase = reason_for(response.status)
         self.headers = AnswerHeaders(response.headers)
+
+    @property
+    def reason_phrase(self) -> str:
+        """The standard phrase of the status (`reason_for`), looked up when asked: only a failure's message shows it."""
+        return reason_for(self.status_code)
 
     async def _next_chunk(self) -> bytes | None:
         """The body's next chunk (None at its end), pyreqwest's errors as httpx's."""
