@@ -291,7 +291,7 @@ class RecordCall:
                                      redacted_by=self.redactor)
 
     def _arguments(self, invocation: Invocation) -> Any:
-        return self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
+        return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
 
 
 class RecordBeforeSend:
@@ -304,7 +304,8 @@ class RecordBeforeSend:
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         record = self.record
         redactor = record.redactor
-        arguments = redactor.value(invocation.arguments) if redactor else invocation.arguments
+        # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
+        arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
         row = record.audit.running_row(invocation.tool, arguments, approval=invocation.approval,
                                        agent=invocation.agent, client=invocation.client, redacted_by=redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
