@@ -143,7 +143,7 @@ def create_app(
         # and non-JSON bodies refused; the size limit (no other middleware buffers more); every request counted by
         # door and status and its access line written.
         middleware=[Middleware(RequestEnvelope, policy=policy, max_body_bytes=max_body_bytes,
-                               metrics=lambda: state.metrics,
+                               metrics=state.metrics,
                                access_log=logging.getLogger("gateway.access") if access_log else None),
                     *middleware],
         exception_handlers=error_handlers(),

@@ -43,13 +43,13 @@ _TRACE = frozenset({b"traceparent", b"tracestate"})
 
 class RequestEnvelope:
     def __init__(self, app: ASGIApp, *, policy: Callable[[], HostPolicy], max_body_bytes: int,
-                 metrics: Callable[[], Metrics | None], access_log: logging.Logger | None = None,
+                 metrics: Metrics | None, access_log: logging.Logger | None = None,
                  exempt_prefixes: tuple[str, ...] = ("/mcp/",)) -> None:
         """Parameters:
             app: the routed app.
             policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
             max_body_bytes: a request with a larger body gets 413.
-            metrics: the current `Metrics` (None: nothing is counted).
+            metrics: the gateway's `Metrics`, kept across reloads (None: nothing is counted).
             access_log: the logger of the access lines (`gateway.access`); None: no access log.
             exempt_prefixes: paths whose body limit is their own (the MCP transport answers in JSON-RPC's shape).
         """
@@ -99,7 +99,7 @@ class RequestEnvelope:
             else:
                 await self.app(scope, receive, watch)
         finally:
-            metrics = self.metrics()
+            metrics = self.metrics
             if metrics is not None:
                 metrics.count_request(door_of(scope["path"]), watch.status or 500)  # 500: it raised unanswered
             if self.access_log is not None:  # `log_access` asks whether the logger is enabled (once per line)
