@@ -37,7 +37,7 @@ SETTINGS = {"pre_process": "quant_pre_process, skip_symbolic_shape", "quantize":
 def int8_model(source: Path, directory: Path) -> bytes:
     """The bytes of `source` rewritten for int8 kernels: read from `directory` when a whole file is there, else made
     and written there (atomically; a directory that cannot be written only costs the next load the making again)."""
-    path = directory / f"{source.stem}-{_key(source)[:24]}.int8.onnx"
+    path = directory / f"{source.parent.name}-{source.stem}-{_key(source)[:24]}.int8.onnx"
     model = _read(path)
     if model is None:
         logger.info("tool search: quantizing %s for int8 kernels into %s", source, path)
