@@ -80,3 +80,16 @@ def test_the_quantized_file_is_made_once_and_made_again_when_broken(tmp_path: Pa
             assert caplog.text.count("quantizing") == 1
             assert path.read_bytes() == whole
     assert [item.name for item in folder.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_a_file_that_cannot_be_quantized_says_why_and_leaves_nothing(tmp_path: Path) -> None:
+    """The quantizing process's failure comes back as an error with its last words (a search then answers BM25
+    alone and logs it); nothing is cached."""
+    from gateway.offer.minilm_int8 import QuantizeError, int8_model
+
+    source = tmp_path / "broken" / "model.onnx"
+    source.parent.mkdir()
+    source.write_bytes(b"not an onnx file")
+    with pytest.raises(QuantizeError, match=r"quantizing .*model\.onnx failed: .*\S"):
+        int8_model(source, tmp_path / "models")
+    assert not (tmp_path / "models").exists() or not list((tmp_path / "models").iterdir())

