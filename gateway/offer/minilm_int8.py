@@ -66,9 +66,11 @@ def _quantize(source: Path) -> bytes:
     (on the root logger) stay out of the gateway's log."""
     with tempfile.TemporaryDirectory(prefix="gateway-int8-") as work:
         quantized = Path(work) / "int8.onnx"
+        here = str(Path(__file__).resolve().parents[2])  # the folder this gateway is imported from, first
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
         try:
             done = subprocess.run([sys.executable, "-m", __name__, str(source), str(quantized)], capture_output=True,
-                                  text=True, timeout=QUANTIZE_TIMEOUT)
+                                  text=True, timeout=QUANTIZE_TIMEOUT, env=env)
         except subprocess.TimeoutExpired:
             raise QuantizeError(f"quantizing {source} took more than {QUANTIZE_TIMEOUT} s") from None
         if done.returncode != 0:
