@@ -81,7 +81,7 @@ class ToolResult:
     of the result a door answers with."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        shown = {
             "ok": self.ok,
             "status": self.status,
             "media_type": self.media_type,
@@ -91,9 +91,12 @@ class ToolResult:
             "error_type": self.error_type,
             "duration_ms": round(self.duration_ms, 3),
             "bytes": self.bytes,
-            **({"approval_id": self.approval_id} if self.approval_id else {}),
-            **({"warning": self.warning} if self.warning else {}),
         }
+        if self.approval_id:
+            shown["approval_id"] = self.approval_id
+        if self.warning:
+            shown["warning"] = self.warning
+        return shown
 
     @classmethod
     def failure(cls, error_type: ErrorType, error: str, **fields: Any) -> ToolResult:

@@ -150,8 +150,11 @@ class CheckToolOutput:
         if not result.ok or result.truncated:
             return result
         judge, agent_tool = self.judge, self.agent_tool
+        body = result.body
         try:
-            if judge is not None and _is_json(result) and judge(result.body):
+            # `_is_json`, inline: asked of every successful call's result.
+            if judge is not None and not isinstance(body, str) and (result.media_type or "json").endswith("json") \
+                    and judge(body):
                 return result
         except Exception:  # noqa: BLE001 - a body the judge can't take: the slow path words it
             pass
@@ -199,9 +202,7 @@ class RedactResult:
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
-        redactor = self.redactor
-        if not redactor:
-            return result
+        redactor = self.redactor  # one that knows no secret hands every text and value back as it is
         if result.error:
             result.error = redactor.text(result.error)
         if result.warning:

@@ -33,6 +33,7 @@ class ReadBody:
     complete: bool
     """False when reading stopped at the hard cap."""
     declared_length: int | None
+    """The `Content-Length` the answer declared, read only for a body cut at the cap (how much was left out)."""
 
 
 @dataclass(slots=True)
@@ -71,9 +72,11 @@ async def read_capped(response: Any, cap: int) -> ReadBody:
                 complete = False
                 break
         data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
+    if complete:  # read to its end: the body is all there is (the client refuses one shorter than it declared)
+        return ReadBody(data=data, complete=True, declared_length=None)
     length = response.headers.get("content-length")
     declared = int(length) if length and length.isdigit() else None
-    return ReadBody(data=data, complete=complete, declared_length=declared)
+    return ReadBody(data=data, complete=False, declared_length=declared)
 
 
 def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:
@@ -82,10 +85,9 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
     data = read.data
     if not data:
         return Shaped(media_type, None, False)
-    unknown_more = not read.complete
-    total = read.declared_length if read.declared_length and read.declared_length > len(data) else len(data)
     if binary or (media_type is None and _looks_binary(data)):
-        size = f"at least {total}" if unknown_more and total == len(data) else str(total)
+        total = _total(read)
+        size = f"at least {total}" if not read.complete and total == len(data) else str(total)
         note = f"<binary body: {size} bytes of {media_type or 'unknown type'}, not shown>"
         return Shaped(media_type, note, False)
     text = data.decode(charset, errors="replace")
@@ -104,12 +106,19 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
                 cut, truncated = shrink_json(value, max_bytes)
             return Shaped(media_type or "application/json", cut, truncated)
     text = redactor.text(text)
-    omitted_unknown = unknown_more and total == len(data)
+    total = _total(read)
+    omitted_unknown = not read.complete and total == len(data)
     cut_text, truncated = cut_text_at_boundary(text, max_bytes, total, at_least=omitted_unknown)
     if media_type is None or not (media_type.startswith("text/") or media_type in _TEXT_TYPES
                                   or media_type.endswith(("+xml", "+json")) or is_json_type(media_type)):
         media_type = media_type or "text/plain"
     return Shaped(media_type, cut_text, truncated)
+
+
+def _total(read: ReadBody) -> int:
+    """The body's whole length as far as it is known: what was read, or more when the answer declared more."""
+    declared = read.declared_length
+    return declared if declared and declared > len(read.data) else len(read.data)
 
 
 _NOT_JSON = object()

@@ -78,7 +78,7 @@ def leftover_encoding(headers: httpx.Headers | AnswerHeaders) -> str | None:
 class WireResponse:
     """One streamed answer; `aclose()` gives its connection back (or drops it when the body was left unread)."""
 
-    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "reason_phrase", "status_code")
+    __slots__ = ("_request", "_response", "_timeout", "_url", "headers", "status_code")
 
     def __init__(self, response: Response, request: StreamRequest, url: str, timeout: float) -> None:
         self._response = response
@@ -86,8 +86,12 @@ class WireResponse:
         self._url = url
         self._timeout = timeout
         self.status_code = response.status
-        self.reason_phrase = reason_for(response.status)
         self.headers = AnswerHeaders(response.headers)
+
+    @property
+    def reason_phrase(self) -> str:
+        """The standard phrase of the status (`reason_for`), looked up when asked: only a failure's message shows it."""
+        return reason_for(self.status_code)
 
     async def _next_chunk(self) -> bytes | None:
         """The body's next chunk (None at its end), pyreqwest's errors as httpx's."""
@@ -111,10 +115,19 @@ class WireResponse:
         when it is collected."""
         chunks: list[bytes] = []
         size = 0
+        reader = self._response.body_reader
         while True:
-            data = await self._next_chunk()
-            if data is None:
+            # `_next_chunk`'s read, without a coroutine of its own per chunk.
+            try:
+                chunk = await reader.read()
+            except asyncio.CancelledError:
+                await let_cancellation_land()
+                raise
+            except PyreqwestError as error:
+                raise translate_error(error, self._url, self._timeout) from error
+            if chunk is None:
                 return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
+            data = bytes(chunk)
             chunks.append(data)
             size += len(data)
             if size > cap:

@@ -73,8 +73,10 @@ class bind_caller:  # noqa: N801 - used as a function: `with bind_caller(agent=.
         fields = self._fields
         if not fields.keys() <= _FIELDS:
             raise TypeError(f"Caller has no field {', '.join(sorted(fields.keys() - _FIELDS))}")
-        # Each field: the one given, else the current caller's (`dict.get` with the current value as its default).
-        caller = Caller(*map(fields.get, Caller._fields, _caller.get()))
+        # Each field: the one given, else the current caller's (`dict.get` with the current value as its default),
+        # the tuple made by `tuple.__new__` in C (what the named tuple's own `_make` calls): its generated `__new__`
+        # is a Python frame per binding, and the fields here are complete and in order by construction.
+        caller = tuple.__new__(Caller, map(fields.get, Caller._fields, _caller.get()))
         self._token = _caller.set(caller)
         return caller
 

@@ -232,27 +232,28 @@ def _forget(dead: weakref.ref[Redactor]) -> None:
 
 
 def _scrub(record: logging.LogRecord) -> None:
-    redactors = [r for ref in _refs if (r := ref()) is not None]
     try:
         message = record.getMessage()
     except Exception:  # a malformed log call: leave it to logging's own error reporting
         return
-    # The common case, a line without a secret, costs one regex search per redactor and no copies.
-    if _holds_secret(message, redactors):
-        clean = _clean(message, redactors)
-        record.msg, record.args = _scrubbed_args(record, redactors) or (clean, ())
+    # The common case, a line without a secret, costs one search per redactor: no list of them is made, and no
+    # copies (every record of the process passes here, an access line per request among them).
+    for ref in _refs:
+        redactor = ref()
+        if redactor is not None and redactor.appears_in(message):
+            redactors = _live()
+            clean = _clean(message, redactors)
+            record.msg, record.args = _scrubbed_args(record, redactors) or (clean, ())
+            break
     if record.exc_info and not record.exc_text:
         text = logging.Formatter().formatException(record.exc_info)
-        for redactor in redactors:
+        for redactor in _live():
             text = redactor.text(text)
         record.exc_text = text
 
 
-def _holds_secret(text: str, redactors: list[Redactor]) -> bool:
-    for redactor in redactors:
-        if redactor.appears_in(text):
-            return True
-    return False
+def _live() -> list[Redactor]:
+    return [r for ref in _refs if (r := ref()) is not None]
 
 
 def _clean(text: str, redactors: list[Redactor]) -> str:

@@ -146,7 +146,12 @@ class AuditLog:
         row.latency_ms = result.duration_ms
         row.bytes = result.bytes
         row.approval = row.approval or result.approval_id
-        row.error = self.redactor.text(result.error) if result.error else _warning(result, self.redactor)
+        if result.error:
+            row.error = self.redactor.text(result.error)
+        elif result.warning:
+            row.error = _warning(result, self.redactor)
+        else:
+            row.error = None
 
     async def record_chat(self, *, agent: str, status: str, latency_ms: float, usage: Mapping[str, Any] | None = None,
                           run_id: str | None = None, error: str | None = None, client: str | None = None) -> None:
@@ -180,7 +185,7 @@ class AuditLog:
                 done = "so the gateway withholds its answer."
             raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), "
                                    f"{done} The operator must fix the store (gateway.store).") from exc
-        if row.time - self._pruned_at >= PRUNE_INTERVAL:
+        if not update and row.time - self._pruned_at >= PRUNE_INTERVAL:  # an update's time was its insert's
             # Retention runs on the write path (at most hourly) so it needs no background task of its own.
             self._pruned_at = row.time
             try:
@@ -286,7 +291,7 @@ class RecordCall:
                                      redacted_by=self.redactor)
 
     def _arguments(self, invocation: Invocation) -> Any:
-        return self.redactor.value(invocation.arguments) if self.redactor else invocation.arguments
+        return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
 
 
 class RecordBeforeSend:
@@ -299,7 +304,8 @@ class RecordBeforeSend:
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         record = self.record
         redactor = record.redactor
-        arguments = redactor.value(invocation.arguments) if redactor else invocation.arguments
+        # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
+        arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
         row = record.audit.running_row(invocation.tool, arguments, approval=invocation.approval,
                                        agent=invocation.agent, client=invocation.client, redacted_by=redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.

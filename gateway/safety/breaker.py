@@ -156,7 +156,7 @@ class GuardTool:
     """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
     slots, waited for at most `wait` seconds."""
 
-    __slots__ = ("api", "breakers", "limit", "slots", "wait")
+    __slots__ = ("anonymous", "api", "breakers", "limit", "slots", "wait")
 
     def __init__(self, breakers: Breakers, api: str, slots: asyncio.Semaphore, limit: int, wait: float) -> None:
         self.breakers = breakers
@@ -164,10 +164,18 @@ class GuardTool:
         self.slots = slots
         self.limit = limit
         self.wait = wait
+        self.anonymous: CircuitBreaker | None = None
+        """The breaker of calls without a client, once found (`Breakers` keeps each breaker for good)."""
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         api = self.api
-        breaker = self.breakers.get(api, invocation.client)
+        client = invocation.client
+        if client is None:
+            breaker = self.anonymous
+            if breaker is None:
+                breaker = self.anonymous = self.breakers.get(api, None)
+        else:
+            breaker = self.breakers.get(api, client)
         if not breaker.allow():
             return ToolResult.failure(
                 "transport_error",

@@ -34,7 +34,7 @@ def log_access(logger: logging.Logger, scope: Scope, status: int) -> None:
         return
     client = scope.get("client")
     address = f"{client[0]}:{client[1]}" if client else "-"
-    path = _quoted(scope["path"])
+    path = _QUOTED.get(scope["path"]) or _quoted(scope["path"])
     if scope.get("query_string"):
         path += "?" + scope["query_string"].decode("ascii", "replace")
     record = logger.makeRecord(logger.name, logging.INFO, __file__, _LOG_LINE, ACCESS_FORMAT,

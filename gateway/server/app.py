@@ -123,10 +123,11 @@ def create_app(
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them;
     # tool search, whose path the direct call's also matches, just before them: see SEARCH_ROUTE).
-    # Each route but chat and responses (which admit the `model` of their body themselves) and the public ones
-    # admits its agent.
+    # Each route but chat and responses (which admit the `model` of their body themselves), the direct call (which
+    # admits its routed agent itself: no gate's frame around every call) and the public ones admits its agent.
     routes: list[BaseRoute] = [
-        *gated([SEARCH_ROUTE, Route(DIRECT_CALL_PATH, DirectCall(), methods=["POST"])]),
+        *gated([SEARCH_ROUTE]),
+        Route(DIRECT_CALL_PATH, DirectCall(state), methods=["POST"]),
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
@@ -142,7 +143,7 @@ def create_app(
         # and non-JSON bodies refused; the size limit (no other middleware buffers more); every request counted by
         # door and status and its access line written.
         middleware=[Middleware(RequestEnvelope, policy=policy, max_body_bytes=max_body_bytes,
-                               metrics=lambda: state.metrics,
+                               metrics=state.metrics,
                                access_log=logging.getLogger("gateway.access") if access_log else None),
                     *middleware],
         exception_handlers=error_handlers(),

@@ -227,8 +227,8 @@ class AuthMiddleware:
         self.identity = identity or (lambda: None)
         self.wrong_keys = wrong_keys
         self._kinds: dict[str, str] = {}
-        self._anonymous: tuple[RateLimiter | None, object, Access] | None = None
-        """(the limiter, its limits, the Access of an anonymous request under them)."""
+        self._anonymous: tuple[RateLimiter | None, object, dict[str, Any]] | None = None
+        """(the limiter, its limits, the scope entries of an anonymous request under them)."""
 
     def _kind_of(self, path: str) -> str:
         """Which rules a request path falls under (public, the console, a chat door, any other door), remembered
@@ -277,12 +277,15 @@ class AuthMiddleware:
         except APIError as exc:
             await _respond(scope, receive, send, exc)
             return
-        scope["gateway.client"] = client.name if client else None
-        scope["gateway.subject"] = token.subject if token else None
-        scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
-        scope["gateway.agents"] = client.visible_agents() if client else None
-        scope["gateway.access"] = self._access(client)
-        scope[RIGHTS] = client.rights if client else Rights.OPEN
+        if client is None:  # what the auth layer leaves of an anonymous request is the same every time
+            scope.update(self._anonymous_entries())
+        else:
+            scope["gateway.client"] = client.name
+            scope["gateway.subject"] = token.subject if token else None
+            scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
+            scope["gateway.agents"] = client.visible_agents()
+            scope["gateway.access"] = self._access(client)
+            scope[RIGHTS] = client.rights
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
                          subject=token.subject if token else None, token=token):
@@ -299,17 +302,21 @@ class AuthMiddleware:
                 await self.app(scope, receive, send)
 
     def _access(self, client: Client | None) -> Access:
+        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
+        limiter = self.limiter()
+        return Access(client, limiter if limiter is not None and limiter.limits_requests else None)
+
+    def _anonymous_entries(self) -> dict[str, Any]:
+        """The scope entries of a request without a client (no keys and no sign-in configured): no client, user,
+        token or agent list, open rights, and one `Access`, the same while the limiter and its limits are."""
         limiter = self.limiter()
         anonymous = self._anonymous
-        # An anonymous caller's is the same for every request while the limiter and its limits are the same.
-        if client is None and anonymous is not None and anonymous[0] is limiter \
-                and (limiter is None or anonymous[1] is limiter.limits):
+        if anonymous is not None and anonymous[0] is limiter and (limiter is None or anonymous[1] is limiter.limits):
             return anonymous[2]
-        # Without client or agent limits configured, nothing is charged per request: no limiter to ask.
-        access = Access(client, limiter if limiter is not None and limiter.limits_requests else None)
-        if client is None:
-            self._anonymous = (limiter, None if limiter is None else limiter.limits, access)
-        return access
+        entries: dict[str, Any] = {"gateway.client": None, "gateway.subject": None, "gateway.token": None,
+                                   "gateway.agents": None, "gateway.access": self._access(None), RIGHTS: Rights.OPEN}
+        self._anonymous = (limiter, None if limiter is None else limiter.limits, entries)
+        return entries
 
     def _refuse_public_without_keys(self, scope: Scope) -> None:
         """403 for a request on a non-loopback socket of a gateway with no client keys (unless allowed)."""

@@ -6,8 +6,9 @@ the full `ToolResult` beside it under `result`, so a caller sees both a standard
 
 Every tool call of a script takes this door, so it is a small ASGI app (`DirectCall`) mounted as the endpoint of
 an ordinary Starlette `Route` (the router matches it, sets its path parameters and the route in the scope, and
-its other methods get 405): it reads the body straight from `receive` and writes its answer in two messages,
-making no `Request` or `Response` object on the way.
+its other methods get 405): it admits the routed agent itself (what `AgentGate` does on the other routes), reads
+the body straight from `receive` and writes its answer in two messages, making no `Request` or `Response` object
+on the way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolResult
 from .api_errors import APIError, json_bytes, status_for_result
+from .auth import Access, admit_agent
 from .routes import known_agent, parse_json_body
 
 PATH = "/agents/{agent}/tools/{tool}"
@@ -33,44 +35,61 @@ _JSON_HEADER = (b"content-type", b"application/json")
 class DirectCall:
     """The door, as an ASGI app; its path parameters come in `scope["path_params"]`."""
 
+    __slots__ = ("state",)
+
+    def __init__(self, state: GatewayState) -> None:
+        """Parameters: state: the app's `GatewayState` (given once: reading it through `app.state` steps through
+        Starlette's `State.__getattr__` in Python on every call)."""
+        self.state = state
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One frame from the route to the pipeline (every call of a script waits in it): its outcomes other than
+        # 200 and 202 are raised as the `APIError` to answer.
         try:
-            status, content = await self._answer(scope, receive)
+            params = scope["path_params"]
+            agent, name = params["agent"], params["tool"]
+            # The routed agent admitted here, as `AgentGate` admits it on other routes, without the gate's frame
+            # around the call (the caller is bound to the plan's agent below).
+            access = scope.get("gateway.access")
+            if not (isinstance(access, Access) and access.checks_nothing):
+                await admit_agent(scope, agent)
+            scope["gateway.agent"] = agent
+            async with self.state.use() as generation:
+                plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
+                body = await _read_body(receive)
+                if body is None:
+                    return  # the client left before its body arrived: nobody to answer
+                arguments = parse_json_body(body, default={}, text_status=422)
+                if not isinstance(arguments, dict):
+                    raise APIError(400, "The body must be the arguments as a JSON object, "
+                                        f"not {type(arguments).__name__}.")
+                client = scope.get("gateway.client")
+                try:
+                    # The auth layer bound the client (the same `gateway.client`); the agent is bound here.
+                    with bind_caller(agent=plan.agent):
+                        result = await plan.start(arguments, door="direct",
+                                                  client=client if isinstance(client, str) else None)
+                except AuditUnavailable as exc:
+                    raise _unavailable(exc) from None
+            status = status_for_result(result)
+            if status not in (200, 202):  # a call that ran (200) or waits for approval (202) is answered below
+                raise _failed(result, status)
         except APIError as error:
             await error.response()(scope, receive, send)
             return
-        if status == 0:
-            return  # the client left before its body arrived: nobody to answer
-        body = json_bytes(content)
+        content = json_bytes(result.to_dict())
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(body)).encode("latin-1")), _JSON_HEADER]})
-        await send({"type": "http.response.body", "body": body})
+                    "headers": [(b"content-length", str(len(content)).encode("latin-1")), _JSON_HEADER]})
+        await send({"type": "http.response.body", "body": content})
 
-    async def _answer(self, scope: Scope, receive: Receive) -> tuple[int, Any]:
-        """(status, JSON content) of a call that ran (200) or waits for approval (202); status 0 when the client
-        disconnected mid-body; any other outcome is raised as the `APIError` to answer."""
-        state: GatewayState = scope["app"].state.gateway
-        params = scope["path_params"]
-        async with state.use() as generation:
-            agent, name = params["agent"], params["tool"]
-            plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
-            body = await _read_body(receive)
-            if body is None:
-                return 0, None
-            arguments = parse_json_body(body, default={}, text_status=422)
-            if not isinstance(arguments, dict):
-                raise APIError(400, "The body must be the arguments as a JSON object, "
-                                    f"not {type(arguments).__name__}.")
-            client = scope.get("gateway.client")
-            result = await run_planned(plan, arguments, client=client if isinstance(client, str) else None)
-        status = status_for_result(result)
-        if status in (200, 202):
-            return status, result.to_dict()
-        notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (ChargeToolBucket)
-        retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
-        raise APIError(status, result.error or f"The call failed ({result.error_type}).",
-                       code=result.error_type or None, extra={"result": result.to_dict()},
-                       headers={"Retry-After": retry_after} if retry_after else None)
+
+def _failed(result: ToolResult, status: int) -> APIError:
+    """The answer to a call that failed: the OpenAI-shaped error with the whole result beside it."""
+    notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (ChargeToolBucket)
+    retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
+    return APIError(status, result.error or f"The call failed ({result.error_type}).",
+                    code=result.error_type or None, extra={"result": result.to_dict()},
+                    headers={"Retry-After": retry_after} if retry_after else None)
 
 
 _DOOR_PLANS = "direct_call.plans"
@@ -141,4 +160,9 @@ async def run_planned(plan: CallPlan, arguments: dict[str, Any], *, client: str 
         with bind_caller(client=client, agent=plan.agent):  # MCP handlers run outside the request's context
             return await plan.start(arguments, door=door, client=client)
     except AuditUnavailable as exc:
-        raise APIError(503, str(exc), code="audit_unavailable") from None
+        raise _unavailable(exc) from None
+
+
+def _unavailable(exc: AuditUnavailable) -> APIError:
+    """No answer without the call's audit row: 503."""
+    return APIError(503, str(exc), code="audit_unavailable")

@@ -47,10 +47,12 @@ class DisconnectMiddleware:
             return
         # Plain asyncio (a watcher task that cancels this one) rather than an anyio task group: most requests end
         # before anyone waits, and the group, its cancel scope and events cost every one of them.
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        sweeper = self._sweepers.get(loop) or self._sweeper()
+        task = asyncio.current_task(loop)
         assert task is not None
         request = _Watched(receive, send, task)
-        pending = self._sweeper().add(request)
+        pending = sweeper.add(request)
         try:
             await self.app(scope, request.receive, request.send)
         except asyncio.CancelledError:
@@ -70,23 +72,22 @@ class _Watched:
     """One watched request: the app's `receive` and `send`, and the watcher that cancels the app's task.
 
     An object with flags rather than closures over events: every direct call passes through here, and most end
-    before anyone waits, so an event is made only for a wait (the watcher's, or the app's past its body)."""
+    before anyone waits, so an event is made only for a wait (the watcher's, or the app's past its body). The flags
+    start as the class's values (no `__slots__`): a request sets only those that change, most of them none."""
 
-    __slots__ = ("_receive", "_send", "task", "body_done", "disconnected", "response_done", "app_running",
-                 "cancelled", "watcher", "_body_event", "_disconnect_event")
+    body_done = False
+    disconnected = False
+    response_done = False
+    app_running = True
+    cancelled = False
+    watcher: asyncio.Future[None] | None = None
+    _body_event: asyncio.Event | None = None
+    _disconnect_event: asyncio.Event | None = None
 
     def __init__(self, receive: Receive, send: Send, task: asyncio.Task[object]) -> None:
         self._receive = receive
         self._send = send
         self.task = task
-        self.body_done = False
-        self.disconnected = False
-        self.response_done = False
-        self.app_running = True
-        self.cancelled = False
-        self.watcher: asyncio.Future[None] | None = None
-        self._body_event: asyncio.Event | None = None
-        self._disconnect_event: asyncio.Event | None = None
 
     async def receive(self) -> Message:
         if self.body_done:

@@ -43,13 +43,13 @@ _TRACE = frozenset({b"traceparent", b"tracestate"})
 
 class RequestEnvelope:
     def __init__(self, app: ASGIApp, *, policy: Callable[[], HostPolicy], max_body_bytes: int,
-                 metrics: Callable[[], Metrics | None], access_log: logging.Logger | None = None,
+                 metrics: Metrics | None, access_log: logging.Logger | None = None,
                  exempt_prefixes: tuple[str, ...] = ("/mcp/",)) -> None:
         """Parameters:
             app: the routed app.
             policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
             max_body_bytes: a request with a larger body gets 413.
-            metrics: the current `Metrics` (None: nothing is counted).
+            metrics: the gateway's `Metrics`, kept across reloads (None: nothing is counted).
             access_log: the logger of the access lines (`gateway.access`); None: no access log.
             exempt_prefixes: paths whose body limit is their own (the MCP transport answers in JSON-RPC's shape).
         """
@@ -69,12 +69,6 @@ class RequestEnvelope:
         # header counts, as it did when they were read one by one).
         header_bytes = sum(map(len, chain.from_iterable(raw_headers)))
         headers = dict(raw_headers)
-        value = headers.get(b"host")
-        host = None if value is None else value.decode("latin-1")
-        value = headers.get(b"origin")
-        origin = None if value is None else value.decode("latin-1")
-        value = headers.get(b"content-type")
-        content_type = None if value is None else value.decode("latin-1")
         length: int | None = None
         has_body = chunked = b"transfer-encoding" in headers
         value = headers.get(b"content-length")
@@ -92,7 +86,8 @@ class RequestEnvelope:
         watch = StatusWatch(send)
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(
-                self.policy(), scope["method"], host, origin, content_type, has_body=has_body)
+                self.policy(), scope["method"], headers.get(b"host"), headers.get(b"origin"),
+                headers.get(b"content-type"), has_body=has_body)
             if error is None and not scope["path"].startswith(self.exempt_prefixes):
                 if length is None or chunked:  # no length to trust: what arrives is counted
                     await self._counted(scope, receive, watch)
@@ -104,7 +99,7 @@ class RequestEnvelope:
             else:
                 await self.app(scope, receive, watch)
         finally:
-            metrics = self.metrics()
+            metrics = self.metrics
             if metrics is not None:
                 metrics.count_request(door_of(scope["path"]), watch.status or 500)  # 500: it raised unanswered
             if self.access_log is not None:  # `log_access` asks whether the logger is enabled (once per line)

@@ -65,10 +65,10 @@ class HostPolicy:
     """Extra allowed origins, `scheme://host[:port]`, lowercased."""
     _verdicts: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
     """`host_allowed` by `Host` value: every request asks, nearly always with the same value."""
-    _admitted: set[tuple[str, str | None, str | None, str | None, bool]] = field(
+    _admitted: set[tuple[str, bytes | None, bytes | None, bytes | None, bool]] = field(
         default_factory=set, init=False, compare=False, repr=False)
-    """The header combinations `refusal` let through (method, Host, Origin, Content-Type, has a body): a caller
-    sends the same few on every request."""
+    """The header combinations `refusal` let through (method, Host, Origin, Content-Type as sent, has a body): a
+    caller sends the same few on every request."""
 
     @classmethod
     def build(cls, bound_host: str | None, settings: GatewaySettings | None = None, *,
@@ -133,18 +133,23 @@ def is_json_media_type(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def refusal(policy: HostPolicy, method: str, host: str | None, origin: str | None, content_type: str | None, *,
-            has_body: bool) -> APIError | None:
-    """The error that refuses a request with these headers (foreign host, cross-site origin, a body that is not
-    JSON), or None when it may go on (remembered per policy for the combinations seen most)."""
+def refusal(policy: HostPolicy, method: str, host: bytes | None, origin: bytes | None, content_type: bytes | None,
+            *, has_body: bool) -> APIError | None:
+    """The error that refuses a request with these headers, as sent (foreign host, cross-site origin, a body that
+    is not JSON), or None when it may go on (remembered per policy for the combinations seen most, so a header is
+    decoded only when its combination is new)."""
     key = (method, host, origin, content_type, has_body)
     admitted = policy._admitted
     if key in admitted:
         return None
-    error = _refusal(policy, method, host, origin, content_type, has_body=has_body)
+    error = _refusal(policy, method, _text(host), _text(origin), _text(content_type), has_body=has_body)
     if error is None and len(admitted) < _MAX_VERDICTS:  # foreign values cannot grow it without bound
         admitted.add(key)
     return error
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
 
 
 def _refusal(policy: HostPolicy, method: str, host: str | None, origin: str | None, content_type: str | None, *,

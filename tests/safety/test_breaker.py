@@ -218,3 +218,23 @@ async def test_one_clients_failures_open_only_its_own_breaker() -> None:
     assert inner.calls.count("op") == 4
     assert guarded.breaker("shared", "noisy").state == "open"
     assert guarded.breaker("shared", "quiet").state == "closed"
+
+
+async def test_a_compiled_chain_keeps_the_anonymous_breaker_and_each_clients_own() -> None:
+    # A tool's chain keeps the breaker of calls without a client once found: it is the one `Breakers` holds.
+    inner = ScriptedExecutor()
+    inner.answers["shared"] = ToolResult.failure("upstream_error", "HTTP 500", status=500)
+    guarded = Guarded(inner, Manifest(), settings=GuardSettings(failures=2, reset_after=60))
+    tool = _tool("op", "shared")
+    agent_tool = AgentTool(name="op", description="", input_schema={}, tool=tool)
+    chain = guarded.pipeline.chain(agent_tool)
+
+    async def call(client: str | None) -> ToolResult:
+        return await chain(Invocation(agent="clerk", agent_tool=agent_tool, tool=tool, call=ToolCall(id="c", name="op"),
+                                      arguments={}, client=client))
+
+    assert [(await call(None)).status for _ in range(2)] == [500, 500]
+    assert "paused" in ((await call(None)).error or "")
+    assert guarded.breaker("shared").state == "open"
+    assert (await call("ci")).status == 500  # a client's calls go by its own breaker
+    assert guarded.breaker("shared", "ci").state == "closed" and inner.calls.count("op") == 3

@@ -70,3 +70,19 @@ def test_a_direct_call_over_its_tool_limit_is_429_with_retry_after(tmp_path: Pat
     assert first.status_code == 200
     assert second.status_code == 429 and int(second.headers["retry-after"]) >= 1
     assert second.json()["result"]["error_type"] == "rate_limited"
+
+
+def test_the_direct_door_charges_the_client_bucket_before_anything_runs(tmp_path: Path, llm: LenientLLM,
+                                                                        upstream: RecordingServer) -> None:
+    # The direct door admits its routed agent itself (no gate around it): the same charge, before the call runs.
+    arguments = {"latitude": 52.52, "longitude": 13.41}
+    limits = "gateway:\n  rate_limits:\n    client: 2/min\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=SAFE_AGENTS_YAML + limits) as (url, _):
+        with httpx.Client(base_url=url, timeout=30) as client:
+            answers = [client.post("/agents/weather/tools/getForecast", json=arguments, headers=bearer(WEATHER_KEY))
+                       for _ in range(3)]
+            forbidden = client.post("/agents/triage/tools/getForecast", json=arguments, headers=bearer(WEATHER_KEY))
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert int(answers[2].headers["retry-after"]) >= 1 and answers[2].json()["error"]["type"] == "rate_limit_error"
+    assert forbidden.status_code == 403  # another client's agent: refused before anything is charged
+    assert len([r for r in upstream.requests if r.path == "/meteo/v1/forecast"]) == 2

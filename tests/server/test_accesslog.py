@@ -47,7 +47,7 @@ def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
     with _access_lines() as stream:
         app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(
             RequestEnvelope, policy=lambda: HostPolicy.build("127.0.0.1"), max_body_bytes=1024,
-            metrics=lambda: None, access_log=logging.getLogger("gateway.access"))])
+            metrics=None, access_log=logging.getLogger("gateway.access"))])
         order: list[str] = []
 
         async def run() -> None:
