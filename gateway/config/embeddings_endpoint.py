@@ -149,5 +149,5 @@ class SearchEmbeddings(KindEndpoint):
         """What an embedding depends on (the key of its caches): the endpoint, the model and the length asked for,
         not the key."""
         if self.kind == "local":  # the packaged model's vectors are its int8 kernels', not those the fp32 one gave
-            return f"local {self.model} onnx-int8-kernels" if self.model == PACKAGED_MODEL else f"local {self.model}"
+            return f"local {self.model} onnx-int8-kernels-2" if self.model == PACKAGED_MODEL else f"local {self.model}"
         return f"{self.kind} {self.base_url} {self.model} {self.dimensions or ''}".rstrip()

@@ -6,8 +6,9 @@ goes through onnxruntime's own quantization tools (their public API, in a Python
 `quant_pre_process` folds the constants into a graph of standard operators (an onnxruntime session at its basic
 optimisation level, as that function documents), then `quantize_dynamic` turns each `MatMul` with a constant weight
 into `MatMulInteger` on int8 weights, one scale per output column (the stored file's own layout), its input
-quantized at run time (`DynamicQuantizeLinear`), which onnxruntime then runs on its int8 kernels. What the vectors
-and the ranking lose to it is measured in bench/README.md ("The packaged model on int8 kernels").
+quantized at run time (`DynamicQuantizeLinear`), which onnxruntime then runs on its int8 kernels, and keeps the
+embedding tables in int8 (`Gather`, then `DequantizeLinear` of the rows it took). What the vectors and the ranking
+lose to it is measured in bench/README.md ("The packaged model on int8 kernels").
 
 The result is written into the embeddings' cache directory (`$GATEWAY_CACHE_DIR/embeddings`, beside the tool vectors
 computed with it), named by what it depends on: the source file's sha256, onnxruntime's and onnx's versions and
@@ -30,7 +31,7 @@ from pathlib import Path
 logger = logging.getLogger("gateway.search")
 
 _FORMAT = "gateway-onnx-int8-1"
-_OP_TYPES = ("MatMul",)
+_OP_TYPES = ("MatMul", "Gather")
 SETTINGS = {"pre_process": "quant_pre_process, skip_symbolic_shape", "quantize": "quantize_dynamic",
             "op_types": list(_OP_TYPES), "weight_type": "QInt8", "per_channel": True}
 """How the file is quantized, as `_quantize_into` calls the two functions (part of the file's name)."""
