@@ -152,10 +152,11 @@ async def run_direct_call(state: GatewayState, generation: Generation, agent: st
 
 async def run_planned(plan: CallPlan, arguments: dict[str, Any], *, client: str | None = None,
                       door: Door = "direct") -> ToolResult:
-    """`run_direct_call` of a tool whose plan the door keeps."""
+    """`run_direct_call` of a tool whose plan the door keeps (the MCP doors; `DirectCall` starts its plan itself, in
+    its one frame)."""
     try:
         caller = current_caller()
-        if caller.client == client and caller.agent == plan.agent:  # the HTTP door: the auth layer bound it
+        if caller.client == client and caller.agent == plan.agent:  # already bound by the request (MCP in its task)
             return await plan.start(arguments, door=door, client=client)
         with bind_caller(client=client, agent=plan.agent):  # MCP handlers run outside the request's context
             return await plan.start(arguments, door=door, client=client)
