@@ -150,11 +150,8 @@ class CheckToolOutput:
         if not result.ok or result.truncated:
             return result
         judge, agent_tool = self.judge, self.agent_tool
-        body = result.body
         try:
-            # `_is_json`, inline: asked of every successful call's result.
-            if judge is not None and not isinstance(body, str) and (result.media_type or "json").endswith("json") \
-                    and judge(body):
+            if judge is not None and _is_json(result) and judge(result.body):
                 return result
         except Exception:  # noqa: BLE001 - a body the judge can't take: the slow path words it
             pass

@@ -115,19 +115,10 @@ class WireResponse:
         when it is collected."""
         chunks: list[bytes] = []
         size = 0
-        reader = self._response.body_reader
         while True:
-            # `_next_chunk`'s read, without a coroutine of its own per chunk.
-            try:
-                chunk = await reader.read()
-            except asyncio.CancelledError:
-                await let_cancellation_land()
-                raise
-            except PyreqwestError as error:
-                raise translate_error(error, self._url, self._timeout) from error
-            if chunk is None:
+            data = await self._next_chunk()  # one place translates the library's errors (a coroutine a chunk)
+            if data is None:
                 return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), True
-            data = bytes(chunk)
             chunks.append(data)
             size += len(data)
             if size > cap:
