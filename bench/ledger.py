@@ -11,8 +11,10 @@ thread changes stage. Each dump is one stage's exclusive share, whatever native 
 (SQLite under the audit, orjson under the door, pyreqwest under the send); stage 0 is the loop's native code
 outside any Python frame (uvloop, httptools). Each stage is also split by where its instructions ran: the
 interpreter (the eval loop; allocating and freeing objects and frames) or a library. The hook makes CPython stop
-inlining Python-to-Python calls, so the marked total is somewhat above `bench.machine_instructions`' count: both
-are printed, and the shares are what to read. Needs `valgrind` and `gcc`; about two minutes.
+inlining Python-to-Python calls, so the marked total is above the unmarked count: the same server is then run
+without the hook (`--plain` alone: only that), and the difference is taken off each stage by its frames. The idle
+server's periodic work (the reload watcher, uvicorn's tick) is counted apart: a call pays it by its duration. Needs
+`valgrind` and `gcc`; about six minutes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from bench.machine_instructions import DOOR, _calls, _settle
 from bench.stage_rules import STAGES
@@ -63,6 +66,7 @@ def build_marks(folder: Path) -> None:
 
 
 IDLE = 10.0  # seconds of the idle server counted after the calls
+PLAIN_CALLS = 100  # the unmarked run's calls (no dumps: cheap)
 
 # Where an instruction ran, by the function callgrind names (in the interpreter's own binary).
 _FREEING = re.compile(r"dealloc|_Py_Dealloc|_PyObject_Free|PyObject_Free|_PyMem_|pymalloc|free_|_Py_DECREF|"
@@ -143,7 +147,7 @@ def parse_dump(path: Path) -> tuple[str, int, collections.Counter[tuple[str, str
     return trigger, total, selfcost
 
 
-def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> None:
+def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> Any:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -185,12 +189,12 @@ def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> None:
                 os.kill(process.pid, signal.SIGUSR2)
                 time.sleep(2)
         if plain:
-            report_plain(folder, out.name, calls, seconds)
-        else:
-            report(folder, out.name, calls)
+            return report_plain(folder, out.name, calls, seconds)
+        return report(folder, out.name, calls)
 
 
-def report(folder: Path, name: str, calls: int, detail: int = 0) -> None:
+def report(folder: Path, name: str, calls: int, detail: int = 0) -> dict[int, tuple[float, float]]:
+    """The marked run: each stage's instructions and frames per call (printed, and returned by stage)."""
     per_stage: collections.Counter[int] = collections.Counter()
     per_place: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     per_function: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -226,9 +230,10 @@ def report(folder: Path, name: str, calls: int, detail: int = 0) -> None:
     for stage, _ in per_stage.most_common() if detail else ():
         print(f"{STAGES[stage]}: " + ", ".join(f"{function} {cost / calls:,.0f}"
                                                 for function, cost in per_function[stage].most_common(detail)))
+    return {stage: (cost / calls, frames[stage] / calls) for stage, cost in per_stage.items()}
 
 
-def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int = 40) -> None:
+def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int = 40) -> tuple[float, float]:
     """The unmarked count: the loop thread's instructions per call by where they ran, and the costliest functions;
     and the idle server's rate (the reload watcher's poll, uvicorn's tick), which a call pays by its duration."""
     dumps = sorted((path for path in folder.glob(name + ".*") if path.name.endswith("-01")),
@@ -246,6 +251,21 @@ def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int =
     print("the costliest functions (self):")
     for (obj, function), cost in selfcost.most_common(top):
         print(f"  {cost / calls:9,.0f} {100 * cost / total:5.1f}%  {function} ({os.path.basename(obj)})")
+    return total / calls, idle * seconds / calls
+
+
+def corrected(marked: dict[int, tuple[float, float]], plain: float, idle: float) -> None:
+    """The stages at the unmarked count: the hook's cost (the marked total above the unmarked, periodic work apart)
+    taken off each stage in proportion to its frames."""
+    periodic = STAGES.index("periodic work (the reload watcher, uvicorn's tick)")
+    stages = {stage: value for stage, value in marked.items() if stage != periodic}
+    frames = sum(count for _, count in stages.values())
+    per_frame = (sum(cost for cost, _ in stages.values()) - (plain - idle)) / frames
+    print(f"the stages at the unmarked count ({plain - idle:,.0f} a call without the idle server's periodic work; "
+          f"the hook's {per_frame:,.0f} a frame taken off):")
+    for stage, (cost, count) in sorted(stages.items(), key=lambda item: -item[1][0] + item[1][1] * per_frame):
+        print(f"  {cost - count * per_frame:9,.0f} {100 * (cost - count * per_frame) / plain:5.1f}%  {STAGES[stage]}")
+    print(f"  {idle:9,.0f} {100 * idle / plain:5.1f}%  the idle server's periodic work at this pace")
 
 
 def main() -> None:
@@ -256,7 +276,12 @@ def main() -> None:
                         help="no stage marks: the loop thread's count by where it ran, as bench.machine_instructions")
     parser.add_argument("--keep", type=Path, help="a folder to keep the dumps in (default: a temporary one)")
     args = parser.parse_args()
-    run(args.tree, args.calls, args.keep, plain=args.plain)
+    if args.plain:
+        run(args.tree, args.calls, args.keep, plain=True)
+        return
+    marked = run(args.tree, args.calls, args.keep, plain=False)
+    plain, idle = run(args.tree, PLAIN_CALLS, args.keep and args.keep / "plain", plain=True)
+    corrected(marked, plain, idle)
 
 
 if __name__ == "__main__":
