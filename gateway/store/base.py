@@ -295,6 +295,18 @@ class Store(abc.ABC):
         same guarantees as `add_audit`: taken before the first `await`, written even when the caller is
         cancelled while it waits, and written after the row's insert even when that insert is still queued."""
 
+    def add_audit_now(self, row: AuditRow) -> bool:
+        """`add_audit` on this thread, without waiting, when the backend can (an embedded file whose write lock is
+        free): True once the row is committed; False when nothing was written (then `add_audit`, awaited, writes
+        it). A row that cannot be written raises, as `add_audit`. A call's row is written so before it is sent and
+        its outcome after: no coroutine, task or thread hand-off per write (`gateway.safety.audit`)."""
+        return False
+
+    def update_audit_now(self, row: AuditRow) -> bool:
+        """`update_audit` on this thread, without waiting, when the backend can: True once the outcome is committed;
+        False when nothing was written (then `update_audit`, awaited, writes it). Raises as `update_audit`."""
+        return False
+
     @abc.abstractmethod
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
