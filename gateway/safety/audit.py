@@ -37,7 +37,7 @@ from ..errors import AuditUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from ..store import AuditQuery, AuditRow, Store
+from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
@@ -55,7 +55,7 @@ _fill_row = AuditRow.__init__
 
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
-RUNNING = "running"
+RUNNING = AUDIT_RUNNING
 """The status of a call's row from before it is sent until its outcome is written."""
 
 

@@ -135,6 +135,11 @@ class ResponseRecord:
 
 
 
+AUDIT_RUNNING = "running"
+"""The status of a call's audit row from before it is sent until its outcome is written. Such a row has no outcome
+yet: a store may write its outcome columns as a new row's (`http_status`, `usage`, `error` NULL, `latency_ms` and
+`bytes` 0) without reading them from the row."""
+
 AuditKind = Literal["tool", "chat", "decision"]
 AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision")
 """What an audit row records: a tool call, a chat run, or a human's approval decision."""
@@ -152,7 +157,8 @@ class AuditRow:
     api: str | None = None
     arguments: Any = None
     status: str = "ok"
-    """`ok`, or the error type (`upstream_error`, `timeout`, `approval_pending`, ...); chats: ok|paused|cut|error."""
+    """`ok`, or the error type (`upstream_error`, `timeout`, `approval_pending`, ...); chats: ok|paused|cut|error.
+    `running` (`AUDIT_RUNNING`): a tool call written before it was sent, its outcome not yet (`update_audit`)."""
     http_status: int | None = None
     latency_ms: float = 0.0
     bytes: int = 0

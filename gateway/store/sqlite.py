@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreUnavailable
 from .base import (
+    AUDIT_RUNNING,
     PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
@@ -51,6 +52,7 @@ from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
     INSERT_AUDIT,
+    INSERT_RUNNING,
     PRUNE_AUDIT,
     REOPEN_APPROVAL,
     SCHEMA,
@@ -63,6 +65,7 @@ from .sqlite_tables import (
     charge_buckets,
     dumps,
     end_session,
+    running_values,
     session_ended,
     upgrade_schema,
 )
@@ -272,7 +275,10 @@ class SQLiteStore(SQLiteConnections, Store):
     # -- audit --------------------------------------------------------------------------------------
     def add_audit_now(self, row: AuditRow) -> bool:
         # Inline (see the module docstring); a taken lock, here or on the file, means the queued path.
-        written = self._write_inline(_EXECUTE, INSERT_AUDIT, audit_values(row))
+        if row.status == AUDIT_RUNNING and row.kind == "tool":
+            written = self._write_inline(_EXECUTE, INSERT_RUNNING, running_values(row))
+        else:
+            written = self._write_inline(_EXECUTE, INSERT_AUDIT, audit_values(row))
         if written is None:
             return False
         row.id = written.lastrowid

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from ..jsonwire import dumps_text
-from .base import ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
+from .base import AUDIT_RUNNING, ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
 
 # The audit table is written once per tool call, so it has nothing an insert must also update: its ids are rowids
 # (each row one past the largest id present; AUTOINCREMENT would keep an id from returning once every row is pruned
@@ -60,6 +60,10 @@ AUDIT_COLUMNS = (
     " run_id, error, subject"
 )
 INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 16})"
+INSERT_RUNNING = (f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES"
+                  f" (NULL, ?, 'tool', ?, ?, ?, ?, ?, '{AUDIT_RUNNING}', NULL, 0.0, 0, ?, NULL, ?, NULL, ?)")
+"""A call's row before it is sent (`running_values`): its constants and its outcome's empty columns written in the
+statement, not bound (sqlite3 adapts every None it binds through its adapter registry)."""
 UPDATE_AUDIT = ("UPDATE audit SET status = ?, http_status = ?, latency_ms = ?, bytes = ?, approval = ?, error = ?"
                 " WHERE id = ?")
 """A call's outcome, on the row written before it was sent."""
@@ -120,6 +124,12 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
+
+
+def running_values(row: AuditRow) -> tuple[Any, ...]:
+    """A `running` tool call's row in `INSERT_RUNNING`'s order (`AUDIT_RUNNING`: it has no outcome yet)."""
+    return (row.time, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.approval, row.run_id,
+            row.subject)
 
 
 def audit_values(row: AuditRow) -> tuple[Any, ...]:
