@@ -80,7 +80,7 @@ _CHECKPOINT_EVERY = 1000
 pages a row in files made before `sqlite_tables` dropped AUTOINCREMENT and the time index). A checkpoint holds
 inline rows off for its fsync, so the fewer checkpoints, the fewer calls take the queued path."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_EXECUTE = sqlite3.Connection.execute
+_EXECUTE = sqlite3.Cursor.execute
 """The audit's two writes a call: one statement each, committed by SQLite itself (no transaction of ours)."""
 
 
@@ -95,7 +95,9 @@ class SQLiteStore(SQLiteConnections, Store):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
         self._audit_queue = AuditQueue(self._thread, self._unavailable)  # rows the inline connection could not take
-        self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
+        # Audit rows written on the caller's thread, through one cursor of the inline connection kept for every
+        # inline statement (`Connection.execute` makes a cursor per statement, and registers it with the connection).
+        self._inline: sqlite3.Cursor | None = None
         self._inline_lock = threading.Lock()  # only ever tried, never waited for, by a writer
         self._inline_rows = 0  # since the last checkpoint was asked for
         try:
@@ -115,7 +117,7 @@ class SQLiteStore(SQLiteConnections, Store):
             conn.executescript(SCHEMA)
             upgrade_schema(conn)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
-                self._inline = open_inline(self.path)
+                self._inline = open_inline(self.path).cursor()
         except BaseException:
             conn.close()
             raise
@@ -308,12 +310,12 @@ class SQLiteStore(SQLiteConnections, Store):
             raise RuntimeError("the store is closed")
         await self._audit_queue.write(conn, statement, values, row)
 
-    def _write_inline(self, work: Callable[[sqlite3.Connection, Any, Any], T], first: Any, second: Any) -> T | None:
-        """`work(inline, first, second)` on the inline connection, on this thread: its result once committed, None
-        when it could not run without waiting (the inline lock or the file's write lock is taken). The audit's two
-        writes a call pass `_EXECUTE` with a statement and its values; a rate-limit charge passes `_charged` with
-        its buckets and cost (two arguments, not `*args`: no tuple packed and unpacked per write)."""
-        if self._inline is None or not self._inline_lock.acquire(False):  # positional: no keyword dict per call
+    def _write_inline(self, work: Callable[[sqlite3.Cursor, Any, Any], T], first: Any, second: Any) -> T | None:
+        """`work(inline, first, second)` on the inline connection's cursor, on this thread: its result once
+        committed, None when it could not run without waiting (the inline lock or the file's write lock is taken).
+        The audit's two writes a call pass `_EXECUTE` with a statement and its values; a rate-limit charge passes
+        `_charged` with its buckets and cost (two arguments, not `*args`: no tuple packed and unpacked per write)."""
+        if not self._inline_lock.acquire(False):  # positional: no keyword dict per call
             return None
         try:
             inline = self._inline
@@ -454,14 +456,15 @@ class SQLiteStore(SQLiteConnections, Store):
         with self._inline_lock:  # held by a writer for one short transaction at most
             inline, self._inline = self._inline, None
         if inline is not None:
-            inline.close()
+            inline.connection.close()
         checkpoint(conn)
         conn.close()
 
 
-def _charged(conn: sqlite3.Connection, buckets: Sequence[Bucket], cost: float) -> float:
+def _charged(inline: sqlite3.Cursor, buckets: Sequence[Bucket], cost: float) -> float:
     """`charge_buckets` in a transaction of its own on the inline connection, rolled back if it or its commit fails
     (a commit refused for a taken lock leaves the transaction open)."""
+    conn = inline.connection
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = charge_buckets(conn, buckets, cost)

@@ -128,8 +128,11 @@ def dumps(value: Any) -> str:
 
 def running_values(row: AuditRow) -> tuple[Any, ...]:
     """A `running` tool call's row in `INSERT_RUNNING`'s order (`AUDIT_RUNNING`: it has no outcome yet)."""
-    return (row.time, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.approval, row.run_id,
-            row.subject)
+    try:  # `dumps`, inline: every call's arguments
+        arguments = orjson.dumps(row.arguments, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        arguments = dumps(row.arguments)
+    return (row.time, row.client, row.agent, row.tool, row.api, arguments, row.approval, row.run_id, row.subject)
 
 
 def audit_values(row: AuditRow) -> tuple[Any, ...]:
