@@ -38,6 +38,7 @@ from the fourth `round3`, from the fifth `round4`), never on the part measured a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 import sqlite3
@@ -383,7 +384,8 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
     """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
     drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
     of `/me/drives`."""
-    return bool(target) and not facts.owner and any(_names(word, target) for word in resources(facts.tool.path)[1:])
+    return bool(target) and not facts.owner and any(_stem_of(word).endswith(_suffixes(target))
+                                                    for word in _above(facts.tool.path))
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
@@ -398,10 +400,9 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
         factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
-        if changes and facts.item and facts.method in changes \
-                and _names((facts.resource.split() or [""])[-1], request.things):
+        if changes and facts.item and facts.method in changes and _names(_last_word(facts.resource), request.things):
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
-        if displaced and _names((facts.resource.split() or [""])[-1], displaced):
+        if displaced and _names(_last_word(facts.resource), displaced):
             factor /= _DISPLACED
         if request.identified and "{" in facts.tool.path:
             factor *= _ONE_ITEM
@@ -421,26 +422,59 @@ def _addresses(facts: _Facts, request: Request) -> float:
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
     (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
     `horizontalpodautoscaler` for "autoscale"); else 1."""
-    named = facts.resource.split()
+    named = _singulars(facts.resource)
     if not named:
         return 1.0
-    acted = any(len(os.path.commonprefix([act, singular(word)])) >= min(5, len(act)) for act in request.acts
+    acted = any(len(os.path.commonprefix([act, word])) >= min(5, len(act)) for act in request.acts
                 if len(act) >= 3 for word in named)
     if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
         return _ACTED
-    if any(singular(named[-1]).endswith(agent) for agent in request.agents):  # autoscale -> horizontalpodautoscalers
+    if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
-    if any(singular(named[-1]).endswith(noun) for noun in request.act_nouns):  # bind -> clusterrolebindings
+    if request.act_nouns and named[-1].endswith(request.act_nouns):  # bind -> clusterrolebindings
         return _ACTED
-    if _names(named[-1], request.things):
-        return _ADDRESSED if not request.named or _names(named[-1], request.named) else _ADDRESSED_BY_SYNONYM
+    last = _last_word(facts.resource)
+    if _names(last, request.things):
+        return _ADDRESSED if not request.named or _names(last, request.named) else _ADDRESSED_BY_SYNONYM
     return 1.0
 
 
 def _names(word: str, things: frozenset[str]) -> bool:
     """Whether a resource's word is one of the things (its end: `persistentvolumeclaims` is a claim)."""
-    stem = next(iter(stems(word)), word)
-    return any(stem.endswith(thing) for thing in things if len(thing) >= 3)
+    return _stem_of(word).endswith(_suffixes(things))
+
+
+# What the signals read of the words of an api's paths, once per word (or path) rather than once per candidate of
+# every search: the words are the api's own, so the caches stay as small as its vocabulary.
+_WORDS_CACHED = 1 << 16
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _stem_of(word: str) -> str:
+    return next(iter(stems(word)), word)
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _singulars(resource: str) -> tuple[str, ...]:
+    """The words of what a path addresses (`_Facts.resource`), each singular."""
+    return tuple(singular(word) for word in resource.split())
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _last_word(resource: str) -> str:
+    return (resource.split() or [""])[-1]
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _above(path: str) -> tuple[str, ...]:
+    """The resources a path addresses its own under (`resources(path)[1:]`)."""
+    return tuple(resources(path)[1:])
+
+
+@functools.lru_cache(maxsize=256)
+def _suffixes(things: frozenset[str]) -> tuple[str, ...]:
+    """The things a word can end with (`_names`): those of 3 letters or more."""
+    return tuple(thing for thing in things if len(thing) >= 3)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
