@@ -248,8 +248,8 @@ class ToolIndex:
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
                 both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
                                                              request.expression, wanted)).fetchall()
-                rows = [(rowid, score) for rowid, score, position, _ in both if position <= wanted]
-                addressed = [(rowid, score) for rowid, score, _, named in both if named]
+                rows = [(rowid, score) for rowid, score, best in both if best]
+                addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
             cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
             if allowed is None:
@@ -281,11 +281,13 @@ _POOL = 400
 _ADDRESSED_CANDIDATES = 60
 _BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
 _SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
-_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?) "
-             "SELECT rowid, score, position, named FROM (SELECT rowid, score, row_number() OVER (ORDER BY score) "
-             f"AS position, rowid IN named AS named FROM (SELECT rowid, {_BM25} AS score FROM tools "
-             "WHERE tools MATCH ?)) WHERE position <= ? OR named ORDER BY score")
-"""`_SQL` and `_ADDRESSED_SQL` in one pass over the matches: their BM25 is computed once."""
+_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?), "
+             f"matched AS MATERIALIZED (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?) "
+             "SELECT * FROM (SELECT rowid, score, 1 FROM matched ORDER BY score LIMIT ?) "
+             "UNION ALL SELECT * FROM (SELECT rowid, score, 0 FROM matched WHERE rowid IN named ORDER BY score)")
+"""`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
+computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
+many as asked for, not a sort of every match."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 
