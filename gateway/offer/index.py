@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import os
 import sqlite3
 import threading
 import weakref
@@ -427,8 +426,8 @@ def _addresses(facts: _Facts, request: Request) -> float:
     named = _singulars(facts.resource)
     if not named:
         return 1.0
-    acted = any(len(os.path.commonprefix([act, word])) >= min(5, len(act)) for act in request.acts
-                if len(act) >= 3 for word in named)
+    prefixes = _prefixes(request.acts)
+    acted = bool(prefixes) and any(word.startswith(prefixes) for word in named)
     if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
         return _ACTED
     if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
@@ -471,6 +470,13 @@ def _last_word(resource: str) -> str:
 def _above(path: str) -> tuple[str, ...]:
     """The resources a path addresses its own under (`resources(path)[1:]`)."""
     return tuple(resources(path)[1:])
+
+
+@functools.lru_cache(maxsize=256)
+def _prefixes(acts: tuple[str, ...]) -> tuple[str, ...]:
+    """What a resource's word begins with when it is one of the acts (`_addresses`): an act of 3 letters or more,
+    its first 5 (`accept`, `attachments` for "attach", `reviews` for "who reviewed")."""
+    return tuple(act[:5] for act in acts if len(act) >= 3)
 
 
 @functools.lru_cache(maxsize=256)
