@@ -396,11 +396,17 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
     scored = []
+    addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
     for facts, score in candidates:
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
         if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
-        factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
+        said = (facts.resource, facts.parent)
+        addressed = addressing.get(said)
+        if addressed is None:
+            addressed = addressing[said] = (_addresses(facts, request) if not within or _names(facts.parent, within)
+                                            else 1.0)
+        factor *= addressed
         if changes and facts.item and facts.method in changes and _names(_last_word(facts.resource), request.things):
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
         if displaced and _names(_last_word(facts.resource), displaced):
