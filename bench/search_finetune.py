@@ -7,6 +7,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py finetune [--method lora|bitfit|full]
         [--tests loao later] [--held API ...] [--stacked]     # a fold: 8-13 min of CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py merge --fold github  # a delta into the int8 ONNX file
+    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train   # the shipped delta: ~14 min
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
@@ -406,9 +407,55 @@ def merge(fold: str, seed: int) -> None:
         print(f"  cosine with the {label}: min {cosines.min():.4f}, median {numpy.median(cosines):.4f}", flush=True)
 
 
+SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
+"""The delta the gateway ships: `train` writes it, gateway.offer.minilm_int8 adds it to the packaged file's weights."""
+
+
+def train(seed: int) -> None:
+    """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
+    `EPOCHS`, `seed`, one thread), on every used part (up to `round9`) of the six APIs and the corpus's pairs.
+    Written to `SHIPPED` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
+    import hashlib
+
+    import numpy
+
+    apis = {name: adapter.Requests(name, data=DATA) for name in SPECS}
+    model = load_model("lora", seed)
+    sets = [api_pairs(requests, requests.rows(USED)) for requests in apis.values()] + [corpus_pairs()]
+    seconds = finetune(model, sets, "lora", seed)
+    print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the corpus), "
+          f"parts {', '.join(USED)}, {seconds:.0f} s CPU", flush=True)
+    bert = model[0].auto_model
+    weights = dict(bert.named_parameters())
+    delta = lora_delta(model)
+    arrays = {}
+    for key in sorted(k[:-2] for k in delta if k.endswith(".a")):  # key: "encoder.layer.0.attention.self.query.weight"
+        base = weights[key.replace(".weight", ".base.weight")].detach().numpy()  # torch's [out, in]
+        arrays[f"{key}.A[rank,in]"] = delta[f"{key}.a"]
+        arrays[f"{key}.B*scale[out,rank]"] = delta[f"{key}.b"]
+        arrays[f"{key}.base_first_input[out]"] = base[:, 0]  # to find and check the matrix in the ONNX file
+    write_delta(SHIPPED, {k: v.astype(numpy.float16) for k, v in arrays.items()})
+    print(f"{SHIPPED}: {len(arrays) // 3} matrices, {SHIPPED.stat().st_size} bytes, "
+          f"sha256 {hashlib.sha256(SHIPPED.read_bytes()).hexdigest()}", flush=True)
+
+
+def write_delta(path: Path, arrays: dict[str, Any]) -> None:
+    """`numpy.savez` but reproducible: the same arrays give the same bytes (numpy dates each member now)."""
+    import io
+    import zipfile
+
+    import numpy
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for key, value in arrays.items():
+            buffer = io.BytesIO()
+            numpy.lib.format.write_array(buffer, numpy.ascontiguousarray(value), allow_pickle=False)
+            archive.writestr(zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0)), buffer.getvalue())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "adapter", "finetune", "merge"])
+    parser.add_argument("stage", choices=["prepare", "adapter", "finetune", "merge", "train"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tests", nargs="+", choices=["loao", "later"], default=["loao", "later"])
     parser.add_argument("--held", nargs="+", choices=list(SPECS), default=list(SPECS),
@@ -430,6 +477,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "merge":
         merge(args.fold, args.seed)
+        return 0
+    if args.stage == "train":
+        started = time.time()
+        train(args.seed)
+        print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in SPECS}
     print(f"seed {args.seed}, {args.threads} thread(s); load average {os.getloadavg()[0]:.1f} at the start",

