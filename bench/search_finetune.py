@@ -12,8 +12,8 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round9` (`USED`; `round10` is the lead's final
-measurement and is never read here: an assert says so), and the corpus's self-supervised pairs
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round11` (`USED`; `round12` is the lead's next final
+measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the corpus's self-supervised pairs
 (`search_adapter.corpus_pairs`). Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
@@ -53,9 +53,10 @@ sys.path.insert(0, str(ROOT))
 from bench import search_adapter as adapter  # noqa: E402  (run as a script)
 from bench.search import PARTS, SPECS, _compile  # noqa: E402
 
-USED = PARTS[:PARTS.index("round9") + 1]
-"""The parts read here; `round10` is the lead's final measurement."""
-assert "round10" not in USED
+USED = PARTS[:PARTS.index("round11") + 1]
+"""The parts read here; `round12` is the lead's next final measurement. (Up to `round9` for the measured runs and the
+first shipped delta; `round10` and `round11` joined once each had been measured, once.)"""
+assert "round12" not in USED
 TESTED = ("round7", "round8", "round9")
 """The parts a held-out API is tested on (the last written)."""
 SPLIT = (PARTS[:PARTS.index("round8") + 1], ("round9",))
@@ -72,8 +73,8 @@ SHIPPED_ADAPTER = (1e-3, 6)
 
 
 def prepare(threads: int) -> None:
-    """search_adapter.py's `prepare` over the parts up to `round9` (its saved rows copied first, so only `round9`'s
-    requests are embedded), each API's tool texts, and the corpus's pairs as texts."""
+    """search_adapter.py's `prepare` over the used parts (its saved rows copied first, so only the parts it has not
+    saved are embedded), each API's tool texts, and the corpus's pairs as texts."""
     DATA.mkdir(parents=True, exist_ok=True)
     for name in SPECS:
         if not (DATA / f"{name}.npz").exists() and (adapter.DATA / f"{name}.npz").exists():
@@ -413,7 +414,7 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 
 def train(seed: int) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
-    `EPOCHS`, `seed`, one thread), on every used part (up to `round9`) of the six APIs and the corpus's pairs.
+    `EPOCHS`, `seed`, one thread), on every used part (`USED`) of the six APIs and the corpus's pairs.
     Written to `SHIPPED` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
     import hashlib
 
