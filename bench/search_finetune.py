@@ -13,8 +13,8 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
 process; with it 1.2-1.6 GB.)
 
 Data: every part of tests/openapi/search_tasks/*.yaml up to `round11` (`USED`; `round12` is the lead's next final
-measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the corpus's self-supervised pairs
-(`search_adapter.corpus_pairs`). Two tests, as the adapter's:
+measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the
+corpus's self-supervised pairs (`search_adapter.corpus_pairs`). Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
 - older to newer: train on every API's parts up to `round8` and the corpus's pairs, test on `round9` in all six.

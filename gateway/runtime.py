@@ -13,6 +13,7 @@ because its spec no longer has the operation is made, and logged at WARNING and 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import inspect
@@ -228,7 +229,9 @@ class RuntimeHolder:
         while True:
             runtime = self._current
             try:
-                latest: tuple[tuple[str, int, int], ...] | None = await anyio.to_thread.run_sync(
+                # asyncio's own thread hand-off, not anyio's: the poll runs every second of a serving gateway's life,
+                # and anyio's (a capacity limiter and cancel scopes) runs over twice the Python on the event loop.
+                latest: tuple[tuple[str, int, int], ...] | None = await asyncio.to_thread(
                     input_stats, runtime.specs_dir, runtime.agents_path)
             except OSError as exc:  # e.g. a folder made unreadable: keep serving, look again later
                 logger.warning("cannot scan the inputs: %s", exc)
@@ -239,7 +242,7 @@ class RuntimeHolder:
                     await self.reload()
                 else:
                     settling = latest
-            await anyio.sleep(interval)
+            await asyncio.sleep(interval)
 
     async def reload(self, *, force: bool = False) -> bool:
         """Load the inputs again now; True when a new runtime was swapped in.

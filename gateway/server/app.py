@@ -86,6 +86,7 @@ def create_app(
         return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
+    policy = PolicySource(host, state.current.runtime.manifest)  # the envelope's; `follow`s every reload
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -93,7 +94,10 @@ def create_app(
         # Runs a dead process left between an approval's decision and its end are put right (reopened or failed).
         sweeper = asyncio.create_task(safety.sweep()) if safety is not None else None
         async with mcp.running():
-            holder.on_reload.append(state.on_reload)  # any reload, watched or not, rebuilds the executors
+            # Any reload, watched or not, swaps the host policy and rebuilds the executors, in the same turn of the
+            # loop (both synchronously before the first await): no request sees one without the other.
+            holder.on_reload.append(policy.follow)
+            holder.on_reload.append(state.on_reload)
             if watch:
                 watcher = asyncio.create_task(holder.watch(interval=watch_interval))
             try:
@@ -104,6 +108,7 @@ def create_app(
                         task.cancel()
                         await asyncio.gather(task, return_exceptions=True)
                 holder.on_reload.remove(state.on_reload)
+                holder.on_reload.remove(policy.follow)
                 await state.aclose()
 
     if isinstance(safety, Safety):  # the browser console signs in with the safety layer's client keys
@@ -136,7 +141,6 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         *gated(extra_routes),
     ]
-    policy = PolicySource(host, lambda: state.current.runtime.manifest)
     app = Starlette(
         routes=routes,
         # The envelope, before anything else can answer: the caller's traceparent continued; foreign hosts, origins

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
 from .api_errors import APIError
-from .hosts import HostPolicy, refusal
+from .hosts import PolicySource, refusal
 from .limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, BodyTooLarge, HeadersTooLarge, TargetTooLong
 
 if TYPE_CHECKING:
@@ -42,12 +41,12 @@ _TRACE = frozenset({b"traceparent", b"tracestate"})
 
 
 class RequestEnvelope:
-    def __init__(self, app: ASGIApp, *, policy: Callable[[], HostPolicy], max_body_bytes: int,
+    def __init__(self, app: ASGIApp, *, policy: PolicySource, max_body_bytes: int,
                  metrics: Metrics | None, access_log: logging.Logger | None = None,
                  exempt_prefixes: tuple[str, ...] = ("/mcp/",)) -> None:
         """Parameters:
             app: the routed app.
-            policy: the current `HostPolicy` (a callable, so a reload of agents.yaml applies).
+            policy: the current `HostPolicy` (`policy.current`: a reload of agents.yaml replaces it).
             max_body_bytes: a request with a larger body gets 413.
             metrics: the gateway's `Metrics`, kept across reloads (None: nothing is counted).
             access_log: the logger of the access lines (`gateway.access`); None: no access log.
@@ -86,7 +85,7 @@ class RequestEnvelope:
         watch = StatusWatch(send)
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(
-                self.policy(), scope["method"], headers.get(b"host"), headers.get(b"origin"),
+                self.policy.current, scope["method"], headers.get(b"host"), headers.get(b"origin"),
                 headers.get(b"content-type"), has_body=has_body)
             if error is None and not scope["path"].startswith(self.exempt_prefixes):
                 if length is None or chunked:  # no length to trust: what arrives is counted

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..config.model import Manifest
 from ..config.settings import GatewaySettings
 from .api_errors import APIError
 from .auth import is_loopback
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
 
 logger = logging.getLogger("gateway.server")
 
@@ -169,22 +172,18 @@ def _refusal(policy: HostPolicy, method: str, host: str | None, origin: str | No
 
 
 class PolicySource:
-    """The `HostPolicy` of the current manifest, rebuilt when agents.yaml changes (the loader refuses a reload
-    with a bad value, so the last good one keeps serving)."""
+    """The `HostPolicy` of the served manifest (`current`, read by the request envelope on every request), rebuilt
+    by `follow` when a reload swaps in a new runtime (an `on_reload` callback of the runtime's holder, registered by
+    the app's lifespan; the loader refuses a reload with a bad value, so the last good one keeps serving)."""
 
-    def __init__(self, bound_host: str | None, manifest: Callable[[], Manifest]) -> None:
+    def __init__(self, bound_host: str | None, manifest: Manifest) -> None:
         self.bound_host = bound_host
-        self.manifest = manifest
-        self._seen: Manifest | None = None
-        self._policy = self._build(manifest())
+        self.current = self._build(manifest)
 
     def _build(self, manifest: Manifest) -> HostPolicy:
         keyless = not manifest.clients and manifest.gateway.auth is None
         return HostPolicy.build(self.bound_host, manifest.gateway, keyless=keyless)
 
-    def __call__(self) -> HostPolicy:
-        manifest = self.manifest()
-        if manifest is not self._seen:
-            self._seen = manifest
-            self._policy = self._build(manifest)
-        return self._policy
+    def follow(self, runtime: Runtime) -> None:
+        """The reloaded `runtime`'s policy from now on (synchronous: no request sees a half-swapped state)."""
+        self.current = self._build(runtime.manifest)

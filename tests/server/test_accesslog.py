@@ -16,8 +16,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from gateway.config.model import Manifest
 from gateway.server.envelope import RequestEnvelope
-from gateway.server.hosts import HostPolicy
+from gateway.server.hosts import PolicySource
 from gateway.server.run import log_config
 
 
@@ -46,7 +47,7 @@ async def _hello(request: Request) -> PlainTextResponse:
 def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
     with _access_lines() as stream:
         app = Starlette(routes=[Route("/hello", _hello)], middleware=[Middleware(
-            RequestEnvelope, policy=lambda: HostPolicy.build("127.0.0.1"), max_body_bytes=1024,
+            RequestEnvelope, policy=PolicySource("127.0.0.1", Manifest()), max_body_bytes=1024,
             metrics=None, access_log=logging.getLogger("gateway.access"))])
         order: list[str] = []
 

@@ -45,6 +45,21 @@ def test_reload_swaps_agents_and_rebuilds_the_executor(tmp_path: Path, llm: Leni
             assert "forecaster" in [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]]
 
 
+def test_a_reload_changes_the_hosts_answered_from_the_next_request(tmp_path: Path, llm: LenientLLM,
+                                                                   upstream: RecordingServer) -> None:
+    # The envelope reads the host policy the reload swapped in (it no longer looks at the manifest per request).
+    with gateway(tmp_path, llm.url, upstream.url, watch=True, watch_interval=0.05) as (url, app):
+        foreign = {"Host": "gw.example.com"}
+        assert httpx.get(f"{url}/v1/models", headers=foreign).status_code == 421
+        allowed = AGENTS_YAML + "gateway: {{allowed_hosts: [gw.example.com]}}\n"
+        (tmp_path / "agents.yaml").write_text(allowed.format(llm=llm.url, upstream=upstream.url))
+        _wait_for(lambda: app.state.gateway.reloads == 1)
+        assert httpx.get(f"{url}/v1/models", headers=foreign).status_code == 200
+        (tmp_path / "agents.yaml").write_text(AGENTS_YAML.format(llm=llm.url, upstream=upstream.url))
+        _wait_for(lambda: app.state.gateway.reloads == 2)
+        assert httpx.get(f"{url}/v1/models", headers=foreign).status_code == 421
+
+
 def test_shutdown_lets_an_in_flight_call_finish(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
     upstream.route("/meteo/", Reply(200, FORECAST, delay=1.0))
     specs, agents = write_project(tmp_path, llm.url, upstream.url)

@@ -197,5 +197,5 @@ def test_the_served_policy_knows_whether_keys_guard_the_gateway() -> None:
     from gateway.server.hosts import PolicySource
 
     keyed = Manifest.model_validate({"clients": {"bot": {"key": "ck-0123456789abcdef"}}})
-    assert PolicySource("0.0.0.0", lambda: keyed)().host_allowed("gw.example.com")
-    assert not PolicySource("0.0.0.0", lambda: Manifest.model_validate({}))().host_allowed("gw.example.com")
+    assert PolicySource("0.0.0.0", keyed).current.host_allowed("gw.example.com")
+    assert not PolicySource("0.0.0.0", Manifest.model_validate({})).current.host_allowed("gw.example.com")

@@ -1,0 +1,288 @@
+"""Where the event loop's machine instructions go in one direct call, by stage (valgrind's callgrind).
+
+    python -m bench.ledger [--tree /path/to/tree] [--calls 20]
+
+`bench.machine_instructions` counts the event loop thread's machine instructions per call; this says which part of
+the app runs them. `gateway serve` (from `--tree`, as `bench.machine_instructions` runs it) is started under
+callgrind with a frame-evaluation hook (bench/stage_marks.c, compiled here with gcc against the interpreter's
+headers) that puts every Python code object in a stage (`STAGES`, by file and function; helpers such as the
+standard library's count to the stage that called them) and asks callgrind to dump its counters whenever the loop's
+thread changes stage. Each dump is one stage's exclusive share, whatever native code ran under its frames included
+(SQLite under the audit, orjson under the door, pyreqwest under the send); stage 0 is the loop's native code
+outside any Python frame (uvloop, httptools). Each stage is also split by where its instructions ran: the
+interpreter (the eval loop; allocating and freeing objects and frames) or a library. The hook makes CPython stop
+inlining Python-to-Python calls, so the marked total is above the unmarked count: the same server is then run
+without the hook (`--plain` alone: only that), and the difference is taken off each stage by its frames. The idle
+server's periodic work (the reload watcher, uvicorn's tick) is counted apart: a call pays it by its duration. Needs
+`valgrind` and `gcc`; about six minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench.machine_instructions import DOOR, _calls, _settle
+from bench.stage_rules import STAGES
+from bench.support import ROOT, free_port, python_module, spawned, write_project
+
+BOOT = """\
+import signal, sys
+sys.path.insert(0, {folder!r})
+import stage_marks, importlib.util
+spec = importlib.util.spec_from_file_location("stage_rules", {rules!r})
+rules = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rules)
+stage_marks.install(list(rules.STAGES), rules.classify)
+signal.signal(signal.SIGUSR1, lambda *_: stage_marks.start())
+def stop(*_):
+    stage_marks.stop()
+    with open({folder!r} + "/frames.txt", "w") as out:
+        out.write(repr(stage_marks.counts()))
+signal.signal(signal.SIGUSR2, stop)
+from gateway.cli.commands import main
+sys.argv = ["gateway", *{argv!r}]
+sys.exit(main())
+"""
+
+
+def build_marks(folder: Path) -> None:
+    paths = sysconfig.get_paths()
+    target = folder / f"stage_marks{sysconfig.get_config_var('EXT_SUFFIX')}"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", f"-I{paths['include']}", "-o", str(target),
+                    str(ROOT / "bench" / "stage_marks.c")], check=True)
+
+
+IDLE = 10.0  # seconds of the idle server counted after the calls
+PLAIN_CALLS = 100  # the unmarked run's calls (no dumps: cheap)
+
+# Where an instruction ran, by the function callgrind names (in the interpreter's own binary).
+_FREEING = re.compile(r"dealloc|_Py_Dealloc|_PyObject_Free|PyObject_Free|_PyMem_|pymalloc|free_|_Py_DECREF|"
+                      r"frame_dealloc|clear_frame|_PyFrame_Clear|_PyObject_GC_Del|PyObject_GC_Del")
+_ALLOCATING = re.compile(r"Malloc|_PyObject_GC_New|_PyObject_New|alloc|_Py_NewReference|PyTuple_New|"
+                         r"_PyFrame_Push|_PyThreadState_PushFrame|new_|_New\b")
+_GC = re.compile(r"gc_collect|collect\b|subtract_refs|update_refs|move_unreachable|visit_|deduce_unreachable")
+
+
+def where(obj: str, function: str) -> str:
+    name = os.path.basename(obj)
+    if name.startswith("python3") or "libpython" in name or name == "???" and function.startswith("_Py"):
+        if _GC.search(function):
+            return "interpreter: cyclic garbage collection"
+        if _FREEING.search(function):
+            return "interpreter: freeing objects and frames"
+        if _ALLOCATING.search(function):
+            return "interpreter: allocating objects and frames"
+        return "interpreter: the eval loop and the builtins"
+    for library, label in (("sqlite", "SQLite (with the sqlite3 module)"), ("orjson", "orjson"),
+                           ("jsonschema_rs", "jsonschema_rs"), ("httptools", "httptools"), ("uvloop", "uvloop"),
+                           ("pyreqwest", "pyreqwest (Rust)"), ("libc", "libc"), ("_asyncio", "asyncio (C)"),
+                           ("ld-linux", "the dynamic loader")):
+        if library in name:
+            return label
+    return f"other: {name}"
+
+
+def parse_dump(path: Path) -> tuple[str, int, collections.Counter[tuple[str, str]]]:
+    """A dump's trigger, its total and its self cost by (object file, function)."""
+    trigger, total = "", 0
+    names: dict[str, str] = {}
+    selfcost: collections.Counter[tuple[str, str]] = collections.Counter()
+    obj = fn = ""
+    skip_next = False
+
+    def named(value: str) -> str:
+        match = re.match(r"\((\d+)\)(?: (.*))?", value)
+        if match is None:
+            return value
+        key, text = match.group(1), match.group(2)
+        if text is not None:
+            names[key] = text
+        return names.get(key, value)
+
+    obnames: dict[str, str] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        if not line:
+            continue
+        head = line[0]
+        if head.isdigit() or head in "+-*":
+            if skip_next:
+                skip_next = False
+                continue
+            parts = line.split()
+            if len(parts) > 1:
+                selfcost[(obj, fn)] += int(parts[1])
+        elif line.startswith("fn="):
+            fn = named(line[3:])
+        elif line.startswith("ob="):
+            match = re.match(r"\((\d+)\)(?: (.*))?", line[3:])
+            if match and match.group(2) is not None:
+                obnames[match.group(1)] = match.group(2)
+            obj = obnames.get(match.group(1), line[3:]) if match else line[3:]
+        elif line.startswith(("cfn=", "cfi=", "cfl=")):
+            if line.startswith("cfn="):
+                named(line[4:])
+        elif line.startswith("cob="):
+            match = re.match(r"\((\d+)\)(?: (.*))?", line[4:])
+            if match and match.group(2) is not None:
+                obnames[match.group(1)] = match.group(2)
+        elif line.startswith("calls="):
+            skip_next = True
+        elif line.startswith("desc: Trigger:"):
+            trigger = line.split(":", 2)[2].strip()
+        elif line.startswith("summary:"):  # the events of the dump's time range ("totals:" can hold stale ones)
+            total = int(line.split()[1])
+    return trigger, total, selfcost
+
+
+def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> Any:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        folder = keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        build_marks(folder)
+        upstream_port = free_port()
+        upstream = f"http://127.0.0.1:{upstream_port}"
+        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(upstream_port)), upstream))
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        project = write_project(folder / "project", upstream, github=False)
+        argv = ["serve", "--port", str(port), "--specs", str(project / "specs"), "--agents",
+                str(project / "agents.yaml")]
+        boot = BOOT.format(folder=str(folder), argv=argv, rules=str(ROOT / "bench" / "stage_rules.py"))
+        out = folder / "callgrind.out"
+        server = python_module("gateway", *argv) if plain else [sys.executable, "-c", boot]
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
+                   "--dump-instr=no", *server]
+        env = {"PYTHONPATH": str(tree.resolve()),
+               "GATEWAY_CACHE_DIR": os.environ.get("GATEWAY_CACHE_DIR") or str(folder / "cache"),
+               "STAGE_UNSORTED": str(folder / "unsorted.txt")}
+        with spawned(command, f"{url}/healthz", env=env, cwd=tree.resolve()) as (process, _):
+            asyncio.run(_calls(url, DOOR, 30, post=True))
+            _settle(process.pid)
+            asyncio.run(_calls(url, DOOR, 20, post=True))
+            if plain:
+                # A dump, not `-z`: callgrind's zeroing on request leaves some earlier costs in the next dump's
+                # functions (its summary is right, its per-function lines are not); a dump zeroes them all.
+                subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+                started = time.monotonic()
+                asyncio.run(_calls(url, DOOR, calls, post=True))
+                subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+                seconds = time.monotonic() - started
+                time.sleep(IDLE)
+                subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+            else:
+                os.kill(process.pid, signal.SIGUSR1)
+                time.sleep(0.5)  # the handler runs on the loop's next Python step (uvicorn's tick: every 0.1 s)
+                asyncio.run(_calls(url, DOOR, calls, post=True))
+                os.kill(process.pid, signal.SIGUSR2)
+                time.sleep(2)
+        if plain:
+            return report_plain(folder, out.name, calls, seconds)
+        return report(folder, out.name, calls)
+
+
+def report(folder: Path, name: str, calls: int, detail: int = 0) -> dict[int, tuple[float, float]]:
+    """The marked run: each stage's instructions and frames per call (printed, and returned by stage)."""
+    per_stage: collections.Counter[int] = collections.Counter()
+    per_place: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    per_function: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    dumps = 0
+    for dump in folder.glob(name + ".*"):
+        if not dump.name.endswith("-01"):
+            continue
+        trigger, total, selfcost = parse_dump(dump)
+        match = re.search(r"stage (\d+)", trigger)
+        if match is None:
+            continue
+        dumps += 1
+        stage = int(match.group(1))
+        per_stage[stage] += total
+        for (obj, function), cost in selfcost.items():
+            per_place[stage][where(obj, function)] += cost
+            per_function[stage][f"{function} ({os.path.basename(obj)})"] += cost
+    whole = sum(per_stage.values())
+    frames_file = folder / "frames.txt"
+    frames = eval(frames_file.read_text()) if frames_file.exists() else [0] * len(STAGES)  # noqa: S307 - our list
+    print(f"{whole / calls:,.0f} machine instructions per call on the loop's thread, marked ({calls} calls, "
+          f"{dumps} stage changes, {sum(frames) / calls:,.0f} frames a call)")
+    places: collections.Counter[str] = collections.Counter()
+    for stage, cost in per_stage.most_common():
+        split = per_place[stage]
+        places.update(split)
+        top = ", ".join(f"{place} {value / calls:,.0f}" for place, value in split.most_common(4))
+        print(f"  {cost / calls:9,.0f} {100 * cost / whole:5.1f}% {frames[stage] / calls:6,.0f} frames  "
+              f"{STAGES[stage]}  [{top}]")
+    print("by where it ran:")
+    for place, cost in places.most_common():
+        print(f"  {cost / calls:9,.0f} {100 * cost / whole:5.1f}%  {place}")
+    for stage, _ in per_stage.most_common() if detail else ():
+        print(f"{STAGES[stage]}: " + ", ".join(f"{function} {cost / calls:,.0f}"
+                                                for function, cost in per_function[stage].most_common(detail)))
+    return {stage: (cost / calls, frames[stage] / calls) for stage, cost in per_stage.items()}
+
+
+def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int = 40) -> tuple[float, float]:
+    """The unmarked count: the loop thread's instructions per call by where they ran, and the costliest functions;
+    and the idle server's rate (the reload watcher's poll, uvicorn's tick), which a call pays by its duration."""
+    dumps = sorted((path for path in folder.glob(name + ".*") if path.name.endswith("-01")),
+                   key=lambda path: int(path.name.rsplit(".", 1)[1].split("-")[0]))
+    _, total, selfcost = parse_dump(dumps[-2])
+    idle = parse_dump(dumps[-1])[1] / IDLE
+    print(f"{total / calls:,.0f} machine instructions per call on the loop's thread, unmarked ({calls} calls in "
+          f"{seconds:.1f} s); the idle server runs {idle:,.0f} a second, {idle * seconds / calls:,.0f} a call "
+          f"at this pace")
+    places: collections.Counter[str] = collections.Counter()
+    for (obj, function), cost in selfcost.items():
+        places[where(obj, function)] += cost
+    for place, cost in places.most_common():
+        print(f"  {cost / calls:9,.0f} {100 * cost / total:5.1f}%  {place}")
+    print("the costliest functions (self):")
+    for (obj, function), cost in selfcost.most_common(top):
+        print(f"  {cost / calls:9,.0f} {100 * cost / total:5.1f}%  {function} ({os.path.basename(obj)})")
+    return total / calls, idle * seconds / calls
+
+
+def corrected(marked: dict[int, tuple[float, float]], plain: float, idle: float) -> None:
+    """The stages at the unmarked count: the hook's cost (the marked total above the unmarked, periodic work apart)
+    taken off each stage in proportion to its frames."""
+    periodic = STAGES.index("periodic work (the reload watcher, uvicorn's tick)")
+    stages = {stage: value for stage, value in marked.items() if stage != periodic}
+    frames = sum(count for _, count in stages.values())
+    per_frame = (sum(cost for cost, _ in stages.values()) - (plain - idle)) / frames
+    print(f"the stages at the unmarked count ({plain - idle:,.0f} a call without the idle server's periodic work; "
+          f"the hook's {per_frame:,.0f} a frame taken off):")
+    for stage, (cost, count) in sorted(stages.items(), key=lambda item: -item[1][0] + item[1][1] * per_frame):
+        print(f"  {cost - count * per_frame:9,.0f} {100 * (cost - count * per_frame) / plain:5.1f}%  {STAGES[stage]}")
+    print(f"  {idle:9,.0f} {100 * idle / plain:5.1f}%  the idle server's periodic work at this pace")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", type=Path, default=Path("."))
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--plain", action="store_true",
+                        help="no stage marks: the loop thread's count by where it ran, as bench.machine_instructions")
+    parser.add_argument("--keep", type=Path, help="a folder to keep the dumps in (default: a temporary one)")
+    args = parser.parse_args()
+    if args.plain:
+        run(args.tree, args.calls, args.keep, plain=True)
+        return
+    marked = run(args.tree, args.calls, args.keep, plain=False)
+    plain, idle = run(args.tree, PLAIN_CALLS, args.keep and args.keep / "plain", plain=True)
+    corrected(marked, plain, idle)
+
+
+if __name__ == "__main__":
+    main()
