@@ -151,21 +151,17 @@ class SearchEmbeddings(KindEndpoint):
         return self
 
     @model_validator(mode="after")
-    def _adapter_is_the_packaged_models(self) -> SearchEmbeddings:
-        if self.adapter and (self.kind != "local" or self.model != PACKAGED_MODEL):
-            raise at_key("adapter", f"the adapter was learned on {PACKAGED_MODEL}'s vectors: it is for `kind: local` "
-                                    "with the packaged model only, so remove the key")
+    def _adapter_and_tuning_are_the_packaged_models(self) -> SearchEmbeddings:
+        self._packaged_only("adapter", f"the adapter was learned on {PACKAGED_MODEL}'s vectors")
+        self._packaged_only("tuned", f"the fine-tuning is {PACKAGED_MODEL}'s")
         if self.adapter and self.tuned:
             raise at_key("adapter", f"the adapter was learned on the untuned {PACKAGED_MODEL}'s vectors, not the "
                                     "tuned model's: remove the key, or set `tuned: false` to use it")
         return self
 
-    @model_validator(mode="after")
-    def _tuned_is_the_packaged_models(self) -> SearchEmbeddings:
-        if self.tuned and (self.kind != "local" or self.model != PACKAGED_MODEL):
-            raise at_key("tuned", f"the fine-tuning is {PACKAGED_MODEL}'s: it is for `kind: local` with the "
-                                  "packaged model only, so remove the key")
-        return self
+    def _packaged_only(self, key: str, why: str) -> None:
+        if getattr(self, key) and (self.kind != "local" or self.model != PACKAGED_MODEL):
+            raise at_key(key, f"{why}: it is for `kind: local` with the packaged model only, so remove the key")
 
     @model_validator(mode="after")
     def _dimensions_are_openais(self) -> SearchEmbeddings:

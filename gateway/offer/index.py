@@ -38,8 +38,8 @@ from the fourth `round3`, from the fifth `round4`), never on the part measured a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
-import os
 import sqlite3
 import threading
 import weakref
@@ -247,8 +247,8 @@ class ToolIndex:
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
                 both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
                                                              request.expression, wanted)).fetchall()
-                rows = [(rowid, score) for rowid, score, position, _ in both if position <= wanted]
-                addressed = [(rowid, score) for rowid, score, _, named in both if named]
+                rows = [(rowid, score) for rowid, score, best in both if best]
+                addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
             cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
             if allowed is None:
@@ -280,11 +280,13 @@ _POOL = 400
 _ADDRESSED_CANDIDATES = 60
 _BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
 _SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
-_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?) "
-             "SELECT rowid, score, position, named FROM (SELECT rowid, score, row_number() OVER (ORDER BY score) "
-             f"AS position, rowid IN named AS named FROM (SELECT rowid, {_BM25} AS score FROM tools "
-             "WHERE tools MATCH ?)) WHERE position <= ? OR named ORDER BY score")
-"""`_SQL` and `_ADDRESSED_SQL` in one pass over the matches: their BM25 is computed once."""
+_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?), "
+             f"matched AS MATERIALIZED (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?) "
+             "SELECT * FROM (SELECT rowid, score, 1 FROM matched ORDER BY score LIMIT ?) "
+             "UNION ALL SELECT * FROM (SELECT rowid, score, 0 FROM matched WHERE rowid IN named ORDER BY score)")
+"""`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
+computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
+many as asked for, not a sort of every match."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 
@@ -383,7 +385,8 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
     """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
     drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
     of `/me/drives`."""
-    return bool(target) and not facts.owner and any(_names(word, target) for word in resources(facts.tool.path)[1:])
+    return bool(target) and not facts.owner and any(_stem_of(word).endswith(_suffixes(target))
+                                                    for word in _above(facts.tool.path))
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
@@ -393,15 +396,20 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
     scored = []
+    addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
     for facts, score in candidates:
         factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
         if request.plural and facts.method == "GET" and not facts.item:
             factor *= _PLURAL
-        factor *= _addresses(facts, request) if not within or _names(facts.parent, within) else 1.0
-        if changes and facts.item and facts.method in changes \
-                and _names((facts.resource.split() or [""])[-1], request.things):
+        said = (facts.resource, facts.parent)
+        addressed = addressing.get(said)
+        if addressed is None:
+            addressed = addressing[said] = (_addresses(facts, request) if not within or _names(facts.parent, within)
+                                            else 1.0)
+        factor *= addressed
+        if changes and facts.item and facts.method in changes and _names(_last_word(facts.resource), request.things):
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
-        if displaced and _names((facts.resource.split() or [""])[-1], displaced):
+        if displaced and _names(_last_word(facts.resource), displaced):
             factor /= _DISPLACED
         if request.identified and "{" in facts.tool.path:
             factor *= _ONE_ITEM
@@ -421,26 +429,66 @@ def _addresses(facts: _Facts, request: Request) -> float:
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
     (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
     `horizontalpodautoscaler` for "autoscale"); else 1."""
-    named = facts.resource.split()
+    named = _singulars(facts.resource)
     if not named:
         return 1.0
-    acted = any(len(os.path.commonprefix([act, singular(word)])) >= min(5, len(act)) for act in request.acts
-                if len(act) >= 3 for word in named)
+    prefixes = _prefixes(request.acts)
+    acted = bool(prefixes) and any(word.startswith(prefixes) for word in named)
     if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
         return _ACTED
-    if any(singular(named[-1]).endswith(agent) for agent in request.agents):  # autoscale -> horizontalpodautoscalers
+    if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
-    if any(singular(named[-1]).endswith(noun) for noun in request.act_nouns):  # bind -> clusterrolebindings
+    if request.act_nouns and named[-1].endswith(request.act_nouns):  # bind -> clusterrolebindings
         return _ACTED
-    if _names(named[-1], request.things):
-        return _ADDRESSED if not request.named or _names(named[-1], request.named) else _ADDRESSED_BY_SYNONYM
+    last = _last_word(facts.resource)
+    if _names(last, request.things):
+        return _ADDRESSED if not request.named or _names(last, request.named) else _ADDRESSED_BY_SYNONYM
     return 1.0
 
 
 def _names(word: str, things: frozenset[str]) -> bool:
     """Whether a resource's word is one of the things (its end: `persistentvolumeclaims` is a claim)."""
-    stem = next(iter(stems(word)), word)
-    return any(stem.endswith(thing) for thing in things if len(thing) >= 3)
+    return _stem_of(word).endswith(_suffixes(things))
+
+
+# What the signals read of the words of an api's paths, once per word (or path) rather than once per candidate of
+# every search: the words are the api's own, so the caches stay as small as its vocabulary.
+_WORDS_CACHED = 1 << 16
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _stem_of(word: str) -> str:
+    return next(iter(stems(word)), word)
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _singulars(resource: str) -> tuple[str, ...]:
+    """The words of what a path addresses (`_Facts.resource`), each singular."""
+    return tuple(singular(word) for word in resource.split())
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _last_word(resource: str) -> str:
+    return (resource.split() or [""])[-1]
+
+
+@functools.lru_cache(maxsize=_WORDS_CACHED)
+def _above(path: str) -> tuple[str, ...]:
+    """The resources a path addresses its own under (`resources(path)[1:]`)."""
+    return tuple(resources(path)[1:])
+
+
+@functools.lru_cache(maxsize=256)
+def _prefixes(acts: tuple[str, ...]) -> tuple[str, ...]:
+    """What a resource's word begins with when it is one of the acts (`_addresses`): an act of 3 letters or more,
+    its first 5 (`accept`, `attachments` for "attach", `reviews` for "who reviewed")."""
+    return tuple(act[:5] for act in acts if len(act) >= 3)
+
+
+@functools.lru_cache(maxsize=256)
+def _suffixes(things: frozenset[str]) -> tuple[str, ...]:
+    """The things a word can end with (`_names`): those of 3 letters or more."""
+    return tuple(thing for thing in things if len(thing) >= 3)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()

@@ -24,7 +24,7 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ MAX_TOOLS_PER_REQUEST = 128
 DEFAULT_DEFINITIONS_BUDGET = 20_000
 """Tokens of tool definitions one request may carry (`gateway.tool_definitions_budget`)."""
 DEFAULT_LIMIT = 5
+RECENT_SEARCHES = 256
+"""BM25's rankings kept per toolset (`SearchScope.recent`): an agent often asks the same words again in a run."""
 MAX_LIMIT = 20
 
 SEARCH_SCHEMA: dict[str, Any] = {
@@ -102,13 +104,30 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     embeddings = toolset.embeddings
     limit = max(1, min(limit, 100))
     depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
-    ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=apis,
-                                                                         allowed=allowed)]
+    ranked = _bm25(catalog, scope, query, depth, allowed)
     if embeddings is not None:
         ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
     return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
              "summary": _summary(tool), "score": score}
             for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
+
+
+def _bm25(catalog: Catalog, scope: SearchScope, query: str, depth: int,
+          allowed: Callable[[Tool], bool] | None) -> list[tuple[Tool, float]]:
+    """BM25's best `depth` of the scope's tools for `query`: of the index, or of the scope's `RECENT_SEARCHES` last."""
+    key = (query, depth)
+    with scope.lock:
+        ranked = scope.recent.get(key)
+        if ranked is not None:
+            scope.recent.move_to_end(key)
+            return ranked
+    ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=scope.apis,
+                                                                         allowed=allowed)]
+    with scope.lock:
+        scope.recent[key] = ranked
+        while len(scope.recent) > RECENT_SEARCHES:
+            scope.recent.popitem(last=False)
+    return ranked
 
 
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:

@@ -8,6 +8,7 @@ import pytest
 
 from bench.search import PARTS, SPECS, load_tasks, part_of, recall
 from gateway.catalog import AgentTool, Catalog, Tool
+from gateway.offer import toolsearch
 from gateway.offer.index import index_of
 from gateway.offer.query import intended_methods, match_expression, words
 from gateway.offer.toolsearch import search
@@ -68,6 +69,43 @@ def test_a_toolset_is_searched_as_it_is_when_searched() -> None:
     assert toolset.search_scope.everything
 
 
+def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25's ranking of a request asked again is the one kept for the toolset: the index is not searched again,
+    until the toolset's tools or the catalog change (a new scope), or the request is no longer among the last
+    `RECENT_SEARCHES`."""
+    tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
+             _tool("listOrders", "GET", "/orders", "List orders"), _tool("addOrder", "POST", "/orders", "Add order")]
+    catalog = Catalog(tools)
+    toolset = Toolset(agent="clerk", tools={t.name: AgentTool(name=t.name, description=t.summary,
+                                                              input_schema=t.input_schema, tool=t) for t in tools[:3]})
+    index = index_of(catalog)
+    searched: list[str] = []
+    real = index.search
+
+    def counted(query: str, **options: object) -> object:
+        searched.append(query)
+        return real(query, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index, "search", counted)
+    first = search(catalog, toolset, "orders")
+    assert [hit["name"] for hit in first] == ["listOrders"]
+    assert search(catalog, toolset, "orders") == first and searched == ["orders"]
+    assert [hit["name"] for hit in search(catalog, toolset, "orders", limit=3)] == ["listOrders"]
+    assert searched == ["orders", "orders"]  # another depth: searched
+    toolset.tools["addOrder"] = AgentTool(name="addOrder", description="Add order", input_schema={"type": "object"},
+                                          tool=tools[3])
+    assert {hit["name"] for hit in search(catalog, toolset, "orders")} == {"listOrders", "addOrder"}
+    assert searched == ["orders", "orders", "orders"]  # the toolset changed: searched again
+    monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)
+    for query in ("pets", "create a pet", "orders"):
+        search(catalog, toolset, query)
+    assert searched[-3:] == ["pets", "create a pet", "orders"]  # "orders" had left the last two
+    other = Catalog(tools)
+    assert search(other, toolset, "pets")[0]["name"] == "listPets"  # another catalog: its own index
+    assert searched[-1] == "orders"
+
+
 def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
     specs = tmp_path / "specs"
     specs.mkdir()
@@ -101,7 +139,8 @@ def test_each_request_set_has_40_new_requests_split_by_the_fixed_rule(name: str)
 
 @pytest.mark.parametrize(("part", "at_least"), [("final", 20), ("round3", 45), ("round4", 45), ("round5", 45),
                                                  ("round6", 45), ("round7", 45), ("round8", 45), ("round9", 45),
-                                                 ("round10", 45), ("round11", 45), ("round12", 45)])
+                                                 ("round10", 45), ("round11", 45), ("round12", 45),
+                                                 ("round13", 45)])
 @pytest.mark.parametrize("name", list(SPECS))
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search")."""
