@@ -337,7 +337,9 @@ class RecordBeforeSend:
     def __init__(self, record: RecordCall) -> None:
         self.record = record
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
+        # A plain function when the row is written at once: it hands back `proceed`'s awaitable, so no frame of this
+        # stage's waits (and is resumed) through the send; a row that must be awaited goes through `_write_then_send`.
         record = self.record
         redactor = record.redactor
         # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
@@ -348,12 +350,28 @@ class RecordBeforeSend:
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:
-            if not audit.open_now(row):  # written at once when the store can, else awaited
-                await audit.open_tool(row)
+            written = audit.open_now(row)
         except AuditUnavailable:
             invocation.record = None  # no row, and nothing sent
             raise
+        if not written:
+            return self._write_then_send(invocation, proceed, row)
         sends = _sends.get()
         if sends is not None:
             sends.count += 1
+        return proceed(invocation)
+
+    async def _write_then_send(self, invocation: Invocation, proceed: Proceed, row: AuditRow) -> ToolResult:
+        try:
+            await self.record.audit.open_tool(row)
+        except AuditUnavailable:
+            invocation.record = None  # no row, and nothing sent
+            raise
+        _count_send()
         return await proceed(invocation)
+
+
+def _count_send() -> None:
+    sends = _sends.get()
+    if sends is not None:
+        sends.count += 1

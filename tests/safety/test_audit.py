@@ -218,3 +218,29 @@ async def test_a_row_refused_at_once_is_not_sent(tmp_path: Path) -> None:
         await _call_through_the_audit(store)
     assert await store.list_audit() == []
     await store.aclose()
+
+
+async def test_the_row_before_the_send_hands_back_the_sends_own_awaitable(tmp_path: Path) -> None:
+    """Written at once, the stage before the send keeps no frame waiting through the call: what it answers is the
+    rest of the pipeline's own awaitable (with the row committed `running` before it)."""
+    from gateway.kernel.calls import Invocation
+    from gateway.safety.audit import RecordCall
+
+    store = SQLiteStore(tmp_path / "audit.db")
+    audit = AuditLog(store)
+    audit._pruned_at = time.time()
+    stage = RecordCall(audit).before_send()
+    tool = _tool()
+    invocation = Invocation(agent="clerk", agent_tool=AgentTool(name=tool.name, description="", input_schema={},
+                                                                tool=tool),
+                            tool=tool, call=ToolCall(id="c1", name=tool.name, arguments={}), arguments={})
+    result = ToolResult(ok=True, status=200)
+
+    async def send() -> ToolResult:
+        return result
+
+    pending = send()
+    assert stage(invocation, proceed=lambda _: pending) is pending
+    assert [row.status for row in await store.list_audit()] == ["running"]
+    assert await pending is result
+    await store.aclose()
