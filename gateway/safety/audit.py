@@ -37,7 +37,7 @@ from ..errors import AuditUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
-from ..store import AuditQuery, AuditRow, Store
+from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
@@ -47,9 +47,15 @@ __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "RUNNING", "AuditLog", "Record
 
 logger = logging.getLogger("gateway.audit")
 
+# A call's row made without calling the class: a class called with keywords gathers them into a dict and unpacks it
+# again for `__init__` (CPython's type call); the dataclass's generated `__init__`, a plain function, takes them as
+# they are. The same row, its defaults included.
+_new_row = object.__new__
+_fill_row = AuditRow.__init__
+
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
-RUNNING = "running"
+RUNNING = AUDIT_RUNNING
 """The status of a call's row from before it is sent until its outcome is written."""
 
 
@@ -133,12 +139,12 @@ class AuditLog:
         if redacted_by is None or not redacted_by.covers(self.redactor):
             arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
-        return AuditRow(
-            time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
-            api=None if isinstance(tool, str) else tool.api, arguments=arguments,
-            approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
-            status=status,
-        )
+        row = _new_row(AuditRow)
+        _fill_row(row, time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent,
+                  tool=name, api=None if isinstance(tool, str) else tool.api, arguments=arguments,
+                  approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
+                  status=status)
+        return row
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
         row.status = "ok" if result.ok else (result.error_type or "error")
@@ -164,6 +170,27 @@ class AuditLog:
             error=self.redactor.text(error) if error else None, subject=caller.subject,
         ))
 
+    def open_now(self, row: AuditRow) -> bool:
+        """Write the row of a call about to be sent at once, when the store can without waiting (`Store.add_audit_now`)
+        and no retention sweep is due: True once written; False: nothing was written, `open_tool` (awaited) writes
+        it. `AuditUnavailable` when it cannot be written, and then the call must not be sent."""
+        if row.time - self._pruned_at >= PRUNE_INTERVAL:
+            return False  # `open_tool` writes it and sweeps
+        try:
+            return self.store.add_audit_now(row)
+        except Exception as exc:
+            raise self._unavailable(exc, row, sending=True) from exc
+
+    def close_now(self, row: AuditRow, result: ToolResult) -> bool:
+        """The outcome of a call `open_tool` or `open_now` recorded, written at once when the store can without
+        waiting (`Store.update_audit_now`): True once written; False: `close_tool` (awaited) writes it.
+        `AuditUnavailable` as `close_tool`."""
+        self._settle(row, result)
+        try:
+            return self.store.update_audit_now(row)
+        except Exception as exc:
+            raise self._unavailable(exc, row, update=True) from exc
+
     async def _write(self, row: AuditRow, *, sending: bool = False, update: bool = False) -> None:
         try:
             if update:
@@ -171,20 +198,7 @@ class AuditLog:
             else:
                 await self.store.add_audit(row)
         except Exception as exc:
-            # Fail closed: the README promises the row is written before the answer returns.
-            logger.error("audit row not written (%s: %s): %s %s/%s", type(exc).__name__, exc, row.kind, row.agent,
-                         row.tool)
-            what = {"tool": f"tool call {row.tool!r}", "decision": f"decision on approval {row.approval}"}.get(
-                row.kind, "chat")
-            if sending:
-                done = "so the gateway did not send it: nothing ran upstream."
-            elif update:
-                done = ("so the gateway withholds its answer. The call was sent and may have run upstream: check "
-                        "before repeating a write (its audit row says `running`).")
-            else:
-                done = "so the gateway withholds its answer."
-            raise AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), "
-                                   f"{done} The operator must fix the store (gateway.store).") from exc
+            raise self._unavailable(exc, row, sending=sending, update=update) from exc
         if not update and row.time - self._pruned_at >= PRUNE_INTERVAL:  # an update's time was its insert's
             # Retention runs on the write path (at most hourly) so it needs no background task of its own.
             self._pruned_at = row.time
@@ -192,6 +206,25 @@ class AuditLog:
                 await self.prune(row.time)
             except Exception as exc:
                 logger.warning("audit retention failed: %s", exc)
+
+    @staticmethod
+    def _unavailable(exc: Exception, row: AuditRow, *, sending: bool = False,
+                     update: bool = False) -> AuditUnavailable:
+        """A row the store did not take, logged, as the error the door answers 503 for."""
+        # Fail closed: the README promises the row is written before the answer returns.
+        logger.error("audit row not written (%s: %s): %s %s/%s", type(exc).__name__, exc, row.kind, row.agent,
+                     row.tool)
+        what = {"tool": f"tool call {row.tool!r}", "decision": f"decision on approval {row.approval}"}.get(
+            row.kind, "chat")
+        if sending:
+            done = "so the gateway did not send it: nothing ran upstream."
+        elif update:
+            done = ("so the gateway withholds its answer. The call was sent and may have run upstream: check "
+                    "before repeating a write (its audit row says `running`).")
+        else:
+            done = "so the gateway withholds its answer."
+        return AuditUnavailable(f"The audit log cannot record this {what} ({type(exc).__name__}: {exc}), "
+                                f"{done} The operator must fix the store (gateway.store).")
 
     async def recent(self, limit: int = 100, agents: set[str] | None = None,
                      query: AuditQuery | None = None) -> list[dict[str, Any]]:
@@ -276,9 +309,12 @@ class RecordCall:
                 except AuditUnavailable:
                     pass  # logged; the stage's own error is what the caller hears
             raise
-        # Not shielded (a shield is a task per call): a store takes the row before its first suspension and
-        # writes it even if the caller is cancelled while it waits (`Store.add_audit`), so nothing is lost.
-        await self._record(invocation, result)
+        # At once when the store can (no await); else not shielded (a shield is a task per call): a store takes
+        # the row before its first suspension and writes it even if the caller is cancelled while it waits
+        # (`Store.add_audit`), so nothing is lost.
+        row = invocation.record
+        if row is None or not self.audit.close_now(row, result):
+            await self._record(invocation, result)
         return result
 
     def _record(self, invocation: Invocation, result: ToolResult) -> Awaitable[None]:
@@ -301,21 +337,41 @@ class RecordBeforeSend:
     def __init__(self, record: RecordCall) -> None:
         self.record = record
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
+        # A plain function when the row is written at once: it hands back `proceed`'s awaitable, so no frame of this
+        # stage's waits (and is resumed) through the send; a row that must be awaited goes through `_write_then_send`.
         record = self.record
         redactor = record.redactor
         # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
         arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
-        row = record.audit.running_row(invocation.tool, arguments, approval=invocation.approval,
-                                       agent=invocation.agent, client=invocation.client, redacted_by=redactor)
+        audit = record.audit
+        row = audit._tool_row(invocation.tool, arguments, approval=invocation.approval, agent=invocation.agent,
+                              client=invocation.client, redacted_by=redactor, status=RUNNING)  # `running_row`'s
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:
-            await record.audit.open_tool(row)
+            written = audit.open_now(row)
         except AuditUnavailable:
             invocation.record = None  # no row, and nothing sent
             raise
+        if not written:
+            return self._write_then_send(invocation, proceed, row)
         sends = _sends.get()
         if sends is not None:
             sends.count += 1
+        return proceed(invocation)
+
+    async def _write_then_send(self, invocation: Invocation, proceed: Proceed, row: AuditRow) -> ToolResult:
+        try:
+            await self.record.audit.open_tool(row)
+        except AuditUnavailable:
+            invocation.record = None  # no row, and nothing sent
+            raise
+        _count_send()
         return await proceed(invocation)
+
+
+def _count_send() -> None:
+    sends = _sends.get()
+    if sends is not None:
+        sends.count += 1

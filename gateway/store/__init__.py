@@ -12,6 +12,7 @@ from ..config.settings import DEFAULT_STORE, store_location
 from ..errors import ConfigError
 from .base import (
     AUDIT_KINDS,
+    AUDIT_RUNNING,
     ApprovalRecord,
     AuditQuery,
     AuditRow,
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_STORE",
     "ApprovalRecord",
     "AUDIT_KINDS",
+    "AUDIT_RUNNING",
     "AuditQuery",
     "AuditRow",
     "Bucket",

@@ -135,6 +135,11 @@ class ResponseRecord:
 
 
 
+AUDIT_RUNNING = "running"
+"""The status of a call's audit row from before it is sent until its outcome is written. Such a row has no outcome
+yet: a store may write its outcome columns as a new row's (`http_status`, `usage`, `error` NULL, `latency_ms` and
+`bytes` 0) without reading them from the row."""
+
 AuditKind = Literal["tool", "chat", "decision"]
 AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision")
 """What an audit row records: a tool call, a chat run, or a human's approval decision."""
@@ -152,7 +157,8 @@ class AuditRow:
     api: str | None = None
     arguments: Any = None
     status: str = "ok"
-    """`ok`, or the error type (`upstream_error`, `timeout`, `approval_pending`, ...); chats: ok|paused|cut|error."""
+    """`ok`, or the error type (`upstream_error`, `timeout`, `approval_pending`, ...); chats: ok|paused|cut|error.
+    `running` (`AUDIT_RUNNING`): a tool call written before it was sent, its outcome not yet (`update_audit`)."""
     http_status: int | None = None
     latency_ms: float = 0.0
     bytes: int = 0
@@ -294,6 +300,18 @@ class Store(abc.ABC):
         A call's row is written before the call is sent and its outcome after (`gateway.safety.audit`). The
         same guarantees as `add_audit`: taken before the first `await`, written even when the caller is
         cancelled while it waits, and written after the row's insert even when that insert is still queued."""
+
+    def add_audit_now(self, row: AuditRow) -> bool:
+        """`add_audit` on this thread, without waiting, when the backend can (an embedded file whose write lock is
+        free): True once the row is committed; False when nothing was written (then `add_audit`, awaited, writes
+        it). A row that cannot be written raises, as `add_audit`. A call's row is written so before it is sent and
+        its outcome after: no coroutine, task or thread hand-off per write (`gateway.safety.audit`)."""
+        return False
+
+    def update_audit_now(self, row: AuditRow) -> bool:
+        """`update_audit` on this thread, without waiting, when the backend can: True once the outcome is committed;
+        False when nothing was written (then `update_audit`, awaited, writes it). Raises as `update_audit`."""
+        return False
 
     @abc.abstractmethod
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,

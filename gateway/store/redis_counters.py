@@ -194,6 +194,12 @@ class CountedStore(Store):
     async def update_audit(self, row: AuditRow) -> None:
         await self.inner.update_audit(row)
 
+    def add_audit_now(self, row: AuditRow) -> bool:
+        return self.inner.add_audit_now(row)
+
+    def update_audit_now(self, row: AuditRow) -> bool:
+        return self.inner.update_audit_now(row)
+
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
         return await self.inner.list_audit(limit=limit, agents=agents, query=query)

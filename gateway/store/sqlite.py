@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 
 from ..errors import ConfigError, StoreUnavailable
 from .base import (
+    AUDIT_RUNNING,
     PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
@@ -51,6 +52,7 @@ from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
     INSERT_AUDIT,
+    INSERT_RUNNING,
     PRUNE_AUDIT,
     REOPEN_APPROVAL,
     SCHEMA,
@@ -59,9 +61,11 @@ from .sqlite_tables import (
     approval_from_row,
     approval_values,
     audit_from_row,
+    audit_values,
     charge_buckets,
     dumps,
     end_session,
+    running_values,
     session_ended,
     upgrade_schema,
 )
@@ -76,6 +80,8 @@ _CHECKPOINT_EVERY = 1000
 pages a row in files made before `sqlite_tables` dropped AUTOINCREMENT and the time index). A checkpoint holds
 inline rows off for its fsync, so the fewer checkpoints, the fewer calls take the queued path."""
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_EXECUTE = sqlite3.Cursor.execute
+"""The audit's two writes a call: one statement each, committed by SQLite itself (no transaction of ours)."""
 
 
 class SQLiteStore(SQLiteConnections, Store):
@@ -89,7 +95,9 @@ class SQLiteStore(SQLiteConnections, Store):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-store")
         self._conn: sqlite3.Connection | None = None
         self._audit_queue = AuditQueue(self._thread, self._unavailable)  # rows the inline connection could not take
-        self._inline: sqlite3.Connection | None = None  # audit rows written on the caller's thread
+        # Audit rows written on the caller's thread, through one cursor of the inline connection kept for every
+        # inline statement (`Connection.execute` makes a cursor per statement, and registers it with the connection).
+        self._inline: sqlite3.Cursor | None = None
         self._inline_lock = threading.Lock()  # only ever tried, never waited for, by a writer
         self._inline_rows = 0  # since the last checkpoint was asked for
         try:
@@ -109,7 +117,7 @@ class SQLiteStore(SQLiteConnections, Store):
             conn.executescript(SCHEMA)
             upgrade_schema(conn)
             if self.path != ":memory:":  # a second connection to `:memory:` would be another database
-                self._inline = open_inline(self.path)
+                self._inline = open_inline(self.path).cursor()
         except BaseException:
             conn.close()
             raise
@@ -267,28 +275,34 @@ class SQLiteStore(SQLiteConnections, Store):
         return await self._run(work)
 
     # -- audit --------------------------------------------------------------------------------------
-    async def add_audit(self, row: AuditRow) -> None:
-        values = (
-            row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
-            row.http_status, row.latency_ms, row.bytes, row.approval,
-            None if row.usage is None else dumps(row.usage), row.run_id, row.error, row.subject,
-        )
+    def add_audit_now(self, row: AuditRow) -> bool:
+        # Inline (see the module docstring); a taken lock, here or on the file, means the queued path.
+        if row.status == AUDIT_RUNNING and row.kind == "tool":
+            written = self._write_inline(_EXECUTE, INSERT_RUNNING, running_values(row))
+        else:
+            written = self._write_inline(_EXECUTE, INSERT_AUDIT, audit_values(row))
+        if written is None:
+            return False
+        row.id = written.lastrowid
+        return True
 
-        # Inline first (see the module docstring); a taken lock, here or on the file, means the queued path.
-        written = self._write_inline(sqlite3.Connection.execute, INSERT_AUDIT, values)
-        if written is not None:
-            row.id = written.lastrowid
+    async def add_audit(self, row: AuditRow) -> None:
+        if self.add_audit_now(row):
             return
         row.id = None
-        await self._queue_audit(INSERT_AUDIT, values, row)
+        await self._queue_audit(INSERT_AUDIT, audit_values(row), row)
+
+    def update_audit_now(self, row: AuditRow) -> bool:
+        # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
+        return row.id is not None and self._write_inline(
+            _EXECUTE, UPDATE_AUDIT,
+            (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error, row.id)) is not None
 
     async def update_audit(self, row: AuditRow) -> None:
-        values = (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error)
-        # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
-        if row.id is not None and self._write_inline(sqlite3.Connection.execute, UPDATE_AUDIT,
-                                                     (*values, row.id)) is not None:
+        if self.update_audit_now(row):
             return
-        await self._queue_audit(UPDATE_AUDIT, values, row)
+        await self._queue_audit(UPDATE_AUDIT, (row.status, row.http_status, row.latency_ms, row.bytes, row.approval,
+                                               row.error), row)
 
     async def _queue_audit(self, statement: str, values: tuple[Any, ...], row: AuditRow) -> None:
         conn = self._conn
@@ -296,19 +310,19 @@ class SQLiteStore(SQLiteConnections, Store):
             raise RuntimeError("the store is closed")
         await self._audit_queue.write(conn, statement, values, row)
 
-    def _write_inline(self, work: Callable[..., T], *args: Any) -> T | None:
-        """`work(inline, *args)` on the inline connection, on this thread: its result once committed, None when it
-        could not run without waiting (the inline lock or the file's write lock is taken). The audit's two writes a
-        call pass the connection's own `execute` (one statement, committed by SQLite itself: no transaction of ours,
-        no closure); a rate-limit charge passes `_committed` and its body."""
-        if self._inline is None or not self._inline_lock.acquire(blocking=False):
+    def _write_inline(self, work: Callable[[sqlite3.Cursor, Any, Any], T], first: Any, second: Any) -> T | None:
+        """`work(inline, first, second)` on the inline connection's cursor, on this thread: its result once
+        committed, None when it could not run without waiting (the inline lock or the file's write lock is taken).
+        The audit's two writes a call pass `_EXECUTE` with a statement and its values; a rate-limit charge passes
+        `_charged` with its buckets and cost (two arguments, not `*args`: no tuple packed and unpacked per write)."""
+        if not self._inline_lock.acquire(False):  # positional: no keyword dict per call
             return None
         try:
             inline = self._inline
             if inline is None:  # closed since the caller looked
                 return None
             try:
-                result = work(inline, *args)
+                result = work(inline, first, second)
             except sqlite3.OperationalError as exc:
                 # The primary code: extended ones (SQLITE_BUSY_SNAPSHOT, ...) are a taken lock too.
                 if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES:
@@ -402,15 +416,12 @@ class SQLiteStore(SQLiteConnections, Store):
         return await self._run(lambda conn: session_ended(conn, session))
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
-        def body(conn: sqlite3.Connection) -> float:
-            return charge_buckets(conn, buckets, cost)
-
         # Inline like audit rows (through the store thread, each charge costs a thread hand-over); the store
         # thread when a lock is taken.
-        retry_after: float | None = self._write_inline(_committed, body)
+        retry_after: float | None = self._write_inline(_charged, buckets, cost)
         if retry_after is not None:
             return retry_after
-        return await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))
+        return await self._run(lambda conn: self._transaction(conn, lambda: charge_buckets(conn, buckets, cost)))
 
     async def aclose(self) -> None:
         # Rows already accepted are written before the connection closes: their drain job is ahead of the
@@ -445,17 +456,18 @@ class SQLiteStore(SQLiteConnections, Store):
         with self._inline_lock:  # held by a writer for one short transaction at most
             inline, self._inline = self._inline, None
         if inline is not None:
-            inline.close()
+            inline.connection.close()
         checkpoint(conn)
         conn.close()
 
 
-def _committed(conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]) -> T:
-    """`body` in a transaction of its own on the inline connection, rolled back if it or its commit fails (a commit
-    refused for a taken lock leaves the transaction open)."""
+def _charged(inline: sqlite3.Cursor, buckets: Sequence[Bucket], cost: float) -> float:
+    """`charge_buckets` in a transaction of its own on the inline connection, rolled back if it or its commit fails
+    (a commit refused for a taken lock leaves the transaction open)."""
+    conn = inline.connection
     conn.execute("BEGIN IMMEDIATE")
     try:
-        result = body(conn)
+        result = charge_buckets(conn, buckets, cost)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -8,8 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from ..jsonwire import dumps_text
-from .base import ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
+from .base import AUDIT_RUNNING, ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
 
 # The audit table is written once per tool call, so it has nothing an insert must also update: its ids are rowids
 # (each row one past the largest id present; AUTOINCREMENT would keep an id from returning once every row is pruned
@@ -58,6 +60,10 @@ AUDIT_COLUMNS = (
     " run_id, error, subject"
 )
 INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 16})"
+INSERT_RUNNING = (f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES"
+                  f" (NULL, ?, 'tool', ?, ?, ?, ?, ?, '{AUDIT_RUNNING}', NULL, 0.0, 0, ?, NULL, ?, NULL, ?)")
+"""A call's row before it is sent (`running_values`): its constants and its outcome's empty columns written in the
+statement, not bound (sqlite3 adapts every None it binds through its adapter registry)."""
 UPDATE_AUDIT = ("UPDATE audit SET status = ?, http_status = ?, latency_ms = ?, bytes = ?, approval = ?, error = ?"
                 " WHERE id = ?")
 """A call's outcome, on the row written before it was sent."""
@@ -113,7 +119,27 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
 
 
 def dumps(value: Any) -> str:
-    return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
+    # orjson asked directly (the audited arguments of every call): `dumps_text`, the same JSON, only past it.
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
+
+
+def running_values(row: AuditRow) -> tuple[Any, ...]:
+    """A `running` tool call's row in `INSERT_RUNNING`'s order (`AUDIT_RUNNING`: it has no outcome yet)."""
+    try:  # `dumps`, inline: every call's arguments
+        arguments = orjson.dumps(row.arguments, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        arguments = dumps(row.arguments)
+    return (row.time, row.client, row.agent, row.tool, row.api, arguments, row.approval, row.run_id, row.subject)
+
+
+def audit_values(row: AuditRow) -> tuple[Any, ...]:
+    """An audit row's values in `INSERT_AUDIT`'s order."""
+    return (row.time, row.kind, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.status,
+            row.http_status, row.latency_ms, row.bytes, row.approval, None if row.usage is None else dumps(row.usage),
+            row.run_id, row.error, row.subject)
 
 
 def approval_values(a: ApprovalRecord) -> tuple[Any, ...]:

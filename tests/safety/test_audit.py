@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from gateway.catalog import AgentTool, Tool
-from gateway.errors import AuditUnavailable
+from gateway.errors import AuditUnavailable, StoreUnavailable
 from gateway.kernel.caller import Caller, UserToken, bind_caller, current_caller
 from gateway.kernel.redaction import Redactor
 from gateway.messages import ToolCall, ToolResult
 from gateway.safety.audit import AuditLog
-from gateway.store import AuditRow, MemoryStore, ResponseRecord
+from gateway.store import AuditRow, MemoryStore, ResponseRecord, SQLiteStore, Store
 
 pytestmark = pytest.mark.anyio
 
@@ -151,3 +152,95 @@ async def test_arguments_the_stage_redacted_are_redacted_by_the_log_too(stage_se
     await stage(invocation, proceed)
     (row,) = await audit.recent()
     assert SECRET not in repr(row["arguments"]) and "[REDACTED]" in row["arguments"]["note"]
+
+
+async def _call_through_the_audit(store: Store) -> tuple[AuditLog, list[str]]:
+    """One call through the audit's two stages (the row before the send, its outcome after)."""
+    import functools
+
+    from gateway.kernel.calls import Invocation
+    from gateway.safety.audit import RecordCall
+
+    tool = _tool()
+    audit = AuditLog(store, Redactor([SECRET]))
+    audit._pruned_at = time.time()  # no retention sweep due: the call's writes alone
+    record = RecordCall(audit, Redactor([SECRET]))
+    agent_tool = AgentTool(name=tool.name, description="", input_schema={}, tool=tool)
+    arguments = {"note": f"use {SECRET}"}
+    invocation = Invocation(agent="clerk", agent_tool=agent_tool, tool=tool,
+                            call=ToolCall(id="c1", name=tool.name, arguments=arguments), arguments=arguments)
+    seen: list[str] = []
+
+    async def send(_: Invocation) -> ToolResult:
+        seen.extend(row["status"] for row in await audit.recent())  # what is committed when the call leaves
+        return ToolResult(ok=True, status=201, bytes=7, duration_ms=3.0)
+
+    await record(invocation, proceed=functools.partial(record.before_send(), proceed=send))
+    return audit, seen
+
+
+class _NoAwaitedWrites(SQLiteStore):
+    async def add_audit(self, row: AuditRow) -> None:
+        raise AssertionError("a free inline connection writes the row at once")
+
+    async def update_audit(self, row: AuditRow) -> None:
+        raise AssertionError("a free inline connection writes the outcome at once")
+
+
+async def test_a_calls_row_and_outcome_are_written_at_once_when_the_store_can(tmp_path: Path) -> None:
+    """With SQLite's inline connection free, neither write is awaited (no coroutine, no queue): the row is committed
+    `running` before the call is sent and its outcome before the stage returns."""
+    store = _NoAwaitedWrites(tmp_path / "audit.db")
+    audit, seen = await _call_through_the_audit(store)
+    assert seen == ["running"]
+    (row,) = await audit.recent()
+    assert (row["status"], row["http_status"], row["bytes"], row["latency_ms"]) == ("ok", 201, 7, 3.0)
+    assert SECRET not in repr(row["arguments"]) and row["agent"] == "clerk" and row["api"] == "shop"
+    await store.aclose()
+
+
+async def test_a_store_that_cannot_write_at_once_still_has_the_row_written_first() -> None:
+    """Other stores (`Store.add_audit_now` answers False) are awaited: the same rows."""
+    audit, seen = await _call_through_the_audit(MemoryStore())
+    assert seen == ["running"]
+    (row,) = await audit.recent()
+    assert (row["status"], row["http_status"], row["bytes"]) == ("ok", 201, 7)
+
+
+class _RefusingAtOnce(SQLiteStore):
+    def add_audit_now(self, row: AuditRow) -> bool:
+        raise StoreUnavailable("disk full")
+
+
+async def test_a_row_refused_at_once_is_not_sent(tmp_path: Path) -> None:
+    store = _RefusingAtOnce(tmp_path / "audit.db")
+    with pytest.raises(AuditUnavailable, match="did not send it"):
+        await _call_through_the_audit(store)
+    assert await store.list_audit() == []
+    await store.aclose()
+
+
+async def test_the_row_before_the_send_hands_back_the_sends_own_awaitable(tmp_path: Path) -> None:
+    """Written at once, the stage before the send keeps no frame waiting through the call: what it answers is the
+    rest of the pipeline's own awaitable (with the row committed `running` before it)."""
+    from gateway.kernel.calls import Invocation
+    from gateway.safety.audit import RecordCall
+
+    store = SQLiteStore(tmp_path / "audit.db")
+    audit = AuditLog(store)
+    audit._pruned_at = time.time()
+    stage = RecordCall(audit).before_send()
+    tool = _tool()
+    invocation = Invocation(agent="clerk", agent_tool=AgentTool(name=tool.name, description="", input_schema={},
+                                                                tool=tool),
+                            tool=tool, call=ToolCall(id="c1", name=tool.name, arguments={}), arguments={})
+    result = ToolResult(ok=True, status=200)
+
+    async def send() -> ToolResult:
+        return result
+
+    pending = send()
+    assert stage(invocation, proceed=lambda _: pending) is pending
+    assert [row.status for row in await store.list_audit()] == ["running"]
+    assert await pending is result
+    await store.aclose()

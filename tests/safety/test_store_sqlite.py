@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.store import AuditRow, SQLiteStore
+from gateway.store import AUDIT_RUNNING, AuditRow, SQLiteStore
+from gateway.store.sqlite_tables import INSERT_AUDIT, audit_values
 
 pytestmark = pytest.mark.anyio
 
@@ -248,3 +249,57 @@ async def test_retention_prunes_by_time_in_current_and_earlier_files(tmp_path: P
         assert [r.tool for r in await store.list_audit()] == ["after"]
     finally:
         await store.aclose()
+
+
+def _columns(path: Path) -> list[tuple[object, ...]]:
+    """Every audit row's columns but its id, as another connection sees them committed."""
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        return [row[1:] for row in other.execute("SELECT * FROM audit ORDER BY id").fetchall()]
+
+
+def _running(tool: str, **fields: object) -> AuditRow:
+    return AuditRow(time=2.5, kind="tool", client="ci", agent="clerk", tool=tool, api="shop",
+                    arguments={"note": "a", "n": 1}, status=AUDIT_RUNNING, run_id="r1", subject="ann", **fields)
+
+
+async def test_a_call_row_and_its_outcome_commit_at_once_without_an_await(tmp_path: Path) -> None:
+    """`add_audit_now` and `update_audit_now` write on the caller's thread and return once committed: another
+    connection sees the row (status `running`) and then its outcome before anything is awaited."""
+    path = tmp_path / "now.db"
+    store = SQLiteStore(path)
+    row = _running("t")
+    assert store.add_audit_now(row) is True and row.id is not None
+    assert _columns(path) == [(2.5, "tool", "ci", "clerk", "t", "shop", '{"note":"a","n":1}', "running", None, 0.0, 0,
+                               None, None, "r1", None, "ann")]
+    row.status, row.http_status, row.latency_ms, row.bytes, row.error = "upstream_error", 502, 12.5, 42, "HTTP 502"
+    assert store.update_audit_now(row) is True
+    assert _columns(path)[0][7:12] == ("upstream_error", 502, 12.5, 42, None)
+    assert _columns(path)[0][14] == "HTTP 502"
+    await store.aclose()
+
+
+async def test_a_running_row_is_stored_as_the_same_row_written_in_full(tmp_path: Path) -> None:
+    """A `running` row's statement writes its constants and empty outcome in SQL; what lands is what the full
+    statement (the queued path's, any other row's) writes for the same row."""
+    path = tmp_path / "same.db"
+    store = SQLiteStore(path)
+    store.add_audit_now(_running("first"))
+    await store._audit_queue.write(store._conn, INSERT_AUDIT, audit_values(_running("first")), _running("first"))
+    first, second = _columns(path)
+    assert first == second
+    await store.aclose()
+
+
+async def test_a_call_row_waits_for_nothing_when_the_lock_is_free_but_is_queued_when_it_is_taken(
+        tmp_path: Path) -> None:
+    """`add_audit_now` answers False without writing while the inline lock is taken (then `add_audit` queues it);
+    `update_audit_now` too, and for a row whose insert has no id yet."""
+    path = tmp_path / "taken.db"
+    store = SQLiteStore(path)
+    with store._inline_lock:
+        row = _running("t")
+        assert store.add_audit_now(row) is False and _columns(path) == []
+        await store.add_audit(row)  # queued: written on the store thread
+    assert [columns[4] for columns in _columns(path)] == ["t"]
+    assert store.update_audit_now(AuditRow(time=1.0, kind="tool", status="ok")) is False  # no id: never written
+    await store.aclose()
