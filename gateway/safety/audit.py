@@ -356,9 +356,7 @@ class RecordBeforeSend:
             raise
         if not written:
             return self._write_then_send(invocation, proceed, row)
-        sends = _sends.get()
-        if sends is not None:
-            sends.count += 1
+        _count_send()
         return proceed(invocation)
 
     async def _write_then_send(self, invocation: Invocation, proceed: Proceed, row: AuditRow) -> ToolResult:
