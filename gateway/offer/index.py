@@ -38,7 +38,6 @@ from the fourth `round3`, from the fifth `round4`), never on the part measured a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import sqlite3
 import threading
@@ -49,7 +48,8 @@ from dataclasses import dataclass
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .index_build import _WEIGHTS, build_index, resources, summary_of
-from .query import USAGE, Request, expression_of, read, singular, stems
+from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
+from .query import USAGE, Request, expression_of, read, stems
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -137,7 +137,7 @@ class _Opened:
 
     def addresses_under(self, things: frozenset[str], targets: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things under one of the targets (`/issues/{n}/labels`)."""
-        return any(_names(resource, things) and _names(parent, targets) for parent, resource in self.pairs)
+        return any(names(resource, things) and names(parent, targets) for parent, resource in self.pairs)
 
     def mentions(self, word: str) -> bool:
         """Whether any of the api's indexed text (descriptions, arguments) has the word."""
@@ -385,8 +385,8 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
     """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
     drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
     of `/me/drives`."""
-    return bool(target) and not facts.owner and any(_stem_of(word).endswith(_suffixes(target))
-                                                    for word in _above(facts.tool.path))
+    return bool(target) and not facts.owner and any(stem_of(word).endswith(suffixes(target))
+                                                    for word in above(facts.tool.path))
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
@@ -404,12 +404,12 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
         said = (facts.resource, facts.parent)
         addressed = addressing.get(said)
         if addressed is None:
-            addressed = addressing[said] = (_addresses(facts, request) if not within or _names(facts.parent, within)
+            addressed = addressing[said] = (_addresses(facts, request) if not within or names(facts.parent, within)
                                             else 1.0)
         factor *= addressed
-        if changes and facts.item and facts.method in changes and _names(_last_word(facts.resource), request.things):
+        if changes and facts.item and facts.method in changes and names(last_word(facts.resource), request.things):
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
-        if displaced and _names(_last_word(facts.resource), displaced):
+        if displaced and names(last_word(facts.resource), displaced):
             factor /= _DISPLACED
         if request.identified and "{" in facts.tool.path:
             factor *= _ONE_ITEM
@@ -429,66 +429,21 @@ def _addresses(facts: _Facts, request: Request) -> float:
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
     (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
     `horizontalpodautoscaler` for "autoscale"); else 1."""
-    named = _singulars(facts.resource)
+    named = singulars(facts.resource)
     if not named:
         return 1.0
-    prefixes = _prefixes(request.acts)
-    acted = bool(prefixes) and any(word.startswith(prefixes) for word in named)
-    if acted and (not facts.parent or not request.phrase or _names(facts.parent, request.phrase)):
+    beginnings = prefixes(request.acts)
+    acted = bool(beginnings) and any(word.startswith(beginnings) for word in named)
+    if acted and (not facts.parent or not request.phrase or names(facts.parent, request.phrase)):
         return _ACTED
     if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
     if request.act_nouns and named[-1].endswith(request.act_nouns):  # bind -> clusterrolebindings
         return _ACTED
-    last = _last_word(facts.resource)
-    if _names(last, request.things):
-        return _ADDRESSED if not request.named or _names(last, request.named) else _ADDRESSED_BY_SYNONYM
+    last = last_word(facts.resource)
+    if names(last, request.things):
+        return _ADDRESSED if not request.named or names(last, request.named) else _ADDRESSED_BY_SYNONYM
     return 1.0
-
-
-def _names(word: str, things: frozenset[str]) -> bool:
-    """Whether a resource's word is one of the things (its end: `persistentvolumeclaims` is a claim)."""
-    return _stem_of(word).endswith(_suffixes(things))
-
-
-# What the signals read of the words of an api's paths, once per word (or path) rather than once per candidate of
-# every search: the words are the api's own, so the caches stay as small as its vocabulary.
-_WORDS_CACHED = 1 << 16
-
-
-@functools.lru_cache(maxsize=_WORDS_CACHED)
-def _stem_of(word: str) -> str:
-    return next(iter(stems(word)), word)
-
-
-@functools.lru_cache(maxsize=_WORDS_CACHED)
-def _singulars(resource: str) -> tuple[str, ...]:
-    """The words of what a path addresses (`_Facts.resource`), each singular."""
-    return tuple(singular(word) for word in resource.split())
-
-
-@functools.lru_cache(maxsize=_WORDS_CACHED)
-def _last_word(resource: str) -> str:
-    return (resource.split() or [""])[-1]
-
-
-@functools.lru_cache(maxsize=_WORDS_CACHED)
-def _above(path: str) -> tuple[str, ...]:
-    """The resources a path addresses its own under (`resources(path)[1:]`)."""
-    return tuple(resources(path)[1:])
-
-
-@functools.lru_cache(maxsize=256)
-def _prefixes(acts: tuple[str, ...]) -> tuple[str, ...]:
-    """What a resource's word begins with when it is one of the acts (`_addresses`): an act of 3 letters or more,
-    its first 5 (`accept`, `attachments` for "attach", `reviews` for "who reviewed")."""
-    return tuple(act[:5] for act in acts if len(act) >= 3)
-
-
-@functools.lru_cache(maxsize=256)
-def _suffixes(things: frozenset[str]) -> tuple[str, ...]:
-    """The things a word can end with (`_names`): those of 3 letters or more."""
-    return tuple(thing for thing in things if len(thing) >= 3)
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()
