@@ -8,8 +8,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from ..jsonwire import dumps_text
 from .base import AUDIT_RUNNING, ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
 
@@ -119,20 +117,13 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
 
 
 def dumps(value: Any) -> str:
-    # orjson asked directly (the audited arguments of every call): `dumps_text`, the same JSON, only past it.
-    try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
+    return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
 
 
 def running_values(row: AuditRow) -> tuple[Any, ...]:
     """A `running` tool call's row in `INSERT_RUNNING`'s order (`AUDIT_RUNNING`: it has no outcome yet)."""
-    try:  # `dumps`, inline: every call's arguments
-        arguments = orjson.dumps(row.arguments, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        arguments = dumps(row.arguments)
-    return (row.time, row.client, row.agent, row.tool, row.api, arguments, row.approval, row.run_id, row.subject)
+    return (row.time, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.approval, row.run_id,
+            row.subject)
 
 
 def audit_values(row: AuditRow) -> tuple[Any, ...]:
