@@ -345,8 +345,8 @@ class RecordBeforeSend:
         # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
         arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
         audit = record.audit
-        row = audit._tool_row(invocation.tool, arguments, approval=invocation.approval, agent=invocation.agent,
-                              client=invocation.client, redacted_by=redactor, status=RUNNING)  # `running_row`'s
+        row = audit.running_row(invocation.tool, arguments, approval=invocation.approval, agent=invocation.agent,
+                                client=invocation.client, redacted_by=redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:
