@@ -47,12 +47,6 @@ __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "RUNNING", "AuditLog", "Record
 
 logger = logging.getLogger("gateway.audit")
 
-# A call's row made without calling the class: a class called with keywords gathers them into a dict and unpacks it
-# again for `__init__` (CPython's type call); the dataclass's generated `__init__`, a plain function, takes them as
-# they are. The same row, its defaults included.
-_new_row = object.__new__
-_fill_row = AuditRow.__init__
-
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
 RUNNING = AUDIT_RUNNING
@@ -139,12 +133,12 @@ class AuditLog:
         if redacted_by is None or not redacted_by.covers(self.redactor):
             arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
-        row = _new_row(AuditRow)
-        _fill_row(row, time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent,
-                  tool=name, api=None if isinstance(tool, str) else tool.api, arguments=arguments,
-                  approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
-                  status=status)
-        return row
+        return AuditRow(
+            time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
+            api=None if isinstance(tool, str) else tool.api, arguments=arguments,
+            approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
+            status=status,
+        )
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
         row.status = "ok" if result.ok else (result.error_type or "error")
