@@ -113,8 +113,11 @@ async def healthz(request: Request) -> Response:
     error = state.holder.last_error
     if error is not None:
         body["status"] = "degraded"
-        lines = [str(error), *(str(d) for d in error.diagnostics[:5])]
-        body["reload_error"] = "\n".join(lines)[:2000]
+        # The message lists the manifest's errors already; add only errors it does not name (a warning about the
+        # refused files is no reason for the refusal).
+        message = str(error)
+        extra = [str(d) for d in error.diagnostics if d.level == "error" and str(d) not in message]
+        body["reload_error"] = "\n".join([message, *extra[:5]])[:2000]
     if state.holder.warnings:  # the last reload took tools away from agents: served, but worth a look
         body["reload_warnings"] = [str(warning) for warning in state.holder.warnings[:20]]
     return JSONResponse(body)
