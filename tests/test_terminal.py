@@ -121,7 +121,7 @@ def test_a_sub_agents_steps_show_under_its_name(workspace) -> None:
     started = lines.index('-> ask_clerk({"task": "What is item 7?"})')
     assert lines[started + 1] == '   [clerk] -> getItem({"id": "7"})'
     assert lines[started + 2].startswith("   [clerk] <- getItem: 200")
-    assert lines[started + 3].startswith("<- ask_clerk: ")
+    assert lines[started + 3].startswith("<- ask_clerk: ok (")  # no HTTP status: "ok", never "None"
 
 
 def test_a_script_asks_for_its_write_on_the_terminal_and_goes_on(workspace) -> None:

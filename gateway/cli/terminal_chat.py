@@ -145,7 +145,8 @@ class _Session:
             self._end_line()
             print(f"{who}-> {step.tool}({_compact(step.arguments)})", file=self.err, flush=True)
         elif event.type == "step_finished":
-            outcome = f"{step.status}" if step.ok else f"failed: {step.error_type}: {step.error}"
+            # A step without an HTTP status (a delegation, run_code, search_tools) that worked is "ok", not "None".
+            outcome = f"{step.status or 'ok'}" if step.ok else f"failed: {step.error_type}: {step.error}"
             print(f"{who}<- {step.tool}: {outcome} ({step.duration_ms:.0f} ms)", file=self.err, flush=True)
 
     def _decide(self, pending: PendingApproval) -> Decision:
