@@ -1,4 +1,4 @@
-"""The `gateway` command: serve, migrate, validate, schema, tools, call, chat, mcp.
+"""The `gateway` command: a gateway from LLM agents to the APIs of OpenAPI specs (each command has its own --help).
 
 Each subcommand's handler is a `_cmd_<name>` function here; the work lives in the modules they call.
 """
