@@ -9,6 +9,7 @@ toolsets built for these checks are the ones served (`gateway.runtime`), so a lo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ def parse_configuration(
         toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
         c.diagnostics.extend(toolset_diagnostics)
         check_tool_counts(c, manifest, toolsets)
+        check_pinned(c, manifest, toolsets)
     return manifest, toolsets, c.sorted()
 
 
@@ -66,6 +68,21 @@ def check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any
         if provider is not None and refuses_tool_count(provider, count):
             c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
                       "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
+
+
+def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]) -> None:
+    """A `pinned` entry that names none of the agent's tools pins nothing: a typo the model would pay for with
+    searches."""
+    for name, agent in manifest.agents.items():
+        toolset = toolsets.get(name)
+        if toolset is None:
+            continue
+        names = [n for agent_tool in toolset
+                 for n in (agent_tool.name, agent_tool.tool.operation_id if agent_tool.tool else None) if n]
+        for index, pattern in enumerate(agent.pinned):
+            if not any(fnmatchcase(n, pattern) for n in names):
+                c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
+                          "names or operationIds, globs allowed): it pins nothing")
 
 
 def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:

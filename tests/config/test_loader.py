@@ -667,3 +667,19 @@ def test_output_check_and_reuse_connections_per_api_and_per_tool() -> None:
     assert manifest.api("github").output_check == "enforce" and manifest.api("github").reuse_connections is True
     overrides = manifest.agents["clerk"].tools[0].overrides
     assert overrides["listItems"].output_check == "off" and overrides["deleteItem"].output_check == "enforce"
+
+
+def test_a_pinned_name_that_matches_no_tool_of_the_agent_is_a_warning() -> None:
+    text = """\
+    providers: {p: {kind: openai, api_key: k}}
+    agents:
+      a:
+        model: p/m
+        tools: [shop]
+        tool_search: on
+        pinned: [listItems, "delete*", users/get-authenticated]
+    """
+    _, diagnostics = _parse(text, catalog=_catalog())
+    [warning] = diagnostics
+    assert (warning.level, warning.pointer, warning.line) == ("warning", "agents.a.pinned[2]", _line_of(text, "pinned"))
+    assert "'users/get-authenticated' names none of the agent's tools" in warning.message
