@@ -20,6 +20,7 @@ from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
 from .embeddings_endpoint import local_model_problem
 from .hooks_budgets import HookConfig
 from .model import ApiConfig, Manifest, ProviderConfig
+from .settings import POSTGRES_MODULES, POSTGRES_SCHEMES, REDIS_MODULES, missing_extra
 from .yamlnodes import KeyPath, format_path
 
 # A base_url ending like this most likely includes the part the adapter appends itself.
@@ -51,6 +52,7 @@ def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base
     _check_user_credentials(c, manifest)
     _check_hooks(c, manifest.hooks, ("hooks",))
     _check_local_model(c, manifest)
+    _check_shared_extra(c, manifest)
     if manifest.budgets.costs_without_prices():
         c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
 
@@ -182,6 +184,19 @@ def _check_local_model(c: Checker, manifest: Manifest) -> None:
     if problem is not None:
         path: KeyPath = ("gateway", "search_embeddings")
         c.error((*path, "model") if (*path, "model") in c.lines else (*path, "kind"), problem)
+
+
+def _check_shared_extra(c: Checker, manifest: Manifest) -> None:
+    """PostgreSQL and Redis run on the `shared` extra: without it `serve` could not open its store."""
+    store, redis = manifest.gateway.store, manifest.gateway.redis
+    if store and store.startswith(POSTGRES_SCHEMES):
+        problem = missing_extra("the PostgreSQL store", POSTGRES_MODULES)
+        if problem is not None:
+            c.error(("gateway", "store"), problem)
+    if redis:
+        problem = missing_extra("Redis", REDIS_MODULES)
+        if problem is not None:
+            c.error(("gateway", "redis"), problem)
 
 
 def _module_missing(module: str) -> bool:

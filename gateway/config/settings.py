@@ -26,6 +26,7 @@ and the delegation check read `Manifest.gateway`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,20 @@ from .fields import REDIS_URL, Count, HttpUrl, Names, NonNegative, Seconds, Sect
 from .mcp_limits import SessionLimits
 
 DEFAULT_STORE = ".gateway/state.db"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A `gateway.store` that starts with one of these is PostgreSQL."""
+POSTGRES_MODULES = ("psycopg", "psycopg_pool")
+REDIS_MODULES = ("redis",)
+INSTALL_SHARED = "pip install 'gateway[shared]'"
+
+
+def missing_extra(what: str, modules: tuple[str, ...]) -> str | None:
+    """Why `what` cannot run here (None: it can): modules of the `shared` extra that are not installed."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return f"{what} needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed: " \
+           f"{INSTALL_SHARED}"
 DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3

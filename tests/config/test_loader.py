@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -683,3 +684,18 @@ def test_a_pinned_name_that_matches_no_tool_of_the_agent_is_a_warning() -> None:
     [warning] = diagnostics
     assert (warning.level, warning.pointer, warning.line) == ("warning", "agents.a.pinned[2]", _line_of(text, "pinned"))
     assert "'users/get-authenticated' names none of the agent's tools" in warning.message
+
+
+def test_a_postgresql_store_or_redis_without_the_shared_extra_is_an_error_at_its_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed, as the import system records it
+    monkeypatch.setitem(sys.modules, "redis", None)
+    text = """\
+    gateway:
+      store: postgresql://gw@127.0.0.1:9/gw
+      redis: redis://127.0.0.1:9/0
+    """
+    _, diagnostics = _parse(text)
+    assert [(d.level, d.pointer, d.line) for d in diagnostics] == [("error", "gateway.store", 2),
+                                                                   ("error", "gateway.redis", 3)]
+    assert all("pip install 'gateway[shared]'" in d.message for d in diagnostics)
