@@ -100,10 +100,10 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
             if index >= MAX_VALIDATION_ERRORS:
                 found.append(_note(relative, "", "more spec validation findings not shown"))
                 break
-            path = list(getattr(error, "path", ()))
+            place = list(getattr(error, "path", ()))
             message = str(getattr(error, "message", error)).splitlines()[0][:300]
-            if _at(document, path, getattr(error, "instance", None)):
-                pointer = "".join("/" + escape_token(str(p)) for p in path)
+            if _at(document, place, getattr(error, "instance", None)):
+                pointer = "".join("/" + escape_token(str(p)) for p in place)
             else:  # a schema object's finding, its path relative to that schema: no place in this file
                 pointer, message = "", f"{message} (in a schema object; the validator does not say which)"
             found.append(_note(relative, pointer, f"spec validation: {message}"))
