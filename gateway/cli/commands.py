@@ -265,7 +265,8 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             if reason is not None:
                 print(f"not strict: {name}: {reason}", file=sys.stderr)
         strict = sum(reason is None for _, reason in reasons)
-        print(f"OpenAI strict mode: {strict} of {len(reasons)} tools", file=sys.stderr)
+        print(f"OpenAI strict mode: {strict} of {len(reasons)} tools sent strict, the others with strict: false",
+              file=sys.stderr)
     sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
     return 0
