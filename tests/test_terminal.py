@@ -135,3 +135,12 @@ def test_a_script_asks_for_its_write_on_the_terminal_and_goes_on(workspace) -> N
     assert 'approve deleteItem({"id": "7"})? [y/N]' in err
     assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/items/7"), ("DELETE", "/items/7")]
     assert llm.requests[1].body["messages"][-1]["content"] == "pen"  # the script's result
+
+
+def test_chat_from_another_folder_says_where_it_looked_for_agents_yaml(tmp_path: Path) -> None:
+    err = io.StringIO()
+    code = chat_command(tmp_path / "specs", tmp_path / "agents.yaml", "weather", "hi", use_cache=False,
+                        out=io.StringIO(), err=err)
+    assert code == 2
+    assert f"gateway: no agents manifest at {tmp_path / 'agents.yaml'}" in err.getvalue()
+    assert "pass --agents FILE (or set GATEWAY_AGENTS)" in err.getvalue()

@@ -307,7 +307,7 @@ def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
 def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
     """The runtime, holding agent `args.agent`; None after printing why not (its diagnostics, or the known agents)."""
     from ..errors import ConfigError
-    from ..runtime import load_runtime
+    from ..runtime import load_runtime, missing_inputs
 
     try:
         runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
@@ -318,6 +318,8 @@ def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
         print(f"error: {exc}", file=sys.stderr)
         return None
     except KeyError as exc:
+        for line in missing_inputs(args.specs, args.agents):
+            print(f"error: {line}", file=sys.stderr)
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return None
     return runtime
