@@ -79,11 +79,12 @@ def missing_inputs(specs_dir: Path, agents_path: Path) -> list[str]:
     """What a command run from another folder than the project's lacks, worded so it can be fixed (empty: the
     specs folder and agents.yaml are both there)."""
     missing = []
-    if not Path(specs_dir).is_dir():
-        missing.append(f"no specs folder at {specs_dir}: pass --specs DIR (or set GATEWAY_SPECS), or run this "
-                       "where specs/ is")
-    if not Path(agents_path).exists():
-        missing.append(f"no agents manifest at {agents_path}, so no agent is defined: pass --agents FILE (or set "
+    specs, agents = Path(specs_dir).resolve(), Path(agents_path).resolve()
+    if not specs.is_dir():
+        missing.append(f"no specs folder at {specs}: pass --specs DIR (or set GATEWAY_SPECS), or run this where "
+                       "specs/ is")
+    if not agents.exists():
+        missing.append(f"no agents manifest at {agents}, so no agent is defined: pass --agents FILE (or set "
                        "GATEWAY_AGENTS), or run this where agents.yaml is")
     return missing
 

@@ -82,8 +82,9 @@ def test_call_and_tools_from_another_folder_say_what_is_missing_and_how_to_point
     for command in (["call", *common, "weather", "getForecast"], ["tools", *common, "--agent", "weather"]):
         assert main(command) == 1
         err = capsys.readouterr().err
-        assert f"no agents manifest at {tmp_path / 'agents.yaml'}" in err and "pass --agents FILE" in err, err
-        assert f"no specs folder at {tmp_path / 'specs'}" in err and "pass --specs DIR" in err, err
+        agents = (tmp_path / "agents.yaml").resolve()
+        assert f"no agents manifest at {agents}" in err and "pass --agents FILE" in err, err
+        assert f"no specs folder at {(tmp_path / 'specs').resolve()}" in err and "pass --specs DIR" in err, err
 
 
 def test_serve_from_another_folder_says_what_is_missing(tmp_path: Path) -> None:
@@ -95,6 +96,6 @@ def test_serve_from_another_folder_says_what_is_missing(tmp_path: Path) -> None:
     out = io.StringIO()
     assert load_or_report(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False, out=out) is not None
     said = out.getvalue()
-    assert f"gateway: no specs folder at {tmp_path / 'specs'}" in said
-    assert f"gateway: no agents manifest at {tmp_path / 'agents.yaml'}, so no agent is defined" in said
+    assert f"gateway: no specs folder at {(tmp_path / 'specs').resolve()}" in said
+    assert f"gateway: no agents manifest at {(tmp_path / 'agents.yaml').resolve()}, so no agent is defined" in said
     assert "skipped" not in said

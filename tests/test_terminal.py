@@ -142,5 +142,5 @@ def test_chat_from_another_folder_says_where_it_looked_for_agents_yaml(tmp_path:
     code = chat_command(tmp_path / "specs", tmp_path / "agents.yaml", "weather", "hi", use_cache=False,
                         out=io.StringIO(), err=err)
     assert code == 2
-    assert f"gateway: no agents manifest at {tmp_path / 'agents.yaml'}" in err.getvalue()
+    assert f"gateway: no agents manifest at {(tmp_path / 'agents.yaml').resolve()}" in err.getvalue()
     assert "pass --agents FILE (or set GATEWAY_AGENTS)" in err.getvalue()
