@@ -699,3 +699,32 @@ def test_a_postgresql_store_or_redis_without_the_shared_extra_is_an_error_at_its
     assert [(d.level, d.pointer, d.line) for d in diagnostics] == [("error", "gateway.store", 2),
                                                                    ("error", "gateway.redis", 3)]
     assert all("pip install 'gateway[shared]'" in d.message for d in diagnostics)
+
+
+def test_an_ollama_base_url_takes_the_forms_of_ollama_host() -> None:
+    """The example reads `${OLLAMA_HOST:-...}`, which Ollama's users often set as `0.0.0.0` or `host:port`: that made
+    the whole file unusable, for the OpenAI agents too."""
+    text = """\
+    providers:
+      ollama: {base_url: "${OLLAMA_HOST:-http://127.0.0.1:11434}"}
+      remote: {kind: ollama, base_url: "gpu-box:8000"}
+      cloud: {kind: openai, base_url: "api.example.com/v1", api_key: k}
+    gateway:
+      search_embeddings: {kind: ollama, model: nomic-embed-text, base_url: ":9000"}
+    """
+    manifest, diagnostics = _parse(text, environ={"OLLAMA_HOST": "0.0.0.0"})
+    assert manifest.providers["ollama"].base_url == "http://0.0.0.0:11434"
+    assert manifest.providers["remote"].base_url == "http://gpu-box:8000"
+    embeddings = manifest.gateway.search_embeddings
+    assert embeddings is not None and embeddings.base_url == "http://127.0.0.1:9000"
+    [error] = _errors(diagnostics)  # other kinds still need a URL: no server of theirs is addressed that way
+    assert error.pointer == "providers.cloud.base_url" and "expected an http:// or https:// URL" in error.message
+
+
+def test_the_example_serves_with_ollama_host_set_as_ollama_serve_wants_it() -> None:
+    from gateway.runtime import load_runtime
+
+    root = Path(__file__).resolve().parents[2]
+    runtime = load_runtime(root / "specs", root / "agents.yaml", use_cache=False,
+                           environ={"OLLAMA_HOST": "0.0.0.0:11434"})
+    assert runtime.manifest.providers["ollama"].base_url == "http://0.0.0.0:11434"
