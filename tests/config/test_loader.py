@@ -728,3 +728,21 @@ def test_the_example_serves_with_ollama_host_set_as_ollama_serve_wants_it() -> N
     runtime = load_runtime(root / "specs", root / "agents.yaml", use_cache=False,
                            environ={"OLLAMA_HOST": "0.0.0.0:11434"})
     assert runtime.manifest.providers["ollama"].base_url == "http://0.0.0.0:11434"
+
+
+def test_a_model_without_its_provider_names_the_variable_it_came_from_and_the_providers() -> None:
+    """GATEWAY_MODEL=gpt-4o (the README's variable, without the provider) made every agent 'expected
+    <provider>/<model id>'; the error now says the value came from GATEWAY_MODEL and how to write it."""
+    text = """\
+    providers: {openai: {kind: openai, api_key: k}, ollama: {kind: ollama}}
+    agents:
+      weather: {model: "${GATEWAY_MODEL:-openai/gpt-4o-mini}"}
+      triage: {model: opneai/gpt-4o}
+    """
+    _, diagnostics = _parse(text, environ={"GATEWAY_MODEL": "gpt-4o"})
+    first, second = _errors(diagnostics)
+    assert first.pointer == "agents.weather.model" and first.message == (
+        "expected '<provider>/<model id>', got 'gpt-4o' (from GATEWAY_MODEL); the providers are openai, ollama, "
+        "e.g. 'openai/gpt-4o'")
+    assert second.pointer == "agents.triage.model" and "no provider named 'opneai'" in second.message
+    assert "(from " not in second.message  # written in the file: nothing to point at
