@@ -18,7 +18,7 @@ from .config.checker import Checker
 from .config.loader import read_checked, read_text
 from .config.model import Manifest
 from .config.yamlnodes import KeyLines, KeyPath
-from .offer.toolsearch import pinned_tools
+from .offer.toolsearch import ToolOffer, pinned_tools, search_enabled
 from .providers.anthropic import MAX_DEFERRED_TOOLS
 from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
 from .toolsets import Toolset, build_toolsets, select_tools
@@ -83,6 +83,14 @@ def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]
             if not any(fnmatchcase(n, pattern) for n in names):
                 c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
                           "names or operationIds, globs allowed): it pins nothing")
+        if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset):
+            start, pinned = ToolOffer(agent, toolset), len(pinned_tools(agent, toolset))
+            tokens, budget = start.tokens(), start.definitions_budget
+            if tokens >= budget:
+                c.warning(("agents", name, "pinned"), f"the tools a run starts with ({pinned} pinned, and "
+                          f"search_tools) take about {tokens} tokens, and a request carries at most {budget} of "
+                          "definitions (gateway.tool_definitions_budget): a search can load nothing; pin fewer tools "
+                          "or raise the budget")
 
 
 def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:

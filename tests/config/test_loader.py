@@ -746,3 +746,23 @@ def test_a_model_without_its_provider_names_the_variable_it_came_from_and_the_pr
         "e.g. 'openai/gpt-4o'")
     assert second.pointer == "agents.triage.model" and "no provider named 'opneai'" in second.message
     assert "(from " not in second.message  # written in the file: nothing to point at
+
+
+def test_pinned_tools_that_fill_the_definitions_budget_are_a_warning() -> None:
+    """tool-search.md's example pinned "issues/list*": 20 of GitHub's tools, past the 20,000 tokens a request may
+    carry, so every search answered "not loaded". Here 70 tools with long descriptions, a budget of 2,000 tokens."""
+    description = "Lists the things of the shop, one page at a time, with every filter the shop offers. " * 8
+    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
+                  description=description, input_schema={"type": "object", "properties": {}}) for i in range(70)]
+    catalog = Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+    text = """\
+    providers: {p: {kind: openai, api_key: k}}
+    gateway: {tool_definitions_budget: 2000}
+    agents:
+      a: {model: p/m, tools: [shop], pinned: ["list1*"]}
+      b: {model: p/m, tools: [shop], pinned: [list1]}
+    """
+    _, diagnostics = _parse(text, catalog=catalog)
+    [warning] = diagnostics
+    assert (warning.level, warning.pointer) == ("warning", "agents.a.pinned")
+    assert "(11 pinned, and search_tools)" in warning.message and "a search can load nothing" in warning.message
