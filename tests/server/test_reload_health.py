@@ -119,3 +119,5 @@ def test_a_refused_reload_names_each_error_once_and_no_warning(tmp_path: Path) -
         error = health["reload_error"]
         assert health["status"] == "degraded" and error.count("unknown key 'bogus'") == 1, error
         assert "warning" not in error and "strict mode" not in error, error
+        page = httpx.get(f"{url}/console/health").text  # the console's Health page says the same
+        assert page.count("unknown key &#39;bogus&#39;") == 1 and "strict mode" not in page, page
