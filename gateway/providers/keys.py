@@ -11,7 +11,9 @@ from urllib.parse import urlsplit
 from ..config.model import AgentConfig, Manifest
 from .registry import ADAPTERS
 
-_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "::")
+"""Hosts a request goes to this machine by: the unspecified addresses too, which servers such as vLLM print as
+their URL (`http://0.0.0.0:8000`) and which reach the local host when connected to."""
 
 
 def provider_problem(manifest: Manifest, agent: AgentConfig) -> str | None:

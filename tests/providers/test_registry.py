@@ -54,3 +54,13 @@ def test_a_missing_openai_key_also_suggests_a_local_server() -> None:
     problem = provider_problem(Manifest(providers={"openai": openai}, agents={"weather": agent}), agent)
     assert problem is not None and "OPENAI_API_KEY" in problem and "OPENAI_BASE_URL" in problem
     assert "a provider of kind: ollama" in problem
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8000/v1", "http://localhost:8000/v1", "http://[::1]:8000/v1",
+                                      "http://0.0.0.0:8000/v1"])
+def test_a_local_openai_compatible_server_needs_no_key(base_url: str) -> None:
+    """vLLM prints `http://0.0.0.0:8000` as its URL: copied into OPENAI_BASE_URL, chat answered 503 'api_key is
+    empty' though the README says a server on loopback needs none."""
+    provider = ProviderConfig(name="openai", kind="openai", base_url=base_url)
+    agent = AgentConfig(name="a", model="openai/m")
+    assert provider_problem(Manifest(providers={"openai": provider}, agents={"a": agent}), agent) is None
