@@ -766,3 +766,12 @@ def test_pinned_tools_that_fill_the_definitions_budget_are_a_warning() -> None:
     [warning] = diagnostics
     assert (warning.level, warning.pointer) == ("warning", "agents.a.pinned")
     assert "(11 pinned, and search_tools)" in warning.message and "a search can load nothing" in warning.message
+
+
+@pytest.mark.parametrize("line", ["  store: memory:", "  store: sqlite: ./state.db"])
+def test_an_unquoted_value_with_a_colon_says_to_quote_it(line: str) -> None:
+    """`store: memory:` (as the docs name the in-memory store) read as a key: PyYAML's 'mapping values are not
+    allowed here' alone did not say what to do."""
+    _, diagnostics = _parse(f"gateway:\n{line}\n  redis: redis://127.0.0.1:6379/0\n")
+    [error] = diagnostics
+    assert error.line == 2 and "quote it" in error.message, error
