@@ -323,7 +323,8 @@ class ToolOffer:
             return f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"
         cost = self._cost(model_view(agent_tool, self.budget))
         if self.tokens() + cost > self.definitions_budget:
-            return f"not loaded: the definitions would pass {self.definitions_budget} tokens"
+            # The configured budget (a door that lists more than the offer lowers `definitions_budget` by it)
+            return f"not loaded: the definitions would pass {definitions_budget(self.toolset.settings)} tokens"
         self.offered.append(agent_tool)
         return None
 

@@ -56,9 +56,12 @@ def searching(agent: AgentConfig, toolset: Toolset) -> bool:
 def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
     """What `tools/list` offers an agent with tool search: pinned views, then the three meta tools."""
     offer = ToolOffer(agent, toolset)
-    call = AgentTool(name=CALL_TOOL, input_schema=CALL_SCHEMA,
+    return [*(model_view(t, offer.budget) for t in pinned_tools(agent, toolset)), *meta_tools(), _call_tool()]
+
+
+def _call_tool() -> AgentTool:
+    return AgentTool(name=CALL_TOOL, input_schema=CALL_SCHEMA,
                      description="Run one of this agent's tools by name (find it with search_tools first).")
-    return [*(model_view(t, offer.budget) for t in pinned_tools(agent, toolset)), *meta_tools(), call]
 
 
 async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments: dict[str, Any],
@@ -99,9 +102,11 @@ async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
 def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
                        found: Sequence[str]) -> tuple[bool, Any, list[str]]:
     """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
-    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower.
-    Answers (ok, the result body, the names the session's listing holds now)."""
+    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower
+    and the budget lower by its definition. Answers (ok, the result body, the names the session's listing holds
+    now)."""
     offer = ToolOffer(agent, toolset, loaded=found, measure=listed_tokens)
+    offer.definitions_budget -= listed_tokens(_call_tool())
     ok, body = offer.answer(SEARCH_TOOL, arguments)
     loaded = offer.loaded
     room = MAX_TOOLS_PER_REQUEST - 1 - (len(offer.offered) - len(loaded))
