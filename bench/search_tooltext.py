@@ -337,6 +337,8 @@ def vectors(variant: str, which: str, name: str) -> adapter.Requests | None:
     import numpy
 
     path = DATA / f"vec-{variant}-{which}-{name}.npz"
+    if variant == "base" and which == "released":  # `prepare`'s own vectors: the released model, today's text
+        return adapter.Requests(name, data=DATA)
     if not path.exists():
         return None
     saved = numpy.load(path)
@@ -345,11 +347,11 @@ def vectors(variant: str, which: str, name: str) -> adapter.Requests | None:
     return requests
 
 
-def score() -> None:
+def score(weight: float = adapter.WEIGHT) -> None:
     """recall@5 hits per API: `round12` with the released model and the shipped delta, the held-out parts with the
     fold deltas."""
     rows_of = {name: adapter.Requests(name, data=DATA) for name in SPECS}
-    print("| text | model | tested | " + " | ".join(SPECS) + " | all |")
+    print(f"the model's weight {weight:g}\n| text | model | tested | " + " | ".join(SPECS) + " | all |")
     for variant in VARIANTS:
         tags = sorted(path.stem.removeprefix("delta-") for path in DATA.glob("delta-*.npz"))
         for which, parts in (("released", DEV), ("shipped", DEV), *((tag, DEV) for tag in tags),
@@ -361,7 +363,7 @@ def score() -> None:
                 if requests is None:
                     cells.append("-")
                     continue
-                hits = adapter.fused_hits(requests, rows)
+                hits = adapter.fused_hits(requests, rows, weight=weight)
                 cells.append(f"{hits}/{len(rows)}")
                 total, size = total + hits, size + len(rows)
             if size:
@@ -511,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apis", nargs="+", choices=list(SPECS), default=list(SPECS))
     parser.add_argument("--parts", nargs="+", default=list(DEV))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--weight", type=float, default=adapter.WEIGHT, help="score: the model's weight in the fusion")
     args = parser.parse_args(argv)
     assert not {"round13", "round14"} & set(args.parts)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -533,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
         train(args.variant, args.family, args.upto, args.tag or f"{args.variant}-f{args.family}-{args.upto}")
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
     elif args.stage == "score":
-        score()
+        score(args.weight)
     elif args.stage == "weights":
         weights(args.variant, args.model, tuple(args.parts))
     elif args.stage == "ceiling":
