@@ -98,8 +98,7 @@ class Pairs:
     """Training examples of one API (or of the corpus): request texts, each one's operations (indices into `tools`)
     and one hard negative, the unchanged model's best tool that is not one of them."""
 
-    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]],
-                 negatives: list[int] | list[list[int]]) -> None:
+    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]], negatives: list[int]) -> None:
         self.tools, self.queries, self.positives, self.negatives = tools, queries, positives, negatives
 
 
@@ -215,7 +214,7 @@ def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int 
     for step, (i, chunk) in enumerate(batches):
         pairs = sets[i]
         candidates = sorted({t for row in chunk for t in pairs.positives[row]}
-                            | {t for row in chunk for t in _listed(pairs.negatives[row])})
+                            | {pairs.negatives[row] for row in chunk})
         queries = _embed(model, [pairs.queries[row] for row in chunk])
         tools = _embed(model, [pairs.tools[t] for t in candidates])
         mask = torch.tensor([[t in pairs.positives[row] for t in candidates] for row in chunk])
@@ -231,11 +230,6 @@ def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int 
                   f"({time.process_time() - started:.0f} s CPU)", flush=True)
     model.eval()
     return time.process_time() - started
-
-
-def _listed(negatives: int | list[int]) -> list[int]:
-    """A request's hard negatives: one (this script's), or several (bench/search_tooltext.py's family negatives)."""
-    return [negatives] if isinstance(negatives, int) else negatives
 
 
 def _embed(model: Any, texts: list[str]) -> Any:
@@ -422,21 +416,16 @@ def train(seed: int) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part (`USED`) of the six APIs and the corpus's pairs.
     Written to `SHIPPED` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
+    import hashlib
+
+    import numpy
+
     apis = {name: adapter.Requests(name, data=DATA) for name in SPECS}
     model = load_model("lora", seed)
     sets = [api_pairs(requests, requests.rows(USED)) for requests in apis.values()] + [corpus_pairs()]
     seconds = finetune(model, sets, "lora", seed)
     print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the corpus), "
           f"parts {', '.join(USED)}, {seconds:.0f} s CPU", flush=True)
-    ship(model)
-
-
-def ship(model: Any, target: Path = SHIPPED) -> None:
-    """The LoRA delta of `model` written to `target` as the gateway reads it (gateway.offer.minilm_lora)."""
-    import hashlib
-
-    import numpy
-
     bert = model[0].auto_model
     weights = dict(bert.named_parameters())
     delta = lora_delta(model)
@@ -446,9 +435,9 @@ def ship(model: Any, target: Path = SHIPPED) -> None:
         arrays[f"{key}.A[rank,in]"] = delta[f"{key}.a"]
         arrays[f"{key}.B*scale[out,rank]"] = delta[f"{key}.b"]
         arrays[f"{key}.base_first_input[out]"] = base[:, 0]  # to find and check the matrix in the ONNX file
-    write_delta(target, {k: v.astype(numpy.float16) for k, v in arrays.items()})
-    print(f"{target}: {len(arrays) // 3} matrices, {target.stat().st_size} bytes, "
-          f"sha256 {hashlib.sha256(target.read_bytes()).hexdigest()}", flush=True)
+    write_delta(SHIPPED, {k: v.astype(numpy.float16) for k, v in arrays.items()})
+    print(f"{SHIPPED}: {len(arrays) // 3} matrices, {SHIPPED.stat().st_size} bytes, "
+          f"sha256 {hashlib.sha256(SHIPPED.read_bytes()).hexdigest()}", flush=True)
 
 
 def write_delta(path: Path, arrays: dict[str, Any]) -> None:

