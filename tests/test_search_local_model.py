@@ -245,7 +245,8 @@ def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) ->
     """`ToolVectors.best_first` sorts only the best few until the walk goes past them: on the model's vectors of
     real tool texts, with copies (exact ties), opposites (cosines below 0) and a zero vector (cosine 0) mixed in, each
     walk is the one a full stable sort gives (ties in catalog order, the walk stopping before the first cosine <= 0),
-    however many it sorts first, read in part or to the end."""
+    however many it sorts first, read in part or to the end; `ToolVectors.best`, its first places found in NumPy's
+    arrays, is the walk's beginning."""
     import itertools
 
     import numpy
@@ -269,6 +270,7 @@ def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) ->
                 break
             expected.append((place, float(cosines[place])))
         assert len({cosine for _, cosine in expected}) < len(expected)  # ties among them
-        for first in (1, 5, 50, known.count - 1, known.count, known.count + 10):
+        for first in (1, 2, 3, 5, 50, known.count - 1, known.count, known.count + 10):  # model[0]'s 3 copies tie
             assert list(known.best_first(query, first)) == expected, first
             assert list(itertools.islice(known.best_first(query, first), 60)) == expected[:60], first
+            assert known.best(query, first) == expected[:first], first

@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -56,6 +57,25 @@ class ToolVectors:
             flat.extend(unit(vector))
         return cls(flat, len(vectors), dim)
 
+    def best(self, query: Sequence[float], first: int) -> list[tuple[int, float]]:
+        """`best_first`'s first `first` places: with NumPy, found in its arrays, no Python step per place."""
+        numpy = _numpy()
+        if numpy is None or len(query) != self.dim or first < 1 or first >= self.count:
+            return list(itertools.islice(self.best_first(query, first), first))
+        negated = self._negated(numpy, query)
+        cut = numpy.partition(negated, first)[first]
+        if cut != cut:  # NaN (a vector of NaN): the walk's own order, where NaN comes last
+            return list(itertools.islice(self.best_first(query, first), first))
+        below = numpy.flatnonzero(negated < cut)
+        # the walk's next places after those below the cut are the ones equal to it, in catalog order (its stable sort)
+        places = numpy.concatenate((below[numpy.argsort(negated[below], kind="stable")],
+                                    numpy.flatnonzero(negated == cut)[:first - len(below)]))
+        values = negated[places]
+        stop = numpy.flatnonzero(values >= 0)  # the walk ends before the first cosine <= 0
+        if len(stop):
+            places, values = places[:stop[0]], values[:stop[0]]
+        return list(zip(places.tolist(), (-values).tolist(), strict=True))
+
     def best_first(self, query: Sequence[float], first: int = 50) -> Iterator[tuple[int, float]]:
         """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first,
         ties in catalog order; nothing when its length differs. Lazy: a search reads the first few of 11,000, so with
@@ -72,16 +92,20 @@ class ToolVectors:
                     return
                 yield place, cosines[place]
             return
-        if self._matrix is None:
-            self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-        # a dot product per row, not `matrix @ query`: NumPy hands that to its BLAS, whose threads take the other
-        # core for a product this small, and keep it busy a while after (the same order, bench/README.md)
-        negated = -numpy.vecdot(self._matrix, numpy.asarray(query, dtype=numpy.float32))
+        negated = self._negated(numpy, query)
         for places in _best_first_places(numpy, negated, max(first, 1)):
             for place, negative in zip(places.tolist(), negated[places].tolist(), strict=True):
                 if negative >= 0:
                     return
                 yield place, -negative
+
+    def _negated(self, numpy: Any, query: Sequence[float]) -> Any:
+        """Minus the cosine of each vector with the unit `query` (ascending is best first)."""
+        if self._matrix is None:
+            self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
+        # a dot product per row, not `matrix @ query`: NumPy hands that to its BLAS, whose threads take the other
+        # core for a product this small, and keep it busy a while after (the same order, bench/README.md)
+        return -numpy.vecdot(self._matrix, numpy.asarray(query, dtype=numpy.float32))
 
 
 def _best_first_places(numpy: Any, negated: Any, first: int) -> Iterator[Any]:
@@ -106,6 +130,21 @@ def _best_first_places(numpy: Any, negated: Any, first: int) -> Iterator[Any]:
 def unit(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(sum(x * x for x in vector))
     return [x / norm for x in vector] if norm else list(vector)
+
+
+def unit_float32(vector: Any) -> Any:
+    """`as_float32(unit(vector))` of a float32 array, without its list of floats: the norm summed in Python floats
+    in the same order, each value divided in float64, then rounded to float32 (the same numbers)."""
+    numpy = _numpy()
+    values = vector.tolist()
+    norm = math.sqrt(sum(map(mul, values, values)))
+    return (vector.astype(numpy.float64) / norm).astype(numpy.float32) if norm else vector.astype(numpy.float32)
+
+
+def as_float32(vector: Sequence[float]) -> Sequence[float]:
+    """A request's vector as the cosines take it (`best_first`): a float32 array with NumPy, else as it is."""
+    numpy = _numpy()
+    return vector if numpy is None else numpy.asarray(vector, dtype=numpy.float32)
 
 
 def cache_dir() -> Path:

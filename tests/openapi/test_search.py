@@ -73,7 +73,7 @@ def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """BM25's ranking of a request asked again is the one kept for the toolset: the index is not searched again,
     until the toolset's tools or the catalog change (a new scope), or the request is no longer among the last
-    `RECENT_SEARCHES`."""
+    `RECENT_SEARCHES` (the size a scope is made with)."""
     tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
              _tool("listOrders", "GET", "/orders", "List orders"), _tool("addOrder", "POST", "/orders", "Add order")]
     catalog = Catalog(tools)
@@ -93,11 +93,11 @@ def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
     assert search(catalog, toolset, "orders") == first and searched == ["orders"]
     assert [hit["name"] for hit in search(catalog, toolset, "orders", limit=3)] == ["listOrders"]
     assert searched == ["orders", "orders"]  # another depth: searched
+    monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)  # the next scope keeps the last two
     toolset.tools["addOrder"] = AgentTool(name="addOrder", description="Add order", input_schema={"type": "object"},
                                           tool=tools[3])
     assert {hit["name"] for hit in search(catalog, toolset, "orders")} == {"listOrders", "addOrder"}
     assert searched == ["orders", "orders", "orders"]  # the toolset changed: searched again
-    monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)
     for query in ("pets", "create a pet", "orders"):
         search(catalog, toolset, query)
     assert searched[-3:] == ["pets", "create a pet", "orders"]  # "orders" had left the last two
