@@ -339,6 +339,7 @@ def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVect
         write(path, vectors)
         logger.info("tool search: %d embeddings of %s computed in %.1f s", len(texts), api,
                     time.monotonic() - started)
+    vectors.bounds()  # made here, off the searching thread (onnx's import and the int8 copy: under a second)
     return vectors
 
 
