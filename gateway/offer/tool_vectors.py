@@ -101,6 +101,9 @@ class ToolVectors:
                         self._bounds = CosineBounds(numpy, onnxruntime, rows)
                 except ImportError:  # an endpoint's vectors, without the local kind's libraries: the full pass
                     pass
+                except Exception:  # noqa: BLE001 - the full pass answers the same: a search never fails for this
+                    logger.warning("tool search: no int8 bounds on %d vectors; every cosine computed", self.count,
+                                   exc_info=True)
         return self._bounds if isinstance(self._bounds, CosineBounds) else None
 
     def _rows(self, numpy: Any) -> Any:
