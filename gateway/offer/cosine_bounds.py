@@ -20,6 +20,8 @@ MARGIN = 1e-4
 float32's epsilon over 2), the float64 arithmetic here within 1e-15."""
 _LEVELS = 127
 _CHUNK = 1024
+_UNIT = 1 + 1e-6
+"""The longest request bounded: a unit vector in float32 (longer ones, none of tool search's, are not bounded)."""
 _REACHES = (0.2, 0.4)
 """How far under the best lower bound the first-th is looked for first (cosines: the first 50 are mostly within 0.2)."""
 
@@ -45,6 +47,9 @@ class CosineBounds:
             self._scale[start:start + _CHUNK] = scale
             self._error[start:start + _CHUNK] = numpy.linalg.norm(rows - rounded, axis=1)
             self._length[start:start + _CHUNK] = numpy.linalg.norm(rounded, axis=1)
+        self._reach = self._error * _UNIT
+        """What each row's rounding can move its cosine with a request of length up to `_UNIT`."""
+        self._longest = float(self._length.max(initial=0.0))
         self._numpy = numpy
         self._session = _integer_product(onnxruntime, steps)
 
@@ -54,18 +59,18 @@ class CosineBounds:
         numpy = self._numpy
         request = query.astype(numpy.float64)
         scale = float(numpy.abs(request).max()) / _LEVELS
-        if not 0 < scale < float("inf") or not 0 < first < self.count:
-            return None
+        length = float(numpy.linalg.norm(request))
+        if not 0 < scale < float("inf") or not length <= _UNIT or not 0 < first < self.count:
+            return None  # (a request longer than a unit one: the rows' errors are bounded for a unit one)
         steps = numpy.rint(request / scale)
-        lost = float(numpy.linalg.norm(request - steps * scale))
+        # the request's rounding, bounded for every row at once by the longest int8 row (its products with each)
+        spread = float(numpy.linalg.norm(request - steps * scale)) * self._longest + MARGIN
         [[products]] = self._session.run(None, {"request": (steps + _LEVELS + 1).astype(numpy.uint8)[None]})
         approximate = products * self._scale
         approximate *= scale
-        bound = self._error * float(numpy.linalg.norm(request))
-        bound += lost * self._length + MARGIN
-        low = approximate - bound
-        high = approximate + bound
-        return numpy.flatnonzero(high >= _first_largest(numpy, low, first))
+        # each cosine is within `self._reach + spread` of its approximation: the best lower bounds and the upper ones
+        return numpy.flatnonzero(approximate + self._reach >= _first_largest(numpy, approximate - self._reach, first)
+                                 - 2 * spread)
 
 
 def _first_largest(numpy: Any, values: Any, first: int) -> float:
