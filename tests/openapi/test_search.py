@@ -172,3 +172,23 @@ def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus_catalog:
     together = (at[5] * len(tasks["tasks"]) + held[5] * len(tasks["holdout"])) / (len(tasks["tasks"]) +
                                                                                len(tasks["holdout"]))
     assert together >= 0.9, held_missed
+
+
+def test_the_path_words_the_signals_read_are_computed_when_the_index_opens() -> None:
+    """Each tool's facts hold what the signals read of its path's words, as `gateway.offer.path_words` computes them
+    (they were looked up per candidate at each search): the stems of the resource's last word, of the one before it
+    and of those above it, its words made singular; a catalog of other paths opens with its own."""
+    from gateway.offer.path_words import above, last_word, singulars, stem_of
+
+    tools = [_tool("listMessages", "GET", "/me/mailFolders/{id}/messages", "List messages"),
+             _tool("listDrives", "GET", "/sites/{site-id}/drives", "List drives"),
+             _tool("accept", "POST", "/users/{id}/events/{event-id}/accept", "Accept an event")]
+    for catalog in (Catalog(tools), Catalog([_tool("listPets", "GET", "/stores/{id}/pets", "List pets")])):
+        opened = index_of(catalog)._api("shop")
+        assert [facts.tool for facts in opened.facts] == list(catalog.for_api("shop"))
+        for facts in opened.facts:
+            assert facts.words == singulars(facts.resource)
+            assert facts.last_stem == stem_of(last_word(facts.resource)) and facts.parent_stem == stem_of(facts.parent)
+            assert facts.above_stems == tuple(stem_of(word) for word in above(facts.tool.path))
+            assert facts.parameterized == ("{" in facts.tool.path)
+    assert index_of(Catalog(tools))._api("shop").facts[1].above_stems == ("site",)
