@@ -4,7 +4,8 @@
 
 Each side is a `gateway serve` process run from its tree (`PYTHONPATH` and working folder), both on the same
 project and upstream; rounds alternate A and B so the machine's drift hits both alike. A figure is the median
-over rounds (CPU: the mean, as /proc counts it in clock ticks); the ratio B/A is what a change costs or saves.
+over rounds (CPU: the mean, to the nanosecond: `bench.support.cpu_seconds`); the ratio B/A is what a change costs or
+saves.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def main() -> int:
                 cpu[name].append((cpu_seconds(process.pid) - before) / args.calls * 1e6)
                 p50[name].append(statistics.median(timings) * 1e6)
     a_p50, b_p50 = statistics.median(p50["A"]), statistics.median(p50["B"])
-    # The mean, not the median: /proc counts CPU in clock ticks (10 ms, a few per cent of a round), so each round's
-    # figure is quantized and a median of them often lands on the same tick count on both sides.
+    # The mean, not the median: every call of every round counts (the CPU clock is exact; a median of rounds would
+    # drop the rounds a collection or a checkpoint landed in).
     a_cpu, b_cpu = statistics.fmean(cpu["A"]), statistics.fmean(cpu["B"])
     print(f"direct door, {args.rounds} rounds x {args.calls} calls (medians over rounds)")
     print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.2f}")
