@@ -39,6 +39,7 @@ import httpx
 
 from bench.support import (
     CALL_ARGS,
+    CLIENT_THREADS,
     DIRECT_HEADERS,
     DIRECT_PATH,
     GITHUB,
@@ -377,10 +378,6 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
                        peer=first.get("peer", absent), goal="<= 20 ms", met=_within(first["ours"], 20),
                        note="initialize + initialized + tools/call, median of new sessions"))
     return out
-
-
-CLIENT_THREADS = "pyreqwest"
-"""The name pyreqwest gives the threads of its runtime (the executor's client: connections, TLS, the wire)."""
 
 
 def _by_place(split: dict[str, tuple[float, int]]) -> dict[str, float]:

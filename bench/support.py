@@ -158,6 +158,8 @@ def _process_clock(pid: int) -> int:
     return clock.value
 
 
+CLIENT_THREADS = "pyreqwest"
+"""The name pyreqwest gives the threads of its runtime (the executor's client: connections, TLS, the wire)."""
 LOOP = "event loop"
 """The serving process's main thread, where uvicorn runs the event loop (and with it all the app's Python)."""
 
