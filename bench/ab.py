@@ -32,6 +32,7 @@ from bench.support import (
     python_module,
     spawned,
     thread_cpu_ns,
+    thread_ticks,
     write_project,
 )
 
@@ -81,6 +82,7 @@ def main() -> int:
         p50: dict[str, list[float]] = {name: [] for name in sides}
         cpu: dict[str, list[float]] = {name: [] for name in sides}
         places: dict[str, dict[str, float]] = {name: {"loop": 0.0, "client": 0.0, "other": 0.0} for name in sides}
+        ticks: dict[str, dict[str, list[int]]] = {name: {"loop": [0, 0], "client": [0, 0]} for name in sides}
         for url, _ in sides.values():
             asyncio.run(_round(url, 50))  # warm-up
         for index in range(args.rounds):
@@ -88,8 +90,16 @@ def main() -> int:
             for name in order:
                 url, process = sides[name]
                 threads, before = thread_cpu_ns(process.pid), cpu_seconds(process.pid)
+                sampled = thread_ticks(process.pid)
                 timings = asyncio.run(_round(url, args.calls))
                 spent = cpu_seconds(process.pid) - before
+                for tid, (user, system) in thread_ticks(process.pid).items():
+                    thread = threads.get(tid, ("", 0))[0]
+                    place = "loop" if thread == LOOP else "client" if thread == CLIENT_THREADS else None
+                    if place is not None:
+                        was = sampled.get(tid, (0, 0))
+                        ticks[name][place][0] += user - was[0]
+                        ticks[name][place][1] += system - was[1]
                 cpu[name].append(spent / args.calls * 1e6)
                 p50[name].append(statistics.median(timings) * 1e6)
                 for thread, (ns, _count) in cpu_split(threads, thread_cpu_ns(process.pid), round(spent * 1e9)).items():
@@ -104,18 +114,28 @@ def main() -> int:
     print(f"  server CPU A {a_cpu:8.1f} us   B {b_cpu:8.1f} us   B/A {b_cpu / a_cpu:.3f}  (per call, mean over rounds)")
     for place, what in (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")):
         a, b = places["A"][place], places["B"][place]
-        print(f"    {what:13} A {a:8.1f} us   B {b:8.1f} us" + (f"   B/A {b / a:.3f}" if a else ""))
+        print(f"    {what:13} A {a:8.1f} us   B {b:8.1f} us" + (f"   B/A {b / a:.3f}" if a else "")
+              + "".join(f"   {side} in the kernel {_kernel_share(ticks[side][place]):.0%}"
+                        for side in ("A", "B") if place in ticks[side]))
     print(f"  server CPU per round A: {', '.join(f'{v:.1f}' for v in cpu['A'])}")
     print(f"  server CPU per round B: {', '.join(f'{v:.1f}' for v in cpu['B'])}")
     if "bare" in sides:
         bare = statistics.fmean(cpu["bare"])
-        split = ", ".join(f"{what} {places['bare'][place]:.1f}" for place, what in
-                          (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")))
+        split = ", ".join(f"{what} {places['bare'][place]:.1f}" + (
+            f" ({_kernel_share(ticks['bare'][place]):.0%} in the kernel)" if place in ticks["bare"] else "")
+            for place, what in (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")))
         print(f"  bare proxy CPU {bare:.1f} us ({split}); A {a_cpu / bare:.3f}x it, B {b_cpu / bare:.3f}x "
               f"(goal <= 1.6x); its p50 {statistics.median(p50['bare']):.0f} us")
     print(f"  p50 per round A: {', '.join(f'{v:.0f}' for v in p50['A'])}")
     print(f"  p50 per round B: {', '.join(f'{v:.0f}' for v in p50['B'])}")
     return 0
+
+
+def _kernel_share(ticks: list[int]) -> float:
+    """The system ticks' share of a thread's sampled ticks (`thread_ticks`): about that share of its exact CPU time
+    was spent in the kernel."""
+    user, system = ticks
+    return system / (user + system) if user + system else float("nan")
 
 
 if __name__ == "__main__":

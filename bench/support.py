@@ -180,6 +180,21 @@ def thread_cpu_ns(pid: int) -> dict[int, tuple[str, int]]:
     return out
 
 
+def thread_ticks(pid: int) -> dict[int, tuple[int, int]]:
+    """Each live thread's user and system CPU so far, in clock ticks (`/proc/PID/task/TID/stat`'s utime and stime):
+    the kernel samples which mode a thread is in at each tick, so over a few hundred ticks their ratio says what
+    share of the thread's exact time (`thread_cpu_ns`) was spent in the kernel (system calls: sockets, files,
+    locks), which callgrind's instruction counts do not see."""
+    out: dict[int, tuple[int, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        out[int(task.name)] = (int(fields[11]), int(fields[12]))
+    return out
+
+
 def cpu_split(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]], total_ns: int
               ) -> dict[str, tuple[int, int]]:
     """The CPU (ns) a process spent between two `thread_cpu_ns` readings, by thread name: {name: (ns, threads that
