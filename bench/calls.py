@@ -369,6 +369,13 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
                             ("other", "on the other threads")):
             out.append(Row(f"CPU per call {what}, HTTP door against the bare proxy", "µs", ours[place],
                            floor[place], "bare proxy's", peer="—"))
+        if "http" in cpu and "bare" in cpu:
+            allowed = 1.6 * cpu["bare"] - ours["client"] - ours["other"]
+            out.append(Row("CPU per call on the event loop's thread, HTTP door, against what the goal leaves it", "µs",
+                           ours["loop"], allowed, "1.6× bare less ours off the loop", peer="—", goal="<= 1×",
+                           met=_within(ours["loop"], allowed),
+                           note="the CPU goal in the loop's terms: what its thread may spend once the gateway's "
+                                "threads off the loop (the client's, the store's) are paid"))
     if "mcp" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, MCP door", "µs", cpu["mcp"], cpu["direct"],
                        "upstream's own", peer=cpu.get("peer", absent)))
