@@ -140,7 +140,7 @@ def test_each_request_set_has_40_new_requests_split_by_the_fixed_rule(name: str)
 @pytest.mark.parametrize(("part", "at_least"), [("final", 20), ("round3", 45), ("round4", 45), ("round5", 45),
                                                  ("round6", 45), ("round7", 45), ("round8", 45), ("round9", 45),
                                                  ("round10", 45), ("round11", 45), ("round12", 45),
-                                                 ("round13", 45)])
+                                                 ("round13", 45), ("round14", 45)])
 @pytest.mark.parametrize("name", list(SPECS))
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search")."""
