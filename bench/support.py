@@ -150,9 +150,12 @@ def cpu_seconds(pid: int) -> float:
     return time.clock_gettime_ns(_process_clock(pid)) / 1e9
 
 
+_LIBC = ctypes.CDLL(None)  # the C library the interpreter runs on (`clock_getcpuclockid` answers its error itself)
+
+
 def _process_clock(pid: int) -> int:
     clock = ctypes.c_int()
-    failed = ctypes.CDLL(None, use_errno=True).clock_getcpuclockid(pid, ctypes.byref(clock))
+    failed = _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock))
     if failed:
         raise OSError(failed, f"clock_getcpuclockid({pid}): {os.strerror(failed)}")
     return clock.value
