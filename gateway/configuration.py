@@ -9,6 +9,7 @@ toolsets built for these checks are the ones served (`gateway.runtime`), so a lo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from .config.checker import Checker
 from .config.loader import read_checked, read_text
 from .config.model import Manifest
 from .config.yamlnodes import KeyLines, KeyPath
-from .offer.toolsearch import pinned_tools
+from .offer.toolsearch import ToolOffer, pinned_tools, search_enabled
 from .providers.anthropic import MAX_DEFERRED_TOOLS
 from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
 from .toolsets import Toolset, build_toolsets, select_tools
@@ -49,6 +50,7 @@ def parse_configuration(
         toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
         c.diagnostics.extend(toolset_diagnostics)
         check_tool_counts(c, manifest, toolsets)
+        check_pinned(c, manifest, toolsets)
     return manifest, toolsets, c.sorted()
 
 
@@ -66,6 +68,29 @@ def check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any
         if provider is not None and refuses_tool_count(provider, count):
             c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
                       "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
+
+
+def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]) -> None:
+    """A `pinned` entry that names none of the agent's tools pins nothing: a typo the model would pay for with
+    searches."""
+    for name, agent in manifest.agents.items():
+        toolset = toolsets.get(name)
+        if toolset is None:
+            continue
+        names = [n for agent_tool in toolset
+                 for n in (agent_tool.name, agent_tool.tool.operation_id if agent_tool.tool else None) if n]
+        for index, pattern in enumerate(agent.pinned):
+            if not any(fnmatchcase(n, pattern) for n in names):
+                c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
+                          "names or operationIds, globs allowed): it pins nothing")
+        if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset):
+            start, pinned = ToolOffer(agent, toolset), len(pinned_tools(agent, toolset))
+            tokens, budget = start.tokens(), start.definitions_budget
+            if tokens >= budget:
+                c.warning(("agents", name, "pinned"), f"the tools a run starts with ({pinned} pinned, and "
+                          f"search_tools) take about {tokens} tokens, and a request carries at most {budget} of "
+                          "definitions (gateway.tool_definitions_budget): a search can load nothing; pin fewer tools "
+                          "or raise the budget")
 
 
 def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:

@@ -75,6 +75,27 @@ class Runtime:
         return self.toolset(agent).get(name)
 
 
+def refusal_lines(error: ConfigError) -> list[str]:
+    """Why a reload was refused, for /healthz and the console: the message (it lists the manifest's errors), then
+    the diagnostics' errors it does not name; a warning about the refused files is no reason for the refusal."""
+    message = str(error)
+    return [message, *(str(d) for d in error.diagnostics if d.level == "error" and str(d) not in message)]
+
+
+def missing_inputs(specs_dir: Path, agents_path: Path) -> list[str]:
+    """What a command run from another folder than the project's lacks, worded so it can be fixed (empty: the
+    specs folder and agents.yaml are both there)."""
+    missing = []
+    specs, agents = Path(specs_dir).resolve(), Path(agents_path).resolve()
+    if not specs.is_dir():
+        missing.append(f"no specs folder at {specs}: pass --specs DIR (or set GATEWAY_SPECS), or run this where "
+                       "specs/ is")
+    if not agents.exists():
+        missing.append(f"no agents manifest at {agents}, so no agent is defined: pass --agents FILE (or set "
+                       "GATEWAY_AGENTS), or run this where agents.yaml is")
+    return missing
+
+
 def load_runtime(
     specs_dir: Path, agents_path: Path, *, use_cache: bool = True, cache_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,

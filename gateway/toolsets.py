@@ -26,9 +26,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -54,12 +52,10 @@ class SearchScope:
     apis: list[str]
     everything: bool
     """Whether the toolset holds every tool of its apis (the search then filters nothing)."""
-    recent: OrderedDict[tuple[str, int], list[tuple[Tool, float]]] = field(default_factory=OrderedDict)
-    """BM25's rankings of the requests searched last, by request and depth, least recently used first: an agent that
-    asks again is answered without searching the index again (`gateway.offer.toolsearch`). A new scope starts empty,
-    so a toolset or catalog that changed is searched again."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    """`recent`'s: every door searches in a worker thread."""
+    ranked: Callable[[str, int], list[tuple[Tool, float]]]
+    """BM25's ranking of a request to a depth over these tools, the index's, the last requests' kept
+    (`gateway.offer.toolsearch`, a `functools.lru_cache` of its own): an agent that asks again is answered without
+    searching the index again. A new scope starts empty, so a toolset or catalog that changed is searched again."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -74,3 +74,28 @@ def test_unknown_agent_or_unusable_manifest_is_reported_by_call_and_tools(tmp_pa
         captured = capsys.readouterr()
         assert captured.out == "" and "error: " in captured.err and "missing" in captured.err
     assert upstream.requests == []
+
+
+def test_call_and_tools_from_another_folder_say_what_is_missing_and_how_to_point_at_it(tmp_path, capsys) -> None:
+    """Run outside the project, `gateway call weather ...` said only "no agent named 'weather' (known: none)"."""
+    common = ["--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"), "--no-cache"]
+    for command in (["call", *common, "weather", "getForecast"], ["tools", *common, "--agent", "weather"]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        agents = (tmp_path / "agents.yaml").resolve()
+        assert f"no agents manifest at {agents}" in err and "pass --agents FILE" in err, err
+        assert f"no specs folder at {(tmp_path / 'specs').resolve()}" in err and "pass --specs DIR" in err, err
+
+
+def test_serve_from_another_folder_says_what_is_missing(tmp_path: Path) -> None:
+    """`gateway serve` outside the project serves nothing: it says why, not "1 operation(s) or setting(s) skipped"."""
+    import io
+
+    from gateway.server.run import load_or_report
+
+    out = io.StringIO()
+    assert load_or_report(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False, out=out) is not None
+    said = out.getvalue()
+    assert f"gateway: no specs folder at {(tmp_path / 'specs').resolve()}" in said
+    assert f"gateway: no agents manifest at {(tmp_path / 'agents.yaml').resolve()}, so no agent is defined" in said
+    assert "skipped" not in said

@@ -90,7 +90,7 @@ def test_the_model_finds_what_no_word_of_the_request_names(tmp_path: Path) -> No
     words_only = _runtime(tmp_path / "bm25", None)
     assert {query: _first(words_only, query) for query in MEANT} == dict.fromkeys(MEANT)  # BM25: nothing
     runtime = _runtime(tmp_path / "local", "{kind: local, timeout: 600}")
-    assert runtime.manifest.gateway.search_embeddings.weight == 0.75
+    assert runtime.manifest.gateway.search_embeddings.weight == 1.25
     assert {query: _first(runtime, query) for query in MEANT} == MEANT
 
 
@@ -241,24 +241,30 @@ def test_the_adapter_moves_a_request_it_was_trained_on_to_its_tool(tmp_path: Pat
 
 
 @pytest.mark.corpus
-def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) -> None:
+def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     """`ToolVectors.best_first` sorts only the best few until the walk goes past them: on the model's vectors of
     real tool texts, with copies (exact ties), opposites (cosines below 0) and a zero vector (cosine 0) mixed in, each
     walk is the one a full stable sort gives (ties in catalog order, the walk stopping before the first cosine <= 0),
-    however many it sorts first, read in part or to the end."""
+    however many it sorts first, read in part or to the end; `ToolVectors.best`, its first places found in NumPy's
+    arrays, is the walk's beginning, and so it is when its cosines are computed only for the vectors the int8 bounds
+    leave (`gateway.offer.cosine_bounds`)."""
     import itertools
 
     import numpy
 
+    from gateway.offer import tool_vectors
     from gateway.offer.embeddings import embedding_text
     from gateway.offer.local_model import encode
     from gateway.offer.tool_vectors import ToolVectors
 
+    monkeypatch.setattr(tool_vectors, "BOUNDED_FROM", 1)  # bounded: `known`, not the unbounded copy
     tools = corpus_catalog.for_api("apis-guru/microsoft.com/graph")
     model = encode(PACKAGED_MODEL, [embedding_text(tool) for tool in tools[::40]])
     vectors = [*model, *model[::3], [-x for x in model[0]], [0.0] * len(model[0]), *model[::7]]
-    known = ToolVectors.of(vectors)
-    assert known is not None
+    known, unbounded = ToolVectors.of(vectors), ToolVectors.of(vectors)
+    assert known is not None and unbounded is not None and known.bounds() is not None
+    monkeypatch.setattr(tool_vectors, "BOUNDED_FROM", len(vectors) + 1)
+    assert unbounded.bounds() is None
     matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
     queries = encode(PACKAGED_MODEL, ["remove a member from a group", "list my calendar events", "send mail"])
     for query in [*queries, model[0], [-x for x in model[5]]]:
@@ -269,6 +275,7 @@ def test_the_best_first_walk_is_the_full_sorts_order(corpus_catalog: Catalog) ->
                 break
             expected.append((place, float(cosines[place])))
         assert len({cosine for _, cosine in expected}) < len(expected)  # ties among them
-        for first in (1, 5, 50, known.count - 1, known.count, known.count + 10):
+        for first in (1, 2, 3, 5, 50, known.count - 1, known.count, known.count + 10):  # model[0]'s 3 copies tie
             assert list(known.best_first(query, first)) == expected, first
             assert list(itertools.islice(known.best_first(query, first), 60)) == expected[:60], first
+            assert known.best(query, first) == unbounded.best(query, first) == expected[:first], first

@@ -121,7 +121,7 @@ def test_a_sub_agents_steps_show_under_its_name(workspace) -> None:
     started = lines.index('-> ask_clerk({"task": "What is item 7?"})')
     assert lines[started + 1] == '   [clerk] -> getItem({"id": "7"})'
     assert lines[started + 2].startswith("   [clerk] <- getItem: 200")
-    assert lines[started + 3].startswith("<- ask_clerk: ")
+    assert lines[started + 3].startswith("<- ask_clerk: ok (")  # no HTTP status: "ok", never "None"
 
 
 def test_a_script_asks_for_its_write_on_the_terminal_and_goes_on(workspace) -> None:
@@ -135,3 +135,12 @@ def test_a_script_asks_for_its_write_on_the_terminal_and_goes_on(workspace) -> N
     assert 'approve deleteItem({"id": "7"})? [y/N]' in err
     assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/items/7"), ("DELETE", "/items/7")]
     assert llm.requests[1].body["messages"][-1]["content"] == "pen"  # the script's result
+
+
+def test_chat_from_another_folder_says_where_it_looked_for_agents_yaml(tmp_path: Path) -> None:
+    err = io.StringIO()
+    code = chat_command(tmp_path / "specs", tmp_path / "agents.yaml", "weather", "hi", use_cache=False,
+                        out=io.StringIO(), err=err)
+    assert code == 2
+    assert f"gateway: no agents manifest at {(tmp_path / 'agents.yaml').resolve()}" in err.getvalue()
+    assert "pass --agents FILE (or set GATEWAY_AGENTS)" in err.getvalue()

@@ -1,4 +1,4 @@
-"""The `gateway` command: serve, migrate, validate, schema, tools, call, chat, mcp.
+"""The `gateway` command: a gateway from LLM agents to the APIs of OpenAPI specs (each command has its own --help).
 
 Each subcommand's handler is a `_cmd_<name>` function here; the work lives in the modules they call.
 """
@@ -265,7 +265,8 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             if reason is not None:
                 print(f"not strict: {name}: {reason}", file=sys.stderr)
         strict = sum(reason is None for _, reason in reasons)
-        print(f"OpenAI strict mode: {strict} of {len(reasons)} tools", file=sys.stderr)
+        print(f"OpenAI strict mode: {strict} of {len(reasons)} tools sent strict, the others with strict: false",
+              file=sys.stderr)
     sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
     return 0
@@ -306,7 +307,7 @@ def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
 def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
     """The runtime, holding agent `args.agent`; None after printing why not (its diagnostics, or the known agents)."""
     from ..errors import ConfigError
-    from ..runtime import load_runtime
+    from ..runtime import load_runtime, missing_inputs
 
     try:
         runtime = load_runtime(args.specs, args.agents, use_cache=not args.no_cache)
@@ -317,6 +318,8 @@ def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
         print(f"error: {exc}", file=sys.stderr)
         return None
     except KeyError as exc:
+        for line in missing_inputs(args.specs, args.agents):
+            print(f"error: {line}", file=sys.stderr)
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return None
     return runtime

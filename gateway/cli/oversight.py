@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ApprovalError, ConfigError
+from ..errors import ApprovalError, ConfigError, DecisionNotCarriedOut
 from ..loop_types import Decision
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
@@ -110,6 +110,11 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         status, body = asyncio.run(main())
     except ApprovalError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
+        if isinstance(exc, DecisionNotCarriedOut):  # often: this shell lacks the variables `serve` runs with
+            print("gateway: this command resumes the run in its own process, reading agents.yaml with this "
+                  "shell's environment; if `gateway serve` runs with other variables (a model's key, "
+                  "OPENAI_BASE_URL), decide again with those set, or with POST /approvals/{id} or the console, "
+                  "which resume the run in the server", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(body, ensure_ascii=False, indent=2), file=out)

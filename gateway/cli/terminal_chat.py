@@ -33,7 +33,7 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
     out = out or sys.stdout
     err = err or sys.stderr
     ask = ask or _ask_stdin
-    from ..runtime import load_runtime
+    from ..runtime import load_runtime, missing_inputs
 
     try:
         runtime = load_runtime(specs, agents, use_cache=use_cache)
@@ -42,6 +42,8 @@ def chat_command(specs: Path, agents: Path, agent_name: str, message: str | None
         return 1
     if agent_name not in runtime.manifest.agents:
         known = ", ".join(runtime.manifest.agents) or "none"
+        for line in missing_inputs(specs, agents):
+            print(f"gateway: {line}", file=err)
         print(f"no agent named {agent_name!r} in {agents} (known: {known})", file=err)
         return 2
     from ..providers.keys import provider_problem
@@ -145,7 +147,8 @@ class _Session:
             self._end_line()
             print(f"{who}-> {step.tool}({_compact(step.arguments)})", file=self.err, flush=True)
         elif event.type == "step_finished":
-            outcome = f"{step.status}" if step.ok else f"failed: {step.error_type}: {step.error}"
+            # A step without an HTTP status (a delegation, run_code, search_tools) that worked is "ok", not "None".
+            outcome = f"{step.status or 'ok'}" if step.ok else f"failed: {step.error_type}: {step.error}"
             print(f"{who}<- {step.tool}: {outcome} ({step.duration_ms:.0f} ms)", file=self.err, flush=True)
 
     def _decide(self, pending: PendingApproval) -> Decision:

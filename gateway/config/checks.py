@@ -20,7 +20,8 @@ from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
 from .embeddings_endpoint import local_model_problem
 from .hooks_budgets import HookConfig
 from .model import ApiConfig, Manifest, ProviderConfig
-from .yamlnodes import KeyPath, format_path
+from .settings import POSTGRES_MODULES, POSTGRES_SCHEMES, REDIS_MODULES, missing_extra
+from .yamlnodes import KeyLines, KeyPath, format_path
 
 # A base_url ending like this most likely includes the part the adapter appends itself.
 _WRONG_SUFFIXES = {
@@ -51,6 +52,7 @@ def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base
     _check_user_credentials(c, manifest)
     _check_hooks(c, manifest.hooks, ("hooks",))
     _check_local_model(c, manifest)
+    _check_shared_extra(c, manifest)
     if manifest.budgets.costs_without_prices():
         c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
 
@@ -133,10 +135,11 @@ def _check_agent(c: Checker, agent: AgentConfig, manifest: Manifest, catalog: Ca
     path: KeyPath = ("agents", agent.name)
     agent.line = c.line(path)
     if not re.match(MODEL, agent.model):
-        c.error((*path, "model"), f"expected '<provider>/<model id>', got {agent.model!r}")
+        c.error((*path, "model"), f"expected '<provider>/<model id>', got {agent.model!r}{_read_from(c, path)}"
+                                  f"{_providers_named(manifest, agent.model)}")
     elif agent.provider not in manifest.providers and ("providers", agent.provider) not in c.lines:
         hint = suggest(agent.provider, manifest.providers, what="providers")
-        c.error((*path, "model"), f"no provider named {agent.provider!r}{hint}")
+        c.error((*path, "model"), f"no provider named {agent.provider!r}{hint}{_read_from(c, path)}")
     for index, selection in enumerate(agent.tools):
         where: KeyPath = (*path, "tools", index)
         selection.line, selection.pointer = c.line(where), format_path(where)
@@ -152,6 +155,19 @@ def _check_agent(c: Checker, agent: AgentConfig, manifest: Manifest, catalog: Ca
         if not available():
             c.error((*path, "code_mode"), "code mode runs scripts in the pydantic-monty sandbox, which is not "
                     "installed: pip install 'gateway[codemode]'")
+
+
+def _read_from(c: Checker, agent: KeyPath) -> str:
+    """` (from GATEWAY_MODEL)` when the model was read from the environment: the variable is what to fix."""
+    variables = c.lines.variables_under((*agent, "model")) if isinstance(c.lines, KeyLines) else []
+    return f" (from {', '.join(variables)})" if variables else ""
+
+
+def _providers_named(manifest: Manifest, model: str) -> str:
+    """How the model would be written with each provider agents.yaml defines (`openai/gpt-4o`)."""
+    if not manifest.providers:
+        return ""
+    return f"; the providers are {', '.join(manifest.providers)}, e.g. '{next(iter(manifest.providers))}/{model}'"
 
 
 def _check_native_search(c: Checker, agent: AgentConfig, manifest: Manifest, path: KeyPath) -> None:
@@ -182,6 +198,19 @@ def _check_local_model(c: Checker, manifest: Manifest) -> None:
     if problem is not None:
         path: KeyPath = ("gateway", "search_embeddings")
         c.error((*path, "model") if (*path, "model") in c.lines else (*path, "kind"), problem)
+
+
+def _check_shared_extra(c: Checker, manifest: Manifest) -> None:
+    """PostgreSQL and Redis run on the `shared` extra: without it `serve` could not open its store."""
+    store, redis = manifest.gateway.store, manifest.gateway.redis
+    if store and store.startswith(POSTGRES_SCHEMES):
+        problem = missing_extra("the PostgreSQL store", POSTGRES_MODULES)
+        if problem is not None:
+            c.error(("gateway", "store"), problem)
+    if redis:
+        problem = missing_extra("Redis", REDIS_MODULES)
+        if problem is not None:
+            c.error(("gateway", "redis"), problem)
 
 
 def _module_missing(module: str) -> bool:

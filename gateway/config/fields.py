@@ -60,6 +60,24 @@ class Section(BaseModel):
     )
 
 
+OLLAMA_PORT = 11434
+
+
+def ollama_host_url(host: str) -> str:
+    """An Ollama server's address in the forms `OLLAMA_HOST` takes, read as Ollama's own clients read it: no scheme
+    is http://, no port is 11434, `:port` is 127.0.0.1 (`0.0.0.0:11434`, set for `ollama serve` to listen everywhere,
+    is `http://0.0.0.0:11434`); a URL with a scheme is left as written."""
+    host = host.strip()
+    if not host or "://" in host:
+        return host
+    authority, slash, path = host.partition("/")
+    if authority.startswith(":"):
+        authority = "127.0.0.1" + authority
+    if ":" not in authority.rpartition("]")[2]:  # no port (an IPv6 address is in brackets)
+        authority = f"{authority}:{OLLAMA_PORT}"
+    return f"http://{authority}{slash}{path}".rstrip("/")
+
+
 class KindEndpoint(Section):
     """A service of some `kind` (a provider, the embeddings endpoint): `base_url` defaults to the kind's public one
     (`default_base_urls`), and an empty `api_key` (`${KEY:-}` unset) is no key."""
@@ -71,6 +89,8 @@ class KindEndpoint(Section):
     def _base_url_of_the_kind(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("base_url") and data.get("kind") in cls.default_base_urls:
             return {**data, "base_url": cls.default_base_urls[data["kind"]]}
+        if isinstance(data, dict) and data.get("kind") == "ollama" and isinstance(data.get("base_url"), str):
+            return {**data, "base_url": ollama_host_url(data["base_url"])}
         return data
 
     @field_validator("api_key", check_fields=False)

@@ -91,7 +91,8 @@ class ProviderConfig(KindEndpoint):
 
     kind: ProviderKind = doc("The wire format (default: the provider's name, when that is a kind).")
     base_url: HttpUrl = filled("openai, openai-responses: the `/v1` root; anthropic, gemini, ollama: the server "
-                               "root (default: the kind's public one).")
+                               "root (default: the kind's public one); ollama also takes `OLLAMA_HOST`'s forms "
+                               "(`host`, `host:port`: http, port 11434).")
     api_key: str | None = doc("The provider's key (write `${VAR}`); empty: none.", None)
     headers: TextMap = doc("Extra headers on every request to the provider.", default={})
     timeout: Seconds = doc("Seconds one model request may take.", 120.0)

@@ -26,6 +26,7 @@ and the delegation check read `Manifest.gateway`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,12 @@ from .fields import REDIS_URL, Count, HttpUrl, Names, NonNegative, Seconds, Sect
 from .mcp_limits import SessionLimits
 
 DEFAULT_STORE = ".gateway/state.db"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A `gateway.store` that starts with one of these is PostgreSQL."""
+POSTGRES_MODULES = ("psycopg", "psycopg_pool")
+REDIS_MODULES = ("redis",)
+INSTALL_SHARED = "pip install 'gateway[shared]'"
+
 DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
@@ -85,6 +92,15 @@ RateLimit = Annotated[Limit, PlainValidator(parse_limit), WithJsonSchema({"anyOf
         "burst": {"type": "number", "minimum": 1, "description": "calls at once (default: the rate's count)"}}},
 ]})]
 """`60/min`, `10/s`, or `{rate: 1/s, burst: 5}`."""
+
+
+def missing_extra(what: str, modules: tuple[str, ...]) -> str | None:
+    """Why `what` cannot run here (None: it can): modules of the `shared` extra that are not installed."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    verb = "is" if len(missing) == 1 else "are"
+    return f"{what} needs {' and '.join(missing)}, which {verb} not installed: {INSTALL_SHARED}"
 
 
 class RateLimits(Section):

@@ -197,6 +197,8 @@ def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any,
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         message = f"invalid YAML: {exc.problem or exc.context or exc}"
+        if exc.problem == "mapping values are not allowed here":  # `store: memory:`, `instructions: Note: ...`
+            message += " (a value ending in ':' or holding ': ' is read as a key: quote it, as in store: \"memory:\")"
         return None, {}, [Diagnostic(level="error", file=file, line=line, message=message)]
     except yaml.YAMLError as exc:
         return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"invalid YAML: {exc}")]

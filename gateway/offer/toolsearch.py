@@ -24,6 +24,7 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
 from .embeddings import FUSION_DEPTH, Computation, hybrid, prepare
-from .index import index_of
+from .index import ToolIndex, index_of
 from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ DEFAULT_DEFINITIONS_BUDGET = 20_000
 """Tokens of tool definitions one request may carry (`gateway.tool_definitions_budget`)."""
 DEFAULT_LIMIT = 5
 RECENT_SEARCHES = 256
-"""BM25's rankings kept per toolset (`SearchScope.recent`): an agent often asks the same words again in a run."""
+"""BM25's rankings kept per toolset (`SearchScope.ranked`), the size of a scope made from then on: an agent often asks
+the same words again in a run."""
 MAX_LIMIT = 20
 
 SEARCH_SCHEMA: dict[str, Any] = {
@@ -104,30 +106,12 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     embeddings = toolset.embeddings
     limit = max(1, min(limit, 100))
     depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
-    ranked = _bm25(catalog, scope, query, depth, allowed)
+    ranked = scope.ranked(query, depth)
     if embeddings is not None:
         ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
     return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
              "summary": _summary(tool), "score": score}
             for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
-
-
-def _bm25(catalog: Catalog, scope: SearchScope, query: str, depth: int,
-          allowed: Callable[[Tool], bool] | None) -> list[tuple[Tool, float]]:
-    """BM25's best `depth` of the scope's tools for `query`: of the index, or of the scope's `RECENT_SEARCHES` last."""
-    key = (query, depth)
-    with scope.lock:
-        ranked = scope.recent.get(key)
-        if ranked is not None:
-            scope.recent.move_to_end(key)
-            return ranked
-    ranked = [(hit.tool, hit.score) for hit in index_of(catalog).search(query, limit=depth, apis=scope.apis,
-                                                                         allowed=allowed)]
-    with scope.lock:
-        scope.recent[key] = ranked
-        while len(scope.recent) > RECENT_SEARCHES:
-            scope.recent.popitem(last=False)
-    return ranked
 
 
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
@@ -136,8 +120,18 @@ def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
         by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
         apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
         everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
-        scope = toolset.search_scope = SearchScope(catalog, len(toolset.tools), by_catalog_name, apis, everything)
+        allowed = None if everything else (lambda tool: tool.name in by_catalog_name)
+        ranked = functools.lru_cache(maxsize=RECENT_SEARCHES)(functools.partial(_bm25, index_of(catalog), apis,
+                                                                                allowed))
+        scope = toolset.search_scope = SearchScope(catalog, len(toolset.tools), by_catalog_name, apis, everything,
+                                                   ranked)
     return scope
+
+
+def _bm25(index: ToolIndex, apis: list[str], allowed: Callable[[Tool], bool] | None, query: str,
+          depth: int) -> list[tuple[Tool, float]]:
+    """BM25's best `depth` tools of `apis` (those `allowed`) for `query`."""
+    return [(hit.tool, hit.score) for hit in index.search(query, limit=depth, apis=apis, allowed=allowed)]
 
 
 def prepare_search(catalog: Catalog, agents: Iterable[tuple[AgentConfig, Toolset]]) -> None:

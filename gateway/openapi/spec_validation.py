@@ -100,12 +100,30 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
             if index >= MAX_VALIDATION_ERRORS:
                 found.append(_note(relative, "", "more spec validation findings not shown"))
                 break
-            pointer = "".join("/" + escape_token(str(p)) for p in getattr(error, "path", ()))
+            place = list(getattr(error, "path", ()))
             message = str(getattr(error, "message", error)).splitlines()[0][:300]
+            if _at(document, place, getattr(error, "instance", None)):
+                pointer = "".join("/" + escape_token(str(p)) for p in place)
+            else:  # a schema object's finding, its path relative to that schema: no place in this file
+                pointer, message = "", f"{message} (in a schema object; the validator does not say which)"
             found.append(_note(relative, pointer, f"spec validation: {message}"))
     except Exception as exc:  # noqa: BLE001 - the validator's own failures are findings, not crashes
         found.append(_note(relative, "", f"spec validation stopped: {type(exc).__name__}: {exc}"[:300]))
     return found
+
+
+def _at(document: Any, path: list[Any], instance: Any) -> bool:
+    """Whether `path` leads from the document's root to `instance` (the finding's place is in this document; a
+    container is taken as found, since the validator may hand it over in a wrapper of its own)."""
+    node = document
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return False
+    return isinstance(instance, dict | list) or bool(node == instance)
 
 
 def _note(file: str, pointer: str, message: str) -> Diagnostic:

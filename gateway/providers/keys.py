@@ -11,7 +11,9 @@ from urllib.parse import urlsplit
 from ..config.model import AgentConfig, Manifest
 from .registry import ADAPTERS
 
-_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "::")
+"""Hosts a request goes to this machine by: the unspecified addresses too, which servers such as vLLM print as
+their URL (`http://0.0.0.0:8000`) and which reach the local host when connected to."""
 
 
 def provider_problem(manifest: Manifest, agent: AgentConfig) -> str | None:
@@ -24,10 +26,15 @@ def provider_problem(manifest: Manifest, agent: AgentConfig) -> str | None:
     adapter = ADAPTERS.get(provider.kind)
     hint = adapter.key_variable if adapter is not None else None
     if hint is not None and not provider.api_key and not _is_loopback(provider.base_url):
+        ways = [f"set {hint} (agents.yaml providers.{provider.name}.api_key) and restart"]
+        if provider.kind == "openai":  # the only kind other servers speak: a local one needs no key
+            ways.append("point its base_url at an OpenAI-compatible server on loopback, which needs no key (the "
+                        "example agents.yaml reads OPENAI_BASE_URL)")
+        ollama = sorted(name for name, p in manifest.providers.items() if p.kind == "ollama")
+        ways.append(f"run the agent on a local Ollama (model: {ollama[0]}/<model>)" if ollama else
+                    "run the agent on a local Ollama (a provider of kind: ollama; model: <that provider>/<model>)")
         return (f"Agent {agent.name!r} runs on provider {provider.name!r} ({provider.kind}), whose api_key is empty: "
-                f"set {hint} (agents.yaml providers.{provider.name}.api_key) and restart, point the provider's "
-                "base_url at any OpenAI-compatible server (the example reads OPENAI_BASE_URL), or use a local "
-                "Ollama (model: ollama/<model>).")
+                f"{', '.join(ways[:-1])}, or {ways[-1]}.")
     return None
 
 

@@ -149,8 +149,10 @@ def api_error_from(exc: Exception, redact: Callable[[str], str] | None = None) -
         # Tools ran before the failure: the answer lists every step and says so, so a client's retry of the whole
         # request does not repeat a write blindly.
         names = ", ".join(sorted({step.tool for step in sent}))
-        error.message += (f" Before this, {len(sent)} tool call(s) were sent ({names}) and may have run upstream: "
-                          "check before repeating the request (`gateway.steps` lists them).")
+        ended = "" if error.message.rstrip().endswith((".", "!", "?")) else "."  # two sentences, not one run-on
+        error.message = error.message.rstrip() + ended + (
+            f" Before this, {len(sent)} tool call(s) were sent ({names}) and may have run upstream: "
+            "check before repeating the request (`gateway.steps` lists them).")
         error.extra["gateway"] = {"steps": [step.to_dict() for step in exc.steps],  # type: ignore[attr-defined]
                                   "may_have_run": True}
     if redact is not None:

@@ -18,6 +18,7 @@ from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
 from ..providers.base import holds_lone_surrogate
+from ..runtime import refusal_lines
 from ..toolsets import Toolset
 from .api_errors import APIError
 from .auth import allowed_agents
@@ -113,8 +114,7 @@ async def healthz(request: Request) -> Response:
     error = state.holder.last_error
     if error is not None:
         body["status"] = "degraded"
-        lines = [str(error), *(str(d) for d in error.diagnostics[:5])]
-        body["reload_error"] = "\n".join(lines)[:2000]
+        body["reload_error"] = "\n".join(refusal_lines(error)[:6])[:2000]
     if state.holder.warnings:  # the last reload took tools away from agents: served, but worth a look
         body["reload_warnings"] = [str(warning) for warning in state.holder.warnings[:20]]
     return JSONResponse(body)

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from ..errors import ConfigError
 from ..kernel import tracing
 from ..observe.metrics import MULTIPROCESS_DIR
-from ..runtime import Runtime, RuntimeHolder, load_runtime
+from ..runtime import Runtime, RuntimeHolder, load_runtime, missing_inputs
 
 logger = logging.getLogger("gateway.server")
 
@@ -44,8 +44,11 @@ def load_or_report(specs: Path, agents: Path, *, use_cache: bool = True, out: Te
         for diagnostic in exc.diagnostics:
             print(f"  {diagnostic.level}: {diagnostic}", file=out)
         return None
+    missing = missing_inputs(specs, agents)
+    for line in missing:  # served all the same (files may appear: they are watched), but surely not meant
+        print(f"gateway: {line}", file=out)
     errors = [d for d in runtime.diagnostics if d.level == "error"]
-    if errors:
+    if errors and not missing:
         print(f"gateway: {len(errors)} operation(s) or setting(s) skipped (`gateway validate` lists them)", file=out)
     return runtime
 

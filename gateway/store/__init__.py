@@ -8,7 +8,14 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 
 from __future__ import annotations
 
-from ..config.settings import DEFAULT_STORE, store_location
+from ..config.settings import (
+    DEFAULT_STORE,
+    POSTGRES_MODULES,
+    POSTGRES_SCHEMES,
+    REDIS_MODULES,
+    missing_extra,
+    store_location,
+)
 from ..errors import ConfigError
 from .base import (
     AUDIT_KINDS,
@@ -45,7 +52,6 @@ __all__ = [
     "store_location",
 ]
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def open_store(location: str, *, redis: str | None = None) -> Store:
@@ -55,21 +61,32 @@ def open_store(location: str, *, redis: str | None = None) -> Store:
     store = _open_backend(location)
     if redis is None:
         return store
+    problem = missing_extra("Redis (agents.yaml gateway.redis)", REDIS_MODULES)
+    if problem is not None:
+        _close(store)
+        raise ConfigError(problem)
     from .redis_counters import CountedStore, RedisCounters
 
     try:
         return CountedStore(store, RedisCounters(redis))
     except BaseException:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        _close(store)
         raise
+
+
+def _close(store: Store) -> None:
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
 
 
 def _open_backend(location: str) -> Store:
     if location in ("memory:", ":memory:"):
         return MemoryStore()
-    if location.startswith(_POSTGRES_SCHEMES):
+    if location.startswith(POSTGRES_SCHEMES):
+        problem = missing_extra("the PostgreSQL store (agents.yaml gateway.store)", POSTGRES_MODULES)
+        if problem is not None:
+            raise ConfigError(problem)
         from .postgres import PostgresStore  # psycopg is imported only by those who use it
 
         return PostgresStore(location)

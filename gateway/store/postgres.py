@@ -44,7 +44,7 @@ try:
     import psycopg
     from psycopg.adapt import Dumper
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
-except ImportError as exc:  # pragma: no cover - the extra is part of the default install
+except ImportError as exc:  # pragma: no cover - open_store and migrate name the missing extra first
     raise ImportError("the PostgreSQL store needs psycopg and psycopg_pool: pip install 'psycopg[binary]' "
                       "psycopg-pool") from exc
 

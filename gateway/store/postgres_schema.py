@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from ..config.settings import POSTGRES_MODULES, missing_extra
 from ..errors import ConfigError
 
 MIGRATIONS: tuple[str, ...] = (
@@ -85,6 +86,9 @@ def migrate(url: str, *, connect_timeout: float = 5.0) -> list[int]:
     Raises ConfigError naming the server (never its password) when it cannot be reached or refuses, and when
     the database was migrated by a newer gateway than this one.
     """
+    problem = missing_extra("the PostgreSQL store (agents.yaml gateway.store)", POSTGRES_MODULES)
+    if problem is not None:
+        raise ConfigError(problem)
     import psycopg
 
     try:

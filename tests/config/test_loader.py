@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -667,3 +668,110 @@ def test_output_check_and_reuse_connections_per_api_and_per_tool() -> None:
     assert manifest.api("github").output_check == "enforce" and manifest.api("github").reuse_connections is True
     overrides = manifest.agents["clerk"].tools[0].overrides
     assert overrides["listItems"].output_check == "off" and overrides["deleteItem"].output_check == "enforce"
+
+
+def test_a_pinned_name_that_matches_no_tool_of_the_agent_is_a_warning() -> None:
+    text = """\
+    providers: {p: {kind: openai, api_key: k}}
+    agents:
+      a:
+        model: p/m
+        tools: [shop]
+        tool_search: on
+        pinned: [listItems, "delete*", users/get-authenticated]
+    """
+    _, diagnostics = _parse(text, catalog=_catalog())
+    [warning] = diagnostics
+    assert (warning.level, warning.pointer, warning.line) == ("warning", "agents.a.pinned[2]", _line_of(text, "pinned"))
+    assert "'users/get-authenticated' names none of the agent's tools" in warning.message
+
+
+def test_a_postgresql_store_or_redis_without_the_shared_extra_is_an_error_at_its_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # not installed, as the import system records it
+    monkeypatch.setitem(sys.modules, "redis", None)
+    text = """\
+    gateway:
+      store: postgresql://gw@127.0.0.1:9/gw
+      redis: redis://127.0.0.1:9/0
+    """
+    _, diagnostics = _parse(text)
+    assert [(d.level, d.pointer, d.line) for d in diagnostics] == [("error", "gateway.store", 2),
+                                                                   ("error", "gateway.redis", 3)]
+    assert all("pip install 'gateway[shared]'" in d.message for d in diagnostics)
+
+
+def test_an_ollama_base_url_takes_the_forms_of_ollama_host() -> None:
+    """The example reads `${OLLAMA_HOST:-...}`, which Ollama's users often set as `0.0.0.0` or `host:port`: that made
+    the whole file unusable, for the OpenAI agents too."""
+    text = """\
+    providers:
+      ollama: {base_url: "${OLLAMA_HOST:-http://127.0.0.1:11434}"}
+      remote: {kind: ollama, base_url: "gpu-box:8000"}
+      cloud: {kind: openai, base_url: "api.example.com/v1", api_key: k}
+    gateway:
+      search_embeddings: {kind: ollama, model: nomic-embed-text, base_url: ":9000"}
+    """
+    manifest, diagnostics = _parse(text, environ={"OLLAMA_HOST": "0.0.0.0"})
+    assert manifest.providers["ollama"].base_url == "http://0.0.0.0:11434"
+    assert manifest.providers["remote"].base_url == "http://gpu-box:8000"
+    embeddings = manifest.gateway.search_embeddings
+    assert embeddings is not None and embeddings.base_url == "http://127.0.0.1:9000"
+    [error] = _errors(diagnostics)  # other kinds still need a URL: no server of theirs is addressed that way
+    assert error.pointer == "providers.cloud.base_url" and "expected an http:// or https:// URL" in error.message
+
+
+def test_the_example_serves_with_ollama_host_set_as_ollama_serve_wants_it() -> None:
+    from gateway.runtime import load_runtime
+
+    root = Path(__file__).resolve().parents[2]
+    runtime = load_runtime(root / "specs", root / "agents.yaml", use_cache=False,
+                           environ={"OLLAMA_HOST": "0.0.0.0:11434"})
+    assert runtime.manifest.providers["ollama"].base_url == "http://0.0.0.0:11434"
+
+
+def test_a_model_without_its_provider_names_the_variable_it_came_from_and_the_providers() -> None:
+    """GATEWAY_MODEL=gpt-4o (the README's variable, without the provider) made every agent 'expected
+    <provider>/<model id>'; the error now says the value came from GATEWAY_MODEL and how to write it."""
+    text = """\
+    providers: {openai: {kind: openai, api_key: k}, ollama: {kind: ollama}}
+    agents:
+      weather: {model: "${GATEWAY_MODEL:-openai/gpt-4o-mini}"}
+      triage: {model: opneai/gpt-4o}
+    """
+    _, diagnostics = _parse(text, environ={"GATEWAY_MODEL": "gpt-4o"})
+    first, second = _errors(diagnostics)
+    assert first.pointer == "agents.weather.model" and first.message == (
+        "expected '<provider>/<model id>', got 'gpt-4o' (from GATEWAY_MODEL); the providers are openai, ollama, "
+        "e.g. 'openai/gpt-4o'")
+    assert second.pointer == "agents.triage.model" and "no provider named 'opneai'" in second.message
+    assert "(from " not in second.message  # written in the file: nothing to point at
+
+
+def test_pinned_tools_that_fill_the_definitions_budget_are_a_warning() -> None:
+    """tool-search.md's example pinned "issues/list*": 20 of GitHub's tools, past the 20,000 tokens a request may
+    carry, so every search answered "not loaded". Here 70 tools with long descriptions, a budget of 2,000 tokens."""
+    description = "Lists the things of the shop, one page at a time, with every filter the shop offers. " * 8
+    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
+                  description=description, input_schema={"type": "object", "properties": {}}) for i in range(70)]
+    catalog = Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+    text = """\
+    providers: {p: {kind: openai, api_key: k}}
+    gateway: {tool_definitions_budget: 2000}
+    agents:
+      a: {model: p/m, tools: [shop], pinned: ["list1*"]}
+      b: {model: p/m, tools: [shop], pinned: [list1]}
+    """
+    _, diagnostics = _parse(text, catalog=catalog)
+    [warning] = diagnostics
+    assert (warning.level, warning.pointer) == ("warning", "agents.a.pinned")
+    assert "(11 pinned, and search_tools)" in warning.message and "a search can load nothing" in warning.message
+
+
+@pytest.mark.parametrize("line", ["  store: memory:", "  store: sqlite: ./state.db"])
+def test_an_unquoted_value_with_a_colon_says_to_quote_it(line: str) -> None:
+    """`store: memory:` (as the docs name the in-memory store) read as a key: PyYAML's 'mapping values are not
+    allowed here' alone did not say what to do."""
+    _, diagnostics = _parse(f"gateway:\n{line}\n  redis: redis://127.0.0.1:6379/0\n")
+    [error] = diagnostics
+    assert error.line == 2 and "quote it" in error.message, error

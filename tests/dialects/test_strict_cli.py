@@ -43,7 +43,7 @@ def test_tools_strict_prints_one_line_per_tool_that_cannot_be_strict(specs: Path
                                                                                         "weird": False}
     assert "not strict: weird: root: allOf of different types" in err.splitlines()
     assert not any("addItem" in line for line in err.splitlines())
-    assert "OpenAI strict mode: 1 of 2 tools" in err
+    assert "OpenAI strict mode: 1 of 2 tools sent strict, the others with strict: false" in err.splitlines()
 
 
 def test_validate_counts_the_tools_that_cannot_be_strict(specs: Path, tmp_path: Path,

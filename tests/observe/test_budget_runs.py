@@ -46,6 +46,7 @@ def test_a_looping_run_stops_at_its_token_limit(tmp_path: Path, llm: LenientLLM,
     error = answer.json()["error"]
     assert error["code"] == "budget_exceeded"
     assert "this run used 45 of 40 tokens" in error["message"]
+    assert "no further model call was made. Before this, 3 tool call(s) were sent" in error["message"]  # 2 sentences
     assert len(llm.requests) == 3 and len(upstream.requests) == 3
     assert any(r["status"] == "error" and "budget_exceeded" in str(r["error"]) for r in rows), rows
 

@@ -73,7 +73,7 @@ def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """BM25's ranking of a request asked again is the one kept for the toolset: the index is not searched again,
     until the toolset's tools or the catalog change (a new scope), or the request is no longer among the last
-    `RECENT_SEARCHES`."""
+    `RECENT_SEARCHES` (the size a scope is made with)."""
     tools = [_tool("listPets", "GET", "/pets", "List pets"), _tool("createPet", "POST", "/pets", "Create a pet"),
              _tool("listOrders", "GET", "/orders", "List orders"), _tool("addOrder", "POST", "/orders", "Add order")]
     catalog = Catalog(tools)
@@ -93,11 +93,11 @@ def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
     assert search(catalog, toolset, "orders") == first and searched == ["orders"]
     assert [hit["name"] for hit in search(catalog, toolset, "orders", limit=3)] == ["listOrders"]
     assert searched == ["orders", "orders"]  # another depth: searched
+    monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)  # the next scope keeps the last two
     toolset.tools["addOrder"] = AgentTool(name="addOrder", description="Add order", input_schema={"type": "object"},
                                           tool=tools[3])
     assert {hit["name"] for hit in search(catalog, toolset, "orders")} == {"listOrders", "addOrder"}
     assert searched == ["orders", "orders", "orders"]  # the toolset changed: searched again
-    monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)
     for query in ("pets", "create a pet", "orders"):
         search(catalog, toolset, query)
     assert searched[-3:] == ["pets", "create a pet", "orders"]  # "orders" had left the last two
@@ -172,3 +172,23 @@ def test_recall_at_5_is_at_least_0_9_on_each_task_set(name: str, corpus_catalog:
     together = (at[5] * len(tasks["tasks"]) + held[5] * len(tasks["holdout"])) / (len(tasks["tasks"]) +
                                                                                len(tasks["holdout"]))
     assert together >= 0.9, held_missed
+
+
+def test_the_path_words_the_signals_read_are_computed_when_the_index_opens() -> None:
+    """Each tool's facts hold what the signals read of its path's words, as `gateway.offer.path_words` computes them
+    (they were looked up per candidate at each search): the stems of the resource's last word, of the one before it
+    and of those above it, its words made singular; a catalog of other paths opens with its own."""
+    from gateway.offer.path_words import above, last_word, singulars, stem_of
+
+    tools = [_tool("listMessages", "GET", "/me/mailFolders/{id}/messages", "List messages"),
+             _tool("listDrives", "GET", "/sites/{site-id}/drives", "List drives"),
+             _tool("accept", "POST", "/users/{id}/events/{event-id}/accept", "Accept an event")]
+    for catalog in (Catalog(tools), Catalog([_tool("listPets", "GET", "/stores/{id}/pets", "List pets")])):
+        opened = index_of(catalog)._api("shop")
+        assert [facts.tool for facts in opened.facts] == list(catalog.for_api("shop"))
+        for facts in opened.facts:
+            assert facts.words == singulars(facts.resource)
+            assert facts.last_stem == stem_of(last_word(facts.resource)) and facts.parent_stem == stem_of(facts.parent)
+            assert facts.above_stems == tuple(stem_of(word) for word in above(facts.tool.path))
+            assert facts.parameterized == ("{" in facts.tool.path)
+    assert index_of(Catalog(tools))._api("shop").facts[1].above_stems == ("site",)

@@ -171,3 +171,19 @@ def test_json_specs_get_lines_too(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0 and dropped["level"] == "warning"
     lines = (specs / "shop.json").read_text().splitlines()
     assert lines[dropped["line"] - 1].strip().startswith('"schema"')
+
+
+def test_a_finding_inside_a_schema_object_gets_no_false_place(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """openapi-spec-validator checks schema objects on their own, so such a finding's path starts at the schema
+    (`/type`): shown as that pointer at line 1 it sent the reader to the wrong place."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    parameter = {"name": "limit", "in": "query", "schema": {"type": "intger"}}
+    typo = {**GOOD, "paths": {"/items": {"get": {**GOOD["paths"]["/items"]["get"], "parameters": [parameter]}}}}
+    (specs / "shop.yaml").write_text(yaml.safe_dump(typo, sort_keys=False))
+    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"), "--no-cache")
+    findings = [line for line in out.splitlines() if "spec validation" in line]
+    assert findings and not [line for line in findings if "/type" in line], out
+    assert any("(in a schema object; the validator does not say which)" in line for line in findings), out
+    assert any("/paths/~1items/get/parameters/0" in line for line in findings), out  # a finding with its place

@@ -117,3 +117,16 @@ def test_serve_refuses_a_public_host_without_client_keys(tmp_path: Path, llm: Le
     write_project(tmp_path, llm.url, upstream.url, AGENTS_YAML)  # no `clients`
     assert main(_cli(tmp_path, "serve", "--host", "0.0.0.0", "--port", "1")) == 1
     assert "--allow-public" in capsys.readouterr().err
+
+
+def test_a_decision_the_terminal_could_not_carry_out_says_it_ran_in_this_process(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user denied from a shell without the model's variables: the model could not be reached, the approval is
+    pending again, and the message says why the terminal's environment matters."""
+    [approval] = _pause_a_run(tmp_path, llm, upstream)
+    llm.script(Reply(status=401, error="no key"))  # the model refuses this process's request
+    assert main(_cli(tmp_path, "approvals", "deny", approval, "--reason", "duplicate")) == 1
+    err = capsys.readouterr().err
+    assert "pending again" in err and "resumes the run in its own process" in err, err
+    assert "POST /approvals/{id} or the console" in err
+    assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # decide it again

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -326,3 +327,25 @@ async def test_an_outcome_goes_onto_its_row(store: Store) -> None:
 async def test_the_store_takes_a_write_to_be_ready(store: Store) -> None:
     await store.check_writable()
     assert await store.list_audit() == []  # the probe leaves nothing behind
+
+
+@pytest.mark.parametrize("module", ["psycopg", "psycopg_pool"])
+def test_a_postgresql_store_without_the_shared_extra_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """`gateway serve`, `audit`, `approvals` and `migrate` on postgresql://... without psycopg: one line naming the
+    extra, not a traceback (the CLI prints a ConfigError as `gateway: ...`)."""
+    from gateway.store.postgres_schema import migrate
+
+    monkeypatch.setitem(sys.modules, module, None)  # what the import system records for a module not installed
+    url = "postgresql://gw@127.0.0.1:9/gw"
+    said = rf"needs {module}, which is not installed: pip install 'gateway\[shared\]'"
+    with pytest.raises(ConfigError, match=said):
+        open_store(url)
+    with pytest.raises(ConfigError, match=said):
+        migrate(url)
+
+
+def test_redis_without_the_shared_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(ConfigError, match=r"Redis \(agents.yaml gateway.redis\) needs redis, which is not installed"):
+        open_store("memory:", redis="redis://127.0.0.1:9/0")

@@ -107,3 +107,17 @@ def test_a_spec_edit_that_drops_an_agents_tool_is_a_warning_where_operators_look
         _replace(specs / "shop.json", _spec("listItems", "getItem"))  # put back: the warning goes
         health = _wait_for(url, lambda h: h["reloads"] >= 2)
         assert "reload_warnings" not in health
+
+
+def test_a_refused_reload_names_each_error_once_and_no_warning(tmp_path: Path) -> None:
+    """The reason in /healthz is the refusal's errors, each once: not the errors again, nor the file's warnings."""
+    agents = tmp_path / "agents.yaml"
+    with _served(tmp_path) as url:
+        # An unknown key (the error) beside strict mode on an Ollama provider (a warning).
+        _replace(agents, AGENTS.replace('127.0.0.1:9"}', '127.0.0.1:9", strict: true}') + "    bogus: 1\n")
+        health = _wait_for(url, lambda h: h["status"] != "ok")
+        error = health["reload_error"]
+        assert health["status"] == "degraded" and error.count("unknown key 'bogus'") == 1, error
+        assert "warning" not in error and "strict mode" not in error, error
+        page = httpx.get(f"{url}/console/health").text  # the console's Health page says the same
+        assert page.count("unknown key &#39;bogus&#39;") == 1 and "strict mode" not in page, page

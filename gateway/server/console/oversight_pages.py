@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...loop_types import Decision
+from ...runtime import refusal_lines
 from ...safety.approvals import approval_dict, refusal
 from ...store import ApprovalRecord, AuditQuery
 from ..routes import read_json, state_of, toolset_of
@@ -98,14 +99,16 @@ def routes(console: Console) -> list[Route]:
             files = {api.file for api in apis}
             diagnostics = [d for d in diagnostics if d.file in files]
             tool_count = len({name for agent in agents for name in generation.toolset(agent).names})
-        refused = None
+        refused: str | None = None
+        diagnostic_lines: list[str] = []
         if error is not None:
-            refused = str(error) if viewer.admin else "An admin of this gateway sees why."
+            hidden = ["An admin of this gateway sees why."]
+            refused, *diagnostic_lines = refusal_lines(error) if viewer.admin else hidden
         return console.render(
             request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics,
             tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
             reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
-            diagnostic_lines=[str(d) for d in getattr(error, "diagnostics", [])] if error and viewer.admin else [],
+            diagnostic_lines=diagnostic_lines,
             reload_warnings=[str(w) for w in holder.warnings if viewer.may_see(w.agent)],
             title="Health")
 
