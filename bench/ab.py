@@ -1,10 +1,13 @@
 """Two source trees of the gateway side by side: the direct-call door's p50 and server CPU per call, A vs B.
 
-    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300]
+    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--bare]
 
 Each side is a `gateway serve` process run from its tree (`PYTHONPATH` and working folder), both on the same
 project and upstream; rounds alternate A and B so the machine's drift hits both alike. A figure is the median
-over rounds (CPU: the mean, as /proc counts it in clock ticks); the ratio B/A is what a change costs or saves.
+over rounds (CPU: the mean, to the nanosecond: `bench.support.cpu_seconds`); the ratio B/A is what a change costs or
+saves. The CPU is also split by thread (`bench.support.thread_cpu_ns`): the event loop's, pyreqwest's, the others'.
+`--bare` adds the bare proxy (bench/bare_proxy.py, on the same upstream) as a third side taking its turn, the floor
+of the CPU goal (<= 1.6x its CPU per call).
 """
 
 from __future__ import annotations
@@ -19,7 +22,19 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import CALL_ARGS, cpu_seconds, free_port, python_module, spawned, write_project
+from bench.support import (
+    CALL_ARGS,
+    CLIENT_THREADS,
+    LOOP,
+    cpu_seconds,
+    cpu_split,
+    free_port,
+    python_module,
+    spawned,
+    thread_cpu_ns,
+    thread_ticks,
+    write_project,
+)
 
 DOOR = "/agents/bench/tools/listIssues"
 
@@ -42,6 +57,7 @@ def main() -> int:
     parser.add_argument("--b", type=Path, required=True, help="the changed tree")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--bare", action="store_true", help="the bare proxy as a third side (the CPU goal's floor)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         upstream_port = free_port()
@@ -57,28 +73,69 @@ def main() -> int:
             env = {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(Path(folder) / f"cache-{name}")}
             process, _ = stack.enter_context(spawned(command, f"{url}/healthz", env=env, cwd=tree.resolve()))
             sides[name] = (url, process)
-        p50: dict[str, list[float]] = {"A": [], "B": []}
-        cpu: dict[str, list[float]] = {"A": [], "B": []}
+        if args.bare:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            process, _ = stack.enter_context(spawned(python_module(
+                "bench.bare_proxy", "--port", str(port), "--upstream", upstream), f"{url}/"))
+            sides["bare"] = (url, process)
+        p50: dict[str, list[float]] = {name: [] for name in sides}
+        cpu: dict[str, list[float]] = {name: [] for name in sides}
+        places: dict[str, dict[str, float]] = {name: {"loop": 0.0, "client": 0.0, "other": 0.0} for name in sides}
+        ticks: dict[str, dict[str, list[int]]] = {name: {"loop": [0, 0], "client": [0, 0]} for name in sides}
         for url, _ in sides.values():
             asyncio.run(_round(url, 50))  # warm-up
         for index in range(args.rounds):
-            order = ("A", "B") if index % 2 == 0 else ("B", "A")
+            order = list(sides) if index % 2 == 0 else list(reversed(sides))
             for name in order:
                 url, process = sides[name]
-                before = cpu_seconds(process.pid)
+                threads, before = thread_cpu_ns(process.pid), cpu_seconds(process.pid)
+                sampled = thread_ticks(process.pid)
                 timings = asyncio.run(_round(url, args.calls))
-                cpu[name].append((cpu_seconds(process.pid) - before) / args.calls * 1e6)
+                spent = cpu_seconds(process.pid) - before
+                for tid, (user, system) in thread_ticks(process.pid).items():
+                    thread = threads.get(tid, ("", 0))[0]
+                    place = "loop" if thread == LOOP else "client" if thread == CLIENT_THREADS else None
+                    if place is not None:
+                        was = sampled.get(tid, (0, 0))
+                        ticks[name][place][0] += user - was[0]
+                        ticks[name][place][1] += system - was[1]
+                cpu[name].append(spent / args.calls * 1e6)
                 p50[name].append(statistics.median(timings) * 1e6)
+                for thread, (ns, _count) in cpu_split(threads, thread_cpu_ns(process.pid), round(spent * 1e9)).items():
+                    place = "loop" if thread == LOOP else "client" if thread == CLIENT_THREADS else "other"
+                    places[name][place] += ns / 1e3 / args.calls / args.rounds
+    # The mean, not the median: every call of every round counts (the CPU clock is exact; a median of rounds would
+    # drop the rounds a collection or a checkpoint landed in).
     a_p50, b_p50 = statistics.median(p50["A"]), statistics.median(p50["B"])
-    # The mean, not the median: /proc counts CPU in clock ticks (10 ms, a few per cent of a round), so each round's
-    # figure is quantized and a median of them often lands on the same tick count on both sides.
     a_cpu, b_cpu = statistics.fmean(cpu["A"]), statistics.fmean(cpu["B"])
     print(f"direct door, {args.rounds} rounds x {args.calls} calls (medians over rounds)")
-    print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.2f}")
-    print(f"  server CPU A {a_cpu:8.0f} us   B {b_cpu:8.0f} us   B/A {b_cpu / a_cpu:.2f}  (per call, mean over rounds)")
+    print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.3f}")
+    print(f"  server CPU A {a_cpu:8.1f} us   B {b_cpu:8.1f} us   B/A {b_cpu / a_cpu:.3f}  (per call, mean over rounds)")
+    for place, what in (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")):
+        a, b = places["A"][place], places["B"][place]
+        print(f"    {what:13} A {a:8.1f} us   B {b:8.1f} us" + (f"   B/A {b / a:.3f}" if a else "")
+              + "".join(f"   {side} in the kernel {_kernel_share(ticks[side][place]):.0%}"
+                        for side in ("A", "B") if place in ticks[side]))
+    print(f"  server CPU per round A: {', '.join(f'{v:.1f}' for v in cpu['A'])}")
+    print(f"  server CPU per round B: {', '.join(f'{v:.1f}' for v in cpu['B'])}")
+    if "bare" in sides:
+        bare = statistics.fmean(cpu["bare"])
+        split = ", ".join(f"{what} {places['bare'][place]:.1f}" + (
+            f" ({_kernel_share(ticks['bare'][place]):.0%} in the kernel)" if place in ticks["bare"] else "")
+            for place, what in (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")))
+        print(f"  bare proxy CPU {bare:.1f} us ({split}); A {a_cpu / bare:.3f}x it, B {b_cpu / bare:.3f}x "
+              f"(goal <= 1.6x); its p50 {statistics.median(p50['bare']):.0f} us")
     print(f"  p50 per round A: {', '.join(f'{v:.0f}' for v in p50['A'])}")
     print(f"  p50 per round B: {', '.join(f'{v:.0f}' for v in p50['B'])}")
     return 0
+
+
+def _kernel_share(ticks: list[int]) -> float:
+    """The system ticks' share of a thread's sampled ticks (`thread_ticks`): about that share of its exact CPU time
+    was spent in the kernel."""
+    user, system = ticks
+    return system / (user + system) if user + system else float("nan")
 
 
 if __name__ == "__main__":

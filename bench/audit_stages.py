@@ -9,8 +9,9 @@ an answer that is already there, the arguments redacted by a redactor that knows
 SQLite store in a temporary folder before the "send" and its outcome after. Each tree (this one, and every
 `--tree`, through `PYTHONPATH`; this file is run by its path, so the tree's own `gateway` is imported) runs twice
 under callgrind, with no calls and with `--calls`; the difference on the main thread, divided by the calls, is
-printed, then the Python instructions per call counted with `sys.settrace`. Needs `valgrind`; about a minute per
-tree.
+printed, then the Python instructions per call counted with `sys.settrace`, then the main thread's CPU time per call
+(natively, 20,000 calls) with the share of it the kernel sampled in system mode: SQLite's file locks (`fcntl`) and
+WAL writes (`pwrite`), which an instruction count does not see. Needs `valgrind`; about a minute per tree.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 
-async def _calls(count: int, trace: bool) -> None:
+async def _calls(count: int, trace: bool, cpu: bool = False) -> None:
     from gateway.catalog import AgentTool, Tool
     from gateway.kernel.caller import bind_caller
     from gateway.kernel.calls import Invocation
@@ -70,13 +73,26 @@ async def _calls(count: int, trace: bool) -> None:
 
             if trace:
                 sys.settrace(tracer)
+            ticks, started = _main_thread_ticks(), time.thread_time_ns()
             for each in invocations:
                 await chain(each)
+            spent, ticked = time.thread_time_ns() - started, _main_thread_ticks()
             sys.settrace(None)
         await store.aclose()
     if trace:
         print(f"  {sum(steps.values()) / count:,.0f} Python instructions per call; the most:", ", ".join(
             f"{name} {value / count:.0f}" for name, value in steps.most_common(8)))
+    if cpu:
+        user, system = (after - before for after, before in zip(ticked, ticks, strict=True))
+        share = system / (user + system) if user + system else float("nan")
+        print(f"  {spent / count / 1e3:.1f} µs of CPU per call on the main thread, {share:.0%} of it in the kernel "
+              f"({user + system} ticks sampled)")
+
+
+def _main_thread_ticks() -> tuple[int, int]:
+    """This thread's user and system CPU so far in clock ticks (its `/proc/self/task/TID/stat`)."""
+    fields = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
 
 
 def _main_thread_total(path: Path) -> int:
@@ -97,6 +113,7 @@ def measure(tree: Path, calls: int) -> None:
             totals.append(_main_thread_total(Path(f"{out}-01")))
     print(f"{tree}: {(totals[1] - totals[0]) / calls:,.0f} machine instructions per call (main thread, {calls} calls)")
     subprocess.run([sys.executable, __file__, "--run", "1000", "--trace"], env=env, cwd=tree, check=True)
+    subprocess.run([sys.executable, __file__, "--run", "20000", "--cpu"], env=env, cwd=tree, check=True)
 
 
 def main() -> None:
@@ -105,9 +122,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--run", type=int, help=argparse.SUPPRESS)  # one measured process: this many calls
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run is not None:
-        asyncio.run(_calls(args.run, args.trace))
+        asyncio.run(_calls(args.run, args.trace, args.cpu))
         return
     for tree in [Path("."), *args.tree]:
         measure(tree, args.calls)
