@@ -21,6 +21,7 @@ from .config.yamlnodes import KeyLines, KeyPath
 from .offer.toolsearch import ToolOffer, pinned_tools, search_enabled
 from .providers.anthropic import MAX_DEFERRED_TOOLS
 from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+from .providers.registry import get_adapter
 from .toolsets import Toolset, build_toolsets, select_tools
 
 __all__ = ["load_configuration", "parse_configuration"]
@@ -84,7 +85,9 @@ def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]
                 c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
                           "names or operationIds, globs allowed): it pins nothing")
         if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset):
-            start, pinned = ToolOffer(agent, toolset), len(pinned_tools(agent, toolset))
+            provider = manifest.providers.get(agent.provider)
+            measure = get_adapter(provider).definition_tokens if provider is not None else None
+            start, pinned = ToolOffer(agent, toolset, measure=measure), len(pinned_tools(agent, toolset))
             tokens, budget = start.tokens(), start.definitions_budget
             if tokens >= budget:
                 c.warning(("agents", name, "pinned"), f"the tools a run starts with ({pinned} pinned, and "

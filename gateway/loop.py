@@ -163,9 +163,10 @@ class _Loop(TurnCalls):
         self.last_errors: list[str] = []
         self.approval_ids: dict[str, str] = {}
         """Call id -> the approval a human gave it (a resumed batch)."""
-        self.offer = ToolOffer(agent, toolset, native=adapter.native_tool_search)
-        """What each request offers the model: views within the budget; with tool search, what was found; with
-        native search, every tool deferred to the provider's own search."""
+        self.offer = ToolOffer(agent, toolset, native=adapter.native_tool_search, measure=adapter.definition_tokens)
+        """What each request offers the model: views within the budget; with tool search, what was found (within
+        the definitions budget, counted as this provider is sent them); with native search, every tool deferred to
+        the provider's own search."""
         self.caller_tools: dict[str, ToolLike] = {}
         self.tool_choice: Any = None
         self.observer = invoke.observer if isinstance(invoke, ObservedInvoke) else None

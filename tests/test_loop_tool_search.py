@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from loop_support import KINDS, StandInInvoke, adapter_for, agent_config, agent_tool, toolset
 from scripted_llm import Call, Reply, ScriptedLLM
 
+from gateway.dialects.brevity import estimate_tokens
 from gateway.loop import resume, run
 from gateway.messages import Message
+from gateway.offer.toolsearch import DEFAULT_DEFINITIONS_BUDGET, ToolOffer, search
+from gateway.runtime import Runtime, load_runtime
 from gateway.toolsets import Toolset
 
 pytestmark = pytest.mark.anyio
@@ -74,3 +78,64 @@ async def test_a_bad_search_is_a_tool_error_the_model_can_fix(llm: ScriptedLLM) 
                        toolset=_tools(), invoke=StandInInvoke())
     assert [s.error_type for s in result.steps] == ["invalid_arguments", "unknown_tool"]
     assert "search_tools" in result.steps[1].error
+
+
+GITHUB_PINNED = """\
+providers:
+  llm: {kind: openai, api_key: unused}
+agents:
+  dev: {model: llm/m, tools: [{api: github}], pinned: [users/get-authenticated, "issues/list*"]}
+"""
+"""docs/tool-search.md's agent, pinning 20 tools: their largest renderings (MCP's, with output schemas) pass the
+default definitions budget, what a chat request carries of them does not."""
+
+
+@pytest.fixture
+def github(tmp_path: Path, corpus: Path, spec_cache: Path) -> Runtime:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "github.json").symlink_to(corpus / "github" / "api.github.com.json")
+    (tmp_path / "agents.yaml").write_text(GITHUB_PINNED)
+    return load_runtime(specs, tmp_path / "agents.yaml", cache_dir=spec_cache)
+
+
+def _definitions(body: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    if kind == "gemini":
+        return [f for group in body.get("tools", []) for f in group.get("functionDeclarations", [])]
+    return list(body.get("tools", []))
+
+
+SEARCHES = ("list pull requests", "list workflow runs", "create a release")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_definitions_budget_counts_what_the_provider_is_sent(llm: ScriptedLLM, github: Runtime,
+                                                                       kind: str) -> None:
+    """20 pinned GitHub tools: searches load as many found tools as fit the default budget, counted as the
+    provider's request carries them (they loaded none while each tool was charged its largest rendering)."""
+    agent, tools = github.agent("dev"), github.toolset("dev")
+    llm.script(*(Reply(calls=[Call("search_tools", {"query": query, "limit": 20})]) for query in SEARCHES),
+               Reply(text="ok"))
+    await run(agent, [Message(role="user", content="what is new?")], adapter=adapter_for(kind, llm.url),
+              toolset=tools, invoke=StandInInvoke())
+    bodies = [_definitions(body, kind) for body in llm.bodies()]
+    assert len(bodies[0]) == 22  # 20 pinned, search_tools, describe_tool
+    pinned = {d.get("name") or d["function"]["name"] for d in bodies[0]}
+    found = [name for query in SEARCHES for item in search(None, tools, query, 20)
+             if (name := item["name"]) not in pinned]
+    loaded = [d.get("name") or d["function"]["name"] for d in bodies[-1][22:]]
+    assert 20 <= len(loaded) < len(set(found)) and set(loaded) <= set(found)
+    for definitions in bodies:
+        assert sum(estimate_tokens(definition) for definition in definitions) <= DEFAULT_DEFINITIONS_BUDGET
+    # As many as fit: each found tool left out would pass the budget.
+    offer = ToolOffer(agent, tools, loaded=loaded, measure=adapter_for(kind, llm.url).definition_tokens)
+    for name in set(found) - set(loaded):
+        assert offer.load(name) == f"not loaded: the definitions would pass {DEFAULT_DEFINITIONS_BUDGET} tokens"
+
+
+def test_with_no_door_format_the_budget_charges_the_largest_rendering(github: Runtime) -> None:
+    """`gateway tools` and any caller that names no format keep the conservative count: MCP's listing of these 20
+    tools is past the budget, so they leave no room."""
+    offer = ToolOffer(github.agent("dev"), github.toolset("dev"))
+    assert offer.tokens() > DEFAULT_DEFINITIONS_BUDGET
+    assert offer.answer("search_tools", {"query": "list pull requests"})[1]["tools"][0]["loaded"] is False

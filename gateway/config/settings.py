@@ -176,8 +176,9 @@ class GatewaySettings(Section):
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)
-    tool_definitions_budget: TokenBudget | None = doc("Tokens of tool definitions one request may carry; tool search "
-                                              "turns on above it (default 20000).", None)
+    tool_definitions_budget: TokenBudget | None = doc("Tokens of tool definitions one request may carry, counted as "
+                                              "the request carries them (the provider's format; MCP: the listing's); "
+                                              "tool search turns on above it (default 20000).", None)
     allowed_hosts: Names = doc("`Host` names the HTTP doors answer to besides loopback (`gw.example.com`, "
                                "`name:port`, `*.example.com`, `*` for any).", default=[])
     allowed_origins: Names = doc("Browser origins (`https://console.example.com`) allowed to make state-changing "

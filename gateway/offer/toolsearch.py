@@ -6,7 +6,10 @@ a run starts with the agent's `pinned` tools, its delegation tools, `search_tool
 `describe_tool` (`{"name", "pointer"?}`: the exact schema of one tool or one part of it). What a search finds
 is loaded for the rest of the run: appended after the tools already offered, never reordered (prompt caches
 keep working), as long as a request stays within 128 tools and `gateway.tool_definitions_budget` tokens of
-definitions; a tool that no longer fits is named in the search's answer as not loaded.
+definitions; a tool that no longer fits is named in the search's answer as not loaded. The budget counts the
+definitions as the door sends them (`ToolOffer`'s `measure`: the loop, in its provider's format, which the
+provider's request carries; the MCP door, as its listing's entries), not each tool's largest rendering: the
+budget is there to keep what one request carries within what the model takes.
 
 `tool_search: native` hands the search to the provider where it has its own (Anthropic, OpenAI Responses): every
 tool goes out marked for deferred loading except the pinned and delegation tools, beside the provider's
@@ -36,7 +39,16 @@ from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
 from .embeddings import FUSION_DEPTH, Computation, hybrid, prepare
 from .index import ToolIndex, index_of
-from .views import DEFAULT_TOOL_BUDGET, DESCRIBE_SCHEMA, DESCRIBE_TOOL, describe, first_sentences, model_view
+from .views import (
+    DEFAULT_TOOL_BUDGET,
+    DESCRIBE_SCHEMA,
+    DESCRIBE_TOOL,
+    ToolLike,
+    ToolView,
+    describe,
+    first_sentences,
+    model_view,
+)
 
 if TYPE_CHECKING:
     from ..codemode import FunctionNames
@@ -184,10 +196,16 @@ class ToolOffer:
     on), or all of them deferred to the provider's own search (`native`)."""
 
     def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = (), *,
-                 native: bool = False) -> None:
+                 native: bool = False, measure: Callable[[ToolLike], int] | None = None) -> None:
         """Parameters: loaded: names a paused run had loaded; native: the provider has a search of its own
-        (`ProviderAdapter.native_tool_search`), used when the agent says `tool_search: native`."""
+        (`ProviderAdapter.native_tool_search`), used when the agent says `tool_search: native`; measure: the
+        tokens of one definition in the format the door sends it in (the loop: its provider's,
+        `ProviderAdapter.definition_tokens`), what the definitions budget charges; None: its largest rendering
+        (`ToolView.tokens`), for a door whose format is not known."""
         self.agent = agent
+        self._measure = measure
+        self._costs: dict[str, int] = {}
+        """What each definition offered or loaded costs, by name (a view is the same in every request of a run)."""
         self.toolset = toolset
         self.budget = tool_budget(toolset.settings)
         self.definitions_budget = definitions_budget(toolset.settings)
@@ -273,8 +291,18 @@ class ToolOffer:
         return api, spec.title if spec is not None else ""
 
     def tokens(self) -> int:
-        return sum(max(v.tokens, 1) if hasattr(v, "tokens") else model_view(v, self.budget).tokens or 1
-                   for v in self.views())
+        """The tokens the next request's definitions take, as the budget counts them."""
+        return sum(self._cost(v) for v in self.views())
+
+    def _cost(self, view: Any) -> int:
+        cost = self._costs.get(view.name)
+        if cost is None:
+            if self._measure is not None:
+                cost = self._measure(view)
+            else:
+                cost = view.tokens if isinstance(view, ToolView) else model_view(view, self.budget).tokens
+            cost = self._costs[view.name] = max(cost, 1)
+        return cost
 
     def load(self, name: str) -> str | None:
         """Offer `name` from the next request on; the reason when it cannot be (None: loaded or already there)."""
@@ -287,9 +315,10 @@ class ToolOffer:
             return "not a tool of this agent"
         if len(self.offered) >= MAX_TOOLS_PER_REQUEST:
             return f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"
-        cost = model_view(agent_tool, self.budget).tokens or 1
+        cost = self._cost(model_view(agent_tool, self.budget))
         if self.tokens() + cost > self.definitions_budget:
-            return f"not loaded: the definitions would pass {self.definitions_budget} tokens"
+            # The configured budget (a door that lists more than the offer lowers `definitions_budget` by it)
+            return f"not loaded: the definitions would pass {definitions_budget(self.toolset.settings)} tokens"
         self.offered.append(agent_tool)
         return None
 

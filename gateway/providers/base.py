@@ -23,6 +23,7 @@ import httpx
 import orjson
 
 from ..config.model import ProviderConfig
+from ..dialects.brevity import estimate_tokens
 from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..http.library import ClientOptions
@@ -318,6 +319,11 @@ class ProviderAdapter(abc.ABC):
     @abc.abstractmethod
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         """The tool definitions in this provider's dialect."""
+
+    def definition_tokens(self, tool: ToolLike) -> int:
+        """The estimated tokens of `tool`'s definition as this provider is sent it: what a run's definitions
+        budget charges for it (`gateway.offer.toolsearch.ToolOffer`)."""
+        return sum(estimate_tokens(rendered) for rendered in self.render_tools([tool]))
 
     @abc.abstractmethod
     def render_messages(self, messages: Sequence[Message]) -> Any:

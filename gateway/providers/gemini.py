@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from ..dialects import gemini_function
+from ..dialects.brevity import estimate_tokens
 from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
@@ -54,6 +55,9 @@ class GeminiAdapter(ProviderAdapter):
 
     def render_tools(self, tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
         return [{"functionDeclarations": [self._render_cached(t, gemini_function) for t in tools]}] if tools else []
+
+    def definition_tokens(self, tool: ToolLike) -> int:
+        return estimate_tokens(self._render_cached(tool, gemini_function))  # one declaration, not the group
 
     def render_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -768,6 +768,25 @@ def test_pinned_tools_that_fill_the_definitions_budget_are_a_warning() -> None:
     assert "(11 pinned, and search_tools)" in warning.message and "a search can load nothing" in warning.message
 
 
+def test_pinned_tools_are_counted_as_the_agents_provider_is_sent_them() -> None:
+    """Output schemas go to MCP clients, not in a chat request's tools: 11 pinned tools whose output schemas alone
+    would pass the budget leave room for a search, and validate does not warn."""
+    output = {"type": "object", "properties": {f"field{i}": {"type": "string", "description": "A field of the "
+                                                             "thing, as the shop stores it."} for i in range(40)}}
+    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
+                  description="Lists the things of the shop.", input_schema={"type": "object", "properties": {}},
+                  output_schema=output) for i in range(70)]
+    catalog = Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+    text = """\
+    providers: {p: {kind: openai, api_key: k}}
+    gateway: {tool_definitions_budget: 2000}
+    agents:
+      a: {model: p/m, tools: [shop], pinned: ["list1*"]}
+    """
+    _, diagnostics = _parse(text, catalog=catalog)
+    assert diagnostics == []
+
+
 @pytest.mark.parametrize("line", ["  store: memory:", "  store: sqlite: ./state.db"])
 def test_an_unquoted_value_with_a_colon_says_to_quote_it(line: str) -> None:
     """`store: memory:` (as the docs name the in-memory store) read as a key: PyYAML's 'mapping values are not

@@ -25,6 +25,7 @@ from recording_server import Reply as UpstreamReply
 from server_support import LenientLLM, github_project, running
 
 from gateway.offer.toolsearch import MAX_TOOLS_PER_REQUEST
+from gateway.offer.views import model_view
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 from gateway.server.mcp import search
@@ -159,6 +160,29 @@ async def test_a_session_listing_stays_within_the_request_cap(tmp_path: Path, co
     hits = answer["structuredContent"]["tools"]
     assert [t["loaded"] for t in hits] == [True, False, False, False, False]
     assert all(t["note"] == f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools" for t in hits[1:])
+
+
+async def test_a_session_listing_stays_within_the_definitions_budget_as_listed(
+        tmp_path: Path, corpus: Path, llm: LenientLLM, upstream: RecordingServer, spec_cache: Path) -> None:
+    """The budget counts the listing's entries (output schemas included, which a chat request does not carry), and
+    `call_tool` with them: searches fill it as far as found tools fit, no further."""
+    runtime = _runtime(tmp_path, corpus, llm, upstream, spec_cache, "gateway: {tool_definitions_budget: 6000}\n")
+    config, toolset = runtime.manifest.agents["dev"], runtime.toolset("dev")
+    found: list[str] = []
+    left_out = []
+
+    async def no_call(name: str, arguments: dict[str, Any]) -> None:
+        raise AssertionError("search_tools calls no tool")
+
+    for query in ("list pull requests", "create a release", "list workflow runs"):
+        answer = await search.answer_meta(config, toolset, "search_tools", {"query": query, "limit": 20}, no_call,
+                                          found)
+        assert answer is not None and answer["isError"] is False
+        left_out += [t for t in answer["structuredContent"]["tools"] if not t["loaded"]]
+    listed = [*search.listing(config, toolset), *(model_view(toolset.tools[name], 4000) for name in found)]
+    assert found and left_out
+    assert sum(search.listed_tokens(tool) for tool in listed) <= 6000
+    assert all(t["note"] == "not loaded: the definitions would pass 6000 tokens" for t in left_out)
 
 
 def test_the_registry_keeps_at_most_its_cap_of_sessions() -> None:

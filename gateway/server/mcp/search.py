@@ -6,7 +6,8 @@ summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a
 `call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
 `tools/call`, approvals and limits included). In a session (`found`), what a search finds is also added to the
 session's listing, by the loop's rule (appended, at most `MAX_TOOLS_PER_REQUEST` tools and the definitions budget
-in all); the stateless protocol era has no session to add them to, so there `call_tool` is the way in.
+in all, the definitions counted as the listing carries them: `listed_tokens`); the stateless protocol era has no
+session to add them to, so there `call_tool` is the way in.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import anyio.to_thread
 
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
+from ...dialects import mcp_tool
+from ...dialects.brevity import estimate_tokens
+from ...dialects.tool import ToolLike
 from ...jsonwire import dumps_text
 from ...offer.toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
 from ...offer.views import DESCRIBE_TOOL, model_view
@@ -38,6 +42,12 @@ T = TypeVar("T")
 CallTool = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
+def listed_tokens(tool: ToolLike) -> int:
+    """The estimated tokens of a definition as `tools/list` carries it (output schema and annotations included):
+    what a session's definitions budget charges."""
+    return estimate_tokens(mcp_tool(tool))
+
+
 def searching(agent: AgentConfig, toolset: Toolset) -> bool:
     """Whether the agent's MCP door answers the meta tools (tool search on, or code mode `only`)."""
     return search_enabled(agent, toolset) or agent.code_mode == "only"
@@ -46,9 +56,12 @@ def searching(agent: AgentConfig, toolset: Toolset) -> bool:
 def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
     """What `tools/list` offers an agent with tool search: pinned views, then the three meta tools."""
     offer = ToolOffer(agent, toolset)
-    call = AgentTool(name=CALL_TOOL, input_schema=CALL_SCHEMA,
+    return [*(model_view(t, offer.budget) for t in pinned_tools(agent, toolset)), *meta_tools(), _call_tool()]
+
+
+def _call_tool() -> AgentTool:
+    return AgentTool(name=CALL_TOOL, input_schema=CALL_SCHEMA,
                      description="Run one of this agent's tools by name (find it with search_tools first).")
-    return [*(model_view(t, offer.budget) for t in pinned_tools(agent, toolset)), *meta_tools(), call]
 
 
 async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments: dict[str, Any],
@@ -77,7 +90,7 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
             if tool_name not in found and len(found) < len(kept):
                 found.append(tool_name)
         return _result_of(ok, body)
-    return _result_of(*await _off_the_loop(ToolOffer(agent, toolset).answer, name, arguments))
+    return _result_of(*await _off_the_loop(ToolOffer(agent, toolset, measure=listed_tokens).answer, name, arguments))
 
 
 async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
@@ -89,9 +102,11 @@ async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
 def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
                        found: Sequence[str]) -> tuple[bool, Any, list[str]]:
     """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
-    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower.
-    Answers (ok, the result body, the names the session's listing holds now)."""
-    offer = ToolOffer(agent, toolset, loaded=found)
+    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower
+    and the budget lower by its definition. Answers (ok, the result body, the names the session's listing holds
+    now)."""
+    offer = ToolOffer(agent, toolset, loaded=found, measure=listed_tokens)
+    offer.definitions_budget -= listed_tokens(_call_tool())
     ok, body = offer.answer(SEARCH_TOOL, arguments)
     loaded = offer.loaded
     room = MAX_TOOLS_PER_REQUEST - 1 - (len(offer.offered) - len(loaded))
