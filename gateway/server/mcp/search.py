@@ -49,8 +49,9 @@ def listed_tokens(tool: ToolLike) -> int:
 
 
 def searching(agent: AgentConfig, toolset: Toolset) -> bool:
-    """Whether the agent's MCP door answers the meta tools (tool search on, or code mode `only`)."""
-    return search_enabled(agent, toolset) or agent.code_mode == "only"
+    """Whether the agent's MCP door answers the meta tools (tool search on, `auto` deciding from the listing's
+    definitions, or code mode `only`)."""
+    return search_enabled(agent, toolset, listed_tokens) or agent.code_mode == "only"
 
 
 def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
