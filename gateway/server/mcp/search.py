@@ -87,12 +87,12 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
     if name == SEARCH_TOOL:
-        session = found is not None
         ok, body, kept = await _off_the_loop(_search_in_listing, agent, toolset, arguments, tuple(found or ()),
-                                             session)
-        for tool_name in kept if found is not None else ():  # here, on the loop: one writer at a time, and never
-            if tool_name not in found and len(found) < len(kept):  # past what one search may hold
-                found.append(tool_name)
+                                             found is not None)
+        if found is not None:
+            for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
+                if tool_name not in found and len(found) < len(kept):
+                    found.append(tool_name)
         return _result_of(ok, body)
     return _result_of(*await _off_the_loop(ToolOffer(agent, toolset, measure=listed_tokens).answer, name, arguments))
 
