@@ -1,6 +1,6 @@
 """What the definitions budget charges for a tool, against what each door sends of it.
 
-    python bench/definitions_budget.py [--per-tool]
+    python bench/definitions_budget.py [--per-tool] [--per-call]
 
 An agent with all of GitHub's spec (tool search on by `auto`) and `pinned: [users/get-authenticated, "issues/list*"]`
 (20 tools). For each provider kind: the JSON bytes and estimated tokens (`CHARS_PER_TOKEN` characters a token, the
@@ -8,6 +8,12 @@ estimate the budget uses; no tokenizer's files can be fetched here) of the first
 renders them; the same for the MCP door's `tools/list` entries; what the budget charged each definition before
 (its largest rendering, `ToolView.tokens`) and charges now (the provider's rendering, the MCP listing's for MCP);
 and how many tools a run loads under the default budget from searches that find 20 tools each.
+
+--per-call: docs/tool-search.md's "What it saves": an agent with all of GitHub pinning one tool
+(`users/get-authenticated`), the tool-definition tokens each model call carries, as the budget counts them (the
+same estimate, each definition as its door sends it: `ToolOffer.tokens` with the provider's `definition_tokens`;
+MCP: a session's `tools/list`, `call_tool` included), at the start, after one search and after five (the searches
+above, at `search_tools`' default limit), with how many tools were loaded; and every tool's exact definition.
 """
 
 from __future__ import annotations
@@ -93,11 +99,77 @@ def measure(per_tool: bool) -> None:
                 print(f"{name:42} {charged:14,d} {size:12,d} {tokens:7,d} {mcp_size:10,d} {mcp_tokens:7,d}")
 
 
+ONE_PINNED = """\
+providers:
+  llm: {{kind: {kind}, api_key: unused{strict}}}
+agents:
+  dev: {{model: llm/some-model, tools: [{{api: github}}], pinned: [users/get-authenticated]}}
+"""
+
+
+def per_call() -> None:
+    import asyncio
+
+    from gateway.offer.toolsearch import ToolOffer
+    from gateway.offer.views import model_view
+    from gateway.providers import get_adapter
+    from gateway.runtime import load_runtime
+    from gateway.server.mcp import search
+
+    async def no_call(name: str, arguments: dict[str, Any]) -> None:
+        raise AssertionError("search_tools calls no tool")
+
+    def mcp_row(agent: Any, toolset: Any) -> list[tuple[int, int]]:
+        found: list[str] = []
+
+        def listed() -> tuple[int, int]:
+            views = [*search.listing(agent, toolset), *(model_view(toolset.tools[n]) for n in found)]
+            return sum(search.listed_tokens(v) for v in views), len(found)
+
+        rows = [listed()]
+        for query in QUERIES:
+            asyncio.run(search.answer_meta(agent, toolset, "search_tools", {"query": query}, no_call, found))
+            rows.append(listed())
+        return rows
+
+    with tempfile.TemporaryDirectory() as folder:
+        specs = Path(folder) / "specs"
+        specs.mkdir()
+        (specs / "github.json").symlink_to(GITHUB)
+        print(f"{'door':24} {'start':>7} {'1 search':>14} {'5 searches':>14} {'all exact':>10}")
+        for kind, strict in KINDS:
+            agents = Path(folder) / "agents.yaml"
+            agents.write_text(ONE_PINNED.format(kind=kind, strict=strict))
+            runtime = load_runtime(specs, agents, cache_dir=Path(folder) / "cache")
+            agent, toolset = runtime.agent("dev"), runtime.toolset("dev")
+            adapter = get_adapter(runtime.manifest.providers["llm"])
+            offer = ToolOffer(agent, toolset, measure=adapter.definition_tokens)
+            rows = [(offer.tokens(), 0)]
+            for query in QUERIES:
+                offer.answer("search_tools", {"query": query})
+                rows.append((offer.tokens(), len(offer.loaded)))
+            exact = sum(adapter.definition_tokens(t) for t in toolset)
+            label = f"{kind}{' strict' if strict else ''}"
+            print(f"{label:24} {rows[0][0]:7,d} {rows[1][0]:7,d} ({rows[1][1]:2d}) {rows[5][0]:7,d} ({rows[5][1]:2d}) "
+                  f"{exact:10,d}")
+            if kind == "openai" and not strict:
+                mcp = mcp_row(agent, toolset)
+                exact = sum(search.listed_tokens(t) for t in toolset)
+                print(f"{'mcp session tools/list':24} {mcp[0][0]:7,d} {mcp[1][0]:7,d} ({mcp[1][1]:2d}) "
+                      f"{mcp[5][0]:7,d} ({mcp[5][1]:2d}) {exact:10,d}")
+        print(f"({len(toolset)} tools; tokens estimated as the budget does; in brackets: tools loaded)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-tool", action="store_true", help="each pinned tool's figures (OpenAI and MCP)")
+    parser.add_argument("--per-call", action="store_true",
+                        help="only the tokens each call carries for the agent pinning one tool (docs/tool-search.md)")
     args = parser.parse_args()
-    measure(args.per_tool)
+    if args.per_call:
+        per_call()
+    else:
+        measure(args.per_tool)
     return 0
 
 

@@ -84,9 +84,9 @@ def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]
             if not any(fnmatchcase(n, pattern) for n in names):
                 c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
                           "names or operationIds, globs allowed): it pins nothing")
-        if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset):
-            provider = manifest.providers.get(agent.provider)
-            measure = get_adapter(provider).definition_tokens if provider is not None else None
+        provider = manifest.providers.get(agent.provider)
+        measure = get_adapter(provider).definition_tokens if provider is not None else None
+        if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset, measure):
             start, pinned = ToolOffer(agent, toolset, measure=measure), len(pinned_tools(agent, toolset))
             tokens, budget = start.tokens(), start.definitions_budget
             if tokens >= budget:

@@ -10,11 +10,15 @@ import pytest
 from loop_support import KINDS, StandInInvoke, adapter_for, agent_config, agent_tool, toolset
 from scripted_llm import Call, Reply, ScriptedLLM
 
+from gateway.catalog import AgentTool, Tool
+from gateway.config.settings import GatewaySettings
 from gateway.dialects.brevity import estimate_tokens
 from gateway.loop import resume, run
 from gateway.messages import Message
 from gateway.offer.toolsearch import DEFAULT_DEFINITIONS_BUDGET, ToolOffer, search
+from gateway.offer.views import model_view
 from gateway.runtime import Runtime, load_runtime
+from gateway.server.mcp import search as mcp_search
 from gateway.toolsets import Toolset
 
 pytestmark = pytest.mark.anyio
@@ -139,3 +143,35 @@ def test_with_no_door_format_the_budget_charges_the_largest_rendering(github: Ru
     offer = ToolOffer(github.agent("dev"), github.toolset("dev"))
     assert offer.tokens() > DEFAULT_DEFINITIONS_BUDGET
     assert offer.answer("search_tools", {"query": "list pull requests"})[1]["tools"][0]["loaded"] is False
+
+
+def _reported(n: int) -> AgentTool:
+    """A tool whose output schema (which MCP's listing carries, a chat request does not) is most of it."""
+    output = {"type": "object", "properties": {f"field{i}": {"type": "string", "description": "A field of the "
+                                                             "report, as the shop stores it."} for i in range(30)}}
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tool = Tool(name=f"report{n}", api="shop", operation_id=f"report{n}", method="GET", path=f"/r{n}",
+                description="Reads one report of the shop.", input_schema=schema, output_schema=output)
+    return AgentTool(name=tool.name, description=tool.description, input_schema=schema, output_schema=output,
+                     tool=tool)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_auto_decides_with_the_doors_own_count(llm: ScriptedLLM, kind: str) -> None:
+    """30 tools (under `auto`'s 64) whose MCP listing passes the definitions budget and whose chat definitions fit
+    it: the loop sends every tool and no search_tools, the MCP door lists search_tools instead of them."""
+    tools = [_reported(n) for n in range(30)]
+    adapter = adapter_for(kind, llm.url)
+    chat = sum(adapter.definition_tokens(model_view(t)) for t in tools)
+    listed = sum(mcp_search.listed_tokens(model_view(t)) for t in tools)
+    assert chat < listed
+    settings = GatewaySettings.model_construct(tool_definitions_budget=(chat + listed) // 2)
+    agent_tools = Toolset(agent="clerk", tools={t.name: t for t in tools}, settings=settings)
+    agent = agent_config(kind)
+    assert agent.tool_search == "auto"
+    llm.script(Reply(text="ok"))
+    await run(agent, [Message(role="user", content="the reports?")], adapter=adapter, toolset=agent_tools,
+              invoke=StandInInvoke())
+    assert _offered(llm.bodies()[0], kind) == [t.name for t in tools]
+    assert mcp_search.searching(agent, agent_tools)
+    assert [t.name for t in mcp_search.listing(agent, agent_tools)] == ["search_tools", "describe_tool", "call_tool"]

@@ -291,11 +291,16 @@ def _wait_for_embeddings(pending: list[Any]) -> None:
 
 def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
     """What the agent's model is sent on a run's first request, as the loop offers it: each tool's view within
-    `gateway.tool_budget` (or `budget`); with tool search, the pinned tools and the search tools."""
+    `gateway.tool_budget` (or `budget`); with tool search (`auto`: decided from the definitions as the agent's
+    provider is sent them, as the loop decides), the pinned tools and the search tools."""
     from ..offer.toolsearch import ToolOffer
     from ..offer.views import model_view
+    from ..providers.registry import get_adapter
 
-    offer = ToolOffer(runtime.agent(agent), runtime.toolset(agent))
+    config = runtime.agent(agent)
+    provider = runtime.manifest.providers.get(config.provider)
+    measure = get_adapter(provider).definition_tokens if provider is not None else None
+    offer = ToolOffer(config, runtime.toolset(agent), measure=measure)
     views = offer.views() if budget is None else [
         tool if offer.is_meta(tool.name) else model_view(tool, budget) for tool in offer.offered]
     if offer.searching:

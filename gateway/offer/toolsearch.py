@@ -1,15 +1,16 @@
 """What a model is offered of an agent's tools: views within the budget, and tool search for large tool sets.
 
 Every offered tool is its model view (`gateway.offer.views`) within `gateway.tool_budget` tokens. With tool
-search on (per agent `tool_search: auto | on | off`; auto: on above 64 tools or above the definitions budget),
-a run starts with the agent's `pinned` tools, its delegation tools, `search_tools` (`{"query", "limit"?}`) and
-`describe_tool` (`{"name", "pointer"?}`: the exact schema of one tool or one part of it). What a search finds
-is loaded for the rest of the run: appended after the tools already offered, never reordered (prompt caches
-keep working), as long as a request stays within 128 tools and `gateway.tool_definitions_budget` tokens of
-definitions; a tool that no longer fits is named in the search's answer as not loaded. The budget counts the
-definitions as the door sends them (`ToolOffer`'s `measure`: the loop, in its provider's format, which the
-provider's request carries; the MCP door, as its listing's entries), not each tool's largest rendering: the
-budget is there to keep what one request carries within what the model takes.
+search on (per agent `tool_search: auto | on | off`; auto: on above 64 tools or above the definitions budget as
+the door counts it), a run starts with the agent's `pinned` tools, its delegation tools, `search_tools`
+(`{"query", "limit"?}`) and `describe_tool` (`{"name", "pointer"?}`: the exact schema of one tool or one part
+of it). What a search finds is loaded for the rest of the run: appended after the tools already offered, never
+reordered (prompt caches keep working), as long as a request stays within 128 tools and
+`gateway.tool_definitions_budget` tokens of definitions; a tool that no longer fits is named in the search's
+answer as not loaded. The budget counts the definitions as the door sends them (`ToolOffer`'s `measure`: the
+loop, in its provider's format, which the provider's request carries; the MCP door, as its listing's entries), not
+each tool's largest rendering: the budget is there to keep what one request carries within what the model takes;
+`auto` counts every tool the same way to decide whether a door searches at all.
 
 `tool_search: native` hands the search to the provider where it has its own (Anthropic, OpenAI Responses): every
 tool goes out marked for deferred loading except the pinned and delegation tools, beside the provider's
@@ -87,15 +88,19 @@ def definitions_budget(settings: GatewaySettings) -> int:
     return settings.tool_definitions_budget or DEFAULT_DEFINITIONS_BUDGET
 
 
-def search_enabled(agent: AgentConfig, toolset: Toolset) -> bool:
+def search_enabled(agent: AgentConfig, toolset: Toolset, measure: Callable[[ToolLike], int] | None = None) -> bool:
     """Whether the agent's model starts from `search_tools` instead of every tool (`native`: where the
-    provider has no search of its own)."""
+    provider has no search of its own). `auto`: above `AUTO_MAX_TOOLS` tools, or when every tool's definition
+    passes the definitions budget, counted as the budget counts them (`measure`: as the door sends them, the
+    `ToolOffer`'s; None: each one's largest rendering), so a door searches exactly when its own request or listing
+    of every tool would not fit."""
     if agent.tool_search != "auto":
         return agent.tool_search in ("on", "native")
     if len(toolset) > AUTO_MAX_TOOLS:
         return True
     budget = tool_budget(toolset.settings)
-    return sum(model_view(t, budget).tokens or 1 for t in toolset) > definitions_budget(toolset.settings)
+    views = (model_view(t, budget) for t in toolset)
+    return sum(max(measure(v) if measure else v.tokens, 1) for v in views) > definitions_budget(toolset.settings)
 
 
 def catalog_of(toolset: Toolset) -> Catalog:
@@ -212,7 +217,7 @@ class ToolOffer:
         self.code_only = agent.code_mode == "only"
         """The tools are functions of `run_code` scripts only: none is offered (or callable) on its own."""
         self.native = native and agent.tool_search == "native" and not self.code_only
-        large = search_enabled(agent, toolset) and not self.native
+        large = search_enabled(agent, toolset, self._cost) and not self.native
         self.searching = large or self.code_only
         self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
         self.code: AgentTool | None = None

@@ -25,6 +25,7 @@ from recording_server import Reply as UpstreamReply
 from server_support import LenientLLM, github_project, running
 
 from gateway.offer.toolsearch import MAX_TOOLS_PER_REQUEST
+from gateway.offer.toolsearch import search as tool_search
 from gateway.offer.views import model_view
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -183,6 +184,31 @@ async def test_a_session_listing_stays_within_the_definitions_budget_as_listed(
     assert found and left_out
     assert sum(search.listed_tokens(tool) for tool in listed) <= 6000
     assert all(t["note"] == "not loaded: the definitions would pass 6000 tokens" for t in left_out)
+
+
+async def test_a_stateless_search_counts_call_tool_as_a_session_does(runtime: Any) -> None:
+    """A stateless listing carries `call_tool` too: with a budget one token short of the listing and the best hit,
+    that hit is not marked loaded (it was, while the stateless count left `call_tool` out), and what is marked
+    loaded fits the budget with the listing."""
+    config, toolset = runtime.manifest.agents["dev"], runtime.toolset("dev")
+    base = sum(search.listed_tokens(tool) for tool in search.listing(config, toolset))
+    listed = {tool.name for tool in search.listing(config, toolset)}
+    hits = tool_search(None, toolset, "list pull requests", 20)
+    best = next(hit["name"] for hit in hits if hit["name"] not in listed)
+    cost = search.listed_tokens(model_view(toolset.tools[best], 4000))
+    toolset.settings = toolset.settings.model_copy(update={"tool_definitions_budget": base + cost - 1})
+
+    async def no_call(name: str, arguments: dict[str, Any]) -> None:
+        raise AssertionError("search_tools calls no tool")
+
+    answer = await search.answer_meta(config, toolset, "search_tools", {"query": "list pull requests", "limit": 20},
+                                      no_call)
+    assert answer is not None and answer["isError"] is False
+    hits = {t["name"]: t for t in answer["structuredContent"]["tools"]}
+    assert hits[best]["loaded"] is False
+    assert hits[best]["note"] == f"not loaded: the definitions would pass {base + cost - 1} tokens"
+    loaded = [model_view(toolset.tools[name], 4000) for name, t in hits.items() if t["loaded"] and name not in listed]
+    assert base + sum(search.listed_tokens(tool) for tool in loaded) <= base + cost - 1
 
 
 def test_the_registry_keeps_at_most_its_cap_of_sessions() -> None:

@@ -52,7 +52,7 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
     toolset = toolset_of(generation, agent)
     config = generation.runtime.manifest.agents[agent]
-    offer = ToolOffer(config, toolset)
+    offer = ToolOffer(config, toolset, measure=search.listed_tokens)
     listed: list[Any]
     if offer.code_only:  # code mode only: run_code and the tools that find what a script can call
         listed = list(offer.views())

@@ -6,8 +6,9 @@ summaries), `describe_tool` (`{"name", "pointer"?}`: the exact input schema of a
 `call_tool` (`{"name", "arguments"}`: runs any of the agent's tools through the same pipeline as a direct
 `tools/call`, approvals and limits included). In a session (`found`), what a search finds is also added to the
 session's listing, by the loop's rule (appended, at most `MAX_TOOLS_PER_REQUEST` tools and the definitions budget
-in all, the definitions counted as the listing carries them: `listed_tokens`); the stateless protocol era has no
-session to add them to, so there `call_tool` is the way in.
+in all, the definitions counted as the listing carries them: `listed_tokens`, `call_tool` included); the stateless
+protocol era has no session to add them to, so there `call_tool` is the way in, and a search marks loaded what a
+new session's listing would take by the same count.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ def listed_tokens(tool: ToolLike) -> int:
 
 
 def searching(agent: AgentConfig, toolset: Toolset) -> bool:
-    """Whether the agent's MCP door answers the meta tools (tool search on, or code mode `only`)."""
-    return search_enabled(agent, toolset) or agent.code_mode == "only"
+    """Whether the agent's MCP door answers the meta tools (tool search on, `auto` deciding from the listing's
+    definitions, or code mode `only`)."""
+    return search_enabled(agent, toolset, listed_tokens) or agent.code_mode == "only"
 
 
 def listing(agent: AgentConfig, toolset: Toolset) -> list[Any]:
@@ -84,11 +86,13 @@ async def answer_meta(agent: AgentConfig, toolset: Toolset, name: str, arguments
         if answered is None:
             return _result(f"there is no tool named {target!r}; search_tools finds the tool for a task", error=True)
         return answered
-    if name == SEARCH_TOOL and found is not None:
-        ok, body, kept = await _off_the_loop(_search_in_session, agent, toolset, arguments, tuple(found))
-        for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
-            if tool_name not in found and len(found) < len(kept):
-                found.append(tool_name)
+    if name == SEARCH_TOOL:
+        ok, body, kept = await _off_the_loop(_search_in_listing, agent, toolset, arguments, tuple(found or ()),
+                                             found is not None)
+        if found is not None:
+            for tool_name in kept:  # here, on the loop: one writer at a time, and never past what one search may hold
+                if tool_name not in found and len(found) < len(kept):
+                    found.append(tool_name)
         return _result_of(ok, body)
     return _result_of(*await _off_the_loop(ToolOffer(agent, toolset, measure=listed_tokens).answer, name, arguments))
 
@@ -99,12 +103,13 @@ async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(lambda: work(*args))
 
 
-def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any],
-                       found: Sequence[str]) -> tuple[bool, Any, list[str]]:
-    """`search_tools` in a session: the loop's offer, resumed from what the session found before, decides what
-    is loaded; the session's listing carries one tool more than the offer (`call_tool`), so the cap is one lower
-    and the budget lower by its definition. Answers (ok, the result body, the names the session's listing holds
-    now)."""
+def _search_in_listing(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any], found: Sequence[str],
+                       session: bool) -> tuple[bool, Any, list[str]]:
+    """`search_tools` over MCP: the loop's offer, resumed from what the session found before (stateless: nothing),
+    decides what is loaded; the listing carries one tool more than the offer (`call_tool`), so the cap is one lower
+    and the budget lower by its definition. A stateless request's listing is the same (pinned, meta tools,
+    `call_tool`), so its answer marks loaded what a new session's listing would hold. Answers (ok, the result body,
+    the names the session's listing holds now)."""
     offer = ToolOffer(agent, toolset, loaded=found, measure=listed_tokens)
     offer.definitions_budget -= listed_tokens(_call_tool())
     ok, body = offer.answer(SEARCH_TOOL, arguments)
@@ -117,7 +122,7 @@ def _search_in_session(agent: AgentConfig, toolset: Toolset, arguments: dict[str
             if item["name"] in dropped or item.get("note") == offer_cap:
                 item["loaded"] = False
                 item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
-        if body["tools"]:
+        if body["tools"] and session:
             body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
     return ok, body, kept
 
