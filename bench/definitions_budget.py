@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,49 +55,55 @@ def _loaded(offer: Any) -> int:
     return len(offer.loaded)
 
 
-def measure(per_tool: bool) -> None:
-    from gateway.dialects.brevity import estimate_tokens
-    from gateway.offer.toolsearch import ToolOffer, pinned_tools
-    from gateway.offer.views import model_view
+def _agents(template: str) -> Iterator[tuple[str, Any, Any, Any]]:
+    """For each provider kind of `KINDS`: its label, and the agent `dev`'s config, toolset and provider adapter
+    over all of GitHub with `template` as agents.yaml (a runtime each, in a temporary folder)."""
     from gateway.providers import get_adapter
     from gateway.runtime import load_runtime
-    from gateway.server.mcp.listing import _item
-    from gateway.server.mcp.search import listed_tokens
 
     with tempfile.TemporaryDirectory() as folder:
         specs = Path(folder) / "specs"
         specs.mkdir()
         (specs / "github.json").symlink_to(GITHUB)
-        print(f"{'door':24} {'pinned':>6} {'bytes':>8} {'tokens':>7} {'charged before':>15} {'now':>7} "
-              f"{'loaded before':>14} {'now':>5}")
         for kind, strict in KINDS:
             agents = Path(folder) / "agents.yaml"
-            agents.write_text(AGENTS.format(kind=kind, strict=strict))
+            agents.write_text(template.format(kind=kind, strict=strict))
             runtime = load_runtime(specs, agents, cache_dir=Path(folder) / "cache")
-            agent, toolset = runtime.agent("dev"), runtime.toolset("dev")
             adapter = get_adapter(runtime.manifest.providers["llm"])
-            offer = ToolOffer(agent, toolset)
-            pins = [model_view(t, offer.budget) for t in pinned_tools(agent, toolset)]
-            rendered = adapter.render_tools(pins)
-            after = ToolOffer(agent, toolset, measure=adapter.definition_tokens)
-            label = f"{kind}{' strict' if strict else ''}"
-            print(f"{label:24} {len(pins):6d} {_size(rendered):8,d} {sum(map(adapter.definition_tokens, pins)):7,d} "
-                  f"{offer.tokens():15,d} {after.tokens():7,d} {_loaded(offer):14d} {_loaded(after):5d}")
-            if kind == "openai" and not strict:
-                listed = [_item(view, "legacy")[0] for view in pins]
-                mcp_after = ToolOffer(agent, toolset, measure=listed_tokens)
-                print(f"{'mcp tools/list':24} {len(pins):6d} {_size(listed):8,d} "
-                      f"{sum(estimate_tokens(item) for item in listed):7,d} {ToolOffer(agent, toolset).tokens():15,d} "
-                      f"{mcp_after.tokens():7,d} {_loaded(ToolOffer(agent, toolset)):14d} {_loaded(mcp_after):5d}")
-                if per_tool:
-                    rows = [(view.name, view.tokens, _size(one), adapter.definition_tokens(view),
-                             _size(_item(view, "legacy")[0]), listed_tokens(view))
-                            for view, one in zip(pins, rendered, strict=True)]
-        if per_tool:
-            print(f"\n{'tool':42} {'charged before':>14} {'openai bytes':>12} {'tokens':>7} {'mcp bytes':>10} "
-                  f"{'tokens':>7}")
-            for name, charged, size, tokens, mcp_size, mcp_tokens in rows:
-                print(f"{name:42} {charged:14,d} {size:12,d} {tokens:7,d} {mcp_size:10,d} {mcp_tokens:7,d}")
+            yield f"{kind}{' strict' if strict else ''}", runtime.agent("dev"), runtime.toolset("dev"), adapter
+
+
+def measure(per_tool: bool) -> None:
+    from gateway.dialects.brevity import estimate_tokens
+    from gateway.offer.toolsearch import ToolOffer, pinned_tools
+    from gateway.offer.views import model_view
+    from gateway.server.mcp.listing import _item
+    from gateway.server.mcp.search import listed_tokens
+
+    print(f"{'door':24} {'pinned':>6} {'bytes':>8} {'tokens':>7} {'charged before':>15} {'now':>7} "
+          f"{'loaded before':>14} {'now':>5}")
+    for label, agent, toolset, adapter in _agents(AGENTS):
+        offer = ToolOffer(agent, toolset)
+        pins = [model_view(t, offer.budget) for t in pinned_tools(agent, toolset)]
+        rendered = adapter.render_tools(pins)
+        after = ToolOffer(agent, toolset, measure=adapter.definition_tokens)
+        print(f"{label:24} {len(pins):6d} {_size(rendered):8,d} {sum(map(adapter.definition_tokens, pins)):7,d} "
+              f"{offer.tokens():15,d} {after.tokens():7,d} {_loaded(offer):14d} {_loaded(after):5d}")
+        if label == "openai":
+            listed = [_item(view, "legacy")[0] for view in pins]
+            mcp_after = ToolOffer(agent, toolset, measure=listed_tokens)
+            print(f"{'mcp tools/list':24} {len(pins):6d} {_size(listed):8,d} "
+                  f"{sum(estimate_tokens(item) for item in listed):7,d} {ToolOffer(agent, toolset).tokens():15,d} "
+                  f"{mcp_after.tokens():7,d} {_loaded(ToolOffer(agent, toolset)):14d} {_loaded(mcp_after):5d}")
+            if per_tool:
+                rows = [(view.name, view.tokens, _size(one), adapter.definition_tokens(view),
+                         _size(_item(view, "legacy")[0]), listed_tokens(view))
+                        for view, one in zip(pins, rendered, strict=True)]
+    if per_tool:
+        print(f"\n{'tool':42} {'charged before':>14} {'openai bytes':>12} {'tokens':>7} {'mcp bytes':>10} "
+              f"{'tokens':>7}")
+        for name, charged, size, tokens, mcp_size, mcp_tokens in rows:
+            print(f"{name:42} {charged:14,d} {size:12,d} {tokens:7,d} {mcp_size:10,d} {mcp_tokens:7,d}")
 
 
 ONE_PINNED = """\
@@ -112,8 +119,6 @@ def per_call() -> None:
 
     from gateway.offer.toolsearch import ToolOffer
     from gateway.offer.views import model_view
-    from gateway.providers import get_adapter
-    from gateway.runtime import load_runtime
     from gateway.server.mcp import search
 
     async def no_call(name: str, arguments: dict[str, Any]) -> None:
@@ -132,32 +137,22 @@ def per_call() -> None:
             rows.append(listed())
         return rows
 
-    with tempfile.TemporaryDirectory() as folder:
-        specs = Path(folder) / "specs"
-        specs.mkdir()
-        (specs / "github.json").symlink_to(GITHUB)
-        print(f"{'door':24} {'start':>7} {'1 search':>14} {'5 searches':>14} {'all exact':>10}")
-        for kind, strict in KINDS:
-            agents = Path(folder) / "agents.yaml"
-            agents.write_text(ONE_PINNED.format(kind=kind, strict=strict))
-            runtime = load_runtime(specs, agents, cache_dir=Path(folder) / "cache")
-            agent, toolset = runtime.agent("dev"), runtime.toolset("dev")
-            adapter = get_adapter(runtime.manifest.providers["llm"])
-            offer = ToolOffer(agent, toolset, measure=adapter.definition_tokens)
-            rows = [(offer.tokens(), 0)]
-            for query in QUERIES:
-                offer.answer("search_tools", {"query": query})
-                rows.append((offer.tokens(), len(offer.loaded)))
-            exact = sum(adapter.definition_tokens(t) for t in toolset)
-            label = f"{kind}{' strict' if strict else ''}"
-            print(f"{label:24} {rows[0][0]:7,d} {rows[1][0]:7,d} ({rows[1][1]:2d}) {rows[5][0]:7,d} ({rows[5][1]:2d}) "
-                  f"{exact:10,d}")
-            if kind == "openai" and not strict:
-                mcp = mcp_row(agent, toolset)
-                exact = sum(search.listed_tokens(t) for t in toolset)
-                print(f"{'mcp session tools/list':24} {mcp[0][0]:7,d} {mcp[1][0]:7,d} ({mcp[1][1]:2d}) "
-                      f"{mcp[5][0]:7,d} ({mcp[5][1]:2d}) {exact:10,d}")
-        print(f"({len(toolset)} tools; tokens estimated as the budget does; in brackets: tools loaded)")
+    print(f"{'door':24} {'start':>7} {'1 search':>14} {'5 searches':>14} {'all exact':>10}")
+    for label, agent, toolset, adapter in _agents(ONE_PINNED):
+        offer = ToolOffer(agent, toolset, measure=adapter.definition_tokens)
+        rows = [(offer.tokens(), 0)]
+        for query in QUERIES:
+            offer.answer("search_tools", {"query": query})
+            rows.append((offer.tokens(), len(offer.loaded)))
+        exact = sum(adapter.definition_tokens(t) for t in toolset)
+        print(f"{label:24} {rows[0][0]:7,d} {rows[1][0]:7,d} ({rows[1][1]:2d}) {rows[5][0]:7,d} ({rows[5][1]:2d}) "
+              f"{exact:10,d}")
+        if label == "openai":
+            mcp = mcp_row(agent, toolset)
+            exact = sum(search.listed_tokens(t) for t in toolset)
+            print(f"{'mcp session tools/list':24} {mcp[0][0]:7,d} {mcp[1][0]:7,d} ({mcp[1][1]:2d}) "
+                  f"{mcp[5][0]:7,d} ({mcp[5][1]:2d}) {exact:10,d}")
+    print(f"({len(toolset)} tools; tokens estimated as the budget does; in brackets: tools loaded)")
 
 
 def main() -> int:

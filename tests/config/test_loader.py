@@ -3,6 +3,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -748,13 +749,18 @@ def test_a_model_without_its_provider_names_the_variable_it_came_from_and_the_pr
     assert "(from " not in second.message  # written in the file: nothing to point at
 
 
+def _shop_of_70_lists(**fields: Any) -> Catalog:
+    """An api `shop` of 70 GET tools `list0`..`list69` without parameters, each with `fields`."""
+    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
+                  input_schema={"type": "object", "properties": {}}, **fields) for i in range(70)]
+    return Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+
+
 def test_pinned_tools_that_fill_the_definitions_budget_are_a_warning() -> None:
     """tool-search.md's example pinned "issues/list*": 20 of GitHub's tools, past the 20,000 tokens a request may
     carry, so every search answered "not loaded". Here 70 tools with long descriptions, a budget of 2,000 tokens."""
-    description = "Lists the things of the shop, one page at a time, with every filter the shop offers. " * 8
-    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
-                  description=description, input_schema={"type": "object", "properties": {}}) for i in range(70)]
-    catalog = Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+    catalog = _shop_of_70_lists(
+        description="Lists the things of the shop, one page at a time, with every filter the shop offers. " * 8)
     text = """\
     providers: {p: {kind: openai, api_key: k}}
     gateway: {tool_definitions_budget: 2000}
@@ -773,10 +779,7 @@ def test_pinned_tools_are_counted_as_the_agents_provider_is_sent_them() -> None:
     would pass the budget leave room for a search, and validate does not warn."""
     output = {"type": "object", "properties": {f"field{i}": {"type": "string", "description": "A field of the "
                                                              "thing, as the shop stores it."} for i in range(40)}}
-    tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
-                  description="Lists the things of the shop.", input_schema={"type": "object", "properties": {}},
-                  output_schema=output) for i in range(70)]
-    catalog = Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
+    catalog = _shop_of_70_lists(description="Lists the things of the shop.", output_schema=output)
     text = """\
     providers: {p: {kind: openai, api_key: k}}
     gateway: {tool_definitions_budget: 2000}
