@@ -226,7 +226,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         if runtime is None:
             return 1
         tools: list[Any] = runtime.tools(args.agent)
-        diagnostics = runtime.diagnostics
+        diagnostics = _concerning(runtime, args.agent)
         missing = False
         if not args.exact and args.format != "json":
             tools = _offered(runtime, args.agent, args.budget)
@@ -307,6 +307,23 @@ def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
         print(f"note: {agent} has tool search: its model starts with these {len(views)} tools and finds the other "
               f"{len(runtime.toolset(agent))} with search_tools (--exact lists them all)", file=sys.stderr)
     return views
+
+
+def _concerning(runtime: Runtime, agent: str) -> list[Any]:
+    """The diagnostics that bear on `agent`: not another agent's (`agents.<other>...`), nor an api's it does not
+    use (`apis.<api>...`, that api's spec file); `gateway validate` lists them all."""
+    apis = {selection.api for selection in runtime.manifest.agents[agent].tools}
+    others = {spec.file for name, spec in runtime.catalog.apis.items() if name not in apis}
+
+    def bears(diagnostic: Any) -> bool:
+        section, _, rest = diagnostic.pointer.partition(".")
+        if section == "agents":
+            return rest.partition(".")[0] == agent
+        if section == "apis":
+            return rest.partition(".")[0] in apis
+        return diagnostic.file not in others
+
+    return [diagnostic for diagnostic in runtime.diagnostics if bears(diagnostic)]
 
 
 def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:

@@ -91,3 +91,29 @@ def test_without_an_agent_the_catalog_is_shown_as_views_unless_exact(tmp_path: P
     exact = _tools(capsys, *common, "--format", "anthropic", "--exact")
     view = _tools(capsys, *common, "--format", "anthropic", "--budget", "200")
     assert exact[0]["input_schema"] == catalog[0]["input_schema"] != view[0]["input_schema"]
+
+
+def test_an_agents_tools_print_the_warnings_about_that_agent_only(tmp_path: Path, llm: ScriptedLLM,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's `gateway tools --agent weather` warned about GitHub's empty token, an api weather never calls."""
+    common = _project(tmp_path, llm.url, "openai")
+    locked = {**SPEC, "info": {"title": "vault", "version": "1"},
+              "components": {"securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}},
+              "security": [{"key": []}]}
+    (Path(common[1]) / "vault.json").write_text(json.dumps(locked))
+    (tmp_path / "agents.yaml").write_text(
+        f"providers: {{p: {{kind: openai, base_url: '{llm.url}/v1', api_key: k}}}}\n"
+        "apis: {vault: {auth: {type: bearer, token: ''}}}\n"
+        "agents: {clerk: {model: p/m, tools: [shop]}, keeper: {model: p/m, tools: [vault], pinned: [nothing*]}}\n")
+    keeper = _warnings(capsys, common, "keeper")
+    assert "apis.vault.auth" in keeper and "agents.keeper.pinned" in keeper
+    clerk = _warnings(capsys, common, "clerk")
+    assert "vault" not in clerk and "keeper" not in clerk
+    assert main(["validate", *common]) == 0  # validate still lists them all
+    everything = capsys.readouterr().out
+    assert "apis.vault.auth" in everything and "agents.keeper.pinned" in everything
+
+
+def _warnings(capsys: pytest.CaptureFixture[str], common: list[str], agent: str) -> str:
+    assert main(["tools", *common, "--agent", agent, "--format", "openai"]) == 0
+    return capsys.readouterr().err
