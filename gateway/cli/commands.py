@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..dialects import FORMATS
 
 if TYPE_CHECKING:
-    from ..catalog import Catalog
+    from ..catalog import Catalog, Diagnostic
     from ..runtime import Runtime
 
 
@@ -309,13 +309,13 @@ def _offered(runtime: Runtime, agent: str, budget: int | None) -> list[Any]:
     return views
 
 
-def _concerning(runtime: Runtime, agent: str) -> list[Any]:
+def _concerning(runtime: Runtime, agent: str) -> list[Diagnostic]:
     """The diagnostics that bear on `agent`: not another agent's (`agents.<other>...`), nor an api's it does not
     use (`apis.<api>...`, that api's spec file); `gateway validate` lists them all."""
     apis = {selection.api for selection in runtime.manifest.agents[agent].tools}
     others = {spec.file for name, spec in runtime.catalog.apis.items() if name not in apis}
 
-    def bears(diagnostic: Any) -> bool:
+    def bears(diagnostic: Diagnostic) -> bool:
         section, _, rest = diagnostic.pointer.partition(".")
         if section == "agents":
             return rest.partition(".")[0] == agent
