@@ -29,7 +29,7 @@ a run starts with (a large agent's pinned tools) within the tool budget.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -201,14 +201,17 @@ class ToolOffer:
     on), or all of them deferred to the provider's own search (`native`)."""
 
     def __init__(self, agent: AgentConfig, toolset: Toolset, loaded: Iterable[str] = (), *,
-                 native: bool = False, measure: Callable[[ToolLike], int] | None = None) -> None:
+                 native: bool = False, measure: Callable[[ToolLike], int] | None = None,
+                 beside: Sequence[ToolLike] = ()) -> None:
         """Parameters: loaded: names a paused run had loaded; native: the provider has a search of its own
         (`ProviderAdapter.native_tool_search`), used when the agent says `tool_search: native`; measure: the
         tokens of one definition in the format the door sends it in (the loop: its provider's,
         `ProviderAdapter.definition_tokens`), what the definitions budget charges; None: its largest rendering
-        (`ToolView.tokens`), for a door whose format is not known."""
+        (`ToolView.tokens`), for a door whose format is not known; beside: definitions the door sends beside the
+        offer (the MCP listing's `call_tool`), counted in the definitions budget and the tool cap."""
         self.agent = agent
         self._measure = measure
+        self.beside = list(beside)
         self._costs: dict[str, int] = {}
         """What each definition offered or loaded costs, by name (a view is the same in every request of a run)."""
         self.toolset = toolset
@@ -296,8 +299,8 @@ class ToolOffer:
         return api, spec.title if spec is not None else ""
 
     def tokens(self) -> int:
-        """The tokens the next request's definitions take, as the budget counts them."""
-        return sum(self._cost(v) for v in self.views())
+        """The tokens the next request's definitions take (the door's `beside` included), as the budget counts them."""
+        return sum(self._cost(v) for v in (*self.views(), *self.beside))
 
     def _cost(self, view: Any) -> int:
         cost = self._costs.get(view.name)
@@ -318,12 +321,11 @@ class ToolOffer:
         agent_tool = self.toolset.get(name)
         if agent_tool is None:
             return "not a tool of this agent"
-        if len(self.offered) >= MAX_TOOLS_PER_REQUEST:
+        if len(self.offered) + len(self.beside) >= MAX_TOOLS_PER_REQUEST:
             return f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"
         cost = self._cost(model_view(agent_tool, self.budget))
         if self.tokens() + cost > self.definitions_budget:
-            # The configured budget (a door that lists more than the offer lowers `definitions_budget` by it)
-            return f"not loaded: the definitions would pass {definitions_budget(self.toolset.settings)} tokens"
+            return f"not loaded: the definitions would pass {self.definitions_budget} tokens"
         self.offered.append(agent_tool)
         return None
 

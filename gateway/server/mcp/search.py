@@ -106,25 +106,19 @@ async def _off_the_loop(work: Callable[..., T], *args: Any) -> T:
 def _search_in_listing(agent: AgentConfig, toolset: Toolset, arguments: dict[str, Any], found: Sequence[str],
                        session: bool) -> tuple[bool, Any, list[str]]:
     """`search_tools` over MCP: the loop's offer, resumed from what the session found before (stateless: nothing),
-    decides what is loaded; the listing carries one tool more than the offer (`call_tool`), so the cap is one lower
-    and the budget lower by its definition. A stateless request's listing is the same (pinned, meta tools,
-    `call_tool`), so its answer marks loaded what a new session's listing would hold. Answers (ok, the result body,
-    the names the session's listing holds now)."""
-    offer = ToolOffer(agent, toolset, loaded=found, measure=listed_tokens)
-    offer.definitions_budget -= listed_tokens(_call_tool())
+    decides what is loaded; the listing carries `call_tool` beside the offer, which counts in its cap and budget. A
+    stateless request's listing is the same (pinned, meta tools, `call_tool`), so its answer marks loaded what a new
+    session's listing would hold. Answers (ok, the result body, the names the session's listing holds now)."""
+    offer = ToolOffer(agent, toolset, loaded=found, measure=listed_tokens, beside=[_call_tool()])
     ok, body = offer.answer(SEARCH_TOOL, arguments)
-    loaded = offer.loaded
-    room = MAX_TOOLS_PER_REQUEST - 1 - (len(offer.offered) - len(loaded))
-    kept, dropped = loaded[:max(0, room)], set(loaded[max(0, room):])
     if ok and isinstance(body, dict):
         offer_cap = f"not loaded: a request carries at most {MAX_TOOLS_PER_REQUEST} tools"  # the offer's words
         for item in body["tools"]:
-            if item["name"] in dropped or item.get("note") == offer_cap:
-                item["loaded"] = False
+            if item.get("note") == offer_cap:
                 item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
         if body["tools"] and session:
             body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
-    return ok, body, kept
+    return ok, body, offer.loaded
 
 
 def _result_of(ok: bool, body: Any) -> dict[str, Any]:
