@@ -1,9 +1,8 @@
-"""What tool search reads of the words of an api's paths (gateway.offer.index's signals), once per word.
+"""What tool search reads of the words of an api's paths (gateway.offer.index's signals).
 
-A search weighs about a hundred candidates, and Graph answers one operation under many copies of a path
-(`/me/...`, `/users/{id}/...`), so the same resource words come back in every search: their stems, their singulars,
-their last word and the resources a path sits under are worked out once per word (or path) and kept. The words are
-the api's own, so the caches stay as small as its vocabulary (bounded all the same); a request's acts and things
+The index computes a tool's words into its facts when it opens (`singulars`, `last_word`, `above`, `stem_of`); a
+search still asks `names` of the resources it weighs, so a word's stem is kept once worked out (the words are the
+api's own, so that cache stays as small as its vocabulary, bounded all the same), and a request's acts and things
 (a few words) are kept per request.
 """
 
@@ -23,24 +22,20 @@ def names(word: str, things: frozenset[str]) -> bool:
     return stem_of(word).endswith(suffixes(things))
 
 
-
 @functools.lru_cache(maxsize=WORDS_CACHED)
 def stem_of(word: str) -> str:
     return next(iter(stems(word)), word)
 
 
-@functools.lru_cache(maxsize=WORDS_CACHED)
 def singulars(resource: str) -> tuple[str, ...]:
     """The words of what a path addresses (`_Facts.resource`), each singular."""
     return tuple(singular(word) for word in resource.split())
 
 
-@functools.lru_cache(maxsize=WORDS_CACHED)
 def last_word(resource: str) -> str:
     return (resource.split() or [""])[-1]
 
 
-@functools.lru_cache(maxsize=WORDS_CACHED)
 def above(path: str) -> tuple[str, ...]:
     """The resources a path addresses its own under (`resources(path)[1:]`)."""
     return tuple(resources(path)[1:])
