@@ -65,6 +65,7 @@ from .sqlite_tables import (
     charge_buckets,
     dumps,
     end_session,
+    outcome_values,
     running_values,
     session_ended,
     upgrade_schema,
@@ -295,14 +296,12 @@ class SQLiteStore(SQLiteConnections, Store):
     def update_audit_now(self, row: AuditRow) -> bool:
         # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
         return row.id is not None and self._write_inline(
-            _EXECUTE, UPDATE_AUDIT,
-            (row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error, row.id)) is not None
+            _EXECUTE, UPDATE_AUDIT, (*outcome_values(row), row.id)) is not None
 
     async def update_audit(self, row: AuditRow) -> None:
         if self.update_audit_now(row):
             return
-        await self._queue_audit(UPDATE_AUDIT, (row.status, row.http_status, row.latency_ms, row.bytes, row.approval,
-                                               row.error), row)
+        await self._queue_audit(UPDATE_AUDIT, outcome_values(row), row)
 
     async def _queue_audit(self, statement: str, values: tuple[Any, ...], row: AuditRow) -> None:
         conn = self._conn

@@ -133,6 +133,11 @@ def audit_values(row: AuditRow) -> tuple[Any, ...]:
             row.run_id, row.error, row.subject)
 
 
+def outcome_values(row: AuditRow) -> tuple[Any, ...]:
+    """A call's outcome in `UPDATE_AUDIT`'s order, its row's id left off (the last parameter)."""
+    return row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error
+
+
 def approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
     return (a.id, a.run_id, a.agent, a.tool, dumps(a.arguments), a.call_id, a.client, a.status, a.created, a.decided,
             a.reason, None if a.decided_arguments is None else dumps(a.decided_arguments), a.decided_by)
