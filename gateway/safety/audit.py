@@ -42,15 +42,13 @@ from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "RUNNING", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
+__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
            "watch_sends"]
 
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
 CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
-RUNNING = AUDIT_RUNNING
-"""The status of a call's row from before it is sent until its outcome is written."""
 
 
 class Sends:
@@ -114,7 +112,7 @@ class AuditLog:
                     client: str | None = None, redacted_by: Redactor | None = None) -> AuditRow:
         """The row of a call about to be sent (status `running`), for `open_tool`."""
         return self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by,
-                              status=RUNNING)
+                              status=AUDIT_RUNNING)
 
     def open_tool(self, row: AuditRow) -> Awaitable[None]:
         """Write the row of a call about to be sent (to be awaited); `AuditUnavailable` when it is not written, and
