@@ -209,7 +209,10 @@ class ApprovalManager:
                 refreshed = await self.store.get_approval(approval_id)
                 return Outcome(approval=refreshed or decided, run=run, result=result, reopened=True)
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
-            await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+            # Kept again inside the decider's request: as the run's owner (its user resumes it next time, and owns
+            # the pending rows), never the decider, whose user would otherwise serve the next resume.
+            with bind_caller(client=run.client, subject=run.state.get("subject")):
+                await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
             pass  # the script waits at its next call: `hold_script` kept the run again
         else:
@@ -302,7 +305,7 @@ class ApprovalManager:
             return
         for record in records:
             waiting = ToolResult.failure("approval_pending", "waits for a human's approval", approval_id=record.id)
-            with bind_caller(run_id=record.run_id):
+            with bind_caller(run_id=record.run_id, client=record.client):  # the run's owner's row, whoever decided
                 await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
                                              agent=record.agent)
 
