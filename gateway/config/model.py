@@ -234,6 +234,11 @@ class Manifest(Section):
             values.extend([embeddings.api_key] if embeddings.api_key else [])
             values.extend(url_secrets(embeddings.base_url))
             headers.append(embeddings.headers)
+        # A spec that declares its key as a plain parameter gets it as a fixed argument (`args: {api_key: ${KEY}}`):
+        # one whose name says credential is a secret like one under `auth` (an upstream may echo it to the model).
+        for agent in self.agents.values():
+            for selection in agent.tools:
+                values.extend(_credential_values(selection.args))
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for mapping in headers:
             for name, value in mapping.items():
@@ -243,3 +248,14 @@ class Manifest(Section):
                     if credential.strip() and scheme.isalpha():
                         values.append(credential.strip())
         return values
+
+
+def _credential_values(args: dict[str, Any]) -> list[str]:
+    """The text values of fixed arguments (and of objects in them) whose names say credential."""
+    values: list[str] = []
+    for name, value in args.items():
+        if isinstance(value, dict):
+            values.extend(_credential_values(value))
+        elif isinstance(value, str) and value and SECRET_HEADER.search(str(name)):
+            values.append(value)
+    return values
