@@ -8,6 +8,7 @@ import pytest
 from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer
 
+from gateway.catalog import BodyBinding
 from gateway.config.credentials import ApiKeyAuth
 
 pytestmark = pytest.mark.anyio
@@ -58,3 +59,13 @@ async def test_a_cookie_object_cannot_add_or_replace_cookies(upstream: Recording
     assert upstream.requests == []
     result = await _call(upstream, tool, {"prefs": {"theme": "dark mode"}}, auth=auth)
     assert result.ok and upstream.last.cookies == {"theme": "dark mode", "session": "cookie-secret-1"}
+
+
+async def test_a_form_body_object_cannot_send_another_field_twice(upstream: RecordingServer) -> None:
+    form = BodyBinding(media_type="application/x-www-form-urlencoded")
+    tool = make_tool(arg("tenant", "body"), arg("meta", "body", OBJECT), method="POST", body=form)
+    result = await _call(upstream, tool, {"tenant": "acme", "meta": {"tenant": "other"}})
+    assert not result.ok and result.error_type == "invalid_arguments" and "'tenant'" in (result.error or "")
+    assert upstream.requests == []
+    result = await _call(upstream, tool, {"tenant": "acme", "meta": {"color": "red"}})
+    assert result.ok and upstream.last.body == b"tenant=acme&color=red"
