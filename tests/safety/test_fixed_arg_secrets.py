@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,17 +27,15 @@ SPEC = {
         "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}},
     }}},
 }
-AGENTS = """\
-providers:
-  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
-apis:
-  keyed: {{base_url: "{upstream}"}}
-agents:
-  clerk:
-    model: openai/gpt-test
-    tools: [{{api: keyed, args: {{api_key: "${{KEYED_KEY}}"}}}}]
-gateway: {{store: "{store}"}}
-"""
+
+
+def _agents(llm: str, upstream: str, store: Path) -> dict[str, Any]:
+    """agents.yaml (as JSON, which YAML reads): the key fixed as an argument from the environment."""
+    return {"providers": {"openai": {"kind": "openai", "base_url": f"{llm}/v1", "api_key": "test-key"}},
+            "apis": {"keyed": {"base_url": upstream}},
+            "agents": {"clerk": {"model": "openai/gpt-test", "tools": [{"api": "keyed",
+                                                                         "args": {"api_key": "${KEYED_KEY}"}}]}},
+            "gateway": {"store": str(store)}}
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, monkeypat
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "keyed.json").write_text(json.dumps(SPEC))
     store = tmp_path / "state.db"
-    (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, upstream=upstream.url, store=store))
+    (tmp_path / "agents.yaml").write_text(json.dumps(_agents(llm.url, upstream.url, store)))
     app, _ = build_app(tmp_path, store=store)
     with running(app) as url:
         yield url
