@@ -256,6 +256,23 @@ def _credential_values(args: dict[str, Any]) -> list[str]:
     for name, value in args.items():
         if isinstance(value, dict):
             values.extend(_credential_values(value))
-        elif isinstance(value, str) and value and SECRET_HEADER.search(str(name)):
+        elif isinstance(value, str) and value and _names_a_credential(str(name)):
             values.append(value)
     return values
+
+
+_CREDENTIAL_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "auth", "authorization", "signature",
+                               "credential", "credentials", "session", "cookie", "apikey", "appid"})
+_KEY_KINDS = frozenset({"api", "access", "secret", "private", "app", "subscription", "client", "auth", "license",
+                        "developer", "consumer", "x"})
+
+
+def _names_a_credential(name: str) -> bool:
+    """`api_key`, `apiKey`, `X-Api-Key`, `key`, `access_token`, `password`: yes; `keyword`, `sort_key`, `tenant`: no.
+    By whole words, not the header rule's substrings: a fixed value is redacted wherever it appears, so a
+    `sort_key: created_at` taken for a secret would blank that word in every result."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    parts = [part for part in re.split(r"[^a-z0-9]+", words) if part]
+    if any(part in _CREDENTIAL_WORDS for part in parts):
+        return True
+    return "key" in parts and (parts == ["key"] or any(part in _KEY_KINDS for part in parts))

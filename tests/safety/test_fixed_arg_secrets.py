@@ -5,6 +5,7 @@ specs that declare their key as a plain parameter rather than a security scheme)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ SPEC = {
     "paths": {"/lookup": {"get": {
         "operationId": "lookup",
         "parameters": [{"name": "api_key", "in": "query", "required": True, "schema": {"type": "string"}},
+                       {"name": "sort_key", "in": "query", "schema": {"type": "string"}},
                        {"name": "q", "in": "query", "schema": {"type": "string"}}],
         "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}},
     }}},
@@ -34,12 +36,14 @@ def _agents(llm: str, upstream: str, store: Path) -> dict[str, Any]:
     return {"providers": {"openai": {"kind": "openai", "base_url": f"{llm}/v1", "api_key": "test-key"}},
             "apis": {"keyed": {"base_url": upstream}},
             "agents": {"clerk": {"model": "openai/gpt-test", "tools": [{"api": "keyed",
-                                                                         "args": {"api_key": "${KEYED_KEY}"}}]}},
+                                                                         "args": {"api_key": "${KEYED_KEY}",
+                                                                                  "sort_key": "created"}}]}},
             "gateway": {"store": str(store)}}
 
 
 @pytest.fixture
-def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, monkeypatch: pytest.MonkeyPatch) -> str:
+def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("KEYED_KEY", KEY)
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "keyed.json").write_text(json.dumps(SPEC))
@@ -58,7 +62,9 @@ def test_a_fixed_credential_an_upstream_echoes_reaches_neither_the_model_nor_the
                         json={"model": "clerk", "messages": [{"role": "user", "content": "look x up"}]})
     assert answer.status_code == 200, answer.text
     assert dict(upstream.last.query)["api_key"] == KEY  # it was sent
-    assert KEY not in json.dumps(llm.requests[1].body)  # what the model was given
+    given = json.dumps(llm.requests[1].body)  # what the model was given
+    assert KEY not in given
+    assert "sort_key=created" in given  # a fixed value whose name is no credential's is not blanked
     assert KEY not in answer.text  # the chat answer and its steps
     audit = httpx.get(f"{served}/audit", timeout=10)
     assert audit.status_code == 200 and KEY not in audit.text
