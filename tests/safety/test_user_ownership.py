@@ -1,10 +1,10 @@
 """With `gateway.auth`, a user's own work is the user's, not every user's of the client their claims map onto.
 
 `clients: {engineers: {agents: [clerk], claims: {groups: eng}}}` maps alice and bob onto one client. A plain
-client's own audit rows, pending approvals and the answers of its approved runs were read by client only, so bob
-listed alice's pending calls (with their arguments), read her audit rows, and read the answer her approved run
-gave (GET /approvals/{id}), while the Responses door and MCP sessions already kept users apart. The client's
-static key (no user) still reads all of its client's work; approvers and admins read what they did before."""
+client's own audit rows and pending approvals were read by client only, so bob listed alice's pending calls (with
+their arguments) and read her audit rows (the arguments and outcome of each of her calls), while the answers of
+approved runs, the Responses door and MCP sessions already kept users apart. The client's static key (no user)
+still reads all of its client's work; approvers and admins read what they did before."""
 
 from __future__ import annotations
 
