@@ -4,9 +4,11 @@ Found by the second outside attack (branch redteam), not fixed there: `POST /con
 `not_connected` error) gives bob a link whose `state` the store keeps with bob's `sub`; `GET /connections/callback`
 takes whoever's browser comes back with that state. bob sends the link to alice ("connect the tracker here");
 alice signs in at the tracker and consents to the company's own gateway; the callback stores alice's tracker
-tokens as bob's connection, and from then on bob's calls act as alice at the tracker. A fix needs the callback
-to know who the browser is (the console's signed-in session of the same `sub`, or a sign-in at the gateway's
-identity provider on the way out) without breaking the MCP URL-elicitation flow: a design decision for the lead.
+tokens as bob's connection, and from then on bob's calls act as alice at the tracker (run with the real
+provider: the page answers 200 and bob's listTickets reaches the tracker with a token whose `sub` is alice). A
+fix needs the callback to know who the browser is (the console's signed-in session of the same `sub`, or a
+sign-in at the gateway's identity provider on the way out) without breaking the MCP URL-elicitation flow: a
+design decision for the lead.
 """
 
 from __future__ import annotations
