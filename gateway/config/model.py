@@ -234,6 +234,11 @@ class Manifest(Section):
             values.extend([embeddings.api_key] if embeddings.api_key else [])
             values.extend(url_secrets(embeddings.base_url))
             headers.append(embeddings.headers)
+        # A spec that declares its key as a plain parameter gets it as a fixed argument (`args: {api_key: ${KEY}}`):
+        # one whose name says credential is a secret like one under `auth` (an upstream may echo it to the model).
+        for agent in self.agents.values():
+            for selection in agent.tools:
+                values.extend(_credential_values(selection.args))
         # Credentials also travel as plain headers (`X-Api-Key: ${KEY}`, `Authorization: ...`).
         for mapping in headers:
             for name, value in mapping.items():
@@ -243,3 +248,31 @@ class Manifest(Section):
                     if credential.strip() and scheme.isalpha():
                         values.append(credential.strip())
         return values
+
+
+def _credential_values(args: dict[str, Any]) -> list[str]:
+    """The text values of fixed arguments (and of objects in them) whose names say credential."""
+    values: list[str] = []
+    for name, value in args.items():
+        if isinstance(value, dict):
+            values.extend(_credential_values(value))
+        elif isinstance(value, str) and value and _names_a_credential(str(name)):
+            values.append(value)
+    return values
+
+
+_CREDENTIAL_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "auth", "authorization", "signature",
+                               "credential", "credentials", "session", "cookie", "apikey", "appid"})
+_KEY_KINDS = frozenset({"api", "access", "secret", "private", "app", "subscription", "client", "auth", "license",
+                        "developer", "consumer", "x"})
+
+
+def _names_a_credential(name: str) -> bool:
+    """`api_key`, `apiKey`, `X-Api-Key`, `key`, `access_token`, `password`: yes; `keyword`, `sort_key`, `tenant`: no.
+    By whole words, not the header rule's substrings: a fixed value is redacted wherever it appears, so a
+    `sort_key: created_at` taken for a secret would blank that word in every result."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    parts = [part for part in re.split(r"[^a-z0-9]+", words) if part]
+    if any(part in _CREDENTIAL_WORDS for part in parts):
+        return True
+    return "key" in parts and (parts == ["key"] or any(part in _KEY_KINDS for part in parts))

@@ -103,6 +103,14 @@ class ToolRunner:
                   approval: str | None = None) -> ToolResult:
         """One call through the pipeline, from any door."""
         if agent_tool.delegate:
+            if agent_tool.needs_approval and approval is None and door != "chat":
+                # The pipeline's approval stage sees only API calls: a delegation under `approval: always` on the
+                # direct or MCP door ran the sub-agent (and its own calls, under its own policy) unapproved. The
+                # chat loop holds it for a human; the other doors cannot, so they refuse it.
+                return ToolResult.failure(
+                    "approval_denied", f"Tool {agent_tool.name!r} of agent {self.agent or current_caller().agent!r} "
+                    f"needs a human's approval (approval: {agent_tool.approval}), which this door cannot hold for a "
+                    "delegation: ask through the chat endpoint. Nothing was run.")
             return await self._delegate(agent_tool, call)
         invocation = self.invocation(agent_tool, call, door=door, client=client, approval=approval)
         if invocation is None:

@@ -151,12 +151,19 @@ def _form(value: Any, binding: BodyBinding) -> bytes:
     if not isinstance(value, dict):
         raise ArgumentError("body: a form body must be an object")
     items: list[str] = []
+    fields = {str(name).lower() for name in value}
     for name, inner in value.items():
         if inner is None:
             continue
         encoding = binding.encoding.get(name) or Encoding()
         style = encoding.style or "form"
         explode = encoding.explode if encoding.explode is not None else style == "form"
+        if isinstance(inner, dict) and style == "form" and explode and not encoding.content_type:
+            # Its keys are sent as field names: one naming another field (a value agents.yaml fixes, say) would
+            # send that field twice, and the model's copy wins on an upstream that reads the first.
+            for key in inner:
+                if str(key).lower() in fields and str(key).lower() != str(name).lower():
+                    raise ArgumentError(f"{name}: the key {key!r} names another field of the form; leave it out")
         argument = Argument(
             name=name,
             location="query",

@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import httpx
 
@@ -106,8 +106,8 @@ class RequestPlan:
     at all (not a name the credentials or the api's headers occupy, not a name that is no token). `build` makes one
     call's request from its arguments."""
 
-    __slots__ = ("accept", "base_query", "cookies", "has_body", "headers", "method", "prefix", "query",
-                 "static_headers", "template", "tool")
+    __slots__ = ("accept", "base_query", "cookies", "has_body", "headers", "method", "prefix", "query", "spread",
+                 "static_headers", "taken", "template", "tool")
 
     def __init__(self, tool: Tool, api: ApiConfig, reserved: set[tuple[str, str]] | frozenset[tuple[str, str]]) -> None:
         self.tool = tool
@@ -129,6 +129,19 @@ class RequestPlan:
                         if key[0] == "header"]
         """(argument name, argument, whether a string value is sent as it is: no `content`)."""
         self.cookies = [(argument.name, argument) for argument, key, _ in sendable if key[0] == "cookie"]
+        # An exploded object (`form` + `explode`: a spec's "any query parameters" or "any cookies") sends each of
+        # its keys as a name the model chose. Such a key must not name what the credentials, the base URL's query
+        # or the tool's other arguments occupy: `?api_key=mine&api_key=<secret>` or a second `tenant=` (a value
+        # agents.yaml fixes) is decided by the first one on many upstreams, so the model would pick the identity
+        # or the tenant of the call.
+        self.spread = frozenset(argument.name for argument, key, _ in sendable
+                                if key[0] in ("query", "cookie") and _spreads(argument))
+        self.taken = {location: frozenset(
+            {name for where, name in reserved if where == location}
+            | {key[1] for _, key, _, _ in template.parameters if key[0] == location}
+            | ({name.lower() for name, _ in parse_qsl(self.base_query, keep_blank_values=True)}
+               if location == "query" else set()))
+            for location in ("query", "cookie")}
 
     def build(self, arguments: dict[str, Any]) -> PreparedRequest:
         path = _build_path(self.tool, self.template, arguments)
@@ -150,6 +163,8 @@ class RequestPlan:
                     else:
                         query.append(plain + ",".join(map(encode, map(to_text, value))))
                     continue
+            if type(value) is dict and name in self.spread:
+                self._check_names(argument, value, "query")
             query.extend(serialize_query(argument, value))
         for name, argument, plain_header in self.headers:
             value = arguments.get(name)
@@ -163,6 +178,8 @@ class RequestPlan:
         for name, argument in self.cookies:
             value = arguments.get(name)
             if value is not None:
+                if type(value) is dict and name in self.spread:
+                    self._check_names(argument, value, "cookie")
                 cookies.extend(serialize_cookie(argument, value))
         href = _join(self.prefix, self.base_query, path, query)
         headers.extend(self.static_headers)
@@ -174,6 +191,24 @@ class RequestPlan:
                 content = body.content
         headers.append(self.accept)
         return PreparedRequest(method=self.method, href=href, headers=headers, cookies=cookies, content=content)
+
+    def _check_names(self, argument: Argument, value: dict[str, Any], location: str) -> None:
+        taken = self.taken[location]
+        own = argument.wire_name.lower()  # not sent: its keys stand in its place
+        for key in value:
+            if str(key).lower() in taken and str(key).lower() != own:
+                raise ArgumentError(f"{argument.name}: the key {key!r} names a {location} parameter this call sets "
+                                    "otherwise (another argument or the API's credentials); leave it out")
+            # A cookie's name goes out as written (`name=value; ...`): `;`, `=` or a line break in it would add
+            # cookies of the model's choosing or break the header.
+            if location == "cookie" and not _TOKEN.match(str(key)):
+                raise ArgumentError(f"{argument.name}: the key {key!r} is not a cookie name (letters, digits and "
+                                    "!#$%&'*+.^_`|~- only)")
+
+
+def _spreads(argument: Argument) -> bool:
+    """Whether an object value of `argument` is sent as one parameter per key (`serialize_query`/`_cookie`)."""
+    return (not argument.content_type and argument.explode and (argument.style or "form") == "form")
 
 
 def request_plan(tool: Tool, api: ApiConfig,

@@ -28,6 +28,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from . import __version__
+from .redaction import url_without_credentials
 
 logger = logging.getLogger("gateway.observe")
 
@@ -190,7 +191,8 @@ def upstream_span(method: str, url: str, headers: MutableMapping[str, str]) -> I
     if not enabled():
         yield trace.INVALID_SPAN
         return
-    attributes = {"http.request.method": method, "url.full": _without_query(url)}
+    # Neither the query (`?key=`) nor a base URL's userinfo (`https://user:password@host`): credentials, both.
+    attributes = {"http.request.method": method, "url.full": url_without_credentials(url)}
     with tracer().start_as_current_span(method, kind=SpanKind.CLIENT, attributes=attributes) as span:
         propagate.inject(headers)
         yield span
@@ -213,8 +215,3 @@ def record_status(span: Span, status: int | None) -> None:
 
 def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _without_query(url: str) -> str:
-    # A query may carry an api key (`?key=`): the span keeps the path only.
-    return url.split("?", 1)[0]

@@ -144,14 +144,22 @@ class ApprovalManager:
         """Pending approvals, oldest first: those `rights` may see (the ones it may decide, and its own)."""
         whole = rights.everything or rights.admin
         found = await self.store.list_approvals(status="pending", limit=limit if whole else 10_000)
-        return [a for a in found if whole or rights.sees(a)][:limit]
+        return [a for a in found if whole or rights.sees(a, await self._subject_of(a, rights))][:limit]
 
     async def visible(self, approval_id: str, rights: Rights = Rights.OPEN) -> ApprovalRecord:
         """The approval, when `rights` may see it; UnknownApproval otherwise (another's is as unknown as none)."""
         record = await self.store.get_approval(approval_id)
-        if record is None or not rights.sees(record):
+        if record is None or not rights.sees(record, await self._subject_of(record, rights)):
             raise UnknownApproval(f"No approval {approval_id!r}; GET /approvals lists the pending ones.")
         return record
+
+    async def _subject_of(self, record: ApprovalRecord, rights: Rights) -> str | None:
+        """The user whose run `record` holds, when it matters: a signed-in caller who does not decide sees only its
+        own user's (another user of the same client is another owner)."""
+        if rights.subject is None or rights.decides or record.client != rights.client:
+            return None
+        run = await self.store.get_run(record.run_id)
+        return run_subject(run) if run is not None else None
 
     async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer, rights: Rights = Rights.OPEN,
                      by: str | None = None) -> Outcome:
@@ -209,7 +217,10 @@ class ApprovalManager:
                 refreshed = await self.store.get_approval(approval_id)
                 return Outcome(approval=refreshed or decided, run=run, result=result, reopened=True)
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
-            await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+            # Kept again inside the decider's request: as the run's owner (its user resumes it next time, and owns
+            # the pending rows), never the decider, whose user would otherwise serve the next resume.
+            with bind_caller(client=run.client, subject=run.state.get("subject")):
+                await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
             pass  # the script waits at its next call: `hold_script` kept the run again
         else:
@@ -302,7 +313,7 @@ class ApprovalManager:
             return
         for record in records:
             waiting = ToolResult.failure("approval_pending", "waits for a human's approval", approval_id=record.id)
-            with bind_caller(run_id=record.run_id):
+            with bind_caller(run_id=record.run_id, client=record.client):  # the run's owner's row, whoever decided
                 await self.audit.record_tool(record.tool, record.arguments, waiting, approval=record.id,
                                              agent=record.agent)
 
@@ -371,6 +382,12 @@ def _owner() -> dict[str, str]:
     """The signed-in user a held run is for (`gateway.auth`): its calls resume as that user, not as the approver."""
     subject = current_caller().subject
     return {"subject": subject} if subject is not None else {}
+
+
+def run_subject(run: RunRecord) -> str | None:
+    """The signed-in user a held run is for; None for a static key's."""
+    subject = run.state.get("subject") if isinstance(run.state, dict) else None
+    return subject if isinstance(subject, str) else None
 
 
 def run_owner(run: RunRecord) -> dict[str, Any]:

@@ -285,7 +285,7 @@ class AuthMiddleware:
             scope["gateway.token"] = token  # the MCP door binds it per message (a 2025 session outlives its request)
             scope["gateway.agents"] = client.visible_agents()
             scope["gateway.access"] = self._access(client)
-            scope[RIGHTS] = client.rights
+            scope[RIGHTS] = client.rights if token is None else client.rights.as_user(token.subject)
         notes: dict[str, Any] = {}
         with bind_caller(client=client.name if client else None, started=time.perf_counter(), notes=notes,
                          subject=token.subject if token else None, token=token):

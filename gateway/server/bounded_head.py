@@ -9,10 +9,18 @@ costs more per request; so `gateway serve` runs this subclass of uvicorn's httpt
 `http=`, the way uvicorn takes a protocol class), which counts the bytes of a request head as they arrive and
 answers 431 and closes the connection once they pass `HEAD_LIMIT`, far above any head the envelope would take
 and far below one whose joining costs time.
+
+It also bounds how long that may take. uvicorn arms its keep-alive timer only after an answer and drops it at a
+request's first byte, so a connection that sends nothing, half a head, or a body slower than it announced was held
+for ever (slowloris: every such connection a file descriptor, until the process has none left for its callers and
+its upstreams). A request's head must be whole `HEAD_SECONDS` after the connection opens or the head's first byte
+(else 408 and close; an idle connection that never sent a byte is closed), and its body `BODY_SECONDS` after its
+head (else the connection is closed: the app reading it sees the client gone).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -21,6 +29,10 @@ from .api_errors import APIError, json_bytes
 
 HEAD_LIMIT = 1024 * 1024
 """Bytes a connection may send before a request's headers end (the envelope takes 32 KB of headers)."""
+HEAD_SECONDS = 30.0
+"""Seconds from a connection's opening (or a head's first byte) to the end of the request's head."""
+BODY_SECONDS = 60.0
+"""Seconds from the end of a request's head to the end of its body (2 MB at most: `gateway.server.limits`)."""
 
 
 def server_options() -> dict[str, Any]:
@@ -37,11 +49,23 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     in_head = True
     refusing = False
     """The head passed the limit while earlier requests of the connection were still being answered."""
+    deadline: asyncio.TimerHandle | None = None
+    """When the head (or the body) being received is overdue."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.arm(HEAD_SECONDS, self.head_overdue)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.disarm()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self.refusing:
             return  # the rest of a head already refused
         if self.in_head:
+            if self.deadline is None:  # a head's first bytes after an answer (uvicorn's keep-alive timer ends here)
+                self.arm(HEAD_SECONDS, self.head_overdue)
             self.head_bytes += len(data)
             if self.head_bytes > HEAD_LIMIT:
                 if self.answering():
@@ -66,16 +90,48 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self.in_head = False
+        self.arm(BODY_SECONDS, self.body_overdue)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self.disarm()
         self.in_head, self.head_bytes = True, 0  # the next request on this connection starts its head
         super().on_message_complete()
 
+    def arm(self, seconds: float, overdue: Any) -> None:
+        self.disarm()
+        self.deadline = asyncio.get_running_loop().call_later(seconds, overdue)
+
+    def disarm(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def head_overdue(self) -> None:
+        self.deadline = None
+        if self.transport.is_closing() or self.refusing:
+            return
+        if self.answering():  # pipelined behind answers still being written: the wait is the gateway's
+            self.arm(HEAD_SECONDS, self.head_overdue)
+        elif self.head_bytes == 0:
+            self.transport.close()  # never said anything: nothing to answer
+        else:
+            self.write_refusal(408, "Request Timeout", APIError(
+                408, f"The request's head did not end within {HEAD_SECONDS:g} seconds.", code="request_timeout"))
+
+    def body_overdue(self) -> None:
+        self.deadline = None
+        if not self.transport.is_closing():
+            # The app may be answering already: it learns the client is gone (and stops) rather than racing a 408.
+            self.transport.close()
+
     def refuse_head(self) -> None:
-        error = APIError(431, f"The request's head (its target and headers) passed {HEAD_LIMIT:,} bytes before it "
-                              "ended; send fewer or smaller headers.", code="request_header_fields_too_large")
+        self.write_refusal(431, "Request Header Fields Too Large", APIError(
+            431, f"The request's head (its target and headers) passed {HEAD_LIMIT:,} bytes before it ended; send "
+            "fewer or smaller headers.", code="request_header_fields_too_large"))
+
+    def write_refusal(self, status: int, reason: str, error: APIError) -> None:
         body = json_bytes(error.body())
-        self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+        self.transport.write(f"HTTP/1.1 {status} {reason}\r\n".encode() + b"content-type: application/json\r\n"
                              b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         self.transport.close()

@@ -35,7 +35,7 @@ from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision, attach_steps
 from ..messages import ToolCall, ToolResult
-from ..safety.approvals import Outcome, approval_dict, run_owner
+from ..safety.approvals import Outcome, approval_dict, run_owner, run_subject
 from ..safety.guards import Safeguards, describe_pause
 from ..safety.rights import Rights
 from ..safety.wrong_keys import WrongKeys
@@ -172,7 +172,7 @@ class Safety(Safeguards):
         run = await self.store.get_run(record.run_id)
         body: dict[str, Any] = {"approval": approval_dict(record, self.redactor.value),
                                 "run": {"id": record.run_id, "status": run.status if run else "gone"}}
-        if rights.owns(record.client):
+        if rights.owns(record.client, run_subject(run) if run is not None else None):
             body["answer"] = await kept_answer(self.store, record.run_id, record.client)
         return JSONResponse(body)
 
@@ -227,7 +227,10 @@ class Safety(Safeguards):
             record = await self.store.get_approval(approval_id)
         except Exception:  # noqa: BLE001 - the store failed too: not shown as the owner's
             return False
-        return record is not None and rights.owns(record.client)
+        if record is None:
+            return False
+        run = await self.store.get_run(record.run_id)
+        return rights.owns(record.client, run_subject(run) if run is not None else None)
 
     async def decide(self, state: Any, approval_id: str, decision: Decision, *, rights: Rights = Rights.OPEN,
                      by: str | None = None) -> Outcome:
@@ -254,13 +257,14 @@ class Safety(Safeguards):
             return 202, {"approval": approval, "status": "waiting", "waiting_for": outcome.waiting}
         if outcome.reopened and isinstance(outcome.result, ToolResult):
             status = status_for_result(outcome.result)
-            shown = {"result": outcome.result.to_dict()} if rights.owns(outcome.run.client) else {}
+            shown = {"result": outcome.result.to_dict()} if rights.owns(outcome.run.client,
+                                                                          run_subject(outcome.run)) else {}
             error = APIError(status if status >= 400 else 503,
                              f"The approved call was not sent: {outcome.result.error} The decision was taken back "
                              f"and approval {outcome.approval.id} is pending again: decide it again.",
                              code="approval_reopened", extra={"approval": approval, **shown})
             return error.status, error.body()
-        if not rights.owns(outcome.run.client):
+        if not rights.owns(outcome.run.client, run_subject(outcome.run)):
             result = outcome.result
             waits = bool(getattr(result, "pending_approvals", None)) or (
                 isinstance(result, ToolResult) and result.error_type == "approval_pending")

@@ -190,6 +190,8 @@ class AuditQuery:
     status: str | None = None
     kind: str | None = None
     run_id: str | None = None
+    subject: str | None = None
+    """The signed-in user the rows were recorded for (a user's own rows)."""
     since: float | None = None
     """Epoch seconds, inclusive."""
     until: float | None = None
@@ -200,7 +202,8 @@ class AuditQuery:
         return ((self.agents is None or row.agent in self.agents)
                 and all(want is None or got == want for want, got in (
                     (self.agent, row.agent), (self.client, row.client), (self.tool, row.tool),
-                    (self.status, row.status), (self.kind, row.kind), (self.run_id, row.run_id)))
+                    (self.status, row.status), (self.kind, row.kind), (self.run_id, row.run_id),
+                    (self.subject, row.subject)))
                 and (self.since is None or row.time >= self.since)
                 and (self.until is None or row.time < self.until))
 
@@ -221,7 +224,8 @@ class AuditQuery:
             clauses.append(f"agent IN ({marks})" if self.agents else "1 = 0")
             params.extend(sorted(self.agents))
         for column, value in (("agent", self.agent), ("client", self.client), ("tool", self.tool),
-                              ("status", self.status), ("kind", self.kind), ("run_id", self.run_id)):
+                              ("status", self.status), ("kind", self.kind), ("run_id", self.run_id),
+                              ("subject", self.subject)):
             if value is not None:
                 clauses.append(f"{column} = {placeholder}")
                 params.append(value)

@@ -121,11 +121,11 @@ def test_an_approved_call_runs_as_the_user_who_asked_not_the_approver(setup: Set
     # her own connection serves the resumed call: the api gets alice's token though ops approved
     first = held("listTickets", {})
     assert approve(first)["result"]["ok"] is True
-    # the answer is hers, not her client's: erin (a user of the same client, engineers) is not shown it
+    # the approval and its answer are hers, not her client's: erin (a user of the same client, engineers) is told
+    # of neither (her client's static key, an approver or an admin would see the approval)
     seen_by_erin = httpx.get(f"{setup.url}/approvals/{first}",
                              headers={"Authorization": f"Bearer {setup.token('erin')}"}, timeout=20)
-    assert seen_by_erin.status_code == 200, seen_by_erin.text  # her client's approval: she sees it was decided
-    assert seen_by_erin.json()["answer"] is None
+    assert seen_by_erin.status_code == 404, seen_by_erin.text
     assert claims_of(bearer_of(setup.upstream.requests[0]), setup.provider, TRACKER)["sub"] == "alice"
     # an exchange needs her token, which the approver does not have: refused, not sent as ops
     refused = approve(held("createIssue", {"name": "app", "title": "x"}))
@@ -186,3 +186,29 @@ def test_the_console_signs_a_user_in_with_their_token_and_lists_their_connection
     with httpx.Client(base_url=setup.url, timeout=20) as browser:
         assert browser.post("/console/signin", json={"key": "ops-key"}).status_code == 200
         assert browser.get("/console/connections").status_code == 403  # a key has no connections
+
+
+def test_a_chat_held_twice_resumes_as_its_user_both_times(setup: Setup) -> None:
+    # The second pause is kept inside the approver's request: kept as the approver's (ops, a static key: no user),
+    # the second approved call ran with no user and alice's own connection did not serve it.
+    alice = setup.token("alice")
+    link = _list(setup, alice).json()["error"]["message"].split("open ", 1)[1].split(" ", 1)[0]
+    assert _connect(setup, "alice", link).status_code == 200
+    setup.llm.script(Reply(calls=[Call("listTickets", {})]), Reply(calls=[Call("listTickets", {})]),
+                     Reply(text="Two lists."))
+    chat = httpx.post(f"{setup.url}/v1/chat/completions", headers={"Authorization": f"Bearer {alice}"}, timeout=30,
+                      json={"model": "careful", "messages": [{"role": "user", "content": "my tickets, twice"}]})
+    ops = {"Authorization": "Bearer ops-key"}
+    for _ in range(2):
+        (pending,) = chat.json()["gateway"]["pending_approvals"]
+        chat = httpx.post(f"{setup.url}/approvals/{pending['id']}", json={"decision": "approve"}, headers=ops,
+                          timeout=30)
+        assert chat.status_code == 200, chat.text
+        assert chat.json()["status"] == "resumed"  # ops is not the run's owner: alice reads the answer
+        shown = httpx.get(f"{setup.url}/approvals/{pending['id']}", headers={"Authorization": f"Bearer {alice}"},
+                          timeout=30).json()
+        assert shown.get("answer") is not None, shown  # the answer is alice's, the second time too
+        chat = httpx.Response(200, json=shown["answer"])
+    sent = [claims_of(bearer_of(r), setup.provider, TRACKER)["sub"] for r in setup.upstream.requests]
+    assert sent == ["alice", "alice"]
+    assert chat.json()["choices"][0]["message"]["content"] == "Two lists."

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from executor_helpers import executor_for, make_tool
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -167,3 +168,19 @@ print("traced")
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                               env={**os.environ, "HOW": how})
         assert done.returncode == 0 and "traced" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("userinfo", ["apiuser:s3cret-pass-123", "tok-0123456789abcdef"])
+async def test_the_upstream_span_names_the_url_without_its_credentials(
+        exporter: InMemorySpanExporter, upstream: RecordingServer, userinfo: str) -> None:
+    # A base_url may carry a credential in its userinfo, a secret the gateway redacts everywhere else: url.full named
+    # it, so every traced call exported it to the collector.
+    tool = make_tool()
+    executor = executor_for(upstream.url.replace("http://", f"http://{userinfo}@") + "/v1", tool)
+    result = await executor.execute(tool, {})
+    await executor.aclose()
+    assert result.ok and upstream.last.header("Authorization") is not None  # the credential did go upstream
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "GET"]
+    assert span.attributes is not None and span.attributes["url.full"] == upstream.url + "/v1/items"
+    assert all(userinfo.split(":")[-1] not in str(value) for value in span.attributes.values())

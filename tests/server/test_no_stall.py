@@ -5,7 +5,8 @@ one request that used to hold the event loop for seconds (a chat of 60,000 tiny 
 array items on the direct and MCP doors, a spec `pattern` that backtracks in an argument or an answer, a
 synchronous hook that blocks) while
 another connection polls `/healthz`: every poll must be answered (a poll that waits `PATIENCE` seconds, fifty
-times the goal of 100 ms, means the loop was held) and the hostile request gets its own clear answer.
+times the goal of 100 ms, means the loop was held) and the hostile request gets its own clear answer. Nor can a
+caller hold connections half-sent (slowloris: the tests at the end).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from recording_server import RecordingServer, Reply
 from server_support import LenientLLM, running
 
 from gateway.runtime import RuntimeHolder, load_runtime
-from gateway.server import create_app
+from gateway.server import bounded_head, create_app
 
 PATIENCE = 5.0
 """Seconds a `/healthz` poll may wait before the test calls the loop held."""
@@ -292,3 +293,49 @@ def test_an_oversized_head_pipelined_behind_a_request_waits_for_its_answer(serve
                       if line.lower().startswith(b"content-length")))
     assert b'"slow"' in rest[:length], rest[:length]  # the whole first answer, then the refusal
     assert rest[length:] == b"" or rest[length:].startswith(b"HTTP/1.1 431 "), rest[length:length + 200]
+
+
+# Slowloris on every door: a connection that says nothing, half a request head, or less body than it announced is
+# closed by the gateway (the head with a 408), not held for ever. The deadlines are shortened here; the test waits
+# for the close itself (the socket's timeout far above them only keeps a broken run from hanging).
+@pytest.fixture
+def short_deadlines(served: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(bounded_head, "HEAD_SECONDS", 0.5)
+    monkeypatch.setattr(bounded_head, "BODY_SECONDS", 0.5)
+    return served
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=60)
+
+
+@pytest.mark.parametrize("door", ["/v1/chat/completions", "/v1/responses", "/agents/clerk/tools/readEcho",
+                                  "/mcp/clerk", "/approvals/apr_x", "/console/"])
+def test_half_a_head_is_answered_408_and_closed(short_deadlines: str, door: str) -> None:
+    with _connect(short_deadlines) as connection:
+        connection.sendall(f"POST {door} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl".encode())
+        answer = _read_all(connection)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in answer, answer[:200]
+    assert httpx.get(f"{short_deadlines}/healthz", timeout=10).status_code == 200
+
+
+def test_a_connection_that_never_speaks_is_closed(short_deadlines: str) -> None:
+    with _connect(short_deadlines) as connection:
+        assert _read_all(connection) == b""
+
+
+@pytest.mark.parametrize("door", ["/v1/chat/completions", "/agents/clerk/tools/readEcho", "/mcp/clerk"])
+def test_a_body_shorter_than_announced_is_not_waited_for_for_ever(short_deadlines: str, door: str) -> None:
+    with _connect(short_deadlines) as connection:
+        connection.sendall(f"POST {door} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                           "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{\"a\"".encode())
+        assert b"HTTP/1.1 200" not in _read_all(connection)
+    assert httpx.get(f"{short_deadlines}/healthz", timeout=10).status_code == 200
+
+
+def test_a_kept_alive_connection_serves_request_after_request(short_deadlines: str) -> None:
+    # The head's deadline starts at each head's first byte, not once per connection.
+    with httpx.Client(base_url=short_deadlines, timeout=10) as client:
+        for _ in range(3):
+            assert client.get("/healthz").status_code == 200

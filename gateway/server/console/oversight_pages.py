@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from ...loop_types import Decision
 from ...runtime import refusal_lines
-from ...safety.approvals import approval_dict, refusal
+from ...safety.approvals import approval_dict, refusal, run_subject
 from ...store import ApprovalRecord, AuditQuery
 from ..routes import read_json, state_of, toolset_of
 from ..run_answers import kept_answer
@@ -45,7 +45,7 @@ def routes(console: Console) -> list[Route]:
         rows = list(reversed(await safety.readable_audit(viewer.rights, PAGE_ROWS, AuditQuery(run_id=run_id))))
         run = await safety.store.get_run(run_id)
         answer = None
-        if run is not None and viewer.may_see(run.agent) and viewer.rights.owns(run.client):
+        if run is not None and viewer.may_see(run.agent) and viewer.rights.owns(run.client, run_subject(run)):
             answer = await kept_answer(safety.store, run_id, run.client)  # the resumed run's answer is its owner's
         return console.render(request, "run.html", rows=rows, run_id=run_id, answer=answer, title=f"Run {run_id}")
 

@@ -64,7 +64,8 @@ class Viewer:
         """What the viewer may do with the work of others: as its client on the API's doors."""
         if self.name is None:
             return Rights.OPEN
-        return Rights(client=self.name, agents=self.agents, admin=self.admin, approver=self.approver)
+        return Rights(client=self.name, agents=self.agents, admin=self.admin, approver=self.approver,
+                      subject=self.subject)
 
     @property
     def decides(self) -> bool:
