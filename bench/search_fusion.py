@@ -21,6 +21,7 @@ A constant is fitted by the best summed hits@5 over a fixed grid (ties: the grid
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -127,6 +128,51 @@ def prepare() -> None:
         print(f"{name}: {len(tools)} tools, {len(rows['parts'])} requests", flush=True)
 
 
+def prepare_folds(held_apis: list[str]) -> None:
+    """Each held-out API's `round7`..`round9` (`search_finetune.TESTED`) with the leave-one-API-out delta that never
+    saw it (bench/search_finetune.py's training, its settings, on the five other APIs' parts up to `round11` and the
+    corpus's pairs; `DATA_FINETUNE / lora-API.npz`, trained here when absent), in torch fp32: the same rows as
+    `prepare`'s (BM25's first 50 with scores, the cosines), saved to `DATA / fold-API.npz`."""
+    import numpy
+
+    from bench import search_adapter as adapter
+    from bench import search_finetune as finetune
+    from bench import search_tooltext as tooltext
+    from gateway.offer.index import index_of
+
+    apis = {name: adapter.Requests(name, data=finetune.DATA) for name in SPECS}
+    for held in held_apis:
+        target = DATA / f"fold-{held}.npz"
+        if target.exists():
+            continue
+        delta = finetune.DATA / f"lora-{held}.npz"
+        if not delta.exists():
+            model = finetune.load_model("lora", 30)
+            sets = [finetune.api_pairs(apis[n], apis[n].rows(finetune.USED)) for n in apis if n != held]
+            seconds = finetune.finetune(model, [*sets, finetune.corpus_pairs()], "lora", 30)
+            numpy.savez(delta, **{k: v.astype(numpy.float16) for k, v in finetune.lora_delta(model).items()})
+            print(f"{held}: the delta without it trained in {seconds:.0f} s CPU", flush=True)
+        model = tooltext.model_with(delta)
+        requests = apis[held]
+        rows = requests.rows(finetune.TESTED)
+        texts = [str(requests.texts[row]) for row in rows]
+        tools = finetune.encode(model, json.loads((finetune.DATA / f"{held}-tools.json").read_text()))
+        queries = finetune.encode(model, texts)
+        catalog = _compile(SPECS[held], index=True, cache=CACHE)[1]
+        api = next(iter(catalog.apis))
+        place = {tool.name: at for at, tool in enumerate(catalog.for_api(api))}
+        index = index_of(catalog)
+        bm25, scores = [], []
+        for text in texts:
+            hits = index.search(text, limit=50, apis=[api])
+            bm25.append([place[hit.tool.name] for hit in hits] + [-1] * (50 - len(hits)))
+            scores.append([hit.score for hit in hits] + [0.0] * (50 - len(hits)))
+        numpy.savez(target, b50=numpy.array(bm25, dtype=numpy.int32), s50=numpy.array(scores, dtype=numpy.float32),
+                    cos=queries @ tools.T, positives=requests.positives[rows], parts=requests.parts[rows],
+                    texts=numpy.array(texts), tools=numpy.int32(len(tools)))
+        print(f"{held}: {len(tools)} tools, {len(rows)} requests of {'+'.join(finetune.TESTED)}", flush=True)
+
+
 # -- scoring ---------------------------------------------------------------------------------------------------------
 
 class Row:
@@ -149,18 +195,26 @@ class Row:
 MODEL_DEPTH = 200
 
 
-def load(untuned: bool = False) -> list[Row]:
+def load(untuned: bool = False, folds: bool = False) -> list[Row]:
+    """`DEV`'s rows (the shipped delta's cosines, or with `untuned` the released model's with its adapter); with
+    `folds`, the held-out APIs' `round7`..`round9` with the leave-one-API-out deltas (`prepare_folds`)."""
     import numpy
+
+    from bench.search_finetune import TESTED
 
     rows = []
     for name in SPECS:
-        saved = dict(numpy.load(DATA / f"{name}.npz"))
+        path = DATA / (f"fold-{name}.npz" if folds else f"{name}.npz")
+        if not path.exists() and folds:
+            continue
+        saved = dict(numpy.load(path))
         if untuned:
             saved["cos"] = numpy.load(DATA / f"{name}-untuned.npz")["cos"]
+        depths = [d for d in DEPTHS if f"b{d}" in saved]
         for i, part in enumerate(saved["parts"].tolist()):
-            assert part in DEV
-            bm25 = {d: saved[f"b{d}"][i][saved[f"b{d}"][i] >= 0] for d in DEPTHS}
-            scores = {d: saved[f"s{d}"][i][:len(bm25[d])] for d in DEPTHS}
+            assert part in (TESTED if folds else DEV)
+            bm25 = {d: saved[f"b{d}"][i][saved[f"b{d}"][i] >= 0] for d in depths}
+            scores = {d: saved[f"s{d}"][i][:len(bm25[d])] for d in depths}
             wanted = {int(p) for p in saved["positives"][i] if p >= 0}
             rows.append(Row(name, part, str(saved["texts"][i]), bm25, scores, saved["cos"][i], wanted,
                             int(saved["tools"])))
@@ -271,6 +325,7 @@ Variant = tuple[str, Callable[..., Fusion], list[dict[str, Any]]]
 WEIGHTS = [0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0]
 VARIANTS: list[Variant] = [
     ("product: RRF of 50 and 50, weight 1.25", rrf, [{"weight": 1.25}]),
+    ("RRF of 50 and 50, weight 0.75 (the released model's default before)", rrf, [{"weight": 0.75}]),
     ("RRF of 50 and 50, weight fitted", rrf, [{"weight": w} for w in WEIGHTS]),
     ("RRF, BM25's list of 100, weight 1.25", rrf, [{"weight": 1.25, "depth": 100}]),
     ("RRF, BM25's list of 200, weight 1.25", rrf, [{"weight": 1.25, "depth": 200}]),
@@ -330,27 +385,50 @@ def score(untuned: bool = False) -> None:
                             for a, b in (DEV, DEV[::-1])]),
             ("other API", [([r for r in rows if r.api != api], [r for r in rows if r.api == api]) for api in apis])]
         for test, folds in tests:
-            counts = {api: [0, 0] for api in apis}
-            chosen = []
-            for train, tested in folds:
-                if maker is learned:
-                    fusion, constants = learned(train, **grid[0]), grid[0]
-                else:
-                    constants = fitted(maker, grid, train)
-                    fusion = maker(**constants)
-                chosen.append(",".join(f"{v:g}" for v in constants.values()))
-                for api in apis:
-                    at5, at10 = hits(fusion, [r for r in tested if r.api == api])
-                    counts[api][0] += at5
-                    counts[api][1] += at10
-            total = [sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())]
-            print(f"| {name} | {test} | " + " | ".join(f"{c[0]} ({c[1]})" for c in counts.values())
-                  + f" | **{total[0]}** ({total[1]}) | {' '.join(chosen)} |", flush=True)
+            _counted(name, test, maker, grid, folds, apis)
+
+
+def score_folds() -> None:
+    """Each variant on the held-out APIs' `round7`..`round9` with the deltas that never saw them: its constants fitted
+    on all of `DEV` (the shipped delta's), never on these (a second held-out check of what `DEV` chose)."""
+    dev, rows = load(), load(folds=True)
+    apis = list(dict.fromkeys(row.api for row in rows))
+    sizes = {api: sum(1 for row in rows if row.api == api) for api in apis}
+    print(f"{len(rows)} requests, each API's round7..round9 with the delta that never saw it; constants from "
+          f"{' + '.join(DEV)}; recall@5 hits (@10) per API")
+    print("| variant | test | " + " | ".join(f"{api} ({sizes[api]})" for api in apis) + " | all | constants |")
+    for name, maker, grid in VARIANTS:
+        if any(constants.get("depth", 50) > 50 for constants in grid):
+            continue  # BM25's deeper lists were not kept for these
+        _counted(name, "folds", maker, grid, [(dev, rows)], apis)
+
+
+def _counted(name: str, test: str, maker: Callable[..., Fusion], grid: list[dict[str, Any]],
+             folds: list[tuple[list[Row], list[Row]]], apis: list[str]) -> None:
+    """One line of the table: fitted on each fold's first rows, counted on its second."""
+    counts = {api: [0, 0] for api in apis}
+    chosen = []
+    for train, tested in folds:
+        if maker is learned:
+            fusion, constants = learned(train, **grid[0]), grid[0]
+        else:
+            constants = fitted(maker, grid, train)
+            fusion = maker(**constants)
+        chosen.append(",".join(f"{v:g}" for v in constants.values()))
+        for api in apis:
+            at5, at10 = hits(fusion, [r for r in tested if r.api == api])
+            counts[api][0] += at5
+            counts[api][1] += at10
+    total = [sum(c[0] for c in counts.values()), sum(c[1] for c in counts.values())]
+    print(f"| {name} | {test} | " + " | ".join(f"{c[0]} ({c[1]})" for c in counts.values())
+          + f" | **{total[0]}** ({total[1]}) | {' '.join(chosen)} |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "score"])
+    parser.add_argument("stage", choices=["prepare", "score", "folds", "score-folds"])
+    parser.add_argument("--held", nargs="+", choices=list(SPECS), default=list(SPECS),
+                        help="folds: the held-out APIs, one leave-one-API-out delta each (about 10 min of CPU)")
     parser.add_argument("--untuned", action="store_true",
                         help="the model as released with its adapter (prepare: its cosines too; score: with them)")
     args = parser.parse_args(argv)
@@ -359,6 +437,14 @@ def main(argv: list[str] | None = None) -> int:
         prepare()
         if args.untuned:
             prepare_untuned()
+    elif args.stage == "folds":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+
+        torch.set_num_threads(1)
+        prepare_folds(args.held)
+    elif args.stage == "score-folds":
+        score_folds()
     else:
         score(args.untuned)
     return 0
