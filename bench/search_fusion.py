@@ -44,6 +44,22 @@ the model ranks high has its BM25 place and score when it matched at all, down t
 POSITIVES = 32
 
 
+def _tool_matrix(settings: Any, name: str) -> tuple[Any, Any]:
+    """An API's catalog and its tools' vectors as the gateway computes and caches them (`settings`), one row a tool."""
+    import numpy
+
+    from gateway.offer import embeddings
+
+    catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
+    api = next(iter(catalog.apis))
+    for pending in embeddings.prepare(settings, catalog, [api]):
+        if isinstance(pending, embeddings.Computation):
+            pending.wait()
+    known = embeddings.prepare(settings, catalog, [api])[0]
+    assert not isinstance(known, embeddings.Computation)
+    return catalog, numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+
+
 def prepare_untuned() -> None:
     """The cosines of the model as released (`tuned: false`) with its learned query adapter (the default with it), of
     the same requests: `DATA / NAME-untuned.npz`."""
@@ -60,14 +76,7 @@ def prepare_untuned() -> None:
         target = DATA / f"{name}-untuned.npz"
         if target.exists():
             continue
-        catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
-        api = next(iter(catalog.apis))
-        for pending in embeddings.prepare(settings, catalog, [api]):
-            if isinstance(pending, embeddings.Computation):
-                pending.wait()
-        known = embeddings.prepare(settings, catalog, [api])[0]
-        assert not isinstance(known, embeddings.Computation)
-        matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+        matrix = _tool_matrix(settings, name)[1]
         texts = numpy.load(DATA / f"{name}.npz")["texts"].tolist()
         cos = [matrix @ numpy.asarray(adapt(numpy.asarray(unit(embeddings.embed(settings, [text])[0]),
                                                           dtype=numpy.float32)), dtype=numpy.float32)
@@ -92,15 +101,9 @@ def prepare() -> None:
         target = DATA / f"{name}.npz"
         if target.exists():
             continue
-        catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
+        catalog, matrix = _tool_matrix(settings, name)
         api = next(iter(catalog.apis))
         tools = catalog.for_api(api)
-        for pending in embeddings.prepare(settings, catalog, [api]):
-            if isinstance(pending, embeddings.Computation):
-                pending.wait()
-        known = embeddings.prepare(settings, catalog, [api])[0]
-        assert not isinstance(known, embeddings.Computation)
-        matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
         place = {tool.name: at for at, tool in enumerate(tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(tools) if tool.operation_id}
         index = index_of(catalog)
