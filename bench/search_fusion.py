@@ -279,6 +279,26 @@ def scored(weight: float, depth: int = 50, floor_at: int = 50, power: float = 1.
     return fused
 
 
+def confident(weight: float, model_gain: float = 0.0, bm25_gain: float = 0.0) -> Fusion:
+    """`scored` with each list's share grown by its own confidence in this request: the model's by `model_gain` times
+    its first's lead over its second (scaled as its cosines are), BM25's by `bm25_gain` times its first's lead over
+    its second (over its first's score)."""
+    def fused(row: Row) -> list[int]:
+        bm25 = row.bm25[50].tolist()
+        model = row.model[:50].tolist()
+        top = float(row.scores[50][0]) if bm25 else 1.0
+        first, second, floor = (float(row.cos[model[at]]) for at in (0, 1, -1))
+        span = max(first - floor, 1e-6)
+        bm25_lead = (top - float(row.scores[50][1])) / top if len(bm25) > 1 else 1.0
+        bm25_share = 1.0 + bm25_gain * bm25_lead
+        model_share = weight * (1.0 + model_gain * (first - second) / span)
+        said = dict(zip(bm25, (row.scores[50] / top).tolist(), strict=True))
+        scores = {tool: bm25_share * said.get(tool, 0.0) + model_share * max(float(row.cos[tool]) - floor, 0.0) / span
+                  for tool in dict.fromkeys([*bm25, *model])}
+        return sorted(scores, key=lambda tool: -scores[tool])[:10]
+    return fused
+
+
 def _features(row: Row) -> tuple[list[int], Any]:
     """The union of BM25's first 50 and the model's first 50, and per candidate: BM25's score over its first's, its
     reciprocal place, the cosine scaled as `scored` does, the raw cosine and its gap to the first, the model's
@@ -349,6 +369,8 @@ VARIANTS: list[Variant] = [
     ("scores, w 1.5, cosine floor the 200th", scored, [{"weight": 1.5, "floor_at": 199}]),
     ("scores, w 1.5, BM25 to the power 0.5", scored, [{"weight": 1.5, "power": 0.5}]),
     ("scores, w 1.5, BM25 to the power 2", scored, [{"weight": 1.5, "power": 2.0}]),
+    ("scores, w 1.5, each list's share grown by its first's lead over its second, gains fitted", confident,
+     [{"weight": 1.5, "model_gain": m, "bm25_gain": b} for m in (0.0, 0.5, 1.0, 2.0) for b in (0.0, 0.5, 1.0, 2.0)]),
     ("logistic regression of 8 features of each candidate", learned, [{"penalty": 1.0}]),
     ("logistic regression of 8 features of each candidate, C 0.01", learned, [{"penalty": 0.01}]),
     ("scores, w, floor, power fitted", scored,
