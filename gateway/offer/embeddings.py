@@ -58,6 +58,7 @@ QUERY_CACHE = 256
 RETRY_AFTER = 30.0
 """Seconds failed embeddings are left alone (BM25 alone meanwhile)."""
 
+
 class EmbeddingsError(Exception):
     """No embeddings came (the message says what came instead: an endpoint's answer, a model not installed)."""
 
