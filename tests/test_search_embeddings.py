@@ -20,7 +20,6 @@ import pytest
 from scripted_llm import ScriptedLLM
 
 from gateway.offer import embeddings as search_embeddings
-from gateway.offer.embeddings import fuse
 from gateway.offer.toolsearch import search
 from gateway.runtime import load_runtime
 
@@ -161,18 +160,6 @@ def test_a_spec_is_embedded_once_then_read_from_the_disk_cache(tmp_path: Path, l
     assert _names(again, "users")[0] == "listUsers"
     assert llm.embedding_inputs()[3:] == [["users"]]  # the tool lines came from disk; only the new query was sent
     assert list((tmp_path / "cache" / "embeddings").iterdir())
-
-
-def test_fusion_counts_places_not_scores() -> None:
-    from gateway.catalog import Tool
-
-    tools = {name: Tool(name=name, api="a", operation_id=name, method="GET", path=f"/{name}", description="",
-                        input_schema={"type": "object"}) for name in "abc"}
-    fused = fuse([(tools["a"], 900.0), (tools["b"], 1.0)], [(tools["b"], 0.2), (tools["c"], 0.1)])
-    assert [tool.name for tool, _ in fused] == ["b", "a", "c"]
-    first, second = [(tools["a"], 1.0), (tools["b"], 0.5)], [(tools["b"], 0.9), (tools["a"], 0.1)]
-    assert [tool.name for tool, _ in fuse(first, second, weights=(1.0, 0.5))][0] == "a"  # the second counts half
-    assert [tool.name for tool, _ in fuse(first, second, weights=(1.0, 2.0))][0] == "b"
 
 
 def test_a_bad_setting_is_reported_with_its_line_and_the_key_reads_the_environment() -> None:

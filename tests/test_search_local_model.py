@@ -90,7 +90,7 @@ def test_the_model_finds_what_no_word_of_the_request_names(tmp_path: Path) -> No
     words_only = _runtime(tmp_path / "bm25", None)
     assert {query: _first(words_only, query) for query in MEANT} == dict.fromkeys(MEANT)  # BM25: nothing
     runtime = _runtime(tmp_path / "local", "{kind: local, timeout: 600}")
-    assert runtime.manifest.gateway.search_embeddings.weight == 1.25
+    assert runtime.manifest.gateway.search_embeddings.weight == 1.5
     assert {query: _first(runtime, query) for query in MEANT} == MEANT
 
 

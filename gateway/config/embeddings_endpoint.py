@@ -8,7 +8,7 @@ gateway:
   search_embeddings:
     kind: local                        # model: all-MiniLM-L6-v2, the one the extra installs (default; ONNX,
                                        # no torch), or the folder of any sentence-transformers model on disk
-    weight: 1.25                       # the default for the packaged model (0.75 with tuned: false): as measured
+    weight: 1.5                        # the default for the packaged model (tuned or not): as measured
     tuned: true                        # packaged model: its weights fine-tuned for tool search (default);
                                        # false: the model as released
     adapter: false                     # packaged model: the learned query adapter (default: off when tuned, on
@@ -52,13 +52,11 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_BATCH_SIZE = 256
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 """`kind: local`'s default model: the one `gateway[local-search]` installs (an int8 ONNX file inside a PyPI wheel)."""
-PACKAGED_WEIGHT = 0.75
-"""`kind: local`'s default weight with the packaged model as released (`tuned: false`): the weight chosen on held-out
-requests before it was measured on others (bench/README.md, "The packaged model again")."""
-TUNED_WEIGHT = 1.25
-"""`kind: local`'s default weight with the fine-tuned packaged model (`tuned: true`, the default): a stronger second
-ranker than the one 0.75 was chosen for: at 1.25 the fusion found more on each request set it was compared on
-(bench/README.md, "What the model sees of a tool"), and a later set judges it ("The model's weight ...")."""
+PACKAGED_WEIGHT = 1.5
+"""`kind: local`'s default weight with the packaged model, fine-tuned (`tuned: true`, the default) or as released with
+its query adapter: the weight of its scaled cosine beside BM25's scaled score (`gateway.offer.fusion`) that found the
+most on requests no delta saw, fitted on one set and counted on another, the same for both models (bench/README.md,
+"Fusing by scores")."""
 PACKAGED_DELTA = Path(__file__).resolve().parents[1] / "offer" / "minilm_lora.npz"
 """`tuned: true`: the packaged model's LoRA fine-tuning, added to its weights (gateway.offer.minilm_lora)."""
 ENDPOINT_KEYS = ("base_url", "api_key", "headers", "dimensions")
@@ -118,8 +116,8 @@ class SearchEmbeddings(KindEndpoint):
                                  "model's own).", None)
     weight: Positive = doc("The embeddings ranking's weight in the fusion, BM25's being 1: measure what it adds on "
                            "requests never used to choose it (bench/README.md) and lower it, or leave the key out, "
-                           "where it does not help (default 1; local with the packaged model: 1.25 fine-tuned, "
-                           "0.75 as released, as measured).", 1.0)
+                           "where it does not help (default 1; local with the packaged model: 1.5, as measured).",
+                           1.0)
     tuned: bool = doc("local with the packaged model only: its weights fine-tuned for tool search on labelled "
                       "requests (a LoRA delta added before they are quantized; default: on with the packaged model, "
                       "as measured in bench/README.md, \"Fine-tuning the local model\"); false: the model as "
@@ -139,7 +137,7 @@ class SearchEmbeddings(KindEndpoint):
         data = {"model": PACKAGED_MODEL, **data}
         if data["model"] == PACKAGED_MODEL:
             tuned = data.setdefault("tuned", True)
-            data.setdefault("weight", PACKAGED_WEIGHT if tuned is False else TUNED_WEIGHT)
+            data.setdefault("weight", PACKAGED_WEIGHT)
             data.setdefault("adapter", tuned is False)
         return data
 

@@ -3,8 +3,8 @@
 With the setting (`gateway.config.embeddings_endpoint`), `gateway.offer.toolsearch.search` hands its BM25 ranking to
 `hybrid(...)`, which ranks the same tools by the cosine between the query's embedding and each tool's text
 (`embedding_text`: its name's words, its path's words and its summary, the text the packaged model was measured
-on), then fuses the two lists by weighted reciprocal rank (`weight / (RRF_K + rank)` summed over the lists, BM25's
-weight 1 and the embeddings' `gateway.search_embeddings.weight`; robust to the two scores' different scales). A
+on), then fuses the two lists by their scores, each scaled by its own list (`gateway.offer.fusion`: BM25's over its
+first's, weight 1; the cosine between the embeddings' last and first place, `gateway.search_embeddings.weight`). A
 weak second ranker at equal weight drags a good first one down (bench/README.md): its weight is what it is
 measured to add.
 
@@ -31,36 +31,32 @@ measured to add.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import Any
 
 import httpx
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
+from .fusion import Ranked, fuse
 from .index_build import summary_of
 from .query import words
 from .tool_vectors import ToolVectors, as_float32, cache_path, read, unit, unit_float32, write
 
 logger = logging.getLogger("gateway.search")
 
-RRF_K = 60
-"""The usual reciprocal-rank-fusion constant: a list's first places count, but no single list dominates."""
 FUSION_DEPTH = 50
-"""How many places of each list take part in the fusion."""
+"""How many places of the embeddings' ranking take part in the fusion (its last place is the floor its cosines are
+scaled from), and of BM25's at least."""
 QUERY_CACHE = 256
 """Query embeddings kept (least recently used out first)."""
 RETRY_AFTER = 30.0
 """Seconds failed embeddings are left alone (BM25 alone meanwhile)."""
-
-Ranked = list[tuple[Tool, float]]
 
 
 class EmbeddingsError(Exception):
@@ -94,26 +90,7 @@ def hybrid(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str], al
         logger.exception("tool search: the embeddings ranking failed; BM25 alone for %g s", RETRY_AFTER)
         _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
         return bm25
-    return fuse(bm25, similar, weights=(1.0, settings.weight))
-
-
-def fuse(*rankings: Ranked, weights: Sequence[float] = ()) -> Ranked:
-    """Weighted reciprocal-rank fusion of rankings (each best first): `sum(weight / (RRF_K + place))`, best first
-    (`weights`: one per ranking, default 1 each)."""
-    scores: dict[str, float] = {}
-    tools: dict[str, Tool] = {}
-    for ranking, weight in zip(rankings, [*weights, *[1.0] * (len(rankings) - len(weights))], strict=True):
-        for (tool, _), share in zip(ranking, _shares(weight), strict=False):  # its first FUSION_DEPTH places
-            name = tool.name
-            scores[name] = scores.get(name, 0.0) + share
-            tools[name] = tool
-    return [(tools[name], round(score, 6)) for name, score in sorted(scores.items(), key=itemgetter(1), reverse=True)]
-
-
-@functools.lru_cache(maxsize=64)
-def _shares(weight: float) -> tuple[float, ...]:
-    """What each place of a ranking of that weight adds to a tool's fused score, first place first."""
-    return tuple(weight / (RRF_K + place) for place in range(1, FUSION_DEPTH + 1))
+    return fuse(bm25, similar, settings.weight)
 
 
 def prepare(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str]) -> list[Computation | ToolVectors]:

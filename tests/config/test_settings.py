@@ -149,9 +149,9 @@ def test_a_local_model_takes_the_packaged_one_and_its_measured_weight() -> None:
 
     # The section alone: whether the model is installed here is `gateway validate`'s check (tests/test_search_*).
     local = SearchEmbeddings.model_validate({"kind": "local"})
-    assert (local.model, local.tuned, local.weight) == ("all-MiniLM-L6-v2", True, 1.25)  # the fine-tuned model's
+    assert (local.model, local.tuned, local.weight) == ("all-MiniLM-L6-v2", True, 1.5)  # the fine-tuned model's
     released = SearchEmbeddings.model_validate({"kind": "local", "tuned": False})
-    assert (released.adapter, released.weight) == (True, 0.75)  # the model as released keeps the weight it had
+    assert (released.adapter, released.weight) == (True, 1.5)  # as released (with its adapter): measured the same
     assert SearchEmbeddings.model_validate({"kind": "local", "tuned": False, "weight": 2}).weight == 2
     assert SearchEmbeddings.model_validate({"kind": "local", "weight": 0.5}).weight == 0.5
     assert SearchEmbeddings.model_validate({"kind": "local", "model": "/models/mine"}).weight == 1.0  # not measured
