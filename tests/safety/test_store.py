@@ -250,6 +250,21 @@ def test_a_sqlite_file_from_before_decided_by_gets_the_column(tmp_path: Path) ->
     assert columns[-1] == "decided_by"
 
 
+def test_a_sqlite_file_from_before_bound_connect_links_gets_the_browser_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE pending_connections (state TEXT PRIMARY KEY, subject TEXT NOT NULL,"
+                    " api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT, created REAL NOT NULL,"
+                    " expires REAL NOT NULL)")
+        old.execute("INSERT INTO pending_connections VALUES ('s', 'ann', 'gh', 'v', NULL, 1.0, 1e12)")
+    store = SQLiteStore(path)
+    try:
+        taken = asyncio.run(store.take_pending_connection("s", now=2.0))
+    finally:
+        store.close()
+    assert taken is not None and taken.browser is None  # a link from before: no browser bound, so it cannot finish
+
+
 def test_store_location_and_backends(tmp_path: Path) -> None:
     assert store_location(None, tmp_path) == str(tmp_path / ".gateway/state.db")
     assert store_location("data/x.db", tmp_path) == str(tmp_path / "data/x.db")
@@ -288,11 +303,13 @@ async def test_a_users_connections_round_trip(store: Store) -> None:
 
 async def test_a_pending_connection_is_taken_once_and_not_after_it_expires(store: Store) -> None:
     await store.add_pending_connection(PendingConnection(state="s1", subject="ann", api="gh", verifier="v",
-                                                         client="eng", created=1.0, expires=100.0))
+                                                         client="eng", created=1.0, expires=100.0,
+                                                         browser="f00d"))
     await store.add_pending_connection(PendingConnection(state="s2", subject="ann", api="gh", verifier="v",
                                                          created=1.0, expires=10.0))
     taken = await store.take_pending_connection("s1", now=50.0)
     assert taken is not None and (taken.subject, taken.verifier, taken.client) == ("ann", "v", "eng")
+    assert taken.browser == "f00d"  # the hash of the owner's browser nonce travels with the state
     assert await store.take_pending_connection("s1", now=50.0) is None
     assert await store.take_pending_connection("s2", now=50.0) is None  # expired
 
