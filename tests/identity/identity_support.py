@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import jwt
-from oidc import OpenIDProvider
+from oidc import OpenIDProvider, require_provider
 from recording_server import Recorded, RecordingServer, Reply
 from server_support import LenientLLM, free_socket, running
 
@@ -239,6 +239,25 @@ def connect_account(provider: OpenIDProvider, gateway: str, user: str, link: str
     provider's login and consent, back to the gateway's callback."""
     with signed_in(provider, gateway, user) as browser:
         return follow_link(provider, browser, user, link)
+
+
+@contextlib.contextmanager
+def started(folder: Path, repos: RecordingServer, model: LenientLLM, *, host: str | None = None) -> Iterator[Setup]:
+    """The provider and a gateway in front of it. `host`: a name for the gateway's URL (its audience and callback)
+    instead of 127.0.0.1, which agents.yaml then allows (a browser mapping that name to loopback sees two sites)."""
+    require_provider()
+    sock, url = reserve()
+    named = url if host is None else url.replace("127.0.0.1", host)
+    agents = AGENTS if host is None else AGENTS + f"  allowed_hosts: [{host}]\n"
+    provider = new_provider(named + "/").start()
+    try:
+        with serving(folder, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer, audience=named + "/",
+                     agents=agents) as (served, safety):
+            setup = Setup(served, provider, safety, repos, model)
+            setup.audience = named + "/"
+            yield setup
+    finally:
+        provider.stop()
 
 
 class Setup:

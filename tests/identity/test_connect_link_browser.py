@@ -17,8 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from identity_support import AGENTS, TRACKER, Setup, bearer_of, claims_of, new_provider, reserve, serving
-from oidc import require_provider
+from identity_support import TRACKER, Setup, bearer_of, claims_of, started
 from recording_server import RecordingServer, Reply
 from server_support import LenientLLM
 
@@ -35,19 +34,9 @@ WAIT = 20
 def across_sites(tmp_path: Path, repos: RecordingServer, model: LenientLLM,
                  monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     """The identity tests' setup, but the gateway's URL (its audience, its callback) on the name gateway.test."""
-    require_provider()
     monkeypatch.setenv("GATEWAY_CONNECTIONS_KEY", Fernet.generate_key().decode())
-    sock, url = reserve()
-    named = url.replace("127.0.0.1", GATEWAY_HOST)
-    provider = new_provider(named + "/").start()
-    try:
-        with serving(tmp_path, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer,
-                     audience=named + "/", agents=AGENTS + f"  allowed_hosts: [{GATEWAY_HOST}]\n") as (served, safety):
-            setup = Setup(served, provider, safety, repos, model)
-            setup.audience = named + "/"  # the tokens name the gateway as the browser knows it
-            yield setup
-    finally:
-        provider.stop()
+    with started(tmp_path, repos, model, host=GATEWAY_HOST) as setup:
+        yield setup
 
 
 @pytest.fixture

@@ -239,20 +239,12 @@ async def test_rows_from_two_event_loops_are_each_answered_on_their_own_loop(tmp
     await store.aclose()
 
 
-def test_a_sqlite_file_from_before_decided_by_gets_the_column(tmp_path: Path) -> None:
+def test_a_sqlite_file_from_before_gets_the_new_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as old:
         old.execute("CREATE TABLE approvals (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL,"
                     " tool TEXT NOT NULL, arguments TEXT NOT NULL, call_id TEXT, client TEXT, status TEXT NOT NULL,"
                     " created REAL NOT NULL, decided REAL, reason TEXT, decided_arguments TEXT)")
-    SQLiteStore(path).close()
-    columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(approvals)")]
-    assert columns[-1] == "decided_by"
-
-
-def test_a_sqlite_file_from_before_bound_connect_links_gets_the_browser_column(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    with sqlite3.connect(path) as old:
         old.execute("CREATE TABLE pending_connections (state TEXT PRIMARY KEY, subject TEXT NOT NULL,"
                     " api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT, created REAL NOT NULL,"
                     " expires REAL NOT NULL)")
@@ -262,6 +254,8 @@ def test_a_sqlite_file_from_before_bound_connect_links_gets_the_browser_column(t
         taken = asyncio.run(store.take_pending_connection("s", now=2.0))
     finally:
         store.close()
+    columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(approvals)")]
+    assert columns[-1] == "decided_by"
     assert taken is not None and taken.browser is None  # a link from before: no browser bound, so it cannot finish
 
 
