@@ -24,6 +24,7 @@
       * UserRequired: the caller is no signed-in user, or the server refused to exchange their token
       * InsufficientScope: the user may not have the scopes the operation needs (names them)
       * NotConnected: the user has not connected their account to the api yet (carries the connect link)
+    * ForeignConnectLink: a connect link opened or finished in a browser that is not its owner's (403; spent)
 
 Errors of a single tool call are otherwise never exceptions: they are `ToolResult`s the model sees. The
 HTTP doors turn these exceptions into OpenAI-shaped answers in `gateway.server.api_errors`.
@@ -205,3 +206,11 @@ class NotConnected(UserCredentialError):
     def __init__(self, message: str, connect_url: str) -> None:
         super().__init__(message)
         self.connect_url = connect_url
+
+
+class ForeignConnectLink(IdentityError):
+    """Possessing a connect link proves nothing: the browser opening or finishing it is not signed in as the user
+    it was made for (or does not hold the nonce given to theirs). The link is spent; nothing is stored."""
+
+    status = 403
+    error_type = "foreign_connect_link"

@@ -1,16 +1,22 @@
 """Each user's own connection to an api: `apis.<name>.auth: {type: user_oauth}`.
 
-A user connects once: the gateway sends them (a link in a tool error, `POST /connections/<api>`) to the api's
-authorization endpoint with PKCE (S256) and a `state` it keeps in the store; the provider sends them back to
-`GET /connections/callback`, where the code is exchanged for tokens. The tokens are kept in the store encrypted
-with Fernet (`GATEWAY_CONNECTIONS_KEY`: one key, or several separated by commas, the first encrypting: a
-rotation), so every instance on the same PostgreSQL sees the connection. An access token that expires is
-refreshed with the refresh token under a per-user lock; a refresh token the provider refuses ends the
-connection (the next call says how to connect again). If another instance refreshed first (rotated refresh
+A user connects once. The link the gateway hands out (a tool error, `POST /connections/<api>`, an MCP URL
+elicitation, the console) is its own start page, `/console/connect?state=...`, not the provider's: holding the link
+proves nothing about who follows it (a user may forward it, and the MCP specification warns that a URL is no proof
+of identity). The start page (`gateway.server.console.connections_page`) lets through only a browser signed in to the
+console as the user and client the link was made for; there `authorize` binds the `state` kept in the store to a
+fresh nonce (its SHA-256 kept with the state, the nonce in a cookie of that browser only) and the browser goes on to
+the api's authorization endpoint with PKCE (S256). The provider sends it back to `GET /connections/callback`, where
+`finish` takes the state (once, expired or not) and exchanges the code only when the browser's nonce matches. The
+tokens are kept in the store encrypted with Fernet (`GATEWAY_CONNECTIONS_KEY`: one key, or several separated by
+commas, the first encrypting: a rotation), so every instance on the same PostgreSQL sees the connection. An access
+token that expires is refreshed with the refresh token under a per-user lock; a refresh token the provider refuses
+ends the connection (the next call says how to connect again). If another instance refreshed first (rotated refresh
 tokens), its stored result is used.
 
 Endpoints and client come from the spec's `authorizationCode` flow or the configuration; `redirect_uri` is the
-gateway's callback as registered at the provider.
+gateway's callback as registered at the provider, and the start page is on the same origin (the nonce cookie must
+come back to the callback).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -26,11 +33,11 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import httpx
 
-from ..errors import ApiSetupError, NotConnected
+from ..errors import ApiSetupError, ForeignConnectLink, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
 from .keys import fetch_json, usable_for
 
@@ -39,6 +46,8 @@ if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every s
 
 KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
 CALLBACK_PATH = "/connections/callback"
+START_PATH = "/console/connect"
+"""The start page every connect link points to (the console's: it knows who the browser is signed in as)."""
 PENDING_SECONDS = 600.0
 """How long a connect link works."""
 
@@ -56,6 +65,28 @@ class UserOAuthSettings:
     scopes: tuple[str, ...] = ()
     resource: str | None = None
     """An RFC 8707 resource indicator to ask the token for (some providers need one)."""
+
+    @property
+    def start_url(self) -> str:
+        """The gateway's start page on the callback's origin (and under its path prefix, if it has one), so the
+        nonce cookie the start page sets is one the callback receives."""
+        parts = urlsplit(self.redirect_uri)
+        prefix = parts.path[:-len(CALLBACK_PATH)] if parts.path.endswith(CALLBACK_PATH) else ""
+        return urlunsplit((parts.scheme, parts.netloc, prefix + START_PATH, "", ""))
+
+
+@dataclass(slots=True, frozen=True)
+class Authorization:
+    """What the start page hands the owner's browser: where to sign in at the provider, and the nonce to keep."""
+
+    url: str
+    """The provider's authorization endpoint with this state and its PKCE challenge."""
+    nonce: str = field(repr=False)
+    """For the browser's cookie only; the store keeps its SHA-256."""
+    expires: float
+    """When the link stops working (epoch seconds): the cookie need not outlive it."""
+    callback: str
+    """The `redirect_uri` the provider sends the browser back to: the cookie's origin and path."""
 
 
 def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFernet | None:
@@ -105,16 +136,33 @@ class Connections:
 
     # -- connecting ---------------------------------------------------------------------------------
     async def begin(self, api: str, subject: str, client: str | None) -> str:
-        """A link that connects `subject`'s account to `api` (valid `PENDING_SECONDS`, once)."""
+        """A link to the start page that connects `subject`'s account to `api` (valid `PENDING_SECONDS`, once, and
+        only in a browser signed in as `subject` of `client`)."""
         settings = self._settings(api)
         self._cipher()
-        verifier = secrets.token_urlsafe(48)
         state = secrets.token_urlsafe(24)
         now = time.time()
         await self.store.add_pending_connection(PendingConnection(
-            state=state, subject=subject, api=api, verifier=verifier, client=client, created=now,
+            state=state, subject=subject, api=api, verifier=secrets.token_urlsafe(48), client=client, created=now,
             expires=now + PENDING_SECONDS))
-        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        return f"{settings.start_url}?{urlencode({'state': state})}"
+
+    async def authorize(self, state: str, subject: str, client: str | None) -> Authorization:
+        """The start page, in a browser signed in as `subject` of `client`: bind `state` to a fresh nonce for this
+        browser and say where to sign in at the provider. Opening the link again re-binds it (the newest browser
+        of its owner wins). ForeignConnectLink when the link was made for someone else: it is spent, so a link that
+        reached another user's hands is worth nothing to anyone; ApiSetupError when it expired or was used."""
+        pending = await self.store.take_pending_connection(state, time.time())  # put back below, bound
+        if pending is None:
+            raise ApiSetupError("this connect link has expired or was used already; ask for a new one")
+        if (pending.subject, pending.client) != (subject, client):
+            raise ForeignConnectLink("this connect link was made for another user; it no longer works (whoever "
+                                     "asked for it can ask for a new one), and nothing was connected")
+        settings = self._settings(pending.api)
+        nonce = secrets.token_urlsafe(32)
+        pending.browser = _digest(nonce)
+        await self.store.add_pending_connection(pending)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(pending.verifier.encode()).digest()).rstrip(b"=").decode()
         query = {"response_type": "code", "client_id": settings.client_id, "redirect_uri": settings.redirect_uri,
                  "state": state, "code_challenge": challenge, "code_challenge_method": "S256"}
         if settings.scopes:
@@ -122,13 +170,20 @@ class Connections:
         if settings.resource:
             query["resource"] = settings.resource
         separator = "&" if "?" in settings.authorization_url else "?"
-        return settings.authorization_url + separator + urlencode(query)
+        return Authorization(url=settings.authorization_url + separator + urlencode(query), nonce=nonce,
+                             expires=pending.expires, callback=settings.redirect_uri)
 
-    async def finish(self, state: str, code: str) -> ConnectionRecord:
-        """The provider sent the user back: exchange the code, keep the tokens. ApiSetupError with a reason."""
+    async def finish(self, state: str, code: str, nonce: str | None) -> ConnectionRecord:
+        """The provider sent a browser back: if it holds the nonce the start page gave the link's owner, exchange
+        the code and keep the tokens. The state is spent either way. ForeignConnectLink for another browser (the
+        code is not even exchanged); ApiSetupError with a reason for the rest."""
         pending = await self.store.take_pending_connection(state, time.time())
         if pending is None:
             raise ApiSetupError("this connect link has expired or was used already; ask for a new one")
+        if pending.browser is None or nonce is None or not hmac.compare_digest(_digest(nonce), pending.browser):
+            raise ForeignConnectLink("this sign-in did not start in the browser of the user who asked for the link "
+                                     "(open the link itself, signed in to the gateway's console as that user); "
+                                     "nothing was connected")
         settings = self._settings(pending.api)
         form = {"grant_type": "authorization_code", "code": code, "redirect_uri": settings.redirect_uri,
                 "code_verifier": pending.verifier}
@@ -190,8 +245,9 @@ class Connections:
         link = await self.begin(api, subject, client)
         why = "the connection to your account ended (the provider refused to renew it)" if ended else \
             "you have not connected your account yet"
-        return NotConnected(f"{api} acts with your own account, and {why}: open {link} to connect it, then try "
-                            "again; nothing was sent", link)
+        return NotConnected(f"{api} acts with your own account, and {why}: open {link} to connect it (in a "
+                            "browser signed in to the gateway's console as you), then try again; nothing was sent",
+                            link)
 
     async def list(self, subject: str) -> list[dict[str, Any]]:
         return [{"api": r.api, "scopes": r.scopes.split(), "connected": _iso(r.created), "refreshed": _iso(r.updated)}
@@ -236,6 +292,10 @@ class Connections:
         except (InvalidToken, ValueError):
             return None
         return opened
+
+
+def _digest(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _fresh(tokens: Mapping[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 * `GET /.well-known/oauth-protected-resource` (and per MCP agent below it): RFC 9728, where to sign in.
 * `GET /connections`, `POST /connections/{api}`, `DELETE /connections/{api}`: the caller's own connections
   (`auth: {type: user_oauth}` apis); only a signed-in user has any, a client key gets 403 `user_required`.
-* `GET /connections/callback`: where an api's provider sends the user back with the code.
+* `GET /connections/callback`: where an api's provider sends the user back with the code; it connects the account
+  only in the browser the console's start page bound the link to (`connect_cookie`), and clears that binding.
 
 The state (the resource server, the connections) is the safety layer's (`gateway.server.supervision.Safety`),
 rebuilt there on reloads; these handlers read it on every request.
@@ -19,11 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import ApiSetupError, IdentityError
+from ..errors import ApiSetupError, ForeignConnectLink, IdentityError
 from ..identity.connections import CALLBACK_PATH, Connections
 from ..identity.resource import METADATA_PATH, ResourceServer
 from ..store import Store
 from .api_errors import APIError
+from .connect_cookie import clear_nonce_cookie, nonce_of
 
 
 class Safety(Protocol):
@@ -83,18 +85,26 @@ class _IdentityRoutes:
         return Response(status_code=204)
 
     async def connected(self, request: Request) -> Response:
-        """Where the api's provider sends the user back: the code becomes their connection."""
+        """Where the api's provider sends the user back: the code becomes their connection, if this browser is the
+        one the link's owner started from."""
         params = request.query_params
         state, code = params.get("state"), params.get("code")
         connections = self.safety.connections
         if connections is None or not state or not (code or params.get("error")):
             return _page(400, "This is where a provider sends you back after connecting an account; the link "
                               "you followed is incomplete.")
+        answer = await self._finish(connections, request, state, code)
+        clear_nonce_cookie(answer, request, state)
+        return answer
+
+    async def _finish(self, connections: Connections, request: Request, state: str, code: str | None) -> Response:
         if not code:
             await self.safety.store.take_pending_connection(state, time.time())  # the user declined: link spent
-            return _page(400, f"The provider did not connect your account: {params.get('error')}.")
+            return _page(400, f"The provider did not connect your account: {request.query_params.get('error')}.")
         try:
-            record = await connections.finish(state, code)
+            record = await connections.finish(state, code, nonce_of(request, state))
+        except ForeignConnectLink as exc:
+            return _page(403, f"Not connected: {exc}.")
         except ApiSetupError as exc:
             return _page(400, f"Not connected: {exc}.")
         except IdentityError as exc:

@@ -57,14 +57,22 @@ class PendingConnection:
     client: str | None = None
     created: float = 0.0
     expires: float = 0.0
+    browser: str | None = field(default=None, repr=False)
+    """The SHA-256 (hex) of the nonce the owner's browser was given at the start page, in a cookie; None until the
+    owner opened the link there. The callback stores tokens only for the browser holding that nonce."""
 
-    COLUMNS: ClassVar[str] = "state, subject, api, verifier, client, created, expires"
+    COLUMNS: ClassVar[str] = "state, subject, api, verifier, client, created, expires, browser"
     """The table's columns in the order `from_row` reads them."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> PendingConnection:
         return cls(state=row[0], subject=row[1], api=row[2], verifier=row[3], client=row[4], created=row[5],
-                   expires=row[6])
+                   expires=row[6], browser=row[7])
+
+    def values(self) -> tuple[Any, ...]:
+        """The record's values in `COLUMNS`' order (what every store inserts)."""
+        return (self.state, self.subject, self.api, self.verifier, self.client, self.created, self.expires,
+                self.browser)
 
 
 class Bucket(NamedTuple):

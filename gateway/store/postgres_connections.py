@@ -45,11 +45,9 @@ class PostgresConnections:
 
     async def add_pending_connection(self, pending: PendingConnection) -> None:
         async with self._connection() as conn:
-            await conn.execute(
-                "INSERT INTO pending_connections (state, subject, api, verifier, client, created, expires)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (pending.state, pending.subject, pending.api, pending.verifier, pending.client, pending.created,
-                 pending.expires))
+            values = pending.values()
+            await conn.execute(f"INSERT INTO pending_connections ({PendingConnection.COLUMNS})"
+                               f" VALUES ({', '.join(['%s'] * len(values))})", values)
 
     async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
         async with self._connection() as conn:

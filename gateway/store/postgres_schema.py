@@ -61,6 +61,8 @@ MIGRATIONS: tuple[str, ...] = (
         created double precision NOT NULL, expires double precision NOT NULL
     );
     """,
+    # 5: the hash of the nonce a connect link's owner's browser holds (bound at the gateway's start page).
+    "ALTER TABLE pending_connections ADD COLUMN browser text;",
 )
 LATEST = len(MIGRATIONS)
 

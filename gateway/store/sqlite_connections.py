@@ -39,11 +39,10 @@ class SQLiteConnections:
         return bool(count)
 
     async def add_pending_connection(self, pending: PendingConnection) -> None:
-        values = (pending.state, pending.subject, pending.api, pending.verifier, pending.client, pending.created,
-                  pending.expires)
+        values = pending.values()
         await self._run(lambda conn: conn.execute(
-            "INSERT INTO pending_connections (state, subject, api, verifier, client, created, expires)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)", values))
+            f"INSERT INTO pending_connections ({PendingConnection.COLUMNS}) VALUES ({', '.join('?' * len(values))})",
+            values))
 
     async def take_pending_connection(self, state: str, now: float) -> PendingConnection | None:
         def work(conn: sqlite3.Connection) -> Any:

@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS connections (
 );
 CREATE TABLE IF NOT EXISTS pending_connections (
     state TEXT PRIMARY KEY, subject TEXT NOT NULL, api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT,
-    created REAL NOT NULL, expires REAL NOT NULL
+    created REAL NOT NULL, expires REAL NOT NULL, browser TEXT
 );
 CREATE TABLE IF NOT EXISTS ended_sessions (id TEXT PRIMARY KEY, until REAL NOT NULL);
 """
@@ -114,6 +114,8 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE approvals ADD COLUMN decided_by TEXT")
     if "subject" not in {row[1] for row in conn.execute("PRAGMA table_info(audit)")}:
         conn.execute("ALTER TABLE audit ADD COLUMN subject TEXT")
+    if "browser" not in {row[1] for row in conn.execute("PRAGMA table_info(pending_connections)")}:
+        conn.execute("ALTER TABLE pending_connections ADD COLUMN browser TEXT")
 
 
 def dumps(value: Any) -> str:

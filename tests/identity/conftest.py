@@ -10,8 +10,7 @@ from cryptography.fernet import Fernet
 # The server tests' helpers (a real uvicorn gateway, the scripted LLM and upstream fixtures) serve these tests too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from identity_support import Setup, new_provider, reserve, route_repos, serving  # noqa: E402
-from oidc import require_provider  # noqa: E402
+from identity_support import Setup, route_repos, started  # noqa: E402
 from recording_server import RecordingServer  # noqa: E402
 from server_support import LenientLLM  # noqa: E402
 
@@ -32,13 +31,6 @@ def repos() -> Iterator[RecordingServer]:
 @pytest.fixture
 def setup(tmp_path: Path, repos: RecordingServer, model: LenientLLM,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
-    require_provider()
     monkeypatch.setenv("GATEWAY_CONNECTIONS_KEY", Fernet.generate_key().decode())
-    sock, url = reserve()
-    provider = new_provider(url + "/").start()
-    try:
-        with serving(tmp_path, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer,
-                     audience=url + "/") as (served, safety):
-            yield Setup(served, provider, safety, repos, model)
-    finally:
-        provider.stop()
+    with started(tmp_path, repos, model) as setup:
+        yield setup

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import jwt
-from oidc import OpenIDProvider
+from oidc import OpenIDProvider, require_provider
 from recording_server import Recorded, RecordingServer, Reply
 from server_support import LenientLLM, free_socket, running
 
@@ -202,14 +202,62 @@ def bearer_of(request: Recorded) -> str:
     return header.removeprefix("Bearer ")
 
 
-def connect_account(provider: OpenIDProvider, gateway: str, user: str, link: str) -> httpx.Response:
-    """The user's browser: a connect link to the provider, its login and consent, back to the gateway's callback."""
-    assert link.startswith(provider.issuer + "/auth?")
-    query = {key: values[0] for key, values in parse_qs(urlsplit(link).query).items()}
+@contextlib.contextmanager
+def signed_in(provider: OpenIDProvider, gateway: str, user: str) -> Iterator[httpx.Client]:
+    """A browser signed in to the gateway's console as `user` (with an access token: how a user signs in there)."""
+    with httpx.Client(timeout=20) as browser:
+        token = provider.token_for(user, audience=gateway + "/")
+        answer = browser.post(f"{gateway}/console/signin", json={"key": token})
+        assert answer.status_code == 200, answer.text
+        yield browser
+
+
+def follow_link(provider: OpenIDProvider, browser: httpx.Client, user: str, link: str) -> httpx.Response:
+    """`browser` opens a connect link: the gateway's start page. When it sends the browser on to the provider, `user`
+    signs in and consents there and the browser comes back to the gateway's callback (that answer is returned);
+    otherwise the start page's own answer (a refusal, or a redirect to the console's sign-in)."""
+    assert "/console/connect?state=" in link, link  # the gateway's start page, never the provider's endpoint
+    started = browser.get(link)
+    location = started.headers.get("location", "")
+    if not location.startswith(provider.issuer + "/auth?"):
+        return started
+    return return_from_provider(provider, browser, user, location)
+
+
+def return_from_provider(provider: OpenIDProvider, browser: httpx.Client, user: str, location: str) -> httpx.Response:
+    """`user` signs in and consents at the provider's authorization URL `location`; `browser` is sent back with the
+    code to the gateway's callback (with whatever cookies it holds for it)."""
+    query = {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
     assert query["code_challenge_method"] == "S256" and query["client_id"] == CONNECTOR[0]
-    callback = f"{gateway}/connections/callback"
+    callback = query["redirect_uri"]
     back = provider.authorization_response(user, query, callback)
-    return httpx.get(callback, params=back, timeout=20)
+    return browser.get(callback, params=back)
+
+
+def connect_account(provider: OpenIDProvider, gateway: str, user: str, link: str) -> httpx.Response:
+    """The user's own browser, signed in to the console at `gateway` as `user`: the connect link's start page, the
+    provider's login and consent, back to the gateway's callback."""
+    with signed_in(provider, gateway, user) as browser:
+        return follow_link(provider, browser, user, link)
+
+
+@contextlib.contextmanager
+def started(folder: Path, repos: RecordingServer, model: LenientLLM, *, host: str | None = None) -> Iterator[Setup]:
+    """The provider and a gateway in front of it. `host`: a name for the gateway's URL (its audience and callback)
+    instead of 127.0.0.1, which agents.yaml then allows (a browser mapping that name to loopback sees two sites)."""
+    require_provider()
+    sock, url = reserve()
+    named = url if host is None else url.replace("127.0.0.1", host)
+    agents = AGENTS if host is None else AGENTS + f"  allowed_hosts: [{host}]\n"
+    provider = new_provider(named + "/").start()
+    try:
+        with serving(folder, sock, llm=model.url, upstream=repos.url, issuer=provider.issuer, audience=named + "/",
+                     agents=agents) as (served, safety):
+            setup = Setup(served, provider, safety, repos, model)
+            setup.audience = named + "/"
+            yield setup
+    finally:
+        provider.stop()
 
 
 class Setup:

@@ -13,7 +13,7 @@ import httpx
 import httpx2
 import openai
 import pytest
-from identity_support import TRACKER, Setup, bearer_of, claims_of, connect_account
+from identity_support import TRACKER, Setup, bearer_of, claims_of, connect_account, follow_link
 from mcp import Client, MCPError, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import URL_ELICITATION_REQUIRED
@@ -91,7 +91,8 @@ def test_in_the_loop_the_model_is_told_the_connect_link(setup: Setup) -> None:
     answer = client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "my tickets?"}])
     assert answer.choices[0].message.content == "Please connect your tracker account."
     tool_message = setup.llm.bodies()[1]["messages"][-1]
-    assert tool_message["role"] == "tool" and setup.provider.issuer + "/auth?" in tool_message["content"]
+    assert tool_message["role"] == "tool" and f"{setup.url}/console/connect?state=" in tool_message["content"]
+    assert setup.provider.issuer not in tool_message["content"]  # the gateway's start page, not the provider's
     assert setup.upstream.requests == []
 
 
@@ -150,7 +151,7 @@ async def _mcp_list_tickets(setup: Setup, token: str, *, elicitation: bool) -> A
 async def test_an_mcp_client_without_url_elicitation_gets_the_link_as_a_tool_error(setup: Setup) -> None:
     result = await _mcp_list_tickets(setup, setup.token("alice"), elicitation=False)
     assert result.is_error is True
-    assert "not_connected" in result.content[0].text and setup.provider.issuer + "/auth?" in result.content[0].text
+    assert "not_connected" in result.content[0].text and f"{setup.url}/console/connect?state=" in result.content[0].text
     assert setup.upstream.requests == []
 
 
@@ -161,6 +162,7 @@ async def test_an_mcp_client_with_url_elicitation_is_sent_to_connect_and_retries
     assert isinstance(error, MCPError) and error.code == URL_ELICITATION_REQUIRED
     (elicitation,) = UrlElicitationRequiredError.from_error(error.error).elicitations
     assert setup.upstream.requests == []
+    assert elicitation.url.startswith(f"{setup.url}/console/connect?state=")  # possessing it proves nothing
     page = await anyio.to_thread.run_sync(lambda: _connect(setup, "alice", elicitation.url))
     assert page.status_code == 200
     result = await _mcp_list_tickets(setup, alice, elicitation=True)
@@ -178,7 +180,8 @@ def test_the_console_signs_a_user_in_with_their_token_and_lists_their_connection
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         started = browser.post("/console/connections/tracker/connect", json={}, headers={"X-CSRF-Token": csrf})
         assert started.status_code == 200, started.text
-        assert _connect(setup, "alice", started.json()["next"]).status_code == 200
+        assert started.json()["next"].startswith(f"{setup.url}/console/connect?state=")
+        assert follow_link(setup.provider, browser, "alice", started.json()["next"]).status_code == 200
         page = browser.get("/console/connections")
         assert 'data-api="tracker"' in page.text and "tickets" in page.text and "alice" in page.text
         assert browser.post("/console/connections/tracker/disconnect", json={}).status_code == 403  # no CSRF token

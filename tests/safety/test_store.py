@@ -239,15 +239,24 @@ async def test_rows_from_two_event_loops_are_each_answered_on_their_own_loop(tmp
     await store.aclose()
 
 
-def test_a_sqlite_file_from_before_decided_by_gets_the_column(tmp_path: Path) -> None:
+def test_a_sqlite_file_from_before_gets_the_new_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as old:
         old.execute("CREATE TABLE approvals (id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL,"
                     " tool TEXT NOT NULL, arguments TEXT NOT NULL, call_id TEXT, client TEXT, status TEXT NOT NULL,"
                     " created REAL NOT NULL, decided REAL, reason TEXT, decided_arguments TEXT)")
-    SQLiteStore(path).close()
+        old.execute("CREATE TABLE pending_connections (state TEXT PRIMARY KEY, subject TEXT NOT NULL,"
+                    " api TEXT NOT NULL, verifier TEXT NOT NULL, client TEXT, created REAL NOT NULL,"
+                    " expires REAL NOT NULL)")
+        old.execute("INSERT INTO pending_connections VALUES ('s', 'ann', 'gh', 'v', NULL, 1.0, 1e12)")
+    store = SQLiteStore(path)
+    try:
+        taken = asyncio.run(store.take_pending_connection("s", now=2.0))
+    finally:
+        store.close()
     columns = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(approvals)")]
     assert columns[-1] == "decided_by"
+    assert taken is not None and taken.browser is None  # a link from before: no browser bound, so it cannot finish
 
 
 def test_store_location_and_backends(tmp_path: Path) -> None:
@@ -288,11 +297,13 @@ async def test_a_users_connections_round_trip(store: Store) -> None:
 
 async def test_a_pending_connection_is_taken_once_and_not_after_it_expires(store: Store) -> None:
     await store.add_pending_connection(PendingConnection(state="s1", subject="ann", api="gh", verifier="v",
-                                                         client="eng", created=1.0, expires=100.0))
+                                                         client="eng", created=1.0, expires=100.0,
+                                                         browser="f00d"))
     await store.add_pending_connection(PendingConnection(state="s2", subject="ann", api="gh", verifier="v",
                                                          created=1.0, expires=10.0))
     taken = await store.take_pending_connection("s1", now=50.0)
     assert taken is not None and (taken.subject, taken.verifier, taken.client) == ("ann", "v", "eng")
+    assert taken.browser == "f00d"  # the hash of the owner's browser nonce travels with the state
     assert await store.take_pending_connection("s1", now=50.0) is None
     assert await store.take_pending_connection("s2", now=50.0) is None  # expired
 

@@ -23,7 +23,9 @@ def routes(console: Console) -> list[Route]:
         base = request.scope.get("root_path", "")
         if console.sessions.open:
             return RedirectResponse(f"{base}/agents", status_code=303)
-        return console.render(request, "signin.html", next=_safe_next(request.query_params.get("next")))
+        target = _safe_next(request.query_params.get("next"))
+        # on the way to a connect link's start page: say whose sign-in it needs
+        return console.render(request, "signin.html", next=target, connecting=target.startswith("/connect?"))
 
     async def signin(request: Request) -> Response:
         body = await read_json(request)

@@ -25,8 +25,9 @@ SCREENSHOTS = os.environ.get("GATEWAY_CONSOLE_SCREENSHOTS")
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
-    """A headless Chromium at 1280x800, or a skip saying what is missing."""
+def chromium(*arguments: str) -> Iterator[Any]:
+    """A headless Chromium at 1280x800 (with these extra command-line `arguments`), or a skip saying what is
+    missing."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -39,7 +40,7 @@ def chromium() -> Iterator[Any]:
     options.binary_location = CHROMIUM
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console errors, CSP refusals among them
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800",
-                     "--disable-gpu", "--no-first-run", "--disable-extensions"):
+                     "--disable-gpu", "--no-first-run", "--disable-extensions", *arguments):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_window_size(1280, 800)

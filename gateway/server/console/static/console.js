@@ -367,7 +367,7 @@ function setupConnections() {
         button.disabled = false;
         return;
       }
-      window.location.assign(answer.next);  // the provider's sign-in, or this page again
+      window.location.assign(answer.next);  // the connect link (its start page, then the provider), or this page
     });
   }
 }
