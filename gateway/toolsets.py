@@ -72,6 +72,9 @@ class Toolset:
     """`gateway.search_embeddings`, parsed once with the manifest: tool search blends it with BM25."""
     search_scope: SearchScope | None = field(default=None, repr=False, compare=False)
     """What tool search reads of these tools at every search, made at the first (`gateway.offer.toolsearch`)."""
+    definition_totals: dict[Any, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
+    """Every tool's definition summed as one door counts them, by that count (`gateway.offer.toolsearch.
+    search_enabled`, with the number of tools it was made for): made at the first ask, not at each meta-tool call."""
 
     def __iter__(self) -> Iterator[AgentTool]:
         return iter(self.tools.values())

@@ -15,7 +15,7 @@ from gateway.config.settings import GatewaySettings
 from gateway.dialects.brevity import estimate_tokens
 from gateway.loop import resume, run
 from gateway.messages import Message
-from gateway.offer.toolsearch import DEFAULT_DEFINITIONS_BUDGET, ToolOffer, search
+from gateway.offer.toolsearch import DEFAULT_DEFINITIONS_BUDGET, ToolOffer, search, search_enabled
 from gateway.offer.views import model_view
 from gateway.runtime import Runtime, load_runtime
 from gateway.server.mcp import search as mcp_search
@@ -175,3 +175,25 @@ async def test_auto_decides_with_the_doors_own_count(llm: ScriptedLLM, kind: str
     assert _offered(llm.bodies()[0], kind) == [t.name for t in tools]
     assert mcp_search.searching(agent, agent_tools)
     assert [t.name for t in mcp_search.listing(agent, agent_tools)] == ["search_tools", "describe_tool", "call_tool"]
+
+
+def test_auto_counts_every_definition_once_per_toolset_and_count() -> None:
+    """A door asks whether to search at every meta-tool call: every tool's definition is measured at the first ask
+    only, per count; a tool added to the toolset is counted again, and the decision follows it."""
+    tools = [_reported(n) for n in range(3)]
+    measured: list[str] = []
+
+    def listed(tool: Any) -> int:
+        measured.append(tool.name)
+        return mcp_search.listed_tokens(tool)
+
+    budget = sum(mcp_search.listed_tokens(model_view(t)) for t in tools) + 1
+    agent_tools = Toolset(agent="clerk", tools={t.name: t for t in tools},
+                          settings=GatewaySettings.model_construct(tool_definitions_budget=budget))
+    agent = agent_config("openai")
+    assert not search_enabled(agent, agent_tools, listed) and not search_enabled(agent, agent_tools, listed)
+    assert len(measured) == 3
+    more = _reported(3)
+    agent_tools.tools[more.name] = more
+    assert search_enabled(agent, agent_tools, listed)
+    assert len(measured) == 3 + 4

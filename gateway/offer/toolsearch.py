@@ -98,9 +98,23 @@ def search_enabled(agent: AgentConfig, toolset: Toolset, measure: Callable[[Tool
         return agent.tool_search in ("on", "native")
     if len(toolset) > AUTO_MAX_TOOLS:
         return True
+    return all_definitions(toolset, measure) > definitions_budget(toolset.settings)
+
+
+def all_definitions(toolset: Toolset, measure: Callable[[ToolLike], int] | None = None) -> int:
+    """The tokens of every tool's definition, counted as `measure` counts one (None: its largest rendering). The
+    same for the toolset's life, and a door asks at every meta-tool call (hundreds of µs for 60 tools): kept on the
+    toolset per count, a handful at most (an adapter made per run brings a count of its own)."""
+    totals = toolset.definition_totals
+    kept = totals.get(measure)
+    if kept is not None and kept[0] == len(toolset.tools):
+        return kept[1]
     budget = tool_budget(toolset.settings)
-    views = (model_view(t, budget) for t in toolset)
-    return sum(max(measure(v) if measure else v.tokens, 1) for v in views) > definitions_budget(toolset.settings)
+    total = sum(max(measure(view) if measure else view.tokens, 1) for view in (model_view(t, budget) for t in toolset))
+    if len(totals) >= 8:
+        totals.clear()
+    totals[measure] = (len(toolset.tools), total)
+    return total
 
 
 def catalog_of(toolset: Toolset) -> Catalog:
@@ -220,7 +234,7 @@ class ToolOffer:
         self.code_only = agent.code_mode == "only"
         """The tools are functions of `run_code` scripts only: none is offered (or callable) on its own."""
         self.native = native and agent.tool_search == "native" and not self.code_only
-        large = search_enabled(agent, toolset, self._cost) and not self.native
+        large = search_enabled(agent, toolset, measure) and not self.native
         self.searching = large or self.code_only
         self.meta = {t.name: t for t in meta_tools()} if self.searching else {}
         self.code: AgentTool | None = None
