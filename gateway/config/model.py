@@ -72,7 +72,9 @@ DEFAULT_BASE_URLS = {
 }
 
 SECRET_HEADER = re.compile(r"auth|key|token|secret|passw|signature|session|cookie", re.IGNORECASE)
-"""Header names whose values are credentials (redacted everywhere); the one source of this fact."""
+"""Header names whose values are credentials (redacted everywhere); the one source of this fact for headers. A
+fixed argument's name is read by whole words instead (`_names_a_credential`): its value is redacted wherever it
+appears, so `sort_key: created_at` taken for a secret would blank that word in every answer."""
 
 __all__ = ["AgentConfig", "ApiConfig", "Approval", "AuthConfig", "ClientConfig", "CodeLimits", "CodeMode", "Manifest",
            "Policy", "ProviderConfig", "ToolOverride", "ToolSelection"]
