@@ -18,14 +18,15 @@ CALL_ONLY = [
     "gateway.execution.executor",  # the executor and the stages of the call pipeline
     "gateway.assembly.composition",
     "gateway.server.direct_call",  # the plans a call runs on
-    "gateway.providers.registry",  # the provider adapters (never needed over MCP)
+    "gateway.providers.anthropic",  # the provider adapters (never needed over MCP)
     "prometheus_client",  # nothing is counted over stdio
 ]
 """Modules `gateway mcp` needs only once a tool is called (or never), each the root of an import tree."""
 
 
 def _imported(importtime: str) -> set[str]:
-    """The modules named in `python -X importtime` lines."""
+    """The modules named in `python -X importtime` lines (an import statement's; `importlib.import_module`, which a
+    package's PEP 562 names use, is not logged, but what that module imports by statement is)."""
     return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
 
 
