@@ -11,8 +11,9 @@ before it needs `build_pipeline` and the stages it imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..kernel.lazy import lazy_names
 
 _WHERE = {
     "GatewayState": ".state",
@@ -28,13 +29,6 @@ if TYPE_CHECKING:
     from .generation import Generation, Holding
     from .state import GatewayState, open_local
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # asked once
-    return value
-
 __all__ = ["GatewayState", "Generation", "Holding", "build_pipeline", "open_local"]
+
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, globals(), __all__)

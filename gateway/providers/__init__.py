@@ -8,8 +8,9 @@ import every adapter and the HTTP client they speak.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..kernel.lazy import lazy_names
 
 _WHERE = {
     "ADAPTERS": ".registry",
@@ -37,18 +38,7 @@ if TYPE_CHECKING:
     from .registry import ADAPTERS, AdapterPool, get_adapter
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # asked once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = ["ADAPTERS", "AdapterPool", "AnthropicAdapter", "GeminiAdapter", "OllamaAdapter", "OpenAIAdapter",
            "OpenAIResponsesAdapter", "ProviderAdapter", "Turn", "Usage", "get_adapter"]
+
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, globals(), __all__)
