@@ -3,8 +3,8 @@ official `mcp` client (its stdio transport and `ClientSession`), as a client sta
 
     python -m bench.mcp_startup [--rounds 7] [--no-peer] [--no-github] [--no-floor] [--tree PATH ...]
 
-Two projects, each with a warm compiler cache (`GATEWAY_CACHE_DIR` in a temporary folder, filled by one run
-first): the repository's example (`weather`, one Open-Meteo tool) and GitHub's spec from ../shared/corpus (an
+Two projects, each with a warm compiler cache (`GATEWAY_CACHE_DIR` in a temporary folder, one per tree, filled by
+the warm-up): the repository's example (`weather`, one Open-Meteo tool) and GitHub's spec from ../shared/corpus (an
 agent with every operation, 1,000+ tools). A round starts a new process per side; the sides take turns, so a
 busy machine disturbs them alike. The time runs from just before the client starts the process to
 `list_tools()` returning (`initialize`, `initialized` and `tools/list` on the way); the client (this process)
@@ -128,7 +128,12 @@ def _sides(folder: Path, *, peer: bool, github: bool, floor: bool,
     base = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     env = {**base, "GATEWAY_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(ROOT),
            "PYTHONPYCACHEPREFIX": str(folder / "bytecode")}
-    envs = {("" if len(trees) == 1 else f" ({tree.name})"): {**env, "PYTHONPATH": str(tree)} for tree in trees}
+    # One compiler cache per tree: an entry is kept per spec file and carries the compiler code's fingerprint, so
+    # two trees whose compiler, catalog or search code differ would each overwrite the other's entry, and every
+    # start after the other tree's would compile the spec again (seconds for GitHub's).
+    envs = {("" if len(trees) == 1 else f" ({tree.name})"): {**env, "PYTHONPATH": str(tree),
+                                                             "GATEWAY_CACHE_DIR": str(folder / f"cache-{index}")}
+            for index, tree in enumerate(trees)}
     example = folder / "example"
     example.mkdir()
     shutil.copytree(ROOT / "specs", example / "specs")
