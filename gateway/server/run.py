@@ -235,6 +235,10 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
         return 1
 
     tracing.configure_from_environment()
+    # As `serve` does once loaded: the catalog lives as long as the process, so the cyclic GC's full collections
+    # need not walk it (one such walk over GitHub's catalog landed before or after the first listing, depending on
+    # how much was allocated on the way).
+    tune_gc()
 
     async def main() -> None:
         holder = RuntimeHolder(runtime)
