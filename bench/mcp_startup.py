@@ -122,7 +122,7 @@ async def _listed(command: str, args: list[str], env: dict[str, str], cwd: Path)
     return Listed(elapsed, cpu, len(tools))
 
 
-def _sides(folder: Path, *, peer: bool, github: bool, floor: bool,
+def sides(folder: Path, *, peer: bool, github: bool, floor: bool,
            trees: list[Path]) -> dict[str, tuple[list[str], dict[str, str], Path]]:
     """Each side's command line, environment and folder."""
     base = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
@@ -168,13 +168,13 @@ async def measure(rounds: int, *, peer: bool = True, github: bool = True, floor:
                   trees: list[Path] | None = None) -> dict[str, list[Listed]]:
     """Every round's start of every side."""
     with tempfile.TemporaryDirectory() as tmp:
-        sides = _sides(Path(tmp), peer=peer, github=github, floor=floor, trees=trees or [ROOT])
-        runs: dict[str, list[Listed]] = {name: [] for name in sides}
+        started = sides(Path(tmp), peer=peer, github=github, floor=floor, trees=trees or [ROOT])
+        runs: dict[str, list[Listed]] = {name: [] for name in started}
         for _ in range(2):  # fills the compiler's cache and the bytecode, then warms the OS's caches
-            for command, env, cwd in sides.values():
+            for command, env, cwd in started.values():
                 await _listed(command[0], command[1:], env, cwd)
         for _ in range(rounds):
-            for name, (command, env, cwd) in sides.items():
+            for name, (command, env, cwd) in started.items():
                 runs[name].append(await _listed(command[0], command[1:], env, cwd))
     return runs
 
