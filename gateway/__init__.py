@@ -6,8 +6,9 @@ never loads the HTTP server, the providers or the loop's wording validators it d
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .kernel.lazy import lazy_names
 
 _WHERE = {
     "AdapterPool": ".providers",
@@ -74,19 +75,6 @@ if TYPE_CHECKING:
     from .toolsets import Toolset, build_toolsets
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # asked once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "AdapterPool",
     "AgentConfig",
@@ -131,3 +119,5 @@ __all__ = [
     "load_runtime",
     "render_tools",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, globals(), __all__)

@@ -19,9 +19,6 @@ from .config.loader import read_checked, read_text
 from .config.model import Manifest
 from .config.yamlnodes import KeyLines, KeyPath
 from .offer.toolsearch import ToolOffer, pinned_tools, search_enabled
-from .providers.anthropic import MAX_DEFERRED_TOOLS
-from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
-from .providers.registry import get_adapter
 from .toolsets import Toolset, build_toolsets, select_tools
 
 __all__ = ["load_configuration", "parse_configuration"]
@@ -57,15 +54,21 @@ def parse_configuration(
 
 def check_tool_counts(c: Checker, manifest: Manifest, toolsets: Mapping[str, Any]) -> None:
     """An agent whose tools its provider would refuse is worth knowing before its first chat fails."""
+    # The adapters' modules are imported only for an agent whose check needs them: they import the HTTP client,
+    # which a command that loads agents.yaml to list tools (`gateway mcp`) has no use for yet.
     for name, agent in manifest.agents.items():
         provider = manifest.providers.get(agent.provider)
         count = len(toolsets.get(name) or ())
-        if agent.tool_search == "native" and provider is not None and provider.kind == "anthropic" and \
-                count > MAX_DEFERRED_TOOLS and count - len(pinned_tools(agent, toolsets[name])) > MAX_DEFERRED_TOOLS:
-            c.error(("agents", name, "tools"), f"{count} tools, but Anthropic's tool search takes at most "
-                    f"{MAX_DEFERRED_TOOLS} deferred ones: select fewer, pin some, or use `tool_search: on`")
+        if agent.tool_search == "native" and provider is not None and provider.kind == "anthropic":
+            from .providers.anthropic import MAX_DEFERRED_TOOLS
+
+            if count > MAX_DEFERRED_TOOLS and count - len(pinned_tools(agent, toolsets[name])) > MAX_DEFERRED_TOOLS:
+                c.error(("agents", name, "tools"), f"{count} tools, but Anthropic's tool search takes at most "
+                        f"{MAX_DEFERRED_TOOLS} deferred ones: select fewer, pin some, or use `tool_search: on`")
         if agent.tool_search != "off":
             continue  # tool search offers a few tools at a time (gateway.offer.toolsearch)
+        from .providers.openai import OPENAI_MAX_TOOLS, refuses_tool_count
+
         if provider is not None and refuses_tool_count(provider, count):
             c.warning(("agents", name, "tools"), f"{count} tools, but OpenAI accepts at most {OPENAI_MAX_TOOLS} in "
                       "one request: chat will be refused until `tools:` selects fewer (MCP and direct calls work)")
@@ -84,9 +87,13 @@ def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]
             if not any(fnmatchcase(n, pattern) for n in names):
                 c.warning(("agents", name, "pinned", index), f"{pattern!r} names none of the agent's tools (tool "
                           "names or operationIds, globs allowed): it pins nothing")
+        if not agent.pinned or agent.tool_search not in ("auto", "on"):
+            continue
+        from .providers.registry import get_adapter
+
         provider = manifest.providers.get(agent.provider)
         measure = get_adapter(provider).definition_tokens if provider is not None else None
-        if agent.pinned and agent.tool_search in ("auto", "on") and search_enabled(agent, toolset, measure):
+        if search_enabled(agent, toolset, measure):
             start, pinned = ToolOffer(agent, toolset, measure=measure), len(pinned_tools(agent, toolset))
             tokens, budget = start.tokens(), start.definitions_budget
             if tokens >= budget:

@@ -25,3 +25,18 @@ def dumps_text(value: Any, *, default: Callable[[Any], Any] | None = None) -> st
     """`dumps` as a string."""
     return dumps(value, default=default).decode()
 
+
+def holds_lone_surrogate(value: Any) -> bool:
+    """`value` (parsed JSON) holds a string with an unpaired surrogate: it cannot be sent on as UTF-8."""
+    try:
+        orjson.dumps(value)
+        return False
+    except TypeError:  # orjson refuses surrogates, and also integers past 64 bits: tell them apart
+        pass
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return False

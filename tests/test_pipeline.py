@@ -132,6 +132,40 @@ async def test_the_executor_is_built_knowing_whether_the_guard_stage_holds_the_c
     assert all(r.ok for r in results) and len(upstream.requests) == 3
 
 
+async def test_a_generation_asked_to_builds_what_runs_a_call_at_the_first_call_and_runs_it_guarded(
+        upstream: RecordingServer) -> None:
+    """`gateway mcp` lists before the executor and the pipeline exist; the first call builds them, with every stage
+    the safety layer gives (here the breaker's concurrency limit), as an eager generation has them."""
+    from pathlib import Path
+
+    from gateway.assembly import Generation
+    from gateway.catalog import Catalog
+    from gateway.runtime import Runtime
+    from gateway.safety.guards import Safeguards
+    from gateway.store import MemoryStore
+
+    manifest = Manifest(apis={"demo": ApiConfig(name="demo", base_url=upstream.url, max_concurrency=1)})
+    runtime = Runtime(catalog=Catalog([TOOL]), manifest=manifest, toolsets={}, specs_dir=Path("specs"),
+                      agents_path=Path("agents.yaml"))
+    safety = Safeguards(MemoryStore(), manifest, redact_log_records=False)
+    eager = Generation(runtime, safety=safety)
+    deferred = Generation(runtime, safety=safety, calls_on_first_use=True)
+    never_called = Generation(runtime, calls_on_first_use=True)
+    try:
+        assert "pipeline" in vars(eager) and "runner" in vars(eager)
+        assert not {"executor", "pipeline", "runner", "hooks"} & set(vars(deferred))
+        results = await asyncio.gather(*(deferred.pipeline(_invocation({"n": n})) for n in range(3)))
+        assert not deferred.executor.limits_concurrency  # the guard stage holds the limit, as in `eager`
+        assert [type(stage).__name__ for stage in deferred.pipeline.stages] == \
+            [type(stage).__name__ for stage in eager.pipeline.stages]
+    finally:
+        await eager.aclose()
+        await deferred.aclose()
+        await never_called.aclose()
+    assert "executor" not in vars(never_called)  # closing builds nothing
+    assert all(r.ok for r in results) and len(upstream.requests) == 3
+
+
 async def test_a_body_the_executor_redacted_is_not_walked_again_unless_a_secret_was_learned_since(
         upstream: RecordingServer) -> None:
     from gateway.execution.pipeline import Pipeline

@@ -11,26 +11,27 @@ generation is closed once its last request is done.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ..config.hooks_budgets import HookEvent
 from ..config.model import AgentConfig, ProviderConfig
-from ..execution.executor import Executor
-from ..execution.runner import ToolRunner
-from ..hooks import ConfiguredHooks
 from ..kernel.calls import ToolHooks
-from ..kernel.redaction import Redactor
-from ..observe.runs import RunObserver
 from ..runtime import Runtime
 from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
 from ..toolsets import Toolset
-from .composition import build_pipeline
 
 if TYPE_CHECKING:
+    import httpx
+
+    from ..config.hooks_budgets import HookEvent
+    from ..execution.executor import Executor
+    from ..execution.pipeline import Pipeline
+    from ..execution.runner import ToolRunner
+    from ..hooks import ConfiguredHooks
+    from ..kernel.redaction import Redactor
     from ..observe.metrics import Metrics
+    from ..observe.runs import RunObserver
     from ..providers import AdapterPool, ProviderAdapter
 
 
@@ -64,29 +65,23 @@ class Generation:
         hooks: `ToolHooks` given in code, run before the configured `hooks:`.
         metrics: the gateway's Prometheus metrics; budget_book: what agents and clients spent (both outlive a
             generation).
+        calls_on_first_use: build the executor, pipeline and runner when a call first needs them, not now.
     """
 
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None, safety: Safeguards | None = None,
                  hooks: Sequence[ToolHooks] = (), metrics: Metrics | None = None,
-                 budget_book: BudgetBook | None = None) -> None:
+                 budget_book: BudgetBook | None = None, calls_on_first_use: bool = False) -> None:
         self.runtime = runtime
-        # One redactor for the generation: the executor teaches it tokens learned at run time, and the pipeline's
-        # redaction and audit stages use it.
-        self.redactor = Redactor()
-        self.executor = Executor(runtime.manifest, runtime.catalog, transport=upstream_transport,
-                                 redactor=self.redactor, limit_concurrency=safety is None,
-                                 connections=safety.connections if safety is not None else None)
-        # The configured `hooks:` are the generation's (a reload brings new ones); code-given ToolHooks run first.
-        self.hooks = ConfiguredHooks(runtime.manifest,
-                                     on_decision=_count_decision(metrics) if metrics is not None else None)
-        tool_hooks = [*hooks, self.hooks] if self.hooks else list(hooks)
-        self.pipeline = build_pipeline(self.executor, safeguards=safety, hooks=tool_hooks, metrics=metrics)
+        self._upstream_transport = upstream_transport
+        self._safety = safety
+        self._code_hooks = tuple(hooks)
+        self._metrics = metrics
+        self._budget_book = budget_book
         self._provider_transport = provider_transport
         self._adapters: AdapterPool | None = None
-        self.observer = RunObserver(metrics=metrics, hooks=self.hooks, budgets=runtime.manifest.budgets,
-                                    book=budget_book)
-        self.runner = ToolRunner(runtime, self.pipeline, self.adapter, observer=self.observer)
+        if not calls_on_first_use:
+            self.runner  # noqa: B018 - the executor, hooks, pipeline, observer and runner, built now
         if runtime.manifest.gateway.search_embeddings is not None:
             # The first search finds the tools' embeddings ready (computed off this thread meanwhile).
             from ..offer.toolsearch import prepare_search
@@ -98,6 +93,56 @@ class Generation:
         self.active = 0
         self.retired = False
         self.closed = False
+
+    # What runs a call, built from the runtime when first asked (at once unless `calls_on_first_use`: `gateway mcp`
+    # lists its tools before it imports the executor, the HTTP client and the stages). Each is then a plain
+    # attribute of the instance (`cached_property`), read on every call at no extra cost.
+
+    @cached_property
+    def executor(self) -> Executor:
+        from ..execution.executor import Executor
+        from ..kernel.redaction import Redactor
+
+        # One redactor for the generation: the executor teaches it tokens learned at run time, and the pipeline's
+        # redaction and audit stages use it.
+        safety = self._safety
+        return Executor(self.runtime.manifest, self.runtime.catalog, transport=self._upstream_transport,
+                        redactor=Redactor(), limit_concurrency=safety is None,
+                        connections=safety.connections if safety is not None else None)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        """The generation's redactor (the executor's)."""
+        return self.executor.redactor
+
+    @cached_property
+    def hooks(self) -> ConfiguredHooks:
+        """The configured `hooks:` (a reload brings new ones)."""
+        from ..hooks import ConfiguredHooks
+
+        metrics = self._metrics
+        return ConfiguredHooks(self.runtime.manifest,
+                               on_decision=_count_decision(metrics) if metrics is not None else None)
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        from .composition import build_pipeline
+
+        tool_hooks = [*self._code_hooks, self.hooks] if self.hooks else list(self._code_hooks)  # code-given first
+        return build_pipeline(self.executor, safeguards=self._safety, hooks=tool_hooks, metrics=self._metrics)
+
+    @cached_property
+    def observer(self) -> RunObserver:
+        from ..observe.runs import RunObserver
+
+        return RunObserver(metrics=self._metrics, hooks=self.hooks, budgets=self.runtime.manifest.budgets,
+                           book=self._budget_book)
+
+    @cached_property
+    def runner(self) -> ToolRunner:
+        from ..execution.runner import ToolRunner
+
+        return ToolRunner(self.runtime, self.pipeline, self.adapter, observer=self.observer)
 
     @property
     def adapters(self) -> AdapterPool:
@@ -133,8 +178,11 @@ class Generation:
         if self.closed:
             return
         self.closed = True
-        await self.executor.aclose()
-        await self.hooks.aclose()
+        built = self.__dict__
+        if "executor" in built:  # nothing to close of what was never built
+            await self.executor.aclose()
+        if "hooks" in built:
+            await self.hooks.aclose()
         if self._adapters is not None:
             await self._adapters.aclose()
 

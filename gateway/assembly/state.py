@@ -38,11 +38,13 @@ class GatewayState:
         hooks: `ToolHooks` for every call's pipeline.
         metrics: count requests and tool calls for `/metrics`; False for a door that has no `/metrics` to read them
             (`gateway mcp` over stdio: nothing counted, `prometheus_client` not even imported).
+        calls_on_first_use: each generation builds what runs a call (executor, pipeline, runner) when a call first
+            needs it (`gateway mcp`: its first listing does not wait for them); the safety layer is open already.
     """
 
     def __init__(self, holder: RuntimeHolder, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None, safety: Safeguards | None = None,
-                 hooks: Sequence[ToolHooks] = (), metrics: bool = True) -> None:
+                 hooks: Sequence[ToolHooks] = (), metrics: bool = True, calls_on_first_use: bool = False) -> None:
         self.holder = holder
         self.safety = safety
         self.hooks = tuple(hooks)
@@ -57,13 +59,15 @@ class GatewayState:
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._provider_transport = provider_transport
+        self._calls_on_first_use = calls_on_first_use
         self.generation = self._build(holder.current)
         self.reloads = 0
 
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport,
                           provider_transport=self._provider_transport, safety=self.safety, hooks=self.hooks,
-                          metrics=self.metrics, budget_book=self.budget_book)
+                          metrics=self.metrics, budget_book=self.budget_book,
+                          calls_on_first_use=self._calls_on_first_use)
 
     @property
     def store(self) -> Store:

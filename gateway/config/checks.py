@@ -171,11 +171,11 @@ def _providers_named(manifest: Manifest, model: str) -> str:
 
 
 def _check_native_search(c: Checker, agent: AgentConfig, manifest: Manifest, path: KeyPath) -> None:
-    from ..providers import ADAPTERS
-
     provider = manifest.providers.get(agent.provider)
     if agent.tool_search != "native" or provider is None:
         return
+    from ..providers import ADAPTERS  # only here: the adapters (and the HTTP client) are heavy to import
+
     native = [kind for kind, adapter in ADAPTERS.items() if adapter.native_tool_search]  # the adapters say
     if provider.kind not in native:
         c.error((*path, "tool_search"), f"provider {provider.name!r} (kind {provider.kind}) has no native tool "

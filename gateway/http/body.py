@@ -18,7 +18,6 @@ from typing import Any
 from ..catalog import Argument, BodyBinding, Encoding, JSONSchema, Tool
 from ..errors import ArgumentError
 from .serialize import check_header_value, serialize_query, to_text
-from .xml_body import xml_bytes
 
 _BINARY_TOP_TYPES = ("image/", "audio/", "video/", "font/")
 _BINARY_TYPES = {"application/octet-stream", "application/pdf", "application/zip", "application/gzip"}
@@ -73,6 +72,8 @@ def build_body(tool: Tool, arguments: dict[str, Any]) -> Body | None:
         return Body(_decode_base64(value, binding.argument or "body"), content_type)
     content_type = media_type if "*" not in kind else "text/plain"
     if _is_xml_type(kind) and not isinstance(value, str):
+        from .xml_body import xml_bytes  # here: Python's XML modules only for the rare API that takes XML
+
         return Body(xml_bytes(value, binding.xml), content_type)
     if isinstance(value, str):
         return Body(value.encode("utf-8"), content_type)

@@ -37,9 +37,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
@@ -47,6 +45,9 @@ from .fusion import Ranked, fuse
 from .index_build import summary_of
 from .query import words
 from .tool_vectors import ToolVectors, as_float32, cache_path, read, unit, unit_float32, write
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger("gateway.search")
 
@@ -116,6 +117,8 @@ def embed(settings: SearchEmbeddings, texts: Sequence[str]) -> list[list[float]]
 
 
 def _request(settings: SearchEmbeddings, texts: list[str]) -> list[list[float]]:
+    import httpx  # here: a gateway without an embeddings endpoint (and `gateway mcp`'s start) never needs it
+
     headers = {**settings.headers}
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
@@ -155,6 +158,8 @@ _LOCK = threading.Lock()
 
 def _client(settings: SearchEmbeddings) -> httpx.Client:
     """One client (its connection pool) per endpoint: a search reuses the connection the last one opened."""
+    import httpx
+
     key = (settings.identity, settings.timeout)
     with _LOCK:
         client = _CLIENTS.get(key)

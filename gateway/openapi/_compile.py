@@ -13,9 +13,6 @@ from ..offer.index import build_index
 from . import _cache
 from ._documents import SPEC_SUFFIXES, Documents, LoadError, RefError, parse_bytes
 from ._names import base_name, prefix_colliding, unique_in_spec
-from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
-from ._schema import SchemaError, SchemaTranslator
-from ._swagger import translate_swagger
 
 DEFAULT_MAX_DESCRIPTION = 1024
 """Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept).
@@ -39,6 +36,12 @@ def compile_document(document: Any, *, api: str, file: str = "", documents: Docu
 
 def _compile_one(document: Any, *, api: str, file: str, documents: Documents | None,
                  max_description: int) -> tuple[list[Tool], ApiSpec | None, list[Diagnostic]]:
+    # The compiler proper (and jsonschema-rs, which checks a spec's own values) is imported here, for the first
+    # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it.
+    from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
+    from ._schema import SchemaError, SchemaTranslator
+    from ._swagger import translate_swagger
+
     diagnostics: list[Diagnostic] = []
 
     def warn(pointer: str, message: str) -> None:

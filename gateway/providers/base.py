@@ -28,7 +28,7 @@ from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..http.library import ClientOptions
 from ..http.transport import CappedTransport
-from ..jsonwire import dumps
+from ..jsonwire import dumps, holds_lone_surrogate
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..messages import Message, ToolCall
@@ -77,22 +77,6 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
                           "text; send valid Unicode")
         return raw, None
     return None, f"the arguments must be a JSON object, not {type(raw).__name__}"
-
-
-def holds_lone_surrogate(value: Any) -> bool:
-    """`value` (parsed JSON) holds a string with an unpaired surrogate: it cannot be sent on as UTF-8."""
-    try:
-        orjson.dumps(value)
-        return False
-    except TypeError:  # orjson refuses surrogates, and also integers past 64 bits: tell them apart
-        pass
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return False
 
 
 def make_call(call_id: str | None, name: str, raw: Any, extras: dict[str, Any] | None = None) -> ToolCall:

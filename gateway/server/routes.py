@@ -17,7 +17,7 @@ from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
-from ..providers.base import holds_lone_surrogate
+from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
 from ..toolsets import Toolset
 from .api_errors import APIError

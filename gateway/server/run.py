@@ -22,7 +22,6 @@ from typing import Any, TextIO
 
 from ..errors import ConfigError
 from ..kernel import tracing
-from ..observe.metrics import MULTIPROCESS_DIR
 from ..runtime import Runtime, RuntimeHolder, load_runtime, missing_inputs
 
 logger = logging.getLogger("gateway.server")
@@ -95,6 +94,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
 
+    from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
 
     built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
@@ -235,10 +235,15 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
         return 1
 
     tracing.configure_from_environment()
+    # As `serve` does once loaded: the catalog lives as long as the process, so the cyclic GC's full collections
+    # need not walk it (one such walk over GitHub's catalog landed before or after the first listing, depending on
+    # how much was allocated on the way).
+    tune_gc()
 
     async def main() -> None:
         holder = RuntimeHolder(runtime)
-        state = GatewayState(holder, safety=safety, metrics=False)  # no /metrics over stdio
+        # No /metrics over stdio; what runs a call is built at the first call, after the first listing.
+        state = GatewayState(holder, safety=safety, metrics=False, calls_on_first_use=True)
         holder.on_reload.append(state.on_reload)
         watcher = asyncio.create_task(holder.watch())
         try:

@@ -14,14 +14,14 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
-from ...assembly import GatewayState, Generation
+from ...assembly import GatewayState
 from ...catalog import AgentTool
 from ...codemode import RUN_CODE
 from ..api_errors import APIError
 from ..direct_call import door_plan, run_planned
 from ..direct_script import run_direct_script
 from . import search
-from .listing import era_of
+from .listing import checked_agent, era_of
 from .results import call_result, wire_result
 
 _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
@@ -71,10 +71,3 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                 message=result.error or "Connect your account first.", url=link,
                 elicitation_id=secrets.token_urlsafe(12))])
         return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
-
-
-def checked_agent(generation: Generation, agent: str) -> str:
-    """`agent`, or the protocol error a client sees when a reload removed it since its session began."""
-    if agent not in generation.runtime.manifest.agents:
-        raise MCPError(types.INVALID_PARAMS, f"Agent {agent!r} no longer exists.")
-    return agent

@@ -34,6 +34,13 @@ def era_of(protocol_version: str | None) -> Era:
     return "modern" if protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
 
 
+def checked_agent(generation: Generation, agent: str) -> str:
+    """`agent`, or the protocol error a client sees when a reload removed it since its session began."""
+    if agent not in generation.runtime.manifest.agents:
+        raise MCPError(types.INVALID_PARAMS, f"Agent {agent!r} no longer exists.")
+    return agent
+
+
 def listing_page(generation: Generation, agent: str, era: Era, cursor: str | None,
                  found: Sequence[str] = ()) -> dict[str, Any]:
     """The `ListToolsResult` (wire form) for `cursor`; an `INVALID_PARAMS` error for a cursor we never gave.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -31,9 +31,8 @@ from ...assembly import GatewayState
 from ...kernel import __version__, tracing
 from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
-from .answering import answer_call, checked_agent
 from .found import FoundTools
-from .listing import era_of, listing_page
+from .listing import checked_agent, era_of, listing_page
 from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
@@ -56,6 +55,8 @@ class MessageFacts(NamedTuple):
 
 
 FactsOf = Callable[[Context], MessageFacts]
+AnswerCall = Callable[..., Awaitable[dict[str, Any] | None]]
+"""`gateway.server.mcp.answering.answer_call`."""
 
 current_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_mcp_agent", default=None)
 """The agent of the HTTP request being handled in this task (the SDK looks up input schemas before it runs any
@@ -114,6 +115,10 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
     found: where each session's found tools are kept (the endpoint drops a session's entry when the session
     ends)."""
     found = found if found is not None else FoundTools()
+    # `answer_call` and the call machinery it imports (the direct door's plans, the HTTP client, credentials) are
+    # imported at the first call, not before the first listing (`gateway mcp`'s start); a closure, not an import
+    # statement per call (which costs microseconds each time).
+    answer: AnswerCall | None = None
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> Any:
         generation = state.current
@@ -123,6 +128,11 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
                             found.listed(facts.session) if facts.session is not None else ())
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> Any:
+        nonlocal answer
+        if answer is None:
+            from .answering import answer_call
+
+            answer = answer_call
         agent, client, session, subject, token = facts_of(ctx)
         names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
@@ -134,9 +144,8 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         binding = _UNCHANGED if caller.subject == subject and caller.token is token \
             else bind_caller(subject=subject, token=token)
         with binding:
-            result = await answer_call(state, agent, params.name, dict(params.arguments or {}),
-                                       ctx.protocol_version, client, names,
-                                       url_elicitation=_takes_url_elicitation(ctx))
+            result = await answer(state, agent, params.name, dict(params.arguments or {}),
+                                  ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx))
         if result is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:

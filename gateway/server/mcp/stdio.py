@@ -13,11 +13,10 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from ...assembly import GatewayState
+from ...jsonwire import holds_lone_surrogate
 from ...kernel.caller import current_caller
-from ...providers.base import holds_lone_surrogate
-from .answering import checked_agent
 from .found import STDIO_SESSION
-from .listing import era_of
+from .listing import checked_agent, era_of
 from .server import MessageFacts, build_mcp_server
 
 LONE_SURROGATE = ("The request holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text; send "
