@@ -32,12 +32,15 @@ from bench.support import CALL_ARGS, DIRECT_PATH, ROOT, free_port, python_module
 DOOR = "/agents/bench/tools/listIssues"
 
 
-async def _calls(url: str, path: str, count: int, *, post: bool) -> None:
+async def _calls(url: str, path: str, count: int, *, post: bool, pause: float = 0.0) -> None:
+    """`count` calls one after another; `pause` seconds after each answer before the next request."""
     async with httpx.AsyncClient(base_url=url, timeout=300, trust_env=False) as client:
         for _ in range(count):
             response = await (client.post(path, json=CALL_ARGS) if post else client.get(path))
             if response.status_code != 200:
                 raise RuntimeError(f"{url}{path}: {response.status_code} {response.text[:200]}")
+            if pause:
+                await asyncio.sleep(pause)
 
 
 def _cpu_ticks(pid: int) -> int:

@@ -117,14 +117,15 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], *, timeout: float = 1
 
 @contextmanager
 def spawned(command: Sequence[str], ready_url: str, *, env: dict[str, str] | None = None,
-            cwd: Path = ROOT) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
-    """A server process, yielded once `ready_url` answers, with its ready time; terminated afterwards."""
+            cwd: Path = ROOT, ready_within: float = 120) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """A server process, yielded once `ready_url` answers (within `ready_within` seconds), with its ready time;
+    terminated afterwards."""
     # stderr goes to a file, not a pipe: a chatty server would block once a pipe's buffer is full.
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(list(command), cwd=cwd, env={**os.environ, **(env or {})},
                                stdout=subprocess.DEVNULL, stderr=log)
     try:
-        yield process, wait_ready(ready_url, process, log=log)
+        yield process, wait_ready(ready_url, process, timeout=ready_within, log=log)
     finally:
         log.close()
         process.terminate()
