@@ -23,9 +23,11 @@ answer is on the wire: the app's frames unwinding, the envelope's count, the acc
 which a sequential caller does not wait for unless its next request arrives before it is done. The native code of
 a request's first read (uvloop's, before `data_received`'s frame) counts to the previous request's after, and
 uvicorn's bookkeeping inside the `send` that wrote the last byte to its before. The client waits `PAUSE` after each
-answer: under callgrind the server runs some fifty times slower than natively, and a client that sent its next
-request at once would have it read before the work the loop runs on its next turn after an answer (the access
-line, the tool's metrics), which natively is done long before a client turns round.
+answer: under callgrind the server runs some fifty times slower than natively (and on a busy machine it waits tens
+of milliseconds for a processor at a time), and a client that sent its next request sooner would have it read
+before the work the loop runs on its next turn after an answer (the access line, the tool's metrics), which
+natively is done long before a client turns round (50 ms was not enough at load 7-9). The loop's idle turns in
+the pause (uvicorn's tick, ten a second) count to the after phase's native code.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.machine_instructions import DOOR, _calls, _settle
+from bench.machine_instructions import _calls, _settle
 from bench.stage_rules import STAGES
-from bench.support import ROOT, free_port, python_module, spawned, write_project
+from bench.support import DOOR, ROOT, free_port, python_module, spawned, write_project
 
 BOOT = """\
 import signal, sys
@@ -86,7 +88,7 @@ def build_marks(folder: Path) -> None:
 
 IDLE = 10.0  # seconds of the idle server counted after the calls
 PLAIN_CALLS = 100  # the unmarked run's calls (no dumps: cheap)
-PAUSE = 0.05  # seconds between an answer and the next request, in both runs (see the docstring)
+PAUSE = 0.3  # seconds between an answer and the next request, in both runs (see the docstring)
 
 # Where an instruction ran, by the function callgrind names (in the interpreter's own binary).
 _FREEING = re.compile(r"dealloc|_Py_Dealloc|_PyObject_Free|PyObject_Free|_PyMem_|pymalloc|free_|_Py_DECREF|"
