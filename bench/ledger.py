@@ -23,11 +23,11 @@ answer is on the wire: the app's frames unwinding, the envelope's count, the acc
 which a sequential caller does not wait for unless its next request arrives before it is done. The native code of
 a request's first read (uvloop's, before `data_received`'s frame) counts to the previous request's after, and
 uvicorn's bookkeeping inside the `send` that wrote the last byte to its before. The client waits `PAUSE` after each
-answer: under callgrind the server runs some fifty times slower than natively (and on a busy machine it waits tens
-of milliseconds for a processor at a time), and a client that sent its next request sooner would have it read
-before the work the loop runs on its next turn after an answer (the access line, the tool's metrics), which
-natively is done long before a client turns round (50 ms was not enough at load 7-9). The loop's idle turns in
-the pause (uvicorn's tick, ten a second) count to the after phase's native code.
+answer. A limit not solved: under callgrind, work the loop runs on its next turn after an answer (the access line,
+the tool's metrics: `call_soon`) is still counted to the next request's before, with a pause of 50 ms and of 0.3 s
+alike; natively the marks come in the right order (the extension built to print its marks instead of dumping them
+shows those frames after the answer and before the next `data_received`). The split is exact for the work of the
+step that writes the answer; bench/README.md (the ninth round) says by how much the before overstates.
 """
 
 from __future__ import annotations

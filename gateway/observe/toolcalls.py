@@ -9,8 +9,8 @@ Without a span, the call's latency is measured when the rest of the pipeline ret
 updated on the event loop's next turn: a door writes its answer in the step in which the pipeline returned, so
 prometheus' locks and the histogram's buckets are no longer on the caller's wait (as the access line,
 `gateway.server.accesslog`). Every call is still counted, in the order the calls ended (the loop runs its
-callbacks first in, first out), before any later request of the same connection is read; a count that fails is
-reported by the loop's exception handler (asyncio logs it), as it would have failed the call before.
+callbacks first in, first out); a count that fails is reported by the loop's exception handler (asyncio logs it
+with its traceback) instead of failing the call.
 """
 
 from __future__ import annotations

@@ -155,8 +155,8 @@ def test_a_tools_own_observe_stage_counts_what_the_general_one_counts() -> None:
 
 def test_a_calls_metrics_land_after_the_step_that_answers_it_every_call_in_order() -> None:
     """The door writes its answer in the step in which the pipeline returned; the call's counts land on the loop's
-    next turn (off the caller's wait), every call's, before the next request is read. A count that fails is the
-    loop's exception handler's to report."""
+    next turn (off the caller's wait), every call's, in order. A count that fails is the loop's exception handler's
+    to report, and the caller still has its answer."""
     from loop_support import agent_tool
 
     from gateway.kernel.calls import Invocation
