@@ -17,7 +17,6 @@ garbage collections land on the loop's thread: up to 15% between runs without th
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import subprocess
 import tempfile
@@ -27,17 +26,18 @@ from pathlib import Path
 
 import httpx
 
-from bench.support import CALL_ARGS, DIRECT_PATH, ROOT, free_port, python_module, spawned, write_project
-
-DOOR = "/agents/bench/tools/listIssues"
+from bench.support import CALL_ARGS, bench_upstream, free_port, side, side_arguments, sides, spawned
 
 
-async def _calls(url: str, path: str, count: int, *, post: bool) -> None:
+async def _calls(url: str, path: str, count: int, *, post: bool, pause: float = 0.0) -> None:
+    """`count` calls one after another; `pause` seconds after each answer before the next request."""
     async with httpx.AsyncClient(base_url=url, timeout=300, trust_env=False) as client:
         for _ in range(count):
             response = await (client.post(path, json=CALL_ARGS) if post else client.get(path))
             if response.status_code != 200:
                 raise RuntimeError(f"{url}{path}: {response.status_code} {response.text[:200]}")
+            if pause:
+                await asyncio.sleep(pause)
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -63,17 +63,10 @@ def measure(tree: Path | None, upstream: str, folder: Path, calls: int) -> dict[
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     out = folder / f"callgrind-{port}.out"
-    if tree is None:
-        server = python_module("bench.bare_proxy", "--port", str(port), "--upstream", upstream)
-        ready, path, post, cwd, env = url + "/", DIRECT_PATH, False, ROOT, {}
-    else:
-        project = write_project(folder / f"project-{port}", upstream, github=False)
-        server = python_module("gateway", "serve", "--port", str(port), "--specs", str(project / "specs"),
-                               "--agents", str(project / "agents.yaml"))
-        ready, path, post, cwd = f"{url}/healthz", DOOR, True, tree.resolve()
-        env = {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(folder / f"cache-{port}")}
+    server = side(tree, upstream, folder, port)
+    ready, path, post, cwd, env = server.ready, server.path, server.post, server.cwd, server.env
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
-               "--dump-instr=no", *server]
+               "--dump-instr=no", *server.command]
     with spawned(command, ready, env=env, cwd=cwd) as (process, _):
         asyncio.run(_calls(url, path, 30, post=post))  # warm: caches filled, lazy imports done
         _settle(process.pid)  # the MCP SDK's import in the background: its garbage collections land on the loop
@@ -90,20 +83,11 @@ def measure(tree: Path | None, upstream: str, folder: Path, calls: int) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to compare")
-    parser.add_argument("--bare", action="store_true", help="also the bare proxy (the floor)")
-    parser.add_argument("--calls", type=int, default=100)
-    args = parser.parse_args()
+    args = side_arguments(__doc__, 100)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = Path(tmp)
-        upstream_port = free_port()
-        upstream = f"http://127.0.0.1:{upstream_port}"
-        stack.enter_context(spawned(python_module("bench.upstream", "--port", str(upstream_port)), upstream))
-        sides: list[tuple[str, Path | None]] = [(str(tree), tree) for tree in [Path("."), *args.tree]]
-        if args.bare:
-            sides.append(("bare proxy", None))
-        for name, tree in sides:
+        upstream = bench_upstream(stack)
+        for name, tree in sides(args.tree, args.bare):
             per_thread = measure(tree, upstream, folder, args.calls)
             others = ", ".join(f"{count:,}" for thread, count in per_thread.items() if thread != "01" and count)
             print(f"{name}: {per_thread.get('01', 0):,} instructions per call on the event loop's thread "

@@ -6,6 +6,7 @@ the measuring client never shares a GIL with what it measures. Every address is 
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import itertools
 import json
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -117,14 +118,15 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], *, timeout: float = 1
 
 @contextmanager
 def spawned(command: Sequence[str], ready_url: str, *, env: dict[str, str] | None = None,
-            cwd: Path = ROOT) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
-    """A server process, yielded once `ready_url` answers, with its ready time; terminated afterwards."""
+            cwd: Path = ROOT, ready_within: float = 120) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """A server process, yielded once `ready_url` answers (within `ready_within` seconds), with its ready time;
+    terminated afterwards."""
     # stderr goes to a file, not a pipe: a chatty server would block once a pipe's buffer is full.
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(list(command), cwd=cwd, env={**os.environ, **(env or {})},
                                stdout=subprocess.DEVNULL, stderr=log)
     try:
-        yield process, wait_ready(ready_url, process, log=log)
+        yield process, wait_ready(ready_url, process, timeout=ready_within, log=log)
     finally:
         log.close()
         process.terminate()
@@ -133,6 +135,59 @@ def spawned(command: Sequence[str], ready_url: str, *, env: dict[str, str] | Non
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+DOOR = "/agents/bench/tools/listIssues"
+"""The direct call every instruction and system-call count makes."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """How to start one side of a direct-call count: `gateway serve` from a tree, or the bare proxy (the floor)."""
+
+    command: list[str]
+    ready: str
+    path: str
+    post: bool
+    cwd: Path
+    env: dict[str, str]
+
+
+def side(tree: Path | None, upstream: str, folder: Path, port: int) -> Side:
+    """`gateway serve` from `tree` on the bench project (its own cache in `folder`), or (`tree` None) the bare proxy,
+    on `port`, in front of `upstream`."""
+    url = f"http://127.0.0.1:{port}"
+    if tree is None:
+        return Side(python_module("bench.bare_proxy", "--port", str(port), "--upstream", upstream), url + "/",
+                    DIRECT_PATH, False, ROOT, {})
+    project = write_project(folder / f"project-{port}", upstream, github=False)
+    return Side(python_module("gateway", "serve", "--port", str(port), "--specs", str(project / "specs"),
+                              "--agents", str(project / "agents.yaml")),
+                f"{url}/healthz", DOOR, True, tree.resolve(),
+                {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(folder / f"cache-{port}")})
+
+
+def sides(trees: Sequence[Path], bare: bool) -> list[tuple[str, Path | None]]:
+    """This tree, the other `trees`, and the bare proxy when `bare`: (name, tree or None)."""
+    named: list[tuple[str, Path | None]] = [(str(tree), tree) for tree in [Path("."), *trees]]
+    return [*named, ("bare proxy", None)] if bare else named
+
+
+def side_arguments(doc: str | None, calls: int) -> argparse.Namespace:
+    """The command line of a direct-call count over sides: `--tree` (repeated), `--bare`, `--calls`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to compare")
+    parser.add_argument("--bare", action="store_true", help="also the bare proxy (the floor)")
+    parser.add_argument("--calls", type=int, default=calls)
+    return parser.parse_args()
+
+
+def bench_upstream(stack: ExitStack) -> str:
+    """The bench's upstream (bench/upstream.py) in its own process for as long as `stack`; its URL."""
+    port = free_port()
+    upstream = f"http://127.0.0.1:{port}"
+    stack.enter_context(spawned(python_module("bench.upstream", "--port", str(port)), upstream))
+    return upstream
 
 
 def rss_mb(pid: int) -> float:

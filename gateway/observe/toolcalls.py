@@ -4,10 +4,18 @@ It is the outermost stage (`build_pipeline`), so the span covers the whole call 
 hooks, the upstream request as its child) and what it records is what the caller gets: the result after
 redaction. Arguments and results become span attributes only when content capture is on, and then redacted
 by the same redactor as the audit log's arguments.
+
+Without a span, the call's latency is measured when the rest of the pipeline returns, and the metrics are
+updated on the event loop's next turn: a door writes its answer in the step in which the pipeline returned, so
+prometheus' locks and the histogram's buckets are no longer on the caller's wait (as the access line,
+`gateway.server.accesslog`). Every call is still counted, in the order the calls ended (the loop runs its
+callbacks first in, first out); a count that fails is reported by the loop's exception handler (asyncio logs it
+with its traceback) instead of failing the call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +45,8 @@ class ObserveToolCall:
             # `_measured`, inline: the usual call (metrics, no span) holds one frame of this stage, not two.
             started = time.perf_counter()
             result = await proceed(invocation)
-            self._count(metrics, invocation, result, time.perf_counter() - started)
+            asyncio.get_running_loop().call_soon(self._count, metrics, invocation, result,
+                                                 time.perf_counter() - started)
             return result
         capture = self.capture
         arguments = self._redacted(invocation.arguments) if capture else None
@@ -103,12 +112,17 @@ class _ObserveTool(ObserveToolCall):
         usual = result.ok and not result.warning and invocation.call.name == self.name \
             and invocation.tool.api == self.api
         if usual and children is not None:
-            children[0].observe(seconds)
-            children[1].inc()
+            asyncio.get_running_loop().call_soon(_count_usual, children[0], children[1], seconds)
         else:
-            self._count(self.counted, invocation, result, seconds)
-            if usual:
+            if usual:  # found now, so that the next call takes the short way even before this one is counted
                 metrics = self.counted
                 self.children = (metrics.tool_latency.labels(self.api, self.name),
                                  metrics.tool_calls.labels(self.api, self.name, "ok"))
+            asyncio.get_running_loop().call_soon(self._count, self.counted, invocation, result, seconds)
         return result
+
+
+def _count_usual(latency: Any, count: Any, seconds: float) -> None:
+    """A successful call of a tool whose labelled children are known: its latency observed, its `ok` counted."""
+    latency.observe(seconds)
+    count.inc()

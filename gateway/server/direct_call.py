@@ -71,16 +71,16 @@ class DirectCall:
                                                   client=client if isinstance(client, str) else None)
                 except AuditUnavailable as exc:
                     raise _unavailable(exc) from None
-            status = status_for_result(result)
-            if status not in (200, 202):  # a call that ran (200) or waits for approval (202) is answered below
-                raise _failed(result, status)
+                status = status_for_result(result)
+                if status not in (200, 202):  # a call that ran (200) or waits for approval (202) is answered below
+                    raise _failed(result, status)
+                # Answered while the generation is still held: its release is not on the caller's wait.
+                content = json_bytes(result.to_dict())
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(b"content-length", str(len(content)).encode("latin-1")), _JSON_HEADER]})
+                await send({"type": "http.response.body", "body": content})
         except APIError as error:
             await error.response()(scope, receive, send)
-            return
-        content = json_bytes(result.to_dict())
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(content)).encode("latin-1")), _JSON_HEADER]})
-        await send({"type": "http.response.body", "body": content})
 
 
 def _failed(result: ToolResult, status: int) -> APIError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,63 @@ def test_a_tools_own_observe_stage_counts_what_the_general_one_counts() -> None:
     assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="upstream_error") == 1
     assert value(found, "gateway_tool_output_warnings_total", api="test", tool="getForecast") == 1
     assert value(found, "gateway_tool_call_duration_seconds_count", api="test", tool="getForecast") == 6
+
+
+def test_a_calls_metrics_land_after_the_step_that_answers_it_every_call_in_order() -> None:
+    """The door writes its answer in the step in which the pipeline returned; the call's counts land on the loop's
+    next turn (off the caller's wait), every call's, in order. A count that fails is the loop's exception handler's
+    to report, and the caller still has its answer."""
+    from loop_support import agent_tool
+
+    from gateway.kernel.calls import Invocation
+    from gateway.messages import ToolCall, ToolResult
+    from gateway.observe.metrics import Metrics
+    from gateway.observe.toolcalls import ObserveToolCall
+
+    metrics = Metrics()
+    forecast = agent_tool("getForecast")
+    outcomes = [ToolResult(ok=True), ToolResult.failure("timeout", "slow"), ToolResult(ok=True), ToolResult(ok=True)]
+    results = iter(outcomes)
+
+    async def proceed(invocation: Invocation) -> ToolResult:
+        return next(results)
+
+    def counted() -> float:
+        found = samples(metrics.render().decode())
+        return value(found, "gateway_tool_call_duration_seconds_count", api="test", tool="getForecast")
+
+    async def calls() -> tuple[list[float], list[float], list[Any]]:
+        assert forecast.tool is not None
+        invocation = Invocation(agent="weather", agent_tool=forecast, tool=forecast.tool,
+                                call=ToolCall(id="1", name="getForecast"), arguments={})
+        reported: list[Any] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        at_answer, next_turn = [], []
+        for stage in (ObserveToolCall(metrics, None, capture=False).for_tool(forecast),
+                      ObserveToolCall(metrics, None, capture=False)):  # the tool's own stage, the general one
+            assert stage is not None
+            for _ in range(2):
+                await stage(invocation, proceed)
+                at_answer.append(counted())  # where the door writes its answer
+                await asyncio.sleep(0)
+                next_turn.append(counted())
+
+        class Broken(Metrics):
+            def record_tool_call(self, api: str, tool: str, outcome: str, seconds: float) -> None:
+                raise RuntimeError("the registry is gone")
+
+        broken = ObserveToolCall(Broken(), None, capture=False)
+        assert (await broken(invocation, lambda _: _ok())).ok  # the caller has its answer
+        await asyncio.sleep(0)
+        return at_answer, next_turn, reported
+
+    async def _ok() -> ToolResult:
+        return ToolResult(ok=True)
+
+    at_answer, next_turn, reported = asyncio.run(calls())
+    assert at_answer == [0, 1, 2, 3]
+    assert next_turn == [1, 2, 3, 4]
+    found = samples(metrics.render().decode())
+    assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="ok") == 3
+    assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="timeout") == 1
+    assert [str(context.get("exception")) for context in reported] == ["the registry is gone"]
