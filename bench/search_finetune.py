@@ -7,7 +7,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py finetune [--method lora|bitfit|full]
         [--tests loao later] [--held API ...] [--stacked]     # a fold: 8-13 min of CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py merge --fold github  # a delta into the int8 ONNX file
-    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train   # the shipped delta: ~14 min
+    OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
