@@ -12,13 +12,15 @@ Data: every part up to `round12` (`USED`: `round12` is this screen's development
 and later are never read, an assert says so). The rows (BM25's first 50, positives, the released fp32 model's
 request vectors) are bench/search_finetune.py's, extended by `round12`.
 
-Models (`--model`): `released` (fp32 all-MiniLM-L6-v2), `shipped` (with gateway/offer/minilm_lora.npz, trained on
-every part up to `round11`: scored on `round12`), `folds` (each API with bench/search_finetune.py's leave-one-API-out
-delta that never saw it, `lora-API.npz`, trained on the five others up to `round9` with today's text: scored on the
-held API's `round7`..`round9`, `search_finetune.TESTED`). Scored by `search_adapter.fused_hits` (the product's
-fusion: BM25's first 50 and the model's first 50 by weighted RRF at 0.75, recall@5). `ceiling` scores an oracle
-model that ranks a right tool first (what any change of the model's side can reach under the fusion), `weights` the
-fusion at other weights of the model (figures for the fusion's owner: nothing here changes it).
+Models (`--model`): `released` (fp32 all-MiniLM-L6-v2), `shipped` (with gateway/offer/minilm_lora.npz, then trained
+on every part up to `round11`: scored on `round12`; trained since up to `round14`, so for the measured delta pass
+`--model r11` with 54a8876's file at `DATA / "delta-r11.npz"`), `folds` (each API with bench/search_finetune.py's
+leave-one-API-out delta that never saw it, `lora-API.npz`, trained on the five others up to `round9` with today's
+text: scored on the held API's `round7`..`round9`, `search_finetune.TESTED`). Scored by
+`search_adapter.fused_hits` (the product's fusion: BM25's first 50 and the model's first 50 by weighted RRF at 0.75,
+recall@5). `ceiling` scores an oracle model that ranks a right tool first (what any change of the model's side can
+reach under the fusion), `weights` the fusion at other weights of the model (figures for the fusion's owner: nothing
+here changes it).
 """
 
 from __future__ import annotations
