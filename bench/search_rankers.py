@@ -171,7 +171,8 @@ def misses(apis: list[str]) -> None:
 
 # -- scoring --------------------------------------------------------------------------------------------------------
 
-Variant = tuple[float | None, float | None, float | None] | tuple[float | None, float | None, float | None, bool]
+Variant = tuple[Any, ...]
+"""The two columns' weights, `common`, then `parameter_texts`' `paths`, `body`, `words` (their defaults when absent)."""
 VARIANTS: dict[str, Variant] = {
     "before (arguments' text not indexed)": (None, None, None),
     **{f"descriptions {d:g}, enum values {e:g}": (d, e, None) for d in (0.25, 0.5, 1.0) for e in (0.5, 1.0, 2.0)},
@@ -181,6 +182,12 @@ VARIANTS: dict[str, Variant] = {
        for d in (0.5, 1.0) for e in (0.5, 1.0) for c in (0.01, 0.05)},
     **{f"descriptions {d:g} but the path parameters'{f' and those of more than {c:.0%} of the tools' if c else ''}, "
        f"enum values {e:g}": (d, e, c, False) for d in (0.5, 1.0) for e in (0.5,) for c in (None, 0.05)},
+    "descriptions 1 but the path parameters' and the body's, enum values 0.5": (1.0, 0.5, None, False, False),
+    **{f"descriptions 1 but the path parameters', the body's and those of more than {c:.0%} of the tools, "
+       "enum values 0.5": (1.0, 0.5, c, False, False) for c in (0.01, 0.05)},
+    **{f"descriptions 1 but the path parameters', their first {n} words, enum values 0.5": (1.0, 0.5, None, False,
+                                                                                             True, n)
+       for n in (30, 80)},
 }
 """Each variant's weights of the two new columns (the arguments' descriptions, their enum values) and the share of
 tools above which a description is boilerplate (None: none is); a weight None: the column left empty (a column's
@@ -195,13 +202,15 @@ def _variant(weights: Variant) -> Any:
     from gateway.offer import index, index_build
     from gateway.offer.parameter_text import parameter_texts
 
-    described, enums, common = weights[:3]
-    paths = weights[3] if len(weights) > 3 else True  # the first grid read the path parameters' descriptions too
-    index_build._WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
+    described, enums, common, *options = weights
+    if not options:
+        options = [True]  # the first grid read the path parameters' descriptions too
 
     def texts(tools: Any) -> list[tuple[str, str]]:
         return [(said if described is not None else "", values if enums is not None else "")
-                for said, values in parameter_texts(tools, common, paths)]
+                for said, values in parameter_texts(tools, common, *options, described=described is not None)]
+
+    index_build._WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
 
     index_build.parameter_texts = texts  # type: ignore[attr-defined]
     return importlib.reload(index)

@@ -50,8 +50,11 @@ def test_enum_values_are_read_through_refs_and_items_and_long_lists_are_not() ->
     tool = _tool("getForecast", "/forecast", "Forecast", {
         "hourly": {"type": "array", "description": "Hourly variables.", "items": {"$ref": "#/$defs/Hourly"}},
         "unit": {"anyOf": [{"type": "string", "enum": ["celsius", "fahrenheit"]}, {"type": "null"}]},
-        "$select": {"type": "array", "items": {"type": "string", "enum": fields}}},
+        "fields": {"type": "array", "items": {"type": "string", "enum": fields}},
+        "$orderby": {"type": "array", "description": "Order items by property values.",
+                     "items": {"type": "string", "enum": ["id", "id desc"]}}},
         Hourly={"type": "string", "enum": ["rain", "snowfall"]})
+    tool.arguments = (Argument(name="$orderby", location="query", wire_name="$orderby"),)  # OData's: not read
     [(described, values)] = parameter_texts([tool])
     assert described == "Hourly variables."
     assert values.split() == ["rain", "snowfall", "celsius", "fahrenheit"]  # a catalog of field names is no word of it
