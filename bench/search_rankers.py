@@ -41,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.search import PARTS, _compile, load_tasks, specs_with  # noqa: E402  (run as a script)
+from bench.search_fusion import _tool_matrix  # noqa: E402  (the same six APIs' tools' vectors, as the gateway caches them)
 
 DEV = ("round12", "round13", "round14")
 """The parts read here; `round15` (the lead's next measurement) and `round16` (being written) are never read."""
@@ -77,14 +78,7 @@ def prepare() -> None:
         target = DATA / f"{name}.npy"
         if target.exists():
             continue
-        catalog = _catalog(name)
-        api = next(iter(catalog.apis))
-        for pending in embeddings.prepare(settings, catalog, [api]):
-            if isinstance(pending, embeddings.Computation):
-                pending.wait()
-        known = embeddings.prepare(settings, catalog, [api])[0]
-        assert not isinstance(known, embeddings.Computation)
-        matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+        catalog, matrix = _tool_matrix(settings, name)
         cosines = [matrix @ numpy.asarray(unit(embeddings.embed(settings, [task["q"]])[0]), dtype=numpy.float32)
                    for task in _requests(name)]
         numpy.save(target, numpy.array(cosines, dtype=numpy.float32))
@@ -116,7 +110,7 @@ def fields(tool: Any) -> dict[str, set[str]]:
     from gateway.offer.parameter_text import parameter_texts
 
     first = _first_paragraph(tool.description)
-    described, values = parameter_texts([tool], None)[0]
+    described, values = parameter_texts([tool], None, paths=True, body=True)[0]  # every argument's
     return {"name": _stems_of(tool.operation_id or tool.name), "path": _stems_of(tool.path),
             "summary": _stems_of(summary_of(tool)), "first paragraph": _stems_of(first),
             "tags": _stems_of(" ".join(tool.tags)),
