@@ -10,11 +10,12 @@ import sqlite3
 from collections.abc import Iterable
 
 from ..catalog import Tool
+from .parameter_text import parameter_texts
 from .query import STOP, stems, words
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "resource": 3.0}
+            "resource": 3.0, "described": 1.0, "enums": 0.5}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
@@ -50,7 +51,7 @@ def summary_of(tool: Tool) -> str:
     return tool.summary or first_sentences(_first_paragraph(tool.description), 200)
 
 
-def _row(tool: Tool) -> tuple[str, ...]:
+def _row(tool: Tool, arguments: tuple[str, str]) -> tuple[str, ...]:
     return (
         words(tool.operation_id or tool.name),
         words(summary_of(tool)),
@@ -59,6 +60,7 @@ def _row(tool: Tool) -> tuple[str, ...]:
         words(tool.path),
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
+        *(words(text) for text in arguments),
     )
 
 
@@ -119,15 +121,32 @@ def _connect() -> sqlite3.Connection:
     return connection
 
 
+_MIN_ROWS = 64
+"""An index of fewer tools is padded to this many rows that no request matches, each as long as its tools' average.
+FTS5 weighs a word by how few rows hold it, and by 1e-6 (its floor) when half of them or more do: in an api of one
+or two tools every word weighed 1e-6 and its tools scored ~1e-05, under any match of a bigger api searched beside it
+(an agent of GitHub and the one-tool weather api: "weather forecast" put a GitHub tool first). Padded, a small api's
+word weighs as a word held by as few of 64 operations would. An api of 64 tools or more is indexed as before."""
+_NOTHING = "\ue000"
+"""A private-use character: one token to FTS5's tokenizer (whose token characters are letters, digits and private
+use), never a request's word (`gateway.offer.query.words` keeps ASCII letters and digits)."""
+
+
 def build_index(tools: Iterable[Tool]) -> bytes:
-    """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given."""
+    """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given (then, in an api of
+    fewer than `_MIN_ROWS` tools, rows of no tool)."""
     connection = _connect()
     listed = list(tools)
     vocabulary, facts = _facts_rows(listed)
+    rows = [_row(tool, arguments) for tool, arguments in zip(listed, parameter_texts(listed), strict=True)]
+    if rows and len(rows) < _MIN_ROWS:
+        length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
+        padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
+        rows += [padding] * (_MIN_ROWS - len(rows))
     with connection:
         connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
-                               ((index, *_row(tool)) for index, tool in enumerate(listed, 1)))
+                               ((index, *row) for index, row in enumerate(rows, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
         connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
         connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())

@@ -557,3 +557,14 @@ def test_an_item_named_by_its_id_prefers_the_operations_on_one_item() -> None:
     names = _names(nodes, "drain node-7 for an upgrade")
     collection = names.index("deleteCoreV1CollectionNode")
     assert names.index("readCoreV1Node") < collection and names.index("patchCoreV1Node") < collection
+
+
+def test_a_one_tool_api_is_searched_beside_a_bigger_one_on_equal_terms() -> None:
+    # FTS5 gives a word in half of an index's rows or more its floor weight (1e-6): every word of a one-tool api
+    weather = Tool(name="getForecast", api="weather", operation_id="getForecast", method="GET", path="/v1/forecast",
+                   description="Weather forecast for a location.", input_schema={"type": "object"},
+                   summary="Weather forecast for one location")
+    sales = _tool("forecastSales", "GET", "/sales/forecast", "Forecast next month's sales")
+    hits = index_of(Catalog([weather, sales, *_FILLER])).search("weather forecast for Oslo", limit=2)
+    assert [hit.tool.name for hit in hits] == ["getForecast", "forecastSales"]
+    assert hits[0].score > 1  # not ~1e-05
