@@ -154,25 +154,27 @@ def test_no_request_is_in_two_lists(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "part", "at_least"), [(name, part, at_least) for part, at_least in HELD_OUT_PARTS
                                                          for name in SIX] +
-                         [(name, "round15", 40) for name in NINE] + [(name, "round16", 40) for name in SPECS])
+                         [(name, "round15", 40) for name in NINE] + [(name, "round16", 40) for name in SPECS] +
+                         [(name, "round17", 40) for name in SPECS])
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search");
-    `round15` also for the three APIs it added, `round16` for those nine and the three it added."""
+    `round15` also for the three APIs it added, `round16` for those nine and the three it added, `round17` for the
+    twelve."""
     assert len(load_tasks(name)[part]) >= at_least
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND15)
 def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
     """Nothing was ever tuned on a request of theirs: no earlier part, so no development script reads them."""
-    assert set(load_tasks(name)) == {"api", "round15", "round16"}
+    assert set(load_tasks(name)) == {"api", "round15", "round16", "round17"}
     assert name not in specs_with(PARTS[:PARTS.index("round15")])
     assert list(specs_with(PARTS[:PARTS.index("round15")])) == list(SIX)
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND16)
-def test_the_apis_new_in_round16_hold_that_part_alone(name: str) -> None:
+def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
     """As for `round15`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == {"api", "round16"}
+    assert set(load_tasks(name)) == {"api", "round16", "round17"}
     assert name not in specs_with(PARTS[:PARTS.index("round16")])
     assert list(specs_with(PARTS[:PARTS.index("round16")])) == list(NINE)
 
@@ -181,6 +183,7 @@ def test_each_round_covers_its_apis_and_a_run_without_them_the_six() -> None:
     """`python bench/search.py` measures, by default, the APIs that hold a part it shows (`specs_with`)."""
     assert list(specs_with(["round15"])) == list(NINE)
     assert list(specs_with(["round16"])) == list(SPECS)
+    assert list(specs_with(["round17"])) == list(SPECS)
     assert list(specs_with(["tasks", "holdout", "fresh", "tune", "heldout"])) == list(SIX)
 
 
