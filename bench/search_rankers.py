@@ -108,9 +108,12 @@ def fields(tool: Any) -> dict[str, set[str]]:
     """The stems of each text of a tool, indexed today or not."""
     from gateway.offer.index_build import _first_paragraph, summary_of
     from gateway.offer.parameter_text import parameter_texts
+    from gateway.offer.views import first_sentences
 
     first = _first_paragraph(tool.description)
-    described, values = parameter_texts([tool], None, paths=True, body=True)[0]  # every argument's
+    values = parameter_texts([tool])[0][1]
+    described = " ".join(first_sentences(value.get("description", ""), 160)  # every argument's, path and body too
+                         for value in (tool.input_schema.get("properties") or {}).values() if isinstance(value, dict))
     return {"name": _stems_of(tool.operation_id or tool.name), "path": _stems_of(tool.path),
             "summary": _stems_of(summary_of(tool)), "first paragraph": _stems_of(first),
             "tags": _stems_of(" ".join(tool.tags)),
@@ -165,27 +168,19 @@ def misses(apis: list[str]) -> None:
 
 # -- scoring --------------------------------------------------------------------------------------------------------
 
-Variant = tuple[Any, ...]
-"""The two columns' weights, `common`, then `parameter_texts`' `paths`, `body`, `words` (their defaults when absent)."""
+Variant = tuple[float | None, float | None]
+"""The two columns' weights: the arguments' descriptions, their enum values (None: the column left empty)."""
 VARIANTS: dict[str, Variant] = {
-    "before (arguments' text not indexed)": (None, None, None),
-    **{f"descriptions {d:g}, enum values {e:g}": (d, e, None) for d in (0.25, 0.5, 1.0) for e in (0.5, 1.0, 2.0)},
-    **{f"descriptions off, enum values {e:g}": (None, e, None) for e in (0.5, 1.0, 2.0)},
-    **{f"descriptions {d:g}, enum values off": (d, None, None) for d in (0.25, 0.5, 1.0)},
-    **{f"descriptions {d:g} but those of more than {c:.0%} of the tools, enum values {e:g}": (d, e, c)
-       for d in (0.5, 1.0) for e in (0.5, 1.0) for c in (0.01, 0.05)},
-    **{f"descriptions {d:g} but the path parameters'{f' and those of more than {c:.0%} of the tools' if c else ''}, "
-       f"enum values {e:g}": (d, e, c, False) for d in (0.5, 1.0) for e in (0.5,) for c in (None, 0.05)},
-    "descriptions 1 but the path parameters' and the body's, enum values 0.5": (1.0, 0.5, None, False, False),
-    **{f"descriptions 1 but the path parameters', the body's and those of more than {c:.0%} of the tools, "
-       "enum values 0.5": (1.0, 0.5, c, False, False) for c in (0.01, 0.05)},
-    **{f"descriptions 1 but the path parameters', their first {n} words, enum values 0.5": (1.0, 0.5, None, False,
-                                                                                             True, n)
-       for n in (30, 80)},
+    "before (arguments' text not indexed)": (None, None),
+    **{f"descriptions off, enum values {e:g}": (None, e) for e in (0.5, 1.0, 2.0)},
+    **{f"descriptions {d:g}, enum values {e:g}": (d, e) for d in (0.5, 1.0) for e in (0.5, 1.0)},
 }
-"""Each variant's weights of the two new columns (the arguments' descriptions, their enum values) and the share of
-tools above which a description is boilerplate (None: none is); a weight None: the column left empty (a column's
-text lengthens the whole row, which BM25 normalises by, so an empty column is exactly the index before)."""
+"""Each variant's weights of the two columns, the product's text in them (the query and header parameters'
+descriptions, every argument's enum values, OData's `$` options out). A column left empty is exactly the index
+before (a column's text lengthens the whole row, which BM25 normalises by). The first grid's other variants (the path
+parameters' and the body's descriptions read, descriptions shared by more than 1 % or 5 % of the tools left out, the
+first 30 or 80 words only) needed switches in gateway/offer/parameter_text.py that the product never used: their
+figures are in bench/README.md ("The rankers themselves"), their code at commit cce2f06."""
 
 
 def _variant(weights: Variant) -> Any:
@@ -196,13 +191,11 @@ def _variant(weights: Variant) -> Any:
     from gateway.offer import index, index_build
     from gateway.offer.parameter_text import parameter_texts
 
-    described, enums, common, *options = weights
-    if not options:
-        options = [True]  # the first grid read the path parameters' descriptions too
+    described, enums = weights
 
     def texts(tools: Any) -> list[tuple[str, str]]:
         return [(said if described is not None else "", values if enums is not None else "")
-                for said, values in parameter_texts(tools, common, *options, described=described is not None)]
+                for said, values in parameter_texts(tools)]
 
     index_build._WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
 
