@@ -34,7 +34,7 @@ import dataclasses
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -208,25 +208,28 @@ class _Named:
     name: str
 
 
+def built(index: Any, catalog: Any) -> tuple[str, Any, Any, float, int]:
+    """A catalog of one api with its index built by `index` (a variant's module): the api, its tools, a searcher,
+    the build's CPU seconds and the index's bytes."""
+    import time
+
+    api = next(iter(catalog.apis))
+    tools = catalog.for_api(api)
+    started = time.process_time()
+    catalog.apis[api].search_index = index.build_index(tools)
+    seconds = time.process_time() - started
+    return api, tools, index.ToolIndex(catalog), seconds, len(catalog.apis[api].search_index)
+
+
 class Ranked:
     """One API's requests under one variant: BM25's first 50 (tool places), the right tools' places."""
 
     def __init__(self, name: str, variant: Variant, cosines: Any) -> None:
-        import time
-
         import numpy
 
-        index = _variant(variant)
-        catalog = _catalog(name)
-        api = next(iter(catalog.apis))
-        tools = catalog.for_api(api)
-        started = time.process_time()
-        catalog.apis[api].search_index = index.build_index(tools)
-        self.build_seconds = time.process_time() - started
-        self.size = len(catalog.apis[api].search_index)
+        api, tools, searcher, self.build_seconds, self.size = built(_variant(variant), _catalog(name))
         place = {tool.name: at for at, tool in enumerate(tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(tools) if tool.operation_id}
-        searcher = index.ToolIndex(catalog)
         self.tools = [_Named(tool.name) for tool in tools]  # what the fusion reads of a tool: small to save
         self.places = {tool.name: at for at, tool in enumerate(tools)}
         self.rows = []
@@ -305,31 +308,44 @@ def score(names: list[str], variants: list[str]) -> None:
         graph = ranked.get("graph")
         cost = f"{graph.build_seconds:.1f} s, {graph.size / 2**20:.2f} MiB" if graph else "-"
         print(f"| {variant} | {cells[0]} | {cells[1]} | {cost} |", flush=True)
-    folds = [("other part", [([p for p in DEV if p != part], [part], names) for part in DEV]),
-             ("other API", [(list(DEV), list(DEV), [name]) for name in names])]
-    for test, splits in folds:
-        for fused in (False, True):
-            counts = {name: [0, 0] for name in names}
-            chosen = []
-            for train_parts, test_parts, tested in splits:
-                trained = [name for name in names if name not in tested] if test == "other API" else names
-                best = max(variants, key=lambda v: sum(_hits(table[v][n], train_parts, fused, weight)[0]
-                                                       for n in trained))
-                chosen.append(best)
-                for name in tested:
-                    at5, at10 = _hits(table[best][name], test_parts, fused, weight)
-                    counts[name][0] += at5
-                    counts[name][1] += at10
-            print(f"| fitted, {test}, {'fused' if fused else 'BM25 alone'} | "
-                  + " | ".join(f"{a} ({b})" for a, b in counts.values())
-                  + f" | **{sum(a for a, _ in counts.values())}** ({sum(b for _, b in counts.values())}) | "
-                  + "; ".join(collections.Counter(chosen).keys()) + " |", flush=True)
+    for line in fitted(names, variants, DEV, lambda v, n, parts, fused: _hits(table[v][n], parts, fused, weight)):
+        print(line, flush=True)
     for variant in variants[:1] + variants[-1:]:
         for floor_at in (100, 200):
             counts = [_hits(table[variant][name], DEV, True, weight, floor_at) for name in names]
             print(f"| {variant}, fused, the cosine's floor the model's {floor_at}th | "
                   + " | ".join(f"{a} ({b})" for a, b in counts)
                   + f" | **{sum(a for a, _ in counts)}** ({sum(b for _, b in counts)}) |", flush=True)
+
+
+Counter = Callable[[str, str, list[str], bool], tuple[int, int]]
+"""recall@5 and @10 hits of a variant on one API's parts, BM25 alone or fused."""
+
+
+def fitted(names: list[str], variants: list[str], parts: tuple[str, ...], hits: Counter) -> list[str]:
+    """The variant with the most hits@5 on all parts but one, counted on that one, each in turn ("other part"), and
+    on all APIs but one, counted on that one ("other API"), BM25 alone and fused: a table row each, per API and
+    summed, with the variants chosen."""
+    rows = []
+    folds = [("other part", [([p for p in parts if p != part], [part], names) for part in parts]),
+             ("other API", [(list(parts), list(parts), [name]) for name in names])]
+    for test, splits in folds:
+        for fused in (False, True):
+            counts = {name: [0, 0] for name in names}
+            chosen = []
+            for train_parts, test_parts, tested in splits:
+                trained = [name for name in names if name not in tested] if test == "other API" else names
+                best = max(variants, key=lambda v: sum(hits(v, n, train_parts, fused)[0] for n in trained))
+                chosen.append(best)
+                for name in tested:
+                    at5, at10 = hits(best, name, test_parts, fused)
+                    counts[name][0] += at5
+                    counts[name][1] += at10
+            rows.append(f"| fitted, {test}, {'fused' if fused else 'BM25 alone'} | "
+                        + " | ".join(f"{a} ({b})" for a, b in counts.values())
+                        + f" | **{sum(a for a, _ in counts.values())}** ({sum(b for _, b in counts.values())}) | "
+                        + "; ".join(f"{v} x{c}" for v, c in collections.Counter(chosen).items()) + " |")
+    return rows
 
 
 def cost(variants: list[str], rounds: int) -> None:

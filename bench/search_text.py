@@ -4,7 +4,6 @@
     python bench/search_text.py misses [--apis graph]         # misses@5, alone and fused, by cause
     python bench/search_text.py score [--variants V ... | --matching WORDS] [--tuning]   # recall, folds
     python bench/search_text.py diff --variants A B [--fused]    # the requests one finds in its first 5, the other not
-    python bench/search_text.py cost [--variants V ...]       # Graph's index: build CPU, size, search CPU
 
 Data: `round12` .. `round15` (`DEV`): 1,095 requests of the six APIs in `round12`..`round14` and `round15`'s 374 over
 nine (Asana, Zoom and Box hold `round15` alone), 1,469 in all. Each was measured once by the lead and is spent; no BM25
@@ -77,6 +76,7 @@ def prepare() -> None:
     """Each API's `DEV` requests' cosines with every tool: `DATA / NAME.npy` (one row a request, in `DEV`'s order)."""
     import numpy
 
+    from bench.search_fusion import tool_vectors
     from gateway.config.embeddings_endpoint import SearchEmbeddings
     from gateway.offer import embeddings
     from gateway.offer.tool_vectors import unit
@@ -88,13 +88,7 @@ def prepare() -> None:
         if target.exists():
             continue
         catalog = _catalog(name)
-        api = next(iter(catalog.apis))
-        for pending in embeddings.prepare(settings, catalog, [api]):
-            if isinstance(pending, embeddings.Computation):
-                pending.wait()
-        known = embeddings.prepare(settings, catalog, [api])[0]
-        assert not isinstance(known, embeddings.Computation)
-        matrix = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+        matrix = tool_vectors(settings, catalog)
         queries = [task["q"] for task in _requests(name)]
         vectors = numpy.asarray([unit(vector) for vector in embeddings.embed(settings, queries)], dtype=numpy.float32)
         numpy.save(target, (vectors @ matrix.T).astype(numpy.float32))
@@ -259,21 +253,13 @@ class Ranked:
     model's first 50 (places, cosines)."""
 
     def __init__(self, name: str, variant: Variant, cosines: Any, parts: Iterable[str] = DEV) -> None:
-        import time
-
         import numpy
 
-        index = _variant(variant)
-        catalog = _catalog(name)
-        api = next(iter(catalog.apis))
-        tools = catalog.for_api(api)
-        started = time.process_time()
-        catalog.apis[api].search_index = index.build_index(tools)
-        self.build_seconds = time.process_time() - started
-        self.size = len(catalog.apis[api].search_index)
+        from bench.search_rankers import built
+
+        api, tools, searcher, self.build_seconds, self.size = built(_variant(variant), _catalog(name))
         place = {tool.name: at for at, tool in enumerate(tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(tools) if tool.operation_id}
-        searcher = index.ToolIndex(catalog)
         self.tools = [_Named(tool.name) for tool in tools]
         self.places = {tool.name: at for at, tool in enumerate(self.tools)}
         self.rows = []
@@ -358,25 +344,10 @@ def score(names: list[str], variants: list[str], tuning: bool) -> None:
                   + f" | **{sum(a for a, _ in counts)}** ({sum(b for _, b in counts)}) |", flush=True)
     if len(variants) < 2:
         return
-    folds = [("other part", [([p for p in DEV if p != part], [part], names) for part in DEV]),
-             ("other API", [(list(DEV), list(DEV), [name]) for name in names])]
-    for test, splits in folds:
-        for fused in (False, True):
-            counts = {name: [0, 0] for name in names}
-            chosen = []
-            for train_parts, test_parts, tested in splits:
-                trained = [name for name in names if name not in tested] if test == "other API" else names
-                best = max(variants, key=lambda v: sum(_hits(table[v][n], train_parts, fused, weight)[0]
-                                                       for n in trained))
-                chosen.append(best)
-                for name in tested:
-                    at5, at10 = _hits(table[best][name], test_parts, fused, weight)
-                    counts[name][0] += at5
-                    counts[name][1] += at10
-            print(f"| fitted, {test}, {'fused' if fused else 'alone'} | "
-                  + " | ".join(f"{a} ({b})" for a, b in counts.values())
-                  + f" | **{sum(a for a, _ in counts.values())}** ({sum(b for _, b in counts.values())}) | "
-                  + "; ".join(f"{v} x{c}" for v, c in collections.Counter(chosen).items()) + " |", flush=True)
+    from bench.search_rankers import fitted
+
+    for line in fitted(names, variants, DEV, lambda v, n, parts, fused: _hits(table[v][n], parts, fused, weight)):
+        print(line, flush=True)
 
 
 _SIX = APIS[:6]
@@ -384,20 +355,9 @@ _SIX = APIS[:6]
 
 # -- the misses, by cause ---------------------------------------------------------------------------------------------
 
-def _stem(word: str) -> str:
-    from gateway.offer.query import singular
-
-    return singular(word)[:6]
-
-
-def _stems_of(text: str) -> set[str]:
-    from gateway.offer.query import words
-
-    return {_stem(word) for word in words(text).split()}
-
-
 def fields(tool: Any) -> dict[str, set[str]]:
     """The stems of each text of a tool: what the product's index reads, and what it does not."""
+    from bench.search_rankers import _stems_of
     from gateway.offer.index_build import summary_of
     from gateway.offer.parameter_text import parameter_texts
     from gateway.offer.views import first_sentences
@@ -441,6 +401,7 @@ def _relation(winner: Any, right: list[Any]) -> str:
 
 
 def misses(names: list[str], parts: list[str], fused_only: bool) -> None:
+    from bench.search_rankers import _stem
     from gateway.offer.query import read
 
     weight = _weight()
@@ -523,45 +484,9 @@ def diff(names: list[str], before: str, after: str, fused: bool) -> None:
                       f"now first {first.name}", flush=True)
 
 
-def cost(variants: list[str], rounds: int) -> None:
-    """Graph's index under each variant, in turns: the median CPU of `rounds` builds, its size, and the searching
-    thread's CPU of one BM25 search (50 places) of every request of the six APIs' tuning parts, p50 and p95."""
-    import statistics
-    import time
-
-    catalog = _catalog("graph")
-    api = next(iter(catalog.apis))
-    tools = catalog.for_api(api)
-    queries = [task["q"] for name in _SIX for task in _requests(name, TUNING)]
-    seconds: dict[str, list[float]] = {variant: [] for variant in variants}
-    searches: dict[str, list[float]] = {variant: [] for variant in variants}
-    sizes = {}
-    for _ in range(rounds):
-        for variant in variants:
-            index = _variant(VARIANTS[variant])
-            started = time.process_time()
-            catalog.apis[api].search_index = index.build_index(tools)
-            seconds[variant].append(time.process_time() - started)
-            sizes[variant] = len(catalog.apis[api].search_index)
-            searcher = index.ToolIndex(catalog)
-            searcher.search("warm up", limit=50)
-            for query in queries:
-                started = time.thread_time()
-                searcher.search(query, limit=50)
-                searches[variant].append((time.thread_time() - started) * 1000)
-    print(f"Graph ({len(tools)} tools): its index built {rounds} times a variant, in turns, and {len(queries)} "
-          f"searches a round (load average {os.getloadavg()[0]:.1f})")
-    for variant in variants:
-        timed = sorted(searches[variant])
-        print(f"| {variant} | {statistics.median(seconds[variant]):.2f} s CPU (min {min(seconds[variant]):.2f}) | "
-              f"{sizes[variant] / 2**20:.2f} MiB | search p50 {statistics.median(timed):.2f} ms, "
-              f"p95 {timed[int(len(timed) * 0.95)]:.2f} ms |", flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "misses", "score", "cost", "diff"])
-    parser.add_argument("--rounds", type=int, default=3, help="cost: builds of Graph's index per variant")
+    parser.add_argument("stage", choices=["prepare", "misses", "score", "diff"])
     parser.add_argument("--apis", nargs="+", choices=list(APIS), default=list(APIS))
     parser.add_argument("--parts", nargs="+", choices=list(DEV), default=list(DEV), help="misses: of these parts")
     parser.add_argument("--fused", action="store_true", help="misses: the fusion's only")
@@ -578,8 +503,6 @@ def main(argv: list[str] | None = None) -> int:
         misses(args.apis, args.parts, args.fused)
     elif args.stage == "diff":
         diff(args.apis, args.variants[0], args.variants[1], args.fused)
-    elif args.stage == "cost":
-        cost(args.variants, args.rounds)
     else:
         score(args.apis, args.variants, args.tuning)
     return 0
