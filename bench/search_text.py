@@ -181,6 +181,36 @@ def _whole(tool: Any) -> str:
     return own_text(tool) if tool.summary else _plain(tool.description)
 
 
+def body_fields(tool: Any, depth: int) -> str:
+    """The names of the body's properties, nested to `depth` levels (through local `$ref`s, `items` and
+    compositions), each once: Kubernetes' `spec.taints`, `spec.sessionAffinity`, `...containers[].lifecycle.preStop`;
+    Graph's user's `hireDate`, `usageLocation`."""
+    schema = tool.input_schema
+    definitions = schema.get("$defs") or {}
+    body = {argument.name for argument in tool.arguments if argument.location == "body"}
+    names: dict[str, None] = {}
+
+    def walk(node: Any, left: int, seen: frozenset[str]) -> None:
+        if not isinstance(node, dict) or left < 0:
+            return
+        reference = node.get("$ref")
+        if isinstance(reference, str) and reference.startswith("#/$defs/") and reference not in seen:
+            walk(definitions.get(reference.removeprefix("#/$defs/")), left, seen | {reference})
+        for keyword in ("anyOf", "oneOf", "allOf"):
+            for option in node.get(keyword) or ():
+                walk(option, left, seen)
+        walk(node.get("items"), left, seen)
+        for name, value in (node.get("properties") or {}).items():
+            names.setdefault(name)
+            walk(value, left - 1, seen)
+
+    for name, value in (schema.get("properties") or {}).items():
+        if name in body:
+            names.setdefault(name)
+            walk(value, depth - 1, frozenset())
+    return " ".join(names)
+
+
 VARIANTS: dict[str, Variant] = {
     "main (the description's first paragraph: the summary again where there is one)": Variant(main_paragraph),
     "product (this tree)": Variant(None),
@@ -198,6 +228,8 @@ VARIANTS: dict[str, Variant] = {
     **{f"the spec's own description but sentences more than {c:.1%} of the tools share, at 2 (not the summary again)":
        Variant(lambda tool, c=c: own_unshared(tool, c) if tool.summary else main_paragraph(tool))
        for c in (0.005, 0.02)},
+    **{f"main's, and the body's property names {d} levels deep at {w:g}":
+       Variant(main_paragraph, lambda tool, d=d: body_fields(tool, d), w) for d, w in ((3, 0.25), (5, 0.25), (5, 0.5))},
     "the spec's own description whole, at 2": Variant(_whole),
     "the spec's own description whole, at 1": Variant(_whole, description_weight=1.0),
 }
