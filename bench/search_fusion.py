@@ -59,18 +59,23 @@ POSITIVES = 32
 
 def _tool_matrix(settings: Any, name: str) -> tuple[Any, Any]:
     """An API's catalog and its tools' vectors as the gateway computes and caches them (`settings`), one row a tool."""
+    catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
+    return catalog, tool_vectors(settings, catalog)
+
+
+def tool_vectors(settings: Any, catalog: Any) -> Any:
+    """The vectors of the tools of a catalog of one api as the gateway computes and caches them, one row a tool."""
     import numpy
 
     from gateway.offer import embeddings
 
-    catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
     api = next(iter(catalog.apis))
     for pending in embeddings.prepare(settings, catalog, [api]):
         if isinstance(pending, embeddings.Computation):
             pending.wait()
     known = embeddings.prepare(settings, catalog, [api])[0]
     assert not isinstance(known, embeddings.Computation)
-    return catalog, numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
+    return numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
 
 
 def prepare_untuned() -> None:

@@ -34,7 +34,7 @@ import dataclasses
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +108,12 @@ def fields(tool: Any) -> dict[str, set[str]]:
     """The stems of each text of a tool, indexed today or not."""
     from gateway.offer.index_build import _first_paragraph, summary_of
     from gateway.offer.parameter_text import parameter_texts
+    from gateway.offer.views import first_sentences
 
     first = _first_paragraph(tool.description)
-    described, values = parameter_texts([tool], None, paths=True, body=True)[0]  # every argument's
+    values = parameter_texts([tool])[0][1]
+    described = " ".join(first_sentences(value.get("description", ""), 160)  # every argument's, path and body too
+                         for value in (tool.input_schema.get("properties") or {}).values() if isinstance(value, dict))
     return {"name": _stems_of(tool.operation_id or tool.name), "path": _stems_of(tool.path),
             "summary": _stems_of(summary_of(tool)), "first paragraph": _stems_of(first),
             "tags": _stems_of(" ".join(tool.tags)),
@@ -165,27 +168,19 @@ def misses(apis: list[str]) -> None:
 
 # -- scoring --------------------------------------------------------------------------------------------------------
 
-Variant = tuple[Any, ...]
-"""The two columns' weights, `common`, then `parameter_texts`' `paths`, `body`, `words` (their defaults when absent)."""
+Variant = tuple[float | None, float | None]
+"""The two columns' weights: the arguments' descriptions, their enum values (None: the column left empty)."""
 VARIANTS: dict[str, Variant] = {
-    "before (arguments' text not indexed)": (None, None, None),
-    **{f"descriptions {d:g}, enum values {e:g}": (d, e, None) for d in (0.25, 0.5, 1.0) for e in (0.5, 1.0, 2.0)},
-    **{f"descriptions off, enum values {e:g}": (None, e, None) for e in (0.5, 1.0, 2.0)},
-    **{f"descriptions {d:g}, enum values off": (d, None, None) for d in (0.25, 0.5, 1.0)},
-    **{f"descriptions {d:g} but those of more than {c:.0%} of the tools, enum values {e:g}": (d, e, c)
-       for d in (0.5, 1.0) for e in (0.5, 1.0) for c in (0.01, 0.05)},
-    **{f"descriptions {d:g} but the path parameters'{f' and those of more than {c:.0%} of the tools' if c else ''}, "
-       f"enum values {e:g}": (d, e, c, False) for d in (0.5, 1.0) for e in (0.5,) for c in (None, 0.05)},
-    "descriptions 1 but the path parameters' and the body's, enum values 0.5": (1.0, 0.5, None, False, False),
-    **{f"descriptions 1 but the path parameters', the body's and those of more than {c:.0%} of the tools, "
-       "enum values 0.5": (1.0, 0.5, c, False, False) for c in (0.01, 0.05)},
-    **{f"descriptions 1 but the path parameters', their first {n} words, enum values 0.5": (1.0, 0.5, None, False,
-                                                                                             True, n)
-       for n in (30, 80)},
+    "before (arguments' text not indexed)": (None, None),
+    **{f"descriptions off, enum values {e:g}": (None, e) for e in (0.5, 1.0, 2.0)},
+    **{f"descriptions {d:g}, enum values {e:g}": (d, e) for d in (0.5, 1.0) for e in (0.5, 1.0)},
 }
-"""Each variant's weights of the two new columns (the arguments' descriptions, their enum values) and the share of
-tools above which a description is boilerplate (None: none is); a weight None: the column left empty (a column's
-text lengthens the whole row, which BM25 normalises by, so an empty column is exactly the index before)."""
+"""Each variant's weights of the two columns, the product's text in them (the query and header parameters'
+descriptions, every argument's enum values, OData's `$` options out). A column left empty is exactly the index
+before (a column's text lengthens the whole row, which BM25 normalises by). The first grid's other variants (the path
+parameters' and the body's descriptions read, descriptions shared by more than 1 % or 5 % of the tools left out, the
+first 30 or 80 words only) needed switches in gateway/offer/parameter_text.py that the product never used: their
+figures are in bench/README.md ("The rankers themselves"), their code at commit cce2f06."""
 
 
 def _variant(weights: Variant) -> Any:
@@ -196,13 +191,11 @@ def _variant(weights: Variant) -> Any:
     from gateway.offer import index, index_build
     from gateway.offer.parameter_text import parameter_texts
 
-    described, enums, common, *options = weights
-    if not options:
-        options = [True]  # the first grid read the path parameters' descriptions too
+    described, enums = weights
 
     def texts(tools: Any) -> list[tuple[str, str]]:
         return [(said if described is not None else "", values if enums is not None else "")
-                for said, values in parameter_texts(tools, common, *options, described=described is not None)]
+                for said, values in parameter_texts(tools)]
 
     index_build._WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
 
@@ -215,25 +208,28 @@ class _Named:
     name: str
 
 
+def built(index: Any, catalog: Any) -> tuple[str, Any, Any, float, int]:
+    """A catalog of one api with its index built by `index` (a variant's module): the api, its tools, a searcher,
+    the build's CPU seconds and the index's bytes."""
+    import time
+
+    api = next(iter(catalog.apis))
+    tools = catalog.for_api(api)
+    started = time.process_time()
+    catalog.apis[api].search_index = index.build_index(tools)
+    seconds = time.process_time() - started
+    return api, tools, index.ToolIndex(catalog), seconds, len(catalog.apis[api].search_index)
+
+
 class Ranked:
     """One API's requests under one variant: BM25's first 50 (tool places), the right tools' places."""
 
     def __init__(self, name: str, variant: Variant, cosines: Any) -> None:
-        import time
-
         import numpy
 
-        index = _variant(variant)
-        catalog = _catalog(name)
-        api = next(iter(catalog.apis))
-        tools = catalog.for_api(api)
-        started = time.process_time()
-        catalog.apis[api].search_index = index.build_index(tools)
-        self.build_seconds = time.process_time() - started
-        self.size = len(catalog.apis[api].search_index)
+        api, tools, searcher, self.build_seconds, self.size = built(_variant(variant), _catalog(name))
         place = {tool.name: at for at, tool in enumerate(tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(tools) if tool.operation_id}
-        searcher = index.ToolIndex(catalog)
         self.tools = [_Named(tool.name) for tool in tools]  # what the fusion reads of a tool: small to save
         self.places = {tool.name: at for at, tool in enumerate(tools)}
         self.rows = []
@@ -312,31 +308,44 @@ def score(names: list[str], variants: list[str]) -> None:
         graph = ranked.get("graph")
         cost = f"{graph.build_seconds:.1f} s, {graph.size / 2**20:.2f} MiB" if graph else "-"
         print(f"| {variant} | {cells[0]} | {cells[1]} | {cost} |", flush=True)
-    folds = [("other part", [([p for p in DEV if p != part], [part], names) for part in DEV]),
-             ("other API", [(list(DEV), list(DEV), [name]) for name in names])]
-    for test, splits in folds:
-        for fused in (False, True):
-            counts = {name: [0, 0] for name in names}
-            chosen = []
-            for train_parts, test_parts, tested in splits:
-                trained = [name for name in names if name not in tested] if test == "other API" else names
-                best = max(variants, key=lambda v: sum(_hits(table[v][n], train_parts, fused, weight)[0]
-                                                       for n in trained))
-                chosen.append(best)
-                for name in tested:
-                    at5, at10 = _hits(table[best][name], test_parts, fused, weight)
-                    counts[name][0] += at5
-                    counts[name][1] += at10
-            print(f"| fitted, {test}, {'fused' if fused else 'BM25 alone'} | "
-                  + " | ".join(f"{a} ({b})" for a, b in counts.values())
-                  + f" | **{sum(a for a, _ in counts.values())}** ({sum(b for _, b in counts.values())}) | "
-                  + "; ".join(collections.Counter(chosen).keys()) + " |", flush=True)
+    for line in fitted(names, variants, DEV, lambda v, n, parts, fused: _hits(table[v][n], parts, fused, weight)):
+        print(line, flush=True)
     for variant in variants[:1] + variants[-1:]:
         for floor_at in (100, 200):
             counts = [_hits(table[variant][name], DEV, True, weight, floor_at) for name in names]
             print(f"| {variant}, fused, the cosine's floor the model's {floor_at}th | "
                   + " | ".join(f"{a} ({b})" for a, b in counts)
                   + f" | **{sum(a for a, _ in counts)}** ({sum(b for _, b in counts)}) |", flush=True)
+
+
+Counter = Callable[[str, str, list[str], bool], tuple[int, int]]
+"""recall@5 and @10 hits of a variant on one API's parts, BM25 alone or fused."""
+
+
+def fitted(names: list[str], variants: list[str], parts: tuple[str, ...], hits: Counter) -> list[str]:
+    """The variant with the most hits@5 on all parts but one, counted on that one, each in turn ("other part"), and
+    on all APIs but one, counted on that one ("other API"), BM25 alone and fused: a table row each, per API and
+    summed, with the variants chosen."""
+    rows = []
+    folds = [("other part", [([p for p in parts if p != part], [part], names) for part in parts]),
+             ("other API", [(list(parts), list(parts), [name]) for name in names])]
+    for test, splits in folds:
+        for fused in (False, True):
+            counts = {name: [0, 0] for name in names}
+            chosen = []
+            for train_parts, test_parts, tested in splits:
+                trained = [name for name in names if name not in tested] if test == "other API" else names
+                best = max(variants, key=lambda v: sum(hits(v, n, train_parts, fused)[0] for n in trained))
+                chosen.append(best)
+                for name in tested:
+                    at5, at10 = hits(best, name, test_parts, fused)
+                    counts[name][0] += at5
+                    counts[name][1] += at10
+            rows.append(f"| fitted, {test}, {'fused' if fused else 'BM25 alone'} | "
+                        + " | ".join(f"{a} ({b})" for a, b in counts.values())
+                        + f" | **{sum(a for a, _ in counts.values())}** ({sum(b for _, b in counts.values())}) | "
+                        + "; ".join(f"{v} x{c}" for v, c in collections.Counter(chosen).items()) + " |")
+    return rows
 
 
 def cost(variants: list[str], rounds: int) -> None:

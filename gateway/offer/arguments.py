@@ -1,23 +1,48 @@
 """What in a request is an argument rather than words of an operation: ids, versions and amounts (a token with a
-digit), names (#support, @frontend, a name after "called"), files (src/main.py), email addresses, values in the
-content after a colon; and what an argument says it is (node-3 is a node, PROJ-7 an issue, src/main.py a file). How
-the rest is read: `gateway.offer.query`."""
+digit), names (#support, @frontend, a name after "called"), files (src/main.py), email addresses, the content after
+a colon that follows a request ("log a bug: ..."; after a situation the request itself follows it); and what an
+argument says it is (node-3 is a node, PROJ-7 an issue, src/main.py a file). How the rest is read:
+`gateway.offer.query`."""
 
 from __future__ import annotations
 
 import re
 
-_CONTENT = re.compile(r"(^|\s)([^\s:]*[A-Za-z0-9]):\s.*$")
-"""What follows a colon is what the request carries, not what it asks for ("log a bug: checkout crashes on Safari")."""
+from .vocabulary import INTENTS, PHRASAL_VERBS, VERB_SENSES
+
+_CONTENT = re.compile(r"(^|\s)([^\s:]*[A-Za-z0-9]):\s(.*)$")
+"""A colon after a word, and what follows it."""
+_VERBS = frozenset({*(verb for verbs in INTENTS.values() for verb in verbs), *VERB_SENSES,
+                    *(verb for verb, _ in PHRASAL_VERBS)})
+_BEFORE_VERB = frozenset("please i we you let s just now then so ok okay".split())
+_WORD = re.compile(r"[A-Za-z]+")
 
 
 def asked(query: str) -> str:
-    """`query` without the content after a colon (the bug's text, the comment to post): those words are arguments."""
-    return _CONTENT.sub(r"\1\2", query)
+    """`query` without the content after a colon when what comes before it asks ("log a bug: checkout crashes on
+    Safari", "ping #design: mockups are up": the bug's text and the message are arguments). When what comes before
+    it does not ask (it starts with no verb: "Lea lost her phone: wipe the company data", "the Wi-Fi profile: on how
+    many devices did it fail"), the colon joins a situation or a thing to the request, and both are read: what
+    follows first when it starts with a verb (the request's verb is its first word)."""
+    found = _CONTENT.search(query)
+    if found is None:
+        return query
+    before, after = query[:found.start()] + found.group(1) + found.group(2), found.group(3)
+    if _asks(before):
+        return before
+    return f"{after} {before}" if _asks(after) else f"{before} {after}"
+
+
+def _asks(text: str) -> bool:
+    """Whether `text` starts with a verb (an imperative), past "please", "I", "let's", ..."""
+    for word in _WORD.findall(text.lower()):
+        if word not in _BEFORE_VERB:
+            return word in _VERBS
+    return False
 
 
 def arguments_named(query: str) -> str:
-    """`query` (the content after a colon out) with each argument replaced by what it names, or nothing: "drain
+    """`query` (as `asked` reads its colon) with each argument replaced by what it names, or nothing: "drain
     node-7" -> "drain node", "show me src/config.yaml" -> "show me file", "a channel called incident" -> "a channel
     called"."""
     tokens = asked(query).split()

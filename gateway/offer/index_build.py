@@ -25,6 +25,10 @@ _TAGS = re.compile(r"<[^>]+>")
 
 
 def _first_paragraph(text: str) -> str:
+    """The first paragraph of a tool's description, markup out: for a tool with a summary, the summary again (the
+    compiler writes it first), which weighs the summary's words twice; the rules were written so, and reading the
+    spec's own description in its place or beside it did not find more (bench/README.md, "What BM25 reads of a
+    tool's description")."""
     plain = html.unescape(_TAGS.sub(" ", text or ""))
     return plain.strip().split("\n\n", 1)[0][:400]
 

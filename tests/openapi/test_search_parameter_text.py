@@ -67,12 +67,3 @@ def test_a_path_parameters_description_is_not_read() -> None:
     tool.arguments = (Argument(name="id", location="path", wire_name="id", required=True),
                       Argument(name="fields", location="query", wire_name="fields"))
     assert parameter_texts([tool])[0][0] == "What to show."
-    assert parameter_texts([tool], paths=True)[0][0] == "The user's id. What to show."
-
-
-def test_a_description_most_tools_share_can_be_left_out_as_boilerplate() -> None:
-    paged = {"top": {"type": "integer", "description": "Show only the first n items."}}
-    tools = [_tool(f"list{i}", f"/things{i}", "List things",
-                   {**paged, "q": {"type": "string", "description": f"Q{i}."}}) for i in range(3)]
-    assert [described for described, _ in parameter_texts(tools, common=0.5)] == ["Q0.", "Q1.", "Q2."]
-    assert parameter_texts(tools, common=None)[0][0] == "Show only the first n items. Q0."

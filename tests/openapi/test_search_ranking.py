@@ -88,6 +88,20 @@ def test_compounds_ids_and_contractions_are_read_as_words() -> None:
     assert '"one"' not in expression  # a part of the compound alone would match something else
 
 
+def test_after_a_colon_comes_what_a_request_carries_or_the_request_itself() -> None:
+    tools = [_tool("createIssue", "POST", "/issues", "Create an issue"),
+             _tool("listCrashes", "GET", "/crashes", "List app crashes on a browser"),
+             _tool("wipeDevice", "POST", "/devices/{id}/wipe", "Wipe a device"),
+             _tool("listPhones", "GET", "/phones", "List phones")]
+    # what comes before the colon asks: the bug's text is an argument, not words of the operation
+    assert _names(tools, "log a bug: checkout crashes on Safari")[0] == "createIssue"
+    assert intended_methods("log a bug: the search won't delete old drafts") == ["POST"]
+    # it does not ask (a situation): the request follows the colon, and its verb is the request's
+    assert intended_methods("Lea lost her phone: wipe it") == ["POST"]
+    assert _names(tools, "Lea lost her phone: wipe it")[0] == "wipeDevice"
+    assert "crashes" in match_expression("the checkout page: which crashes happened on Safari")  # a thing: read
+
+
 def test_to_email_is_to_send_mail_but_an_email_is_a_message() -> None:
     assert '"send"' in match_expression("email the report to finance")
     assert '"send"' not in match_expression("delete this email")
