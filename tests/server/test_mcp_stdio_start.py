@@ -22,6 +22,16 @@ CALL_ONLY = [
     "prometheus_client",  # nothing is counted over stdio
 ]
 """Modules `gateway mcp` needs only once a tool is called (or never), each the root of an import tree."""
+HTTP_ONLY = [
+    "gateway.server.supervision",  # the HTTP half of the safety layer: client keys, routes, resumes
+    "gateway.server.auth",  # client keys and wrong keys, the resource server's middleware
+    "gateway.server.routes",
+    "gateway.identity.resource",  # the OAuth resource server (gateway.auth)
+    "gateway.identity.connections",  # users' connections: built at the first call that reaches the executor
+    "gateway.loop",  # the chat loop (approvals are decided in `gateway approvals`, not over stdio)
+    "httpx",  # the gateway's upstream client library (the SDK brings its own, httpx2)
+]
+"""Modules only the HTTP door (`gateway serve`) needs: the stdio door's safety layer is the one every door shares."""
 
 
 def _imported(importtime: str) -> set[str]:
@@ -69,8 +79,10 @@ def test_stdio_lists_before_importing_the_call_machinery_and_then_calls_through_
     assert listed is not None and [tool["name"] for tool in listed["result"]["tools"]] == ["getForecast"]
     assert "gateway.server.mcp.stdio" in before_listing  # the importtime lines are there
     assert sorted(before_listing.intersection(CALL_ONLY)) == []
+    assert sorted(before_listing.intersection(HTTP_ONLY)) == []
     assert called is not None and called["result"]["isError"] is False
     assert called["result"]["structuredContent"] == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
     after_call = _imported(errors_path.read_text())
-    assert {"gateway.execution.executor", "gateway.assembly.composition"} <= after_call
+    assert {"gateway.execution.executor", "gateway.assembly.composition", "gateway.identity.connections"} <= after_call
+    assert "gateway.server.supervision" not in after_call  # the whole pipeline ran without the HTTP half
