@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def spec_files(specs_dir: Path) -> list[Path]:
 
 def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
                   progress: Callable[[str], None] | None = None,
-                  max_description: int | None = None) -> Catalog:
+                  max_description: int | None = None, digests: Mapping[Path, str | None] | None = None) -> Catalog:
     """Compile every spec under `specs_dir` into one catalog; never raises for bad specs.
 
     Args:
@@ -159,6 +159,8 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
         progress: called with a short line per spec (the CLI shows it on a terminal).
         max_description: characters kept of each operation's summary + description
             (default `$GATEWAY_MAX_DESCRIPTION`, else 1024).
+        digests: the SHA-256 (hex) of spec files' bytes the caller has read already (`gateway.runtime`'s reload
+            fingerprint): a spec cached under its digest is then neither read nor hashed again.
     """
     specs_dir = Path(specs_dir)
     max_description = _description_size(max_description)
@@ -177,13 +179,17 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
             results.append(([], None, [Diagnostic(level="error", file=relative, message=message)]))
             continue
         apis[api] = relative
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            results.append(([], None, [Diagnostic(level="error", file=relative, message=f"unreadable: {exc}")]))
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        cached = cache.load(relative, digest, specs_dir) if cache else None
+        known = digests.get(path) if digests is not None else None
+        cached = cache.load(relative, known, specs_dir) if cache and known else None
+        if cached is None:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                results.append(([], None, [Diagnostic(level="error", file=relative, message=f"unreadable: {exc}")]))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if cache and digest != known:  # changed since the caller read it (or not read by the caller)
+                cached = cache.load(relative, digest, specs_dir)
         if cached is not None:
             if progress:
                 progress(f"[{index}/{len(files)}] {relative}: cached")
