@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import ApiSpec, Catalog, Diagnostic, Tool
-from ..offer.index import build_index
 from . import _cache
 from ._documents import SPEC_SUFFIXES, Documents, LoadError, RefError, parse_bytes
 from ._names import base_name, prefix_colliding, unique_in_spec
@@ -37,7 +36,9 @@ def compile_document(document: Any, *, api: str, file: str = "", documents: Docu
 def _compile_one(document: Any, *, api: str, file: str, documents: Documents | None,
                  max_description: int) -> tuple[list[Tool], ApiSpec | None, list[Diagnostic]]:
     # The compiler proper (and jsonschema-rs, which checks a spec's own values) is imported here, for the first
-    # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it.
+    # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it, nor the search index's
+    # builder (the index comes with the cached entry).
+    from ..offer.index import build_index
     from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
     from ._schema import SchemaError, SchemaTranslator
     from ._swagger import translate_swagger
