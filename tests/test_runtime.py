@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import anyio
@@ -61,6 +62,39 @@ def test_load_runtime_builds_catalog_manifest_and_toolsets(config: tuple[Path, P
     with pytest.raises(KeyError, match="no agent named 'nobody' .known: clerk."):
         runtime.toolset("nobody")
     assert runtime.fingerprint == input_digest(*config)
+
+
+_opened: list[str] | None = None
+"""While a list: the paths `open()` is called with in this process (an audit hook, added once)."""
+
+
+def _record_open(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _opened is not None and isinstance(args[0], str | Path):
+        _opened.append(str(args[0]))
+
+
+sys.addaudithook(_record_open)
+
+
+def test_a_cached_spec_is_read_once_for_the_fingerprint_and_the_compiler(config: tuple[Path, Path],
+                                                                          tmp_path: Path) -> None:
+    """The runtime's fingerprint and the compiler's cache key come from one read and one hash of each spec (a 13 MB
+    spec's second SHA-256 was a sizeable part of `gateway mcp`'s start); an edited spec is compiled from its new
+    content."""
+    global _opened
+    specs, agents = config
+    load_runtime(specs, agents, cache_dir=tmp_path / "cache")  # fills the cache
+    _opened = []
+    try:
+        runtime = load_runtime(specs, agents, cache_dir=tmp_path / "cache")
+        reads = [path for path in _opened if path == str(specs / "shop.json")]
+    finally:
+        _opened = None
+    assert len(reads) == 1
+    assert runtime.fingerprint == input_digest(specs, agents) and _names(runtime) == ["listItems", "getItem"]
+    (specs / "shop.json").write_text(_spec("listItems", "getItem", "getStats", "newOne"))
+    edited = load_runtime(specs, agents, cache_dir=tmp_path / "cache")
+    assert edited.catalog.get("newOne") is not None and edited.fingerprint != runtime.fingerprint
 
 
 def test_a_missing_manifest_means_no_agents(config: tuple[Path, Path]) -> None:

@@ -26,7 +26,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import time
 import weakref
@@ -40,11 +39,11 @@ import httpx
 from ..errors import ApiSetupError, ForeignConnectLink, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
 from .keys import fetch_json, usable_for
+from .sealing import KEY_VARIABLE
 
 if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every start-up
     from cryptography.fernet import MultiFernet
 
-KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
 CALLBACK_PATH = "/connections/callback"
 START_PATH = "/console/connect"
 """The start page every connect link points to (the console's: it knows who the browser is signed in as)."""
@@ -87,20 +86,6 @@ class Authorization:
     """When the link stops working (epoch seconds): the cookie need not outlive it."""
     callback: str
     """The `redirect_uri` the provider sends the browser back to: the cookie's origin and path."""
-
-
-def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFernet | None:
-    keys = [key.strip() for key in environ.get(KEY_VARIABLE, "").split(",") if key.strip()]
-    if not keys:
-        return None
-    from cryptography.fernet import Fernet, MultiFernet
-
-    try:
-        return MultiFernet([Fernet(key) for key in keys])
-    except ValueError:
-        raise ApiSetupError(f"{KEY_VARIABLE} must hold Fernet keys (32 url-safe base64 bytes each, comma-separated;"
-                            " make one with `python -c 'from cryptography.fernet import Fernet; "
-                            "print(Fernet.generate_key().decode())'`)") from None
 
 
 class Connections:

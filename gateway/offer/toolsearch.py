@@ -38,8 +38,6 @@ from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
-from .embeddings import FUSION_DEPTH, Computation, hybrid, prepare
-from .index import ToolIndex, index_of
 from .views import (
     DEFAULT_TOOL_BUDGET,
     DESCRIBE_SCHEMA,
@@ -53,6 +51,8 @@ from .views import (
 
 if TYPE_CHECKING:
     from ..codemode import FunctionNames
+    from .embeddings import Computation
+    from .index import ToolIndex
 
 SEARCH_TOOL = "search_tools"
 AUTO_MAX_TOOLS = 64
@@ -130,6 +130,10 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
     With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
+    # The index and the embeddings are imported by the first search, not by whoever lists an agent's tools
+    # (`gateway mcp` lists before anyone searches).
+    from .embeddings import FUSION_DEPTH, hybrid
+
     catalog = catalog or catalog_of(toolset)
     scope = _scope_of(catalog, toolset)
     by_catalog_name, apis = scope.by_catalog_name, scope.apis
@@ -148,6 +152,8 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
     scope = toolset.search_scope
     if scope is None or scope.catalog is not catalog or scope.count != len(toolset.tools):
+        from .index import index_of
+
         by_catalog_name = {t.tool.name: t for t in toolset if t.tool is not None}
         apis = list(dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None))
         everything = len(by_catalog_name) == sum(len(catalog.for_api(api)) for api in apis)
@@ -178,6 +184,8 @@ def prepare_toolset(catalog: Catalog, toolset: Toolset) -> list[Computation]:
     """Start the embeddings of a toolset's apis (with `gateway.search_embeddings`): those still being computed."""
     if toolset.embeddings is None:
         return []
+    from .embeddings import Computation, prepare
+
     apis = dict.fromkeys(t.api for t in (a.tool for a in toolset) if t is not None)
     return [pending for pending in prepare(toolset.embeddings, catalog, list(apis))
             if isinstance(pending, Computation)]

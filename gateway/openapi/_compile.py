@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..catalog import ApiSpec, Catalog, Diagnostic, Tool
-from ..offer.index import build_index
 from . import _cache
 from ._documents import SPEC_SUFFIXES, Documents, LoadError, RefError, parse_bytes
 from ._names import base_name, prefix_colliding, unique_in_spec
@@ -37,7 +36,9 @@ def compile_document(document: Any, *, api: str, file: str = "", documents: Docu
 def _compile_one(document: Any, *, api: str, file: str, documents: Documents | None,
                  max_description: int) -> tuple[list[Tool], ApiSpec | None, list[Diagnostic]]:
     # The compiler proper (and jsonschema-rs, which checks a spec's own values) is imported here, for the first
-    # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it.
+    # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it, nor the search index's
+    # builder (the index comes with the cached entry).
+    from ..offer.index import build_index
     from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
     from ._schema import SchemaError, SchemaTranslator
     from ._swagger import translate_swagger
@@ -149,7 +150,7 @@ def spec_files(specs_dir: Path) -> list[Path]:
 
 def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: bool = True,
                   progress: Callable[[str], None] | None = None,
-                  max_description: int | None = None) -> Catalog:
+                  max_description: int | None = None, digests: Mapping[Path, str | None] | None = None) -> Catalog:
     """Compile every spec under `specs_dir` into one catalog; never raises for bad specs.
 
     Args:
@@ -159,6 +160,8 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
         progress: called with a short line per spec (the CLI shows it on a terminal).
         max_description: characters kept of each operation's summary + description
             (default `$GATEWAY_MAX_DESCRIPTION`, else 1024).
+        digests: the SHA-256 (hex) of spec files' bytes the caller has read already (`gateway.runtime`'s reload
+            fingerprint): a spec cached under its digest is then neither read nor hashed again.
     """
     specs_dir = Path(specs_dir)
     max_description = _description_size(max_description)
@@ -177,13 +180,17 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
             results.append(([], None, [Diagnostic(level="error", file=relative, message=message)]))
             continue
         apis[api] = relative
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            results.append(([], None, [Diagnostic(level="error", file=relative, message=f"unreadable: {exc}")]))
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        cached = cache.load(relative, digest, specs_dir) if cache else None
+        known = digests.get(path) if digests is not None else None
+        cached = cache.load(relative, known, specs_dir) if cache and known else None
+        if cached is None:
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                results.append(([], None, [Diagnostic(level="error", file=relative, message=f"unreadable: {exc}")]))
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if cache and digest != known:  # changed since the caller read it (or not read by the caller)
+                cached = cache.load(relative, digest, specs_dir)
         if cached is not None:
             if progress:
                 progress(f"[{index}/{len(files)}] {relative}: cached")

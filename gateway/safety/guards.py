@@ -4,10 +4,11 @@
 limiter and the breakers, and hands the composition root (`gateway.assembly.build_pipeline`) its stages:
 `audit_stages` (the outermost, and the last before sending) and `guard_stages` (approval -> rate limits -> breaker
 and concurrency).
-Every door that runs tool calls opens one: `gateway serve` (through `gateway.server.supervision.Safety`, which adds
-the HTTP routes and middleware), `gateway mcp`, `gateway call` and `gateway chat`. Parts that depend on
-agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads: `sync` rebuilds them when the
-manifest object changes.
+Every door that runs tool calls opens one: `gateway call` and `gateway chat` this one; `gateway mcp` a
+`gateway.safety.serving.ServingSafeguards` (which adds users' own connections); `gateway serve` a
+`gateway.server.supervision.Safety` (which adds the HTTP half: client keys, the resource server, routes and
+middleware). Parts that depend on agents.yaml (limits, secrets to redact, breaker thresholds) follow hot reloads:
+`sync` rebuilds them when the manifest object changes.
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ class Safeguards:
             redact_log_records: also scrub the secrets from the process's log records.
         """
         self.store = store
-        self.connections: Connections | None = None
-        """Users' own connections to `user_oauth` apis (the server's safety layer keeps them; None: none)."""
         # One redactor for the audit rows, built before the secrets are known and taught them in `sync`: the
         # audit log keeps this very object (an empty redactor is falsy, so `redactor or Redactor()` lost it).
         self.redactor = Redactor()
@@ -64,6 +63,12 @@ class Safeguards:
         self.breakers = Breakers(self.guard_settings)
         self._manifest: Manifest | None = None
         self.sync(manifest)
+
+    @property
+    def connections(self) -> Connections | None:
+        """Users' own connections to `user_oauth` apis: None here (`gateway call` and `gateway chat` act for no
+        signed-in user); a serving door's layer keeps them (`gateway.safety.serving`)."""
+        return None
 
     @classmethod
     def open(cls, runtime: Any, *, store: str | None = None, **options: Any) -> Self:

@@ -32,8 +32,10 @@ class Safety(Protocol):
     """What these routes read of the safety layer (`gateway.server.supervision.Safety`), on every request."""
 
     store: Store
-    connections: Connections | None
     identity: ResourceServer | None
+
+    @property
+    def connections(self) -> Connections | None: ...
 
 
 def identity_routes(safety: Safety) -> list[BaseRoute]:

@@ -226,10 +226,13 @@ def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = 
         print(f"gateway: unknown agent {agent!r}; the agents in {agents} are: {known}", file=sys.stderr)
         return 2
 
-    from .supervision import Safety
+    # The safeguards every door shares, and users' connections when a call first needs them; not the HTTP half
+    # (`gateway.server.supervision`: client keys, the resource server, Starlette's routing, httpx), which a stdio
+    # listing never uses and whose import cost a desktop client waits for.
+    from ..safety.serving import ServingSafeguards
 
     try:  # approvals wait in the store (decide them with `gateway approvals`); every call is audited
-        safety = Safety.open(runtime)
+        safety = ServingSafeguards.open(runtime)
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1

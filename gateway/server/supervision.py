@@ -1,7 +1,9 @@
 """The safety layer wired into the app: client keys, the `/approvals` and `/audit` routes, resumes.
 
-`Safety` is the HTTP face of `gateway.safety.guards.Safeguards` (store, audit, approvals, limits, breakers,
-whose stages go into every call's pipeline). It hands `create_app` what it plugs in:
+`Safety` is the HTTP half of the safety layer, on `gateway.safety.serving.ServingSafeguards` (store, audit,
+approvals, limits, breakers, whose stages go into every call's pipeline, and users' own connections, which `gateway
+mcp` opens alone, without importing any of this). It adds client keys, wrong-key counting and the OAuth resource
+server (`gateway.auth`), and hands `create_app` what it plugs in:
 
     safety = Safety.open(holder.current)
     app = create_app(holder, **safety.app_options())
@@ -19,7 +21,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -28,16 +30,16 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import AlreadyDecided, ApiSetupError, ApprovalError, ConfigError, DecisionNotCarriedOut
+from ..errors import AlreadyDecided, ApprovalError, ConfigError, DecisionNotCarriedOut
 from ..http.client import new_client
-from ..identity.connections import CALLBACK_PATH, Connections, UserOAuthSettings, cipher_from_environment
 from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
 from ..loop_types import Decision, attach_steps
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import Outcome, approval_dict, run_owner, run_subject
-from ..safety.guards import Safeguards, describe_pause
+from ..safety.guards import describe_pause
 from ..safety.rights import Rights
+from ..safety.serving import ServingSafeguards
 from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .api_errors import APIError, api_error_from, status_for_result
@@ -49,12 +51,15 @@ from .responses_object import ResponseShape
 from .routes import agent_of, read_json, toolset_of
 from .run_answers import decider_view, keep_answer, kept_answer
 
+if TYPE_CHECKING:
+    import httpx
+
 logger = logging.getLogger("gateway.safety")
 
 MAX_AUDIT_LIMIT = 1000
 
 
-class Safety(Safeguards):
+class Safety(ServingSafeguards):
     def __init__(self, store: Store, manifest: Manifest, *, allow_public: bool = False) -> None:
         """The safety layer on `store` for the manifest (and its reloads).
 
@@ -69,45 +74,24 @@ class Safety(Safeguards):
         """`gateway.auth`: the resource server checking callers' access tokens (None: static keys only)."""
         self._identity_http = new_client()
         """The identity layer's requests (discovery, keys, users' token refreshes), on pyreqwest like every other."""
-        try:
-            cipher = cipher_from_environment()
-        except ApiSetupError as exc:
-            raise ConfigError(str(exc)) from None
         self.wrong_keys = WrongKeys(store)
         """Wrong keys counted per client address, on the API's doors and at the console's sign-in."""
         super().__init__(store, manifest)
-        self.connections = Connections(store, self._identity_http, cipher)
-        self._sync_connections(manifest)
+        self.connections  # noqa: B018 - built now: the connect routes and the console use them from the start
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""
         if manifest is not self._manifest:
             self.keys = ClientKeys(manifest.clients)
-            self._sync_identity(manifest)
-            if self.connections is not None:
-                self._sync_connections(manifest)
+            self._sync_identity(manifest)  # before the connections: their default callback is on its audience
         super().sync(manifest)
 
-    def _sync_connections(self, manifest: Manifest) -> None:
-        """The `user_oauth` apis of the manifest, for `self.connections`."""
-        audience = self.identity.settings.audience if self.identity is not None else None
-        default_redirect = audience.rstrip("/") + CALLBACK_PATH if audience and audience.startswith("http") else None
-        apis: dict[str, UserOAuthSettings] = {}
-        for name, api in manifest.apis.items():
-            for auth in api.auth:
-                if auth.type != "user_oauth":
-                    continue
-                redirect = auth.redirect_uri or default_redirect
-                if not (auth.authorization_url and auth.token_url and auth.client_id and redirect):
-                    logger.error("apis.%s.auth: user_oauth needs authorization_url, token_url, client_id and "
-                                 "redirect_uri (or gateway.auth.audience as the gateway's URL)", name)
-                    continue
-                apis[name] = UserOAuthSettings(
-                    api=name, authorization_url=auth.authorization_url, token_url=auth.token_url,
-                    client_id=auth.client_id, client_secret=auth.client_secret, redirect_uri=redirect,
-                    scopes=tuple(auth.scopes), resource=auth.resource)
-        assert self.connections is not None
-        self.connections.configure(apis)
+    def _connections_http(self) -> httpx.AsyncClient:
+        return self._identity_http  # users' token refreshes go out with the identity layer's other requests
+
+    def _audience(self, manifest: Manifest) -> str | None:
+        # The resource server's: a reload with a bad `gateway.auth` keeps the previous one, and its audience.
+        return self.identity.settings.audience if self.identity is not None else None
 
     def _sync_identity(self, manifest: Manifest) -> None:
         """The resource server of the manifest's `gateway.auth`; the same one (its cached keys) while that is

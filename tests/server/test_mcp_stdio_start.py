@@ -22,6 +22,21 @@ CALL_ONLY = [
     "prometheus_client",  # nothing is counted over stdio
 ]
 """Modules `gateway mcp` needs only once a tool is called (or never), each the root of an import tree."""
+HTTP_ONLY = [
+    "gateway.server.supervision",  # the HTTP half of the safety layer: client keys, routes, resumes
+    "gateway.server.auth",  # client keys and wrong keys, the resource server's middleware
+    "gateway.server.routes",
+    "gateway.identity.resource",  # the OAuth resource server (gateway.auth)
+    "gateway.identity.connections",  # users' connections: built at the first call that reaches the executor
+    "gateway.loop",  # the chat loop (approvals are decided in `gateway approvals`, not over stdio)
+    "httpx",  # the gateway's upstream client library (the SDK brings its own, httpx2)
+]
+"""Modules only the HTTP door (`gateway serve`) needs: the stdio door's safety layer is the one every door shares."""
+SEARCH_ONLY = [
+    "gateway.offer.index",  # BM25 over the catalog's index (the index itself comes with the cached catalog)
+    "gateway.offer.embeddings",
+]
+"""Modules only a search needs (this agent has no tool search), and the compiler only a spec it compiles."""
 
 
 def _imported(importtime: str) -> set[str]:
@@ -48,6 +63,9 @@ def test_stdio_lists_before_importing_the_call_machinery_and_then_calls_through_
     specs, agents = write_project(tmp_path, llm.url, upstream.url)
     errors_path = tmp_path / "stderr.txt"
     env = {**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")}
+    # A desktop client starts a gateway whose specs were compiled before (the issue's warm cache).
+    subprocess.run([sys.executable, "-m", "gateway", "validate", "--specs", str(specs), "--agents", str(agents)],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
     errors: IO[bytes]
     with errors_path.open("wb") as errors, subprocess.Popen(
             [sys.executable, "-X", "importtime", "-m", "gateway", "mcp", "weather", "--specs", str(specs),
@@ -69,8 +87,11 @@ def test_stdio_lists_before_importing_the_call_machinery_and_then_calls_through_
     assert listed is not None and [tool["name"] for tool in listed["result"]["tools"]] == ["getForecast"]
     assert "gateway.server.mcp.stdio" in before_listing  # the importtime lines are there
     assert sorted(before_listing.intersection(CALL_ONLY)) == []
+    assert sorted(before_listing.intersection(HTTP_ONLY)) == []
+    assert sorted(before_listing.intersection(SEARCH_ONLY)) == []
     assert called is not None and called["result"]["isError"] is False
     assert called["result"]["structuredContent"] == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
     after_call = _imported(errors_path.read_text())
-    assert {"gateway.execution.executor", "gateway.assembly.composition"} <= after_call
+    assert {"gateway.execution.executor", "gateway.assembly.composition", "gateway.identity.connections"} <= after_call
+    assert "gateway.server.supervision" not in after_call  # the whole pipeline ran without the HTTP half

@@ -20,7 +20,6 @@ from ...assembly import Generation
 from ...dialects import declared_output_schema, mcp_tool
 from ...offer.toolsearch import ToolOffer, tool_budget
 from ...offer.views import model_view
-from ..routes import toolset_of
 from . import search
 
 PAGE_BYTES = 256 * 1024
@@ -45,6 +44,10 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
                  found: Sequence[str] = ()) -> dict[str, Any]:
     """The `ListToolsResult` (wire form) for `cursor`; an `INVALID_PARAMS` error for a cursor we never gave.
 
+    `agent`: one of the generation's (`checked_agent`). Its toolset is read from the generation directly: the HTTP
+    routes' lookup (`gateway.server.routes`) would import the HTTP door's auth, and with it httpx, before
+    `gateway mcp`'s first listing.
+
     `found`: the tools a session's searches found (`gateway.server.mcp.found`), listed after the agent's own
     listing as their views; that list only grows, so a cursor given before a search names the same page after."""
     items: list[tuple[dict[str, Any], int]] = generation.memo(("mcp-tools", agent, era),
@@ -57,7 +60,7 @@ def listing_page(generation: Generation, agent: str, era: Era, cursor: str | Non
 
 
 def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str, Any], int]]:
-    toolset = toolset_of(generation, agent)
+    toolset = generation.toolset(agent)
     config = generation.runtime.manifest.agents[agent]
     offer = ToolOffer(config, toolset, measure=search.listed_tokens)
     listed: list[Any]
@@ -73,7 +76,7 @@ def _items(generation: Generation, agent: str, era: Era) -> list[tuple[dict[str,
 def _found_items(generation: Generation, agent: str, era: Era, found: Sequence[str],
                  listed: set[str]) -> list[tuple[dict[str, Any], int]]:
     """The found tools still in the agent's toolset (a reload may have dropped some), as their views."""
-    toolset = toolset_of(generation, agent)
+    toolset = generation.toolset(agent)
     budget = tool_budget(toolset.settings)
     items = []
     for name in found:
