@@ -67,6 +67,17 @@ def test_a_match_scores_as_fts5_scores_it_to_the_bit(slack: Catalog) -> None:
         assert scored is not None and len(expected) > 1, request
         rowids, values = scored
         assert list(zip(rowids.tolist(), values.tolist(), strict=True)) == expected, request  # == on floats
+    ranks = PhraseScores(connection, index_module._RANK)  # the resources named, by FTS5's rank: a column, prefixes
+    found = 0
+    for request in REQUESTS:
+        named = read(request).addressed
+        expected = connection.execute("SELECT rowid, rank FROM tools WHERE tools MATCH ? ORDER BY rowid",
+                                      (named,)).fetchall()
+        scored = ranks.scored(named)
+        assert scored is not None, request
+        assert list(zip(*(array.tolist() for array in scored), strict=True)) == expected, request
+        found += len(expected)
+    assert found > 10
 
 
 def test_each_phrase_is_scored_by_fts5_once_and_the_kept_ones_are_bounded(slack: Catalog,
@@ -87,7 +98,9 @@ def test_each_phrase_is_scored_by_fts5_once_and_the_kept_ones_are_bounded(slack:
 def test_only_phrases_joined_by_or_are_scored_here() -> None:
     assert phrases_of('("close" OR "state") OR ("issue")') == ['"close"', '"state"', '"issue"']
     assert phrases_of('"say ""hi"""') == ['"say ""hi"""']
-    for match in ('resource : ("issue")', '"close"*', '"a" AND "b"', '"a" NOT "b"', "close", 'NEAR("a" "b")'):
+    assert phrases_of('resource : ("issue" OR "close"*)') == ['resource : "issue"', 'resource : "close"*']
+    for match in ('"a" AND "b"', '"a" NOT "b"', "close", 'NEAR("a" "b")', 'resource : ("a") AND "b"',
+                  '"a" OR resource : ("b")', '"a" OR "b" *'):
         assert phrases_of(match) is None, match
 
 

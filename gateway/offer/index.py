@@ -145,6 +145,8 @@ class _Opened:
     phrases: PhraseScores | None = None
     """Each phrase's rows and BM25 term, kept: a match of phrases joined by OR scored without FTS5 scoring its rows
     again (`gateway.offer.phrase_scores`)."""
+    resource_phrases: PhraseScores | None = None
+    """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -186,7 +188,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
-                       for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25))
+                       for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
+                   PhraseScores(connection, _RANK))
 
 
 class ToolIndex:
@@ -305,9 +308,7 @@ class ToolIndex:
                                           if allowed(facts[rowid - 1].tool)), wanted))
         if not request.addressed or not _ADDRESSED_CANDIDATES:
             return rows, []
-        named = opened.connection.execute(_NAMED_SQL, (request.addressed,
-                                                       _ADDRESSED_CANDIDATES if allowed is None else -1)).fetchall()
-        wanted_rows = numpy.sort(numpy.fromiter((rowid for rowid, in named), dtype=numpy.intp, count=len(named)))
+        wanted_rows = _named(opened, request.addressed, _ADDRESSED_CANDIDATES if allowed is None else -1)
         among = numpy.minimum(numpy.searchsorted(rowids, wanted_rows), max(len(rowids) - 1, 0))
         among = among[rowids[among] == wanted_rows] if len(rowids) else among[:0]  # the named rows matched, by rowid
         if allowed is None:
@@ -341,8 +342,24 @@ _BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER 
 """`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
 computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
 many as asked for, not a sort of every match."""
+_RANK = "bm25(tools)"
+"""FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _NAMED_SQL = "SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?"
 """The rows whose resource is named (`Request.addressed`), the best by FTS5's rank."""
+
+
+def _named(opened: _Opened, addressed: str, limit: int) -> Any:
+    """The rowids of `_NAMED_SQL`'s rows (the best `limit` by rank; all for -1), ascending: from the phrases' kept
+    scores where they answer (the best by score, ties by rowid: the statement's rows, for every development request),
+    else by the statement."""
+    import numpy
+
+    scored = opened.resource_phrases.scored(addressed) if opened.resource_phrases is not None else None
+    if scored is not None:
+        rowids, scores = scored
+        return numpy.sort(rowids[first_places(numpy, scores, limit if limit >= 0 else len(scores))])
+    named = opened.connection.execute(_NAMED_SQL, (addressed, limit)).fetchall()
+    return numpy.sort(numpy.fromiter((rowid for rowid, in named), dtype=numpy.intp, count=len(named)))
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 

@@ -32,8 +32,9 @@ KEPT_PHRASES = 4096
 KEPT_ROWS = 1 << 20
 """Rows (a rowid and a score each: 16 bytes) kept over all of an index's phrases: 16 MiB at most. Graph's phrases
 of 2,000 development requests held 130,000."""
-_PHRASE = re.compile(r'"(?:[^"]|"")*"')
+_PHRASE = re.compile(r'"(?:[^"]|"")*"\*?')
 _JOINS = re.compile(r"\bOR\b|[()\s]")
+_COLUMN = re.compile(r"^(\w+) : \((.*)\)$", re.DOTALL)
 
 
 @functools.cache
@@ -46,11 +47,14 @@ def _numpy() -> Any:
 
 
 def phrases_of(match: str) -> list[str] | None:
-    """The quoted phrases of `match`, in order, when it is nothing but quoted phrases joined by OR (with parentheses);
-    else None."""
-    if _JOINS.sub("", _PHRASE.sub(" ", match)):
+    """The quoted phrases of `match` (a prefix's `*` included), in order, when it is nothing but such phrases joined
+    by OR (with parentheses), or one column's (`resource : (...)`: each phrase then names the column); else None."""
+    column = _COLUMN.match(match)
+    inner = column.group(2) if column is not None else match
+    if _JOINS.sub("", _PHRASE.sub(" ", inner)):
         return None
-    return _PHRASE.findall(match)
+    found = _PHRASE.findall(inner)
+    return [f"{column.group(1)} : {phrase}" for phrase in found] if column is not None else found
 
 
 class PhraseScores:
