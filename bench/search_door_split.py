@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     clocks = _Clocks()
     opened = index._api(api)
     opened.connection = _Proxy(opened.connection, clocks, {"execute": "BM25: statements"})  # type: ignore[assignment]
+    for kept in (getattr(opened, "phrases", None), getattr(opened, "resource_phrases", None)):
+        if kept is not None:  # the phrases' statements (a phrase new to the index) are statements too
+            kept._connection = opened.connection
     encoder = local_model._encoder(settings.model, settings.tuned)
     model = getattr(encoder, "__self__", None)
     if model is not None and hasattr(model, "_session"):
@@ -193,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if rows is not None:
         sizes.append(("the tool vectors' array", rows.nbytes))
     if bounds is not None:
-        sizes.append(("the int8 bounds' arrays (their own, not onnxruntime's copy)",
+        sizes.append(("the int8 bounds' own arrays (not onnxruntime's)",
                       sum(getattr(value, "nbytes", 0) for value in vars(bounds).values()) if hasattr(bounds, "__dict__")
                       else sum(getattr(getattr(bounds, slot, None), "nbytes", 0) for slot in bounds.__slots__)))
     phrases = [kept for kept in (getattr(opened, "phrases", None), getattr(opened, "resource_phrases", None))
