@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.search_bm25_split import Rows  # noqa: E402  (run as a script)
+
 Spent = dict[str, list[float]]
 """Per stage, per request: thread CPU then wall, in ms (two lists: `{stage: [...]}` of each clock)."""
 
@@ -68,16 +71,9 @@ class _Proxy:
 def _fetched(execute: Callable[..., Any]) -> Callable[..., Any]:
     """A connection's `execute` whose rows are fetched within it (the statement runs as the rows are read)."""
     def run(*args: Any) -> Any:
-        return _Rows(execute(*args).fetchall())
+        return Rows(execute(*args).fetchall())
     return run
 
-
-class _Rows(list[Any]):
-    def fetchall(self) -> list[Any]:
-        return list(self)
-
-    def fetchone(self) -> Any:
-        return self[0] if self else None
 
 
 def _resident() -> float:

@@ -7,7 +7,6 @@ match is what every score is compared with, to the bit.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,24 +17,11 @@ from gateway.offer import phrase_scores
 from gateway.offer.index import index_of
 from gateway.offer.phrase_scores import PhraseScores, first_places, phrases_of
 from gateway.offer.query import read
-from gateway.openapi import compile_specs
 
 numpy = pytest.importorskip("numpy")
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 REQUESTS = ("post a message to the general channel", "invite bob to the channel", "list my reminders",
             "delete the file I uploaded", "who is in this user group", "set my status to away", "pin it's message",
             "archive the channel", "search messages about the launch", "add a star to the message")
-
-
-@pytest.fixture(scope="module")
-def slack(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    spec = CORPUS / "apis-guru" / "slack.com.json"
-    if not spec.is_file():
-        pytest.skip("../shared/corpus is absent")
-    folder = tmp_path_factory.mktemp("slack") / "specs"
-    folder.mkdir()
-    (folder / "slack.json").symlink_to(spec)
-    return compile_specs(folder, use_cache=False)
 
 
 class _Counted:
