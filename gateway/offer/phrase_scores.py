@@ -29,9 +29,9 @@ from typing import Any
 
 KEPT_PHRASES = 4096
 """Phrases whose rows and terms an index keeps."""
-KEPT_ROWS = 1 << 20
-"""Rows (a rowid and a score each: 16 bytes) kept over all of an index's phrases: 16 MiB at most. Graph's phrases
-of 2,000 development requests held 130,000."""
+KEPT_ROWS = 1 << 18
+"""Rows (a rowid and a score each: 16 bytes) kept over all of an index's phrases: 4 MiB at most (a process holds
+two per api: its match's and its resources'). Graph's phrases of 2,000 development requests held 130,000."""
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?')
 _JOINS = re.compile(r"\bOR\b|[()\s]")
 _COLUMN = re.compile(r"^(\w+) : \((.*)\)$", re.DOTALL)
