@@ -32,14 +32,16 @@ class _TimedConnection:
         self.connection = connection
         self.spent = 0.0
 
-    def execute(self, *args: Any) -> _Rows:
+    def execute(self, *args: Any) -> Rows:
         started = time.thread_time()
-        rows = _Rows(self.connection.execute(*args).fetchall())
+        rows = Rows(self.connection.execute(*args).fetchall())
         self.spent += time.thread_time() - started
         return rows
 
 
-class _Rows(list[Any]):
+class Rows(list[Any]):
+    """A statement's rows, fetched, read as its cursor would be."""
+
     def fetchall(self) -> list[Any]:
         return list(self)
 

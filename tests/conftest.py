@@ -74,6 +74,18 @@ def corpus_catalog(tmp_path_factory: pytest.TempPathFactory, spec_cache: Path) -
         return compile_specs(CORPUS, cache_dir=spec_cache / "corpus")
 
 
+@pytest.fixture(scope="module")
+def slack(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """Slack's spec from ../shared/corpus (174 tools), compiled on its own (the search tests' small real api)."""
+    spec = CORPUS / "apis-guru" / "slack.com.json"
+    if not spec.is_file():
+        pytest.skip("../shared/corpus is absent")
+    folder = tmp_path_factory.mktemp("slack") / "specs"
+    folder.mkdir()
+    (folder / "slack.json").symlink_to(spec)
+    return compile_specs(folder, use_cache=False)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -6,28 +6,10 @@ fixed stand-in (tools and cosines written here), so each test says what the fusi
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from gateway.catalog import Catalog, Tool
 from gateway.config.embeddings_endpoint import PACKAGED_WEIGHT
 from gateway.offer.fusion import Ranked, fuse
 from gateway.offer.index import index_of
-from gateway.openapi import compile_specs
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-
-
-@pytest.fixture(scope="module")
-def slack(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
-    spec = CORPUS / "apis-guru" / "slack.com.json"
-    if not spec.is_file():
-        pytest.skip("../shared/corpus is absent")
-    folder = tmp_path_factory.mktemp("slack") / "specs"
-    folder.mkdir()
-    (folder / "slack.json").symlink_to(spec)
-    return compile_specs(folder, use_cache=False)
 
 
 def _bm25(catalog: Catalog, query: str) -> Ranked:

@@ -44,11 +44,13 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
+from .phrase_scores import PhraseScores, first_places
 from .query import USAGE, Request, expression_of, read, stems
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
@@ -140,6 +142,11 @@ class _Opened:
     reports)."""
     abbreviations: Abbreviations | None = None
     """What the initials of its names' words and the prefixes of ids stand for (`pvc`, `cus_`)."""
+    phrases: PhraseScores | None = None
+    """Each phrase's rows and BM25 term, kept: a match of phrases joined by OR scored without FTS5 scoring its rows
+    again (`gateway.offer.phrase_scores`)."""
+    resource_phrases: PhraseScores | None = None
+    """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -181,7 +188,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
-                       for tool in tools), Abbreviations(tools))
+                       for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
+                   PhraseScores(connection, _RANK))
 
 
 class ToolIndex:
@@ -255,6 +263,10 @@ class ToolIndex:
         facts = opened.facts
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
+            scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
+            if scored is not None:  # the statements' rows, from each phrase's kept scores
+                rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
+                return self._chosen(facts, rows, addressed, asked, first)
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
                 both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
                                                              request.expression, wanted)).fetchall()
@@ -273,6 +285,38 @@ class ToolIndex:
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
+
+    @staticmethod
+    def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,
+                      allowed: Callable[[Tool], bool] | None,
+                      wanted: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """What the statements answer (`_BOTH_SQL`; else `_SQL` and `_ADDRESSED_SQL`), from the phrases' scores of
+        the rows matched (`PhraseScores.scored`): the best `wanted` (of those `allowed` passes) by score, ties by
+        rowid; and the rows matched among the resources named (`request.addressed`, the best 60 by FTS5's rank, or
+        all of them for `allowed`): by score, or by rowid for `allowed`, as its statement gives them."""
+        import numpy  # PhraseScores answered: NumPy is installed
+
+        rowids, scores = scored
+        facts = opened.facts
+        if allowed is None:
+            order = first_places(numpy, scores, wanted)
+            rows = list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
+        else:
+            order = numpy.argsort(scores, kind="stable")
+            rows = list(itertools.islice(((rowid, score) for rowid, score in zip(rowids[order].tolist(),
+                                                                                 scores[order].tolist(), strict=True)
+                                          if allowed(facts[rowid - 1].tool)), wanted))
+        if not request.addressed or not _ADDRESSED_CANDIDATES:
+            return rows, []
+        wanted_rows = _named(opened, request.addressed, _ADDRESSED_CANDIDATES if allowed is None else -1)
+        among = numpy.minimum(numpy.searchsorted(rowids, wanted_rows), max(len(rowids) - 1, 0))
+        among = among[rowids[among] == wanted_rows] if len(rowids) else among[:0]  # the named rows matched, by rowid
+        if allowed is None:
+            among = among[numpy.argsort(scores[among], kind="stable")]
+            return rows, list(zip(rowids[among].tolist(), scores[among].tolist(), strict=True))
+        addressed = [(rowid, score) for rowid, score in zip(rowids[among].tolist(), scores[among].tolist(), strict=True)
+                     if allowed(facts[rowid - 1].tool)]
+        return rows, addressed[:_ADDRESSED_CANDIDATES]
 
     @staticmethod
     def _chosen(facts: list[_Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
@@ -298,6 +342,24 @@ _BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER 
 """`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
 computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
 many as asked for, not a sort of every match."""
+_RANK = "bm25(tools)"
+"""FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
+_NAMED_SQL = "SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?"
+"""The rows whose resource is named (`Request.addressed`), the best by FTS5's rank."""
+
+
+def _named(opened: _Opened, addressed: str, limit: int) -> Any:
+    """The rowids of `_NAMED_SQL`'s rows (the best `limit` by rank; all for -1), ascending: from the phrases' kept
+    scores where they answer (the best by score, ties by rowid: the statement's rows, for every development request),
+    else by the statement."""
+    import numpy
+
+    scored = opened.resource_phrases.scored(addressed) if opened.resource_phrases is not None else None
+    if scored is not None:
+        rowids, scores = scored
+        return numpy.sort(rowids[first_places(numpy, scores, limit if limit >= 0 else len(scores))])
+    named = opened.connection.execute(_NAMED_SQL, (addressed, limit)).fetchall()
+    return numpy.sort(numpy.fromiter((rowid for rowid, in named), dtype=numpy.intp, count=len(named)))
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 
