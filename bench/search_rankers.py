@@ -8,8 +8,8 @@ fused with the fine-tuned model, on requests no delta saw.
 
 Data: `round12`, `round13` and `round14` of the six APIs (`DEV`, 1,095 requests): the shipped delta
 (gateway/offer/minilm_lora.npz) was trained on every part up to `round11`, so it never saw these; each was measured
-once by the lead and is spent. `round15` and `round16` are never read (an assert says so); nor are the APIs that hold
-only `round15` (`specs_with(DEV)` leaves them out).
+once by the lead and is spent. `round15`, `round16` and `round17` are never read (an assert says so); nor are the APIs
+that hold only those (`specs_with(DEV)` leaves them out).
 
 `prepare` saves, per request, the cosine of the request with every tool of its API as the product computes them
 (`gateway.search_embeddings: {kind: local}`: the int8 ONNX model with the shipped delta, the tools' vectors from the
@@ -44,8 +44,8 @@ from bench.search import PARTS, _compile, load_tasks, specs_with  # noqa: E402  
 from bench.search_fusion import _tool_matrix  # noqa: E402  (the same six APIs' tools' vectors, as the gateway caches them)
 
 DEV = ("round12", "round13", "round14")
-"""The parts read here; `round15` (the lead's next measurement) and `round16` (being written) are never read."""
-assert not {"round15", "round16"} & set(DEV) and PARTS.index("round14") < PARTS.index("round15")
+"""The parts read here; `round15` (the lead's next measurement), `round16` and `round17` are never read."""
+assert not {"round15", "round16", "round17"} & set(DEV) and PARTS.index("round14") < PARTS.index("round15")
 SPECS = specs_with(DEV)
 """The six APIs whose sets hold the parts read here (those new in `round15` hold none)."""
 assert not {"asana", "zoom", "box"} & set(SPECS)
