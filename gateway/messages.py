@@ -6,6 +6,7 @@ executor turns a `ToolCall` into a `ToolResult`; the server renders them as Open
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,6 +80,10 @@ class ToolResult:
     """The `Redactor.epoch` under which `body` was redacted (the executor redacts what it read while it parses
     it); the pipeline's redaction stage, with the same redactor and epoch, does not walk the body again. Not part
     of the result a door answers with."""
+    body_json: builtins.bytes | None = field(default=None, repr=False, compare=False)
+    """The body's JSON text as the api sent it, while `body` is exactly its parse (nothing redacted, cut or
+    changed since): a door may write these bytes in its answer rather than write `body` again. Whoever changes
+    `body` sets this to None (the redaction stage, the hooks' stage). Not part of the result a door answers with."""
 
     def to_dict(self) -> dict[str, Any]:
         shown = {

@@ -329,6 +329,7 @@ class Executor:
             truncated=shaped.truncated,
             bytes=len(read.data),
             redacted_under=epoch,
+            body_json=shaped.json,
         )
         if not ok:
             result.error_type = "upstream_error"
@@ -340,6 +341,7 @@ class Executor:
             )
         if used:  # a user's token the upstream echoed back goes no further than the call
             result.body = _scrub(result.body, used)
+            result.body_json = None
             result.error = _scrub(result.error, used)
         return result
 

@@ -100,7 +100,7 @@ class RunHooks:
             given = invocation.arguments
             early = await hook.before_tool_call(invocation)
             if early is not None:
-                early.redacted_under = None  # the hook's own answer: the redaction stage walks its body
+                early.redacted_under = early.body_json = None  # the hook's own answer: the redaction stage walks it
                 return early
             if invocation.arguments is not given:
                 problems = await self.validate.problems(invocation)
@@ -110,7 +110,9 @@ class RunHooks:
         result = await proceed(invocation)
         for hook in reversed(self.hooks):
             result = await hook.after_tool_call(invocation, result)
-        result.redacted_under = None  # a hook may have put anything in the body: the redaction stage walks it
+        # A hook may have put anything in the body (or changed it in place): the redaction stage walks it, and no door
+        # writes the api's own text for it.
+        result.redacted_under = result.body_json = None
         return result
 
 
@@ -206,4 +208,5 @@ class RedactResult:
             result.warning = redactor.text(result.warning)
         if result.body is not None and result.redacted_under is not redactor.epoch:
             result.body = redactor.value(result.body)
+            result.body_json = None
         return result

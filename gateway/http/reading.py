@@ -41,6 +41,8 @@ class Shaped:
     media_type: str | None
     body: Any
     truncated: bool
+    json: bytes | None = None
+    """The JSON text `body` was parsed from, when `body` is exactly its parse (no secret redacted, nothing cut)."""
 
     @property
     def excerpt(self) -> str:
@@ -104,7 +106,8 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
                 cut, truncated = value, False
             else:
                 cut, truncated = shrink_json(value, max_bytes)
-            return Shaped(media_type or "application/json", cut, truncated)
+            return Shaped(media_type or "application/json", cut, truncated,
+                          data if cut is parsed and not truncated else None)
     text = redactor.text(text)
     total = _total(read)
     omitted_unknown = not read.complete and total == len(data)

@@ -93,10 +93,11 @@ class WireResponse:
         """The standard phrase of the status (`reason_for`), looked up when asked: only a failure's message shows it."""
         return reason_for(self.status_code)
 
-    async def _next_chunk(self) -> bytes | None:
-        """The body's next chunk (None at its end), pyreqwest's errors as httpx's."""
+    async def _next_chunk(self, whole: bool = False) -> bytes | None:
+        """The body's next chunk (None at its end), or with `whole` the rest of it, pyreqwest's errors as httpx's."""
+        reader = self._response.body_reader
         try:
-            chunk = await self._response.body_reader.read()
+            chunk = await (reader.bytes() if whole else reader.read())
         except asyncio.CancelledError:
             await let_cancellation_land()
             raise
@@ -112,7 +113,15 @@ class WireResponse:
         """The body as `aiter_bytes` reads it, up to `cap` bytes (what arrived past it is cut off), and whether it
         was read to its end. A coroutine, not an async generator: every call reads one body, and an async
         generator is registered with the loop's hooks (a weak set, in Python) when it starts and dropped from it
-        when it is collected."""
+        when it is collected.
+
+        A body whose length the answer still declares within the cap is read whole, in one step: the library
+        drops `Content-Length` from an answer it decodes (gzip, ...), so a declared length is the body's exact
+        size as it arrives, and no decoding can make it larger than read (the cap holds as it does chunk by
+        chunk); an answer that ends early is the library's error, as in the loop."""
+        declared = self.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) <= cap:
+            return await self._next_chunk(whole=True) or b"", True
         chunks: list[bytes] = []
         size = 0
         while True:

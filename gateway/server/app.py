@@ -31,6 +31,7 @@ from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
+from .disconnect import DisconnectWatch
 from .envelope import RequestEnvelope
 from .hosts import PolicySource
 from .mcp.lazy import LazyMCP
@@ -61,6 +62,7 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
     safety: Safeguards | None = None,
     hooks: Sequence[ToolHooks] = (),
+    watch_disconnects: bool = False,
 ) -> Starlette:
     """Build the gateway's ASGI app.
 
@@ -77,6 +79,8 @@ def create_app(
         safety: the safety layer (`gateway.server.supervision.Safety`): its stages go into every call's pipeline (audit,
             approvals, rate limits, breakers) and finished chat runs are reported to it. None: no store.
         hooks: `ToolHooks` around every tool call (`gateway.execution.pipeline`).
+        watch_disconnects: cancel a POST whose client goes away (`gateway.server.disconnect`), in the request
+            envelope (one layer with it, not a middleware of its own).
     """
     state = GatewayState(holder, upstream_transport=upstream_transport, provider_transport=provider_transport,
                          safety=safety, hooks=hooks)
@@ -148,7 +152,8 @@ def create_app(
         # door and status and its access line written.
         middleware=[Middleware(RequestEnvelope, policy=policy, max_body_bytes=max_body_bytes,
                                metrics=state.metrics,
-                               access_log=logging.getLogger("gateway.access") if access_log else None),
+                               access_log=logging.getLogger("gateway.access") if access_log else None,
+                               watch=DisconnectWatch() if watch_disconnects else None),
                     *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from starlette.types import Receive, Scope, Send
 
 from ..assembly import GatewayState, Generation
@@ -75,12 +76,27 @@ class DirectCall:
                 if status not in (200, 202):  # a call that ran (200) or waits for approval (202) is answered below
                     raise _failed(result, status)
                 # Answered while the generation is still held: its release is not on the caller's wait.
-                content = json_bytes(result.to_dict())
+                content = _answer(result)
                 await send({"type": "http.response.start", "status": status,
                             "headers": [(b"content-length", str(len(content)).encode("latin-1")), _JSON_HEADER]})
                 await send({"type": "http.response.body", "body": content})
         except APIError as error:
             await error.response()(scope, receive, send)
+
+
+def _answer(result: ToolResult) -> bytes:
+    """The `ToolResult` as the door's JSON answer. A body that is exactly the parse of the api's JSON text (nothing
+    redacted, cut or changed: `ToolResult.body_json`) goes out as that text, not written again from its parse (the
+    output check and the redaction judged the parse; a reader of the text gets the same values)."""
+    shown = result.to_dict()
+    text = result.body_json
+    if text is not None:
+        shown["body"] = orjson.Fragment(text)
+        try:
+            return orjson.dumps(shown)
+        except TypeError:  # something else orjson refuses (an error text's lone surrogate): the general way
+            shown["body"] = result.body
+    return json_bytes(shown)
 
 
 def _failed(result: ToolResult, status: int) -> APIError:

@@ -21,17 +21,20 @@ _TIMER_SLACK = 0.001
 """A timer may fire this much early (uvloop counts in milliseconds): requests due by then are due now."""
 
 
-class DisconnectMiddleware:
-    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"}),
-                 watch_after: float = WATCH_AFTER) -> None:
-        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work);
-        watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`)."""
-        self.app = app
-        self.methods = methods
+class DisconnectWatch:
+    """The watch itself, for the one layer that runs it (the request envelope, or `DisconnectMiddleware` alone):
+    `start` registers a request, `ended` and `settled` put its cancellation right once the app returned.
+
+    Parameters: watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`)."""
+
+    __slots__ = ("watch_after", "_sweepers")
+
+    def __init__(self, watch_after: float = WATCH_AFTER) -> None:
         self.watch_after = watch_after
         self._sweepers: dict[asyncio.AbstractEventLoop, _Sweeper] = {}
 
-    def _sweeper(self) -> _Sweeper:
+    def sweeper(self) -> _Sweeper:
+        """The running loop's sweeper (made on its first request)."""
         loop = asyncio.get_running_loop()
         sweeper = self._sweepers.get(loop)
         if sweeper is None:
@@ -41,40 +44,60 @@ class DisconnectMiddleware:
             sweeper = self._sweepers[loop] = _Sweeper(loop, self.watch_after)
         return sweeper
 
+    def start(self, receive: Receive, send: Send) -> Watched:
+        """Watch the request being served by the current task: the app gets the result's `receive` and `send`."""
+        # Plain asyncio (a watcher task that cancels this one) rather than an anyio task group: most requests end
+        # before anyone waits, and the group, its cancel scope and events cost every one of them.
+        loop = asyncio.get_running_loop()
+        sweeper = self._sweepers.get(loop) or self.sweeper()
+        task = asyncio.current_task(loop)
+        assert task is not None
+        request = Watched(receive, send, task)
+        request.pending = sweeper.add(request)
+        return request
+
+
+class DisconnectMiddleware:
+    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"}),
+                 watch_after: float = WATCH_AFTER) -> None:
+        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work);
+        watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`).
+
+        The gateway's own app runs the watch in its request envelope (`RequestEnvelope(watch=...)`), one layer
+        for both; this middleware is the watch on its own, for any other app."""
+        self.app = app
+        self.methods = methods
+        self.watch = DisconnectWatch(watch_after)
+
+    def _sweeper(self) -> _Sweeper:
+        return self.watch.sweeper()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
             await self.app(scope, receive, send)
             return
-        # Plain asyncio (a watcher task that cancels this one) rather than an anyio task group: most requests end
-        # before anyone waits, and the group, its cancel scope and events cost every one of them.
-        loop = asyncio.get_running_loop()
-        sweeper = self._sweepers.get(loop) or self._sweeper()
-        task = asyncio.current_task(loop)
-        assert task is not None
-        request = _Watched(receive, send, task)
-        pending = sweeper.add(request)
+        request = self.watch.start(receive, send)
         try:
             await self.app(scope, request.receive, request.send)
         except asyncio.CancelledError:
-            if request.cancelled and task.uncancel() == 0:
+            if request.ended_by_us():
                 return  # our own cancellation (the client left), nobody else's: the request just ends
             raise
         finally:
-            request.app_running = False
-            pending.pop(request, None)  # ended before its watcher was due: its sweeper never sees it again
-            if request.watcher is not None:
-                request.watcher.cancel()
-        if request.cancelled:  # cancelled as the app returned: the cancellation was not delivered, take it back
-            task.uncancel()
+            request.end()
+        request.settle()
 
 
-class _Watched:
-    """One watched request: the app's `receive` and `send`, and the watcher that cancels the app's task.
+class Watched:
+    """One watched request: the app's `receive` and `send`, and the watcher that cancels the app's task. Its
+    `send` also keeps the answer's status (`status`, 0 until it starts), so the layer that runs the watch needs no
+    second wrapper of its own to learn it.
 
     An object with flags rather than closures over events: every direct call passes through here, and most end
     before anyone waits, so an event is made only for a wait (the watcher's, or the app's past its body). The flags
     start as the class's values (no `__slots__`): a request sets only those that change, most of them none."""
 
+    status = 0
     body_done = False
     disconnected = False
     response_done = False
@@ -83,6 +106,8 @@ class _Watched:
     watcher: asyncio.Future[None] | None = None
     _body_event: asyncio.Event | None = None
     _disconnect_event: asyncio.Event | None = None
+    pending: dict[Watched, float] | None = None
+    """The sweeper's queue this request waits in until its watcher is due."""
 
     def __init__(self, receive: Receive, send: Send, task: asyncio.Task[object]) -> None:
         self._receive = receive
@@ -106,9 +131,31 @@ class _Watched:
         return message
 
     async def send(self, message: Message) -> None:
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message["status"])
+        elif kind == "http.response.body" and not message.get("more_body", False):
             self.response_done = True
         await self._send(message)
+
+    def ended_by_us(self) -> bool:
+        """Asked of a `CancelledError` out of the app: whether it is the watch's own (the client left) and no one
+        else's, so that the request just ends."""
+        return self.cancelled and self.task.uncancel() == 0
+
+    def end(self) -> None:
+        """The app returned (or raised): no watcher is started for it any more, and a running one stops."""
+        self.app_running = False
+        pending = self.pending
+        if pending is not None:
+            pending.pop(self, None)  # ended before its watcher was due: its sweeper never sees it again
+        if self.watcher is not None:
+            self.watcher.cancel()
+
+    def settle(self) -> None:
+        """After an app that returned: a cancellation made as it returned was not delivered, take it back."""
+        if self.cancelled:
+            self.task.uncancel()
 
     def start_watching(self) -> None:
         if self.app_running:
@@ -160,11 +207,11 @@ class _Sweeper:
     def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
         self.loop = loop
         self.delay = delay
-        self.pending: dict[_Watched, float] = {}
+        self.pending: dict[Watched, float] = {}
         """Running requests whose watcher has not started -> when it is due, in arrival (and so due) order."""
         self.timer: asyncio.TimerHandle | None = None
 
-    def add(self, request: _Watched) -> dict[_Watched, float]:
+    def add(self, request: Watched) -> dict[Watched, float]:
         """Watch `request` from `delay` on; the dict it waits in (the request takes itself out when it ends)."""
         due = self.loop.time() + self.delay
         self.pending[request] = due

@@ -7,17 +7,21 @@ In order, for each request:
 3. a foreign `Host`, a cross-site `Origin` or a body that is not JSON is refused (`gateway.server.hosts`);
 4. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
-5. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
+5. with `watch` (the safety layer asks for it), a POST whose client goes away is cancelled
+   (`gateway.server.disconnect`);
+6. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
    the event loop's next turn (`gateway.server.accesslog`).
 
 One layer rather than one middleware per concern: every request scans its headers once, watches its answer's
-status once, and every suspension of a request (the upstream call of a tool) resumes one frame here, not five.
+status once (the disconnect watch's `send` keeps it), and every suspension of a request (the upstream call of a
+tool) resumes one frame here, not six.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -30,6 +34,7 @@ from ..kernel import tracing
 from ..observe.metrics import door_of
 from .accesslog import log_access
 from .api_errors import APIError
+from .disconnect import DisconnectWatch, Watched
 from .hosts import PolicySource, refusal
 from .limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, BodyTooLarge, HeadersTooLarge, TargetTooLong
 
@@ -43,7 +48,7 @@ _TRACE = frozenset({b"traceparent", b"tracestate"})
 class RequestEnvelope:
     def __init__(self, app: ASGIApp, *, policy: PolicySource, max_body_bytes: int,
                  metrics: Metrics | None, access_log: logging.Logger | None = None,
-                 exempt_prefixes: tuple[str, ...] = ("/mcp/",)) -> None:
+                 exempt_prefixes: tuple[str, ...] = ("/mcp/",), watch: DisconnectWatch | None = None) -> None:
         """Parameters:
             app: the routed app.
             policy: the current `HostPolicy` (`policy.current`: a reload of agents.yaml replaces it).
@@ -51,6 +56,7 @@ class RequestEnvelope:
             metrics: the gateway's `Metrics`, kept across reloads (None: nothing is counted).
             access_log: the logger of the access lines (`gateway.access`); None: no access log.
             exempt_prefixes: paths whose body limit is their own (the MCP transport answers in JSON-RPC's shape).
+            watch: cancel a POST whose client goes away (`DisconnectWatch`); None: no watch.
         """
         self.app = app
         self.policy = policy
@@ -58,6 +64,7 @@ class RequestEnvelope:
         self.metrics = metrics
         self.access_log = access_log
         self.exempt_prefixes = exempt_prefixes
+        self.watch = watch
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,49 +89,80 @@ class RequestEnvelope:
             trace_headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers.items()
                              if name in _TRACE}
             token = otel_context.attach(propagate.extract(trace_headers))
-        watch = StatusWatch(send)
+        watched: Watched | None = None
+        watch: StatusWatch | Watched | None = None
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(
                 self.policy.current, scope["method"], headers.get(b"host"), headers.get(b"origin"),
                 headers.get(b"content-type"), has_body=has_body)
+            counted = False
             if error is None and not scope["path"].startswith(self.exempt_prefixes):
                 if length is None or chunked:  # no length to trust: what arrives is counted
-                    await self._counted(scope, receive, watch)
-                    return
-                if length > self.max_body_bytes:  # the server reads no more than a declared length
+                    receive = _counting(receive, self.max_body_bytes)
+                    counted = True
+                elif length > self.max_body_bytes:  # the server reads no more than a declared length
                     error = BodyTooLarge(self.max_body_bytes)
             if error is not None:
+                watch = StatusWatch(send)
                 await error.response()(scope, receive, watch)
-            else:
-                await self.app(scope, receive, watch)
+                return
+            if self.watch is None or scope["method"] != "POST":
+                watch = StatusWatch(send)
+                await self._app(scope, receive, watch, watch, counted)
+                return
+            # The disconnect watch, in this layer's frame: its `send` keeps the status too (no second wrapper).
+            watch = watched = self.watch.start(receive, send)
+            try:
+                await self._app(scope, watched.receive, watched.send, watched, counted)
+            except asyncio.CancelledError:
+                if watched.ended_by_us():
+                    return  # the client left and the watch cancelled the request: it just ends
+                raise
+            finally:
+                watched.end()
+            watched.settle()
         finally:
+            status = watch.status if watch is not None else 0
             metrics = self.metrics
             if metrics is not None:
-                metrics.count_request(door_of(scope["path"]), watch.status or 500)  # 500: it raised unanswered
+                metrics.count_request(door_of(scope["path"]), status or 500)  # 500: it raised unanswered
             if self.access_log is not None:  # `log_access` asks whether the logger is enabled (once per line)
-                asyncio.get_running_loop().call_soon(log_access, self.access_log, scope, watch.status)
+                asyncio.get_running_loop().call_soon(log_access, self.access_log, scope, status)
             if token is not None:
                 otel_context.detach(token)
 
-    async def _counted(self, scope: Scope, receive: Receive, watch: StatusWatch) -> None:
-        """The app on a body of no declared length (chunked), counted as it arrives and refused past the limit."""
-        received = 0
-        limit = self.max_body_bytes
+    def _app(self, scope: Scope, receive: Receive, send: Send, watch: StatusWatch | Watched,
+             counted: bool) -> Awaitable[None]:
+        """The routed app's coroutine (no frame of this method's waits for it); a counted body past the limit is
+        answered 413 unless the answer began."""
+        if not counted:
+            return self.app(scope, receive, send)
+        return _refuse_too_large(self.app(scope, receive, send), scope, receive, send, watch)
 
-        async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyTooLarge(limit)
-            return message
 
-        try:
-            await self.app(scope, counting_receive, watch)
-        except BodyTooLarge as exc:
-            if watch.status == 0:  # nothing answered yet
-                await exc.response()(scope, receive, watch)
+async def _refuse_too_large(app: Awaitable[None], scope: Scope, receive: Receive, send: Send,
+                            watch: StatusWatch | Watched) -> None:
+    try:
+        await app
+    except BodyTooLarge as exc:
+        if watch.status == 0:  # nothing answered yet
+            await exc.response()(scope, receive, send)
+
+
+def _counting(receive: Receive, limit: int) -> Receive:
+    """`receive` for a body of no declared length (chunked): counted as it arrives, `BodyTooLarge` past `limit`."""
+    received = 0
+
+    async def counting_receive() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise BodyTooLarge(limit)
+        return message
+
+    return counting_receive
 
 
 def _oversized(scope: Scope, header_bytes: int) -> APIError | None:

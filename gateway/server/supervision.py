@@ -44,7 +44,6 @@ from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
 from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
-from .disconnect import DisconnectMiddleware
 from .handoff import keep_turn, owner
 from .identity_routes import identity_routes
 from .responses_object import ResponseShape
@@ -120,8 +119,8 @@ class Safety(ServingSafeguards):
                 Middleware(AuthMiddleware, keys=lambda: self.keys, limiter=lambda: self.limiter,
                            allow_public=self.allow_public, on_chat_error=self._on_chat_error,
                            identity=lambda: self.identity, wrong_keys=self.wrong_keys),
-                Middleware(DisconnectMiddleware),
             ],
+            "watch_disconnects": True,  # in the request envelope: one layer with it (gateway.server.disconnect)
             "extra_routes": self.routes(),
         }
 

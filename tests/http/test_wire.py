@@ -356,3 +356,23 @@ async def test_the_capped_read_is_the_streamed_body_cut_where_the_reader_cuts_it
                 await response.aclose()
             assert read.data == expected[:cap] and read.complete == (len(expected) <= cap), (path, cap)
     assert (await _get(wire, f"{server.url}/big"))[1] == big  # the generator's reading, for comparison
+
+
+async def test_a_body_shorter_than_declared_fails_the_whole_read_as_it_fails_the_chunks(serve: Serve,
+                                                                                        wire: ReqwestWire) -> None:
+    """A body whose declared length is within the cap is read in one step (`read_up_to`); one that ends before its
+    declared length is the same error there as chunk by chunk."""
+    from gateway.http.reading import read_capped
+
+    short = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nonly ten b"
+    server = serve(lambda head: short)
+    errors = []
+    for cap in (1000, 50):  # within the cap: one read; past it: chunk by chunk
+        with pytest.raises(httpx.HTTPError) as raised:  # the library may notice it as soon as the head arrives
+            response = await wire.send("GET", server.url, [], None, timeout=5)
+            try:
+                await read_capped(response, cap)
+            finally:
+                await response.aclose()
+        errors.append(str(raised.value).split(":", 1)[0])
+    assert errors[0] == errors[1]

@@ -1,13 +1,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import sqlite3
 import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from server_support import running
+from recording_server import RecordingServer, Reply
+from server_support import LenientLLM, running
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -15,7 +22,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from gateway.server.disconnect import WATCH_AFTER, DisconnectMiddleware
+from gateway.safety.audit import CANCELLED
+from gateway.server.disconnect import WATCH_AFTER, DisconnectMiddleware, DisconnectWatch
+from gateway.server.envelope import RequestEnvelope
+from gateway.server.hosts import HostPolicy
+
+from .safety_support import WEATHER_KEY, safe_gateway
 
 
 class Work:
@@ -171,5 +183,94 @@ def test_a_request_that_ended_is_not_waited_for_by_the_sweep() -> None:
         await asyncio.sleep(0.2)  # past its watch's start
         assert sweeper.pending == {} and len(started) == 1
         await slow
+
+    asyncio.run(scenario())
+
+
+def test_the_gateway_cancels_a_tool_call_whose_client_left_and_audits_it(tmp_path: Path, llm: LenientLLM,
+                                                                         upstream: RecordingServer) -> None:
+    """On the gateway's own app the watch runs in the request envelope (one layer, not a middleware of its own): a
+    direct call whose client goes away while the api is still answering is cancelled, and its audit row says so."""
+    upstream.route("/", Reply(200, {"ok": True}, delay=30))
+    store = tmp_path / "state.db"
+    with safe_gateway(tmp_path, llm.url, upstream.url, store=store) as (url, _):
+        address = urlsplit(url)
+        body = b'{"latitude": 52.5, "longitude": 13.4}'
+        with socket.create_connection((address.hostname, address.port)) as sock:
+            sock.sendall(b"POST /agents/weather/tools/getForecast HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Authorization: Bearer " + WEATHER_KEY.encode() + b"\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            deadline = time.monotonic() + 10
+            while not upstream.requests:  # the call reached the api: its row says `running`
+                assert time.monotonic() < deadline, "the call never reached the api"
+                time.sleep(0.02)
+        deadline = time.monotonic() + 10
+        while (rows := _tool_rows(store)) and rows[0][0] == "running":
+            assert time.monotonic() < deadline, "the cancellation was never recorded"
+            time.sleep(0.05)
+    assert rows == [("transport_error", CANCELLED)]
+    assert len(upstream.requests) == 1  # sent once, never repeated
+
+
+def _tool_rows(store: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(store) as db:
+        return db.execute("SELECT status, error FROM audit WHERE kind = 'tool'").fetchall()
+
+
+def test_the_envelope_runs_the_watch_in_its_own_frame() -> None:
+    """`RequestEnvelope(watch=...)`: the client leaving cancels the app, and the request is still counted and its
+    access line written (with no status: nothing was answered)."""
+
+    async def scenario() -> None:
+        started = asyncio.Event()
+        cancelled: list[bool] = []
+
+        async def app(scope: dict, receive: Any, send: Any) -> None:
+            await receive()
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        lines: list[tuple[Any, ...]] = []
+
+        class Log(logging.Logger):
+            def isEnabledFor(self, level: int) -> bool:  # noqa: N802 - logging's name
+                return True
+
+            def handle(self, record: logging.LogRecord) -> None:
+                lines.append(record.args or ())
+
+        counted: list[tuple[str, int]] = []
+
+        class Metrics:
+            def count_request(self, door: str, status: int) -> None:
+                counted.append((door, status))
+
+        policy = SimpleNamespace(current=HostPolicy.build("127.0.0.1", keyless=True))
+        envelope = RequestEnvelope(app, policy=policy, max_body_bytes=1000,  # type: ignore[arg-type]
+                                   metrics=Metrics(), access_log=Log("access"),  # type: ignore[arg-type]
+                                   watch=DisconnectWatch(0.0))
+        messages = [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}]
+
+        async def receive() -> dict:
+            if len(messages) == 1:
+                await started.wait()
+            return messages.pop(0)
+
+        async def send(message: dict) -> None:
+            raise AssertionError("nothing is answered to a client that left")
+
+        scope = {"type": "http", "method": "POST", "path": "/agents/a/tools/t", "raw_path": b"/agents/a/tools/t",
+                 "query_string": b"", "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                                                  (b"content-length", b"2")], "server": ("127.0.0.1", 8080),
+                 "client": ("127.0.0.1", 5000), "http_version": "1.1"}
+        await asyncio.wait_for(envelope(scope, receive, send), 10)
+        await asyncio.sleep(0)  # the access line is written on the loop's next turn
+        assert cancelled == [True]
+        assert counted == [("direct", 500)]
+        assert len(lines) == 1
 
     asyncio.run(scenario())

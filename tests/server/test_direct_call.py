@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from recording_server import RecordingServer
+from recording_server import RecordingServer, Reply
+from server_support import FORECAST, LenientLLM, gateway
+
+API_TOKEN = "gh-secret-token"
+"""The github api's bearer token in server_support.AGENTS_YAML (every secret of the manifest is redacted)."""
 
 
 def test_a_client_leaving_mid_body_ends_the_call_quietly(gw: tuple[str, Any], upstream: RecordingServer,
@@ -52,3 +58,48 @@ def test_a_body_in_several_pieces_is_read_whole(gw: tuple[str, Any], upstream: R
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200")
     assert len(upstream.requests) == 2
+
+
+def test_the_answer_carries_the_apis_json_as_it_was_sent(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """A body nothing changed (no secret in it, nothing cut) is answered as the api's own JSON text, not written
+    again from its parse: an integer past a double's precision keeps its digits (its parse holds a float)."""
+    url, _ = gw
+    big = 123456789012345678901234567890
+    text = json.dumps({**FORECAST, "generationtime_ms": 0})
+    text = text.replace('"generationtime_ms": 0', f'"generationtime_ms": {big}')
+    upstream.route("/meteo/v1/forecast", Reply(200, text.encode(), headers={"Content-Type": "application/json"}))
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
+    assert response.status_code == 200, response.text
+    answer = json.loads(response.text)  # the standard library keeps an integer's every digit
+    assert answer["ok"] is True
+    assert answer["body"]["generationtime_ms"] == big
+    assert answer["body"]["current"] == FORECAST["current"]
+
+
+def test_a_body_with_a_secret_is_not_passed_on_as_sent(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """The api's text goes out only when the redaction found nothing in it: an echoed credential is replaced."""
+    url, _ = gw
+    upstream.route("/meteo/v1/forecast", Reply(200, {**FORECAST, "timezone": API_TOKEN}))
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
+    assert response.status_code == 200, response.text
+    assert API_TOKEN not in response.text
+    assert response.json()["body"]["timezone"] == "[REDACTED]"
+
+
+class _StampBody:
+    """A hook that changes the body in place (no new object for anyone to notice)."""
+
+    async def before_tool_call(self, invocation: Any) -> None:
+        return None
+
+    async def after_tool_call(self, invocation: Any, result: Any) -> Any:
+        result.body["timezone"] = "stamped"
+        return result
+
+
+def test_a_body_a_hook_changed_in_place_is_answered_as_changed(tmp_path: Path, llm: LenientLLM,
+                                                                upstream: RecordingServer) -> None:
+    with gateway(tmp_path, llm.url, upstream.url, hooks=[_StampBody()]) as (url, _):
+        response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
+    assert response.status_code == 200, response.text
+    assert response.json()["body"]["timezone"] == "stamped"
