@@ -42,7 +42,8 @@ class Shaped:
     body: Any
     truncated: bool
     json: bytes | None = None
-    """The JSON text `body` was parsed from, when `body` is exactly its parse (no secret redacted, nothing cut)."""
+    """The JSON text `body` was parsed from, when `body` is exactly its parse and the text showed no secret (nothing
+    redacted, no escape that could hide one, nothing cut)."""
 
     @property
     def excerpt(self) -> str:
@@ -101,13 +102,16 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
         if parsed is not _NOT_JSON:
             # Walking every string of a large body is costly; the raw text tells whether any secret is there
             # (unless JSON escapes could hide one: then walk anyway).
-            value = redactor.value(parsed) if "\\" in text or redactor.appears_in(text) else parsed
+            walked = "\\" in text or redactor.appears_in(text)
+            value = redactor.value(parsed) if walked else parsed
             if len(data) * MAX_JSON_GROWTH <= max_bytes:  # it fits: no second serialization to measure it
                 cut, truncated = value, False
             else:
                 cut, truncated = shrink_json(value, max_bytes)
+            # The api's text stands for the body only when the text itself showed no secret in any form: a walk
+            # judges the parse, and a text holds what its parse drops (a repeated key's first value).
             return Shaped(media_type or "application/json", cut, truncated,
-                          data if cut is parsed and not truncated else None)
+                          data if not walked and cut is parsed and not truncated else None)
     text = redactor.text(text)
     total = _total(read)
     omitted_unknown = not read.complete and total == len(data)

@@ -65,7 +65,7 @@ def test_the_answer_carries_the_apis_json_as_it_was_sent(gw: tuple[str, Any], up
     again from its parse: an integer past a double's precision keeps its digits (its parse holds a float)."""
     url, _ = gw
     big = 123456789012345678901234567890
-    text = json.dumps({**FORECAST, "generationtime_ms": 0})
+    text = json.dumps({**FORECAST, "generationtime_ms": 0}, ensure_ascii=False)  # no escape: see the next test
     text = text.replace('"generationtime_ms": 0', f'"generationtime_ms": {big}')
     upstream.route("/meteo/v1/forecast", Reply(200, text.encode(), headers={"Content-Type": "application/json"}))
     response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
@@ -84,6 +84,20 @@ def test_a_body_with_a_secret_is_not_passed_on_as_sent(gw: tuple[str, Any], upst
     assert response.status_code == 200, response.text
     assert API_TOKEN not in response.text
     assert response.json()["body"]["timezone"] == "[REDACTED]"
+
+
+def test_a_secret_its_parse_dropped_is_not_passed_on_as_sent(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """A text can hold what its parse drops: of a repeated key the parse keeps the last value, so a credential in the
+    first is in the api's text and not in the body the redaction judged. The text goes out only when it showed no
+    secret in any form and no escape (which could hide one in such a key); here the answer is written from the
+    (clean) parse."""
+    url, _ = gw
+    text = json.dumps(FORECAST, ensure_ascii=False)[:-1] + f', "note": "{API_TOKEN}", "note": "fine"}}'
+    upstream.route("/meteo/v1/forecast", Reply(200, text.encode(), headers={"Content-Type": "application/json"}))
+    response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
+    assert response.status_code == 200, response.text
+    assert API_TOKEN not in response.text
+    assert response.json()["body"]["note"] == "fine"
 
 
 class _StampBody:
