@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Literal
 
 from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
 from ..messages import ToolResult
-from .slots import Slots
 
 if TYPE_CHECKING:
     from ..catalog import AgentTool
@@ -132,21 +131,22 @@ class GuardApi:
         self.manifest = manifest
         self.breakers = breakers
         self.settings = settings or breakers.settings
-        self._slots: dict[str, Slots] = {}
+        self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
 
-    def _slots_for(self, api: str) -> Slots:
+    def _slots_for(self, api: str) -> tuple[asyncio.Semaphore, int]:
         slots = self._slots.get(api)
         if slots is None:
             configured = self.manifest.apis.get(api)
             limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
-            slots = self._slots[api] = Slots(limit)
+            slots = self._slots[api] = (asyncio.Semaphore(limit), limit)
         return slots
 
     def for_tool(self, agent_tool: AgentTool) -> GuardTool:
         """The stage for the calls of one tool: its api's slots and its wait for one found once, not per call."""
         api = agent_tool.tool.api if agent_tool.tool is not None else ""
+        slots, limit = self._slots_for(api)
         wait = agent_tool.timeout or self.manifest.api(api).timeout
-        return GuardTool(self.breakers, api, self._slots_for(api), wait)
+        return GuardTool(self.breakers, api, slots, limit, wait)
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         return await self.for_tool(invocation.agent_tool)(invocation, proceed)
@@ -156,12 +156,13 @@ class GuardTool:
     """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
     slots, waited for at most `wait` seconds."""
 
-    __slots__ = ("anonymous", "api", "breakers", "slots", "wait")
+    __slots__ = ("anonymous", "api", "breakers", "limit", "slots", "wait")
 
-    def __init__(self, breakers: Breakers, api: str, slots: Slots, wait: float) -> None:
+    def __init__(self, breakers: Breakers, api: str, slots: asyncio.Semaphore, limit: int, wait: float) -> None:
         self.breakers = breakers
         self.api = api
         self.slots = slots
+        self.limit = limit
         self.wait = wait
         self.anonymous: CircuitBreaker | None = None
         """The breaker of calls without a client, once found (`Breakers` keeps each breaker for good)."""
@@ -182,20 +183,22 @@ class GuardTool:
                 f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
             )
         slots = self.slots
-        if not slots.take_now():  # the usual: a free slot, taken in this step (no coroutine, no timeout scope)
-            try:
+        try:
+            if slots.locked():  # a timeout scope only when there is a wait at all (no task is made for it)
                 async with asyncio.timeout(self.wait):
-                    await slots.take()
-            except TimeoutError:
-                breaker.release()
-                return ToolResult.failure(
-                    "timeout", f"The {api} API is busy (all {slots.limit} concurrent calls in use for "
-                               f"{self.wait:g} s); try again later.")
+                    await slots.acquire()
+            else:
+                await slots.acquire()  # a free slot is taken at once, without suspending
+        except TimeoutError:
+            breaker.release()
+            return ToolResult.failure(
+                "timeout", f"The {api} API is busy (all {self.limit} concurrent calls in use for {self.wait:g} s); "
+                           "try again later.")
         result: ToolResult | None = None
         try:
             result = await proceed(invocation)
         finally:
-            slots.give()
+            slots.release()
             if result is None:
                 breaker.release()
         breaker.record(not is_failure(result))
