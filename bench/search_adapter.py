@@ -89,8 +89,8 @@ def prepare(threads: int, used: tuple[str, ...] = USED, data: Path = DATA) -> No
     settings = SearchEmbeddings.model_validate({"kind": "local", "model": _fp32_folder(), "timeout": 3600})
     cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     data.mkdir(parents=True, exist_ok=True)
-    for name in SPECS:
-        catalog = _compile(SPECS[name], index=True, cache=cache)[1]
+    for name, spec in specs_with(used).items():  # the APIs holding `used`: more than this script's own with later parts
+        catalog = _compile(spec, index=True, cache=cache)[1]
         api = next(iter(catalog.apis))
         [known] = start(settings, catalog, [api])
         started = time.perf_counter()
