@@ -143,15 +143,16 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
 
 
 def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[float, Any]:
-    from gateway.offer.index import build_index
-    from gateway.openapi import _compile, compile_specs
+    from gateway.offer import index as search_index
+    from gateway.openapi import compile_specs
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "specs"
         folder.mkdir()
         (folder / spec.name).symlink_to(spec)
-        original = _compile.build_index
-        _compile.build_index = build_index if index else (lambda tools: b"")  # type: ignore[assignment]
+        # The compiler imports the index's builder when it compiles (`_compile_one`): it is swapped where it lives.
+        original = search_index.build_index
+        search_index.build_index = original if index else (lambda tools: b"")
         try:
             started = time.perf_counter()
             if cache is None:
@@ -160,7 +161,7 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
                 catalog = compile_specs(folder, cache_dir=cache)
             return time.perf_counter() - started, catalog
         finally:
-            _compile.build_index = original  # type: ignore[assignment]
+            search_index.build_index = original
 
 
 def _cell(catalog: Any, name: str, api: str, part: str, tasks: dict[str, Any],

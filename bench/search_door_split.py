@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         model._session = _Proxy(model._session, clocks, {"run": "embedding: the model's run"})
         model._tokenizer = _Proxy(model._tokenizer, clocks, {"encode_batch": "embedding: tokenizer"})
     toolsearch._bm25 = clocks.wrap("BM25", toolsearch._bm25)
-    toolsearch.hybrid = clocks.wrap("embeddings' part (hybrid)", toolsearch.hybrid)
+    # The door imports `hybrid` from its module at each search (not at its own import): wrapped where it lives.
+    embeddings.hybrid = clocks.wrap("embeddings' part (hybrid)", embeddings.hybrid)
     embeddings._query_vector = clocks.wrap("embedding", embeddings._query_vector)
     embeddings.fuse = clocks.wrap("fusion", embeddings.fuse)
     tool_vectors.ToolVectors.best = clocks.wrap("cosines", tool_vectors.ToolVectors.best)  # type: ignore[method-assign]
