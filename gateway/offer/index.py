@@ -50,7 +50,7 @@ from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
-from .phrase_scores import PhraseScores, first_places
+from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import USAGE, Request, expression_of, read, stems
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
@@ -291,32 +291,15 @@ class ToolIndex:
                       allowed: Callable[[Tool], bool] | None,
                       wanted: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """What the statements answer (`_BOTH_SQL`; else `_SQL` and `_ADDRESSED_SQL`), from the phrases' scores of
-        the rows matched (`PhraseScores.scored`): the best `wanted` (of those `allowed` passes) by score, ties by
-        rowid; and the rows matched among the resources named (`request.addressed`, the best 60 by FTS5's rank, or
-        all of them for `allowed`): by score, or by rowid for `allowed`, as its statement gives them."""
-        import numpy  # PhraseScores answered: NumPy is installed
-
-        rowids, scores = scored
+        the rows matched (`PhraseScores.scored`; `gateway.offer.phrase_scores` says how each list is ordered)."""
         facts = opened.facts
-        if allowed is None:
-            order = first_places(numpy, scores, wanted)
-            rows = list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
-        else:
-            order = numpy.argsort(scores, kind="stable")
-            rows = list(itertools.islice(((rowid, score) for rowid, score in zip(rowids[order].tolist(),
-                                                                                 scores[order].tolist(), strict=True)
-                                          if allowed(facts[rowid - 1].tool)), wanted))
+        passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
+        rows = best_rows(scored, wanted, passes)
         if not request.addressed or not _ADDRESSED_CANDIDATES:
             return rows, []
-        wanted_rows = _named(opened, request.addressed, _ADDRESSED_CANDIDATES if allowed is None else -1)
-        among = numpy.minimum(numpy.searchsorted(rowids, wanted_rows), max(len(rowids) - 1, 0))
-        among = among[rowids[among] == wanted_rows] if len(rowids) else among[:0]  # the named rows matched, by rowid
-        if allowed is None:
-            among = among[numpy.argsort(scores[among], kind="stable")]
-            return rows, list(zip(rowids[among].tolist(), scores[among].tolist(), strict=True))
-        addressed = [(rowid, score) for rowid, score in zip(rowids[among].tolist(), scores[among].tolist(), strict=True)
-                     if allowed(facts[rowid - 1].tool)]
-        return rows, addressed[:_ADDRESSED_CANDIDATES]
+        named = named_rowids(opened.resource_phrases, opened.connection, request.addressed,
+                             _ADDRESSED_CANDIDATES if allowed is None else -1)
+        return rows, rows_among(scored, named, passes, _ADDRESSED_CANDIDATES)
 
     @staticmethod
     def _chosen(facts: list[_Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
@@ -344,22 +327,6 @@ computed once, kept in a table of the statement's own (`MATERIALIZED`); the firs
 many as asked for, not a sort of every match."""
 _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
-_NAMED_SQL = "SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?"
-"""The rows whose resource is named (`Request.addressed`), the best by FTS5's rank."""
-
-
-def _named(opened: _Opened, addressed: str, limit: int) -> Any:
-    """The rowids of `_NAMED_SQL`'s rows (the best `limit` by rank; all for -1), ascending: from the phrases' kept
-    scores where they answer (the best by score, ties by rowid: the statement's rows, for every development request),
-    else by the statement."""
-    import numpy
-
-    scored = opened.resource_phrases.scored(addressed) if opened.resource_phrases is not None else None
-    if scored is not None:
-        rowids, scores = scored
-        return numpy.sort(rowids[first_places(numpy, scores, limit if limit >= 0 else len(scores))])
-    named = opened.connection.execute(_NAMED_SQL, (addressed, limit)).fetchall()
-    return numpy.sort(numpy.fromiter((rowid for rowid, in named), dtype=numpy.intp, count=len(named)))
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
 

@@ -22,9 +22,11 @@ is None here: the caller runs its statement as before. Without NumPy, likewise.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 KEPT_PHRASES = 4096
@@ -32,6 +34,9 @@ KEPT_PHRASES = 4096
 KEPT_ROWS = 1 << 18
 """Rows (a rowid and a score each: 16 bytes) kept over all of an index's phrases: 4 MiB at most (a process holds
 two per api: its match's and its resources'). Graph's phrases of 2,000 development requests held 130,000."""
+_NAMED_SQL = "SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?"
+"""The rows whose resource is named (`Request.addressed`), the best by FTS5's rank (the statement this module's
+`named_rowids` answers from kept scores)."""
 _PHRASE = re.compile(r'"(?:[^"]|"")*"\*?')
 _JOINS = re.compile(r"\bOR\b|[()\s]")
 _COLUMN = re.compile(r"^(\w+) : \((.*)\)$", re.DOTALL)
@@ -116,3 +121,48 @@ def first_places(numpy: Any, scores: Any, first: int) -> Any:
     below = numpy.flatnonzero(scores < cut)
     return numpy.concatenate((below[numpy.argsort(scores[below], kind="stable")],
                               numpy.flatnonzero(scores == cut)[:first - len(below)]))
+
+
+Rows = list[tuple[int, float]]
+"""Rows of the index: (rowid, BM25 score), as its statements give them."""
+
+
+def best_rows(scored: tuple[Any, Any], wanted: int, passes: Callable[[int], bool] | None) -> Rows:
+    """The best `wanted` of the rows `scored` (`PhraseScores.scored`) by score, ties by rowid (what `ORDER BY score
+    LIMIT` answers), of those `passes` (a rowid's test; None: all)."""
+    numpy = _numpy()
+    rowids, scores = scored
+    if passes is None:
+        order = first_places(numpy, scores, wanted)
+        return list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
+    order = numpy.argsort(scores, kind="stable")
+    return list(itertools.islice(((rowid, score) for rowid, score in zip(rowids[order].tolist(),
+                                                                         scores[order].tolist(), strict=True)
+                                  if passes(rowid)), wanted))
+
+
+def named_rowids(kept: PhraseScores | None, connection: sqlite3.Connection, addressed: str, limit: int) -> Any:
+    """The rowids of `_NAMED_SQL`'s rows (the best `limit` by rank; all for -1), ascending: from the phrases' kept
+    scores where they answer (the best by score, ties by rowid: the statement's rows, for every development request),
+    else by the statement."""
+    numpy = _numpy()
+    scored = kept.scored(addressed) if kept is not None else None
+    if scored is not None:
+        rowids, scores = scored
+        return numpy.sort(rowids[first_places(numpy, scores, limit if limit >= 0 else len(scores))])
+    named = connection.execute(_NAMED_SQL, (addressed, limit)).fetchall()
+    return numpy.sort(numpy.fromiter((rowid for rowid, in named), dtype=numpy.intp, count=len(named)))
+
+
+def rows_among(scored: tuple[Any, Any], named: Any, passes: Callable[[int], bool] | None, limit: int) -> Rows:
+    """The rows of `scored` among the rowids `named` (ascending): by score (ties by rowid) when `passes` is None,
+    else by rowid and only those `passes`, at most `limit` (as the addressed rows' statement gives them)."""
+    numpy = _numpy()
+    rowids, scores = scored
+    among = numpy.minimum(numpy.searchsorted(rowids, named), max(len(rowids) - 1, 0))
+    among = among[rowids[among] == named] if len(rowids) else among[:0]  # the named rows matched, by rowid
+    if passes is None:
+        among = among[numpy.argsort(scores[among], kind="stable")]
+        return list(zip(rowids[among].tolist(), scores[among].tolist(), strict=True))
+    return [(rowid, score) for rowid, score in zip(rowids[among].tolist(), scores[among].tolist(), strict=True)
+            if passes(rowid)][:limit]
