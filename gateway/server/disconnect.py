@@ -69,9 +69,6 @@ class DisconnectMiddleware:
         self.methods = methods
         self.watch = DisconnectWatch(watch_after)
 
-    def _sweeper(self) -> _Sweeper:
-        return self.watch.sweeper()
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in self.methods:
             await self.app(scope, receive, send)

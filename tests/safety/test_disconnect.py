@@ -177,7 +177,7 @@ def test_a_request_that_ended_is_not_waited_for_by_the_sweep() -> None:
 
         for _ in range(20):
             await request("/quick")
-        sweeper = middleware._sweeper()
+        sweeper = middleware.watch.sweeper()
         assert sweeper.pending == {}  # none of the twenty is left to visit
         slow = asyncio.ensure_future(request("/slow"))
         await asyncio.sleep(0.2)  # past its watch's start
