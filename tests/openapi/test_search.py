@@ -138,8 +138,8 @@ def test_each_task_file_of_issue_17_has_its_three_parts(name: str) -> None:
 
 
 SIX = tuple(name for name in SPECS if name not in NEW_IN_ROUND15 + NEW_IN_ROUND16 + NEW_IN_ROUND17)
-"""The APIs measured since issue #30's first round (the others hold `round15` to `round17`, `round16` and `round17`,
-or `round17` alone)."""
+"""The APIs measured since issue #30's first round (the others hold `round15` to `round18`, `round16` to `round18`,
+or `round17` and `round18`)."""
 NINE = tuple(name for name in SPECS if name not in NEW_IN_ROUND16 + NEW_IN_ROUND17)
 """The APIs `round15` covers: the six and the three it added."""
 TWELVE = tuple(name for name in SPECS if name not in NEW_IN_ROUND17)
@@ -168,18 +168,18 @@ def test_no_request_is_in_two_lists(name: str) -> None:
 @pytest.mark.parametrize(("name", "part", "at_least"), [(name, part, at_least) for part, at_least in HELD_OUT_PARTS
                                                          for name in SIX] +
                          [(name, "round15", 40) for name in NINE] + [(name, "round16", 40) for name in TWELVE] +
-                         [(name, "round17", 40) for name in SPECS])
+                         [(name, "round17", 40) for name in SPECS] + [(name, "round18", 40) for name in SPECS])
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search");
     `round15` also for the three APIs it added, `round16` for those nine and the three it added, `round17` for those
-    twelve and the two it added."""
+    twelve and the two it added, `round18` for the same fourteen."""
     assert len(load_tasks(name)[part]) >= at_least
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND15)
 def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
     """Nothing was ever tuned on a request of theirs: no earlier part, so no development script reads them."""
-    assert set(load_tasks(name)) == {"api", "round15", "round16", "round17"}
+    assert set(load_tasks(name)) == {"api", "round15", "round16", "round17", "round18"}
     assert name not in specs_with(PARTS[:PARTS.index("round15")])
     assert list(specs_with(PARTS[:PARTS.index("round15")])) == list(SIX)
 
@@ -187,15 +187,15 @@ def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND16)
 def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
     """As for `round15`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == {"api", "round16", "round17"}
+    assert set(load_tasks(name)) == {"api", "round16", "round17", "round18"}
     assert name not in specs_with(PARTS[:PARTS.index("round16")])
     assert list(specs_with(PARTS[:PARTS.index("round16")])) == list(NINE)
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND17)
-def test_the_apis_new_in_round17_hold_that_part_alone(name: str) -> None:
+def test_the_apis_new_in_round17_hold_no_earlier_part(name: str) -> None:
     """As for `round16`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == {"api", "round17"}
+    assert set(load_tasks(name)) == {"api", "round17", "round18"}
     assert name not in specs_with(PARTS[:PARTS.index("round17")])
     assert list(specs_with(PARTS[:PARTS.index("round17")])) == list(TWELVE)
 
@@ -205,6 +205,7 @@ def test_each_round_covers_its_apis_and_a_run_without_them_the_six() -> None:
     assert list(specs_with(["round15"])) == list(NINE)
     assert list(specs_with(["round16"])) == list(TWELVE)
     assert list(specs_with(["round17"])) == list(SPECS)
+    assert list(specs_with(["round18"])) == list(SPECS)
     assert list(specs_with(["tasks", "holdout", "fresh", "tune", "heldout"])) == list(SIX)
 
 
