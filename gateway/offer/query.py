@@ -267,6 +267,8 @@ def read(query: str) -> Request:
     methods = frozenset() if verb is None else frozenset(m for m, verbs in INTENTS.items() if given[verb][0] in verbs)
     if not methods and given and (given[0][0] in _AUXILIARIES or given[0][0] in _ASKING_WHY):
         methods = frozenset({"GET"})  # "is the PVC bound", "did the refund go through", "why is the pod pending"
+    if verb is not None and given[verb][0] in _GIVING and verb + 1 < len(given) and given[verb + 1][0] in _TO_ME:
+        methods = frozenset({"GET"})  # "give me the raw diff": show it me
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -286,6 +288,11 @@ def read(query: str) -> Request:
                    keyed(query), _over_period(given),
                    verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
                    identified=identifies(query))
+
+
+_GIVING = frozenset({"give"})
+_TO_ME = frozenset({"me", "us"})
+"""A verb of giving to the one who asks asks to be shown: "give me a rundown of the pods"."""
 
 
 USAGE = ("activity", "usage", "report")

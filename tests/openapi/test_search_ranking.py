@@ -582,3 +582,27 @@ def test_a_one_tool_api_is_searched_beside_a_bigger_one_on_equal_terms() -> None
     hits = index_of(Catalog([weather, sales, *_FILLER])).search("weather forecast for Oslo", limit=2)
     assert [hit.tool.name for hit in hits] == ["getForecast", "forecastSales"]
     assert hits[0].score > 1  # not ~1e-05
+
+
+def test_giving_letting_and_putting_ask_for_a_write_and_give_me_asks_to_be_shown() -> None:
+    assert intended_methods("give the design team access to the Brand folder") == ["POST", "PUT"]
+    assert intended_methods("let the outside auditor view the Audit folder") == ["POST"]
+    assert intended_methods("put the podcast project into the Marketing portfolio") == ["POST", "PUT"]
+    assert intended_methods("give me a rundown of the pods in billing") == ["GET"]  # show me
+    assert intended_methods("when does the membership renew") == ["GET"]
+    folders = [_tool("listFolderCollaborations", "GET", "/folders/{folder_id}/collaborations",
+                     "List the access granted on a folder"),
+               _tool("createCollaboration", "POST", "/folders/{folder_id}/collaborations", "Grant access to a folder")]
+    assert _names(folders, "give the design team access to the Brand folder")[0] == "createCollaboration"
+    assert _names(folders, "give me the access on the Brand folder")[0] == "listFolderCollaborations"
+
+
+def test_to_be_told_whenever_something_happens_is_a_webhook() -> None:
+    assert "webhook" in match_expression("notify our service whenever a file is uploaded")
+    files = [_tool("uploadFile", "POST", "/files/content", "Upload a file into a folder"),
+             _tool("getFile", "GET", "/files/{file_id}", "Get a file's information"),
+             _tool("createWebhook", "POST", "/webhooks", "Create a webhook"),
+             _tool("listWebhooks", "GET", "/webhooks", "List all webhooks")]
+    # the upload's words still weigh more (the file, its folder): the webhook is found, second, not first
+    assert _names(files, "call our endpoint whenever a file is uploaded to the Contracts folder")[:2] == [
+        "uploadFile", "createWebhook"]
