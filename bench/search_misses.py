@@ -271,9 +271,94 @@ def misses(names: list[str], parts: list[str]) -> None:
         print(f"{count:4d}  {kind}")
 
 
+class _Searched:
+    """Every API's `DEV` requests, their right tools and the model's first 50, ready to be searched again as the
+    ranking's constants change (`sweep`)."""
+
+    def __init__(self) -> None:
+        import numpy
+
+        self.apis = []
+        for name in APIS:
+            catalog = _catalog(name)
+            api = next(iter(catalog.apis))
+            tools = catalog.for_api(api)
+            place = {tool.name: at for at, tool in enumerate(tools)}
+            by_op = {tool.operation_id: at for at, tool in enumerate(tools) if tool.operation_id}
+            cosines = numpy.load(DATA / f"{name}.npy")
+            requests = _requests(name)
+            rows = []
+            for at, task in enumerate(requests):
+                best = numpy.argsort(-cosines[at], kind="stable")[:50]
+                similar = [(tools[t], float(c)) for t, c in zip(best.tolist(), cosines[at][best].tolist(),
+                                                               strict=True)]
+                wanted = {place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1}
+                rows.append((task, similar, wanted))
+            self.apis.append((name, catalog, api, tools, place, rows))
+
+    def hits(self, rebuild: bool) -> dict[str, dict[tuple[str, bool], tuple[int, int]]]:
+        """Per API, per (part, fused): hits@5 and @10 under the constants as they are now."""
+        from gateway.offer.fusion import fuse
+        from gateway.offer.index import ToolIndex, build_index
+
+        weight = _weight()
+        found: dict[str, dict[tuple[str, bool], tuple[int, int]]] = {}
+        for name, catalog, api, tools, place, rows in self.apis:
+            if rebuild or not getattr(catalog.apis[api], "_rank32_built", False):
+                catalog.apis[api].search_index = build_index(tools)
+            searcher = ToolIndex(catalog)
+            counts: dict[tuple[str, bool], list[int]] = collections.defaultdict(lambda: [0, 0])
+            for task, similar, wanted in rows:
+                hits = searcher.search(task["q"], limit=50, apis=[api])
+                bm25 = [(hit.tool, hit.score) for hit in hits]
+                for fused, order in ((False, [place[tool.name] for tool, _ in bm25]),
+                                     (True, [place[tool.name] for tool, _ in fuse(bm25, similar, weight)])):
+                    at = _first(order, wanted)
+                    part = "round16" if task["part"] in CONFIRM else "write"
+                    counts[part, fused][0] += at is not None and at <= 5
+                    counts[part, fused][1] += at is not None and at <= 10
+            found[name] = {key: (a, b) for key, (a, b) in counts.items()}
+        return found
+
+
+def sweep(grid: dict[str, list[float]]) -> None:
+    """Each constant of `grid` (`index.NAME` or `index_build.NAME`) at each of its values, the others as they are:
+    hits@5 (@10) per API on `WRITE` and on `round16`, BM25 alone and fused, against the constants as they are."""
+    from gateway.offer import index, index_build
+
+    searched = _Searched()
+    base = searched.hits(rebuild=True)
+
+    def line(label: str, found: dict[str, dict[tuple[str, bool], tuple[int, int]]]) -> None:
+        for fused in (False, True):
+            for part in ("write", "round16"):
+                cells = [found[name].get((part, fused), (0, 0)) for name in APIS]
+                before = [base[name].get((part, fused), (0, 0)) for name in APIS]
+                print(f"| {label} | {'fused' if fused else 'alone'} | {part} | "
+                      + " | ".join(f"{a - b[0]:+d}" if (a, _) != b else "0" for (a, _), b in zip(cells, before,
+                                                                                                strict=True))
+                      + f" | **{sum(a for a, _ in cells)}** ({sum(b for _, b in cells)}) |", flush=True)
+
+    print("| constant | ranker | part | " + " | ".join(APIS) + " | all |")
+    line("as they are", base)
+    for name, values in grid.items():
+        module = index_build if name.startswith("index_build.") else index
+        attribute = name.split(".", 1)[1]
+        kept = getattr(module, attribute)
+        for value in values:
+            setattr(module, attribute, value)
+            try:
+                line(f"{name} = {value:g}", searched.hits(rebuild=module is index_build))
+            finally:
+                setattr(module, attribute, kept)
+        if module is index_build:
+            searched.hits(rebuild=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "rank", "misses", "table", "diff"])
+    parser.add_argument("stage", choices=["prepare", "rank", "misses", "table", "diff", "sweep"])
+    parser.add_argument("--grid", help='sweep: {"index._INTENT_BOOST": [1.5, 2.2], "index_build._DEPTH_PENALTY": [0]}')
     parser.add_argument("--label", help="rank: the name the lists are saved under")
     parser.add_argument("--tree", type=Path, help="rank: the tree whose gateway searches (default this one)")
     parser.add_argument("--labels", nargs="+", help="table, diff: the saved lists")
@@ -292,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         misses(args.apis, args.parts)
     elif args.stage == "table":
         table(args.labels)
+    elif args.stage == "sweep":
+        sweep(json.loads(args.grid))
     else:
         diff(args.labels[0], args.labels[1], args.fused)
     return 0

@@ -156,7 +156,10 @@ def _nouns(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozen
 
 
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
-    """The position of a request's verb: its first word after "please", "I want to", ..."""
+    """The position of a request's verb: its first word after "please", "I want to", ...; none when it starts with a
+    determiner ("the sprint board needs a 'Ready for QA' column": a noun phrase, whose first noun is no verb)."""
+    if given and given[0][0] in _DETERMINERS:
+        return None
     for position, (word, _) in enumerate(given):
         if word not in STOP and word not in _PRONOUNS:
             return position
@@ -286,7 +289,7 @@ def read(query: str) -> Request:
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    keyed(query), _over_period(given),
-                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
+                   _determined(given, verb),
                    identified=identifies(query))
 
 
@@ -310,6 +313,13 @@ _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
+
+
+def _determined(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> bool:
+    """Whether the thing a request acts on follows a determiner (`Request.determined`): the word after its verb, or
+    its first word when it has none (it starts with a noun phrase)."""
+    at = 0 if verb is None else verb + 1
+    return at < len(given) and given[at][0] in _DETERMINERS
 
 
 _ASKING_WHY = frozenset("why how".split())

@@ -606,3 +606,20 @@ def test_to_be_told_whenever_something_happens_is_a_webhook() -> None:
     # the upload's words still weigh more (the file, its folder): the webhook is found, second, not first
     assert _names(files, "call our endpoint whenever a file is uploaded to the Contracts folder")[:2] == [
         "uploadFile", "createWebhook"]
+
+
+def test_a_request_that_starts_with_a_determiner_starts_with_a_thing_not_a_verb() -> None:
+    request = read("the sprint board needs a 'Ready for QA' column")
+    assert request.acts == () and not request.methods  # "sprint" is no act (a resource named sprints would be its)
+    assert request.determined  # a common noun ("the ..."), not a name
+    assert read("the printer jammed again").acts == ()
+
+
+def test_after_a_situation_and_a_comma_comes_the_request() -> None:
+    assert intended_methods("the brewery's old card reader died, remove it from our account") == ["DELETE"]
+    assert intended_methods("api-7 has been Terminating for an hour, remove it") == ["DELETE"]
+    assert intended_methods("list the repos, issues and pull requests of acme") == ["GET"]  # a list: as written
+    readers = [_tool("listReaders", "GET", "/terminal/readers", "List readers"),
+               _tool("getReader", "GET", "/terminal/readers/{reader}", "Retrieve a reader of the account"),
+               _tool("deleteReader", "DELETE", "/terminal/readers/{reader}", "Discard a reader")]
+    assert _names(readers, "the brewery's old card reader died, remove it from our account")[0] == "deleteReader"
