@@ -8,7 +8,7 @@ confirmed on `round16` (branch rank32).
     python bench/search_misses.py diff --labels A B [--fused]   # the requests one finds in its first 5, the other not
 
 Data: every part from `round12` to `round16` of the twelve APIs that hold one (`DEV`): the six first APIs' `round12`
-.. `round16`, Asana's, Zoom's and Box's `round15` and `round16`, Twilio's, Adyen's and NetBox's `round16`; 2,054
+.. `round16`, Asana's, Zoom's and Box's `round15` and `round16`, Twilio's, Adyen's and NetBox's `round16`; 1,949
 requests, each measured once by the lead and spent. Rules are written from the misses of `round12`..`round15`
 (`WRITE`) and confirmed on `round16` (`CONFIRM`: its misses are read only to say what a rule did not reach), and by
 leaving one API out (the variant with the most hits@5 on the other eleven, counted on the one left out). `round17`
@@ -70,25 +70,9 @@ def _catalog(name: str) -> Any:
 
 def prepare() -> None:
     """Each API's `DEV` requests' cosines with every tool: `DATA / NAME.npy` (one row a request, in `DEV`'s order)."""
-    import numpy
+    from bench.search_text import save_cosines
 
-    from bench.search_fusion import tool_vectors
-    from gateway.config.embeddings_endpoint import SearchEmbeddings
-    from gateway.offer import embeddings
-    from gateway.offer.tool_vectors import unit
-
-    DATA.mkdir(parents=True, exist_ok=True)
-    settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
-    for name in APIS:
-        target = DATA / f"{name}.npy"
-        if target.exists():
-            continue
-        catalog = _catalog(name)
-        matrix = tool_vectors(settings, catalog)
-        queries = [task["q"] for task in _requests(name)]
-        vectors = numpy.asarray([unit(vector) for vector in embeddings.embed(settings, queries)], dtype=numpy.float32)
-        numpy.save(target, (vectors @ matrix.T).astype(numpy.float32))
-        print(f"{name}: {len(catalog)} tools, {len(queries)} requests", flush=True)
+    save_cosines(DATA, APIS, _catalog, lambda name: [task["q"] for task in _requests(name)])
 
 
 def _weight() -> float:
@@ -216,9 +200,7 @@ def diff(before: str, after: str, fused: bool) -> None:
 
 def misses(names: list[str], parts: list[str]) -> None:
     """Each miss@5 (BM25 alone or fused) of `parts`, with where its words are in the right tool; counted by cause."""
-    from bench.search_rankers import _stem
-    from bench.search_text import READ, _relation, fields
-    from gateway.offer.query import read
+    from bench.search_text import _relation, located
 
     kinds: collections.Counter[str] = collections.Counter()
     for name in names:
@@ -233,16 +215,7 @@ def misses(names: list[str], parts: list[str]) -> None:
                 continue
             count += 1
             right = [ranked.tools[at] for at in sorted(wanted)]
-            held = [fields(tool) for tool in right]
-            where, lacking, unread = [], [], set()
-            for alternatives in read(task["q"]).terms:
-                stems = {_stem(w) for a in alternatives for w in a.replace('"', " ").split()}
-                found = sorted({f for h in held for f, s in h.items() if stems & s})
-                where.append(f"{alternatives[0]}:{','.join(f[:6] for f in found) or '-'}")
-                if found and not set(found) & set(READ):
-                    unread.update(found)
-                if not found:
-                    lacking.append(alternatives[0])
+            where, lacking, unread = located(task["q"], right)
             at_bm25, at_model, at_fused = _first(alone, wanted), _first(model, wanted), _first(fused, wanted)
             winner = ranked.tools[fused[0]]
             relation = _relation(winner, right)
