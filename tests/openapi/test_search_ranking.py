@@ -610,9 +610,10 @@ def test_to_be_told_whenever_something_happens_is_a_webhook() -> None:
 
 def test_a_request_that_starts_with_a_determiner_starts_with_a_thing_not_a_verb() -> None:
     request = read("the sprint board needs a 'Ready for QA' column")
-    assert request.acts == () and not request.methods  # "sprint" is no act (a resource named sprints would be its)
+    assert request.acts == ()  # "sprint" is no act (a resource named sprints would be its)
     assert request.determined  # a common noun ("the ..."), not a name
-    assert read("the printer jammed again").acts == ()
+    jammed = read("the printer jammed again")
+    assert jammed.acts == () and not jammed.methods
 
 
 def test_after_a_situation_and_a_comma_comes_the_request() -> None:
@@ -623,3 +624,15 @@ def test_after_a_situation_and_a_comma_comes_the_request() -> None:
                _tool("getReader", "GET", "/terminal/readers/{reader}", "Retrieve a reader of the account"),
                _tool("deleteReader", "DELETE", "/terminal/readers/{reader}", "Discard a reader")]
     assert _names(readers, "the brewery's old card reader died, remove it from our account")[0] == "deleteReader"
+
+
+def test_what_should_be_or_is_needed_asks_for_a_change() -> None:
+    assert intended_methods("the webinar sign-up form should require a Company field") == ["POST", "PATCH", "PUT"]
+    assert intended_methods("the sftp service needs a fixed external IP") == ["POST", "PATCH", "PUT"]
+    assert intended_methods("which approvals should the staging environment wait for") == ["GET"]  # its verb says
+    zoom = [_tool("webinarRegistrantQuestionGet", "GET", "/webinars/{webinarId}/registrants/questions",
+                  "List the registration questions of a webinar"),
+            _tool("webinarRegistrantQuestionUpdate", "PATCH", "/webinars/{webinarId}/registrants/questions",
+                  "Update the registration questions of a webinar")]
+    assert _names(zoom, "the webinar registration should ask a question about the company")[0] == \
+        "webinarRegistrantQuestionUpdate"
