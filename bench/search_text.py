@@ -74,6 +74,14 @@ def _requests(name: str, parts: Iterable[str] = DEV) -> list[dict[str, Any]]:
 
 def prepare() -> None:
     """Each API's `DEV` requests' cosines with every tool: `DATA / NAME.npy` (one row a request, in `DEV`'s order)."""
+    save_cosines(DATA, APIS, _catalog, lambda name: [task["q"] for task in _requests(name)])
+
+
+def save_cosines(data: Path, names: Iterable[str], catalog_of: Callable[[str], Any],
+                 queries_of: Callable[[str], list[str]]) -> None:
+    """`data / NAME.npy` for each API not saved yet: its requests' cosines with every tool, one row a request, as the
+    product computes them (`{kind: local}`: the int8 model with the shipped delta, the tools' vectors from the
+    gateway's own cache)."""
     import numpy
 
     from bench.search_fusion import tool_vectors
@@ -81,15 +89,15 @@ def prepare() -> None:
     from gateway.offer import embeddings
     from gateway.offer.tool_vectors import unit
 
-    DATA.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
-    for name in APIS:
-        target = DATA / f"{name}.npy"
+    for name in names:
+        target = data / f"{name}.npy"
         if target.exists():
             continue
-        catalog = _catalog(name)
+        catalog = catalog_of(name)
         matrix = tool_vectors(settings, catalog)
-        queries = [task["q"] for task in _requests(name)]
+        queries = queries_of(name)
         vectors = numpy.asarray([unit(vector) for vector in embeddings.embed(settings, queries)], dtype=numpy.float32)
         numpy.save(target, (vectors @ matrix.T).astype(numpy.float32))
         print(f"{name}: {len(catalog)} tools, {len(queries)} requests", flush=True)
@@ -432,10 +440,28 @@ def _relation(winner: Any, right: list[Any]) -> str:
     return "unrelated path"
 
 
-def misses(names: list[str], parts: list[str], fused_only: bool) -> None:
+def located(query: str, right: list[Any]) -> tuple[list[str], list[str], set[str]]:
+    """Each match term of `query` with the fields of the `right` tools that hold it ("term:field,field", stemmed),
+    the terms none holds, and the fields not read that alone hold one."""
     from bench.search_rankers import _stem
     from gateway.offer.query import read
 
+    held = [fields(tool) for tool in right]
+    where: list[str] = []
+    lacking: list[str] = []
+    unread: set[str] = set()
+    for alternatives in read(query).terms:
+        stems = {_stem(w) for a in alternatives for w in a.replace('"', " ").split()}
+        found = sorted({f for h in held for f, s in h.items() if stems & s})
+        where.append(f"{alternatives[0]}:{','.join(f[:6] for f in found) or '-'}")
+        if found and not set(found) & set(READ):
+            unread.update(found)
+        if not found:
+            lacking.append(alternatives[0])
+    return where, lacking, unread
+
+
+def misses(names: list[str], parts: list[str], fused_only: bool) -> None:
     weight = _weight()
     kinds: collections.Counter[str] = collections.Counter()
     product = VARIANTS["product (this tree)"]
@@ -459,18 +485,7 @@ def misses(names: list[str], parts: list[str], fused_only: bool) -> None:
             at_fused = next((p for p, t in enumerate(fused, 1) if t in wanted), None)
             best = model[0].tolist()
             at_model = next((p for p, t in enumerate(best, 1) if t in wanted), None)
-            held = [fields(tool) for tool in right]
-            where = []
-            unread = set()
-            lacking = []
-            for alternatives in read(task["q"]).terms:
-                stems = {_stem(w) for a in alternatives for w in a.replace('"', " ").split()}
-                found = sorted({f for h in held for f, s in h.items() if stems & s})
-                where.append(f"{alternatives[0]}:{','.join(f[:6] for f in found) or '-'}")
-                if found and not set(found) & set(READ):
-                    unread.update(found)
-                if not found:
-                    lacking.append(alternatives[0])
+            where, lacking, unread = located(task["q"], right)
             winner = tools[fused[0]] if fused else None
             relation = _relation(winner, right) if winner else "-"
             place = ("both lack it in their first 50" if at_bm25 is None and at_model is None else

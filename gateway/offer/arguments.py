@@ -1,8 +1,8 @@
 """What in a request is an argument rather than words of an operation: ids, versions and amounts (a token with a
 digit), names (#support, @frontend, a name after "called"), files (src/main.py), email addresses, the content after
-a colon that follows a request ("log a bug: ..."; after a situation the request itself follows it); and what an
-argument says it is (node-3 is a node, PROJ-7 an issue, src/main.py a file). How the rest is read:
-`gateway.offer.query`."""
+a colon that follows a request ("log a bug: ..."; after a situation the request itself follows it, as it may follow
+a comma: "the reader died, remove it"); and what an argument says it is (node-3 is a node, PROJ-7 an issue,
+src/main.py a file). How the rest is read: `gateway.offer.query`."""
 
 from __future__ import annotations
 
@@ -26,11 +26,20 @@ def asked(query: str) -> str:
     follows first when it starts with a verb (the request's verb is its first word)."""
     found = _CONTENT.search(query)
     if found is None:
-        return query
+        return _request_first(query)
     before, after = query[:found.start()] + found.group(1) + found.group(2), found.group(3)
     if _asks(before):
         return before
     return f"{after} {before}" if _asks(after) else f"{before} {after}"
+
+
+def _request_first(query: str) -> str:
+    """`query` with the request after a comma read first when what precedes the comma is a situation (it starts with
+    no verb: "the brewery's old card reader died, remove it from our account"): the request's verb is its first word."""
+    before, comma, after = query.partition(",")
+    if not comma or _asks(before) or not _asks(after):
+        return query
+    return f"{after.strip()} {before}"
 
 
 def _asks(text: str) -> bool:

@@ -156,7 +156,10 @@ def _nouns(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozen
 
 
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
-    """The position of a request's verb: its first word after "please", "I want to", ..."""
+    """The position of a request's verb: its first word after "please", "I want to", ...; none when it starts with a
+    determiner ("the sprint board needs a 'Ready for QA' column": a noun phrase, whose first noun is no verb)."""
+    if given and given[0][0] in _DETERMINERS:
+        return None
     for position, (word, _) in enumerate(given):
         if word not in STOP and word not in _PRONOUNS:
             return position
@@ -267,6 +270,10 @@ def read(query: str) -> Request:
     methods = frozenset() if verb is None else frozenset(m for m, verbs in INTENTS.items() if given[verb][0] in verbs)
     if not methods and given and (given[0][0] in _AUXILIARIES or given[0][0] in _ASKING_WHY):
         methods = frozenset({"GET"})  # "is the PVC bound", "did the refund go through", "why is the pod pending"
+    if verb is not None and given[verb][0] in _GIVING and verb + 1 < len(given) and given[verb + 1][0] in _TO_ME:
+        methods = frozenset({"GET"})  # "give me the raw diff": show it me
+    if not methods and any(word in _WISHES for word, _ in given):
+        methods = _WRITES  # "the sign-up form should require a Company field", "the service needs a fixed IP"
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -284,8 +291,18 @@ def read(query: str) -> Request:
                    target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    keyed(query), _over_period(given),
-                   verb is not None and verb + 1 < len(given) and given[verb + 1][0] in _DETERMINERS,
+                   _determined(given, verb),
                    identified=identifies(query))
+
+
+_WISHES = frozenset("should must needs need".split())
+_WRITES = frozenset({"POST", "PUT", "PATCH"})
+"""A request that reads no verb but says what should be or what is needed asks for a change (a new thing, or one
+set): 122 of the 134 such development requests (`round12`..`round15`, nine APIs) were answered by a POST, PUT or
+PATCH (bench/README.md, branch rank32)."""
+_GIVING = frozenset({"give"})
+_TO_ME = frozenset({"me", "us"})
+"""A verb of giving to the one who asks asks to be shown: "give me a rundown of the pods"."""
 
 
 USAGE = ("activity", "usage", "report")
@@ -303,6 +320,13 @@ _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
+
+
+def _determined(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> bool:
+    """Whether the thing a request acts on follows a determiner (`Request.determined`): the word after its verb, or
+    its first word when it has none (it starts with a noun phrase)."""
+    at = 0 if verb is None else verb + 1
+    return at < len(given) and given[at][0] in _DETERMINERS
 
 
 _ASKING_WHY = frozenset("why how".split())

@@ -582,3 +582,57 @@ def test_a_one_tool_api_is_searched_beside_a_bigger_one_on_equal_terms() -> None
     hits = index_of(Catalog([weather, sales, *_FILLER])).search("weather forecast for Oslo", limit=2)
     assert [hit.tool.name for hit in hits] == ["getForecast", "forecastSales"]
     assert hits[0].score > 1  # not ~1e-05
+
+
+def test_giving_letting_and_putting_ask_for_a_write_and_give_me_asks_to_be_shown() -> None:
+    assert intended_methods("give the design team access to the Brand folder") == ["POST", "PUT"]
+    assert intended_methods("let the outside auditor view the Audit folder") == ["POST"]
+    assert intended_methods("put the podcast project into the Marketing portfolio") == ["POST", "PUT"]
+    assert intended_methods("give me a rundown of the pods in billing") == ["GET"]  # show me
+    assert intended_methods("when does the membership renew") == ["GET"]
+    folders = [_tool("listFolderCollaborations", "GET", "/folders/{folder_id}/collaborations",
+                     "List the access granted on a folder"),
+               _tool("createCollaboration", "POST", "/folders/{folder_id}/collaborations", "Grant access to a folder")]
+    assert _names(folders, "give the design team access to the Brand folder")[0] == "createCollaboration"
+    assert _names(folders, "give me the access on the Brand folder")[0] == "listFolderCollaborations"
+
+
+def test_to_be_told_whenever_something_happens_is_a_webhook() -> None:
+    assert "webhook" in match_expression("notify our service whenever a file is uploaded")
+    files = [_tool("uploadFile", "POST", "/files/content", "Upload a file into a folder"),
+             _tool("getFile", "GET", "/files/{file_id}", "Get a file's information"),
+             _tool("createWebhook", "POST", "/webhooks", "Create a webhook"),
+             _tool("listWebhooks", "GET", "/webhooks", "List all webhooks")]
+    # the upload's words still weigh more (the file, its folder): the webhook is found, second, not first
+    assert _names(files, "call our endpoint whenever a file is uploaded to the Contracts folder")[:2] == [
+        "uploadFile", "createWebhook"]
+
+
+def test_a_request_that_starts_with_a_determiner_starts_with_a_thing_not_a_verb() -> None:
+    request = read("the sprint board needs a 'Ready for QA' column")
+    assert request.acts == ()  # "sprint" is no act (a resource named sprints would be its)
+    assert request.determined  # a common noun ("the ..."), not a name
+    jammed = read("the printer jammed again")
+    assert jammed.acts == () and not jammed.methods
+
+
+def test_after_a_situation_and_a_comma_comes_the_request() -> None:
+    assert intended_methods("the brewery's old card reader died, remove it from our account") == ["DELETE"]
+    assert intended_methods("api-7 has been Terminating for an hour, remove it") == ["DELETE"]
+    assert intended_methods("list the repos, issues and pull requests of acme") == ["GET"]  # a list: as written
+    readers = [_tool("listReaders", "GET", "/terminal/readers", "List readers"),
+               _tool("getReader", "GET", "/terminal/readers/{reader}", "Retrieve a reader of the account"),
+               _tool("deleteReader", "DELETE", "/terminal/readers/{reader}", "Discard a reader")]
+    assert _names(readers, "the brewery's old card reader died, remove it from our account")[0] == "deleteReader"
+
+
+def test_what_should_be_or_is_needed_asks_for_a_change() -> None:
+    assert intended_methods("the webinar sign-up form should require a Company field") == ["POST", "PATCH", "PUT"]
+    assert intended_methods("the sftp service needs a fixed external IP") == ["POST", "PATCH", "PUT"]
+    assert intended_methods("which approvals should the staging environment wait for") == ["GET"]  # its verb says
+    zoom = [_tool("webinarRegistrantQuestionGet", "GET", "/webinars/{webinarId}/registrants/questions",
+                  "List the registration questions of a webinar"),
+            _tool("webinarRegistrantQuestionUpdate", "PATCH", "/webinars/{webinarId}/registrants/questions",
+                  "Update the registration questions of a webinar")]
+    assert _names(zoom, "the webinar registration should ask a question about the company")[0] == \
+        "webinarRegistrantQuestionUpdate"
