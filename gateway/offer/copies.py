@@ -16,6 +16,7 @@ the rule and the owners it reads were chosen there, on the development data).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -32,10 +33,16 @@ _PARAMETER = re.compile(r"\{[^}/]*\}")
 def address(tool: Tool) -> str:
     """What the tool's copies share: its method and its path with a person's or a team's prefix read as one and
     parameter names out (`GET /~me/messages/{}` for `/me/messages` and `/users/{user-id}/messages`)."""
-    path = _TEAM.sub("/~team", tool.path, count=1)
-    if path == tool.path:
-        path = _PERSON.sub("/~me", path, count=1)
-    return f"{tool.method} {_PARAMETER.sub('{}', path)}"
+    return _address(tool.method, tool.path)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _address(method: str, path: str) -> str:
+    """Kept: a search folds about a hundred tools, and their three expressions cost more than the look-up."""
+    read = _TEAM.sub("/~team", path, count=1)
+    if read == path:
+        read = _PERSON.sub("/~me", read, count=1)
+    return f"{method} {_PARAMETER.sub('{}', read)}"
 
 
 def fold(ranked: Sequence[tuple[Tool, float]], limit: int) -> list[tuple[Tool, float, list[Tool]]]:
