@@ -28,6 +28,8 @@ _TEAM = re.compile(r"^/(?:teams/\{[^}/]*\}|groups/\{[^}/]*\}/team|(?:me|users/\{
                    r"(?=/|$)")
 """A team's prefix: the team, its group's team, or a team a person joined."""
 _PARAMETER = re.compile(r"\{[^}/]*\}")
+_OWNERS = ("/me", "/users/", "/teams/", "/groups/")
+"""Where a person's or a team's prefix can start: the expressions are asked only of these paths."""
 
 
 def address(tool: Tool) -> str:
@@ -39,10 +41,12 @@ def address(tool: Tool) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def _address(method: str, path: str) -> str:
     """Kept: a search folds about a hundred tools, and their three expressions cost more than the look-up."""
-    read = _TEAM.sub("/~team", path, count=1)
-    if read == path:
-        read = _PERSON.sub("/~me", read, count=1)
-    return f"{method} {_PARAMETER.sub('{}', read)}"
+    read = path
+    if path.startswith(_OWNERS):
+        read = _TEAM.sub("/~team", path, count=1)
+        if read == path:
+            read = _PERSON.sub("/~me", path, count=1)
+    return f"{method} {_PARAMETER.sub('{}', read) if '{' in read else read}"
 
 
 def fold(ranked: Sequence[tuple[Tool, float]], limit: int) -> list[tuple[Tool, float, list[Tool]]]:
