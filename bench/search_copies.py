@@ -189,10 +189,10 @@ def _kept(t: tuple[str, str, str, str]) -> str:
 
 
 class _Tool:
-    __slots__ = ("method", "path")
+    __slots__ = ("api", "method", "path")
 
     def __init__(self, method: str, path: str) -> None:
-        self.method, self.path = method, path
+        self.api, self.method, self.path = "", method, path
 
 
 KEYS: dict[str, Callable[[tuple[str, str, str, str]], tuple[str, ...]]] = {

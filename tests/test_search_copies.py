@@ -76,12 +76,12 @@ def test_a_search_loads_each_operation_and_then_its_copies(runtime: Runtime) -> 
     assert offer.loaded == ["me_messages_move", "me_mailFolders_move", "users_messages_move", "users_mailFolders_move"]
 
 
-def _tool(method: str, path: str) -> Any:
+def _tool(method: str, path: str, api: str = "graph") -> Any:
     class Named:
         pass
 
     tool = Named()
-    tool.method, tool.path = method, path  # type: ignore[attr-defined]
+    tool.api, tool.method, tool.path = api, method, path  # type: ignore[attr-defined]
     return tool
 
 
@@ -97,3 +97,4 @@ def test_copies_are_one_method_and_path_under_a_persons_or_a_teams_addresses() -
     assert address(_tool("DELETE", "/me/events/{id}")) != address(_tool("GET", "/me/events/{id}"))
     assert address(_tool("GET", "/me/calendar/events")) != address(_tool("GET", "/me/events"))
     assert address(_tool("GET", "/users")) != address(_tool("GET", "/me"))
+    assert address(_tool("GET", "/me/messages", "graph")) != address(_tool("GET", "/me/messages", "graph-beta"))

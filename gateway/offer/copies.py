@@ -8,19 +8,19 @@ first places and left less room for other operations. Here each operation takes 
 and score; the copies ranked after it are named with it (`copies`), and the places they held go to the next
 operations.
 
-Copies are tools with the same method and the same path once such an owner prefix is read as one (parameter names
-aside). Addresses of other owners (`/groups/{id}/events`, `/sites/{id}/lists`) are not copies: a group's calendar
-answers other requests than a person's, and the request sets say so (bench/README.md, "Copies of one operation";
-the rule and the owners it reads were chosen there, on the development data).
+Copies are tools of one api with the same method and the same path once such an owner prefix is read as one
+(parameter names aside). Addresses of other owners (`/groups/{id}/events`, `/sites/{id}/lists`) are not copies: a
+group's calendar answers other requests than a person's, and the request sets say so (bench/README.md, "Copies of one
+operation in the first places"; the rule and the owners it reads were chosen there, on the development data).
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 
-from ..catalog import Tool
+from ..catalog import Catalog, Tool
 
 _PERSON = re.compile(r"^/(?:me|users/\{[^}/]*\})(?=/|$)")
 """A person's prefix: the caller (`/me`) or anyone (`/users/{id}`)."""
@@ -33,29 +33,37 @@ _OWNERS = ("/me", "/users/", "/teams/", "/groups/")
 
 
 def address(tool: Tool) -> str:
-    """What the tool's copies share: its method and its path with a person's or a team's prefix read as one and
-    parameter names out (`GET /~me/messages/{}` for `/me/messages` and `/users/{user-id}/messages`)."""
-    return _address(tool.method, tool.path)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _address(method: str, path: str) -> str:
-    """Kept: a search folds about a hundred tools, and their three expressions cost more than the look-up."""
-    read = path
-    if path.startswith(_OWNERS):
+    """What the tool's copies share: its api, its method and its path with a person's or a team's prefix read as one
+    and parameter names out (`graph GET /~me/messages/{}` for `/me/messages` and `/users/{user-id}/messages`): two
+    apis' operations are never copies (Graph's v1.0 and beta beside each other answer apart)."""
+    path = tool.path
+    if path.startswith(_OWNERS):  # the expressions only where such a prefix can start
         read = _TEAM.sub("/~team", path, count=1)
-        if read == path:
-            read = _PERSON.sub("/~me", path, count=1)
-    return f"{method} {_PARAMETER.sub('{}', read) if '{' in read else read}"
+        path = read if read != path else _PERSON.sub("/~me", path, count=1)
+    return f"{tool.api} {tool.method} {_PARAMETER.sub('{}', path) if '{' in path else path}"
 
 
-def fold(ranked: Sequence[tuple[Tool, float]], limit: int) -> list[tuple[Tool, float, list[Tool]]]:
+def addresses(catalog: Catalog) -> dict[str, str]:
+    """Each tool's `address` by its name, made once per catalog: a search folds about a hundred tools, and their
+    expressions cost more than the rest of the door's own work (Graph's 11,422 in about 15 ms, at its first search,
+    which opens the api's index anyway)."""
+    made = _ADDRESSES.get(catalog)
+    if made is None:
+        made = _ADDRESSES.setdefault(catalog, {tool.name: address(tool) for tool in catalog})
+    return made
+
+
+_ADDRESSES: weakref.WeakKeyDictionary[Catalog, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def fold(ranked: Sequence[tuple[Tool, float]], limit: int,
+         known: Mapping[str, str] | None = None) -> list[tuple[Tool, float, list[Tool]]]:
     """The first `limit` operations of `ranked` (best first), each its best copy, that copy's score and the copies
-    ranked after it."""
+    ranked after it (`known`: the tools' addresses by name, `addresses(catalog)`)."""
     entries: list[tuple[Tool, float, list[Tool]]] = []
     copies: dict[str, list[Tool]] = {}
     for tool, score in ranked:
-        key = address(tool)
+        key = known[tool.name] if known is not None else address(tool)
         later = copies.get(key)
         if later is not None:
             later.append(tool)

@@ -38,7 +38,7 @@ from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
-from .copies import fold
+from .copies import addresses, fold
 from .views import (
     DEFAULT_TOOL_BUDGET,
     DESCRIBE_SCHEMA,
@@ -148,7 +148,8 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     if embeddings is not None:
         ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
     found = []
-    for tool, score, copies in fold([(t, s) for t, s in ranked if t.name in by_catalog_name and s > 0], limit):
+    kept = [(tool, score) for tool, score in ranked if tool.name in by_catalog_name and score > 0]
+    for tool, score, copies in fold(kept, limit, addresses(catalog)):
         item: dict[str, Any] = {"name": by_catalog_name[tool.name].name, "api": tool.api,
                                 "operation_id": tool.operation_id, "summary": _summary(tool), "score": score}
         if copies:
