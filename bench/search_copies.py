@@ -2,8 +2,9 @@
 
     OMP_NUM_THREADS=1 python bench/search_copies.py collect      # every request's lists, as the product ranks them
     python bench/search_copies.py claim                          # do the request sets name every copy that answers?
-    python bench/search_copies.py score [--parts P ...]          # recall@5 / @10 of each variant, per API
-    python bench/search_copies.py misses --api graph             # the misses, their first ten, by cause
+    python bench/search_copies.py score [--keys K ...] [--rules R ...]   # recall@5 / @10 of each re-ordering
+    python bench/search_copies.py fusions [--keys K ...] [--rules R ...] # the fusion, the model list by operation
+    python bench/search_copies.py misses --apis graph [--parts P ...]    # each fused miss, then the misses by cause
 
 Data: every part up to `round16` (the development data of this session); `round17` (the lead's judge) and `round18`
 (being written) are never read (an assert says so). `collect` searches each request as the product does, over its
@@ -13,6 +14,15 @@ on parts up to `round15`, so fused figures of those parts are over-confident for
 part), and keeps both lists (names and scores) in `DATA`. Everything else reads those lists: a variant re-orders a
 list as `gateway.offer.copies` would and counts recall@5 and @10 hits (the share of requests with one of their
 operations among the first k).
+
+`KEYS` are the readings of what a copy is (`kept`: the product's, `gateway.offer.copies.address`); `RULES` the
+re-orderings: `after` (a copy after every distinct operation), `cap1@5` / `cap2@5` (at most one / two copies of an
+operation among the first five), `fold` (one place per operation, its copies named with it and counted as its hits, as
+`toolsearch.search` answers). `fusions` keeps the model's first 400 places per request (`collect`, each request
+embedded alone, as a search embeds it) and re-does the product's fusion with the model's list counted by operations
+(`floor`: down to its 50th distinct operation; `distinct`: only the first copy of each); its first row checks that the
+product's fused lists are reproduced. Groups (`GROUPS`): the tuning parts, `round5`..`round11`, `round12`..`round15`
+(the rule is written from these) and `round16` (which confirms it).
 
 `claim` checks what a re-ordering of copies relies on: where the request sets name one copy of an operation, do they
 name its other copies too (then showing one copy of each operation loses no answer)? For each key of what a copy is,
@@ -34,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.search import PARTS, SPECS, TUNING, _compile, load_tasks  # noqa: E402
+from gateway.offer.index_build import resources  # noqa: E402
 
 NEVER = {"round17", "round18"}
 DEV = PARTS[:PARTS.index("round17")]
@@ -56,18 +67,22 @@ def _tasks(name: str) -> list[dict[str, Any]]:
     return [{**task, "part": part} for part in DEV for task in tasks.get(part, [])]
 
 
+def _missing(suffix: str) -> Iterable[tuple[str, Path, Any]]:
+    """Each API whose `DATA / NAME{suffix}.pickle` is still to be made: its name, that path and its catalog."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    for name in _apis():
+        target = DATA / f"{name}{suffix}.pickle"
+        if not target.exists():
+            yield name, target, _compile(SPECS[name], index=True, cache=CACHE)[1]
+
+
 def collect() -> None:
     from gateway.config.embeddings_endpoint import SearchEmbeddings
     from gateway.offer import embeddings
     from gateway.offer.index import index_of
 
-    DATA.mkdir(parents=True, exist_ok=True)
     settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
-    for name in _apis():
-        target = DATA / f"{name}.pickle"
-        if target.exists():
-            continue
-        catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
+    for name, target, catalog in _missing(""):
         api = next(iter(catalog.apis))
         for pending in embeddings.prepare(settings, catalog, [api]):
             if isinstance(pending, embeddings.Computation):
@@ -98,11 +113,7 @@ def collect_cosines() -> None:
     from gateway.offer.tool_vectors import unit
 
     settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
-    for name in _apis():
-        target = DATA / f"{name}-model.pickle"
-        if target.exists():
-            continue
-        catalog = _compile(SPECS[name], index=True, cache=CACHE)[1]
+    for name, target, catalog in _missing("-model"):
         tools = list(catalog.for_api(next(iter(catalog.apis))))
         matrix = tool_vectors(settings, catalog)
         queries = [task["q"] for task in _tasks(name)]
@@ -124,15 +135,7 @@ def load(name: str) -> dict[str, Any]:
 # -- what a copy is -------------------------------------------------------------------------------------------------
 
 _SUFFIXES = frozenset({"$ref", "$value", "$count"})
-
-
-def _resources(path: str) -> list[str]:
-    found = []
-    for segment in reversed(path.split("/")):
-        if not segment or segment.startswith("{") or segment in _SUFFIXES:
-            continue
-        found.append(segment.split("(", 1)[0].rsplit(".", 1)[-1])
-    return found
+"""Graph's path endings that say how a resource is answered (the index's `_PATH_SUFFIXES`)."""
 
 
 def _kind(method: str, path: str, summary: str, ownerless: bool) -> tuple[str, ...]:
@@ -142,7 +145,7 @@ def _kind(method: str, path: str, summary: str, ownerless: bool) -> tuple[str, .
     said = summary.lower() or path
     if ownerless and segments:
         said = re.sub(rf" (from|for|in|to|of) {re.escape(segments[0].lower())}$", "", said)
-    return (method, "item" if addressed[0].startswith("{") else "all", *_resources(path)[:acted], said)
+    return (method, "item" if addressed[0].startswith("{") else "all", *resources(path)[:acted], said)
 
 
 def _ownerless_path(method: str, path: str) -> tuple[str, ...]:
