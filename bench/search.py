@@ -4,7 +4,8 @@
         [--round3 ... --round18] [--tuning] [--embeddings local [--weight W] [--untuned [--no-adapter]]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
-answer it; recall@k is the share of requests with one of those operations among the first k results. The parts
+answer it; recall@k is the share of requests with one of those operations among the first k results (as tool search
+answers: one result per operation, its copies at other addresses named with it, `gateway.offer.copies`). The parts
 of a set, in the order they were written:
 - `tasks`, `holdout` (GitHub, Stripe, Graph): used to tune the ranking since issue #17;
 - `fresh` (GitHub, Stripe, Graph): written before the ranking changes of #17 and measured once at its end; seen
@@ -120,6 +121,7 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
     """Recall@k of one part of a request set over `catalog` (its spec compiled as `api`, default the set's `api`),
     and the queries missed at the smallest k; with `embeddings` (a `gateway.search_embeddings` setting), of the
     fused ranking, as `gateway.offer.toolsearch.search` answers it."""
+    from gateway.offer.copies import fold
     from gateway.offer.embeddings import FUSION_DEPTH, Computation, hybrid, prepare
     from gateway.offer.index import index_of
 
@@ -134,16 +136,17 @@ def recall(catalog: Any, name: str, ks: tuple[int, ...] = (5, 10), api: str | No
                 pending.wait()
     for task in tasks[part]:
         wanted = set(task["ops"])
-        ranked = [(h.tool, h.score) for h in index.search(
-            task["q"], limit=max(*ks, FUSION_DEPTH) if embeddings is not None else max(ks), apis=[api])]
+        ranked = [(h.tool, h.score) for h in index.search(task["q"], limit=max(*ks, FUSION_DEPTH), apis=[api])]
         if embeddings is not None:
             ranked = hybrid(embeddings, catalog, [api], None, task["q"], ranked)
-        names = [(tool.name, tool.operation_id) for tool, _ in ranked[:max(ks)]]
+        # as `toolsearch.search` answers: one place per operation, its copies named with it (gateway.offer.copies)
+        entries = [[tool, *copies] for tool, _, copies in fold(ranked, max(ks))]
+        names = [[(tool.name, tool.operation_id) for tool in entry] for entry in entries]
         for k in ks:
-            if any(n in wanted or o in wanted for n, o in names[:k]):
+            if any(n in wanted or o in wanted for entry in names[:k] for n, o in entry):
                 found[k] += 1
             elif k == min(ks):
-                missed.append(f"{task['q']!r} -> {[n for n, _ in names[:3]]}")
+                missed.append(f"{task['q']!r} -> {[entry[0][0] for entry in names[:3]]}")
     return {k: found[k] / len(tasks[part]) for k in ks}, missed
 
 

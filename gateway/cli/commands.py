@@ -75,7 +75,8 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
     tools.add_argument("--strict", action="store_true",
                        help="openai: render strict-mode schemas; stderr says why a tool cannot be strict")
     tools.add_argument("--search", metavar="QUERY", help="with --agent: the agent's tools that best match QUERY "
-                                                         "(name, api, operation_id, summary, score), best first")
+                                                         "(name, api, operation_id, summary, score; copies: the same "
+                                                         "operation at other addresses), best first")
     tools.add_argument("--limit", type=int, default=10, help="with --search: how many tools (default 10)")
     shape = tools.add_mutually_exclusive_group()
     shape.add_argument("--budget", type=int, metavar="TOKENS",

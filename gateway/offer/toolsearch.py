@@ -38,6 +38,7 @@ from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
 from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
+from .copies import addresses, fold
 from .views import (
     DEFAULT_TOOL_BUDGET,
     DESCRIBE_SCHEMA,
@@ -126,7 +127,9 @@ def catalog_of(toolset: Toolset) -> Catalog:
 
 def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
     """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`; a tool
-    scored 0 (nothing of the query in it) is not one of them.
+    scored 0 (nothing of the query in it) is not one of them. One operation answered at several addresses (Graph's
+    `/me/...` and `/users/{id}/...`) takes one place, its best copy's, and names the others in `copies`
+    (`gateway.offer.copies`).
 
     With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
@@ -140,13 +143,19 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     allowed = None if scope.everything else (lambda tool: tool.name in by_catalog_name)
     embeddings = toolset.embeddings
     limit = max(1, min(limit, 100))
-    depth = limit if embeddings is None else max(limit, FUSION_DEPTH)
-    ranked = scope.ranked(query, depth)
+    # deeper than `limit`: the places a copy of an operation above would take go to the next operations
+    ranked = scope.ranked(query, max(limit, FUSION_DEPTH))
     if embeddings is not None:
         ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
-    return [{"name": by_catalog_name[tool.name].name, "api": tool.api, "operation_id": tool.operation_id,
-             "summary": _summary(tool), "score": score}
-            for tool, score in ranked[:limit] if tool.name in by_catalog_name and score > 0]
+    found = []
+    kept = [(tool, score) for tool, score in ranked if tool.name in by_catalog_name and score > 0]
+    for tool, score, copies in fold(kept, limit, addresses(catalog)):
+        item: dict[str, Any] = {"name": by_catalog_name[tool.name].name, "api": tool.api,
+                                "operation_id": tool.operation_id, "summary": _summary(tool), "score": score}
+        if copies:
+            item["copies"] = [by_catalog_name[copy.name].name for copy in copies]
+        found.append(item)
+    return found
 
 
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
@@ -357,6 +366,8 @@ class ToolOffer:
     def _found_functions(self, found: list[dict[str, Any]]) -> dict[str, Any]:
         for item in found:
             self._sign(item)
+            if self.functions is not None and "copies" in item:  # a script calls them by their functions' names
+                item["copies"] = [self.functions.function(copy) for copy in item["copies"]]
         if not found:
             return {"tools": [], "note": "nothing matched; try other words"}
         return {"tools": found, "note": "call these as functions in a run_code script"}
@@ -389,6 +400,10 @@ class ToolOffer:
                 if refusal is not None:
                     item["note"] = refusal
                 self._sign(item)
+            for item in found:  # after every operation found: a copy is one more address of one already loaded
+                refused = [copy for copy in item.get("copies", ()) if self.load(copy) is not None]
+                if refused and "note" not in item:
+                    item["note"] = f"copies not loaded (the request's tool cap or definitions budget): {refused}"
             if not found:
                 return True, {"tools": [], "note": "nothing matched; try other words"}
             return True, {"tools": found, "note": "the tools marked loaded can be called from now on"}

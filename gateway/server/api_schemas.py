@@ -351,7 +351,10 @@ _TOOL_SEARCH: dict[str, Any] = {
         "type": "object", "required": ["name", "api", "operation_id", "summary", "score"],
         "properties": {"name": {"type": "string"}, "api": {"type": "string"},
                        "operation_id": {"type": ["string", "null"]}, "summary": {"type": "string"},
-                       "score": {"type": "number"}}}}},
+                       "score": {"type": "number"},
+                       "copies": {"type": "array", "items": {"type": "string"},
+                                  "description": "the same operation at other addresses (Graph's /users/{id}/... "
+                                                 "beside /me/...), ranked after this one"}}}}},
 }
 
 

@@ -103,6 +103,8 @@ def test_a_request_asked_again_is_answered_from_the_toolsets_recent_searches(
     assert [hit["name"] for hit in first] == ["listOrders"]
     assert search(catalog, toolset, "orders") == first and searched == ["orders"]
     assert [hit["name"] for hit in search(catalog, toolset, "orders", limit=3)] == ["listOrders"]
+    assert searched == ["orders"]  # every limit up to 50 reads one ranking, 50 deep (for copies: gateway.offer.copies)
+    assert [hit["name"] for hit in search(catalog, toolset, "orders", limit=60)] == ["listOrders"]
     assert searched == ["orders", "orders"]  # another depth: searched
     monkeypatch.setattr(toolsearch, "RECENT_SEARCHES", 2)  # the next scope keeps the last two
     toolset.tools["addOrder"] = AgentTool(name="addOrder", description="Add order", input_schema={"type": "object"},
