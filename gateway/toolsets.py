@@ -168,8 +168,13 @@ def _override_for(selection: ToolSelection, tool: Tool) -> ToolOverride | None:
     return None
 
 
+_NO_OVERRIDE = ToolOverride.model_construct()
+"""What a tool without an `override` entry takes (read only): one made per tool was validated per tool, a
+thousand times for a big api, and built the model's validator at the first."""
+
+
 def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig, manifest: Manifest) -> AgentTool:
-    override = _override_for(selection, tool) or ToolOverride()
+    override = _override_for(selection, tool) or _NO_OVERRIDE
     fixed = {name: value for key, value in selection.args.items() if (name := _property_for(tool, key)) is not None}
     schema = _without(tool.input_schema, fixed)
     return AgentTool(

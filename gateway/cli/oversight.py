@@ -14,12 +14,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ApprovalError, ConfigError, DecisionNotCarriedOut
-from ..loop_types import Decision
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
+
+if TYPE_CHECKING:
+    from ..loop_types import Decision
 
 CLI_DECIDER = "cli"
 """`decided_by` of a decision made with `gateway approvals approve|deny`."""
@@ -176,6 +178,8 @@ def _decision(args: argparse.Namespace) -> Decision | None:
             raise ValueError(f"--args is not valid JSON: {exc}") from None
         if not isinstance(arguments, dict):
             raise ValueError("--args must be a JSON object")
+    from ..loop_types import Decision  # this module is imported with the parser, by every command
+
     return Decision(approve=args.action == "approve", arguments=arguments, reason=args.reason)
 
 

@@ -43,6 +43,11 @@ _RETYPED_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.o
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _EXPRESSION = re.compile(r"\$?\$\{[^}\n]*\}")
 
+try:
+    _FAST_LOADER: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _FAST_LOADER = yaml.SafeLoader
+
 
 class _Missing:
     """The value of a scalar whose substitution failed (already reported): checks skip it."""
@@ -136,7 +141,7 @@ class _Builder:
         substituted = self._substitute(value, path, node.start_mark.line + 1)
         if substituted is None:
             return MISSING
-        if node.style is None and _VAR.fullmatch(value.strip()):
+        if not node.style and _VAR.fullmatch(value.strip()):  # plain: PyYAML's style None, libyaml's ""
             tag = self.resolver.resolve(ScalarNode, substituted, (True, False))  # type: ignore[no-untyped-call]
             if tag in _RETYPED_TAGS:
                 return self.constructor.construct_object(ScalarNode(tag, substituted), deep=True)
@@ -174,6 +179,16 @@ class _Builder:
         return None if missing else result
 
 
+def _compose(text: str) -> tuple[Any, Node | None]:
+    """The document composed by libyaml (every command reads agents.yaml at its start: PyYAML's own composer takes
+    about 20 times as long); a document libyaml refuses is composed by PyYAML, whose result or error decides, so a
+    mistake is reported in its words (they name more: the tab it found, what it expected)."""
+    try:
+        return compose_bounded(text, _FAST_LOADER)
+    except yaml.YAMLError:
+        return compose_bounded(text, yaml.SafeLoader)
+
+
 def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any, dict[KeyPath, int], list[Diagnostic]]:
     """Parse one YAML document into plain values, a key path -> line map, and diagnostics.
 
@@ -189,7 +204,7 @@ def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any,
 
     text = _EXPRESSION.sub(hide, text)
     try:
-        loader, node = compose_bounded(text, yaml.SafeLoader)
+        loader, node = _compose(text)
         loader.dispose()
     except DocumentTooLarge as exc:
         return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"refused: {exc}")]

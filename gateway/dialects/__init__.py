@@ -6,22 +6,41 @@ with `name`, `description`, `input_schema` and `output_schema` (`Tool` and `Agen
 never changed in place: the catalog shares them between tools.
 
 Modules: `render` (the formats), `strict` (OpenAI strict mode) with `strict_allof` (folding `allOf`),
-`strict_limits` (OpenAI's size limits) and `strict_arguments` (the way back to the exact schema),
+`strict_limits` (OpenAI's size limits) and `strict_decode` (the way back to the exact schema),
 `gemini` (Gemini's schema subset), `mcp` (MCP's output-schema rules), `brevity` (a definition's size in tokens,
 a description's first sentence).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..kernel.lazy import lazy_names
 from .gemini_schema import gemini_function, gemini_schema
 from .mcp import declared_output_schema, mcp_output_schema, mcp_output_wraps, mcp_structured_content, mcp_tool
-from .render import FORMATS, anthropic_tool, json_tool, openai_tool, render_tools
-from .strict import StrictForm, strict_arguments, strict_form, strict_reason, strict_schema
 from .strict_allof import NotStrict
-from .strict_arguments import StrictArgumentsError
-from .tool import ToolLike
+from .tool import FORMATS, ToolLike
+
+_WHERE = {
+    "StrictArgumentsError": ".strict_decode",
+    "StrictForm": ".strict",
+    "anthropic_tool": ".render",
+    "json_tool": ".render",
+    "openai_tool": ".render",
+    "render_tools": ".render",
+    "strict_arguments": ".strict",
+    "strict_form": ".strict",
+    "strict_reason": ".strict",
+    "strict_schema": ".strict",
+}
+"""The names imported when first used (PEP 562): OpenAI's strict mode (`strict`, `strict_decode`, `strict_limits`:
+a dozen dataclasses) and `render`, which imports it. The MCP door renders its own format only, and `gateway mcp`'s
+first listing should not wait for the others."""
+
+if TYPE_CHECKING:
+    from .render import anthropic_tool, json_tool, openai_tool, render_tools
+    from .strict import StrictForm, strict_arguments, strict_form, strict_reason, strict_schema
+    from .strict_decode import StrictArgumentsError
 
 __all__ = [
     "FORMATS",
@@ -48,6 +67,11 @@ __all__ = [
 ]
 
 
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, globals(), __all__)
+
+
 def drop_strict_nulls(input_schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """The former name of `strict_arguments` (which also decodes what strict mode encodes)."""
+    from .strict import strict_arguments
+
     return strict_arguments(input_schema, arguments)

@@ -13,7 +13,6 @@ import orjson
 
 from .gemini_schema import gemini_function
 from .mcp import mcp_tool
-from .render import anthropic_tool, openai_tool
 from .tool import ToolLike
 
 CHARS_PER_TOKEN = 3
@@ -27,6 +26,11 @@ def estimate_tokens(value: Any) -> int:
 
 def definition_tokens(tool: ToolLike) -> int:
     """The estimated tokens of `tool`'s definition in its largest provider rendering."""
+    # Imported at the first definition measured: `render` imports OpenAI's strict mode (four modules, a dozen
+    # dataclasses), which a door rendering one format (`gateway mcp`'s listing) needs only for a tool too big for
+    # its budget (`gateway.offer.views`).
+    from .render import anthropic_tool, openai_tool
+
     renderings: list[Callable[[Any], dict[str, Any]]] = [
         openai_tool, lambda t: openai_tool(t, strict=True), anthropic_tool, gemini_function, mcp_tool]
     return max(estimate_tokens(render(tool)) for render in renderings)

@@ -9,9 +9,9 @@ from .gemini_schema import gemini_function
 from .mcp import mcp_tool
 from .strict import strict_form
 from .strict_allof import NotStrict
-from .tool import ToolLike
+from .tool import FORMATS, ToolLike
 
-FORMATS = ("json", "openai", "anthropic", "gemini", "mcp")
+__all__ = ["FORMATS", "anthropic_tool", "json_tool", "openai_tool", "render_tools"]
 
 
 def render_tools(tools: Iterable[ToolLike], format: str, *, strict: bool = False) -> list[dict[str, Any]]:

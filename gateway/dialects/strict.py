@@ -29,7 +29,7 @@ from typing import Any
 
 from ..kernel.nullable import make_nullable
 from .strict_allof import ANNOTATIONS, Budget, NotStrict, fold_all_of, ref_as_all_of
-from .strict_arguments import (
+from .strict_decode import (
     JSON_TEXT,
     AnyOfPlan,
     ArrayPlan,
@@ -62,7 +62,7 @@ class StrictForm:
     schema: dict[str, Any]
     """What is sent as the function's `parameters`."""
     plan: Plan
-    """How the model's arguments map back to the exact schema (see `strict_arguments.py`)."""
+    """How the model's arguments map back to the exact schema (see `strict_decode.py`)."""
     defs: Mapping[str, Plan]
     """The plans of the `$defs`, for `RefPlan`s."""
 

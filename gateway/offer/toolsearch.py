@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from ..catalog import AgentTool, Catalog, Tool
 from ..config.model import AgentConfig
 from ..config.settings import GatewaySettings
-from ..providers.deferred import SERVER_SEARCH, deferred
 from ..toolsets import SearchScope, Toolset
 from .copies import addresses, fold
 from .views import (
@@ -315,6 +314,9 @@ class ToolOffer:
         views deferred but the kept ones, and the provider's search tool last)."""
         if self.native:  # the list never changes in a run (the provider loads what it finds): made once
             if self._native_views is None:
+                # Imported for the first native offer only: no MCP listing or direct call defers anything.
+                from ..providers.deferred import SERVER_SEARCH, deferred
+
                 self._native_views = [*(v if v.name in self._kept else deferred(v, *self._group_of(v))
                                         for v in self._views()), SERVER_SEARCH]
             return self._native_views

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
 from ..kernel.caller import bind_caller, current_caller
-from ..loop_types import Decision
 from ..messages import NOT_SENT, ToolCall, ToolResult
 from ..store import ApprovalRecord, AuditQuery, RunRecord, Store
 from ..store.base import RunStatus
@@ -43,10 +42,11 @@ from .rights import Rights
 if TYPE_CHECKING:
     from ..catalog import AgentTool
     from ..kernel.calls import Invocation, Proceed
+    from ..loop_types import Decision
 
 logger = logging.getLogger("gateway.approvals")
 
-Resumer = Callable[[RunRecord, dict[str, Decision]], Awaitable[Any]]
+Resumer = Callable[[RunRecord, dict[str, "Decision"]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
 
 CLOCK_MARGIN = 5.0
@@ -299,6 +299,10 @@ class ApprovalManager:
             logger.error("run %s could not be marked %s (%s)", run_id, status, exc)
 
     async def _decisions_for(self, run: RunRecord) -> dict[str, Decision]:
+        # The loop's types (half a dozen dataclasses) are imported at the first resume: the safeguards open at every
+        # door's start, `gateway mcp`'s before its first listing.
+        from ..loop_types import Decision
+
         decisions: dict[str, Decision] = {}
         for approval_id in run.state.get("pending", []):
             record = await self.store.get_approval(approval_id)

@@ -37,6 +37,13 @@ SEARCH_ONLY = [
     "gateway.offer.embeddings",
 ]
 """Modules only a search needs (this agent has no tool search), and the compiler only a spec it compiles."""
+OTHER_DOORS = [
+    "gateway.dialects.strict_decode",  # OpenAI's strict mode: the MCP door renders its own format only (a view
+    "gateway.dialects.strict_limits",  # measures every format only for a tool over its budget)
+    "gateway.loop_types",  # the loop's types: a paused run is resumed by `gateway approvals` or the HTTP door
+    "gateway.providers.deferred",  # a provider's own tool search (`native`): nothing is deferred over MCP
+]
+"""Modules of what other doors render or run."""
 
 
 def _imported(importtime: str) -> set[str]:
@@ -89,6 +96,7 @@ def test_stdio_lists_before_importing_the_call_machinery_and_then_calls_through_
     assert sorted(before_listing.intersection(CALL_ONLY)) == []
     assert sorted(before_listing.intersection(HTTP_ONLY)) == []
     assert sorted(before_listing.intersection(SEARCH_ONLY)) == []
+    assert sorted(before_listing.intersection(OTHER_DOORS)) == []
     assert called is not None and called["result"]["isError"] is False
     assert called["result"]["structuredContent"] == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
