@@ -44,6 +44,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
+from .results import StructuredAside
+from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -125,6 +127,7 @@ class InlineSessions:
         task = asyncio.current_task()
         assert task is not None
         running = session.running[key] = _Running(task, exchange)
+        aside = request.scope[ASIDE_SCOPE_KEY] = StructuredAside()  # this door writes the answer (see `results`)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)
@@ -143,7 +146,7 @@ class InlineSessions:
             task.uncancel()
             error = _CANCELLED
         if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
-            body = result_body(request_id, result)
+            body = result_body(request_id, result, aside)
         else:
             body = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump_json(
                 by_alias=True, exclude_unset=True).encode()
