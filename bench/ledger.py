@@ -1,6 +1,6 @@
 """Where the event loop's machine instructions go in one direct call, by stage (valgrind's callgrind).
 
-    python -m bench.ledger [--tree /path/to/tree] [--calls 20]
+    python -m bench.ledger [--tree /path/to/tree] [--calls 20] [--door http|mcp]
 
 `bench.machine_instructions` counts the event loop thread's machine instructions per call; this says which part of
 the app runs them. `gateway serve` (from `--tree`, as `bench.machine_instructions` runs it) is started under
@@ -28,6 +28,9 @@ the tool's metrics: `call_soon`) is still counted to the next request's before, 
 alike; natively the marks come in the right order (the extension built to print its marks instead of dumping them
 shows those frames after the answer and before the next `data_received`). The split is exact for the work of the
 step that writes the answer; bench/README.md (the ninth round) says by how much the before overstates.
+
+`--door mcp` makes the same calls as MCP `tools/call`s of one 2025-06-18 session (opened during the warm-up, so
+its handshake is not counted), each one POST, as `bench.calls` makes them.
 """
 
 from __future__ import annotations
@@ -43,13 +46,16 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench.machine_instructions import _calls, _settle
 from bench.stage_rules import STAGES
-from bench.support import DOOR, ROOT, free_port, python_module, spawned, write_project
+from bench.support import CALL_ARGS, DOOR, ROOT, free_port, mcp_call, mcp_open, python_module, spawned, write_project
 
 BOOT = """\
 import signal, sys
@@ -169,7 +175,33 @@ def parse_dump(path: Path) -> tuple[str, int, collections.Counter[tuple[str, str
     return trigger, total, selfcost
 
 
-def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> Any:
+Calls = Callable[[int, float], None]
+"""Make that many calls one after another, pausing that many seconds after each answer."""
+
+
+def door_calls(door: str, url: str) -> Calls:
+    """The calls of `door` on the server at `url`: direct POSTs, or `tools/call`s of one MCP session."""
+    if door == "http":
+        return lambda count, pause: asyncio.run(_calls(url, DOOR, count, post=True, pause=pause))
+    mcp = f"{url}/mcp/bench"
+
+    async def opening() -> dict[str, str]:
+        async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
+            return await mcp_open(client, mcp)
+
+    headers = asyncio.run(opening())
+
+    async def calling(count: int, pause: float) -> None:
+        async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
+            for _ in range(count):
+                await mcp_call(client, mcp, headers, "listIssues", CALL_ARGS)
+                if pause:
+                    await asyncio.sleep(pause)
+
+    return lambda count, pause: asyncio.run(calling(count, pause))
+
+
+def run(tree: Path, calls: int, keep: Path | None, *, plain: bool, door: str = "http") -> Any:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -192,15 +224,16 @@ def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> Any:
                "STAGE_UNSORTED": str(folder / "unsorted.txt")}
         # Under valgrind, on a busy machine, the server's start-up alone can take minutes.
         with spawned(command, f"{url}/healthz", env=env, cwd=tree.resolve(), ready_within=900) as (process, _):
-            asyncio.run(_calls(url, DOOR, 30, post=True))
+            call = door_calls(door, url)
+            call(30, 0.0)
             _settle(process.pid)
-            asyncio.run(_calls(url, DOOR, 20, post=True))
+            call(20, 0.0)
             if plain:
                 # A dump, not `-z`: callgrind's zeroing on request leaves some earlier costs in the next dump's
                 # functions (its summary is right, its per-function lines are not); a dump zeroes them all.
                 subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
                 started = time.monotonic()
-                asyncio.run(_calls(url, DOOR, calls, post=True, pause=PAUSE))
+                call(calls, PAUSE)
                 subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
                 seconds = time.monotonic() - started
                 time.sleep(IDLE)
@@ -208,7 +241,7 @@ def run(tree: Path, calls: int, keep: Path | None, *, plain: bool) -> Any:
             else:
                 os.kill(process.pid, signal.SIGUSR1)
                 time.sleep(0.5)  # the handler runs on the loop's next Python step (uvicorn's tick: every 0.1 s)
-                asyncio.run(_calls(url, DOOR, calls, post=True, pause=PAUSE))
+                call(calls, PAUSE)
                 os.kill(process.pid, signal.SIGUSR2)
                 time.sleep(2)
         if plain:
@@ -322,12 +355,14 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true",
                         help="no stage marks: the loop thread's count by where it ran, as bench.machine_instructions")
     parser.add_argument("--keep", type=Path, help="a folder to keep the dumps in (default: a temporary one)")
+    parser.add_argument("--door", choices=("http", "mcp"), default="http",
+                        help="direct POSTs, or tools/calls of one MCP session (2025-06-18)")
     args = parser.parse_args()
     if args.plain:
-        run(args.tree, args.calls, args.keep, plain=True)
+        run(args.tree, args.calls, args.keep, plain=True, door=args.door)
         return
-    marked = run(args.tree, args.calls, args.keep, plain=False)
-    plain, idle = run(args.tree, PLAIN_CALLS, args.keep and args.keep / "plain", plain=True)
+    marked = run(args.tree, args.calls, args.keep, plain=False, door=args.door)
+    plain, idle = run(args.tree, PLAIN_CALLS, args.keep and args.keep / "plain", plain=True, door=args.door)
     corrected(marked, plain, idle)
 
 

@@ -22,7 +22,7 @@ from ..direct_call import door_plan, run_planned
 from ..direct_script import run_direct_script
 from . import search
 from .listing import checked_agent, era_of
-from .results import call_result, wire_result
+from .results import StructuredAside, call_result, wire_result
 
 _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 """What shapes a script's result: a tool without an output schema."""
@@ -30,12 +30,14 @@ _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
                       protocol_version: str | None, client: str | None,
-                      found: list[str] | None = None, *, url_elicitation: bool = False) -> dict[str, Any] | None:
+                      found: list[str] | None = None, *, url_elicitation: bool = False,
+                      aside: StructuredAside | None = None) -> dict[str, Any] | None:
     """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`.
 
     `found`: the session's found tools, which `search_tools` extends (None: a stateless request).
     `url_elicitation`: the client takes URL elicitations: a call whose user has not connected the api's account
-    yet is answered with one (`UrlElicitationRequiredError`, the connect link) instead of a tool error."""
+    yet is answered with one (`UrlElicitationRequiredError`, the connect link) instead of a tool error.
+    `aside`: where an agent tool's structured content goes when the door writes the answer itself (`results`)."""
     async with state.use() as generation:
         checked_agent(generation, agent)
         config = generation.runtime.manifest.agents[agent]
@@ -70,4 +72,4 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
                 message=result.error or "Connect your account first.", url=link,
                 elicitation_id=secrets.token_urlsafe(12))])
-        return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern")
+        return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern", aside=aside)

@@ -44,6 +44,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
+from .results import StructuredAside
+from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -63,6 +65,8 @@ class InlineSession:
 
     identity: Identity
     runner: ServerRunner[Any]
+    header: tuple[bytes, bytes]
+    """The session's `Mcp-Session-Id`, as every answer carries it."""
     running: dict[RequestId, _Running] = field(default_factory=dict)
 
 
@@ -87,7 +91,8 @@ class InlineSessions:
         connection = Connection.from_envelope(version, params.get("clientInfo"), params.get("capabilities"))
         connection.session_id = session_id
         # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
-        self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}))
+        self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}),
+                                                  (b"mcp-session-id", session_id.encode("latin-1")))
 
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
@@ -107,24 +112,27 @@ class InlineSessions:
         method, params = message["method"], message.get("params")
         if "id" not in message:
             if method == "notifications/cancelled" and self._cancel(session, params):
-                await send_json(send, 202, b"", _session_header(session_id))
+                await send_json(send, 202, b"", session.header)
                 return None
             return again
         request_id = as_request_id(message["id"])
-        if request_id is None or method not in INLINE_METHODS or coerce_request_id(request_id) in session.running or \
+        if request_id is None or method not in INLINE_METHODS:
+            return again
+        key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
+        if key in session.running or \
                 (method == "tools/call" and params is not None and params.get("name") == SEARCH_TOOL):
             return again
-        await self._serve(session, session_id, Request(scope, again), request_id, method, params, send)
+        await self._serve(session, Request(scope, again), request_id, key, method, params, send)
         return None
 
-    async def _serve(self, session: InlineSession, session_id: str, request: Request, request_id: RequestId,
+    async def _serve(self, session: InlineSession, request: Request, request_id: RequestId, key: RequestId,
                      method: str, params: dict[str, Any] | None, send: Send) -> None:
         exchange = JSONExchange(_TRANSPORT, request_id, ServerMessageMetadata(request_context=request,
                                                                             can_send_request=False))
-        key = coerce_request_id(request_id)  # "7" and 7 are one id, as the SDK's dispatcher correlates them
         task = asyncio.current_task()
         assert task is not None
         running = session.running[key] = _Running(task, exchange)
+        aside = request.scope[ASIDE_SCOPE_KEY] = StructuredAside()  # this door writes the answer (see `results`)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)
@@ -143,11 +151,11 @@ class InlineSessions:
             task.uncancel()
             error = _CANCELLED
         if error is None:  # the result is the SDK's wire form already (checked and shaped by its kernel)
-            body = result_body(request_id, result)
+            body = result_body(request_id, result, aside)
         else:
             body = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump_json(
                 by_alias=True, exclude_unset=True).encode()
-        await send_json(send, 200, body, _session_header(session_id))
+        await send_json(send, 200, body, session.header)
 
     @staticmethod
     def _cancel(session: InlineSession, params: Mapping[str, Any] | None) -> bool:
@@ -177,6 +185,3 @@ class _Running:
 
 _CANCELLED = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
 
-
-def _session_header(session_id: str) -> tuple[bytes, bytes]:
-    return b"mcp-session-id", session_id.encode("latin-1")

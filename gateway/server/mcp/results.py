@@ -8,11 +8,23 @@ output schema makes clients require `structuredContent`, which a truncated body 
 
 Results are dicts, not the SDK's pydantic models: the SDK sends a dict as it is (its result check still runs),
 where a model would be built, validated and dumped again on every call.
+
+The JSON is written once. A body that is exactly the parse of the api's JSON text (`ToolResult.body_json`: no
+secret in the text in any form, no JSON escape, nothing cut or changed since) is not written again from its parse:
+the text content is the api's text when it is on one line (a pretty-printed answer is written compact, as any
+other body, so the model is not sent its indentation), and where the door writes the answer itself (`inline`,
+`stateless`), `structuredContent` is written from that text too. There it travels beside the SDK kernel's result
+(`StructuredAside`) rather than through the kernel's result check, whose rule for it (`dict[str, Any]`: a JSON
+object with string keys, any values, dumped as JSON) holds for it by construction (the parse of a JSON object, or
+`{"result": ...}`) and whose walk of every value was the largest single cost of an MCP call (bench/README.md,
+branch mcp32). Over stdio and the SDK's own transport it stays in the result, checked by the kernel as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
 
 from ...catalog import AgentTool
 from ...dialects import mcp_structured_content
@@ -20,13 +32,46 @@ from ...jsonwire import dumps_text
 from ...messages import ToolResult
 
 
-def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> dict[str, Any]:
-    """The `CallToolResult` for `result`; `modern` for the 2026-07-28 protocol (any schema at the root)."""
+class StructuredAside:
+    """The `structuredContent` of one call whose answer the door writes itself: its value, and the JSON text it
+    is exactly the parse of (None: written from the value)."""
+
+    __slots__ = ("json", "value")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.json: bytes | None = None
+
+    def put(self, result: dict[str, Any]) -> bytes | None:
+        """Put the structured content in the kernel's `result` (wire form); the text to write it from, if any."""
+        if self.value is None:
+            return None
+        if self.json is None:
+            result["structuredContent"] = self.value
+            return None
+        result["structuredContent"] = orjson.Fragment(self.json)
+        return self.json
+
+    def take_back(self, result: dict[str, Any]) -> None:
+        """Write it from its value after all (something else in `result` needs the general writer)."""
+        result["structuredContent"] = self.value
+
+
+def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool,
+                aside: StructuredAside | None = None) -> dict[str, Any]:
+    """The `CallToolResult` for `result`; `modern` for the 2026-07-28 protocol (any schema at the root); `aside`:
+    where the structured content goes when the door writes the answer itself (see the module's docstring)."""
     if not result.ok:
         return wire_result(error_text(result), None, is_error=True)
     body = result.body
     is_json = not isinstance(body, str) and (result.media_type or "json").endswith("json")
-    text = body if isinstance(body, str) else dumps_text(body)
+    raw = result.body_json  # the api's text, standing for `body` (see `ToolResult.body_json`)
+    if isinstance(body, str):
+        text = body
+    elif raw is not None and b"\n" not in (raw := raw.strip()):
+        text = raw.decode()  # UTF-8: the parse was orjson's, which reads nothing else
+    else:
+        text = dumps_text(body)
     if result.truncated:
         text += "\n[truncated]"
     if result.warning:
@@ -34,13 +79,18 @@ def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool) -> d
     schema = agent_tool.enforced_output_schema
     if schema is None:
         structured = body if is_json and (modern or isinstance(body, dict)) else None
-        return wire_result(text, structured)
-    if result.truncated:
+    elif result.truncated:
         message = (f"The API answered {result.status} but the body was truncated at the size limit, so it cannot "
                    f"be checked against the spec's output schema. The body:\n{text}")
         return wire_result(message, None, is_error=True)
-    # The pipeline checked the body against the output schema (a body that breaks it is already a failure).
-    return wire_result(text, body if modern else mcp_structured_content(schema, body))
+    else:  # the pipeline checked the body against the output schema (a body that breaks it is already a failure)
+        structured = body if modern else mcp_structured_content(schema, body)
+    if aside is None or structured is None:
+        return wire_result(text, structured)
+    aside.value = structured
+    if raw is not None:
+        aside.json = raw if structured is body else b'{"result":%b}' % raw  # (2025's wrap of a non-object root)
+    return wire_result(text, None)
 
 
 def wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[str, Any]:

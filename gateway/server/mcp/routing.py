@@ -20,6 +20,10 @@ AGENT_SCOPE_KEY = "gateway.mcp.agent"
 SESSION_SCOPE_KEY = "gateway.mcp.session"
 """Where the endpoint leaves the request's `Mcp-Session-Id` (a 2025 session's), for the handlers to read."""
 
+ASIDE_SCOPE_KEY = "gateway.mcp.aside"
+"""Where the door, when it writes the answer itself, leaves the `StructuredAside` a call's structured content goes
+to (see `results`)."""
+
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:
     """The `agent` query parameter of the request (its first value), if any."""

@@ -33,7 +33,8 @@ from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
 from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
-from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY
+from .results import StructuredAside
+from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -52,6 +53,8 @@ class MessageFacts(NamedTuple):
     """The signed-in user (None without one)."""
     token: UserToken | None
     """That user's token."""
+    aside: StructuredAside | None = None
+    """Where a call's structured content goes when the door writes the answer itself (see `results`)."""
 
 
 FactsOf = Callable[[Context], MessageFacts]
@@ -77,7 +80,8 @@ def facts_from_request(ctx: Context) -> MessageFacts:
     subject, token = scope.get("gateway.subject"), scope.get("gateway.token")
     return MessageFacts(agent, client if isinstance(client, str) else None,
                         session if isinstance(session, str) and session else None,
-                        subject if isinstance(subject, str) else None, token if isinstance(token, UserToken) else None)
+                        subject if isinstance(subject, str) else None, token if isinstance(token, UserToken) else None,
+                        scope.get(ASIDE_SCOPE_KEY))
 
 
 class GatewayServer(Server[Any]):
@@ -133,7 +137,7 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
             from .answering import answer_call
 
             answer = answer_call
-        agent, client, session, subject, token = facts_of(ctx)
+        agent, client, session, subject, token, aside = facts_of(ctx)
         names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
         # The user of the request that carries this call: a 2025 session runs in a task of the request that opened
@@ -145,7 +149,8 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
             else bind_caller(subject=subject, token=token)
         with binding:
             result = await answer(state, agent, params.name, dict(params.arguments or {}),
-                                  ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx))
+                                  ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx),
+                                  aside=aside)
         if result is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:

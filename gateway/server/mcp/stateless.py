@@ -55,6 +55,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
+from .results import StructuredAside
+from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -93,6 +95,7 @@ class StatelessRequests:
                 (method == "tools/call" and params is not None and self._param_headers_refused(params, scope)):
             return again
         request = Request(scope, again)
+        aside = scope[ASIDE_SCOPE_KEY] = StructuredAside()  # this door writes the answer (see `results`)
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
@@ -114,7 +117,7 @@ class StatelessRequests:
         if failure is not None:
             await _send_error(request_id, failure, send)
         else:
-            await send_json(send, 200, result_body(request_id, result))
+            await send_json(send, 200, result_body(request_id, result, aside))
         return None
 
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
