@@ -10,7 +10,7 @@ Data: `round12` and `round13` of the six APIs (`DEV`, 732 requests), the develop
 delta (gateway/offer/minilm_lora.npz) was trained on every part up to `round11`, so on those the model is
 over-confident and a fusion fitted on them would over-trust it; `round12` and `round13` were each measured once and
 are spent. `round14` and later are never read (an assert says so). (The figures in bench/README.md are of that
-delta, 54a8876's; the shipped one was trained again since with `round12` to `round15`, so a re-run now reads `DEV`
+delta, 54a8876's; the shipped one was trained again since with `round12` to `round16`, so a re-run now reads `DEV`
 through a delta that learned it.)
 
 `prepare` saves, per request, what the product computes (`gateway.search_embeddings: {kind: local}`: the int8 ONNX

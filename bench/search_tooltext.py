@@ -13,7 +13,7 @@ and later are never read, an assert says so). The rows (BM25's first 50, positiv
 request vectors) are bench/search_finetune.py's, extended by `round12`.
 
 Models (`--model`): `released` (fp32 all-MiniLM-L6-v2), `shipped` (with gateway/offer/minilm_lora.npz, then trained
-on every part up to `round11`: scored on `round12`; trained since up to `round15`, so for the measured delta pass
+on every part up to `round11`: scored on `round12`; trained since up to `round16`, so for the measured delta pass
 `--model r11` with 54a8876's file at `DATA / "delta-r11.npz"`), `folds` (each API with bench/search_finetune.py's
 leave-one-API-out delta that never saw it, `lora-API.npz`, trained on the five others up to `round9` with today's
 text: scored on the held API's `round7`..`round9`, `search_finetune.TESTED`). Scored by
