@@ -1,8 +1,9 @@
-"""Cancel a request's work when its client goes away, as a plain ASGI middleware.
+"""Cancel a request's work when its client goes away: the watch the request envelope runs
+(`gateway.server.envelope.RequestEnvelope(watch=...)`), the one layer that holds a request's frame.
 
 Starlette keeps running a plain (non-streaming) endpoint after the client disconnected, so a chat
 whose caller gave up would go on calling the model and the tools. Once the request body has been
-read, this middleware listens for `http.disconnect` (from `WATCH_AFTER` into the request on, so a quick
+read, the watch listens for `http.disconnect` (from `WATCH_AFTER` into the request on, so a quick
 request costs no watcher) and cancels the app; the cancellation reaches the loop and the tool call in
 flight (which is recorded in the audit log and never retried, so no write is repeated). A disconnect
 seen after the response is complete is the normal end of the request and cancels nothing.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Send
 
 WATCH_AFTER = 0.05
 """Seconds into a request before its watcher starts: a request answered sooner (most direct and MCP calls)
@@ -22,8 +23,8 @@ _TIMER_SLACK = 0.001
 
 
 class DisconnectWatch:
-    """The watch itself, for the one layer that runs it (the request envelope, or `DisconnectMiddleware` alone):
-    `start` registers a request, `ended` and `settled` put its cancellation right once the app returned.
+    """The watch itself, for the one layer that runs it (the request envelope): `start` registers a request, `end`
+    and `settle` put its cancellation right once the app returned.
 
     Parameters: watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`)."""
 
@@ -55,34 +56,6 @@ class DisconnectWatch:
         request = Watched(receive, send, task)
         request.pending = sweeper.add(request)
         return request
-
-
-class DisconnectMiddleware:
-    def __init__(self, app: ASGIApp, *, methods: frozenset[str] = frozenset({"POST"}),
-                 watch_after: float = WATCH_AFTER) -> None:
-        """Parameters: app: the ASGI app; methods: the requests to watch (those that start work);
-        watch_after: seconds before a request's watcher starts (see `WATCH_AFTER`).
-
-        The gateway's own app runs the watch in its request envelope (`RequestEnvelope(watch=...)`), one layer
-        for both; this middleware is the watch on its own, for any other app."""
-        self.app = app
-        self.methods = methods
-        self.watch = DisconnectWatch(watch_after)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in self.methods:
-            await self.app(scope, receive, send)
-            return
-        request = self.watch.start(receive, send)
-        try:
-            await self.app(scope, request.receive, request.send)
-        except asyncio.CancelledError:
-            if request.ended_by_us():
-                return  # our own cancellation (the client left), nobody else's: the request just ends
-            raise
-        finally:
-            request.end()
-        request.settle()
 
 
 class Watched:

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from gateway.safety.audit import CANCELLED
-from gateway.server.disconnect import WATCH_AFTER, DisconnectMiddleware, DisconnectWatch
+from gateway.server.disconnect import WATCH_AFTER, DisconnectWatch
 from gateway.server.envelope import RequestEnvelope
 from gateway.server.hosts import HostPolicy
 
@@ -48,9 +48,19 @@ class Work:
         return JSONResponse({"done": True})
 
 
-def _app(work: Work, **options: float) -> Starlette:
-    return Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])],
-                     middleware=[Middleware(DisconnectMiddleware, **options)])
+ANY_HOST = SimpleNamespace(current=HostPolicy(hosts=None))
+"""A host policy that admits any `Host` (these tests send `Host: x`): only the watch is under test."""
+
+
+def _watched(watch_after: float = WATCH_AFTER) -> list[Middleware]:
+    """The request envelope with the disconnect watch and nothing else of the gateway's (no metrics, no access
+    line, any host): the one layer that runs the watch."""
+    return [Middleware(RequestEnvelope, policy=ANY_HOST, max_body_bytes=1_000_000, metrics=None,
+                       watch=DisconnectWatch(watch_after))]
+
+
+def _app(work: Work, watch_after: float = WATCH_AFTER) -> Starlette:
+    return Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])], middleware=_watched(watch_after))
 
 
 @pytest.mark.parametrize("watch_after", [0.0, WATCH_AFTER, 0.3])  # the client leaves before or after watching starts
@@ -117,8 +127,7 @@ def test_overlapping_requests_are_each_watched_from_their_own_start() -> None:
     # Requests that ended, requests still running and requests that arrive while the watch timer is set share
     # one queue: each client that leaves has its own work cancelled, and only its own.
     work = Counting()
-    app = Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])],
-                    middleware=[Middleware(DisconnectMiddleware, watch_after=0.1)])
+    app = Starlette(routes=[Route("/work", work.endpoint, methods=["POST"])], middleware=_watched(0.1))
     with running(app) as url:
         port = int(url.rsplit(":", 1)[1])
         with httpx.Client(base_url=url) as client:
@@ -154,7 +163,9 @@ def test_a_request_that_ended_is_not_waited_for_by_the_sweep() -> None:
             await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
             await send({"type": "http.response.body", "body": b""})  # type: ignore[operator]
 
-        middleware = DisconnectMiddleware(app, watch_after=0.1)
+        watch = DisconnectWatch(0.1)
+        envelope = RequestEnvelope(app, policy=ANY_HOST, max_body_bytes=1000, metrics=None,  # type: ignore[arg-type]
+                                   watch=watch)
         leave = asyncio.Event()
 
         async def receive() -> dict:
@@ -172,12 +183,13 @@ def test_a_request_that_ended_is_not_waited_for_by_the_sweep() -> None:
             async def send(message: dict) -> None:
                 sent.append(message)
 
-            await middleware({"type": "http", "method": "POST", "path": path}, receive, send)
+            await envelope({"type": "http", "method": "POST", "path": path, "headers": [
+                (b"host", b"x"), (b"content-type", b"application/json"), (b"content-length", b"2")]}, receive, send)
             assert sent[0]["status"] == 200
 
         for _ in range(20):
             await request("/quick")
-        sweeper = middleware.watch.sweeper()
+        sweeper = watch.sweeper()
         assert sweeper.pending == {}  # none of the twenty is left to visit
         slow = asyncio.ensure_future(request("/slow"))
         await asyncio.sleep(0.2)  # past its watch's start
