@@ -108,17 +108,11 @@ class AuditLog:
         self._settle(row, result)
         await self._write(row)
 
-    def running_row(self, tool: Tool, arguments: Any, approval: str | None = None, agent: str | None = None,
+    def running_row(self, tool: Tool, arguments: Any, *, approval: str | None = None, agent: str | None = None,
                     client: str | None = None, redacted_by: Redactor | None = None) -> AuditRow:
-        """The row of a call about to be sent (status `running`), for `open_now` or `open_tool`: `_tool_row`'s row,
-        made here in one frame (every call that is sent makes one)."""
-        caller = current_caller()
-        if redacted_by is None or not redacted_by.covers(self.redactor):
-            arguments = self.redactor.value(arguments)
-        name = tool.name
-        return AuditRow(time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent,
-                        tool=name, api=tool.api, arguments=arguments, approval=approval or caller.approvals.get(name),
-                        run_id=caller.run_id, subject=caller.subject, status=AUDIT_RUNNING)
+        """The row of a call about to be sent (status `running`), for `open_tool`."""
+        return self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by,
+                              status=AUDIT_RUNNING)
 
     def open_tool(self, row: AuditRow) -> Awaitable[None]:
         """Write the row of a call about to be sent (to be awaited); `AuditUnavailable` when it is not written, and
@@ -343,8 +337,8 @@ class RecordBeforeSend:
         # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
         arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
         audit = record.audit
-        row = audit.running_row(invocation.tool, arguments, invocation.approval, invocation.agent, invocation.client,
-                                redactor)
+        row = audit.running_row(invocation.tool, arguments, approval=invocation.approval, agent=invocation.agent,
+                                client=invocation.client, redacted_by=redactor)
         # Set first: a caller cancelled while the row waits to be written has its outcome written after it.
         invocation.record = row
         try:

@@ -66,6 +66,7 @@ from .sqlite_tables import (
     dumps,
     end_session,
     outcome_values,
+    running_values,
     session_ended,
     upgrade_schema,
 )
@@ -277,10 +278,8 @@ class SQLiteStore(SQLiteConnections, Store):
     # -- audit --------------------------------------------------------------------------------------
     def add_audit_now(self, row: AuditRow) -> bool:
         # Inline (see the module docstring); a taken lock, here or on the file, means the queued path.
-        if row.status == AUDIT_RUNNING and row.kind == "tool":  # `INSERT_RUNNING`'s values
-            written = self._write_inline(_EXECUTE, INSERT_RUNNING, (
-                row.time, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.approval, row.run_id,
-                row.subject))
+        if row.status == AUDIT_RUNNING and row.kind == "tool":
+            written = self._write_inline(_EXECUTE, INSERT_RUNNING, running_values(row))
         else:
             written = self._write_inline(_EXECUTE, INSERT_AUDIT, audit_values(row))
         if written is None:
@@ -296,8 +295,8 @@ class SQLiteStore(SQLiteConnections, Store):
 
     def update_audit_now(self, row: AuditRow) -> bool:
         # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
-        return row.id is not None and self._write_inline(_EXECUTE, UPDATE_AUDIT, (  # `outcome_values` and the id
-            row.status, row.http_status, row.latency_ms, row.bytes, row.approval, row.error, row.id)) is not None
+        return row.id is not None and self._write_inline(
+            _EXECUTE, UPDATE_AUDIT, (*outcome_values(row), row.id)) is not None
 
     async def update_audit(self, row: AuditRow) -> None:
         if self.update_audit_now(row):

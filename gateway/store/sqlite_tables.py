@@ -8,8 +8,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from ..jsonwire import dumps_text
 from .base import AUDIT_RUNNING, ApprovalRecord, AuditRow, Bucket, refill_bucket, wait_for
 
@@ -62,8 +60,8 @@ AUDIT_COLUMNS = (
 INSERT_AUDIT = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (NULL{', ?' * 16})"
 INSERT_RUNNING = (f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES"
                   f" (NULL, ?, 'tool', ?, ?, ?, ?, ?, '{AUDIT_RUNNING}', NULL, 0.0, 0, ?, NULL, ?, NULL, ?)")
-"""A call's row before it is sent (`SQLiteStore.add_audit_now` binds its values): its constants and its outcome's
-empty columns written in the statement, not bound (sqlite3 adapts every None it binds through its adapter registry)."""
+"""A call's row before it is sent (`running_values`): its constants and its outcome's empty columns written in the
+statement, not bound (sqlite3 adapts every None it binds through its adapter registry)."""
 UPDATE_AUDIT = ("UPDATE audit SET status = ?, http_status = ?, latency_ms = ?, bytes = ?, approval = ?, error = ?"
                 " WHERE id = ?")
 """A call's outcome, on the row written before it was sent."""
@@ -121,12 +119,13 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
 
 
 def dumps(value: Any) -> str:
-    """`dumps_text(value, default=str)`: a value no JSON type fits is stored as its text, never refused. orjson is
-    asked here first (the audit's arguments, twice a call as often as not), `dumps_text` for what it refuses."""
-    try:
-        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return dumps_text(value, default=str)
+    return dumps_text(value, default=str)  # a value no JSON type fits is stored as its text, never refused
+
+
+def running_values(row: AuditRow) -> tuple[Any, ...]:
+    """A `running` tool call's row in `INSERT_RUNNING`'s order (`AUDIT_RUNNING`: it has no outcome yet)."""
+    return (row.time, row.client, row.agent, row.tool, row.api, dumps(row.arguments), row.approval, row.run_id,
+            row.subject)
 
 
 def audit_values(row: AuditRow) -> tuple[Any, ...]:
