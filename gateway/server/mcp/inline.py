@@ -171,7 +171,7 @@ class InlineSessions:
 
 
 class _Running:
-    """A request being answered here: its task, cancelled (plain asyncio, as `DisconnectMiddleware` cancels a
+    """A request being answered here: its task, cancelled (plain asyncio, as the disconnect watch cancels a
     request's task) when the client's `notifications/cancelled` names it. A cancel scope per call would cost
     every call for what few are ever cancelled."""
 
