@@ -57,7 +57,7 @@ USED = PARTS[:PARTS.index("round17") + 1]
 """The parts read here; `round18` is the lead's next final measurement. (Up to `round9` for the measured runs and the
 first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16` and `round17`,
 joined once each had been measured, once.)"""
-assert not {"round18"} & set(USED)
+assert not {"round18", "round19"} & set(USED)
 SPECS = specs_with(USED)
 """The fourteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
 and NetBox from their `round16` on, and Docker and Apacta by their `round17` (HERE, new in `round18`, holds none)."""
