@@ -5,6 +5,7 @@ variants of the fusion, chosen by leaving one API out (branch fuse33).
     python bench/search_fused_list.py check                       # the re-done fusion against the product's own
     python bench/search_fused_list.py misses [--apis graph] [--parts round17]   # each fused miss, then by cause
     python bench/search_fused_list.py score [--variants V ...]    # recall@5 (@10) per API, and the choice
+    python bench/search_fused_list.py cost [--rounds 3]           # the model's ranking over Graph, CPU per request
 
 Data: `round12`..`round17` of the fourteen APIs that hold one (`DEV`, 2,509 requests), each measured once by the lead
 and spent. `round18` (the lead's judge) and `round19` (being written) are never read (an assert says so), nor is HERE
@@ -23,7 +24,10 @@ the product itself for every request: the data reproduce what a search answers. 
 variant (`VARIANTS`), folds copies as `toolsearch.search` does (`copies.fold`: one entry per operation, its copies
 counted as its hits) and counts recall@5 and @10 hits per API and part; then chooses, leaving one API out: for each
 API, the variant with the most hits@5 on the other thirteen APIs' `DEV`, counted on the one left out; `round17` is
-reported apart. Deterministic: every list is sorted by score, ties in the rankers' order.
+reported apart. `misses` prints each fused miss@5 with where BM25, the model (over every tool) and the answer put the
+right tool, then counts them by where the rankers put it. `cost` times the model's ranking over Graph's tools as the
+product makes it, deeper, and over every tool (the searching thread's CPU). Deterministic: every list is sorted by
+score, ties in the rankers' order.
 """
 
 from __future__ import annotations
@@ -123,8 +127,8 @@ def model_first(cos: Any, first: int) -> list[tuple[int, float]]:
 
 # -- the fusions ----------------------------------------------------------------------------------------------------
 
-Fusion = Callable[[list[tuple[int, float]], Any], list[int]]
-"""BM25's list (places, scores) and the cosines with every tool -> the fused places, best first."""
+Fusion = Callable[[list[tuple[int, float]], Any, str], list[int]]
+"""BM25's list (places, scores), the cosines with every tool and the request -> the fused places, best first."""
 
 
 def _ordered(scores: dict[int, float]) -> list[int]:
@@ -155,7 +159,7 @@ def scores(weight: float = 1.5, floor_at: int = 50, pool: int = 50, bm25_scale: 
     """The product's rule (`fusion.fuse`) and its variants: `floor_at`, the model's place whose cosine is its 0;
     `pool`, how many of the model's places join the list; `known_cosines`, BM25's tools outside the model's pool get
     their own cosine's share too (the model ranks every tool); `clip`, a share under the floor counts 0."""
-    def fused(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
         scores_ = dict(_bm25_shares(bm25, bm25_scale))
         best = model_first(cos, max(pool, floor_at))
         if not best:
@@ -194,7 +198,7 @@ def product(weight: float = 1.5) -> Fusion:
     def tool(at: int) -> Any:
         return made.setdefault(at, _Tool(at))
 
-    def fused(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
         similar = [(tool(at), cosine) for at, cosine in model_first(cos, DEPTH)]
         return [int(t.name) for t, _ in fuse([(tool(at), s) for at, s in bm25], similar, weight)]
     return fused
@@ -202,7 +206,7 @@ def product(weight: float = 1.5) -> Fusion:
 
 def alone(which: str) -> Fusion:
     """One ranker's list alone (`bm25`, or `model`'s first 50): what each brings, beside the fusion."""
-    def fused(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
         return [at for at, _ in bm25] if which == "bm25" else [at for at, _ in model_first(cos, DEPTH)]
     return fused
 
@@ -223,7 +227,7 @@ def standardized(weight: float = 1.5, how: str = "z", agree: float = 0.0) -> Fus
             return [(v - mean) / deviation for v in values]
         return [(v - mean + 3 * deviation) / (6 * deviation) for v in values]
 
-    def fused(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
         capped, above = [], bm25[0][1] if bm25 else 0.0
         for at, score in bm25:
             above = min(score, above)
@@ -242,8 +246,8 @@ def agreeing(weight: float = 1.5, agree: float = 0.25) -> Fusion:
     """The product's rule, and a tool in both lists gets `agree` more."""
     base = scores(weight=weight)
 
-    def fused(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
-        order = base(bm25, cos)
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
+        order = base(bm25, cos, query)
         return order if not agree else _agree(order, bm25, cos, weight, agree)
     return fused
 
@@ -259,13 +263,40 @@ def _agree(order: list[int], bm25: list[tuple[int, float]], cos: Any, weight: fl
     return _ordered(total)
 
 
-def _oracle(bm25: list[tuple[int, float]], cos: Any) -> list[int]:
+def _oracle(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
     raise AssertionError("counted apart: it reads the right tools")
 
 
 ORACLE: Fusion = _oracle
 """Not a fusion: a request counts when either ranker alone has a right operation among its first five (ten)."""
+def slots(model: int, bm25_slots: int) -> Fusion:
+    """The model's first `model` and BM25's first `bm25_slots` first (in the fused order among themselves), then the
+    product's fused order: each ranker keeps places of its own (interleaving)."""
+    base = scores()
+
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
+        order = base(bm25, cos, query)
+        kept = {at for at, _ in model_first(cos, model)} | {at for at, _ in bm25[:bm25_slots]}
+        return [at for at in order if at in kept] + [at for at in order if at not in kept]
+    return fused
+
+
+def by_reading(read: float = 1.5, unread: float = 2.0) -> Fusion:
+    """The product's rule, the model's weight `unread` where the request reads no method (`query.intended_methods`:
+    BM25's signals then miss the verb, rank32's finding), `read` where it reads one."""
+    from gateway.offer.query import intended_methods
+
+    kinds = {True: scores(weight=read), False: scores(weight=unread)}
+
+    def fused(bm25: list[tuple[int, float]], cos: Any, query: str = "") -> list[int]:
+        return kinds[bool(intended_methods(query))](bm25, cos, query)
+    return fused
+
+
 VARIANTS: dict[str, Fusion] = {}
+RULED = ("product@resource:1", "product@resource:2", "product@resource:3", "product@parent:2", "product@parent:3",
+         "w2@resource:2", "floor30@resource:2", "agree0.25@resource:2")
+"""`diversified` after the fold, with the product's fusion and with three variants."""
 
 
 def _variants() -> dict[str, Fusion]:
@@ -282,6 +313,10 @@ def _variants() -> dict[str, Fusion]:
         VARIANTS[f"dbsf{w:g}"] = standardized(w, "dbsf")
     for a in (0.1, 0.25, 0.5):
         VARIANTS[f"agree{a:g}"] = agreeing(agree=a)
+    for read, unread in ((1.5, 2.0), (1.5, 2.5), (1.5, 3.0), (1.25, 2.0), (1.25, 1.5), (1.5, 1.25)):
+        VARIANTS[f"read{read:g}-unread{unread:g}"] = by_reading(read, unread)
+    for model, bm25_slots in ((3, 2), (4, 1), (2, 2), (2, 3), (1, 1)):
+        VARIANTS[f"slots{model}+{bm25_slots}"] = slots(model, bm25_slots)
     VARIANTS["known-unclipped-w2"] = scores(weight=2.0, known_cosines=True, clip=False)
     for w in (1.25, 1.75, 2.0):
         VARIANTS[f"w{w:g}"] = scores(weight=w)
@@ -371,14 +406,14 @@ def counted(name: str, fusion: Fusion, data: dict[str, Any] | None = None,
     for row in data["rows"]:
         right = wanted(row, data)
         if fusion is ORACLE:  # either ranker's first five answers operations, as the fold counts them
-            lists = (alone("bm25")(row["bm25"], row["cos"]), alone("model")(row["bm25"], row["cos"]))
+            lists = (alone("bm25")(row["bm25"], row["cos"], ""), alone("model")(row["bm25"], row["cos"], ""))
             firsts = [entries(order, data["addresses"]) for order in lists]
             cell = found[row["part"]]
             cell[0] += any(right.intersection(entry) for first in firsts for entry in first[:5])
             cell[1] += any(right.intersection(entry) for first in firsts for entry in first)
             cell[2] += 1
             continue
-        order = fusion(row["bm25"], row["cos"])
+        order = fusion(row["bm25"], row["cos"], row["q"])
         if rule is None:
             first10 = entries(order, data["addresses"])
         else:
@@ -392,7 +427,7 @@ def counted(name: str, fusion: Fusion, data: dict[str, Any] | None = None,
 
 def score(names: list[str]) -> None:
     """Recall@5 hits (@10) per API of `DEV` then of `round17` for each variant; then the choice leaving one API out."""
-    labels = list(_variants()) if not names else list(dict.fromkeys(["product", *names]))
+    labels = [*_variants(), *RULED] if not names else list(dict.fromkeys(["product", *names]))
     chosen = dict.fromkeys(labels)
     loaded = {name: load(name) for name in APIS}
     table: dict[str, dict[str, dict[str, tuple[int, int, int]]]] = {}
@@ -418,7 +453,8 @@ def score(names: list[str]) -> None:
     for parts, shown in ((DEV, "DEV"), ((CLEAN,), CLEAN)):
         picks, counts = [], []
         for name in APIS:
-            pick = max(chosen, key=lambda label: sum(total(label, other, DEV)[0] for other in APIS if other != name))
+            pick = max((label for label in chosen if label != "oracle"),  # it reads the answers: never a choice
+                       key=lambda label: sum(total(label, other, DEV)[0] for other in APIS if other != name))
             picks.append(pick)
             counts.append(total(pick, name, parts))
         picked = "; ".join(f"{label} x{n}" for label, n in collections.Counter(picks).items())
@@ -445,7 +481,7 @@ def check() -> None:
         for row in data["rows"]:
             bm25 = [(tools[at], s) for at, s in row["bm25"]]
             live = [place[t.name] for t, _ in embeddings.hybrid(settings, catalog, [api], None, row["q"], bm25)]
-            same += live == fusion(row["bm25"], row["cos"])
+            same += live == fusion(row["bm25"], row["cos"], row["q"])
         print(f"{name}: {same} of {len(data['rows'])} fused lists as the product's", flush=True)
 
 
@@ -460,7 +496,7 @@ def misses(names: list[str], parts: list[str]) -> None:
             if row["part"] not in parts:
                 continue
             right = wanted(row, data)
-            order = fusion(row["bm25"], row["cos"])
+            order = fusion(row["bm25"], row["cos"], row["q"])
             at_fused = place_of(order, data, right)
             if at_fused is not None and at_fused <= 5:
                 continue
@@ -470,15 +506,15 @@ def misses(names: list[str], parts: list[str]) -> None:
             at_model = next((i for i, (at, _) in enumerate(model, 1) if at in right), None)
             cause = ("both past 50" if at_bm25 is None and (at_model is None or at_model > 50) else
                      "model's first 5, fusion loses it" if at_model is not None and at_model <= 5 else
+                     "BM25's first 5, fusion loses it" if at_bm25 is not None and at_bm25 <= 5 else
                      "model only (6-50), BM25 past 50" if at_bm25 is None else
-                     "BM25 only, model past 50" if at_model is None or at_model > 50 else
-                     "both 6-50" if at_bm25 > 5 else "BM25's first 5, fusion loses it")
+                     "BM25 only (6-50), model past 50" if at_model is None or at_model > 50 else "both 6-50")
             deep = ("model 51-100" if at_model is not None and 50 < at_model <= 100 else
                     "model 101-400" if at_model is not None and 100 < at_model <= 400 else "")
             for scope in (name, "all"):
                 kinds[f"{scope} {row['part']}: {cause}"] += 1
                 kinds[f"{scope} all parts: {cause}"] += 1
-                if deep and cause in ("both past 50", "BM25 only, model past 50"):
+                if deep and cause in ("both past 50", "BM25 only (6-50), model past 50"):
                     kinds[f"{scope} all parts: {cause}, {deep}"] += 1
             first = entries(order, data["addresses"], limit=3)
             closest = max(float(row["cos"][at]) for at in right)
@@ -501,17 +537,15 @@ def cost(rounds: int) -> None:
 
     import numpy
 
+    from bench.search_fusion import tool_vectors
     from gateway.offer import embeddings
 
     settings = _settings()
     catalog = _catalog("graph")
     api = next(iter(catalog.apis))
-    for pending in embeddings.prepare(settings, catalog, [api]):
-        if isinstance(pending, embeddings.Computation):
-            pending.wait()
+    rows = tool_vectors(settings, catalog)  # computed or read: then `prepare` hands the same vectors back
     known = embeddings.prepare(settings, catalog, [api])[0]
     assert not isinstance(known, embeddings.Computation)
-    rows = numpy.frombuffer(known.flat, dtype=numpy.float32).reshape(known.count, known.dim)
     data = load("graph")
     queries = [embeddings._query_vector(settings, row["q"]) for row in data["rows"]]  # noqa: SLF001 - ours
     picks = [numpy.asarray([at for at, _ in row["bm25"]], dtype=numpy.intp) for row in data["rows"]]
