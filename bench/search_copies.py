@@ -6,7 +6,7 @@
     python bench/search_copies.py fusions [--keys K ...] [--rules R ...] # the fusion, the model list by operation
     python bench/search_copies.py misses --apis graph [--parts P ...]    # each fused miss, then the misses by cause
 
-Data: every part up to `round16` (the development data of this session); `round17` (the lead's judge) and `round18`
+Data: every part up to `round16` (the development data of its session); `round18` (the lead's judge) and `round19`
 (being written) are never read (an assert says so). `collect` searches each request as the product does, over its
 API's own catalog (the compile cache of bench/search.py): BM25 alone (`ToolIndex.search`, `FUSION_DEPTH` places) and
 fused (`embeddings.hybrid`, `gateway.search_embeddings: {kind: local}`: the int8 model and the shipped delta, trained
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from bench.search import PARTS, SPECS, TUNING, _compile, load_tasks  # noqa: E402
 from gateway.offer.index_build import resources  # noqa: E402
 
-NEVER = {"round17", "round18", "round19"}
+NEVER = {"round18", "round19"}
 DEV = PARTS[:PARTS.index("round17")]
 """Every part up to `round16`: the development data."""
 assert not NEVER & set(DEV)
