@@ -35,13 +35,13 @@ import html
 import random
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.search import SPECS, _compile  # noqa: E402  (run as a script)
+from bench.search import SPECS  # noqa: E402  (run as a script)
+from bench.search_adapter import corpus_specs  # noqa: E402
 
 CAP = 150
 """Pairs a spec gives at most (the old pairs' largest specs gave 370, 297 and 252)."""
@@ -103,24 +103,13 @@ def spec_pairs(cap: int = CAP, seed: int = SEED
     from gateway.offer.embeddings import embedding_text
     from gateway.offer.index_build import summary_of
 
-    corpus = SPECS["github"].parent.parent
-    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     tools_all: list[str] = []
     queries: list[str] = []
     positives: list[list[int]] = []
     spans: list[tuple[int, int]] = []
     counts: dict[str, dict[str, int]] = {}
-    for spec in sorted(corpus.rglob("*.json")):
-        if spec.name in SKIPPED:
-            continue
-        try:
-            catalog = _compile(spec, index=False, cache=cache)[1]
-        except Exception as exc:  # noqa: BLE001 - a spec that does not compile gives no pairs
-            print(f"{spec.name}: {exc}", file=sys.stderr)
-            continue
-        tools = list(catalog)
-        if len(tools) < 5:
-            continue
+    corpus = SPECS["github"].parent.parent
+    for spec, tools in corpus_specs(SKIPPED):
         start = len(tools_all)
         tools_all.extend(embedding_text(tool) for tool in tools)
         found: dict[str, dict[str, set[int]]] = {kind: {} for kind in KINDS}
