@@ -157,7 +157,8 @@ def corpus_pairs(kind: str = "corpus") -> Pairs:
 def prepare_pairs() -> None:
     """bench/search_spec_pairs.py's pairs as texts (`DATA / "spec-pairs.json"`) and their vectors by the released
     fp32 model (`DATA / "spec-pairs.npz"`, for the hard negatives): a tool's vector is taken from what `prepare` and
-    search_adapter.py's `prepare-corpus` saved for the same text, and only the texts neither holds are embedded."""
+    search_adapter.py's `prepare-corpus` saved for the same text (so both run first), and only the texts neither holds
+    are embedded."""
     import numpy
 
     from bench import search_spec_pairs
