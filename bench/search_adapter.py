@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,24 @@ def prepare_corpus(threads: int) -> None:
           f"({time.perf_counter() - started:.0f} s)", flush=True)
 
 
+def corpus_specs(skipped: set[str]) -> Iterator[tuple[Path, list[Any]]]:
+    """Each spec of ../shared/corpus whose file name is not in `skipped` that compiles and has at least 5 operations,
+    with its tools, in the order of their paths: what self-supervised pairs are taken from."""
+    corpus = SPECS["github"].parent.parent
+    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
+    for spec in sorted(corpus.rglob("*.json")):
+        if spec.name in skipped:
+            continue
+        try:
+            catalog = _compile(spec, index=False, cache=cache)[1]
+        except Exception as exc:  # noqa: BLE001 - a spec that does not compile gives no pairs
+            print(f"{spec.name}: {exc}", file=sys.stderr)
+            continue
+        tools = list(catalog)
+        if len(tools) >= 5:
+            yield spec, tools
+
+
 def corpus_pairs() -> tuple[list[str], list[str], list[int], list[tuple[int, int]]]:
     """Self-supervised pairs from the corpus's other specs: an operation's description past its summary (its first
     sentence, when it says more than the summary) as the request, its tool (its text as the gateway embeds it) as the
@@ -196,23 +215,11 @@ def corpus_pairs() -> tuple[list[str], list[str], list[int], list[tuple[int, int
     from gateway.offer.embeddings import embedding_text
     from gateway.offer.index_build import summary_of
 
-    corpus = SPECS["github"].parent.parent
-    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     tools_all: list[str] = []
     queries: list[str] = []
     positives: list[int] = []
     spans: list[tuple[int, int]] = []
-    for spec in sorted(corpus.rglob("*.json")):
-        if spec.name in SKIPPED:
-            continue
-        try:
-            catalog = _compile(spec, index=False, cache=cache)[1]
-        except Exception as exc:  # noqa: BLE001 - a spec that does not compile gives no pairs
-            print(f"{spec.name}: {exc}", file=sys.stderr)
-            continue
-        tools = list(catalog)
-        if len(tools) < 5:
-            continue
+    for _, tools in corpus_specs(SKIPPED):
         start = len(tools_all)
         tools_all.extend(embedding_text(tool) for tool in tools)
         for i, tool in enumerate(tools):

@@ -8,13 +8,18 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
         [--tests loao later] [--held API ...] [--stacked]     # a fold: 8-13 min of CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py merge --fold github  # a delta into the int8 ONNX file
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
+    OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
+    ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
 Data: every part of tests/openapi/search_tasks/*.yaml up to `round17` (`USED`; `round18` is the lead's next final
 measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the
-corpus's self-supervised pairs (`search_adapter.corpus_pairs`). Two tests, as the adapter's:
+corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
+bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
+embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
+as pairs"). Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
 - older to newer: train on every API's parts up to `round8` and the corpus's pairs, test on `round9` in all six.
@@ -128,17 +133,58 @@ def api_pairs(requests: adapter.Requests, rows: Any) -> Pairs:
                  hard_negatives(requests.tools, requests.queries[rows], positives))
 
 
-def corpus_pairs() -> Pairs:
+def corpus_pairs(kind: str = "corpus") -> Pairs:
+    """The self-supervised pairs: `corpus`, search_adapter.py's (the 46 other specs' descriptions, one operation
+    each), or `specs`, bench/search_spec_pairs.py's (every spec's own sentences and arguments, capped a spec; a pair
+    may have several operations); each one's hard negative among its own spec's tools."""
     import numpy
 
-    saved = json.loads((DATA / "corpus.json").read_text())
-    vectors = numpy.load(adapter.DATA / "corpus.npz")  # search_adapter.py prepare-corpus: the same pairs, embedded
+    if kind == "specs":
+        saved = json.loads((DATA / "spec-pairs.json").read_text())
+        vectors = numpy.load(DATA / "spec-pairs.npz")  # `prepare-pairs`: the same texts, embedded
+        positives = saved["positives"]
+    else:
+        saved = json.loads((DATA / "corpus.json").read_text())
+        vectors = numpy.load(adapter.DATA / "corpus.npz")  # search_adapter.py prepare-corpus: the same pairs, embedded
+        positives = [[tool] for tool in saved["positives"]]
     assert len(vectors["queries"]) == len(saved["queries"]) and len(vectors["tools"]) == len(saved["tools"])
     span_of = {tool: (start, end) for start, end in saved["spans"] for tool in range(start, end)}
-    positives = [[tool] for tool in saved["positives"]]
-    spans = [span_of[tool] for tool in saved["positives"]]
+    spans = [span_of[wanted[0]] for wanted in positives]
     return Pairs(saved["tools"], saved["queries"], positives,
                  hard_negatives(vectors["tools"], vectors["queries"], positives, spans))
+
+
+def prepare_pairs() -> None:
+    """bench/search_spec_pairs.py's pairs as texts (`DATA / "spec-pairs.json"`) and their vectors by the released
+    fp32 model (`DATA / "spec-pairs.npz"`, for the hard negatives): a tool's vector is taken from what `prepare` and
+    search_adapter.py's `prepare-corpus` saved for the same text (so both run first), and only the texts neither holds
+    are embedded."""
+    import numpy
+
+    from bench import search_spec_pairs
+    from gateway.offer.local_model import encode
+
+    tools, queries, positives, spans, counts = search_spec_pairs.spec_pairs()
+    known: dict[str, Any] = {}
+    old = json.loads((DATA / "corpus.json").read_text())
+    known.update(zip(old["tools"], numpy.load(adapter.DATA / "corpus.npz")["tools"], strict=True))
+    for name in SPECS:
+        texts = json.loads((DATA / f"{name}-tools.json").read_text())
+        known.update(zip(texts, adapter.Requests(name, data=DATA).tools, strict=True))
+    started = time.process_time()
+    missing = sorted({text for text in tools if text not in known})
+    if missing:
+        known.update(zip(missing, numpy.asarray(encode(adapter._fp32_folder(), missing), dtype=numpy.float32),
+                         strict=True))
+    query_vectors = numpy.asarray(encode(adapter._fp32_folder(), queries), dtype=numpy.float32)
+    numpy.savez(DATA / "spec-pairs.npz", tools=numpy.stack([known[text] for text in tools]).astype(numpy.float32),
+                queries=query_vectors)
+    (DATA / "spec-pairs.json").write_text(json.dumps({"tools": tools, "queries": queries, "positives": positives,
+                                                      "spans": spans, "counts": counts}))
+    for spec, count in counts.items():
+        print(f"  {spec}: {count}", flush=True)
+    print(f"spec pairs: {len(spans)} specs, {len(tools)} tools ({len(missing)} embedded now), {len(queries)} pairs, "
+          f"{time.process_time() - started:.0f} s CPU", flush=True)
 
 
 class LoRALinear:
@@ -419,20 +465,24 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 """The delta the gateway ships: `train` writes it, gateway.offer.minilm_int8 adds it to the packaged file's weights."""
 
 
-def train(seed: int) -> None:
+def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
-    `EPOCHS`, `seed`, one thread), on every used part (`USED`) of the APIs that hold one and the corpus's pairs.
-    Written to `SHIPPED` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
+    `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
+    on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
+    `out` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
     import hashlib
 
     import numpy
 
-    apis = {name: adapter.Requests(name, data=DATA) for name in SPECS}
+    parts = USED[:USED.index(upto) + 1]
+    apis = {name: adapter.Requests(name, data=DATA) for name in specs_with(parts)}
     model = load_model("lora", seed)
-    sets = [api_pairs(requests, requests.rows(USED)) for requests in apis.values()] + [corpus_pairs()]
+    sets = [api_pairs(requests, requests.rows(parts)) for requests in apis.values()] + [corpus_pairs(pairs)]
+    print(f"training on {len(sets) - 1} APIs' requests ({', '.join(apis)}) and the {pairs} pairs; load average "
+          f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     seconds = finetune(model, sets, "lora", seed)
-    print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the corpus), "
-          f"parts {', '.join(USED)}, {seconds:.0f} s CPU", flush=True)
+    print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the {pairs} "
+          f"pairs), parts {', '.join(parts)}, {seconds:.0f} s CPU", flush=True)
     bert = model[0].auto_model
     weights = dict(bert.named_parameters())
     delta = lora_delta(model)
@@ -442,9 +492,9 @@ def train(seed: int) -> None:
         arrays[f"{key}.A[rank,in]"] = delta[f"{key}.a"]
         arrays[f"{key}.B*scale[out,rank]"] = delta[f"{key}.b"]
         arrays[f"{key}.base_first_input[out]"] = base[:, 0]  # to find and check the matrix in the ONNX file
-    write_delta(SHIPPED, {k: v.astype(numpy.float16) for k, v in arrays.items()})
-    print(f"{SHIPPED}: {len(arrays) // 3} matrices, {SHIPPED.stat().st_size} bytes, "
-          f"sha256 {hashlib.sha256(SHIPPED.read_bytes()).hexdigest()}", flush=True)
+    write_delta(out, {k: v.astype(numpy.float16) for k, v in arrays.items()})
+    print(f"{out}: {len(arrays) // 3} matrices, {out.stat().st_size} bytes, "
+          f"sha256 {hashlib.sha256(out.read_bytes()).hexdigest()}", flush=True)
 
 
 def write_delta(path: Path, arrays: dict[str, Any]) -> None:
@@ -463,7 +513,7 @@ def write_delta(path: Path, arrays: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["prepare", "adapter", "finetune", "merge", "train"])
+    parser.add_argument("stage", choices=["prepare", "prepare-pairs", "adapter", "finetune", "merge", "train"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tests", nargs="+", choices=["loao", "later"], default=["loao", "later"])
     parser.add_argument("--held", nargs="+", choices=list(STUDIED), default=list(STUDIED),
@@ -474,6 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixed", action="store_true",
                         help="adapter: the shipped adapter's penalty, epochs and weight, not chosen per fold")
     parser.add_argument("--seed", type=int, default=30)
+    parser.add_argument("--upto", choices=USED, default=USED[-1], help="train: the last part trained on")
+    parser.add_argument("--pairs", choices=["corpus", "specs"], default="corpus",
+                        help="train: the self-supervised pairs (search_adapter.py's, or search_spec_pairs.py's)")
+    parser.add_argument("--out", type=Path, default=SHIPPED, help="train: where the delta is written")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -483,12 +537,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "prepare":
         prepare(args.threads)
         return 0
+    if args.stage == "prepare-pairs":
+        prepare_pairs()
+        return 0
     if args.stage == "merge":
         merge(args.fold, args.seed)
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed)
+        train(args.seed, args.upto, args.pairs, args.out)
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
