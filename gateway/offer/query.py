@@ -158,7 +158,7 @@ def _nouns(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozen
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
     """The position of a request's verb: its first word after "please", "I want to", ...; none when it starts with a
     determiner ("the sprint board needs a 'Ready for QA' column": a noun phrase, whose first noun is no verb)."""
-    if given and given[0][0] in _DETERMINERS:
+    if given and (given[0][0] in _DETERMINERS or given[0][0] in _ALL):
         return None
     for position, (word, _) in enumerate(given):
         if word not in STOP and word not in _PRONOUNS:
@@ -274,6 +274,8 @@ def read(query: str) -> Request:
         methods = frozenset({"GET"})  # "give me the raw diff": show it me
     if not methods and any(word in _WISHES for word, _ in given):
         methods = _WRITES  # "the sign-up form should require a Company field", "the service needs a fixed IP"
+    elif not methods and given and given[0][0] in _ALL:
+        methods = frozenset({"GET"})  # "every payout that failed this year": all of them, listed
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -319,6 +321,9 @@ def _over_period(given: list[tuple[str, tuple[str, ...]]]) -> bool:
 _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
+_ALL = frozenset("every each all everything".split())
+"""Words that begin a request for all of some things, with no verb ("every invoice we voided this year", "all the
+refunds we've given out this week"): a read."""
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
 
 
