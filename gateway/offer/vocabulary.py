@@ -67,7 +67,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 phrases ("authenticated user": GitHub's me)."""
 
 
-PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("kick", "out"): "remove",
+PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("take", "out"): "remove",
+                 ("kick", "out"): "remove",
                  ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
                  ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
                  ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",

@@ -670,3 +670,19 @@ def test_a_request_for_every_thing_with_no_verb_reads() -> None:
     files = [_tool("createProjectFile", "POST", "/projects/{project_id}/files", "Add a file to a project"),
              _tool("listProjectFiles", "GET", "/projects/{project_id}/files", "List the files of a project")]
     assert _names(files, "every file of project 8812")[0] == "listProjectFiles"
+
+
+def test_making_a_thing_something_is_a_change() -> None:
+    assert intended_methods("make a 30% off coupon for three months") == ["POST"]  # a new thing
+    assert intended_methods("make the 'blocked-by-legal' tag red") == ["POST", "PATCH", "PUT"]
+    tags = [_tool("addFollowersForTag", "POST", "/tags/{tag_gid}/addFollowers", "Add followers to a tag"),
+            _tool("updateTag", "PUT", "/tags/{tag_gid}", "Update a tag")]
+    assert _names(tags, "make the 'blocked-by-legal' tag red")[0] == "updateTag"
+
+
+def test_taking_someone_out_of_a_group_removes_them() -> None:
+    assert intended_methods("Lee's contract ended, take him out of the Contractors group") == ["DELETE"]
+    groups = [_tool("getGroup", "GET", "/groups/{group_id}", "Get a group"),
+              _tool("deleteGroupMembership", "DELETE", "/group_memberships/{group_membership_id}",
+                    "Remove a user from a group")]
+    assert _names(groups, "Lee's contract ended, take him out of the Contractors group")[0] == "deleteGroupMembership"
