@@ -35,7 +35,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "branch": ("ref",),
     "workflow": ("actions", "run"), "rerun": ("run",), "webhook": ("hook",),
     # people's words for what APIs name otherwise
-    "kick": ("remove",), "revoke": ("delete", "remove"), "detach": ("remove", "delete"), "stop": ("cancel", "end"),
+    "kick": ("remove",), "retire": ("delete", "remove"), "revoke": ("delete", "remove"),
+    "detach": ("remove", "delete"), "stop": ("cancel", "end"),
     "watch": ("watcher", "subscription", "watching"), "unwatch": ("watcher", "subscription"),
     "follow": ("follower", "following"), "unfollow": ("following", "follower"),
     "visit": ("view", "traffic"), "visited": ("view", "traffic"), "visitor": ("view", "traffic"),
@@ -68,7 +69,7 @@ phrases ("authenticated user": GitHub's me)."""
 
 
 PHRASAL_VERBS = {("take", "off"): "remove", ("take", "away"): "remove", ("take", "out"): "remove",
-                 ("kick", "out"): "remove",
+                 ("kick", "out"): "remove", ("throw", "away"): "remove",
                  ("turn", "off"): "disable", ("turn", "on"): "enable", ("switch", "off"): "disable",
                  ("switch", "on"): "enable", ("sign", "out"): "revoke", ("log", "out"): "revoke",
                  ("look", "up"): "find", ("set", "up"): "create", ("shut", "down"): "stop",
@@ -96,7 +97,7 @@ INTENTS = {
              "give", "let", "put", "allow", "ping", "paste", "write", "note"},
     "DELETE": {"delete", "remove", "destroy", "drop", "unstar", "unassign", "kick", "revoke", "detach", "unwatch",
                "unfollow", "unsubscribe", "unpin", "unblock", "uninstall", "stop", "kill", "erase",
-               "purge", "trash", "scrap"},
+               "purge", "trash", "scrap", "retire"},
     "GET": {"list", "show", "get", "find", "search", "fetch", "read", "view", "see", "which", "what", "who",
             "download", "preview", "check", "when", "stream", "page", "where"},
     "PATCH": {"update", "edit", "change", "modify", "rename", "set", "close", "reopen", "mark", "archive", "disable",

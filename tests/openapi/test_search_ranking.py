@@ -686,3 +686,11 @@ def test_taking_someone_out_of_a_group_removes_them() -> None:
               _tool("deleteGroupMembership", "DELETE", "/group_memberships/{group_membership_id}",
                     "Remove a user from a group")]
     assert _names(groups, "Lee's contract ended, take him out of the Contractors group")[0] == "deleteGroupMembership"
+
+
+def test_retiring_or_throwing_away_a_thing_deletes_it() -> None:
+    assert intended_methods("retire the no-latest-tag CEL policy") == ["DELETE"]
+    assert intended_methods("throw away every claim template in ml-old") == ["DELETE"]
+    jobs = [_tool("createJob", "POST", "/namespaces/{namespace}/jobs", "create a Job"),
+            _tool("deleteJob", "DELETE", "/namespaces/{namespace}/jobs/{name}", "delete a Job")]
+    assert _names(jobs, "retire the scheduled report job in analytics")[0] == "deleteJob"
