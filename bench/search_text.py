@@ -80,10 +80,11 @@ def prepare() -> None:
 
 
 def save_cosines(data: Path, names: Iterable[str], catalog_of: Callable[[str], Any],
-                 queries_of: Callable[[str], list[str]]) -> None:
+                 queries_of: Callable[[str], list[str]],
+                 embed: Callable[[list[str]], list[list[float]]] | None = None) -> None:
     """`data / NAME.npy` for each API not saved yet: its requests' cosines with every tool, one row a request, as the
     product computes them (`{kind: local}`: the int8 model with the shipped delta, the tools' vectors from the
-    gateway's own cache)."""
+    gateway's own cache); the requests embedded together, or by `embed`."""
     import numpy
 
     from bench.search_fusion import tool_vectors
@@ -100,7 +101,8 @@ def save_cosines(data: Path, names: Iterable[str], catalog_of: Callable[[str], A
         catalog = catalog_of(name)
         matrix = tool_vectors(settings, catalog)
         queries = queries_of(name)
-        vectors = numpy.asarray([unit(vector) for vector in embeddings.embed(settings, queries)], dtype=numpy.float32)
+        embedded = embed(queries) if embed is not None else embeddings.embed(settings, queries)
+        vectors = numpy.asarray([unit(vector) for vector in embedded], dtype=numpy.float32)
         numpy.save(target, (vectors @ matrix.T).astype(numpy.float32))
         print(f"{name}: {len(catalog)} tools, {len(queries)} requests", flush=True)
 

@@ -14,8 +14,9 @@ SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHO
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
 whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
 operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method (an api without the method
-asked for, such as Slack's without DELETE or Stripe's without PATCH, is asked for POST), divided by `1 + 0.1 * path
-depth`, halved when deprecated, times `_PLURAL` for a GET of all items when the query names its thing in the plural
+asked for is asked for its other update method (Jira's PUT for a PATCH) or else for POST, such as Slack's without
+DELETE or Stripe's without PATCH: `_answerable`), divided by `1 + 0.1 * path depth`, halved when deprecated, times
+`_PLURAL` for a GET of all items when the query names its thing in the plural
 ("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
 issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`, times `_ACTED` when the path's resource
 is the request's verb acting on what it names (`/me/events/{id}/accept` for "accept the meeting invite") or `_ADDRESSED`
@@ -233,7 +234,7 @@ class ToolIndex:
             named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
-            asked = methods | {"POST"} if methods and not methods & opened.methods else methods
+            asked = _answerable(methods, opened.methods)
             request, changes, within, displaced = _of_api(spelled_out(as_said, opened.abbreviations, opened.knows),
                                                           opened)
             if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
@@ -378,6 +379,17 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
 
 
 _UPDATES = frozenset({"PATCH", "PUT"})
+
+
+def _answerable(methods: frozenset[str], used: frozenset[str]) -> frozenset[str]:
+    """The methods asked for as an api that uses `used` answers them: an update it makes by the other update method
+    (Jira, Asana, Box and Apacta change their things by PUT alone, Adyen's Management API by PATCH alone), anything
+    else by POST (Stripe updates with POST, Slack deletes with POST)."""
+    if not methods or methods & used:
+        return methods
+    if methods & _UPDATES and _UPDATES & used:
+        return methods | (_UPDATES & used)
+    return methods | {"POST"}
 _PERIOD = "period"
 _READS = frozenset({"GET"})
 _PROPERTY = 2.0

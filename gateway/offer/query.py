@@ -158,7 +158,7 @@ def _nouns(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> frozen
 def _verb(given: list[tuple[str, tuple[str, ...]]]) -> int | None:
     """The position of a request's verb: its first word after "please", "I want to", ...; none when it starts with a
     determiner ("the sprint board needs a 'Ready for QA' column": a noun phrase, whose first noun is no verb)."""
-    if given and given[0][0] in _DETERMINERS:
+    if given and (given[0][0] in _DETERMINERS or given[0][0] in _ALL):
         return None
     for position, (word, _) in enumerate(given):
         if word not in STOP and word not in _PRONOUNS:
@@ -272,8 +272,12 @@ def read(query: str) -> Request:
         methods = frozenset({"GET"})  # "is the PVC bound", "did the refund go through", "why is the pod pending"
     if verb is not None and given[verb][0] in _GIVING and verb + 1 < len(given) and given[verb + 1][0] in _TO_ME:
         methods = frozenset({"GET"})  # "give me the raw diff": show it me
+    if verb is not None and given[verb][0] in _MAKING and (verb + 1 == len(given) or given[verb + 1][0] not in _A_NEW):
+        methods = _WRITES  # "make it the most urgent thing we have": a change, as much as a new thing
     if not methods and any(word in _WISHES for word, _ in given):
         methods = _WRITES  # "the sign-up form should require a Company field", "the service needs a fixed IP"
+    elif not methods and given and given[0][0] in _ALL:
+        methods = frozenset({"GET"})  # "every payout that failed this year": all of them, listed
     said = " ".join(w for word in words(query).split() for w in (word, *synonyms(word)))
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
@@ -300,6 +304,10 @@ _WRITES = frozenset({"POST", "PUT", "PATCH"})
 """A request that reads no verb but says what should be or what is needed asks for a change (a new thing, or one
 set): 122 of the 134 such development requests (`round12`..`round15`, nine APIs) were answered by a POST, PUT or
 PATCH (bench/README.md, branch rank32)."""
+_MAKING = frozenset({"make"})
+_A_NEW = frozenset("a an new another".split())
+"""Make asks for a new thing when one follows it ("make a coupon"); else it makes a thing something ("make it the
+most urgent", "make Blocker come first", "make the tag red"): a change as often as a new thing."""
 _GIVING = frozenset({"give"})
 _TO_ME = frozenset({"me", "us"})
 """A verb of giving to the one who asks asks to be shown: "give me a rundown of the pods"."""
@@ -319,6 +327,9 @@ def _over_period(given: list[tuple[str, tuple[str, ...]]]) -> bool:
 _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
+_ALL = frozenset("every each all everything".split())
+"""Words that begin a request for all of some things, with no verb ("every invoice we voided this year", "all the
+refunds we've given out this week"): a read."""
 _DETERMINERS = frozenset("the a an this that these those its their our your my his her".split())
 
 

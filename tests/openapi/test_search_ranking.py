@@ -636,3 +636,61 @@ def test_what_should_be_or_is_needed_asks_for_a_change() -> None:
                   "Update the registration questions of a webinar")]
     assert _names(zoom, "the webinar registration should ask a question about the company")[0] == \
         "webinarRegistrantQuestionUpdate"
+
+
+def test_an_update_is_asked_of_the_update_method_the_api_has() -> None:
+    # Jira, Asana, Box and Apacta change their things by PUT alone: "change" (PATCH) asks for their PUT, not a POST
+    summaries = [_tool("issueSummaryPost", "POST", "/issues/{issueIdOrKey}/summary", "Issue summary"),
+                 _tool("issueSummaryPut", "PUT", "/issues/{issueIdOrKey}/summary", "Issue summary")]
+    assert _names(summaries, "change the summary of issue PROJ-7")[0] == "issueSummaryPut"
+    # an api with neither update method (Stripe) is still asked for POST
+    prices = [_tool("PostPricesPrice", "POST", "/v1/prices/{price}", "Update a price"),
+              _tool("GetPricesPrice", "GET", "/v1/prices/{price}", "Retrieve a price")]
+    assert _names(prices, "change the nickname of price_5")[0] == "PostPricesPrice"
+
+
+def test_streaming_things_reads_them() -> None:
+    assert intended_methods("stream the controller revisions in monitoring as they appear") == ["GET"]
+    revisions = [_tool("createRevision", "POST", "/namespaces/{namespace}/controllerrevisions",
+                       "create a ControllerRevision"),
+                 _tool("listRevision", "GET", "/namespaces/{namespace}/controllerrevisions",
+                       "list or watch objects of kind ControllerRevision")]
+    assert _names(revisions, "stream the controller revisions in monitoring")[0] == "listRevision"
+
+
+def test_paging_and_where_ask_to_be_shown() -> None:
+    assert intended_methods("page through every member with a cursor") == ["GET"]
+    assert intended_methods("where does circuit LUM-7781 land on our side") == ["GET"]
+
+
+def test_a_request_for_every_thing_with_no_verb_reads() -> None:
+    assert intended_methods("every invoice we voided this year, for the auditor") == ["GET"]
+    assert intended_methods("all the refunds we've given out this week") == ["GET"]
+    assert intended_methods("every invoice of cus_1 should carry a PO number") == ["POST", "PATCH", "PUT"]  # a wish
+    files = [_tool("createProjectFile", "POST", "/projects/{project_id}/files", "Add a file to a project"),
+             _tool("listProjectFiles", "GET", "/projects/{project_id}/files", "List the files of a project")]
+    assert _names(files, "every file of project 8812")[0] == "listProjectFiles"
+
+
+def test_making_a_thing_something_is_a_change() -> None:
+    assert intended_methods("make a 30% off coupon for three months") == ["POST"]  # a new thing
+    assert intended_methods("make the 'blocked-by-legal' tag red") == ["POST", "PATCH", "PUT"]
+    tags = [_tool("addFollowersForTag", "POST", "/tags/{tag_gid}/addFollowers", "Add followers to a tag"),
+            _tool("updateTag", "PUT", "/tags/{tag_gid}", "Update a tag")]
+    assert _names(tags, "make the 'blocked-by-legal' tag red")[0] == "updateTag"
+
+
+def test_taking_someone_out_of_a_group_removes_them() -> None:
+    assert intended_methods("Lee's contract ended, take him out of the Contractors group") == ["DELETE"]
+    groups = [_tool("getGroup", "GET", "/groups/{group_id}", "Get a group"),
+              _tool("deleteGroupMembership", "DELETE", "/group_memberships/{group_membership_id}",
+                    "Remove a user from a group")]
+    assert _names(groups, "Lee's contract ended, take him out of the Contractors group")[0] == "deleteGroupMembership"
+
+
+def test_retiring_or_throwing_away_a_thing_deletes_it() -> None:
+    assert intended_methods("retire the no-latest-tag CEL policy") == ["DELETE"]
+    assert intended_methods("throw away every claim template in ml-old") == ["DELETE"]
+    jobs = [_tool("createJob", "POST", "/namespaces/{namespace}/jobs", "create a Job"),
+            _tool("deleteJob", "DELETE", "/namespaces/{namespace}/jobs/{name}", "delete a Job")]
+    assert _names(jobs, "retire the scheduled report job in analytics")[0] == "deleteJob"
