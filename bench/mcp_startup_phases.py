@@ -96,6 +96,10 @@ def step(owner, name, is_async=False):
     setattr(owner, name, staticmethod(wrapped) if isinstance(owner, type) else wrapped)
 
 mark("interpreter")
+if sys.argv[2] == "--sdk-first":  # what the floor imports, before ours: the rest is charged to ours alone
+    del sys.argv[2]
+    import anyio, mcp.server.lowlevel.server, mcp.server.stdio
+    mark("sdk")
 sys.meta_path.insert(0, Finder())
 import gateway.config.loader, gateway.configuration, gateway.openapi, gateway.runtime, gateway.server.run
 import gateway.server.mcp.stdio, gateway.safety.serving
@@ -197,6 +201,9 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, help="a source checkout to run (default: this one)")
     parser.add_argument("--github", action="store_true", help="GitHub's spec instead of the example")
     parser.add_argument("--min", type=float, default=1.5, help="leave out what takes fewer millions (default 1.5)")
+    parser.add_argument("--sdk-first", action="store_true",
+                        help="import what the floor imports (the SDK's server, anyio) before ours, as `gateway mcp` "
+                             "does: what the tree then charges to gateway modules is ours alone")
     args = parser.parse_args()
     trees = [args.tree.resolve()] if args.tree else [Path(__file__).resolve().parent.parent]
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,7 +215,8 @@ def main() -> None:
         runs = sides(folder, peer=False, github=args.github, floor=False, trees=trees)
         name = next(name for name in runs if name.lower().startswith("github" if args.github else "example"))
         command, env, cwd = runs[name]
-        command = [command[0], str(harness), str(library), *command[3:]]  # python HARNESS LIB mcp AGENT
+        sdk_first = ["--sdk-first"] if args.sdk_first else []
+        command = [command[0], str(harness), str(library), *sdk_first, *command[3:]]  # python HARNESS LIB mcp AGENT
         _list(command, env, cwd, None)  # fills the compiler's cache and the bytecode
         _list(command, env, cwd, folder / "callgrind.out")
         print(f"{name}: instructions per module imported and per step, to the first listing (callgrind)")
