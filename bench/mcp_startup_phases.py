@@ -1,6 +1,6 @@
 """Where `gateway mcp`'s instructions to its first listing go: per module imported and per step of the load.
 
-    python -m bench.mcp_startup_phases [--tree PATH] [--github] [--min 1.5]
+    python -m bench.mcp_startup_phases [--tree PATH] [--github] [--min 1.5] [--sdk-first]
 
 One side of `bench.mcp_startup` (the example, or with `--github` GitHub's spec) runs once under valgrind's callgrind
 with a dump at every boundary: on entering and leaving each gateway module's import and each import a gateway module
@@ -11,6 +11,11 @@ through ctypes by a five-line C library built here with the system's compiler fr
 dump holds the instructions since the one before, summed here per innermost module or step and printed as a tree
 (`incl`: with what it imported or called; `self`: without). The bench driving it dumps once more when the listing
 arrives (`callgrind_control --dump`), as `bench.mcp_startup_instructions` does.
+
+With `--sdk-first` the harness imports what the floor imports (the SDK's low-level server and stdio transport,
+anyio) before any gateway module, as `gateway mcp` itself does before it loads agents.yaml: pydantic, ssl, asyncio
+and the rest are then the floor's, and what the tree charges to a gateway module is what that module adds (without
+it a module that happens to import pydantic first is charged for pydantic).
 
 The hook and the wrappers cost instructions of their own (about 35 M here), and the steps are wrapped by importing
 their modules first, so the total is above `bench.mcp_startup_instructions`' and the order of imports differs: compare
