@@ -1,6 +1,6 @@
 """Where `gateway mcp`'s instructions to its first listing go: per module imported and per step of the load.
 
-    python -m bench.mcp_startup_phases [--tree PATH] [--github] [--min 1.5]
+    python -m bench.mcp_startup_phases [--tree PATH] [--github] [--min 1.5] [--sdk-first]
 
 One side of `bench.mcp_startup` (the example, or with `--github` GitHub's spec) runs once under valgrind's callgrind
 with a dump at every boundary: on entering and leaving each gateway module's import and each import a gateway module
@@ -11,6 +11,11 @@ through ctypes by a five-line C library built here with the system's compiler fr
 dump holds the instructions since the one before, summed here per innermost module or step and printed as a tree
 (`incl`: with what it imported or called; `self`: without). The bench driving it dumps once more when the listing
 arrives (`callgrind_control --dump`), as `bench.mcp_startup_instructions` does.
+
+With `--sdk-first` the harness imports what the floor imports (the SDK's low-level server and stdio transport,
+anyio) before any gateway module, as `gateway mcp` itself does before it loads agents.yaml: pydantic, ssl, asyncio
+and the rest are then the floor's, and what the tree charges to a gateway module is what that module adds (without
+it a module that happens to import pydantic first is charged for pydantic).
 
 The hook and the wrappers cost instructions of their own (about 35 M here), and the steps are wrapped by importing
 their modules first, so the total is above `bench.mcp_startup_instructions`' and the order of imports differs: compare
@@ -96,6 +101,10 @@ def step(owner, name, is_async=False):
     setattr(owner, name, staticmethod(wrapped) if isinstance(owner, type) else wrapped)
 
 mark("interpreter")
+if sys.argv[2] == "--sdk-first":  # what the floor imports, before ours: the rest is charged to ours alone
+    del sys.argv[2]
+    import anyio, mcp.server.lowlevel.server, mcp.server.stdio
+    mark("sdk")
 sys.meta_path.insert(0, Finder())
 import gateway.config.loader, gateway.configuration, gateway.openapi, gateway.runtime, gateway.server.run
 import gateway.server.mcp.stdio, gateway.safety.serving
@@ -197,6 +206,9 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, help="a source checkout to run (default: this one)")
     parser.add_argument("--github", action="store_true", help="GitHub's spec instead of the example")
     parser.add_argument("--min", type=float, default=1.5, help="leave out what takes fewer millions (default 1.5)")
+    parser.add_argument("--sdk-first", action="store_true",
+                        help="import what the floor imports (the SDK's server, anyio) before ours, as `gateway mcp` "
+                             "does: what the tree then charges to gateway modules is ours alone")
     args = parser.parse_args()
     trees = [args.tree.resolve()] if args.tree else [Path(__file__).resolve().parent.parent]
     with tempfile.TemporaryDirectory() as tmp:
@@ -208,7 +220,8 @@ def main() -> None:
         runs = sides(folder, peer=False, github=args.github, floor=False, trees=trees)
         name = next(name for name in runs if name.lower().startswith("github" if args.github else "example"))
         command, env, cwd = runs[name]
-        command = [command[0], str(harness), str(library), *command[3:]]  # python HARNESS LIB mcp AGENT
+        sdk_first = ["--sdk-first"] if args.sdk_first else []
+        command = [command[0], str(harness), str(library), *sdk_first, *command[3:]]  # python HARNESS LIB mcp AGENT
         _list(command, env, cwd, None)  # fills the compiler's cache and the bytecode
         _list(command, env, cwd, folder / "callgrind.out")
         print(f"{name}: instructions per module imported and per step, to the first listing (callgrind)")

@@ -119,7 +119,7 @@ def _matches(selection: ToolSelection, tool: Tool) -> bool:
         return False
     if selection.paths is not None and not _any_glob(selection.paths, (tool.path,)):
         return False
-    return not _any_glob(selection.exclude, _names_of(tool))
+    return not (selection.exclude and _any_glob(selection.exclude, _names_of(tool)))
 
 
 class _Reporter:
@@ -140,6 +140,7 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
         if selection.api not in catalog.apis and not catalog.for_api(selection.api):
             continue  # an unknown api: load_manifest reports it
         report = _Reporter(manifest, selection, diagnostics)
+        make = _tool_maker(selection, agent, manifest)
         tools = select_tools(selection, catalog)
         _check_selection(selection, tools, catalog, report)
         for tool in tools:
@@ -149,7 +150,7 @@ def _build_toolset(agent: AgentConfig, manifest: Manifest, catalog: Catalog, dia
                     report("warning", "", f"{tool.name!r} is already selected by {first.pointer}; that entry's "
                                           "args and overrides apply")
                 continue
-            chosen[tool.name] = (_agent_tool(tool, selection, agent, manifest), selection)
+            chosen[tool.name] = (make(tool), selection)
     selected = [agent_tool for agent_tool, _ in chosen.values()]
     entries = {agent_tool.tool.name: selection for agent_tool, selection in chosen.values() if agent_tool.tool}
     subs = [name for name in dict.fromkeys(agent.delegates) if name in manifest.agents]
@@ -173,19 +174,28 @@ _NO_OVERRIDE = ToolOverride.model_construct()
 thousand times for a big api, and built the model's validator at the first."""
 
 
-def _agent_tool(tool: Tool, selection: ToolSelection, agent: AgentConfig, manifest: Manifest) -> AgentTool:
-    override = _override_for(selection, tool) or _NO_OVERRIDE
-    fixed = {name: value for key, value in selection.args.items() if (name := _property_for(tool, key)) is not None}
-    schema = _without(tool.input_schema, fixed)
-    return AgentTool(
-        name=override.rename or tool.name,
-        description=override.description if override.description is not None else tool.description,
-        input_schema=schema, output_schema=tool.output_schema, tool=tool, fixed_args=fixed,
-        approval=override.approval or agent.policy.approval,
-        timeout=override.timeout if override.timeout is not None else agent.policy.tool_timeout,
-        max_result_bytes=override.max_result_bytes or agent.policy.max_result_bytes,
-        output_check=override.output_check or manifest.api(tool.api).output_check,
-    )
+def _tool_maker(selection: ToolSelection, agent: AgentConfig, manifest: Manifest) -> Callable[[Tool], AgentTool]:
+    """Each tool `selection` selects as the agent sees it. What the entry, the agent and the api decide is read once
+    per entry, not per tool (GitHub's spec: 1,223 tools through one entry at every start)."""
+    policy = agent.policy
+    api_check = manifest.api(selection.api).output_check  # `select_tools` takes every tool from this api
+    overrides, args = selection.overrides, selection.args
+
+    def make(tool: Tool) -> AgentTool:
+        override = (_override_for(selection, tool) if overrides else None) or _NO_OVERRIDE
+        fixed = {name: value for key, value in args.items() if (name := _property_for(tool, key)) is not None} \
+            if args else {}
+        return AgentTool(
+            name=override.rename or tool.name,
+            description=override.description if override.description is not None else tool.description,
+            input_schema=_without(tool.input_schema, fixed), output_schema=tool.output_schema, tool=tool,
+            fixed_args=fixed, approval=override.approval or policy.approval,
+            timeout=override.timeout if override.timeout is not None else policy.tool_timeout,
+            max_result_bytes=override.max_result_bytes or policy.max_result_bytes,
+            output_check=override.output_check or api_check,
+        )
+
+    return make
 
 
 def _property_for(tool: Tool, key: str) -> str | None:
@@ -212,8 +222,11 @@ def _without(schema: JSONSchema, fixed: dict[str, Any]) -> JSONSchema:
 
 def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catalog, report: _Reporter) -> None:
     api_tools = catalog.for_api(selection.api)
-    names = {name for tool in api_tools for name in _names_of(tool)}
-    _check_ambiguous(selection, api_tools, report)
+    # The names of the api's tools are needed only for names to check (an entry that takes a whole api has none).
+    named = bool(selection.operations or selection.exclude or selection.overrides)
+    names = {name for tool in api_tools for name in _names_of(tool)} if named else set()
+    if named:
+        _check_ambiguous(selection, api_tools, report)
     if not tools:
         report("warning", "", f"selects no operation of {selection.api!r} ({len(api_tools)} operations; "
                               "check operations, tags, methods, paths and exclude)")
@@ -223,7 +236,7 @@ def _check_selection(selection: ToolSelection, tools: list[Tool], catalog: Catal
                 report("warning", f"{key}[{index}]", _no_operation(selection.api, pattern, names, catalog))
             elif _GLOB.search(pattern) and not any(fnmatchcase(name, pattern) for name in names):
                 report("warning", f"{key}[{index}]", f"{pattern!r} matches no operation of {selection.api!r}")
-    selected = {name for tool in tools for name in _names_of(tool)}
+    selected = {name for tool in tools for name in _names_of(tool)} if selection.overrides else set()
     for key in selection.overrides:
         if key not in names:
             report("error", f"override.{key}", _no_operation(selection.api, key, names, catalog))
