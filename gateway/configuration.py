@@ -17,7 +17,7 @@ from .catalog import Catalog, Diagnostic, Tool
 from .config.checker import Checker
 from .config.loader import read_checked, read_text
 from .config.model import Manifest
-from .config.yamlnodes import KeyLines, KeyPath, cache_entry
+from .config.yamlnodes import KeyLines, KeyPath
 from .offer.toolsearch import ToolOffer, pinned_tools, search_enabled
 from .toolsets import Toolset, build_toolsets, select_tools
 
@@ -25,27 +25,23 @@ __all__ = ["load_configuration", "parse_configuration"]
 
 
 def load_configuration(
-    path: Path, *, catalog: Catalog, environ: Mapping[str, str] | None = None, cache_dir: Path | None = None,
+    path: Path, *, catalog: Catalog, environ: Mapping[str, str] | None = None
 ) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
     """`gateway.config.load_manifest` with `catalog`, and the checks of the agents' toolsets; returns the manifest,
-    the toolsets (empty when the file is unreadable) and every diagnostic, sorted by line. `cache_dir`: where the
-    file's YAML document is kept as written (the next start with the same text need not parse it)."""
+    the toolsets (empty when the file is unreadable) and every diagnostic, sorted by line."""
     text, file, unreadable = read_text(path)
     if unreadable is not None:
         return Manifest(file=file), {}, [unreadable]
-    cache = cache_entry(cache_dir, path) if cache_dir is not None else None
-    return parse_configuration(text, catalog=catalog, file=file, environ=environ, base_dir=Path(path).parent,
-                               cache=cache)
+    return parse_configuration(text, catalog=catalog, file=file, environ=environ, base_dir=Path(path).parent)
 
 
 def parse_configuration(
     text: str, *, catalog: Catalog, file: str = "agents.yaml", environ: Mapping[str, str] | None = None,
-    base_dir: Path | None = None, cache: Path | None = None,
+    base_dir: Path | None = None,
 ) -> tuple[Manifest, dict[str, Toolset], list[Diagnostic]]:
     """`load_configuration` on a string; relative file names in it are taken from `base_dir` (default: the
     current folder)."""
-    manifest, c, readable = read_checked(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir,
-                                         cache=cache)
+    manifest, c, readable = read_checked(text, file=file, catalog=catalog, environ=environ, base_dir=base_dir)
     toolsets: dict[str, Toolset] = {}
     if readable:
         check_security(c, manifest, catalog)

@@ -104,7 +104,7 @@ def load_runtime(
 
     A missing agents file means no agents (the catalog alone still serves `gateway tools`).
     """
-    from .openapi import compile_specs, default_cache_dir  # the compiler is heavy to import: the CLI may not need it
+    from .openapi import compile_specs  # the compiler is heavy to import; the CLI may not need it
 
     specs_dir, agents_path = Path(specs_dir), Path(agents_path)
     digests = file_digests(specs_dir, agents_path)
@@ -115,11 +115,7 @@ def load_runtime(
     toolsets: dict[str, Toolset] = {}
     if agents_path.exists():
         # The toolsets the loader's checks built are the ones served: built once per load.
-        # agents.yaml's document is kept beside the compiled specs: a start whose file has not changed does not
-        # import PyYAML (`gateway mcp`'s desktop client waits for it).
-        kept = (cache_dir or default_cache_dir()) if use_cache else None
-        manifest, toolsets, diagnostics = load_configuration(agents_path, catalog=catalog, environ=environ,
-                                                             cache_dir=kept)
+        manifest, toolsets, diagnostics = load_configuration(agents_path, catalog=catalog, environ=environ)
     else:
         manifest, diagnostics = Manifest(file=agents_path.name), []
     errors = [d for d in diagnostics if d.level == "error"]

@@ -131,7 +131,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     import json
 
-    from ..openapi import compile_specs, default_cache_dir
+    from ..openapi import compile_specs
     from ..openapi.spec_validation import spec_reports
 
     def progress(line: str) -> None:
@@ -146,8 +146,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.agents.exists():
         from ..configuration import load_configuration
 
-        kept = None if args.no_cache else default_cache_dir()  # agents.yaml's document kept, as the specs are
-        _, _, manifest_diagnostics = load_configuration(args.agents, catalog=catalog, cache_dir=kept)
+        _, _, manifest_diagnostics = load_configuration(args.agents, catalog=catalog)
         manifest.update(checked=True, diagnostics=[d.to_dict() for d in manifest_diagnostics],
                         usable=not any(d.level == "error" for d in manifest_diagnostics))
     missing = not args.specs.is_dir()

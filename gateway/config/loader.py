@@ -78,13 +78,10 @@ def _parse(
 
 def read_checked(
     text: str, *, file: str, catalog: Catalog | None, environ: Mapping[str, str] | None, base_dir: Path | None,
-    cache: Path | None = None,
 ) -> tuple[Manifest, Checker, bool]:
     """The manifest in `text` and the `Checker` holding its diagnostics so far (steps 1-3), so that checks against
-    the agents' toolsets (`gateway.configuration`) report at their lines too; False: the YAML was unreadable.
-    `cache`: the file that keeps the document as written (`gateway.config.yamlnodes.cache_entry`)."""
-    data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ,
-                                         cache=cache)
+    the agents' toolsets (`gateway.configuration`) report at their lines too; False: the YAML was unreadable."""
+    data, lines, diagnostics = load_yaml(text, file=file, environ=os.environ if environ is None else environ)
     c = Checker(file, lines)
     c.diagnostics.extend(diagnostics)
     if data is None:

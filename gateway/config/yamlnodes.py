@@ -1,9 +1,8 @@
 """YAML with line numbers and `${VAR}` substitution, for the manifest loader.
 
 `yaml.safe_load` forgets where a value came from and silently keeps the last of two duplicate keys.
-Here the document is composed into nodes first (`gateway.config.yamlcompose`), then built into plain Python
-values while every key path is mapped to its 1-based line, so each diagnostic can say
-`agents.yaml:9: agents.x.model: ...`.
+Here the document is composed into nodes first, then built into plain Python values while every
+key path is mapped to its 1-based line, so each diagnostic can say `agents.yaml:9: agents.x.model: ...`.
 
 Key paths are tuples of mapping keys (str) and sequence indexes (int); `format_path` renders them as
 `agents.reader.tools[1].api`. Mapping keys are always taken literally as strings (`yes:` is the
@@ -13,36 +12,41 @@ key "yes", not True), because agent, api and operation names are text.
 literal `${`. A plain (unquoted) value that is a single substitution is typed again afterwards, so
 `max_iterations: ${MAX_ITER:-40}` gives the int 40.
 
-The document as written (`Document`: values, lines, where variables are read) does not depend on the environment,
-so a loader given a cache entry keeps it there, keyed by the text's SHA-256 and this reading's code: a start whose
-agents.yaml has not changed reads the document back and substitutes the environment again, without importing
-PyYAML (whose import compiles its regular expressions: about a fifth of what `gateway mcp` adds to the MCP SDK's
-own start). A document with a mistake is never cached; an entry that does not load is composed again.
+`{api_key: ${KEY}}` is not valid YAML (`{` ends a plain scalar in flow style), yet DESIGN.md writes it so.
+Before parsing, every `${...}` is therefore swapped for an inert placeholder of the same line, and
+swapped back in each value after parsing; environment values never reach the YAML parser, so they
+cannot change the document's structure.
+
+The document is composed within `gateway.yamlbounds` (file size, alias expansion): the builder below
+walks aliases again for every use, so an alias bomb is refused before it starts.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import pickle
 import re
+import secrets
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
 from ..catalog import Diagnostic
+from ..yamlbounds import DocumentTooLarge, compose_bounded
 
 KeyPath = tuple[str | int, ...]
 
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _ANY_VAR = re.compile(r"\$\{([^}]*)\}?")
+_RETYPED_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-RETYPED_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool")
-MAY_RETYPE = frozenset("0123456789+-_.:\nabcdefABCDEFxiIlLnNoOrRsStTuUyY")
-"""Every character YAML 1.1's int, float and bool forms are written with (PyYAML's resolver): a substituted value
-with any other character is text, decided without importing PyYAML."""
-_FORMAT = "gateway-manifest-1"
-"""Bump when `Document`'s layout changes; the code that composes one is in the entry's key by itself."""
+_EXPRESSION = re.compile(r"\$?\$\{[^}\n]*\}")
+
+try:
+    _FAST_LOADER: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _FAST_LOADER = yaml.SafeLoader
 
 
 class _Missing:
@@ -82,159 +86,144 @@ def format_path(path: KeyPath) -> str:
     return out
 
 
-class Document:
-    """A YAML document as written: its values (a string that reads a variable still as written), each key path's
-    line, and in document order `events`: ("variable", path, line, text, plain) where a value reads the
-    environment, ("error", path, line, message) for a key that could not be taken (a duplicate, a list as a key)."""
+class _Builder:
+    def __init__(self, file: str, environ: Mapping[str, str], expressions: dict[str, str]) -> None:
+        self.expressions = expressions
+        self._placeholder = re.compile("|".join(map(re.escape, expressions)) or "(?!)")
+        self.file = file
+        self.environ = environ
+        self.lines = KeyLines()
+        self.diagnostics: list[Diagnostic] = []
+        self.constructor = SafeConstructor()
+        self.resolver = yaml.resolver.Resolver()
 
-    __slots__ = ("data", "events", "lines")
+    def error(self, path: KeyPath, line: int, message: str) -> None:
+        self.diagnostics.append(
+            Diagnostic(level="error", file=self.file, pointer=format_path(path), line=line, message=message)
+        )
 
-    def __init__(self, data: Any = None, lines: dict[KeyPath, int] | None = None,
-                 events: list[tuple[Any, ...]] | None = None) -> None:
-        self.data = data
-        self.lines: dict[KeyPath, int] = {} if lines is None else lines
-        self.events: list[tuple[Any, ...]] = [] if events is None else events
+    def build(self, node: Node, path: KeyPath) -> Any:
+        if isinstance(node, MappingNode):
+            return self._build_mapping(node, path)
+        if isinstance(node, SequenceNode):
+            items = []
+            for index, child in enumerate(node.value):
+                self.lines[(*path, index)] = child.start_mark.line + 1
+                items.append(self.build(child, (*path, index)))
+            return items
+        assert isinstance(node, ScalarNode)  # YAML has no fourth kind of node
+        return self._build_scalar(node, path)
 
-    def resolve(self, file: str, environ: Mapping[str, str]) -> tuple[Any, KeyLines, list[Diagnostic]]:
-        """The values with the environment read into them (consumes the document), their lines, the diagnostics."""
-        lines = KeyLines()
-        lines.update(self.lines)
-        diagnostics: list[Diagnostic] = []
-        data = self.data
-        for event in self.events:
-            if event[0] == "error":
-                _, path, line, message = event
-                diagnostics.append(Diagnostic(level="error", file=file, pointer=format_path(path), line=line,
-                                              message=message))
+    def _build_mapping(self, node: MappingNode, path: KeyPath) -> dict[str, Any]:
+        self.constructor.flatten_mapping(node)  # resolves `<<: *anchor` merge keys in place
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, ScalarNode):
+                self.error(path, line, "a key must be a plain string, not a list or mapping")
                 continue
-            _, path, line, text, plain = event
-            value = _substitute(text, plain, path, line, file, environ, lines, diagnostics)
-            data = _put(data, path, value)
-        return data, lines, diagnostics
+            key = self._restore(str(key_node.value))
+            child = (*path, key)
+            if key in result:
+                self.error(child, line, f"duplicate key {key!r} (first at line {self.lines[child]})")
+                continue
+            self.lines[child] = line
+            result[key] = self.build(value_node, child)
+        return result
+
+    def _build_scalar(self, node: ScalarNode, path: KeyPath) -> Any:
+        value = self.constructor.construct_object(node, deep=True)
+        if not isinstance(value, str):
+            return value
+        value = self._restore(value)
+        if "$" not in value:
+            return value
+        substituted = self._substitute(value, path, node.start_mark.line + 1)
+        if substituted is None:
+            return MISSING
+        if not node.style and _VAR.fullmatch(value.strip()):  # plain: PyYAML's style None, libyaml's ""
+            tag = self.resolver.resolve(ScalarNode, substituted, (True, False))  # type: ignore[no-untyped-call]
+            if tag in _RETYPED_TAGS:
+                return self.constructor.construct_object(ScalarNode(tag, substituted), deep=True)
+        return substituted
+
+    def _restore(self, text: str) -> str:
+        if not self.expressions:
+            return text
+        return self._placeholder.sub(lambda match: self.expressions[match.group(0)], text)
+
+    def _substitute(self, value: str, path: KeyPath, line: int) -> str | None:
+        missing: list[str] = []
+
+        def replace(match: re.Match[str]) -> str:
+            if match.group(0) == "$${":
+                return "${"
+            name, default = match.group(1), match.group(2)
+            self.lines.variables.setdefault(path, []).append(name)
+            if name in self.environ:
+                return self.environ[name]
+            if default is not None:
+                return default
+            missing.append(name)
+            return ""
+
+        result = _VAR.sub(replace, value)
+        for name in missing:
+            self.error(path, line, f"environment variable {name} is not set and has no default "
+                                   f"(write ${{{name}:-default}} to give one)")
+        leftover = _ANY_VAR.search(_VAR.sub("", value))
+        if leftover:
+            self.error(path, line, f"malformed substitution {leftover.group(0)!r}: "
+                                   "use ${NAME} or ${NAME:-default} (NAME: letters, digits, _)")
+            return None
+        return None if missing else result
 
 
-def _put(data: Any, path: KeyPath, value: Any) -> Any:
-    if not path:
-        return value
-    parent = data
-    for part in path[:-1]:
-        parent = parent[part]
-    parent[path[-1]] = value
-    return data
+def _compose(text: str) -> tuple[Any, Node | None]:
+    """The document composed by libyaml (every command reads agents.yaml at its start: PyYAML's own composer takes
+    about 20 times as long); a document libyaml refuses is composed by PyYAML, whose result or error decides, so a
+    mistake is reported in its words (they name more: the tab it found, what it expected)."""
+    try:
+        return compose_bounded(text, _FAST_LOADER)
+    except yaml.YAMLError:
+        return compose_bounded(text, yaml.SafeLoader)
 
 
-def _substitute(text: str, plain: bool, path: KeyPath, line: int, file: str, environ: Mapping[str, str],
-                lines: KeyLines, diagnostics: list[Diagnostic]) -> Any:
-    """`text` with the environment read into it (MISSING when a variable is missing or the text is malformed); a
-    plain value that is one substitution typed again."""
-    missing: list[str] = []
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$${":
-            return "${"
-        name, default = match.group(1), match.group(2)
-        lines.variables.setdefault(path, []).append(name)
-        if name in environ:
-            return environ[name]
-        if default is not None:
-            return default
-        missing.append(name)
-        return ""
-
-    def error(message: str) -> None:
-        diagnostics.append(Diagnostic(level="error", file=file, pointer=format_path(path), line=line, message=message))
-
-    result = _VAR.sub(replace, text)
-    for name in missing:
-        error(f"environment variable {name} is not set and has no default (write ${{{name}:-default}} to give one)")
-    leftover = _ANY_VAR.search(_VAR.sub("", text))
-    if leftover:
-        error(f"malformed substitution {leftover.group(0)!r}: use ${{NAME}} or ${{NAME:-default}} (NAME: letters, "
-              "digits, _)")
-        return MISSING
-    if missing:
-        return MISSING
-    if plain and _VAR.fullmatch(text.strip()):
-        return _retyped(result)
-    return result
-
-
-def _retyped(text: str) -> Any:
-    """A plain `${VAR}`'s value typed as YAML types what is written in its place (`40`: the int 40)."""
-    if not text or not MAY_RETYPE.issuperset(text):
-        return text  # YAML reads it as text (an empty one as null, which stays the empty text here)
-    from .yamlcompose import retype
-
-    return retype(text)
-
-
-def load_yaml(text: str, *, file: str, environ: Mapping[str, str], cache: Path | None = None,
-              ) -> tuple[Any, dict[KeyPath, int], list[Diagnostic]]:
+def load_yaml(text: str, *, file: str, environ: Mapping[str, str]) -> tuple[Any, dict[KeyPath, int], list[Diagnostic]]:
     """Parse one YAML document into plain values, a key path -> line map, and diagnostics.
 
-    A syntax error gives `(None, {}, [error])` with the line YAML reported. `cache`: the file that keeps this
-    document as written (`cache_entry`), read when it holds this text's, written when it does not.
+    A syntax error gives `(None, {}, [error])` with the line YAML reported.
     """
-    document = _cached(cache, text) if cache is not None else None
-    if document is None:
-        from .yamlcompose import compose_document
+    expressions: dict[str, str] = {}
+    token = secrets.token_hex(4)
 
-        composed = compose_document(text, file=file)
-        if isinstance(composed, Diagnostic):
-            return None, {}, [composed]
-        document = composed
-        if cache is not None and not any(event[0] == "error" for event in document.events):
-            _keep(cache, text, document)
-    return document.resolve(file, environ)
+    def hide(match: re.Match[str]) -> str:
+        placeholder = f"_gwvar{len(expressions)}x{token}_"
+        expressions[placeholder] = match.group(0)
+        return placeholder
 
-
-def cache_entry(directory: Path, path: Path) -> Path:
-    """The file in the cache folder `directory` that keeps the document of the agents file at `path`."""
-    name = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:24]
-    return Path(directory) / f"agents-{name}.pickle"
-
-
-def _key(text: str) -> tuple[str, str, str]:
-    """The text's digest and the reading's code: a change to either composes the document again."""
-    code = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for source in (here / "yamlcompose.py", here / "yamlnodes.py", here.parent / "yamlbounds.py"):
-        try:
-            code.update(source.read_bytes())
-        except OSError:
-            code.update(b"missing")
-    import importlib.util
-
-    spec = importlib.util.find_spec("yaml")  # PyYAML itself: a new version composes the document again
+    text = _EXPRESSION.sub(hide, text)
     try:
-        stat = os.stat(spec.origin) if spec is not None and spec.origin else None
-    except OSError:
-        stat = None
-    code.update(repr(stat and (stat.st_size, stat.st_mtime_ns)).encode())
-    return _FORMAT, code.hexdigest(), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _cached(cache: Path, text: str) -> Document | None:
+        loader, node = _compose(text)
+        loader.dispose()
+    except DocumentTooLarge as exc:
+        return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"refused: {exc}")]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        message = f"invalid YAML: {exc.problem or exc.context or exc}"
+        if exc.problem == "mapping values are not allowed here":  # `store: memory:`, `instructions: Note: ...`
+            message += " (a value ending in ':' or holding ': ' is read as a key: quote it, as in store: \"memory:\")"
+        return None, {}, [Diagnostic(level="error", file=file, line=line, message=message)]
+    except yaml.YAMLError as exc:
+        return None, {}, [Diagnostic(level="error", file=file, line=1, message=f"invalid YAML: {exc}")]
+    if node is None:
+        return {}, {(): 1}, []
+    builder = _Builder(file, environ, expressions)
+    builder.lines[()] = node.start_mark.line + 1
     try:
-        with open(cache, "rb") as handle:
-            entry = pickle.load(handle)  # noqa: S301 - our own per-user cache folder, as the compiled specs'
-        if not isinstance(entry, dict) or entry.get("key") != _key(text):
-            return None
-        data, lines, events = entry["document"]
-        return Document(data, lines, events)
-    except Exception:  # noqa: BLE001 - a missing or damaged entry means: compose again
-        return None
-
-
-def _keep(cache: Path, text: str, document: Document) -> None:
-    import tempfile
-
-    entry = {"key": _key(text), "document": (document.data, document.lines, document.events)}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
-        with os.fdopen(handle, "wb") as out:
-            pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temporary, cache)
-    except (OSError, pickle.PicklingError):
-        return  # a read-only or full cache folder must not stop the gateway: it composes next time too
+        data = builder.build(node, ())
+    except yaml.YAMLError as exc:  # a bad scalar (e.g. an impossible timestamp) fails at construction
+        line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 1
+        return None, {}, [Diagnostic(level="error", file=file, line=line, message=f"invalid YAML: {exc}")]
+    return data, builder.lines, builder.diagnostics

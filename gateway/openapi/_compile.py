@@ -6,16 +6,12 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..catalog import ApiSpec, Catalog, Diagnostic, Tool
 from . import _cache
+from ._documents import SPEC_SUFFIXES, Documents, LoadError, RefError, parse_bytes
 from ._names import base_name, prefix_colliding, unique_in_spec
-
-if TYPE_CHECKING:
-    from ._documents import Documents
-
-SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 DEFAULT_MAX_DESCRIPTION = 1024
 """Characters of summary + description kept in a tool's description (notes on deprecation and scopes kept).
@@ -43,7 +39,6 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it, nor the search index's
     # builder (the index comes with the cached entry).
     from ..offer.index import build_index
-    from ._documents import Documents, RefError
     from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
     from ._schema import SchemaError, SchemaTranslator
     from ._swagger import translate_swagger
@@ -130,8 +125,6 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
 
 
 def _security_schemes(view: dict[str, Any], documents: Documents, file: str) -> dict[str, dict[str, Any]]:
-    from ._documents import RefError
-
     schemes = (view.get("components") or {}).get("securitySchemes") or {}
     result = {}
     for name, scheme in schemes.items() if isinstance(schemes, dict) else ():
@@ -216,10 +209,6 @@ def compile_specs(specs_dir: Path, *, cache_dir: Path | None = None, use_cache: 
 
 def _compile_file(data: bytes, relative: str, api: str, specs_dir: Path,
                   max_description: int) -> tuple[tuple[list[Tool], ApiSpec | None, list[Diagnostic]], dict[str, bytes]]:
-    # The spec reader (PyYAML: its import compiles its regular expressions) only for a spec compiled, not one
-    # read from the cache.
-    from ._documents import Documents, LoadError, parse_bytes
-
     try:
         document = parse_bytes(data, relative)
     except LoadError as exc:

@@ -47,6 +47,9 @@ def _key_text(key: Any) -> str:
 _YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_text)
 _YamlLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 
+SPEC_SUFFIXES = (".json", ".yaml", ".yml")
+
+
 class RefError(Exception):
     """A `$ref` that cannot be followed (missing, refused, cyclic alias)."""
 

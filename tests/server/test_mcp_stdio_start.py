@@ -44,12 +44,6 @@ OTHER_DOORS = [
     "gateway.providers.deferred",  # a provider's own tool search (`native`): nothing is deferred over MCP
 ]
 """Modules of what other doors render or run."""
-READ_BEFORE = [
-    "yaml",  # PyYAML: agents.yaml's document is kept as written from the start before (`validate` here)
-    "gateway.config.yamlcompose",
-    "gateway.openapi._documents",  # the spec reader: every spec comes from the compiler's cache
-]
-"""Modules that read what an earlier start read already (the warm cache of the issue)."""
 
 
 def _imported(importtime: str) -> set[str]:
@@ -103,7 +97,6 @@ def test_stdio_lists_before_importing_the_call_machinery_and_then_calls_through_
     assert sorted(before_listing.intersection(HTTP_ONLY)) == []
     assert sorted(before_listing.intersection(SEARCH_ONLY)) == []
     assert sorted(before_listing.intersection(OTHER_DOORS)) == []
-    assert sorted(before_listing.intersection(READ_BEFORE)) == []
     assert called is not None and called["result"]["isError"] is False
     assert called["result"]["structuredContent"] == FORECAST
     assert upstream.last.path == "/meteo/v1/forecast"
