@@ -58,14 +58,15 @@ sys.path.insert(0, str(ROOT))
 from bench import search_adapter as adapter  # noqa: E402  (run as a script)
 from bench.search import PARTS, _compile, specs_with  # noqa: E402
 
-USED = PARTS[:PARTS.index("round17") + 1]
-"""The parts read here; `round18` is the lead's next final measurement. (Up to `round9` for the measured runs and the
-first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16` and `round17`,
-joined once each had been measured, once.)"""
-assert not {"round18", "round19"} & set(USED)
+USED = PARTS[:PARTS.index("round18") + 1]
+"""The parts read here; `round19` is the lead's next final measurement. (Up to `round9` for the measured runs and the
+first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17` and
+`round18`, joined once each had been measured, once.)"""
+assert not {"round19"} & set(USED)
 SPECS = specs_with(USED)
-"""The fourteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
-and NetBox from their `round16` on, and Docker and Apacta by their `round17` (HERE, new in `round18`, holds none)."""
+"""The fifteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
+and NetBox from their `round16` on, Docker and Apacta from their `round17` on, and HERE by its `round18` (Slicebox, new
+in `round19`, holds none)."""
 TESTED = ("round7", "round8", "round9")
 """The parts a held-out API is tested on (the last written)."""
 STUDIED = tuple(specs_with(TESTED))
