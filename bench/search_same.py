@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round18", "round19"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round17` was measured once at
-the end of its session, so a ranking check may search it now; `round18` is the lead's judge, `round19` being
-written)."""
+UNMEASURED = {"round19"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round18` was measured once at
+the end of its session, so a ranking check may search it now; `round19` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
