@@ -343,5 +343,6 @@ def _base_parts(raw: str, source: str, api: str) -> tuple[str, str]:
 def _join(prefix: str, base_query: str, path: str, query: list[str]) -> str:
     # Plain concatenation, never urljoin: `//evil.example/x` must stay a path on our host. The host can't
     # change: `path` starts with `/` and every value in it and in the query is percent-encoded (no `?`, `#`).
-    items = ([base_query] if base_query else []) + query
-    return prefix + path + ("?" + "&".join(items) if items else "")
+    if base_query:  # rare: a base URL with a query of its own, which goes first
+        query = [base_query, *query]
+    return f"{prefix}{path}?{'&'.join(query)}" if query else prefix + path
