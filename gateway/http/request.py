@@ -190,7 +190,8 @@ class RequestPlan:
                 headers.append(("Content-Type", body.content_type))
                 content = body.content
         headers.append(self.accept)
-        return PreparedRequest(method=self.method, href=href, headers=headers, cookies=cookies, content=content)
+        # Positional: a dataclass called with keywords gathers them into a dict and unpacks it again for `__init__`.
+        return PreparedRequest(self.method, href, headers, cookies, content)
 
     def _check_names(self, argument: Argument, value: dict[str, Any], location: str) -> None:
         taken = self.taken[location]
