@@ -88,12 +88,12 @@ class _Link:
 
     __slots__ = ("proceed", "stage")
 
-    def __init__(self, stage: Any, proceed: Proceed) -> None:
+    def __init__(self, stage: Stage, proceed: Proceed) -> None:
         self.stage = stage
         self.proceed = proceed
 
     def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
-        return cast(Awaitable[ToolResult], self.stage(invocation, proceed=self.proceed))
+        return self.stage(invocation, proceed=self.proceed)
 
 
 def _bound(stage: Any) -> Any:
