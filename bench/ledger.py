@@ -123,12 +123,24 @@ def where(obj: str, function: str) -> str:
     return f"other: {name}"
 
 
-def parse_dump(path: Path) -> tuple[str, int, collections.Counter[tuple[str, str]]]:
-    """A dump's trigger, its total and its self cost by (object file, function)."""
+# What a call makes and frees, counted by the calls into these functions of the interpreter and libc (callgrind's
+# call counts): every object made takes `_Py_NewReference` (a free list's reused one too); every block of the
+# interpreter's allocator is taken by `_PyObject_Malloc` (or `_Calloc`) and given back by `_PyObject_Free`, reached
+# through a pointer (so never inlined, where `_Py_Dealloc` is, in parts of the interpreter); a Python-to-Python call
+# inlined by the eval loop pushes its frame through `_PyEvalFramePushAndInit`; native libraries (SQLite, orjson,
+# pyreqwest) allocate through libc's `malloc`.
+COUNTED = {"_Py_NewReference": "made", "_PyObject_Malloc": "blocks", "_PyObject_Calloc": "blocks",
+           "_PyObject_Free": "freed", "_PyEvalFramePushAndInit": "frames", "malloc": "malloc"}
+
+
+def parse_dump(path: Path, counted: collections.Counter[str] | None = None,
+               makers: collections.Counter[str] | None = None) -> tuple[str, int, collections.Counter[tuple[str, str]]]:
+    """A dump's trigger, its total and its self cost by (object file, function); with `counted`, the calls into
+    `COUNTED`'s functions are added to it by kind, and with `makers` the functions that made objects by name."""
     trigger, total = "", 0
     names: dict[str, str] = {}
     selfcost: collections.Counter[tuple[str, str]] = collections.Counter()
-    obj = fn = ""
+    obj = fn = callee = ""
     skip_next = False
 
     def named(value: str) -> str:
@@ -161,13 +173,19 @@ def parse_dump(path: Path) -> tuple[str, int, collections.Counter[tuple[str, str
             obj = obnames.get(match.group(1), line[3:]) if match else line[3:]
         elif line.startswith(("cfn=", "cfi=", "cfl=")):
             if line.startswith("cfn="):
-                named(line[4:])
+                callee = named(line[4:])
         elif line.startswith("cob="):
             match = re.match(r"\((\d+)\)(?: (.*))?", line[4:])
             if match and match.group(2) is not None:
                 obnames[match.group(1)] = match.group(2)
         elif line.startswith("calls="):
             skip_next = True
+            kind = COUNTED.get(callee)
+            if kind is not None and counted is not None:
+                count = int(line[6:].split()[0])
+                counted[kind] += count
+                if makers is not None and kind == "made":
+                    makers[fn] += count
         elif line.startswith("desc: Trigger:"):
             trigger = line.split(":", 2)[2].strip()
         elif line.startswith("summary:"):  # the events of the dump's time range ("totals:" can hold stale ones)
@@ -260,11 +278,15 @@ def report(folder: Path, name: str, calls: int, detail: int = 0) -> Marked:
     per_phase: collections.Counter[tuple[int, int]] = collections.Counter()
     per_place: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     per_function: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    per_count: dict[tuple[int, int], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    per_maker: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     dumps = 0
     for dump in folder.glob(name + ".*"):
         if not dump.name.endswith("-01"):
             continue
-        trigger, total, selfcost = parse_dump(dump)
+        tally: collections.Counter[str] = collections.Counter()
+        makers: collections.Counter[str] = collections.Counter()
+        trigger, total, selfcost = parse_dump(dump, tally, makers)
         match = re.search(r"stage (\d+)(?: phase (\d))?", trigger)
         if match is None:
             continue
@@ -272,6 +294,8 @@ def report(folder: Path, name: str, calls: int, detail: int = 0) -> Marked:
         stage = int(match.group(1))
         per_stage[stage] += total
         per_phase[(int(match.group(2) or 0), stage)] += total
+        per_count[(int(match.group(2) or 0), stage)].update(tally)
+        per_maker[stage].update(makers)
         for (obj, function), cost in selfcost.items():
             per_place[stage][where(obj, function)] += cost
             per_function[stage][f"{function} ({os.path.basename(obj)})"] += cost
@@ -298,8 +322,30 @@ def report(folder: Path, name: str, calls: int, detail: int = 0) -> Marked:
     for stage, _ in per_stage.most_common() if detail else ():
         print(f"{STAGES[stage]}: " + ", ".join(f"{function} {cost / calls:,.0f}"
                                                 for function, cost in per_function[stage].most_common(detail)))
+    print_counts(per_count, per_maker, calls)
     return {key: (per_phase[key] / calls, phase_frames[key] / calls) for key in phase_frames
             if per_phase[key] or phase_frames[key]}
+
+
+def print_counts(per_count: dict[tuple[int, int], collections.Counter[str]],
+                 per_maker: dict[int, collections.Counter[str]], calls: int, top: int = 6) -> None:
+    """Objects made and freed, frames pushed and native allocations a call, by stage and phase (`COUNTED`), with the
+    functions that made the most objects in each stage (the hook adds no objects: its frames are counted apart)."""
+    kinds = ("made", "blocks", "freed", "frames", "malloc")
+    for phase, phase_name in enumerate(PHASES):
+        rows = {stage: counts for (p, stage), counts in per_count.items() if p == phase and counts.total()}
+        whole: collections.Counter[str] = collections.Counter()
+        for counts in rows.values():
+            whole.update(counts)
+        print(f"{phase_name}, a call: " + ", ".join(f"{whole[kind] / calls:,.0f} {kind}" for kind in kinds)
+              + " (objects made, allocator blocks taken and freed, Python frames pushed inline, native mallocs)")
+        for stage, counts in sorted(rows.items(), key=lambda item: -item[1]["made"]):
+            print(f"  {' '.join(f'{counts[kind] / calls:7,.1f}' for kind in kinds)}  {STAGES[stage]}")
+    print("who made the objects, by stage (a call, both phases):")
+    for stage, makers in sorted(per_maker.items(), key=lambda item: -item[1].total()):
+        if makers.total() >= calls:
+            print(f"  {STAGES[stage]}: " + ", ".join(f"{fn} {count / calls:,.1f}"
+                                                   for fn, count in makers.most_common(top)))
 
 
 def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int = 40) -> tuple[float, float]:
@@ -307,8 +353,12 @@ def report_plain(folder: Path, name: str, calls: int, seconds: float, top: int =
     and the idle server's rate (the reload watcher's poll, uvicorn's tick), which a call pays by its duration."""
     dumps = sorted((path for path in folder.glob(name + ".*") if path.name.endswith("-01")),
                    key=lambda path: int(path.name.rsplit(".", 1)[1].split("-")[0]))
-    _, total, selfcost = parse_dump(dumps[-2])
+    counted: collections.Counter[str] = collections.Counter()
+    _, total, selfcost = parse_dump(dumps[-2], counted)
     idle = parse_dump(dumps[-1])[1] / IDLE
+    kinds = ("made", "blocks", "freed", "frames", "malloc")
+    print("a call, unmarked (idle work included): "
+          + ", ".join(f"{counted[kind] / calls:,.0f} {kind}" for kind in kinds))
     print(f"{total / calls:,.0f} machine instructions per call on the loop's thread, unmarked ({calls} calls in "
           f"{seconds:.1f} s); the idle server runs {idle:,.0f} a second, {idle * seconds / calls:,.0f} a call "
           f"at this pace")

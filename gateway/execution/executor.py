@@ -297,13 +297,7 @@ class Executor:
         # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
         source: Credentials | CredentialsFactory | None = api.auth.static
         if source is None:
-
-            async def credentials() -> Credentials:
-                creds = await api.auth.credentials(tool)
-                used.extend(creds.secrets)
-                return creds
-
-            source = credentials
+            source = _asking(api, tool, used)
         response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens:
@@ -344,6 +338,19 @@ class Executor:
             result.body_json = None
             result.error = _scrub(result.error, used)
         return result
+
+
+def _asking(api: _Api, tool: Tool, used: list[str]) -> CredentialsFactory:
+    """Credentials asked of the api's auth before each attempt, their per-user tokens noted in `used`. A function of
+    its own, not a closure in `_send`: the variables a closure shares become cells, made on every call of `_send`,
+    static credentials or not."""
+
+    async def credentials() -> Credentials:
+        creds = await api.auth.credentials(tool)
+        used.extend(creds.secrets)
+        return creds
+
+    return credentials
 
 
 def _scrub(value: Any, secrets: list[str]) -> Any:

@@ -17,16 +17,17 @@ sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest
 What runs is compiled once per tool (`chain`): a stage that decides part of its work by the tool alone
 (`ToolSpecific.for_tool`) answers with that part decided (the validation stage with the tool's compiled judge,
 the breaker stage with its api's slots), or is left out of that tool's chain when it has nothing to do for it
-(the approval stage for a tool that needs none, the output check for a tool with no schema to check); the
-stages are linked by `functools.partial` (in C), so one call's await chain holds one frame per stage that
+(the approval stage for a tool that needs none, the output check for a tool with no schema to check). Each stage
+is linked to the rest of its chain by a `_Link`, whose bound `run` is the `proceed` the stage before it calls: a
+plain function that hands back the stage's own coroutine, so one call's await chain holds one frame per stage that
 applies and no frame of the pipeline's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from functools import partial
-from typing import cast
+from types import FunctionType, MethodType
+from typing import Any, cast
 
 from ..catalog import AgentTool
 from ..kernel.calls import Invocation, Proceed, Stage
@@ -61,11 +62,11 @@ class Pipeline:
         return self._chains(agent_tool)
 
     def _link(self, agent_tool: AgentTool) -> Proceed:
-        entry = self._terminal
+        entry: Proceed = _bound(self._terminal)
         for stage in reversed(self.stages):
             specific = for_tool(stage, agent_tool)
             if specific is not None:
-                entry = partial(specific, proceed=entry)
+                entry = _Link(_bound(specific), entry).run
         return entry
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
@@ -74,6 +75,32 @@ class Pipeline:
             return None
         result = await self._validate(invocation, _accept)
         return None if result.ok else result
+
+
+class _Link:
+    """One stage of a tool's chain with the rest of the chain at hand: `run(invocation)` is the stage's call with its
+    `proceed` (by keyword, as the `Stage` protocol says).
+
+    Not `functools.partial(stage, proceed=...)`: a partial with a keyword copies its keyword dict on every call, and
+    calling the stage object from C makes the arguments' tuple and unpacks the dict again (about five objects made and
+    freed a stage, a call); a bound method of a Python function, called from a stage's Python code, is a frame the
+    interpreter pushes inline, with nothing made."""
+
+    __slots__ = ("proceed", "stage")
+
+    def __init__(self, stage: Stage, proceed: Proceed) -> None:
+        self.stage = stage
+        self.proceed = proceed
+
+    def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
+        return self.stage(invocation, proceed=self.proceed)
+
+
+def _bound(stage: Any) -> Any:
+    """A stage object's `__call__` as a bound method when it is a Python function (the interpreter calls that inline:
+    calling the object goes through its type's slot in C), else the stage itself (a function, a partial)."""
+    call = type(stage).__call__  # a stage is callable: its type has one
+    return MethodType(call, stage) if isinstance(call, FunctionType) else stage
 
 
 def for_tool(stage: Stage, agent_tool: AgentTool) -> Stage | None:

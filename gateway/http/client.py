@@ -175,9 +175,8 @@ def _with_credentials(url: str, headers: list[tuple[str, str]], cookies: list[tu
         extra = "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in creds.query)
         url += ("&" if "?" in url else "?") + extra
     all_headers = [*headers, *creds.headers.items()]
-    cookie_pairs = [*cookies, *creds.cookies]
-    if cookie_pairs:
-        all_headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in cookie_pairs)))
+    if cookies or creds.cookies:  # most calls send none: no list of them made
+        all_headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in (*cookies, *creds.cookies))))
     return url, all_headers
 
 

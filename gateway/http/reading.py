@@ -75,11 +75,11 @@ async def read_capped(response: Any, cap: int) -> ReadBody:
                 complete = False
                 break
         data = b"".join(chunks)[:cap] if not complete else b"".join(chunks)
+    # Positional: a dataclass called with keywords gathers them into a dict and unpacks it again for `__init__`.
     if complete:  # read to its end: the body is all there is (the client refuses one shorter than it declared)
-        return ReadBody(data=data, complete=True, declared_length=None)
+        return ReadBody(data, True, None)
     length = response.headers.get("content-length")
-    declared = int(length) if length and length.isdigit() else None
-    return ReadBody(data=data, complete=False, declared_length=declared)
+    return ReadBody(data, False, int(length) if length and length.isdigit() else None)
 
 
 def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Redactor) -> Shaped:

@@ -190,7 +190,8 @@ class RequestPlan:
                 headers.append(("Content-Type", body.content_type))
                 content = body.content
         headers.append(self.accept)
-        return PreparedRequest(method=self.method, href=href, headers=headers, cookies=cookies, content=content)
+        # Positional: a dataclass called with keywords gathers them into a dict and unpacks it again for `__init__`.
+        return PreparedRequest(self.method, href, headers, cookies, content)
 
     def _check_names(self, argument: Argument, value: dict[str, Any], location: str) -> None:
         taken = self.taken[location]
@@ -343,5 +344,6 @@ def _base_parts(raw: str, source: str, api: str) -> tuple[str, str]:
 def _join(prefix: str, base_query: str, path: str, query: list[str]) -> str:
     # Plain concatenation, never urljoin: `//evil.example/x` must stay a path on our host. The host can't
     # change: `path` starts with `/` and every value in it and in the query is percent-encoded (no `?`, `#`).
-    items = ([base_query] if base_query else []) + query
-    return prefix + path + ("?" + "&".join(items) if items else "")
+    if base_query:  # rare: a base URL with a query of its own, which goes first
+        query = [base_query, *query]
+    return f"{prefix}{path}?{'&'.join(query)}" if query else prefix + path

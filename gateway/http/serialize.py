@@ -21,10 +21,12 @@ _RESERVED_SAFE = ":/?[]@!$'()*,;="
 _COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
 # The characters `quote` never escapes: a text made only of them (most names, ids and numbers) is its own encoding.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*").fullmatch
-# `quote`'s escapes of the ASCII characters it does not keep, for `str.translate`: an ASCII text is encoded in C,
-# where `quote` steps through a Python list comprehension per byte once a text holds one character to escape.
-_ESCAPES = {c: f"%{c:02X}" for c in range(128) if _UNRESERVED(chr(c)) is None}
-_ESCAPES_RESERVED = {c: escape for c, escape in _ESCAPES.items() if chr(c) not in _RESERVED_SAFE}
+# `quote`'s spelling of every ASCII character, for `str.translate`: an ASCII text is encoded in C, where `quote` steps
+# through a Python list comprehension per byte once a text holds one character to escape. A table with an entry for
+# each of the 128 (the character itself where it is kept), not a dict of the escapes alone: `translate` looks up each
+# character of the text once it met the first escape, and a lookup that misses makes and drops a KeyError.
+_ESCAPES = tuple(chr(c) if _UNRESERVED(chr(c)) is not None else f"%{c:02X}" for c in range(128))
+_ESCAPES_RESERVED = tuple(chr(c) if chr(c) in _RESERVED_SAFE else escape for c, escape in enumerate(_ESCAPES))
 
 
 def to_text(value: Any) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import http
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import httpx
@@ -145,12 +145,13 @@ class ReqwestWire:
     def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None) -> None:
         self._client = client if client is not None else build_client(options or ClientOptions())
 
-    async def send(self, method: str, url: str, headers: Iterable[tuple[str, str]], content: bytes | None,
+    async def send(self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None,
                    timeout: float) -> WireResponse:
         """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
-        builder = self._client.request(method, url).timeout(timedelta(seconds=timeout))
+        # `timedelta(0, seconds)`: a keyword would be a dict made for the call.
+        builder = self._client.request(method, url).timeout(timedelta(0, timeout))
         try:
-            builder = builder.headers(list(headers))
+            builder = builder.headers(headers)  # the library copies them
             if content:
                 builder = builder.body_bytes(content)
             elif method in _EMPTY_BODY_METHODS:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
@@ -57,9 +57,13 @@ class DirectCall:
             scope["gateway.agent"] = agent
             async with self.state.use() as generation:
                 plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
-                body = await _read_body(receive)
-                if body is None:
-                    return  # the client left before its body arrived: nobody to answer
+                message = await receive()
+                if message["type"] == "http.request" and not message.get("more_body", False):
+                    body = message.get("body", b"")  # the usual: the whole body in one message, read in this frame
+                else:
+                    body = await _rest_of_body(message, receive)
+                    if body is None:
+                        return  # the client left before its body arrived: nobody to answer
                 arguments = parse_json_body(body, default={}, text_status=422)
                 if not isinstance(arguments, dict):
                     raise APIError(400, "The body must be the arguments as a JSON object, "
@@ -78,7 +82,7 @@ class DirectCall:
                 # Answered while the generation is still held: its release is not on the caller's wait.
                 content = _answer(result)
                 await send({"type": "http.response.start", "status": status,
-                            "headers": [(b"content-length", str(len(content)).encode("latin-1")), _JSON_HEADER]})
+                            "headers": [(b"content-length", b"%d" % len(content)), _JSON_HEADER]})
                 await send({"type": "http.response.body", "body": content})
         except APIError as error:
             await error.response()(scope, receive, send)
@@ -140,13 +144,11 @@ def _plan(generation: Generation, agent: str, name: str) -> CallPlan:
     return plan
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole request body; None when the client disconnected first."""
-    message = await receive()
+async def _rest_of_body(message: Message, receive: Receive) -> bytes | None:
+    """The whole request body from its first message on, when that one is not all of it (the door reads a body of one
+    message itself: no coroutine of this function's made for it); None when the client disconnected first."""
     if message["type"] != "http.request":
         return None
-    if not message.get("more_body", False):  # the usual: the whole body in one message
-        return message.get("body", b"")  # type: ignore[no-any-return]
     chunks = [message.get("body", b"")]
     while True:
         message = await receive()

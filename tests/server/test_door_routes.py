@@ -61,6 +61,26 @@ def test_direct_calls_answer_alike_at_the_root_and_under_a_root_path(two_gateway
     assert statuses == [200, 422, 502, 200, 404, 404, 400, 400, 422, 403]
 
 
+def test_a_direct_calls_body_in_pieces_or_blank_is_read_as_a_whole_body(two_gateways: tuple[str, str]) -> None:
+    # The door reads a body of one message in its own frame, and a body of several (chunked) through a helper: both
+    # are the same arguments; a body of whitespace alone is the empty arguments object, as an empty one is.
+    plain, _ = two_gateways
+    url = f"{plain}/agents/weather/tools/getForecast"
+    whole = httpx.post(url, content=b'{"latitude": 52.52, "longitude": 13.41}',
+                       headers={"content-type": "application/json"})
+
+    def pieces() -> Iterator[bytes]:
+        yield b'{"latitude": 52.52, '
+        yield b'"longitude": 13.41}'
+
+    chunked = httpx.post(url, content=pieces(), headers={"content-type": "application/json"})
+    assert chunked.request.headers.get("transfer-encoding") == "chunked"
+    assert _answer(chunked) == _answer(whole) and whole.status_code == 200
+    blank = httpx.post(url, content=b" \r\n\t ", headers={"content-type": "application/json"})
+    empty = httpx.post(url, content=b"", headers={"content-type": "application/json"})
+    assert _answer(blank) == _answer(empty) and blank.status_code == 422
+
+
 def test_other_methods_and_paths_get_the_routers_answers(two_gateways: tuple[str, str]) -> None:
     plain, _ = two_gateways
     response = httpx.get(f"{plain}/agents/weather/tools/getForecast")  # the door's path, another method
