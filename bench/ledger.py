@@ -1,6 +1,6 @@
 """Where the event loop's machine instructions go in one direct call, by stage (valgrind's callgrind).
 
-    python -m bench.ledger [--tree /path/to/tree] [--calls 20] [--door http|mcp]
+    python -m bench.ledger [--tree /path/to/tree] [--calls 20] [--door http|mcp|mcp2026]
 
 `bench.machine_instructions` counts the event loop thread's machine instructions per call; this says which part of
 the app runs them. `gateway serve` (from `--tree`, as `bench.machine_instructions` runs it) is started under
@@ -30,7 +30,8 @@ shows those frames after the answer and before the next `data_received`). The sp
 step that writes the answer; bench/README.md (the ninth round) says by how much the before overstates.
 
 `--door mcp` makes the same calls as MCP `tools/call`s of one 2025-06-18 session (opened during the warm-up, so
-its handshake is not counted), each one POST, as `bench.calls` makes them.
+its handshake is not counted), each one POST, as `bench.calls` makes them; `--door mcp2026` as stateless 2026-07-28
+requests (no session: the envelope and the routing headers on each), as the official client sends them by default.
 """
 
 from __future__ import annotations
@@ -55,7 +56,18 @@ import httpx
 
 from bench.machine_instructions import _calls, _settle
 from bench.stage_rules import STAGES
-from bench.support import CALL_ARGS, DOOR, ROOT, free_port, mcp_call, mcp_open, python_module, spawned, write_project
+from bench.support import (
+    CALL_ARGS,
+    DOOR,
+    ROOT,
+    free_port,
+    mcp_call,
+    mcp_open,
+    mcp_stateless_call,
+    python_module,
+    spawned,
+    write_project,
+)
 
 BOOT = """\
 import signal, sys
@@ -198,10 +210,20 @@ Calls = Callable[[int, float], None]
 
 
 def door_calls(door: str, url: str) -> Calls:
-    """The calls of `door` on the server at `url`: direct POSTs, or `tools/call`s of one MCP session."""
+    """The calls of `door` on the server at `url`: direct POSTs, `tools/call`s of one MCP session, or stateless
+    2026-07-28 `tools/call`s."""
     if door == "http":
         return lambda count, pause: asyncio.run(_calls(url, DOOR, count, post=True, pause=pause))
     mcp = f"{url}/mcp/bench"
+    if door == "mcp2026":
+        async def stateless(count: int, pause: float) -> None:
+            async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
+                for _ in range(count):
+                    await mcp_stateless_call(client, mcp, "listIssues", CALL_ARGS)
+                    if pause:
+                        await asyncio.sleep(pause)
+
+        return lambda count, pause: asyncio.run(stateless(count, pause))
 
     async def opening() -> dict[str, str]:
         async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
@@ -219,7 +241,7 @@ def door_calls(door: str, url: str) -> Calls:
     return lambda count, pause: asyncio.run(calling(count, pause))
 
 
-def run(tree: Path, calls: int, keep: Path | None, *, plain: bool, door: str = "http") -> Any:
+def run(tree: Path, calls: int, keep: Path | None, *, plain: bool, door: str = "http", detail: int = 0) -> Any:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -264,7 +286,7 @@ def run(tree: Path, calls: int, keep: Path | None, *, plain: bool, door: str = "
                 time.sleep(2)
         if plain:
             return report_plain(folder, out.name, calls, seconds)
-        return report(folder, out.name, calls)
+        return report(folder, out.name, calls, detail)
 
 
 Marked = dict[tuple[int, int], tuple[float, float]]
@@ -405,13 +427,14 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true",
                         help="no stage marks: the loop thread's count by where it ran, as bench.machine_instructions")
     parser.add_argument("--keep", type=Path, help="a folder to keep the dumps in (default: a temporary one)")
-    parser.add_argument("--door", choices=("http", "mcp"), default="http",
-                        help="direct POSTs, or tools/calls of one MCP session (2025-06-18)")
+    parser.add_argument("--detail", type=int, default=0, help="also list each stage's costliest functions (self)")
+    parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
+                        help="direct POSTs, tools/calls of one MCP session (2025-06-18), or stateless (2026-07-28)")
     args = parser.parse_args()
     if args.plain:
         run(args.tree, args.calls, args.keep, plain=True, door=args.door)
         return
-    marked = run(args.tree, args.calls, args.keep, plain=False, door=args.door)
+    marked = run(args.tree, args.calls, args.keep, plain=False, door=args.door, detail=args.detail)
     plain, idle = run(args.tree, PLAIN_CALLS, args.keep and args.keep / "plain", plain=True, door=args.door)
     corrected(marked, plain, idle)
 

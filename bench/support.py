@@ -173,12 +173,16 @@ def sides(trees: Sequence[Path], bare: bool) -> list[tuple[str, Path | None]]:
     return [*named, ("bare proxy", None)] if bare else named
 
 
-def side_arguments(doc: str | None, calls: int) -> argparse.Namespace:
-    """The command line of a direct-call count over sides: `--tree` (repeated), `--bare`, `--calls`."""
+def side_arguments(doc: str | None, calls: int, *, doors: bool = False) -> argparse.Namespace:
+    """The command line of a direct-call count over sides: `--tree` (repeated), `--bare`, `--calls` (and with
+    `doors`, `--door http|mcp|mcp2026`)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to compare")
     parser.add_argument("--bare", action="store_true", help="also the bare proxy (the floor)")
     parser.add_argument("--calls", type=int, default=calls)
+    if doors:
+        parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
+                            help="direct POSTs, tools/calls of one MCP session (2025-06-18), or stateless (2026-07-28)")
     return parser.parse_args()
 
 

@@ -1,6 +1,6 @@
 """Where a direct call's critical path waits: system calls per call, by thread, of each serving process.
 
-    python -m bench.syscalls [--tree /path/to/other/tree ...] [--bare] [--calls 200]
+    python -m bench.syscalls [--tree /path/to/other/tree ...] [--bare] [--calls 200] [--door http|mcp|mcp2026]
 
 A caller waits for the work between its request's arrival and the answer's last byte, and for every hand-over
 on the way: the event loop's thread sleeps in `epoll_pwait` until the request's body, the upstream's answer (which
@@ -27,19 +27,20 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bench.ledger import Calls, door_calls
 from bench.machine_instructions import _calls
 from bench.support import bench_upstream, free_port, side, side_arguments, sides, spawned
 
 PAUSE = 0.003
 
 
-def per_call(pid: int, url: str, path: str, post: bool, calls: int, folder: Path) -> dict[str, dict[str, float]]:
+def per_call(pid: int, call: Calls, calls: int, folder: Path) -> dict[str, dict[str, float]]:
     """Each thread's system calls per call (`name/tid` -> call -> count), over `calls` calls."""
-    asyncio.run(_calls(url, path, 50, post=post))
+    call(50, 0.0)
     out = folder / f"perf-{pid}.txt"
     tracer = subprocess.Popen(["perf", "trace", "-s", "-p", str(pid), "-o", str(out)], stderr=subprocess.DEVNULL)
     time.sleep(2)  # attached
-    asyncio.run(_calls(url, path, calls, post=post, pause=PAUSE))
+    call(calls, PAUSE)
     time.sleep(0.2)
     tracer.send_signal(signal.SIGINT)
     tracer.wait()
@@ -57,7 +58,7 @@ def per_call(pid: int, url: str, path: str, post: bool, calls: int, folder: Path
 
 
 def main() -> None:
-    args = side_arguments(__doc__, 200)
+    args = side_arguments(__doc__, 200, doors=True)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = Path(tmp)
         upstream = bench_upstream(stack)
@@ -65,8 +66,11 @@ def main() -> None:
             port = free_port()
             server = side(tree, upstream, folder, port)
             with spawned(server.command, server.ready, env=server.env, cwd=server.cwd) as (process, _):
-                threads = per_call(process.pid, f"http://127.0.0.1:{port}", server.path, server.post, args.calls,
-                                   folder)
+                url = f"http://127.0.0.1:{port}"
+                call = door_calls(args.door, url) if tree is not None else \
+                    (lambda count, pause, url=url, path=server.path:
+                     asyncio.run(_calls(url, path, count, post=False, pause=pause)))
+                threads = per_call(process.pid, call, args.calls, folder)
             print(f"{name}: system calls per call ({args.calls} calls)")
             for thread, counts in threads.items():
                 shown = ", ".join(f"{call} {count:.2f}" for call, count in sorted(counts.items(), key=lambda i: -i[1])

@@ -120,3 +120,55 @@ async def test_a_secret_in_the_apis_text_goes_out_in_no_form(gw: tuple[str, Any]
     wire = json.dumps(result)
     assert API_TOKEN not in wire and "\\u0067h-secret" not in wire
     assert result["structuredContent"]["note"] in ("fine", "[REDACTED]")
+
+
+TEXTS = ["", "plain", '{"a":1}', "line\nbreak\ttab", "quote \" backslash \\ slash /", "é ü 中文 🎉", "\u2028\u2029",
+         "\x00\x1f control", "x" * 5000]
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", MODERN])
+def test_the_kernels_check_gives_a_text_content_back_as_it_was(version: str) -> None:
+    """Why the door may set a call's text aside from the SDK kernel's result check: for any string, the check's
+    dump of `{"type": "text", "text": s}` is that same dict (the rule holds by construction)."""
+    from mcp_types.methods import serialize_server_result
+
+    for text in TEXTS:
+        content = [{"type": "text", "text": text}]
+        shaped = serialize_server_result("tools/call", version, {"content": content, "isError": False,
+                                                                  "resultType": "complete"})
+        assert shaped["content"] == content
+
+
+def test_where_the_door_writes_the_answer_the_text_goes_around_the_kernels_check() -> None:
+    """The text content (as the structured content) travels aside: the kernel checks a result without it, and the
+    door's answer carries it, as the kernel would have shaped it."""
+    from mcp_types.methods import serialize_server_result
+
+    from gateway.catalog import AgentTool
+    from gateway.messages import ToolResult
+    from gateway.server.mcp.exchange import result_body
+    from gateway.server.mcp.results import ResultAside, call_result
+
+    tool = AgentTool(name="t", description="", input_schema={})
+    for outcome in (ToolResult(ok=True, status=200, media_type="application/json", body={"a": "é"},
+                               body_json=b'{"a":"\xc3\xa9"}'),
+                    ToolResult(ok=True, status=200, media_type="text/plain", body="a text"),
+                    ToolResult(ok=False, status=500, body="down", error="the api failed", error_type="http_error")):
+        aside = ResultAside()
+        wire = call_result(tool, outcome, modern=False, aside=aside)
+        assert wire["content"] == []  # what the kernel's check sees
+        plain = call_result(tool, outcome, modern=False)  # the same call answered by the SDK's transport
+        kernel = serialize_server_result("tools/call", "2025-06-18", wire)
+        sent = json.loads(result_body(7, kernel, aside))
+        assert sent == {"jsonrpc": "2.0", "id": 7, "result": serialize_server_result("tools/call", "2025-06-18", plain)}
+
+
+async def test_a_failed_call_is_answered_alike_both_ways(gw: tuple[str, Any], upstream: RecordingServer) -> None:
+    """A tool error (the api's 500) is the same result whether the door or the SDK's transport answers it."""
+    url, _ = gw
+    upstream.route("/meteo/v1/forecast", Reply(500, b'{"reason": "down"}',
+                                               headers={"Content-Type": "application/json"}))
+    door = await _call(f"{url}/mcp/weather", FORECAST_CALL)
+    sdk = await _call(f"{url}/mcp/weather", FORECAST_CALL, chunked=True)
+    assert door == sdk
+    assert door["isError"] is True and "500" in door["content"][0]["text"]

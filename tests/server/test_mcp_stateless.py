@@ -91,3 +91,56 @@ async def test_param_headers_are_judged_as_the_sdk_judges_them(tool: str, argume
     refused = tool == "sized" and not agree  # a tool without the declaration: nothing to disagree with
     assert answered is not refused  # a refusal is the SDK's own answer
     assert ("error" in json.loads(door_body)) is refused
+
+
+@pytest.mark.parametrize(("info", "capabilities"), [
+    ({"name": "t", "version": "1"}, {}),
+    ({"name": "t", "version": "1"}, {"elicitation": {"url": {}}, "sampling": {}}),
+    (None, {"roots": {"listChanged": True}}),  # client info is optional
+    ({"name": "t"}, {}),  # mis-shaped info (no version): not supplied
+    ({"name": "t", "version": "1"}, "caps"),  # mis-shaped capabilities: not supplied
+    ({"name": "t", "version": "1", "n": 1 << 70}, {}),  # what orjson does not write: the SDK's factory each time
+])
+def test_a_requests_connection_is_the_one_the_sdk_makes_of_its_envelope(info: Any, capabilities: Any) -> None:
+    """Each request gets a connection of its own with the facts `Connection.from_envelope` gives it; what the
+    factory makes of one envelope is asked of it once, not per request."""
+    from mcp.server.connection import Connection
+
+    from gateway.server.mcp.stateless import EnvelopeFacts
+
+    envelopes = EnvelopeFacts()
+    first, second = (envelopes.connection(MODERN, info, capabilities) for _ in range(2))
+    sdk = Connection.from_envelope(MODERN, info, capabilities)
+    for ours in (first, second):
+        assert ours.protocol_version == sdk.protocol_version and ours.session_id is sdk.session_id is None
+        assert ours.client_params == sdk.client_params and ours.client_capabilities == sdk.client_capabilities
+        assert ours.initialized.is_set() and type(ours.outbound) is type(sdk.outbound)
+        assert ours.state == {} and ours.initialize_accepted == sdk.initialize_accepted
+    assert first is not second and first.state is not second.state and first.exit_stack is not second.exit_stack
+    if "n" not in (info or {}):  # typed once: the second request's facts are the first's
+        assert first.client_params is second.client_params
+        assert first.client_capabilities is second.client_capabilities
+
+
+async def test_a_stateless_request_is_served_under_the_envelopes_facts() -> None:
+    """The handler sees the capabilities the request's envelope declared (the door's connection, not a shared one
+    of another envelope's)."""
+    seen: list[Any] = []
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        seen.append(ctx.session.client_capabilities)
+        return {"content": [], "isError": False, "resultType": "complete"}
+
+    server = Server("t", get_tool_input_schema=lambda name: None, on_call_tool=call_tool)
+    door = StatelessRequests(server, TransportSecurityMiddleware(security_settings("127.0.0.1")), 1 << 20)
+
+    async def app(scope: Any, receive: Any, send: Any, headers: Any) -> bool:
+        return await door.answer(headers, scope, receive, send) is None
+
+    for capabilities in ({}, {"elicitation": {"url": {}}}, {}):
+        envelope = {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": capabilities}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "plain", "arguments": {}, "_meta": envelope}}).encode()
+        status, _, by_door = await _post(app, body, [(b"mcp-name", b"plain")])
+        assert status == 200 and by_door
+    assert [c.elicitation is not None for c in seen] == [False, True, False]

@@ -22,7 +22,7 @@ from ..direct_call import door_plan, run_planned
 from ..direct_script import run_direct_script
 from . import search
 from .listing import checked_agent, era_of
-from .results import StructuredAside, call_result, wire_result
+from .results import ResultAside, call_result, wire_result
 
 _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 """What shapes a script's result: a tool without an output schema."""
@@ -31,7 +31,7 @@ _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
                       protocol_version: str | None, client: str | None,
                       found: list[str] | None = None, *, url_elicitation: bool = False,
-                      aside: StructuredAside | None = None) -> dict[str, Any] | None:
+                      aside: ResultAside | None = None) -> dict[str, Any] | None:
     """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`.
 
     `found`: the session's found tools, which `search_tools` extends (None: a stateless request).

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from ...jsonwire import dumps
-from .results import StructuredAside
+from .results import ResultAside
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -86,10 +86,10 @@ async def read_request(checks: TransportChecks, headers: Headers, scope: Scope, 
     return message, again
 
 
-def result_body(request_id: RequestId, result: Any, aside: StructuredAside | None = None) -> bytes:
+def result_body(request_id: RequestId, result: Any, aside: ResultAside | None = None) -> bytes:
     """A JSON-RPC answer with the SDK kernel's result (in its wire form already: checked and shaped by the kernel),
-    and the structured content a call put `aside` (see `results`)."""
-    if aside is not None and aside.put(result) is not None:
+    and what a call put `aside` (see `results`)."""
+    if aside is not None and aside.put(result):
         try:
             return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
         except TypeError:  # something else that only the general writer takes (which does not take a fragment)

@@ -13,11 +13,17 @@ The JSON is written once. A body that is exactly the parse of the api's JSON tex
 secret in the text in any form, no JSON escape, nothing cut or changed since) is not written again from its parse:
 the text content is the api's text when it is on one line (a pretty-printed answer is written compact, as any
 other body, so the model is not sent its indentation), and where the door writes the answer itself (`inline`,
-`stateless`), `structuredContent` is written from that text too. There it travels beside the SDK kernel's result
-(`StructuredAside`) rather than through the kernel's result check, whose rule for it (`dict[str, Any]`: a JSON
-object with string keys, any values, dumped as JSON) holds for it by construction (the parse of a JSON object, or
-`{"result": ...}`) and whose walk of every value was the largest single cost of an MCP call (bench/README.md,
-branch mcp32). Over stdio and the SDK's own transport it stays in the result, checked by the kernel as before.
+`stateless`), `structuredContent` is written from that text too.
+
+Where the door writes the answer itself, the result's text content and structured content travel beside the SDK
+kernel's result (`ResultAside`) rather than through the kernel's result check, whose rules for them hold by
+construction here: the content is one `TextContent`, `{"type": "text", "text": <str>}` (any string is a valid text,
+and the check's JSON-mode dump of it is the same dict: a test holds this against the SDK's own check); the
+structured content is `dict[str, Any]`, a JSON object with string keys and any values, dumped as JSON, and ours is
+the parse of a JSON object (or `{"result": ...}`). That check's walk and copy of every value was the largest single
+cost of an MCP call (bench/README.md, branch mcp32), and of the text's (branch mcp33). The kernel still checks and
+shapes the rest of the result (`isError`, the era's fields, the `serverInfo` stamp). Over stdio and the SDK's own
+transport everything stays in the result, checked by the kernel as before.
 """
 
 from __future__ import annotations
@@ -32,37 +38,42 @@ from ...jsonwire import dumps_text
 from ...messages import ToolResult
 
 
-class StructuredAside:
-    """The `structuredContent` of one call whose answer the door writes itself: its value, and the JSON text it
-    is exactly the parse of (None: written from the value)."""
+class ResultAside:
+    """What of one call's result the door writes itself (see the module's docstring): the text content, and the
+    structured content with the JSON text it is exactly the parse of (None: written from the value)."""
 
-    __slots__ = ("json", "value")
+    __slots__ = ("json", "text", "value")
 
     def __init__(self) -> None:
+        self.text: str | None = None
         self.value: Any = None
         self.json: bytes | None = None
 
-    def put(self, result: dict[str, Any]) -> bytes | None:
-        """Put the structured content in the kernel's `result` (wire form); the text to write it from, if any."""
+    def put(self, result: dict[str, Any]) -> bool:
+        """Put what was set aside into the kernel's `result` (wire form); whether it holds JSON text only orjson
+        writes (a fragment)."""
+        if self.text is not None:
+            result["content"] = [{"type": "text", "text": self.text}]
         if self.value is None:
-            return None
+            return False
         if self.json is None:
             result["structuredContent"] = self.value
-            return None
+            return False
         result["structuredContent"] = orjson.Fragment(self.json)
-        return self.json
+        return True
 
     def take_back(self, result: dict[str, Any]) -> None:
-        """Write it from its value after all (something else in `result` needs the general writer)."""
+        """Write the structured content from its value after all (something else in `result` needs the general
+        writer, which does not take a fragment)."""
         result["structuredContent"] = self.value
 
 
 def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool,
-                aside: StructuredAside | None = None) -> dict[str, Any]:
+                aside: ResultAside | None = None) -> dict[str, Any]:
     """The `CallToolResult` for `result`; `modern` for the 2026-07-28 protocol (any schema at the root); `aside`:
-    where the structured content goes when the door writes the answer itself (see the module's docstring)."""
+    where the text and structured content go when the door writes the answer itself (see the module's docstring)."""
     if not result.ok:
-        return wire_result(error_text(result), None, is_error=True)
+        return wire_result(error_text(result), None, is_error=True, aside=aside)
     body = result.body
     is_json = not isinstance(body, str) and (result.media_type or "json").endswith("json")
     raw = result.body_json  # the api's text, standing for `body` (see `ToolResult.body_json`)
@@ -82,19 +93,24 @@ def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool,
     elif result.truncated:
         message = (f"The API answered {result.status} but the body was truncated at the size limit, so it cannot "
                    f"be checked against the spec's output schema. The body:\n{text}")
-        return wire_result(message, None, is_error=True)
+        return wire_result(message, None, is_error=True, aside=aside)
     else:  # the pipeline checked the body against the output schema (a body that breaks it is already a failure)
         structured = body if modern else mcp_structured_content(schema, body)
     if aside is None or structured is None:
-        return wire_result(text, structured)
+        return wire_result(text, structured, aside=aside)
     aside.value = structured
     if raw is not None:
         aside.json = raw if structured is body else b'{"result":%b}' % raw  # (2025's wrap of a non-object root)
-    return wire_result(text, None)
+    return wire_result(text, None, aside=aside)
 
 
-def wire_result(text: str, structured: Any, *, is_error: bool = False) -> dict[str, Any]:
-    wire: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+def wire_result(text: str, structured: Any, *, is_error: bool = False,
+                aside: ResultAside | None = None) -> dict[str, Any]:
+    """A `CallToolResult` of one text content (with `aside`, the text goes there and the content list is empty
+    until the door puts it back)."""
+    if aside is not None:
+        aside.text = text
+    wire: dict[str, Any] = {"content": [] if aside is not None else [{"type": "text", "text": text}]}
     if structured is not None:
         wire["structuredContent"] = structured
     wire["isError"] = is_error

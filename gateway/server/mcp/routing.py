@@ -21,8 +21,8 @@ SESSION_SCOPE_KEY = "gateway.mcp.session"
 """Where the endpoint leaves the request's `Mcp-Session-Id` (a 2025 session's), for the handlers to read."""
 
 ASIDE_SCOPE_KEY = "gateway.mcp.aside"
-"""Where the door, when it writes the answer itself, leaves the `StructuredAside` a call's structured content goes
-to (see `results`)."""
+"""Where the door, when it writes the answer itself, leaves the `ResultAside` a call's text and structured content
+go to (see `results`)."""
 
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:

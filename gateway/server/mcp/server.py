@@ -33,7 +33,7 @@ from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
 from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
-from .results import StructuredAside
+from .results import ResultAside
 from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
@@ -53,7 +53,7 @@ class MessageFacts(NamedTuple):
     """The signed-in user (None without one)."""
     token: UserToken | None
     """That user's token."""
-    aside: StructuredAside | None = None
+    aside: ResultAside | None = None
     """Where a call's structured content goes when the door writes the answer itself (see `results`)."""
 
 
