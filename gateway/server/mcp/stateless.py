@@ -18,12 +18,6 @@ each request's connection teardown, empty, under a shielded cancel scope. Here, 
   pushed on it), and the answer (or the error, mapped by its `modern_error_data`, with the HTTP status of its
   `ERROR_CODE_HTTP_STATUS`).
 
-Each request gets a connection of its own, as from the SDK's `Connection.from_envelope`; what that factory reads
-of the envelope (the client's info and capabilities, typed as its models, and the `initialize` params it makes of
-them) is the same for every request of a client, which sends one envelope, so it is asked of `from_envelope` once
-per distinct envelope (`EnvelopeFacts`) and each request's connection is born from those answers: typing the
-envelope again was most of a stateless request's SDK work after the result check (bench/README.md, branch mcp33).
-
 What is not plainly a well-formed request that passes all of them (a notification, a refused envelope, a
 repeated header, `subscriptions/listen`'s stream, a chunked body) goes to the SDK unchanged, so its answers and
 errors stay its own: a test sends every kind of request both ways and compares the answers.
@@ -37,7 +31,6 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
-import orjson
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data
@@ -80,7 +73,6 @@ class StatelessRequests:
         self.server = server
         self.max_body_bytes = max_body_bytes
         self.checks = TransportChecks(security, exact_json=False)
-        self.envelopes = EnvelopeFacts()
         self._declaring: dict[int, tuple[Mapping[str, Any], bool]] = {}
         """Whether a tool's input schema declares `Mcp-Param-*` headers, by the schema's id (the schema is kept
         with its verdict, so its id names it while the entry lives)."""
@@ -107,7 +99,7 @@ class StatelessRequests:
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
-        connection = self.envelopes.connection(route.protocol_version, route.client_info, route.client_capabilities)
+        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
         connection.exit_stack = teardown = _Teardown()
         try:
             # What the SDK's `serve_one` does: a kernel for this one request's connection, whose teardown is then
@@ -156,40 +148,6 @@ class StatelessRequests:
             self._declaring.clear()
         self._declaring[id(schema)] = (schema, declares)
         return declares
-
-
-class EnvelopeFacts:
-    """A connection per request as the SDK's `Connection.from_envelope` makes it, with what that factory makes of
-    the envelope asked of it once per distinct envelope.
-
-    `from_envelope` types the client's info and capabilities as its models (a mis-shaped value counts as not
-    supplied) and, with both, makes the `initialize` params; then it makes a connection with the envelope
-    connection's outbound (no back-channel), those params and capabilities, and marks it initialized. The typing
-    depends on the three envelope values only, and its models are read, never written, by the kernel and the
-    handlers; so each distinct envelope (its values written as sorted JSON) is given to `from_envelope` once, and
-    each request's connection is made from that connection's public facts, a new one per request (its teardown,
-    its `state` and its `initialized` are the request's own). A test holds the two alike for envelopes well-formed
-    and mis-shaped."""
-
-    def __init__(self, limit: int = 256) -> None:
-        self.limit = limit
-        self._known: dict[bytes, Connection] = {}
-
-    def connection(self, protocol_version: str, client_info: Any, client_capabilities: Any) -> Connection:
-        try:
-            key = orjson.dumps((protocol_version, client_info, client_capabilities), option=orjson.OPT_SORT_KEYS)
-        except TypeError:  # what orjson does not write (an integer past 64 bits): the SDK's factory, each time
-            return Connection.from_envelope(protocol_version, client_info, client_capabilities)
-        model = self._known.get(key)
-        if model is None:
-            if len(self._known) >= self.limit:  # a client making up envelopes gets them typed each time
-                self._known.clear()
-            model = self._known[key] = Connection.from_envelope(protocol_version, client_info, client_capabilities)
-        connection = Connection(model.outbound, protocol_version=model.protocol_version,
-                                client_params=model.client_params)
-        connection.client_capabilities = model.client_capabilities
-        connection.initialized.set()
-        return connection
 
 
 class _Teardown(AsyncExitStack):
