@@ -390,6 +390,8 @@ def _answerable(methods: frozenset[str], used: frozenset[str]) -> frozenset[str]
     if methods & _UPDATES and _UPDATES & used:
         return methods | (_UPDATES & used)
     return methods | {"POST"}
+
+
 _PERIOD = "period"
 _READS = frozenset({"GET"})
 _PROPERTY = 2.0
