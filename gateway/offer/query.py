@@ -101,11 +101,12 @@ _PARTICLES = frozenset("out up in off on back".split())
 
 def match_expression(query: str) -> str:
     """The FTS5 query for a user's words: each word or one of its alternatives (`match_terms`), any of them."""
-    return _expression(match_terms(query))
+    return expression_of(match_terms(query))
 
 
-def _expression(terms: Iterable[tuple[str, ...]]) -> str:
-    """FTS5's syntax: each alternative quoted (a phrase when it has several words), the words' groups ORed."""
+def expression_of(terms: Iterable[tuple[str, ...]]) -> str:
+    """The FTS5 match of words with their alternatives (`Request.expression`): each alternative quoted (a phrase
+    when it has several words), the words' groups ORed."""
     return " OR ".join("(" + " OR ".join(f'"{alternative}"' for alternative in alternatives) + ")"
                        for alternatives in terms)
 
@@ -288,11 +289,11 @@ def read(query: str) -> Request:
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
     target = frozenset() if _TO_VALUE.search(query) else _target(given, verb)
     acts = _acts(given, verb)
-    return Request(terms, _expression(terms), methods,
+    return Request(terms, expression_of(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    _possessors(query),
-                   target, _addressed(target, ()), _addressed(things_named, acts), _act_nouns(acts), named,
+                   target, addressed_of(target, ()), addressed_of(things_named, acts), _act_nouns(acts), named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    keyed(query), _over_period(given),
                    _determined(given, verb),
@@ -354,15 +355,6 @@ def _asks_permission(query: str) -> bool:
 
 def addressed_of(things: frozenset[str], acts: tuple[str, ...]) -> str:
     """The FTS5 match of a resource that is one of the things or one of the acts (`Request.addressed`)."""
-    return _addressed(things, acts)
-
-
-def expression_of(terms: Iterable[tuple[str, ...]]) -> str:
-    """The FTS5 match of words with their alternatives (`Request.expression`)."""
-    return _expression(terms)
-
-
-def _addressed(things: frozenset[str], acts: tuple[str, ...]) -> str:
     alternatives = [f'"{thing}"' for thing in sorted(things) if len(thing) >= 3 and thing.isalnum()]
     alternatives += [f'"{act[:5]}"*' for act in acts if len(act) >= 3 and act.isalpha()]
     return f"resource : ({' OR '.join(alternatives)})" if alternatives else ""
