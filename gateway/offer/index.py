@@ -251,8 +251,7 @@ class ToolIndex:
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced), owner, as_said.target))
         scored.sort(key=lambda pair: -pair[1])
-        if _FAMILY_CAP:
-            scored = _diversified(scored)
+        scored = _diversified(scored)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
