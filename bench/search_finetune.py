@@ -62,7 +62,7 @@ USED = PARTS[:PARTS.index("round18") + 1]
 """The parts read here; `round19` is the lead's next final measurement. (Up to `round9` for the measured runs and the
 first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17` and
 `round18`, joined once each had been measured, once.)"""
-assert not {"round19"} & set(USED)
+assert not {"round19", "round20"} & set(USED)
 SPECS = specs_with(USED)
 """The fifteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
 and NetBox from their `round16` on, Docker and Apacta from their `round17` on, and HERE by its `round18` (Slicebox, new
