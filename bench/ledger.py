@@ -417,6 +417,9 @@ def corrected(marked: Marked, plain: float, idle: float, hook_cost: float | None
     for stage, cost in sorted(stages.items(), key=lambda item: -item[1]):
         print(f"  {cost:9,.0f} {100 * cost / plain:5.1f}%  {STAGES[stage]}")
     print(f"  {idle:9,.0f} {100 * idle / plain:5.1f}%  the idle server's periodic work at this pace")
+    if hook_cost is not None:
+        print("(the hook's cost given: the stages add up to more than the unmarked count by the loop's idle native work"
+              " during the marked run's pauses, counted after the answer in the loop's native stage)")
     for phase, name in enumerate(PHASES):
         total = sum(phases[phase].values())
         print(f"{name}: {total:,.0f} a call ({100 * total / (plain - idle):.1f}%)")
