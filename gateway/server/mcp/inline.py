@@ -44,8 +44,7 @@ from starlette.types import Receive, Scope, Send
 
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
-from .results import ResultAside
-from .routing import FACTS_SCOPE_KEY
+from .server import aside_for
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -132,7 +131,7 @@ class InlineSessions:
         task = asyncio.current_task()
         assert task is not None
         running = session.running[key] = _Running(task, exchange)
-        aside = request.scope[FACTS_SCOPE_KEY].aside = ResultAside()  # this door writes the answer (see `results`)
+        aside = aside_for(request.scope)  # this door writes the answer (see `results`)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)

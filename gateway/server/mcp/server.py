@@ -26,6 +26,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
+from starlette.types import Scope
 
 from ...assembly import GatewayState
 from ...kernel import __version__, tracing
@@ -81,6 +82,17 @@ def facts_from_request(ctx: Context) -> MessageFacts:
     if not isinstance(facts, MessageFacts):
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
     return facts
+
+
+def aside_for(scope: Scope) -> ResultAside:
+    """The aside of a request whose answer the door writes itself (`inline`, `stateless`), given to the request's
+    facts for the call's handler (see `results`). Without facts (the door's classes around a server that is not
+    the gateway's, whose handlers read none) it is only the door's."""
+    aside = ResultAside()
+    facts = scope.get(FACTS_SCOPE_KEY)
+    if isinstance(facts, MessageFacts):
+        facts.aside = aside
+    return aside
 
 
 class GatewayServer(Server[Any]):

@@ -55,8 +55,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
-from .results import ResultAside
-from .routing import FACTS_SCOPE_KEY
+from .server import aside_for
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -95,7 +94,7 @@ class StatelessRequests:
                 (method == "tools/call" and params is not None and self._param_headers_refused(params, scope)):
             return again
         request = Request(scope, again)
-        aside = scope[FACTS_SCOPE_KEY].aside = ResultAside()  # this door writes the answer (see `results`)
+        aside = aside_for(scope)  # this door writes the answer (see `results`)
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
