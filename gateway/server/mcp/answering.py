@@ -9,7 +9,6 @@ What is MCP's own stays here and in `results`: finding the agent's tool, and sha
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -31,14 +30,13 @@ _RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
                       protocol_version: str | None, client: str | None,
-                      found: list[str] | None = None, *, takes_url_elicitation: Callable[[], bool] | None = None,
+                      found: list[str] | None = None, *, url_elicitation: bool = False,
                       aside: ResultAside | None = None) -> dict[str, Any] | None:
     """The `CallToolResult` (wire form) of one call; None when the agent has no tool `name`.
 
     `found`: the session's found tools, which `search_tools` extends (None: a stateless request).
-    `takes_url_elicitation`: whether the client takes URL elicitations (None: it does not), asked only of a call whose
-    user has not connected the api's account yet: then it is answered with one (`UrlElicitationRequiredError`, the
-    connect link) instead of a tool error.
+    `url_elicitation`: the client takes URL elicitations: a call whose user has not connected the api's account
+    yet is answered with one (`UrlElicitationRequiredError`, the connect link) instead of a tool error.
     `aside`: where an agent tool's structured content goes when the door writes the answer itself (`results`)."""
     async with state.use() as generation:
         checked_agent(generation, agent)
@@ -61,7 +59,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
 
             async def call_tool(target: str, inner: dict[str, Any]) -> dict[str, Any] | None:
                 return await answer_call(state, agent, target, inner, protocol_version, client,
-                                         takes_url_elicitation=takes_url_elicitation)
+                                         url_elicitation=url_elicitation)
 
             return await search.answer_meta(config, toolset, name, arguments, call_tool, found)
         try:
@@ -70,7 +68,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             raise MCPError(types.INTERNAL_ERROR, error.message) from None
         link = result.body.get("connect_url") if result.error_type == "not_connected" and isinstance(
             result.body, dict) else None
-        if isinstance(link, str) and takes_url_elicitation is not None and takes_url_elicitation():
+        if url_elicitation and isinstance(link, str):
             raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
                 message=result.error or "Connect your account first.", url=link,
                 elicitation_id=secrets.token_urlsafe(12))])

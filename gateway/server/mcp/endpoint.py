@@ -3,15 +3,14 @@
 Mounted at every path of `routing.PATHS`. Before the SDK's `StreamableHTTPSessionManager` sees a request, the
 endpoint resolves the agent (404 for an unknown one, 403 for one the client key may not use, read from the routed
 agent and not the raw path, so it holds under a URL prefix), refuses a client's session past its cap (429), and puts
-in the request's scope its facts for the handlers (agent, caller, session: `server.MessageFacts`, made once per
-request) and, as the SDK's authenticated user, the identity the SDK binds a new session to (see `sessions`). A
-session's `tools/call`, `tools/list` and `ping` from the identity that opened it (`inline`), and a stateless
-2026-07-28 request (`stateless`), are answered in the request's own task through the SDK's transport checks and
-server kernel; everything else is the SDK's: JSON answers instead of one-event SSE streams (the tools send no
-progress), DNS-rebinding protection on loopback, the body cap, session lookup and ownership, the total session cap.
-The idle timeout is the ledger's, which sees the requests answered inline too: an idle session is ended in the SDK
-with a DELETE in its owner's name (its public entry, as a client ends a session), at the session's next request or
-by a sweep, whichever comes first.
+in the request's scope the agent for the handlers and, as the SDK's authenticated user, the identity the SDK binds a
+new session to (see `sessions`). A session's `tools/call`, `tools/list` and `ping` from the identity that opened it
+(`inline`), and a stateless 2026-07-28 request (`stateless`), are answered in the request's own task through the
+SDK's transport checks and server kernel; everything else is the SDK's: JSON answers instead of one-event SSE
+streams (the tools send no progress), DNS-rebinding protection on loopback, the body cap, session lookup and
+ownership, the total session cap. The idle timeout is the ledger's, which sees the requests answered inline too: an
+idle session is ended in the SDK with a DELETE in its owner's name (its public entry, as a client ends a session),
+at the session's next request or by a sweep, whichever comes first.
 """
 
 from __future__ import annotations
@@ -31,12 +30,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ...asgi import StatusWatch
 from ...assembly import GatewayState
-from ...kernel.caller import UserToken
 from ..api_errors import APIError
 from .found import FoundTools
 from .inline import Identity, InlineSessions
-from .routing import FACTS_SCOPE_KEY, routed_agent
-from .server import MessageFacts, build_mcp_server, current_agent
+from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
+from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 from .stateless import StatelessRequests
 
@@ -94,10 +92,9 @@ class MCPEndpoint:
             return
         client = scope.get("gateway.client")
         client = client if isinstance(client, str) else None
-        subject, user_token = scope.get("gateway.subject"), scope.get("gateway.token")
+        subject = scope.get("gateway.subject")
         subject = subject if isinstance(subject, str) else None
-        facts = scope[FACTS_SCOPE_KEY] = MessageFacts(agent, client, None, subject,
-                                                      user_token if isinstance(user_token, UserToken) else None)
+        scope[AGENT_SCOPE_KEY] = agent
         scope["user"] = self._identity(client, subject, agent)
         headers = _headers(scope)
         session, version = headers.get(_SESSION_HEADER), headers.get(_VERSION_HEADER)
@@ -106,7 +103,7 @@ class MCPEndpoint:
         token = current_agent.set(agent)
         try:
             if session is not None:
-                session_id = facts.session = session.decode("latin-1")  # a 2025 session's (the handshake's era)
+                session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
                 await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
                                        receive, send)
             elif scope.get("method") == "POST" and (version_text is None or

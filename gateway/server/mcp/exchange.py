@@ -5,7 +5,7 @@ instead of through the SDK's transport, after the same checks that transport mak
 
 - `TransportChecks`: the SDK's `TransportSecurityMiddleware` (Content-Type, Host, Origin) and its Accept rule
   (`check_accept_headers`). Both depend on four header values only, so each verdict is the SDK's own, asked
-  once per set of those values (`ask`) and then looked up without a coroutine (`known`);
+  once per set of those values;
 - `read_request`: the body, within the SDK's body limit, parsed as one JSON-RPC message of the shape the SDK's
   `JSONRPCRequest` model reads, and a `receive` that gives the body again, for a request the door hands to the
   SDK after all; `send_json` and `result_body` write the answer;
@@ -50,29 +50,20 @@ class TransportChecks:
         self.exact_json = exact_json
         self._verdicts: dict[tuple[bytes | None, ...], bool] = {}
 
-    def known(self, headers: Headers) -> bool | None:
-        """The verdict for these header values, if it was asked before (a plain function: the usual case waits for
-        nothing); None: ask it (`ask`)."""
-        return self._verdicts.get(_key(headers))
-
-    async def ask(self, scope: Scope, headers: Headers) -> bool:
-        """The SDK's verdict for the request's header values, kept for the next request with the same ones."""
-        key = _key(headers)
-        request = Request(scope)
-        verdict = check_accept_headers(request)[0] and \
-            await self.security.validate_request(request, is_post=True) is None
-        if self.exact_json:
-            media_types = (key[0] or b"").decode("latin-1").split(";")[0].split(",")
-            verdict = verdict and "application/json" in map(str.strip, media_types)
-        if len(self._verdicts) >= 256:  # a client making up header values gets asked each time
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
+    async def passes(self, scope: Scope, headers: Headers) -> bool:
+        key = (headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"), headers.get(b"accept"))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            request = Request(scope)
+            verdict = check_accept_headers(request)[0] and \
+                await self.security.validate_request(request, is_post=True) is None
+            if self.exact_json:
+                media_types = (key[0] or b"").decode("latin-1").split(";")[0].split(",")
+                verdict = verdict and "application/json" in map(str.strip, media_types)
+            if len(self._verdicts) >= 256:  # a client making up header values gets asked each time
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
         return verdict
-
-
-def _key(headers: Headers) -> tuple[bytes | None, ...]:
-    """The header values the transport's verdict depends on."""
-    return headers.get(b"content-type"), headers.get(b"host"), headers.get(b"origin"), headers.get(b"accept")
 
 
 async def read_request(checks: TransportChecks, headers: Headers, scope: Scope, receive: Receive, limit: int,
@@ -80,13 +71,9 @@ async def read_request(checks: TransportChecks, headers: Headers, scope: Scope, 
     """The request's JSON-RPC message, read after the SDK transport's checks and by its parser (`parse`): a dict
     with `jsonrpc` 2.0, a string `method` and an object or no `params`; None for anything else (the SDK answers
     it). Either way, the `receive` to hand the SDK (what was read here is given again first)."""
-    if not declared_length(headers, limit):
-        return None, receive  # the SDK answers it (413), or reads a chunked body under its limit
-    passes = checks.known(headers)
-    if not (passes if passes is not None else await checks.ask(scope, headers)):
-        return None, receive  # the SDK answers it (400, 421, 403, 406)
-    first = await receive()  # read here, not in `read_whole`: a body in one message is read without a coroutine
-    body, again = body_in_one(first, receive, limit) or await read_whole(receive, limit, first)
+    if not declared_length(headers, limit) or not await checks.passes(scope, headers):
+        return None, receive  # the SDK answers it (413, 400, 421, 403, 406), or reads a chunked body under its limit
+    body, again = await read_whole(receive, limit)
     if body is None:
         return None, again
     try:
@@ -124,13 +111,13 @@ def declared_length(headers: Headers, limit: int) -> bool:
     return bool(length and length.isdigit() and int(length) <= limit)
 
 
-async def read_whole(receive: Receive, limit: int, first: Message | None = None) -> tuple[bytes | None, Receive]:
+async def read_whole(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
     """The body (None when it ended otherwise, or outgrew `limit`) and a `receive` that gives what was read again,
-    for the SDK. `first`: the request's first message, when it was read already."""
-    message = first if first is not None else await receive()
-    whole = body_in_one(message, receive, limit)
-    if whole is not None:
-        return whole
+    for the SDK."""
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):  # the body in one message
+        body = message.get("body", b"")
+        return (body if len(body) <= limit else None), replay(body, receive)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -146,15 +133,6 @@ async def read_whole(receive: Receive, limit: int, first: Message | None = None)
         message = await receive()
     body = b"".join(chunks)
     return (body if size <= limit else None), replay(body, receive)
-
-
-def body_in_one(message: Message, receive: Receive, limit: int) -> tuple[bytes | None, Receive] | None:
-    """`read_whole`'s answer when `message` holds the whole body; None when more messages follow, or it is not the
-    body."""
-    if message["type"] != "http.request" or message.get("more_body", False):
-        return None
-    body = message.get("body", b"")
-    return (body if len(body) <= limit else None), replay(body, receive)
 
 
 def replay(body: bytes, receive: Receive, after: Message | None = None, *, more_body: bool = False) -> Receive:

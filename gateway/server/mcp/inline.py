@@ -44,7 +44,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
-from .server import aside_for
+from .results import ResultAside
+from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -131,7 +132,7 @@ class InlineSessions:
         task = asyncio.current_task()
         assert task is not None
         running = session.running[key] = _Running(task, exchange)
-        aside = aside_for(request.scope)  # this door writes the answer (see `results`)
+        aside = request.scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)

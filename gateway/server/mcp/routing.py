@@ -14,9 +14,15 @@ from urllib.parse import parse_qs
 PATHS = ("/mcp/{agent}", "/mcp/{agent}/mcp", "/mcp")
 """The routes of the MCP door, in the order the router tries them."""
 
-FACTS_SCOPE_KEY = "gateway.mcp.facts"
-"""Where the endpoint leaves the request's `MessageFacts` (the agent, the caller, the 2025 session), made once per
-request from what it read of the scope, for the SDK's handlers to read (see `server.facts_from_request`)."""
+AGENT_SCOPE_KEY = "gateway.mcp.agent"
+"""Where the endpoint leaves the resolved agent in the ASGI scope, for the SDK's handlers to read."""
+
+SESSION_SCOPE_KEY = "gateway.mcp.session"
+"""Where the endpoint leaves the request's `Mcp-Session-Id` (a 2025 session's), for the handlers to read."""
+
+ASIDE_SCOPE_KEY = "gateway.mcp.aside"
+"""Where the door, when it writes the answer itself, leaves the `ResultAside` a call's text and structured content
+go to (see `results`)."""
 
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:

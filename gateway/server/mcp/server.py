@@ -18,15 +18,14 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from functools import cached_property, partial
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
-from starlette.types import Scope
 
 from ...assembly import GatewayState
 from ...kernel import __version__, tracing
@@ -35,33 +34,27 @@ from ...offer.toolsearch import SEARCH_TOOL
 from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
 from .results import ResultAside
-from .routing import FACTS_SCOPE_KEY
+from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
 Context = ServerRequestContext[Any, Any]
 
 
-class MessageFacts:
-    """Whom and what one message is for. Over HTTP the endpoint makes one per request from the scope entries it
-    reads anyway, so a handler reads them in one lookup (`facts_from_request`)."""
+class MessageFacts(NamedTuple):
+    """Whom and what one message is for (a named tuple: built in C, once per message)."""
 
-    __slots__ = ("agent", "aside", "client", "session", "subject", "token")
-
-    def __init__(self, agent: str, client: str | None, session: str | None, subject: str | None,
-                 token: UserToken | None, aside: ResultAside | None = None) -> None:
-        self.agent = agent
-        self.client = client
-        """The client key's name (None without `clients`)."""
-        self.session = session
-        """The 2025 session the message belongs to (None: stateless)."""
-        self.subject = subject
-        """The signed-in user (None without one)."""
-        self.token = token
-        """That user's token."""
-        self.aside = aside
-        """Where a call's text and structured content go when the door writes the answer itself (see `results`):
-        set by that door on its request's facts."""
+    agent: str
+    client: str | None
+    """The client key's name (None without `clients`)."""
+    session: str | None
+    """The 2025 session the message belongs to (None: stateless)."""
+    subject: str | None
+    """The signed-in user (None without one)."""
+    token: UserToken | None
+    """That user's token."""
+    aside: ResultAside | None = None
+    """Where a call's structured content goes when the door writes the answer itself (see `results`)."""
 
 
 FactsOf = Callable[[Context], MessageFacts]
@@ -74,25 +67,21 @@ handler, with no context to read the agent from)."""
 
 
 def facts_from_request(ctx: Context) -> MessageFacts:
-    """What the endpoint made of the scope of the HTTP request that carried this message: the routed agent, the
-    client key's name, the signed-in user, and the session of a 2025 request (the SDK, or the door's inline path,
-    has checked that the caller owns it)."""
+    """What the endpoint and the auth layer put in the scope of the HTTP request that carried this message: the
+    routed agent, the client key's name, the signed-in user, and the session of a 2025 request (the SDK, or the
+    door's inline path, has checked that the caller owns it)."""
     scope = getattr(ctx.request, "scope", None)
-    facts = scope.get(FACTS_SCOPE_KEY) if isinstance(scope, dict) else None  # an ASGI scope is a dict
-    if not isinstance(facts, MessageFacts):
+    if not isinstance(scope, dict):  # an ASGI scope is a dict
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
-    return facts
-
-
-def aside_for(scope: Scope) -> ResultAside:
-    """The aside of a request whose answer the door writes itself (`inline`, `stateless`), given to the request's
-    facts for the call's handler (see `results`). Without facts (the door's classes around a server that is not
-    the gateway's, whose handlers read none) it is only the door's."""
-    aside = ResultAside()
-    facts = scope.get(FACTS_SCOPE_KEY)
-    if isinstance(facts, MessageFacts):
-        facts.aside = aside
-    return aside
+    agent, client = scope.get(AGENT_SCOPE_KEY), scope.get("gateway.client")
+    if not isinstance(agent, str):
+        raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
+    session = scope.get(SESSION_SCOPE_KEY) if era_of(ctx.protocol_version) == "legacy" else None
+    subject, token = scope.get("gateway.subject"), scope.get("gateway.token")
+    return MessageFacts(agent, client if isinstance(client, str) else None,
+                        session if isinstance(session, str) and session else None,
+                        subject if isinstance(subject, str) else None, token if isinstance(token, UserToken) else None,
+                        scope.get(ASIDE_SCOPE_KEY))
 
 
 class GatewayServer(Server[Any]):
@@ -148,8 +137,7 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
             from .answering import answer_call
 
             answer = answer_call
-        facts = facts_of(ctx)
-        session, subject, token = facts.session, facts.subject, facts.token
+        agent, client, session, subject, token, aside = facts_of(ctx)
         names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
         # The user of the request that carries this call: a 2025 session runs in a task of the request that opened
@@ -160,12 +148,11 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         binding = _UNCHANGED if caller.subject == subject and caller.token is token \
             else bind_caller(subject=subject, token=token)
         with binding:
-            # The client's capabilities are read only for a call that fails for want of the user's connection.
-            result = await answer(state, facts.agent, params.name, dict(params.arguments or {}),
-                                  ctx.protocol_version, facts.client, names,
-                                  takes_url_elicitation=partial(_takes_url_elicitation, ctx), aside=facts.aside)
+            result = await answer(state, agent, params.name, dict(params.arguments or {}),
+                                  ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx),
+                                  aside=aside)
         if result is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {facts.agent!r}.")
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:
             await _announce_list_changed(ctx)
         return result

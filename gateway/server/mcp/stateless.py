@@ -55,7 +55,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
-from .server import aside_for
+from .results import ResultAside
+from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -94,7 +95,7 @@ class StatelessRequests:
                 (method == "tools/call" and params is not None and self._param_headers_refused(params, scope)):
             return again
         request = Request(scope, again)
-        aside = aside_for(scope)  # this door writes the answer (see `results`)
+        aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
