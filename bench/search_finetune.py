@@ -62,7 +62,7 @@ USED = PARTS[:PARTS.index("round18") + 1]
 """The parts read here; `round19` is the lead's next final measurement. (Up to `round9` for the measured runs and the
 first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17` and
 `round18`, joined once each had been measured, once.)"""
-assert not {"round19"} & set(USED)
+assert not {"round19", "round20"} & set(USED)
 SPECS = specs_with(USED)
 """The fifteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
 and NetBox from their `round16` on, Docker and Apacta from their `round17` on, and HERE by its `round18` (Slicebox, new
@@ -109,29 +109,67 @@ def prepare(threads: int) -> None:
 
 class Pairs:
     """Training examples of one API (or of the corpus): request texts, each one's operations (indices into `tools`)
-    and one hard negative, the unchanged model's best tool that is not one of them."""
+    and its hard negatives (`Negatives`: by default one, the unchanged model's best tool that is not one of them)."""
 
-    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]], negatives: list[int]) -> None:
+    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]],
+                 negatives: list[list[int]]) -> None:
         self.tools, self.queries, self.positives, self.negatives = tools, queries, positives, negatives
 
 
+class Negatives:
+    """Which tools a request trains against besides its batch's (`--negatives`): `source` "model", the unchanged
+    model's ranking (the shipped deltas' way), or "fused", the ranking tool search shows, the product's fusion of
+    BM25's first 50 and the unchanged model's first 50 (`search_adapter.fused_order`), so that a sibling BM25 puts
+    above the right tool is trained against too; `count` of them, the ranking's best that are not the request's
+    operations. The corpus's pairs have no BM25 ranking and keep the model's one."""
+
+    def __init__(self, source: str = "model", count: int = 1) -> None:
+        self.source, self.count = source, count
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.source}"
+
+
 def hard_negatives(tool_vectors: Any, query_vectors: Any, positives: list[list[int]],
-                   spans: list[tuple[int, int]] | None = None) -> list[int]:
+                   spans: list[tuple[int, int]] | None = None, count: int = 1) -> list[list[int]]:
     import numpy
 
     negatives = []
     for i, (query, wanted) in enumerate(zip(query_vectors, positives, strict=True)):
         start, end = spans[i] if spans else (0, len(tool_vectors))
-        order = start + numpy.argsort(-(tool_vectors[start:end] @ query))[:len(wanted) + 1]
-        negatives.append(int(next(tool for tool in order if tool not in wanted)))
+        order = start + numpy.argsort(-(tool_vectors[start:end] @ query))[:len(wanted) + count]
+        negatives.append([int(tool) for tool in order if tool not in wanted][:count])
     return negatives
 
 
-def api_pairs(requests: adapter.Requests, rows: Any) -> Pairs:
+def fused_negatives(tool_vectors: Any, query_vectors: Any, bm25: Any, positives: list[list[int]],
+                    count: int) -> list[list[int]]:
+    """The first `count` tools of each request's fused ranking that are not its operations (the model's ranking
+    after them, should the fusion hold fewer)."""
+    negatives = []
+    for query, ranked, wanted in zip(query_vectors, bm25, positives, strict=True):
+        scores = tool_vectors @ query
+        order = adapter.fused_order(ranked, scores) + [int(t) for t in (-scores).argsort()]
+        chosen: list[int] = []
+        for tool in order:
+            if tool not in wanted and tool not in chosen:
+                chosen.append(int(tool))
+                if len(chosen) == count:
+                    break
+        negatives.append(chosen)
+    return negatives
+
+
+def api_pairs(requests: adapter.Requests, rows: Any, negatives: Negatives | None = None) -> Pairs:
+    negatives = negatives or Negatives()
     positives = [[int(p) for p in requests.positives[row] if p >= 0] for row in rows]
     texts = json.loads((DATA / f"{requests.name}-tools.json").read_text())
-    return Pairs(texts, [str(requests.texts[row]) for row in rows], positives,
-                 hard_negatives(requests.tools, requests.queries[rows], positives))
+    if negatives.source == "fused":
+        chosen = fused_negatives(requests.tools, requests.queries[rows], requests.bm25[rows], positives,
+                                 negatives.count)
+    else:
+        chosen = hard_negatives(requests.tools, requests.queries[rows], positives, count=negatives.count)
+    return Pairs(texts, [str(requests.texts[row]) for row in rows], positives, chosen)
 
 
 def corpus_pairs(kind: str = "corpus") -> Pairs:
@@ -268,7 +306,7 @@ def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int 
     for step, (i, chunk) in enumerate(batches):
         pairs = sets[i]
         candidates = sorted({t for row in chunk for t in pairs.positives[row]}
-                            | {pairs.negatives[row] for row in chunk})
+                            | {t for row in chunk for t in pairs.negatives[row]})
         queries = _embed(model, [pairs.queries[row] for row in chunk])
         tools = _embed(model, [pairs.tools[t] for t in candidates])
         mask = torch.tensor([[t in pairs.positives[row] for t in candidates] for row in chunk])
@@ -466,7 +504,8 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 """The delta the gateway ships: `train` writes it, gateway.offer.minilm_int8 adds it to the packaged file's weights."""
 
 
-def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED) -> None:
+def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
+          negatives: Negatives | None = None) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
     on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
@@ -478,8 +517,10 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     parts = USED[:USED.index(upto) + 1]
     apis = {name: adapter.Requests(name, data=DATA) for name in specs_with(parts)}
     model = load_model("lora", seed)
-    sets = [api_pairs(requests, requests.rows(parts)) for requests in apis.values()] + [corpus_pairs(pairs)]
-    print(f"training on {len(sets) - 1} APIs' requests ({', '.join(apis)}) and the {pairs} pairs; load average "
+    negatives = negatives or Negatives()
+    sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()] + [corpus_pairs(pairs)]
+    print(f"training on {len(sets) - 1} APIs' requests ({', '.join(apis)}), {negatives} hard negative(s) a request, "
+          f"and the {pairs} pairs; load average "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     seconds = finetune(model, sets, "lora", seed)
     print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the {pairs} "
@@ -529,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", choices=["corpus", "specs"], default="corpus",
                         help="train: the self-supervised pairs (search_adapter.py's, or search_spec_pairs.py's)")
     parser.add_argument("--out", type=Path, default=SHIPPED, help="train: where the delta is written")
+    parser.add_argument("--negatives", choices=["model", "fused"], default="model",
+                        help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
+    parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -546,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed, args.upto, args.pairs, args.out)
+        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard))
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
