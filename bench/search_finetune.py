@@ -161,15 +161,68 @@ def fused_negatives(tool_vectors: Any, query_vectors: Any, bm25: Any, positives:
 
 
 def api_pairs(requests: adapter.Requests, rows: Any, negatives: Negatives | None = None) -> Pairs:
-    negatives = negatives or Negatives()
     positives = [[int(p) for p in requests.positives[row] if p >= 0] for row in rows]
-    texts = json.loads((DATA / f"{requests.name}-tools.json").read_text())
+    return _pairs(requests, [str(requests.texts[row]) for row in rows], requests.queries[rows], requests.bm25[rows],
+                  positives, negatives or Negatives())
+
+
+def _pairs(requests: adapter.Requests, queries: list[str], query_vectors: Any, bm25: Any, positives: list[list[int]],
+           negatives: Negatives) -> Pairs:
+    """`queries` of `requests`' API as pairs: their unchanged model's vectors and BM25 rankings choose the
+    negatives."""
     if negatives.source == "fused":
-        chosen = fused_negatives(requests.tools, requests.queries[rows], requests.bm25[rows], positives,
-                                 negatives.count)
+        chosen = fused_negatives(requests.tools, query_vectors, bm25, positives, negatives.count)
     else:
-        chosen = hard_negatives(requests.tools, requests.queries[rows], positives, count=negatives.count)
-    return Pairs(texts, [str(requests.texts[row]) for row in rows], positives, chosen)
+        chosen = hard_negatives(requests.tools, query_vectors, positives, count=negatives.count)
+    return Pairs(json.loads((DATA / f"{requests.name}-tools.json").read_text()), queries, positives, chosen)
+
+
+WRITTEN = ROOT / "bench" / "search_written"
+"""Training-only requests in users' words (`<api>.yaml`: `api:` as the API's request set, `written34:` a list of
+`{q:, ops:}`), written for #30 by four teammates who never ran the search on them; never measured on."""
+
+
+def load_written(name: str) -> list[dict[str, Any]]:
+    """The written requests of API `name` (none when it has no file)."""
+    import yaml
+
+    path = WRITTEN / f"{name}.yaml"
+    if not path.exists():
+        return []
+    written = yaml.safe_load(path.read_text())
+    return list(written.get("written34") or [])
+
+
+def written_pairs(requests: adapter.Requests, negatives: Negatives) -> Pairs | None:
+    """API `requests.name`'s written requests as pairs: each one's operations placed among the API's tools, its
+    vector by the unchanged fp32 model and its BM25 first 50 by the gateway's index, as `prepare` does a request's
+    (computed here, not saved: a few thousand short texts)."""
+    import numpy
+
+    from gateway.offer.index import index_of
+    from gateway.offer.local_model import encode
+
+    written = load_written(requests.name)
+    if not written:
+        return None
+    catalog = _compile(SPECS[requests.name], index=True,
+                       cache=Path(tempfile.gettempdir()) / "gateway-bench-search-cache")[1]
+    api = next(iter(catalog.apis))
+    tools = catalog.for_api(api)
+    assert len(tools) == len(requests.tools), requests.name
+    place = {tool.name: i for i, tool in enumerate(tools)}
+    place.update({tool.operation_id: i for i, tool in enumerate(tools) if tool.operation_id})
+    unknown = [(task["q"], op) for task in written for op in task["ops"] if op not in place]
+    assert not unknown, f"{requests.name}: written operations the API does not have: {unknown}"
+    queries = [str(task["q"]) for task in written]
+    index = index_of(catalog)
+    bm25 = numpy.full((len(queries), adapter.DEPTH), -1, dtype=numpy.int32)
+    for row, query in enumerate(queries):
+        ranked = [place[hit.tool.name] for hit in index.search(query, limit=adapter.DEPTH, apis=[api])]
+        bm25[row, :len(ranked)] = ranked
+    vectors = numpy.asarray(encode(adapter._fp32_folder(), queries), dtype=numpy.float32)
+    positives = [sorted({place[op] for op in task["ops"]}) for task in written]
+    return _pairs(requests, queries, vectors, bm25, positives, negatives)
 
 
 def corpus_pairs(kind: str = "corpus") -> Pairs:
@@ -505,7 +558,7 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 
 
 def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
-          negatives: Negatives | None = None) -> None:
+          negatives: Negatives | None = None, written: bool = False) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
     on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
@@ -518,8 +571,13 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     apis = {name: adapter.Requests(name, data=DATA) for name in specs_with(parts)}
     model = load_model("lora", seed)
     negatives = negatives or Negatives()
-    sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()] + [corpus_pairs(pairs)]
-    print(f"training on {len(sets) - 1} APIs' requests ({', '.join(apis)}), {negatives} hard negative(s) a request, "
+    sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()]
+    if written:  # one more set an API: its batches hold written requests alone
+        sets += [found for found in (written_pairs(requests, negatives) for requests in apis.values()) if found]
+        print(f"written requests: {sum(len(s.queries) for s in sets[len(apis):])} of {len(sets) - len(apis)} APIs "
+              f"({', '.join(f'{len(s.queries)}' for s in sets[len(apis):])})", flush=True)
+    sets.append(corpus_pairs(pairs))
+    print(f"training on {len(apis)} APIs' requests ({', '.join(apis)}), {negatives} hard negative(s) a request, "
           f"and the {pairs} pairs; load average "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     seconds = finetune(model, sets, "lora", seed)
@@ -573,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negatives", choices=["model", "fused"], default="model",
                         help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
     parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
+    parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=False,
+                        help="train: on bench/search_written's requests too (`WRITTEN`)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -590,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard))
+        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard), args.written)
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
