@@ -10,16 +10,21 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
+    ... train --negatives fused [--hard 3] [--written] [--upto round17] [--out FILE]   # #30's variants (below)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round17` (`USED`; `round18` is the lead's next final
-measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round18` (`USED`; `round19` and `round20` are never read
+here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
-as pairs"). Two tests, as the adapter's:
+as pairs"). `train --written` trains on bench/search_written's requests too (`WRITTEN`: training-only requests in
+users' words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's);
+`--negatives fused [--hard N]` takes a request's N hard negatives from the fused ranking tool search shows instead of
+the model's alone (`Negatives`; bench/README.md, "Harder negatives, and requests written in users' words" says which
+the shipped delta used). Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
 - older to newer: train on every API's parts up to `round8` and the corpus's pairs, test on `round9` in all six.
