@@ -577,8 +577,10 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     model = load_model("lora", seed)
     negatives = negatives or Negatives()
     sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()]
-    if written:  # one more set an API: its batches hold written requests alone
-        sets += [found for found in (written_pairs(requests, negatives) for requests in apis.values()) if found]
+    if written:  # one more set an API: its batches hold written requests alone; an API's written requests are
+        # training data whichever parts are trained on (HERE's too, before its first part, `round18`)
+        sets += [found for found in (written_pairs(apis.get(name) or adapter.Requests(name, data=DATA), negatives)
+                                     for name in SPECS) if found]
         print(f"written requests: {sum(len(s.queries) for s in sets[len(apis):])} of {len(sets) - len(apis)} APIs "
               f"({', '.join(f'{len(s.queries)}' for s in sets[len(apis):])})", flush=True)
     sets.append(corpus_pairs(pairs))
