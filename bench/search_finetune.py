@@ -10,7 +10,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
-    ... train --negatives fused [--hard 3] [--written] [--upto round17] [--out FILE]   # #30's variants (below)
+    ... train [--no-written] [--negatives fused [--hard 3]] [--upto round17] [--out FILE]   # #30's (below)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
@@ -20,11 +20,12 @@ here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
-as pairs"). `train --written` trains on bench/search_written's requests too (`WRITTEN`: training-only requests in
-users' words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's);
-`--negatives fused [--hard N]` takes a request's N hard negatives from the fused ranking tool search shows instead of
-the model's alone (`Negatives`; bench/README.md, "Harder negatives, and requests written in users' words" says which
-the shipped delta used). Two tests, as the adapter's:
+as pairs"). `train` also trains on bench/search_written's requests (`WRITTEN`: training-only requests in users'
+words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's; the shipped
+delta since train34's is trained so; `--no-written` trains as the deltas before it); `--negatives fused [--hard N]`
+takes a request's N hard negatives from the fused ranking tool search shows instead of the model's alone
+(`Negatives`; not kept: bench/README.md, "Harder negatives, and requests written in users' words").
+Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
 - older to newer: train on every API's parts up to `round8` and the corpus's pairs, test on `round9` in all six.
@@ -568,7 +569,7 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 
 
 def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
-          negatives: Negatives | None = None, written: bool = False) -> None:
+          negatives: Negatives | None = None, written: bool = True) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
     on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
@@ -643,8 +644,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--negatives", choices=["model", "fused"], default="model",
                         help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
     parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
-    parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=False,
-                        help="train: on bench/search_written's requests too (`WRITTEN`)")
+    parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=True,
+                        help="train: on bench/search_written's requests too (`WRITTEN`; the shipped delta's, delta18w)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
