@@ -272,16 +272,25 @@ def fused_each(requests: Requests, rows: Any, adapter: Any = None, weight: Any =
     weights = numpy.broadcast_to(numpy.asarray(weight, dtype=float), (len(rows),))
     hits = []
     for row, scores, share_of_model in zip(rows, cosines, weights, strict=True):
-        best = numpy.argpartition(-scores, DEPTH)[:DEPTH]
-        best = best[numpy.argsort(-scores[best], kind="stable")]
-        fused: dict[int, float] = {}
-        for ranking, share in ((requests.bm25[row], 1.0), (best, share_of_model)):
-            for place, tool in enumerate(ranking[ranking >= 0].tolist(), start=1):
-                fused[tool] = fused.get(tool, 0.0) + share / (RRF_K + place)
-        first = sorted(fused, key=lambda tool: -fused[tool])[:5]
+        first = fused_order(requests.bm25[row], scores, share_of_model)[:5]
         wanted = set(requests.positives[row][requests.positives[row] >= 0].tolist())
         hits.append(bool(wanted.intersection(first)))
     return hits
+
+
+def fused_order(bm25: Any, scores: Any, share_of_model: float = WEIGHT) -> list[int]:
+    """The product's fusion of one request: BM25's first 50 (`bm25`, tool indices padded with -1) at weight 1 and
+    the embedding ranking's first 50 (by `scores`, the request's cosine with every tool) at `share_of_model`, by
+    weighted reciprocal rank; the tools either ranking found, best first."""
+    import numpy
+
+    best = numpy.argpartition(-scores, DEPTH)[:DEPTH]
+    best = best[numpy.argsort(-scores[best], kind="stable")]
+    fused: dict[int, float] = {}
+    for ranking, share in ((bm25, 1.0), (best, share_of_model)):
+        for place, tool in enumerate(ranking[ranking >= 0].tolist(), start=1):
+            fused[tool] = fused.get(tool, 0.0) + share / (RRF_K + place)
+    return sorted(fused, key=lambda tool: -fused[tool])
 
 
 GATE_WEIGHTS = (0.0, 0.75, 3.0)

@@ -10,16 +10,22 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
+    ... train [--no-written] [--negatives fused [--hard 3]] [--upto round17] [--out FILE]   # #30's (below)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round17` (`USED`; `round18` is the lead's next final
-measurement and is never read here: an assert says so; the measured runs below read up to `round9`), and the
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round18` (`USED`; `round19` and `round20` are never read
+here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
-as pairs"). Two tests, as the adapter's:
+as pairs"). `train` also trains on bench/search_written's requests (`WRITTEN`: training-only requests in users'
+words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's; the shipped
+delta since train34's is trained so; `--no-written` trains as the deltas before it); `--negatives fused [--hard N]`
+takes a request's N hard negatives from the fused ranking tool search shows instead of the model's alone
+(`Negatives`; not kept: bench/README.md, "Harder negatives, and requests written in users' words").
+Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
 - older to newer: train on every API's parts up to `round8` and the corpus's pairs, test on `round9` in all six.
@@ -46,6 +52,7 @@ import copy
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -56,7 +63,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import search_adapter as adapter  # noqa: E402  (run as a script)
-from bench.search import PARTS, _compile, specs_with  # noqa: E402
+from bench.search import PARTS, _compile, load_tasks, specs_with  # noqa: E402
 
 USED = PARTS[:PARTS.index("round18") + 1]
 """The parts read here; `round19` is the lead's next final measurement. (Up to `round9` for the measured runs and the
@@ -109,29 +116,124 @@ def prepare(threads: int) -> None:
 
 class Pairs:
     """Training examples of one API (or of the corpus): request texts, each one's operations (indices into `tools`)
-    and one hard negative, the unchanged model's best tool that is not one of them."""
+    and its hard negatives (`Negatives`: by default one, the unchanged model's best tool that is not one of them)."""
 
-    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]], negatives: list[int]) -> None:
+    def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]],
+                 negatives: list[list[int]]) -> None:
         self.tools, self.queries, self.positives, self.negatives = tools, queries, positives, negatives
 
 
+class Negatives:
+    """Which tools a request trains against besides its batch's (`--negatives`): `source` "model", the unchanged
+    model's ranking (the shipped deltas' way), or "fused", the ranking tool search shows, the product's fusion of
+    BM25's first 50 and the unchanged model's first 50 (`search_adapter.fused_order`), so that a sibling BM25 puts
+    above the right tool is trained against too; `count` of them, the ranking's best that are not the request's
+    operations. The corpus's pairs have no BM25 ranking and keep the model's one."""
+
+    def __init__(self, source: str = "model", count: int = 1) -> None:
+        self.source, self.count = source, count
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.source}"
+
+
 def hard_negatives(tool_vectors: Any, query_vectors: Any, positives: list[list[int]],
-                   spans: list[tuple[int, int]] | None = None) -> list[int]:
+                   spans: list[tuple[int, int]] | None = None, count: int = 1) -> list[list[int]]:
     import numpy
 
     negatives = []
     for i, (query, wanted) in enumerate(zip(query_vectors, positives, strict=True)):
         start, end = spans[i] if spans else (0, len(tool_vectors))
-        order = start + numpy.argsort(-(tool_vectors[start:end] @ query))[:len(wanted) + 1]
-        negatives.append(int(next(tool for tool in order if tool not in wanted)))
+        order = start + numpy.argsort(-(tool_vectors[start:end] @ query))[:len(wanted) + count]
+        negatives.append([int(tool) for tool in order if tool not in wanted][:count])
     return negatives
 
 
-def api_pairs(requests: adapter.Requests, rows: Any) -> Pairs:
+def fused_negatives(tool_vectors: Any, query_vectors: Any, bm25: Any, positives: list[list[int]],
+                    count: int) -> list[list[int]]:
+    """The first `count` tools of each request's fused ranking that are not its operations (the model's ranking
+    after them, should the fusion hold fewer)."""
+    negatives = []
+    for query, ranked, wanted in zip(query_vectors, bm25, positives, strict=True):
+        scores = tool_vectors @ query
+        order = adapter.fused_order(ranked, scores) + [int(t) for t in (-scores).argsort()]
+        chosen: list[int] = []
+        for tool in order:
+            if tool not in wanted and tool not in chosen:
+                chosen.append(int(tool))
+                if len(chosen) == count:
+                    break
+        negatives.append(chosen)
+    return negatives
+
+
+def api_pairs(requests: adapter.Requests, rows: Any, negatives: Negatives | None = None) -> Pairs:
     positives = [[int(p) for p in requests.positives[row] if p >= 0] for row in rows]
-    texts = json.loads((DATA / f"{requests.name}-tools.json").read_text())
-    return Pairs(texts, [str(requests.texts[row]) for row in rows], positives,
-                 hard_negatives(requests.tools, requests.queries[rows], positives))
+    return _pairs(requests, [str(requests.texts[row]) for row in rows], requests.queries[rows], requests.bm25[rows],
+                  positives, negatives or Negatives())
+
+
+def _pairs(requests: adapter.Requests, queries: list[str], query_vectors: Any, bm25: Any, positives: list[list[int]],
+           negatives: Negatives) -> Pairs:
+    """`queries` of `requests`' API as pairs: their unchanged model's vectors and BM25 rankings choose the
+    negatives."""
+    if negatives.source == "fused":
+        chosen = fused_negatives(requests.tools, query_vectors, bm25, positives, negatives.count)
+    else:
+        chosen = hard_negatives(requests.tools, query_vectors, positives, count=negatives.count)
+    return Pairs(json.loads((DATA / f"{requests.name}-tools.json").read_text()), queries, positives, chosen)
+
+
+WRITTEN = ROOT / "bench" / "search_written"
+"""Training-only requests in users' words (`<api>.yaml`: `api:` as the API's request set, `written34:` a list of
+`{q:, ops:}`), written for #30 by four teammates who never ran the search on them; never measured on."""
+
+
+def load_written(name: str) -> list[dict[str, Any]]:
+    """The written requests of API `name` (none when it has no file)."""
+    import yaml
+
+    path = WRITTEN / f"{name}.yaml"
+    if not path.exists():
+        return []
+    written = yaml.safe_load(path.read_text())
+    return list(written.get("written34") or [])
+
+
+def written_pairs(requests: adapter.Requests, negatives: Negatives) -> Pairs | None:
+    """API `requests.name`'s written requests as pairs: each one's operations placed among the API's tools, its
+    vector by the unchanged fp32 model and its BM25 first 50 by the gateway's index, as `prepare` does a request's
+    (computed here, not saved: a few thousand short texts)."""
+    import numpy
+
+    from gateway.offer.index import index_of
+    from gateway.offer.local_model import encode
+
+    written = load_written(requests.name)
+    if not written:
+        return None
+    catalog = _compile(SPECS[requests.name], index=True,
+                       cache=Path(tempfile.gettempdir()) / "gateway-bench-search-cache")[1]
+    api = next(iter(catalog.apis))
+    tools = catalog.for_api(api)
+    assert len(tools) == len(requests.tools), requests.name
+    place = {tool.name: i for i, tool in enumerate(tools)}
+    place.update({tool.operation_id: i for i, tool in enumerate(tools) if tool.operation_id})
+    # an operation without an operationId is named after its spec's place in the corpus when the whole corpus is
+    # compiled (the test's catalog: "apis-guru_apacta_com_get_events"), after its method and path alone here
+    corpus_name = re.sub(r"[/.]", "_", load_tasks(requests.name)["api"]) + "_"
+    place.update({corpus_name + tool.name: i for i, tool in enumerate(tools) if corpus_name + tool.name not in place})
+    unknown = [(task["q"], op) for task in written for op in task["ops"] if op not in place]
+    assert not unknown, f"{requests.name}: written operations the API does not have: {unknown}"
+    queries = [str(task["q"]) for task in written]
+    index = index_of(catalog)
+    bm25 = numpy.full((len(queries), adapter.DEPTH), -1, dtype=numpy.int32)
+    for row, query in enumerate(queries):
+        ranked = [place[hit.tool.name] for hit in index.search(query, limit=adapter.DEPTH, apis=[api])]
+        bm25[row, :len(ranked)] = ranked
+    vectors = numpy.asarray(encode(adapter._fp32_folder(), queries), dtype=numpy.float32)
+    positives = [sorted({place[op] for op in task["ops"]}) for task in written]
+    return _pairs(requests, queries, vectors, bm25, positives, negatives)
 
 
 def corpus_pairs(kind: str = "corpus") -> Pairs:
@@ -268,7 +370,7 @@ def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int 
     for step, (i, chunk) in enumerate(batches):
         pairs = sets[i]
         candidates = sorted({t for row in chunk for t in pairs.positives[row]}
-                            | {pairs.negatives[row] for row in chunk})
+                            | {t for row in chunk for t in pairs.negatives[row]})
         queries = _embed(model, [pairs.queries[row] for row in chunk])
         tools = _embed(model, [pairs.tools[t] for t in candidates])
         mask = torch.tensor([[t in pairs.positives[row] for t in candidates] for row in chunk])
@@ -466,7 +568,8 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 """The delta the gateway ships: `train` writes it, gateway.offer.minilm_int8 adds it to the packaged file's weights."""
 
 
-def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED) -> None:
+def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
+          negatives: Negatives | None = None, written: bool = True) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
     on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
@@ -478,8 +581,17 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     parts = USED[:USED.index(upto) + 1]
     apis = {name: adapter.Requests(name, data=DATA) for name in specs_with(parts)}
     model = load_model("lora", seed)
-    sets = [api_pairs(requests, requests.rows(parts)) for requests in apis.values()] + [corpus_pairs(pairs)]
-    print(f"training on {len(sets) - 1} APIs' requests ({', '.join(apis)}) and the {pairs} pairs; load average "
+    negatives = negatives or Negatives()
+    sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()]
+    if written:  # one more set an API: its batches hold written requests alone; an API's written requests are
+        # training data whichever parts are trained on (HERE's too, before its first part, `round18`)
+        sets += [found for found in (written_pairs(apis.get(name) or adapter.Requests(name, data=DATA), negatives)
+                                     for name in SPECS) if found]
+        print(f"written requests: {sum(len(s.queries) for s in sets[len(apis):])} of {len(sets) - len(apis)} APIs "
+              f"({', '.join(f'{len(s.queries)}' for s in sets[len(apis):])})", flush=True)
+    sets.append(corpus_pairs(pairs))
+    print(f"training on {len(apis)} APIs' requests ({', '.join(apis)}), {negatives} hard negative(s) a request, "
+          f"and the {pairs} pairs; load average "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
     seconds = finetune(model, sets, "lora", seed)
     print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the {pairs} "
@@ -529,6 +641,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", choices=["corpus", "specs"], default="corpus",
                         help="train: the self-supervised pairs (search_adapter.py's, or search_spec_pairs.py's)")
     parser.add_argument("--out", type=Path, default=SHIPPED, help="train: where the delta is written")
+    parser.add_argument("--negatives", choices=["model", "fused"], default="model",
+                        help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
+    parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
+    parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=True,
+                        help="train: on bench/search_written's requests too (`WRITTEN`; the shipped delta's, delta18w)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -546,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed, args.upto, args.pairs, args.out)
+        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard), args.written)
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
