@@ -15,7 +15,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round18` (`USED`; `round19` and `round20` are never read
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round19` (`USED`; `round20` is never read
 here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
@@ -65,15 +65,15 @@ sys.path.insert(0, str(ROOT))
 from bench import search_adapter as adapter  # noqa: E402  (run as a script)
 from bench.search import PARTS, _compile, load_tasks, specs_with  # noqa: E402
 
-USED = PARTS[:PARTS.index("round18") + 1]
-"""The parts read here; `round19` is the lead's next final measurement. (Up to `round9` for the measured runs and the
-first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17` and
-`round18`, joined once each had been measured, once.)"""
-assert not {"round19", "round20"} & set(USED)
+USED = PARTS[:PARTS.index("round19") + 1]
+"""The parts read here; `round20` is the lead's next final measurement. (Up to `round9` for the measured runs and the
+first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17`,
+`round18` and `round19`, joined once each had been measured, once.)"""
+assert not {"round20"} & set(USED)
 SPECS = specs_with(USED)
-"""The fifteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio, Adyen
-and NetBox from their `round16` on, Docker and Apacta from their `round17` on, and HERE by its `round18` (Slicebox, new
-in `round19`, holds none)."""
+"""The sixteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio,
+Adyen and NetBox from their `round16` on, Docker and Apacta from their `round17` on, HERE from its `round18` and
+Slicebox by its `round19` (it has no written requests: bench/search_written covers the fifteen before it)."""
 TESTED = ("round7", "round8", "round9")
 """The parts a held-out API is tested on (the last written)."""
 STUDIED = tuple(specs_with(TESTED))
