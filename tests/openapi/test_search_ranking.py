@@ -694,3 +694,25 @@ def test_retiring_or_throwing_away_a_thing_deletes_it() -> None:
     jobs = [_tool("createJob", "POST", "/namespaces/{namespace}/jobs", "create a Job"),
             _tool("deleteJob", "DELETE", "/namespaces/{namespace}/jobs/{name}", "delete a Job")]
     assert _names(jobs, "retire the scheduled report job in analytics")[0] == "deleteJob"
+
+
+_GROUPS = [_tool("getBatchV1APIResources", "GET", "/apis/batch/v1/", "get available resources"),
+           _tool("getBatchAPIGroup", "GET", "/apis/batch/", "get information of a group"),
+           _tool("getNetworkingV1APIResources", "GET", "/apis/networking.k8s.io/v1/", "get available resources"),
+           _tool("getNetworkingAPIGroup", "GET", "/apis/networking.k8s.io/", "get information of a group"),
+           *(_tool(f"{verb}{group}V1{kind}", method, f"/apis/{path}/v1/{kind.lower()}s",
+                   f"{verb} objects of kind {kind}")
+             for group, path, kinds in (("Batch", "batch", ("Job", "CronJob")),
+                                        ("Networking", "networking.k8s.io", ("Ingress", "NetworkPolicy")))
+             for kind in kinds for verb, method in (("list", "GET"), ("create", "POST")))]
+
+
+def test_a_path_the_request_quotes_is_read_as_the_paths_words_not_an_argument() -> None:
+    # "networking.k8s.io/v1" has a digit, the mark of an id or a version, but it is this api's path: its words
+    # count, and the operation at that path (not under it) is the one asked for
+    names = _names(_GROUPS, "which resources does networking.k8s.io/v1 serve")
+    assert names[0] == "getNetworkingV1APIResources" and "getBatchV1APIResources" not in names[:3]
+    assert _names(_GROUPS, "is networking.k8s.io served here, in which versions")[0] == "getNetworkingAPIGroup"
+    assert _names(_GROUPS, "does batch/v1 serve cronjobs")[0] == "getBatchV1APIResources"
+    # a token with a digit that is no path of the api stays an argument
+    assert _names(_GROUPS, "which resources does storage.k8s.io/v1 serve")[0] != "getNetworkingV1APIResources"
