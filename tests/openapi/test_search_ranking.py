@@ -638,6 +638,14 @@ def test_what_should_be_or_is_needed_asks_for_a_change() -> None:
         "webinarRegistrantQuestionUpdate"
 
 
+def test_a_wish_of_ours_is_what_our_program_needs_not_a_change() -> None:
+    assert intended_methods("our audit tool must hear about every secret change in the cluster") == []
+    secrets = [_tool("createSecret", "POST", "/namespaces/{namespace}/secrets", "create a Secret"),
+               _tool("listSecretForAllNamespaces", "GET", "/secrets", "list or watch objects of kind Secret")]
+    assert _names(secrets, "our audit tool should see every secret in the cluster")[0] == "listSecretForAllNamespaces"
+    assert intended_methods("the sftp service needs a fixed external IP") == ["POST", "PATCH", "PUT"]  # the api's thing
+
+
 def test_an_update_is_asked_of_the_update_method_the_api_has() -> None:
     # Jira, Asana, Box and Apacta change their things by PUT alone: "change" (PATCH) asks for their PUT, not a POST
     summaries = [_tool("issueSummaryPost", "POST", "/issues/{issueIdOrKey}/summary", "Issue summary"),
