@@ -35,8 +35,8 @@ the initials of its names' words (CRD), an id's prefix by the resource it abbrev
 `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
-from the fourth `round3`, from the fifth `round4`), never on the part measured at the end of a round
-(bench/README.md)."""
+from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round19`), never on the part measured at
+the end of a round (bench/README.md)."""
 
 from __future__ import annotations
 
