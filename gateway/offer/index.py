@@ -24,7 +24,9 @@ when it is the thing the request names (`/sites` for "list the SharePoint sites"
 `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
 said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
 is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
-when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3). Graph answers one
+when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when
+the path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match:
+`gateway.offer.quoted_paths`). Graph answers one
 operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
 else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
 (Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
@@ -33,8 +35,8 @@ the initials of its names' words (CRD), an id's prefix by the resource it abbrev
 `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
-from the fourth `round3`, from the fifth `round4`), never on the part measured at the end of a round
-(bench/README.md)."""
+from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round19`), never on the part measured at
+the end of a round (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import USAGE, Request, expression_of, read, stems
+from .quoted_paths import ends_with, literal_segments, quoted, quoted_words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -66,6 +69,7 @@ _ADDRESSED_BY_SYNONYM = 1.2
 _ACTED = 3.0
 _OWNER = 1.6
 _ONE_ITEM = 1.2
+_QUOTED = 3.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -148,6 +152,8 @@ class _Opened:
     again (`gateway.offer.phrase_scores`)."""
     resource_phrases: PhraseScores | None = None
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
+    segments: frozenset[str] = frozenset()
+    """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -190,7 +196,7 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK))
+                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools))
 
 
 class ToolIndex:
@@ -240,6 +246,13 @@ class ToolIndex:
             if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
                 terms = [*request.terms, USAGE]
                 request = dataclasses.replace(request, terms=terms, expression=expression_of(terms))
+            runs = quoted(query, opened.segments)
+            if said := [word for word in quoted_words(runs)
+                        if not any(word in alternatives for alternatives in request.terms)]:
+                # "which resources does networking.k8s.io/v1 serve": its path's words, not an argument's
+                terms = [*request.terms, *((word,) for word in said)]
+                request = dataclasses.replace(request, terms=terms, expression=expression_of(terms),
+                                              stems=request.stems | stems(" ".join(said)))
             if request.named and not opened.addresses(request.named):  # no path names it as said: synonyms are all
                 request = dataclasses.replace(request, named=frozenset())  # there is ("the meeting": its event)
             if changes:  # "add a label to the pod" changes the pod, it creates none
@@ -249,7 +262,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within, displaced), owner, as_said.target))
+                                                    within, displaced, runs), owner, as_said.target))
         scored.sort(key=lambda pair: -pair[1])
         scored = _diversified(scored)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
@@ -443,7 +456,8 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
 
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
              request: Request, owner: str | None, changes: frozenset[str],
-             within: frozenset[str], displaced: frozenset[str]) -> list[tuple[_Facts, float]]:
+             within: frozenset[str], displaced: frozenset[str],
+             runs: tuple[tuple[str, ...], ...] = ()) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -468,6 +482,8 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
             factor /= _DISPLACED
         if identified and facts.parameterized:
             factor *= _ONE_ITEM
+        if runs and ends_with(facts.tool.path, runs):
+            factor *= _QUOTED
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
         if facts.name_size:

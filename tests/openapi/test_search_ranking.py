@@ -638,6 +638,14 @@ def test_what_should_be_or_is_needed_asks_for_a_change() -> None:
         "webinarRegistrantQuestionUpdate"
 
 
+def test_a_wish_of_ours_is_what_our_program_needs_not_a_change() -> None:
+    assert intended_methods("our audit tool must hear about every secret change in the cluster") == []
+    secrets = [_tool("createSecret", "POST", "/namespaces/{namespace}/secrets", "create a Secret"),
+               _tool("listSecretForAllNamespaces", "GET", "/secrets", "list or watch objects of kind Secret")]
+    assert _names(secrets, "our audit tool should see every secret in the cluster")[0] == "listSecretForAllNamespaces"
+    assert intended_methods("the sftp service needs a fixed external IP") == ["POST", "PATCH", "PUT"]  # the api's thing
+
+
 def test_an_update_is_asked_of_the_update_method_the_api_has() -> None:
     # Jira, Asana, Box and Apacta change their things by PUT alone: "change" (PATCH) asks for their PUT, not a POST
     summaries = [_tool("issueSummaryPost", "POST", "/issues/{issueIdOrKey}/summary", "Issue summary"),
@@ -694,3 +702,25 @@ def test_retiring_or_throwing_away_a_thing_deletes_it() -> None:
     jobs = [_tool("createJob", "POST", "/namespaces/{namespace}/jobs", "create a Job"),
             _tool("deleteJob", "DELETE", "/namespaces/{namespace}/jobs/{name}", "delete a Job")]
     assert _names(jobs, "retire the scheduled report job in analytics")[0] == "deleteJob"
+
+
+_GROUPS = [_tool("getBatchV1APIResources", "GET", "/apis/batch/v1/", "get available resources"),
+           _tool("getBatchAPIGroup", "GET", "/apis/batch/", "get information of a group"),
+           _tool("getNetworkingV1APIResources", "GET", "/apis/networking.k8s.io/v1/", "get available resources"),
+           _tool("getNetworkingAPIGroup", "GET", "/apis/networking.k8s.io/", "get information of a group"),
+           *(_tool(f"{verb}{group}V1{kind}", method, f"/apis/{path}/v1/{kind.lower()}s",
+                   f"{verb} objects of kind {kind}")
+             for group, path, kinds in (("Batch", "batch", ("Job", "CronJob")),
+                                        ("Networking", "networking.k8s.io", ("Ingress", "NetworkPolicy")))
+             for kind in kinds for verb, method in (("list", "GET"), ("create", "POST")))]
+
+
+def test_a_path_the_request_quotes_is_read_as_the_paths_words_not_an_argument() -> None:
+    # "networking.k8s.io/v1" has a digit, the mark of an id or a version, but it is this api's path: its words
+    # count, and the operation at that path (not under it) is the one asked for
+    names = _names(_GROUPS, "which resources does networking.k8s.io/v1 serve")
+    assert names[0] == "getNetworkingV1APIResources" and "getBatchV1APIResources" not in names[:3]
+    assert _names(_GROUPS, "is networking.k8s.io served here, in which versions")[0] == "getNetworkingAPIGroup"
+    assert _names(_GROUPS, "does batch/v1 serve cronjobs")[0] == "getBatchV1APIResources"
+    # a token with a digit that is no path of the api stays an argument
+    assert _names(_GROUPS, "which resources does storage.k8s.io/v1 serve")[0] != "getNetworkingV1APIResources"
