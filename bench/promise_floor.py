@@ -58,10 +58,11 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -93,6 +94,7 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 OWNED = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept", "content-type",
                    "authorization", "cookie"})
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_NOT_JSON = object()
 _UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
 _PHRASES = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 413:
             "Content Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request", 422:
@@ -253,6 +255,27 @@ class Audit:
         conn.executescript(schema)
         return conn
 
+    def open(self, arguments: dict[str, Any], client: str | None, redaction: Redaction | None) -> Awaitable[int]:
+        """The call's row (`running`), its arguments' JSON written once (the column, searched for the credential)."""
+        recorded = orjson.dumps(arguments).decode()
+        if redaction is not None:
+            recorded = redaction.text(recorded)
+        return self._written(self.insert, (time.time(), client, AGENT, TOOL, "bench", recorded, None, None, None),
+                             "it was not sent")
+
+    def close(self, row_id: int, status: str, http_status: int | None, started: float, size: int,
+              error: str | None) -> Awaitable[int]:
+        """The call's outcome on its row."""
+        values = (status, http_status, (time.perf_counter() - started) * 1000, size, None, error, row_id)
+        return self._written(self.update, values, "it was sent and may have run")
+
+    async def _written(self, statement: str, values: tuple[Any, ...], then: str) -> int:
+        try:
+            return await self.write(statement, values)
+        except sqlite3.Error as exc:
+            raise Refused(503, "audit_unavailable", f"The audit log cannot record this call ({exc}); {then}.") \
+                from None
+
     async def write(self, statement: str, values: tuple[Any, ...]) -> int:
         """Commit one statement; its row's id. `sqlite3.Error` when the file refuses it."""
         try:
@@ -376,6 +399,7 @@ class Floor:
         self.admitted: set[tuple[Any, ...]] = set()
         self.watch = Watch()
         self.access = sys.stderr
+        self.quoted: dict[str, str] = {}
         registry = self.registry = CollectorRegistry()
         self.requests = Counter("floor_requests", "Requests by status.", ["door", "status"], registry=registry)
         self.calls = Counter("floor_tool_calls", "Tool calls by outcome.", ["api", "tool", "outcome"],
@@ -440,24 +464,13 @@ class Floor:
             raise Refused(422, "invalid_json", f"The body is not JSON: {error}") from None
         if type(arguments) is not dict:
             raise Refused(400, "invalid_request", "The body must be the arguments as a JSON object.")
-        if p.validation and not self.input.is_valid(arguments):
+        if p.validation and not self._valid(arguments):
             problems = await asyncio.to_thread(self._problems, arguments)
             raise Refused(422, "invalid_arguments", f"Invalid arguments for {TOOL}; nothing was sent:\n{problems}")
         url, request_headers = self.plan.build(arguments)
-        breaker = None
-        if p.breaker:
-            breaker = self.breakers.get(client) or self.breakers.setdefault(client, Breaker())
-            if not breaker.allow(time.monotonic()):
-                raise Refused(503, "transport_error", f"The {self.api} API is failing; calls are paused.")
+        breaker = self._enter_breaker(client) if p.breaker else None
         if p.concurrency:
-            if self.slots.locked():
-                try:
-                    async with asyncio.timeout(TIMEOUT):
-                        await self.slots.acquire()
-                except TimeoutError:
-                    raise Refused(504, "timeout", f"The {self.api} API is busy.") from None
-            else:
-                await self.slots.acquire()
+            await self._take_slot()
         ok = False
         try:
             status, data, body_out, error = await self._call(arguments, url, request_headers, client, started)
@@ -479,94 +492,112 @@ class Floor:
         await send({"type": "http.response.body", "body": answer})
         return 200, "ok"
 
+    # One method a promise (and one for each part of the call), so that `bench.ledger --door floor` puts each in the
+    # gateway's stage of the same work (`bench.stage_rules`); a frame each, a few hundred instructions a call.
+
+    def _valid(self, arguments: dict[str, Any]) -> bool:
+        return bool(self.input.is_valid(arguments))
+
+    def _enter_breaker(self, client: str | None) -> Breaker:
+        breaker = self.breakers.get(client) or self.breakers.setdefault(client, Breaker())
+        if not breaker.allow(time.monotonic()):
+            raise Refused(503, "transport_error", f"The {self.api} API is failing; calls are paused.")
+        return breaker
+
+    async def _take_slot(self) -> None:
+        if not self.slots.locked():
+            await self.slots.acquire()  # a free slot is taken at once, without suspending
+            return
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                await self.slots.acquire()
+        except TimeoutError:
+            raise Refused(504, "timeout", f"The {self.api} API is busy.") from None
+
     async def _call(self, arguments: dict[str, Any], url: str, headers: list[tuple[str, str]], client: str | None,
                     started: float) -> tuple[int, bytes, Any, tuple[str, str] | None]:
         """The row, the request, the answer read and judged, the outcome on the row: (status, the answer's bytes, the
         body to show, the failure (error type, text) or None)."""
         p, audit = self.p, self.audit
-        row_id = 0
-        if audit is not None:
-            recorded = orjson.dumps(arguments).decode()
-            if p.redaction:
-                recorded = self.redaction.text(recorded)
-            values = (time.time(), client, AGENT, TOOL, self.api, recorded, None, None, None)
-            try:
-                row_id = await audit.write(audit.insert, values)
-            except sqlite3.Error as exc:
-                raise Refused(503, "audit_unavailable", f"The audit log cannot record this call ({exc}); it was "
-                                                        "not sent.") from None
-        status, data, failure = 0, b"", None
+        row_id = await audit.open(arguments, client, self.redaction if p.redaction else None) if audit else 0
         try:
-            status, data, failure = await self._send(url, headers)
+            response, request = await self._send(url, headers)
+            status, data, failure = await self._read(response, request)
         except asyncio.CancelledError:
             if audit is not None:  # sent: the row says so, and the call is not repeated
-                await audit.write(audit.update, ("transport_error", None, 0.0, 0, None, "The caller went away.",
-                                                 row_id))
+                await audit.close(row_id, "transport_error", None, started, 0, "The caller went away.")
             raise
+        except Exception as error:  # noqa: BLE001 - the library's errors: a failure, never a crash
+            status, data, failure = 0, b"", ("transport_error", f"the request failed ({type(error).__name__}: {error})")
         shown: Any = None
         if failure is None:
-            if p.redaction and (b"\\" in data or any(map(data.__contains__, self.redaction.byte_forms))):
-                data = self.redaction.data(orjson.dumps(orjson.loads(data)))  # escapes undone, then searched
-            try:
-                parsed = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                parsed = None
+            parsed, data = self._parse(data)
+            if parsed is _NOT_JSON:
                 failure = ("invalid_output", "The answer is not JSON.")
-            if failure is None and p.output_check and not self.output.is_valid(parsed):
+            elif p.output_check and not self._output_holds(parsed):
                 failure = ("invalid_output", f"The API answered {status} but the body does not match the spec's "
                                              "output schema; the request ran, so do not repeat it blindly.")
             shown = orjson.Fragment(data)
         elif p.redaction:
             failure = (failure[0], self.redaction.text(failure[1]))
         if audit is not None:
-            outcome = ("ok" if failure is None else failure[0], status or None,
-                       (time.perf_counter() - started) * 1000, len(data), None,
-                       None if failure is None else failure[1], row_id)
-            try:
-                await audit.write(audit.update, outcome)
-            except sqlite3.Error as exc:
-                raise Refused(503, "audit_unavailable", f"The audit log cannot record this call's outcome ({exc}); "
-                                                        "it was sent and may have run.") from None
+            await audit.close(row_id, "ok" if failure is None else failure[0], status or None, started, len(data),
+                              None if failure is None else failure[1])
         return status, data, shown, failure
 
-    async def _send(self, url: str, headers: list[tuple[str, str]]) -> tuple[int, bytes, tuple[str, str] | None]:
+    async def _send(self, url: str, headers: list[tuple[str, str]]) -> tuple[Any, Any]:
+        """The request on its way (the api's timeout covers it whole, the body's read included); its answer's head."""
         request = self.client.request("GET", url).timeout(self.timeout).headers(headers).build_streamed()
+        return await request.__aenter__(), request
+
+    async def _read(self, response: Any, request: Any) -> tuple[int, bytes, tuple[str, str] | None]:
+        """The answer's body under the cap (a coding the client did not undo refused unread), the connection given back:
+        (status, body, failure or None)."""
         try:
-            response = await request.__aenter__()
-            try:
-                status = response.status
-                coding = response.headers.get("content-encoding")
-                if coding is not None and coding.strip().lower() not in ("", "identity"):
-                    return status, b"", ("transport_error", f"The answer says `Content-Encoding: {coding}`, which "
-                                                            "is not decoded; it was not read.")
-                declared = response.headers.get("content-length")
-                reader = response.body_reader
-                if declared is not None and declared.isdigit() and int(declared) <= READ_CAP:
-                    data = bytes(await reader.bytes())
-                else:
-                    chunks, size = [], 0
-                    while (chunk := await reader.read()) is not None and size <= READ_CAP:
-                        chunks.append(bytes(chunk))
-                        size += len(chunk)
-                    data = b"".join(chunks)[:READ_CAP]
-            finally:
-                await request.__aexit__(None, None, None)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - the library's errors: a failure, never a crash
-            return 0, b"", ("transport_error", f"the request failed ({type(error).__name__}: {error})")
+            status = response.status
+            coding = response.headers.get("content-encoding")
+            if coding is not None and coding.strip().lower() not in ("", "identity"):
+                return status, b"", ("transport_error", f"The answer says `Content-Encoding: {coding}`, which is "
+                                                        "not decoded; it was not read.")
+            declared = response.headers.get("content-length")
+            reader = response.body_reader
+            if declared is not None and declared.isdigit() and int(declared) <= READ_CAP:
+                data = bytes(await reader.bytes())
+            else:
+                chunks, size = [], 0
+                while (chunk := await reader.read()) is not None and size <= READ_CAP:
+                    chunks.append(bytes(chunk))
+                    size += len(chunk)
+                data = b"".join(chunks)[:READ_CAP]
+        finally:
+            await request.__aexit__(None, None, None)
         if not 200 <= status < 300:
             return status, data, ("upstream_error", f"HTTP {status} from GET {self.plan.tail}")
         if len(data) > MAX_RESULT:
             return status, data[:MAX_RESULT], ("invalid_output", "the answer passes the result limit (truncated)")
         return status, data, None
 
+    def _parse(self, data: bytes) -> tuple[Any, bytes]:
+        """The answer parsed once, and its text with the credential redacted (escapes undone first, when it has any)."""
+        if self.p.redaction and (b"\\" in data or any(map(data.__contains__, self.redaction.byte_forms))):
+            try:
+                data = self.redaction.data(orjson.dumps(orjson.loads(data)))
+            except orjson.JSONDecodeError:
+                data = self.redaction.data(data)
+        try:
+            return orjson.loads(data), data
+        except orjson.JSONDecodeError:
+            return _NOT_JSON, data
+
+    def _output_holds(self, parsed: Any) -> bool:
+        return bool(self.output.is_valid(parsed))
+
     def _problems(self, arguments: dict[str, Any]) -> str:
         """What is wrong with `arguments`, in a worker thread (a large, deeply wrong value holds no caller up)."""
         return "\n".join(f"- {error.message}" for error in islice(self.input.iter_errors(arguments), 10))
 
     def _envelope(self, scope: Scope, headers: list[tuple[bytes, bytes]]) -> None:
-        size = sum(len(name) + len(value) for name, value in headers)
+        size = sum(map(len, chain.from_iterable(headers)))  # in C: no Python step a header
         if len(headers) > MAX_HEADERS or size > MAX_HEADER_BYTES:
             raise Refused(431, "request_header_fields_too_large", "Too many or too large headers.")
         named = dict(headers)
@@ -621,7 +652,13 @@ class Floor:
     def _access_line(self, scope: Scope, status: int) -> None:
         client = scope.get("client")
         query = scope.get("query_string")
-        line = (f'INFO:     {client[0]}:{client[1]} - "{scope["method"]} {quote(scope["path"])}'
+        path = scope["path"]
+        quoted = self.quoted.get(path)
+        if quoted is None:
+            quoted = quote(path)
+            if len(self.quoted) < 1024:  # foreign paths cannot grow it without bound
+                self.quoted[path] = quoted
+        line = (f'INFO:     {client[0]}:{client[1]} - "{scope["method"]} {quoted}'
                 f'{"?" + query.decode("ascii", "replace") if query else ""} HTTP/{scope["http_version"]}" '
                 f'{status} {_PHRASES.get(status, "")}\n')
         if self.p.redaction:
