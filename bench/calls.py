@@ -23,8 +23,9 @@ squeezed all the ratios towards 1.
   others'): the CPU goal is 1.6x the bare proxy's, whose client thread is a quarter of its CPU.
 - with `--floor`: the floor of the promises (bench/promise_floor.py: every promise of the HTTP door kept once,
   plainly, on the same parts, no gateway code on the path) with every promise (in every round beside the others),
-  and with each left out in turn and with none (each its own process, in the CPU count only); a second table says
-  what each promise costs (the whole floor's CPU a call less the floor's without it).
+  and with each left out in turn and with none (each its own process, in the CPU count; without the audit and without
+  any promise in the sequential rounds too); a second table says what each promise costs (the whole floor's CPU a
+  call less the floor's without it).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ FLOOR = {"floor": (), **{f"floor-{name}": (name,) for name in PROMISES}, "floor-
 """The floor of the promises (bench/promise_floor.py), by side, and the promises each leaves out: none, each in turn,
 all (the call alone: the body parsed, the request built and sent, the answer read, parsed and sent)."""
 FLOOR_HEADERS = {"Authorization": f"Bearer {FLOOR_KEY}"}
+TIMED_FLOORS = ("floor", "floor-audit", "floor-none")
 
 
 async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
@@ -189,10 +191,12 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
                    callers: int) -> dict[str, Any]:
     floors = [name for name in FLOOR if urls.get(name)]
     names = ["direct", *BARE, "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else []) + floors
-    # The floor's variants only in the CPU count: a promise costs a few µs, far under what a p50 resolves, and each
+    # Most of the floor's variants only in the CPU count: a promise costs a few µs, under what a p50 resolves, and each
     # side more in the sequential turns leaves every process's caches colder at its next call (21 sides at a turn
-    # put the bare proxy at 3x direct, not 1.6x).
-    timed = [name for name in names if name not in floors or name == "floor"]
+    # put the bare proxy at 3x direct, not 1.6x). Timed: the whole floor, without its largest promise (the audit's
+    # two commits), and without any.
+    timed = [name for name in names if name not in floors or name in TIMED_FLOORS]
+    crowded = [name for name in names if name not in floors or name == "floor"]
     failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
     async with AsyncExitStack() as stack:
         async def client() -> httpx.AsyncClient:
@@ -200,7 +204,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
 
         sides = {name: await _bind(name, await client(), urls) for name in names}
         crowds: dict[str, list[Call]] = {}
-        for name in timed:
+        for name in crowded:
             try:
                 crowds[name] = [await _bind(name, await client(), urls) for _ in range(callers)]
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
@@ -213,7 +217,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
         for _ in range(rounds):
             for name, value in (await _sequential({name: sides[name] for name in timed}, calls, failed)).items():
                 p50[name].append(value)
-            for name in timed:
+            for name in crowded:
                 if name + "@concurrent" not in failed:
                     throughput[name].append(await _failsafe(_concurrent(crowds[name], calls * 2),
                                                             name + "@concurrent", failed))
@@ -424,6 +428,11 @@ def _floor_rows(figures: dict[str, Any], callers: int) -> list[Row]:
                note="bench/promise_floor.py: every promise of the HTTP door kept once, plainly, on the same parts"),
            Row("the HTTP door against the floor of the promises, sequential p50", "ms", p50["http"], p50["floor"],
                "the floor's", peer="—")]
+    for name, what in (("floor-audit", "all but the audit's two commits"), ("floor-none", "no promise")):
+        if isinstance(p50.get(name), float):
+            out.append(Row(f"the floor of the promises, {what}, sequential p50", "ms", p50[name], p50["direct"],
+                           "direct httpx", peer="—", goal="<= 1.8× direct",
+                           met=_within(p50[name], _times(1.8, p50["direct"]))))
     if "floor" in tput:
         out.append(Row(f"{callers} concurrent callers, the floor of the promises", "calls/s", tput["floor"],
                        tput["direct"], "direct httpx", peer="—", goal=">= 0.7× direct",
