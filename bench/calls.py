@@ -44,7 +44,7 @@ from typing import Any
 
 import httpx
 
-from bench.promise_floor import FLOOR_KEY, PROMISES, flags
+from bench.promise_floor import AUDIT_FORMS, FLOOR_KEY, PROMISES, flags
 from bench.support import (
     CALL_ARGS,
     CLIENT_THREADS,
@@ -76,11 +76,17 @@ BARE = {"bare": "reqwest", "bare_aiohttp": "aiohttp", "bare_httpx": "httpx"}
 """The bare pass-through proxies (bench/bare_proxy.py), by side, and the client each sends on: the
 executor's (pyreqwest through gateway.http.wire) and the candidates it was chosen against."""
 
-FLOOR = {"floor": (), **{f"floor-{name}": (name,) for name in PROMISES}, "floor-none": PROMISES}
-"""The floor of the promises (bench/promise_floor.py), by side, and the promises each leaves out: none, each in turn,
-all (the call alone: the body parsed, the request built and sent, the answer read, parsed and sent)."""
+FLOOR: dict[str, tuple[str, list[str]]] = {
+    "floor": ("nothing", []),
+    **{f"floor-{name}": (name, flags((name,))) for name in PROMISES},
+    "floor-none": ("every promise", flags(PROMISES)),
+    **{f"floor-audit-{form}": (f"its audit as {form}", ["--audit-form", form]) for form in AUDIT_FORMS[1:]},
+}
+"""The floor of the promises (bench/promise_floor.py), by side: what it leaves out (nothing, each promise in turn, all:
+the call alone, the body parsed, the request built and sent, the answer read, parsed and sent; or the audit kept in
+another form, a measurement) and its command line's flags."""
 FLOOR_HEADERS = {"Authorization": f"Bearer {FLOOR_KEY}"}
-TIMED_FLOORS = ("floor", "floor-audit", "floor-none")
+TIMED_FLOORS = ("floor", "floor-audit", "floor-none", "floor-audit-exclusive", "floor-audit-file")
 
 
 async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
@@ -297,11 +303,11 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
                 "bench.bare_proxy", "--port", str(port), "--upstream", upstream, "--client", client),
                 f"{bares[name]}/"))[0].pid
         floors: dict[str, str | None] = {}
-        for name, off in FLOOR.items() if floor else ():
+        for name, (_, options) in FLOOR.items() if floor else ():
             port = free_port()
             floors[name] = f"http://127.0.0.1:{port}"
             pids[name] = stack.enter_context(spawned(python_module(
-                "bench.promise_floor", "--port", str(port), "--upstream", upstream, *flags(off)),
+                "bench.promise_floor", "--port", str(port), "--upstream", upstream, *options),
                 f"{floors[name]}/healthz"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
@@ -428,7 +434,9 @@ def _floor_rows(figures: dict[str, Any], callers: int) -> list[Row]:
                note="bench/promise_floor.py: every promise of the HTTP door kept once, plainly, on the same parts"),
            Row("the HTTP door against the floor of the promises, sequential p50", "ms", p50["http"], p50["floor"],
                "the floor's", peer="—")]
-    for name, what in (("floor-audit", "all but the audit's two commits"), ("floor-none", "no promise")):
+    for name, what in (("floor-audit", "all but the audit's two commits"), ("floor-none", "no promise"),
+                       ("floor-audit-exclusive", "its audit's SQLite lock held (a measurement)"),
+                       ("floor-audit-file", "its audit as appended lines (a measurement)")):
         if isinstance(p50.get(name), float):
             out.append(Row(f"the floor of the promises, {what}, sequential p50", "ms", p50[name], p50["direct"],
                            "direct httpx", peer="—", goal="<= 1.8× direct",
@@ -457,9 +465,9 @@ def floor_table(figures: dict[str, Any]) -> str:
     for name in ["direct", "bare", "http", *FLOOR]:
         if name not in cpu or name not in threads:
             continue
-        places, off = _by_place(threads[name]), FLOOR.get(name)
-        leaves = "—" if off is None else ("nothing" if not off else "every promise" if off == PROMISES
-                                           else ", ".join(off))
+        places, side = _by_place(threads[name]), FLOOR.get(name)
+        off = side is not None and name != "floor"
+        leaves = "—" if side is None else side[0]
         timed = f"{p50[name] / p50['direct']:.2f}×" if isinstance(p50.get(name), float) else "—"
         costs = [f"{whole - cpu[name]:+.1f} µs", f"{whole_loop - places['loop']:+.1f} µs"] \
             if off and whole is not None and whole_loop is not None else ["", ""]

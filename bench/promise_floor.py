@@ -37,6 +37,11 @@ each beside the whole says what it costs:
 - `disconnect_watch`: a request still running 50 ms in gets a watcher that cancels it when its client leaves (one
   sweeper timer a loop, as the gateway's).
 
+`--audit-form exclusive` (SQLite's lock held by the inline connection: no lock taken and released a commit) and
+`--audit-form file` (each row and outcome a line appended to a file, one `write`, the same durability as the WAL
+under `synchronous=NORMAL`) are measurements of what the audit's two commits cost in other forms, not forms the
+gateway could take as it is (the first shuts out every other connection; the second has no query, index or retention).
+
 Decided at start-up, so nothing per call, as in the gateway for this tool: approval (a GET under `approval: never`),
 hooks (none), tracing (none installed), the agent's fixed arguments (none). Left out, and why: retries and same-origin
 redirects (features, not promises: the client follows no redirect, so none leaves the api's host); truncation at a
@@ -53,6 +58,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import os
 import re
 import sqlite3
 import sys
@@ -125,6 +131,8 @@ class Promises:
 
 
 PROMISES = tuple(f.name for f in fields(Promises))
+AUDIT_FORMS = ("sqlite", "exclusive", "file")
+"""How the audit is kept: the gateway's way (SQLite in WAL mode, its pragmas; the floor's), and two measurements."""
 
 
 class Refused(Exception):
@@ -235,7 +243,11 @@ class Audit:
     0, no checkpoint of its own), a taken lock handed to a worker thread that waits for it; a checkpoint every
     `CHECKPOINT_EVERY` rows on that thread."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, exclusive: bool = False) -> None:
+        """Parameters: exclusive: the inline connection takes the file's lock once and keeps it (`locking_mode=
+        EXCLUSIVE`: no shared-memory index, no lock taken and released a commit), and nothing checkpoints. A
+        measurement of what SQLite's WAL locking costs the audit, not a form the gateway could take: it shuts out the
+        store's thread, `gateway approvals` and every other worker."""
         from gateway.store.sqlite_tables import INSERT_RUNNING, SCHEMA, UPDATE_AUDIT  # the same table and statements
 
         self.insert, self.update = INSERT_RUNNING, UPDATE_AUDIT
@@ -244,8 +256,10 @@ class Audit:
         self.inline = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False)
         for pragma in ("busy_timeout=0", "synchronous=NORMAL", "wal_autocheckpoint=0"):
             self.inline.execute(f"PRAGMA {pragma}")
+        if exclusive:
+            self.inline.execute("PRAGMA locking_mode=EXCLUSIVE")
         self.cursor = self.inline.cursor()
-        self.rows = 0
+        self.rows = -(2**62) if exclusive else 0  # exclusive: never a checkpoint (the main connection is shut out)
 
     @staticmethod
     def _open_main(path: str, schema: str) -> sqlite3.Connection:
@@ -290,6 +304,44 @@ class Audit:
             self.rows = 0
             self.thread.submit(self.main.execute, "PRAGMA wal_checkpoint(PASSIVE)")
         return row_id or 0
+
+
+class AppendLog:
+    """The audit as lines appended to a file (`--audit-form file`): the row's line written before the request leaves
+    and the outcome's before the answer, each one `write` (O_APPEND: atomic for a line this size, across processes).
+    The same durability as SQLite's WAL under `synchronous=NORMAL` (in the kernel's page cache at once: a process
+    that dies loses nothing, a machine that dies may), without a query, an index or retention: a measurement of what
+    the promise costs in its plainest durable form, not a store the gateway has."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.rows = 0
+
+    def open(self, arguments: dict[str, Any], client: str | None, redaction: Redaction | None) -> Awaitable[int]:
+        recorded = orjson.dumps(arguments)
+        if redaction is not None:
+            recorded = redaction.data(recorded)
+        self.rows += 1
+        self._write(b'{"id":%d,"time":%r,"client":%s,"agent":"%s","tool":"%s","arguments":%s,"status":"running"}\n'
+                    % (self.rows, time.time(), orjson.dumps(client), AGENT.encode(), TOOL.encode(), recorded))
+        return _done(self.rows)
+
+    def close(self, row_id: int, status: str, http_status: int | None, started: float, size: int,
+              error: str | None) -> Awaitable[int]:
+        self._write(orjson.dumps({"id": row_id, "status": status, "http_status": http_status,
+                                  "latency_ms": (time.perf_counter() - started) * 1000, "bytes": size,
+                                  "error": error}) + b"\n")
+        return _done(row_id)
+
+    def _write(self, line: bytes) -> None:
+        try:
+            os.write(self.fd, line)
+        except OSError as exc:
+            raise Refused(503, "audit_unavailable", f"The audit log cannot record this call ({exc}).") from None
+
+
+async def _done(row_id: int) -> int:
+    return row_id
 
 
 class Breaker:
@@ -379,7 +431,7 @@ class Floor:
     """The route's endpoint: one call of the bench's tool with every promise in `promises` kept."""
 
     def __init__(self, promises: Promises, upstream: str, store: str, tool: Any, input_schema: Any,
-                 output_schema: Any, *, rate: float = 10_000.0) -> None:
+                 output_schema: Any, *, rate: float = 10_000.0, audit_form: str = "sqlite") -> None:
         from gateway.http.library import ClientOptions, build_client  # the executor's client settings, at start-up
 
         self.p = promises
@@ -395,7 +447,10 @@ class Floor:
         self.breakers: dict[str | None, Breaker] = {}
         self.slots = asyncio.Semaphore(SLOTS)
         self.redaction = Redaction(TOKEN)
-        self.audit = Audit(store) if promises.audit else None
+        self.audit: Audit | AppendLog | None = None
+        if promises.audit:
+            self.audit = AppendLog(store + ".log") if audit_form == "file" else Audit(
+                store, exclusive=audit_form == "exclusive")
         self.admitted: set[tuple[Any, ...]] = set()
         self.watch = Watch()
         self.access = sys.stderr
@@ -677,10 +732,12 @@ def bench_tool(upstream: str, folder: Path) -> tuple[Any, Any, Any]:
     return tool, tool.input_schema, tool.output_schema
 
 
-def make_app(promises: Promises, upstream: str, folder: Path, *, rate: float = 10_000.0) -> tuple[Starlette, Floor]:
+def make_app(promises: Promises, upstream: str, folder: Path, *, rate: float = 10_000.0,
+             audit_form: str = "sqlite") -> tuple[Starlette, Floor]:
     """The floor's app (the call's route, `/metrics`, `/healthz`) and its endpoint, with its store in `folder`."""
     tool, input_schema, output_schema = bench_tool(upstream, folder)
-    floor = Floor(promises, upstream, str(folder / "floor.db"), tool, input_schema, output_schema, rate=rate)
+    floor = Floor(promises, upstream, str(folder / "floor.db"), tool, input_schema, output_schema, rate=rate,
+                  audit_form=audit_form)
 
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(floor.registry), media_type="text/plain; version=0.0.4")
@@ -710,6 +767,9 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, Promises]:
     parser.add_argument("--upstream", required=True)
     for name in PROMISES:
         parser.add_argument(f"--no-{name.replace('_', '-')}", dest=name, action="store_false")
+    parser.add_argument("--audit-form", choices=AUDIT_FORMS, default="sqlite",
+                        help="the store's SQLite (default); exclusive: its lock held (a measurement); file: lines "
+                             "appended to a file (a measurement)")
     args = parser.parse_args(argv)
     return args, Promises(**{name: getattr(args, name) for name in PROMISES})
 
@@ -729,7 +789,7 @@ def floor_side(upstream: str, port: int, off: tuple[str, ...] = ()) -> Side:
 def main() -> None:
     args, promises = parse()
     with tempfile.TemporaryDirectory() as tmp:
-        app, _ = make_app(promises, args.upstream, Path(tmp))
+        app, _ = make_app(promises, args.upstream, Path(tmp), audit_form=args.audit_form)
         uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="error", access_log=False, lifespan="off",
                     **server_options(promises))
 

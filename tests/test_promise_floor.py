@@ -27,8 +27,8 @@ KEY = {"Authorization": f"Bearer {FLOOR_KEY}"}
 
 
 @contextmanager
-def serving(promises: Promises, upstream: str, folder: Path) -> Iterator[str]:
-    app, _ = make_app(promises, upstream, folder)
+def serving(promises: Promises, upstream: str, folder: Path, *, audit_form: str = "sqlite") -> Iterator[str]:
+    app, _ = make_app(promises, upstream, folder, audit_form=audit_form)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -129,3 +129,20 @@ def test_each_promise_can_be_left_out(upstream: RecordingServer, tmp_path: Path)
         answer = httpx.post(url + PATH, json={**CALL_ARGS, "per_page": 300})
     assert answer.status_code == 200  # no key asked, no schema judged
     assert not (tmp_path / "floor.db").exists()  # no store opened
+
+
+def test_the_appended_audit_line_is_written_before_the_upstream_sees_the_request(upstream: RecordingServer,
+                                                                                tmp_path: Path) -> None:
+    log = tmp_path / "floor.db.log"
+    seen: list[list[dict[str, Any]]] = []
+
+    def look(request: Recorded) -> Reply:
+        seen.append([json.loads(line) for line in log.read_text().splitlines()])
+        return Reply(200, ANSWER)
+
+    upstream.route("/repos/", look)
+    with serving(Promises(), upstream.url, tmp_path, audit_form="file") as url:
+        assert httpx.post(url + PATH, json={**CALL_ARGS, "X-Request-Id": TOKEN}, headers=KEY).status_code == 200
+    assert [line["status"] for line in seen[0]] == ["running"]
+    assert TOKEN not in log.read_text()
+    assert [line["status"] for line in map(json.loads, log.read_text().splitlines())] == ["running", "ok"]
