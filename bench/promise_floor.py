@@ -257,9 +257,13 @@ class Audit:
         for pragma in ("busy_timeout=0", "synchronous=NORMAL", "wal_autocheckpoint=0"):
             self.inline.execute(f"PRAGMA {pragma}")
         if exclusive:
+            # Every open WAL connection holds a shared lock on the index: the main connection must go first, or the
+            # inline one never gets its lock and every row takes the worker thread's way.
+            self.thread.submit(self.main.close).result()
             self.inline.execute("PRAGMA locking_mode=EXCLUSIVE")
+        self.exclusive = exclusive
         self.cursor = self.inline.cursor()
-        self.rows = -(2**62) if exclusive else 0  # exclusive: never a checkpoint (the main connection is shut out)
+        self.rows = -(2**62) if exclusive else 0  # exclusive: never a checkpoint (no other connection may run one)
 
     @staticmethod
     def _open_main(path: str, schema: str) -> sqlite3.Connection:
@@ -295,7 +299,8 @@ class Audit:
         try:
             row_id = self.cursor.execute(statement, values).lastrowid
         except sqlite3.OperationalError as error:
-            if getattr(error, "sqlite_errorcode", 0) & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if self.exclusive or getattr(error, "sqlite_errorcode", 0) & 0xFF not in (sqlite3.SQLITE_BUSY,
+                                                                                      sqlite3.SQLITE_LOCKED):
                 raise
             row_id = await asyncio.get_running_loop().run_in_executor(
                 self.thread, lambda: self.main.execute(statement, values).lastrowid)
