@@ -64,7 +64,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
@@ -138,7 +138,7 @@ AUDIT_FORMS = ("sqlite", "exclusive", "file")
 class Refused(Exception):
     """A request the floor answers with an error (`status`, `code`, `message`), before or after the call."""
 
-    def __init__(self, status: int, code: str, message: str, *, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    def __init__(self, status: int, code: str, message: str, *, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, list(headers)
 
@@ -183,7 +183,7 @@ class Plan:
         path = "".join(parts) + self.tail
         if "." in path and any(segment in (".", "..") for segment in path.split("/")):
             raise Refused(422, "invalid_arguments", "path parameters can't be '.' or '..'")
-        query = []
+        query: list[str] = []
         for name, prefix, explode in self.query:
             value = arguments.get(name)
             if value is None:
@@ -533,16 +533,16 @@ class Floor:
             await self._take_slot()
         ok = False
         try:
-            status, data, body_out, error = await self._call(arguments, url, request_headers, client, started)
-            ok = 200 <= status < 300 and error is None
+            status, data, body_out, failure = await self._call(arguments, url, request_headers, client, started)
+            ok = 200 <= status < 300 and failure is None
         finally:
             if p.concurrency:
                 self.slots.release()
             if breaker is not None:
                 breaker.record(ok, time.monotonic())
         duration = (time.perf_counter() - started) * 1000
-        if error is not None:
-            code, text = error
+        if failure is not None:
+            code, text = failure
             raise Refused(502, code, text)
         answer = orjson.dumps({"ok": True, "status": status, "media_type": "application/json", "body": body_out,
                                "truncated": False, "error": None, "error_type": None,
@@ -718,7 +718,8 @@ class Floor:
             quoted = quote(path)
             if len(self.quoted) < 1024:  # foreign paths cannot grow it without bound
                 self.quoted[path] = quoted
-        line = (f'INFO:     {client[0]}:{client[1]} - "{scope["method"]} {quoted}'
+        address = f"{client[0]}:{client[1]}" if client else "-"
+        line = (f'INFO:     {address} - "{scope["method"]} {quoted}'
                 f'{"?" + query.decode("ascii", "replace") if query else ""} HTTP/{scope["http_version"]}" '
                 f'{status} {_PHRASES.get(status, "")}\n')
         if self.p.redaction:
