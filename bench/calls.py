@@ -1,6 +1,6 @@
 """Tool calls through a running `gateway serve`, beside the direct httpx call to the same upstream and the peer.
 
-    python -m bench.calls [--rounds 5] [--calls 200] [--concurrency 32] [--no-peer]
+    python -m bench.calls [--rounds 5] [--calls 200] [--concurrency 32] [--no-peer] [--floor]
 
 Processes, all on 127.0.0.1: the upstream (bench/upstream.py), `gateway serve` (its own process, the bench
 spec plus GitHub's spec from a warm cache), a bare pass-through proxy (bench/bare_proxy.py: the cost of one
@@ -21,6 +21,11 @@ squeezed all the ratios towards 1.
 - first MCP call: a new session on the GitHub agent (initialize, initialized, tools/call), in ms.
 - CPU per call of each serving process, to the nanosecond, and split by thread (the event loop's, pyreqwest's, the
   others'): the CPU goal is 1.6x the bare proxy's, whose client thread is a quarter of its CPU.
+- with `--floor`: the floor of the promises (bench/promise_floor.py: every promise of the HTTP door kept once,
+  plainly, on the same parts, no gateway code on the path) with every promise (in every round beside the others),
+  and with each left out in turn and with none (each its own process, in the CPU count; without the audit and without
+  any promise in the sequential rounds too); a second table says what each promise costs (the whole floor's CPU a
+  call less the floor's without it).
 """
 
 from __future__ import annotations
@@ -39,11 +44,13 @@ from typing import Any
 
 import httpx
 
+from bench.promise_floor import AUDIT_FORMS, FLOOR_KEY, PROMISES, flags
 from bench.support import (
     CALL_ARGS,
     CLIENT_THREADS,
     DIRECT_HEADERS,
     DIRECT_PATH,
+    DOOR,
     GITHUB,
     LOOP,
     TOKEN,
@@ -69,6 +76,18 @@ BARE = {"bare": "reqwest", "bare_aiohttp": "aiohttp", "bare_httpx": "httpx"}
 """The bare pass-through proxies (bench/bare_proxy.py), by side, and the client each sends on: the
 executor's (pyreqwest through gateway.http.wire) and the candidates it was chosen against."""
 
+FLOOR: dict[str, tuple[str, list[str]]] = {
+    "floor": ("nothing", []),
+    **{f"floor-{name}": (name, flags((name,))) for name in PROMISES},
+    "floor-none": ("every promise", flags(PROMISES)),
+    **{f"floor-audit-{form}": (f"its audit as {form}", ["--audit-form", form]) for form in AUDIT_FORMS[1:]},
+}
+"""The floor of the promises (bench/promise_floor.py), by side: what it leaves out (nothing, each promise in turn, all:
+the call alone, the body parsed, the request built and sent, the answer read, parsed and sent; or the audit kept in
+another form, a measurement) and its command line's flags."""
+FLOOR_HEADERS = {"Authorization": f"Bearer {FLOOR_KEY}"}
+TIMED_FLOORS = ("floor", "floor-audit", "floor-none", "floor-audit-exclusive", "floor-audit-file")
+
 
 async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None]) -> Call:
     """`side`'s call on `client` (an MCP side opens the client's own session first)."""
@@ -76,6 +95,8 @@ async def _bind(side: str, client: httpx.AsyncClient, urls: dict[str, str | None
         "direct": ("GET", f"{urls['upstream']}{DIRECT_PATH}", {"headers": DIRECT_HEADERS}),
         **{name: ("POST", f"{urls[name]}/", {"json": CALL_ARGS}) for name in BARE},
         "http": ("POST", f"{urls['gateway']}/agents/bench/tools/listIssues", {"json": CALL_ARGS}),
+        **{name: ("POST", f"{urls[name]}{DOOR}", {"json": CALL_ARGS, "headers": FLOOR_HEADERS})
+           for name in FLOOR if urls.get(name)},
     }
     if side in plain:
         method, target, options = plain[side]
@@ -174,7 +195,14 @@ async def _peer_tool(url: str, wanted: str) -> str:
 
 async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: int, calls: int,
                    callers: int) -> dict[str, Any]:
-    names = ["direct", *BARE, "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else [])
+    floors = [name for name in FLOOR if urls.get(name)]
+    names = ["direct", *BARE, "http", "mcp", "mcp2026"] + (["peer"] if urls["peer"] else []) + floors
+    # Most of the floor's variants only in the CPU count: a promise costs a few µs, under what a p50 resolves, and each
+    # side more in the sequential turns leaves every process's caches colder at its next call (21 sides at a turn
+    # put the bare proxy at 3x direct, not 1.6x). Timed: the whole floor, without its largest promise (the audit's
+    # two commits), and without any.
+    timed = [name for name in names if name not in floors or name in TIMED_FLOORS]
+    crowded = [name for name in names if name not in floors or name == "floor"]
     failed: dict[str, str] = {}  # a side that fails (the peer under load) is reported, not fatal
     async with AsyncExitStack() as stack:
         async def client() -> httpx.AsyncClient:
@@ -182,7 +210,7 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
 
         sides = {name: await _bind(name, await client(), urls) for name in names}
         crowds: dict[str, list[Call]] = {}
-        for name in names:
+        for name in crowded:
             try:
                 crowds[name] = [await _bind(name, await client(), urls) for _ in range(callers)]
             except (httpx.HTTPError, RuntimeError, AssertionError) as error:
@@ -193,9 +221,9 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
         p50: dict[str, list[float]] = {name: [] for name in names}
         throughput: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(rounds):
-            for name, value in (await _sequential(sides, calls, failed)).items():
+            for name, value in (await _sequential({name: sides[name] for name in timed}, calls, failed)).items():
                 p50[name].append(value)
-            for name in names:
+            for name in crowded:
                 if name + "@concurrent" not in failed:
                     throughput[name].append(await _failsafe(_concurrent(crowds[name], calls * 2),
                                                             name + "@concurrent", failed))
@@ -211,8 +239,8 @@ async def _measure(urls: dict[str, str | None], pids: dict[str, int], rounds: in
                 first["peer"] = await _first_calls(f"{urls['peer_github']}/mcp", peer_tool, rounds * 2)
             except (httpx.HTTPError, RuntimeError, KeyError) as error:
                 first["peer"] = _failed({}, "peer's first calls", error)  # type: ignore[assignment]
-    return {"p50_ms": {k: failed.get(k) or median(v) for k, v in p50.items()},
-            "throughput": {k: failed.get(k + "@concurrent") or median(v) for k, v in throughput.items()},
+    return {"p50_ms": {k: failed.get(k) or median(v) for k, v in p50.items() if v or k in failed},
+            "throughput": {k: failed.get(k + "@concurrent") or median(v) for k, v in throughput.items() if v},
             "first_ms": first, "cpu_us": cpu, "cpu_threads_us": cpu_threads}
 
 
@@ -221,7 +249,7 @@ async def _cpu_per_call(sides: dict[str, Call], pids: dict[str, int], calls: int
     """CPU time (µs) the serving process spends per call, one door at a time (unlike wall time, this hardly moves
     when other work shares the machine), and the same split by thread: {side: {thread name: (µs, threads)}}."""
     serving = {"direct": "upstream", **{name: name for name in BARE}, "http": "gateway",
-               "mcp": "gateway", "mcp2026": "gateway", "peer": "peer"}
+               "mcp": "gateway", "mcp2026": "gateway", "peer": "peer", **{name: name for name in FLOOR}}
     out: dict[str, float] = {}
     split: dict[str, dict[str, tuple[float, int]]] = {}
     for name, call in sides.items():
@@ -257,7 +285,7 @@ def _failed(failed: dict[str, str], name: str, error: Exception) -> str:
 
 
 def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool = True,
-            github: bool = True) -> dict[str, Any]:
+            github: bool = True, floor: bool = False) -> dict[str, Any]:
     """Start every process, measure, stop them; the raw figures."""
     peer = peer and peer_installed()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -274,6 +302,13 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
             pids[name] = stack.enter_context(spawned(python_module(
                 "bench.bare_proxy", "--port", str(port), "--upstream", upstream, "--client", client),
                 f"{bares[name]}/"))[0].pid
+        floors: dict[str, str | None] = {}
+        for name, (_, options) in FLOOR.items() if floor else ():
+            port = free_port()
+            floors[name] = f"http://127.0.0.1:{port}"
+            pids[name] = stack.enter_context(spawned(python_module(
+                "bench.promise_floor", "--port", str(port), "--upstream", upstream, *options),
+                f"{floors[name]}/healthz"))[0].pid
         write_project(folder, upstream, github=github and GITHUB.exists())
         env = {"GATEWAY_CACHE_DIR": str(folder / "cache")}
         port = free_port()
@@ -281,7 +316,7 @@ def measure(rounds: int = 5, calls: int = 200, callers: int = 32, *, peer: bool 
         command = python_module("gateway", "serve", "--port", str(port), "--specs", str(folder / "specs"),
                                 "--agents", str(folder / "agents.yaml"))
         pids["gateway"] = stack.enter_context(spawned(command, gateway + "/healthz", env=env))[0].pid
-        urls: dict[str, str | None] = {"upstream": upstream, **bares, "gateway": gateway, "peer": None,
+        urls: dict[str, str | None] = {"upstream": upstream, **bares, **floors, "gateway": gateway, "peer": None,
                                        "peer_github": None,
                                        "github": gateway if github and GITHUB.exists() else None}
         if peer:
@@ -382,11 +417,67 @@ def rows(figures: dict[str, Any], callers: int = 32) -> list[Row]:
     if "mcp2026" in cpu and "direct" in cpu:
         out.append(Row("CPU per call in the serving process, MCP door, stateless 2026-07-28", "µs", cpu["mcp2026"],
                        cpu["direct"], "upstream's own", peer="—"))
+    if isinstance(p50.get("floor"), float):
+        out += _floor_rows(figures, callers)
     if "ours" in first:
         out.append(Row("first call on a new MCP session (GitHub's tools)", "ms", first["ours"],
                        peer=first.get("peer", absent), goal="<= 20 ms", met=_within(first["ours"], 20),
                        note="initialize + initialized + tools/call, median of new sessions"))
     return out
+
+
+def _floor_rows(figures: dict[str, Any], callers: int) -> list[Row]:
+    """The floor of the promises against the goals, and the HTTP door against the floor."""
+    p50, tput, cpu = figures["p50_ms"], figures["throughput"], figures.get("cpu_us", {})
+    out = [Row("the floor of the promises, every promise, sequential p50", "ms", p50["floor"], p50["direct"],
+               "direct httpx", peer="—", goal="<= 1.8× direct", met=_within(p50["floor"], _times(1.8, p50["direct"])),
+               note="bench/promise_floor.py: every promise of the HTTP door kept once, plainly, on the same parts"),
+           Row("the HTTP door against the floor of the promises, sequential p50", "ms", p50["http"], p50["floor"],
+               "the floor's", peer="—")]
+    for name, what in (("floor-audit", "all but the audit's two commits"), ("floor-none", "no promise"),
+                       ("floor-audit-exclusive", "its audit's SQLite lock held (a measurement)"),
+                       ("floor-audit-file", "its audit as appended lines (a measurement)")):
+        if isinstance(p50.get(name), float):
+            out.append(Row(f"the floor of the promises, {what}, sequential p50", "ms", p50[name], p50["direct"],
+                           "direct httpx", peer="—", goal="<= 1.8× direct",
+                           met=_within(p50[name], _times(1.8, p50["direct"]))))
+    if "floor" in tput:
+        out.append(Row(f"{callers} concurrent callers, the floor of the promises", "calls/s", tput["floor"],
+                       tput["direct"], "direct httpx", peer="—", goal=">= 0.7× direct",
+                       met=_within(tput["floor"], _times(0.7, tput["direct"]), at_least=True)))
+    if "floor" in cpu and "bare" in cpu:
+        out.append(Row("CPU per call, the floor of the promises against the bare proxy", "µs", cpu["floor"],
+                       cpu["bare"], "bare proxy's", peer="—", goal="<= 1.6× bare",
+                       met=_within(cpu["floor"], _times(1.6, cpu["bare"]))))
+    if "floor" in cpu and "http" in cpu:
+        out.append(Row("CPU per call, the HTTP door against the floor of the promises", "µs", cpu["http"],
+                       cpu["floor"], "the floor's", peer="—"))
+    return out
+
+
+def floor_table(figures: dict[str, Any]) -> str:
+    """Each side of the floor (and, for scale, direct, the bare proxy and the HTTP door): CPU per call by place, p50
+    where it was timed, and what each promise costs: the whole floor's CPU less that of the floor without it."""
+    p50, cpu, threads = figures["p50_ms"], figures.get("cpu_us", {}), figures.get("cpu_threads_us", {})
+    whole, whole_loop = cpu.get("floor"), _by_place(threads["floor"])["loop"] if "floor" in threads else None
+    lines = [["side", "leaves out", "p50 × direct", "CPU a call", "loop", "pyreqwest", "other", "cost: CPU a call",
+              "cost: loop"]]
+    for name in ["direct", "bare", "http", *FLOOR]:
+        if name not in cpu or name not in threads:
+            continue
+        places, side = _by_place(threads[name]), FLOOR.get(name)
+        off = side is not None and name != "floor"
+        leaves = "—" if side is None else side[0]
+        timed = f"{p50[name] / p50['direct']:.2f}×" if isinstance(p50.get(name), float) else "—"
+        costs = [f"{whole - cpu[name]:+.1f} µs", f"{whole_loop - places['loop']:+.1f} µs"] \
+            if off and whole is not None and whole_loop is not None else ["", ""]
+        lines.append([name, leaves, timed, f"{cpu[name]:.1f} µs",
+                      *(f"{places[place]:.1f} µs" for place in ("loop", "client", "other")), *costs])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = ["| " + " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)) + " |" for line in lines]
+    out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return ("The floor of the promises (a promise's cost: the whole floor's CPU a call less the floor's without it; "
+            "CPU by thread: the event loop's, pyreqwest's, the others'):\n" + "\n".join(out))
 
 
 def _by_place(split: dict[str, tuple[float, int]]) -> dict[str, float]:
@@ -419,13 +510,19 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--no-github", action="store_true", help="skip the first-call rows on GitHub's spec")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the floor of the promises (bench/promise_floor.py), whole and each promise left out")
     args = parser.parse_args()
     from bench.support import render_table
 
-    figures = measure(args.rounds, args.calls, args.concurrency, peer=not args.no_peer, github=not args.no_github)
+    figures = measure(args.rounds, args.calls, args.concurrency, peer=not args.no_peer, github=not args.no_github,
+                      floor=args.floor)
     print(render_table(rows(figures, args.concurrency)))
     print()
     print(thread_table(figures))
+    if args.floor:
+        print()
+        print(floor_table(figures))
 
 
 if __name__ == "__main__":

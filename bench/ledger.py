@@ -1,6 +1,6 @@
 """Where the event loop's machine instructions go in one direct call, by stage (valgrind's callgrind).
 
-    python -m bench.ledger [--tree /path/to/tree] [--calls 20] [--door http|mcp|mcp2026]
+    python -m bench.ledger [--tree /path/to/tree] [--calls 20] [--door http|mcp|mcp2026|floor]
 
 `bench.machine_instructions` counts the event loop thread's machine instructions per call; this says which part of
 the app runs them. `gateway serve` (from `--tree`, as `bench.machine_instructions` runs it) is started under
@@ -34,6 +34,9 @@ between calls then falls in its stage, so the hook's cost a frame is not estimat
 `--door mcp` makes the same calls as MCP `tools/call`s of one 2025-06-18 session (opened during the warm-up, so
 its handshake is not counted), each one POST, as `bench.calls` makes them; `--door mcp2026` as stateless 2026-07-28
 requests (no session: the envelope and the routing headers on each), as the official client sends them by default.
+`--door floor` makes the direct calls to the floor of the promises (bench/promise_floor.py, every promise kept) in
+place of `gateway serve`: its methods are put in the same stages (`bench.stage_rules`), so the two ledgers compare
+stage by stage.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from typing import Any
 import httpx
 
 from bench.machine_instructions import _calls, _settle
+from bench.promise_floor import FLOOR_KEY
 from bench.stage_rules import STAGES
 from bench.support import (
     CALL_ARGS,
@@ -93,10 +97,16 @@ def stop(*_):
     with open({folder!r} + "/frames.txt", "w") as out:
         out.write(repr(stage_marks.counts()))
 signal.signal(signal.SIGUSR2, stop)
+{main}
+"""
+GATEWAY_MAIN = """\
 from gateway.cli.commands import main
 sys.argv = ["gateway", *{argv!r}]
-sys.exit(main())
-"""
+sys.exit(main())"""
+FLOOR_MAIN = """\
+from bench.promise_floor import main
+sys.argv = ["promise_floor", *{argv!r}]
+main()"""
 
 
 def build_marks(folder: Path) -> None:
@@ -212,10 +222,11 @@ Calls = Callable[[int, float], None]
 
 
 def door_calls(door: str, url: str) -> Calls:
-    """The calls of `door` on the server at `url`: direct POSTs, `tools/call`s of one MCP session, or stateless
-    2026-07-28 `tools/call`s."""
-    if door == "http":
-        return lambda count, pause: asyncio.run(_calls(url, DOOR, count, post=True, pause=pause))
+    """The calls of `door` on the server at `url`: direct POSTs (to the floor of the promises with its key),
+    `tools/call`s of one MCP session, or stateless 2026-07-28 `tools/call`s."""
+    if door in ("http", "floor"):
+        headers = {"Authorization": f"Bearer {FLOOR_KEY}"} if door == "floor" else None
+        return lambda count, pause: asyncio.run(_calls(url, DOOR, count, post=True, pause=pause, headers=headers))
     mcp = f"{url}/mcp/bench"
     if door == "mcp2026":
         async def stateless(count: int, pause: float) -> None:
@@ -255,11 +266,16 @@ def run(tree: Path, calls: int, keep: Path | None, *, plain: bool, door: str = "
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         project = write_project(folder / "project", upstream, github=False)
-        argv = ["serve", "--port", str(port), "--specs", str(project / "specs"), "--agents",
-                str(project / "agents.yaml")]
-        boot = BOOT.format(folder=str(folder), argv=argv, rules=str(ROOT / "bench" / "stage_rules.py"))
+        if door == "floor":  # the floor of the promises (bench/promise_floor.py), every promise kept
+            argv, module, main = ["--port", str(port), "--upstream", upstream], "bench.promise_floor", FLOOR_MAIN
+        else:
+            argv = ["serve", "--port", str(port), "--specs", str(project / "specs"), "--agents",
+                    str(project / "agents.yaml")]
+            module, main = "gateway", GATEWAY_MAIN
+        boot = BOOT.format(folder=str(folder), argv=argv, rules=str(ROOT / "bench" / "stage_rules.py"),
+                           main=main.format(argv=argv))
         out = folder / "callgrind.out"
-        server = python_module("gateway", *argv) if plain else [sys.executable, "-c", boot]
+        server = python_module(module, *argv) if plain else [sys.executable, "-c", boot]
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--separate-threads=yes",
                    "--dump-instr=no", *server]
         env = {"PYTHONPATH": str(tree.resolve()),
@@ -436,8 +452,9 @@ def main() -> None:
                         help="no stage marks: the loop thread's count by where it ran, as bench.machine_instructions")
     parser.add_argument("--keep", type=Path, help="a folder to keep the dumps in (default: a temporary one)")
     parser.add_argument("--detail", type=int, default=0, help="also list each stage's costliest functions (self)")
-    parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
-                        help="direct POSTs, tools/calls of one MCP session (2025-06-18), or stateless (2026-07-28)")
+    parser.add_argument("--door", choices=("http", "mcp", "mcp2026", "floor"), default="http",
+                        help="direct POSTs, tools/calls of one MCP session (2025-06-18), or stateless (2026-07-28); "
+                             "floor: direct POSTs to the floor of the promises (bench/promise_floor.py)")
     parser.add_argument("--pause", type=float, default=PAUSE,
                         help="seconds between an answer and the next request in the marked run (see the docstring)")
     parser.add_argument("--hook-cost", type=float,

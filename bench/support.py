@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -151,6 +151,8 @@ class Side:
     post: bool
     cwd: Path
     env: dict[str, str]
+    headers: dict[str, str] = field(default_factory=dict)
+    """What each call sends besides its body (the floor of the promises asks for its client's key)."""
 
 
 def side(tree: Path | None, upstream: str, folder: Path, port: int) -> Side:
@@ -173,13 +175,17 @@ def sides(trees: Sequence[Path], bare: bool) -> list[tuple[str, Path | None]]:
     return [*named, ("bare proxy", None)] if bare else named
 
 
-def side_arguments(doc: str | None, calls: int, *, doors: bool = False) -> argparse.Namespace:
+def side_arguments(doc: str | None, calls: int, *, doors: bool = False, floor: bool = False) -> argparse.Namespace:
     """The command line of a direct-call count over sides: `--tree` (repeated), `--bare`, `--calls` (and with
-    `doors`, `--door http|mcp|mcp2026`)."""
+    `doors`, `--door http|mcp|mcp2026`; with `floor`, `--floor` and `--floor-each`: bench/promise_floor.py)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", type=Path, action="append", default=[], help="another source tree to compare")
     parser.add_argument("--bare", action="store_true", help="also the bare proxy (the floor)")
     parser.add_argument("--calls", type=int, default=calls)
+    if floor:
+        parser.add_argument("--floor", action="store_true", help="also the floor of the promises")
+        parser.add_argument("--floor-each", action="store_true",
+                            help="also the floor with each promise left out in turn, and with none")
     if doors:
         parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
                             help="direct POSTs, tools/calls of one MCP session (2025-06-18), or stateless (2026-07-28)")
