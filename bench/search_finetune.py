@@ -16,8 +16,8 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round19` (`USED`; `round20` is never read
-here: an assert says so; the measured runs below read up to `round9`), and the
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round19` (`USED`; `round20` and `round21` are never
+read here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
