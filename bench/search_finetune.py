@@ -10,18 +10,20 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
-    ... train [--no-written] [--negatives fused [--hard 3]] [--upto round17] [--out FILE]   # #30's (below)
+    ... train [--no-written | --written-lists written34 ...] [--negatives fused [--hard 3]] [--upto round17]
+        [--out FILE] [--seed 31]                                       # #30's (below)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round19` (`USED`; `round20` is never read
-here: an assert says so; the measured runs below read up to `round9`), and the
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round19` (`USED`; `round20` and `round21` are never
+read here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
 as pairs"). `train` also trains on bench/search_written's requests (`WRITTEN`: training-only requests in users'
-words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's; the shipped
+words, one more set an API, placed, embedded and ranked at training time as `prepare` does a request's; **every
+`written*` list of a file**, `written34` and `written35` today, `--written-lists written34` to take fewer; the shipped
 delta since train34's is trained so; `--no-written` trains as the deltas before it); `--negatives fused [--hard N]`
 takes a request's N hard negatives from the fused ranking tool search shows instead of the model's alone
 (`Negatives`; not kept: bench/README.md, "Harder negatives, and requests written in users' words").
@@ -69,7 +71,7 @@ USED = PARTS[:PARTS.index("round19") + 1]
 """The parts read here; `round20` is the lead's next final measurement. (Up to `round9` for the measured runs and the
 first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17`,
 `round18` and `round19`, joined once each had been measured, once.)"""
-assert not {"round20"} & set(USED)
+assert not {"round20", "round21"} & set(USED)
 SPECS = specs_with(USED)
 """The sixteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio,
 Adyen and NetBox from their `round16` on, Docker and Apacta from their `round17` on, HERE from its `round18` and
@@ -185,22 +187,28 @@ def _pairs(requests: adapter.Requests, queries: list[str], query_vectors: Any, b
 
 
 WRITTEN = ROOT / "bench" / "search_written"
-"""Training-only requests in users' words (`<api>.yaml`: `api:` as the API's request set, `written34:` a list of
-`{q:, ops:}`), written for #30 by four teammates who never ran the search on them; never measured on."""
+"""Training-only requests in users' words (`<api>.yaml`: `api:` as the API's request set, then one list of `{q:, ops:}`
+a batch of writing, `written34:` (four teammates, 02:40 UTC 2026-12-06) and `written35:` (two, 05:40), each written
+for #30 by teammates who never ran the search on them; never measured on."""
+WRITTEN_LIST = re.compile(r"written\d+")
+"""A list of written requests is a top-level key of this shape; every one trains (a new batch needs no code)."""
 
 
-def load_written(name: str) -> list[dict[str, Any]]:
-    """The written requests of API `name` (none when it has no file)."""
+def load_written(name: str, lists: tuple[str, ...] | None = None, folder: Path = WRITTEN) -> list[dict[str, Any]]:
+    """The written requests of API `name` (none when it has no file): every `written*` list of its file in the
+    file's order, or only those named in `lists` (to train as a delta before a later batch did)."""
     import yaml
 
-    path = WRITTEN / f"{name}.yaml"
+    path = folder / f"{name}.yaml"
     if not path.exists():
         return []
     written = yaml.safe_load(path.read_text())
-    return list(written.get("written34") or [])
+    return [task for key, tasks in written.items() if WRITTEN_LIST.fullmatch(key) and (lists is None or key in lists)
+            for task in tasks or []]
 
 
-def written_pairs(requests: adapter.Requests, negatives: Negatives) -> Pairs | None:
+def written_pairs(requests: adapter.Requests, negatives: Negatives,
+                  lists: tuple[str, ...] | None = None) -> Pairs | None:
     """API `requests.name`'s written requests as pairs: each one's operations placed among the API's tools, its
     vector by the unchanged fp32 model and its BM25 first 50 by the gateway's index, as `prepare` does a request's
     (computed here, not saved: a few thousand short texts)."""
@@ -209,7 +217,7 @@ def written_pairs(requests: adapter.Requests, negatives: Negatives) -> Pairs | N
     from gateway.offer.index import index_of
     from gateway.offer.local_model import encode
 
-    written = load_written(requests.name)
+    written = load_written(requests.name, lists)
     if not written:
         return None
     catalog = _compile(SPECS[requests.name], index=True,
@@ -569,11 +577,12 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 
 
 def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
-          negatives: Negatives | None = None, written: bool = True) -> None:
+          negatives: Negatives | None = None, written: bool = True, lists: tuple[str, ...] | None = None) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
-    on the next part) of the APIs that hold one, and the self-supervised pairs `pairs` (`corpus_pairs`). Written to
-    `out` in float16 by `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
+    on the next part) of the APIs that hold one, the written requests (`written`: of every `written*` list, or of
+    `lists`) and the self-supervised pairs `pairs` (`corpus_pairs`). Written to `out` in float16 by `write_delta`,
+    reproducibly (a fixed zip date): its sha256 is printed."""
     import hashlib
 
     import numpy
@@ -585,8 +594,8 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     sets = [api_pairs(requests, requests.rows(parts), negatives) for requests in apis.values()]
     if written:  # one more set an API: its batches hold written requests alone; an API's written requests are
         # training data whichever parts are trained on (HERE's too, before its first part, `round18`)
-        sets += [found for found in (written_pairs(apis.get(name) or adapter.Requests(name, data=DATA), negatives)
-                                     for name in SPECS) if found]
+        sets += [found for found in (written_pairs(apis.get(name) or adapter.Requests(name, data=DATA), negatives,
+                                                   lists) for name in SPECS) if found]
         print(f"written requests: {sum(len(s.queries) for s in sets[len(apis):])} of {len(sets) - len(apis)} APIs "
               f"({', '.join(f'{len(s.queries)}' for s in sets[len(apis):])})", flush=True)
     sets.append(corpus_pairs(pairs))
@@ -646,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
     parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=True,
                         help="train: on bench/search_written's requests too (`WRITTEN`; the shipped delta's, delta18w)")
+    parser.add_argument("--written-lists", nargs="+", metavar="LIST",
+                        help="train: only these lists of the written requests (`written34`...; default: every one)"),
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -663,7 +674,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard), args.written)
+        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard), args.written,
+              tuple(args.written_lists) if args.written_lists else None)
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
