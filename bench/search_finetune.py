@@ -687,7 +687,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="train: the self-supervised pairs (search_adapter.py's, or search_spec_pairs.py's)")
     parser.add_argument("--out", type=Path, default=SHIPPED, help="train: where the delta is written")
     parser.add_argument("--negatives", choices=["model", "fused", "family"], default="model",
-                        help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
+                        help="train: the ranking a request's hard negatives are taken from, or `family`: the "
+                             "right operations' siblings in the spec besides the model's one (`Negatives`)")
     parser.add_argument("--hard", type=int, default=None,
                         help="train: how many hard negatives a request (default 1; with `family`, 2 of the family "
                              "besides the model's one)")
