@@ -10,14 +10,14 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     OMP_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=65536 python bench/search_finetune.py train  # shipped delta: 22 min CPU
     OMP_NUM_THREADS=1 python bench/search_finetune.py prepare-pairs   # search_spec_pairs.py's pairs, embedded
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
-    ... train [--no-written | --written-lists written34 ...] [--negatives fused [--hard 3]] [--upto round17]
-        [--out FILE] [--seed 31]                                       # #30's (below)
+    ... train [--no-written | --written-lists written34 ...] [--negatives fused [--hard 3] | family [--hard 2]]
+        [--upto round17] [--out FILE] [--seed 31]                      # #30's (below)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
 
-Data: every part of tests/openapi/search_tasks/*.yaml up to `round20` (`USED`; `round21` is never
-read here: an assert says so; the measured runs below read up to `round9`), and the
+Data: every part of tests/openapi/search_tasks/*.yaml up to `round20` (`USED`; `round21`, the lead's judge, and
+`round22`, being written, are never read here: an assert says so; the measured runs below read up to `round9`), and the
 corpus's self-supervised pairs (`search_adapter.corpus_pairs`), or with `train --pairs specs` those of
 bench/search_spec_pairs.py (every spec's own sentences and arguments, the six included, capped a spec; `prepare-pairs`
 embeds them; `--upto round16 --out FILE` trains a delta to judge on `round17`: bench/README.md, "The specs' own text
@@ -27,7 +27,11 @@ words, one more set an API, placed, embedded and ranked at training time as `pre
 test and trains only when named: `--written-lists written34 written35`); the shipped delta since train34's is trained
 with the written requests; `--no-written` trains as the deltas before it); `--negatives fused [--hard N]`
 takes a request's N hard negatives from the fused ranking tool search shows instead of the model's alone
-(`Negatives`; not kept: bench/README.md, "Harder negatives, and requests written in users' words").
+(`Negatives`; not kept: bench/README.md, "Harder negatives, and requests written in users' words"); `--negatives
+family [--hard N]` keeps the model's one and adds N (`FAMILY_HARD`, 2) of the right operations' own family in the
+spec, by structure alone (bench/search_family.py: the same path with another method, a sibling path, the same
+operation in another scope or version; the nearest first, the model's highest scored first among equals;
+bench/README.md, "Negatives from the right operation's family").
 Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
@@ -67,12 +71,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import search_adapter as adapter  # noqa: E402  (run as a script)
 from bench.search import PARTS, _compile, load_tasks, specs_with  # noqa: E402
+from bench.search_family import Family, family_negatives  # noqa: E402
 
 USED = PARTS[:PARTS.index("round20") + 1]
-"""The parts read here; `round21` is the lead's next final measurement. (Up to `round9` for the measured runs and the
-first shipped delta; `round10` and `round11`, then `round12` to `round14`, then `round15`, `round16`, `round17`,
-`round18`, `round19` and `round20`, joined once each had been measured, once.)"""
-assert not {"round21"} & set(USED)
+"""The parts read here; `round21` is the lead's next final measurement, `round22` is being written. (Up to `round9`
+for the measured runs and the first shipped delta; `round10` and `round11`, then `round12` to `round14`, then
+`round15`, `round16`, `round17`, `round18`, `round19` and `round20`, joined once each had been measured, once.)"""
+assert not {"round21", "round22"} & set(USED)
 SPECS = specs_with(USED)
 """The sixteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio,
 Adyen and NetBox from their `round16` on, Docker and Apacta from their `round17` on, HERE from its `round18` and
@@ -85,12 +90,19 @@ STUDIED = tuple(specs_with(TESTED))
 SPLIT = (PARTS[:PARTS.index("round8") + 1], ("round9",))
 """Older to newer: trained on every part up to `round8`, tested on `round9`."""
 DATA = Path(tempfile.gettempdir()) / "gateway-bench-finetune"
+CACHE = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
+"""bench/search.py's compile cache: the APIs' catalogs, shared with every search script."""
 WEIGHT = 0.75
 BATCH = 32
 TAU = 0.05
 RANK, ALPHA = 16, 32
 RATES = {"lora": 3e-4, "bitfit": 1e-3, "full": 2e-5}
 EPOCHS = 1
+FAMILY_HARD = 2
+"""`--negatives family`'s default: two of the family a request besides the model's one (train36's arm B; fixed
+before it trained). Two, not more: the batch's softmax then embeds up to four tools a request where the shipped recipe
+embeds two (train34's `fused3`, four a request, took 1.46 times `fused1`'s CPU), and the family's hardest few are
+the ones with weight in the loss (bench/search_family.py)."""
 SHIPPED_ADAPTER = (1e-3, 6)
 """The shipped adapter's penalty and epochs (chosen by leaving each API out on the parts up to `round8`)."""
 
@@ -105,9 +117,8 @@ def prepare(threads: int) -> None:
     adapter.prepare(threads, used=USED, data=DATA)
     from gateway.offer.embeddings import embedding_text
 
-    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
     for name in SPECS:
-        catalog = _compile(SPECS[name], index=False, cache=cache)[1]
+        catalog = _compile(SPECS[name], index=False, cache=CACHE)[1]
         texts = [embedding_text(tool) for tool in catalog.for_api(next(iter(catalog.apis)))]
         assert len(texts) == len(adapter.Requests(name, data=DATA).tools), name
         (DATA / f"{name}-tools.json").write_text(json.dumps(texts))
@@ -131,13 +142,16 @@ class Negatives:
     model's ranking (the shipped deltas' way), or "fused", the ranking tool search shows, the product's fusion of
     BM25's first 50 and the unchanged model's first 50 (`search_adapter.fused_order`), so that a sibling BM25 puts
     above the right tool is trained against too; `count` of them, the ranking's best that are not the request's
-    operations. The corpus's pairs have no BM25 ranking and keep the model's one."""
+    operations. Or "family" (bench/search_family.py): the model's one negative, as the shipped deltas', and then
+    `count` tools of the right operations' own family in the spec (the same path with another method, a sibling
+    path, the same operation in another scope or version), the model's highest scored of them first. The corpus's
+    pairs have no BM25 ranking nor a request's spec and keep the model's one."""
 
     def __init__(self, source: str = "model", count: int = 1) -> None:
         self.source, self.count = source, count
 
     def __str__(self) -> str:
-        return f"{self.count} {self.source}"
+        return f"1 model + {self.count} family" if self.source == "family" else f"{self.count} {self.source}"
 
 
 def hard_negatives(tool_vectors: Any, query_vectors: Any, positives: list[list[int]],
@@ -182,9 +196,27 @@ def _pairs(requests: adapter.Requests, queries: list[str], query_vectors: Any, b
     negatives."""
     if negatives.source == "fused":
         chosen = fused_negatives(requests.tools, query_vectors, bm25, positives, negatives.count)
+    elif negatives.source == "family":
+        chosen = family_negatives(family_of(requests.name), requests.tools, query_vectors, positives, negatives.count,
+                                  first=hard_negatives(requests.tools, query_vectors, positives))
     else:
         chosen = hard_negatives(requests.tools, query_vectors, positives, count=negatives.count)
     return Pairs(json.loads((DATA / f"{requests.name}-tools.json").read_text()), queries, positives, chosen)
+
+
+def family_of(name: str) -> Family:
+    """API `name`'s tools' structural neighbours (`search_family.Family`), in the order `prepare` indexed them; made
+    once a process (Graph's: a few seconds)."""
+    family = _FAMILIES.get(name)
+    if family is None:
+        catalog = _compile(SPECS[name], index=False, cache=CACHE)[1]
+        tools = catalog.for_api(next(iter(catalog.apis)))
+        assert len(tools) == len(json.loads((DATA / f"{name}-tools.json").read_text())), name
+        family = _FAMILIES[name] = Family(tools)
+    return family
+
+
+_FAMILIES: dict[str, Family] = {}
 
 
 WRITTEN = ROOT / "bench" / "search_written"
@@ -225,8 +257,7 @@ def written_pairs(requests: adapter.Requests, negatives: Negatives,
     written = load_written(requests.name, lists)
     if not written:
         return None
-    catalog = _compile(SPECS[requests.name], index=True,
-                       cache=Path(tempfile.gettempdir()) / "gateway-bench-search-cache")[1]
+    catalog = _compile(SPECS[requests.name], index=True, cache=CACHE)[1]
     api = next(iter(catalog.apis))
     tools = catalog.for_api(api)
     assert len(tools) == len(requests.tools), requests.name
@@ -655,9 +686,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", choices=["corpus", "specs"], default="corpus",
                         help="train: the self-supervised pairs (search_adapter.py's, or search_spec_pairs.py's)")
     parser.add_argument("--out", type=Path, default=SHIPPED, help="train: where the delta is written")
-    parser.add_argument("--negatives", choices=["model", "fused"], default="model",
-                        help="train: the ranking a request's hard negatives are taken from (`Negatives`)")
-    parser.add_argument("--hard", type=int, default=1, help="train: how many hard negatives a request")
+    parser.add_argument("--negatives", choices=["model", "fused", "family"], default="model",
+                        help="train: the ranking a request's hard negatives are taken from, or `family`: the "
+                             "right operations' siblings in the spec besides the model's one (`Negatives`)")
+    parser.add_argument("--hard", type=int, default=None,
+                        help="train: how many hard negatives a request (default 1; with `family`, 2 of the family "
+                             "besides the model's one)")
     parser.add_argument("--written", action=argparse.BooleanOptionalAction, default=True,
                         help="train: on bench/search_written's requests too (`WRITTEN`; the shipped delta's, delta18w)")
     parser.add_argument("--written-lists", nargs="+", metavar="LIST", default=list(WRITTEN_KEPT),
@@ -680,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stage == "train":
         started = time.time()
-        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, args.hard), args.written,
+        hard = args.hard if args.hard is not None else FAMILY_HARD if args.negatives == "family" else 1
+        train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, hard), args.written,
               tuple(args.written_lists) if args.written_lists else None)
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
