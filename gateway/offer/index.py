@@ -55,7 +55,7 @@ from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import USAGE, Request, expression_of, read, stems
-from .quoted_paths import ends_with, literal_segments, quoted, quoted_words
+from .quoted_paths import Quoted, ends_with, literal_segments, quoted, quoted_words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -457,7 +457,7 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
              request: Request, owner: str | None, changes: frozenset[str],
              within: frozenset[str], displaced: frozenset[str],
-             runs: tuple[tuple[str, ...], ...] = ()) -> list[tuple[_Facts, float]]:
+             runs: tuple[Quoted, ...] = ()) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -482,7 +482,7 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
             factor /= _DISPLACED
         if identified and facts.parameterized:
             factor *= _ONE_ITEM
-        if runs and ends_with(facts.tool.path, runs):
+        if runs and ends_with(method, facts.tool.path, runs):
             factor *= _QUOTED
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER
