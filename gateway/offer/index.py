@@ -24,15 +24,16 @@ when it is the thing the request names (`/sites` for "list the SharePoint sites"
 `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
 said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
 is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
-when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when
-the path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match:
-`gateway.offer.quoted_paths`). Graph answers one
-operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
-else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
-(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
-thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
-the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a payment intent;
-`gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
+when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when the
+path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match), or as
+the spec writes it (`/users/tokens/{id}/` for "GET /api/users/tokens/17/": `gateway.offer.quoted_paths`). Graph answers
+one operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner
+meant, else the shortest path, takes their best score and the others fall behind. A family of functions called on one
+path (Graph's 124 usage reports under `/reports`) takes at most two of the first five places (`gateway.offer.families`).
+A request about a thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks
+is spelled out by the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a
+payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports
+over a period.
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
 from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round19`), never on the part measured at
@@ -51,6 +52,7 @@ from typing import Any
 
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
+from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
@@ -113,7 +115,7 @@ class _Facts:
     """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
     family: str
     """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
-    called on: Graph's 124 usage reports are one family, which takes at most `_FAMILY_CAP` of the first places."""
+    called on: Graph's 124 usage reports are one family, which takes at most two of the first places."""
     words: tuple[str, ...]
     """The resource's words, each singular (`gateway.offer.path_words.singulars`)."""
     last_stem: str
@@ -185,7 +187,7 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
                     int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
-                    _family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
+                    family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
                     tuple(stem_of(word) for word in above(tool.path)), "{" in tool.path)
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
@@ -264,7 +266,7 @@ class ToolIndex:
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
         scored.sort(key=lambda pair: -pair[1])
-        scored = _diversified(scored)
+        scored = diversified(scored, lambda facts: facts.family)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
@@ -342,32 +344,6 @@ _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
-
-
-_FAMILY_CAP = 2
-_FAMILY_SPAN = 5
-
-
-def _family_of(path: str) -> str:
-    parent, _, last = path.rstrip("/").rpartition("/")
-    return parent if "." in last and "(" in last else ""
-
-
-def _diversified(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
-    """`scored` (best first) with at most `_FAMILY_CAP` of one family among the first `_FAMILY_SPAN`: "list the
-    SharePoint sites" shows `/sites` among the usage reports whose names say SharePoint site more often."""
-    front: list[tuple[_Facts, float]] = []
-    held: list[tuple[_Facts, float]] = []
-    seen: dict[str, int] = {}
-    for pair in scored:
-        family = pair[0].family
-        if len(front) < _FAMILY_SPAN and family and seen.get(family, 0) >= _FAMILY_CAP:
-            held.append(pair)
-            continue
-        if family:
-            seen[family] = seen.get(family, 0) + 1
-        front.append(pair)
-    return front[:_FAMILY_SPAN] + sorted(held + front[_FAMILY_SPAN:], key=lambda pair: -pair[1])
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
