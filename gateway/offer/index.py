@@ -57,7 +57,7 @@ from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import USAGE, Request, expression_of, read, stems
-from .quoted_paths import Quoted, ends_with, literal_segments, quoted, quoted_words
+from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -71,7 +71,7 @@ _ADDRESSED_BY_SYNONYM = 1.2
 _ACTED = 3.0
 _OWNER = 1.6
 _ONE_ITEM = 1.2
-_QUOTED = 3.0
+_QUOTED = 10.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -156,6 +156,8 @@ class _Opened:
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
     segments: frozenset[str] = frozenset()
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
+    quoted_rows: QuotedRows | None = None
+    """Which of its operations are at a path a request quotes."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -198,7 +200,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools))
+                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools),
+                   QuotedRows([(tool.method, tool.path) for tool in tools]))
 
 
 class ToolIndex:
@@ -262,6 +265,8 @@ class ToolIndex:
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
+            if runs:  # the operations at a path it quotes are candidates, however many others its words match more
+                candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -300,6 +305,21 @@ class ToolIndex:
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
+
+    def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
+                candidates: list[tuple[_Facts, float]],
+                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+        """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
+        assert opened.quoted_rows is not None
+        held = {id(facts) for facts, _ in candidates}
+        rowids = [at + 1 for at in opened.quoted_rows.rows(runs) if id(opened.facts[at]) not in held
+                  and (allowed is None or allowed(opened.facts[at].tool))]
+        if not rowids:
+            return []
+        with self._lock:
+            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+                                              (expression, *rowids)).fetchall()
+        return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
     @staticmethod
     def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,
@@ -340,6 +360,7 @@ _BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER 
 """`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
 computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
 many as asked for, not a sort of every match."""
+_AMONG_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN"
 _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "

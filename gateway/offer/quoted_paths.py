@@ -18,7 +18,7 @@ groups are, and the method before it, if any, is the one the request names.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .query import STOP, singular, words
@@ -103,3 +103,25 @@ def _same(said: str, segment: str) -> bool:
         return True
     pattern = ".+".join(re.escape(piece.lower()) for piece in _PARAMETER.split(segment))
     return re.fullmatch(pattern, said) is not None
+
+
+class QuotedRows:
+    """The operations (row numbers from 0) whose paths end with a quoted path, found among those whose paths hold its
+    last literal segment; the look-up is built on the first request that quotes a path."""
+
+    def __init__(self, operations: Sequence[tuple[str, str]]) -> None:
+        self._operations = operations
+        """Each operation's method and path, in the index's order."""
+        self._holding: dict[str, list[int]] | None = None
+
+    def rows(self, runs: tuple[Quoted, ...]) -> list[int]:
+        if self._holding is None:  # two threads may both build it: the same dict, assigned at once
+            holding: dict[str, list[int]] = {}
+            for at, (_, path) in enumerate(self._operations):
+                for segment in {segment.lower() for segment in path.split("/") if segment and "{" not in segment}:
+                    for said in {segment, singular(segment)}:
+                        holding.setdefault(said, []).append(at)
+            self._holding = holding
+        found = {at for run in runs if run.literal for at in self._holding.get(run.literal[-1], ())
+                 if ends_with(*self._operations[at], (run,))}
+        return sorted(found)

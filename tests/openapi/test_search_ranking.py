@@ -755,3 +755,13 @@ def test_an_operation_quoted_as_the_spec_writes_its_path_is_the_one_asked_for() 
     # a possessive after a quoted path does not hide it
     segments = literal_segments(tool.path for tool in _GROUPS)
     assert [run.parts for run in quoted("check batch/v1's resource list", segments)] == [("batch", "v1")]
+
+
+def test_the_operation_at_a_quoted_path_is_found_under_many_that_match_more_of_the_request() -> None:
+    # sixty operations under events.k8s.io/v1 say more of the request's words than the group's resource list does; the
+    # list is the operation at the path the request quotes: it is scored however far down its words put it, and wins
+    events = [_tool(f"watchEventsV1Event{i}", "GET", f"/apis/events.k8s.io/v1/watch/namespaces/{{ns}}/events{i}",
+                    "watch the list of events: resources of kind Event, with the watch verb") for i in range(60)]
+    resources = _tool("getEventsV1APIResources", "GET", "/apis/events.k8s.io/v1/", "get available resources")
+    query = "our log shipper wants to watch events: does events.k8s.io/v1's resource list give events the watch verb"
+    assert _names([*events, resources], query)[0] == "getEventsV1APIResources"
