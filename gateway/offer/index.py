@@ -36,7 +36,7 @@ payment intent; `gateway.offer.abbreviations`); how many over a period adds a us
 over a period.
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
-from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round19`), never on the part measured at
+from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round20`), never on the part measured at
 the end of a round (bench/README.md)."""
 
 from __future__ import annotations
