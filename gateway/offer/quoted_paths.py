@@ -38,6 +38,9 @@ class Quoted:
     method: str = ""
     literal: tuple[str, ...] = ()
     """The parts that are literal segments of the api's paths (their words are the request's)."""
+    plain: frozenset[str] = frozenset()
+    """The other parts written as plain words, lower case ("delta" in `/applications/delta`): a word, not a value, so
+    no parameter of a path stands for it (a value has a digit, a mark or capitals: 17, cus_Z, CA5.json, BR)."""
 
 
 def literal_segments(paths: Iterable[str]) -> frozenset[str]:
@@ -66,7 +69,8 @@ def quoted(query: str, segments: frozenset[str]) -> tuple[Quoted, ...]:
         written = said.startswith("/") or bool(method) or "{" in said
         digit = any(character.isdigit() for character in said) and any(character.isalpha() for character in said)
         if (len(literal) == len(parts) and (digit or len(parts) >= 2)) or (written and literal):
-            found.append(Quoted(parts, method if written else "", literal))
+            plain = frozenset(part for part in said.split("/") if part.isalpha() and part.islower()) - set(literal)
+            found.append(Quoted(parts, method if written else "", literal, plain))
     return tuple(dict.fromkeys(found))
 
 
@@ -92,7 +96,7 @@ def _tail(segments: list[str], run: Quoted) -> bool:
         return False
     pairs = list(zip(run.parts[-size:], segments[-size:], strict=True))
     return (any("{" not in segment for _, segment in pairs)
-            and all(_same(said, segment) for said, segment in pairs))
+            and all(_same(said, segment) and ("{" not in segment or said not in run.plain) for said, segment in pairs))
 
 
 def _same(said: str, segment: str) -> bool:

@@ -765,3 +765,12 @@ def test_the_operation_at_a_quoted_path_is_found_under_many_that_match_more_of_t
     resources = _tool("getEventsV1APIResources", "GET", "/apis/events.k8s.io/v1/", "get available resources")
     query = "our log shipper wants to watch events: does events.k8s.io/v1's resource list give events the watch verb"
     assert _names([*events, resources], query)[0] == "getEventsV1APIResources"
+
+
+def test_a_plain_word_in_a_quoted_path_is_no_value_of_a_parameter() -> None:
+    # "/applications/delta": delta is a word (Graph's function `microsoft.graph.delta()`), not an application's id
+    tools = [_tool(f"applications_{verb}Application", method, "/applications/{application-id}", f"{verb} application")
+             for verb, method in (("Get", "GET"), ("Update", "PATCH"), ("Delete", "DELETE"))]
+    delta = _tool("applications_delta", "GET", "/applications/microsoft.graph.delta()", "Invoke function delta")
+    query = "incremental sync of app registrations with /applications/delta and the deltaLink from the last run"
+    assert _names([*tools, delta], query)[0] == "applications_delta"
