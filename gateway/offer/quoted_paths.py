@@ -27,6 +27,7 @@ _QUOTE_MARKS = ",.;:?!()'\"`"
 _POSSESSIVE = re.compile(r"['’]s$")
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 _PARAMETER = re.compile(r"\{[^}/]*\}")
+_DIGIT = re.compile(r"[0-9]")
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,13 +60,14 @@ def quoted(query: str, segments: frozenset[str]) -> tuple[Quoted, ...]:
     found: list[Quoted] = []
     tokens = query.split()
     for position, token in enumerate(tokens):
+        method = tokens[position - 1] if position and tokens[position - 1] in _METHODS else ""
+        if not method and "/" not in token and "{" not in token and not _DIGIT.search(token):
+            continue  # a plain word, the most of any request: none of the forms below
         said = _POSSESSIVE.sub("", token.strip(_QUOTE_MARKS)).partition("?")[0].strip(_QUOTE_MARKS)
         parts = tuple(part for part in said.lower().split("/") if part)
         if not parts:
             continue
         literal = tuple(part for part in parts if part in segments)
-        before = tokens[position - 1] if position else ""
-        method = before if before in _METHODS else ""
         written = said.startswith("/") or bool(method) or "{" in said
         digit = any(character.isdigit() for character in said) and any(character.isalpha() for character in said)
         if (len(literal) == len(parts) and (digit or len(parts) >= 2)) or (written and literal):
