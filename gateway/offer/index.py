@@ -13,8 +13,9 @@ are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.off
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
 whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
-operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method (an api without the method
-asked for is asked for its other update method (Jira's PUT for a PATCH) or else for POST, such as Slack's without
+operations on chat messages), with the operations at a path the query quotes, are then scored: times `_INTENT_BOOST` for
+the asked method (an api without the method asked for is asked for its other update method (Jira's PUT for a PATCH) or
+else for POST, such as Slack's without
 DELETE or Stripe's without PATCH: `_answerable`), divided by `1 + 0.1 * path depth`, halved when deprecated, times
 `_PLURAL` for a GET of all items when the query names its thing in the plural
 ("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
