@@ -13,8 +13,9 @@ are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.off
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
 whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
-operations on chat messages) are then scored: times `_INTENT_BOOST` for the asked method (an api without the method
-asked for is asked for its other update method (Jira's PUT for a PATCH) or else for POST, such as Slack's without
+operations on chat messages), with the operations at a path the query quotes, are then scored: times `_INTENT_BOOST` for
+the asked method (an api without the method asked for is asked for its other update method (Jira's PUT for a PATCH) or
+else for POST, such as Slack's without
 DELETE or Stripe's without PATCH: `_answerable`), divided by `1 + 0.1 * path depth`, halved when deprecated, times
 `_PLURAL` for a GET of all items when the query names its thing in the plural
 ("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
@@ -24,18 +25,19 @@ when it is the thing the request names (`/sites` for "list the SharePoint sites"
 `getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
 said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
 is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
-when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when
-the path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match:
-`gateway.offer.quoted_paths`). Graph answers one
-operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner meant,
-else the shortest path, takes their best score and the others fall behind. A family of functions called on one path
-(Graph's 124 usage reports under `/reports`) takes at most `_FAMILY_CAP` of the first five places. A request about a
-thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks is spelled out by
-the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a payment intent;
-`gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports over a period.
+when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when the
+path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match), or as
+the spec writes it (`/users/tokens/{id}/` for "GET /api/users/tokens/17/": `gateway.offer.quoted_paths`). Graph answers
+one operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner
+meant, else the shortest path, takes their best score and the others fall behind. A family of functions called on one
+path (Graph's 124 usage reports under `/reports`) takes at most two of the first five places (`gateway.offer.families`).
+A request about a thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks
+is spelled out by the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a
+payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports
+over a period.
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
-from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round19`), never on the part measured at
+from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round20`), never on the part measured at
 the end of a round (bench/README.md)."""
 
 from __future__ import annotations
@@ -51,11 +53,12 @@ from typing import Any
 
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
+from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import USAGE, Request, expression_of, read, stems
-from .quoted_paths import ends_with, literal_segments, quoted, quoted_words
+from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -69,7 +72,7 @@ _ADDRESSED_BY_SYNONYM = 1.2
 _ACTED = 3.0
 _OWNER = 1.6
 _ONE_ITEM = 1.2
-_QUOTED = 3.0
+_QUOTED = 10.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -113,7 +116,7 @@ class _Facts:
     """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
     family: str
     """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
-    called on: Graph's 124 usage reports are one family, which takes at most `_FAMILY_CAP` of the first places."""
+    called on: Graph's 124 usage reports are one family, which takes at most two of the first places."""
     words: tuple[str, ...]
     """The resource's words, each singular (`gateway.offer.path_words.singulars`)."""
     last_stem: str
@@ -154,6 +157,8 @@ class _Opened:
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
     segments: frozenset[str] = frozenset()
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
+    quoted_rows: QuotedRows | None = None
+    """Which of its operations are at a path a request quotes."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -185,7 +190,7 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
     facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
                     int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
-                    _family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
+                    family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
                     tuple(stem_of(word) for word in above(tool.path)), "{" in tool.path)
              for tool, (method, depth, prior, item, named, name_size, summarized, summary_size, kind, resource, parent,
                         owner) in zip(tools, rows, strict=True)]
@@ -196,7 +201,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools))
+                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools),
+                   QuotedRows([(tool.method, tool.path) for tool in tools]))
 
 
 class ToolIndex:
@@ -260,11 +266,13 @@ class ToolIndex:
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
+            if runs:  # the operations at a path it quotes are candidates, however many others its words match more
+                candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
         scored.sort(key=lambda pair: -pair[1])
-        scored = _diversified(scored)
+        scored = diversified(scored, lambda facts: facts.family)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
@@ -298,6 +306,21 @@ class ToolIndex:
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
+
+    def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
+                candidates: list[tuple[_Facts, float]],
+                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+        """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
+        assert opened.quoted_rows is not None
+        held = {id(facts) for facts, _ in candidates}
+        rowids = [at + 1 for at in opened.quoted_rows.rows(runs) if id(opened.facts[at]) not in held
+                  and (allowed is None or allowed(opened.facts[at].tool))]
+        if not rowids:
+            return []
+        with self._lock:
+            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+                                              (expression, *rowids)).fetchall()
+        return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
     @staticmethod
     def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,
@@ -338,36 +361,11 @@ _BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER 
 """`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
 computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
 many as asked for, not a sort of every match."""
+_AMONG_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN"
 _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
-
-
-_FAMILY_CAP = 2
-_FAMILY_SPAN = 5
-
-
-def _family_of(path: str) -> str:
-    parent, _, last = path.rstrip("/").rpartition("/")
-    return parent if "." in last and "(" in last else ""
-
-
-def _diversified(scored: list[tuple[_Facts, float]]) -> list[tuple[_Facts, float]]:
-    """`scored` (best first) with at most `_FAMILY_CAP` of one family among the first `_FAMILY_SPAN`: "list the
-    SharePoint sites" shows `/sites` among the usage reports whose names say SharePoint site more often."""
-    front: list[tuple[_Facts, float]] = []
-    held: list[tuple[_Facts, float]] = []
-    seen: dict[str, int] = {}
-    for pair in scored:
-        family = pair[0].family
-        if len(front) < _FAMILY_SPAN and family and seen.get(family, 0) >= _FAMILY_CAP:
-            held.append(pair)
-            continue
-        if family:
-            seen[family] = seen.get(family, 0) + 1
-        front.append(pair)
-    return front[:_FAMILY_SPAN] + sorted(held + front[_FAMILY_SPAN:], key=lambda pair: -pair[1])
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
@@ -457,7 +455,7 @@ def _under(facts: _Facts, target: frozenset[str]) -> bool:
 def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
              request: Request, owner: str | None, changes: frozenset[str],
              within: frozenset[str], displaced: frozenset[str],
-             runs: tuple[tuple[str, ...], ...] = ()) -> list[tuple[_Facts, float]]:
+             runs: tuple[Quoted, ...] = ()) -> list[tuple[_Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -482,7 +480,7 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
             factor /= _DISPLACED
         if identified and facts.parameterized:
             factor *= _ONE_ITEM
-        if runs and ends_with(facts.tool.path, runs):
+        if runs and ends_with(method, facts.tool.path, runs):
             factor *= _QUOTED
         if owner and facts.owner:
             factor *= _OWNER if owner == facts.owner else 1 / _OWNER

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.catalog import Argument, Catalog, Tool
 from gateway.offer.index import index_of
 from gateway.offer.query import intended_methods, match_expression, query_words, read
+from gateway.offer.quoted_paths import literal_segments, quoted
 
 
 def _tool(name: str, method: str, path: str, summary: str, *, deprecated: bool = False) -> Tool:
@@ -724,3 +725,52 @@ def test_a_path_the_request_quotes_is_read_as_the_paths_words_not_an_argument() 
     assert _names(_GROUPS, "does batch/v1 serve cronjobs")[0] == "getBatchV1APIResources"
     # a token with a digit that is no path of the api stays an argument
     assert _names(_GROUPS, "which resources does storage.k8s.io/v1 serve")[0] != "getNetworkingV1APIResources"
+
+
+_NETBOX = [_tool(f"{area}_{kind}_{verb}", method, f"/{area}/{kind}/" + ("{id}/" if one else ""), f"{summary} {noun}")
+           for area, kind, noun in (("dcim", "interfaces", "interface"), ("users", "tokens", "token"),
+                                    ("users", "users", "user"), ("dcim", "cables", "cable"))
+           for verb, method, one, summary in (("list", "GET", False, "All of the"), ("read", "GET", True, "One"),
+                                              ("update", "PUT", True, "Replace a"),
+                                              ("partial_update", "PATCH", True, "Change a"),
+                                              ("delete", "DELETE", True, "Remove a"))]
+_TWILIO = [_tool("ListCall", "GET", "/2010-04-01/Accounts/{AccountSid}/Calls.json",
+                 "Retrieves a collection of calls made to and from your account"),
+           _tool("FetchCall", "GET", "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json",
+                 "Fetch the call specified by the provided Call SID"),
+           _tool("UpdateCall", "POST", "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json", "Redirect a live call"),
+           _tool("ListCallRecording", "GET", "/2010-04-01/Accounts/{AccountSid}/Calls/{CallSid}/Recordings.json",
+                 "Recordings of a call")]
+
+
+def test_an_operation_quoted_as_the_spec_writes_its_path_is_the_one_asked_for() -> None:
+    # a developer quotes the request itself: the server's base path before the spec's path, values in place of its
+    # parameters, the method before it; its words count, and the operation at that path of that method is asked for
+    assert _names(_NETBOX, "GET /api/users/tokens/17/: when the token expires")[0] == "users_tokens_read"
+    assert _names(_NETBOX, "PATCH /api/users/users/88/ with is_active false")[0] == "users_users_partial_update"
+    assert _names(_NETBOX, "GET /api/dcim/interfaces/8812/ for its mtu")[0] == "dcim_interfaces_read"
+    assert _names(_TWILIO, "GET Calls/CA5.json for the price and the number it came in on")[0] == "FetchCall"
+    # a token with a slash that is no path of the api stays what it was
+    assert _names(_NETBOX, "the cable from et-0/0/1 to the far end")[0].startswith("dcim_cables")
+    # a possessive after a quoted path does not hide it
+    segments = literal_segments(tool.path for tool in _GROUPS)
+    assert [run.parts for run in quoted("check batch/v1's resource list", segments)] == [("batch", "v1")]
+
+
+def test_the_operation_at_a_quoted_path_is_found_under_many_that_match_more_of_the_request() -> None:
+    # sixty operations under events.k8s.io/v1 say more of the request's words than the group's resource list does; the
+    # list is the operation at the path the request quotes: it is scored however far down its words put it, and wins
+    events = [_tool(f"watchEventsV1Event{i}", "GET", f"/apis/events.k8s.io/v1/watch/namespaces/{{ns}}/events{i}",
+                    "watch the list of events: resources of kind Event, with the watch verb") for i in range(60)]
+    resources = _tool("getEventsV1APIResources", "GET", "/apis/events.k8s.io/v1/", "get available resources")
+    query = "our log shipper wants to watch events: does events.k8s.io/v1's resource list give events the watch verb"
+    assert _names([*events, resources], query)[0] == "getEventsV1APIResources"
+
+
+def test_a_plain_word_in_a_quoted_path_is_no_value_of_a_parameter() -> None:
+    # "/applications/delta": delta is a word (Graph's function `microsoft.graph.delta()`), not an application's id
+    tools = [_tool(f"applications_{verb}Application", method, "/applications/{application-id}", f"{verb} application")
+             for verb, method in (("Get", "GET"), ("Update", "PATCH"), ("Delete", "DELETE"))]
+    delta = _tool("applications_delta", "GET", "/applications/microsoft.graph.delta()", "Invoke function delta")
+    query = "incremental sync of app registrations with /applications/delta and the deltaLink from the last run"
+    assert _names([*tools, delta], query)[0] == "applications_delta"
