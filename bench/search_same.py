@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round21", "round22"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round20` was measured once at
-the end of its session, so a ranking check may search it now; `round21` is the next judge, `round22` the one after)."""
+UNMEASURED = {"round22"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` was measured once at
+the end of its session, so a ranking check may search it now; `round22` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
