@@ -1,8 +1,9 @@
 """Who a piece of work is done for: the caller context of a request, inherited by every task it starts.
 
-The auth middleware binds it once per request (`bind_caller(client=..., subject=..., token=...)`); the doors and
-the loop narrow it (the agent, the run, the approvals a resumed run carries); the audit log and the limits read it
-(`current_caller()`).
+The auth middleware binds it once per request (`bind_caller(client=..., subject=..., token=...)`); the chat doors,
+the MCP doors and the loop narrow it (the agent, the run, the approvals a resumed run carries); the audit log and the
+limits read it (`current_caller()`). A call of the direct door runs in the request's caller as the auth middleware
+bound it: its agent and client travel in its `Invocation`, which is what the pipeline's stages read.
 """
 
 from __future__ import annotations

@@ -128,15 +128,19 @@ class AuditLog:
     def _tool_row(self, tool: Tool | str, arguments: Any, *, approval: str | None, agent: str | None,
                   client: str | None, redacted_by: Redactor | None = None, status: str = "ok") -> AuditRow:
         caller = current_caller()
-        if redacted_by is None or not redacted_by.covers(self.redactor):
+        # The pipeline's stages share the log's redactor: the same one covers itself, without comparing their secrets.
+        if redacted_by is None or (redacted_by is not self.redactor and not redacted_by.covers(self.redactor)):
             arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
-        return AuditRow(
-            time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
-            api=None if isinstance(tool, str) else tool.api, arguments=arguments,
+        # Made per call: `__init__` called on the bare row, not the class (why: `CallPlan.start`).
+        row = object.__new__(AuditRow)
+        AuditRow.__init__(
+            row, time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent,
+            tool=name, api=None if isinstance(tool, str) else tool.api, arguments=arguments,
             approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
             status=status,
         )
+        return row
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
         row.status = "ok" if result.ok else (result.error_type or "error")

@@ -70,10 +70,11 @@ class DirectCall:
                                         f"not {type(arguments).__name__}.")
                 client = scope.get("gateway.client")
                 try:
-                    # The auth layer bound the client (the same `gateway.client`); the agent is bound here.
-                    with bind_caller(agent=plan.agent):
-                        result = await plan.start(arguments, door="direct",
-                                                  client=client if isinstance(client, str) else None)
+                    # The call runs as the caller the auth layer bound (the same `gateway.client`); its agent and
+                    # client travel in the plan's `Invocation`, which every stage reads: no narrowed caller is bound
+                    # for a call that nothing reads it in.
+                    result = await plan.start(arguments, door="direct",
+                                              client=client if isinstance(client, str) else None)
                 except AuditUnavailable as exc:
                     raise _unavailable(exc) from None
                 status = status_for_result(result)

@@ -130,3 +130,71 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         lines = stream.getvalue().splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _kept_records() -> Iterator[_Kept]:
+    logger = logging.getLogger("gateway.access")
+    kept = _Kept()
+    logger.addHandler(kept)
+    logger.setLevel(logging.INFO)
+    try:
+        yield kept
+    finally:
+        logger.removeHandler(kept)
+        logger.setLevel(logging.NOTSET)
+
+
+_SCOPE = {"client": ("127.0.0.1", 5000), "method": "POST", "path": "/agents/a/tools/t", "query_string": b"",
+          "http_version": "1.1"}
+
+
+def test_the_lines_record_is_the_one_logging_would_make_without_working_out_its_fixed_fields_again() -> None:
+    from gateway.server.accesslog import ACCESS_FORMAT, AccessRecord, log_access
+
+    with _kept_records() as kept:
+        log_access(logging.getLogger("gateway.access"), _SCOPE, 200)
+        log_access(logging.getLogger("gateway.access"), _SCOPE, 404)
+    made = logging.LogRecord("gateway.access", logging.INFO, "x", 1, ACCESS_FORMAT, (), None)
+    first, second = kept.records
+    assert type(first) is AccessRecord and type(second) is AccessRecord  # not logging's: its file name not split again
+    # Every field logging's own record has, and no other (`message`: a formatter of pytest's log capture sets it).
+    assert set(vars(first)) - {"message"} == set(vars(made))
+    assert first.getMessage() == '127.0.0.1:5000 - "POST /agents/a/tools/t HTTP/1.1" 200'
+    assert second.args == ("127.0.0.1:5000", "POST", "/agents/a/tools/t", "1.1", 404)
+    assert (first.levelname, first.filename, first.module, first.funcName) == ("INFO", "accesslog.py", "accesslog",
+                                                                            "log_access")
+    assert (first.thread, first.threadName, first.process) == (made.thread, made.threadName, made.process)
+    assert first.created <= second.created <= made.created
+    # Logging's clock since its start, from the start time read off one of its records: the same to a microsecond.
+    assert abs((made.relativeCreated - second.relativeCreated) - (made.created - second.created) * 1000) < 0.001
+
+
+def test_under_a_record_factory_of_someone_elses_the_factory_makes_the_lines_record() -> None:
+    from gateway.server.accesslog import AccessRecord, log_access
+
+    previous = logging.getLogRecordFactory()
+    made: list[logging.LogRecord] = []
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        made.append(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        with _kept_records() as kept:
+            log_access(logging.getLogger("gateway.access"), _SCOPE, 200)
+    finally:
+        logging.setLogRecordFactory(previous)
+    assert kept.records == made and type(made[0]) is not AccessRecord
+    assert made[0].getMessage() == '127.0.0.1:5000 - "POST /agents/a/tools/t HTTP/1.1" 200'

@@ -117,3 +117,31 @@ def test_a_body_a_hook_changed_in_place_is_answered_as_changed(tmp_path: Path, l
         response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
     assert response.status_code == 200, response.text
     assert response.json()["body"]["timezone"] == "stamped"
+
+
+class _SeeCaller:
+    """A hook that notes the call's agent and the caller context it runs in."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    async def before_tool_call(self, invocation: Any) -> None:
+        from gateway.kernel.caller import current_caller
+
+        self.seen.append((invocation.agent, current_caller()))
+        return None
+
+    async def after_tool_call(self, invocation: Any, result: Any) -> Any:
+        return result
+
+
+def test_the_door_binds_no_caller_of_its_own(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """The agent travels in the call's Invocation; the call runs in the caller the request was given (here that of a
+    gateway without clients), with no narrowed copy made for it."""
+    hook = _SeeCaller()
+    with gateway(tmp_path, llm.url, upstream.url, hooks=[hook]) as (url, _):
+        response = httpx.post(f"{url}/agents/weather/tools/getForecast", json={"latitude": 52.5, "longitude": 13.4})
+    assert response.status_code == 200, response.text
+    [(agent, caller)] = hook.seen
+    assert agent == "weather"
+    assert caller.agent is None
