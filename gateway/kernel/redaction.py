@@ -22,7 +22,7 @@ import logging
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
@@ -202,13 +202,11 @@ _lock = threading.RLock()  # reentrant: a weakref callback may run inside the lo
 _refs: tuple[weakref.ref[Redactor], ...] = ()
 """The registered redactors, held weakly; a tuple replaced whole so the factory reads it without a lock."""
 _installed = False
-_plain_factory: Callable[..., logging.LogRecord] | None = None
-"""The factory `redact_logs` installed, when what it wraps is logging's own `LogRecord`."""
 
 
 def redact_logs(redactor: Redactor) -> None:
     """Scrub `redactor`'s secrets from every log record from now on (idempotent; held weakly)."""
-    global _installed, _plain_factory, _refs
+    global _installed, _refs
     with _lock:
         if any(ref() is redactor for ref in _refs):
             return
@@ -225,20 +223,6 @@ def redact_logs(redactor: Redactor) -> None:
 
         logging.setLogRecordFactory(factory)
         _installed = True
-        _plain_factory = factory if previous is logging.LogRecord else None
-
-
-def records_are_plain() -> bool:
-    """Whether the log-record factory makes logging's own `LogRecord`s, scrubbed by `redact_logs` when it is installed:
-    then a `LogRecord` made directly and passed to `scrub_record` is the record the factory would have made."""
-    factory = logging.getLogRecordFactory()
-    return factory is logging.LogRecord or factory is _plain_factory
-
-
-def scrub_record(record: logging.LogRecord) -> None:
-    """What `redact_logs`' factory does to every record it makes, for a record made without it."""
-    if _refs:
-        _scrub(record)
 
 
 def _forget(dead: weakref.ref[Redactor]) -> None:
