@@ -315,9 +315,7 @@ class Executor:
         ok = 200 <= status < 300
         epoch = self.redactor.epoch  # read first: a secret learned meanwhile makes the redaction stage look again
         shaped = shape(read, response.headers.get("content-type"), limit if ok else min(limit, 8000), self.redactor)
-        result = object.__new__(ToolResult)  # `__init__` called on the bare result, not the class: `CallPlan.start`
-        ToolResult.__init__(
-            result,
+        result = ToolResult(
             ok=ok,
             status=status,
             media_type=shaped.media_type,

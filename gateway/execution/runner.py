@@ -184,21 +184,14 @@ class CallPlan:
     def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Awaitable[ToolResult]:
         """One call with the caller's `arguments` (the fixed ones on top), to be awaited."""
         agent_tool = self.agent_tool
-        # Both made per call as `object.__new__` and the dataclass's own `__init__`, not by calling the class: in
-        # CPython 3.11 a class called with keywords passes them to its `__init__` as a dict (gathered, then unpacked
-        # again), a function called with them takes them as passed. The same object, fields and defaults. (So are the
-        # executor's `ToolResult` and the audit's row.)
-        call = object.__new__(ToolCall)
         # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
-        ToolCall.__init__(call, id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
-                          raw_arguments=arguments)
+        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                        raw_arguments=arguments)
         chain, tool = self.chain, self.tool
         if chain is None or tool is None:
             return self.runner.run(agent_tool, call, door=door, client=client)
-        invocation = object.__new__(Invocation)
-        Invocation.__init__(invocation, agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
-                            arguments={**arguments, **self.fixed}, client=client, door=door)
-        return chain(invocation)
+        return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
+                                arguments={**arguments, **self.fixed}, client=client, door=door))
 
 
 def merge_arguments(arguments: dict[str, Any] | None, fixed: dict[str, Any]) -> dict[str, Any]:

@@ -132,15 +132,12 @@ class AuditLog:
         if redacted_by is None or (redacted_by is not self.redactor and not redacted_by.covers(self.redactor)):
             arguments = self.redactor.value(arguments)
         name = tool if isinstance(tool, str) else tool.name
-        # Made per call: `__init__` called on the bare row, not the class (why: `CallPlan.start`).
-        row = object.__new__(AuditRow)
-        AuditRow.__init__(
-            row, time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent,
-            tool=name, api=None if isinstance(tool, str) else tool.api, arguments=arguments,
+        return AuditRow(
+            time=time.time(), kind="tool", client=client or caller.client, agent=agent or caller.agent, tool=name,
+            api=None if isinstance(tool, str) else tool.api, arguments=arguments,
             approval=approval or caller.approvals.get(name), run_id=caller.run_id, subject=caller.subject,
             status=status,
         )
-        return row
 
     def _settle(self, row: AuditRow, result: ToolResult) -> None:
         row.status = "ok" if result.ok else (result.error_type or "error")
