@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round22"}
+UNMEASURED = {"round22", "round23"}
 """The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` was measured once at
-the end of its session, so a ranking check may search it now; `round22` is the next judge)."""
+the end of its session, so a ranking check may search it now; `round22` is the next judge, `round23` the one after
+it)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
