@@ -44,11 +44,15 @@ class Quoted:
     no parameter of a path stands for it (a value has a digit, a mark or capitals: 17, cus_Z, CA5.json, BR)."""
 
 
+def _literals(path: str) -> set[str]:
+    """The segments of one path that are no parameter, lower case."""
+    return {segment.lower() for segment in path.split("/") if segment and not segment.startswith("{")}
+
+
 def literal_segments(paths: Iterable[str]) -> frozenset[str]:
     """The segments of an api's paths that are no parameter, lower case, and each one's singular
     (`networking.k8s.io`, `v1`, `l2vpns` and `l2vpn`)."""
-    found = {segment.lower() for path in paths for segment in path.split("/")
-             if segment and not segment.startswith("{")}
+    found = {segment for path in paths for segment in _literals(path)}
     return frozenset(found | {singular(segment) for segment in found})
 
 
@@ -124,7 +128,7 @@ class QuotedRows:
         if self._holding is None:  # two threads may both build it: the same dict, assigned at once
             holding: dict[str, list[int]] = {}
             for at, (_, path) in enumerate(self._operations):
-                for segment in {segment.lower() for segment in path.split("/") if segment and "{" not in segment}:
+                for segment in _literals(path):
                     for said in {segment, singular(segment)}:
                         holding.setdefault(said, []).append(at)
             self._holding = holding
