@@ -53,6 +53,7 @@ from typing import Any
 
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
+from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
@@ -428,9 +429,11 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
     addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
     things, within_ends, displaced_ends = suffixes(request.things), suffixes(within), suffixes(displaced)
     plural, identified = request.plural, request.identified
+    action = action_of(request.verb, methods)
     for facts, score in candidates:
         method = facts.method
-        factor = -score * facts.weight * (_INTENT_BOOST if method in methods else 1.0)
+        asked = method in methods or (action and performs(action, method, facts.item, facts.words))
+        factor = -score * facts.weight * (_INTENT_BOOST if asked else 1.0)
         if plural and method == "GET" and not facts.item:
             factor *= _PLURAL
         said = (facts.resource, facts.parent)

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .actions import action_of
 from .arguments import arguments_named, asked, identifies, keyed
 from .questions import PERMISSION, asks_over_period, asks_permission
 from .vocabulary import INTENTS, PHRASAL_VERBS, SYNONYMS, VERB_SENSES
@@ -255,6 +256,9 @@ class Request:
     name ("remove bob from the group")."""
     identified: bool = False
     """Whether it names one item by an id (cus_42, PROJ-7, node-3): an operation on one item answers it."""
+    verb: str = ""
+    """Its verb's root, generic or not ("remove" for "take him out", "close", "restart"): the action it may name, a
+    POST to a path named for it (`gateway.offer.actions`)."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -290,15 +294,18 @@ def read(query: str) -> Request:
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
     target = frozenset() if _TO_VALUE.search(query) else _target(given, verb)
     acts = _acts(given, verb)
+    root = _root(given[verb][0]) if verb is not None else ""
+    named_action = (root,) if action_of(root, methods) else ()  # its operations are candidates, as things named
     return Request(terms, expression_of(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    _possessors(query),
-                   target, addressed_of(target, ()), addressed_of(things_named, acts), _act_nouns(acts), named,
+                   target, addressed_of(target, ()), addressed_of(things_named, acts or named_action), _act_nouns(acts),
+                   named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
                    keyed(query), asks_over_period(word for word, _ in given),
                    _determined(given, verb),
-                   identified=identifies(query))
+                   identified=identifies(query), verb=root)
 
 
 _WISHES = frozenset("should must needs need".split())
