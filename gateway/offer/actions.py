@@ -12,7 +12,8 @@ from __future__ import annotations
 
 _READS = frozenset({"GET"})
 _LETTERS = 5
-"""How much of the verb an action's first word begins with (`gateway.offer.path_words.prefixes`: remove ->
+"""How much of the verb an action's first word begins with: as much as of the verb's own resource
+(`gateway.offer.path_words.prefixes`, which imports the index's build and so cannot be imported here: remove ->
 `remov`, removeUser; close -> `close`, microsoft.graph.security.close)."""
 
 
