@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -164,6 +165,10 @@ def test_the_http_answer_marks_an_off_topic_request_weak_and_still_lists_the_clo
     assert off["data"] == search(runtime.catalog, runtime.toolset("dev"), OFF_TOPIC, 5) and len(off["data"]) >= 3
     close = httpx.get(f"{url}/agents/dev/tools/search", params={"q": IN_API}).json()
     assert close["match"] == "close" and close["data"][0]["operation_id"] == "pulls/merge"
+    schema = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]["ToolSearch"]  # the gateway's own API
+    assert schema["properties"]["match"]["enum"] == ["weak", "close"]
+    for answer in (off, close):
+        jsonschema.validate(answer, schema)
 
 
 def test_without_a_measured_scale_the_answer_says_nothing(tmp_path: Path, llm: LenientLLM) -> None:
