@@ -22,8 +22,9 @@ Code mode (per agent `code_mode`, `gateway.codemode`): `on` appends `run_code` t
 tool's signature as a function of the script). `run_code`'s description documents the functions of the tools
 a run starts with (a large agent's pinned tools) within the tool budget.
 
-`search(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
-`gateway tools --search`, and the MCP door.
+`find(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
+`gateway tools --search`, the console and the MCP door; it answers the tools found (`search(...)`'s answer) and,
+where it can tell, whether the best of them is close to the request at all (`gateway.offer.closeness`).
 """
 
 from __future__ import annotations
