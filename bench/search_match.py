@@ -12,7 +12,8 @@ as `gateway.offer.toolsearch.search` answers: BM25 alone, and fused with the pac
   pairs with no overlap of purpose, so none of them has an answer there);
 - off-topic: the requests of bench/search_offtopic.yaml (written and committed before this script first ran),
   searched against every API.
-The measures: fused, the raw cosine of the closest tool (the embeddings' first place: what the product reads);
+The measures: fused, the raw cosine of the closest tool (the embeddings' first place: what the product reads), and
+two tried beside it (the fifth place's cosine; the first's margin over the tenth);
 BM25 alone, three shares of the request's words (`gateway.offer.query.read(...).terms`, each weighed by its IDF in
 the API's own index as FTS5 computes it, read from the catalog's serialized index): held by BM25's first tool, held
 by one of its first five, and held by the API at all. An empty answer (nothing matched) is not marked: it says so
@@ -89,6 +90,9 @@ MEASURES["bm25: share held by the first"] = ("bm25", lambda row: _share(row, lam
 MEASURES["bm25: share held by one of five"] = ("bm25", lambda row: _share(row, lambda _, holders: any(holders)))
 MEASURES["bm25: share the API holds"] = ("bm25", lambda row: _share(row, lambda matching, _: matching > 0))
 MEASURES["fused: cosine of the closest"] = ("fused", lambda row: row["cosine"])
+MEASURES["fused: cosine of the fifth closest"] = ("fused", lambda row: row["cosines"][min(4, len(row["cosines"]) - 1)])
+MEASURES["fused: the closest's margin over the tenth"] = (
+    "fused", lambda row: row["cosine"] - row["cosines"][min(9, len(row["cosines"]) - 1)])
 
 
 class _Words:
@@ -123,7 +127,8 @@ def measure(catalog: Any, api: str, words: _Words, query: str, wanted: set[str],
     bm25 = [(hit.tool, hit.score) for hit in index.search(query, limit=FUSION_DEPTH, apis=[api])]
     fused, similar = hybrid_with_similar(embeddings, catalog, [api], None, query, bm25)
     assert similar, "the embeddings answered nothing: are they computed?"
-    row: Row = {"cosine": similar[0][1], "mark": closeness(embeddings, similar), "rows": words.rows}
+    row: Row = {"cosine": similar[0][1], "cosines": [cosine for _, cosine in similar[:10]],
+                "mark": closeness(embeddings, similar), "rows": words.rows}
     for mode, ranked in (("bm25", bm25), ("fused", fused)):
         entries = [[tool, *copies] for tool, _, copies in fold([p for p in ranked if p[1] > 0], 5)]
         row[f"{mode}_hit"] = any(t.name in wanted or t.operation_id in wanted for entry in entries for t in entry)
@@ -225,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump:
         args.dump.write_text(json.dumps(rows))
     for name in MEASURES:
-        report(rows, name, detail=name.startswith("fused") or name.endswith("API holds"))
+        report(rows, name, detail=name == "fused: cosine of the closest" or name.endswith("API holds"))
     from gateway.offer.closeness import WEAK_COSINE
 
     shipped = [row for row in rows if row["mark"] == "weak"] == _marked(rows, "fused", lambda row: row["cosine"],
