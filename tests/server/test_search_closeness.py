@@ -194,6 +194,10 @@ async def test_mcp_search_tools_tells_the_model_nothing_close_was_found(served: 
     assert WEAK_NOTE in off.content[0].text and off.structured_content["tools"]
     assert close.structured_content["match"] == "close" and WEAK_NOTE not in close.content[0].text
     assert close.structured_content["tools"][0]["operation_id"] == "pulls/merge"
+    async with Client(streamable_http_client(f"{url}/mcp/dev"), mode="legacy") as client:  # a session's own note
+        session = await client.call_tool("search_tools", {"query": OFF_TOPIC})
+    note = session.structured_content["note"]
+    assert note.startswith(WEAK_NOTE) and "this session's tools/list" in note
 
 
 @pytest.mark.anyio
