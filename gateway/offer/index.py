@@ -31,10 +31,10 @@ the spec writes it (`/users/tokens/{id}/` for "GET /api/users/tokens/17/": `gate
 one operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner
 meant, else the shortest path, takes their best score and the others fall behind. A family of functions called on one
 path (Graph's 124 usage reports under `/reports`) takes at most two of the first five places (`gateway.offer.families`).
-A request about a thing of a target (`_of_api`) asks for the target's change or read; a word in capitals the api lacks
-is spelled out by the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a
-payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api reports
-over a period.
+A request about a thing of a target asks for the target's change or read (`gateway.offer.targets`); a word in
+capitals the api lacks is spelled out by the initials of its names' words (CRD), an id's prefix by the resource it
+abbreviates (`pi_5`: a payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's
+words where the api reports over a period (`gateway.offer.questions`).
 The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
 tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
 from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round20`), never on the part measured at
@@ -53,12 +53,15 @@ from typing import Any
 
 from ..catalog import Catalog, Tool
 from .abbreviations import Abbreviations, kinds_named, spelled_out
+from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
-from .query import USAGE, Request, expression_of, read, stems
+from .query import Request, expression_of, read, stems
+from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
+from .targets import UPDATES, of_api
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
@@ -247,7 +250,7 @@ class ToolIndex:
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
             asked = _answerable(methods, opened.methods)
-            request, changes, within, displaced = _of_api(spelled_out(as_said, opened.abbreviations, opened.knows),
+            request, changes, within, displaced = of_api(spelled_out(as_said, opened.abbreviations, opened.knows),
                                                           opened)
             if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
                 terms = [*request.terms, USAGE]
@@ -388,61 +391,24 @@ def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
             for facts, score in scored]
 
 
-_UPDATES = frozenset({"PATCH", "PUT"})
-
-
 def _answerable(methods: frozenset[str], used: frozenset[str]) -> frozenset[str]:
     """The methods asked for as an api that uses `used` answers them: an update it makes by the other update method
     (Jira, Asana, Box and Apacta change their things by PUT alone, Adyen's Management API by PATCH alone), anything
     else by POST (Stripe updates with POST, Slack deletes with POST)."""
     if not methods or methods & used:
         return methods
-    if methods & _UPDATES and _UPDATES & used:
-        return methods | (_UPDATES & used)
+    if methods & UPDATES and UPDATES & used:
+        return methods | (UPDATES & used)
     return methods | {"POST"}
 
 
 _PERIOD = "period"
-_READS = frozenset({"GET"})
 _PROPERTY = 2.0
 _PROPERTY_ELSEWHERE = 20.0
 """The target's change, when the api has the thing named but not under the target: "set the fix version of API-77"
 edits the issue (Jira's versions are the project's), far under what the thing's own operations score by BM25."""
 _DISPLACED = 3.0
 """The divisor of the thing's own operations then (`updateVersion` for "set the fix version of API-77")."""
-
-
-def _of_api(request: Request,
-            opened: _Opened) -> tuple[Request, frozenset[str], frozenset[str], frozenset[str]]:
-    """`request` as `opened`'s api reads it, and the methods that change (or read) an item when the request changes
-    (or asks for) a property of its target: a thing named that none of the api's paths addresses, before a target
-    that one does ("add a label to the pod": a patch of the pod; "what's the cluster IP of the service": a read of
-    it), is a property of the target; so is a thing it addresses, but never under the target, when the request sets
-    or changes it ("set the fix version of API-77": an edit of the issue), or names the target by a tracker's key
-    ("add the frontend label to WEB-210", "what's the status of PAY-311"); those things are then `displaced`. The
-    other two answers: the things the request is `within` when it names a person, and the `displaced` things."""
-    none: frozenset[str] = frozenset()
-    if not request.target or not request.things or not opened.addresses(request.target):
-        return request, none, none, none
-    displaced = request.things if opened.addresses(request.things) else none
-    if displaced and (not request.methods or not (request.methods <= _UPDATES or request.keyed)
-                      or opened.addresses_under(request.things, request.target)):
-        return request, none, none, none
-    if not request.determined and not any(opened.mentions(thing) for thing in request.things):
-        # a name ("remove bob from the group"), not a word the api happens not to have ("the summary of PROJ-7")
-        members = " OR ".join(f'"{stem}"' for stem in sorted(_MEMBERS))
-        return dataclasses.replace(request, things=_MEMBERS, named=frozenset(),
-                                   expression=f"{request.expression} OR ({members})",
-                                   addressed=f"resource : ({members}) AND {request.target_addressed}"), none, \
-            request.target, none
-    # "what's the cluster IP of the db service" reads the service
-    changes = _READS if request.methods == _READS else _UPDATES & opened.methods or frozenset({"POST"})
-    return dataclasses.replace(request, things=request.target, named=frozenset(),
-                               addressed=request.target_addressed), changes, none, displaced
-
-
-_MEMBERS = frozenset(stems("member membership collaborator user"))
-"""What a name that the api does not know is, in "remove bob from the group": a person, one of its members."""
 
 
 def _under(facts: _Facts, target: frozenset[str]) -> bool:
@@ -463,9 +429,11 @@ def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], te
     addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
     things, within_ends, displaced_ends = suffixes(request.things), suffixes(within), suffixes(displaced)
     plural, identified = request.plural, request.identified
+    action = action_of(request.verb, methods)
     for facts, score in candidates:
         method = facts.method
-        factor = -score * facts.weight * (_INTENT_BOOST if method in methods else 1.0)
+        asked = method in methods or (action and performs(action, method, facts.item, facts.words))
+        factor = -score * facts.weight * (_INTENT_BOOST if asked else 1.0)
         if plural and method == "GET" and not facts.item:
             factor *= _PLURAL
         said = (facts.resource, facts.parent)

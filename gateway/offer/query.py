@@ -21,7 +21,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from .actions import action_of
 from .arguments import arguments_named, asked, identifies, keyed
+from .questions import PERMISSION, asks_over_period, asks_permission
 from .vocabulary import INTENTS, PHRASAL_VERBS, SYNONYMS, VERB_SENSES
 
 
@@ -254,6 +256,9 @@ class Request:
     name ("remove bob from the group")."""
     identified: bool = False
     """Whether it names one item by an id (cus_42, PROJ-7, node-3): an operation on one item answers it."""
+    verb: str = ""
+    """Its verb's root, generic or not ("remove" for "take him out", "close", "restart"): the action it may name, a
+    POST to a path named for it (`gateway.offer.actions`)."""
 
     def owner_in(self, known: Callable[[str], bool]) -> str | None:
         """`owner` in an api whose words `known` tells: a possessive of a word it does not know names a person."""
@@ -283,21 +288,24 @@ def read(query: str) -> Request:
     things = [word for word, _ in given if word not in STOP and word not in _GENERIC_VERBS and word not in _PRONOUNS]
     plural = bool(things) and things[-1].endswith("s") and not things[-1].endswith(("ss", "us", "is"))
     things_named, phrase, named = _things(given, verb)
-    if _asks_permission(query):  # "who can see this file", "can I delete pods": who is allowed, not the act
-        terms = [*terms, _PERMISSION]
-        things_named = phrase = named = frozenset(stems(" ".join(_PERMISSION)))
+    if asks_permission(query):  # "who can see this file", "can I delete pods": who is allowed, not the act
+        terms = [*terms, PERMISSION]
+        things_named = phrase = named = frozenset(stems(" ".join(PERMISSION)))
         methods = frozenset({"GET"}) if given and given[0][0] == "who" else frozenset()
     target = frozenset() if _TO_VALUE.search(query) else _target(given, verb)
     acts = _acts(given, verb)
+    root = _root(given[verb][0]) if verb is not None else ""
+    named_action = (root,) if action_of(root, methods) else ()  # its operations are candidates, as things named
     return Request(terms, expression_of(terms), methods,
                    frozenset(stems(" ".join(a for alternatives in terms for a in alternatives)) | stems(said)), plural,
                    things_named, phrase, acts, tuple(_agent(act) for act in acts if len(act) >= 5), _owner(given),
                    _possessors(query),
-                   target, addressed_of(target, ()), addressed_of(things_named, acts), _act_nouns(acts), named,
+                   target, addressed_of(target, ()), addressed_of(things_named, acts or named_action), _act_nouns(acts),
+                   named,
                    frozenset(word.lower() for word in _CAPITALS.findall(query)),
-                   keyed(query), _over_period(given),
+                   keyed(query), asks_over_period(word for word, _ in given),
                    _determined(given, verb),
-                   identified=identifies(query))
+                   identified=identifies(query), verb=root)
 
 
 _WISHES = frozenset("should must needs need".split())
@@ -319,17 +327,6 @@ _TO_ME = frozenset({"me", "us"})
 """A verb of giving to the one who asks asks to be shown: "give me a rundown of the pods"."""
 
 
-USAGE = ("activity", "usage", "report")
-"""The words of a usage report, which answers how much or how many over a stretch of time."""
-_PERIODS = frozenset("day days week weeks month months quarter quarters year years today yesterday".split())
-_AMOUNTS = frozenset("many much often usage activity".split())
-
-
-def _over_period(given: list[tuple[str, tuple[str, ...]]]) -> bool:
-    said = {word for word, _ in given}
-    return bool(said & _PERIODS) and bool(said & _AMOUNTS)
-
-
 _CAPITALS = re.compile(r"\b[A-Z]{2,}s?\b")
 
 
@@ -348,16 +345,6 @@ def _determined(given: list[tuple[str, tuple[str, ...]]], verb: int | None) -> b
 
 _ASKING_WHY = frozenset("why how".split())
 """With an auxiliary first (is, did, can), the words that begin a question: a question reads."""
-_PERMISSION = ("permission", "access")
-_ASKING = re.compile(r"^\s*(?:who\s+can\s+(?!be\b)\w|can\s+i\b|am\s+i\s+allowed\b)", re.IGNORECASE)
-"""A question of who may do something: "who can see this file", "can I delete pods" (not "who can be assigned":
-who is assignable)."""
-
-
-def _asks_permission(query: str) -> bool:
-    return bool(_ASKING.match(query))
-
-
 def addressed_of(things: frozenset[str], acts: tuple[str, ...]) -> str:
     """The FTS5 match of a resource that is one of the things or one of the acts (`Request.addressed`)."""
     alternatives = [f'"{thing}"' for thing in sorted(things) if len(thing) >= 3 and thing.isalnum()]
