@@ -183,7 +183,7 @@ def find(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10)
             item["copies"] = [by_catalog_name[copy.name].name for copy in copies]
         found.append(item)
     # read from the cosines the fusion already had: the ranking and its scores are the same, marked or not
-    return Found(found, closeness(embeddings, similar) if found else None)
+    return Found(found, closeness(embeddings, similar, len(by_catalog_name)) if found else None)
 
 
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
