@@ -135,8 +135,8 @@ class Found:
     """The tools found, best first (`search`'s answer)."""
     match: Match | None = None
     """`weak` when nothing found is close to the request (its items are the closest), `close` when the best is; None
-    where no absolute measure holds (BM25 alone, an embeddings endpoint) or nothing was found
-    (`gateway.offer.closeness`)."""
+    where no absolute measure holds (BM25 alone, an embeddings endpoint, fewer tools searched than any API measured)
+    or nothing was found (`gateway.offer.closeness`)."""
 
 
 WEAK_NOTE = ("Nothing close to this request was found: these are the closest tools; try other words, or say that "

@@ -358,7 +358,8 @@ _TOOL_SEARCH: dict[str, Any] = {
                    "match": {"enum": ["weak", "close"],
                              "description": "weak: nothing found is close to the request (the tools listed are the "
                                             "closest); close: the best is. Absent where the search cannot tell "
-                                            "(without the packaged local model) or nothing was found."}},
+                                            "(without the packaged local model, or over fewer than 100 of the "
+                                            "agent's tools) or nothing was found."}},
 }
 
 
