@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         model._session = _Proxy(model._session, clocks, {"run": "embedding: the model's run"})
         model._tokenizer = _Proxy(model._tokenizer, clocks, {"encode_batch": "embedding: tokenizer"})
     toolsearch._bm25 = clocks.wrap("BM25", toolsearch._bm25)
-    # The door imports `hybrid` from its module at each search (not at its own import): wrapped where it lives.
-    embeddings.hybrid = clocks.wrap("embeddings' part (hybrid)", embeddings.hybrid)
+    # The door imports `hybrid` from its module at each search (not at its own import): wrapped where it lives; a
+    # tree whose door reads the closeness (branch match37) calls `hybrid_with_similar`, the same work.
+    fused = "hybrid_with_similar" if hasattr(embeddings, "hybrid_with_similar") else "hybrid"
+    setattr(embeddings, fused, clocks.wrap("embeddings' part (hybrid)", getattr(embeddings, fused)))
     embeddings._query_vector = clocks.wrap("embedding", embeddings._query_vector)
     embeddings.fuse = clocks.wrap("fusion", embeddings.fuse)
     tool_vectors.ToolVectors.best = clocks.wrap("cosines", tool_vectors.ToolVectors.best)  # type: ignore[method-assign]

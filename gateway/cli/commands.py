@@ -232,13 +232,15 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         if not args.exact and args.format != "json":
             tools = _offered(runtime, args.agent, args.budget)
         if args.search is not None:
-            from ..offer.toolsearch import prepare_toolset, search
+            from ..offer.toolsearch import WEAK_NOTE, find, prepare_toolset
 
             for diagnostic in diagnostics:
                 print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
             _wait_for_embeddings(prepare_toolset(runtime.catalog, runtime.toolset(args.agent)))
-            found = search(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
-            sys.stdout.buffer.write(orjson.dumps(found, option=orjson.OPT_INDENT_2) + b"\n")
+            found = find(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
+            if found.match == "weak":  # stdout stays the array the search endpoint's `data` holds
+                print(f"tool search: {WEAK_NOTE}", file=sys.stderr)
+            sys.stdout.buffer.write(orjson.dumps(found.items, option=orjson.OPT_INDENT_2) + b"\n")
             return 0
     elif args.search is not None:
         print("--search needs --agent: it searches one agent's tools", file=sys.stderr)

@@ -78,20 +78,28 @@ def hybrid(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str], al
            query: str, bm25: Ranked) -> Ranked:
     """`bm25` (best first) fused with the embedding ranking of the `allowed` tools of `apis`; while they are being
     computed, or on any failure of the embeddings, `bm25` as it was (logged)."""
+    return hybrid_with_similar(settings, catalog, apis, allowed, query, bm25)[0]
+
+
+def hybrid_with_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str],
+                        allowed: Callable[[Tool], bool] | None, query: str,
+                        bm25: Ranked) -> tuple[Ranked, Ranked | None]:
+    """`hybrid(...)`'s ranking and the embeddings' own, best first with their raw cosines (None when BM25 answered
+    alone): what tool search's closeness reads (`gateway.offer.closeness`), a cosine not scaled by its list."""
     if _resting(settings):
-        return bm25
+        return bm25, None
     try:
         similar = _most_similar(settings, catalog, apis, allowed, query)
     except NotReady:
-        return bm25
+        return bm25, None
     except EmbeddingsError as exc:
         _rest(settings, exc)
-        return bm25
+        return bm25, None
     except Exception:  # noqa: BLE001 - a search must answer: whatever broke here, BM25's ranking still stands
         logger.exception("tool search: the embeddings ranking failed; BM25 alone for %g s", RETRY_AFTER)
         _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
-        return bm25
-    return fuse(bm25, similar, settings.weight)
+        return bm25, None
+    return fuse(bm25, similar, settings.weight), similar
 
 
 def prepare(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str]) -> list[Computation | ToolVectors]:

@@ -22,14 +22,16 @@ Code mode (per agent `code_mode`, `gateway.codemode`): `on` appends `run_code` t
 tool's signature as a function of the script). `run_code`'s description documents the functions of the tools
 a run starts with (a large agent's pinned tools) within the tool budget.
 
-`search(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
-`gateway tools --search`, and the MCP door.
+`find(...)` is the one search every door uses: the loop's `search_tools`, `GET /agents/{agent}/tools/search`,
+`gateway tools --search`, the console and the MCP door; it answers the tools found (`search(...)`'s answer) and,
+where it can tell, whether the best of them is close to the request at all (`gateway.offer.closeness`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,7 @@ from .views import (
 
 if TYPE_CHECKING:
     from ..codemode import FunctionNames
+    from .closeness import Match
     from .embeddings import Computation
     from .index import ToolIndex
 
@@ -124,6 +127,23 @@ def catalog_of(toolset: Toolset) -> Catalog:
     return toolset.catalog
 
 
+@dataclass(slots=True, frozen=True)
+class Found:
+    """What one search answers (`find`)."""
+
+    items: list[dict[str, Any]]
+    """The tools found, best first (`search`'s answer)."""
+    match: Match | None = None
+    """`weak` when nothing found is close to the request (its items are the closest), `close` when the best is; None
+    where no absolute measure holds (BM25 alone, an embeddings endpoint, fewer tools searched than any API measured)
+    or nothing was found (`gateway.offer.closeness`)."""
+
+
+WEAK_NOTE = ("Nothing close to this request was found: these are the closest tools; try other words, or say that "
+             "these tools cannot do it.")
+"""What `search_tools` tells the model when the answer is weak."""
+
+
 def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> list[dict[str, Any]]:
     """The agent's tools that best match `query`, best first: `{name, api, operation_id, summary, score}`; a tool
     scored 0 (nothing of the query in it) is not one of them. One operation answered at several addresses (Graph's
@@ -132,9 +152,16 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
 
     With `gateway.search_embeddings`, BM25's ranking is fused with the embeddings' (`gateway.offer.embeddings`):
     the score is then the fused one."""
+    return find(catalog, toolset, query, limit).items
+
+
+def find(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 10) -> Found:
+    """`search(...)`'s tools, and whether the best of them is close to the request (`Found.match`): what every door
+    answers."""
     # The index and the embeddings are imported by the first search, not by whoever lists an agent's tools
     # (`gateway mcp` lists before anyone searches).
-    from .embeddings import FUSION_DEPTH, hybrid
+    from .closeness import closeness
+    from .embeddings import FUSION_DEPTH, hybrid_with_similar
 
     catalog = catalog or catalog_of(toolset)
     scope = _scope_of(catalog, toolset)
@@ -144,8 +171,9 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
     limit = max(1, min(limit, 100))
     # deeper than `limit`: the places a copy of an operation above would take go to the next operations
     ranked = scope.ranked(query, max(limit, FUSION_DEPTH))
+    similar = None
     if embeddings is not None:
-        ranked = hybrid(embeddings, catalog, apis, allowed, query, ranked)
+        ranked, similar = hybrid_with_similar(embeddings, catalog, apis, allowed, query, ranked)
     found = []
     kept = [(tool, score) for tool, score in ranked if tool.name in by_catalog_name and score > 0]
     for tool, score, copies in fold(kept, limit, addresses(catalog)):
@@ -154,7 +182,8 @@ def search(catalog: Catalog | None, toolset: Toolset, query: str, limit: int = 1
         if copies:
             item["copies"] = [by_catalog_name[copy.name].name for copy in copies]
         found.append(item)
-    return found
+    # read from the cosines the fusion already had: the ranking and its scores are the same, marked or not
+    return Found(found, closeness(embeddings, similar, len(by_catalog_name)) if found else None)
 
 
 def _scope_of(catalog: Catalog, toolset: Toolset) -> SearchScope:
@@ -177,6 +206,17 @@ def _bm25(index: ToolIndex, apis: list[str], allowed: Callable[[Tool], bool] | N
           depth: int) -> list[tuple[Tool, float]]:
     """BM25's best `depth` tools of `apis` (those `allowed`) for `query`."""
     return [(hit.tool, hit.score) for hit in index.search(query, limit=depth, apis=apis, allowed=allowed)]
+
+
+def marked(body: dict[str, Any], match: Match | None) -> dict[str, Any]:
+    """A `search_tools` answer with its closeness (`Found.match`): `match` beside the tools, and when weak, the
+    note for the model begins by saying so (`WEAK_NOTE`)."""
+    if match is None:
+        return body
+    body["match"] = match
+    if match == "weak":
+        body["note"] = f"{WEAK_NOTE} {body['note']}"
+    return body
 
 
 def prepare_search(catalog: Catalog, agents: Iterable[tuple[AgentConfig, Toolset]]) -> None:
@@ -393,9 +433,10 @@ class ToolOffer:
             limit = arguments.get("limit", DEFAULT_LIMIT)
             if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
                 return False, f"`limit` must be an integer from 1 to {MAX_LIMIT}"
-            found = search(None, self.toolset, query, limit)
+            answered = find(None, self.toolset, query, limit)
+            found = answered.items
             if self.code_only:
-                return True, self._found_functions(found)
+                return True, marked(self._found_functions(found), answered.match)
             for item in found:
                 refusal = self.load(item["name"])
                 item["loaded"] = refusal is None
@@ -408,7 +449,8 @@ class ToolOffer:
                     item["note"] = f"copies not loaded (the request's tool cap or definitions budget): {refused}"
             if not found:
                 return True, {"tools": [], "note": "nothing matched; try other words"}
-            return True, {"tools": found, "note": "the tools marked loaded can be called from now on"}
+            return True, marked({"tools": found, "note": "the tools marked loaded can be called from now on"},
+                                answered.match)
         tool_name = arguments.get("name")
         agent_tool = self.toolset.get(tool_name) if isinstance(tool_name, str) else None
         if agent_tool is None:

@@ -354,7 +354,12 @@ _TOOL_SEARCH: dict[str, Any] = {
                        "score": {"type": "number"},
                        "copies": {"type": "array", "items": {"type": "string"},
                                   "description": "the same operation at other addresses (Graph's /users/{id}/... "
-                                                 "beside /me/...), ranked after this one"}}}}},
+                                                 "beside /me/...), ranked after this one"}}}},
+                   "match": {"enum": ["weak", "close"],
+                             "description": "weak: nothing found is close to the request (the tools listed are the "
+                                            "closest); close: the best is. Absent where the search cannot tell "
+                                            "(without the packaged local model, or over fewer than 100 of the "
+                                            "agent's tools) or nothing was found."}},
 }
 
 

@@ -175,8 +175,10 @@ async def list_tools(request: Request) -> Response:
 
 
 async def search_tools(request: Request) -> Response:
-    """`GET /agents/{agent}/tools/search?q=&limit=`: the agent's tools that best match, best first."""
-    from ..offer.toolsearch import search
+    """`GET /agents/{agent}/tools/search?q=&limit=`: the agent's tools that best match, best first, and beside them
+    `match` (`weak`: nothing found is close to the request; `close`) where the search can tell
+    (`gateway.offer.closeness`)."""
+    from ..offer.toolsearch import find
 
     generation = state_of(request).current
     agent = known_agent(generation, request.path_params["agent"])
@@ -188,8 +190,8 @@ async def search_tools(request: Request) -> Response:
         raise APIError(400, f"limit must be an integer from 1 to 100, not {raw_limit!r}.", param="limit")
     toolset = toolset_of(generation, agent)
     # In a worker thread, as every search: opening an index or asking an embeddings endpoint must not stall the loop.
-    found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, int(raw_limit))
-    return JSONResponse({"data": found})
+    found = await anyio.to_thread.run_sync(find, generation.runtime.catalog, toolset, query, int(raw_limit))
+    return JSONResponse({"data": found.items} if found.match is None else {"data": found.items, "match": found.match})
 
 
 def query_value(request: Request, name: str) -> str | None:

@@ -1,7 +1,8 @@
 """The console's catalog pages: the agents, one agent's tools (with search), one tool.
 
 A search on these pages is the gateway's tool search (`gateway.offer.toolsearch.search`, the one every door uses),
-run in a worker thread as everywhere: the agent's tools best first, only those it finds (a score above 0)."""
+run in a worker thread as everywhere: the agent's tools best first, only those it finds (a score above 0); when
+nothing found is close to the request (`gateway.offer.closeness`), the page says so above the closest."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ...assembly import Generation
 from ...catalog import AgentTool
 from ...config.model import AgentConfig
 from ...dialects import render_tools
-from ...offer.toolsearch import search
+from ...offer.closeness import Match
+from ...offer.toolsearch import find
 from ...providers.registry import ADAPTERS
 from ...safety.ratelimit import Limit
 from ..api_errors import APIError
@@ -36,20 +38,30 @@ def routes(console: Console) -> list[Route]:
         query = request.query_params.get("q", "").strip()
         agents = [_agent_summary(generation, generation.runtime.manifest.agents[name])
                   for name in viewer.visible(generation.runtime.manifest.agents)]
-        scored = [(score, a["name"], t) for a in agents
-                  for t, score in await search_tools(generation, a["name"], query, EVERY_AGENT_LIMIT)] if query else []
+        scored, weak = [], []
+        for a in agents if query else []:
+            tools, match = await search_tools(generation, a["name"], query, EVERY_AGENT_LIMIT)
+            scored += [(score, a["name"], t) for t, score in tools]
+            if match == "weak":
+                weak.append(a["name"])
         scored.sort(key=lambda item: -item[0])
         found = [(name, t) for _, name, t in scored]
-        return console.render(request, "agents.html", agents=agents, query=query, found=found, title="Agents")
+        return console.render(request, "agents.html", agents=agents, query=query, found=found, weak=weak,
+                              title="Agents")
 
     async def agent_page(request: Request) -> Response:
         generation = state_of(request).current
         name = visible_agent(request, generation)
         agent = generation.runtime.manifest.agents[name]
         query = request.query_params.get("q", "").strip()
-        tools = [t for t, _ in await search_tools(generation, name, query)] if query else list(generation.toolset(name))
+        match: Match | None = None
+        if query:
+            found, match = await search_tools(generation, name, query)
+            tools = [t for t, _ in found]
+        else:
+            tools = list(generation.toolset(name))
         return console.render(request, "agent.html", agent=agent, summary=_agent_summary(generation, agent),
-                              tools=tools, query=query, limits=_agent_limits(console, agent), title=name)
+                              tools=tools, query=query, match=match, limits=_agent_limits(console, agent), title=name)
 
     async def tool_page(request: Request) -> Response:
         generation = state_of(request).current
@@ -102,11 +114,13 @@ EVERY_AGENT_LIMIT = 20
 
 
 async def search_tools(generation: Generation, agent: str, query: str,
-                       limit: int = AGENT_LIMIT) -> list[tuple[AgentTool, float]]:
-    """The agent's tools that tool search finds for `query`, best first, with their scores."""
+                       limit: int = AGENT_LIMIT) -> tuple[list[tuple[AgentTool, float]], Match | None]:
+    """The agent's tools that tool search finds for `query`, best first, with their scores; and whether the best is
+    close to the request (`Found.match`)."""
     toolset = toolset_of(generation, agent)
-    found = await anyio.to_thread.run_sync(search, generation.runtime.catalog, toolset, query, limit)
-    return [(agent_tool, hit["score"]) for hit in found if (agent_tool := toolset.get(hit["name"])) is not None]
+    found = await anyio.to_thread.run_sync(find, generation.runtime.catalog, toolset, query, limit)
+    return [(agent_tool, hit["score"]) for hit in found.items
+            if (agent_tool := toolset.get(hit["name"])) is not None], found.match
 
 
 def describe_limit(limit: Limit | None) -> str:

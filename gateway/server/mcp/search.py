@@ -24,7 +24,15 @@ from ...dialects import mcp_tool
 from ...dialects.brevity import estimate_tokens
 from ...dialects.tool import ToolLike
 from ...jsonwire import dumps_text
-from ...offer.toolsearch import MAX_TOOLS_PER_REQUEST, SEARCH_TOOL, ToolOffer, meta_tools, pinned_tools, search_enabled
+from ...offer.toolsearch import (
+    MAX_TOOLS_PER_REQUEST,
+    SEARCH_TOOL,
+    WEAK_NOTE,
+    ToolOffer,
+    meta_tools,
+    pinned_tools,
+    search_enabled,
+)
 from ...offer.views import DESCRIBE_TOOL, model_view
 from ...toolsets import Toolset
 
@@ -117,7 +125,8 @@ def _search_in_listing(agent: AgentConfig, toolset: Toolset, arguments: dict[str
             if item.get("note") == offer_cap:
                 item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
         if body["tools"] and session:
-            body["note"] = "the tools marked loaded are in this session's tools/list now: call them by name"
+            loaded = "the tools marked loaded are in this session's tools/list now: call them by name"
+            body["note"] = f"{WEAK_NOTE} {loaded}" if body.get("match") == "weak" else loaded
     return ok, body, offer.loaded
 
 

@@ -1,0 +1,353 @@
+"""Tool search's closeness mark (`gateway.offer.closeness`): how often it marks an answer weak when the API has
+nothing for the request (true flags) and when the right tool was among the first five (false flags, the cost).
+
+    python bench/search_match.py [--apis github stripe] [--dump rows.json] [--rows rows.json]
+        [--held-out rows-of-an-earlier-delta.json]
+
+Method. Every API of bench/search.py's sets, its catalog compiled (or read from bench/search.py's cache), searched
+as `gateway.offer.toolsearch.search` answers: BM25 alone, and fused with the packaged local model
+(`search_embeddings: {kind: local}`, its tuned weights: the delta in place, named by its sha256 in `DELTAS`, with
+the last part it was trained on). Three kinds of requests:
+- in-API: the parts `round12`..`round23` of the API's own set (tests/openapi/search_tasks), each counted as answered
+  when one of its right operations is among the first five (as bench/search.py counts recall@5);
+- another API's: every request of those parts of one unrelated API, searched against this API's index (`UNRELATED`:
+  pairs with no overlap of purpose, so none of them has an answer there);
+- off-topic: the requests of bench/search_offtopic.yaml (written and committed before this script first ran),
+  searched against every API.
+The measures: fused, the raw cosine of the closest tool (the embeddings' first place: what the product reads), and
+two tried beside it (the fifth place's cosine; the first's margin over the tenth);
+BM25 alone, three shares of the request's words (`gateway.offer.query.read(...).terms`, each weighed by its IDF in
+the API's own index as FTS5 computes it, read from the catalog's serialized index): held by BM25's first tool, held
+by one of its first five, and held by the API at all. An empty answer (nothing matched) is not marked: it says so
+already. A false flag is an answered in-API request marked weak.
+
+Per measure, a threshold chosen on `FIT` (`round12`..`round20`) alone: the highest that marks at most `FALSE_FLAGS`
+(2%) of the answered in-API requests of every API, counted on `CHECK` (`round21`, `round22`). Printed per API: the
+false flags of `FIT` and `CHECK`, the in-API requests not answered in five that are marked, and the unrelated and
+off-topic requests marked (true flags); then what a threshold chosen per API would mark. Every in-API request of
+these parts is one the shipped delta was trained on, and its right tools sit closer to it than a new request's may:
+with `--held-out`, rows measured with an earlier delta for which a later part is new (delta22 and `round23`), the
+threshold is set by what that delta flagged of the new part (`report_held_out`): each new request's level among its
+API's answered training requests, pooled over the APIs; the level under which `FALSE_FLAGS` of the new requests fall
+is the share of each API's training requests to cut at, and the shipped threshold is the lowest API's cut there.
+`round24` is never read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a script)
+
+FIT = tuple(f"round{n}" for n in range(12, 21))
+CHECK = ("round21", "round22")
+parts = (*FIT, *CHECK, "round23")
+assert not {"round24"} & set(parts)
+DELTAS = {
+    # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
+    "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
+    "ba1e0aaae8dfd464c64d39354855c9693967d1e746d7028ca522b17b5f9ae7a3": ("delta23", "round23"),
+}
+FALSE_FLAGS = 0.02
+OFFTOPIC = ROOT / "bench" / "search_offtopic.yaml"
+UNRELATED = {
+    # the index searched <- whose requests: pairs of no common purpose (none of the requests has an answer there)
+    "github": "twilio",      # code hosting <- telephony and SMS
+    "stripe": "kubernetes",  # payments <- container orchestration
+    "graph": "docker",       # office mail, calendars, files, teams <- a container engine
+    "slack": "netbox",       # team chat <- network inventory (racks, prefixes, VLANs)
+    "jira": "slicebox",      # issue tracking <- medical images (DICOM) shared between hospitals
+    "kubernetes": "stripe",  # container orchestration <- payments
+    "asana": "adyen",        # tasks and projects <- a payment platform's administration
+    "zoom": "here",          # meetings <- tracking devices and shipments' locations
+    "box": "stripe",         # files <- payments
+    "twilio": "jira",        # telephony <- issue tracking
+    "adyen": "kubernetes",   # payments administration <- container orchestration
+    "netbox": "asana",       # network inventory <- tasks and projects
+    "docker": "graph",       # a container engine <- office mail, calendars, files, teams
+    "apacta": "docker",      # jobs of tradespeople <- a container engine
+    "here": "box",           # device tracking <- files
+    "slicebox": "zoom",      # medical images <- meetings
+}
+# Left out: pairs that share a purpose, e.g. Slack's messages against Graph (Teams' chats answer them), GitHub's
+# against Jira or Asana (issues, tasks), Stripe's against Adyen (payments), Kubernetes' against Docker (containers),
+# Box's against Graph (files).
+Row = dict[str, Any]
+MEASURES: dict[str, tuple[str, Callable[[Row], float]]] = {}
+"""name -> (the mode whose answers it marks, the measure of a row)."""
+
+
+def _idf(rows: int, matching: int) -> float:
+    """FTS5's IDF, floored as FTS5 floors it."""
+    return max(math.log((rows - matching + 0.5) / (matching + 0.5)), 1e-6)
+
+
+def _share(row: Row, held: Callable[[int, list[bool]], bool]) -> float:
+    weights = [(_idf(row["rows"], matching), held(matching, holders)) for matching, holders in row["terms"]]
+    total = sum(weight for weight, _ in weights)
+    return sum(weight for weight, kept in weights if kept) / total if total > 0 else 1.0
+
+
+MEASURES["bm25: share held by the first"] = ("bm25", lambda row: _share(row, lambda _, holders: holders[0]))
+MEASURES["bm25: share held by one of five"] = ("bm25", lambda row: _share(row, lambda _, holders: any(holders)))
+MEASURES["bm25: share the API holds"] = ("bm25", lambda row: _share(row, lambda matching, _: matching > 0))
+MEASURES["fused: cosine of the closest"] = ("fused", lambda row: row["cosine"])
+MEASURES["fused: cosine of the fifth closest"] = ("fused", lambda row: row["cosines"][min(4, len(row["cosines"]) - 1)])
+MEASURES["fused: the closest's margin over the tenth"] = (
+    "fused", lambda row: row["cosine"] - row["cosines"][min(9, len(row["cosines"]) - 1)])
+
+
+class _Words:
+    """An api's serialized index opened apart (`ApiSpec.search_index`; row i is the api's tool i, rowid i + 1): how
+    many rows match a word, and which of some tools do."""
+
+    def __init__(self, catalog: Any, api: str) -> None:
+        self.connection = sqlite3.connect(":memory:")
+        self.connection.deserialize(catalog.apis[api].search_index)
+        self.rowids = {tool.name: rowid for rowid, tool in enumerate(catalog.for_api(api), start=1)}
+        self.rows = len(self.rowids)
+
+    def terms(self, query: str, tools: list[Any]) -> list[tuple[int, list[bool]]]:
+        from gateway.offer.query import expression_of, read
+
+        found = []
+        for term in read(query).terms:
+            rowids = {rowid for (rowid,) in self.connection.execute(
+                "SELECT rowid FROM tools WHERE tools MATCH ?", (expression_of([term]),))}
+            found.append((len(rowids), [self.rowids[tool.name] in rowids for tool in tools]))
+        return found
+
+
+def measure(catalog: Any, api: str, words: _Words, query: str, wanted: set[str], embeddings: Any) -> Row:
+    """One request's measures over one API: BM25's and the fused search's, and whether each answered it in five."""
+    from gateway.offer.closeness import closeness
+    from gateway.offer.copies import fold
+    from gateway.offer.embeddings import FUSION_DEPTH, hybrid_with_similar
+    from gateway.offer.index import index_of
+
+    index = index_of(catalog)
+    bm25 = [(hit.tool, hit.score) for hit in index.search(query, limit=FUSION_DEPTH, apis=[api])]
+    fused, similar = hybrid_with_similar(embeddings, catalog, [api], None, query, bm25)
+    assert similar, "the embeddings answered nothing: are they computed?"
+    row: Row = {"cosine": similar[0][1], "cosines": [cosine for _, cosine in similar[:10]],
+                "mark": closeness(embeddings, similar, words.rows), "rows": words.rows}
+    for mode, ranked in (("bm25", bm25), ("fused", fused)):
+        entries = [[tool, *copies] for tool, _, copies in fold([p for p in ranked if p[1] > 0], 5)]
+        row[f"{mode}_hit"] = any(t.name in wanted or t.operation_id in wanted for entry in entries for t in entry)
+        row[f"{mode}_empty"] = not entries
+    row["terms"] = words.terms(query, [tool for tool, _, _ in fold(bm25, 5)]) if bm25 else []
+    return row
+
+
+def collect(apis: list[str]) -> list[Row]:
+    from gateway.config.embeddings_endpoint import SearchEmbeddings, packaged_delta_sha256
+    from gateway.offer.embeddings import Computation, prepare
+
+    embeddings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
+    cache = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
+    offtopic = yaml.safe_load(OFFTOPIC.read_text())["requests"]
+    rows: list[Row] = []
+    for name in apis:
+        catalog = _compile(SPECS[name], index=True, cache=cache)[1]
+        api = next(iter(catalog.apis))
+        for pending in prepare(embeddings, catalog, [api]):
+            if isinstance(pending, Computation):
+                pending.wait()
+        words = _Words(catalog, api)
+        batches = [("in", part, task["q"], set(task["ops"])) for part in parts
+                   for task in load_tasks(name).get(part, [])]
+        batches += [("unrelated", part, task["q"], set()) for part in parts
+                    for task in load_tasks(UNRELATED[name]).get(part, [])]
+        batches += [("offtopic", "offtopic", query, set()) for query in offtopic]
+        for kind, part, query, wanted in batches:
+            rows.append({"api": name, "kind": kind, "part": part, "q": query, "delta": packaged_delta_sha256(),
+                         **measure(catalog, api, words, query, wanted, embeddings)})
+        print(f"{name}: {len(batches)} requests", file=sys.stderr)
+    return rows
+
+
+def _marked(rows: list[Row], mode: str, value: Callable[[Row], float], limit: float) -> list[Row]:
+    """The rows a threshold marks weak: a non-empty answer whose measure is under it."""
+    return [row for row in rows if not row[f"{mode}_empty"] and value(row) < limit]
+
+
+def _threshold(rows: list[Row], mode: str, value: Callable[[Row], float]) -> float:
+    """The highest threshold that marks at most `FALSE_FLAGS` of the answered `FIT` requests of each API in `rows`."""
+    chosen = math.inf
+    for name in dict.fromkeys(row["api"] for row in rows):
+        answered = sorted(value(row) for row in rows if row["api"] == name and row["kind"] == "in"
+                          and row["part"] in FIT and row[f"{mode}_hit"])
+        if answered:
+            chosen = min(chosen, answered[int(FALSE_FLAGS * len(answered))])
+    return chosen
+
+
+def _cosine(row: Row) -> float:
+    return float(row["cosine"])
+
+
+def _delta(rows: list[Row]) -> tuple[str, str]:
+    """(the name of the delta the rows were measured with, the last part it was trained on)."""
+    [sha] = {row["delta"] for row in rows}
+    return DELTAS[sha]
+
+
+def _trained(rows: list[Row], api: str) -> list[float]:
+    """The closest cosines of `api`'s answered in-API requests the rows' delta was trained on, lowest first."""
+    last = parts.index(_delta(rows)[1])
+    return sorted(_cosine(row) for row in rows if row["api"] == api and row["kind"] == "in" and row["fused_hit"]
+                  and parts.index(row["part"]) <= last)
+
+
+def _new(rows: list[Row]) -> list[Row]:
+    """The answered in-API requests of the parts after the rows' delta's last: requests it never saw."""
+    last = parts.index(_delta(rows)[1])
+    return [row for row in rows if row["kind"] == "in" and row["fused_hit"] and parts.index(row["part"]) > last]
+
+
+def held_out_levels(rows: list[Row]) -> list[float]:
+    """For each answered request new to the rows' delta: the share of its API's answered training requests whose
+    closest cosine is under its own (its level among what the delta saw), lowest first. A threshold that flags the
+    share p of an API's training requests flags about the share of these under p of its new ones."""
+    trained = {api: _trained(rows, api) for api in dict.fromkeys(row["api"] for row in rows)}
+    return sorted(bisect.bisect_left(trained[row["api"]], _cosine(row)) / len(trained[row["api"]])
+                  for row in _new(rows))
+
+
+def _flagged_new(levels: list[float], level: float) -> float:
+    """The share of the new requests a threshold flags that flags the share `level` of the training requests."""
+    return bisect.bisect_left(levels, level) / len(levels)
+
+
+def held_out_threshold(rows: list[Row], levels: list[float]) -> tuple[float, float]:
+    """(the training requests' share `level` to cut at, the threshold): `level` is the highest share of an API's
+    training requests whose new requests, by `levels` (measured with a delta that had not seen them), are flagged
+    at most `FALSE_FLAGS`; the threshold is the lowest of the sixteen APIs' cuts at that share of their answered
+    training requests (as `_threshold` cuts), so that no API's new requests are expected flagged more often."""
+    level = levels[int(FALSE_FLAGS * len(levels))]
+    cuts = [trained[int(level * len(trained))] for api in dict.fromkeys(row["api"] for row in rows)
+            if (trained := _trained(rows, api))]
+    return level, min(cuts)
+
+
+def report_held_out(rows: list[Row], earlier: list[Row]) -> None:
+    """The threshold of the rows' delta chosen by what the `earlier` rows' delta did on requests new to it."""
+    name, last = _delta(earlier)
+    limit = _threshold(earlier, "fused", _cosine)
+    new = _new(earlier)
+    print(f"\n{name} (trained up to {last}), weak under {limit:.4f} (chosen on {FIT[0]}..{FIT[-1]}, all {name}'s "
+          f"training requests): false flags on {FIT[0]}..{FIT[-1]} | {', '.join(CHECK)} | the parts new to it")
+    print("| API | trained: fit | trained: check | new to it |\n|---|---|---|---|")
+    for api in dict.fromkeys(row["api"] for row in earlier):
+        groups = _groups([row for row in earlier if row["api"] == api], "fused")
+        mine = [row for row in new if row["api"] == api]
+        print(f"| {api} | {_cell(groups['fit'], 'fused', _cosine, limit)} | "
+              f"{_cell(groups['check'], 'fused', _cosine, limit)} | {_cell(mine, 'fused', _cosine, limit)} |")
+    every = _groups(earlier, "fused")
+    print(f"| all | {_cell(every['fit'], 'fused', _cosine, limit)} | {_cell(every['check'], 'fused', _cosine, limit)}"
+          f" | {_cell(new, 'fused', _cosine, limit)} |")
+    levels = held_out_levels(earlier)
+    print(f"{name}: a threshold flagging the share p of an API's training requests flags of its {len(levels)} new "
+          "ones: " + ", ".join(f"p {p:.1%}: {_flagged_new(levels, p):.1%}" for p in (0.005, 0.01, 0.02, 0.03, 0.05,
+                                                                                      0.1, 0.2, 0.5)))
+    level, cut = held_out_threshold(rows, levels)
+    chosen = math.floor(cut * 1000) / 1000  # rounded down: what closeness.py can say in three digits
+    shipped, trained_last = _delta(rows)
+    print(f"\n{shipped} (trained up to {trained_last}): cut at {level:.2%} of each API's answered training "
+          f"requests ({name}'s new requests: {_flagged_new(levels, level):.2%} flagged there): {cut:.5f}, weak "
+          f"under {chosen:.3f}")
+    print("| API | training requests flagged | expected of new requests | unrelated flagged (whose) | off-topic "
+          "flagged |\n|---|---|---|---|---|")
+    for api in dict.fromkeys(row["api"] for row in rows):
+        trained = _trained(rows, api)
+        share = bisect.bisect_left(trained, chosen) / len(trained)
+        groups = _groups([row for row in rows if row["api"] == api], "fused")
+        print(f"| {api} | {bisect.bisect_left(trained, chosen)}/{len(trained)} | {_flagged_new(levels, share):.1%} | "
+              f"{_cell(groups['unrelated'], 'fused', _cosine, chosen)} ({UNRELATED[api]}) | "
+              f"{_cell(groups['offtopic'], 'fused', _cosine, chosen)} |")
+    every = _groups(rows, "fused")
+    print(f"| all | | | {_cell(every['unrelated'], 'fused', _cosine, chosen)} | "
+          f"{_cell(every['offtopic'], 'fused', _cosine, chosen)} |")
+
+
+def _cell(rows: list[Row], mode: str, value: Callable[[Row], float], limit: float) -> str:
+    if not rows:
+        return "-"
+    marked = len(_marked(rows, mode, value, limit))
+    return f"{marked}/{len(rows)} ({marked / len(rows):.0%})"
+
+
+def _groups(rows: list[Row], mode: str) -> dict[str, list[Row]]:
+    answered = f"{mode}_hit"
+    return {"fit": [r for r in rows if r["kind"] == "in" and r["part"] in FIT and r[answered]],
+            "check": [r for r in rows if r["kind"] == "in" and r["part"] in CHECK and r[answered]],
+            "misses": [r for r in rows if r["kind"] == "in" and not r[answered]],
+            "unrelated": [r for r in rows if r["kind"] == "unrelated"],
+            "offtopic": [r for r in rows if r["kind"] == "offtopic"]}
+
+
+def report(rows: list[Row], name: str, detail: bool) -> None:
+    mode, value = MEASURES[name]
+    limit = _threshold(rows, mode, value)
+    apis = list(dict.fromkeys(row["api"] for row in rows))
+    groups = {api: _groups([row for row in rows if row["api"] == api], mode) for api in apis}
+    every = _groups(rows, mode)
+    cells = " | ".join(_cell(every[group], mode, value, limit) for group in every)
+    print(f"\n{name}: weak under {limit:.4f} (chosen on {FIT[0]}..{FIT[-1]}); answered and marked on {FIT[0]}.."
+          f"{FIT[-1]} | on {', '.join(CHECK)} | not answered in five, marked | unrelated marked | off-topic marked")
+    print(f"  all APIs: {cells}")
+    if not detail:
+        return
+    print("| API | false flags, fit | false flags, check | misses marked | unrelated marked (whose) | "
+          "off-topic marked | own threshold: unrelated, off-topic marked |")
+    print("|---|---|---|---|---|---|---|")
+    for api in apis:
+        own = _threshold([row for row in rows if row["api"] == api], mode, value)
+        mine = {group: _cell(chosen, mode, value, limit) for group, chosen in groups[api].items()}
+        print(f"| {api} | {mine['fit']} | {mine['check']} | {mine['misses']} | {mine['unrelated']} "
+              f"({UNRELATED[api]}) | {mine['offtopic']} | {own:.3f}: "
+              f"{_cell(groups[api]['unrelated'], mode, value, own)}, "
+              f"{_cell(groups[api]['offtopic'], mode, value, own)} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--apis", nargs="+", choices=list(SPECS), default=list(SPECS))
+    parser.add_argument("--dump", type=Path, help="write every request's measures to this JSON file")
+    parser.add_argument("--rows", type=Path, help="read the measures from a file --dump wrote, instead of searching")
+    parser.add_argument("--held-out", type=Path, help="a file --dump wrote with an earlier delta, for which later "
+                        "parts are new: the threshold of these rows' delta is chosen by what it flagged of them")
+    args = parser.parse_args(argv)
+    rows = json.loads(args.rows.read_text()) if args.rows else collect(args.apis)
+    if args.dump:
+        args.dump.write_text(json.dumps(rows))
+    if args.held_out:
+        report_held_out(rows, json.loads(args.held_out.read_text()))
+    for name in MEASURES:
+        report(rows, name, detail=name == "fused: cosine of the closest" or name.endswith("API holds"))
+    from gateway.offer.closeness import WEAK_COSINE
+
+    shipped = [row for row in rows if row["mark"] == "weak"] == _marked(rows, "fused", lambda row: row["cosine"],
+                                                                        WEAK_COSINE)
+    print(f"\nthe product's mark (WEAK_COSINE {WEAK_COSINE}) marks what 'cosine < {WEAK_COSINE}' does: {shipped}")
+    every = _groups(rows, "fused")
+    print("the product's mark: " + ", ".join(
+        f"{group} {_cell(every[group], 'fused', lambda row: row['cosine'], WEAK_COSINE)}" for group in every))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""Whether tool search's best answer is close to the request at all, on a scale its list does not set.
+
+A search answers up to `limit` operations whatever the API holds, and its `score` is relative (BM25's over its own
+first place; fused, the model's cosine scaled between its list's first and last: `gateway.offer.fusion`), so a
+request the API cannot serve ("book me a flight" against GitHub) is answered as confidently as one it can. With the
+packaged local model, fine-tuned (`search_embeddings: {kind: local}`, its default), the raw cosine between the
+request's embedding and the closest tool's (the embeddings' first place, before any scaling) is such a measure: under
+`WEAK_COSINE` the answer is `weak` (nothing close was found; its tools are the closest), else `close`.
+
+The threshold was measured for one delta (`MEASURED_DELTA`, delta23) on the development requests (`round12`..`round23`
+of sixteen APIs), every one of them a request that delta was trained on, whose right tools sit closer to it than a new
+request's may; so the cut was set by what the delta before (delta22) did on requests new to it (`round23`): at the
+share of each API's answered training requests under which 2% of the new ones fell, the lowest of the sixteen APIs'
+cuts. It was then counted on requests the API searched has no answer for (another API's, and off-topic ones):
+bench/search_match.py, bench/README.md (branch match37). Nothing is said (None) where no threshold holds: BM25 alone
+(no share of the request's words, weighed by the index's IDF, told unanswerable requests apart at that cost: same
+bench), an embeddings endpoint or another local model (cosines on scales of their own), the untuned model, another
+delta, and a searched scope smaller than any API measured (`MIN_SCOPE_TOOLS`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ..config.embeddings_endpoint import PACKAGED_MODEL, SearchEmbeddings, packaged_delta_sha256
+from .fusion import Ranked
+
+Match = Literal["weak", "close"]
+
+WEAK_COSINE = 0.286
+"""The packaged fine-tuned model's cosine under which the closest tool is not close (bench/search_match.py)."""
+MEASURED_DELTA = "ba1e0aaae8dfd464c64d39354855c9693967d1e746d7028ca522b17b5f9ae7a3"
+"""The sha256 of the packaged delta (gateway/offer/minilm_lora.npz) `WEAK_COSINE` was measured for: a delta trained
+again moves every cosine, so the two are set together (a test fails when they part; with another delta the search
+says nothing)."""
+MIN_SCOPE_TOOLS = 100
+"""The fewest tools the searched scope (the agent's tools searched) holds for the search to say anything: the
+smallest API measured holds 105, and over a handful of tools the closest's cosine runs lower than over an API's
+worth (a nine-operation spec's right first answer was marked weak), a scale nobody measured."""
+
+
+def calibrated(settings: SearchEmbeddings | None) -> bool:
+    """Whether the fused search's cosines have a measured threshold: the packaged model, fine-tuned with the delta
+    measured (`MEASURED_DELTA`), unadapted."""
+    return (settings is not None and settings.kind == "local" and settings.model == PACKAGED_MODEL
+            and settings.tuned and not settings.adapter and packaged_delta_sha256() == MEASURED_DELTA)
+
+
+def closeness(settings: SearchEmbeddings | None, similar: Ranked | None, scope: int) -> Match | None:
+    """`weak` or `close` by the embeddings' first cosine (`similar`, best first, raw) over a searched scope of `scope`
+    tools; None where not measured (under `MIN_SCOPE_TOOLS` tools, or not `calibrated`)."""
+    if not similar or scope < MIN_SCOPE_TOOLS or not calibrated(settings):
+        return None
+    return "weak" if similar[0][1] < WEAK_COSINE else "close"
