@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
+from ..kernel.calls import Linked
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ class GuardApi:
         return await self.for_tool(invocation.agent_tool)(invocation, proceed)
 
 
-class GuardTool:
+class GuardTool(Linked):
     """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
     slots, waited for at most `wait` seconds."""
 
@@ -167,7 +168,7 @@ class GuardTool:
         self.anonymous: CircuitBreaker | None = None
         """The breaker of calls without a client, once found (`Breakers` keeps each breaker for good)."""
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    async def run(self, invocation: Invocation) -> ToolResult:
         api = self.api
         client = invocation.client
         if client is None:
@@ -196,7 +197,7 @@ class GuardTool:
                            "try again later.")
         result: ToolResult | None = None
         try:
-            result = await proceed(invocation)
+            result = await self.proceed(invocation)
         finally:
             slots.release()
             if result is None:
