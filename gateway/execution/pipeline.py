@@ -17,11 +17,10 @@ sees it. Each stage is a `Stage`: it gets the invocation and `proceed`, the rest
 What runs is compiled once per tool (`chain`): a stage that decides part of its work by the tool alone
 (`ToolSpecific.for_tool`) answers with that part decided (the validation stage with the tool's compiled judge,
 the breaker stage with its api's slots), or is left out of that tool's chain when it has nothing to do for it
-(the approval stage for a tool that needs none, the output check for a tool with no schema to check). A stage that
-holds the rest of its chain itself (`Linked`, as the stages on every call's way are) is linked once, when the
-chain is compiled: the stage before it calls it with the invocation alone. Any other stage is linked by a `_Link`,
-whose bound `run` is the `proceed` the stage before it calls: a plain function that hands back the stage's own
-coroutine. Either way one call's await chain holds one frame per stage that applies and none of the pipeline's own.
+(the approval stage for a tool that needs none, the output check for a tool with no schema to check). Each stage
+is linked to the rest of its chain by a `_Link`, whose bound `run` is the `proceed` the stage before it calls: a
+plain function that hands back the stage's own coroutine, so one call's await chain holds one frame per stage that
+applies and no frame of the pipeline's own.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from types import FunctionType, MethodType
 from typing import Any, cast
 
 from ..catalog import AgentTool
-from ..kernel.calls import Invocation, Linked, Proceed, Stage
+from ..kernel.calls import Invocation, Proceed, Stage
 from ..kernel.memo import ByIdentity
 from ..messages import ToolResult
 
@@ -66,10 +65,8 @@ class Pipeline:
         entry: Proceed = _bound(self._terminal)
         for stage in reversed(self.stages):
             specific = for_tool(stage, agent_tool)
-            if specific is None:
-                continue
-            # `Linked`: the stage holds `entry` itself; else a `_Link` calls it with `entry` (a frame more a call).
-            entry = specific.link(entry) if isinstance(specific, Linked) else _Link(_bound(specific), entry).run
+            if specific is not None:
+                entry = _Link(_bound(specific), entry).run
         return entry
 
     async def check(self, invocation: Invocation) -> ToolResult | None:

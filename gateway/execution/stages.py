@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Tool
-from ..kernel.calls import Invocation, Linked, Proceed, Stage, ToolHooks
+from ..kernel.calls import Invocation, Proceed, Stage, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from .arguments import problems, run_off_the_loop
@@ -52,7 +52,7 @@ class ValidateArguments:
         return await run_off_the_loop(lambda: executor.refuse_arguments(tool, arguments))
 
 
-class ValidateToolArguments(Linked):
+class ValidateToolArguments:
     """`ValidateArguments` for the calls of one tool, with the tool's compiled judge at hand."""
 
     def __init__(self, validate: ValidateArguments, tool: Tool, judge: Callable[[Any], bool] | None) -> None:
@@ -60,15 +60,15 @@ class ValidateToolArguments(Linked):
         self.tool = tool
         self.judge = judge
 
-    def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
         judge, arguments = self.judge, invocation.arguments
         try:
             holds = judge is not None and invocation.tool is self.tool and type(arguments) is dict and judge(arguments)
         except Exception:  # noqa: BLE001 - a value the judge can't take: the wording decides
             holds = False
         if holds:
-            return self.proceed(invocation)  # the usual: this stage is done, and no frame of it waits for the rest
-        return self.validate(invocation, self.proceed)
+            return proceed(invocation)  # the usual: this stage is done, and no frame of it waits for the rest
+        return self.validate(invocation, proceed)
 
 
 class Execute:
@@ -154,15 +154,15 @@ class CheckOutput:
         return await (proceed(invocation) if specific is None else specific(invocation, proceed))
 
 
-class CheckToolOutput(Linked):
+class CheckToolOutput:
     """`CheckOutput` for the calls of one tool, with its output schema's compiled judge at hand."""
 
     def __init__(self, agent_tool: AgentTool, judge: Callable[[Any], bool] | None) -> None:
         self.agent_tool = agent_tool
         self.judge = judge
 
-    async def run(self, invocation: Invocation) -> ToolResult:
-        result = await self.proceed(invocation)
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        result = await proceed(invocation)
         if not result.ok or result.truncated:
             return result
         judge, agent_tool = self.judge, self.agent_tool
@@ -205,7 +205,7 @@ def _is_json(result: ToolResult) -> bool:
     return not isinstance(result.body, str) and (result.media_type or "json").endswith("json")
 
 
-class RedactResult(Linked):
+class RedactResult:
     """No configured secret or learned token leaves in a result: the error text (an upstream may echo a token in
     its reason phrase) and the body, on every door. A body the executor redacted with this redactor, which has
     learned nothing since (`ToolResult.redacted_under`), is not searched a second time."""
@@ -213,8 +213,8 @@ class RedactResult(Linked):
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
 
-    async def run(self, invocation: Invocation) -> ToolResult:
-        result = await self.proceed(invocation)
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+        result = await proceed(invocation)
         redactor = self.redactor  # one that knows no secret hands every text and value back as it is
         if result.error:
             result.error = redactor.text(result.error)

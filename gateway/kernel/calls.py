@@ -7,7 +7,6 @@ speaks these types; the pipeline that chains them is assembled elsewhere (`gatew
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -51,7 +50,7 @@ Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 class Stage(Protocol):
     """One concern of a tool call (validation, approval, limits, ...): answer, or pass the call on.
 
-    The pipeline passes `proceed` by keyword (a stage that holds it itself is `Linked`). A stage is usually
+    The pipeline passes `proceed` by keyword (it links its stages with `functools.partial`). A stage is usually
     an `async def`; one that only decides whether to pass the call on may be a plain function that returns
     `proceed(invocation)` itself (then no frame of its own waits through the rest of the call)."""
 
@@ -66,35 +65,6 @@ class ToolSpecific(Protocol):
     a call."""
 
     def for_tool(self, agent_tool: AgentTool) -> Stage | None: ...
-
-
-class Linked:
-    """A stage that holds the rest of its chain, as a Starlette middleware holds the app after it: the pipeline
-    compiles a tool's chain by asking each such stage (as `for_tool` answered it) for `link(proceed)`, its call for
-    that chain, and the stage before it calls that with the invocation alone. A stage that is not `Linked` (any
-    `Stage`) is called with `proceed` by a link of the pipeline's: a frame more a call, and a call by keyword.
-
-    A subclass writes its work in `run`, reading the rest of the chain from `self.proceed`; called as a `Stage`
-    (outside a compiled chain: a test, a stage that delegates to another), it is linked for that one call."""
-
-    __slots__ = ("proceed",)
-
-    proceed: Proceed
-    """The rest of the chain; set on the copy `link` makes (the stage itself is never changed)."""
-
-    def link(self, proceed: Proceed) -> Proceed:
-        """This stage in front of `proceed`: a shallow copy that holds it (what the stage was built with is shared),
-        as its bound `run`. Made once, when the pipeline compiles a chain."""
-        linked = copy.copy(self)
-        linked.proceed = proceed
-        return linked.run
-
-    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
-        return self.link(proceed)(invocation)
-
-    def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
-        """The stage's work on one call, `self.proceed` the rest of the chain."""
-        raise NotImplementedError
 
 
 class ToolHooks(Protocol):

@@ -20,12 +20,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..kernel import tracing
-from ..kernel.calls import Linked
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
     from ..catalog import AgentTool
-    from ..kernel.calls import Invocation, Proceed, Stage
+    from ..kernel.calls import Invocation, Proceed
     from ..kernel.redaction import Redactor
     from .metrics import Metrics
 
@@ -78,7 +77,7 @@ class ObserveToolCall:
     def _redacted(self, value: object) -> object:
         return self.redactor.value(value) if self.redactor else value
 
-    def for_tool(self, agent_tool: AgentTool) -> Stage:
+    def for_tool(self, agent_tool: AgentTool) -> ObserveToolCall:
         """This stage for calls of one tool (`ToolSpecific`): its metrics' labelled children found once."""
         tool = agent_tool.tool
         if self.metrics is None or tool is None:
@@ -86,7 +85,7 @@ class ObserveToolCall:
         return _ObserveTool(self, agent_tool.name, tool.api)
 
 
-class _ObserveTool(Linked):
+class _ObserveTool(ObserveToolCall):
     """`ObserveToolCall` for one tool: the latency histogram's and the `ok` counter's children of its (api, tool)
     are kept once its first call succeeded (`labels()` children are prometheus_client's public API; made on first
     use, as before, so no series appears before its first count), and a successful call without a span counts
@@ -94,7 +93,7 @@ class _ObserveTool(Linked):
     take the general path."""
 
     def __init__(self, general: ObserveToolCall, name: str, api: str) -> None:
-        self.general = general
+        super().__init__(general.metrics, general.redactor, capture=general.capture)
         metrics = general.metrics
         assert metrics is not None
         self.counted = metrics
@@ -103,11 +102,11 @@ class _ObserveTool(Linked):
         self.children: tuple[Any, Any] | None = None
         """(latency, ok count), once the first successful call has found them."""
 
-    async def run(self, invocation: Invocation) -> ToolResult:
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if tracing.enabled():
-            return await self.general(invocation, self.proceed)
+            return await super().__call__(invocation, proceed)
         started = time.perf_counter()
-        result = await self.proceed(invocation)
+        result = await proceed(invocation)
         seconds = time.perf_counter() - started
         children = self.children
         usual = result.ok and not result.warning and invocation.call.name == self.name \
@@ -119,7 +118,7 @@ class _ObserveTool(Linked):
                 metrics = self.counted
                 self.children = (metrics.tool_latency.labels(self.api, self.name),
                                  metrics.tool_calls.labels(self.api, self.name, "ok"))
-            asyncio.get_running_loop().call_soon(ObserveToolCall._count, self.counted, invocation, result, seconds)
+            asyncio.get_running_loop().call_soon(self._count, self.counted, invocation, result, seconds)
         return result
 
 

@@ -35,13 +35,12 @@ from ..catalog import Tool
 from ..config.settings import DEFAULT_RETENTION_DAYS
 from ..errors import AuditUnavailable
 from ..kernel.caller import current_caller
-from ..kernel.calls import Linked
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 
 if TYPE_CHECKING:
-    from ..kernel.calls import Invocation
+    from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
            "watch_sends"]
@@ -263,7 +262,7 @@ def _warning(result: ToolResult, redactor: Redactor) -> str | None:
     return f"warning: {redactor.text(result.warning)}" if result.warning else None
 
 
-class RecordCall(Linked):
+class RecordCall:
     """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer.
 
     A call that was sent has its row already (`RecordBeforeSend`): the verdict is written onto it. A call that
@@ -277,10 +276,10 @@ class RecordCall(Linked):
         """The stage that writes the row of a call about to be sent (the last before the execution)."""
         return RecordBeforeSend(self)
 
-    async def run(self, invocation: Invocation) -> ToolResult:
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         started = time.perf_counter()
         try:
-            result = await self.proceed(invocation)
+            result = await proceed(invocation)
         except asyncio.CancelledError:
             # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
             cancelled = ToolResult.failure("transport_error", CANCELLED,
@@ -324,14 +323,14 @@ class RecordCall(Linked):
         return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
 
 
-class RecordBeforeSend(Linked):
+class RecordBeforeSend:
     """The stage just before the execution: the call's row is written (status `running`) or the call is not sent
     (`AuditUnavailable`). `RecordCall` writes the outcome onto the same row."""
 
     def __init__(self, record: RecordCall) -> None:
         self.record = record
 
-    def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
         # A plain function when the row is written at once: it hands back `proceed`'s awaitable, so no frame of this
         # stage's waits (and is resumed) through the send; a row that must be awaited goes through `_write_then_send`.
         record = self.record
@@ -349,18 +348,18 @@ class RecordBeforeSend(Linked):
             invocation.record = None  # no row, and nothing sent
             raise
         if not written:
-            return self._write_then_send(invocation, row)
+            return self._write_then_send(invocation, proceed, row)
         _count_send()
-        return self.proceed(invocation)
+        return proceed(invocation)
 
-    async def _write_then_send(self, invocation: Invocation, row: AuditRow) -> ToolResult:
+    async def _write_then_send(self, invocation: Invocation, proceed: Proceed, row: AuditRow) -> ToolResult:
         try:
             await self.record.audit.open_tool(row)
         except AuditUnavailable:
             invocation.record = None  # no row, and nothing sent
             raise
         _count_send()
-        return await self.proceed(invocation)
+        return await proceed(invocation)
 
 
 def _count_send() -> None:

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
-from ..kernel.calls import Linked
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ class GuardApi:
         return await self.for_tool(invocation.agent_tool)(invocation, proceed)
 
 
-class GuardTool(Linked):
+class GuardTool:
     """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
     slots, waited for at most `wait` seconds."""
 
@@ -168,7 +167,7 @@ class GuardTool(Linked):
         self.anonymous: CircuitBreaker | None = None
         """The breaker of calls without a client, once found (`Breakers` keeps each breaker for good)."""
 
-    async def run(self, invocation: Invocation) -> ToolResult:
+    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         api = self.api
         client = invocation.client
         if client is None:
@@ -197,7 +196,7 @@ class GuardTool(Linked):
                            "try again later.")
         result: ToolResult | None = None
         try:
-            result = await self.proceed(invocation)
+            result = await proceed(invocation)
         finally:
             slots.release()
             if result is None:
