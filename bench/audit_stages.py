@@ -4,7 +4,7 @@
 
 `bench.ledger` puts the audit among the largest rows of a call; this measures that row on its own, so a change to it
 is told apart from the rest of the call's run-to-run spread. One call is what the pipeline runs of the audit:
-`RecordCall` around `RecordBeforeSend` (linked with `functools.partial`, as the pipeline links its stages) around
+`RecordCall` around `RecordBeforeSend` (linked by the tree's own `Pipeline`, as it links them for a tool) around
 an answer that is already there, the arguments redacted by a redactor that knows a secret, the row written to a
 SQLite store in a temporary folder before the "send" and its outcome after. Each tree (this one, and every
 `--tree`, through `PYTHONPATH`; this file is run by its path, so the tree's own `gateway` is imported) runs twice
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import functools
 import os
 import re
 import subprocess
@@ -33,6 +32,7 @@ from typing import Any
 
 async def _calls(count: int, trace: bool, cpu: bool = False) -> None:
     from gateway.catalog import AgentTool, Tool
+    from gateway.execution.pipeline import Pipeline
     from gateway.kernel.caller import bind_caller
     from gateway.kernel.calls import Invocation
     from gateway.kernel.redaction import Redactor
@@ -53,7 +53,7 @@ async def _calls(count: int, trace: bool, cpu: bool = False) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "audit.db")
         record = RecordCall(AuditLog(store, redactor), redactor)
-        chain = functools.partial(record, proceed=functools.partial(record.before_send(), proceed=send))
+        chain = Pipeline([record, record.before_send()], send).chain(agent_tool)
 
         def invocation() -> Invocation:
             return Invocation(agent="bench", agent_tool=agent_tool, tool=tool,

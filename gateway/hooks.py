@@ -167,6 +167,13 @@ class ConfiguredHooks:
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
+    def acts_on(self, tool: str) -> bool:
+        """Whether a tool hook may run for calls of the agent tool named `tool`, of some agent: when not, the hooks
+        stage is left out of that tool's chain (`RunHooks.for_tool`). An agent's own hooks count for the tool
+        whichever agent calls it: a chain is compiled per agent tool, not per agent."""
+        return any(not hook.config.tools or any(fnmatch.fnmatchcase(tool, p) for p in hook.config.tools)
+                   for event in ("before_tool_call", "after_tool_call") for hook in self.hooks.get(event, ()))
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()

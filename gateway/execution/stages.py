@@ -95,6 +95,15 @@ class RunHooks:
         self.hooks = tuple(hooks)
         self.validate = validate
 
+    def for_tool(self, agent_tool: AgentTool) -> Stage | None:
+        """The hooks that may act on calls of `agent_tool`: a `ToolHooks` that can tell (`acts_on(name)`, as the
+        configured `hooks:` can) and says no is left out, one that cannot tell is kept; none left, the stage is left
+        out of the tool's chain. The name is the call's on every door (each finds the agent tool by it)."""
+        hooks = tuple(hook for hook in self.hooks if _may_act_on(hook, agent_tool.name))
+        if len(hooks) == len(self.hooks):
+            return self
+        return RunHooks(hooks, self.validate) if hooks else None
+
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         for hook in self.hooks:
             given = invocation.arguments
@@ -114,6 +123,11 @@ class RunHooks:
         # writes the api's own text for it.
         result.redacted_under = result.body_json = None
         return result
+
+
+def _may_act_on(hook: ToolHooks, tool: str) -> bool:
+    acts_on = getattr(hook, "acts_on", None)  # optional: a `ToolHooks` that cannot tell runs for every tool
+    return acts_on is None or bool(acts_on(tool))
 
 
 class CheckOutput:

@@ -72,7 +72,9 @@ class ToolHooks(Protocol):
     `hooks:` of agents.yaml).
 
     `before_tool_call` may answer instead of the tool (return a result) or let it run (return None);
-    `after_tool_call` sees the verdict and returns the result the caller gets.
+    `after_tool_call` sees the verdict and returns the result the caller gets. One that can tell, by a tool's name,
+    that it leaves every call of the tool as it is may say so by `acts_on(name) -> bool` (optional): the hooks
+    stage is then left out of that tool's chain.
     """
 
     async def before_tool_call(self, invocation: Invocation) -> ToolResult | None: ...

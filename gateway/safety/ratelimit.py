@@ -30,6 +30,7 @@ from ..messages import ToolResult
 from ..store import Bucket, Store
 
 if TYPE_CHECKING:
+    from ..catalog import AgentTool
     from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["ANONYMOUS", "ChargeToolBucket", "Limit", "RateLimiter", "RateLimits", "parse_limit"]
@@ -72,9 +73,13 @@ class RateLimiter:
                 buckets.append((f"agent {agent}", Bucket(f"agent:{agent}", limit.rate, limit.burst)))
         await self._take(buckets)
 
+    def tool_limit(self, tool: str, *aliases: str) -> Limit | None:
+        """The limit of catalog tool `tool` (an override may name it by an alias, e.g. its operationId); None: none."""
+        return next((self.limits.tools[n] for n in (tool, *aliases) if n in self.limits.tools), self.limits.tool)
+
     async def check_tool(self, tool: str, *aliases: str) -> None:
         """Charge one call of catalog tool `tool` (an override may name it by an alias, e.g. its operationId)."""
-        limit = next((self.limits.tools[n] for n in (tool, *aliases) if n in self.limits.tools), self.limits.tool)
+        limit = self.tool_limit(tool, *aliases)
         if limit:
             await self._take([(f"tool {tool}", Bucket(f"tool:{tool}", limit.rate, limit.burst))])
 
@@ -95,6 +100,14 @@ class ChargeToolBucket:
 
     def __init__(self, limiter: RateLimiter) -> None:
         self.limiter = limiter
+
+    def for_tool(self, agent_tool: AgentTool) -> ChargeToolBucket | None:
+        """A tool that no limit names, with no default tool limit, is charged nothing: the stage is left out of its
+        chain (the limiter is its generation's: a reload builds a new pipeline)."""
+        tool = agent_tool.tool
+        if tool is None or self.limiter.tool_limit(tool.name, *(n for n in (tool.operation_id,) if n)):
+            return self
+        return None
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         tool = invocation.tool
