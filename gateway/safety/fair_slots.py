@@ -45,8 +45,9 @@ class FairSlots:
 
     @property
     def waiting(self) -> int:
-        """Calls waiting for a slot now."""
-        return sum(len(queue) for queue in self._queues.values())
+        """Calls waiting for a slot now (counted in one pass in C, so another thread may read it while the loop
+        changes the queues)."""
+        return sum(map(len, self._queues.values()))
 
     def take(self, group: str) -> bool:
         """A slot now, when one is free and the group is under its cap (the invariant: nobody is passed)."""
