@@ -53,6 +53,7 @@ def check_manifest(c: Checker, manifest: Manifest, catalog: Catalog | None, base
     _check_hooks(c, manifest.hooks, ("hooks",))
     _check_local_model(c, manifest)
     _check_shared_extra(c, manifest)
+    _check_concurrency(c, manifest)
     if manifest.budgets.costs_without_prices():
         c.warning(("budgets", "prices"), "a budget in cost needs a price table; without one every call costs 0")
 
@@ -211,6 +212,31 @@ def _check_shared_extra(c: Checker, manifest: Manifest) -> None:
         problem = missing_extra("Redis", REDIS_MODULES)
         if problem is not None:
             c.error(("gateway", "redis"), problem)
+
+
+def _check_concurrency(c: Checker, manifest: Manifest) -> None:
+    """A client's cap is a share of the api's slots: at most their number. The gateway-wide cap is checked against
+    the gateway-wide count only; an api with fewer slots of its own than that cap simply has no cap."""
+    settings = manifest.gateway
+    capped: list[KeyPath] = []
+    if settings.max_concurrency_per_client is not None:
+        capped.append(("gateway", "max_concurrency_per_client"))
+        if settings.max_concurrency_per_client > settings.max_concurrency:
+            c.error(capped[-1], f"at most gateway.max_concurrency ({settings.max_concurrency}), got "
+                                f"{settings.max_concurrency_per_client}")
+    for api in manifest.apis.values():
+        if api.max_concurrency_per_client is None:
+            continue
+        capped.append(("apis", api.name, "max_concurrency_per_client"))
+        limit = api.max_concurrency or settings.max_concurrency
+        if api.max_concurrency_per_client > limit:
+            where = f"apis.{api.name}.max_concurrency" if api.max_concurrency else "gateway.max_concurrency"
+            c.error(capped[-1], f"at most the api's max_concurrency ({limit}, {where}), got "
+                                f"{api.max_concurrency_per_client}")
+    if settings.redis:
+        for path in capped:
+            c.warning(path, "not applied with gateway.redis: the slots are counted across instances there, and "
+                            "handed out first come, first served")
 
 
 def _module_missing(module: str) -> bool:

@@ -9,8 +9,8 @@ beside it: `agents` (agents, tool selections, run policy), `credentials` (`apis.
 providers:
   NAME: {kind: openai|openai-responses|anthropic|gemini|ollama, base_url, api_key, headers: {}, timeout, strict: false}
 apis:                                   # keyed by the spec's path under specs/ without extension
-  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, ca_file, client_cert,
-         client_key, output_check: enforce|warn|off, reuse_connections: true}
+  NAME: {base_url, auth: AUTH | [AUTH, ...], headers: {}, timeout, max_concurrency, max_concurrency_per_client,
+         ca_file, client_cert, client_key, output_check: enforce|warn|off, reuse_connections: true}
 agents: {NAME: {...}}                   # gateway.config.agents
 hooks: [...]                            # gateway.config.hooks_budgets
 budgets: {...}
@@ -116,6 +116,9 @@ class ApiConfig(Section):
     headers: TextMap = doc("Extra headers on every request to the api.", default={})
     timeout: Seconds = doc("Seconds one request may take.", 30.0)
     max_concurrency: Count | None = doc("Calls in flight at once (default: gateway.max_concurrency).", None)
+    max_concurrency_per_client: Count | None = doc(
+        "The most of those one client holds at once, at most `max_concurrency` (default: "
+        "gateway.max_concurrency_per_client).", None)
     ca_file: str | None = doc("PEM certificates trusted for this api besides the default ones (a private CA), "
                               "relative to agents.yaml's folder.", None)
     client_cert: str | None = doc("A PEM client certificate (chain) presented to this api (mTLS), relative to "

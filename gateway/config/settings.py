@@ -10,6 +10,7 @@ gateway:
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
+  max_concurrency_per_client: 4   # of those, the most one client holds at once (default: no cap)
   max_delegation_depth: 3
   tool_budget: 4000               # tokens one tool's view may take
   tool_definitions_budget: 20000  # tokens of tool definitions one request may carry
@@ -126,11 +127,13 @@ class Breaker(Section):
 
 @dataclass(slots=True, frozen=True)
 class GuardSettings:
-    """What the breaker-and-concurrency stage reads: `gateway.breaker` and `gateway.max_concurrency` together."""
+    """What the breaker-and-concurrency stage reads: `gateway.breaker`, `gateway.max_concurrency` and
+    `gateway.max_concurrency_per_client` together."""
 
     failures: int = 5
     reset_after: float = 30.0
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    max_concurrency_per_client: int | None = None
 
 
 class Introspection(Section):
@@ -173,6 +176,11 @@ class GatewaySettings(Section):
     breaker: Breaker = doc("Each api's circuit breaker.", default_factory=defaults(Breaker))
     max_concurrency: Count = doc("Calls in flight per api (apis.<name>.max_concurrency overrides).",
                                  DEFAULT_MAX_CONCURRENCY)
+    max_concurrency_per_client: Count | None = doc(
+        "The most of an api's concurrent calls one client holds at once (callers without a key count as one "
+        "client; apis.<name>.max_concurrency_per_client overrides). Default: no cap, every slot may go to one "
+        "client while nobody else waits; either way a freed slot goes first to the waiting client holding the "
+        "fewest.", None)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)
@@ -209,7 +217,8 @@ class GatewaySettings(Section):
     @property
     def guard(self) -> GuardSettings:
         return GuardSettings(failures=self.breaker.failures, reset_after=self.breaker.reset_after,
-                             max_concurrency=self.max_concurrency)
+                             max_concurrency=self.max_concurrency,
+                             max_concurrency_per_client=self.max_concurrency_per_client)
 
     def store_location(self, base_dir: Path | None = None) -> str:
         return store_location(self.store, base_dir)

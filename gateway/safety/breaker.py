@@ -8,21 +8,25 @@ the call's timeout, so a hung api makes its own callers wait, never the others')
 A breaker belongs to an api *and a caller group* (the client key's name; callers without a key share one):
 one client whose calls keep failing (bad data that makes the api answer 5xx, a tenant the api refuses) opens
 the breaker for itself only. The price: when an api is down for everyone, each client learns it with its own
-`failures` calls. The concurrency slots stay per api: they protect the api's capacity, which all share.
+`failures` calls. The concurrency slots stay per api: they protect the api's capacity, which all share; but
+they are handed over fairly (`gateway.safety.fair_slots`): when all are taken, a freed slot goes to the waiting
+group that holds the fewest, so one client's flood of slow calls delays another client's call by one call at
+most, not by its whole queue. `max_concurrency_per_client` caps what one group holds at once.
 
-Settings (agents.yaml): `gateway: {breaker: {failures: 5, reset_after: 30}, max_concurrency: 16}`;
-`apis.<name>.max_concurrency` overrides the default for one api.
+Settings (agents.yaml): `gateway: {breaker: {failures: 5, reset_after: 30}, max_concurrency: 16,
+max_concurrency_per_client: 4}`; `apis.<name>.max_concurrency` and `apis.<name>.max_concurrency_per_client`
+override the defaults for one api.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
 from ..messages import ToolResult
+from .fair_slots import FairSlots
 
 if TYPE_CHECKING:
     from ..catalog import AgentTool
@@ -101,8 +105,6 @@ def is_failure(result: ToolResult) -> bool:
     return result.error_type == "upstream_error" and (result.status or 0) >= 500
 
 
-
-
 class Breakers:
     """The breakers of a gateway, by (api, caller group); kept across hot reloads (a failing api is still failing
     a second after agents.yaml changed)."""
@@ -131,22 +133,24 @@ class GuardApi:
         self.manifest = manifest
         self.breakers = breakers
         self.settings = settings or breakers.settings
-        self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
+        self._slots: dict[str, FairSlots] = {}
 
-    def _slots_for(self, api: str) -> tuple[asyncio.Semaphore, int]:
+    def slots(self, api: str) -> FairSlots:
+        """The api's slots (made at its first call), shared by the calls of all its tools."""
         slots = self._slots.get(api)
         if slots is None:
             configured = self.manifest.apis.get(api)
             limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
-            slots = self._slots[api] = (asyncio.Semaphore(limit), limit)
+            per_client = (configured.max_concurrency_per_client if configured else None) \
+                or self.settings.max_concurrency_per_client
+            slots = self._slots[api] = FairSlots(limit, per_client)
         return slots
 
     def for_tool(self, agent_tool: AgentTool) -> GuardTool:
         """The stage for the calls of one tool: its api's slots and its wait for one found once, not per call."""
         api = agent_tool.tool.api if agent_tool.tool is not None else ""
-        slots, limit = self._slots_for(api)
         wait = agent_tool.timeout or self.manifest.api(api).timeout
-        return GuardTool(self.breakers, api, slots, limit, wait)
+        return GuardTool(self.breakers, api, self.slots(api), wait)
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         return await self.for_tool(invocation.agent_tool)(invocation, proceed)
@@ -154,15 +158,14 @@ class GuardApi:
 
 class GuardTool:
     """`GuardApi` for the calls of one tool: the breaker of its api and the caller's group, then one of its api's
-    slots, waited for at most `wait` seconds."""
+    slots for that group, waited for at most `wait` seconds."""
 
-    __slots__ = ("anonymous", "api", "breakers", "limit", "slots", "wait")
+    __slots__ = ("anonymous", "api", "breakers", "slots", "wait")
 
-    def __init__(self, breakers: Breakers, api: str, slots: asyncio.Semaphore, limit: int, wait: float) -> None:
+    def __init__(self, breakers: Breakers, api: str, slots: FairSlots, wait: float) -> None:
         self.breakers = breakers
         self.api = api
         self.slots = slots
-        self.limit = limit
         self.wait = wait
         self.anonymous: CircuitBreaker | None = None
         """The breaker of calls without a client, once found (`Breakers` keeps each breaker for good)."""
@@ -171,10 +174,12 @@ class GuardTool:
         api = self.api
         client = invocation.client
         if client is None:
+            group = ANONYMOUS_GROUP
             breaker = self.anonymous
             if breaker is None:
                 breaker = self.anonymous = self.breakers.get(api, None)
         else:
+            group = client
             breaker = self.breakers.get(api, client)
         if not breaker.allow():
             return ToolResult.failure(
@@ -183,23 +188,33 @@ class GuardTool:
                 f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
             )
         slots = self.slots
-        try:
-            if slots.locked():  # a timeout scope only when there is a wait at all (no task is made for it)
-                async with asyncio.timeout(self.wait):
-                    await slots.acquire()
-            else:
-                await slots.acquire()  # a free slot is taken at once, without suspending
-        except TimeoutError:
-            breaker.release()
-            return ToolResult.failure(
-                "timeout", f"The {api} API is busy (all {self.limit} concurrent calls in use for {self.wait:g} s); "
-                           "try again later.")
+        if not slots.take(group):  # a free slot is taken at once: no task, no future, no timeout scope
+            capped = slots.per_group < slots.limit and slots.held(group) >= slots.per_group
+            try:
+                handed = await slots.wait(group, self.wait)
+            except BaseException:
+                breaker.release()  # a probe cancelled while it waited: the next call may probe
+                raise
+            if not handed:
+                breaker.release()
+                return self._busy(capped)
         result: ToolResult | None = None
         try:
             result = await proceed(invocation)
         finally:
-            slots.release()
+            slots.release(group)
             if result is None:
                 breaker.release()
         breaker.record(not is_failure(result))
         return result
+
+    def _busy(self, capped: bool) -> ToolResult:
+        """What a call that waited its whole timeout is told; `capped`: it waited because its client held its
+        `max_concurrency_per_client`, not because the api's slots were all taken."""
+        slots = self.slots
+        if capped:
+            why = f"this client's {slots.per_group} concurrent calls to it in use"
+        else:
+            why = f"all {slots.limit} concurrent calls in use"
+        return ToolResult.failure("timeout", f"The {self.api} API is busy ({why} for {self.wait:g} s); "
+                                             "try again later.")

@@ -797,3 +797,40 @@ def test_an_unquoted_value_with_a_colon_says_to_quote_it(line: str) -> None:
     _, diagnostics = _parse(f"gateway:\n{line}\n  redis: redis://127.0.0.1:6379/0\n")
     [error] = diagnostics
     assert error.line == 2 and "quote it" in error.message, error
+
+
+def test_a_clients_concurrency_cap_is_a_count_at_most_the_apis_slots_and_a_wrong_one_is_named_at_its_key() -> None:
+    text = """\
+    apis:
+      shop: {max_concurrency: 4, max_concurrency_per_client: 5}
+      github: {max_concurrency_per_client: 20}
+      wiki: {max_concurrency_per_client: 0}
+      maps: {max_concurrency: 2}
+    gateway:
+      max_concurrency: 16
+      max_concurrency_per_client: 17
+    """
+    _, diagnostics = _parse(text)
+    assert [(d.file, d.line, d.pointer, d.message) for d in _errors(diagnostics)] == [
+        ("agents.yaml", 2, "apis.shop.max_concurrency_per_client",
+         "at most the api's max_concurrency (4, apis.shop.max_concurrency), got 5"),
+        ("agents.yaml", 3, "apis.github.max_concurrency_per_client",
+         "at most the api's max_concurrency (16, gateway.max_concurrency), got 20"),
+        ("agents.yaml", 4, "apis.wiki.max_concurrency_per_client", "must be at least 1, got 0"),
+        ("agents.yaml", 8, "gateway.max_concurrency_per_client", "at most gateway.max_concurrency (16), got 17"),
+    ]
+    # A gateway-wide cap above one api's own slots is no cap there (not an error); read into the guard's settings.
+    manifest, diagnostics = _parse("apis: {maps: {max_concurrency: 2}}\ngateway: {max_concurrency_per_client: 4}\n")
+    assert _errors(diagnostics) == [] and manifest.gateway.guard.max_concurrency_per_client == 4
+
+
+def test_a_clients_concurrency_cap_with_redis_is_said_not_to_apply() -> None:
+    text = """\
+    apis:
+      shop: {max_concurrency_per_client: 2}
+    gateway:
+      redis: redis://127.0.0.1:9/0
+    """
+    warnings = [d for d in _parse(text)[1] if d.level == "warning"]  # (without the shared extra, also an error)
+    assert [(d.pointer, d.line) for d in warnings] == [("apis.shop.max_concurrency_per_client", 2)]
+    assert "not applied with gateway.redis" in warnings[0].message
