@@ -12,6 +12,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
     ... train [--no-written | --written-lists written34 ...] [--negatives fused [--hard 3] | family [--hard 2]]
         [--upto round17] [--out FILE] [--seed 31]                      # #30's (below)
+    ... train [--oversample graph=2]   # an API's sets drawn N times an epoch (train37; bench/README.md)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
@@ -31,7 +32,9 @@ takes a request's N hard negatives from the fused ranking tool search shows inst
 family [--hard N]` keeps the model's one and adds N (`FAMILY_HARD`, 2) of the right operations' own family in the
 spec, by structure alone (bench/search_family.py: the same path with another method, a sibling path, the same
 operation in another scope or version; the nearest first, the model's highest scored first among equals;
-bench/README.md, "Negatives from the right operation's family").
+bench/README.md, "Negatives from the right operation's family"); `--oversample API=N` draws that API's sets (its
+requests and its written requests) N times an epoch, each draw split into batches anew (`batch_plan`; the others and
+the corpus's pairs once; bench/README.md, "Training weighted toward Graph").
 Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
