@@ -12,6 +12,7 @@ on the labelled requests beat the learned query adapter (bench/search_adapter.py
     ... train --pairs specs [--upto round16] [--out FILE]             # trained on them in the corpus's place
     ... train [--no-written | --written-lists written34 ...] [--negatives fused [--hard 3] | family [--hard 2]]
         [--upto round17] [--out FILE] [--seed 31]                      # #30's (below)
+    ... train [--oversample graph=2]   # an API's sets drawn N times an epoch (train37; bench/README.md)
 
 (`MALLOC_MMAP_THRESHOLD_`: without it glibc's heap keeps what the batches of varying shapes took, up to 6-7 GB a
 process; with it 1.2-1.6 GB.)
@@ -31,7 +32,9 @@ takes a request's N hard negatives from the fused ranking tool search shows inst
 family [--hard N]` keeps the model's one and adds N (`FAMILY_HARD`, 2) of the right operations' own family in the
 spec, by structure alone (bench/search_family.py: the same path with another method, a sibling path, the same
 operation in another scope or version; the nearest first, the model's highest scored first among equals;
-bench/README.md, "Negatives from the right operation's family").
+bench/README.md, "Negatives from the right operation's family"); `--oversample API=N` draws that API's sets (its
+requests and its written requests) N times an epoch, each draw split into batches anew (`batch_plan`; the others and
+the corpus's pairs once; bench/README.md, "Training weighted toward Graph").
 Two tests, as the adapter's:
 - leave one API out: train on five APIs' requests (every used part) and the corpus's pairs, test on the sixth's
   `round7` + `round8` + `round9` (`TESTED`);
@@ -130,11 +133,13 @@ def prepare(threads: int) -> None:
 
 class Pairs:
     """Training examples of one API (or of the corpus): request texts, each one's operations (indices into `tools`)
-    and its hard negatives (`Negatives`: by default one, the unchanged model's best tool that is not one of them)."""
+    and its hard negatives (`Negatives`: by default one, the unchanged model's best tool that is not one of them);
+    `api`, the API's name (None for the corpus's pairs), is what `--oversample` draws by."""
 
     def __init__(self, tools: list[str], queries: list[str], positives: list[list[int]],
-                 negatives: list[list[int]]) -> None:
+                 negatives: list[list[int]], api: str | None = None) -> None:
         self.tools, self.queries, self.positives, self.negatives = tools, queries, positives, negatives
+        self.api = api
 
 
 class Negatives:
@@ -201,7 +206,8 @@ def _pairs(requests: adapter.Requests, queries: list[str], query_vectors: Any, b
                                   first=hard_negatives(requests.tools, query_vectors, positives))
     else:
         chosen = hard_negatives(requests.tools, query_vectors, positives, count=negatives.count)
-    return Pairs(json.loads((DATA / f"{requests.name}-tools.json").read_text()), queries, positives, chosen)
+    return Pairs(json.loads((DATA / f"{requests.name}-tools.json").read_text()), queries, positives, chosen,
+                 requests.name)
 
 
 def family_of(name: str) -> Family:
@@ -393,17 +399,30 @@ def lora_delta(model: Any) -> dict[str, Any]:
     return delta
 
 
-def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int = EPOCHS) -> float:
-    """Trains `model` in place on `sets` (batches of one set each, in a seeded random order); its seconds."""
+def batch_plan(sizes: list[int], seed: int, epochs: int = EPOCHS, draws: list[int] | None = None) -> list[Any]:
+    """The batches `finetune` trains on, in order: `(set, rows)`, of one set each, each set's rows split into batches
+    of about `BATCH` anew at each draw, every batch of the epochs in one seeded random order. `draws[i]`: how many
+    times an epoch draws set `i` (`--oversample`; each draw a fresh split, so the oversampled requests meet other
+    batch-mates and their negatives). With every draw 1 (or none given) the generator is called exactly as before
+    the option, so the plan, hence the delta, is the same."""
+    import numpy
+
+    generator = numpy.random.default_rng(seed)
+    counts = draws or [1] * len(sizes)
+    batches = [(i, chunk) for _ in range(epochs) for i, size in enumerate(sizes) for _ in range(counts[i])
+               for chunk in numpy.array_split(generator.permutation(size), max(1, size // BATCH))]
+    return [batches[i] for i in generator.permutation(len(batches))]
+
+
+def finetune(model: Any, sets: list[Pairs], method: str, seed: int, epochs: int = EPOCHS,
+             draws: list[int] | None = None) -> float:
+    """Trains `model` in place on `sets` (`batch_plan`'s batches; `draws`: each set's draws an epoch); its
+    seconds."""
     import numpy
     import torch
 
     started = time.process_time()
-    generator = numpy.random.default_rng(seed)
-    batches = [(i, chunk) for _ in range(epochs) for i, pairs in enumerate(sets)
-               for chunk in numpy.array_split(generator.permutation(len(pairs.queries)),
-                                              max(1, len(pairs.queries) // BATCH))]
-    batches = [batches[i] for i in generator.permutation(len(batches))]
+    batches = batch_plan([len(pairs.queries) for pairs in sets], seed, epochs, draws)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.Adam(trained, lr=RATES[method])
     warm = max(1, len(batches) // 10)
@@ -613,12 +632,14 @@ SHIPPED = ROOT / "gateway" / "offer" / "minilm_lora.npz"
 
 
 def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SHIPPED,
-          negatives: Negatives | None = None, written: bool = True, lists: tuple[str, ...] | None = None) -> None:
+          negatives: Negatives | None = None, written: bool = True, lists: tuple[str, ...] | None = None,
+          oversample: dict[str, int] | None = None) -> None:
     """The shipped LoRA delta: one training, the measured runs' settings (`RATES["lora"]`, `RANK`, `ALPHA`,
     `EPOCHS`, `seed`, one thread), on every used part up to `upto` (`USED`, or fewer parts to train a delta to judge
     on the next part) of the APIs that hold one, the written requests (`written`: of every `written*` list, or of
-    `lists`) and the self-supervised pairs `pairs` (`corpus_pairs`). Written to `out` in float16 by `write_delta`,
-    reproducibly (a fixed zip date): its sha256 is printed."""
+    `lists`) and the self-supervised pairs `pairs` (`corpus_pairs`); `oversample`: an API's sets (its requests and
+    its written requests) drawn that many times an epoch (`batch_plan`). Written to `out` in float16 by
+    `write_delta`, reproducibly (a fixed zip date): its sha256 is printed."""
     import hashlib
 
     import numpy
@@ -638,7 +659,12 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     print(f"training on {len(apis)} APIs' requests ({', '.join(apis)}), {negatives} hard negative(s) a request, "
           f"and the {pairs} pairs; load average "
           f"{os.getloadavg()[0]:.1f} at the start", flush=True)
-    seconds = finetune(model, sets, "lora", seed)
+    draws = draws_of(sets, oversample or {})
+    if oversample:
+        print(f"oversampled: {', '.join(f'{api} x{n}' for api, n in oversample.items())}: "
+              f"{len(batch_plan([len(s.queries) for s in sets], seed, draws=draws))} batches an epoch "
+              f"(without: {len(batch_plan([len(s.queries) for s in sets], seed))})", flush=True)
+    seconds = finetune(model, sets, "lora", seed, draws=draws)
     print(f"lora trained on {sum(len(s.queries) for s in sets)} pairs ({len(sets[-1].queries)} of the {pairs} "
           f"pairs), parts {', '.join(parts)}, {seconds:.0f} s CPU", flush=True)
     bert = model[0].auto_model
@@ -653,6 +679,22 @@ def train(seed: int, upto: str = USED[-1], pairs: str = "corpus", out: Path = SH
     write_delta(out, {k: v.astype(numpy.float16) for k, v in arrays.items()})
     print(f"{out}: {len(arrays) // 3} matrices, {out.stat().st_size} bytes, "
           f"sha256 {hashlib.sha256(out.read_bytes()).hexdigest()}", flush=True)
+
+
+def draws_of(sets: list[Pairs], oversample: dict[str, int]) -> list[int] | None:
+    """Each set's draws an epoch: `oversample`'s count for its API's sets, 1 for the others and the corpus's pairs;
+    None (the plan as before the option) when nothing is oversampled."""
+    unknown = set(oversample) - {pairs.api for pairs in sets}
+    assert not unknown, f"--oversample: APIs not trained on: {sorted(unknown)}"
+    return [oversample.get(pairs.api or "", 1) for pairs in sets] if oversample else None
+
+
+def oversampled(text: str) -> tuple[str, int]:
+    """`--oversample`'s `API=N` (N a whole number of draws, 1 or more)."""
+    api, _, count = text.partition("=")
+    if api not in SPECS or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: API=N, an API of {', '.join(SPECS)} and N >= 1")
+    return api, int(count)
 
 
 def write_delta(path: Path, arrays: dict[str, Any]) -> None:
@@ -697,6 +739,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--written-lists", nargs="+", metavar="LIST", default=list(WRITTEN_KEPT),
                         help="train: these lists of the written requests (default: `WRITTEN_KEPT`; name every list "
                              "to train on all)")
+    parser.add_argument("--oversample", nargs="+", type=oversampled, default=[], metavar="API=N",
+                        help="train: each epoch draws API's sets (its requests and its written requests) N times "
+                             "(`batch_plan`; train37: `graph=2`)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -716,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         hard = args.hard if args.hard is not None else FAMILY_HARD if args.negatives == "family" else 1
         train(args.seed, args.upto, args.pairs, args.out, Negatives(args.negatives, hard), args.written,
-              tuple(args.written_lists) if args.written_lists else None)
+              tuple(args.written_lists) if args.written_lists else None, dict(args.oversample))
         print(f"train: {time.time() - started:.0f} s wall", flush=True)
         return 0
     apis = {name: adapter.Requests(name, data=DATA) for name in STUDIED}
