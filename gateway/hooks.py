@@ -98,9 +98,11 @@ class Hook:
     def applies_to(self, agent: str, tool: str | None = None) -> bool:
         if self.config.agent is not None and self.config.agent != agent:
             return False
-        if tool is None or not self.config.tools:
-            return True
-        return any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.config.tools)
+        return tool is None or self.names(tool)
+
+    def names(self, tool: str) -> bool:
+        """Whether the hook's `tools` patterns take in the tool named `tool` (no patterns: every tool)."""
+        return not self.config.tools or any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.config.tools)
 
     async def judge(self, step: dict[str, Any]) -> Verdict:
         """The hook's verdict on `step`; a failure or a late answer becomes `on_error`'s verdict."""
@@ -171,8 +173,8 @@ class ConfiguredHooks:
         """Whether a tool hook may run for calls of the agent tool named `tool`, of some agent: when not, the hooks
         stage is left out of that tool's chain (`RunHooks.for_tool`). An agent's own hooks count for the tool
         whichever agent calls it: a chain is compiled per agent tool, not per agent."""
-        return any(not hook.config.tools or any(fnmatch.fnmatchcase(tool, p) for p in hook.config.tools)
-                   for event in ("before_tool_call", "after_tool_call") for hook in self.hooks.get(event, ()))
+        return any(hook.names(tool) for event in ("before_tool_call", "after_tool_call")
+                   for hook in self.hooks.get(event, ()))
 
     async def aclose(self) -> None:
         if self._client is not None:
