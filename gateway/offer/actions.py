@@ -10,7 +10,8 @@ requests' misses on six APIs (bench/README.md, branch rank37)."""
 
 from __future__ import annotations
 
-_READS = frozenset({"GET"})
+READS = frozenset({"GET"})
+"""The methods of a read: a request that only reads names no action (and reads its target: `gateway.offer.targets`)."""
 _LETTERS = 5
 """How much of the verb an action's first word begins with: as much as of the verb's own resource
 (`gateway.offer.path_words.prefixes`, which imports the index's build and so cannot be imported here: remove ->
@@ -20,7 +21,7 @@ _LETTERS = 5
 def action_of(verb: str, methods: frozenset[str]) -> str:
     """The beginning of an action's first word that the request's `verb` (its root: remove, close, restart) names
     when it asks for a change (`methods`), else ""."""
-    return verb[:_LETTERS] if len(verb) >= 3 and verb.isalpha() and methods and methods != _READS else ""
+    return verb[:_LETTERS] if len(verb) >= 3 and verb.isalpha() and methods and methods != READS else ""
 
 
 def performs(action: str, method: str, item: bool, words: tuple[str, ...]) -> bool:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from .actions import READS
 from .query import Request, stems
 
 UPDATES = frozenset({"PATCH", "PUT"})
-_READS = frozenset({"GET"})
 
 
 class Api(Protocol):
@@ -49,7 +49,7 @@ def of_api(request: Request,
                                    addressed=f"resource : ({members}) AND {request.target_addressed}"), none, \
             request.target, none
     # "what's the cluster IP of the db service" reads the service
-    changes = _READS if request.methods == _READS else UPDATES & opened.methods or frozenset({"POST"})
+    changes = READS if request.methods == READS else UPDATES & opened.methods or frozenset({"POST"})
     return dataclasses.replace(request, things=request.target, named=frozenset(),
                                addressed=request.target_addressed), changes, none, displaced
 
