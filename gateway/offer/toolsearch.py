@@ -214,9 +214,14 @@ def marked(body: dict[str, Any], match: Match | None) -> dict[str, Any]:
     if match is None:
         return body
     body["match"] = match
-    if match == "weak":
-        body["note"] = f"{WEAK_NOTE} {body['note']}"
+    body["note"] = note_for(match, body["note"])
     return body
+
+
+def note_for(match: Match | None, note: str) -> str:
+    """`note` for the model, led by `WEAK_NOTE` when the search's best is weak: every door's `search_tools` words it
+    so, whatever note it gives."""
+    return f"{WEAK_NOTE} {note}" if match == "weak" else note
 
 
 def prepare_search(catalog: Catalog, agents: Iterable[tuple[AgentConfig, Toolset]]) -> None:

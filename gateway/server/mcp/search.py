@@ -27,9 +27,9 @@ from ...jsonwire import dumps_text
 from ...offer.toolsearch import (
     MAX_TOOLS_PER_REQUEST,
     SEARCH_TOOL,
-    WEAK_NOTE,
     ToolOffer,
     meta_tools,
+    note_for,
     pinned_tools,
     search_enabled,
 )
@@ -126,7 +126,7 @@ def _search_in_listing(agent: AgentConfig, toolset: Toolset, arguments: dict[str
                 item["note"] = f"not loaded: a listing carries at most {MAX_TOOLS_PER_REQUEST} tools"
         if body["tools"] and session:
             loaded = "the tools marked loaded are in this session's tools/list now: call them by name"
-            body["note"] = f"{WEAK_NOTE} {loaded}" if body.get("match") == "weak" else loaded
+            body["note"] = note_for(body.get("match"), loaded)
     return ok, body, offer.loaded
 
 
