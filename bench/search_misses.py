@@ -130,21 +130,6 @@ def _weight() -> float:
     return SearchEmbeddings.model_validate({"kind": "local"}).weight
 
 
-def _model_list(tools: list[Any], cosines: Any, known: dict[str, str]) -> list[tuple[Any, float]]:
-    """The model's list as the fusion of the tree searching reads it: its first 50 operations, each at its best copy
-    (`embeddings.first_operations`, rank38), or, in a tree before it, its first 50 tools."""
-    import numpy
-
-    try:
-        from gateway.offer.embeddings import COPIES_READ, FUSION_DEPTH, first_operations
-    except ImportError:  # --tree: a tree before rank38
-        best = numpy.argsort(-cosines, kind="stable")[:50]
-        return [(tools[t], float(c)) for t, c in zip(best.tolist(), cosines[best].tolist(), strict=True)]
-    best = numpy.argsort(-cosines, kind="stable")[:FUSION_DEPTH * COPIES_READ]
-    return first_operations([(tools[t], float(c)) for t, c in zip(best.tolist(), cosines[best].tolist(), strict=True)],
-                            known)
-
-
 class Ranked:
     """One API's `DEV` requests searched by this process's gateway: per request BM25's first 50 (tool places), the
     model's first 50 (places, cosines), the fusion of the two, and the right tools' places."""
@@ -171,8 +156,9 @@ class Ranked:
         for at, task in enumerate(self.requests):
             hits = searcher.search(task["q"], limit=50, apis=[self.api])
             ranked = [(hit.tool, hit.score) for hit in hits]
-            similar = _model_list(self.tools, cosines[at], known)
-            best = numpy.asarray([place[tool.name] for tool, _ in similar], dtype=int)
+            best = numpy.argsort(-cosines[at], kind="stable")[:50]
+            similar = [(self.tools[t], float(c)) for t, c in zip(best.tolist(), cosines[at][best].tolist(),
+                                                                   strict=True)]
             wanted = {place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1}
             assert wanted, f"{name}: {task['q']!r} names no tool of the catalog"
             alone = _folded(ranked, wanted, place, known)
@@ -336,8 +322,7 @@ class _Searched:
     ranking's constants change (`sweep`)."""
 
     def __init__(self) -> None:
-
-        from gateway.offer.copies import addresses
+        import numpy
 
         self.apis = []
         for name in APIS:
@@ -349,9 +334,10 @@ class _Searched:
             cosines = _cosines(name)
             requests = _requests(name)
             rows = []
-            known = addresses(catalog)
             for at, task in enumerate(requests):
-                similar = _model_list(tools, cosines[at], known)
+                best = numpy.argsort(-cosines[at], kind="stable")[:50]
+                similar = [(tools[t], float(c)) for t, c in zip(best.tolist(), cosines[at][best].tolist(),
+                                                               strict=True)]
                 wanted = {place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1}
                 rows.append((task, similar, wanted))
             self.apis.append((name, catalog, api, tools, place, rows))

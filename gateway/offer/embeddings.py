@@ -36,12 +36,11 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
-from .copies import addresses, fold
 from .fusion import Ranked, fuse
 from .index_build import summary_of
 from .query import words
@@ -53,13 +52,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gateway.search")
 
 FUSION_DEPTH = 50
-"""How many operations of the embeddings' ranking take part in the fusion (its last is the floor its cosines are
-scaled from), and places of BM25's at least."""
-COPIES_READ = 3
-"""How many of the embeddings' places are read for each of the `FUSION_DEPTH` operations: Graph answers one operation
-at two to four owners' paths (`gateway.offer.copies`), which the model scores alike, so its first fifty tools held
-about twenty operations; the search answers by operation, so the fusion reads the model's first fifty operations,
-each at its best copy (bench/README.md, branch rank38)."""
+"""How many places of the embeddings' ranking take part in the fusion (its last place is the floor its cosines are
+scaled from), and of BM25's at least."""
 QUERY_CACHE = 256
 """Query embeddings kept (least recently used out first)."""
 RETRY_AFTER = 30.0
@@ -223,29 +217,22 @@ def _most_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[s
     vectors = [(api, _tool_vectors(settings, catalog, api)) for api in apis]  # first: NotReady asks no query
     query_vector = _query_vector(settings, query)
     scored: Ranked = []
-    known_copies = addresses(catalog)
     for api, known in vectors:
         tools = catalog.for_api(api)
         if allowed is None:  # what the fusion reads of it: its first places, found in NumPy where it is installed
-            scored += [(tools[place], cosine) for place, cosine in known.best(query_vector, FUSION_DEPTH * COPIES_READ)]
+            scored += [(tools[place], cosine) for place, cosine in known.best(query_vector, FUSION_DEPTH)]
             continue
-        found: set[str] = set()
-        for place, cosine in known.best_first(query_vector, FUSION_DEPTH * COPIES_READ):
+        found = 0
+        for place, cosine in known.best_first(query_vector, FUSION_DEPTH):
             tool = tools[place]
             if allowed(tool):
                 scored.append((tool, cosine))
-                found.add(known_copies[tool.name])
-                if len(found) == FUSION_DEPTH:
+                found += 1
+                if found == FUSION_DEPTH:
                     break
     if len(vectors) > 1:
         scored.sort(key=lambda pair: -pair[1])
-    return first_operations(scored, known_copies)
-
-
-def first_operations(scored: Ranked, known: Mapping[str, str]) -> Ranked:
-    """The first `FUSION_DEPTH` operations of the embeddings' ranking (best first), each at its best copy, with its
-    cosine (`known`: `copies.addresses(catalog)`): what the fusion reads of it."""
-    return [(tool, cosine) for tool, cosine, _ in fold(scored, FUSION_DEPTH, known)]
+    return scored[:FUSION_DEPTH]
 
 
 _IN_MEMORY: weakref.WeakKeyDictionary[Catalog, dict[tuple[str, str], ToolVectors]] = weakref.WeakKeyDictionary()
