@@ -143,8 +143,8 @@ def test_each_task_file_of_issue_17_has_its_three_parts(name: str) -> None:
 
 SIX = tuple(name for name in SPECS
             if name not in NEW_IN_ROUND15 + NEW_IN_ROUND16 + NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
-"""The APIs measured since issue #30's first round (the others hold `round15` to `round24`, `round16` to `round24`,
-`round17` to `round24`, `round18` to `round24`, or `round19` to `round24`)."""
+"""The APIs measured since issue #30's first round (the others hold `round15` to `round25`, `round16` to `round25`,
+`round17` to `round25`, `round18` to `round25`, or `round19` to `round25`)."""
 NINE = tuple(name for name in SPECS if name not in NEW_IN_ROUND16 + NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
 """The APIs `round15` covers: the six and the three it added."""
 TWELVE = tuple(name for name in SPECS if name not in NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
@@ -153,10 +153,6 @@ FOURTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND18 + NEW_IN_R
 """The APIs `round17` covers: those twelve and the two it added."""
 FIFTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND19)
 """The APIs `round18` covers: those fourteen and the one it added."""
-ROUND25: tuple[str, ...] = ("here", "zoom", "box", "twilio", "slack", "jira", "netbox", "stripe", "asana", "adyen",
-                           "docker", "apacta", "slicebox")
-"""The APIs whose request sets hold `round25` so far (two writers at once: one list each adds its APIs to, as each
-API's set is committed; bench/README.md, "The request sets")."""
 HELD_OUT_PARTS = [("final", 20), ("round3", 45), ("round4", 45), ("round5", 45), ("round6", 45), ("round7", 45),
                   ("round8", 45), ("round9", 45), ("round10", 45), ("round11", 45), ("round12", 45), ("round13", 45),
                   ("round14", 45)]
@@ -185,26 +181,21 @@ def test_no_request_is_in_two_lists(name: str) -> None:
                          [(name, "round19", 40) for name in SPECS] + [(name, "round20", 40) for name in SPECS] +
                          [(name, "round21", 40) for name in SPECS] + [(name, "round22", 40) for name in SPECS] +
                          [(name, "round23", 40) for name in SPECS] + [(name, "round24", 40) for name in SPECS] +
-                         [(name, "round25", 40) for name in ROUND25])
+                         [(name, "round25", 40) for name in SPECS])
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search");
     `round15` also for the three APIs it added, `round16` for those nine and the three it added, `round17` for those
     twelve and the two it added, `round18` for those fourteen and the one it added, `round19` for those fifteen and the
-    one it added, `round20`, `round21`, `round22`, `round23` and `round24` for the same sixteen (they added none),
-    `round25` for those of them it covers so far (`ROUND25`)."""
+    one it added, `round20`, `round21`, `round22`, `round23`, `round24` and `round25` for the same sixteen (they
+    added none)."""
     assert len(load_tasks(name)[part]) >= at_least
-
-
-def _round25(name: str) -> set[str]:
-    """`round25` where it was written, so the parts each API holds are checked exactly either way."""
-    return {"round25"} if name in ROUND25 else set()
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND15)
 def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
     """Nothing was ever tuned on a request of theirs: no earlier part, so no development script reads them."""
-    assert set(load_tasks(name)) == _round25(name) | {"api", "round15", "round16", "round17", "round18", "round19",
-                                                      "round20", "round21", "round22", "round23", "round24"}
+    assert set(load_tasks(name)) == {"api", "round15", "round16", "round17", "round18", "round19", "round20", "round21",
+                                     "round22", "round23", "round24", "round25"}
     assert name not in specs_with(PARTS[:PARTS.index("round15")])
     assert list(specs_with(PARTS[:PARTS.index("round15")])) == list(SIX)
 
@@ -212,8 +203,8 @@ def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND16)
 def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
     """As for `round15`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == _round25(name) | {"api", "round16", "round17", "round18", "round19", "round20",
-                                                      "round21", "round22", "round23", "round24"}
+    assert set(load_tasks(name)) == {"api", "round16", "round17", "round18", "round19", "round20", "round21", "round22",
+                                     "round23", "round24", "round25"}
     assert name not in specs_with(PARTS[:PARTS.index("round16")])
     assert list(specs_with(PARTS[:PARTS.index("round16")])) == list(NINE)
 
@@ -221,8 +212,8 @@ def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND17)
 def test_the_apis_new_in_round17_hold_no_earlier_part(name: str) -> None:
     """As for `round16`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == _round25(name) | {"api", "round17", "round18", "round19", "round20", "round21",
-                                                      "round22", "round23", "round24"}
+    assert set(load_tasks(name)) == {"api", "round17", "round18", "round19", "round20", "round21", "round22", "round23",
+                                     "round24", "round25"}
     assert name not in specs_with(PARTS[:PARTS.index("round17")])
     assert list(specs_with(PARTS[:PARTS.index("round17")])) == list(TWELVE)
 
@@ -230,8 +221,8 @@ def test_the_apis_new_in_round17_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND18)
 def test_the_apis_new_in_round18_hold_no_earlier_part(name: str) -> None:
     """As for `round17`'s: no earlier part, so neither a development script nor a run of an earlier round reads it."""
-    assert set(load_tasks(name)) == _round25(name) | {"api", "round18", "round19", "round20", "round21", "round22",
-                                                      "round23", "round24"}
+    assert set(load_tasks(name)) == {"api", "round18", "round19", "round20", "round21", "round22", "round23", "round24",
+                                     "round25"}
     assert name not in specs_with(PARTS[:PARTS.index("round18")])
     assert list(specs_with(PARTS[:PARTS.index("round18")])) == list(FOURTEEN)
 
@@ -239,8 +230,7 @@ def test_the_apis_new_in_round18_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND19)
 def test_the_apis_new_in_round19_hold_no_earlier_part(name: str) -> None:
     """As for `round18`'s: no earlier part, so neither a development script nor a run of an earlier round reads it."""
-    assert set(load_tasks(name)) == _round25(name) | {"api", "round19", "round20", "round21", "round22", "round23",
-                                                      "round24"}
+    assert set(load_tasks(name)) == {"api", "round19", "round20", "round21", "round22", "round23", "round24", "round25"}
     assert name not in specs_with(PARTS[:PARTS.index("round19")])
     assert list(specs_with(PARTS[:PARTS.index("round19")])) == list(FIFTEEN)
 
@@ -257,7 +247,7 @@ def test_each_round_covers_its_apis_and_a_run_without_them_the_six() -> None:
     assert list(specs_with(["round22"])) == list(SPECS)
     assert list(specs_with(["round23"])) == list(SPECS)
     assert list(specs_with(["round24"])) == list(SPECS)
-    assert list(specs_with(["round25"])) == [name for name in SPECS if name in ROUND25]
+    assert list(specs_with(["round25"])) == list(SPECS)
     assert list(specs_with(["tasks", "holdout", "fresh", "tune", "heldout"])) == list(SIX)
 
 
