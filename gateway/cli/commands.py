@@ -278,16 +278,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 def _wait_for_embeddings(pending: list[Any]) -> None:
     """A one-off search waits for the tools' embeddings (a server answers BM25 alone meanwhile): once computed they
     are cached, and a process that exits before would lose them."""
-    from ..offer.embeddings import NotReady
-
     for computation in pending:
         try:
-            try:
-                computation.wait(1.0)  # read from the cache: no note
-            except NotReady:
+            if not computation.from_cache():  # said when computed, however long a cached read takes
                 print(f"note: computing the embeddings of {computation.key[1]}'s tools once (cached for the next "
                       "searches)", file=sys.stderr)
-                computation.wait()
+            computation.wait()
         except Exception:  # noqa: BLE001 - the search falls back to BM25 and logs why
             pass
 

@@ -253,6 +253,9 @@ class Computation:
         self._error: BaseException | None = None
         self.announced = False
         """Whether a search has logged that it answered without these embeddings."""
+        self.computing = False
+        """Whether the disk cache missed, so the vectors are being computed (set before `_known`)."""
+        self._known = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(settings, catalog, api), daemon=True,
                                         name=f"gateway-embeddings {api}")
 
@@ -269,10 +272,20 @@ class Computation:
         assert self._vectors is not None
         return self._vectors
 
+    def from_cache(self) -> bool:
+        """Whether the vectors are read from the disk cache rather than computed: waits until that is known (the
+        cache looked up) or the computation has ended, whichever comes first."""
+        self._known.wait()
+        return not self.computing
+
+    def _missed(self) -> None:
+        self.computing = True
+        self._known.set()
+
     def _run(self, settings: SearchEmbeddings, catalog: Catalog, api: str) -> None:
         try:
             with _ONE_AT_A_TIME:
-                vectors = _compute(settings, catalog, api)
+                vectors = _compute(settings, catalog, api, self._missed)
             with _LOCK:
                 _IN_MEMORY.setdefault(catalog, {})[self.key] = vectors
             self._vectors = vectors
@@ -282,6 +295,7 @@ class Computation:
             with _LOCK:  # done or failed: a failure is asked again after its rest, by the next search
                 _PENDING.get(catalog, {}).pop(self.key, None)
             self._done.set()
+            self._known.set()
 
 
 def _tool_vectors(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
@@ -316,13 +330,16 @@ def _computation(settings: SearchEmbeddings, catalog: Catalog, api: str) -> Comp
         return computation
 
 
-def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str) -> ToolVectors:
+def _compute(settings: SearchEmbeddings, catalog: Catalog, api: str,
+             missed: Callable[[], None] = lambda: None) -> ToolVectors:
+    """The api's tool vectors from the disk cache, else computed and cached (`missed` called first)."""
     tools = catalog.for_api(api)  # the list a search reads the vectors' places in
     texts = [embedding_text(tool) for tool in tools]
     spec = catalog.apis.get(api)
     path = cache_path(settings.identity, api, spec.content_hash if spec is not None else "", texts)
     vectors = read(path, len(texts))
     if vectors is None:
+        missed()
         logger.info("tool search: computing %d embeddings of %s with %s", len(texts), api, settings.model)
         started = time.monotonic()
         vectors = ToolVectors.of(embed(settings, texts))
