@@ -29,8 +29,7 @@ of a set, in the order they were written:
   held `round18` alone until `round19`, which covers those fifteen and Slicebox (`NEW_IN_ROUND19`), whose file held
   `round19` alone until `round20`, which covers the same sixteen APIs and adds none (no unused spec of the corpus
   compiles to 100-2,000 tools and is of another kind than the sixteen: bench/README.md, "The request sets"), as
-  `round21`, `round22`, `round23`, `round24` and `round25` do. `round25` covers some of those sixteen while it is
-  written (bench/README.md, "The request sets"): a run measures it on the APIs whose files hold it.
+  `round21`, `round22`, `round23`, `round24` and `round25` do.
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
