@@ -226,7 +226,8 @@ class ToolIndex:
                 return self._open[api]
             tools = self.catalog.for_api(api)
             spec = self.catalog.apis.get(api)
-            data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
+            data = (spec.search_index if spec is not None and spec.search_index else
+                    build_index(tools, spec.tag_descriptions if spec is not None else None))
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
             self._open[api] = _open(connection, tools, self._lock)
