@@ -4,7 +4,9 @@
     python bench/search_misses.py rank --label main --tree COPY_OF_MAIN   # the baseline: main's own tree
     python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
                                                                            # one API out, the largest loss of an API
+    python bench/search_tags.py deltas --labels main NAME ...            # each API's change against the first
     python bench/search_tags.py sizes                                     # what the sixteen specs' tags describe
+    python bench/search_tags.py cost [--tree COPY_OF_MAIN] [--apis graph github]   # the index's build: CPU, memory
 
 A variant is the `tagged` column of `gateway.offer.index_build` at weight W (0: every tool's row holds the text, so
 BM25's length normalisation reads it, but no match of it scores) over `gateway.offer.tag_text.AMOUNT` of each of the
@@ -58,16 +60,74 @@ def sizes() -> None:
               + " / ".join(f"{n:g}" for n in read) + " |")
 
 
+def cost(names: list[str], rounds: int) -> None:
+    """Building each API's index `rounds` times with the gateway on the path (this tree's, or `--tree`'s): the median
+    CPU seconds, the peak of Python's allocations while building (tracemalloc), and the index's bytes."""
+    import time
+    import tracemalloc
+
+    from bench.search_misses import _catalog
+    from gateway.offer.index_build import build_index
+
+    for name in names:
+        catalog = _catalog(name)
+        spec = next(iter(catalog.apis.values()))
+        tools = catalog.for_api(spec.name)
+        tags = (spec.tag_descriptions,) if hasattr(spec, "tag_descriptions") else ()
+        seconds = []
+        for _ in range(rounds):
+            started = time.process_time()
+            data = build_index(tools, *tags)
+            seconds.append(time.process_time() - started)
+        tracemalloc.start()
+        build_index(tools, *tags)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"{name}: {len(tools)} tools, build {statistics.median(seconds):.3f} s CPU (median of {rounds}), "
+              f"peak {peak / 2**20:.1f} MiB, index {len(data):,} bytes", flush=True)
+
+
+def deltas(labels: list[str]) -> None:
+    """Against the first saved list, each other's change of hits@5 on `DEV` per API, BM25 alone and fused, with the
+    parts that moved (`bench/search_misses.py table` gives the figures themselves)."""
+    from bench.search_misses import DEV, _hits, _load
+
+    base = _load(labels[0])
+    for label in labels[1:]:
+        lists = _load(label)
+        for fused in (False, True):
+            cells, total = [], 0
+            for name, rows in lists.items():
+                change = _hits(rows, DEV, fused)[0] - _hits(base[name], DEV, fused)[0]
+                moved = [f"{part[5:]} {after - before:+d}" for part in DEV
+                         for before, after in [(_hits(base[name], (part,), fused)[0], _hits(rows, (part,), fused)[0])]
+                         if after != before]
+                total += change
+                if moved:
+                    cells.append(f"{name} {change:+d} ({', '.join(moved)})")
+            print(f"{label}, {'fused' if fused else 'alone'}: {total:+d}; " + "; ".join(cells))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["rank", "sizes"])
+    parser.add_argument("stage", choices=["rank", "sizes", "cost", "deltas"])
     parser.add_argument("--label")
+    parser.add_argument("--labels", nargs="+", help="deltas: the saved lists, the first the baseline")
     parser.add_argument("--weight", type=float, default=1.0)
     parser.add_argument("--amount", choices=["sentence", "paragraph", "whole"], default="paragraph")
+    parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
+    parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
+    parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if args.tree:
+        sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "rank":
         rank(args.label, args.weight, args.amount)
+    elif args.stage == "cost":
+        cost(args.apis, args.rounds)
+    elif args.stage == "deltas":
+        deltas(args.labels)
     else:
         sizes()
     return 0
