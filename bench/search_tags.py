@@ -1,6 +1,6 @@
 """What a spec's tags say, read by BM25 (branch tags39; issue #30): each variant's lists of the development data.
 
-    python bench/search_tags.py rank --label NAME --weight W --amount sentence|paragraph|whole
+    python bench/search_tags.py rank --label NAME --weight W --amount sentence|paragraph|whole [--baseline main]
     python bench/search_misses.py rank --label main --tree COPY_OF_MAIN   # the baseline: main's own tree
     python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
                                                                            # one API out, the largest loss of an API
@@ -25,7 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def rank(label: str, weight: float, amount: str) -> None:
+def rank(label: str, weight: float, amount: str, baseline: str | None) -> None:
+    """The variant's lists (`DATA / ranked-LABEL.json`). With `baseline`, only the APIs whose specs describe a tag are
+    searched; the others' lists are the baseline's (their rows hold no text of the column, so neither its weight nor
+    its amount moves them: checked for one variant against main, every row the same)."""
+    import json
+
     from gateway.offer import index_build, tag_text
 
     assert "gateway.offer.index" not in sys.modules, "the weights must be set before the index module is imported"
@@ -33,7 +38,18 @@ def rank(label: str, weight: float, amount: str) -> None:
     tag_text.AMOUNT = amount  # type: ignore[assignment]
     from bench import search_misses
 
+    every = search_misses.APIS
+    if baseline is not None:
+        search_misses.APIS = tuple(name for name in every if search_misses._catalog(name).apis[
+            next(iter(search_misses._catalog(name).apis))].tag_descriptions)
     search_misses.rank(label)
+    if baseline is not None:
+        saved = search_misses.DATA / f"ranked-{label}.json"
+        ranked = json.loads(saved.read_text())
+        kept = search_misses._load(baseline)
+        ranked["apis"] = {name: ranked["apis"].get(name, kept[name]) for name in every}
+        ranked["baseline"] = {"label": baseline, "apis": [name for name in every if name not in search_misses.APIS]}
+        saved.write_text(json.dumps(ranked))
 
 
 def sizes() -> None:
@@ -115,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", nargs="+", help="deltas: the saved lists, the first the baseline")
     parser.add_argument("--weight", type=float, default=1.0)
     parser.add_argument("--amount", choices=["sentence", "paragraph", "whole"], default="paragraph")
+    parser.add_argument("--baseline", help="rank: the saved list whose rows the APIs without tag descriptions keep")
     parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
     parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
     parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
@@ -123,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree:
         sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "rank":
-        rank(args.label, args.weight, args.amount)
+        rank(args.label, args.weight, args.amount, args.baseline)
     elif args.stage == "cost":
         cost(args.apis, args.rounds)
     elif args.stage == "deltas":

@@ -16,7 +16,7 @@ from .tag_text import tag_text
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "resource": 3.0, "described": 1.0, "enums": 0.5, "tagged": 1.0}
+            "resource": 3.0, "described": 1.0, "enums": 0.5, "tagged": 2.0}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
