@@ -63,6 +63,7 @@ DELTAS = {
     "ba1e0aaae8dfd464c64d39354855c9693967d1e746d7028ca522b17b5f9ae7a3": ("delta23", "round23"),
     "415a9ed74a0884adf7c83fccc710ccf38007747be61c3af31a75963a293192e0": ("b2", "round22"),  # ship38: never committed
     "453fbfcd23f60c0c5353e6c5ddaa419baa64003dc5ff7292a12e01c32f7ffcc2": ("delta24", "round23"),
+    "e1750c30d57f405aaccf43a180c6e6dcaa7b37bf477290b316b118dc2a487a57": ("delta25", "round24"),
 }
 FALSE_FLAGS = 0.02
 OFFTOPIC = ROOT / "bench" / "search_offtopic.yaml"
