@@ -167,14 +167,19 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
         folder.mkdir()
         (folder / spec.name).symlink_to(spec)
         # The compiler imports the index's builder when it compiles (`_compile_one`): it is swapped where it lives.
+        # Skipped only without a cache: a cache's entry is one a spec, shared by every script (and teammate) with the
+        # same code, and one stored without its index was read as a whole catalog by a script that searches.
         original = search_index.build_index
-        search_index.build_index = original if index else (lambda tools: b"")
+        search_index.build_index = original if index or cache is not None else (lambda tools: b"")
         try:
             started = time.perf_counter()
             if cache is None:
                 catalog = compile_specs(folder, use_cache=False)
             else:
                 catalog = compile_specs(folder, cache_dir=cache)
+                if index and not all(api.search_index for api in catalog.apis.values()):
+                    # an entry stored without its index before the above: compiled again, not read
+                    catalog = compile_specs(folder, use_cache=False)
             return time.perf_counter() - started, catalog
         finally:
             search_index.build_index = original

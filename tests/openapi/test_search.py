@@ -14,6 +14,7 @@ from bench.search import (
     NEW_IN_ROUND19,
     PARTS,
     SPECS,
+    _compile,
     load_tasks,
     part_of,
     recall,
@@ -133,6 +134,28 @@ def test_the_index_is_built_when_a_spec_is_compiled(tmp_path: Path) -> None:
     cached = compile_specs(specs, cache_dir=tmp_path / "cache")
     assert cached.apis["shop"].search_index == catalog.apis["shop"].search_index
     assert index_of(cached).search("place a new order")[0].tool.name == "createOrder"
+
+
+def test_a_bench_script_without_the_index_leaves_none_missing_in_the_shared_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.search's `_compile(index=False)` (tool texts, compile timings) stored an index-less entry in the
+    cache every search script shares, and search_match.py then read it as a whole catalog (sqlite's MemoryError on
+    an empty index). A cache holds whole catalogs; an index-less entry left before is compiled again."""
+    spec = tmp_path / "shop.yaml"
+    spec.write_text(
+        "openapi: 3.0.0\ninfo: {title: shop, version: '1'}\npaths:\n"
+        "  /orders:\n"
+        "    post: {operationId: createOrder, summary: Place an order, responses: {'201': {description: ok}}}\n")
+    _compile(spec, index=False, cache=tmp_path / "cache")
+    assert _compile(spec, index=True, cache=tmp_path / "cache")[1].apis["shop"].search_index
+    # an entry left without its index (as the script stored it before): compiled again when the index is asked for
+    stale = tmp_path / "stale"
+    (stale / "specs").mkdir(parents=True)
+    (stale / "specs" / spec.name).write_text(spec.read_text())
+    with monkeypatch.context() as patched:
+        patched.setattr("gateway.offer.index.build_index", lambda tools: b"")
+        assert not compile_specs(stale / "specs", cache_dir=stale / "cache").apis["shop"].search_index
+    assert _compile(spec, index=True, cache=stale / "cache")[1].apis["shop"].search_index
 
 
 @pytest.mark.parametrize("name", ["github", "stripe", "graph"])
