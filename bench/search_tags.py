@@ -13,6 +13,10 @@ BM25's length normalisation reads it, but no match of it scores) over `gateway.o
 tool's tags' descriptions. Each runs in a process of its own: `gateway.offer.index` makes its SQL from the weights
 when imported, so they are set before anything imports it. The data, the model's cosines and the lists are
 `bench/search_misses.py`'s (`DEV`: `round12`..`round24`; `round25` and `round26` are never read: its assert).
+
+The product change it measures is not on main (the lead did not keep it: BM25 alone, the search without the extras,
+lost 23; bench/README.md, "What a spec's tags say"): `rank`, `sizes` and `cost` run in a tree of branch tags39 at
+7f264db (`gateway.offer.tag_text`, `ApiSpec.tag_descriptions`), `--tree` naming main's copy for the baseline.
 """
 
 from __future__ import annotations
