@@ -40,7 +40,8 @@ from ..messages import ToolResult
 
 
 class DelegationStage(Protocol):
-    """An audit stage as a delegation takes it (`RecordCall`, `RecordBeforeSend`: they take any `Audited` call)."""
+    """An audit stage as a delegation takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
+    `Delegation`)."""
 
     def __call__(self, invocation: Delegation, proceed: DelegationProceed) -> Awaitable[ToolResult]: ...
 
