@@ -10,6 +10,7 @@
   * ApprovalError: an approval cannot be decided
     * UnknownApproval, ForbiddenApproval, AlreadyDecided, DecisionNotCarriedOut
   * RateLimited: a client or agent bucket is empty (retry after N seconds)
+    * OverShare: a client has its whole share of chat runs or code-mode sandboxes in flight
   * TooManyWrongKeys: an address sent too many wrong keys; every key it sends is refused for N seconds
   * AuditUnavailable: a row could not be written to the store; the call's answer is withheld (fail closed)
   * StoreUnavailable: the store (PostgreSQL, Redis) cannot be reached, or cannot write, while serving (HTTP 503)
@@ -114,6 +115,17 @@ class RateLimited(GatewayError):
     @property
     def retry_after_header(self) -> str:
         return str(max(1, math.ceil(self.retry_after))) if math.isfinite(self.retry_after) else "3600"
+
+
+class OverShare(RateLimited):
+    """A client holds its whole share of some work already (`gateway.safety.client_shares`)."""
+
+    def __init__(self, client: str | None, what: str, cap: int, setting: str, retry_after: float) -> None:
+        who = f"Client {client!r}" if client is not None else "This caller"
+        self.client = client
+        super().__init__(f"{who}'s {what}", retry_after)
+        self.args = (f"{who} has {cap} {what} in flight, its share ({setting}); retry after "
+                     f"{self.retry_after_header} s, once one of them has ended.",)
 
 
 class TooManyWrongKeys(GatewayError):

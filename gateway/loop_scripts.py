@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .catalog import AgentTool
 from .codemode import FunctionNames, Limits, Paused, Script
@@ -22,6 +22,9 @@ from .config.model import AgentConfig
 from .loop_types import Decision, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 from .toolsets import Toolset
+
+if TYPE_CHECKING:
+    from .observe.runs import RunObserver
 
 RunInScope = Callable[[AgentTool, ToolCall, str | None, list[Step]], Awaitable[ToolResult]]
 """Runs one call through the loop's `invoke` in a call scope of its own (its approval; its delegated steps)."""
@@ -34,6 +37,7 @@ class ScriptLoop(Protocol):
     toolset: Toolset
     tool_calls: int
     iteration: int
+    observer: RunObserver | None
 
     async def emit(self, event: LoopEvent) -> None:
         """Report an event to the run's caller."""
@@ -111,8 +115,10 @@ class ScriptCalls:
     def _script(self, call: ToolCall, steps: list[Step]) -> Script:
         agent = self.loop.agent
         limits = agent.code_limits
+        observer = self.loop.observer
         return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps),
-                      Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls),
+                      Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls,
+                             per_client=observer.code_workers_per_client if observer is not None else None),
                       agent.policy.max_result_bytes)
 
     async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,

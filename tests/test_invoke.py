@@ -203,8 +203,9 @@ async def test_delegation_depth_is_bounded(runtime, servers) -> None:
     assert len(llm.requests) == 2  # no sub-run happened
 
 
-async def test_delegation_needs_a_task() -> None:
-    runner = ToolRunner(None, None, lambda name: None, max_depth=3)
+async def test_delegation_needs_a_task(runtime) -> None:
+    runner = ToolRunner(runtime, build_pipeline(Executor(runtime.manifest, runtime.catalog)), lambda name: None,
+                        max_depth=3)
     result = await runner(agent_tool("ask_x", delegate="x"), ToolCall(id="1", name="ask_x", arguments={}))
     assert result.error_type == "invalid_arguments" and "task" in result.error
 

@@ -135,8 +135,9 @@ class Generation:
     def observer(self) -> RunObserver:
         from ..observe.runs import RunObserver
 
-        return RunObserver(metrics=self._metrics, hooks=self.hooks, budgets=self.runtime.manifest.budgets,
-                           book=self._budget_book)
+        manifest = self.runtime.manifest
+        return RunObserver(metrics=self._metrics, hooks=self.hooks, budgets=manifest.budgets, book=self._budget_book,
+                           code_workers_per_client=manifest.gateway.max_code_workers_per_client)
 
     @cached_property
     def runner(self) -> ToolRunner:

@@ -12,7 +12,9 @@ releases the GIL while the worker computes), so an endless loop holds one thread
 event loop. At a `HostCall` the paused script can be `dump`ed to bytes and `restore`d later by any process
 (a run waiting for a human's approval is stored that way).
 
-One pool serves the process: it is made on first use and closed at exit (`close_pool`).
+One pool serves the process: it is made on first use and closed at exit (`close_pool`). A client's scripts hold
+at most `Limits.per_client` of its sandboxes at once (`gateway.max_code_workers_per_client`): one more is refused
+at once (`SandboxBusy`), so one client cannot keep every other client's scripts waiting for a worker.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 
+from ..config.settings import CODE_WORKERS
+from ..kernel.caller import current_caller
+from ..safety.client_shares import ClientShares, OverShare, Share
+
 if TYPE_CHECKING:
     from pydantic_monty import Monty, MontyError, MontySession
 
-POOL_WORKERS = 16
+POOL_WORKERS = CODE_WORKERS
 """Scripts that can run at once in this process (one worker process each); more wait for a free worker."""
 CHECKOUT_TIMEOUT = 30.0
 """Seconds a script waits for a free worker before it fails."""
@@ -47,6 +53,8 @@ _steps: RunVar[anyio.CapacityLimiter] = RunVar("gateway_codemode_steps")
 threads, such as searches)."""
 _pool: Monty | None = None
 _pool_lock = threading.Lock()
+_shares = ClientShares("code-mode sandboxes", "gateway.max_code_workers_per_client")
+"""Each client's sandboxes in use, in this process (the pool is the process's)."""
 _INPUT_FILE = re.compile(r'File "<python-input-\d+>", ')
 _REFUSED_OS = (OSError, ImportError)
 T = TypeVar("T")
@@ -60,6 +68,14 @@ class SandboxUnavailable(SandboxError):
     """pydantic-monty is not installed: code mode cannot run."""
 
 
+class SandboxBusy(SandboxError):
+    """The calling client holds its whole share of the sandboxes (`Limits.per_client`): the script did not run."""
+
+    def __init__(self, refused: OverShare) -> None:
+        super().__init__(str(refused))
+        self.retry_after = refused.retry_after
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """What one script may use (an agent's `code_limits`)."""
@@ -70,6 +86,8 @@ class Limits:
     """Bytes of heap."""
     tool_calls: int = 50
     """Tool calls one script may make."""
+    per_client: int | None = None
+    """Sandboxes the calling client's scripts may hold at once in this process (None: any number)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -142,8 +160,21 @@ class Sandbox:
         self._printed_before = ""
         self._missing: set[str] = set()
         """Names the script read but nobody defined (a tool used as a value, a typo): for the error message."""
+        self._share: Share | None = None
 
     async def __aenter__(self) -> Sandbox:
+        limits = self.limits
+        try:  # before the pool is asked: a client over its share never waits for a worker others need
+            self._share = _shares.take(current_caller().client, limits.per_client)
+        except OverShare as refused:
+            raise SandboxBusy(refused) from None
+        try:
+            return await self._checkout()
+        except BaseException:
+            self._share.release()
+            raise
+
+    async def _checkout(self) -> Sandbox:
         limits = self.limits
 
         def checkout() -> MontySession:
@@ -170,7 +201,11 @@ class Sandbox:
 
     async def __aexit__(self, *exc: object) -> None:
         self._snapshot = None
-        await _in_thread(self._stack.close)
+        try:
+            await _in_thread(self._stack.close)
+        finally:
+            if self._share is not None:
+                self._share.release()
 
     async def start(self, code: str) -> Stop:
         session = self._require_session()

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..catalog import AgentTool
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..truncation import shrink_json
-from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxError, Stop
+from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxBusy, SandboxError, Stop
 from .signatures import FunctionNames
 from .values import jsonable
 
@@ -83,6 +83,8 @@ class Script:
         try:
             async with Sandbox(self.limits) as box:
                 return await self._drive(box, await box.start(code))
+        except SandboxBusy as exc:
+            return ToolResult.failure("rate_limited", str(exc))
         except SandboxError as exc:
             return ToolResult.failure("code_error", str(exc))
 
@@ -98,7 +100,9 @@ class Script:
             return ToolResult.failure("code_error", f"{exc} (the script waited for approval {approval})")
 
     async def _resume(self, state: dict[str, Any], decision: Decision, approval: str) -> ToolResult | Paused:
-        async with Sandbox(self.limits) as box:
+        # Not held to its client's share of sandboxes: it was admitted when it started, and a refusal now would
+        # spend the human's decision on nothing.
+        async with Sandbox(replace(self.limits, per_client=None)) as box:
             stop = await box.restore(base64.b64decode(state["snapshot"]), state.get("printed", ""))
             if not isinstance(stop, HostCall):
                 return self._outcome(stop)

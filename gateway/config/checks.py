@@ -20,7 +20,7 @@ from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
 from .embeddings_endpoint import local_model_problem
 from .hooks_budgets import HookConfig
 from .model import ApiConfig, Manifest, ProviderConfig
-from .settings import POSTGRES_MODULES, POSTGRES_SCHEMES, REDIS_MODULES, missing_extra
+from .settings import CODE_WORKERS, POSTGRES_MODULES, POSTGRES_SCHEMES, REDIS_MODULES, missing_extra
 from .yamlnodes import KeyLines, KeyPath, format_path
 
 # A base_url ending like this most likely includes the part the adapter appends itself.
@@ -237,6 +237,9 @@ def _check_concurrency(c: Checker, manifest: Manifest) -> None:
         for path in capped:
             c.warning(path, "not applied with gateway.redis: the slots are counted across instances there, and "
                             "handed out first come, first served")
+    if settings.max_code_workers_per_client is not None and settings.max_code_workers_per_client > CODE_WORKERS:
+        c.error(("gateway", "max_code_workers_per_client"), f"at most the {CODE_WORKERS} sandboxes of a process, "
+                                                           f"got {settings.max_code_workers_per_client}")
 
 
 def _module_missing(module: str) -> bool:

@@ -11,6 +11,8 @@ gateway:
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
   max_concurrency_per_client: 4   # of those, the most one client holds at once (default: no cap)
+  max_runs_per_client: 8          # chat runs one client has in flight at once; one more: 429 (default: no cap)
+  max_code_workers_per_client: 4  # of the 16 code-mode sandboxes, the most one client holds (default: no cap)
   max_delegation_depth: 3
   tool_budget: 4000               # tokens one tool's view may take
   tool_definitions_budget: 20000  # tokens of tool definitions one request may carry
@@ -51,6 +53,8 @@ DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
+CODE_WORKERS = 16
+"""Code-mode sandboxes one process runs at once (`gateway.codemode.sandbox`: one worker process each)."""
 
 _WINDOWS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
             "hour": 3600.0}
@@ -181,6 +185,13 @@ class GatewaySettings(Section):
         "client; apis.<name>.max_concurrency_per_client overrides). Default: no cap, every slot may go to one "
         "client while nobody else waits; either way a freed slot goes first to the waiting client holding the "
         "fewest.", None)
+    max_runs_per_client: Count | None = doc(
+        "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once, per "
+        "process; one more is refused with 429 and Retry-After (callers without a key count as one client). "
+        "Default: no cap.", None)
+    max_code_workers_per_client: Count | None = doc(
+        f"Of the process's {CODE_WORKERS} code-mode sandboxes, the most one client's `run_code` scripts hold at "
+        "once; one more script is refused (`rate_limited`, saying when to try again). Default: no cap.", None)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)

@@ -21,18 +21,29 @@ the breaker stage with its api's slots), or is left out of that tool's chain whe
 is linked to the rest of its chain by a `_Link`, whose bound `run` is the `proceed` the stage before it calls: a
 plain function that hands back the stage's own coroutine, so one call's await chain holds one frame per stage that
 applies and no frame of the pipeline's own.
+
+A delegation (an agent offered as a tool) is bound to no operation: it takes `delegate`, through the same audit
+stages (its row written before the sub-agent starts, its verdict after), with its own check in the place of the
+argument validation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FunctionType, MethodType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ..catalog import AgentTool
-from ..kernel.calls import Invocation, Proceed, Stage
+from ..kernel.calls import Delegation, DelegationProceed, Invocation, Proceed, Stage
 from ..kernel.memo import ByIdentity
 from ..messages import ToolResult
+
+
+class DelegationStage(Protocol):
+    """An audit stage as a delegation takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
+    `Delegation`)."""
+
+    def __call__(self, invocation: Delegation, proceed: DelegationProceed) -> Awaitable[ToolResult]: ...
 
 
 class Pipeline:
@@ -43,12 +54,16 @@ class Pipeline:
         terminal: runs the call itself (the executor).
         validate: the argument-validation stage, also run alone by `check` (the loop checks a call before it
             queues the call for approval).
+        audit: the audit stages of `delegate`: the outermost (the verdict) and the one before the sub-agent
+            starts (its row written first); None: delegations are not audited (a gateway without a store).
     """
 
-    def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None) -> None:
+    def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None,
+                 audit: tuple[DelegationStage, DelegationStage] | None = None) -> None:
         self.stages = tuple(stages)
         self._terminal = terminal
         self._validate = validate
+        self._audit = audit
         self._chains: ByIdentity[AgentTool, Proceed] = ByIdentity(self._link)
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
@@ -68,6 +83,21 @@ class Pipeline:
             if specific is not None:
                 entry = _Link(_bound(specific), entry).run
         return entry
+
+    def delegate(self, delegation: Delegation, check: Callable[[Delegation], ToolResult | None],
+                 run: DelegationProceed) -> Awaitable[ToolResult]:
+        """A delegation's result, to be awaited: audited as any call (one row with its verdict; for one that runs,
+        the row is written before `run` starts the sub-agent, or it does not start), `check` first (its refusal,
+        or None), in the place of the argument validation."""
+        audit = self._audit
+        if audit is None:
+            return _checked(delegation, check, run)
+        record, before_run = audit
+
+        def checked(delegation: Delegation) -> Awaitable[ToolResult]:
+            return _checked(delegation, check, lambda ready: before_run(ready, proceed=run))
+
+        return record(delegation, proceed=checked)
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
@@ -111,3 +141,9 @@ def for_tool(stage: Stage, agent_tool: AgentTool) -> Stage | None:
 
 async def _accept(invocation: Invocation) -> ToolResult:
     return ToolResult(ok=True)
+
+
+async def _checked(delegation: Delegation, check: Callable[[Delegation], ToolResult | None],
+                   run: DelegationProceed) -> ToolResult:
+    refused = check(delegation)
+    return refused if refused is not None else await run(delegation)

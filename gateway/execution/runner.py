@@ -5,20 +5,25 @@ arguments merged over the caller's (fixed values always win: they are hidden fro
 overridden by it). The runner is the loop's `invoke` (bound to one agent with `for_agent`) and what the other
 doors call through `run`. A delegation tool (`AgentTool.delegate`) runs the sub-agent's own loop on the `task`
 and returns its final answer as text (each of the sub-agent's calls goes through the pipeline); depth is bounded
-by `gateway.max_delegation_depth` (checked at load time, enforced again here).
+by `gateway.max_delegation_depth` (checked at load time, enforced again here). On every door the delegation is a
+call of its own in the audit (`Pipeline.delegate`: one row naming the caller, the delegating agent and
+`ask_<agent>`, written before the sub-agent starts), and the sub-agent's calls carry that row's run id: the chat's
+inside a chat, one of the delegation's own outside (the direct and MCP doors).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool
 from ..errors import AuditUnavailable, GatewayError
 from ..kernel.caller import bind_caller, current_caller
-from ..kernel.calls import Door, Invocation
+from ..kernel.calls import Delegation, Door, Invocation
 from ..kernel.memo import ByIdentity
 from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
@@ -75,10 +80,10 @@ class ToolRunner:
 
     async def __call__(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
         """The loop's `invoke`: a call of the model (approved by the loop when its tool needs approval)."""
-        if agent_tool.delegate:
-            return await self._delegate(agent_tool, call)
         caller = current_caller()
         approval = current_approval()
+        if agent_tool.delegate:
+            return await self._delegate(agent_tool, call, door="chat", client=caller.client, approval=approval)
         if approval is None and agent_tool.tool is not None:  # a resume that names the approvals by tool
             approval = caller.approvals.get(agent_tool.tool.name)
         return await self.run(agent_tool, call, door="chat", client=caller.client, approval=approval)
@@ -103,31 +108,55 @@ class ToolRunner:
                   approval: str | None = None) -> ToolResult:
         """One call through the pipeline, from any door."""
         if agent_tool.delegate:
-            if agent_tool.needs_approval and approval is None and door != "chat":
-                # The pipeline's approval stage sees only API calls: a delegation under `approval: always` on the
-                # direct or MCP door ran the sub-agent (and its own calls, under its own policy) unapproved. The
-                # chat loop holds it for a human; the other doors cannot, so they refuse it.
-                return ToolResult.failure(
-                    "approval_denied", f"Tool {agent_tool.name!r} of agent {self.agent or current_caller().agent!r} "
-                    f"needs a human's approval (approval: {agent_tool.approval}), which this door cannot hold for a "
-                    "delegation: ask through the chat endpoint. Nothing was run.")
-            return await self._delegate(agent_tool, call)
+            return await self._delegate(agent_tool, call, door=door, client=client, approval=approval)
         invocation = self.invocation(agent_tool, call, door=door, client=client, approval=approval)
         if invocation is None:
             return ToolResult.failure("configuration_error", f"tool {agent_tool.name!r} is bound to no operation")
         return await self.pipeline(invocation)
 
-    async def _delegate(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult:
-        from .. import loop
+    async def _delegate(self, agent_tool: AgentTool, call: ToolCall, *, door: Door, client: str | None,
+                        approval: str | None) -> ToolResult:
+        """A delegation through the pipeline's audit: its row (with the caller, this agent, the redacted `task`)
+        written before the sub-agent starts, its verdict after; the sub-agent's calls under the row's run id."""
+        caller = current_caller()
+        delegation = Delegation(agent=self.agent or caller.agent or "", agent_tool=agent_tool, call=call,
+                                arguments=dict(call.arguments or {}), client=client, door=door, approval=approval)
+        # Linked as a chat links its calls: by the run id. Outside a chat the delegation starts a run of its own.
+        with bind_caller(run_id=caller.run_id or f"delegation-{uuid.uuid4().hex}"):
+            return await self.pipeline.delegate(delegation, self._refusal, self._sub_run)
 
-        name = agent_tool.delegate or ""
-        task = (call.arguments or {}).get("task")
+    def _refusal(self, delegation: Delegation) -> ToolResult | None:
+        """Why the delegation must not start (None: it may), before its row says it runs."""
+        agent_tool = delegation.agent_tool
+        if agent_tool.needs_approval and delegation.approval is None and delegation.door != "chat":
+            # The pipeline's approval stage sees only API calls: a delegation under `approval: always` on the
+            # direct or MCP door ran the sub-agent (and its own calls, under its own policy) unapproved. The
+            # chat loop holds it for a human; the other doors cannot, so they refuse it.
+            return ToolResult.failure(
+                "approval_denied", f"Tool {agent_tool.name!r} of agent {delegation.agent!r} needs a human's "
+                f"approval (approval: {agent_tool.approval}), which this door cannot hold for a delegation: ask "
+                "through the chat endpoint. Nothing was run.")
+        task = delegation.arguments.get("task")
         if not isinstance(task, str) or not task.strip():
             return ToolResult.failure("invalid_arguments", f"{agent_tool.name} needs `task`: a non-empty string "
                                       "saying what the agent should do, with every detail it needs.")
         if self.depth >= self.max_depth:
-            return ToolResult.failure("delegate_error", f"delegation to {name!r} refused: the chain is already "
-                                      f"{self.depth} deep (limit {self.max_depth}). Do this part yourself.")
+            return ToolResult.failure("delegate_error", f"delegation to {agent_tool.delegate!r} refused: the chain "
+                                      f"is already {self.depth} deep (limit {self.max_depth}). Do this part "
+                                      "yourself.")
+        return None
+
+    async def _sub_run(self, delegation: Delegation) -> ToolResult:
+        """The sub-agent's loop on the task; its answer as the result (timed: the row's latency)."""
+        started = time.perf_counter()
+        result = await self._run_sub_agent(delegation.agent_tool, str(delegation.arguments["task"]))
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    async def _run_sub_agent(self, agent_tool: AgentTool, task: str) -> ToolResult:
+        from .. import loop
+
+        name = agent_tool.delegate or ""
         try:
             agent = self.runtime.agent(name)
             toolset = self.runtime.toolset(name)

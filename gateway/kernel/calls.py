@@ -1,5 +1,5 @@
-"""The call contract: what a door hands the pipeline (`Invocation`), what a stage is (`Stage`, `Proceed`), and the
-seam for code that watches or changes tool calls (`ToolHooks`).
+"""The call contract: what a door hands the pipeline (`Invocation`; `Delegation` for an agent offered as a tool), what
+a stage is (`Stage`, `Proceed`), and the seam for code that watches or changes tool calls (`ToolHooks`).
 
 Every package that takes part in a tool call (the execution stages, the safety stages, observability, the doors)
 speaks these types; the pipeline that chains them is assembled elsewhere (`gateway.execution.pipeline`).
@@ -18,14 +18,13 @@ Door = Literal["chat", "direct", "mcp", "cli", "resume", "console"]
 
 
 @dataclass(slots=True, kw_only=True)
-class Invocation:
-    """One tool call on its way through the pipeline."""
+class AgentCall:
+    """What every call of an agent's tool carries on its way: an api call's (`Invocation`), a delegation's
+    (`Delegation`)."""
 
     agent: str
     """The agent whose tool it is (audit rows and per-agent limits name it)."""
     agent_tool: AgentTool
-    tool: Tool
-    """The catalog tool (its binding and exact schemas)."""
     call: ToolCall
     arguments: dict[str, Any]
     """The caller's arguments with the agent's fixed ones on top (fixed values are never the caller's to change)."""
@@ -38,6 +37,14 @@ class Invocation:
     """The call's audit row, once the audit wrote it before sending (`gateway.safety.audit.RecordBeforeSend`); its
     outcome is written onto it. None: the call was not sent."""
 
+
+@dataclass(slots=True, kw_only=True)
+class Invocation(AgentCall):
+    """One tool call on its way through the pipeline."""
+
+    tool: Tool
+    """The catalog tool (its binding and exact schemas)."""
+
     @property
     def needs_approval(self) -> bool:
         return self.agent_tool.needs_approval and self.approval is None
@@ -45,6 +52,23 @@ class Invocation:
 
 Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 """The rest of the pipeline, from a stage's point of view."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Delegation(AgentCall):
+    """One call of a delegation tool (`ask_<agent>`: an agent offered as a tool), on its way through the pipeline's
+    audit (`Pipeline.delegate`). Not an `Invocation`: it is bound to no operation, so no stage of an api call
+    (validation by a spec's schema, an api's limits and breaker, the executor) applies to it. Its `agent` is the
+    delegating agent; its row is written before the sub-agent starts."""
+
+    @property
+    def tool(self) -> str:
+        """The name its audit row gives it: the delegation tool's (there is no catalog tool)."""
+        return self.agent_tool.name
+
+
+DelegationProceed = Callable[[Delegation], Awaitable[ToolResult]]
+"""The rest of a delegation's way (`Pipeline.delegate`), from the audit's point of view."""
 
 
 class Stage(Protocol):

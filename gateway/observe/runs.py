@@ -50,11 +50,14 @@ class RunObserver:
     """Spans, metrics, hooks and budgets around a run and its model calls."""
 
     def __init__(self, *, metrics: Metrics | None = None, hooks: ConfiguredHooks | None = None,
-                 budgets: Budgets | None = None, book: BudgetBook | None = None) -> None:
+                 budgets: Budgets | None = None, book: BudgetBook | None = None,
+                 code_workers_per_client: int | None = None) -> None:
         self.metrics = metrics
         self.hooks = hooks if hooks else None
         self.budgets = budgets if budgets else None
         self.book = book if book is not None else BudgetBook()
+        self.code_workers_per_client = code_workers_per_client
+        """The sandboxes one client's `run_code` scripts may hold at once (`gateway.max_code_workers_per_client`)."""
 
     @property
     def on_exceed(self) -> str:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog import Tool
 from ..config.settings import DEFAULT_RETENTION_DAYS
@@ -40,7 +40,10 @@ from ..messages import ToolResult
 from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 
 if TYPE_CHECKING:
-    from ..kernel.calls import Invocation, Proceed
+    from ..kernel.calls import Delegation, Invocation
+
+    A = TypeVar("A", Invocation, Delegation)
+    """An api call or a delegation: both take the same way through the audit."""
 
 __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
            "watch_sends"]
@@ -108,7 +111,7 @@ class AuditLog:
         self._settle(row, result)
         await self._write(row)
 
-    def running_row(self, tool: Tool, arguments: Any, *, approval: str | None = None, agent: str | None = None,
+    def running_row(self, tool: Tool | str, arguments: Any, *, approval: str | None = None, agent: str | None = None,
                     client: str | None = None, redacted_by: Redactor | None = None) -> AuditRow:
         """The row of a call about to be sent (status `running`), for `open_tool`."""
         return self._tool_row(tool, arguments, approval=approval, agent=agent, client=client, redacted_by=redacted_by,
@@ -266,7 +269,9 @@ class RecordCall:
     """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer.
 
     A call that was sent has its row already (`RecordBeforeSend`): the verdict is written onto it. A call that
-    was not (refused, held, limited) gets its row here."""
+    was not (refused, held, limited) gets its row here. A delegation (`Delegation`, an agent offered as a tool)
+    takes the same two stages (`Pipeline.delegate`): its row is written before the sub-agent starts, and the
+    sub-agent's own calls get rows of their own."""
 
     def __init__(self, audit: AuditLog, redactor: Redactor | None = None) -> None:
         self.audit = audit
@@ -276,7 +281,12 @@ class RecordCall:
         """The stage that writes the row of a call about to be sent (the last before the execution)."""
         return RecordBeforeSend(self)
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    def before_run(self) -> RecordBeforeSend:
+        """The stage that writes the row of a delegation about to start its sub-agent: as `before_send`, but not
+        counted as a send (`watch_sends`): the delegation sends nothing itself, its sub-agent's calls count."""
+        return RecordBeforeSend(self, counts=False)
+
+    async def __call__(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]]) -> ToolResult:
         started = time.perf_counter()
         try:
             result = await proceed(invocation)
@@ -310,7 +320,7 @@ class RecordCall:
             await self._record(invocation, result)
         return result
 
-    def _record(self, invocation: Invocation, result: ToolResult) -> Awaitable[None]:
+    def _record(self, invocation: Invocation | Delegation, result: ToolResult) -> Awaitable[None]:
         """The write of the call's verdict, to be awaited (or shielded)."""
         row = invocation.record
         if row is not None:
@@ -319,7 +329,7 @@ class RecordCall:
                                      approval=invocation.approval, agent=invocation.agent, client=invocation.client,
                                      redacted_by=self.redactor)
 
-    def _arguments(self, invocation: Invocation) -> Any:
+    def _arguments(self, invocation: Invocation | Delegation) -> Any:
         return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
 
 
@@ -327,10 +337,12 @@ class RecordBeforeSend:
     """The stage just before the execution: the call's row is written (status `running`) or the call is not sent
     (`AuditUnavailable`). `RecordCall` writes the outcome onto the same row."""
 
-    def __init__(self, record: RecordCall) -> None:
+    def __init__(self, record: RecordCall, *, counts: bool = True) -> None:
+        """Parameters: counts: count each call whose row it wrote as sent (`watch_sends`)."""
         self.record = record
+        self.counts = counts
 
-    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
+    def __call__(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]]) -> Awaitable[ToolResult]:
         # A plain function when the row is written at once: it hands back `proceed`'s awaitable, so no frame of this
         # stage's waits (and is resumed) through the send; a row that must be awaited goes through `_write_then_send`.
         record = self.record
@@ -349,16 +361,19 @@ class RecordBeforeSend:
             raise
         if not written:
             return self._write_then_send(invocation, proceed, row)
-        _count_send()
+        if self.counts:
+            _count_send()
         return proceed(invocation)
 
-    async def _write_then_send(self, invocation: Invocation, proceed: Proceed, row: AuditRow) -> ToolResult:
+    async def _write_then_send(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]],
+                               row: AuditRow) -> ToolResult:
         try:
             await self.record.audit.open_tool(row)
         except AuditUnavailable:
             invocation.record = None  # no row, and nothing sent
             raise
-        _count_send()
+        if self.counts:
+            _count_send()
         return await proceed(invocation)
 
 

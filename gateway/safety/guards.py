@@ -26,7 +26,7 @@ from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor, redact_logs
 from ..store import Store, open_store
 from .approvals import ApprovalManager, HoldForApproval
-from .audit import AuditLog, RecordCall
+from .audit import AuditLog, RecordBeforeSend, RecordCall
 from .breaker import Breakers, GuardApi
 from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
@@ -90,7 +90,7 @@ class Safeguards:
         self.guard_settings = self.breakers.settings = settings.guard
         self._manifest = manifest
 
-    def audit_stages(self, redactor: Redactor | None = None) -> tuple[Stage, Stage]:
+    def audit_stages(self, redactor: Redactor | None = None) -> tuple[RecordCall, RecordBeforeSend]:
         """The outermost stage (one audit row per call, with its verdict) and the one just before the execution
         (the row written before the call is sent: a call it cannot record is not sent). `redactor`: the
         generation's (it knows tokens learned at run time too), applied to the arguments before the audit log's

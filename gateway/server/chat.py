@@ -37,6 +37,7 @@ from ..kernel.usage import Usage
 from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
+from ..safety.client_shares import OverShare, Share
 from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
@@ -87,7 +88,7 @@ async def chat_completions(request: Request) -> Response:
         return FastJSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
     run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client, inert=inert)
-    return _EventStream(_stream_chunks(run, include_usage), media_type="text/event-stream",
+    return _EventStream(_stream_chunks(run, include_usage), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -97,7 +98,7 @@ async def chat_stream(state: GatewayState, model: str, messages: Any, *, client:
     check_counts({"messages": messages}, "messages")
     parsed = parse_messages(messages)
     run = await _Run.prepared(state, state.current, model, parsed, {}, CallerToolOptions(), client=client)
-    return _EventStream(_stream_chunks(run, False), media_type="text/event-stream",
+    return _EventStream(_stream_chunks(run, False), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -106,20 +107,28 @@ class _EventStream(StreamingResponse):
 
     Starlette (under ASGI 2.4 servers) learns of a disconnect only from a failing send; a run waiting on
     the model would go on, and call tools, for a client that is gone. Listening for `http.disconnect`
-    cancels the stream, and with it the run, at once.
+    cancels the stream, and with it the run, at once. The run's share of its client's runs is given back when
+    the stream ends, however it ends (also when its body never started).
     """
 
+    def __init__(self, content: AsyncIterator[bytes], run: _Run, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.run = run
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as group:
+        try:
+            async with anyio.create_task_group() as group:
 
-            async def stream() -> None:
-                with contextlib.suppress(OSError):  # the client went away mid-send
-                    await self.stream_response(send)
+                async def stream() -> None:
+                    with contextlib.suppress(OSError):  # the client went away mid-send
+                        await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream)
+                await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
-
-            group.start_soon(stream)
-            await self.listen_for_disconnect(receive)
-            group.cancel_scope.cancel()
+        finally:
+            self.run.release()
 
 
 class _Run:
@@ -142,6 +151,8 @@ class _Run:
         """What the request carried that had no effect (`gateway.ignored` in the answer)."""
         self.door_state: dict[str, Any] | None = None
         """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
+        self.share: Share | None = None
+        """The run's place in its client's share of runs (`gateway.max_runs_per_client`), until it ends."""
 
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
@@ -159,7 +170,13 @@ class _Run:
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix, keep=keep)
         run.ignored += [*(ignored or []), *unused]
+        run.share = take_run_share(state, generation, run.client)  # last: a request refused above holds none
         return run
+
+    def release(self) -> None:
+        """The run is over (or never started): its client may start another."""
+        if self.share is not None:
+            self.share.release()
 
     @contextlib.asynccontextmanager
     async def reported(self) -> AsyncIterator[MemoryObjectReceiveStream[tuple[str, Any]]]:
@@ -197,6 +214,12 @@ class _Run:
             await asyncio.gather(task, return_exceptions=True)
 
     async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
+        try:
+            return await self._execute(generation, on_event)
+        finally:
+            self.release()
+
+    async def _execute(self, generation: Generation, on_event: EventHandler | None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
         # The run's tool calls name its agent and carry its id in the audit log (one run's steps).
         with bind_caller(agent=self.agent.name, run_id=self.id):
@@ -235,6 +258,16 @@ def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     if problem is not None:
         raise APIError(503, problem, type="configuration_error", code="provider_not_configured")
     return agent
+
+
+def take_run_share(state: GatewayState, generation: Generation, client: str | None) -> Share:
+    """A new run's place in its client's share (`gateway.max_runs_per_client`); 429 with Retry-After when the
+    client has its whole share in flight."""
+    try:
+        return state.runs.take(client, generation.runtime.manifest.gateway.max_runs_per_client)
+    except OverShare as exc:
+        raise APIError(429, str(exc), code="too_many_runs",
+                       headers={"Retry-After": exc.retry_after_header}) from None
 
 
 def secrets_redactor(generation: Generation) -> Redactor:

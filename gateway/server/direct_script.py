@@ -58,7 +58,8 @@ def _script(generation: Generation, config: AgentConfig, call_id: str, host: _Ho
     limits = config.code_limits
     names = FunctionNames(generation.toolset(config.name).names)
     return Script(call_id, names, host,
-                  Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls),
+                  Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls,
+                         per_client=generation.observer.code_workers_per_client),
                   config.policy.max_result_bytes)
 
 
@@ -70,7 +71,8 @@ async def run_direct_script(state: GatewayState, generation: Generation, agent: 
     call_id = f"code_{random.getrandbits(64):016x}"  # an id, not a secret
     host = _Host(generation, agent, client, door, approvals)
     try:
-        outcome = await _script(generation, config, call_id, host).run(arguments)
+        with bind_caller(client=client, agent=agent):  # the caller the sandbox's share is counted for
+            outcome = await _script(generation, config, call_id, host).run(arguments)
         if isinstance(outcome, Paused):
             assert approvals is not None  # only a host with a store pauses
             return await _hold(approvals, None, agent, client, call_id, outcome, door=door)

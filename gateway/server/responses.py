@@ -93,7 +93,7 @@ async def create_response(request: Request) -> Response:
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
                               inert=inert, ignored=ignored, keep=keep)
     answer.shape(run)
-    return _EventStream(_stream_events(run, answer), media_type="text/event-stream",
+    return _EventStream(_stream_events(run, answer), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

@@ -824,6 +824,24 @@ def test_a_clients_concurrency_cap_is_a_count_at_most_the_apis_slots_and_a_wrong
     assert _errors(diagnostics) == [] and manifest.gateway.guard.max_concurrency_per_client == 4
 
 
+def test_a_clients_share_of_runs_and_sandboxes_is_a_count_and_a_wrong_one_is_named_at_its_key() -> None:
+    text = """\
+    gateway:
+      max_runs_per_client: 0
+      max_code_workers_per_client: 17
+    """
+    _, diagnostics = _parse(text)
+    assert [(d.file, d.line, d.pointer, d.message) for d in _errors(diagnostics)] == [
+        ("agents.yaml", 2, "gateway.max_runs_per_client", "must be at least 1, got 0"),
+        ("agents.yaml", 3, "gateway.max_code_workers_per_client", "at most the 16 sandboxes of a process, got 17"),
+    ]
+    manifest, diagnostics = _parse("gateway: {max_runs_per_client: 3, max_code_workers_per_client: 16}\n")
+    assert _errors(diagnostics) == []
+    assert (manifest.gateway.max_runs_per_client, manifest.gateway.max_code_workers_per_client) == (3, 16)
+    default, _ = _parse("gateway: {}\n")  # no cap unless set: a single client's setup is as it was
+    assert (default.gateway.max_runs_per_client, default.gateway.max_code_workers_per_client) == (None, None)
+
+
 def test_a_clients_concurrency_cap_with_redis_is_said_not_to_apply() -> None:
     text = """\
     apis:

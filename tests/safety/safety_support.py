@@ -29,6 +29,23 @@ clients:
 SAFE_AGENTS_YAML = AGENTS_YAML + CLIENTS_YAML
 
 
+def delegating_yaml(lead: str, clients: str, *, approval: str = "never") -> str:
+    """agents.yaml with a `lead` agent (open-meteo's tools, under `approval`) that delegates to `worker` (github's
+    tools, approval: never), and the `clients:` entries given (one YAML line each, indented two spaces)."""
+    return AGENTS_YAML + f"""\
+  {lead}:
+    model: openai/gpt-test
+    tools: [{{{{api: open-meteo}}}}]
+    approval: {approval}
+    delegates: [worker]
+  worker:
+    model: openai/gpt-test
+    tools: [{{{{api: github}}}}]
+    approval: never
+clients:
+{clients}"""
+
+
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 

@@ -13,24 +13,12 @@ import httpx
 import pytest
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
-from server_support import AGENTS_YAML, LenientLLM
+from server_support import LenientLLM
 
-from .safety_support import bearer, safe_gateway
+from .safety_support import bearer, delegating_yaml, safe_gateway
 
 BOSS_KEY = "ck-boss-00001111222233334444"
-YAML = AGENTS_YAML + f"""\
-  boss:
-    model: openai/gpt-test
-    tools: [{{{{api: open-meteo}}}}]
-    approval: always
-    delegates: [worker]
-  worker:
-    model: openai/gpt-test
-    tools: [{{{{api: github}}}}]
-    approval: never
-clients:
-  boss-bot: {{{{key: {BOSS_KEY}, agents: [boss]}}}}
-"""
+YAML = delegating_yaml("boss", f"  boss-bot: {{{{key: {BOSS_KEY}, agents: [boss]}}}}\n", approval="always")
 COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "unapproved"})
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-06-18"}
@@ -49,6 +37,9 @@ def test_a_delegation_under_approval_always_does_not_run_unapproved_on_the_direc
     answer = gw.post("/agents/boss/tools/ask_worker", json={"task": "comment on issue 7"})
     assert answer.status_code == 403 and answer.json()["error"]["code"] == "approval_denied", answer.text
     assert upstream.requests == [] and llm.requests == []  # neither the worker's model nor its api was reached
+    (row,) = gw.get("/audit").json()["data"]  # the refusal is a call of the key's: its row, with its verdict
+    assert (row["client"], row["agent"], row["tool"], row["status"]) == ("boss-bot", "boss", "ask_worker",
+                                                                         "approval_denied")
 
 
 def test_a_delegation_under_approval_always_does_not_run_unapproved_over_mcp(
