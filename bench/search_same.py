@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round25", "round26"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round24` were
-measured once in their session, so a ranking check may search them now; `round25` is the next judge, `round26` the
-one after it)."""
+UNMEASURED = {"round26"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round25` were
+measured once in their session, so a ranking check may search them now; `round26` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
