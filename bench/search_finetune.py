@@ -80,8 +80,7 @@ USED = PARTS[:PARTS.index("round25") + 1]
 """The parts read here; `round26` is the lead's next final measurement. (Up to `round9`
 for the measured runs and the first shipped delta; `round10` and `round11`, then `round12` to `round14`, then
 `round15`, `round16`, `round17`, `round18`, `round19`, `round20`, `round21`, `round22`, `round23`, `round24` and
-`round25`, joined
-once each had been measured, once.)"""
+`round25`, joined once each had been measured, once.)"""
 assert not {"round26"} & set(USED)
 SPECS = specs_with(USED)
 """The sixteen APIs whose sets hold the used parts: the six, Asana, Zoom and Box from their `round15` on, Twilio,
