@@ -150,12 +150,10 @@ def _check_agent(c: Checker, agent: AgentConfig, manifest: Manifest, catalog: Ca
             c.error((*where, "api"), unknown_api(selection.api, catalog))
     _check_native_search(c, agent, manifest, path)
     _check_hooks(c, agent.hooks, (*path, "hooks"))
-    if agent.code_mode != "off":
-        from ..codemode.sandbox import available
-
-        if not available():
-            c.error((*path, "code_mode"), "code mode runs scripts in the pydantic-monty sandbox, which is not "
-                    "installed: pip install 'gateway[codemode]'")
+    # found, not imported (as every other extra here): the config layer sits below code mode
+    if agent.code_mode != "off" and _module_missing("pydantic_monty"):
+        c.error((*path, "code_mode"), "code mode runs scripts in the pydantic-monty sandbox, which is not "
+                "installed: pip install 'gateway[codemode]'")
 
 
 def _read_from(c: Checker, agent: KeyPath) -> str:

@@ -852,3 +852,21 @@ def test_a_clients_concurrency_cap_with_redis_is_said_not_to_apply() -> None:
     warnings = [d for d in _parse(text)[1] if d.level == "warning"]  # (without the shared extra, also an error)
     assert [(d.pointer, d.line) for d in warnings] == [("apis.shop.max_concurrency_per_client", 2)]
     assert "not applied with gateway.redis" in warnings[0].message
+
+
+def test_code_mode_without_its_sandbox_installed_names_the_key_and_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found, not imported: the check asks whether pydantic-monty is on the path (a module set to None in
+    `sys.modules` is one Python cannot import), and names the agent's `code_mode` line."""
+    text = """\
+    providers:
+      local: {kind: openai, base_url: "http://127.0.0.1:9/v1"}
+    agents:
+      coder:
+        model: local/scripted
+        code_mode: on
+    """
+    assert _errors(_parse(text)[1]) == []  # installed here (the test extra)
+    monkeypatch.setitem(sys.modules, "pydantic_monty", None)
+    errors = _errors(_parse(text)[1])
+    assert [(d.line, d.pointer) for d in errors] == [(6, "agents.coder.code_mode")]
+    assert "pip install 'gateway[codemode]'" in errors[0].message
