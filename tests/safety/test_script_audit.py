@@ -1,0 +1,146 @@
+"""A `run_code` script (code mode) is a call of its own in the audit, on every door it is served (MCP, chat).
+
+Only the tool calls a script made had rows: the script itself (who asked, the agent, the code it ran, how it
+ended) left none, and over MCP its calls carried no run id that tied them together. Real parts: a uvicorn gateway
+with a SQLite store, a recording upstream, the official `mcp` client, and the scripted LLM for the chat door."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from recording_server import Recorded, RecordingServer, Reply
+from scripted_llm import Call
+from scripted_llm import Reply as LLMReply
+from server_support import AGENTS_YAML, ISSUE, LenientLLM
+
+from .safety_support import API_TOKEN, bearer, safe_gateway
+from .test_audit_fails_closed import fill, tiny_disk
+
+TRIAGE_KEY = "ck-triage-00001111222233334444"
+OPS_KEY = "ck-ops-55556666777788889999"
+YAML = AGENTS_YAML.replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n") + f"""\
+clients:
+  triage-bot: {{{{key: {TRIAGE_KEY}, agents: [triage]}}}}
+  ops: {{{{key: {OPS_KEY}, admin: true}}}}
+"""
+CODE = f'token = "{API_TOKEN}"\ngetIssue(owner="acme", repo="app", issue_number=7)["title"]'
+"""The script carries a secret the gateway knows (the github api's token): its row must not."""
+
+
+class Served:
+    """The running gateway, its store file, and what the audit log held while the upstream had the request."""
+
+    def __init__(self, url: str, store: Path) -> None:
+        self.url = url
+        self.store = store
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every audit row, oldest first, as `GET /audit` gives them (read by an admin key)."""
+        answer = httpx.get(f"{self.url}/audit", params={"limit": 1000}, headers=bearer(OPS_KEY), timeout=30)
+        assert answer.status_code == 200, answer.text
+        return list(reversed(answer.json()["data"]))
+
+    def stored(self) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.store) as db:
+            found = db.execute("SELECT kind, agent, tool, status FROM audit ORDER BY id").fetchall()
+        return [{"kind": kind, "agent": agent, "tool": tool, "status": status} for kind, agent, tool, status in found]
+
+
+@pytest.fixture
+def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterator[Served]:
+    store = tmp_path / "state.db"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=YAML, store=store) as (url, _):
+        found = Served(url, store)
+
+        def issue(request: Recorded) -> Reply:
+            found.seen.append(found.stored())  # what the log says while the script's call is upstream
+            return Reply(200, ISSUE)
+
+        upstream.route("/github/repos/acme/app/issues/7", issue)
+        yield found
+
+
+async def _run_code(url: str, code: str) -> tuple[bool, str]:
+    async with httpx2.AsyncClient(headers=bearer(TRIAGE_KEY), timeout=30) as http, \
+            Client(streamable_http_client(f"{url}/mcp/triage", http_client=http)) as session:
+        result = await session.call_tool("run_code", {"code": code})
+        return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
+
+
+def _script_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if row["tool"] == "run_code"]
+
+
+def _check_the_row(served: Served, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The script's one row: who asked, the agent, the code redacted, the outcome, the time; its tool call under
+    its run id; and the row there (`running`) while the script's call was upstream."""
+    (row,) = _script_rows(rows)
+    assert (row["kind"], row["client"], row["agent"], row["api"]) == ("tool", "triage-bot", "triage", None)
+    assert row["status"] == "ok" and row["error"] is None
+    assert API_TOKEN not in json.dumps(row) and 'getIssue(owner="acme"' in row["arguments"]["code"]
+    assert row["time"].endswith("Z") and row["latency_ms"] > 0
+    assert row["run_id"]  # the script's calls are linked to it by its run id, as a chat's are to the chat
+    (sub,) = [r for r in rows if r["tool"] == "getIssue"]
+    assert (sub["agent"], sub["client"], sub["run_id"], sub["status"]) == ("triage", "triage-bot", row["run_id"], "ok")
+    (while_upstream,) = served.seen
+    assert {"kind": "tool", "agent": "triage", "tool": "run_code", "status": "running"} in while_upstream
+    return row
+
+
+def test_a_script_over_mcp_has_its_row(served: Served) -> None:
+    assert anyio.run(_run_code, served.url, CODE) == (False, "Crash on start")
+    row = _check_the_row(served, served.rows())
+    assert row["run_id"].startswith("script-")
+
+
+def test_in_a_chat_the_script_has_its_row_under_the_chats_run(served: Served, llm: LenientLLM) -> None:
+    llm.script(LLMReply(calls=[Call("run_code", {"code": CODE})]), LLMReply(text="Issue 7: a crash on start."))
+    answer = httpx.post(f"{served.url}/v1/chat/completions", headers=bearer(TRIAGE_KEY), timeout=30,
+                        json={"model": "triage", "messages": [{"role": "user", "content": "what is issue 7?"}]})
+    assert answer.status_code == 200, answer.text
+    (step,) = answer.json()["gateway"]["steps"]
+    assert step["tool"] == "run_code" and [s["tool"] for s in step["steps"]] == ["getIssue"]
+    rows = served.rows()
+    row = _check_the_row(served, rows)
+    (chat,) = [r for r in rows if r["kind"] == "chat"]
+    assert row["run_id"] == chat["run_id"] == answer.json()["id"]
+
+
+def test_a_script_with_a_syntax_error_has_its_row(served: Served, upstream: RecordingServer) -> None:
+    failed, text = anyio.run(_run_code, served.url, "getIssue(owner=")
+    assert failed and "SyntaxError" in text, text
+    (row,) = _script_rows(served.rows())
+    assert (row["client"], row["agent"], row["status"]) == ("triage-bot", "triage", "code_error")
+    assert row["arguments"] == {"code": "getIssue(owner="} and upstream.requests == []
+
+
+def test_a_script_without_code_is_refused_with_its_row(served: Served) -> None:
+    failed, text = anyio.run(_run_code, served.url, "  ")
+    assert failed and "needs `code`" in text, text
+    (row,) = _script_rows(served.rows())
+    assert (row["client"], row["agent"], row["status"]) == ("triage-bot", "triage", "invalid_arguments")
+
+
+@pytest.mark.slow
+def test_a_script_whose_row_cannot_be_written_does_not_start(tmp_path: Path, llm: LenientLLM,
+                                                             upstream: RecordingServer) -> None:
+    with tiny_disk(tmp_path / "disk") as disk:
+        with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=YAML, store=disk / "state.db") as (url, _):
+            filler = fill(disk)
+            with pytest.raises(MCPError) as refused:  # the door's error, never an unrecorded answer
+                anyio.run(_run_code, url, 'print("started")\n1')
+            filler.unlink()
+    assert "audit" in str(refused.value), refused.value
+    assert upstream.requests == []
