@@ -21,7 +21,7 @@ from ..catalog import AgentTool
 from ..codemode import RUN_CODE, FunctionNames, Limits, Paused, Script
 from ..config.model import AgentConfig
 from ..errors import AuditUnavailable
-from ..kernel.caller import bind_caller
+from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, HostedCall
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
@@ -78,7 +78,8 @@ async def run_direct_script(state: GatewayState, generation: Generation, agent: 
         outcome = await _script(generation, config, call.id, host).run(script.arguments)
         if isinstance(outcome, Paused):
             assert approvals is not None  # only a host with a store pauses
-            return await _hold(approvals, None, agent, client, call.id, outcome, door=door)
+            # Kept as a run under the script's run id: the calls it makes after the decision join its row's.
+            return await _hold(approvals, current_caller().run_id, agent, client, call.id, outcome, door=door)
         return outcome
 
     try:

@@ -116,6 +116,25 @@ def test_a_script_over_mcp_has_its_row(served: Served) -> None:
     assert row["run_id"].startswith("script-")
 
 
+def test_a_script_that_waits_over_mcp_goes_on_under_its_run_id(served: Served, upstream: RecordingServer) -> None:
+    code = CODE + '\ncreateIssueComment(owner="acme", repo="app", issue_number=7, body="On it.")["id"]'
+    failed, text = anyio.run(_run_code, served.url, code)
+    assert failed and "approval apr_" in text, text
+    approval = text.split("approval ", 1)[1].split(" ", 1)[0]
+    decided = httpx.post(f"{served.url}/approvals/{approval}", json={"decision": "approve"},
+                         headers=bearer(OPS_KEY), timeout=30)
+    assert decided.status_code == 200, decided.text
+    rows = served.rows()
+    (row,) = _script_rows(rows)
+    assert (row["client"], row["status"]) == ("triage-bot", "approval_pending")
+    calls = [(r["tool"], r["status"], r["run_id"]) for r in rows if r["kind"] == "tool" and r["tool"] != "run_code"]
+    run = row["run_id"]  # the calls before the pause and after the decision: one run, the script's
+    assert [(tool, run_id) for tool, _, run_id in calls] == [
+        ("getIssue", run), ("createIssueComment", run), ("createIssueComment", run)]
+    assert [status for _, status, _ in calls[:2]] == ["ok", "approval_pending"]
+    assert ("POST", "/github/repos/acme/app/issues/7/comments") in [(r.method, r.path) for r in upstream.requests]
+
+
 def test_in_a_chat_the_script_has_its_row_under_the_chats_run(served: Served, llm: LenientLLM) -> None:
     llm.script(LLMReply(calls=[Call("run_code", {"code": CODE})]), LLMReply(text="Issue 7: a crash on start."))
     answer = httpx.post(f"{served.url}/v1/chat/completions", headers=bearer(TRIAGE_KEY), timeout=30,
