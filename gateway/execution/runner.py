@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool
-from ..codemode import RUN_CODE
-from ..codemode.script import CODE_SCHEMA, code_refusal
+from ..codemode import RUN_CODE_TOOL
+from ..codemode.script import code_refusal
 from ..errors import AuditUnavailable, GatewayError
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, HostedCall, HostedProceed, Invocation
@@ -237,10 +237,6 @@ class CallPlan:
             return self.runner.run(agent_tool, call, door=door, client=client)
         return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
                                 arguments={**arguments, **self.fixed}, client=client, door=door))
-
-
-RUN_CODE_TOOL = AgentTool(name=RUN_CODE, description="", input_schema=CODE_SCHEMA)
-"""What a script's audit row names (each door offers its own `run_code`, with its functions in the description)."""
 
 
 def _code_refusal(script: HostedCall) -> ToolResult | None:
