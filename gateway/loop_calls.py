@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .catalog import AgentTool
+from .kernel.calls import Door, HostedProceed
 from .loop_types import EventHandler, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 
@@ -27,6 +28,15 @@ class CheckingInvoke(Protocol):
     async def __call__(self, tool: AgentTool, call: ToolCall) -> ToolResult: ...
 
     async def check(self, tool: AgentTool, call: ToolCall) -> ToolResult | None: ...
+
+
+@runtime_checkable
+class ScriptingInvoke(Protocol):
+    """An `Invoke` that audits a `run_code` call as a call of its own (`gateway.execution.runner.ToolRunner.script`):
+    its row written before `run` starts the script, the script's calls under the row's run id."""
+
+    async def script(self, call: ToolCall, run: HostedProceed, *, door: Door, client: str | None,
+                     approval: str | None = None) -> ToolResult: ...
 
 
 @dataclass(slots=True)

@@ -7,6 +7,10 @@ arguments) pauses the script: the loop pauses the run with that call as the pend
 arguments, the `run_code` call's id) and keeps the script's state (`ScriptCalls.paused`) and the results of the
 batch's other calls in the run's state. When the run resumes with the decision, the script goes on from its
 snapshot; the batch's other calls are not run again.
+
+The script itself is a call of its own in the audit when the loop's `invoke` can say so (`ScriptingInvoke`, the
+tool runner): one row for each time it runs (its start, and its going on after a decision), written before the
+script starts, its outcome after (a script that waits ends its row as `approval_pending`), under the chat's run id.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .catalog import AgentTool
 from .codemode import FunctionNames, Limits, Paused, Script
 from .config.model import AgentConfig
+from .kernel.caller import current_caller
+from .kernel.calls import HostedCall
+from .loop_calls import Invoke, ScriptingInvoke
 from .loop_types import Decision, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 from .toolsets import Toolset
@@ -35,6 +42,7 @@ class ScriptLoop(Protocol):
 
     agent: AgentConfig
     toolset: Toolset
+    invoke: Invoke
     tool_calls: int
     iteration: int
     observer: RunObserver | None
@@ -126,12 +134,28 @@ class ScriptCalls:
         """The `run_code` call's result, or None when its script paused (then it is in `paused`). With
         `decision`, the call's script paused before and goes on with it."""
         waiting = self.paused.pop(call.id, None)
-        if waiting is not None and decision is not None:
-            steps.extend(waiting.steps)
-            outcome = await self._script(call, steps).resume(waiting.paused.state, decision, approval or "approved")
+        paused: list[Paused] = []
+
+        async def script(_: HostedCall | None) -> ToolResult:
+            if waiting is not None and decision is not None:
+                steps.extend(waiting.steps)
+                outcome = await self._script(call, steps).resume(waiting.paused.state, decision,
+                                                                 approval or "approved")
+            else:
+                outcome = await self._script(call, steps).run(call.arguments)
+            if isinstance(outcome, Paused):
+                paused.append(outcome)
+                return ToolResult.failure("approval_pending", f"the script waits at a call of {outcome.tool!r} for "
+                                          "a human's approval")
+            return outcome
+
+        invoke = self.loop.invoke
+        if isinstance(invoke, ScriptingInvoke):
+            result = await invoke.script(call, script, door="chat", client=current_caller().client,
+                                         approval=approval)
         else:
-            outcome = await self._script(call, steps).run(call.arguments)
-        if isinstance(outcome, Paused):
-            self.paused[call.id] = ScriptPause(paused=outcome, steps=list(steps))
+            result = await script(None)
+        if paused:
+            self.paused[call.id] = ScriptPause(paused=paused[0], steps=list(steps))
             return None
-        return outcome
+        return result

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..execution.executor import Executor
-from ..execution.pipeline import DelegationStage, Pipeline
+from ..execution.pipeline import HostedStage, Pipeline
 from ..execution.stages import CheckOutput, Execute, RedactResult, RunHooks, ValidateArguments
 from ..kernel import tracing
 from ..kernel.calls import Stage, ToolHooks
@@ -46,11 +46,11 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     if metrics is not None or tracing.enabled():
         stages.append(ObserveToolCall(metrics, redactor))
     before_send: Stage | None = None
-    delegations: tuple[DelegationStage, DelegationStage] | None = None
+    hosted: tuple[HostedStage, HostedStage] | None = None
     if safeguards is not None:
         audit, before_send = safeguards.audit_stages(redactor)
         stages.append(audit)
-        delegations = (audit, audit.before_run())  # a delegation's row: the same stages, the same log
+        hosted = (audit, audit.before_run())  # a delegation's or a script's row: the same stages, the same log
     stages.append(RedactResult(redactor))
     stages.append(validate)
     if safeguards is not None:
@@ -62,4 +62,4 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages.append(CheckOutput())
     if before_send is not None:
         stages.append(before_send)  # the last: the row is written right before the request, or nothing is sent
-    return Pipeline(stages, Execute(executor), validate=validate, audit=delegations)
+    return Pipeline(stages, Execute(executor), validate=validate, audit=hosted)

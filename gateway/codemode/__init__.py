@@ -10,10 +10,10 @@ agent's tools; `only` offers `run_code` with `search_tools`/`describe_tool` for 
 - `values`: sandbox values as JSON.
 """
 
-from .run_code import RUN_CODE, run_code_tool
+from .run_code import RUN_CODE, RUN_CODE_TOOL, run_code_tool
 from .sandbox import Limits, SandboxUnavailable, available
 from .script import Paused, Script, ScriptHost
 from .signatures import FunctionNames, python_name, signature
 
-__all__ = ["RUN_CODE", "FunctionNames", "Limits", "Paused", "SandboxUnavailable", "Script", "ScriptHost", "available",
-           "python_name", "run_code_tool", "signature"]
+__all__ = ["RUN_CODE", "RUN_CODE_TOOL", "FunctionNames", "Limits", "Paused", "SandboxUnavailable", "Script",
+           "ScriptHost", "available", "python_name", "run_code_tool", "signature"]

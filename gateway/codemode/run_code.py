@@ -20,6 +20,9 @@ from .script import CODE_SCHEMA
 from .signatures import FunctionNames, signature
 
 RUN_CODE = "run_code"
+RUN_CODE_TOOL = AgentTool(name=RUN_CODE, description="", input_schema=CODE_SCHEMA)
+"""`run_code` where no description is needed: what a script's audit row names, what shapes its result at the MCP
+door (no output schema). Each door offers its own, with the agent's functions in the description."""
 _LEVELS = ({"depth": 2}, {"depth": 1}, {"depth": 1, "returns": False}, {"depth": 1, "returns": False,
                                                                       "summary": False})
 _HEAD = """Run a short Python script that calls this agent's tools as functions; only its result comes back to you.

@@ -76,10 +76,10 @@ class Script:
         self.calls = 0
 
     async def run(self, arguments: dict[str, Any] | None) -> ToolResult | Paused:
-        code = (arguments or {}).get("code")
-        if not isinstance(code, str) or not code.strip():
-            return ToolResult.failure("invalid_arguments", "run_code needs `code`: a non-empty string holding the "
-                                      "Python script (its last expression is the result).")
+        refused = code_refusal(arguments)
+        if refused is not None:
+            return refused
+        code = str((arguments or {})["code"])
         try:
             async with Sandbox(self.limits) as box:
                 return await self._drive(box, await box.start(code))
@@ -168,6 +168,15 @@ class Script:
         body = {"printed": printed} if printed else None
         calls = f" ({self.calls} tool call(s) ran before)" if self.calls else ""
         return ToolResult.failure(kind, f"{message}{calls}", body=body)
+
+
+def code_refusal(arguments: dict[str, Any] | None) -> ToolResult | None:
+    """Why a `run_code` call must not start (None: it may): its `code` is not a non-empty string."""
+    code = (arguments or {}).get("code")
+    if isinstance(code, str) and code.strip():
+        return None
+    return ToolResult.failure("invalid_arguments", "run_code needs `code`: a non-empty string holding the Python "
+                              "script (its last expression is the result).")
 
 
 def _arguments(tool: AgentTool, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -22,9 +22,9 @@ is linked to the rest of its chain by a `_Link`, whose bound `run` is the `proce
 plain function that hands back the stage's own coroutine, so one call's await chain holds one frame per stage that
 applies and no frame of the pipeline's own.
 
-A delegation (an agent offered as a tool) is bound to no operation: it takes `delegate`, through the same audit
-stages (its row written before the sub-agent starts, its verdict after), with its own check in the place of the
-argument validation.
+A tool the gateway answers itself (a delegation: an agent offered as a tool; a `run_code` script) is bound to no
+operation: it takes `hosted`, through the same audit stages (its row written before the sub-agent or the script
+starts, its verdict after), with its own check in the place of the argument validation.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from types import FunctionType, MethodType
 from typing import Any, Protocol, cast
 
 from ..catalog import AgentTool
-from ..kernel.calls import Delegation, DelegationProceed, Invocation, Proceed, Stage
+from ..kernel.calls import HostedCall, HostedProceed, Invocation, Proceed, Stage
 from ..kernel.memo import ByIdentity
 from ..messages import ToolResult
 
 
-class DelegationStage(Protocol):
-    """An audit stage as a delegation takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
-    `Delegation`)."""
+class HostedStage(Protocol):
+    """An audit stage as a hosted call takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
+    `HostedCall`)."""
 
-    def __call__(self, invocation: Delegation, proceed: DelegationProceed) -> Awaitable[ToolResult]: ...
+    def __call__(self, invocation: HostedCall, proceed: HostedProceed) -> Awaitable[ToolResult]: ...
 
 
 class Pipeline:
@@ -54,12 +54,12 @@ class Pipeline:
         terminal: runs the call itself (the executor).
         validate: the argument-validation stage, also run alone by `check` (the loop checks a call before it
             queues the call for approval).
-        audit: the audit stages of `delegate`: the outermost (the verdict) and the one before the sub-agent
-            starts (its row written first); None: delegations are not audited (a gateway without a store).
+        audit: the audit stages of `hosted`: the outermost (the verdict) and the one before the sub-agent or the
+            script starts (its row written first); None: hosted calls are not audited (a gateway without a store).
     """
 
     def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None,
-                 audit: tuple[DelegationStage, DelegationStage] | None = None) -> None:
+                 audit: tuple[HostedStage, HostedStage] | None = None) -> None:
         self.stages = tuple(stages)
         self._terminal = terminal
         self._validate = validate
@@ -84,20 +84,20 @@ class Pipeline:
                 entry = _Link(_bound(specific), entry).run
         return entry
 
-    def delegate(self, delegation: Delegation, check: Callable[[Delegation], ToolResult | None],
-                 run: DelegationProceed) -> Awaitable[ToolResult]:
-        """A delegation's result, to be awaited: audited as any call (one row with its verdict; for one that runs,
-        the row is written before `run` starts the sub-agent, or it does not start), `check` first (its refusal,
-        or None), in the place of the argument validation."""
+    def hosted(self, call: HostedCall, check: Callable[[HostedCall], ToolResult | None],
+               run: HostedProceed) -> Awaitable[ToolResult]:
+        """A hosted call's result (a delegation's, a script's), to be awaited: audited as any call (one row with
+        its verdict; for one that runs, the row is written before `run` starts the work, or it does not start),
+        `check` first (its refusal, or None), in the place of the argument validation."""
         audit = self._audit
         if audit is None:
-            return _checked(delegation, check, run)
+            return _checked(call, check, run)
         record, before_run = audit
 
-        def checked(delegation: Delegation) -> Awaitable[ToolResult]:
-            return _checked(delegation, check, lambda ready: before_run(ready, proceed=run))
+        def checked(call: HostedCall) -> Awaitable[ToolResult]:
+            return _checked(call, check, lambda ready: before_run(ready, proceed=run))
 
-        return record(delegation, proceed=checked)
+        return record(call, proceed=checked)
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
@@ -143,7 +143,7 @@ async def _accept(invocation: Invocation) -> ToolResult:
     return ToolResult(ok=True)
 
 
-async def _checked(delegation: Delegation, check: Callable[[Delegation], ToolResult | None],
-                   run: DelegationProceed) -> ToolResult:
-    refused = check(delegation)
-    return refused if refused is not None else await run(delegation)
+async def _checked(call: HostedCall, check: Callable[[HostedCall], ToolResult | None],
+                   run: HostedProceed) -> ToolResult:
+    refused = check(call)
+    return refused if refused is not None else await run(call)

@@ -6,9 +6,10 @@ overridden by it). The runner is the loop's `invoke` (bound to one agent with `f
 doors call through `run`. A delegation tool (`AgentTool.delegate`) runs the sub-agent's own loop on the `task`
 and returns its final answer as text (each of the sub-agent's calls goes through the pipeline); depth is bounded
 by `gateway.max_delegation_depth` (checked at load time, enforced again here). On every door the delegation is a
-call of its own in the audit (`Pipeline.delegate`: one row naming the caller, the delegating agent and
-`ask_<agent>`, written before the sub-agent starts), and the sub-agent's calls carry that row's run id: the chat's
-inside a chat, one of the delegation's own outside (the direct and MCP doors).
+call of its own in the audit (`hosted`, through `Pipeline.hosted`: one row naming the caller, the delegating agent
+and `ask_<agent>`, written before the sub-agent starts), and the sub-agent's calls carry that row's run id: the
+chat's inside a chat, one of the delegation's own outside (the direct and MCP doors). A `run_code` script takes the
+same way (`script`): its row before the script starts, its tool calls under the row's run id.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool
+from ..codemode import RUN_CODE_TOOL
+from ..codemode.script import code_refusal
 from ..errors import AuditUnavailable, GatewayError
 from ..kernel.caller import bind_caller, current_caller
-from ..kernel.calls import Delegation, Door, Invocation
+from ..kernel.calls import Door, HostedCall, HostedProceed, Invocation
 from ..kernel.memo import ByIdentity
 from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
@@ -114,18 +117,34 @@ class ToolRunner:
             return ToolResult.failure("configuration_error", f"tool {agent_tool.name!r} is bound to no operation")
         return await self.pipeline(invocation)
 
+    async def script(self, call: ToolCall, run: HostedProceed, *, door: Door, client: str | None,
+                     approval: str | None = None) -> ToolResult:
+        """A `run_code` call (code mode) through the pipeline's audit: its row (the caller, this agent, the
+        redacted code) written before `run` starts the script, its verdict after; the script's calls under the
+        row's run id. `run`: the door's way of running the script (and of holding it when it pauses)."""
+        return await self.hosted(RUN_CODE_TOOL, call, door=door, client=client, approval=approval,
+                                 check=_code_refusal, run=run, kind="script")
+
+    async def hosted(self, agent_tool: AgentTool, call: ToolCall, *, door: Door, client: str | None,
+                     approval: str | None, check: Callable[[HostedCall], ToolResult | None], run: HostedProceed,
+                     kind: str) -> ToolResult:
+        """A call the gateway answers itself (a delegation, a script) through the pipeline's audit: its row (the
+        caller, this agent, the redacted arguments) written before `run` starts the work, its verdict after, and
+        the calls the work makes under the row's run id: the chat's inside a chat, `<kind>-<hex>` outside."""
+        caller = current_caller()
+        hosted = HostedCall(agent=self.agent or caller.agent or "", agent_tool=agent_tool, call=call,
+                            arguments=dict(call.arguments or {}), client=client, door=door, approval=approval)
+        # Linked as a chat links its calls: by the run id. Outside a chat the call starts a run of its own.
+        with bind_caller(run_id=caller.run_id or f"{kind}-{uuid.uuid4().hex}"):
+            return await self.pipeline.hosted(hosted, check, _timed(run))
+
     async def _delegate(self, agent_tool: AgentTool, call: ToolCall, *, door: Door, client: str | None,
                         approval: str | None) -> ToolResult:
-        """A delegation through the pipeline's audit: its row (with the caller, this agent, the redacted `task`)
-        written before the sub-agent starts, its verdict after; the sub-agent's calls under the row's run id."""
-        caller = current_caller()
-        delegation = Delegation(agent=self.agent or caller.agent or "", agent_tool=agent_tool, call=call,
-                                arguments=dict(call.arguments or {}), client=client, door=door, approval=approval)
-        # Linked as a chat links its calls: by the run id. Outside a chat the delegation starts a run of its own.
-        with bind_caller(run_id=caller.run_id or f"delegation-{uuid.uuid4().hex}"):
-            return await self.pipeline.delegate(delegation, self._refusal, self._sub_run)
+        """A delegation through the pipeline's audit (`hosted`), the sub-agent's loop on its `task`."""
+        return await self.hosted(agent_tool, call, door=door, client=client, approval=approval,
+                                 check=self._refusal, run=self._sub_run, kind="delegation")
 
-    def _refusal(self, delegation: Delegation) -> ToolResult | None:
+    def _refusal(self, delegation: HostedCall) -> ToolResult | None:
         """Why the delegation must not start (None: it may), before its row says it runs."""
         agent_tool = delegation.agent_tool
         if agent_tool.needs_approval and delegation.approval is None and delegation.door != "chat":
@@ -146,12 +165,9 @@ class ToolRunner:
                                       "yourself.")
         return None
 
-    async def _sub_run(self, delegation: Delegation) -> ToolResult:
-        """The sub-agent's loop on the task; its answer as the result (timed: the row's latency)."""
-        started = time.perf_counter()
-        result = await self._run_sub_agent(delegation.agent_tool, str(delegation.arguments["task"]))
-        result.duration_ms = (time.perf_counter() - started) * 1000
-        return result
+    async def _sub_run(self, delegation: HostedCall) -> ToolResult:
+        """The sub-agent's loop on the task; its answer as the result."""
+        return await self._run_sub_agent(delegation.agent_tool, str(delegation.arguments["task"]))
 
     async def _run_sub_agent(self, agent_tool: AgentTool, task: str) -> ToolResult:
         from .. import loop
@@ -221,6 +237,22 @@ class CallPlan:
             return self.runner.run(agent_tool, call, door=door, client=client)
         return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
                                 arguments={**arguments, **self.fixed}, client=client, door=door))
+
+
+def _code_refusal(script: HostedCall) -> ToolResult | None:
+    return code_refusal(script.arguments)
+
+
+def _timed(run: HostedProceed) -> HostedProceed:
+    """`run` with its result timed: the row's latency, the whole of the work (the calls it made among it)."""
+
+    async def timed(call: HostedCall) -> ToolResult:
+        started = time.perf_counter()
+        result = await run(call)
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    return timed
 
 
 def merge_arguments(arguments: dict[str, Any] | None, fixed: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The call contract: what a door hands the pipeline (`Invocation`; `Delegation` for an agent offered as a tool), what
-a stage is (`Stage`, `Proceed`), and the seam for code that watches or changes tool calls (`ToolHooks`).
+"""The call contract: what a door hands the pipeline (`Invocation`; `HostedCall` for a tool the gateway answers
+itself: a delegation, a script), what a stage is (`Stage`, `Proceed`), and the seam for code that watches or
+changes tool calls (`ToolHooks`).
 
 Every package that takes part in a tool call (the execution stages, the safety stages, observability, the doors)
 speaks these types; the pipeline that chains them is assembled elsewhere (`gateway.execution.pipeline`).
@@ -19,8 +20,8 @@ Door = Literal["chat", "direct", "mcp", "cli", "resume", "console"]
 
 @dataclass(slots=True, kw_only=True)
 class AgentCall:
-    """What every call of an agent's tool carries on its way: an api call's (`Invocation`), a delegation's
-    (`Delegation`)."""
+    """What every call of an agent's tool carries on its way: an api call's (`Invocation`), a delegation's or a
+    script's (`HostedCall`)."""
 
     agent: str
     """The agent whose tool it is (audit rows and per-agent limits name it)."""
@@ -55,20 +56,21 @@ Proceed = Callable[[Invocation], Awaitable[ToolResult]]
 
 
 @dataclass(slots=True, kw_only=True)
-class Delegation(AgentCall):
-    """One call of a delegation tool (`ask_<agent>`: an agent offered as a tool), on its way through the pipeline's
-    audit (`Pipeline.delegate`). Not an `Invocation`: it is bound to no operation, so no stage of an api call
-    (validation by a spec's schema, an api's limits and breaker, the executor) applies to it. Its `agent` is the
-    delegating agent; its row is written before the sub-agent starts."""
+class HostedCall(AgentCall):
+    """One call of a tool the gateway answers itself, on its way through the pipeline's audit (`Pipeline.hosted`):
+    a delegation (`ask_<agent>`: an agent offered as a tool; it runs the sub-agent) or a script (`run_code`: code
+    mode; it runs the script, whose tool calls are api calls of their own). Not an `Invocation`: it is bound to no
+    operation, so no stage of an api call (validation by a spec's schema, an api's limits and breaker, the
+    executor) applies to it. Its `agent` is the calling agent; its row is written before the work starts."""
 
     @property
     def tool(self) -> str:
-        """The name its audit row gives it: the delegation tool's (there is no catalog tool)."""
+        """The name its audit row gives it: the tool's (there is no catalog tool)."""
         return self.agent_tool.name
 
 
-DelegationProceed = Callable[[Delegation], Awaitable[ToolResult]]
-"""The rest of a delegation's way (`Pipeline.delegate`), from the audit's point of view."""
+HostedProceed = Callable[[HostedCall], Awaitable[ToolResult]]
+"""The rest of a hosted call's way (`Pipeline.hosted`), from the audit's point of view."""
 
 
 class Stage(Protocol):

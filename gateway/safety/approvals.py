@@ -124,7 +124,8 @@ class ApprovalManager:
 
     async def hold_script(self, *, run_id: str | None, agent: str, tool: str, arguments: dict[str, Any],
                           call_id: str, client: str | None, state: dict[str, Any]) -> ToolResult:
-        """Keep a script (not a chat's) that waits at a call of `tool`; `run_id`: its run when it waited before.
+        """Keep a script (not a chat's) that waits at a call of `tool`; `run_id`: its run (the run id its audit row
+        and calls carry; the one it was kept under when it waited before).
         The result tells the caller the approval's id."""
         approval_id = f"apr_{secrets.token_urlsafe(18)}"
         run_id = run_id or f"script_{approval_id}"

@@ -40,10 +40,11 @@ from ..messages import ToolResult
 from ..store import AUDIT_RUNNING, AuditQuery, AuditRow, Store
 
 if TYPE_CHECKING:
-    from ..kernel.calls import Delegation, Invocation
+    from ..kernel.calls import HostedCall, Invocation
 
-    A = TypeVar("A", Invocation, Delegation)
-    """An api call or a delegation: both take the same way through the audit."""
+    A = TypeVar("A", Invocation, HostedCall)
+    """An api call, or a call the gateway answers itself (a delegation, a script): both take the same way through
+    the audit."""
 
 __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
            "watch_sends"]
@@ -269,9 +270,9 @@ class RecordCall:
     """The pipeline's audit stage (the outermost): one row per call with its final verdict, or no answer.
 
     A call that was sent has its row already (`RecordBeforeSend`): the verdict is written onto it. A call that
-    was not (refused, held, limited) gets its row here. A delegation (`Delegation`, an agent offered as a tool)
-    takes the same two stages (`Pipeline.delegate`): its row is written before the sub-agent starts, and the
-    sub-agent's own calls get rows of their own."""
+    was not (refused, held, limited) gets its row here. A delegation or a script (`HostedCall`: an agent offered
+    as a tool, `run_code`) takes the same two stages (`Pipeline.hosted`): its row is written before the sub-agent
+    or the script starts, and the calls they make get rows of their own."""
 
     def __init__(self, audit: AuditLog, redactor: Redactor | None = None) -> None:
         self.audit = audit
@@ -282,8 +283,8 @@ class RecordCall:
         return RecordBeforeSend(self)
 
     def before_run(self) -> RecordBeforeSend:
-        """The stage that writes the row of a delegation about to start its sub-agent: as `before_send`, but not
-        counted as a send (`watch_sends`): the delegation sends nothing itself, its sub-agent's calls count."""
+        """The stage that writes the row of a hosted call about to start (a delegation's sub-agent, a script): as
+        `before_send`, but not counted as a send (`watch_sends`): it sends nothing itself, the calls it makes count."""
         return RecordBeforeSend(self, counts=False)
 
     async def __call__(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]]) -> ToolResult:
@@ -320,7 +321,7 @@ class RecordCall:
             await self._record(invocation, result)
         return result
 
-    def _record(self, invocation: Invocation | Delegation, result: ToolResult) -> Awaitable[None]:
+    def _record(self, invocation: Invocation | HostedCall, result: ToolResult) -> Awaitable[None]:
         """The write of the call's verdict, to be awaited (or shielded)."""
         row = invocation.record
         if row is not None:
@@ -329,7 +330,7 @@ class RecordCall:
                                      approval=invocation.approval, agent=invocation.agent, client=invocation.client,
                                      redacted_by=self.redactor)
 
-    def _arguments(self, invocation: Invocation | Delegation) -> Any:
+    def _arguments(self, invocation: Invocation | HostedCall) -> Any:
         return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
 
 

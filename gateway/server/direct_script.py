@@ -1,12 +1,14 @@
 """A `run_code` call outside any chat (the MCP door, over HTTP and stdio): one script over the agent's tools.
 
-Each tool call of the script runs through the generation's call pipeline as a call of that door (its audit row
-names the door and the agent). A call under approval pauses the script: the script is kept in the store as a run
-of kind `script` with the call as its pending approval (listed by `GET /approvals`, decided by any instance, after
-a restart too), and the caller gets an `approval_pending` result naming the approval. Deciding it resumes the
-script (`resume_direct_script`): the approved call runs once, a denied one raises in the script, and the script's
-result is the decision's answer (or the next approval it waits for). Without a store nothing can hold a call: the
-call raises in the script.
+The script is a call of its own in the audit (`ToolRunner.script`): its row (the caller, the agent, `run_code`,
+the redacted code) is written before the script starts (or it does not start) and ends with its outcome. Each
+tool call of the script runs through the generation's call pipeline as a call of that door (its audit row names
+the door and the agent, and carries the script's run id). A call under approval pauses the script: the script is
+kept in the store as a run of kind `script` with the call as its pending approval (listed by `GET /approvals`,
+decided by any instance, after a restart too), and the caller gets an `approval_pending` result naming the
+approval (the script's row ends so). Deciding it resumes the script (`resume_direct_script`): the approved call
+runs once, a denied one raises in the script, and the script's result is the decision's answer (or the next
+approval it waits for). Without a store nothing can hold a call: the call raises in the script.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from typing import Any
 
 from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
-from ..codemode import FunctionNames, Limits, Paused, Script
+from ..codemode import RUN_CODE, FunctionNames, Limits, Paused, Script
 from ..config.model import AgentConfig
 from ..errors import AuditUnavailable
-from ..kernel.caller import bind_caller
-from ..kernel.calls import Door
+from ..kernel.caller import bind_caller, current_caller
+from ..kernel.calls import Door, HostedCall
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.approvals import ApprovalManager
@@ -68,17 +70,23 @@ async def run_direct_script(state: GatewayState, generation: Generation, agent: 
     """The script's result, or `approval_pending` when it waits for a human (then it is kept in the store)."""
     config = generation.runtime.manifest.agents[agent]
     approvals = state.safety.approvals if state.safety is not None else None
-    call_id = f"code_{random.getrandbits(64):016x}"  # an id, not a secret
+    call = ToolCall(id=f"code_{random.getrandbits(64):016x}", name=RUN_CODE, arguments=arguments,  # not a secret
+                    raw_arguments=arguments)
     host = _Host(generation, agent, client, door, approvals)
-    try:
-        with bind_caller(client=client, agent=agent):  # the caller the sandbox's share is counted for
-            outcome = await _script(generation, config, call_id, host).run(arguments)
+
+    async def run(script: HostedCall) -> ToolResult:
+        outcome = await _script(generation, config, call.id, host).run(script.arguments)
         if isinstance(outcome, Paused):
             assert approvals is not None  # only a host with a store pauses
-            return await _hold(approvals, None, agent, client, call_id, outcome, door=door)
+            # Kept as a run under the script's run id: the calls it makes after the decision join its row's.
+            return await _hold(approvals, current_caller().run_id, agent, client, call.id, outcome, door=door)
+        return outcome
+
+    try:
+        with bind_caller(client=client, agent=agent):  # the caller the sandbox's share is counted for
+            return await host.runner.script(call, run, door=door, client=client)
     except AuditUnavailable as exc:
         raise APIError(503, str(exc), code="audit_unavailable") from None
-    return outcome
 
 
 async def resume_direct_script(state: GatewayState, generation: Generation, run: RunRecord,

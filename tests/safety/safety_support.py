@@ -3,12 +3,15 @@ and a recording upstream (the server tests' helpers, plus `clients` and `gateway
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from server_support import AGENTS_YAML, running, write_project
+import httpx
+from recording_server import Recorded, RecordingServer, Reply
+from server_support import AGENTS_YAML, ISSUE, running, write_project
 
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
@@ -71,3 +74,40 @@ def safe_gateway(folder: Path, llm_url: str, upstream_url: str, *, agents_yaml: 
         close = getattr(safety.store, "close", None)  # SQLite's file; a PostgreSQL pool went with the server's loop
         if close is not None:
             close()
+
+
+class Served:
+    """A running gateway, its store file, and what the audit log held while the upstream had issue 7's request."""
+
+    def __init__(self, url: str, store: Path, admin_key: str) -> None:
+        self.url = url
+        self.store = store
+        self.admin_key = admin_key
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every audit row, oldest first, as `GET /audit` gives them (read by an admin key)."""
+        answer = httpx.get(f"{self.url}/audit", params={"limit": 1000}, headers=bearer(self.admin_key), timeout=30)
+        assert answer.status_code == 200, answer.text
+        return list(reversed(answer.json()["data"]))
+
+    def stored(self) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.store) as db:
+            found = db.execute("SELECT kind, agent, tool, status FROM audit ORDER BY id").fetchall()
+        return [{"kind": kind, "agent": agent, "tool": tool, "status": status} for kind, agent, tool, status in found]
+
+
+@contextmanager
+def served_gateway(folder: Path, llm_url: str, upstream: RecordingServer, agents_yaml: str,
+                   admin_key: str) -> Iterator[Served]:
+    """`safe_gateway` on a store file, with the audit log's rows noted while issue 7's request is upstream."""
+    store = folder / "state.db"
+    with safe_gateway(folder, llm_url, upstream.url, agents_yaml=agents_yaml, store=store) as (url, _):
+        found = Served(url, store, admin_key)
+
+        def issue(request: Recorded) -> Reply:
+            found.seen.append(found.stored())  # what the log says while the call is upstream
+            return Reply(200, ISSUE)
+
+        upstream.route("/github/repos/acme/app/issues/7", issue)
+        yield found

@@ -135,9 +135,17 @@ def test_a_client_past_its_share_of_sandboxes_is_refused_and_another_clients_scr
         release.set()
         holder.join(GATE_LIMIT + 30)
         again = anyio.run(run_code, url, A_KEY, "3 + 3")
+        audit = httpx.get(f"{url}/audit", params={"tool": "run_code"}, headers=bearer(A_KEY), timeout=30)
     assert refused[0] and "gateway.max_code_workers_per_client" in refused[1] and "retry after 1 s" in refused[1]
     (step,) = in_chat.json()["gateway"]["steps"]  # inside a chat the model hears it, as any refused call
     assert (step["tool"], step["error_type"]) == ("run_code", "rate_limited"), step
     assert served == (False, "4")
     assert first == [(False, "Crash on start")]
     assert again == (False, "6")
+    # Each script is a call of its own in the audit, the refused ones too (oldest first: the holder's row was
+    # written when it started).
+    scripts = [(r["client"], r["arguments"]["code"], r["status"]) for r in reversed(audit.json()["data"])]
+    assert [(code, status) for _, code, status in scripts] == [
+        ('getIssue(owner="acme", repo="app", issue_number=7)["title"]', "ok"), ("1 + 1", "rate_limited"),
+        ("5 + 5", "rate_limited"), ("3 + 3", "ok")]
+    assert {client for client, _, _ in scripts} == {"a-bot"}

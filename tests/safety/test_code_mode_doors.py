@@ -79,7 +79,10 @@ def test_a_script_pauses_at_its_write_and_resumes_after_a_restart(tmp_path: Path
             ("createIssueComment", "tool", "approval_pending"), ("createIssueComment", "decision", "approved")} <= rows
     writes = [r for r in audit if r["tool"] and r["tool"].endswith("createIssueComment")]
     assert all(r["approval"] == pending["id"] for r in writes)
-    assert len([r for r in audit if r["kind"] == "tool" and r["status"] == "ok"]) == 3
+    assert len([r for r in audit if r["kind"] == "tool" and r["tool"] != "run_code" and r["status"] == "ok"]) == 3
+    # The script has a row for each time it ran: it waited at the write, then went on under the approval.
+    scripts = [(r["status"], r["approval"]) for r in reversed(audit) if r["tool"] == "run_code"]
+    assert scripts == [("approval_pending", None), ("ok", pending["id"])]
 
 
 HOSTILE = {
@@ -113,7 +116,10 @@ def test_files_os_modules_and_an_endless_loop_are_tool_errors(tmp_path: Path, ll
     assert "No module named 'subprocess'" in results["subprocess"]["error"]
     assert "No module named 'socket'" in results["socket"]["error"]
     assert "code_limits.time" in results["loop"]["error"]
-    assert upstream.requests == [] and not [r for r in audit if r["kind"] == "tool"]  # no tool was called
+    assert upstream.requests == []
+    # No tool was called: the only rows are the scripts' own, each with its error.
+    scripts = [(r["arguments"]["code"], r["status"]) for r in reversed(audit) if r["kind"] == "tool"]
+    assert sorted(scripts) == sorted(zip(HOSTILE.values(), [*["code_error"] * 4, "code_limit"], strict=True))
 
 
 def test_the_gateway_serves_others_while_a_script_loops(tmp_path: Path, llm: LenientLLM,

@@ -9,7 +9,6 @@ scripted LLM for both agents, a recording upstream, and the official `mcp` clien
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,12 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from recording_server import Recorded, RecordingServer, Reply
+from recording_server import RecordingServer
 from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
-from server_support import ISSUE, LenientLLM
+from server_support import LenientLLM
 
-from .safety_support import API_TOKEN, bearer, delegating_yaml, safe_gateway
+from .safety_support import API_TOKEN, Served, bearer, delegating_yaml, safe_gateway, served_gateway
 from .test_audit_fails_closed import fill, tiny_disk
 
 LEAD_KEY = "ck-lead-00001111222233334444"
@@ -37,37 +36,9 @@ TASK = f"Read issue 7 of acme/app (the token is {API_TOKEN})"
 """The task carries a secret the gateway knows (the github api's token): its row must not."""
 
 
-class Served:
-    """The running gateway, its store file, and what the audit log held while the upstream had the request."""
-
-    def __init__(self, url: str, store: Path) -> None:
-        self.url = url
-        self.store = store
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def rows(self) -> list[dict[str, Any]]:
-        """Every audit row, oldest first, as `GET /audit` gives them (read by an admin key)."""
-        answer = httpx.get(f"{self.url}/audit", params={"limit": 1000}, headers=bearer(OPS_KEY), timeout=30)
-        assert answer.status_code == 200, answer.text
-        return list(reversed(answer.json()["data"]))
-
-    def stored(self) -> list[dict[str, Any]]:
-        with sqlite3.connect(self.store) as db:
-            found = db.execute("SELECT kind, agent, tool, status FROM audit ORDER BY id").fetchall()
-        return [{"kind": kind, "agent": agent, "tool": tool, "status": status} for kind, agent, tool, status in found]
-
-
 @pytest.fixture
 def served(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> Iterator[Served]:
-    store = tmp_path / "state.db"
-    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=YAML, store=store) as (url, _):
-        found = Served(url, store)
-
-        def issue(request: Recorded) -> Reply:
-            found.seen.append(found.stored())  # what the log says while the sub-agent's call is upstream
-            return Reply(200, ISSUE)
-
-        upstream.route("/github/repos/acme/app/issues/7", issue)
+    with served_gateway(tmp_path, llm.url, upstream, YAML, OPS_KEY) as found:
         yield found
 
 

@@ -15,17 +15,13 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
 from ...assembly import GatewayState
-from ...catalog import AgentTool
-from ...codemode import RUN_CODE
+from ...codemode import RUN_CODE, RUN_CODE_TOOL
 from ..api_errors import APIError
 from ..direct_call import door_plan, run_planned
 from ..direct_script import run_direct_script
 from . import search
 from .listing import checked_agent, era_of
 from .results import ResultAside, call_result, wire_result
-
-_RUN_CODE = AgentTool(name=RUN_CODE, description="", input_schema={})
-"""What shapes a script's result: a tool without an output schema."""
 
 
 async def answer_call(state: GatewayState, agent: str, name: str, arguments: dict[str, Any],
@@ -48,7 +44,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                 result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
             except APIError as error:
                 raise MCPError(types.INTERNAL_ERROR, error.message) from None
-            return call_result(_RUN_CODE, result, modern=era_of(protocol_version) == "modern")
+            return call_result(RUN_CODE_TOOL, result, modern=era_of(protocol_version) == "modern")
         if agent_tool is not None and config.code_mode == "only":
             return wire_result(f"{name} is not called on its own here: call it as a function in a {RUN_CODE} "
                                f"script ({name}(name=value, ...)).", None, is_error=True)
