@@ -166,13 +166,11 @@ class ToolRunner:
         return None
 
     async def _sub_run(self, delegation: HostedCall) -> ToolResult:
-        """The sub-agent's loop on the task; its answer as the result."""
-        return await self._run_sub_agent(delegation.agent_tool, str(delegation.arguments["task"]))
-
-    async def _run_sub_agent(self, agent_tool: AgentTool, task: str) -> ToolResult:
+        """The sub-agent's loop on the delegation's `task`; its answer as the result."""
         from .. import loop
 
-        name = agent_tool.delegate or ""
+        name = delegation.agent_tool.delegate or ""
+        task = str(delegation.arguments["task"])
         try:
             agent = self.runtime.agent(name)
             toolset = self.runtime.toolset(name)

@@ -97,6 +97,18 @@ class Served:
         return [{"kind": kind, "agent": agent, "tool": tool, "status": status} for kind, agent, tool, status in found]
 
 
+def chat_step_rows(served: Served, key: str, model: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                                   list[dict[str, Any]]]:
+    """One chat (asking about issue 7) on the served gateway, answered: its body, its one step, and the audit's
+    rows after it."""
+    answer = httpx.post(f"{served.url}/v1/chat/completions", headers=bearer(key), timeout=30,
+                        json={"model": model, "messages": [{"role": "user", "content": "what is issue 7?"}]})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    (step,) = body["gateway"]["steps"]
+    return body, step, served.rows()
+
+
 @contextmanager
 def served_gateway(folder: Path, llm_url: str, upstream: RecordingServer, agents_yaml: str,
                    admin_key: str) -> Iterator[Served]:

@@ -24,7 +24,7 @@ from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
 from server_support import LenientLLM
 
-from .safety_support import API_TOKEN, Served, bearer, delegating_yaml, safe_gateway, served_gateway
+from .safety_support import API_TOKEN, Served, bearer, chat_step_rows, delegating_yaml, safe_gateway, served_gateway
 from .test_audit_fails_closed import fill, tiny_disk
 
 LEAD_KEY = "ck-lead-00001111222233334444"
@@ -89,15 +89,11 @@ def test_a_delegation_over_mcp_has_its_row(served: Served, llm: LenientLLM) -> N
 def test_in_a_chat_the_delegation_has_its_row_under_the_chats_run(served: Served, llm: LenientLLM) -> None:
     llm.script(LLMReply(calls=[Call("ask_worker", {"task": TASK})]), LLMReply(calls=[GET_ISSUE]),
                LLMReply(text="It crashes on start."), LLMReply(text="Issue 7: a crash on start."))
-    answer = httpx.post(f"{served.url}/v1/chat/completions", headers=bearer(LEAD_KEY), timeout=30,
-                        json={"model": "lead", "messages": [{"role": "user", "content": "what is issue 7?"}]})
-    assert answer.status_code == 200, answer.text
-    (step,) = answer.json()["gateway"]["steps"]
+    body, step, rows = chat_step_rows(served, LEAD_KEY, "lead")
     assert step["tool"] == "ask_worker" and [s["tool"] for s in step["steps"]] == ["getIssue"]
-    rows = served.rows()
     row = _check_the_row(served, rows)
     (chat,) = [r for r in rows if r["kind"] == "chat"]
-    assert row["run_id"] == chat["run_id"] == answer.json()["id"]
+    assert row["run_id"] == chat["run_id"] == body["id"]
 
 
 def test_a_refused_delegation_has_its_row_too(served: Served, llm: LenientLLM) -> None:

@@ -23,7 +23,7 @@ from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
 from server_support import AGENTS_YAML, LenientLLM
 
-from .safety_support import API_TOKEN, Served, bearer, safe_gateway, served_gateway
+from .safety_support import API_TOKEN, Served, bearer, chat_step_rows, safe_gateway, served_gateway
 from .test_audit_fails_closed import fill, tiny_disk
 
 TRIAGE_KEY = "ck-triage-00001111222233334444"
@@ -108,15 +108,11 @@ def test_a_script_that_waits_over_mcp_goes_on_under_its_run_id(served: Served, u
 
 def test_in_a_chat_the_script_has_its_row_under_the_chats_run(served: Served, llm: LenientLLM) -> None:
     llm.script(LLMReply(calls=[Call("run_code", {"code": CODE})]), LLMReply(text="Issue 7: a crash on start."))
-    answer = httpx.post(f"{served.url}/v1/chat/completions", headers=bearer(TRIAGE_KEY), timeout=30,
-                        json={"model": "triage", "messages": [{"role": "user", "content": "what is issue 7?"}]})
-    assert answer.status_code == 200, answer.text
-    (step,) = answer.json()["gateway"]["steps"]
+    body, step, rows = chat_step_rows(served, TRIAGE_KEY, "triage")
     assert step["tool"] == "run_code" and [s["tool"] for s in step["steps"]] == ["getIssue"]
-    rows = served.rows()
     row = _check_the_row(served, rows)
     (chat,) = [r for r in rows if r["kind"] == "chat"]
-    assert row["run_id"] == chat["run_id"] == answer.json()["id"]
+    assert row["run_id"] == chat["run_id"] == body["id"]
 
 
 def test_a_script_with_a_syntax_error_has_its_row(served: Served, upstream: RecordingServer) -> None:
