@@ -177,7 +177,7 @@ FOURTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND18 + NEW_IN_R
 FIFTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND19)
 """The APIs `round18` covers: those fourteen and the one it added."""
 ROUND27: tuple[str, ...] = (
-    # round27a's seven, as each is written
+    # round27a's seven
     "here", "zoom", "box", "twilio", "slack", "jira", "netbox",
 )
 """The APIs whose request sets hold `round27` so far (three writers at once: one list each adds its APIs to, as each
