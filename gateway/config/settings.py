@@ -187,7 +187,9 @@ class GatewaySettings(Section):
         "fewest.", None)
     max_runs_per_client: Count | None = doc(
         "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once, per "
-        "process; one more is refused with 429 and Retry-After (callers without a key count as one client). "
+        "process; one more is refused with 429 and Retry-After (callers without a key count as one client). A "
+        "run resumed after an approval counts as one of its owner's runs while it goes on (whoever decided); "
+        "past the share it is not resumed: the decision is taken back (503 approval_reopened), to be made again. "
         "Default: no cap.", None)
     max_code_workers_per_client: Count | None = doc(
         f"Of the process's {CODE_WORKERS} code-mode sandboxes, the most one client's `run_code` scripts hold at "
