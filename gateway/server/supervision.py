@@ -298,11 +298,12 @@ class Safety(ServingSafeguards):
                     approved[tool.tool.name] = pending["id"]
             # The resumed run is one of its owner's runs while it goes on, as a new one would be: past the share
             # it does not start (`OverShare`: nothing was sent, so the decision is taken back, to be made again).
-            share = state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client)
+            share = await state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client,
+                                          lease=agent.policy.timeout)
             try:
                 return await self._resume_chat(run, agent, generation, decisions, approved)
             finally:
-                share.release()
+                await share.release()
 
     async def _resume_chat(self, run: RunRecord, agent: Any, generation: Any, decisions: dict[str, Decision],
                            approved: dict[str, str]) -> Any:

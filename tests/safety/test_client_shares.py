@@ -37,7 +37,7 @@ CHAT = {"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]
 
 
 @contextmanager
-def _held_stream(url: str, key: str) -> Iterator[list[Any]]:
+def held_stream(url: str, key: str) -> Iterator[list[Any]]:
     """A streamed chat of `key` in a thread, in flight once its first text arrived (the model's answer then waits at
     its gate); yields what it ended with ([status, the SSE lines]) once the gate opens and the block ends."""
     seen = threading.Event()
@@ -75,7 +75,7 @@ def test_a_client_past_its_share_of_runs_gets_429_and_another_client_is_served(
                LLMReply(text="b is served"), LLMReply(text="a again"))
     yaml = AGENTS_YAML + CLIENTS + "gateway: {{max_runs_per_client: 2}}\n"
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
-        with _held_stream(url, A_KEY) as first, _held_stream(url, A_KEY) as second:
+        with held_stream(url, A_KEY) as first, held_stream(url, A_KEY) as second:
             refused = [_chat(url, A_KEY), _chat(url, A_KEY, "/v1/responses")]
             served = _chat(url, B_KEY)
             gate.set()
@@ -96,7 +96,7 @@ def test_without_the_setting_one_client_runs_as_many_as_it_asks(tmp_path: Path, 
     gate = threading.Event()
     llm.script(LLMReply(text="first", gate=gate), LLMReply(text="second", gate=gate), LLMReply(text="third"))
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=AGENTS_YAML + CLIENTS) as (url, _):
-        with _held_stream(url, A_KEY), _held_stream(url, A_KEY):
+        with held_stream(url, A_KEY), held_stream(url, A_KEY):
             third = _chat(url, A_KEY)
             gate.set()
     assert third.status_code == 200, third.text
@@ -180,7 +180,7 @@ def test_a_run_resumed_after_an_approval_counts_in_its_clients_share(
         paused = httpx.post(f"{url}/v1/chat/completions", headers=bearer(A_KEY), timeout=60,
                             json={"model": "triage", "messages": [{"role": "user", "content": "triage #7"}]})
         (pending,) = paused.json()["gateway"]["pending_approvals"]
-        with _held_stream(url, A_KEY):
+        with held_stream(url, A_KEY):
             refused = _decide(url, pending["id"])
             sent_meanwhile = [r.path for r in upstream.requests]
             gate.set()
