@@ -81,12 +81,20 @@ class Pipeline:
         return self._chains(agent_tool)
 
     def _link(self, agent_tool: AgentTool) -> Proceed:
-        entry: Proceed = _bound(self._terminal)
-        for stage in reversed(self.stages):
-            specific = for_tool(stage, agent_tool)
-            if specific is not None:
-                entry = _Link(_bound(specific), entry).run
-        return entry
+        return _linked(self.stages, agent_tool, _bound(self._terminal))
+
+    def refused(self, invocation: Invocation, result: ToolResult) -> Awaitable[ToolResult]:
+        """A call refused before its arguments could be read (they are not JSON, or no object): `result`, to be
+        awaited, through the stages before the argument validation (the observe stage, the audit's, the result's
+        redaction), so that it is seen and recorded as a call the validation refused, and through none after it
+        (nothing is held, charged or sent). Rare: its chain is linked for the call."""
+        validate = self._validate
+        outer = self.stages[:self.stages.index(validate)] if validate in self.stages else ()
+
+        async def refuse(_: Invocation) -> ToolResult:
+            return result
+
+        return _linked(outer, invocation.agent_tool, refuse)(invocation)
 
     def hosted(self, call: HostedCall, check: Callable[[HostedCall], ToolResult | None],
                run: HostedProceed) -> Awaitable[ToolResult]:
@@ -136,6 +144,16 @@ class _Link:
 
     def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
         return self.stage(invocation, proceed=self.proceed)
+
+
+def _linked(stages: Sequence[Stage], agent_tool: AgentTool, terminal: Proceed) -> Proceed:
+    """`stages` (outermost first) as they apply to `agent_tool`, each linked to the next, the last to `terminal`."""
+    entry = terminal
+    for stage in reversed(stages):
+        specific = for_tool(stage, agent_tool)
+        if specific is not None:
+            entry = _Link(_bound(specific), entry).run
+    return entry
 
 
 def _bound(stage: Any) -> Any:
