@@ -58,7 +58,7 @@ class GatewayState:
         self.budget_book = safety.budget_book() if safety is not None else BudgetBook()
         """What agents and clients spent recently, kept across reloads (in Redis with `gateway.redis`)."""
         self.runs = safety.run_shares() if safety is not None else RunShares()
-        """Each client's chat runs in flight (`gateway.max_runs_per_client`), kept across reloads (in Redis with
+        """Each client's chat runs in flight under `gateway.max_runs_per_client`, kept across reloads (in Redis with
         `gateway.redis`)."""
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport

@@ -4,7 +4,8 @@ A door takes a run's place before the run starts (`take`: `OverShare` past the c
 when the run is over (`HeldRun.release`, however often it is called). A run resumed after an approval takes one
 too, as its owner's. `RunShares` counts in this process (`ClientShares`: each worker or instance its own); with
 `gateway.redis`, `gateway.safety.shared_run_shares.SharedRunShares` counts across every instance and worker, each
-place leased for the run's deadline, so that a killed instance's places come back on their own.
+place leased for the run's deadline, so that a killed instance's places come back on their own. Without a cap
+nothing is counted, here or in Redis.
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ class RunShareBook(Protocol):
         ...
 
 
+class _Uncounted:
+    """The place of a run under no cap: nothing held."""
+
+    __slots__ = ()
+
+    async def release(self) -> None:
+        return None
+
+
+UNCOUNTED: HeldRun = _Uncounted()
+"""What `take` answers without a cap: nothing is counted, so a run pays no more than the look-up of the cap (a cap
+a reload sets counts the runs that start after it)."""
+
+
 class _Here:
     """A place counted in this process."""
 
@@ -52,4 +67,6 @@ class RunShares:
         self.counts = ClientShares(WHAT, SETTING)
 
     async def take(self, client: str | None, cap: int | None, *, lease: float) -> HeldRun:
+        if cap is None:
+            return UNCOUNTED
         return _Here(self.counts.take(client, cap))

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from ..errors import OverShare, StoreUnavailable
 from ..store.postgres_schema import safe_url
 from .client_shares import RETRY_AFTER
-from .run_shares import SETTING, WHAT, HeldRun
+from .run_shares import SETTING, UNCOUNTED, WHAT, HeldRun
 
 logger = logging.getLogger("gateway.safety")
 
@@ -41,18 +41,6 @@ local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(last[2]) * 1000) + 1000)
 return 1
 """
-
-
-class _Uncounted:
-    """The place of a run under no cap: nothing held."""
-
-    __slots__ = ()
-
-    async def release(self) -> None:
-        return None
-
-
-UNCOUNTED = _Uncounted()
 
 
 class _Leased:

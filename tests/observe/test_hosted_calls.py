@@ -10,24 +10,19 @@ in-memory exporter, `/metrics` parsed by prometheus_client's own parser."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx
 import httpx2
-import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, gateway
 from test_metrics import samples, value
-
-from gateway.kernel import tracing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
 from safety_support import TRIAGE_KEY, bearer, delegating_yaml, safe_gateway  # noqa: E402
@@ -35,19 +30,6 @@ from safety_support import TRIAGE_KEY, bearer, delegating_yaml, safe_gateway  # 
 GET_ISSUE = Call("getIssue", {"owner": "acme", "repo": "app", "issue_number": 7})
 SCRIPT = 'getIssue(owner="acme", repo="app", issue_number=7)["title"]'
 ADMIN_KEY = "ck-hosted-admin-4b3a2918"
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)  # before the gateway is built: its pipeline has the observe stage then
-    try:
-        yield exporter
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 def _one(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
