@@ -66,7 +66,10 @@ class ObserveToolCall:
                                                  time.perf_counter() - started)
             return result
         capture = self.capture
-        arguments = self._redacted(invocation.arguments) if capture else None
+        call = invocation.call
+        # A call whose arguments could not be read (`Pipeline.refused`) shows the text that came, as its row does.
+        arguments = self._redacted(invocation.arguments if call.parse_error is None else call.unread_text()) \
+            if capture else None
         with tracing.tool_span(invocation.call.name, call_id=invocation.call.id, agent=invocation.agent,
                                arguments=arguments) as span:
             result = await self._measured(invocation, proceed, api)

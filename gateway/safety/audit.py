@@ -24,7 +24,6 @@ answers, handed-back turns, finished approval runs; default 30): the same hourly
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -334,7 +333,7 @@ class RecordCall:
     def _arguments(self, invocation: Invocation | HostedCall) -> Any:
         call = invocation.call
         # A call whose arguments could not be read (`Pipeline.refused`): the text as it came, in their place.
-        given = _unread_arguments(call.raw_arguments) if call.parse_error is not None else invocation.arguments
+        given = call.unread_text() if call.parse_error is not None else invocation.arguments
         return self.redactor.value(given) if self.redactor is not None else given
 
 
@@ -380,18 +379,6 @@ class RecordBeforeSend:
         if self.counts:
             _count_send()
         return await proceed(invocation)
-
-
-def _unread_arguments(raw: Any) -> str:
-    """Arguments that could not be read, as a row keeps them: the text the caller or model sent (a value that was
-    not text, written as JSON), any character no store can write (a lone surrogate) escaped. Bounded as every row's
-    arguments are, by what the door reads (a request body, a model's answer)."""
-    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        text = text.encode(errors="backslashreplace").decode()
-    return text
 
 
 def _count_send() -> None:

@@ -16,11 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM
 
 from gateway.cli.commands import main
+from gateway.kernel import tracing
 
 from .safety_support import API_TOKEN, safe_gateway
 
@@ -118,3 +120,21 @@ def test_the_consoles_try_out_leaves_a_row_for_invalid_and_unread_arguments(tmp_
     assert upstream.requests == []
     assert [(row["status"], row["arguments"]) for row in rows] == [
         ("invalid_arguments", {"latitude": "north"}), ("invalid_arguments", "latitude=52")]
+
+
+def test_a_call_with_unread_arguments_has_its_span_and_its_count(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, exporter: InMemorySpanExporter,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen as the validation's refusals are: its `execute_tool` span (with content capture, the text that came,
+    redacted) and `gateway_tool_calls_total{outcome="invalid_arguments"}`."""
+    monkeypatch.setenv(tracing.CAPTURE_CONTENT, "true")
+    llm.script(Reply(calls=[Call("getForecast", raw=BROKEN)]), Reply(text="Later."))
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=YAML) as (url, _):
+        answer = httpx.post(f"{url}/v1/chat/completions", timeout=30, json={
+            "model": "weather", "messages": [{"role": "user", "content": "Weather in Berlin?"}]})
+        metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    assert answer.status_code == 200, answer.text
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool getForecast"]
+    assert span.attributes is not None and span.attributes["error.type"] == "invalid_arguments"
+    assert span.attributes["gen_ai.tool.call.arguments"] == BROKEN.replace(API_TOKEN, "[REDACTED]")
+    assert 'gateway_tool_calls_total{api="open-meteo",outcome="invalid_arguments",tool="getForecast"} 1.0' in metrics
