@@ -52,12 +52,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog, Tool
+from . import answer_text
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
-from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
+from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
@@ -158,6 +159,8 @@ class _Opened:
     again (`gateway.offer.phrase_scores`)."""
     resource_phrases: PhraseScores | None = None
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
+    answer_phrases: PhraseScores | None = None
+    """The same for what the operations answer (`gateway.offer.answer_text`), where the index has their table."""
     segments: frozenset[str] = frozenset()
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
     quoted_rows: QuotedRows | None = None
@@ -204,8 +207,13 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools),
+                   PhraseScores(connection, _RANK), PhraseScores(connection, "bm25(answers)", "answers")
+                   if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]))
+
+
+def _has_answers(connection: sqlite3.Connection) -> bool:
+    return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'answers'").fetchone() is not None
 
 
 class ToolIndex:
@@ -288,6 +296,8 @@ class ToolIndex:
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
             scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
+            if scored is not None and opened.answer_phrases is not None:  # what they answer, added
+                scored = added(scored, opened.answer_phrases.scored(request.expression), answer_text.WEIGHT)
             if scored is not None:  # the statements' rows, from each phrase's kept scores
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)

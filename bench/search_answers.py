@@ -1,0 +1,120 @@
+"""What an operation answers, read by the search (branch respfields; issue #30): each variant's lists of the
+development data.
+
+    python bench/search_answers.py rank --label NAME --read-as table|column --weight W --depth D [--described]
+    python bench/search_misses.py rank --label main --tree COPY_OF_MAIN   # the baseline: main's own tree
+    python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
+                                                                           # one API out, the largest loss of an API
+    python bench/search_tags.py deltas --labels main NAME ...            # each API's change against the first
+    python bench/search_answers.py sizes                                  # the words read per tool at each depth
+    python bench/search_answers.py cost [--tree COPY_OF_MAIN] [--apis graph github]   # the index's build
+
+A variant is `gateway.offer.answer_text`'s reading (`READ_AS`, `WEIGHT`, `DEPTH`, `DESCRIBED`). Each runs in a
+process of its own: `gateway.offer.index_build` and `gateway.offer.index` read the reading when imported (the column's
+weight is one of the SQL's), so it is set before anything imports them. The data, the model's cosines and the lists
+are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26` and `round27` are never read: its assert).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reading(read_as: str, weight: float, depth: int, described: bool) -> None:
+    from gateway.offer import answer_text
+
+    assert "gateway.offer.index_build" not in sys.modules, "the reading must be set before the index is imported"
+    answer_text.READ_AS = read_as  # type: ignore[assignment]
+    answer_text.WEIGHT = weight
+    answer_text.DEPTH = depth
+    answer_text.DESCRIBED = described
+
+
+def rank(label: str) -> None:
+    """The variant's lists (`DATA / ranked-LABEL.json`): every API's (each has operations that answer JSON)."""
+    from bench import search_misses
+
+    search_misses.rank(label)
+
+
+def sizes() -> None:
+    """Per API: its tools, those with a JSON response schema, and the words read per tool (median / largest) at each
+    depth, names alone and with their descriptions."""
+    from bench.search_misses import APIS, _catalog
+    from gateway.offer import answer_text
+    from gateway.offer.query import words
+
+    readings = [(1, False), (2, False), (3, False), (1, True), (2, True)]
+    print("| API | tools | answering JSON | " + " | ".join(f"depth {depth}{', described' if described else ''}"
+                                                        for depth, described in readings) + " |")
+    print("|---|---|---|" + "---|" * len(readings))
+    for name in APIS:
+        tools = list(_catalog(name))
+        cells = []
+        for depth, described in readings:
+            answer_text.DEPTH, answer_text.DESCRIBED = depth, described
+            read = [len(words(answer_text.answer_text(tool)).split()) for tool in tools]
+            cells.append(f"{statistics.median(read):g} / {max(read):,}")
+        print(f"| {name} | {len(tools):,} | {sum(1 for tool in tools if tool.output_schema):,} | "
+              + " | ".join(cells) + " |", flush=True)
+
+
+def cost(names: list[str], rounds: int) -> None:
+    """Building each API's index `rounds` times with the gateway on the path (this tree's, or `--tree`'s): the median
+    CPU seconds, the peak of Python's allocations while building (tracemalloc), and the index's bytes."""
+    import time
+    import tracemalloc
+
+    from bench.search_misses import _catalog
+    from gateway.offer.index_build import build_index
+
+    for name in names:
+        catalog = _catalog(name)
+        tools = catalog.for_api(next(iter(catalog.apis)))
+        seconds = []
+        for _ in range(rounds):
+            started = time.process_time()
+            data = build_index(tools)
+            seconds.append(time.process_time() - started)
+        tracemalloc.start()
+        build_index(tools)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"{name}: {len(tools)} tools, build {statistics.median(seconds):.3f} s CPU (median of {rounds}), "
+              f"peak {peak / 2**20:.1f} MiB, index {len(data):,} bytes", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=["rank", "sizes", "cost"])
+    parser.add_argument("--label")
+    parser.add_argument("--read-as", choices=["table", "column", "none"], default="table")
+    parser.add_argument("--weight", type=float, default=1.0)
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--described", action="store_true", help="each property's description read with its name")
+    parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
+    parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
+    parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if args.tree:
+        sys.path.insert(0, str(args.tree.resolve()))
+    if args.stage == "rank":
+        _reading(args.read_as, args.weight, args.depth, args.described)
+        rank(args.label)
+    elif args.stage == "cost":
+        if not args.tree:
+            _reading(args.read_as, args.weight, args.depth, args.described)
+        cost(args.apis, args.rounds)
+    else:
+        sizes()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
