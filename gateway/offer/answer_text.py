@@ -26,6 +26,9 @@ DEPTH = 2
 """The levels of properties read: 1, the response's own; 2, also theirs (`Status.Message`)."""
 DESCRIBED = False
 """Whether each property's description's first sentence is read with its name."""
+READS_ONLY = False
+"""Whether only a read's answer is read (GET): a question answered by a field asks for a read, and a write's answer
+(the created or changed thing, whole) would make every write of a resource match each of its fields."""
 _DESCRIPTION = 120
 _LEVELS_THROUGH = ("allOf", "anyOf", "oneOf")
 
@@ -34,7 +37,7 @@ def answer_text(tool: Tool) -> str:
     """The names (and, when `DESCRIBED`, the descriptions) of the properties `tool` answers, to `DEPTH` levels, each
     name once; "" for an operation without a JSON response schema."""
     schema = tool.output_schema
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or READS_ONLY and tool.method != "GET":
         return ""
     found: dict[str, None] = {}
     _read(schema, schema.get("$defs") or {}, 1, found, set())

@@ -302,20 +302,23 @@ class ToolIndex:
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
-                both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
-                                                             request.expression, wanted)).fetchall()
+                both = opened.connection.execute(_BOTH_ANSWERED if opened.answer_phrases else _BOTH_SQL,
+                                                 (request.addressed, _ADDRESSED_CANDIDATES, request.expression,
+                                                  wanted)).fetchall()
                 rows = [(rowid, score) for rowid, score, best in both if best]
                 addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
-            cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
+            cursor = opened.connection.execute(_SQL_ANSWERED if opened.answer_phrases else _SQL,
+                                               (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
             else:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
             addressed = []
             if request.addressed and _ADDRESSED_CANDIDATES:
-                cursor = opened.connection.execute(_ADDRESSED_SQL, (request.expression, request.addressed,
-                                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
+                cursor = opened.connection.execute(_ADDRESSED_ANSWERED if opened.answer_phrases else _ADDRESSED_SQL,
+                                                   (request.expression, request.addressed,
+                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
@@ -331,7 +334,8 @@ class ToolIndex:
         if not rowids:
             return []
         with self._lock:
-            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+            among = _AMONG_ANSWERED if opened.answer_phrases else _AMONG_SQL
+            found = opened.connection.execute(f"{among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
@@ -379,6 +383,22 @@ _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
+
+
+def _answered(match: int) -> str:
+    """The rows of the match bound at `?{match}`, each scored as its BM25 plus `answer_text.WEIGHT` times that of what
+    it answers (0 where one table lacks the row): what `phrase_scores.added` gives, for an index with the table of
+    answers (`gateway.offer.answer_text`). The statements below bind their parameters as the ones above do."""
+    return (f"SELECT rowid, sum(score) AS score FROM (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH "
+            f"?{match} UNION ALL SELECT rowid, {answer_text.WEIGHT!r} * bm25(answers) AS score FROM answers WHERE "
+            f"answers MATCH ?{match}) GROUP BY rowid")
+
+
+_SQL_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) ORDER BY score LIMIT ?2"
+_BOTH_ANSWERED = _BOTH_SQL.replace(f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?", _answered(3))
+_AMONG_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN"
+_ADDRESSED_ANSWERED = (f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN "
+                       "(SELECT rowid FROM tools WHERE tools MATCH ?2 ORDER BY rank LIMIT ?3)")
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
