@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _reading(read_as: str, weight: float, depth: int, described: bool, reads_only: bool) -> None:
+def _reading(read_as: str, weight: float, depth: int, described: bool, reads_only: bool, for_reads: bool) -> None:
     from gateway.offer import answer_text
 
     assert "gateway.offer.index_build" not in sys.modules, "the reading must be set before the index is imported"
@@ -34,6 +34,7 @@ def _reading(read_as: str, weight: float, depth: int, described: bool, reads_onl
     answer_text.DEPTH = depth
     answer_text.DESCRIBED = described
     answer_text.READS_ONLY = reads_only
+    answer_text.FOR_READS = for_reads
 
 
 def rank(label: str) -> None:
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--described", action="store_true", help="each property's description read with its name")
     parser.add_argument("--reads-only", action="store_true", help="only the answers of GET operations read")
+    parser.add_argument("--for-reads", action="store_true", help="the answers read only for a request for a read")
     parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
     parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
     parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
@@ -107,11 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree:
         sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "rank":
-        _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only)
+        _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
+                 args.for_reads)
         rank(args.label)
     elif args.stage == "cost":
         if not args.tree:
-            _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only)
+            _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
+                     args.for_reads)
         cost(args.apis, args.rounds)
     else:
         sizes()

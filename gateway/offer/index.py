@@ -276,9 +276,10 @@ class ToolIndex:
                 asked = changes
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
-            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
+            answered = opened.answer_phrases is not None and answer_text.read_for(asked)
+            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES), answered)
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
-                candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
+                candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -288,7 +289,7 @@ class ToolIndex:
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
     def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
-                    asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
+                    asked: frozenset[str], first: int, answered: bool) -> list[tuple[_Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
         of those `allowed` passes (then every match is ranked)."""
@@ -296,19 +297,19 @@ class ToolIndex:
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
             scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
-            if scored is not None and opened.answer_phrases is not None:  # what they answer, added
+            if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
                 scored = added(scored, opened.answer_phrases.scored(request.expression), answer_text.WEIGHT)
             if scored is not None:  # the statements' rows, from each phrase's kept scores
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
-                both = opened.connection.execute(_BOTH_ANSWERED if opened.answer_phrases else _BOTH_SQL,
+                both = opened.connection.execute(_BOTH_ANSWERED if answered else _BOTH_SQL,
                                                  (request.addressed, _ADDRESSED_CANDIDATES, request.expression,
                                                   wanted)).fetchall()
                 rows = [(rowid, score) for rowid, score, best in both if best]
                 addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
-            cursor = opened.connection.execute(_SQL_ANSWERED if opened.answer_phrases else _SQL,
+            cursor = opened.connection.execute(_SQL_ANSWERED if answered else _SQL,
                                                (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
@@ -316,7 +317,7 @@ class ToolIndex:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
             addressed = []
             if request.addressed and _ADDRESSED_CANDIDATES:
-                cursor = opened.connection.execute(_ADDRESSED_ANSWERED if opened.answer_phrases else _ADDRESSED_SQL,
+                cursor = opened.connection.execute(_ADDRESSED_ANSWERED if answered else _ADDRESSED_SQL,
                                                    (request.expression, request.addressed,
                                                     _ADDRESSED_CANDIDATES if allowed is None else -1))
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
@@ -325,7 +326,7 @@ class ToolIndex:
 
     def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
                 candidates: list[tuple[_Facts, float]],
-                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[_Facts, float]]:
         """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
         assert opened.quoted_rows is not None
         held = {id(facts) for facts, _ in candidates}
@@ -334,7 +335,7 @@ class ToolIndex:
         if not rowids:
             return []
         with self._lock:
-            among = _AMONG_ANSWERED if opened.answer_phrases else _AMONG_SQL
+            among = _AMONG_ANSWERED if answered else _AMONG_SQL
             found = opened.connection.execute(f"{among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
