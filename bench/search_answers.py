@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _reading(read_as: str, weight: float, depth: int, described: bool, reads_only: bool, for_reads: bool) -> None:
+def _reading(read_as: str, weight: float, depth: int, described: bool, reads_only: bool, matched_for: str) -> None:
     from gateway.offer import answer_text
 
     assert "gateway.offer.index_build" not in sys.modules, "the reading must be set before the index is imported"
@@ -34,7 +34,7 @@ def _reading(read_as: str, weight: float, depth: int, described: bool, reads_onl
     answer_text.DEPTH = depth
     answer_text.DESCRIBED = described
     answer_text.READS_ONLY = reads_only
-    answer_text.FOR_READS = for_reads
+    answer_text.MATCHED_FOR = matched_for  # type: ignore[assignment]
 
 
 def rank(label: str) -> None:
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--described", action="store_true", help="each property's description read with its name")
     parser.add_argument("--reads-only", action="store_true", help="only the answers of GET operations read")
-    parser.add_argument("--for-reads", action="store_true", help="the answers read only for a request for a read")
+    parser.add_argument("--matched-for", choices=["all", "reads", "asked reads"], default="all",
+                        help="the requests matched against the answers (gateway.offer.answer_text.MATCHED_FOR)")
     parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
     parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
     parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
@@ -110,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "rank":
         _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
-                 args.for_reads)
+                 args.matched_for)
         rank(args.label)
     elif args.stage == "cost":
         if not args.tree:
             _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
-                     args.for_reads)
+                     args.matched_for)
         cost(args.apis, args.rounds)
     else:
         sizes()

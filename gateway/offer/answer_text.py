@@ -29,10 +29,11 @@ DESCRIBED = False
 READS_ONLY = False
 """Whether only a read's answer is read (GET): a question answered by a field asks for a read, and a write's answer
 (the created or changed thing, whole) would make every write of a resource match each of its fields."""
-FOR_READS = False
-"""Whether the answers are read only for a request that asks for a read or names no method ("how many containers are
-paused"), not for one that asks for a write ("give SUP-881 to Ingrid"): a write is named by its operation's words,
-and the reads' answers, matched, would rank reads above it."""
+MATCHED_FOR: Literal["all", "reads", "asked reads"] = "all"
+"""Which requests are matched against the answers: all; "reads", a request that asks for a read or names no method
+("how many containers are paused", "the MAC address of each container on network backend"), not one that asks for a
+write ("give SUP-881 to Ingrid": a write is named by its operation's words, and the reads' answers, matched, would
+rank reads above it); "asked reads", only a request that asks for a read."""
 _DESCRIPTION = 120
 _LEVELS_THROUGH = ("allOf", "anyOf", "oneOf")
 
@@ -40,7 +41,9 @@ _LEVELS_THROUGH = ("allOf", "anyOf", "oneOf")
 def read_for(asked: frozenset[str]) -> bool:
     """Whether a request asking for `asked` (the methods it means; none: it names none) is matched against what the
     operations answer."""
-    return not FOR_READS or not asked or "GET" in asked
+    if MATCHED_FOR == "all":
+        return True
+    return "GET" in asked or MATCHED_FOR == "reads" and not asked
 
 
 def answer_text(tool: Tool) -> str:
