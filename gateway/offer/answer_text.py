@@ -12,24 +12,26 @@ measured, and what was not kept, is in bench/README.md ("What an operation answe
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 from ..catalog import Tool
+from .query import words
 from .views import first_sentences
 
 READ_AS: Literal["table", "column", "none"] = "table"
 """Where the index reads the answer's words: a table of its own (its BM25 added to the tool's), a column of the
 tool's row (which lengthens the row: BM25 weighs every other match of it less), or nowhere."""
-WEIGHT = 1.0
+WEIGHT = 0.25
 """The answer's BM25 (or column) weight against the row's (the summary's column weighs 4, the name's 6)."""
 DEPTH = 2
 """The levels of properties read: 1, the response's own; 2, also theirs (`Status.Message`)."""
 DESCRIBED = False
 """Whether each property's description's first sentence is read with its name."""
-READS_ONLY = False
+READS_ONLY = True
 """Whether only a read's answer is read (GET): a question answered by a field asks for a read, and a write's answer
 (the created or changed thing, whole) would make every write of a resource match each of its fields."""
-MATCHED_FOR: Literal["all", "reads", "asked reads"] = "all"
+MATCHED_FOR: Literal["all", "reads", "asked reads"] = "reads"
 """Which requests are matched against the answers: all; "reads", a request that asks for a read or names no method
 ("how many containers are paused", "the MAC address of each container on network backend"), not one that asks for a
 write ("give SUP-881 to Ingrid": a write is named by its operation's words, and the reads' answers, matched, would
@@ -48,13 +50,21 @@ def read_for(asked: frozenset[str]) -> bool:
 
 def answer_text(tool: Tool) -> str:
     """The names (and, when `DESCRIBED`, the descriptions) of the properties `tool` answers, to `DEPTH` levels, each
-    name once; "" for an operation without a JSON response schema."""
+    name once, as the index's words (`query.words`: `ContainersPaused` -> "containers paused"); "" for an operation
+    without a JSON response schema."""
     schema = tool.output_schema
     if not isinstance(schema, dict) or READS_ONLY and tool.method != "GET":
         return ""
     found: dict[str, None] = {}
     _read(schema, schema.get("$defs") or {}, 1, found, set())
-    return " ".join(found)
+    return " ".join(map(_words, found))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _words(name: str) -> str:
+    """A property name's words, kept: an api's names repeat across its operations (Graph's entities' fields under
+    every copy of a path), and splitting them was most of reading the answers."""
+    return words(name)
 
 
 def _read(schema: dict[str, Any], definitions: dict[str, Any], level: int, found: dict[str, None],

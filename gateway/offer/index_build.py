@@ -68,7 +68,7 @@ def _row(tool: Tool, arguments: tuple[str, str]) -> tuple[str, ...]:
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
         *(words(text) for text in arguments),
-        *((words(answer_text.answer_text(tool)),) if answer_text.READ_AS == "column" else ()),
+        *((answer_text.answer_text(tool),) if answer_text.READ_AS == "column" else ()),
     )
 
 
@@ -126,8 +126,9 @@ def _connect() -> sqlite3.Connection:
                        "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
                        "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
     connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
-    if answer_text.READ_AS == "table":
-        connection.execute("CREATE VIRTUAL TABLE answers USING fts5(fields, tokenize = 'porter unicode61')")
+    if answer_text.READ_AS == "table":  # contentless: BM25 reads the words' counts, never the text itself
+        connection.execute("CREATE VIRTUAL TABLE answers USING fts5(fields, content = '', "
+                           "tokenize = 'porter unicode61')")
     return connection
 
 
@@ -153,7 +154,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
         length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
         padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
         rows += [padding] * (_MIN_ROWS - len(rows))
-    answered = [words(answer_text.answer_text(tool)) for tool in listed] if answer_text.READ_AS == "table" else []
+    answered = [answer_text.answer_text(tool) for tool in listed] if answer_text.READ_AS == "table" else []
     if answered and len(answered) < _MIN_ROWS:  # as the tools' rows are, for the same reason
         length = round(sum(len(text.split()) for text in answered) / len(answered))
         answered += [" ".join([_NOTHING] * length)] * (_MIN_ROWS - len(answered))
