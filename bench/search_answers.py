@@ -1,7 +1,8 @@
 """What an operation answers, read by the search (branch respfields; issue #30): each variant's lists of the
 development data.
 
-    python bench/search_answers.py rank --label NAME --read-as table|column --weight W --depth D [--described]
+    python bench/search_answers.py rank --label NAME [--read-as table|column] [--weight W] [--depth D] [--described]
+                                        [--reads-only] [--matched-for all|reads|"asked reads"]
     python bench/search_misses.py rank --label main --tree COPY_OF_MAIN   # the baseline: main's own tree
     python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
                                                                            # one API out, the largest loss of an API
@@ -9,9 +10,10 @@ development data.
     python bench/search_answers.py sizes                                  # the words read per tool at each depth
     python bench/search_answers.py cost [--tree COPY_OF_MAIN] [--apis graph github]   # the index's build
 
-A variant is `gateway.offer.answer_text`'s reading (`READ_AS`, `WEIGHT`, `DEPTH`, `DESCRIBED`). Each runs in a
-process of its own: `gateway.offer.index_build` and `gateway.offer.index` read the reading when imported (the column's
-weight is one of the SQL's), so it is set before anything imports them. The data, the model's cosines and the lists
+A variant is `gateway.offer.answer_text`'s reading (`READ_AS`, `WEIGHT`, `DEPTH`, `DESCRIBED`, `READS_ONLY`,
+`MATCHED_FOR`; a switch not given keeps the module's own, the kept reading). Each runs in a process of its own:
+`gateway.offer.index_build` and `gateway.offer.index` read the reading when imported (the column's weight is one of
+the SQL's), so it is set before anything imports them. The data, the model's cosines and the lists
 are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26` and `round27` are never read: its assert).
 """
 
@@ -25,16 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _reading(read_as: str, weight: float, depth: int, described: bool, reads_only: bool, matched_for: str) -> None:
+def _reading(args: argparse.Namespace) -> None:
+    """`gateway.offer.answer_text`'s switches as given on the command line; those not given keep the module's own."""
     from gateway.offer import answer_text
 
     assert "gateway.offer.index_build" not in sys.modules, "the reading must be set before the index is imported"
-    answer_text.READ_AS = read_as  # type: ignore[assignment]
-    answer_text.WEIGHT = weight
-    answer_text.DEPTH = depth
-    answer_text.DESCRIBED = described
-    answer_text.READS_ONLY = reads_only
-    answer_text.MATCHED_FOR = matched_for  # type: ignore[assignment]
+    for option, switch in (("read_as", "READ_AS"), ("weight", "WEIGHT"), ("depth", "DEPTH"), ("described", "DESCRIBED"),
+                           ("reads_only", "READS_ONLY"), ("matched_for", "MATCHED_FOR")):
+        if getattr(args, option) is not None:
+            setattr(answer_text, switch, getattr(args, option))
 
 
 def rank(label: str) -> None:
@@ -95,13 +96,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["rank", "sizes", "cost"])
     parser.add_argument("--label")
-    parser.add_argument("--read-as", choices=["table", "column", "none"], default="table")
-    parser.add_argument("--weight", type=float, default=1.0)
-    parser.add_argument("--depth", type=int, default=2)
-    parser.add_argument("--described", action="store_true", help="each property's description read with its name")
-    parser.add_argument("--reads-only", action="store_true", help="only the answers of GET operations read")
-    parser.add_argument("--matched-for", choices=["all", "reads", "asked reads"], default="all",
-                        help="the requests matched against the answers (gateway.offer.answer_text.MATCHED_FOR)")
+    # each switch of gateway.offer.answer_text; one not given keeps the module's value
+    parser.add_argument("--read-as", choices=["table", "column", "none"])
+    parser.add_argument("--weight", type=float)
+    parser.add_argument("--depth", type=int)
+    parser.add_argument("--described", action=argparse.BooleanOptionalAction,
+                        help="each property's description read with its name")
+    parser.add_argument("--reads-only", action=argparse.BooleanOptionalAction,
+                        help="only the answers of GET operations read")
+    parser.add_argument("--matched-for", choices=["all", "reads", "asked reads"],
+                        help="the requests matched against the answers")
     parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
     parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
     parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
@@ -110,13 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree:
         sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "rank":
-        _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
-                 args.matched_for)
+        _reading(args)
         rank(args.label)
     elif args.stage == "cost":
         if not args.tree:
-            _reading(args.read_as, args.weight, args.depth, args.described, args.reads_only,
-                     args.matched_for)
+            _reading(args)
         cost(args.apis, args.rounds)
     else:
         sizes()
