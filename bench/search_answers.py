@@ -67,31 +67,6 @@ def sizes() -> None:
               + " | ".join(cells) + " |", flush=True)
 
 
-def cost(names: list[str], rounds: int) -> None:
-    """Building each API's index `rounds` times with the gateway on the path (this tree's, or `--tree`'s): the median
-    CPU seconds, the peak of Python's allocations while building (tracemalloc), and the index's bytes."""
-    import time
-    import tracemalloc
-
-    from bench.search_misses import _catalog
-    from gateway.offer.index_build import build_index
-
-    for name in names:
-        catalog = _catalog(name)
-        tools = catalog.for_api(next(iter(catalog.apis)))
-        seconds = []
-        for _ in range(rounds):
-            started = time.process_time()
-            data = build_index(tools)
-            seconds.append(time.process_time() - started)
-        tracemalloc.start()
-        build_index(tools)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        print(f"{name}: {len(tools)} tools, build {statistics.median(seconds):.3f} s CPU (median of {rounds}), "
-              f"peak {peak / 2**20:.1f} MiB, index {len(data):,} bytes", flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["rank", "sizes", "cost"])
@@ -106,20 +81,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the answers of GET operations read")
     parser.add_argument("--matched-for", choices=["all", "reads", "asked reads"],
                         help="the requests matched against the answers")
-    parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
-    parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
-    parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
     sys.path.insert(0, str(ROOT))
-    if args.tree:
-        sys.path.insert(0, str(args.tree.resolve()))
+    if args.stage == "cost":  # bench/search_tags.py's builds, timed alike (--apis, --rounds, --tree)
+        from bench import search_tags
+
+        if "--tree" not in rest:  # another tree builds as that tree does
+            _reading(args)
+        return search_tags.main(["cost", *rest])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.stage == "rank":
         _reading(args)
         rank(args.label)
-    elif args.stage == "cost":
-        if not args.tree:
-            _reading(args)
-        cost(args.apis, args.rounds)
     else:
         sizes()
     return 0
