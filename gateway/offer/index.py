@@ -8,7 +8,9 @@ What is indexed, one column each (weights in `_WEIGHTS`): the name split on case
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
-are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
+are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`. What a read answers (its
+response's field names: `ContainersPaused`) is in a table of its own, one row an operation, whose BM25, weighted, is
+added to the operation's for a request that asks for a read or names no method (`gateway.offer.answer_text`).
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
