@@ -22,7 +22,7 @@ from .views import first_sentences
 READ_AS: Literal["table", "column", "none"] = "table"
 """Where the index reads the answer's words: a table of its own (its BM25 added to the tool's), a column of the
 tool's row (which lengthens the row: BM25 weighs every other match of it less), or nowhere."""
-WEIGHT = 0.25
+WEIGHT = 0.35
 """The answer's BM25 (or column) weight against the row's (the summary's column weighs 4, the name's 6)."""
 DEPTH = 2
 """The levels of properties read: 1, the response's own; 2, also theirs (`Status.Message`)."""
