@@ -40,7 +40,7 @@ def test_a_tool_only_the_model_ranks_first_reaches_the_first_five(slack: Catalog
 
 
 def test_a_bm25_sure_of_its_first_keeps_it_against_the_models_close_first(slack: Catalog) -> None:
-    bm25 = _bm25(slack, "who is in the channel")
+    bm25 = _bm25(slack, "which people are in the channel")
     assert bm25[0][0].name == "conversations_members" and bm25[1][1] < 0.7 * bm25[0][1]  # far ahead of its second
     second = bm25[1][0]
     similar = [(second, 0.55), (bm25[0][0], 0.53), *((tool, 0.45 - 0.002 * at) for at, (tool, _) in

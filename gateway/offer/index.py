@@ -8,7 +8,9 @@ What is indexed, one column each (weights in `_WEIGHTS`): the name split on case
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
-are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
+are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`. What a read answers (its
+response's field names: `ContainersPaused`) is in a table of its own, one row an operation, whose BM25, weighted, is
+added to the operation's for a request that asks for a read or names no method (`gateway.offer.answer_text`).
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
@@ -52,12 +54,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog, Tool
+from . import answer_text
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
-from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
+from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
@@ -158,6 +161,8 @@ class _Opened:
     again (`gateway.offer.phrase_scores`)."""
     resource_phrases: PhraseScores | None = None
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
+    answer_phrases: PhraseScores | None = None
+    """The same for what the operations answer (`gateway.offer.answer_text`), where the index has their table."""
     segments: frozenset[str] = frozenset()
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
     quoted_rows: QuotedRows | None = None
@@ -204,8 +209,13 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools),
+                   PhraseScores(connection, _RANK), PhraseScores(connection, "bm25(answers)", "answers")
+                   if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]))
+
+
+def _has_answers(connection: sqlite3.Connection) -> bool:
+    return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'answers'").fetchone() is not None
 
 
 class ToolIndex:
@@ -268,9 +278,10 @@ class ToolIndex:
                 asked = changes
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
-            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
+            answered = opened.answer_phrases is not None and answer_text.read_for(asked)
+            candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES), answered)
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
-                candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
+                candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -280,7 +291,7 @@ class ToolIndex:
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
     def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
-                    asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
+                    asked: frozenset[str], first: int, answered: bool) -> list[tuple[_Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
         of those `allowed` passes (then every match is ranked)."""
@@ -288,31 +299,36 @@ class ToolIndex:
         wanted = first + _POOL - _CANDIDATES if asked else first
         with self._lock:
             scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
+            if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
+                scored = added(scored, opened.answer_phrases.scored(request.expression), answer_text.WEIGHT)
             if scored is not None:  # the statements' rows, from each phrase's kept scores
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
-                both = opened.connection.execute(_BOTH_SQL, (request.addressed, _ADDRESSED_CANDIDATES,
-                                                             request.expression, wanted)).fetchall()
+                both = opened.connection.execute(_BOTH_ANSWERED if answered else _BOTH_SQL,
+                                                 (request.addressed, _ADDRESSED_CANDIDATES, request.expression,
+                                                  wanted)).fetchall()
                 rows = [(rowid, score) for rowid, score, best in both if best]
                 addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
-            cursor = opened.connection.execute(_SQL, (request.expression, wanted if allowed is None else -1))
+            cursor = opened.connection.execute(_SQL_ANSWERED if answered else _SQL,
+                                               (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
             else:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
             addressed = []
             if request.addressed and _ADDRESSED_CANDIDATES:
-                cursor = opened.connection.execute(_ADDRESSED_SQL, (request.expression, request.addressed,
-                                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
+                cursor = opened.connection.execute(_ADDRESSED_ANSWERED if answered else _ADDRESSED_SQL,
+                                                   (request.expression, request.addressed,
+                                                    _ADDRESSED_CANDIDATES if allowed is None else -1))
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
 
     def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
                 candidates: list[tuple[_Facts, float]],
-                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[_Facts, float]]:
         """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
         assert opened.quoted_rows is not None
         held = {id(facts) for facts, _ in candidates}
@@ -321,7 +337,8 @@ class ToolIndex:
         if not rowids:
             return []
         with self._lock:
-            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+            among = _AMONG_ANSWERED if answered else _AMONG_SQL
+            found = opened.connection.execute(f"{among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
@@ -369,6 +386,22 @@ _RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 _ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
                   "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
+
+
+def _answered(match: int) -> str:
+    """The rows of the match bound at `?{match}`, each scored as its BM25 plus `answer_text.WEIGHT` times that of what
+    it answers (0 where one table lacks the row): what `phrase_scores.added` gives, for an index with the table of
+    answers (`gateway.offer.answer_text`). The statements below bind their parameters as the ones above do."""
+    return (f"SELECT rowid, sum(score) AS score FROM (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH "
+            f"?{match} UNION ALL SELECT rowid, {answer_text.WEIGHT!r} * bm25(answers) AS score FROM answers WHERE "
+            f"answers MATCH ?{match}) GROUP BY rowid")
+
+
+_SQL_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) ORDER BY score LIMIT ?2"
+_BOTH_ANSWERED = _BOTH_SQL.replace(f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?", _answered(3))
+_AMONG_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN"
+_ADDRESSED_ANSWERED = (f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN "
+                       "(SELECT rowid FROM tools WHERE tools MATCH ?2 ORDER BY rank LIMIT ?3)")
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,

@@ -10,12 +10,15 @@ import sqlite3
 from collections.abc import Iterable
 
 from ..catalog import Tool
+from . import answer_text
 from .parameter_text import parameter_texts
 from .query import STOP, stems, words
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0, "described": 1.0, "enums": 0.5}
+if answer_text.READ_AS == "column":
+    _WEIGHTS["answers"] = answer_text.WEIGHT
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
@@ -65,6 +68,7 @@ def _row(tool: Tool, arguments: tuple[str, str]) -> tuple[str, ...]:
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
         *(words(text) for text in arguments),
+        *((answer_text.answer_text(tool),) if answer_text.READ_AS == "column" else ()),
     )
 
 
@@ -122,6 +126,9 @@ def _connect() -> sqlite3.Connection:
                        "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
                        "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
     connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
+    if answer_text.READ_AS == "table":  # contentless: BM25 reads the words' counts, never the text itself
+        connection.execute("CREATE VIRTUAL TABLE answers USING fts5(fields, content = '', "
+                           "tokenize = 'porter unicode61')")
     return connection
 
 
@@ -147,6 +154,10 @@ def build_index(tools: Iterable[Tool]) -> bytes:
         length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
         padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
         rows += [padding] * (_MIN_ROWS - len(rows))
+    answered = [answer_text.answer_text(tool) for tool in listed] if answer_text.READ_AS == "table" else []
+    if answered and len(answered) < _MIN_ROWS:  # as the tools' rows are, for the same reason
+        length = round(sum(len(text.split()) for text in answered) / len(answered))
+        answered += [" ".join([_NOTHING] * length)] * (_MIN_ROWS - len(answered))
     with connection:
         connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
                                f"(?, {', '.join('?' for _ in _COLUMNS)})",
@@ -154,6 +165,9 @@ def build_index(tools: Iterable[Tool]) -> bytes:
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
         connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
         connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
+        if answered:
+            connection.executemany("INSERT INTO answers(rowid, fields) VALUES (?, ?)", enumerate(answered, 1))
+            connection.execute("INSERT INTO answers(answers) VALUES ('optimize')")
     data = connection.serialize()
     connection.close()
     return data

@@ -66,12 +66,13 @@ class PhraseScores:
     """Each phrase's matching rows and its term of BM25 in each, over one FTS5 table, kept (the caller holds the
     connection's lock around every call)."""
 
-    def __init__(self, connection: sqlite3.Connection, bm25: str) -> None:
-        """Parameters: connection: the index, in memory, never written again; bm25: the `bm25(tools, ...)` call with
-        the weights every search ranks by."""
+    def __init__(self, connection: sqlite3.Connection, bm25: str, table: str = "tools") -> None:
+        """Parameters: connection: the index, in memory, never written again; bm25: the `bm25(TABLE, ...)` call with
+        the weights every search ranks by; table: the FTS5 table matched (the tools', or what they answer:
+        `gateway.offer.answer_text`)."""
         self._connection = connection
-        self._statement = f"SELECT rowid, {bm25} FROM tools WHERE tools MATCH ?"
-        self._size = (connection.execute("SELECT max(rowid) FROM tools").fetchone()[0] or 0) + 1
+        self._statement = f"SELECT rowid, {bm25} FROM {table} WHERE {table} MATCH ?"
+        self._size = (connection.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0) + 1
         self._kept: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
         self._rows = 0
 
@@ -109,6 +110,20 @@ class PhraseScores:
             _, (dropped, _) = self._kept.popitem(last=False)
             self._rows -= len(dropped)
         return rows, terms
+
+
+def added(scored: tuple[Any, Any], other: tuple[Any, Any] | None, weight: float) -> tuple[Any, Any]:
+    """The rows of either of two tables' `PhraseScores.scored`, each scored as the first's plus `weight` times the
+    other's (0 where a table lacks the row): what `bm25(tools, ...) + weight * bm25(other)` gives a row."""
+    if other is None:
+        return scored
+    numpy = _numpy()
+    size = int(max(scored[0][-1] if len(scored[0]) else 0, other[0][-1] if len(other[0]) else 0)) + 1
+    first, second = numpy.zeros(size), numpy.zeros(size)
+    first[scored[0]] = scored[1]
+    second[other[0]] = other[1]
+    rowids = numpy.union1d(scored[0], other[0])
+    return rowids, first[rowids] + weight * second[rowids]
 
 
 def first_places(numpy: Any, scores: Any, first: int) -> Any:
