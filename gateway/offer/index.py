@@ -7,8 +7,9 @@ each api's index once (in memory) and answers the best tools first.
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
-argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
-are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`.
+argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`); what the
+spec's `tags[]` say of the tool's tags (`gateway.offer.tag_text`). Words are stemmed (FTS5's porter tokenizer).
+How a query becomes a match: `gateway.offer.query`.
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
@@ -226,7 +227,8 @@ class ToolIndex:
                 return self._open[api]
             tools = self.catalog.for_api(api)
             spec = self.catalog.apis.get(api)
-            data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
+            data = (spec.search_index if spec is not None and spec.search_index else
+                    build_index(tools, spec.tag_descriptions if spec is not None else None))
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
             self._open[api] = _open(connection, tools, self._lock)
