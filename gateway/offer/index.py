@@ -7,9 +7,10 @@ each api's index once (in memory) and answers the best tools first.
 What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
-argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`); what the
-spec's `tags[]` say of the tool's tags (`gateway.offer.tag_text`). Words are stemmed (FTS5's porter tokenizer).
-How a query becomes a match: `gateway.offer.query`.
+argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
+are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`. What the spec's `tags[]`
+say of each tag is a row of a table of its own, whose match lifts a few of the tag's tools among the candidates
+(`gateway.offer.tag_table`).
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
@@ -62,6 +63,7 @@ from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
+from .tag_table import lifted, members
 from .targets import UPDATES, of_api
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
@@ -163,6 +165,10 @@ class _Opened:
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
     quoted_rows: QuotedRows | None = None
     """Which of its operations are at a path a request quotes."""
+    tags: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    """Each tag its spec describes, by its row of the `tags` table: its tools' rowids (`gateway.offer.tag_table`)."""
+    rowids: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -202,11 +208,13 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
+    tags = members(connection)
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
                    PhraseScores(connection, _RANK), literal_segments(tool.path for tool in tools),
-                   QuotedRows([(tool.method, tool.path) for tool in tools]))
+                   QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
+                   {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
 
 
 class ToolIndex:
@@ -273,6 +281,8 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
+            if opened.tags:  # what the spec's tags say: a matched tag's best tools lifted
+                candidates = self._lifted(opened, request.expression, candidates, allowed)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -326,6 +336,28 @@ class ToolIndex:
             found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
+
+    def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
+                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+        """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.lifted`) added to
+        their BM25, and the tools lifted that were not among them, with theirs."""
+        facts = opened.facts
+
+        def own(rowids: Sequence[int]) -> dict[int, float]:
+            if not rowids:
+                return {}
+            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+                                              (expression, *rowids)).fetchall()
+            return dict(found)
+
+        passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
+        scores = {opened.rowids[id(row)]: score for row, score in candidates}
+        with self._lock:
+            lifts = lifted(opened.connection, opened.tags, expression, scores, own, passes)
+        if not lifts:
+            return candidates
+        kept = [(row, lifts.pop(opened.rowids[id(row)], score)) for row, score in candidates]
+        return kept + [(facts[rowid - 1], score) for rowid, score in lifts.items()]
 
     @staticmethod
     def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,

@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 from ..catalog import Tool
 from .parameter_text import parameter_texts
 from .query import STOP, stems, words
-from .tag_text import tag_text
+from .tag_table import build_tags
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
-            "resource": 3.0, "described": 1.0, "enums": 0.5, "tagged": 2.0}
+            "resource": 3.0, "described": 1.0, "enums": 0.5}
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
@@ -56,7 +56,7 @@ def summary_of(tool: Tool) -> str:
     return tool.summary or first_sentences(_first_paragraph(tool.description), 200)
 
 
-def _row(tool: Tool, arguments: tuple[str, str], tags: Mapping[str, str]) -> tuple[str, ...]:
+def _row(tool: Tool, arguments: tuple[str, str]) -> tuple[str, ...]:
     return (
         words(tool.operation_id or tool.name),
         words(summary_of(tool)),
@@ -66,7 +66,6 @@ def _row(tool: Tool, arguments: tuple[str, str], tags: Mapping[str, str]) -> tup
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
         *(words(text) for text in arguments),
-        words(tag_text(tool.tags, tags)),
     )
 
 
@@ -139,13 +138,13 @@ use), never a request's word (`gateway.offer.query.words` keeps ASCII letters an
 
 
 def build_index(tools: Iterable[Tool], tags: Mapping[str, str] | None = None) -> bytes:
-    """The index of `tools` as bytes, `tags` the descriptions of the spec's tags by name (`ApiSpec.tag_descriptions`);
-    row i (1-based rowid) is the i-th tool in the order given (then, in an api of fewer than `_MIN_ROWS` tools, rows
-    of no tool)."""
+    """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given (then, in an api of
+    fewer than `_MIN_ROWS` tools, rows of no tool). `tags`, the descriptions of the spec's tags by name
+    (`ApiSpec.tag_descriptions`), are read once each, in a table of their own (`gateway.offer.tag_table`)."""
     connection = _connect()
     listed = list(tools)
     vocabulary, facts = _facts_rows(listed)
-    rows = [_row(tool, arguments, tags or {}) for tool, arguments in zip(listed, parameter_texts(listed), strict=True)]
+    rows = [_row(tool, arguments) for tool, arguments in zip(listed, parameter_texts(listed), strict=True)]
     if rows and len(rows) < _MIN_ROWS:
         length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
         padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
@@ -157,6 +156,7 @@ def build_index(tools: Iterable[Tool], tags: Mapping[str, str] | None = None) ->
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
         connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)
         connection.executemany("INSERT INTO vocabulary VALUES (?, ?)", vocabulary.items())
+        build_tags(connection, listed, tags or {})
     data = connection.serialize()
     connection.close()
     return data

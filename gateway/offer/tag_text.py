@@ -2,26 +2,21 @@
 
 An OpenAPI document's top-level `tags[]` may describe each tag, and the description often defines the API's word in
 the user's words (Asana's Sections: "a header above a list of tasks in a list view or a column in a board view"),
-words no operation of the tag writes itself. The index reads each tool's tags' descriptions as a column of its own
-(`tagged` in `gateway.offer.index_build`, at 2). How much of a description is read (`AMOUNT`): its first sentence, its
-first paragraph, or all of it up to `_WHOLE` characters; the whole, and the column's weight, were chosen on the
-development requests leaving one API out, fused with the model (bench/README.md, "What a spec's tags say", branch
-tags39). BM25 alone pays for it: a description is the same text on every tool of its tag, so the rows grow longer
-and their other matches weigh less (-23 of 6,949 alone, +16 fused).
+words no operation of the tag writes itself. The compiler keeps them by tag name (`tag_descriptions`, markup out);
+the index reads some of each (`read_description`: its first sentence, its first paragraph, or all of it up to
+`_WHOLE` characters) once, in a table of its own (`gateway.offer.tag_table`, which says how much: `AMOUNT`).
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from .views import first_sentences
 
 Amount = Literal["sentence", "paragraph", "whole"]
-AMOUNT: Amount = "whole"
-"""How much of a tag's description the index reads."""
 _PARAGRAPH = 600
 """The characters of the first paragraph read (Asana's Sections says "column" at its 140th)."""
 _SENTENCE = 300
@@ -51,14 +46,10 @@ def _plain(text: str) -> str:
     return _LINKS.sub("", html.unescape(_HTML.sub(" ", text))).strip()
 
 
-def tag_text(tags: Iterable[str], descriptions: Mapping[str, str]) -> str:
-    """What the index reads of the descriptions of a tool's `tags` (`AMOUNT` of each)."""
-    return " ".join(_read(descriptions[tag]) for tag in tags if tag in descriptions)
-
-
-def _read(description: str) -> str:
-    if AMOUNT == "sentence":
+def read_description(description: str, amount: Amount) -> str:
+    """What the index reads of a tag's description: its first sentence, its first paragraph, or the whole."""
+    if amount == "sentence":
         return first_sentences(description, _SENTENCE)
-    if AMOUNT == "paragraph":
+    if amount == "paragraph":
         return description.split("\n\n", 1)[0][:_PARAGRAPH]
     return description[:_WHOLE]
