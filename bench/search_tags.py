@@ -26,6 +26,7 @@ there. `sizes` and `cost` run with this tree's gateway (`--tree`, for `cost`, na
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -34,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sweep(weights: list[float], lifted: list[int], amounts: list[str], baseline: str, check: bool) -> None:
+def sweep(weights: list[float], lifted: list[int], rares: list[float], amounts: list[str], baseline: str,
+          check: bool) -> None:
     """Every variant's lists (`DATA / ranked-NAME.json`), the APIs without a described tag the baseline's (with
     `check`, searched too, at the grid's first setting, and compared with the baseline's)."""
     import json
@@ -46,7 +48,7 @@ def sweep(weights: list[float], lifted: list[int], amounts: list[str], baseline:
     kept = search_misses._load(baseline)
     described = [name for name in search_misses.APIS
                  if next(iter(search_misses._catalog(name).apis.values())).tag_descriptions]
-    tag_table.WEIGHT, tag_table.LIFTED = weights[0], lifted[0]
+    tag_table.WEIGHT, tag_table.LIFTED, tag_table.RARE = weights[0], lifted[0], rares[0]
     for name in search_misses.APIS if check else ():
         if name not in described:
             same = search_misses.Ranked(name).saved() == kept[name]
@@ -54,23 +56,22 @@ def sweep(weights: list[float], lifted: list[int], amounts: list[str], baseline:
     for amount in amounts:
         tag_table.AMOUNT = amount  # type: ignore[assignment]
         searched = {name: search_misses.Ranked(name) for name in described}  # each index built at this amount
-        for weight in weights:
-            for cap in lifted:
-                tag_table.WEIGHT, tag_table.LIFTED = weight, cap
-                label = f"a{amount[0]}-w{weight:g}-l{cap}"
-                apis = {}
-                for name in search_misses.APIS:
-                    if name in searched:
-                        searched[name].rows = searched[name].search()
-                        apis[name] = searched[name].saved()
-                    else:
-                        apis[name] = kept[name]
-                (search_misses.DATA / f"ranked-{label}.json").write_text(json.dumps(
-                    {"gateway": gateway.__file__, "apis": apis,
-                     "baseline": {"label": baseline, "apis": [name for name in apis if name not in searched]}}))
-                alone, fused = (sum(search_misses._hits(rows, search_misses.DEV, way)[0] for rows in apis.values())
-                                for way in (False, True))
-                print(f"{label}: hits@5 on DEV alone {alone}, fused {fused}", flush=True)
+        for weight, cap, rare in itertools.product(weights, lifted, rares):
+            tag_table.WEIGHT, tag_table.LIFTED, tag_table.RARE = weight, cap, rare
+            label = f"a{amount[0]}-w{weight:g}-l{cap}" + (f"-r{rare:g}" if rare < 1 else "")
+            apis = {}
+            for name in search_misses.APIS:
+                if name in searched:
+                    searched[name].rows = searched[name].search()
+                    apis[name] = searched[name].saved()
+                else:
+                    apis[name] = kept[name]
+            (search_misses.DATA / f"ranked-{label}.json").write_text(json.dumps(
+                {"gateway": gateway.__file__, "apis": apis,
+                 "baseline": {"label": baseline, "apis": [name for name in apis if name not in searched]}}))
+            alone, fused = (sum(search_misses._hits(rows, search_misses.DEV, way)[0] for rows in apis.values())
+                            for way in (False, True))
+            print(f"{label}: hits@5 on DEV alone {alone}, fused {fused}", flush=True)
 
 
 def sizes() -> None:
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--labels", nargs="+", help="deltas: the saved lists, the first the baseline")
     parser.add_argument("--weights", nargs="+", type=float, default=[1.0], help="sweep: `tag_table.WEIGHT`s")
     parser.add_argument("--lifted", nargs="+", type=int, default=[3], help="sweep: `tag_table.LIFTED`s")
+    parser.add_argument("--rares", nargs="+", type=float, default=[1.0], help="sweep: `tag_table.RARE`s")
     parser.add_argument("--amounts", nargs="+", choices=["sentence", "paragraph", "whole"], default=["whole"],
                         help="sweep: `tag_table.AMOUNT`s")
     parser.add_argument("--baseline", default="main", help="sweep: the saved lists the APIs without a described tag "
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree:
         sys.path.insert(0, str(args.tree.resolve()))
     if args.stage == "sweep":
-        sweep(args.weights, args.lifted, args.amounts, args.baseline, args.check)
+        sweep(args.weights, args.lifted, args.rares, args.amounts, args.baseline, args.check)
     elif args.stage == "cost":
         cost(args.apis, args.rounds)
     elif args.stage == "deltas":

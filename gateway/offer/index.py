@@ -63,7 +63,7 @@ from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
-from .tag_table import lifted, members
+from .tag_table import TagTable
 from .targets import UPDATES, of_api
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
@@ -165,8 +165,8 @@ class _Opened:
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
     quoted_rows: QuotedRows | None = None
     """Which of its operations are at a path a request quotes."""
-    tags: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)
-    """Each tag its spec describes, by its row of the `tags` table: its tools' rowids (`gateway.offer.tag_table`)."""
+    tags: TagTable | None = None
+    """The tags its spec describes and their tools (`gateway.offer.tag_table`); None where it describes none."""
     rowids: dict[int, int] = dataclasses.field(default_factory=dict)
     """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
 
@@ -208,7 +208,8 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
-    tags = members(connection)
+    table = TagTable(connection)
+    tags = table if table.members else None
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
@@ -281,7 +282,7 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES))
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed)
-            if opened.tags:  # what the spec's tags say: a matched tag's best tools lifted
+            if opened.tags is not None:  # what the spec's tags say: a matched tag's best tools lifted
                 candidates = self._lifted(opened, request.expression, candidates, allowed)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
@@ -352,8 +353,9 @@ class ToolIndex:
 
         passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
         scores = {opened.rowids[id(row)]: score for row, score in candidates}
+        assert opened.tags is not None
         with self._lock:
-            lifts = lifted(opened.connection, opened.tags, expression, scores, own, passes)
+            lifts = opened.tags.lifted(expression, scores, own, passes)
         if not lifts:
             return candidates
         kept = [(row, lifts.pop(opened.rowids[id(row)], score)) for row, score in candidates]

@@ -10,7 +10,7 @@ matches the same expression there, and a matched tag's BM25, times `WEIGHT`, is 
 `LIFTED` of its tools (the ones its own words match best), which join the candidates if they were not among them
 (`lifted`). No tool's row changes, so a request no tag's text matches is ranked as before.
 
-`WEIGHT`, `LIFTED` and `AMOUNT` are the change's switch and weights, here in one place:
+`WEIGHT`, `LIFTED`, `RARE` and `AMOUNT` are the change's switch and weights, here in one place:
 `WEIGHT = 0` turns the reading off. They were chosen on the development requests (bench/README.md, "Each tag's
 description once, in a table of its own", branch tagtable).
 """
@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from ..catalog import Tool
+from .phrase_scores import phrases_of
 from .query import words
 from .tag_text import Amount, read_description
 
@@ -29,6 +30,9 @@ WEIGHT = 1.0
 """What a matched tag's BM25 weighs beside its tools' own (whose columns weigh 0.5 to 6: `index_build._WEIGHTS`)."""
 AMOUNT: Amount = "whole"
 """How much of a tag's description its row holds (`gateway.offer.tag_text.read_description`)."""
+RARE = 1.0
+"""The share of the api's tools at most whose own rows a phrase of the request matches, for the tags' match to read
+it (1: every phrase)."""
 LIFTED = 3
 """How many of a tag's tools its match lifts: a tag holds up to hundreds of tools, and the request that names its
 concept wants one of them, which its own words should find among the tag's; lifting every tool of the tag put them
@@ -38,6 +42,9 @@ _SCHEMA = ("CREATE VIRTUAL TABLE tags USING fts5(description, tokenize = 'porter
            "CREATE TABLE tag_tools (tag INTEGER, tool INTEGER)")
 _TAGS_SQL = "SELECT rowid, bm25(tags) FROM tags WHERE tags MATCH ?"
 _MEMBERS_SQL = "SELECT tag, tool FROM tag_tools ORDER BY tag, tool"
+_COUNT_SQL = "SELECT count(*) FROM tools WHERE tools MATCH ?"
+_KEPT = 4096
+"""Phrases whose count of rows a table keeps (all dropped when full: a count is one statement again)."""
 
 
 def build_tags(connection: sqlite3.Connection, tools: Sequence[Tool], descriptions: Mapping[str, str]) -> None:
@@ -62,9 +69,71 @@ def build_tags(connection: sqlite3.Connection, tools: Sequence[Tool], descriptio
         connection.execute("INSERT INTO tags(tags) VALUES ('optimize')")
 
 
-def members(connection: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
-    """Each described tag's tools (rowids, ascending), by the tag's rowid; empty for an index without the table (its
-    spec describes no tag)."""
+class OwnScores(Protocol):
+    def __call__(self, rowids: Sequence[int]) -> dict[int, float]:
+        """The BM25 of those of `rowids` the request's match matches (negative: lower is better)."""
+
+
+class TagTable:
+    """An opened index's `tags` and `tag_tools` tables (the caller holds the connection's lock around every call)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self.members = _members(connection)
+        """Each described tag's tools (rowids, ascending), by the tag's rowid; empty for an index without the table
+        (its spec describes no tag)."""
+        self._tools = connection.execute("SELECT count(*) FROM tools").fetchone()[0] if self.members else 0
+        self._rows: dict[str, int] = {}
+
+    def lifted(self, expression: str, scores: Mapping[int, float], own: OwnScores,
+               passes: Callable[[int], bool] | None) -> dict[int, float]:
+        """The tools the request's matched tags lift, by rowid, each with its BM25: its own plus the best of its
+        tags' lifts (`WEIGHT` times the tag's BM25 over the request's `_rare` phrases). A matched tag lifts the
+        `LIFTED` of its tools (of those `passes`) that the request's own match scores best, ties and the tools it does
+        not match (their BM25 0) in rowid order. `scores` are the candidates' BM25 by rowid; `own` gives the other
+        tools'."""
+        if not self.members or WEIGHT <= 0 or LIFTED <= 0:
+            return {}
+        rare = self._rare(expression)
+        if not rare:
+            return {}
+        try:
+            tags = self._connection.execute(_TAGS_SQL, (rare,)).fetchall()
+        except sqlite3.Error:  # a match the tags' table cannot answer: no lift, the ranking as without the table
+            return {}
+        chosen = {tag: [tool for tool in self.members.get(tag, ()) if passes is None or passes(tool)]
+                  for tag, _ in tags}
+        found = {**own(sorted({tool for tools in chosen.values() for tool in tools if tool not in scores})), **scores}
+        lifts: dict[int, float] = {}
+        for tag, score in tags:
+            for tool in sorted(chosen[tag], key=lambda tool: (found.get(tool, 0.0), tool))[:LIFTED]:
+                lifts[tool] = min(lifts.get(tool, 0.0), WEIGHT * score)
+        return {tool: found.get(tool, 0.0) + lift for tool, lift in lifts.items()}
+
+    def _rare(self, expression: str) -> str:
+        """The request's phrases that at most `RARE` of the api's tools' own rows match, ORed: the words a tag's
+        description may be alone to say. The others' matches are the tools' own, which rank them already; lifting
+        a tag for them put its tools over the ones the request wanted ("update the goal's progress": Goals')."""
+        phrases = phrases_of(expression)
+        if phrases is None:
+            return expression if RARE >= 1 else ""
+        most = RARE * self._tools
+        return " OR ".join(phrase for phrase in dict.fromkeys(phrases) if RARE >= 1 or self._count(phrase) <= most)
+
+    def _count(self, phrase: str) -> int:
+        count = self._rows.get(phrase)
+        if count is None:
+            if len(self._rows) >= _KEPT:
+                self._rows.clear()
+            try:
+                count = self._connection.execute(_COUNT_SQL, (phrase,)).fetchone()[0]
+            except sqlite3.Error:
+                count = self._tools
+            self._rows[phrase] = count
+        return count
+
+
+def _members(connection: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
     try:
         found = connection.execute(_MEMBERS_SQL).fetchall()
     except sqlite3.OperationalError:  # no such table
@@ -73,30 +142,3 @@ def members(connection: sqlite3.Connection) -> dict[int, tuple[int, ...]]:
     for tag, tool in found:
         held.setdefault(tag, []).append(tool)
     return {tag: tuple(tools) for tag, tools in held.items()}
-
-
-class OwnScores(Protocol):
-    def __call__(self, rowids: Sequence[int]) -> dict[int, float]:
-        """The BM25 of those of `rowids` the request's match matches (negative: lower is better)."""
-
-
-def lifted(connection: sqlite3.Connection, held: Mapping[int, tuple[int, ...]], expression: str,
-           scores: Mapping[int, float], own: OwnScores,
-           passes: Callable[[int], bool] | None) -> dict[int, float]:
-    """The tools the request's matched tags lift, by rowid, each with its BM25: its own plus the best of its tags'
-    lifts (`WEIGHT` times the tag's BM25). A matched tag lifts the `LIFTED` of its tools (of those `passes`) that the
-    request's own match scores best, ties and the tools it does not match (their BM25 0) in rowid order. `scores` are
-    the candidates' BM25 by rowid; `own` gives the other tools'."""
-    if not held or WEIGHT <= 0 or LIFTED <= 0:
-        return {}
-    try:
-        tags = connection.execute(_TAGS_SQL, (expression,)).fetchall()
-    except sqlite3.Error:  # a match the tags' table cannot answer: no lift, the ranking as without the table
-        return {}
-    chosen = {tag: [tool for tool in held.get(tag, ()) if passes is None or passes(tool)] for tag, _ in tags}
-    found = {**own(sorted({tool for tools in chosen.values() for tool in tools if tool not in scores})), **scores}
-    lifts: dict[int, float] = {}
-    for tag, score in tags:
-        for tool in sorted(chosen[tag], key=lambda tool: (found.get(tool, 0.0), tool))[:LIFTED]:
-            lifts[tool] = min(lifts.get(tool, 0.0), WEIGHT * score)
-    return {tool: found.get(tool, 0.0) + lift for tool, lift in lifts.items()}
