@@ -5,9 +5,11 @@ data.
     python bench/search_tags.py sweep --weights 0.5 1 2 --lifted 1 3 [--amounts whole] [--baseline main]
     python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
                                                                            # one API out, the largest loss of an API
+    python bench/search_tags.py choose --labels main NAME ...            # chosen leaving one API out, both rankers
     python bench/search_tags.py deltas --labels main NAME ...            # each API's change against the first
     python bench/search_tags.py sizes                                     # what the sixteen specs' tags describe
     python bench/search_tags.py cost [--tree COPY_OF_MAIN] [--apis graph github]   # the index's build: CPU, memory
+    python bench/search_tags.py latency --apis github jira asana --rounds 2   # a search, the table's reading off/on
 
 A variant (branch tagtable) is `gateway.offer.tag_table`'s reading at one setting: each described tag's text
 (`AMOUNT` of its description) a row of the index's `tags` table, a matched tag's BM25 times `WEIGHT` added to the
@@ -30,6 +32,7 @@ import itertools
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +126,69 @@ def cost(names: list[str], rounds: int) -> None:
               f"peak {peak / 2**20:.1f} MiB, index {len(data):,} bytes", flush=True)
 
 
+def latency(names: list[str], rounds: int) -> None:
+    """The search's own cost of the tags' table: each API's `DEV` requests searched `rounds` times (`ToolIndex.search`,
+    50 places, the index open, each phrase's scores kept after the first round as a running gateway keeps them), the
+    reading off (`WEIGHT = 0`) and on in turns, request by request; the searching thread's CPU, p50 and p95 in ms."""
+    from bench.search_misses import _catalog, _requests
+    from gateway.offer import tag_table
+    from gateway.offer.index import ToolIndex, build_index
+
+    weight = tag_table.WEIGHT
+    for name in names:
+        catalog = _catalog(name)
+        spec = next(iter(catalog.apis.values()))
+        spec.search_index = build_index(catalog.for_api(spec.name), spec.tag_descriptions)
+        searcher = ToolIndex(catalog)
+        queries = [task["q"] for task in _requests(name)]
+        spent: dict[bool, list[float]] = {False: [], True: []}
+        for query in queries:  # the first round: every phrase scored once, both ways
+            for on in (False, True):
+                tag_table.WEIGHT = weight if on else 0.0
+                searcher.search(query, limit=50, apis=[spec.name])
+        for _ in range(rounds):
+            for query in queries:
+                for on in (False, True):
+                    tag_table.WEIGHT = weight if on else 0.0
+                    started = time.thread_time()
+                    searcher.search(query, limit=50, apis=[spec.name])
+                    spent[on].append((time.thread_time() - started) * 1000)
+        tag_table.WEIGHT = weight
+
+        def cell(times: list[float]) -> str:
+            return f"{statistics.median(times):.2f} / {statistics.quantiles(times, n=20)[-1]:.2f}"
+
+        print(f"{name}: {len(queries)} requests x {rounds}, ms p50 / p95: off {cell(spent[False])}, "
+              f"on {cell(spent[True])} (load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def choose(labels: list[str]) -> None:
+    """The choice leaving one API out, on both rankers at once: for each API, the list with the most hits@5 on the
+    other APIs' `DEV`, BM25 alone and fused added (ties by hits@10, then the first list given), counted on the API
+    left out; a reading that gains fused and loses alone must not win for the fused gain alone (the rule is read
+    for both rankers). `search_misses.py table` makes the choice for each ranker apart."""
+    import collections
+
+    from bench.search_misses import DEV, _hits, _load
+
+    loaded = {label: _load(label) for label in labels}
+    names = list(loaded[labels[0]])
+
+    def both(label: str, apis: list[str]) -> tuple[int, int]:
+        counts = [_hits(loaded[label][name], DEV, fused) for name in apis for fused in (False, True)]
+        return sum(a for a, _ in counts), sum(b for _, b in counts)
+
+    chosen, alone, fused = [], 0, 0
+    for name in names:
+        others = [other for other in names if other != name]
+        pick = max(labels, key=lambda label: both(label, others))
+        chosen.append(pick)
+        alone += _hits(loaded[pick][name], DEV, False)[0]
+        fused += _hits(loaded[pick][name], DEV, True)[0]
+    print(f"chosen on the other APIs, both rankers: alone {alone}, fused {fused}; "
+          + "; ".join(f"{label} x{n}" for label, n in collections.Counter(chosen).items()))
+
+
 def deltas(labels: list[str]) -> None:
     """Against the first saved list, each other's change of hits@5 on `DEV` per API, BM25 alone and fused, with the
     parts that moved (`bench/search_misses.py table` gives the figures themselves)."""
@@ -146,8 +212,9 @@ def deltas(labels: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["sweep", "sizes", "cost", "deltas"])
-    parser.add_argument("--labels", nargs="+", help="deltas: the saved lists, the first the baseline")
+    parser.add_argument("stage", choices=["sweep", "sizes", "cost", "latency", "choose", "deltas"])
+    parser.add_argument("--labels", nargs="+", help="choose, deltas: the saved lists (deltas: the first the "
+                                                    "baseline)")
     parser.add_argument("--weights", nargs="+", type=float, default=[1.0], help="sweep: `tag_table.WEIGHT`s")
     parser.add_argument("--lifted", nargs="+", type=int, default=[3], help="sweep: `tag_table.LIFTED`s")
     parser.add_argument("--rares", nargs="+", type=float, default=[1.0], help="sweep: `tag_table.RARE`s")
@@ -156,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="main", help="sweep: the saved lists the APIs without a described tag "
                                                            "keep")
     parser.add_argument("--check", action="store_true", help="sweep: search those APIs too, compare with the baseline")
-    parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost: the APIs built")
-    parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed")
+    parser.add_argument("--apis", nargs="+", default=["graph", "github"], help="cost, latency: the APIs")
+    parser.add_argument("--rounds", type=int, default=5, help="cost: the builds timed; latency: the searches")
     parser.add_argument("--tree", type=Path, help="cost: the tree whose gateway builds (default this one)")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -168,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         sweep(args.weights, args.lifted, args.rares, args.amounts, args.baseline, args.check)
     elif args.stage == "cost":
         cost(args.apis, args.rounds)
+    elif args.stage == "latency":
+        latency(args.apis, args.rounds)
+    elif args.stage == "choose":
+        choose(args.labels)
     elif args.stage == "deltas":
         deltas(args.labels)
     else:

@@ -26,14 +26,14 @@ from .phrase_scores import phrases_of
 from .query import words
 from .tag_text import Amount, read_description
 
-WEIGHT = 1.0
+WEIGHT = 0.75
 """What a matched tag's BM25 weighs beside its tools' own (whose columns weigh 0.5 to 6: `index_build._WEIGHTS`)."""
 AMOUNT: Amount = "whole"
 """How much of a tag's description its row holds (`gateway.offer.tag_text.read_description`)."""
-RARE = 1.0
+RARE = 0.01
 """The share of the api's tools at most whose own rows a phrase of the request matches, for the tags' match to read
-it (1: every phrase)."""
-LIFTED = 3
+it (1: every phrase): Asana's "column" (one tool's row of 167 says it), not its "goal" (16)."""
+LIFTED = 10
 """How many of a tag's tools its match lifts: a tag holds up to hundreds of tools, and the request that names its
 concept wants one of them, which its own words should find among the tag's; lifting every tool of the tag put them
 all above the other tags' tools (HERE's rules over its users for "which trackers do I have access to")."""
@@ -82,7 +82,8 @@ class TagTable:
         self.members = _members(connection)
         """Each described tag's tools (rowids, ascending), by the tag's rowid; empty for an index without the table
         (its spec describes no tag)."""
-        self._tools = connection.execute("SELECT count(*) FROM tools").fetchone()[0] if self.members else 0
+        # the api's tools (its `facts`, one row a tool: `tools` has rows of no tool in a small api's index)
+        self._tools = connection.execute("SELECT count(*) FROM facts").fetchone()[0] if self.members else 0
         self._rows: dict[str, int] = {}
 
     def lifted(self, expression: str, scores: Mapping[int, float], own: OwnScores,
