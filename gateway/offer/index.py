@@ -59,7 +59,7 @@ from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
-from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among
+from .phrase_scores import PhraseScores, best_rows, named_rowids, rows_among, scores_of
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
@@ -340,22 +340,28 @@ class ToolIndex:
 
     def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
                 allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
-        """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.lifted`) added to
+        """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.TagTable`) added to
         their BM25, and the tools lifted that were not among them, with theirs."""
         facts = opened.facts
 
         def own(rowids: Sequence[int]) -> dict[int, float]:
             if not rowids:
                 return {}
+            scored = opened.phrases.scored(expression) if opened.phrases is not None else None
+            if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
+                return scores_of(scored, rowids)
             found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
             return dict(found)
 
-        passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
-        scores = {opened.rowids[id(row)]: score for row, score in candidates}
         assert opened.tags is not None
         with self._lock:
-            lifts = opened.tags.lifted(expression, scores, own, passes)
+            matched = opened.tags.matched(expression)
+            if not matched:  # most requests: no word of theirs that hardly any tool says matches a tag
+                return candidates
+            passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
+            scores = {opened.rowids[id(row)]: score for row, score in candidates}
+            lifts = opened.tags.lifted(matched, scores, own, passes)
         if not lifts:
             return candidates
         kept = [(row, lifts.pop(opened.rowids[id(row)], score)) for row, score in candidates]

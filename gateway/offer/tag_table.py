@@ -86,22 +86,25 @@ class TagTable:
         self._tools = connection.execute("SELECT count(*) FROM facts").fetchone()[0] if self.members else 0
         self._rows: dict[str, int] = {}
 
-    def lifted(self, expression: str, scores: Mapping[int, float], own: OwnScores,
-               passes: Callable[[int], bool] | None) -> dict[int, float]:
-        """The tools the request's matched tags lift, by rowid, each with its BM25: its own plus the best of its
-        tags' lifts (`WEIGHT` times the tag's BM25 over the request's `_rare` phrases). A matched tag lifts the
-        `LIFTED` of its tools (of those `passes`) that the request's own match scores best, ties and the tools it does
-        not match (their BM25 0) in rowid order. `scores` are the candidates' BM25 by rowid; `own` gives the other
-        tools'."""
+    def matched(self, expression: str) -> list[tuple[int, float]]:
+        """The tags the request's `_rare` phrases match (rowids) and their BM25 (negative: lower is better); none
+        when the reading is off (`WEIGHT` or `LIFTED` 0) or the api describes no tag."""
         if not self.members or WEIGHT <= 0 or LIFTED <= 0:
-            return {}
+            return []
         rare = self._rare(expression)
         if not rare:
-            return {}
+            return []
         try:
-            tags = self._connection.execute(_TAGS_SQL, (rare,)).fetchall()
+            return self._connection.execute(_TAGS_SQL, (rare,)).fetchall()
         except sqlite3.Error:  # a match the tags' table cannot answer: no lift, the ranking as without the table
-            return {}
+            return []
+
+    def lifted(self, tags: list[tuple[int, float]], scores: Mapping[int, float], own: OwnScores,
+               passes: Callable[[int], bool] | None) -> dict[int, float]:
+        """The tools the `matched` tags lift, by rowid, each with its BM25: its own plus the best of its tags' lifts
+        (`WEIGHT` times the tag's BM25). A matched tag lifts the `LIFTED` of its tools (of those `passes`) that the
+        request's own match scores best, ties and the tools it does not match (their BM25 0) in rowid order. `scores`
+        are the candidates' BM25 by rowid; `own` gives the other tools'."""
         chosen = {tag: [tool for tool in self.members.get(tag, ()) if passes is None or passes(tool)]
                   for tag, _ in tags}
         found = {**own(sorted({tool for tools in chosen.values() for tool in tools if tool not in scores})), **scores}
