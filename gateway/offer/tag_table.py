@@ -6,9 +6,10 @@ operation of the tag writes itself. Read as a column of every tool of the tag (b
 each of those rows longer and the same text common in the index: FTS5's BM25 normalises by the whole row, so every
 other match of those tools weighed less, and BM25 alone lost more than the fusion gained (bench/README.md, "What a
 spec's tags say"). Here the index keeps each described tag's text once, in the `tags` table (`build_tags`); a search
-matches the same expression there, and a matched tag's BM25, times `WEIGHT`, is added to the BM25 of at most
-`LIFTED` of its tools (the ones its own words match best), which join the candidates if they were not among them
-(`lifted`). No tool's row changes, so a request no tag's text matches is ranked as before.
+matches there the request's phrases that hardly any tool's own row holds (`RARE`: a description's worth is the word
+no operation says), and a matched tag's BM25, times `WEIGHT`, is added to the BM25 of at most `LIFTED` of its tools
+(the ones the request's own words match best), which join the candidates if they were not among them (`TagTable`).
+No tool's row changes, so a request no tag's text matches is ranked as before.
 
 `WEIGHT`, `LIFTED`, `RARE` and `AMOUNT` are the change's switch and weights, here in one place:
 `WEIGHT = 0` turns the reading off. They were chosen on the development requests (bench/README.md, "Each tag's
