@@ -39,6 +39,16 @@ class ScriptingInvoke(Protocol):
                      approval: str | None = None) -> ToolResult: ...
 
 
+@runtime_checkable
+class RefusingInvoke(Protocol):
+    """An `Invoke` that records a call refused because its arguments could not be read (`ToolCall.parse_error`) as
+    a call of its own (`gateway.execution.runner.ToolRunner.refuse`): its audit row, span and metrics, as for a call
+    whose arguments the validation refused; it answers `refusal`, nothing run."""
+
+    async def refuse(self, agent_tool: AgentTool, call: ToolCall, refusal: ToolResult, *, door: Door,
+                     client: str | None) -> ToolResult: ...
+
+
 @dataclass(slots=True)
 class CallScope:
     """The tool call a run is executing, as a delegated run started inside it sees it."""

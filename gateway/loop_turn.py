@@ -18,12 +18,13 @@ from typing import Any
 import anyio
 
 from .catalog import AgentTool
-from .codemode import RUN_CODE
+from .codemode import RUN_CODE, RUN_CODE_TOOL
 from .config.model import AgentConfig, Policy
 from .dialects.tool import ToolLike
 from .errors import AuditUnavailable
+from .kernel.caller import current_caller
 from .kernel.usage import Usage
-from .loop_calls import CallScope, CheckingInvoke, Invoke, call_step, current_call, result_content
+from .loop_calls import CallScope, CheckingInvoke, Invoke, RefusingInvoke, call_step, current_call, result_content
 from .loop_scripts import ScriptCalls
 from .loop_types import Decision, EventHandler, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult
@@ -97,6 +98,8 @@ class TurnCalls:
                 continue
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
+                if call.parse_error is not None and refusal.error_type == "invalid_arguments":  # unread arguments
+                    refusal = await self._recorded(self.toolset.tools[call.name], call, refusal)
                 results[index] = refusal
                 steps[index] = call_step(call, call.arguments, refusal, self.iteration)
                 # Refused calls are steps too: a streaming client sees them like any other.
@@ -185,14 +188,23 @@ class TurnCalls:
         """A `run_code` call's result; None when its script paused for a human."""
         assert self.scripts is not None
         if call.parse_error is not None:
-            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing ran; call run_code again "
-                                      'with a JSON object {"code": "..."}.')
+            return await self._recorded(RUN_CODE_TOOL, call, ToolResult.failure(
+                "invalid_arguments", f'{call.parse_error}. Nothing ran; call run_code again with a JSON object '
+                '{"code": "..."}.'))
         try:
             return await self.scripts.run(call, steps, decision, approval)
         except AuditUnavailable:
             raise  # no answer without its audit row: the run ends, the door answers 503
         except Exception as exc:  # the script's driver should not raise; if it does, the model still gets a result
             return ToolResult.failure("code_error", f"the gateway failed to run the script: {exc!r}")
+
+    async def _recorded(self, tool: AgentTool, call: ToolCall, refusal: ToolResult) -> ToolResult:
+        """A call refused because its arguments could not be read, recorded by the invoke as a call of its own (its
+        audit row, span and metrics, as a call the validation refused), when it can."""
+        if not isinstance(self.invoke, RefusingInvoke):
+            return refusal
+        # Its audit row unwritten, `AuditUnavailable` ends the run (the door answers 503), as for any call.
+        return await self.invoke.refuse(tool, call, refusal, door="chat", client=current_caller().client)
 
     async def _valid(self, tool: AgentTool, call: ToolCall) -> bool:
         """Whether the call's arguments pass the invoke's check (an invalid call is not queued for a human)."""

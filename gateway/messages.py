@@ -7,6 +7,7 @@ executor turns a `ToolCall` into a `ToolResult`; the server renders them as Open
 from __future__ import annotations
 
 import builtins
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,6 +54,18 @@ class ToolCall:
     parse_error: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     """Provider state that must be echoed back (e.g. Gemini `thoughtSignature`)."""
+
+    def unread_text(self) -> str:
+        """Arguments that could not be read (`parse_error`), as an audit row or a span shows them: the text that came
+        (a value that was not text, written as JSON), any character no store can write (a lone surrogate) escaped.
+        Bounded as every row's arguments are, by what the door reads (a request body, a model's answer)."""
+        raw = self.raw_arguments
+        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = text.encode(errors="backslashreplace").decode()
+        return text
 
 
 @dataclass(slots=True, kw_only=True)

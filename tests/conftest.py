@@ -14,11 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from recording_server import RecordingServer
 from scripted_llm import ScriptedLLM
 from shared_servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: F401 (fixtures)
 
 from gateway.catalog import Catalog
+from gateway.kernel import tracing
 from gateway.openapi import compile_specs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,3 +134,19 @@ def fresh_embeddings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     embeddings.forget_failures()
     yield
     embeddings.forget_failures()
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    """The gateway's spans, kept in memory: a provider of its own (`tracing.install`), so no test leaves
+    OpenTelemetry's once-per-process global provider set for the others. Ask for it before the gateway is built:
+    its pipeline has the observe stage only while a provider is installed."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.install(None)
+        provider.shutdown()

@@ -43,8 +43,11 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     redactor = redactor if redactor is not None else executor.redactor
     validate = ValidateArguments(executor)
     stages: list[Stage] = []
+    observe: HostedStage | None = None
     if metrics is not None or tracing.enabled():
-        stages.append(ObserveToolCall(metrics, redactor))
+        observer = ObserveToolCall(metrics, redactor)
+        stages.append(observer)
+        observe = observer.hosted  # a delegation's or a script's span and metrics: the same stage
     before_send: Stage | None = None
     hosted: tuple[HostedStage, HostedStage] | None = None
     if safeguards is not None:
@@ -62,4 +65,4 @@ def build_pipeline(executor: Executor, *, safeguards: Safeguards | None = None,
     stages.append(CheckOutput())
     if before_send is not None:
         stages.append(before_send)  # the last: the row is written right before the request, or nothing is sent
-    return Pipeline(stages, Execute(executor), validate=validate, audit=hosted)
+    return Pipeline(stages, Execute(executor), validate=validate, audit=hosted, observe=observe)

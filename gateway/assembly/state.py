@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from ..kernel.calls import ToolHooks
 from ..runtime import Runtime, RuntimeHolder
 from ..safety.budgets import BudgetBook
-from ..safety.client_shares import ClientShares
 from ..safety.guards import Safeguards
+from ..safety.run_shares import RunShares
 from ..store import MemoryStore, Store
 from .generation import Generation, Holding
 
@@ -57,8 +57,9 @@ class GatewayState:
         """The gateway's Prometheus metrics (`/metrics`), kept across reloads."""
         self.budget_book = safety.budget_book() if safety is not None else BudgetBook()
         """What agents and clients spent recently, kept across reloads (in Redis with `gateway.redis`)."""
-        self.runs = ClientShares("chat runs", "gateway.max_runs_per_client")
-        """Each client's chat runs in flight (`gateway.max_runs_per_client`), kept across reloads."""
+        self.runs = safety.run_shares() if safety is not None else RunShares()
+        """Each client's chat runs in flight under `gateway.max_runs_per_client`, kept across reloads (in Redis with
+        `gateway.redis`)."""
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._provider_transport = provider_transport

@@ -356,12 +356,13 @@ def _cmd_call(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return 0 if result.ok else 1
 
+    unread: str | None = None  # why --args cannot be read: the call is refused, and recorded as any door's
     try:
         arguments = json.loads(args.args)
     except json.JSONDecodeError as exc:
-        return emit(ToolResult.failure("invalid_arguments", f"--args is not valid JSON: {exc}"))
-    if not isinstance(arguments, dict):
-        return emit(ToolResult.failure("invalid_arguments", "--args must be a JSON object"))
+        arguments, unread = None, f"--args is not valid JSON: {exc}"
+    if unread is None and not isinstance(arguments, dict):
+        arguments, unread = None, "--args must be a JSON object"
     runtime = _load_runtime_or_report(args)
     if runtime is None:
         return 1
@@ -379,12 +380,16 @@ def _cmd_call(args: argparse.Namespace) -> int:
     from ..messages import ToolCall
 
     # The same pipeline as every other door: validated, held for approval, rate limited, audited.
-    call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments, raw_arguments=arguments)
+    call = ToolCall(id="cli_call", name=agent_tool.name, arguments=arguments,
+                    raw_arguments=arguments if unread is None else args.args, parse_error=unread)
 
     async def run() -> ToolResult:
         async with open_local(runtime) as state:
             with bind_caller(agent=args.agent):
                 runner = state.current.runner.for_agent(args.agent)
+                if unread is not None:
+                    return await runner.refuse(agent_tool, call, ToolResult.failure("invalid_arguments", unread),
+                                               door="cli", client=None)
                 return await runner.run(agent_tool, call, door="cli")
 
     try:

@@ -4,7 +4,7 @@
 gateway:
   store: .gateway/state.db        # a SQLite path (relative to agents.yaml's folder), sqlite:///path, memory:,
                                   # or postgresql://... (several instances)
-  redis: redis://127.0.0.1:6379/0 # rate-limit buckets, breakers and budgets counted across instances
+  redis: redis://127.0.0.1:6379/0 # rate-limit buckets, breakers, budgets, runs counted across instances
   audit_retention_days: 30        # 0 or null keeps rows forever
   conversation_retention_days: 30 # stored Responses answers, handed-back turns, finished approval runs
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
@@ -169,8 +169,9 @@ class GatewaySettings(Section):
     store: str | None = doc("Where approvals, audit rows, runs and rate-limit buckets live: a SQLite path "
                             "(relative to agents.yaml's folder; default `.gateway/state.db`), `sqlite:///path`, "
                             "`memory:`, or `postgresql://...` shared by several instances.", None)
-    redis: str | None = doc("`redis://`, `rediss://` or `unix://`: rate-limit buckets, breakers and concurrency "
-                            "counted across instances. Empty: none.", None, pattern=REDIS_URL)
+    redis: str | None = doc("`redis://`, `rediss://` or `unix://`: rate-limit buckets, breakers, concurrency, "
+                            "budgets and each client's chat runs counted across instances. Empty: none.", None,
+                            pattern=REDIS_URL)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
                                                   DEFAULT_RETENTION_DAYS)
     conversation_retention_days: NonNegative | None = doc(
@@ -186,8 +187,12 @@ class GatewaySettings(Section):
         "client while nobody else waits; either way a freed slot goes first to the waiting client holding the "
         "fewest.", None)
     max_runs_per_client: Count | None = doc(
-        "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once, per "
-        "process; one more is refused with 429 and Retry-After (callers without a key count as one client). "
+        "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once: per "
+        "process, or with `redis` across every instance and worker (each run's place leased for its agent's "
+        "timeout plus 30 s, so a killed instance's come back); one more is refused with 429 and Retry-After "
+        "(callers without a key count as one client). A "
+        "run resumed after an approval counts as one of its owner's runs while it goes on (whoever decided); "
+        "past the share it is not resumed: the decision is taken back (503 approval_reopened), to be made again. "
         "Default: no cap.", None)
     max_code_workers_per_client: Count | None = doc(
         f"Of the process's {CODE_WORKERS} code-mode sandboxes, the most one client's `run_code` scripts hold at "

@@ -23,8 +23,9 @@ plain function that hands back the stage's own coroutine, so one call's await ch
 applies and no frame of the pipeline's own.
 
 A tool the gateway answers itself (a delegation: an agent offered as a tool; a `run_code` script) is bound to no
-operation: it takes `hosted`, through the same audit stages (its row written before the sub-agent or the script
-starts, its verdict after), with its own check in the place of the argument validation.
+operation: it takes `hosted`, through the same observe and audit stages (its `execute_tool` span, with the
+sub-agent's run or the script's calls nested in it, and its metrics; its row written before the sub-agent or the
+script starts, its verdict after), with its own check in the place of the argument validation.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from ..messages import ToolResult
 
 
 class HostedStage(Protocol):
-    """An audit stage as a hosted call takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
-    `HostedCall`)."""
+    """A stage as a hosted call takes it (`RecordCall`, `RecordBeforeSend`: they take an `Invocation` or a
+    `HostedCall`; `ObserveToolCall.hosted`)."""
 
     def __call__(self, invocation: HostedCall, proceed: HostedProceed) -> Awaitable[ToolResult]: ...
 
@@ -56,14 +57,17 @@ class Pipeline:
             queues the call for approval).
         audit: the audit stages of `hosted`: the outermost (the verdict) and the one before the sub-agent or the
             script starts (its row written first); None: hosted calls are not audited (a gateway without a store).
+        observe: the observe stage of `hosted` (span and metrics), outside its audit as an api call's is; None:
+            hosted calls are not observed (neither metrics nor a tracer provider).
     """
 
     def __init__(self, stages: Sequence[Stage], terminal: Proceed, *, validate: Stage | None = None,
-                 audit: tuple[HostedStage, HostedStage] | None = None) -> None:
+                 audit: tuple[HostedStage, HostedStage] | None = None, observe: HostedStage | None = None) -> None:
         self.stages = tuple(stages)
         self._terminal = terminal
         self._validate = validate
         self._audit = audit
+        self._observe = observe
         self._chains: ByIdentity[AgentTool, Proceed] = ByIdentity(self._link)
 
     def __call__(self, invocation: Invocation) -> Awaitable[ToolResult]:
@@ -77,27 +81,43 @@ class Pipeline:
         return self._chains(agent_tool)
 
     def _link(self, agent_tool: AgentTool) -> Proceed:
-        entry: Proceed = _bound(self._terminal)
-        for stage in reversed(self.stages):
-            specific = for_tool(stage, agent_tool)
-            if specific is not None:
-                entry = _Link(_bound(specific), entry).run
-        return entry
+        return _linked(self.stages, agent_tool, _bound(self._terminal))
+
+    def refused(self, invocation: Invocation, result: ToolResult) -> Awaitable[ToolResult]:
+        """A call refused before its arguments could be read (they are not JSON, or no object): `result`, to be
+        awaited, through the stages before the argument validation (the observe stage, the audit's, the result's
+        redaction), so that it is seen and recorded as a call the validation refused, and through none after it
+        (nothing is held, charged or sent). Rare: its chain is linked for the call."""
+        validate = self._validate
+        outer = self.stages[:self.stages.index(validate)] if validate in self.stages else ()
+
+        async def refuse(_: Invocation) -> ToolResult:
+            return result
+
+        return _linked(outer, invocation.agent_tool, refuse)(invocation)
 
     def hosted(self, call: HostedCall, check: Callable[[HostedCall], ToolResult | None],
                run: HostedProceed) -> Awaitable[ToolResult]:
-        """A hosted call's result (a delegation's, a script's), to be awaited: audited as any call (one row with
-        its verdict; for one that runs, the row is written before `run` starts the work, or it does not start),
-        `check` first (its refusal, or None), in the place of the argument validation."""
+        """A hosted call's result (a delegation's, a script's), to be awaited: observed and audited as any call
+        (its span and metrics; one row with its verdict: for one that runs, the row is written before `run` starts
+        the work, or it does not start), `check` first (its refusal, or None), in the place of the argument
+        validation."""
         audit = self._audit
+        work: HostedProceed
         if audit is None:
-            return _checked(call, check, run)
-        record, before_run = audit
+            def work(call: HostedCall) -> Awaitable[ToolResult]:
+                return _checked(call, check, run)
+        else:
+            record, before_run = audit
 
-        def checked(call: HostedCall) -> Awaitable[ToolResult]:
-            return _checked(call, check, lambda ready: before_run(ready, proceed=run))
+            def checked(call: HostedCall) -> Awaitable[ToolResult]:
+                return _checked(call, check, lambda ready: before_run(ready, proceed=run))
 
-        return record(call, proceed=checked)
+            def work(call: HostedCall) -> Awaitable[ToolResult]:
+                return record(call, proceed=checked)
+
+        observe = self._observe
+        return work(call) if observe is None else observe(call, proceed=work)
 
     async def check(self, invocation: Invocation) -> ToolResult | None:
         """The validation stage's refusal of `invocation`, or None when its arguments are valid."""
@@ -124,6 +144,16 @@ class _Link:
 
     def run(self, invocation: Invocation) -> Awaitable[ToolResult]:
         return self.stage(invocation, proceed=self.proceed)
+
+
+def _linked(stages: Sequence[Stage], agent_tool: AgentTool, terminal: Proceed) -> Proceed:
+    """`stages` (outermost first) as they apply to `agent_tool`, each linked to the next, the last to `terminal`."""
+    entry = terminal
+    for stage in reversed(stages):
+        specific = for_tool(stage, agent_tool)
+        if specific is not None:
+            entry = _Link(_bound(specific), entry).run
+    return entry
 
 
 def _bound(stage: Any) -> Any:

@@ -117,6 +117,21 @@ class ToolRunner:
             return ToolResult.failure("configuration_error", f"tool {agent_tool.name!r} is bound to no operation")
         return await self.pipeline(invocation)
 
+    async def refuse(self, agent_tool: AgentTool, call: ToolCall, refusal: ToolResult, *, door: Door,
+                     client: str | None) -> ToolResult:
+        """A call whose arguments could not be read (`call.parse_error`: not JSON, or not an object), answered with
+        `refusal` and nothing run, but observed and audited as a call whose arguments the validation refused: its
+        row (`invalid_arguments`) keeps the text that came, redacted. An api call takes the pipeline's stages
+        before the validation (`Pipeline.refused`); a delegation or a script its own way (`hosted`), refused by
+        its check."""
+        if agent_tool.tool is None or agent_tool.delegate:
+            return await self.hosted(agent_tool, call, door=door, client=client, approval=None,
+                                     check=lambda _: refusal, run=_never_run,
+                                     kind="delegation" if agent_tool.delegate else "script")
+        invocation = Invocation(agent=self.agent or current_caller().agent or "", agent_tool=agent_tool,
+                                tool=agent_tool.tool, call=call, arguments={}, client=client, door=door)
+        return await self.pipeline.refused(invocation, refusal)
+
     async def script(self, call: ToolCall, run: HostedProceed, *, door: Door, client: str | None,
                      approval: str | None = None) -> ToolResult:
         """A `run_code` call (code mode) through the pipeline's audit: its row (the caller, this agent, the
@@ -239,6 +254,10 @@ class CallPlan:
 
 def _code_refusal(script: HostedCall) -> ToolResult | None:
     return code_refusal(script.arguments)
+
+
+async def _never_run(call: HostedCall) -> ToolResult:
+    raise AssertionError("a refused call is not run")  # its check refused it: the pipeline never gets here
 
 
 def _timed(run: HostedProceed) -> HostedProceed:

@@ -5,6 +5,10 @@ hooks, the upstream request as its child) and what it records is what the caller
 redaction. Arguments and results become span attributes only when content capture is on, and then redacted
 by the same redactor as the audit log's arguments.
 
+A call the gateway answers itself (a delegation, a `run_code` script: `Pipeline.hosted`) takes the same stage
+(`hosted`): the same span, in which the sub-agent's run or the script's own tool calls nest, and the same metrics,
+under the api `HOSTED_API` (it calls no api itself; the calls it makes count under theirs).
+
 Without a span, the call's latency is measured when the rest of the pipeline returns, and the metrics are
 updated on the event loop's next turn: a door writes its answer in the step in which the pipeline returned, so
 prometheus' locks and the histogram's buckets are no longer on the caller's wait (as the access line,
@@ -17,16 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..kernel import tracing
 from ..messages import ToolResult
 
 if TYPE_CHECKING:
     from ..catalog import AgentTool
-    from ..kernel.calls import Invocation, Proceed
+    from ..kernel.calls import HostedCall, HostedProceed, Invocation, Proceed
     from ..kernel.redaction import Redactor
     from .metrics import Metrics
+
+    A = TypeVar("A", Invocation, HostedCall)
+
+HOSTED_API = ""
+"""The `api` label of a delegation's or a script's call: none (as its audit row's `api`)."""
 
 
 class ObserveToolCall:
@@ -37,7 +47,14 @@ class ObserveToolCall:
         self.redactor = redactor
         self.capture = tracing.capture_content() if capture is None else capture
 
-    async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
+        return self._observe(invocation, proceed, invocation.tool.api)
+
+    def hosted(self, invocation: HostedCall, proceed: HostedProceed) -> Awaitable[ToolResult]:
+        """A delegation's or a script's call (`Pipeline.hosted`): its span and metrics, as an api call's."""
+        return self._observe(invocation, proceed, HOSTED_API)
+
+    async def _observe(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]], api: str) -> ToolResult:
         if not tracing.enabled():
             metrics = self.metrics
             if metrics is None:
@@ -45,34 +62,36 @@ class ObserveToolCall:
             # `_measured`, inline: the usual call (metrics, no span) holds one frame of this stage, not two.
             started = time.perf_counter()
             result = await proceed(invocation)
-            asyncio.get_running_loop().call_soon(self._count, metrics, invocation, result,
+            asyncio.get_running_loop().call_soon(self._count, metrics, api, invocation.call.name, result,
                                                  time.perf_counter() - started)
             return result
         capture = self.capture
-        arguments = self._redacted(invocation.arguments) if capture else None
+        call = invocation.call
+        # A call whose arguments could not be read (`Pipeline.refused`) shows the text that came, as its row does.
+        arguments = self._redacted(invocation.arguments if call.parse_error is None else call.unread_text()) \
+            if capture else None
         with tracing.tool_span(invocation.call.name, call_id=invocation.call.id, agent=invocation.agent,
                                arguments=arguments) as span:
-            result = await self._measured(invocation, proceed)
+            result = await self._measured(invocation, proceed, api)
             tracing.record_tool_result(span, ok=result.ok, error_type=result.error_type,
                                        result=self._redacted(result.body if result.ok else result.error)
                                        if capture else None)
         return result
 
-    async def _measured(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
+    async def _measured(self, invocation: A, proceed: Callable[[A], Awaitable[ToolResult]], api: str) -> ToolResult:
         metrics = self.metrics
         if metrics is None:
             return await proceed(invocation)
         started = time.perf_counter()
         result = await proceed(invocation)
-        self._count(metrics, invocation, result, time.perf_counter() - started)
+        self._count(metrics, api, invocation.call.name, result, time.perf_counter() - started)
         return result
 
     @staticmethod
-    def _count(metrics: Metrics, invocation: Invocation, result: ToolResult, seconds: float) -> None:
-        metrics.record_tool_call(invocation.tool.api, invocation.call.name,
-                                 "ok" if result.ok else result.error_type or "error", seconds)
+    def _count(metrics: Metrics, api: str, tool: str, result: ToolResult, seconds: float) -> None:
+        metrics.record_tool_call(api, tool, "ok" if result.ok else result.error_type or "error", seconds)
         if result.warning:
-            metrics.output_warnings.labels(invocation.tool.api, invocation.call.name).inc()
+            metrics.output_warnings.labels(api, tool).inc()
 
     def _redacted(self, value: object) -> object:
         return self.redactor.value(value) if self.redactor else value
@@ -104,7 +123,7 @@ class _ObserveTool(ObserveToolCall):
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         if tracing.enabled():
-            return await super().__call__(invocation, proceed)
+            return await self._observe(invocation, proceed, invocation.tool.api)
         started = time.perf_counter()
         result = await proceed(invocation)
         seconds = time.perf_counter() - started
@@ -118,7 +137,8 @@ class _ObserveTool(ObserveToolCall):
                 metrics = self.counted
                 self.children = (metrics.tool_latency.labels(self.api, self.name),
                                  metrics.tool_calls.labels(self.api, self.name, "ok"))
-            asyncio.get_running_loop().call_soon(self._count, self.counted, invocation, result, seconds)
+            asyncio.get_running_loop().call_soon(self._count, self.counted, invocation.tool.api, invocation.call.name,
+                                                 result, seconds)
         return result
 
 

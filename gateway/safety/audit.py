@@ -331,7 +331,10 @@ class RecordCall:
                                      redacted_by=self.redactor)
 
     def _arguments(self, invocation: Invocation | HostedCall) -> Any:
-        return self.redactor.value(invocation.arguments) if self.redactor is not None else invocation.arguments
+        call = invocation.call
+        # A call whose arguments could not be read (`Pipeline.refused`): the text as it came, in their place.
+        given = call.unread_text() if call.parse_error is not None else invocation.arguments
+        return self.redactor.value(given) if self.redactor is not None else given
 
 
 class RecordBeforeSend:

@@ -30,6 +30,7 @@ from .audit import AuditLog, RecordBeforeSend, RecordCall
 from .breaker import Breakers, GuardApi
 from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
+from .run_shares import RunShareBook, RunShares
 
 if TYPE_CHECKING:
     from ..identity.connections import Connections
@@ -147,6 +148,16 @@ class Safeguards:
         from .shared_budgets import SharedBudgetBook  # imports the Redis client: only when Redis is configured
 
         return SharedBudgetBook(counters.client, counters.url)
+
+    def run_shares(self) -> RunShareBook:
+        """Where each client's chat runs in flight are counted (`gateway.max_runs_per_client`): Redis with
+        `gateway.redis` (one share across every instance and worker), else this process."""
+        counters = getattr(self.store, "counters", None)
+        if counters is None:
+            return RunShares()
+        from .shared_run_shares import SharedRunShares  # imports the Redis client: only when Redis is configured
+
+        return SharedRunShares(counters.client, counters.url)
 
     # -- runs left between a decision and its end --------------------------------------------------
     def resume_grace(self) -> float:

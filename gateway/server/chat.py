@@ -37,7 +37,8 @@ from ..kernel.usage import Usage
 from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
-from ..safety.client_shares import OverShare, Share
+from ..safety.client_shares import OverShare
+from ..safety.run_shares import HeldRun
 from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
@@ -128,7 +129,8 @@ class _EventStream(StreamingResponse):
                 await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
         finally:
-            self.run.release()
+            with anyio.CancelScope(shield=True):  # given back however the stream ended
+                await self.run.release()
 
 
 class _Run:
@@ -151,7 +153,7 @@ class _Run:
         """What the request carried that had no effect (`gateway.ignored` in the answer)."""
         self.door_state: dict[str, Any] | None = None
         """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
-        self.share: Share | None = None
+        self.share: HeldRun | None = None
         """The run's place in its client's share of runs (`gateway.max_runs_per_client`), until it ends."""
 
     @classmethod
@@ -170,13 +172,14 @@ class _Run:
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix, keep=keep)
         run.ignored += [*(ignored or []), *unused]
-        run.share = take_run_share(state, generation, run.client)  # last: a request refused above holds none
+        run.share = await take_run_share(state, generation, agent, run.client)  # last: one refused above holds none
         return run
 
-    def release(self) -> None:
+    async def release(self) -> None:
         """The run is over (or never started): its client may start another."""
-        if self.share is not None:
-            self.share.release()
+        share, self.share = self.share, None
+        if share is not None:
+            await share.release()
 
     @contextlib.asynccontextmanager
     async def reported(self) -> AsyncIterator[MemoryObjectReceiveStream[tuple[str, Any]]]:
@@ -217,7 +220,7 @@ class _Run:
         try:
             return await self._execute(generation, on_event)
         finally:
-            self.release()
+            await self.release()
 
     async def _execute(self, generation: Generation, on_event: EventHandler | None) -> RunResult:
         adapter = generation.adapter(self.agent.provider)
@@ -260,11 +263,13 @@ def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     return agent
 
 
-def take_run_share(state: GatewayState, generation: Generation, client: str | None) -> Share:
-    """A new run's place in its client's share (`gateway.max_runs_per_client`); 429 with Retry-After when the
-    client has its whole share in flight."""
+async def take_run_share(state: GatewayState, generation: Generation, agent: AgentConfig,
+                         client: str | None) -> HeldRun:
+    """A new run's place in its client's share (`gateway.max_runs_per_client`), leased for the agent's run deadline;
+    429 with Retry-After when the client has its whole share in flight."""
     try:
-        return state.runs.take(client, generation.runtime.manifest.gateway.max_runs_per_client)
+        return await state.runs.take(client, generation.runtime.manifest.gateway.max_runs_per_client,
+                                     lease=agent.policy.timeout)
     except OverShare as exc:
         raise APIError(429, str(exc), code="too_many_runs",
                        headers={"Retry-After": exc.retry_after_header}) from None

@@ -13,6 +13,7 @@ on the way.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from ..errors import AuditUnavailable
 from ..execution.runner import CallPlan
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
-from ..messages import ToolResult
+from ..messages import ToolCall, ToolResult
 from .api_errors import APIError, json_bytes, status_for_result
 from .auth import Access, admit_agent
 from .routes import known_agent, parse_json_body
@@ -64,11 +65,16 @@ class DirectCall:
                     body = await _rest_of_body(message, receive)
                     if body is None:
                         return  # the client left before its body arrived: nobody to answer
-                arguments = parse_json_body(body, default={}, text_status=422)
-                if not isinstance(arguments, dict):
-                    raise APIError(400, "The body must be the arguments as a JSON object, "
-                                        f"not {type(arguments).__name__}.")
                 client = scope.get("gateway.client")
+                try:
+                    arguments = parse_json_body(body, default={}, text_status=422)
+                    if not isinstance(arguments, dict):
+                        raise APIError(400, "The body must be the arguments as a JSON object, "
+                                            f"not {type(arguments).__name__}.")
+                except APIError as unread:  # refused as before, and recorded as a call the validation refused
+                    await refuse_unread(plan, body.decode(errors="backslashreplace"), unread.message, door="direct",
+                                        client=client if isinstance(client, str) else None)
+                    raise
                 try:
                     # The call runs as the caller the auth layer bound (the same `gateway.client`); its agent and
                     # client travel in the plan's `Invocation`, which every stage reads: no narrowed caller is bound
@@ -87,6 +93,20 @@ class DirectCall:
                 await send({"type": "http.response.body", "body": content})
         except APIError as error:
             await error.response()(scope, receive, send)
+
+
+async def refuse_unread(plan: CallPlan, raw: Any, why: str, *, door: Door, client: str | None) -> None:
+    """A call whose arguments could not be read (`raw`: not JSON, or not an object), recorded as any refused call
+    is (`ToolRunner.refuse`: its audit row with the text redacted, its span and metrics); the door answers its
+    own error. 503 (`APIError`) when its row cannot be written."""
+    call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=plan.agent_tool.name, raw_arguments=raw,
+                    parse_error=why)
+    try:
+        with bind_caller(client=client, agent=plan.agent):
+            await plan.runner.refuse(plan.agent_tool, call, ToolResult.failure("invalid_arguments", why),
+                                     door=door, client=client)
+    except AuditUnavailable as exc:
+        raise _unavailable(exc) from None
 
 
 def _answer(result: ToolResult) -> bytes:

@@ -290,27 +290,39 @@ class Safety(ServingSafeguards):
                     return await resume_direct_script(state, generation, run, decisions[approval_id], approval_id)
             agent = agent_of(generation, run.agent)
             toolset = toolset_of(generation, agent.name)
-            approved = {}
+            approved: dict[str, str] = {}
             for pending in run.state["loop"].get("pending", []):
                 tool = toolset.get(pending["tool"])
                 decision = decisions.get(pending["id"])
                 if tool is not None and tool.tool is not None and decision is not None and decision.approve:
                     approved[tool.tool.name] = pending["id"]
-            started = time.perf_counter()
-            with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
-                result = await loop.resume(run.state["loop"], decisions, agent=agent,
-                                           adapter=generation.adapter(agent.provider), toolset=toolset,
-                                           invoke=generation.runner.for_agent(agent.name))
-                try:
-                    # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
-                    await keep_turn(self.store, result, agent=agent.name, client=run.client)
-                    await self._record_chat(agent.name, result, run_id=run.id, started=started)
-                except Exception as exc:
-                    attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
-                    raise
-            describe_pause(result, self.redactor.value)
-            await self._keep_response(run, result)
-            return result
+            # The resumed run is one of its owner's runs while it goes on, as a new one would be: past the share
+            # it does not start (`OverShare`: nothing was sent, so the decision is taken back, to be made again).
+            share = await state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client,
+                                          lease=agent.policy.timeout)
+            try:
+                return await self._resume_chat(run, agent, generation, decisions, approved)
+            finally:
+                await share.release()
+
+    async def _resume_chat(self, run: RunRecord, agent: Any, generation: Any, decisions: dict[str, Decision],
+                           approved: dict[str, str]) -> Any:
+        started = time.perf_counter()
+        with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
+            result = await loop.resume(run.state["loop"], decisions, agent=agent,
+                                       adapter=generation.adapter(agent.provider),
+                                       toolset=toolset_of(generation, agent.name),
+                                       invoke=generation.runner.for_agent(agent.name))
+            try:
+                # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
+                await keep_turn(self.store, result, agent=agent.name, client=run.client)
+                await self._record_chat(agent.name, result, run_id=run.id, started=started)
+            except Exception as exc:
+                attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
+                raise
+        describe_pause(result, self.redactor.value)
+        await self._keep_response(run, result)
+        return result
 
     async def _keep_response(self, run: RunRecord, result: Any) -> None:
         """A run started on /v1/responses: its stored Response is replaced by the resumed one (the waiting text

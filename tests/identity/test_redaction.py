@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 from identity_support import Setup
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from recording_server import Recorded, Reply
 from scripted_llm import Call
@@ -22,17 +19,10 @@ from gateway.kernel import tracing
 
 
 @pytest.fixture
-def exporter(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    monkeypatch.setenv(tracing.CAPTURE_CONTENT, "true")  # tool arguments and results become span attributes
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.install(None)
-        provider.shutdown()
+def exporter(monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter) -> InMemorySpanExporter:
+    """tests/conftest.py's, with tool arguments and results as span attributes."""
+    monkeypatch.setenv(tracing.CAPTURE_CONTENT, "true")
+    return exporter
 
 
 def test_an_api_echoing_the_users_token_shows_it_nowhere(exporter: InMemorySpanExporter, setup: Setup,

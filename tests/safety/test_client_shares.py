@@ -37,7 +37,7 @@ CHAT = {"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]
 
 
 @contextmanager
-def _held_stream(url: str, key: str) -> Iterator[list[Any]]:
+def held_stream(url: str, key: str) -> Iterator[list[Any]]:
     """A streamed chat of `key` in a thread, in flight once its first text arrived (the model's answer then waits at
     its gate); yields what it ended with ([status, the SSE lines]) once the gate opens and the block ends."""
     seen = threading.Event()
@@ -75,7 +75,7 @@ def test_a_client_past_its_share_of_runs_gets_429_and_another_client_is_served(
                LLMReply(text="b is served"), LLMReply(text="a again"))
     yaml = AGENTS_YAML + CLIENTS + "gateway: {{max_runs_per_client: 2}}\n"
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
-        with _held_stream(url, A_KEY) as first, _held_stream(url, A_KEY) as second:
+        with held_stream(url, A_KEY) as first, held_stream(url, A_KEY) as second:
             refused = [_chat(url, A_KEY), _chat(url, A_KEY, "/v1/responses")]
             served = _chat(url, B_KEY)
             gate.set()
@@ -96,7 +96,7 @@ def test_without_the_setting_one_client_runs_as_many_as_it_asks(tmp_path: Path, 
     gate = threading.Event()
     llm.script(LLMReply(text="first", gate=gate), LLMReply(text="second", gate=gate), LLMReply(text="third"))
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=AGENTS_YAML + CLIENTS) as (url, _):
-        with _held_stream(url, A_KEY), _held_stream(url, A_KEY):
+        with held_stream(url, A_KEY), held_stream(url, A_KEY):
             third = _chat(url, A_KEY)
             gate.set()
     assert third.status_code == 200, third.text
@@ -149,3 +149,54 @@ def test_a_client_past_its_share_of_sandboxes_is_refused_and_another_clients_scr
         ('getIssue(owner="acme", repo="app", issue_number=7)["title"]', "ok"), ("1 + 1", "rate_limited"),
         ("5 + 5", "rate_limited"), ("3 + 3", "ok")]
     assert {client for client, _, _ in scripts} == {"a-bot"}
+
+
+BOSS_KEY = "ck-boss-8888999900001111"
+COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+
+
+def _decide(url: str, approval: str) -> httpx.Response:
+    return httpx.post(f"{url}/approvals/{approval}", json={"decision": "approve"}, headers=bearer(BOSS_KEY),
+                      timeout=GATE_LIMIT + 30)
+
+
+def test_a_run_resumed_after_an_approval_counts_in_its_clients_share(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """The resume goes on as its owner's run: refused (the decision taken back, nothing sent) while the owner holds
+    its whole share, and, while it goes on, holding a place of that share like any run."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held_comment(request: Recorded) -> Reply:
+        entered.set()  # the resumed run is in flight while its approved call is here
+        release.wait(GATE_LIMIT)
+        return Reply(201, {"id": 99, "body": "On it.", "html_url": "https://github.com/acme/app/issues/7#c99"})
+
+    upstream.route("/github/repos/acme/app/issues/7/comments", held_comment)
+    gate = threading.Event()
+    llm.script(LLMReply(calls=[COMMENT]), LLMReply(text="a holds its share", gate=gate))
+    clients = CLIENTS + f"  boss: {{{{key: {BOSS_KEY}, agents: [triage], approver: true}}}}\n"
+    yaml = AGENTS_YAML + clients + "gateway: {{max_runs_per_client: 1}}\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
+        paused = httpx.post(f"{url}/v1/chat/completions", headers=bearer(A_KEY), timeout=60,
+                            json={"model": "triage", "messages": [{"role": "user", "content": "triage #7"}]})
+        (pending,) = paused.json()["gateway"]["pending_approvals"]
+        with held_stream(url, A_KEY):
+            refused = _decide(url, pending["id"])
+            sent_meanwhile = [r.path for r in upstream.requests]
+            gate.set()
+        llm.script(LLMReply(text="Commented on #7."))
+        resumed: list[httpx.Response] = []
+        decider = threading.Thread(target=lambda: resumed.append(_decide(url, pending["id"])), daemon=True)
+        decider.start()
+        assert entered.wait(GATE_LIMIT)
+        while_resumed = _chat(url, A_KEY)
+        release.set()
+        decider.join(GATE_LIMIT + 30)
+        answer = httpx.get(f"{url}/approvals/{pending['id']}", headers=bearer(A_KEY), timeout=30).json()["answer"]
+    assert refused.status_code == 503, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "approval_reopened" and "gateway.max_runs_per_client" in error["message"]
+    assert sent_meanwhile == []  # the refused resume sent nothing
+    assert while_resumed.status_code == 429 and while_resumed.json()["error"]["code"] == "too_many_runs"
+    assert resumed[0].status_code == 200 and resumed[0].json()["status"] == "resumed", resumed[0].text
+    assert answer["choices"][0]["message"]["content"] == "Commented on #7."  # the owner's, once it went on

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ...catalog import AgentTool
 from ...execution.runner import merge_arguments
 from ..api_errors import status_for_result
-from ..direct_call import run_direct_call
+from ..direct_call import refuse_unread, run_direct_call
 from ..routes import read_json, state_of
 from .catalog_pages import known_tool, visible_agent
 from .rendering import json_error, viewer_of
@@ -36,23 +36,29 @@ def routes(console: Console) -> list[Route]:
         state = state_of(request)
         body = await read_json(request)
         arguments = body.get("arguments") if isinstance(body, dict) else None
-        if not isinstance(arguments, dict):
-            return json_error(400, "Send {\"arguments\": {...}}: the tool's arguments as a JSON object.",
-                              param="arguments")
         async with state.use() as generation:
             agent = visible_agent(request, generation)
             agent_tool = known_tool(generation, agent, request.path_params["tool"])
             refused = await console.charge(viewer_of(request), agent)
             if refused is not None:
                 return refused
-            problems = await argument_problems(generation, agent_tool, arguments)
-            if problems:  # the same words the model would get back; nothing is sent
-                return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
-                                  problems=problems)
+            viewer = viewer_of(request).name
+            if not isinstance(arguments, dict):  # recorded as any call whose arguments could not be read
+                why = "Send {\"arguments\": {...}}: the tool's arguments as a JSON object."
+                await refuse_unread(generation.runner.for_agent(agent).plan(agent_tool), arguments, why,
+                                    door="console", client=viewer)
+                return json_error(400, why, param="arguments")
             started = time.perf_counter()
-            result = await run_direct_call(state, generation, agent, agent_tool, arguments,
-                                           client=viewer_of(request).name, door="console")
+            # Invalid arguments too go through the pipeline, whose validation refuses them (nothing sent) and
+            # records the call, as on every door.
+            result = await run_direct_call(state, generation, agent, agent_tool, arguments, client=viewer,
+                                           door="console")
             elapsed = (time.perf_counter() - started) * 1000
+            if result.error_type == "invalid_arguments":
+                problems = await argument_problems(generation, agent_tool, arguments)
+                if problems:  # each in the words the model would get back
+                    return json_error(422, "Invalid arguments; nothing was sent.", code="invalid_arguments",
+                                      problems=problems)
         return JSONResponse({"status": status_for_result(result), "result": result.to_dict(),
                              "elapsed_ms": round(elapsed, 3)})
 

@@ -1,0 +1,88 @@
+"""Each client's share of chat runs across every gateway instance and worker, on Redis (`gateway.redis`).
+
+The same contract as `gateway.safety.run_shares.RunShares`, counted as `max_concurrency` is there
+(`gateway.store.redis_guards`): a sorted set per client, one member per run in flight, scored with the end of its
+lease; one Lua script, with Redis's own clock, drops the ended leases, refuses a run past the share or adds it.
+A lease is the run's deadline (its agent's `timeout`, default 300 s) plus `LEASE_MARGIN`: a run outlives neither,
+so the places of an instance killed mid-run come back on their own after at most that long. Without a cap nothing
+is sent to Redis (no cap, nothing to count).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from ..errors import OverShare, StoreUnavailable
+from ..store.postgres_schema import safe_url
+from .client_shares import RETRY_AFTER
+from .run_shares import SETTING, UNCOUNTED, WHAT, HeldRun
+
+logger = logging.getLogger("gateway.safety")
+
+PREFIX = "gateway:{shares}:runs:"
+LEASE_MARGIN = 30.0
+"""Seconds a run's place outlives its deadline (the answer still being written, the run's audit row)."""
+
+# KEYS: the client's runs; ARGV: cap, member, lease seconds. Returns 1 (taken) or 0 (the share is full). The key
+# expires with its longest lease: a client that stops leaves nothing behind.
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(last[2]) * 1000) + 1000)
+return 1
+"""
+
+
+class _Leased:
+    """A place held in Redis until `release` or the end of its lease."""
+
+    __slots__ = ("_book", "_key", "_member")
+
+    def __init__(self, book: SharedRunShares, key: str, member: str) -> None:
+        self._book: SharedRunShares | None = book
+        self._key = key
+        self._member = member
+
+    async def release(self) -> None:
+        book, self._book = self._book, None
+        if book is None:
+            return
+        try:
+            # Shielded: a cancelled run gives its place back all the same, or it stays taken until its lease ends.
+            await asyncio.shield(book.client.zrem(self._key, self._member))
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("a run's place in its client's share was not given back (it is when its lease ends): "
+                           "Redis at %s: %s", safe_url(book.url), exc)
+
+
+class SharedRunShares:
+    def __init__(self, client: aioredis.Redis, url: str, *, margin: float = LEASE_MARGIN) -> None:
+        """Runs counted on `client` (`RedisCounters.client`); `url` only names the server in errors; `margin`: what
+        a lease adds to the run's deadline."""
+        self.client = client
+        self.url = url
+        self.margin = margin
+        self._take = client.register_script(_TAKE)
+
+    async def take(self, client: str | None, cap: int | None, *, lease: float) -> HeldRun:
+        if cap is None:
+            return UNCOUNTED
+        key = PREFIX + ("-" if client is None else "=" + client)  # no client name is empty: "-" is no client
+        member = secrets.token_hex(8)
+        try:
+            taken: Any = await self._take(keys=[key], args=[cap, member, repr(float(lease + self.margin))])
+        except (redis.RedisError, OSError) as exc:
+            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+        if not int(taken):
+            raise OverShare(client, WHAT, cap, SETTING, RETRY_AFTER)
+        return _Leased(self, key, member)

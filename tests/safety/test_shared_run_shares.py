@@ -1,0 +1,160 @@
+"""With `gateway.redis`, a client's share of chat runs (`gateway.max_runs_per_client`) is one share across every
+instance: two gateways behind one balancer refuse the run past it whichever serves it, a resume from the terminal
+(its own process) counts in it too, and a place held by an instance that died comes back when its lease ends.
+
+Real parts: two uvicorn gateways on one real redis-server (Debian's; skipped, saying so, when it is not installed),
+a scripted LLM whose streamed answer waits at a gate (a run in flight), a recording upstream, `gateway approvals` as
+the terminal runs it. No timing: the tests assert who was refused and who was served."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from recording_server import RecordingServer
+from scripted_llm import Call
+from scripted_llm import Reply as LLMReply
+from server_support import AGENTS_YAML, LenientLLM, running, write_project
+from shared_servers import RedisServer
+
+from gateway.cli.commands import main
+from gateway.errors import OverShare
+from gateway.safety.shared_run_shares import PREFIX, SharedRunShares
+from gateway.store.redis_counters import RedisCounters
+
+from .counted_writes import close_store
+from .safety_support import bearer, build_app
+from .test_client_shares import A_KEY, B_KEY, CLIENTS, held_stream
+
+BOSS_KEY = "ck-boss-8888999900001111"
+COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
+
+
+def _yaml(redis_url: str) -> str:
+    return AGENTS_YAML + CLIENTS + f"  boss: {{{{key: {BOSS_KEY}, agents: [triage], approver: true}}}}\n" + \
+        f"gateway: {{{{max_runs_per_client: 1, redis: {redis_url}}}}}\n"
+
+
+def _chat(url: str, key: str) -> httpx.Response:
+    return httpx.post(f"{url}/v1/chat/completions", headers=bearer(key), timeout=60,
+                      json={"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]})
+
+
+def test_two_gateways_on_redis_keep_one_share_of_runs_per_client(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    gate = threading.Event()
+    llm.script(LLMReply(text="a on the first", gate=gate), LLMReply(text="b on the second"),
+               LLMReply(text="a on the second"))
+    gateways = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        write_project(folder, llm.url, upstream.url, _yaml(redis_server.url))
+        gateways.append(build_app(folder, store=folder / "state.db"))
+    try:
+        with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
+            with held_stream(first, A_KEY) as held:
+                refused = _chat(second, A_KEY)  # its one run is in flight on the other instance
+                served = _chat(second, B_KEY)
+                gate.set()
+            again = _chat(second, A_KEY)
+    finally:
+        for _, safety in gateways:
+            close_store(safety)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_runs", refused.text
+    assert refused.headers["retry-after"] == "1"
+    assert served.status_code == 200 and served.json()["choices"][0]["message"]["content"] == "b on the second"
+    assert held[0] == 200
+    assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
+
+
+def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway approvals approve` resumes the run in its own process: with Redis it sees the server's runs."""
+    write_project(tmp_path, llm.url, upstream.url, _yaml(redis_server.url))
+    store = tmp_path / ".gateway" / "state.db"
+    gate = threading.Event()
+    llm.script(LLMReply(calls=[COMMENT]), LLMReply(text="a holds its share", gate=gate))
+    app, safety = build_app(tmp_path, store=store)
+    cli = ["approvals", "approve", "--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"),
+           "--no-cache", "--store", str(store)]
+    try:
+        with running(app) as url:
+            paused = httpx.post(f"{url}/v1/chat/completions", headers=bearer(A_KEY), timeout=60,
+                                json={"model": "triage", "messages": [{"role": "user", "content": "triage #7"}]})
+            (pending,) = paused.json()["gateway"]["pending_approvals"]
+            with held_stream(url, A_KEY):
+                refused = main([*cli[:2], pending["id"], *cli[2:]])
+                said = capsys.readouterr().err
+                gate.set()
+            llm.script(LLMReply(text="Commented on #7."))
+            approved = main([*cli[:2], pending["id"], *cli[2:]])
+            shown = capsys.readouterr().out
+    finally:
+        close_store(safety)
+    assert refused == 1 and "gateway.max_runs_per_client" in said and "pending again" in said, said
+    assert approved == 0 and "Commented on #7." in shown
+    assert [r.method for r in upstream.requests] == ["POST"]  # the comment, once: after the second decision
+
+
+@pytest.mark.anyio
+async def test_a_place_comes_back_when_its_lease_ends_and_no_cap_counts_nothing(redis_url: str) -> None:
+    """An instance killed mid-run never gives its place back: its lease ends it (here a lease of 0.3 s, no margin),
+    while a live one holds the share until it gives it back."""
+    dead, alive = RedisCounters(redis_url), RedisCounters(redis_url)
+    try:
+        killed = SharedRunShares(dead.client, dead.url, margin=0.0)
+        other = SharedRunShares(alive.client, alive.url, margin=0.0)
+        await killed.take("a-bot", 1, lease=0.3)  # never released: its instance died
+        with pytest.raises(OverShare, match="gateway.max_runs_per_client"):
+            await other.take("a-bot", 1, lease=60)
+        for _ in range(100):  # at most 10 s: the lease ends after 0.3
+            try:
+                held = await other.take("a-bot", 1, lease=60)
+                break
+            except OverShare:
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the dead instance's place never came back")
+        with pytest.raises(OverShare):
+            await killed.take("a-bot", 1, lease=60)  # the live one's place holds
+        await held.release()
+        await held.release()  # once, however often
+        again = await killed.take("a-bot", 1, lease=60)
+        await again.release()
+        uncapped = [await other.take("a-bot", None, lease=60) for _ in range(3)]
+        assert await alive.client.keys(PREFIX + "*") == []  # released, and nothing counted without a cap
+        for place in uncapped:
+            await place.release()
+    finally:
+        await dead.aclose()
+        await alive.aclose()
+
+
+def test_redis_lost_mid_run_keeps_the_runs_answer_and_refuses_the_next_run_with_503(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """A run whose place cannot be given back still answers (the lease returns the place); a run whose place cannot
+    be counted is refused at once, naming Redis, rather than let past the share or left hanging."""
+    gate = threading.Event()
+    llm.script(LLMReply(text="held", gate=gate), LLMReply(text="Redis is back"))
+    write_project(tmp_path, llm.url, upstream.url, _yaml(redis_server.url))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    try:
+        with running(app) as url:
+            try:
+                with held_stream(url, A_KEY) as held:
+                    redis_server.halt()
+                    refused = _chat(url, B_KEY)
+                    gate.set()
+            finally:
+                redis_server.start()
+            after = _chat(url, A_KEY)
+    finally:
+        close_store(safety)
+    assert held[0] == 200 and '"finish_reason":"stop"' in held[1]
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_unavailable", refused.text
+    assert "Redis" in refused.json()["error"]["message"]
+    assert after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Redis is back"
