@@ -171,7 +171,7 @@ def _compile(spec: Path, *, index: bool, cache: Path | None = None) -> tuple[flo
         # Skipped only without a cache: a cache's entry is one a spec, shared by every script (and teammate) with the
         # same code, and one stored without its index was read as a whole catalog by a script that searches.
         original = search_index.build_index
-        search_index.build_index = original if index or cache is not None else (lambda tools: b"")
+        search_index.build_index = original if index or cache is not None else (lambda tools, tags=None: b"")
         try:
             started = time.perf_counter()
             if cache is None:

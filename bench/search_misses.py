@@ -1,5 +1,5 @@
 """The development data's misses by cause, and the rules written from them (branch rank32, rank33, rank35, rank36,
-rank37, rank38, then tags39 and respfields).
+rank37, rank38, then tags39, respfields and tagtable).
 
     OMP_NUM_THREADS=1 python bench/search_misses.py prepare      # each request's cosines with every tool (the delta
                                                                   # in place: run once with each of `DELTAS`)
@@ -13,11 +13,11 @@ Data: every part from `round12` to `round25` of the sixteen APIs that hold one (
 `round16`..`round25`, Docker's and Apacta's `round17`..`round25`, HERE Tracking's `round18`..`round25`, Slicebox's
 `round19`..`round25`; 7,589 requests, each measured once by the lead and spent. Rules are written from the misses
 of every part and chosen by leaving one API out (the variant with the most hits@5 on the other fifteen APIs' `DEV`,
-counted on the one left out); `round21`..`round25` are reported apart. `round26` (the lead's next judge) and
-`round27` (the one after it) are never read (an assert says so).
+counted on the one left out); `round21`..`round25` are reported apart. `round26` (the lead's judge this session) and
+`round27` (the next one) are never read (an assert says so).
 
-The model: fused figures on `round25` are measured with delta25 (trained up to `round24`: main 70b5d6b's
-gateway/offer/minilm_lora.npz), on `round24` with delta24 (trained up to `round23`: `git show
+The model: fused figures on `round25` are measured with delta25 (trained up to `round24`: main 3ca1f5c's
+gateway/offer/minilm_lora.npz, as it ships), on `round24` with delta24 (trained up to `round23`: `git show
 a476bd3:gateway/offer/minilm_lora.npz`), on `round23` with delta22 (trained up to `round22` and on the written requests:
 `git show 5ab8274:gateway/offer/minilm_lora.npz`), on `round22` with delta21 (`git show cd79737:...`), on `round21`
 with delta20 (`git show 99d4b38:...`), on `round20` with delta19 (`git show 4ca674f:...`), on `round19` with train34's
@@ -73,10 +73,10 @@ DELTAS = {"delta17": "c55cf467395e75e3d43d99e10d1a00e26f030a4526428cc2908dda22bb
 """The sha256 of the deltas the fused figures are measured with: delta25 for `round25`, delta24 for `round24`,
 delta22 for `round23`, delta21 for `round22`, delta20 for `round21`, delta19 for `round20`, train34's for `round19`,
 delta17 for the rest."""
-MODEL_OF = {part: {"round25": "delta25", "round24": "delta24", "round23": "delta22", "round22": "delta21",
-                   "round21": "delta20", "round20": "delta19", "round19": "train34"}.get(part, "delta17")
-            for part in DEV}
-DATA = Path(tempfile.gettempdir()) / "gateway-bench-respfields"
+_LATER = {"round25": "delta25", "round24": "delta24", "round23": "delta22", "round22": "delta21", "round21": "delta20",
+          "round20": "delta19", "round19": "train34"}
+MODEL_OF = {part: _LATER.get(part, "delta17") for part in DEV}
+DATA = Path(tempfile.gettempdir()) / "gateway-bench-tagtable"
 CACHE = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
 
 
@@ -144,35 +144,54 @@ class Ranked:
         import numpy
 
         from gateway.offer.copies import addresses
-        from gateway.offer.fusion import fuse
-        from gateway.offer.index import ToolIndex, build_index
+        from gateway.offer.index import build_index
 
-        catalog = _catalog(name)
+        self.catalog = catalog = _catalog(name)
         self.api = next(iter(catalog.apis))
         self.tools = catalog.for_api(self.api)
         spec = catalog.apis[self.api]
         # this tree's index, whatever the cache held (with its tags' descriptions where the tree reads them)
         tags = (spec.tag_descriptions,) if hasattr(spec, "tag_descriptions") else ()
         spec.search_index = build_index(self.tools, *tags)
-        searcher = ToolIndex(catalog)
-        place = {tool.name: at for at, tool in enumerate(self.tools)}
+        self.place = {tool.name: at for at, tool in enumerate(self.tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(self.tools) if tool.operation_id}
         cosines = _cosines(name)
-        weight = _weight()
         self.requests = _requests(name)
-        known = addresses(catalog)
-        self.rows: list[tuple[list[int], list[int], list[int], set[int]]] = []
+        self.known = addresses(catalog)
+        self.model: list[tuple[list[int], list[tuple[Any, float]], set[int]]] = []
         for at, task in enumerate(self.requests):
-            hits = searcher.search(task["q"], limit=50, apis=[self.api])
-            ranked = [(hit.tool, hit.score) for hit in hits]
             best = numpy.argsort(-cosines[at], kind="stable")[:50]
             similar = [(self.tools[t], float(c)) for t, c in zip(best.tolist(), cosines[at][best].tolist(),
                                                                    strict=True)]
-            wanted = {place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1}
+            wanted = {self.place.get(op, by_op.get(op, -1)) for op in task["ops"]} - {-1}
             assert wanted, f"{name}: {task['q']!r} names no tool of the catalog"
-            alone = _folded(ranked, wanted, place, known)
-            fused = _folded(fuse(ranked, similar, weight), wanted, place, known)
-            self.rows.append((alone, best.tolist(), fused, wanted))
+            self.model.append((best.tolist(), similar, wanted))
+        self.rows = self.search()
+
+    def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
+        """Every request searched again (the index opened anew; the ranking's settings as they are now): BM25's
+        list, the model's, the fused one (each folded as the search answers) and the right tools."""
+        from gateway.offer.fusion import fuse
+        from gateway.offer.index import ToolIndex
+
+        searcher = ToolIndex(self.catalog)
+        weight = _weight()
+        rows = []
+        for task, (model, similar, wanted) in zip(self.requests, self.model, strict=True):
+            hits = searcher.search(task["q"], limit=50, apis=[self.api])
+            ranked = [(hit.tool, hit.score) for hit in hits]
+            alone = _folded(ranked, wanted, self.place, self.known)
+            fused = _folded(fuse(ranked, similar, weight), wanted, self.place, self.known)
+            rows.append((alone, model, fused, wanted))
+        return rows
+
+    def saved(self) -> list[dict[str, Any]]:
+        """What `rank` saves of each request: its part, words and the right tool's place in each list (null: not
+        there), and the first three names of BM25's and the fusion's."""
+        return [{"part": task["part"], "q": task["q"], "alone": _first(alone, wanted), "model": _first(model, wanted),
+                 "fused": _first(fused, wanted), "alone3": [self.tools[t].name for t in alone[:3]],
+                 "fused3": [self.tools[t].name for t in fused[:3]]}
+                for task, (alone, model, fused, wanted) in zip(self.requests, self.rows, strict=True)]
 
 
 def _folded(ranked: Any, wanted: set[int], place: dict[str, int], known: dict[str, str]) -> list[int]:
@@ -198,14 +217,7 @@ def rank(label: str) -> None:
 
     saved: dict[str, list[dict[str, Any]]] = {}
     for name in APIS:
-        ranked = Ranked(name)
-        rows = []
-        for task, (alone, model, fused, wanted) in zip(ranked.requests, ranked.rows, strict=True):
-            rows.append({"part": task["part"], "q": task["q"], "alone": _first(alone, wanted),
-                         "model": _first(model, wanted), "fused": _first(fused, wanted),
-                         "alone3": [ranked.tools[t].name for t in alone[:3]],
-                         "fused3": [ranked.tools[t].name for t in fused[:3]]})
-        saved[name] = rows
+        rows = saved[name] = Ranked(name).saved()
         print(f"{name}: {len(rows)} requests", flush=True)
     (DATA / f"ranked-{label}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved}))
 

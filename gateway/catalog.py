@@ -266,6 +266,9 @@ class ApiSpec:
     search_index: bytes = b""
     """The spec's tool search index (`gateway.offer.index`), built at compile time: row i is the i-th of
     the spec's tools in catalog order."""
+    tag_descriptions: dict[str, str] = field(default_factory=dict)
+    """What the spec's `tags[]` say of each tag (markup out), by name: read once each by the search index, in a table
+    of its own (`gateway.offer.tag_table`), kept so that the index can be built again from the catalog."""
     skipped: dict[str, Diagnostic] = field(default_factory=dict)
     """Operations the compiler skipped, by operationId (the derived tool name when there is none): why."""
 

@@ -10,7 +10,9 @@ description's first paragraph (markup out); the tags; the path's segments (param
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
 are stemmed (FTS5's porter tokenizer). How a query becomes a match: `gateway.offer.query`. What a read answers (its
 response's field names: `ContainersPaused`) is in a table of its own, one row an operation, whose BM25, weighted, is
-added to the operation's for a request that asks for a read or names no method (`gateway.offer.answer_text`).
+added to the operation's for a request that asks for a read or names no method (`gateway.offer.answer_text`). What
+the spec's `tags[]` say of each tag is a row of a table of its own, whose match lifts a few of the tag's tools among
+the candidates (`gateway.offer.tag_table`).
 
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
@@ -60,10 +62,11 @@ from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import _WEIGHTS, build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
-from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among
+from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among, scores_of
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
+from .tag_table import TagTable
 from .targets import UPDATES, of_api
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
@@ -167,6 +170,10 @@ class _Opened:
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
     quoted_rows: QuotedRows | None = None
     """Which of its operations are at a path a request quotes."""
+    tags: TagTable | None = None
+    """The tags its spec describes and their tools (`gateway.offer.tag_table`); None where it describes none."""
+    rowids: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -206,12 +213,15 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     addressed = {next(iter(stems(row.resource.split()[-1])), "") for row in facts if row.resource}
     endings = frozenset(stem[start:] for stem in addressed for start in range(len(stem) - 2))
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
+    table = TagTable(connection)
+    tags = table if table.members else None
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
                    PhraseScores(connection, _RANK), PhraseScores(connection, "bm25(answers)", "answers")
                    if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
-                   QuotedRows([(tool.method, tool.path) for tool in tools]))
+                   QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
+                   {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
 
 
 def _has_answers(connection: sqlite3.Connection) -> bool:
@@ -236,7 +246,8 @@ class ToolIndex:
                 return self._open[api]
             tools = self.catalog.for_api(api)
             spec = self.catalog.apis.get(api)
-            data = spec.search_index if spec is not None and spec.search_index else build_index(tools)
+            data = (spec.search_index if spec is not None and spec.search_index else
+                    build_index(tools, spec.tag_descriptions if spec is not None else None))
             connection = sqlite3.connect(":memory:", check_same_thread=False)
             connection.deserialize(data)
             self._open[api] = _open(connection, tools, self._lock)
@@ -282,6 +293,8 @@ class ToolIndex:
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES), answered)
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
+            if opened.tags is not None:  # what the spec's tags say: a matched tag's best tools lifted
+                candidates = self._lifted(opened, request.expression, candidates, allowed)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -341,6 +354,35 @@ class ToolIndex:
             found = opened.connection.execute(f"{among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
+
+    def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
+                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+        """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.TagTable`) added to
+        their BM25, and the tools lifted that were not among them, with theirs."""
+        facts = opened.facts
+
+        def own(rowids: Sequence[int]) -> dict[int, float]:
+            if not rowids:
+                return {}
+            scored = opened.phrases.scored(expression) if opened.phrases is not None else None
+            if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
+                return scores_of(scored, rowids)
+            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+                                              (expression, *rowids)).fetchall()
+            return dict(found)
+
+        assert opened.tags is not None
+        with self._lock:
+            matched = opened.tags.matched(expression)
+            if not matched:  # most requests: no word of theirs that hardly any tool says matches a tag
+                return candidates
+            passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
+            scores = {opened.rowids[id(row)]: score for row, score in candidates}
+            lifts = opened.tags.lifted(matched, scores, own, passes)
+        if not lifts:
+            return candidates
+        kept = [(row, lifts.pop(opened.rowids[id(row)], score)) for row, score in candidates]
+        return kept + [(facts[rowid - 1], score) for rowid, score in lifts.items()]
 
     @staticmethod
     def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,

@@ -7,12 +7,13 @@ import collections
 import html
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..catalog import Tool
 from . import answer_text
 from .parameter_text import parameter_texts
 from .query import STOP, stems, words
+from .tag_table import build_tags
 from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
@@ -143,9 +144,10 @@ _NOTHING = "\ue000"
 use), never a request's word (`gateway.offer.query.words` keeps ASCII letters and digits)."""
 
 
-def build_index(tools: Iterable[Tool]) -> bytes:
+def build_index(tools: Iterable[Tool], tags: Mapping[str, str] | None = None) -> bytes:
     """The index of `tools` as bytes; row i (1-based rowid) is the i-th tool in the order given (then, in an api of
-    fewer than `_MIN_ROWS` tools, rows of no tool)."""
+    fewer than `_MIN_ROWS` tools, rows of no tool). `tags`, the descriptions of the spec's tags by name
+    (`ApiSpec.tag_descriptions`), are read once each, in a table of their own (`gateway.offer.tag_table`)."""
     connection = _connect()
     listed = list(tools)
     vocabulary, facts = _facts_rows(listed)
@@ -168,6 +170,7 @@ def build_index(tools: Iterable[Tool]) -> bytes:
         if answered:
             connection.executemany("INSERT INTO answers(rowid, fields) VALUES (?, ?)", enumerate(answered, 1))
             connection.execute("INSERT INTO answers(answers) VALUES ('optimize')")
+        build_tags(connection, listed, tags or {})
     data = connection.serialize()
     connection.close()
     return data

@@ -26,7 +26,7 @@ import itertools
 import re
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 KEPT_PHRASES = 4096
@@ -181,3 +181,9 @@ def rows_among(scored: tuple[Any, Any], named: Any, passes: Callable[[int], bool
         return list(zip(rowids[among].tolist(), scores[among].tolist(), strict=True))
     return [(rowid, score) for rowid, score in zip(rowids[among].tolist(), scores[among].tolist(), strict=True)
             if passes(rowid)][:limit]
+
+
+def scores_of(scored: tuple[Any, Any], rowids: Sequence[int]) -> dict[int, float]:
+    """The scores of those of `rowids` (ascending) that `scored` (`PhraseScores.scored`) matched, by rowid: what the
+    match's statement answers for `rowid IN (...)`, from the kept scores."""
+    return dict(rows_among(scored, _numpy().asarray(rowids, dtype=_numpy().intp), None, len(rowids)))

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_FORMAT = "gateway-catalog-6"
+_FORMAT = "gateway-catalog-7"
 """Bump when the entry layout changes. Changes to the compiler's code invalidate entries by themselves
 (see `_code_fingerprint`)."""
 

@@ -39,6 +39,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     # spec compiled: a catalog read from the cache (`gateway mcp`'s start) needs none of it, nor the search index's
     # builder (the index comes with the cached entry).
     from ..offer.index import build_index
+    from ..offer.tag_text import tag_descriptions
     from ._operations import METHODS, OperationCompiler, OperationError, operation_pointer
     from ._schema import SchemaError, SchemaTranslator
     from ._swagger import translate_swagger
@@ -119,8 +120,9 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
         servers=compiler.servers,
         security_schemes=_security_schemes(view, documents, file),
         operation_count=operations, tool_count=len(tools), skipped=skipped,
-        search_index=build_index(tools),
+        tag_descriptions=tag_descriptions(view),
     )
+    spec.search_index = build_index(tools, spec.tag_descriptions)
     return tools, spec, diagnostics
 
 

@@ -153,7 +153,7 @@ def test_a_bench_script_without_the_index_leaves_none_missing_in_the_shared_cach
     (stale / "specs").mkdir(parents=True)
     (stale / "specs" / spec.name).write_text(spec.read_text())
     with monkeypatch.context() as patched:
-        patched.setattr("gateway.offer.index.build_index", lambda tools: b"")
+        patched.setattr("gateway.offer.index.build_index", lambda tools, tags=None: b"")
         assert not compile_specs(stale / "specs", cache_dir=stale / "cache").apis["shop"].search_index
     assert _compile(spec, index=True, cache=stale / "cache")[1].apis["shop"].search_index
 
