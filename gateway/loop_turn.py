@@ -98,7 +98,8 @@ class TurnCalls:
                 continue
             refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
-                if call.parse_error is not None and refusal.error_type == "invalid_arguments":  # unread arguments
+                unread = call.parse_error is not None and refusal.error_type == "invalid_arguments"
+                if unread and call.name in self.toolset.tools:  # a tool's unread arguments: audited as any refusal
                     refusal = await self._recorded(self.toolset.tools[call.name], call, refusal)
                 results[index] = refusal
                 steps[index] = call_step(call, call.arguments, refusal, self.iteration)
@@ -256,6 +257,10 @@ class TurnCalls:
                                       "arguments may be cut off; it was not executed. Call it again, with shorter "
                                       "arguments or fewer calls at once.")
         tool = self.toolset.get(call.name)
+        if tool is None and call.parse_error is not None and self.offer.is_meta(call.name):
+            # `search_tools` or `describe_tool` with arguments that are not JSON: the model's to fix, as any call's
+            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was searched; call "
+                                      f"{call.name} again with a valid JSON object of arguments.")
         if tool is None:
             if self.offer.searching or self.offer.native:
                 search = "the tool search" if self.offer.native else SEARCH_TOOL

@@ -84,6 +84,17 @@ async def test_a_bad_search_is_a_tool_error_the_model_can_fix(llm: ScriptedLLM) 
     assert "search_tools" in result.steps[1].error
 
 
+async def test_a_search_whose_arguments_are_not_json_is_told_so(llm: ScriptedLLM) -> None:
+    """A `search_tools` call with broken JSON is the model's to fix, as any tool's: not an unknown tool."""
+    llm.script(Reply(calls=[Call("search_tools", raw='{"query": "create a ref')]),
+               Reply(calls=[Call("search_tools", {"query": "create a refund", "limit": 1})]), Reply(text="ok"))
+    result = await run(_agent("openai"), [Message(role="user", content="hi")], adapter=adapter_for("openai", llm.url),
+                       toolset=_tools(), invoke=StandInInvoke())
+    assert [s.error_type for s in result.steps] == ["invalid_arguments", None]
+    assert "not valid JSON" in result.steps[0].error and "search_tools again" in result.steps[0].error
+    assert result.message.content == "ok"
+
+
 GITHUB_PINNED = """\
 providers:
   llm: {kind: openai, api_key: unused}
