@@ -29,8 +29,10 @@ def test_an_agents_search_finds_tools_by_what_is_asked_best_first(served: str) -
     everything = _listed(client.get("/console/agents/triage").text)
     assert {"getRepo", "listIssues", "getIssue", "createIssueComment"} <= set(everything)
     found = _listed(client.get("/console/agents/triage", params={"q": "which bugs are open"}).text)
-    # no tool's text holds "bugs": a filter of names finds none; the search reads bugs as issues, all of them first
-    assert found[0] == "listIssues" and "getRepo" not in found
+    # no tool's text holds "bugs": a filter of names finds none; the search reads bugs as issues, all of them first;
+    # getRepo only after them, for what it answers (`open_issues_count`: gateway.offer.answer_text)
+    assert found[0] == "listIssues" and set(found[:3]) == {"listIssues", "getIssue", "createIssueComment"}
+    assert found[3:] in ([], ["getRepo"])
     nothing = client.get("/console/agents/triage", params={"q": "weather forecast"}).text
     assert _listed(nothing) == [] and "Tool search finds nothing" in nothing  # a score of 0 is not listed
 
