@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import search as bench  # noqa: E402
 
-from gateway.offer import index  # noqa: E402
+from gateway.offer import index, index_build, statements  # noqa: E402
 
 TUNING = ("tasks", "holdout", "fresh", "tune")
 
@@ -42,18 +42,22 @@ def _set(values: dict[str, float]) -> dict[str, float]:
     old = _bm25()
     for key, value in values.items():
         if key.startswith("W_"):
-            before[key] = index._WEIGHTS[key[2:]]
-            index._WEIGHTS[key[2:]] = value
+            before[key] = index_build._WEIGHTS[key[2:]]
+            index_build._WEIGHTS[key[2:]] = value
         else:
             before[key] = getattr(index, key)
             setattr(index, key, value)
-    for statement in ("_SQL", "_ADDRESSED_SQL", "_BOTH_SQL"):
-        setattr(index, statement, getattr(index, statement).replace(old, _bm25()))
+    new = _bm25()
+    statements.BM25 = new
+    for name in ("PLAIN", "ANSWERED"):  # each statement of both sets with the new weights
+        kept = getattr(statements, name)
+        setattr(statements, name, statements.Statements(
+            **{field: getattr(kept, field).replace(old, new) for field in ("first", "both", "among", "addressed")}))
     return before
 
 
 def _bm25() -> str:
-    return f"bm25(tools, {', '.join(str(weight) for weight in index._WEIGHTS.values())})"
+    return f"bm25(tools, {', '.join(str(weight) for weight in index_build._WEIGHTS.values())})"
 
 
 def main(argv: list[str]) -> int:

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.catalog import Catalog
-from gateway.offer import index as index_module
-from gateway.offer import phrase_scores
+from gateway.offer import phrase_scores, statements
 from gateway.offer.index import index_of
 from gateway.offer.phrase_scores import PhraseScores, first_places, phrases_of
 from gateway.offer.query import read
@@ -44,16 +43,16 @@ def _connection(catalog: Catalog) -> sqlite3.Connection:
 
 def test_a_match_scores_as_fts5_scores_it_to_the_bit(slack: Catalog) -> None:
     connection = _connection(slack)
-    scores = PhraseScores(connection, index_module._BM25)
+    scores = PhraseScores(connection, statements.BM25)
     for request in REQUESTS:
         match = read(request).expression
-        expected = connection.execute(f"SELECT rowid, {index_module._BM25} FROM tools WHERE tools MATCH ? "
+        expected = connection.execute(f"SELECT rowid, {statements.BM25} FROM tools WHERE tools MATCH ? "
                                       "ORDER BY rowid", (match,)).fetchall()
         scored = scores.scored(match)
         assert scored is not None and len(expected) > 1, request
         rowids, values = scored
         assert list(zip(rowids.tolist(), values.tolist(), strict=True)) == expected, request  # == on floats
-    ranks = PhraseScores(connection, index_module._RANK)  # the resources named, by FTS5's rank: a column, prefixes
+    ranks = PhraseScores(connection, statements.RANK)  # the resources named, by FTS5's rank: a column, prefixes
     found = 0
     for request in REQUESTS:
         named = read(request).addressed
@@ -69,7 +68,7 @@ def test_a_match_scores_as_fts5_scores_it_to_the_bit(slack: Catalog) -> None:
 def test_each_phrase_is_scored_by_fts5_once_and_the_kept_ones_are_bounded(slack: Catalog,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     counted = _Counted(_connection(slack))
-    scores = PhraseScores(counted, index_module._BM25)  # type: ignore[arg-type]
+    scores = PhraseScores(counted, statements.BM25)  # type: ignore[arg-type]
     counted.statements.clear()
     assert scores.scored('("channel" OR "conversation") OR ("archive")') is not None
     assert [args[1] for args in counted.statements] == [('"channel"',), ('"conversation"',), ('"archive"',)]

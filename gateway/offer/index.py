@@ -56,11 +56,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog, Tool
-from . import answer_text
+from . import answer_text, statements
 from .abbreviations import Abbreviations, kinds_named, spelled_out
 from .actions import action_of, performs
 from .families import diversified, family_of
-from .index_build import _WEIGHTS, build_index, resources, summary_of
+from .index_build import build_index, resources, summary_of
 from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
 from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among, scores_of
 from .query import Request, expression_of, read, stems
@@ -217,8 +217,9 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     tags = table if table.members else None
     return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
-                       for tool in tools), Abbreviations(tools), PhraseScores(connection, _BM25),
-                   PhraseScores(connection, _RANK), PhraseScores(connection, "bm25(answers)", "answers")
+                       for tool in tools), Abbreviations(tools), PhraseScores(connection, statements.BM25),
+                   PhraseScores(connection, statements.RANK),
+                   PhraseScores(connection, statements.ANSWERS_BM25, "answers")
                    if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
                    {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
@@ -310,6 +311,7 @@ class ToolIndex:
         of those `allowed` passes (then every match is ranked)."""
         facts = opened.facts
         wanted = first + _POOL - _CANDIDATES if asked else first
+        run = statements.of(answered)
         with self._lock:
             scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
             if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
@@ -318,13 +320,13 @@ class ToolIndex:
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
             if allowed is None and request.addressed and _ADDRESSED_CANDIDATES:  # one pass of the match for both
-                both = opened.connection.execute(_BOTH_ANSWERED if answered else _BOTH_SQL,
+                both = opened.connection.execute(run.both,
                                                  (request.addressed, _ADDRESSED_CANDIDATES, request.expression,
                                                   wanted)).fetchall()
                 rows = [(rowid, score) for rowid, score, best in both if best]
                 addressed = [(rowid, score) for rowid, score, best in both if not best]
                 return self._chosen(facts, rows, addressed, asked, first)
-            cursor = opened.connection.execute(_SQL_ANSWERED if answered else _SQL,
+            cursor = opened.connection.execute(run.first,
                                                (request.expression, wanted if allowed is None else -1))
             if allowed is None:
                 rows = cursor.fetchall()
@@ -332,7 +334,7 @@ class ToolIndex:
                 rows = list(itertools.islice((row for row in cursor if allowed(facts[row[0] - 1].tool)), wanted))
             addressed = []
             if request.addressed and _ADDRESSED_CANDIDATES:
-                cursor = opened.connection.execute(_ADDRESSED_ANSWERED if answered else _ADDRESSED_SQL,
+                cursor = opened.connection.execute(run.addressed,
                                                    (request.expression, request.addressed,
                                                     _ADDRESSED_CANDIDATES if allowed is None else -1))
                 addressed = list(itertools.islice((row for row in cursor if allowed is None or
@@ -350,8 +352,7 @@ class ToolIndex:
         if not rowids:
             return []
         with self._lock:
-            among = _AMONG_ANSWERED if answered else _AMONG_SQL
-            found = opened.connection.execute(f"{among} ({', '.join('?' * len(rowids))})",
+            found = opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
@@ -367,7 +368,7 @@ class ToolIndex:
             scored = opened.phrases.scored(expression) if opened.phrases is not None else None
             if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
                 return scores_of(scored, rowids)
-            found = opened.connection.execute(f"{_AMONG_SQL} ({', '.join('?' * len(rowids))})",
+            found = opened.connection.execute(f"{statements.PLAIN.among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
             return dict(found)
 
@@ -388,7 +389,7 @@ class ToolIndex:
     def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,
                       allowed: Callable[[Tool], bool] | None,
                       wanted: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
-        """What the statements answer (`_BOTH_SQL`; else `_SQL` and `_ADDRESSED_SQL`), from the phrases' scores of
+        """What the statements answer (`Statements.both`; else `first` and `addressed`), from the phrases' scores of
         the rows matched (`PhraseScores.scored`; `gateway.offer.phrase_scores` says how each list is ordered)."""
         facts = opened.facts
         passes = None if allowed is None else (lambda rowid: allowed(facts[rowid - 1].tool))
@@ -414,36 +415,6 @@ _CANDIDATES = 50
 _METHOD_CANDIDATES = 50
 _POOL = 400
 _ADDRESSED_CANDIDATES = 60
-_BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
-_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? ORDER BY score LIMIT ?"
-_BOTH_SQL = (f"WITH named AS (SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?), "
-             f"matched AS MATERIALIZED (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?) "
-             "SELECT * FROM (SELECT rowid, score, 1 FROM matched ORDER BY score LIMIT ?) "
-             "UNION ALL SELECT * FROM (SELECT rowid, score, 0 FROM matched WHERE rowid IN named ORDER BY score)")
-"""`_SQL`'s rows (flagged 1) then `_ADDRESSED_SQL`'s (0, best first) from one pass over the matches: their BM25 is
-computed once, kept in a table of the statement's own (`MATERIALIZED`); the first rows by a sort that keeps only as
-many as asked for, not a sort of every match."""
-_AMONG_SQL = f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN"
-_RANK = "bm25(tools)"
-"""FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
-_ADDRESSED_SQL = (f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ? AND rowid IN "
-                  "(SELECT rowid FROM tools WHERE tools MATCH ? ORDER BY rank LIMIT ?)")
-
-
-def _answered(match: int) -> str:
-    """The rows of the match bound at `?{match}`, each scored as its BM25 plus `answer_text.WEIGHT` times that of what
-    it answers (0 where one table lacks the row): what `phrase_scores.added` gives, for an index with the table of
-    answers (`gateway.offer.answer_text`). The statements below bind their parameters as the ones above do."""
-    return (f"SELECT rowid, sum(score) AS score FROM (SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH "
-            f"?{match} UNION ALL SELECT rowid, {answer_text.WEIGHT!r} * bm25(answers) AS score FROM answers WHERE "
-            f"answers MATCH ?{match}) GROUP BY rowid")
-
-
-_SQL_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) ORDER BY score LIMIT ?2"
-_BOTH_ANSWERED = _BOTH_SQL.replace(f"SELECT rowid, {_BM25} AS score FROM tools WHERE tools MATCH ?", _answered(3))
-_AMONG_ANSWERED = f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN"
-_ADDRESSED_ANSWERED = (f"SELECT rowid, score FROM ({_answered(1)}) WHERE rowid IN "
-                       "(SELECT rowid FROM tools WHERE tools MATCH ?2 ORDER BY rank LIMIT ?3)")
 
 
 def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
