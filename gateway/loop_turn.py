@@ -257,11 +257,8 @@ class TurnCalls:
                                       "arguments may be cut off; it was not executed. Call it again, with shorter "
                                       "arguments or fewer calls at once.")
         tool = self.toolset.get(call.name)
-        if tool is None and call.parse_error is not None and self.offer.is_meta(call.name):
-            # `search_tools` or `describe_tool` with arguments that are not JSON: the model's to fix, as any call's
-            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was searched; call "
-                                      f"{call.name} again with a valid JSON object of arguments.")
-        if tool is None:
+        meta = tool is None and self.offer.is_meta(call.name)  # `search_tools`, `describe_tool`: here unread only
+        if tool is None and not meta:
             if self.offer.searching or self.offer.native:
                 search = "the tool search" if self.offer.native else SEARCH_TOOL
                 return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}; use "
@@ -269,12 +266,13 @@ class TurnCalls:
             names = ", ".join(self.toolset.names) or "(none)"
             return ToolResult.failure("unknown_tool", f"there is no tool named {call.name!r}. "
                                       f"The tools you can call are: {names}")
-        if self.offer.code_only:
+        if self.offer.code_only and not meta:
             return ToolResult.failure("unknown_tool", f"{call.name} is not called on its own here: call it as a "
                                       f"function in a {RUN_CODE} script ({call.name}(name=value, ...)).")
         if call.parse_error is not None:
-            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was sent; call "
-                                      f"{call.name} again with a valid JSON object of arguments.")
+            return ToolResult.failure("invalid_arguments", f"{call.parse_error}. Nothing was "
+                                      f"{'searched' if meta else 'sent'}; call {call.name} again with a valid JSON "
+                                      "object of arguments.")
         if decision is not None and not decision.approve:
             why = f": {decision.reason}" if decision.reason else ""
             return ToolResult.failure("approval_denied", f"a human refused this call{why}. Do not retry it as is.")
