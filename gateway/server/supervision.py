@@ -53,6 +53,10 @@ from .run_answers import decider_view, keep_answer, kept_answer
 if TYPE_CHECKING:
     import httpx
 
+    from ..assembly import Generation
+    from ..config.model import AgentConfig
+    from ..loop_types import RunResult
+
 logger = logging.getLogger("gateway.safety")
 
 MAX_AUDIT_LIMIT = 1000
@@ -305,8 +309,9 @@ class Safety(ServingSafeguards):
             finally:
                 await share.release()
 
-    async def _resume_chat(self, run: RunRecord, agent: Any, generation: Any, decisions: dict[str, Decision],
-                           approved: dict[str, str]) -> Any:
+    async def _resume_chat(self, run: RunRecord, agent: AgentConfig, generation: Generation,
+                           decisions: dict[str, Decision], approved: dict[str, str]) -> RunResult:
+        """The claimed chat run resumed on `generation` as its owner, with `approved` calls named by tool."""
         started = time.perf_counter()
         with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
             result = await loop.resume(run.state["loop"], decisions, agent=agent,
