@@ -122,11 +122,10 @@ class ScriptCalls:
 
     def _script(self, call: ToolCall, steps: list[Step]) -> Script:
         agent = self.loop.agent
-        limits = agent.code_limits
         observer = self.loop.observer
+        per_client = observer.code_workers_per_client if observer is not None else None
         return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps),
-                      Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls,
-                             per_client=observer.code_workers_per_client if observer is not None else None),
+                      Limits.of(agent.code_limits, per_client=per_client),
                       agent.policy.max_result_bytes)
 
     async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,

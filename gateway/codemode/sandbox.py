@@ -38,6 +38,8 @@ from ..safety.client_shares import ClientShares, OverShare, Share
 if TYPE_CHECKING:
     from pydantic_monty import Monty, MontyError, MontySession
 
+    from ..config.agents import CodeLimits
+
 POOL_WORKERS = CODE_WORKERS
 """Scripts that can run at once in this process (one worker process each); more wait for a free worker."""
 CHECKOUT_TIMEOUT = 30.0
@@ -88,6 +90,12 @@ class Limits:
     """Tool calls one script may make."""
     per_client: int | None = None
     """Sandboxes the calling client's scripts may hold at once in this process (None: any number)."""
+
+    @classmethod
+    def of(cls, configured: CodeLimits, *, per_client: int | None = None) -> Limits:
+        """An agent's `code_limits` (memory in megabytes) as the sandbox counts them."""
+        return cls(time=configured.time, memory=configured.memory * 1024 * 1024, tool_calls=configured.tool_calls,
+                   per_client=per_client)
 
 
 @dataclass(slots=True, kw_only=True)

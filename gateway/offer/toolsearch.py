@@ -332,13 +332,10 @@ class ToolOffer:
         """`run_code` first (`only`) or after the tools (`on`), documenting the tools the run starts with."""
         from ..codemode import FunctionNames, Limits, run_code_tool
 
-        limits = self.agent.code_limits
         self.functions = FunctionNames(self.toolset.names)
         documented = pinned_tools(self.agent, self.toolset) if large else list(self.toolset)
         self.code = run_code_tool(documented, self.functions, total=len(self.toolset), budget=self.budget,
-                                  searching=self.searching,
-                                  limits=Limits(time=limits.time, memory=limits.memory * 1024 * 1024,
-                                                tool_calls=limits.tool_calls))
+                                  searching=self.searching, limits=Limits.of(self.agent.code_limits))
         if self.code_only:
             self.offered.insert(0, self.code)
         else:

@@ -57,11 +57,9 @@ class _Host:
 
 
 def _script(generation: Generation, config: AgentConfig, call_id: str, host: _Host) -> Script:
-    limits = config.code_limits
     names = FunctionNames(generation.toolset(config.name).names)
     return Script(call_id, names, host,
-                  Limits(time=limits.time, memory=limits.memory * 1024 * 1024, tool_calls=limits.tool_calls,
-                         per_client=generation.observer.code_workers_per_client),
+                  Limits.of(config.code_limits, per_client=generation.observer.code_workers_per_client),
                   config.policy.max_result_bytes)
 
 
