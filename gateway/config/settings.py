@@ -188,10 +188,10 @@ class GatewaySettings(Section):
         "fewest.", None)
     max_runs_per_client: Count | None = doc(
         "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once: per "
-        "process, or with `redis` across every instance and worker (each run's place leased for its agent's "
-        "timeout plus 30 s, so a killed instance's come back); one more is refused with 429 and Retry-After "
-        "(callers without a key count as one client). A "
-        "run resumed after an approval counts as one of its owner's runs while it goes on (whoever decided); "
+        "process, or with `redis` across every instance and worker (each run's place renewed while the run "
+        "lives, however long; a killed instance's come back 30 s after it died at most); one more is refused "
+        "with 429 and Retry-After (callers without a key count as one client). A run resumed after an approval "
+        "counts as one of its owner's runs while it goes on (whoever decided); "
         "past the share it is not resumed: the decision is taken back (503 approval_reopened), to be made again. "
         "Default: no cap.", None)
     max_code_workers_per_client: Count | None = doc(

@@ -155,9 +155,10 @@ class Safeguards:
         counters = getattr(self.store, "counters", None)
         if counters is None:
             return RunShares()
-        from .shared_run_shares import SharedRunShares  # imports the Redis client: only when Redis is configured
+        from .lease_keeper import LeaseKeeper  # imports the Redis client: only when Redis is configured
+        from .shared_run_shares import SharedRunShares
 
-        return SharedRunShares(counters.client, counters.url)
+        return SharedRunShares(counters.client, counters.url, LeaseKeeper(counters.client, counters.url))
 
     # -- runs left between a decision and its end --------------------------------------------------
     def resume_grace(self) -> float:

@@ -4,7 +4,8 @@ A door takes a run's place before the run starts (`take`: `OverShare` past the c
 when the run is over (`HeldRun.release`, however often it is called). A run resumed after an approval takes one
 too, as its owner's. `RunShares` counts in this process (`ClientShares`: each worker or instance its own); with
 `gateway.redis`, `gateway.safety.shared_run_shares.SharedRunShares` counts across every instance and worker, each
-place leased for the run's deadline, so that a killed instance's places come back on their own. Without a cap
+place leased briefly and renewed while its run lives, so that a killed instance's places come back on their own
+soon after it died. Without a cap
 nothing is counted, here or in Redis.
 """
 
@@ -27,10 +28,9 @@ class HeldRun(Protocol):
 class RunShareBook(Protocol):
     """Where runs' places are counted (`RunShares`, `SharedRunShares`)."""
 
-    async def take(self, client: str | None, cap: int | None, *, lease: float) -> HeldRun:
-        """A new run's place in `client`'s share of `cap` runs (None: no cap); `OverShare` when the client holds
-        `cap` already. `lease`: seconds the run may go on at most (its deadline): a count kept outside the process
-        holds the place no longer than that (and a margin), should the process die first."""
+    async def take(self, client: str | None, cap: int | None) -> HeldRun:
+        """A new run's place in `client`'s share of `cap` runs (None: no cap), held until `release` however long
+        the run lasts; `OverShare` when the client holds `cap` already."""
         ...
 
 
@@ -61,12 +61,12 @@ class _Here:
 
 
 class RunShares:
-    """Each client's runs in flight in this process (the lease is not needed: the count dies with it)."""
+    """Each client's runs in flight in this process (nothing to lease: the count dies with it)."""
 
     def __init__(self) -> None:
         self.counts = ClientShares(WHAT, SETTING)
 
-    async def take(self, client: str | None, cap: int | None, *, lease: float) -> HeldRun:
+    async def take(self, client: str | None, cap: int | None) -> HeldRun:
         if cap is None:
             return UNCOUNTED
         return _Here(self.counts.take(client, cap))

@@ -3,9 +3,9 @@
 The same contract as `gateway.safety.run_shares.RunShares`, counted as `max_concurrency` is there
 (`gateway.store.redis_guards`): a sorted set per client, one member per run in flight, scored with the end of its
 lease; one Lua script, with Redis's own clock, drops the ended leases, refuses a run past the share or adds it.
-A lease is the run's deadline (its agent's `timeout`, default 300 s) plus `LEASE_MARGIN`: a run outlives neither,
-so the places of an instance killed mid-run come back on their own after at most that long. Without a cap nothing
-is sent to Redis (no cap, nothing to count).
+A place is leased for `LEASE` seconds and renewed while its run lives, however long that is
+(`gateway.safety.lease_keeper`), so the places of an instance killed mid-run come back at most `LEASE` seconds
+after it died. Without a cap nothing is sent to Redis (no cap, nothing to count).
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ import redis.asyncio as aioredis
 from ..errors import OverShare, StoreUnavailable
 from ..store.postgres_schema import safe_url
 from .client_shares import RETRY_AFTER
+from .lease_keeper import LeaseKeeper
 from .run_shares import SETTING, UNCOUNTED, WHAT, HeldRun
 
 logger = logging.getLogger("gateway.safety")
 
 PREFIX = "gateway:{shares}:runs:"
-LEASE_MARGIN = 30.0
-"""Seconds a run's place outlives its deadline (the answer still being written, the run's audit row)."""
 
 # KEYS: the client's runs; ARGV: cap, member, lease seconds. Returns 1 (taken) or 0 (the share is full). The key
 # expires with its longest lease: a client that stops leaves nothing behind.
@@ -57,6 +56,7 @@ class _Leased:
         book, self._book = self._book, None
         if book is None:
             return
+        book.keeper.drop(self._member)
         try:
             # Shielded: a cancelled run gives its place back all the same, or it stays taken until its lease ends.
             await asyncio.shield(book.client.zrem(self._key, self._member))
@@ -66,23 +66,24 @@ class _Leased:
 
 
 class SharedRunShares:
-    def __init__(self, client: aioredis.Redis, url: str, *, margin: float = LEASE_MARGIN) -> None:
-        """Runs counted on `client` (`RedisCounters.client`); `url` only names the server in errors; `margin`: what
-        a lease adds to the run's deadline."""
+    def __init__(self, client: aioredis.Redis, url: str, keeper: LeaseKeeper) -> None:
+        """Runs counted on `client` (`RedisCounters.client`); `url` only names the server in errors; `keeper`
+        renews the places held here (the process's: one renewal for all of them)."""
         self.client = client
         self.url = url
-        self.margin = margin
+        self.keeper = keeper
         self._take = client.register_script(_TAKE)
 
-    async def take(self, client: str | None, cap: int | None, *, lease: float) -> HeldRun:
+    async def take(self, client: str | None, cap: int | None) -> HeldRun:
         if cap is None:
             return UNCOUNTED
         key = PREFIX + ("-" if client is None else "=" + client)  # no client name is empty: "-" is no client
         member = secrets.token_hex(8)
         try:
-            taken: Any = await self._take(keys=[key], args=[cap, member, repr(float(lease + self.margin))])
+            taken: Any = await self._take(keys=[key], args=[cap, member, self.keeper.seconds])
         except (redis.RedisError, OSError) as exc:
             raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
         if not int(taken):
             raise OverShare(client, WHAT, cap, SETTING, RETRY_AFTER)
+        self.keeper.hold(key, member)
         return _Leased(self, key, member)

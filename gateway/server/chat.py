@@ -172,7 +172,7 @@ class _Run:
         messages = await restore_turns(store_of(state), messages, agent=agent.name, client=caller)
         run = cls(state, agent, messages, {**params, **passed}, client=client, tools=tools, prefix=prefix, keep=keep)
         run.ignored += [*(ignored or []), *unused]
-        run.share = await take_run_share(state, generation, agent, run.client)  # last: one refused above holds none
+        run.share = await take_run_share(state, generation, run.client)  # last: one refused above holds none
         return run
 
     async def release(self) -> None:
@@ -194,8 +194,10 @@ class _Run:
         async def drive() -> None:
             async with send:
                 try:
+                    # Not `execute`: a streamed run holds its place until its stream ends (`_EventStream`), its
+                    # last chunks and its stored answer among it.
                     async with self.state.use() as generation:
-                        result = await self.execute(generation, on_event=on_event)
+                        result = await self._execute(generation, on_event)
                     await send.send(("done", result))
                 except Exception as exc:  # every failure goes in the stream, for the client's SDK to raise
                     error = api_error_from(exc, secrets_redactor(self.state.current).text)
@@ -216,9 +218,10 @@ class _Run:
                 task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def execute(self, generation: Generation, on_event: EventHandler | None = None) -> RunResult:
+    async def execute(self, generation: Generation) -> RunResult:
+        """The run, unstreamed: its place given back when it ends, however it ends."""
         try:
-            return await self._execute(generation, on_event)
+            return await self._execute(generation, None)
         finally:
             await self.release()
 
@@ -263,13 +266,11 @@ def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     return agent
 
 
-async def take_run_share(state: GatewayState, generation: Generation, agent: AgentConfig,
-                         client: str | None) -> HeldRun:
-    """A new run's place in its client's share (`gateway.max_runs_per_client`), leased for the agent's run deadline;
-    429 with Retry-After when the client has its whole share in flight."""
+async def take_run_share(state: GatewayState, generation: Generation, client: str | None) -> HeldRun:
+    """A new run's place in its client's share (`gateway.max_runs_per_client`), held until the run ends; 429 with
+    Retry-After when the client has its whole share in flight."""
     try:
-        return await state.runs.take(client, generation.runtime.manifest.gateway.max_runs_per_client,
-                                     lease=agent.policy.timeout)
+        return await state.runs.take(client, generation.runtime.manifest.gateway.max_runs_per_client)
     except OverShare as exc:
         raise APIError(429, str(exc), code="too_many_runs",
                        headers={"Retry-After": exc.retry_after_header}) from None

@@ -302,8 +302,7 @@ class Safety(ServingSafeguards):
                     approved[tool.tool.name] = pending["id"]
             # The resumed run is one of its owner's runs while it goes on, as a new one would be: past the share
             # it does not start (`OverShare`: nothing was sent, so the decision is taken back, to be made again).
-            share = await state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client,
-                                          lease=agent.policy.timeout)
+            share = await state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client)
             try:
                 return await self._resume_chat(run, agent, generation, decisions, approved)
             finally:

@@ -1,6 +1,7 @@
 """With `gateway.redis`, a client's share of chat runs (`gateway.max_runs_per_client`) is one share across every
 instance: two gateways behind one balancer refuse the run past it whichever serves it, a resume from the terminal
-(its own process) counts in it too, and a place held by an instance that died comes back when its lease ends.
+(its own process) counts in it too, a run that lasts longer than its place's lease keeps its place (renewed while
+it lives), and a place held by an instance that died comes back when its lease ends.
 
 Real parts: two uvicorn gateways on one real redis-server (Debian's; skipped, saying so, when it is not installed),
 a scripted LLM whose streamed answer waits at a gate (a run in flight), a recording upstream, `gateway approvals` as
@@ -9,8 +10,11 @@ the terminal runs it. No timing: the tests assert who was refused and who was se
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +26,7 @@ from shared_servers import RedisServer
 
 from gateway.cli.commands import main
 from gateway.errors import OverShare
+from gateway.safety.lease_keeper import LeaseKeeper
 from gateway.safety.shared_run_shares import PREFIX, SharedRunShares
 from gateway.store.redis_counters import RedisCounters
 
@@ -70,6 +75,38 @@ def test_two_gateways_on_redis_keep_one_share_of_runs_per_client(
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
 
 
+def _short_leases(app: Any, lease: float) -> None:
+    """The gateway's places leased for `lease` seconds (renewed every third of it) instead of 30."""
+    app.state.gateway.runs.keeper.lease = lease
+
+
+def test_a_run_that_outlasts_its_lease_keeps_its_place_across_instances(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """A run held three leases long on one gateway still holds its client's one place: the other refuses the
+    client's next run until the first ends (its place renewed while it lives, given back when it ends)."""
+    gate = threading.Event()
+    llm.script(LLMReply(text="a holds its place", gate=gate), LLMReply(text="a on the second"))
+    gateways = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        write_project(folder, llm.url, upstream.url, _yaml(redis_server.url))
+        gateways.append(build_app(folder, store=folder / "state.db"))
+        _short_leases(gateways[-1][0], 0.6)
+    try:
+        with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
+            with held_stream(first, A_KEY) as held:
+                time.sleep(3 * 0.6)  # three leases: an unrenewed place would have ended twice over
+                refused = _chat(second, A_KEY)
+                gate.set()
+            again = _chat(second, A_KEY)
+    finally:
+        for _, safety in gateways:
+            close_store(safety)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_runs", refused.text
+    assert held[0] == 200 and '"finish_reason":"stop"' in held[1]
+    assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
+
+
 def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,38 +137,67 @@ def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
     assert [r.method for r in upstream.requests] == ["POST"]  # the comment, once: after the second decision
 
 
+_DYING_INSTANCE = """
+import asyncio, sys
+from gateway.safety.lease_keeper import LeaseKeeper
+from gateway.safety.shared_run_shares import SharedRunShares
+from gateway.store.redis_counters import RedisCounters
+
+async def main():
+    counters = RedisCounters(sys.argv[1])
+    book = SharedRunShares(counters.client, counters.url, LeaseKeeper(counters.client, counters.url, lease=0.3))
+    await book.take("a-bot", 1)
+    print("held", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
 @pytest.mark.anyio
 async def test_a_place_comes_back_when_its_lease_ends_and_no_cap_counts_nothing(redis_url: str) -> None:
-    """An instance killed mid-run never gives its place back: its lease ends it (here a lease of 0.3 s, no margin),
-    while a live one holds the share until it gives it back."""
-    dead, alive = RedisCounters(redis_url), RedisCounters(redis_url)
+    """An instance killed mid-run (SIGKILL) renews and gives back nothing: its place ends with its lease (0.3 s
+    here), while a live instance's place, renewed, holds the share for many leases until it is given back."""
+    dying = await asyncio.create_subprocess_exec(sys.executable, "-c", _DYING_INSTANCE, redis_url,
+                                                 stdout=asyncio.subprocess.PIPE)
+    alive, later = RedisCounters(redis_url), RedisCounters(redis_url)
     try:
-        killed = SharedRunShares(dead.client, dead.url, margin=0.0)
-        other = SharedRunShares(alive.client, alive.url, margin=0.0)
-        await killed.take("a-bot", 1, lease=0.3)  # never released: its instance died
+        assert dying.stdout is not None
+        assert await asyncio.wait_for(dying.stdout.readline(), 30) == b"held\n"
+        other = SharedRunShares(alive.client, alive.url, LeaseKeeper(alive.client, alive.url, lease=0.3))
         with pytest.raises(OverShare, match="gateway.max_runs_per_client"):
-            await other.take("a-bot", 1, lease=60)
-        for _ in range(100):  # at most 10 s: the lease ends after 0.3
+            await other.take("a-bot", 1)
+        await asyncio.sleep(1.2)  # four leases: the live instance renews its place
+        with pytest.raises(OverShare):
+            await other.take("a-bot", 1)
+        dying.kill()
+        await dying.wait()
+        for _ in range(100):  # at most 10 s: the lease ends 0.3 s after the last renewal
             try:
-                held = await other.take("a-bot", 1, lease=60)
+                held = await other.take("a-bot", 1)
                 break
             except OverShare:
                 await asyncio.sleep(0.1)
         else:
             raise AssertionError("the dead instance's place never came back")
+        third = SharedRunShares(later.client, later.url, LeaseKeeper(later.client, later.url, lease=0.3))
+        await asyncio.sleep(1.2)  # four leases: this one's place is renewed, not lost
         with pytest.raises(OverShare):
-            await killed.take("a-bot", 1, lease=60)  # the live one's place holds
+            await third.take("a-bot", 1)
         await held.release()
         await held.release()  # once, however often
-        again = await killed.take("a-bot", 1, lease=60)
+        again = await third.take("a-bot", 1)
         await again.release()
-        uncapped = [await other.take("a-bot", None, lease=60) for _ in range(3)]
+        uncapped = [await other.take("a-bot", None) for _ in range(3)]
         assert await alive.client.keys(PREFIX + "*") == []  # released, and nothing counted without a cap
         for place in uncapped:
             await place.release()
     finally:
-        await dead.aclose()
+        if dying.returncode is None:
+            dying.kill()
+            await dying.wait()
         await alive.aclose()
+        await later.aclose()
 
 
 def test_redis_lost_mid_run_keeps_the_runs_answer_and_refuses_the_next_run_with_503(

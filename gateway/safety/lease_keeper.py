@@ -1,0 +1,114 @@
+"""Places held in Redis for as long as the work holding them lives: leased briefly, renewed while held.
+
+A client's share across instances (`gateway.safety.shared_run_shares`) is a sorted set in Redis, one member per
+place, scored with the end of its lease. A lease as long as the work's deadline lets a killed instance's places
+stand that long (an agent's `timeout` can be an hour), and work outliving it (a streamed answer still being
+sent, the run's audit row) lost its place while alive. So a place is leased for `LEASE` seconds and, while its
+work lives, renewed every `LEASE / 3`: one task per process renews every place it holds, one Lua script (one round
+trip) for all of them; it ends when the last place is given back. A dead instance renews nothing, so its places end
+at most `LEASE` seconds after it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from ..store.postgres_schema import safe_url
+
+logger = logging.getLogger("gateway.safety")
+
+LEASE = 30.0
+"""Seconds a place outlives its instance's last renewal (so a dead instance's places last at most that long)."""
+
+# KEYS: each held place's sorted set (one per place, repeated when several share one); ARGV: lease seconds, then
+# each place's member. Pushes each live place's lease to now + lease (with Redis's clock) and returns the members
+# that were gone (their lease had ended: renewing them now would count them past a share others already took).
+# Each key expires with its longest lease, as when a place is taken.
+_RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local lease = tonumber(ARGV[1])
+local lost = {}
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if redis.call('ZADD', key, 'XX', 'CH', now + lease, ARGV[i + 1]) == 0 then
+    lost[#lost + 1] = ARGV[i + 1]
+  else
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', key, math.ceil(tonumber(last[2]) * 1000) + 1000)
+  end
+end
+return lost
+"""
+
+
+class LeaseKeeper:
+    """The places this process holds in Redis, renewed until given back.
+
+    Parameters:
+        client: the Redis client (`RedisCounters.client`).
+        url: names the server in warnings.
+        lease: seconds a place is leased for (`LEASE`); renewed every third of it.
+    """
+
+    def __init__(self, client: aioredis.Redis, url: str, *, lease: float = LEASE) -> None:
+        self.url = url
+        self.lease = lease
+        self._renew = client.register_script(_RENEW)
+        self._held: dict[str, str] = {}
+        """member -> its sorted set, for every place held here now."""
+        self._task: asyncio.Task[None] | None = None
+        self._emptied: asyncio.Event | None = None
+
+    @property
+    def seconds(self) -> str:
+        """The lease as a Lua script's argument."""
+        return repr(float(self.lease))
+
+    def hold(self, key: str, member: str) -> None:
+        """Renew the place `member` of `key` (just taken, with a lease of `lease`) until `drop`."""
+        self._held[member] = key
+        if self._task is None:
+            self._emptied = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
+
+    def drop(self, member: str) -> None:
+        """Stop renewing the place (given back, or about to be)."""
+        self._held.pop(member, None)
+        if not self._held and self._emptied is not None:
+            self._emptied.set()  # the renewing task ends now, not a period later
+
+    async def _renew_while_held(self) -> None:
+        emptied = self._emptied
+        assert emptied is not None
+        while True:
+            try:
+                await asyncio.wait_for(emptied.wait(), self.lease / 3)
+            except TimeoutError:
+                pass
+            emptied.clear()  # a place taken since it was set: wait a period again, not spin
+            if not self._held:  # no await between this test and the reset: a `hold` now starts a new task
+                self._task = self._emptied = None
+                return
+            await self.renew()
+
+    async def renew(self) -> None:
+        """Push every held place's lease on (what the task does every third of the lease)."""
+        held = list(self._held.items())
+        try:
+            lost: Any = await self._renew(keys=[key for _, key in held], args=[self.seconds, *(m for m, _ in held)])
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("%d places in clients' shares were not renewed (each ends with its lease unless a later "
+                           "renewal reaches Redis): Redis at %s: %s", len(held), safe_url(self.url), exc)
+            return
+        for member in lost:
+            name = member.decode() if isinstance(member, bytes) else str(member)
+            self._held.pop(name, None)
+            logger.warning("a place in a client's share ended with its lease while its work went on (Redis was "
+                           "out of reach for longer than %g s, or this process stalled): that work is no longer "
+                           "counted", self.lease)
