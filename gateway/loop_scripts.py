@@ -126,7 +126,7 @@ class ScriptCalls:
         per_client = observer.code_workers_per_client if observer is not None else None
         return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps),
                       Limits.of(agent.code_limits, per_client=per_client),
-                      agent.policy.max_result_bytes)
+                      agent.policy.max_result_bytes, observer.sandboxes if observer is not None else None)
 
     async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
                   approval: str | None) -> ToolResult | None:

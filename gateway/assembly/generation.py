@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..observe.metrics import Metrics
     from ..observe.runs import RunObserver
     from ..providers import AdapterPool, ProviderAdapter
+    from ..safety.shares import ShareBook
 
 
 class Holding:
@@ -63,7 +64,8 @@ class Generation:
         upstream_transport: an httpx transport for tool calls (tests); provider_transport: for LLM calls.
         safety: the safety layer, whose stages go into the pipeline; None: a gateway without a store.
         hooks: `ToolHooks` given in code, run before the configured `hooks:`.
-        metrics: the gateway's Prometheus metrics; budget_book: what agents and clients spent (both outlive a
+        metrics: the gateway's Prometheus metrics; budget_book: what agents and clients spent; sandboxes: where each
+            client's code-mode sandboxes are counted across instances (None: in this process) (all outlive a
             generation).
         calls_on_first_use: build the executor, pipeline and runner when a call first needs them, not now.
     """
@@ -71,13 +73,15 @@ class Generation:
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None, safety: Safeguards | None = None,
                  hooks: Sequence[ToolHooks] = (), metrics: Metrics | None = None,
-                 budget_book: BudgetBook | None = None, calls_on_first_use: bool = False) -> None:
+                 budget_book: BudgetBook | None = None, sandboxes: ShareBook | None = None,
+                 calls_on_first_use: bool = False) -> None:
         self.runtime = runtime
         self._upstream_transport = upstream_transport
         self._safety = safety
         self._code_hooks = tuple(hooks)
         self._metrics = metrics
         self._budget_book = budget_book
+        self._sandboxes = sandboxes
         self._provider_transport = provider_transport
         self._adapters: AdapterPool | None = None
         if not calls_on_first_use:
@@ -137,7 +141,8 @@ class Generation:
 
         manifest = self.runtime.manifest
         return RunObserver(metrics=self._metrics, hooks=self.hooks, budgets=manifest.budgets, book=self._budget_book,
-                           code_workers_per_client=manifest.gateway.max_code_workers_per_client)
+                           code_workers_per_client=manifest.gateway.max_code_workers_per_client,
+                           sandboxes=self._sandboxes)
 
     @cached_property
     def runner(self) -> ToolRunner:

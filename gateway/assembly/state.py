@@ -17,7 +17,7 @@ from ..kernel.calls import ToolHooks
 from ..runtime import Runtime, RuntimeHolder
 from ..safety.budgets import BudgetBook
 from ..safety.guards import Safeguards
-from ..safety.run_shares import RunShares
+from ..safety.shares import RUNS, SANDBOXES, LocalShares
 from ..store import MemoryStore, Store
 from .generation import Generation, Holding
 
@@ -57,9 +57,13 @@ class GatewayState:
         """The gateway's Prometheus metrics (`/metrics`), kept across reloads."""
         self.budget_book = safety.budget_book() if safety is not None else BudgetBook()
         """What agents and clients spent recently, kept across reloads (in Redis with `gateway.redis`)."""
-        self.runs = safety.run_shares() if safety is not None else RunShares()
+        shared = safety.shared if safety is not None else lambda kind: None
+        self.runs = shared(RUNS) or LocalShares(RUNS)
         """Each client's chat runs in flight under `gateway.max_runs_per_client`, kept across reloads (in Redis with
         `gateway.redis`)."""
+        self.sandboxes = shared(SANDBOXES)
+        """Each client's code-mode sandboxes under `gateway.max_code_workers_per_client` across instances (Redis with
+        `gateway.redis`); None: the sandbox's own count in this process (`gateway.codemode.sandbox`)."""
         self._own_store: Store | None = None
         self._upstream_transport = upstream_transport
         self._provider_transport = provider_transport
@@ -70,7 +74,7 @@ class GatewayState:
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport,
                           provider_transport=self._provider_transport, safety=self.safety, hooks=self.hooks,
-                          metrics=self.metrics, budget_book=self.budget_book,
+                          metrics=self.metrics, budget_book=self.budget_book, sandboxes=self.sandboxes,
                           calls_on_first_use=self._calls_on_first_use)
 
     @property

@@ -13,8 +13,10 @@ event loop. At a `HostCall` the paused script can be `dump`ed to bytes and `rest
 (a run waiting for a human's approval is stored that way).
 
 One pool serves the process: it is made on first use and closed at exit (`close_pool`). A client's scripts hold
-at most `Limits.per_client` of its sandboxes at once (`gateway.max_code_workers_per_client`): one more is refused
-at once (`SandboxBusy`), so one client cannot keep every other client's scripts waiting for a worker.
+at most `Limits.per_client` sandboxes at once (`gateway.max_code_workers_per_client`): one more is refused at once
+(`SandboxBusy`), so one client cannot keep every other client's scripts waiting for a worker. They are counted in
+this process, or across every instance in the door's `ShareBook` (`gateway.safety.shares`, Redis with
+`gateway.redis`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from anyio.lowlevel import RunVar
 
 from ..config.settings import CODE_WORKERS
 from ..kernel.caller import current_caller
-from ..safety.client_shares import ClientShares, OverShare, Share
+from ..safety.client_shares import OverShare
+from ..safety.shares import SANDBOXES, Held, LocalShares, ShareBook
 
 if TYPE_CHECKING:
     from pydantic_monty import Monty, MontyError, MontySession
@@ -55,8 +58,9 @@ _steps: RunVar[anyio.CapacityLimiter] = RunVar("gateway_codemode_steps")
 threads, such as searches)."""
 _pool: Monty | None = None
 _pool_lock = threading.Lock()
-_shares = ClientShares("code-mode sandboxes", "gateway.max_code_workers_per_client")
-"""Each client's sandboxes in use, in this process (the pool is the process's)."""
+_here = LocalShares(SANDBOXES)
+"""Each client's sandboxes in use, in this process (the pool is the process's), when no door counts them across
+instances."""
 _INPUT_FILE = re.compile(r'File "<python-input-\d+>", ')
 _REFUSED_OS = (OSError, ImportError)
 T = TypeVar("T")
@@ -89,7 +93,7 @@ class Limits:
     tool_calls: int = 50
     """Tool calls one script may make."""
     per_client: int | None = None
-    """Sandboxes the calling client's scripts may hold at once in this process (None: any number)."""
+    """Sandboxes the calling client's scripts may hold at once (None: any number)."""
 
     @classmethod
     def of(cls, configured: CodeLimits, *, per_client: int | None = None) -> Limits:
@@ -157,10 +161,18 @@ def close_pool() -> None:
 
 
 class Sandbox:
-    """One script's session in a worker: `async with Sandbox(limits) as box: stop = await box.start(code)`."""
+    """One script's session in a worker: `async with Sandbox(limits) as box: stop = await box.start(code)`.
 
-    def __init__(self, limits: Limits) -> None:
+    Parameters:
+        limits: what the script may use.
+        shares: where the client's sandboxes are counted (None: in this process).
+        admitted: the script was let in before (resumed after an approval): counted, never refused.
+    """
+
+    def __init__(self, limits: Limits, shares: ShareBook | None = None, *, admitted: bool = False) -> None:
         self.limits = limits
+        self.shares = shares if shares is not None else _here
+        self.admitted = admitted
         self._stack = contextlib.ExitStack()
         self._session: MontySession | None = None
         self._snapshot: Any = None
@@ -168,18 +180,18 @@ class Sandbox:
         self._printed_before = ""
         self._missing: set[str] = set()
         """Names the script read but nobody defined (a tool used as a value, a typo): for the error message."""
-        self._share: Share | None = None
+        self._share: Held | None = None
 
     async def __aenter__(self) -> Sandbox:
         limits = self.limits
         try:  # before the pool is asked: a client over its share never waits for a worker others need
-            self._share = _shares.take(current_caller().client, limits.per_client)
+            self._share = await self.shares.take(current_caller().client, limits.per_client, admitted=self.admitted)
         except OverShare as refused:
             raise SandboxBusy(refused) from None
         try:
             return await self._checkout()
         except BaseException:
-            self._share.release()
+            await self._share.release()
             raise
 
     async def _checkout(self) -> Sandbox:
@@ -213,7 +225,7 @@ class Sandbox:
             await _in_thread(self._stack.close)
         finally:
             if self._share is not None:
-                self._share.release()
+                await self._share.release()
 
     async def start(self, code: str) -> Stop:
         session = self._require_session()

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..catalog import AgentTool
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
+from ..safety.shares import ShareBook
 from ..truncation import shrink_json
 from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxBusy, SandboxError, Stop
 from .signatures import FunctionNames
@@ -65,9 +66,11 @@ class Paused:
 
 class Script:
     def __init__(self, call_id: str, names: FunctionNames, host: ScriptHost, limits: Limits,
-                 max_result_bytes: int) -> None:
+                 max_result_bytes: int, shares: ShareBook | None = None) -> None:
         """Parameters: call_id: the `run_code` call's id (each tool call it makes is `<call_id>.<n>`); names: the
-        script's functions; host: the door; limits: the agent's `code_limits`; max_result_bytes: the result's cut."""
+        script's functions; host: the door; limits: the agent's `code_limits`; max_result_bytes: the result's cut;
+        shares: where the client's sandboxes are counted (None: in this process)."""
+        self.shares = shares
         self.call_id = call_id
         self.names = names
         self.host = host
@@ -81,7 +84,7 @@ class Script:
             return refused
         code = str((arguments or {})["code"])
         try:
-            async with Sandbox(self.limits) as box:
+            async with Sandbox(self.limits, self.shares) as box:
                 return await self._drive(box, await box.start(code))
         except SandboxBusy as exc:
             return ToolResult.failure("rate_limited", str(exc))
@@ -102,7 +105,7 @@ class Script:
     async def _resume(self, state: dict[str, Any], decision: Decision, approval: str) -> ToolResult | Paused:
         # Not held to its client's share of sandboxes: it was admitted when it started, and a refusal now would
         # spend the human's decision on nothing.
-        async with Sandbox(replace(self.limits, per_client=None)) as box:
+        async with Sandbox(self.limits, self.shares, admitted=True) as box:
             stop = await box.restore(base64.b64decode(state["snapshot"]), state.get("printed", ""))
             if not isinstance(stop, HostCall):
                 return self._outcome(stop)

@@ -170,7 +170,8 @@ class GatewaySettings(Section):
                             "(relative to agents.yaml's folder; default `.gateway/state.db`), `sqlite:///path`, "
                             "`memory:`, or `postgresql://...` shared by several instances.", None)
     redis: str | None = doc("`redis://`, `rediss://` or `unix://`: rate-limit buckets, breakers, concurrency, "
-                            "budgets and each client's chat runs counted across instances. Empty: none.", None,
+                            "budgets and each client's chat runs and sandboxes counted across instances. Empty: "
+                            "none.", None,
                             pattern=REDIS_URL)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
                                                   DEFAULT_RETENTION_DAYS)
@@ -196,7 +197,8 @@ class GatewaySettings(Section):
         "Default: no cap.", None)
     max_code_workers_per_client: Count | None = doc(
         f"Of the process's {CODE_WORKERS} code-mode sandboxes, the most one client's `run_code` scripts hold at "
-        "once; one more script is refused (`rate_limited`, saying when to try again). Default: no cap.", None)
+        "once: per process, or with `redis` across every instance and worker (as `max_runs_per_client`'s places); "
+        "one more script is refused (`rate_limited`, saying when to try again). Default: no cap.", None)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)

@@ -27,6 +27,7 @@ from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, Hold
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
     from ..providers.base import Turn
+    from ..safety.shares import ShareBook
     from .metrics import Metrics
 
 
@@ -51,13 +52,15 @@ class RunObserver:
 
     def __init__(self, *, metrics: Metrics | None = None, hooks: ConfiguredHooks | None = None,
                  budgets: Budgets | None = None, book: BudgetBook | None = None,
-                 code_workers_per_client: int | None = None) -> None:
+                 code_workers_per_client: int | None = None, sandboxes: ShareBook | None = None) -> None:
         self.metrics = metrics
         self.hooks = hooks if hooks else None
         self.budgets = budgets if budgets else None
         self.book = book if book is not None else BudgetBook()
         self.code_workers_per_client = code_workers_per_client
         """The sandboxes one client's `run_code` scripts may hold at once (`gateway.max_code_workers_per_client`)."""
+        self.sandboxes = sandboxes
+        """Where they are counted across instances (`gateway.redis`); None: in this process."""
 
     @property
     def on_exceed(self) -> str:

@@ -5,8 +5,8 @@ slot its own client gives back). A chat run or a script holds what it holds for 
 its client's share does not wait: it is refused at once (`OverShare`, a 429 with Retry-After at a door, a
 `rate_limited` tool result inside a run) and the other clients' work goes on. `take` counts a client's work and
 refuses one past `cap`; `Share.release` gives it back (once, however often it is called). Callers without a key
-count as one client. Counted per process: the sandboxes are the process's; several workers or instances each count
-their own. Chat runs are counted here too, unless `gateway.redis` is set (`gateway.safety.run_shares`).
+count as one client. This counts in this process (`gateway.safety.shares.LocalShares`); with `gateway.redis` both
+are counted across every instance in Redis instead (`gateway.safety.shared_shares`).
 
 Thread-safe (one lock): the sandbox pool is shared by every event loop of the process.
 """

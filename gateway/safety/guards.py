@@ -30,11 +30,12 @@ from .audit import AuditLog, RecordBeforeSend, RecordCall
 from .breaker import Breakers, GuardApi
 from .budgets import BudgetBook
 from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
-from .run_shares import RunShareBook, RunShares
+from .shares import Kind, ShareBook
 
 if TYPE_CHECKING:
     from ..identity.connections import Connections
     from ..kernel.calls import Stage
+    from .lease_keeper import LeaseKeeper
 
 logger = logging.getLogger("gateway.safety")
 
@@ -63,6 +64,7 @@ class Safeguards:
         self.guard_settings = manifest.gateway.guard
         self.breakers = Breakers(self.guard_settings)
         self._manifest: Manifest | None = None
+        self._keeper: LeaseKeeper | None = None
         self.sync(manifest)
 
     @property
@@ -149,16 +151,19 @@ class Safeguards:
 
         return SharedBudgetBook(counters.client, counters.url)
 
-    def run_shares(self) -> RunShareBook:
-        """Where each client's chat runs in flight are counted (`gateway.max_runs_per_client`): Redis with
-        `gateway.redis` (one share across every instance and worker), else this process."""
+    def shared(self, kind: Kind) -> ShareBook | None:
+        """Where each client's places of `kind` are counted across every instance and worker
+        (`gateway.max_runs_per_client`, `gateway.max_code_workers_per_client`): Redis with `gateway.redis`; None
+        without it (each process counts its own)."""
         counters = getattr(self.store, "counters", None)
         if counters is None:
-            return RunShares()
+            return None
         from .lease_keeper import LeaseKeeper  # imports the Redis client: only when Redis is configured
-        from .shared_run_shares import SharedRunShares
+        from .shared_shares import SharedShares
 
-        return SharedRunShares(counters.client, counters.url, LeaseKeeper(counters.client, counters.url))
+        if self._keeper is None:  # one for every kind: one renewal a period for all the places held here
+            self._keeper = LeaseKeeper(counters.client, counters.url)
+        return SharedShares(counters.client, counters.url, kind, self._keeper)
 
     # -- runs left between a decision and its end --------------------------------------------------
     def resume_grace(self) -> float:

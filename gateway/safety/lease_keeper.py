@@ -1,6 +1,6 @@
 """Places held in Redis for as long as the work holding them lives: leased briefly, renewed while held.
 
-A client's share across instances (`gateway.safety.shared_run_shares`) is a sorted set in Redis, one member per
+A client's share across instances (`gateway.safety.shared_shares`) is a sorted set in Redis, one member per
 place, scored with the end of its lease. A lease as long as the work's deadline lets a killed instance's places
 stand that long (an agent's `timeout` can be an hour), and work outliving it (a streamed answer still being
 sent, the run's audit row) lost its place while alive. So a place is leased for `LEASE` seconds and, while its

@@ -38,7 +38,7 @@ from ..loop_types import EventHandler, LoopEvent, RunResult
 from ..messages import Message, ToolCall
 from ..providers.keys import provider_problem
 from ..safety.client_shares import OverShare
-from ..safety.run_shares import HeldRun
+from ..safety.shares import Held
 from .api_errors import APIError, FastJSONResponse, api_error_from
 from .api_schemas import CHAT_REQUEST_SCHEMA
 from .auth import admit_agent
@@ -153,7 +153,7 @@ class _Run:
         """What the request carried that had no effect (`gateway.ignored` in the answer)."""
         self.door_state: dict[str, Any] | None = None
         """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
-        self.share: HeldRun | None = None
+        self.share: Held | None = None
         """The run's place in its client's share of runs (`gateway.max_runs_per_client`), until it ends."""
 
     @classmethod
@@ -266,7 +266,7 @@ def _checked_agent(generation: Generation, model: str) -> AgentConfig:
     return agent
 
 
-async def take_run_share(state: GatewayState, generation: Generation, client: str | None) -> HeldRun:
+async def take_run_share(state: GatewayState, generation: Generation, client: str | None) -> Held:
     """A new run's place in its client's share (`gateway.max_runs_per_client`), held until the run ends; 429 with
     Retry-After when the client has its whole share in flight."""
     try:

@@ -58,9 +58,9 @@ class _Host:
 
 def _script(generation: Generation, config: AgentConfig, call_id: str, host: _Host) -> Script:
     names = FunctionNames(generation.toolset(config.name).names)
-    return Script(call_id, names, host,
-                  Limits.of(config.code_limits, per_client=generation.observer.code_workers_per_client),
-                  config.policy.max_result_bytes)
+    observer = generation.observer
+    return Script(call_id, names, host, Limits.of(config.code_limits, per_client=observer.code_workers_per_client),
+                  config.policy.max_result_bytes, observer.sandboxes)
 
 
 async def run_direct_script(state: GatewayState, generation: Generation, agent: str, arguments: dict[str, Any], *,

@@ -63,6 +63,14 @@ def held_stream(url: str, key: str) -> Iterator[list[Any]]:
         thread.join(GATE_LIMIT + 30)
 
 
+async def run_code(url: str, key: str, code: str) -> tuple[bool, str]:
+    """A `run_code` call of `key` through the official MCP client: (whether it failed, its text)."""
+    async with httpx2.AsyncClient(headers=bearer(key), timeout=GATE_LIMIT + 30) as http, \
+            Client(streamable_http_client(f"{url}/mcp/triage", http_client=http)) as session:
+        result = await session.call_tool("run_code", {"code": code})
+        return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
+
+
 def _chat(url: str, key: str, path: str = "/v1/chat/completions") -> httpx.Response:
     body = CHAT if path.endswith("completions") else {"model": "weather", "input": "Berlin?"}
     return httpx.post(url + path, json=body, headers=bearer(key), timeout=60)
@@ -114,12 +122,6 @@ def test_a_client_past_its_share_of_sandboxes_is_refused_and_another_clients_scr
     upstream.route("/github/repos/acme/app/issues/7", held_issue)
     yaml = AGENTS_YAML.replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n") + CLIENTS + \
         "gateway: {{max_code_workers_per_client: 1}}\n"
-
-    async def run_code(url: str, key: str, code: str) -> tuple[bool, str]:
-        async with httpx2.AsyncClient(headers=bearer(key), timeout=GATE_LIMIT + 30) as http, \
-                Client(streamable_http_client(f"{url}/mcp/triage", http_client=http)) as session:
-            result = await session.call_tool("run_code", {"code": code})
-            return bool(result.is_error), str(result.content[0].text)  # type: ignore[union-attr]
 
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
         first: list[tuple[bool, str]] = []

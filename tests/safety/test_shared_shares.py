@@ -16,23 +16,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from recording_server import RecordingServer
-from scripted_llm import Call
+from recording_server import Recorded, RecordingServer, Reply
+from scripted_llm import GATE_LIMIT, Call
 from scripted_llm import Reply as LLMReply
-from server_support import AGENTS_YAML, LenientLLM, running, write_project
+from server_support import AGENTS_YAML, ISSUE, LenientLLM, running, write_project
 from shared_servers import RedisServer
 
 from gateway.cli.commands import main
 from gateway.errors import OverShare
 from gateway.safety.lease_keeper import LeaseKeeper
-from gateway.safety.shared_run_shares import PREFIX, SharedRunShares
+from gateway.safety.shared_shares import PREFIX, SharedShares
+from gateway.safety.shares import RUNS
 from gateway.store.redis_counters import RedisCounters
 
 from .counted_writes import close_store
+from .instances import GatewayProcess
 from .safety_support import bearer, build_app
-from .test_client_shares import A_KEY, B_KEY, CLIENTS, held_stream
+from .test_client_shares import A_KEY, B_KEY, CLIENTS, held_stream, run_code
 
 BOSS_KEY = "ck-boss-8888999900001111"
 COMMENT = Call("createIssueComment", {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."})
@@ -107,6 +110,47 @@ def test_a_run_that_outlasts_its_lease_keeps_its_place_across_instances(
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
 
 
+def test_two_gateways_on_redis_keep_one_share_of_sandboxes_per_client(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """`max_code_workers_per_client` across instances: a's script holding a sandbox on one gateway (its call held
+    at the upstream) gets a's next script refused on the other (`gateway serve`, a process of its own: the sandboxes
+    of one process are counted together anyway), b's served; once it ends, a's runs there."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held_issue(request: Recorded) -> Reply:
+        entered.set()
+        release.wait(GATE_LIMIT)
+        return Reply(200, ISSUE)
+
+    upstream.route("/github/repos/acme/app/issues/7", held_issue)
+    yaml = AGENTS_YAML.replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n") + CLIENTS + \
+        f"gateway: {{{{max_code_workers_per_client: 1, redis: {redis_server.url}}}}}\n"
+    for name in ("a", "b"):
+        write_project(tmp_path / name, llm.url, upstream.url, yaml)
+    app, safety = build_app(tmp_path / "a", store=tmp_path / "a" / "state.db")
+    served_apart = GatewayProcess(tmp_path / "b", "b")
+    first: list[tuple[bool, str]] = []
+    try:
+        with running(app) as one:
+            other = served_apart.wait_ready().url
+            holder = threading.Thread(target=lambda: first.append(anyio.run(
+                run_code, one, A_KEY, 'getIssue(owner="acme", repo="app", issue_number=7)["title"]')), daemon=True)
+            holder.start()
+            assert entered.wait(GATE_LIMIT)
+            refused = anyio.run(run_code, other, A_KEY, "1 + 1")
+            served = anyio.run(run_code, other, B_KEY, "2 + 2")
+            release.set()
+            holder.join(GATE_LIMIT + 30)
+            again = anyio.run(run_code, other, A_KEY, "3 + 3")
+    finally:
+        served_apart.stop()
+        close_store(safety)
+    assert refused[0] and "gateway.max_code_workers_per_client" in refused[1] and "retry after 1 s" in refused[1]
+    assert served == (False, "4")
+    assert first == [(False, "Crash on start")]
+    assert again == (False, "6")
+
+
 def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,12 +184,13 @@ def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
 _DYING_INSTANCE = """
 import asyncio, sys
 from gateway.safety.lease_keeper import LeaseKeeper
-from gateway.safety.shared_run_shares import SharedRunShares
+from gateway.safety.shared_shares import SharedShares
+from gateway.safety.shares import RUNS
 from gateway.store.redis_counters import RedisCounters
 
 async def main():
     counters = RedisCounters(sys.argv[1])
-    book = SharedRunShares(counters.client, counters.url, LeaseKeeper(counters.client, counters.url, lease=0.3))
+    book = SharedShares(counters.client, counters.url, RUNS, LeaseKeeper(counters.client, counters.url, lease=0.3))
     await book.take("a-bot", 1)
     print("held", flush=True)
     await asyncio.sleep(600)
@@ -164,7 +209,7 @@ async def test_a_place_comes_back_when_its_lease_ends_and_no_cap_counts_nothing(
     try:
         assert dying.stdout is not None
         assert await asyncio.wait_for(dying.stdout.readline(), 30) == b"held\n"
-        other = SharedRunShares(alive.client, alive.url, LeaseKeeper(alive.client, alive.url, lease=0.3))
+        other = SharedShares(alive.client, alive.url, RUNS, LeaseKeeper(alive.client, alive.url, lease=0.3))
         with pytest.raises(OverShare, match="gateway.max_runs_per_client"):
             await other.take("a-bot", 1)
         await asyncio.sleep(1.2)  # four leases: the live instance renews its place
@@ -180,7 +225,7 @@ async def test_a_place_comes_back_when_its_lease_ends_and_no_cap_counts_nothing(
                 await asyncio.sleep(0.1)
         else:
             raise AssertionError("the dead instance's place never came back")
-        third = SharedRunShares(later.client, later.url, LeaseKeeper(later.client, later.url, lease=0.3))
+        third = SharedShares(later.client, later.url, RUNS, LeaseKeeper(later.client, later.url, lease=0.3))
         await asyncio.sleep(1.2)  # four leases: this one's place is renewed, not lost
         with pytest.raises(OverShare):
             await third.take("a-bot", 1)
