@@ -13,8 +13,9 @@ import asyncio
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
@@ -51,36 +52,42 @@ def _chat(url: str, key: str) -> httpx.Response:
                       json={"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]})
 
 
-def test_two_gateways_on_redis_keep_one_share_of_runs_per_client(
-        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
-    gate = threading.Event()
-    llm.script(LLMReply(text="a on the first", gate=gate), LLMReply(text="b on the second"),
-               LLMReply(text="a on the second"))
+@contextmanager
+def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer, *,
+                 lease: float | None = None) -> Iterator[tuple[str, str]]:
+    """Two uvicorn gateways on one Redis, their URLs; `lease`: their places leased for that many seconds (renewed
+    every third of it) instead of 30."""
     gateways = []
     for name in ("a", "b"):
         folder = tmp_path / name
         write_project(folder, llm.url, upstream.url, _yaml(redis_server.url))
         gateways.append(build_app(folder, store=folder / "state.db"))
+        if lease is not None:
+            gateways[-1][0].state.gateway.runs.keeper.lease = lease
     try:
         with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
-            with held_stream(first, A_KEY) as held:
-                refused = _chat(second, A_KEY)  # its one run is in flight on the other instance
-                served = _chat(second, B_KEY)
-                gate.set()
-            again = _chat(second, A_KEY)
+            yield first, second
     finally:
         for _, safety in gateways:
             close_store(safety)
+
+
+def test_two_gateways_on_redis_keep_one_share_of_runs_per_client(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    gate = threading.Event()
+    llm.script(LLMReply(text="a on the first", gate=gate), LLMReply(text="b on the second"),
+               LLMReply(text="a on the second"))
+    with two_gateways(tmp_path, llm, upstream, redis_server) as (first, second):
+        with held_stream(first, A_KEY) as held:
+            refused = _chat(second, A_KEY)  # its one run is in flight on the other instance
+            served = _chat(second, B_KEY)
+            gate.set()
+        again = _chat(second, A_KEY)
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_runs", refused.text
     assert refused.headers["retry-after"] == "1"
     assert served.status_code == 200 and served.json()["choices"][0]["message"]["content"] == "b on the second"
     assert held[0] == 200
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
-
-
-def _short_leases(app: Any, lease: float) -> None:
-    """The gateway's places leased for `lease` seconds (renewed every third of it) instead of 30."""
-    app.state.gateway.runs.keeper.lease = lease
 
 
 def test_a_run_that_outlasts_its_lease_keeps_its_place_across_instances(
@@ -89,22 +96,12 @@ def test_a_run_that_outlasts_its_lease_keeps_its_place_across_instances(
     client's next run until the first ends (its place renewed while it lives, given back when it ends)."""
     gate = threading.Event()
     llm.script(LLMReply(text="a holds its place", gate=gate), LLMReply(text="a on the second"))
-    gateways = []
-    for name in ("a", "b"):
-        folder = tmp_path / name
-        write_project(folder, llm.url, upstream.url, _yaml(redis_server.url))
-        gateways.append(build_app(folder, store=folder / "state.db"))
-        _short_leases(gateways[-1][0], 0.6)
-    try:
-        with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
-            with held_stream(first, A_KEY) as held:
-                time.sleep(3 * 0.6)  # three leases: an unrenewed place would have ended twice over
-                refused = _chat(second, A_KEY)
-                gate.set()
-            again = _chat(second, A_KEY)
-    finally:
-        for _, safety in gateways:
-            close_store(safety)
+    with two_gateways(tmp_path, llm, upstream, redis_server, lease=0.6) as (first, second):
+        with held_stream(first, A_KEY) as held:
+            time.sleep(3 * 0.6)  # three leases: an unrenewed place would have ended twice over
+            refused = _chat(second, A_KEY)
+            gate.set()
+        again = _chat(second, A_KEY)
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_runs", refused.text
     assert held[0] == 200 and '"finish_reason":"stop"' in held[1]
     assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "a on the second"
