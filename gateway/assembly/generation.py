@@ -64,7 +64,8 @@ class Generation:
         upstream_transport: an httpx transport for tool calls (tests); provider_transport: for LLM calls.
         safety: the safety layer, whose stages go into the pipeline; None: a gateway without a store.
         hooks: `ToolHooks` given in code, run before the configured `hooks:`.
-        metrics: the gateway's Prometheus metrics; budget_book: what agents and clients spent; sandboxes: where each
+        metrics: the gateway's Prometheus metrics; budget_book: what agents and clients spent; runs: where each
+            client's runs are counted (a delegation outside a chat is one; None: not counted); sandboxes: where each
             client's code-mode sandboxes are counted across instances (None: in this process) (all outlive a
             generation).
         calls_on_first_use: build the executor, pipeline and runner when a call first needs them, not now.
@@ -73,7 +74,8 @@ class Generation:
     def __init__(self, runtime: Runtime, *, upstream_transport: httpx.AsyncBaseTransport | None = None,
                  provider_transport: httpx.AsyncBaseTransport | None = None, safety: Safeguards | None = None,
                  hooks: Sequence[ToolHooks] = (), metrics: Metrics | None = None,
-                 budget_book: BudgetBook | None = None, sandboxes: ShareBook | None = None,
+                 budget_book: BudgetBook | None = None, runs: ShareBook | None = None,
+                 sandboxes: ShareBook | None = None,
                  calls_on_first_use: bool = False) -> None:
         self.runtime = runtime
         self._upstream_transport = upstream_transport
@@ -81,6 +83,7 @@ class Generation:
         self._code_hooks = tuple(hooks)
         self._metrics = metrics
         self._budget_book = budget_book
+        self._runs = runs
         self._sandboxes = sandboxes
         self._provider_transport = provider_transport
         self._adapters: AdapterPool | None = None
@@ -148,7 +151,7 @@ class Generation:
     def runner(self) -> ToolRunner:
         from ..execution.runner import ToolRunner
 
-        return ToolRunner(self.runtime, self.pipeline, self.adapter, observer=self.observer)
+        return ToolRunner(self.runtime, self.pipeline, self.adapter, observer=self.observer, runs=self._runs)
 
     @property
     def adapters(self) -> AdapterPool:

@@ -74,8 +74,8 @@ class GatewayState:
     def _build(self, runtime: Runtime) -> Generation:
         return Generation(runtime, upstream_transport=self._upstream_transport,
                           provider_transport=self._provider_transport, safety=self.safety, hooks=self.hooks,
-                          metrics=self.metrics, budget_book=self.budget_book, sandboxes=self.sandboxes,
-                          calls_on_first_use=self._calls_on_first_use)
+                          metrics=self.metrics, budget_book=self.budget_book, runs=self.runs,
+                          sandboxes=self.sandboxes, calls_on_first_use=self._calls_on_first_use)
 
     @property
     def store(self) -> Store:

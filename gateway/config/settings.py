@@ -188,7 +188,8 @@ class GatewaySettings(Section):
         "client while nobody else waits; either way a freed slot goes first to the waiting client holding the "
         "fewest.", None)
     max_runs_per_client: Count | None = doc(
-        "Chat runs (chat completions, Responses, the console's chat) one client has in flight at once: per "
+        "Chat runs (chat completions, Responses, the console's chat; a delegation called on the direct or MCP "
+        "door, which runs the sub-agent's loop) one client has in flight at once: per "
         "process, or with `redis` across every instance and worker (each run's place renewed while the run "
         "lives, however long; a killed instance's come back 30 s after it died at most); one more is refused "
         "with 429 and Retry-After (callers without a key count as one client). A run resumed after an approval "

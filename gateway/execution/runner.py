@@ -5,7 +5,9 @@ arguments merged over the caller's (fixed values always win: they are hidden fro
 overridden by it). The runner is the loop's `invoke` (bound to one agent with `for_agent`) and what the other
 doors call through `run`. A delegation tool (`AgentTool.delegate`) runs the sub-agent's own loop on the `task`
 and returns its final answer as text (each of the sub-agent's calls goes through the pipeline); depth is bounded
-by `gateway.max_delegation_depth` (checked at load time, enforced again here). On every door the delegation is a
+by `gateway.max_delegation_depth` (checked at load time, enforced again here). Outside a chat (the direct and MCP
+doors) a delegation is a run of its own, one of its client's runs under `gateway.max_runs_per_client` (`runs`);
+inside one, the chat's place covers it. On every door the delegation is a
 call of its own in the audit (`hosted`, through `Pipeline.hosted`: one row naming the caller, the delegating agent
 and `ask_<agent>`, written before the sub-agent starts), and the sub-agent's calls carry that row's run id: the
 chat's inside a chat, one of the delegation's own outside (the direct and MCP doors). A `run_code` script takes the
@@ -24,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 from ..catalog import AgentTool
 from ..codemode import RUN_CODE_TOOL
 from ..codemode.script import code_refusal
-from ..errors import AuditUnavailable, GatewayError
+from ..errors import AuditUnavailable, GatewayError, OverShare
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door, HostedCall, HostedProceed, Invocation
 from ..kernel.memo import ByIdentity
 from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
+from ..safety.shares import UNCOUNTED, Held, ShareBook
 from .pipeline import Pipeline
 
 if TYPE_CHECKING:
@@ -44,7 +47,8 @@ AdapterFactory = Callable[[str], "ProviderAdapter"]
 
 class ToolRunner:
     def __init__(self, runtime: Any, pipeline: Pipeline, adapter_factory: AdapterFactory, *, depth: int = 0,
-                 max_depth: int | None = None, agent: str | None = None, observer: RunObserver | None = None) -> None:
+                 max_depth: int | None = None, agent: str | None = None, observer: RunObserver | None = None,
+                 runs: ShareBook | None = None) -> None:
         """Run tool calls through the pipeline.
 
         Parameters:
@@ -56,6 +60,8 @@ class ToolRunner:
             agent: the agent whose loop this runner serves (`for_agent`); None: the caller's bound agent.
             observer: the seams of runs and model calls (spans, metrics, model hooks, budgets) that the loop
                 finds here (`gateway.observe.runs`); None: none.
+            runs: where each client's runs are counted (`GatewayState.runs`), for the delegations started outside a
+                chat; None: they are not counted.
         """
         self.runtime = runtime
         self.pipeline = pipeline
@@ -63,6 +69,7 @@ class ToolRunner:
         self.depth = depth
         self.agent = agent
         self.observer = observer
+        self.runs = runs
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
         self._per_agent: dict[str, ToolRunner] = {}
@@ -75,7 +82,7 @@ class ToolRunner:
         if runner is None:
             runner = self._per_agent[agent] = ToolRunner(self.runtime, self.pipeline, self.adapter_factory,
                                                          depth=self.depth, max_depth=self.max_depth, agent=agent,
-                                                         observer=self.observer)
+                                                         observer=self.observer, runs=self.runs)
         return runner
 
     def _plan(self, agent_tool: AgentTool) -> CallPlan:
@@ -181,6 +188,20 @@ class ToolRunner:
         return None
 
     async def _sub_run(self, delegation: HostedCall) -> ToolResult:
+        """The sub-agent's loop on the delegation's `task`, holding a place in its client's share of runs when it
+        is a run of its own (not inside a chat: a refusal then is the delegation's `rate_limited` result)."""
+        share: Held = UNCOUNTED
+        if delegation.door != "chat" and self.runs is not None:
+            try:
+                share = await self.runs.take(delegation.client, self.runtime.manifest.gateway.max_runs_per_client)
+            except OverShare as refused:
+                return ToolResult.failure("rate_limited", str(refused))
+        try:
+            return await self._sub_loop(delegation)
+        finally:
+            await share.release()
+
+    async def _sub_loop(self, delegation: HostedCall) -> ToolResult:
         """The sub-agent's loop on the delegation's `task`; its answer as the result."""
         from .. import loop
 
@@ -193,7 +214,7 @@ class ToolRunner:
         except (KeyError, GatewayError) as exc:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
         child = ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth + 1,
-                           max_depth=self.max_depth, agent=name, observer=self.observer)
+                           max_depth=self.max_depth, agent=name, observer=self.observer, runs=self.runs)
         report = sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.

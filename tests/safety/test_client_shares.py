@@ -24,7 +24,7 @@ from scripted_llm import GATE_LIMIT, Call
 from scripted_llm import Reply as LLMReply
 from server_support import AGENTS_YAML, ISSUE, LenientLLM
 
-from .safety_support import bearer, safe_gateway
+from .safety_support import bearer, delegating_yaml, safe_gateway
 
 A_KEY = "ck-a-bot-0000111122223333"
 B_KEY = "ck-b-bot-4444555566667777"
@@ -202,3 +202,31 @@ def test_a_run_resumed_after_an_approval_counts_in_its_clients_share(
     assert while_resumed.status_code == 429 and while_resumed.json()["error"]["code"] == "too_many_runs"
     assert resumed[0].status_code == 200 and resumed[0].json()["status"] == "resumed", resumed[0].text
     assert answer["choices"][0]["message"]["content"] == "Commented on #7."  # the owner's, once it went on
+
+
+def test_a_delegation_outside_a_chat_is_one_of_its_clients_runs(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """On the direct door `ask_worker` runs the worker's loop, a run of its own: refused (`rate_limited`, the
+    worker's model never asked) while its client holds its whole share of runs, served for another client, and
+    given back when it ends (the client's chat runs after it)."""
+    clients = "".join(f"  {name}: {{{{key: {key}, agents: [boss, weather]}}}}\n"
+                      for name, key in (("a-bot", A_KEY), ("b-bot", B_KEY)))
+    yaml = delegating_yaml("boss", clients) + "gateway: {{max_runs_per_client: 1}}\n"
+    gate = threading.Event()
+    llm.script(LLMReply(text="a's chat holds its share", gate=gate), LLMReply(text="worker for b"))
+    task = {"task": "say hello"}
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
+        with held_stream(url, A_KEY):
+            refused = httpx.post(f"{url}/agents/boss/tools/ask_worker", json=task, headers=bearer(A_KEY), timeout=60)
+            asked = len(llm.requests)
+            served = httpx.post(f"{url}/agents/boss/tools/ask_worker", json=task, headers=bearer(B_KEY), timeout=60)
+            gate.set()
+        llm.script(LLMReply(text="worker for a"), LLMReply(text="a chats again"))
+        again = httpx.post(f"{url}/agents/boss/tools/ask_worker", json=task, headers=bearer(A_KEY), timeout=60)
+        chat = _chat(url, A_KEY)
+    assert refused.status_code == 429, refused.text
+    assert "gateway.max_runs_per_client" in refused.text and "chat runs" in refused.text
+    assert asked == 1  # a's chat alone: the refused delegation never reached the worker's model
+    assert served.status_code == 200 and "worker for b" in served.text, served.text
+    assert again.status_code == 200 and "worker for a" in again.text, again.text
+    assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == "a chats again"
