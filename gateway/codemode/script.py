@@ -103,8 +103,8 @@ class Script:
             return ToolResult.failure("code_error", f"{exc} (the script waited for approval {approval})")
 
     async def _resume(self, state: dict[str, Any], decision: Decision, approval: str) -> ToolResult | Paused:
-        # Not held to its client's share of sandboxes: it was admitted when it started, and a refusal now would
-        # spend the human's decision on nothing.
+        # Counted in its client's share of sandboxes but never refused by it: it was admitted when it started, and a
+        # refusal now would spend the human's decision on nothing.
         async with Sandbox(self.limits, self.shares, admitted=True) as box:
             stop = await box.restore(base64.b64decode(state["snapshot"]), state.get("printed", ""))
             if not isinstance(stop, HostCall):
