@@ -233,8 +233,8 @@ def _check_concurrency(c: Checker, manifest: Manifest) -> None:
                                 f"{api.max_concurrency_per_client}")
     if settings.redis:
         for path in capped:
-            c.warning(path, "not applied with gateway.redis: the slots are counted across instances there, and "
-                            "handed out first come, first served")
+            c.warning(path, "not applied with gateway.redis: the slots are counted across instances there, and a "
+                            "freed one goes to whichever waiting call asks first")
     if settings.max_code_workers_per_client is not None and settings.max_code_workers_per_client > CODE_WORKERS:
         c.error(("gateway", "max_code_workers_per_client"), f"at most the {CODE_WORKERS} sandboxes of a process, "
                                                            f"got {settings.max_code_workers_per_client}")
