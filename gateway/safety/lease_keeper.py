@@ -73,7 +73,7 @@ class LeaseKeeper:
     def hold(self, key: str, member: str) -> None:
         """Renew the place `member` of `key` (just taken, with a lease of `lease`) until `drop`."""
         self._held[member] = key
-        if self._task is None:
+        if self._task is None or self._task.done():  # done: cancelled with its event loop, or failed
             self._emptied = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
 
