@@ -167,9 +167,10 @@ class _Terms:
         return sorted(score, key=lambda term: -score[term])[:terms]  # ties in the order met
 
 
-def rm3(apis: list[Api], k: int, terms: int, weight: float) -> dict[str, list[dict[str, Any]]]:
+def rm3(apis: list[Api], k: int, terms: int, weight: float, source: str = "alone") -> dict[str, list[dict[str, Any]]]:
     """Every request searched again with the first `k` tools' best `terms` terms as a second match, its BM25 times
-    `weight` added to the first's."""
+    `weight` added to the first's: the first of BM25's own list (`source` "alone": both rankers read the expanded
+    list), or of the fused one (`fused`: the model's words feed BM25's; BM25 alone, which has no model, unchanged)."""
     from gateway.offer import index
     from gateway.offer.fusion import fuse
     from gateway.offer.phrase_scores import added
@@ -197,12 +198,13 @@ def rm3(apis: list[Api], k: int, terms: int, weight: float) -> dict[str, list[di
             for at, task in enumerate(r.requests):
                 _, similar, wanted = r.model[at]
                 bm25 = api.bm25[at]
-                chosen = read.expansion([rowid_of[id(tool)] for tool, _ in bm25[:k]], read.own(task["q"]), terms)
+                first = bm25[:k] if source == "alone" else fuse(bm25, similar, fusion_weight)[:k]
+                chosen = read.expansion([rowid_of[id(tool)] for tool, _ in first], read.own(task["q"]), terms)
                 expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
                 hits = searcher.search(task["q"], limit=50, apis=[r.api])
                 expanding["with"] = ""
                 second = [(hit.tool, hit.score) for hit in hits]
-                alone = _folded(second, wanted, r.place, r.known)
+                alone = _folded(second if source == "alone" else bm25, wanted, r.place, r.known)
                 fused = _folded(fuse(second, similar, fusion_weight), wanted, r.place, r.known)
                 rows.append(_row(task, alone, r.model[at][0], fused, wanted, api.tools))
     finally:
@@ -212,8 +214,9 @@ def rm3(apis: list[Api], k: int, terms: int, weight: float) -> dict[str, list[di
 
 def cost(apis: list[Api], k: int, terms: int) -> None:
     """What each costs a search, the searching thread's CPU (p50 / p95, ms) over every request of each api: the
-    model's side, one more product of the tools' matrix (the mean of `k` rows, times the matrix); BM25's side, a
-    search with the expansion's `terms` phrases added against one without (the expansion's choice not counted)."""
+    model's side, one more product of the tools' matrix (the mean of `k` rows, times the matrix); BM25's side, the
+    search as it is, and with RM3: the search, the expansion chosen from its first `k`, and the search again with the
+    expansion's `terms` phrases (the request's own phrases kept from a search before, as a busy gateway keeps them)."""
     import statistics
 
     from gateway.offer import index
@@ -224,6 +227,14 @@ def cost(apis: list[Api], k: int, terms: int) -> None:
         return f"{statistics.median(ordered) * 1e3:.3f} / {ordered[int(0.95 * (len(ordered) - 1))] * 1e3:.3f}"
 
     original = index._scored
+    expanding = {"with": ""}
+
+    def scored(opened: Any, expression: str, answered: bool) -> Any:
+        first = original(opened, expression, answered)
+        if first is None or not expanding["with"]:
+            return first
+        return added(first, opened.phrases.scored(expanding["with"]), 0.1)
+
     for api in apis:
         r = api.ranked
         moved: list[float] = []
@@ -238,24 +249,22 @@ def cost(apis: list[Api], k: int, terms: int) -> None:
         opened = searcher._api(r.api)
         read = _Terms(opened.connection)
         rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
-        for task, bm25 in zip(r.requests, api.bm25, strict=True):
-            chosen = read.expansion([rowid_of[id(tool)] for tool, _ in bm25[:k]], read.own(task["q"]), terms)
-            expansion = " OR ".join(f'"{term}"' for term in chosen)
-            for times, extra in ((plain, ""), (expanded, expansion)):
-
-                def scored(opened: Any, expression: str, answered: bool, extra: str = extra) -> Any:
-                    first = original(opened, expression, answered)
-                    return added(first, opened.phrases.scored(extra), 0.1) if first is not None and extra else first
-
-                index._scored = scored
-                try:
-                    started = time.thread_time()
-                    searcher.search(task["q"], limit=50, apis=[r.api])
-                    times.append(time.thread_time() - started)
-                finally:
-                    index._scored = original
+        index._scored = scored
+        try:
+            for task in r.requests:
+                searcher.search(task["q"], limit=50, apis=[r.api])  # its phrases kept
+                started = time.thread_time()
+                hits = searcher.search(task["q"], limit=50, apis=[r.api])
+                plain.append(time.thread_time() - started)
+                chosen = read.expansion([rowid_of[id(hit.tool)] for hit in hits[:k]], read.own(task["q"]), terms)
+                expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
+                searcher.search(task["q"], limit=50, apis=[r.api])
+                expanding["with"] = ""
+                expanded.append(time.thread_time() - started)
+        finally:
+            index._scored = original
         print(f"{api.name} ({len(api.tools)} tools, {len(r.requests)} requests, load {os.getloadavg()[0]:.1f}): "
-              f"Rocchio's product {spread(moved)} ms; BM25's search {spread(plain)} ms, with the expansion "
+              f"Rocchio's product {spread(moved)} ms; BM25's search {spread(plain)} ms, with RM3's second pass "
               f"{spread(expanded)} ms", flush=True)
 
 
@@ -273,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["rocchio", "rm3", "cost"])
     parser.add_argument("--source", nargs="+", choices=["model", "fused"], default=["fused"])
+    parser.add_argument("--feedback", nargs="+", choices=["alone", "fused"], default=["alone"],
+                        help="rm3: the list whose first tools feed the expansion")
     parser.add_argument("--k", nargs="+", type=int, default=[3])
     parser.add_argument("--b", nargs="+", type=float, default=[0.3])
     parser.add_argument("--terms", nargs="+", type=int, default=[5])
@@ -290,10 +301,12 @@ def main(argv: list[str] | None = None) -> int:
                 for b in args.b:
                     _save(f"rocchio-{source}-k{k}-b{b:g}", rocchio(apis, source, k, b))
     else:
-        for k in args.k:
-            for terms in args.terms:
-                for weight in args.weight:
-                    _save(f"rm3-k{k}-t{terms}-w{weight:g}", rm3(apis, k, terms, weight))
+        for source in args.feedback:
+            for k in args.k:
+                for terms in args.terms:
+                    for weight in args.weight:
+                        label = f"rm3-k{k}-t{terms}-w{weight:g}" + ("" if source == "alone" else f"-{source}")
+                        _save(label, rm3(apis, k, terms, weight, source))
     return 0
 
 
