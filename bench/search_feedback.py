@@ -2,7 +2,7 @@
 taken as relevant, to reach the words a request does not say.
 
     python bench/search_feedback.py rocchio --source model fused --k 1 3 5 --b 0.1 0.3 0.5 1
-    python bench/search_feedback.py rm3 --k 3 --terms 5 10 --weight 0.1 0.3
+    python bench/search_feedback.py rm3 [--feedback alone fused] --k 2 3 5 --terms 5 --weight 0.05 0.1 0.2
     python bench/search_misses.py table --labels lift rocchio-fused-k3-b0.3 ...   # the rule, chosen leaving one out
     OMP_NUM_THREADS=1 python bench/search_feedback.py cost --apis graph github --k 3 --terms 5   # CPU per search
 
@@ -20,7 +20,11 @@ computed here with another delta in place.
 idf over the api's tools, the request's own out; the best `terms` of them as phrases ORed, a second match whose BM25
 times `weight` is added to the first's before the search's signals (the index's kept scores of each phrase,
 `phrase_scores.added`), so a tool only the expansion matches may become a candidate. Both rankers read the
-expanded list.
+expanded list; with `--feedback fused` the fusion's first `k` feed the expansion (the model's words into BM25's), the
+fusion reads the expanded list and BM25 alone, which has no model, is unchanged.
+
+What was measured, and why nothing of it is kept: bench/README.md, "The near misses by feedback from the first
+places".
 
 Each variant's lists are saved as `search_misses.py rank` saves them (`DATA / ranked-LABEL.json`), so `table` counts
 them, finds each API's largest loss on a part, and chooses leaving one API out. `DEV` is `search_misses.DEV`
