@@ -295,7 +295,7 @@ class ToolIndex:
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
             if opened.tags is not None:  # what the spec's tags say: a matched tag's best tools lifted
-                candidates = self._lifted(opened, request.expression, candidates, allowed)
+                candidates = self._lifted(opened, request.expression, candidates, allowed, answered)
             owner = request.owner_in(opened.knows)
             scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
                                                     within, displaced, runs), owner, as_said.target))
@@ -313,9 +313,7 @@ class ToolIndex:
         wanted = first + _POOL - _CANDIDATES if asked else first
         run = statements.of(answered)
         with self._lock:
-            scored = opened.phrases.scored(request.expression) if opened.phrases is not None else None
-            if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
-                scored = added(scored, opened.answer_phrases.scored(request.expression), answer_text.WEIGHT)
+            scored = _scored(opened, request.expression, answered)
             if scored is not None:  # the statements' rows, from each phrase's kept scores
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
@@ -357,18 +355,19 @@ class ToolIndex:
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
     def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
-                allowed: Callable[[Tool], bool] | None) -> list[tuple[_Facts, float]]:
+                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[_Facts, float]]:
         """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.TagTable`) added to
-        their BM25, and the tools lifted that were not among them, with theirs."""
+        their BM25, and the tools lifted that were not among them, with theirs: scored as a candidate is (what they
+        answer added when `answered`), so a lifted tool ranks where it would have had it been a candidate."""
         facts = opened.facts
 
         def own(rowids: Sequence[int]) -> dict[int, float]:
             if not rowids:
                 return {}
-            scored = opened.phrases.scored(expression) if opened.phrases is not None else None
+            scored = _scored(opened, expression, answered)
             if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
                 return scores_of(scored, rowids)
-            found = opened.connection.execute(f"{statements.PLAIN.among} ({', '.join('?' * len(rowids))})",
+            found = opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
                                               (expression, *rowids)).fetchall()
             return dict(found)
 
@@ -409,6 +408,16 @@ class ToolIndex:
         chosen += itertools.islice(following, _METHOD_CANDIDATES)
         seen = {id(pair[0]) for pair in chosen}
         return chosen + [(facts[rowid - 1], score) for rowid, score in addressed if id(facts[rowid - 1]) not in seen]
+
+
+def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any] | None:
+    """The rows the match matches and their BM25 from each phrase's kept scores, what they answer added when
+    `answered` (what `statements.of(answered)` computes); None where the kept scores cannot answer (the caller runs
+    the statement). The caller holds the lock."""
+    scored = opened.phrases.scored(expression) if opened.phrases is not None else None
+    if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
+        scored = added(scored, opened.answer_phrases.scored(expression), answer_text.WEIGHT)
+    return scored
 
 
 _CANDIDATES = 50

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.offer import tag_table
+from gateway.offer import index, phrase_scores, tag_table
 from gateway.offer.index import build_index, index_of
 from gateway.offer.tag_text import tag_descriptions
 from gateway.openapi import compile_document
@@ -128,3 +128,44 @@ def test_a_word_the_tools_say_themselves_lifts_no_tag() -> None:
     assert _hits(catalog, "the coupons") == _hits(plain, "the coupons")
     assert [name for name, _ in _hits(plain, "the coupons")] == ["listCoupons"]
     assert len(_hits(catalog, "the shop's coupons")) > 1
+
+
+def _answering_spec() -> dict[str, Any]:
+    """Four reports that take an argument "velocity", and the Boards tag's one read, which says it only in what it
+    answers; the Boards tag's description alone says "kanban" (of four described tags)."""
+    velocity = [{"name": "velocity", "in": "query", "schema": {"type": "number"}}]
+    paths: dict[str, Any] = {f"/report{n}": {"get": {**_operation(f"report{n}", f"Report {n}", "Reports"),
+                                                     "parameters": velocity}} for n in range(4)}
+    stats = _operation("getBoardStats", "Get board stats", "Boards")
+    stats["responses"]["200"]["content"] = {"application/json": {"schema": {
+        "type": "object", "properties": {"velocity": {"type": "number"}, "done": {"type": "integer"}}}}}
+    paths["/boards/{id}/stats"] = {"get": stats}
+    tags = [{"name": "Boards", "description": "A kanban is a board of cards in lanes."},
+            {"name": "Reports", "description": "Numbers over time."}]
+    for thing in ("card", "lane"):  # a word of most tags' text weighs nothing by BM25
+        paths[f"/{thing}s/{{id}}"] = {"get": _operation(f"get{thing.title()}", f"Get a {thing}", thing.title())}
+        tags.append({"name": thing.title(), "description": f"A {thing} of the planner."})
+    return {"openapi": "3.0.3", "info": {"title": "planner", "version": "1"}, "tags": tags, "paths": paths}
+
+
+def _scores(catalog: Any, query: str, limit: int) -> dict[str | None, float]:
+    return {hit.tool.operation_id: hit.score for hit in index_of(catalog).search(query, limit=limit)}
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-scores", "statements"])
+def test_a_lifted_tool_is_scored_as_a_candidate_is(monkeypatch: pytest.MonkeyPatch, kept: bool) -> None:
+    # getBoardStats matches "velocity" only by what it answers (gateway/offer/answer_text.py), below the four reports;
+    # "kanban" lifts it. Among the candidates (every match, at first) or not among them (two candidates: the lift
+    # brings it in), it scores the same: its answer's part counted both ways (before, a lifted tool that was not a
+    # candidate was scored by its own row alone, and ranked lower); the tag weighs more here, so the lifted tool is
+    # first either way. Both ways of scoring: each phrase's kept scores, and SQLite's statements (where NumPy is absent)
+    if not kept:
+        monkeypatch.setattr(phrase_scores, "_numpy", lambda: None)
+    monkeypatch.setattr(tag_table, "WEIGHT", 4.0)
+    request = "the velocity on the kanban"
+    as_candidate = _scores(compile_document(_answering_spec(), api="planner"), request, 2)
+    assert list(as_candidate)[:1] == ["getBoardStats"]
+    monkeypatch.setattr(index, "_CANDIDATES", 2)
+    catalog = compile_document(_answering_spec(), api="planner")
+    assert "getBoardStats" not in _scores(catalog, "the velocity", 2)  # not among two candidates by its own words
+    assert _scores(catalog, request, 2) == as_candidate
