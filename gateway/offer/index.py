@@ -350,8 +350,7 @@ class ToolIndex:
         if not rowids:
             return []
         with self._lock:
-            found = opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
-                                              (expression, *rowids)).fetchall()
+            found = _among(opened, expression, rowids, answered)
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
     def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
@@ -367,9 +366,7 @@ class ToolIndex:
             scored = _scored(opened, expression, answered)
             if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
                 return scores_of(scored, rowids)
-            found = opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
-                                              (expression, *rowids)).fetchall()
-            return dict(found)
+            return dict(_among(opened, expression, rowids, answered))
 
         assert opened.tags is not None
         with self._lock:
@@ -408,6 +405,13 @@ class ToolIndex:
         chosen += itertools.islice(following, _METHOD_CANDIDATES)
         seen = {id(pair[0]) for pair in chosen}
         return chosen + [(facts[rowid - 1], score) for rowid, score in addressed if id(facts[rowid - 1]) not in seen]
+
+
+def _among(opened: _Opened, expression: str, rowids: Sequence[int], answered: bool) -> list[tuple[int, float]]:
+    """The rows among `rowids` the match matches, with the BM25 `statements.of(answered)` gives them (the statement
+    run; the caller holds the lock)."""
+    return opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
+                                     (expression, *rowids)).fetchall()
 
 
 def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any] | None:
