@@ -269,13 +269,18 @@ class SharedGuards:
 
     async def _wait(self, keys: list[str], args: list[Any], told: asyncio.Queue[tuple[str, float]],
                     deadline: float, first_end: float) -> tuple[str, float]:
-        """A queued ticket's wait, renewed while it lasts: until a hand-over's message (or a look of its own, at
-        the first slot's lease end or when told to), its deadline, or its caller's cancellation; a ticket that
-        leaves takes itself out of the queue at once."""
+        """A queued ticket's wait, renewed while it lasts: until a hand-over's message, its deadline, or its
+        caller's cancellation; a ticket that leaves takes itself out of the queue at once.
+
+        Nothing runs a script when a slot's lease ends, so a waiter nothing woke looks for itself (one script) when
+        the first slot's lease should end, and at least every third of a lease (as often as its ticket is renewed):
+        a slot handed to a ticket whose instance had just died ends with that ticket's lease, sooner than the slots
+        the waiters were told of, and comes back to them within a lease and a third."""
         ticket = args[1]
         loop = asyncio.get_running_loop()
         self.keeper.hold(keys[3], ticket, lost=lambda: self.wakeups.tell(ticket))
-        look_at = loop.time() + first_end + LOOK_LATE
+        every = self.keeper.lease / 3
+        look_at = loop.time() + min(first_end + LOOK_LATE, every)
         try:
             while True:
                 try:
@@ -288,7 +293,7 @@ class SharedGuards:
                 if (state, seconds) == CHECK:
                     state, seconds = await self._state(self._look, keys, args)
                     if state == "queued":
-                        look_at = loop.time() + seconds + LOOK_LATE
+                        look_at = loop.time() + min(seconds + LOOK_LATE, every)
                         continue
                 return state, seconds
         except BaseException as exc:

@@ -1,0 +1,262 @@
+"""With `gateway.redis`, calls waiting for an api's slot (`max_concurrency`) wait in one queue across instances: a
+freed slot goes to the waiters in the order one process keeps (`FairSlots`: the client holding the fewest, then
+first come), a waiter that leaves (its client gone) leaves the queue at once, `max_concurrency_per_client` is
+counted across instances, and a killed instance's tickets end with their lease.
+
+Real parts: two uvicorn gateways on one real redis-server (Debian's; skipped, saying so, when it is not installed),
+a recording upstream whose answers wait at gates, httpx as the callers; a `python` process holding a ticket,
+SIGKILLed. No timing: the tests wait for what Redis holds (each wait bounded) and assert who was served in which
+order."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from recording_server import Recorded, RecordingServer, Reply
+from scripted_llm import GATE_LIMIT
+from server_support import AGENTS_YAML, ISSUE, LenientLLM, running, write_project
+from shared_servers import RedisServer
+
+from gateway.store.redis_guards import PREFIX
+
+from .counted_writes import close_store
+from .safety_support import bearer, build_app
+from .test_client_shares import A_KEY, B_KEY, CLIENTS
+
+pytestmark = pytest.mark.anyio
+
+QUEUE = PREFIX + "queue:github"
+SLOTS = PREFIX + "slots:github"
+
+
+class GatedIssues:
+    """The upstream's issues: records the order the calls reached it; an issue with a gate waits at it."""
+
+    def __init__(self, *gated: int) -> None:
+        self.order: list[int] = []
+        self.gates = {number: threading.Event() for number in gated}
+        self.entered = {number: threading.Event() for number in gated}
+
+    def __call__(self, request: Recorded) -> Reply:
+        number = int(request.path.rsplit("/", 1)[1])
+        self.order.append(number)
+        if number in self.gates:
+            self.entered[number].set()
+            self.gates[number].wait(GATE_LIMIT)
+        return Reply(200, {**ISSUE, "number": number})
+
+    def open(self) -> None:
+        for gate in self.gates.values():
+            gate.set()
+
+
+def _yaml(redis_url: str, limit: int, per_client: int | None = None, timeout: float = 30) -> str:
+    caps = f"    max_concurrency: {limit}\n    timeout: {timeout}\n"
+    if per_client is not None:
+        caps += f"    max_concurrency_per_client: {per_client}\n"
+    auth = "    auth: {{type: bearer, token: gh-secret-token}}\n"
+    return AGENTS_YAML.replace(auth, auth + caps) + CLIENTS + f"gateway: {{{{redis: {redis_url}}}}}\n"
+
+
+@contextmanager
+def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, yaml: str, *,
+                 lease: float | None = None) -> Iterator[tuple[str, str]]:
+    """Two uvicorn gateways on one Redis, their URLs; `lease`: what they hold in Redis leased for that many seconds
+    (renewed every third of it) instead of 30."""
+    gateways = []
+    for name in ("a", "b"):
+        write_project(tmp_path / name, llm.url, upstream.url, yaml)
+        gateways.append(build_app(tmp_path / name, store=tmp_path / name / "state.db"))
+        if lease is not None:
+            gateways[-1][1].store.counters.keeper.lease = lease
+    try:
+        with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
+            yield first, second
+    finally:
+        for _, safety in gateways:
+            close_store(safety)
+
+
+@asynccontextmanager
+async def callers() -> AsyncIterator[tuple[Any, list[asyncio.Task[httpx.Response]]]]:
+    """`call(url, key, issue)` starts a call to getIssue on the direct door (a task); every task is awaited at the
+    end."""
+    tasks: list[asyncio.Task[httpx.Response]] = []
+    async with httpx.AsyncClient(timeout=GATE_LIMIT + 30, trust_env=False) as client:
+        def call(url: str, key: str, issue: int) -> asyncio.Task[httpx.Response]:
+            tasks.append(asyncio.create_task(client.post(
+                f"{url}/agents/triage/tools/getIssue", headers=bearer(key),
+                json={"owner": "acme", "repo": "app", "issue_number": issue})))
+            return tasks[-1]
+
+        try:
+            yield call, tasks
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def until(what: str, holds: Any) -> None:
+    """Wait for `holds()` (what Redis or the upstream holds), at most GATE_LIMIT seconds."""
+    for _ in range(int(GATE_LIMIT / 0.01)):
+        if holds():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never: {what}")
+
+
+def _queued(redis_url: str, key: str = QUEUE) -> int:
+    with redis.Redis.from_url(redis_url) as client:
+        return int(client.zcard(key))
+
+
+async def _entered(issues: GatedIssues, number: int) -> None:
+    await until(f"issue {number} reached the upstream", issues.entered[number].is_set)
+
+
+async def test_waiters_across_two_instances_are_served_in_the_order_they_came(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """One slot, held; five calls of one client queue behind it, alternately on each instance: once it is given
+    back they reach the upstream in the order they came (polling Redis served whoever asked first after a
+    release)."""
+    redis_server.flush()
+    issues = GatedIssues(1)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=1)) as (first, second):
+        async with callers() as (call, tasks):
+            call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            for n, issue in enumerate((2, 3, 4, 5, 6), start=1):
+                call((first, second)[issue % 2], A_KEY, issue)
+                await until(f"{n} calls queued", lambda n=n: _queued(redis_server.url) == n)
+            issues.open()
+            answers = await asyncio.gather(*tasks)
+    assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+    assert issues.order == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_freed_slot_goes_to_the_client_holding_fewest_across_instances(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """Two slots, both a's; a queues two more calls, then b one: the first slot a gives back goes to b, who holds
+    none, though a's waiters came first (as `FairSlots` hands them over in one process); then a's, in order."""
+    redis_server.flush()
+    issues = GatedIssues(1, 2)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=2)) as (first, second):
+        async with callers() as (call, tasks):
+            call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            call(second, A_KEY, 2)
+            await _entered(issues, 2)
+            for n, (url, key, issue) in enumerate([(first, A_KEY, 3), (second, A_KEY, 4), (first, B_KEY, 5)], 1):
+                call(url, key, issue)
+                await until(f"{n} calls queued", lambda n=n: _queued(redis_server.url) == n)
+            issues.gates[1].set()
+            await until("the queue served", lambda: _queued(redis_server.url) == 0)
+            issues.open()
+            answers = await asyncio.gather(*tasks)
+    assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+    assert issues.order == [1, 2, 5, 3, 4]
+
+
+async def test_a_clients_cap_is_counted_across_instances_and_its_waiter_queues(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """`max_concurrency_per_client: 1` of 2 slots: a's call held on one instance makes a's next call on the other
+    wait (it was served at once when each instance counted only the api's slots), while b's is served."""
+    redis_server.flush()
+    issues = GatedIssues(1)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=2, per_client=1)) as (first, second):
+        async with callers() as (call, tasks):
+            call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            waiting = call(second, A_KEY, 2)
+            await until("a's second call queued", lambda: _queued(redis_server.url) == 1)
+            served = await call(second, B_KEY, 3)
+            assert not waiting.done()
+            issues.open()
+            answers = await asyncio.gather(*tasks)
+    assert served.status_code == 200 and [a.status_code for a in answers] == [200] * 3
+    assert issues.order == [1, 3, 2]
+
+
+async def test_a_waiter_whose_client_goes_away_leaves_the_queue_at_once(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """A call queued on one instance whose client hangs up leaves the queue then, not when its ticket's lease (30 s)
+    ends: the next waiter, on the other instance, is served once the slot comes back. Had the slot gone to the
+    departed ticket, it would stand for that ticket's lease, past the waiter's timeout (10 s): a 504, not a 200."""
+    redis_server.flush()
+    issues = GatedIssues(1)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=1, timeout=10)) as (first, second):
+        async with callers() as (call, tasks):
+            call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            gone = call(first, A_KEY, 2)
+            await until("the call queued", lambda: _queued(redis_server.url) == 1)
+            gone.cancel()  # its connection closes: the gateway cancels the call
+            await until("the call left the queue", lambda: _queued(redis_server.url) == 0)
+            nxt = call(second, A_KEY, 3)
+            await until("the next call queued", lambda: _queued(redis_server.url) == 1)
+            issues.open()
+            answer = await nxt
+            first_answer = await tasks[0]
+    assert first_answer.status_code == 200
+    assert answer.status_code == 200, answer.text
+    assert issues.order == [1, 3]
+
+
+_DYING_WAITER = """
+import asyncio, sys
+from gateway.store.redis_counters import RedisCounters
+
+async def main():
+    counters = RedisCounters(sys.argv[1])
+    counters.keeper.lease = float(sys.argv[2])
+    await counters.guards.enter("github", reset_after=30, limit=1, wait=600, group="a-bot")
+
+asyncio.run(main())
+"""
+
+
+async def test_a_killed_instances_tickets_end_with_their_lease(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """A process queued first (its ticket leased for 0.5 s, renewed while it lives) holds its place over many
+    leases; SIGKILLed, its ticket ends with its lease: the waiter behind it, on a gateway, gets the slot (a queue
+    held by the dead ticket for as long as it would wait, 600 s here, would have left it a 504 after 10 s). The
+    slot is given back at once after the kill, so it may be handed to the dead ticket, whose lease it then ends
+    with: the waiter looks for itself every third of its own lease (0.6 s here)."""
+    redis_server.flush()
+    issues = GatedIssues(1)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    yaml = _yaml(redis_server.url, limit=1, timeout=10)
+    with two_gateways(tmp_path, llm, upstream, yaml, lease=0.6) as (first, _):
+        async with callers() as (call, _tasks):
+            holder = call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            dying = await asyncio.create_subprocess_exec(sys.executable, "-c", _DYING_WAITER, redis_server.url,
+                                                         "0.5")
+            try:
+                await until("the dying process queued", lambda: _queued(redis_server.url) == 1)
+                await asyncio.sleep(2.0)  # four leases: a live process's ticket is renewed, still first in the queue
+                waiter = call(first, A_KEY, 2)
+                await until("the waiter queued behind it", lambda: _queued(redis_server.url) == 2)
+            finally:
+                dying.kill()
+                await dying.wait()
+            issues.open()
+            answers = [await holder, await waiter]
+    assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
+    assert issues.order == [1, 2]
+    assert _queued(redis_server.url) == 0 and _queued(redis_server.url, SLOTS) == 0
