@@ -263,8 +263,9 @@ class SharedGuards:
             finally:
                 self.wakeups.forget(ticket)
         if state == "ok":
-            self.keeper.hold(keys[1], ticket)
+            self.keeper.hold(keys[1], ticket)  # its ticket, if it waited, becomes its slot: renewed as one
             return ticket, 0.0
+        self.keeper.drop(ticket)  # told the breaker opened, or its ticket's lease ended: nothing to renew
         return None, seconds if state == "open" else 0.0
 
     async def _wait(self, keys: list[str], args: list[Any], told: asyncio.Queue[tuple[str, float]],
