@@ -5,8 +5,8 @@ place, scored with the end of its lease. A lease as long as the work's deadline 
 stand that long (an agent's `timeout` can be an hour), and work outliving it (a streamed answer still being
 sent, the run's audit row) lost its place while alive. So a place is leased for `LEASE` seconds and, while its
 work lives, renewed every `LEASE / 3`: one task per process renews every place it holds, one Lua script (one round
-trip) for all of them; it ends when the last place is given back. A dead instance renews nothing, so its places end
-at most `LEASE` seconds after it stopped. An api's slots and the tickets of the calls waiting for one
+trip) for all of them; it ends a period after the last place was given back. A dead instance renews nothing, so its
+places end at most `LEASE` seconds after it stopped. An api's slots and the tickets of the calls waiting for one
 (`gateway.store.redis_guards`) are leased the same way, by the same task.
 """
 
@@ -65,7 +65,6 @@ class LeaseKeeper:
         self._held: dict[str, tuple[str, Callable[[], None] | None]] = {}
         """member -> its sorted set and what to call should it be found gone, for every place held here now."""
         self._task: asyncio.Task[None] | None = None
-        self._emptied: asyncio.Event | None = None
 
     @property
     def seconds(self) -> str:
@@ -79,26 +78,19 @@ class LeaseKeeper:
         a slot is handed to it: its waiter is told to look)."""
         self._held[member] = (key, lost)
         if self._task is None or self._task.done():  # done: cancelled with its event loop, or failed
-            self._emptied = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
 
     def drop(self, member: str) -> None:
         """Stop renewing the place (given back, or about to be)."""
         self._held.pop(member, None)
-        if not self._held and self._emptied is not None:
-            self._emptied.set()  # the renewing task ends now, not a period later
 
     async def _renew_while_held(self) -> None:
-        emptied = self._emptied
-        assert emptied is not None
+        # The task outlives its last place by up to a period rather than ending with it: an api's slots come and go
+        # with every call, and a task made and ended per call cost more than the dict entry does (bench/README.md).
         while True:
-            try:
-                await asyncio.wait_for(emptied.wait(), self.lease / 3)
-            except TimeoutError:
-                pass
-            emptied.clear()  # a place taken since it was set: wait a period again, not spin
+            await asyncio.sleep(self.lease / 3)
             if not self._held:  # no await between this test and the reset: a `hold` now starts a new task
-                self._task = self._emptied = None
+                self._task = None
                 return
             await self.renew()
 
