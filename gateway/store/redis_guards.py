@@ -96,8 +96,10 @@ local function first_end(lease)
 end
 
 local function hand_over(limit, per_group, reset)
+  if redis.call('ZCARD', KEYS[3]) == 0 then return end  -- nobody waits: all a call without waiters pays here
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   local free = limit - redis.call('ZCARD', KEYS[2])
-  if free <= 0 or redis.call('ZCARD', KEYS[3]) == 0 then return end
+  if free <= 0 then return end
   local held = groups_held()
   while free > 0 do
     local chosen, fewest, seen = nil, 0, {}
@@ -140,8 +142,8 @@ end
 _ENTER = _HAND_OVER + """
 local reset = tonumber(ARGV[1])
 local limit, per_group, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 hand_over(limit, per_group, reset)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local state, left = breaker_state(KEYS[1], now, reset)
 if state == 'open' or state == 'held' then return {'open', tostring(left)} end
 -- After the hand-over a slot is free only while every waiting group is at its cap: a group under its cap has
@@ -182,7 +184,6 @@ else
   end
   redis.call('EXPIRE', KEYS[1], math.ceil(reset * 10 + 3600))
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 hand_over(tonumber(ARGV[5]), tonumber(ARGV[6]), reset)
 return consecutive
 """
@@ -191,7 +192,7 @@ return consecutive
 # nothing woke (the first slot's lease ended, a message was lost): {'ok' | 'queued' | 'gone', seconds}, after
 # handing the free slots over. 'gone': its lease ended, or it was told the breaker opened and missed it.
 _LOOK = _HAND_OVER + """
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)  -- (hand_over drops them only while someone waits)
 hand_over(tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[1]))
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then return {'ok', '0'} end
 if redis.call('ZSCORE', KEYS[3], ARGV[2]) then return {'queued', first_end(tonumber(ARGV[5]))} end

@@ -35,6 +35,7 @@ from .test_client_shares import A_KEY, B_KEY, CLIENTS
 pytestmark = pytest.mark.anyio
 
 QUEUE = PREFIX + "queue:github"
+TICKETS = PREFIX + "tickets:github"
 SLOTS = PREFIX + "slots:github"
 
 
@@ -68,16 +69,12 @@ def _yaml(redis_url: str, limit: int, per_client: int | None = None, timeout: fl
 
 
 @contextmanager
-def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, yaml: str, *,
-                 lease: float | None = None) -> Iterator[tuple[str, str]]:
-    """Two uvicorn gateways on one Redis, their URLs; `lease`: what they hold in Redis leased for that many seconds
-    (renewed every third of it) instead of 30."""
+def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, yaml: str) -> Iterator[tuple[str, str]]:
+    """Two uvicorn gateways on one Redis, their URLs."""
     gateways = []
     for name in ("a", "b"):
         write_project(tmp_path / name, llm.url, upstream.url, yaml)
         gateways.append(build_app(tmp_path / name, store=tmp_path / name / "state.db"))
-        if lease is not None:
-            gateways[-1][1].store.counters.keeper.lease = lease
     try:
         with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
             yield first, second
@@ -109,16 +106,33 @@ async def callers() -> AsyncIterator[tuple[Any, list[asyncio.Task[httpx.Response
 
 async def until(what: str, holds: Any) -> None:
     """Wait for `holds()` (what Redis or the upstream holds), at most GATE_LIMIT seconds."""
-    for _ in range(int(GATE_LIMIT / 0.01)):
-        if holds():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never: {what}")
+    deadline = asyncio.get_running_loop().time() + GATE_LIMIT
+    while not holds():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"never: {what}")
+        await asyncio.sleep(0.02)
+
+
+_peeks: dict[str, redis.Redis] = {}
+
+
+def _peek(redis_url: str) -> redis.Redis:
+    """A client that reads what Redis holds (one per server: the waits above read it often)."""
+    if redis_url not in _peeks:
+        _peeks[redis_url] = redis.Redis.from_url(redis_url)
+    return _peeks[redis_url]
 
 
 def _queued(redis_url: str, key: str = QUEUE) -> int:
-    with redis.Redis.from_url(redis_url) as client:
-        return int(client.zcard(key))
+    return int(_peek(redis_url).zcard(key))
+
+
+def _lease_ended(redis_url: str, ticket: bytes) -> bool:
+    """Whether `ticket`'s lease has ended by Redis's clock (the one the scripts go by)."""
+    client = _peek(redis_url)
+    seconds, micros = client.time()
+    score = client.zscore(TICKETS, ticket)
+    return score is None or score <= seconds + micros / 1_000_000
 
 
 async def _entered(issues: GatedIssues, number: int) -> None:
@@ -233,16 +247,15 @@ asyncio.run(main())
 async def test_a_killed_instances_tickets_end_with_their_lease(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
     """A process queued first (its ticket leased for 1 s, renewed while it lives) holds its place over three
-    leases; SIGKILLed, its ticket ends with its lease: the waiter behind it, on a gateway, gets the slot (a queue
-    held by the dead ticket for as long as it would wait, 600 s here, would have left it a 504 after 10 s). The
-    slot is given back at once after the kill, so it may be handed to the dead ticket, whose lease it then ends
-    with: the waiter looks for itself every third of its own lease (0.5 s here). Leases of a second or so, not
-    less: on a machine loaded 13 on 2 cores, renewals can come late enough to end a live ticket of 0.5 s."""
+    leases; SIGKILLed, its ticket ends with its lease: once it has (by Redis's clock), the slot given back goes to
+    the waiter behind it, on a gateway (a queue held by the dead ticket for as long as it would wait, 600 s here,
+    would have left it a 504 after its timeout, 50 s). A slot handed to a ticket that has just died is
+    test_redis_guards.py's (it ends with the ticket's lease, and the waiter looks for itself)."""
     redis_server.flush()
     issues = GatedIssues(1)
     upstream.route("/github/repos/acme/app/issues/", issues)
-    yaml = _yaml(redis_server.url, limit=1, timeout=10)
-    with two_gateways(tmp_path, llm, upstream, yaml, lease=1.5) as (first, _):
+    yaml = _yaml(redis_server.url, limit=1, timeout=50)  # the holder's call outlasts the dying process's start
+    with two_gateways(tmp_path, llm, upstream, yaml) as (first, _):
         async with callers() as (call, _tasks):
             holder = call(first, A_KEY, 1)
             await _entered(issues, 1)
@@ -251,11 +264,14 @@ async def test_a_killed_instances_tickets_end_with_their_lease(
             try:
                 await until("the dying process queued", lambda: _queued(redis_server.url) == 1)
                 await asyncio.sleep(3.0)  # three leases: a live process's ticket is renewed, still first in the queue
+                (dead,) = _peek(redis_server.url).zrange(QUEUE, 0, -1)
                 waiter = call(first, A_KEY, 2)
                 await until("the waiter queued behind it", lambda: _queued(redis_server.url) == 2)
             finally:
-                dying.kill()
-                await dying.wait()
+                if dying.returncode is None:
+                    dying.kill()
+                    await dying.wait()
+            await until("the dead ticket's lease ended", lambda: _lease_ended(redis_server.url, dead))
             issues.open()
             answers = [await holder, await waiter]
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
