@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +23,14 @@ import pytest
 import redis
 from recording_server import Recorded, RecordingServer, Reply
 from scripted_llm import GATE_LIMIT
-from server_support import AGENTS_YAML, ISSUE, LenientLLM, running, write_project
+from server_support import AGENTS_YAML, ISSUE, LenientLLM
 from shared_servers import RedisServer
 
 from gateway.store.redis_guards import PREFIX
 
-from .counted_writes import close_store
-from .safety_support import bearer, build_app
+from .safety_support import bearer
 from .test_client_shares import A_KEY, B_KEY, CLIENTS
+from .test_shared_shares import two_gateways
 
 pytestmark = pytest.mark.anyio
 
@@ -68,21 +68,6 @@ def _yaml(redis_url: str, limit: int, per_client: int | None = None, timeout: fl
     return AGENTS_YAML.replace(auth, auth + caps) + CLIENTS + f"gateway: {{{{redis: {redis_url}}}}}\n"
 
 
-@contextmanager
-def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, yaml: str) -> Iterator[tuple[str, str]]:
-    """Two uvicorn gateways on one Redis, their URLs."""
-    gateways = []
-    for name in ("a", "b"):
-        write_project(tmp_path / name, llm.url, upstream.url, yaml)
-        gateways.append(build_app(tmp_path / name, store=tmp_path / name / "state.db"))
-    try:
-        with running(gateways[0][0]) as first, running(gateways[1][0]) as second:
-            yield first, second
-    finally:
-        for _, safety in gateways:
-            close_store(safety)
-
-
 @asynccontextmanager
 async def callers() -> AsyncIterator[tuple[Any, list[asyncio.Task[httpx.Response]]]]:
     """`call(url, key, issue)` starts a call to getIssue on the direct door (a task); every task is awaited at the
@@ -102,6 +87,21 @@ async def callers() -> AsyncIterator[tuple[Any, list[asyncio.Task[httpx.Response
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@asynccontextmanager
+async def one_held(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer,
+                   yaml: str) -> AsyncIterator[tuple[str, str, GatedIssues, Any, list[asyncio.Task[httpx.Response]]]]:
+    """Two gateways with `yaml` on an emptied Redis, and a's call for issue 1 held at the upstream (through the
+    first): (first, second, the issues, `call`, the calls' tasks)."""
+    redis_server.flush()
+    issues = GatedIssues(1)
+    upstream.route("/github/repos/acme/app/issues/", issues)
+    with two_gateways(tmp_path, llm, upstream, redis_server, yaml=yaml) as (first, second):
+        async with callers() as (call, tasks):
+            call(first, A_KEY, 1)
+            await _entered(issues, 1)
+            yield first, second, issues, call, tasks
 
 
 async def until(what: str, holds: Any) -> None:
@@ -144,18 +144,13 @@ async def test_waiters_across_two_instances_are_served_in_the_order_they_came(
     """One slot, held; five calls of one client queue behind it, alternately on each instance: once it is given
     back they reach the upstream in the order they came (polling Redis served whoever asked first after a
     release)."""
-    redis_server.flush()
-    issues = GatedIssues(1)
-    upstream.route("/github/repos/acme/app/issues/", issues)
-    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=1)) as (first, second):
-        async with callers() as (call, tasks):
-            call(first, A_KEY, 1)
-            await _entered(issues, 1)
-            for n, issue in enumerate((2, 3, 4, 5, 6), start=1):
-                call((first, second)[issue % 2], A_KEY, issue)
-                await until(f"{n} calls queued", lambda n=n: _queued(redis_server.url) == n)
-            issues.open()
-            answers = await asyncio.gather(*tasks)
+    yaml = _yaml(redis_server.url, limit=1)
+    async with one_held(tmp_path, llm, upstream, redis_server, yaml) as (first, second, issues, call, tasks):
+        for n, issue in enumerate((2, 3, 4, 5, 6), start=1):
+            call((first, second)[issue % 2], A_KEY, issue)
+            await until(f"{n} calls queued", lambda n=n: _queued(redis_server.url) == n)
+        issues.open()
+        answers = await asyncio.gather(*tasks)
     assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
     assert issues.order == [1, 2, 3, 4, 5, 6]
 
@@ -167,7 +162,7 @@ async def test_a_freed_slot_goes_to_the_client_holding_fewest_across_instances(
     redis_server.flush()
     issues = GatedIssues(1, 2)
     upstream.route("/github/repos/acme/app/issues/", issues)
-    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=2)) as (first, second):
+    with two_gateways(tmp_path, llm, upstream, redis_server, yaml=_yaml(redis_server.url, limit=2)) as (first, second):
         async with callers() as (call, tasks):
             call(first, A_KEY, 1)
             await _entered(issues, 1)
@@ -188,19 +183,14 @@ async def test_a_clients_cap_is_counted_across_instances_and_its_waiter_queues(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
     """`max_concurrency_per_client: 1` of 2 slots: a's call held on one instance makes a's next call on the other
     wait (it was served at once when each instance counted only the api's slots), while b's is served."""
-    redis_server.flush()
-    issues = GatedIssues(1)
-    upstream.route("/github/repos/acme/app/issues/", issues)
-    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=2, per_client=1)) as (first, second):
-        async with callers() as (call, tasks):
-            call(first, A_KEY, 1)
-            await _entered(issues, 1)
-            waiting = call(second, A_KEY, 2)
-            await until("a's second call queued", lambda: _queued(redis_server.url) == 1)
-            served = await call(second, B_KEY, 3)
-            assert not waiting.done()
-            issues.open()
-            answers = await asyncio.gather(*tasks)
+    yaml = _yaml(redis_server.url, limit=2, per_client=1)
+    async with one_held(tmp_path, llm, upstream, redis_server, yaml) as (_, second, issues, call, tasks):
+        waiting = call(second, A_KEY, 2)
+        await until("a's second call queued", lambda: _queued(redis_server.url) == 1)
+        served = await call(second, B_KEY, 3)
+        assert not waiting.done()
+        issues.open()
+        answers = await asyncio.gather(*tasks)
     assert served.status_code == 200 and [a.status_code for a in answers] == [200] * 3
     assert issues.order == [1, 3, 2]
 
@@ -210,22 +200,17 @@ async def test_a_waiter_whose_client_goes_away_leaves_the_queue_at_once(
     """A call queued on one instance whose client hangs up leaves the queue then, not when its ticket's lease (30 s)
     ends: the next waiter, on the other instance, is served once the slot comes back. Had the slot gone to the
     departed ticket, it would stand for that ticket's lease, past the waiter's timeout (10 s): a 504, not a 200."""
-    redis_server.flush()
-    issues = GatedIssues(1)
-    upstream.route("/github/repos/acme/app/issues/", issues)
-    with two_gateways(tmp_path, llm, upstream, _yaml(redis_server.url, limit=1, timeout=10)) as (first, second):
-        async with callers() as (call, tasks):
-            call(first, A_KEY, 1)
-            await _entered(issues, 1)
-            gone = call(first, A_KEY, 2)
-            await until("the call queued", lambda: _queued(redis_server.url) == 1)
-            gone.cancel()  # its connection closes: the gateway cancels the call
-            await until("the call left the queue", lambda: _queued(redis_server.url) == 0)
-            nxt = call(second, A_KEY, 3)
-            await until("the next call queued", lambda: _queued(redis_server.url) == 1)
-            issues.open()
-            answer = await nxt
-            first_answer = await tasks[0]
+    yaml = _yaml(redis_server.url, limit=1, timeout=10)
+    async with one_held(tmp_path, llm, upstream, redis_server, yaml) as (first, second, issues, call, tasks):
+        gone = call(first, A_KEY, 2)
+        await until("the call queued", lambda: _queued(redis_server.url) == 1)
+        gone.cancel()  # its connection closes: the gateway cancels the call
+        await until("the call left the queue", lambda: _queued(redis_server.url) == 0)
+        nxt = call(second, A_KEY, 3)
+        await until("the next call queued", lambda: _queued(redis_server.url) == 1)
+        issues.open()
+        answer = await nxt
+        first_answer = await tasks[0]
     assert first_answer.status_code == 200
     assert answer.status_code == 200, answer.text
     assert issues.order == [1, 3]
@@ -251,29 +236,22 @@ async def test_a_killed_instances_tickets_end_with_their_lease(
     the waiter behind it, on a gateway (a queue held by the dead ticket for as long as it would wait, 600 s here,
     would have left it a 504 after its timeout, 50 s). A slot handed to a ticket that has just died is
     test_redis_guards.py's (it ends with the ticket's lease, and the waiter looks for itself)."""
-    redis_server.flush()
-    issues = GatedIssues(1)
-    upstream.route("/github/repos/acme/app/issues/", issues)
-    yaml = _yaml(redis_server.url, limit=1, timeout=50)  # the holder's call outlasts the dying process's start
-    with two_gateways(tmp_path, llm, upstream, yaml) as (first, _):
-        async with callers() as (call, _tasks):
-            holder = call(first, A_KEY, 1)
-            await _entered(issues, 1)
-            dying = await asyncio.create_subprocess_exec(sys.executable, "-c", _DYING_WAITER, redis_server.url,
-                                                         "1.0")
-            try:
-                await until("the dying process queued", lambda: _queued(redis_server.url) == 1)
-                await asyncio.sleep(3.0)  # three leases: a live process's ticket is renewed, still first in the queue
-                (dead,) = _peek(redis_server.url).zrange(QUEUE, 0, -1)
-                waiter = call(first, A_KEY, 2)
-                await until("the waiter queued behind it", lambda: _queued(redis_server.url) == 2)
-            finally:
-                if dying.returncode is None:
-                    dying.kill()
-                    await dying.wait()
-            await until("the dead ticket's lease ended", lambda: _lease_ended(redis_server.url, dead))
-            issues.open()
-            answers = [await holder, await waiter]
+    yaml = _yaml(redis_server.url, limit=1, timeout=50)  # the held call outlasts the dying process's start
+    async with one_held(tmp_path, llm, upstream, redis_server, yaml) as (first, _, issues, call, tasks):
+        dying = await asyncio.create_subprocess_exec(sys.executable, "-c", _DYING_WAITER, redis_server.url, "1.0")
+        try:
+            await until("the dying process queued", lambda: _queued(redis_server.url) == 1)
+            await asyncio.sleep(3.0)  # three leases: a live process's ticket is renewed, still first in the queue
+            (dead,) = _peek(redis_server.url).zrange(QUEUE, 0, -1)
+            call(first, A_KEY, 2)
+            await until("the waiter queued behind it", lambda: _queued(redis_server.url) == 2)
+        finally:
+            if dying.returncode is None:
+                dying.kill()
+                await dying.wait()
+        await until("the dead ticket's lease ended", lambda: _lease_ended(redis_server.url, dead))
+        issues.open()
+        answers = await asyncio.gather(*tasks)
     assert [a.status_code for a in answers] == [200, 200], [a.text for a in answers]
     assert issues.order == [1, 2]
     assert _queued(redis_server.url) == 0 and _queued(redis_server.url, SLOTS) == 0
