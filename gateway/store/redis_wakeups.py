@@ -79,16 +79,20 @@ class Wakeups:
             queue.put_nowait(told)
 
     async def _listen(self, ready: asyncio.Event) -> None:
+        warned = False  # once an outage, not every RESUBSCRIBE seconds of it
         while True:
             pubsub = self.client.pubsub()
             try:
                 await pubsub.subscribe(self.channel)
                 async for message in pubsub.listen():
+                    warned = False
                     self._heard(message, ready)
             except (redis.RedisError, OSError) as exc:
                 ready.clear()
-                logger.warning("waiters for apis' slots hear no hand-overs until Redis at %s answers again (each "
-                               "looks for itself then): %s", safe_url(self.url), exc)
+                if not warned:
+                    logger.warning("waiters for apis' slots hear no hand-overs until Redis at %s answers again (each "
+                                   "looks for itself then): %s", safe_url(self.url), exc)
+                    warned = True
                 await asyncio.sleep(RESUBSCRIBE)
             finally:
                 await asyncio.shield(pubsub.aclose())
