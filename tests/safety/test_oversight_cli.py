@@ -130,3 +130,32 @@ def test_a_decision_the_terminal_could_not_carry_out_says_it_ran_in_this_process
     assert "pending again" in err and "resumes the run in its own process" in err, err
     assert "POST /approvals/{id} or the console" in err
     assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # decide it again
+
+
+def test_approving_from_a_shell_without_the_models_key_decides_nothing(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal resumes a chat run here: when agents.yaml read in this shell leaves the model without a key it
+    says so before deciding, as `gateway chat` does, instead of running the write and failing at the model."""
+    [approval] = _pause_a_run(tmp_path, llm, upstream)
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(agents.read_text().replace(f'base_url: "{llm.url}/v1", api_key: test-key', 'api_key: ""')
+                      .replace("model: ollama/llama-test", "model: openai/gpt-test"))  # triage: on the cloud
+    assert main(_cli(tmp_path, "approvals", "approve", approval)) == 1
+    err = capsys.readouterr().err
+    assert "whose api_key is empty" in err and "nothing was decided" in err, err
+    assert "POST /approvals/{id} or the console" in err
+    assert [r for r in upstream.requests if r.method == "POST"] == []
+    assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # still pending
+
+
+def test_a_model_failing_after_the_approved_call_ran_is_a_message_not_a_traceback(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The approved write ran, then the model failed: the terminal says the approval is used and the call ran (as
+    the POST to `/approvals/{id}` answers), exit 1."""
+    [approval] = _pause_a_run(tmp_path, llm, upstream)
+    llm.script(Reply(status=401, error="no key"))  # the model refuses this process's request
+    assert main(_cli(tmp_path, "approvals", "approve", approval)) == 1
+    err = capsys.readouterr().err
+    assert "The model provider failed" in err and f"Approval {approval} is used" in err, err
+    assert "Traceback" not in err
+    assert len([r for r in upstream.requests if r.method == "POST"]) == 1
