@@ -235,10 +235,13 @@ def _manifest(agents: Path) -> Any:
 
 
 def _audit_line(row: dict[str, Any]) -> str:
-    what = f"{row['agent']}/{row['tool']}" if row["kind"] == "tool" else f"{row['agent']} chat"
+    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision"}.get(
+        row["kind"], f"{row['agent']} chat")
+    # the signed-in user beside the client: users mapped onto one client by their claims are told apart
+    who = f"{row.get('client') or '-'} ({row['subject']})" if row.get("subject") else row.get("client") or "-"
     detail = f"HTTP {row['http_status']}" if row.get("http_status") else ""
     if row.get("usage"):
         detail = f"{row['usage'].get('total_tokens', 0)} tokens"
     extras = [x for x in (detail, f"approval {row['approval']}" if row.get("approval") else "") if x]
-    return (f"{row['time']}  {row.get('client') or '-':<12} {what:<40} {row['status']:<18} "
+    return (f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
             f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}").rstrip()

@@ -159,3 +159,33 @@ def test_a_model_failing_after_the_approved_call_ran_is_a_message_not_a_tracebac
     assert "The model provider failed" in err and f"Approval {approval} is used" in err, err
     assert "Traceback" not in err
     assert len([r for r in upstream.requests if r.method == "POST"]) == 1
+
+
+def test_the_audit_lines_name_the_signed_in_user_and_what_was_decided(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Users mapped onto one client by their claims share its name: the terminal's line names each (the subject),
+    and a decision reads as the decision on its tool, not as a chat."""
+    import asyncio
+    import time
+
+    from gateway.store import open_store
+    from gateway.store.base import AuditRow
+
+    write_project(tmp_path, llm.url, upstream.url, WITH_STORE)
+
+    async def write() -> None:
+        store = open_store(str(tmp_path / ".gateway" / "state.db"))
+        for row in (AuditRow(time=time.time() - 2, kind="tool", client="engineers", agent="triage", tool="getRepo",
+                             subject="alice"),
+                    AuditRow(time=time.time() - 1, kind="tool", client="engineers", agent="triage", tool="getRepo",
+                             subject="bob"),
+                    AuditRow(time=time.time(), kind="decision", client="reviewer", agent="triage",
+                             tool="createIssueComment", status="approved")):
+            await store.add_audit(row)
+        await store.aclose()
+
+    asyncio.run(write())
+    assert main(_cli(tmp_path, "audit")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "reviewer" in lines[0] and "triage/createIssueComment decision" in lines[0] and " chat" not in lines[0]
+    assert "engineers (bob)" in lines[1] and "engineers (alice)" in lines[2]
