@@ -51,6 +51,7 @@ def parse_configuration(
         check_tool_counts(c, manifest, toolsets)
         check_pinned(c, manifest, toolsets)
         check_approved_exchange(c, manifest, toolsets)
+        check_qualified_names(c, manifest, toolsets)
     return manifest, toolsets, c.sorted()
 
 
@@ -121,6 +122,23 @@ def check_approved_exchange(c: Checker, manifest: Manifest, toolsets: Mapping[st
                         "under token_exchange, but an approved call resumes without its user's access token, so the "
                         "exchange refuses it (user_required) and it never runs: use user_oauth for that api (the "
                         "user's stored connection serves a resumed call), or approval: never for those tools")
+
+
+def check_qualified_names(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]) -> None:
+    """Tool names are unique across every spec: when two specs share an operationId both tools are qualified by
+    their api (`github_listIssues`) in every agent, so adding a spec renames the tools of agents that never select
+    it, under their MCP clients, direct-call URLs and scripts. Say so, with the way to keep a name."""
+    for name, toolset in toolsets.items():
+        # qualified in the catalog (a collision within the agent is qualified, and warned of, by its toolset)
+        qualified = [(tool.name, tool.operation_id) for agent_tool in toolset if (tool := agent_tool.tool) is not None
+                     and tool.operation_id and agent_tool.name == tool.name == f"{tool.api}_{tool.operation_id}"]
+        if not qualified:
+            continue
+        shown = ", ".join(f"{named} ({operation})" for named, operation in qualified[:3])
+        named, operation = qualified[0]
+        c.warning(("agents", name, "tools"), f"{len(qualified)} tool(s) named with their api's prefix, {shown}"
+                  f"{', ...' if len(qualified) > 3 else ''}: another spec has the same operationId, and tool names are "
+                  f"unique across specs; keep a name with `override: {{{named}: {{rename: {operation}}}}}`")
 
 
 def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
