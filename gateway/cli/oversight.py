@@ -115,7 +115,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         status, body = asyncio.run(main())
     except _CannotResume as exc:
-        print(f"gateway: {exc}; nothing was decided", file=sys.stderr)
+        print(f"gateway: {exc} Nothing was decided.", file=sys.stderr)  # the reason ends its own sentence
         print(_ENVIRONMENT_HINT, file=sys.stderr)
         return 1
     if status >= 400:

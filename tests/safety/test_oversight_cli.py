@@ -142,7 +142,7 @@ def test_approving_from_a_shell_without_the_models_key_decides_nothing(
                       .replace("model: ollama/llama-test", "model: openai/gpt-test"))  # triage: on the cloud
     assert main(_cli(tmp_path, "approvals", "approve", approval)) == 1
     err = capsys.readouterr().err
-    assert "whose api_key is empty" in err and "nothing was decided" in err, err
+    assert "whose api_key is empty" in err and "). Nothing was decided." in err, err
     assert "POST /approvals/{id} or the console" in err
     assert [r for r in upstream.requests if r.method == "POST"] == []
     assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # still pending
