@@ -12,7 +12,7 @@ would be full again (nothing to remember then).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -242,6 +242,9 @@ class CountedStore(Store):
     async def check_writable(self) -> None:
         await self.inner.check_writable()
         await self.counters.ping()
+
+    def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        return [*self.inner.readiness(), ("redis", self.counters.ping)]
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)
