@@ -14,8 +14,8 @@ A variant is `gateway.offer.answer_text`'s reading (`READ_AS`, `WEIGHT`, `DEPTH`
 `MATCHED_FOR`; a switch not given keeps the module's own, the kept reading). Each runs in a process of its own:
 `gateway.offer.index_build` and `gateway.offer.index` read the reading when imported (the column's weight is one of
 the SQL's), so it is set before anything imports them. The data, the model's cosines and the lists
-are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26`, `round27` and `round28` are never read:
-its assert).
+are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26`, `round27`, `round28` and `round29` are never
+read: its assert).
 """
 
 from __future__ import annotations
