@@ -364,17 +364,19 @@ class _Searched:
                 rows.append((task, similar, wanted))
             self.apis.append((name, catalog, api, tools, place, rows))
 
-    def hits(self, rebuild: bool) -> dict[str, dict[tuple[str, bool], tuple[int, int]]]:
-        """Per API, per (part, fused): hits@5 and @10 under the constants as they are now."""
+    def hits(self, rebuild: bool, weights: Any = None) -> dict[str, dict[tuple[str, bool], tuple[int, int]]]:
+        """Per API, per (part, fused): hits@5 and @10 under the constants as they are now, the signals' `weights`
+        (`gateway.offer.signals.Weights`; default the product's)."""
         from gateway.offer.fusion import fuse
         from gateway.offer.index import ToolIndex, build_index
+        from gateway.offer.signals import WEIGHTS
 
         weight = _weight()
         found: dict[str, dict[tuple[str, bool], tuple[int, int]]] = {}
         for name, catalog, api, tools, place, rows in self.apis:
             if rebuild or not getattr(catalog.apis[api], "_rank32_built", False):
                 catalog.apis[api].search_index = build_index(tools)
-            searcher = ToolIndex(catalog)
+            searcher = ToolIndex(catalog, weights or WEIGHTS)
             counts: dict[tuple[str, bool], list[int]] = collections.defaultdict(lambda: [0, 0])
             for task, similar, wanted in rows:
                 hits = searcher.search(task["q"], limit=50, apis=[api])
@@ -390,10 +392,13 @@ class _Searched:
 
 
 def sweep(grid: dict[str, list[float]]) -> None:
-    """Each constant of `grid` (`index.NAME` or `index_build.NAME`) at each of its values, the others as they are:
-    hits@5 (@10) per API on `WRITE` and on `round21`..`round27`, BM25 alone and fused, against the
-    constants as they are."""
-    from gateway.offer import index, index_build
+    """Each constant of `grid` (`signals.FIELD`, a field of `gateway.offer.signals.Weights`, or `index_build.NAME`)
+    at each of its values, the others as they are: hits@5 (@10) per API on `WRITE` and on `round21`..`round27`, BM25
+    alone and fused, against the constants as they are."""
+    import dataclasses
+
+    from gateway.offer import index_build
+    from gateway.offer.signals import WEIGHTS
 
     searched = _Searched()
     base = searched.hits(rebuild=True)
@@ -411,23 +416,27 @@ def sweep(grid: dict[str, list[float]]) -> None:
     print("| constant | ranker | part | " + " | ".join(APIS) + " | all |")
     line("as they are", base)
     for name, values in grid.items():
-        module = index_build if name.startswith("index_build.") else index
-        attribute = name.split(".", 1)[1]
-        kept = getattr(module, attribute)
+        module, attribute = name.split(".", 1)
+        if module == "signals":  # the index searches with weights of its own, the product's untouched
+            for value in values:
+                weights = dataclasses.replace(WEIGHTS, **{attribute: value})
+                line(f"{name} = {value:g}", searched.hits(rebuild=False, weights=weights))
+            continue
+        assert module == "index_build", f"{name}: signals.FIELD or index_build.NAME"
+        kept = getattr(index_build, attribute)
         for value in values:
-            setattr(module, attribute, value)
+            setattr(index_build, attribute, value)
             try:
-                line(f"{name} = {value:g}", searched.hits(rebuild=module is index_build))
+                line(f"{name} = {value:g}", searched.hits(rebuild=True))
             finally:
-                setattr(module, attribute, kept)
-        if module is index_build:
-            searched.hits(rebuild=True)
+                setattr(index_build, attribute, kept)
+        searched.hits(rebuild=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["prepare", "rank", "misses", "table", "diff", "sweep"])
-    parser.add_argument("--grid", help='sweep: {"index._INTENT_BOOST": [1.5, 2.2], "index_build._DEPTH_PENALTY": [0]}')
+    parser.add_argument("--grid", help='sweep: {"signals.intent": [1.5, 2.2], "index_build._DEPTH_PENALTY": [0]}')
     parser.add_argument("--label", help="rank: the name the lists are saved under")
     parser.add_argument("--tree", type=Path, help="rank: the tree whose gateway searches (default this one)")
     parser.add_argument("--labels", nargs="+", help="table, diff: the saved lists")
