@@ -47,7 +47,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +139,10 @@ def _weight() -> float:
 
 class Ranked:
     """One API's `DEV` requests searched by this process's gateway: per request BM25's first 50 (tool places), the
-    model's first 50 (places, cosines), the fusion of the two, and the right tools' places."""
+    model's first 50 (places, cosines), the fusion of the two, and the right tools' places. `described`: what the
+    index is given of each tag's description (default all of it, as the product)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, described: Callable[[str], str] | None = None) -> None:
         import numpy
 
         from gateway.offer.copies import addresses
@@ -153,6 +154,8 @@ class Ranked:
         spec = catalog.apis[self.api]
         # this tree's index, whatever the cache held (with its tags' descriptions where the tree reads them)
         tags = (spec.tag_descriptions,) if hasattr(spec, "tag_descriptions") else ()
+        if tags and described is not None:
+            tags = ({tag: described(text) for tag, text in spec.tag_descriptions.items()},)
         spec.search_index = build_index(self.tools, *tags)
         self.place = {tool.name: at for at, tool in enumerate(self.tools)}
         by_op = {tool.operation_id: at for at, tool in enumerate(self.tools) if tool.operation_id}
