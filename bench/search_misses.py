@@ -216,14 +216,15 @@ def _first(order: list[int], wanted: set[int]) -> int | None:
 
 def rank(label: str) -> None:
     """`DATA / ranked-LABEL.json`: per API, per request its part, words and the right tool's place in BM25's first
-    50, the model's and the fusion's (null: not there), and the first three names of each list."""
+    50, the model's and the fusion's (null: not there), and the first three names of each list; written again after
+    each API, so that a run stopped early (a loaded machine) leaves the APIs it ranked."""
     import gateway
 
     saved: dict[str, list[dict[str, Any]]] = {}
     for name in APIS:
         rows = saved[name] = Ranked(name).saved()
+        (DATA / f"ranked-{label}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved}))
         print(f"{name}: {len(rows)} requests", flush=True)
-    (DATA / f"ranked-{label}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved}))
 
 
 def _load(label: str) -> dict[str, list[dict[str, Any]]]:
