@@ -78,27 +78,27 @@ class _Opened:
     (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
     lock: threading.Lock
     """Its `ToolIndex`'s: one reader of the connection at a time."""
-    pairs: frozenset[tuple[str, str]] = frozenset()
+    pairs: frozenset[tuple[str, str]]
     """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
-    reports: bool = False
+    reports: bool
     """Whether some of its operations report over a period (a GET with an argument `period`: Graph's usage
     reports)."""
-    abbreviations: Abbreviations | None = None
+    abbreviations: Abbreviations
     """What the initials of its names' words and the prefixes of ids stand for (`pvc`, `cus_`)."""
-    phrases: PhraseScores | None = None
+    phrases: PhraseScores
     """Each phrase's rows and BM25 term, kept: a match of phrases joined by OR scored without FTS5 scoring its rows
     again (`gateway.offer.phrase_scores`)."""
-    resource_phrases: PhraseScores | None = None
+    resource_phrases: PhraseScores
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
-    answer_phrases: PhraseScores | None = None
-    """The same for what the operations answer (`gateway.offer.answer_text`), where the index has their table."""
-    segments: frozenset[str] = frozenset()
+    answer_phrases: PhraseScores
+    """The same for what the operations answer (`gateway.offer.answer_text`)."""
+    segments: frozenset[str]
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
-    quoted_rows: QuotedRows | None = None
+    quoted_rows: QuotedRows
     """Which of its operations are at a path a request quotes."""
-    tags: TagTable | None = None
+    tags: TagTable | None
     """The tags its spec describes and their tools (`gateway.offer.tag_table`); None where it describes none."""
-    rowids: dict[int, int] = dataclasses.field(default_factory=dict)
+    rowids: dict[int, int]
     """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
@@ -145,14 +145,10 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, statements.BM25),
                    PhraseScores(connection, statements.RANK),
-                   PhraseScores(connection, statements.ANSWERS_BM25, "answers")
-                   if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
+                   PhraseScores(connection, statements.ANSWERS_BM25, "answers"),
+                   literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
                    {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
-
-
-def _has_answers(connection: sqlite3.Connection) -> bool:
-    return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'answers'").fetchone() is not None
 
 
 class ToolIndex:
@@ -199,7 +195,6 @@ class ToolIndex:
         scored: list[tuple[Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
-            assert opened.abbreviations is not None
             named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
@@ -222,7 +217,7 @@ class ToolIndex:
                 asked = changes
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
-            answered = opened.answer_phrases is not None and answer_text.read_for(asked)
+            answered = answer_text.read_for(asked)
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES), answered)
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
@@ -276,7 +271,6 @@ class ToolIndex:
                 candidates: list[tuple[Facts, float]],
                 allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[Facts, float]]:
         """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
-        assert opened.quoted_rows is not None
         held = {id(facts) for facts, _ in candidates}
         rowids = [at + 1 for at in opened.quoted_rows.rows(runs) if id(opened.facts[at]) not in held
                   and (allowed is None or allowed(opened.facts[at].tool))]
@@ -351,8 +345,8 @@ def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any]
     """The rows the match matches and their BM25 from each phrase's kept scores, what they answer added when
     `answered` (what `statements.of(answered)` computes); None where the kept scores cannot answer (the caller runs
     the statement). The caller holds the lock."""
-    scored = opened.phrases.scored(expression) if opened.phrases is not None else None
-    if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
+    scored = opened.phrases.scored(expression)
+    if scored is not None and answered:  # what they answer, added
         scored = added(scored, opened.answer_phrases.scored(expression), answer_text.WEIGHT)
     return scored
 

@@ -153,7 +153,7 @@ def answerable(methods: frozenset[str], used: frozenset[str]) -> frozenset[str]:
 def weighed(candidates: list[tuple[Facts, float]], methods: frozenset[str], terms: int,
             request: Request, owner: str | None, changes: frozenset[str],
             within: frozenset[str], displaced: frozenset[str],
-            runs: tuple[Quoted, ...] = (), weights: Weights = WEIGHTS) -> list[tuple[Facts, float]]:
+            runs: tuple[Quoted, ...], weights: Weights) -> list[tuple[Facts, float]]:
     """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
     name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
     `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
@@ -216,7 +216,7 @@ def _addresses(facts: Facts, request: Request, weights: Weights) -> float:
 
 
 def collapsed(scored: list[tuple[Facts, float]], owner: str | None, target: frozenset[str],
-              weights: Weights = WEIGHTS) -> list[tuple[Facts, float]]:
+              weights: Weights) -> list[tuple[Facts, float]]:
     """Of the candidates of one kind (one operation under several paths), the one of the owner the query means
     (`/users/{id}/manager` for "alice's manager"), else under the thing the query names after a preposition
     (`/sites/{id}/drives` for "the document libraries of the site"), else with the shortest path (and not
