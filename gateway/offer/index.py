@@ -85,9 +85,9 @@ class _Opened:
     reports)."""
     abbreviations: Abbreviations
     """What the initials of its names' words and the prefixes of ids stand for (`pvc`, `cus_`)."""
-    phrases: PhraseScores
+    phrases: PhraseScores | None
     """Each phrase's rows and BM25 term, kept: a match of phrases joined by OR scored without FTS5 scoring its rows
-    again (`gateway.offer.phrase_scores`)."""
+    again (`gateway.offer.phrase_scores`); None, the statements alone (the tests hold the two alike)."""
     resource_phrases: PhraseScores
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
     answer_phrases: PhraseScores
@@ -345,7 +345,7 @@ def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any]
     """The rows the match matches and their BM25 from each phrase's kept scores, what they answer added when
     `answered` (what `statements.of(answered)` computes); None where the kept scores cannot answer (the caller runs
     the statement). The caller holds the lock."""
-    scored = opened.phrases.scored(expression)
+    scored = opened.phrases.scored(expression) if opened.phrases is not None else None
     if scored is not None and answered:  # what they answer, added
         scored = added(scored, opened.answer_phrases.scored(expression), answer_text.WEIGHT)
     return scored
