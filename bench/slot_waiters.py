@@ -12,7 +12,9 @@ calling the direct door (`listIssues`). With every caller served alike, each wou
 
 Printed per setup (medians over rounds, the setups taking turns): the calls each side finished, the lone caller's
 share of all calls against the even share, its p50 and p95 wait (the call's time less the upstream's delay) beside
-a busy caller's, and the calls refused as busy (a wait past the api's timeout), with the load average.
+a busy caller's, and the calls refused as busy (a wait past the api's timeout), with the load average; and the
+wait a first-come queue would give every call, (callers / slots - 1) x the upstream's delay. Before and after a
+change, run it in turns with another tree's `gateway` (`PYTHONPATH=<tree>`: the spawned gateways import it).
 """
 
 from __future__ import annotations
@@ -110,7 +112,9 @@ def main() -> None:
         redis.stop()
     print(f"{args.busy} busy callers, 1 lone caller, {args.slots} slots in Redis, upstream {args.delay * 1000:g} ms, "
           f"{args.rounds} rounds of {args.seconds:g} s; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print(f"even share: {1 / (args.busy + 1):.3f}")
+    queued = ((args.busy + 1) / args.slots - 1) * args.delay * 1000
+    print(f"even share: {1 / (args.busy + 1):.3f}; a first-come queue's wait: (callers / slots - 1) x upstream = "
+          f"{queued:.0f} ms a call")
     keys = list(found["apart"][0])
     print(f"{'':<12}" + "".join(f"{key:>13}" for key in keys))
     for setup, rounds in found.items():

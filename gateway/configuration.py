@@ -15,6 +15,7 @@ from typing import Any
 
 from .catalog import Catalog, Diagnostic, Tool
 from .config.checker import Checker
+from .config.credentials import TokenExchangeAuth
 from .config.loader import read_checked, read_text
 from .config.model import Manifest
 from .config.yamlnodes import KeyLines, KeyPath
@@ -49,6 +50,8 @@ def parse_configuration(
         c.diagnostics.extend(toolset_diagnostics)
         check_tool_counts(c, manifest, toolsets)
         check_pinned(c, manifest, toolsets)
+        check_approved_exchange(c, manifest, toolsets)
+        check_qualified_names(c, manifest, toolsets)
     return manifest, toolsets, c.sorted()
 
 
@@ -101,6 +104,41 @@ def check_pinned(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]
                           f"search_tools) take about {tokens} tokens, and a request carries at most {budget} of "
                           "definitions (gateway.tool_definitions_budget): a search can load nothing; pin fewer tools "
                           "or raise the budget")
+
+
+def check_approved_exchange(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]) -> None:
+    """A call held for approval resumes after a human decides, without the access token its user signed in with
+    (it is not kept), so an api that exchanges that token refuses it (`user_required`): a tool under approval
+    there can never run. An admin who follows both safety.md (approve writes) and identity.md (each user's own
+    credential) writes exactly this; say so before the first write waits in vain."""
+    for name, toolset in toolsets.items():
+        held = sorted(agent_tool.name for agent_tool in toolset if agent_tool.needs_approval and agent_tool.tool
+                      is not None and any(isinstance(credential, TokenExchangeAuth)
+                                          for credential in manifest.api(agent_tool.tool.api).auth))
+        if not held:
+            continue
+        path: KeyPath = ("agents", name, "approval") if ("agents", name, "approval") in c.lines else ("agents", name)
+        c.warning(path, f"{', '.join(held[:5])}{', ...' if len(held) > 5 else ''} wait(s) for approval on an api "
+                        "under token_exchange, but an approved call resumes without its user's access token, so the "
+                        "exchange refuses it (user_required) and it never runs: use user_oauth for that api (the "
+                        "user's stored connection serves a resumed call), or approval: never for those tools")
+
+
+def check_qualified_names(c: Checker, manifest: Manifest, toolsets: Mapping[str, Toolset]) -> None:
+    """Tool names are unique across every spec: when two specs share an operationId both tools are qualified by
+    their api (`github_listIssues`) in every agent, so adding a spec renames the tools of agents that never select
+    it, under their MCP clients, direct-call URLs and scripts. Say so, with the way to keep a name."""
+    for name, toolset in toolsets.items():
+        # qualified in the catalog (a collision within the agent is qualified, and warned of, by its toolset)
+        qualified = [(tool.name, tool.operation_id) for agent_tool in toolset if (tool := agent_tool.tool) is not None
+                     and tool.operation_id and agent_tool.name == tool.name == f"{tool.api}_{tool.operation_id}"]
+        if not qualified:
+            continue
+        shown = ", ".join(f"{named} ({operation})" for named, operation in qualified[:3])
+        named, operation = qualified[0]
+        c.warning(("agents", name, "tools"), f"{len(qualified)} tool(s) named with their api's prefix, {shown}"
+                  f"{', ...' if len(qualified) > 3 else ''}: another spec has the same operationId, and tool names are "
+                  f"unique across specs; keep a name with `override: {{{named}: {{rename: {operation}}}}}`")
 
 
 def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:

@@ -384,3 +384,27 @@ def test_an_ambiguous_exclude_removes_every_match_with_a_warning(tmp_path: Path)
     assert any(d.level == "warning" and "names 2 operations" in d.message and "excluded" in d.message
                for d in diagnostics)
     assert not any(d.level == "error" for d in diagnostics)
+
+
+def test_tools_renamed_by_another_spec_sharing_their_operation_ids_are_named_with_the_way_to_keep_them(
+        tmp_path: Path) -> None:
+    """Adding a spec whose operationIds the example's github.yaml has renamed the triage agent's tools
+    (listIssues -> github_listIssues) under its clients, with no word (found trying the docs with a third spec)."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    example = Path(__file__).resolve().parents[1] / "specs" / "github.yaml"
+    for name in ("github.yaml", "tracker.yaml"):
+        (specs / name).write_text(example.read_text())
+    catalog = compile_specs(specs, use_cache=False)
+    toolsets, diagnostics = _build("triage: {model: p/m, tools: [{api: github, operations: [listIssues]}]}", catalog)
+    assert toolsets["triage"].names == ["github_listIssues"]
+    [warning] = [d for d in diagnostics if "prefix" in d.message]
+    assert warning.level == "warning" and warning.pointer == "agents.triage.tools"
+    assert "github_listIssues (listIssues)" in warning.message
+    assert "override: {github_listIssues: {rename: listIssues}}" in warning.message
+    kept, diagnostics = _build("""\
+        triage:
+          model: p/m
+          tools: [{api: github, operations: [listIssues], override: {github_listIssues: {rename: listIssues}}}]
+        """, catalog)
+    assert kept["triage"].names == ["listIssues"] and not [d for d in diagnostics if "prefix" in d.message]

@@ -149,6 +149,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         _, _, manifest_diagnostics = load_configuration(args.agents, catalog=catalog)
         manifest.update(checked=True, diagnostics=[d.to_dict() for d in manifest_diagnostics],
                         usable=not any(d.level == "error" for d in manifest_diagnostics))
+    elif args.agents != Path("agents.yaml"):
+        # named (--agents, GATEWAY_AGENTS) but absent: a mistyped path, which must not pass a CI check as "no
+        # agents"; only the default ./agents.yaml may be absent (the specs checked alone)
+        manifest.update(usable=False, error="not found: --agents or GATEWAY_AGENTS names no file")
     missing = not args.specs.is_dir()
     ok = not missing and all(r.usable for r in reports) and manifest["usable"]
     lost = sum(r.lost for r in reports)
@@ -180,6 +184,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"{args.agents}: {'ok' if manifest['usable'] else 'UNUSABLE'}, {count} diagnostic(s)")
         for d in manifest_diagnostics:
             print(f"  {d.level}: {d}")
+    elif not manifest["usable"]:
+        print(f"{args.agents}: UNUSABLE, {manifest['error']}")
     else:
         print(f"{args.agents}: not found (no agents)")
     return status

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ApprovalError, ConfigError, DecisionNotCarriedOut
+from ..errors import ConfigError
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
 
@@ -101,22 +101,28 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         try:
             from ..kernel.caller import bind_caller
 
+            problem = await _model_problem(safety, runtime, args.id)
+            if problem is not None:  # as `gateway chat` does: nothing decided, nothing sent
+                raise _CannotResume(problem)
             with bind_caller(client=CLI_DECIDER):  # the decision is recorded as made at the terminal
-                outcome = await safety.decide(state, args.id, decision)
-            return safety.render_outcome(state, outcome)
+                # as the route and the console answer it: a run that fails after the approved call was sent is
+                # an error saying so (the approval is used), not a traceback
+                return await safety.decide_and_render(state, args.id, decision)
         finally:
             await state.aclose()
             await safety.aclose()
 
     try:
         status, body = asyncio.run(main())
-    except ApprovalError as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
-        if isinstance(exc, DecisionNotCarriedOut):  # often: this shell lacks the variables `serve` runs with
-            print("gateway: this command resumes the run in its own process, reading agents.yaml with this "
-                  "shell's environment; if `gateway serve` runs with other variables (a model's key, "
-                  "OPENAI_BASE_URL), decide again with those set, or with POST /approvals/{id} or the console, "
-                  "which resume the run in the server", file=sys.stderr)
+    except _CannotResume as exc:
+        print(f"gateway: {exc} Nothing was decided.", file=sys.stderr)  # the reason ends its own sentence
+        print(_ENVIRONMENT_HINT, file=sys.stderr)
+        return 1
+    if status >= 400:
+        error = body["error"]
+        print(f"gateway: {error['message']}", file=sys.stderr)
+        if error.get("code") in ("approval_reopened", "provider_error"):  # often: this shell's environment
+            print(_ENVIRONMENT_HINT, file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(body, ensure_ascii=False, indent=2), file=out)
@@ -130,6 +136,28 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
         for item in pending:
             print(f"waiting for approval {item['id']}: {item['tool']} {json.dumps(item['arguments'])}", file=out)
     return 0
+
+
+_ENVIRONMENT_HINT = (
+    "gateway: this command resumes the run in its own process, reading agents.yaml with this shell's environment; "
+    "if `gateway serve` runs with other variables (a model's key, OPENAI_BASE_URL), decide again with those set, "
+    "or with POST /approvals/{id} or the console, which resume the run in the server")
+
+
+class _CannotResume(Exception):
+    """The decided run's model cannot be asked from this process (why: the message)."""
+
+
+async def _model_problem(safety: Any, runtime: Any, approval_id: str) -> str | None:
+    """Why the chat run this decision resumes cannot ask its model from here (None: it can, or the decision
+    resumes a single call or script, which asks none): checked before deciding, since an approved call runs
+    first and the model is asked after it."""
+    from ..providers.keys import provider_problem
+
+    record = await safety.store.get_approval(approval_id)
+    run = await safety.store.get_run(record.run_id) if record is not None else None
+    agent = runtime.manifest.agents.get(run.agent) if run is not None and run.kind == "chat" else None
+    return provider_problem(runtime.manifest, agent) if agent is not None else None
 
 
 def _answer_text(body: dict[str, Any]) -> str:
@@ -207,10 +235,13 @@ def _manifest(agents: Path) -> Any:
 
 
 def _audit_line(row: dict[str, Any]) -> str:
-    what = f"{row['agent']}/{row['tool']}" if row["kind"] == "tool" else f"{row['agent']} chat"
+    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision"}.get(
+        row["kind"], f"{row['agent']} chat")
+    # the signed-in user beside the client: users mapped onto one client by their claims are told apart
+    who = f"{row.get('client') or '-'} ({row['subject']})" if row.get("subject") else row.get("client") or "-"
     detail = f"HTTP {row['http_status']}" if row.get("http_status") else ""
     if row.get("usage"):
         detail = f"{row['usage'].get('total_tokens', 0)} tokens"
     extras = [x for x in (detail, f"approval {row['approval']}" if row.get("approval") else "") if x]
-    return (f"{row['time']}  {row.get('client') or '-':<12} {what:<40} {row['status']:<18} "
+    return (f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
             f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}").rstrip()

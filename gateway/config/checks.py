@@ -214,27 +214,22 @@ def _check_shared_extra(c: Checker, manifest: Manifest) -> None:
 
 def _check_concurrency(c: Checker, manifest: Manifest) -> None:
     """A client's cap is a share of the api's slots: at most their number. The gateway-wide cap is checked against
-    the gateway-wide count only; an api with fewer slots of its own than that cap simply has no cap."""
+    the gateway-wide count only; an api with fewer slots of its own than that cap simply has no cap. (With
+    gateway.redis the cap is counted across instances, as the slots are: nothing to warn of.)"""
     settings = manifest.gateway
-    capped: list[KeyPath] = []
-    if settings.max_concurrency_per_client is not None:
-        capped.append(("gateway", "max_concurrency_per_client"))
-        if settings.max_concurrency_per_client > settings.max_concurrency:
-            c.error(capped[-1], f"at most gateway.max_concurrency ({settings.max_concurrency}), got "
-                                f"{settings.max_concurrency_per_client}")
+    if settings.max_concurrency_per_client is not None and \
+            settings.max_concurrency_per_client > settings.max_concurrency:
+        c.error(("gateway", "max_concurrency_per_client"), f"at most gateway.max_concurrency "
+                                                           f"({settings.max_concurrency}), got "
+                                                           f"{settings.max_concurrency_per_client}")
     for api in manifest.apis.values():
         if api.max_concurrency_per_client is None:
             continue
-        capped.append(("apis", api.name, "max_concurrency_per_client"))
         limit = api.max_concurrency or settings.max_concurrency
         if api.max_concurrency_per_client > limit:
             where = f"apis.{api.name}.max_concurrency" if api.max_concurrency else "gateway.max_concurrency"
-            c.error(capped[-1], f"at most the api's max_concurrency ({limit}, {where}), got "
-                                f"{api.max_concurrency_per_client}")
-    if settings.redis:
-        for path in capped:
-            c.warning(path, "not applied with gateway.redis: the slots are counted across instances there, and a "
-                            "freed one goes to whichever waiting call asks first")
+            c.error(("apis", api.name, "max_concurrency_per_client"),
+                    f"at most the api's max_concurrency ({limit}, {where}), got {api.max_concurrency_per_client}")
     if settings.max_code_workers_per_client is not None and settings.max_code_workers_per_client > CODE_WORKERS:
         c.error(("gateway", "max_code_workers_per_client"), f"at most the {CODE_WORKERS} sandboxes of a process, "
                                                            f"got {settings.max_code_workers_per_client}")

@@ -39,7 +39,7 @@ import httpx
 from ..errors import ApiSetupError, ForeignConnectLink, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
 from .keys import fetch_json, usable_for
-from .sealing import KEY_VARIABLE
+from .sealing import KEY_VARIABLE, MAKE_A_KEY
 
 if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every start-up
     from cryptography.fernet import MultiFernet
@@ -116,7 +116,8 @@ class Connections:
     def _cipher(self) -> MultiFernet:
         if self.cipher is None:
             raise ApiSetupError(f"users' connections need {KEY_VARIABLE} (a Fernet key) in the gateway's "
-                                "environment: their tokens are stored encrypted")
+                                f"environment: their tokens are stored encrypted ({MAKE_A_KEY}; the same on every "
+                                "instance)")
         return self.cipher
 
     # -- connecting ---------------------------------------------------------------------------------

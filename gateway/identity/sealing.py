@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every s
     from cryptography.fernet import MultiFernet
 
 KEY_VARIABLE = "GATEWAY_CONNECTIONS_KEY"
+MAKE_A_KEY = "make one with `python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`"
+"""How to make a key, said wherever one is missing or wrong: the docs' reader has none yet."""
 
 
 def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFernet | None:
@@ -30,5 +32,4 @@ def cipher_from_environment(environ: Mapping[str, str] = os.environ) -> MultiFer
         return MultiFernet([Fernet(key) for key in keys])
     except ValueError:
         raise ApiSetupError(f"{KEY_VARIABLE} must hold Fernet keys (32 url-safe base64 bytes each, comma-separated;"
-                            " make one with `python -c 'from cryptography.fernet import Fernet; "
-                            "print(Fernet.generate_key().decode())'`)") from None
+                            f" {MAKE_A_KEY})") from None

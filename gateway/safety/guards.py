@@ -35,7 +35,6 @@ from .shares import Kind, ShareBook
 if TYPE_CHECKING:
     from ..identity.connections import Connections
     from ..kernel.calls import Stage
-    from .lease_keeper import LeaseKeeper
 
 logger = logging.getLogger("gateway.safety")
 
@@ -64,7 +63,6 @@ class Safeguards:
         self.guard_settings = manifest.gateway.guard
         self.breakers = Breakers(self.guard_settings)
         self._manifest: Manifest | None = None
-        self._keeper: LeaseKeeper | None = None
         self.sync(manifest)
 
     @property
@@ -158,12 +156,10 @@ class Safeguards:
         counters = getattr(self.store, "counters", None)
         if counters is None:
             return None
-        from .lease_keeper import LeaseKeeper  # imports the Redis client: only when Redis is configured
-        from .shared_shares import SharedShares
+        from .shared_shares import SharedShares  # imports the Redis client: only when Redis is configured
 
-        if self._keeper is None:  # one for every kind: one renewal a period for all the places held here
-            self._keeper = LeaseKeeper(counters.client, counters.url)
-        return SharedShares(counters.client, counters.url, kind, self._keeper)
+        # The process's one renewer (every kind, apis' slots too): one renewal a period for all the places held here.
+        return SharedShares(counters.client, counters.url, kind, counters.keeper)
 
     # -- runs left between a decision and its end --------------------------------------------------
     def resume_grace(self) -> float:

@@ -5,14 +5,16 @@ place, scored with the end of its lease. A lease as long as the work's deadline 
 stand that long (an agent's `timeout` can be an hour), and work outliving it (a streamed answer still being
 sent, the run's audit row) lost its place while alive. So a place is leased for `LEASE` seconds and, while its
 work lives, renewed every `LEASE / 3`: one task per process renews every place it holds, one Lua script (one round
-trip) for all of them; it ends when the last place is given back. A dead instance renews nothing, so its places end
-at most `LEASE` seconds after it stopped.
+trip) for all of them; it ends a period after the last place was given back. A dead instance renews nothing, so its
+places end at most `LEASE` seconds after it stopped. An api's slots and the tickets of the calls waiting for one
+(`gateway.store.redis_guards`) are leased the same way, by the same task.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -60,55 +62,58 @@ class LeaseKeeper:
         self.url = url
         self.lease = lease
         self._renew = client.register_script(_RENEW)
-        self._held: dict[str, str] = {}
-        """member -> its sorted set, for every place held here now."""
+        self._held: dict[str, tuple[str, Callable[[], None] | None]] = {}
+        """member -> its sorted set and what to call should it be found gone, for every place held here now."""
         self._task: asyncio.Task[None] | None = None
-        self._emptied: asyncio.Event | None = None
 
     @property
     def seconds(self) -> str:
         """The lease as a Lua script's argument."""
         return repr(float(self.lease))
 
-    def hold(self, key: str, member: str) -> None:
-        """Renew the place `member` of `key` (just taken, with a lease of `lease`) until `drop`."""
-        self._held[member] = key
+    def hold(self, key: str, member: str, lost: Callable[[], None] | None = None) -> None:
+        """Renew the place `member` of `key` (just taken, with a lease of `lease`) until `drop` (or another `hold`
+        of the same member, in another key: a waiter's ticket that became a slot). `lost`: called, instead of the
+        warning, when a renewal finds the member gone from `key` (a waiter's ticket is taken out of its queue when
+        a slot is handed to it: its waiter is told to look)."""
+        self._held[member] = (key, lost)
         if self._task is None or self._task.done():  # done: cancelled with its event loop, or failed
-            self._emptied = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._renew_while_held())
 
     def drop(self, member: str) -> None:
         """Stop renewing the place (given back, or about to be)."""
         self._held.pop(member, None)
-        if not self._held and self._emptied is not None:
-            self._emptied.set()  # the renewing task ends now, not a period later
 
     async def _renew_while_held(self) -> None:
-        emptied = self._emptied
-        assert emptied is not None
+        # The task outlives its last place by up to a period rather than ending with it: an api's slots come and go
+        # with every call, and a task made and ended per call cost more than the dict entry does (bench/README.md).
         while True:
-            try:
-                await asyncio.wait_for(emptied.wait(), self.lease / 3)
-            except TimeoutError:
-                pass
-            emptied.clear()  # a place taken since it was set: wait a period again, not spin
+            await asyncio.sleep(self.lease / 3)
             if not self._held:  # no await between this test and the reset: a `hold` now starts a new task
-                self._task = self._emptied = None
+                self._task = None
                 return
             await self.renew()
 
     async def renew(self) -> None:
         """Push every held place's lease on (what the task does every third of the lease)."""
-        held = list(self._held.items())
+        held = [(member, key) for member, (key, _) in self._held.items()]
         try:
             lost: Any = await self._renew(keys=[key for _, key in held], args=[self.seconds, *(m for m, _ in held)])
         except (redis.RedisError, OSError) as exc:
-            logger.warning("%d places in clients' shares were not renewed (each ends with its lease unless a later "
-                           "renewal reaches Redis): Redis at %s: %s", len(held), safe_url(self.url), exc)
+            logger.warning("%d places held in Redis (clients' shares, apis' slots, waiters' tickets) were not "
+                           "renewed (each ends with its lease unless a later renewal reaches Redis): Redis at %s: %s",
+                           len(held), safe_url(self.url), exc)
             return
+        renewed = dict(held)
         for member in lost:
             name = member.decode() if isinstance(member, bytes) else str(member)
-            self._held.pop(name, None)
-            logger.warning("a place in a client's share ended with its lease while its work went on (Redis was "
-                           "out of reach for longer than %g s, or this process stalled): that work is no longer "
-                           "counted", self.lease)
+            entry = self._held.get(name)
+            if entry is None or entry[0] != renewed.get(name):
+                continue  # given back, or held in another key, while the renewal was on its way
+            del self._held[name]
+            if entry[1] is not None:
+                entry[1]()
+                continue
+            logger.warning("a place held in Redis (a client's share, an api's slot) ended with its lease while its "
+                           "work went on (Redis was out of reach for longer than %g s, or this process stalled): "
+                           "that work is no longer counted", self.lease)

@@ -4,7 +4,9 @@ across every instance.
 Same contract as `gateway.safety.breaker.GuardApi` (a paused api answers at once, a busy one after the call's
 timeout), with the state in Redis (`gateway.store.redis_guards`): failures seen by one instance pause the api for
 all of them, and the slots count the calls in flight everywhere. The breaker is per api, not per api and client
-as in one process: Redis holds one verdict per api, which every instance reads.
+as in one process: Redis holds one verdict per api, which every instance reads. The slots keep one process's
+promise (`gateway.safety.fair_slots`) across instances: a freed slot goes to the waiting client that holds the
+fewest, ties to the one waiting longest, and `max_concurrency_per_client` caps what one client holds.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
 from ..store.redis_guards import SharedGuards
-from .breaker import is_failure
+from .breaker import ANONYMOUS_GROUP, is_failure
 
 logger = logging.getLogger("gateway.safety")
 
@@ -35,9 +37,12 @@ class SharedGuardApi:
         api = invocation.tool.api
         configured = self.manifest.apis.get(api)
         limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
+        per_client = (configured.max_concurrency_per_client if configured else None) \
+            or self.settings.max_concurrency_per_client
         timeout = invocation.agent_tool.timeout or self.manifest.api(api).timeout
+        group = invocation.client or ANONYMOUS_GROUP
         lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
-                                                  wait=timeout, lease=timeout)
+                                                  wait=timeout, group=group, per_group=per_client)
         if lease is None and retry_in > 0:
             return ToolResult.failure(
                 "transport_error",
@@ -46,7 +51,10 @@ class SharedGuardApi:
         if lease is None:
             return ToolResult.failure(
                 "timeout", f"The {api} API is busy (all {limit} concurrent calls in use across the gateway's "
-                           f"instances for {timeout:g} s); try again later.")
+                           f"instances, or this client's {per_client}, for {timeout:g} s); try again later."
+                if per_client and per_client < limit else
+                f"The {api} API is busy (all {limit} concurrent calls in use across the gateway's instances for "
+                f"{timeout:g} s); try again later.")
         result: ToolResult | None = None
         try:
             result = await proceed(invocation)
@@ -56,7 +64,8 @@ class SharedGuardApi:
             verdict = None if result is None else not is_failure(result)
             try:
                 await asyncio.shield(self.guards.settle(api, lease, verdict, failures=self.settings.failures,
-                                                        reset_after=self.settings.reset_after))
+                                                        reset_after=self.settings.reset_after, limit=limit,
+                                                        per_group=per_client))
             except StoreUnavailable as exc:
                 # The call is done (it may have run): its result and audit row matter more than the slot, which
                 # its lease gives back on its own; a lost verdict only delays the breaker by one call.

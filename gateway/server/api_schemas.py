@@ -341,7 +341,8 @@ _HEALTH = {
 _READY = {
     "type": "object", "required": ["status", "store"],
     "properties": {"status": {"enum": ["ready", "unavailable"]},
-                   "store": {"type": "string", "description": "ok, or why the store (or Redis) does not answer"}},
+                   "store": {"type": "string", "description": "ok, or why the store cannot write"},
+                   "redis": {"type": "string", "description": "with gateway.redis: ok, or why Redis does not answer"}},
 }
 
 

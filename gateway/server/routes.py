@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import anyio.to_thread
@@ -218,17 +218,26 @@ READY_TIMEOUT = 2.0
 
 async def readyz(request: Request) -> Response:
     """200 when this instance can serve audited calls: its store takes a write as an audit row is written (and
-    Redis answers, with `gateway.redis`) within `READY_TIMEOUT`; 503 naming what does not. A store that answers
-    but cannot write (a full disk) is not ready. `/healthz` says the process lives; this says send it work (a tool
-    call it cannot audit is not sent, so a balancer should look here)."""
-    store = state_of(request).store
+    Redis answers, with `gateway.redis`) within `READY_TIMEOUT`; 503 naming what does not (`store`, `redis`: each
+    asked apart, so a hung Redis is not reported as the store). A store that answers but cannot write (a full disk)
+    is not ready. `/healthz` says the process lives; this says send it work (a tool call it cannot audit is not
+    sent, so a balancer should look here)."""
+    parts = state_of(request).store.readiness()
+    answers = await asyncio.gather(*(_ready(check) for _, check in parts))
+    body = {"status": "ready" if all(a == "ok" for a in answers) else "unavailable",
+            **{name: answer for (name, _), answer in zip(parts, answers, strict=True)}}
+    return JSONResponse(body, 200 if body["status"] == "ready" else 503)
+
+
+async def _ready(check: Callable[[], Awaitable[None]]) -> str:
+    """`ok`, or why `check` failed: no answer in time, or the driver's own error (the URLs have no password)."""
     try:
-        await asyncio.wait_for(store.check_writable(), READY_TIMEOUT)
+        await asyncio.wait_for(check(), READY_TIMEOUT)
     except TimeoutError:
-        return JSONResponse({"status": "unavailable", "store": f"no answer within {READY_TIMEOUT:g} s"}, 503)
-    except Exception as exc:  # the driver's own error: say what it is, the store's URL has no password in it
-        return JSONResponse({"status": "unavailable", "store": f"{type(exc).__name__}: {exc}"[:500]}, 503)
-    return JSONResponse({"status": "ready", "store": "ok"})
+        return f"no answer within {READY_TIMEOUT:g} s"
+    except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said as it was raised
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return "ok"
 
 
 def known_agent(generation: Generation, agent: str) -> str:

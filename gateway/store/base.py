@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -398,6 +398,11 @@ class Store(abc.ABC):
         cannot. `/readyz` asks it, so a balancer stops sending work that would fail closed on the audit: a store
         that answers reads but cannot write (a full disk) is not ready."""
         await self.ping()
+
+    def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """What `/readyz` asks, each by the name it reports: the store's write, and Redis where a store counts
+        there (`gateway.store.redis_counters`), asked apart so that the one that hangs is the one named."""
+        return [("store", self.check_writable)]
 
     async def aclose(self) -> None:  # noqa: B027 - optional: backends without resources need nothing
         """Release connections and threads."""

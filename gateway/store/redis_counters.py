@@ -12,8 +12,8 @@ would be full again (nothing to remember then).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio as aioredis
@@ -36,6 +36,9 @@ from .base import (
 )
 from .postgres_schema import safe_url
 from .redis_guards import SharedGuards
+
+if TYPE_CHECKING:
+    from ..safety.lease_keeper import LeaseKeeper
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -111,6 +114,7 @@ class RedisCounters:
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES), retry_on_error=[redis.ConnectionError])
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
+        self._keeper: LeaseKeeper | None = None
 
     @property
     def client(self) -> aioredis.Redis:
@@ -118,10 +122,20 @@ class RedisCounters:
         return self._client
 
     @property
+    def keeper(self) -> LeaseKeeper:
+        """The process's renewer of the places it holds in Redis (clients' shares, apis' slots, waiters' tickets):
+        one for all of them, so one round trip a period renews every place."""
+        if self._keeper is None:
+            from ..safety.lease_keeper import LeaseKeeper  # the safety layer's; imported here only with Redis
+
+            self._keeper = LeaseKeeper(self._client, self.url)
+        return self._keeper
+
+    @property
     def guards(self) -> SharedGuards:
         """Breakers and concurrency slots on the same Redis (`gateway.store.redis_guards`)."""
         if self._guards is None:
-            self._guards = SharedGuards(self._client, self.url)
+            self._guards = SharedGuards(self._client, self.url, self.keeper)
         return self._guards
 
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
@@ -145,6 +159,8 @@ class RedisCounters:
             raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
 
     async def aclose(self) -> None:
+        if self._guards is not None:
+            await self._guards.aclose()
         await self._client.aclose()
 
 
@@ -226,6 +242,9 @@ class CountedStore(Store):
     async def check_writable(self) -> None:
         await self.inner.check_writable()
         await self.counters.ping()
+
+    def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        return [*self.inner.readiness(), ("redis", self.counters.ping)]
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)

@@ -49,6 +49,23 @@ def test_validate_names_a_wrong_type_and_an_unknown_key_under_gateway_with_their
         (6, "gateway.allowed_hosts"), (7, "gateway.unknown_key_xyz")]
 
 
+def test_a_named_manifest_that_does_not_exist_fails_validate(
+        project: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A CI job validating the manifest it deploys must not pass on a mistyped path (it said "not found (no
+    agents)" and exit 0); the default ./agents.yaml may still be absent, the specs checked alone."""
+    specs = project[:2]
+    assert main(["validate", *specs, "--agents", str(tmp_path / "agnets.yaml"), "--no-cache"]) == 1
+    assert "agnets.yaml: UNUSABLE, not found" in capsys.readouterr().out
+    monkeypatch.setenv("GATEWAY_AGENTS", str(tmp_path / "nope.yaml"))
+    assert main(["validate", *specs, "--no-cache", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["manifest"]["usable"] is False
+    monkeypatch.delenv("GATEWAY_AGENTS")
+    monkeypatch.chdir(tmp_path / "specs")  # no agents.yaml here
+    assert main(["validate", *specs, "--no-cache"]) == 0
+    assert "agents.yaml: not found (no agents)" in capsys.readouterr().out
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -842,7 +842,8 @@ def test_a_clients_share_of_runs_and_sandboxes_is_a_count_and_a_wrong_one_is_nam
     assert (default.gateway.max_runs_per_client, default.gateway.max_code_workers_per_client) == (None, None)
 
 
-def test_a_clients_concurrency_cap_with_redis_is_said_not_to_apply() -> None:
+def test_a_clients_concurrency_cap_with_redis_is_applied_so_nothing_is_said() -> None:
+    """With gateway.redis the cap is counted across instances (tests/safety/test_slot_queue.py), as the slots are."""
     text = """\
     apis:
       shop: {max_concurrency_per_client: 2}
@@ -850,8 +851,7 @@ def test_a_clients_concurrency_cap_with_redis_is_said_not_to_apply() -> None:
       redis: redis://127.0.0.1:9/0
     """
     warnings = [d for d in _parse(text)[1] if d.level == "warning"]  # (without the shared extra, also an error)
-    assert [(d.pointer, d.line) for d in warnings] == [("apis.shop.max_concurrency_per_client", 2)]
-    assert "not applied with gateway.redis" in warnings[0].message
+    assert warnings == []
 
 
 def test_code_mode_without_its_sandbox_installed_names_the_key_and_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -95,3 +95,30 @@ def test_credentials_of_the_signed_in_user_need_gateway_auth_and_a_way_back() ->
     assert _errors(no_way_back.replace('token_url: "https://id.example/token"}',
                                        'token_url: "https://id.example/token", '
                                        'redirect_uri: "https://gw.example/connections/callback"}')) == []
+
+
+def test_a_write_under_approval_on_an_exchanged_api_is_named_at_the_agents_approval() -> None:
+    """An approved call resumes without its user's access token, which an exchange needs: validate says the write
+    would never run (found trying the docs: `approval: writes` on a `token_exchange` api posted nothing)."""
+    from gateway.catalog import ApiSpec, Catalog, Tool
+    from gateway.configuration import parse_configuration
+
+    def tool(name: str, method: str) -> Tool:
+        return Tool(name=name, api="repos", operation_id=name, method=method, path=f"/{name}", description=name,
+                    input_schema={"type": "object", "properties": {}})
+
+    catalog = Catalog([tool("getRepo", "GET"), tool("createIssue", "POST")],
+                      {"repos": ApiSpec(name="repos", file="repos.yaml")})
+    text = GOOD + textwrap.dedent("""\
+        providers:
+          openai: {kind: openai, api_key: k}
+        agents:
+          coder: {model: openai/m, tools: [{api: repos}], approval: writes}
+          reader: {model: openai/m, tools: [{api: repos, methods: [GET]}], approval: writes}
+        """)
+    _, _, diagnostics = parse_configuration(text, catalog=catalog, environ={})
+    named = [d for d in diagnostics if "token_exchange" in d.message and "approval" in d.message]
+    assert [(d.level, d.line, d.message.split(" wait")[0]) for d in named] == [
+        ("warning", text.splitlines().index(
+            "  coder: {model: openai/m, tools: [{api: repos}], approval: writes}") + 1, "createIssue")]
+    assert "use user_oauth" in named[0].message

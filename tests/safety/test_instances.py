@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -212,7 +213,8 @@ def test_a_store_gone_while_serving_is_a_503_never_an_unrecorded_answer(
         with instances(tmp_path, count=1) as (served,):
             first = httpx.post(f"{served.url}/agents/triage/tools/getIssue", json=READ, timeout=60)
             assert first.status_code == 200, first.text
-            assert httpx.get(f"{served.url}/readyz", timeout=30).json() == {"status": "ready", "store": "ok"}
+            assert httpx.get(f"{served.url}/readyz", timeout=30).json() == {"status": "ready", "store": "ok",
+                                                                             "redis": "ok"}
             database.stop()
             ready = httpx.get(f"{served.url}/readyz", timeout=30)  # a balancer stops sending work here
             assert ready.status_code == 503 and ready.json()["status"] == "unavailable", ready.text
@@ -237,9 +239,18 @@ def test_readiness_names_a_redis_that_stopped_answering(
         _project(tmp_path, llm.url, upstream.url, postgres_url, redis.url)
         with instances(tmp_path, count=1) as (served,):
             assert httpx.get(f"{served.url}/readyz", timeout=30).status_code == 200
+            assert redis.process is not None
+            redis.process.send_signal(signal.SIGSTOP)  # a hung Redis: connected, silent
+            try:
+                hung = httpx.get(f"{served.url}/readyz", timeout=30)
+            finally:
+                redis.process.send_signal(signal.SIGCONT)
+            # named as Redis, not as the store (which answered): the operator looks at the right server
+            assert hung.status_code == 503 and hung.json()["store"] == "ok", hung.text
+            assert "no answer within" in hung.json()["redis"], hung.text
             redis.stop()
             ready = httpx.get(f"{served.url}/readyz", timeout=30)
-            assert ready.status_code == 503 and "Redis at redis://127.0.0.1" in ready.json()["store"], ready.text
+            assert ready.status_code == 503 and "Redis at redis://127.0.0.1" in ready.json()["redis"], ready.text
             assert httpx.get(f"{served.url}/healthz", timeout=30).status_code == 200  # alive, not ready
     finally:
         redis.stop()

@@ -130,3 +130,62 @@ def test_a_decision_the_terminal_could_not_carry_out_says_it_ran_in_this_process
     assert "pending again" in err and "resumes the run in its own process" in err, err
     assert "POST /approvals/{id} or the console" in err
     assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # decide it again
+
+
+def test_approving_from_a_shell_without_the_models_key_decides_nothing(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal resumes a chat run here: when agents.yaml read in this shell leaves the model without a key it
+    says so before deciding, as `gateway chat` does, instead of running the write and failing at the model."""
+    [approval] = _pause_a_run(tmp_path, llm, upstream)
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(agents.read_text().replace(f'base_url: "{llm.url}/v1", api_key: test-key', 'api_key: ""')
+                      .replace("model: ollama/llama-test", "model: openai/gpt-test"))  # triage: on the cloud
+    assert main(_cli(tmp_path, "approvals", "approve", approval)) == 1
+    err = capsys.readouterr().err
+    assert "whose api_key is empty" in err and "). Nothing was decided." in err, err
+    assert "POST /approvals/{id} or the console" in err
+    assert [r for r in upstream.requests if r.method == "POST"] == []
+    assert main(_cli(tmp_path, "approvals")) == 0 and approval in capsys.readouterr().out  # still pending
+
+
+def test_a_model_failing_after_the_approved_call_ran_is_a_message_not_a_traceback(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The approved write ran, then the model failed: the terminal says the approval is used and the call ran (as
+    the POST to `/approvals/{id}` answers), exit 1."""
+    [approval] = _pause_a_run(tmp_path, llm, upstream)
+    llm.script(Reply(status=401, error="no key"))  # the model refuses this process's request
+    assert main(_cli(tmp_path, "approvals", "approve", approval)) == 1
+    err = capsys.readouterr().err
+    assert "The model provider failed" in err and f"Approval {approval} is used" in err, err
+    assert "Traceback" not in err
+    assert len([r for r in upstream.requests if r.method == "POST"]) == 1
+
+
+def test_the_audit_lines_name_the_signed_in_user_and_what_was_decided(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Users mapped onto one client by their claims share its name: the terminal's line names each (the subject),
+    and a decision reads as the decision on its tool, not as a chat."""
+    import asyncio
+    import time
+
+    from gateway.store import open_store
+    from gateway.store.base import AuditRow
+
+    write_project(tmp_path, llm.url, upstream.url, WITH_STORE)
+
+    async def write() -> None:
+        store = open_store(str(tmp_path / ".gateway" / "state.db"))
+        for row in (AuditRow(time=time.time() - 2, kind="tool", client="engineers", agent="triage", tool="getRepo",
+                             subject="alice"),
+                    AuditRow(time=time.time() - 1, kind="tool", client="engineers", agent="triage", tool="getRepo",
+                             subject="bob"),
+                    AuditRow(time=time.time(), kind="decision", client="reviewer", agent="triage",
+                             tool="createIssueComment", status="approved")):
+            await store.add_audit(row)
+        await store.aclose()
+
+    asyncio.run(write())
+    assert main(_cli(tmp_path, "audit")) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "reviewer" in lines[0] and "triage/createIssueComment decision" in lines[0] and " chat" not in lines[0]
+    assert "engineers (bob)" in lines[1] and "engineers (alice)" in lines[2]

@@ -112,3 +112,22 @@ def test_gateway_mcp_with_a_store_that_will_not_open_stops_at_start(tmp_path: Pa
                                   AGENTS_YAML + f"gateway:\n  store: {tmp_path / 'a-file' / 'state.db'}\n")
     assert main(["mcp", "weather", "--specs", str(specs), "--agents", str(agents), "--no-cache"]) == 1
     assert "cannot open the store" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_connecting_without_a_connections_key_says_how_to_make_one() -> None:
+    """identity.md's reader sets up user_oauth with no key yet: the refusal says which variable and how to make
+    its value (found trying the docs: it named a 'Fernet key' and nothing more)."""
+    import httpx
+
+    from gateway.errors import ApiSetupError
+    from gateway.identity.connections import UserOAuthSettings
+
+    async with httpx.AsyncClient() as http:
+        connections = Connections(MemoryStore(), http, cipher=None)
+        connections.configure({"tracker": UserOAuthSettings(
+            api="tracker", authorization_url="http://127.0.0.1:9/auth", token_url="http://127.0.0.1:9/token",
+            client_id="gw", redirect_uri="http://127.0.0.1:9/connections/callback")})
+        with pytest.raises(ApiSetupError) as refused:
+            await connections.begin("tracker", "alice", None)
+    assert "GATEWAY_CONNECTIONS_KEY" in str(refused.value) and "Fernet.generate_key()" in str(refused.value)

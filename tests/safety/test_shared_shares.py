@@ -54,13 +54,13 @@ def _chat(url: str, key: str) -> httpx.Response:
 
 @contextmanager
 def two_gateways(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer, *,
-                 lease: float | None = None) -> Iterator[tuple[str, str]]:
+                 lease: float | None = None, yaml: str | None = None) -> Iterator[tuple[str, str]]:
     """Two uvicorn gateways on one Redis, their URLs; `lease`: their places leased for that many seconds (renewed
-    every third of it) instead of 30."""
+    every third of it) instead of 30; `yaml`: their agents.yaml (default: one run per client)."""
     gateways = []
     for name in ("a", "b"):
         folder = tmp_path / name
-        write_project(folder, llm.url, upstream.url, _yaml(redis_server.url))
+        write_project(folder, llm.url, upstream.url, yaml or _yaml(redis_server.url))
         gateways.append(build_app(folder, store=folder / "state.db"))
         if lease is not None:
             gateways[-1][0].state.gateway.runs.keeper.lease = lease

@@ -141,7 +141,7 @@ agents:
 LOCAL = "{kind: local, timeout: 600}"
 DOCKER = Path("apis-guru") / "docker.com" / "engine.json"
 OFF_TOPIC = "what's the weather going to be in Paris tomorrow"
-IN_API = "remove the stopped container web-old"
+IN_API = "delete the container web-old, it is not needed any more"
 KEY = "ck-dev-0a1b2c3d4e5f6789"
 
 
