@@ -1,8 +1,7 @@
 """What an operation answers, read by the search (branch respfields; issue #30): each variant's lists of the
 development data.
 
-    python bench/search_answers.py rank --label NAME [--read-as table|column] [--weight W] [--depth D] [--described]
-                                        [--reads-only] [--matched-for all|reads|"asked reads"]
+    python bench/search_answers.py rank --label NAME [--weight W] [--depth D]
     python bench/search_misses.py rank --label main --tree COPY_OF_MAIN   # the baseline: main's own tree
     python bench/search_misses.py table --labels main NAME ...           # recall per API and part, chosen leaving
                                                                            # one API out, the largest loss of an API
@@ -10,12 +9,14 @@ development data.
     python bench/search_answers.py sizes                                  # the words read per tool at each depth
     python bench/search_answers.py cost [--tree COPY_OF_MAIN] [--apis graph github]   # the index's build
 
-A variant is `gateway.offer.answer_text`'s reading (`READ_AS`, `WEIGHT`, `DEPTH`, `DESCRIBED`, `READS_ONLY`,
-`MATCHED_FOR`; a switch not given keeps the module's own, the kept reading). Each runs in a process of its own:
-`gateway.offer.index_build` and `gateway.offer.index` read the reading when imported (the column's weight is one of
-the SQL's), so it is set before anything imports them. The data, the model's cosines and the lists
-are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26`, `round27`, `round28` and `round29` are never
-read: its assert).
+A variant is `gateway.offer.answer_text`'s reading (`WEIGHT`, `DEPTH`; one not given keeps the module's own, the kept
+reading). Each runs in a process of its own: `gateway.offer.statements` reads the weight when imported (it is one of
+the SQL's), so it is set before anything imports the index. The switches of the readings not kept (`READ_AS`: a
+column of the tool's row, or nowhere; `DESCRIBED`: each property's description read too; `READS_ONLY` off: a write's
+answer read; `MATCHED_FOR`: every request, or only those that ask for a read) were measured here and are gone from
+gateway/ (branch tidy43): their figures are in bench/README.md ("What an operation answers, read by the search"),
+their code at commit 7b441a7. The data, the model's cosines and the lists are `bench/search_misses.py`'s (`DEV`:
+`round12`..`round27`; `round28` and `round29` are never read: its assert).
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ def _reading(args: argparse.Namespace) -> None:
     from gateway.offer import answer_text
 
     assert "gateway.offer.index_build" not in sys.modules, "the reading must be set before the index is imported"
-    for option, switch in (("read_as", "READ_AS"), ("weight", "WEIGHT"), ("depth", "DEPTH"), ("described", "DESCRIBED"),
-                           ("reads_only", "READS_ONLY"), ("matched_for", "MATCHED_FOR")):
+    for option, switch in (("weight", "WEIGHT"), ("depth", "DEPTH")):
         if getattr(args, option) is not None:
             setattr(answer_text, switch, getattr(args, option))
 
@@ -48,20 +48,19 @@ def rank(label: str) -> None:
 
 def sizes() -> None:
     """Per API: its tools, those with a JSON response schema, and the words read per tool (median / largest) at each
-    depth, names alone and with their descriptions."""
+    depth (the names with their descriptions: commit 7b441a7's)."""
     from bench.search_misses import APIS, _catalog
     from gateway.offer import answer_text
     from gateway.offer.query import words
 
-    readings = [(1, False), (2, False), (3, False), (1, True), (2, True)]
-    print("| API | tools | answering JSON | " + " | ".join(f"depth {depth}{', described' if described else ''}"
-                                                        for depth, described in readings) + " |")
+    readings = (1, 2, 3)
+    print("| API | tools | answering JSON | " + " | ".join(f"depth {depth}" for depth in readings) + " |")
     print("|---|---|---|" + "---|" * len(readings))
     for name in APIS:
         tools = list(_catalog(name))
         cells = []
-        for depth, described in readings:
-            answer_text.DEPTH, answer_text.DESCRIBED = depth, described
+        for depth in readings:
+            answer_text.DEPTH = depth
             read = [len(words(answer_text.answer_text(tool)).split()) for tool in tools]
             cells.append(f"{statistics.median(read):g} / {max(read):,}")
         print(f"| {name} | {len(tools):,} | {sum(1 for tool in tools if tool.output_schema):,} | "
@@ -73,15 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=["rank", "sizes", "cost"])
     parser.add_argument("--label")
     # each switch of gateway.offer.answer_text; one not given keeps the module's value
-    parser.add_argument("--read-as", choices=["table", "column", "none"])
     parser.add_argument("--weight", type=float)
     parser.add_argument("--depth", type=int)
-    parser.add_argument("--described", action=argparse.BooleanOptionalAction,
-                        help="each property's description read with its name")
-    parser.add_argument("--reads-only", action=argparse.BooleanOptionalAction,
-                        help="only the answers of GET operations read")
-    parser.add_argument("--matched-for", choices=["all", "reads", "asked reads"],
-                        help="the requests matched against the answers")
     args, rest = parser.parse_known_args(argv)
     sys.path.insert(0, str(ROOT))
     if args.stage == "cost":  # bench/search_tags.py's builds, timed alike (--apis, --rounds, --tree)

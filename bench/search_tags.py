@@ -12,7 +12,8 @@ data.
     python bench/search_tags.py latency --apis github jira asana --rounds 2   # a search, the table's reading off/on
 
 A variant (branch tagtable) is `gateway.offer.tag_table`'s reading at one setting: each described tag's text
-(`AMOUNT` of its description) a row of the index's `tags` table, a matched tag's BM25 times `WEIGHT` added to the
+(an amount of its description: the whole, as the product reads it, or its first sentence or paragraph, which `_cut`
+cuts before the index reads it) a row of the index's `tags` table, a matched tag's BM25 times `WEIGHT` added to the
 `LIFTED` of its tools its request's own match scores best. `sweep` searches every variant of the grid in one process
 (the weight and the cap are read at each search; the amount when the index is built, so each amount builds the
 indexes again), only over the APIs whose specs describe a tag: the others' lists are the `--baseline`'s (their
@@ -35,8 +36,25 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parent.parent
+Amount = Literal["sentence", "paragraph", "whole"]
+_SENTENCE = 300
+_PARAGRAPH = 600
+"""The characters of the first paragraph read (Asana's Sections says "column" at its 140th)."""
+
+
+def _cut(description: str, amount: str) -> str:
+    """A tag's description as an amount reads it: its first sentence, its first paragraph, or the whole (the product
+    then reads the whole of what it is given, up to its own limit: `gateway.offer.tag_text.read_description`)."""
+    from gateway.offer.views import first_sentences
+
+    if amount == "sentence":
+        return first_sentences(description, _SENTENCE)
+    if amount == "paragraph":
+        return description.split("\n\n", 1)[0][:_PARAGRAPH]
+    return description
 
 
 def sweep(weights: list[float], lifted: list[int], rares: list[float], amounts: list[str], baseline: str,
@@ -58,8 +76,9 @@ def sweep(weights: list[float], lifted: list[int], rares: list[float], amounts: 
             same = search_misses.Ranked(name).saved() == kept[name]
             print(f"{name} (no tag described): {'the' if same else 'NOT the'} baseline's lists", flush=True)
     for amount in amounts:
-        tag_table.AMOUNT = amount  # type: ignore[assignment]
-        searched = {name: search_misses.Ranked(name) for name in described}  # each index built at this amount
+        # each index built at this amount
+        searched = {name: search_misses.Ranked(name, lambda text, amount=amount: _cut(text, amount))
+                    for name in described}
         for weight, cap, rare in itertools.product(weights, lifted, rares):
             tag_table.WEIGHT, tag_table.LIFTED, tag_table.RARE = weight, cap, rare
             label = f"a{amount[0]}-w{weight:g}-l{cap}" + (f"-r{rare:g}" if rare < 1 else "")
@@ -83,7 +102,7 @@ def sizes() -> None:
     words of a tag's row in the `tags` table at each amount (the median over the described tags its tools hold)."""
     from bench.search_misses import APIS, _catalog
     from gateway.offer.query import words
-    from gateway.offer.tag_text import Amount, read_description
+    from gateway.offer.tag_text import read_description
 
     amounts: tuple[Amount, ...] = ("sentence", "paragraph", "whole")
     print("| API | tools | described tags | characters | tools with one | words of a tag's row, sentence / paragraph "
@@ -94,7 +113,7 @@ def sizes() -> None:
         described = next(iter(catalog.apis.values())).tag_descriptions
         tools = [tool for tool in catalog if set(tool.tags) & set(described)]
         held = {tag for tool in tools for tag in tool.tags if tag in described}
-        read = [statistics.median(len(words(read_description(described[tag], amount)).split()) for tag in held)
+        read = [statistics.median(len(words(read_description(_cut(described[tag], amount))).split()) for tag in held)
                 if held else 0 for amount in amounts]
         print(f"| {name} | {len(catalog)} | {len(described)} | {sum(map(len, described.values())):,} | {len(tools)} | "
               + " / ".join(f"{n:g}" for n in read) + " |")
@@ -220,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lifted", nargs="+", type=int, default=[3], help="sweep: `tag_table.LIFTED`s")
     parser.add_argument("--rares", nargs="+", type=float, default=[1.0], help="sweep: `tag_table.RARE`s")
     parser.add_argument("--amounts", nargs="+", choices=["sentence", "paragraph", "whole"], default=["whole"],
-                        help="sweep: `tag_table.AMOUNT`s")
+                        help="sweep: how much of each tag's description is read (`_cut`)")
     parser.add_argument("--baseline", default="main", help="sweep: the saved lists the APIs without a described tag "
                                                            "keep")
     parser.add_argument("--check", action="store_true", help="sweep: search those APIs too, compare with the baseline")

@@ -2,58 +2,47 @@
 nested to `DEPTH` ("how many containers are paused": Docker's SystemInfo answers `ContainersPaused`, and no other
 word of the operation says so; "why is the node down: its Status.Message": NodeInspect's `Status` holds `Message`).
 
-Read from the tool's output schema: each property's name, through a local `$ref` (`#/$defs/...`), an array's `items`,
-a map's `additionalProperties` and the alternatives of `allOf`/`anyOf`/`oneOf`, none of which is a level of its own (a
-list of users answers the users' fields at the depth of the list's own); each name once. How the index reads the
-text (`READ_AS`, `WEIGHT`): in a table of its own, one row an operation, its BM25 times `WEIGHT` added to the
-operation's (`gateway.offer.index`), so that a long response weighs the other columns' matches no less; what was
-measured, and what was not kept, is in bench/README.md ("What an operation answers, read by the search").
+Read from a read's (GET's) output schema: each property's name, through a local `$ref` (`#/$defs/...`), an array's
+`items`, a map's `additionalProperties` and the alternatives of `allOf`/`anyOf`/`oneOf`, none of which is a level of
+its own (a list of users answers the users' fields at the depth of the list's own); each name once. The index reads
+the text in a table of its own, one row an operation, its BM25 times `WEIGHT` added to the operation's
+(`gateway.offer.index`), so that a long response weighs the other columns' matches no less; a request is matched
+against it when it asks for a read or names no method (`read_for`). What was measured, and what was not kept (a
+column of the tool's row, the properties' descriptions read too, a write's answer read, every request matched: the
+switches that chose them are gone from here, their code at commit 7b441a7), is in bench/README.md ("What an
+operation answers, read by the search").
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Any
 
 from ..catalog import Tool
 from .query import words
-from .views import first_sentences
 
-READ_AS: Literal["table", "column", "none"] = "table"
-"""Where the index reads the answer's words: a table of its own (its BM25 added to the tool's), a column of the
-tool's row (which lengthens the row: BM25 weighs every other match of it less), or nowhere."""
 WEIGHT = 0.35
-"""The answer's BM25 (or column) weight against the row's (the summary's column weighs 4, the name's 6)."""
+"""The answer's BM25 weight against the row's (the summary's column weighs 4, the name's 6)."""
 DEPTH = 2
 """The levels of properties read: 1, the response's own; 2, also theirs (`Status.Message`)."""
-DESCRIBED = False
-"""Whether each property's description's first sentence is read with its name."""
-READS_ONLY = True
-"""Whether only a read's answer is read (GET): a question answered by a field asks for a read, and a write's answer
-(the created or changed thing, whole) would make every write of a resource match each of its fields."""
-MATCHED_FOR: Literal["all", "reads", "asked reads"] = "reads"
-"""Which requests are matched against the answers: all; "reads", a request that asks for a read or names no method
-("how many containers are paused", "the MAC address of each container on network backend"), not one that asks for a
-write ("give SUP-881 to Ingrid": a write is named by its operation's words, and the reads' answers, matched, would
-rank reads above it); "asked reads", only a request that asks for a read."""
-_DESCRIPTION = 120
 _LEVELS_THROUGH = ("allOf", "anyOf", "oneOf")
 
 
 def read_for(asked: frozenset[str]) -> bool:
     """Whether a request asking for `asked` (the methods it means; none: it names none) is matched against what the
-    operations answer."""
-    if MATCHED_FOR == "all":
-        return True
-    return "GET" in asked or MATCHED_FOR == "reads" and not asked
+    operations answer: one that asks for a read or names no method ("how many containers are paused", "the MAC
+    address of each container on network backend"), not one that asks for a write ("give SUP-881 to Ingrid": a write
+    is named by its operation's words, and the reads' answers, matched, would rank reads above it)."""
+    return "GET" in asked or not asked
 
 
 def answer_text(tool: Tool) -> str:
-    """The names (and, when `DESCRIBED`, the descriptions) of the properties `tool` answers, to `DEPTH` levels, each
-    name once, as the index's words (`query.words`: `ContainersPaused` -> "containers paused"); "" for an operation
-    without a JSON response schema."""
+    """The names of the properties `tool` answers, to `DEPTH` levels, each name once, as the index's words
+    (`query.words`: `ContainersPaused` -> "containers paused"); "" for a write (its answer, the created or changed
+    thing whole, would make every write of a resource match each of its fields) or an operation without a JSON
+    response schema."""
     schema = tool.output_schema
-    if not isinstance(schema, dict) or READS_ONLY and tool.method != "GET":
+    if not isinstance(schema, dict) or tool.method != "GET":
         return ""
     found: dict[str, None] = {}
     _read(schema, schema.get("$defs") or {}, 1, found, set())
@@ -81,8 +70,6 @@ def _read(schema: dict[str, Any], definitions: dict[str, Any], level: int, found
             if not isinstance(value, dict):
                 continue
             found.setdefault(name)
-            if DESCRIBED and isinstance(value.get("description"), str):
-                found.setdefault(first_sentences(value["description"], _DESCRIPTION))
             if level < DEPTH:
                 _read(value, definitions, level + 1, found, expanding)
     for keyword in ("items", "additionalProperties"):

@@ -17,32 +17,16 @@ the candidates (`gateway.offer.tag_table`).
 SQLite ranks the matches by BM25 alone; the best `_CANDIDATES`, the best `_METHOD_CANDIDATES` of the method the query
 asks for among the next ("delete this email" matches hundreds of mail operations), and the best `_ADDRESSED_CANDIDATES`
 whose path's resource is the thing the query names or its verb (`/me/chats` for "list my chats", under hundreds of
-operations on chat messages), with the operations at a path the query quotes, are then scored: times `_INTENT_BOOST` for
-the asked method (an api without the method asked for is asked for its other update method (Jira's PUT for a PATCH) or
-else for POST, such as Slack's without
-DELETE or Stripe's without PATCH: `_answerable`), divided by `1 + 0.1 * path depth`, halved when deprecated, times
-`_PLURAL` for a GET of all items when the query names its thing in the plural
-("show my to-do lists"), times `1 + the share of the name's words the query holds` (`issues/create` for "create an
-issue", not `orgs/create-issue-type`) and `1 + 2 * the share of the summary's`, times `_ACTED` when the path's resource
-is the request's verb acting on what it names (`/me/events/{id}/accept` for "accept the meeting invite") or `_ADDRESSED`
-when it is the thing the request names (`/sites` for "list the SharePoint sites", not Graph's usage report
-`getSharePointSiteUsagePages`; only `_ADDRESSED_BY_SYNONYM` when it names it by a synonym while another path names it as
-said: `/me/calendars`, not `/me/events`, for "create a new calendar"), times `_OWNER` (or divided by it) when the path
-is (or is not) of the owner the request means (`/me/...` for "my", `/users/{id}/...` for "alice's"), times `_ONE_ITEM`
-when the path has a parameter and the request names an item by an id (cus_42, PROJ-7, node-3), times `_QUOTED` when the
-path is one the request quotes, though with a digit (`/apis/batch/v1/` for "batch/v1", whose words then match), or as
-the spec writes it (`/users/tokens/{id}/` for "GET /api/users/tokens/17/": `gateway.offer.quoted_paths`). Graph answers
-one operation under many nested paths: of the candidates with one method, summary and resource, the one of the owner
-meant, else the shortest path, takes their best score and the others fall behind. A family of functions called on one
-path (Graph's 124 usage reports under `/reports`) takes at most two of the first five places (`gateway.offer.families`).
-A request about a thing of a target asks for the target's change or read (`gateway.offer.targets`); a word in
-capitals the api lacks is spelled out by the initials of its names' words (CRD), an id's prefix by the resource it
-abbreviates (`pi_5`: a payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's
-words where the api reports over a period (`gateway.offer.questions`).
-The facts these signals read are computed when the index is built. The constants were chosen on the tuning parts of
-tests/openapi/search_tasks (`tasks`, `holdout`, `fresh`, `tune`; from the third round of #30 also `heldout` and `final`,
-from the fourth `round3`, from the fifth `round4`; `_QUOTED` on `round12`..`round20`), never on the part measured at
-the end of a round (bench/README.md)."""
+operations on chat messages), with the operations at a path the query quotes (`gateway.offer.quoted_paths`) and the
+tools a matched tag lifts, are the candidates. How the request is read first, for this api: a request about a thing
+of a target asks for the target's change or read (`gateway.offer.targets`); a word in capitals the api lacks is
+spelled out by the initials of its names' words (CRD), an id's prefix by the resource it abbreviates (`pi_5`: a
+payment intent; `gateway.offer.abbreviations`); how many over a period adds a usage report's words where the api
+reports over a period (`gateway.offer.questions`). The candidates' BM25 is then multiplied by the ranking signals
+(the method asked for, a short path, what the path addresses, whose it is, ...: `gateway.offer.signals`, which says
+what each rewards and why), and a family of functions called on one path (Graph's 124 usage reports under
+`/reports`) takes at most two of the first five places (`gateway.offer.families`). The facts the signals read are
+computed when the index is built (`gateway.offer.index_build`)."""
 
 from __future__ import annotations
 
@@ -58,30 +42,19 @@ from typing import Any
 from ..catalog import Catalog, Tool
 from . import answer_text, statements
 from .abbreviations import Abbreviations, kinds_named, spelled_out
-from .actions import action_of, performs
 from .families import diversified, family_of
 from .index_build import build_index, resources, summary_of
-from .path_words import above, last_word, names, prefixes, singulars, stem_of, suffixes
+from .path_words import above, last_word, names, singulars, stem_of
 from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_among, scores_of
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
-from .quoted_paths import Quoted, QuotedRows, ends_with, literal_segments, quoted, quoted_words
+from .quoted_paths import Quoted, QuotedRows, literal_segments, quoted, quoted_words
+from .signals import WEIGHTS, Facts, Weights, answerable, collapsed, weighed
 from .tag_table import TagTable
-from .targets import UPDATES, of_api
+from .targets import of_api
 
 __all__ = ["SearchHit", "ToolIndex", "build_index", "index_of", "resources", "summary_of"]
 
-_INTENT_BOOST = 1.8
-_NAME_COVERAGE = 1.0
-_SUMMARY_COVERAGE = 2.0
-_PLURAL = 1.3
-_DUPLICATE = 0.7
-_ADDRESSED = 1.5
-_ADDRESSED_BY_SYNONYM = 1.2
-_ACTED = 3.0
-_OWNER = 1.6
-_ONE_ITEM = 1.2
-_QUOTED = 10.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,57 +64,10 @@ class SearchHit:
     """Higher is better (BM25 with field weights, times the method, depth and name signals)."""
 
 
-@dataclass(slots=True, frozen=True, eq=False)
-class _Facts:
-    """What the signals read of one tool (its row of the index's `facts` table), read once per api when its index
-    is opened. Word sets are bit masks over the api's vocabulary (`_Opened.vocabulary`): a query's words are
-    compared with a hundred candidates' names and summaries in each search."""
-
-    tool: Tool
-    method: str
-    depth: float
-    """`1 + _DEPTH_PENALTY * (segments + _PARAMETER_DEPTH * parameters)`: the divisor of a long path."""
-    weight: float
-    """`_DEPRECATED` (for a deprecated operation, else 1) over the depth."""
-    item: bool
-    """Whether the path ends with a parameter: one item, not all of them."""
-    named: int
-    """The stems of the name's words, stop words out."""
-    name_size: int
-    summarized: int
-    """The stems of the summary's words, stop words out."""
-    summary_size: int
-    kind: int
-    """The method, whether the path ends with a parameter (one item or all), the last resource (an action with
-    the one before it) and the summary, numbered: Graph answers one operation under many nested paths, with one
-    summary (`/me/messages/{id}/forward`, `/me/mailFolders/{id}/messages/{id}/forward`, `/users/{id}/messages/...`:
-    "Invoke action forward")."""
-    resource: str
-    """The words of what the path addresses, lower case: `messages`, `accept` (an action), `get share point site
-    usage pages`, `persistentvolumeclaims`, `post message` (Slack's `/chat.postMessage`)."""
-    parent: str
-    """The last word of the resource before it (`messages` for `/me/messages/{id}/microsoft.graph.forward`)."""
-    owner: str
-    """Whose things the path answers (`_owner_of`): "self", "other" or ""."""
-    family: str
-    """For a function (`/reports/microsoft.graph.getSharePointSiteUsagePages(period='{period}')`), the path it is
-    called on: Graph's 124 usage reports are one family, which takes at most two of the first places."""
-    words: tuple[str, ...]
-    """The resource's words, each singular (`gateway.offer.path_words.singulars`)."""
-    last_stem: str
-    """The stem of the resource's last word: whether it is one of the things a request names is one `endswith`."""
-    parent_stem: str
-    """The stem of `parent`."""
-    above_stems: tuple[str, ...]
-    """The stems of the resources the path addresses its own under (`/sites/{id}/drives`: `site`)."""
-    parameterized: bool
-    """Whether the path has a parameter (`/users/{id}/...`)."""
-
-
 @dataclass(slots=True)
 class _Opened:
     connection: sqlite3.Connection
-    facts: list[_Facts]
+    facts: list[Facts]
     """Row i (rowid i + 1) of the index."""
     vocabulary: dict[str, int]
     """Each stem of the api's names and summaries, and its bit."""
@@ -152,27 +78,27 @@ class _Opened:
     (`persistentvolumeclaim`, ..., `claim`, `aim`): whether a path addresses a thing is one look-up."""
     lock: threading.Lock
     """Its `ToolIndex`'s: one reader of the connection at a time."""
-    pairs: frozenset[tuple[str, str]] = frozenset()
+    pairs: frozenset[tuple[str, str]]
     """The last words of what its paths address and of the resource before it: (`issues`, `labels`)."""
-    reports: bool = False
+    reports: bool
     """Whether some of its operations report over a period (a GET with an argument `period`: Graph's usage
     reports)."""
-    abbreviations: Abbreviations | None = None
+    abbreviations: Abbreviations
     """What the initials of its names' words and the prefixes of ids stand for (`pvc`, `cus_`)."""
-    phrases: PhraseScores | None = None
+    phrases: PhraseScores | None
     """Each phrase's rows and BM25 term, kept: a match of phrases joined by OR scored without FTS5 scoring its rows
-    again (`gateway.offer.phrase_scores`)."""
-    resource_phrases: PhraseScores | None = None
+    again (`gateway.offer.phrase_scores`); None, the statements alone (the tests hold the two alike)."""
+    resource_phrases: PhraseScores
     """The same for the resources named (`Request.addressed`), by FTS5's rank (`bm25()` unweighted)."""
-    answer_phrases: PhraseScores | None = None
-    """The same for what the operations answer (`gateway.offer.answer_text`), where the index has their table."""
-    segments: frozenset[str] = frozenset()
+    answer_phrases: PhraseScores
+    """The same for what the operations answer (`gateway.offer.answer_text`)."""
+    segments: frozenset[str]
     """The literal segments of its paths, lower case (`gateway.offer.quoted_paths`)."""
-    quoted_rows: QuotedRows | None = None
+    quoted_rows: QuotedRows
     """Which of its operations are at a path a request quotes."""
-    tags: TagTable | None = None
+    tags: TagTable | None
     """The tags its spec describes and their tools (`gateway.offer.tag_table`); None where it describes none."""
-    rowids: dict[int, int] = dataclasses.field(default_factory=dict)
+    rowids: dict[int, int]
     """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
@@ -203,7 +129,7 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
-    facts = [_Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
+    facts = [Facts(tool, method, depth, prior / depth, bool(item), int.from_bytes(named, "little"), name_size,
                     int.from_bytes(summarized, "little"), summary_size, kind, resource, parent, owner,
                     family_of(tool.path), singulars(resource), stem_of(last_word(resource)), stem_of(parent),
                     tuple(stem_of(word) for word in above(tool.path)), "{" in tool.path)
@@ -219,21 +145,23 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                    any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
                        for tool in tools), Abbreviations(tools), PhraseScores(connection, statements.BM25),
                    PhraseScores(connection, statements.RANK),
-                   PhraseScores(connection, statements.ANSWERS_BM25, "answers")
-                   if _has_answers(connection) else None, literal_segments(tool.path for tool in tools),
+                   PhraseScores(connection, statements.ANSWERS_BM25, "answers"),
+                   literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
                    {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
 
 
-def _has_answers(connection: sqlite3.Connection) -> bool:
-    return connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'answers'").fetchone() is not None
-
-
 class ToolIndex:
-    """Search over a catalog's tools; each api's index is opened (deserialized) on first use."""
+    """Search over a catalog's tools; each api's index is opened (deserialized) on first use.
 
-    def __init__(self, catalog: Catalog) -> None:
+    Args:
+        catalog: the tools searched.
+        weights: the signals' factors (`gateway.offer.signals.Weights`): the product's, unless a bench sweeps them.
+    """
+
+    def __init__(self, catalog: Catalog, weights: Weights = WEIGHTS) -> None:
         self.catalog = catalog
+        self.weights = weights
         self.apis = list(dict.fromkeys([*catalog.apis, *(tool.api for tool in catalog)]))
         self._open: dict[str, _Opened] = {}
         self._lock = threading.Lock()
@@ -260,18 +188,17 @@ class ToolIndex:
 
         SQLite ranks the matches by BM25 alone (reading any other column of every match would cost more than the
         ranking); the best `max(limit, _CANDIDATES)` (that `allowed` passes), and the best of the asked method
-        after them, are then scored with the signals here."""
+        after them, are then scored by the signals (`gateway.offer.signals`)."""
         read_as = read(query)
         if not read_as.terms or limit < 1:
             return []
-        scored: list[tuple[_Facts, float]] = []
+        scored: list[tuple[Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
             opened = self._api(api)
-            assert opened.abbreviations is not None
             named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
-            asked = _answerable(methods, opened.methods)
+            asked = answerable(methods, opened.methods)
             request, changes, within, displaced = of_api(spelled_out(as_said, opened.abbreviations, opened.knows),
                                                           opened)
             if request.over_period and opened.reports:  # "how many emails were sent last month": a usage report
@@ -290,22 +217,23 @@ class ToolIndex:
                 asked = changes
             elif not asked and request.agents and opened.addresses(frozenset(request.agents)):
                 asked = frozenset({"POST"})  # "autoscale the deployment": set up its autoscaler
-            answered = opened.answer_phrases is not None and answer_text.read_for(asked)
+            answered = answer_text.read_for(asked)
             candidates = self._candidates(opened, request, allowed, asked, max(limit, _CANDIDATES), answered)
             if runs:  # the operations at a path it quotes are candidates, however many others its words match more
                 candidates += self._quoted(opened, request.expression, runs, candidates, allowed, answered)
             if opened.tags is not None:  # what the spec's tags say: a matched tag's best tools lifted
                 candidates = self._lifted(opened, request.expression, candidates, allowed, answered)
             owner = request.owner_in(opened.knows)
-            scored.extend(_collapse(_signals(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                                    within, displaced, runs), owner, as_said.target))
+            scored.extend(collapsed(weighed(candidates, asked, opened.mask(request.stems), request, owner, changes,
+                                            within, displaced, runs, self.weights), owner, as_said.target,
+                                    self.weights))
         scored.sort(key=lambda pair: -pair[1])
         scored = diversified(scored, lambda facts: facts.family)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
         return [SearchHit(facts.tool, float(f"{score:.4g}")) for facts, score in scored[:limit] if score > 0]
 
     def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
-                    asked: frozenset[str], first: int, answered: bool) -> list[tuple[_Facts, float]]:
+                    asked: frozenset[str], first: int, answered: bool) -> list[tuple[Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
         of those `allowed` passes (then every match is ranked)."""
@@ -340,10 +268,9 @@ class ToolIndex:
         return self._chosen(facts, rows, addressed, asked, first)
 
     def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
-                candidates: list[tuple[_Facts, float]],
-                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[_Facts, float]]:
+                candidates: list[tuple[Facts, float]],
+                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[Facts, float]]:
         """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
-        assert opened.quoted_rows is not None
         held = {id(facts) for facts, _ in candidates}
         rowids = [at + 1 for at in opened.quoted_rows.rows(runs) if id(opened.facts[at]) not in held
                   and (allowed is None or allowed(opened.facts[at].tool))]
@@ -353,8 +280,8 @@ class ToolIndex:
             found = _among(opened, expression, rowids, answered)
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
-    def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[_Facts, float]],
-                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[_Facts, float]]:
+    def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[Facts, float]],
+                allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[Facts, float]]:
         """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.TagTable`) added to
         their BM25, and the tools lifted that were not among them, with theirs: scored as a candidate is (what they
         answer added when `answered`), so a lifted tool ranks where it would have had it been a candidate."""
@@ -397,8 +324,8 @@ class ToolIndex:
         return rows, rows_among(scored, named, passes, _ADDRESSED_CANDIDATES)
 
     @staticmethod
-    def _chosen(facts: list[_Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
-                asked: frozenset[str], first: int) -> list[tuple[_Facts, float]]:
+    def _chosen(facts: list[Facts], rows: list[tuple[int, float]], addressed: list[tuple[int, float]],
+                asked: frozenset[str], first: int) -> list[tuple[Facts, float]]:
         chosen = [(facts[rowid - 1], score) for rowid, score in rows[:first]]
         following = ((facts[rowid - 1], score) for rowid, score in rows[first:]
                      if facts[rowid - 1].method in asked)
@@ -419,7 +346,7 @@ def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any]
     `answered` (what `statements.of(answered)` computes); None where the kept scores cannot answer (the caller runs
     the statement). The caller holds the lock."""
     scored = opened.phrases.scored(expression) if opened.phrases is not None else None
-    if scored is not None and answered and opened.answer_phrases is not None:  # what they answer, added
+    if scored is not None and answered:  # what they answer, added
         scored = added(scored, opened.answer_phrases.scored(expression), answer_text.WEIGHT)
     return scored
 
@@ -430,116 +357,7 @@ _POOL = 400
 _ADDRESSED_CANDIDATES = 60
 
 
-def _collapse(scored: list[tuple[_Facts, float]], owner: str | None,
-              target: frozenset[str]) -> list[tuple[_Facts, float]]:
-    """Of the candidates of one kind (one operation under several paths), the one of the owner the query means
-    (`/users/{id}/manager` for "alice's manager"), else under the thing the query names after a preposition
-    (`/sites/{id}/drives` for "the document libraries of the site"), else with the shortest path (and not
-    deprecated), takes the best score of them all; the others fall behind it, times `_DUPLICATE`."""
-    best: dict[int, tuple[_Facts, float]] = {}
-    for facts, score in scored:
-        held = best.get(facts.kind)
-        if held is None:
-            best[facts.kind] = (facts, score)
-        else:
-            mine = (facts.owner == owner, _under(facts, target), facts.weight, score)
-            theirs = (held[0].owner == owner, _under(held[0], target), held[0].weight, held[1])
-            preferred = facts if mine > theirs else held[0]
-            best[facts.kind] = (preferred, max(score, held[1]))
-    return [(facts, best[facts.kind][1] if best[facts.kind][0] is facts else score * _DUPLICATE)
-            for facts, score in scored]
-
-
-def _answerable(methods: frozenset[str], used: frozenset[str]) -> frozenset[str]:
-    """The methods asked for as an api that uses `used` answers them: an update it makes by the other update method
-    (Jira, Asana, Box and Apacta change their things by PUT alone, Adyen's Management API by PATCH alone), anything
-    else by POST (Stripe updates with POST, Slack deletes with POST)."""
-    if not methods or methods & used:
-        return methods
-    if methods & UPDATES and UPDATES & used:
-        return methods | (UPDATES & used)
-    return methods | {"POST"}
-
-
 _PERIOD = "period"
-_PROPERTY = 2.0
-_PROPERTY_ELSEWHERE = 20.0
-"""The target's change, when the api has the thing named but not under the target: "set the fix version of API-77"
-edits the issue (Jira's versions are the project's), far under what the thing's own operations score by BM25."""
-_DISPLACED = 3.0
-"""The divisor of the thing's own operations then (`updateVersion` for "set the fix version of API-77")."""
-
-
-def _under(facts: _Facts, target: frozenset[str]) -> bool:
-    """Whether the path addresses its resource under one of the `target` things (`/sites/{id}/drives`, a site's
-    drives) and of no user: `/me/mailFolders/{id}/messages` are some of `/me/messages`, a site's drives are not some
-    of `/me/drives`."""
-    return bool(target) and not facts.owner and any(stem.endswith(suffixes(target)) for stem in facts.above_stems)
-
-
-def _signals(candidates: list[tuple[_Facts, float]], methods: frozenset[str], terms: int,
-             request: Request, owner: str | None, changes: frozenset[str],
-             within: frozenset[str], displaced: frozenset[str],
-             runs: tuple[Quoted, ...] = ()) -> list[tuple[_Facts, float]]:
-    """Each candidate's BM25 times its signals: the method the query asks for, a short path, not deprecated, a
-    name and a summary made of the query's words (`terms`, a mask: `issues/create` for "create an issue", over
-    `orgs/create-issue-type`), the thing the query names or its verb as what the path addresses, whose it is."""
-    scored = []
-    addressing: dict[tuple[str, str], float] = {}  # of one resource under one parent: Graph's copies share them
-    things, within_ends, displaced_ends = suffixes(request.things), suffixes(within), suffixes(displaced)
-    plural, identified = request.plural, request.identified
-    action = action_of(request.verb, methods)
-    for facts, score in candidates:
-        method = facts.method
-        asked = method in methods or (action and performs(action, method, facts.item, facts.words))
-        factor = -score * facts.weight * (_INTENT_BOOST if asked else 1.0)
-        if plural and method == "GET" and not facts.item:
-            factor *= _PLURAL
-        said = (facts.resource, facts.parent)
-        addressed = addressing.get(said)
-        if addressed is None:
-            addressed = addressing[said] = (_addresses(facts, request) if not within
-                                            or facts.parent_stem.endswith(within_ends) else 1.0)
-        factor *= addressed
-        if changes and facts.item and method in changes and facts.last_stem.endswith(things):
-            factor *= _PROPERTY * (_PROPERTY_ELSEWHERE if displaced else 1.0)
-        if displaced and facts.last_stem.endswith(displaced_ends):
-            factor /= _DISPLACED
-        if identified and facts.parameterized:
-            factor *= _ONE_ITEM
-        if runs and ends_with(method, facts.tool.path, runs):
-            factor *= _QUOTED
-        if owner and facts.owner:
-            factor *= _OWNER if owner == facts.owner else 1 / _OWNER
-        if facts.name_size:
-            factor *= 1 + _NAME_COVERAGE * (facts.named & terms).bit_count() / facts.name_size
-        if facts.summary_size:
-            factor *= 1 + _SUMMARY_COVERAGE * (facts.summarized & terms).bit_count() / facts.summary_size
-        scored.append((facts, factor))
-    return scored
-
-
-def _addresses(facts: _Facts, request: Request) -> float:
-    """`_ACTED` when a path's resource is the request's verb (`accept`, `attachments` for "attach", `reviews` for
-    "who reviewed") and acts on what it names (`/me/events/{id}/accept` for "accept the meeting invite", not
-    `/me/messages/{id}/move` for "move the meeting"); `_ADDRESSED` when the resource is the thing the request names
-    (`messages` for "read my latest emails", `persistentvolumeclaims` for a claim) or the verb's doer (a
-    `horizontalpodautoscaler` for "autoscale"); else 1."""
-    named = facts.words
-    if not named:
-        return 1.0
-    beginnings = prefixes(request.acts)
-    acted = bool(beginnings) and any(word.startswith(beginnings) for word in named)
-    if acted and (not facts.parent or not request.phrase or facts.parent_stem.endswith(suffixes(request.phrase))):
-        return _ACTED
-    if request.agents and named[-1].endswith(request.agents):  # autoscale -> horizontalpodautoscalers
-        return _ACTED
-    if request.act_nouns and named[-1].endswith(request.act_nouns):  # bind -> clusterrolebindings
-        return _ACTED
-    if facts.last_stem.endswith(suffixes(request.things)):
-        return (_ADDRESSED if not request.named or facts.last_stem.endswith(suffixes(request.named))
-                else _ADDRESSED_BY_SYNONYM)
-    return 1.0
 
 
 _INDEXES: weakref.WeakKeyDictionary[Catalog, ToolIndex] = weakref.WeakKeyDictionary()

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from ..catalog import Tool
-from . import answer_text
+from .answer_text import answer_text
 from .parameter_text import parameter_texts
 from .query import STOP, stems, words
 from .tag_table import build_tags
@@ -18,8 +18,6 @@ from .views import first_sentences
 
 _WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0, "described": 1.0, "enums": 0.5}
-if answer_text.READ_AS == "column":
-    _WEIGHTS["answers"] = answer_text.WEIGHT
 _COLUMNS = tuple(_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
@@ -69,7 +67,6 @@ def _row(tool: Tool, arguments: tuple[str, str]) -> tuple[str, ...]:
         words(" ".join(argument.name for argument in tool.arguments)),
         words(next(iter(resources(tool.path)), "")),
         *(words(text) for text in arguments),
-        *((answer_text.answer_text(tool),) if answer_text.READ_AS == "column" else ()),
     )
 
 
@@ -127,9 +124,9 @@ def _connect() -> sqlite3.Connection:
                        "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
                        "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
     connection.execute("CREATE TABLE vocabulary (stem TEXT PRIMARY KEY, bit INTEGER)")
-    if answer_text.READ_AS == "table":  # contentless: BM25 reads the words' counts, never the text itself
-        connection.execute("CREATE VIRTUAL TABLE answers USING fts5(fields, content = '', "
-                           "tokenize = 'porter unicode61')")
+    # what the operations answer (`gateway.offer.answer_text`); contentless: BM25 reads the words' counts, never the
+    # text itself
+    connection.execute("CREATE VIRTUAL TABLE answers USING fts5(fields, content = '', tokenize = 'porter unicode61')")
     return connection
 
 
@@ -156,7 +153,7 @@ def build_index(tools: Iterable[Tool], tags: Mapping[str, str] | None = None) ->
         length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
         padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
         rows += [padding] * (_MIN_ROWS - len(rows))
-    answered = [answer_text.answer_text(tool) for tool in listed] if answer_text.READ_AS == "table" else []
+    answered = [answer_text(tool) for tool in listed]
     if answered and len(answered) < _MIN_ROWS:  # as the tools' rows are, for the same reason
         length = round(sum(len(text.split()) for text in answered) / len(answered))
         answered += [" ".join([_NOTHING] * length)] * (_MIN_ROWS - len(answered))

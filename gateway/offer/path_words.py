@@ -1,4 +1,4 @@
-"""What tool search reads of the words of an api's paths (gateway.offer.index's signals).
+"""What tool search reads of the words of an api's paths (gateway.offer.signals).
 
 The index computes a tool's words into its facts when it opens (`singulars`, `last_word`, `above`, `stem_of`); a
 search still asks `names` of the resources it weighs, so a word's stem is kept once worked out (the words are the
@@ -43,7 +43,7 @@ def above(path: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def prefixes(acts: tuple[str, ...]) -> tuple[str, ...]:
-    """What a resource's word begins with when it is one of the acts (gateway.offer.index's `_addresses`): an act
+    """What a resource's word begins with when it is one of the acts (gateway.offer.signals' `_addresses`): an act
     of 3 letters or more, its first 5 (`accept`, `attachments` for "attach", `reviews` for "who reviewed")."""
     return tuple(act[:5] for act in acts if len(act) >= 3)
 

@@ -11,7 +11,7 @@ no operation says), and a matched tag's BM25, times `WEIGHT`, is added to the BM
 (the ones the request's own words match best), which join the candidates if they were not among them (`TagTable`).
 No tool's row changes, so a request no tag's text matches is ranked as before.
 
-`WEIGHT`, `LIFTED`, `RARE` and `AMOUNT` are the change's switch and weights, here in one place:
+`WEIGHT`, `LIFTED` and `RARE` are the change's switch and weights, here in one place:
 `WEIGHT = 0` turns the reading off. They were chosen on the development requests (bench/README.md, "Each tag's
 description once, in a table of its own", branch tagtable).
 """
@@ -25,12 +25,10 @@ from typing import Protocol
 from ..catalog import Tool
 from .phrase_scores import phrases_of
 from .query import words
-from .tag_text import Amount, read_description
+from .tag_text import read_description
 
 WEIGHT = 0.75
 """What a matched tag's BM25 weighs beside its tools' own (whose columns weigh 0.5 to 6: `index_build._WEIGHTS`)."""
-AMOUNT: Amount = "whole"
-"""How much of a tag's description its row holds (`gateway.offer.tag_text.read_description`)."""
 RARE = 0.01
 """The share of the api's tools at most whose own rows a phrase of the request matches, for the tags' match to read
 it (1: every phrase): Asana's "column" (one tool's row of 167 says it), not its "goal" (16)."""
@@ -60,7 +58,7 @@ def build_tags(connection: sqlite3.Connection, tools: Sequence[Tool], descriptio
         return
     for statement in _SCHEMA:
         connection.execute(statement)
-    texts = {tag: words(read_description(descriptions[tag], AMOUNT)) for tag in held}
+    texts = {tag: words(read_description(descriptions[tag])) for tag in held}
     rows = [(rowid, tag) for rowid, tag in enumerate((tag for tag in held if texts[tag]), 1)]
     connection.executemany("INSERT INTO tags(rowid, description) VALUES (?, ?)",
                            ((rowid, texts[tag]) for rowid, tag in rows))

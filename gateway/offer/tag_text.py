@@ -3,8 +3,10 @@
 An OpenAPI document's top-level `tags[]` may describe each tag, and the description often defines the API's word in
 the user's words (Asana's Sections: "a header above a list of tasks in a list view or a column in a board view"),
 words no operation of the tag writes itself. The compiler keeps them by tag name (`tag_descriptions`, markup out);
-the index reads some of each (`read_description`: its first sentence, its first paragraph, or all of it up to
-`_WHOLE` characters) once, in a table of its own (`gateway.offer.tag_table`, which says how much: `AMOUNT`).
+the index reads each (`read_description`: all of it, up to `_WHOLE` characters) once, in a table of its own
+(`gateway.offer.tag_table`). Its first sentence or its first paragraph alone were measured and not kept
+(bench/README.md, "Each tag's description once, in a table of its own"): bench/search_tags.py cuts them itself, before
+the index reads.
 """
 
 from __future__ import annotations
@@ -12,14 +14,8 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from .views import first_sentences
-
-Amount = Literal["sentence", "paragraph", "whole"]
-_PARAGRAPH = 600
-"""The characters of the first paragraph read (Asana's Sections says "column" at its 140th)."""
-_SENTENCE = 300
 _WHOLE = 2000
 """The characters of a whole description read: Asana's custom fields' runs to 10,634, a guide to their use."""
 _HTML = re.compile(r"<[^>]+>")
@@ -46,10 +42,6 @@ def _plain(text: str) -> str:
     return _LINKS.sub("", html.unescape(_HTML.sub(" ", text))).strip()
 
 
-def read_description(description: str, amount: Amount) -> str:
-    """What the index reads of a tag's description: its first sentence, its first paragraph, or the whole."""
-    if amount == "sentence":
-        return first_sentences(description, _SENTENCE)
-    if amount == "paragraph":
-        return description.split("\n\n", 1)[0][:_PARAGRAPH]
+def read_description(description: str) -> str:
+    """What the index reads of a tag's description: the whole, up to `_WHOLE` characters."""
     return description[:_WHOLE]
