@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round28", "round29"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round27` were
-measured once in their session, so a ranking check may search them now; `round28` is the next judge, `round29` the
-one after it)."""
+UNMEASURED = {"round29"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round28` were
+measured once in their session, so a ranking check may search them now; `round29` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
