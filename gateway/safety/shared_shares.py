@@ -5,7 +5,7 @@ The same contract as `gateway.safety.shares.LocalShares`, counted as `max_concur
 (`gateway.store.redis_guards`): a sorted set per kind and client, one member per place held, scored with the end of
 its lease; one Lua script, with Redis's own clock, drops the ended leases, refuses a place past the share or adds
 it. A place is leased for `LEASE` seconds and renewed while its work lives, however long that is
-(`gateway.safety.lease_keeper`), so the places of an instance killed mid-run come back at most `LEASE` seconds
+(`gateway.store.lease_keeper`), so the places of an instance killed mid-run come back at most `LEASE` seconds
 after it died. Without a cap nothing is sent to Redis (no cap, nothing to count).
 """
 
@@ -20,9 +20,9 @@ import redis
 import redis.asyncio as aioredis
 
 from ..errors import OverShare, StoreUnavailable
+from ..store.lease_keeper import LeaseKeeper
 from ..store.postgres_schema import safe_url
 from .client_shares import RETRY_AFTER
-from .lease_keeper import LeaseKeeper
 from .shares import UNCOUNTED, Held, Kind
 
 logger = logging.getLogger("gateway.safety")

@@ -5,7 +5,7 @@ instance and worker, by one mechanism for both.
 A door takes a place before the work starts (`take`: `OverShare` past the client's share) and gives it back when
 the work is over (`Held.release`, however often it is called). `LocalShares` counts in this process
 (`ClientShares`); with `gateway.redis`, `gateway.safety.shared_shares.SharedShares` counts in Redis, each place
-leased briefly and renewed while its work lives (`gateway.safety.lease_keeper`), so that a killed instance's places
+leased briefly and renewed while its work lives (`gateway.store.lease_keeper`), so that a killed instance's places
 come back on their own soon after it died. Without a cap nothing is counted, here or in Redis.
 """
 

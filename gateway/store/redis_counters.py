@@ -38,7 +38,7 @@ from .postgres_schema import safe_url
 from .redis_guards import SharedGuards
 
 if TYPE_CHECKING:
-    from ..safety.lease_keeper import LeaseKeeper
+    from .lease_keeper import LeaseKeeper
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -126,7 +126,7 @@ class RedisCounters:
         """The process's renewer of the places it holds in Redis (clients' shares, apis' slots, waiters' tickets):
         one for all of them, so one round trip a period renews every place."""
         if self._keeper is None:
-            from ..safety.lease_keeper import LeaseKeeper  # the safety layer's; imported here only with Redis
+            from .lease_keeper import LeaseKeeper  # imported here only with Redis
 
             self._keeper = LeaseKeeper(self._client, self.url)
         return self._keeper

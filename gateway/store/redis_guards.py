@@ -10,7 +10,7 @@ across all instances. Each decision is one Lua script, so it is atomic with Redi
 - breaker (a hash per api): `consecutive` failures, `opened` (when it opened), `probe` (until when a
   half-open probe holds the single pass). Same states as `gateway.safety.breaker.CircuitBreaker`.
 - slots (a sorted set per api): one member per call in flight, scored with its lease's end. The lease is
-  renewed while the call lives (`gateway.safety.lease_keeper`), so the slots of an instance killed mid-call
+  renewed while the call lives (`gateway.store.lease_keeper`), so the slots of an instance killed mid-call
   come back at most a lease (30 s) after it died.
 - waiters (two sorted sets per api): a call that finds every slot taken queues a ticket, scored with its
   arrival in `queue` and with its lease's end in `tickets` (renewed as a slot's is: a dead instance's tickets
@@ -40,7 +40,7 @@ from .postgres_schema import safe_url
 from .redis_wakeups import CHECK, Wakeups
 
 if TYPE_CHECKING:
-    from ..safety.lease_keeper import LeaseKeeper
+    from .lease_keeper import LeaseKeeper
 
 logger = logging.getLogger("gateway.safety")
 

@@ -28,9 +28,9 @@ from shared_servers import RedisServer
 
 from gateway.cli.commands import main
 from gateway.errors import OverShare
-from gateway.safety.lease_keeper import LeaseKeeper
 from gateway.safety.shared_shares import PREFIX, SharedShares
 from gateway.safety.shares import RUNS
+from gateway.store.lease_keeper import LeaseKeeper
 from gateway.store.redis_counters import RedisCounters
 
 from .counted_writes import close_store
@@ -180,7 +180,7 @@ def test_a_resume_from_the_terminal_counts_in_the_share_a_server_holds(
 
 _DYING_INSTANCE = """
 import asyncio, sys
-from gateway.safety.lease_keeper import LeaseKeeper
+from gateway.store.lease_keeper import LeaseKeeper
 from gateway.safety.shared_shares import SharedShares
 from gateway.safety.shares import RUNS
 from gateway.store.redis_counters import RedisCounters

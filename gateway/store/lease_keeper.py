@@ -20,7 +20,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from ..store.postgres_schema import safe_url
+from .postgres_schema import safe_url
 
 logger = logging.getLogger("gateway.safety")
 
