@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -34,11 +34,9 @@ from .base import (
     RunStatus,
     Store,
 )
+from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
 from .redis_guards import SharedGuards
-
-if TYPE_CHECKING:
-    from .lease_keeper import LeaseKeeper
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -126,8 +124,6 @@ class RedisCounters:
         """The process's renewer of the places it holds in Redis (clients' shares, apis' slots, waiters' tickets):
         one for all of them, so one round trip a period renews every place."""
         if self._keeper is None:
-            from .lease_keeper import LeaseKeeper  # imported here only with Redis
-
             self._keeper = LeaseKeeper(self._client, self.url)
         return self._keeper
 
