@@ -28,6 +28,14 @@ def specs(tmp_path: Path) -> Path:
     return tmp_path / "specs"
 
 
+@pytest.fixture(autouse=True)
+def _no_manifest_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`validate` without `--agents` checks the specs alone when ./agents.yaml is absent (a manifest named but absent
+    is an error: a mistyped path must fail a CI check), so these tests run in a folder that holds none."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GATEWAY_AGENTS", raising=False)
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -48,10 +56,9 @@ def test_tools_strict_prints_one_line_per_tool_that_cannot_be_strict(specs: Path
 
 def test_validate_counts_the_tools_that_cannot_be_strict(specs: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    agents = str(tmp_path / "none.yaml")
-    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", agents, "--no-cache")
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
     assert code == 0
     assert "shop.yaml: ok, 2/2 operations as tools, 0 error(s), 0 warning(s), 1 not OpenAI-strict" in out
     assert "  not strict: 1 tool(s): root: allOf of different types" in out.splitlines()
-    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", agents, "--json", "--no-cache")
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--json", "--no-cache")
     assert json.loads(out)["specs"][0]["not_strict"] == {"root: allOf of different types": 1}

@@ -27,6 +27,14 @@ def specs(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def _no_manifest_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`validate` without `--agents` checks the specs alone when ./agents.yaml is absent (a manifest named but absent
+    is an error: a mistyped path must fail a CI check), so these tests run in a folder that holds none."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GATEWAY_AGENTS", raising=False)
+
+
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -37,7 +45,7 @@ def test_validate_reports_counts_and_full_validation_findings(specs: Path, tmp_p
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     invalid = {**GOOD, "info": {"title": "no version"}}  # compiles, but the spec validator objects
     (specs / "loose.yaml").write_text(yaml.safe_dump(invalid))
-    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs),
                         "--json", "--no-cache")
     report = json.loads(out)
     assert code == 0 and report["ok"] is True
@@ -51,7 +59,7 @@ def test_validate_reports_counts_and_full_validation_findings(specs: Path, tmp_p
 
 def test_validate_exits_1_on_an_unusable_spec(specs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (specs / "broken.json").write_text("{")
-    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs),
                         "--no-cache")
     assert code == 1
     assert "broken.json: UNUSABLE" in out and "shop.yaml: ok, 1/1 operations" in out
@@ -164,7 +172,7 @@ def test_json_specs_get_lines_too(tmp_path: Path, capsys: pytest.CaptureFixture[
         {"name": "n", "in": "query", "schema": {"type": "integer", "default": "ten"}}],
         "responses": {"200": {"description": "ok"}}}}}}
     (specs / "shop.json").write_text(json.dumps(spec, indent=2))
-    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"),
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs),
                         "--json", "--no-cache")
     [shop] = json.loads(out)["specs"]
     [dropped] = [d for d in shop["diagnostics"] if "does not match its own schema" in d["message"]]
@@ -182,7 +190,7 @@ def test_a_finding_inside_a_schema_object_gets_no_false_place(tmp_path: Path,
     parameter = {"name": "limit", "in": "query", "schema": {"type": "intger"}}
     typo = {**GOOD, "paths": {"/items": {"get": {**GOOD["paths"]["/items"]["get"], "parameters": [parameter]}}}}
     (specs / "shop.yaml").write_text(yaml.safe_dump(typo, sort_keys=False))
-    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(tmp_path / "none.yaml"), "--no-cache")
+    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
     findings = [line for line in out.splitlines() if "spec validation" in line]
     assert findings and not [line for line in findings if "/type" in line], out
     assert any("(in a schema object; the validator does not say which)" in line for line in findings), out
