@@ -179,7 +179,12 @@ def _api_error_from(exc: Exception) -> APIError:
     if isinstance(exc, ProviderError):
         if exc.status == 429:
             return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
-        return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
+        # A provider's own refusal (a wrong model id, a bad key, a malformed request: a 4xx it would answer again)
+        # tells OpenAI's and Anthropic's SDKs not to retry: they retry every 502 twice by default, which made each
+        # request with a misconfigured model three model requests and a second's backoff before the error showed.
+        refused = exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
+        return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error",
+                        headers={"x-should-retry": "false"} if refused else None)
     if isinstance(exc, RunError):
         notes = current_caller().notes
         if notes is not None:  # the chat's audit row says why the run ended (gateway.server.supervision)
