@@ -213,11 +213,24 @@ async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
+def _route_hint(path: str) -> str:
+    """What a developer who reached no route most likely meant: a client's base_url without `/v1` (the OpenAI SDKs
+    add `/chat/completions` to it), or an Anthropic SDK pointed at the gateway, which has no Messages door."""
+    tail = path.rstrip("/")
+    if tail.endswith("/messages"):
+        return (": the gateway has no Anthropic Messages endpoint (its model doors are /v1/chat/completions and "
+                "/v1/responses); an agent on Anthropic's SDK takes an agent's tools from "
+                "/agents/{agent}/tools?format=anthropic and runs each as a direct call (docs/http-api.md)")
+    if not tail.startswith("/v1/") and tail.endswith(("/chat/completions", "/responses", "/models")):
+        return ": the OpenAI-compatible endpoints are under /v1 (a client's base_url ends in /v1)"
+    return ""
+
+
 async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status == 404:
-        message = f"No route for {request.method} {request.url.path}"
+        message = f"No route for {request.method} {request.url.path}" + _route_hint(request.url.path)
     elif status == 405:
         message = f"Method {request.method} is not allowed on {request.url.path}"
     else:

@@ -1,0 +1,32 @@
+"""The 404s a developer meets while wiring a client say what was meant: a base_url without `/v1`, an Anthropic SDK
+pointed at the gateway (which has no Messages door)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+
+def test_a_base_url_without_v1_is_told_where_the_endpoints_are(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="weather", messages=[{"role": "user", "content": "hi"}])
+    assert "under /v1" in caught.value.message
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model="weather", input="hi")
+    assert "under /v1" in caught.value.message
+
+
+def test_an_anthropic_client_is_told_how_to_use_the_tools(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    for base in (url, f"{url}/v1"):
+        client = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0)
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            client.messages.create(model="weather", max_tokens=100, messages=[{"role": "user", "content": "hi"}])
+        assert "no Anthropic Messages endpoint" in str(caught.value)
+        assert "format=anthropic" in str(caught.value)
+
