@@ -151,7 +151,9 @@ async def _own_record(store: Store, response_id: str, client: str | None) -> Res
     kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
     record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != owner(client):  # someone else's is as unknown as one that never was
-        raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
+        raise APIError(404, f"No response with id {response_id!r} is kept for this key (one made with `store: false`, "
+                            "another key's, or one older than gateway.conversation_retention_days is not).",
+                       code="response_not_found")
     return record
 
 

@@ -1,5 +1,5 @@
 """The 404s a developer meets while wiring a client say what was meant: a base_url without `/v1`, an Anthropic SDK
-pointed at the gateway (which has no Messages door)."""
+pointed at the gateway (which has no Messages door), a `previous_response_id` of a response that was not kept."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from scripted_llm import Reply
+from server_support import LenientLLM
 
 
 def test_a_base_url_without_v1_is_told_where_the_endpoints_are(gw: tuple[str, Any]) -> None:
@@ -30,3 +32,12 @@ def test_an_anthropic_client_is_told_how_to_use_the_tools(gw: tuple[str, Any]) -
         assert "no Anthropic Messages endpoint" in str(caught.value)
         assert "format=anthropic" in str(caught.value)
 
+
+def test_a_response_not_stored_says_why_it_may_be_missing(gw: tuple[str, Any], llm: LenientLLM) -> None:
+    url, _ = gw
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    llm.script(Reply(text="first"))
+    first = client.responses.create(model="weather", input="hi", store=False)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model="weather", input="and?", previous_response_id=first.id)
+    assert "store: false" in caught.value.message
