@@ -1,5 +1,6 @@
 """The 404s a developer meets while wiring a client say what was meant: a base_url without `/v1`, an Anthropic SDK
-pointed at the gateway (which has no Messages door), a `previous_response_id` of a response that was not kept."""
+pointed at the gateway (which has no Messages door), a `previous_response_id` of a response that was not kept,
+a model id where an agent is named."""
 
 from __future__ import annotations
 
@@ -41,3 +42,15 @@ def test_a_response_not_stored_says_why_it_may_be_missing(gw: tuple[str, Any], l
     with pytest.raises(openai.NotFoundError) as caught:
         client.responses.create(model="weather", input="and?", previous_response_id=first.id)
     assert "store: false" in caught.value.message
+
+
+@pytest.mark.parametrize("model", ["gpt-test", "openai/gpt-test"])
+def test_a_model_id_for_model_is_told_that_model_names_an_agent(gw: tuple[str, Any], model: str) -> None:
+    url, _ = gw
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert "`model` names an agent" in caught.value.message and "model of weather" in caught.value.message
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="wether", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.body["message"] == "Unknown agent 'wether'; the agents are: triage, weather."  # a typo: no hint
