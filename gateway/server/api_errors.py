@@ -231,8 +231,10 @@ async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
     status = exc.status_code
     if status == 404:
         message = f"No route for {request.method} {request.url.path}" + _route_hint(request.url.path)
-    elif status == 405:
-        message = f"Method {request.method} is not allowed on {request.url.path}"
+    elif status == 405:  # the methods the path takes (a direct call is a POST with the arguments as its body)
+        allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow")
+        message = f"Method {request.method} is not allowed on {request.url.path}" + (
+            f"; it takes {allowed}" if allowed else "")
     else:
         message = str(exc.detail)
     return APIError(status, message, headers=dict(exc.headers or {})).response()

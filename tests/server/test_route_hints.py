@@ -1,12 +1,13 @@
 """The 404s a developer meets while wiring a client say what was meant: a base_url without `/v1`, an Anthropic SDK
 pointed at the gateway (which has no Messages door), a `previous_response_id` of a response that was not kept,
-a model id where an agent is named."""
+a model id where an agent is named, a GET where a POST is taken."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 from scripted_llm import Reply
@@ -54,3 +55,9 @@ def test_a_model_id_for_model_is_told_that_model_names_an_agent(gw: tuple[str, A
     with pytest.raises(openai.NotFoundError) as caught:
         client.chat.completions.create(model="wether", messages=[{"role": "user", "content": "hi"}])
     assert caught.value.body["message"] == "Unknown agent 'wether'; the agents are: triage, weather."  # a typo: no hint
+
+
+def test_a_direct_call_by_get_is_told_it_takes_post(gw: tuple[str, Any]) -> None:
+    url, _ = gw
+    answer = httpx.get(f"{url}/agents/weather/tools/getForecast", params={"latitude": 1, "longitude": 2})
+    assert answer.status_code == 405 and answer.json()["error"]["message"].endswith("; it takes POST")
