@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -177,8 +178,9 @@ def _api_error_from(exc: Exception) -> APIError:
     if isinstance(exc, AuditUnavailable):
         return APIError(503, str(exc), code="audit_unavailable")
     if isinstance(exc, ProviderError):
-        if exc.status == 429:
-            return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
+        if exc.status == 429:  # after the gateway's own retries: the client waits as long as the provider asked
+            after = None if exc.retry_after is None else {"retry-after": str(math.ceil(exc.retry_after))}
+            return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited", headers=after)
         # A provider's own refusal (a wrong model id, a bad key, a malformed request: a 4xx it would answer again)
         # tells OpenAI's and Anthropic's SDKs not to retry: they retry every 502 twice by default, which made each
         # request with a misconfigured model three model requests and a second's backoff before the error showed.

@@ -86,6 +86,16 @@ def test_a_provider_refusal_is_not_retried_by_the_openai_client(safe: tuple[str,
     assert len(llm.requests) == 1  # the lenient LLM would have answered a retry
 
 
+def test_a_provider_rate_limit_passes_its_retry_after_on(safe: tuple[str, Safety], llm: LenientLLM) -> None:
+    """After the gateway's own retries, a client's retry is told how long the provider asked to wait, rather than
+    coming back after its own short backoff to a provider that is still limiting."""
+    url, _ = safe
+    llm.script(*[Reply(status=429, error="Rate limit reached", headers={"retry-after-ms": "1500"})] * 3)
+    answer = httpx.post(f"{url}/v1/chat/completions", json={"model": "weather", "messages": HELLO})
+    assert answer.status_code == 429 and answer.json()["error"]["code"] == "provider_rate_limited"
+    assert answer.headers["retry-after"] == "2"  # 1.5 s, in whole seconds as the header takes them, rounded up
+
+
 def test_a_provider_that_ignores_stream_true_still_answers(safe: tuple[str, Safety], llm: LenientLLM) -> None:
     url, _ = safe
     llm.script(Reply(calls=[FORECAST_CALL], ignore_stream=True), Reply(text="It is 3.5 °C.", ignore_stream=True))
