@@ -82,7 +82,8 @@ async def create_response(request: Request) -> Response:
     if not stream:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
-                                      inert=inert, ignored=ignored, keep=keep)
+                                      inert=inert, ignored=ignored, keep=keep,
+                                      server=request.scope.get("server"))
             answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
@@ -91,7 +92,7 @@ async def create_response(request: Request) -> Response:
         output = output_items(result, answer.first_new(run), namespaces(run))
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
-                              inert=inert, ignored=ignored, keep=keep)
+                              inert=inert, ignored=ignored, keep=keep, server=request.scope.get("server"))
     answer.shape(run)
     return _EventStream(_stream_events(run, answer), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
