@@ -49,12 +49,15 @@ class ConfigError(GatewayError):
 
 
 class ProviderError(GatewayError):
-    def __init__(self, provider: str, message: str, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(self, provider: str, message: str, status: int | None = None, retryable: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{provider}: {message}" + (f" (HTTP {status})" if status else ""))
         self.provider = provider
         self.status = status
         self.message = message
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the provider's last answer asked to wait (its `Retry-After`), passed on to the caller."""
 
 
 class RunError(GatewayError):

@@ -153,7 +153,7 @@ def format_error(error: ValidationError) -> str:
         expected = " or ".join(value) if isinstance(value, list) else value
         return f"{where}: expected {expected}, got {_describe(instance)}"
     if kind == "enum":
-        return f"{where}: expected one of {_short(value, 160)}, got {_short(instance)}"
+        return f"{where}: expected one of {_enum_values(value)}, got {_short(instance)}"
     if kind == "const":
         return f"{where}: expected {_short(value)}, got {_short(instance)}"
     if kind == "format":
@@ -214,6 +214,21 @@ def _describe(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return kind
     return f"{kind} {_short(value)}"
+
+
+def _enum_values(values: Any, limit: int = 160) -> str:
+    """An enum's values as a JSON list, whole values only, and how many more when they do not all fit: text cut
+    inside the list left it unclosed and did not say how many the model (or developer) was not shown."""
+    if not isinstance(values, list):
+        return _short(values, limit)
+    shown: list[str] = []
+    for value in values:
+        text = _short(value)
+        if shown and sum(len(s) + 2 for s in shown) + len(text) > limit:
+            break
+        shown.append(text)
+    rest = len(values) - len(shown)
+    return "[" + ", ".join(shown) + (f", … {rest} more" if rest else "") + "]"
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -111,22 +111,27 @@ def result_payload(message: Message) -> dict[str, Any]:
 
 def retry_delay(response: httpx.Response | None, attempt: int, backoff: float) -> float:
     """Seconds to wait before the next attempt: `Retry-After` when the server says, else jittered backoff."""
-    if response is not None:
-        header = response.headers.get("retry-after-ms")
-        if header:
-            try:
-                return min(float(header) / 1000, float(_MAX_RETRY_AFTER))
-            except ValueError:
-                pass
-        header = response.headers.get("retry-after")
-        if header:
-            try:
-                return min(max(float(header), 0.0), _MAX_RETRY_AFTER)
-            except ValueError:
-                parsed = email.utils.parsedate_to_datetime(header) if header else None
-                if parsed is not None:
-                    return min(max(float(parsed.timestamp()) - time.time(), 0.0), _MAX_RETRY_AFTER)
-    return float(backoff * (2**attempt) * (0.5 + random.random() / 2))
+    after = server_retry_after(response) if response is not None else None
+    return after if after is not None else float(backoff * (2**attempt) * (0.5 + random.random() / 2))
+
+
+def server_retry_after(response: httpx.Response) -> float | None:
+    """The seconds a server's `Retry-After` (or `retry-after-ms`) asks for, bounded; None when it says nothing."""
+    header = response.headers.get("retry-after-ms")
+    if header:
+        try:
+            return min(float(header) / 1000, float(_MAX_RETRY_AFTER))
+        except ValueError:
+            pass
+    header = response.headers.get("retry-after")
+    if header:
+        try:
+            return min(max(float(header), 0.0), _MAX_RETRY_AFTER)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(header) if header else None
+            if parsed is not None:
+                return min(max(float(parsed.timestamp()) - time.time(), 0.0), _MAX_RETRY_AFTER)
+    return None
 
 
 class ProviderAdapter(abc.ABC):
@@ -271,7 +276,8 @@ class ProviderAdapter(abc.ABC):
                     message = self._error_message(response)
                     if response.status_code in (401, 403):
                         message += f" (check providers.{self.name}.api_key in agents.yaml)"
-                    raise ProviderError(self.name, message, response.status_code, retryable)
+                    raise ProviderError(self.name, message, response.status_code, retryable,
+                                        retry_after=server_retry_after(response))
             await self._sleep(retry_delay(response, attempt, self.backoff))
             attempt += 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -177,9 +178,15 @@ def _api_error_from(exc: Exception) -> APIError:
     if isinstance(exc, AuditUnavailable):
         return APIError(503, str(exc), code="audit_unavailable")
     if isinstance(exc, ProviderError):
-        if exc.status == 429:
-            return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited")
-        return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error")
+        if exc.status == 429:  # after the gateway's own retries: the client waits as long as the provider asked
+            after = None if exc.retry_after is None else {"retry-after": str(math.ceil(exc.retry_after))}
+            return APIError(429, f"The provider is rate limiting: {exc}", code="provider_rate_limited", headers=after)
+        # A provider's own refusal (a wrong model id, a bad key, a malformed request: a 4xx it would answer again)
+        # tells OpenAI's and Anthropic's SDKs not to retry: they retry every 502 twice by default, which made each
+        # request with a misconfigured model three model requests and a second's backoff before the error showed.
+        refused = exc.status is not None and 400 <= exc.status < 500 and not exc.retryable
+        return APIError(502, f"The model provider failed: {exc}", type="provider_error", code="provider_error",
+                        headers={"x-should-retry": "false"} if refused else None)
     if isinstance(exc, RunError):
         notes = current_caller().notes
         if notes is not None:  # the chat's audit row says why the run ended (gateway.server.supervision)
@@ -208,13 +215,28 @@ async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
+def _route_hint(path: str) -> str:
+    """What a developer who reached no route most likely meant: a client's base_url without `/v1` (the OpenAI SDKs
+    add `/chat/completions` to it), or an Anthropic SDK pointed at the gateway, which has no Messages door."""
+    tail = path.rstrip("/")
+    if tail.endswith("/messages"):
+        return (": the gateway has no Anthropic Messages endpoint (its model doors are /v1/chat/completions and "
+                "/v1/responses); an agent on Anthropic's SDK takes an agent's tools from "
+                "/agents/{agent}/tools?format=anthropic and runs each as a direct call (docs/http-api.md)")
+    if not tail.startswith("/v1/") and tail.endswith(("/chat/completions", "/responses", "/models")):
+        return ": the OpenAI-compatible endpoints are under /v1 (a client's base_url ends in /v1)"
+    return ""
+
+
 async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status == 404:
-        message = f"No route for {request.method} {request.url.path}"
-    elif status == 405:
-        message = f"Method {request.method} is not allowed on {request.url.path}"
+        message = f"No route for {request.method} {request.url.path}" + _route_hint(request.url.path)
+    elif status == 405:  # the methods the path takes (a direct call is a POST with the arguments as its body)
+        allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow")
+        message = f"Method {request.method} is not allowed on {request.url.path}" + (
+            f"; it takes {allowed}" if allowed else "")
     else:
         message = str(exc.detail)
     return APIError(status, message, headers=dict(exc.headers or {})).response()

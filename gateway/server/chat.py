@@ -48,6 +48,7 @@ from .handoff import keep_turn, restore_turns, store_of
 from .inert import Ignored, place_inert, read_inert
 from .limits import check_counts, check_shape
 from .routes import agent_of, read_json, state_of, toolset_of
+from .self_call import self_call_problem
 
 logger = logging.getLogger("gateway.server")
 
@@ -81,14 +82,16 @@ async def chat_completions(request: Request) -> Response:
     client = request.scope.get("gateway.client")
     if not stream:
         async with state.use() as generation:
-            run = await _Run.prepared(state, generation, model, messages, params, tools, client=client, inert=inert)
+            run = await _Run.prepared(state, generation, model, messages, params, tools, client=client, inert=inert,
+                                      server=request.scope.get("server"))
             try:
                 result = await run.execute(generation)
             except Exception as exc:
                 raise api_error_from(exc, secrets_redactor(generation).text) from None
         return FastJSONResponse(completion_body(run, result))
     # Checked before the stream starts, so these mistakes still get their status code.
-    run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client, inert=inert)
+    run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client, inert=inert,
+                              server=request.scope.get("server"))
     return _EventStream(_stream_chunks(run, include_usage), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -160,11 +163,12 @@ class _Run:
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
                        params: dict[str, Any], tools: CallerToolOptions, *, client: Any = None,
                        prefix: str = "chatcmpl-", keep: bool = True, inert: dict[str, Any] | None = None,
-                       ignored: list[Ignored] | None = None) -> _Run:
+                       ignored: list[Ignored] | None = None, server: tuple[str, int] | None = None) -> _Run:
         """The run of `model` (checked: agent, provider, caller tools), its handed-back turns put back. `inert`:
         the request's parameters that change nothing the gateway does (`gateway.server.inert`), passed to the
-        provider where it takes them; `ignored`: what the door already knows had no effect."""
-        agent = _checked_agent(generation, model)
+        provider where it takes them; `ignored`: what the door already knows had no effect; `server`: the address
+        the request came to (the ASGI scope's), to refuse a provider that is this gateway itself."""
+        agent = _checked_agent(generation, model, server)
         params = {**params, **check_caller_tools(tools, agent, toolset_of(generation, agent.name), generation)}
         provider = generation.runtime.manifest.providers.get(agent.provider)
         passed, unused = place_inert(inert or {}, provider.kind if provider is not None else "")
@@ -256,11 +260,13 @@ class _Run:
         return _sse(data)
 
 
-def _checked_agent(generation: Generation, model: str) -> AgentConfig:
+def _checked_agent(generation: Generation, model: str, server: tuple[str, int] | None = None) -> AgentConfig:
     """The agent `model` names, after saying what is missing before any call: an unknown agent (404), an
-    unknown provider or a cloud provider without a key (503: this gateway's configuration, not an upstream)."""
+    unknown provider, a cloud provider without a key or a provider that is this gateway (503: this gateway's
+    configuration, not an upstream)."""
     agent = agent_of(generation, model, code="model_not_found", param="model")
-    problem = provider_problem(generation.runtime.manifest, agent)
+    manifest = generation.runtime.manifest
+    problem = provider_problem(manifest, agent) or self_call_problem(manifest, agent, server)
     if problem is not None:
         raise APIError(503, problem, type="configuration_error", code="provider_not_configured")
     return agent

@@ -82,7 +82,8 @@ async def create_response(request: Request) -> Response:
     if not stream:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
-                                      inert=inert, ignored=ignored, keep=keep)
+                                      inert=inert, ignored=ignored, keep=keep,
+                                      server=request.scope.get("server"))
             answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
@@ -91,7 +92,7 @@ async def create_response(request: Request) -> Response:
         output = output_items(result, answer.first_new(run), namespaces(run))
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
-                              inert=inert, ignored=ignored, keep=keep)
+                              inert=inert, ignored=ignored, keep=keep, server=request.scope.get("server"))
     answer.shape(run)
     return _EventStream(_stream_events(run, answer), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -151,7 +152,9 @@ async def _own_record(store: Store, response_id: str, client: str | None) -> Res
     kept_elsewhere = response_id.startswith((TURN_PREFIX, ANSWER_PREFIX))  # handed-back turns, resumed runs' answers
     record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != owner(client):  # someone else's is as unknown as one that never was
-        raise APIError(404, f"No response with id {response_id!r}.", code="response_not_found")
+        raise APIError(404, f"No response with id {response_id!r} is kept for this key (one made with `store: false`, "
+                            "another key's, or one older than gateway.conversation_retention_days is not).",
+                       code="response_not_found")
     return record
 
 

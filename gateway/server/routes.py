@@ -33,8 +33,13 @@ def agent_of(generation: Generation, name: str, *, code: str = "unknown_agent",
     """The agent of a request; 404 naming the known agents when agents.yaml has none of that name."""
     agent = generation.agent(name)
     if agent is None:
-        known = ", ".join(sorted(generation.runtime.manifest.agents)) or "none"
-        raise APIError(404, f"Unknown agent {name!r}; the agents are: {known}.", code=code, param=param)
+        agents = generation.runtime.manifest.agents
+        known = ", ".join(sorted(agents)) or "none"
+        # A client's `model` set to the LLM's id (as it was before the gateway) rather than an agent's name.
+        runs_on = sorted(a for a, config in agents.items() if name in (config.model, config.model.split("/", 1)[-1]))
+        hint = (f" `model` names an agent, not the model it runs on ({name!r} is the model of {', '.join(runs_on)})."
+                if runs_on else "")
+        raise APIError(404, f"Unknown agent {name!r}; the agents are: {known}.{hint}", code=code, param=param)
     return agent
 
 

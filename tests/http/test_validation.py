@@ -31,6 +31,15 @@ def test_each_failing_field_is_named_with_expected_and_given() -> None:
     assert "unexpected field(s) x" in text and "allowed:" in text
 
 
+def test_a_long_enum_is_shown_in_whole_values_and_says_how_many_more() -> None:
+    variables = [f"variable_{n:02}" for n in range(40)]  # as Open-Meteo's `daily`: more than a line holds
+    [error] = validate_arguments(make_tool(arg("daily", "query", {"enum": variables})), {"daily": "rain"})
+    shown = error.split("expected one of ", 1)[1].split(", got", 1)[0]
+    assert shown.startswith('["variable_00", "variable_01", ') and shown.endswith(" more]")
+    count = int(shown.rsplit("… ", 1)[1].split()[0])
+    assert shown.count('"variable_') + count == 40  # every value is shown whole or counted
+
+
 def test_uri_formats_are_checked_like_the_fast_validator_checks_them() -> None:
     # jsonschema checks `uri` only with an RFC 3986 validator installed; without one it passed every string
     # although the fast validator (jsonschema_rs) refused them: the call went out with "not a uri".

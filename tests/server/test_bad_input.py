@@ -67,6 +67,35 @@ def test_a_provider_error_that_echoes_the_key_does_not_reach_the_caller(safe: tu
     assert PROVIDER_KEY not in str(caught.value) and "[REDACTED]" in str(caught.value)
 
 
+@pytest.mark.parametrize("status", [404, 401])
+@pytest.mark.parametrize("door", ["chat", "responses"])
+def test_a_provider_refusal_is_not_retried_by_the_openai_client(safe: tuple[str, Safety], llm: LenientLLM,
+                                                                 door: str, status: int) -> None:
+    """A wrong model id in agents.yaml (the provider's 404) or a bad key (401) fails the same way every time; the
+    official client, with its default two retries, must show it after one model request, not three."""
+    url, _ = safe
+    llm.script(Reply(status=status, error="The model `gpt-tset` does not exist or you do not have access to it."))
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")  # the SDK's default retries
+    with pytest.raises(openai.APIStatusError) as caught:
+        if door == "chat":
+            client.chat.completions.create(model="weather", messages=HELLO)  # type: ignore[arg-type]
+        else:
+            client.responses.create(model="weather", input="hi")
+    assert caught.value.status_code == 502 and "gpt-tset" in caught.value.message
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert len(llm.requests) == 1  # the lenient LLM would have answered a retry
+
+
+def test_a_provider_rate_limit_passes_its_retry_after_on(safe: tuple[str, Safety], llm: LenientLLM) -> None:
+    """After the gateway's own retries, a client's retry is told how long the provider asked to wait, rather than
+    coming back after its own short backoff to a provider that is still limiting."""
+    url, _ = safe
+    llm.script(*[Reply(status=429, error="Rate limit reached", headers={"retry-after-ms": "1500"})] * 3)
+    answer = httpx.post(f"{url}/v1/chat/completions", json={"model": "weather", "messages": HELLO})
+    assert answer.status_code == 429 and answer.json()["error"]["code"] == "provider_rate_limited"
+    assert answer.headers["retry-after"] == "2"  # 1.5 s, in whole seconds as the header takes them, rounded up
+
+
 def test_a_provider_that_ignores_stream_true_still_answers(safe: tuple[str, Safety], llm: LenientLLM) -> None:
     url, _ = safe
     llm.script(Reply(calls=[FORECAST_CALL], ignore_stream=True), Reply(text="It is 3.5 °C.", ignore_stream=True))
