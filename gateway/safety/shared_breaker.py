@@ -2,7 +2,7 @@
 across every instance.
 
 Same contract as `gateway.safety.breaker.GuardApi` (a paused api answers at once, a busy one after the call's
-timeout), with the state in Redis (`gateway.store.redis_guards`): failures seen by one instance pause the api for
+timeout), with the state in Redis (`gateway.store.redis_slots`): failures seen by one instance pause the api for
 all of them, and the slots count the calls in flight everywhere. The breaker is per api, not per api and client
 as in one process: Redis holds one verdict per api, which every instance reads. The slots keep one process's
 promise (`gateway.safety.fair_slots`) across instances: a freed slot goes to the waiting client that holds the
@@ -19,7 +19,7 @@ from ..config.settings import GuardSettings
 from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
-from ..store.redis_guards import SharedGuards
+from ..store.redis_slots import SharedGuards
 from .breaker import ANONYMOUS_GROUP, is_failure
 
 logger = logging.getLogger("gateway.safety")

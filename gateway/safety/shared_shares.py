@@ -2,7 +2,7 @@
 worker, on Redis (`gateway.redis`).
 
 The same contract as `gateway.safety.shares.LocalShares`, counted as `max_concurrency` is there
-(`gateway.store.redis_guards`): a sorted set per kind and client, one member per place held, scored with the end of
+(`gateway.store.redis_slots`): a sorted set per kind and client, one member per place held, scored with the end of
 its lease; one Lua script, with Redis's own clock, drops the ended leases, refuses a place past the share or adds
 it. A place is leased for `LEASE` seconds and renewed while its work lives, however long that is
 (`gateway.store.lease_keeper`), so the places of an instance killed mid-run come back at most `LEASE` seconds

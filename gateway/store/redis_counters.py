@@ -1,5 +1,5 @@
 """What several gateway instances count together, on Redis: the rate-limit token buckets (and, through
-`guards`, the breakers and concurrency slots of `gateway.store.redis_guards`).
+`guards`, the breakers and concurrency slots of `gateway.store.redis_slots`).
 
 `gateway: {redis: redis://host:6379/0}` puts every bucket in Redis (redis-py's asyncio client); the
 rest of the state stays in the store (`CountedStore` hands `take_tokens` to Redis and everything
@@ -36,7 +36,7 @@ from .base import (
 )
 from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
-from .redis_guards import SharedGuards
+from .redis_slots import SharedGuards
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -129,7 +129,7 @@ class RedisCounters:
 
     @property
     def guards(self) -> SharedGuards:
-        """Breakers and concurrency slots on the same Redis (`gateway.store.redis_guards`)."""
+        """Breakers and concurrency slots on the same Redis (`gateway.store.redis_slots`)."""
         if self._guards is None:
             self._guards = SharedGuards(self._client, self.url, self.keeper)
         return self._guards
