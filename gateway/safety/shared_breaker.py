@@ -41,8 +41,11 @@ class SharedGuardApi:
             or self.settings.max_concurrency_per_client
         timeout = invocation.agent_tool.timeout or self.manifest.api(api).timeout
         group = invocation.client or ANONYMOUS_GROUP
-        lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
-                                                  wait=timeout, group=group, per_group=per_client)
+        try:
+            lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
+                                                      wait=timeout, group=group, per_group=per_client)
+        except StoreUnavailable as exc:  # Redis did not answer: a tool error the model reads, 503 on a direct call
+            return ToolResult.failure("store_unavailable", exc.refused(f"the call to the {api} API"))
         if lease is None and retry_in > 0:
             return ToolResult.failure(
                 "transport_error",

@@ -146,6 +146,7 @@ class SlotQueue:
         self.wakeups = Wakeups(client, url, CHANNEL)
         self._look = client.register_script(_LOOK)
         self._leave = client.register_script(_LEAVE)
+        self._leaving: set[asyncio.Task[None]] = set()
 
     async def wait(self, keys: list[str], args: list[Any], told: asyncio.Queue[Told], deadline: float,
                    first_end: float) -> tuple[str, float]:
@@ -180,14 +181,28 @@ class SlotQueue:
         except BaseException as exc:
             self.keeper.drop(ticket)
             # Shielded: a cancelled waiter leaves the queue all the same (or it stands until its lease ends).
-            try:
-                await asyncio.shield(run_script(self._leave, keys, args[:4], self.url))
-            except StoreUnavailable as unreachable:
-                logger.warning("a call that stopped waiting for a slot is still queued (until its lease ends): %s",
-                               unreachable)
+            await asyncio.shield(self.leave(keys, args[:4]))
             if isinstance(exc, TimeoutError):
                 return "busy", 0.0
             raise
+
+    async def leave(self, keys: list[str], args: list[Any]) -> None:
+        """The ticket `args[1]` out of the queue, or its slot given back (to the next waiter) if it holds one: the
+        leave script, by ticket, so asking twice (or for a ticket that took nothing) changes nothing. `args`:
+        reset_after, ticket, limit, per-group cap. A Redis that does not answer is logged: the ticket or slot
+        stands until its lease ends (30 s)."""
+        try:
+            await run_script(self._leave, keys, args, self.url)
+        except StoreUnavailable as unreachable:
+            logger.warning("a call that stopped waiting for a slot may still hold its place (until its lease "
+                           "ends): %s", unreachable)
+
+    def leave_soon(self, keys: list[str], args: list[Any]) -> None:
+        """`leave`, in a task of its own (kept until it ends): for a caller that is gone, or is being told that Redis
+        did not answer, and waits for nothing more."""
+        task = asyncio.get_running_loop().create_task(self.leave(keys, args))
+        self._leaving.add(task)
+        task.add_done_callback(self._leaving.discard)
 
     async def aclose(self) -> None:
         await self.wakeups.aclose()

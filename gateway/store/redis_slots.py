@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -91,13 +92,13 @@ class SharedGuards:
         cap = min(per_group or limit, limit)
         args = [repr(float(reset_after)), ticket, limit, cap, self.keeper.seconds, repr(float(max(wait, 0.0)))]
         if wait <= 0:
-            state, seconds = reply_state(await run_script(self._enter, keys, args, self.url))
+            state, seconds = await self._run_enter(keys, args)
         else:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait
             told = await self.queue.wakeups.expect(ticket, wait)
             try:
-                state, seconds = reply_state(await run_script(self._enter, keys, args, self.url))
+                state, seconds = await self._run_enter(keys, args)
                 if state == "queued":
                     state, seconds = await self.queue.wait(keys, args[:5], told, deadline, seconds)
             finally:
@@ -107,6 +108,19 @@ class SharedGuards:
             return ticket, 0.0
         self.keeper.drop(ticket)  # told the breaker opened, or its ticket's lease ended: nothing to renew
         return None, seconds if state == "open" else 0.0
+
+    async def _run_enter(self, keys: list[str], args: list[Any]) -> tuple[str, float]:
+        try:
+            return reply_state(await run_script(self._enter, keys, args, self.url))
+        except BaseException:
+            # Cancelled (its client gone) or told that Redis did not answer while the script's reply was on its way:
+            # the script may have run, and taken a slot (or queued the ticket) that nothing would give back before
+            # its lease ends (30 s; nothing renews it). The leave script gives it back by ticket, in a task of its
+            # own: the caller waits for nothing more. It reaches Redis after the entry script: sent later, on
+            # another connection (redis-py drops the one whose reply it stopped waiting for), and Redis reads its
+            # clients' commands in the order they arrived; against a hung Redis both run when it answers again.
+            self.queue.leave_soon(keys, args[:4])
+            raise
 
     async def settle(self, api: str, lease_id: str | None, ok: bool | None, *, failures: int, reset_after: float,
                      limit: int, per_group: int | None = None) -> None:
