@@ -26,6 +26,10 @@ class QuietProxy:
         self.target = port
         self.port = free_port()
         self.mode = OPEN
+        self.unheard = bytearray()
+        """What clients sent while the proxy was silent (how often a client asked)."""
+        self.unheard_connections = 0
+        """Connections made while the proxy was silent (a client trying again on a new one)."""
         self._loop = asyncio.new_event_loop()
         self._spoke: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -67,8 +71,9 @@ class QuietProxy:
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.mode == SILENT:  # accepted, never answered: read and drop until the client gives up
-            while await reader.read(65536):
-                pass
+            self.unheard_connections += 1
+            while data := await reader.read(65536):
+                self.unheard += data
             writer.close()
             return
         opened_while_held = self.mode == HELD
@@ -83,6 +88,8 @@ class QuietProxy:
         assert self._spoke is not None
         while data := await reader.read(65536):
             if self.mode == SILENT:
+                if not replies:
+                    self.unheard += data
                 continue
             if replies and self.mode == HELD:
                 await self._spoke.wait()

@@ -125,12 +125,18 @@ def test_a_redis_that_accepts_and_never_answers_is_told_in_the_set_time(
             assert_served(every_door(client, llm, 1))
             proxy.silence()
             try:
+                alone = client.post("/agents/writer/tools/write", json={"n": 5})
+                asked = (proxy.unheard.count(b"EVALSHA"), proxy.unheard_connections)
                 during = every_door(client, llm, 10)
             finally:
                 proxy.speak()
             after = every_door(client, llm, 20)
+    assert alone.status_code == 503
+    # its slot's script, sent once on the connection it had: a Redis that did not answer is not asked again (before:
+    # twice more, each on a new connection whose greeting went unanswered, 3 x the timeout in all)
+    assert asked == (1, 0)
     assert_refused_naming(during, f"Redis at {url} did not answer within 1 s")
-    assert not {10, 11, 12} & set(received(upstream))
+    assert not {5, 10, 11, 12} & set(received(upstream))
     assert_served(after)
 
 
