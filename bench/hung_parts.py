@@ -19,6 +19,10 @@ medians over the rounds, the bystanders' p50 / max, the load average beside each
 each door is called again: `after` says whether it works without a restart.
 
 `--gateway-root` runs the gateway of another checkout (e.g. an export of main) for the before figures.
+
+`--cost N` measures instead what the bound costs when nothing hangs: N questions of each kind to the PostgreSQL
+store in this process (`ping`, an audit row written and its outcome, `take_tokens`), p50 and p90 in µs, with the
+`gateway` that `PYTHONPATH` finds first (an export of main, or this tree).
 """
 
 from __future__ import annotations
@@ -220,14 +224,53 @@ async def measure(urls: dict[str, str], faults: dict[str, tuple[Callable[[], Non
               f"{all(g['after'] for g in got)}")
 
 
+async def question_cost(store_url: str, n: int) -> None:
+    import gateway
+    from gateway.store import AuditRow, Bucket
+    from gateway.store.postgres import PostgresStore
+
+    store = PostgresStore(store_url)
+    bucket = [Bucket("bench:cost", 1e9, 1e9)]
+
+    async def audit_row() -> None:
+        row = AuditRow(time=time.time(), kind="tool", agent="writer", tool="write", status="running")
+        await store.add_audit(row)
+        row.status = "ok"
+        await store.update_audit(row)
+
+    kinds: dict[str, Callable[[], Any]] = {"ping": store.ping, "audit row + outcome": audit_row,
+                                           "take_tokens": lambda: store.take_tokens(bucket)}
+    print(f"gateway from {Path(gateway.__file__).parent.parent}; {n} questions each, load average {load():.1f}")
+    for name, ask in kinds.items():
+        for _ in range(20):
+            await ask()
+        took = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await ask()
+            took.append((time.perf_counter() - t0) * 1e6)
+        took.sort()
+        print(f"   {name:20} p50 {statistics.median(took):8.1f} µs  p90 {took[int(n * 0.9)]:8.1f} µs  "
+              f"(load {load():.1f})")
+    await store.aclose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hold", type=float, default=45.0, help="seconds a fault lasts at most")
     parser.add_argument("--faults", default=",".join(FAULTS))
     parser.add_argument("--gateway-root", type=Path, default=ROOT, help="the checkout whose gateway runs")
+    parser.add_argument("--cost", type=int, default=0, help="measure N questions to PostgreSQL instead")
     args = parser.parse_args()
     root = args.gateway_root.resolve()
+    if args.cost:
+        postgres = PostgresServer().start()
+        try:
+            asyncio.run(question_cost(postgres.create_database(), args.cost))
+        finally:
+            postgres.stop()
+        return
     postgres, redis = PostgresServer().start(), RedisServer().start()
     proxy = QuietProxy(redis.port)
     try:
