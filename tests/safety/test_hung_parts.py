@@ -151,6 +151,16 @@ def test_a_stopped_postgresql_refuses_the_call_unsent_in_the_set_time_and_serves
         finally:
             postgres_server.resume()
         again = client.post("/agents/writer/tools/write", json={"n": 3})
+
+        def refused_row() -> dict[str, Any] | None:
+            rows = client.get("/audit", params={"limit": 100}).json()["data"]
+            return next((r for r in rows if r.get("tool") == "write" and r["arguments"] == {"n": 2}), None)
+
+        # Its row's insert was on its way when the caller was told: it lands once PostgreSQL answers, and then says
+        # the call was not sent (not `running`, which would say it may have run).
+        _wait_for(lambda: (refused_row() or {}).get("status", "running") != "running")
+        row = refused_row()
+    assert row is not None and row["status"] == "store_unavailable" and "not sent" in row["error"], row
     assert refused.status_code == 503
     error = refused.json()["error"]
     assert error["code"] == "audit_unavailable", error  # its row could not be written, so it was not sent
