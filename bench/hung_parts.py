@@ -48,38 +48,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from quiet_proxy import QuietProxy  # noqa: E402
 from recording_server import RecordingServer, Reply  # noqa: E402
+from safety.counted_writes import write_counter_project  # noqa: E402
 from scripted_llm import Call, Recorded, ScriptedLLM  # noqa: E402
 from scripted_llm import Reply as LLMReply  # noqa: E402
 from shared_servers import PostgresServer, RedisServer  # noqa: E402
 
 FAULTS = ("redis-stop", "redis-silent", "pg-stop")
 DOORS = ("http", "chat", "mcp")
-SPEC = """\
-openapi: 3.0.3
-info: {title: Counter, version: "1"}
-servers: [{url: "http://127.0.0.1:1"}]
-paths:
-  /write:
-    post:
-      operationId: write
-      requestBody:
-        required: true
-        content: {application/json: {schema: {type: object, properties: {n: {type: integer}}, required: [n]}}}
-      responses: {"201": {description: created}}
-"""
-AGENTS = """\
-providers:
-  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
-apis:
-  counter: {{base_url: "{upstream}", timeout: 10}}
-agents:
-  writer:
-    model: openai/gpt-test
-    tools: [{{api: counter}}]
-gateway:
-  store: {store}
-  redis: {redis}
-"""
+GATEWAY = "gateway:\n  store: {store}\n  redis: {redis}\n"
 
 
 class ToolThenText(ScriptedLLM):
@@ -278,16 +254,13 @@ def main() -> None:
                 RecordingServer() as upstream, ToolThenText() as llm:
             stack.enter_context(proxy.running())
             upstream.route("/write", lambda request: Reply(201, {"ok": True}))
-            project = Path(folder)
-            (project / "specs").mkdir()
-            (project / "specs" / "counter.yaml").write_text(SPEC)
             store = postgres.create_database()
             urls = {}
-            env = {"GATEWAY_CACHE_DIR": str(project / "cache"), "PYTHONPATH": str(root)}
+            env = {"GATEWAY_CACHE_DIR": str(Path(folder) / "cache"), "PYTHONPATH": str(root)}
             for name, redis_port in (("direct", redis.port), ("proxied", proxy.port)):
-                agents = project / f"agents-{name}.yaml"
-                agents.write_text(AGENTS.format(llm=llm.url, upstream=upstream.url, store=store,
-                                                redis=f"redis://127.0.0.1:{redis_port}/0"))
+                project = Path(folder) / name  # the counter's write (tests/safety/counted_writes.py)
+                agents = write_counter_project(project, llm.url, upstream.url, GATEWAY.format(
+                    store=store, redis=f"redis://127.0.0.1:{redis_port}/0"))
                 port = free_port()
                 urls[name] = f"http://127.0.0.1:{port}"
                 stack.enter_context(spawned(

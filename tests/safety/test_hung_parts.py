@@ -90,6 +90,16 @@ def assert_served(doors: dict[str, Any]) -> None:
     assert doors["mcp"].is_error is False, doors["mcp text"]
 
 
+def write_while_stopped(client: httpx.Client, server: PostgresServer | RedisServer) -> httpx.Response:
+    """Write 1 (served), then write 2 while `server` is stopped (SIGSTOP) and answer nothing; its answer."""
+    assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
+    server.pause()
+    try:
+        return client.post("/agents/writer/tools/write", json={"n": 2})
+    finally:
+        server.resume()
+
+
 @pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
     """A Redis of this test's own: it is paused (the session's is shared with the other tests of this worker)."""
@@ -144,12 +154,7 @@ def test_a_stopped_postgresql_refuses_the_call_unsent_in_the_set_time_and_serves
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, postgres_server: PostgresServer) -> None:
     store = postgres_server.create_database()
     with gateway(tmp_path, llm, upstream, "", store) as client:
-        assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
-        postgres_server.pause()
-        try:
-            refused = client.post("/agents/writer/tools/write", json={"n": 2})
-        finally:
-            postgres_server.resume()
+        refused = write_while_stopped(client, postgres_server)
         again = client.post("/agents/writer/tools/write", json={"n": 3})
 
         def refused_row() -> dict[str, Any] | None:
@@ -247,12 +252,7 @@ def test_a_slot_taken_by_an_entry_that_timed_out_on_a_hung_redis_is_given_back_w
     busy until the slot's lease ends."""
     extra = f"  redis: {own_redis.url}\n  max_concurrency: 1\n"
     with gateway(tmp_path, llm, upstream, extra, tmp_path / "state.db") as client:
-        assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
-        own_redis.pause()
-        try:
-            refused = client.post("/agents/writer/tools/write", json={"n": 2})
-        finally:
-            own_redis.resume()
+        refused = write_while_stopped(client, own_redis)
         freed = _wait_for(lambda: _slots(own_redis) == 0)
         after = client.post("/agents/writer/tools/write", json={"n": 3})
     assert refused.status_code == 503 and "did not answer within 1 s" in refused.json()["error"]["message"]
