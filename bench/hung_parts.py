@@ -200,6 +200,28 @@ async def measure(urls: dict[str, str], faults: dict[str, tuple[Callable[[], Non
               f"{all(g['after'] for g in got)}")
 
 
+async def bound_cost(n: int) -> None:
+    """The bound alone: CPU per question that answers at once, awaited bare and through `within`, in turns."""
+    from gateway.store.answer_within import within
+
+    async def answer() -> int:
+        return 1
+
+    bare, bounded = [], []
+    for _ in range(5):
+        t0 = time.process_time()
+        for _ in range(n):
+            await answer()
+        bare.append((time.process_time() - t0) / n * 1e6)
+        t0 = time.process_time()
+        for _ in range(n):
+            await within(2.0, answer(), "bench")
+        bounded.append((time.process_time() - t0) / n * 1e6)
+    print(f"   the bound alone: {statistics.median(bounded) - statistics.median(bare):.1f} µs CPU a question "
+          f"(bare {statistics.median(bare):.2f}, within {statistics.median(bounded):.2f}; medians of 5 x {n}; "
+          f"load {load():.1f})")
+
+
 async def question_cost(store_url: str, n: int) -> None:
     import gateway
     from gateway.store import AuditRow, Bucket
@@ -217,6 +239,8 @@ async def question_cost(store_url: str, n: int) -> None:
     kinds: dict[str, Callable[[], Any]] = {"ping": store.ping, "audit row + outcome": audit_row,
                                            "take_tokens": lambda: store.take_tokens(bucket)}
     print(f"gateway from {Path(gateway.__file__).parent.parent}; {n} questions each, load average {load():.1f}")
+    if hasattr(__import__("gateway.store.postgres", fromlist=["within"]), "within"):
+        await bound_cost(20_000)
     for name, ask in kinds.items():
         for _ in range(20):
             await ask()
