@@ -296,7 +296,9 @@ class PostgresStore(PostgresConnections, Store):
             rows = await cursor.fetchall()
         return [_audit_from_row(row) for row in rows]
 
-    @answered_within
+    # The retention sweeps (this and `prune_conversations`) are not bounded by `answered_within`: one of a large table
+    # may take longer than a caller's wait, and cancelled it would roll back and never finish. Each runs right after a
+    # question that was answered (the audit row whose write runs them, at most hourly: `AuditLog.prune`).
     async def prune_audit(self, before: float) -> int:
         async with self._connection() as conn:
             cursor = await conn.execute("DELETE FROM audit WHERE time < %s", (before,))
@@ -341,7 +343,6 @@ class PostgresStore(PostgresConnections, Store):
             if inserted is not None:
                 await conn.execute("DELETE FROM audit WHERE id = %s", (inserted[0],))
 
-    @answered_within
     async def prune_conversations(self, before: float) -> int:
         async with self._connection() as conn, conn.transaction():
             answers = await conn.execute("DELETE FROM responses WHERE created < %s", (before,))
