@@ -38,10 +38,10 @@ HANG_GUARD = 60.0
 
 
 @contextmanager
-def gateway(folder: Path, llm: LenientLLM, upstream: RecordingServer, extra: str, store: str | Path
-            ) -> Iterator[httpx.Client]:
+def gateway(folder: Path, llm: LenientLLM, upstream: RecordingServer, extra: str, store: str | Path,
+            timeout: float = 1) -> Iterator[httpx.Client]:
     upstream.route("/write", lambda request: UpstreamReply(201, {"ok": True}))
-    write_counter_project(folder, llm.url, upstream.url, f"gateway:\n  shared_state_timeout: 1\n{extra}")
+    write_counter_project(folder, llm.url, upstream.url, f"gateway:\n  shared_state_timeout: {timeout:g}\n{extra}")
     app, safety = build_app(folder, store=store)
     try:
         with running(app) as url, httpx.Client(base_url=url, timeout=HANG_GUARD) as client:
@@ -175,22 +175,32 @@ def test_a_stopped_postgresql_refuses_the_call_unsent_in_the_set_time_and_serves
 
 
 def test_callers_that_need_no_hung_part_are_served_while_a_call_waits_on_it(
-        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, own_redis: RedisServer) -> None:
-    with gateway(tmp_path, llm, upstream, f"  redis: {own_redis.url}\n", tmp_path / "state.db") as client:
-        assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
-        order: list[str] = []
-        own_redis.pause()
-        try:
-            hung = threading.Thread(target=lambda: order.append(
-                f"write {client.post('/agents/writer/tools/write', json={'n': 2}).status_code}"))
-            hung.start()
-            for _ in range(3):  # the tool listing and the liveness probe need no Redis
-                order.append(f"listing {client.get('/agents/writer/tools').status_code}")
-                order.append(f"healthz {client.get('/healthz').status_code}")
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """A write waits on Redis (its slot's script ran, the reply is held back) for as long as the test holds it
+    (the setting is the hang guard here): the tool listing and the liveness probe, which need no Redis, are answered
+    meanwhile, and the write is served once the reply comes."""
+    redis_server.flush()
+    proxy = QuietProxy(redis_server.port)
+    with proxy.running():
+        extra = f"  redis: redis://127.0.0.1:{proxy.port}/0\n"
+        with gateway(tmp_path, llm, upstream, extra, tmp_path / "state.db", timeout=HANG_GUARD) as client:
+            assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
+            answers: list[int] = []
+            hung = threading.Thread(target=lambda: answers.append(
+                client.post("/agents/writer/tools/write", json={"n": 2}).status_code))
+            proxy.hold()
+            try:
+                hung.start()
+                waiting = _wait_for(lambda: _slots(redis_server) == 1)  # its script ran; its reply is held
+                seen = [(client.get("/agents/writer/tools").status_code, client.get("/healthz").status_code)
+                        for _ in range(3)]
+                still_waiting = hung.is_alive()
+            finally:
+                proxy.speak()
             hung.join(HANG_GUARD)
-        finally:
-            own_redis.resume()
-    assert order == ["listing 200", "healthz 200"] * 3 + ["write 503"]
+    assert waiting and still_waiting
+    assert seen == [(200, 200)] * 3
+    assert answers == [200] and 2 in received(upstream)
 
 
 def _slots(server: RedisServer) -> int:
