@@ -158,6 +158,11 @@ class StoreUnavailable(GatewayError):
     doors answer 503, and nothing that needed the store (an approval, an audit row, a rate-limit count) is taken
     as done."""
 
+    def refused(self, what: str) -> str:
+        """The error a refused tool call's result says (`store_unavailable`: the model reads it, a door answers
+        503): `what` was not sent."""
+        return f"The gateway's shared state is unavailable ({self}), so {what} was not sent; try again later."
+
 
 class RequestBuildError(GatewayError):
     error_type = "invalid_arguments"

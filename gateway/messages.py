@@ -31,12 +31,13 @@ ErrorType = Literal[
     "insufficient_scope",  # the user may not have the scopes the operation needs: nothing was sent
     "not_connected",  # the user has not connected their account to the api yet (the error has the link): not sent
     "auth_unavailable",  # the authorization server cannot be reached: nothing was sent
+    "store_unavailable",  # the shared state a call is counted in (Redis, the PostgreSQL store) did not answer: not sent
     "code_error",  # a run_code script failed: a syntax error, an exception it did not catch, what the sandbox refuses
     "code_limit",  # a run_code script passed one of its agent's code_limits (time, memory, tool calls)
 ]
 
 NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
-                                      "rate_limited", "truncated_turn", "hook_denied"})
+                                      "rate_limited", "truncated_turn", "hook_denied", "store_unavailable"})
 """Error types of calls refused before anything was sent to their api."""
 
 

@@ -212,6 +212,7 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.resume()  # a paused server does not hear SIGTERM
             self.process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=10)
@@ -219,6 +220,15 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def pause(self) -> None:
+        """SIGSTOP the server: connections stay open (new ones too: the kernel accepts them) and nothing answers."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
 
     def halt(self) -> None:
         """Stop the server (its clients' connections are closed), keeping its folder: `start` brings it back on

@@ -217,7 +217,8 @@ def _open_store_or_report(args: argparse.Namespace) -> Any:
 
     try:
         manifest = _manifest(args.agents)
-        return open_store(args.store or manifest.gateway.store_location(Path(args.agents).parent))
+        return open_store(args.store or manifest.gateway.store_location(Path(args.agents).parent),
+                          timeout=manifest.gateway.shared_state_timeout)
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return None

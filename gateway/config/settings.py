@@ -5,6 +5,7 @@ gateway:
   store: .gateway/state.db        # a SQLite path (relative to agents.yaml's folder), sqlite:///path, memory:,
                                   # or postgresql://... (several instances)
   redis: redis://127.0.0.1:6379/0 # rate-limit buckets, breakers, budgets, runs counted across instances
+  shared_state_timeout: 2         # seconds a request waits for PostgreSQL or Redis to answer; then 503
   audit_retention_days: 30        # 0 or null keeps rows forever
   conversation_retention_days: 30 # stored Responses answers, handed-back turns, finished approval runs
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
@@ -50,6 +51,9 @@ REDIS_MODULES = ("redis",)
 INSTALL_SHARED = "pip install 'gateway[shared]'"
 
 DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_SHARED_STATE_TIMEOUT = 2.0
+"""Seconds a request waits for the PostgreSQL store or Redis to answer (`gateway.shared_state_timeout`): long for a
+part that answers (milliseconds), short enough that a caller hears "did not answer" before it gives up itself."""
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
@@ -173,6 +177,12 @@ class GatewaySettings(Section):
                             "budgets and each client's chat runs and sandboxes counted across instances. Empty: "
                             "none.", None,
                             pattern=REDIS_URL)
+    shared_state_timeout: Seconds = doc(
+        "Seconds a request waits for the PostgreSQL store or Redis to answer, each time it asks one of them; past "
+        "that it is refused with 503 naming the part (\"Redis at redis://... did not answer within 2 s\"; "
+        "`store_unavailable`, or `audit_unavailable` when the audit's store cannot record the call): the tool call "
+        "is not sent, and in a chat the model reads the error as its tool's result. Nothing to restart once the part "
+        "answers again. Read at start.", DEFAULT_SHARED_STATE_TIMEOUT)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
                                                   DEFAULT_RETENTION_DAYS)
     conversation_retention_days: NonNegative | None = doc(

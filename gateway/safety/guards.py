@@ -76,8 +76,10 @@ class Safeguards:
         """Open the store named by `gateway.store` (relative to agents.yaml's folder) or by `store`."""
         base = Path(runtime.agents_path).parent if getattr(runtime, "agents_path", None) else None
         location = store or runtime.manifest.gateway.store_location(base)
-        redis = runtime.manifest.gateway.redis  # gateway.redis: rate-limit buckets counted there
-        return cls(open_store(location, redis=redis), runtime.manifest, **options)
+        settings = runtime.manifest.gateway
+        # gateway.redis: rate-limit buckets (and more) counted there
+        return cls(open_store(location, redis=settings.redis, timeout=settings.shared_state_timeout),
+                   runtime.manifest, **options)
 
     def sync(self, manifest: Manifest) -> None:
         """Rebuild what depends on agents.yaml, when it changed (cheap to call on every request)."""

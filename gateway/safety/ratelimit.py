@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..config.settings import Limit, RateLimits, parse_limit
-from ..errors import RateLimited
+from ..errors import RateLimited, StoreUnavailable
 from ..kernel.caller import current_caller
 from ..messages import ToolResult
 from ..store import Bucket, Store
@@ -118,4 +118,6 @@ class ChargeToolBucket:
             if notes is not None:  # lets a direct call's 429 carry Retry-After
                 notes["retry_after"] = exc.retry_after_header
             return ToolResult.failure("rate_limited", f"{exc} Wait before calling {tool.name} again.")
+        except StoreUnavailable as exc:  # the buckets' store did not answer: a tool error, not a failed request
+            return ToolResult.failure("store_unavailable", exc.refused(f"the call to {tool.name}"))
         return await proceed(invocation)

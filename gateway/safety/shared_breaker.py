@@ -2,7 +2,7 @@
 across every instance.
 
 Same contract as `gateway.safety.breaker.GuardApi` (a paused api answers at once, a busy one after the call's
-timeout), with the state in Redis (`gateway.store.redis_guards`): failures seen by one instance pause the api for
+timeout), with the state in Redis (`gateway.store.redis_slots`): failures seen by one instance pause the api for
 all of them, and the slots count the calls in flight everywhere. The breaker is per api, not per api and client
 as in one process: Redis holds one verdict per api, which every instance reads. The slots keep one process's
 promise (`gateway.safety.fair_slots`) across instances: a freed slot goes to the waiting client that holds the
@@ -19,7 +19,7 @@ from ..config.settings import GuardSettings
 from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
-from ..store.redis_guards import SharedGuards
+from ..store.redis_slots import SharedGuards
 from .breaker import ANONYMOUS_GROUP, is_failure
 
 logger = logging.getLogger("gateway.safety")
@@ -41,8 +41,11 @@ class SharedGuardApi:
             or self.settings.max_concurrency_per_client
         timeout = invocation.agent_tool.timeout or self.manifest.api(api).timeout
         group = invocation.client or ANONYMOUS_GROUP
-        lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
-                                                  wait=timeout, group=group, per_group=per_client)
+        try:
+            lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
+                                                      wait=timeout, group=group, per_group=per_client)
+        except StoreUnavailable as exc:  # Redis did not answer: a tool error the model reads, 503 on a direct call
+            return ToolResult.failure("store_unavailable", exc.refused(f"the call to the {api} API"))
         if lease is None and retry_in > 0:
             return ToolResult.failure(
                 "transport_error",

@@ -19,12 +19,10 @@ import asyncio
 import secrets
 from typing import Any
 
-import redis
 import redis.asyncio as aioredis
 
 from ..config.hooks_budgets import BudgetLimit, Budgets
-from ..errors import StoreUnavailable
-from ..store.postgres_schema import safe_url
+from ..store.redis_scripts import run_script
 from .budgets import FIRST_ESTIMATE, BudgetBook, Hold, check_limit, scope_label, windowed_scopes
 
 PREFIX = "gateway:{budgets}:"
@@ -160,10 +158,7 @@ class SharedBudgetBook(BudgetBook):
         return [*keys, f"{PREFIX}estimate:{hold.agent}"]
 
     async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        try:
-            return await script(keys=keys, args=args)
-        except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+        return await run_script(script, keys, args, self.url)
 
 
 def _window_key(limit: BudgetLimit) -> str:

@@ -2,7 +2,7 @@
 worker, on Redis (`gateway.redis`).
 
 The same contract as `gateway.safety.shares.LocalShares`, counted as `max_concurrency` is there
-(`gateway.store.redis_guards`): a sorted set per kind and client, one member per place held, scored with the end of
+(`gateway.store.redis_slots`): a sorted set per kind and client, one member per place held, scored with the end of
 its lease; one Lua script, with Redis's own clock, drops the ended leases, refuses a place past the share or adds
 it. A place is leased for `LEASE` seconds and renewed while its work lives, however long that is
 (`gateway.store.lease_keeper`), so the places of an instance killed mid-run come back at most `LEASE` seconds
@@ -19,9 +19,10 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from ..errors import OverShare, StoreUnavailable
+from ..errors import OverShare
 from ..store.lease_keeper import LeaseKeeper
 from ..store.postgres_schema import safe_url
+from ..store.redis_scripts import unavailable
 from .client_shares import RETRY_AFTER
 from .shares import UNCOUNTED, Held, Kind
 
@@ -87,7 +88,7 @@ class SharedShares:
         try:
             taken: Any = await self._take(keys=[key], args=[-1 if admitted else cap, member, self.keeper.seconds])
         except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+            raise unavailable(self.url, exc, self.client) from None
         if not int(taken):
             raise OverShare(client, self.kind.what, cap, self.kind.setting, RETRY_AFTER)
         self.keeper.hold(key, member)

@@ -97,6 +97,7 @@ _RESULT_STATUS = {
     "insufficient_scope": 403,
     "not_connected": 403,
     "auth_unavailable": 503,
+    "store_unavailable": 503,
 }
 
 

@@ -9,6 +9,7 @@ rate-limit buckets are counted in Redis (`gateway.store.redis_counters`).
 from __future__ import annotations
 
 from ..config.settings import (
+    DEFAULT_SHARED_STATE_TIMEOUT,
     DEFAULT_STORE,
     POSTGRES_MODULES,
     POSTGRES_SCHEMES,
@@ -54,11 +55,12 @@ __all__ = [
 
 
 
-def open_store(location: str, *, redis: str | None = None) -> Store:
-    """The backend for `location` (see the module docstring); with `redis`, its buckets counted there.
+def open_store(location: str, *, redis: str | None = None, timeout: float = DEFAULT_SHARED_STATE_TIMEOUT) -> Store:
+    """The backend for `location` (see the module docstring); with `redis`, its buckets counted there. `timeout`:
+    seconds a question to PostgreSQL or Redis waits for its answer (`gateway.shared_state_timeout`).
 
     A networked backend connects here (and applies its migrations): ConfigError when it cannot."""
-    store = _open_backend(location)
+    store = _open_backend(location, timeout)
     if redis is None:
         return store
     problem = missing_extra("Redis (agents.yaml gateway.redis)", REDIS_MODULES)
@@ -68,7 +70,7 @@ def open_store(location: str, *, redis: str | None = None) -> Store:
     from .redis_counters import CountedStore, RedisCounters
 
     try:
-        return CountedStore(store, RedisCounters(redis))
+        return CountedStore(store, RedisCounters(redis, timeout=timeout))
     except BaseException:
         _close(store)
         raise
@@ -80,7 +82,7 @@ def _close(store: Store) -> None:
         close()
 
 
-def _open_backend(location: str) -> Store:
+def _open_backend(location: str, timeout: float) -> Store:
     if location in ("memory:", ":memory:"):
         return MemoryStore()
     if location.startswith(POSTGRES_SCHEMES):
@@ -89,7 +91,7 @@ def _open_backend(location: str) -> Store:
             raise ConfigError(problem)
         from .postgres import PostgresStore  # psycopg is imported only by those who use it
 
-        return PostgresStore(location)
+        return PostgresStore(location, timeout=timeout)
     if location.startswith("sqlite://"):
         # SQLAlchemy's spelling: sqlite:///relative/path, sqlite:////absolute/path
         return SQLiteStore(location.removeprefix("sqlite:///"))

@@ -7,7 +7,7 @@ sent, the run's audit row) lost its place while alive. So a place is leased for 
 work lives, renewed every `LEASE / 3`: one task per process renews every place it holds, one Lua script (one round
 trip) for all of them; it ends a period after the last place was given back. A dead instance renews nothing, so its
 places end at most `LEASE` seconds after it stopped. An api's slots and the tickets of the calls waiting for one
-(`gateway.store.redis_guards`) are leased the same way, by the same task.
+(`gateway.store.redis_slots`) are leased the same way, by the same task.
 """
 
 from __future__ import annotations

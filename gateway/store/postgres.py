@@ -21,8 +21,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..config.settings import DEFAULT_SHARED_STATE_TIMEOUT
 from ..errors import StoreUnavailable
+from .answer_within import answered_within, within
 from .base import (
+    AUDIT_RUNNING,
     PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
@@ -73,16 +76,19 @@ async def _nul_free_text(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 class PostgresStore(PostgresConnections, Store):
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10,
+                 timeout: float = DEFAULT_SHARED_STATE_TIMEOUT) -> None:
         """Connect to `url`, apply the migrations, and prepare the pool (opened on first use).
 
         Parameters:
             url: a libpq URL, `postgresql://user:password@host:port/database`.
             min_size, max_size: connections the pool keeps open / may open.
-            timeout: seconds to wait for a connection (at start, and for a free one of the pool's).
+            timeout: seconds to wait for a connection (at start, and for a free one of the pool's), and for each
+                question's answer (`gateway.shared_state_timeout`; `gateway.store.answer_within`).
         """
         self.url = url
         self.timeout = timeout
+        self.part = f"the store {safe_url(url)}"
         migrate(url, connect_timeout=timeout)
         self._pool = AsyncConnectionPool(
             url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
@@ -119,6 +125,7 @@ class PostgresStore(PostgresConnections, Store):
                 self._opened = True
 
     # -- approvals and runs -------------------------------------------------------------------------
+    @answered_within
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
         async with self._connection() as conn, conn.transaction():
             await conn.execute(
@@ -136,18 +143,21 @@ class PostgresStore(PostgresConnections, Store):
                         [_approval_values(a) for a in approvals],
                     )
 
+    @answered_within
     async def get_run(self, run_id: str) -> RunRecord | None:
         async with self._connection() as conn:
             cursor = await conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = %s", (run_id,))
             row = await cursor.fetchone()
         return _run_from_row(row) if row else None
 
+    @answered_within
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         async with self._connection() as conn:
             cursor = await conn.execute(f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE id = %s", (approval_id,))
             row = await cursor.fetchone()
         return _approval_from_row(row) if row else None
 
+    @answered_within
     async def list_approvals(
         self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
@@ -166,6 +176,7 @@ class PostgresStore(PostgresConnections, Store):
             rows = await cursor.fetchall()
         return [_approval_from_row(row) for row in rows]
 
+    @answered_within
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
         by: str | None = None,
@@ -180,6 +191,7 @@ class PostgresStore(PostgresConnections, Store):
             row = await cursor.fetchone()
         return _approval_from_row(row) if row else None
 
+    @answered_within
     async def claim_run(self, run_id: str) -> RunRecord | None:
         async with self._connection() as conn:
             cursor = await conn.execute(
@@ -189,10 +201,12 @@ class PostgresStore(PostgresConnections, Store):
             row = await cursor.fetchone()
         return _run_from_row(row) if row else None
 
+    @answered_within
     async def finish_run(self, run_id: str, status: RunStatus) -> None:
         async with self._connection() as conn:
             await conn.execute(f"UPDATE runs SET status = %s, updated = {_NOW} WHERE id = %s", (status, run_id))
 
+    @answered_within
     async def reopen_run(self, run_id: str, approval_ids: Sequence[str], *, status: RunStatus) -> bool:
         async with self._connection() as conn, conn.transaction():
             cursor = await conn.execute(
@@ -206,6 +220,7 @@ class PostgresStore(PostgresConnections, Store):
                 (list(approval_ids), run_id))
             return True
 
+    @answered_within
     async def stuck_runs(self, before: float) -> list[RunRecord]:
         async with self._connection() as conn:
             cursor = await conn.execute(STUCK_RUNS.replace("?", "%s"), (before, before))
@@ -222,14 +237,29 @@ class PostgresStore(PostgresConnections, Store):
         key = id(row)
         self._inserts[key] = write
         write.add_done_callback(lambda _: self._inserts.pop(key, None))
-        await asyncio.shield(write)
+        try:
+            await within(self.timeout, asyncio.shield(write), self.part)
+        except StoreUnavailable as late:
+            if row.status == AUDIT_RUNNING:
+                # The call is refused, not sent (its row was not written in time), but the insert may still land
+                # once the server answers: its row then says the call was not sent, not `running`.
+                why = str(late)
+                write.add_done_callback(lambda _: self._not_sent(row, why))
+            raise
+
+    def _not_sent(self, row: AuditRow, why: str) -> None:
+        if row.id is None:
+            return  # never written
+        row.status, row.error = "store_unavailable", f"not sent: {why}"
+        self._writes.add(write := asyncio.get_running_loop().create_task(self._update_audit(row, None)))
+        write.add_done_callback(self._writes.discard)
 
     async def update_audit(self, row: AuditRow) -> None:
         # A task of its own too (see add_audit); it waits for the row's insert when that is still on its way.
         write = asyncio.get_running_loop().create_task(self._update_audit(row, self._inserts.get(id(row))))
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
-        await asyncio.shield(write)
+        await within(self.timeout, asyncio.shield(write), self.part)  # late, the outcome is still written
 
     async def _update_audit(self, row: AuditRow, insert: asyncio.Task[None] | None) -> None:
         if insert is not None:
@@ -256,6 +286,7 @@ class PostgresStore(PostgresConnections, Store):
             inserted = await cursor.fetchone()
         row.id = int(inserted[0]) if inserted else None
 
+    @answered_within
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
         where, params = (query or AuditQuery()).within(agents).where("%s")
@@ -265,12 +296,16 @@ class PostgresStore(PostgresConnections, Store):
             rows = await cursor.fetchall()
         return [_audit_from_row(row) for row in rows]
 
+    # The retention sweeps (this and `prune_conversations`) are not bounded by `answered_within`: one of a large table
+    # may take longer than a caller's wait, and cancelled it would roll back and never finish. Each runs right after a
+    # question that was answered (the audit row whose write runs them, at most hourly: `AuditLog.prune`).
     async def prune_audit(self, before: float) -> int:
         async with self._connection() as conn:
             cursor = await conn.execute("DELETE FROM audit WHERE time < %s", (before,))
             return cursor.rowcount
 
     # -- stored conversations -----------------------------------------------------------------------
+    @answered_within
     async def save_response(self, record: ResponseRecord) -> None:
         async with self._connection() as conn:
             await conn.execute(
@@ -281,6 +316,7 @@ class PostgresStore(PostgresConnections, Store):
                 (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created),
             )
 
+    @answered_within
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         async with self._connection() as conn:
             cursor = await conn.execute(
@@ -290,10 +326,12 @@ class PostgresStore(PostgresConnections, Store):
             return None
         return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
 
+    @answered_within
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
 
+    @answered_within
     async def check_writable(self) -> None:
         # An audit row inserted and deleted in one committed transaction: the table a call's row goes to, so a
         # server that cannot extend it (a full disk) or commit (a read-only standby) fails here as the call would.
@@ -315,18 +353,21 @@ class PostgresStore(PostgresConnections, Store):
             return answers.rowcount + len(finished)
 
     # -- console sessions ---------------------------------------------------------------------------
+    @answered_within
     async def end_session(self, session: str, until: float) -> None:
         async with self._connection() as conn, conn.transaction():
             await conn.execute(f"DELETE FROM ended_sessions WHERE until < {_NOW}")
             await conn.execute("INSERT INTO ended_sessions (id, until) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
                                (session, until))
 
+    @answered_within
     async def session_ended(self, session: str) -> bool:
         async with self._connection() as conn:
             cursor = await conn.execute("SELECT 1 FROM ended_sessions WHERE id = %s", (session,))
             return await cursor.fetchone() is not None
 
     # -- rate limits --------------------------------------------------------------------------------
+    @answered_within
     async def take_tokens(self, buckets: Sequence[Bucket], cost: float = 1.0) -> float:
         if not buckets:
             return 0.0

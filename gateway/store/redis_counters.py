@@ -1,5 +1,5 @@
 """What several gateway instances count together, on Redis: the rate-limit token buckets (and, through
-`guards`, the breakers and concurrency slots of `gateway.store.redis_guards`).
+`guards`, the breakers and concurrency slots of `gateway.store.redis_slots`).
 
 `gateway: {redis: redis://host:6379/0}` puts every bucket in Redis (redis-py's asyncio client); the
 rest of the state stays in the store (`CountedStore` hands `take_tokens` to Redis and everything
@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from ..errors import StoreUnavailable
+from ..config.settings import DEFAULT_SHARED_STATE_TIMEOUT
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -36,7 +36,8 @@ from .base import (
 )
 from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
-from .redis_guards import SharedGuards
+from .redis_scripts import unavailable
+from .redis_slots import SharedGuards
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -86,12 +87,12 @@ return '0'
 
 
 class RedisCounters:
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = DEFAULT_SHARED_STATE_TIMEOUT) -> None:
         """Check that Redis at `url` answers (a clear ConfigError at start when not) and prepare the client.
 
         Parameters:
             url: `redis://[:password@]host:port/db` (or `rediss://` for TLS).
-            timeout: seconds for connecting and for each command.
+            timeout: seconds for connecting and for each command's answer (`gateway.shared_state_timeout`).
         """
         from ..errors import ConfigError
 
@@ -108,8 +109,10 @@ class RedisCounters:
             # failing a call minutes after Redis is back.
             health_check_interval=HEALTH_CHECK_SECONDS,
             # A command whose connection turns out closed is sent again on a new one (connection errors only:
-            # after a timeout the script may have run, so it is not repeated).
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES), retry_on_error=[redis.ConnectionError])
+            # after a timeout the script may have run, and a Redis that did not answer in `timeout` seconds is not
+            # asked again: the caller is told at once, not after RETRIES more timeouts).
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES, supported_errors=(redis.ConnectionError,)),
+            retry_on_error=[redis.ConnectionError])
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
         self._keeper: LeaseKeeper | None = None
@@ -129,7 +132,7 @@ class RedisCounters:
 
     @property
     def guards(self) -> SharedGuards:
-        """Breakers and concurrency slots on the same Redis (`gateway.store.redis_guards`)."""
+        """Breakers and concurrency slots on the same Redis (`gateway.store.redis_slots`)."""
         if self._guards is None:
             self._guards = SharedGuards(self._client, self.url, self.keeper)
         return self._guards
@@ -144,7 +147,7 @@ class RedisCounters:
         try:
             answer = await self._take(keys=[KEY_PREFIX + b.key for b in buckets], args=args)
         except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+            raise unavailable(self.url, exc, self._client) from None
         text = answer.decode() if isinstance(answer, bytes) else str(answer)
         return math.inf if text == "inf" else float(text)
 
@@ -152,7 +155,7 @@ class RedisCounters:
         try:
             await self._client.ping()
         except (redis.RedisError, OSError) as exc:
-            raise StoreUnavailable(f"Redis at {safe_url(self.url)} is unreachable: {exc}") from None
+            raise unavailable(self.url, exc, self._client) from None
 
     async def aclose(self) -> None:
         if self._guards is not None:

@@ -1,6 +1,6 @@
 """Waiters told by Redis that a slot was handed to them: one pub/sub subscription per process, no polling.
 
-A call waiting for an api's slot across instances (`gateway.store.redis_guards`) queues a ticket in Redis and waits
+A call waiting for an api's slot across instances (`gateway.store.redis_slot_queue`) queues a ticket in Redis and waits
 here. The script that frees a slot hands it to the next waiter and publishes `<state> <seconds> <ticket>` on one
 channel ("ok": the slot is the ticket's; "open": the api's breaker opened, paused that many seconds): every
 instance's one subscription hears it and wakes the waiter holding that ticket, if it is here.

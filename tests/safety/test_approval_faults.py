@@ -4,6 +4,7 @@ a second decision runs the call once. Real uvicorn, Redis and PostgreSQL; a reco
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -45,12 +46,13 @@ def test_a_resume_that_fails_before_sending_can_be_decided_again(tmp_path: Path,
         close_store(safety)
     assert held.status_code == 202
     assert first.status_code == 503 and first.json()["error"]["code"] == "approval_reopened"
-    assert "Nothing was sent" in first.json()["error"]["message"]
+    assert re.search("Nothing was sent|call was not sent", first.json()["error"]["message"])
     assert waiting == [approval]  # pending again, not used up
     assert second.status_code == 200 and second.json()["result"]["ok"] is True
     assert third.status_code == 409
     assert received(upstream) == {1: 1}  # ran once
-    assert sorted(r["status"] for r in rows if r["kind"] == "tool") == ["approval_pending", "ok"]
+    # the refused resume is audited as what it was: not sent, Redis unavailable
+    assert sorted(r["status"] for r in rows if r["kind"] == "tool") == ["approval_pending", "ok", "store_unavailable"]
     assert [r["status"] for r in rows if r["kind"] == "decision"] == ["approved", "reopened", "approved"]
 
 

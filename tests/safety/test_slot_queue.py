@@ -26,7 +26,7 @@ from scripted_llm import GATE_LIMIT
 from server_support import AGENTS_YAML, ISSUE, LenientLLM
 from shared_servers import RedisServer
 
-from gateway.store.redis_guards import PREFIX
+from gateway.store.redis_slot_queue import PREFIX
 
 from .safety_support import bearer
 from .test_client_shares import A_KEY, B_KEY, CLIENTS
