@@ -143,8 +143,9 @@ def test_a_redis_that_accepts_and_never_answers_is_told_in_the_set_time(
             after = every_door(client, llm, 20)
     assert alone.status_code == 503
     # its slot's script, sent once on the connection it had: a Redis that did not answer is not asked again (before:
-    # twice more, each on a new connection whose greeting went unanswered, 3 x the timeout in all)
-    assert asked == (1, 0)
+    # twice more, each on a new connection whose greeting went unanswered, 3 x the timeout in all). One new connection
+    # may be the timed-out entry's release, sent in a task of its own (whether it has opened yet is a race).
+    assert asked[0] == 1 and asked[1] <= 1, asked
     assert_refused_naming(during, f"Redis at {url} did not answer within 1 s")
     assert not {5, 10, 11, 12} & set(received(upstream))
     assert_served(after)
