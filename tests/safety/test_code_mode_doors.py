@@ -190,3 +190,33 @@ def test_mcp_clients_get_run_code_and_a_script_waits_for_its_approval(tmp_path: 
     doors = {(r["tool"].rsplit("_", 1)[-1], r["status"]) for r in audit if r["kind"] == "tool"}
     assert {("listIssues", "ok"), ("getIssue", "ok"), ("createIssueComment", "approval_pending"),
             ("createIssueComment", "ok")} <= doors
+
+
+DEEP = "a = []\nfor i in range(100000):\n    a = [a]\n"
+
+
+def test_a_value_nested_past_the_cut_is_shown_short_not_a_gateway_failure(tmp_path: Path, llm: LenientLLM,
+                                                                           upstream: RecordingServer) -> None:
+    """redteam44: a script's value 100,000 lists deep, returned or handed to a tool, recursed in the gateway past
+    Python's limit (a RecursionError rendering it), so the script failed and its audit row said the call may have
+    run upstream. Past the depth JSON keeps, the value is a short text saying what it was."""
+    write_project(tmp_path, llm.url, upstream.url, CODE_AGENTS_YAML.replace("time: 1,", "time: 10,"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    llm.script(Reply(calls=[Call("run_code", {"code": DEEP + "a"}),
+                            Call("run_code", {"code": DEEP + "listIssues(owner='acme', repo=a)"})]),
+               Reply(text="done"))
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
+        answer = client.post("/v1/chat/completions", json=CHAT)
+        audit = client.get("/audit?limit=50").json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert answer.status_code == 200, answer.text
+    returned, handed = [json.loads(m["content"]) for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    depth, inner = 0, returned
+    while isinstance(inner, list):
+        depth, inner = depth + 1, inner[0]
+    assert depth == 64 and isinstance(inner, str) and inner.startswith("[[[") and len(inner) <= 200
+    # The argument is refused by the tool's schema (a list where a string goes), and nothing is sent.
+    assert handed["error_type"] == "code_error" and "listIssues failed (invalid_arguments" in handed["error"]
+    assert upstream.requests == []
+    scripts = sorted(r["status"] for r in audit if r["tool"] == "run_code")
+    assert scripts == ["code_error", "ok"]
