@@ -17,6 +17,7 @@ from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
+from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
 from ..toolsets import Toolset
@@ -49,6 +50,20 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
     return parse_json_body(await request.body(), default=default)
 
 
+_TOO_DEEP = (f"The request body nests arrays and objects more than {MAX_DEPTH} levels deep, which the gateway does "
+             "not read.")
+
+
+def _python_parse(body: bytes) -> Any:
+    """What orjson refused, read by the standard library, which words what neither takes."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise APIError(400, _TOO_DEEP) from None
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
+        raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+
+
 def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400) -> Any:
     """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason.
 
@@ -59,15 +74,15 @@ def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400)
             return default
         raise APIError(400, "The request body is empty; send a JSON object.")
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        pass  # json.loads takes what orjson refuses (NaN, integers past 64 bits) and words what neither takes
-    try:
-        value = json.loads(body)
-    except RecursionError:
-        raise APIError(400, "The request body is nested too deeply to be read.") from None
-    except ValueError as exc:  # UnicodeDecodeError is a ValueError
-        raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+        value = _python_parse(body)  # json.loads takes what orjson refuses (NaN, integers past 64 bits)
+    else:
+        if too_deep(value, body):
+            raise APIError(400, _TOO_DEEP)
+        return value
+    if too_deep(value, body):
+        raise APIError(400, _TOO_DEEP)
     if holds_lone_surrogate(value):
         raise APIError(text_status, "The request body holds a lone surrogate (an unpaired \\ud800-\\udfff "
                                     "escape), which is not text; send valid Unicode.",
