@@ -101,3 +101,33 @@ def test_a_models_arguments_nested_past_the_limit_are_refused_unsent(tmp_path: P
     assert [(row["tool"], row["status"]) for row in audit] == [("getForecast", "invalid_arguments")]
     told = [json.loads(m["content"]) for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
     assert told[0]["error_type"] == "invalid_arguments"
+
+
+MODERN = "2026-07-28"
+
+
+def test_an_mcp_call_whose_arguments_nest_past_the_limit_is_refused_and_audited(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """The MCP SDK reads the request itself (up to Python's parser's 1,000 levels): the door refuses the call as
+    invalid arguments, recorded; before, the JSON-RPC answer was an internal error and no row was written."""
+    write_project(tmp_path, llm.url, upstream.url,
+                  SAFE_AGENTS_YAML.replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    envelope = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    answers = {}
+    with running(app) as url:
+        for name, arguments in (("listIssues", '{"owner": "acme", "repo": "app", "labels": ' + _lists(DEEP) + "}"),
+                                ("run_code", '{"code": "1", "data": ' + _lists(DEEP) + "}")):
+            body = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "' + name
+                    + '", "arguments": ' + arguments + ', "_meta": ' + json.dumps(envelope) + "}}")
+            headers = {**bearer(TRIAGE_KEY), "content-type": "application/json", "mcp-protocol-version": MODERN,
+                       "accept": "application/json, text/event-stream", "mcp-method": "tools/call", "mcp-name": name}
+            answers[name] = httpx.post(f"{url}/mcp/triage", content=body, headers=headers, timeout=30).json()
+        audit = httpx.get(f"{url}/audit?limit=10", headers=bearer(TRIAGE_KEY)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    for name, answer in answers.items():
+        assert answer["result"]["isError"], (name, answer)
+        assert f"more than {MAX_DEPTH} levels deep" in answer["result"]["content"][0]["text"], name
+    assert upstream.requests == []
+    assert sorted((row["tool"], row["status"]) for row in audit) == [("listIssues", "invalid_arguments"),
+                                                                     ("run_code", "invalid_arguments")]
