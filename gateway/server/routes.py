@@ -113,12 +113,22 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
     return generation.memo(("tools", agent, format, strict), build)  # type: ignore[no-any-return]
 
 
+_REFUSED = ("the last edit of agents.yaml or specs/ was refused; an admin sees why on the console's Health page "
+            "(`gateway serve` logs it)")
+_TAKEN = "the last reload took tools away from agents; an admin sees which on the console's Health page"
+
+
 async def healthz(request: Request) -> Response:
     """200 while serving; `status: degraded` with the reason when the last reload was refused (the previous
     configuration keeps serving, but the files on disk are not what runs); `reload_warnings` when the last
-    reload took tools away from agents that had them."""
+    reload took tools away from agents that had them.
+
+    No key is asked here (a balancer probes it), so with `clients` the reason and the warnings are not told: they
+    quote the refused files (an api's base URL with its password, any value a field refused) and name every
+    tenant's agents and tools. An admin reads them on the console's Health page; `gateway serve` logs them."""
     state = state_of(request)
     runtime = state.current.runtime
+    guarded = bool(runtime.manifest.clients)
     body: dict[str, Any] = {
         "status": "ok",
         "agents": len(runtime.manifest.agents),
@@ -129,9 +139,9 @@ async def healthz(request: Request) -> Response:
     error = state.holder.last_error
     if error is not None:
         body["status"] = "degraded"
-        body["reload_error"] = "\n".join(refusal_lines(error)[:6])[:2000]
+        body["reload_error"] = _REFUSED if guarded else "\n".join(refusal_lines(error)[:6])[:2000]
     if state.holder.warnings:  # the last reload took tools away from agents: served, but worth a look
-        body["reload_warnings"] = [str(warning) for warning in state.holder.warnings[:20]]
+        body["reload_warnings"] = [_TAKEN] if guarded else [str(warning) for warning in state.holder.warnings[:20]]
     return JSONResponse(body)
 
 
