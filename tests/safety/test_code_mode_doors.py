@@ -220,3 +220,25 @@ def test_a_value_nested_past_the_cut_is_shown_short_not_a_gateway_failure(tmp_pa
     assert upstream.requests == []
     scripts = sorted(r["status"] for r in audit if r["tool"] == "run_code")
     assert scripts == ["code_error", "ok"]
+
+
+def test_a_run_at_its_tool_call_cap_starts_no_more_scripts(tmp_path: Path, llm: LenientLLM,
+                                                           upstream: RecordingServer) -> None:
+    """redteam44: a `run_code` call was not counted against the run's `max_tool_calls` (only the calls its script
+    made were), so a model told to could start any number of scripts, each with its seconds of CPU: with a cap of
+    3, two turns of 40 scripts ran all 80. A script is one of the run's calls, as a delegation is."""
+    write_project(tmp_path, llm.url, upstream.url,
+                  CODE_AGENTS_YAML.replace("    code_mode: only\n", "    code_mode: only\n    max_tool_calls: 3\n"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    turn = Reply(calls=[Call("run_code", {"code": f"{i} * 2"}) for i in range(40)])
+    llm.script(turn, turn, Reply(text="done"))
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
+        answer = client.post("/v1/chat/completions", json=CHAT)
+        audit = client.get("/audit?limit=200&tool=run_code").json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert answer.status_code == 200, answer.text
+    steps = answer.json()["gateway"]["steps"]
+    assert [s["ok"] for s in steps].count(True) == 3 and len(audit) == 3
+    refused = [s for s in steps if not s["ok"]]
+    assert refused and all(s["error_type"] == "rate_limited" and "cap of 3 tool calls" in s["error"]
+                           for s in refused)
