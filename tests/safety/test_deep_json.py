@@ -55,12 +55,15 @@ def test_a_body_nested_past_the_limit_is_a_400_on_every_door(tmp_path: Path, llm
             llm.script(Reply(text="read"))
             within = client.post("/v1/responses", content=BODIES["/v1/responses"].replace(_schema(DEEP), _schema(30)),
                                  headers={"content-type": "application/json"})
+            audit = client.get("/audit?limit=10&kind=tool").json()["data"]
     safety.store.close()  # type: ignore[attr-defined]
     for path, answer in answers.items():
         assert answer.status_code == 400, (path, answer.text)
         assert f"more than {MAX_DEPTH} levels deep" in answer.json()["error"]["message"], path
     assert upstream.requests == [] and len(llm.requests) == 1  # nothing ran but the shallow request's model call
     assert within.status_code == 200, within.text  # a schema 30 levels deep (60 of JSON) is read as before
+    # The direct call is recorded as any call whose arguments could not be read (before, it had no row at all).
+    assert [(row["tool"], row["status"]) for row in audit] == [("listIssues", "invalid_arguments")]
 
 
 def test_an_upstream_answer_nested_past_the_limit_is_a_tool_error_and_the_chat_goes_on(
