@@ -35,6 +35,15 @@ def _requests(upstream: RecordingServer) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in upstream.requests]
 
 
+def _chat_and_audit(app: Any, safety: Any, audit: str = "/audit?limit=50") -> tuple[httpx.Response, list[Any]]:
+    """One chat of the triage client on the running `app`, and the audit rows read after it."""
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
+        answer = client.post("/v1/chat/completions", json=CHAT)
+        rows: list[Any] = client.get(audit).json()["data"]
+    safety.store.close()
+    return answer, rows
+
+
 def test_a_script_pauses_at_its_write_and_resumes_after_a_restart(tmp_path: Path, llm: LenientLLM,
                                                                   upstream: RecordingServer) -> None:
     write_project(tmp_path, llm.url, upstream.url, CODE_AGENTS_YAML)
@@ -100,10 +109,7 @@ def test_files_os_modules_and_an_endless_loop_are_tool_errors(tmp_path: Path, ll
     app, safety = build_app(tmp_path, store=tmp_path / "state.db")
     llm.script(Reply(calls=[Call("run_code", {"code": code}) for code in HOSTILE.values()]),
                Reply(text="The sandbox refused all of that."))
-    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
-        answer = client.post("/v1/chat/completions", json=CHAT)
-        audit = client.get("/audit?limit=50").json()["data"]
-    safety.store.close()  # type: ignore[attr-defined]
+    answer, audit = _chat_and_audit(app, safety)
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"] == "The sandbox refused all of that."
     # One result per call, in the calls' order (Ollama's wire carries no call ids).
@@ -205,10 +211,7 @@ def test_a_value_nested_past_the_cut_is_shown_short_not_a_gateway_failure(tmp_pa
     llm.script(Reply(calls=[Call("run_code", {"code": DEEP + "a"}),
                             Call("run_code", {"code": DEEP + "listIssues(owner='acme', repo=a)"})]),
                Reply(text="done"))
-    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
-        answer = client.post("/v1/chat/completions", json=CHAT)
-        audit = client.get("/audit?limit=50").json()["data"]
-    safety.store.close()  # type: ignore[attr-defined]
+    answer, audit = _chat_and_audit(app, safety)
     assert answer.status_code == 200, answer.text
     returned, handed = [json.loads(m["content"]) for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
     depth, inner = 0, returned
@@ -232,10 +235,7 @@ def test_a_run_at_its_tool_call_cap_starts_no_more_scripts(tmp_path: Path, llm: 
     app, safety = build_app(tmp_path, store=tmp_path / "state.db")
     turn = Reply(calls=[Call("run_code", {"code": f"{i} * 2"}) for i in range(40)])
     llm.script(turn, turn, Reply(text="done"))
-    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
-        answer = client.post("/v1/chat/completions", json=CHAT)
-        audit = client.get("/audit?limit=200&tool=run_code").json()["data"]
-    safety.store.close()  # type: ignore[attr-defined]
+    answer, audit = _chat_and_audit(app, safety, "/audit?limit=200&tool=run_code")
     assert answer.status_code == 200, answer.text
     steps = answer.json()["gateway"]["steps"]
     assert [s["ok"] for s in steps].count(True) == 3 and len(audit) == 3
