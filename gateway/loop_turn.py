@@ -87,7 +87,15 @@ class TurnCalls:
                 results[index], steps[index] = done
                 continue
             if self.scripts is not None and call.name == RUN_CODE and not truncated:
-                runnable.append((index, None, call, self.approval_ids.get(call.id), (decisions or {}).get(call.id)))
+                decision = (decisions or {}).get(call.id)
+                if decision is None and self.tool_calls >= self.policy.max_tool_calls:
+                    # A script is a call of the run, as its calls are: uncounted, a run at its cap could still
+                    # start any number of them, each with its seconds of CPU (redteam44).
+                    results[index], steps[index] = await self._refused(call, self._capped())
+                    continue
+                if decision is None:  # a script going on after a decision was counted when it began
+                    self.tool_calls += 1
+                runnable.append((index, None, call, self.approval_ids.get(call.id), decision))
                 continue
             if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
                 results[index] = await self._answer_meta(call)
@@ -101,12 +109,7 @@ class TurnCalls:
                 unread = call.parse_error is not None and refusal.error_type == "invalid_arguments"
                 if unread and call.name in self.toolset.tools:  # a tool's unread arguments: audited as any refusal
                     refusal = await self._recorded(self.toolset.tools[call.name], call, refusal)
-                results[index] = refusal
-                steps[index] = call_step(call, call.arguments, refusal, self.iteration)
-                # Refused calls are steps too: a streaming client sees them like any other.
-                await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,
-                                                                           self.iteration)))
-                await self._emit(LoopEvent(type="step_finished", step=steps[index]))
+                results[index], steps[index] = await self._refused(call, refusal)
                 continue
             tool = self.toolset.tools[call.name]
             decision = (decisions or {}).get(call.id)
@@ -277,9 +280,20 @@ class TurnCalls:
             why = f": {decision.reason}" if decision.reason else ""
             return ToolResult.failure("approval_denied", f"a human refused this call{why}. Do not retry it as is.")
         if self.tool_calls >= self.policy.max_tool_calls:
-            return ToolResult.failure("rate_limited", f"this run reached its cap of {self.policy.max_tool_calls} "
-                                      "tool calls; the call was not executed.")
+            return self._capped()
         return None
+
+    def _capped(self) -> ToolResult:
+        return ToolResult.failure("rate_limited", f"this run reached its cap of {self.policy.max_tool_calls} tool "
+                                  "calls; the call was not executed.")
+
+    async def _refused(self, call: ToolCall, refusal: ToolResult) -> tuple[ToolResult, Step]:
+        """A call refused before it ran, as its result and its step (refused calls are steps too: a streaming
+        client sees them like any other)."""
+        step = call_step(call, call.arguments, refusal, self.iteration)
+        await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None, self.iteration)))
+        await self._emit(LoopEvent(type="step_finished", step=step))
+        return refusal, step
 
     async def _run_concurrently(self, runnable: list[tuple[int, AgentTool | None, ToolCall, str | None,
                                                            Decision | None]],

@@ -209,7 +209,7 @@ class Sandbox:
             ))
 
         try:
-            self._session = await _in_thread(checkout)
+            self._session = await in_thread(checkout)
         except SandboxError:
             raise
         except TimeoutError:
@@ -222,7 +222,7 @@ class Sandbox:
     async def __aexit__(self, *exc: object) -> None:
         self._snapshot = None
         try:
-            await _in_thread(self._stack.close)
+            await in_thread(self._stack.close)
         finally:
             if self._share is not None:
                 await self._share.release()
@@ -250,7 +250,7 @@ class Sandbox:
     async def dump(self) -> bytes:
         """The script paused at its pending call, as bytes `restore` takes (in any process)."""
         snapshot = self._snapshot
-        dumped: bytes = await _in_thread(lambda: snapshot.dump())
+        dumped: bytes = await in_thread(lambda: snapshot.dump())
         return dumped
 
     def printed(self) -> str:
@@ -298,7 +298,7 @@ class Sandbox:
                 return Failed(kind="code_error", message=f"the sandbox failed: {type(error).__name__}: {error}",
                               printed=self.printed())
 
-        return await _in_thread(run)
+        return await in_thread(run)
 
     def _failure(self, error: MontyError) -> Failed:
         from pydantic_monty import MontyCrashedError, MontyRuntimeError, MontySyntaxError
@@ -330,7 +330,9 @@ class Sandbox:
         return Failed(kind="code_error", printed=printed, message=f"the sandbox failed: {error}")
 
 
-async def _in_thread(work: Callable[[], T]) -> T:
+async def in_thread(work: Callable[[], T]) -> T:
+    """`work` in one of the threads that step scripts: what a script's size decides the cost of (a step, its
+    values made JSON) never runs on the event loop."""
     try:
         limiter = _steps.get()
     except LookupError:

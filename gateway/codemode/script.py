@@ -26,7 +26,7 @@ from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.shares import ShareBook
 from ..truncation import shrink_json
-from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxBusy, SandboxError, Stop
+from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxBusy, SandboxError, Stop, in_thread
 from .signatures import FunctionNames
 from .values import jsonable
 
@@ -126,7 +126,9 @@ class Script:
             if isinstance(answered, Paused | ToolResult):
                 return answered
             stop = answered
-        return self._outcome(stop)
+        # In a thread: a script's value can be as large as its heap (2,000,000 numbers made JSON and measured held
+        # the event loop, and every other request of the process, for seconds: redteam44).
+        return await in_thread(lambda: self._outcome(stop))
 
     async def _host_call(self, box: Sandbox, stop: HostCall) -> Stop | Paused | ToolResult:
         name = self.names.tool(stop.function)
@@ -142,7 +144,7 @@ class Script:
                                  "(code_limits.tool_calls); it was stopped at the next call, which was not made. "
                                  "Do the work in fewer calls, or over several scripts.", box.printed())
         self.calls += 1
-        arguments = _arguments(tool, stop.kwargs)
+        arguments = await in_thread(lambda: _arguments(tool, stop.kwargs))  # as large as the heap, too
         call = ToolCall(id=f"{self.call_id}.{self.calls}", name=tool.name, arguments=arguments,
                         raw_arguments=arguments)
         if await self.host.needs_pause(tool, call):

@@ -12,10 +12,16 @@ import base64
 import datetime
 import decimal
 import math
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
 MAX_DEPTH = 64
+_SHORT = reprlib.Repr()
+"""What a value JSON cannot hold is shown as: a bounded repr (a few levels, a few items, short texts), made without
+rendering the whole value. A plain `repr` of a script's 100,000-deep list recursed past Python's limit (the
+gateway's RecursionError, audited as a call that may have run), and one of a huge string rendered all of it."""
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 4, 160, 160
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
@@ -25,11 +31,11 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if depth >= MAX_DEPTH:
-        return repr(value)[:200]
+        return _SHORT.repr(value)[:200]
     if isinstance(value, Mapping):
         return {_key(k): jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        items = sorted(value, key=_SHORT.repr) if isinstance(value, set | frozenset) else value
         return [jsonable(v, depth + 1) for v in items]
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
@@ -45,7 +51,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     attributes = getattr(value, "attributes", None)  # a dataclass instance made in the script (MontyClassProxy)
     if isinstance(attributes, Mapping):
         return {_key(k): jsonable(v, depth + 1) for k, v in attributes.items()}
-    return repr(value)[:200]
+    return _SHORT.repr(value)[:200]
 
 
 def _key(key: Any) -> str:

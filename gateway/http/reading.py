@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from ..jsondepth import too_deep
 from ..kernel.redaction import Redactor
 from ..truncation import cut_text_at_boundary, shrink_json
 from .body import essence, is_binary_type, is_json_type
@@ -99,6 +100,8 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
             parsed = _NOT_JSON
+        if parsed is not _NOT_JSON and too_deep(parsed, data):
+            parsed = _NOT_JSON  # read as text: walking a value this deep would pass Python's recursion limit
         if parsed is not _NOT_JSON:
             # Walking every string of a large body is costly; the raw text tells whether any secret is there
             # (unless JSON escapes could hide one: then walk anyway).

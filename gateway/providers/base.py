@@ -28,6 +28,7 @@ from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..http.library import ClientOptions
 from ..http.transport import CappedTransport
+from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import dumps, holds_lone_surrogate
 from ..kernel import tracing
 from ..kernel.usage import Usage
@@ -61,6 +62,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON string is parsed ("" and null are {}), an object used as is; anything else is a parse error."""
     if raw is None:
         return {}, None
+    text = raw if isinstance(raw, str) else None
     if isinstance(raw, str):
         if not raw.strip():
             return {}, None
@@ -72,6 +74,9 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
             return None, f"the arguments must be a JSON object, not {type(value).__name__}"
         raw = value
     if isinstance(raw, dict):
+        if too_deep(raw, text):
+            return None, (f"the arguments nest arrays and objects more than {MAX_DEPTH} levels deep, which the "
+                          "gateway does not read; send a flatter JSON object")
         if holds_lone_surrogate(raw):
             return None, ("the arguments hold a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not "
                           "text; send valid Unicode")

@@ -9,7 +9,7 @@ approved call's result is in the conversation `previous_response_id` continues) 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..loop_types import RunResult, message_to_dict
@@ -45,8 +45,11 @@ class ResponseShape:
         return cls(request={key: request.get(key) for key in ECHOED if request.get(key) is not None}, **facts)
 
     def to_state(self) -> dict[str, Any]:
-        """The shape as a paused run keeps it (JSON)."""
-        return {"kind": DOOR, **asdict(self)}
+        """The shape as a paused run keeps it (JSON). Its fields as they are, not `asdict`'s deep copy: that copied
+        the request's echo, caller tools and their schemas, a level of Python recursion at a time on the event loop
+        before every run (2 s of every other request's time for 512 tools in a 2 MB body; a RecursionError for a
+        schema 500 levels deep: redteam44). Written as JSON when a run pauses; nothing changes them before."""
+        return {"kind": DOOR, **{f.name: getattr(self, f.name) for f in fields(self)}}
 
     @classmethod
     def from_state(cls, state: Any) -> ResponseShape | None:

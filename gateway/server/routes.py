@@ -17,6 +17,7 @@ from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
+from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
 from ..toolsets import Toolset
@@ -54,6 +55,20 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
     return parse_json_body(await request.body(), default=default)
 
 
+_TOO_DEEP = (f"The request body nests arrays and objects more than {MAX_DEPTH} levels deep, which the gateway does "
+             "not read.")
+
+
+def _python_parse(body: bytes) -> Any:
+    """What orjson refused, read by the standard library, which words what neither takes."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise APIError(400, _TOO_DEEP) from None
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
+        raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+
+
 def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400) -> Any:
     """A request body as JSON (`default` for an empty one, if given); 400 with the parser's reason.
 
@@ -64,15 +79,15 @@ def parse_json_body(body: bytes, *, default: Any = None, text_status: int = 400)
             return default
         raise APIError(400, "The request body is empty; send a JSON object.")
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        pass  # json.loads takes what orjson refuses (NaN, integers past 64 bits) and words what neither takes
-    try:
-        value = json.loads(body)
-    except RecursionError:
-        raise APIError(400, "The request body is nested too deeply to be read.") from None
-    except ValueError as exc:  # UnicodeDecodeError is a ValueError
-        raise APIError(400, f"The request body is not valid JSON: {str(exc)[:200]}") from None
+        value = _python_parse(body)  # json.loads takes what orjson refuses (NaN, integers past 64 bits)
+    else:
+        if too_deep(value, body):
+            raise APIError(400, _TOO_DEEP)
+        return value
+    if too_deep(value, body):
+        raise APIError(400, _TOO_DEEP)
     if holds_lone_surrogate(value):
         raise APIError(text_status, "The request body holds a lone surrogate (an unpaired \\ud800-\\udfff "
                                     "escape), which is not text; send valid Unicode.",
@@ -103,12 +118,22 @@ def render_agent_tools(generation: Generation, agent: str, format: str, strict: 
     return generation.memo(("tools", agent, format, strict), build)  # type: ignore[no-any-return]
 
 
+_REFUSED = ("the last edit of agents.yaml or specs/ was refused; an admin sees why on the console's Health page "
+            "(`gateway serve` logs it)")
+_TAKEN = "the last reload took tools away from agents; an admin sees which on the console's Health page"
+
+
 async def healthz(request: Request) -> Response:
     """200 while serving; `status: degraded` with the reason when the last reload was refused (the previous
     configuration keeps serving, but the files on disk are not what runs); `reload_warnings` when the last
-    reload took tools away from agents that had them."""
+    reload took tools away from agents that had them.
+
+    No key is asked here (a balancer probes it), so with `clients` the reason and the warnings are not told: they
+    quote the refused files (an api's base URL with its password, any value a field refused) and name every
+    tenant's agents and tools. An admin reads them on the console's Health page; `gateway serve` logs them."""
     state = state_of(request)
     runtime = state.current.runtime
+    guarded = bool(runtime.manifest.clients)
     body: dict[str, Any] = {
         "status": "ok",
         "agents": len(runtime.manifest.agents),
@@ -119,9 +144,9 @@ async def healthz(request: Request) -> Response:
     error = state.holder.last_error
     if error is not None:
         body["status"] = "degraded"
-        body["reload_error"] = "\n".join(refusal_lines(error)[:6])[:2000]
+        body["reload_error"] = _REFUSED if guarded else "\n".join(refusal_lines(error)[:6])[:2000]
     if state.holder.warnings:  # the last reload took tools away from agents: served, but worth a look
-        body["reload_warnings"] = [str(warning) for warning in state.holder.warnings[:20]]
+        body["reload_warnings"] = [_TAKEN] if guarded else [str(warning) for warning in state.holder.warnings[:20]]
     return JSONResponse(body)
 
 

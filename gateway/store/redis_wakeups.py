@@ -104,8 +104,14 @@ class Wakeups:
                 self.tell(ticket)
         elif message["type"] == "message":
             data = message["data"]
-            state, seconds, ticket = (data.decode() if isinstance(data, bytes) else str(data)).split(" ", 2)
-            self.tell(ticket, (state, float(seconds)))
+            try:
+                state, seconds, ticket = (data.decode() if isinstance(data, bytes) else str(data)).split(" ", 2)
+                told = (state, float(seconds))
+            except ValueError:
+                # Not the scripts' (a server's pub/sub channels are shared by all its databases and clients):
+                # passed over. Raised, it ended the subscription, and every waiter here heard nothing more.
+                return
+            self.tell(ticket, told)
 
     async def aclose(self) -> None:
         task, self._task = self._task, None

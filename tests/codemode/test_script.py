@@ -190,3 +190,30 @@ async def test_a_kept_script_that_cannot_be_restored_is_a_code_error() -> None:
     host = _shop()
     result = await _script(host).resume(spoiled, Decision(approve=True), "apr_1")
     assert not result.ok and result.error_type == "code_error" and host.calls == []
+
+
+async def test_a_scripts_values_are_made_json_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """redteam44: a script's value is as large as its heap allows, and making it JSON (then measuring it) ran on the
+    event loop: a script returning 2,000,000 numbers held every other request of the process for 2.5 s (the longest
+    wait between two /healthz answers; 0.4 s now, load 10). Both the result and a tool call's arguments are made
+    JSON in the sandbox's threads. (A spy around the real `jsonable` says where each value was made.)"""
+    import asyncio
+
+    from gateway.codemode import script as script_module
+
+    where: list[str] = []
+    real = script_module.jsonable
+
+    def spy(value: Any, depth: int = 0) -> Any:
+        if depth == 0:
+            try:
+                asyncio.get_running_loop()
+                where.append("event loop")
+            except RuntimeError:
+                where.append("thread")
+        return real(value, depth)
+
+    monkeypatch.setattr(script_module, "jsonable", spy)
+    result = await _script(_shop()).run({"code": "item = getItem(id=1)\n[item['id'], (2, 3)]"})
+    assert result.ok and result.body == [1, [2, 3]]
+    assert where and set(where) == {"thread"}, where

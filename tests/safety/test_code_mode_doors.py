@@ -35,6 +35,15 @@ def _requests(upstream: RecordingServer) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in upstream.requests]
 
 
+def _chat_and_audit(app: Any, safety: Any, audit: str = "/audit?limit=50") -> tuple[httpx.Response, list[Any]]:
+    """One chat of the triage client on the running `app`, and the audit rows read after it."""
+    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=60) as client:
+        answer = client.post("/v1/chat/completions", json=CHAT)
+        rows: list[Any] = client.get(audit).json()["data"]
+    safety.store.close()
+    return answer, rows
+
+
 def test_a_script_pauses_at_its_write_and_resumes_after_a_restart(tmp_path: Path, llm: LenientLLM,
                                                                   upstream: RecordingServer) -> None:
     write_project(tmp_path, llm.url, upstream.url, CODE_AGENTS_YAML)
@@ -100,10 +109,7 @@ def test_files_os_modules_and_an_endless_loop_are_tool_errors(tmp_path: Path, ll
     app, safety = build_app(tmp_path, store=tmp_path / "state.db")
     llm.script(Reply(calls=[Call("run_code", {"code": code}) for code in HOSTILE.values()]),
                Reply(text="The sandbox refused all of that."))
-    with running(app) as url, httpx.Client(base_url=url, headers=bearer(TRIAGE_KEY), timeout=30) as client:
-        answer = client.post("/v1/chat/completions", json=CHAT)
-        audit = client.get("/audit?limit=50").json()["data"]
-    safety.store.close()  # type: ignore[attr-defined]
+    answer, audit = _chat_and_audit(app, safety)
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"] == "The sandbox refused all of that."
     # One result per call, in the calls' order (Ollama's wire carries no call ids).
@@ -190,3 +196,49 @@ def test_mcp_clients_get_run_code_and_a_script_waits_for_its_approval(tmp_path: 
     doors = {(r["tool"].rsplit("_", 1)[-1], r["status"]) for r in audit if r["kind"] == "tool"}
     assert {("listIssues", "ok"), ("getIssue", "ok"), ("createIssueComment", "approval_pending"),
             ("createIssueComment", "ok")} <= doors
+
+
+DEEP = "a = []\nfor i in range(100000):\n    a = [a]\n"
+
+
+def test_a_value_nested_past_the_cut_is_shown_short_not_a_gateway_failure(tmp_path: Path, llm: LenientLLM,
+                                                                           upstream: RecordingServer) -> None:
+    """redteam44: a script's value 100,000 lists deep, returned or handed to a tool, recursed in the gateway past
+    Python's limit (a RecursionError rendering it), so the script failed and its audit row said the call may have
+    run upstream. Past the depth JSON keeps, the value is a short text saying what it was."""
+    write_project(tmp_path, llm.url, upstream.url, CODE_AGENTS_YAML.replace("time: 1,", "time: 10,"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    llm.script(Reply(calls=[Call("run_code", {"code": DEEP + "a"}),
+                            Call("run_code", {"code": DEEP + "listIssues(owner='acme', repo=a)"})]),
+               Reply(text="done"))
+    answer, audit = _chat_and_audit(app, safety)
+    assert answer.status_code == 200, answer.text
+    returned, handed = [json.loads(m["content"]) for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    depth, inner = 0, returned
+    while isinstance(inner, list):
+        depth, inner = depth + 1, inner[0]
+    assert depth == 64 and isinstance(inner, str) and inner.startswith("[[[") and len(inner) <= 200
+    # The argument is refused by the tool's schema (a list where a string goes), and nothing is sent.
+    assert handed["error_type"] == "code_error" and "listIssues failed (invalid_arguments" in handed["error"]
+    assert upstream.requests == []
+    scripts = sorted(r["status"] for r in audit if r["tool"] == "run_code")
+    assert scripts == ["code_error", "ok"]
+
+
+def test_a_run_at_its_tool_call_cap_starts_no_more_scripts(tmp_path: Path, llm: LenientLLM,
+                                                           upstream: RecordingServer) -> None:
+    """redteam44: a `run_code` call was not counted against the run's `max_tool_calls` (only the calls its script
+    made were), so a model told to could start any number of scripts, each with its seconds of CPU: with a cap of
+    3, two turns of 40 scripts ran all 80. A script is one of the run's calls, as a delegation is."""
+    write_project(tmp_path, llm.url, upstream.url,
+                  CODE_AGENTS_YAML.replace("    code_mode: only\n", "    code_mode: only\n    max_tool_calls: 3\n"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    turn = Reply(calls=[Call("run_code", {"code": f"{i} * 2"}) for i in range(40)])
+    llm.script(turn, turn, Reply(text="done"))
+    answer, audit = _chat_and_audit(app, safety, "/audit?limit=200&tool=run_code")
+    assert answer.status_code == 200, answer.text
+    steps = answer.json()["gateway"]["steps"]
+    assert [s["ok"] for s in steps].count(True) == 3 and len(audit) == 3
+    refused = [s for s in steps if not s["ok"]]
+    assert refused and all(s["error_type"] == "rate_limited" and "cap of 3 tool calls" in s["error"]
+                           for s in refused)

@@ -36,19 +36,19 @@ def _spec(*operation_ids: str) -> str:
                        "servers": [{"url": "http://127.0.0.1:9/"}], "paths": paths})
 
 
-def _project(folder: Path) -> tuple[Path, Path]:
+def _project(folder: Path, agents_yaml: str = AGENTS) -> tuple[Path, Path]:
     specs = folder / "specs"
     specs.mkdir()
     (specs / "shop.json").write_text(_spec("listItems", "getItem"))
     agents = folder / "agents.yaml"
-    agents.write_text(AGENTS)
+    agents.write_text(agents_yaml)
     return specs, agents
 
 
 @contextmanager
-def _served(folder: Path) -> Iterator[str]:
+def _served(folder: Path, agents_yaml: str = AGENTS) -> Iterator[str]:
     """`gateway serve` on the project: watching its files, the safety layer (and so the console) on."""
-    specs, agents = _project(folder)
+    specs, agents = _project(folder, agents_yaml)
     runtime = load_runtime(specs, agents, use_cache=False)
     safety = Safety.open(runtime, store=str(folder / "state.db"))
     try:
@@ -121,3 +121,29 @@ def test_a_refused_reload_names_each_error_once_and_no_warning(tmp_path: Path) -
         assert "warning" not in error and "strict mode" not in error, error
         page = httpx.get(f"{url}/console/health").text  # the console's Health page says the same
         assert page.count("unknown key &#39;bogus&#39;") == 1 and "strict mode" not in page, page
+
+
+OPS_KEY = "ck-ops-0a1b2c3d4e5f6789"
+GUARDED = AGENTS + f"""clients:
+  clerk-bot: {{key: ck-clerk-9f8e7d6c5b4a3210, agents: [clerk]}}
+  ops: {{key: {OPS_KEY}, admin: true}}
+"""
+
+
+def test_with_clients_healthz_says_degraded_without_quoting_the_refused_files(tmp_path: Path) -> None:
+    """redteam44: /healthz needs no key, and its reason quoted the refused agents.yaml: an api's base URL with its
+    password, whatever value a field refused, every tenant's agents and tools. With `clients` it says that a
+    reload was refused and where an admin reads why."""
+    agents = tmp_path / "agents.yaml"
+    password = "s3cret-Passw0rd-in-a-url"
+    broken = GUARDED + f'apis:\n  shop: {{base_url: "htps://shop:{password}@shop.example/v1"}}\n'
+    with _served(tmp_path, GUARDED) as url:
+        _replace(agents, broken)
+        health = _wait_for(url, lambda h: h["status"] != "ok")
+        with httpx.Client(base_url=url) as admin:
+            assert admin.post("/console/signin", json={"key": OPS_KEY}).status_code == 200
+            page = admin.get("/console/health").text
+    told = json.dumps(health)
+    assert health["status"] == "degraded" and "an admin sees why" in health["reload_error"]
+    assert password not in told and "shop" not in told and "clerk" not in told
+    assert "apis.shop.base_url" in page  # the admin's Health page has the reason

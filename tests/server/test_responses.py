@@ -14,6 +14,8 @@ from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import LenientLLM, gateway
 
+from gateway.server.responses_object import ResponseShape
+
 pytestmark = pytest.mark.anyio
 
 FORECAST_CALL = Call("getForecast", {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"]})
@@ -263,3 +265,17 @@ async def test_a_script_runs_at_the_responses_door(tmp_path: Path, llm: LenientL
     assert [r.path for r in upstream.requests] == ["/meteo/v1/forecast", "/meteo/v1/forecast"]
     assert json.loads(llm.bodies()[1]["messages"][-1]["content"]) == {"Berlin": 3.5, "Paris": 3.5}
     assert [t["function"]["name"] for t in llm.bodies()[0]["tools"]] == ["run_code", "search_tools", "describe_tool"]
+
+
+def test_a_runs_shape_keeps_the_requests_echo_as_it_is_and_survives_the_store() -> None:
+    """redteam44: the shape (kept with a run, made before every run on this door) was `dataclasses.asdict`, a deep
+    copy of the request's echo, caller tools and schemas included, in Python on the event loop: 512 caller tools
+    in a 2 MB body held every other request of the process for 2.0 s (the longest wait between two /healthz
+    answers; 0.7-0.95 s after, the body's parse being most of it; load 13-16). Its fields are kept as they are."""
+    tools = [{"type": "function", "name": f"mine_{i}", "parameters": {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"b": {"type": "string"}}}}}} for i in range(512)]
+    shape = ResponseShape.of({"tools": tools, "metadata": {"k": "v"}, "input": "not echoed"}, keep=True, created=1,
+                             first_new=2, skip=1, namespaces={"mine_1": "ns"})
+    state = shape.to_state()
+    assert state["request"]["tools"] is tools  # not copied
+    assert ResponseShape.from_state(json.loads(json.dumps(state))) == shape  # as the store gives it back

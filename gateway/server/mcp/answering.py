@@ -14,10 +14,14 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
-from ...assembly import GatewayState
+from ...assembly import GatewayState, Generation
 from ...codemode import RUN_CODE, RUN_CODE_TOOL
+from ...execution.runner import CallPlan
+from ...jsondepth import MAX_DEPTH, too_deep
+from ...kernel.caller import bind_caller
+from ...messages import ToolCall, ToolResult
 from ..api_errors import APIError
-from ..direct_call import door_plan, run_planned
+from ..direct_call import door_plan, refuse_unread, run_planned
 from ..direct_script import run_direct_script
 from . import search
 from .listing import checked_agent, era_of
@@ -39,6 +43,8 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         config = generation.runtime.manifest.agents[agent]
         plan = door_plan(generation, agent, name)  # the agent's tool, and how it is called: once per generation
         agent_tool = plan.agent_tool if plan is not None else None
+        if too_deep(arguments):  # the SDK reads 1,000 levels; the pipeline's walks recurse (`gateway.jsondepth`)
+            return await _too_deep(generation, agent, name, plan, client)
         if agent_tool is None and name == RUN_CODE and config.code_mode != "off":
             try:
                 result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
@@ -69,3 +75,23 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                 message=result.error or "Connect your account first.", url=link,
                 elicitation_id=secrets.token_urlsafe(12))])
         return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern", aside=aside)
+
+
+async def _too_deep(generation: Generation, agent: str, name: str, plan: CallPlan | None,
+                    client: str | None) -> dict[str, Any]:
+    """A call whose arguments nest deeper than the gateway reads: refused unsent, and for a tool or a script
+    recorded as a call whose arguments were found invalid (its row holds a note, not the arguments)."""
+    why = (f"the arguments nest arrays and objects more than {MAX_DEPTH} levels deep, which the gateway does not "
+           "read; nothing was sent")
+    note = f"(arguments nested more than {MAX_DEPTH} levels deep, not read)"
+    try:
+        if plan is not None and plan.agent_tool is not None:
+            await refuse_unread(plan, note, why, door="mcp", client=client)
+        elif name == RUN_CODE:
+            call = ToolCall(id=f"code_{secrets.token_hex(8)}", name=RUN_CODE, raw_arguments=note, parse_error=why)
+            with bind_caller(client=client, agent=agent):
+                await generation.runner.for_agent(agent).refuse(
+                    RUN_CODE_TOOL, call, ToolResult.failure("invalid_arguments", why), door="mcp", client=client)
+    except APIError as error:  # 503: the refusal's audit row could not be written
+        raise MCPError(types.INTERNAL_ERROR, error.message) from None
+    return wire_result(f"Error (invalid_arguments): {why}", None, is_error=True)
