@@ -8,7 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.store.redis_counters import RedisCounters
-from gateway.store.redis_guards import CHANNEL
+from gateway.store.redis_slot_queue import CHANNEL
 
 pytestmark = pytest.mark.anyio
 
