@@ -1,0 +1,480 @@
+"""The misses nobody's words reach (branch rank44, issue #30): the last three parts' misses by cause, and two rules
+tried on them: expansion terms the first places agree on, where they disagree; a service's own check lifted.
+
+    python bench/search_agreement.py census                       # round26..round28's misses@5 by cause
+    python bench/search_agreement.py agree --source alone fused --flat 0 0.8 0.9 --terms 3 --weight 0.1 0.2
+    python bench/search_agreement.py checks --lift 0.6 1.2
+    python bench/search_agreement.py judge --base main LABEL ...  # the keep rule; chosen leaving one API out
+    OMP_NUM_THREADS=1 python bench/search_agreement.py cost --apis graph here   # CPU per search
+
+(a) **Agreement** (rank42's "Not done"): the first 3 tools of a list (BM25's own, `--source alone`, which both
+rankers then read; or the fusion's, `fused`, BM25 alone unchanged), their index terms (FTS5's `fts5vocab`, stemmed,
+weighted by their share of each tool's row times their idf, as `search_feedback.py`'s RM3), but only the terms in at
+least two of the three tools (what the first places agree on, not one tool's words), the request's own and those of
+more than 5% of the api's tools out; applied only where the first places disagree: the third's score at least
+`--flat` times the first's (0: always). The best `--terms` of them as phrases ORed, a second BM25 pass whose score
+times `--weight` is added to the first's before the signals (`phrase_scores.added`, as RM3 was measured).
+
+(b) **A service's own check**: an operation is a service's check when it is a GET with no parameter in its path whose
+last segment is `health`, `healthz`, `livez`, `readyz`, `ping`, `status` or `version` (or, else, whose summary says
+health, ping or version): read from each spec, no list per API. Its service is the words of its path's other
+segments (version segments such as `v3` apart, and segments in half the api's paths out: Jira's `rest`, `api`) and
+of its tags. A request asks after a service when it says it is up, down, alive, healthy, running, answering,
+responding, reachable or online (a check of health) or asks its version, release or build (a check of version),
+and its words (stemmed as the search stems them: `gateway.offer.query.stems`) hold one of the service's: the check
+of that kind under the service with the most of its words held (a version the request names, `v3`, breaks a tie;
+none if two services still tie) is put in BM25's list at `--lift` times its first score (both rankers read it).
+
+Each variant's lists are saved as `search_misses.py rank` saves them (`search_misses.DATA / ranked-LABEL.json`), so
+`search_misses.py table` and `judge` count them. `DEV` is `search_misses.DEV` (`round12`..`round28`); `round29` and
+`round30` are never read. What was measured: bench/README.md, "The misses nobody's words reach".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search_feedback import _Terms  # noqa: E402
+from bench.search_misses import APIS, DATA, DEV, Ranked, _first, _folded, _weight  # noqa: E402
+
+CENSUS = ("round26", "round27", "round28")
+CHECK_SEGMENTS = {"health": "health", "healthz": "health", "livez": "health", "readyz": "health", "ping": "health",
+                  "status": "health", "version": "version"}
+"""A service's check by its path's last segment (letters only: Docker's `_ping`), and what it answers."""
+CHECK_SUMMARY = re.compile(r"\b(health|ping|version)\b")
+ASKS = {**dict.fromkeys(("up", "down", "alive", "healthy", "health", "running", "answering", "responding",
+                         "reachable", "online"), "health"),
+        **dict.fromkeys(("version", "release", "build"), "version")}
+"""A request's words that ask whether a service answers, or which version it runs."""
+_VERSION = re.compile(r"^v\d+$")
+
+
+class Lists(Ranked):
+    """`search_misses.Ranked` with BM25's scored list of every request kept, so that a variant re-ranks it."""
+
+    bm25: list[list[tuple[Any, float]]]
+
+    def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
+        from gateway.offer.index import ToolIndex
+
+        self.searcher = ToolIndex(self.catalog)
+        self.bm25 = [[(hit.tool, hit.score) for hit in self.searcher.search(task["q"], limit=50, apis=[self.api])]
+                     for task in self.requests]
+        return [self.lists(at, bm25) for at, bm25 in enumerate(self.bm25)]
+
+    def lists(self, at: int, bm25: list[tuple[Any, float]],
+              fused_from: list[tuple[Any, float]] | None = None) -> tuple[list[int], list[int], list[int], set[int]]:
+        """BM25's list folded, the model's, the fusion of `fused_from` (default `bm25`) with the model's, the right
+        tools."""
+        from gateway.offer.fusion import fuse
+
+        best, similar, wanted = self.model[at]
+        alone = _folded(bm25, wanted, self.place, self.known)
+        fused = _folded(fuse(fused_from if fused_from is not None else bm25, similar, _weight()), wanted, self.place,
+                        self.known)
+        return alone, best, fused, wanted
+
+    def row(self, at: int, lists: tuple[list[int], list[int], list[int], set[int]]) -> dict[str, Any]:
+        task = self.requests[at]
+        alone, model, fused, wanted = lists
+        return {"part": task["part"], "q": task["q"], "alone": _first(alone, wanted), "model": _first(model, wanted),
+                "fused": _first(fused, wanted), "alone3": [self.tools[t].name for t in alone[:3]],
+                "fused3": [self.tools[t].name for t in fused[:3]]}
+
+
+def _save(saved: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
+    import gateway
+
+    for label, apis in saved.items():
+        (DATA / f"ranked-{label}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": apis}))
+
+
+def _hits5(rows: Iterable[dict[str, Any]], key: str) -> int:
+    return sum(1 for row in rows if row[key] is not None and row[key] <= 5)
+
+
+# -- (b) a service's own check ----------------------------------------------------------------------------------
+
+
+def _words(text: str) -> list[str]:
+    """A path segment's or a tag's words: `device-associations`, `bulkjobs`, `Bulk jobs`, `deviceUploads`."""
+    return re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("-", " ").replace("_", " ").lower().split()
+
+
+class Checks:
+    """An api's service checks (the module's (b)): each check's tool, what it answers (health or version), its
+    service's stems and its version segment."""
+
+    def __init__(self, tools: list[Any]) -> None:
+        from gateway.offer.query import stems
+
+        segments = collections.Counter(segment for tool in tools
+                                       for segment in {s for s in tool.path.strip("/").split("/") if s})
+        common = {segment for segment, count in segments.items() if count > len(tools) / 2}
+        self.checks: list[tuple[Any, str, frozenset[str], str]] = []
+        for tool in tools:
+            literal = [s for s in tool.path.strip("/").split("/") if s]
+            if tool.method != "GET" or "{" in tool.path or not literal:
+                continue
+            last = re.sub(r"[^a-z]", "", literal[-1].lower())
+            said = CHECK_SUMMARY.search((tool.summary or "").lower())
+            answers = CHECK_SEGMENTS.get(last) or (said.group(1) if said else None)
+            if answers is None:
+                continue
+            answers = "version" if answers == "version" else "health"
+            service = [s for s in literal[:-1] if s not in common and not _VERSION.match(s)]
+            words = " ".join(" ".join(_words(text)) for text in (*service, *tool.tags))
+            version = next((s for s in literal if _VERSION.match(s)), "")
+            # the service is named by other words than the check's own (Kubernetes' `/version/`, tagged `version`,
+            # names no service: "which version of apps/v1" asks no check)
+            service_stems = stems(words) - stems(" ".join((last, *ASKS))) if words else set()
+            self.checks.append((tool, answers, frozenset(service_stems), version))
+
+    def asked(self, query: str) -> Any:
+        """The check the request asks for, or None."""
+        from gateway.offer.query import stems
+
+        words = re.findall(r"[a-z0-9]+", query.lower())
+        kinds = {ASKS[word] for word in words if word in ASKS}
+        if not kinds or not self.checks:
+            return None
+        said = stems(query)
+        named = set(words)
+        best: list[tuple[float, Any, frozenset[str]]] = []
+        for tool, answers, service, version in self.checks:
+            if answers not in kinds or not service & said:
+                continue
+            best.append((len(service & said) + (0.5 if version and version in named else 0.0), tool, service))
+        if not best:
+            return None
+        best.sort(key=lambda held: -held[0])
+        if len(best) > 1 and best[1][0] == best[0][0] and best[1][2] != best[0][2]:
+            return None  # two services hold as many of its words: none is named
+        return best[0][1]
+
+
+def lifted(bm25: list[tuple[Any, float]], check: Any, lift: float) -> list[tuple[Any, float]]:
+    """BM25's list with `check` at `lift` times its first score (where it stood, if that was more)."""
+    top = bm25[0][1] if bm25 else 1.0
+    own = next((score for tool, score in bm25 if tool is check), 0.0)
+    kept = [(tool, score) for tool, score in bm25 if tool is not check]
+    score = max(own, lift * top)
+    # before the first it outscores, the others in the index's order (its cap on one family may put a lower first)
+    at = next((at for at, (_, other) in enumerate(kept) if other < score), len(kept))
+    return [*kept[:at], (check, score), *kept[at:]]
+
+
+def run_checks(names: list[str], lifts: list[float]) -> None:
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
+    for name in names:
+        lists = Lists(name)
+        checks = Checks(lists.tools)
+        asked = [checks.asked(task["q"]) for task in lists.requests]
+        print(f"{name}: {len(checks.checks)} checks, {sum(1 for a in asked if a is not None)} requests ask one",
+              flush=True)
+        for lift in lifts:
+            rows = saved[f"checks-l{lift:g}"][name] = []
+            for at, bm25 in enumerate(lists.bm25):
+                check = asked[at]
+                rows.append(lists.row(at, lists.rows[at] if check is None else
+                                      lists.lists(at, lifted(bm25, check, lift))))
+        _save(saved)
+    _totals(saved)
+
+
+# -- (a) agreement ------------------------------------------------------------------------------------------------
+
+
+def agreed(read: _Terms, rowids: list[int], own: set[str], terms: int, least: int = 2) -> list[str]:
+    """The best `terms` index terms held by at least `least` of the tools `rowids` (each tool's share of the term
+    times its idf, summed), the request's own and the common ones out."""
+    score: dict[str, float] = collections.defaultdict(float)
+    held: collections.Counter[str] = collections.Counter()
+    for rowid in rowids:
+        counts = read.counts.get(rowid)
+        if not counts:
+            continue
+        total = sum(counts.values()) or 1.0
+        for term, count in counts.items():
+            if term not in own and term in read.idf and term.isalpha() and len(term) > 2:
+                held[term] += 1
+                score[term] += count / total * read.idf[term]
+    return sorted((term for term in score if held[term] >= least), key=lambda term: -score[term])[:terms]
+
+
+def flatness(ranked: list[tuple[Any, float]]) -> float:
+    """The third score over the first (1: the first three alike; 0: fewer than three, or a first far ahead)."""
+    if len(ranked) < 3 or ranked[0][1] <= 0:
+        return 0.0
+    return ranked[2][1] / ranked[0][1]
+
+
+def run_agree(names: list[str], sources: list[str], flats: list[float], terms: int, weights: list[float]) -> None:
+    from gateway.offer import index
+    from gateway.offer.fusion import fuse
+    from gateway.offer.phrase_scores import added
+
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
+    original = index._scored
+    expanding: dict[str, Any] = {"with": "", "weight": 0.0}
+
+    def scored(opened: Any, expression: str, answered: bool) -> Any:
+        first = original(opened, expression, answered)
+        if first is None or not expanding["with"]:
+            return first
+        return added(first, opened.phrases.scored(expanding["with"]), expanding["weight"])
+
+    index._scored = scored
+    try:
+        for name in names:
+            lists = Lists(name)
+            opened = lists.searcher._api(lists.api)
+            read = _Terms(opened.connection)
+            rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
+            gated = collections.Counter()
+            for source in sources:
+                chosen: list[tuple[float, list[str]]] = []
+                for at, bm25 in enumerate(lists.bm25):
+                    first = bm25 if source == "alone" else fuse(bm25, lists.model[at][1], _weight())
+                    rowids = [rowid_of[id(tool)] for tool, _ in first[:3]]
+                    own = read.own(lists.requests[at]["q"])
+                    chosen.append((flatness(first), agreed(read, rowids, own, terms) if len(rowids) == 3 else []))
+                for weight in weights:
+                    second: dict[int, list[tuple[Any, float]]] = {}
+                    for at, (flat, expansion) in enumerate(chosen):
+                        if not expansion or flat < min(flats):
+                            continue
+                        expanding.update({"with": " OR ".join(f'"{term}"' for term in expansion), "weight": weight})
+                        hits = lists.searcher.search(lists.requests[at]["q"], limit=50, apis=[lists.api])
+                        expanding["with"] = ""
+                        second[at] = [(hit.tool, hit.score) for hit in hits]
+                    for least in flats:
+                        label = f"agree-{source}-f{least:g}-t{terms}-w{weight:g}"
+                        rows = saved[label][name] = []
+                        for at, bm25 in enumerate(lists.bm25):
+                            flat, expansion = chosen[at]
+                            if at not in second or flat < least:
+                                rows.append(lists.row(at, lists.rows[at]))
+                                continue
+                            gated[label] += 1
+                            again = second[at]
+                            rows.append(lists.row(at, lists.lists(at, again) if source == "alone" else
+                                                  lists.lists(at, bm25, fused_from=again)))
+            print(f"{name}: expanded {dict(gated)} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+            _save(saved)
+    finally:
+        index._scored = original
+    _totals(saved)
+
+
+def _totals(saved: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
+    for label, apis in saved.items():
+        rows = [row for api in apis.values() for row in api]
+        print(f"{label}: alone {_hits5(rows, 'alone')}, fused {_hits5(rows, 'fused')}", flush=True)
+
+
+# -- the census -----------------------------------------------------------------------------------------------
+
+
+def census(names: list[str]) -> None:
+    """Each miss@5 of `CENSUS` (BM25 alone, fused) by its first cause, in this order: the right tool is a service's
+    own check (`Checks`); the first of the list is at the right tool's path or resource with another method (a verb
+    read wrong); it has the right tool's method and summary or last segment at another path (a copy found instead);
+    no word of the request is in the right tool's name, path, summary or tags (in users' words: a change, a read);
+    else the words are read and others rank above. And how many are at places 6-10."""
+    from bench.search_text import fields
+    from gateway.offer.index_build import summary_of
+    from gateway.offer.query import read
+
+    def last(path: str) -> str:
+        return next((s for s in reversed(path.strip("/").split("/")) if s and "{" not in s), "")
+
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    for name in names:
+        lists = Lists(name)
+        checks = {id(tool) for tool, *_ in Checks(lists.tools).checks}
+        for task, (alone, _, fused, wanted) in zip(lists.requests, lists.rows, strict=True):
+            if task["part"] not in CENSUS:
+                continue
+            right = [lists.tools[at] for at in sorted(wanted)]
+            for ranker, order in (("alone", alone), ("fused", fused)):
+                at = _first(order, wanted)
+                if at is not None and at <= 5:
+                    continue
+                winner = lists.tools[order[0]] if order else None
+                held = set().union(*({s for key in ("name", "path", "summary", "tags") for s in fields(tool)[key]}
+                                     for tool in right))
+                said = [{w for a in alternatives for w in a.replace('"', " ").split()}
+                        for alternatives in read(task["q"]).terms]
+                from bench.search_rankers import _stem
+
+                words = any({_stem(w) for w in alternative} & held for alternative in said)
+                if any(id(tool) in checks for tool in right):
+                    cause = "a service's own check"
+                elif winner is not None and any(winner.method != tool.method and
+                                                (winner.path == tool.path or last(winner.path) == last(tool.path))
+                                                for tool in right):
+                    cause = "a verb read wrong"
+                elif winner is not None and any(winner.method == tool.method and winner.path != tool.path and
+                                                (summary_of(winner) == summary_of(tool) or
+                                                 last(winner.path) == last(tool.path)) for tool in right):
+                    cause = "a copy found instead"
+                elif not words:
+                    cause = "in users' words: " + ("a read" if right[0].method == "GET" else "a change")
+                else:
+                    cause = "words read, others above"
+                counts[ranker, cause] += 1
+                counts[ranker, "all"] += 1
+                if at is not None and at <= 10:
+                    counts[ranker, "at 6-10"] += 1
+                if ranker == "fused":
+                    print(f"{name} {task['part']} [{cause}] {at} {task['q']!r} -> {right[0].method} {right[0].path}; "
+                          f"first {winner.method if winner else '-'} {winner.path if winner else '-'}", flush=True)
+    for (ranker, cause), count in sorted(counts.items()):
+        print(f"{ranker}: {cause}: {count}")
+
+
+# -- the rule -------------------------------------------------------------------------------------------------------
+
+
+def judge(base: str, labels: list[str]) -> None:
+    """Each variant against `base`: hits@5 on `DEV` alone and fused, `round28` fused, the largest loss of an API on
+    a part with each ranker, and the keep rule (fused +5 or more, alone not less, no API -3 on a part); then the
+    choice leaving one API out (for each API, of `base` and the variants that pass the rule on the other fifteen,
+    the one with the most hits@5 there, alone and fused added), counted on the API left out."""
+    loaded = {label: json.loads((DATA / f"ranked-{label}.json").read_text())["apis"] for label in [base, *labels]}
+    apis = list(loaded[base])
+    parts = {api: sorted({row["part"] for row in loaded[base][api]}) for api in apis}
+
+    def hits(label: str, api: str, key: str, part: str | None = None) -> int:
+        return _hits5((row for row in loaded[label][api] if part is None or row["part"] == part), key)
+
+    def passes(label: str, among: list[str]) -> bool:
+        gain = {key: sum(hits(label, a, key) - hits(base, a, key) for a in among) for key in ("alone", "fused")}
+        worst = min(hits(label, a, key, p) - hits(base, a, key, p) for a in among for p in parts[a]
+                    for key in ("alone", "fused"))
+        return gain["fused"] >= 5 and gain["alone"] >= 0 and worst > -3
+
+    for label in [base, *labels]:
+        cells = []
+        for key in ("alone", "fused"):
+            total = sum(hits(label, a, key) for a in apis)
+            worst = min((hits(label, a, key, p) - hits(base, a, key, p), a, p) for a in apis for p in parts[a])
+            cells.append(f"{total} ({total - sum(hits(base, a, key) for a in apis):+d}) | "
+                         f"{worst[0]:+d} ({worst[1]} {worst[2]})")
+        r28 = sum(hits(label, a, "fused", "round28") for a in apis)
+        print(f"| {label} | {cells[0]} | {cells[1]} | {r28} | {'passes' if passes(label, apis) else 'fails'} |")
+    chosen = []
+    total = {"alone": 0, "fused": 0}
+    for api in apis:
+        others = [a for a in apis if a != api]
+        kept = [base, *(label for label in labels if passes(label, others))]
+        pick = max(kept, key=lambda label: sum(hits(label, a, "alone") + hits(label, a, "fused") for a in others))
+        chosen.append(pick)
+        for key in total:
+            total[key] += hits(pick, api, key)
+    print(f"chosen leaving one API out: alone {total['alone']}, fused {total['fused']}; "
+          f"{dict(collections.Counter(chosen))}")
+
+
+# -- the cost ------------------------------------------------------------------------------------------------------
+
+
+def cost(names: list[str], terms: int, weight: float) -> None:
+    """What each costs a search, the searching thread's CPU (p50 / p95 ms) over every `DEV` request of each api: the
+    search as it is; the agreement's choice of terms from its first 3 and the flatness, then the search again with
+    them (the request's own phrases kept from a search before, as a busy gateway keeps them); the check asked for
+    (`Checks.asked`: the request's words read against the api's checks, made once per api)."""
+    from gateway.offer import index
+    from gateway.offer.phrase_scores import added
+
+    def spread(times: list[float]) -> str:
+        ordered = sorted(times)
+        return f"{statistics.median(ordered) * 1e3:.3f} / {ordered[int(0.95 * (len(ordered) - 1))] * 1e3:.3f}"
+
+    original = index._scored
+    expanding = {"with": ""}
+
+    def scored(opened: Any, expression: str, answered: bool) -> Any:
+        first = original(opened, expression, answered)
+        if first is None or not expanding["with"]:
+            return first
+        return added(first, opened.phrases.scored(expanding["with"]), weight)
+
+    for name in names:
+        lists = Lists(name)
+        opened = lists.searcher._api(lists.api)
+        read = _Terms(opened.connection)
+        rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
+        checks = Checks(lists.tools)
+        plain: list[float] = []
+        expanded: list[float] = []
+        asked: list[float] = []
+        index._scored = scored
+        try:
+            for task in lists.requests:
+                lists.searcher.search(task["q"], limit=50, apis=[lists.api])  # its phrases kept
+                started = time.thread_time()
+                hits = lists.searcher.search(task["q"], limit=50, apis=[lists.api])
+                plain.append(time.thread_time() - started)
+                ranked = [(hit.tool, hit.score) for hit in hits]
+                flatness(ranked)
+                chosen = agreed(read, [rowid_of[id(tool)] for tool, _ in ranked[:3]], read.own(task["q"]), terms)
+                expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
+                if chosen:
+                    lists.searcher.search(task["q"], limit=50, apis=[lists.api])
+                expanding["with"] = ""
+                expanded.append(time.thread_time() - started)
+                started = time.thread_time()
+                checks.asked(task["q"])
+                asked.append(time.thread_time() - started)
+        finally:
+            index._scored = original
+        print(f"{name} ({len(lists.tools)} tools, {len(lists.requests)} requests, load {os.getloadavg()[0]:.1f}): "
+              f"BM25's search {spread(plain)} ms; with the agreement's second pass {spread(expanded)} ms; "
+              f"the check asked {spread(asked)} ms", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("stage", choices=["census", "agree", "checks", "judge", "cost"])
+    parser.add_argument("labels", nargs="*", help="judge: the variants' saved lists")
+    parser.add_argument("--base", default="main", help="judge: the list the variants are held against")
+    parser.add_argument("--source", nargs="+", choices=["alone", "fused"], default=["alone"])
+    parser.add_argument("--flat", nargs="+", type=float, default=[0.0])
+    parser.add_argument("--terms", type=int, default=3)
+    parser.add_argument("--weight", nargs="+", type=float, default=[0.1])
+    parser.add_argument("--lift", nargs="+", type=float, default=[1.2])
+    parser.add_argument("--apis", nargs="+", choices=APIS, default=list(APIS))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    assert not {"round29", "round30"} & set(DEV)
+    if args.stage == "census":
+        census(args.apis)
+    elif args.stage == "agree":
+        run_agree(args.apis, args.source, args.flat, args.terms, args.weight)
+    elif args.stage == "checks":
+        run_checks(args.apis, args.lift)
+    elif args.stage == "judge":
+        judge(args.base, args.labels)
+    else:
+        cost(args.apis, args.terms, args.weight[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
