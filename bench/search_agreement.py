@@ -4,6 +4,7 @@ tried on them: expansion terms the first places agree on, where they disagree; a
     python bench/search_agreement.py census                       # round26..round28's misses@5 by cause
     python bench/search_agreement.py agree --source alone fused --flat 0 0.8 0.9 --terms 3 --weight 0.1 0.2
     python bench/search_agreement.py checks --lift 0.6 1.2
+    python bench/search_agreement.py items                        # "task 3" read as naming one item
     python bench/search_agreement.py judge --base main LABEL ...  # the keep rule; chosen leaving one API out
     OMP_NUM_THREADS=1 python bench/search_agreement.py cost --apis graph here   # CPU per search
 
@@ -287,6 +288,43 @@ def _totals(saved: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
         print(f"{label}: alone {_hits5(rows, 'alone')}, fused {_hits5(rows, 'fused')}", flush=True)
 
 
+# -- (c) an item named by a bare number ------------------------------------------------------------------------
+
+NUMBERED = re.compile(r"\b([A-Za-z]{3,})\s+([0-9]+)\b(?!\s*(?:[:.,/%-]?[0-9]|am\b|pm\b|days?\b|hours?\b|minutes?\b|"
+                      r"seconds?\b|weeks?\b|months?\b|years?\b|results?\b|items?\b|times\b|per\b|mb\b|gb\b|%))")
+"""A word and a bare number after it: "task 3", "row 905", "service template 8" (the number after the thing names one
+of them); not a count ("48 ports": the number before), nor a time, a size or a page's length after it."""
+NOT_THINGS = frozenset("last first next top past every within over under than about around in at by for to since "
+                       "until after before of and or the with from between per page limit size port version its our "
+                       "their his her all those these some any only just each".split())
+"""Words before a number that make it a count, a time, a limit or a value, not an item's id."""
+
+
+def numbered(query: str) -> bool:
+    """Whether a thing is named by a bare number after it (the module's (c))."""
+    return any(match.group(1).lower() not in NOT_THINGS for match in NUMBERED.finditer(query))
+
+
+def run_items(names: list[str]) -> None:
+    """Every request searched with "task 3" read as naming one item (`Request.identified`, whose `one_item` lifts the
+    paths with a parameter), besides the ids that say they are one (`arguments.identifies`)."""
+    from gateway.offer import query
+
+    original = query.identifies
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
+    query.identifies = lambda text: original(text) or numbered(text)
+    try:
+        for name in names:
+            lists = Lists(name)
+            saved["items"][name] = [lists.row(at, rows) for at, rows in enumerate(lists.rows)]
+            told = sum(1 for task in lists.requests if numbered(task["q"]) and not original(task["q"]))
+            print(f"{name}: {told} requests read as naming an item by a bare number", flush=True)
+            _save(saved)
+    finally:
+        query.identifies = original
+    _totals(saved)
+
+
 # -- the census -----------------------------------------------------------------------------------------------
 
 
@@ -451,7 +489,7 @@ def cost(names: list[str], terms: int, weight: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["census", "agree", "checks", "judge", "cost"])
+    parser.add_argument("stage", choices=["census", "agree", "checks", "items", "judge", "cost"])
     parser.add_argument("labels", nargs="*", help="judge: the variants' saved lists")
     parser.add_argument("--base", default="main", help="judge: the list the variants are held against")
     parser.add_argument("--source", nargs="+", choices=["alone", "fused"], default=["alone"])
@@ -469,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         run_agree(args.apis, args.source, args.flat, args.terms, args.weight)
     elif args.stage == "checks":
         run_checks(args.apis, args.lift)
+    elif args.stage == "items":
+        run_items(args.apis)
     elif args.stage == "judge":
         judge(args.base, args.labels)
     else:
