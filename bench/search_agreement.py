@@ -16,15 +16,10 @@ more than 5% of the api's tools out; applied only where the first places disagre
 `--flat` times the first's (0: always). The best `--terms` of them as phrases ORed, a second BM25 pass whose score
 times `--weight` is added to the first's before the signals (`phrase_scores.added`, as RM3 was measured).
 
-(b) **A service's own check**: an operation is a service's check when it is a GET with no parameter in its path whose
-last segment is `health`, `healthz`, `livez`, `readyz`, `ping`, `status` or `version` (or, else, whose summary says
-health, ping or version): read from each spec, no list per API. Its service is the words of its path's other
-segments (version segments such as `v3` apart, and segments in half the api's paths out: Jira's `rest`, `api`) and
-of its tags. A request asks after a service when it says it is up, down, alive, healthy, running, answering,
-responding, reachable or online (a check of health) or asks its version, release or build (a check of version),
-and its words (stemmed as the search stems them: `gateway.offer.query.stems`) hold one of the service's: the check
-of that kind under the service with the most of its words held (a version the request names, `v3`, breaks a tie;
-none if two services still tie) is put in BM25's list at `--lift` times its first score (both rankers read it).
+(b) **A service's own check** (kept: gateway/offer/service_checks.py says what a check is and when a request asks
+for one): the check asked put in BM25's list at `--lift` times its first score (`Weights.service_check`), which both
+rankers read. Measured first here with the rule in this script; the same rule moved into the gateway gives the same
+lists (`search_misses.py rank`).
 
 Each variant's lists are saved as `search_misses.py rank` saves them (`search_misses.DATA / ranked-LABEL.json`), so
 `search_misses.py table` and `judge` count them. `DEV` is `search_misses.DEV` (`round12`..`round28`); `round29` and
@@ -52,15 +47,6 @@ from bench.search_feedback import _Terms  # noqa: E402
 from bench.search_misses import APIS, DATA, DEV, Ranked, _first, _folded, _weight  # noqa: E402
 
 CENSUS = ("round26", "round27", "round28")
-CHECK_SEGMENTS = {"health": "health", "healthz": "health", "livez": "health", "readyz": "health", "ping": "health",
-                  "status": "health", "version": "version"}
-"""A service's check by its path's last segment (letters only: Docker's `_ping`), and what it answers."""
-CHECK_SUMMARY = re.compile(r"\b(health|ping|version)\b")
-ASKS = {**dict.fromkeys(("up", "down", "alive", "healthy", "health", "running", "answering", "responding",
-                         "reachable", "online"), "health"),
-        **dict.fromkeys(("version", "release", "build"), "version")}
-"""A request's words that ask whether a service answers, or which version it runs."""
-_VERSION = re.compile(r"^v\d+$")
 
 
 class Lists(Ranked):
@@ -107,91 +93,30 @@ def _hits5(rows: Iterable[dict[str, Any]], key: str) -> int:
     return sum(1 for row in rows if row[key] is not None and row[key] <= 5)
 
 
-# -- (b) a service's own check ----------------------------------------------------------------------------------
-
-
-def _words(text: str) -> list[str]:
-    """A path segment's or a tag's words: `device-associations`, `bulkjobs`, `Bulk jobs`, `deviceUploads`."""
-    return re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("-", " ").replace("_", " ").lower().split()
-
-
-class Checks:
-    """An api's service checks (the module's (b)): each check's tool, what it answers (health or version), its
-    service's stems and its version segment."""
-
-    def __init__(self, tools: list[Any]) -> None:
-        from gateway.offer.query import stems
-
-        segments = collections.Counter(segment for tool in tools
-                                       for segment in {s for s in tool.path.strip("/").split("/") if s})
-        common = {segment for segment, count in segments.items() if count > len(tools) / 2}
-        self.checks: list[tuple[Any, str, frozenset[str], str]] = []
-        for tool in tools:
-            literal = [s for s in tool.path.strip("/").split("/") if s]
-            if tool.method != "GET" or "{" in tool.path or not literal:
-                continue
-            last = re.sub(r"[^a-z]", "", literal[-1].lower())
-            said = CHECK_SUMMARY.search((tool.summary or "").lower())
-            answers = CHECK_SEGMENTS.get(last) or (said.group(1) if said else None)
-            if answers is None:
-                continue
-            answers = "version" if answers == "version" else "health"
-            service = [s for s in literal[:-1] if s not in common and not _VERSION.match(s)]
-            words = " ".join(" ".join(_words(text)) for text in (*service, *tool.tags))
-            version = next((s for s in literal if _VERSION.match(s)), "")
-            # the service is named by other words than the check's own (Kubernetes' `/version/`, tagged `version`,
-            # names no service: "which version of apps/v1" asks no check)
-            service_stems = stems(words) - stems(" ".join((last, *ASKS))) if words else set()
-            self.checks.append((tool, answers, frozenset(service_stems), version))
-
-    def asked(self, query: str) -> Any:
-        """The check the request asks for, or None."""
-        from gateway.offer.query import stems
-
-        words = re.findall(r"[a-z0-9]+", query.lower())
-        kinds = {ASKS[word] for word in words if word in ASKS}
-        if not kinds or not self.checks:
-            return None
-        said = stems(query)
-        named = set(words)
-        best: list[tuple[float, Any, frozenset[str]]] = []
-        for tool, answers, service, version in self.checks:
-            if answers not in kinds or not service & said:
-                continue
-            best.append((len(service & said) + (0.5 if version and version in named else 0.0), tool, service))
-        if not best:
-            return None
-        best.sort(key=lambda held: -held[0])
-        if len(best) > 1 and best[1][0] == best[0][0] and best[1][2] != best[0][2]:
-            return None  # two services hold as many of its words: none is named
-        return best[0][1]
-
-
-def lifted(bm25: list[tuple[Any, float]], check: Any, lift: float) -> list[tuple[Any, float]]:
-    """BM25's list with `check` at `lift` times its first score (where it stood, if that was more)."""
-    top = bm25[0][1] if bm25 else 1.0
-    own = next((score for tool, score in bm25 if tool is check), 0.0)
-    kept = [(tool, score) for tool, score in bm25 if tool is not check]
-    score = max(own, lift * top)
-    # before the first it outscores, the others in the index's order (its cap on one family may put a lower first)
-    at = next((at for at, (_, other) in enumerate(kept) if other < score), len(kept))
-    return [*kept[:at], (check, score), *kept[at:]]
+# -- (b) a service's own check -----------------------------------------------------------------------------------
 
 
 def run_checks(names: list[str], lifts: list[float]) -> None:
+    """Every request searched with the check asked lifted at each of `lifts` times the first score
+    (`Weights.service_check`; gateway/offer/service_checks.py, where the rule now lives)."""
+    import dataclasses
+
+    from gateway.offer.index import ToolIndex
+    from gateway.offer.service_checks import ServiceChecks
+    from gateway.offer.signals import WEIGHTS
+
     saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
     for name in names:
         lists = Lists(name)
-        checks = Checks(lists.tools)
-        asked = [checks.asked(task["q"]) for task in lists.requests]
-        print(f"{name}: {len(checks.checks)} checks, {sum(1 for a in asked if a is not None)} requests ask one",
-              flush=True)
+        checks = ServiceChecks(lists.tools)
+        asked = sum(1 for task in lists.requests if checks.asked(task["q"]) is not None)
+        print(f"{name}: {len(checks.checks)} checks, {asked} requests ask one", flush=True)
         for lift in lifts:
+            searcher = ToolIndex(lists.catalog, dataclasses.replace(WEIGHTS, service_check=lift))
             rows = saved[f"checks-l{lift:g}"][name] = []
-            for at, bm25 in enumerate(lists.bm25):
-                check = asked[at]
-                rows.append(lists.row(at, lists.rows[at] if check is None else
-                                      lists.lists(at, lifted(bm25, check, lift))))
+            for at, task in enumerate(lists.requests):
+                hits = searcher.search(task["q"], limit=50, apis=[lists.api])
+                rows.append(lists.row(at, lists.lists(at, [(hit.tool, hit.score) for hit in hits])))
         _save(saved)
     _totals(saved)
 
@@ -330,13 +255,14 @@ def run_items(names: list[str]) -> None:
 
 def census(names: list[str]) -> None:
     """Each miss@5 of `CENSUS` (BM25 alone, fused) by its first cause, in this order: the right tool is a service's
-    own check (`Checks`); the first of the list is at the right tool's path or resource with another method (a verb
-    read wrong); it has the right tool's method and summary or last segment at another path (a copy found instead);
-    no word of the request is in the right tool's name, path, summary or tags (in users' words: a change, a read);
-    else the words are read and others rank above. And how many are at places 6-10."""
+    own check (`service_checks.answered_by`); the first of the list is at the right tool's path or resource with
+    another method (a verb read wrong); it has the right tool's method and summary or last segment at another path
+    (a copy found instead); no word of the request is in the right tool's name, path, summary or tags (in users'
+    words: a change, a read); else the words are read and others rank above. And how many are at places 6-10."""
     from bench.search_text import fields
     from gateway.offer.index_build import summary_of
     from gateway.offer.query import read
+    from gateway.offer.service_checks import answered_by
 
     def last(path: str) -> str:
         return next((s for s in reversed(path.strip("/").split("/")) if s and "{" not in s), "")
@@ -344,7 +270,7 @@ def census(names: list[str]) -> None:
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
     for name in names:
         lists = Lists(name)
-        checks = {id(tool) for tool, *_ in Checks(lists.tools).checks}
+        checks = {id(tool) for tool in lists.tools if answered_by(tool) is not None}
         for task, (alone, _, fused, wanted) in zip(lists.requests, lists.rows, strict=True):
             if task["part"] not in CENSUS:
                 continue
@@ -436,9 +362,10 @@ def cost(names: list[str], terms: int, weight: float) -> None:
     """What each costs a search, the searching thread's CPU (p50 / p95 ms) over every `DEV` request of each api: the
     search as it is; the agreement's choice of terms from its first 3 and the flatness, then the search again with
     them (the request's own phrases kept from a search before, as a busy gateway keeps them); the check asked for
-    (`Checks.asked`: the request's words read against the api's checks, made once per api)."""
+    (`ServiceChecks.asked`: the request's words read against the api's checks, made once per api)."""
     from gateway.offer import index
     from gateway.offer.phrase_scores import added
+    from gateway.offer.service_checks import ServiceChecks
 
     def spread(times: list[float]) -> str:
         ordered = sorted(times)
@@ -458,7 +385,7 @@ def cost(names: list[str], terms: int, weight: float) -> None:
         opened = lists.searcher._api(lists.api)
         read = _Terms(opened.connection)
         rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
-        checks = Checks(lists.tools)
+        checks = ServiceChecks(lists.tools)
         plain: list[float] = []
         expanded: list[float] = []
         asked: list[float] = []
@@ -498,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weight", nargs="+", type=float, default=[0.1])
     parser.add_argument("--lift", nargs="+", type=float, default=[1.2])
     parser.add_argument("--apis", nargs="+", choices=APIS, default=list(APIS))
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     assert not {"round29", "round30"} & set(DEV)
     if args.stage == "census":
