@@ -33,7 +33,6 @@ import collections
 import json
 import os
 import re
-import statistics
 import sys
 import time
 from collections.abc import Iterable
@@ -43,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.search_feedback import _Terms  # noqa: E402
+from bench.search_feedback import Expanded, _Terms, spread  # noqa: E402
 from bench.search_misses import APIS, DATA, DEV, Ranked, _first, _folded, _weight  # noqa: E402
 
 CENSUS = ("round26", "round27", "round28")
@@ -124,23 +123,6 @@ def run_checks(names: list[str], lifts: list[float]) -> None:
 # -- (a) agreement ------------------------------------------------------------------------------------------------
 
 
-def agreed(read: _Terms, rowids: list[int], own: set[str], terms: int, least: int = 2) -> list[str]:
-    """The best `terms` index terms held by at least `least` of the tools `rowids` (each tool's share of the term
-    times its idf, summed), the request's own and the common ones out."""
-    score: dict[str, float] = collections.defaultdict(float)
-    held: collections.Counter[str] = collections.Counter()
-    for rowid in rowids:
-        counts = read.counts.get(rowid)
-        if not counts:
-            continue
-        total = sum(counts.values()) or 1.0
-        for term, count in counts.items():
-            if term not in own and term in read.idf and term.isalpha() and len(term) > 2:
-                held[term] += 1
-                score[term] += count / total * read.idf[term]
-    return sorted((term for term in score if held[term] >= least), key=lambda term: -score[term])[:terms]
-
-
 def flatness(ranked: list[tuple[Any, float]]) -> float:
     """The third score over the first (1: the first three alike; 0: fewer than three, or a first far ahead)."""
     if len(ranked) < 3 or ranked[0][1] <= 0:
@@ -149,22 +131,10 @@ def flatness(ranked: list[tuple[Any, float]]) -> float:
 
 
 def run_agree(names: list[str], sources: list[str], flats: list[float], terms: int, weights: list[float]) -> None:
-    from gateway.offer import index
     from gateway.offer.fusion import fuse
-    from gateway.offer.phrase_scores import added
 
     saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
-    original = index._scored
-    expanding: dict[str, Any] = {"with": "", "weight": 0.0}
-
-    def scored(opened: Any, expression: str, answered: bool) -> Any:
-        first = original(opened, expression, answered)
-        if first is None or not expanding["with"]:
-            return first
-        return added(first, opened.phrases.scored(expanding["with"]), expanding["weight"])
-
-    index._scored = scored
-    try:
+    with Expanded(0.0) as expanding:
         for name in names:
             lists = Lists(name)
             opened = lists.searcher._api(lists.api)
@@ -177,15 +147,16 @@ def run_agree(names: list[str], sources: list[str], flats: list[float], terms: i
                     first = bm25 if source == "alone" else fuse(bm25, lists.model[at][1], _weight())
                     rowids = [rowid_of[id(tool)] for tool, _ in first[:3]]
                     own = read.own(lists.requests[at]["q"])
-                    chosen.append((flatness(first), agreed(read, rowids, own, terms) if len(rowids) == 3 else []))
+                    agreed = read.expansion(rowids, own, terms, least=2) if len(rowids) == 3 else []
+                    chosen.append((flatness(first), agreed))
                 for weight in weights:
                     second: dict[int, list[tuple[Any, float]]] = {}
                     for at, (flat, expansion) in enumerate(chosen):
                         if not expansion or flat < min(flats):
                             continue
-                        expanding.update({"with": " OR ".join(f'"{term}"' for term in expansion), "weight": weight})
+                        expanding.terms, expanding.weight = expansion, weight
                         hits = lists.searcher.search(lists.requests[at]["q"], limit=50, apis=[lists.api])
-                        expanding["with"] = ""
+                        expanding.terms = []
                         second[at] = [(hit.tool, hit.score) for hit in hits]
                     for least in flats:
                         label = f"agree-{source}-f{least:g}-t{terms}-w{weight:g}"
@@ -202,8 +173,6 @@ def run_agree(names: list[str], sources: list[str], flats: list[float], terms: i
             print(f"{name}: expanded {dict(gated)} ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f})",
                   flush=True)
             _save(saved)
-    finally:
-        index._scored = original
     _totals(saved)
 
 
@@ -363,22 +332,7 @@ def cost(names: list[str], terms: int, weight: float) -> None:
     search as it is; the agreement's choice of terms from its first 3 and the flatness, then the search again with
     them (the request's own phrases kept from a search before, as a busy gateway keeps them); the check asked for
     (`ServiceChecks.asked`: the request's words read against the api's checks, made once per api)."""
-    from gateway.offer import index
-    from gateway.offer.phrase_scores import added
     from gateway.offer.service_checks import ServiceChecks
-
-    def spread(times: list[float]) -> str:
-        ordered = sorted(times)
-        return f"{statistics.median(ordered) * 1e3:.3f} / {ordered[int(0.95 * (len(ordered) - 1))] * 1e3:.3f}"
-
-    original = index._scored
-    expanding = {"with": ""}
-
-    def scored(opened: Any, expression: str, answered: bool) -> Any:
-        first = original(opened, expression, answered)
-        if first is None or not expanding["with"]:
-            return first
-        return added(first, opened.phrases.scored(expanding["with"]), weight)
 
     for name in names:
         lists = Lists(name)
@@ -389,8 +343,7 @@ def cost(names: list[str], terms: int, weight: float) -> None:
         plain: list[float] = []
         expanded: list[float] = []
         asked: list[float] = []
-        index._scored = scored
-        try:
+        with Expanded(weight) as expanding:
             for task in lists.requests:
                 lists.searcher.search(task["q"], limit=50, apis=[lists.api])  # its phrases kept
                 started = time.thread_time()
@@ -398,17 +351,15 @@ def cost(names: list[str], terms: int, weight: float) -> None:
                 plain.append(time.thread_time() - started)
                 ranked = [(hit.tool, hit.score) for hit in hits]
                 flatness(ranked)
-                chosen = agreed(read, [rowid_of[id(tool)] for tool, _ in ranked[:3]], read.own(task["q"]), terms)
-                expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
-                if chosen:
+                expanding.terms = read.expansion([rowid_of[id(tool)] for tool, _ in ranked[:3]], read.own(task["q"]),
+                                                 terms, least=2)
+                if expanding.terms:
                     lists.searcher.search(task["q"], limit=50, apis=[lists.api])
-                expanding["with"] = ""
+                expanding.terms = []
                 expanded.append(time.thread_time() - started)
                 started = time.thread_time()
                 checks.asked(task["q"])
                 asked.append(time.thread_time() - started)
-        finally:
-            index._scored = original
         print(f"{name} ({len(lists.tools)} tools, {len(lists.requests)} requests, load {os.getloadavg()[0]:.1f}): "
               f"BM25's search {spread(plain)} ms; with the agreement's second pass {spread(expanded)} ms; "
               f"the check asked {spread(asked)} ms", flush=True)
