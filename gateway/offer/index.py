@@ -25,8 +25,10 @@ payment intent; `gateway.offer.abbreviations`); how many over a period adds a us
 reports over a period (`gateway.offer.questions`). The candidates' BM25 is then multiplied by the ranking signals
 (the method asked for, a short path, what the path addresses, whose it is, ...: `gateway.offer.signals`, which says
 what each rewards and why), and a family of functions called on one path (Graph's 124 usage reports under
-`/reports`) takes at most two of the first five places (`gateway.offer.families`). The facts the signals read are
-computed when the index is built (`gateway.offer.index_build`)."""
+`/reports`) takes at most two of the first five places (`gateway.offer.families`). A request that names one of the
+api's services and asks whether it is up (or its version) has that service's own health (or version) check put first
+(`gateway.offer.service_checks`). The facts the signals read are computed when the index is built
+(`gateway.offer.index_build`)."""
 
 from __future__ import annotations
 
