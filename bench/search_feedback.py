@@ -156,10 +156,12 @@ class _Terms:
         self._connection.execute("INSERT INTO temp.feedback_request VALUES (?)", (text,))
         return {term for term, in self._connection.execute("SELECT term FROM temp.feedback_request_terms")}
 
-    def expansion(self, rowids: list[int], own: set[str], terms: int) -> list[str]:
-        """The `terms` best terms of the tools `rowids` (each tool's share of the term times its idf, summed), the
-        request's own and the common ones out."""
+    def expansion(self, rowids: list[int], own: set[str], terms: int, least: int = 1) -> list[str]:
+        """The `terms` best terms of the tools `rowids` (each tool's share of the term times its idf, summed), held by
+        at least `least` of them (2: what the first places agree on, `search_agreement.py`), the request's own and
+        the common ones out."""
         score: dict[str, float] = collections.defaultdict(float)
+        held: collections.Counter[str] = collections.Counter()
         for rowid in rowids:
             counts = self.counts.get(rowid)
             if not counts:
@@ -167,8 +169,49 @@ class _Terms:
             total = sum(counts.values()) or 1.0
             for term, count in counts.items():
                 if term not in own and term in self.idf and term.isalpha() and len(term) > 2:
+                    held[term] += 1
                     score[term] += count / total * self.idf[term]
-        return sorted(score, key=lambda term: -score[term])[:terms]  # ties in the order met
+        return sorted((term for term in score if held[term] >= least),
+                      key=lambda term: -score[term])[:terms]  # ties in the order met
+
+
+class Expanded:
+    """While entered, every search of `gateway.offer.index` adds `weight` times the BM25 of `terms` (phrases ORed) to
+    the first match's before the signals (the index's kept scores, `phrase_scores.added`: a tool only the expansion
+    matches may become a candidate); no `terms`, the search as it is. The index's `_scored` is replaced meanwhile
+    (this process only)."""
+
+    def __init__(self, weight: float) -> None:
+        self.weight = weight
+        self.terms: list[str] = []
+
+    def __enter__(self) -> Expanded:
+        from gateway.offer import index
+        from gateway.offer.phrase_scores import added
+
+        self._original = original = index._scored
+
+        def scored(opened: Any, expression: str, answered: bool) -> Any:
+            first = original(opened, expression, answered)
+            if first is None or not self.terms:
+                return first
+            return added(first, opened.phrases.scored(" OR ".join(f'"{term}"' for term in self.terms)), self.weight)
+
+        index._scored = scored
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        from gateway.offer import index
+
+        index._scored = self._original
+
+
+def spread(times: list[float]) -> str:
+    """The p50 / p95 of `times` (seconds) in ms."""
+    import statistics
+
+    ordered = sorted(times)
+    return f"{statistics.median(ordered) * 1e3:.3f} / {ordered[int(0.95 * (len(ordered) - 1))] * 1e3:.3f}"
 
 
 def rm3(apis: list[Api], k: int, terms: int, weight: float, source: str = "alone") -> dict[str, list[dict[str, Any]]]:
@@ -177,21 +220,10 @@ def rm3(apis: list[Api], k: int, terms: int, weight: float, source: str = "alone
     list), or of the fused one (`fused`: the model's words feed BM25's; BM25 alone, which has no model, unchanged)."""
     from gateway.offer import index
     from gateway.offer.fusion import fuse
-    from gateway.offer.phrase_scores import added
 
     fusion_weight = _weight()
     saved: dict[str, list[dict[str, Any]]] = {}
-    original = index._scored
-    expanding = {"with": ""}  # the request's expansion while it is searched again
-
-    def scored(opened: Any, expression: str, answered: bool) -> Any:
-        first = original(opened, expression, answered)
-        if first is None or not expanding["with"]:
-            return first
-        return added(first, opened.phrases.scored(expanding["with"]), weight)
-
-    index._scored = scored
-    try:
+    with Expanded(weight) as expanding:  # the request's expansion while it is searched again
         for api in apis:
             r = api.ranked
             searcher = index.ToolIndex(r.catalog)
@@ -203,16 +235,14 @@ def rm3(apis: list[Api], k: int, terms: int, weight: float, source: str = "alone
                 _, similar, wanted = r.model[at]
                 bm25 = api.bm25[at]
                 first = bm25[:k] if source == "alone" else fuse(bm25, similar, fusion_weight)[:k]
-                chosen = read.expansion([rowid_of[id(tool)] for tool, _ in first], read.own(task["q"]), terms)
-                expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
+                expanding.terms = read.expansion([rowid_of[id(tool)] for tool, _ in first], read.own(task["q"]),
+                                                 terms)
                 hits = searcher.search(task["q"], limit=50, apis=[r.api])
-                expanding["with"] = ""
+                expanding.terms = []
                 second = [(hit.tool, hit.score) for hit in hits]
                 alone = _folded(second if source == "alone" else bm25, wanted, r.place, r.known)
                 fused = _folded(fuse(second, similar, fusion_weight), wanted, r.place, r.known)
                 rows.append(_row(task, alone, r.model[at][0], fused, wanted, api.tools))
-    finally:
-        index._scored = original
     return saved
 
 
@@ -221,23 +251,7 @@ def cost(apis: list[Api], k: int, terms: int) -> None:
     model's side, one more product of the tools' matrix (the mean of `k` rows, times the matrix); BM25's side, the
     search as it is, and with RM3: the search, the expansion chosen from its first `k`, and the search again with the
     expansion's `terms` phrases (the request's own phrases kept from a search before, as a busy gateway keeps them)."""
-    import statistics
-
     from gateway.offer import index
-    from gateway.offer.phrase_scores import added
-
-    def spread(times: list[float]) -> str:
-        ordered = sorted(times)
-        return f"{statistics.median(ordered) * 1e3:.3f} / {ordered[int(0.95 * (len(ordered) - 1))] * 1e3:.3f}"
-
-    original = index._scored
-    expanding = {"with": ""}
-
-    def scored(opened: Any, expression: str, answered: bool) -> Any:
-        first = original(opened, expression, answered)
-        if first is None or not expanding["with"]:
-            return first
-        return added(first, opened.phrases.scored(expanding["with"]), 0.1)
 
     for api in apis:
         r = api.ranked
@@ -253,20 +267,17 @@ def cost(apis: list[Api], k: int, terms: int) -> None:
         opened = searcher._api(r.api)
         read = _Terms(opened.connection)
         rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
-        index._scored = scored
-        try:
+        with Expanded(0.1) as expanding:
             for task in r.requests:
                 searcher.search(task["q"], limit=50, apis=[r.api])  # its phrases kept
                 started = time.thread_time()
                 hits = searcher.search(task["q"], limit=50, apis=[r.api])
                 plain.append(time.thread_time() - started)
-                chosen = read.expansion([rowid_of[id(hit.tool)] for hit in hits[:k]], read.own(task["q"]), terms)
-                expanding["with"] = " OR ".join(f'"{term}"' for term in chosen)
+                expanding.terms = read.expansion([rowid_of[id(hit.tool)] for hit in hits[:k]], read.own(task["q"]),
+                                                 terms)
                 searcher.search(task["q"], limit=50, apis=[r.api])
-                expanding["with"] = ""
+                expanding.terms = []
                 expanded.append(time.thread_time() - started)
-        finally:
-            index._scored = original
         print(f"{api.name} ({len(api.tools)} tools, {len(r.requests)} requests, load {os.getloadavg()[0]:.1f}): "
               f"Rocchio's product {spread(moved)} ms; BM25's search {spread(plain)} ms, with RM3's second pass "
               f"{spread(expanded)} ms", flush=True)

@@ -25,8 +25,10 @@ payment intent; `gateway.offer.abbreviations`); how many over a period adds a us
 reports over a period (`gateway.offer.questions`). The candidates' BM25 is then multiplied by the ranking signals
 (the method asked for, a short path, what the path addresses, whose it is, ...: `gateway.offer.signals`, which says
 what each rewards and why), and a family of functions called on one path (Graph's 124 usage reports under
-`/reports`) takes at most two of the first five places (`gateway.offer.families`). The facts the signals read are
-computed when the index is built (`gateway.offer.index_build`)."""
+`/reports`) takes at most two of the first five places (`gateway.offer.families`). A request that names one of the
+api's services and asks whether it is up (or its version) has that service's own health (or version) check put first
+(`gateway.offer.service_checks`). The facts the signals read are computed when the index is built
+(`gateway.offer.index_build`)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from .phrase_scores import PhraseScores, added, best_rows, named_rowids, rows_am
 from .query import Request, expression_of, read, stems
 from .questions import USAGE
 from .quoted_paths import Quoted, QuotedRows, literal_segments, quoted, quoted_words
+from .service_checks import ServiceChecks
 from .signals import WEIGHTS, Facts, Weights, answerable, collapsed, weighed
 from .tag_table import TagTable
 from .targets import of_api
@@ -100,6 +103,8 @@ class _Opened:
     """The tags its spec describes and their tools (`gateway.offer.tag_table`); None where it describes none."""
     rowids: dict[int, int]
     """Each tool's rowid by the `id` of its facts, where `tags` has any (a lift is by rowid)."""
+    checks: ServiceChecks
+    """Its services' own health and version checks (`gateway.offer.service_checks`)."""
 
     def addresses(self, things: frozenset[str]) -> bool:
         """Whether one of its paths addresses one of the things (a resource's last word ends with it)."""
@@ -148,7 +153,7 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
                    PhraseScores(connection, statements.ANSWERS_BM25, "answers"),
                    literal_segments(tool.path for tool in tools),
                    QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
-                   {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {})
+                   {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {}, ServiceChecks(tools))
 
 
 class ToolIndex:
@@ -224,9 +229,13 @@ class ToolIndex:
             if opened.tags is not None:  # what the spec's tags say: a matched tag's best tools lifted
                 candidates = self._lifted(opened, request.expression, candidates, allowed, answered)
             owner = request.owner_in(opened.knows)
-            scored.extend(collapsed(weighed(candidates, asked, opened.mask(request.stems), request, owner, changes,
-                                            within, displaced, runs, self.weights), owner, as_said.target,
-                                    self.weights))
+            ranked = collapsed(weighed(candidates, asked, opened.mask(request.stems), request, owner, changes, within,
+                                       displaced, runs, self.weights), owner, as_said.target, self.weights)
+            check = opened.checks.asked(query)
+            if check is not None and (allowed is None or allowed(opened.facts[check].tool)):
+                # "is the shipments service up": its own health check, which no word of the request names
+                ranked = _checked(ranked, opened.facts[check], self.weights.service_check)
+            scored.extend(ranked)
         scored.sort(key=lambda pair: -pair[1])
         scored = diversified(scored, lambda facts: facts.family)
         # 4 significant digits, not decimals: in a small api a word in most operations weighs ~1e-6 (FTS5's floor)
@@ -332,6 +341,14 @@ class ToolIndex:
         chosen += itertools.islice(following, _METHOD_CANDIDATES)
         seen = {id(pair[0]) for pair in chosen}
         return chosen + [(facts[rowid - 1], score) for rowid, score in addressed if id(facts[rowid - 1]) not in seen]
+
+
+def _checked(ranked: list[tuple[Facts, float]], check: Facts, lift: float) -> list[tuple[Facts, float]]:
+    """`ranked` with `check` scored `lift` times the first score (1 where nothing else matched), unless its own is
+    more."""
+    top = max((score for _, score in ranked), default=1.0)
+    own = max((score for facts, score in ranked if facts is check), default=0.0)
+    return [*((facts, score) for facts, score in ranked if facts is not check), (check, max(own, lift * top))]
 
 
 def _among(opened: _Opened, expression: str, rowids: Sequence[int], answered: bool) -> list[tuple[int, float]]:

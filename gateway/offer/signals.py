@@ -86,6 +86,9 @@ class Weights:
     by BM25."""
     displaced: float = 3.0
     """The divisor of the thing's own operations then (`updateVersion` for "set the fix version of API-77")."""
+    service_check: float = 1.2
+    """A service's own health or version check, where the request names the service and asks whether it answers or
+    which version it runs: times the api's first score (`gateway.offer.service_checks`; 0, never lifted)."""
 
 
 WEIGHTS = Weights()
