@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config.settings import DEFAULT_MAX_PENDING_APPROVALS
-from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
+from ..errors import (
+    AlreadyDecided,
+    DecisionNotCarriedOut,
+    ForbiddenApproval,
+    GatewayError,
+    RunError,
+    UnknownApproval,
+)
 from ..kernel.caller import bind_caller, current_caller
 from ..messages import NOT_SENT, ToolCall, ToolResult
 from ..store import ApprovalRecord, AuditQuery, RunRecord, Store
@@ -89,12 +96,6 @@ def over_cap(client: str | None, cap: int) -> ToolResult:
         "approver has decided some of them.")
 
 
-class PendingCapReached(GatewayError):
-    """A paused chat run would take its client past its cap of waiting calls: it was not kept."""
-
-    status = 429
-
-
 class ApprovalManager:
     def __init__(self, store: Store, audit: AuditLog | None = None,
                  pending_cap: int | None = DEFAULT_MAX_PENDING_APPROVALS) -> None:
@@ -109,6 +110,17 @@ class ApprovalManager:
         self.store = store
         self.audit = audit
         self.pending_cap = pending_cap
+
+    async def room_for(self, client: str | None, count: int) -> ToolResult | None:
+        """The refusal of `count` more calls of `client` waiting for a human past its cap; None: they fit. A look
+        before a chat run pauses, so that its model reads the refusal as the calls' results; the store counts
+        again, in one step with the hold (`hold_run`), for runs that pause at once. Callers without a key (None)
+        are counted as every pending call, as a store without clients holds only theirs."""
+        cap = self.pending_cap
+        if cap is None:
+            return None
+        waiting = await self.store.list_approvals(status="pending", client=client, limit=cap)
+        return over_cap(client, cap) if len(waiting) + count > cap else None
 
     async def hold_run(self, *, run_id: str, agent: str, client: str | None, result: Any) -> list[ApprovalRecord]:
         """Persist a paused chat run (a RunResult with `pending_approvals` and `state`); no-op when not paused."""
@@ -126,8 +138,9 @@ class ApprovalManager:
         run = RunRecord(id=run_id, agent=agent, kind="chat", client=client,
                         state={"loop": state, "pending": [r.id for r in records], **_owner()})
         if not await self.store.save_run(run, records, pending_cap=self.pending_cap):
-            # The loop asked `room_for` before it paused; another request of the client filled the cap since.
-            raise PendingCapReached(str(over_cap(client, self.pending_cap or 0).error))
+            # The loop asked `room_for` before it paused; another request of the client filled the cap since (the
+            # chat door answers 429 rate_limited, with the steps that ran; none of the paused calls was sent).
+            raise RunError(str(over_cap(client, self.pending_cap or 0).error), "rate_limited")
         await self._audit_pending(records)
         return records
 
