@@ -34,3 +34,54 @@ def test_one_clients_flood_of_waiting_calls_does_not_hide_anothers_from_its_appr
     assert waiting.status_code == 202
     assert waiting.json()["approval_id"] in {a["id"] for a in listed}
     assert upstream.requests == []
+
+
+def _capped(cap: int | None) -> str:
+    return FLOODED + f"gateway: {{{{max_pending_approvals_per_client: {'null' if cap is None else cap}}}}}\n"
+
+
+def test_past_its_cap_a_clients_call_is_refused_unsent_with_a_429_and_audited(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(2))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        held = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)) for _ in range(2)]
+        refused = client.post(path, json=COMMENT, headers=bearer(INTRUDER))
+        other = client.post(path, json=COMMENT, headers=bearer(LEGIT))  # another client's room is its own
+        rows = client.get("/audit?client=intruder&status=rate_limited", headers=bearer(REVIEWER)).json()["data"]
+        denied = client.post(f"/approvals/{held[0].json()['approval_id']}", headers=bearer(REVIEWER),
+                             json={"decision": "deny", "reason": "one at a time"})
+        again = client.post(path, json=COMMENT, headers=bearer(INTRUDER))  # a decision made room for one
+        waiting = client.get("/approvals?client=intruder", headers=bearer(REVIEWER)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert [a.status_code for a in held] == [202, 202] and other.status_code == 202
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limited"
+    assert "already has 2 calls waiting" in error["message"] and "max_pending_approvals_per_client" in error["message"]
+    assert [(r["tool"], r["status"]) for r in rows] == [("createIssueComment", "rate_limited")]
+    assert denied.status_code == 200 and again.status_code == 202
+    assert {a["id"] for a in waiting} == {held[1].json()["approval_id"], again.json()["approval_id"]}
+    assert upstream.requests == []
+
+
+def test_an_approver_sees_every_clients_waiting_calls_and_can_ask_for_one_clients(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(None))  # no cap: the listing alone must be fair
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        flood = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)).json()["approval_id"] for _ in range(30)]
+        legit = client.post(path, json=COMMENT, headers=bearer(LEGIT)).json()["approval_id"]
+        first = client.get("/approvals?limit=5", headers=bearer(REVIEWER)).json()["data"]
+        theirs = client.get("/approvals?client=legit", headers=bearer(REVIEWER)).json()["data"]
+        oldest = client.get("/approvals?client=intruder&limit=3", headers=bearer(REVIEWER)).json()["data"]
+        own = client.get("/approvals?client=intruder", headers=bearer(LEGIT)).json()["data"]  # not its to see
+        nul = client.get("/approvals?client=a%00b", headers=bearer(REVIEWER))
+    safety.store.close()  # type: ignore[attr-defined]
+    assert legit in {a["id"] for a in first} and len(first) == 5
+    assert [a["created"] for a in first] == sorted(a["created"] for a in first)  # shown oldest first
+    assert [a["id"] for a in theirs] == [legit]
+    assert [a["id"] for a in oldest] == flood[:3]
+    assert own == [] and nul.status_code == 400
