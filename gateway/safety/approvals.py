@@ -91,8 +91,8 @@ def over_cap(client: str | None, cap: int) -> ToolResult:
     """The refusal of a call past its client's cap of waiting calls (`gateway.max_pending_approvals_per_client`)."""
     who = f"Client {client!r}" if client is not None else "This caller"
     return ToolResult.failure(
-        "rate_limited", f"{who} already has {cap} calls waiting for a human's approval, its cap "
-        "(gateway.max_pending_approvals_per_client); this call was neither sent nor queued. Call again once an "
+        "rate_limited", f"{who} has as many calls waiting for a human's approval as it may ({cap}: "
+        "gateway.max_pending_approvals_per_client); this call was neither sent nor queued. Call again once an "
         "approver has decided some of them.")
 
 

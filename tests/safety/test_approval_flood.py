@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 from recording_server import RecordingServer
+from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
 from .safety_support import bearer, build_app
@@ -59,7 +60,8 @@ def test_past_its_cap_a_clients_call_is_refused_unsent_with_a_429_and_audited(
     assert refused.status_code == 429, refused.text
     error = refused.json()["error"]
     assert error["code"] == "rate_limited"
-    assert "already has 2 calls waiting" in error["message"] and "max_pending_approvals_per_client" in error["message"]
+    assert "as many calls waiting for a human's approval as it may (2: gateway.max_pending_approvals_per_client)" \
+        in error["message"]
     assert [(r["tool"], r["status"]) for r in rows] == [("createIssueComment", "rate_limited")]
     assert denied.status_code == 200 and again.status_code == 202
     assert {a["id"] for a in waiting} == {held[1].json()["approval_id"], again.json()["approval_id"]}
@@ -85,3 +87,29 @@ def test_an_approver_sees_every_clients_waiting_calls_and_can_ask_for_one_client
     assert [a["id"] for a in theirs] == [legit]
     assert [a["id"] for a in oldest] == flood[:3]
     assert own == [] and nul.status_code == 400
+
+
+def test_a_chat_past_its_clients_cap_gives_the_model_the_refusal_and_goes_on(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(1))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]),  # the first chat waits for a human
+               Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="I could not comment yet."))
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "comment on issue 7"}]}
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        paused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        refused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        rows = client.get("/audit?client=intruder&kind=tool", headers=bearer(REVIEWER)).json()["data"]
+        waiting = client.get("/approvals", headers=bearer(REVIEWER)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert paused.status_code == 200 and len(paused.json()["gateway"]["pending_approvals"]) == 1
+    assert refused.status_code == 200, refused.text
+    body = refused.json()
+    assert body["choices"][0]["message"]["content"] == "I could not comment yet."
+    assert body["gateway"]["pending_approvals"] == []
+    assert [(s["tool"], s["error_type"]) for s in body["gateway"]["steps"]] == [("createIssueComment", "rate_limited")]
+    told = [m for m in llm.bodies()[-1]["messages"] if m["role"] == "tool"]
+    assert "gateway.max_pending_approvals_per_client" in told[-1]["content"]  # the model read why
+    assert [r["status"] for r in rows].count("rate_limited") == 1
+    assert [a["id"] for a in waiting] == [paused.json()["gateway"]["pending_approvals"][0]["id"]]
+    assert upstream.requests == []
