@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
+import pytest
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
+
+from gateway.cli.commands import main
 
 from .safety_support import bearer, build_app
 
@@ -113,3 +117,22 @@ def test_a_chat_past_its_clients_cap_gives_the_model_the_refusal_and_goes_on(
     assert [r["status"] for r in rows].count("rate_limited") == 1
     assert [a["id"] for a in waiting] == [paused.json()["gateway"]["pending_approvals"][0]["id"]]
     assert upstream.requests == []
+
+
+def test_the_terminal_lists_whose_call_waits_and_one_clients_on_request(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    write_project(tmp_path, llm.url, upstream.url, FLOODED)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        flood = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)).json()["approval_id"] for _ in range(3)]
+        legit = client.post(path, json=COMMENT, headers=bearer(LEGIT)).json()["approval_id"]
+    safety.store.close()  # type: ignore[attr-defined]
+    common = ["--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"), "--no-cache",
+              "--store", str(tmp_path / "state.db")]
+    assert main(["approvals", *common]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [*flood, legit]  # every client's, oldest first
+    assert [line.split()[3] for line in lines] == ["intruder"] * 3 + ["legit"]  # whose call each is
+    assert main(["approvals", *common, "--client", "legit", "--json"]) == 0
+    assert [a["id"] for a in json.loads(capsys.readouterr().out)] == [legit]
