@@ -85,7 +85,12 @@ def test_an_approver_sees_every_clients_waiting_calls_and_can_ask_for_one_client
         oldest = client.get("/approvals?client=intruder&limit=3", headers=bearer(REVIEWER)).json()["data"]
         own = client.get("/approvals?client=intruder", headers=bearer(LEGIT)).json()["data"]  # not its to see
         nul = client.get("/approvals?client=a%00b", headers=bearer(REVIEWER))
+        assert client.post("/console/signin", json={"key": REVIEWER}).status_code == 200  # the console's inbox
+        inbox = client.get("/console/approvals?limit=5").text
+        filtered = client.get("/console/approvals?client=legit").text
     safety.store.close()  # type: ignore[attr-defined]
+    assert legit in inbox and 'href="/console/approvals?client=intruder"' in inbox  # one click to one client's
+    assert legit in filtered and not any(f in filtered for f in flood)
     assert legit in {a["id"] for a in first} and len(first) == 5
     assert [a["created"] for a in first] == sorted(a["created"] for a in first)  # shown oldest first
     assert [a["id"] for a in theirs] == [legit]
