@@ -251,7 +251,9 @@ def approvals_select(columns: str, *, status: str | None, run_id: str | None, cl
     """The SQL stores' `list_approvals` query (its last parameter, the limit, is the caller's) and its parameters.
 
     `fair` numbers each client's rows oldest first (a window function: SQLite 3.25+, PostgreSQL) and takes the rows
-    by that turn, so the limit cuts every client at the same depth rather than the newest clients off."""
+    by that turn, so the limit cuts every client at the same depth rather than the newest clients off. Only ids are
+    numbered and sorted (from an index), then the chosen rows read: sorting whole rows (their arguments) took 2.5
+    times as long (bench/approval_queue.py)."""
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("status", status), ("run_id", run_id), ("client", client)):
@@ -261,8 +263,12 @@ def approvals_select(columns: str, *, status: str | None, run_id: str | None, cl
     where = "WHERE " + " AND ".join(clauses) if clauses else ""
     if not fair:
         return f"SELECT {columns} FROM approvals {where} ORDER BY created, id LIMIT {placeholder}", params
-    return (f"SELECT {columns} FROM (SELECT {columns}, ROW_NUMBER() OVER (PARTITION BY client ORDER BY created, id)"
-            f" AS turn FROM approvals {where}) AS numbered ORDER BY turn, created, id LIMIT {placeholder}"), params
+    numbered = (f"SELECT id, created, ROW_NUMBER() OVER (PARTITION BY client ORDER BY created, id) AS turn"
+                f" FROM approvals {where}")
+    chosen = f"SELECT id, created, turn FROM ({numbered}) AS numbered ORDER BY turn, created, id LIMIT {placeholder}"
+    qualified = ", ".join(f"a.{column.strip()}" for column in columns.split(","))
+    return (f"SELECT {qualified} FROM approvals AS a JOIN ({chosen}) AS chosen ON a.id = chosen.id"
+            " ORDER BY chosen.turn, chosen.created, chosen.id"), params
 
 
 class Store(abc.ABC):

@@ -137,8 +137,10 @@ class PostgresStore(PostgresConnections, Store):
                 # at once under READ COMMITTED would each see room for the one call that fills the cap.
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, '')))",
                                    (_HOLD_LOCK_CLASS, run.client))
-                cursor = await conn.execute("SELECT count(*) FROM approvals WHERE status = 'pending'"
-                                            " AND client IS NOT DISTINCT FROM %s", (run.client,))
+                # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
+                same = "client IS NULL" if run.client is None else "client = %s"
+                cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
+                                            () if run.client is None else (run.client,))
                 held = await cursor.fetchone()
                 if held is not None and held[0] + len(approvals) > pending_cap:
                     return False

@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 );
 CREATE INDEX IF NOT EXISTS approvals_run ON approvals (run_id);
 CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
-CREATE INDEX IF NOT EXISTS approvals_client ON approvals (client, status);
+CREATE INDEX IF NOT EXISTS approvals_turns ON approvals (status, client, created, id);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, client TEXT, agent TEXT,
     tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
