@@ -65,6 +65,13 @@ async def _listings(store: Store, limit: int, fair: bool) -> float:
 
 
 async def _measure(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
+    try:
+        return await _rounds(store, rounds, clients, each)
+    finally:
+        await store.aclose()
+
+
+async def _rounds(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
     await _fill(store, clients, each)
     spent: dict[str, list[float]] = {}
     for r in range(rounds):
@@ -75,7 +82,6 @@ async def _measure(store: Store, rounds: int, clients: int, each: int) -> dict[s
             for fair in (False, True):
                 spent.setdefault(f"list {limit}{' in turns' if fair else ''}", []).append(
                     await _listings(store, limit, fair))
-    await store.aclose()
     return {mode: statistics.median(values) for mode, values in spent.items()}
 
 
