@@ -49,6 +49,14 @@ class RefusingInvoke(Protocol):
                      client: str | None) -> ToolResult: ...
 
 
+@runtime_checkable
+class HoldingInvoke(Protocol):
+    """An `Invoke` that says whether `count` more calls of the run's client may wait for a human
+    (`gateway.execution.runner.ToolRunner.hold_refusal`): the refusal that answers each of them instead, or None."""
+
+    async def hold_refusal(self, count: int) -> ToolResult | None: ...
+
+
 @dataclass(slots=True)
 class CallScope:
     """The tool call a run is executing, as a delegated run started inside it sees it."""

@@ -24,7 +24,16 @@ from .dialects.tool import ToolLike
 from .errors import AuditUnavailable
 from .kernel.caller import current_caller
 from .kernel.usage import Usage
-from .loop_calls import CallScope, CheckingInvoke, Invoke, RefusingInvoke, call_step, current_call, result_content
+from .loop_calls import (
+    CallScope,
+    CheckingInvoke,
+    HoldingInvoke,
+    Invoke,
+    RefusingInvoke,
+    call_step,
+    current_call,
+    result_content,
+)
 from .loop_scripts import ScriptCalls
 from .loop_types import Decision, EventHandler, LoopError, LoopEvent, PendingApproval, RunResult, Step
 from .messages import Message, ToolCall, ToolResult
@@ -71,13 +80,19 @@ class TurnCalls:
         handed = [c for c in calls if c.name in self.caller_tools and not truncated]
         if handed:
             calls = [c for c in calls if c not in handed]
+        no_room: dict[str, ToolResult] = {}
         if not truncated and decisions is None:
             gated = [c for c in calls if c.parse_error is None and (t := self.toolset.get(c.name)) is not None
                      and t.needs_approval and not self.offer.code_only and await self._valid(t, c)]
-            if gated:
+            full = await self.invoke.hold_refusal(len(gated)) \
+                if gated and isinstance(self.invoke, HoldingInvoke) else None
+            if gated and full is None:
                 pending = [PendingApproval(id=f"apr_{uuid.uuid4().hex}", agent=self.agent.name, tool=c.name,
                                            arguments=c.arguments, call_id=c.id) for c in gated]
                 return await self.pause(pending, {})
+            # The client has as many calls waiting as it may (gateway.max_pending_approvals_per_client): these
+            # are answered with that refusal, not queued, and the rest of the turn runs.
+            no_room = dict.fromkeys((c.id for c in gated), full) if full is not None else {}
         results: list[ToolResult | None] = [None] * len(calls)
         steps: list[Step | None] = [None] * len(calls)
         runnable: list[tuple[int, AgentTool | None, ToolCall, str | None, Decision | None]] = []
@@ -104,10 +119,10 @@ class TurnCalls:
                                                                            self.iteration)))
                 await self._emit(LoopEvent(type="step_finished", step=steps[index]))
                 continue
-            refusal = self._refusal(call, truncated, (decisions or {}).get(call.id))
+            refusal = no_room.get(call.id) or self._refusal(call, truncated, (decisions or {}).get(call.id))
             if refusal is not None:
                 unread = call.parse_error is not None and refusal.error_type == "invalid_arguments"
-                if unread and call.name in self.toolset.tools:  # a tool's unread arguments: audited as any refusal
+                if (unread or call.id in no_room) and call.name in self.toolset.tools:  # audited as any refusal
                     refusal = await self._recorded(self.toolset.tools[call.name], call, refusal)
                 results[index], steps[index] = await self._refused(call, refusal)
                 continue
@@ -203,8 +218,9 @@ class TurnCalls:
             return ToolResult.failure("code_error", f"the gateway failed to run the script: {exc!r}")
 
     async def _recorded(self, tool: AgentTool, call: ToolCall, refusal: ToolResult) -> ToolResult:
-        """A call refused because its arguments could not be read, recorded by the invoke as a call of its own (its
-        audit row, span and metrics, as a call the validation refused), when it can."""
+        """A call refused before it was checked (its arguments could not be read, or its client has no room for
+        one more call waiting for a human), recorded by the invoke as a call of its own (its audit row, span and
+        metrics, as a call the validation refused), when it can."""
         if not isinstance(self.invoke, RefusingInvoke):
             return refusal
         # Its audit row unwritten, `AuditUnavailable` ends the run (the door answers 503), as for any call.

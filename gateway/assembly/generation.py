@@ -151,7 +151,8 @@ class Generation:
     def runner(self) -> ToolRunner:
         from ..execution.runner import ToolRunner
 
-        return ToolRunner(self.runtime, self.pipeline, self.adapter, observer=self.observer, runs=self._runs)
+        return ToolRunner(self.runtime, self.pipeline, self.adapter, observer=self.observer, runs=self._runs,
+                          approvals=self._safety.approvals if self._safety is not None else None)
 
     @property
     def adapters(self) -> AdapterPool:

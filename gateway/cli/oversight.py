@@ -42,6 +42,7 @@ def add_approvals_parser(commands: Any, add_common: Any) -> None:
     approvals.add_argument("id", nargs="?", help="the approval id (approve, deny)")
     approvals.add_argument("--args", help="approve: run with these arguments instead (a JSON object)")
     approvals.add_argument("--reason", help="why (the model sees it when denied)")
+    approvals.add_argument("--client", help="list: only the calls of this client (else every client's, in turns)")
     approvals.add_argument("--json", action="store_true", help="machine-readable output")
     approvals.add_argument("--store", help="the store (default: gateway.store in agents.yaml)")
 
@@ -178,7 +179,8 @@ def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
 
     async def main() -> list[dict[str, Any]]:
         try:
-            return [approval_dict(a) for a in await ApprovalManager(store).pending(limit=1000)]
+            found = await ApprovalManager(store).pending(limit=1000, client=args.client or None)
+            return [approval_dict(a) for a in found]
         finally:
             await store.aclose()
 
@@ -189,7 +191,8 @@ def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
         print("no pending approvals", file=out)
     for item in [] if args.json else pending:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created"]))
-        print(f"{item['id']}  {when}  {item['agent']}/{item['tool']}  {json.dumps(item['arguments'])}", file=out)
+        who = f"  {item['client']}" if item["client"] is not None else ""  # whose call it is, with `clients`
+        print(f"{item['id']}  {when}{who}  {item['agent']}/{item['tool']}  {json.dumps(item['arguments'])}", file=out)
     return 0
 
 

@@ -57,6 +57,9 @@ part that answers (milliseconds), short enough that a caller hears "did not answ
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
+DEFAULT_MAX_PENDING_APPROVALS = 100
+"""Calls one client may have waiting for approval: more than a reviewer works through in a sitting, far fewer than
+fill an approver's listing of 1,000 (redteam44: one client's 1,000 hid every other client's)."""
 CODE_WORKERS = 16
 """Code-mode sandboxes one process runs at once (`gateway.codemode.sandbox`: one worker process each)."""
 
@@ -210,6 +213,11 @@ class GatewaySettings(Section):
         f"Of the process's {CODE_WORKERS} code-mode sandboxes, the most one client's `run_code` scripts hold at "
         "once: per process, or with `redis` across every instance and worker (as `max_runs_per_client`'s places); "
         "one more script is refused (`rate_limited`, saying when to try again). Default: no cap.", None)
+    max_pending_approvals_per_client: Count | None = doc(
+        "Calls of one client waiting for a human's approval at once (direct and MCP calls, scripts, a chat's "
+        "paused calls; callers without a key count as one client). One more is refused unsent and unqueued "
+        "(`rate_limited`: the model reads it as the tool's result; 429 on the direct door), so one client's flood "
+        "of waiting calls cannot bury another's. Null: no cap.", DEFAULT_MAX_PENDING_APPROVALS)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)

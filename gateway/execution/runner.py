@@ -38,6 +38,7 @@ from .pipeline import Pipeline
 if TYPE_CHECKING:
     from ..observe.runs import RunObserver
     from ..providers.base import ProviderAdapter
+    from ..safety.approvals import ApprovalManager
 
 logger = logging.getLogger("gateway.execution")
 
@@ -48,7 +49,7 @@ AdapterFactory = Callable[[str], "ProviderAdapter"]
 class ToolRunner:
     def __init__(self, runtime: Any, pipeline: Pipeline, adapter_factory: AdapterFactory, *, depth: int = 0,
                  max_depth: int | None = None, agent: str | None = None, observer: RunObserver | None = None,
-                 runs: ShareBook | None = None) -> None:
+                 runs: ShareBook | None = None, approvals: ApprovalManager | None = None) -> None:
         """Run tool calls through the pipeline.
 
         Parameters:
@@ -62,6 +63,8 @@ class ToolRunner:
                 finds here (`gateway.observe.runs`); None: none.
             runs: where each client's runs are counted (`GatewayState.runs`), for the delegations started outside a
                 chat; None: they are not counted.
+            approvals: where calls wait for a human, asked whether a run's client has room for more before the
+                run pauses (`hold_refusal`); None: not asked (the store still refuses past the cap).
         """
         self.runtime = runtime
         self.pipeline = pipeline
@@ -70,6 +73,7 @@ class ToolRunner:
         self.agent = agent
         self.observer = observer
         self.runs = runs
+        self.approvals = approvals
         manifest = getattr(runtime, "manifest", None)
         self.max_depth = max_depth if max_depth is not None else int(getattr(manifest, "max_delegation_depth", 3))
         self._per_agent: dict[str, ToolRunner] = {}
@@ -82,7 +86,8 @@ class ToolRunner:
         if runner is None:
             runner = self._per_agent[agent] = ToolRunner(self.runtime, self.pipeline, self.adapter_factory,
                                                          depth=self.depth, max_depth=self.max_depth, agent=agent,
-                                                         observer=self.observer, runs=self.runs)
+                                                         observer=self.observer, runs=self.runs,
+                                                         approvals=self.approvals)
         return runner
 
     def _plan(self, agent_tool: AgentTool) -> CallPlan:
@@ -97,6 +102,13 @@ class ToolRunner:
         if approval is None and agent_tool.tool is not None:  # a resume that names the approvals by tool
             approval = caller.approvals.get(agent_tool.tool.name)
         return await self.run(agent_tool, call, door="chat", client=caller.client, approval=approval)
+
+    async def hold_refusal(self, count: int) -> ToolResult | None:
+        """The refusal of `count` calls the loop would pause for, when the bound caller's client has no room for
+        them among its calls waiting for a human (`gateway.max_pending_approvals_per_client`); None: room."""
+        if self.approvals is None:
+            return None
+        return await self.approvals.room_for(current_caller().client, count)
 
     async def check(self, agent_tool: AgentTool, call: ToolCall) -> ToolResult | None:
         """The validation stage's refusal of a call, without running it (the loop asks before it queues a call for
@@ -214,7 +226,8 @@ class ToolRunner:
         except (KeyError, GatewayError) as exc:
             return ToolResult.failure("delegate_error", f"agent {name!r} cannot run: {exc}")
         child = ToolRunner(self.runtime, self.pipeline, self.adapter_factory, depth=self.depth + 1,
-                           max_depth=self.max_depth, agent=name, observer=self.observer, runs=self.runs)
+                           max_depth=self.max_depth, agent=name, observer=self.observer, runs=self.runs,
+                           approvals=self.approvals)
         report = sub_run(name)  # the lead's caller sees the sub-agent's steps, live and in the answer
         try:
             # The sub-agent's calls are its own: audit rows and per-agent limits name it, not the lead.

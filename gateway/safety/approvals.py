@@ -31,7 +31,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AlreadyDecided, DecisionNotCarriedOut, ForbiddenApproval, GatewayError, UnknownApproval
+from ..config.settings import DEFAULT_MAX_PENDING_APPROVALS
+from ..errors import (
+    AlreadyDecided,
+    DecisionNotCarriedOut,
+    ForbiddenApproval,
+    GatewayError,
+    RunError,
+    UnknownApproval,
+)
 from ..kernel.caller import bind_caller, current_caller
 from ..messages import NOT_SENT, ToolCall, ToolResult
 from ..store import ApprovalRecord, AuditQuery, RunRecord, Store
@@ -79,16 +87,40 @@ def pending_message(tool: str, approval_id: str) -> str:
             f"`gateway approvals approve|deny {approval_id}`; GET /approvals/{approval_id} then has its answer.")
 
 
+def over_cap(client: str | None, cap: int) -> ToolResult:
+    """The refusal of a call past its client's cap of waiting calls (`gateway.max_pending_approvals_per_client`)."""
+    who = f"Client {client!r}" if client is not None else "This caller"
+    return ToolResult.failure(
+        "rate_limited", f"{who} has as many calls waiting for a human's approval as it may ({cap}: "
+        "gateway.max_pending_approvals_per_client); this call was neither sent nor queued. Call again once an "
+        "approver has decided some of them.")
+
+
 class ApprovalManager:
-    def __init__(self, store: Store, audit: AuditLog | None = None) -> None:
+    def __init__(self, store: Store, audit: AuditLog | None = None,
+                 pending_cap: int | None = DEFAULT_MAX_PENDING_APPROVALS) -> None:
         """Keep and decide approvals.
 
         Parameters:
             store: where approvals and paused runs live.
             audit: records a row for each call put on hold and each denial; None: no audit.
+            pending_cap: calls one client may have waiting at once (`gateway.max_pending_approvals_per_client`);
+                None: no cap.
         """
         self.store = store
         self.audit = audit
+        self.pending_cap = pending_cap
+
+    async def room_for(self, client: str | None, count: int) -> ToolResult | None:
+        """The refusal of `count` more calls of `client` waiting for a human past its cap; None: they fit. A look
+        before a chat run pauses, so that its model reads the refusal as the calls' results; the store counts
+        again, in one step with the hold (`hold_run`), for runs that pause at once. Callers without a key (None)
+        are counted as every pending call, as a store without clients holds only theirs."""
+        cap = self.pending_cap
+        if cap is None:
+            return None
+        waiting = await self.store.list_approvals(status="pending", client=client, limit=cap)
+        return over_cap(client, cap) if len(waiting) + count > cap else None
 
     async def hold_run(self, *, run_id: str, agent: str, client: str | None, result: Any) -> list[ApprovalRecord]:
         """Persist a paused chat run (a RunResult with `pending_approvals` and `state`); no-op when not paused."""
@@ -105,7 +137,10 @@ class ApprovalManager:
         ]
         run = RunRecord(id=run_id, agent=agent, kind="chat", client=client,
                         state={"loop": state, "pending": [r.id for r in records], **_owner()})
-        await self.store.save_run(run, records)
+        if not await self.store.save_run(run, records, pending_cap=self.pending_cap):
+            # The loop asked `room_for` before it paused; another request of the client filled the cap since (the
+            # chat door answers 429 rate_limited, with the steps that ran; none of the paused calls was sent).
+            raise RunError(str(over_cap(client, self.pending_cap or 0).error), "rate_limited")
         await self._audit_pending(records)
         return records
 
@@ -119,7 +154,8 @@ class ApprovalManager:
         run = RunRecord(id=record.run_id, agent=agent, kind="call", client=client,
                         state={"tool": tool, "arguments": arguments, "call_id": call.id, "pending": [approval_id],
                                **_owner()})
-        await self.store.save_run(run, [record])
+        if not await self.store.save_run(run, [record], pending_cap=self.pending_cap):
+            return over_cap(client, self.pending_cap or 0)
         return ToolResult.failure("approval_pending", pending_message(tool, approval_id), approval_id=approval_id)
 
     async def hold_script(self, *, run_id: str | None, agent: str, tool: str, arguments: dict[str, Any],
@@ -133,7 +169,8 @@ class ApprovalManager:
                                 call_id=call_id, client=client)
         run = RunRecord(id=run_id, agent=agent, kind="script", client=client,
                         state={**state, "pending": [approval_id], **_owner()})
-        await self.store.save_run(run, [record])
+        if not await self.store.save_run(run, [record], pending_cap=self.pending_cap):
+            return over_cap(client, self.pending_cap or 0)
         await self._audit_pending([record])
         return ToolResult.failure(
             "approval_pending", f"The script waits at a call of {tool!r} that needs a human's approval; it goes on "
@@ -141,11 +178,19 @@ class ApprovalManager:
             f"approve|deny {approval_id}`), and the decision's answer is the script's result.",
             approval_id=approval_id)
 
-    async def pending(self, *, rights: Rights = Rights.OPEN, limit: int = 100) -> list[ApprovalRecord]:
-        """Pending approvals, oldest first: those `rights` may see (the ones it may decide, and its own)."""
+    async def pending(self, *, rights: Rights = Rights.OPEN, limit: int = 100,
+                      client: str | None = None) -> list[ApprovalRecord]:
+        """Pending approvals that `rights` may see (the ones it may decide, and its own), oldest first; `client`:
+        that client's only.
+
+        Taken in turns by client (every client's oldest, then every client's second oldest, ...), then shown
+        oldest first: one client's many waiting calls cannot fill `limit` and hide another client's from its
+        approvers (redteam44)."""
         whole = rights.everything or rights.admin
-        found = await self.store.list_approvals(status="pending", limit=limit if whole else 10_000)
-        return [a for a in found if whole or rights.sees(a, await self._subject_of(a, rights))][:limit]
+        found = await self.store.list_approvals(status="pending", client=client, limit=limit if whole else 10_000,
+                                                fair=True)
+        shown = [a for a in found if whole or rights.sees(a, await self._subject_of(a, rights))][:limit]
+        return sorted(shown, key=lambda a: (a.created, a.id))
 
     async def visible(self, approval_id: str, rights: Rights = Rights.OPEN) -> ApprovalRecord:
         """The approval, when `rights` may see it; UnknownApproval otherwise (another's is as unknown as none)."""

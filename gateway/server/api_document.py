@@ -54,8 +54,11 @@ _AUDIT_FILTERS = [
 SAFETY_PATHS: dict[str, Any] = {
     "/approvals": {"get": {
         "operationId": "listApprovals", "summary": "Tool calls waiting for a human",
-        "parameters": [_LIMIT],
-        "responses": {"200": {"description": "Pending approvals: id, agent, tool, arguments (redacted), ...",
+        "parameters": [_LIMIT, {"name": "client", "in": "query", "required": False,
+                                "description": "Only the calls of this client.",
+                                "schema": {"type": "string", "pattern": "^[^\\x00]*$"}}],
+        "responses": {"200": {"description": "Pending approvals, oldest first, taken in turns by client up to "
+                                             "`limit`: id, agent, tool, arguments (redacted), ...",
                               "content": {"application/json": {"schema": _DATA_LIST}}}, **_ERRORS},
     }},
     "/approvals/{id}": {"post": {

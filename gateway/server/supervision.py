@@ -146,7 +146,8 @@ class Safety(ServingSafeguards):
     # -- routes -------------------------------------------------------------------------------------
     async def _list_approvals(self, request: Request) -> Response:
         limit = _limit(request, default=100)
-        pending = await self.approvals.pending(rights=rights_of(request.scope), limit=limit)
+        pending = await self.approvals.pending(rights=rights_of(request.scope), limit=limit,
+                                               client=text_param(request.query_params, "client"))
         return JSONResponse({"data": [approval_dict(a, self.redactor.value) for a in pending]})
 
     async def _show_approval(self, request: Request) -> Response:
@@ -371,10 +372,7 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
     or epoch seconds); a bad time, or a NUL character (no stored value holds one; PostgreSQL's text cannot), is a 400
     naming the parameter."""
     def text(name: str) -> str | None:
-        value = params.get(name) or None
-        if value is not None and "\x00" in value:
-            raise APIError(400, f"`{name}` must not contain a NUL character.", param=name)
-        return value
+        return text_param(params, name)
 
     kind = params.get("kind")
     if kind is not None and kind not in AUDIT_KINDS:
@@ -382,6 +380,15 @@ def audit_query(params: Mapping[str, str]) -> AuditQuery:
     return AuditQuery(agent=text("agent"), client=text("client"), tool=text("tool"), status=text("status"),
                       kind=kind, run_id=text("run_id"), since=_time_param(params, "since"),
                       until=_time_param(params, "until"))
+
+
+def text_param(params: Mapping[str, str], name: str) -> str | None:
+    """An exact-match filter (`client`, `agent`, ...): None when absent or empty; a NUL character (no stored value
+    holds one; PostgreSQL's text cannot) is a 400 naming the parameter."""
+    value = params.get(name) or None
+    if value is not None and "\x00" in value:
+        raise APIError(400, f"`{name}` must not contain a NUL character.", param=name)
+    return value
 
 
 def _time_param(params: Mapping[str, str], name: str) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,12 +40,18 @@ class MemoryStore(Store):
         self._ended_sessions: dict[str, float] = {}
         # No awaits happen inside the methods below, so each one is atomic on the event loop.
 
-    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
+                       pending_cap: int | None = None) -> bool:
         if any(a.id in self._approvals for a in approvals):
             raise ValueError("approval id already exists")
+        if pending_cap is not None:
+            held = sum(a.status == "pending" and a.client == run.client for a in self._approvals.values())
+            if held + len(approvals) > pending_cap:
+                return False
         self._runs[run.id] = replace(run, state=copy.deepcopy(run.state), updated=time.time())
         for approval in approvals:
             self._approvals[approval.id] = copy.deepcopy(approval)
+        return True
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)
@@ -55,13 +62,22 @@ class MemoryStore(Store):
         return copy.deepcopy(approval) if approval else None
 
     async def list_approvals(
-        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, client: str | None = None,
+        limit: int = 100, fair: bool = False,
     ) -> list[ApprovalRecord]:
         found = [
-            copy.deepcopy(a) for a in sorted(self._approvals.values(), key=lambda a: a.created)
+            a for a in sorted(self._approvals.values(), key=lambda a: (a.created, a.id))
             if (status is None or a.status == status) and (run_id is None or a.run_id == run_id)
+            and (client is None or a.client == client)
         ]
-        return found[:limit]
+        if fair:
+            earlier: Counter[str | None] = Counter()
+            turn: dict[str, int] = {}
+            for approval in found:
+                turn[approval.id] = earlier[approval.client]
+                earlier[approval.client] += 1
+            found.sort(key=lambda a: turn[a.id])  # stable: oldest first within a turn
+        return [copy.deepcopy(a) for a in found[:limit]]
 
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,

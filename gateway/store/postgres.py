@@ -36,6 +36,7 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
+    approvals_select,
     refill_bucket,
     wait_for,
 )
@@ -51,6 +52,8 @@ except ImportError as exc:  # pragma: no cover - open_store and migrate name the
     raise ImportError("the PostgreSQL store needs psycopg and psycopg_pool: pip install 'psycopg[binary]' "
                       "psycopg-pool") from exc
 
+_HOLD_LOCK_CLASS = 0x686F6C64
+"""The first key of the advisory lock a client's holds take ("hold"); the second is the client's name hashed."""
 _APPROVAL_COLUMNS = ("id, run_id, agent, tool, arguments, call_id, client, status, created, decided, reason,"
                      " decided_arguments, decided_by")
 _AUDIT_COLUMNS = ("time, kind, client, agent, tool, api, arguments, status, http_status, latency_ms, bytes,"
@@ -126,8 +129,21 @@ class PostgresStore(PostgresConnections, Store):
 
     # -- approvals and runs -------------------------------------------------------------------------
     @answered_within
-    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
+                       pending_cap: int | None = None) -> bool:
         async with self._connection() as conn, conn.transaction():
+            if pending_cap is not None:
+                # One client's holds take turns (a lock per client, held to the commit): two instances counting
+                # at once under READ COMMITTED would each see room for the one call that fills the cap.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, '')))",
+                                   (_HOLD_LOCK_CLASS, run.client))
+                # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
+                same = "client IS NULL" if run.client is None else "client = %s"
+                cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
+                                            () if run.client is None else (run.client,))
+                held = await cursor.fetchone()
+                if held is not None and held[0] + len(approvals) > pending_cap:
+                    return False
             await conn.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s::json, %s, {_NOW})"
                 " ON CONFLICT (id) DO UPDATE SET agent = excluded.agent, kind = excluded.kind,"
@@ -142,6 +158,7 @@ class PostgresStore(PostgresConnections, Store):
                         " (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s::json, %s)",
                         [_approval_values(a) for a in approvals],
                     )
+        return True
 
     @answered_within
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -159,20 +176,13 @@ class PostgresStore(PostgresConnections, Store):
 
     @answered_within
     async def list_approvals(
-        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, client: str | None = None,
+        limit: int = 100, fair: bool = False,
     ) -> list[ApprovalRecord]:
-        clauses: list[str] = ["TRUE"]
-        params: list[Any] = []
-        if status is not None:
-            clauses.append("status = %s")
-            params.append(status)
-        if run_id is not None:
-            clauses.append("run_id = %s")
-            params.append(run_id)
+        query, params = approvals_select(_APPROVAL_COLUMNS, status=status, run_id=run_id, client=client, fair=fair,
+                                         placeholder="%s")
         async with self._connection() as conn:
-            cursor = await conn.execute(
-                f"SELECT {_APPROVAL_COLUMNS} FROM approvals WHERE {' AND '.join(clauses)}"  # noqa: S608 - fixed
-                " ORDER BY created, id LIMIT %s", (*params, limit))
+            cursor = await conn.execute(query, (*params, limit))
             rows = await cursor.fetchall()
         return [_approval_from_row(row) for row in rows]
 

@@ -63,6 +63,9 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: the hash of the nonce a connect link's owner's browser holds (bound at the gateway's start page).
     "ALTER TABLE pending_connections ADD COLUMN browser text;",
+    # 6: each client's pending approvals, counted at every hold (gateway.max_pending_approvals_per_client) and
+    # numbered oldest first for the listing that takes clients in turns.
+    "CREATE INDEX approvals_client_pending ON approvals (client, created, id) WHERE status = 'pending';",
 )
 LATEST = len(MIGRATIONS)
 

@@ -170,8 +170,9 @@ class CountedStore(Store):
         self.inner = inner
         self.counters = counters
 
-    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
-        await self.inner.save_run(run, approvals)
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
+                       pending_cap: int | None = None) -> bool:
+        return await self.inner.save_run(run, approvals, pending_cap=pending_cap)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return await self.inner.get_run(run_id)
@@ -180,9 +181,10 @@ class CountedStore(Store):
         return await self.inner.get_approval(approval_id)
 
     async def list_approvals(
-        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, client: str | None = None,
+        limit: int = 100, fair: bool = False,
     ) -> list[ApprovalRecord]:
-        return await self.inner.list_approvals(status=status, run_id=run_id, limit=limit)
+        return await self.inner.list_approvals(status=status, run_id=run_id, client=client, limit=limit, fair=fair)
 
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,

@@ -46,6 +46,7 @@ from .base import (
     RunRecord,
     RunStatus,
     Store,
+    approvals_select,
 )
 from .sqlite_connections import SQLiteConnections
 from .sqlite_tables import (
@@ -65,6 +66,7 @@ from .sqlite_tables import (
     charge_buckets,
     dumps,
     end_session,
+    held_by,
     outcome_values,
     running_values,
     session_ended,
@@ -152,9 +154,13 @@ class SQLiteStore(SQLiteConnections, Store):
         return result
 
     # -- approvals and runs -------------------------------------------------------------------------
-    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord]) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            def body() -> None:
+    async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
+                       pending_cap: int | None = None) -> bool:
+        def work(conn: sqlite3.Connection) -> bool:
+            def body() -> bool:
+                # BEGIN IMMEDIATE: no other writer, in this process or another, counts between our count and insert
+                if pending_cap is not None and held_by(conn, run.client) + len(approvals) > pending_cap:
+                    return False
                 conn.execute(
                     "INSERT OR REPLACE INTO runs (id, agent, kind, client, status, state, created, updated)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -165,10 +171,11 @@ class SQLiteStore(SQLiteConnections, Store):
                     f"INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [approval_values(a) for a in approvals],
                 )
+                return True
 
-            self._transaction(conn, body)
+            return self._transaction(conn, body)
 
-        await self._run(work)
+        return await self._run(work)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def work(conn: sqlite3.Connection) -> RunRecord | None:
@@ -190,23 +197,13 @@ class SQLiteStore(SQLiteConnections, Store):
         return await self._run(work)
 
     async def list_approvals(
-        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, limit: int = 100
+        self, *, status: ApprovalStatus | None = "pending", run_id: str | None = None, client: str | None = None,
+        limit: int = 100, fair: bool = False,
     ) -> list[ApprovalRecord]:
-        clauses: list[str] = []
-        params: list[str] = []
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        if run_id is not None:
-            clauses.append("run_id = ?")
-            params.append(run_id)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        query, params = approvals_select(APPROVAL_COLUMNS, status=status, run_id=run_id, client=client, fair=fair)
 
         def work(conn: sqlite3.Connection) -> list[ApprovalRecord]:
-            rows = conn.execute(
-                f"SELECT {APPROVAL_COLUMNS} FROM approvals {where} ORDER BY created LIMIT ?", (*params, limit)
-            ).fetchall()
-            return [approval_from_row(row) for row in rows]
+            return [approval_from_row(row) for row in conn.execute(query, (*params, limit)).fetchall()]
 
         return await self._run(work)
 

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS approvals (
 );
 CREATE INDEX IF NOT EXISTS approvals_run ON approvals (run_id);
 CREATE INDEX IF NOT EXISTS approvals_status ON approvals (status, created);
+CREATE INDEX IF NOT EXISTS approvals_turns ON approvals (status, client, created, id);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY, time REAL NOT NULL, kind TEXT NOT NULL, client TEXT, agent TEXT,
     tool TEXT, api TEXT, arguments TEXT, status TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
@@ -105,6 +106,12 @@ def charge_buckets(conn: sqlite3.Connection, buckets: Sequence[Bucket], cost: fl
         conn.executemany("INSERT OR REPLACE INTO buckets (key, tokens, updated) VALUES (?, ?, ?)",
                          [(b.key, t - cost, now) for t, b in zip(levels, buckets, strict=True)])
     return retry_after
+
+
+def held_by(conn: sqlite3.Connection, client: str | None) -> int:
+    """How many approvals of `client` (None: callers without a key) are pending."""
+    row = conn.execute("SELECT COUNT(*) FROM approvals WHERE status = 'pending' AND client IS ?", (client,)).fetchone()
+    return int(row[0])
 
 
 def upgrade_schema(conn: sqlite3.Connection) -> None:

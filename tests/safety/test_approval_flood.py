@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
 from recording_server import RecordingServer
+from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
+
+from gateway.cli.commands import main
 
 from .safety_support import bearer, build_app
 
@@ -21,9 +25,6 @@ clients:
 COMMENT = {"owner": "acme", "repo": "app", "issue_number": 7, "body": "ship it"}
 
 
-@pytest.mark.skip(reason="open finding (redteam44): pending approvals have no per-client cap and GET /approvals "
-                         "lists the oldest first, at most 1,000 (the console 200), with no filter by client: one "
-                         "client's 1,000 waiting calls hide every later one of other clients from their approvers")
 def test_one_clients_flood_of_waiting_calls_does_not_hide_anothers_from_its_approver(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
     write_project(tmp_path, llm.url, upstream.url, FLOODED)
@@ -38,3 +39,105 @@ def test_one_clients_flood_of_waiting_calls_does_not_hide_anothers_from_its_appr
     assert waiting.status_code == 202
     assert waiting.json()["approval_id"] in {a["id"] for a in listed}
     assert upstream.requests == []
+
+
+def _capped(cap: int | None) -> str:
+    return FLOODED + f"gateway: {{{{max_pending_approvals_per_client: {'null' if cap is None else cap}}}}}\n"
+
+
+def test_past_its_cap_a_clients_call_is_refused_unsent_with_a_429_and_audited(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(2))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        held = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)) for _ in range(2)]
+        refused = client.post(path, json=COMMENT, headers=bearer(INTRUDER))
+        other = client.post(path, json=COMMENT, headers=bearer(LEGIT))  # another client's room is its own
+        rows = client.get("/audit?client=intruder&status=rate_limited", headers=bearer(REVIEWER)).json()["data"]
+        denied = client.post(f"/approvals/{held[0].json()['approval_id']}", headers=bearer(REVIEWER),
+                             json={"decision": "deny", "reason": "one at a time"})
+        again = client.post(path, json=COMMENT, headers=bearer(INTRUDER))  # a decision made room for one
+        waiting = client.get("/approvals?client=intruder", headers=bearer(REVIEWER)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert [a.status_code for a in held] == [202, 202] and other.status_code == 202
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limited"
+    assert "as many calls waiting for a human's approval as it may (2: gateway.max_pending_approvals_per_client)" \
+        in error["message"]
+    assert [(r["tool"], r["status"]) for r in rows] == [("createIssueComment", "rate_limited")]
+    assert denied.status_code == 200 and again.status_code == 202
+    assert {a["id"] for a in waiting} == {held[1].json()["approval_id"], again.json()["approval_id"]}
+    assert upstream.requests == []
+
+
+def test_an_approver_sees_every_clients_waiting_calls_and_can_ask_for_one_clients(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(None))  # no cap: the listing alone must be fair
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        flood = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)).json()["approval_id"] for _ in range(30)]
+        legit = client.post(path, json=COMMENT, headers=bearer(LEGIT)).json()["approval_id"]
+        first = client.get("/approvals?limit=5", headers=bearer(REVIEWER)).json()["data"]
+        theirs = client.get("/approvals?client=legit", headers=bearer(REVIEWER)).json()["data"]
+        oldest = client.get("/approvals?client=intruder&limit=3", headers=bearer(REVIEWER)).json()["data"]
+        own = client.get("/approvals?client=intruder", headers=bearer(LEGIT)).json()["data"]  # not its to see
+        nul = client.get("/approvals?client=a%00b", headers=bearer(REVIEWER))
+        assert client.post("/console/signin", json={"key": REVIEWER}).status_code == 200  # the console's inbox
+        inbox = client.get("/console/approvals?limit=5").text
+        filtered = client.get("/console/approvals?client=legit").text
+    safety.store.close()  # type: ignore[attr-defined]
+    assert legit in inbox and 'href="/console/approvals?client=intruder"' in inbox  # one click to one client's
+    assert legit in filtered and not any(f in filtered for f in flood)
+    assert legit in {a["id"] for a in first} and len(first) == 5
+    assert [a["created"] for a in first] == sorted(a["created"] for a in first)  # shown oldest first
+    assert [a["id"] for a in theirs] == [legit]
+    assert [a["id"] for a in oldest] == flood[:3]
+    assert own == [] and nul.status_code == 400
+
+
+def test_a_chat_past_its_clients_cap_gives_the_model_the_refusal_and_goes_on(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    write_project(tmp_path, llm.url, upstream.url, _capped(1))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]),  # the first chat waits for a human
+               Reply(calls=[Call("createIssueComment", COMMENT)]), Reply(text="I could not comment yet."))
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "comment on issue 7"}]}
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        paused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        refused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        rows = client.get("/audit?client=intruder&kind=tool", headers=bearer(REVIEWER)).json()["data"]
+        waiting = client.get("/approvals", headers=bearer(REVIEWER)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert paused.status_code == 200 and len(paused.json()["gateway"]["pending_approvals"]) == 1
+    assert refused.status_code == 200, refused.text
+    body = refused.json()
+    assert body["choices"][0]["message"]["content"] == "I could not comment yet."
+    assert body["gateway"]["pending_approvals"] == []
+    assert [(s["tool"], s["error_type"]) for s in body["gateway"]["steps"]] == [("createIssueComment", "rate_limited")]
+    told = [m for m in llm.bodies()[-1]["messages"] if m["role"] == "tool"]
+    assert "gateway.max_pending_approvals_per_client" in told[-1]["content"]  # the model read why
+    assert [r["status"] for r in rows].count("rate_limited") == 1
+    assert [a["id"] for a in waiting] == [paused.json()["gateway"]["pending_approvals"][0]["id"]]
+    assert upstream.requests == []
+
+
+def test_the_terminal_lists_whose_call_waits_and_one_clients_on_request(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    write_project(tmp_path, llm.url, upstream.url, FLOODED)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        path = "/agents/triage/tools/createIssueComment"
+        flood = [client.post(path, json=COMMENT, headers=bearer(INTRUDER)).json()["approval_id"] for _ in range(3)]
+        legit = client.post(path, json=COMMENT, headers=bearer(LEGIT)).json()["approval_id"]
+    safety.store.close()  # type: ignore[attr-defined]
+    common = ["--specs", str(tmp_path / "specs"), "--agents", str(tmp_path / "agents.yaml"), "--no-cache",
+              "--store", str(tmp_path / "state.db")]
+    assert main(["approvals", *common]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [*flood, legit]  # every client's, oldest first
+    assert [line.split()[3] for line in lines] == ["intruder"] * 3 + ["legit"]  # whose call each is
+    assert main(["approvals", *common, "--client", "legit", "--json"]) == 0
+    assert [a["id"] for a in json.loads(capsys.readouterr().out)] == [legit]

@@ -26,7 +26,7 @@ PAGE_ROWS = 200
 
 
 def routes(console: Console) -> list[Route]:
-    from ..supervision import audit_query
+    from ..supervision import audit_query, text_param
 
     safety = console.safety
 
@@ -51,9 +51,10 @@ def routes(console: Console) -> list[Route]:
 
     async def approvals_page(request: Request) -> Response:
         viewer = viewer_of(request)
-        pending = await safety.approvals.pending(rights=viewer.rights, limit=PAGE_ROWS)
+        client = text_param(request.query_params, "client")
+        pending = await safety.approvals.pending(rights=viewer.rights, limit=PAGE_ROWS, client=client)
         items = [approval_dict(a, safety.redactor.value) for a in pending]
-        return console.render(request, "approvals.html", approvals=items, title="Approvals")
+        return console.render(request, "approvals.html", approvals=items, client=client, title="Approvals")
 
     async def decide(request: Request) -> Response:
         viewer = viewer_of(request)
