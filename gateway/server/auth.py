@@ -163,6 +163,13 @@ def check_bind(host: str, clients: Mapping[str, ClientConfig], *, allow_public: 
     )
 
 
+def agent_forbidden(agent: str, allowed: Iterable[str]) -> APIError:
+    """403 for a key that may not use `agent`, naming the agents it may use: a mistyped agent name then reads as a
+    typo, not as a permission the key lacks (the key's own agents are no other client's secret)."""
+    mine = ", ".join(sorted(allowed)) or "none"
+    return APIError(403, f"This key may not use agent {agent!r}; its agents are: {mine}.", code="agent_forbidden")
+
+
 class Access:
     """What the auth layer learned of a request, for the gates after routing: its client and the limiter."""
 
@@ -178,7 +185,7 @@ class Access:
         """Charge the request and check the client may use `agent` (None: a door of no agent); APIError if not."""
         client = self.client
         if client is not None and agent is not None and not client.may_use(agent):
-            raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
+            raise agent_forbidden(agent, client.agents)
         if self.limiter is not None:
             try:
                 await self.limiter.check_request(client.name if client else None, agent)

@@ -91,6 +91,10 @@ def test_each_key_only_its_agents() -> None:
     assert client.get("/agents/weather/tools", headers=_bearer(KEY_ALL)).status_code == 200
     denied = client.post("/v1/chat/completions", headers=_bearer(KEY_CI), json={"model": "weather"})
     assert denied.status_code == 403 and denied.json()["error"]["code"] == "agent_forbidden"
+    # a mistyped or another's agent: the refusal names the key's own, so a typo reads as one (user44)
+    assert "its agents are: clerk." in denied.json()["error"]["message"]
+    refused = client.post("/mcp/weather", headers=_bearer(KEY_CI), content=b"{}")
+    assert "its agents are: clerk." in refused.json()["error"]["message"]
     allowed = client.post("/v1/chat/completions", headers=_bearer(KEY_CI), json={"model": "clerk", "x": 1})
     assert allowed.status_code == 200 and json.loads(allowed.json()["body"]) == {"model": "clerk", "x": 1}
     assert allowed.json()["agents"] == ["clerk"]

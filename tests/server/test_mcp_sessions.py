@@ -162,6 +162,7 @@ def test_under_a_url_prefix_a_key_reaches_only_its_agents(tmp_path: Path, llm: L
             refused = _open(client, url + path, _key(WEATHER_KEY))
             assert refused.status_code == 403, (path, refused.text)
             assert refused.json()["error"]["code"] == "agent_forbidden"
+            assert "its agents are: weather." in refused.json()["error"]["message"], refused.text
         _session(_open(client, f"{url}/mcp/weather", _key(WEATHER_KEY)), _key(WEATHER_KEY))
     assert not upstream.requests
 

@@ -31,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ...asgi import StatusWatch
 from ...assembly import GatewayState
 from ..api_errors import APIError
+from ..auth import agent_forbidden
 from .found import FoundTools
 from .inline import Identity, InlineSessions
 from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
@@ -143,7 +144,7 @@ class MCPEndpoint:
             raise APIError(404, f"Unknown agent {agent!r}; the agents are: {known}.", code="unknown_agent")
         allowed = scope.get("gateway.agents")  # the auth layer's: the client key's agents (None: every agent)
         if isinstance(allowed, set) and agent not in allowed:
-            raise APIError(403, f"This key may not use agent {agent!r}.", code="agent_forbidden")
+            raise agent_forbidden(agent, allowed)
         return agent
 
     async def _opening(self, owner: str, identity: Identity, scope: Scope, receive: Receive, send: Send) -> None:
