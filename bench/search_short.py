@@ -2,7 +2,8 @@
 judged parts by what they have in common, and the ideas that census points to, measured on all of `DEV`.
 
     python bench/search_short.py census [--apis graph docker here] [--parts round27 round28 round29]
-    python bench/search_short.py judge --base main LABEL ...   # the keep rule on DEV (round12..round29)
+    python bench/search_short.py variants [--apis ...]   # the ideas' lists, saved as search_misses.py rank saves them
+    python bench/search_agreement.py judge --base main LABEL ...   # the keep rule on DEV (round12..round29)
 
 `census` prints each fused miss@5 of the parts: the right tool's place in the fusion, BM25's list and the model's;
 the fusion's first three (method, path) and the request's words each holds; and, for every match term of the
@@ -10,7 +11,20 @@ request, which texts of the right tool hold it (stemmed as bench/search_rankers.
 description, its path, its parameters' names and descriptions, what it answers (`answer_text`: the response's field
 names) and its tags. Then counts: misses whose right tool holds no word of the request in any of them.
 
-`judge` is `search_agreement.judge` with `round29` shown (`DEV` is `search_misses.DEV`: `round12`..`round29`).
+`variants` searches every `DEV` request once as main does (`search_agreement.Lists`) and saves, beside main's lists,
+each idea's (`ranked-LABEL.json` in `search_misses.DATA`), which `search_agreement.py judge` holds to the keep rule:
+
+- `semi-first`: a situation before a semicolon and the request after it ("the reporting container died; bring it
+  back up") read request first, as main reads a comma's (`arguments._request_first`): the request's verb is its
+  first word. Both rankers read it (the model's embedding is the request's whole text, unchanged).
+- `negated`: what a request says not to do or not to touch ("without deleting it", "don't make a new one", "not the
+  ones added") left out of BM25's words: from the negation to the clause's end.
+- `purpose`: the purpose a request gives after "so" ("publish this build so the other hosts can pull it", "so the
+  current plugin keeps running") left out of BM25's words, as `negated` leaves a negation out.
+- `covered-gG`: the fusion's trust in BM25 scaled by how much of the request BM25's first place holds: the share
+  `c` of the request's match terms (stemmed) found in the first's indexed text (name, path, summary, tags, its
+  parameters, what it answers); the model's weight divided by `c ** G` (BM25 alone unchanged). Where BM25's first
+  holds one word of eight, the model's confident first is not buried under it.
 `round30` (the lead's judge this session) and `round31` are never read: `search_misses`'s assert.
 What was measured: bench/README.md, "The APIs that stay short".
 """
@@ -20,7 +34,9 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search_agreement import Lists  # noqa: E402
-from bench.search_misses import APIS, DEV, _first  # noqa: E402
+from bench.search_misses import APIS, DEV, _first, _folded  # noqa: E402
 
 CENSUS = ("round27", "round28", "round29")
+IDEAS = ("semi-first", "negated", "purpose", "covered")
 TEXTS = ("summary", "description", "path", "parameters", "answers", "tags")
 
 
@@ -92,14 +109,121 @@ def census(names: list[str], parts: tuple[str, ...]) -> None:
         print(f"{count:5d}  {key}")
 
 
+_SEMICOLON = re.compile(r"\s*;\s*")
+_NEGATED = re.compile(r"\b(?:without|instead\s+of|not|don[\'’]t|do\s+not|never)\b[^,;:.!?]*", re.IGNORECASE)
+"""A negation and the rest of its clause: "without deleting it", "don't make a new one", "not the ones added"."""
+_PURPOSE = re.compile(r"\bso\s+(?!far\b|much\b|many\b|long\b|often\b)[^,;:.!?]*", re.IGNORECASE)
+"""A purpose after "so" and the rest of its clause: "publish this build so the other hosts can pull it" (not "so
+far", "so many")."""
+
+
+def semicolon_first(query: str) -> str:
+    """`query` with the first clause after a semicolon that asks (starts with a verb) read first, when the first
+    clause does not ask."""
+    from gateway.offer import arguments
+
+    clauses = _SEMICOLON.split(query)
+    if len(clauses) < 2 or arguments._asks(clauses[0]):  # noqa: SLF001 (this repo's own reading, measured here)
+        return query
+    asking = next((at for at, clause in enumerate(clauses) if at and arguments._asks(clause)), None)  # noqa: SLF001
+    if asking is None:
+        return query
+    return " ".join([clauses[asking], *(clause for at, clause in enumerate(clauses) if at != asking)])
+
+
+def unnegated(query: str) -> str:
+    """`query` without what it says not to do (`_NEGATED`)."""
+    return _NEGATED.sub(" ", query)
+
+
+def unpurposed(query: str) -> str:
+    """`query` without the purpose it gives (`_PURPOSE`)."""
+    return _PURPOSE.sub(" ", query)
+
+
+def coverage(tool: Any, query: str, held: dict[int, set[str]]) -> float:
+    """The share of `query`'s match terms (any alternative, stemmed) that `tool`'s indexed text holds."""
+    from bench.search_rankers import _stem
+    from gateway.offer.query import read
+
+    if id(tool) not in held:  # the description's first paragraph is what the index reads of it
+        held[id(tool)] = set().union(_description_first(tool), *(stems for key, stems in texts(tool).items()
+                                                                 if key != "description"))
+    terms = [{_stem(w) for a in alternatives for w in a.replace('"', " ").split()}
+             for alternatives in read(query).terms]
+    return sum(1 for stems in terms if stems & held[id(tool)]) / len(terms) if terms else 1.0
+
+
+def _description_first(tool: Any) -> set[str]:
+    from bench.search_rankers import _stems_of
+    from bench.search_text import main_paragraph
+
+    return _stems_of(main_paragraph(tool))
+
+
+def variants(names: list[str], gains: list[float], ideas: list[str]) -> None:
+    """Every `DEV` request of `names` searched as main does, then with each idea (the module's list): each idea's
+    lists saved under its label, main's as `main-again` (the same rows as `search_misses.py rank --label main`)."""
+    from bench.search_agreement import _save, _totals
+    from bench.search_misses import _weight
+    from gateway.offer import arguments, query
+    from gateway.offer.fusion import fuse
+
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
+    weight = _weight()
+    for name in names:
+        lists = Lists(name)
+        saved["main-again"][name] = [lists.row(at, rows) for at, rows in enumerate(lists.rows)]
+        for label, reading, patched in (("semi-first", semicolon_first, (arguments, "_request_first")),
+                                        ("negated", unnegated, (query, "asked")),
+                                        ("purpose", unpurposed, (query, "asked"))):
+            if label not in ideas:
+                continue
+            module, attribute = patched
+            original = getattr(module, attribute)
+            setattr(module, attribute, lambda text, original=original, reading=reading: original(reading(text)))
+            try:
+                rows = saved[label][name] = []
+                moved = 0
+                for at, task in enumerate(lists.requests):
+                    if reading(task["q"]) == task["q"]:
+                        rows.append(lists.row(at, lists.rows[at]))
+                        continue
+                    moved += 1
+                    hits = lists.searcher.search(task["q"], limit=50, apis=[lists.api])
+                    rows.append(lists.row(at, lists.lists(at, [(hit.tool, hit.score) for hit in hits])))
+            finally:
+                setattr(module, attribute, original)
+            print(f"{name}: {label} reads {moved} requests otherwise", flush=True)
+        held: dict[int, set[str]] = {}
+        shares = [coverage(bm25[0][0], task["q"], held) if bm25 else 1.0
+                  for task, bm25 in zip(lists.requests, lists.bm25, strict=True)]
+        for gain in gains if "covered" in ideas else ():
+            rows = saved[f"covered-g{gain:g}"][name] = []
+            for at, bm25 in enumerate(lists.bm25):
+                best, similar, wanted = lists.model[at]
+                alone, _, _, _ = lists.rows[at]
+                trust = max(shares[at], 0.05) ** gain
+                fused = _folded(fuse(bm25, similar, weight / trust), wanted, lists.place, lists.known)
+                rows.append(lists.row(at, (alone, best, fused, wanted)))
+        print(f"{name}: done ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f})", flush=True)
+        _save(saved)
+    _totals(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["census"])
-    parser.add_argument("--apis", nargs="+", choices=APIS, default=["graph", "docker", "here"])
+    parser.add_argument("stage", choices=["census", "variants"])
+    parser.add_argument("--gains", nargs="+", type=float, default=[0.5, 1.0, 2.0])
+    parser.add_argument("--ideas", nargs="+", choices=IDEAS, default=list(IDEAS))
+    parser.add_argument("--apis", nargs="+", choices=APIS, help="default: census graph docker here; variants all")
     parser.add_argument("--parts", nargs="+", choices=DEV, default=list(CENSUS))
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    census(args.apis, tuple(args.parts))
+    if args.stage == "census":
+        census(args.apis or ["graph", "docker", "here"], tuple(args.parts))
+    else:
+        variants(args.apis or list(APIS), args.gains, args.ideas)
     return 0
 
 
