@@ -21,10 +21,14 @@ each idea's (`ranked-LABEL.json` in `search_misses.DATA`), which `search_agreeme
   ones added") left out of BM25's words: from the negation to the clause's end.
 - `purpose`: the purpose a request gives after "so" ("publish this build so the other hosts can pull it", "so the
   current plugin keeps running") left out of BM25's words, as `negated` leaves a negation out.
+- `clauses`: `semi-first` and `purpose` together; `clauses-all`: and `negated`.
 - `covered-gG`: the fusion's trust in BM25 scaled by how much of the request BM25's first place holds: the share
   `c` of the request's match terms (stemmed) found in the first's indexed text (name, path, summary, tags, its
   parameters, what it answers); the model's weight divided by `c ** G` (BM25 alone unchanged). Where BM25's first
-  holds one word of eight, the model's confident first is not buried under it.
+  holds one word of eight, the model's confident first is not buried under it. `-headN`: the share BM25's first
+  `N` places hold together.
+- `covered-each-gG`: each of BM25's 50 scored times its own share `c ** G` (both rankers read the list re-sorted):
+  a place that holds few of the request's words falls behind one that holds more.
 `round30` (the lead's judge this session) and `round31` are never read: `search_misses`'s assert.
 What was measured: bench/README.md, "The APIs that stay short".
 """
@@ -33,10 +37,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +53,7 @@ from bench.search_agreement import Lists  # noqa: E402
 from bench.search_misses import APIS, DEV, _first, _folded  # noqa: E402
 
 CENSUS = ("round27", "round28", "round29")
-IDEAS = ("semi-first", "negated", "purpose", "covered")
+IDEAS = ("semi-first", "negated", "purpose", "clauses", "clauses-all", "covered", "covered-each")
 TEXTS = ("summary", "description", "path", "parameters", "answers", "tags")
 
 
@@ -141,17 +147,23 @@ def unpurposed(query: str) -> str:
     return _PURPOSE.sub(" ", query)
 
 
-def coverage(tool: Any, query: str, held: dict[int, set[str]]) -> float:
-    """The share of `query`'s match terms (any alternative, stemmed) that `tool`'s indexed text holds."""
+def match_stems(query: str) -> list[set[str]]:
+    """`query`'s match terms, each as the stems of its alternatives."""
     from bench.search_rankers import _stem
     from gateway.offer.query import read
 
-    if id(tool) not in held:  # the description's first paragraph is what the index reads of it
-        held[id(tool)] = set().union(_description_first(tool), *(stems for key, stems in texts(tool).items()
-                                                                 if key != "description"))
-    terms = [{_stem(w) for a in alternatives for w in a.replace('"', " ").split()}
-             for alternatives in read(query).terms]
-    return sum(1 for stems in terms if stems & held[id(tool)]) / len(terms) if terms else 1.0
+    return [{_stem(w) for a in alternatives for w in a.replace('"', " ").split()} for alternatives in read(query).terms]
+
+
+def coverage(head: list[tuple[Any, float]], terms: list[set[str]], held: dict[int, set[str]]) -> float:
+    """The share of the request's match `terms` (`match_stems`) that the indexed text of the tools of `head` (a
+    list's first places) holds, together."""
+    for tool, _ in head:
+        if id(tool) not in held:  # the description's first paragraph is what the index reads of it
+            held[id(tool)] = set().union(_description_first(tool), *(stems for key, stems in texts(tool).items()
+                                                                     if key != "description"))
+    together = set().union(*(held[id(tool)] for tool, _ in head))
+    return sum(1 for stems in terms if stems & together) / len(terms) if terms else 1.0
 
 
 def _description_first(tool: Any) -> set[str]:
@@ -161,7 +173,11 @@ def _description_first(tool: Any) -> set[str]:
     return _stems_of(main_paragraph(tool))
 
 
-def variants(names: list[str], gains: list[float], ideas: list[str]) -> None:
+def _wrapped(was: Callable[[str], str], reading: Callable[[str], str]) -> Callable[[str], str]:
+    return lambda text: was(reading(text))
+
+
+def variants(names: list[str], gains: list[float], ideas: list[str], heads: list[int]) -> None:
     """Every `DEV` request of `names` searched as main does, then with each idea (the module's list): each idea's
     lists saved under its label, main's as `main-again` (the same rows as `search_misses.py rank --label main`)."""
     from bench.search_agreement import _save, _totals
@@ -174,38 +190,47 @@ def variants(names: list[str], gains: list[float], ideas: list[str]) -> None:
     for name in names:
         lists = Lists(name)
         saved["main-again"][name] = [lists.row(at, rows) for at, rows in enumerate(lists.rows)]
-        for label, reading, patched in (("semi-first", semicolon_first, (arguments, "_request_first")),
-                                        ("negated", unnegated, (query, "asked")),
-                                        ("purpose", unpurposed, (query, "asked"))):
+        semicolon = (semicolon_first, arguments, "_request_first")
+        negation, purpose = (unnegated, query, "asked"), (unpurposed, query, "asked")
+        for label, readings in (("semi-first", (semicolon,)), ("negated", (negation,)), ("purpose", (purpose,)),
+                                ("clauses", (semicolon, purpose)), ("clauses-all", (semicolon, purpose, negation))):
             if label not in ideas:
                 continue
-            module, attribute = patched
-            original = getattr(module, attribute)
-            setattr(module, attribute, lambda text, original=original, reading=reading: original(reading(text)))
+            originals = [(module, attribute, getattr(module, attribute)) for _, module, attribute in readings]
+            for reading, module, attribute in readings:
+                setattr(module, attribute, _wrapped(getattr(module, attribute), reading))
             try:
                 rows = saved[label][name] = []
                 moved = 0
                 for at, task in enumerate(lists.requests):
-                    if reading(task["q"]) == task["q"]:
+                    if all(reading(task["q"]) == task["q"] for reading, _, _ in readings):
                         rows.append(lists.row(at, lists.rows[at]))
                         continue
                     moved += 1
                     hits = lists.searcher.search(task["q"], limit=50, apis=[lists.api])
                     rows.append(lists.row(at, lists.lists(at, [(hit.tool, hit.score) for hit in hits])))
             finally:
-                setattr(module, attribute, original)
+                for module, attribute, original in reversed(originals):
+                    setattr(module, attribute, original)
             print(f"{name}: {label} reads {moved} requests otherwise", flush=True)
         held: dict[int, set[str]] = {}
-        shares = [coverage(bm25[0][0], task["q"], held) if bm25 else 1.0
-                  for task, bm25 in zip(lists.requests, lists.bm25, strict=True)]
-        for gain in gains if "covered" in ideas else ():
-            rows = saved[f"covered-g{gain:g}"][name] = []
+        terms = [match_stems(task["q"]) for task in lists.requests]
+        shares = {head: [coverage(bm25[:head], terms[at], held) if bm25 else 1.0
+                         for at, bm25 in enumerate(lists.bm25)] for head in heads}
+        for head, gain in itertools.product(heads, gains) if "covered" in ideas else ():
+            rows = saved[f"covered-g{gain:g}" + (f"-head{head}" if head > 1 else "")][name] = []
             for at, bm25 in enumerate(lists.bm25):
                 best, similar, wanted = lists.model[at]
                 alone, _, _, _ = lists.rows[at]
-                trust = max(shares[at], 0.05) ** gain
+                trust = max(shares[head][at], 0.05) ** gain
                 fused = _folded(fuse(bm25, similar, weight / trust), wanted, lists.place, lists.known)
                 rows.append(lists.row(at, (alone, best, fused, wanted)))
+        for gain in gains if "covered-each" in ideas else ():
+            rows = saved[f"covered-each-g{gain:g}"][name] = []
+            for at, bm25 in enumerate(lists.bm25):
+                held_by = [(tool, score * max(coverage([(tool, score)], terms[at], held), 0.05) ** gain)
+                           for tool, score in bm25]
+                rows.append(lists.row(at, lists.lists(at, sorted(held_by, key=lambda pair: -pair[1]))))
         print(f"{name}: done ({time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f})", flush=True)
         _save(saved)
     _totals(saved)
@@ -216,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=["census", "variants"])
     parser.add_argument("--gains", nargs="+", type=float, default=[0.5, 1.0, 2.0])
     parser.add_argument("--ideas", nargs="+", choices=IDEAS, default=list(IDEAS))
+    parser.add_argument("--heads", nargs="+", type=int, default=[1], help="covered: BM25's first places read")
     parser.add_argument("--apis", nargs="+", choices=APIS, help="default: census graph docker here; variants all")
     parser.add_argument("--parts", nargs="+", choices=DEV, default=list(CENSUS))
     args = parser.parse_args(argv)
@@ -223,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "census":
         census(args.apis or ["graph", "docker", "here"], tuple(args.parts))
     else:
-        variants(args.apis or list(APIS), args.gains, args.ideas)
+        variants(args.apis or list(APIS), args.gains, args.ideas, args.heads)
     return 0
 
 
