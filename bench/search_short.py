@@ -27,6 +27,8 @@ each idea's (`ranked-LABEL.json` in `search_misses.DATA`), which `search_agreeme
   parameters, what it answers); the model's weight divided by `c ** G` (BM25 alone unchanged). Where BM25's first
   holds one word of eight, the model's confident first is not buried under it. `-headN`: the share BM25's first
   `N` places hold together.
+- `covered-fts-gG-headN`: `covered` as the index itself would read it: each match term (with its alternatives, as
+  the index's match writes it) asked of FTS5 over the rows of BM25's first `N` places.
 - `covered-each-gG`: each of BM25's 50 scored times its own share `c ** G` (both rankers read the list re-sorted):
   a place that holds few of the request's words falls behind one that holds more.
 `round30` (the lead's judge this session) and `round31` are never read: `search_misses`'s assert.
@@ -53,7 +55,7 @@ from bench.search_agreement import Lists  # noqa: E402
 from bench.search_misses import APIS, DEV, _first, _folded  # noqa: E402
 
 CENSUS = ("round27", "round28", "round29")
-IDEAS = ("semi-first", "negated", "purpose", "clauses", "clauses-all", "covered", "covered-each")
+IDEAS = ("semi-first", "negated", "purpose", "clauses", "clauses-all", "covered", "covered-each", "covered-fts")
 TEXTS = ("summary", "description", "path", "parameters", "answers", "tags")
 
 
@@ -173,6 +175,40 @@ def _description_first(tool: Any) -> set[str]:
     return _stems_of(main_paragraph(tool))
 
 
+def fts_share(lists: Lists, at: int, head: int) -> float:
+    """The share of the request's match terms (each with its alternatives, as the index matches them) that match a
+    row of BM25's first `head` places in the index itself (FTS5's porter stems, the row's columns): the gateway's
+    reading of `coverage`."""
+    from gateway.offer.query import expression_of, read
+
+    opened = lists.searcher._api(lists.api)  # noqa: SLF001 (the index's connection, as search_agreement reads it)
+    if not hasattr(lists, "rowid_of"):
+        lists.rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}  # type: ignore[attr-defined]
+    rowids = [lists.rowid_of[id(tool)] for tool, _ in lists.bm25[at][:head]]  # type: ignore[attr-defined]
+    terms = read(lists.requests[at]["q"]).terms
+    if not rowids or not terms:
+        return 1.0
+    statement = f"SELECT 1 FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))}) LIMIT 1"
+    held = sum(1 for group in terms
+               if opened.connection.execute(statement, (expression_of([group]), *rowids)).fetchone() is not None)
+    return held / len(terms)
+
+
+def _covered_fts(lists: Lists, heads: list[int], gains: list[float],
+                 saved: dict[str, dict[str, list[dict[str, Any]]]], name: str, weight: float) -> None:
+    from gateway.offer.fusion import fuse
+
+    for head in heads:
+        shares = [fts_share(lists, at, head) for at in range(len(lists.requests))]
+        for gain in gains:
+            rows = saved[f"covered-fts-g{gain:g}-head{head}"][name] = []
+            for at, bm25 in enumerate(lists.bm25):
+                best, similar, wanted = lists.model[at]
+                trust = max(shares[at], 0.05) ** gain
+                fused = _folded(fuse(bm25, similar, weight / trust), wanted, lists.place, lists.known)
+                rows.append(lists.row(at, (lists.rows[at][0], best, fused, wanted)))
+
+
 def _wrapped(was: Callable[[str], str], reading: Callable[[str], str]) -> Callable[[str], str]:
     return lambda text: was(reading(text))
 
@@ -225,6 +261,8 @@ def variants(names: list[str], gains: list[float], ideas: list[str], heads: list
                 trust = max(shares[head][at], 0.05) ** gain
                 fused = _folded(fuse(bm25, similar, weight / trust), wanted, lists.place, lists.known)
                 rows.append(lists.row(at, (alone, best, fused, wanted)))
+        if "covered-fts" in ideas:
+            _covered_fts(lists, heads, gains, saved, name, weight)
         for gain in gains if "covered-each" in ideas else ():
             rows = saved[f"covered-each-g{gain:g}"][name] = []
             for at, bm25 in enumerate(lists.bm25):
