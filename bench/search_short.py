@@ -4,6 +4,7 @@ judged parts by what they have in common, and the ideas that census points to, m
     python bench/search_short.py census [--apis graph docker here] [--parts round27 round28 round29]
     python bench/search_short.py variants [--apis ...]   # the ideas' lists, saved as search_misses.py rank saves them
     python bench/search_agreement.py judge --base main LABEL ...   # the keep rule on DEV (round12..round29)
+    OMP_NUM_THREADS=1 python bench/search_short.py cost [--apis graph here]   # covered-fts's CPU per search
 
 `census` prints each fused miss@5 of the parts: the right tool's place in the fusion, BM25's list and the model's;
 the fusion's first three (method, path) and the request's words each holds; and, for every match term of the
@@ -209,6 +210,27 @@ def _covered_fts(lists: Lists, heads: list[int], gains: list[float],
                 rows.append(lists.row(at, (lists.rows[at][0], best, fused, wanted)))
 
 
+def cost(names: list[str]) -> None:
+    """What `covered-fts` at three places costs a search, the thread's CPU (p50 / p95 ms) over every `DEV` request of
+    each api: BM25's search as it is (its phrases kept from a search before, as a busy gateway keeps them), and the
+    share asked of FTS5 after it."""
+    from bench.search_feedback import spread
+
+    for name in names:
+        lists = Lists(name)
+        plain: list[float] = []
+        share: list[float] = []
+        for at, task in enumerate(lists.requests):
+            started = time.thread_time()
+            lists.searcher.search(task["q"], limit=50, apis=[lists.api])
+            plain.append(time.thread_time() - started)
+            started = time.thread_time()
+            fts_share(lists, at, 3)
+            share.append(time.thread_time() - started)
+        print(f"{name} ({len(lists.tools)} tools, {len(lists.requests)} requests, load {os.getloadavg()[0]:.1f}): "
+              f"BM25's search {spread(plain)} ms; the share of its first three {spread(share)} ms", flush=True)
+
+
 def _wrapped(was: Callable[[str], str], reading: Callable[[str], str]) -> Callable[[str], str]:
     return lambda text: was(reading(text))
 
@@ -276,7 +298,7 @@ def variants(names: list[str], gains: list[float], ideas: list[str], heads: list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["census", "variants"])
+    parser.add_argument("stage", choices=["census", "variants", "cost"])
     parser.add_argument("--gains", nargs="+", type=float, default=[0.5, 1.0, 2.0])
     parser.add_argument("--ideas", nargs="+", choices=IDEAS, default=list(IDEAS))
     parser.add_argument("--heads", nargs="+", type=int, default=[1], help="covered: BM25's first places read")
@@ -286,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.stage == "census":
         census(args.apis or ["graph", "docker", "here"], tuple(args.parts))
+    elif args.stage == "cost":
+        cost(args.apis or ["graph", "here"])
     else:
         variants(args.apis or list(APIS), args.gains, args.ideas, args.heads)
     return 0
