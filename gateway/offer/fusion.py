@@ -42,7 +42,7 @@ at most `LEAST_HELD ** -gain`."""
 def trusted(weight: float, held: float, gain: float) -> float:
     """The model's `weight` in the fusion where BM25's first places hold the share `held` of the request: divided by
     `held ** gain` (unchanged where they hold all of it)."""
-    return weight / max(held, LEAST_HELD) ** gain
+    return weight / float(max(held, LEAST_HELD) ** gain)  # a float to a float power: typed Any
 
 
 def fuse(bm25: Ranked, similar: Ranked, weight: float = 1.0) -> Ranked:
