@@ -6,6 +6,8 @@ fixed stand-in (tools and cosines written here), so each test says what the fusi
 
 from __future__ import annotations
 
+import sqlite3
+
 from gateway.catalog import Catalog, Tool
 from gateway.config.embeddings_endpoint import PACKAGED_WEIGHT
 from gateway.offer.fusion import HELD_PLACES, Ranked, fuse, trusted
@@ -79,11 +81,13 @@ def test_the_share_held_is_of_the_request_s_terms_bm25s_first_three_places_hold(
     # conversations_archive, _leave, _rename: "channel" is theirs, not "hush", "notifications" nor "hour"
     assert _held(slack, hush, bm25) == 0.25
     assert _held(slack, "which people are in the channel", _bm25(slack, "which people are in the channel")) == 1.0
-    assert index_of(slack).held(hush, []) == 1.0 and index_of(slack).held("the", [tool for tool, _ in bm25[:3]]) == 1.0  # nothing read
-    # the kept phrase rows answer what FTS5 answers of each term over those rows
-    connection = index_of(slack)._api(bm25[0][0].api).connection  # noqa: SLF001 - the index's own rows, as a judge
-    rowids = [next(at for at, tool in enumerate(slack.for_api(bm25[0][0].api), 1) if tool is first)
-              for first, _ in bm25[:3]]
+    first = [tool for tool, _ in bm25[:HELD_PLACES]]
+    assert index_of(slack).held(hush, []) == 1.0 and index_of(slack).held("the", first) == 1.0  # nothing to read
+    # the kept phrase rows answer what FTS5 answers of each term over those rows (the spec's index, opened apart)
+    api = first[0].api
+    connection = sqlite3.connect(":memory:")
+    connection.deserialize(slack.apis[api].search_index)
+    rowids = [next(at for at, tool in enumerate(slack.for_api(api), 1) if tool is held) for held in first]
     statement = f"SELECT 1 FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))})"
     terms = read(hush).terms
     held = sum(1 for group in terms if connection.execute(statement, (expression_of([group]), *rowids)).fetchone())
