@@ -103,9 +103,9 @@ class PhraseScores:
         phrases = phrases_of(match)
         if numpy is None or phrases is None or not phrases:
             return None
-        wanted = numpy.asarray(rowids, dtype=numpy.intp)
-        try:
-            return any(bool(numpy.isin(wanted, self._phrase(numpy, phrase)[0]).any()) for phrase in phrases)
+        wanted = numpy.asarray(rowids, dtype=numpy.intp)[:, None]
+        try:  # a few rowids against each phrase's rows: compared all at once (`isin` sorts them: ten times slower)
+            return any(bool((self._phrase(numpy, phrase)[0] == wanted).any()) for phrase in phrases)
         except sqlite3.Error:
             return None
 
