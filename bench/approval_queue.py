@@ -7,7 +7,9 @@ The queue holds `clients` x `each` pending calls (every client at the default ca
 cap allows that many clients), on SQLite (WAL) and on PostgreSQL (started on a free loopback port in a temporary
 folder). Per round, modes take turns: 100 holds of one more client's calls with and without `pending_cap` (each
 undone by a denial, so the queue stays as deep), and 20 listings of 100 and of 1,000 rows, oldest first and in
-turns. Medians of the rounds, per hold or listing, with the ratio and the load average.
+turns; and 100 looks at one full client's room before a run pauses (`room_for`): its rows read up to the cap, as
+before mend46, against the store's count. Medians of the rounds, per hold, listing or look, with the ratio and the
+load average.
 """
 
 from __future__ import annotations
@@ -64,6 +66,17 @@ async def _listings(store: Store, limit: int, fair: bool) -> float:
     return (time.perf_counter() - started) / 20 * 1000
 
 
+async def _looks(store: Store, count: bool) -> float:
+    """Milliseconds per look at a full client's room: its pending rows read up to the cap (the old way), or counted."""
+    started = time.perf_counter()
+    for _ in range(100):
+        if count:
+            await store.pending_count("c0")
+        else:
+            len(await store.list_approvals(status="pending", client="c0", limit=100))
+    return (time.perf_counter() - started) / 100 * 1000
+
+
 async def _measure(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
     try:
         return await _rounds(store, rounds, clients, each)
@@ -82,6 +95,8 @@ async def _rounds(store: Store, rounds: int, clients: int, each: int) -> dict[st
             for fair in (False, True):
                 spent.setdefault(f"list {limit}{' in turns' if fair else ''}", []).append(
                     await _listings(store, limit, fair))
+        for count in (False, True):
+            spent.setdefault(f"room {'count' if count else 'rows'}", []).append(await _looks(store, count))
     return {mode: statistics.median(values) for mode, values in spent.items()}
 
 
@@ -109,7 +124,9 @@ def main() -> None:
               f"list 100 {found['list 100']:.2f} -> in turns {found['list 100 in turns']:.2f} "
               f"(x{found['list 100 in turns'] / found['list 100']:.2f}); "
               f"list 1000 {found['list 1000']:.2f} -> in turns {found['list 1000 in turns']:.2f} "
-              f"(x{found['list 1000 in turns'] / found['list 1000']:.2f})")
+              f"(x{found['list 1000 in turns'] / found['list 1000']:.2f}); "
+              f"room: rows {found['room rows']:.3f} -> count {found['room count']:.3f} "
+              f"(x{found['room count'] / found['room rows']:.2f})")
 
 
 if __name__ == "__main__":

@@ -119,8 +119,8 @@ class ApprovalManager:
         cap = self.pending_cap
         if cap is None:
             return None
-        waiting = await self.store.list_approvals(status="pending", client=client, limit=cap)
-        return over_cap(client, cap) if len(waiting) + count > cap else None
+        waiting = await self.store.pending_count(client)  # a count: not up to `cap` rows and their arguments
+        return over_cap(client, cap) if waiting + count > cap else None
 
     async def hold_run(self, *, run_id: str, agent: str, client: str | None, result: Any) -> list[ApprovalRecord]:
         """Persist a paused chat run (a RunResult with `pending_approvals` and `state`); no-op when not paused."""

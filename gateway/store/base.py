@@ -300,6 +300,11 @@ class Store(abc.ABC):
         and hide another's; the rows are still given in that order of turns."""
 
     @abc.abstractmethod
+    async def pending_count(self, client: str | None) -> int:
+        """How many approvals of `client` (None: callers without a key, counted as one client) are pending: a
+        count, not the rows (a look before a run pauses, against `gateway.max_pending_approvals_per_client`)."""
+
+    @abc.abstractmethod
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
         by: str | None = None,

@@ -74,6 +74,16 @@ class _NulFreeText(Dumper):
         return obj.replace("\x00", _NUL_STANDIN).encode()
 
 
+async def _held_by(conn: psycopg.AsyncConnection[Any], client: str | None) -> int:
+    """How many approvals of `client` (None: callers without a key) are pending."""
+    # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
+    same = "client IS NULL" if client is None else "client = %s"
+    cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
+                                () if client is None else (client,))
+    row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 async def _nul_free_text(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(str, _NulFreeText)
 
@@ -137,12 +147,7 @@ class PostgresStore(PostgresConnections, Store):
                 # at once under READ COMMITTED would each see room for the one call that fills the cap.
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, '')))",
                                    (_HOLD_LOCK_CLASS, run.client))
-                # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
-                same = "client IS NULL" if run.client is None else "client = %s"
-                cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
-                                            () if run.client is None else (run.client,))
-                held = await cursor.fetchone()
-                if held is not None and held[0] + len(approvals) > pending_cap:
+                if await _held_by(conn, run.client) + len(approvals) > pending_cap:
                     return False
             await conn.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s::json, %s, {_NOW})"
@@ -185,6 +190,11 @@ class PostgresStore(PostgresConnections, Store):
             cursor = await conn.execute(query, (*params, limit))
             rows = await cursor.fetchall()
         return [_approval_from_row(row) for row in rows]
+
+    @answered_within
+    async def pending_count(self, client: str | None) -> int:
+        async with self._connection() as conn:
+            return await _held_by(conn, client)
 
     @answered_within
     async def decide_approval(

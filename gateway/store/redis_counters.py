@@ -186,6 +186,9 @@ class CountedStore(Store):
     ) -> list[ApprovalRecord]:
         return await self.inner.list_approvals(status=status, run_id=run_id, client=client, limit=limit, fair=fair)
 
+    async def pending_count(self, client: str | None) -> int:
+        return await self.inner.pending_count(client)
+
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
         by: str | None = None,

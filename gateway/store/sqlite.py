@@ -207,6 +207,9 @@ class SQLiteStore(SQLiteConnections, Store):
 
         return await self._run(work)
 
+    async def pending_count(self, client: str | None) -> int:
+        return await self._run(lambda conn: held_by(conn, client))
+
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
         by: str | None = None,
