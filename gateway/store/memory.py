@@ -158,8 +158,16 @@ class MemoryStore(Store):
         self._audit = kept
         return removed
 
-    async def save_response(self, record: ResponseRecord) -> None:
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
         self._responses[record.id] = copy.deepcopy(record)
+        if keep is None:
+            return []
+        own = sorted((r for r in self._responses.values() if r.client == record.client),
+                     key=lambda r: (r.created, r.id), reverse=True)
+        old = [r.id for r in own[keep:]][::-1]
+        for key in old:
+            del self._responses[key]
+        return old
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         record = self._responses.get(response_id)

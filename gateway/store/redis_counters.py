@@ -227,8 +227,8 @@ class CountedStore(Store):
     async def prune_audit(self, before: float) -> int:
         return await self.inner.prune_audit(before)
 
-    async def save_response(self, record: ResponseRecord) -> None:
-        await self.inner.save_response(record)
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
+        return await self.inner.save_response(record, keep=keep)
 
     async def prune_conversations(self, before: float) -> int:
         return await self.inner.prune_conversations(before)

@@ -68,7 +68,9 @@ from .sqlite_tables import (
     end_session,
     held_by,
     outcome_values,
+    prune_counted,
     running_values,
+    save_conversation,
     session_ended,
     upgrade_schema,
 )
@@ -365,14 +367,10 @@ class SQLiteStore(SQLiteConnections, Store):
         return await self._run(work)
 
     # -- rate limits --------------------------------------------------------------------------------
-    async def save_response(self, record: ResponseRecord) -> None:
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
         values = (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created)
 
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO responses (id, agent, client, body, messages, created)"
-                         " VALUES (?, ?, ?, ?, ?, ?)", values)
-
-        await self._run(work)
+        return await self._run(lambda conn: self._transaction(conn, lambda: save_conversation(conn, values, keep)))
 
     async def ping(self) -> None:
         # Through the store's own thread: it answers only when the writes queued before it are done.
@@ -390,7 +388,7 @@ class SQLiteStore(SQLiteConnections, Store):
 
     async def prune_conversations(self, before: float) -> int:
         def work(conn: sqlite3.Connection) -> int:
-            answers = conn.execute("DELETE FROM responses WHERE created < ?", (before,)).rowcount
+            answers = prune_counted(conn, before)
             finished = [row[0] for row in conn.execute(PRUNE_RUNS, (before,)).fetchall()]
             conn.executemany("DELETE FROM approvals WHERE run_id = ?", ((run_id,) for run_id in finished))
             return int(answers) + len(finished)
