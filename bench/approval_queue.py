@@ -15,22 +15,12 @@ load average.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from bench.support import ROOT
-
-sys.path.insert(0, str(ROOT / "tests"))
-
-from shared_servers import PostgresServer  # noqa: E402
-
-from gateway.store import ApprovalRecord, RunRecord, SQLiteStore, Store  # noqa: E402
-from gateway.store.postgres import PostgresStore  # noqa: E402
+from bench.both_stores import on_both_stores
+from gateway.store import ApprovalRecord, RunRecord, Store
 
 
 def _held(client: str, n: int) -> tuple[RunRecord, list[ApprovalRecord]]:
@@ -77,13 +67,6 @@ async def _looks(store: Store, count: bool) -> float:
     return (time.perf_counter() - started) / 100 * 1000
 
 
-async def _measure(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
-    try:
-        return await _rounds(store, rounds, clients, each)
-    finally:
-        await store.aclose()
-
-
 async def _rounds(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
     await _fill(store, clients, each)
     spent: dict[str, list[float]] = {}
@@ -106,16 +89,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--each", type=int, default=100)
     args = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
-    postgres = PostgresServer().start()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results["SQLite (WAL)"] = asyncio.run(_measure(SQLiteStore(Path(folder) / "state.db"), args.rounds,
-                                                           args.clients, args.each))
-        results["PostgreSQL"] = asyncio.run(_measure(PostgresStore(postgres.create_database()), args.rounds,
-                                                     args.clients, args.each))
-    finally:
-        postgres.stop()
+    results = on_both_stores(lambda store: _rounds(store, args.rounds, args.clients, args.each))
     print(f"{args.clients} clients x {args.each} pending calls; ms per hold or listing, median of {args.rounds} "
           f"rounds; load average {os.getloadavg()[0]:.2f}")
     for name, found in results.items():

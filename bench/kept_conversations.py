@@ -13,22 +13,12 @@ figures: bench/README.md.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from bench.support import ROOT
-
-sys.path.insert(0, str(ROOT / "tests"))
-
-from shared_servers import PostgresServer  # noqa: E402
-
-from gateway.store import ResponseRecord, SQLiteStore, Store  # noqa: E402
-from gateway.store.postgres import PostgresStore  # noqa: E402
+from bench.both_stores import on_both_stores
+from gateway.store import ResponseRecord, Store
 
 MESSAGES = [{"role": "user", "content": "x" * 500}, {"role": "assistant", "content": "y" * 500}]
 
@@ -47,19 +37,16 @@ async def _saves(store: Store, start: int, count: int, keep: int | None) -> floa
 
 
 async def _measure(store: Store, rounds: int, kept: int, saves: int) -> dict[str, float]:
-    try:
-        for n in range(kept):
-            await store.save_response(_record(n))
-        spent: dict[str, list[float]] = {"save": [], "save capped": []}
-        next_id = kept
-        for _ in range(rounds):
-            spent["save"].append(await _saves(store, next_id, saves, None))
-            next_id += saves
-            spent["save capped"].append(await _saves(store, next_id, saves, kept))
-            next_id += saves
-        return {mode: statistics.median(values) for mode, values in spent.items()}
-    finally:
-        await store.aclose()
+    for n in range(kept):
+        await store.save_response(_record(n))
+    spent: dict[str, list[float]] = {"save": [], "save capped": []}
+    next_id = kept
+    for _ in range(rounds):
+        spent["save"].append(await _saves(store, next_id, saves, None))
+        next_id += saves
+        spent["save capped"].append(await _saves(store, next_id, saves, kept))
+        next_id += saves
+    return {mode: statistics.median(values) for mode, values in spent.items()}
 
 
 def main() -> None:
@@ -68,16 +55,7 @@ def main() -> None:
     parser.add_argument("--kept", type=int, default=10_000)
     parser.add_argument("--saves", type=int, default=200)
     args = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
-    postgres = PostgresServer().start()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results["SQLite (WAL)"] = asyncio.run(_measure(SQLiteStore(Path(folder) / "state.db"), args.rounds,
-                                                           args.kept, args.saves))
-        results["PostgreSQL"] = asyncio.run(_measure(PostgresStore(postgres.create_database()), args.rounds,
-                                                     args.kept, args.saves))
-    finally:
-        postgres.stop()
+    results = on_both_stores(lambda store: _measure(store, args.rounds, args.kept, args.saves))
     print(f"one client at {args.kept} stored conversations; ms per save, median of {args.rounds} rounds of "
           f"{args.saves}; load average {os.getloadavg()[0]:.2f}")
     for name, found in results.items():
