@@ -49,7 +49,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             try:
                 result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
             except APIError as error:
-                raise unrecorded(error) from None
+                raise _unrecorded(error) from None
             return call_result(RUN_CODE_TOOL, result, modern=era_of(protocol_version) == "modern")
         if agent_tool is not None and config.code_mode == "only":
             return wire_result(f"{name} is not called on its own here: call it as a function in a {RUN_CODE} "
@@ -67,7 +67,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         try:
             result = await run_planned(plan, arguments, client=client, door="mcp")
         except APIError as error:  # 503: the audit row could not be written, so no result goes out
-            raise unrecorded(error) from None
+            raise _unrecorded(error) from None
         link = result.body.get("connect_url") if result.error_type == "not_connected" and isinstance(
             result.body, dict) else None
         if url_elicitation and isinstance(link, str):
@@ -77,7 +77,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
         return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern", aside=aside)
 
 
-def unrecorded(error: APIError) -> MCPError:
+def _unrecorded(error: APIError) -> MCPError:
     """A call the gateway cannot record (the audit's store refused or did not answer): a JSON-RPC error, not a tool
     result with `isError`. MCP's spec makes server errors protocol errors and keeps `isError` for what the model can
     act on (an api's failure, bad arguments); this is the gateway's own state failing, which the chat door answers
@@ -103,5 +103,5 @@ async def _too_deep(generation: Generation, agent: str, name: str, plan: CallPla
                 await generation.runner.for_agent(agent).refuse(
                     RUN_CODE_TOOL, call, ToolResult.failure("invalid_arguments", why), door="mcp", client=client)
     except APIError as error:  # 503: the refusal's audit row could not be written
-        raise unrecorded(error) from None
+        raise _unrecorded(error) from None
     return wire_result(f"Error (invalid_arguments): {why}", None, is_error=True)
