@@ -135,7 +135,7 @@ class RequestPlan:
         # agents.yaml fixes) is decided by the first one on many upstreams, so the model would pick the identity
         # or the tenant of the call.
         self.spread = frozenset(argument.name for argument, key, _ in sendable
-                                if key[0] in ("query", "cookie") and _spreads(argument))
+                                if key[0] in ("query", "cookie") and _spreads(argument, key[0]))
         self.taken = {location: frozenset(
             {name for where, name in reserved if where == location}
             | {key[1] for _, key, _, _ in template.parameters if key[0] == location}
@@ -207,9 +207,15 @@ class RequestPlan:
                                     "!#$%&'*+.^_`|~- only)")
 
 
-def _spreads(argument: Argument) -> bool:
-    """Whether an object value of `argument` is sent as one parameter per key (`serialize_query`/`_cookie`)."""
-    return (not argument.content_type and argument.explode and (argument.style or "form") == "form")
+def _spreads(argument: Argument, location: str) -> bool:
+    """Whether an object value of `argument` is sent as one parameter per key (`serialize_query`/`_cookie`).
+
+    Not only `form`: `serialize_query` spreads an exploded object under every style but `deepObject` (a spec's
+    `pipeDelimited` + `explode: true` too), and `serialize_cookie` whatever the style says (a spec's `simple`),
+    so judging by `form` alone let those keys name the credentials' parameter or carry `; name=` (redteam45)."""
+    if argument.content_type or not argument.explode:
+        return False
+    return location == "cookie" or argument.style != "deepObject"
 
 
 def request_plan(tool: Tool, api: ApiConfig,

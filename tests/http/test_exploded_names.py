@@ -10,6 +10,7 @@ from recording_server import RecordingServer
 
 from gateway.catalog import BodyBinding
 from gateway.config.credentials import ApiKeyAuth
+from gateway.openapi import compile_document
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +70,43 @@ async def test_a_form_body_object_cannot_send_another_field_twice(upstream: Reco
     assert upstream.requests == []
     result = await _call(upstream, tool, {"tenant": "acme", "meta": {"color": "red"}})
     assert result.ok and upstream.last.body == b"tenant=acme&color=red"
+
+
+def _spread_spec(location: str, style: str) -> dict:
+    """A spec whose `any` parameter is an exploded object under a style other than `form` (legal to write: the
+    gateway takes a parameter's style as written)."""
+    parameter = {"name": "any", "in": location, "style": style, "explode": True, "schema": OBJECT}
+    return {"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+            "paths": {"/items": {"get": {"operationId": "listItems", "parameters": [parameter],
+                                         "responses": {"200": {"description": "ok"}}}}}}
+
+
+@pytest.mark.parametrize("style", ["pipeDelimited", "spaceDelimited"])
+async def test_an_exploded_query_object_of_any_style_cannot_name_the_credentials_parameter(
+        upstream: RecordingServer, style: str) -> None:
+    # redteam45: only `form` was checked, and these styles spread an exploded object's keys just the same: the
+    # model's `api_key=mine` went out before the gateway's `api_key=<secret>`, the identity a first-wins
+    # upstream acts as.
+    tool = compile_document(_spread_spec("query", style), api="demo", file="spread.yaml").get("listItems")
+    assert tool is not None
+    auth = [ApiKeyAuth(location="query", name="api_key", value="query-secret-1")]
+    result = await _call(upstream, tool, {"any": {"api_key": "the-models-key"}}, auth=auth)
+    assert not result.ok and result.error_type == "invalid_arguments", upstream.requests and upstream.last.target
+    assert upstream.requests == []
+    result = await _call(upstream, tool, {"any": {"status": "open"}}, auth=auth)
+    assert result.ok and upstream.last.query == [("status", "open"), ("api_key", "query-secret-1")]
+
+
+async def test_an_exploded_cookie_object_of_another_style_cannot_add_or_replace_cookies(
+        upstream: RecordingServer) -> None:
+    # redteam45: a cookie parameter whose spec says `style: simple` was sent one cookie per key unchecked:
+    # `{"x; admin": "1"}` went out as `Cookie: x; admin=1; session=...`, `{"session": ...}` before the key's.
+    tool = compile_document(_spread_spec("cookie", "simple"), api="demo", file="spread.yaml").get("listItems")
+    assert tool is not None
+    auth = [ApiKeyAuth(location="cookie", name="session", value="cookie-secret-1")]
+    for keys in ({"x; admin": "1"}, {"session": "stolen"}, {"a=b": "v"}):
+        result = await _call(upstream, tool, {"any": keys}, auth=auth)
+        assert not result.ok and result.error_type == "invalid_arguments", upstream.requests and upstream.last.headers
+    assert upstream.requests == []
+    result = await _call(upstream, tool, {"any": {"theme": "dark"}}, auth=auth)
+    assert result.ok and upstream.last.cookies == {"theme": "dark", "session": "cookie-secret-1"}
