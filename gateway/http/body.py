@@ -159,9 +159,10 @@ def _form(value: Any, binding: BodyBinding) -> bytes:
         encoding = binding.encoding.get(name) or Encoding()
         style = encoding.style or "form"
         explode = encoding.explode if encoding.explode is not None else style == "form"
-        if isinstance(inner, dict) and style == "form" and explode and not encoding.content_type:
+        if isinstance(inner, dict) and style != "deepObject" and explode and not encoding.content_type:
             # Its keys are sent as field names: one naming another field (a value agents.yaml fixes, say) would
-            # send that field twice, and the model's copy wins on an upstream that reads the first.
+            # send that field twice, and the model's copy wins on an upstream that reads the first. Under every
+            # style but deepObject (`serialize_query` spreads a `pipeDelimited` one too: redteam45).
             for key in inner:
                 if str(key).lower() in fields and str(key).lower() != str(name).lower():
                     raise ArgumentError(f"{name}: the key {key!r} names another field of the form; leave it out")

@@ -8,7 +8,7 @@ import pytest
 from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer
 
-from gateway.catalog import BodyBinding
+from gateway.catalog import BodyBinding, Encoding
 from gateway.config.credentials import ApiKeyAuth
 from gateway.openapi import compile_document
 
@@ -110,3 +110,17 @@ async def test_an_exploded_cookie_object_of_another_style_cannot_add_or_replace_
     assert upstream.requests == []
     result = await _call(upstream, tool, {"any": {"theme": "dark"}}, auth=auth)
     assert result.ok and upstream.last.cookies == {"theme": "dark", "session": "cookie-secret-1"}
+
+
+@pytest.mark.parametrize("style", ["pipeDelimited", "spaceDelimited"])
+async def test_a_form_body_object_of_any_style_cannot_send_another_field_twice(
+        upstream: RecordingServer, style: str) -> None:
+    # redteam45: an encoding with these styles and explode: true spread the object's keys as fields unchecked.
+    form = BodyBinding(media_type="application/x-www-form-urlencoded",
+                       encoding={"meta": Encoding(style=style, explode=True)})
+    tool = make_tool(arg("tenant", "body"), arg("meta", "body", OBJECT), method="POST", body=form)
+    result = await _call(upstream, tool, {"tenant": "acme", "meta": {"tenant": "other"}})
+    assert not result.ok and result.error_type == "invalid_arguments", upstream.requests and upstream.last.body
+    assert upstream.requests == []
+    result = await _call(upstream, tool, {"tenant": "acme", "meta": {"color": "red"}})
+    assert result.ok and upstream.last.body == b"tenant=acme&color=red"
