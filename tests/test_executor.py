@@ -312,6 +312,17 @@ async def test_non_ascii_header_value_is_refused_clearly(upstream) -> None:
     assert upstream.requests == []
 
 
+async def test_control_characters_in_a_header_value_are_the_models_error_not_the_apis(upstream) -> None:
+    # redteam45: the library refused `\x01` or DEL itself, as a `transport_error`, which the breaker counts as the
+    # api failing: a model made to repeat such a call paused the api for every caller of its group.
+    tool = make_tool(arg("X-Note", "header"))
+    for value in ("a\x01b", "a\x7fb", "a\x1bb"):
+        result = await _call(upstream, tool, {"X-Note": value})
+        assert result.error_type == "invalid_arguments" and "X-Note" in (result.error or ""), result.error
+    result = await _call(upstream, tool, {"X-Note": "tab\tand space"})
+    assert result.ok and upstream.last.header("X-Note") == "tab\tand space"
+
+
 async def test_secret_looking_static_headers_are_redacted(upstream) -> None:
     upstream.route("/items", lambda r: Reply(200, {"echo": r.header("X-Api-Key"), "tenant": r.header("X-Tenant")}))
     result = await _call(upstream, make_tool(), {}, settings={"headers": {"X-Api-Key": "static-key-42",
