@@ -8,15 +8,18 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from typing import Any
 
 import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from identity_support import Setup
+from identity_support import SHORT_APP, Setup
 from jwt.algorithms import RSAAlgorithm
 from oidc import signing_key
+
+from gateway.safety.wrong_keys import BURST
 
 
 def _b64(data: bytes) -> str:
@@ -83,3 +86,35 @@ def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str) -> Non
     # and the real one still works
     real = setup.token("alice")
     assert httpx.get(setup.url + "/agents", headers={"Authorization": f"Bearer {real}"}, timeout=10).status_code == 200
+
+
+def _console(setup: Setup, address: str, token: str, count: int) -> list[int]:
+    """`count` console pages asked from `address` with `token` as the console's cookie (what its sign-in sets)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as browser:
+        return [browser.get("/console/agents", headers={"Cookie": f"gateway_console=t.{token}"}).status_code
+                for _ in range(count)]
+
+
+def test_a_made_up_token_in_the_consoles_cookie_is_a_wrong_key(setup: Setup) -> None:
+    """redteam45: the doors count a refused token against its address (10 at once, then 429 before any is looked
+    at), but the console's cookie carries the token too, and a refused one there only sent the browser to sign in:
+    unlimited guesses, each one checked (with introspection, each one a request to the identity provider)."""
+    header, payload, signature = setup.token("alice").split(".")
+    forged = f"{header}.{payload}.{signature[:-8]}AAAAAAAA"
+    codes = _console(setup, "127.0.0.70", forged, BURST + 1)
+    assert codes == [303] * BURST + [429], codes
+    # the address is refused before its token is looked at, on the console and on the doors
+    transport = httpx.HTTPTransport(local_address="127.0.0.70")
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as same:
+        assert same.get("/agents", headers={"Authorization": f"Bearer {setup.token('alice')}"}).status_code == 429
+    # another address with alice's real token reads the console
+    assert _console(setup, "127.0.0.71", setup.token("alice"), 1) == [200]
+
+
+def test_an_expired_token_in_the_consoles_cookie_is_no_guess(setup: Setup) -> None:
+    # A user whose token expired while the console was open: its pages and fetches send the user to sign in again
+    # as often as they are asked, and must not lock out the user's address (an office behind one).
+    tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=SHORT_APP)
+    time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
+    assert _console(setup, "127.0.0.72", tokens["access_token"], BURST + 3) == [303] * (BURST + 3)
