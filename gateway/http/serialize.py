@@ -14,9 +14,11 @@ from urllib.parse import quote
 from ..catalog import Argument
 from ..errors import ArgumentError
 
-# allowReserved keeps RFC 3986 reserved characters literal, except the three that would change the
-# query's structure or meaning: `&` (a new parameter), `#` (a fragment) and `+` (a space to form decoders).
-_RESERVED_SAFE = ":/?[]@!$'()*,;="
+# allowReserved keeps RFC 3986 reserved characters literal, except the four that would change the
+# query's structure or meaning: `&` (a new parameter), `#` (a fragment), `+` (a space to form decoders) and `;`,
+# a parameter separator to many servers (Python before 3.9.2, Go before 1.17, Rack 2): `q=x;api_key=mine` was a
+# parameter of the model's choosing there, ahead of the credentials' own (redteam45).
+_RESERVED_SAFE = ":/?[]@!$'()*,="
 # RFC 6265 cookie-octet minus `%` (kept for our own escapes).
 _COOKIE_SAFE = "!#$&'()*+-./:<=>?@[]^_`{|}~"
 # The characters `quote` never escapes: a text made only of them (most names, ids and numbers) is its own encoding.

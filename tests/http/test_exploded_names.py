@@ -4,6 +4,8 @@ credentials, the api's base URL or the tool's other arguments occupy, and a cook
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 import pytest
 from executor_helpers import arg, executor_for, make_tool
 from recording_server import RecordingServer
@@ -124,3 +126,20 @@ async def test_a_form_body_object_of_any_style_cannot_send_another_field_twice(
     assert upstream.requests == []
     result = await _call(upstream, tool, {"tenant": "acme", "meta": {"color": "red"}})
     assert result.ok and upstream.last.body == b"tenant=acme&color=red"
+
+
+async def test_an_allow_reserved_value_cannot_add_a_parameter_where_semicolons_separate(
+        upstream: RecordingServer) -> None:
+    # redteam45: allowReserved kept `;` literal, and many servers split the query on it as on `&` (Python before
+    # 3.9.2, Go before 1.17, Rack 2): `q=x;api_key=mine` went out ahead of the credentials' `api_key=<secret>`.
+    tool = make_tool(arg("q", "query", allow_reserved=True), arg("tags", "query", {"type": "array"},
+                                                                   allow_reserved=True, explode=False))
+    auth = [ApiKeyAuth(location="query", name="api_key", value="query-secret-1")]
+    result = await _call(upstream, tool, {"q": "a/b:c;api_key=mine", "tags": ["x;api_key=mine", "y"]}, auth=auth)
+    assert result.ok
+    for separator in ("&", ";"):  # read as a server that splits on `;` reads it: each value is still one
+        pairs = parse_qsl(upstream.last.raw_query, separator=separator)
+        assert [name for name, _ in pairs].count("api_key") == (1 if separator == "&" else 0), pairs
+    assert dict(parse_qsl(upstream.last.raw_query)) == {"q": "a/b:c;api_key=mine", "tags": "x;api_key=mine,y",
+                                                        "api_key": "query-secret-1"}
+    assert "q=a/b:c%3Bapi_key=mine" in upstream.last.raw_query  # the rest of the reserved set kept
