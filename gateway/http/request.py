@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote
 
 import httpx
 
@@ -323,9 +323,13 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     if not path.startswith("/"):
         path = "/" + path
     # Encoded values can't hold `/`, but `.` is unreserved: a value that forms a whole `.` or `..`
-    # segment would walk to another endpoint with the gateway's credentials.
-    if "." in path and any(segment in (".", "..") for segment in path.split("/")):
-        raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..'")
+    # segment would walk to another endpoint with the gateway's credentials. Nor may one hold such a segment
+    # between its own slashes: many upstreams decode `%2F` (or take `\` as `/`) before they resolve the path (a
+    # proxy that normalizes it, Python's file server), so `../private/x` read a file outside `/files/` (redteam45).
+    if "." in path and any(segment in (".", "..") for segment in
+                           unquote(path).replace("\\", "/").split("/")):
+        raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
+                            "between slashes")
     return path
 
 
