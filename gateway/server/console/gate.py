@@ -36,7 +36,10 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 """Only the console's own files run, load and are posted to, and no page of it may be framed: a decoy page framing
 the approvals inbox got one click to approve a pending write (issue #27)."""
 GUARD_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), (b"x-frame-options", b"DENY"),
-                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
+                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
+                 (b"cache-control", b"no-store"))
+"""`no-store`: a page shows one viewer's rows, and a browser kept it: after sign-out, Back showed the next person at
+the machine the audit log and approvals of the one who left (redteam45)."""
 _GUARDED = frozenset(name for name, _ in GUARD_HEADERS)
 
 
