@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import ConfigError
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
+from .printable import printable
 
 if TYPE_CHECKING:
     from ..loop_types import Decision
@@ -132,7 +133,7 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
     elif "result" in body:
         print(json.dumps(body["result"], ensure_ascii=False, indent=2), file=out)
     else:
-        print(_answer_text(body) or "(no text)", file=out)
+        print(printable(_answer_text(body)) or "(no text)", file=out)
         pending = body["gateway"]["pending_approvals"]
         for item in pending:
             print(f"waiting for approval {item['id']}: {item['tool']} {json.dumps(item['arguments'])}", file=out)
