@@ -163,3 +163,15 @@ def test_the_approval_prompt_shows_every_argument_and_the_answer_no_terminal_cod
     for control in ("\x1b", "\x07", "\r", "\u009b", "\u202e"):
         assert control not in out and control not in err, repr(control)
     assert out.startswith("Done.") and "All fine" in out  # the text itself is kept, its codes shown as text
+
+
+def test_json_printed_on_the_terminal_is_the_same_json_without_terminal_codes() -> None:
+    import json
+
+    from gateway.cli.printable import printable
+
+    value = {"body": "ok\x1b]52;c;ZXZpbA==\x07 \u009b31m \u202eevil\u202c", "plain": "café\tnew\nline"}
+    for text in (json.dumps(value, ensure_ascii=False), json.dumps(value, ensure_ascii=False, indent=2)):
+        shown = printable(text)
+        assert json.loads(shown) == value and not any(c in shown for c in "\x1b\x07\u009b\u202e\u202c")
+    assert printable("café\tnew\nline") == "café\tnew\nline"

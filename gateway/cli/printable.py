@@ -3,7 +3,8 @@
 A terminal acts on what it is sent: an escape sequence sets the clipboard (OSC 52), moves the cursor or clears
 what was shown, a carriage return writes over the line, a bidi override shows a line in another order. A model that
 follows instructions injected in a tool result can write any of them into its answer, so `printable` shows each
-such character as its escape (`\\x1b`, `\\u202e`) and keeps the rest, line breaks and tabs included (redteam45).
+such character as its JSON escape (`\\u001b`, `\\u202e`) and keeps the rest, line breaks and tabs included, so JSON
+printed through it is still JSON, of the same value (redteam45).
 """
 
 from __future__ import annotations
@@ -17,4 +18,4 @@ def printable(text: str) -> str:
     """`text` with every terminal control character (C0 but newline and tab, DEL, C1, bidi controls) escaped."""
     if _CODES.search(text) is None:  # the usual answer: printed as it is
         return text
-    return _CODES.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+    return _CODES.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
