@@ -168,7 +168,7 @@ def test_the_approval_prompt_shows_every_argument_and_the_answer_no_terminal_cod
 def test_json_printed_on_the_terminal_is_the_same_json_without_terminal_codes() -> None:
     import json
 
-    from gateway.cli.printable import printable
+    from gateway.printable import printable
 
     value = {"body": "ok\x1b]52;c;ZXZpbA==\x07 \u009b31m \u202eevil\u202c", "plain": "café\tnew\nline"}
     for text in (json.dumps(value, ensure_ascii=False), json.dumps(value, ensure_ascii=False, indent=2)):

@@ -357,7 +357,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import json
 
     from ..messages import ToolResult
-    from .printable import printable
+    from ..printable import printable
 
     def emit(result: ToolResult) -> int:
         print(printable(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)))  # an upstream's text

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
+from ..printable import printable
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
-from .printable import printable
 
 if TYPE_CHECKING:
     from ..loop_types import Decision

@@ -23,7 +23,7 @@ from ..kernel.caller import bind_caller
 from ..loop import resume, run
 from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
 from ..messages import Message
-from .printable import printable
+from ..printable import printable
 
 Ask = Callable[[str], str]
 

@@ -130,3 +130,33 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         lines = stream.getvalue().splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+
+
+def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> None:
+    """redteam45: the gateway's own lines quote a refused request's path (anyone who reaches the port sends one
+    before any key is looked at): written as it came, `ESC ] 52` set the operator's clipboard, CSI codes rewrote the
+    screen, and a line break wrote a log line of the sender's making."""
+    stream = io.StringIO()
+    config = log_config()
+    config["handlers"]["default"]["stream"] = stream
+    config["formatters"]["default"]["use_colors"] = False
+    logging.config.dictConfig(config)
+    try:
+        path = "/agents/x\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b1A\nINFO:     gateway reloaded: all clients are admins"
+        logging.getLogger("gateway.server").info("refused a request to %s: %s", path, "no key")
+        try:
+            raise ValueError("an upstream's text \x1b[31m")
+        except ValueError:
+            logging.getLogger("gateway.server").exception("failed on %s", "/x\r\ny")
+    finally:
+        for name in ("gateway", "gateway.access", "uvicorn.access"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+    written = stream.getvalue()
+    assert not any(code in written for code in ("\x1b", "\x07", "\u009b", "\r")), repr(written)
+    first, second = written.splitlines()[:2]
+    assert first.startswith("INFO:") and "refused a request to /agents/x" in first and first.endswith("no key")
+    assert second.startswith("ERROR:") and "failed on /x" in second  # its own line, not the sender's
+    assert "Traceback" in written  # a traceback keeps its lines

@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 
 _CODES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_CODES = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def printable(text: str) -> str:
-    """`text` with every terminal control character (C0 but newline and tab, DEL, C1, bidi controls) escaped."""
-    if _CODES.search(text) is None:  # the usual answer: printed as it is
+def printable(text: str, *, lines: bool = True) -> str:
+    """`text` with every terminal control character (C0 but newline and tab, DEL, C1, bidi controls) escaped;
+    `lines=False`: newlines and tabs too (a log line, which a line break in it would make two)."""
+    codes = _CODES if lines else _LINE_CODES
+    if codes.search(text) is None:  # the usual text: printed as it is
         return text
-    return _CODES.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return codes.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
