@@ -23,12 +23,13 @@ from gateway.server.run import log_config
 
 
 @contextlib.contextmanager
-def _access_lines() -> Iterator[io.StringIO]:
-    """The access log configured as `gateway serve` does, uncoloured, into a string; reset afterwards."""
+def _access_lines(handler: str = "access") -> Iterator[io.StringIO]:
+    """The access log (or the gateway's own lines: `default`) configured as `gateway serve` does, uncoloured, into a
+    string; reset afterwards."""
     stream = io.StringIO()
     config = log_config()
-    config["handlers"]["access"]["stream"] = stream
-    config["formatters"]["access"]["use_colors"] = False
+    config["handlers"][handler]["stream"] = stream
+    config["formatters"][handler]["use_colors"] = False
     logging.config.dictConfig(config)
     try:
         yield stream
@@ -136,24 +137,13 @@ def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> No
     """redteam45: the gateway's own lines quote a refused request's path (anyone who reaches the port sends one
     before any key is looked at): written as it came, `ESC ] 52` set the operator's clipboard, CSI codes rewrote the
     screen, and a line break wrote a log line of the sender's making."""
-    stream = io.StringIO()
-    config = log_config()
-    config["handlers"]["default"]["stream"] = stream
-    config["formatters"]["default"]["use_colors"] = False
-    logging.config.dictConfig(config)
-    try:
+    with _access_lines("default") as stream:
         path = "/agents/x\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b1A\nINFO:     gateway reloaded: all clients are admins"
         logging.getLogger("gateway.server").info("refused a request to %s: %s", path, "no key")
         try:
             raise ValueError("an upstream's text \x1b[31m")
         except ValueError:
             logging.getLogger("gateway.server").exception("failed on %s", "/x\r\ny")
-    finally:
-        for name in ("gateway", "gateway.access", "uvicorn.access"):
-            logger = logging.getLogger(name)
-            logger.handlers.clear()
-            logger.propagate = True
-            logger.setLevel(logging.NOTSET)
     written = stream.getvalue()
     assert not any(code in written for code in ("\x1b", "\x07", "\u009b", "\r")), repr(written)
     first, second = written.splitlines()[:2]
