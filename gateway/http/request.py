@@ -326,8 +326,9 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     # segment would walk to another endpoint with the gateway's credentials. Nor may one hold such a segment
     # between its own slashes: many upstreams decode `%2F` (or take `\` as `/`) before they resolve the path (a
     # proxy that normalizes it, Python's file server), so `../private/x` read a file outside `/files/` (redteam45).
+    # A value's `/` and `\` always go out escaped: a path without a `%` has nothing to decode.
     if "." in path and any(segment in (".", "..") for segment in
-                           unquote(path).replace("\\", "/").split("/")):
+                           (unquote(path).replace("\\", "/") if "%" in path else path).split("/")):
         raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
                             "between slashes")
     return path
