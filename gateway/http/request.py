@@ -22,6 +22,7 @@ from .body import build_body
 from .serialize import (
     check_header_value,
     encode,
+    parameter_identity,
     serialize_cookie,
     serialize_header,
     serialize_path,
@@ -136,11 +137,11 @@ class RequestPlan:
         # or the tenant of the call.
         self.spread = frozenset(argument.name for argument, key, _ in sendable
                                 if key[0] in ("query", "cookie") and _spreads(argument, key[0]))
-        self.taken = {location: frozenset(
+        self.taken = {location: frozenset(map(parameter_identity,
             {name for where, name in reserved if where == location}
             | {key[1] for _, key, _, _ in template.parameters if key[0] == location}
-            | ({name.lower() for name, _ in parse_qsl(self.base_query, keep_blank_values=True)}
-               if location == "query" else set()))
+            | ({name for name, _ in parse_qsl(self.base_query, keep_blank_values=True)}
+               if location == "query" else set())))
             for location in ("query", "cookie")}
 
     def build(self, arguments: dict[str, Any]) -> PreparedRequest:
@@ -195,9 +196,9 @@ class RequestPlan:
 
     def _check_names(self, argument: Argument, value: dict[str, Any], location: str) -> None:
         taken = self.taken[location]
-        own = argument.wire_name.lower()  # not sent: its keys stand in its place
+        own = parameter_identity(argument.wire_name)  # not sent: its keys stand in its place
         for key in value:
-            if str(key).lower() in taken and str(key).lower() != own:
+            if (identity := parameter_identity(str(key))) in taken and identity != own:
                 raise ArgumentError(f"{argument.name}: the key {key!r} names a {location} parameter this call sets "
                                     "otherwise (another argument or the API's credentials); leave it out")
             # A cookie's name goes out as written (`name=value; ...`): `;`, `=` or a line break in it would add

@@ -69,6 +69,16 @@ def _is_json(media_type: str) -> bool:
     return "json" in essence.rsplit("/", 1)[-1] or essence == "*/*"
 
 
+_MANGLED = str.maketrans({".": "_", " ": "_", "[": "_"})
+
+
+def parameter_identity(name: str) -> str:
+    """The name a parameter is known by upstream, to tell whether two names are one: case aside, and with `.`, ` `
+    and `[` read as `_`, as PHP reads query, form and cookie names (`tenant.id` is `$_GET['tenant_id']`), where
+    the later of two wins (redteam45)."""
+    return name.lower().translate(_MANGLED)
+
+
 def _pairs(value: dict[str, Any]) -> list[tuple[str, str]]:
     return [(str(k), to_text(v)) for k, v in value.items() if v is not None]
 

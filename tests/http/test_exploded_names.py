@@ -143,3 +143,23 @@ async def test_an_allow_reserved_value_cannot_add_a_parameter_where_semicolons_s
     assert dict(parse_qsl(upstream.last.raw_query)) == {"q": "a/b:c;api_key=mine", "tags": "x;api_key=mine,y",
                                                         "api_key": "query-secret-1"}
     assert "q=a/b:c%3Bapi_key=mine" in upstream.last.raw_query  # the rest of the reserved set kept
+
+
+async def test_a_key_php_reads_as_another_parameters_name_is_refused_too(upstream: RecordingServer) -> None:
+    # redteam45: PHP reads `.`, ` ` and `[` in a query, form or cookie name as `_`, and keeps the later of two:
+    # `tenant.id=other` after `tenant_id=acme` (a value agents.yaml fixes) was the tenant of the call there.
+    tool = make_tool(arg("tenant_id", "query"), arg("filter", "query", OBJECT))
+    for key in ("tenant.id", "Tenant Id", "tenant[id"):
+        result = await _call(upstream, tool, {"tenant_id": "acme", "filter": {key: "other"}})
+        assert not result.ok and result.error_type == "invalid_arguments", key
+    auth = [ApiKeyAuth(location="cookie", name="session_id", value="cookie-secret-1")]
+    cookies = make_tool(arg("prefs", "cookie", OBJECT))
+    result = await _call(upstream, cookies, {"prefs": {"session.id": "stolen"}}, auth=auth)
+    assert not result.ok and result.error_type == "invalid_arguments"
+    form = BodyBinding(media_type="application/x-www-form-urlencoded")
+    body = make_tool(arg("tenant_id", "body"), arg("meta", "body", OBJECT), method="POST", body=form)
+    result = await _call(upstream, body, {"tenant_id": "acme", "meta": {"tenant.id": "other"}})
+    assert not result.ok and result.error_type == "invalid_arguments"
+    assert upstream.requests == []
+    result = await _call(upstream, tool, {"tenant_id": "acme", "filter": {"tenant.name": "x"}})
+    assert result.ok and upstream.last.query == [("tenant_id", "acme"), ("tenant.name", "x")]
