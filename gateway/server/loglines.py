@@ -11,6 +11,7 @@ traceback below it keeps its lines (an exception's message quotes such text too:
 from __future__ import annotations
 
 import logging
+from types import TracebackType
 
 from uvicorn.logging import DefaultFormatter
 
@@ -22,5 +23,13 @@ class LineFormatter(DefaultFormatter):
         record.message = printable(record.message, lines=False)
         return super().formatMessage(record)
 
-    def formatException(self, ei: logging._SysExcInfoType) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: tuple[type[BaseException], BaseException, TracebackType | None]  # noqa: N802
+                        | tuple[None, None, None]) -> str:
         return printable(super().formatException(ei))
+
+    def format(self, record: logging.LogRecord) -> str:
+        # The redaction's record factory renders a traceback when the record is made (`exc_text`), so
+        # `formatException` is not asked for it: its text is made inert here.
+        if record.exc_text:
+            record.exc_text = printable(record.exc_text)
+        return super().format(record)

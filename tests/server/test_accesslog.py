@@ -137,16 +137,23 @@ def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> No
     """redteam45: the gateway's own lines quote a refused request's path (anyone who reaches the port sends one
     before any key is looked at): written as it came, `ESC ] 52` set the operator's clipboard, CSI codes rewrote the
     screen, and a line break wrote a log line of the sender's making."""
+    from gateway.kernel.redaction import Redactor, redact_logs
+
+    redactor = Redactor(["a-secret-0123456789"])  # as under `gateway serve`: tracebacks rendered when logged
+    redact_logs(redactor)
     with _access_lines("default") as stream:
         path = "/agents/x\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b1A\nINFO:     gateway reloaded: all clients are admins"
-        logging.getLogger("gateway.server").info("refused a request to %s: %s", path, "no key")
+        # a logger under `gateway` of this test's own (another test may have disabled or levelled gateway.server)
+        logger = logging.getLogger("gateway.tests.loglines")
+        logger.info("refused a request to %s: %s", path, "no key")
         try:
             raise ValueError("an upstream's text \x1b[31m")
         except ValueError:
-            logging.getLogger("gateway.server").exception("failed on %s", "/x\r\ny")
+            logger.exception("failed on %s", "/x\r\ny")
     written = stream.getvalue()
     assert not any(code in written for code in ("\x1b", "\x07", "\u009b", "\r")), repr(written)
     first, second = written.splitlines()[:2]
     assert first.startswith("INFO:") and "refused a request to /agents/x" in first and first.endswith("no key")
     assert second.startswith("ERROR:") and "failed on /x" in second  # its own line, not the sender's
     assert "Traceback" in written  # a traceback keeps its lines
+    del redactor
