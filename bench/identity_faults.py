@@ -51,7 +51,7 @@ import httpx  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
 from identity_support import AGENTS, REPOS_SPEC, connect_account, new_provider, route_repos, write_project  # noqa: E402
 from oidc import signing_key  # noqa: E402
-from provider_front import GARBAGE, INVALID_GRANT, ProviderFront  # noqa: E402
+from provider_front import GARBAGE, INVALID_GRANT, ProviderFront, through_front  # noqa: E402
 from recording_server import RecordingServer, Reply  # noqa: E402
 from scripted_llm import Call, Recorded, ScriptedLLM  # noqa: E402
 from scripted_llm import Reply as LLMReply  # noqa: E402
@@ -383,9 +383,7 @@ def project_agents(front: str) -> str:
     agents = AGENTS.replace("agents:\n", PLAIN + "agents:\n", 1)
     agents = agents.replace("  coder: {{model: openai/gpt-test, tools: [{{api: repos}}]}}",
                             "  coder: {{model: openai/gpt-test, tools: [{{api: repos}}, {{api: plain}}]}}")
-    agents = agents.replace('token_url: "{issuer}/token"', f'token_url: "{front}/token"')
-    agents = agents.replace("scopes: [tickets],", f'scopes: [tickets], token_url: "{front}/token",')
-    return agents.replace('leeway: 0,', f'leeway: 0, jwks_uri: "{front}/jwks",')
+    return through_front(agents, front)
 
 
 def main() -> None:

@@ -180,13 +180,14 @@ class IssuerKeys:
             async with self._asking.turn():
                 if self._keys is not None and self._keys is not seen:
                     break
-                if counted:  # counted when asked, answered or not: unknown kids ask once per interval
-                    self._last_refresh = time.monotonic()
                 try:
                     self._keys = await self._fetch(uri)
                 except AuthServerUnavailable as error:
                     self._refetch_failure = error
                     raise
+                finally:  # counted once it ended, answered or not: unknown kids ask once per interval (a
+                    if counted:  # caller arriving meanwhile waits for this answer instead of a 401)
+                        self._last_refresh = time.monotonic()
                 self._refetch_failure = None
         return self._keys
 

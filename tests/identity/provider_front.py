@@ -79,3 +79,11 @@ class ProviderFront:
         kept = {key: value for key, value in answer.headers.items() if key.lower() not in HOP_BY_HOP
                 and key.lower() != "content-encoding"}
         return Reply(answer.status_code, answer.content, kept)
+
+
+def through_front(agents: str, front: str) -> str:
+    """tests/identity/identity_support.py's agents.yaml with the issuer's key set (`jwks_uri`) and both apis' token
+    endpoints (the exchange, users' refreshes) reached through the front (the issuer's own URL stays the `iss`)."""
+    agents = agents.replace('token_url: "{issuer}/token"', f'token_url: "{front}/token"')
+    agents = agents.replace("scopes: [tickets],", f'scopes: [tickets], token_url: "{front}/token",')
+    return agents.replace("leeway: 0,", f'leeway: 0, jwks_uri: "{front}/jwks",')
