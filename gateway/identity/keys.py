@@ -68,8 +68,7 @@ async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, 
         raise AuthServerUnavailable(f"the authorization server did not answer within {timeout:g} s ({where}; "
                                     "gateway.auth_server_timeout)") from None
     except httpx.ConnectError:
-        raise AuthServerUnavailable(f"the authorization server refused the connection or cannot be reached "
-                                    f"({where})") from None
+        raise AuthServerUnavailable(f"the authorization server is unreachable: no connection ({where})") from None
     except httpx.HTTPError as error:
         raise AuthServerUnavailable(f"the authorization server is unreachable ({where}: "
                                     f"{type(error).__name__})") from None
