@@ -1,13 +1,13 @@
 """The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its signing keys, cached.
 
 Keys are fetched once and kept; a token signed by a key the set does not hold makes one refetch (the issuer
-rotated its keys), at most once per `refresh_interval`, whether that fetch worked or not, so that tokens with
-made-up `kid`s cannot make the gateway hammer the issuer (while the issuer's last answer was a failure, such a
-token is 503, not 401: whether its key exists cannot be known). The callers that need the server take turns
-(`gateway.identity.asking`): those that waited share the answer, and a failure is told at once to the callers of
-the next seconds. Every request to an authorization server waits at most `timeout` seconds
-(`gateway.auth_server_timeout`, httpx's timeouts). PyJWT parses the keys (`PyJWK`); the fetching is ours, on the
-gateway's async HTTP client, because PyJWT's own `PyJWKClient` fetches with blocking urllib.
+rotated its keys), at most once per `refresh_interval` (after a failed fetch, per `asking.RETRY_AFTER`), whether
+that fetch worked or not, so that tokens with made-up `kid`s cannot make the gateway hammer the issuer (while the
+issuer's last answer was a failure, such a token is 503, not 401: whether its key exists cannot be known). The
+callers that need the server take turns (`gateway.identity.asking`): those that waited share the answer, and a
+failure is told at once to the callers of the next seconds. Every request to an authorization server waits at most
+`timeout` seconds (`gateway.auth_server_timeout`, httpx's timeouts). PyJWT parses the keys (`PyJWK`); the fetching
+is ours, on the gateway's async HTTP client, because PyJWT's own `PyJWKClient` fetches with blocking urllib.
 """
 
 from __future__ import annotations
@@ -162,11 +162,14 @@ class IssuerKeys:
         if found:
             return found
         since = time.monotonic() - self._last_refresh
-        if since < self.refresh_interval:
-            if self._refetch_failure is not None:  # the last refetch failed: the key may well be the issuer's
-                raise AuthServerUnavailable(f"{self._refetch_failure}; the token's key is not among those fetched "
-                                            f"before, and the key set is asked again in "
-                                            f"{self.refresh_interval - since:.1f} s")
+        failed = self._refetch_failure
+        # After a failure, asked again sooner: the server is found again within seconds of its return, and one that
+        # is down still gets one request every few seconds however many callers need it.
+        wait = self.refresh_interval if failed is None else min(self.refresh_interval, self._asking.retry_after)
+        if since < wait:
+            if failed is not None:  # the last refetch failed: the key may well be the issuer's
+                raise AuthServerUnavailable(f"{failed}; the token's key is not among those fetched before, and the "
+                                            f"key set is asked again in {wait - since:.1f} s")
             return found
         return _matching(await self._refresh(keys, counted=True), kid, algorithm)
 
