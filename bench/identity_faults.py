@@ -174,6 +174,13 @@ class Round:
     """False: the user must act first (connect their account again), so the doors are not asked again."""
 
 
+def asked(front: ProviderFront, path: str) -> int:
+    """Requests for `path` so far: those that reached the front, and those the silent proxy swallowed (on the
+    connections it accepted while silent, and on those open before)."""
+    line = (b"GET " if path == "/jwks" else b"POST ") + path.encode() + b" "
+    return front.asked(path) + front.proxy.unheard.count(line)
+
+
 async def bystanders(gw: Gateway, token: str, stop: asyncio.Event, waits: list[float]) -> None:
     """Until `stop`, every 100 ms: a static key's tool listing and `token`'s call of an api with no per-user
     credential (neither needs the provider); each pair's mean time goes into `waits`."""
@@ -193,7 +200,7 @@ async def bystanders(gw: Gateway, token: str, stop: asyncio.Event, waits: list[f
 
 
 async def run_round(gw: Gateway, plan: Round, bystander_token: str, hold: float) -> dict[str, Any]:
-    asked_before = gw.front.asked(plan.path) + gw.front.proxy.unheard_connections
+    asked_before = asked(gw.front, plan.path)
     plan.begin()
     started = time.monotonic()
     waits: list[float] = []
@@ -215,7 +222,7 @@ async def run_round(gw: Gateway, plan: Round, bystander_token: str, hold: float)
     results = [await c for c in calls]
     stop.set()
     await watching
-    asked = gw.front.asked(plan.path) + gw.front.proxy.unheard_connections - asked_before
+    reached = asked(gw.front, plan.path) - asked_before
     back: float | None = None
     while plan.recovers and time.monotonic() - ended < 30:
         answers = [await gw.call(door, plan.agent, plan.tool, plan.tokens[door]) for door in ("http", "chat", "mcp")]
@@ -223,7 +230,7 @@ async def run_round(gw: Gateway, plan: Round, bystander_token: str, hold: float)
             back = time.monotonic() - ended
             break
         await asyncio.sleep(0.2)
-    out: dict[str, Any] = {"load": load(), "bystander": waits, "back": back, "asked": asked,
+    out: dict[str, Any] = {"load": load(), "bystander": waits, "back": back, "asked": reached,
                            "recovers": plan.recovers,
                            "held": ended - started}
     for door, (what, seconds, fine) in zip(DOORS, results, strict=True):
@@ -321,7 +328,7 @@ async def flood(gw: Gateway, bench: Bench, count: int) -> None:
             made = json.loads(_b64decode(header))
             made["kid"] = uuid.uuid4().hex[:12]
             forged.append(f"{_b64encode(json.dumps(made).encode())}.{payload}.{signature}")
-        asked = bench.front.asked("/jwks") + bench.front.proxy.unheard_connections
+        before = asked(bench.front, "/jwks")
         if hung:
             bench.front.proxy.silence()
         t0 = time.monotonic()
@@ -342,7 +349,7 @@ async def flood(gw: Gateway, bench: Bench, count: int) -> None:
         done, pending = await asyncio.wait(tasks, timeout=bench.hold)
         bench.front.heal()
         results = [await t for t in tasks]
-        fetches = bench.front.asked("/jwks") + bench.front.proxy.unheard_connections - asked
+        fetches = asked(bench.front, "/jwks") - before
         took = sorted(seconds for _, seconds in results)
         codes: dict[int, int] = {}
         for code, _ in results:
