@@ -272,7 +272,15 @@ class Bench:
         """The provider signs with a new key from now on (the old ones published too, unless `withdraw`); at least
         6 s after the last rotation, so the gateway may refetch (it does at most every 5 s)."""
         time.sleep(max(0.0, self.last_rotation + 6 - time.monotonic()))
-        self.provider.restart(keys=[signing_key()] if withdraw else [signing_key(), *self.provider.keys])
+        keys = [signing_key()] if withdraw else [signing_key(), *self.provider.keys]
+        for attempt in range(5):  # its port (the issuer's) may be taken for a moment by another process's client
+            try:
+                self.provider.restart(keys=keys)
+                break
+            except RuntimeError:
+                if attempt == 4:
+                    raise
+                time.sleep(1)
         self.last_rotation = time.monotonic()
 
     def fault(self, name: str) -> tuple[Callable[[], None], str]:
