@@ -239,8 +239,8 @@ def _manifest(agents: Path) -> Any:
 
 
 def _audit_line(row: dict[str, Any]) -> str:
-    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision"}.get(
-        row["kind"], f"{row['agent']} chat")
+    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision",
+            "conversation": f"{row['agent']} stored conversations"}.get(row["kind"], f"{row['agent']} chat")
     # the signed-in user beside the client: users mapped onto one client by their claims are told apart
     who = f"{row.get('client') or '-'} ({row['subject']})" if row.get("subject") else row.get("client") or "-"
     detail = f"HTTP {row['http_status']}" if row.get("http_status") else ""

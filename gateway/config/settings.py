@@ -10,6 +10,7 @@ gateway:
                                   # a user's token refresh); then 503 auth_unavailable
   audit_retention_days: 30        # 0 or null keeps rows forever
   conversation_retention_days: 30 # stored Responses answers, handed-back turns, finished approval runs
+  max_stored_conversations_per_client: 10000 # of those, one client's; one more removes its oldest (null: no cap)
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
@@ -63,6 +64,7 @@ DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
 DEFAULT_MAX_PENDING_APPROVALS = 100
+DEFAULT_MAX_STORED_CONVERSATIONS = 10_000
 """Calls one client may have waiting for approval: more than a reviewer works through in a sitting, far fewer than
 fill an approver's listing of 1,000 (redteam44: one client's 1,000 hid every other client's)."""
 CODE_WORKERS = 16
@@ -231,6 +233,12 @@ class GatewaySettings(Section):
         "paused calls; callers without a key count as one client). One more is refused unsent and unqueued "
         "(`rate_limited`: the model reads it as the tool's result; 429 on the direct door), so one client's flood "
         "of waiting calls cannot bury another's. Null: no cap.", DEFAULT_MAX_PENDING_APPROVALS)
+    max_stored_conversations_per_client: Count | None = doc(
+        "Stored conversations one client keeps (with `auth`: one signed-in user; callers without a key count as "
+        "one client): Responses answers kept with `store` (the default), handed-back turns and resumed runs' "
+        "answers. Saving one more removes that client's oldest (a `previous_response_id` naming it is then "
+        "answered 404 `response_not_found`, as one past `conversation_retention_days`), and the removal is an "
+        "audit row (kind `conversation`, status `evicted`). Null: no cap.", DEFAULT_MAX_STORED_CONVERSATIONS)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)
