@@ -22,8 +22,9 @@ rankers read. Measured first here with the rule in this script; the same rule mo
 lists (`search_misses.py rank`).
 
 Each variant's lists are saved as `search_misses.py rank` saves them (`search_misses.DATA / ranked-LABEL.json`), so
-`search_misses.py table` and `judge` count them. `DEV` is `search_misses.DEV` (`round12`..`round28`); `round29` and
-`round30` are never read. What was measured: bench/README.md, "The misses nobody's words reach".
+`search_misses.py table` and `judge` count them. `DEV` is `search_misses.DEV` (`round12`..`round29` since rank45;
+`round12`..`round28` when rank44 measured); `round30` and `round31` are never read. What was measured:
+bench/README.md, "The misses nobody's words reach".
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ def census(names: list[str]) -> None:
 
 
 def judge(base: str, labels: list[str]) -> None:
-    """Each variant against `base`: hits@5 on `DEV` alone and fused, `round28` fused, the largest loss of an API on
+    """Each variant against `base`: hits@5 on `DEV` alone and fused, its last part fused, the largest loss of an API on
     a part with each ranker, and the keep rule (fused +5 or more, alone not less, no API -3 on a part); then the
     choice leaving one API out (for each API, of `base` and the variants that pass the rule on the other fifteen,
     the one with the most hits@5 there, alone and fused added), counted on the API left out."""
@@ -309,8 +310,8 @@ def judge(base: str, labels: list[str]) -> None:
             worst = min((hits(label, a, key, p) - hits(base, a, key, p), a, p) for a in apis for p in parts[a])
             cells.append(f"{total} ({total - sum(hits(base, a, key) for a in apis):+d}) | "
                          f"{worst[0]:+d} ({worst[1]} {worst[2]})")
-        r28 = sum(hits(label, a, "fused", "round28") for a in apis)
-        print(f"| {label} | {cells[0]} | {cells[1]} | {r28} | {'passes' if passes(label, apis) else 'fails'} |")
+        last = sum(hits(label, a, "fused", DEV[-1]) for a in apis)
+        print(f"| {label} | {cells[0]} | {cells[1]} | {last} | {'passes' if passes(label, apis) else 'fails'} |")
     chosen = []
     total = {"alone": 0, "fused": 0}
     for api in apis:
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apis", nargs="+", choices=APIS, default=list(APIS))
     args = parser.parse_intermixed_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    assert not {"round29", "round30"} & set(DEV)
+    assert not {"round30", "round31"} & set(DEV)
     if args.stage == "census":
         census(args.apis)
     elif args.stage == "agree":
