@@ -79,6 +79,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
     taken: set[str] = set()
+    by_operation_id: dict[str, str] = {}  # operationId -> `METHOD path` of the first operation that has it
     operations = 0
     paths = view.get("paths")
     if paths is not None and not isinstance(paths, dict):
@@ -113,6 +114,13 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
             tool.name = unique_in_spec(name, method.upper(), path, taken)
             taken.add(tool.name)
             tools.append(tool)
+            if tool.operation_id:
+                first = by_operation_id.setdefault(tool.operation_id, f"{method.upper()} {path}")
+                if first != f"{method.upper()} {path}":
+                    # Said here, where the pointer and line are known: the tool still exists, under a name the
+                    # spec's author did not write, which agents.yaml's `operations:` must then use.
+                    warn(f"{pointer}/operationId", f"operationId {tool.operation_id!r} is also that of {first}: "
+                         f"this operation's tool is named {tool.name!r}; give each operation its own operationId")
     translator.check_values()
     spec = ApiSpec(
         name=api, file=file, openapi_version=version,

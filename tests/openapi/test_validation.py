@@ -195,3 +195,20 @@ def test_a_finding_inside_a_schema_object_gets_no_false_place(tmp_path: Path,
     assert findings and not [line for line in findings if "/type" in line], out
     assert any("(in a schema object; the validator does not say which)" in line for line in findings), out
     assert any("/paths/~1items/get/parameters/0" in line for line in findings), out  # a finding with its place
+
+
+def test_a_duplicate_operation_id_is_named_at_its_pointer_with_the_name_its_tool_got(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"openapi": "3.0.3", "info": {"title": "files", "version": "1"}, "paths": {
+        "/images/{id}/png": {"get": {"operationId": "getThing", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+            "responses": {"200": {"description": "ok"}}}},
+        "/images/export": {"get": {"operationId": "getThing", "responses": {"200": {"description": "ok"}}}}}}
+    (specs / "files.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    [line] = [line for line in out.splitlines() if "getThing" in line]
+    # file, line and pointer of the second operation; the other operation; the tool name agents.yaml must use
+    assert line.strip().startswith("warning: files.yaml:20: /paths/~1images~1export/get/operationId: ")
+    assert "also that of GET /images/{id}/png" in line and "named 'getThing_" in line
+    assert "does not say which" not in out  # the spec validator's own line (no pointer) is not repeated
+    assert code == 0
