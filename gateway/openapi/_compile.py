@@ -222,7 +222,7 @@ def _compile_file(data: bytes, relative: str, api: str, specs_dir: Path,
     try:
         document = parse_bytes(data, relative)
     except LoadError as exc:
-        return ([], None, [Diagnostic(level="error", file=relative, message=str(exc))]), {}
+        return ([], None, [Diagnostic(level="error", file=relative, message=str(exc), line=exc.line)]), {}
     if isinstance(document, dict) and "openapi" not in document and "swagger" not in document:
         # A fragment other specs point into (components in their own file): not an api of its own.
         note = "not an OpenAPI document (no `openapi`/`swagger` field): skipped as a spec"

@@ -212,3 +212,15 @@ def test_a_duplicate_operation_id_is_named_at_its_pointer_with_the_name_its_tool
     assert "also that of GET /images/{id}/png" in line and "named 'getThing_" in line
     assert "does not say which" not in out  # the spec validator's own line (no pointer) is not repeated
     assert code == 0
+
+
+def test_a_spec_that_does_not_parse_is_named_with_the_line_where_the_parser_stopped(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (specs / "unclosed.yaml").write_text("swagger: '2.0'\ninfo: {title: x, version: '1'\npaths: {}\n")
+    (specs / "comma.json").write_text('{"openapi": "3.0.0",\n "info": {}\n "paths": {}}')
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    # file:line as every other diagnostic has it, the parser's finding, and no "<byte string>" for a stream name
+    assert "error: unclosed.yaml:3: invalid YAML: did not find expected ',' or '}' (line 3, column 1; while " \
+           "parsing a flow mapping that starts at line 2)" in out
+    assert "error: comma.json:3: invalid JSON: " in out and "(line 3, column 2)" in out
+    assert "byte string" not in out and "shop.yaml: ok" in out and code == 1
