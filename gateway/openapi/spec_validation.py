@@ -111,7 +111,9 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
                 pointer, message = "", f"{message} (in a schema object; the validator does not say which)"
             found.append(_note(relative, pointer, f"spec validation: {message}"))
     except Exception as exc:  # noqa: BLE001 - the validator's own failures are findings, not crashes
-        found.append(_note(relative, "", f"spec validation stopped: {type(exc).__name__}: {exc}"[:300]))
+        ref = getattr(exc, "ref", None)  # referencing's Unresolvable: its text quotes the whole document searched
+        what = f"the $ref {ref!r} leads nowhere" if isinstance(ref, str) else str(exc)
+        found.append(_note(relative, "", f"spec validation stopped: {type(exc).__name__}: {what}"[:300]))
     return found
 
 

@@ -224,3 +224,16 @@ def test_a_spec_that_does_not_parse_is_named_with_the_line_where_the_parser_stop
            "parsing a flow mapping that starts at line 2)" in out
     assert "error: comma.json:3: invalid JSON: " in out and "(line 3, column 2)" in out
     assert "byte string" not in out and "shop.yaml: ok" in out and code == 1
+
+
+def test_a_ref_the_spec_validator_cannot_follow_is_named_without_the_document_it_searched(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"swagger": "2.0", "info": {"title": "erskine", "version": "1"}, "host": "127.0.0.1", "paths": {
+        "/api/Part": {"get": {"responses": {"200": {"description": "ok", "schema": {
+            "$ref": "#/definitions/NoSuchThing"}}}}}}, "definitions": {"Part": {"type": "object"}}}
+    (specs / "erskine.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    [line] = [line for line in out.splitlines() if "spec validation stopped" in line]
+    # referencing's own text went on with "does not exist within {'swagger': '2.0', 'info': ..." (300 characters)
+    assert line.strip() == ("warning: erskine.yaml:1: spec validation stopped: PointerToNowhere: the $ref "
+                            "'/definitions/NoSuchThing' leads nowhere")
