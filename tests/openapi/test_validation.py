@@ -144,7 +144,8 @@ def test_validate_says_what_was_lost_with_lines_and_the_manifest_names_the_real_
     (specs / "shop.yaml").write_text(SHOP_WITH_MISTAKES)
     agents = tmp_path / "agents.yaml"
     agents.write_text("providers: {p: {kind: openai}}\nagents:\n  clerk:\n    model: p/m\n"
-                      "    tools: [{api: shop, operations: [createItem, getItem]}]\n")
+                      "    tools: [{api: shop, operations: [createItem, getItem]}]\n"
+                      "apis: {shop: {base_url: 'http://127.0.0.1:9'}}\n")
     code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(agents), "--json", "--no-cache")
     report = json.loads(out)
     assert code == 3 and report["ok"] is True and report["complete"] is False
