@@ -7,28 +7,20 @@ The queue holds `clients` x `each` pending calls (every client at the default ca
 cap allows that many clients), on SQLite (WAL) and on PostgreSQL (started on a free loopback port in a temporary
 folder). Per round, modes take turns: 100 holds of one more client's calls with and without `pending_cap` (each
 undone by a denial, so the queue stays as deep), and 20 listings of 100 and of 1,000 rows, oldest first and in
-turns. Medians of the rounds, per hold or listing, with the ratio and the load average.
+turns; and 100 looks at one full client's room before a run pauses (`room_for`): its rows read up to the cap, as
+before mend46, against the store's count. Medians of the rounds, per hold, listing or look, with the ratio and the
+load average.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from bench.support import ROOT
-
-sys.path.insert(0, str(ROOT / "tests"))
-
-from shared_servers import PostgresServer  # noqa: E402
-
-from gateway.store import ApprovalRecord, RunRecord, SQLiteStore, Store  # noqa: E402
-from gateway.store.postgres import PostgresStore  # noqa: E402
+from bench.both_stores import on_both_stores
+from gateway.store import ApprovalRecord, RunRecord, Store
 
 
 def _held(client: str, n: int) -> tuple[RunRecord, list[ApprovalRecord]]:
@@ -64,11 +56,15 @@ async def _listings(store: Store, limit: int, fair: bool) -> float:
     return (time.perf_counter() - started) / 20 * 1000
 
 
-async def _measure(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
-    try:
-        return await _rounds(store, rounds, clients, each)
-    finally:
-        await store.aclose()
+async def _looks(store: Store, count: bool) -> float:
+    """Milliseconds per look at a full client's room: its pending rows read up to the cap (the old way), or counted."""
+    started = time.perf_counter()
+    for _ in range(100):
+        if count:
+            await store.pending_count("c0")
+        else:
+            len(await store.list_approvals(status="pending", client="c0", limit=100))
+    return (time.perf_counter() - started) / 100 * 1000
 
 
 async def _rounds(store: Store, rounds: int, clients: int, each: int) -> dict[str, float]:
@@ -82,6 +78,8 @@ async def _rounds(store: Store, rounds: int, clients: int, each: int) -> dict[st
             for fair in (False, True):
                 spent.setdefault(f"list {limit}{' in turns' if fair else ''}", []).append(
                     await _listings(store, limit, fair))
+        for count in (False, True):
+            spent.setdefault(f"room {'count' if count else 'rows'}", []).append(await _looks(store, count))
     return {mode: statistics.median(values) for mode, values in spent.items()}
 
 
@@ -91,16 +89,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--each", type=int, default=100)
     args = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
-    postgres = PostgresServer().start()
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results["SQLite (WAL)"] = asyncio.run(_measure(SQLiteStore(Path(folder) / "state.db"), args.rounds,
-                                                           args.clients, args.each))
-        results["PostgreSQL"] = asyncio.run(_measure(PostgresStore(postgres.create_database()), args.rounds,
-                                                     args.clients, args.each))
-    finally:
-        postgres.stop()
+    results = on_both_stores(lambda store: _rounds(store, args.rounds, args.clients, args.each))
     print(f"{args.clients} clients x {args.each} pending calls; ms per hold or listing, median of {args.rounds} "
           f"rounds; load average {os.getloadavg()[0]:.2f}")
     for name, found in results.items():
@@ -109,7 +98,9 @@ def main() -> None:
               f"list 100 {found['list 100']:.2f} -> in turns {found['list 100 in turns']:.2f} "
               f"(x{found['list 100 in turns'] / found['list 100']:.2f}); "
               f"list 1000 {found['list 1000']:.2f} -> in turns {found['list 1000 in turns']:.2f} "
-              f"(x{found['list 1000 in turns'] / found['list 1000']:.2f})")
+              f"(x{found['list 1000 in turns'] / found['list 1000']:.2f}); "
+              f"room: rows {found['room rows']:.3f} -> count {found['room count']:.3f} "
+              f"(x{found['room count'] / found['room rows']:.2f})")
 
 
 if __name__ == "__main__":

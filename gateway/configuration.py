@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .catalog import Catalog, Diagnostic, Tool
 from .config.checker import Checker
@@ -46,6 +47,7 @@ def parse_configuration(
     toolsets: dict[str, Toolset] = {}
     if readable:
         check_security(c, manifest, catalog)
+        check_servers(c, manifest, catalog)
         toolsets, toolset_diagnostics = build_toolsets(manifest, catalog)
         c.diagnostics.extend(toolset_diagnostics)
         check_tool_counts(c, manifest, toolsets)
@@ -141,14 +143,44 @@ def check_qualified_names(c: Checker, manifest: Manifest, toolsets: Mapping[str,
                   f"unique across specs; keep a name with `override: {{{named}: {{rename: {operation}}}}}`")
 
 
-def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
-    """Warn once per used api when selected operations demand credentials and none are configured."""
+def _used_apis(manifest: Manifest, catalog: Catalog) -> dict[str, tuple[KeyPath, dict[str, Tool]]]:
+    """Each api some agent selects: the first selection's key path, and the tools selected of it."""
     used: dict[str, tuple[KeyPath, dict[str, Tool]]] = {}
     for agent in manifest.agents.values():
         for index, selection in enumerate(agent.tools):
             where, selected = used.setdefault(selection.api, (("agents", agent.name, "tools", index, "api"), {}))
             selected.update((tool.name, tool) for tool in select_tools(selection, catalog))
-    for api, (where, selected) in used.items():
+    return used
+
+
+def check_servers(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
+    """An api an agent uses that has no absolute server to call (no `servers`, as FastAPI writes its specs, a
+    relative one, a variable without a default) and no base_url: every call would fail, so say so now."""
+    for api, (where, selected) in _used_apis(manifest, catalog).items():
+        if manifest.api(api).base_url:
+            continue
+        problem = next((found for tool in selected.values() if (found := _server_problem(tool))), None)
+        if problem is not None:
+            path = ("apis", api) if api in manifest.apis else where
+            c.warning(path, f"{problem}: no call to {api!r} can be sent; set apis.{api}.base_url")
+
+
+def _server_problem(tool: Tool) -> str | None:
+    if not tool.servers:
+        return f"{tool.source or tool.api} declares no server"
+    server = tool.servers[0]
+    resolved = server.resolved()
+    url = urlsplit(resolved)
+    if "{" in resolved:
+        return f"the server {server.url!r} of {tool.source or tool.api} has a variable without a default"
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return f"the server {server.url!r} of {tool.source or tool.api} is relative or not http(s)"
+    return None
+
+
+def check_security(c: Checker, manifest: Manifest, catalog: Catalog) -> None:
+    """Warn once per used api when selected operations demand credentials and none are configured."""
+    for api, (where, selected) in _used_apis(manifest, catalog).items():
         if manifest.api(api).auth:
             continue
         # Security alternatives: one empty alternative means anonymous access is allowed too.

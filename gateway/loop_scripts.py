@@ -25,7 +25,7 @@ from .codemode import FunctionNames, Limits, Paused, Script
 from .config.model import AgentConfig
 from .kernel.caller import current_caller
 from .kernel.calls import HostedCall
-from .loop_calls import Invoke, ScriptingInvoke
+from .loop_calls import HoldingInvoke, Invoke, RefusingInvoke, ScriptingInvoke
 from .loop_types import Decision, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 from .toolsets import Toolset
@@ -78,6 +78,8 @@ class _Host:
         self.loop = loop
         self.run_in_scope = run_in_scope
         self.steps = steps
+        self.no_room: dict[str, ToolResult] = {}
+        """Call id -> the refusal of a gated call its client has no room to keep waiting (`needs_pause`)."""
 
     def tool(self, name: str) -> AgentTool | None:
         return self.loop.toolset.get(name)
@@ -85,7 +87,17 @@ class _Host:
     async def needs_pause(self, tool: AgentTool, call: ToolCall) -> bool:
         # A gated call with invalid arguments is run instead: the pipeline refuses it, with its audit row, and
         # the script gets the validation error at once rather than after a human's wait.
-        return tool.needs_approval and await self.loop.check(tool, call) is None
+        if not tool.needs_approval or await self.loop.check(tool, call) is not None:
+            return False
+        invoke = self.loop.invoke
+        full = await invoke.hold_refusal(1) if isinstance(invoke, HoldingInvoke) else None
+        if full is None:
+            return True
+        # Its client has as many calls waiting as it may (gateway.max_pending_approvals_per_client): the script
+        # gets the refusal as the call's failure, as a direct call or an MCP script would, and goes on; paused,
+        # its run could not have been kept, and the whole chat was refused with 429 (mend46).
+        self.no_room[call.id] = full
+        return False
 
     async def call(self, tool: AgentTool, call: ToolCall, approval: str | None) -> ToolResult:
         loop = self.loop
@@ -94,7 +106,12 @@ class _Host:
         cap = loop.agent.policy.max_tool_calls
         started = time.perf_counter()
         inner: list[Step] = []
-        if loop.tool_calls >= cap:
+        refusal = self.no_room.pop(call.id, None)
+        if refusal is not None:  # recorded as any refused call: its audit row, span and metrics
+            invoke = loop.invoke
+            result = await invoke.refuse(tool, call, refusal, door="chat", client=current_caller().client) \
+                if isinstance(invoke, RefusingInvoke) else refusal
+        elif loop.tool_calls >= cap:
             result = ToolResult.failure("rate_limited", f"this run reached its cap of {cap} tool calls; the call "
                                         "was not executed.")
         else:

@@ -113,6 +113,12 @@ class TurnCalls:
                 runnable.append((index, None, call, self.approval_ids.get(call.id), decision))
                 continue
             if self.offer.is_meta(call.name) and not truncated and call.parse_error is None:
+                if self.tool_calls >= self.policy.max_tool_calls:
+                    # A search is a call of the run, as a script or a delegation is: uncounted, a model could
+                    # search without end within its iterations (a turn may carry any number of calls).
+                    results[index], steps[index] = await self._refused(call, self._capped())
+                    continue
+                self.tool_calls += 1
                 results[index] = await self._answer_meta(call)
                 steps[index] = call_step(call, call.arguments, results[index], self.iteration)
                 await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,

@@ -20,6 +20,7 @@ ErrorType = Literal[
     "invalid_output",  # the API answered 2xx with a body that breaks the spec's output schema (the request ran)
     "transport_error",  # connect/read failure, reset, too many redirects, refused redirect
     "timeout",  # the call's deadline passed
+    "circuit_open",  # the api's breaker is open after failures in a row: not sent; the error says when it probes again
     "approval_pending",  # the tool needs a human's approval first: nothing was sent
     "approval_denied",  # a human refused the call
     "configuration_error",  # the gateway cannot build the request (e.g. a relative server without base_url)
@@ -37,7 +38,8 @@ ErrorType = Literal[
 ]
 
 NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
-                                      "rate_limited", "truncated_turn", "hook_denied", "store_unavailable"})
+                                      "rate_limited", "truncated_turn", "hook_denied", "store_unavailable",
+                                      "circuit_open"})
 """Error types of calls refused before anything was sent to their api."""
 
 

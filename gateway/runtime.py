@@ -312,6 +312,12 @@ class RuntimeHolder:
         logger.info("reloaded: %d agents, %d tools in the catalog", len(new.manifest.agents), len(new.catalog))
         for warning in self.warnings:
             logger.warning("%s", warning)
+        # A spec added broken takes nothing away, so it is served around, not refused: its errors are said here, or
+        # an owner who dropped it in would see "reloaded" and no tools.
+        before = {str(d) for d in old.diagnostics if d.level == "error"}
+        for diagnostic in new.diagnostics:
+            if diagnostic.level == "error" and str(diagnostic) not in before:
+                logger.warning("reloaded around an error (the rest serves): %s", diagnostic)
         for callback in list(self.on_reload):
             try:
                 result = callback(new)

@@ -290,6 +290,39 @@ async def test_path_traversal_cannot_leave_the_endpoint(upstream, value) -> None
         assert result.error_type == "invalid_arguments" and not upstream.requests
 
 
+@pytest.mark.parametrize("value", ["../private/secret.txt", "..\\private\\secret.txt", "./../private/secret.txt",
+                                   "sub/../../private/secret.txt", "a.txt/.."])
+async def test_a_path_value_cannot_walk_out_on_an_upstream_that_decodes_slashes(tmp_path, value) -> None:
+    """redteam45: `../private/secret.txt` went out as `/files/..%2Fprivate%2Fsecret.txt`, one segment as sent; but
+    many upstreams decode `%2F` before they resolve the path (a normalizing proxy; here Python's own file server),
+    and this one served the file outside `/files/`."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.txt").write_text("public")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "secret.txt").write_text("the secret")
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    files = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    tool = make_tool(arg("name", "path"), path="/files/{name}", response_media_types=("text/plain",))
+    executor = executor_for(f"http://127.0.0.1:{files.server_address[1]}", tool)
+    try:
+        walked = await executor.execute(tool, {"name": value})
+        assert walked.error_type == "invalid_arguments" and "'..'" in (walked.error or ""), (walked.status, walked.body)
+        assert (await executor.execute(tool, {"name": "a.txt"})).body == "public"  # the endpoint itself
+    finally:
+        await executor.aclose()
+        files.shutdown()
+        files.server_close()
+
+
 async def test_validation_failure_sends_nothing(upstream) -> None:
     tool = make_tool(arg("n", "query", {"type": "integer"}, required=True))
     result = await _call(upstream, tool, {"n": "five"})
@@ -310,6 +343,17 @@ async def test_non_ascii_header_value_is_refused_clearly(upstream) -> None:
     result = await _call(upstream, tool, {"X-Note": "café"})
     assert result.error_type == "invalid_arguments" and "ASCII" in (result.error or "")
     assert upstream.requests == []
+
+
+async def test_control_characters_in_a_header_value_are_the_models_error_not_the_apis(upstream) -> None:
+    # redteam45: the library refused `\x01` or DEL itself, as a `transport_error`, which the breaker counts as the
+    # api failing: a model made to repeat such a call paused the api for every caller of its group.
+    tool = make_tool(arg("X-Note", "header"))
+    for value in ("a\x01b", "a\x7fb", "a\x1bb"):
+        result = await _call(upstream, tool, {"X-Note": value})
+        assert result.error_type == "invalid_arguments" and "X-Note" in (result.error or ""), result.error
+    result = await _call(upstream, tool, {"X-Note": "tab\tand space"})
+    assert result.ok and upstream.last.header("X-Note") == "tab\tand space"
 
 
 async def test_secret_looking_static_headers_are_redacted(upstream) -> None:

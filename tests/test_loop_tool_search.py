@@ -208,3 +208,20 @@ def test_auto_counts_every_definition_once_per_toolset_and_count() -> None:
     agent_tools.tools[more.name] = more
     assert search_enabled(agent, agent_tools, listed)
     assert len(measured) == 3 + 4
+
+
+async def test_searches_count_against_the_runs_tool_call_cap(llm: ScriptedLLM) -> None:
+    """redteam44's left item: `search_tools` (and `describe_tool`) calls were not counted against `max_tool_calls`,
+    so a model could search without end (any number a turn, every iteration). They count as any call: past the cap
+    a search is refused as the cap's `rate_limited`, and the run ends with its summary (cut)."""
+    searches = [Call("search_tools", {"query": f"refund {i}", "limit": 1}) for i in range(8)]
+    llm.script(Reply(calls=[*searches, Call("describe_tool", {"name": "list_order"})]), Reply(text="summary"))
+    agent = _agent("openai")
+    agent.policy.max_tool_calls = 3
+    result = await run(agent, [Message(role="user", content="refund order 7")],
+                       adapter=adapter_for("openai", llm.url), toolset=_tools(), invoke=StandInInvoke())
+    assert [s.ok for s in result.steps] == [True] * 3 + [False] * 6
+    assert all(s.error_type == "rate_limited" and "cap of 3 tool calls" in (s.error or "")
+               for s in result.steps[3:])
+    assert result.cut and result.message.content == "summary"
+    assert "tools" not in llm.bodies()[-1]  # the summary's request offers no tools

@@ -189,6 +189,26 @@ async def test_a_broken_spec_that_no_agent_uses_is_refused_too(config: tuple[Pat
     assert "extra" not in holder.current.catalog.apis
 
 
+async def test_a_spec_added_broken_is_served_around_and_its_error_logged(
+    config: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An owner drops a new spec with a YAML typo into specs/ while serving: nothing is lost, so the reload goes on,
+    and the log said only "reloaded" (the error was in `gateway validate` and nowhere the owner was looking)."""
+    specs, _ = config
+    holder = RuntimeHolder(_load(config))
+    (specs / "billing.yaml").write_text("openapi: 3.0.3\ninfo: {title: billing, version: '1'\npaths: {}\n")
+    with caplog.at_level(logging.WARNING, logger="gateway.runtime"):
+        assert await holder.reload() is True
+    assert _names(holder.current) == ["listItems", "getItem"]
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert record.getMessage().startswith("reloaded around an error (the rest serves): billing.yaml:3: invalid YAML")
+    caplog.clear()
+    (specs / "shop.json").write_text(_spec("listItems", "getItem", "getStats", "getMore"))
+    with caplog.at_level(logging.WARNING, logger="gateway.runtime"):
+        assert await holder.reload() is True
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]  # said once, not at every reload
+
+
 async def test_a_failing_callback_does_not_undo_the_reload(config: tuple[Path, Path]) -> None:
     specs, agents = config
 

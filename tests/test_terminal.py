@@ -144,3 +144,34 @@ def test_chat_from_another_folder_says_where_it_looked_for_agents_yaml(tmp_path:
     assert code == 2
     assert f"gateway: no agents manifest at {(tmp_path / 'agents.yaml').resolve()}" in err.getvalue()
     assert "pass --agents FILE (or set GATEWAY_AGENTS)" in err.getvalue()
+
+
+def test_the_approval_prompt_shows_every_argument_and_the_answer_no_terminal_codes(workspace) -> None:
+    """redteam45: a model that follows injected instructions wrote past what the approval prompt showed (200
+    characters, then "..."), so the person at the terminal approved arguments they could not read; and its answer
+    went to the terminal as it was, escape sequences and all (OSC 52 sets the clipboard in many terminals, a
+    carriage return or CSI codes rewrite what was shown)."""
+    _, llm, upstream = workspace
+    hidden = "7" + "-" * 240 + "-and-the-part-the-prompt-cut"
+    llm.script(Reply(calls=[Call("deleteItem", {"id": hidden})]),
+               Reply(text="Done.\x1b]52;c;ZXZpbA==\x07\r\x1b[2KAll fine\u009b31m\u202e."))
+    code, out, err = _chat(workspace, "delete item 7", ["y"])
+    assert code == 0
+    prompt = err[err.index("approve deleteItem"):]
+    assert hidden in prompt and "..." not in prompt.split("? [y/N]")[0]  # everything, before the question
+    assert [r.method for r in upstream.requests] == ["DELETE"]
+    for control in ("\x1b", "\x07", "\r", "\u009b", "\u202e"):
+        assert control not in out and control not in err, repr(control)
+    assert out.startswith("Done.") and "All fine" in out  # the text itself is kept, its codes shown as text
+
+
+def test_json_printed_on_the_terminal_is_the_same_json_without_terminal_codes() -> None:
+    import json
+
+    from gateway.printable import printable
+
+    value = {"body": "ok\x1b]52;c;ZXZpbA==\x07 \u009b31m \u202eevil\u202c", "plain": "café\tnew\nline"}
+    for text in (json.dumps(value, ensure_ascii=False), json.dumps(value, ensure_ascii=False, indent=2)):
+        shown = printable(text)
+        assert json.loads(shown) == value and not any(c in shown for c in "\x1b\x07\u009b\u202e\u202c")
+    assert printable("café\tnew\nline") == "café\tnew\nline"

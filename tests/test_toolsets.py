@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.catalog import AgentTool, ApiSpec, Argument, Catalog, Diagnostic, Tool
+from gateway.catalog import AgentTool, ApiSpec, Argument, Catalog, Diagnostic, Server, Tool
 from gateway.cli.commands import main
 from gateway.config.loader import parse_manifest
 from gateway.configuration import parse_configuration
@@ -23,7 +23,8 @@ def _tool(api: str, operation_id: str, method: str, path: str, tags: tuple[str, 
     arguments = tuple(Argument(name=name, location="query", wire_name=name, required=name in required)
                       for name in properties)
     return Tool(name=operation_id, api=api, operation_id=operation_id, method=method, path=path,
-                description=f"{operation_id} description", input_schema=schema, arguments=arguments, tags=tags)
+                description=f"{operation_id} description", input_schema=schema, arguments=arguments, tags=tags,
+                servers=(Server(url=f"https://{api}.example.com"),))
 
 
 def _catalog() -> Catalog:
@@ -353,7 +354,8 @@ def _duplicate_ids_catalog(tmp_path: Path) -> Catalog:
     specs.mkdir()
     ok = {"200": {"description": "ok"}}
     param = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
-    spec = {"openapi": "3.0.3", "info": {"title": "shop", "version": "1"}, "paths": {"/items/{id}": {
+    spec = {"openapi": "3.0.3", "info": {"title": "shop", "version": "1"},
+            "servers": [{"url": "https://shop.example.com"}], "paths": {"/items/{id}": {
         "get": {"operationId": "get_item", "parameters": param, "responses": ok},
         "delete": {"operationId": "get_item", "parameters": param, "responses": ok}}}}
     (specs / "shop.json").write_text(json.dumps(spec))

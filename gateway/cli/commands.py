@@ -357,9 +357,10 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import json
 
     from ..messages import ToolResult
+    from ..printable import printable
 
     def emit(result: ToolResult) -> int:
-        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        print(printable(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)))  # an upstream's text
         return 0 if result.ok else 1
 
     unread: str | None = None  # why --args cannot be read: the call is refused, and recorded as any door's

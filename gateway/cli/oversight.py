@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
+from ..printable import printable
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
 
@@ -66,7 +67,7 @@ def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
     rows = asyncio.run(main())
     for row in rows:
         if args.json:
-            print(json.dumps(row, ensure_ascii=False), file=out)
+            print(printable(json.dumps(row, ensure_ascii=False)), file=out)
         else:
             print(_audit_line(row), file=out)
     return 0
@@ -126,13 +127,13 @@ def run_approvals(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(_ENVIRONMENT_HINT, file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(body, ensure_ascii=False, indent=2), file=out)
+        print(printable(json.dumps(body, ensure_ascii=False, indent=2)), file=out)
     elif status == 202:
         print(f"{args.id}: {args.action}d; the run still waits for {', '.join(body['waiting_for'])}", file=out)
     elif "result" in body:
-        print(json.dumps(body["result"], ensure_ascii=False, indent=2), file=out)
+        print(printable(json.dumps(body["result"], ensure_ascii=False, indent=2)), file=out)
     else:
-        print(_answer_text(body) or "(no text)", file=out)
+        print(printable(_answer_text(body)) or "(no text)", file=out)
         pending = body["gateway"]["pending_approvals"]
         for item in pending:
             print(f"waiting for approval {item['id']}: {item['tool']} {json.dumps(item['arguments'])}", file=out)
@@ -186,7 +187,7 @@ def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
 
     pending = asyncio.run(main())
     if args.json:
-        print(json.dumps(pending, ensure_ascii=False, indent=2), file=out)
+        print(printable(json.dumps(pending, ensure_ascii=False, indent=2)), file=out)
     elif not pending:
         print("no pending approvals", file=out)
     for item in [] if args.json else pending:
@@ -239,8 +240,8 @@ def _manifest(agents: Path) -> Any:
 
 
 def _audit_line(row: dict[str, Any]) -> str:
-    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision"}.get(
-        row["kind"], f"{row['agent']} chat")
+    what = {"tool": f"{row['agent']}/{row['tool']}", "decision": f"{row['agent']}/{row['tool']} decision",
+            "conversation": f"{row['agent']} stored conversations"}.get(row["kind"], f"{row['agent']} chat")
     # the signed-in user beside the client: users mapped onto one client by their claims are told apart
     who = f"{row.get('client') or '-'} ({row['subject']})" if row.get("subject") else row.get("client") or "-"
     detail = f"HTTP {row['http_status']}" if row.get("http_status") else ""

@@ -23,6 +23,7 @@ from ..kernel.caller import bind_caller
 from ..loop import resume, run
 from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
 from ..messages import Message
+from ..printable import printable
 
 Ask = Callable[[str], str]
 
@@ -134,7 +135,7 @@ class _Session:
 
     async def _show(self, event: LoopEvent) -> None:
         if event.type == "text":
-            self.out.write(event.text)
+            self.out.write(printable(event.text))
             self.out.flush()
             self._wrote_text = True
             return
@@ -153,7 +154,8 @@ class _Session:
 
     def _decide(self, pending: PendingApproval) -> Decision:
         self._end_line()
-        prompt = f"approve {pending.tool}({_compact(pending.arguments)})? [y/N] "
+        # Every argument, ASCII: what is approved is what was read (a cut prompt hid a model's tail; redteam45).
+        prompt = f"approve {pending.tool}({json.dumps(pending.arguments)})? [y/N] "
         try:
             answer = self.ask(prompt).strip().lower()
         except EOFError:
@@ -179,7 +181,7 @@ def _without_instructions(agent: Any, result: RunResult) -> list[Message]:
 
 
 def _compact(arguments: Any, limit: int = 200) -> str:
-    text = json.dumps(arguments, ensure_ascii=False)
+    text = printable(json.dumps(arguments, ensure_ascii=False))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -127,7 +127,8 @@ class Policy(Section):
     max_result_bytes: Count = doc("Bytes of a tool's answer the model gets at most.", 64_000)
     timeout: Seconds = doc("Seconds a whole run may take.", 300.0)
     tool_timeout: Seconds | None = doc("Seconds one tool call may take (default: the api's timeout).", None)
-    max_tool_calls: Count = doc("Tool calls in one run at most.", 200)
+    max_tool_calls: Count = doc("Tool calls in one run at most (searches, scripts and delegations count as calls).",
+                                200)
 
 
 class CodeLimits(Section):

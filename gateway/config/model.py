@@ -110,7 +110,10 @@ def _one_or_many(value: Any) -> Any:
 class ApiConfig(Section):
     """How the gateway reaches one api (its spec under specs/ says what the api is)."""
 
-    base_url: HttpUrl | None = doc("Overrides the spec's servers.", None)
+    base_url: HttpUrl | None = doc(
+        "Overrides the spec's servers, an operation's own too: the whole URL, base path included "
+        "(`http://127.0.0.1:8000/api` for a server `https://example.com/api`). Without it: the first server, its "
+        "variables at their defaults; the model never chooses the host.", None)
     auth: Annotated[list[AuthConfig], BeforeValidator(_one_or_many), AlsoShort("item")] = doc(
         "The api's credentials, all sent at once: one mapping or a list.", default=[])
     headers: TextMap = doc("Extra headers on every request to the api.", default={})

@@ -6,8 +6,11 @@ gateway:
                                   # or postgresql://... (several instances)
   redis: redis://127.0.0.1:6379/0 # rate-limit buckets, breakers, budgets, runs counted across instances
   shared_state_timeout: 2         # seconds a request waits for PostgreSQL or Redis to answer; then 503
+  auth_server_timeout: 3          # seconds a request waits for an authorization server (keys, token exchange,
+                                  # a user's token refresh); then 503 auth_unavailable
   audit_retention_days: 30        # 0 or null keeps rows forever
   conversation_retention_days: 30 # stored Responses answers, handed-back turns, finished approval runs
+  max_stored_conversations_per_client: 10000 # of those, one client's; one more removes its oldest (null: no cap)
   rate_limits: {tool: 120/min, tools: {createIssue: {rate: 1/s, burst: 5}}}
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
@@ -54,10 +57,14 @@ DEFAULT_RETENTION_DAYS = 30.0
 DEFAULT_SHARED_STATE_TIMEOUT = 2.0
 """Seconds a request waits for the PostgreSQL store or Redis to answer (`gateway.shared_state_timeout`): long for a
 part that answers (milliseconds), short enough that a caller hears "did not answer" before it gives up itself."""
+DEFAULT_AUTH_SERVER_TIMEOUT = 3.0
+"""Seconds a request waits for an authorization server (`gateway.auth_server_timeout`): its keys, metadata and token
+endpoint answer in milliseconds; past this the caller hears that it did not answer instead of waiting on."""
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
 DEFAULT_MAX_PENDING_APPROVALS = 100
+DEFAULT_MAX_STORED_CONVERSATIONS = 10_000
 """Calls one client may have waiting for approval: more than a reviewer works through in a sitting, far fewer than
 fill an approver's listing of 1,000 (redteam44: one client's 1,000 hid every other client's)."""
 CODE_WORKERS = 16
@@ -186,6 +193,14 @@ class GatewaySettings(Section):
         "`store_unavailable`, or `audit_unavailable` when the audit's store cannot record the call): the tool call "
         "is not sent, and in a chat the model reads the error as its tool's result. Nothing to restart once the part "
         "answers again. Read at start.", DEFAULT_SHARED_STATE_TIMEOUT)
+    auth_server_timeout: Seconds = doc(
+        "Seconds a request waits for an authorization server to answer, each time it asks: the issuer's discovery "
+        "and key set when a token names a key not fetched yet, introspection, a token exchange, a user's token "
+        "refresh. Past that, or when the server refuses the connection or fails, the caller gets 503 "
+        "`auth_unavailable` (\"the authorization server did not answer within 3 s ...\"; in a chat the model reads "
+        "it as its tool's result) and nothing is sent upstream; for the next 2 s other callers needing the same "
+        "answer are told at once, then the server is asked again (nothing to restart). Read at start.",
+        DEFAULT_AUTH_SERVER_TIMEOUT)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
                                                   DEFAULT_RETENTION_DAYS)
     conversation_retention_days: NonNegative | None = doc(
@@ -218,6 +233,12 @@ class GatewaySettings(Section):
         "paused calls; callers without a key count as one client). One more is refused unsent and unqueued "
         "(`rate_limited`: the model reads it as the tool's result; 429 on the direct door), so one client's flood "
         "of waiting calls cannot bury another's. Null: no cap.", DEFAULT_MAX_PENDING_APPROVALS)
+    max_stored_conversations_per_client: Count | None = doc(
+        "Stored conversations one client keeps (with `auth`: one signed-in user; callers without a key count as "
+        "one client): Responses answers kept with `store` (the default), handed-back turns and resumed runs' "
+        "answers. Saving one more removes that client's oldest (a `previous_response_id` naming it is then "
+        "answered 404 `response_not_found`, as one past `conversation_retention_days`), and the removal is an "
+        "audit row (kind `conversation`, status `evicted`). Null: no cap.", DEFAULT_MAX_STORED_CONVERSATIONS)
     max_delegation_depth: Count = doc("How many agents deep a delegation chain may go.", DEFAULT_MAX_DELEGATION_DEPTH)
     tool_budget: TokenBudget | None = doc("Tokens one tool's view may take (what the model is shown of its schema; "
                                   "default 4000).", None)

@@ -73,7 +73,32 @@ def problems(schema: Any, instance: Any, *, count: int = MAX_ERRORS) -> list[str
     if not errors:
         return ["(root): does not match the schema"] if fastschema.usable(schema) else []
     errors.sort(key=_error_order)  # the shallowest of the first ones found: a missing field before its siblings' items
-    return [format_error(error) for error in errors[:count]]
+    lines = list(dict.fromkeys(format_error(error) for error in _first_per_missing_dependency(errors)))
+    return lines[:count]
+
+
+def _first_per_missing_dependency(errors: list[ValidationError]) -> list[ValidationError]:
+    """Each field `dependentRequired` misses once: an optional body's required fields are required of every field
+    given (`gateway.openapi`), so one missing field is an error per field given."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for error in errors:
+        dependency = _dependency(error)
+        if dependency is not None:
+            key = (_path(error.absolute_path), dependency[0])
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(error)
+    return kept
+
+
+def _dependency(error: ValidationError) -> tuple[str, str] | None:
+    """(the missing field, the field given that requires it) of a `dependentRequired` error."""
+    if error.validator != "dependentRequired":
+        return None
+    match = re.match(r"'(.*)' is a dependency of '(.*)'$", error.message)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def validator_for(schema: Any) -> Any:
@@ -143,6 +168,10 @@ def format_error(error: ValidationError) -> str:
         name = _missing_name(error) or "?"
         field = f"{where}.{name}" if where != "(root)" else name
         return f"{field}: required field is missing"
+    dependency = _dependency(error)
+    if dependency is not None:
+        field = f"{where}.{dependency[0]}" if where != "(root)" else dependency[0]
+        return f"{field}: required field is missing (required once {dependency[1]!r} is given)"
     if kind == "additionalProperties" and isinstance(instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = sorted((schema.get("properties") or {}).keys())

@@ -20,6 +20,7 @@ import orjson
 
 from ..catalog import Catalog, Tool
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
+from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT
 from ..errors import AuthServerUnavailable, NotConnected, RequestBuildError, UserCredentialError
 from ..http.auth import Authenticator, Credentials
 from ..http.budget import RetryBudget
@@ -58,7 +59,8 @@ class _Api:
 
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
                  limit_concurrency: bool = True, schemes: dict[str, Any] | None = None,
-                 connections: Connections | None = None) -> None:
+                 connections: Connections | None = None,
+                 auth_server_timeout: float = DEFAULT_AUTH_SERVER_TIMEOUT) -> None:
         self.config = config
         pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
@@ -74,7 +76,7 @@ class _Api:
             self.client = new_client(transport)
             self.wire = HttpxWire(self.client)
         self.auth = Authenticator(config.name, config.auth, redactor, self.client, schemes=schemes,
-                                  connections=connections)
+                                  connections=connections, auth_server_timeout=auth_server_timeout)
         # Static headers may carry credentials too (`X-Api-Key: ${KEY}`): redact those whose name says so.
         redactor.add(*(v for k, v in config.headers.items() if SECRET_HEADER.search(k)))
         self.reserved = self.auth.reserved
@@ -151,7 +153,8 @@ class Executor:
             api = self._apis[name] = _Api(config, self._transport, self.redactor,
                                           limit_concurrency=self.limits_concurrency,
                                           schemes=spec.security_schemes if spec is not None else None,
-                                          connections=self.connections)
+                                          connections=self.connections,
+                                          auth_server_timeout=self.manifest.gateway.auth_server_timeout)
         return api
 
     async def aclose(self) -> None:

@@ -22,7 +22,7 @@ from ..config.credentials import AuthConfig, ClientCredentialsAuth, TokenExchang
 from ..errors import ApiSetupError, UserRequired
 from ..identity.connections import Connections
 from ..identity.exchange import ExchangeSettings, TokenExchanger, required_scopes
-from ..identity.keys import usable_for
+from ..identity.keys import DEFAULT_TIMEOUT, usable_for
 from ..kernel.caller import Caller, current_caller
 from ..kernel.redaction import Redactor
 
@@ -71,16 +71,19 @@ class Authenticator:
         client: used for OAuth2 token requests.
         schemes: the spec's security schemes (which scopes an operation's `security` asks for).
         connections: users' own connections (`user_oauth`).
+        auth_server_timeout: seconds a token exchange waits for its server (`gateway.auth_server_timeout`).
     """
 
     def __init__(self, api: str, auth: list[AuthConfig], redactor: Redactor, client: httpx.AsyncClient, *,
-                 schemes: dict[str, Any] | None = None, connections: Connections | None = None) -> None:
+                 schemes: dict[str, Any] | None = None, connections: Connections | None = None,
+                 auth_server_timeout: float = DEFAULT_TIMEOUT) -> None:
         self.api = api
         self.auth = list(auth)
         self._redactor = redactor
         self._client = client
         self._schemes = schemes or {}
         self._connections = connections
+        self._auth_server_timeout = auth_server_timeout
         self._tokens: dict[int, _Token] = {}
         self._static: Credentials | None = None
         """The credentials of an api without tokens to fetch (none per user either), built on the first call and
@@ -172,7 +175,8 @@ class Authenticator:
                                         client_id=self._require(config.client_id, "client_id"),
                                         client_secret=self._require(config.client_secret, "client_secret"),
                                         resource=config.resource, audience=config.audience, scope=config.scope)
-            exchanger = self._exchangers[index] = TokenExchanger(settings, self._client)
+            exchanger = self._exchangers[index] = TokenExchanger(settings, self._client,
+                                                                 timeout=self._auth_server_timeout)
         scopes = required_scopes(tool.security, self._schemes) if tool is not None else []
         return await exchanger.token(caller.token.value, scopes)
 

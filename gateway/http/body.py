@@ -17,7 +17,7 @@ from typing import Any
 
 from ..catalog import Argument, BodyBinding, Encoding, JSONSchema, Tool
 from ..errors import ArgumentError
-from .serialize import check_header_value, serialize_query, to_text
+from .serialize import check_header_value, parameter_identity, serialize_query, to_text
 
 _BINARY_TOP_TYPES = ("image/", "audio/", "video/", "font/")
 _BINARY_TYPES = {"application/octet-stream", "application/pdf", "application/zip", "application/gzip"}
@@ -152,18 +152,20 @@ def _form(value: Any, binding: BodyBinding) -> bytes:
     if not isinstance(value, dict):
         raise ArgumentError("body: a form body must be an object")
     items: list[str] = []
-    fields = {str(name).lower() for name in value}
+    fields = {parameter_identity(str(name)) for name in value}
     for name, inner in value.items():
         if inner is None:
             continue
         encoding = binding.encoding.get(name) or Encoding()
         style = encoding.style or "form"
         explode = encoding.explode if encoding.explode is not None else style == "form"
-        if isinstance(inner, dict) and style == "form" and explode and not encoding.content_type:
+        if isinstance(inner, dict) and style != "deepObject" and explode and not encoding.content_type:
             # Its keys are sent as field names: one naming another field (a value agents.yaml fixes, say) would
-            # send that field twice, and the model's copy wins on an upstream that reads the first.
+            # send that field twice, and the model's copy wins on an upstream that reads the first. Under every
+            # style but deepObject (`serialize_query` spreads a `pipeDelimited` one too: redteam45).
+            own = parameter_identity(str(name))
             for key in inner:
-                if str(key).lower() in fields and str(key).lower() != str(name).lower():
+                if (identity := parameter_identity(str(key))) in fields and identity != own:
                     raise ArgumentError(f"{name}: the key {key!r} names another field of the form; leave it out")
         argument = Argument(
             name=name,

@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote
 
 import httpx
 
@@ -22,6 +22,7 @@ from .body import build_body
 from .serialize import (
     check_header_value,
     encode,
+    parameter_identity,
     serialize_cookie,
     serialize_header,
     serialize_path,
@@ -135,12 +136,12 @@ class RequestPlan:
         # agents.yaml fixes) is decided by the first one on many upstreams, so the model would pick the identity
         # or the tenant of the call.
         self.spread = frozenset(argument.name for argument, key, _ in sendable
-                                if key[0] in ("query", "cookie") and _spreads(argument))
-        self.taken = {location: frozenset(
+                                if key[0] in ("query", "cookie") and _spreads(argument, key[0]))
+        self.taken = {location: frozenset(map(parameter_identity,
             {name for where, name in reserved if where == location}
             | {key[1] for _, key, _, _ in template.parameters if key[0] == location}
-            | ({name.lower() for name, _ in parse_qsl(self.base_query, keep_blank_values=True)}
-               if location == "query" else set()))
+            | ({name for name, _ in parse_qsl(self.base_query, keep_blank_values=True)}
+               if location == "query" else set())))
             for location in ("query", "cookie")}
 
     def build(self, arguments: dict[str, Any]) -> PreparedRequest:
@@ -195,9 +196,9 @@ class RequestPlan:
 
     def _check_names(self, argument: Argument, value: dict[str, Any], location: str) -> None:
         taken = self.taken[location]
-        own = argument.wire_name.lower()  # not sent: its keys stand in its place
+        own = parameter_identity(argument.wire_name)  # not sent: its keys stand in its place
         for key in value:
-            if str(key).lower() in taken and str(key).lower() != own:
+            if (identity := parameter_identity(str(key))) in taken and identity != own:
                 raise ArgumentError(f"{argument.name}: the key {key!r} names a {location} parameter this call sets "
                                     "otherwise (another argument or the API's credentials); leave it out")
             # A cookie's name goes out as written (`name=value; ...`): `;`, `=` or a line break in it would add
@@ -207,9 +208,15 @@ class RequestPlan:
                                     "!#$%&'*+.^_`|~- only)")
 
 
-def _spreads(argument: Argument) -> bool:
-    """Whether an object value of `argument` is sent as one parameter per key (`serialize_query`/`_cookie`)."""
-    return (not argument.content_type and argument.explode and (argument.style or "form") == "form")
+def _spreads(argument: Argument, location: str) -> bool:
+    """Whether an object value of `argument` is sent as one parameter per key (`serialize_query`/`_cookie`).
+
+    Not only `form`: `serialize_query` spreads an exploded object under every style but `deepObject` (a spec's
+    `pipeDelimited` + `explode: true` too), and `serialize_cookie` whatever the style says (a spec's `simple`),
+    so judging by `form` alone let those keys name the credentials' parameter or carry `; name=` (redteam45)."""
+    if argument.content_type or not argument.explode:
+        return False
+    return location == "cookie" or argument.style != "deepObject"
 
 
 def request_plan(tool: Tool, api: ApiConfig,
@@ -317,9 +324,14 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     if not path.startswith("/"):
         path = "/" + path
     # Encoded values can't hold `/`, but `.` is unreserved: a value that forms a whole `.` or `..`
-    # segment would walk to another endpoint with the gateway's credentials.
-    if "." in path and any(segment in (".", "..") for segment in path.split("/")):
-        raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..'")
+    # segment would walk to another endpoint with the gateway's credentials. Nor may one hold such a segment
+    # between its own slashes: many upstreams decode `%2F` (or take `\` as `/`) before they resolve the path (a
+    # proxy that normalizes it, Python's file server), so `../private/x` read a file outside `/files/` (redteam45).
+    # A value's `/` and `\` always go out escaped: a path without a `%` has nothing to decode.
+    if "." in path and any(segment in (".", "..") for segment in
+                           (unquote(path).replace("\\", "/") if "%" in path else path).split("/")):
+        raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
+                            "between slashes")
     return path
 
 

@@ -10,9 +10,10 @@ the api's authorization endpoint with PKCE (S256). The provider sends it back to
 `finish` takes the state (once, expired or not) and exchanges the code only when the browser's nonce matches. The
 tokens are kept in the store encrypted with Fernet (`GATEWAY_CONNECTIONS_KEY`: one key, or several separated by
 commas, the first encrypting: a rotation), so every instance on the same PostgreSQL sees the connection. An access
-token that expires is refreshed with the refresh token under a per-user lock; a refresh token the provider refuses
-ends the connection (the next call says how to connect again). If another instance refreshed first (rotated refresh
-tokens), its stored result is used.
+token that expires is refreshed with the refresh token, one call of a user at a time (`gateway.identity.asking`: the
+user's calls that waited share a failed refresh's error rather than each waiting for the provider in turn); a
+refresh token the provider refuses ends the connection (the next call says how to connect again). If another
+instance refreshed first (rotated refresh tokens), its stored result is used.
 
 Endpoints and client come from the spec's `authorizationCode` flow or the configuration; `redirect_uri` is the
 gateway's callback as registered at the provider, and the start page is on the same origin (the nonce cookie must
@@ -21,7 +22,6 @@ come back to the callback).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -38,7 +38,8 @@ import httpx
 
 from ..errors import ApiSetupError, ForeignConnectLink, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
-from .keys import fetch_json, usable_for
+from .asking import Asking
+from .keys import DEFAULT_TIMEOUT, fetch_json, usable_for
 from .sealing import KEY_VARIABLE, MAKE_A_KEY
 
 if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every start-up
@@ -95,14 +96,18 @@ class Connections:
         store: where connections and pending authorizations live (shared by instances on PostgreSQL).
         http: the client token requests go out on.
         cipher: encrypts the stored tokens (None: `GATEWAY_CONNECTIONS_KEY` is unset; connecting is refused).
+        timeout: seconds a token request waits for the provider's answer (`gateway.auth_server_timeout`).
     """
 
-    def __init__(self, store: Store, http: httpx.AsyncClient, cipher: MultiFernet | None) -> None:
+    def __init__(self, store: Store, http: httpx.AsyncClient, cipher: MultiFernet | None, *,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.store = store
         self.http = http
         self.cipher = cipher
+        self.timeout = timeout
         self.apis: dict[str, UserOAuthSettings] = {}
-        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+        self._refreshing: weakref.WeakValueDictionary[tuple[str, str], Asking] = weakref.WeakValueDictionary()
+        """Per user and api, while some call of theirs needs a refresh (a user's failure is not another's)."""
 
     def configure(self, apis: Mapping[str, UserOAuthSettings]) -> None:
         self.apis = dict(apis)
@@ -192,10 +197,10 @@ class Connections:
         tokens = self._open(record) if record is not None else None
         if tokens is not None and _fresh(tokens):
             return str(tokens["access_token"])
-        lock = self._locks.get((subject, api))
-        if lock is None:
-            lock = self._locks[(subject, api)] = asyncio.Lock()
-        async with lock:
+        asking = self._refreshing.get((subject, api))
+        if asking is None:
+            asking = self._refreshing[(subject, api)] = Asking(retry_after=0.0)
+        async with asking.turn():
             record = await self.store.get_connection(subject, api)  # another call may have refreshed it
             tokens = self._open(record) if record is not None else None
             if record is None or tokens is None:
@@ -253,7 +258,7 @@ class Connections:
         else:
             form = {**form, "client_id": settings.client_id}
         status, body = await fetch_json(self.http, "POST", settings.token_url, what, data=form, auth=auth,
-                                        headers={"Accept": "application/json"})
+                                        timeout=self.timeout, headers={"Accept": "application/json"})
         if status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
             expires_in = body.get("expires_in")
             if isinstance(expires_in, (int, float)):  # renewed a little early; short-lived tokens at half-life

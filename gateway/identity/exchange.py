@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from ..errors import ApiSetupError, InsufficientScope, UserRequired
-from .keys import fetch_json, usable_for
+from .keys import DEFAULT_TIMEOUT, fetch_json, usable_for
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -63,11 +63,14 @@ class TokenExchanger:
     Args:
         settings: the api's exchange settings.
         http: the client the token requests go out on.
+        timeout: seconds an exchange waits for the server's answer (`gateway.auth_server_timeout`).
     """
 
-    def __init__(self, settings: ExchangeSettings, http: httpx.AsyncClient) -> None:
+    def __init__(self, settings: ExchangeSettings, http: httpx.AsyncClient, *,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         self.settings = settings
         self.http = http
+        self.timeout = timeout
         self._cache: OrderedDict[tuple[bytes, str], tuple[float, str]] = OrderedDict()
         self._inflight: dict[tuple[bytes, str], asyncio.Future[str]] = {}
 
@@ -119,7 +122,7 @@ class TokenExchanger:
         if scope:
             form["scope"] = scope
         status, body = await fetch_json(self.http, "POST", s.token_url, "token exchange", data=form,
-                                        auth=httpx.BasicAuth(s.client_id, s.client_secret),
+                                        timeout=self.timeout, auth=httpx.BasicAuth(s.client_id, s.client_secret),
                                         headers={"Accept": "application/json"})
         if status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
             return body["access_token"], _lifetime(body.get("expires_in"))

@@ -1,15 +1,17 @@
 """The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its signing keys, cached.
 
 Keys are fetched once and kept; a token signed by a key the set does not hold makes one refetch (the issuer
-rotated its keys), at most once per `refresh_interval` so that tokens with made-up `kid`s cannot make the gateway
-hammer the issuer. Every fetch is one request at a time (single flight): a burst of requests with a new key waits
-for the same answer. PyJWT parses the keys (`PyJWK`); the fetching is ours, on the gateway's async HTTP client,
-because PyJWT's own `PyJWKClient` fetches with blocking urllib.
+rotated its keys), at most once per `refresh_interval` (after a failed fetch, per `asking.RETRY_AFTER`), whether
+that fetch worked or not, so that tokens with made-up `kid`s cannot make the gateway hammer the issuer (while the
+issuer's last answer was a failure, such a token is 503, not 401: whether its key exists cannot be known). The
+callers that need the server take turns (`gateway.identity.asking`): those that waited share the answer, and a
+failure is told at once to the callers of the next seconds. Every request to an authorization server waits at most
+`timeout` seconds (`gateway.auth_server_timeout`, httpx's timeouts). PyJWT parses the keys (`PyJWK`); the fetching
+is ours, on the gateway's async HTTP client, because PyJWT's own `PyJWKClient` fetches with blocking urllib.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -18,14 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT
 from ..errors import AuthServerUnavailable
+from .asking import Asking
 
 if TYPE_CHECKING:  # PyJWT (and cryptography under it) is imported when a key set is first read, not at start-up
     import jwt
 
 logger = logging.getLogger("gateway.identity")
 
-FETCH_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = DEFAULT_AUTH_SERVER_TIMEOUT
 SIGNING_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
                                 "EdDSA", "Ed25519"})
 """Asymmetric algorithms only: an `HS256` token would be checked with a public key as its secret, and `none`
@@ -52,22 +56,29 @@ def usable_for(expires_in: float) -> float:
     return max(expires_in - min(EXPIRY_MARGIN, expires_in / 2), 0.0)
 
 
-async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, **kwargs: Any) -> tuple[int, Any]:
-    """(status, parsed JSON or None) of one request to an authorization server; AuthServerUnavailable when it
-    cannot be reached, answers 5xx, or answers something that is not JSON with a 2xx."""
+async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, *, timeout: float,
+                     **kwargs: Any) -> tuple[int, Any]:
+    """(status, parsed JSON or None) of one request to an authorization server, waiting at most `timeout` seconds
+    for each step (connecting, sending, each read); AuthServerUnavailable when it cannot be reached, does not
+    answer in time, answers 5xx, or answers something that is not JSON with a 2xx."""
+    where = f"{what} at {_origin(url)}"
     try:
-        response = await http.request(method, url, timeout=FETCH_TIMEOUT, **kwargs)
+        response = await http.request(method, url, timeout=httpx.Timeout(timeout), **kwargs)
+    except httpx.TimeoutException:
+        raise AuthServerUnavailable(f"the authorization server did not answer within {timeout:g} s ({where}; "
+                                    "gateway.auth_server_timeout)") from None
+    except httpx.ConnectError:
+        raise AuthServerUnavailable(f"the authorization server is unreachable: no connection ({where})") from None
     except httpx.HTTPError as error:
-        raise AuthServerUnavailable(f"the authorization server is unreachable ({what} at {_origin(url)}: "
+        raise AuthServerUnavailable(f"the authorization server is unreachable ({where}: "
                                     f"{type(error).__name__})") from None
     if response.status_code >= 500:
-        raise AuthServerUnavailable(f"the authorization server failed ({what} at {_origin(url)}: "
-                                    f"HTTP {response.status_code})")
+        raise AuthServerUnavailable(f"the authorization server failed ({where}: HTTP {response.status_code})")
     try:
         body = response.json()
     except (ValueError, UnicodeDecodeError):
         if 200 <= response.status_code < 300:
-            raise AuthServerUnavailable(f"the authorization server's {what} at {_origin(url)} is not JSON") from None
+            raise AuthServerUnavailable(f"the authorization server's {where} is not JSON") from None
         body = None
     return response.status_code, body
 
@@ -86,10 +97,10 @@ def discovery_urls(issuer: str) -> list[str]:
     return [f"{base}/.well-known/openid-configuration", f"{origin}/.well-known/oauth-authorization-server{path}"]
 
 
-async def discover(http: httpx.AsyncClient, issuer: str) -> IssuerMetadata:
+async def discover(http: httpx.AsyncClient, issuer: str, *, timeout: float = DEFAULT_TIMEOUT) -> IssuerMetadata:
     """The issuer's metadata; its `issuer` must be the configured one (a trailing slash aside)."""
     for url in discovery_urls(issuer):
-        status, body = await fetch_json(http, "GET", url, "discovery")
+        status, body = await fetch_json(http, "GET", url, "discovery", timeout=timeout)
         if status == 200 and isinstance(body, dict):
             found = str(body.get("issuer") or "")
             if found.rstrip("/") != issuer.rstrip("/"):
@@ -115,25 +126,27 @@ class IssuerKeys:
         issuer: the configured issuer.
         jwks_uri: the key set's URL when discovery should not be asked for it.
         refresh_interval: seconds between two refetches caused by unknown keys.
+        timeout: seconds each request to the issuer waits for its answer.
     """
 
     def __init__(self, http: httpx.AsyncClient, issuer: str, *, jwks_uri: str | None = None,
-                 refresh_interval: float = 5.0) -> None:
+                 refresh_interval: float = 5.0, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.http = http
         self.issuer = issuer
         self._jwks_uri = jwks_uri
         self.refresh_interval = refresh_interval
+        self.timeout = timeout
         self._metadata: IssuerMetadata | None = None
         self._keys: list[_Key] | None = None
         self._last_refresh = float("-inf")
-        self._lock = asyncio.Lock()
-        self._metadata_lock = asyncio.Lock()
+        self._refetch_failure: AuthServerUnavailable | None = None
+        self._asking = Asking()
 
     async def metadata(self) -> IssuerMetadata:
-        if self._metadata is None:
-            async with self._metadata_lock:
+        while self._metadata is None:  # another caller's turn may have fetched the keys instead: ask again
+            async with self._asking.turn():
                 if self._metadata is None:
-                    self._metadata = await discover(self.http, self.issuer)
+                    self._metadata = await discover(self.http, self.issuer, timeout=self.timeout)
         return self._metadata
 
     async def expected_issuer(self) -> str:
@@ -146,38 +159,59 @@ class IssuerKeys:
         """The keys that may have signed a token with this `kid` and `alg` (refetched once if none is known)."""
         keys = self._keys if self._keys is not None else await self._refresh(None, counted=False)
         found = _matching(keys, kid, algorithm)
-        if found or time.monotonic() - self._last_refresh < self.refresh_interval:
+        if found:
+            return found
+        since = time.monotonic() - self._last_refresh
+        failed = self._refetch_failure
+        # After a failure, asked again sooner: the server is found again within seconds of its return, and one that
+        # is down still gets one request every few seconds however many callers need it.
+        wait = self.refresh_interval if failed is None else min(self.refresh_interval, self._asking.retry_after)
+        if since < wait:
+            if failed is not None:  # the last refetch failed: the key may well be the issuer's
+                raise AuthServerUnavailable(f"{failed}; the token's key is not among those fetched before, and the "
+                                            f"key set is asked again in {wait - since:.1f} s")
             return found
         return _matching(await self._refresh(keys, counted=True), kid, algorithm)
 
     async def _refresh(self, seen: list[_Key] | None, *, counted: bool) -> list[_Key]:
-        """Fetch the key set, unless another request did since `seen` was read."""
+        """Fetch the key set, unless another caller did since `seen` was read (or failed: then its failure)."""
         uri = self._jwks_uri or (await self.metadata()).jwks_uri
         if uri is None:
             raise AuthServerUnavailable(f"the authorization server {self.issuer} names no jwks_uri")
-        async with self._lock:
-            if self._keys is not None and self._keys is not seen:
-                return self._keys
-            status, body = await fetch_json(self.http, "GET", uri, "key set")
-            if status != 200 or not isinstance(body, dict) or not isinstance(body.get("keys"), list):
-                raise AuthServerUnavailable(f"the authorization server's key set at {uri} answered HTTP {status}")
-            import jwt
-
-            keys: list[_Key] = []
-            for entry in body["keys"]:
-                if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
-                    continue
+        while self._keys is None or self._keys is seen:
+            async with self._asking.turn():
+                if self._keys is not None and self._keys is not seen:
+                    break
                 try:
-                    key = jwt.PyJWK(entry)
-                except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, json.JSONDecodeError):
-                    continue  # a key type PyJWT cannot use: no token of ours is checked with it
-                alg = entry.get("alg")
-                keys.append(_Key(key, alg if isinstance(alg, str) else None))
-            self._keys = keys
-            if counted:
-                self._last_refresh = time.monotonic()
-            logger.info("fetched %d signing key(s) of %s", len(keys), self.issuer)
-            return keys
+                    self._keys = await self._fetch(uri)
+                except AuthServerUnavailable as error:
+                    self._refetch_failure = error
+                    raise
+                finally:  # counted once it ended, answered or not: unknown kids ask once per interval (a
+                    if counted:  # caller arriving meanwhile waits for this answer instead of a 401)
+                        self._last_refresh = time.monotonic()
+                self._refetch_failure = None
+        return self._keys
+
+    async def _fetch(self, uri: str) -> list[_Key]:
+        status, body = await fetch_json(self.http, "GET", uri, "key set", timeout=self.timeout)
+        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("keys"), list):
+            raise AuthServerUnavailable(f"the authorization server's key set at {_origin(uri)} answered HTTP {status}"
+                                        + ("" if status != 200 else " without a list of `keys`"))
+        import jwt
+
+        keys: list[_Key] = []
+        for entry in body["keys"]:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue
+            try:
+                key = jwt.PyJWK(entry)
+            except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError, json.JSONDecodeError):
+                continue  # a key type PyJWT cannot use: no token of ours is checked with it
+            alg = entry.get("alg")
+            keys.append(_Key(key, alg if isinstance(alg, str) else None))
+        logger.info("fetched %d signing key(s) of %s", len(keys), self.issuer)
+        return keys
 
 
 @dataclass(slots=True, frozen=True)

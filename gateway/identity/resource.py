@@ -29,7 +29,7 @@ import httpx
 
 from ..errors import ConfigError, NoClient
 from .claims import ClaimRules
-from .keys import IssuerKeys
+from .keys import DEFAULT_TIMEOUT, IssuerKeys
 from .verify import Introspection, TokenVerifier, VerifiedToken
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -45,6 +45,8 @@ class ResourceSettings:
     introspection: Introspection | None = None
     scopes: tuple[str, ...] = ()
     leeway: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
+    """`gateway.auth_server_timeout`: seconds each request to the issuer waits."""
     clients: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = field(default=(), compare=False)
     """(client, ((claim, values), ...)) in agents.yaml's order: who a token is."""
 
@@ -57,10 +59,10 @@ class ResourceSettings:
         clients = tuple((name, tuple((claim, tuple(values if isinstance(values, (list, tuple)) else [values]))
                                      for claim, values in (client.claims or {}).items()))
                         for name, client in manifest.clients.items() if client.claims)
-        return cls.parse(raw, clients)
+        return cls.parse(raw, clients, timeout=manifest.gateway.auth_server_timeout)
 
     @classmethod
-    def parse(cls, raw: Any, clients: tuple[Any, ...] = ()) -> ResourceSettings:
+    def parse(cls, raw: Any, clients: tuple[Any, ...] = (), *, timeout: float = DEFAULT_TIMEOUT) -> ResourceSettings:
         def get(key: str) -> Any:
             return raw.get(key) if isinstance(raw, Mapping) else getattr(raw, key, None)
 
@@ -84,7 +86,8 @@ class ResourceSettings:
         leeway = get("leeway")
         return cls(issuer=str(get("issuer")), audience=str(get("audience")), jwks_uri=get("jwks_uri") or None,
                    introspection=checked, scopes=tuple(get("scopes") or ()),
-                   leeway=float(leeway) if isinstance(leeway, (int, float)) else 30.0, clients=clients)
+                   leeway=float(leeway) if isinstance(leeway, (int, float)) else 30.0, timeout=timeout,
+                   clients=clients)
 
 
 class ResourceServer:
@@ -97,7 +100,7 @@ class ResourceServer:
 
     def __init__(self, settings: ResourceSettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
-        self.keys = IssuerKeys(http, settings.issuer, jwks_uri=settings.jwks_uri)
+        self.keys = IssuerKeys(http, settings.issuer, jwks_uri=settings.jwks_uri, timeout=settings.timeout)
         self.verifier = TokenVerifier(self.keys, settings.audience, leeway=settings.leeway,
                                       introspection=settings.introspection)
         self.rules = ClaimRules((name, dict(claims)) for name, claims in settings.clients)

@@ -147,7 +147,7 @@ class TokenVerifier:
         url = self.introspection.url or (await self.keys.metadata()).introspection_endpoint
         if url is None:
             raise TokenRejected("The token is not a JWT, and the issuer names no introspection endpoint.")
-        status, body = await fetch_json(self.keys.http, "POST", url, "introspection",
+        status, body = await fetch_json(self.keys.http, "POST", url, "introspection", timeout=self.keys.timeout,
                                         data={"token": token, "token_type_hint": "access_token"},
                                         auth=httpx.BasicAuth(self.introspection.client_id,
                                                              self.introspection.client_secret))

@@ -44,11 +44,15 @@ class UserToken:
     """Epoch seconds."""
 
 
+OWNER_SEPARATOR = "\u241f"
+"""What joins a client and a signed-in user in `owner_key`."""
+
+
 def owner_key(client: str | None, subject: str | None) -> str | None:
     """Whose stored work (an answer, a conversation, a handed-back turn) is: the client, and with `gateway.auth` the
     signed-in user too, so two users of one client never read or continue each other's. U+241F (the unit
     separator's symbol) joins them rather than a NUL, which a PostgreSQL text column does not keep."""
-    return client if subject is None else f"{client or ''}\u241f{subject}"
+    return client if subject is None else f"{client or ''}{OWNER_SEPARATOR}{subject}"
 
 
 _FIELDS = frozenset(Caller._fields)  # `_fields`: the named tuple's documented list of its field names

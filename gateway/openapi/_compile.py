@@ -79,6 +79,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
     taken: set[str] = set()
+    by_operation_id: dict[str, str] = {}  # operationId -> `METHOD path` of the first operation that has it
     operations = 0
     paths = view.get("paths")
     if paths is not None and not isinstance(paths, dict):
@@ -113,6 +114,13 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
             tool.name = unique_in_spec(name, method.upper(), path, taken)
             taken.add(tool.name)
             tools.append(tool)
+            if tool.operation_id:
+                first = by_operation_id.setdefault(tool.operation_id, f"{method.upper()} {path}")
+                if first != f"{method.upper()} {path}":
+                    # Said here, where the pointer and line are known: the tool still exists, under a name the
+                    # spec's author did not write, which agents.yaml's `operations:` must then use.
+                    warn(f"{pointer}/operationId", f"operationId {tool.operation_id!r} is also that of {first}: "
+                         f"this operation's tool is named {tool.name!r}; give each operation its own operationId")
     translator.check_values()
     spec = ApiSpec(
         name=api, file=file, openapi_version=version,
@@ -214,7 +222,7 @@ def _compile_file(data: bytes, relative: str, api: str, specs_dir: Path,
     try:
         document = parse_bytes(data, relative)
     except LoadError as exc:
-        return ([], None, [Diagnostic(level="error", file=relative, message=str(exc))]), {}
+        return ([], None, [Diagnostic(level="error", file=relative, message=str(exc), line=exc.line)]), {}
     if isinstance(document, dict) and "openapi" not in document and "swagger" not in document:
         # A fragment other specs point into (components in their own file): not an api of its own.
         note = "not an OpenAPI document (no `openapi`/`swagger` field): skipped as a spec"

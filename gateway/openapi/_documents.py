@@ -55,7 +55,11 @@ class RefError(Exception):
 
 
 class LoadError(Exception):
-    """A file that cannot be read or parsed."""
+    """A file that cannot be read or parsed; `line` (1-based) where the parser stopped, when it says."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 def parse_bytes(data: bytes, name: str) -> Any:
@@ -70,13 +74,30 @@ def parse_bytes(data: bytes, name: str) -> Any:
             try:
                 return orjson.loads(data)
             except orjson.JSONDecodeError as exc:
-                raise LoadError(f"invalid JSON: {exc}") from None
+                where = f"line {exc.lineno}, column {exc.colno}"
+                raise LoadError(f"invalid JSON: {exc.msg} ({where})", exc.lineno) from None
         try:
             return load_bounded(data, _YamlLoader)
+        except yaml.MarkedYAMLError as exc:
+            raise _yaml_error(exc) from None
         except yaml.YAMLError as exc:
             raise LoadError(f"invalid YAML: {exc}".replace("\n", " ")) from None
     except DocumentTooLarge as exc:
         raise LoadError(f"refused: {exc}") from None
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError) -> LoadError:
+    """What the parser met, where, and what it was reading: PyYAML's own text names the stream "<byte string>"
+    and puts no line where `gateway validate` shows one."""
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    message = f"invalid YAML: {exc.problem or exc.context}"
+    if mark is not None:
+        message += f" (line {line}, column {mark.column + 1}"
+        if exc.context and exc.problem and exc.context_mark is not None:
+            message += f"; {exc.context} that starts at line {exc.context_mark.line + 1}"
+        message += ")"
+    return LoadError(message, line)
 
 
 def escape_token(token: str) -> str:

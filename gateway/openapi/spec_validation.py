@@ -76,6 +76,7 @@ def spec_reports(specs_dir: Path, catalog: Catalog, *, full: bool = True) -> lis
 def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
     """Full validation with openapi-spec-validator; findings as warnings."""
     from openapi_spec_validator import OpenAPIV2SpecValidator, OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
+    from openapi_spec_validator.validation.exceptions import DuplicateOperationIDError
 
     path = Path(specs_dir) / relative
     try:
@@ -100,6 +101,8 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
             if index >= MAX_VALIDATION_ERRORS:
                 found.append(_note(relative, "", "more spec validation findings not shown"))
                 break
+            if isinstance(error, DuplicateOperationIDError):
+                continue  # the compiler says it at the operation's pointer, with the name its tool got instead
             place = list(getattr(error, "path", ()))
             message = str(getattr(error, "message", error)).splitlines()[0][:300]
             if _at(document, place, getattr(error, "instance", None)):
@@ -108,7 +111,9 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
                 pointer, message = "", f"{message} (in a schema object; the validator does not say which)"
             found.append(_note(relative, pointer, f"spec validation: {message}"))
     except Exception as exc:  # noqa: BLE001 - the validator's own failures are findings, not crashes
-        found.append(_note(relative, "", f"spec validation stopped: {type(exc).__name__}: {exc}"[:300]))
+        ref = getattr(exc, "ref", None)  # referencing's Unresolvable: its text quotes the whole document searched
+        what = f"the $ref {ref!r} leads nowhere" if isinstance(ref, str) else str(exc)
+        found.append(_note(relative, "", f"spec validation stopped: {type(exc).__name__}: {what}"[:300]))
     return found
 
 

@@ -119,8 +119,8 @@ class ApprovalManager:
         cap = self.pending_cap
         if cap is None:
             return None
-        waiting = await self.store.list_approvals(status="pending", client=client, limit=cap)
-        return over_cap(client, cap) if len(waiting) + count > cap else None
+        waiting = await self.store.pending_count(client)  # a count: not up to `cap` rows and their arguments
+        return over_cap(client, cap) if waiting + count > cap else None
 
     async def hold_run(self, *, run_id: str, agent: str, client: str | None, result: Any) -> list[ApprovalRecord]:
         """Persist a paused chat run (a RunResult with `pending_approvals` and `state`); no-op when not paused."""
@@ -266,7 +266,14 @@ class ApprovalManager:
             # Kept again inside the decider's request: as the run's owner (its user resumes it next time, and owns
             # the pending rows), never the decider, whose user would otherwise serve the next resume.
             with bind_caller(client=run.client, subject=run.state.get("subject")):
-                await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+                try:
+                    await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
+                except RunError:
+                    # Another request of the owner filled its cap after the resumed run looked (`room_for`): its
+                    # new pause cannot be kept, and its approved calls ran, so the decision cannot be taken back.
+                    # The run is over now, not left `resuming` for `recover` to fail a minute later.
+                    await self._finish(run.id, "failed")
+                    raise
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
             pass  # the script waits at its next call: `hold_script` kept the run again
         else:

@@ -20,11 +20,13 @@ override the defaults for one api.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..config.settings import DEFAULT_MAX_CONCURRENCY, GuardSettings
+from ..kernel.caller import current_caller
 from ..messages import ToolResult
 from .fair_slots import FairSlots
 
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from ..kernel.calls import Invocation, Proceed
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Breakers", "CircuitBreaker", "GuardApi", "GuardSettings", "GuardTool",
-           "is_failure"]
+           "circuit_open", "is_failure"]
 
 State = Literal["closed", "open", "half_open"]
 ANONYMOUS_GROUP = "anonymous"
@@ -103,6 +105,21 @@ def is_failure(result: ToolResult) -> bool:
     if result.error_type in ("transport_error", "timeout"):
         return True
     return result.error_type == "upstream_error" and (result.status or 0) >= 500
+
+
+def circuit_open(api: str, failures: int, retry_in: float) -> ToolResult:
+    """The refusal of a call while `api`'s breaker is open: its own type (`circuit_open`, nothing sent), not the
+    failure that opened it, and when the breaker lets a probe through (a direct call's 503 carries it as
+    Retry-After)."""
+    seconds = max(1, math.ceil(retry_in))
+    notes = current_caller().notes
+    if notes is not None:
+        notes["retry_after"] = str(seconds)
+    in_a_row = f"{failures} failure{'s' if failures != 1 else ''} in a row"
+    return ToolResult.failure(
+        "circuit_open",
+        f"The {api} API is failing ({in_a_row}), so its circuit breaker is open and calls to it are paused (this "
+        f"one was not sent); it lets one call through again in {seconds} s. Try another tool or try again then.")
 
 
 class Breakers:
@@ -182,11 +199,7 @@ class GuardTool:
             group = client
             breaker = self.breakers.get(api, client)
         if not breaker.allow():
-            return ToolResult.failure(
-                "transport_error",
-                f"The {api} API is failing ({breaker.failures} failures in a row), so calls to it are paused "
-                f"for {breaker.retry_in():.0f} more seconds. Try another tool or try again later.",
-            )
+            return circuit_open(api, breaker.failures, breaker.retry_in())
         slots = self.slots
         if not slots.take(group):  # a free slot is taken at once: no task, no future, no timeout scope
             capped = slots.per_group < slots.limit and slots.held(group) >= slots.per_group

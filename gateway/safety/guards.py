@@ -90,6 +90,7 @@ class Safeguards:
         self.limiter = RateLimiter(self.store, settings.rate_limits)
         self.audit.retention_days = settings.audit_retention_days
         self.audit.conversation_days = settings.conversation_retention_days
+        self.store.conversation_cap = settings.max_stored_conversations_per_client
         self.approvals.pending_cap = settings.max_pending_approvals_per_client
         self.guard_settings = self.breakers.settings = settings.guard
         self._manifest = manifest

@@ -54,8 +54,9 @@ class ServingSafeguards(Safeguards):
         """Users' own connections to the `user_oauth` apis of the current manifest, built on first use."""
         from ..identity.connections import Connections
 
-        connections = Connections(self.store, self._connections_http(), self._cipher)
         assert self._manifest is not None  # set by `sync` in `__init__`
+        connections = Connections(self.store, self._connections_http(), self._cipher,
+                                  timeout=self._manifest.gateway.auth_server_timeout)
         connections.configure(self._user_oauth_apis(self._manifest))
         return connections
 

@@ -20,7 +20,7 @@ from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
 from ..store.redis_slots import SharedGuards
-from .breaker import ANONYMOUS_GROUP, is_failure
+from .breaker import ANONYMOUS_GROUP, circuit_open, is_failure
 
 logger = logging.getLogger("gateway.safety")
 
@@ -47,10 +47,7 @@ class SharedGuardApi:
         except StoreUnavailable as exc:  # Redis did not answer: a tool error the model reads, 503 on a direct call
             return ToolResult.failure("store_unavailable", exc.refused(f"the call to the {api} API"))
         if lease is None and retry_in > 0:
-            return ToolResult.failure(
-                "transport_error",
-                f"The {api} API is failing ({self.settings.failures} failures in a row), so calls to it are paused "
-                f"for {retry_in:.0f} more seconds. Try another tool or try again later.")
+            return circuit_open(api, self.settings.failures, retry_in)
         if lease is None:
             return ToolResult.failure(
                 "timeout", f"The {api} API is busy (all {limit} concurrent calls in use across the gateway's "

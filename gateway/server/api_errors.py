@@ -98,6 +98,7 @@ _RESULT_STATUS = {
     "not_connected": 403,
     "auth_unavailable": 503,
     "store_unavailable": 503,
+    "circuit_open": 503,
 }
 
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -402,7 +403,10 @@ def _metadata_of(scope: Scope) -> str:
         host = f"{server[0]}:{server[1]}"
     base = f"{scheme}://{host}{scope.get('root_path', '')}"
     path = route_path(scope)
-    return metadata_url(base, path if path.startswith("/mcp/") else "")
+    # The path arrives decoded and is the requester's text: escaped, it stays inside the URL and the header's
+    # quoted string (redteam45: `/mcp/x", resource_metadata="https://evil...` named a second metadata, the
+    # attacker's, in a link on the gateway's own domain; a line break made the header invalid, the answer lost).
+    return metadata_url(base, quote(path, safe="/") if path.startswith("/mcp/") else "")
 
 
 async def admit_agent(scope: Scope, agent: str | None) -> None:

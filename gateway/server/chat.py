@@ -362,9 +362,21 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                 if include_usage:
                     yield run.chunk([], usage=usage_dict(item.usage))
             else:
-                yield _sse(item.body())
+                yield _sse(_streamed_error(item))
     yield b"data: [DONE]\n\n"
 
+
+
+def _streamed_error(error: APIError) -> dict[str, Any]:
+    """A failure after the stream's 200, as the error event OpenAI's own chat streams send (`{"error": {...}}`),
+    which the openai SDK's stream reader raises as an `APIError` whose `body` is the `error` object alone: what the
+    unstreamed answer has beside it (`gateway`: the steps and `may_have_run`, when tools were sent before the
+    failure) goes inside it too, so the caller holding that exception can read what may have run."""
+    body = error.body()
+    extension = body.get("gateway")
+    if extension is not None:
+        body["error"] = {**body["error"], "gateway": extension}
+    return body
 
 
 def _unstreamed_text(final: str, streamed: str) -> str:

@@ -126,8 +126,10 @@ def _answer(result: ToolResult) -> bytes:
 
 def _failed(result: ToolResult, status: int) -> APIError:
     """The answer to a call that failed: the OpenAI-shaped error with the whole result beside it."""
-    notes = current_caller().notes  # a tool bucket's refusal leaves its Retry-After here (ChargeToolBucket)
-    retry_after = notes.get("retry_after") if status == 429 and notes is not None else None
+    # A tool bucket's refusal (ChargeToolBucket) and an open breaker's (`circuit_open`) leave their Retry-After here
+    notes = current_caller().notes
+    waits = status == 429 or result.error_type == "circuit_open"
+    retry_after = notes.get("retry_after") if waits and notes is not None else None
     return APIError(status, result.error or f"The call failed ({result.error_type}).",
                     code=result.error_type or None, extra={"result": result.to_dict()},
                     headers={"Retry-After": retry_after} if retry_after else None)

@@ -15,6 +15,7 @@ from ..kernel.caller import current_caller, owner_key
 from ..loop_types import RunResult, message_from_dict, message_to_dict
 from ..messages import Message
 from ..store import ResponseRecord, Store
+from ..store.kept_conversations import keep_conversation
 
 TURN_PREFIX = "turn_"
 
@@ -37,8 +38,8 @@ async def keep_turn(store: Store, result: RunResult, *, agent: str, client: str 
     index = max(i for i, m in enumerate(result.messages) if m.role == "assistant")
     turn = [message_to_dict(m) for m in result.messages[index:]]
     for call in result.handed_back:
-        await store.save_response(ResponseRecord(id=TURN_PREFIX + call.id, agent=agent, client=owner(client),
-                                                 messages=turn))
+        await keep_conversation(store, ResponseRecord(id=TURN_PREFIX + call.id, agent=agent, client=owner(client),
+                                                      messages=turn))
 
 
 async def restore_turns(store: Store, messages: list[Message], *, agent: str, client: str | None) -> list[Message]:

@@ -153,7 +153,8 @@ async def _own_record(store: Store, response_id: str, client: str | None) -> Res
     record = None if kept_elsewhere else await store.get_response(response_id)
     if record is None or record.client != owner(client):  # someone else's is as unknown as one that never was
         raise APIError(404, f"No response with id {response_id!r} is kept for this key (one made with `store: false`, "
-                            "another key's, or one older than gateway.conversation_retention_days is not).",
+                            "another key's, one older than gateway.conversation_retention_days, or one of this "
+                            "key's oldest, removed past gateway.max_stored_conversations_per_client, is not).",
                        code="response_not_found")
     return record
 

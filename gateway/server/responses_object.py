@@ -14,6 +14,7 @@ from typing import Any
 
 from ..loop_types import RunResult, message_to_dict
 from ..store import ResponseRecord, Store
+from ..store.kept_conversations import keep_conversation
 from .responses_wire import output_items, status_of, usage_object
 
 ECHOED = ("instructions", "metadata", "parallel_tool_calls", "tool_choice", "tools", "temperature", "top_p",
@@ -103,4 +104,5 @@ class ResponseShape:
         if not self.keep:
             return
         messages = [message_to_dict(m) for m in result.messages[self.skip:]]
-        await store.save_response(ResponseRecord(id=run_id, agent=agent, client=client, body=body, messages=messages))
+        await keep_conversation(store, ResponseRecord(id=run_id, agent=agent, client=client, body=body,
+                                                      messages=messages))

@@ -80,6 +80,7 @@ def log_config() -> dict[str, Any]:
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config["formatters"]["access"]["()"] = "gateway.server.accesslog.AccessLineFormatter"  # the same line, cheaper
+    config["formatters"]["default"]["()"] = "gateway.server.loglines.LineFormatter"  # quoted text made inert
     config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
     # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..kernel.caller import current_caller, owner_key
 from ..store import ResponseRecord, RunRecord, Store
+from ..store.kept_conversations import keep_conversation
 
 ANSWER_PREFIX = "answer_"
 """Kept answers share the stored conversations' table; the Responses door refuses ids with this prefix."""
@@ -21,9 +22,9 @@ ANSWER_PREFIX = "answer_"
 async def keep_answer(store: Store, run: RunRecord, status: int, body: dict[str, Any]) -> None:
     """Keep what `run` answered when it was resumed (HTTP `status`, `body`), for its owner."""
     subject = run.state.get("subject") if isinstance(run.state, dict) else None  # the user it was held for
-    await store.save_response(ResponseRecord(id=ANSWER_PREFIX + run.id, agent=run.agent,
-                                             client=owner_key(run.client, subject),
-                                             body={"status": status, "answer": body}))
+    await keep_conversation(store, ResponseRecord(id=ANSWER_PREFIX + run.id, agent=run.agent,
+                                                  client=owner_key(run.client, subject),
+                                                  body={"status": status, "answer": body}))
 
 
 async def kept_answer(store: Store, run_id: str, client: str | None) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
+from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS
+
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
 RunKind = Literal["chat", "call", "script"]
@@ -148,8 +150,8 @@ AUDIT_RUNNING = "running"
 yet: a store may write its outcome columns as a new row's (`http_status`, `usage`, `error` NULL, `latency_ms` and
 `bytes` 0) without reading them from the row."""
 
-AuditKind = Literal["tool", "chat", "decision"]
-AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision")
+AuditKind = Literal["tool", "chat", "decision", "conversation"]
+AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision", "conversation")
 """What an audit row records: a tool call, a chat run, or a human's approval decision."""
 
 @dataclass(slots=True, kw_only=True)
@@ -274,6 +276,10 @@ def approvals_select(columns: str, *, status: str | None, run_id: str | None, cl
 class Store(abc.ABC):
     """State shared by every request (and, with a networked backend, every gateway instance)."""
 
+    conversation_cap: int | None = DEFAULT_MAX_STORED_CONVERSATIONS
+    """Stored conversations one client keeps (`gateway.store.kept_conversations`); the safety layer sets it from
+    agents.yaml (`gateway.max_stored_conversations_per_client`), a store without one keeps the default."""
+
     # -- approvals and paused runs ------------------------------------------------------------------
     @abc.abstractmethod
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
@@ -298,6 +304,11 @@ class Store(abc.ABC):
         """Approvals oldest first (`client`: that client's only). `fair`: taken in turns by client instead (every
         client's oldest, then every client's second oldest, ...), so that one client's many cannot fill `limit`
         and hide another's; the rows are still given in that order of turns."""
+
+    @abc.abstractmethod
+    async def pending_count(self, client: str | None) -> int:
+        """How many approvals of `client` (None: callers without a key, counted as one client) are pending: a
+        count, not the rows (a look before a run pauses, against `gateway.max_pending_approvals_per_client`)."""
 
     @abc.abstractmethod
     async def decide_approval(
@@ -370,8 +381,9 @@ class Store(abc.ABC):
 
     # -- stored conversations -----------------------------------------------------------------------
     @abc.abstractmethod
-    async def save_response(self, record: ResponseRecord) -> None:
-        """Insert or replace the record (by id)."""
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
+        """Insert or replace the record (by id); with `keep`, then remove the record's client's oldest beyond its
+        newest `keep` (`gateway.max_stored_conversations_per_client`). The ids removed, oldest first."""
 
     @abc.abstractmethod
     async def get_response(self, response_id: str) -> ResponseRecord | None:

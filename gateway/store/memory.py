@@ -44,14 +44,18 @@ class MemoryStore(Store):
                        pending_cap: int | None = None) -> bool:
         if any(a.id in self._approvals for a in approvals):
             raise ValueError("approval id already exists")
-        if pending_cap is not None:
-            held = sum(a.status == "pending" and a.client == run.client for a in self._approvals.values())
-            if held + len(approvals) > pending_cap:
-                return False
+        if pending_cap is not None and self._held_by(run.client) + len(approvals) > pending_cap:
+            return False
         self._runs[run.id] = replace(run, state=copy.deepcopy(run.state), updated=time.time())
         for approval in approvals:
             self._approvals[approval.id] = copy.deepcopy(approval)
         return True
+
+    def _held_by(self, client: str | None) -> int:
+        return sum(a.status == "pending" and a.client == client for a in self._approvals.values())
+
+    async def pending_count(self, client: str | None) -> int:
+        return self._held_by(client)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)
@@ -154,8 +158,16 @@ class MemoryStore(Store):
         self._audit = kept
         return removed
 
-    async def save_response(self, record: ResponseRecord) -> None:
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
         self._responses[record.id] = copy.deepcopy(record)
+        if keep is None:
+            return []
+        own = sorted((r for r in self._responses.values() if r.client == record.client),
+                     key=lambda r: (r.created, r.id), reverse=True)
+        old = [r.id for r in own[keep:]][::-1]
+        for key in old:
+            del self._responses[key]
+        return old
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         record = self._responses.get(response_id)

@@ -74,6 +74,16 @@ class _NulFreeText(Dumper):
         return obj.replace("\x00", _NUL_STANDIN).encode()
 
 
+async def _held_by(conn: psycopg.AsyncConnection[Any], client: str | None) -> int:
+    """How many approvals of `client` (None: callers without a key) are pending."""
+    # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
+    same = "client IS NULL" if client is None else "client = %s"
+    cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
+                                () if client is None else (client,))
+    row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 async def _nul_free_text(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(str, _NulFreeText)
 
@@ -137,12 +147,7 @@ class PostgresStore(PostgresConnections, Store):
                 # at once under READ COMMITTED would each see room for the one call that fills the cap.
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(%s, '')))",
                                    (_HOLD_LOCK_CLASS, run.client))
-                # `client = %s`, not IS NOT DISTINCT FROM: that one PostgreSQL cannot look up in an index
-                same = "client IS NULL" if run.client is None else "client = %s"
-                cursor = await conn.execute(f"SELECT count(*) FROM approvals WHERE status = 'pending' AND {same}",
-                                            () if run.client is None else (run.client,))
-                held = await cursor.fetchone()
-                if held is not None and held[0] + len(approvals) > pending_cap:
+                if await _held_by(conn, run.client) + len(approvals) > pending_cap:
                     return False
             await conn.execute(
                 f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s::json, %s, {_NOW})"
@@ -185,6 +190,11 @@ class PostgresStore(PostgresConnections, Store):
             cursor = await conn.execute(query, (*params, limit))
             rows = await cursor.fetchall()
         return [_approval_from_row(row) for row in rows]
+
+    @answered_within
+    async def pending_count(self, client: str | None) -> int:
+        async with self._connection() as conn:
+            return await _held_by(conn, client)
 
     @answered_within
     async def decide_approval(
@@ -316,15 +326,38 @@ class PostgresStore(PostgresConnections, Store):
 
     # -- stored conversations -----------------------------------------------------------------------
     @answered_within
-    async def save_response(self, record: ResponseRecord) -> None:
-        async with self._connection() as conn:
-            await conn.execute(
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
+        owner = record.client or ""
+        async with self._connection() as conn, conn.transaction():
+            # `xmax = 0`: the row was inserted, not an existing one updated (replaced: no more than before)
+            cursor = await conn.execute(
                 "INSERT INTO responses (id, agent, client, body, messages, created)"
                 " VALUES (%s, %s, %s, %s::json, %s::json, %s) ON CONFLICT (id) DO UPDATE SET agent = excluded.agent,"
                 " client = excluded.client, body = excluded.body, messages = excluded.messages,"
-                " created = excluded.created",
+                " created = excluded.created RETURNING xmax = 0",
                 (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created),
             )
+            inserted = await cursor.fetchone()
+            if inserted is None or not inserted[0]:
+                return []
+            # The owner's count, one row (locked to the commit: two instances' saves for one owner take turns)
+            cursor = await conn.execute(
+                "INSERT INTO conversation_counts (owner, n) VALUES (%s, 1)"
+                " ON CONFLICT (owner) DO UPDATE SET n = conversation_counts.n + 1 RETURNING n", (owner,))
+            counted = await cursor.fetchone()
+            held = int(counted[0]) if counted is not None else 0
+            if keep is None or held <= keep:
+                return []
+            # `client = %s` (or IS NULL), not IS NOT DISTINCT FROM: the one PostgreSQL looks up in the index
+            same = "client IS NULL" if record.client is None else "client = %s"
+            cursor = await conn.execute(
+                f"DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE {same} ORDER BY created, id"
+                " LIMIT %s) RETURNING id, created",
+                (held - keep,) if record.client is None else (record.client, held - keep))
+            old = sorted(await cursor.fetchall(), key=lambda row: (row[1], row[0]))
+            await conn.execute("UPDATE conversation_counts SET n = greatest(n - %s, 0) WHERE owner = %s",
+                               (len(old), owner))
+        return [row[0] for row in old]
 
     @answered_within
     async def get_response(self, response_id: str) -> ResponseRecord | None:
@@ -355,12 +388,18 @@ class PostgresStore(PostgresConnections, Store):
 
     async def prune_conversations(self, before: float) -> int:
         async with self._connection() as conn, conn.transaction():
-            answers = await conn.execute("DELETE FROM responses WHERE created < %s", (before,))
+            cursor = await conn.execute(
+                "WITH gone AS (DELETE FROM responses WHERE created < %s RETURNING client)"
+                " SELECT coalesce(client, ''), count(*) FROM gone GROUP BY 1", (before,))
+            gone = await cursor.fetchall()
+            async with conn.cursor() as counts:  # each owner's count lowered by its own
+                await counts.executemany("UPDATE conversation_counts SET n = greatest(n - %s, 0) WHERE owner = %s",
+                                         [(n, owner) for owner, n in gone])
             runs = await conn.execute(PRUNE_RUNS.replace("?", "%s"), (before,))
             finished = [row[0] for row in await runs.fetchall()]
             if finished:
                 await conn.execute("DELETE FROM approvals WHERE run_id = ANY(%s)", (finished,))
-            return answers.rowcount + len(finished)
+            return int(sum(n for _, n in gone)) + len(finished)
 
     # -- console sessions ---------------------------------------------------------------------------
     @answered_within

@@ -66,6 +66,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 6: each client's pending approvals, counted at every hold (gateway.max_pending_approvals_per_client) and
     # numbered oldest first for the listing that takes clients in turns.
     "CREATE INDEX approvals_client_pending ON approvals (client, created, id) WHERE status = 'pending';",
+    # 7: each owner's number of stored conversations, and their index oldest first: what keeps
+    # gateway.max_stored_conversations_per_client (a count of one row, not a walk of the owner's entries).
+    """
+    CREATE INDEX responses_client ON responses (client, created, id);
+    CREATE TABLE conversation_counts (owner text PRIMARY KEY, n integer NOT NULL);
+    INSERT INTO conversation_counts (owner, n)
+        SELECT coalesce(client, ''), count(*) FROM responses GROUP BY coalesce(client, '');
+    """,
 )
 LATEST = len(MIGRATIONS)
 

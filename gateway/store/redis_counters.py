@@ -186,6 +186,9 @@ class CountedStore(Store):
     ) -> list[ApprovalRecord]:
         return await self.inner.list_approvals(status=status, run_id=run_id, client=client, limit=limit, fair=fair)
 
+    async def pending_count(self, client: str | None) -> int:
+        return await self.inner.pending_count(client)
+
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
         by: str | None = None,
@@ -224,8 +227,8 @@ class CountedStore(Store):
     async def prune_audit(self, before: float) -> int:
         return await self.inner.prune_audit(before)
 
-    async def save_response(self, record: ResponseRecord) -> None:
-        await self.inner.save_response(record)
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
+        return await self.inner.save_response(record, keep=keep)
 
     async def prune_conversations(self, before: float) -> int:
         return await self.inner.prune_conversations(before)

@@ -68,7 +68,9 @@ from .sqlite_tables import (
     end_session,
     held_by,
     outcome_values,
+    prune_counted,
     running_values,
+    save_conversation,
     session_ended,
     upgrade_schema,
 )
@@ -206,6 +208,9 @@ class SQLiteStore(SQLiteConnections, Store):
             return [approval_from_row(row) for row in conn.execute(query, (*params, limit)).fetchall()]
 
         return await self._run(work)
+
+    async def pending_count(self, client: str | None) -> int:
+        return await self._run(lambda conn: held_by(conn, client))
 
     async def decide_approval(
         self, approval_id: str, *, approve: bool, arguments: dict[str, Any] | None = None, reason: str | None = None,
@@ -362,14 +367,10 @@ class SQLiteStore(SQLiteConnections, Store):
         return await self._run(work)
 
     # -- rate limits --------------------------------------------------------------------------------
-    async def save_response(self, record: ResponseRecord) -> None:
+    async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
         values = (record.id, record.agent, record.client, dumps(record.body), dumps(record.messages), record.created)
 
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO responses (id, agent, client, body, messages, created)"
-                         " VALUES (?, ?, ?, ?, ?, ?)", values)
-
-        await self._run(work)
+        return await self._run(lambda conn: self._transaction(conn, lambda: save_conversation(conn, values, keep)))
 
     async def ping(self) -> None:
         # Through the store's own thread: it answers only when the writes queued before it are done.
@@ -387,7 +388,7 @@ class SQLiteStore(SQLiteConnections, Store):
 
     async def prune_conversations(self, before: float) -> int:
         def work(conn: sqlite3.Connection) -> int:
-            answers = conn.execute("DELETE FROM responses WHERE created < ?", (before,)).rowcount
+            answers = prune_counted(conn, before)
             finished = [row[0] for row in conn.execute(PRUNE_RUNS, (before,)).fetchall()]
             conn.executemany("DELETE FROM approvals WHERE run_id = ?", ((run_id,) for run_id in finished))
             return int(answers) + len(finished)

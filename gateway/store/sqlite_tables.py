@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS responses (
     id TEXT PRIMARY KEY, agent TEXT NOT NULL, client TEXT, body TEXT NOT NULL, messages TEXT NOT NULL,
     created REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS responses_client ON responses (client, created, id);
 CREATE TABLE IF NOT EXISTS buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, updated REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS connections (
     subject TEXT NOT NULL, api TEXT NOT NULL, secret TEXT NOT NULL, scopes TEXT NOT NULL, created REAL NOT NULL,
@@ -108,6 +109,45 @@ def charge_buckets(conn: sqlite3.Connection, buckets: Sequence[Bucket], cost: fl
     return retry_after
 
 
+# Each owner's number of stored conversations, kept with every save and removal: whether a save passed the cap is
+# one row's number, not a walk of the owner's index entries (1.4 ms at 10,000 on SQLite, 15-30 ms on PostgreSQL).
+# Callers without a key are owner ''. Made (and filled from `responses`) by `upgrade_schema` for files without it.
+COUNTS_TABLE = "CREATE TABLE conversation_counts (owner TEXT PRIMARY KEY, n INTEGER NOT NULL)"
+FILL_COUNTS = ("INSERT INTO conversation_counts (owner, n) SELECT coalesce(client, ''), count(*) FROM responses"
+               " GROUP BY coalesce(client, '')")
+COUNT_ONE_MORE = ("INSERT INTO conversation_counts (owner, n) VALUES (?, 1)"
+                  " ON CONFLICT (owner) DO UPDATE SET n = n + 1 RETURNING n")
+COUNT_FEWER = "UPDATE conversation_counts SET n = max(n - ?, 0) WHERE owner = ?"
+OLDEST = "SELECT id FROM responses WHERE client IS ? ORDER BY created, id LIMIT ?"
+
+
+def save_conversation(conn: sqlite3.Connection, values: tuple[Any, ...], keep: int | None) -> list[str]:
+    """Insert or replace one stored conversation (`values`: its row), counted for its owner; with `keep`, remove
+    the owner's oldest beyond that many. The ids removed, oldest first."""
+    response_id, client = values[0], values[2]
+    known = conn.execute("SELECT 1 FROM responses WHERE id = ?", (response_id,)).fetchone() is not None
+    conn.execute("INSERT OR REPLACE INTO responses (id, agent, client, body, messages, created)"
+                 " VALUES (?, ?, ?, ?, ?, ?)", values)
+    if known:  # replaced: no more than before
+        return []
+    held = int(conn.execute(COUNT_ONE_MORE, (client or "",)).fetchone()[0])
+    if keep is None or held <= keep:
+        return []
+    old = [row[0] for row in conn.execute(OLDEST, (client, held - keep)).fetchall()]
+    conn.executemany("DELETE FROM responses WHERE id = ?", ((i,) for i in old))
+    conn.execute(COUNT_FEWER, (len(old), client or ""))
+    return old
+
+
+def prune_counted(conn: sqlite3.Connection, before: float) -> int:
+    """Delete the stored conversations made before `before`, each owner's count lowered by its own; how many."""
+    gone = conn.execute("SELECT coalesce(client, ''), count(*) FROM responses WHERE created < ?"
+                        " GROUP BY coalesce(client, '')", (before,)).fetchall()
+    conn.execute("DELETE FROM responses WHERE created < ?", (before,))
+    conn.executemany(COUNT_FEWER, ((n, owner) for owner, n in gone))
+    return sum(n for _, n in gone)
+
+
 def held_by(conn: sqlite3.Connection, client: str | None) -> int:
     """How many approvals of `client` (None: callers without a key) are pending."""
     row = conn.execute("SELECT COUNT(*) FROM approvals WHERE status = 'pending' AND client IS ?", (client,)).fetchone()
@@ -123,6 +163,17 @@ def upgrade_schema(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE audit ADD COLUMN subject TEXT")
     if "browser" not in {row[1] for row in conn.execute("PRAGMA table_info(pending_connections)")}:
         conn.execute("ALTER TABLE pending_connections ADD COLUMN browser TEXT")
+    counted = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'conversation_counts'"
+    if conn.execute(counted).fetchone() is None:
+        conn.execute("BEGIN IMMEDIATE")  # two processes opening an older file at once: one makes and fills it
+        try:
+            if conn.execute(counted).fetchone() is None:
+                conn.execute(COUNTS_TABLE)
+                conn.execute(FILL_COUNTS)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
 
 def dumps(value: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.catalog import ApiSpec, Catalog, Diagnostic, Tool
+from gateway.catalog import ApiSpec, Catalog, Diagnostic, Server, Tool
 from gateway.config.loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
 from gateway.configuration import parse_configuration
 
@@ -31,7 +31,8 @@ def _errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
 
 def _tool(api: str, name: str, method: str = "GET", security: tuple = ()) -> Tool:
     return Tool(name=name, api=api, operation_id=name, method=method, path=f"/{name}", description=name,
-                input_schema={"type": "object", "properties": {}}, security=security)
+                input_schema={"type": "object", "properties": {}}, security=security,
+                servers=(Server(url=f"https://{api}.example.com"),))
 
 
 def _catalog() -> Catalog:
@@ -752,7 +753,8 @@ def test_a_model_without_its_provider_names_the_variable_it_came_from_and_the_pr
 def _shop_of_70_lists(**fields: Any) -> Catalog:
     """An api `shop` of 70 GET tools `list0`..`list69` without parameters, each with `fields`."""
     tools = [Tool(name=f"list{i}", api="shop", operation_id=f"list{i}", method="GET", path=f"/l{i}",
-                  input_schema={"type": "object", "properties": {}}, **fields) for i in range(70)]
+                  input_schema={"type": "object", "properties": {}}, servers=(Server(url="https://shop.example.com"),),
+                  **fields) for i in range(70)]
     return Catalog(tools, {"shop": ApiSpec(name="shop", file="shop.yaml")})
 
 

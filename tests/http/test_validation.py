@@ -64,3 +64,24 @@ def test_validators_are_compiled_once_per_schema() -> None:
 def test_ecma_only_pattern_does_not_block_the_call() -> None:
     tool = make_tool(arg("name", "query", {"type": "string", "pattern": r"^\p{L}+$"}))
     assert validate_arguments(tool, {"name": "abc"}) == []
+
+
+def test_an_optional_bodys_missing_required_fields_are_named_once_each_as_required() -> None:
+    # Adyen's POST /companies/{companyId}/webhooks: the body is optional, so its required fields are required of
+    # any body field given (`dependentRequired`); jsonschema's wording was "'filterMerchantAccounts' is a
+    # dependency of 'active'", once per field given: eight lines, none saying what to add.
+    from gateway.openapi import compile_document
+
+    body = {"type": "object", "required": ["url", "active", "filterMerchantAccounts"], "properties": {
+        "url": {"type": "string"}, "active": {"type": "boolean"},
+        "filterMerchantAccounts": {"type": "array", "items": {"type": "string"}}}}
+    spec = {"openapi": "3.1.0", "info": {"title": "m", "version": "1"}, "paths": {"/companies/{companyId}/webhooks": {
+        "post": {"operationId": "createWebhook", "parameters": [
+            {"name": "companyId", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "requestBody": {"content": {"application/json": {"schema": body}}},
+            "responses": {"200": {"description": "ok"}}}}}}
+    [tool] = compile_document(spec, api="m")
+    assert "dependentRequired" in tool.input_schema
+    assert validate_arguments(tool, {"companyId": "C1", "url": "https://example.com/hook", "active": True}) == [
+        "filterMerchantAccounts: required field is missing (required once 'url' is given)"]
+    assert validate_arguments(tool, {"companyId": "C1"}) == []

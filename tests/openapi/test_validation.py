@@ -144,7 +144,8 @@ def test_validate_says_what_was_lost_with_lines_and_the_manifest_names_the_real_
     (specs / "shop.yaml").write_text(SHOP_WITH_MISTAKES)
     agents = tmp_path / "agents.yaml"
     agents.write_text("providers: {p: {kind: openai}}\nagents:\n  clerk:\n    model: p/m\n"
-                      "    tools: [{api: shop, operations: [createItem, getItem]}]\n")
+                      "    tools: [{api: shop, operations: [createItem, getItem]}]\n"
+                      "apis: {shop: {base_url: 'http://127.0.0.1:9'}}\n")
     code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--agents", str(agents), "--json", "--no-cache")
     report = json.loads(out)
     assert code == 3 and report["ok"] is True and report["complete"] is False
@@ -195,3 +196,45 @@ def test_a_finding_inside_a_schema_object_gets_no_false_place(tmp_path: Path,
     assert findings and not [line for line in findings if "/type" in line], out
     assert any("(in a schema object; the validator does not say which)" in line for line in findings), out
     assert any("/paths/~1items/get/parameters/0" in line for line in findings), out  # a finding with its place
+
+
+def test_a_duplicate_operation_id_is_named_at_its_pointer_with_the_name_its_tool_got(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"openapi": "3.0.3", "info": {"title": "files", "version": "1"}, "paths": {
+        "/images/{id}/png": {"get": {"operationId": "getThing", "parameters": [
+            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+            "responses": {"200": {"description": "ok"}}}},
+        "/images/export": {"get": {"operationId": "getThing", "responses": {"200": {"description": "ok"}}}}}}
+    (specs / "files.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    [line] = [line for line in out.splitlines() if "getThing" in line]
+    # file, line and pointer of the second operation; the other operation; the tool name agents.yaml must use
+    assert line.strip().startswith("warning: files.yaml:20: /paths/~1images~1export/get/operationId: ")
+    assert "also that of GET /images/{id}/png" in line and "named 'getThing_" in line
+    assert "does not say which" not in out  # the spec validator's own line (no pointer) is not repeated
+    assert code == 0
+
+
+def test_a_spec_that_does_not_parse_is_named_with_the_line_where_the_parser_stopped(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (specs / "unclosed.yaml").write_text("swagger: '2.0'\ninfo: {title: x, version: '1'\npaths: {}\n")
+    (specs / "comma.json").write_text('{"openapi": "3.0.0",\n "info": {}\n "paths": {}}')
+    code, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    # file:line as every other diagnostic has it, the parser's finding, and no "<byte string>" for a stream name
+    assert "error: unclosed.yaml:3: invalid YAML: did not find expected ',' or '}' (line 3, column 1; while " \
+           "parsing a flow mapping that starts at line 2)" in out
+    assert "error: comma.json:3: invalid JSON: " in out and "(line 3, column 2)" in out
+    assert "byte string" not in out and "shop.yaml: ok" in out and code == 1
+
+
+def test_a_ref_the_spec_validator_cannot_follow_is_named_without_the_document_it_searched(
+        specs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"swagger": "2.0", "info": {"title": "erskine", "version": "1"}, "host": "127.0.0.1", "paths": {
+        "/api/Part": {"get": {"responses": {"200": {"description": "ok", "schema": {
+            "$ref": "#/definitions/NoSuchThing"}}}}}}, "definitions": {"Part": {"type": "object"}}}
+    (specs / "erskine.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    [line] = [line for line in out.splitlines() if "spec validation stopped" in line]
+    # referencing's own text went on with "does not exist within {'swagger': '2.0', 'info': ..." (300 characters)
+    assert line.strip() == ("warning: erskine.yaml:1: spec validation stopped: PointerToNowhere: the $ref "
+                            "'/definitions/NoSuchThing' leads nowhere")

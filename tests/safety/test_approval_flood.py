@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -141,3 +142,51 @@ def test_the_terminal_lists_whose_call_waits_and_one_clients_on_request(
     assert [line.split()[3] for line in lines] == ["intruder"] * 3 + ["legit"]  # whose call each is
     assert main(["approvals", *common, "--client", "legit", "--json"]) == 0
     assert [a["id"] for a in json.loads(capsys.readouterr().out)] == [legit]
+
+
+SCRIPT = 'createIssueComment(owner="acme", repo="app", issue_number=7, body="ship it")'
+
+
+def test_the_cap_holds_at_the_mcp_door_and_for_scripts(tmp_path: Path, llm: LenientLLM,
+                                                        upstream: RecordingServer) -> None:
+    """mend45's left item: the cap was tested on the direct door and in chats only. Over MCP (the official client,
+    with the intruder's key) a call past it is the tool's error, unsent; a script whose call would pass it is not
+    kept waiting (its call refused, on MCP and on the direct door alike); each refusal has its audit row."""
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    coded = _capped(1).replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n")
+    write_project(tmp_path, llm.url, upstream.url, coded)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+
+    async def over_mcp(url: str) -> list[Any]:
+        async with httpx.AsyncClient(headers=bearer(INTRUDER), timeout=30) as http, \
+                Client(streamable_http_client(f"{url}/mcp/triage", http_client=http)) as session:
+            return [await session.call_tool("createIssueComment", COMMENT),
+                    await session.call_tool("createIssueComment", COMMENT),
+                    await session.call_tool("run_code", {"code": SCRIPT})]
+
+    with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        held, refused, script = anyio.run(over_mcp, url)
+        llm.script(Reply(calls=[Call("run_code", {"code": SCRIPT})]), Reply(text="no room"))
+        chat = client.post("/v1/chat/completions", headers=bearer(INTRUDER),
+                           json={"model": "triage", "messages": [{"role": "user", "content": "comment"}]})
+        waiting = client.get("/approvals?client=intruder", headers=bearer(REVIEWER)).json()["data"]
+        rows = client.get("/audit?client=intruder&limit=50", headers=bearer(REVIEWER)).json()["data"]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert held.is_error and "approval" in held.content[0].text
+    assert refused.is_error and refused.content[0].text.startswith("Error (rate_limited)")
+    assert "(1: gateway.max_pending_approvals_per_client)" in refused.content[0].text
+    assert script.is_error and "max_pending_approvals_per_client" in script.content[0].text, script.content
+    # In a chat the script's call is refused and the script goes on (it fails here, as it does not catch it): the
+    # model reads that as run_code's result, and the chat answers; the run was not paused past the cap.
+    assert chat.status_code == 200, chat.text
+    (step,) = chat.json()["gateway"]["steps"]
+    assert step["tool"] == "run_code" and "max_pending_approvals_per_client" in step["error"]
+    assert [(s["tool"], s["error_type"]) for s in step["steps"]] == [("createIssueComment", "rate_limited")]
+    assert len(waiting) == 1  # only the first call waits: no script was kept past the cap
+    statuses = [(r["tool"], r["status"]) for r in reversed(rows) if r["kind"] == "tool"]
+    assert statuses.count(("createIssueComment", "rate_limited")) == 2, statuses  # MCP's own, the chat script's
+    assert ("run_code", "approval_pending") not in statuses  # no script recorded as waiting
+    assert upstream.requests == []

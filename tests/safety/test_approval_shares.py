@@ -70,3 +70,16 @@ async def test_the_listing_takes_clients_in_turns_and_filters_by_client(two_stor
     await first.decide_approval("apr-quiet-0", approve=True)
     assert [a.id for a in await second.list_approvals(client="quiet")] == ["apr-quiet-1"]
     assert [a.id for a in await second.list_approvals(client="quiet", status=None)] == ["apr-quiet-0", "apr-quiet-1"]
+
+
+async def test_each_store_counts_a_clients_pending_calls_without_reading_them(
+        two_stores: tuple[Store, Store]) -> None:
+    """The look before a chat run pauses (`room_for`) read up to the cap's rows, arguments and all, to count them
+    (mend45's left item); each store now answers the count itself, past any listing's limit too."""
+    first, second = two_stores
+    for n in range(130):
+        await first.save_run(*_held(n, "flood", 1000.0 + n))
+    await first.save_run(*_held(0, None, 2000.0))
+    assert [await second.pending_count(c) for c in ("flood", None, "quiet")] == [130, 1, 0]
+    await first.decide_approval("apr-flood-0", approve=True)
+    assert await second.pending_count("flood") == 129  # decided: no longer waiting

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.errors import AlreadyDecided, ForbiddenApproval, UnknownApproval
+from gateway.errors import AlreadyDecided, ForbiddenApproval, RunError, UnknownApproval
 from gateway.loop_types import Decision, PendingApproval, RunResult
 from gateway.messages import Message, ToolCall
 from gateway.safety.approvals import ApprovalManager
 from gateway.safety.audit import AuditLog
 from gateway.safety.rights import Rights
-from gateway.store import MemoryStore, RunRecord
+from gateway.store import MemoryStore, RunRecord, SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -145,3 +146,29 @@ async def test_recover_reopens_what_sent_nothing_and_fails_what_sent_a_call() ->
     assert sorted(done["reopened"]) == ["stuck-paused", "stuck-quiet"] and done["failed"] == ["stuck-sent"]
     assert sorted(a.id for a in await manager.pending()) == ["apr_p", "apr_q"]
     assert (await store.get_run("stuck-sent")).status == "failed"  # type: ignore[union-attr]
+
+
+async def test_a_resumed_run_whose_clients_cap_filled_meanwhile_ends_failed_not_left_resuming(
+        tmp_path: Path) -> None:
+    """mend45's left item: the resumed run looked for room (`room_for`) and paused again, but another request of
+    its client filled the cap before the pause was kept: the pause could not be saved and the run stayed
+    `resuming` until `recover` found it a minute later. Its approved call ran, so it cannot be taken back: it
+    ends `failed` at once, and the decider is told why."""
+    store = SQLiteStore(tmp_path / "state.db")
+    try:
+        manager = ApprovalManager(store, AuditLog(store), pending_cap=1)
+        await manager.hold_run(run_id="chat-1", agent="clerk", client="ci", result=_paused("apr_a"))
+
+        async def resume(run: RunRecord, decisions: dict[str, Decision]) -> RunResult:
+            held = await manager.hold_call(agent="clerk", tool="createItem", client="ci",
+                                           call=ToolCall(id="other", name="createItem", arguments={}))
+            assert held.error_type == "approval_pending"  # the other request's call took the one place
+            return _paused("apr_b")  # the resumed run pauses at one more call
+
+        with pytest.raises(RunError) as caught:
+            await manager.decide("apr_a", Decision(approve=True), resume=resume)
+        assert caught.value.code == "rate_limited" and "max_pending_approvals_per_client" in str(caught.value)
+        assert (await store.get_run("chat-1")).status == "failed"  # type: ignore[union-attr]
+        assert [a.tool for a in await manager.pending()] == ["createItem"]  # the other request's, not the run's
+    finally:
+        store.close()

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, write_project
@@ -66,15 +67,17 @@ def test_a_full_disk_gives_503_not_an_unrecorded_success(tmp_path: Path, llm: Le
             chat = client.post("/v1/chat/completions",
                                json={"model": "weather", "messages": [{"role": "user", "content": "Berlin?"}]})
 
-            async def over_mcp() -> str:
+            async def over_mcp() -> MCPError | str:
                 async with Client(f"{url}/mcp/weather") as session:
                     try:
                         result = await session.call_tool("getForecast", FORECAST)
                     except MCPError as exc:  # a JSON-RPC error answer
-                        return f"{exc.error.message} {exc.error.data}"
+                        return exc
                     return result.content[0].text if result.is_error else "served"
 
+            sent_before = len(upstream.requests)
             mcp_answer = anyio.run(over_mcp)
+            mcp_sent = len(upstream.requests) - sent_before
             filler.unlink()  # room again: the rows that were written can be counted
             rows = [r for r in client.get("/audit", params={"limit": 1000}).json()["data"]
                     if r["tool"] == "getForecast"]
@@ -85,7 +88,12 @@ def test_a_full_disk_gives_503_not_an_unrecorded_success(tmp_path: Path, llm: Le
         error = refused[0].json()["error"]
         assert error["code"] == "audit_unavailable" and "audit log cannot record" in error["message"]
         assert chat.status_code == 503 and chat.json()["error"]["code"] == "audit_unavailable"
-        assert mcp_answer != "served"  # an error answer (the SDK's path words it: the audit log cannot record ...)
+        # Over MCP a JSON-RPC error (a server error, as MCP's spec sorts them; the chat door ends its run with 503
+        # before its model is told), not a tool result with isError the model would retry, carrying the HTTP
+        # doors' status and code; nothing was sent (mend44's left item).
+        assert isinstance(mcp_answer, MCPError), mcp_answer
+        assert mcp_answer.code == INTERNAL_ERROR and "did not send it" in mcp_answer.message
+        assert mcp_answer.data == {"status": 503, "code": "audit_unavailable"} and mcp_sent == 0
         # Every call answered 200 has its row (plus the first one, before the disk filled).
         assert len(rows) >= len(served) + 1
 

@@ -129,11 +129,14 @@ async def test_failing_api_is_cut_off_without_touching_others() -> None:
     for _ in range(2):
         assert (await guarded.execute(_tool("bad_op", "bad"), {})).status == 500
     refused = await guarded.execute(_tool("bad_op", "bad"), {})
-    assert refused.error_type == "transport_error" and "paused" in (refused.error or "")
+    # Its own type (user44's left item: it was `transport_error`, which reads as a call that failed on the wire),
+    # saying the breaker is open, that nothing was sent and when it lets a call through again.
+    assert refused.error_type == "circuit_open" and "not sent" in (refused.error or "")
+    assert "circuit breaker is open" in (refused.error or "") and "again in 60 s" in (refused.error or "")
     assert inner.calls.count("bad_op") == 2  # the third never reached the api
     assert (await guarded.execute(_tool("good_op", "good"), {})).ok
     rows = await store.list_audit(limit=10)
-    assert [r.status for r in rows] == ["ok", "transport_error", "upstream_error", "upstream_error"]
+    assert [r.status for r in rows] == ["ok", "circuit_open", "upstream_error", "upstream_error"]
 
 
 async def test_concurrency_limit_per_api_keeps_other_apis_free() -> None:

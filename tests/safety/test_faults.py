@@ -113,10 +113,10 @@ def test_a_failing_api_is_cut_off_and_the_others_are_not(tmp_path: Path, llm: Le
         assert faults.hits["/fail"] == reached and faults.hits["/ok"] == 0
         assert _call(client, "getForecast", FORECAST)["ok"]
         rows = _audit_rows(store)
-    for result in (refused, also_refused):
-        assert result["error_type"] == "transport_error" and "paused" in result["error"]
-    assert [status for _, status in rows] == ["upstream_error", "upstream_error", "transport_error",
-                                              "transport_error", "ok"]
+    for result in (refused, also_refused):  # the breaker's own type: not sent, not a failure on the wire
+        assert result["error_type"] == "circuit_open" and "paused" in result["error"]
+    assert [status for _, status in rows] == ["upstream_error", "upstream_error", "circuit_open",
+                                              "circuit_open", "ok"]
 
 
 def test_a_chat_goes_on_while_one_tool_hangs(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer,

@@ -126,3 +126,29 @@ def test_a_response_not_stored_is_still_answered_as_a_response_after_its_approva
         assert finished.id == response.id and finished.output_text == "Commented." and finished.store is False
         with pytest.raises(openai.NotFoundError):
             client.responses.retrieve(response.id)
+
+
+def test_past_its_cap_a_clients_oldest_stored_response_goes_and_the_removal_is_audited(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """redteam44's left item: stored Responses had no bound per client but the month of retention. With
+    `max_stored_conversations_per_client: 2`, Ann's third stored answer removes her first (continuing from it is a
+    404 that says why), not Bob's, and the removal is an audit row Ann can read."""
+    capped = TWO_KEYS_YAML + "gateway:\n  max_stored_conversations_per_client: 2\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=capped) as (url, _):
+        ann, bob = _client(url, "ann-key"), _client(url, "bob-key")
+        llm.script(*(Reply(text=f"answer {n}") for n in range(5)))
+        kept_by_bob = bob.responses.create(model="weather", input="hi")
+        first, second, third = (ann.responses.create(model="weather", input=f"hi {n}") for n in range(3))
+        assert ann.responses.create(model="weather", input="and?", previous_response_id=third.id).output_text \
+            == "answer 4"  # the fourth answer removed the second in turn
+        with pytest.raises(openai.NotFoundError) as gone:
+            ann.responses.retrieve(first.id)
+        assert "max_stored_conversations_per_client" in gone.value.message
+        with pytest.raises(openai.NotFoundError):
+            ann.responses.create(model="weather", input="and?", previous_response_id=second.id)
+        assert ann.responses.retrieve(third.id).output_text == "answer 3"
+        assert bob.responses.retrieve(kept_by_bob.id).output_text == "answer 0"  # another client's room is its own
+        rows = httpx.get(f"{url}/audit", params={"kind": "conversation"}, headers=bearer("ann-key")).json()["data"]
+        assert [(r["client"], r["status"], r["arguments"]["removed"]) for r in reversed(rows)] == [
+            ("ann", "evicted", [first.id]), ("ann", "evicted", [second.id])]
+        assert all("max_stored_conversations_per_client (2)" in r["error"] for r in rows)

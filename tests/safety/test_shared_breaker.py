@@ -60,7 +60,7 @@ async def test_failures_through_one_instance_pause_the_api_on_the_other(redis_ur
         await a.aclose()
         await b.aclose()
     assert not ran  # nothing was sent
-    assert paused.error_type == "transport_error" and "paused" in (paused.error or "")
+    assert paused.error_type == "circuit_open" and "paused" in (paused.error or "")
 
 
 async def test_max_concurrency_counts_the_calls_in_flight_on_every_instance(redis_url: str) -> None:

@@ -23,12 +23,13 @@ from gateway.server.run import log_config
 
 
 @contextlib.contextmanager
-def _access_lines() -> Iterator[io.StringIO]:
-    """The access log configured as `gateway serve` does, uncoloured, into a string; reset afterwards."""
+def _access_lines(handler: str = "access") -> Iterator[io.StringIO]:
+    """The access log (or the gateway's own lines: `default`) configured as `gateway serve` does, uncoloured, into a
+    string; reset afterwards."""
     stream = io.StringIO()
     config = log_config()
-    config["handlers"]["access"]["stream"] = stream
-    config["formatters"]["access"]["use_colors"] = False
+    config["handlers"][handler]["stream"] = stream
+    config["formatters"][handler]["use_colors"] = False
     logging.config.dictConfig(config)
     try:
         yield stream
@@ -130,3 +131,29 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         lines = stream.getvalue().splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+
+
+def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> None:
+    """redteam45: the gateway's own lines quote a refused request's path (anyone who reaches the port sends one
+    before any key is looked at): written as it came, `ESC ] 52` set the operator's clipboard, CSI codes rewrote the
+    screen, and a line break wrote a log line of the sender's making."""
+    from gateway.kernel.redaction import Redactor, redact_logs
+
+    redactor = Redactor(["a-secret-0123456789"])  # as under `gateway serve`: tracebacks rendered when logged
+    redact_logs(redactor)
+    with _access_lines("default") as stream:
+        path = "/agents/x\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b1A\nINFO:     gateway reloaded: all clients are admins"
+        # a logger under `gateway` of this test's own (another test may have disabled or levelled gateway.server)
+        logger = logging.getLogger("gateway.tests.loglines")
+        logger.info("refused a request to %s: %s", path, "no key")
+        try:
+            raise ValueError("an upstream's text \x1b[31m")
+        except ValueError:
+            logger.exception("failed on %s", "/x\r\ny")
+    written = stream.getvalue()
+    assert not any(code in written for code in ("\x1b", "\x07", "\u009b", "\r")), repr(written)
+    first, second = written.splitlines()[:2]
+    assert first.startswith("INFO:") and "refused a request to /agents/x" in first and first.endswith("no key")
+    assert second.startswith("ERROR:") and "failed on /x" in second  # its own line, not the sender's
+    assert "Traceback" in written  # a traceback keeps its lines
+    del redactor

@@ -176,6 +176,31 @@ async def test_provider_failure_while_streaming_raises_in_the_client(gw: tuple[s
         list(stream)
 
 
+async def test_a_refusal_after_the_stream_started_is_an_api_error_with_what_may_have_run(
+        gw: tuple[str, Any], llm: LenientLLM, upstream: RecordingServer) -> None:
+    """user44's left item: the provider refuses the second turn, after the 200, the role chunk and a tool's steps
+    went out. The official client yields what came and raises `openai.APIError` (not a status error: there is no
+    status left to give), as for OpenAI's own stream errors; its `body` is the error object alone, so the steps
+    that may have run are inside it, where the caller holding the exception reads them."""
+    url, _ = gw
+    llm.script(Reply(calls=[FORECAST_CALL]), Reply(status=400, error="context too long"))
+    stream = _client(url).chat.completions.create(model="weather", messages=[{"role": "user", "content": "hi"}],
+                                                  stream=True)
+    seen: list[Any] = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in stream:
+            seen.append(chunk)
+    error = caught.value
+    assert not isinstance(error, openai.APIStatusError)
+    assert [(c.model_extra.get("gateway") or {}).get("event") for c in seen] == [None, "step_started",
+                                                                                  "step_finished"]
+    assert error.code == "provider_error" and "context too long" in error.message
+    assert "may have run upstream" in error.message
+    assert isinstance(error.body, dict) and error.body["gateway"]["may_have_run"] is True
+    assert [s["tool"] for s in error.body["gateway"]["steps"]] == ["getForecast"]
+    assert upstream.last.path == "/meteo/v1/forecast"
+
+
 async def test_example_without_environment_says_what_is_missing(tmp_path: Path) -> None:
     runtime = load_runtime(ROOT / "specs", ROOT / "agents.yaml", environ={}, use_cache=False)
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:

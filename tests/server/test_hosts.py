@@ -199,3 +199,45 @@ def test_the_served_policy_knows_whether_keys_guard_the_gateway() -> None:
     keyed = Manifest.model_validate({"clients": {"bot": {"key": "ck-0123456789abcdef"}}})
     assert PolicySource("0.0.0.0", keyed).current.host_allowed("gw.example.com")
     assert not PolicySource("0.0.0.0", Manifest.model_validate({})).current.host_allowed("gw.example.com")
+
+
+MCP_ACCEPT = "application/json, text/event-stream"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def test_the_mcp_door_refuses_a_rebinding_page_and_a_cross_site_request(served: str,
+                                                                       upstream: RecordingServer) -> None:
+    """redteam45: the MCP door's every form (/mcp/AGENT, /mcp/AGENT/mcp, ?agent=, a session's requests, the
+    stateless protocol) under a foreign Host, a foreign Origin or a body a cross-site form can send."""
+    opened = httpx.post(f"{served}/mcp/weather", json=INITIALIZE, headers={"Accept": MCP_ACCEPT})
+    assert opened.status_code == 200
+    session = opened.headers["mcp-session-id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "getForecast", "arguments": FORECAST_ARGS}}
+    before = len(upstream.requests)
+    port = served.rsplit(":", 1)[1]
+    refusals: list[tuple[dict[str, str], int]] = [
+        ({"Host": "attacker.example"}, 421), ({"Host": f"attacker.example:{port}"}, 421),
+        ({"Host": "localhost.attacker.example"}, 421),
+        ({"Origin": "https://evil.example"}, 403), ({"Origin": "null"}, 403),
+        ({"Origin": f"http://127.0.0.1.evil.example:{port}"}, 403),
+    ]
+    for path in ("/mcp/weather", "/mcp/weather/mcp", "/mcp?agent=weather"):
+        for extra, status in refusals:
+            for headers, body in (({"Accept": MCP_ACCEPT}, INITIALIZE),
+                                  ({"Accept": MCP_ACCEPT, "mcp-session-id": session,
+                                    "mcp-protocol-version": "2025-06-18"}, call),
+                                  ({"Accept": MCP_ACCEPT, "mcp-protocol-version": "2026-07-28"}, call)):
+                answer = httpx.post(served + path, json=body, headers={**headers, **extra})
+                assert answer.status_code == status, (path, extra, headers, answer.status_code, answer.text[:200])
+            ended = httpx.delete(served + path, headers={"mcp-session-id": session, **extra})
+            assert ended.status_code == status, (path, extra, ended.status_code)
+        plain = httpx.post(served + path, content=json.dumps(call), headers={
+            "Accept": MCP_ACCEPT, "Content-Type": "text/plain", "mcp-session-id": session})
+        assert plain.status_code == 415, (path, plain.status_code)
+    assert len(upstream.requests) == before  # nothing ran
+    # the session lives on for its own client
+    ok = httpx.post(f"{served}/mcp/weather", json=call, headers={
+        "Accept": MCP_ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"})
+    assert ok.status_code == 200 and len(upstream.requests) == before + 1

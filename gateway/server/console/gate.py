@@ -19,9 +19,10 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ...errors import TooManyWrongKeys
 from ...kernel.caller import bind_caller
 from ..api_errors import APIError
-from ..auth import RIGHTS
+from ..auth import RIGHTS, too_many_wrong_keys
 from . import catalog_pages, chat_page, connections_page, oversight_pages, signin, tryout
 from .rendering import HERE, VIEWER, Console
 from .session import Sessions, csrf_ok
@@ -35,7 +36,10 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 """Only the console's own files run, load and are posted to, and no page of it may be framed: a decoy page framing
 the approvals inbox got one click to approve a pending write (issue #27)."""
 GUARD_HEADERS = ((b"content-security-policy", CONTENT_SECURITY_POLICY.encode()), (b"x-frame-options", b"DENY"),
-                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"))
+                 (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin"),
+                 (b"cache-control", b"no-store"))
+"""`no-store`: a page shows one viewer's rows, and a browser kept it: after sign-out, Back showed the next person at
+the machine the audit log and approvals of the one who left (redteam45)."""
 _GUARDED = frozenset(name for name, _ in GUARD_HEADERS)
 
 
@@ -79,7 +83,11 @@ class ConsoleGate:
         path = scope["path"][len(root):] if scope["path"].startswith(root) else scope["path"]
         # The console's own files need nobody; every other path asks the store whether the session was signed out.
         static = path.startswith("/static/")
-        viewer = await (self.sessions.viewer(request) if static else self.sessions.current(request))
+        try:
+            viewer = await (self.sessions.viewer(request) if static else self.sessions.current(request))
+        except TooManyWrongKeys as exc:  # the cookie's token from an address out of guesses: not looked at
+            await too_many_wrong_keys(exc).response()(scope, receive, send)
+            return
         if path == "/signin" or path.startswith("/static/"):
             scope[VIEWER] = viewer
             await self.app(scope, receive, send)

@@ -36,7 +36,8 @@ class Console:
             safety: the gateway's safety layer (client keys, approvals, audit).
         """
         self.safety = safety
-        self.sessions = Sessions(lambda: safety.keys, safety.store, lambda: safety.identity)
+        self.sessions = Sessions(lambda: safety.keys, safety.store, lambda: safety.identity,
+                                 wrong_keys=safety.wrong_keys)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["pretty"] = _pretty
 

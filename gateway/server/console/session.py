@@ -8,7 +8,8 @@ its id is recorded in the store (`Store.end_session`) until it would have expire
 store refuses the cookie from then on, so a copy of it (a shared machine, a proxy's log) is worth nothing after
 sign-out. With `gateway.auth` the page also takes a user's access token: the cookie is then `t.<token>`, checked
 like a bearer on every request (the session ends when the token expires), and the viewer is that user (their client
-by claims, their subject: the console shows their connections). The CSRF token is derived from the same secret (or
+by claims, their subject: the console shows their connections); a refused token there is a wrong key of its address,
+as on the doors (an expired one is not). The CSRF token is derived from the same secret (or
 the token) and session, sent in each page and required (header `X-CSRF-Token`) on every state-changing request.
 Without `clients` (a loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process
 secret.
@@ -27,11 +28,12 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import IdentityError
+from ...errors import IdentityError, TokenExpired, TokenRejected
 from ...identity.resource import ResourceServer
 from ...safety.rights import Rights
+from ...safety.wrong_keys import WrongKeys
 from ...store import Store
-from ..auth import ClientKeys
+from ..auth import ClientKeys, client_address
 
 COOKIE = "gateway_console"
 TOKEN_PREFIX = "t."
@@ -85,17 +87,20 @@ class Viewer:
 
 class Sessions:
     def __init__(self, keys: Callable[[], ClientKeys], store: Store,
-                 identity: Callable[[], ResourceServer | None] = lambda: None) -> None:
+                 identity: Callable[[], ResourceServer | None] = lambda: None, *,
+                 wrong_keys: WrongKeys | None = None) -> None:
         """Sign viewers in, recognise them again, and sign them out.
 
         Parameters:
             keys: the current manifest's client keys (a callable, so a reload of agents.yaml applies at once).
             store: where signed-out sessions are recorded (shared by every instance on it).
             identity: the current `gateway.auth` resource server (None: keys only).
+            wrong_keys: counts a cookie's refused token against the sender's address (None: not counted).
         """
         self._keys = keys
         self._store = store
         self._identity = identity
+        self._wrong_keys = wrong_keys
         self._open_secret = secrets.token_bytes(32)
 
     @property
@@ -139,7 +144,7 @@ class Sessions:
                           approver=True)
         cookie = request.cookies.get(COOKIE, "")
         if cookie.startswith(TOKEN_PREFIX):
-            return await self._token_viewer(cookie[len(TOKEN_PREFIX):])
+            return await self._cookie_token_viewer(cookie[len(TOKEN_PREFIX):], client_address(request.scope))
         try:
             encoded, expiry_text, session, signature = cookie.split(".")
             name = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
@@ -157,12 +162,33 @@ class Sessions:
                       csrf=_sign(secret, "csrf", name, expiry, session), approver=client.approver,
                       session=session, expires=float(expiry))
 
-    async def _token_viewer(self, token: str) -> Viewer | None:
+    async def _cookie_token_viewer(self, token: str, address: str | None) -> Viewer | None:
+        """The viewer of a cookie's token. The cookie is a bearer like `Authorization` on the doors, so a refused
+        token is counted against its address the same way, and an address out of guesses is refused
+        (TooManyWrongKeys) before its token is looked at (redteam45: refusals here were not counted, so the cookie
+        took unlimited guesses, each one checked: with introspection, each one a request to the provider). An
+        expired token is no guess: a user's open pages keep sending it until they sign in again."""
+        guard = self._wrong_keys
+        if guard is not None:
+            guard.check(address)
+        try:
+            return await self._token_viewer(token, rejections=True)
+        except TokenRejected as exc:
+            if guard is not None and not isinstance(exc, TokenExpired):
+                await guard.failed(address)
+            return None
+
+    async def _token_viewer(self, token: str, *, rejections: bool = False) -> Viewer | None:
+        """`rejections`: raise TokenRejected rather than answer None for a token the issuer's checks refuse."""
         identity = self._identity()
         if identity is None or not token:
             return None
         try:
             name, verified = await identity.authenticate(token)
+        except TokenRejected:
+            if rejections:
+                raise
+            return None
         except IdentityError:  # not a valid token of a client here, or the keys cannot be had now: sign in again
             return None
         client = self._keys().named(name)

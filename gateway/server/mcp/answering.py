@@ -49,7 +49,7 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             try:
                 result = await run_direct_script(state, generation, agent, arguments, client=client, door="mcp")
             except APIError as error:
-                raise MCPError(types.INTERNAL_ERROR, error.message) from None
+                raise _unrecorded(error) from None
             return call_result(RUN_CODE_TOOL, result, modern=era_of(protocol_version) == "modern")
         if agent_tool is not None and config.code_mode == "only":
             return wire_result(f"{name} is not called on its own here: call it as a function in a {RUN_CODE} "
@@ -66,8 +66,8 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
             return await search.answer_meta(config, toolset, name, arguments, call_tool, found)
         try:
             result = await run_planned(plan, arguments, client=client, door="mcp")
-        except APIError as error:  # e.g. 503: the audit row could not be written, so no result goes out
-            raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        except APIError as error:  # 503: the audit row could not be written, so no result goes out
+            raise _unrecorded(error) from None
         link = result.body.get("connect_url") if result.error_type == "not_connected" and isinstance(
             result.body, dict) else None
         if url_elicitation and isinstance(link, str):
@@ -75,6 +75,16 @@ async def answer_call(state: GatewayState, agent: str, name: str, arguments: dic
                 message=result.error or "Connect your account first.", url=link,
                 elicitation_id=secrets.token_urlsafe(12))])
         return call_result(agent_tool, result, modern=era_of(protocol_version) == "modern", aside=aside)
+
+
+def _unrecorded(error: APIError) -> MCPError:
+    """A call the gateway cannot record (the audit's store refused or did not answer): a JSON-RPC error, not a tool
+    result with `isError`. MCP's spec makes server errors protocol errors and keeps `isError` for what the model can
+    act on (an api's failure, bad arguments); this is the gateway's own state failing, which the chat door answers
+    by ending the run with 503 before its model is told anything, and the direct door with 503. A model given it as
+    a tool error would retry into the same refusal or, for a call that may have run upstream, repeat a write. The
+    data carries what the HTTP doors' answer says: `{"status": 503, "code": "audit_unavailable"}`."""
+    return MCPError(types.INTERNAL_ERROR, error.message, {"status": error.status, "code": error.code})
 
 
 async def _too_deep(generation: Generation, agent: str, name: str, plan: CallPlan | None,
@@ -93,5 +103,5 @@ async def _too_deep(generation: Generation, agent: str, name: str, plan: CallPla
                 await generation.runner.for_agent(agent).refuse(
                     RUN_CODE_TOOL, call, ToolResult.failure("invalid_arguments", why), door="mcp", client=client)
     except APIError as error:  # 503: the refusal's audit row could not be written
-        raise MCPError(types.INTERNAL_ERROR, error.message) from None
+        raise _unrecorded(error) from None
     return wire_result(f"Error (invalid_arguments): {why}", None, is_error=True)

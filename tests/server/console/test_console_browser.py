@@ -372,6 +372,23 @@ def test_no_page_of_the_console_can_be_framed(served: str, browser: Any, llm: Le
     assert browser.find_elements(By.CSS_SELECTOR, ".approval button.approve")
 
 
+def test_after_sign_out_back_shows_nothing_of_the_viewer_who_left(served: str, browser: Any) -> None:
+    """redteam45: at a shared machine, Back after sign-out showed the next person the audit log the last one read
+    (the browser kept the page); a page of the console is never stored, so Back asks again and is sent to sign in."""
+    from selenium.webdriver.common.by import By
+
+    httpx.post(f"{served}/agents/triage/tools/getIssue", headers={"Authorization": f"Bearer {TRIAGE_KEY}"},
+               json={"owner": "owner-of-the-one-who-left", "repo": "app", "issue_number": 7}, timeout=30)
+    _sign_in(browser, served, TRIAGE_KEY)
+    browser.get(f"{served}/console/audit")
+    assert "owner-of-the-one-who-left" in browser.page_source
+    browser.find_element(By.ID, "signout").click()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    browser.back()
+    _wait(browser, lambda d: "/console/signin" in d.current_url)
+    assert "owner-of-the-one-who-left" not in browser.page_source
+
+
 def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browser: Any) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
