@@ -79,7 +79,7 @@ _LATER = {"round29": "delta27", "round28": "delta27", "round27": "delta25", "rou
           "round24": "delta24", "round23": "delta22", "round22": "delta21", "round21": "delta20", "round20": "delta19",
           "round19": "train34"}
 MODEL_OF = {part: _LATER.get(part, "delta17") for part in DEV}
-DATA = Path(tempfile.gettempdir()) / "gateway-bench-rank45"
+DATA = Path(tempfile.gettempdir()) / "gateway-bench-rank46"
 """rank44's cosines copied (delta27's computed again with `round28`'s and `round29`'s rows)."""
 CACHE = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
 
@@ -178,8 +178,9 @@ class Ranked:
     def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
         """Every request searched again (the index opened anew; the ranking's settings as they are now): BM25's
         list, the model's, the fused one (each folded as the search answers) and the right tools."""
-        from gateway.offer.fusion import fuse
+        from gateway.offer.fusion import HELD_PLACES, fuse, trusted
         from gateway.offer.index import ToolIndex
+        from gateway.offer.signals import WEIGHTS
 
         searcher = ToolIndex(self.catalog)
         weight = _weight()
@@ -188,7 +189,10 @@ class Ranked:
             hits = searcher.search(task["q"], limit=50, apis=[self.api])
             ranked = [(hit.tool, hit.score) for hit in hits]
             alone = _folded(ranked, wanted, self.place, self.known)
-            fused = _folded(fuse(ranked, similar, weight), wanted, self.place, self.known)
+            # as the product fuses (`embeddings.hybrid`): the model trusted by how much BM25's first places hold
+            held = searcher.held(task["q"], [tool for tool, _ in ranked[:HELD_PLACES]]) if WEIGHTS.held else 1.0
+            fused = _folded(fuse(ranked, similar, trusted(weight, held, WEIGHTS.held)), wanted, self.place,
+                            self.known)
             rows.append((alone, model, fused, wanted))
         return rows
 

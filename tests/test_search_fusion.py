@@ -6,10 +6,14 @@ fixed stand-in (tools and cosines written here), so each test says what the fusi
 
 from __future__ import annotations
 
+import sqlite3
+
 from gateway.catalog import Catalog, Tool
 from gateway.config.embeddings_endpoint import PACKAGED_WEIGHT
-from gateway.offer.fusion import Ranked, fuse
+from gateway.offer.fusion import HELD_PLACES, Ranked, fuse, trusted
 from gateway.offer.index import index_of
+from gateway.offer.query import expression_of, read
+from gateway.offer.signals import WEIGHTS
 
 
 def _bm25(catalog: Catalog, query: str) -> Ranked:
@@ -65,3 +69,42 @@ def test_bm25s_order_stands_where_it_put_a_lower_score_first(slack: Catalog) -> 
     # the index caps one family among its first five places, so a place's score can exceed the one above it
     fused = fuse([(a, 4.0), (b, 2.0), (c, 3.0)], [])
     assert fused == [(a, 1.0), (b, 0.5), (c, 0.5)]
+
+
+def _held(catalog: Catalog, query: str, bm25: Ranked) -> float:
+    return index_of(catalog).held(query, [tool for tool, _ in bm25[:HELD_PLACES]])
+
+
+def test_the_share_held_is_of_the_request_s_terms_bm25s_first_three_places_hold(slack: Catalog) -> None:
+    hush = "hush the channel notifications for an hour"
+    bm25 = _bm25(slack, hush)
+    # conversations_archive, _leave, _rename: "channel" is theirs, not "hush", "notifications" nor "hour"
+    assert _held(slack, hush, bm25) == 0.25
+    assert _held(slack, "which people are in the channel", _bm25(slack, "which people are in the channel")) == 1.0
+    first = [tool for tool, _ in bm25[:HELD_PLACES]]
+    assert index_of(slack).held(hush, []) == 1.0 and index_of(slack).held("the", first) == 1.0  # nothing to read
+    # the kept phrase rows answer what FTS5 answers of each term over those rows (the spec's index, opened apart)
+    api = first[0].api
+    connection = sqlite3.connect(":memory:")
+    connection.deserialize(slack.apis[api].search_index)
+    rowids = [next(at for at, tool in enumerate(slack.for_api(api), 1) if tool is held) for held in first]
+    statement = f"SELECT 1 FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))})"
+    terms = read(hush).terms
+    held = sum(1 for group in terms if connection.execute(statement, (expression_of([group]), *rowids)).fetchone())
+    assert held / len(terms) == 0.25
+
+
+def test_the_model_is_trusted_more_where_bm25s_first_places_hold_little_of_the_request(slack: Catalog) -> None:
+    hush = "hush the channel notifications for an hour"
+    bm25 = _bm25(slack, hush)
+    # the model: the snooze first, BM25's tools close under it in BM25's order
+    similar = [(_tool(slack, "dnd_setSnooze"), 0.62), *((tool, 0.50 - 0.002 * at) for at, (tool, _) in
+                                                        enumerate(bm25[:49]))]
+    assert "dnd_setSnooze" not in _names(fuse(bm25, similar, PACKAGED_WEIGHT))[:5]
+    weight = trusted(PACKAGED_WEIGHT, _held(slack, hush, bm25), WEIGHTS.held)
+    assert weight == PACKAGED_WEIGHT / 0.25 ** WEIGHTS.held
+    assert _names(fuse(bm25, similar, weight))[0] == "dnd_setSnooze"
+    # where BM25's first places hold every word of the request, the fusion is as it was
+    people = "which people are in the channel"
+    assert trusted(PACKAGED_WEIGHT, _held(slack, people, _bm25(slack, people)), WEIGHTS.held) == PACKAGED_WEIGHT
+    assert trusted(PACKAGED_WEIGHT, 0.0, WEIGHTS.held) == trusted(PACKAGED_WEIGHT, 0.05, WEIGHTS.held)  # the least

@@ -41,9 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
-from .fusion import Ranked, fuse
+from .fusion import HELD_PLACES, Ranked, fuse, trusted
+from .index import index_of
 from .index_build import summary_of
 from .query import words
+from .signals import WEIGHTS
 from .tool_vectors import ToolVectors, as_float32, cache_path, read, unit, unit_float32, write
 
 if TYPE_CHECKING:
@@ -99,7 +101,9 @@ def hybrid_with_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequ
         logger.exception("tool search: the embeddings ranking failed; BM25 alone for %g s", RETRY_AFTER)
         _RESTING[settings.identity] = time.monotonic() + RETRY_AFTER
         return bm25, None
-    return fuse(bm25, similar, settings.weight), similar
+    # the model trusted more where BM25's first places hold little of the request (`gateway.offer.fusion`)
+    held = index_of(catalog).held(query, [tool for tool, _ in bm25[:HELD_PLACES]]) if WEIGHTS.held else 1.0
+    return fuse(bm25, similar, trusted(settings.weight, held, WEIGHTS.held)), similar
 
 
 def prepare(settings: SearchEmbeddings, catalog: Catalog, apis: Sequence[str]) -> list[Computation | ToolVectors]:

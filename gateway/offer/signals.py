@@ -89,6 +89,9 @@ class Weights:
     service_check: float = 1.2
     """A service's own health or version check, where the request names the service and asks whether it answers or
     which version it runs: times the api's first score (`gateway.offer.service_checks`; 0, never lifted)."""
+    held: float = 0.3
+    """The fusion's trust in BM25 by how much of the request its first three places hold: the model's weight divided
+    by that share (at least `fusion.LEAST_HELD`) to this power (`gateway.offer.fusion.trusted`; 0, never)."""
 
 
 WEIGHTS = Weights()
