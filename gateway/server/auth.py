@@ -37,7 +37,6 @@ from ..asgi import StatusWatch
 from ..config.model import ClientConfig
 from ..errors import (
     AuthServerUnavailable,
-    ConfigError,
     IdentityError,
     NoClient,
     RateLimited,
@@ -132,16 +131,6 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 @functools.lru_cache(maxsize=256)
 def _is_public_ip(host: str) -> bool:
     """The socket the request came in on is a non-loopback IP (not a test client's made-up host name).
@@ -151,17 +140,6 @@ def _is_public_ip(host: str) -> bool:
         return not ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def check_bind(host: str, clients: Mapping[str, ClientConfig], *, allow_public: bool = False) -> None:
-    """Refuse to serve a non-loopback host without client keys (unless the operator said so)."""
-    if clients or allow_public or is_loopback(host):
-        return
-    raise ConfigError(
-        f"refusing to listen on {host}: agents.yaml has no `clients`, so anyone who can reach this address could "
-        "use every agent and its credentials. Add `clients: {name: {key: ${KEY}, agents: [...]}}` to agents.yaml, "
-        "bind to 127.0.0.1, or pass --allow-public if something in front of the gateway authenticates callers."
-    )
 
 
 def agent_forbidden(agent: str, allowed: Iterable[str]) -> APIError:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from ..config.model import Manifest
 from ..config.settings import GatewaySettings
 from .api_errors import APIError
-from .auth import is_loopback
+from .listening import is_loopback
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

@@ -155,7 +155,7 @@ def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_p
                **options: Any) -> tuple[Any, Runtime] | None:
     """The app with its safety layer, or None after printing why not (a bad manifest, an unreachable store)."""
     from .app import create_app
-    from .auth import check_bind
+    from .listening import check_bind
     from .supervision import Safety
 
     runtime = load_or_report(specs, agents, use_cache=use_cache)

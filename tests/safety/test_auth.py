@@ -16,7 +16,8 @@ from gateway.errors import ConfigError
 from gateway.safety.ratelimit import RateLimiter, RateLimits
 from gateway.server.api_errors import error_handlers
 from gateway.server.app import gated
-from gateway.server.auth import AuthMiddleware, ClientKeys, admit_agent, check_bind, is_loopback
+from gateway.server.auth import AuthMiddleware, ClientKeys, admit_agent
+from gateway.server.listening import check_bind, is_loopback
 from gateway.server.routes import visible_agents
 from gateway.store import MemoryStore
 
