@@ -152,7 +152,8 @@ yet: a store may write its outcome columns as a new row's (`http_status`, `usage
 
 AuditKind = Literal["tool", "chat", "decision", "conversation"]
 AUDIT_KINDS: tuple[AuditKind, ...] = ("tool", "chat", "decision", "conversation")
-"""What an audit row records: a tool call, a chat run, or a human's approval decision."""
+"""What an audit row records: a tool call, a chat run, a human's approval decision, or stored conversations
+removed past their client's cap (`gateway.store.kept_conversations`)."""
 
 @dataclass(slots=True, kw_only=True)
 class AuditRow:

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ...loop_types import Decision
 from ...runtime import refusal_lines
 from ...safety.approvals import approval_dict, refusal, run_subject
-from ...store import ApprovalRecord, AuditQuery
+from ...store import AUDIT_KINDS, ApprovalRecord, AuditQuery
 from ..routes import read_json, state_of, toolset_of
 from ..run_answers import kept_answer
 from .rendering import json_error, viewer_of
@@ -36,7 +36,7 @@ def routes(console: Console) -> list[Route]:
         query = audit_query({k: v for k, v in filters.items() if v})
         rows = await safety.readable_audit(viewer.rights, PAGE_ROWS, query)
         agents = viewer.visible(state_of(request).current.runtime.manifest.agents)
-        return console.render(request, "audit.html", rows=rows, filters=filters, agents=agents,
+        return console.render(request, "audit.html", rows=rows, filters=filters, kinds=AUDIT_KINDS, agents=agents,
                               title="Runs and audit")
 
     async def run_page(request: Request) -> Response:

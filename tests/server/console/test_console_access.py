@@ -254,6 +254,18 @@ def test_one_runs_steps(served: str, llm: LenientLLM) -> None:
     assert [(r["kind"], r["tool"]) for r in audit] == [("chat", None), ("tool", "getForecast")]
 
 
+def test_the_audit_pages_kind_filter_offers_every_kind_the_audit_records(served: str) -> None:
+    """The filter's choices are the store's kinds, conversations removed past a client's cap among them (an
+    admin looking for why a stored response is gone)."""
+    from gateway.store import AUDIT_KINDS
+
+    client, _ = signed_in(served, ADMIN_KEY)
+    page = client.get("/console/audit?kind=conversation").text
+    for kind in AUDIT_KINDS:
+        assert f'<option value="{kind}"' in page
+    assert '<option value="conversation" selected>' in page
+
+
 def test_behind_a_proxy_with_a_root_path(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
     write_project(tmp_path, llm.url, upstream.url, CONSOLE_AGENTS_YAML)
     app, safety = build_app(tmp_path, store=tmp_path / "state.db")
