@@ -1,0 +1,184 @@
+"""The APIs that stay under 0.9 (branch rank47, issue #30): Stripe's, NetBox's and HERE's fused misses on the last
+three judged parts by what they have in common, and the ideas that census points to, measured on all of `DEV`.
+
+    python bench/search_stay.py census [--apis stripe netbox here] [--parts round28 round29 round30]
+    python bench/search_stay.py variants --ideas ... [--apis ...]   # each idea's lists, saved as `rank` saves them
+    python bench/search_agreement.py judge --base main LABEL ...      # the keep rule on DEV (round12..round30)
+
+`census` prints each fused miss@5 of the parts as main ranks it (`search_misses.Ranked`: the product's fusion, with
+rank46's trust in BM25): the right tool's place fused, in BM25's list and in the model's; the share of the request
+BM25's first three hold (`ToolIndex.held`); the fusion's first three (method, path) and the request's match terms
+each holds; and, for every match term, which texts of the right tool hold it (stemmed as bench/search_rankers.py
+stems: summary, description, path, parameters, what it answers, tags: `search_short.texts`). Then counts.
+
+`round31` (the lead's judge this session) and `round32` are never read: `search_misses`'s assert.
+What was measured: bench/README.md, "The APIs that stay under 0.9".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search_misses import APIS, DEV, Ranked, _first  # noqa: E402
+from bench.search_short import TEXTS, texts  # noqa: E402
+
+CENSUS = ("round28", "round29", "round30")
+
+
+def census(names: list[str], parts: tuple[str, ...]) -> None:
+    from bench.search_rankers import _stem
+    from gateway.offer.fusion import HELD_PLACES
+    from gateway.offer.index import ToolIndex
+    from gateway.offer.query import read
+
+    counts: collections.Counter[str] = collections.Counter()
+    for name in names:
+        ranked = Ranked(name)
+        searcher = ToolIndex(ranked.catalog)
+        for task, (alone, model, fused, wanted) in zip(ranked.requests, ranked.rows, strict=True):
+            if task["part"] not in parts:
+                continue
+            counts[f"{name}: requests"] += 1
+            at = _first(fused, wanted)
+            if at is not None and at <= 5:
+                continue
+            terms = read(task["q"]).terms
+            stems = [{_stem(w) for a in alternatives for w in a.replace('"', " ").split()} for alternatives in terms]
+            right = [ranked.tools[t] for t in sorted(wanted)]
+            held = [texts(tool) for tool in right]
+            shown = []
+            reached = False
+            for alternatives, stem in zip(terms, stems, strict=True):
+                found = sorted({key for h in held for key, s in h.items() if stem & s}, key=TEXTS.index)
+                reached = reached or bool(found)
+                shown.append(f"{alternatives[0]}:{','.join(found) or '-'}")
+            firsts = []
+            for t in fused[:3]:
+                own = texts(ranked.tools[t])
+                shared = [alternatives[0] for alternatives, stem in zip(terms, stems, strict=True)
+                          if any(stem & s for s in own.values())]
+                firsts.append(f"{ranked.tools[t].method} {ranked.tools[t].path} [{' '.join(shared)}]")
+            # the share as the product reads it: of BM25's first three before folding (as `Ranked.search`)
+            hits = searcher.search(task["q"], limit=HELD_PLACES, apis=[ranked.api])
+            share = searcher.held(task["q"], [hit.tool for hit in hits])
+            counts[f"{name}: fused misses"] += 1
+            counts[f"{name}: fused misses at 6-10"] += at is not None and at <= 10
+            counts[f"{name}: fused misses whose right tool holds no word of the request"] += not reached
+            counts[f"{name}: fused misses BM25 alone has in its first 5"] += (_first(alone, wanted) or 99) <= 5
+            counts[f"{name}: fused misses the model has in its first 5"] += (_first(model, wanted) or 99) <= 5
+            print(f"{name} {task['part']} fused {at} alone {_first(alone, wanted)} model {_first(model, wanted)} "
+                  f"held {share:.2f} {task['q']!r}\n"
+                  f"    want {' | '.join(f'{t.method} {t.path} ({t.summary[:60]!r})' for t in right)}\n"
+                  f"    words: {' '.join(shown)}\n    above: {' | '.join(firsts)}", flush=True)
+    for key, count in sorted(counts.items()):
+        print(f"{count:5d}  {key}")
+
+
+# -- the ideas -----------------------------------------------------------------------------------------------------
+
+
+class DescribedChecks:
+    """(1) `service_checks.ServiceChecks` whose services are named by their tags' descriptions too: the first
+    sentence of each tag's description ("The Cloud to Cloud service is used to create and manage connections between
+    external cloud providers and HERE Tracking"), its stems less the language's stop words and less those of more
+    than a quarter of the api's tags' first sentences; each such word held by the request counts `share` of one of
+    the service's own (its path's and tag's words, which count 1 as in main)."""
+
+    def __init__(self, tools: Sequence[Any], described: dict[str, str], share: float) -> None:
+        from gateway.offer.query import STOP, stems
+        from gateway.offer.service_checks import ServiceChecks
+        from gateway.offer.views import first_sentences
+
+        self.main = ServiceChecks(tools)
+        self.share = share
+        firsts = {tag: stems(first_sentences(text, 300)) for tag, text in described.items()}
+        counted = collections.Counter(stem for found in firsts.values() for stem in found)
+        common = {stem for stem, count in counted.items() if count > max(1, len(firsts) / 4)} | stems(" ".join(STOP))
+        self.described = {at: frozenset(set().union(*(firsts.get(tag, set()) for tag in tools[at].tags)) - common
+                                        - named) for at, _, named, _ in self.main.checks}
+
+    def asked(self, query: str) -> int | None:
+        """`ServiceChecks.asked`, the service's described words counted at `share` each."""
+        from gateway.offer.query import stems
+        from gateway.offer.service_checks import _WORD, ASKS
+
+        said = _WORD.findall(query.lower())
+        kinds = {ASKS[word] for word in said if word in ASKS}
+        if not self.main.checks or not kinds:
+            return None
+        held = stems(query)
+        best: list[tuple[float, int, frozenset[str]]] = []
+        for at, answers, service, version in self.main.checks:
+            named = len(service & held) + self.share * len(self.described[at] & held)
+            if answers in kinds and named > 0:
+                best.append((named + (0.5 if version and version in said else 0.0), at, service | self.described[at]))
+        if not best:
+            return None
+        best.sort(key=lambda found: -found[0])
+        if len(best) > 1 and best[1][0] == best[0][0] and best[1][2] != best[0][2]:
+            return None
+        return best[0][1]
+
+
+@contextlib.contextmanager
+def described_checks(name: str, share: float) -> Iterator[None]:
+    """The index's service checks read as `DescribedChecks` while `name`'s index is opened and searched."""
+    from bench.search_misses import _catalog
+    from gateway.offer import index
+
+    catalog = _catalog(name)
+    described = getattr(catalog.apis[next(iter(catalog.apis))], "tag_descriptions", {}) or {}
+    was = index.ServiceChecks
+    index.ServiceChecks = lambda tools: DescribedChecks(tools, described, share)  # type: ignore[assignment,misc,return-value]
+    try:
+        yield
+    finally:
+        index.ServiceChecks = was  # type: ignore[misc]
+
+
+IDEAS = {"checks-described-0.25": lambda name: described_checks(name, 0.25),
+         "checks-described-0.5": lambda name: described_checks(name, 0.5)}
+
+
+def variants(ideas: list[str]) -> None:
+    """Every `DEV` request of every api ranked under each idea, saved as `search_misses.py rank` saves its lists
+    (`ranked-IDEA.json`), so that `search_agreement.py judge --base main IDEA ...` holds it to the keep rule."""
+    import json
+
+    import gateway
+    from bench.search_misses import DATA
+
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = {idea: {} for idea in ideas}
+    for name in APIS:
+        for idea in ideas:
+            with IDEAS[idea](name):
+                saved[idea][name] = Ranked(name).saved()
+            (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
+        print(f"{name}: {len(saved[ideas[0]][name])} requests", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["census", "variants"])
+    parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
+    parser.add_argument("--apis", nargs="+", choices=APIS, default=["stripe", "netbox", "here"])
+    parser.add_argument("--parts", nargs="+", choices=DEV, default=list(CENSUS))
+    args = parser.parse_args(argv)
+    if args.stage == "census":
+        census(args.apis, tuple(args.parts))
+    else:
+        variants(args.ideas)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
