@@ -20,8 +20,9 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ class DescribedChecks:
 
 
 @contextlib.contextmanager
-def described_checks(name: str, share: float) -> Iterator[None]:
+def described_checks(name: str, share: float) -> Iterator[type[Ranked]]:
     """The index's service checks read as `DescribedChecks` while `name`'s index is opened and searched."""
     from bench.search_misses import _catalog
     from gateway.offer import index
@@ -140,13 +141,94 @@ def described_checks(name: str, share: float) -> Iterator[None]:
     was = index.ServiceChecks
     index.ServiceChecks = lambda tools: DescribedChecks(tools, described, share)  # type: ignore[assignment,misc,return-value]
     try:
-        yield
+        yield Ranked
     finally:
         index.ServiceChecks = was  # type: ignore[misc]
 
 
-IDEAS = {"checks-described-0.25": lambda name: described_checks(name, 0.25),
-         "checks-described-0.5": lambda name: described_checks(name, 0.5)}
+MANY = re.compile(r"\b(?:at once|in one go|in (?:one|a single) (?:bulk )?(?:request|call|batch|pass)|together"
+                  r"|in bulk|bulk|all of them|in a batch|batch)\b", re.IGNORECASE)
+"""(2) A request that asks for many items changed at once ("update all of them at once", "in one go", "in one bulk
+request", "together"): the language's words, for every api."""
+
+
+class Reranked(Ranked):
+    """`search_misses.Ranked` with BM25's list changed before both rankers read it (`bm25`) and the share of the
+    request its first three hold read otherwise (`held`); main's where a subclass changes neither."""
+
+    def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
+        from bench.search_misses import _folded, _weight
+        from gateway.offer.fusion import HELD_PLACES, fuse, trusted
+        from gateway.offer.index import ToolIndex
+        from gateway.offer.signals import WEIGHTS
+
+        self.searcher = ToolIndex(self.catalog)
+        weight = _weight()
+        rows = []
+        for task, (model, similar, wanted) in zip(self.requests, self.model, strict=True):
+            ranked = self.bm25(task["q"], [(hit.tool, hit.score) for hit in
+                                           self.searcher.search(task["q"], limit=50, apis=[self.api])])
+            alone = _folded(ranked, wanted, self.place, self.known)
+            held = self.held(task["q"], [tool for tool, _ in ranked[:HELD_PLACES]])
+            fused = _folded(fuse(ranked, similar, trusted(weight, held, WEIGHTS.held)), wanted, self.place,
+                            self.known)
+            rows.append((alone, model, fused, wanted))
+        return rows
+
+    def bm25(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        return ranked
+
+    def held(self, query: str, first: list[Any]) -> float:
+        return self.searcher.held(query, first)
+
+
+class Bulk(Reranked):
+    """(2) A bulk form (a PUT, PATCH or DELETE at a path the api also lists with a GET, no parameter after its last
+    segment: NetBox's `PUT /dcim/modules/`, Kubernetes' `deletecollection`) scored `lift` times its BM25 where the
+    request asks for many items at once (`MANY`) and for no read; BM25's list re-sorted, both rankers read it."""
+
+    lift = 1.0
+
+    def bm25(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        from gateway.offer.query import read
+
+        if not MANY.search(query) or "GET" in read(query).methods:
+            return ranked
+        if not hasattr(self, "bulk"):
+            listed = {tool.path for tool in self.tools if tool.method == "GET"}
+            self.bulk = {tool.name for tool in self.tools if tool.method in ("PUT", "PATCH", "DELETE")
+                         and tool.path in listed and not tool.path.rstrip("/").endswith("}")}
+        lifted = [(tool, score * (self.lift if tool.name in self.bulk else 1.0)) for tool, score in ranked]
+        return sorted(lifted, key=lambda pair: -pair[1])
+
+
+class CheckHeld(Reranked):
+    """(3) Where the request asks for a service's check (`ServiceChecks.asked`) and BM25's first three hold it, the
+    share held is 1: the check stands first by the rule, not by the request's words, which it holds few of ("the
+    sensors v3 release, so our rule-builder UI knows ...": the check, two words of eleven, lost to the model)."""
+
+    def held(self, query: str, first: list[Any]) -> float:
+        from gateway.offer.service_checks import ServiceChecks
+
+        if not hasattr(self, "checks"):
+            self.checks = ServiceChecks(self.tools)
+        check = self.checks.asked(query)
+        if check is not None and self.tools[check] in first:
+            return 1.0
+        return super().held(query, first)
+
+
+def _ranked(kind: type[Ranked], **fields: Any) -> Callable[[str], contextlib.AbstractContextManager[type[Ranked]]]:
+    return lambda name: contextlib.nullcontext(type(kind.__name__, (kind,), fields))
+
+
+def _checks(share: float) -> Callable[[str], contextlib.AbstractContextManager[type[Ranked]]]:
+    return lambda name: described_checks(name, share)
+
+
+IDEAS = {"checks-described-0.25": _checks(0.25), "checks-described-0.5": _checks(0.5),
+         "bulk-1.3": _ranked(Bulk, lift=1.3), "bulk-1.6": _ranked(Bulk, lift=1.6), "bulk-2": _ranked(Bulk, lift=2.0),
+         "check-held": _ranked(CheckHeld)}
 
 
 def variants(ideas: list[str]) -> None:
@@ -160,8 +242,8 @@ def variants(ideas: list[str]) -> None:
     saved: dict[str, dict[str, list[dict[str, Any]]]] = {idea: {} for idea in ideas}
     for name in APIS:
         for idea in ideas:
-            with IDEAS[idea](name):
-                saved[idea][name] = Ranked(name).saved()
+            with IDEAS[idea](name) as ranking:
+                saved[idea][name] = ranking(name).saved()
             (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
         print(f"{name}: {len(saved[ideas[0]][name])} requests", flush=True)
 
