@@ -4,6 +4,7 @@ three judged parts by what they have in common, and the ideas that census points
     python bench/search_stay.py census [--apis stripe netbox here] [--parts round28 round29 round30]
     python bench/search_stay.py variants --ideas ... [--apis ...]   # each idea's lists, saved as `rank` saves them
     python bench/search_agreement.py judge --base main LABEL ...      # the keep rule on DEV (round12..round30)
+    OMP_NUM_THREADS=1 python bench/search_stay.py cost [--apis here netbox graph]   # each idea's CPU per search
 
 `census` prints each fused miss@5 of the parts as main ranks it (`search_misses.Ranked`: the product's fusion, with
 rank46's trust in BM25): the right tool's place fused, in BM25's list and in the model's; the share of the request
@@ -135,15 +136,16 @@ def described_checks(name: str, share: float) -> Iterator[type[Ranked]]:
     """The index's service checks read as `DescribedChecks` while `name`'s index is opened and searched."""
     from bench.search_misses import _catalog
     from gateway.offer import index
+    from gateway.offer.service_checks import ServiceChecks
 
     catalog = _catalog(name)
     described = getattr(catalog.apis[next(iter(catalog.apis))], "tag_descriptions", {}) or {}
-    was = index.ServiceChecks
-    index.ServiceChecks = lambda tools: DescribedChecks(tools, described, share)  # type: ignore[assignment,misc,return-value]
+    # the name the index builds an api's checks with, while this api is ranked (bench only: nothing of it ships)
+    vars(index)["ServiceChecks"] = lambda tools: DescribedChecks(tools, described, share)
     try:
         yield Ranked
     finally:
-        index.ServiceChecks = was  # type: ignore[misc]
+        vars(index)["ServiceChecks"] = ServiceChecks
 
 
 MANY = re.compile(r"\b(?:at once|in one go|in (?:one|a single) (?:bulk )?(?:request|call|batch|pass)|together"
@@ -248,15 +250,72 @@ def variants(ideas: list[str]) -> None:
         print(f"{name}: {len(saved[ideas[0]][name])} requests", flush=True)
 
 
+def _lifted(query: str, bulk: set[str], first: list[Any]) -> object:
+    from gateway.offer.query import read
+
+    if MANY.search(query) and "GET" not in read(query).methods:
+        return sorted(((tool, 1.3 if tool.name in bulk else 1.0) for tool in first), key=lambda pair: -pair[1])
+    return None
+
+
+def _check_held(query: str, checks: Any, tools: list[Any], first: list[Any]) -> bool:
+    check = checks.asked(query)
+    return check is not None and tools[check] in first[:3]
+
+
+def cost(names: list[str]) -> None:
+    """What each idea adds to a search, the searching thread's CPU (p50 / p95 µs) over every `DEV` request of each
+    api, each step as the product would run it: (1) the described check asked (`DescribedChecks.asked`) beside main's
+    (`ServiceChecks.asked`), each built once per api; (2) the request read for many items at once (`MANY`, the
+    request's methods as the search has read them) and BM25's 50 lifted where it asks; (3) the check asked again by
+    the fusion, and held by the first three."""
+    import statistics
+    import time
+
+    from bench.search_misses import _catalog, _requests
+    from gateway.offer.query import read
+    from gateway.offer.service_checks import ServiceChecks
+
+    def clocked(step: Callable[..., object], *given: Any) -> float:
+        began = time.thread_time_ns()
+        step(*given)
+        return (time.thread_time_ns() - began) / 1000
+
+    for name in names:
+        catalog = _catalog(name)
+        api = next(iter(catalog.apis))
+        tools = catalog.for_api(api)
+        described = getattr(catalog.apis[api], "tag_descriptions", {}) or {}
+        main, checks = ServiceChecks(tools), DescribedChecks(tools, described, 0.25)
+        listed = {tool.path for tool in tools if tool.method == "GET"}
+        bulk = {tool.name for tool in tools if tool.method in ("PUT", "PATCH", "DELETE") and tool.path in listed
+                and not tool.path.rstrip("/").endswith("}")}
+        first = tools[:50]
+        times: dict[str, list[float]] = collections.defaultdict(list)
+        for task in _requests(name):
+            query = task["q"]
+            read(query)  # the search has read it
+            times["main's check asked"].append(clocked(main.asked, query))
+            times["(1) the described check asked"].append(clocked(checks.asked, query))
+            times["(2) many at once, the bulk forms lifted"].append(clocked(_lifted, query, bulk, first))
+            times["(3) the check asked again by the fusion"].append(clocked(_check_held, query, main, tools, first))
+        for step, found in times.items():
+            found.sort()
+            print(f"{name} ({len(tools)} tools, {len(found)} requests) {step}: p50 {statistics.median(found):.1f} "
+                  f"p95 {found[int(len(found) * 0.95)]:.1f} µs", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["census", "variants"])
+    parser.add_argument("stage", choices=["census", "variants", "cost"])
     parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
     parser.add_argument("--apis", nargs="+", choices=APIS, default=["stripe", "netbox", "here"])
     parser.add_argument("--parts", nargs="+", choices=DEV, default=list(CENSUS))
     args = parser.parse_args(argv)
     if args.stage == "census":
         census(args.apis, tuple(args.parts))
+    elif args.stage == "cost":
+        cost(args.apis)
     else:
         variants(args.ideas)
     return 0
