@@ -210,10 +210,10 @@ class CheckHeld(Reranked):
     sensors v3 release, so our rule-builder UI knows ...": the check, two words of eleven, lost to the model)."""
 
     def held(self, query: str, first: list[Any]) -> float:
-        from gateway.offer.service_checks import ServiceChecks
+        from gateway.offer import index
 
-        if not hasattr(self, "checks"):
-            self.checks = ServiceChecks(self.tools)
+        if not hasattr(self, "checks"):  # the checks the index reads (main's, or (1)'s while it is measured)
+            self.checks = vars(index)["ServiceChecks"](self.tools)
         check = self.checks.asked(query)
         if check is not None and self.tools[check] in first:
             return 1.0
@@ -228,22 +228,39 @@ def _checks(share: float) -> Callable[[str], contextlib.AbstractContextManager[t
     return lambda name: described_checks(name, share)
 
 
+def _described_held(share: float) -> Callable[[str], contextlib.AbstractContextManager[type[Ranked]]]:
+    """(1) and (3) together."""
+
+    @contextlib.contextmanager
+    def both(name: str) -> Iterator[type[Ranked]]:
+        with described_checks(name, share):
+            yield CheckHeld
+
+    return both
+
+
 IDEAS = {"checks-described-0.25": _checks(0.25), "checks-described-0.5": _checks(0.5),
          "bulk-1.3": _ranked(Bulk, lift=1.3), "bulk-1.6": _ranked(Bulk, lift=1.6), "bulk-2": _ranked(Bulk, lift=2.0),
-         "check-held": _ranked(CheckHeld)}
+         "check-held": _ranked(CheckHeld), "checks-described-0.25-held": _described_held(0.25)}
 
 
-def variants(ideas: list[str]) -> None:
+def variants(ideas: list[str], names: list[str]) -> None:
     """Every `DEV` request of every api ranked under each idea, saved as `search_misses.py rank` saves its lists
-    (`ranked-IDEA.json`), so that `search_agreement.py judge --base main IDEA ...` holds it to the keep rule."""
+    (`ranked-IDEA.json`), so that `search_agreement.py judge --base main IDEA ...` holds it to the keep rule. An api
+    not in `names` keeps main's rows (`ranked-main.json`): for (1) and (3), the apis without a service check, where
+    neither can change a list (`ServiceChecks.asked` answers None there)."""
     import json
 
     import gateway
-    from bench.search_misses import DATA
+    from bench.search_misses import DATA, _load
 
+    main = _load("main")
     saved: dict[str, dict[str, list[dict[str, Any]]]] = {idea: {} for idea in ideas}
     for name in APIS:
         for idea in ideas:
+            if name not in names:
+                saved[idea][name] = main[name]
+                continue
             with IDEAS[idea](name) as ranking:
                 saved[idea][name] = ranking(name).saved()
             (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
@@ -309,15 +326,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("stage", choices=["census", "variants", "cost"])
     parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
-    parser.add_argument("--apis", nargs="+", choices=APIS, default=["stripe", "netbox", "here"])
+    parser.add_argument("--apis", nargs="+", choices=APIS, help="census: default stripe netbox here; variants: all")
     parser.add_argument("--parts", nargs="+", choices=DEV, default=list(CENSUS))
     args = parser.parse_args(argv)
     if args.stage == "census":
-        census(args.apis, tuple(args.parts))
+        census(args.apis or ["stripe", "netbox", "here"], tuple(args.parts))
     elif args.stage == "cost":
-        cost(args.apis)
+        cost(args.apis or ["here", "netbox", "graph", "stripe"])
     else:
-        variants(args.ideas)
+        variants(args.ideas, args.apis or list(APIS))
     return 0
 
 
