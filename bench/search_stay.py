@@ -228,20 +228,25 @@ def _checks(share: float) -> Callable[[str], contextlib.AbstractContextManager[t
     return lambda name: described_checks(name, share)
 
 
-def _described_held(share: float) -> Callable[[str], contextlib.AbstractContextManager[type[Ranked]]]:
-    """(1) and (3) together."""
+def _described_held(share: float, lift: float | None = None) -> Callable[
+        [str], contextlib.AbstractContextManager[type[Ranked]]]:
+    """(1) and (3) together; and (2) with them at `lift`."""
+
+    class All(Bulk, CheckHeld):
+        pass
 
     @contextlib.contextmanager
-    def both(name: str) -> Iterator[type[Ranked]]:
+    def together(name: str) -> Iterator[type[Ranked]]:
         with described_checks(name, share):
-            yield CheckHeld
+            yield CheckHeld if lift is None else type("All", (All,), {"lift": lift})
 
-    return both
+    return together
 
 
 IDEAS = {"checks-described-0.25": _checks(0.25), "checks-described-0.5": _checks(0.5),
          "bulk-1.3": _ranked(Bulk, lift=1.3), "bulk-1.6": _ranked(Bulk, lift=1.6), "bulk-2": _ranked(Bulk, lift=2.0),
-         "check-held": _ranked(CheckHeld), "checks-described-0.25-held": _described_held(0.25)}
+         "check-held": _ranked(CheckHeld), "checks-described-0.25-held": _described_held(0.25),
+         "all-three": _described_held(0.25, 1.3)}
 
 
 def variants(ideas: list[str], names: list[str]) -> None:
