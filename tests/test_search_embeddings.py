@@ -64,11 +64,12 @@ TEXTS = ["export records. records export. Archive old records", "run report. rep
 pytestmark = pytest.mark.usefixtures("fresh_embeddings")
 
 
-def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None) -> Any:
-    """A runtime over the records spec; `embeddings`: the lines of `gateway.search_embeddings`."""
+def embedded_runtime(folder: Path, llm: ScriptedLLM, embeddings: str | None = None, spec: str = SPEC) -> Any:
+    """A runtime over the records spec (or `spec`, as the api `records`); `embeddings`: the lines of
+    `gateway.search_embeddings`."""
     specs = folder / "specs"
     specs.mkdir(exist_ok=True)
-    (specs / "records.yaml").write_text(SPEC)
+    (specs / "records.yaml").write_text(spec)
     agents = folder / "agents.yaml"
     text = AGENTS.format(llm=llm.url)
     if embeddings is not None:

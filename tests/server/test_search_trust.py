@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from server_support import LenientLLM, running
+from test_search_embeddings import embedded_runtime, openai_embeddings
 
 from gateway.offer import embeddings
 from gateway.offer.index import index_of
 from gateway.offer.signals import WEIGHTS
-from gateway.runtime import RuntimeHolder, load_runtime
+from gateway.runtime import RuntimeHolder
 from gateway.server import create_app
 
 SPEC = """\
@@ -42,27 +42,11 @@ paths:
   /users:
     get: {operationId: listUsers, summary: List the users, responses: {"200": {description: ok}}}
 """
-AGENTS = """\
-providers:
-  openai: {{kind: openai, base_url: "{llm}/v1", api_key: chat-key}}
-agents:
-  clerk: {{model: openai/gpt-test, tools: [{{api: chat}}], tool_search: "on"}}
-gateway:
-  search_embeddings: {{kind: openai, model: embed-small, base_url: "{llm}/v1", api_key: embed-key}}
-"""
 HUSH = "hush all of the channel notifications on my phone for me"
 """BM25 reads hush, channel, notifications (and its run-on "notificationson") and phone: the conversations hold
 "channel" in their summaries, one term of five, and nothing holds the rest."""
 
 pytestmark = pytest.mark.usefixtures("fresh_embeddings")
-
-
-def _runtime(folder: Path, llm: LenientLLM) -> Any:
-    specs = folder / "specs"
-    specs.mkdir()
-    (specs / "chat.yaml").write_text(SPEC)
-    (folder / "agents.yaml").write_text(AGENTS.format(llm=llm.url))
-    return load_runtime(specs, folder / "agents.yaml", cache_dir=folder / "cache")
 
 
 def _found(url: str) -> list[str]:
@@ -73,7 +57,7 @@ def _found(url: str) -> list[str]:
 
 def test_the_door_trusts_the_model_where_bm25s_first_three_hold_little_of_the_request(
         tmp_path: Path, llm: LenientLLM, monkeypatch: pytest.MonkeyPatch) -> None:
-    runtime = _runtime(tmp_path, llm)
+    runtime = embedded_runtime(tmp_path, llm, openai_embeddings(llm), spec=SPEC)
     bm25 = index_of(runtime.catalog).search(HUSH, limit=50)
     first = [hit.tool for hit in bm25[:3]]
     assert {tool.name for tool in first} == {"archiveConversation", "leaveConversation", "renameConversation"}
