@@ -12,6 +12,12 @@ BM25's first three hold (`ToolIndex.held`); the fusion's first three (method, pa
 each holds; and, for every match term, which texts of the right tool hold it (stemmed as bench/search_rankers.py
 stems: summary, description, path, parameters, what it answers, tags: `search_short.texts`). Then counts.
 
+`variants` ranks every `DEV` request under each idea (`IDEAS`), each read from the spec and the language for every
+api, none from a request set: (1) `checks-described-S`, a service check's service named by its tag's description
+too (`DescribedChecks`); (2) `bulk-L`, the bulk forms lifted where a request asks for many items at once (`Bulk`);
+(3) `check-held`, a check asked and held by BM25's first three counts as the whole request held (`CheckHeld`);
+`checks-described-0.25-held` is (1) and (3), `all-three` the three. None was kept: they stay here only.
+
 `round31` (the lead's judge this session) and `round32` are never read: `search_misses`'s assert.
 What was measured: bench/README.md, "The APIs that stay under 0.9".
 """
