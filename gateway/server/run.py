@@ -27,6 +27,9 @@ from ..runtime import Runtime, RuntimeHolder, load_runtime, missing_inputs
 logger = logging.getLogger("gateway.server")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
+"""`gateway serve --graceful-timeout`'s default: on SIGTERM or SIGINT the server stops accepting at once and gives
+the requests in flight this long to end; a run still going then is cut (its caller gets a bare 500, its tool rows
+stay `running`). As Kubernetes' default grace period, before it sends SIGKILL: raise both for longer runs."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
 client reusing a connection just as the server drops it gets a ReadError; longer than the clients' (httpx 5 s,
@@ -90,7 +93,8 @@ def log_config() -> dict[str, Any]:
 
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, access_log: bool = True, workers: int = 1, **options: Any) -> int:
+               allow_public: bool = False, access_log: bool = True, workers: int = 1,
+               graceful_timeout: int = GRACEFUL_SHUTDOWN_SECONDS, **options: Any) -> int:
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
@@ -129,7 +133,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     try:
         with _asyncio_declared():
             uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                        timeout_graceful_shutdown=graceful_timeout, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                         factory=workers > 1, workers=workers if workers > 1 else None, **server_options())
     finally:
         if metrics_folder is not None:
