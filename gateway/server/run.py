@@ -85,6 +85,9 @@ def log_config() -> dict[str, Any]:
     config["formatters"]["access"]["()"] = "gateway.server.accesslog.AccessLineFormatter"  # the same line, cheaper
     config["formatters"]["default"]["()"] = "gateway.server.loglines.LineFormatter"  # quoted text made inert
     config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The store's driver warns when PostgreSQL goes away ("error connecting in 'pool-1': ..."): unconfigured, Python's
+    # last-resort handler wrote its two lines bare, with no level and a raw newline, among the gateway's own.
+    config["loggers"]["psycopg"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
     # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
     # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
     config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
