@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,7 +14,7 @@ from recording_server import RecordingServer, Reply
 from server_support import LenientLLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
-from safety_support import SAFE_AGENTS_YAML, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+from safety_support import SAFE_AGENTS_YAML, WEATHER_KEY, bearer, hang_up_during_a_call, safe_gateway  # noqa: E402
 
 OPS_KEY = "ck-ops-envelope-1f2e3d4c"
 """An admin key: /metrics is the operator's."""
@@ -75,16 +73,7 @@ def test_a_call_whose_client_left_is_counted_as_499_not_as_a_failure_of_the_gate
     upstream.route("/", Reply(200, {"ok": True}, delay=30))
     yaml = SAFE_AGENTS_YAML + f"  ops: {{{{key: {OPS_KEY}, admin: true}}}}\n"
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
-        address = urlsplit(url)
-        body = b'{"latitude": 52.5, "longitude": 13.4}'
-        with socket.create_connection((address.hostname, address.port)) as sock:
-            sock.sendall(b"POST /agents/weather/tools/getForecast HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                         b"Authorization: Bearer " + WEATHER_KEY.encode() + b"\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            deadline = time.monotonic() + 10
-            while not upstream.requests:  # the call is in flight; then its client hangs up
-                assert time.monotonic() < deadline, "the call never reached the api"
-                time.sleep(0.02)
+        hang_up_during_a_call(url, upstream)
         with httpx.Client(base_url=url, timeout=30, headers=bearer(OPS_KEY)) as client:
             deadline = time.monotonic() + 10
             while _requests(scraped := client.get("/metrics").text, "499") == 0:

@@ -13,11 +13,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from recording_server import RecordingServer, Reply
+from shared_servers import free_port
 
 SPEC = """\
 openapi: 3.0.3
@@ -39,23 +40,11 @@ agents:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture
-def slow_upstream() -> Iterator[RecordingServer]:
-    with RecordingServer() as server:
-        yield server
-
-
 def _serve(folder: Path, upstream: RecordingServer, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     (folder / "specs").mkdir()
     (folder / "specs" / "slow.yaml").write_text(SPEC % upstream.url)
     (folder / "agents.yaml").write_text(AGENTS)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--no-access-log", *extra], cwd=folder,
         env={**os.environ, "GATEWAY_CACHE_DIR": str(folder / "cache")}, stdout=subprocess.DEVNULL,
@@ -96,39 +85,43 @@ def _call_in_flight(port: int, upstream: RecordingServer) -> tuple[threading.Thr
     return thread, answer
 
 
-def test_a_call_in_flight_ends_within_the_graceful_timeout_and_new_connections_are_refused(
-        tmp_path: Path, slow_upstream: RecordingServer) -> None:
-    slow_upstream.route("/slow", Reply(200, {"done": True}, delay=2))
-    process, port = _serve(tmp_path, slow_upstream, "--graceful-timeout", "20")
+def _stop_during_a_call(folder: Path, upstream: RecordingServer, *, delay: float, graceful: int,
+                        meanwhile: Callable[[int], None] = lambda port: None) -> dict[str, object]:
+    """SIGTERM to `gateway serve --graceful-timeout graceful` while a call of `delay` s is in flight (`meanwhile`:
+    what to do with the port once the signal is sent); the call's answer, once the process has ended."""
+    upstream.route("/slow", Reply(200, {"done": True}, delay=delay))
+    process, port = _serve(folder, upstream, "--graceful-timeout", str(graceful))
     try:
-        thread, answer = _call_in_flight(port, slow_upstream)
+        thread, answer = _call_in_flight(port, upstream)
         process.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
-        with pytest.raises(ConnectionRefusedError):  # the balancer's next try goes to another instance
-            socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        thread.join(30)
-        assert answer == {"status": 200, "body": answer["body"]}
-        assert answer["body"]["body"] == {"done": True}  # type: ignore[index]
+        meanwhile(port)
         assert process.wait(30) in (0, -signal.SIGTERM)  # uvicorn raises the signal again once it has stopped
+        thread.join(30)
+        return answer
     finally:
         process.kill()
+
+
+def _refused(port: int) -> None:
+    time.sleep(0.5)
+    with pytest.raises(ConnectionRefusedError):  # the balancer's next try goes to another instance
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_call_in_flight_ends_within_the_graceful_timeout_and_new_connections_are_refused(
+        tmp_path: Path, upstream: RecordingServer) -> None:
+    answer = _stop_during_a_call(tmp_path, upstream, delay=2, graceful=20, meanwhile=_refused)
+    assert answer["status"] == 200
+    assert answer["body"]["body"] == {"done": True}  # type: ignore[index]
 
 
 def test_a_call_longer_than_the_graceful_timeout_is_cut_when_it_ends(
-        tmp_path: Path, slow_upstream: RecordingServer) -> None:
+        tmp_path: Path, upstream: RecordingServer) -> None:
     # The same call under the default (30 s) would have been answered 200 after its 6 s: here the operator
     # gave requests 1 s, so the process ends before the call and the caller is told it failed.
-    slow_upstream.route("/slow", Reply(200, {"done": True}, delay=6))
-    process, port = _serve(tmp_path, slow_upstream, "--graceful-timeout", "1")
-    try:
-        thread, answer = _call_in_flight(port, slow_upstream)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) in (0, -signal.SIGTERM)  # uvicorn raises the signal again once it has stopped
-        thread.join(30)
-        assert answer["status"] != 200
-        assert "timeout graceful shutdown exceeded" in (tmp_path / "serve.log").read_text()
-    finally:
-        process.kill()
+    answer = _stop_during_a_call(tmp_path, upstream, delay=6, graceful=1)
+    assert answer["status"] != 200
+    assert "timeout graceful shutdown exceeded" in (tmp_path / "serve.log").read_text()
 
 
 @pytest.mark.parametrize(("value", "said"), [("-1", "must be 0 or more seconds, not -1"), ("1.5", "invalid int value")])
