@@ -285,7 +285,8 @@ class GatewaySettings(Section):
 
 READ_AT_START = ("store", "redis", "shared_state_timeout", "auth_server_timeout", "mcp")
 """`gateway:` settings a serving process reads once, when it starts (its store and Redis connections, their timeout,
-the identity provider's, the MCP door's session ledger): a reload takes the rest of agents.yaml, not these."""
+the identity provider's; the MCP door's session ledger, when its first request comes): a reload takes the rest of
+agents.yaml, not these."""
 
 
 def differ_from_start(started: GatewaySettings, now: GatewaySettings) -> list[str]:
