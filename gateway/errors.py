@@ -8,7 +8,7 @@
     * BudgetExceeded: a token or cost budget refuses the next model call (scope: run, agent or client)
   * HookDenied: a model-call hook refused the step (the run ends with the reason)
   * ApprovalError: an approval cannot be decided
-    * UnknownApproval, ForbiddenApproval, AlreadyDecided, DecisionNotCarriedOut
+    * UnknownApproval, ForbiddenApproval, AlreadyDecided, ToolGone, DecisionNotCarriedOut
   * RateLimited: a client or agent bucket is empty (retry after N seconds)
     * OverShare: a client has its whole share of chat runs or code-mode sandboxes in flight
   * TooManyWrongKeys: an address sent too many wrong keys; every key it sends is refused for N seconds
@@ -98,6 +98,12 @@ class ForbiddenApproval(ApprovalError):
 
 
 class AlreadyDecided(ApprovalError):
+    status = 409
+
+
+class ToolGone(ApprovalError):
+    """Approved, the call would not run: a reload took its tool away from the agent (deny it instead)."""
+
     status = 409
 
 

@@ -28,6 +28,7 @@ import anyio.to_thread
 
 from .catalog import AgentTool, Catalog, Diagnostic
 from .config.model import AgentConfig, Manifest
+from .config.settings import differ_from_start
 from .configuration import load_configuration
 from .errors import ConfigError
 from .toolsets import Toolset
@@ -241,6 +242,8 @@ class RuntimeHolder:
         """What the last reload took away from agents that used it (a spec edit dropped the operation)."""
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
+        self._started = runtime.manifest.gateway
+        """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
 
     @property
     def current(self) -> Runtime:
@@ -312,6 +315,11 @@ class RuntimeHolder:
         logger.info("reloaded: %d agents, %d tools in the catalog", len(new.manifest.agents), len(new.catalog))
         for warning in self.warnings:
             logger.warning("%s", warning)
+        unapplied = differ_from_start(self._started, new.manifest.gateway)
+        if unapplied:  # "reloaded" alone let an operator believe a new store, Redis or timeout was in force
+            logger.warning("agents.yaml changes %s, read at start only: this process keeps the value%s it started "
+                           "with until it is restarted", ", ".join(f"gateway.{name}" for name in unapplied),
+                           "s" if len(unapplied) > 1 else "")
         # A spec added broken takes nothing away, so it is served around, not refused: its errors are said here, or
         # an owner who dropped it in would see "reloaded" and no tools.
         before = {str(d) for d in old.diagnostics if d.level == "error"}

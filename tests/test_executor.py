@@ -7,6 +7,7 @@ import asyncio
 import base64
 import email.parser
 import json
+import logging
 import time
 from collections.abc import Iterator
 
@@ -489,6 +490,18 @@ async def test_get_retries_honouring_retry_after(upstream) -> None:
     result = await _call(upstream, make_tool(), {})
     assert result.ok and len(upstream.requests) == 2
     assert stamps[1] - stamps[0] >= 1.0  # waited as told, not the (much shorter) backoff
+
+
+async def test_a_retried_call_says_so_in_the_log(upstream, caplog: pytest.LogCaptureFixture) -> None:
+    # "Why did the api get this call twice?": one audit row, one step; only the retry's log line tells.
+    answers = iter([Reply(503, "busy", headers={"Retry-After": "0"})])
+    upstream.route("/items", lambda request: next(answers, Reply(200, {"ok": True})))
+    with caplog.at_level(logging.INFO, logger="gateway.execution"):
+        result = await _call(upstream, make_tool(), {})
+        once = await _call(upstream, make_tool(), {})
+    assert result.ok and once.ok and len(upstream.requests) == 3
+    assert [r.getMessage() for r in caplog.records if r.name == "gateway.execution"] == [
+        "op (api demo): GET sent 2 times, again after HTTP 503"]
 
 
 async def test_retry_after_beyond_the_deadline_returns_the_answer(upstream) -> None:

@@ -275,3 +275,26 @@ def test_the_watcher_loads_an_edit_only_once_it_has_settled(config: tuple[Path, 
     with pytest.raises(Done):  # every poll was seen
         anyio.run(main)
     assert reloads == [3]  # neither the first look nor the half-written state (mtime 2) was loaded
+
+
+async def test_a_reload_that_changes_a_setting_read_at_start_says_it_waits_for_a_restart(
+    config: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Seen in a trial: `redis:` and `shared_state_timeout` edited on a serving pair, the log said "reloaded" and
+    # the processes went on with the old Redis and timeout, with no word of it.
+    specs, agents = config
+    holder = RuntimeHolder(_load(config))
+    started = agents.read_text()
+    agents.write_text(started + "gateway:\n  redis: redis://127.0.0.1:6399/3\n  shared_state_timeout: 5\n"
+                                "  max_delegation_depth: 2\n")
+    with caplog.at_level(logging.WARNING, logger="gateway.runtime"):
+        assert await holder.reload()
+    [said] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == ("agents.yaml changes gateway.redis, gateway.shared_state_timeout, read at start only: this "
+                    "process keeps the values it started with until it is restarted")
+    assert holder.current.manifest.gateway.max_delegation_depth == 2  # the rest of the edit is in force
+    caplog.clear()
+    agents.write_text(started + "gateway:\n  max_delegation_depth: 4\n")  # back to what it started with
+    with caplog.at_level(logging.WARNING, logger="gateway.runtime"):
+        assert await holder.reload()
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -51,6 +51,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
                        help="worker processes sharing the port and the store (default 1)")
     serve.add_argument("--no-access-log", action="store_true",
                        help="write no line per request (the audit log still records every tool call)")
+    serve.add_argument("--graceful-timeout", type=int, default=None, metavar="SECONDS",
+                       help="on SIGTERM, how long the requests in flight may take to end before they are cut "
+                            "(default 30; set it to your longest run and the stop timeout of what stops the "
+                            "process above it)")
     serve.set_defaults(handler=_cmd_serve)
 
     migrate = commands.add_parser("migrate", help="apply the PostgreSQL store's schema migrations")
@@ -113,13 +117,18 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.run import serve_http
+    from ..server.run import GRACEFUL_SHUTDOWN_SECONDS, serve_http
 
     if args.workers < 1:
         print("gateway: --workers must be at least 1", file=sys.stderr)
         return 2
+    graceful = GRACEFUL_SHUTDOWN_SECONDS if args.graceful_timeout is None else args.graceful_timeout
+    if graceful < 0:
+        print(f"gateway: --graceful-timeout must be 0 or more seconds, not {graceful}", file=sys.stderr)
+        return 2
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
-                      allow_public=args.allow_public, workers=args.workers, access_log=not args.no_access_log)
+                      allow_public=args.allow_public, workers=args.workers, access_log=not args.no_access_log,
+                      graceful_timeout=graceful)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

@@ -254,11 +254,13 @@ def _check_clients(c: Checker, manifest: Manifest) -> None:
             if agent != "*" and agent not in manifest.agents and ("agents", agent) not in c.lines:
                 c.error((*path, "agents", index) if (*path, "agents", index) in c.lines else (*path, "agents"),
                         f"no agent named {agent!r}" + suggest(agent, manifest.agents, what="agents"))
-        if client.key is None:
-            continue
-        if client.key in owners:
-            c.error((*path, "key"), f"the same key as client {owners[client.key]!r}: each caller needs its own key")
-        owners.setdefault(client.key, name)
+        for field, key in (("key", client.key), ("previous_key", client.previous_key)):
+            if key is None:
+                continue
+            if key in owners:
+                c.error((*path, field), f"the same key as client {owners[key]!r}: each caller needs its own key"
+                        if owners[key] != name else "the same key as this client's `key`: a rotation needs a new one")
+            owners.setdefault(key, name)
 
 
 def _check_user_credentials(c: Checker, manifest: Manifest) -> None:

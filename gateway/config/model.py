@@ -147,6 +147,10 @@ class ClientConfig(Section):
 
     key: str | None = doc("The caller's bearer key (write `${VAR}`); each client its own. A client with `claims` "
                           "needs none (tokens reach it).", None, min_length=1)
+    previous_key: str | None = doc("A rotation: the client's former key, still taken beside `key` while its callers "
+                                   "move to the new one (each request that sends it is logged, once a minute per "
+                                   "client); remove it when none does. Console sessions are signed with `key`.",
+                                   None, min_length=1)
     agents: Names = doc("Agents this client may use; `*` for all.", default=["*"])
     admin: Flag = doc("Sees every agent, the whole audit log and every approval (the console's operators); "
                       "implies `approver`.", False)
@@ -157,6 +161,8 @@ class ClientConfig(Section):
 
     @model_validator(mode="after")
     def _key_or_claims(self) -> ClientConfig:
+        if self.previous_key is not None and self.key is None:
+            raise at_key("previous_key", "a former key needs the new one: set `key` as well")
         if self.key is None and not self.claims:
             raise at_key("key", "'key' is required (or `claims`, for a client that tokens reach)")
         return self
@@ -227,8 +233,7 @@ class Manifest(Section):
         for store_url in (self.gateway.store, self.gateway.redis):
             values.extend(url_password(store_url) if store_url and "://" in store_url else [])
         for client in self.clients.values():
-            if client.key:
-                values.append(client.key)
+            values.extend(key for key in (client.key, client.previous_key) if key)
         introspection = self.gateway.auth.introspection if self.gateway.auth else None
         if introspection is not None:
             values.append(introspection.client_secret)

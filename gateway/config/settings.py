@@ -182,10 +182,10 @@ class GatewaySettings(Section):
 
     store: str | None = doc("Where approvals, audit rows, runs and rate-limit buckets live: a SQLite path "
                             "(relative to agents.yaml's folder; default `.gateway/state.db`), `sqlite:///path`, "
-                            "`memory:`, or `postgresql://...` shared by several instances.", None)
+                            "`memory:`, or `postgresql://...` shared by several instances. Read at start.", None)
     redis: str | None = doc("`redis://`, `rediss://` or `unix://`: rate-limit buckets, breakers, concurrency, "
                             "budgets and each client's chat runs and sandboxes counted across instances. Empty: "
-                            "none.", None,
+                            "none. Read at start.", None,
                             pattern=REDIS_URL)
     shared_state_timeout: Seconds = doc(
         "Seconds a request waits for the PostgreSQL store or Redis to answer, each time it asks one of them; past "
@@ -249,7 +249,8 @@ class GatewaySettings(Section):
                                "`name:port`, `*.example.com`, `*` for any).", default=[])
     allowed_origins: Names = doc("Browser origins (`https://console.example.com`) allowed to make state-changing "
                                  "requests besides the gateway's own.", default=[])
-    mcp: SessionLimits = doc("The MCP door's session limits.", default_factory=defaults(SessionLimits))
+    mcp: SessionLimits = doc("The MCP door's session limits. Read at start.",
+                             default_factory=defaults(SessionLimits))
     search_embeddings: SearchEmbeddings | None = doc(
         "An embeddings endpoint tool search blends with BM25; absent: BM25 alone, nothing sent anywhere.", None)
     auth: GatewayAuth | None = doc("OAuth 2.1 resource server on every door (tokens map onto `clients` by "
@@ -280,6 +281,17 @@ class GatewaySettings(Section):
 
     def store_location(self, base_dir: Path | None = None) -> str:
         return store_location(self.store, base_dir)
+
+
+READ_AT_START = ("store", "redis", "shared_state_timeout", "auth_server_timeout", "mcp")
+"""`gateway:` settings a serving process reads once, when it starts (its store and Redis connections, their timeout,
+the identity provider's; the MCP door's session ledger, when its first request comes): a reload takes the rest of
+agents.yaml, not these."""
+
+
+def differ_from_start(started: GatewaySettings, now: GatewaySettings) -> list[str]:
+    """The `READ_AT_START` settings whose value in agents.yaml is no longer the one the process started with."""
+    return [name for name in READ_AT_START if getattr(started, name) != getattr(now, name)]
 
 
 def store_location(store: str | None, base_dir: Path | None = None) -> str:

@@ -308,8 +308,13 @@ class Executor:
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
                 await response.aclose()
+                attempts.resent.append("HTTP 401, its token renewed")
                 response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
                                       budget=api.retry_budget)
+        if attempts.resent:  # "why did the api get this call twice?": one audit row, so the log and the span say
+            tracing.record_resends(len(attempts.resent))
+            logger.info("%s (api %s): %s sent %d times, again after %s", tool.name, tool.api, prepared.method,
+                        len(attempts.resent) + 1, ", ".join(attempts.resent))
         try:
             read = await read_capped(response, hard_cap(limit))
         finally:

@@ -19,7 +19,7 @@ import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -93,9 +93,11 @@ def new_client(transport: httpx.AsyncBaseTransport | None = None, *, options: Cl
 
 @dataclass(slots=True)
 class Attempts:
-    """How the send went: how many redirects it followed (a send follows at most `MAX_REDIRECTS`)."""
+    """How the send went: how many redirects it followed (a send follows at most `MAX_REDIRECTS`), and why each
+    request before the last was sent again (`no connection`, `HTTP 503`): an upstream that saw the call twice."""
 
     redirects: int = 0
+    resent: list[str] = field(default_factory=list)
 
 
 CredentialsFactory = Callable[[], Awaitable[Credentials]]
@@ -139,6 +141,7 @@ async def send(
                 delay = _backoff(retries)
                 if time.monotonic() + delay < deadline and (budget is None or budget.try_retry()):
                     retries += 1
+                    attempts.resent.append("no connection")
                     await sleep(delay)
                     continue
             raise
@@ -149,6 +152,7 @@ async def send(
             if time.monotonic() + delay < deadline and (budget is None or budget.try_retry()):
                 await response.aclose()
                 retries += 1
+                attempts.resent.append(f"HTTP {status}")
                 await sleep(delay)
                 continue
             return response

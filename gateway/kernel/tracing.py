@@ -205,6 +205,12 @@ def propagate_to(headers: MutableMapping[str, str]) -> None:
         propagate.inject(headers)
 
 
+def record_resends(count: int) -> None:
+    """The current upstream span's request was sent `count` more times (OpenTelemetry's HTTP convention)."""
+    if enabled():
+        trace.get_current_span().set_attribute("http.request.resend_count", count)
+
+
 def record_status(span: Span, status: int | None) -> None:
     if span.is_recording() and status is not None:
         span.set_attribute("http.response.status_code", status)

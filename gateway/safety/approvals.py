@@ -38,6 +38,7 @@ from ..errors import (
     ForbiddenApproval,
     GatewayError,
     RunError,
+    ToolGone,
     UnknownApproval,
 )
 from ..kernel.caller import bind_caller, current_caller
@@ -208,11 +209,12 @@ class ApprovalManager:
         return run_subject(run) if run is not None else None
 
     async def decide(self, approval_id: str, decision: Decision, *, resume: Resumer, rights: Rights = Rights.OPEN,
-                     by: str | None = None) -> Outcome:
+                     by: str | None = None, gone: Callable[[ApprovalRecord], str | None] | None = None) -> Outcome:
         """Record a decision and, when it was the last one the run waited for, resume the run.
 
         Raises UnknownApproval (no such id), ForbiddenApproval (`rights` may not decide it: a plain key, or an
-        agent it may not use; nothing is decided) or AlreadyDecided (replayed, or another decider was first).
+        agent it may not use; nothing is decided), ToolGone (an approval `gone` says would run nothing, its tool
+        no longer the agent's: nothing is decided) or AlreadyDecided (replayed, or another decider was first).
         `by` (the deciding client) is audited.
         """
         record = await self.store.get_approval(approval_id)
@@ -221,6 +223,8 @@ class ApprovalManager:
         why_not = refusal(rights, record)
         if why_not is not None:
             raise ForbiddenApproval(why_not)
+        if decision.approve and gone is not None and record.status == "pending" and (why_not := gone(record)):
+            raise ToolGone(why_not)
         decided = await self.store.decide_approval(
             approval_id, approve=decision.approve, arguments=decision.arguments, reason=decision.reason, by=by
         )

@@ -94,9 +94,12 @@ class ClientKeys:
         """The clients of one manifest, keys hashed at once (the plain keys are not kept here)."""
         configs = clients.values() if isinstance(clients, Mapping) else clients
         configs = list(configs)
-        self._entries = [(_digest(c.key), client_of(c)) for c in configs if c.key]
+        # A rotation's former keys (`previous_key`) come after every current one: they are no session's secret.
+        self._entries = [(_digest(c.key), client_of(c), False) for c in configs if c.key] + \
+            [(_digest(c.previous_key), client_of(c), True) for c in configs if c.previous_key]
         self._by_name = {c.name: client_of(c) for c in configs}
         self._has_clients = bool(configs)
+        self._previous_said: dict[str, float] = {}
 
     def __bool__(self) -> bool:
         """Whether callers must say who they are (any client, of a key or of token claims)."""
@@ -105,9 +108,12 @@ class ClientKeys:
     def identify(self, key: str) -> Client | None:
         digest = _digest(key)
         found = None
-        for candidate, client in self._entries:
+        for candidate, client, previous in self._entries:
             if hmac.compare_digest(digest, candidate) and found is None:
                 found = client
+                if previous and time.monotonic() - self._previous_said.get(client.name, -60.0) >= 60.0:
+                    self._previous_said[client.name] = time.monotonic()  # the operator waits for these to stop
+                    logger.info("client %r still sends its previous_key (once a minute at most)", client.name)
         return found
 
     def named(self, name: str) -> Client | None:
@@ -117,8 +123,8 @@ class ClientKeys:
     def session_secret(self, name: str) -> tuple[Client, bytes] | None:
         """The client named `name` and its key's digest, which signs its console sessions (so a session ends
         when its key is changed or removed, and any gateway instance with the same agents.yaml accepts it)."""
-        for digest, client in self._entries:
-            if client.name == name:
+        for digest, client, previous in self._entries:
+            if client.name == name and not previous:
                 return client, digest
         return None
 

@@ -9,8 +9,8 @@ In order, for each request:
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
 5. with `watch` (the safety layer asks for it), a POST whose client goes away is cancelled
    (`gateway.server.disconnect`);
-6. after the answer, the request is counted by door and status (`/metrics`) and its access line is written on
-   the event loop's next turn (`gateway.server.accesslog`).
+6. after the answer, the request is counted by door and status (`/metrics`; 499 when its client left first) and
+   its access line is written on the event loop's next turn (`gateway.server.accesslog`).
 
 One layer rather than one middleware per concern: every request scans its headers once, watches its answer's
 status once (the disconnect watch's `send` keeps it), and every suspension of a request (the upstream call of a
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 
 _TRACE = frozenset({b"traceparent", b"tracestate"})
+CLIENT_LEFT = 499
+"""The status a request is counted with (`/metrics`) when its client went away before the answer (nginx's code)."""
 
 
 class RequestEnvelope:
@@ -91,6 +93,7 @@ class RequestEnvelope:
             token = otel_context.attach(propagate.extract(trace_headers))
         watched: Watched | None = None
         watch: StatusWatch | Watched | None = None
+        left = False
         try:
             error: APIError | None = _oversized(scope, header_bytes) or refusal(
                 self.policy.current, scope["method"], headers.get(b"host"), headers.get(b"origin"),
@@ -116,6 +119,7 @@ class RequestEnvelope:
                 await self._app(scope, watched.receive, watched.send, watched, counted)
             except asyncio.CancelledError:
                 if watched.ended_by_us():
+                    left = True
                     return  # the client left and the watch cancelled the request: it just ends
                 raise
             finally:
@@ -125,7 +129,9 @@ class RequestEnvelope:
             status = watch.status if watch is not None else 0
             metrics = self.metrics
             if metrics is not None:
-                metrics.count_request(door_of(scope["path"]), status or 500)  # 500: it raised unanswered
+                # A client that left is no fault of the gateway's: counted as nginx does (499), not as a 500 that
+                # would page the operator; 500: the request raised unanswered.
+                metrics.count_request(door_of(scope["path"]), status or (CLIENT_LEFT if left else 500))
             if self.access_log is not None:  # `log_access` asks whether the logger is enabled (once per line)
                 asyncio.get_running_loop().call_soon(log_access, self.access_log, scope, status)
             if token is not None:

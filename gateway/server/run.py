@@ -27,6 +27,9 @@ from ..runtime import Runtime, RuntimeHolder, load_runtime, missing_inputs
 logger = logging.getLogger("gateway.server")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
+"""`gateway serve --graceful-timeout`'s default: on SIGTERM or SIGINT the server stops accepting at once and gives
+the requests in flight this long to end; a run still going then is cut (its caller gets a bare 500, its tool rows
+stay `running`). As Kubernetes' default grace period, before it sends SIGKILL: raise both for longer runs."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
 client reusing a connection just as the server drops it gets a ReadError; longer than the clients' (httpx 5 s,
@@ -82,6 +85,9 @@ def log_config() -> dict[str, Any]:
     config["formatters"]["access"]["()"] = "gateway.server.accesslog.AccessLineFormatter"  # the same line, cheaper
     config["formatters"]["default"]["()"] = "gateway.server.loglines.LineFormatter"  # quoted text made inert
     config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # The store's driver warns when PostgreSQL goes away ("error connecting in 'pool-1': ..."): unconfigured, Python's
+    # last-resort handler wrote its two lines bare, with no level and a raw newline, among the gateway's own.
+    config["loggers"]["psycopg"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
     # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
     # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
     config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
@@ -90,7 +96,8 @@ def log_config() -> dict[str, Any]:
 
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
-               allow_public: bool = False, access_log: bool = True, workers: int = 1, **options: Any) -> int:
+               allow_public: bool = False, access_log: bool = True, workers: int = 1,
+               graceful_timeout: int = GRACEFUL_SHUTDOWN_SECONDS, **options: Any) -> int:
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
@@ -129,7 +136,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     try:
         with _asyncio_declared():
             uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
-                        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                        timeout_graceful_shutdown=graceful_timeout, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                         factory=workers > 1, workers=workers if workers > 1 else None, **server_options())
     finally:
         if metrics_folder is not None:

@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import AlreadyDecided, ApprovalError, ConfigError, DecisionNotCarriedOut
+from ..errors import AlreadyDecided, ApprovalError, ConfigError, DecisionNotCarriedOut, ToolGone
 from ..http.client import new_client
 from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
@@ -41,7 +41,7 @@ from ..safety.guards import describe_pause
 from ..safety.rights import Rights
 from ..safety.serving import ServingSafeguards
 from ..safety.wrong_keys import WrongKeys
-from ..store import AUDIT_KINDS, AuditQuery, RunRecord, Store
+from ..store import AUDIT_KINDS, ApprovalRecord, AuditQuery, RunRecord, Store
 from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
 from .handoff import keep_turn, owner
@@ -199,7 +199,8 @@ class Safety(ServingSafeguards):
         try:
             outcome = await self.decide(state, approval_id, decision, rights=rights, by=by)
         except ApprovalError as exc:
-            code = {AlreadyDecided: "approval_used", DecisionNotCarriedOut: "approval_reopened"}.get(type(exc))
+            code = {AlreadyDecided: "approval_used", DecisionNotCarriedOut: "approval_reopened",
+                    ToolGone: "tool_gone"}.get(type(exc))
             return exc.status, APIError(exc.status, str(exc), code=code).body()
         except Exception as exc:
             error = api_error_from(exc, self.redactor.text)
@@ -229,9 +230,20 @@ class Safety(ServingSafeguards):
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
             return await self._resume(state, run, decisions)
 
+        def gone(record: ApprovalRecord) -> str | None:
+            """Why approving `record` would run nothing: a reload took its tool (or its agent) away. The decider
+            was told "resumed", and only the run's owner saw the step fail as an unknown tool."""
+            generation = state.current
+            if record.agent in generation.runtime.manifest.agents and \
+                    generation.toolset(record.agent).get(record.tool) is not None:
+                return None
+            return (f"{record.tool!r} is no longer a tool of agent {record.agent!r} (a reload of the specs or "
+                    f"agents.yaml took it away): approved, it would run nothing. Deny approval {record.id}; its run "
+                    "then goes on without it.")
+
         # `by`: the deciding client of a request; else the bound caller's (`cli` for `gateway approvals`).
         outcome = await self.approvals.decide(approval_id, decision, resume=resume, rights=rights,
-                                              by=by if by is not None else current_caller().client)
+                                              by=by if by is not None else current_caller().client, gone=gone)
         if outcome.result is not None and not outcome.reopened:  # a decision taken back answered nothing yet
             await keep_answer(self.store, outcome.run, *self._answer(state, outcome))
         return outcome

@@ -384,6 +384,27 @@ def test_clients_default_to_every_agent_and_keys_must_differ() -> None:
     }
 
 
+def test_a_previous_key_is_a_key_of_its_own_and_needs_the_new_one() -> None:
+    text = """\
+    providers: {p: {kind: openai}}
+    agents: {clerk: {model: p/m}}
+    clients:
+      app: {key: k-new, previous_key: k-old}
+      same: {key: k2, previous_key: k2}
+      other: {key: k-old}
+      alone: {previous_key: k3}
+    """
+    manifest, diagnostics = _parse(text)
+    assert manifest.clients["app"].previous_key == "k-old"
+    assert {(d.pointer, d.message) for d in diagnostics} == {
+        ("clients.same.previous_key", "the same key as this client's `key`: a rotation needs a new one"),
+        ("clients.other.key", "the same key as client 'app': each caller needs its own key"),
+        ("clients.alone.previous_key", "a former key needs the new one: set `key` as well"),
+        ("clients.alone", "'key' is required (or `claims`, for a client that tokens reach)"),
+    }
+    assert "k-old" in manifest.secrets()  # redacted like `key`
+
+
 def test_policies_and_per_tool_overrides() -> None:
     text = """\
     providers: {p: {kind: openai}}

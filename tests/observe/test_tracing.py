@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from recording_server import RecordingServer
+from recording_server import Reply as Answer
 from scripted_llm import Call, Reply
 from server_support import LenientLLM
 
@@ -169,3 +170,17 @@ async def test_the_upstream_span_names_the_url_without_its_credentials(
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "GET"]
     assert span.attributes is not None and span.attributes["url.full"] == upstream.url + "/v1/items"
     assert all(userinfo.split(":")[-1] not in str(value) for value in span.attributes.values())
+
+
+@pytest.mark.anyio
+async def test_the_upstream_span_counts_the_requests_sent_again(exporter: InMemorySpanExporter,
+                                                               upstream: RecordingServer) -> None:
+    answers = iter([Answer(502, "bad gateway", headers={"Retry-After": "0"}), Answer(200, {"ok": True})])
+    upstream.route("/v1/items", lambda request: next(answers))
+    tool = make_tool()
+    executor = executor_for(upstream.url + "/v1", tool)
+    result = await executor.execute(tool, {})
+    await executor.aclose()
+    assert result.ok and len(upstream.requests) == 2
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "GET"]
+    assert span.attributes is not None and span.attributes["http.request.resend_count"] == 1

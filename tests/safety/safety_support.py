@@ -3,11 +3,14 @@ and a recording upstream (the server tests' helpers, plus `clients` and `gateway
 
 from __future__ import annotations
 
+import socket
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from recording_server import Recorded, RecordingServer, Reply
@@ -123,3 +126,18 @@ def served_gateway(folder: Path, llm_url: str, upstream: RecordingServer, agents
 
         upstream.route("/github/repos/acme/app/issues/7", issue)
         yield found
+
+
+def hang_up_during_a_call(url: str, upstream: RecordingServer, key: str = WEATHER_KEY) -> None:
+    """A direct call of weather's getForecast sent on a raw socket, which is closed once the upstream has the
+    call (a client that gave up waiting)."""
+    address = urlsplit(url)
+    body = b'{"latitude": 52.5, "longitude": 13.4}'
+    with socket.create_connection((address.hostname, address.port)) as sock:
+        sock.sendall(b"POST /agents/weather/tools/getForecast HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Authorization: Bearer " + key.encode() + b"\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        deadline = time.monotonic() + 10
+        while not upstream.requests:  # the call reached the api (its row says `running`); then the client leaves
+            assert time.monotonic() < deadline, "the call never reached the api"
+            time.sleep(0.02)

@@ -7,6 +7,9 @@ import contextlib
 import io
 import logging
 import logging.config
+import re
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +37,7 @@ def _access_lines(handler: str = "access") -> Iterator[io.StringIO]:
     try:
         yield stream
     finally:
-        for name in ("gateway", "gateway.access", "uvicorn.access"):
+        for name in ("gateway", "gateway.access", "uvicorn.access", "psycopg"):
             logger = logging.getLogger(name)
             logger.handlers.clear()
             logger.propagate = True
@@ -157,3 +160,25 @@ def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> No
     assert second.startswith("ERROR:") and "failed on /x" in second  # its own line, not the sender's
     assert "Traceback" in written  # a traceback keeps its lines
     del redactor
+
+
+def test_the_store_drivers_warning_is_a_line_of_the_gateways_log() -> None:
+    # PostgreSQL stopped under a serving pair: psycopg_pool's "error connecting" came out bare (no level) over two
+    # lines, the second starting with a tab. A pool at a port nothing listens on warns the same way.
+    from psycopg_pool import ConnectionPool
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    with _access_lines("default") as stream:
+        pool = ConnectionPool(f"postgresql://gateway@127.0.0.1:{port}/gateway", min_size=1, open=False,
+                              reconnect_timeout=1)
+        pool.open(wait=False)
+        deadline = time.monotonic() + 20
+        while "error connecting" not in stream.getvalue():
+            assert time.monotonic() < deadline, "the pool never warned"
+            time.sleep(0.05)
+        pool.close()
+    first = next(line for line in stream.getvalue().splitlines() if "error connecting" in line)
+    assert re.match(r"WARNING:  error connecting in 'pool-\d+': connection failed", first), first
+    assert "\\u000a" in first and "Connection refused" in first  # one line: its newline shown as an escape

@@ -10,10 +10,11 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 from server_support import ROOT
 
 from gateway.cli.commands import build_parser
-from gateway.server.run import _build_app
+from gateway.server.run import GRACEFUL_SHUTDOWN_SECONDS, _build_app
 
 
 def _docker_run() -> list[str]:
@@ -61,3 +62,15 @@ def test_the_dockerfiles_docker_run_example_serves_the_example(tmp_path: Path,
     app, runtime = built
     assert set(runtime.manifest.agents) == {"weather", "triage"}
     asyncio.run(app.state.gateway_safety.aclose())
+
+
+def test_compose_gives_an_instance_time_to_finish_its_requests_before_it_is_killed() -> None:
+    # Docker sends SIGKILL 10 s after SIGTERM unless the service says otherwise: runs in flight would be killed
+    # mid-way (no answer, their tool rows left `running`) before the gateway's own graceful timeout ended.
+    compose = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())
+    for name in ("gateway-a", "gateway-b"):
+        service = compose["services"][name]
+        args = build_parser().parse_args(["serve", *service["command"]])
+        graceful = GRACEFUL_SHUTDOWN_SECONDS if args.graceful_timeout is None else args.graceful_timeout
+        grace = service.get("stop_grace_period", "10s")
+        assert grace.endswith("s") and float(grace.removesuffix("s")) > graceful, (name, grace, graceful)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-from recording_server import RecordingServer
+from recording_server import RecordingServer, Reply
 from server_support import LenientLLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
-from safety_support import SAFE_AGENTS_YAML, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
+from safety_support import SAFE_AGENTS_YAML, WEATHER_KEY, bearer, hang_up_during_a_call, safe_gateway  # noqa: E402
 
 OPS_KEY = "ck-ops-envelope-1f2e3d4c"
 """An admin key: /metrics is the operator's."""
@@ -63,3 +64,20 @@ def test_oversized_headers_and_targets_are_refused_before_any_key_is_checked(
     assert too_long.json()["error"]["code"] == "uri_too_long"
     assert (fine.status_code, keyless.status_code) == (422, 401)  # ordinary headers go on to the key check
     assert upstream.requests == []
+
+
+def test_a_call_whose_client_left_is_counted_as_499_not_as_a_failure_of_the_gateway(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    # An operator's alert on 5xx paged for every caller that gave up waiting (seen in a trial: two "500"s in
+    # /metrics during a Redis outage, none answered by the gateway).
+    upstream.route("/", Reply(200, {"ok": True}, delay=30))
+    yaml = SAFE_AGENTS_YAML + f"  ops: {{{{key: {OPS_KEY}, admin: true}}}}\n"
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=yaml) as (url, _):
+        hang_up_during_a_call(url, upstream)
+        with httpx.Client(base_url=url, timeout=30, headers=bearer(OPS_KEY)) as client:
+            deadline = time.monotonic() + 10
+            while _requests(scraped := client.get("/metrics").text, "499") == 0:
+                assert time.monotonic() < deadline, "the abandoned call was never counted"
+                time.sleep(0.05)
+    assert _requests(scraped, "499") == 1
+    assert _requests(scraped, "500") == 0
