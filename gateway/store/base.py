@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS
+from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS, DEFAULT_SHARED_STATE_TIMEOUT
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
@@ -280,6 +280,10 @@ class Store(abc.ABC):
     conversation_cap: int | None = DEFAULT_MAX_STORED_CONVERSATIONS
     """Stored conversations one client keeps (`gateway.store.kept_conversations`); the safety layer sets it from
     agents.yaml (`gateway.max_stored_conversations_per_client`), a store without one keeps the default."""
+    timeout: float = DEFAULT_SHARED_STATE_TIMEOUT
+    """Seconds a question to the store (or its Redis) waits for an answer (`gateway.shared_state_timeout`, read when
+    `open_store` opened it); `/readyz` waits as long for each part, so it calls a part unavailable when a call
+    would."""
 
     # -- approvals and paused runs ------------------------------------------------------------------
     @abc.abstractmethod
