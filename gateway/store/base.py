@@ -396,6 +396,11 @@ class Store(abc.ABC):
         """The record, whoever its client is: the door compares `client` before showing or continuing it."""
 
     @abc.abstractmethod
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        """The stored records among `response_ids`, by id, whoever their client is (as `get_response`), in one
+        question of the store: a chat's history may name a kept turn in each of its 4,096 messages."""
+
+    @abc.abstractmethod
     async def prune_conversations(self, before: float) -> int:
         """Delete what was kept to go on with a conversation and is older than `before` (epoch seconds): stored
         answers and handed-back turns created before it, and finished runs (done, failed) last updated before it,

@@ -375,6 +375,16 @@ class PostgresStore(PostgresConnections, Store):
         return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
 
     @answered_within
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, agent, client, body, messages, created FROM responses WHERE id = ANY(%s)",
+                (list(response_ids),))
+            rows = await cursor.fetchall()
+        return {row[0]: ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4],
+                                       created=row[5]) for row in rows}
+
+    @answered_within
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
