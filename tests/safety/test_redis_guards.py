@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis
 
 from gateway.store.redis_counters import RedisCounters
+from gateway.store.redis_slot_queue import PREFIX
+from gateway.store.redis_slots import QueueFull
 
 pytestmark = pytest.mark.anyio
 
@@ -82,3 +85,69 @@ async def test_a_slot_of_a_vanished_instance_comes_back_when_its_lease_ends(redi
     finally:
         await counters.aclose()
     assert refused is None and later is not None
+
+
+async def _until_queued(peek: redis.Redis, count: int) -> None:
+    for _ in range(12000):  # a hang guard (60 s), not a measure
+        if peek.zcard(PREFIX + "queue:shop") == count:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never {count} waiting")
+
+
+async def test_a_hand_over_takes_the_fewest_holders_first_waiter_without_walking_the_waiters(redis_url: str) -> None:
+    """300 calls of 10 clients wait for one slot: giving it back hands it to the first waiter of a client holding
+    none, in a bounded number of Redis commands. The hand-over walked the whole queue, a ZSCORE a waiter, once per
+    slot handed over (Redis's own command counts: the scripts' commands are counted there)."""
+    counters = RedisCounters(redis_url)
+    peek = redis.Redis.from_url(redis_url)
+    waiters: list[asyncio.Task[tuple[str | None, float]]] = []
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="holder")
+        for n in range(300):
+            waiters.append(asyncio.create_task(counters.guards.enter(
+                "shop", reset_after=60, limit=1, wait=60, group=f"client-{n % 10}", waiting=None)))
+            if n % 20 == 0:  # the first comes first; and the client's connections are not all taken at once
+                await _until_queued(peek, n + 1)
+        await _until_queued(peek, 300)
+        peek.config_resetstat()
+        await counters.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
+        stats = peek.info("commandstats")
+        served, _ = await waiters[0]
+        assert not any(w.done() for w in waiters[1:])
+        await counters.guards.settle("shop", served, True, failures=5, reset_after=60, limit=1)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await counters.aclose()
+        peek.close()
+    assert served is not None
+    commands = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    assert commands.get("zscore", 0) < 10, commands
+    assert sum(commands.values()) < 60, commands
+
+
+async def test_one_clients_waiting_calls_are_capped_and_anothers_still_queue(redis_url: str) -> None:
+    counters = RedisCounters(redis_url)
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="a")
+        waiting = [asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="a",
+                                                             waiting=2)) for _ in range(2)]
+        await _until_queued(redis.Redis.from_url(redis_url), 2)
+        with pytest.raises(QueueFull) as full:
+            await counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="a", waiting=2)
+        other = asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="b",
+                                                          waiting=2))
+        await _until_queued(redis.Redis.from_url(redis_url), 3)
+        lease: str | None = holder
+        for _ in range(3):  # each slot given back goes on to the next waiter
+            await counters.guards.settle("shop", lease, True, failures=5, reset_after=60, limit=1)
+            done, _ = await asyncio.wait([t for t in (*waiting, other) if not t.done()],
+                                         return_when=asyncio.FIRST_COMPLETED)
+            lease = done.pop().result()[0]
+        await counters.guards.settle("shop", lease, True, failures=5, reset_after=60, limit=1)
+        served = [t.result()[0] for t in (*waiting, other)]
+    finally:
+        await counters.aclose()
+    assert full.value.cap == 2 and all(served)
