@@ -35,6 +35,9 @@ async def _worker(url: str, waiters: int, groups: int, settles: int) -> dict[str
     from gateway.store.redis_counters import RedisCounters
 
     counters = RedisCounters(url)
+    # Leases of 10 minutes: a waiter nothing woke looks for itself every third of a lease, and thousands of looks
+    # at once (every 10 s by default) would measure the looks, not the hand-overs.
+    counters.keeper.lease = 600.0
     peek = redis.Redis.from_url(url)
     peek.flushall()
     guards = counters.guards
@@ -78,7 +81,9 @@ def _run(tree: Path | None, url: str, waiters: int, groups: int, settles: int) -
     with tempfile.TemporaryDirectory() as folder:  # not this tree's folder: its gateway would come first
         done = subprocess.run([sys.executable, str(HERE), "--worker", url, "--waiters", str(waiters), "--groups",
                                str(groups), "--settles", str(settles)], env=env, cwd=folder, capture_output=True,
-                              text=True, check=True)
+                              text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the worker ({tree or 'this tree'}) failed:\n{done.stderr[-3000:]}")
     found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
 
