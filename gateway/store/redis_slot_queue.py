@@ -73,11 +73,17 @@ local function line_member(ticket, stamp)
   return string.sub(ticket, 17) .. '\\0' .. string.format('%017.6f', tonumber(stamp)) .. string.sub(ticket, 1, 16)
 end
 
--- A group's first waiter: its ticket and arrival (nil when none of it waits).
+-- A group's first waiter: its ticket, arrival and member of `lines` (nil when none of it waits).
 local function first_of(group)
   local first = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. group .. '\\0', '(' .. group .. '\\1', 'LIMIT', 0, 1)[1]
-  if first == nil then return nil, nil end
-  return string.sub(first, #group + 19) .. group, tonumber(string.sub(first, #group + 2, #group + 18))
+  if first == nil then return nil, nil, nil end
+  return string.sub(first, #group + 19) .. group, tonumber(string.sub(first, #group + 2, #group + 18)), first
+end
+
+-- The group's head: its first waiter's arrival, or gone with its last waiter.
+local function new_head(group)
+  local _, arrival = first_of(group)
+  if arrival then redis.call('ZADD', KEYS[5], arrival, group) else redis.call('ZREM', KEYS[5], group) end
 end
 
 local function waiting_of(group)
@@ -99,9 +105,7 @@ local function unqueue(ticket)
   redis.call('ZREM', KEYS[3], ticket)
   redis.call('ZREM', KEYS[4], ticket)
   redis.call('ZREM', KEYS[6], line_member(ticket, stamp))
-  local group = string.sub(ticket, 17)
-  local _, next_arrival = first_of(group)
-  if next_arrival then redis.call('ZADD', KEYS[5], next_arrival, group) else redis.call('ZREM', KEYS[5], group) end
+  new_head(string.sub(ticket, 17))
   return true
 end
 
@@ -132,11 +136,17 @@ local function hand_over(limit, per_group, reset)
   while free > 0 do
     local group, fewest = choose(held, per_group)
     if group == nil then return end
-    local chosen = first_of(group)
-    local lease = redis.call('ZSCORE', KEYS[4], chosen)
-    unqueue(chosen)
+    local chosen, _, member = first_of(group)
+    local lease = chosen and redis.call('ZSCORE', KEYS[4], chosen)
     local state, left = breaker_state(KEYS[1], now, reset)
-    if state == 'open' or state == 'held' then
+    if chosen == nil then
+      redis.call('ZREM', KEYS[5], group)  -- a head with no line left (never so but by hand): gone
+    elseif not lease or not unqueue(chosen) then
+      -- a line's ticket gone from the queue some other way (taken by an instance of an older version, which knows
+      -- no lines): dropped from its line, and the hand-over looks again
+      redis.call('ZREM', KEYS[6], member)
+      new_head(group)
+    elseif state == 'open' or state == 'held' then
       redis.call('PUBLISH', '@CHANNEL@', 'open ' .. tostring(left) .. ' ' .. chosen)
     else
       redis.call('ZADD', KEYS[2], lease, chosen)

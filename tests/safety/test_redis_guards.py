@@ -151,3 +151,31 @@ async def test_one_clients_waiting_calls_are_capped_and_anothers_still_queue(red
     finally:
         await counters.aclose()
     assert full.value.cap == 2 and all(served)
+
+
+async def test_a_waiter_taken_by_an_instance_that_knows_no_lines_is_passed_over(redis_url: str) -> None:
+    """During a rolling upgrade an instance of the version before takes a waiter out of the queue as it did (the
+    queue and the tickets only): the hand-over meets that ticket at the head of its client's line, drops it and
+    hands the slot to the next waiter instead of failing (a Lua error is every call's 503 on that api)."""
+    counters = RedisCounters(redis_url)
+    peek = redis.Redis.from_url(redis_url)
+    waiters: list[asyncio.Task[tuple[str | None, float]]] = []
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="a")
+        for n in range(2):
+            waiters.append(asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60,
+                                                                     group="b")))
+            await _until_queued(peek, n + 1)
+        (taken, _) = peek.zrange(PREFIX + "queue:shop", 0, -1)
+        peek.zrem(PREFIX + "queue:shop", taken)  # what the version before's hand-over does
+        peek.zrem(PREFIX + "tickets:shop", taken)
+        await counters.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
+        served, _ = await waiters[1]
+        left = peek.zcard(PREFIX + "lines:shop")
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await counters.aclose()
+        peek.close()
+    assert served is not None and left == 0
