@@ -56,8 +56,8 @@ logger = logging.getLogger("gateway.approvals")
 
 Resumer = Callable[[RunRecord, dict[str, "Decision"]], Awaitable[Any]]
 """Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call). A run
-that waits again is kept by the resumer, as its owner (`hold_run`, `hold_script`): a chat's before its audit row is
-written, so that a pause its client's cap cannot keep (`RunError` rate_limited) is the row's ending, not `paused`.
+that waits again is kept by the resumer, as its owner (`hold_again`, `hold_script`): a chat's before its audit row
+is written, so that a pause its client's cap cannot keep (`RunError` rate_limited) is the row's ending, not `paused`.
 An error it raises after something was sent fails the run; with nothing sent the decision is taken back."""
 
 CLOCK_MARGIN = 5.0
@@ -146,6 +146,13 @@ class ApprovalManager:
             raise RunError(str(over_cap(client, self.pending_cap or 0).error), "rate_limited")
         await self._audit_pending(records)
         return records
+
+    async def hold_again(self, run: RunRecord, result: Any) -> list[ApprovalRecord]:
+        """Keep a resumed chat run that paused again (`hold_run`), as its owner: its user resumes it next time and
+        owns the pending rows, never the decider in whose request the resume runs (whose user would otherwise serve
+        the next resume). The resumer calls it before the chat's row is written; `RunError` past the cap."""
+        with bind_caller(client=run.client, subject=run.state.get("subject")):
+            return await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
 
     async def hold_call(self, *, agent: str, tool: str, call: ToolCall, client: str | None) -> ToolResult:
         """Put one call (not a chat's) on hold; the result tells the caller its approval id. Its audit row is the
@@ -266,7 +273,7 @@ class ApprovalManager:
                 refreshed = await self.store.get_approval(approval_id)
                 return Outcome(approval=refreshed or decided, run=run, result=result, reopened=True)
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
-            pass  # paused again: the resumer kept the run (`hold_run`) before writing the chat's row
+            pass  # paused again: the resumer kept the run (`hold_again`) before writing the chat's row
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
             pass  # the script waits at its next call: `hold_script` kept the run again
         else:

@@ -325,7 +325,7 @@ class Safety(ServingSafeguards):
                 # cap cannot keep (another request filled it after the loop looked) ends the run, and the row
                 # says so, not `paused` (mend46's left item).
                 try:
-                    await self.approvals.hold_run(run_id=run.id, agent=agent.name, client=run.client, result=result)
+                    await self.approvals.hold_again(run, result)
                 except RunError as ended:
                     await self._record_chat(agent.name, result, run_id=run.id, started=started, ended=ended)
                     raise

@@ -93,7 +93,7 @@ async def test_a_resumed_run_that_pauses_again_is_held_again() -> None:
 
     async def pauses_again(run: RunRecord, decisions: dict[str, Decision]) -> Any:
         again = _paused("apr_next")  # kept by the resumer, as the server's keeps it before the chat's row
-        await manager.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=again)
+        await manager.hold_again(run, again)
         return again
 
     outcome = await manager.decide("apr_a", Decision(approve=True), resume=pauses_again)
@@ -166,7 +166,7 @@ async def test_a_resumed_run_whose_clients_cap_filled_meanwhile_ends_failed_not_
                                            call=ToolCall(id="other", name="createItem", arguments={}))
             assert held.error_type == "approval_pending"  # the other request's call took the one place
             again = _paused("apr_b")  # the resumed run pauses at one more call, which the resumer keeps
-            await manager.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=again)
+            await manager.hold_again(run, again)
             return again
 
         with pytest.raises(RunError) as caught:
