@@ -7,6 +7,8 @@ tested in test_shared_breaker.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import redis
@@ -87,6 +89,28 @@ async def test_a_slot_of_a_vanished_instance_comes_back_when_its_lease_ends(redi
     assert refused is None and later is not None
 
 
+Waiters = list[asyncio.Task[tuple[str | None, float]]]
+
+
+@asynccontextmanager
+async def _one_slot_held(redis_url: str, group: str) -> AsyncIterator[tuple[RedisCounters, redis.Redis, str, Waiters]]:
+    """The shop api's one slot taken by `group`: (the guards' counters, a client reading Redis, the slot's lease,
+    the waiters the test starts, cancelled at the end)."""
+    counters = RedisCounters(redis_url)
+    peek = redis.Redis.from_url(redis_url)
+    waiters: Waiters = []
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group=group)
+        assert holder is not None
+        yield counters, peek, holder, waiters
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await counters.aclose()
+        peek.close()
+
+
 async def _until_queued(peek: redis.Redis, count: int) -> None:
     for _ in range(12000):  # a hang guard (60 s), not a measure
         if peek.zcard(PREFIX + "queue:shop") == count:
@@ -99,11 +123,7 @@ async def test_a_hand_over_takes_the_fewest_holders_first_waiter_without_walking
     """300 calls of 10 clients wait for one slot: giving it back hands it to the first waiter of a client holding
     none, in a bounded number of Redis commands. The hand-over walked the whole queue, a ZSCORE a waiter, once per
     slot handed over (Redis's own command counts: the scripts' commands are counted there)."""
-    counters = RedisCounters(redis_url)
-    peek = redis.Redis.from_url(redis_url)
-    waiters: list[asyncio.Task[tuple[str | None, float]]] = []
-    try:
-        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="holder")
+    async with _one_slot_held(redis_url, "holder") as (counters, peek, holder, waiters):
         for n in range(300):
             waiters.append(asyncio.create_task(counters.guards.enter(
                 "shop", reset_after=60, limit=1, wait=60, group=f"client-{n % 10}", waiting=None)))
@@ -116,12 +136,6 @@ async def test_a_hand_over_takes_the_fewest_holders_first_waiter_without_walking
         served, _ = await waiters[0]
         assert not any(w.done() for w in waiters[1:])
         await counters.guards.settle("shop", served, True, failures=5, reset_after=60, limit=1)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-        await counters.aclose()
-        peek.close()
     assert served is not None
     commands = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
     assert commands.get("zscore", 0) < 10, commands
@@ -157,11 +171,7 @@ async def test_a_waiter_taken_by_an_instance_that_knows_no_lines_is_passed_over(
     """During a rolling upgrade an instance of the version before takes a waiter out of the queue as it did (the
     queue and the tickets only): the hand-over meets that ticket at the head of its client's line, drops it and
     hands the slot to the next waiter instead of failing (a Lua error is every call's 503 on that api)."""
-    counters = RedisCounters(redis_url)
-    peek = redis.Redis.from_url(redis_url)
-    waiters: list[asyncio.Task[tuple[str | None, float]]] = []
-    try:
-        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="a")
+    async with _one_slot_held(redis_url, "a") as (counters, peek, holder, waiters):
         for n in range(2):
             waiters.append(asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60,
                                                                      group="b")))
@@ -172,10 +182,4 @@ async def test_a_waiter_taken_by_an_instance_that_knows_no_lines_is_passed_over(
         await counters.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
         served, _ = await waiters[1]
         left = peek.zcard(PREFIX + "lines:shop")
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-        await counters.aclose()
-        peek.close()
     assert served is not None and left == 0
