@@ -138,7 +138,7 @@ def run_agree(names: list[str], sources: list[str], flats: list[float], terms: i
     with Expanded(0.0) as expanding:
         for name in names:
             lists = Lists(name)
-            opened = lists.searcher._api(lists.api)
+            opened = lists.searcher.opened(lists.api)
             read = _Terms(opened.connection)
             rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
             gated = collections.Counter()
@@ -337,7 +337,7 @@ def cost(names: list[str], terms: int, weight: float) -> None:
 
     for name in names:
         lists = Lists(name)
-        opened = lists.searcher._api(lists.api)
+        opened = lists.searcher.opened(lists.api)
         read = _Terms(opened.connection)
         rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
         checks = ServiceChecks(lists.tools)

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                                  for task in load_tasks(name).get(part, [])))
     for query in queries:  # the api's index opened, its lazily made word lists made
         index.search(query, limit=50)
-    opened = index._api(next(iter(graph.apis)))
+    opened = index.opened(next(iter(graph.apis)))
     connection = opened.connection
     timed = _TimedConnection(connection)
     opened.connection = timed  # type: ignore[assignment]

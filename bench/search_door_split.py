@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     memory.append(("its vectors read and bounded", _resident()))
 
     clocks = _Clocks()
-    opened = index._api(api)
+    opened = index.opened(api)
     opened.connection = _Proxy(opened.connection, clocks, {"execute": "BM25: statements"})  # type: ignore[assignment]
     for kept in (getattr(opened, "phrases", None), getattr(opened, "resource_phrases", None)):
         if kept is not None:  # the phrases' statements (a phrase new to the index) are statements too

@@ -129,9 +129,9 @@ class _Terms:
     """An api's index read as terms: each tool's weighted term counts and each term's idf (`fts5vocab`)."""
 
     def __init__(self, connection: Any) -> None:
-        from gateway.offer.index_build import _WEIGHTS
+        from gateway.offer.index_build import COLUMN_WEIGHTS
 
-        weights = list(_WEIGHTS.values())
+        weights = list(COLUMN_WEIGHTS.values())
         connection.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.feedback_instance "
                            "USING fts5vocab(main, tools, instance)")
         connection.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.feedback_row USING fts5vocab(main, tools, row)")
@@ -179,7 +179,7 @@ class _Terms:
 class Expanded:
     """While entered, every search of `gateway.offer.index` adds `weight` times the BM25 of `terms` (phrases ORed) to
     the first match's before the signals (the index's kept scores, `phrase_scores.added`: a tool only the expansion
-    matches may become a candidate); no `terms`, the search as it is. The index's `_scored` is replaced meanwhile
+    matches may become a candidate); no `terms`, the search as it is. The index's `phrase_scored` is replaced meanwhile
     (this process only)."""
 
     def __init__(self, weight: float) -> None:
@@ -190,7 +190,7 @@ class Expanded:
         from gateway.offer import index
         from gateway.offer.phrase_scores import added
 
-        self._original = original = index._scored
+        self._original = original = index.phrase_scored
 
         def scored(opened: Any, expression: str, answered: bool) -> Any:
             first = original(opened, expression, answered)
@@ -198,13 +198,13 @@ class Expanded:
                 return first
             return added(first, opened.phrases.scored(" OR ".join(f'"{term}"' for term in self.terms)), self.weight)
 
-        index._scored = scored
+        index.phrase_scored = scored
         return self
 
     def __exit__(self, *_: object) -> None:
         from gateway.offer import index
 
-        index._scored = self._original
+        index.phrase_scored = self._original
 
 
 def spread(times: list[float]) -> str:
@@ -228,7 +228,7 @@ def rm3(apis: list[Api], k: int, terms: int, weight: float, source: str = "alone
         for api in apis:
             r = api.ranked
             searcher = index.ToolIndex(r.catalog)
-            opened = searcher._api(r.api)
+            opened = searcher.opened(r.api)
             read = _Terms(opened.connection)
             rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
             rows = saved[api.name] = []
@@ -265,7 +265,7 @@ def cost(apis: list[Api], k: int, terms: int) -> None:
             matrix @ matrix[r.model[at][0][:k]].mean(axis=0)
             moved.append(time.thread_time() - started)
         searcher = index.ToolIndex(r.catalog)
-        opened = searcher._api(r.api)
+        opened = searcher.opened(r.api)
         read = _Terms(opened.connection)
         rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}
         with Expanded(0.1) as expanding:

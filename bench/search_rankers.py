@@ -201,7 +201,7 @@ def _variant(weights: Variant) -> Any:
         return [(said if described is not None else "", values if enums is not None else "")
                 for said, values in parameter_texts(tools)]
 
-    index_build._WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
+    index_build.COLUMN_WEIGHTS.update(described=described or 0.0, enums=enums or 0.0)
 
     index_build.parameter_texts = texts  # type: ignore[attr-defined]
     return importlib.reload(index)

@@ -182,7 +182,7 @@ def fts_share(lists: Lists, at: int, head: int) -> float:
     reading of `coverage`."""
     from gateway.offer.query import expression_of, read
 
-    opened = lists.searcher._api(lists.api)  # noqa: SLF001 (the index's connection, as search_agreement reads it)
+    opened = lists.searcher.opened(lists.api)  # the index's connection, as search_agreement reads it
     if not hasattr(lists, "rowid_of"):
         lists.rowid_of = {id(facts.tool): rowid for rowid, facts in enumerate(opened.facts, 1)}  # type: ignore[attr-defined]
     rowids = [lists.rowid_of[id(tool)] for tool, _ in lists.bm25[at][:head]]  # type: ignore[attr-defined]

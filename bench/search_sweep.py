@@ -46,8 +46,8 @@ def _set(values: dict[str, float]) -> dict[str, float]:
     before = {}
     old = _bm25()
     for key, value in values.items():
-        before[key] = index_build._WEIGHTS[key[2:]]
-        index_build._WEIGHTS[key[2:]] = value
+        before[key] = index_build.COLUMN_WEIGHTS[key[2:]]
+        index_build.COLUMN_WEIGHTS[key[2:]] = value
     new = _bm25()
     statements.BM25 = new
     for name in ("PLAIN", "ANSWERED"):  # each statement of both sets with the new weights
@@ -58,7 +58,7 @@ def _set(values: dict[str, float]) -> dict[str, float]:
 
 
 def _bm25() -> str:
-    return f"bm25(tools, {', '.join(str(weight) for weight in index_build._WEIGHTS.values())})"
+    return f"bm25(tools, {', '.join(str(weight) for weight in index_build.COLUMN_WEIGHTS.values())})"
 
 
 def main(argv: list[str]) -> int:

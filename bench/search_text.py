@@ -258,13 +258,13 @@ def _variant(variant: Variant) -> Any:
 
     importlib.reload(index_build)
     row = index_build._row
-    columns = list(index_build._COLUMNS)
+    columns = list(index_build.COLUMNS)
     at = columns.index("description")
     if variant.description_weight is not None:
-        index_build._WEIGHTS["description"] = variant.description_weight
+        index_build.COLUMN_WEIGHTS["description"] = variant.description_weight
     if variant.more is not None:
-        index_build._WEIGHTS["more"] = variant.weight
-        index_build._COLUMNS = tuple(index_build._WEIGHTS)  # type: ignore[misc]
+        index_build.COLUMN_WEIGHTS["more"] = variant.weight
+        index_build.COLUMNS = tuple(index_build.COLUMN_WEIGHTS)  # type: ignore[misc]
     words = index_build.words
 
     def texts(tool: Any, arguments: tuple[str, str]) -> tuple[str, ...]:

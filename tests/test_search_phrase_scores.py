@@ -38,7 +38,7 @@ class _Counted:
 def _connection(catalog: Catalog) -> sqlite3.Connection:
     api = next(iter(catalog.apis))
     index_of(catalog).search("warm up", apis=[api])
-    return index_of(catalog)._api(api).connection
+    return index_of(catalog).opened(api).connection
 
 
 def test_a_match_scores_as_fts5_scores_it_to_the_bit(slack: Catalog) -> None:
@@ -95,7 +95,7 @@ def test_the_search_ranks_as_the_statements_did(slack: Catalog) -> None:
     index = index_of(slack)
     api = next(iter(slack.apis))
     refused = {tool.name for tool in slack.for_api(api)[::3]}
-    opened = index._api(api)
+    opened = index.opened(api)
     for request in REQUESTS:
         for allowed in (None, lambda tool: tool.name not in refused):
             found = [(hit.tool.name, hit.score) for hit in index.search(request, limit=50, allowed=allowed)]

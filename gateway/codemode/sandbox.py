@@ -37,6 +37,7 @@ from ..config.settings import CODE_WORKERS
 from ..kernel.caller import current_caller
 from ..safety.client_shares import OverShare
 from ..safety.shares import SANDBOXES, Held, LocalShares, ShareBook
+from . import result
 
 if TYPE_CHECKING:
     from pydantic_monty import Monty, MontyError, MontySession
@@ -115,6 +116,9 @@ class HostCall:
 class Finished:
     value: Any
     printed: str = ""
+    cut_from: int | None = None
+    """Set when the result was larger than the sandbox hands over: its bytes as JSON (negative: at least that many),
+    of which `value` is the beginning (`Sandbox.kept_result`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -252,6 +256,25 @@ class Sandbox:
         snapshot = self._snapshot
         dumped: bytes = await in_thread(lambda: snapshot.dump())
         return dumped
+
+    async def kept_result(self, cap: int) -> Finished | Failed:
+        """The finished script's result, kept in the sandbox (`gateway.codemode.result`): whole when about `cap`
+        bytes of JSON or fewer, else its beginning (about `cap` bytes) with its size."""
+        from pydantic_monty import CollectString, MontyError
+
+        session = self._require_session()
+        quiet = CollectString(max_bytes=0)  # the gateway's own snippet prints nothing; none of it is the script's
+
+        def fetch() -> Finished | Failed:
+            try:
+                size, exact, value = session.feed_run(
+                    f"{result.HAND_OVER}\n__gateway_hand_over({result.NAME}, {cap})", print_callback=quiet)
+            except MontyError as error:
+                return self._failure(error)
+            cut = None if size <= cap else -int(size) if not exact else int(size)
+            return Finished(value=value, printed=self.printed(), cut_from=cut)
+
+        return await in_thread(fetch)
 
     def printed(self) -> str:
         now = self._printed.output if self._printed is not None else ""

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..catalog import AgentTool
+from ..http.reading import hard_cap
 from ..loop_types import Decision
 from ..messages import ToolCall, ToolResult
 from ..safety.shares import ShareBook
-from ..truncation import shrink_json
+from ..truncation import cut_text_at_boundary, shrink_json
+from .result import keep_result
 from .sandbox import Failed, Finished, HostCall, Limits, Sandbox, SandboxBusy, SandboxError, Stop, in_thread
 from .signatures import FunctionNames
 from .values import jsonable
@@ -77,12 +79,14 @@ class Script:
         self.limits = limits
         self.max_result_bytes = max_result_bytes
         self.calls = 0
+        self.kept = False
+        """Whether the script's last expression is kept in its sandbox (`gateway.codemode.result`)."""
 
     async def run(self, arguments: dict[str, Any] | None) -> ToolResult | Paused:
         refused = code_refusal(arguments)
         if refused is not None:
             return refused
-        code = str((arguments or {})["code"])
+        code, self.kept = keep_result(str((arguments or {})["code"]))
         try:
             async with Sandbox(self.limits, self.shares) as box:
                 return await self._drive(box, await box.start(code))
@@ -97,6 +101,7 @@ class Script:
             return ToolResult.failure("code_error", "the paused script was kept by another version of the gateway "
                                       "and cannot go on; run it again.")
         self.calls = int(state.get("calls", 0))
+        self.kept = bool(state.get("kept", False))  # a script paused before its result was kept: handed over whole
         try:
             return await self._resume(state, decision, approval)
         except SandboxError as exc:
@@ -126,9 +131,12 @@ class Script:
             if isinstance(answered, Paused | ToolResult):
                 return answered
             stop = answered
-        # In a thread: a script's value can be as large as its heap (2,000,000 numbers made JSON and measured held
-        # the event loop, and every other request of the process, for seconds: redteam44).
-        return await in_thread(lambda: self._outcome(stop))
+        if isinstance(stop, Finished) and self.kept:  # its result, bounded as an api's answer is read
+            stop = await box.kept_result(hard_cap(self.max_result_bytes))
+        # In a thread: a script's value can be large (2,000,000 numbers made JSON and measured held the event loop,
+        # and every other request of the process, for seconds: redteam44).
+        done = stop
+        return await in_thread(lambda: self._outcome(done))
 
     async def _host_call(self, box: Sandbox, stop: HostCall) -> Stop | Paused | ToolResult:
         name = self.names.tool(stop.function)
@@ -150,7 +158,7 @@ class Script:
         if await self.host.needs_pause(tool, call):
             state = {"version": STATE_VERSION, "snapshot": base64.b64encode(await box.dump()).decode("ascii"),
                      "tool": tool.name, "arguments": arguments, "call_id": call.id, "calls": self.calls,
-                     "printed": box.printed()}
+                     "printed": box.printed(), "kept": self.kept}
             return Paused(tool=tool.name, arguments=arguments, call_id=call.id, state=state)
         result = await self.host.call(tool, call, None)
         return await self._give_back(box, stop, result)
@@ -164,8 +172,13 @@ class Script:
         if isinstance(stop, Failed):
             return self._failure(stop.kind, stop.message, stop.printed)
         value = jsonable(stop.value)
+        if stop.cut_from is not None:  # only its beginning came over: text cut as an answer past the cap is
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            value, _ = cut_text_at_boundary(text, self.max_result_bytes, abs(stop.cut_from),
+                                            at_least=stop.cut_from < 0)
         body = {"result": value, "printed": stop.printed} if stop.printed else value
         body, truncated = shrink_json(body, self.max_result_bytes)
+        truncated = truncated or stop.cut_from is not None
         size = len(json.dumps(body, ensure_ascii=False, default=str).encode())
         return ToolResult(ok=True, media_type="application/json", body=body, truncated=truncated, bytes=size)
 

@@ -15,6 +15,7 @@ gateway:
   breaker: {failures: 5, reset_after: 30}
   max_concurrency: 16             # per api (apis.<name>.max_concurrency overrides)
   max_concurrency_per_client: 4   # of those, the most one client holds at once (default: no cap)
+  max_waiting_calls_per_client: 100 # calls of one client waiting for one api's slots; one more: 429 (null: no cap)
   max_runs_per_client: 8          # chat runs one client has in flight at once; one more: 429 (default: no cap)
   max_code_workers_per_client: 4  # of the 16 code-mode sandboxes, the most one client holds (default: no cap)
   max_delegation_depth: 3
@@ -64,6 +65,9 @@ DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
 DEFAULT_MAX_PENDING_APPROVALS = 100
+DEFAULT_MAX_WAITING_CALLS = 100
+"""Calls one client may have waiting at once for one api's slots: several times `max_concurrency`'s default 16 (a
+burst waits its turn), far fewer than a flood that makes every hand-over and every waiter's wake-up its own."""
 DEFAULT_MAX_STORED_CONVERSATIONS = 10_000
 """Calls one client may have waiting for approval: more than a reviewer works through in a sitting, far fewer than
 fill an approver's listing of 1,000 (redteam44: one client's 1,000 hid every other client's)."""
@@ -145,13 +149,14 @@ class Breaker(Section):
 
 @dataclass(slots=True, frozen=True)
 class GuardSettings:
-    """What the breaker-and-concurrency stage reads: `gateway.breaker`, `gateway.max_concurrency` and
-    `gateway.max_concurrency_per_client` together."""
+    """What the breaker-and-concurrency stage reads: `gateway.breaker`, `gateway.max_concurrency`,
+    `gateway.max_concurrency_per_client` and `gateway.max_waiting_calls_per_client` together."""
 
     failures: int = 5
     reset_after: float = 30.0
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     max_concurrency_per_client: int | None = None
+    max_waiting_calls_per_client: int | None = DEFAULT_MAX_WAITING_CALLS
 
 
 class Introspection(Section):
@@ -215,6 +220,12 @@ class GatewaySettings(Section):
         "client; apis.<name>.max_concurrency_per_client overrides). Default: no cap, every slot may go to one "
         "client while nobody else waits; either way a freed slot goes first to the waiting client holding the "
         "fewest.", None)
+    max_waiting_calls_per_client: Count | None = doc(
+        "Calls of one client waiting at once for one api's concurrent calls (all taken, or its "
+        "`max_concurrency_per_client`): per process, or with `redis` across every instance (callers without a key "
+        "count as one client). One more is refused at once, unsent and unqueued (`rate_limited`: 429 on the direct "
+        "door, the tool's result in a chat, the tool's error over MCP) and audited. Null: no cap.",
+        DEFAULT_MAX_WAITING_CALLS)
     max_runs_per_client: Count | None = doc(
         "Chat runs (chat completions, Responses, the console's chat; a delegation called on the direct or MCP "
         "door, which runs the sub-agent's loop) one client has in flight at once: per "
@@ -277,7 +288,8 @@ class GatewaySettings(Section):
     def guard(self) -> GuardSettings:
         return GuardSettings(failures=self.breaker.failures, reset_after=self.breaker.reset_after,
                              max_concurrency=self.max_concurrency,
-                             max_concurrency_per_client=self.max_concurrency_per_client)
+                             max_concurrency_per_client=self.max_concurrency_per_client,
+                             max_waiting_calls_per_client=self.max_waiting_calls_per_client)
 
     def store_location(self, base_dir: Path | None = None) -> str:
         return store_location(self.store, base_dir)

@@ -4,7 +4,7 @@
 the spec's `ApiSpec.search_index`, so it is cached with the catalog. `ToolIndex(catalog).search(query)` opens
 each api's index once (in memory) and answers the best tools first.
 
-What is indexed, one column each (weights in `_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
+What is indexed, one column each (weights in `COLUMN_WEIGHTS`): the name split on case, `_`, `/`, `.` and `-`; the
 summary (or the description's first sentence, for specs that write no summaries: Stripe, Slack, Kubernetes); the
 description's first paragraph (markup out); the tags; the path's segments (parameters included, braces out); the
 argument names; the path's resource (its last segment that is not a parameter: `contributors`, `forward`). Words
@@ -69,7 +69,7 @@ class SearchHit:
 
 
 @dataclass(slots=True)
-class _Opened:
+class OpenedApi:
     connection: sqlite3.Connection
     facts: list[Facts]
     """Row i (rowid i + 1) of the index."""
@@ -133,7 +133,7 @@ class _Opened:
         return sum(1 << bit for bit in {self.vocabulary[stem] for stem in stems if stem in self.vocabulary})
 
 
-def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading.Lock) -> _Opened:
+def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading.Lock) -> OpenedApi:
     """An api's opened index and the facts of its tools (its `facts` and `vocabulary` tables)."""
     rows = connection.execute("SELECT method, depth, prior, item, named, name_size, summarized, summary_size, kind, "
                               "resource, parent, owner FROM facts ORDER BY rowid").fetchall()
@@ -149,15 +149,15 @@ def _open(connection: sqlite3.Connection, tools: Sequence[Tool], lock: threading
     pairs = frozenset((row.parent, row.resource.split()[-1]) for row in facts if row.resource and row.parent)
     table = TagTable(connection)
     tags = table if table.members else None
-    return _Opened(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
-                   any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
-                       for tool in tools), Abbreviations(tools), PhraseScores(connection, statements.BM25),
-                   PhraseScores(connection, statements.RANK),
-                   PhraseScores(connection, statements.ANSWERS_BM25, "answers"),
-                   literal_segments(tool.path for tool in tools),
-                   QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
-                   {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {}, ServiceChecks(tools),
-                   {tool.name: rowid for rowid, tool in enumerate(tools, 1)})
+    return OpenedApi(connection, facts, vocabulary, frozenset(tool.method for tool in tools), endings, lock, pairs,
+                     any(tool.method == "GET" and any(argument.name == _PERIOD for argument in tool.arguments)
+                         for tool in tools), Abbreviations(tools), PhraseScores(connection, statements.BM25),
+                     PhraseScores(connection, statements.RANK),
+                     PhraseScores(connection, statements.ANSWERS_BM25, "answers"),
+                     literal_segments(tool.path for tool in tools),
+                     QuotedRows([(tool.method, tool.path) for tool in tools]), tags,
+                     {id(row): rowid for rowid, row in enumerate(facts, 1)} if tags else {}, ServiceChecks(tools),
+                     {tool.name: rowid for rowid, tool in enumerate(tools, 1)})
 
 
 class ToolIndex:
@@ -172,10 +172,12 @@ class ToolIndex:
         self.catalog = catalog
         self.weights = weights
         self.apis = list(dict.fromkeys([*catalog.apis, *(tool.api for tool in catalog)]))
-        self._open: dict[str, _Opened] = {}
+        self._open: dict[str, OpenedApi] = {}
         self._lock = threading.Lock()
 
-    def _api(self, api: str) -> _Opened:
+    def opened(self, api: str) -> OpenedApi:
+        """The api's index, opened at its first use and kept (its connection and its tools' facts: what the
+        benches and tests read of it)."""
         opened = self._open.get(api)
         if opened is not None:
             return opened
@@ -203,7 +205,7 @@ class ToolIndex:
             return []
         scored: list[tuple[Facts, float]] = []
         for api in list(apis) if apis is not None else self.apis:
-            opened = self._api(api)
+            opened = self.opened(api)
             named = kinds_named(query, read_as, opened.abbreviations, opened.knows, opened.addresses)
             as_said = read_as if named == query else read(named)  # "pi_5": a payment intent, where ids say so
             methods = as_said.methods
@@ -254,16 +256,16 @@ class ToolIndex:
         terms = _read(query).terms  # read by the search just before
         rows: dict[str, list[int]] = {}
         for tool in first:
-            rows.setdefault(tool.api, []).append(self._api(tool.api).rowid_of[tool.name])
+            rows.setdefault(tool.api, []).append(self.opened(tool.api).rowid_of[tool.name])
         if not terms or not rows:
             return 1.0
-        opened = [(self._api(api), rowids) for api, rowids in rows.items()]  # opened above: no lock taken here
+        opened = [(self.opened(api), rowids) for api, rowids in rows.items()]  # opened above: no lock taken here
         with self._lock:
             held = sum(1 for group in terms if any(_holds(api, expression_of([group]), rowids)
                                                    for api, rowids in opened))
         return held / len(terms)
 
-    def _candidates(self, opened: _Opened, request: Request, allowed: Callable[[Tool], bool] | None,
+    def _candidates(self, opened: OpenedApi, request: Request, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int, answered: bool) -> list[tuple[Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
         among the next (lest the others crowd them out: "delete this email" matches hundreds of mail operations);
@@ -272,7 +274,7 @@ class ToolIndex:
         wanted = first + _POOL - _CANDIDATES if asked else first
         run = statements.of(answered)
         with self._lock:
-            scored = _scored(opened, request.expression, answered)
+            scored = phrase_scored(opened, request.expression, answered)
             if scored is not None:  # the statements' rows, from each phrase's kept scores
                 rows, addressed = self._from_phrases(opened, scored, request, allowed, wanted)
                 return self._chosen(facts, rows, addressed, asked, first)
@@ -298,7 +300,7 @@ class ToolIndex:
                                                    allowed(facts[row[0] - 1].tool)), _ADDRESSED_CANDIDATES))
         return self._chosen(facts, rows, addressed, asked, first)
 
-    def _quoted(self, opened: _Opened, expression: str, runs: tuple[Quoted, ...],
+    def _quoted(self, opened: OpenedApi, expression: str, runs: tuple[Quoted, ...],
                 candidates: list[tuple[Facts, float]],
                 allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[Facts, float]]:
         """The operations at the quoted paths that are not among the candidates yet, with their BM25."""
@@ -311,7 +313,7 @@ class ToolIndex:
             found = _among(opened, expression, rowids, answered)
         return [(opened.facts[rowid - 1], score) for rowid, score in found]
 
-    def _lifted(self, opened: _Opened, expression: str, candidates: list[tuple[Facts, float]],
+    def _lifted(self, opened: OpenedApi, expression: str, candidates: list[tuple[Facts, float]],
                 allowed: Callable[[Tool], bool] | None, answered: bool) -> list[tuple[Facts, float]]:
         """The candidates with the lifts of the tags the request matches (`gateway.offer.tag_table.TagTable`) added to
         their BM25, and the tools lifted that were not among them, with theirs: scored as a candidate is (what they
@@ -321,7 +323,7 @@ class ToolIndex:
         def own(rowids: Sequence[int]) -> dict[int, float]:
             if not rowids:
                 return {}
-            scored = _scored(opened, expression, answered)
+            scored = phrase_scored(opened, expression, answered)
             if scored is not None:  # from each phrase's kept scores, not FTS5 matching every row again
                 return scores_of(scored, rowids)
             return dict(_among(opened, expression, rowids, answered))
@@ -340,7 +342,7 @@ class ToolIndex:
         return kept + [(facts[rowid - 1], score) for rowid, score in lifts.items()]
 
     @staticmethod
-    def _from_phrases(opened: _Opened, scored: tuple[Any, Any], request: Request,
+    def _from_phrases(opened: OpenedApi, scored: tuple[Any, Any], request: Request,
                       allowed: Callable[[Tool], bool] | None,
                       wanted: int) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """What the statements answer (`Statements.both`; else `first` and `addressed`), from the phrases' scores of
@@ -373,7 +375,7 @@ def _checked(ranked: list[tuple[Facts, float]], check: Facts, lift: float) -> li
     return [*((facts, score) for facts, score in ranked if facts is not check), (check, max(own, lift * top))]
 
 
-def _holds(opened: _Opened, match: str, rowids: list[int]) -> bool:
+def _holds(opened: OpenedApi, match: str, rowids: list[int]) -> bool:
     """Whether one of the rows `rowids` matches `match` (the caller holds the lock)."""
     kept = opened.phrases.holds(match, rowids) if opened.phrases is not None else None
     if kept is not None:
@@ -382,14 +384,14 @@ def _holds(opened: _Opened, match: str, rowids: list[int]) -> bool:
     return opened.connection.execute(statement, (match, *rowids)).fetchone() is not None
 
 
-def _among(opened: _Opened, expression: str, rowids: Sequence[int], answered: bool) -> list[tuple[int, float]]:
+def _among(opened: OpenedApi, expression: str, rowids: Sequence[int], answered: bool) -> list[tuple[int, float]]:
     """The rows among `rowids` the match matches, with the BM25 `statements.of(answered)` gives them (the statement
     run; the caller holds the lock)."""
     return opened.connection.execute(f"{statements.of(answered).among} ({', '.join('?' * len(rowids))})",
                                      (expression, *rowids)).fetchall()
 
 
-def _scored(opened: _Opened, expression: str, answered: bool) -> tuple[Any, Any] | None:
+def phrase_scored(opened: OpenedApi, expression: str, answered: bool) -> tuple[Any, Any] | None:
     """The rows the match matches and their BM25 from each phrase's kept scores, what they answer added when
     `answered` (what `statements.of(answered)` computes); None where the kept scores cannot answer (the caller runs
     the statement). The caller holds the lock."""

@@ -16,9 +16,9 @@ from .query import STOP, stems, words
 from .tag_table import build_tags
 from .views import first_sentences
 
-_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
+COLUMN_WEIGHTS = {"name": 6.0, "summary": 4.0, "description": 2.0, "tags": 2.0, "path": 2.0, "params": 0.5,
             "resource": 3.0, "described": 1.0, "enums": 0.5}
-_COLUMNS = tuple(_WEIGHTS)
+COLUMNS = tuple(COLUMN_WEIGHTS)
 _DEPTH_PENALTY = 0.1
 _DEPRECATED = 0.5
 """The prior of a deprecated operation."""
@@ -119,7 +119,7 @@ def _bytes(mask: int) -> bytes:
 
 def _connect() -> sqlite3.Connection:
     connection = sqlite3.connect(":memory:", check_same_thread=False)
-    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(_COLUMNS)}, tokenize = 'porter unicode61')")
+    connection.execute(f"CREATE VIRTUAL TABLE tools USING fts5({', '.join(COLUMNS)}, tokenize = 'porter unicode61')")
     connection.execute("CREATE TABLE facts (rowid INTEGER PRIMARY KEY, method TEXT, depth REAL, prior REAL, "
                        "item INTEGER, named BLOB, name_size INTEGER, summarized BLOB, summary_size INTEGER, "
                        "kind INTEGER, resource TEXT, parent TEXT, owner TEXT)")
@@ -151,15 +151,15 @@ def build_index(tools: Iterable[Tool], tags: Mapping[str, str] | None = None) ->
     rows = [_row(tool, arguments) for tool, arguments in zip(listed, parameter_texts(listed), strict=True)]
     if rows and len(rows) < _MIN_ROWS:
         length = round(sum(len(" ".join(row).split()) for row in rows) / len(rows))
-        padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in _COLUMNS)
+        padding = tuple(" ".join([_NOTHING] * length) if column == "params" else "" for column in COLUMNS)
         rows += [padding] * (_MIN_ROWS - len(rows))
     answered = [answer_text(tool) for tool in listed]
     if answered and len(answered) < _MIN_ROWS:  # as the tools' rows are, for the same reason
         length = round(sum(len(text.split()) for text in answered) / len(answered))
         answered += [" ".join([_NOTHING] * length)] * (_MIN_ROWS - len(answered))
     with connection:
-        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(_COLUMNS)}) VALUES "
-                               f"(?, {', '.join('?' for _ in _COLUMNS)})",
+        connection.executemany(f"INSERT INTO tools(rowid, {', '.join(COLUMNS)}) VALUES "
+                               f"(?, {', '.join('?' for _ in COLUMNS)})",
                                ((index, *row) for index, row in enumerate(rows, 1)))
         connection.execute("INSERT INTO tools(tools) VALUES ('optimize')")
         connection.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", facts)

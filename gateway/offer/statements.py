@@ -1,5 +1,5 @@
 """The SQL statements tool search runs over an opened index (`gateway.offer.index`), in two sets: `PLAIN`, each row
-scored by its BM25 over the tools' columns (weights `index_build._WEIGHTS`), and `ANSWERED`, each row scored as that
+scored by its BM25 over the tools' columns (`index_build.COLUMN_WEIGHTS`), and `ANSWERED`, each row scored as that
 plus `answer_text.WEIGHT` times the BM25 of what it answers (`gateway.offer.answer_text`), for a read request over an
 index with the answers' table. Both sets bind their parameters alike, so the search picks a set once per request
 (`of`) and runs the same code with either.
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import answer_text
-from .index_build import _WEIGHTS
+from .index_build import COLUMN_WEIGHTS
 
-BM25 = f"bm25(tools, {', '.join(str(w) for w in _WEIGHTS.values())})"
+BM25 = f"bm25(tools, {', '.join(str(w) for w in COLUMN_WEIGHTS.values())})"
 RANK = "bm25(tools)"
 """FTS5's rank, which `ORDER BY rank` sorts by (no rank is configured in the index)."""
 ANSWERS_BM25 = "bm25(answers)"

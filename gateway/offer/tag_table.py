@@ -28,7 +28,7 @@ from .query import words
 from .tag_text import read_description
 
 WEIGHT = 0.75
-"""What a matched tag's BM25 weighs beside its tools' own (whose columns weigh 0.5 to 6: `index_build._WEIGHTS`)."""
+"""What a matched tag's BM25 weighs beside its tools' own (columns of 0.5 to 6: `index_build.COLUMN_WEIGHTS`)."""
 RARE = 0.01
 """The share of the api's tools at most whose own rows a phrase of the request matches, for the tags' match to read
 it (1: every phrase): Asana's "column" (one tool's row of 167 says it), not its "goal" (16)."""

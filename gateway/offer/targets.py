@@ -13,7 +13,7 @@ UPDATES = frozenset({"PATCH", "PUT"})
 
 
 class Api(Protocol):
-    """What of an api's opened index the reading asks (`gateway.offer.index._Opened`)."""
+    """What of an api's opened index the reading asks (`gateway.offer.index.OpenedApi`)."""
 
     @property
     def methods(self) -> frozenset[str]: ...

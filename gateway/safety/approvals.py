@@ -56,7 +56,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gateway.approvals")
 
 Resumer = Callable[[RunRecord, dict[str, "Decision"]], Awaitable[Any]]
-"""Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call)."""
+"""Continues a claimed run with its decisions; returns the loop's RunResult (chat) or a ToolResult (call). A run
+that waits again is kept by the resumer, as its owner (`hold_again`, `hold_script`): a chat's before its audit row
+is written, so that a pause its client's cap cannot keep (`RunError` rate_limited) is the row's ending, not `paused`.
+An error it raises after something was sent fails the run; with nothing sent the decision is taken back."""
 
 CLOCK_MARGIN = 5.0
 """Seconds by which instances' clocks (and PostgreSQL's, which stamps a claim) may differ: a row this long before a
@@ -144,6 +147,13 @@ class ApprovalManager:
             raise RunError(str(over_cap(client, self.pending_cap or 0).error), "rate_limited")
         await self._audit_pending(records)
         return records
+
+    async def hold_again(self, run: RunRecord, result: Any) -> list[ApprovalRecord]:
+        """Keep a resumed chat run that paused again (`hold_run`), as its owner: its user resumes it next time and
+        owns the pending rows, never the decider in whose request the resume runs (whose user would otherwise serve
+        the next resume). The resumer calls it before the chat's row is written; `RunError` past the cap."""
+        with bind_caller(client=run.client, subject=run.state.get("subject")):
+            return await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
 
     async def hold_call(self, *, agent: str, tool: str, call: ToolCall, client: str | None) -> ToolResult:
         """Put one call (not a chat's) on hold; the result tells the caller its approval id. Its audit row is the
@@ -267,17 +277,7 @@ class ApprovalManager:
                 refreshed = await self.store.get_approval(approval_id)
                 return Outcome(approval=refreshed or decided, run=run, result=result, reopened=True)
         if run.kind == "chat" and getattr(result, "pending_approvals", None):
-            # Kept again inside the decider's request: as the run's owner (its user resumes it next time, and owns
-            # the pending rows), never the decider, whose user would otherwise serve the next resume.
-            with bind_caller(client=run.client, subject=run.state.get("subject")):
-                try:
-                    await self.hold_run(run_id=run.id, agent=run.agent, client=run.client, result=result)
-                except RunError:
-                    # Another request of the owner filled its cap after the resumed run looked (`room_for`): its
-                    # new pause cannot be kept, and its approved calls ran, so the decision cannot be taken back.
-                    # The run is over now, not left `resuming` for `recover` to fail a minute later.
-                    await self._finish(run.id, "failed")
-                    raise
+            pass  # paused again: the resumer kept the run (`hold_again`) before writing the chat's row
         elif run.kind == "script" and isinstance(result, ToolResult) and result.error_type == "approval_pending":
             pass  # the script waits at its next call: `hold_script` kept the run again
         else:

@@ -107,6 +107,16 @@ def is_failure(result: ToolResult) -> bool:
     return result.error_type == "upstream_error" and (result.status or 0) >= 500
 
 
+def too_many_waiting(api: str, client: str | None, cap: int) -> ToolResult:
+    """The refusal of a call past its client's calls waiting for `api`'s slots (`gateway.max_waiting_calls_per_client`):
+    unsent and unqueued, so one client's flood neither lengthens every other client's wait nor every hand-over."""
+    who = f"Client {client!r}" if client is not None else "This caller"
+    return ToolResult.failure(
+        "rate_limited", f"{who} has as many calls waiting for the {api} API as it may ({cap}: "
+        "gateway.max_waiting_calls_per_client); this call was neither sent nor queued. Call again once some of them "
+        "are done.")
+
+
 def circuit_open(api: str, failures: int, retry_in: float) -> ToolResult:
     """The refusal of a call while `api`'s breaker is open: its own type (`circuit_open`, nothing sent), not the
     failure that opened it, and when the breaker lets a probe through (a direct call's 503 carries it as
@@ -160,7 +170,7 @@ class GuardApi:
             limit = (configured.max_concurrency if configured else None) or self.settings.max_concurrency
             per_client = (configured.max_concurrency_per_client if configured else None) \
                 or self.settings.max_concurrency_per_client
-            slots = self._slots[api] = FairSlots(limit, per_client)
+            slots = self._slots[api] = FairSlots(limit, per_client, self.settings.max_waiting_calls_per_client)
         return slots
 
     def for_tool(self, agent_tool: AgentTool) -> GuardTool:
@@ -202,6 +212,9 @@ class GuardTool:
             return circuit_open(api, breaker.failures, breaker.retry_in())
         slots = self.slots
         if not slots.take(group):  # a free slot is taken at once: no task, no future, no timeout scope
+            if not slots.may_wait(group):
+                breaker.release()
+                return too_many_waiting(api, client, slots.most_waiting or 0)
             capped = slots.per_group < slots.limit and slots.held(group) >= slots.per_group
             try:
                 handed = await slots.wait(group, self.wait)

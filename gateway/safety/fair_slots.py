@@ -28,11 +28,13 @@ Waiter = tuple[int, "asyncio.Future[None]"]
 class FairSlots:
     """An api's `limit` slots; each group holds at most `per_group` of them (None: any number)."""
 
-    __slots__ = ("_arrivals", "_held", "_queues", "free", "limit", "per_group")
+    __slots__ = ("_arrivals", "_held", "_queues", "free", "limit", "most_waiting", "per_group")
 
-    def __init__(self, limit: int, per_group: int | None = None) -> None:
+    def __init__(self, limit: int, per_group: int | None = None, most_waiting: int | None = None) -> None:
+        """`most_waiting`: calls of one group that may wait at once (None: any number)."""
         self.limit = limit
         self.per_group = min(per_group or limit, limit)
+        self.most_waiting = most_waiting
         self.free = limit
         self._held: dict[str, int] = {}
         """Slots each group holds now (a group holding none has no entry)."""
@@ -57,6 +59,12 @@ class FairSlots:
             self._held[group] = held + 1
             return True
         return False
+
+    def may_wait(self, group: str) -> bool:
+        """Whether the group has room for one more waiting call (`most_waiting`): asked before `wait`, with no await
+        between, so no two calls pass the cap together."""
+        most = self.most_waiting
+        return most is None or len(self._queues.get(group, ())) < most
 
     async def wait(self, group: str, seconds: float) -> bool:
         """Wait at most `seconds` for a slot `release` hands over; False when none came in time.

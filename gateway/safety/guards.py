@@ -33,6 +33,7 @@ from .ratelimit import ChargeToolBucket, RateLimiter, RateLimits
 from .shares import Kind, ShareBook
 
 if TYPE_CHECKING:
+    from ..errors import RunError
     from ..identity.connections import Connections
     from ..kernel.calls import Stage
 
@@ -131,16 +132,20 @@ class Safeguards:
         await self.audit.record_chat(agent=agent.name, status="error", run_id=run_id, latency_ms=latency,
                                      error=f"HTTP {error.status} in the stream: {error.code or error.type}")
 
-    async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None) -> None:
+    async def _record_chat(self, agent: str, result: Any, *, run_id: str, started: float | None = None,
+                           ended: RunError | None = None) -> None:
+        """The chat's row: how its run ended, with the tokens it used; `ended`: the error that ended it after the
+        loop returned (a pause its client's cap could not keep), status `error` with the reason."""
         caller = current_caller()
         begun = started if started is not None else caller.started
         budget = getattr(result, "budget_exceeded", None)
-        status = "paused" if getattr(result, "pending_approvals", None) else "budget_exceeded" if budget \
-            else "cut" if getattr(result, "cut", False) else "ok"
+        status = "error" if ended is not None else "paused" if getattr(result, "pending_approvals", None) \
+            else "budget_exceeded" if budget else "cut" if getattr(result, "cut", False) else "ok"
         usage: Any = getattr(result, "usage", None)
         await self.audit.record_chat(
             agent=agent, status=status, run_id=run_id, usage=usage.to_dict() if usage is not None else None,
-            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0, error=budget,
+            latency_ms=(time.perf_counter() - begun) * 1000 if begun is not None else 0.0,
+            error=f"{ended.code}: {ended}" if ended is not None else budget,
         )
 
     def budget_book(self) -> BudgetBook:

@@ -19,8 +19,8 @@ from ..config.settings import GuardSettings
 from ..errors import StoreUnavailable
 from ..kernel.calls import Invocation, Proceed
 from ..messages import ToolResult
-from ..store.redis_slots import SharedGuards
-from .breaker import ANONYMOUS_GROUP, circuit_open, is_failure
+from ..store.redis_slots import QueueFull, SharedGuards
+from .breaker import ANONYMOUS_GROUP, circuit_open, is_failure, too_many_waiting
 
 logger = logging.getLogger("gateway.safety")
 
@@ -43,9 +43,12 @@ class SharedGuardApi:
         group = invocation.client or ANONYMOUS_GROUP
         try:
             lease, retry_in = await self.guards.enter(api, reset_after=self.settings.reset_after, limit=limit,
-                                                      wait=timeout, group=group, per_group=per_client)
+                                                      wait=timeout, group=group, per_group=per_client,
+                                                      waiting=self.settings.max_waiting_calls_per_client)
         except StoreUnavailable as exc:  # Redis did not answer: a tool error the model reads, 503 on a direct call
             return ToolResult.failure("store_unavailable", exc.refused(f"the call to the {api} API"))
+        except QueueFull as full:
+            return too_many_waiting(api, invocation.client, full.cap)
         if lease is None and retry_in > 0:
             return circuit_open(api, self.settings.failures, retry_in)
         if lease is None:

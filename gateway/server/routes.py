@@ -20,6 +20,7 @@ from ..dialects import FORMATS, json_tool, render_tools
 from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
+from ..store.answer_within import GRACE
 from ..toolsets import Toolset
 from .api_errors import APIError
 from .auth import allowed_agents
@@ -242,29 +243,28 @@ def query_flag(request: Request, name: str) -> bool:
     return value.lower() == "true"
 
 
-READY_TIMEOUT = 2.0
-"""Seconds `/readyz` waits for the store (and Redis) before it calls them unavailable."""
-
-
 async def readyz(request: Request) -> Response:
     """200 when this instance can serve audited calls: its store takes a write as an audit row is written (and
-    Redis answers, with `gateway.redis`) within `READY_TIMEOUT`; 503 naming what does not (`store`, `redis`: each
-    asked apart, so a hung Redis is not reported as the store). A store that answers but cannot write (a full disk)
-    is not ready. `/healthz` says the process lives; this says send it work (a tool call it cannot audit is not
-    sent, so a balancer should look here)."""
-    parts = state_of(request).store.readiness()
-    answers = await asyncio.gather(*(_ready(check) for _, check in parts))
+    Redis answers, with `gateway.redis`) within `gateway.shared_state_timeout` (the store's `timeout`, as long as a
+    call waits for them); 503 naming what does not (`store`, `redis`: each asked apart, so a hung Redis is not
+    reported as the store). A store that answers but cannot write (a full disk) is not ready. `/healthz` says the
+    process lives; this says send it work (a tool call it cannot audit is not sent, so a balancer should look
+    here)."""
+    store = state_of(request).store
+    parts = store.readiness()
+    answers = await asyncio.gather(*(_ready(check, store.timeout) for _, check in parts))
     body = {"status": "ready" if all(a == "ok" for a in answers) else "unavailable",
             **{name: answer for (name, _), answer in zip(parts, answers, strict=True)}}
     return JSONResponse(body, 200 if body["status"] == "ready" else 503)
 
 
-async def _ready(check: Callable[[], Awaitable[None]]) -> str:
-    """`ok`, or why `check` failed: no answer in time, or the driver's own error (the URLs have no password)."""
+async def _ready(check: Callable[[], Awaitable[None]], seconds: float) -> str:
+    """`ok`, or why `check` failed: no answer within `seconds` (the grace a store's own question has past them, so
+    that its own "did not answer" can come first), or the driver's own error (the URLs have no password)."""
     try:
-        await asyncio.wait_for(check(), READY_TIMEOUT)
+        await asyncio.wait_for(check(), seconds + GRACE)
     except TimeoutError:
-        return f"no answer within {READY_TIMEOUT:g} s"
+        return f"no answer within {seconds:g} s"
     except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said as it was raised
         return f"{type(exc).__name__}: {exc}"[:500]
     return "ok"

@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 
 from .. import loop
 from ..config.model import Manifest
-from ..errors import AlreadyDecided, ApprovalError, ConfigError, DecisionNotCarriedOut, ToolGone
+from ..errors import AlreadyDecided, ApprovalError, ConfigError, DecisionNotCarriedOut, RunError, ToolGone
 from ..http.client import new_client
 from ..identity.resource import ResourceServer, ResourceSettings
 from ..kernel.caller import bind_caller, current_caller
@@ -333,6 +333,14 @@ class Safety(ServingSafeguards):
             try:
                 # A resumed turn that also called the caller's tools hands them back: kept like the chat door's.
                 await keep_turn(self.store, result, agent=agent.name, client=run.client)
+                # A new pause is kept before the row is written, as the chat door keeps one: a pause its client's
+                # cap cannot keep (another request filled it after the loop looked) ends the run, and the row
+                # says so, not `paused` (mend46's left item).
+                try:
+                    await self.approvals.hold_again(run, result)
+                except RunError as ended:
+                    await self._record_chat(agent.name, result, run_id=run.id, started=started, ended=ended)
+                    raise
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
             except Exception as exc:
                 attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so

@@ -61,6 +61,7 @@ def open_store(location: str, *, redis: str | None = None, timeout: float = DEFA
 
     A networked backend connects here (and applies its migrations): ConfigError when it cannot."""
     store = _open_backend(location, timeout)
+    store.timeout = timeout
     if redis is None:
         return store
     problem = missing_extra("Redis (agents.yaml gateway.redis)", REDIS_MODULES)
@@ -70,7 +71,9 @@ def open_store(location: str, *, redis: str | None = None, timeout: float = DEFA
     from .redis_counters import CountedStore, RedisCounters
 
     try:
-        return CountedStore(store, RedisCounters(redis, timeout=timeout))
+        counted = CountedStore(store, RedisCounters(redis, timeout=timeout))
+        counted.timeout = timeout
+        return counted
     except BaseException:
         _close(store)
         raise

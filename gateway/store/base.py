@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS
+from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS, DEFAULT_SHARED_STATE_TIMEOUT
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
@@ -24,7 +24,8 @@ RunKind = Literal["chat", "call", "script"]
 FINISHED: tuple[RunStatus, ...] = ("done", "failed")
 """Runs no one goes on with: retention may delete them (`Store.prune_conversations`)."""
 PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < ? RETURNING id"
-"""The finished runs older than a cutoff, deleted, their ids returned (SQLite and PostgreSQL; `?` as written)."""
+"""The finished runs older than a cutoff, deleted, their ids returned (SQLite; PostgreSQL sweeps in batches:
+`gateway.store.postgres_sweeps`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -280,6 +281,10 @@ class Store(abc.ABC):
     conversation_cap: int | None = DEFAULT_MAX_STORED_CONVERSATIONS
     """Stored conversations one client keeps (`gateway.store.kept_conversations`); the safety layer sets it from
     agents.yaml (`gateway.max_stored_conversations_per_client`), a store without one keeps the default."""
+    timeout: float = DEFAULT_SHARED_STATE_TIMEOUT
+    """Seconds a question to the store (or its Redis) waits for an answer (`gateway.shared_state_timeout`, read when
+    `open_store` opened it); `/readyz` waits as long for each part, so it calls a part unavailable when a call
+    would."""
 
     # -- approvals and paused runs ------------------------------------------------------------------
     @abc.abstractmethod
@@ -389,6 +394,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         """The record, whoever its client is: the door compares `client` before showing or continuing it."""
+
+    @abc.abstractmethod
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        """The stored records among `response_ids`, by id, whoever their client is (as `get_response`), in one
+        question of the store: a chat's history may name a kept turn in each of its 4,096 messages."""
 
     @abc.abstractmethod
     async def prune_conversations(self, before: float) -> int:

@@ -173,6 +173,9 @@ class MemoryStore(Store):
         record = self._responses.get(response_id)
         return copy.deepcopy(record) if record is not None else None
 
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        return {i: copy.deepcopy(self._responses[i]) for i in response_ids if i in self._responses}
+
     async def prune_conversations(self, before: float) -> int:
         old = [key for key, record in self._responses.items() if record.created < before]
         finished = [key for key, run in self._runs.items() if run.status in FINISHED and run.updated < before]

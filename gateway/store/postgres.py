@@ -26,7 +26,6 @@ from ..errors import StoreUnavailable
 from .answer_within import answered_within, within
 from .base import (
     AUDIT_RUNNING,
-    PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
     AuditQuery,
@@ -42,6 +41,7 @@ from .base import (
 )
 from .postgres_connections import PostgresConnections
 from .postgres_schema import migrate, safe_url
+from .postgres_sweeps import Batch, audit_rows, finished_runs, in_batches, stored_answers
 from .sqlite_tables import STUCK_RUNS, dumps
 
 try:
@@ -316,13 +316,18 @@ class PostgresStore(PostgresConnections, Store):
             rows = await cursor.fetchall()
         return [_audit_from_row(row) for row in rows]
 
-    # The retention sweeps (this and `prune_conversations`) are not bounded by `answered_within`: one of a large table
-    # may take longer than a caller's wait, and cancelled it would roll back and never finish. Each runs right after a
-    # question that was answered (the audit row whose write runs them, at most hourly: `AuditLog.prune`).
+    # The retention sweeps (this and `prune_conversations`): batches that each commit, each bounded as any question
+    # is (`postgres_sweeps`), so a sweep cut off keeps what it removed and the next goes on from there.
     async def prune_audit(self, before: float) -> int:
-        async with self._connection() as conn:
-            cursor = await conn.execute("DELETE FROM audit WHERE time < %s", (before,))
-            return cursor.rowcount
+        return await in_batches(self._batch, audit_rows(before))
+
+    async def _batch(self, batch: Batch) -> int:
+        """One batch of a sweep in a transaction of its own, waited for as long as any question."""
+        async def run() -> int:
+            async with self._connection() as conn, conn.transaction():
+                return await batch(conn)
+
+        return await within(self.timeout, run(), self.part)
 
     # -- stored conversations -----------------------------------------------------------------------
     @answered_within
@@ -370,6 +375,16 @@ class PostgresStore(PostgresConnections, Store):
         return ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4], created=row[5])
 
     @answered_within
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, agent, client, body, messages, created FROM responses WHERE id = ANY(%s)",
+                (list(response_ids),))
+            rows = await cursor.fetchall()
+        return {row[0]: ResponseRecord(id=row[0], agent=row[1], client=row[2], body=row[3], messages=row[4],
+                                       created=row[5]) for row in rows}
+
+    @answered_within
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
@@ -387,19 +402,8 @@ class PostgresStore(PostgresConnections, Store):
                 await conn.execute("DELETE FROM audit WHERE id = %s", (inserted[0],))
 
     async def prune_conversations(self, before: float) -> int:
-        async with self._connection() as conn, conn.transaction():
-            cursor = await conn.execute(
-                "WITH gone AS (DELETE FROM responses WHERE created < %s RETURNING client)"
-                " SELECT coalesce(client, ''), count(*) FROM gone GROUP BY 1", (before,))
-            gone = await cursor.fetchall()
-            async with conn.cursor() as counts:  # each owner's count lowered by its own
-                await counts.executemany("UPDATE conversation_counts SET n = greatest(n - %s, 0) WHERE owner = %s",
-                                         [(n, owner) for owner, n in gone])
-            runs = await conn.execute(PRUNE_RUNS.replace("?", "%s"), (before,))
-            finished = [row[0] for row in await runs.fetchall()]
-            if finished:
-                await conn.execute("DELETE FROM approvals WHERE run_id = ANY(%s)", (finished,))
-            return int(sum(n for _, n in gone)) + len(finished)
+        return (await in_batches(self._batch, stored_answers(before))
+                + await in_batches(self._batch, finished_runs(before)))
 
     # -- console sessions ---------------------------------------------------------------------------
     @answered_within

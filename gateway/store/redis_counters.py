@@ -253,6 +253,9 @@ class CountedStore(Store):
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         return await self.inner.get_response(response_id)
 
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        return await self.inner.get_responses(response_ids)
+
     async def save_connection(self, record: ConnectionRecord) -> None:
         await self.inner.save_connection(record)
 

@@ -38,11 +38,15 @@ LOOK_LATE = 0.01
 """Seconds after the first slot's lease should end that a waiter nothing woke looks for itself (the clocks of
 Redis and of this process are not the same one)."""
 
-# KEYS (every guard script's): breaker, slots, queue (tickets by arrival), tickets (by the end of their lease). A
-# member is 16 hex digits and its caller group. `hand_over` gives the free slots to the waiters (see the module's
-# docstring for the order), dropping on the way the tickets whose lease ended (their instance died); while the
-# breaker is open it tells the waiters so instead (they would only fail). Each waiter's instance hears it on
-# CHANNEL. The queue is walked once per slot handed over: a few hundred waiters cost a few hundred ZSCOREs.
+# KEYS (every guard script's): breaker, slots, queue (tickets by arrival), tickets (by the end of their lease), heads
+# (each waiting group by its first waiter's arrival), lines (every ticket as `group NUL arrival hex`, all scored 0:
+# by group, then arrival, so a group's first waiter and its count are lookups in the order of the index). A member of
+# slots, queue and tickets is 16 hex digits and its caller group. `hand_over` gives the free slots to the waiters
+# (see the module's docstring for the order), dropping first the tickets whose lease ended (their instance died);
+# while the breaker is open it tells the waiters so instead (they would only fail). Each waiter's instance hears it
+# on CHANNEL. A slot handed over looks at the waiting groups in the order of their first waiter until one holds no
+# slot (at most the api's `max_concurrency` groups hold any), then takes that group's first waiter: it never walks
+# the waiters, however many wait (it did, a ZSCORE each, once per slot handed over: bench/README.md, mend49).
 HAND_OVER = BREAKER + """
 local function groups_held()
   local held = {}
@@ -64,39 +68,91 @@ local function first_end(lease)
   return tostring(lease)
 end
 
+-- A ticket's member of `lines`; `stamp`: its arrival as written in `queue` (17 characters, to the microsecond).
+local function line_member(ticket, stamp)
+  return string.sub(ticket, 17) .. '\\0' .. string.format('%017.6f', tonumber(stamp)) .. string.sub(ticket, 1, 16)
+end
+
+-- A group's first waiter: its ticket, arrival and member of `lines` (nil when none of it waits).
+local function first_of(group)
+  local first = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. group .. '\\0', '(' .. group .. '\\1', 'LIMIT', 0, 1)[1]
+  if first == nil then return nil, nil, nil end
+  return string.sub(first, #group + 19) .. group, tonumber(string.sub(first, #group + 2, #group + 18)), first
+end
+
+-- The group's head: its first waiter's arrival, or gone with its last waiter.
+local function new_head(group)
+  local _, arrival = first_of(group)
+  if arrival then redis.call('ZADD', KEYS[5], arrival, group) else redis.call('ZREM', KEYS[5], group) end
+end
+
+local function waiting_of(group)
+  return redis.call('ZLEXCOUNT', KEYS[6], '[' .. group .. '\\0', '(' .. group .. '\\1')
+end
+
+local function queue_ticket(ticket, lease)
+  local stamp = string.format('%017.6f', now)
+  redis.call('ZADD', KEYS[3], stamp, ticket)
+  redis.call('ZADD', KEYS[4], now + lease, ticket)
+  redis.call('ZADD', KEYS[6], 0, line_member(ticket, stamp))
+  redis.call('ZADD', KEYS[5], 'NX', stamp, string.sub(ticket, 17))
+end
+
+-- A ticket out of the queue; its group's head moves on to its next waiter. False: it was not queued.
+local function unqueue(ticket)
+  local stamp = redis.call('ZSCORE', KEYS[3], ticket)
+  if not stamp then return false end
+  redis.call('ZREM', KEYS[3], ticket)
+  redis.call('ZREM', KEYS[4], ticket)
+  redis.call('ZREM', KEYS[6], line_member(ticket, stamp))
+  new_head(string.sub(ticket, 17))
+  return true
+end
+
+-- The waiting group to hand a slot to: under its cap, holding the fewest, ties to the earliest first waiter.
+local function choose(held, per_group)
+  local chosen, fewest, start = nil, 0, 0
+  while true do
+    local groups = redis.call('ZRANGE', KEYS[5], start, start + 63)
+    for _, group in ipairs(groups) do
+      local h = held[group] or 0
+      if h < per_group and (chosen == nil or h < fewest) then
+        chosen, fewest = group, h
+        if h == 0 then return chosen, fewest end  -- nobody holds fewer, and nobody after waited longer
+      end
+    end
+    if #groups < 64 then return chosen, fewest end
+    start = start + 64
+  end
+end
+
 local function hand_over(limit, per_group, reset)
   if redis.call('ZCARD', KEYS[3]) == 0 then return end  -- nobody waits: all a call without waiters pays here
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do unqueue(ticket) end
   local free = limit - redis.call('ZCARD', KEYS[2])
   if free <= 0 then return end
   local held = groups_held()
   while free > 0 do
-    local chosen, fewest, seen = nil, 0, {}
-    for _, ticket in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-      if tonumber(redis.call('ZSCORE', KEYS[4], ticket) or '0') <= now then
-        redis.call('ZREM', KEYS[3], ticket)
-        redis.call('ZREM', KEYS[4], ticket)
-      else
-        local group = string.sub(ticket, 17)
-        if not seen[group] then
-          seen[group] = true
-          local h = held[group] or 0
-          if h < per_group and (chosen == nil or h < fewest) then chosen, fewest = ticket, h end
-        end
-      end
-    end
-    if chosen == nil then return end
-    local lease = redis.call('ZSCORE', KEYS[4], chosen)
-    redis.call('ZREM', KEYS[3], chosen)
-    redis.call('ZREM', KEYS[4], chosen)
+    local group, fewest = choose(held, per_group)
+    if group == nil then return end
+    local chosen, _, member = first_of(group)
+    local lease = chosen and redis.call('ZSCORE', KEYS[4], chosen)
     local state, left = breaker_state(KEYS[1], now, reset)
-    if state == 'open' or state == 'held' then
+    if chosen == nil then
+      redis.call('ZREM', KEYS[5], group)  -- a head with no line left (never so but by hand): gone
+    elseif not lease or not unqueue(chosen) then
+      -- a line's ticket gone from the queue some other way (taken by an instance of an older version, which knows
+      -- no lines): dropped from its line, and the hand-over looks again
+      redis.call('ZREM', KEYS[6], member)
+      new_head(group)
+    elseif state == 'open' or state == 'held' then
       redis.call('PUBLISH', '@CHANNEL@', 'open ' .. tostring(left) .. ' ' .. chosen)
     else
       redis.call('ZADD', KEYS[2], lease, chosen)
       expire_with_last(KEYS[2])
       if state == 'probe' then redis.call('HSET', KEYS[1], 'probe', tostring(now + reset)) end
-      held[string.sub(chosen, 17)] = fewest + 1
+      held[group] = fewest + 1
       free = free - 1
       redis.call('PUBLISH', '@CHANNEL@', 'ok 0 ' .. chosen)
     end
@@ -118,10 +174,7 @@ return {'gone', '0'}
 # ARGV: reset_after, ticket, limit, per-group cap. A waiter leaving (timed out, its client gone): out of the queue
 # at once; a slot handed to it meanwhile (the hand-over and its wake-up are two steps) goes to the next waiter.
 _LEAVE = HAND_OVER + """
-if redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  redis.call('ZREM', KEYS[4], ARGV[2])
-  return 'left'
-end
+if unqueue(ARGV[2]) then return 'left' end
 if redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then
   give_back_probe(KEYS[1])
   hand_over(tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[1]))

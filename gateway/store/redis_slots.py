@@ -26,10 +26,11 @@ from .redis_slot_queue import HAND_OVER, PREFIX, SlotQueue
 ANONYMOUS_GROUP = "anonymous"
 """The caller group of calls without a client (as `gateway.safety.breaker` names it)."""
 
-# ARGV: reset_after, ticket, limit, per-group cap, lease seconds, seconds the call may wait (0: never queued).
-# Returns {'ok' | 'open' | 'busy' | 'queued', seconds}: one round trip for a call's way in. 'open': the seconds
-# until a probe may pass; 'queued': until the first slot's lease ends (the waiter looks for itself then, should
-# nothing wake it before: a slot whose lease ended is handed over by the next script that runs).
+# ARGV: reset_after, ticket, limit, per-group cap, lease seconds, seconds the call may wait (0: never queued), the
+# most of a group's calls that may wait (0: any number). Returns {'ok' | 'open' | 'busy' | 'full' | 'queued',
+# seconds}: one round trip for a call's way in. 'open': the seconds until a probe may pass; 'full': its group has as
+# many calls waiting as it may (not queued); 'queued': until the first slot's lease ends (the waiter looks for itself
+# then, should nothing wake it before: a slot whose lease ended is handed over by the next script that runs).
 _ENTER = HAND_OVER + """
 local reset = tonumber(ARGV[1])
 local limit, per_group, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -48,11 +49,14 @@ if redis.call('ZCARD', KEYS[2]) < limit and
 end
 local wait = tonumber(ARGV[6])
 if wait <= 0 then return {'busy', '0'} end
-redis.call('ZADD', KEYS[3], now, ARGV[2])
-redis.call('ZADD', KEYS[4], now + lease, ARGV[2])
+local most = tonumber(ARGV[7])
+if most > 0 and waiting_of(string.sub(ARGV[2], 17)) >= most then return {'full', '0'} end
+queue_ticket(ARGV[2], lease)
 expire_with_last(KEYS[4])
 local keep = math.ceil((wait + lease) * 1000)
-if redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], keep) end
+for _, key in ipairs({KEYS[3], KEYS[5], KEYS[6]}) do
+  if redis.call('PTTL', key) < keep then redis.call('PEXPIRE', key, keep) end
+end
 return {'queued', first_end(lease)}
 """
 
@@ -67,6 +71,14 @@ return consecutive
 """
 
 
+class QueueFull(Exception):
+    """The caller group has as many calls waiting for the api's slots as it may: this one was not queued."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"{cap} calls waiting")
+        self.cap = cap
+
+
 class SharedGuards:
     def __init__(self, client: aioredis.Redis, url: str, keeper: LeaseKeeper) -> None:
         """Breakers and slots on `client` (`RedisCounters.client`); `url` only names the server in errors; `keeper`
@@ -79,18 +91,20 @@ class SharedGuards:
 
     @staticmethod
     def _keys(api: str) -> list[str]:
-        return [f"{PREFIX}breaker:{api}", f"{PREFIX}slots:{api}", f"{PREFIX}queue:{api}", f"{PREFIX}tickets:{api}"]
+        return [f"{PREFIX}{part}:{api}" for part in ("breaker", "slots", "queue", "tickets", "heads", "lines")]
 
     async def enter(self, api: str, *, reset_after: float, limit: int, wait: float, group: str = ANONYMOUS_GROUP,
-                    per_group: int | None = None) -> tuple[str | None, float]:
+                    per_group: int | None = None, waiting: int | None = None) -> tuple[str | None, float]:
         """A call's way in: (its slot's lease id, 0) once the breaker lets it pass and a slot is handed to it within
         `wait` seconds; (None, seconds until a probe may pass) while the breaker is open; (None, 0) when no slot
-        came in time. `group`: the caller group (client) whose slots `per_group` caps. A half-open breaker lets
-        exactly one call through (the probe)."""
+        came in time. `group`: the caller group (client) whose slots `per_group` caps, and whose calls waiting at
+        once `waiting` caps (`QueueFull` past it: the call is not queued). A half-open breaker lets exactly one
+        call through (the probe)."""
         ticket = secrets.token_hex(8) + group
         keys = self._keys(api)
         cap = min(per_group or limit, limit)
-        args = [repr(float(reset_after)), ticket, limit, cap, self.keeper.seconds, repr(float(max(wait, 0.0)))]
+        args = [repr(float(reset_after)), ticket, limit, cap, self.keeper.seconds, repr(float(max(wait, 0.0))),
+                waiting or 0]
         if wait <= 0:
             state, seconds = await self._run_enter(keys, args)
         else:
@@ -106,6 +120,8 @@ class SharedGuards:
         if state == "ok":
             self.keeper.hold(keys[1], ticket)  # its ticket, if it waited, becomes its slot: renewed as one
             return ticket, 0.0
+        if state == "full":
+            raise QueueFull(waiting or 0)
         self.keeper.drop(ticket)  # told the breaker opened, or its ticket's lease ended: nothing to renew
         return None, seconds if state == "open" else 0.0
 

@@ -406,6 +406,16 @@ class SQLiteStore(SQLiteConnections, Store):
 
         return await self._run(work)
 
+    async def get_responses(self, response_ids: Sequence[str]) -> dict[str, ResponseRecord]:
+        def work(conn: sqlite3.Connection) -> dict[str, ResponseRecord]:
+            # The ids as one JSON parameter: any number of them in one statement (past SQLite's bound on parameters)
+            rows = conn.execute("SELECT id, agent, client, body, messages, created FROM responses"
+                                " WHERE id IN (SELECT value FROM json_each(?))", (dumps(list(response_ids)),))
+            return {row[0]: ResponseRecord(id=row[0], agent=row[1], client=row[2], body=json.loads(row[3]),
+                                           messages=json.loads(row[4]), created=row[5]) for row in rows}
+
+        return await self._run(work)
+
     async def end_session(self, session: str, until: float) -> None:
         await self._run(lambda conn: self._transaction(conn, lambda: end_session(conn, session, until)))
 

@@ -217,3 +217,40 @@ async def test_a_scripts_values_are_made_json_off_the_event_loop(monkeypatch: py
     result = await _script(_shop()).run({"code": "item = getItem(id=1)\n[item['id'], (2, 3)]"})
     assert result.ok and result.body == [1, [2, 3]]
     assert where and set(where) == {"thread"}, where
+
+
+async def test_a_result_past_the_cap_crosses_into_the_gateway_as_its_beginning_only() -> None:
+    """redteam44's left item: a script's result crossed into the gateway whole, as large as its heap (16 scripts at
+    once), where an api's answer is read only up to its cap (`hard_cap(max_result_bytes)`, 4 MiB here). It is kept
+    in the sandbox and measured there: 40 MB of text now brings over about the cap's worth, and the model reads it
+    as an answer past the cap reads ("at least N of at least M bytes left out"). Measured in the gateway's own
+    memory (tracemalloc), not in time."""
+    import tracemalloc
+
+    host = Host(_tool("getItem"))
+    tracemalloc.start()
+    try:
+        big = await _script(host).run({"code": "text = 'y' * 40_000_000\ntext"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak  # the 40 MB result never came over (about the 4 MiB cap did)
+    assert big.ok and big.truncated, big.error
+    assert isinstance(big.body, str) and len(big.body.encode()) <= 64_000
+    assert big.body.startswith("yyyy") and big.body.endswith("of 40000000 bytes left out]")
+    numbers = await _script(host).run({"code": "list(range(2_000_000))"})  # its JSON text's beginning
+    assert numbers.ok and numbers.truncated and numbers.body.startswith("[0, 1, 2, ")
+    assert numbers.body.endswith("of 16888890 bytes left out]")
+    walked = await _script(host).run({"code": "[{'x' * 100 + str(i)} for i in range(60_000)]"})  # sets: walked
+    assert walked.ok and walked.truncated and walked.body.startswith('[["xxxx'), walked.error
+    assert "of at least " in walked.body
+
+
+async def test_a_result_within_the_cap_comes_over_whole_and_is_cut_as_any_tool_result() -> None:
+    host = Host(_tool("getItem"))
+    small = await _script(host).run({"code": "x = 1; {'n': x + 1, 's': {3, 2}}"})
+    assert small.ok and small.body == {"n": 2, "s": [2, 3]} and not small.truncated
+    rows = await _script(host, max_result_bytes=2000).run({"code": "[{'id': i} for i in range(5000)]"})
+    assert rows.ok and rows.truncated and rows.body[-1].startswith("[… truncated:")
+    statement = await _script(host).run({"code": "x = 1"})  # no last expression: no result, as before
+    assert statement.ok and statement.body is None

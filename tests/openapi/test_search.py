@@ -316,11 +316,11 @@ def test_the_path_words_the_signals_read_are_computed_when_the_index_opens() -> 
              _tool("listDrives", "GET", "/sites/{site-id}/drives", "List drives"),
              _tool("accept", "POST", "/users/{id}/events/{event-id}/accept", "Accept an event")]
     for catalog in (Catalog(tools), Catalog([_tool("listPets", "GET", "/stores/{id}/pets", "List pets")])):
-        opened = index_of(catalog)._api("shop")
+        opened = index_of(catalog).opened("shop")
         assert [facts.tool for facts in opened.facts] == list(catalog.for_api("shop"))
         for facts in opened.facts:
             assert facts.words == singulars(facts.resource)
             assert facts.last_stem == stem_of(last_word(facts.resource)) and facts.parent_stem == stem_of(facts.parent)
             assert facts.above_stems == tuple(stem_of(word) for word in above(facts.tool.path))
             assert facts.parameterized == ("{" in facts.tool.path)
-    assert index_of(Catalog(tools))._api("shop").facts[1].above_stems == ("site",)
+    assert index_of(Catalog(tools)).opened("shop").facts[1].above_stems == ("site",)

@@ -66,7 +66,7 @@ def test_the_statements_add_the_answers_as_the_kept_phrases_do() -> None:
     """Without NumPy (the base install) the index's statements rank: the same tools, the same scores."""
     pytest.importorskip("numpy")
     index = index_of(compile_document(_spec(answered=True), api="engine"))
-    opened = index._api("engine")
+    opened = index.opened("engine")
     for request in ("how many containers are paused", "which kernel version does the host run", "list the images"):
         found = [(hit.tool.operation_id, hit.score) for hit in index.search(request, limit=10)]
         kept, opened.phrases = opened.phrases, None

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from recording_server import RecordingServer
@@ -13,8 +14,9 @@ from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
 from gateway.cli.commands import main
+from gateway.store import open_store
 
-from .safety_support import bearer, build_app
+from .safety_support import bearer, build_app, safe_gateway
 
 INTRUDER, LEGIT, REVIEWER = "ck-intruder-0f1e2d3c4b5a", "ck-legit-a9b8c7d6e5f4", "ck-reviewer-1a2b3c4d5e6f"
 FLOODED = AGENTS_YAML + f"""\
@@ -152,7 +154,6 @@ def test_the_cap_holds_at_the_mcp_door_and_for_scripts(tmp_path: Path, llm: Leni
     """mend45's left item: the cap was tested on the direct door and in chats only. Over MCP (the official client,
     with the intruder's key) a call past it is the tool's error, unsent; a script whose call would pass it is not
     kept waiting (its call refused, on MCP and on the direct door alike); each refusal has its audit row."""
-    import anyio
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -190,3 +191,40 @@ def test_the_cap_holds_at_the_mcp_door_and_for_scripts(tmp_path: Path, llm: Leni
     assert statuses.count(("createIssueComment", "rate_limited")) == 2, statuses  # MCP's own, the chat script's
     assert ("run_code", "approval_pending") not in statuses  # no script recorded as waiting
     assert upstream.requests == []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_a_resumed_run_whose_pause_its_cap_cannot_keep_has_a_chat_row_saying_so(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, request: pytest.FixtureRequest,
+        store: str) -> None:
+    """mend46's left item: a resumed run that paused again where its client's cap could not keep the pause ended
+    failed, but its chat row, written before the pause was kept, said `paused`. Here the approved call runs, then
+    the model starts two scripts in one turn, each waiting at a call (each looked for room for one: the cap is 1),
+    so the pause of two cannot be kept: the run's second chat row says it ended in an error, and why."""
+    coded = _capped(1).replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n")
+    location = str(tmp_path / "state.db") if store == "sqlite" else request.getfixturevalue("postgres_url")
+    llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]),
+               Reply(calls=[Call("run_code", {"code": SCRIPT}, id="s1"), Call("run_code", {"code": SCRIPT}, id="s2")]))
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "comment on issue 7"}]}
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=coded, store=location) as (url, _), \
+            httpx.Client(base_url=url, timeout=30) as client:
+        paused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER)).json()
+        (pending,) = paused["gateway"]["pending_approvals"]
+        decided = client.post(f"/approvals/{pending['id']}", json={"decision": "approve"}, headers=bearer(REVIEWER))
+        rows = client.get(f"/audit?kind=chat&run_id={paused['id']}", headers=bearer(REVIEWER)).json()["data"]
+        waiting = client.get("/approvals?client=intruder", headers=bearer(REVIEWER)).json()["data"]
+
+    async def run_status() -> str | None:
+        read = open_store(location)
+        try:
+            run = await read.get_run(paused["id"])
+            return None if run is None else run.status
+        finally:
+            await read.aclose()
+
+    assert decided.status_code == 429, decided.text
+    assert "may have run" in decided.json()["error"]["message"]
+    assert [r["status"] for r in reversed(rows)] == ["paused", "error"], rows
+    assert rows[0]["error"].startswith("rate_limited: ") and "max_pending_approvals_per_client" in rows[0]["error"]
+    assert anyio.run(run_status) == "failed" and waiting == []
+    assert [r.path for r in upstream.requests] == ["/github/repos/acme/app/issues/7/comments"]  # the approved call

@@ -92,7 +92,9 @@ async def test_a_resumed_run_that_pauses_again_is_held_again() -> None:
     await manager.hold_run(run_id="chat-1", agent="clerk", client=None, result=_paused("apr_a"))
 
     async def pauses_again(run: RunRecord, decisions: dict[str, Decision]) -> Any:
-        return _paused("apr_next")
+        again = _paused("apr_next")  # kept by the resumer, as the server's keeps it before the chat's row
+        await manager.hold_again(run, again)
+        return again
 
     outcome = await manager.decide("apr_a", Decision(approve=True), resume=pauses_again)
     assert outcome.result.pending_approvals[0].id == "apr_next"
@@ -152,18 +154,20 @@ async def test_a_resumed_run_whose_clients_cap_filled_meanwhile_ends_failed_not_
         tmp_path: Path) -> None:
     """mend45's left item: the resumed run looked for room (`room_for`) and paused again, but another request of
     its client filled the cap before the pause was kept: the pause could not be saved and the run stayed
-    `resuming` until `recover` found it a minute later. Its approved call ran, so it cannot be taken back: it
-    ends `failed` at once, and the decider is told why."""
+    `resuming` until `recover` found it a minute later. Its approved call may have run (no audit log here to tell),
+    so it cannot be taken back: it ends `failed` at once, and the decider is told why."""
     store = SQLiteStore(tmp_path / "state.db")
     try:
-        manager = ApprovalManager(store, AuditLog(store), pending_cap=1)
+        manager = ApprovalManager(store, pending_cap=1)
         await manager.hold_run(run_id="chat-1", agent="clerk", client="ci", result=_paused("apr_a"))
 
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> RunResult:
             held = await manager.hold_call(agent="clerk", tool="createItem", client="ci",
                                            call=ToolCall(id="other", name="createItem", arguments={}))
             assert held.error_type == "approval_pending"  # the other request's call took the one place
-            return _paused("apr_b")  # the resumed run pauses at one more call
+            again = _paused("apr_b")  # the resumed run pauses at one more call, which the resumer keeps
+            await manager.hold_again(run, again)
+            return again
 
         with pytest.raises(RunError) as caught:
             await manager.decide("apr_a", Decision(approve=True), resume=resume)

@@ -156,6 +156,38 @@ def test_with_a_cap_per_client_another_clients_call_runs_at_once_while_the_first
     assert (slots.free, slots.waiting, slots.held("team-a"), slots.held("team-b")) == (3, 0, 0, 0)
 
 
+def test_past_its_waiting_calls_cap_a_clients_call_is_refused_at_once_unsent_and_audited(
+        tmp_path: Path, llm: ScriptedLLM, upstream: RecordingServer) -> None:
+    """`gateway.max_waiting_calls_per_client: 1` in one process (no Redis): a holds the api's 3 slots and has one call
+    waiting; its next is refused at once (429 rate_limited, audited, never sent) while b's still waits its turn."""
+    held = HeldUpstream()
+    upstream.route("/meteo/v1/forecast", held)
+    yaml = AGENTS_YAML % ("", KEY_A, KEY_B) + "gateway: {{max_waiting_calls_per_client: 1}}\n"
+    write_project(tmp_path, llm.url, upstream.url, yaml)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    guard = next(stage for stage in app.state.gateway.generation.pipeline.stages if isinstance(stage, GuardApi))
+    try:
+        with running(app) as url, ThreadPoolExecutor(8) as pool:
+            slots = guard.slots("open-meteo")
+            calls = [pool.submit(_call, url, KEY_A) for _ in range(4)]
+            assert held.teams(3) == ["a", "a", "a"]
+            _until(lambda: slots.waiting == 1)
+            refused = _call(url, KEY_A)
+            calls.append(pool.submit(_call, url, KEY_B))
+            _until(lambda: slots.waiting == 2)  # b's call waits: another client's room is its own
+            rows = httpx.get(f"{url}/audit", params={"status": "rate_limited"}, headers=bearer(KEY_A)).json()["data"]
+            held.release_all()
+            answers = [call.result() for call in calls]
+    finally:
+        held.release_all()
+        safety.store.close()  # type: ignore[attr-defined]
+    assert refused.status_code == 429, refused.text
+    assert "(1: gateway.max_waiting_calls_per_client)" in refused.json()["error"]["message"]
+    assert [(r["tool"], r["client"]) for r in rows] == [("getForecast", "team-a")]
+    assert [answer.status_code for answer in answers] == [200] * 5
+    assert held.teams_so_far().count("a") == 4  # the refused call was never sent
+
+
 # -- the stage itself: what a capped call is told, and a probe that leaves while it waits -------------------
 
 def _invocation(client: str | None, timeout: float) -> Invocation:

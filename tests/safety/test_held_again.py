@@ -25,18 +25,20 @@ def _paused(approval: str) -> RunResult:
                      state={"version": 1, "pending": [p.to_dict() for p in pending]})
 
 
-async def _resume_pausing_again(run: RunRecord, decisions: dict[str, Decision]) -> Any:
-    return _paused("apr_b")  # the approved call ran; the model asks for another write
-
-
 @pytest.mark.parametrize("decider_subject", ["admin@example.com", None], ids=["signed-in approver", "static key"])
 async def test_a_run_held_again_stays_its_owners(tmp_path, decider_subject: str | None) -> None:  # type: ignore[no-untyped-def]
     store = SQLiteStore(tmp_path / "state.db")
     manager = ApprovalManager(store, AuditLog(store))
     with bind_caller(client="engineers", subject="alice@example.com"):  # alice's chat pauses
         await manager.hold_run(run_id="chat-1", agent="clerk", client="engineers", result=_paused("apr_a"))
+
+    async def resume_pausing_again(run: RunRecord, decisions: dict[str, Decision]) -> Any:
+        again = _paused("apr_b")  # the approved call ran; the model asks for another write
+        await manager.hold_again(run, again)  # kept by the resumer, as the server's keeps it (in the decider's request)
+        return again
+
     with bind_caller(client="ops", subject=decider_subject):  # an approver's request decides
-        outcome = await manager.decide("apr_a", Decision(approve=True), resume=_resume_pausing_again, by="ops")
+        outcome = await manager.decide("apr_a", Decision(approve=True), resume=resume_pausing_again, by="ops")
     assert outcome.result.pending_approvals[0].id == "apr_b"
     run = await store.get_run("chat-1")
     assert run is not None and run.status == "paused" and run.client == "engineers"

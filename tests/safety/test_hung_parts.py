@@ -270,3 +270,25 @@ def test_a_slot_taken_by_an_entry_that_timed_out_on_a_hung_redis_is_given_back_w
     assert freed
     assert after.status_code == 200, after.text
     assert json.loads(upstream.requests[-1].body)["n"] == 3
+
+
+def test_readiness_waits_as_long_as_the_setting_for_each_hung_part(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, postgres_server: PostgresServer,
+        own_redis: RedisServer) -> None:
+    """mend44's left item: `/readyz` waited its own fixed 2 s, whatever `gateway.shared_state_timeout` said: with
+    3 s it called a PostgreSQL unavailable a call would still have waited for (and with 1 s said "2 s" of a Redis
+    whose own timeout had ended the wait). It waits as long as a call does, and says so, for each part."""
+    store = postgres_server.create_database()
+    with gateway(tmp_path, llm, upstream, f"  redis: {own_redis.url}\n", store, timeout=3) as client:
+        assert client.get("/readyz").json() == {"status": "ready", "store": "ok", "redis": "ok"}
+        postgres_server.pause()
+        own_redis.pause()
+        try:
+            hung = client.get("/readyz")
+        finally:
+            own_redis.resume()
+            postgres_server.resume()
+        again = client.get("/readyz")
+    assert hung.status_code == 503, hung.text
+    assert "within 3 s" in hung.json()["store"] and "within 3 s" in hung.json()["redis"], hung.text
+    assert again.status_code == 200, again.text

@@ -77,3 +77,16 @@ async def test_a_file_made_before_the_counts_has_them_filled_when_opened(tmp_pat
         assert await store.save_response(_record(3, "ann"), keep=3) == ["resp_ann_0"]
     finally:
         store.close()
+
+
+async def test_kept_records_are_found_many_at_once_as_one_by_one(two_stores: tuple[Store, Store]) -> None:  # noqa: F811
+    """`get_responses`: the one question a chat's history asks for its kept turns (up to 4,096 messages; more ids
+    than SQLite takes as parameters here), whoever the records' clients are, unknown and repeated ids included."""
+    first, second = two_stores
+    for n in range(0, 5000, 50):
+        await first.save_response(_record(n, "ann" if n % 100 else None))
+    asked = [f"resp_{'ann' if n % 100 else None}_{n}" for n in range(5000)] + ["resp_ann_50", "turn_nothing"]
+    found = await second.get_responses(asked)
+    assert sorted(found) == sorted(f"resp_{'ann' if n % 100 else None}_{n}" for n in range(0, 5000, 50))
+    assert all([found[key] == await second.get_response(key) for key in found])
+    assert await second.get_responses([]) == {}

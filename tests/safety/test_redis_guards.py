@@ -7,10 +7,15 @@ tested in test_shared_breaker.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
+import redis
 
 from gateway.store.redis_counters import RedisCounters
+from gateway.store.redis_slot_queue import PREFIX
+from gateway.store.redis_slots import QueueFull
 
 pytestmark = pytest.mark.anyio
 
@@ -82,3 +87,99 @@ async def test_a_slot_of_a_vanished_instance_comes_back_when_its_lease_ends(redi
     finally:
         await counters.aclose()
     assert refused is None and later is not None
+
+
+Waiters = list[asyncio.Task[tuple[str | None, float]]]
+
+
+@asynccontextmanager
+async def _one_slot_held(redis_url: str, group: str) -> AsyncIterator[tuple[RedisCounters, redis.Redis, str, Waiters]]:
+    """The shop api's one slot taken by `group`: (the guards' counters, a client reading Redis, the slot's lease,
+    the waiters the test starts, cancelled at the end)."""
+    counters = RedisCounters(redis_url)
+    peek = redis.Redis.from_url(redis_url)
+    waiters: Waiters = []
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group=group)
+        assert holder is not None
+        yield counters, peek, holder, waiters
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        await counters.aclose()
+        peek.close()
+
+
+async def _until_queued(peek: redis.Redis, count: int) -> None:
+    for _ in range(12000):  # a hang guard (60 s), not a measure
+        if peek.zcard(PREFIX + "queue:shop") == count:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never {count} waiting")
+
+
+async def test_a_hand_over_takes_the_fewest_holders_first_waiter_without_walking_the_waiters(redis_url: str) -> None:
+    """300 calls of 10 clients wait for one slot: giving it back hands it to the first waiter of a client holding
+    none, in a bounded number of Redis commands. The hand-over walked the whole queue, a ZSCORE a waiter, once per
+    slot handed over (Redis's own command counts: the scripts' commands are counted there)."""
+    async with _one_slot_held(redis_url, "holder") as (counters, peek, holder, waiters):
+        for n in range(300):
+            waiters.append(asyncio.create_task(counters.guards.enter(
+                "shop", reset_after=60, limit=1, wait=60, group=f"client-{n % 10}", waiting=None)))
+            if n % 20 == 0:  # the first comes first; and the client's connections are not all taken at once
+                await _until_queued(peek, n + 1)
+        await _until_queued(peek, 300)
+        peek.config_resetstat()
+        await counters.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
+        stats = peek.info("commandstats")
+        served, _ = await waiters[0]
+        assert not any(w.done() for w in waiters[1:])
+        await counters.guards.settle("shop", served, True, failures=5, reset_after=60, limit=1)
+    assert served is not None
+    commands = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    assert commands.get("zscore", 0) < 10, commands
+    assert sum(commands.values()) < 60, commands
+
+
+async def test_one_clients_waiting_calls_are_capped_and_anothers_still_queue(redis_url: str) -> None:
+    counters = RedisCounters(redis_url)
+    try:
+        holder, _ = await counters.guards.enter("shop", reset_after=60, limit=1, wait=0, group="a")
+        waiting = [asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="a",
+                                                             waiting=2)) for _ in range(2)]
+        await _until_queued(redis.Redis.from_url(redis_url), 2)
+        with pytest.raises(QueueFull) as full:
+            await counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="a", waiting=2)
+        other = asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60, group="b",
+                                                          waiting=2))
+        await _until_queued(redis.Redis.from_url(redis_url), 3)
+        lease: str | None = holder
+        for _ in range(3):  # each slot given back goes on to the next waiter
+            await counters.guards.settle("shop", lease, True, failures=5, reset_after=60, limit=1)
+            done, _ = await asyncio.wait([t for t in (*waiting, other) if not t.done()],
+                                         return_when=asyncio.FIRST_COMPLETED)
+            lease = done.pop().result()[0]
+        await counters.guards.settle("shop", lease, True, failures=5, reset_after=60, limit=1)
+        served = [t.result()[0] for t in (*waiting, other)]
+    finally:
+        await counters.aclose()
+    assert full.value.cap == 2 and all(served)
+
+
+async def test_a_waiter_taken_by_an_instance_that_knows_no_lines_is_passed_over(redis_url: str) -> None:
+    """During a rolling upgrade an instance of the version before takes a waiter out of the queue as it did (the
+    queue and the tickets only): the hand-over meets that ticket at the head of its client's line, drops it and
+    hands the slot to the next waiter instead of failing (a Lua error is every call's 503 on that api)."""
+    async with _one_slot_held(redis_url, "a") as (counters, peek, holder, waiters):
+        for n in range(2):
+            waiters.append(asyncio.create_task(counters.guards.enter("shop", reset_after=60, limit=1, wait=60,
+                                                                     group="b")))
+            await _until_queued(peek, n + 1)
+        (taken, _) = peek.zrange(PREFIX + "queue:shop", 0, -1)
+        peek.zrem(PREFIX + "queue:shop", taken)  # what the version before's hand-over does
+        peek.zrem(PREFIX + "tickets:shop", taken)
+        await counters.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
+        served, _ = await waiters[1]
+        left = peek.zcard(PREFIX + "lines:shop")
+    assert served is not None and left == 0

@@ -60,12 +60,14 @@ class GatedIssues:
             gate.set()
 
 
-def _yaml(redis_url: str, limit: int, per_client: int | None = None, timeout: float = 30) -> str:
+def _yaml(redis_url: str, limit: int, per_client: int | None = None, timeout: float = 30,
+          waiting: int | None = None) -> str:
     caps = f"    max_concurrency: {limit}\n    timeout: {timeout}\n"
     if per_client is not None:
         caps += f"    max_concurrency_per_client: {per_client}\n"
     auth = "    auth: {{type: bearer, token: gh-secret-token}}\n"
-    return AGENTS_YAML.replace(auth, auth + caps) + CLIENTS + f"gateway: {{{{redis: {redis_url}}}}}\n"
+    most = f", max_waiting_calls_per_client: {waiting}" if waiting is not None else ""
+    return AGENTS_YAML.replace(auth, auth + caps) + CLIENTS + f"gateway: {{{{redis: {redis_url}{most}}}}}\n"
 
 
 @asynccontextmanager
@@ -193,6 +195,35 @@ async def test_a_clients_cap_is_counted_across_instances_and_its_waiter_queues(
         answers = await asyncio.gather(*tasks)
     assert served.status_code == 200 and [a.status_code for a in answers] == [200] * 3
     assert issues.order == [1, 3, 2]
+
+
+async def test_a_clients_waiting_calls_are_capped_across_instances_and_one_more_is_refused_unsent(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """`gateway.max_waiting_calls_per_client: 2`, the one slot held: a's next two calls wait, one on each instance;
+    a's third is refused at once, neither sent nor queued (429 rate_limited, with its audit row), while b's call
+    still queues; once the slot comes back every queued call is served (before, one client could queue any number,
+    each lengthening every hand-over)."""
+    yaml = _yaml(redis_server.url, limit=1, waiting=2)
+    async with one_held(tmp_path, llm, upstream, redis_server, yaml) as (first, second, issues, call, tasks):
+        call(first, A_KEY, 2)
+        await until("a's call queued", lambda: _queued(redis_server.url) == 1)
+        call(second, A_KEY, 3)
+        await until("a's second call queued", lambda: _queued(redis_server.url) == 2)
+        refused = await call(first, A_KEY, 4)
+        call(second, B_KEY, 5)
+        await until("b's call queued", lambda: _queued(redis_server.url) == 3)
+        async with httpx.AsyncClient(base_url=first, headers=bearer(A_KEY), trust_env=False) as audit:
+            rows = (await audit.get("/audit", params={"status": "rate_limited"})).json()["data"]
+        issues.open()
+        answers = await asyncio.gather(*tasks)
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limited"
+    assert "as many calls waiting for the github API as it may (2: gateway.max_waiting_calls_per_client)" \
+        in error["message"]
+    assert [(r["tool"], r["arguments"]["issue_number"]) for r in rows] == [("getIssue", 4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429, 200], [a.text for a in answers]
+    assert sorted(issues.order) == [1, 2, 3, 5]  # the refused call never reached the upstream
 
 
 async def test_a_waiter_whose_client_goes_away_leaves_the_queue_at_once(

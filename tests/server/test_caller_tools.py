@@ -122,32 +122,39 @@ async def test_tool_choice_is_passed_on_or_refused_with_the_reason(gw: tuple[str
 
 
 
-async def test_a_history_of_made_up_calls_costs_one_lookup_a_message(gw: tuple[str, Any], llm: LenientLLM,
+async def test_a_history_of_made_up_calls_costs_one_lookup_a_request(gw: tuple[str, Any], llm: LenientLLM,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """redteam44: each assistant message of a history is looked up among the turns kept for handed-back calls, and
     it was looked up once per call: 16 messages of 1,000 made-up calls (1.5 MB) were 16,000 queries of the store,
-    4 s of the process's CPU for one request. A kept turn is found by the message's first call (the caller's copy
-    holds the calls handed back, and the turn is kept under each); the handed-back flow above still finds it."""
+    4 s of the process's CPU for one request; then once per message, up to 4,096 queries a request. A kept turn is
+    found by the message's first call (the caller's copy holds the calls handed back, and the turn is kept under
+    each), and every message's is asked for in one question; the handed-back flow above still finds it."""
     import httpx
 
     url, app = gw
     store = app.state.gateway.store
-    looked: list[str] = []
-    lookup = store.get_response
+    looked: list[list[str]] = []
+    lookup = store.get_responses
 
-    async def counted(response_id: str) -> Any:
-        looked.append(response_id)
-        return await lookup(response_id)
+    async def counted(response_ids: list[str]) -> Any:
+        looked.append(list(response_ids))
+        return await lookup(response_ids)
 
-    monkeypatch.setattr(store, "get_response", counted)
+    async def one_by_one(response_id: str) -> Any:
+        raise AssertionError(f"{response_id} was looked up alone")
+
+    monkeypatch.setattr(store, "get_responses", counted)
+    monkeypatch.setattr(store, "get_response", one_by_one)
     made_up = [{"id": f"call_{i}", "type": "function", "function": {"name": "getForecast", "arguments": "{}"}}
                for i in range(600)]
     messages = [{"role": "user", "content": "x"},
                 {"role": "assistant", "content": None, "tool_calls": made_up[:300]},
                 {"role": "assistant", "content": None, "tool_calls": made_up[300:]},
+                *({"role": "assistant", "content": None, "tool_calls": [{**made_up[0], "id": f"more_{i}"}]}
+                  for i in range(200)),
                 {"role": "user", "content": "y"}]
     llm.script(Reply(text="fine"))
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         answer = await client.post("/v1/chat/completions", json={"model": "weather", "messages": messages})
     assert answer.status_code == 200, answer.text
-    assert looked == ["turn_call_0", "turn_call_300"]
+    assert looked == [["turn_call_0", "turn_call_300", *(f"turn_more_{i}" for i in range(200))]]
