@@ -51,8 +51,14 @@ class Wakeups:
 
     async def expect(self, ticket: str, seconds: float) -> asyncio.Queue[Told]:
         """Where `ticket`'s waiter hears what happened to it, registered before the ticket is queued (its message
-        can arrive before the script's reply). Waits at most `seconds` for the subscription to be made: past that
-        the waiter still learns through `CHECK` (the next subscription, the lease keeper's renewal)."""
+        can arrive before the script's reply). Waits at most `seconds`, and no longer than Redis is waited for
+        (`gateway.shared_state_timeout`, the client's socket timeout), for the subscription to be made: past that
+        the waiter still learns through `CHECK` (the next subscription, the lease keeper's renewal). Bounded by the
+        call's own wait alone, every call of a Redis outage waited out its api's timeout here (60 s) before the
+        entry script could tell it Redis was down (user46)."""
+        answer_within = self.client.get_connection_kwargs().get("socket_timeout")
+        if answer_within:
+            seconds = min(seconds, float(answer_within))
         told: asyncio.Queue[Told] = asyncio.Queue()
         self._waiting[ticket] = told
         loop = asyncio.get_running_loop()

@@ -4,6 +4,7 @@ started on its port mid-test; a real upstream on loopback that counts the writes
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,3 +70,33 @@ def test_no_call_fails_once_redis_is_back(tmp_path: Path, llm: LenientLLM, upstr
         close_store(safety)
     assert set(during) == {503}
     assert after == [200] * 40 and again == [200] * 40
+
+
+def test_calls_during_a_redis_outage_are_refused_within_the_setting_not_the_apis_timeout(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, redis_server: RedisServer) -> None:
+    """Once the process's subscription for hand-overs has seen Redis go, a call waited for it to be made again as
+    long as the api's timeout (60 s here) before it was told Redis was down (user46's operator trial: every call
+    of an outage waited for its end). Now at most `gateway.shared_state_timeout`; the client's 20 s is only a hang
+    guard."""
+    write_counter_project(tmp_path, llm.url, upstream.url,
+                          f"gateway:\n  redis: {redis_server.url}\n  shared_state_timeout: 1\n")
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(agents.read_text().replace("timeout: 5}", "timeout: 60}"))
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    try:
+        with running(app) as url, httpx.Client(base_url=url, timeout=20) as client:
+            assert client.post("/agents/writer/tools/write", json={"n": 1}).status_code == 200
+            redis_server.halt()
+            try:
+                first = client.post("/agents/writer/tools/write", json={"n": 2})
+                time.sleep(1.0)  # the subscription has heard its connection close and waits to be made again
+                later = [client.post("/agents/writer/tools/write", json={"n": n}) for n in (3, 4)]
+            finally:
+                redis_server.start()
+            back = client.post("/agents/writer/tools/write", json={"n": 5})
+    finally:
+        close_store(safety)
+    for refused in (first, *later):
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_unavailable", refused.text
+    assert back.status_code == 200, back.text
+    assert set(received(upstream)) == {1, 5}
