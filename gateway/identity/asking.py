@@ -12,10 +12,10 @@ setting still delivers to the next callers (its keys, a user's rotated refresh t
 and abandoned every time. One question at a time: callers arriving meanwhile wait for that one.
 
 A failure (the server's, or a caller's wait running out) is also remembered for `retry_after` seconds: callers
-arriving then are told at once, with the seconds left, and asked again (or waited for again, while the question
-still runs) after that; an answer that arrives meanwhile ends the failure. So a server found again is found without
-a restart, and a server that is down gets one request per `retry_after` (a hung one, per bound) however many callers
-need it.
+arriving then are told at once, with the seconds left (`AuthServerUnavailable.retry_after`, the 503's Retry-After),
+and asked again (or waited for again, while the question still runs) after that; an answer that arrives meanwhile
+ends the failure. So a server found again is found without a restart, and a server that is down gets one request
+per `retry_after` (a hung one, per bound) however many callers need it.
 
 The sharing is asyncio's own (one `Task`, each caller awaiting it through `asyncio.shield` under its own
 `asyncio.timeout`). Looked at for the rest and not used: singleflight 0.1.3 (2022, no release since), oneflight,
@@ -76,13 +76,14 @@ class Asking(Generic[T]):
 
     def _remember(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
         self._failure, self._failed_at = failure, time.monotonic()
+        failure.retry_after = self.retry_after if self.retry_after > 0 else None
         return failure
 
     def _told(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
         left = self._left()
         again = "its answer is still awaited, and callers wait for it again" if self._task is not None else \
             "it is asked again"
-        return AuthServerUnavailable(f"{failure}; {again} in {left:.1f} s")
+        return AuthServerUnavailable(f"{failure}; {again} in {left:.1f} s", retry_after=left)
 
     async def ask(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> T:
         """The answer to `question` (called with the seconds it may take), asked now or by the caller before, while

@@ -178,7 +178,8 @@ class IssuerKeys:
         if since < wait:
             if failed is not None:  # the last refetch failed: the key may well be the issuer's
                 raise AuthServerUnavailable(f"{failed}; the token's key is not among those fetched before, and the "
-                                            f"key set is asked again in {wait - since:.1f} s")
+                                            f"key set is asked again in {wait - since:.1f} s",
+                                            retry_after=wait - since)
             return found
         return _matching(await self._refresh(keys, counted=True), kid, algorithm)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -252,6 +253,19 @@ async def test_a_key_set_slower_than_the_setting_still_arrives_for_the_next_call
         # The one fetch went on after its caller gave up: its keys serve the next callers, asked of nobody again.
         assert await _eventually_200(client, faulty, tokens[1])
     assert faulty.front.asked("/jwks") == before + 1
+
+
+async def test_retry_after_is_what_is_left_of_the_remembered_failure(faulty: Faulty) -> None:
+    tokens = _rotated(faulty)
+    faulty.front.fail("/jwks", Reply(500, "down"))
+    async with _from(42) as client:
+        asked = await client.get(f"{faulty.url}/agents", headers=_bearer(tokens[0]))
+        await _unavailable(asked, "HTTP 500")
+        assert asked.headers["Retry-After"] == "2"  # the whole window: the provider is asked again in 2 s
+        told = await client.get(f"{faulty.url}/agents", headers=_bearer(tokens[1]))
+        await _unavailable(told, "again in")
+    said = re.search(r"again in (\d+\.\d) s", told.json()["error"]["message"])
+    assert said is not None and float(said.group(1)) <= int(told.headers["Retry-After"]) <= 2
 
 
 async def test_calls_queued_behind_a_refused_refresh_are_each_told_the_connection_ended(faulty: Faulty) -> None:
