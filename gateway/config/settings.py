@@ -60,6 +60,9 @@ part that answers (milliseconds), short enough that a caller hears "did not answ
 DEFAULT_AUTH_SERVER_TIMEOUT = 3.0
 """Seconds a request waits for an authorization server (`gateway.auth_server_timeout`): its keys, metadata and token
 endpoint answer in milliseconds; past this the caller hears that it did not answer instead of waiting on."""
+DEFAULT_KEYS_MAX_AGE = 300.0
+"""Seconds the issuer's signing keys are used before they are fetched again (`gateway.auth.keys_max_age`), as
+PyJWT's own `PyJWKClient` keeps them: a withdrawn key stops working within that, for one request in five minutes."""
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
@@ -171,6 +174,11 @@ class GatewayAuth(Section):
     introspection: Introspection | None = doc("Introspection for opaque tokens.", None)
     scopes: Names = doc("Scopes the gateway names in its protected-resource metadata.", default=[])
     leeway: float = doc("Seconds of clock skew allowed on a token's expiry and not-before.", 30.0, ge=0)
+    keys_max_age: float = doc(
+        "Seconds the issuer's signing keys are used once fetched; past that they are fetched again at the next "
+        "token (checked meanwhile with the keys held, which are kept if the issuer does not answer), so a key the "
+        "issuer withdrew stops working within this time, and so do the tokens it signed that were checked before.",
+        DEFAULT_KEYS_MAX_AGE, gt=0)
 
 
 def _retention(days: float | None) -> float | None:

@@ -85,16 +85,23 @@ class Asking(Generic[T]):
             "it is asked again"
         return AuthServerUnavailable(f"{failure}; {again} in {left:.1f} s", retry_after=left)
 
+    def start(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> None:
+        """Ask `question` without waiting for the answer (unless it is being asked, or a failure is remembered)."""
+        if self._task is None and self.failure is None:
+            self._begin(question, wait, where)
+
+    def _begin(self, question: Callable[[float], Awaitable[T]], wait: float, where: str) -> asyncio.Task[T]:
+        task = self._task = asyncio.create_task(self._asked(question, wait * BOUND_FACTOR, where))
+        task.add_done_callback(_retrieved)
+        return task
+
     async def ask(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> T:
         """The answer to `question` (called with the seconds it may take), asked now or by the caller before, while
         it still runs. AuthServerUnavailable when the server failed, a failure is remembered, or `wait` seconds
         passed (`where`: what was asked, for that message); the question's other errors are raised as they are."""
         if (failure := self.failure) is not None:
             raise self._told(failure)
-        task = self._task
-        if task is None:
-            task = self._task = asyncio.create_task(self._asked(question, wait * BOUND_FACTOR, where))
-            task.add_done_callback(_retrieved)
+        task = self._task or self._begin(question, wait, where)
         try:
             async with asyncio.timeout(wait):
                 return await asyncio.shield(task)  # a caller gone or out of time leaves the question running

@@ -1,6 +1,9 @@
 """The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its signing keys, cached.
 
-Keys are fetched once and kept; a token signed by a key the set does not hold makes one refetch (the issuer
+Keys are fetched once and kept `max_age` seconds (`gateway.auth.keys_max_age`): a set held longer is fetched again
+in the background at its next use (tokens are checked with the held keys meanwhile, and still are if that fetch
+fails), so a key the issuer withdrew stops working within that time. A token signed by a key the set does not hold
+makes one refetch (the issuer
 rotated its keys), at most once per `refresh_interval` (after a failed fetch, per `asking.RETRY_AFTER`), whether
 that fetch worked or not, so that tokens with made-up `kid`s cannot make the gateway hammer the issuer (while the
 issuer's last answer was a failure, such a token is 503, not 401: whether its key exists cannot be known). The
@@ -15,12 +18,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT
+from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT, DEFAULT_KEYS_MAX_AGE
 from ..errors import AuthServerUnavailable
 from .asking import BOUND_SETTING, Asking, not_in_time
 
@@ -133,15 +137,21 @@ class IssuerKeys:
         jwks_uri: the key set's URL when discovery should not be asked for it.
         refresh_interval: seconds between two refetches caused by unknown keys.
         timeout: seconds each request to the issuer waits for its answer.
+        max_age: seconds a fetched key set is used before it is fetched again.
     """
 
     def __init__(self, http: httpx.AsyncClient, issuer: str, *, jwks_uri: str | None = None,
-                 refresh_interval: float = 5.0, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 refresh_interval: float = 5.0, timeout: float = DEFAULT_TIMEOUT,
+                 max_age: float = DEFAULT_KEYS_MAX_AGE) -> None:
         self.http = http
         self.issuer = issuer
         self._jwks_uri = jwks_uri
         self.refresh_interval = refresh_interval
         self.timeout = timeout
+        self.max_age = max_age
+        self.generation = 0
+        """How many key sets were fetched: a token checked with an older one is checked again."""
+        self._fetched_at = float("-inf")
         self._metadata: IssuerMetadata | None = None
         self._keys: list[_Key] | None = None
         self._last_refresh = float("-inf")
@@ -190,16 +200,27 @@ class IssuerKeys:
             raise AuthServerUnavailable(f"the authorization server {self.issuer} names no jwks_uri")
         if self._keys is not None and self._keys is not seen:  # another caller's fetch answered meanwhile
             return self._keys
+        return await self._fetching.ask(self._fetcher(uri, counted), wait=self.timeout,
+                                        where=where_asked("key set", uri))
 
+    def renew_if_old(self) -> None:
+        """Start fetching a key set held past `max_age` again, for nobody to wait on: once it answers, a key the
+        issuer withdrew checks no token."""
+        uri = self._jwks_uri or (self._metadata.jwks_uri if self._metadata is not None else None)
+        if self._keys is not None and uri is not None and time.monotonic() - self._fetched_at >= self.max_age:
+            self._fetching.start(self._fetcher(uri, False), wait=self.timeout, where=where_asked("key set", uri))
+
+    def _fetcher(self, uri: str, counted: bool) -> Callable[[float], Awaitable[list[_Key]]]:
         async def fetch(bound: float) -> list[_Key]:
             try:
                 self._keys = await self._fetch(uri, bound)
             finally:  # counted once it ended, answered or not: unknown kids ask once per interval (a
                 if counted:  # caller arriving meanwhile waits for this answer instead of a 401)
                     self._last_refresh = time.monotonic()
+            self._fetched_at, self.generation = time.monotonic(), self.generation + 1
             return self._keys
 
-        return await self._fetching.ask(fetch, wait=self.timeout, where=where_asked("key set", uri))
+        return fetch
 
     async def _fetch(self, uri: str, bound: float) -> list[_Key]:
         status, body = await fetch_json(self.http, "GET", uri, "key set", timeout=bound, setting=BOUND_SETTING)
