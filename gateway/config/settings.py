@@ -172,7 +172,9 @@ class GatewayAuth(Section):
     audience: str = doc("This gateway's resource identifier, the tokens' required audience (RFC 8707).")
     jwks_uri: HttpUrl | None = doc("The issuer's signing keys, when discovery does not find them.", None)
     introspection: Introspection | None = doc("Introspection for opaque tokens.", None)
-    scopes: Names = doc("Scopes the gateway names in its protected-resource metadata.", default=[])
+    scopes: Names = doc("Scopes the gateway names in its protected-resource metadata (`scopes_supported`: what "
+                        "MCP clients ask the provider for); advertised only: a token's `scope` is not checked.",
+                        default=[])
     leeway: float = doc("Seconds of clock skew allowed on a token's expiry and not-before.", 30.0, ge=0)
     keys_max_age: float = doc(
         "Seconds the issuer's signing keys are used once fetched; past that they are fetched again at the next "

@@ -7,7 +7,7 @@ gateway:
     audience: https://gateway.example.com       # this gateway's resource identifier: every token's `aud` names it
     jwks_uri: https://login.example.com/jwks    # optional: instead of discovery
     introspection: {client_id: gateway, client_secret: ${SECRET}}   # optional: opaque tokens (RFC 7662)
-    scopes: [gateway]                           # optional: named in the protected-resource metadata
+    scopes: [gateway]                           # optional: advertised in the protected-resource metadata only
     leeway: 30                                  # optional: seconds of clock skew on exp and nbf
 clients:
   engineers: {agents: [triage], claims: {groups: eng}}
