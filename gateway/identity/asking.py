@@ -118,6 +118,9 @@ class Asking(Generic[T]):
             raise self._remember(not_in_time(bound, where, BOUND_SETTING)) from None
         except AuthServerUnavailable as error:
             raise self._remember(error) from None
+        except BaseException:  # refused for another reason (the server answered), or cancelled: nothing to share
+            self._failure = None
+            raise
         else:
             self._failure = None
             return answer
