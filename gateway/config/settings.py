@@ -210,7 +210,7 @@ class GatewaySettings(Section):
         "`auth_unavailable` (\"the authorization server did not answer within 3 s ...\"; in a chat the model reads "
         "it as its tool's result) and nothing is sent upstream; for the next 2 s other callers needing the same "
         "answer are told at once, then the server is asked again (nothing to restart). A key set, discovery or "
-        "refresh request still under way when its callers stop waiting goes on, up to ten times this, and its "
+        "refresh request still under way when its callers stop waiting goes on, up to three times this, and its "
         "answer serves the callers after it. Read at start.",
         DEFAULT_AUTH_SERVER_TIMEOUT)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",

@@ -36,8 +36,11 @@ T = TypeVar("T")
 
 RETRY_AFTER = 2.0
 """Seconds a failed question to an authorization server is not asked again (its callers are told at once)."""
-BOUND_FACTOR = 10.0
-"""A question runs at most this many times its callers' wait (a hung server holds one connection, not more)."""
+BOUND_FACTOR = 3.0
+"""A question runs at most this many times its callers' wait. Longer lets a slower server deliver; but a request
+lost in a connection that went silent (a load balancer's black hole) is waited for that long before the server is
+asked again, one question at a time: at 10 x, every door came back 28-30 s after such a silence ended, against 3 s
+before (bench/README.md, branch mend48)."""
 BOUND_SETTING = f"{BOUND_FACTOR:g} x gateway.auth_server_timeout, a request's own bound: its callers gave up sooner"
 
 
