@@ -16,7 +16,9 @@ tests/quiet_proxy.py (refused: the port closed; hung: accepted, never answered).
 - `exchange-*` (`refused`, `hung`, `invalid-grant`): the token endpoint fails one user's token exchange;
 - `refresh-*` (`refused`, `hung`, `invalid-grant`): the token endpoint fails the refresh of the user's own
   connection (alice connected `tracker`; its tokens live 4 s, so every call past 2 s refreshes);
-- `flood`: 100 tokens with made-up `kid`s at once, the provider answering and then hung: how many fetches reach it.
+- `flood`: 100 tokens with made-up `kid`s at once, the provider answering and then hung: how many fetches reach it;
+- `slow-throughout`: the provider rotated and answers its key set 5 s late (past the gateway's 3 s) for 20 s, a
+  caller every 0.5 s with a token of the new key: when the first is answered 200, and how many fetches it took.
 
 At once, in a round: a tool call on the direct HTTP door, a chat completion whose scripted model calls the tool,
 an MCP `tools/call`, and three more direct calls (to see whether callers queue behind one another); meanwhile
@@ -60,7 +62,7 @@ from bench.support import free_port, python_module, spawned  # noqa: E402
 
 FAULTS = ("jwks-refused", "jwks-hung", "jwks-slow", "jwks-garbage", "jwks-500", "rotation",
           "exchange-refused", "exchange-hung", "exchange-invalid-grant",
-          "refresh-refused", "refresh-hung", "refresh-invalid-grant", "flood")
+          "refresh-refused", "refresh-hung", "refresh-invalid-grant", "flood", "slow-throughout")
 DOORS = ("http", "chat", "mcp", "http2", "http3", "http4")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "MCP-Protocol-Version": "2025-06-18"}
@@ -368,6 +370,34 @@ async def flood(gw: Gateway, bench: Bench, count: int) -> None:
               f"({len(pending)} unanswered in {bench.hold:g} s; {time.monotonic() - t0:.1f} s in all)")
 
 
+async def slow_throughout(gw: Gateway, bench: Bench, late: float = 5.0, span: float = 20.0) -> None:
+    """The provider answers its key set `late` seconds late for `span` seconds, callers arriving every 0.5 s with a
+    token of a key the gateway has not fetched: does a provider slower than the setting ever deliver its keys?"""
+    bench.rotate()
+    headers = {"Authorization": f"Bearer {bench.token('alice')}"}
+    before = asked(bench.front, "/jwks")
+    bench.front.slow("/jwks", late)
+    client, t0 = gw.door("slow"), time.monotonic()
+    answers: list[tuple[float, int, float]] = []  # (sent at, status, seconds waited)
+
+    async def one() -> None:
+        sent = time.monotonic()
+        answer = await client.get(f"{gw.url}/agents", headers=headers)
+        answers.append((sent - t0, answer.status_code, time.monotonic() - sent))
+
+    callers = []
+    while time.monotonic() - t0 < span:
+        callers.append(asyncio.ensure_future(one()))
+        await asyncio.sleep(0.5)
+    await asyncio.gather(*callers)
+    bench.front.heal()
+    first = min((sent + waited for sent, code, waited in answers if code == 200), default=None)
+    codes = {code: sum(1 for _, c, _ in answers if c == code) for code in sorted({c for _, c, _ in answers})}
+    print(f"\n== slow-throughout (load {load():.1f}): key set {late:g} s late for {span:g} s, {len(answers)} callers: "
+          f"first 200 at {'never' if first is None else f'{first:.1f} s'}; answers {codes}; longest wait "
+          f"{max(w for _, _, w in answers):.2f} s; fetches of the key set {asked(bench.front, '/jwks') - before}")
+
+
 def _b64decode(part: str) -> bytes:
     import base64
 
@@ -387,6 +417,9 @@ async def measure(bench: Bench, gw: Gateway, names: list[str], rounds: int) -> N
     for name in names:
         if name == "flood":
             await flood(gw, bench, 100)
+            continue
+        if name == "slow-throughout":
+            await slow_throughout(gw, bench)
             continue
         got = []
         for _ in range(rounds):

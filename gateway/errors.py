@@ -208,6 +208,11 @@ class AuthServerUnavailable(IdentityError):
     status = 503
     error_type = "auth_unavailable"
 
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds until the server is asked again (the answer's Retry-After); None: not known."""
+
 
 class UserCredentialError(IdentityError):
     status = 403

@@ -17,6 +17,7 @@ from .catalog import AgentTool
 from .kernel.calls import Door, HostedProceed
 from .loop_types import EventHandler, LoopEvent, Step
 from .messages import ToolCall, ToolResult
+from .truncation import CUT_NOTE
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
 
@@ -121,7 +122,7 @@ def result_content(result: ToolResult) -> str:
         body = result.body
         text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
         if result.truncated:
-            text += "\n[truncated: the result was longer than the gateway's limit]"
+            text += "\n" + CUT_NOTE
         if result.warning:
             text += f"\n[warning: {result.warning}]"
         return text

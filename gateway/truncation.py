@@ -7,6 +7,10 @@ from typing import Any
 
 import orjson
 
+CUT_NOTE = ("[truncated: the answer was longer than the gateway's limit (max_result_bytes); for the rest, ask for "
+            "a smaller page: a filter, or a page-size argument if the tool has one]")
+"""What a model reads after a cut answer, on every door (chat, Responses, MCP, an enforced schema's error too)."""
+
 
 def cut_text_at_boundary(text: str, max_bytes: int, total: int, *, at_least: bool = False) -> tuple[str, bool]:
     """`text` cut to about `max_bytes` of UTF-8 at a line or word boundary, with a marker naming what of `total`

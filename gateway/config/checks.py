@@ -277,7 +277,19 @@ def _check_user_credentials(c: Checker, manifest: Manifest) -> None:
             if manifest.gateway.auth is None:
                 c.warning(path, f"{credential.type} acts as the signed-in user, and without `gateway.auth` no caller "
                                 "is one: every call of this api is refused")
+            elif isinstance(credential, TokenExchangeAuth) and _is_audience(credential, audience):
+                key = "resource" if credential.resource else "audience"
+                c.warning((*path, key) if (*path, key) in c.lines else path,
+                          f"the token exchange asks for tokens for the gateway's own audience ({audience}): each "
+                          f"call would send {api.name} a token the gateway itself accepts, so the api could call "
+                          "every door as the user; name the api's own resource indicator")
             elif isinstance(credential, UserOAuth) and credential.redirect_uri is None and \
                     not audience.startswith(("http://", "https://")):
                 c.error(path, "'redirect_uri' is required (the gateway's /connections/callback as registered at the "
                               "provider): gateway.auth.audience is not the gateway's URL to put it under")
+
+
+def _is_audience(credential: TokenExchangeAuth, audience: str) -> bool:
+    """The exchange's target is the gateway's audience (a trailing slash aside, as the gateway compares issuers)."""
+    target = credential.resource or credential.audience or ""
+    return target.rstrip("/") == audience.rstrip("/")

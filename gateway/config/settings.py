@@ -61,6 +61,9 @@ part that answers (milliseconds), short enough that a caller hears "did not answ
 DEFAULT_AUTH_SERVER_TIMEOUT = 3.0
 """Seconds a request waits for an authorization server (`gateway.auth_server_timeout`): its keys, metadata and token
 endpoint answer in milliseconds; past this the caller hears that it did not answer instead of waiting on."""
+DEFAULT_KEYS_MAX_AGE = 300.0
+"""Seconds the issuer's signing keys are used before they are fetched again (`gateway.auth.keys_max_age`), as
+PyJWT's own `PyJWKClient` keeps them: a withdrawn key stops working within that, for one request in five minutes."""
 DEFAULT_MAX_CONCURRENCY = 16
 DEFAULT_MAX_DELEGATION_DEPTH = 3
 """How many agents deep a delegation chain may go (lead -> sub -> sub-sub is 2)."""
@@ -174,8 +177,15 @@ class GatewayAuth(Section):
     audience: str = doc("This gateway's resource identifier, the tokens' required audience (RFC 8707).")
     jwks_uri: HttpUrl | None = doc("The issuer's signing keys, when discovery does not find them.", None)
     introspection: Introspection | None = doc("Introspection for opaque tokens.", None)
-    scopes: Names = doc("Scopes the gateway names in its protected-resource metadata.", default=[])
+    scopes: Names = doc("Scopes the gateway names in its protected-resource metadata (`scopes_supported`: what "
+                        "MCP clients ask the provider for); advertised only: a token's `scope` is not checked.",
+                        default=[])
     leeway: float = doc("Seconds of clock skew allowed on a token's expiry and not-before.", 30.0, ge=0)
+    keys_max_age: float = doc(
+        "Seconds the issuer's signing keys are used once fetched; past that they are fetched again at the next "
+        "token (checked meanwhile with the keys held, which are kept if the issuer does not answer), so a key the "
+        "issuer withdrew stops working within this time, and so do the tokens it signed that were checked before.",
+        DEFAULT_KEYS_MAX_AGE, gt=0)
 
 
 def _retention(days: float | None) -> float | None:
@@ -204,7 +214,9 @@ class GatewaySettings(Section):
         "refresh. Past that, or when the server refuses the connection or fails, the caller gets 503 "
         "`auth_unavailable` (\"the authorization server did not answer within 3 s ...\"; in a chat the model reads "
         "it as its tool's result) and nothing is sent upstream; for the next 2 s other callers needing the same "
-        "answer are told at once, then the server is asked again (nothing to restart). Read at start.",
+        "answer are told at once, then the server is asked again (nothing to restart). A key set, discovery or "
+        "refresh request still under way when its callers stop waiting goes on, up to three times this, and its "
+        "answer serves the callers after it. Read at start.",
         DEFAULT_AUTH_SERVER_TIMEOUT)
     audit_retention_days: NonNegative | None = doc("Days audit rows are kept; 0 or null: forever.",
                                                   DEFAULT_RETENTION_DAYS)

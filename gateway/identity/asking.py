@@ -1,31 +1,56 @@
-"""One question to an authorization server at a time, and its failure shared.
+"""One question to an authorization server at a time, its answer or failure shared, and a slow answer still had.
 
-Callers that need the same thing from the server (its key set, its metadata, one user's token refresh) take turns
-(`Asking.turn`). A caller that waited while another asked gets that answer: on success it finds the result stored
-and asks nothing; on failure it gets the same `AuthServerUnavailable` at once instead of asking again. Without
-this, callers queued behind a server that does not answer each waited the full timeout in turn (the tenth caller
-ten times as long), and a flood of tokens with unknown keys became a flood of fetches.
+Callers that need the same thing from the server (its key set, its metadata, one user's token refresh) share one
+asking of it (`Asking.ask`): the first starts it as a task, the others arriving while it runs wait for the same task,
+and all get its answer or its failure. Without this, callers queued behind a server that does not answer each waited
+the full timeout in turn (the tenth caller ten times as long), and a flood of tokens with unknown keys became a flood
+of fetches.
 
-A failure is also remembered for `retry_after` seconds: callers arriving then are told at once, without asking,
-and the server is asked again after that (so it is found again without a restart, and a server that is down
-gets one request per `retry_after` however many callers need it).
+Each caller waits at most `wait` seconds (`gateway.auth_server_timeout`); the question itself goes on after its
+callers gave up, up to its own longer bound (`BOUND_FACTOR` times the wait), so that a provider slower than the
+setting still delivers to the next callers (its keys, a user's rotated refresh token) instead of being asked again
+and abandoned every time. One question at a time: callers arriving meanwhile wait for that one.
+
+A failure (the server's, or a caller's wait running out) is also remembered for `retry_after` seconds: callers
+arriving then are told at once, with the seconds left (`AuthServerUnavailable.retry_after`, the 503's Retry-After),
+and asked again (or waited for again, while the question still runs) after that; an answer that arrives meanwhile
+ends the failure. So a server found again is found without a restart, and a server that is down gets one request
+per `retry_after` (a hung one, per bound) however many callers need it.
+
+The sharing is asyncio's own (one `Task`, each caller awaiting it through `asyncio.shield` under its own
+`asyncio.timeout`). Looked at for the rest and not used: singleflight 0.1.3 (2022, no release since), oneflight,
+dedup-me, cacheflight and async-lru (each shares a call in flight; none remembers a failure for a window, lets a
+caller's wait end while the call goes on, or bounds that call on its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 from ..errors import AuthServerUnavailable
 
+T = TypeVar("T")
+
 RETRY_AFTER = 2.0
 """Seconds a failed question to an authorization server is not asked again (its callers are told at once)."""
+BOUND_FACTOR = 3.0
+"""A question runs at most this many times its callers' wait. Longer lets a slower server deliver; but a request
+lost in a connection that went silent (a load balancer's black hole) is waited for that long before the server is
+asked again, one question at a time: at 10 x, every door came back 28-30 s after such a silence ended, against 3 s
+before (bench/README.md, branch mend48)."""
+BOUND_SETTING = f"{BOUND_FACTOR:g} x gateway.auth_server_timeout, a request's own bound: its callers gave up sooner"
 
 
-class Asking:
-    """The turns of the callers asking one authorization server one thing.
+def not_in_time(seconds: float, where: str, setting: str = "gateway.auth_server_timeout") -> AuthServerUnavailable:
+    """The failure of a request to an authorization server that did not answer in time."""
+    return AuthServerUnavailable(f"the authorization server did not answer within {seconds:g} s ({where}; {setting})")
+
+
+class Asking(Generic[T]):
+    """The callers asking one authorization server one thing, and the one question they share.
 
     Args:
         retry_after: seconds a failure is remembered (0: only the callers that waited share it).
@@ -33,42 +58,80 @@ class Asking:
 
     def __init__(self, retry_after: float = RETRY_AFTER) -> None:
         self.retry_after = retry_after
-        self._lock = asyncio.Lock()
-        self._round = 0
+        self._task: asyncio.Task[T] | None = None
         self._failure: AuthServerUnavailable | None = None
         self._failed_at = float("-inf")
 
     @property
+    def last_failure(self) -> AuthServerUnavailable | None:
+        """The last failure, remembered or not, until the server answers."""
+        return self._failure
+
+    @property
     def failure(self) -> AuthServerUnavailable | None:
-        """The last question's failure while it is remembered (None once the server answered, or after
-        `retry_after`)."""
-        if self._failure is not None and time.monotonic() - self._failed_at < self.retry_after:
+        """The last failure while it is remembered (None once the server answered, or after `retry_after`)."""
+        if self._failure is not None and self._left() > 0:
             return self._failure
         return None
 
-    def _told(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
-        left = self.retry_after - (time.monotonic() - self._failed_at)
-        return AuthServerUnavailable(f"{failure}; it is asked again in {left:.1f} s" if left > 0 else str(failure))
+    def _left(self) -> float:
+        return self.retry_after - (time.monotonic() - self._failed_at)
 
-    @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """This caller's turn to ask (inside, check first whether the answer is there already). Raises the failure
-        of a question asked while this caller waited, or one still remembered, without a turn."""
+    def _remember(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
+        self._failure, self._failed_at = failure, time.monotonic()
+        failure.retry_after = self.retry_after if self.retry_after > 0 else None
+        return failure
+
+    def _told(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
+        left = self._left()
+        again = "its answer is still awaited, and callers wait for it again" if self._task is not None else \
+            "it is asked again"
+        return AuthServerUnavailable(f"{failure}; {again} in {left:.1f} s", retry_after=left)
+
+    def start(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> None:
+        """Ask `question` without waiting for the answer (unless it is being asked, or a failure is remembered)."""
+        if self._task is None and self.failure is None:
+            self._begin(question, wait, where)
+
+    def _begin(self, question: Callable[[float], Awaitable[T]], wait: float, where: str) -> asyncio.Task[T]:
+        task = self._task = asyncio.create_task(self._asked(question, wait * BOUND_FACTOR, where))
+        task.add_done_callback(_retrieved)
+        return task
+
+    async def ask(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> T:
+        """The answer to `question` (called with the seconds it may take), asked now or by the caller before, while
+        it still runs. AuthServerUnavailable when the server failed, a failure is remembered, or `wait` seconds
+        passed (`where`: what was asked, for that message); the question's other errors are raised as they are."""
         if (failure := self.failure) is not None:
             raise self._told(failure)
-        waited_from = self._round
-        async with self._lock:
-            if self._round != waited_from and self._failure is not None:
-                raise self._told(self._failure)
-            try:
-                yield
-            except AuthServerUnavailable as error:
-                self._failure, self._failed_at = error, time.monotonic()
-                raise
-            except BaseException:  # refused for another reason, or the caller went away: nothing to share
-                self._failure = None
-                raise
-            else:
-                self._failure = None
-            finally:
-                self._round += 1
+        task = self._task or self._begin(question, wait, where)
+        try:
+            async with asyncio.timeout(wait):
+                return await asyncio.shield(task)  # a caller gone or out of time leaves the question running
+        except TimeoutError:
+            if task.done():  # answered just as the wait ran out
+                return task.result()
+            raise self._remember(not_in_time(wait, where)) from None
+
+    async def _asked(self, question: Callable[[float], Awaitable[T]], bound: float, where: str) -> T:
+        try:
+            async with asyncio.timeout(bound):  # a server that trickles its answer is bounded too
+                answer = await question(bound)
+        except TimeoutError:
+            raise self._remember(not_in_time(bound, where, BOUND_SETTING)) from None
+        except AuthServerUnavailable as error:
+            raise self._remember(error) from None
+        except BaseException:  # refused for another reason (the server answered), or cancelled: nothing to share
+            self._failure = None
+            raise
+        else:
+            self._failure = None
+            return answer
+        finally:
+            self._task = None
+
+
+def _retrieved(task: asyncio.Task[object]) -> None:
+    """Read a question's failure when no caller was left to (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()

@@ -10,10 +10,12 @@ the api's authorization endpoint with PKCE (S256). The provider sends it back to
 `finish` takes the state (once, expired or not) and exchanges the code only when the browser's nonce matches. The
 tokens are kept in the store encrypted with Fernet (`GATEWAY_CONNECTIONS_KEY`: one key, or several separated by
 commas, the first encrypting: a rotation), so every instance on the same PostgreSQL sees the connection. An access
-token that expires is refreshed with the refresh token, one call of a user at a time (`gateway.identity.asking`: the
-user's calls that waited share a failed refresh's error rather than each waiting for the provider in turn); a
-refresh token the provider refuses ends the connection (the next call says how to connect again). If another
-instance refreshed first (rotated refresh tokens), its stored result is used.
+token that expires is refreshed with the refresh token, once for all of a user's calls that need it
+(`gateway.identity.asking`: they share its answer or its failure rather than each waiting for the provider in turn,
+and a refresh slower than their wait still stores the provider's new tokens, whose refresh token may be the only one
+that still works); a refresh token the provider refuses ends the connection (every call that waited for it, and the
+next, says how to connect again). If another instance refreshed first (rotated refresh tokens), its stored result
+is used.
 
 Endpoints and client come from the spec's `authorizationCode` flow or the configuration; `redirect_uri` is the
 gateway's callback as registered at the provider, and the start page is on the same origin (the nonce cookie must
@@ -38,8 +40,8 @@ import httpx
 
 from ..errors import ApiSetupError, ForeignConnectLink, NotConnected
 from ..store.base import ConnectionRecord, PendingConnection, Store
-from .asking import Asking
-from .keys import DEFAULT_TIMEOUT, fetch_json, usable_for
+from .asking import BOUND_SETTING, Asking
+from .keys import DEFAULT_TIMEOUT, fetch_json, usable_for, where_asked
 from .sealing import KEY_VARIABLE, MAKE_A_KEY
 
 if TYPE_CHECKING:  # cryptography is imported when a key is read, not at every start-up
@@ -106,7 +108,7 @@ class Connections:
         self.cipher = cipher
         self.timeout = timeout
         self.apis: dict[str, UserOAuthSettings] = {}
-        self._refreshing: weakref.WeakValueDictionary[tuple[str, str], Asking] = weakref.WeakValueDictionary()
+        self._refreshing: weakref.WeakValueDictionary[tuple[str, str], Asking[str]] = weakref.WeakValueDictionary()
         """Per user and api, while some call of theirs needs a refresh (a user's failure is not another's)."""
 
     def configure(self, apis: Mapping[str, UserOAuthSettings]) -> None:
@@ -200,16 +202,24 @@ class Connections:
         asking = self._refreshing.get((subject, api))
         if asking is None:
             asking = self._refreshing[(subject, api)] = Asking(retry_after=0.0)
-        async with asking.turn():
-            record = await self.store.get_connection(subject, api)  # another call may have refreshed it
-            tokens = self._open(record) if record is not None else None
-            if record is None or tokens is None:
-                raise await self._not_connected(api, subject, client)
-            if _fresh(tokens):
-                return str(tokens["access_token"])
-            return await self._refresh(record, tokens, client)
+        settings = self._settings(api)
+        try:
+            return await asking.ask(lambda bound: self._renewed(api, subject, bound), wait=self.timeout,
+                                    where=where_asked("token refresh", settings.token_url))
+        except _Missing:
+            raise await self._not_connected(api, subject, client) from None
+        except _Ended:  # told to every call that waited for the refresh, each with a link of its own
+            raise await self._not_connected(api, subject, client, ended=True) from None
 
-    async def _refresh(self, record: ConnectionRecord, tokens: dict[str, Any], client: str | None) -> str:
+    async def _renewed(self, api: str, subject: str, bound: float) -> str:
+        """The user's access token, refreshed unless another call or instance did; the provider's answer is kept
+        even when the calls that asked stopped waiting for it (`bound`: how long it may take)."""
+        record = await self.store.get_connection(subject, api)
+        tokens = self._open(record) if record is not None else None
+        if record is None or tokens is None:
+            raise _Missing
+        if _fresh(tokens):
+            return str(tokens["access_token"])
         settings = self._settings(record.api)
         refresh = tokens.get("refresh_token")
         renewed = None
@@ -217,7 +227,7 @@ class Connections:
             form = {"grant_type": "refresh_token", "refresh_token": refresh}
             if settings.resource:
                 form["resource"] = settings.resource
-            renewed = await self._token_request(settings, form, "token refresh")
+            renewed = await self._token_request(settings, form, "token refresh", timeout=bound, setting=BOUND_SETTING)
         if renewed is None:
             latest = await self.store.get_connection(record.subject, record.api)
             if latest is not None and latest.updated != record.updated:  # another instance refreshed first
@@ -225,7 +235,7 @@ class Connections:
                 if fresh is not None and _fresh(fresh):
                     return str(fresh["access_token"])
             await self.store.delete_connection(record.subject, record.api)
-            raise await self._not_connected(record.api, record.subject, client, ended=True)
+            raise _Ended
         renewed.setdefault("refresh_token", refresh)  # a provider that does not rotate keeps the old one
         record.secret = self._seal(renewed)
         record.updated = time.time()
@@ -248,8 +258,9 @@ class Connections:
         return await self.store.delete_connection(subject, api)
 
     # -- the provider and the sealed tokens ---------------------------------------------------------
-    async def _token_request(self, settings: UserOAuthSettings, form: dict[str, str],
-                             what: str) -> dict[str, Any] | None:
+    async def _token_request(self, settings: UserOAuthSettings, form: dict[str, str], what: str, *,
+                             timeout: float | None = None,
+                             setting: str = "gateway.auth_server_timeout") -> dict[str, Any] | None:
         """The token response; None when the provider refused (`invalid_grant`: the code or refresh token is no
         good); AuthServerUnavailable when it cannot be reached; ApiSetupError for anything else."""
         auth = None
@@ -258,7 +269,8 @@ class Connections:
         else:
             form = {**form, "client_id": settings.client_id}
         status, body = await fetch_json(self.http, "POST", settings.token_url, what, data=form, auth=auth,
-                                        timeout=self.timeout, headers={"Accept": "application/json"})
+                                        timeout=timeout or self.timeout, setting=setting,
+                                        headers={"Accept": "application/json"})
         if status == 200 and isinstance(body, dict) and isinstance(body.get("access_token"), str):
             expires_in = body.get("expires_in")
             if isinstance(expires_in, (int, float)):  # renewed a little early; short-lived tokens at half-life
@@ -283,6 +295,14 @@ class Connections:
         except (InvalidToken, ValueError):
             return None
         return opened
+
+
+class _Missing(Exception):
+    """The user has no connection to the api (or none the key opens)."""
+
+
+class _Ended(Exception):
+    """The provider refused the refresh token: the connection was removed."""
 
 
 def _digest(nonce: str) -> str:

@@ -1,28 +1,32 @@
 """The issuer's metadata (OpenID Connect discovery, else RFC 8414) and its signing keys, cached.
 
-Keys are fetched once and kept; a token signed by a key the set does not hold makes one refetch (the issuer
+Keys are fetched once and kept `max_age` seconds (`gateway.auth.keys_max_age`): a set held longer is fetched again
+in the background at its next use (tokens are checked with the held keys meanwhile, and still are if that fetch
+fails), so a key the issuer withdrew stops working within that time. A token signed by a key the set does not hold
+makes one refetch (the issuer
 rotated its keys), at most once per `refresh_interval` (after a failed fetch, per `asking.RETRY_AFTER`), whether
 that fetch worked or not, so that tokens with made-up `kid`s cannot make the gateway hammer the issuer (while the
 issuer's last answer was a failure, such a token is 503, not 401: whether its key exists cannot be known). The
-callers that need the server take turns (`gateway.identity.asking`): those that waited share the answer, and a
-failure is told at once to the callers of the next seconds. Every request to an authorization server waits at most
-`timeout` seconds (`gateway.auth_server_timeout`, httpx's timeouts). PyJWT parses the keys (`PyJWK`); the fetching
-is ours, on the gateway's async HTTP client, because PyJWT's own `PyJWKClient` fetches with blocking urllib.
-"""
+callers that need the server share one fetch (`gateway.identity.asking`): those that waited share the answer, a
+failure is told at once to the callers of the next seconds, and a fetch slower than its callers' wait goes on for
+the next callers. Each caller waits at most `timeout` seconds (`gateway.auth_server_timeout`). PyJWT parses the
+keys (`PyJWK`); the fetching is ours, on the gateway's async HTTP client, because PyJWT's own `PyJWKClient` fetches
+with blocking urllib."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT
+from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT, DEFAULT_KEYS_MAX_AGE
 from ..errors import AuthServerUnavailable
-from .asking import Asking
+from .asking import BOUND_SETTING, Asking, not_in_time
 
 if TYPE_CHECKING:  # PyJWT (and cryptography under it) is imported when a key set is first read, not at start-up
     import jwt
@@ -57,16 +61,16 @@ def usable_for(expires_in: float) -> float:
 
 
 async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, *, timeout: float,
-                     **kwargs: Any) -> tuple[int, Any]:
+                     setting: str = "gateway.auth_server_timeout", **kwargs: Any) -> tuple[int, Any]:
     """(status, parsed JSON or None) of one request to an authorization server, waiting at most `timeout` seconds
-    for each step (connecting, sending, each read); AuthServerUnavailable when it cannot be reached, does not
-    answer in time, answers 5xx, or answers something that is not JSON with a 2xx."""
-    where = f"{what} at {_origin(url)}"
+    for each step (connecting, sending, each read; `setting` names where that figure comes from);
+    AuthServerUnavailable when it cannot be reached, does not answer in time, answers 5xx, or answers something
+    that is not JSON with a 2xx."""
+    where = where_asked(what, url)
     try:
         response = await http.request(method, url, timeout=httpx.Timeout(timeout), **kwargs)
     except httpx.TimeoutException:
-        raise AuthServerUnavailable(f"the authorization server did not answer within {timeout:g} s ({where}; "
-                                    "gateway.auth_server_timeout)") from None
+        raise not_in_time(timeout, where, setting) from None
     except httpx.ConnectError:
         raise AuthServerUnavailable(f"the authorization server is unreachable: no connection ({where})") from None
     except httpx.HTTPError as error:
@@ -83,6 +87,11 @@ async def fetch_json(http: httpx.AsyncClient, method: str, url: str, what: str, 
     return response.status_code, body
 
 
+def where_asked(what: str, url: str) -> str:
+    """`what` was asked of the server at `url`'s origin (the path may hold a tenant's name: not in messages)."""
+    return f"{what} at {_origin(url)}"
+
+
 def _origin(url: str) -> str:
     parsed = httpx.URL(url)
     return f"{parsed.scheme}://{parsed.netloc.decode('ascii')}"
@@ -97,10 +106,11 @@ def discovery_urls(issuer: str) -> list[str]:
     return [f"{base}/.well-known/openid-configuration", f"{origin}/.well-known/oauth-authorization-server{path}"]
 
 
-async def discover(http: httpx.AsyncClient, issuer: str, *, timeout: float = DEFAULT_TIMEOUT) -> IssuerMetadata:
+async def discover(http: httpx.AsyncClient, issuer: str, *, timeout: float = DEFAULT_TIMEOUT,
+                   setting: str = "gateway.auth_server_timeout") -> IssuerMetadata:
     """The issuer's metadata; its `issuer` must be the configured one (a trailing slash aside)."""
     for url in discovery_urls(issuer):
-        status, body = await fetch_json(http, "GET", url, "discovery", timeout=timeout)
+        status, body = await fetch_json(http, "GET", url, "discovery", timeout=timeout, setting=setting)
         if status == 200 and isinstance(body, dict):
             found = str(body.get("issuer") or "")
             if found.rstrip("/") != issuer.rstrip("/"):
@@ -127,26 +137,35 @@ class IssuerKeys:
         jwks_uri: the key set's URL when discovery should not be asked for it.
         refresh_interval: seconds between two refetches caused by unknown keys.
         timeout: seconds each request to the issuer waits for its answer.
+        max_age: seconds a fetched key set is used before it is fetched again.
     """
 
     def __init__(self, http: httpx.AsyncClient, issuer: str, *, jwks_uri: str | None = None,
-                 refresh_interval: float = 5.0, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 refresh_interval: float = 5.0, timeout: float = DEFAULT_TIMEOUT,
+                 max_age: float = DEFAULT_KEYS_MAX_AGE) -> None:
         self.http = http
         self.issuer = issuer
         self._jwks_uri = jwks_uri
         self.refresh_interval = refresh_interval
         self.timeout = timeout
+        self.max_age = max_age
+        self.generation = 0
+        """How many key sets were fetched: a token checked with an older one is checked again."""
+        self._fetched_at = float("-inf")
         self._metadata: IssuerMetadata | None = None
         self._keys: list[_Key] | None = None
         self._last_refresh = float("-inf")
-        self._refetch_failure: AuthServerUnavailable | None = None
-        self._asking = Asking()
+        self._discovering: Asking[IssuerMetadata] = Asking()
+        self._fetching: Asking[list[_Key]] = Asking()
 
     async def metadata(self) -> IssuerMetadata:
-        while self._metadata is None:  # another caller's turn may have fetched the keys instead: ask again
-            async with self._asking.turn():
-                if self._metadata is None:
-                    self._metadata = await discover(self.http, self.issuer, timeout=self.timeout)
+        if self._metadata is None:
+            self._metadata = await self._discovering.ask(self._discover, wait=self.timeout,
+                                                         where=where_asked("discovery", self.issuer))
+        return self._metadata
+
+    async def _discover(self, bound: float) -> IssuerMetadata:
+        self._metadata = await discover(self.http, self.issuer, timeout=bound, setting=BOUND_SETTING)
         return self._metadata
 
     async def expected_issuer(self) -> str:
@@ -162,14 +181,15 @@ class IssuerKeys:
         if found:
             return found
         since = time.monotonic() - self._last_refresh
-        failed = self._refetch_failure
+        failed = self._fetching.last_failure
         # After a failure, asked again sooner: the server is found again within seconds of its return, and one that
         # is down still gets one request every few seconds however many callers need it.
-        wait = self.refresh_interval if failed is None else min(self.refresh_interval, self._asking.retry_after)
+        wait = self.refresh_interval if failed is None else min(self.refresh_interval, self._fetching.retry_after)
         if since < wait:
             if failed is not None:  # the last refetch failed: the key may well be the issuer's
                 raise AuthServerUnavailable(f"{failed}; the token's key is not among those fetched before, and the "
-                                            f"key set is asked again in {wait - since:.1f} s")
+                                            f"key set is asked again in {wait - since:.1f} s",
+                                            retry_after=wait - since)
             return found
         return _matching(await self._refresh(keys, counted=True), kid, algorithm)
 
@@ -178,23 +198,32 @@ class IssuerKeys:
         uri = self._jwks_uri or (await self.metadata()).jwks_uri
         if uri is None:
             raise AuthServerUnavailable(f"the authorization server {self.issuer} names no jwks_uri")
-        while self._keys is None or self._keys is seen:
-            async with self._asking.turn():
-                if self._keys is not None and self._keys is not seen:
-                    break
-                try:
-                    self._keys = await self._fetch(uri)
-                except AuthServerUnavailable as error:
-                    self._refetch_failure = error
-                    raise
-                finally:  # counted once it ended, answered or not: unknown kids ask once per interval (a
-                    if counted:  # caller arriving meanwhile waits for this answer instead of a 401)
-                        self._last_refresh = time.monotonic()
-                self._refetch_failure = None
-        return self._keys
+        if self._keys is not None and self._keys is not seen:  # another caller's fetch answered meanwhile
+            return self._keys
+        return await self._fetching.ask(self._fetcher(uri, counted), wait=self.timeout,
+                                        where=where_asked("key set", uri))
 
-    async def _fetch(self, uri: str) -> list[_Key]:
-        status, body = await fetch_json(self.http, "GET", uri, "key set", timeout=self.timeout)
+    def renew_if_old(self) -> None:
+        """Start fetching a key set held past `max_age` again, for nobody to wait on: once it answers, a key the
+        issuer withdrew checks no token."""
+        uri = self._jwks_uri or (self._metadata.jwks_uri if self._metadata is not None else None)
+        if self._keys is not None and uri is not None and time.monotonic() - self._fetched_at >= self.max_age:
+            self._fetching.start(self._fetcher(uri, False), wait=self.timeout, where=where_asked("key set", uri))
+
+    def _fetcher(self, uri: str, counted: bool) -> Callable[[float], Awaitable[list[_Key]]]:
+        async def fetch(bound: float) -> list[_Key]:
+            try:
+                self._keys = await self._fetch(uri, bound)
+            finally:  # counted once it ended, answered or not: unknown kids ask once per interval (a
+                if counted:  # caller arriving meanwhile waits for this answer instead of a 401)
+                    self._last_refresh = time.monotonic()
+            self._fetched_at, self.generation = time.monotonic(), self.generation + 1
+            return self._keys
+
+        return fetch
+
+    async def _fetch(self, uri: str, bound: float) -> list[_Key]:
+        status, body = await fetch_json(self.http, "GET", uri, "key set", timeout=bound, setting=BOUND_SETTING)
         if status != 200 or not isinstance(body, dict) or not isinstance(body.get("keys"), list):
             raise AuthServerUnavailable(f"the authorization server's key set at {_origin(uri)} answered HTTP {status}"
                                         + ("" if status != 200 else " without a list of `keys`"))

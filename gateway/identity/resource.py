@@ -7,7 +7,7 @@ gateway:
     audience: https://gateway.example.com       # this gateway's resource identifier: every token's `aud` names it
     jwks_uri: https://login.example.com/jwks    # optional: instead of discovery
     introspection: {client_id: gateway, client_secret: ${SECRET}}   # optional: opaque tokens (RFC 7662)
-    scopes: [gateway]                           # optional: named in the protected-resource metadata
+    scopes: [gateway]                           # optional: advertised in the protected-resource metadata only
     leeway: 30                                  # optional: seconds of clock skew on exp and nbf
 clients:
   engineers: {agents: [triage], claims: {groups: eng}}
@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from ..config.settings import DEFAULT_KEYS_MAX_AGE
 from ..errors import ConfigError, NoClient
 from .claims import ClaimRules
 from .keys import DEFAULT_TIMEOUT, IssuerKeys
@@ -45,6 +46,7 @@ class ResourceSettings:
     introspection: Introspection | None = None
     scopes: tuple[str, ...] = ()
     leeway: float = 30.0
+    keys_max_age: float = DEFAULT_KEYS_MAX_AGE
     timeout: float = DEFAULT_TIMEOUT
     """`gateway.auth_server_timeout`: seconds each request to the issuer waits."""
     clients: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = field(default=(), compare=False)
@@ -83,11 +85,12 @@ class ResourceSettings:
                                   "required")
             checked = Introspection(url=part("url"), client_id=str(part("client_id")),
                                     client_secret=str(part("client_secret")))
-        leeway = get("leeway")
+        leeway, max_age = get("leeway"), get("keys_max_age")
         return cls(issuer=str(get("issuer")), audience=str(get("audience")), jwks_uri=get("jwks_uri") or None,
                    introspection=checked, scopes=tuple(get("scopes") or ()),
-                   leeway=float(leeway) if isinstance(leeway, (int, float)) else 30.0, timeout=timeout,
-                   clients=clients)
+                   leeway=float(leeway) if isinstance(leeway, (int, float)) else 30.0,
+                   keys_max_age=float(max_age) if isinstance(max_age, (int, float)) else DEFAULT_KEYS_MAX_AGE,
+                   timeout=timeout, clients=clients)
 
 
 class ResourceServer:
@@ -100,7 +103,8 @@ class ResourceServer:
 
     def __init__(self, settings: ResourceSettings, http: httpx.AsyncClient) -> None:
         self.settings = settings
-        self.keys = IssuerKeys(http, settings.issuer, jwks_uri=settings.jwks_uri, timeout=settings.timeout)
+        self.keys = IssuerKeys(http, settings.issuer, jwks_uri=settings.jwks_uri, timeout=settings.timeout,
+                               max_age=settings.keys_max_age)
         self.verifier = TokenVerifier(self.keys, settings.audience, leeway=settings.leeway,
                                       introspection=settings.introspection)
         self.rules = ClaimRules((name, dict(claims)) for name, claims in settings.clients)

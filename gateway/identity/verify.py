@@ -3,8 +3,9 @@
 A JWT is checked with PyJWT against the issuer's keys (`gateway.identity.keys`): signature (asymmetric algorithms
 only), issuer, audience (RFC 8707: the gateway's resource identifier must be among `aud`), expiry and not-before,
 with `leeway` seconds of clock skew; a token that passed is kept (by its SHA-256) until it expires, so a client's
-next requests with it cost a hash. A token that is no JWT is introspected (RFC 7662) when `introspection` is
-configured, else refused; an introspection answer is kept until the token expires, at most `INTROSPECTION_TTL`.
+next requests with it cost a hash, or until the keys are fetched again (the key that signed it may be withdrawn). A
+token that is no JWT is introspected (RFC 7662) when `introspection` is configured, else refused; an introspection
+answer is kept until the token expires, at most `INTROSPECTION_TTL`.
 
 Reasons given back (`TokenRejected`) are for the caller and the log; none quotes the token.
 """
@@ -82,6 +83,7 @@ class TokenVerifier:
         self.introspection = introspection
         self._introspected: OrderedDict[bytes, tuple[float, VerifiedToken]] = OrderedDict()
         self._checked: OrderedDict[bytes, VerifiedToken] = OrderedDict()
+        self._generation = keys.generation
 
     @property
     def issuer(self) -> str:
@@ -90,6 +92,10 @@ class TokenVerifier:
     async def verify(self, token: str) -> VerifiedToken:
         """The checked token; TokenRejected (why) or AuthServerUnavailable (the keys cannot be had)."""
         if token.count(".") == 2:
+            self.keys.renew_if_old()
+            if self._generation != self.keys.generation:  # new keys: a key checked with before may be withdrawn
+                self._checked.clear()
+                self._generation = self.keys.generation
             digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
             checked = self._checked.get(digest)
             if checked is not None and (checked.expires_at or 0) + self.leeway > time.time():

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ..kernel.nullable import make_nullable
 from ._closed import Members, closed_composition, drop_hidden_required, drop_undeclared, require_in_branches
 from ._discriminator import pin_discriminator
-from ._documents import Documents, RefError
+from ._documents import Documents, RefError, escape_token
 from ._values import ValueChecks, fix_enum
 
 Mode = Literal["in", "out"]
@@ -55,7 +56,13 @@ _PATTERN_OK: dict[str, bool] = {}
 
 
 class SchemaError(Exception):
-    """A schema that cannot be translated (a broken or refused `$ref` inside it)."""
+    """A schema that cannot be translated (a broken or refused `$ref` inside it); `file` and `pointer`: where that
+    `$ref` is written, once known (the innermost `$ref` on the way there)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.file: str | None = None
+        self.pointer = ""
 
 
 def _pattern_ok(pattern: str) -> bool:
@@ -90,13 +97,18 @@ class SchemaTranslator:
         documents: the registry that resolves references.
         main_file: the spec's own file; `$defs` names of targets in other files get that file's stem.
         warn: called with `(pointer, message)` for every value dropped as malformed.
+        broken: called with `(file, pointer, message)` for a `$ref` that breaks in another file than `main_file`
+            (the operation using it is told too, at its own place in the spec: this says where to mend it).
     """
 
-    def __init__(self, documents: Documents, main_file: str, warn: Any, error: Any = None) -> None:
+    def __init__(self, documents: Documents, main_file: str, warn: Any, error: Any = None,
+                 broken: Callable[[str, str, str], None] | None = None) -> None:
         self._documents = documents
         self._main_file = main_file
         self._warn = warn
         self._error = error or warn
+        self._broken = broken
+        self._told: set[tuple[str, str]] = set()
         self._names: dict[tuple[str, str], str] = {}
         self._taken: set[str] = set()
         self._defs: dict[tuple[Mode, str], JSONSchema | bool] = {}
@@ -271,7 +283,10 @@ class SchemaTranslator:
             if key == "$ref":
                 if not isinstance(value, str):
                     raise SchemaError(f"{where}: $ref must be a string")
-                name = self.ref_name(value, file, mode)
+                try:
+                    name = self.ref_name(value, file, mode)
+                except SchemaError as exc:
+                    raise self._placed(exc, file, f"{where}/$ref") from None
                 refs.add(name)
                 out["$ref"] = "#/$defs/" + name
             elif key == "type":
@@ -280,16 +295,18 @@ class SchemaTranslator:
                 if isinstance(value, dict):
                     out["properties"] = self._translate_properties(value, file, mode, refs, where)
             elif key == "items":
+                # Each subschema at its own pointer: a warning (or a broken `$ref`) inside it is told there.
                 if isinstance(value, list):
-                    out["prefixItems"] = [translate(v, file, mode, refs, where) for v in value]
+                    out["prefixItems"] = [translate(v, file, mode, refs, f"{where}/items/{i}")
+                                          for i, v in enumerate(value)]
                     extra = node.get("additionalItems")
                     if isinstance(extra, dict | bool):
-                        out["items"] = translate(extra, file, mode, refs, where)
+                        out["items"] = translate(extra, file, mode, refs, f"{where}/additionalItems")
                 else:
-                    out["items"] = translate(value, file, mode, refs, where)
+                    out["items"] = translate(value, file, mode, refs, f"{where}/items")
             elif key in _LISTS:
                 if isinstance(value, list) and value:
-                    out[key] = [translate(v, file, mode, refs, where) for v in value]
+                    out[key] = [translate(v, file, mode, refs, f"{where}/{key}/{i}") for i, v in enumerate(value)]
                 else:
                     self._warn(where, f"{key} must be a non-empty array: dropped")
             elif key == "required":
@@ -341,13 +358,15 @@ class SchemaTranslator:
                 nullable = value is True
             elif key in _SUBSCHEMAS:
                 if isinstance(value, dict | bool):
-                    out[key] = translate(value, file, mode, refs, where)
+                    out[key] = translate(value, file, mode, refs, f"{where}/{key}")
             elif key == "patternProperties":
                 if isinstance(value, dict):
-                    out[key] = {p: translate(s, file, mode, refs, where) for p, s in value.items() if _pattern_ok(p)}
+                    out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")
+                                for p, s in value.items() if _pattern_ok(p)}
             elif key == "dependentSchemas":
                 if isinstance(value, dict):
-                    out[key] = {p: translate(s, file, mode, refs, where) for p, s in value.items()}
+                    out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")
+                                for p, s in value.items()}
             elif key == "dependentRequired":
                 if isinstance(value, dict):
                     out[key] = {p: list(v) for p, v in value.items() if isinstance(v, list)}
@@ -428,21 +447,31 @@ class SchemaTranslator:
                               "additionalProperties: false (no call could send them): not required")
         return out
 
+    def _placed(self, error: SchemaError, file: str, pointer: str) -> SchemaError:
+        """`error` placed at the `$ref` written at `pointer` of `file`, unless a `$ref` within placed it first; one
+        in another file than the spec's is reported there, once."""
+        if error.file is None:
+            error.file, error.pointer = file, pointer
+            if file != self._main_file and self._broken is not None and (file, pointer) not in self._told:
+                self._told.add((file, pointer))
+                self._broken(file, pointer, f"{error} (a $ref {self._main_file} uses: what uses it is left out)")
+        return error
+
     def _translate_properties(self, properties: dict[str, Any], file: str, mode: Mode, refs: set[str],
                               where: str) -> dict[str, Any]:
         hidden = "readOnly" if mode == "in" else "writeOnly"
         result = {}
         for name, schema in properties.items():
+            token = name if "/" not in name and "~" not in name else name.replace("~", "~0").replace("/", "~1")
             if isinstance(schema, dict):
                 raw = schema
                 if "$ref" in schema:
                     try:
                         raw = self._documents.resolve(schema, file)[0]
                     except RefError as exc:
-                        raise SchemaError(str(exc)) from None
+                        raise self._placed(SchemaError(str(exc)), file, f"{where}/properties/{token}/$ref") from None
                 if (schema.get(hidden) is True or isinstance(raw, dict) and raw.get(hidden) is True):
                     continue
-            token = name if "/" not in name and "~" not in name else name.replace("~", "~0").replace("/", "~1")
             result[name] = self._translate(schema, file, mode, refs, f"{where}/properties/{token}")
         return result
 

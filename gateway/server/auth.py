@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from ..errors import (
     TokenRejected,
     TooManyWrongKeys,
 )
+from ..identity.asking import RETRY_AFTER
 from ..identity.connections import CALLBACK_PATH
 from ..identity.resource import METADATA_PATH, ResourceServer, challenge, metadata_url
 from ..kernel.caller import UserToken, bind_caller
@@ -368,8 +370,10 @@ class AuthMiddleware:
             raise APIError(403, str(exc), code="no_client") from None
         except AuthServerUnavailable as exc:
             logger.warning("cannot check a token: %s", exc)
+            # Retry-After: what is left of the failure's remembered window (when the provider is asked again).
+            after = exc.retry_after if exc.retry_after is not None else RETRY_AFTER
             raise APIError(503, f"The token cannot be checked now: {exc}.", code="auth_unavailable",
-                           headers={"Retry-After": "5"}) from None
+                           headers={"Retry-After": str(max(1, math.ceil(after)))}) from None
         except IdentityError as exc:  # pragma: no cover - every kind is named above
             raise APIError(exc.status, str(exc)) from None
         client = keys.named(name)

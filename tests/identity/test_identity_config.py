@@ -97,6 +97,28 @@ def test_credentials_of_the_signed_in_user_need_gateway_auth_and_a_way_back() ->
                                        'redirect_uri: "https://gw.example/connections/callback"}')) == []
 
 
+def test_an_exchange_for_the_gateways_own_audience_is_warned_at_its_key() -> None:
+    text = """\
+        apis:
+          repos:
+            auth:
+              type: token_exchange
+              token_url: "https://id.example/token"
+              client_id: gw
+              client_secret: s
+              resource: "https://gw.example"
+        gateway:
+          auth: {issuer: "https://id.example", audience: "https://gw.example/"}
+    """
+    _, diagnostics = parse_manifest(textwrap.dedent(text), file="agents.yaml")
+    [warned] = [d for d in diagnostics if d.level == "warning"]
+    assert (warned.file, warned.line, warned.pointer) == ("agents.yaml", 8, "apis.repos.auth.resource"), warned
+    assert "the gateway's own audience (https://gw.example/)" in warned.message
+    named = text.replace('resource: "https://gw.example"', "audience: https://gw.example/")
+    assert [d.pointer for d in parse_manifest(textwrap.dedent(named))[1]] == ["apis.repos.auth.audience"]
+    assert _warnings(text.replace("https://gw.example\"", "https://repos.example/\"")) == []
+
+
 def test_a_write_under_approval_on_an_exchanged_api_is_named_at_the_agents_approval() -> None:
     """An approved call resumes without its user's access token, which an exchange needs: validate says the write
     would never run (found trying the docs: `approval: writes` on a `token_exchange` api posted nothing)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -151,7 +152,7 @@ async def test_made_up_kids_while_the_provider_is_down_ask_it_once(faulty: Fault
         again = await asyncio.gather(*(client.get(f"{faulty.url}/agents", headers=_bearer(_made_up_kid(token)))
                                        for client in clients))
         for answer in again:
-            await _unavailable(answer, "asked again in")
+            await _unavailable(answer, "again in")
         # A token of the key the gateway holds is checked meanwhile as before.
         assert (await clients[0].get(f"{faulty.url}/agents", headers=_bearer(faulty.token("erin")))).status_code \
             == 200
@@ -240,3 +241,64 @@ def test_a_refresh_the_provider_refuses_asks_the_user_to_connect_again(faulty: F
     assert error["code"] == "not_connected" and "ended" in error["message"]
     assert "/console/connect?state=" in error["message"]
     assert faulty.upstream.requests == []
+
+
+async def test_a_key_set_slower_than_the_setting_still_arrives_for_the_next_callers(faulty: Faulty) -> None:
+    tokens = _rotated(faulty)
+    before = faulty.front.asked("/jwks")
+    faulty.front.slow("/jwks", 2.5)  # the provider answers, past the gateway's 1 s
+    async with _from(41) as client:
+        first = await client.get(f"{faulty.url}/agents", headers=_bearer(tokens[0]))
+        await _unavailable(first, "did not answer within 1 s")
+        # The one fetch went on after its caller gave up: its keys serve the next callers, asked of nobody again.
+        assert await _eventually_200(client, faulty, tokens[1])
+    assert faulty.front.asked("/jwks") == before + 1
+
+
+async def test_retry_after_is_what_is_left_of_the_remembered_failure(faulty: Faulty) -> None:
+    tokens = _rotated(faulty)
+    faulty.front.fail("/jwks", Reply(500, "down"))
+    async with _from(42) as client:
+        asked = await client.get(f"{faulty.url}/agents", headers=_bearer(tokens[0]))
+        await _unavailable(asked, "HTTP 500")
+        assert asked.headers["Retry-After"] == "2"  # the whole window: the provider is asked again in 2 s
+        told = await client.get(f"{faulty.url}/agents", headers=_bearer(tokens[1]))
+        await _unavailable(told, "again in")
+    said = re.search(r"again in (\d+\.\d) s", told.json()["error"]["message"])
+    assert said is not None and float(said.group(1)) <= int(told.headers["Retry-After"]) <= 2
+
+
+async def test_calls_queued_behind_a_refused_refresh_are_each_told_the_connection_ended(faulty: Faulty) -> None:
+    token = _connected_and_due(faulty, "alice")
+    faulty.upstream.clear()
+    faulty.front.fail("/token", Reply(INVALID_GRANT.status, INVALID_GRANT.body, delay=0.5))  # the calls overlap it
+    async with httpx.AsyncClient(timeout=GUARD) as client:
+        answers = await asyncio.gather(*(client.post(f"{faulty.url}/agents/planner/tools/listTickets", json={},
+                                                     headers=_bearer(token)) for _ in range(4)))
+    for answer in answers:  # (a tool error in a chat carries the same words to the model)
+        assert answer.status_code == 403, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "not_connected" and "connection to your account ended" in error["message"]
+        assert "/console/connect?state=" in error["message"]
+    assert faulty.front.asked("/token") == 2  # the sign-in's code exchange and the one refused refresh
+    assert faulty.upstream.requests == []
+
+
+async def test_a_refresh_slower_than_the_setting_still_keeps_the_providers_new_tokens(faulty: Faulty) -> None:
+    token = _connected_and_due(faulty, "alice")
+    refreshes = faulty.front.asked("/token")
+    faulty.front.slow("/token", 2.5)
+    async with httpx.AsyncClient(timeout=GUARD) as client:
+        late = await client.post(f"{faulty.url}/agents/planner/tools/listTickets", json={}, headers=_bearer(token))
+        await _unavailable(late, "did not answer within 1 s (token refresh")
+        faulty.front.heal()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GUARD
+        while loop.time() < deadline:  # the refresh still under way is waited for, not asked again
+            answer = await client.post(f"{faulty.url}/agents/planner/tools/listTickets", json={},
+                                       headers=_bearer(token))
+            if answer.status_code == 200:
+                break
+            await _unavailable(answer, "did not answer within 1 s (token refresh")
+    assert answer.status_code == 200, answer.text
+    assert faulty.front.asked("/token") == refreshes + 1

@@ -238,3 +238,62 @@ def test_a_ref_the_spec_validator_cannot_follow_is_named_without_the_document_it
     # referencing's own text went on with "does not exist within {'swagger': '2.0', 'info': ..." (300 characters)
     assert line.strip() == ("warning: erskine.yaml:1: spec validation stopped: PointerToNowhere: the $ref "
                             "'/definitions/NoSuchThing' leads nowhere")
+
+
+SPLIT = """\
+openapi: 3.0.3
+info: {title: split, version: "1"}
+servers: [{url: "http://127.0.0.1:9"}]
+paths:
+  /items:
+    get:
+      operationId: listItems
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {$ref: "parts/item.yaml#/Item"}
+    post:
+      operationId: addItem
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: "parts/item.yaml#/NewItem"}
+      responses:
+        "201": {description: made}
+"""
+PART = """\
+Item:
+  type: object
+  properties:
+    id: {type: integer}
+    owner:
+      $ref: "#/Owner"
+NewItem:
+  type: object
+  properties:
+    name: {type: string}
+    tags:
+      type: array
+      items: {$ref: "tags.yaml#/Tag"}
+"""
+
+
+def test_a_bad_ref_in_a_second_file_is_named_where_it_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "specs"
+    (specs / "parts").mkdir(parents=True)
+    (specs / "split.yaml").write_text(SPLIT)
+    (specs / "parts" / "item.yaml").write_text(PART)
+    _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
+    lines = [line.strip() for line in out.splitlines()]
+    # the file, line and pointer of each broken $ref (a schema's property; an array's items), and who uses it
+    assert "warning: parts/item.yaml:6: /Item/properties/owner/$ref: $ref target parts/item.yaml#/Owner does " \
+           "not exist (a $ref split.yaml uses: what uses it is left out)" in lines, out
+    [tags] = [line for line in lines if line.startswith("warning: parts/item.yaml:13: /NewItem/properties/tags/"
+                                                        "items/$ref: cannot read referenced file 'parts/tags.yaml'")]
+    # the operations say what they lost, at their own place, as before
+    assert any(line.startswith("warning: split.yaml:9: /paths/~1items/get/responses/200: output schema left out")
+               for line in lines), out
+    assert any(line.startswith("error: split.yaml:14: /paths/~1items/post: operation skipped") for line in lines), out

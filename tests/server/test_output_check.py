@@ -99,3 +99,44 @@ async def test_mcp_declares_only_an_enforced_output_schema(served: str, mode: st
     async with Client(f"{served}/mcp/weather", mode=mode) as client:
         result = await client.call_tool("getForecast", ARGS)
         assert "[warning: the body does not match" in result.content[0].text
+
+
+CUT = """\
+providers:
+  openai: {{kind: openai, base_url: "{llm}/v1", api_key: test-key}}
+apis:
+  open-meteo: {{base_url: "{upstream}/meteo"}}
+agents:
+  checked:
+    model: openai/gpt-test
+    tools:
+      - api: open-meteo
+        override: {{getForecast: {{output_check: enforce, max_result_bytes: 600}}}}
+  plain:
+    model: openai/gpt-test
+    tools:
+      - api: open-meteo
+        override: {{getForecast: {{output_check: off, max_result_bytes: 600}}}}
+"""
+LONG = {"latitude": 52.52, "longitude": 13.41, "hourly": {"time": [f"2026-12-07T{h % 24:02d}:00" for h in range(300)]}}
+
+
+async def test_a_cut_answer_tells_the_model_to_ask_for_a_smaller_page_on_every_door(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    from gateway.truncation import CUT_NOTE
+
+    upstream.route("/meteo/v1/forecast", Reply(200, LONG))
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=CUT) as (url, _):
+        read: dict[str, str] = {}
+        for agent in ("checked", "plain"):
+            async with Client(f"{url}/mcp/{agent}") as client:
+                result = await client.call_tool("getForecast", ARGS)
+            read[f"mcp {agent}"] = result.content[0].text
+            assert result.is_error is (agent == "checked")  # an enforced schema cannot check a cut body
+            llm.script(LLMReply(calls=[Call("getForecast", ARGS)]), LLMReply(text="done"))
+            httpx.post(f"{url}/v1/chat/completions", timeout=30, json={
+                "model": agent, "messages": [{"role": "user", "content": "Weather?"}]}).raise_for_status()
+            read[f"chat {agent}"] = llm.bodies()[-1]["messages"][-1]["content"]
+        assert httpx.post(f"{url}/agents/plain/tools/getForecast", json=ARGS, timeout=30).json()["truncated"] is True
+    for door, text in read.items():
+        assert CUT_NOTE in text, (door, text)  # the same words on each

@@ -9,8 +9,11 @@ store refuses the cookie from then on, so a copy of it (a shared machine, a prox
 sign-out. With `gateway.auth` the page also takes a user's access token: the cookie is then `t.<token>`, checked
 like a bearer on every request (the session ends when the token expires), and the viewer is that user (their client
 by claims, their subject: the console shows their connections); a refused token there is a wrong key of its address,
-as on the doors (an expired one is not). The CSRF token is derived from the same secret (or
-the token) and session, sent in each page and required (header `X-CSRF-Token`) on every state-changing request.
+as on the doors (an expired one is not). Its session is the token's SHA-256: signing out records it as a key's is,
+so a copy of the cookie, or the token signed in again, opens the console no more (`SignedOut`); the token itself
+still works on the API's doors until it expires, as the provider issued it (the gateway does not revoke it there).
+The CSRF token is derived from the same secret (or the token) and session, sent in each page and required (header
+`X-CSRF-Token`) on every state-changing request.
 Without `clients` (a loopback gateway) the console is open, as the API is; CSRF tokens then come from a per-process
 secret.
 """
@@ -85,6 +88,10 @@ class Viewer:
         return None if self.agents is None else set(self.agents)
 
 
+class SignedOut(Exception):
+    """An access token signed out of the console is offered to sign in again."""
+
+
 class Sessions:
     def __init__(self, keys: Callable[[], ClientKeys], store: Store,
                  identity: Callable[[], ResourceServer | None] = lambda: None, *,
@@ -109,11 +116,15 @@ class Sessions:
         return not self._keys() and self._identity() is None
 
     async def sign_in(self, key: str) -> str | None:
-        """The cookie value for a valid client key or access token; None for neither."""
+        """The cookie value for a valid client key or access token; None for neither; SignedOut for a token
+        signed out of the console before."""
         keys = self._keys()
         client = keys.identify(key) if keys else None
         if client is None:
-            return f"{TOKEN_PREFIX}{key}" if await self._token_viewer(key) is not None else None
+            viewer = await self._token_viewer(key)
+            if viewer is not None and viewer.session is not None and await self._store.session_ended(viewer.session):
+                raise SignedOut("That access token was signed out of the console; sign in with a new one.")
+            return f"{TOKEN_PREFIX}{key}" if viewer is not None else None
         found = keys.session_secret(client.name)
         if found is None:
             return None
@@ -195,9 +206,11 @@ class Sessions:
         if client is None:
             return None
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        expires = verified.expires_at if verified.expires_at is not None else time.time() + SESSION_SECONDS
         return Viewer(name=client.name, admin=client.admin,
                       agents=None if client.visible_agents() is None else frozenset(client.agents),
-                      csrf=_sign(digest, "csrf", client.name, 0), subject=verified.subject, approver=client.approver)
+                      csrf=_sign(digest, "csrf", client.name, 0), subject=verified.subject, approver=client.approver,
+                      session=f"{TOKEN_PREFIX}{digest.hex()}", expires=expires)
 
     @staticmethod
     def set_cookie(response: Response, value: str, *, secure: bool, path: str) -> None:

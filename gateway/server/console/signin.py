@@ -12,7 +12,7 @@ from ...errors import TooManyWrongKeys
 from ..auth import client_address, too_many_wrong_keys
 from ..routes import read_json
 from .rendering import json_error, viewer_of
-from .session import Sessions
+from .session import Sessions, SignedOut
 
 if TYPE_CHECKING:
     from .rendering import Console
@@ -35,7 +35,10 @@ def routes(console: Console) -> list[Route]:
         guard, address = console.safety.wrong_keys, client_address(request.scope)
         try:
             guard.check(address)  # a guessing address is refused before its key is looked at
-            cookie = await console.sessions.sign_in(key.strip())
+            try:
+                cookie = await console.sessions.sign_in(key.strip())
+            except SignedOut as exc:  # a genuine token, no guess: not counted against the address
+                return json_error(401, str(exc), code="signed_out")
             if cookie is None:
                 await guard.failed(address)
                 return json_error(401, "That key (or access token) is not valid.", code="invalid_key")

@@ -36,6 +36,7 @@ from ...catalog import AgentTool
 from ...dialects import mcp_structured_content
 from ...jsonwire import dumps_text
 from ...messages import ToolResult
+from ...truncation import CUT_NOTE
 
 
 class ResultAside:
@@ -84,15 +85,15 @@ def call_result(agent_tool: AgentTool, result: ToolResult, *, modern: bool,
     else:
         text = dumps_text(body)
     if result.truncated:
-        text += "\n[truncated]"
+        text += "\n" + CUT_NOTE  # the words of every door: the model is told to ask for a smaller page
     if result.warning:
         text += f"\n[warning: {result.warning}]"
     schema = agent_tool.enforced_output_schema
     if schema is None:
         structured = body if is_json and (modern or isinstance(body, dict)) else None
     elif result.truncated:
-        message = (f"The API answered {result.status} but the body was truncated at the size limit, so it cannot "
-                   f"be checked against the spec's output schema. The body:\n{text}")
+        message = (f"The API answered {result.status} but the body was cut at the gateway's limit, so it cannot "
+                   f"be checked against the spec's output schema. The body:\n{text}")  # ends with CUT_NOTE
         return wire_result(message, None, is_error=True, aside=aside)
     else:  # the pipeline checked the body against the output schema (a body that breaks it is already a failure)
         structured = body if modern else mcp_structured_content(schema, body)
