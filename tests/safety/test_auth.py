@@ -69,7 +69,7 @@ def test_keys_identify_clients_and_keep_no_plain_key() -> None:
     assert keys.identify(KEY_CI).name == "ci"  # type: ignore[union-attr]
     assert keys.identify(KEY_ALL).name == "ops"  # type: ignore[union-attr]
     assert keys.identify(KEY_CI + "x") is None and keys.identify("") is None
-    assert KEY_CI not in repr(vars(keys)) and KEY_CI.encode() not in b"".join(d for d, _ in keys._entries)
+    assert KEY_CI not in repr(vars(keys)) and KEY_CI.encode() not in b"".join(entry[0] for entry in keys._entries)
 
 
 def test_no_key_is_401_and_a_wrong_key_too(caplog: pytest.LogCaptureFixture) -> None:
