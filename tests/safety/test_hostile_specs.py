@@ -4,43 +4,14 @@ direct door as a model's call would be."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 from recording_server import RecordingServer
-from server_support import running
 
 from gateway.execution import fastschema
-from gateway.runtime import RuntimeHolder, load_runtime
-from gateway.server import create_app
 
-OK = {"200": {"description": "ok", "content": {"application/json": {"schema": {}}}}}
-
-
-def _spec(paths: dict[str, Any]) -> dict[str, Any]:
-    return {"openapi": "3.0.3", "info": {"title": "hostile", "version": "1"}, "paths": paths}
-
-
-@contextmanager
-def _serving(folder: Path, spec: dict[str, Any], upstream: RecordingServer) -> Iterator[tuple[str, Any]]:
-    """(URL, runtime) of a gateway whose one api, `hostile`, is `spec`, sent to `upstream`."""
-    specs = folder / "specs"
-    specs.mkdir()
-    (specs / "hostile.json").write_text(json.dumps(spec))
-    agents = folder / "agents.yaml"
-    agents.write_text(f"""
-providers: {{llm: {{kind: openai, base_url: "{upstream.url}/v1", api_key: k}}}}
-apis: {{hostile: {{base_url: "{upstream.url}"}}}}
-agents: {{a: {{model: llm/m, tools: [{{api: hostile}}]}}}}
-""")
-    runtime = load_runtime(specs, agents, use_cache=False)
-    with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
-        yield url, runtime
-
+from .hostile_support import OK, hostile_spec, serving
 
 BACKTRACKING = "^(\\w+\\s?)*$(?!x)"
 """Look-around after a nested quantifier: only a backtracking engine runs it, and on `VALUE` (61 characters)
@@ -54,8 +25,8 @@ def test_a_pattern_only_a_backtracking_engine_runs_is_dropped_at_load_and_never_
     name = {"anyOf": [{"type": "string", "pattern": BACKTRACKING + "a" * i} for i in range(20)]}
     body = {"content": {"application/json": {"schema": {"type": "object", "properties": {
         "name": name, "code": {"type": "string", "pattern": "^[a-z]+$"}}}}}}
-    spec = _spec({"/tags": {"post": {"operationId": "tag", "requestBody": body, "responses": OK}}})
-    with _serving(tmp_path, spec, upstream) as (url, runtime):
+    spec = hostile_spec({"/tags": {"post": {"operationId": "tag", "requestBody": body, "responses": OK}}})
+    with serving(tmp_path, spec, upstream.url) as (url, runtime):
         said = " ".join(d.message for d in runtime.catalog.diagnostics)
         assert "needs a backtracking regex engine" in said and "(?!x)" in said
         answer = httpx.post(f"{url}/agents/a/tools/tag", json={"name": VALUE}, trust_env=False, timeout=60)

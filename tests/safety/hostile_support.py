@@ -1,0 +1,45 @@
+"""A real gateway (uvicorn on 127.0.0.1) whose one api, `hostile`, is a spec of the test's making, sent to an
+upstream of the test's making: the judge of redteam46's hostile specs and hostile upstreams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from server_support import running
+
+from gateway.runtime import Runtime, RuntimeHolder, load_runtime
+from gateway.server import create_app
+
+OK = {"200": {"description": "ok", "content": {"application/json": {"schema": {}}}}}
+
+
+def hostile_spec(paths: dict[str, Any]) -> dict[str, Any]:
+    return {"openapi": "3.0.3", "info": {"title": "hostile", "version": "1"}, "paths": paths}
+
+
+def gets(*names: str) -> dict[str, Any]:
+    """A spec of one GET per name, at `/<name>`, operationId `<name>`, answering anything (no schema)."""
+    anything = {"200": {"description": "anything"}}
+    return hostile_spec({f"/{name}": {"get": {"operationId": name, "responses": anything}} for name in names})
+
+
+@contextmanager
+def serving(folder: Path, spec: dict[str, Any], upstream_url: str, api: str = "") -> Iterator[tuple[str, Runtime]]:
+    """(URL, runtime) of a gateway whose agent `a` has the api `hostile` (`spec`, at `upstream_url`); `api`: more
+    of the api's settings, as YAML flow mapping entries."""
+    specs = folder / "specs"
+    specs.mkdir()
+    (specs / "hostile.json").write_text(json.dumps(spec))
+    agents = folder / "agents.yaml"
+    agents.write_text(f"""
+providers: {{llm: {{kind: openai, base_url: "{upstream_url}/v1", api_key: k}}}}
+apis: {{hostile: {{base_url: "{upstream_url}", {api}}}}}
+agents: {{a: {{model: llm/m, tools: [{{api: hostile}}]}}}}
+""")
+    runtime = load_runtime(specs, agents, use_cache=False)
+    with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
+        yield url, runtime

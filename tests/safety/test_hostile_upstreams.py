@@ -1,0 +1,33 @@
+"""An upstream that answers as an attacker would (redteam46), in front of a real gateway (uvicorn on 127.0.0.1),
+called on the direct door as a model's call would be: what the caller and the model are shown, and that the
+gateway stays itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from recording_server import RecordingServer, Reply
+
+from .hostile_support import gets, serving
+
+TEXT = "-ba" * 50
+"""As `charset=punycode` it decodes to other text (in quadratic time: 400 KB of it held the event loop 26 s)."""
+
+
+@pytest.mark.parametrize("charset", ["punycode", "idna", "undefined", "base64"])
+def test_a_charset_python_has_but_no_web_answer_means_is_read_as_utf8(tmp_path: Path, upstream: RecordingServer,
+                                                                       charset: str) -> None:
+    upstream.route("/text", Reply(200, TEXT.encode(), {"Content-Type": f"text/plain; charset={charset}"}))
+    with serving(tmp_path, gets("text"), upstream.url) as (url, _):
+        answer = httpx.post(f"{url}/agents/a/tools/text", json={}, trust_env=False, timeout=60)
+    assert answer.status_code == 200, answer.text  # idna and undefined raised: a 502 naming the gateway's failure
+    assert answer.json()["body"] == TEXT
+
+
+def test_a_web_charset_is_still_decoded_as_named(tmp_path: Path, upstream: RecordingServer) -> None:
+    upstream.route("/text", Reply(200, "Grüße €".encode("cp1252"), {"Content-Type": "text/plain; charset=latin1"}))
+    with serving(tmp_path, gets("text"), upstream.url) as (url, _):
+        answer = httpx.post(f"{url}/agents/a/tools/text", json={}, trust_env=False, timeout=60)
+    assert answer.json()["body"] == "Grüße €"  # latin1 is windows-1252 on the web, as browsers read it
