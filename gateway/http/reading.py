@@ -106,7 +106,10 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             parsed = _NOT_JSON  # read as text: walking a value this deep would pass Python's recursion limit
         if parsed is not _NOT_JSON:
             # Walking every string of a large body is costly; the raw text tells whether any secret is there
-            # (unless JSON escapes could hide one: then walk anyway).
+            # (unless JSON escapes could hide one: then walk anyway). The text as orjson read it, UTF-8, whatever
+            # charset the answer claims: read as `charset=utf-16` an echoed credential showed no secret, unredacted.
+            if charset.name != "utf-8":
+                text = data.decode("utf-8", "replace")
             walked = "\\" in text or redactor.appears_in(text)
             value = redactor.value(parsed) if walked else parsed
             if len(data) * MAX_JSON_GROWTH <= max_bytes:  # it fits: no second serialization to measure it

@@ -4,11 +4,12 @@ gateway stays itself."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
-from recording_server import RecordingServer, Reply
+from recording_server import Recorded, RecordingServer, Reply
 
 from .hostile_support import gets, serving
 
@@ -31,3 +32,18 @@ def test_a_web_charset_is_still_decoded_as_named(tmp_path: Path, upstream: Recor
     with serving(tmp_path, gets("text"), upstream.url) as (url, _):
         answer = httpx.post(f"{url}/agents/a/tools/text", json={}, trust_env=False, timeout=60)
     assert answer.json()["body"] == "Grüße €"  # latin1 is windows-1252 on the web, as browsers read it
+
+
+def test_an_echoed_credential_in_json_that_claims_another_charset_is_redacted(tmp_path: Path,
+                                                                               upstream: RecordingServer) -> None:
+    def echo(request: Recorded) -> Reply:
+        body = json.dumps({"you_sent": request.header("authorization")}).encode()
+        return Reply(200, body, {"Content-Type": "application/json; charset=utf-16"})
+
+    upstream.route("/echo", echo)
+    with serving(tmp_path, gets("echo"), upstream.url, "auth: {type: bearer, token: sekrit-token-123}") as (url, _):
+        answer = httpx.post(f"{url}/agents/a/tools/echo", json={}, trust_env=False, timeout=60)
+        audit = httpx.get(f"{url}/audit?limit=5", trust_env=False, timeout=60)
+    assert upstream.last.header("authorization") == "Bearer sekrit-token-123"  # it was sent, and echoed
+    assert answer.status_code == 200 and "sekrit" not in answer.text, answer.text
+    assert "sekrit" not in audit.text
