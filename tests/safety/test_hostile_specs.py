@@ -76,3 +76,30 @@ def test_listing_a_specs_tools_holds_no_other_request(tmp_path: Path, upstream: 
                 release.set()
             assert health.status_code == 200
             assert listing.result().status_code == 200
+
+
+@pytest.mark.skip(reason="open finding (redteam46): a spec whose recursive schema offers two branches into the same "
+                         "place (anyOf: [{items: L1}, {items: L1, maxItems: 5}] at every level) makes jsonschema_rs "
+                         "judge a value 2**depth times; it holds the GIL, so not even a worker thread frees the loop")
+def test_a_schema_that_judges_a_value_exponentially_often_holds_no_other_request(tmp_path: Path,
+                                                                                 upstream: RecordingServer) -> None:
+    """Measured on `gateway serve` (load 11-13): depth 25 held /healthz 17.8 s and the call took 29 s; each level
+    doubles it. Real specs' unions of variants that share a recursive property (`children`) do the same, N**depth."""
+    depth = 30
+    schemas: dict[str, Any] = {f"L{depth}": {"type": "string"}}
+    for level in range(depth - 1, -1, -1):
+        below = {"$ref": f"#/components/schemas/L{level + 1}"}
+        schemas[f"L{level}"] = {"anyOf": [{"type": "array", "items": below, "minItems": 1},
+                                          {"type": "array", "items": below, "maxItems": 5}]}
+    body = {"content": {"application/json": {"schema": {"type": "object", "properties": {
+        "v": {"$ref": "#/components/schemas/L0"}}}}}}
+    spec = {**hostile_spec({"/t": {"post": {"operationId": "t", "requestBody": body, "responses": OK}}}),
+            "components": {"schemas": schemas}}
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    with serving(tmp_path, spec, upstream.url) as (url, _):
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(httpx.post, f"{url}/agents/a/tools/t", json={"v": value}, trust_env=False, timeout=600)
+            health = httpx.get(f"{url}/healthz", trust_env=False, timeout=10)  # a hang guard, not a measure
+            assert health.status_code == 200
