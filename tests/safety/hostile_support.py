@@ -28,16 +28,18 @@ def gets(*names: str) -> dict[str, Any]:
 
 
 @contextmanager
-def serving(folder: Path, spec: dict[str, Any], upstream_url: str, api: str = "") -> Iterator[tuple[str, Runtime]]:
-    """(URL, runtime) of a gateway whose agent `a` has the api `hostile` (`spec`, at `upstream_url`); `api`: more
-    of the api's settings, as YAML flow mapping entries."""
+def serving(folder: Path, spec: dict[str, Any], upstream_url: str, api: str = "",
+            base_url: bool = True) -> Iterator[tuple[str, Runtime]]:
+    """(URL, runtime) of a gateway whose agent `a` has the api `hostile` (`spec`, at `upstream_url`, its base_url
+    unless `base_url` is False: then at the spec's servers); `api`: more of the api's settings, as YAML flow mapping
+    entries."""
     specs = folder / "specs"
     specs.mkdir()
     (specs / "hostile.json").write_text(json.dumps(spec))
     agents = folder / "agents.yaml"
     agents.write_text(f"""
 providers: {{llm: {{kind: openai, base_url: "{upstream_url}/v1", api_key: k}}}}
-apis: {{hostile: {{base_url: "{upstream_url}", {api}}}}}
+apis: {{hostile: {{{f'base_url: "{upstream_url}", ' if base_url else ""}{api}}}}}
 agents: {{a: {{model: llm/m, tools: [{{api: hostile}}]}}}}
 """)
     runtime = load_runtime(specs, agents, use_cache=False)

@@ -103,3 +103,22 @@ def test_a_schema_that_judges_a_value_exponentially_often_holds_no_other_request
             pool.submit(httpx.post, f"{url}/agents/a/tools/t", json={"v": value}, trust_env=False, timeout=600)
             health = httpx.get(f"{url}/healthz", trust_env=False, timeout=10)  # a hang guard, not a measure
             assert health.status_code == 200
+
+
+@pytest.mark.parametrize("server", ["http://169.254.169.254/latest", "http://2852039166/latest",
+                                    "http://0xa9fea9fe/latest", "http://[::ffff:169.254.169.254]/latest",
+                                    "http://[fe80::1]/latest", "http://{host}/latest"])
+def test_a_specs_server_on_a_link_local_address_is_never_sent_to(tmp_path: Path, upstream: RecordingServer,
+                                                                monkeypatch: pytest.MonkeyPatch, server: str) -> None:
+    """A spec's server (or a server variable's default) at a cloud's metadata endpoint: a model's call would read the
+    instance's credentials into its context. The recording upstream stands in as the environment's proxy, so a
+    request the gateway would send reaches 127.0.0.1 only, and is seen there."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, upstream.url)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    spec = {**gets("token"), "servers": [{"url": server, "variables": {"host": {"default": "169.254.169.254"}}}]}
+    with serving(tmp_path, spec, upstream.url, base_url=False) as (url, _):
+        answer = httpx.post(f"{url}/agents/a/tools/token", json={}, trust_env=False, timeout=60)
+    assert upstream.requests == [], [r.target for r in upstream.requests]
+    assert "link-local" in answer.text and "nothing was sent" in answer.text, answer.text
