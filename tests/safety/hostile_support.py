@@ -3,12 +3,16 @@ upstream of the test's making: the judge of redteam46's hostile specs and hostil
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 from server_support import running
 
 from gateway.runtime import Runtime, RuntimeHolder, load_runtime
@@ -45,3 +49,35 @@ agents: {{a: {{model: llm/m, tools: [{{api: hostile}}]}}}}
     runtime = load_runtime(specs, agents, use_cache=False)
     with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
         yield url, runtime
+
+
+def hold(monkeypatch: pytest.MonkeyPatch, real: Callable[..., Any], *owners: Any) -> tuple[threading.Event,
+                                                                                        threading.Event]:
+    """`real` (a function of the gateway's, named so in each of `owners`' modules) made to wait, once entered, until
+    released: `(entered, release)`. What it computes is the gateway's own."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    for owner in owners:
+        monkeypatch.setattr(owner, real.__name__, held)
+    return entered, release
+
+
+def healthz_while_held(url: str, held: tuple[threading.Event, threading.Event],
+                       send: Callable[[], httpx.Response]) -> httpx.Response:
+    """`send()`'s answer, once /healthz has answered while the held part waited: a part run on the event loop
+    would hold /healthz until released, past the hang guard."""
+    entered, release = held
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(send)
+        assert entered.wait(30)
+        try:
+            health = httpx.get(f"{url}/healthz", trust_env=False, timeout=10)  # a hang guard, not a measure
+        finally:
+            release.set()
+        assert health.status_code == 200
+        return answer.result()

@@ -4,12 +4,8 @@ gateway stays itself."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import socket
-import threading
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,7 +17,7 @@ from gateway.http.reading import shape
 from gateway.runtime import RuntimeHolder, load_runtime
 from gateway.server import create_app
 
-from .hostile_support import gets, serving
+from .hostile_support import gets, healthz_while_held, hold, serving
 
 TEXT = "-ba" * 50
 """As `charset=punycode` it decodes to other text (in quadratic time: 400 KB of it held the event loop 26 s)."""
@@ -63,78 +59,30 @@ def test_a_large_answer_is_shaped_off_the_event_loop(tmp_path: Path, upstream: R
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Its size is the upstream's to choose, up to the read cap (4 MiB): 500,000 small objects took 0.75-0.83 s of
     the event loop to parse, redact and cut, each call. Here shaping is held until /healthz has answered."""
-    entered, release = threading.Event(), threading.Event()
-
-    def held(*args: Any) -> Any:
-        entered.set()
-        release.wait(30)
-        return shape(*args)
-
-    monkeypatch.setattr(executor, "shape", held)
+    held = hold(monkeypatch, shape, executor)
     upstream.route("/big", Reply(200, [{"a": 1}] * 20_000))  # 160 KB
     with serving(tmp_path, gets("big"), upstream.url) as (url, _):
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            call = pool.submit(httpx.post, f"{url}/agents/a/tools/big", json={}, trust_env=False, timeout=60)
-            assert entered.wait(30)
-            try:
-                health = httpx.get(f"{url}/healthz", trust_env=False, timeout=10)  # a hang guard, not a measure
-            finally:
-                release.set()
-            assert health.status_code == 200
-            answer = call.result().json()
+        answer = healthz_while_held(url, held, lambda: httpx.post(f"{url}/agents/a/tools/big", json={},
+                                                                  trust_env=False, timeout=60)).json()
     assert answer["ok"] is True and answer["truncated"] is True and answer["body"][0] == {"a": 1}
 
 
-class TricklingLLM:
-    """A model endpoint on 127.0.0.1 that answers 200 with a long `Content-Length` and sends one byte a second,
-    each well within any read timeout, until it is closed."""
-
-    def __init__(self) -> None:
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self.closed = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.recv(65536)
-            try:
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-                while not self.closed.wait(1):
-                    conn.sendall(b" ")
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.closed.set()
-        self._sock.close()
-
-
-def test_a_model_answer_trickled_a_byte_a_second_ends_at_the_providers_timeout(tmp_path: Path) -> None:
+def test_a_model_answer_trickled_a_byte_a_second_ends_at_the_providers_timeout(tmp_path: Path,
+                                                                               upstream: RecordingServer) -> None:
     """`providers.<name>.timeout` is the seconds one model request may take; the client timed each read, so an
-    answer read whole but sent a byte a second held the chat past 120 s (the caller gave up first)."""
-    llm = TricklingLLM()
-    try:
-        specs = tmp_path / "specs"
-        specs.mkdir()
-        (specs / "hostile.json").write_text(json.dumps(gets("a")))
-        (tmp_path / "agents.yaml").write_text(f"""
-providers: {{llm: {{kind: openai, base_url: "{llm.url}/v1", api_key: k, timeout: 2}}}}
-apis: {{hostile: {{base_url: "{llm.url}"}}}}
+    answer read whole but sent a few bytes a second, forever, held the chat past 120 s (the caller gave up first)."""
+    upstream.route("/v1/chat/completions", Reply(200, b"", {"Content-Type": "application/json"}, endless=True,
+                                                 trickle=1.0))
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "hostile.json").write_text(json.dumps(gets("a")))
+    (tmp_path / "agents.yaml").write_text(f"""
+providers: {{llm: {{kind: openai, base_url: "{upstream.url}/v1", api_key: k, timeout: 2}}}}
 agents: {{a: {{model: llm/m, tools: [{{api: hostile}}]}}}}
+apis: {{hostile: {{base_url: "{upstream.url}"}}}}
 """)
-        runtime = load_runtime(specs, tmp_path / "agents.yaml", use_cache=False)
-        with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
-            answer = httpx.post(f"{url}/v1/chat/completions", json={"model": "a", "messages": [
-                {"role": "user", "content": "hi"}]}, trust_env=False, timeout=60)  # a hang guard, not a measure
-    finally:
-        llm.close()
+    runtime = load_runtime(specs, tmp_path / "agents.yaml", use_cache=False)
+    with running(create_app(RuntimeHolder(runtime), watch=False)) as url:
+        answer = httpx.post(f"{url}/v1/chat/completions", json={"model": "a", "messages": [
+            {"role": "user", "content": "hi"}]}, trust_env=False, timeout=60)  # a hang guard, not a measure
     assert answer.status_code == 502 and "within 2.0s" in answer.json()["error"]["message"], answer.text
