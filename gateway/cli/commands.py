@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dialects import FORMATS
+from ..printable import printable
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, Diagnostic
@@ -173,7 +174,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         report = {"ok": ok, "complete": ok and not lost, "specs": specs,
                   "manifest": manifest, "diagnostics": [d.to_dict() for d in catalog.diagnostics if not any(
                       d.file == r.file for r in reports)]}
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(printable(json.dumps(report, indent=2, ensure_ascii=False)))  # a spec's text in its diagnostics
         return status
     if missing:
         print(f"{args.specs}: the specs folder does not exist")
@@ -187,12 +188,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         for reason, count in reasons.items():
             print(f"  not strict: {count} tool(s): {reason}")
         for d in r.diagnostics:
-            print(f"  {d.level}: {d}")
+            print(printable(f"  {d.level}: {d}", lines=False))
     if manifest["checked"]:
         count = len(manifest["diagnostics"])
         print(f"{args.agents}: {'ok' if manifest['usable'] else 'UNUSABLE'}, {count} diagnostic(s)")
         for d in manifest_diagnostics:
-            print(f"  {d.level}: {d}")
+            print(printable(f"  {d.level}: {d}", lines=False))
     elif not manifest["usable"]:
         print(f"{args.agents}: UNUSABLE, {manifest['error']}")
     else:
@@ -250,12 +251,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             from ..offer.toolsearch import WEAK_NOTE, find, prepare_toolset
 
             for diagnostic in diagnostics:
-                print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+                _say(diagnostic)
             _wait_for_embeddings(prepare_toolset(runtime.catalog, runtime.toolset(args.agent)))
             found = find(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
             if found.match == "weak":  # stdout stays the array the search endpoint's `data` holds
                 print(f"tool search: {WEAK_NOTE}", file=sys.stderr)
-            sys.stdout.buffer.write(orjson.dumps(found.items, option=orjson.OPT_INDENT_2) + b"\n")
+            _write_json(orjson.dumps(found.items, option=orjson.OPT_INDENT_2))
             return 0
     elif args.search is not None:
         print("--search needs --agent: it searches one agent's tools", file=sys.stderr)
@@ -271,7 +272,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
             tools = [model_view(tool, args.budget or DEFAULT_TOOL_BUDGET) for tool in tools]
     for diagnostic in diagnostics:
-        print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+        _say(diagnostic)
     if missing:
         return 1
     rendered = render_tools(tools, args.format, strict=args.strict)
@@ -285,9 +286,24 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         strict = sum(reason is None for _, reason in reasons)
         print(f"OpenAI strict mode: {strict} of {len(reasons)} tools sent strict, the others with strict: false",
               file=sys.stderr)
-    sys.stdout.buffer.write(orjson.dumps(rendered, option=orjson.OPT_INDENT_2) + b"\n")
+    _write_json(orjson.dumps(rendered, option=orjson.OPT_INDENT_2))
     sys.stdout.flush()
     return 0
+
+
+def _say(diagnostic: Diagnostic) -> None:
+    """A diagnostic on stderr, one line, its control characters escaped: it quotes a spec's text (a name, a `$ref`,
+    a server URL), which an API owner or a vendor wrote (redteam46: an OSC 52 in a `$ref` set the operator's
+    clipboard through `gateway tools` and `gateway validate`, a line break wrote a diagnostic of the spec's making)."""
+    print(printable(f"{diagnostic.level}: {diagnostic}", lines=False), file=sys.stderr)
+
+
+def _write_json(data: bytes) -> None:
+    """JSON on stdout with its terminal control characters as JSON escapes (orjson leaves C1 and bidi controls raw):
+    still the same JSON, of a spec's names and descriptions."""
+    text = data.decode()
+    shown = printable(text)
+    sys.stdout.buffer.write((data if shown is text else shown.encode()) + b"\n")
 
 
 def _wait_for_embeddings(pending: list[Any]) -> None:
@@ -350,7 +366,7 @@ def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
         runtime.agent(args.agent)
     except ConfigError as exc:
         for diagnostic in exc.diagnostics:
-            print(f"{diagnostic.level}: {diagnostic}", file=sys.stderr)
+            _say(diagnostic)
         print(f"error: {exc}", file=sys.stderr)
         return None
     except KeyError as exc:
@@ -366,7 +382,6 @@ def _cmd_call(args: argparse.Namespace) -> int:
     import json
 
     from ..messages import ToolResult
-    from ..printable import printable
 
     def emit(result: ToolResult) -> int:
         print(printable(json.dumps(result.to_dict(), indent=2, ensure_ascii=False)))  # an upstream's text

@@ -1,14 +1,17 @@
 """From a tool's binding and the model's arguments to a request: URL, headers, cookies and body.
 
-The host comes only from the api's configured `base_url` or the spec's server; the path template is the
-spec's, with every value percent-encoded. Headers the HTTP layer owns and names the credentials occupy are
+The host comes only from the api's configured `base_url` or the spec's server (never a link-local address, a
+cloud's metadata endpoint, unless `base_url` names it); the path template is the spec's, with every value
+percent-encoded. Headers the HTTP layer owns and names the credentials occupy are
 never taken from arguments.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
@@ -87,7 +90,32 @@ def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
         raise ApiSetupError(
             f"{source} is relative or not http(s) ({raw!r}): set apis.{api}.base_url in agents.yaml"
         )
+    if source != f"apis.{api}.base_url" and _link_local(url.host):
+        raise ApiSetupError(
+            f"{source} names a link-local address ({url.host}), where a cloud serves its instances' metadata and "
+            f"credentials, not an API: nothing was sent (set apis.{api}.base_url in agents.yaml to send there)")
     return url
+
+
+def _link_local(host: str) -> bool:
+    """Whether `host` is a link-local IP address (169.254.0.0/16, fe80::/10) in any form the client's URL parser
+    reads as one: `2852039166`, `0xa9fea9fe` and `169.254.43518` are each 169.254.169.254 to it (inet_aton reads
+    the same shorthands). A spec downloaded from anywhere names its servers; a name that resolves there is not seen."""
+    host = host.rstrip(".")
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_link_local or address in _METADATA_ADDRESSES
+
+
+_METADATA_ADDRESSES = frozenset(map(ipaddress.ip_address, ("fd00:ec2::254", "100.100.100.200")))
+"""Metadata endpoints outside the link-local ranges: AWS's over IPv6, Alibaba Cloud's."""
 
 
 def build_request(

@@ -20,7 +20,9 @@ Translation rules (what "handled" means):
   model sends base64 text, and the executor decodes binary content (see gateway/http/body.py).
   `xml`, `externalDocs`, `x-*` extensions and other unknown keywords are dropped.
 - Keyword values of the wrong shape (a `pattern` Python cannot compile, `required: true`, an unknown
-  type name) are dropped with a warning, so every result passes Draft 2020-12 `check_schema`.
+  type name) are dropped with a warning, so every result passes Draft 2020-12 `check_schema`; so is a `pattern`
+  the linear regex engine cannot run (look-around, back-references), which only a backtracking one could run
+  on a model's value (`fastschema.linear_pattern`): the upstream checks it.
 
 Results are shared between tools: treat them as immutable (copy before changing).
 """
@@ -32,6 +34,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
+from ..execution.fastschema import linear_pattern
 from ..kernel.nullable import make_nullable
 from ._closed import Members, closed_composition, drop_hidden_required, drop_undeclared, require_in_branches
 from ._discriminator import pin_discriminator
@@ -52,7 +55,7 @@ _SUBSCHEMAS = ("additionalProperties", "contains", "not", "if", "then", "else", 
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _COMPOSERS = ("allOf", "oneOf", "anyOf")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_PATTERN_OK: dict[str, bool] = {}
+_PATTERN_FAULT: dict[str, str | None] = {}
 
 
 class SchemaError(Exception):
@@ -65,16 +68,20 @@ class SchemaError(Exception):
         self.pointer = ""
 
 
-def _pattern_ok(pattern: str) -> bool:
-    ok = _PATTERN_OK.get(pattern)
-    if ok is None:
-        try:
-            re.compile(pattern)
-            ok = True
-        except (re.error, RecursionError, OverflowError):
-            ok = False
-        _PATTERN_OK[pattern] = ok
-    return ok
+def _pattern_fault(pattern: str) -> str | None:
+    """Why a spec's `pattern` is dropped, or None when it is kept."""
+    if pattern in _PATTERN_FAULT:
+        return _PATTERN_FAULT[pattern]
+    fault = None
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError):
+        fault = "is not a valid regular expression"
+    if fault is None and not linear_pattern(pattern):
+        fault = ("needs a backtracking regex engine (look-around or a back-reference), which the gateway never "
+                 "runs on a value (the API may still check it)")
+    _PATTERN_FAULT[pattern] = fault
+    return fault
 
 
 def _is_number(value: Any) -> bool:
@@ -347,10 +354,11 @@ class SchemaTranslator:
                 else:
                     self._warn(where, f"{key} must be a non-negative integer: dropped")
             elif key == "pattern":
-                if isinstance(value, str) and _pattern_ok(value):
+                fault = _pattern_fault(value) if isinstance(value, str) else "is not a string"
+                if fault is None:
                     out["pattern"] = value
                 else:
-                    self._warn(where, f"pattern {value!r} is not a valid regular expression: dropped")
+                    self._warn(where, f"pattern {value!r} {fault}: dropped")
             elif key in _BOOLS:
                 if isinstance(value, bool):
                     out[key] = value
@@ -362,7 +370,7 @@ class SchemaTranslator:
             elif key == "patternProperties":
                 if isinstance(value, dict):
                     out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")
-                                for p, s in value.items() if _pattern_ok(p)}
+                                for p, s in value.items() if _pattern_fault(p) is None}
             elif key == "dependentSchemas":
                 if isinstance(value, dict):
                     out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")

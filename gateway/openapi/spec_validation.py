@@ -136,18 +136,30 @@ def _note(file: str, pointer: str, message: str) -> Diagnostic:
 
 
 def _blocked_ref(document: Any, documents: Documents, file: str) -> str | None:
-    """The first `$ref` the validator must not follow (a URL, or a file outside the folder)."""
-    stack = [document]
+    """The first `$ref` the validator must not follow (a URL, or a file outside the folder), in this document or in
+    any file of the folder it leads to (the validator follows those too: redteam46 saw a URL `$ref` in a split
+    spec's second file fetched, and a `../../etc/hostname` there read and quoted in a finding); or a `$id` that is
+    a URL, against which the validator would resolve the references below it."""
+    stack: list[tuple[Any, str]] = [(document, file)]
+    seen = {file}
     while stack:
-        node = stack.pop()
+        node, where = stack.pop()
         if isinstance(node, dict):
-            ref = node.get("$ref")
+            ref, base = node.get("$ref"), node.get("$id")
+            if isinstance(base, str) and ":" in base.split("/", 1)[0]:
+                return f"refused $id {base!r}: the validator would resolve references against it"
             if isinstance(ref, str) and not ref.startswith("#"):
                 try:
-                    documents.split_ref(ref, file)
+                    target, _ = documents.split_ref(ref, where)
                 except RefError as exc:
                     return str(exc)
-            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+                if target not in seen:
+                    seen.add(target)
+                    try:
+                        stack.append((documents.get(target), target))
+                    except RefError:  # missing or unreadable: the validator says so in its own words
+                        pass
+            stack.extend((v, where) for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
-            stack.extend(v for v in node if isinstance(v, dict | list))
+            stack.extend((v, where) for v in node if isinstance(v, dict | list))
     return None

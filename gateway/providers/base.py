@@ -263,11 +263,15 @@ class ProviderAdapter(abc.ABC):
             response: httpx.Response | None = None
             try:
                 request = self.client.build_request("POST", url, headers=headers, content=payload)
-                response = await self.client.send(request, stream=stream)
+                # The client times each read (a stream lives as long as it streams); an answer read whole gets the
+                # whole timeout, or an LLM that sends a byte a second holds the run forever (redteam46: `timeout: 3`
+                # and a body trickled at a byte a second: no answer after 120 s).
+                with anyio.fail_after(None if stream else self.config.timeout):
+                    response = await self.client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError) as exc:
                 if attempt >= self.max_retries:
                     raise ProviderError(self.name, f"cannot reach {url}: {_describe(exc)}", retryable=True) from exc
-            except httpx.TimeoutException as exc:
+            except (httpx.TimeoutException, TimeoutError) as exc:
                 raise ProviderError(self.name, f"no answer from {url} within {self.config.timeout}s") from exc
             except httpx.HTTPError as exc:
                 raise ProviderError(self.name, f"request to {url} failed: {_describe(exc)}") from exc

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+import anyio.to_thread
 import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -21,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..assembly import GatewayState
+from ..assembly import GatewayState, Generation
 from ..kernel.calls import ToolHooks
 from ..runtime import RuntimeHolder
 from ..safety.guards import Safeguards
@@ -122,13 +123,17 @@ def create_app(
     mounted = {getattr(route, "path", None) for route in extra_routes}
     documented = {path: item for path, item in SAFETY_PATHS.items() if path in mounted}
 
-    async def openapi_json(request: Request) -> Response:
-        generation = state.current
+    def openapi_response(generation: Generation, base_url: str) -> Response:
         tool_paths = None
         if not generation.runtime.manifest.clients:  # open to all anyway: each tool's exact body is listed
             tool_paths = generation.memo("openapi_tool_paths", lambda: tool_call_paths({
                 agent: render_agent_tools(generation, agent, "json") for agent in generation.runtime.manifest.agents}))
-        return FastJSONResponse(openapi_document(str(request.base_url).rstrip("/"), documented, tool_paths=tool_paths))
+        return FastJSONResponse(openapi_document(base_url, documented, tool_paths=tool_paths))
+
+    async def openapi_json(request: Request) -> Response:
+        # Worked out in a worker thread: the tools' bodies are as large as the specs make them (21 MB for a 10 MB
+        # spec of 20,000 operations: /healthz held 5.9 s), and this page asks for no key.
+        return await anyio.to_thread.run_sync(openapi_response, state.current, str(request.base_url).rstrip("/"))
 
     # The router tries routes in order: the two doors every tool call takes come first (no other path matches them;
     # tool search, whose path the direct call's also matches, just before them: see SEARCH_ROUTE).
