@@ -52,7 +52,8 @@ __all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend"
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
-CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
+CANCELLED = ("The call was cancelled after it was sent (its caller went away, or the gateway instance stopped and "
+             "cut it): it may have run upstream, and it will not be repeated.")
 
 
 class Sends:
