@@ -46,14 +46,16 @@ if TYPE_CHECKING:
     """An api call, or a call the gateway answers itself (a delegation, a script): both take the same way through
     the audit."""
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
-           "watch_sends"]
+__all__ = ["CANCELLED", "CANCELLED_UNSENT", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall",
+           "Sends", "watch_sends"]
 
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
 CANCELLED = ("The call was cancelled after it was sent (its caller went away, or the gateway instance stopped and "
              "cut it): it may have run upstream, and it will not be repeated.")
+CANCELLED_UNSENT = ("The call was cancelled before it was sent (its caller went away, or the gateway instance stopped "
+                    "and cut it): nothing ran upstream.")
 
 
 class Sends:
@@ -294,7 +296,8 @@ class RecordCall:
             result = await proceed(invocation)
         except asyncio.CancelledError:
             # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
-            cancelled = ToolResult.failure("transport_error", CANCELLED,
+            cancelled = ToolResult.failure("transport_error",
+                                           CANCELLED if invocation.record is not None else CANCELLED_UNSENT,
                                            duration_ms=(time.perf_counter() - started) * 1000)
             try:
                 # Shielded: an anyio cancel scope (the MCP door) cancels every await of a cancelled task again.

@@ -4,7 +4,6 @@ process, a real slow upstream on 127.0.0.1, a direct call from another thread.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from recording_server import RecordingServer, Reply
-from shared_servers import free_port
+from serve_process import start_serve
 
 SPEC = """\
 openapi: 3.0.3
@@ -44,21 +43,7 @@ def _serve(folder: Path, upstream: RecordingServer, *extra: str) -> tuple[subpro
     (folder / "specs").mkdir()
     (folder / "specs" / "slow.yaml").write_text(SPEC % upstream.url)
     (folder / "agents.yaml").write_text(AGENTS)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--no-access-log", *extra], cwd=folder,
-        env={**os.environ, "GATEWAY_CACHE_DIR": str(folder / "cache")}, stdout=subprocess.DEVNULL,
-        stderr=open(folder / "serve.log", "wb"))  # noqa: SIM115 - the process holds it
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"gateway serve did not start: {(folder / 'serve.log').read_text()}") from None
-            time.sleep(0.05)
+    return start_serve(folder, *extra)
 
 
 def _call_in_flight(port: int, upstream: RecordingServer) -> tuple[threading.Thread, dict[str, object]]:
