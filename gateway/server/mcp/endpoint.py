@@ -38,7 +38,7 @@ from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 from .stateless import StatelessRequests
-from .stopping import answer_unless_stopped
+from .stopping import CutRequests
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -77,6 +77,8 @@ class MCPEndpoint:
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
         self._idle: list[tuple[str, Identity]] = []
         """Sessions the ledger ended for idleness, to be ended in the SDK too."""
+        self.cut = CutRequests()
+        """The POSTs in flight, answered when the stopping instance cuts them (see `stopping`)."""
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -102,8 +104,7 @@ class MCPEndpoint:
         token = current_agent.set(agent)
         try:
             if scope.get("method") == "POST":  # a call the stopping instance cuts is told so (`stopping`)
-                await answer_unless_stopped(lambda answer: self._dispatch(identity, scope, receive, answer), scope,
-                                            send)
+                await self.cut.answer(lambda answer: self._dispatch(identity, scope, receive, answer), scope, send)
             else:
                 await self._dispatch(identity, scope, receive, send)
         finally:

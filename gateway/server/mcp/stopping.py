@@ -36,6 +36,11 @@ from .routing import ASIDE_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
+DRAIN_SECONDS = 5.0
+"""The most the app's shutdown waits for the MCP POSTs in flight: by then uvicorn has cut them (its graceful timeout
+is over), so they only unwind (the audit row's write, the answer); a request stuck past this does not hold the
+process."""
+
 Sent = Literal["sent", "not sent", "unknown"]
 
 _SAID: dict[Sent, str] = {
@@ -56,20 +61,45 @@ def stopped_answer(sent: Sent) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
 
 
-async def answer_unless_stopped(serve: Callable[[Send], Awaitable[None]], scope: Scope, send: Send) -> None:
-    """Run `serve` (the door's answer to one POST, given the `send` to use); if the stopping instance cancels it
-    before it answered, answer the caller with `stopped_answer` first."""
-    watch = StatusWatch(send)
-    with watch_sends() as sends:
+class CutRequests:
+    """The door's POSTs in flight: each one answered with `stopped_answer` when the stopping instance cuts it, and
+    waited for (`drained`) by the app's lifespan, so that answer and the call's audit row are written before the
+    process ends (uvicorn cancels the requests and goes straight on to the lifespan's shutdown: without the wait
+    the process could end while a cut request is still unwinding, and its caller got a closed connection)."""
+
+    __slots__ = ("_in_flight", "_idle")
+
+    def __init__(self) -> None:
+        self._in_flight = 0
+        self._idle: anyio.Event | None = None
+
+    async def answer(self, serve: Callable[[Send], Awaitable[None]], scope: Scope, send: Send) -> None:
+        """Run `serve` (the door's answer to one POST, given the `send` to use); if it is cancelled before it
+        answered, answer the caller with `stopped_answer` first."""
+        self._in_flight += 1
+        watch = StatusWatch(send)
         try:
-            await serve(watch)
-        except anyio.get_cancelled_exc_class():
-            if watch.status == 0:  # nothing answered yet (after the start line only the connection can close)
-                in_task = ASIDE_SCOPE_KEY in scope  # answered in this task: `sends` saw its call
-                sent: Sent = ("sent" if sends.count else "not sent") if in_task else "unknown"
-                with anyio.CancelScope(shield=True):  # this task is being cancelled: the answer must still go
-                    try:
-                        await send_json(send, 503, stopped_answer(sent))
-                    except Exception:  # noqa: BLE001 - the connection may be gone: the cancellation goes on
-                        logger.debug("could not answer a request cut by the stopping instance", exc_info=True)
-            raise
+            with watch_sends() as sends:
+                try:
+                    await serve(watch)
+                except anyio.get_cancelled_exc_class():
+                    if watch.status == 0:  # nothing answered yet (once it has started, only the connection can end)
+                        in_task = ASIDE_SCOPE_KEY in scope  # answered in this task: `sends` saw its call
+                        sent: Sent = ("sent" if sends.count else "not sent") if in_task else "unknown"
+                        with anyio.CancelScope(shield=True):  # this task is being cancelled: the answer must go
+                            try:
+                                await send_json(send, 503, stopped_answer(sent))
+                            except Exception:  # noqa: BLE001 - the connection may be gone: the cancellation goes on
+                                logger.debug("could not answer a request cut by the stopping instance", exc_info=True)
+                    raise
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def drained(self, limit: float = DRAIN_SECONDS) -> None:
+        """Wait until no POST is in flight, at most `limit` seconds (for the app's lifespan, at its shutdown)."""
+        if self._in_flight:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(limit):
+                await self._idle.wait()
