@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog import Tool
@@ -59,27 +58,34 @@ CANCELLED_UNSENT = ("The call was cancelled before it was sent (its caller went 
 
 
 class Sends:
-    """How many calls of a block of work were sent (`watch_sends`)."""
+    """How many calls of a block of work were sent (`watch_sends`); the block's context manager itself (a class
+    rather than a generator: the MCP door enters one per request, and a generator's context manager costs it
+    several times the steps)."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "_token")
 
     def __init__(self) -> None:
         self.count = 0
+        self._token: Token[Sends | None] | None = None
+
+    def __enter__(self) -> Sends:
+        self._token = _sends.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _sends.reset(self._token)
+            self._token = None
 
 
 _sends: ContextVar[Sends | None] = ContextVar("gateway_sends", default=None)
 
 
-@contextmanager
-def watch_sends() -> Iterator[Sends]:
-    """Count the calls sent inside the block (and every task it starts): `RecordBeforeSend` counts each call
-    whose row it wrote, so a count of 0 means nothing of the block reached an api."""
-    sends = Sends()
-    token = _sends.set(sends)
-    try:
-        yield sends
-    finally:
-        _sends.reset(token)
+def watch_sends() -> Sends:
+    """Count the calls sent inside the block (`with watch_sends() as sends:`, and every task it starts):
+    `RecordBeforeSend` counts each call whose row it wrote, so a count of 0 means nothing of the block reached an
+    api."""
+    return Sends()
 
 
 class AuditLog:

@@ -104,7 +104,7 @@ class MCPEndpoint:
         token = current_agent.set(agent)
         try:
             if scope.get("method") == "POST":  # a call the stopping instance cuts is told so (`stopping`)
-                await self.cut.answer(lambda answer: self._dispatch(identity, scope, receive, answer), scope, send)
+                await self.cut.answer(self._dispatch, identity, scope, receive, send)
             else:
                 await self._dispatch(identity, scope, receive, send)
         finally:

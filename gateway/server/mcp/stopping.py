@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ...asgi import StatusWatch
 from ...safety.audit import watch_sends
@@ -73,15 +73,16 @@ class CutRequests:
         self._in_flight = 0
         self._idle: anyio.Event | None = None
 
-    async def answer(self, serve: Callable[[Send], Awaitable[None]], scope: Scope, send: Send) -> None:
-        """Run `serve` (the door's answer to one POST, given the `send` to use); if it is cancelled before it
+    async def answer(self, serve: Callable[[Any, Scope, Receive, Send], Awaitable[None]], about: Any, scope: Scope,
+                     receive: Receive, send: Send) -> None:
+        """`serve(about, scope, receive, send)` (the door's answer to one POST); if it is cancelled before it
         answered, answer the caller with `stopped_answer` first."""
         self._in_flight += 1
         watch = StatusWatch(send)
         try:
             with watch_sends() as sends:
                 try:
-                    await serve(watch)
+                    await serve(about, scope, receive, watch)
                 except anyio.get_cancelled_exc_class():
                     if watch.status == 0:  # nothing answered yet (once it has started, only the connection can end)
                         in_task = ASIDE_SCOPE_KEY in scope  # answered in this task: `sends` saw its call
