@@ -11,6 +11,32 @@ from pathlib import Path
 
 from shared_servers import free_port
 
+SLOW_SPEC = """\
+openapi: 3.0.3
+info: {title: Slow, version: "1"}
+servers: [{url: "%s"}]
+paths:
+  /slow:
+    get:
+      operationId: slow
+      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
+"""
+SLOW_AGENTS = """\
+providers:
+  llm: {kind: openai, base_url: "http://127.0.0.1:9/v1"}
+agents:
+  ops:
+    model: llm/unused
+    tools: [{api: slow}]
+"""
+"""One agent, `ops`, whose one tool `slow` is a GET of the upstream's /slow (route it to answer late)."""
+
+
+def write_slow_project(folder: Path, upstream_url: str, agents: str = SLOW_AGENTS) -> None:
+    (folder / "specs").mkdir()
+    (folder / "specs" / "slow.yaml").write_text(SLOW_SPEC % upstream_url)
+    (folder / "agents.yaml").write_text(agents)
+
 
 def start_serve(folder: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     """`gateway serve` in `folder` (its specs/ and agents.yaml written already) on a free port, once it accepts;

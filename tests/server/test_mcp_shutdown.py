@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from recording_server import RecordingServer, Reply
-from serve_process import start_serve
+from serve_process import SLOW_AGENTS, start_serve, write_slow_project
 
 from gateway.safety.audit import CANCELLED, CANCELLED_UNSENT
 
@@ -26,37 +26,17 @@ pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]  # the 2025 handshake (a session and its GET stream), the 2026-07-28 protocol
 
-SPEC = """\
-openapi: 3.0.3
-info: {title: Slow, version: "1"}
-servers: [{url: "%s"}]
-paths:
-  /slow:
-    get:
-      operationId: slow
-      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
-"""
-AGENTS = """\
-providers:
-  llm: {kind: openai, base_url: "http://127.0.0.1:9/v1"}
-agents:
-  ops:
-    model: llm/unused
-    tools: [{api: slow}]
-"""
 HELD_BY_A_HOOK = """\
     hooks:
-      - {on: before_tool_call, url: "%s/hook", timeout: 30}
+      - {on: before_tool_call, url: "UPSTREAM/hook", timeout: 30}
 """
 """A hook that answers late: the call waits in it, before its audit row and before anything is sent."""
 
 
 @asynccontextmanager
 async def _serving(folder: Path, upstream: RecordingServer, graceful: int,
-                   agents: str = AGENTS) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
-    (folder / "specs").mkdir()
-    (folder / "specs" / "slow.yaml").write_text(SPEC % upstream.url)
-    (folder / "agents.yaml").write_text(agents)
+                   agents: str = SLOW_AGENTS) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
+    write_slow_project(folder, upstream.url, agents)
     process, port = start_serve(folder, "--graceful-timeout", str(graceful))
     try:
         yield process, f"http://127.0.0.1:{port}/mcp/ops"
@@ -107,29 +87,26 @@ async def test_a_call_in_flight_is_answered_on_its_own_request_while_the_instanc
     assert [row["status"] for row in _audit(tmp_path)] == ["ok"]
 
 
+CUTS = {
+    # what the call waits on when the graceful timeout ends: the upstream (sent), or a hook before its audit row
+    "sent": ("/slow", "", "was sent and may have run upstream", CANCELLED),
+    "not sent": ("/hook", HELD_BY_A_HOOK, "The call was not sent: nothing ran upstream", CANCELLED_UNSENT),
+}
+
+
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_sent_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_that_it_was_sent(
-        tmp_path: Path, upstream: RecordingServer, mode: str) -> None:
-    upstream.route("/slow", Reply(200, {"done": True}, delay=6))
-    async with _serving(tmp_path, upstream, graceful=1) as (process, url):
-        error = await _call_while_stopped(url, mode, process, upstream, "/slow")
+@pytest.mark.parametrize("sent", list(CUTS))
+async def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whether_it_was_sent(
+        tmp_path: Path, upstream: RecordingServer, mode: str, sent: str) -> None:
+    held_at, hooks, said, row = CUTS[sent]
+    upstream.route(held_at, Reply(200, {"done": True}, delay=8))
+    agents = SLOW_AGENTS + hooks.replace("UPSTREAM", upstream.url)
+    async with _serving(tmp_path, upstream, graceful=1, agents=agents) as (process, url):
+        error = await _call_while_stopped(url, mode, process, upstream, held_at)
         assert process.wait(30) in (0, -signal.SIGTERM)
     assert isinstance(error, MCPError), error  # before: "Server returned an error response" (uvicorn's bare 500)
-    assert error.error.data == {"status": 503, "code": "instance_stopped", "sent": "sent"}
+    assert error.error.data == {"status": 503, "code": "instance_stopped", "sent": sent}
     assert "The gateway instance stopped" in error.error.message
-    assert "was sent and may have run upstream" in error.error.message
-    assert [(row["status"], row["error"]) for row in _audit(tmp_path)] == [("transport_error", CANCELLED)]
-
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_call_cut_before_it_was_sent_says_so(tmp_path: Path, upstream: RecordingServer, mode: str) -> None:
-    upstream.route("/hook", Reply(200, {}, delay=8))
-    async with _serving(tmp_path, upstream, graceful=1, agents=AGENTS + HELD_BY_A_HOOK % upstream.url) as \
-            (process, url):
-        error = await _call_while_stopped(url, mode, process, upstream, "/hook")
-        assert process.wait(30) in (0, -signal.SIGTERM)
-    assert isinstance(error, MCPError), error
-    assert error.error.data == {"status": 503, "code": "instance_stopped", "sent": "not sent"}
-    assert "The call was not sent: nothing ran upstream" in error.error.message
-    assert not any(request.path == "/slow" for request in upstream.requests)
-    assert [(row["status"], row["error"]) for row in _audit(tmp_path)] == [("transport_error", CANCELLED_UNSENT)]
+    assert said in error.error.message
+    assert [(r["status"], r["error"]) for r in _audit(tmp_path)] == [("transport_error", row)]
+    assert sum(request.path == "/slow" for request in upstream.requests) == (sent == "sent")

@@ -17,32 +17,11 @@ from pathlib import Path
 
 import pytest
 from recording_server import RecordingServer, Reply
-from serve_process import start_serve
-
-SPEC = """\
-openapi: 3.0.3
-info: {title: Slow, version: "1"}
-servers: [{url: "%s"}]
-paths:
-  /slow:
-    get:
-      operationId: slow
-      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
-"""
-AGENTS = """\
-providers:
-  llm: {kind: openai, base_url: "http://127.0.0.1:9/v1"}
-agents:
-  ops:
-    model: llm/unused
-    tools: [{api: slow}]
-"""
+from serve_process import start_serve, write_slow_project
 
 
 def _serve(folder: Path, upstream: RecordingServer, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
-    (folder / "specs").mkdir()
-    (folder / "specs" / "slow.yaml").write_text(SPEC % upstream.url)
-    (folder / "agents.yaml").write_text(AGENTS)
+    write_slow_project(folder, upstream.url)
     return start_serve(folder, *extra)
 
 
