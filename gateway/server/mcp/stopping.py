@@ -15,7 +15,8 @@ request are answered (`inline`, `stateless`; both mark the scope with the result
 SDK's session manager answers runs in the session's task, so for it the answer says it does not know.
 
 A cancellation whose client already went away (the disconnect watch) is answered the same way, to nobody:
-uvicorn drops what is sent on a closed connection. The cancellation is raised again in every case.
+uvicorn drops what is sent on a closed connection, and the request envelope still counts it as a client that left
+(499). The cancellation is raised again in every case.
 """
 
 from __future__ import annotations
