@@ -26,9 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..catalog import Tool
@@ -46,37 +45,47 @@ if TYPE_CHECKING:
     """An api call, or a call the gateway answers itself (a delegation, a script): both take the same way through
     the audit."""
 
-__all__ = ["CANCELLED", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall", "Sends",
-           "watch_sends"]
+__all__ = ["CANCELLED", "CANCELLED_UNSENT", "DEFAULT_RETENTION_DAYS", "AuditLog", "RecordBeforeSend", "RecordCall",
+           "Sends", "watch_sends"]
 
 logger = logging.getLogger("gateway.audit")
 
 PRUNE_INTERVAL = 3600.0
-CANCELLED = "The caller went away; the call was cancelled (and will not be repeated)."
+CANCELLED = ("The call was cancelled after it was sent (its caller went away, or the gateway instance stopped and "
+             "cut it): it may have run upstream, and it will not be repeated.")
+CANCELLED_UNSENT = ("The call was cancelled before it was sent (its caller went away, or the gateway instance stopped "
+                    "and cut it): nothing ran upstream.")
 
 
 class Sends:
-    """How many calls of a block of work were sent (`watch_sends`)."""
+    """How many calls of a block of work were sent (`watch_sends`); the block's context manager itself (a class
+    rather than a generator: the MCP door enters one per request, and a generator's context manager costs it
+    several times the steps)."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "_token")
 
     def __init__(self) -> None:
         self.count = 0
+        self._token: Token[Sends | None] | None = None
+
+    def __enter__(self) -> Sends:
+        self._token = _sends.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _sends.reset(self._token)
+            self._token = None
 
 
 _sends: ContextVar[Sends | None] = ContextVar("gateway_sends", default=None)
 
 
-@contextmanager
-def watch_sends() -> Iterator[Sends]:
-    """Count the calls sent inside the block (and every task it starts): `RecordBeforeSend` counts each call
-    whose row it wrote, so a count of 0 means nothing of the block reached an api."""
-    sends = Sends()
-    token = _sends.set(sends)
-    try:
-        yield sends
-    finally:
-        _sends.reset(token)
+def watch_sends() -> Sends:
+    """Count the calls sent inside the block (`with watch_sends() as sends:`, and every task it starts):
+    `RecordBeforeSend` counts each call whose row it wrote, so a count of 0 means nothing of the block reached an
+    api."""
+    return Sends()
 
 
 class AuditLog:
@@ -293,7 +302,8 @@ class RecordCall:
             result = await proceed(invocation)
         except asyncio.CancelledError:
             # Not retried, only recorded: the request may have reached the api, so repeating it could double a write.
-            cancelled = ToolResult.failure("transport_error", CANCELLED,
+            cancelled = ToolResult.failure("transport_error",
+                                           CANCELLED if invocation.record is not None else CANCELLED_UNSENT,
                                            duration_ms=(time.perf_counter() - started) * 1000)
             try:
                 # Shielded: an anyio cancel scope (the MCP door) cancels every await of a cancelled task again.

@@ -108,6 +108,7 @@ def create_app(
             try:
                 yield
             finally:
+                await mcp.drained()  # the MCP calls uvicorn cut are answered so, their rows written, before closing
                 for task in (watcher, sweeper):
                     if task is not None:
                         task.cancel()

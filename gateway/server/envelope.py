@@ -126,7 +126,9 @@ class RequestEnvelope:
                 watched.end()
             watched.settle()
         finally:
-            status = watch.status if watch is not None else 0
+            # A client that left has no answer, whatever the app sent after (the MCP door answers a cancelled call,
+            # to nobody then: `mcp.stopping`).
+            status = watch.status if watch is not None and not left else 0
             metrics = self.metrics
             if metrics is not None:
                 # A client that left is no fault of the gateway's: counted as nginx does (499), not as a 500 that

@@ -29,7 +29,8 @@ logger = logging.getLogger("gateway.server")
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """`gateway serve --graceful-timeout`'s default: on SIGTERM or SIGINT the server stops accepting at once and gives
 the requests in flight this long to end; a run still going then is cut (its caller gets a bare 500, its tool rows
-stay `running`). As Kubernetes' default grace period, before it sends SIGKILL: raise both for longer runs."""
+stay `running`; an MCP call is told the instance stopped and whether it was sent: `mcp.stopping`). As Kubernetes'
+default grace period, before it sends SIGKILL: raise both for longer runs."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
 client reusing a connection just as the server drops it gets a ReadError; longer than the clients' (httpx 5 s,

@@ -219,10 +219,11 @@ def _tool_rows(store: Path) -> list[tuple[str, str | None]]:
         return db.execute("SELECT status, error FROM audit WHERE kind = 'tool'").fetchall()
 
 
-def test_the_envelope_runs_the_watch_in_its_own_frame() -> None:
+@pytest.mark.parametrize("answers_when_cancelled", [False, True])
+def test_the_envelope_runs_the_watch_in_its_own_frame(answers_when_cancelled: bool) -> None:
     """`RequestEnvelope(watch=...)`: the client leaving cancels the app, and the request is still counted (499, as
     nginx counts a client that closed its request) and its access line written (with no status: nothing was
-    answered)."""
+    answered), also when the app answers as it is cancelled (the MCP door does: `mcp.stopping`), to nobody."""
 
     async def scenario() -> None:
         started = asyncio.Event()
@@ -235,6 +236,9 @@ def test_the_envelope_runs_the_watch_in_its_own_frame() -> None:
                 await asyncio.sleep(30)
             except asyncio.CancelledError:
                 cancelled.append(True)
+                if answers_when_cancelled:
+                    await send({"type": "http.response.start", "status": 503, "headers": []})
+                    await send({"type": "http.response.body", "body": b"stopped"})
                 raise
 
         lines: list[tuple[Any, ...]] = []
@@ -263,8 +267,10 @@ def test_the_envelope_runs_the_watch_in_its_own_frame() -> None:
                 await started.wait()
             return messages.pop(0)
 
+        sent: list[dict] = []
+
         async def send(message: dict) -> None:
-            raise AssertionError("nothing is answered to a client that left")
+            sent.append(message)  # (a server drops what is sent to a client that left)
 
         scope = {"type": "http", "method": "POST", "path": "/agents/a/tools/t", "raw_path": b"/agents/a/tools/t",
                  "query_string": b"", "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
@@ -274,6 +280,7 @@ def test_the_envelope_runs_the_watch_in_its_own_frame() -> None:
         await asyncio.sleep(0)  # the access line is written on the loop's next turn
         assert cancelled == [True]
         assert counted == [("direct", 499)]  # not a 500: the gateway did not fail, its client left
-        assert len(lines) == 1
+        assert len(lines) == 1 and lines[0][-1] == 0
+        assert len(sent) == (2 if answers_when_cancelled else 0)
 
     asyncio.run(scenario())

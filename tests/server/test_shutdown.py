@@ -4,7 +4,6 @@ process, a real slow upstream on 127.0.0.1, a direct call from another thread.""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -18,47 +17,12 @@ from pathlib import Path
 
 import pytest
 from recording_server import RecordingServer, Reply
-from shared_servers import free_port
-
-SPEC = """\
-openapi: 3.0.3
-info: {title: Slow, version: "1"}
-servers: [{url: "%s"}]
-paths:
-  /slow:
-    get:
-      operationId: slow
-      responses: {"200": {description: ok, content: {application/json: {schema: {type: object}}}}}
-"""
-AGENTS = """\
-providers:
-  llm: {kind: openai, base_url: "http://127.0.0.1:9/v1"}
-agents:
-  ops:
-    model: llm/unused
-    tools: [{api: slow}]
-"""
+from serve_process import start_serve, write_slow_project
 
 
 def _serve(folder: Path, upstream: RecordingServer, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
-    (folder / "specs").mkdir()
-    (folder / "specs" / "slow.yaml").write_text(SPEC % upstream.url)
-    (folder / "agents.yaml").write_text(AGENTS)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--no-access-log", *extra], cwd=folder,
-        env={**os.environ, "GATEWAY_CACHE_DIR": str(folder / "cache")}, stdout=subprocess.DEVNULL,
-        stderr=open(folder / "serve.log", "wb"))  # noqa: SIM115 - the process holds it
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"gateway serve did not start: {(folder / 'serve.log').read_text()}") from None
-            time.sleep(0.05)
+    write_slow_project(folder, upstream.url)
+    return start_serve(folder, *extra)
 
 
 def _call_in_flight(port: int, upstream: RecordingServer) -> tuple[threading.Thread, dict[str, object]]:

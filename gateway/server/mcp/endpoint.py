@@ -38,6 +38,7 @@ from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 from .stateless import StatelessRequests
+from .stopping import CutRequests
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -76,6 +77,8 @@ class MCPEndpoint:
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
         self._idle: list[tuple[str, Identity]] = []
         """Sessions the ledger ended for idleness, to be ended in the SDK too."""
+        self.cut = CutRequests()
+        """The POSTs in flight, answered when the stopping instance cuts them (see `stopping`)."""
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -97,27 +100,35 @@ class MCPEndpoint:
         subject = subject if isinstance(subject, str) else None
         scope[AGENT_SCOPE_KEY] = agent
         scope["user"] = self._identity(client, subject, agent)
-        headers = _headers(scope)
-        session, version = headers.get(_SESSION_HEADER), headers.get(_VERSION_HEADER)
-        version_text = version.decode("latin-1") if version is not None else None
         identity = (client, subject, agent)
         token = current_agent.set(agent)
         try:
-            if session is not None:
-                session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
-                await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
-                                       receive, send)
-            elif scope.get("method") == "POST" and (version_text is None or
-                                                    version_text in HANDSHAKE_PROTOCOL_VERSIONS):
-                await self._opening(_owner(client, scope), identity, scope, receive, send)
-            elif version_text in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
-                rest = await self.stateless.answer(headers, scope, receive, send)
-                if rest is not None:
-                    await self.manager.handle_request(scope, rest, send)
-            else:  # a request the SDK refuses anyway
-                await self.manager.handle_request(scope, receive, send)
+            if scope.get("method") == "POST":  # a call the stopping instance cuts is told so (`stopping`)
+                await self.cut.answer(self._dispatch, identity, scope, receive, send)
+            else:
+                await self._dispatch(identity, scope, receive, send)
         finally:
             current_agent.reset(token)
+
+    async def _dispatch(self, identity: Identity, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hand the request to whoever answers it: a session's inline answers, the stateless ones, or the SDK."""
+        client = identity[0]
+        headers = _headers(scope)
+        session, version = headers.get(_SESSION_HEADER), headers.get(_VERSION_HEADER)
+        version_text = version.decode("latin-1") if version is not None else None
+        if session is not None:
+            session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
+            await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
+                                   receive, send)
+        elif scope.get("method") == "POST" and (version_text is None or
+                                                version_text in HANDSHAKE_PROTOCOL_VERSIONS):
+            await self._opening(_owner(client, scope), identity, scope, receive, send)
+        elif version_text in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
+            rest = await self.stateless.answer(headers, scope, receive, send)
+            if rest is not None:
+                await self.manager.handle_request(scope, rest, send)
+        else:  # a request the SDK refuses anyway
+            await self.manager.handle_request(scope, receive, send)
 
     def _identity(self, client: str | None, subject: str | None, agent: str) -> AuthenticatedUser:
         """Who the SDK binds a session to: the client key's name, the signed-in user (`gateway.auth`: two users
