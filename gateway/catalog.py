@@ -165,6 +165,9 @@ class Tool:
     """File the operation came from (relative to the specs folder)."""
     pointer: str = ""
     """JSON pointer of the operation in that file."""
+    judged_schema: JSONSchema | None = None
+    """What arguments are judged by when not `input_schema`: the `$defs` entries a value would be judged by
+    exponentially often accept anything (`gateway.openapi._ambiguity`; the upstream still checks them)."""
 
     @property
     def is_write(self) -> bool:

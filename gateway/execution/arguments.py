@@ -49,8 +49,10 @@ def validate_arguments(tool: Tool, arguments: Any, *, optional: Iterable[str] = 
 
 
 def input_schema(tool: Tool, optional: Iterable[str] = ()) -> JSONSchema:
-    """The tool's input schema, without the `optional` names among its top-level `required` ones."""
-    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+    """The schema the tool's arguments are judged by (`Tool.judged_schema`, else its input schema), without the
+    `optional` names among its top-level `required` ones."""
+    exact = tool.judged_schema or tool.input_schema
+    schema = exact if isinstance(exact, dict) else {"type": "object"}
     names = frozenset(optional)
     required = schema.get("required")
     if not names or not isinstance(required, list) or names.isdisjoint(required):

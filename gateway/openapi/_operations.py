@@ -19,9 +19,11 @@ Input schema rules:
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 from ..catalog import OWNED_HEADERS, Argument, BodyBinding, Encoding, Location, Server, Tool
+from ._ambiguity import ExcessCheck, unjudged
 from ._documents import Documents, RefError, escape_token
 from ._schema import SchemaError, SchemaTranslator
 from ._xml import is_xml_media, xml_mapping
@@ -29,6 +31,8 @@ from ._xml import is_xml_media, xml_mapping
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 LOCATIONS = ("path", "query", "header", "cookie")
 _COMPOSED = ("allOf", "anyOf", "oneOf", "not", "if", "$ref")
+_PLACEHOLDER = re.compile(r"\{[^{}]+\}")
+"""A path parameter's place in a template (as `gateway.http.request` fills it)."""
 
 
 class OperationError(Exception):
@@ -67,6 +71,8 @@ class OperationCompiler:
         self.security = view.get("security")
         schemes = (view.get("components") or {}).get("securitySchemes") or {}
         self.credentials: set[tuple[str, str]] = set()
+        self.excess = ExcessCheck()
+        self.unjudged_told: set[str] = set()
         for scheme in schemes.values() if isinstance(schemes, dict) else ():
             try:
                 scheme = documents.resolve(scheme, file)[0]
@@ -83,6 +89,9 @@ class OperationCompiler:
             raise OperationError(str(exc)) from None
 
     def compile(self, path: str, method: str, item: dict[str, Any], operation: dict[str, Any], pointer: str) -> Tool:
+        fault = template_fault(path)
+        if fault is not None:
+            raise OperationError(fault)
         refs: set[str] = set()
         properties: dict[str, Any] = {}
         required: list[str] = []
@@ -97,6 +106,7 @@ class OperationCompiler:
         input_schema["additionalProperties"] = False
         if refs:
             input_schema["$defs"] = self.translator.collect_defs(refs, "in")
+        judged_schema = self._judged(input_schema)
         output_schema, media_types = self._output(operation, pointer)
         security = operation.get("security", self.security) or ()
         alternatives = tuple(
@@ -126,7 +136,26 @@ class OperationCompiler:
             summary=summary.strip(),
             source=self.file,
             pointer=pointer,
+            judged_schema=judged_schema,
         )
+
+    def _judged(self, input_schema: dict[str, Any]) -> dict[str, Any] | None:
+        """What the arguments are judged by when not `input_schema` (`_ambiguity`); each entry left unjudged is told
+        once, where it is written."""
+        names = self.excess.excessive_defs(input_schema)
+        if not names:
+            return None
+        for name in names:
+            if name in self.unjudged_told:
+                continue
+            self.unjudged_told.add(name)
+            file, where = self.translator.source_of(name) or (self.file, "")
+            elsewhere = f" (in {file})" if file != self.file else ""
+            self.warn(where, f"a value could be judged by this schema exponentially often{elsewhere}: two or more "
+                             "anyOf/oneOf/allOf branches lead to it at one place of a value, level after level "
+                             "(nested 25 deep: 2**25 checks), so the gateway does not judge values by it (the API "
+                             "still does; the model still sees it as written)")
+        return unjudged(input_schema, names)
 
     # -- parameters -----------------------------------------------------------------------------
 
@@ -371,6 +400,16 @@ def _body_conditions(names: dict[str, Any], inner: list[str]) -> dict[str, list[
 
 def _body_pointer(pointer: str, media: str) -> str:
     return f"{pointer}/requestBody/content/{escape_token(media)}/schema"
+
+
+def template_fault(path: str) -> str | None:
+    """Why no call could fill the path template `path` (a `{` or `}` outside a `{name}`: the executor would find
+    a parameter the tool does not declare), or None."""
+    stray = _PLACEHOLDER.sub("", path)
+    if "{" in stray or "}" in stray:
+        return (f"the path template {path!r} has a '{{' or '}}' outside a {{name}} placeholder, so no call could "
+                "fill it")
+    return None
 
 
 def _template_names(path: str) -> list[str]:

@@ -215,6 +215,10 @@ class SchemaTranslator:
                     closures[(mode, member)] = frozen
         return closures[(mode, start)]
 
+    def source_of(self, name: str) -> tuple[str, str] | None:
+        """Where the `$defs` entry `name` is written: (file, JSON pointer); None for a name never given."""
+        return next((location for location, given in self._names.items() if given == name), None)
+
     def ref_name(self, ref: str, file: str, mode: Mode) -> str:
         """Translate the target of `ref` (if not yet) and give its `$defs` name."""
         try:

@@ -62,13 +62,11 @@ def test_listing_a_specs_tools_holds_no_other_request(tmp_path: Path, upstream: 
     assert listing.status_code == 200
 
 
-@pytest.mark.skip(reason="open finding (redteam46): a spec whose recursive schema offers two branches into the same "
-                         "place (anyOf: [{items: L1}, {items: L1, maxItems: 5}] at every level) makes jsonschema_rs "
-                         "judge a value 2**depth times; it holds the GIL, so not even a worker thread frees the loop")
 def test_a_schema_that_judges_a_value_exponentially_often_holds_no_other_request(tmp_path: Path,
                                                                                  upstream: RecordingServer) -> None:
-    """Measured on `gateway serve` (load 11-13): depth 25 held /healthz 17.8 s and the call took 29 s; each level
-    doubles it. Real specs' unions of variants that share a recursive property (`children`) do the same, N**depth."""
+    """redteam46's finding, measured on `gateway serve` before the fix (load 11-13): depth 25 held /healthz 17.8 s
+    and the call took 29 s; each level doubles it. Now the entry reached 2**5 times at one place is left to the
+    upstream, named at load; the levels above it are still judged."""
     depth = 30
     schemas: dict[str, Any] = {f"L{depth}": {"type": "string"}}
     for level in range(depth - 1, -1, -1):
@@ -82,27 +80,15 @@ def test_a_schema_that_judges_a_value_exponentially_often_holds_no_other_request
     value: Any = 1
     for _ in range(depth):
         value = [value]
-    with serving(tmp_path, spec, upstream.url) as (url, _):
+    with serving(tmp_path, spec, upstream.url) as (url, runtime):
+        told = [d for d in runtime.catalog.diagnostics if "exponentially often" in d.message]
+        assert [(d.file, d.pointer) for d in told] == [("hostile.json", "/components/schemas/L5")]
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(httpx.post, f"{url}/agents/a/tools/t", json={"v": value}, trust_env=False, timeout=600)
-            health = httpx.get(f"{url}/healthz", trust_env=False, timeout=10)  # a hang guard, not a measure
+            call = pool.submit(httpx.post, f"{url}/agents/a/tools/t", json={"v": value}, trust_env=False, timeout=600)
+            health = httpx.get(f"{url}/healthz", trust_env=False, timeout=60)  # a hang guard, not a measure
             assert health.status_code == 200
-
-
-@pytest.mark.parametrize("server", ["http://169.254.169.254/latest", "http://2852039166/latest",
-                                    "http://0xa9fea9fe/latest", "http://[::ffff:169.254.169.254]/latest",
-                                    "http://[fe80::1]/latest", "http://{host}/latest"])
-def test_a_specs_server_on_a_link_local_address_is_never_sent_to(tmp_path: Path, upstream: RecordingServer,
-                                                                monkeypatch: pytest.MonkeyPatch, server: str) -> None:
-    """A spec's server (or a server variable's default) at a cloud's metadata endpoint: a model's call would read the
-    instance's credentials into its context. The recording upstream stands in as the environment's proxy, so a
-    request the gateway would send reaches 127.0.0.1 only, and is seen there."""
-    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.setenv(name, upstream.url)
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    spec = {**gets("token"), "servers": [{"url": server, "variables": {"host": {"default": "169.254.169.254"}}}]}
-    with serving(tmp_path, spec, upstream.url, base_url=False) as (url, _):
-        answer = httpx.post(f"{url}/agents/a/tools/token", json={}, trust_env=False, timeout=60)
-    assert upstream.requests == [], [r.target for r in upstream.requests]
-    assert "link-local" in answer.text and "nothing was sent" in answer.text, answer.text
+            assert call.result().status_code == 200, call.result().text
+        assert upstream.last.json() == {"v": value}
+        refused = httpx.post(f"{url}/agents/a/tools/t", json={"v": [["x"]]}, trust_env=False, timeout=60)
+        assert refused.status_code == 422, refused.text  # L0 and L1 are judged: "x" is no array
+    assert len([r for r in upstream.requests if r.path == "/t"]) == 1
