@@ -7,8 +7,8 @@ value nested 25 deep costs 2**25 applications: jsonschema_rs holds the GIL and h
 event loop nor a worker thread would be free for seconds to minutes (redteam46). A recursive union whose variants
 share a recursive property does the same, N**depth.
 
-`excessive_defs` walks the places of a value as the schema sees them (a property name, an array item) and counts,
-at each, how many times each subschema would be applied (the number of composition paths reaching it: the
+`ExcessCheck.excessive_defs` walks the places of a value as the schema sees them (a property name, an array item)
+and counts, at each, how many times each subschema would be applied (the number of composition paths reaching it: the
 ambiguity of the schema read as an automaton over a value's path). Where a count passes `MAX_APPLICATIONS`, the
 `$defs` entry counted most there is named; it is left unjudged by the gateway (`unjudged`: the upstream still
 checks it, the model still sees it) and the walk starts again, until no place passes. A place's set of counts
@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 MAX_APPLICATIONS = 16
-"""Times one subschema may be applied to one place of a value. Real specs reach 2 (an `allOf` diamond); the hostile
-chain passes 16 at depth 5, and at this bound a value costs at most 16 times its plain size."""
+"""Times one subschema may be applied to one place of a value. The corpus's real specs reach 8 at most (IX-API; GitHub
+and Jira 2-3: `allOf` diamonds); the hostile chain passes 16 at depth 5; a value costs at most 16 times its plain
+size to judge."""
 
 _SAME_PLACE = ("allOf", "anyOf", "oneOf")
 _SAME_PLACE_ONE = ("not", "if", "then", "else")
@@ -50,7 +51,8 @@ class _Members(NamedTuple):
 
 class _Walk:
     """The subschemas of one spec's tools, as a validator reaches them; `cut`: `$defs` names treated as accepting
-    anything. One spec's `$defs` names are unique (`SchemaTranslator`), so its tools' entries merge into one map."""
+    anything. A `$defs` name of one spec is the same object in every tool's `$defs` (`SchemaTranslator`), so what is
+learnt of a subschema (by identity) holds for the spec's next tools."""
 
     def __init__(self, cut: set[str]) -> None:
         self.defs: dict[str, Any] = {}
@@ -149,7 +151,7 @@ class _Walk:
 
 
 class ExcessCheck:
-    """`excessive_defs` for the tools of one spec: their `$defs` entries are shared objects, so a place's counts
+    """The check for the tools of one spec: their `$defs` entries are shared objects, so a place's counts
     found harmless for one tool are not walked again for the next (Graph: 3,326 tools reach `$defs`)."""
 
     def __init__(self) -> None:
@@ -185,11 +187,6 @@ class ExcessCheck:
             todo.extend(walk.following(place))
         harmless |= seen  # walked to the end without an excess: harmless wherever met again
         return None
-
-
-def excessive_defs(schema: dict[str, Any]) -> list[str]:
-    """`ExcessCheck.excessive_defs` for one schema alone."""
-    return ExcessCheck().excessive_defs(schema)
 
 
 def unjudged(schema: dict[str, Any], names: list[str]) -> dict[str, Any]:
