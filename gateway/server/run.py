@@ -12,6 +12,7 @@ import copy
 import gc
 import json
 import logging
+import logging.config
 import os
 import shutil
 import sys
@@ -106,6 +107,9 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
 
+    # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
+    # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
+    logging.config.dictConfig(log_config())
     built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
                        access_log=access_log, **options)
     if built is None:
