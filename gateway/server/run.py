@@ -29,8 +29,8 @@ logger = logging.getLogger("gateway.server")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """`gateway serve --graceful-timeout`'s default: on SIGTERM or SIGINT the server stops accepting at once and gives
-the requests in flight this long to end; a run still going then is cut (its caller gets a bare 500, its tool rows
-stay `running`; an MCP call is told the instance stopped and whether it was sent: `mcp.stopping`). As Kubernetes'
+the requests in flight this long to end; a run still going then is cut (its caller is told the instance stopped
+and whether a tool call was sent: `stopping`; a streamed Responses answer is closed unfinished). As Kubernetes'
 default grace period, before it sends SIGKILL: raise both for longer runs."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
