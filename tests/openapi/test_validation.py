@@ -299,20 +299,7 @@ def test_a_bad_ref_in_a_second_file_is_named_where_it_is_written(
     assert any(line.startswith("error: split.yaml:14: /paths/~1items/post: operation skipped") for line in lines), out
 
 
-WARNED_SPLIT = """\
-openapi: 3.0.3
-info: {title: shop, version: "1"}
-servers: [{url: "http://127.0.0.1:9"}]
-paths:
-  /items:
-    post:
-      operationId: addItem
-      requestBody:
-        content:
-          application/json:
-            schema: {$ref: "parts/item.yaml#/Item"}
-      responses:
-        "201": {description: made}
+BOXES = """\
   /boxes:
     post:
       operationId: addBox
@@ -330,6 +317,9 @@ Item:
   type: object
   properties:
     id: {type: intger}
+NewItem:
+  type: object
+  properties:
     size: {type: string, enum: [1, 2]}
     count: {type: integer, default: "many"}
     name: {type: string, minLength: -1}
@@ -344,7 +334,7 @@ def test_a_schema_warning_in_a_second_file_is_named_where_it_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs = tmp_path / "specs"
     (specs / "parts").mkdir(parents=True)
-    (specs / "shop.yaml").write_text(WARNED_SPLIT)
+    (specs / "split.yaml").write_text(SPLIT + BOXES)
     (specs / "parts" / "item.yaml").write_text(WARNED_PART)
     _, out, _ = _run(capsys, "validate", "--specs", str(specs), "--no-cache")
     said = {line.strip().split(": ", 3)[2]: line.strip().split(": ", 3)[:2] for line in out.splitlines()
@@ -353,10 +343,10 @@ def test_a_schema_warning_in_a_second_file_is_named_where_it_is_written(
     # property an allOf member brings to a closed object, from the second file or written inline in the first
     assert said == {
         "/Item/properties/id": ["error", "parts/item.yaml:4"],
-        "/Item/properties/size": ["warning", "parts/item.yaml:5"],
-        "/Item/properties/count": ["warning", "parts/item.yaml:6"],
-        "/Item/properties/name": ["warning", "parts/item.yaml:7"],
-        "/Box/properties/weight": ["error", "parts/item.yaml:11"],
+        "/NewItem/properties/size": ["warning", "parts/item.yaml:8"],
+        "/NewItem/properties/count": ["warning", "parts/item.yaml:9"],
+        "/NewItem/properties/name": ["warning", "parts/item.yaml:10"],
+        "/Box/properties/weight": ["error", "parts/item.yaml:14"],
         "/paths/~1boxes/post/requestBody/content/application~1json/schema/allOf/1/properties/label":
-            ["error", "shop.yaml:22"],
+            ["error", "split.yaml:30"],
     }, out
