@@ -1,4 +1,4 @@
-"""Small ASGI pieces shared by the doors' middleware and the metrics middleware."""
+"""Small ASGI pieces shared by the doors, their middleware and the metrics middleware."""
 
 from __future__ import annotations
 
@@ -18,3 +18,11 @@ class StatusWatch:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
         await self.send(message)
+
+
+async def send_json(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
+    """One whole JSON answer (`headers`: beside its length and type)."""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json"),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})

@@ -158,3 +158,24 @@ async def test_script_calls_count_against_the_runs_tool_call_cap(llm: ScriptedLL
     [answer] = [m for m in result.messages if m.role == "tool"]
     assert "reached its cap of 3 tool calls" in answer.content
     assert result.cut  # and the run then ends with a summary, as at the cap without code mode
+
+
+RAISING_LAST_LINES = {  # the script's last line raises: the traceback quotes it, and the error's marks, as written
+    "alone": ("items = listItems()\nitems[5]['price']", "  line 2, in <module>\n    items[5]['price']\n    ~~~~~~~~\n"),
+    "after a semicolon": ("x = 2; getItem(id=x)['price']",
+                          "  line 1, in <module>\n    x = 2; getItem(id=x)['price']\n           " + "~" * 22 + "\n"),
+    "in a lambda": ("(lambda: 1 / 0)()", "  line 1, in <module>\n    (lambda: 1 / 0)()\n    ~~~~~~~~~~~~~~~~~\n"
+                    "  line 1, in <lambda>\n    (lambda: 1 / 0)()\n             ~~~~~\n"),
+}
+
+
+@pytest.mark.parametrize("code, quoted", RAISING_LAST_LINES.values(), ids=list(RAISING_LAST_LINES))
+async def test_the_model_reads_its_last_line_as_it_wrote_it_when_that_line_raises(llm: ScriptedLLM, code: str,
+                                                                                  quoted: str) -> None:
+    llm.script(Reply(calls=[Call("run_code", {"code": code})]), Reply(text="It failed."))
+    await run(_agent(), [Message(role="user", content="x")], adapter=adapter_for("openai", llm.url),
+              toolset=_tools(), invoke=StandInInvoke(_answer))
+    [read] = [json.loads(m["content"]) for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert read["error_type"] == "code_error"
+    assert quoted in read["error"]
+    assert "__gateway" not in read["error"]

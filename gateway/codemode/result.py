@@ -9,6 +9,8 @@ finds that expression, nothing else of it changed), and after the script finishe
 and cut to `max_result_bytes` like any tool result (`gateway.truncation.shrink_json`); past it only its beginning,
 about the cap's worth, is, and the model reads it as an api's answer past the cap reads: text cut at a boundary,
 "N of M bytes left out" ("at least" where the walk stopped counting; `gateway.truncation.cut_text_at_boundary`).
+When that line raises, the sandbox's traceback quotes it as rewritten: `as_written` takes the gateway's words out of
+it again, so the model reads its own line as it wrote it, under the same marks.
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ NAME = "__gateway_result"
 
 _LINE_ENDS = re.compile(r"\r\n|\r|\n")
 """Where Python's parser ends a line (its line numbers count these)."""
+_KEEPS = f"{NAME} = "
+"""What `keep_result` writes into the script's last line."""
+_FRAME = re.compile(r'^  (?:File "[^"]*", )?line \d+, in \S+$')
+"""A traceback frame's header (as the sandbox writes it, or with the file name taken out); its source line follows."""
+_MARKS = re.compile(r"^ *[~^]+ *$")
+"""The marks under a frame's source line: where in it the error is."""
 
 SIZE = '''
 def __gateway_size(value, cap):
@@ -111,3 +119,25 @@ def keep_result(code: str) -> tuple[str, bool]:
     column = len(line.encode()[:last.col_offset].decode(errors="ignore"))
     at = start + column
     return f"{code[:at]}{NAME} = {code[at:]}", True
+
+
+def as_written(traceback: str) -> str:
+    """`traceback` (a sandbox's, of a script `keep_result` rewrote) with the script's last line quoted as it was
+    written: in each frame's source line the words `keep_result` added are cut out, and the same columns of the
+    marks under it (so they stay under the same characters; marks that were only under those words go)."""
+    lines: list[str | None] = list(traceback.split("\n"))
+    for at in range(1, len(lines)):
+        header, line = lines[at - 1], lines[at]
+        if header is None or line is None or not _FRAME.match(header) or _KEEPS not in line:
+            continue
+        cut = line.index(_KEEPS)
+        lines[at] = _cut(line, cut)
+        marks = lines[at + 1] if at + 1 < len(lines) else None
+        if marks is not None and _MARKS.match(marks):
+            left = _cut(marks, cut)
+            lines[at + 1] = left if left.strip() else None
+    return "\n".join(line for line in lines if line is not None)
+
+
+def _cut(line: str, at: int) -> str:
+    return line[:at] + line[at + len(_KEEPS):]

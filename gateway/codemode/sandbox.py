@@ -335,7 +335,7 @@ class Sandbox:
             return Failed(kind="code_error", printed=printed, message=f"the sandbox stopped: {error}")
         if isinstance(error, MontySyntaxError | MontyRuntimeError):
             inner = error.exception()
-            text = _INPUT_FILE.sub("", error.display())
+            text = result.as_written(_INPUT_FILE.sub("", error.display()))
             if isinstance(inner, TimeoutError) and "time limit" in str(inner):
                 return Failed(kind="code_limit", printed=printed, message=f"the script ran longer than its time "
                               f"limit ({limits.time:g}s of execution, code_limits.time); nothing after that ran. "

@@ -36,23 +36,26 @@ _MERGEABLE = frozenset({
 class Members:
     """What the `allOf` members of a closed object bring to it."""
 
-    properties: dict[str, tuple[Any, str]] = field(default_factory=dict)
-    """Property name -> (raw schema, the file it is written in); the first member to declare a name wins."""
+    properties: dict[str, tuple[Any, str, str]] = field(default_factory=dict)
+    """Property name -> (raw schema, the file and pointer of the schema whose `properties` declare it); the first
+    member to declare a name wins."""
     required: list[str] = field(default_factory=list)
-    leftovers: list[tuple[Any, str]] = field(default_factory=list)
-    """Members (as written, with their file) that say more than properties: they stay in the `allOf`."""
+    leftovers: list[tuple[Any, str, str]] = field(default_factory=list)
+    """Members (as written, with their file and pointer) that say more than properties: they stay in the `allOf`."""
 
 
-def gather_all_of(members: list[Any], file: str, documents: Documents) -> Members:
-    """The properties, required names and non-mergeable members of an `allOf` list met in `file`.
+def gather_all_of(members: list[Any], file: str, documents: Documents, at: list[str] | None = None) -> Members:
+    """The properties, required names and non-mergeable members of an `allOf` list met in `file`; `at`: each
+    member's pointer in `file` (so a warning about what it brings is told where that is written).
 
     Raises `RefError` for a member reference that cannot be followed.
     """
     found = Members()
     seen: set[tuple[str, str]] = set()
-    work: list[tuple[Any, str]] = [(member, file) for member in reversed(members)]
+    places = at if at is not None else [""] * len(members)
+    work = [(member, file, place) for member, place in zip(reversed(members), reversed(places), strict=True)]
     while work:
-        member, member_file = work.pop()
+        member, member_file, place = work.pop()
         target, target_file, pointer = documents.resolve(member, member_file)
         if pointer:
             if (target_file, pointer) in seen:  # a member reached twice (or a cycle): once is enough
@@ -61,16 +64,18 @@ def gather_all_of(members: list[Any], file: str, documents: Documents) -> Member
         if not isinstance(target, dict):
             continue
         if not _mergeable(target):
-            found.leftovers.append((member, member_file))
+            found.leftovers.append((member, member_file, place))
+        written = pointer if pointer else place  # where the target is: its `$ref`'s, else where the member is
         properties = target.get("properties")
         for name, schema in properties.items() if isinstance(properties, dict) else ():
-            found.properties.setdefault(str(name), (schema, target_file))
+            found.properties.setdefault(str(name), (schema, target_file, written))
         required = target.get("required")
         if isinstance(required, list):
             found.required.extend(name for name in required if isinstance(name, str))
         nested = target.get("allOf")
         if isinstance(nested, list):
-            work.extend((child, target_file) for child in reversed(nested))
+            work.extend((child, target_file, f"{written}/allOf/{index}")
+                        for index, child in reversed(list(enumerate(nested))))
     return found
 
 
@@ -94,16 +99,18 @@ def hidden(schema: Any, flag: str, documents: Documents, file: str) -> bool:
 
 
 def closed_composition(
-    node: dict[str, Any], file: str, documents: Documents,
+    node: dict[str, Any], file: str, documents: Documents, where: str = "",
 ) -> tuple[Members, dict[str, Any], dict[str, list[set[str]]]] | None:
-    """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object declare beyond its own
-    properties; None when they declare nothing more (the object is read as written). Raises `RefError`."""
-    members = gather_all_of(node.get("allOf") or [], file, documents)
+    """What the `allOf` members and `oneOf`/`anyOf` branches of a closed object (at `where` in `file`) declare
+    beyond its own properties; None when they declare nothing more (the object is read as written). Raises
+    `RefError`."""
+    all_of = node.get("allOf") or []
+    members = gather_all_of(all_of, file, documents, [f"{where}/allOf/{index}" for index in range(len(all_of))])
     branches = gather_all_of([], file, documents)
     per_branch: dict[str, list[set[str]]] = {}
     for key in ("oneOf", "anyOf"):
-        for branch in node.get(key) or () if isinstance(node.get(key), list) else ():
-            declared = gather_all_of([branch], file, documents).properties
+        for index, branch in enumerate(node.get(key) or () if isinstance(node.get(key), list) else ()):
+            declared = gather_all_of([branch], file, documents, [f"{where}/{key}/{index}"]).properties
             per_branch.setdefault(key, []).append(set(declared))
             for name, found in declared.items():
                 branches.properties.setdefault(name, found)

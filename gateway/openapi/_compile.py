@@ -52,8 +52,11 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
     def error(pointer: str, message: str) -> None:
         diagnostics.append(Diagnostic(level="error", file=file, pointer=pointer, message=message))
 
-    def broken(where: str, pointer: str, message: str) -> None:  # a $ref breaking in a file the spec refers to
+    def warn_at(where: str, pointer: str, message: str) -> None:  # in a file the spec refers to, too
         diagnostics.append(Diagnostic(level="warning", file=where, pointer=pointer, message=message))
+
+    def error_at(where: str, pointer: str, message: str) -> None:
+        diagnostics.append(Diagnostic(level="error", file=where, pointer=pointer, message=message))
 
     skipped: dict[str, Diagnostic] = {}
 
@@ -78,7 +81,7 @@ def _compile_one(document: Any, *, api: str, file: str, documents: Documents | N
         return [], None, diagnostics
     raw_info = document.get("info")
     info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
-    translator = SchemaTranslator(documents, file, warn, error, broken)
+    translator = SchemaTranslator(documents, file, warn_at, error_at, broken=warn_at)
     compiler = OperationCompiler(view, documents, file, api, translator, warn, max_description)
     tools: list[Tool] = []
     taken: set[str] = set()

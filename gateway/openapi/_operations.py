@@ -229,7 +229,7 @@ class OperationCompiler:
         if extra and isinstance(schema, dict):
             schema = {**schema, **{k: v for k, v in extra.items() if k not in schema}}
             if "examples" in extra:
-                self.translator.values.add(schema, pointer)
+                self.translator.values.add(schema, self.file, pointer)
         return schema, content_type
 
     # -- request body ---------------------------------------------------------------------------

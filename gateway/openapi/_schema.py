@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
 from typing import Any, Literal
 
 from ..execution.fastschema import linear_pattern
@@ -39,7 +38,7 @@ from ..kernel.nullable import make_nullable
 from ._closed import Members, closed_composition, drop_hidden_required, drop_undeclared, require_in_branches
 from ._discriminator import pin_discriminator
 from ._documents import Documents, RefError, escape_token
-from ._values import ValueChecks, fix_enum
+from ._values import ValueChecks, Warn, fix_enum
 
 Mode = Literal["in", "out"]
 JSONSchema = dict[str, Any]
@@ -103,13 +102,15 @@ class SchemaTranslator:
     Args:
         documents: the registry that resolves references.
         main_file: the spec's own file; `$defs` names of targets in other files get that file's stem.
-        warn: called with `(pointer, message)` for every value dropped as malformed.
+        warn: called with `(file, pointer, message)` for every value dropped as malformed: the file and pointer
+            where it is written (a schema in a split spec's second file is named there, not in `main_file`).
+        error: as `warn`, for what makes a schema accept more than the spec meant (an unknown type name).
         broken: called with `(file, pointer, message)` for a `$ref` that breaks in another file than `main_file`
             (the operation using it is told too, at its own place in the spec: this says where to mend it).
     """
 
-    def __init__(self, documents: Documents, main_file: str, warn: Any, error: Any = None,
-                 broken: Callable[[str, str, str], None] | None = None) -> None:
+    def __init__(self, documents: Documents, main_file: str, warn: Warn, error: Warn | None = None,
+                 broken: Warn | None = None) -> None:
         self._documents = documents
         self._main_file = main_file
         self._warn = warn
@@ -277,11 +278,11 @@ class SchemaTranslator:
         if isinstance(node, bool):
             return node
         if not isinstance(node, dict):
-            self._warn(where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
+            self._warn(file, where, f"a schema must be an object, not {type(node).__name__}: treated as any value")
             return {}
         if node.get("additionalProperties") is False and any(isinstance(node.get(k), list) for k in _COMPOSERS):
             try:
-                brought = closed_composition(node, file, self._documents)
+                brought = closed_composition(node, file, self._documents, where)
             except RefError as exc:
                 raise SchemaError(str(exc)) from None
             if brought is not None:
@@ -301,7 +302,7 @@ class SchemaTranslator:
                 refs.add(name)
                 out["$ref"] = "#/$defs/" + name
             elif key == "type":
-                self._put_type(out, value, where)
+                self._put_type(out, value, file, where)
             elif key == "properties":
                 if isinstance(value, dict):
                     out["properties"] = self._translate_properties(value, file, mode, refs, where)
@@ -319,7 +320,7 @@ class SchemaTranslator:
                 if isinstance(value, list) and value:
                     out[key] = [translate(v, file, mode, refs, f"{where}/{key}/{i}") for i, v in enumerate(value)]
                 else:
-                    self._warn(where, f"{key} must be a non-empty array: dropped")
+                    self._warn(file, where, f"{key} must be a non-empty array: dropped")
             elif key == "required":
                 if isinstance(value, list):
                     names = [v for v in value if isinstance(v, str)]
@@ -343,7 +344,7 @@ class SchemaTranslator:
                 if _is_number(value) and (key != "multipleOf" or value > 0):
                     out[key] = value
                 else:
-                    self._warn(where, f"{key} must be a number: dropped")
+                    self._warn(file, where, f"{key} must be a number: dropped")
             elif key in ("exclusiveMinimum", "exclusiveMaximum"):
                 if value is True:
                     if key == "exclusiveMinimum":
@@ -356,13 +357,13 @@ class SchemaTranslator:
                 if _is_count(value):
                     out[key] = int(value)
                 else:
-                    self._warn(where, f"{key} must be a non-negative integer: dropped")
+                    self._warn(file, where, f"{key} must be a non-negative integer: dropped")
             elif key == "pattern":
                 fault = _pattern_fault(value) if isinstance(value, str) else "is not a string"
                 if fault is None:
                     out["pattern"] = value
                 else:
-                    self._warn(where, f"pattern {value!r} {fault}: dropped")
+                    self._warn(file, where, f"pattern {value!r} {fault}: dropped")
             elif key in _BOOLS:
                 if isinstance(value, bool):
                     out[key] = value
@@ -397,7 +398,7 @@ class SchemaTranslator:
         if "required" in out and out.get("additionalProperties") is False and "patternProperties" not in out:
             undeclared = drop_undeclared(out)
             if undeclared:
-                self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+                self._warn(file, where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
                                   "additionalProperties: false (no call could send them): not required")
         elif "required" in out and "allOf" in out and isinstance(node.get("allOf"), list):
             drop_hidden_required(node, out, file, "readOnly" if mode == "in" else "writeOnly", self._documents)
@@ -406,9 +407,9 @@ class SchemaTranslator:
         if mode == "in" and isinstance(node.get("discriminator"), dict):
             pin_discriminator(node, out, file, self._documents)
         if "enum" in out and "type" in out:
-            fix_enum(out, self._warn, where)
+            fix_enum(out, self._warn, file, where)
         if mode == "in" and ("default" in out or "examples" in out):
-            self.values.add(out, where, allow_null=nullable)
+            self.values.add(out, file, where, allow_null=nullable)
         if nullable:
             out = make_nullable(out)
         return out
@@ -430,9 +431,9 @@ class SchemaTranslator:
         out["additionalProperties"] = False
         own: dict[str, Any] = node["properties"] if isinstance(node.get("properties"), dict) else {}
         properties: JSONSchema = {}
-        for name, (raw, source) in [*members.properties.items(), *branch_properties.items()]:
-            if name not in own and name not in properties:
-                properties.update(self._translate_properties({name: raw}, source, mode, refs, where))
+        for name, (raw, source, at) in [*members.properties.items(), *branch_properties.items()]:
+            if name not in own and name not in properties:  # each told where it is written
+                properties.update(self._translate_properties({name: raw}, source, mode, refs, at))
         properties.update(self._translate_properties(own, file, mode, refs, where))
         declared = {*members.properties, *own}
         written: list[Any] = node["required"] if isinstance(node.get("required"), list) else []
@@ -445,17 +446,17 @@ class SchemaTranslator:
         if required:
             out["required"] = required
         if members.leftovers:
-            out["allOf"] = [self._translate(raw, source, mode, refs, where) for raw, source in members.leftovers]
+            out["allOf"] = [self._translate(raw, source, mode, refs, place) for raw, source, place in members.leftovers]
         brought = [key for key in _COMPOSERS if isinstance(node.get(key), list)]
-        self._warn(where, f"additionalProperties: false beside {'/'.join(brought)}: the "
+        self._warn(file, where, f"additionalProperties: false beside {'/'.join(brought)}: the "
                           f"{len(members.properties) + len(branch_properties)} properties they declare are declared "
                           "at this level too (read strictly, the object refuses them)")
         if in_branches:
             require_in_branches(out, in_branches, per_branch)
-            self._warn(where, f"required {', '.join(map(repr, in_branches))} declared only in oneOf/anyOf branches: "
-                              "each is required by the branches that declare it, not by every object")
+            self._warn(file, where, f"required {', '.join(map(repr, in_branches))} declared only in oneOf/anyOf "
+                                    "branches: each is required by the branches that declare it, not by every object")
         if undeclared:
-            self._warn(where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
+            self._warn(file, where, f"required {', '.join(map(repr, undeclared))} declared nowhere under "
                               "additionalProperties: false (no call could send them): not required")
         return out
 
@@ -487,7 +488,7 @@ class SchemaTranslator:
             result[name] = self._translate(schema, file, mode, refs, f"{where}/properties/{token}")
         return result
 
-    def _put_type(self, out: JSONSchema, value: Any, where: str) -> None:
+    def _put_type(self, out: JSONSchema, value: Any, file: str, where: str) -> None:
         if value == "file":
             out["type"] = "string"
             out.setdefault("format", "binary")
@@ -501,5 +502,5 @@ class SchemaTranslator:
             unknown = [name for name in names if not (isinstance(name, str) and name in _TYPES)] or [value]
             close = difflib.get_close_matches(str(unknown[0]), sorted(_TYPES), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            self._error(where, f"unknown type {unknown[0]!r}{hint}: the type is dropped, so this schema "
+            self._error(file, where, f"unknown type {unknown[0]!r}{hint}: the type is dropped, so this schema "
                                "accepts any value")

@@ -25,7 +25,8 @@ try:
 except ImportError:  # optional: jsonschema decides instead, slower
     jsonschema_rs = None
 
-Warn = Callable[[str, str], None]
+Warn = Callable[[str, str, str], None]
+"""Told `(file, pointer, message)`: where the value dropped is written, and why."""
 
 _PYTHON_TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -43,7 +44,7 @@ def _has_type(value: Any, kinds: list[str]) -> bool:
     return any(_PYTHON_TYPES[kind](value) for kind in kinds if kind in _PYTHON_TYPES)
 
 
-def fix_enum(schema: dict[str, Any], warn: Warn, where: str) -> None:
+def fix_enum(schema: dict[str, Any], warn: Warn, file: str, where: str) -> None:
     """Members of `schema["enum"]` that its `type` refuses: converted to text for strings, else dropped."""
     kind = schema.get("type")
     enum = schema["enum"]
@@ -67,26 +68,27 @@ def fix_enum(schema: dict[str, Any], warn: Warn, where: str) -> None:
     values = [json.loads(text) for text in kept]
     if values:
         schema["enum"] = values
-        warn(where, f"enum values of the wrong type for type {kind!r}: {enum!r} read as {values!r}")
+        warn(file, where, f"enum values of the wrong type for type {kind!r}: {enum!r} read as {values!r}")
     else:
         del schema["enum"]
-        warn(where, f"no enum value has type {kind!r} ({enum!r}): the enum is dropped")
+        warn(file, where, f"no enum value has type {kind!r} ({enum!r}): the enum is dropped")
 
 
 class ValueChecks:
     """`default`/`examples` of translated input schemas, checked together once the spec is compiled."""
 
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[dict[str, Any], str, bool]] = {}
+        self._pending: dict[int, tuple[dict[str, Any], str, str, bool]] = {}
 
-    def add(self, schema: dict[str, Any], where: str, *, allow_null: bool = False) -> None:
-        """Check `schema`'s values later; `allow_null`: the schema is made nullable around it (null passes)."""
-        self._pending.setdefault(id(schema), (schema, where, allow_null))
+    def add(self, schema: dict[str, Any], file: str, where: str, *, allow_null: bool = False) -> None:
+        """Check `schema`'s values later (a warning names `file` and `where`, where it is written); `allow_null`: the
+        schema is made nullable around it (null passes)."""
+        self._pending.setdefault(id(schema), (schema, file, where, allow_null))
 
     def run(self, defs_for: Callable[[set[str]], dict[str, Any]], warn: Warn) -> None:
         """Drop every value that fails its schema. `defs_for(names)` gives the `$defs` those names reach."""
         pending, self._pending = self._pending, {}
-        for schema, where, allow_null in pending.values():
+        for schema, file, where, allow_null in pending.values():
             plain = {key: value for key, value in schema.items() if key not in _ANNOTATED}
             refs = _ref_names(plain)
             if refs:
@@ -96,14 +98,15 @@ class ValueChecks:
                 continue
             check = (lambda value, v=validator: value is None or v(value)) if allow_null else validator
             if "default" in schema and not check(schema["default"]):
-                warn(where, f"default {_short(schema['default'])} does not match its own schema: dropped")
+                warn(file, where, f"default {_short(schema['default'])} does not match its own schema: dropped")
                 del schema["default"]
             examples = schema.get("examples")
             if isinstance(examples, list):
                 good = [example for example in examples if check(example)]
                 if len(good) != len(examples):
                     bad = [example for example in examples if not check(example)]
-                    warn(where, f"example(s) {', '.join(map(_short, bad))} do not match their own schema: dropped")
+                    warn(file, where,
+                         f"example(s) {', '.join(map(_short, bad))} do not match their own schema: dropped")
                     if good:
                         schema["examples"] = good
                     else:

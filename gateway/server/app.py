@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Route, request_response
 
 from ..assembly import GatewayState, Generation
 from ..kernel.calls import ToolHooks
@@ -30,6 +30,7 @@ from .api_document import SAFETY_PATHS, openapi_document, tool_call_paths
 from .api_errors import FastJSONResponse, error_handlers
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
+from .cut_doors import CutDoor, http_cut_requests
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .disconnect import DisconnectWatch
@@ -91,6 +92,7 @@ def create_app(
         return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
+    cut = http_cut_requests()  # the chat, Responses and direct calls the stopping instance cuts are told so
     policy = PolicySource(host, state.current.runtime.manifest)  # the envelope's; `follow`s every reload
 
     @contextlib.asynccontextmanager
@@ -108,7 +110,9 @@ def create_app(
             try:
                 yield
             finally:
-                await mcp.drained()  # the MCP calls uvicorn cut are answered so, their rows written, before closing
+                # The calls uvicorn cut are answered so (`stopping`), their rows written, before closing.
+                await cut.drained()
+                await mcp.drained()
                 for task in (watcher, sweeper):
                     if task is not None:
                         task.cancel()
@@ -142,10 +146,12 @@ def create_app(
     # admits its routed agent itself: no gate's frame around every call) and the public ones admits its agent.
     routes: list[BaseRoute] = [
         *gated([SEARCH_ROUTE]),
-        Route(DIRECT_CALL_PATH, DirectCall(state), methods=["POST"]),
+        Route(DIRECT_CALL_PATH, CutDoor(DirectCall(state), cut), methods=["POST"]),
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/responses", create_response, methods=["POST"]),  # admits its body's `model` itself, too
+        Route("/v1/chat/completions", CutDoor(request_response(chat_completions), cut, streams=True),
+              methods=["POST"]),
+        # admits its body's `model` itself, too
+        Route("/v1/responses", CutDoor(request_response(create_response), cut), methods=["POST"]),
         *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes(),
                  Route("/metrics", metrics_endpoint, methods=["GET"])]),
         Route("/openapi.json", openapi_json, methods=["GET"]),

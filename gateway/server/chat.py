@@ -257,7 +257,7 @@ class _Run:
     def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> bytes:
         data = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                 "model": self.agent.name, "choices": choices, **extra}
-        return _sse(data)
+        return sse(data)
 
 
 def _checked_agent(generation: Generation, model: str, server: tuple[str, int] | None = None) -> AgentConfig:
@@ -362,12 +362,12 @@ async def _stream_chunks(run: _Run, include_usage: bool) -> AsyncIterator[bytes]
                 if include_usage:
                     yield run.chunk([], usage=usage_dict(item.usage))
             else:
-                yield _sse(_streamed_error(item))
+                yield sse(streamed_error(item))
     yield b"data: [DONE]\n\n"
 
 
 
-def _streamed_error(error: APIError) -> dict[str, Any]:
+def streamed_error(error: APIError) -> dict[str, Any]:
     """A failure after the stream's 200, as the error event OpenAI's own chat streams send (`{"error": {...}}`),
     which the openai SDK's stream reader raises as an `APIError` whose `body` is the `error` object alone: what the
     unstreamed answer has beside it (`gateway`: the steps and `may_have_run`, when tools were sent before the
@@ -400,5 +400,5 @@ def _event_chunk(run: _Run, event: LoopEvent) -> bytes | None:
     return run.chunk([], gateway=payload)
 
 
-def _sse(data: dict[str, Any]) -> bytes:
+def sse(data: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(data, separators=(",", ":"), default=str).encode() + b"\n\n"

@@ -127,7 +127,7 @@ class RequestEnvelope:
             watched.settle()
         finally:
             # A client that left has no answer, whatever the app sent after (the MCP door answers a cancelled call,
-            # to nobody then: `mcp.stopping`).
+            # to nobody then: `stopping`).
             status = watch.status if watch is not None and not left else 0
             metrics = self.metrics
             if metrics is not None:

@@ -12,6 +12,7 @@ import copy
 import gc
 import json
 import logging
+import logging.config
 import os
 import shutil
 import sys
@@ -28,8 +29,8 @@ logger = logging.getLogger("gateway.server")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
 """`gateway serve --graceful-timeout`'s default: on SIGTERM or SIGINT the server stops accepting at once and gives
-the requests in flight this long to end; a run still going then is cut (its caller gets a bare 500, its tool rows
-stay `running`; an MCP call is told the instance stopped and whether it was sent: `mcp.stopping`). As Kubernetes'
+the requests in flight this long to end; a run still going then is cut (its caller is told the instance stopped
+and whether a tool call was sent: `stopping`; a streamed Responses answer is closed unfinished). As Kubernetes'
 default grace period, before it sends SIGKILL: raise both for longer runs."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
@@ -106,6 +107,9 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
 
+    # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
+    # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
+    logging.config.dictConfig(log_config())
     built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
                        access_log=access_log, **options)
     if built is None:

@@ -123,7 +123,7 @@ class PostgresStore(PostgresConnections, Store):
             async with self._pool.connection() as conn:
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreUnavailable(f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}") from None
+            raise await self._unreachable(exc) from None
 
     async def _open_pool(self) -> None:
         if self._opening is None:
@@ -133,9 +133,22 @@ class PostgresStore(PostgresConnections, Store):
                 try:
                     await self._pool.open(wait=True, timeout=self.timeout)
                 except PoolTimeout as exc:
-                    raise StoreUnavailable(
-                        f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}") from None
+                    raise await self._unreachable(exc) from None
                 self._opened = True
+
+    async def _unreachable(self, exc: Exception) -> StoreUnavailable:
+        """The 503 for a question that got no connection. The pool's own timeout ("couldn't get a connection after
+        2.00 sec") says the same of a server that refuses connections (stopped) as of one whose connections are all
+        busy, and it keeps its attempts' errors to its log: one connection is asked for here, outside the pool, so
+        that the driver says why ("Connection refused", a password refused, ...): a refusal is immediate."""
+        if isinstance(exc, PoolTimeout):
+            try:
+                probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=max(1, int(self.timeout)))
+            except psycopg.OperationalError as refused:
+                exc = refused
+            else:  # the server takes connections: the pool's were all busy
+                await probe.close()
+        return StoreUnavailable(f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}")
 
     # -- approvals and runs -------------------------------------------------------------------------
     @answered_within

@@ -11,11 +11,14 @@ JSON columns are `json`, not `jsonb`: they keep the key order and the exact text
 
 from __future__ import annotations
 
+import logging
 import time
 from urllib.parse import urlsplit, urlunsplit
 
 from ..config.settings import POSTGRES_MODULES, missing_extra
 from ..errors import ConfigError
+
+logger = logging.getLogger("gateway.store")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: what the SQLite store keeps, plus who decided an approval.
@@ -121,7 +124,11 @@ def migrate(url: str, *, connect_timeout: float = 5.0) -> list[int]:
                     conn.execute("INSERT INTO gateway_schema (version, applied) VALUES (%s, %s)",
                                  (version, time.time()))
                     applied.append(version)
-                return applied
+            # Said once committed (one line each: what an operator compares with the release notes); `gateway
+            # serve` configures logging before it opens the store, so these lines are in its log.
+            for version in applied:
+                logger.info("the store %s: schema migration %d of %d applied", safe_url(url), version, LATEST)
+            return applied
     except psycopg.Error as exc:
         raise ConfigError(f"cannot use the store {safe_url(url)} (agents.yaml gateway.store): "
                           f"{_first_line(exc)}") from None

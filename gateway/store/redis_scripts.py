@@ -12,10 +12,17 @@ from ..errors import StoreUnavailable
 from .postgres_schema import safe_url
 
 
+def answer_within(client: Any) -> float | None:
+    """The seconds `client` (an asyncio `redis.Redis`) waits for each answer: its socket timeout, which is
+    `gateway.shared_state_timeout` (None: no bound)."""
+    seconds = client.get_connection_kwargs().get("socket_timeout")
+    return float(seconds) if seconds else None
+
+
 def unavailable(url: str, exc: Exception, client: Any) -> StoreUnavailable:
     """What the caller is told of `exc`, raised by `client` (an asyncio `redis.Redis`) talking to Redis at `url`."""
     if isinstance(exc, redis.TimeoutError):
-        seconds = client.get_connection_kwargs().get("socket_timeout")
+        seconds = answer_within(client)
         if seconds:
             return StoreUnavailable(f"Redis at {safe_url(url)} did not answer within {seconds:g} s")
     return StoreUnavailable(f"Redis at {safe_url(url)} is unreachable: {exc}")

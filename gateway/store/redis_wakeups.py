@@ -20,6 +20,7 @@ import redis
 import redis.asyncio as aioredis
 
 from .postgres_schema import safe_url
+from .redis_scripts import answer_within
 
 logger = logging.getLogger("gateway.safety")
 
@@ -56,9 +57,9 @@ class Wakeups:
         the waiter still learns through `CHECK` (the next subscription, the lease keeper's renewal). Bounded by the
         call's own wait alone, every call of a Redis outage waited out its api's timeout here (60 s) before the
         entry script could tell it Redis was down (user46)."""
-        answer_within = self.client.get_connection_kwargs().get("socket_timeout")
-        if answer_within:
-            seconds = min(seconds, float(answer_within))
+        bound = answer_within(self.client)
+        if bound is not None:
+            seconds = min(seconds, bound)
         told: asyncio.Queue[Told] = asyncio.Queue()
         self._waiting[ticket] = told
         loop = asyncio.get_running_loop()

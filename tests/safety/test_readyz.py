@@ -59,3 +59,26 @@ def test_postgresql_with_a_full_disk_is_not_ready(tmp_path: Path, llm: LenientLL
             for statement in (f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", f"DROP TABLESPACE IF EXISTS {name}"):
                 conn.execute(statement.encode())
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.slow
+def test_a_stopped_postgresql_is_named_as_refusing_not_as_silent(tmp_path: Path, llm: LenientLLM,
+                                                                upstream: RecordingServer) -> None:
+    # user46: a PostgreSQL that refuses connections (stopped) was reported "no answer within 2 s", which sends the
+    # operator looking for a hang; the driver's own error says what it is, as Redis's does.
+    database = PostgresServer().start()
+    try:
+        write_counter_project(tmp_path, llm.url, upstream.url)
+        app, _ = build_app(tmp_path, store=database.url())  # type: ignore[arg-type]
+        with running(app) as gateway, httpx.Client(base_url=gateway, timeout=30) as client:
+            assert client.get("/readyz").json() == {"status": "ready", "store": "ok"}
+            database.halt()  # fast shutdown, as `systemctl stop postgresql` does
+            stopped = client.get("/readyz")
+            database.restart()
+            again = client.get("/readyz")
+        assert stopped.status_code == 503, stopped.text
+        said = stopped.json()["store"]
+        assert "Connection refused" in said and "no answer within" not in said, said
+        assert again.status_code == 200, again.text
+    finally:
+        database.halt()

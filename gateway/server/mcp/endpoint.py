@@ -38,7 +38,7 @@ from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 from .stateless import StatelessRequests
-from .stopping import CutRequests
+from .stopping import mcp_cut_requests
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -77,7 +77,7 @@ class MCPEndpoint:
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
         self._idle: list[tuple[str, Identity]] = []
         """Sessions the ledger ended for idleness, to be ended in the SDK too."""
-        self.cut = CutRequests()
+        self.cut = mcp_cut_requests()
         """The POSTs in flight, answered when the stopping instance cuts them (see `stopping`)."""
 
     @contextlib.asynccontextmanager

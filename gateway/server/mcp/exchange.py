@@ -29,7 +29,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import RequestId
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 from ...jsonwire import dumps
 from .results import ResultAside
@@ -95,14 +95,6 @@ def result_body(request_id: RequestId, result: Any, aside: ResultAside | None = 
         except TypeError:  # something else that only the general writer takes (which does not take a fragment)
             aside.take_back(result)
     return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (dumps(request_id), dumps(result))
-
-
-async def send_json(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
-    """One whole JSON answer (`headers`: beside its length and type)."""
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json"),
-                            *headers]})
-    await send({"type": "http.response.body", "body": body})
 
 
 def declared_length(headers: Headers, limit: int) -> bool:

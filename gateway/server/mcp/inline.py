@@ -42,8 +42,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from ...asgi import send_json
 from ...offer.toolsearch import SEARCH_TOOL
-from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
+from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
 from .results import ResultAside
 from .routing import ASIDE_SCOPE_KEY
 

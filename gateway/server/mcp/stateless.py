@@ -54,7 +54,8 @@ from mcp_types import JSONRPCError, RequestId
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body, send_json
+from ...asgi import send_json
+from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
 from .results import ResultAside
 from .routing import ASIDE_SCOPE_KEY
 

@@ -1,0 +1,136 @@
+"""A chat, Responses or direct call cut by `gateway serve --graceful-timeout` (SIGTERM while its tool call runs): a
+real process, a real slow upstream on 127.0.0.1, the scripted LLM, the official `openai` client. The caller is told
+the instance stopped and whether the tool call was sent (before: uvicorn's bare plain-text 500), as the MCP door
+tells it (tests/server/test_mcp_shutdown.py), and the call's audit row agrees."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from recording_server import RecordingServer, Reply
+from scripted_llm import Call
+from scripted_llm import Reply as LLMReply
+from serve_process import SLOW_AGENTS, start_serve, write_slow_project
+from server_support import LenientLLM
+
+from gateway.safety.audit import CANCELLED, CANCELLED_UNSENT
+
+HELD_BY_A_HOOK = """\
+    hooks:
+      - {on: before_tool_call, url: "UPSTREAM/hook", timeout: 30}
+"""
+"""A hook that answers late: the call waits in it, before its audit row and before anything is sent."""
+
+CUTS = {
+    # what the call waits on when the graceful timeout ends: the upstream (sent), or a hook before its audit row
+    "sent": ("/slow", "", "was sent and may have run upstream", CANCELLED),
+    "not sent": ("/hook", HELD_BY_A_HOOK, "The call was not sent: nothing ran upstream", CANCELLED_UNSENT),
+}
+
+
+@contextmanager
+def _stopped_while_held(folder: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> Iterator[int]:
+    """`gateway serve --graceful-timeout 1` whose `ops` agent runs on the scripted LLM; SIGTERM once a call
+    reached the place `sent` names (held there 8 s); the block's caller makes that call, and the process has
+    ended when the block does."""
+    held_at, hooks, _, _ = CUTS[sent]
+    upstream.route(held_at, Reply(200, {"done": True}, delay=8))
+    agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm.url}/v1") + hooks.replace("UPSTREAM", upstream.url)
+    write_slow_project(folder, upstream.url, agents)
+    process, port = start_serve(folder, "--graceful-timeout", "1")
+
+    def stop_once_held() -> None:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while not any(request.path == held_at for request in upstream.requests) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop_once_held)
+    stopper.start()
+    try:
+        yield port
+        stopper.join(60)
+        assert process.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        process.kill()
+
+
+def _audit(folder: Path) -> list[tuple[str, str]]:
+    """(status, error) of the stopped gateway's tool rows, read by `gateway audit` (the operator's export)."""
+    done = subprocess.run([sys.executable, "-m", "gateway", "audit", "--json"], cwd=folder, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return [(row["status"], row["error"]) for line in done.stdout.splitlines()
+            if (row := json.loads(line))["kind"] == "tool"]
+
+
+def _client(port: int) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def _beside(error: openai.APIStatusError) -> dict[str, Any]:
+    """The error object (the SDK's `body`) with the answer's `gateway` beside it, as the unstreamed doors send it."""
+    return {**error.body, "gateway": error.response.json()["gateway"]}  # type: ignore[dict-item]
+
+
+def _chat(port: int) -> dict[str, Any]:
+    with pytest.raises(openai.APIStatusError) as raised:
+        _client(port).chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}])
+    assert raised.value.status_code == 503  # before: 500, a text body the SDK could not read
+    return _beside(raised.value)
+
+
+def _streamed_chat(port: int) -> dict[str, Any]:
+    stream = _client(port).chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}],
+                                                   stream=True)
+    with pytest.raises(openai.APIError) as raised:  # from the stream: its 200 was sent before the cut
+        for _ in stream:
+            pass
+    assert not isinstance(raised.value, openai.APIStatusError)
+    return {"message": raised.value.message, **raised.value.body}  # type: ignore[dict-item]
+
+
+def _responses(port: int) -> dict[str, Any]:
+    with pytest.raises(openai.APIStatusError) as raised:
+        _client(port).responses.create(model="ops", input="go")
+    assert raised.value.status_code == 503
+    return _beside(raised.value)
+
+
+def _direct(port: int) -> dict[str, Any]:
+    answer = httpx.post(f"http://127.0.0.1:{port}/agents/ops/tools/slow", json={}, timeout=60)
+    assert answer.status_code == 503, answer.text
+    error: dict[str, Any] = answer.json()["error"]
+    return {**error, "gateway": answer.json()["gateway"]}
+
+
+DOORS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "chat": _chat, "streamed chat": _streamed_chat, "responses": _responses, "direct": _direct}
+"""Each door's caller: the error it is given (the SDK's `body`: the error object, `gateway` beside or inside it)."""
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+@pytest.mark.parametrize("sent", list(CUTS))
+def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whether_it_was_sent(
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, door: str, sent: str) -> None:
+    if door != "direct":
+        llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
+    _, _, said, row = CUTS[sent]
+    with _stopped_while_held(tmp_path, upstream, llm, sent) as port:
+        error = DOORS[door](port)
+    assert error["code"] == "instance_stopped"
+    assert "The gateway instance stopped" in error["message"] and said in error["message"]
+    assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
+    assert _audit(tmp_path) == [("transport_error", row)]
+    assert sum(request.path == "/slow" for request in upstream.requests) == (sent == "sent")
