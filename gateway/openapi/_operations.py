@@ -149,12 +149,11 @@ class OperationCompiler:
             if name in self.unjudged_told:
                 continue
             self.unjudged_told.add(name)
-            file, where = self.translator.source_of(name) or (self.file, "")
-            elsewhere = f" (in {file})" if file != self.file else ""
-            self.warn(where, f"a value could be judged by this schema exponentially often{elsewhere}: two or more "
-                             "anyOf/oneOf/allOf branches lead to it at one place of a value, level after level "
-                             "(nested 25 deep: 2**25 checks), so the gateway does not judge values by it (the API "
-                             "still does; the model still sees it as written)")
+            self.translator.warn_at_definition(name, "a value could be judged by this schema exponentially often: "
+                                               "two or more anyOf/oneOf/allOf branches lead to it at one place of a "
+                                               "value, level after level (nested 25 deep: 2**25 checks), so the "
+                                               "gateway does not judge values by it (the API still does; the model "
+                                               "still sees it as written)")
         return unjudged(input_schema, names)
 
     # -- parameters -----------------------------------------------------------------------------

@@ -216,9 +216,11 @@ class SchemaTranslator:
                     closures[(mode, member)] = frozen
         return closures[(mode, start)]
 
-    def source_of(self, name: str) -> tuple[str, str] | None:
-        """Where the `$defs` entry `name` is written: (file, JSON pointer); None for a name never given."""
-        return next((location for location, given in self._names.items() if given == name), None)
+    def warn_at_definition(self, name: str, message: str) -> None:
+        """Warn where the `$defs` entry `name` is written (its own file and pointer)."""
+        file, pointer = next((location for location, given in self._names.items() if given == name),
+                             (self._main_file, ""))
+        self._warn(file, pointer, message)
 
     def ref_name(self, ref: str, file: str, mode: Mode) -> str:
         """Translate the target of `ref` (if not yet) and give its `$defs` name."""

@@ -3,10 +3,12 @@ upstream, named where they are written; the model's view stays the spec's. And p
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from gateway.execution.executor import validate_arguments
-from gateway.openapi import compile_document
+from gateway.openapi import compile_document, compile_specs
 
 
 def _compile(paths: dict[str, Any], schemas: dict[str, Any]) -> Any:
@@ -85,3 +87,18 @@ def test_a_path_template_no_call_could_fill_is_left_out_where_it_is_written() ->
     [said] = [d for d in catalog.diagnostics if "no call could fill" in d.message]
     assert (said.file, said.pointer) == ("t.yaml", "/paths/~1b~1{x}}~1{{y}~1{/get")
     assert "'/b/{x}}/{{y}/{'" in said.message
+
+
+def test_an_entry_in_a_specs_second_file_is_named_in_that_file(tmp_path: Path) -> None:
+    child = {"type": "array", "items": {"$ref": "#/Node"}}
+    part = {"Node": {"anyOf": [{"$ref": "#/Leaf"}, {"$ref": "#/Branch"}]},
+            "Leaf": {"type": "object", "properties": {"children": child}},
+            "Branch": {"type": "object", "properties": {"children": child, "name": {"type": "string"}}}}
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "tree.json").write_text(json.dumps(part))
+    spec = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+            "paths": _posting({"$ref": "parts/tree.json#/Node"})}
+    (tmp_path / "shop.json").write_text(json.dumps(spec))
+    catalog = compile_specs(tmp_path, use_cache=False)
+    assert _told(catalog) == [("parts/tree.json", "/Node")]
+    assert catalog.get("t").judged_schema is not None
