@@ -33,11 +33,11 @@ import difflib
 import re
 from typing import Any, Literal
 
-from ..execution.fastschema import linear_pattern
 from ..kernel.nullable import make_nullable
 from ._closed import Members, closed_composition, drop_hidden_required, drop_undeclared, require_in_branches
 from ._discriminator import pin_discriminator
 from ._documents import Documents, RefError, escape_token
+from ._keyword_values import is_count, is_number, is_string, pattern_fault
 from ._values import ValueChecks, Warn, fix_enum
 
 Mode = Literal["in", "out"]
@@ -54,7 +54,6 @@ _SUBSCHEMAS = ("additionalProperties", "contains", "not", "if", "then", "else", 
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _COMPOSERS = ("allOf", "oneOf", "anyOf")
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_PATTERN_FAULT: dict[str, str | None] = {}
 
 
 class SchemaError(Exception):
@@ -65,35 +64,6 @@ class SchemaError(Exception):
         super().__init__(message)
         self.file: str | None = None
         self.pointer = ""
-
-
-def _pattern_fault(pattern: str) -> str | None:
-    """Why a spec's `pattern` is dropped, or None when it is kept."""
-    if pattern in _PATTERN_FAULT:
-        return _PATTERN_FAULT[pattern]
-    fault = None
-    try:
-        re.compile(pattern)
-    except (re.error, RecursionError, OverflowError):
-        fault = "is not a valid regular expression"
-    if fault is None and not linear_pattern(pattern):
-        fault = ("needs a backtracking regex engine (look-around or a back-reference), which the gateway never "
-                 "runs on a value (the API may still check it)")
-    _PATTERN_FAULT[pattern] = fault
-    return fault
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_string(schema: JSONSchema) -> bool:
-    kind = schema.get("type")
-    return kind == "string" or isinstance(kind, list) and "string" in kind
-
-
-def _is_count(value: Any) -> bool:
-    return _is_number(value) and value >= 0 and float(value).is_integer()
 
 
 class SchemaTranslator:
@@ -343,7 +313,7 @@ class SchemaTranslator:
                 if isinstance(value, list):
                     out["examples"] = value
             elif key in _NUMBERS:
-                if _is_number(value) and (key != "multipleOf" or value > 0):
+                if is_number(value) and (key != "multipleOf" or value > 0):
                     out[key] = value
                 else:
                     self._warn(file, where, f"{key} must be a number: dropped")
@@ -353,15 +323,15 @@ class SchemaTranslator:
                         exclusive_min = True
                     else:
                         exclusive_max = True
-                elif _is_number(value):
+                elif is_number(value):
                     out[key] = value
             elif key in _COUNTS:
-                if _is_count(value):
+                if is_count(value):
                     out[key] = int(value)
                 else:
                     self._warn(file, where, f"{key} must be a non-negative integer: dropped")
             elif key == "pattern":
-                fault = _pattern_fault(value) if isinstance(value, str) else "is not a string"
+                fault = pattern_fault(value) if isinstance(value, str) else "is not a string"
                 if fault is None:
                     out["pattern"] = value
                 else:
@@ -377,7 +347,7 @@ class SchemaTranslator:
             elif key == "patternProperties":
                 if isinstance(value, dict):
                     out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")
-                                for p, s in value.items() if _pattern_fault(p) is None}
+                                for p, s in value.items() if pattern_fault(p) is None}
             elif key == "dependentSchemas":
                 if isinstance(value, dict):
                     out[key] = {p: translate(s, file, mode, refs, f"{where}/{key}/{escape_token(p)}")
@@ -404,7 +374,7 @@ class SchemaTranslator:
                                   "additionalProperties: false (no call could send them): not required")
         elif "required" in out and "allOf" in out and isinstance(node.get("allOf"), list):
             drop_hidden_required(node, out, file, "readOnly" if mode == "in" else "writeOnly", self._documents)
-        if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and _is_string(out):
+        if out.get("format") in ("binary", "byte") and "contentEncoding" not in out and is_string(out):
             out["contentEncoding"] = "base64"
         if mode == "in" and isinstance(node.get("discriminator"), dict):
             pin_discriminator(node, out, file, self._documents)
