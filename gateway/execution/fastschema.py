@@ -6,7 +6,8 @@ and asks `pattern_matches` whenever a `pattern` is to be checked, so a regular e
 `jsonschema_rs`'s engine, and only its linear one (the `regex` crate: `RegexOptions`), never by Python's backtracking
 `re` nor by `fancy-regex`, the library's default, which backtracks for look-around and back-references within a limit
 that still lets one 61-character value hold the event loop for 0.2 s, and a spec's `anyOf` of 20 such patterns for
-2 s. A spec's pattern that needs it is dropped when the spec loads (`gateway.openapi._keyword_values`: `linear_pattern`).
+2 s. A spec's pattern that needs it is dropped when the spec loads (`linear_pattern`, asked by
+`gateway.openapi._keyword_values`).
 
 Formats: the ones listed in `ASSERTED_FORMATS` are checked; the others `jsonschema_rs` knows (`hostname`,
 `duration`, ...) are annotations, as they always were for the Python validator the gateway used before.
