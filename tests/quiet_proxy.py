@@ -31,6 +31,8 @@ class QuietProxy:
         """What clients sent while the proxy was silent (how often a client asked)."""
         self.unheard_connections = 0
         """Connections made while the proxy was silent (a client trying again on a new one)."""
+        self.accepted = 0
+        """Connections clients opened through the proxy, in any mode."""
         self._loop = asyncio.new_event_loop()
         self._spoke: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -85,6 +87,7 @@ class QuietProxy:
         self._server = await asyncio.start_server(self._accepted, "127.0.0.1", self.port)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
         if self.mode == SILENT:  # accepted, never answered: read and drop until the client gives up
             self.unheard_connections += 1
             while data := await reader.read(65536):

@@ -40,6 +40,7 @@ from .base import (
     wait_for,
 )
 from .postgres_connections import PostgresConnections
+from .postgres_pool import no_connection, open_pool
 from .postgres_schema import migrate, safe_url
 from .postgres_sweeps import Batch, audit_rows, finished_runs, in_batches, stored_answers
 from .sqlite_tables import STUCK_RUNS, dumps
@@ -47,7 +48,7 @@ from .sqlite_tables import STUCK_RUNS, dumps
 try:
     import psycopg
     from psycopg.adapt import Dumper
-    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    from psycopg_pool import PoolTimeout
 except ImportError as exc:  # pragma: no cover - open_store and migrate name the missing extra first
     raise ImportError("the PostgreSQL store needs psycopg and psycopg_pool: pip install 'psycopg[binary]' "
                       "psycopg-pool") from exc
@@ -103,13 +104,8 @@ class PostgresStore(PostgresConnections, Store):
         self.timeout = timeout
         self.part = f"the store {safe_url(url)}"
         migrate(url, connect_timeout=timeout)
-        self._pool = AsyncConnectionPool(
-            url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
-            # A connection the server dropped (a restart, a failover) is found out before it is handed over.
-            check=AsyncConnectionPool.check_connection,
-            configure=_nul_free_text,
-        )
+        self._pool, self._attempts = open_pool(url, min_size=min_size, max_size=max_size, timeout=timeout,
+                                               configure=_nul_free_text)
         self._opened = False
         self._opening: asyncio.Lock | None = None
         self._writes: set[asyncio.Task[None]] = set()
@@ -123,7 +119,7 @@ class PostgresStore(PostgresConnections, Store):
             async with self._pool.connection() as conn:
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise await self._unreachable(exc) from None
+            raise self._unreachable(exc) from None
 
     async def _open_pool(self) -> None:
         if self._opening is None:
@@ -133,22 +129,13 @@ class PostgresStore(PostgresConnections, Store):
                 try:
                     await self._pool.open(wait=True, timeout=self.timeout)
                 except PoolTimeout as exc:
-                    raise await self._unreachable(exc) from None
+                    raise self._unreachable(exc) from None
                 self._opened = True
 
-    async def _unreachable(self, exc: Exception) -> StoreUnavailable:
-        """The 503 for a question that got no connection. The pool's own timeout ("couldn't get a connection after
-        2.00 sec") says the same of a server that refuses connections (stopped) as of one whose connections are all
-        busy, and it keeps its attempts' errors to its log: one connection is asked for here, outside the pool, so
-        that the driver says why ("Connection refused", a password refused, ...): a refusal is immediate."""
-        if isinstance(exc, PoolTimeout):
-            try:
-                probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=max(1, int(self.timeout)))
-            except psycopg.OperationalError as refused:
-                exc = refused
-            else:  # the server takes connections: the pool's were all busy
-                await probe.close()
-        return StoreUnavailable(f"the store {safe_url(self.url)} is unreachable: {_first_line(exc)}")
+    def _unreachable(self, exc: Exception) -> StoreUnavailable:
+        """The 503 for a question that got no connection (or lost it), from what the pool knows
+        (`postgres_pool`): a refusal as the driver said it, every connection in use said so; nothing is opened."""
+        return no_connection(self.url, exc, self._pool, self._attempts, self.timeout)
 
     # -- approvals and runs -------------------------------------------------------------------------
     @answered_within
@@ -464,11 +451,6 @@ class PostgresStore(PostgresConnections, Store):
         if self._opened:
             self._opened = False
             await self._pool.close()
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 def _approval_values(a: ApprovalRecord) -> tuple[Any, ...]:
