@@ -23,9 +23,6 @@ RunStatus = Literal["paused", "resuming", "done", "failed"]
 RunKind = Literal["chat", "call", "script"]
 FINISHED: tuple[RunStatus, ...] = ("done", "failed")
 """Runs no one goes on with: retention may delete them (`Store.prune_conversations`)."""
-PRUNE_RUNS = "DELETE FROM runs WHERE status IN ('done', 'failed') AND updated < ? RETURNING id"
-"""The finished runs older than a cutoff, deleted, their ids returned (SQLite; PostgreSQL sweeps in batches:
-`gateway.store.postgres_sweeps`)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 from ..errors import ConfigError, StoreUnavailable
 from .base import (
     AUDIT_RUNNING,
-    PRUNE_RUNS,
     ApprovalRecord,
     ApprovalStatus,
     AuditQuery,
@@ -49,12 +48,12 @@ from .base import (
     approvals_select,
 )
 from .sqlite_connections import SQLiteConnections
+from .sqlite_sweeps import Batch, audit_rows, finished_runs, in_batches, stored_answers
 from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
     INSERT_AUDIT,
     INSERT_RUNNING,
-    PRUNE_AUDIT,
     REOPEN_APPROVAL,
     SCHEMA,
     STUCK_RUNS,
@@ -68,7 +67,6 @@ from .sqlite_tables import (
     end_session,
     held_by,
     outcome_values,
-    prune_counted,
     running_values,
     save_conversation,
     session_ended,
@@ -360,11 +358,14 @@ class SQLiteStore(SQLiteConnections, Store):
 
         return await self._run(work)
 
+    # The retention sweeps (this and `prune_conversations`): batches that each commit, each a job of its own on the
+    # store thread, so the writes that come meanwhile go through between two batches (`sqlite_sweeps`).
     async def prune_audit(self, before: float) -> int:
-        def work(conn: sqlite3.Connection) -> int:
-            return conn.execute(PRUNE_AUDIT, (before,)).rowcount
+        return await in_batches(self._batch, audit_rows(before))
 
-        return await self._run(work)
+    async def _batch(self, batch: Batch) -> int:
+        """One batch of a sweep in a transaction of its own on the store thread."""
+        return await self._run(lambda conn: self._transaction(conn, lambda: batch(conn)))
 
     # -- rate limits --------------------------------------------------------------------------------
     async def save_response(self, record: ResponseRecord, *, keep: int | None = None) -> list[str]:
@@ -387,13 +388,8 @@ class SQLiteStore(SQLiteConnections, Store):
         await self._run(lambda conn: self._transaction(conn, lambda: body(conn)))
 
     async def prune_conversations(self, before: float) -> int:
-        def work(conn: sqlite3.Connection) -> int:
-            answers = prune_counted(conn, before)
-            finished = [row[0] for row in conn.execute(PRUNE_RUNS, (before,)).fetchall()]
-            conn.executemany("DELETE FROM approvals WHERE run_id = ?", ((run_id,) for run_id in finished))
-            return int(answers) + len(finished)
-
-        return await self._run(lambda conn: self._transaction(conn, lambda: work(conn)))
+        return (await in_batches(self._batch, stored_answers(before))
+                + await in_batches(self._batch, finished_runs(before)))
 
     async def get_response(self, response_id: str) -> ResponseRecord | None:
         def work(conn: sqlite3.Connection) -> ResponseRecord | None:

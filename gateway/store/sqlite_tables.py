@@ -14,7 +14,7 @@ from .base import AUDIT_RUNNING, ApprovalRecord, AuditRow, Bucket, refill_bucket
 # The audit table is written once per tool call, so it has nothing an insert must also update: its ids are rowids
 # (each row one past the largest id present; AUTOINCREMENT would keep an id from returning once every row is pruned
 # by writing a second table, sqlite_sequence, on every insert) and it has no index on `time` (retention prunes by
-# id, `PRUNE_AUDIT`). Each of the two was another WAL page written per row, so both are gone.
+# id, `gateway.store.sqlite_sweeps`). Each of the two was another WAL page written per row, so both are gone.
 # Files made with them (before this) keep them: both kinds are read and written alike.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -77,12 +77,6 @@ STUCK_RUNS = (
     " AND (SELECT MAX(decided) FROM approvals WHERE run_id = runs.id) < ?)"
 )
 """Runs no one will move on their own (`Store.stuck_runs`); `?` as written, for SQLite and PostgreSQL."""
-# Rows older than the cutoff: ids follow commit order, which is time order, so the rows to delete are those below
-# the first id at or past the cutoff; finding it reads only the rows deleted anyway (no index on `time` needed).
-PRUNE_AUDIT = (
-    "DELETE FROM audit WHERE id < COALESCE((SELECT id FROM audit WHERE time >= ?1 ORDER BY id LIMIT 1),"
-    " (SELECT MAX(id) + 1 FROM audit))"
-)
 
 
 def end_session(conn: sqlite3.Connection, session: str, until: float) -> None:
@@ -137,15 +131,6 @@ def save_conversation(conn: sqlite3.Connection, values: tuple[Any, ...], keep: i
     conn.executemany("DELETE FROM responses WHERE id = ?", ((i,) for i in old))
     conn.execute(COUNT_FEWER, (len(old), client or ""))
     return old
-
-
-def prune_counted(conn: sqlite3.Connection, before: float) -> int:
-    """Delete the stored conversations made before `before`, each owner's count lowered by its own; how many."""
-    gone = conn.execute("SELECT coalesce(client, ''), count(*) FROM responses WHERE created < ?"
-                        " GROUP BY coalesce(client, '')", (before,)).fetchall()
-    conn.execute("DELETE FROM responses WHERE created < ?", (before,))
-    conn.executemany(COUNT_FEWER, ((n, owner) for owner, n in gone))
-    return sum(n for _, n in gone)
 
 
 def held_by(conn: sqlite3.Connection, client: str | None) -> int:
