@@ -109,6 +109,29 @@ local function unqueue(ticket)
   return true
 end
 
+-- During a rolling upgrade an instance of the version before queues its waiters in the queue and the tickets
+-- only, and takes waiters by the queue alone: its tickets get their line and their group's head here, so that they
+-- are handed slots as any waiter is (in the order of arrival), and lines whose ticket it took are dropped. The
+-- queue and the lines hold the same tickets otherwise: two counts are all a hand-over pays for this.
+local function reconcile()
+  if redis.call('ZCARD', KEYS[3]) == redis.call('ZCARD', KEYS[6]) then return end
+  local queued = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
+  for i = 1, #queued, 2 do
+    local ticket, stamp = queued[i], queued[i + 1]
+    if redis.call('ZADD', KEYS[6], 'NX', 0, line_member(ticket, stamp)) == 1 then
+      redis.call('ZADD', KEYS[5], 'LT', stamp, string.sub(ticket, 17))
+    end
+  end
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+    local cut = string.find(member, '\0', 1, true)
+    local group = string.sub(member, 1, cut - 1)
+    if not redis.call('ZSCORE', KEYS[3], string.sub(member, cut + 18) .. group) then
+      redis.call('ZREM', KEYS[6], member)
+      new_head(group)
+    end
+  end
+end
+
 -- The waiting group to hand a slot to: under its cap, holding the fewest, ties to the earliest first waiter.
 local function choose(held, per_group)
   local chosen, fewest, start = nil, 0, 0
@@ -130,6 +153,7 @@ local function hand_over(limit, per_group, reset)
   if redis.call('ZCARD', KEYS[3]) == 0 then return end  -- nobody waits: all a call without waiters pays here
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do unqueue(ticket) end
+  reconcile()
   local free = limit - redis.call('ZCARD', KEYS[2])
   if free <= 0 then return end
   local held = groups_held()
@@ -143,9 +167,11 @@ local function hand_over(limit, per_group, reset)
       redis.call('ZREM', KEYS[5], group)  -- a head with no line left (never so but by hand): gone
     elseif not lease or not unqueue(chosen) then
       -- a line's ticket gone from the queue some other way (taken by an instance of an older version, which knows
-      -- no lines): dropped from its line, and the hand-over looks again
+      -- no lines): dropped from its line, and the hand-over looks again (a ticket that version queued meanwhile
+      -- may have hidden the difference in count from `reconcile`)
       redis.call('ZREM', KEYS[6], member)
       new_head(group)
+      reconcile()
     elseif state == 'open' or state == 'held' then
       redis.call('PUBLISH', '@CHANNEL@', 'open ' .. tostring(left) .. ' ' .. chosen)
     else

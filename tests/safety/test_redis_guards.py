@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from gateway.store.redis_counters import RedisCounters
-from gateway.store.redis_slot_queue import PREFIX
+from gateway.store.redis_slot_queue import CHANNEL, PREFIX
 from gateway.store.redis_slots import QueueFull
 
 pytestmark = pytest.mark.anyio
@@ -183,3 +183,43 @@ async def test_a_waiter_taken_by_an_instance_that_knows_no_lines_is_passed_over(
         served, _ = await waiters[1]
         left = peek.zcard(PREFIX + "lines:shop")
     assert served is not None and left == 0
+
+
+async def test_a_waiter_queued_by_an_instance_that_knows_no_lines_is_handed_a_slot_in_its_turn(
+        redis_url: str) -> None:
+    """During a rolling upgrade an instance of the version before queues its waiter as it did (the queue and the
+    tickets only, no line, no head: what its entry script wrote). The hand-over of an instance of this version
+    finds it, hands it the freed slot before the waiter of a third instance that came after it, and publishes the
+    hand-over on the channel that version's waiter listens on; it was never handed one (the slot went to the later
+    waiter, and the earlier one waited until its call timed out)."""
+    a, b = RedisCounters(redis_url), RedisCounters(redis_url)
+    peek = redis.Redis.from_url(redis_url)
+    heard = peek.pubsub()
+    heard.subscribe(CHANNEL)
+    later: asyncio.Task[tuple[str | None, float]] | None = None
+    try:
+        holder, _ = await a.guards.enter("shop", reset_after=60, limit=1, wait=0, group="a")
+        seconds, micros = peek.time()
+        now = seconds + micros / 1_000_000
+        earlier = "00112233445566ffolder"  # 16 hex digits and its caller group, as that version made tickets
+        peek.zadd(PREFIX + "queue:shop", {earlier: now})  # what the version before's entry script writes
+        peek.zadd(PREFIX + "tickets:shop", {earlier: now + 30})
+        later = asyncio.create_task(b.guards.enter("shop", reset_after=60, limit=1, wait=60, group="b"))
+        await _until_queued(peek, 2)
+        await a.guards.settle("shop", holder, True, failures=5, reset_after=60, limit=1)
+        handed = peek.zscore(PREFIX + "slots:shop", earlier)
+        told = [m["data"] for m in iter(lambda: heard.get_message(timeout=1), None) if m["type"] == "message"]
+        waiting = not later.done()
+        await a.guards.settle("shop", earlier, True, failures=5, reset_after=60, limit=1)  # its call ends
+        served, _ = await later
+    finally:
+        if later is not None:
+            later.cancel()
+            await asyncio.gather(later, return_exceptions=True)
+        await a.aclose()
+        await b.aclose()
+        heard.close()
+        peek.close()
+    assert handed is not None, "the earlier waiter was not handed the slot"
+    assert f"ok 0 {earlier}".encode() in told
+    assert waiting and served is not None
