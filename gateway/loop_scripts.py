@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
+
 from .catalog import AgentTool
-from .codemode import FunctionNames, Limits, Paused, Script
+from .codemode import RUN_CODE, FunctionNames, Limits, Paused, Script
 from .config.model import AgentConfig
 from .kernel.caller import current_caller
 from .kernel.calls import HostedCall
@@ -72,12 +74,15 @@ class ScriptPause:
 
 
 class _Host:
-    """One script's `ScriptHost`: the run's tools and pipeline, its steps collected in `steps`."""
+    """One script's `ScriptHost`: the run's tools and pipeline, its steps collected in `steps`; `waiting`: the
+    `run_code` calls of this turn that paused before it (each holds one of its client's places among the calls
+    waiting for a human)."""
 
-    def __init__(self, loop: ScriptLoop, run_in_scope: RunInScope, steps: list[Step]) -> None:
+    def __init__(self, loop: ScriptLoop, run_in_scope: RunInScope, steps: list[Step], waiting: list[str]) -> None:
         self.loop = loop
         self.run_in_scope = run_in_scope
         self.steps = steps
+        self.waiting = waiting
         self.no_room: dict[str, ToolResult] = {}
         """Call id -> the refusal of a gated call its client has no room to keep waiting (`needs_pause`)."""
 
@@ -90,12 +95,21 @@ class _Host:
         if not tool.needs_approval or await self.loop.check(tool, call) is not None:
             return False
         invoke = self.loop.invoke
-        full = await invoke.hold_refusal(1) if isinstance(invoke, HoldingInvoke) else None
+        # The turn's scripts that paused before this one count too: each looked for room for itself alone, and a
+        # run pausing with all of them past the client's cap could not be kept (the whole chat was refused).
+        ahead = len(self.waiting)
+        full = await invoke.hold_refusal(1 + ahead) if isinstance(invoke, HoldingInvoke) else None
         if full is None:
             return True
         # Its client has as many calls waiting as it may (gateway.max_pending_approvals_per_client): the script
         # gets the refusal as the call's failure, as a direct call or an MCP script would, and goes on; paused,
         # its run could not have been kept, and the whole chat was refused with 429 (mend46).
+        if ahead:
+            # The model reads this once the run resumes, that is once the scripts ahead are decided: it can retry.
+            full = ToolResult.failure(full.error_type or "rate_limited", (
+                f"{full.error} An earlier {RUN_CODE} script of this turn took that place: it waits for a human's "
+                f"approval, so this {tool.name} call was not sent. That approval is decided by the time you read "
+                f"this: call {tool.name} again, in a new {RUN_CODE} script."))
         self.no_room[call.id] = full
         return False
 
@@ -136,19 +150,32 @@ class ScriptCalls:
         self.run_in_scope = run_in_scope
         self.paused: dict[str, ScriptPause] = {}
         """`run_code` call id -> its script, waiting for a decision (kept in the paused run's state)."""
+        self.waiting: list[str] = []
+        """The `run_code` calls that paused in this pass of the run (a pause ends the pass: the run is kept)."""
+        self._one_at_a_time = anyio.Lock()
 
     def _script(self, call: ToolCall, steps: list[Step]) -> Script:
         agent = self.loop.agent
         observer = self.loop.observer
         per_client = observer.code_workers_per_client if observer is not None else None
-        return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps),
+        return Script(call.id, self.names, _Host(self.loop, self.run_in_scope, steps, self.waiting),
                       Limits.of(agent.code_limits, per_client=per_client),
                       agent.policy.max_result_bytes, observer.sandboxes if observer is not None else None)
 
     async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
                   approval: str | None) -> ToolResult | None:
         """The `run_code` call's result, or None when its script paused (then it is in `paused`). With
-        `decision`, the call's script paused before and goes on with it."""
+        `decision`, the call's script paused before and goes on with it.
+
+        A turn's scripts run one after another, in the order they came (each with its own audit row and limits; the
+        turn's other calls run beside them): the second looks for room for its client's waiting calls knowing
+        whether the first paused, and a client's share of the sandboxes (`max_code_workers_per_client`) is not
+        spent on the model's own scripts racing each other."""
+        async with self._one_at_a_time:
+            return await self._run(call, steps, decision, approval)
+
+    async def _run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
+                   approval: str | None) -> ToolResult | None:
         waiting = self.paused.pop(call.id, None)
         paused: list[Paused] = []
 
@@ -173,5 +200,6 @@ class ScriptCalls:
             result = await script(None)
         if paused:
             self.paused[call.id] = ScriptPause(paused=paused[0], steps=list(steps))
+            self.waiting.append(call.id)
             return None
         return result

@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from recording_server import RecordingServer
+from recording_server import Recorded, RecordingServer
+from recording_server import Reply as RecordedReply
 from scripted_llm import Call, Reply
 from server_support import AGENTS_YAML, LenientLLM, running, write_project
 
@@ -193,21 +194,64 @@ def test_the_cap_holds_at_the_mcp_door_and_for_scripts(tmp_path: Path, llm: Leni
     assert upstream.requests == []
 
 
+READ = 'getIssue(owner="acme", repo="app", issue_number=8)["number"]'
+
+
+def test_two_scripts_in_one_turn_the_second_told_to_wait_for_the_firsts_approval_not_the_chat_refused(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """A turn with two scripts, each with a call under approval, and room for one waiting call: the first script
+    waits, the second's call is refused unsent with a message that says what to do (call it again in a new script:
+    the first's approval is decided by the time the model reads it), and the chat pauses for the first. Each script
+    looked for room for itself alone, so the run paused with two, which the cap could not keep: the whole chat was
+    refused with 429. The scripts of a turn run in order, each with its own audit row."""
+    coded = _capped(1).replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n")
+    llm.script(Reply(calls=[Call("run_code", {"code": SCRIPT}, id="s1"), Call("run_code", {"code": SCRIPT}, id="s2")]),
+               Reply(text="commented once; asking again"))
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "comment on issue 7 twice"}]}
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=coded) as (url, _), \
+            httpx.Client(base_url=url, timeout=30) as client:
+        paused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        (pending,) = paused.json()["gateway"]["pending_approvals"]
+        decided = client.post(f"/approvals/{pending['id']}", json={"decision": "approve"}, headers=bearer(REVIEWER))
+        rows = client.get("/audit?client=intruder&limit=50", headers=bearer(REVIEWER)).json()["data"]
+    assert paused.status_code == 200, paused.text
+    assert pending["tool"] == "createIssueComment"
+    assert decided.status_code == 200, decided.text
+    first, second = (json.loads(m["content"]) for m in llm.requests[1].body["messages"] if m["role"] == "tool")
+    assert first["id"] == 99  # the first script's comment, made once approved
+    assert second["error_type"] == "code_error"  # the script did not catch its call's refusal
+    assert "An earlier run_code script of this turn took that place" in second["error"], second
+    assert "call createIssueComment again, in a new run_code script" in second["error"]
+    scripts = [(r["tool"], r["status"]) for r in reversed(rows) if r["tool"] == "run_code"]
+    assert scripts == [("run_code", "approval_pending"), ("run_code", "code_error"), ("run_code", "ok")], scripts
+    assert [r.path for r in upstream.requests] == ["/github/repos/acme/app/issues/7/comments"]  # once, approved
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_a_resumed_run_whose_pause_its_cap_cannot_keep_has_a_chat_row_saying_so(
         tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, request: pytest.FixtureRequest,
         store: str) -> None:
     """mend46's left item: a resumed run that paused again where its client's cap could not keep the pause ended
     failed, but its chat row, written before the pause was kept, said `paused`. Here the approved call runs, then
-    the model starts two scripts in one turn, each waiting at a call (each looked for room for one: the cap is 1),
-    so the pause of two cannot be kept: the run's second chat row says it ended in an error, and why."""
+    the model starts two scripts in one turn: the first waits at a call (it looked: room for one, the cap is 1),
+    and while the second reads an issue another request of the same client fills the cap (the upstream's answer
+    makes it), so the pause cannot be kept: the run's second chat row says it ended in an error, and why."""
     coded = _capped(1).replace("    approval: writes\n", "    approval: writes\n    code_mode: on\n")
     location = str(tmp_path / "state.db") if store == "sqlite" else request.getfixturevalue("postgres_url")
     llm.script(Reply(calls=[Call("createIssueComment", COMMENT)]),
-               Reply(calls=[Call("run_code", {"code": SCRIPT}, id="s1"), Call("run_code", {"code": SCRIPT}, id="s2")]))
+               Reply(calls=[Call("run_code", {"code": SCRIPT}, id="s1"), Call("run_code", {"code": READ}, id="s2")]))
     chat = {"model": "triage", "messages": [{"role": "user", "content": "comment on issue 7"}]}
+    gateway: list[str] = []
+
+    def fill_the_cap(_: Recorded) -> RecordedReply:  # another request of the client, while the run is between
+        httpx.post(f"{gateway[0]}/agents/triage/tools/createIssueComment", json=COMMENT, headers=bearer(INTRUDER),
+                   timeout=30)
+        return RecordedReply(200, {"number": 8, "title": "t", "state": "open"})
+
+    upstream.route("/github/repos/acme/app/issues/8", fill_the_cap)
     with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=coded, store=location) as (url, _), \
             httpx.Client(base_url=url, timeout=30) as client:
+        gateway.append(url)
         paused = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER)).json()
         (pending,) = paused["gateway"]["pending_approvals"]
         decided = client.post(f"/approvals/{pending['id']}", json={"decision": "approve"}, headers=bearer(REVIEWER))
@@ -226,5 +270,27 @@ def test_a_resumed_run_whose_pause_its_cap_cannot_keep_has_a_chat_row_saying_so(
     assert "may have run" in decided.json()["error"]["message"]
     assert [r["status"] for r in reversed(rows)] == ["paused", "error"], rows
     assert rows[0]["error"].startswith("rate_limited: ") and "max_pending_approvals_per_client" in rows[0]["error"]
-    assert anyio.run(run_status) == "failed" and waiting == []
-    assert [r.path for r in upstream.requests] == ["/github/repos/acme/app/issues/7/comments"]  # the approved call
+    assert anyio.run(run_status) == "failed"
+    assert [w["tool"] for w in waiting] == ["createIssueComment"]  # the other request's, which filled the cap
+    assert [r.path for r in upstream.requests] == ["/github/repos/acme/app/issues/7/comments",  # the approved call
+                                                   "/github/repos/acme/app/issues/8"]
+
+
+def test_two_scripts_in_one_turn_run_in_order_within_a_clients_one_sandbox(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """The scripts of a turn run one after another: a client allowed one sandbox at a time
+    (`max_code_workers_per_client: 1`) has both of its model's scripts run, each with its own audit row, where the
+    second was refused (`rate_limited`) while the first held the sandbox."""
+    coded = (FLOODED + "gateway: {{max_code_workers_per_client: 1}}\n").replace(
+        "    approval: writes\n", "    approval: writes\n    code_mode: on\n")
+    llm.script(Reply(calls=[Call("run_code", {"code": READ}, id="s1"), Call("run_code", {"code": READ}, id="s2")]),
+               Reply(text="read twice"))
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "read issue 8 twice"}]}
+    with safe_gateway(tmp_path, llm.url, upstream.url, agents_yaml=coded) as (url, _), \
+            httpx.Client(base_url=url, timeout=30) as client:
+        answer = client.post("/v1/chat/completions", json=chat, headers=bearer(INTRUDER))
+        rows = client.get("/audit?client=intruder&limit=50", headers=bearer(REVIEWER)).json()["data"]
+    assert answer.status_code == 200, answer.text
+    assert [(s["tool"], s["ok"]) for s in answer.json()["gateway"]["steps"]] == [("run_code", True)] * 2
+    tools = [(r["tool"], r["status"]) for r in reversed(rows) if r["kind"] == "tool"]
+    assert tools == [("run_code", "ok"), ("getIssue", "ok")] * 2, tools
