@@ -81,7 +81,9 @@ def no_connection(url: str, exc: Exception, pool: AsyncConnectionPool[Any], atte
         return StoreUnavailable(
             f"{where} is busy: all {size} of this process's connections to it were in use for {timeout:g} s"
             f" ({waiting} more questions waiting): its answers are slow for the load")
-    return StoreUnavailable(f"{where} is unreachable: {first_line(exc)}")  # the pool's own: no connection in time
+    # Room for another connection, and no attempt refused: the one being made has had no answer yet (a hung server
+    # accepts a connection and never answers it), as a question to a hung server is told.
+    return StoreUnavailable(f"{where} did not answer within {timeout:g} s: no connection could be opened in time")
 
 
 def first_line(exc: Exception) -> str:
