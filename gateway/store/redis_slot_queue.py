@@ -123,7 +123,7 @@ local function reconcile()
     end
   end
   for _, member in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-    local cut = string.find(member, '\0', 1, true)
+    local cut = string.find(member, '\\0', 1, true)
     local group = string.sub(member, 1, cut - 1)
     if not redis.call('ZSCORE', KEYS[3], string.sub(member, cut + 18) .. group) then
       redis.call('ZREM', KEYS[6], member)
