@@ -34,7 +34,7 @@ LOG_FORMATS = ("text", "json")
 class UtcTime(logging.Formatter):
     """`%(asctime)s` in UTC, ISO 8601 with milliseconds and `Z`, by `logging.Formatter.formatTime` itself."""
 
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
     default_time_format = "%Y-%m-%dT%H:%M:%S"
     default_msec_format = "%s.%03dZ"
 
