@@ -113,11 +113,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
     mcp.set_defaults(handler=_cmd_mcp)
 
     from .oversight import add_approvals_parser, add_audit_parser
+    from .settings_command import add_settings_parser, run_settings
 
     add_audit_parser(commands, _add_common)
     add_approvals_parser(commands, _add_common)
+    add_settings_parser(commands)
     commands.choices["audit"].set_defaults(handler=_cmd_audit)
     commands.choices["approvals"].set_defaults(handler=_cmd_approvals)
+    commands.choices["settings"].set_defaults(handler=run_settings)
     return parser, commands
 
 
