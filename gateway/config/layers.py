@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -161,6 +161,8 @@ class _Walker:
         return Setting(key, shown, "agents.yaml", f"{self.file}:{line}{unset}")
 
     def shown(self, value: Any, path: KeyPath) -> Any:
+        if is_dataclass(value) and not isinstance(value, type):  # a parsed value (a rate limit): its fields
+            value = {field: round(v, 6) if isinstance(v, float) else v for field, v in asdict(value).items()}
         name = path[-1] if path and isinstance(path[-1], str) else ""
         header = len(path) >= 2 and path[-2] == "headers" and bool(SECRET_HEADER.search(name))
         if name in SECRET_FIELDS or header:

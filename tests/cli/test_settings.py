@@ -29,6 +29,7 @@ clients:
   them: {key: ck-them-literal-0099, agents: [other]}
 gateway:
   store: postgresql://gw:pw-s3cret-9911@127.0.0.1:5432/gw
+  rate_limits: {client: 120/min}
 """
 SECRETS = ("sk-llm-secret-1234", "ck-bot-secret-5678", "hk-default-4455667788", "pw-s3cret-9911",
            "ck-them-literal-0099")
@@ -66,6 +67,7 @@ def test_each_setting_says_its_layer(project: Path, capsys: pytest.CaptureFixtur
     assert rows["agents.ops.model"]["layer"] == "agents.yaml" and rows["agents.ops.model"]["source"] == \
         "agents.yaml:9"
     assert rows["agents.ops.tools[0].args.tenant"]["value"] == "acme"
+    assert rows["gateway.rate_limits.client"]["value"] == {"rate": 2.0, "burst": 120.0}  # per second, parsed
     assert rows["agents.ops.max_consecutive_errors"] == {"key": "agents.ops.max_consecutive_errors", "value": 3,
                                                          "layer": "default", "source": "built in"}
     header = rows["providers.llm.headers.X-Api-Key"]
