@@ -191,7 +191,9 @@ def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
     elif not pending:
         print("no pending approvals", file=out)
     for item in [] if args.json else pending:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created"]))
+        # UTC, as the audit rows and the log lines write it, so the three line up (was the machine's local time)
+        created = float(item["created"])
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
         who = f"  {item['client']}" if item["client"] is not None else ""  # whose call it is, with `clients`
         print(f"{item['id']}  {when}{who}  {item['agent']}/{item['tool']}  {json.dumps(item['arguments'])}", file=out)
     return 0

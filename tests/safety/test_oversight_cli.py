@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -48,6 +49,8 @@ def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, ups
     assert main(_cli(tmp_path, "approvals")) == 0
     listing = capsys.readouterr().out
     assert first in listing and second in listing and "triage/createIssueComment" in listing
+    # when each call was held, in UTC as the audit rows and log lines say it
+    assert re.search(rf"{first}  \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z  ", listing), listing
 
     llm.script(Reply(text="Commented from the CLI."))
     assert main(_cli(tmp_path, "approvals", "approve", first, "--args",
