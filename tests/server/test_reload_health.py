@@ -104,6 +104,9 @@ def test_a_spec_edit_that_drops_an_agents_tool_is_a_warning_where_operators_look
         assert 'id="reload-warnings"' in page and "getItem" in page
         logged = [r for r in caplog.records if r.name == "gateway.runtime" and r.levelno == logging.WARNING]
         assert any("getItem" in r.getMessage() for r in logged)
+        # the reload said once in serve's log (two loggers said it in other words)
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reloaded")]
+        assert said == ["reloaded: 1 agents, 2 tools in the catalog"], said
         _replace(specs / "shop.json", _spec("listItems", "getItem"))  # put back: the warning goes
         health = _wait_for(url, lambda h: h["reloads"] >= 2)
         assert "reload_warnings" not in health
