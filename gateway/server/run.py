@@ -124,10 +124,13 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         return 1
     app, runtime = built
     shown = f"[{host}]" if ":" in host else host
-    print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
-          f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""),
-          file=sys.stderr)
+    summary = (f"{len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
+               f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+               f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""))
+    if log_format == "json":  # a log shipper reads one object per line: what was loaded is one of them
+        logger.info("%s", summary)
+    else:
+        print(f"gateway: {summary}", file=sys.stderr)
     target: Any = app
     metrics_folder: str | None = None
     if workers > 1:

@@ -85,8 +85,9 @@ def test_serve_logs_json_lines_with_their_utc_time(tmp_path: Path) -> None:
     process, _ = start_serve(tmp_path, "--log-format", "json")
     process.terminate()
     process.wait(30)
-    entries = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines() if line.startswith("{")]
+    entries = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines()]  # every line
     assert any(entry["message"].startswith("Uvicorn running on") for entry in entries), entries
+    assert any(entry["message"].startswith("1 tools, 1 agents (ops) on http://") for entry in entries), entries
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]) for entry in entries), entries
 
 
