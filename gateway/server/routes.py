@@ -17,6 +17,7 @@ from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
+from ..errors import StoreUnavailable
 from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
@@ -287,6 +288,8 @@ async def _ready(check: Callable[[], Awaitable[None]], seconds: float) -> str:
         await asyncio.wait_for(check(), seconds + GRACE)
     except TimeoutError:
         return f"no answer within {seconds:g} s"
+    except StoreUnavailable as exc:  # the gateway's own words name the part ("the store postgresql://... is ...")
+        return str(exc)[:500]
     except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said as it was raised
         return f"{type(exc).__name__}: {exc}"[:500]
     return "ok"
