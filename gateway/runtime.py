@@ -243,6 +243,8 @@ class RuntimeHolder:
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
         self._started = runtime.manifest.gateway
+        self.started_at = runtime.loaded_at
+        """When the first configuration was loaded: the process serves since then, whatever reloads came after."""
         """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
 
     @property

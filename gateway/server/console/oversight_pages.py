@@ -107,7 +107,7 @@ def routes(console: Console) -> list[Route]:
             refused, *diagnostic_lines = refusal_lines(error) if viewer.admin else hidden
         return console.render(
             request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics,
-            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
+            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(holder.started_at),
             reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
             diagnostic_lines=diagnostic_lines,
             reload_warnings=[str(w) for w in holder.warnings if viewer.may_see(w.agent)],
