@@ -65,6 +65,11 @@ def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
             await store.aclose()
 
     rows = asyncio.run(main())
+    if not rows and not args.json:  # an empty answer said, and a mistyped agent named (rows outlive their agent)
+        unknown = sorted(set(args.agent or ()) - set(_manifest(args.agents).agents)) if args.agent else []
+        print("gateway: no audit rows" + (f" (no agent {', '.join(map(repr, unknown))} in {args.agents}; the agents "
+                                          f"there are: {', '.join(_manifest(args.agents).agents) or 'none'})"
+                                          if unknown else ""), file=sys.stderr)
     for row in rows:
         if args.json:
             print(printable(json.dumps(row, ensure_ascii=False)), file=out)

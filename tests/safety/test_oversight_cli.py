@@ -89,7 +89,10 @@ def test_audit_from_the_terminal(tmp_path: Path, llm: LenientLLM, upstream: Reco
     assert [(r["kind"], r["status"]) for r in rows] == [("chat", "paused"), ("tool", "approval_pending")]
     assert rows[1]["approval"] == approval_id and rows[1]["client"] == "triage-bot"
     assert main(_cli(tmp_path, "audit", "--agent", "weather")) == 0
-    assert capsys.readouterr().out == ""
+    out, err = capsys.readouterr()
+    assert out == "" and err == "gateway: no audit rows\n"  # said, not a silent nothing
+    assert main(_cli(tmp_path, "audit", "--agent", "wether")) == 0  # a typo: named, with the agents there are
+    assert "no audit rows (no agent 'wether' in " in capsys.readouterr().err
     assert main(_cli(tmp_path, "audit")) == 0
     assert "triage-bot" in capsys.readouterr().out
 
