@@ -364,7 +364,7 @@ class AuthMiddleware:
         try:
             name, verified = await identity.authenticate(token)
         except TokenRejected as exc:
-            logger.info("refused a token for %s: %s", scope["path"], exc)
+            logger.info("refused a token from %s for %s: %s", client_address(scope) or "-", scope["path"], exc)
             answer = ExpiredTokenAnswer if isinstance(exc, TokenExpired) else APIError
             raise answer(401, str(exc), code="invalid_token", headers={
                 "WWW-Authenticate": challenge(_metadata_of(scope), "invalid_token", str(exc))}) from None

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 from typing import Any
 
@@ -70,7 +71,8 @@ def _forgeries(setup: Setup) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("door", ["agents", "mcp"])
-def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str) -> None:
+def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.auth")
     forged = _forgeries(setup)
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
@@ -83,6 +85,10 @@ def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str) -> Non
                 attacker.post("/mcp/coder", json=initialize, headers=headers)
         assert answer.status_code == 401, (name, answer.status_code, answer.text[:300])
         assert token not in answer.text and token not in answer.headers.get("www-authenticate", ""), name
+    # each refusal logged with the address it came from (who is trying tokens, with or without the access log)
+    refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused a token")]
+    assert len(refused) == len(forged) and refused[0].startswith(
+        f"refused a token from 127.0.0.40 for {'/agents' if door == 'agents' else '/mcp/coder'}: "), refused
     # and the real one still works
     real = setup.token("alice")
     assert httpx.get(setup.url + "/agents", headers={"Authorization": f"Bearer {real}"}, timeout=10).status_code == 200

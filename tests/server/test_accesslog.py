@@ -146,6 +146,12 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         lines = _untimed(stream.getvalue()).splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+    with _access_lines(log_format="json") as stream:  # the JSON line's fields too
+        log_access(logging.getLogger("gateway.access"), {"client": ("127.0.0.1", 5000), "method": "POST",
+                                                         "path": f"/x/{secret}", "query_string": b"",
+                                                         "http_version": "1.1"}, 200)
+        written = stream.getvalue()
+        assert secret not in written and '"path": "/x/[REDACTED]"' in written, written
 
 
 def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> None:
@@ -231,6 +237,9 @@ def test_every_line_says_its_time_in_utc_in_text_and_json() -> None:
                     assert entry["message"] == ('127.0.0.1:5000 - "GET /agents HTTP/1.1" 200' if handler == "access"
                                                 else "reloaded agents.yaml")
                     assert entry["logger"] in ("gateway.access", "gateway.tests.loglines")
+                    if handler == "access":  # its parts as fields, for a shipper to filter on
+                        assert (entry["client"], entry["method"], entry["path"], entry["status"]) == (
+                            "127.0.0.1:5000", "GET", "/agents", 200)
                 else:
                     stamp = line.split(" ", 1)[0]
                     assert _untimed(line) in ('INFO:     127.0.0.1:5000 - "GET /agents HTTP/1.1" 200 OK\n',
