@@ -124,3 +124,13 @@ def test_an_expired_token_in_the_consoles_cookie_is_no_guess(setup: Setup) -> No
     tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=SHORT_APP)
     time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
     assert _console(setup, "127.0.0.72", tokens["access_token"], BURST + 3) == [303] * (BURST + 3)
+
+
+def test_a_retired_client_key_is_told_it_is_no_key_nor_token(setup: Setup) -> None:
+    """With sign-in on, a bearer that is no client key is tried as a token: a caller still on a rotated-out key read
+    only that its key "is not a JWT access token"."""
+    transport = httpx.HTTPTransport(local_address="127.0.0.60")
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as caller:
+        answer = caller.get("/agents", headers={"Authorization": "Bearer ck-rotated-out-0123456789"})
+    assert answer.status_code == 401
+    assert "neither a client key of this gateway nor a JWT access token" in answer.json()["error"]["message"]
