@@ -147,12 +147,20 @@ class _Walker:
             return Setting(key, shown, "default", "built in")
         where = self.file_path(path)
         line = self.lines.get(where)
+        if line is None:  # one mapping where the model keeps a list (`auth: {...}` is `auth: [{...}]`): no index
+            single = tuple(part for n, part in enumerate(where)
+                           if not (isinstance(part, int) and where[:n + 1] not in self.lines))
+            if single != where and single in self.lines:
+                where, line = single, self.lines[single]
         if line is None and value in (None, "", [], {}):  # left out, normalised by a validator: still the default
             return Setting(key, shown, "default", "built in")
-        if line is None:  # filled from another key (a provider's kind from its name, a short form)
-            above = next((self.lines[where[:n]] for n in range(len(where) - 1, 0, -1) if where[:n] in self.lines),
-                         None)
-            return Setting(key, shown, "default", f"implied by {self.file}:{above}" if above else "implied")
+        if line is None:  # filled from another key (a provider's kind from its name), or written in a short form
+            above = next((where[:n] for n in range(len(where) - 1, 0, -1) if where[:n] in self.lines), None)
+            if above is None:
+                return Setting(key, shown, "default", "implied")
+            if any(other[:len(above)] == above and len(other) > len(above) for other in self.lines):
+                return Setting(key, shown, "default", f"implied by {self.file}:{self.lines[above]}")
+            where, line = above, self.lines[above]  # a scalar or list there: `tools: [shop]` is `{api: shop}`
         variables = self.lines.variables_under(where)
         read = [name for name in variables if name in self.environ]
         if read:

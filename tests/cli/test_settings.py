@@ -109,3 +109,22 @@ def test_a_mistake_is_reported_and_the_rest_still_shown(project: Path, monkeypat
     assert "agents.ops.max_iterations" in out
     assert main(["settings", "--agents", "missing.yaml"]) == 1
     assert "missing.yaml does not exist" in capsys.readouterr().err
+
+
+def test_short_forms_are_the_files_and_implied_keys_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SHOP_TOKEN", "tok-secret-123456")
+    (tmp_path / "agents.yaml").write_text(
+        "providers:\n  openai: {api_key: x}\n"                      # kind: from the provider's name
+        "apis:\n  shop:\n    auth: {type: bearer, token: \"${SHOP_TOKEN}\"}\n"  # one mapping, kept as a list
+        "agents:\n  a:\n    model: openai/m\n    tools: [shop]\n")   # an entry that is just the api's name
+    status, rows, err = _settings(capsys)
+    assert status == 0, err
+    assert rows["agents.a.tools[0].api"] == {"key": "agents.a.tools[0].api", "value": "shop", "layer": "agents.yaml",
+                                             "source": "agents.yaml:9"}
+    assert rows["apis.shop.auth[0].token"] == {"key": "apis.shop.auth[0].token", "value": "set",
+                                               "layer": "environment", "source": "$SHOP_TOKEN via agents.yaml:5"}
+    assert rows["apis.shop.auth[0].type"]["layer"] == "agents.yaml"
+    assert rows["providers.openai.kind"] == {"key": "providers.openai.kind", "value": "openai", "layer": "default",
+                                             "source": "implied by agents.yaml:2"}
