@@ -273,12 +273,17 @@ async def readyz(request: Request) -> Response:
     reported as the store). A store that answers but cannot write (a full disk) is not ready. `/healthz` says the
     process lives; this says send it work (a tool call it cannot audit is not sent, so a balancer should look
     here)."""
-    store = state_of(request).store
+    parts = await readiness(state_of(request).store)
+    body = {"status": "ready" if all(a == "ok" for a in parts.values()) else "unavailable", **parts}
+    return JSONResponse(body, 200 if body["status"] == "ready" else 503)
+
+
+async def readiness(store: Any) -> dict[str, str]:
+    """Each shared part's answer, asked apart and at once: `store` (and `redis`, with `gateway.redis`), each `ok`
+    or why not (`/readyz`, and the console's Health page for an admin)."""
     parts = store.readiness()
     answers = await asyncio.gather(*(_ready(check, store.timeout) for _, check in parts))
-    body = {"status": "ready" if all(a == "ok" for a in answers) else "unavailable",
-            **{name: answer for (name, _), answer in zip(parts, answers, strict=True)}}
-    return JSONResponse(body, 200 if body["status"] == "ready" else 503)
+    return {name: answer for (name, _), answer in zip(parts, answers, strict=True)}
 
 
 async def _ready(check: Callable[[], Awaitable[None]], seconds: float) -> str:
