@@ -255,5 +255,10 @@ def _audit_line(row: dict[str, Any]) -> str:
     if row.get("usage"):
         detail = f"{row['usage'].get('total_tokens', 0)} tokens"
     extras = [x for x in (detail, f"approval {row['approval']}" if row.get("approval") else "") if x]
-    return (f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
-            f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}").rstrip()
+    # why, when it did not go through: a denial's reason, an upstream's or a limit's error (a held call's
+    # "needs a human's approval" is its status already)
+    if row.get("error") and row["status"] not in ("ok", "approval_pending", "paused"):
+        reason = " ".join(str(row["error"]).split())
+        extras.append(f"- {reason[:117] + '...' if len(reason) > 120 else reason}")
+    return printable(f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
+                     f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}".rstrip(), lines=False)

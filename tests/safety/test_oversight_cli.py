@@ -62,6 +62,9 @@ def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, ups
     assert main(_cli(tmp_path, "approvals", "deny", second, "--reason", "duplicate", "--json")) == 0
     denied = json.loads(capsys.readouterr().out)
     assert denied["choices"][0]["message"]["content"] == "Fine, no comment."
+    assert main(_cli(tmp_path, "audit", "--limit", "20")) == 0
+    decision = next(line for line in capsys.readouterr().out.splitlines() if "decision" in line and "denied" in line)
+    assert decision.endswith("- duplicate"), decision  # the reason, where an operator reads the audit
 
     assert main(_cli(tmp_path, "approvals", "approve", first)) == 1
     assert "already decided" in capsys.readouterr().err
