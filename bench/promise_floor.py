@@ -719,7 +719,9 @@ class Floor:
             if len(self.quoted) < 1024:  # foreign paths cannot grow it without bound
                 self.quoted[path] = quoted
         address = f"{client[0]}:{client[1]}" if client else "-"
-        line = (f'INFO:     {address} - "{scope["method"]} {quoted}'
+        now = time.time()  # the gateway's lines start with their UTC time (gateway.server.loglines.UtcTime)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+        line = (f'{stamp} INFO:     {address} - "{scope["method"]} {quoted}'
                 f'{"?" + query.decode("ascii", "replace") if query else ""} HTTP/{scope["http_version"]}" '
                 f'{status} {_PHRASES.get(status, "")}\n')
         if self.p.redaction:

@@ -243,6 +243,8 @@ class RuntimeHolder:
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
         self._started = runtime.manifest.gateway
+        self.started_at = runtime.loaded_at
+        """When the first configuration was loaded: the process serves since then, whatever reloads came after."""
         """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
 
     @property
@@ -341,4 +343,11 @@ class RuntimeHolder:
         self.refused += 1
         self.refused_at = time.time()
         if not logged:
-            logger.error("reload refused; the last good configuration keeps serving:\n%s", error)
+            # One line per record: a multi-line message came out as one line of `\u000a` escapes (the formatter
+            # makes a sender's line breaks inert), unreadable in a terminal and hard to grep. Each diagnostic has
+            # its own line, saying it was refused.
+            errors = [d for d in error.diagnostics if d.level == "error"]
+            logger.error("reload refused; the last good configuration keeps serving: %s",
+                         str(error).splitlines()[0].rstrip(":") if str(error) else "unusable")
+            for diagnostic in errors or error.diagnostics:
+                logger.error("reload refused: %s", diagnostic)

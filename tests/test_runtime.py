@@ -162,6 +162,10 @@ async def test_a_broken_manifest_keeps_the_last_good_runtime(
     assert [d.pointer for d in holder.last_error.diagnostics if d.level == "error"] == [
         "agents.clerk", "agents.clerk.modle"]  # 'model' is required; 'modle' is unknown
     assert "agents.clerk.modle" in caplog.text and "keeps serving" in caplog.text
+    # one line per record (a record's line breaks are written as escapes): the reason, then each error
+    assert all("\n" not in record.getMessage() for record in caplog.records), caplog.text
+    assert [r.getMessage() for r in caplog.records if r.name == "gateway.runtime"][-1].startswith(
+        "reload refused: agents.yaml:")
     assert await holder.reload() is False  # the same broken content is not retried
     _edit_manifest(agents, "listItems")
     assert await holder.reload() is True

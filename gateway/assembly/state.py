@@ -105,7 +105,8 @@ class GatewayState:
         old.retired = True
         if old.active == 0:
             await old.aclose()
-        logger.info("reloaded: %d tools, %d agents", len(runtime.catalog), len(runtime.manifest.agents))
+        # The runtime's holder said "reloaded: N agents, M tools" already; a second line said it again in other words.
+        logger.debug("rebuilt the pipeline for reload %d", self.reloads)
 
     async def aclose(self) -> None:
         self.generation.retired = True

@@ -52,6 +52,10 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
                        help="worker processes sharing the port and the store (default 1)")
     serve.add_argument("--no-access-log", action="store_true",
                        help="write no line per request (the audit log still records every tool call)")
+    serve.add_argument("--log-format", choices=("text", "json"),
+                       default=os.environ.get("GATEWAY_LOG_FORMAT", "text"),
+                       help="text: uvicorn's lines, each starting with its UTC time (ISO 8601); json: one object "
+                            "per line (time, level, logger, message); default text, or GATEWAY_LOG_FORMAT")
     serve.add_argument("--graceful-timeout", type=int, default=None, metavar="SECONDS",
                        help="on SIGTERM, how long the requests in flight may take to end before they are cut "
                             "(default 30; set it to your longest run and the stop timeout of what stops the "
@@ -109,11 +113,14 @@ def _build_parsers() -> tuple[argparse.ArgumentParser, Any]:
     mcp.set_defaults(handler=_cmd_mcp)
 
     from .oversight import add_approvals_parser, add_audit_parser
+    from .settings_command import add_settings_parser, run_settings
 
     add_audit_parser(commands, _add_common)
     add_approvals_parser(commands, _add_common)
+    add_settings_parser(commands)
     commands.choices["audit"].set_defaults(handler=_cmd_audit)
     commands.choices["approvals"].set_defaults(handler=_cmd_approvals)
+    commands.choices["settings"].set_defaults(handler=run_settings)
     return parser, commands
 
 
@@ -123,13 +130,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         print("gateway: --workers must be at least 1", file=sys.stderr)
         return 2
+    if args.log_format not in ("text", "json"):  # GATEWAY_LOG_FORMAT: argparse checks only what was typed
+        print(f"gateway: --log-format (or GATEWAY_LOG_FORMAT) must be text or json, not {args.log_format!r}",
+              file=sys.stderr)
+        return 2
     graceful = GRACEFUL_SHUTDOWN_SECONDS if args.graceful_timeout is None else args.graceful_timeout
     if graceful < 0:
         print(f"gateway: --graceful-timeout must be 0 or more seconds, not {graceful}", file=sys.stderr)
         return 2
     return serve_http(args.specs, args.agents, host=args.host, port=args.port, use_cache=not args.no_cache,
                       allow_public=args.allow_public, workers=args.workers, access_log=not args.no_access_log,
-                      graceful_timeout=graceful)
+                      graceful_timeout=graceful, log_format=args.log_format)
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

@@ -65,6 +65,11 @@ def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
             await store.aclose()
 
     rows = asyncio.run(main())
+    if not rows and not args.json:  # an empty answer said, and a mistyped agent named (rows outlive their agent)
+        unknown = sorted(set(args.agent or ()) - set(_manifest(args.agents).agents)) if args.agent else []
+        print("gateway: no audit rows" + (f" (no agent {', '.join(map(repr, unknown))} in {args.agents}; the agents "
+                                          f"there are: {', '.join(_manifest(args.agents).agents) or 'none'})"
+                                          if unknown else ""), file=sys.stderr)
     for row in rows:
         if args.json:
             print(printable(json.dumps(row, ensure_ascii=False)), file=out)
@@ -191,7 +196,9 @@ def _list_approvals(args: argparse.Namespace, out: TextIO) -> int:
     elif not pending:
         print("no pending approvals", file=out)
     for item in [] if args.json else pending:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created"]))
+        # UTC, as the audit rows and the log lines write it, so the three line up (was the machine's local time)
+        created = float(item["created"])
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created % 1 * 1000):03d}Z"
         who = f"  {item['client']}" if item["client"] is not None else ""  # whose call it is, with `clients`
         print(f"{item['id']}  {when}{who}  {item['agent']}/{item['tool']}  {json.dumps(item['arguments'])}", file=out)
     return 0
@@ -248,5 +255,10 @@ def _audit_line(row: dict[str, Any]) -> str:
     if row.get("usage"):
         detail = f"{row['usage'].get('total_tokens', 0)} tokens"
     extras = [x for x in (detail, f"approval {row['approval']}" if row.get("approval") else "") if x]
-    return (f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
-            f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}").rstrip()
+    # why, when it did not go through: a denial's reason, an upstream's or a limit's error (a held call's
+    # "needs a human's approval" is its status already)
+    if row.get("error") and row["status"] not in ("ok", "approval_pending", "paused"):
+        reason = " ".join(str(row["error"]).split())
+        extras.append(f"- {reason[:117] + '...' if len(reason) > 120 else reason}")
+    return printable(f"{row['time']}  {who:<12} {what:<40} {row['status']:<18} "
+                     f"{row['latency_ms']:>9.1f} ms  {' '.join(extras)}".rstrip(), lines=False)

@@ -107,7 +107,10 @@ class TokenVerifier:
             return verified
         if self.introspection is not None:
             return await self._introspect(token)
-        raise TokenRejected("The token is not a JWT access token (and no introspection is configured).")
+        # Reached when the bearer matched no client key either: a caller on a retired (rotated) key reads that, not
+        # only that its key "is not a JWT".
+        raise TokenRejected("The credential is neither a client key of this gateway nor a JWT access token (and no "
+                            "introspection is configured).")
 
     async def _verify_jwt(self, token: str) -> VerifiedToken:
         import jwt

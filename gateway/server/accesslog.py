@@ -24,6 +24,8 @@ from urllib.parse import quote
 from starlette.types import Scope
 from uvicorn.logging import AccessFormatter
 
+from .loglines import UtcTime
+
 ACCESS_FORMAT = '%s - "%s %s HTTP/%s" %d'
 """uvicorn's access message and its five arguments: client address, method, path with query, HTTP version, status."""
 
@@ -70,14 +72,17 @@ def _prefix(levelname: str) -> str:
     return prefix
 
 
-LINE_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
-"""uvicorn's access format (`uvicorn.config.LOGGING_CONFIG`), which `AccessLineFormatter` writes without `%`."""
+UVICORN_LINE_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
+"""uvicorn's access format (`uvicorn.config.LOGGING_CONFIG`)."""
+LINE_FORMAT = "%(asctime)s " + UVICORN_LINE_FORMAT
+"""`gateway serve`'s access format: the time (UTC, `UtcTime`), then uvicorn's line; `AccessLineFormatter` writes
+it without `%`."""
 
 
-class AccessLineFormatter(AccessFormatter):
-    """uvicorn's `AccessFormatter`, the same line. Without colours and with uvicorn's format it writes the line in
-    one f-string (uvicorn copies the record twice per line, and `logging.Formatter.format` would render the
-    message, which the line does not show, and the format's fields); otherwise it is uvicorn's own."""
+class AccessLineFormatter(UtcTime, AccessFormatter):
+    """uvicorn's `AccessFormatter`, the same line, its time in UTC. Without colours and with `LINE_FORMAT` it writes
+    the line in one f-string (uvicorn copies the record twice per line, and `logging.Formatter.format` would render
+    the message, which the line does not show, and the format's fields); otherwise it is uvicorn's own."""
 
     def __init__(self, fmt: str | None = None, datefmt: str | None = None, style: Literal["%", "{", "$"] = "%",
                  use_colors: bool | None = None) -> None:
@@ -93,7 +98,8 @@ class AccessLineFormatter(AccessFormatter):
             client_addr, method, full_path, http_version, code = args
             if type(code) is int:
                 prefix = _PREFIXES.get(record.levelname) or _prefix(record.levelname)
-                return (f'{prefix} {client_addr} - "{method} {full_path} HTTP/{http_version}" '
+                return (f'{self.formatTime(record)} {prefix} {client_addr} - "{method} {full_path} '
+                        f'HTTP/{http_version}" '
                         f'{code} {_PHRASES.get(code, "")}')
         return super().format(record)
 

@@ -349,7 +349,9 @@ class AuthMiddleware:
             return client, None
         if key and identity is not None:
             return await self._token_client(scope, keys, identity, key)
-        logger.info("refused a request to %s: %s", scope["path"], "bad key" if key else "no key")
+        # the address too: with --no-access-log this line is all the log says of a caller guessing keys
+        logger.info("refused a request from %s to %s: %s", client_address(scope) or "-", scope["path"],
+                    "bad key" if key else "no key")
         if identity is not None:
             raise APIError(401, "A valid access token (or client key) is required: send `Authorization: Bearer "
                                 "<token>`; the metadata named in WWW-Authenticate says where to sign in.",
@@ -362,7 +364,7 @@ class AuthMiddleware:
         try:
             name, verified = await identity.authenticate(token)
         except TokenRejected as exc:
-            logger.info("refused a token for %s: %s", scope["path"], exc)
+            logger.info("refused a token from %s for %s: %s", client_address(scope) or "-", scope["path"], exc)
             answer = ExpiredTokenAnswer if isinstance(exc, TokenExpired) else APIError
             raise answer(401, str(exc), code="invalid_token", headers={
                 "WWW-Authenticate": challenge(_metadata_of(scope), "invalid_token", str(exc))}) from None

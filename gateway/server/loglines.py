@@ -6,19 +6,62 @@ operator's terminal (OSC 52 sets the clipboard, CSI codes rewrite what was shown
 log line of the sender's making (redteam45). `LineFormatter` is uvicorn's default formatter, the same line and
 colours, with the message's control characters, line breaks included, shown as escapes (`gateway.printable`); a
 traceback below it keeps its lines (an exception's message quotes such text too: its control characters escaped).
+
+Every line starts with its time in UTC, ISO 8601 to the millisecond (`2026-12-07T11:51:20.123Z`), the form the audit
+log's `time` has, so an operator can line a log line up with an audit row. `UtcTime` sets the three attributes
+`logging.Formatter` documents for that (`converter`, `default_time_format`, `default_msec_format`); the formatter's
+own `formatTime` writes `%(asctime)s`. `gateway serve --log-format json` writes each record as one JSON object
+(python-json-logger's `JsonFormatter`) with the same time as `time`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from types import TracebackType
+from typing import Any
 
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import DefaultFormatter
 
 from ..printable import printable
 
+LOG_FORMATS = ("text", "json")
+"""`gateway serve --log-format`: uvicorn's lines with the time in front, or one JSON object per line."""
 
-class LineFormatter(DefaultFormatter):
+
+class UtcTime(logging.Formatter):
+    """`%(asctime)s` in UTC, ISO 8601 with milliseconds and `Z`, by `logging.Formatter.formatTime` itself."""
+
+    converter = staticmethod(time.gmtime)
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
+
+class JsonLineFormatter(UtcTime, JsonFormatter):
+    """One JSON object per record: `time`, `level`, `logger`, `message` (an exception's traceback as `exc_info`;
+    an access line's parts also as `client`, `method`, `path`, `status`).
+    JSON escapes every control character, so what a sender wrote cannot act on a terminal or break the line."""
+
+    def __init__(self, **options: Any) -> None:
+        options.pop("use_colors", None)  # uvicorn's option for its own formatters
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s",
+                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+                         # uvicorn passes its start line's ANSI-coloured twin as an extra field
+                         reserved_attrs=[*RESERVED_ATTRS, "taskName", "color_message"])
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+        """An access line's parts as fields of their own (`client`, `method`, `path`, `status`), for a log shipper
+        to filter on without parsing the message (python-json-logger's hook for added fields)."""
+        super().add_fields(log_data, record, message_dict)
+        args = record.args
+        # five arguments: `gateway.server.accesslog`'s (a record the redaction rewrote has none left: message only)
+        if record.name == "gateway.access" and type(args) is tuple and len(args) == 5 and type(args[4]) is int:
+            log_data.update(client=args[0], method=args[1], path=args[2], status=args[4])
+
+
+class LineFormatter(UtcTime, DefaultFormatter):
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = printable(record.message, lines=False)
         return super().formatMessage(record)

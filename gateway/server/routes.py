@@ -17,6 +17,7 @@ from ..assembly import GatewayState, Generation
 from ..catalog import AgentTool
 from ..config.model import AgentConfig
 from ..dialects import FORMATS, json_tool, render_tools
+from ..errors import StoreUnavailable
 from ..jsondepth import MAX_DEPTH, too_deep
 from ..jsonwire import holds_lone_surrogate
 from ..runtime import refusal_lines
@@ -272,12 +273,17 @@ async def readyz(request: Request) -> Response:
     reported as the store). A store that answers but cannot write (a full disk) is not ready. `/healthz` says the
     process lives; this says send it work (a tool call it cannot audit is not sent, so a balancer should look
     here)."""
-    store = state_of(request).store
+    parts = await readiness(state_of(request).store)
+    body = {"status": "ready" if all(a == "ok" for a in parts.values()) else "unavailable", **parts}
+    return JSONResponse(body, 200 if body["status"] == "ready" else 503)
+
+
+async def readiness(store: Any) -> dict[str, str]:
+    """Each shared part's answer, asked apart and at once: `store` (and `redis`, with `gateway.redis`), each `ok`
+    or why not (`/readyz`, and the console's Health page for an admin)."""
     parts = store.readiness()
     answers = await asyncio.gather(*(_ready(check, store.timeout) for _, check in parts))
-    body = {"status": "ready" if all(a == "ok" for a in answers) else "unavailable",
-            **{name: answer for (name, _), answer in zip(parts, answers, strict=True)}}
-    return JSONResponse(body, 200 if body["status"] == "ready" else 503)
+    return {name: answer for (name, _), answer in zip(parts, answers, strict=True)}
 
 
 async def _ready(check: Callable[[], Awaitable[None]], seconds: float) -> str:
@@ -287,6 +293,8 @@ async def _ready(check: Callable[[], Awaitable[None]], seconds: float) -> str:
         await asyncio.wait_for(check(), seconds + GRACE)
     except TimeoutError:
         return f"no answer within {seconds:g} s"
+    except StoreUnavailable as exc:  # the gateway's own words name the part ("the store postgresql://... is ...")
+        return str(exc)[:500]
     except Exception as exc:  # noqa: BLE001 - any failure is "not ready", said as it was raised
         return f"{type(exc).__name__}: {exc}"[:500]
     return "ok"

@@ -77,15 +77,23 @@ def tune_gc() -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
-def log_config() -> dict[str, Any]:
+def log_config(log_format: str = "text") -> dict[str, Any]:
     """uvicorn's logging configuration, with the gateway's own loggers (reloads, refused requests, audit
     trouble) at INFO on the same stderr handler (Python's default shows only warnings of unconfigured loggers,
-    so a good reload logged nothing), and the access log written by `log_access`."""
+    so a good reload logged nothing), and the access log written by `log_access`. Every line starts with its
+    time in UTC (`gateway.server.loglines`); `log_format="json"` writes one JSON object per line instead."""
     from uvicorn.config import LOGGING_CONFIG
+
+    from .accesslog import LINE_FORMAT
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config["formatters"]["access"]["()"] = "gateway.server.accesslog.AccessLineFormatter"  # the same line, cheaper
+    config["formatters"]["access"]["fmt"] = LINE_FORMAT  # the time first
     config["formatters"]["default"]["()"] = "gateway.server.loglines.LineFormatter"  # quoted text made inert
+    config["formatters"]["default"]["fmt"] = "%(asctime)s " + config["formatters"]["default"]["fmt"]
+    if log_format == "json":
+        for name in ("access", "default"):
+            config["formatters"][name] = {"()": "gateway.server.loglines.JsonLineFormatter"}
     config["loggers"]["gateway"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     # The store's driver warns when PostgreSQL goes away ("error connecting in 'pool-1': ..."): unconfigured, Python's
     # last-resort handler wrote its two lines bare, with no level and a raw newline, among the gateway's own.
@@ -99,7 +107,7 @@ def log_config() -> dict[str, Any]:
 
 def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bool = True,
                allow_public: bool = False, access_log: bool = True, workers: int = 1,
-               graceful_timeout: int = GRACEFUL_SHUTDOWN_SECONDS, **options: Any) -> int:
+               graceful_timeout: int = GRACEFUL_SHUTDOWN_SECONDS, log_format: str = "text", **options: Any) -> int:
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
@@ -109,17 +117,20 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
 
     # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
     # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
-    logging.config.dictConfig(log_config())
+    logging.config.dictConfig(log_config(log_format))
     built = _build_app(specs, agents, host=host, use_cache=use_cache, allow_public=allow_public,
                        access_log=access_log, **options)
     if built is None:
         return 1
     app, runtime = built
     shown = f"[{host}]" if ":" in host else host
-    print(f"gateway: {len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-          f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
-          f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""),
-          file=sys.stderr)
+    summary = (f"{len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
+               f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+               f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""))
+    if log_format == "json":  # a log shipper reads one object per line: what was loaded is one of them
+        logger.info("%s", summary)
+    else:
+        print(f"gateway: {summary}", file=sys.stderr)
     target: Any = app
     metrics_folder: str | None = None
     if workers > 1:
@@ -140,7 +151,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
     try:
         with _asyncio_declared():
-            uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info", log_config=log_config(),
+            uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info",
+                        log_config=log_config(log_format),
                         timeout_graceful_shutdown=graceful_timeout, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                         factory=workers > 1, workers=workers if workers > 1 else None, **server_options())
     finally:

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 from typing import Any
 
@@ -70,7 +71,8 @@ def _forgeries(setup: Setup) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("door", ["agents", "mcp"])
-def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str) -> None:
+def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.auth")
     forged = _forgeries(setup)
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
@@ -83,6 +85,10 @@ def test_forged_tokens_are_refused_on_every_door(setup: Setup, door: str) -> Non
                 attacker.post("/mcp/coder", json=initialize, headers=headers)
         assert answer.status_code == 401, (name, answer.status_code, answer.text[:300])
         assert token not in answer.text and token not in answer.headers.get("www-authenticate", ""), name
+    # each refusal logged with the address it came from (who is trying tokens, with or without the access log)
+    refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused a token")]
+    assert len(refused) == len(forged) and refused[0].startswith(
+        f"refused a token from 127.0.0.40 for {'/agents' if door == 'agents' else '/mcp/coder'}: "), refused
     # and the real one still works
     real = setup.token("alice")
     assert httpx.get(setup.url + "/agents", headers={"Authorization": f"Bearer {real}"}, timeout=10).status_code == 200
@@ -118,3 +124,13 @@ def test_an_expired_token_in_the_consoles_cookie_is_no_guess(setup: Setup) -> No
     tokens = setup.provider.sign_in("alice", resource=setup.audience, scope="gateway", client_id=SHORT_APP)
     time.sleep(3.5)  # the token lives three seconds, and the gateway allows no leeway here
     assert _console(setup, "127.0.0.72", tokens["access_token"], BURST + 3) == [303] * (BURST + 3)
+
+
+def test_a_retired_client_key_is_told_it_is_no_key_nor_token(setup: Setup) -> None:
+    """With sign-in on, a bearer that is no client key is tried as a token: a caller still on a rotated-out key read
+    only that its key "is not a JWT access token"."""
+    transport = httpx.HTTPTransport(local_address="127.0.0.60")
+    with httpx.Client(base_url=setup.url, transport=transport, timeout=10) as caller:
+        answer = caller.get("/agents", headers={"Authorization": "Bearer ck-rotated-out-0123456789"})
+    assert answer.status_code == 401
+    assert "neither a client key of this gateway nor a JWT access token" in answer.json()["error"]["message"]

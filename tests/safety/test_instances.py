@@ -203,7 +203,8 @@ def test_workers_of_one_serve_share_the_store_and_migrate_reports_the_version(
     # The fresh database's migrations, each said once in serve's log (by the parent, which applied them; the
     # workers found them applied): user46 found serve silent about them.
     applied = [line for line in log.splitlines() if "schema migration" in line]
-    assert len(applied) == LATEST and all(line.startswith("INFO:") for line in applied), applied
+    # each a line of the gateway's log: its UTC time, then the level
+    assert len(applied) == LATEST and all(re.match(r"\S+Z INFO:", line) for line in applied), applied
     assert f"schema migration {LATEST} of {LATEST} applied" in applied[-1]
     migrate = subprocess.run([sys.executable, "-m", "gateway", "migrate", "--agents", str(tmp_path / "agents.yaml")],
                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

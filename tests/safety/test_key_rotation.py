@@ -50,6 +50,8 @@ def test_both_keys_are_the_client_until_the_old_one_is_removed(tmp_path: Path, l
                 assert time.monotonic() < deadline, "the reload never retired the old key"
                 time.sleep(0.05)
             assert old.status_code == 401
+            refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused a request")]
+            assert refused[-1] == f"refused a request from 127.0.0.1 to {CALL}: bad key"  # who, where, why
             assert client.post(CALL, json=ARGS, headers=bearer(NEW_KEY)).status_code == 200
             rows = client.get("/audit", params={"limit": 100}, headers=bearer(NEW_KEY)).json()["data"]
     assert {row["client"] for row in rows} == {"weather-bot"}  # one client whichever key it sent

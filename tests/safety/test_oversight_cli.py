@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -48,6 +49,8 @@ def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, ups
     assert main(_cli(tmp_path, "approvals")) == 0
     listing = capsys.readouterr().out
     assert first in listing and second in listing and "triage/createIssueComment" in listing
+    # when each call was held, in UTC as the audit rows and log lines say it
+    assert re.search(rf"{first}  \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z  ", listing), listing
 
     llm.script(Reply(text="Commented from the CLI."))
     assert main(_cli(tmp_path, "approvals", "approve", first, "--args",
@@ -59,6 +62,9 @@ def test_list_and_approve_from_the_terminal(tmp_path: Path, llm: LenientLLM, ups
     assert main(_cli(tmp_path, "approvals", "deny", second, "--reason", "duplicate", "--json")) == 0
     denied = json.loads(capsys.readouterr().out)
     assert denied["choices"][0]["message"]["content"] == "Fine, no comment."
+    assert main(_cli(tmp_path, "audit", "--limit", "20")) == 0
+    decision = next(line for line in capsys.readouterr().out.splitlines() if "decision" in line and "denied" in line)
+    assert decision.endswith("- duplicate"), decision  # the reason, where an operator reads the audit
 
     assert main(_cli(tmp_path, "approvals", "approve", first)) == 1
     assert "already decided" in capsys.readouterr().err
@@ -86,7 +92,10 @@ def test_audit_from_the_terminal(tmp_path: Path, llm: LenientLLM, upstream: Reco
     assert [(r["kind"], r["status"]) for r in rows] == [("chat", "paused"), ("tool", "approval_pending")]
     assert rows[1]["approval"] == approval_id and rows[1]["client"] == "triage-bot"
     assert main(_cli(tmp_path, "audit", "--agent", "weather")) == 0
-    assert capsys.readouterr().out == ""
+    out, err = capsys.readouterr()
+    assert out == "" and err == "gateway: no audit rows\n"  # said, not a silent nothing
+    assert main(_cli(tmp_path, "audit", "--agent", "wether")) == 0  # a typo: named, with the agents there are
+    assert "no audit rows (no agent 'wether' in " in capsys.readouterr().err
     assert main(_cli(tmp_path, "audit")) == 0
     assert "triage-bot" in capsys.readouterr().out
 

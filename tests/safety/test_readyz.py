@@ -79,6 +79,7 @@ def test_a_stopped_postgresql_is_named_as_refusing_not_as_silent(tmp_path: Path,
         assert stopped.status_code == 503, stopped.text
         said = stopped.json()["store"]
         assert "Connection refused" in said and "no answer within" not in said, said
+        assert said.startswith(f"the store postgresql://gateway@127.0.0.1:{database.port}/"), said  # not a class name
         assert again.status_code == 200, again.text
     finally:
         database.halt()

@@ -26,11 +26,11 @@ from gateway.server.run import log_config
 
 
 @contextlib.contextmanager
-def _access_lines(handler: str = "access") -> Iterator[io.StringIO]:
+def _access_lines(handler: str = "access", log_format: str = "text") -> Iterator[io.StringIO]:
     """The access log (or the gateway's own lines: `default`) configured as `gateway serve` does, uncoloured, into a
     string; reset afterwards."""
     stream = io.StringIO()
-    config = log_config()
+    config = log_config(log_format)
     config["handlers"][handler]["stream"] = stream
     config["formatters"][handler]["use_colors"] = False
     logging.config.dictConfig(config)
@@ -42,6 +42,18 @@ def _access_lines(handler: str = "access") -> Iterator[io.StringIO]:
             logger.handlers.clear()
             logger.propagate = True
             logger.setLevel(logging.NOTSET)
+
+
+UTC_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+"""The time every line starts with: UTC, ISO 8601 to the millisecond (the audit log's form)."""
+
+
+def _untimed(text: str) -> str:
+    """`text`'s lines without the time each must start with."""
+    lines = text.splitlines(keepends=True)
+    for line in lines:
+        assert UTC_TIME.match(line) and line[24] == " ", line
+    return "".join(line[25:] for line in lines)
 
 
 async def _hello(request: Request) -> PlainTextResponse:
@@ -75,7 +87,7 @@ def test_the_line_is_uvicorns_and_comes_after_the_answer() -> None:
 
         asyncio.run(run())
         assert order == ["answer"]
-        assert stream.getvalue() == 'INFO:     127.0.0.1:5000 - "GET /hello?a=1 HTTP/1.1" 201 Created\n'
+        assert _untimed(stream.getvalue()) == 'INFO:     127.0.0.1:5000 - "GET /hello?a=1 HTTP/1.1" 201 Created\n'
         assert not logging.getLogger("uvicorn.access").hasHandlers()  # uvicorn writes no second line
 
 
@@ -114,7 +126,7 @@ def test_uvicorns_access_format_is_the_line_the_formatter_writes_itself() -> Non
 
     from gateway.server.accesslog import LINE_FORMAT, AccessLineFormatter
 
-    assert LOGGING_CONFIG["formatters"]["access"]["fmt"] == LINE_FORMAT
+    assert "%(asctime)s " + LOGGING_CONFIG["formatters"]["access"]["fmt"] == LINE_FORMAT
     assert AccessLineFormatter(LINE_FORMAT, use_colors=False).writes_line
     assert not AccessLineFormatter("%(client_addr)s %(status_code)s", use_colors=False).writes_line
 
@@ -131,9 +143,15 @@ def test_a_secret_in_the_access_line_is_replaced() -> None:
         for path, query in (("/agents/a/tools/t", f"key={secret}".encode()), (f"/x/{secret}", b"")):
             log_access(logger, {"client": ("127.0.0.1", 5000), "method": "POST", "path": path, "query_string": query,
                                 "http_version": "1.1"}, 200)
-        lines = stream.getvalue().splitlines()
+        lines = _untimed(stream.getvalue()).splitlines()
         assert lines == ['INFO:     127.0.0.1:5000 - "POST /agents/a/tools/t?key=[REDACTED] HTTP/1.1" 200 OK',
                          'INFO:     127.0.0.1:5000 - "POST /x/[REDACTED] HTTP/1.1" 200 OK']
+    with _access_lines(log_format="json") as stream:  # the JSON line's fields too
+        log_access(logging.getLogger("gateway.access"), {"client": ("127.0.0.1", 5000), "method": "POST",
+                                                         "path": f"/x/{secret}", "query_string": b"",
+                                                         "http_version": "1.1"}, 200)
+        written = stream.getvalue()
+        assert secret not in written and '"path": "/x/[REDACTED]"' in written, written
 
 
 def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> None:
@@ -155,7 +173,7 @@ def test_what_a_request_wrote_cannot_act_on_the_terminal_or_forge_a_line() -> No
             logger.exception("failed on %s", "/x\r\ny")
     written = stream.getvalue()
     assert not any(code in written for code in ("\x1b", "\x07", "\u009b", "\r")), repr(written)
-    first, second = written.splitlines()[:2]
+    first, second = _untimed("".join(written.splitlines(keepends=True)[:2])).splitlines()
     assert first.startswith("INFO:") and "refused a request to /agents/x" in first and first.endswith("no key")
     assert second.startswith("ERROR:") and "failed on /x" in second  # its own line, not the sender's
     assert "Traceback" in written  # a traceback keeps its lines
@@ -179,6 +197,74 @@ def test_the_store_drivers_warning_is_a_line_of_the_gateways_log() -> None:
             assert time.monotonic() < deadline, "the pool never warned"
             time.sleep(0.05)
         pool.close()
-    first = next(line for line in stream.getvalue().splitlines() if "error connecting" in line)
+    first = next(line[25:] for line in stream.getvalue().splitlines() if "error connecting" in line)
     assert re.match(r"WARNING:  error connecting in 'pool-\d+': connection failed", first), first
     assert "\\u000a" in first and "Connection refused" in first  # one line: its newline shown as an escape
+
+
+def test_every_line_says_its_time_in_utc_in_text_and_json() -> None:
+    """An operator lines a log line up with an audit row (whose `time` is UTC ISO 8601): each line starts with the
+    time it was logged, in UTC whatever the machine's zone, the gateway's own lines and the access lines alike."""
+    import datetime
+    import json
+    import os
+
+    def logged_at(stamp: str) -> float:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+    scope = {"client": ("127.0.0.1", 5000), "method": "GET", "path": "/agents", "query_string": b"",
+             "http_version": "1.1"}
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "America/Sao_Paulo"  # local time would be three hours off
+    time.tzset()
+    try:
+        for log_format in ("text", "json"):
+            for handler in ("default", "access"):
+                before = time.time()
+                with _access_lines(handler, log_format) as stream:
+                    if handler == "access":
+                        from gateway.server.accesslog import log_access
+
+                        log_access(logging.getLogger("gateway.access"), scope, 200)
+                    else:
+                        logging.getLogger("gateway.tests.loglines").warning("reloaded %s", "agents.yaml")
+                after = time.time()
+                line = stream.getvalue()
+                if log_format == "json":
+                    entry = json.loads(line)
+                    stamp = entry["time"]
+                    assert entry["level"] == ("INFO" if handler == "access" else "WARNING")
+                    assert entry["message"] == ('127.0.0.1:5000 - "GET /agents HTTP/1.1" 200' if handler == "access"
+                                                else "reloaded agents.yaml")
+                    assert entry["logger"] in ("gateway.access", "gateway.tests.loglines")
+                    if handler == "access":  # its parts as fields, for a shipper to filter on
+                        assert (entry["client"], entry["method"], entry["path"], entry["status"]) == (
+                            "127.0.0.1:5000", "GET", "/agents", 200)
+                else:
+                    stamp = line.split(" ", 1)[0]
+                    assert _untimed(line) in ('INFO:     127.0.0.1:5000 - "GET /agents HTTP/1.1" 200 OK\n',
+                                              "WARNING:  reloaded agents.yaml\n")
+                assert UTC_TIME.fullmatch(stamp), (log_format, handler, line)
+                assert int(before) - 1 <= logged_at(stamp) <= after + 1, (stamp, before)
+    finally:
+        if saved is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+def test_a_json_line_escapes_what_a_sender_wrote_and_keeps_the_traceback() -> None:
+    import json
+
+    with _access_lines("default", "json") as stream:
+        logger = logging.getLogger("gateway.tests.loglines")
+        try:
+            raise ValueError("an upstream's text \x1b[31m")
+        except ValueError:
+            logger.exception("refused %s", "/x\x1b]52;c;ZXZpbA==\x07\nINFO: forged")
+    written = stream.getvalue()
+    assert written.count("\n") == 1 and "\x1b" not in written and "\x07" not in written
+    entry = json.loads(written)
+    assert entry["message"].startswith("refused /x\x1b]52") and "Traceback" in entry["exc_info"]
+    assert "color_message" not in entry

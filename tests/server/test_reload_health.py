@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,6 +96,9 @@ def test_a_spec_edit_that_drops_an_agents_tool_is_a_warning_where_operators_look
     specs = tmp_path / "specs"
     with _served(tmp_path) as url:
         assert "reload_warnings" not in httpx.get(f"{url}/healthz").json()
+        serving_since = re.search(r"Serving since</dt><dd>([^<]+)<", httpx.get(f"{url}/console/health").text)
+        assert serving_since is not None
+        time.sleep(1.1)  # the page says the time to the second: the reload comes a second later
         _replace(specs / "shop.json", _spec("listItems", "searchItems"))  # getItem is gone from the spec
         health = _wait_for(url, lambda h: h["reloads"] >= 1)
         assert health["status"] == "ok" and health["reloads"] == 1  # served: the agent runs without it
@@ -102,8 +106,13 @@ def test_a_spec_edit_that_drops_an_agents_tool_is_a_warning_where_operators_look
         assert "'clerk'" in warning and "'getItem'" in warning and "shop.json" in warning
         page = httpx.get(f"{url}/console/health").text
         assert 'id="reload-warnings"' in page and "getItem" in page
+        # the process serves since it started, not since the last reload (shown beside Reloads)
+        assert f"Serving since</dt><dd>{serving_since.group(1)}<" in page, page
         logged = [r for r in caplog.records if r.name == "gateway.runtime" and r.levelno == logging.WARNING]
         assert any("getItem" in r.getMessage() for r in logged)
+        # the reload said once in serve's log (two loggers said it in other words)
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reloaded")]
+        assert said == ["reloaded: 1 agents, 2 tools in the catalog"], said
         _replace(specs / "shop.json", _spec("listItems", "getItem"))  # put back: the warning goes
         health = _wait_for(url, lambda h: h["reloads"] >= 2)
         assert "reload_warnings" not in health

@@ -73,3 +73,27 @@ def test_a_serving_process_freezes_what_it_loaded_and_collects_young_objects_rar
             "tune_gc(); print(gc.get_threshold() == (YOUNG_GC_THRESHOLD, *default[1:]), gc.get_freeze_count() > 1000)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.split() == ["True", "True"]
+
+
+def test_serve_logs_json_lines_with_their_utc_time(tmp_path: Path) -> None:
+    import json
+    import re
+
+    from serve_process import start_serve, write_slow_project
+
+    write_slow_project(tmp_path, "http://127.0.0.1:9")
+    process, _ = start_serve(tmp_path, "--log-format", "json")
+    process.terminate()
+    process.wait(30)
+    entries = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines()]  # every line
+    assert any(entry["message"].startswith("Uvicorn running on") for entry in entries), entries
+    assert any(entry["message"].startswith("1 tools, 1 agents (ops) on http://") for entry in entries), entries
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]) for entry in entries), entries
+
+
+def test_serve_refuses_an_unknown_log_format_from_the_environment(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gateway", "serve", "--specs", str(ROOT / "specs"),
+                           "--agents", str(ROOT / "agents.yaml")], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "GATEWAY_LOG_FORMAT": "xml"}, timeout=60)
+    assert done.returncode == 2
+    assert "GATEWAY_LOG_FORMAT) must be text or json, not 'xml'" in done.stderr

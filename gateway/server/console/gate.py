@@ -19,12 +19,12 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ...errors import TooManyWrongKeys
+from ...errors import StoreUnavailable, TooManyWrongKeys
 from ...kernel.caller import bind_caller
 from ..api_errors import APIError
 from ..auth import RIGHTS, too_many_wrong_keys
 from . import catalog_pages, chat_page, connections_page, oversight_pages, signin, tryout
-from .rendering import HERE, VIEWER, Console
+from .rendering import HERE, VIEWER, Console, store_down_page
 from .session import Sessions, csrf_ok
 
 if TYPE_CHECKING:
@@ -57,25 +57,42 @@ def mount_console(safety: Safety) -> Mount:
         *connections_page.routes(console),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Mount("/console", app=ConsoleGate(Router(routes), console.sessions))
+    return Mount("/console", app=ConsoleGate(Router(routes), console))
 
 
 class ConsoleGate:
-    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
-        """Sign-in, CSRF and the caller's binding for every console request.
+    def __init__(self, app: ASGIApp, console: Console) -> None:
+        """Sign-in, CSRF and the caller's binding for every console request, and a page of its own when the store
+        is down.
 
         Parameters:
             app: the console's router.
-            sessions: recognises signed-in viewers.
+            console: renders pages; its sessions recognise signed-in viewers.
         """
         self.app = app
-        self.sessions = sessions
+        self.console = console
+        self.sessions: Sessions = console.sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await self._gate(scope, receive, _guarded(send))
+        started = False
+        guarded = _guarded(send)
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await guarded(message)
+
+        try:
+            await self._gate(scope, receive, watched)
+        except StoreUnavailable as exc:
+            # A page a browser navigated to gets a page saying what is down and what to do (the API's doors keep
+            # their JSON 503, and so do the console's own JSON requests, whose script shows the message).
+            if started or scope["method"] != "GET":
+                raise
+            await store_down_page(self.console, Request(scope, receive), exc)(scope, receive, guarded)
 
     async def _gate(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)

@@ -13,7 +13,7 @@ from ...loop_types import Decision
 from ...runtime import refusal_lines
 from ...safety.approvals import approval_dict, refusal, run_subject
 from ...store import AUDIT_KINDS, ApprovalRecord, AuditQuery
-from ..routes import read_json, state_of, toolset_of
+from ..routes import read_json, readiness, state_of, toolset_of
 from ..run_answers import kept_answer
 from .rendering import json_error, viewer_of
 from .tryout import argument_problems
@@ -105,9 +105,12 @@ def routes(console: Console) -> list[Route]:
         if error is not None:
             hidden = ["An admin of this gateway sees why."]
             refused, *diagnostic_lines = refusal_lines(error) if viewer.admin else hidden
+        # The store and Redis as /readyz finds them, for an admin (their addresses are the deployment's): with Redis
+        # gone the pages still render (sessions are in the store), and this says why calls are refused.
+        shared = await readiness(state.store) if viewer.admin else {}
         return console.render(
-            request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics,
-            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(runtime.loaded_at),
+            request, "health.html", runtime=runtime, apis=apis, agents=agents, diagnostics=diagnostics, shared=shared,
+            tool_count=tool_count, reloads=holder.generation, loaded_at=_when(holder.started_at),
             reloaded_at=_when(holder.reloaded_at), refused_at=_when(holder.refused_at), refused=refused,
             diagnostic_lines=diagnostic_lines,
             reload_warnings=[str(w) for w in holder.warnings if viewer.may_see(w.agent)],

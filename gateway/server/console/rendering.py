@@ -3,6 +3,7 @@ viewer of a request, the JSON error shape, and the request charge of a run or a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,13 +12,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
-from ...errors import RateLimited
+from ...errors import RateLimited, StoreUnavailable
 from ..api_errors import APIError
 from .session import Sessions, Viewer
 
 if TYPE_CHECKING:
     from ..supervision import Safety
 
+logger = logging.getLogger("gateway.server.console")
 HERE = Path(__file__).parent
 VIEWER = "gateway.console.viewer"
 """The scope key where the gate leaves the `Viewer`."""
@@ -70,6 +72,27 @@ class Console:
                                    title="Not here")
 
         return rendered
+
+
+STORE_DOWN_RETRY_SECONDS = 5
+"""The `Retry-After` of the console's page when the store is down."""
+
+
+def store_down_page(console: Console, request: Request, exc: StoreUnavailable) -> Response:
+    """The console's 503 page when the store (or Redis) does not answer: which part, the driver's reason, what to
+    do. Rendered without a viewer: who is signed in is itself kept in the store."""
+    logger.error("GET %s: %s", request.scope["path"], exc)
+    redis = str(exc).startswith("Redis")
+    request.scope.pop(VIEWER, None)
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    again = request.scope["path"]  # the whole path, the console's mount and any root path in it (the gate's view)
+    answer = console.render(request, "unavailable.html", status_code=503, title="Store unavailable",
+                            part="Redis" if redis else "The gateway's store",
+                            part_lower="Redis" if redis else "the store",
+                            setting="gateway.redis" if redis else "gateway.store", message=str(exc),
+                            again=again + (f"?{query}" if query else ""))
+    answer.headers["Retry-After"] = str(STORE_DOWN_RETRY_SECONDS)
+    return answer
 
 
 def json_error(status: int, message: str, code: str | None = None, *, param: str | None = None,
