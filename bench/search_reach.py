@@ -1,0 +1,349 @@
+"""What reaches a person's words (branch rank48, issue #30): three ideas `round31`'s census points to, each read from
+the spec and the language only (never a request set), measured on all of `DEV` (`round12`..`round31`).
+
+    python bench/search_stay.py census --parts round29 round30 round31   # the census, all sixteen APIs
+    python bench/search_reach.py variants [--ideas ...] [--apis ...]     # each idea's lists, saved as `rank` saves them
+    python bench/search_agreement.py judge --base main IDEA ...          # the keep rule; chosen leaving one API out
+    OMP_NUM_THREADS=1 python bench/search_reach.py cost [--apis graph here]   # each idea's CPU per search
+
+The ideas (`IDEAS`):
+
+- (1) `neighbours-T`: a request's word that no name or summary of the api says (`OpenedApi.knows` false for the word
+  and every alternative the reader gave it: "chargeback", "plate", "tracker") matched also as the api's own word
+  nearest to it in the packaged model's space (the int8 model with the shipped delta, each word embedded alone), when
+  their cosine is at least `T`. The api's words are the surface words of its operations' names and summaries (one per
+  stem: the vocabulary the index keeps, `OpenedApi.vocabulary`), less the language's stop words and generic verbs.
+  Both rankers read the widened list.
+- (2) `questions-W`: a question of which, what or how many/much ("which addresses does Stripe send our event
+  notifications to", "how many phones are enrolled") matches what the operations answer (`answer_text`) at `W`
+  instead of main's 0.35; both rankers read it.
+- (3) `share-each-G[-fused]`: BM25's first 50 re-ranked, each times its own share of the request's match terms to
+  the power `G`, the share read as the index reads a row (`ToolIndex.shares`: each term, with its alternatives, asked
+  of the phrases' kept rows, as `ToolIndex.held` asks it of the first three together); `-fused`: only the list the
+  fusion reads (BM25 alone as main's), rank45's `covered-each` (both rankers, bench stems: it lost BM25 alone 3-4 on
+  a part) the other way.
+
+`round32` (the lead's judge this session) and `round33` are never read: `search_misses`'s assert.
+What was measured: bench/README.md, "What reaches a person's words".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.search_misses import APIS, DATA, Ranked, _folded  # noqa: E402
+
+WORDS = DATA / "words"
+"""The words embedded alone, one file a word list: `WORDS / NAME.json` (the word -> its vector's row) and `.npy`."""
+
+
+class Reranked(Ranked):
+    """`search_misses.Ranked` with two hooks: BM25's list changed before both rankers read it (`bm25`), and the list
+    the fusion reads changed (`fusable`), BM25 alone left as it is."""
+
+    def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
+        from bench.search_misses import _weight
+        from gateway.offer.fusion import HELD_PLACES, fuse, trusted
+        from gateway.offer.index import ToolIndex
+        from gateway.offer.signals import WEIGHTS
+
+        self.searcher = ToolIndex(self.catalog)
+        weight = _weight()
+        rows = []
+        for task, (model, similar, wanted) in zip(self.requests, self.model, strict=True):
+            with self.reading(task["q"]):
+                ranked = self.bm25(task["q"], [(hit.tool, hit.score) for hit in
+                                               self.searcher.search(task["q"], limit=50, apis=[self.api])])
+            alone = _folded(ranked, wanted, self.place, self.known)
+            held = self.searcher.held(task["q"], [tool for tool, _ in ranked[:HELD_PLACES]])
+            fused = _folded(fuse(self.fusable(task["q"], ranked), similar, trusted(weight, held, WEIGHTS.held)),
+                            wanted, self.place, self.known)
+            rows.append((alone, model, fused, wanted))
+        return rows
+
+    def reading(self, query: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def bm25(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        return ranked
+
+    def fusable(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        return ranked
+
+
+# -- (1) a person's word as the api's nearest -------------------------------------------------------------------
+
+
+class Embedded:
+    """Words embedded alone by the packaged model (`{kind: local}`), kept on disk under `WORDS / label`."""
+
+    def __init__(self, label: str) -> None:
+        import numpy
+
+        self.path = WORDS / label
+        self.rows: dict[str, int] = {}
+        self.vectors = numpy.zeros((0, 384), dtype=numpy.float32)
+        if self.path.with_suffix(".json").exists():
+            self.rows = json.loads(self.path.with_suffix(".json").read_text())
+            self.vectors = numpy.load(self.path.with_suffix(".npy"))
+
+    def of(self, words: Sequence[str]) -> Any:
+        """The unit vectors of `words`, one row each (those not kept embedded now, 64 at a time, and saved)."""
+        import numpy
+
+        from gateway.config.embeddings_endpoint import SearchEmbeddings
+        from gateway.offer import embeddings
+
+        missing = list(dict.fromkeys(word for word in words if word not in self.rows))
+        if missing:
+            settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
+            found = [vector for start in range(0, len(missing), 64)
+                     for vector in embeddings.embed(settings, missing[start:start + 64])]
+            new = numpy.asarray(found, dtype=numpy.float32)
+            new /= numpy.maximum(numpy.linalg.norm(new, axis=1, keepdims=True), 1e-12)
+            for word in missing:
+                self.rows[word] = len(self.rows)
+            self.vectors = numpy.concatenate([self.vectors, new])
+            WORDS.mkdir(parents=True, exist_ok=True)
+            numpy.save(self.path.with_suffix(".npy"), self.vectors)
+            self.path.with_suffix(".json").write_text(json.dumps(self.rows))
+        return self.vectors[[self.rows[word] for word in words]]
+
+
+def api_words(tools: Sequence[Any], vocabulary: dict[str, int]) -> list[str]:
+    """The api's own words: the surface words of its operations' names and summaries whose stem the index keeps, one
+    (the most frequent) per stem, less stop words and generic verbs."""
+    from gateway.offer.index_build import summary_of
+    from gateway.offer.query import _GENERIC_VERBS, STOP, stems, words
+
+    counted: collections.Counter[str] = collections.Counter()
+    for tool in tools:
+        counted.update(word for word in f"{words(tool.operation_id or tool.name)} {words(summary_of(tool))}".split()
+                       if word.isalpha() and len(word) >= 3 and word not in STOP and word not in _GENERIC_VERBS)
+    chosen: dict[str, str] = {}
+    for word, _ in counted.most_common():
+        stem = next(iter(stems(word)), "")
+        if stem in vocabulary:
+            chosen.setdefault(stem, word)
+    return sorted(chosen.values())
+
+
+class Neighbours(Reranked):
+    """(1) The request's words no name or summary of the api says, matched also as the api's nearest word."""
+
+    least = 0.7
+
+    def reading(self, query: str) -> contextlib.AbstractContextManager[None]:
+        return _widened(self, query)
+
+    def nearest(self, word: str) -> str | None:
+        """The api's word nearest to `word` in the model's space, if at least `least` close."""
+        import numpy
+
+        if not hasattr(self, "own"):
+            opened = self.searcher.opened(self.api)
+            self.own = api_words(self.tools, opened.vocabulary)
+            self.own_vectors = EMBEDDED["api"].of(self.own)
+        vector = EMBEDDED["asked"].of([word])[0]
+        cosines = self.own_vectors @ vector
+        best = int(numpy.argmax(cosines))
+        return self.own[best] if float(cosines[best]) >= self.least else None
+
+
+EMBEDDED: dict[str, Embedded] = {}
+
+
+@contextlib.contextmanager
+def _widened(ranked: Neighbours, query: str) -> Iterator[None]:
+    """`index.spelled_out` (the api's reading of a request) widened by `ranked.nearest` while `query` is searched."""
+    import dataclasses
+
+    from gateway.offer import index
+    from gateway.offer.query import expression_of, stems
+
+    original = index.spelled_out
+
+    def widened(request: Any, abbreviations: Any, knows: Callable[[str], bool]) -> Any:
+        request = original(request, abbreviations, knows)
+        terms = []
+        for alternatives in request.terms:
+            word = alternatives[0]
+            if word.isalpha() and len(word) >= 4 and not any(knows(a) for a in alternatives):
+                near = ranked.nearest(word)
+                if near is not None and near not in alternatives:
+                    alternatives = (*alternatives, near)
+            terms.append(alternatives)
+        if terms == request.terms:
+            return request
+        return dataclasses.replace(request, terms=terms, expression=expression_of(terms),
+                                   stems=request.stems | stems(" ".join(a for group in terms for a in group)))
+
+    vars(index)["spelled_out"] = widened  # bench only: the name the search reads a request by, while it searches
+    try:
+        yield
+    finally:
+        vars(index)["spelled_out"] = original
+
+
+# -- (2) a question matched against what the operations answer, weighed more --------------------------------------
+
+QUESTION = re.compile(r"^\s*(?:which|what|whose|how\s+(?:many|much))\b|\bhow\s+many\b", re.IGNORECASE)
+"""A question of which, what or how many: what an operation answers (a field) says it more than its name does."""
+
+
+class Questions(Reranked):
+    """(2) `answer_text.WEIGHT` at `weight` while a question (`QUESTION`) is searched."""
+
+    weight = 0.7
+
+    @contextlib.contextmanager
+    def reading(self, query: str) -> Iterator[None]:
+        from gateway.offer import answer_text
+
+        if not QUESTION.search(query):
+            yield
+            return
+        was = answer_text.WEIGHT
+        answer_text.WEIGHT = self.weight
+        try:
+            yield
+        finally:
+            answer_text.WEIGHT = was
+
+
+# -- (3) each of BM25's places by its own share of the request ----------------------------------------------------
+
+
+class Shares(Reranked):
+    """(3) BM25's first 50, each times its own share of the request's match terms to `gain`; in the list the fusion
+    reads only (`fused_only`) or in both."""
+
+    gain = 0.3
+    fused_only = True
+
+    def bm25(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        return ranked if self.fused_only else self.shared(query, ranked)
+
+    def fusable(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        return self.shared(query, ranked) if self.fused_only else ranked
+
+    def shared(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+        shares = self.searcher.shares(query, [tool for tool, _ in ranked])
+        scored = [(tool, score * max(share, 0.05) ** self.gain) for (tool, score), share in zip(ranked, shares,
+                                                                                                strict=True)]
+        return sorted(scored, key=lambda pair: -pair[1])
+
+
+def _kind(kind: type[Reranked], **fields: Any) -> type[Reranked]:
+    return type(kind.__name__, (kind,), fields)
+
+
+IDEAS: dict[str, type[Reranked]] = {
+    "neighbours-0.6": _kind(Neighbours, least=0.6), "neighbours-0.7": _kind(Neighbours, least=0.7),
+    "questions-0.7": _kind(Questions, weight=0.7), "questions-1": _kind(Questions, weight=1.0),
+    "share-each-0.3-fused": _kind(Shares, gain=0.3), "share-each-0.5-fused": _kind(Shares, gain=0.5),
+    "share-each-0.3": _kind(Shares, gain=0.3, fused_only=False)}
+
+
+def variants(ideas: list[str], names: list[str]) -> None:
+    """Every `DEV` request of every api ranked under each idea, saved as `search_misses.py rank` saves its lists
+    (`ranked-IDEA.json`); an api not in `names` keeps main's rows."""
+    import gateway
+    from bench.search_agreement import _totals
+    from bench.search_misses import _load
+
+    EMBEDDED.setdefault("api", Embedded("api"))
+    EMBEDDED.setdefault("asked", Embedded("asked"))
+    main = _load("main")
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = {idea: {} for idea in ideas}
+    for name in APIS:
+        for idea in ideas:
+            saved[idea][name] = IDEAS[idea](name).saved() if name in names else main[name]
+            (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
+        print(f"{name}: {len(saved[ideas[0]][name])} requests ({time.strftime('%H:%M:%S')})", flush=True)
+    _totals(saved)
+
+
+def cost(names: list[str]) -> None:
+    """What each idea adds to a search, the searching thread's CPU (p50 / p95 µs) over every `DEV` request of each
+    api: (1) the request's words the api lacks, each embedded alone and its nearest found (the api's words' vectors
+    made once); (2) the question read; (3) the shares of BM25's 50 and the re-sort."""
+    import statistics
+
+    from bench.search_misses import _catalog, _requests
+    from gateway.config.embeddings_endpoint import SearchEmbeddings
+    from gateway.offer import embeddings
+    from gateway.offer.index import ToolIndex
+    from gateway.offer.query import read
+
+    settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
+
+    def clocked(step: Callable[..., object], *given: Any) -> float:
+        began = time.thread_time_ns()
+        step(*given)
+        return (time.thread_time_ns() - began) / 1000
+
+    for name in names:
+        import numpy
+
+        catalog = _catalog(name)
+        api = next(iter(catalog.apis))
+        tools = catalog.for_api(api)
+        searcher = ToolIndex(catalog)
+        opened = searcher.opened(api)
+        own = api_words(tools, opened.vocabulary)
+        vectors = numpy.asarray(embeddings.embed(settings, own[:2000]), dtype=numpy.float32)
+
+        def near(query: str, opened: Any = opened, vectors: Any = vectors) -> None:
+            lacking = [a[0] for a in read(query).terms if a[0].isalpha() and len(a[0]) >= 4
+                       and not any(opened.knows(w) for w in a)]
+            if lacking:
+                for vector in embeddings.embed(settings, lacking):
+                    numpy.argmax(vectors @ numpy.asarray(vector, dtype=numpy.float32))
+
+        def shares(query: str, ranked: list[tuple[Any, float]], searcher: Any = searcher) -> None:
+            found = searcher.shares(query, [tool for tool, _ in ranked])
+            scored = [(tool, score * max(share, 0.05) ** 0.3) for (tool, score), share in zip(ranked, found,
+                                                                                              strict=True)]
+            sorted(scored, key=lambda pair: -pair[1])
+
+        times: dict[str, list[float]] = collections.defaultdict(list)
+        for task in _requests(name):
+            query = task["q"]
+            ranked = [(hit.tool, hit.score) for hit in searcher.search(query, limit=50, apis=[api])]
+            times["(1) the lacking words embedded, their nearest"].append(clocked(near, query))
+            times["(2) the question read"].append(clocked(QUESTION.search, query))
+            times["(3) the shares of BM25's 50"].append(clocked(shares, query, ranked))
+        for step, found in times.items():
+            found.sort()
+            print(f"{name} ({len(tools)} tools, {len(own)} words, {len(found)} requests) {step}: p50 "
+                  f"{statistics.median(found):.1f} p95 {found[int(len(found) * 0.95)]:.1f} µs", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", choices=["variants", "cost"])
+    parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
+    parser.add_argument("--apis", nargs="+", choices=APIS)
+    args = parser.parse_args(argv)
+    if args.stage == "cost":
+        cost(args.apis or ["graph", "here"])
+    else:
+        variants(args.ideas, args.apis or list(APIS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
