@@ -2,7 +2,8 @@
 the spec and the language only (never a request set), measured on all of `DEV` (`round12`..`round31`).
 
     python bench/search_stay.py census --parts round29 round30 round31   # the census, all sixteen APIs
-    python bench/search_reach.py variants [--ideas ...] [--apis ...]     # each idea's lists, saved as `rank` saves them
+    python bench/search_reach.py variants [--ideas ...] [--apis ...] [--share B]   # each idea's lists, as `rank` saves
+    python bench/search_reach.py merge --ideas ... --shares B ...        # the lists of processes that shared the apis
     python bench/search_agreement.py judge --base main IDEA ...          # the keep rule; chosen leaving one API out
     OMP_NUM_THREADS=1 python bench/search_reach.py cost [--apis graph here]   # each idea's CPU per search
 
@@ -173,7 +174,7 @@ def _widened(ranked: Neighbours, query: str) -> Iterator[None]:
     from gateway.offer import index
     from gateway.offer.query import expression_of, stems
 
-    original = index.spelled_out
+    original = vars(index)["spelled_out"]
 
     def widened(request: Any, abbreviations: Any, knows: Callable[[str], bool]) -> Any:
         request = original(request, abbreviations, knows)
@@ -257,22 +258,37 @@ IDEAS: dict[str, type[Reranked]] = {
     "share-each-0.3": _kind(Shares, gain=0.3, fused_only=False)}
 
 
-def variants(ideas: list[str], names: list[str]) -> None:
-    """Every `DEV` request of every api ranked under each idea, saved as `search_misses.py rank` saves its lists
-    (`ranked-IDEA.json`); an api not in `names` keeps main's rows."""
+def variants(ideas: list[str], names: list[str], share: str = "") -> None:
+    """Every `DEV` request of the apis `names` (in that order) ranked under each idea, saved as `search_misses.py
+    rank` saves its lists after each api (`ranked-IDEA.json`, or `ranked-IDEA-SHARE.json` for one of several
+    processes sharing the apis: `merge` joins them)."""
     import gateway
-    from bench.search_agreement import _totals
-    from bench.search_misses import _load
 
     EMBEDDED.setdefault("api", Embedded("api"))
-    EMBEDDED.setdefault("asked", Embedded("asked"))
-    main = _load("main")
+    EMBEDDED.setdefault("asked", Embedded(f"asked-{share}" if share else "asked"))  # a file a process
     saved: dict[str, dict[str, list[dict[str, Any]]]] = {idea: {} for idea in ideas}
-    for name in APIS:
+    for name in names:
         for idea in ideas:
-            saved[idea][name] = IDEAS[idea](name).saved() if name in names else main[name]
-            (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
+            saved[idea][name] = IDEAS[idea](name).saved()
+            (DATA / f"ranked-{idea}{'-' + share if share else ''}.json").write_text(
+                json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
         print(f"{name}: {len(saved[ideas[0]][name])} requests ({time.strftime('%H:%M:%S')})", flush=True)
+
+
+def merge(ideas: list[str], shares: list[str]) -> None:
+    """`ranked-IDEA.json` made whole from the files of the processes that shared its apis (each api from the first
+    file that holds it), in `APIS`' order; an api none holds is an error."""
+    import gateway
+    from bench.search_agreement import _totals
+
+    saved: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for idea in ideas:
+        files = [DATA / f"ranked-{idea}{'-' + share if share else ''}.json" for share in ["", *shares]]
+        found = [json.loads(path.read_text())["apis"] for path in files if path.exists()]
+        missing = [name for name in APIS if not any(name in apis for apis in found)]
+        assert not missing, f"{idea}: no file holds {missing}"
+        saved[idea] = {name: next(apis[name] for apis in found if name in apis) for name in APIS}
+        (DATA / f"ranked-{idea}.json").write_text(json.dumps({"gateway": gateway.__file__, "apis": saved[idea]}))
     _totals(saved)
 
 
@@ -334,14 +350,18 @@ def cost(names: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["variants", "cost"])
+    parser.add_argument("stage", choices=["variants", "merge", "cost"])
     parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
     parser.add_argument("--apis", nargs="+", choices=APIS)
+    parser.add_argument("--share", default="", help="variants: this process's share of the apis (its own file)")
+    parser.add_argument("--shares", nargs="*", default=[], help="merge: the shares' names")
     args = parser.parse_args(argv)
     if args.stage == "cost":
         cost(args.apis or ["graph", "here"])
+    elif args.stage == "merge":
+        merge(args.ideas, args.shares)
     else:
-        variants(args.ideas, args.apis or list(APIS))
+        variants(args.ideas, args.apis or list(APIS), args.share)
     return 0
 
 
