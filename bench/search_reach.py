@@ -1,7 +1,8 @@
 """What reaches a person's words (branch rank48, issue #30): three ideas `round31`'s census points to, each read from
 the spec and the language only (never a request set), measured on all of `DEV` (`round12`..`round31`).
 
-    python bench/search_stay.py census --parts round29 round30 round31   # the census, all sixteen APIs
+    python bench/search_stay.py census --parts round29 round30 round31 > census.txt   # all sixteen APIs
+    python bench/search_reach.py groups --census census.txt           # its misses by first cause
     python bench/search_reach.py variants [--ideas ...] [--apis ...] [--share B]   # each idea's lists, as `rank` saves
     python bench/search_reach.py merge --ideas ... --shares B ...        # the lists of processes that shared the apis
     python bench/search_agreement.py judge --base main IDEA ...          # the keep rule; chosen leaving one API out
@@ -292,6 +293,63 @@ def merge(ideas: list[str], shares: list[str]) -> None:
     _totals(saved)
 
 
+_CENSUS_HEAD = re.compile(r"^(\w+) (round\d+) fused (\S+) alone (\S+) model (\S+) held (\S+) (.*)$")
+
+
+def _place(text: str) -> int:
+    return 99 if text == "None" else int(text)
+
+
+def groups(path: Path) -> None:
+    """The census's misses (`search_stay.py census`'s output, saved to `path`) by first cause, in this order: the
+    right tool is HERE's or Docker's service check; a Stripe object named by its id's prefix; BM25 alone had it in
+    its first five (the fusion lost it); no match term of the request is in any text of the right tool; the right
+    tool holds under a third of the request's terms and the fusion's first more (a person's words); else the words
+    are read and a neighbour holding as many above. Then where each ranker had them, and what the requests share."""
+    lines = path.read_text().splitlines()
+    rows: list[dict[str, Any]] = []
+    for at, line in enumerate(lines):
+        if (found := _CENSUS_HEAD.match(line)) is None:
+            continue
+        api, _, fused, alone, model, held, query = found.groups()
+        want, said, above = (lines[at + k].strip().split(" ", 1)[1] for k in (1, 2, 3))
+        terms = [term.rsplit(":", 1)[1] for term in said.split()]
+        first = above.split(" | ")[0]
+        rows.append({"api": api, "fused": _place(fused), "alone": _place(alone), "model": _place(model),
+                     "held": float(held), "query": query, "want": want, "terms": len(terms),
+                     "right": sum(1 for where in terms if where != "-"),
+                     "first": len(first.split("[", 1)[1].rstrip("]").split()) if "[" in first else 0})
+
+    def cause(row: dict[str, Any]) -> str:
+        if row["api"] in ("here", "docker") and re.search(r"/(health|version|_ping)\b", row["want"]):
+            return "a service's own check"
+        if row["api"] == "stripe" and re.search(r"\b[a-z]{2,5}_[A-Za-z0-9]*[0-9]", row["query"]):
+            return "an object named by its id's prefix"
+        if row["alone"] <= 5:
+            return "BM25 alone had it in its first 5, the fusion lost it"
+        if row["right"] == 0:
+            return "no word of the request in any text of the right tool"
+        if row["right"] * 3 < row["terms"] and row["right"] < row["first"]:
+            return "the right tool holds under a third of the request, the fusion's first more"
+        return "the words read, a neighbour holding as many or more above"
+
+    counted: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for row in rows:
+        counted[cause(row)][row["api"]] += 1
+    apis = [name for name in APIS if any(row["api"] == name for row in rows)]
+    print(f"| cause | {' | '.join(apis)} | all |")
+    for reason, by in counted.items():
+        print(f"| {reason} | {' | '.join(str(by.get(name, '-')) for name in apis)} | {sum(by.values())} |")
+    print(f"misses {len(rows)}; fused at 6-10 {sum(1 for row in rows if row['fused'] <= 10)}, not in its 50 "
+          f"{sum(1 for row in rows if row['fused'] == 99)}; BM25 alone first 5 / 10: "
+          f"{sum(1 for row in rows if row['alone'] <= 5)} / {sum(1 for row in rows if row['alone'] <= 10)}; the model "
+          f"{sum(1 for row in rows if row['model'] <= 5)} / {sum(1 for row in rows if row['model'] <= 10)}; BM25's "
+          f"first three hold under a third {sum(1 for row in rows if row['held'] < 1 / 3)}; questions (`QUESTION`) "
+          f"{sum(1 for row in rows if QUESTION.search(row['query']))}; the right tool holds fewer terms than the "
+          f"fusion's first {sum(1 for row in rows if row['right'] < row['first'])}, none "
+          f"{sum(1 for row in rows if row['right'] == 0)}")
+
+
 def cost(names: list[str]) -> None:
     """What each idea adds to a search, the searching thread's CPU (p50 / p95 µs) over every `DEV` request of each
     api: (1) the request's words the api lacks, each embedded alone and its nearest found (the api's words' vectors
@@ -350,13 +408,16 @@ def cost(names: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=["variants", "merge", "cost"])
+    parser.add_argument("stage", choices=["groups", "variants", "merge", "cost"])
+    parser.add_argument("--census", type=Path, help="groups: the census's output, saved")
     parser.add_argument("--ideas", nargs="+", choices=list(IDEAS), default=list(IDEAS))
     parser.add_argument("--apis", nargs="+", choices=APIS)
     parser.add_argument("--share", default="", help="variants: this process's share of the apis (its own file)")
     parser.add_argument("--shares", nargs="*", default=[], help="merge: the shares' names")
     args = parser.parse_args(argv)
-    if args.stage == "cost":
+    if args.stage == "groups":
+        groups(args.census)
+    elif args.stage == "cost":
         cost(args.apis or ["graph", "here"])
     elif args.stage == "merge":
         merge(args.ideas, args.shares)
