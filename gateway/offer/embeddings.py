@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, Tool
 from ..config.embeddings_endpoint import SearchEmbeddings
-from .fusion import HELD_PLACES, Ranked, by_own_share, fuse, trusted
+from .fusion import HELD_PLACES, Ranked, fuse, trusted
 from .index import index_of
 from .index_build import summary_of
 from .query import words
@@ -103,8 +103,6 @@ def hybrid_with_similar(settings: SearchEmbeddings, catalog: Catalog, apis: Sequ
         return bm25, None
     # the model trusted more where BM25's first places hold little of the request (`gateway.offer.fusion`)
     held = index_of(catalog).held(query, [tool for tool, _ in bm25[:HELD_PLACES]]) if WEIGHTS.held else 1.0
-    if WEIGHTS.held_each:  # and each place of BM25's by how much of the request it holds itself
-        bm25 = by_own_share(bm25, index_of(catalog).shares(query, [tool for tool, _ in bm25]), WEIGHTS.held_each)
     return fuse(bm25, similar, trusted(settings.weight, held, WEIGHTS.held)), similar
 
 

@@ -25,7 +25,6 @@ places) stands where it put a lower score first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from operator import itemgetter
 
 from ..catalog import Tool
@@ -44,15 +43,6 @@ def trusted(weight: float, held: float, gain: float) -> float:
     """The model's `weight` in the fusion where BM25's first places hold the share `held` of the request: divided by
     `held ** gain` (unchanged where they hold all of it)."""
     return weight / float(max(held, LEAST_HELD) ** gain)  # a float to a float power: typed Any
-
-
-def by_own_share(bm25: Ranked, shares: Sequence[float], gain: float) -> Ranked:
-    """`bm25` with each place's score times its own share of the request (`shares`, in order: at least
-    `LEAST_HELD`) to the power `gain`, best first again: what the fusion reads of BM25 where a place holds one word
-    of the request while one below holds all of them."""
-    scored = [(tool, score * float(max(share, LEAST_HELD) ** gain)) for (tool, score), share in zip(bm25, shares,
-                                                                                                     strict=True)]
-    return sorted(scored, key=itemgetter(1), reverse=True)
 
 
 def fuse(bm25: Ranked, similar: Ranked, weight: float = 1.0) -> Ranked:

@@ -32,7 +32,6 @@ api's services and asks whether it is up (or its version) has that service's own
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import itertools
@@ -266,25 +265,6 @@ class ToolIndex:
                                                    for api, rowids in opened))
         return held / len(terms)
 
-    def shares(self, query: str, tools: Sequence[Tool]) -> list[float]:
-        """Each tool's own share of `query`'s match terms (`held` of that tool alone), in order: how much of the
-        request each of a ranking's places answers by itself. From each phrase's kept rows, where they answer; else
-        a statement per term and api."""
-        terms = _read(query).terms  # read by the search just before
-        if not terms or not tools:
-            return [1.0] * len(tools)
-        rows: dict[str, list[int]] = {}
-        for tool in tools:
-            rows.setdefault(tool.api, []).append(self.opened(tool.api).rowid_of[tool.name])
-        held: collections.Counter[tuple[str, int]] = collections.Counter()
-        with self._lock:
-            for api, rowids in rows.items():
-                opened = self._open[api]
-                for group in terms:
-                    for rowid, found in zip(rowids, _holding(opened, expression_of([group]), rowids), strict=True):
-                        held[api, rowid] += found
-        return [held[tool.api, self._open[tool.api].rowid_of[tool.name]] / len(terms) for tool in tools]
-
     def _candidates(self, opened: OpenedApi, request: Request, allowed: Callable[[Tool], bool] | None,
                     asked: frozenset[str], first: int, answered: bool) -> list[tuple[Facts, float]]:
         """The best `first` matches by BM25 alone, then the best `_METHOD_CANDIDATES` of the asked methods
@@ -402,16 +382,6 @@ def _holds(opened: OpenedApi, match: str, rowids: list[int]) -> bool:
         return kept
     statement = f"SELECT 1 FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))}) LIMIT 1"
     return opened.connection.execute(statement, (match, *rowids)).fetchone() is not None
-
-
-def _holding(opened: OpenedApi, match: str, rowids: list[int]) -> list[bool]:
-    """Which of the rows `rowids` match `match`, each apart (the caller holds the lock)."""
-    kept = opened.phrases.holding(match, rowids) if opened.phrases is not None else None
-    if kept is not None:
-        return kept
-    statement = f"SELECT rowid FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))})"
-    found = {rowid for (rowid,) in opened.connection.execute(statement, (match, *rowids))}
-    return [rowid in found for rowid in rowids]
 
 
 def _among(opened: OpenedApi, expression: str, rowids: Sequence[int], answered: bool) -> list[tuple[int, float]]:

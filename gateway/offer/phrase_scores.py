@@ -109,22 +109,6 @@ class PhraseScores:
         except sqlite3.Error:
             return None
 
-    def holding(self, match: str, rowids: Sequence[int]) -> list[bool] | None:
-        """Which of the rows `rowids` match `match`, each apart, from the phrases' kept rows; None where `scored`
-        would be None (the caller's statement then answers)."""
-        numpy = _numpy()
-        phrases = phrases_of(match)
-        if numpy is None or phrases is None or not phrases:
-            return None
-        wanted = numpy.asarray(rowids, dtype=numpy.intp)
-        matched = numpy.zeros(self._size, dtype=bool)
-        try:  # a mask over the table's rows: one scatter a phrase, one gather for all the rowids
-            for phrase in phrases:
-                matched[self._phrase(numpy, phrase)[0]] = True
-        except sqlite3.Error:
-            return None
-        return [bool(found) for found in matched[wanted]]
-
     def _phrase(self, numpy: Any, phrase: str) -> tuple[Any, Any]:
         kept = self._kept.get(phrase)
         if kept is not None:

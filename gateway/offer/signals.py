@@ -92,9 +92,6 @@ class Weights:
     held: float = 0.3
     """The fusion's trust in BM25 by how much of the request its first three places hold: the model's weight divided
     by that share (at least `fusion.LEAST_HELD`) to this power (`gateway.offer.fusion.trusted`; 0, never)."""
-    held_each: float = 0.0
-    """Each of BM25's places, in the list the fusion reads (BM25 alone keeps its own), times its own share of the
-    request (at least `fusion.LEAST_HELD`) to this power (`gateway.offer.fusion.by_own_share`; 0, never)."""
 
 
 WEIGHTS = Weights()
