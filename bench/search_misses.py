@@ -193,7 +193,7 @@ class Ranked:
     def search(self) -> list[tuple[list[int], list[int], list[int], set[int]]]:
         """Every request searched again (the index opened anew; the ranking's settings as they are now): BM25's
         list, the model's, the fused one (each folded as the search answers) and the right tools."""
-        from gateway.offer.fusion import HELD_PLACES, by_own_share, fuse, trusted
+        from gateway.offer.fusion import HELD_PLACES, fuse, trusted
         from gateway.offer.index import ToolIndex
         from gateway.offer.signals import WEIGHTS
 
@@ -206,9 +206,7 @@ class Ranked:
             alone = _folded(ranked, wanted, self.place, self.known)
             # as the product fuses (`embeddings.hybrid`): the model trusted by how much BM25's first places hold
             held = searcher.held(task["q"], [tool for tool, _ in ranked[:HELD_PLACES]]) if WEIGHTS.held else 1.0
-            fusable = (by_own_share(ranked, searcher.shares(task["q"], [tool for tool, _ in ranked]),
-                                    WEIGHTS.held_each) if WEIGHTS.held_each else ranked)
-            fused = _folded(fuse(fusable, similar, trusted(weight, held, WEIGHTS.held)), wanted, self.place,
+            fused = _folded(fuse(ranked, similar, trusted(weight, held, WEIGHTS.held)), wanted, self.place,
                             self.known)
             rows.append((alone, model, fused, wanted))
         return rows

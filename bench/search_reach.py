@@ -20,8 +20,8 @@ The ideas (`IDEAS`):
   notifications to", "how many phones are enrolled") matches what the operations answer (`answer_text`) at `W`
   instead of main's 0.35; both rankers read it.
 - (3) `share-each-G[-fused]`: BM25's first 50 re-ranked, each times its own share of the request's match terms to
-  the power `G`, the share read as the index reads a row (`ToolIndex.shares`: each term, with its alternatives, asked
-  of the phrases' kept rows, as `ToolIndex.held` asks it of the first three together); `-fused`: only the list the
+  the power `G`, the share read as the index reads a row (`own_shares`: each term, with its alternatives, asked of
+  FTS5 over the rows, as `ToolIndex.held` asks it of the first three together); `-fused`: only the list the
   fusion reads (BM25 alone as main's), rank45's `covered-each` (both rankers, bench stems: it lost BM25 alone 3-4 on
   a part) the other way.
 
@@ -242,10 +242,35 @@ class Shares(Reranked):
         return self.shared(query, ranked) if self.fused_only else ranked
 
     def shared(self, query: str, ranked: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
-        shares = self.searcher.shares(query, [tool for tool, _ in ranked])
-        scored = [(tool, score * max(share, 0.05) ** self.gain) for (tool, score), share in zip(ranked, shares,
-                                                                                                strict=True)]
-        return sorted(scored, key=lambda pair: -pair[1])
+        return by_own_share(ranked, own_shares(self.searcher, query, [tool for tool, _ in ranked]), self.gain)
+
+
+def own_shares(searcher: Any, query: str, tools: Sequence[Any]) -> list[float]:
+    """Each tool's own share of `query`'s match terms as the index reads its row (`ToolIndex.held` of that tool
+    alone): each term, with its alternatives, asked of FTS5 over the tools' rows. Built in the gateway at commit
+    9c0ddd5 (`ToolIndex.shares`, from the phrases' kept rows; the same shares), measured there and not kept."""
+    from gateway.offer.query import expression_of, read
+
+    terms = read(query).terms
+    if not terms or not tools:
+        return [1.0] * len(tools)
+    opened = searcher.opened(tools[0].api)
+    rowids = [opened.rowid_of[tool.name] for tool in tools]
+    statement = f"SELECT rowid FROM tools WHERE tools MATCH ? AND rowid IN ({', '.join('?' * len(rowids))})"
+    held: collections.Counter[int] = collections.Counter()
+    for group in terms:
+        held.update(rowid for (rowid,) in opened.connection.execute(statement, (expression_of([group]), *rowids)))
+    return [held[rowid] / len(terms) for rowid in rowids]
+
+
+def by_own_share(bm25: list[tuple[Any, float]], shares: Sequence[float], gain: float) -> list[tuple[Any, float]]:
+    """`bm25` with each place's score times its own share (at least `fusion.LEAST_HELD`) to the power `gain`, best
+    first again (9c0ddd5's `fusion.by_own_share`)."""
+    from gateway.offer.fusion import LEAST_HELD
+
+    scored = [(tool, score * float(max(share, LEAST_HELD) ** gain)) for (tool, score), share in zip(bm25, shares,
+                                                                                                     strict=True)]
+    return sorted(scored, key=lambda pair: -pair[1])
 
 
 def _kind(kind: type[Reranked], **fields: Any) -> type[Reranked]:
@@ -388,10 +413,7 @@ def cost(names: list[str]) -> None:
                     numpy.argmax(vectors @ numpy.asarray(vector, dtype=numpy.float32))
 
         def shares(query: str, ranked: list[tuple[Any, float]], searcher: Any = searcher) -> None:
-            found = searcher.shares(query, [tool for tool, _ in ranked])
-            scored = [(tool, score * max(share, 0.05) ** 0.3) for (tool, score), share in zip(ranked, found,
-                                                                                              strict=True)]
-            sorted(scored, key=lambda pair: -pair[1])
+            by_own_share(ranked, own_shares(searcher, query, [tool for tool, _ in ranked]), 0.3)
 
         times: dict[str, list[float]] = collections.defaultdict(list)
         for task in _requests(name):
