@@ -331,6 +331,8 @@ def groups(path: Path) -> None:
     its first five (the fusion lost it); no match term of the request is in any text of the right tool; the right
     tool holds under a third of the request's terms and the fusion's first more (a person's words); else the words
     are read and a neighbour holding as many above. Then where each ranker had them, and what the requests share."""
+    import statistics
+
     lines = path.read_text().splitlines()
     rows: list[dict[str, Any]] = []
     for at, line in enumerate(lines):
@@ -372,7 +374,10 @@ def groups(path: Path) -> None:
           f"first three hold under a third {sum(1 for row in rows if row['held'] < 1 / 3)}; questions (`QUESTION`) "
           f"{sum(1 for row in rows if QUESTION.search(row['query']))}; the right tool holds fewer terms than the "
           f"fusion's first {sum(1 for row in rows if row['right'] < row['first'])}, none "
-          f"{sum(1 for row in rows if row['right'] == 0)}")
+          f"{sum(1 for row in rows if row['right'] == 0)}; the median share of the request's terms the right tool "
+          f"holds "
+          f"{statistics.median(row['right'] / max(row['terms'], 1) for row in rows):.2f}, the fusion's first "
+          f"{statistics.median(row['first'] / max(row['terms'], 1) for row in rows):.2f}")
 
 
 def cost(names: list[str]) -> None:
