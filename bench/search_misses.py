@@ -86,13 +86,14 @@ measure, on a machine whose `/tmp` held no earlier cosines and whose load left n
 (the older parts then flatter the model, but a variant and main read the same cosines)."""
 assert not ONE_DELTA or ONE_DELTA in DELTAS, f"GATEWAY_BENCH_ONE_DELTA: one of {sorted(DELTAS)}"
 MODEL_OF = {part: ONE_DELTA or _LATER.get(part, "delta17") for part in DEV}
+DATA = Path(tempfile.gettempdir()) / "gateway-bench-rank48"
+"""rank48's: delta27's cosines of `round28`..`round31` (`delta27`) and of every part (`delta27-all`), computed anew on
+this machine (its `/tmp` held none of rank47's); the other deltas' are computed by `prepare` with each in place."""
+CACHE = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
 
 
 def _cosines_dir(label: str) -> Path:
     return DATA / (f"{label}-all" if ONE_DELTA else label)
-DATA = Path(tempfile.gettempdir()) / "gateway-bench-rank48"
-"""Every delta's cosines computed anew on this machine (its `/tmp` held none of rank47's)."""
-CACHE = Path(tempfile.gettempdir()) / "gateway-bench-search-cache"
 
 
 def _requests(name: str, parts: Iterable[str] = DEV) -> list[dict[str, Any]]:
