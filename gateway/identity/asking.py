@@ -9,7 +9,13 @@ of fetches.
 Each caller waits at most `wait` seconds (`gateway.auth_server_timeout`); the question itself goes on after its
 callers gave up, up to its own longer bound (`BOUND_FACTOR` times the wait), so that a provider slower than the
 setting still delivers to the next callers (its keys, a user's rotated refresh token) instead of being asked again
-and abandoned every time. One question at a time: callers arriving meanwhile wait for that one.
+and abandoned every time. One question at a time while its callers wait for it; once they all gave up on it (their
+wait ran out) and the failure they shared has been told for `retry_after`, the next caller asks a fresh question
+beside it rather than waiting for it again: a request lost in a connection that went silent is not waited for up to
+its bound (3 x the setting, and 2: 9.8 s at a 3 s setting, bench/README.md, branch mend48) before the server is asked
+again; the one given up on still delivers if it answers first. At most two at a time: a fresh question that is given
+up on too drops the oldest one still running. Not for a user's refresh (`beside=False`): a provider that rotates
+refresh tokens would refuse the second use of the one both asked with, and end the user's connection.
 
 A failure (the server's, or a caller's wait running out) is also remembered for `retry_after` seconds: callers
 arriving then are told at once, with the seconds left (`AuthServerUnavailable.retry_after`, the 503's Retry-After),
@@ -54,11 +60,18 @@ class Asking(Generic[T]):
 
     Args:
         retry_after: seconds a failure is remembered (0: only the callers that waited share it).
+        beside: ask a fresh question beside one its callers gave up on (see the module's docstring); False for a
+            question that must not be asked twice at once (a refresh that spends its refresh token).
     """
 
-    def __init__(self, retry_after: float = RETRY_AFTER) -> None:
+    def __init__(self, retry_after: float = RETRY_AFTER, *, beside: bool = True) -> None:
         self.retry_after = retry_after
+        self.beside = beside
         self._task: asyncio.Task[T] | None = None
+        self._given_up: asyncio.Task[T] | None = None
+        """The question whose callers all gave up on it (their wait ran out), if it is still `_task`."""
+        self._beside: asyncio.Task[T] | None = None
+        """A question given up on that still runs beside the fresh one (`_task`), which may still deliver."""
         self._failure: AuthServerUnavailable | None = None
         self._failed_at = float("-inf")
 
@@ -84,8 +97,8 @@ class Asking(Generic[T]):
 
     def _told(self, failure: AuthServerUnavailable) -> AuthServerUnavailable:
         left = self._left()
-        again = "its answer is still awaited, and callers wait for it again" if self._task is not None else \
-            "it is asked again"
+        awaited = self._task is not None and self._task is not self._given_up
+        again = "its answer is still awaited, and callers wait for it again" if awaited else "it is asked again"
         return AuthServerUnavailable(f"{failure}; {again} in {left:.1f} s", retry_after=left)
 
     def start(self, question: Callable[[float], Awaitable[T]], *, wait: float, where: str) -> None:
@@ -104,31 +117,54 @@ class Asking(Generic[T]):
         passed (`where`: what was asked, for that message); the question's other errors are raised as they are."""
         if (failure := self.failure) is not None:
             raise self._told(failure)
-        task = self._task or self._begin(question, wait, where)
+        task = self._task
+        if task is None:
+            task = self._begin(question, wait, where)
+        elif task is self._given_up:  # nobody waits for it, and its failure was told for `retry_after`
+            task = self._ask_beside(task, question, wait, where)
         try:
             async with asyncio.timeout(wait):
                 return await asyncio.shield(task)  # a caller gone or out of time leaves the question running
         except TimeoutError:
             if task.done():  # answered just as the wait ran out
                 return task.result()
+            if task is self._task and self.beside:
+                self._given_up = task
             raise self._remember(not_in_time(wait, where)) from None
 
+    def _ask_beside(self, given_up: asyncio.Task[T], question: Callable[[float], Awaitable[T]], wait: float,
+                    where: str) -> asyncio.Task[T]:
+        """A fresh question beside the one its callers gave up on (which runs on, and may still deliver); the one
+        before that, if it still runs, is dropped (two at a time at most)."""
+        if self._beside is not None:
+            self._beside.cancel()
+        self._beside = given_up
+        return self._begin(question, wait, where)
+
     async def _asked(self, question: Callable[[float], Awaitable[T]], bound: float, where: str) -> T:
+        # Only the current question's failure is remembered and told: one beside it (given up on, superseded) that
+        # fails says nothing of the fresh one; any answer ends a failure.
+        this = asyncio.current_task()
         try:
             async with asyncio.timeout(bound):  # a server that trickles its answer is bounded too
                 answer = await question(bound)
         except TimeoutError:
-            raise self._remember(not_in_time(bound, where, BOUND_SETTING)) from None
+            failure = not_in_time(bound, where, BOUND_SETTING)
+            raise (self._remember(failure) if this is self._task else failure) from None
         except AuthServerUnavailable as error:
-            raise self._remember(error) from None
+            raise (self._remember(error) if this is self._task else error) from None
         except BaseException:  # refused for another reason (the server answered), or cancelled: nothing to share
-            self._failure = None
+            if this is self._task:
+                self._failure = None
             raise
         else:
             self._failure = None
             return answer
         finally:
-            self._task = None
+            if this is self._task:
+                self._task = self._given_up = None
+            elif this is self._beside:
+                self._beside = None
 
 
 def _retrieved(task: asyncio.Task[object]) -> None:

@@ -201,7 +201,7 @@ class Connections:
             return str(tokens["access_token"])
         asking = self._refreshing.get((subject, api))
         if asking is None:
-            asking = self._refreshing[(subject, api)] = Asking(retry_after=0.0)
+            asking = self._refreshing[(subject, api)] = Asking(retry_after=0.0, beside=False)
         settings = self._settings(api)
         try:
             return await asking.ask(lambda bound: self._renewed(api, subject, bound), wait=self.timeout,

@@ -30,7 +30,7 @@ from .api_document import SAFETY_PATHS, openapi_document, tool_call_paths
 from .api_errors import FastJSONResponse, error_handlers
 from .auth import PUBLIC_PATHS, AgentGate, path_agent
 from .chat import chat_completions
-from .cut_doors import CutDoor, http_cut_requests
+from .cut_doors import CutDoor, answer_cut
 from .direct_call import PATH as DIRECT_CALL_PATH
 from .direct_call import DirectCall
 from .disconnect import DisconnectWatch
@@ -43,6 +43,7 @@ from .metrics_door import metrics_endpoint
 from .responses import create_response, get_response
 from .routes import SEARCH_ROUTE, render_agent_tools
 from .routes import routes as plain_routes
+from .stopping import CutRequests
 from .supervision import Safety
 
 logger = logging.getLogger("gateway.server")
@@ -92,7 +93,7 @@ def create_app(
         return MCPEndpoint(state, host=host, max_body_bytes=max_body_bytes)
 
     mcp = LazyMCP(build_mcp, preload=_import_mcp)
-    cut = http_cut_requests()  # the chat, Responses and direct calls the stopping instance cuts are told so
+    cut = CutRequests()  # the POSTs in flight; those the stopping instance cuts are told so (`stopping`)
     policy = PolicySource(host, state.current.runtime.manifest)  # the envelope's; `follow`s every reload
 
     @contextlib.asynccontextmanager
@@ -112,7 +113,6 @@ def create_app(
             finally:
                 # The calls uvicorn cut are answered so (`stopping`), their rows written, before closing.
                 await cut.drained()
-                await mcp.drained()
                 for task in (watcher, sweeper):
                     if task is not None:
                         task.cancel()
@@ -146,12 +146,11 @@ def create_app(
     # admits its routed agent itself: no gate's frame around every call) and the public ones admits its agent.
     routes: list[BaseRoute] = [
         *gated([SEARCH_ROUTE]),
-        Route(DIRECT_CALL_PATH, CutDoor(DirectCall(state), cut), methods=["POST"]),
+        Route(DIRECT_CALL_PATH, DirectCall(state, answer_cut), methods=["POST"]),
         *gated([Route(path, mcp) for path in MCP_PATHS], agent_of=routed_agent),  # `/mcp?agent=` too
-        Route("/v1/chat/completions", CutDoor(request_response(chat_completions), cut, streams=True),
-              methods=["POST"]),
+        Route("/v1/chat/completions", CutDoor(request_response(chat_completions)), methods=["POST"]),
         # admits its body's `model` itself, too
-        Route("/v1/responses", CutDoor(request_response(create_response), cut), methods=["POST"]),
+        Route("/v1/responses", CutDoor(request_response(create_response)), methods=["POST"]),
         *gated([Route("/v1/responses/{id}", get_response, methods=["GET"]), *plain_routes(),
                  Route("/metrics", metrics_endpoint, methods=["GET"])]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
@@ -165,7 +164,7 @@ def create_app(
         middleware=[Middleware(RequestEnvelope, policy=policy, max_body_bytes=max_body_bytes,
                                metrics=state.metrics,
                                access_log=logging.getLogger("gateway.access") if access_log else None,
-                               watch=DisconnectWatch() if watch_disconnects else None),
+                               watch=DisconnectWatch() if watch_disconnects else None, cut=cut),
                     *middleware],
         exception_handlers=error_handlers(),
         lifespan=lifespan,

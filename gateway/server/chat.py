@@ -31,7 +31,7 @@ from .. import loop
 from ..assembly import GatewayState, Generation
 from ..config.model import AgentConfig
 from ..errors import GatewayError
-from ..kernel.caller import bind_caller
+from ..kernel.caller import bind_caller, current_caller
 from ..kernel.redaction import Redactor
 from ..kernel.usage import Usage
 from ..loop_types import EventHandler, LoopEvent, RunResult
@@ -49,6 +49,7 @@ from .inert import Ignored, place_inert, read_inert
 from .limits import check_counts, check_shape
 from .routes import agent_of, read_json, state_of, toolset_of
 from .self_call import self_call_problem
+from .stopping import RUN_KEY
 
 logger = logging.getLogger("gateway.server")
 
@@ -84,6 +85,7 @@ async def chat_completions(request: Request) -> Response:
         async with state.use() as generation:
             run = await _Run.prepared(state, generation, model, messages, params, tools, client=client, inert=inert,
                                       server=request.scope.get("server"))
+            request.scope[RUN_KEY] = run  # a run the stopping instance cuts gets its row (`record_stopped`)
             try:
                 result = await run.execute(generation)
             except Exception as exc:
@@ -92,6 +94,7 @@ async def chat_completions(request: Request) -> Response:
     # Checked before the stream starts, so these mistakes still get their status code.
     run = await _Run.prepared(state, state.current, model, messages, params, tools, client=client, inert=inert,
                               server=request.scope.get("server"))
+    request.scope[RUN_KEY] = run
     return _EventStream(_stream_chunks(run, include_usage), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -158,6 +161,10 @@ class _Run:
         """What the door needs to answer the run if it pauses and is resumed (the Responses door's shape)."""
         self.share: Held | None = None
         """The run's place in its client's share of runs (`gateway.max_runs_per_client`), until it ends."""
+        self.caller = current_caller()
+        """Who asked (the request's caller: client, user, when it began), for a row written after it unwound."""
+        self.recorded = False
+        """Whether the chat's row is written (the run returned, or failed in its stream)."""
 
     @classmethod
     async def prepared(cls, state: GatewayState, generation: Generation, model: str, messages: list[Message],
@@ -178,6 +185,24 @@ class _Run:
         run.ignored += [*(ignored or []), *unused]
         run.share = await take_run_share(state, generation, run.client)  # last: one refused above holds none
         return run
+
+    async def record_stopped(self, sent: int) -> None:
+        """The chat's row of a run the stopping instance cut (`stopping`): its loop never returned, so no other row
+        says how it ended. Status `stopped`, with how many of its tool calls were sent (each has its own row, under
+        the run's id: `cancelled` after or before sending, or its outcome)."""
+        safety = self.state.safety
+        if safety is None or self.recorded:
+            return
+        self.recorded = True
+        caller = self.caller
+        latency = (time.perf_counter() - caller.started) * 1000 if caller.started is not None else 0.0
+        calls = "no tool call was sent" if not sent else \
+            f"{sent} tool call{'s were' if sent > 1 else ' was'} sent (their rows, under this run's id, say how each " \
+            "ended)"
+        with bind_caller(client=caller.client, subject=caller.subject, started=caller.started):
+            await safety.audit.record_chat(
+                agent=self.agent.name, status="stopped", run_id=self.id, latency_ms=latency, client=self.client,
+                error=f"The gateway instance stopped before the run ended: {calls}.")
 
     async def release(self) -> None:
         """The run is over (or never started): its client may start another."""
@@ -207,6 +232,7 @@ class _Run:
                     error = api_error_from(exc, secrets_redactor(self.state.current).text)
                     safety = self.state.safety
                     if safety is not None:
+                        self.recorded = True
                         try:
                             await safety.on_run_error(run_id=self.id, agent=self.agent, error=error)
                         except GatewayError:  # an audit that cannot write: the error still goes out
@@ -251,6 +277,7 @@ class _Run:
             result.state["door"] = self.door_state  # kept with the paused run: its resume answers as this door
         safety = self.state.safety
         if safety is not None:  # holds a paused run's approvals, records the chat
+            self.recorded = True
             await safety.on_run_result(run_id=self.id, agent=self.agent, client=self.client, result=result)
         return result
 

@@ -1,24 +1,30 @@
 """The chat, Responses and direct doors' answer to a request cut by the stopping instance (`stopping`): a 503 with
 the OpenAI-shaped error, code `instance_stopped`, and `gateway: {"sent", "may_have_run"}` beside it, where uvicorn
-answered a bare plain-text 500. A streamed chat, whose 200 is sent already, gets the same error as its last event
-(`{"error": {...}}` then `[DONE]`, as every streamed failure comes: `chat.streamed_error`), which the `openai` SDK
-raises from its stream.
+answered a bare plain-text 500. A streamed answer, whose 200 is sent already, ends with its own failure: a streamed
+chat gets the same error as its last event (`{"error": {...}}` then `[DONE]`, as every streamed failure comes:
+`chat.streamed_error`), which the `openai` SDK raises from its stream; a streamed Responses request gets the
+Responses API's `response.failed` (`responses.cut_tail`), its Response `failed` with the error in it.
 
-Whether a tool call was sent is `watch_sends`'s count over the request's task and the tasks it starts (a chat's
-run), the same count the MCP door answers with; the call's audit row, written before sending, agrees.
+A chat's or Responses request's run cut so gets its chat row in the audit (status `stopped`, how many of its tool
+calls were sent: `chat._Run.record_stopped`), which its loop, never returning, does not write.
+
+Whether a tool call was sent is `watch_sends`'s count over the work that can send one (the direct call's pipeline;
+a chat's or Responses request's handler and the run it starts), the same count the MCP door answers with; the
+call's audit row, written before sending, agrees.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..asgi import StatusWatch, send_json
-from ..safety.audit import Sends
+from ..asgi import send_json
+from ..safety.audit import watch_sends
 from .api_errors import APIError, json_bytes
 from .chat import sse, streamed_error
-from .stopping import CutRequests, Sent, stopped_message
+from .stopping import CUT_KEY, RUN_KEY, SENDS_KEY, STREAM_TAIL_KEY, Sent, sent_in, stopped_message
 
 
 def stopped_error(sent: Sent) -> APIError:
@@ -27,14 +33,25 @@ def stopped_error(sent: Sent) -> APIError:
                     extra={"gateway": {"sent": sent, "may_have_run": sent == "sent"}})
 
 
-class _StreamWatch(StatusWatch):
-    """A streamed answer's `send`: whether it is an event stream whose body has not ended (then the cut's error can
-    still go in it)."""
+async def answer_cut(scope: Scope, status: int, send: Send) -> None:
+    """The direct call's (and an unstreamed chat's or Responses request's) answer to a cut: the 503, unless the
+    answer began (then only the connection can end)."""
+    if status == 0:
+        await send_json(send, 503, json_bytes(stopped_error(sent_in(scope)).body()))
 
-    __slots__ = ("open_stream",)
+
+def _chat_tail(sent: Sent) -> bytes:
+    return sse(streamed_error(stopped_error(sent))) + b"data: [DONE]\n\n"
+
+
+class _StreamWatch:
+    """A streaming door's `send` for one request: whether it is an event stream whose body has not ended (then the
+    cut's answer can still go in it), and the door's answer to a cut (`answer_cut`, put in the scope)."""
+
+    __slots__ = ("send", "open_stream")
 
     def __init__(self, send: Send) -> None:
-        super().__init__(send)
+        self.send = send
         self.open_stream = False
 
     async def __call__(self, message: Message) -> None:
@@ -43,36 +60,39 @@ class _StreamWatch(StatusWatch):
                                    for name, value in message.get("headers", ()))
         elif not message.get("more_body", False):
             self.open_stream = False
-        await super().__call__(message)
+        await self.send(message)
 
-
-async def _answer_cut(scope: Scope, sends: Sends, watch: StatusWatch, send: Send) -> None:
-    sent: Sent = "sent" if sends.count else "not sent"  # these doors answer in the request's task
-    if watch.status == 0:
-        await send_json(send, 503, json_bytes(stopped_error(sent).body()))
-    elif isinstance(send, _StreamWatch) and send.open_stream:
-        tail = sse(streamed_error(stopped_error(sent))) + b"data: [DONE]\n\n"
-        await send({"type": "http.response.body", "body": tail, "more_body": False})
-
-
-def http_cut_requests() -> CutRequests:
-    """The HTTP doors' requests in flight (one for all of them: the app's lifespan waits for it once)."""
-    return CutRequests(_answer_cut)
+    async def answer_cut(self, scope: Scope, status: int, send: Send) -> None:
+        sent = sent_in(scope)
+        try:
+            if status == 0:
+                await send_json(send, 503, json_bytes(stopped_error(sent).body()))
+            elif self.open_stream:
+                tail: Callable[[Sent], bytes] = scope.get(STREAM_TAIL_KEY) or _chat_tail
+                await send({"type": "http.response.body", "body": tail(sent), "more_body": False})
+        finally:  # the caller first; then the chat's row, also when the answer could not go
+            run: Any = scope.get(RUN_KEY)
+            if run is not None:
+                sends: Any = scope.get(SENDS_KEY)
+                await run.record_stopped(sends.count if sends is not None else 0)
 
 
 class CutDoor:
-    """A door's ASGI app (a `Route`'s endpoint) whose requests cut by the stopping instance are answered so;
-    `streams`: its answer may be an event stream (the chat door)."""
+    """The chat and Responses doors' ASGI app (a `Route`'s endpoint), whose requests cut by the stopping instance
+    are answered so (`stopping`: the request envelope calls the answer the door puts in the scope); the calls their
+    runs send are counted (`watch_sends`, entered before the run's tasks start, which inherit it)."""
 
-    __slots__ = ("app", "_serve", "cut", "streams")
+    __slots__ = ("app", "_serve")
 
-    def __init__(self, app: ASGIApp, cut: CutRequests, *, streams: bool = False) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        # The app's own method, called with the app (`CutRequests.answer`'s `serve` and `about`): no frame of a
-        # bound method or closure between this door and the app on every call.
+        # The app's own method, called with the app: no frame of a bound method or closure between this door and
+        # the app.
         self._serve: Any = type(app).__call__
-        self.cut = cut
-        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.cut.answer(self._serve, self.app, scope, receive, _StreamWatch(send) if self.streams else send)
+        watch = _StreamWatch(send)
+        scope[CUT_KEY] = watch.answer_cut
+        with watch_sends() as sends:
+            scope[SENDS_KEY] = sends
+            await self._serve(self.app, scope, receive, watch)

@@ -26,9 +26,11 @@ from ..execution.runner import CallPlan
 from ..kernel.caller import bind_caller, current_caller
 from ..kernel.calls import Door
 from ..messages import ToolCall, ToolResult
+from ..safety.audit import watch_sends
 from .api_errors import APIError, json_bytes, status_for_result
 from .auth import Access, admit_agent
 from .routes import known_agent, parse_json_body
+from .stopping import CUT_KEY, SENDS_KEY, AnswerCut
 
 PATH = "/agents/{agent}/tools/{tool}"
 _JSON_HEADER = (b"content-type", b"application/json")
@@ -37,16 +39,19 @@ _JSON_HEADER = (b"content-type", b"application/json")
 class DirectCall:
     """The door, as an ASGI app; its path parameters come in `scope["path_params"]`."""
 
-    __slots__ = ("state",)
+    __slots__ = ("state", "answer_cut")
 
-    def __init__(self, state: GatewayState) -> None:
+    def __init__(self, state: GatewayState, answer_cut: AnswerCut | None = None) -> None:
         """Parameters: state: the app's `GatewayState` (given once: reading it through `app.state` steps through
-        Starlette's `State.__getattr__` in Python on every call)."""
+        Starlette's `State.__getattr__` in Python on every call); answer_cut: the answer to a call the stopping
+        instance cuts (`cut_doors.answer_cut`; put in the scope for the request envelope, `stopping`)."""
         self.state = state
+        self.answer_cut = answer_cut
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # One frame from the route to the pipeline (every call of a script waits in it): its outcomes other than
         # 200 and 202 are raised as the `APIError` to answer.
+        scope[CUT_KEY] = self.answer_cut
         try:
             params = scope["path_params"]
             agent, name = params["agent"], params["tool"]
@@ -79,8 +84,11 @@ class DirectCall:
                     # The call runs as the caller the auth layer bound (the same `gateway.client`); its agent and
                     # client travel in the plan's `Invocation`, which every stage reads: no narrowed caller is bound
                     # for a call that nothing reads it in.
-                    result = await plan.start(arguments, door="direct",
-                                              client=client if isinstance(client, str) else None)
+                    # The sends counted only here, where the call can be sent (`stopping`: a cut call is told).
+                    with watch_sends() as sends:
+                        scope[SENDS_KEY] = sends
+                        result = await plan.start(arguments, door="direct",
+                                                  client=client if isinstance(client, str) else None)
                 except AuditUnavailable as exc:
                     raise _unavailable(exc) from None
                 status = status_for_result(result)

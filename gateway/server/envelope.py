@@ -8,7 +8,7 @@ In order, for each request:
 4. a body over the size limit is refused with 413 (`gateway.server.limits`): a declared `Content-Length` before
    the body is read, a chunked body once it passes the limit; the MCP door keeps its own limit;
 5. with `watch` (the safety layer asks for it), a POST whose client goes away is cancelled
-   (`gateway.server.disconnect`);
+   (`gateway.server.disconnect`); a POST the stopping instance cuts is answered by its door (`gateway.server.stopping`);
 6. after the answer, the request is counted by door and status (`/metrics`; 499 when its client left first) and
    its access line is written on the event loop's next turn (`gateway.server.accesslog`).
 
@@ -37,6 +37,7 @@ from .api_errors import APIError
 from .disconnect import DisconnectWatch, Watched
 from .hosts import PolicySource, refusal
 from .limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_TARGET_BYTES, BodyTooLarge, HeadersTooLarge, TargetTooLong
+from .stopping import CutRequests
 
 if TYPE_CHECKING:
     from ..observe.metrics import Metrics
@@ -50,7 +51,8 @@ CLIENT_LEFT = 499
 class RequestEnvelope:
     def __init__(self, app: ASGIApp, *, policy: PolicySource, max_body_bytes: int,
                  metrics: Metrics | None, access_log: logging.Logger | None = None,
-                 exempt_prefixes: tuple[str, ...] = ("/mcp/",), watch: DisconnectWatch | None = None) -> None:
+                 exempt_prefixes: tuple[str, ...] = ("/mcp/",), watch: DisconnectWatch | None = None,
+                 cut: CutRequests | None = None) -> None:
         """Parameters:
             app: the routed app.
             policy: the current `HostPolicy` (`policy.current`: a reload of agents.yaml replaces it).
@@ -59,6 +61,8 @@ class RequestEnvelope:
             access_log: the logger of the access lines (`gateway.access`); None: no access log.
             exempt_prefixes: paths whose body limit is their own (the MCP transport answers in JSON-RPC's shape).
             watch: cancel a POST whose client goes away (`DisconnectWatch`); None: no watch.
+            cut: the POSTs in flight, for the app's lifespan to wait for; each one the stopping instance cuts is
+                answered by its door (`gateway.server.stopping`). None: counted here only.
         """
         self.app = app
         self.policy = policy
@@ -67,6 +71,7 @@ class RequestEnvelope:
         self.access_log = access_log
         self.exempt_prefixes = exempt_prefixes
         self.watch = watch
+        self.cut = cut if cut is not None else CutRequests()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -109,25 +114,39 @@ class RequestEnvelope:
                 watch = StatusWatch(send)
                 await error.response()(scope, receive, watch)
                 return
-            if self.watch is None or scope["method"] != "POST":
+            if scope["method"] != "POST":
                 watch = StatusWatch(send)
                 await self._app(scope, receive, watch, watch, counted)
                 return
-            # The disconnect watch, in this layer's frame: its `send` keeps the status too (no second wrapper).
-            watch = watched = self.watch.start(receive, send)
+            # A POST: counted in flight, and answered by its door if the stopping instance cuts it (`stopping`).
+            app_send: Send
+            if self.watch is None:
+                watch = app_send = StatusWatch(send)
+            else:  # the disconnect watch, in this layer's frame: its `send` keeps the status too (no second wrapper)
+                watch = watched = self.watch.start(receive, send)
+                receive, app_send = watched.receive, watched.send
+            cut = self.cut
+            cut.in_flight += 1
             try:
-                await self._app(scope, watched.receive, watched.send, watched, counted)
+                await self._app(scope, receive, app_send, watch, counted)
             except asyncio.CancelledError:
-                if watched.ended_by_us():
+                if watched is not None and watched.ended_by_us():
                     left = True
                     return  # the client left and the watch cancelled the request: it just ends
+                # Cut by the stopping instance (uvicorn's graceful timeout ran out): the door tells its caller so,
+                # through the status watch (counted and logged as what it is), before the cancellation goes on.
+                await cut.answer(scope, watch.status, app_send)
                 raise
             finally:
-                watched.end()
-            watched.settle()
+                if watched is not None:
+                    watched.end()
+                cut.in_flight -= 1
+                if cut.idle is not None and not cut.in_flight:
+                    cut.idle.set()
+            if watched is not None:
+                watched.settle()
         finally:
-            # A client that left has no answer, whatever the app sent after (the MCP door answers a cancelled call,
-            # to nobody then: `stopping`).
+            # A client that left has no answer, whatever the app sent after.
             status = watch.status if watch is not None and not left else 0
             metrics = self.metrics
             if metrics is not None:

@@ -12,6 +12,7 @@ travel in the `gateway` field beside `output`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,6 +36,7 @@ from .responses_object import ResponseShape
 from .responses_wire import EventWriter, StreamedOutput, output_items, parse_input
 from .routes import read_json, state_of
 from .run_answers import ANSWER_PREFIX
+from .stopping import RUN_KEY, STREAM_TAIL_KEY, Sent, stopped_message
 
 logger = logging.getLogger("gateway.server")
 
@@ -84,6 +86,7 @@ async def create_response(request: Request) -> Response:
             run = await _Run.prepared(state, generation, model, given, params, tools, client=client, prefix="resp_",
                                       inert=inert, ignored=ignored, keep=keep,
                                       server=request.scope.get("server"))
+            request.scope[RUN_KEY] = run  # a run the stopping instance cuts gets its row (`record_stopped`)
             answer.shape(run)  # before the run: a pause keeps it
             try:
                 result = await run.execute(generation)
@@ -93,8 +96,13 @@ async def create_response(request: Request) -> Response:
         return JSONResponse(await answer.finish(run, result, output))
     run = await _Run.prepared(state, state.current, model, given, params, tools, client=client, prefix="resp_",
                               inert=inert, ignored=ignored, keep=keep, server=request.scope.get("server"))
+    request.scope[RUN_KEY] = run
     answer.shape(run)
-    return _EventStream(_stream_events(run, answer), run, media_type="text/event-stream",
+    write = EventWriter()
+    streamed = StreamedOutput(write)
+    # A stream the stopping instance cuts ends with the Responses API's own failure (`stopping`, `cut_doors`).
+    request.scope[STREAM_TAIL_KEY] = functools.partial(cut_tail, write, streamed, answer, run)
+    return _EventStream(_stream_events(run, answer, write, streamed), run, media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -211,10 +219,9 @@ class _Answer:
         return body
 
 
-async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
+async def _stream_events(run: _Run, answer: _Answer, write: EventWriter,
+                         output: StreamedOutput) -> AsyncIterator[bytes]:
     """The Responses event stream: lifecycle events, output items as the run says and hands back, steps."""
-    write = EventWriter()
-    output = StreamedOutput(write)
     started = answer.body(run, status="in_progress", output=[])
     yield write("response.created", response=started)
     yield write("response.in_progress", response=started)
@@ -237,6 +244,18 @@ async def _stream_events(run: _Run, answer: _Answer) -> AsyncIterator[bytes]:
                 error = {"code": code, "message": f"{item.message} ({item.code})"}
                 yield write("response.failed", response=answer.body(run, status="failed", output=output.items,
                                                                     error=error))
+
+
+def cut_tail(write: EventWriter, output: StreamedOutput, answer: _Answer, run: _Run, sent: Sent) -> bytes:
+    """The last events of a stream the stopping instance cut: its open items closed, then `response.failed`, whose
+    Response says why in its `error` (`server_error`, one of OpenAI's codes; the gateway's code in the message, as
+    every streamed failure here) and whether the call was sent in its `gateway` field."""
+    chunks = output.close()
+    error = {"code": "server_error", "message": f"{stopped_message(sent)} (instance_stopped)"}
+    response = answer.body(run, status="failed", output=output.items, error=error)
+    response["gateway"] = {**(response.get("gateway") or {}), "code": "instance_stopped", "sent": sent,
+                           "may_have_run": sent == "sent"}
+    return b"".join([*chunks, write("response.failed", response=response)])
 
 
 def _event_chunks(write: EventWriter, output: StreamedOutput, event: LoopEvent) -> list[bytes]:

@@ -4,12 +4,17 @@ OpenAI-shaped error of the chat, Responses and direct doors; `mcp.stopping`: the
 
 On SIGTERM uvicorn gives the requests in flight `gateway serve --graceful-timeout` seconds, then cancels their
 tasks and answers each one not yet answered with a plain-text 500: the caller cannot tell a stopped instance from a
-failed call, nor whether the call reached the api. `CutRequests` catches that cancellation first, has the door
-answer it (503, code `instance_stopped`), and raises it again.
+failed call, nor whether the call reached the api. The request envelope (`gateway.server.envelope`), which holds
+every request's frame and watches its answer's status already, catches that cancellation first, has the door
+answer it (`CutRequests.answer`: 503, code `instance_stopped`), and raises it again. A door says it answers so by
+putting its `AnswerCut` in the scope (`CUT_KEY`): nothing is wrapped around its requests, no frame and no second
+status watch on the way of every call.
 
 Whether a call was sent is counted with `watch_sends` (each call whose audit row was written before sending, in
-the request's task and every task it starts: a chat's run too), so the answer and the call's audit row agree: a
-call sent is `running` or cancelled-after-sending there, one not sent is cancelled-before-sending.
+the task that enters it and every task that task starts: a chat's run too), entered by a door only around the work
+that can send a call (the direct call's pipeline, an MCP `tools/call`, a chat's or Responses request's run), and
+put in the scope (`SENDS_KEY`): no count in the scope means nothing was sent. So the answer and the call's audit
+row agree: a call sent is `running` or cancelled-after-sending there, one not sent is cancelled-before-sending.
 """
 
 from __future__ import annotations
@@ -19,10 +24,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope, Send
 
-from ..asgi import StatusWatch
-from ..safety.audit import Sends, watch_sends
+from ..safety.audit import Sends
 
 logger = logging.getLogger("gateway.server")
 
@@ -30,6 +34,19 @@ DRAIN_SECONDS = 5.0
 """The most the app's shutdown waits for the requests in flight: by then uvicorn has cut them (its graceful timeout
 is over), so they only unwind (the audit row's write, the answer); a request stuck past this does not hold the
 process."""
+
+CUT_KEY = "gateway.cut"
+"""The scope's key of the door's `AnswerCut` (set by a door that answers a cut request itself)."""
+SENDS_KEY = "gateway.sends"
+"""The scope's key of the `Sends` a door entered around the work that can send a call (absent: none sent)."""
+
+STREAM_TAIL_KEY = "gateway.stream_tail"
+"""The scope's key of a streamed answer's own last events for a cut (`(sent) -> bytes`: the Responses door's
+`response.failed`); absent: a streamed chat's error event."""
+
+RUN_KEY = "gateway.run"
+"""The scope's key of a chat's or Responses request's run (`chat._Run`): one the stopping instance cuts gets its
+chat row (`record_stopped`), which its loop, never returning, does not write."""
 
 Sent = Literal["sent", "not sent", "unknown"]
 
@@ -48,50 +65,47 @@ def stopped_message(sent: Sent) -> str:
             f"timeout, `gateway serve --graceful-timeout`, ran out). {_SAID[sent]}")
 
 
-AnswerCut = Callable[[Scope, Sends, StatusWatch, Send], Awaitable[None]]
-"""A door's answer to a request cut by the stopping instance: (its scope, the calls it sent, the status it answered
-so far (0: none), the connection's `send`). Called shielded, in the cancelled task."""
+def sent_in(scope: Scope) -> Sent:
+    """Whether the request's work sent a call, by the `Sends` its door put in the scope (none: nothing could be)."""
+    sends: Any = scope.get(SENDS_KEY)
+    return "sent" if isinstance(sends, Sends) and sends.count else "not sent"
+
+
+AnswerCut = Callable[[Scope, int, Send], Awaitable[None]]
+"""A door's answer to a request cut by the stopping instance: (its scope, the status it answered so far (0: none),
+the connection's `send`). Called shielded, in the cancelled task, by the request envelope."""
 
 
 class CutRequests:
-    """A door's requests in flight: each one answered by the door's `AnswerCut` when the stopping instance cuts it,
-    and waited for (`drained`) by the app's lifespan, so that answer and the call's audit row are written before
-    the process ends (uvicorn cancels the requests and goes straight on to the lifespan's shutdown: without the
-    wait the process could end while a cut request is still unwinding, and its caller got a closed connection)."""
+    """The POSTs in flight (the request envelope counts them: `in_flight`), each answered by its door's `AnswerCut`
+    when the stopping instance cuts it, and waited for (`drained`) by the app's lifespan, so that answer and the
+    call's audit row are written before the process ends (uvicorn cancels the requests and goes straight on to the
+    lifespan's shutdown: without the wait the process could end while a cut request is still unwinding, and its
+    caller got a closed connection)."""
 
-    __slots__ = ("_in_flight", "_idle", "_answer_cut")
+    __slots__ = ("in_flight", "idle")
 
-    def __init__(self, answer_cut: AnswerCut) -> None:
-        self._in_flight = 0
-        self._idle: anyio.Event | None = None
-        self._answer_cut = answer_cut
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.idle: anyio.Event | None = None
+        """Set by the envelope when `in_flight` falls to 0 while `drained` waits."""
 
-    async def answer(self, serve: Callable[[Any, Scope, Receive, Send], Awaitable[None]], about: Any, scope: Scope,
-                     receive: Receive, send: Send) -> None:
-        """`serve(about, scope, receive, send)` (the door's answer to one request); if it is cancelled, the door's
-        `AnswerCut` answers the caller first (a method and its object, not a bound method or a closure: nothing
-        made per request, no frame more than the door's own)."""
-        self._in_flight += 1
-        watch = StatusWatch(send)
-        try:
-            with watch_sends() as sends:
-                try:
-                    await serve(about, scope, receive, watch)
-                except anyio.get_cancelled_exc_class():
-                    with anyio.CancelScope(shield=True):  # this task is being cancelled: the answer must go
-                        try:
-                            await self._answer_cut(scope, sends, watch, send)
-                        except Exception:  # noqa: BLE001 - the connection may be gone: the cancellation goes on
-                            logger.debug("could not answer a request cut by the stopping instance", exc_info=True)
-                    raise
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0 and self._idle is not None:
-                self._idle.set()
+    @staticmethod
+    async def answer(scope: Scope, status: int, send: Send) -> None:
+        """Answer a request the stopping instance cut by its door's `AnswerCut` (none: the door says nothing, and
+        uvicorn's answer stands), shielded (this task is being cancelled: the answer must go)."""
+        answer_cut: Any = scope.get(CUT_KEY)
+        if answer_cut is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await answer_cut(scope, status, send)
+            except Exception:  # noqa: BLE001 - the connection may be gone: the cancellation goes on
+                logger.debug("could not answer a request cut by the stopping instance", exc_info=True)
 
     async def drained(self, limit: float = DRAIN_SECONDS) -> None:
         """Wait until no request is in flight, at most `limit` seconds (for the app's lifespan, at its shutdown)."""
-        if self._in_flight:
-            self._idle = anyio.Event()
+        if self.in_flight:
+            self.idle = anyio.Event()
             with anyio.move_on_after(limit):
-                await self._idle.wait()
+                await self.idle.wait()

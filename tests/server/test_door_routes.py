@@ -130,7 +130,7 @@ def test_the_direct_call_is_routed_by_starlette() -> None:
 
     from gateway.runtime import RuntimeHolder, load_runtime
     from gateway.server import create_app
-    from gateway.server.cut_doors import CutDoor
+    from gateway.server.cut_doors import answer_cut
     from gateway.server.direct_call import DirectCall
 
     seen: list[Any] = []
@@ -156,6 +156,6 @@ def test_the_direct_call_is_routed_by_starlette() -> None:
     assert response.status_code == 404
     route, endpoint, params = seen[-1]
     assert isinstance(route, Route) and route.path == "/agents/{agent}/tools/{tool}"
-    # the door, wrapped so that a call the stopping instance cuts is told so (`cut_doors`)
-    assert isinstance(endpoint, CutDoor) and isinstance(endpoint.app, DirectCall)
+    # the door itself, unwrapped: a call the stopping instance cuts is answered by the envelope with its answer
+    assert isinstance(endpoint, DirectCall) and endpoint.answer_cut is answer_cut
     assert params == {"agent": "nobody", "tool": "x"}

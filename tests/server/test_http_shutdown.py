@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.responses import ResponseCreatedEvent, ResponseFailedEvent
 from recording_server import RecordingServer, Reply
 from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
@@ -67,12 +68,12 @@ def _stopped_while_held(folder: Path, upstream: RecordingServer, llm: LenientLLM
         process.kill()
 
 
-def _audit(folder: Path) -> list[tuple[str, str]]:
-    """(status, error) of the stopped gateway's tool rows, read by `gateway audit` (the operator's export)."""
+def _audit(folder: Path, kind: str = "tool") -> list[tuple[str, str]]:
+    """(status, error) of the stopped gateway's rows of `kind`, read by `gateway audit` (the operator's export)."""
     done = subprocess.run([sys.executable, "-m", "gateway", "audit", "--json"], cwd=folder, capture_output=True,
                           text=True, timeout=60, check=True)
     return [(row["status"], row["error"]) for line in done.stdout.splitlines()
-            if (row := json.loads(line))["kind"] == "tool"]
+            if (row := json.loads(line))["kind"] == kind]
 
 
 def _client(port: int) -> openai.OpenAI:
@@ -108,6 +109,22 @@ def _responses(port: int) -> dict[str, Any]:
     return _beside(raised.value)
 
 
+def _streamed_responses(port: int) -> dict[str, Any]:
+    """The stream read with the `openai` SDK's own event types: it ends with the Responses API's `response.failed`
+    (before: the connection closed with no terminal event, which the SDK's stream ends on silently)."""
+    events = list(_client(port).responses.create(model="ops", input="go", stream=True))
+    assert isinstance(events[0], ResponseCreatedEvent)
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    last = events[-1]
+    assert isinstance(last, ResponseFailedEvent), [event.type for event in events]
+    assert last.response.status == "failed" and last.response.error is not None
+    assert last.response.error.code == "server_error"  # one of OpenAI's codes; the gateway's is in the message
+    message = last.response.error.message
+    assert message.endswith("(instance_stopped)")
+    gateway = (last.response.model_extra or {})["gateway"]
+    return {"code": gateway.pop("code"), "message": message, "gateway": gateway}
+
+
 def _direct(port: int) -> dict[str, Any]:
     answer = httpx.post(f"http://127.0.0.1:{port}/agents/ops/tools/slow", json={}, timeout=60)
     assert answer.status_code == 503, answer.text
@@ -116,7 +133,8 @@ def _direct(port: int) -> dict[str, Any]:
 
 
 DOORS: dict[str, Callable[[int], dict[str, Any]]] = {
-    "chat": _chat, "streamed chat": _streamed_chat, "responses": _responses, "direct": _direct}
+    "chat": _chat, "streamed chat": _streamed_chat, "responses": _responses,
+    "streamed responses": _streamed_responses, "direct": _direct}
 """Each door's caller: the error it is given (the SDK's `body`: the error object, `gateway` beside or inside it)."""
 
 
@@ -134,3 +152,8 @@ def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whethe
     assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
     assert _audit(tmp_path) == [("transport_error", row)]
     assert sum(request.path == "/slow" for request in upstream.requests) == (sent == "sent")
+    if door != "direct":  # the chat's own row (before: none; the run never returned to write it)
+        calls = "1 tool call was sent" if sent == "sent" else "no tool call was sent"
+        assert _audit(tmp_path, "chat") == [
+            ("stopped", f"The gateway instance stopped before the run ended: {calls}"
+                        + (" (their rows, under this run's id, say how each ended)." if sent == "sent" else "."))]

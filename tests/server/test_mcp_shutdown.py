@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -110,3 +111,34 @@ async def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_
     assert said in error.error.message
     assert [(r["status"], r["error"]) for r in _audit(tmp_path)] == [("transport_error", row)]
     assert sum(request.path == "/slow" for request in upstream.requests) == (sent == "sent")
+
+
+async def test_a_call_the_sessions_task_answers_is_told_it_is_not_known_whether_it_was_sent(
+        tmp_path: Path, upstream: RecordingServer) -> None:
+    # A 2025 session's `tools/call` whose version header is another one the SDK takes (2025-03-26, not the session's
+    # 2025-06-18) is not answered in the request's own task but by the SDK's session manager, in the session's task:
+    # the door cannot count what that task sends, so the cut answer says it does not know (the `unknown` branch).
+    upstream.route("/slow", Reply(200, {"done": True}, delay=8))
+    async with _serving(tmp_path, upstream, graceful=1) as (process, url):
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        with anyio.fail_after(60):  # a hang guard only
+            async with httpx.AsyncClient(headers=headers, timeout=60) as client:
+                opened = await client.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}})
+                assert opened.status_code == 200, opened.text
+                session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+                await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                  headers={**session, "mcp-protocol-version": "2025-06-18"})
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_stop_once_asked, process, upstream, "/slow")
+                    answer = await client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                                          "params": {"name": "slow", "arguments": {}}},
+                                               headers={**session, "mcp-protocol-version": "2025-03-26"})
+        assert process.wait(30) in (0, -signal.SIGTERM)
+    assert answer.status_code == 503, answer.text
+    error = answer.json()["error"]
+    assert error["data"] == {"status": 503, "code": "instance_stopped", "sent": "unknown"}
+    assert "Whether the call was sent is not known here" in error["message"]
+    assert sum(request.path == "/slow" for request in upstream.requests) == 1  # it was: the audit row says so
+    assert [row["status"] for row in _audit(tmp_path)] in (["transport_error"], ["running"])

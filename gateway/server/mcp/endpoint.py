@@ -32,13 +32,14 @@ from ...asgi import StatusWatch
 from ...assembly import GatewayState
 from ..api_errors import APIError
 from ..auth import agent_forbidden
+from ..stopping import CUT_KEY
 from .found import FoundTools
 from .inline import Identity, InlineSessions
 from .routing import AGENT_SCOPE_KEY, SESSION_SCOPE_KEY, routed_agent
 from .server import build_mcp_server, current_agent
 from .sessions import SessionLedger, SessionLimits
 from .stateless import StatelessRequests
-from .stopping import mcp_cut_requests
+from .stopping import answer_cut
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -77,8 +78,6 @@ class MCPEndpoint:
         """Whose each open session is (for ending an idle one in the SDK as its owner)."""
         self._idle: list[tuple[str, Identity]] = []
         """Sessions the ledger ended for idleness, to be ended in the SDK too."""
-        self.cut = mcp_cut_requests()
-        """The POSTs in flight, answered when the stopping instance cuts them (see `stopping`)."""
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -103,10 +102,8 @@ class MCPEndpoint:
         identity = (client, subject, agent)
         token = current_agent.set(agent)
         try:
-            if scope.get("method") == "POST":  # a call the stopping instance cuts is told so (`stopping`)
-                await self.cut.answer(self._dispatch, identity, scope, receive, send)
-            else:
-                await self._dispatch(identity, scope, receive, send)
+            scope[CUT_KEY] = answer_cut  # a POST the stopping instance cuts is told so (`stopping`, by the envelope)
+            await self._dispatch(identity, scope, receive, send)
         finally:
             current_agent.reset(token)
 

@@ -52,11 +52,6 @@ class LazyMCP:
                 self._group = None
                 group.cancel_scope.cancel()
 
-    async def drained(self) -> None:
-        """For the app's lifespan, as it shuts down: until the POSTs in flight have ended (`stopping.CutRequests`)."""
-        if self._endpoint is not None:
-            await self._endpoint.cut.drained()
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         endpoint = self._endpoint or await self._start()
         await endpoint(scope, receive, send)

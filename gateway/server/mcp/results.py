@@ -28,7 +28,7 @@ transport everything stays in the result, checked by the kernel as before.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -38,17 +38,22 @@ from ...jsonwire import dumps_text
 from ...messages import ToolResult
 from ...truncation import CUT_NOTE
 
+if TYPE_CHECKING:
+    from ...safety.audit import Sends
+
 
 class ResultAside:
     """What of one call's result the door writes itself (see the module's docstring): the text content, and the
     structured content with the JSON text it is exactly the parse of (None: written from the value)."""
 
-    __slots__ = ("json", "text", "value")
+    __slots__ = ("json", "text", "value", "sends")
 
     def __init__(self) -> None:
         self.text: str | None = None
         self.value: Any = None
         self.json: bytes | None = None
+        self.sends: Sends | None = None
+        """The calls a `tools/call` answered in the request's task sent (`watch_sends`; for `stopping`)."""
 
     def put(self, result: dict[str, Any]) -> bool:
         """Put what was set aside into the kernel's `result` (wire form); whether it holds JSON text only orjson

@@ -31,6 +31,7 @@ from ...assembly import GatewayState
 from ...kernel import __version__, tracing
 from ...kernel.caller import UserToken, bind_caller, current_caller
 from ...offer.toolsearch import SEARCH_TOOL
+from ...safety.audit import Sends, watch_sends
 from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
 from .results import ResultAside
@@ -147,7 +148,10 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         # that would change nothing is not made.
         binding = _UNCHANGED if caller.subject == subject and caller.token is token \
             else bind_caller(subject=subject, token=token)
-        with binding:
+        # Answered in the request's task (`aside`), the calls it sends are counted there, for a request the
+        # stopping instance cuts (`stopping`): entered here, where a call can be sent, not around every request.
+        counting = _UNCHANGED if aside is None else _counted(aside)
+        with binding, counting:
             result = await answer(state, agent, params.name, dict(params.arguments or {}),
                                   ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx),
                                   aside=aside)
@@ -187,6 +191,11 @@ class WhileTraced:
         if tracing.enabled():
             return await self.inner(ctx, call_next)
         return await call_next(ctx)
+
+
+def _counted(aside: ResultAside) -> Sends:
+    sends = aside.sends = watch_sends()
+    return sends
 
 
 def _takes_url_elicitation(ctx: Context) -> bool:
