@@ -90,17 +90,18 @@ def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
         raise ApiSetupError(
             f"{source} is relative or not http(s) ({raw!r}): set apis.{api}.base_url in agents.yaml"
         )
-    if source != f"apis.{api}.base_url" and _link_local(url.host):
+    if source != f"apis.{api}.base_url" and link_local(url.host):
         raise ApiSetupError(
             f"{source} names a link-local address ({url.host}), where a cloud serves its instances' metadata and "
             f"credentials, not an API: nothing was sent (set apis.{api}.base_url in agents.yaml to send there)")
     return url
 
 
-def _link_local(host: str) -> bool:
+def link_local(host: str) -> bool:
     """Whether `host` is a link-local IP address (169.254.0.0/16, fe80::/10) in any form the client's URL parser
     reads as one: `2852039166`, `0xa9fea9fe` and `169.254.43518` are each 169.254.169.254 to it (inet_aton reads
-    the same shorthands). A spec downloaded from anywhere names its servers; a name that resolves there is not seen."""
+    the same shorthands). A spec downloaded from anywhere names its servers; a name that resolves there is caught
+    where it resolves (`gateway.http.resolving`)."""
     host = host.rstrip(".")
     try:
         address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)

@@ -27,6 +27,7 @@ from pyreqwest.request import StreamRequest
 from pyreqwest.response import Response
 
 from .library import ClientOptions, build_client, host_of, translate_error
+from .resolving import PinnedClients
 
 _EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 
@@ -142,14 +143,21 @@ class WireResponse:
 class ReqwestWire:
     """Sends the executor's requests (`gateway.http.client.Wire`) on one api's pooled client."""
 
-    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None) -> None:
+    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None,
+                 pins: PinnedClients | None = None) -> None:
+        """`pins`: host names are resolved and checked by the gateway, each sent on a client pinned to its checked
+        address (`gateway.http.resolving`): for servers a spec names, not the operator's base_url."""
         self._client = client if client is not None else build_client(options or ClientOptions())
+        self._pins = pins
 
     async def send(self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None,
                    timeout: float) -> WireResponse:
         """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
+        client = self._client
+        if self._pins is not None:
+            client = await self._pins.client_for(url) or client
         # `timedelta(0, seconds)`: a keyword would be a dict made for the call.
-        builder = self._client.request(method, url).timeout(timedelta(0, timeout))
+        builder = client.request(method, url).timeout(timedelta(0, timeout))
         try:
             builder = builder.headers(headers)  # the library copies them
             if content:
@@ -177,3 +185,5 @@ class ReqwestWire:
 
     async def aclose(self) -> None:
         await self._client.close()
+        if self._pins is not None:
+            await self._pins.aclose()

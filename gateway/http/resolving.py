@@ -1,0 +1,125 @@
+"""Host names checked where they resolve: a spec's server whose name resolves to a link-local address (where a
+cloud serves its instances' credentials: 169.254.169.254, fe80::/10, AWS's fd00:ec2::254) gets nothing.
+
+`gateway.http.request` refuses such an address when a spec writes it as an address; a name that resolves there
+(`metadata.attacker.example`, or a DNS answer that changes between two lookups: rebinding) is only seen here.
+pyreqwest has no resolver hook, but its client builder pins a name to an address (`ClientBuilder.resolve`):
+`PinnedClients` resolves each name itself (the event loop's `getaddrinfo`, in a worker thread), refuses it when
+any of its addresses is link-local, and sends on a client pinned to the first address, so the connection goes to
+the address that was checked and not to what a second lookup answers. A name is resolved again after
+`RESOLVE_SECONDS` (a new pinned client when its address changed; the old one is closed once its calls can have
+ended). A URL with an address as its host, and a name the environment's proxy serves (`HTTP_PROXY` and the like:
+the proxy resolves it, not the gateway), go on the api's ordinary client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pyreqwest.client import Client
+
+from ..errors import ApiSetupError
+from .library import ClientOptions, build_client, host_of
+from .request import link_local
+
+RESOLVE_SECONDS = 30.0
+"""How long a checked name's address is used before it is resolved (and checked) again."""
+RETIRED_SECONDS = 600.0
+"""A client whose name moved is closed this long after: its calls in flight (each within its api's timeout)."""
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""(host, port) -> its addresses, in the order to try them."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses `getaddrinfo` gives (the system's resolver, as the client library's own lookup uses)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+@dataclass(slots=True)
+class _Pin:
+    address: str
+    client: Client
+    until: float
+
+
+class PinnedClients:
+    """A client per host name, pinned to its checked address (see the module's docstring).
+
+    Args:
+        options: the api's connection settings, for each pinned client.
+        resolver: resolves a name (default: `system_resolver`; tests inject one that answers a name no DNS knows).
+    """
+
+    def __init__(self, options: ClientOptions, resolver: Resolver | None = None) -> None:
+        self._options = options
+        self._resolver = resolver
+        self._pins: dict[tuple[str, int], _Pin] = {}
+        self._retired: list[tuple[float, Client]] = []
+
+    async def client_for(self, url: str) -> Client | None:
+        """The client to send `url` on, None for the api's ordinary one (an address as host, a proxied name);
+        an `ApiSetupError` when the name resolves to a link-local address (nothing is sent)."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        if not host or _is_address(host) or _proxied(parts.scheme, host):
+            return None
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        now = time.monotonic()
+        pin = self._pins.get((host, port))
+        if pin is not None and pin.until > now:
+            return pin.client
+        try:
+            addresses = await (self._resolver or system_resolver)(host, port)
+        except OSError as error:
+            raise ApiSetupError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
+        bad = next((address for address in addresses if link_local(address)), None)
+        if bad is not None or not addresses:
+            raise ApiSetupError(
+                f"{host_of(url)} resolves to {bad or 'no address'}, a link-local address where a cloud serves its "
+                "instances' metadata and credentials, not an API: the request was not sent (an operator who means "
+                "it writes that address in apis.<name>.base_url)")
+        if pin is not None and pin.address == addresses[0]:
+            pin.until = now + RESOLVE_SECONDS
+            return pin.client
+        if pin is not None:
+            self._retired.append((now + RETIRED_SECONDS, pin.client))
+        client = build_client(self._options, pinned=(host, addresses[0], port))
+        self._pins[(host, port)] = _Pin(addresses[0], client, now + RESOLVE_SECONDS)
+        await self._close_retired(now)
+        return client
+
+    async def _close_retired(self, now: float) -> None:
+        while self._retired and self._retired[0][0] <= now:
+            await self._retired.pop(0)[1].close()
+
+    async def aclose(self) -> None:
+        clients = [pin.client for pin in self._pins.values()] + [client for _, client in self._retired]
+        self._pins.clear()
+        self._retired.clear()
+        for client in clients:
+            await client.close()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _proxied(scheme: str, host: str) -> bool:
+    """Whether the environment's proxy settings send this host through a proxy (which then resolves it)."""
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(host, proxies)
