@@ -98,7 +98,12 @@ class ProviderConfig(KindEndpoint):
                                "(`host`, `host:port`: http, port 11434).")
     api_key: str | None = doc("The provider's key (write `${VAR}`); empty: none.", None)
     headers: TextMap = doc("Extra headers on every request to the provider.", default={})
-    timeout: Seconds = doc("Seconds one model request may take.", 120.0)
+    timeout: Seconds = doc("Seconds one model request may take (a streamed one: each read of it).", 120.0)
+    stream_idle_timeout: Seconds | None = doc(
+        "Seconds a streamed answer may send nothing but keep-alives (SSE comments, blank lines) before it is cut "
+        "off with an error (default: `timeout`).", None)
+    stream_timeout: Seconds = doc("Seconds a whole streamed answer may take before it is cut off with an error.",
+                                  1800.0)
     strict: Flag = doc("openai: send tools in strict mode (closed objects, every property required, optional ones "
                        "nullable); the nulls the model sends for what it leaves out are dropped.", False)
     name: SkipJsonSchema[str] = derived("")

@@ -33,6 +33,7 @@ from ..jsonwire import dumps, holds_lone_surrogate
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..messages import Message, ToolCall
+from .pacing import StreamClock, tick
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 TextCallback = Callable[[str], Awaitable[None]]
@@ -225,23 +226,32 @@ class ProviderAdapter(abc.ABC):
             turn = self._parse_response(self._json_answer(response))
         else:
             response = await self._send(url, headers, body, stream=True)
+            clock = StreamClock(self.config.stream_idle_timeout or self.config.timeout, self.config.stream_timeout)
+            clock.attach(response)
             try:
-                if _is_plain_json(response):
-                    # A server that ignored `stream: true` (some OpenAI-compatible ones do) and answered in one
-                    # piece: read it as the whole answer, its text passed on as one delta.
-                    await response.aread()
-                    turn = self._parse_response(self._json_answer(response))
-                    if turn.message.content:
-                        await on_text(turn.message.content)  # type: ignore[misc]
-                else:
-                    turn = await self._parse_stream(response, on_text)  # type: ignore[arg-type]
-            except httpx.HTTPError as exc:
-                raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
+                with clock.scope:
+                    turn = await self._read_stream(response, on_text)
+                if clock.expired:
+                    raise ProviderError(self.name, clock.explain(self.name))
             finally:
                 await response.aclose()
         ensure_unique_ids(turn.message.tool_calls)
         turn.usage.llm_calls = 1
         return turn
+
+    async def _read_stream(self, response: httpx.Response, on_text: TextCallback) -> Turn:
+        try:
+            if _is_plain_json(response):
+                # A server that ignored `stream: true` (some OpenAI-compatible ones do) and answered in one
+                # piece: read it as the whole answer, its text passed on as one delta.
+                await response.aread()
+                turn = self._parse_response(self._json_answer(response))
+                if turn.message.content:
+                    await on_text(turn.message.content)
+                return turn
+            return await self._parse_stream(response, on_text)
+        except httpx.HTTPError as exc:
+            raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
 
     def _json_answer(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -349,8 +359,9 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
                 yield event, "\n".join(data)
             event, data = "", []
             continue
-        if line.startswith(":"):
+        if line.startswith(":"):  # a comment: a keep-alive, which does not count as data (`pacing`)
             continue
+        tick(response)
         key, _, value = line.partition(":")
         value = value[1:] if value.startswith(" ") else value
         if key == "event":
@@ -359,6 +370,14 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
             data.append(value)
     if data:
         yield event, "\n".join(data)
+
+
+async def iter_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The non-blank lines of a JSON-lines stream (Ollama's); blank ones are keep-alives (`pacing`)."""
+    async for line in response.aiter_lines():
+        if line.strip():
+            tick(response)
+            yield line
 
 
 def _is_plain_json(response: httpx.Response) -> bool:
