@@ -33,7 +33,7 @@ def test_a_paths_server_on_another_origin_is_named_at_the_path() -> None:
 def test_the_same_origin_and_relative_servers_are_not_warned_of() -> None:
     assert _warnings({
         "/a": {"get": {"servers": [{"url": "https://API.example.com:443/v2"}], "responses": _OK}},
-        "/b": {"get": {"servers": [{"url": "{scheme}://api.example.com", "variables": {"scheme": {"default": "https"}}}],
-                       "responses": _OK}},
+        "/b": {"get": {"servers": [{"url": "{scheme}://api.example.com",
+                                    "variables": {"scheme": {"default": "https"}}}], "responses": _OK}},
         "/c": {"get": {"servers": [{"url": "/v3"}], "responses": _OK}},
     }) == []
