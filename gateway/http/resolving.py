@@ -122,4 +122,4 @@ def _proxied(scheme: str, host: str) -> bool:
     proxies = urllib.request.getproxies_environment()
     if not (proxies.get(scheme) or proxies.get("all")):
         return False
-    return not urllib.request.proxy_bypass_environment(host, proxies)
+    return not urllib.request.proxy_bypass(host)  # NO_PROXY (the environment's, on this platform)

@@ -225,6 +225,7 @@ class ProviderAdapter(abc.ABC):
             response = await self._send(url, headers, body, stream=False)
             turn = self._parse_response(self._json_answer(response))
         else:
+            assert on_text is not None  # `stream`
             response = await self._send(url, headers, body, stream=True)
             clock = StreamClock(self.config.stream_idle_timeout or self.config.timeout, self.config.stream_timeout)
             clock.attach(response)
