@@ -365,6 +365,8 @@ class Executor:
             redacted_under=epoch,
             body_json=shaped.json,
         )
+        if shaped.read_whole:  # cut for the result only: the output check judges the whole (`ToolResult.whole`)
+            result.whole, result.whole_read = shaped.whole, True
         if not ok:
             result.error_type = "upstream_error"
             # An upstream may echo the credential in its reason phrase (`401 Unauthorized (Bearer <token>)`).
