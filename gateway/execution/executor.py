@@ -218,7 +218,11 @@ class Executor:
             if refusal is not None:
                 result = refusal
             else:
-                prepared = api.request_plan(tool).build(arguments)
+                plan = api.request_plan(tool)
+                if _heavy(arguments):  # its encoding is the caller's to size: off the event loop
+                    prepared = await anyio.to_thread.run_sync(plan.build, arguments)
+                else:
+                    prepared = plan.build(arguments)
                 seconds = timeout if timeout is not None else api.config.timeout
                 limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
                 deadline = time.monotonic() + seconds
@@ -386,6 +390,27 @@ class Executor:
 
 
 _NO_CREDENTIALS = Credentials()
+
+BUILD_ON_LOOP_BYTES = 64 * 1024
+"""Arguments larger than this (as JSON) are made into a request in a worker thread: percent-encoding is Python's,
+value by value (redteam47: one direct call with a 2 MB array of one-letter strings as a query parameter held the
+event loop 0.4-0.6 s, and one of 300,000 `é` 1.3 s; a model's arguments may be 16 MiB)."""
+
+
+def _heavy(arguments: dict[str, Any]) -> bool:
+    """Whether `arguments` may be more than `BUILD_ON_LOOP_BYTES` as JSON: their strings' lengths add up to more, or
+    a container among them is (measured by orjson, in C, only when there is a container)."""
+    size = 0
+    for value in arguments.values():
+        kind = type(value)
+        if kind is str:
+            size += len(value)
+        elif kind is list or kind is dict:
+            try:
+                return len(orjson.dumps(arguments)) > BUILD_ON_LOOP_BYTES
+            except TypeError:  # a value JSON has no form for (a fixed argument's YAML date): the thread decides
+                return True
+    return size > BUILD_ON_LOOP_BYTES
 
 
 def _asking(api: _Api, tool: Tool, used: list[str]) -> CredentialsFactory:
