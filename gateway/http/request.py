@@ -12,6 +12,7 @@ import functools
 import ipaddress
 import re
 import socket
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
@@ -357,8 +358,12 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     # between its own slashes: many upstreams decode `%2F` (or take `\` as `/`) before they resolve the path (a
     # proxy that normalizes it, Python's file server), so `../private/x` read a file outside `/files/` (redteam45).
     # A value's `/` and `\` always go out escaped: a path without a `%` has nothing to decode.
-    if "." in path and any(segment in (".", "..") for segment in
-                           (unquote(path).replace("\\", "/") if "%" in path else path).split("/")):
+    # A value's non-ASCII text is read as servers that fold compatibility characters read it (NFKC, or Windows'
+    # best-fit mapping): `．．` (fullwidth) and `‥` (a two-dot leader) are `..` to them (redteam47).
+    decoded = unquote(path).replace("\\", "/") if "%" in path else path
+    if not decoded.isascii():
+        decoded = unicodedata.normalize("NFKC", decoded)
+    if "." in decoded and any(segment in (".", "..") for segment in decoded.split("/")):
         raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
                             "between slashes")
     return path

@@ -25,8 +25,8 @@ def test_literal_fragment_in_template_is_encoded() -> None:
     assert request.url.raw_path == b"/v1/k%23uploads" and request.url.fragment == ""
 
 
-@pytest.mark.parametrize("value", [".", ".."])
-def test_dot_segments_are_refused(value: str) -> None:
+@pytest.mark.parametrize("value", [".", "..", "\uff0e\uff0e", "\u2025", "x/\uff0e\uff0e/y", "\uff0e"])
+def test_dot_segments_are_refused(value: str) -> None:  # fullwidth dots and a two-dot leader fold into `..` (NFKC)
     with pytest.raises(ArgumentError):
         build_request(make_tool(arg("id", "path"), path="/a/{id}/b"), {"id": value}, API)
 
