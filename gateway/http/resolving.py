@@ -46,8 +46,9 @@ async def system_resolver(host: str, port: int) -> list[str]:
 
 @dataclass(slots=True)
 class _Pin:
-    address: str
-    client: Client
+    address: str | None
+    """None: the name is sent on the api's ordinary client (the environment's proxy serves it)."""
+    client: Client | None
     until: float
 
 
@@ -64,21 +65,29 @@ class PinnedClients:
         self._resolver = resolver
         self._pins: dict[tuple[str, int], _Pin] = {}
         self._retired: list[tuple[float, Client]] = []
+        self._lookups: dict[tuple[str, int], asyncio.Task[list[str]]] = {}
+        """Lookups under way: the calls that find a name's time up at once share one (one worker thread a name)."""
 
     async def client_for(self, url: str) -> Client | None:
         """The client to send `url` on, None for the api's ordinary one (an address as host, a proxied name);
         an `ApiSetupError` when the name resolves to a link-local address (nothing is sent)."""
         parts = urlsplit(url)
         host = (parts.hostname or "").rstrip(".")
-        if not host or _is_address(host) or _proxied(parts.scheme, host):
-            return None
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        key = (host, port)
         now = time.monotonic()
-        pin = self._pins.get((host, port))
+        pin = self._pins.get(key)
         if pin is not None and pin.until > now:
             return pin.client
+        if not host or _is_address(host) or _proxied(parts.scheme, host):
+            self._pins[key] = _Pin(None, None, now + RESOLVE_SECONDS)
+            return None
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            lookup = self._lookups[key] = asyncio.ensure_future((self._resolver or system_resolver)(host, port))
+            lookup.add_done_callback(lambda _: self._lookups.pop(key, None))
         try:
-            addresses = await (self._resolver or system_resolver)(host, port)
+            addresses = await asyncio.shield(lookup)
         except OSError as error:
             raise ApiSetupError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
         bad = next((address for address in addresses if link_local(address)), None)
@@ -87,13 +96,14 @@ class PinnedClients:
                 f"{host_of(url)} resolves to {bad or 'no address'}, a link-local address where a cloud serves its "
                 "instances' metadata and credentials, not an API: the request was not sent (an operator who means "
                 "it writes that address in apis.<name>.base_url)")
+        pin = self._pins.get(key)  # another call may have pinned it meanwhile
         if pin is not None and pin.address == addresses[0]:
-            pin.until = now + RESOLVE_SECONDS
+            pin.until = max(pin.until, now + RESOLVE_SECONDS)
             return pin.client
-        if pin is not None:
+        if pin is not None and pin.client is not None:
             self._retired.append((now + RETIRED_SECONDS, pin.client))
         client = build_client(self._options, pinned=(host, addresses[0], port))
-        self._pins[(host, port)] = _Pin(addresses[0], client, now + RESOLVE_SECONDS)
+        self._pins[key] = _Pin(addresses[0], client, now + RESOLVE_SECONDS)
         await self._close_retired(now)
         return client
 
@@ -102,7 +112,8 @@ class PinnedClients:
             await self._retired.pop(0)[1].close()
 
     async def aclose(self) -> None:
-        clients = [pin.client for pin in self._pins.values()] + [client for _, client in self._retired]
+        clients = [pin.client for pin in self._pins.values() if pin.client is not None]
+        clients += [client for _, client in self._retired]
         self._pins.clear()
         self._retired.clear()
         for client in clients:

@@ -113,3 +113,18 @@ async def test_a_real_name_that_resolves_to_loopback_is_called() -> None:
             result = await executor.execute(executor.catalog.get("creds"), {})
     assert result.ok, result.error
     assert server.last.header("authorization") == "Bearer s3cret"
+
+
+async def test_calls_that_find_a_name_unresolved_share_one_lookup() -> None:
+    import asyncio
+
+    dns = _Dns("127.0.0.1")
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=dns))
+        try:
+            statuses = await asyncio.gather(*(_get(wire, f"http://api.invalid:{port}/{i}") for i in range(20)))
+        finally:
+            await wire.aclose()
+    assert statuses == [200] * 20
+    assert dns.asked == ["api.invalid"]  # one worker thread a name, however many calls wait for it
