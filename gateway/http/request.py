@@ -360,7 +360,12 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     # A value's `/` and `\` always go out escaped: a path without a `%` has nothing to decode.
     # A value's non-ASCII text is read as servers that fold compatibility characters read it (NFKC, or Windows'
     # best-fit mapping): `．．` (fullwidth) and `‥` (a two-dot leader) are `..` to them (redteam47).
-    decoded = unquote(path).replace("\\", "/") if "%" in path else path
+    # Decoded as often as a proxy and the server behind it may decode it (`%252e%252e` is `..` after two).
+    decoded = path
+    for _ in range(3):
+        if "%" not in decoded:
+            break
+        decoded = unquote(decoded).replace("\\", "/")
     if not decoded.isascii():
         decoded = unicodedata.normalize("NFKC", decoded)
     if "." in decoded and any(segment in (".", "..") for segment in decoded.split("/")):
