@@ -357,12 +357,13 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     async for line in response.aiter_lines():
         if not line:
             if data:
+                if event != "ping":  # a keep-alive (Anthropic's `event: ping`), as comments are: not data (`pacing`)
+                    tick(response)
                 yield event, "\n".join(data)
             event, data = "", []
             continue
-        if line.startswith(":"):  # a comment: a keep-alive, which does not count as data (`pacing`)
+        if line.startswith(":"):
             continue
-        tick(response)
         key, _, value = line.partition(":")
         value = value[1:] if value.startswith(" ") else value
         if key == "event":
@@ -370,6 +371,7 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         elif key == "data":
             data.append(value)
     if data:
+        tick(response)
         yield event, "\n".join(data)
 
 

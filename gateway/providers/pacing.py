@@ -3,10 +3,11 @@
 The client times each read (`providers.<name>.timeout`), so a stream lives as long as bytes come. A server that
 sends only keep-alives (SSE comments `: ping`, blank lines) or trickles its answer resets that timer for ever,
 bounded by nothing but the answer's 16 MiB cap (at a comment a second: weeks), and the run, its client's place
-and a connection are held all the while. `StreamClock` bounds both: no line carrying data for `idle` seconds
-(keep-alives do not count), or the stream going on past `whole` seconds, ends the model call with a
-`ProviderError` that names the setting. The lines are counted where the adapters read them (`iter_sse`,
-`iter_lines` in `gateway.providers.base`), which find the clock in the response's `extensions`.
+and a connection are held all the while. `StreamClock` bounds both: no event or line carrying data for `idle`
+seconds (keep-alives do not count: SSE comments, Anthropic's `event: ping`, blank JSON lines), or the stream going
+on past `whole` seconds, ends the model call with a `ProviderError` that names the setting. Events are counted
+where the adapters read them (`iter_sse`, `iter_lines` in `gateway.providers.base`), which find the clock in the
+response's `extensions`.
 """
 
 from __future__ import annotations

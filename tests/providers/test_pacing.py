@@ -38,6 +38,7 @@ async def _stream(kind: str, base_url: str, **settings: float) -> str:
 @pytest.mark.parametrize(("kind", "path", "media", "beat"), [
     ("openai", "/v1", "text/event-stream", b": keep-alive\n\n"),
     ("anthropic", "", "text/event-stream", b": ping\n\n"),
+    ("anthropic", "", "text/event-stream", b'event: ping\ndata: {"type": "ping"}\n\n'),
     ("ollama", "", "application/x-ndjson", b"\n"),
 ])
 async def test_a_stream_of_keep_alives_ends_at_the_idle_bound(kind: str, path: str, media: str, beat: bytes) -> None:
