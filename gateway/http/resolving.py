@@ -5,8 +5,9 @@ cloud serves its instances' credentials: 169.254.169.254, fe80::/10, AWS's fd00:
 (`metadata.attacker.example`, or a DNS answer that changes between two lookups: rebinding) is only seen here.
 pyreqwest has no resolver hook, but its client builder pins a name to an address (`ClientBuilder.resolve`):
 `PinnedClients` resolves each name itself (the event loop's `getaddrinfo`, in a worker thread), refuses it when
-any of its addresses is link-local, and sends on a client pinned to the first address, so the connection goes to
-the address that was checked and not to what a second lookup answers. A name is resolved again after
+any of its addresses is link-local, and sends on a client pinned to the first address (the next one after a
+connection to it failed), so the connection goes to an address that was checked and not to what a second lookup
+answers. A name is resolved again after
 `RESOLVE_SECONDS` (a new pinned client when its address changed; the old one is closed once its calls can have
 ended). A URL with an address as its host, and a name the environment's proxy serves (`HTTP_PROXY` and the like:
 the proxy resolves it, not the gateway), go on the api's ordinary client.
@@ -20,7 +21,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from pyreqwest.client import Client
@@ -50,6 +51,9 @@ class _Pin:
     """None: the name is sent on the api's ordinary client (the environment's proxy serves it)."""
     client: Client | None
     until: float
+    others: list[str] = field(default_factory=list)
+    """The name's other checked addresses, tried in turn when the pinned one refuses connections (a client pins one
+    address only: `localhost` may be `::1` first while its server listens on 127.0.0.1)."""
 
 
 class PinnedClients:
@@ -103,9 +107,22 @@ class PinnedClients:
         if pin is not None and pin.client is not None:
             self._retired.append((now + RETIRED_SECONDS, pin.client))
         client = build_client(self._options, pinned=(host, addresses[0], port))
-        self._pins[key] = _Pin(addresses[0], client, now + RESOLVE_SECONDS)
+        self._pins[key] = _Pin(addresses[0], client, now + RESOLVE_SECONDS, list(addresses[1:]))
         await self._close_retired(now)
         return client
+
+    def connect_failed(self, url: str, client: Client) -> None:
+        """No connection could be made on `client` for `url`: its name's next checked address is tried next (a call
+        retried after a connect error, an idempotent one, goes there)."""
+        parts = urlsplit(url)
+        key = ((parts.hostname or "").rstrip("."), parts.port or (443 if parts.scheme == "https" else 80))
+        pin = self._pins.get(key)
+        if pin is None or pin.client is not client or not pin.others or pin.address is None:
+            return
+        now = time.monotonic()
+        self._retired.append((now + RETIRED_SECONDS, client))
+        address, pin.others = pin.others[0], [*pin.others[1:], pin.address]
+        pin.address, pin.client = address, build_client(self._options, pinned=(key[0], address, key[1]))
 
     async def _close_retired(self, now: float) -> None:
         while self._retired and self._retired[0][0] <= now:

@@ -171,7 +171,10 @@ class ReqwestWire:
             await let_cancellation_land()
             raise
         except PyreqwestError as error:
-            raise translate_error(error, url, timeout) from error
+            translated = translate_error(error, url, timeout)
+            if self._pins is not None and client is not self._client and isinstance(translated, httpx.ConnectError):
+                self._pins.connect_failed(url, client)  # the name's next checked address, next time
+            raise translated from error
         except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)
             raise httpx.LocalProtocolError(f"the request to {host_of(url)} can't be sent: {error}") from None
         answer = WireResponse(response, request, url, timeout)

@@ -5,6 +5,7 @@ injected, as no DNS here answers `api.invalid` (which is how the test knows the 
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from recording_server import RecordingServer
 
@@ -128,3 +129,32 @@ async def test_calls_that_find_a_name_unresolved_share_one_lookup() -> None:
             await wire.aclose()
     assert statuses == [200] * 20
     assert dns.asked == ["api.invalid"]  # one worker thread a name, however many calls wait for it
+
+
+async def test_a_name_whose_first_address_refuses_connections_is_tried_at_its_next() -> None:
+    async def two(host: str, port: int) -> list[str]:
+        return ["127.0.0.2", "127.0.0.1"]  # the server listens on 127.0.0.1 only (as `localhost` may be ::1 first)
+
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=two))
+        try:
+            with pytest.raises(httpx.ConnectError, match="the request was not sent"):
+                await _get(wire, f"http://api.invalid:{port}/first")
+            assert await _get(wire, f"http://api.invalid:{port}/second") == 200
+        finally:
+            await wire.aclose()
+    assert [r.path for r in server.requests] == ["/second"]
+
+
+async def test_an_idempotent_call_is_retried_at_the_next_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def two(host: str, port: int) -> list[str]:
+        return ["127.0.0.2", "127.0.0.1"]
+
+    monkeypatch.setattr(resolving, "system_resolver", two)
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        async with _executor(f"http://api.invalid:{port}/api") as executor:
+            result = await executor.execute(executor.catalog.get("creds"), {})
+    assert result.ok, result.error
+    assert server.last.header("authorization") == "Bearer s3cret"
