@@ -129,6 +129,8 @@ class PinnedClients:
             await self._retired.pop(0)[1].close()
 
     async def aclose(self) -> None:
+        for lookup in list(self._lookups.values()):  # a lookup nobody waits for any more
+            lookup.cancel()
         clients = [pin.client for pin in self._pins.values() if pin.client is not None]
         clients += [client for _, client in self._retired]
         self._pins.clear()

@@ -155,7 +155,12 @@ class ReqwestWire:
         """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
         client = self._client
         if self._pins is not None:
-            client = await self._pins.client_for(url) or client
+            try:  # a name's lookup within the call's deadline too (a slow DNS server)
+                async with asyncio.timeout(timeout):
+                    client = await self._pins.client_for(url) or client
+            except TimeoutError:
+                raise httpx.ConnectTimeout(f"no address for {host_of(url)} within {timeout:g} s; "
+                                           "the request was not sent") from None
         # `timedelta(0, seconds)`: a keyword would be a dict made for the call.
         builder = client.request(method, url).timeout(timedelta(0, timeout))
         try:

@@ -118,7 +118,7 @@ class OperationCompiler:
         description = _text(operation.get("description"))
         deprecated = operation.get("deprecated") is True
         operation_id = operation.get("operationId")
-        servers = operation_servers(self.servers, operation, item, pointer, self.warn)
+        servers = operation_servers(self.servers, operation, item, pointer, self.warn, self.api)
         return Tool(
             name=operation_id if isinstance(operation_id, str) else "",
             api=self.api,

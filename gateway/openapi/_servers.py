@@ -27,7 +27,7 @@ def read_servers(raw: Any) -> tuple[Server, ...]:
 
 
 def operation_servers(spec_servers: tuple[Server, ...], operation: dict[str, Any], item: dict[str, Any],
-                      pointer: str, warn: Any) -> tuple[Server, ...]:
+                      pointer: str, warn: Any, api: str = "<name>") -> tuple[Server, ...]:
     """The most specific servers of an operation (its own, its path's, the spec's); `warn(pointer, message)` is
     told of one on another origin than the spec's first server."""
     own = read_servers(operation.get("servers"))
@@ -36,6 +36,6 @@ def operation_servers(spec_servers: tuple[Server, ...], operation: dict[str, Any
         where = f"{pointer}/servers" if own else pointer.rsplit("/", 1)[0] + "/servers"
         spec_server = repr(spec_servers[0].url) if spec_servers else "none"
         warn(where, f"the server {servers[0].url!r} is another origin than the spec's ({spec_server}): this "
-             "operation is called without the api's credentials and headers, unless apis.<name>.base_url is set "
-             "(every call goes there) or apis.<name>.trusted_origins names that origin")
+             f"operation is called without the api's credentials and headers, unless apis.{api}.base_url is set "
+             f"(every call goes there) or apis.{api}.trusted_origins names that origin")
     return servers

@@ -158,3 +158,18 @@ async def test_an_idempotent_call_is_retried_at_the_next_address(monkeypatch: py
             result = await executor.execute(executor.catalog.get("creds"), {})
     assert result.ok, result.error
     assert server.last.header("authorization") == "Bearer s3cret"
+
+
+async def test_a_lookup_that_never_ends_ends_with_the_calls_deadline() -> None:
+    import asyncio
+
+    async def silent(host: str, port: int) -> list[str]:
+        await asyncio.sleep(3600)  # a DNS server that never answers
+        return []
+
+    wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=silent))
+    try:
+        with pytest.raises(httpx.ConnectTimeout, match="no address for api.invalid within 0.2 s; the request was not"):
+            await wire.send("GET", "http://api.invalid/x", [], None, timeout=0.2)
+    finally:
+        await wire.aclose()

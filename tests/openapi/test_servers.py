@@ -21,7 +21,7 @@ def test_an_operations_server_on_another_origin_is_named_at_its_pointer() -> Non
     found = _warnings({"/upload": {"post": {"operationId": "up", "servers": [{"url": "https://evil.example/x"}],
                                             "responses": _OK}}})
     assert [pointer for pointer, _ in found] == ["/paths/~1upload/post/servers"]
-    assert "called without the api's credentials" in found[0][1]
+    assert "called without the api's credentials" in found[0][1] and "apis.shop.trusted_origins" in found[0][1]
     assert "'https://evil.example/x'" in found[0][1]
 
 
