@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 OWNED_HEADERS = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
@@ -130,6 +131,36 @@ class Server:
         for name, value in self.variables.items():
             url = url.replace("{" + name + "}", value)
         return url
+
+    def origin(self) -> tuple[str, str, int] | None:
+        """(scheme, host, port) of the resolved URL, the port at its scheme's default when not written; None for
+        a URL that is relative, not http(s), or unreadable (no origin to compare)."""
+        return origin_of_url(self.resolved())
+
+
+def origin_of_url(url: str) -> tuple[str, str, int] | None:
+    """(scheme, lower-case host, port) of an absolute http(s) URL; None otherwise."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return scheme, parts.hostname.rstrip(".").lower(), port or (443 if scheme == "https" else 80)
+
+
+def foreign_origin(server: Server, api_servers: tuple[Server, ...], trusted: Iterable[str] = ()) -> bool:
+    """Whether an operation's server is another origin than its api's (the spec's first top-level server), so the
+    api's credentials must not go there (a spec that names `https://evil.example` for one operation would collect
+    them). `trusted`: other origins the operator named (`apis.<name>.trusted_origins`)."""
+    own = server.origin()
+    if own is None:  # relative: never called without a base_url, which replaces it
+        return False
+    if api_servers and own == api_servers[0].origin():
+        return False
+    return own not in {origin_of_url(url) for url in trusted}
 
 
 @dataclass(slots=True, kw_only=True)

@@ -101,6 +101,14 @@ class ToolResult:
     changed since): a door may write these bytes in its answer rather than write `body` again. Whoever changes
     `body` sets this to None (the redaction stage, the hooks' stage). Not part of the result a door answers with."""
 
+    whole: Any = field(default=None, repr=False, compare=False)
+    """With `whole_read`: what the cut `body` (`truncated`) was cut from, read to its end, parsed (or its text),
+    redacted; the output check judges it instead of the cut, then drops it. Not part of the result a door answers
+    with."""
+    whole_read: bool = field(default=False, repr=False, compare=False)
+    """Whether `whole` holds the whole body. False with `truncated`: the body was cut where the gateway stops
+    reading (`gateway.http.reading.hard_cap`), its end never seen, so nothing judged it."""
+
     def to_dict(self) -> dict[str, Any]:
         shown = {
             "ok": self.ok,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -249,6 +250,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr, flush=True)
 
     show = progress if sys.stderr.isatty() else None
+    view: Any = _same
     if args.agent:
         runtime = _load_runtime_or_report(args)
         if runtime is None:
@@ -281,25 +283,44 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         if not args.exact and args.format != "json":
             from ..offer.views import DEFAULT_TOOL_BUDGET, model_view
 
-            tools = [model_view(tool, args.budget or DEFAULT_TOOL_BUDGET) for tool in tools]
+            budget = args.budget or DEFAULT_TOOL_BUDGET
+            view = partial(model_view, budget=budget)  # each tool's view made as it is written, not all kept
     for diagnostic in diagnostics:
         _say(diagnostic)
     if missing:
         return 1
-    rendered = render_tools(tools, args.format, strict=args.strict)
     if args.strict:
         from ..dialects import strict_reason
 
-        reasons = [(t.name, strict_reason(t.input_schema)) for t in tools]
+        reasons = [(t.name, strict_reason(view(t).input_schema)) for t in tools]
         for name, reason in reasons:
             if reason is not None:
                 print(f"not strict: {name}: {reason}", file=sys.stderr)
         strict = sum(reason is None for _, reason in reasons)
         print(f"OpenAI strict mode: {strict} of {len(reasons)} tools sent strict, the others with strict: false",
               file=sys.stderr)
-    _write_json(orjson.dumps(rendered, option=orjson.OPT_INDENT_2))
+    _write_json_array(render_tools([view(tool)], args.format, strict=args.strict)[0] for tool in tools)
     sys.stdout.flush()
     return 0
+
+
+def _same(tool: Any) -> Any:
+    return tool
+
+
+def _write_json_array(items: Iterable[Any]) -> None:
+    """A JSON array on stdout as `orjson.dumps(list(items), option=OPT_INDENT_2)` writes it, byte for byte, but one
+    item at a time: a catalog's listing (Microsoft Graph's 11,422 tools, hundreds of megabytes of JSON) is never
+    held whole, neither as the rendered list nor as its JSON text (three copies of it before)."""
+    import orjson
+
+    out = sys.stdout.buffer
+    first = True
+    for item in items:
+        text = orjson.dumps(item, option=orjson.OPT_INDENT_2).decode().replace("\n", "\n  ")
+        out.write(("[\n  " if first else ",\n  ").encode() + printable(text).encode())
+        first = False
+    out.write(b"[]\n" if first else b"\n]\n")
 
 
 def _say(diagnostic: Diagnostic) -> None:

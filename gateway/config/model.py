@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ..catalog import origin_of_url
 from ..kernel.redaction import url_password, url_secrets
 from .agents import (
     AgentConfig,
@@ -97,7 +98,12 @@ class ProviderConfig(KindEndpoint):
                                "(`host`, `host:port`: http, port 11434).")
     api_key: str | None = doc("The provider's key (write `${VAR}`); empty: none.", None)
     headers: TextMap = doc("Extra headers on every request to the provider.", default={})
-    timeout: Seconds = doc("Seconds one model request may take.", 120.0)
+    timeout: Seconds = doc("Seconds one model request may take (a streamed one: each read of it).", 120.0)
+    stream_idle_timeout: Seconds | None = doc(
+        "Seconds a streamed answer may send nothing but keep-alives (SSE comments, blank lines) before it is cut "
+        "off with an error (default: `timeout`).", None)
+    stream_timeout: Seconds = doc("Seconds a whole streamed answer may take before it is cut off with an error.",
+                                  1800.0)
     strict: Flag = doc("openai: send tools in strict mode (closed objects, every property required, optional ones "
                        "nullable); the nulls the model sends for what it leaves out are dropped.", False)
     name: SkipJsonSchema[str] = derived("")
@@ -133,7 +139,19 @@ class ApiConfig(Section):
     reuse_connections: Flag = doc("Keep connections for the next request (keep-alive). false: a connection of its "
                                   "own for each request, for an upstream that sends answers nobody asked for "
                                   "(HTTP/1.1 would read one as the next request's answer).", True)
+    trusted_origins: Names = doc(
+        "Origins besides the api's own (base_url's, else the spec's first server) whose operations get its "
+        "credentials and headers too: an operation whose own server is another origin is called without them "
+        "(`https://uploads.github.com` beside `https://api.github.com`).", default=[])
     name: SkipJsonSchema[str] = derived("")
+
+    @field_validator("trusted_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if origin_of_url(origin) is None:
+                raise ValueError(f"{origin!r} is not an http(s) origin (write `https://host[:port]`)")
+        return origins
 
     @field_validator("auth")
     @classmethod

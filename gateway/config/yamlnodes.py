@@ -132,7 +132,11 @@ class _Builder:
         return result
 
     def _build_scalar(self, node: ScalarNode, path: KeyPath) -> Any:
-        value = self.constructor.construct_object(node, deep=True)
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except ValueError as exc:  # an integer of 5,000 digits: more than Python reads (redteam47: a traceback)
+            self.error(path, node.start_mark.line + 1, f"invalid value: {str(exc).split(';', 1)[0]}")
+            return MISSING
         if not isinstance(value, str):
             return value
         value = self._restore(value)

@@ -19,7 +19,7 @@ import anyio.to_thread
 import httpx
 import orjson
 
-from ..catalog import Catalog, Tool
+from ..catalog import Catalog, Server, Tool, foreign_origin
 from ..config.model import SECRET_HEADER, ApiConfig, Manifest
 from ..config.settings import DEFAULT_AUTH_SERVER_TIMEOUT
 from ..errors import AuthServerUnavailable, NotConnected, RequestBuildError, UserCredentialError
@@ -39,6 +39,7 @@ from ..http.client import (
 from ..http.library import IDEMPOTENT, ClientOptions
 from ..http.reading import hard_cap, read_capped, shape
 from ..http.request import RequestPlan, request_plan
+from ..http.resolving import PinnedClients
 from ..http.wire import ReqwestWire
 from ..identity.connections import Connections
 from ..kernel import tracing
@@ -65,8 +66,14 @@ class _Api:
     def __init__(self, config: ApiConfig, transport: httpx.AsyncBaseTransport | None, redactor: Redactor, *,
                  limit_concurrency: bool = True, schemes: dict[str, Any] | None = None,
                  connections: Connections | None = None,
-                 auth_server_timeout: float = DEFAULT_AUTH_SERVER_TIMEOUT) -> None:
+                 auth_server_timeout: float = DEFAULT_AUTH_SERVER_TIMEOUT,
+                 servers: tuple[Server, ...] = ()) -> None:
         self.config = config
+        self.servers = servers
+        """The spec's top-level servers: the first one's origin is the api's when no base_url is set."""
+        self._bare_config = config.model_copy(update={"headers": {}})
+        """The api without its configured headers: for an operation on another origin (`foreign`)."""
+        self._foreign: dict[str, bool] = {}
         pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
         options = ClientOptions(max_connections=pooled, ca_file=config.ca_file,
@@ -75,7 +82,8 @@ class _Api:
         if transport is None:
             # The calls go out on pyreqwest directly (gateway.http.wire); the httpx client, on pyreqwest too,
             # is for OAuth token requests only.
-            self.wire = ReqwestWire(options)
+            # A spec's servers (no base_url) are resolved and checked by the gateway: none may be link-local.
+            self.wire = ReqwestWire(options, pins=None if config.base_url else PinnedClients(options))
             self.client = new_client(options=options, max_body=_TOKEN_MAX_BODY)
         else:
             self.client = new_client(transport)
@@ -101,8 +109,19 @@ class _Api:
         out on its first call (a setup error is raised again on the next: never remembered)."""
         plan = self._request_plans.get(tool.name)
         if plan is None or plan.tool is not tool:
-            plan = self._request_plans[tool.name] = request_plan(tool, self.config, self.reserved)
+            config = self._bare_config if self.foreign(tool) else self.config
+            plan = self._request_plans[tool.name] = request_plan(tool, config, self.reserved)
         return plan
+
+    def foreign(self, tool: Tool) -> bool:
+        """Whether the tool's own server is another origin than the api's, so it goes without the api's credentials
+        and headers (`gateway.catalog.foreign_origin`): never with a base_url, which replaces every server."""
+        found = self._foreign.get(tool.name)
+        if found is None:
+            found = self._foreign[tool.name] = bool(
+                not self.config.base_url and tool.servers
+                and foreign_origin(tool.servers[0], self.servers, self.config.trusted_origins))
+        return found
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
@@ -159,7 +178,8 @@ class Executor:
                                           limit_concurrency=self.limits_concurrency,
                                           schemes=spec.security_schemes if spec is not None else None,
                                           connections=self.connections,
-                                          auth_server_timeout=self.manifest.gateway.auth_server_timeout)
+                                          auth_server_timeout=self.manifest.gateway.auth_server_timeout,
+                                          servers=spec.servers if spec is not None else ())
         return api
 
     async def aclose(self) -> None:
@@ -198,7 +218,11 @@ class Executor:
             if refusal is not None:
                 result = refusal
             else:
-                prepared = api.request_plan(tool).build(arguments)
+                plan = api.request_plan(tool)
+                if _heavy(arguments):  # its encoding is the caller's to size: off the event loop
+                    prepared = await anyio.to_thread.run_sync(plan.build, arguments)
+                else:
+                    prepared = plan.build(arguments)
                 seconds = timeout if timeout is not None else api.config.timeout
                 limit = max_result_bytes if max_result_bytes is not None else DEFAULT_MAX_RESULT_BYTES
                 deadline = time.monotonic() + seconds
@@ -304,11 +328,13 @@ class Executor:
         used: list[str] = []
         # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
         source: Credentials | CredentialsFactory | None = api.auth.static
-        if source is None:
+        if api.foreign(tool):  # another origin than the api's: none of its credentials go there
+            source = _NO_CREDENTIALS
+        elif source is None:
             source = _asking(api, tool, used)
         response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
-        if response.status_code == 401 and api.auth.has_tokens:
+        if response.status_code == 401 and api.auth.has_tokens and not api.foreign(tool):
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
@@ -343,6 +369,8 @@ class Executor:
             redacted_under=epoch,
             body_json=shaped.json,
         )
+        if shaped.read_whole:  # cut for the result only: the output check judges the whole (`ToolResult.whole`)
+            result.whole, result.whole_read = shaped.whole, True
         if not ok:
             result.error_type = "upstream_error"
             # An upstream may echo the credential in its reason phrase (`401 Unauthorized (Bearer <token>)`).
@@ -351,11 +379,38 @@ class Executor:
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""
             )
+            if status in (401, 403) and api.foreign(tool):
+                result.error += (f" (sent without the api's credentials: the server of {tool.method} {tool.path} is "
+                                 f"another origin than the api's; apis.{tool.api}.trusted_origins lets them go there)")
         if used:  # a user's token the upstream echoed back goes no further than the call
             result.body = _scrub(result.body, used)
             result.body_json = None
             result.error = _scrub(result.error, used)
         return result
+
+
+_NO_CREDENTIALS = Credentials()
+
+BUILD_ON_LOOP_BYTES = 64 * 1024
+"""Arguments larger than this (as JSON) are made into a request in a worker thread: percent-encoding is Python's,
+value by value (redteam47: one direct call with a 2 MB array of one-letter strings as a query parameter held the
+event loop 0.4-0.6 s, and one of 300,000 `é` 1.3 s; a model's arguments may be 16 MiB)."""
+
+
+def _heavy(arguments: dict[str, Any]) -> bool:
+    """Whether `arguments` may be more than `BUILD_ON_LOOP_BYTES` as JSON: their strings' lengths add up to more, or
+    a container among them is (measured by orjson, in C, only when there is a container)."""
+    size = 0
+    for value in arguments.values():
+        kind = type(value)
+        if kind is str:
+            size += len(value)
+        elif kind is list or kind is dict:
+            try:
+                return len(orjson.dumps(arguments)) > BUILD_ON_LOOP_BYTES
+            except TypeError:  # a value JSON has no form for (a fixed argument's YAML date): the thread decides
+                return True
+    return size > BUILD_ON_LOOP_BYTES
 
 
 def _asking(api: _Api, tool: Tool, used: list[str]) -> CredentialsFactory:

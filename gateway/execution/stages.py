@@ -130,14 +130,21 @@ def _may_act_on(hook: ToolHooks, tool: str) -> bool:
     return acts_on is None or bool(acts_on(tool))
 
 
+_BODY: Any = object()
+"""`output_problem`'s default: the result's own body."""
+
+
 class CheckOutput:
     """A 2xx answer whose body breaks the spec's output schema is `invalid_output` on every door, unless the tool's
     `output_check` says otherwise: `warn` passes the body on with a `warning` (the result, the step, the audit row
     and a metric carry it), `off` does not check.
 
     What "breaks" means: the tool declares an output schema (the spec's JSON response) and the body is not JSON,
-    or is JSON that the schema refuses. A truncated body is not judged (its end is missing, not wrong). The
-    result keeps status and body and says that the request ran, so a caller does not repeat a write.
+    or is JSON that the schema refuses. A body cut to the result's size (`max_result_bytes`) but read to its end
+    is judged whole (`ToolResult.whole`, off the event loop when it is large), not as the cut the model reads; one
+    cut where the gateway stops reading (`gateway.http.reading.hard_cap`: its end never arrived) cannot be judged,
+    and its result says so in its `warning`, which every door shows beside the cut's note. The result keeps
+    status and body and says that the request ran, so a caller does not repeat a write.
     """
 
     def for_tool(self, agent_tool: AgentTool) -> Stage | None:
@@ -163,8 +170,10 @@ class CheckToolOutput:
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         result = await proceed(invocation)
-        if not result.ok or result.truncated:
+        if not result.ok:
             return result
+        if result.truncated:
+            return await self._judge_whole(result)
         judge, agent_tool = self.judge, self.agent_tool
         try:
             if judge is not None and _is_json(result) and judge(result.body):
@@ -174,10 +183,25 @@ class CheckToolOutput:
         return await judge_output(agent_tool, agent_tool.output_schema, result)
 
 
+    async def _judge_whole(self, result: ToolResult) -> ToolResult:
+        whole, result.whole = result.whole, None  # judged once, then not kept
+        if not result.whole_read:
+            result.warning = (f"the body was cut at the gateway's read limit ({result.bytes} bytes) before its end, "
+                              "so it was not checked against the spec's output schema")
+            return result
+        schema = self.agent_tool.output_schema
+        problem = await run_off_the_loop(lambda: output_problem(schema, result, whole))
+        return _verdict(self.agent_tool, result, problem)
+
+
 async def judge_output(agent_tool: AgentTool, schema: Any, result: ToolResult) -> ToolResult:
     """`result` as the output check leaves it, once the quick "the body holds" did not say so: the problem worded
     off the loop, then `invalid_output` (enforce) or a warning (warn)."""
     problem = await run_off_the_loop(lambda: output_problem(schema, result))
+    return _verdict(agent_tool, result, problem)
+
+
+def _verdict(agent_tool: AgentTool, result: ToolResult, problem: str | None) -> ToolResult:
     if problem is None:
         return result
     if agent_tool.output_check == "warn":
@@ -191,18 +215,20 @@ async def judge_output(agent_tool: AgentTool, schema: Any, result: ToolResult) -
     return result
 
 
-def output_problem(schema: Any, result: ToolResult) -> str | None:
-    """Why `result`'s body breaks `schema`, or None when it holds."""
-    if not _is_json(result):
+def output_problem(schema: Any, result: ToolResult, body: Any = _BODY) -> str | None:
+    """Why `result`'s body (or `body`, the whole of a cut one) breaks `schema`, or None when it holds."""
+    body = result.body if body is _BODY else body
+    if not _is_json(result, body):
         return "it is not JSON"
-    if is_valid(schema, result.body):
+    if is_valid(schema, body):
         return None
-    found = problems(schema, result.body, count=1)
+    found = problems(schema, body, count=1)
     return found[0][:MAX_OUTPUT_PROBLEM_CHARS] if found else None
 
 
-def _is_json(result: ToolResult) -> bool:
-    return not isinstance(result.body, str) and (result.media_type or "json").endswith("json")
+def _is_json(result: ToolResult, body: Any = _BODY) -> bool:
+    body = result.body if body is _BODY else body
+    return not isinstance(body, str) and (result.media_type or "json").endswith("json")
 
 
 class RedactResult:

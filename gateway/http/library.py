@@ -55,8 +55,11 @@ class ClientOptions:
     reuse_connections: bool = True
 
 
-def build_client(options: ClientOptions) -> Client:
-    """A pooled client that follows no redirect (the caller's policy decides) and keeps no cookie."""
+def build_client(options: ClientOptions, *, pinned: tuple[str, str, int] | None = None) -> Client:
+    """A pooled client that follows no redirect (the caller's policy decides) and keeps no cookie.
+
+    `pinned`: (host name, address, port): that name connects to that address only, never looked up again
+    (`gateway.http.resolving`)."""
     builder = (
         ClientBuilder()
         .follow_redirects(False)
@@ -68,6 +71,8 @@ def build_client(options: ClientOptions) -> Client:
         .pool_idle_timeout(timedelta(seconds=POOL_IDLE_SECONDS))
         .connect_timeout(timedelta(seconds=CONNECT_TIMEOUT))
     )
+    if pinned is not None:
+        builder = builder.resolve(*pinned)
     if options.read_timeout is not None:
         builder = builder.read_timeout(timedelta(seconds=options.read_timeout))
         builder = builder.pool_timeout(timedelta(seconds=options.read_timeout))

@@ -47,6 +47,10 @@ class Shaped:
     json: bytes | None = None
     """The JSON text `body` was parsed from, when `body` is exactly its parse and the text showed no secret (nothing
     redacted, no escape that could hide one, nothing cut)."""
+    whole: Any = None
+    """With `truncated` and `read_whole`: what `body` is a cut of (the parse, or the text), redacted."""
+    read_whole: bool = False
+    """With `truncated`: the body was read to its end (cut for the result only, not where reading stops)."""
 
     @property
     def excerpt(self) -> str:
@@ -119,7 +123,8 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
             # The api's text stands for the body only when the text itself showed no secret in any form: a walk
             # judges the parse, and a text holds what its parse drops (a repeated key's first value).
             return Shaped(media_type or "application/json", cut, truncated,
-                          data if not walked and cut is parsed and not truncated else None)
+                          data if not walked and cut is parsed and not truncated else None,
+                          value if truncated else None, truncated)
     text = redactor.text(text)
     total = _total(read)
     omitted_unknown = not read.complete and total == len(data)
@@ -127,6 +132,8 @@ def shape(read: ReadBody, content_type: str | None, max_bytes: int, redactor: Re
     if media_type is None or not (media_type.startswith("text/") or media_type in _TEXT_TYPES
                                   or media_type.endswith(("+xml", "+json")) or is_json_type(media_type)):
         media_type = media_type or "text/plain"
+    if truncated and read.complete:
+        return Shaped(media_type, cut_text, truncated, None, text, True)
     return Shaped(media_type, cut_text, truncated)
 
 

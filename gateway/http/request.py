@@ -12,6 +12,7 @@ import functools
 import ipaddress
 import re
 import socket
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
@@ -90,17 +91,18 @@ def _parse_server(raw: str, source: str, api: str) -> httpx.URL:
         raise ApiSetupError(
             f"{source} is relative or not http(s) ({raw!r}): set apis.{api}.base_url in agents.yaml"
         )
-    if source != f"apis.{api}.base_url" and _link_local(url.host):
+    if source != f"apis.{api}.base_url" and link_local(url.host):
         raise ApiSetupError(
             f"{source} names a link-local address ({url.host}), where a cloud serves its instances' metadata and "
             f"credentials, not an API: nothing was sent (set apis.{api}.base_url in agents.yaml to send there)")
     return url
 
 
-def _link_local(host: str) -> bool:
+def link_local(host: str) -> bool:
     """Whether `host` is a link-local IP address (169.254.0.0/16, fe80::/10) in any form the client's URL parser
     reads as one: `2852039166`, `0xa9fea9fe` and `169.254.43518` are each 169.254.169.254 to it (inet_aton reads
-    the same shorthands). A spec downloaded from anywhere names its servers; a name that resolves there is not seen."""
+    the same shorthands). A spec downloaded from anywhere names its servers; a name that resolves there is caught
+    where it resolves (`gateway.http.resolving`)."""
     host = host.rstrip(".")
     try:
         address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host)
@@ -356,8 +358,17 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     # between its own slashes: many upstreams decode `%2F` (or take `\` as `/`) before they resolve the path (a
     # proxy that normalizes it, Python's file server), so `../private/x` read a file outside `/files/` (redteam45).
     # A value's `/` and `\` always go out escaped: a path without a `%` has nothing to decode.
-    if "." in path and any(segment in (".", "..") for segment in
-                           (unquote(path).replace("\\", "/") if "%" in path else path).split("/")):
+    # A value's non-ASCII text is read as servers that fold compatibility characters read it (NFKC, or Windows'
+    # best-fit mapping): `．．` (fullwidth) and `‥` (a two-dot leader) are `..` to them (redteam47).
+    # Decoded as often as a proxy and the server behind it may decode it (`%252e%252e` is `..` after two).
+    decoded = path
+    for _ in range(3):
+        if "%" not in decoded:
+            break
+        decoded = unquote(decoded).replace("\\", "/")
+    if not decoded.isascii():
+        decoded = unicodedata.normalize("NFKC", decoded)
+    if "." in decoded and any(segment in (".", "..") for segment in decoded.split("/")):
         raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
                             "between slashes")
     return path

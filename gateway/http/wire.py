@@ -27,6 +27,7 @@ from pyreqwest.request import StreamRequest
 from pyreqwest.response import Response
 
 from .library import ClientOptions, build_client, host_of, translate_error
+from .resolving import PinnedClients
 
 _EMPTY_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # httpx's rule: these say `Content-Length: 0`
 
@@ -142,14 +143,26 @@ class WireResponse:
 class ReqwestWire:
     """Sends the executor's requests (`gateway.http.client.Wire`) on one api's pooled client."""
 
-    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None) -> None:
+    def __init__(self, options: ClientOptions | None = None, *, client: Client | None = None,
+                 pins: PinnedClients | None = None) -> None:
+        """`pins`: host names are resolved and checked by the gateway, each sent on a client pinned to its checked
+        address (`gateway.http.resolving`): for servers a spec names, not the operator's base_url."""
         self._client = client if client is not None else build_client(options or ClientOptions())
+        self._pins = pins
 
     async def send(self, method: str, url: str, headers: list[tuple[str, str]], content: bytes | None,
                    timeout: float) -> WireResponse:
         """Send one request; `timeout` seconds cover the wait for a connection, the exchange and the body."""
+        client = self._client
+        if self._pins is not None:
+            try:  # a name's lookup within the call's deadline too (a slow DNS server)
+                async with asyncio.timeout(timeout):
+                    client = await self._pins.client_for(url) or client
+            except TimeoutError:
+                raise httpx.ConnectTimeout(f"no address for {host_of(url)} within {timeout:g} s; "
+                                           "the request was not sent") from None
         # `timedelta(0, seconds)`: a keyword would be a dict made for the call.
-        builder = self._client.request(method, url).timeout(timedelta(0, timeout))
+        builder = client.request(method, url).timeout(timedelta(0, timeout))
         try:
             builder = builder.headers(headers)  # the library copies them
             if content:
@@ -163,7 +176,10 @@ class ReqwestWire:
             await let_cancellation_land()
             raise
         except PyreqwestError as error:
-            raise translate_error(error, url, timeout) from error
+            translated = translate_error(error, url, timeout)
+            if self._pins is not None and client is not self._client and isinstance(translated, httpx.ConnectError):
+                self._pins.connect_failed(url, client)  # the name's next checked address, next time
+            raise translated from error
         except ValueError as error:  # a header name or value the library refuses (a CR or LF in it)
             raise httpx.LocalProtocolError(f"the request to {host_of(url)} can't be sent: {error}") from None
         answer = WireResponse(response, request, url, timeout)
@@ -177,3 +193,5 @@ class ReqwestWire:
 
     async def aclose(self) -> None:
         await self._client.close()
+        if self._pins is not None:
+            await self._pins.aclose()

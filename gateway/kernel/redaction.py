@@ -2,8 +2,8 @@
 
 A `Redactor` knows the manifest's secret values (and tokens learned at run time, such as OAuth2
 access tokens) and replaces every occurrence with a marker, also in the forms an upstream is likely to
-echo them back in: percent-encoded (a query string in an error message), form-encoded, and base64
-(a Basic credential or `user:password`).
+echo them back in: percent-encoded (a query string in an error message; its escapes in either case), form-encoded,
+and base64 or base64url (a Basic credential or `user:password`).
 
 Log lines: `redact_logs(redactor)` installs a log-record factory that scrubs each record as it is created.
 Filters on a logger miss records of its child loggers, and a library may log what an upstream echoed
@@ -182,10 +182,18 @@ def _escaped_in_json(text: str) -> bool:
 
 def _variants(secret: str) -> set[str]:
     variants = {secret, quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)}
+    # Percent-escapes in lower case too: what some servers and libraries write (redteam47: an upstream that echoed
+    # the query `sk-AB%2fcd%2bef` handed the model a key it could decode).
+    variants |= {_LOWER_ESCAPE.sub(lambda found: found.group().lower(), v) for v in variants if "%" in v}
     encoded = base64.b64encode(secret.encode()).decode("ascii")
     variants.add(encoded)
     variants.add(encoded.rstrip("="))
+    urlsafe = encoded.replace("+", "-").replace("/", "_")  # base64url (JWTs, signed URLs)
+    variants |= {urlsafe, urlsafe.rstrip("=")}
     return {v for v in variants if len(v) >= MIN_SECRET_LENGTH}
+
+
+_LOWER_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 
 
 def _all_variants(secrets: set[str]) -> tuple[str, ...]:

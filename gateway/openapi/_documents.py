@@ -82,6 +82,8 @@ def parse_bytes(data: bytes, name: str) -> Any:
             raise _yaml_error(exc) from None
         except yaml.YAMLError as exc:
             raise LoadError(f"invalid YAML: {exc}".replace("\n", " ")) from None
+        except ValueError as exc:  # a scalar the constructor can't make: an integer of 5,000 digits (redteam47)
+            raise LoadError(f"invalid YAML: {exc}".split(";", 1)[0]) from None
     except DocumentTooLarge as exc:
         raise LoadError(f"refused: {exc}") from None
 

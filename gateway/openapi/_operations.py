@@ -22,10 +22,11 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from ..catalog import OWNED_HEADERS, Argument, BodyBinding, Encoding, Location, Server, Tool
+from ..catalog import OWNED_HEADERS, Argument, BodyBinding, Encoding, Location, Tool
 from ._ambiguity import ExcessCheck, unjudged
 from ._documents import Documents, RefError, escape_token
 from ._schema import SchemaError, SchemaTranslator
+from ._servers import operation_servers, read_servers
 from ._xml import is_xml_media, xml_mapping
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -67,7 +68,7 @@ class OperationCompiler:
         self.translator = translator
         self.warn = warn
         self.max_description = max_description
-        self.servers = _servers(view.get("servers"))
+        self.servers = read_servers(view.get("servers"))
         self.security = view.get("security")
         schemes = (view.get("components") or {}).get("securitySchemes") or {}
         self.credentials: set[tuple[str, str]] = set()
@@ -117,6 +118,7 @@ class OperationCompiler:
         description = _text(operation.get("description"))
         deprecated = operation.get("deprecated") is True
         operation_id = operation.get("operationId")
+        servers = operation_servers(self.servers, operation, item, pointer, self.warn, self.api)
         return Tool(
             name=operation_id if isinstance(operation_id, str) else "",
             api=self.api,
@@ -128,7 +130,7 @@ class OperationCompiler:
             output_schema=output_schema,
             arguments=tuple(arguments),
             body=body,
-            servers=_servers(operation.get("servers")) or _servers(item.get("servers")) or self.servers,
+            servers=servers,
             response_media_types=media_types,
             security=alternatives,
             tags=tuple(t for t in _as_list(operation.get("tags")) if isinstance(t, str)),
@@ -452,18 +454,6 @@ def _encodings(raw: Any) -> dict[str, Encoding]:
             headers=tuple(headers) if isinstance(headers, dict) else (),
         )
     return result
-
-
-def _servers(raw: Any) -> tuple[Server, ...]:
-    servers = []
-    for entry in raw if isinstance(raw, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
-            variables = {
-                str(k): str(v.get("default", "")) for k, v in (entry.get("variables") or {}).items()
-                if isinstance(v, dict)
-            }
-            servers.append(Server(url=entry["url"], variables=variables))
-    return tuple(servers)
 
 
 def describe(summary: str, description: str, deprecated: bool, security: tuple[dict[str, tuple[str, ...]], ...],

@@ -20,6 +20,7 @@ from ..catalog import Catalog, Diagnostic
 from ._compile import spec_files
 from ._documents import Documents, LoadError, RefError, escape_token, parse_bytes
 from ._lines import add_lines
+from ._validator_walk import MAX_WALK, costly_walk
 
 MAX_VALIDATION_ERRORS = 20
 """Full-validation findings reported per spec (the rest are counted)."""
@@ -85,9 +86,16 @@ def validate_spec(specs_dir: Path, relative: str) -> list[Diagnostic]:
         return []  # already reported by the compiler
     if not isinstance(document, dict):
         return []
-    blocked = _blocked_ref(document, Documents(Path(specs_dir)), relative)
+    documents = Documents(Path(specs_dir))
+    blocked = _blocked_ref(document, documents, relative)
     if blocked:
         return [_note(relative, "", f"full validation skipped: {blocked}")]
+    documents.add(relative, document)
+    costly = costly_walk(document, documents, relative)
+    if costly is not None:
+        return [_note(relative, costly, "full validation skipped: the validator would walk this schema's "
+                      f"allOf/anyOf/oneOf branches more than {MAX_WALK:,} times (the same schemas reached by "
+                      "several branches, level after level)")]
     version = str(document.get("openapi") or document.get("swagger") or "")
     if version.startswith("2"):
         validator_class: Any = OpenAPIV2SpecValidator

@@ -33,6 +33,7 @@ from ..jsonwire import dumps, holds_lone_surrogate
 from ..kernel import tracing
 from ..kernel.usage import Usage
 from ..messages import Message, ToolCall
+from .pacing import StreamClock, tick
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
 TextCallback = Callable[[str], Awaitable[None]]
@@ -224,24 +225,34 @@ class ProviderAdapter(abc.ABC):
             response = await self._send(url, headers, body, stream=False)
             turn = self._parse_response(self._json_answer(response))
         else:
+            assert on_text is not None  # `stream`
             response = await self._send(url, headers, body, stream=True)
+            clock = StreamClock(self.config.stream_idle_timeout or self.config.timeout, self.config.stream_timeout)
+            clock.attach(response)
             try:
-                if _is_plain_json(response):
-                    # A server that ignored `stream: true` (some OpenAI-compatible ones do) and answered in one
-                    # piece: read it as the whole answer, its text passed on as one delta.
-                    await response.aread()
-                    turn = self._parse_response(self._json_answer(response))
-                    if turn.message.content:
-                        await on_text(turn.message.content)  # type: ignore[misc]
-                else:
-                    turn = await self._parse_stream(response, on_text)  # type: ignore[arg-type]
-            except httpx.HTTPError as exc:
-                raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
+                with clock.scope:
+                    turn = await self._read_stream(response, on_text)
+                if clock.expired:
+                    raise ProviderError(self.name, clock.explain(self.name))
             finally:
                 await response.aclose()
         ensure_unique_ids(turn.message.tool_calls)
         turn.usage.llm_calls = 1
         return turn
+
+    async def _read_stream(self, response: httpx.Response, on_text: TextCallback) -> Turn:
+        try:
+            if _is_plain_json(response):
+                # A server that ignored `stream: true` (some OpenAI-compatible ones do) and answered in one
+                # piece: read it as the whole answer, its text passed on as one delta.
+                await response.aread()
+                turn = self._parse_response(self._json_answer(response))
+                if turn.message.content:
+                    await on_text(turn.message.content)
+                return turn
+            return await self._parse_stream(response, on_text)
+        except httpx.HTTPError as exc:
+            raise ProviderError(self.name, f"the stream broke: {exc!r}") from exc
 
     def _json_answer(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -346,6 +357,8 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     async for line in response.aiter_lines():
         if not line:
             if data:
+                if event != "ping":  # a keep-alive (Anthropic's `event: ping`), as comments are: not data (`pacing`)
+                    tick(response)
                 yield event, "\n".join(data)
             event, data = "", []
             continue
@@ -358,7 +371,16 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         elif key == "data":
             data.append(value)
     if data:
+        tick(response)
         yield event, "\n".join(data)
+
+
+async def iter_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The non-blank lines of a JSON-lines stream (Ollama's); blank ones are keep-alives (`pacing`)."""
+    async for line in response.aiter_lines():
+        if line.strip():
+            tick(response)
+            yield line
 
 
 def _is_plain_json(response: httpx.Response) -> bool:

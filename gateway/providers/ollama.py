@@ -18,7 +18,7 @@ from ..dialects.tool import ToolLike
 from ..errors import ProviderError
 from ..kernel.usage import Usage
 from ..messages import Message
-from .base import FinishReason, ProviderAdapter, TextCallback, Turn, join_url, make_call
+from .base import FinishReason, ProviderAdapter, TextCallback, Turn, iter_lines, join_url, make_call
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "load": "other", "unload": "other"}
 _OPTIONS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed", "stop": "stop",
@@ -72,9 +72,7 @@ class OllamaAdapter(ProviderAdapter):
         thinking: list[str] = []
         calls: list[dict[str, Any]] = []
         last: dict[str, Any] = {}
-        async for line in response.aiter_lines():
-            if not line.strip():
-                continue
+        async for line in iter_lines(response):
             try:
                 chunk = json.loads(line)
             except ValueError as exc:

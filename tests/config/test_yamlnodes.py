@@ -29,3 +29,10 @@ def test_a_failed_substitution_yields_the_missing_marker() -> None:
     assert data == {"a": MISSING, "b": "xy"}
     assert [(d.line, d.pointer) for d in diagnostics] == [(1, "a")]
     assert "NOPE" in diagnostics[0].message
+
+
+def test_an_integer_python_does_not_read_is_an_error_at_its_line() -> None:
+    data, _, diagnostics = load_yaml("a: 1\nb: " + "1" * 5000 + "\n", file="f.yaml", environ={})
+    assert data == {"a": 1, "b": MISSING}
+    assert [(d.line, d.pointer, d.level) for d in diagnostics] == [(2, "b", "error")]
+    assert "5000 digits" in diagnostics[0].message

@@ -25,8 +25,10 @@ def test_literal_fragment_in_template_is_encoded() -> None:
     assert request.url.raw_path == b"/v1/k%23uploads" and request.url.fragment == ""
 
 
-@pytest.mark.parametrize("value", [".", ".."])
+@pytest.mark.parametrize("value", [".", "..", "\uff0e\uff0e", "\u2025", "x/\uff0e\uff0e/y", "\uff0e",
+                                   "x/%2e%2e/y", "%2e", "x%2f%2e%2e%2fy", "%252e%252e"])
 def test_dot_segments_are_refused(value: str) -> None:
+    # Fullwidth dots and a two-dot leader fold into `..` (NFKC); escapes a proxy and its server decode twice too.
     with pytest.raises(ArgumentError):
         build_request(make_tool(arg("id", "path"), path="/a/{id}/b"), {"id": value}, API)
 

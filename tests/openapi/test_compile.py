@@ -45,9 +45,11 @@ def test_broken_files_are_reported_and_others_still_load(specs: Path, tmp_path: 
     (specs / "broken.json").write_text("{not json")
     (specs / "fragment.yaml").write_text(yaml.safe_dump({"components": {"schemas": {}}}))
     (specs / "empty.yaml").write_text("")
+    (specs / "huge.yaml").write_text("openapi: 3.0.0\nx-n: " + "1" * 5000 + "\n")  # more digits than Python reads
     catalog = compile_specs(specs, use_cache=False)
     assert len(catalog) == 3
     by_file = {d.file: d for d in catalog.diagnostics}
+    assert by_file["huge.yaml"].level == "error" and "integer string conversion" in by_file["huge.yaml"].message
     assert by_file["bad.yaml"].level == "error" and "YAML" in by_file["bad.yaml"].message
     assert by_file["broken.json"].level == "error" and "JSON" in by_file["broken.json"].message
     assert by_file["list.json"].level == "error"

@@ -1,0 +1,175 @@
+"""gateway.http.resolving: a spec's server named by a host name that resolves to a link-local address (a cloud's
+metadata service) gets nothing, also when the name's DNS answer changes between lookups (rebinding); a name that
+resolves elsewhere goes to the very address that was checked. A real server on 127.0.0.1; the resolver is
+injected, as no DNS here answers `api.invalid` (which is how the test knows the pinned address was used)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from recording_server import RecordingServer
+
+import gateway.http.resolving as resolving
+from gateway.config.model import ApiConfig, Manifest
+from gateway.errors import ApiSetupError
+from gateway.execution.executor import Executor
+from gateway.http.library import ClientOptions
+from gateway.http.resolving import PinnedClients
+from gateway.http.wire import ReqwestWire
+from gateway.openapi import compile_document
+
+pytestmark = pytest.mark.anyio
+
+
+class _Dns:
+    """Answers every name with the next of `answers` (the last one over and over)."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        return [self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]]
+
+
+async def _get(wire: ReqwestWire, url: str) -> int:
+    response = await wire.send("GET", url, [], None, timeout=5)
+    await response.aclose()
+    return int(response.status_code)
+
+
+async def test_a_name_goes_to_the_address_that_was_checked() -> None:
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=_Dns("127.0.0.1")))
+        try:
+            assert await _get(wire, f"http://api.invalid:{port}/x") == 200
+            assert server.last.header("host") == f"api.invalid:{port}"
+        finally:
+            await wire.aclose()
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"])
+async def test_a_name_that_resolves_to_a_metadata_address_gets_nothing(address: str) -> None:
+    wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=_Dns(address)))
+    try:
+        with pytest.raises(ApiSetupError, match="link-local.*the request was not sent"):
+            await _get(wire, "http://metadata.invalid/latest/meta-data/iam/security-credentials/")
+    finally:
+        await wire.aclose()
+
+
+async def test_a_name_rebound_to_a_metadata_address_is_caught_when_it_is_resolved_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resolving, "RESOLVE_SECONDS", 0.0)  # each answer's time is up at once
+    dns = _Dns("127.0.0.1", "169.254.169.254")
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=dns))
+        try:
+            assert await _get(wire, f"http://api.invalid:{port}/first") == 200
+            with pytest.raises(ApiSetupError, match="169.254.169.254"):
+                await _get(wire, f"http://api.invalid:{port}/second")
+        finally:
+            await wire.aclose()
+    assert [r.path for r in server.requests] == ["/first"]
+
+
+async def test_an_address_as_host_is_not_resolved() -> None:
+    dns = _Dns("169.254.169.254")
+    with RecordingServer() as server:
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=dns))
+        try:
+            assert await _get(wire, f"{server.url}/x") == 200
+        finally:
+            await wire.aclose()
+    assert dns.asked == []
+
+
+def _executor(server: str) -> Executor:
+    spec = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": server}],
+            "paths": {"/creds": {"get": {"operationId": "creds", "responses": {"200": {"description": "ok"}}}}}}
+    catalog = compile_document(spec, api="meta", file="meta.json")
+    config = ApiConfig.model_validate({"name": "meta", "auth": {"type": "bearer", "token": "s3cret"}})
+    return Executor(Manifest(apis={"meta": config}), catalog)
+
+
+async def test_a_specs_server_whose_name_resolves_to_metadata_is_a_tool_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async def metadata(host: str, port: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    monkeypatch.setattr(resolving, "system_resolver", metadata)
+    async with _executor("http://instance-data.invalid/latest") as executor:
+        result = await executor.execute(executor.catalog.get("creds"), {})
+    assert result.error_type == "configuration_error"
+    assert "instance-data.invalid resolves to 169.254.169.254" in (result.error or "")
+
+
+async def test_a_real_name_that_resolves_to_loopback_is_called() -> None:
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        async with _executor(f"http://localhost:{port}/api") as executor:
+            result = await executor.execute(executor.catalog.get("creds"), {})
+    assert result.ok, result.error
+    assert server.last.header("authorization") == "Bearer s3cret"
+
+
+async def test_calls_that_find_a_name_unresolved_share_one_lookup() -> None:
+    import asyncio
+
+    dns = _Dns("127.0.0.1")
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=dns))
+        try:
+            statuses = await asyncio.gather(*(_get(wire, f"http://api.invalid:{port}/{i}") for i in range(20)))
+        finally:
+            await wire.aclose()
+    assert statuses == [200] * 20
+    assert dns.asked == ["api.invalid"]  # one worker thread a name, however many calls wait for it
+
+
+async def test_a_name_whose_first_address_refuses_connections_is_tried_at_its_next() -> None:
+    async def two(host: str, port: int) -> list[str]:
+        return ["127.0.0.2", "127.0.0.1"]  # the server listens on 127.0.0.1 only (as `localhost` may be ::1 first)
+
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=two))
+        try:
+            with pytest.raises(httpx.ConnectError, match="the request was not sent"):
+                await _get(wire, f"http://api.invalid:{port}/first")
+            assert await _get(wire, f"http://api.invalid:{port}/second") == 200
+        finally:
+            await wire.aclose()
+    assert [r.path for r in server.requests] == ["/second"]
+
+
+async def test_an_idempotent_call_is_retried_at_the_next_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def two(host: str, port: int) -> list[str]:
+        return ["127.0.0.2", "127.0.0.1"]
+
+    monkeypatch.setattr(resolving, "system_resolver", two)
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        async with _executor(f"http://api.invalid:{port}/api") as executor:
+            result = await executor.execute(executor.catalog.get("creds"), {})
+    assert result.ok, result.error
+    assert server.last.header("authorization") == "Bearer s3cret"
+
+
+async def test_a_lookup_that_never_ends_ends_with_the_calls_deadline() -> None:
+    import asyncio
+
+    async def silent(host: str, port: int) -> list[str]:
+        await asyncio.sleep(3600)  # a DNS server that never answers
+        return []
+
+    wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=silent))
+    try:
+        with pytest.raises(httpx.ConnectTimeout, match="no address for api.invalid within 0.2 s; the request was not"):
+            await wire.send("GET", "http://api.invalid/x", [], None, timeout=0.2)
+    finally:
+        await wire.aclose()
