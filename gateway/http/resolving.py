@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import httpx
 from pyreqwest.client import Client
 
 from ..errors import ApiSetupError
@@ -92,8 +93,9 @@ class PinnedClients:
             lookup.add_done_callback(lambda _: self._lookups.pop(key, None))
         try:
             addresses = await asyncio.shield(lookup)
-        except OSError as error:
-            raise ApiSetupError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
+        except OSError as error:  # no network, a typo, a DNS outage: a connection that could not be made, as
+            # the client library's own lookup failing was before names were resolved here (retried where it may be)
+            raise httpx.ConnectError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
         bad = next((address for address in addresses if link_local(address)), None)
         if bad is not None or not addresses:
             raise ApiSetupError(

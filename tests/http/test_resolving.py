@@ -5,6 +5,8 @@ injected, as no DNS here answers `api.invalid` (which is how the test knows the 
 
 from __future__ import annotations
 
+import socket
+
 import httpx
 import pytest
 from recording_server import RecordingServer
@@ -105,6 +107,21 @@ async def test_a_specs_server_whose_name_resolves_to_metadata_is_a_tool_error(
         result = await executor.execute(executor.catalog.get("creds"), {})
     assert result.error_type == "configuration_error"
     assert "instance-data.invalid resolves to 169.254.169.254" in (result.error or "")
+
+
+async def test_a_name_no_resolver_knows_is_a_transport_error_like_any_failed_connect(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup that fails (no network, a typo, a DNS outage) is a connection that could not be made, as it was
+    before names were resolved here: `transport_error`, nothing sent; not the operator's configuration."""
+    async def unknown(host: str, port: int) -> list[str]:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(resolving, "system_resolver", unknown)
+    async with _executor("http://api.example.invalid/v1") as executor:
+        result = await executor.execute(executor.catalog.get("creds"), {})
+    assert result.error_type == "transport_error"
+    assert "cannot resolve api.example.invalid" in (result.error or "")
+    assert "not sent" in (result.error or "")
 
 
 async def test_a_real_name_that_resolves_to_loopback_is_called() -> None:
