@@ -7,10 +7,12 @@ import asyncio
 import logging
 
 import pytest
-from shared_servers import PostgresServer
+from shared_servers import PostgresServer, RedisServer
 
 from gateway.errors import StoreUnavailable
+from gateway.store import Bucket
 from gateway.store.postgres import PostgresStore
+from gateway.store.redis_counters import RedisCounters
 
 pytestmark = pytest.mark.anyio
 
@@ -59,3 +61,26 @@ async def test_the_first_request_after_postgresql_is_back_is_served(caplog: pyte
     pool_lines = [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")]
     assert all("\n" not in line for line in pool_lines), pool_lines
     assert len(pool_lines) == len(set(pool_lines)), pool_lines  # each of the driver's warnings once per outage
+
+
+async def test_redis_going_and_coming_back_is_one_line_each(caplog: pytest.LogCaptureFixture) -> None:
+    server = RedisServer().start()
+    bucket = Bucket("k", 100.0, 100.0)
+    try:
+        counters = RedisCounters(server.url, timeout=1)
+        with caplog.at_level(logging.INFO):
+            assert await counters.take_tokens([bucket]) == 0.0
+            server.halt()
+            for _ in range(5):
+                with pytest.raises(StoreUnavailable, match="unreachable"):
+                    await counters.take_tokens([bucket])
+            server.start()  # the same port
+            assert await counters.take_tokens([bucket]) == 0.0
+            assert await counters.take_tokens([bucket]) == 0.0
+        await counters.aclose()
+    finally:
+        server.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.store"]
+    where = f"Redis at redis://127.0.0.1:{server.port}/0"
+    assert lines == [f"{where} is unreachable: {lines[0].split(': ', 1)[1]}", f"{where} answers again"], lines
+    assert "Connection refused" in lines[0] or "Error 111" in lines[0], lines
