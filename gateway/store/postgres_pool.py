@@ -64,8 +64,9 @@ def remembering(attempts: ConnectAttempts) -> type[psycopg.AsyncConnection[Any]]
 
 def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
               configure: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]],
-              ) -> tuple[AsyncConnectionPool[Any], ConnectAttempts]:
-    """The store's pool (opened on first use) and the record of its attempts to connect."""
+              reconnect_timeout: float | None = None) -> tuple[AsyncConnectionPool[Any], ConnectAttempts]:
+    """The store's pool (opened on first use) and the record of its attempts to connect; `reconnect_timeout`:
+    psycopg_pool's, half of `timeout` when None (the module's docstring; bench/store_recovery.py sets others)."""
     quiet_psycopg_pool()
     attempts = ConnectAttempts(ServerWatch(f"the store {safe_url(url)}"))
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -75,7 +76,7 @@ def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
         # A connection the server dropped (a restart, a failover) is found out before it is handed over.
         check=AsyncConnectionPool.check_connection,
         # A failed attempt is retried for this long, then the next request starts afresh (module docstring).
-        reconnect_timeout=timeout / 2,
+        reconnect_timeout=timeout / 2 if reconnect_timeout is None else reconnect_timeout,
         configure=configure,
     )
     return pool, attempts
