@@ -43,13 +43,15 @@ class ServerWatch:
 
 
 class OnceEach(logging.Filter):
-    """Each record one line; a line seen since the last `forget` dropped (logging's filter protocol)."""
+    """Each warning one line; a line seen since the last `forget` dropped (logging's filter protocol)."""
 
     def __init__(self) -> None:
         super().__init__()
         self._seen: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:  # the pool's INFO lines (one per connection asked for) are not repeats
+            return True
         text = one_line(record.getMessage())
         if text in self._seen:
             return False
