@@ -12,13 +12,13 @@ connection was in use.
 
 After an outage the pool must serve the first request that comes once the server answers again. psycopg_pool retries
 a connection it failed to open with a backoff that doubles (1, 2, 4, 8... s) for `reconnect_timeout` (300 s by
-default): an instance whose requests kept the pool trying through a 9 s outage made its next attempt 6 s after the
-server was back, and told the requests meanwhile 503 (user47: 5.3 s, where an idle instance, which had nothing to
-retry, took 0.7 s). Its `reconnect_timeout` here is half the store's timeout: a retry gives up within it, and the
-next request starts a new attempt at once (the pool grows on demand), so a request that comes after the server is
-back waits at most half its own timeout for the pending attempt, never for a backoff grown through the outage.
+default): an instance whose requests kept the pool trying through a 9 s outage served its first request 4 s after
+the server was back, and told the requests meanwhile 503 (bench/store_recovery.py; user47: 5.3 s, where an idle
+instance, which had nothing to retry, took 0.7 s). Its `reconnect_timeout` here is half the store's timeout: a
+retry gives up within it, and the next request starts a new attempt at once (the pool grows on demand), so a request
+that comes after the server is back waits at most half its own timeout for the pending attempt, never for a backoff
+grown through the outage.
 """
-
 
 from __future__ import annotations
 
