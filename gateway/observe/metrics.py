@@ -18,18 +18,28 @@ the same store for all).
     gateway_run_tokens{agent}                        gateway_budget_exceeded_total{scope}
     gateway_hook_decisions_total{event,decision}     gateway_breaker_state{api,group,state}
     gateway_pending_approvals                        gateway_reloads_total, gateway_reloads_refused_total
-    gateway_tool_output_warnings_total{api,tool}
+    gateway_tool_output_warnings_total{api,tool}     gateway_build_info{version}
+    process_start_time_seconds (and prometheus_client's other process_* series, in one process)
+
+`gateway_build_info` is 1, labelled with the running version (`gateway.__version__`), and
+`process_start_time_seconds` the Unix time the process started, as prometheus_client's process collector reads it
+from /proc: what an operator needs to see which version answers and when it last restarted. In multiprocess mode
+the process collector is not served (a scrape would show the CPU and memory of whichever worker answered it, never
+the same twice): `process_start_time_seconds` is then a gauge of the workers' latest start.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from ..kernel import __version__
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -77,6 +87,15 @@ class Metrics:
                              multiprocess_mode="max")
         self.refused_reloads = Gauge("gateway_reloads_refused_total", "Reloads refused (the last good config "
                                      "kept serving).", registry=r, multiprocess_mode="max")
+        self.build_info = Gauge("gateway_build_info", "1, labelled with the gateway's version.", ["version"],
+                                registry=r, multiprocess_mode="max")
+        self.build_info.labels(__version__).set(1)
+        if os.environ.get(MULTIPROCESS_DIR):
+            self.start_time = Gauge("process_start_time_seconds", "Start time of the process since unix epoch in "
+                                    "seconds (the latest of the workers').", registry=r, multiprocess_mode="max")
+            self.start_time.set(process_start_time())
+        else:
+            ProcessCollector(registry=r)
         # The labelled children of the per-call metrics, found once per label values: `labels()` checks and joins
         # its arguments on every call, and every request and tool call updates these.
         self._request_counts: dict[tuple[str, int], Any] = {}
@@ -120,6 +139,19 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
+
+
+def process_start_time() -> float:
+    """When this process started (Unix time), as prometheus_client's process collector reads it; where it reads
+    nothing (no /proc), when this module was imported."""
+    for family in ProcessCollector(registry=None).collect():
+        for sample in family.samples:
+            if sample.name == "process_start_time_seconds":
+                return float(sample.value)
+    return _IMPORTED
+
+
+_IMPORTED = time.time()
 
 
 def door_of(path: str) -> str:

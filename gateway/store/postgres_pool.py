@@ -9,6 +9,15 @@ last attempt went (`connection_class`, as psycopg's documentation shows for its 
 the driver said it ("Connection refused", "too many clients already", a password refused). When the last attempt
 succeeded, the pool's stats (`get_stats`: `pool_size`, `pool_available`, `requests_waiting`) say whether its every
 connection was in use.
+
+After an outage the pool must serve the first request that comes once the server answers again. psycopg_pool retries
+a connection it failed to open with a backoff that doubles (1, 2, 4, 8... s) for `reconnect_timeout` (300 s by
+default): an instance whose requests kept the pool trying through a 9 s outage served its first request 4 s after
+the server was back, and told the requests meanwhile 503 (bench/store_recovery.py; user47: 5.3 s, where an idle
+instance, which had nothing to retry, took 0.7 s). Its `reconnect_timeout` here is half the store's timeout: a
+retry gives up within it, and the next request starts a new attempt at once (the pool grows on demand), so a request
+that comes after the server is back waits at most half its own timeout for the pending attempt, never for a backoff
+grown through the outage.
 """
 
 from __future__ import annotations
@@ -21,14 +30,17 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from .postgres_schema import safe_url
+from .server_watch import ServerWatch, quiet_psycopg_pool
 
 
 class ConnectAttempts:
     """How the pool's last attempt to open a connection went."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: ServerWatch) -> None:
         self.refused: str | None = None
         """The driver's error of the last attempt (its first line); None when it connected, or none was made."""
+        self.watch = watch
+        """Logs the first refusal and the next connection after it."""
 
 
 def remembering(attempts: ConnectAttempts) -> type[psycopg.AsyncConnection[Any]]:
@@ -41,8 +53,10 @@ def remembering(attempts: ConnectAttempts) -> type[psycopg.AsyncConnection[Any]]
                 conn = await super().connect(conninfo, **kwargs)
             except psycopg.OperationalError as exc:
                 attempts.refused = first_line(exc)
+                attempts.watch.failed(attempts.refused)
                 raise
             attempts.refused = None
+            attempts.watch.answered()
             return conn
 
     return Remembering
@@ -50,15 +64,19 @@ def remembering(attempts: ConnectAttempts) -> type[psycopg.AsyncConnection[Any]]
 
 def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
               configure: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]],
-              ) -> tuple[AsyncConnectionPool[Any], ConnectAttempts]:
-    """The store's pool (opened on first use) and the record of its attempts to connect."""
-    attempts = ConnectAttempts()
+              reconnect_timeout: float | None = None) -> tuple[AsyncConnectionPool[Any], ConnectAttempts]:
+    """The store's pool (opened on first use) and the record of its attempts to connect; `reconnect_timeout`:
+    psycopg_pool's, half of `timeout` when None (the module's docstring; bench/store_recovery.py sets others)."""
+    quiet_psycopg_pool()
+    attempts = ConnectAttempts(ServerWatch(f"the store {safe_url(url)}"))
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
         connection_class=remembering(attempts),
         kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
         # A connection the server dropped (a restart, a failover) is found out before it is handed over.
         check=AsyncConnectionPool.check_connection,
+        # A failed attempt is retried for this long, then the next request starts afresh (module docstring).
+        reconnect_timeout=timeout / 2 if reconnect_timeout is None else reconnect_timeout,
         configure=configure,
     )
     return pool, attempts

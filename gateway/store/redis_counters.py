@@ -38,6 +38,7 @@ from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
 from .redis_scripts import unavailable
 from .redis_slots import SharedGuards
+from .redis_watch import watched_connections
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -112,7 +113,9 @@ class RedisCounters:
             # after a timeout the script may have run, and a Redis that did not answer in `timeout` seconds is not
             # asked again: the caller is told at once, not after RETRIES more timeouts).
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES, supported_errors=(redis.ConnectionError,)),
-            retry_on_error=[redis.ConnectionError])
+            retry_on_error=[redis.ConnectionError],
+            # One log line when Redis stops answering, one when it is back (`gateway.store.redis_watch`).
+            connection_class=watched_connections(url))
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
         self._keeper: LeaseKeeper | None = None

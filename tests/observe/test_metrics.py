@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from recording_server import RecordingServer
 from scripted_llm import Call, Reply
 from server_support import LenientLLM
+
+import gateway
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "safety"))
 from safety_support import SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, bearer, safe_gateway  # noqa: E402
@@ -80,6 +83,8 @@ def test_counts_after_a_known_sequence(tmp_path: Path, llm: LenientLLM, upstream
     assert value(found, "gateway_pending_approvals") == 1
     assert value(found, "gateway_breaker_state", api="open-meteo", group="weather-bot", state="closed") == 1
     assert value(found, "gateway_reloads_total") == 0 and value(found, "gateway_reloads_refused_total") == 0
+    assert value(found, "gateway_build_info", version=gateway.__version__) == 1
+    assert 0 < value(found, "process_start_time_seconds") <= time.time()
 
 
 def test_refused_and_applied_reloads_are_counted(tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
@@ -211,3 +216,14 @@ def test_a_calls_metrics_land_after_the_step_that_answers_it_every_call_in_order
     assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="ok") == 3
     assert value(found, "gateway_tool_calls_total", api="test", tool="getForecast", outcome="timeout") == 1
     assert [str(context.get("exception")) for context in reported] == ["the registry is gone"]
+
+
+def test_the_version_and_the_process_start_are_served() -> None:
+    # user47's trial: /metrics said neither which version answered nor when the process started.
+    from gateway.observe.metrics import Metrics, process_start_time
+
+    found = samples(Metrics().render().decode())
+    assert value(found, "gateway_build_info", version=gateway.__version__) == 1
+    assert [name for name, _ in found if name == "gateway_build_info"] == ["gateway_build_info"]  # one version
+    started = value(found, "process_start_time_seconds")
+    assert started == process_start_time() and 0 < started <= time.time()

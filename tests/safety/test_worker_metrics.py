@@ -5,6 +5,7 @@ connections spread over both."""
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import httpx
 import pytest
 from recording_server import RecordingServer
 from server_support import LenientLLM
+
+import gateway
 
 from .counted_writes import write_counter_project
 from .instances import GatewayProcess
@@ -40,3 +43,9 @@ def test_metrics_count_every_workers_requests(tmp_path: Path, llm: LenientLLM, u
         assert found is not None and float(found.group(1)) == 60.0
         calls = re.search(r'gateway_tool_calls_total\{api="counter",outcome="ok",tool="write"\} (\S+)', text)
         assert calls is not None and float(calls.group(1)) == 60.0
+        # the version, and one start time (the workers' latest), whichever worker answered
+        assert f'gateway_build_info{{version="{gateway.__version__}"}} 1.0' in text
+        assert len(re.findall(r"^process_start_time_seconds ", text, re.M)) == 1
+        assert "process_cpu_seconds_total" not in text  # one worker's, not the gateway's
+    starts = {re.findall(r"^process_start_time_seconds (\S+)", text, re.M)[0] for text in scrapes}
+    assert len(starts) == 1 and 0 < float(starts.pop()) <= time.time()

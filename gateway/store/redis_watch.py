@@ -1,0 +1,38 @@
+"""The Redis client's connections, logging once when Redis stops answering this process and once when it is back
+(`gateway.store.server_watch`).
+
+redis-py opens every connection through `connect()` (a pooled one when it is taken and found closed, a command
+resent after its connection dropped), and its pool takes the class of its connections as `connection_class`:
+the class here is redis-py's own for the URL's scheme, telling a `ServerWatch` how each attempt went.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+from .postgres_schema import safe_url
+from .server_watch import ServerWatch
+
+_BY_SCHEME: dict[str, type[Any]] = {"rediss": SSLConnection, "unix": UnixDomainSocketConnection}
+"""redis-py's connection class for a URL's scheme (`redis://`: `Connection`), as its `from_url` chooses it."""
+
+
+def watched_connections(url: str) -> type[Any]:
+    """The connection class for Redis at `url` (`from_url(url, connection_class=...)`), logging its outages."""
+    watch = ServerWatch(f"Redis at {safe_url(url)}")
+    base = _BY_SCHEME.get(urlsplit(url).scheme, Connection)
+
+    class Watched(base):  # type: ignore[valid-type,misc]  # redis-py's class for the scheme, chosen above
+        async def connect(self) -> None:
+            try:
+                await super().connect()
+            except (redis.RedisError, OSError) as exc:
+                watch.failed(str(exc) or type(exc).__name__)
+                raise
+            watch.answered()
+
+    return Watched
