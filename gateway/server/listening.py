@@ -48,19 +48,24 @@ class CannotListen(Exception):
     """The address cannot be listened on; the message says which and what to do."""
 
 
-def open_listener(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to `host`:`port` (port 0: a free one), for uvicorn to listen on. As uvicorn binds the
-    socket its workers share: IPv6 for a host with a colon, else IPv4 (`localhost` is 127.0.0.1), SO_REUSEADDR
-    (a restart is not refused for the old connections in TIME_WAIT; a port another socket listens on still is)."""
+def open_listener(host: str, port: int, *, shared: bool = False) -> socket.socket:
+    """A TCP socket bound to `host`:`port` (port 0: a free one), for uvicorn to listen on; `shared`: inherited by
+    the worker processes of `--workers N`. As uvicorn binds the socket its workers share: IPv6 for a host with a
+    colon, else IPv4 (`localhost` is 127.0.0.1), SO_REUSEADDR (a restart is not refused for the old connections in
+    TIME_WAIT; a port another socket listens on still is); IPv6 only, as asyncio binds an IPv6 host (`::` does not
+    take IPv4's addresses as well)."""
     bare = host.strip("[]")
-    sock = socket.socket(socket.AF_INET6 if ":" in bare else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind((bare, port))
     except OSError as exc:
         sock.close()
         raise CannotListen(_why_not(bare, port, exc)) from None
-    sock.set_inheritable(True)  # the workers of `--workers N` take it over
+    sock.set_inheritable(shared)  # else no process the gateway starts (a hook, a sandbox) holds the port
     return sock
 
 

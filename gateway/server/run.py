@@ -128,7 +128,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         return 1
     app, runtime = built
     try:  # bound before it says where it listens: a taken port is one line of its own, not uvicorn's exit 3
-        listener = open_listener(host, port)
+        listener = open_listener(host, port, shared=workers > 1)
     except CannotListen as exc:
         asyncio.run(app.state.gateway_safety.aclose())
         print(f"gateway: {exc}", file=sys.stderr)
