@@ -142,7 +142,7 @@ def test_the_terminal_lists_whose_call_waits_and_one_clients_on_request(
     assert main(["approvals", *common]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == [*flood, legit]  # every client's, oldest first
-    assert [line.split()[3] for line in lines] == ["intruder"] * 3 + ["legit"]  # whose call each is
+    assert [line.split()[2] for line in lines] == ["intruder"] * 3 + ["legit"]  # whose call each is (after its time)
     assert main(["approvals", *common, "--client", "legit", "--json"]) == 0
     assert [a["id"] for a in json.loads(capsys.readouterr().out)] == [legit]
 
