@@ -439,7 +439,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
                                        f"{agent_tool.delegate!r}: use `gateway chat {args.agent}` to run it"))
     from ..assembly import open_local
     from ..errors import AuditUnavailable, ConfigError
-    from ..kernel.caller import bind_caller
+    from ..kernel.caller import TERMINAL_CLIENT, bind_caller
     from ..messages import ToolCall
 
     # The same pipeline as every other door: validated, held for approval, rate limited, audited.
@@ -448,12 +448,12 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
     async def run() -> ToolResult:
         async with open_local(runtime) as state:
-            with bind_caller(agent=args.agent):
+            with bind_caller(agent=args.agent, client=TERMINAL_CLIENT):  # audited as the terminal's, as its decisions
                 runner = state.current.runner.for_agent(args.agent)
                 if unread is not None:
                     return await runner.refuse(agent_tool, call, ToolResult.failure("invalid_arguments", unread),
-                                               door="cli", client=None)
-                return await runner.run(agent_tool, call, door="cli")
+                                               door="cli", client=TERMINAL_CLIENT)
+                return await runner.run(agent_tool, call, door="cli", client=TERMINAL_CLIENT)
 
     try:
         result = asyncio.run(run())

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
+from ..kernel.caller import TERMINAL_CLIENT
 from ..printable import printable
 from ..runtime import RuntimeHolder
 from ..safety.approvals import approval_dict
@@ -24,8 +25,8 @@ from ..safety.approvals import approval_dict
 if TYPE_CHECKING:
     from ..loop_types import Decision
 
-CLI_DECIDER = "cli"
-"""`decided_by` of a decision made with `gateway approvals approve|deny`."""
+CLI_DECIDER = TERMINAL_CLIENT
+"""`decided_by` of a decision made with `gateway approvals approve|deny`: the client terminal calls are audited as."""
 
 def add_audit_parser(commands: Any, add_common: Any) -> None:
     audit = commands.add_parser("audit", help="show the newest rows of the audit log")

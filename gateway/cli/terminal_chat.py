@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import anyio
 
 from ..errors import AuditUnavailable, ConfigError, GatewayError
-from ..kernel.caller import bind_caller
+from ..kernel.caller import TERMINAL_CLIENT, bind_caller
 from ..loop import resume, run
 from ..loop_types import Decision, LoopEvent, PendingApproval, RunResult
 from ..messages import Message
@@ -65,7 +65,7 @@ async def _chat(runtime: Any, agent_name: str, message: str | None, ask: Ask, ou
             generation = state.current
             session = _Session(agent, generation.adapter(agent.provider), generation.toolset(agent_name),
                                generation.runner.for_agent(agent_name), ask, out, err, safety=state.safety)
-            with bind_caller(agent=agent_name):
+            with bind_caller(agent=agent_name, client=TERMINAL_CLIENT):  # its rows name the terminal, as its decisions
                 return await _converse(session, agent_name, agent, message, ask, err)
     except (ConfigError, AuditUnavailable) as exc:
         print(str(exc), file=err)

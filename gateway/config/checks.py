@@ -14,6 +14,7 @@ import ssl
 from pathlib import Path
 
 from ..catalog import Catalog
+from ..kernel.caller import TERMINAL_CLIENT
 from .agents import MODEL, AgentConfig
 from .checker import Checker, suggest
 from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
@@ -250,6 +251,11 @@ def _check_clients(c: Checker, manifest: Manifest) -> None:
                                 "token is taken")
     for name, client in manifest.clients.items():
         path: KeyPath = ("clients", name)
+        if name == TERMINAL_CLIENT:  # the terminal's own name: its calls and this client's would share one audit name
+            c.warning(path, f"{TERMINAL_CLIENT!r} is the name the audit gives calls and decisions made from a "
+                            "terminal (`gateway call`, `gateway chat`, `gateway approvals`): rename this client, "
+                            "else the audit cannot tell its calls from the terminal's and its key owns the "
+                            "terminal's pending calls and shares their limits")
         for index, agent in enumerate(client.agents):
             if agent != "*" and agent not in manifest.agents and ("agents", agent) not in c.lines:
                 c.error((*path, "agents", index) if (*path, "agents", index) in c.lines else (*path, "agents"),

@@ -44,6 +44,10 @@ class UserToken:
     """Epoch seconds."""
 
 
+TERMINAL_CLIENT = "cli"
+"""The client of work done at a terminal: the calls of `gateway call` and `gateway chat` (their audit rows, runs,
+approvals, limits) and the decisions of `gateway approvals approve|deny`, so the audit names the terminal one way."""
+
 OWNER_SEPARATOR = "\u241f"
 """What joins a client and a signed-in user in `owner_key`."""
 

@@ -32,6 +32,8 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 the requests in flight this long to end; a run still going then is cut (its caller is told the instance stopped
 and whether a tool call was sent: `stopping`; a streamed Responses answer is closed unfinished). As Kubernetes'
 default grace period, before it sends SIGKILL: raise both for longer runs."""
+STARTUP_FAILURE = 3
+"""`gateway serve`'s exit status when the app did not start (uvicorn's own for it)."""
 KEEP_ALIVE_SECONDS = 65
 """How long an idle client connection stays open. uvicorn's default (5 s) equals httpx's own idle expiry, so a
 client reusing a connection just as the server drops it gets a ReadError; longer than the clients' (httpx 5 s,
@@ -111,9 +113,11 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     """`gateway serve`: one process, or `workers` processes sharing the port and the store (uvicorn's
     supervisor starts each worker, which builds its own app: `worker_app`)."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
+    from .listening import CANNOT_LISTEN_EXIT, CannotListen, open_listener
 
     # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
     # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
@@ -123,6 +127,13 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     if built is None:
         return 1
     app, runtime = built
+    try:  # bound before it says where it listens: a taken port is one line of its own, not uvicorn's exit 3
+        listener = open_listener(host, port, shared=workers > 1)
+    except CannotListen as exc:
+        asyncio.run(app.state.gateway_safety.aclose())
+        print(f"gateway: {exc}", file=sys.stderr)
+        return CANNOT_LISTEN_EXIT
+    port = listener.getsockname()[1]  # `--port 0`: the one the system chose
     shown = f"[{host}]" if ":" in host else host
     summary = (f"{len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
                f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
@@ -149,15 +160,26 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     # operation; unset, each answer probes asyncio.current_task() behind an import. Every task of uvicorn's
     # (asyncio) loop inherits this context, and it is reset once the loop is gone.
     # (Without sniffio installed anyio asks asyncio.get_running_loop() itself, which is cheap already.)
+    # What `uvicorn.run` does, with the socket bound above: one Server on it, or its supervisor's workers sharing it.
+    config = uvicorn.Config(target, host=host, port=port, lifespan="on", log_level="info",
+                            log_config=log_config(log_format), timeout_graceful_shutdown=graceful_timeout,
+                            timeout_keep_alive=KEEP_ALIVE_SECONDS, factory=workers > 1,
+                            workers=workers if workers > 1 else None, **server_options())
+    server = uvicorn.Server(config)
     try:
         with _asyncio_declared():
-            uvicorn.run(target, host=host, port=port, lifespan="on", log_level="info",
-                        log_config=log_config(log_format),
-                        timeout_graceful_shutdown=graceful_timeout, timeout_keep_alive=KEEP_ALIVE_SECONDS,
-                        factory=workers > 1, workers=workers if workers > 1 else None, **server_options())
+            if workers > 1:
+                Multiprocess(config, sockets=[listener]).run()
+            else:
+                server.run(sockets=[listener])
+    except KeyboardInterrupt:  # as `uvicorn.run`: Ctrl-C is how a terminal's server ends
+        pass
     finally:
+        listener.close()
         if metrics_folder is not None:
             shutil.rmtree(metrics_folder, ignore_errors=True)
+    if workers == 1 and not server.started:  # the app did not start (its lifespan failed): as `uvicorn.run` says it
+        return STARTUP_FAILURE
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from server_support import ROOT
 
+from gateway.server.listening import CANNOT_LISTEN_EXIT
 from gateway.server.run import KEEP_ALIVE_SECONDS
 
 
@@ -86,7 +88,7 @@ def test_serve_logs_json_lines_with_their_utc_time(tmp_path: Path) -> None:
     process.terminate()
     process.wait(30)
     entries = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines()]  # every line
-    assert any(entry["message"].startswith("Uvicorn running on") for entry in entries), entries
+    assert any(entry["message"] == "Application startup complete." for entry in entries), entries  # uvicorn's
     assert any(entry["message"].startswith("1 tools, 1 agents (ops) on http://") for entry in entries), entries
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"]) for entry in entries), entries
 
@@ -97,3 +99,46 @@ def test_serve_refuses_an_unknown_log_format_from_the_environment(tmp_path: Path
                           env={**os.environ, "GATEWAY_LOG_FORMAT": "xml"}, timeout=60)
     assert done.returncode == 2
     assert "GATEWAY_LOG_FORMAT) must be text or json, not 'xml'" in done.stderr
+
+
+def _serve_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--specs", str(ROOT / "specs"),
+            "--agents", str(ROOT / "agents.yaml")]
+
+
+def test_serve_says_in_one_line_that_its_port_is_taken(tmp_path: Path) -> None:
+    """Another program listens on the port: one line naming the address and what to do, and an exit status of
+    its own (was: "on http://..." as if serving, then uvicorn's `[Errno 98]` log line and exit status 3)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(_serve_command(port), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == CANNOT_LISTEN_EXIT == 4, done.stderr
+    assert done.stderr.splitlines() == [
+        f"gateway: cannot listen on 127.0.0.1:{port}: another program is listening there (another `gateway serve`?); "
+        "stop it, or choose another port with --port (0 takes a free one)"], done.stderr
+
+
+def test_serve_says_where_it_listens_once_the_port_is_bound(tmp_path: Path) -> None:
+    """`--port 0`: the line names the port the system gave, so it was printed after binding, and it answers there."""
+    process = subprocess.Popen(_serve_command(0), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r" on http://127\.0\.0\.1:(\d+) \(console: http://127\.0\.0\.1:(\d+)/console\)", line)
+        assert found is not None and found.group(1) == found.group(2) != "0", line
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", int(found.group(1))), timeout=10) as conn:
+                    assert _get(conn).startswith(b"HTTP/1.1 200")
+                break
+            except ConnectionRefusedError:  # bound, the app still starting: uvicorn listens once it has started
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(30)
