@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dialects import FORMATS
 from ..printable import printable
+from .output import say, write_json, write_json_array
 
 if TYPE_CHECKING:
     from ..catalog import Catalog, Diagnostic
@@ -264,12 +265,12 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             from ..offer.toolsearch import WEAK_NOTE, find, prepare_toolset
 
             for diagnostic in diagnostics:
-                _say(diagnostic)
+                say(diagnostic)
             _wait_for_embeddings(prepare_toolset(runtime.catalog, runtime.toolset(args.agent)))
             found = find(runtime.catalog, runtime.toolset(args.agent), args.search, max(1, args.limit))
             if found.match == "weak":  # stdout stays the array the search endpoint's `data` holds
                 print(f"tool search: {WEAK_NOTE}", file=sys.stderr)
-            _write_json(orjson.dumps(found.items, option=orjson.OPT_INDENT_2))
+            write_json(orjson.dumps(found.items, option=orjson.OPT_INDENT_2))
             return 0
     elif args.search is not None:
         print("--search needs --agent: it searches one agent's tools", file=sys.stderr)
@@ -286,7 +287,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
             budget = args.budget or DEFAULT_TOOL_BUDGET
             view = partial(model_view, budget=budget)  # each tool's view made as it is written, not all kept
     for diagnostic in diagnostics:
-        _say(diagnostic)
+        say(diagnostic)
     if missing:
         return 1
     if args.strict:
@@ -299,43 +300,13 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         strict = sum(reason is None for _, reason in reasons)
         print(f"OpenAI strict mode: {strict} of {len(reasons)} tools sent strict, the others with strict: false",
               file=sys.stderr)
-    _write_json_array(render_tools([view(tool)], args.format, strict=args.strict)[0] for tool in tools)
+    write_json_array(render_tools([view(tool)], args.format, strict=args.strict)[0] for tool in tools)
     sys.stdout.flush()
     return 0
 
 
 def _same(tool: Any) -> Any:
     return tool
-
-
-def _write_json_array(items: Iterable[Any]) -> None:
-    """A JSON array on stdout as `orjson.dumps(list(items), option=OPT_INDENT_2)` writes it, byte for byte, but one
-    item at a time: a catalog's listing (Microsoft Graph's 11,422 tools, hundreds of megabytes of JSON) is never
-    held whole, neither as the rendered list nor as its JSON text (three copies of it before)."""
-    import orjson
-
-    out = sys.stdout.buffer
-    first = True
-    for item in items:
-        text = orjson.dumps(item, option=orjson.OPT_INDENT_2).decode().replace("\n", "\n  ")
-        out.write(("[\n  " if first else ",\n  ").encode() + printable(text).encode())
-        first = False
-    out.write(b"[]\n" if first else b"\n]\n")
-
-
-def _say(diagnostic: Diagnostic) -> None:
-    """A diagnostic on stderr, one line, its control characters escaped: it quotes a spec's text (a name, a `$ref`,
-    a server URL), which an API owner or a vendor wrote (redteam46: an OSC 52 in a `$ref` set the operator's
-    clipboard through `gateway tools` and `gateway validate`, a line break wrote a diagnostic of the spec's making)."""
-    print(printable(f"{diagnostic.level}: {diagnostic}", lines=False), file=sys.stderr)
-
-
-def _write_json(data: bytes) -> None:
-    """JSON on stdout with its terminal control characters as JSON escapes (orjson leaves C1 and bidi controls raw):
-    still the same JSON, of a spec's names and descriptions."""
-    text = data.decode()
-    shown = printable(text)
-    sys.stdout.buffer.write((data if shown is text else shown.encode()) + b"\n")
 
 
 def _wait_for_embeddings(pending: list[Any]) -> None:
@@ -398,7 +369,7 @@ def _load_runtime_or_report(args: argparse.Namespace) -> Runtime | None:
         runtime.agent(args.agent)
     except ConfigError as exc:
         for diagnostic in exc.diagnostics:
-            _say(diagnostic)
+            say(diagnostic)
         print(f"error: {exc}", file=sys.stderr)
         return None
     except KeyError as exc:
