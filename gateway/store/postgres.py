@@ -42,8 +42,9 @@ from .base import (
 from .postgres_connections import PostgresConnections
 from .postgres_pool import no_connection, open_pool
 from .postgres_schema import migrate, safe_url
-from .postgres_sweeps import Batch, audit_rows, finished_runs, in_batches, stored_answers
+from .postgres_sweeps import Batch, audit_rows, finished_runs, stored_answers
 from .sqlite_tables import STUCK_RUNS, dumps
+from .sweeps import in_batches
 
 try:
     import psycopg

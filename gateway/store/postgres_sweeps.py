@@ -16,8 +16,7 @@ from typing import Any
 
 import psycopg
 
-BATCH = 1000
-"""Rows one batch removes at most: milliseconds of work, far inside any timeout."""
+from .sweeps import BATCH
 
 _AUDIT = ("DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < %s ORDER BY time LIMIT %s"
           " FOR UPDATE SKIP LOCKED)")
@@ -30,15 +29,6 @@ Connection = psycopg.AsyncConnection[Any]
 Batch = Callable[[Connection], Awaitable[int]]
 """One batch on a connection inside its own transaction; how many rows it removed."""
 
-
-async def in_batches(run: Callable[[Batch], Awaitable[int]], batch: Batch) -> int:
-    """`batch` run (by `run`: a transaction of its own, bounded) until one removes fewer than `BATCH`; the total."""
-    total = 0
-    while True:
-        removed = await run(batch)
-        total += removed
-        if removed < BATCH:
-            return total
 
 
 def audit_rows(before: float) -> Batch:

@@ -48,7 +48,7 @@ from .base import (
     approvals_select,
 )
 from .sqlite_connections import SQLiteConnections
-from .sqlite_sweeps import Batch, audit_rows, finished_runs, in_batches, stored_answers
+from .sqlite_sweeps import Batch, audit_rows, finished_runs, stored_answers
 from .sqlite_tables import (
     APPROVAL_COLUMNS,
     AUDIT_COLUMNS,
@@ -73,6 +73,7 @@ from .sqlite_tables import (
     upgrade_schema,
 )
 from .sqlite_writes import AuditQueue, checkpoint, open_inline
+from .sweeps import in_batches
 
 logger = logging.getLogger("gateway.store")
 

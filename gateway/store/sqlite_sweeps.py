@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from .sqlite_tables import COUNT_FEWER
-
-BATCH = 1000
-"""Rows one batch removes at most (milliseconds of the write lock)."""
+from .sweeps import BATCH
 
 Batch = Callable[[sqlite3.Connection], int]
 """One batch on the store thread, inside its own transaction; how many rows it removed."""
@@ -34,16 +32,6 @@ _ANSWERS = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses W
 _RUNS = ("DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE status IN ('done', 'failed') AND updated < ?"
          " LIMIT ?) RETURNING id")
 
-
-async def in_batches(run: Callable[[Batch], Awaitable[int]], batch: Batch) -> int:
-    """`batch` run (by `run`: a transaction of its own on the store thread) until one removes fewer than `BATCH`;
-    the total."""
-    total = 0
-    while True:
-        removed = await run(batch)
-        total += removed
-        if removed < BATCH:
-            return total
 
 
 def audit_rows(before: float) -> Batch:

@@ -19,7 +19,7 @@ import pytest
 
 from gateway.store.base import ApprovalRecord, ResponseRecord, RunRecord
 from gateway.store.sqlite import SQLiteStore
-from gateway.store.sqlite_sweeps import BATCH
+from gateway.store.sweeps import BATCH
 
 pytestmark = pytest.mark.anyio
 
