@@ -12,6 +12,11 @@ log's `time` has, so an operator can line a log line up with an audit row. `UtcT
 `logging.Formatter` documents for that (`converter`, `default_time_format`, `default_msec_format`); the formatter's
 own `formatTime` writes `%(asctime)s`. `gateway serve --log-format json` writes each record as one JSON object
 (python-json-logger's `JsonFormatter`) with the same time as `time`.
+
+The store's driver repeats itself: psycopg_pool warns on every failed attempt to connect, each warning libpq's
+two lines. `DRIVER_LINES`, a filter on its pool logger, makes each warning one line and says it once until a server
+answers again (`gateway.store.server_watch`). It is put on here, where the commands configure logging (`log_config`
+for `serve`, `quiet_drivers` for the others), never by a store: logging's configuration is the process's.
 """
 
 from __future__ import annotations
@@ -26,9 +31,52 @@ from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import DefaultFormatter
 
 from ..printable import printable
+from ..store.server_watch import ServerWatch, one_line
 
 LOG_FORMATS = ("text", "json")
 """`gateway serve --log-format`: uvicorn's lines with the time in front, or one JSON object per line."""
+
+
+DRIVER_LOGGER = "psycopg.pool"
+"""The logger `DRIVER_LINES` filters (a logger's filters see only the records logged on it, not its children's)."""
+_MAX_REMEMBERED = 256
+"""Lines `OnceEach` remembers: several pools' refusals and give-ups fit; more (foreign text) starts it afresh."""
+
+
+class OnceEach(logging.Filter):
+    """Each warning one line; a line seen since a server last answered again dropped (logging's filter protocol)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[str] = set()
+        self._answered_again = ServerWatch.answered_again
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:  # the pool's INFO lines (one per connection asked for) are not repeats
+            return True
+        if self._answered_again != ServerWatch.answered_again or len(self._seen) >= _MAX_REMEMBERED:
+            self._answered_again = ServerWatch.answered_again
+            self._seen.clear()
+        text = one_line(record.getMessage())
+        if text in self._seen:
+            return False
+        self._seen.add(text)
+        record.msg, record.args = text, None
+        return True
+
+
+DRIVER_LINES = OnceEach()
+"""The one filter on `DRIVER_LOGGER`, however often logging is configured (`addFilter` adds a filter once)."""
+
+
+def driver_lines() -> OnceEach:
+    """`DRIVER_LINES`, as `logging.config.dictConfig` asks a filter's factory for it (`log_config`)."""
+    return DRIVER_LINES
+
+
+def quiet_drivers() -> None:
+    """Put `DRIVER_LINES` on the driver's logger, for a command that configures logging without `log_config`."""
+    logging.getLogger(DRIVER_LOGGER).addFilter(DRIVER_LINES)
 
 
 class UtcTime(logging.Formatter):

@@ -87,6 +87,7 @@ def log_config(log_format: str = "text") -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
 
     from .accesslog import LINE_FORMAT
+    from .loglines import DRIVER_LOGGER
 
     config = copy.deepcopy(LOGGING_CONFIG)
     config["formatters"]["access"]["()"] = "gateway.server.accesslog.AccessLineFormatter"  # the same line, cheaper
@@ -100,6 +101,9 @@ def log_config(log_format: str = "text") -> dict[str, Any]:
     # The store's driver warns when PostgreSQL goes away ("error connecting in 'pool-1': ..."): unconfigured, Python's
     # last-resort handler wrote its two lines bare, with no level and a raw newline, among the gateway's own.
     config["loggers"]["psycopg"] = {"handlers": ["default"], "level": "WARNING", "propagate": False}
+    # ... and repeats each warning, two lines each, on every attempt: one line each, once per outage (loglines).
+    config.setdefault("filters", {})["driver_lines"] = {"()": "gateway.server.loglines.driver_lines"}
+    config["loggers"][DRIVER_LOGGER] = {"filters": ["driver_lines"]}
     # The access line comes from `gateway.server.accesslog` (after the answer has left), through uvicorn's access
     # handler and formatter; uvicorn's own access logger gets no handler, so uvicorn writes no second line.
     config["loggers"]["gateway.access"] = {"handlers": ["access"], "level": "INFO", "propagate": False}
@@ -261,10 +265,12 @@ def _asyncio_declared() -> Iterator[None]:
 
 def serve_mcp_stdio(specs: Path, agents: Path, agent: str, *, use_cache: bool = True) -> int:
     from ..assembly import GatewayState
+    from .loglines import quiet_drivers
     from .mcp.stdio import serve_stdio
 
     # stdout is the MCP wire: every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    quiet_drivers()  # the store's driver: one line per warning, once per outage, as under `serve`
     runtime = load_or_report(specs, agents, use_cache=use_cache)
     if runtime is None:
         return 1

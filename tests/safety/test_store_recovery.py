@@ -25,6 +25,9 @@ timeout)."""
 @pytest.mark.slow
 async def test_the_first_request_after_postgresql_is_back_is_served(caplog: pytest.LogCaptureFixture) -> None:
     # user47's trial: the instance that had traffic during the outage took 5.3 s to serve again, the idle one 0.7 s.
+    from gateway.server.loglines import DRIVER_LINES, DRIVER_LOGGER, quiet_drivers
+
+    quiet_drivers()  # as the commands' logging configuration does (a store leaves logging alone)
     database = PostgresServer().start()
     try:
         store = PostgresStore(database.url(), timeout=2)
@@ -50,6 +53,7 @@ async def test_the_first_request_after_postgresql_is_back_is_served(caplog: pyte
         await store.aclose()
     finally:
         database.halt()
+        logging.getLogger(DRIVER_LOGGER).removeFilter(DRIVER_LINES)
     assert refused > 0
     assert served == [True, True, True], served
     lines = [r.getMessage() for r in caplog.records if r.name == "gateway.store"]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -37,9 +38,10 @@ def _access_lines(handler: str = "access", log_format: str = "text") -> Iterator
     try:
         yield stream
     finally:
-        for name in ("gateway", "gateway.access", "uvicorn.access", "psycopg"):
+        for name in ("gateway", "gateway.access", "uvicorn.access", "psycopg", "psycopg.pool"):
             logger = logging.getLogger(name)
             logger.handlers.clear()
+            logger.filters.clear()
             logger.propagate = True
             logger.setLevel(logging.NOTSET)
 
@@ -185,9 +187,6 @@ def test_the_store_drivers_warning_is_a_line_of_the_gateways_log() -> None:
     # lines, the second starting with a tab. A pool at a port nothing listens on warns the same way.
     from psycopg_pool import ConnectionPool
 
-    from gateway.store.server_watch import quiet_psycopg_pool
-
-    quiet_psycopg_pool()  # as the PostgreSQL store does when it makes its pool (a test before may have, or not)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
@@ -202,8 +201,50 @@ def test_the_store_drivers_warning_is_a_line_of_the_gateways_log() -> None:
         pool.close()
     first = next(line[25:] for line in stream.getvalue().splitlines() if "error connecting" in line)
     assert re.match(r"WARNING:  error connecting in 'pool-\d+': connection failed", first), first
-    # One readable line: the driver's line break and tab read as spaces (gateway.store.server_watch), no escapes.
+    # One readable line: the driver's line break and tab read as spaces (gateway.server.loglines), no escapes.
     assert "\\u000a" not in first and "\\u0009" not in first and "Connection refused Is the server" in first
+
+
+@pytest.mark.anyio
+async def test_a_store_leaves_the_logging_configuration_alone() -> None:
+    """mend56's filter of the driver's warnings was put on psycopg's logger when a PostgreSQL store made its pool: a
+    store's constructor changed the process's logging, and a test's log depended on whether one before had opened a
+    store. It is the commands' logging configuration's now (`log_config`, `quiet_drivers`)."""
+    from gateway.store.postgres_pool import open_pool
+
+    async def configure(conn: Any) -> None:
+        return None
+
+    pool_logger = logging.getLogger("psycopg.pool")
+    before = list(pool_logger.filters)
+    pool, _ = open_pool("postgresql://gateway@127.0.0.1:9/gateway", min_size=1, max_size=1, timeout=1,
+                        configure=configure)  # not opened: nothing connects
+    assert pool_logger.filters == before
+    assert logging.getLogger("psycopg").filters == []
+
+
+def test_the_drivers_warnings_are_said_once_until_a_server_answers_again() -> None:
+    from gateway.server.loglines import DRIVER_LINES, OnceEach
+    from gateway.store.server_watch import ServerWatch
+
+    once = OnceEach()
+
+    def logged(message: str, level: int = logging.WARNING) -> bool:
+        record = logging.LogRecord("psycopg.pool", level, __file__, 1, message, None, None)
+        return once.filter(record) and record.getMessage() == " ".join(message.split())
+
+    refused = "error connecting in 'pool-1': connection failed: Connection refused\n\tIs the server running?"
+    assert logged(refused)
+    assert not logged(refused)  # the same warning on the next attempt
+    assert logged("connection 1 asked for", logging.INFO) and logged("connection 1 asked for", logging.INFO)
+    watch = ServerWatch("the store")
+    watch.failed("refused")
+    watch.answered()  # the outage ended: the next one's warnings are said again
+    assert logged(refused) and not logged(refused)
+    with _access_lines("default"):  # `gateway serve`'s configuration puts the one filter on, once
+        assert logging.getLogger("psycopg.pool").filters == [DRIVER_LINES]
+        logging.config.dictConfig(log_config())
+        assert logging.getLogger("psycopg.pool").filters == [DRIVER_LINES]
 
 
 def test_every_line_says_its_time_in_utc_in_text_and_json() -> None:
