@@ -14,7 +14,7 @@ import ssl
 from pathlib import Path
 
 from ..catalog import Catalog
-from ..kernel.caller import TERMINAL_CLIENT
+from ..kernel.caller import STDIO_CLIENT, TERMINAL_CLIENT
 from .agents import MODEL, AgentConfig
 from .checker import Checker, suggest
 from .credentials import TokenExchangeAuth, UserOAuth, fill_from_spec
@@ -256,6 +256,10 @@ def _check_clients(c: Checker, manifest: Manifest) -> None:
                             "terminal (`gateway call`, `gateway chat`, `gateway approvals`): rename this client, "
                             "else the audit cannot tell its calls from the terminal's and its key owns the "
                             "terminal's pending calls and shares their limits")
+        if name.split(":", 1)[0] == STDIO_CLIENT:  # likewise for the calls of `gateway mcp` (stdio)
+            c.warning(path, f"{STDIO_CLIENT!r} (and {STDIO_CLIENT + ':'!r} before a name) is what the audit calls "
+                            "the calls of `gateway mcp AGENT` over stdio: rename this client, else the audit cannot "
+                            "tell its calls from theirs and it shares their limits and pending calls")
         for index, agent in enumerate(client.agents):
             if agent != "*" and agent not in manifest.agents and ("agents", agent) not in c.lines:
                 c.error((*path, "agents", index) if (*path, "agents", index) in c.lines else (*path, "agents"),

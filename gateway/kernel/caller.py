@@ -8,6 +8,7 @@ bound it: its agent and client travel in its `Invocation`, which is what the pip
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -47,6 +48,23 @@ class UserToken:
 TERMINAL_CLIENT = "cli"
 """The client of work done at a terminal: the calls of `gateway call` and `gateway chat` (their audit rows, runs,
 approvals, limits) and the decisions of `gateway approvals approve|deny`, so the audit names the terminal one way."""
+
+STDIO_CLIENT = "stdio"
+"""The client of calls made over `gateway mcp AGENT` (stdio), followed by the name the MCP client declared in its
+`initialize` (`clientInfo.name`: `stdio:claude-ai`) when it declared one, else alone. Declared, not proven: the prefix
+keeps it from naming a configured client (`gateway validate` warns about a client named so), whose limits, budgets and
+pending calls it would otherwise share."""
+_DECLARED_NAME_CHARS = 64
+"""How much of a declared name the audit keeps (a desktop client's is a word or two)."""
+
+
+@functools.lru_cache(maxsize=16)  # asked for on every message of a session, of one name
+def stdio_client(declared: str | None) -> str:
+    """The audit's client for a stdio MCP session whose client declared `declared`: its printable characters, runs of
+    spaces as one, cut to `_DECLARED_NAME_CHARS` (text a program chose reaches the audit and the terminal)."""
+    name = " ".join("".join(c if c.isprintable() else " " for c in declared or "").split())[:_DECLARED_NAME_CHARS]
+    return f"{STDIO_CLIENT}:{name}" if name else STDIO_CLIENT
+
 
 OWNER_SEPARATOR = "\u241f"
 """What joins a client and a signed-in user in `owner_key`."""

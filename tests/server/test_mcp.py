@@ -130,6 +130,27 @@ async def test_stdio_subprocess(tmp_path: Path, llm: LenientLLM, upstream: Recor
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+async def test_stdio_calls_are_audited_as_the_declared_client(tmp_path: Path, llm: LenientLLM,
+                                                              upstream: RecordingServer, mode: str) -> None:
+    """`gateway mcp` audited its calls for no client (`-`): they name `stdio` and what the MCP client declared
+    (`clientInfo.name`), its control characters left out, as `gateway call` names `cli`."""
+    from mcp_types import Implementation
+
+    specs, agents = write_project(tmp_path, llm.url, upstream.url)
+    common = ["--specs", str(specs), "--agents", str(agents), "--no-cache"]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gateway", "mcp", "weather", *common],
+                                   cwd=str(ROOT))
+    declared = Implementation(name="Desk\x1b[31mtop  app", version="1.0")
+    async with Client(params, client_info=declared, mode=mode) as client:
+        result = await client.call_tool("getForecast", {"latitude": 52.52, "longitude": 13.41})
+    assert result.is_error is False
+    audit = await anyio.run_process([sys.executable, "-m", "gateway", "audit", "--json", *common], cwd=str(ROOT))
+    rows = [json.loads(line) for line in audit.stdout.decode().splitlines()]
+    assert [(row["tool"], row["client"]) for row in rows] == [("getForecast", "stdio:Desk [31mtop app")], rows
+
+
+@pytest.mark.slow
 async def test_stdio_answers_a_call_holding_a_lone_surrogate(tmp_path: Path, llm: LenientLLM,
                                                             upstream: RecordingServer) -> None:
     """`"\\ud800"` is valid JSON but no text: the SDK's parser refused the line without its id, and the client waited

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from ...assembly import GatewayState
 from ...jsonwire import holds_lone_surrogate
-from ...kernel.caller import current_caller
+from ...kernel.caller import current_caller, stdio_client
 from .found import STDIO_SESSION
 from .listing import checked_agent, era_of
 from .server import MessageFacts, build_mcp_server
@@ -30,13 +30,20 @@ async def serve_stdio(state: GatewayState, agent: str) -> None:
     # (a 2026-07-28 client hears of changes only on a subscription, which the gateway does not serve).
     def facts_of(ctx: Any) -> MessageFacts:  # the agent of the command line, the process's caller, no client key
         caller = current_caller()
-        return MessageFacts(agent, None, STDIO_SESSION if era_of(ctx.protocol_version) == "legacy" else None,
+        return MessageFacts(agent, client_of(ctx), STDIO_SESSION if era_of(ctx.protocol_version) == "legacy" else None,
                             caller.subject, caller.token)
 
     server = build_mcp_server(state, facts_of)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(RefusingLoneSurrogates(read_stream, write_stream), write_stream,
                          server.create_initialization_options())
+
+
+def client_of(ctx: Any) -> str:
+    """The audit's client of a stdio message: `stdio`, with the name the MCP client declared (`clientInfo.name` of
+    its `initialize`, the SDK's `ServerSession.client_params`), as `gateway call` has `cli` (`kernel.caller`)."""
+    params = ctx.session.client_params
+    return stdio_client(params.client_info.name if params is not None else None)
 
 
 class RefusingLoneSurrogates:

@@ -67,3 +67,15 @@ def test_a_client_named_like_the_terminal_is_warned_about(tmp_path: Path, llm: L
     assert main(_cli(tmp_path, "validate")) == 0  # usable, but the audit could not tell the two apart
     captured = capsys.readouterr()
     assert "clients.cli" in captured.out + captured.err and "rename this client" in captured.out + captured.err
+
+
+@pytest.mark.parametrize("name", ["stdio", '"stdio:claude-ai"'])
+def test_a_client_named_like_the_stdio_door_is_warned_about(tmp_path: Path, llm: LenientLLM,
+                                                            upstream: RecordingServer,
+                                                            capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """`gateway mcp` audits its calls as `stdio` or `stdio:<the declared name>` (`kernel.caller.stdio_client`)."""
+    write_project(tmp_path, llm.url, upstream.url, CONSOLE_AGENTS_YAML + f"  {name}: {{{{key: ck-io-0123456789}}}}\n")
+    assert main(_cli(tmp_path, "validate")) == 0
+    captured = capsys.readouterr()
+    assert ("clients.stdio:" if name == "stdio" else "clients['stdio:claude-ai']:") in captured.out, captured
+    assert "gateway mcp AGENT" in captured.out and "rename this client" in captured.out
