@@ -121,7 +121,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
 
     from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
-    from .listening import CANNOT_LISTEN_EXIT, CannotListen, open_listener
+    from .listening import CANNOT_LISTEN_EXIT, CannotListen, open_listeners
 
     # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
     # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
@@ -132,15 +132,17 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         return 1
     app, runtime = built
     try:  # bound before it says where it listens: a taken port is one line of its own, not uvicorn's exit 3
-        listener = open_listener(host, port, shared=workers > 1)
+        listeners = open_listeners(host, port, shared=workers > 1)
     except CannotListen as exc:
         asyncio.run(app.state.gateway_safety.aclose())
         print(f"gateway: {exc}", file=sys.stderr)
         return CANNOT_LISTEN_EXIT
-    port = listener.getsockname()[1]  # `--port 0`: the one the system chose
+    port = listeners[0].getsockname()[1]  # `--port 0`: the one the system chose (the same on each address)
     shown = f"[{host}]" if ":" in host else host
+    each = [_shown(sock.getsockname()[0]) for sock in listeners]
+    where = f" ({' and '.join(each)})" if each != [shown] else ""  # `localhost`: each address it listens on
     summary = (f"{len(runtime.catalog)} tools, {len(runtime.manifest.agents)} agents "
-               f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port} "
+               f"({', '.join(runtime.manifest.agents) or 'none'}) on http://{shown}:{port}{where} "
                f"(console: http://{shown}:{port}/console)" + (f" ({workers} workers)" if workers > 1 else ""))
     if log_format == "json":  # a log shipper reads one object per line: what was loaded is one of them
         logger.info("%s", summary)
@@ -173,18 +175,23 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     try:
         with _asyncio_declared():
             if workers > 1:
-                Multiprocess(config, sockets=[listener]).run()
+                Multiprocess(config, sockets=listeners).run()
             else:
-                server.run(sockets=[listener])
+                server.run(sockets=listeners)
     except KeyboardInterrupt:  # as `uvicorn.run`: Ctrl-C is how a terminal's server ends
         pass
     finally:
-        listener.close()
+        for listener in listeners:
+            listener.close()
         if metrics_folder is not None:
             shutil.rmtree(metrics_folder, ignore_errors=True)
     if workers == 1 and not server.started:  # the app did not start (its lifespan failed): as `uvicorn.run` says it
         return STARTUP_FAILURE
     return 0
+
+
+def _shown(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
 
 
 _WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"

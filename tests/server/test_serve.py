@@ -142,3 +142,60 @@ def test_serve_says_where_it_listens_once_the_port_is_bound(tmp_path: Path) -> N
     finally:
         process.terminate()
         process.wait(30)
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1) to connect over")
+def test_serve_on_localhost_answers_over_ipv4_and_ipv6_loopback(tmp_path: Path) -> None:
+    """`--host localhost` listened on 127.0.0.1 only: a client that resolves localhost to ::1 first (Node.js 17+,
+    curl, browsers) was refused. It listens on each loopback address the name stands for, on one port, and says so."""
+    import httpx
+
+    command = [*_serve_command(0), "--host", "localhost"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r" on http://localhost:(\d+)", line)
+        assert found is not None, line
+        port = int(found.group(1))
+        for address in ("[::1]", "127.0.0.1"):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    answer = httpx.get(f"http://{address}:{port}/healthz", headers={"host": f"localhost:{port}"},
+                                       timeout=10)
+                    break
+                except httpx.ConnectError:  # bound, the app still starting: uvicorn listens once it has started
+                    assert time.monotonic() < deadline and process.poll() is None, address
+                    time.sleep(0.05)
+            assert answer.status_code == 200, (address, answer.text)
+        assert f"on http://localhost:{port} (127.0.0.1 and [::1]) (console: " in line, line  # each address said
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_localhost_is_every_loopback_address_on_one_port() -> None:
+    from gateway.server.listening import listen_addresses, open_listeners
+
+    assert listen_addresses("127.0.0.1") == ["127.0.0.1"] and listen_addresses("[::1]") == ["::1"]
+    assert {"127.0.0.1", "::1"} <= set(listen_addresses("localhost"))
+    listeners = open_listeners("localhost", 0)
+    try:
+        ports = {sock.getsockname()[1] for sock in listeners}
+        assert len(ports) == 1 and 0 not in ports
+        assert {sock.getsockname()[0] for sock in listeners} >= ({"127.0.0.1", "::1"} if _has_ipv6_loopback()
+                                                                 else {"127.0.0.1"})
+    finally:
+        for sock in listeners:
+            sock.close()
