@@ -141,7 +141,8 @@ class ApiConfig(Section):
                                   "(HTTP/1.1 would read one as the next request's answer).", True)
     trusted_origins: Names = doc(
         "Origins besides the api's own (base_url's, else the spec's first server) whose operations get its "
-        "credentials and headers too: an operation whose own server is another origin is called without them "
+        "credentials, headers and client certificate too: an operation whose own server is another origin is called "
+        "without them "
         "(`https://uploads.github.com` beside `https://api.github.com`).", default=[])
     name: SkipJsonSchema[str] = derived("")
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
@@ -74,6 +75,9 @@ class _Api:
         self._bare_config = config.model_copy(update={"headers": {}})
         """The api without its configured headers: for an operation on another origin (`foreign`)."""
         self._foreign: dict[str, bool] = {}
+        self._options: ClientOptions | None = None
+        """The connection settings of `foreign_wire` (set when the api presents a client certificate)."""
+        self._foreign_wire: ReqwestWire | None = None
         pooled = max(config.max_concurrency or 20, 1)
         self.wire: Wire
         options = ClientOptions(max_connections=pooled, ca_file=config.ca_file,
@@ -84,6 +88,10 @@ class _Api:
             # is for OAuth token requests only.
             # A spec's servers (no base_url) are resolved and checked by the gateway: none may be link-local.
             self.wire = ReqwestWire(options, pins=None if config.base_url else PinnedClients(options))
+            if config.client_cert and not config.base_url:
+                # A client certificate is a credential: an operation on another origin (`foreign`) goes on a wire
+                # that presents none (built on its first call: most apis have no such operation).
+                self._options = replace(options, client_cert=None, client_key=None)
             self.client = new_client(options=options, max_body=_TOKEN_MAX_BODY)
         else:
             self.client = new_client(transport)
@@ -122,6 +130,20 @@ class _Api:
                 not self.config.base_url and tool.servers
                 and foreign_origin(tool.servers[0], self.servers, self.config.trusted_origins))
         return found
+
+    def foreign_wire(self) -> Wire:
+        """The wire of an operation on another origin: the api's own unless it presents a client certificate."""
+        if self._options is None:
+            return self.wire
+        if self._foreign_wire is None:
+            self._foreign_wire = ReqwestWire(self._options, pins=PinnedClients(self._options))
+        return self._foreign_wire
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        for wire in (self.wire, self._foreign_wire):
+            if isinstance(wire, ReqwestWire):
+                await wire.aclose()
 
     def reserved_args(self, tool: Tool) -> frozenset[str]:
         """The tool's arguments that the credentials fill (a model may leave them out)."""
@@ -185,9 +207,7 @@ class Executor:
     async def aclose(self) -> None:
         apis, self._apis = list(self._apis.values()), {}
         for api in apis:
-            await api.client.aclose()
-            if isinstance(api.wire, ReqwestWire):
-                await api.wire.aclose()
+            await api.aclose()
 
     async def __aenter__(self) -> Executor:
         return self
@@ -328,11 +348,12 @@ class Executor:
         used: list[str] = []
         # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
         source: Credentials | CredentialsFactory | None = api.auth.static
-        if api.foreign(tool):  # another origin than the api's: none of its credentials go there
-            source = _NO_CREDENTIALS
+        wire = api.wire
+        if api.foreign(tool):  # another origin than the api's: none of its credentials go there, nor its certificate
+            source, wire = _NO_CREDENTIALS, api.foreign_wire()
         elif source is None:
             source = _asking(api, tool, used)
-        response = await send(api.wire, prepared, source, deadline=deadline, attempts=attempts,
+        response = await send(wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
         if response.status_code == 401 and api.auth.has_tokens and not api.foreign(tool):
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.

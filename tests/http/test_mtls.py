@@ -107,3 +107,49 @@ def test_a_bad_client_certificate_fails_the_load(tmp_path: Path) -> None:
     assert len(errors) == 2, diagnostics
     assert any("apis.demo.client_cert" in e and "cannot load the client certificate" in e for e in errors)
     assert any("apis.lone.client_key" in e and "needs `client_cert`" in e for e in errors)
+
+
+def _tls_server(ca: trustme.CA, *, required: bool) -> _QuietServer:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.configure_trust(context)
+    context.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL  # optional: says what it was shown
+    server = _QuietServer(("127.0.0.1", 0), _WhoAreYou)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_the_client_certificate_is_not_shown_to_an_operations_foreign_origin(
+        ca: trustme.CA, tmp_path: Path, trusted: bool) -> None:
+    """redteam47 withholds an api's credentials and headers from an operation whose own `servers:` name another
+    origin, unless `apis.<name>.trusted_origins` names it; the client certificate was still presented there. Two
+    TLS servers on 127.0.0.1 (two ports: two origins), the api's requiring a certificate."""
+    from gateway.runtime import load_runtime
+
+    own, other = _tls_server(ca, required=True), _tls_server(ca, required=False)
+    try:
+        own_url, other_url = (f"https://127.0.0.1:{s.server_address[1]}" for s in (own, other))
+        answer = {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}}}
+        (tmp_path / "specs").mkdir()
+        (tmp_path / "specs" / "demo.json").write_text(json.dumps({
+            "openapi": "3.0.3", "info": {"title": "demo", "version": "1"}, "servers": [{"url": own_url}],
+            "paths": {"/mine": {"get": {"operationId": "mine", "responses": answer}},
+                      "/theirs": {"servers": [{"url": other_url}],
+                                  "get": {"operationId": "theirs", "responses": answer}}}}))
+        agents = _project(tmp_path, ca, own_url, cert=True)
+        text = agents.read_text().replace(f"    base_url: {own_url}\n", "")  # the spec's servers: the api's origin
+        agents.write_text(text + (f"    trusted_origins: ['{other_url}']\n" if trusted else ""))
+        runtime = load_runtime(tmp_path / "specs", agents, use_cache=False)
+        async with Executor(runtime.manifest, runtime.catalog) as executor:
+            mine = await executor.execute(runtime.catalog.get("mine"), {}, timeout=10)
+            theirs = await executor.execute(runtime.catalog.get("theirs"), {}, timeout=10)
+            again = await executor.execute(runtime.catalog.get("mine"), {}, timeout=10)
+    finally:
+        for server in (own, other):
+            server.shutdown()
+            server.server_close()
+    assert mine.ok and mine.body == {"client": "clerk@gateway.test"} and again.body == mine.body, mine.error
+    assert theirs.ok, theirs.error
+    assert theirs.body == {"client": "clerk@gateway.test" if trusted else None}
