@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.search_misses import APIS, DATA, Ranked, _folded  # noqa: E402
+from bench.support import clocked  # noqa: E402
 
 WORDS = DATA / "words"
 """The words embedded alone, one file a word list: `WORDS / NAME.json` (the word -> its vector's row) and `.npy`."""
@@ -393,11 +394,6 @@ def cost(names: list[str]) -> None:
     from gateway.offer.query import read
 
     settings = SearchEmbeddings.model_validate({"kind": "local", "timeout": 3600})
-
-    def clocked(step: Callable[..., object], *given: Any) -> float:
-        began = time.thread_time_ns()
-        step(*given)
-        return (time.thread_time_ns() - began) / 1000
 
     for name in names:
         import numpy

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.search_misses import APIS, DEV, Ranked, _first  # noqa: E402
 from bench.search_short import TEXTS, texts  # noqa: E402
+from bench.support import clocked  # noqa: E402
 
 CENSUS = ("round29", "round30", "round31")
 
@@ -298,16 +299,10 @@ def cost(names: list[str]) -> None:
     request's methods as the search has read them) and BM25's 50 lifted where it asks; (3) the check asked again by
     the fusion, and held by the first three."""
     import statistics
-    import time
 
     from bench.search_misses import _catalog, _requests
     from gateway.offer.query import read
     from gateway.offer.service_checks import ServiceChecks
-
-    def clocked(step: Callable[..., object], *given: Any) -> float:
-        began = time.thread_time_ns()
-        step(*given)
-        return (time.thread_time_ns() - began) / 1000
 
     for name in names:
         catalog = _catalog(name)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,6 +370,14 @@ class Row:
     goal: str = ""
     met: bool | None = None
     note: str = ""
+
+
+def clocked(step: Callable[..., object], *given: Any) -> float:
+    """Microseconds of this thread's CPU that `step(*given)` took: a thread-CPU clock, so the teammates' work on the
+    shared cores and this process's other threads do not count (bench/search_reach.py, bench/search_stay.py)."""
+    began = time.thread_time_ns()
+    step(*given)
+    return (time.thread_time_ns() - began) / 1000
 
 
 def median(values: Sequence[float]) -> float:
