@@ -463,6 +463,10 @@ def _cmd_approvals(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.handler in (_cmd_call, _cmd_chat, _cmd_audit, _cmd_approvals, _cmd_migrate):  # these open the store
+        from ..server.loglines import quiet_drivers
+
+        quiet_drivers()  # its driver's warnings one line each, once per outage, as under `serve` and `mcp`
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

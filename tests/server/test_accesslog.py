@@ -7,6 +7,7 @@ import contextlib
 import io
 import logging
 import logging.config
+import pathlib
 import re
 import socket
 import time
@@ -313,3 +314,17 @@ def test_a_json_line_escapes_what_a_sender_wrote_and_keeps_the_traceback() -> No
     entry = json.loads(written)
     assert entry["message"].startswith("refused /x\x1b]52") and "Traceback" in entry["exc_info"]
     assert "color_message" not in entry
+
+
+def test_the_terminal_commands_that_open_a_store_put_the_filter_on(tmp_path: pathlib.Path) -> None:
+    """The store no longer puts it on: `gateway audit` (and call, chat, approvals, migrate) does, as serve does."""
+    from gateway.cli.commands import main
+    from gateway.server.loglines import DRIVER_LINES, DRIVER_LOGGER
+
+    pool_logger = logging.getLogger(DRIVER_LOGGER)
+    pool_logger.removeFilter(DRIVER_LINES)
+    try:
+        main(["audit", "--agents", str(tmp_path / "agents.yaml"), "--specs", str(tmp_path), "--json"])
+        assert pool_logger.filters == [DRIVER_LINES]
+    finally:
+        pool_logger.removeFilter(DRIVER_LINES)
