@@ -60,9 +60,10 @@ _DECLARED_NAME_CHARS = 64
 
 @functools.lru_cache(maxsize=16)  # asked for on every message of a session, of one name
 def stdio_client(declared: str | None) -> str:
-    """The audit's client for a stdio MCP session whose client declared `declared`: its printable characters, runs of
-    spaces as one, cut to `_DECLARED_NAME_CHARS` (text a program chose reaches the audit and the terminal)."""
-    name = " ".join("".join(c if c.isprintable() else " " for c in declared or "").split())[:_DECLARED_NAME_CHARS]
+    """The audit's client for a stdio MCP session whose client declared `declared`: its printable characters, each run
+    of spaces (or of what was not printable) one `-` (the terminal's audit and approvals lists are columns split at
+    spaces), cut to `_DECLARED_NAME_CHARS` (text a program chose reaches the audit and the terminal)."""
+    name = "-".join("".join(c if c.isprintable() else " " for c in declared or "").split())[:_DECLARED_NAME_CHARS]
     return f"{STDIO_CLIENT}:{name}" if name else STDIO_CLIENT
 
 

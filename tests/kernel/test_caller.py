@@ -39,3 +39,13 @@ def test_tasks_started_inside_inherit_the_binding() -> None:
         return await task
 
     assert asyncio.run(main()) == "clerk"
+
+
+def test_a_stdio_sessions_client_is_the_door_and_the_declared_name() -> None:
+    from gateway.kernel.caller import stdio_client
+
+    assert stdio_client("claude-ai") == "stdio:claude-ai"
+    assert stdio_client("Claude Desktop") == "stdio:Claude-Desktop"  # one column in the terminal's lists
+    assert stdio_client("a\x1b]52;c;x\x07b\r\nc") == "stdio:a-]52;c;x-b-c"  # no control character reaches the audit
+    assert stdio_client(None) == stdio_client("") == stdio_client(" \t") == "stdio"  # declared none: the door alone
+    assert stdio_client("x" * 500) == "stdio:" + "x" * 64

@@ -147,7 +147,7 @@ async def test_stdio_calls_are_audited_as_the_declared_client(tmp_path: Path, ll
     assert result.is_error is False
     audit = await anyio.run_process([sys.executable, "-m", "gateway", "audit", "--json", *common], cwd=str(ROOT))
     rows = [json.loads(line) for line in audit.stdout.decode().splitlines()]
-    assert [(row["tool"], row["client"]) for row in rows] == [("getForecast", "stdio:Desk [31mtop app")], rows
+    assert [(row["tool"], row["client"]) for row in rows] == [("getForecast", "stdio:Desk-[31mtop-app")], rows
 
 
 @pytest.mark.slow
