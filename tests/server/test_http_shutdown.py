@@ -184,3 +184,8 @@ def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_an
         else "no tool call was sent."
     assert _audit(tmp_path, "chat") == [  # newest first
         ("stopped", f"The gateway instance stopped before the run ended: {calls}"), ("paused", None)]
+    listed = subprocess.run([sys.executable, "-m", "gateway", "approvals", "list", "--json"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, check=True)
+    # Nothing sent: the decision was taken back, to be made again (on another instance); sent: the approval is used.
+    waiting = [approval["id"] for approval in json.loads(listed.stdout)]
+    assert waiting == ([] if sent == "sent" else [pending["id"]]), listed.stdout
