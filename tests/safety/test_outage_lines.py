@@ -1,7 +1,7 @@
-"""What the log says of a Redis outage: one line when Redis goes, one when it is back, whether requests come or not,
-whether Redis refuses connections (stopped) or takes them and never answers (SIGSTOP), and from the renewal of the
-places held in Redis as from the client's connections. Real parts: Debian's redis-server on 127.0.0.1, halted and
-started again on its port, or paused (SIGSTOP) and resumed (SIGCONT)."""
+"""What the log says of a Redis or PostgreSQL outage: one line when the server goes, one when it is back, whether
+requests come or not, whether it refuses connections (stopped) or takes them and never answers (SIGSTOP), and from
+the renewal of the places held in Redis as from the client's connections. Real parts: Debian's redis-server and
+PostgreSQL on 127.0.0.1, halted and started again on their port, or paused (SIGSTOP) and resumed (SIGCONT)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from shared_servers import RedisServer
+from shared_servers import PostgresServer, RedisServer
 
 from gateway.config.model import Manifest
 from gateway.errors import StoreUnavailable
 from gateway.safety.guards import Safeguards
 from gateway.store import Bucket, open_store
+from gateway.store.postgres import PostgresStore
 from gateway.store.redis_counters import RedisCounters
 
 pytestmark = pytest.mark.anyio
@@ -129,3 +130,32 @@ async def test_an_idle_instance_says_when_redis_goes_and_comes_back_at_its_sweep
     lines = _lines(caplog, "gateway.store")
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"{where} is unreachable: ") and lines[1] == f"{where} answers again", lines
+
+
+async def test_a_paused_postgresql_is_said_gone_at_the_first_question_it_does_not_answer_and_back_once_it_does(
+        caplog: pytest.LogCaptureFixture) -> None:
+    database = PostgresServer().start()
+    try:
+        store = PostgresStore(database.url(), timeout=1)
+        where = store.part
+        with caplog.at_level(logging.INFO):
+            await store.ping()
+            database.pause()
+            with pytest.raises(StoreUnavailable, match="did not answer within 1 s"):
+                await store.ping()
+            # Before: nothing (its connection was open), until a new connection's attempt timed out.
+            assert _lines(caplog, "gateway.store") == [
+                f"{where} is unreachable: no answer within 1 s (said once: a line will say when it is back)"]
+            for _ in range(2):
+                with pytest.raises(StoreUnavailable):
+                    await store.ping()
+            database.resume()
+            for _ in range(3):
+                await store.ping()
+        await store.aclose()
+    finally:
+        database.resume()
+        database.halt()
+    # Before: no line said it was back when it answered on a connection the pool kept.
+    lines = [line for line in _lines(caplog, "gateway.store") if "schema migration" not in line]
+    assert len(lines) == 2 and lines[1] == f"{where} answers again", lines
