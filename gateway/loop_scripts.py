@@ -152,7 +152,8 @@ class ScriptCalls:
         """`run_code` call id -> its script, waiting for a decision (kept in the paused run's state)."""
         self.waiting: list[str] = []
         """The `run_code` calls that paused in this pass of the run (a pause ends the pass: the run is kept)."""
-        self._one_at_a_time = anyio.Lock()
+        self.turn = anyio.Lock()
+        """Held by the script that runs (`run`'s caller takes it): a turn's scripts run one at a time."""
 
     def _script(self, call: ToolCall, steps: list[Step]) -> Script:
         agent = self.loop.agent
@@ -165,17 +166,13 @@ class ScriptCalls:
     async def run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
                   approval: str | None) -> ToolResult | None:
         """The `run_code` call's result, or None when its script paused (then it is in `paused`). With
-        `decision`, the call's script paused before and goes on with it.
+        `decision`, the call's script paused before and goes on with it. The caller holds `turn`.
 
         A turn's scripts run one after another, in the order they came (each with its own audit row and limits; the
         turn's other calls run beside them): the second looks for room for its client's waiting calls knowing
         whether the first paused, and a client's share of the sandboxes (`max_code_workers_per_client`) is not
-        spent on the model's own scripts racing each other."""
-        async with self._one_at_a_time:
-            return await self._run(call, steps, decision, approval)
-
-    async def _run(self, call: ToolCall, steps: list[Step], decision: Decision | None,
-                   approval: str | None) -> ToolResult | None:
+        spent on the model's own scripts racing each other. The caller takes `turn` before it takes one of the
+        turn's places (`max_parallel_calls`), so that a script waiting its turn holds none of them."""
         waiting = self.paused.pop(call.id, None)
         paused: list[Paused] = []
 

@@ -324,6 +324,16 @@ class TurnCalls:
 
         async def run_one(index: int, tool: AgentTool | None, call: ToolCall, approval: str | None,
                           decision: Decision | None) -> None:
+            if tool is None and self.scripts is not None:
+                # A run_code script waits for the turn's scripts ahead of it before it takes a place: waiting, it
+                # held one, and with two scripts queued the turn's plain calls waited for nothing (mend54's item).
+                async with self.scripts.turn:
+                    await run_placed(index, tool, call, approval, decision)
+            else:
+                await run_placed(index, tool, call, approval, decision)
+
+        async def run_placed(index: int, tool: AgentTool | None, call: ToolCall, approval: str | None,
+                             decision: Decision | None) -> None:
             async with limiter:
                 await self._emit(LoopEvent(type="step_started", step=call_step(call, call.arguments, None,
                                                                            self.iteration)))

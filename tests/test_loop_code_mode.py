@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from loop_support import KINDS, StandInInvoke, adapter_for, agent_config, agent_tool, toolset
 from scripted_llm import Call, Reply, ScriptedLLM
@@ -179,3 +180,30 @@ async def test_the_model_reads_its_last_line_as_it_wrote_it_when_that_line_raise
     assert read["error_type"] == "code_error"
     assert quoted in read["error"]
     assert "__gateway" not in read["error"]
+
+
+async def test_scripts_waiting_their_turn_leave_the_places_to_the_turns_other_calls(llm: ScriptedLLM) -> None:
+    """Two places (`max_parallel_calls: 2`), two scripts and a plain call in one turn: the turn's scripts run one at a
+    time, and the second, waiting for the first, holds no place, so the plain call runs beside the first. The first
+    script's call waits for the plain call to come (at most 30 s: a hang guard, not a measure); before, the waiting
+    script held the second place and the plain call came only once the first script had ended."""
+    llm.script(Reply(calls=[Call("run_code", {"code": "listItems()"}), Call("run_code", {"code": "listItems()"}),
+                            Call("getItem", {"id": 7})]), Reply(text="done"))
+    plain_came = anyio.Event()
+    seen_by_script: list[bool] = []
+
+    async def invoke(tool: Any, call: ToolCall) -> ToolResult:
+        if tool.name == "getItem":
+            plain_came.set()
+        elif not seen_by_script:  # the first script's call
+            with anyio.move_on_after(30):
+                await plain_came.wait()
+            seen_by_script.append(plain_came.is_set())
+        return _answer(tool, call)
+
+    agent = _agent()
+    agent.policy.max_parallel_calls = 2
+    result = await run(agent, [Message(role="user", content="x")], adapter=adapter_for("openai", llm.url),
+                       toolset=_tools(), invoke=invoke)
+    assert seen_by_script == [True]  # before: [False], the plain call had no place while the first script ran
+    assert [s.tool for s in result.steps] == ["run_code", "run_code", "getItem"] and all(s.ok for s in result.steps)

@@ -60,15 +60,18 @@ CANCELLED_UNSENT = ("The call was cancelled before it was sent (its caller went 
 class Sends:
     """How many calls of a block of work were sent (`watch_sends`); the block's context manager itself (a class
     rather than a generator: the MCP door enters one per request, and a generator's context manager costs it
-    several times the steps)."""
+    several times the steps). A block inside another's counts for both (an approval's resume, which counts its own
+    to know whether to take the decision back, inside the door's, which tells a caller cut by a stop)."""
 
-    __slots__ = ("count", "_token")
+    __slots__ = ("count", "outer", "_token")
 
     def __init__(self) -> None:
         self.count = 0
+        self.outer: Sends | None = None
         self._token: Token[Sends | None] | None = None
 
     def __enter__(self) -> Sends:
+        self.outer = _sends.get()
         self._token = _sends.set(self)
         return self
 
@@ -393,5 +396,6 @@ class RecordBeforeSend:
 
 def _count_send() -> None:
     sends = _sends.get()
-    if sends is not None:
+    while sends is not None:
         sends.count += 1
+        sends = sends.outer

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("gateway.safety")
 
 SWEEP_SECONDS = 60.0
-"""How often `sweep` looks for stuck runs (at most)."""
+"""How often `sweep` looks for stuck runs (at most), and asks Redis (with `gateway.redis`) whether it answers."""
 
 
 class Safeguards:
@@ -193,12 +193,34 @@ class Safeguards:
 
     async def sweep(self) -> None:
         """Recover stuck runs now (at start-up) and then every so often, until cancelled (`gateway serve`)."""
+        failing = False
         while True:
-            try:
-                await self.recover_runs()
-            except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
-                logger.warning("could not look for stuck runs: %s", exc)
+            failing = await self.sweep_once(failing)
             await asyncio.sleep(min(SWEEP_SECONDS, max(1.0, self.resume_grace() / 4)))
+
+    async def sweep_once(self, failing: bool = False) -> bool:
+        """One round of `sweep`: stuck runs recovered, and Redis (with `gateway.redis`) asked one PING, so that an
+        idle instance's log also says when a shared server goes and when it is back (the store's and Redis's
+        watches say it, `gateway.store.server_watch`; before, nothing until a request came). Whether the stuck runs
+        could not be looked for (`failing`: the last round could not either, and said so)."""
+        try:
+            await self.recover_runs()
+        except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
+            if not failing:  # once an outage, not every round of it
+                logger.warning("could not look for stuck runs: %s (said once: a line will say when it can again)",
+                               exc)
+            failing = True
+        else:
+            if failing:
+                logger.info("looks for stuck runs again")
+            failing = False
+        counters = getattr(self.store, "counters", None)
+        if counters is not None:
+            try:
+                await counters.ping()
+            except Exception:  # noqa: BLE001 - StoreUnavailable: Redis's watch said it, once an outage
+                pass
+        return failing
 
     async def aclose(self) -> None:
         await self.store.aclose()

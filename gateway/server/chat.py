@@ -49,7 +49,7 @@ from .inert import Ignored, place_inert, read_inert
 from .limits import check_counts, check_shape
 from .routes import agent_of, read_json, state_of, toolset_of
 from .self_call import self_call_problem
-from .stopping import RUN_KEY
+from .stopping import RUN_KEY, stopped_run_error
 
 logger = logging.getLogger("gateway.server")
 
@@ -196,13 +196,9 @@ class _Run:
         self.recorded = True
         caller = self.caller
         latency = (time.perf_counter() - caller.started) * 1000 if caller.started is not None else 0.0
-        calls = "no tool call was sent" if not sent else \
-            f"{sent} tool call{'s were' if sent > 1 else ' was'} sent (their rows, under this run's id, say how each " \
-            "ended)"
         with bind_caller(client=caller.client, subject=caller.subject, started=caller.started):
-            await safety.audit.record_chat(
-                agent=self.agent.name, status="stopped", run_id=self.id, latency_ms=latency, client=self.client,
-                error=f"The gateway instance stopped before the run ended: {calls}.")
+            await safety.audit.record_chat(agent=self.agent.name, status="stopped", run_id=self.id,
+                                           latency_ms=latency, client=self.client, error=stopped_run_error(sent))
 
     async def release(self) -> None:
         """The run is over (or never started): its client may start another."""

@@ -6,7 +6,8 @@ chat gets the same error as its last event (`{"error": {...}}` then `[DONE]`, as
 Responses API's `response.failed` (`responses.cut_tail`), its Response `failed` with the error in it.
 
 A chat's or Responses request's run cut so gets its chat row in the audit (status `stopped`, how many of its tool
-calls were sent: `chat._Run.record_stopped`), which its loop, never returning, does not write.
+calls were sent: `chat._Run.record_stopped`), which its loop, never returning, does not write. So does a run an
+approval's decision resumes (`POST /approvals/{id}`, a `CutDoor` too: `ResumeCut`), whose decider gets the same 503.
 
 Whether a tool call was sent is `watch_sends`'s count over the work that can send one (the direct call's pipeline;
 a chat's or Responses request's handler and the run it starts), the same count the MCP door answers with; the
@@ -15,16 +16,23 @@ call's audit row, written before sending, agrees.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..asgi import send_json
+from ..kernel.caller import bind_caller
+from ..safety.approvals import run_owner
 from ..safety.audit import watch_sends
 from .api_errors import APIError, json_bytes
 from .chat import sse, streamed_error
-from .stopping import CUT_KEY, RUN_KEY, SENDS_KEY, STREAM_TAIL_KEY, Sent, sent_in, stopped_message
+from .stopping import CUT_KEY, RUN_KEY, SENDS_KEY, STREAM_TAIL_KEY, Sent, sent_in, stopped_message, stopped_run_error
+
+if TYPE_CHECKING:
+    from ..safety.audit import AuditLog
+    from ..store import RunRecord
 
 
 def stopped_error(sent: Sent) -> APIError:
@@ -96,3 +104,32 @@ class CutDoor:
         with watch_sends() as sends:
             scope[SENDS_KEY] = sends
             await self._serve(self.app, scope, receive, watch)
+
+
+class ResumeCut:
+    """The chat run an approval's decision resumes, for `stopping` (the approvals door puts it in the scope,
+    `RUN_KEY`): told the run when its loop goes on (`begin`) and when its row is written (`recorded`); a resume the
+    stopping instance cuts in between gets its chat row, status `stopped`, as a chat request's run does (before:
+    none; the resumed loop, never returning, writes none)."""
+
+    __slots__ = ("audit", "run", "started")
+
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+        self.run: RunRecord | None = None
+        self.started = 0.0
+
+    def begin(self, run: RunRecord) -> None:
+        self.run, self.started = run, time.perf_counter()
+
+    def recorded(self) -> None:
+        self.run = None
+
+    async def record_stopped(self, sent: int) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        with bind_caller(client=run.client, **run_owner(run)):  # the run's owner's row, as its other rows are
+            await self.audit.record_chat(agent=run.agent, status="stopped", run_id=run.id, client=run.client,
+                                         latency_ms=(time.perf_counter() - self.started) * 1000,
+                                         error=stopped_run_error(sent))

@@ -45,8 +45,9 @@ STREAM_TAIL_KEY = "gateway.stream_tail"
 `response.failed`); absent: a streamed chat's error event."""
 
 RUN_KEY = "gateway.run"
-"""The scope's key of a chat's or Responses request's run (`chat._Run`): one the stopping instance cuts gets its
-chat row (`record_stopped`), which its loop, never returning, does not write."""
+"""The scope's key of a chat's or Responses request's run (`chat._Run`), or of the run an approval's decision
+resumes (`cut_doors.ResumeCut`): one the stopping instance cuts gets its chat row (`record_stopped(sent)`), which
+its loop, never returning, does not write."""
 
 Sent = Literal["sent", "not sent", "unknown"]
 
@@ -63,6 +64,15 @@ def stopped_message(sent: Sent) -> str:
     """What a request cut by the stopping instance is told (every door says the same)."""
     return ("The gateway instance stopped before this request ended (it was shut down and its graceful "
             f"timeout, `gateway serve --graceful-timeout`, ran out). {_SAID[sent]}")
+
+
+def stopped_run_error(sent: int) -> str:
+    """The error of a run's chat row when the stopping instance cut it (`sent`: how many of its tool calls were sent;
+    each has its own row under the run's id)."""
+    calls = "no tool call was sent" if not sent else \
+        f"{sent} tool call{'s were' if sent > 1 else ' was'} sent (their rows, under this run's id, say how each " \
+        "ended)"
+    return f"The gateway instance stopped before the run ended: {calls}."
 
 
 def sent_in(scope: Scope) -> Sent:

@@ -9,6 +9,10 @@ runs in a task of its own, and the caller stops waiting for it at the deadline: 
 query (up to 10 s of its own against a server that does not answer) and the pool replaces the connection. Awaiting
 the cancelled task instead would keep the caller those 10 s more.
 
+A question given up so is the part gone for the log too (`watch`: `ServerWatch.failed`, one line an outage): a hung
+server refuses no connection, so the pool's attempts to connect said nothing of it until one timed out, and a
+server that went on answering on the connections it had said nothing of its coming back.
+
 What the question may already have done stays done once the part answers (a row written after the caller was told
 503): the store's writes are each one statement or one transaction, so none is half done.
 """
@@ -21,6 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..errors import StoreUnavailable
+from .server_watch import ServerWatch
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -34,9 +39,10 @@ GRACE = 0.2
 wait for a connection, against a server that refuses them) end first and say why."""
 
 
-async def within(seconds: float, question: Awaitable[T], part: str) -> T:
+async def within(seconds: float, question: Awaitable[T], part: str, watch: ServerWatch | None = None) -> T:
     """`question`'s answer, or `StoreUnavailable` ("`part` did not answer within `seconds` s") once `seconds` (and
-    `GRACE`) pass; the question is then cancelled without being waited for. A cancelled caller cancels it too."""
+    `GRACE`) pass; the question is then cancelled without being waited for, and `watch` told the part is gone. A
+    cancelled caller cancels it too."""
     task = asyncio.ensure_future(question)
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds + GRACE)
@@ -48,6 +54,8 @@ async def within(seconds: float, question: Awaitable[T], part: str) -> T:
     task.cancel()
     _abandoned.add(task)
     task.add_done_callback(_forget)
+    if watch is not None:
+        watch.failed(f"no answer within {seconds:g} s")
     raise StoreUnavailable(f"{part} did not answer within {seconds:g} s")
 
 
@@ -65,6 +73,10 @@ class Timed(Protocol):
     def part(self) -> str:
         """What the 503 names ("the store postgresql://...")."""
 
+    @property
+    def watch(self) -> ServerWatch | None:
+        """Told when a question is given up (the log's line that the part is gone)."""
+
 
 S = TypeVar("S", bound=Timed)
 
@@ -75,6 +87,6 @@ def answered_within(method: Callable[Concatenate[S, P], Awaitable[T]]
 
     @functools.wraps(method)
     async def bounded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await within(self.timeout, method(self, *args, **kwargs), self.part)
+        return await within(self.timeout, method(self, *args, **kwargs), self.part, self.watch)
 
     return bounded

@@ -8,6 +8,10 @@ work lives, renewed every `LEASE / 3`: one task per process renews every place i
 trip) for all of them; it ends a period after the last place was given back. A dead instance renews nothing, so its
 places end at most `LEASE` seconds after it stopped. An api's slots and the tickets of the calls waiting for one
 (`gateway.store.redis_slots`) are leased the same way, by the same task.
+
+A renewal that does not reach Redis is said once (its places end with their lease unless a later one does), and the
+first that reaches it again once: one line when Redis goes, one when it is back, as the Redis client's connections
+say it (`gateway.store.redis_watch`), not one every period of the outage.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import redis
 import redis.asyncio as aioredis
 
 from .postgres_schema import safe_url
+from .redis_watch import went_away
 
 logger = logging.getLogger("gateway.safety")
 
@@ -61,7 +66,10 @@ class LeaseKeeper:
     def __init__(self, client: aioredis.Redis, url: str, *, lease: float = LEASE) -> None:
         self.url = url
         self.lease = lease
+        self._client = client
         self._renew = client.register_script(_RENEW)
+        self._failing = False
+        """Whether the last renewal did not reach Redis (said once, until one does)."""
         self._held: dict[str, tuple[str, Callable[[], None] | None]] = {}
         """member -> its sorted set and what to call should it be found gone, for every place held here now."""
         self._task: asyncio.Task[None] | None = None
@@ -100,10 +108,18 @@ class LeaseKeeper:
         try:
             lost: Any = await self._renew(keys=[key for _, key in held], args=[self.seconds, *(m for m, _ in held)])
         except (redis.RedisError, OSError) as exc:
-            logger.warning("%d places held in Redis (clients' shares, apis' slots, waiters' tickets) were not "
-                           "renewed (each ends with its lease unless a later renewal reaches Redis): Redis at %s: %s",
-                           len(held), safe_url(self.url), exc)
+            went_away(self._client, exc)  # a timeout too: Redis stopped answering
+            if not self._failing:
+                self._failing = True
+                logger.warning("%s held in Redis (clients' shares, apis' slots, waiters' tickets) not renewed (each "
+                               "ends with its lease unless a later renewal reaches Redis): Redis at %s: %s (said "
+                               "once: a line will say when a renewal reaches it again)",
+                               _places(len(held)), safe_url(self.url), exc)
             return
+        if self._failing:
+            self._failing = False
+            logger.info("the places held in Redis at %s are renewed again (%s now)", safe_url(self.url),
+                        _places(len(held)))
         renewed = dict(held)
         for member in lost:
             name = member.decode() if isinstance(member, bytes) else str(member)
@@ -117,3 +133,7 @@ class LeaseKeeper:
             logger.warning("a place held in Redis (a client's share, an api's slot) ended with its lease while its "
                            "work went on (Redis was out of reach for longer than %g s, or this process stalled): "
                            "that work is no longer counted", self.lease)
+
+
+def _places(count: int) -> str:
+    return f"{count} place{'' if count == 1 else 's'}"

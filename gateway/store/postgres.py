@@ -43,6 +43,7 @@ from .postgres_connections import PostgresConnections
 from .postgres_pool import no_connection, open_pool
 from .postgres_schema import migrate, safe_url
 from .postgres_sweeps import Batch, audit_rows, finished_runs, stored_answers
+from .server_watch import ServerWatch
 from .sqlite_tables import STUCK_RUNS, dumps
 from .sweeps import in_batches
 
@@ -107,6 +108,8 @@ class PostgresStore(PostgresConnections, Store):
         migrate(url, connect_timeout=timeout)
         self._pool, self._attempts = open_pool(url, min_size=min_size, max_size=max_size, timeout=timeout,
                                                configure=_nul_free_text)
+        self.watch: ServerWatch | None = self._attempts.watch
+        """Logs once when the server goes (a refused connection, a question given up) and once when it is back."""
         self._opened = False
         self._opening: asyncio.Lock | None = None
         self._writes: set[asyncio.Task[None]] = set()
@@ -121,6 +124,9 @@ class PostgresStore(PostgresConnections, Store):
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._unreachable(exc) from None
+        watch = self._attempts.watch
+        if watch.down is not None:  # a server that hung answers again on a connection it kept: said once
+            watch.answered()
 
     async def _open_pool(self) -> None:
         if self._opening is None:
@@ -259,7 +265,7 @@ class PostgresStore(PostgresConnections, Store):
         self._inserts[key] = write
         write.add_done_callback(lambda _: self._inserts.pop(key, None))
         try:
-            await within(self.timeout, asyncio.shield(write), self.part)
+            await within(self.timeout, asyncio.shield(write), self.part, self.watch)
         except StoreUnavailable as late:
             if row.status == AUDIT_RUNNING:
                 # The call is refused, not sent (its row was not written in time), but the insert may still land
@@ -280,7 +286,7 @@ class PostgresStore(PostgresConnections, Store):
         write = asyncio.get_running_loop().create_task(self._update_audit(row, self._inserts.get(id(row))))
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
-        await within(self.timeout, asyncio.shield(write), self.part)  # late, the outcome is still written
+        await within(self.timeout, asyncio.shield(write), self.part, self.watch)  # late, the outcome is still written
 
     async def _update_audit(self, row: AuditRow, insert: asyncio.Task[None] | None) -> None:
         if insert is not None:
@@ -328,7 +334,7 @@ class PostgresStore(PostgresConnections, Store):
             async with self._connection() as conn, conn.transaction():
                 return await batch(conn)
 
-        return await within(self.timeout, run(), self.part)
+        return await within(self.timeout, run(), self.part, self.watch)
 
     # -- stored conversations -----------------------------------------------------------------------
     @answered_within

@@ -8,6 +8,7 @@ from typing import Any
 
 from .answer_within import answered_within
 from .base import ConnectionRecord, PendingConnection
+from .server_watch import ServerWatch
 
 _COLUMNS = ConnectionRecord.COLUMNS
 
@@ -18,6 +19,7 @@ class PostgresConnections:
 
     timeout: float
     part: str
+    watch: ServerWatch | None
 
     def _connection(self) -> AbstractAsyncContextManager[Any]:  # provided by PostgresStore
         raise NotImplementedError

@@ -10,6 +10,7 @@ import redis
 
 from ..errors import StoreUnavailable
 from .postgres_schema import safe_url
+from .redis_watch import went_away
 
 
 def answer_within(client: Any) -> float | None:
@@ -20,7 +21,9 @@ def answer_within(client: Any) -> float | None:
 
 
 def unavailable(url: str, exc: Exception, client: Any) -> StoreUnavailable:
-    """What the caller is told of `exc`, raised by `client` (an asyncio `redis.Redis`) talking to Redis at `url`."""
+    """What the caller is told of `exc`, raised by `client` (an asyncio `redis.Redis`) talking to Redis at `url`; the
+    log says once that Redis is gone (`redis_watch.went_away`: a timeout too)."""
+    went_away(client, exc)
     if isinstance(exc, redis.TimeoutError):
         seconds = answer_within(client)
         if seconds:

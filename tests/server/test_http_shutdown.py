@@ -42,13 +42,15 @@ CUTS = {
 
 
 @contextmanager
-def _stopped_while_held(folder: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> Iterator[int]:
-    """`gateway serve --graceful-timeout 1` whose `ops` agent runs on the scripted LLM; SIGTERM once a call
-    reached the place `sent` names (held there 8 s); the block's caller makes that call, and the process has
-    ended when the block does."""
+def _stopped_while_held(folder: Path, upstream: RecordingServer, llm: LenientLLM, sent: str,
+                        settings: str = "") -> Iterator[int]:
+    """`gateway serve --graceful-timeout 1` whose `ops` agent (with `settings` too) runs on the scripted LLM;
+    SIGTERM once a call reached the place `sent` names (held there 8 s); the block's caller makes that call, and the
+    process has ended when the block does."""
     held_at, hooks, _, _ = CUTS[sent]
     upstream.route(held_at, Reply(200, {"done": True}, delay=8))
-    agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm.url}/v1") + hooks.replace("UPSTREAM", upstream.url)
+    agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm.url}/v1") + settings \
+        + hooks.replace("UPSTREAM", upstream.url)
     write_slow_project(folder, upstream.url, agents)
     process, port = start_serve(folder, "--graceful-timeout", "1")
 
@@ -157,3 +159,33 @@ def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whethe
         assert _audit(tmp_path, "chat") == [
             ("stopped", f"The gateway instance stopped before the run ended: {calls}"
                         + (" (their rows, under this run's id, say how each ended)." if sent == "sent" else "."))]
+
+
+@pytest.mark.parametrize("sent", list(CUTS))
+def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_and_its_run_has_its_row(
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> None:
+    """The decision's answer is the chat's (the resumed run's completion), so its cut is answered as a cut chat's:
+    the 503 with the OpenAI-shaped error (before: uvicorn's plain-text 500), and the run gets its `stopped` row
+    (before: none, the resumed loop never returned to write it)."""
+    llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
+    _, _, said, row = CUTS[sent]
+    with _stopped_while_held(tmp_path, upstream, llm, sent, "    approval: always\n") as port:
+        paused = _client(port).chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}])
+        [pending] = paused.model_extra["gateway"]["pending_approvals"]  # type: ignore[index]
+        answer = httpx.post(f"http://127.0.0.1:{port}/approvals/{pending['id']}", json={"decision": "approve"},
+                            timeout=60)
+    assert answer.status_code == 503, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "instance_stopped" and error["type"] == "server_error"
+    assert "The gateway instance stopped" in error["message"] and said in error["message"]
+    assert answer.json()["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
+    assert ("transport_error", row) in _audit(tmp_path)
+    calls = "1 tool call was sent (their rows, under this run's id, say how each ended)." if sent == "sent" \
+        else "no tool call was sent."
+    assert _audit(tmp_path, "chat") == [  # newest first
+        ("stopped", f"The gateway instance stopped before the run ended: {calls}"), ("paused", None)]
+    listed = subprocess.run([sys.executable, "-m", "gateway", "approvals", "list", "--json"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, check=True)
+    # Nothing sent: the decision was taken back, to be made again (on another instance); sent: the approval is used.
+    waiting = [approval["id"] for approval in json.loads(listed.stdout)]
+    assert waiting == ([] if sent == "sent" else [pending["id"]]), listed.stdout
