@@ -4,8 +4,8 @@ either way the same answer (the official `mcp` client is the judge, and the SDK'
 
 from __future__ import annotations
 
+import inspect
 import json
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,7 +51,10 @@ class _Passes:
 
 
 def _by_the_kernel() -> bool:
-    return sys._getframe(2).f_globals.get("__name__") == "mcp.server.runner"
+    """Whether the counted function's caller is the SDK's kernel (`mcp.server.runner`)."""
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+    return caller is not None and caller.f_globals.get("__name__") == "mcp.server.runner"
 
 
 @pytest.fixture
