@@ -1,13 +1,15 @@
-"""Two source trees of the gateway side by side: the direct-call door's p50 and server CPU per call, A vs B.
+"""Two source trees of the gateway side by side: a door's p50 and server CPU per call, A vs B.
 
-    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--bare]
+    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--bare] [--door http|mcp] [--direct]
 
 Each side is a `gateway serve` process run from its tree (`PYTHONPATH` and working folder), both on the same
 project and upstream; rounds alternate A and B so the machine's drift hits both alike. A figure is the median
 over rounds (CPU: the mean, to the nanosecond: `bench.support.cpu_seconds`); the ratio B/A is what a change costs or
 saves. The CPU is also split by thread (`bench.support.thread_cpu_ns`): the event loop's, pyreqwest's, the others'.
 `--bare` adds the bare proxy (bench/bare_proxy.py, on the same upstream) as a third side taking its turn, the floor
-of the CPU goal (<= 1.6x its CPU per call).
+of the CPU goal (<= 1.6x its CPU per call). `--door mcp` makes the calls MCP `tools/call`s of a 2025-06-18 session
+(each round's client opens its own, before its timed calls), as `bench.calls` makes them; `--direct` adds the
+upstream called directly (the call's floor) as a side taking its turn, so each tree's p50 is also given × direct.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ import httpx
 from bench.support import (
     CALL_ARGS,
     CLIENT_THREADS,
+    DIRECT_HEADERS,
+    DIRECT_PATH,
     LOOP,
     cpu_seconds,
     cpu_split,
     free_port,
+    mcp_call,
+    mcp_open,
     python_module,
     spawned,
     thread_cpu_ns,
@@ -39,15 +45,29 @@ from bench.support import (
 DOOR = "/agents/bench/tools/listIssues"
 
 
-async def _round(url: str, calls: int) -> list[float]:
+async def _round(url: str, calls: int, door: str = "http") -> list[float]:
     timings = []
     async with httpx.AsyncClient(base_url=url, timeout=30, trust_env=False) as client:
+        if door == "direct":
+            async def call() -> None:
+                response = await client.get(DIRECT_PATH, headers=DIRECT_HEADERS)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{url}: {response.status_code} {response.text[:200]}")
+                response.json()
+        elif door == "mcp":
+            headers = await mcp_open(client, f"{url}/mcp/bench")
+
+            async def call() -> None:
+                await mcp_call(client, f"{url}/mcp/bench", headers, "listIssues", CALL_ARGS)
+        else:
+            async def call() -> None:
+                response = await client.post(DOOR, json=CALL_ARGS)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{url}: {response.status_code} {response.text[:200]}")
         for _ in range(calls):
             started = time.perf_counter()
-            response = await client.post(DOOR, json=CALL_ARGS)
+            await call()
             timings.append(time.perf_counter() - started)
-            if response.status_code != 200:
-                raise RuntimeError(f"{url}: {response.status_code} {response.text[:200]}")
     return timings
 
 
@@ -58,6 +78,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--bare", action="store_true", help="the bare proxy as a third side (the CPU goal's floor)")
+    parser.add_argument("--door", choices=("http", "mcp"), default="http", help="the direct-call door, or MCP")
+    parser.add_argument("--direct", action="store_true", help="the upstream called directly as a side of its own")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         upstream_port = free_port()
@@ -79,19 +101,25 @@ def main() -> int:
             process, _ = stack.enter_context(spawned(python_module(
                 "bench.bare_proxy", "--port", str(port), "--upstream", upstream), f"{url}/"))
             sides["bare"] = (url, process)
+        if args.direct:
+            sides["direct"] = (upstream, None)
+        doors = {"A": args.door, "B": args.door, "direct": "direct"}
         p50: dict[str, list[float]] = {name: [] for name in sides}
-        cpu: dict[str, list[float]] = {name: [] for name in sides}
+        cpu: dict[str, list[float]] = {name: [] for name in sides if name != "direct"}
         places: dict[str, dict[str, float]] = {name: {"loop": 0.0, "client": 0.0, "other": 0.0} for name in sides}
         ticks: dict[str, dict[str, list[int]]] = {name: {"loop": [0, 0], "client": [0, 0]} for name in sides}
-        for url, _ in sides.values():
-            asyncio.run(_round(url, 50))  # warm-up
+        for name, (url, _) in sides.items():
+            asyncio.run(_round(url, 50, doors.get(name, "http")))  # warm-up
         for index in range(args.rounds):
             order = list(sides) if index % 2 == 0 else list(reversed(sides))
             for name in order:
                 url, process = sides[name]
+                if process is None:  # the upstream called directly: its p50 only
+                    p50[name].append(statistics.median(asyncio.run(_round(url, args.calls, "direct"))) * 1e6)
+                    continue
                 threads, before = thread_cpu_ns(process.pid), cpu_seconds(process.pid)
                 sampled = thread_ticks(process.pid)
-                timings = asyncio.run(_round(url, args.calls))
+                timings = asyncio.run(_round(url, args.calls, doors.get(name, "http")))
                 spent = cpu_seconds(process.pid) - before
                 for tid, (user, system) in thread_ticks(process.pid).items():
                     thread = threads.get(tid, ("", 0))[0]
@@ -109,8 +137,14 @@ def main() -> int:
     # drop the rounds a collection or a checkpoint landed in).
     a_p50, b_p50 = statistics.median(p50["A"]), statistics.median(p50["B"])
     a_cpu, b_cpu = statistics.fmean(cpu["A"]), statistics.fmean(cpu["B"])
-    print(f"direct door, {args.rounds} rounds x {args.calls} calls (medians over rounds)")
+    print(f"{'MCP door (a 2025-06-18 session)' if args.door == 'mcp' else 'direct door'}, {args.rounds} rounds x "
+          f"{args.calls} calls (medians over rounds)")
     print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.3f}")
+    if "direct" in sides:
+        direct = statistics.median(p50["direct"])
+        ratios = [(a / d, b / d) for a, b, d in zip(p50["A"], p50["B"], p50["direct"], strict=True)]
+        print(f"  direct p50 {direct:.0f} us: A {a_p50 / direct:.2f}x, B {b_p50 / direct:.2f}x (medians); per round "
+              f"A/B x direct: {', '.join(f'{a:.2f}/{b:.2f}' for a, b in ratios)}")
     print(f"  server CPU A {a_cpu:8.1f} us   B {b_cpu:8.1f} us   B/A {b_cpu / a_cpu:.3f}  (per call, mean over rounds)")
     for place, what in (("loop", "event loop"), ("client", "pyreqwest"), ("other", "other threads")):
         a, b = places["A"][place], places["B"][place]

@@ -1,6 +1,7 @@
 """Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
 
     python -m bench.opcodes [--door http|mcp|mcp2026] [--calls 100] [--top 30] [--functions]
+    python -m bench.opcodes --door mcp --profile 2000 [--top 40]
 
 The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
 process over ASGI on the event loop uvicorn would pick, without uvicorn itself; the upstream (bench/upstream.py)
@@ -9,6 +10,10 @@ is a real server in its own process. After a warm-up, `sys.settrace` counts ever
 `--top`, the files (or, with `--functions`, the functions) that run the most. Wall-clock and CPU figures on a
 shared machine move by tens of per cent between runs; this count moves by well under one, so it tells whether a
 change to the Python path of a call saves work (`bench.calls` then says what that is worth in time).
+
+`--profile N` runs N calls under cProfile instead (after the same warm-up) and prints the functions by their own
+time and by their time with what they call, per call: which functions run, how often a call runs each (a count
+that does not move with the load), and roughly where a call's time goes (times that do).
 """
 
 from __future__ import annotations
@@ -134,8 +139,25 @@ def _count(calls: int, call: Call, *, functions: bool = False) -> Callable[[], A
     return counted
 
 
-def measure(door: str, calls: int, *, functions: bool = False) -> collections.Counter[str]:
-    """Instructions per file (or per function: `file:qualified name`) over `calls` calls on `door`."""
+def _profiled(calls: int, call: Call) -> Callable[[], Awaitable[Any]]:
+    async def profiled() -> Any:
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            for _ in range(calls):
+                await call()
+        finally:
+            profile.disable()
+        return profile
+
+    return profiled
+
+
+def measure(door: str, calls: int, *, functions: bool = False, profile: bool = False) -> Any:
+    """Instructions per file (or per function: `file:qualified name`) over `calls` calls on `door`; with
+    `profile`, the `cProfile.Profile` of those calls instead."""
     from gateway.server.run import _asyncio_declared, _build_app, log_config
 
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
@@ -163,6 +185,8 @@ def measure(door: str, calls: int, *, functions: bool = False) -> collections.Co
                 call = await _bind(app, door)
                 for _ in range(200):  # warm: caches filled, the MCP SDK imported
                     await call()
+                if profile:
+                    return await _profiled(calls, call)()
                 return await _count(calls, call, functions=functions)()
 
         with _asyncio_declared(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -184,7 +208,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
     parser.add_argument("--functions", action="store_true", help="list functions rather than files")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile N calls with cProfile instead of counting instructions")
     args = parser.parse_args()
+    if args.profile:
+        _print_profile(args.door, args.profile, measure(args.door, args.profile, profile=True), args.top or 40)
+        return
     per_file = measure(args.door, args.calls, functions=args.functions)
     print(f"{args.door} door: {sum(per_file.values()) / args.calls:,.0f} Python instructions per call "
           f"({args.calls} calls)")
@@ -193,6 +222,28 @@ def main() -> None:
     for file, count in per_file.most_common(args.top):
         short = next((file[len(p):] for p in prefixes if file.startswith(p)), file)
         print(f"  {count / args.calls:7,.0f}  {short}")
+
+
+def _print_profile(door: str, calls: int, profile: Any, top: int) -> None:
+    import pstats
+
+    stats = pstats.Stats(profile)
+    total = stats.total_tt  # type: ignore[attr-defined]  # (pstats' documented total, not in typeshed)
+    print(f"{door} door: {total / calls * 1e6:,.0f} us of profiled time per call ({calls} calls, cProfile's own "
+          f"overhead included)")
+    rows = stats.stats  # type: ignore[attr-defined]  # {(file, line, name): (primitive calls, calls, own, cumulative, callers)}
+    prefixes = [str(ROOT) + "/", *sorted({p + "/" for p in sys.path if p and "site-packages" in p}, key=len,
+                                           reverse=True), os.path.dirname(os.__file__) + "/"]
+
+    def name(key: tuple[str, int, str]) -> str:
+        file, line, function = key
+        short = next((file[len(p):] for p in prefixes if file.startswith(p)), file)
+        return f"{short}:{line}({function})"
+
+    for title, column in (("own time", 2), ("with what it calls", 3)):
+        print(f"\n  by {title}: us per call, calls per call, function")
+        for key, row in sorted(rows.items(), key=lambda item: item[1][column], reverse=True)[:top]:
+            print(f"  {row[column] / calls * 1e6:8.1f}  {row[1] / calls:6.2f}  {name(key)}")
 
 
 if __name__ == "__main__":

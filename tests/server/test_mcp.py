@@ -257,14 +257,18 @@ def test_a_tracer_provider_gets_spans_on_the_same_path(mode: str) -> None:
 
 def test_the_server_keeps_the_sdks_default_middleware() -> None:
     """Each of the SDK's default middleware is kept, run while a tracer provider is installed (the traced test
-    above sees its spans); without one it is skipped, as its spans would record nothing."""
+    above sees its spans); without one it is skipped, as its spans would record nothing. Inside them, innermost, the
+    door's plain calls (`plain`), so a traced server's span still wraps a call answered there."""
     from mcp.server.lowlevel.server import Server
 
+    from gateway.server.mcp.plain import PlainCalls
     from gateway.server.mcp.server import WhileTraced, build_mcp_server
 
     ours = build_mcp_server(None)  # type: ignore[arg-type]
-    assert all(isinstance(m, WhileTraced) for m in ours.middleware)
-    assert [type(m.inner) for m in ours.middleware] == [type(m) for m in Server("reference").middleware]
+    *defaults, innermost = ours.middleware
+    assert all(isinstance(m, WhileTraced) for m in defaults)
+    assert [type(m.inner) for m in defaults] == [type(m) for m in Server("reference").middleware]
+    assert isinstance(innermost, PlainCalls)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -39,6 +39,10 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("weather", "getIssue", {"arguments": {}}),  # not this agent's tool: a protocol error
     ("weather", "getForecast", {"arguments": {"latitude": 1, "longitude": 2}, "_meta": {"progressToken": 5}}),
     ("weather", "getForecast", {"arguments": ["not", "an", "object"]}),  # malformed: a protocol error
+    # (after these, what the door's plain rule reads otherwise than plain, or plain in another way: `plain`)
+    ("weather", "getForecast", {"name": 5, "arguments": {}}),  # a name not a string: the kernel's error
+    ("weather", "getForecast", {"arguments": None}),  # null arguments: plain, none given
+    ("weather", "getForecast", {"arguments": {"latitude": 1, "longitude": 2}, "other": True}),  # an unknown key
 ]
 
 
@@ -67,6 +71,9 @@ async def test_session_answers(gw: tuple[str, Any], upstream: RecordingServer, v
     assert "error" in answers[6] and "getIssue" in answers[6]["error"]["message"]
     assert results[7]["isError"] is False  # a progress token changes nothing for a tool that sends no progress
     assert "error" in answers[8]
+    assert "error" in answers[9]
+    assert results[10]["isError"] is True and "invalid_arguments" in results[10]["content"][0]["text"]
+    assert results[11]["isError"] is False  # a key the surface ignores changes nothing
     assert not [r for r in upstream.requests if r.method == "POST"]
 
 

@@ -9,7 +9,8 @@ JSON-RPC models first. A request that needs nothing of the session's streams (`t
   Host and Origin), its Accept rule (`check_accept_headers`) and its JSON Content-Type (`exchange`);
 - then the SDK's kernel, `ServerRunner.on_request`, the one every transport of the SDK dispatches through: the
   same validation of the method's params, the same middleware, handlers and result shaping, under a `Connection`
-  that says what the session's handshake said (negotiated version, the client's capabilities).
+  that says what the session's handshake said (negotiated version, the client's capabilities). A plain `tools/call`
+  is answered there by the server's innermost middleware without the kernel's pydantic passes (`plain`).
 
 What is not plainly one of those (a notification, a `search_tools` call, which may announce a grown tool list
 on the session's own stream, an unknown session, another identity's session, a body this does not read as one

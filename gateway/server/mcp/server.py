@@ -4,7 +4,8 @@ One `Server` serves every agent: its handlers ask `facts_of(ctx)` which agent th
 the endpoint puts the routed agent in the request's scope; over stdio it is fixed), so agents added by a hot
 reload are served at once. The SDK's default server middleware (its OpenTelemetry spans, no-ops until a tracer
 provider is installed) runs while a tracer provider is installed (`WhileTraced`): then a traced gateway runs the
-SDK's own code; without one, nothing would record its spans.
+SDK's own code; without one, nothing would record its spans. Inside them, innermost, `plain.PlainCalls` answers a
+session's plain `tools/call` whose answer the door writes itself, without the kernel's pydantic passes.
 
 In a session (`facts_of(ctx).session` names it: the `Mcp-Session-Id` of a 2025 request over HTTP, the one connection
 over stdio) the tools `search_tools` finds join that session's `tools/list` (`found`), and the client hears
@@ -34,6 +35,7 @@ from ...offer.toolsearch import SEARCH_TOOL
 from ...safety.audit import Sends, watch_sends
 from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
+from .plain import PlainCalls
 from .results import ResultAside
 from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, SESSION_SCOPE_KEY
 
@@ -133,13 +135,16 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
                             found.listed(facts.session) if facts.session is not None else ())
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> Any:
+        return await call(ctx, facts_of(ctx), params.name, params.arguments)
+
+    async def call(ctx: Context, facts: MessageFacts, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         nonlocal answer
         if answer is None:
             from .answering import answer_call
 
             answer = answer_call
-        agent, client, session, subject, token, aside = facts_of(ctx)
-        names = found.of(session) if session is not None and params.name == SEARCH_TOOL else None
+        agent, client, session, subject, token, aside = facts
+        names = found.of(session) if session is not None and name == SEARCH_TOOL else None
         before = len(names) if names is not None else 0
         # The user of the request that carries this call: a 2025 session runs in a task of the request that opened
         # it, so its caller context is that request's (an older token; `AuthenticatedUser` keeps other users out).
@@ -152,11 +157,11 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         # stopping instance cuts (`stopping`): entered here, where a call can be sent, not around every request.
         counting = _UNCHANGED if aside is None else _counted(aside)
         with binding, counting:
-            result = await answer(state, agent, params.name, dict(params.arguments or {}),
+            result = await answer(state, agent, name, dict(arguments or {}),
                                   ctx.protocol_version, client, names, url_elicitation=_takes_url_elicitation(ctx),
                                   aside=aside)
         if result is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {params.name!r} for agent {agent!r}.")
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool {name!r} for agent {agent!r}.")
         if names is not None and len(names) > before:
             await _announce_list_changed(ctx)
         return result
@@ -176,7 +181,9 @@ def build_mcp_server(state: GatewayState, facts_of: FactsOf = facts_from_request
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    server.middleware = [WhileTraced(middleware) for middleware in server.middleware]  # the SDK's public list
+    # The SDK's public list: its own middleware while traced, then (innermost) the plain calls' (`plain`).
+    server.middleware = [*(WhileTraced(middleware) for middleware in server.middleware),
+                         PlainCalls(server, facts_of, call)]
     return server
 
 

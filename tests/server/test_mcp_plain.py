@@ -1,0 +1,166 @@
+"""`plain`: a 2025 session's plain `tools/call`, answered by the door's innermost server middleware without the
+kernel's surface check, its second params validation and its result check; everything else through the kernel, and
+either way the same answer (the official `mcp` client is the judge, and the SDK's own result check)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from server_support import FORECAST
+
+from gateway.server.mcp.plain import PlainCalls, plain_params
+
+pytestmark = pytest.mark.anyio
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+FORECAST_ARGS = {"latitude": 52.52, "longitude": 13.41}
+
+
+class _Passes:
+    """How often the kernel ran its surface check and its result check of a `tools/call` (the SDK's public functions,
+    counted when the kernel calls them: the official client in this process checks what it reads with them too)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.requests = self.results = 0
+        check, dump = methods.validate_client_request, methods.serialize_server_result
+
+        def counted_check(method: str, *args: Any, **kwargs: Any) -> Any:
+            self.requests += method == "tools/call" and _by_the_kernel()
+            return check(method, *args, **kwargs)
+
+        def counted_dump(method: str, *args: Any, **kwargs: Any) -> Any:
+            self.results += method == "tools/call" and _by_the_kernel()
+            return dump(method, *args, **kwargs)
+
+        monkeypatch.setattr(methods, "validate_client_request", counted_check)
+        monkeypatch.setattr(methods, "serialize_server_result", counted_dump)
+
+    def taken(self) -> tuple[int, int]:
+        taken = (self.requests, self.results)
+        self.requests = self.results = 0
+        return taken
+
+
+def _by_the_kernel() -> bool:
+    """Whether the counted function's caller is the SDK's kernel (`mcp.server.runner`)."""
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+    return caller is not None and caller.f_globals.get("__name__") == "mcp.server.runner"
+
+
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Passes]:
+    yield _Passes(monkeypatch)
+
+
+async def _session(client: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
+    opened = await client.post(url, headers=ACCEPT, json={
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version}
+    assert (await client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            ).status_code == 202
+    return headers
+
+
+async def test_the_official_client_gets_a_plain_call_without_the_kernels_passes(gw: tuple[str, Any],
+                                                                               passes: _Passes) -> None:
+    """A 2025 session's call of a tool, as the official client sends it, is answered by the plain rule (neither of
+    the kernel's checks runs for it), and the client reads the result it read before."""
+    url, _ = gw
+    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+        passes.taken()
+        result = await client.call_tool("getForecast", FORECAST_ARGS)
+        assert passes.taken() == (0, 0)
+        failed = await client.call_tool("getForecast", {"latitude": "north"})
+        assert passes.taken() == (0, 0)
+    assert result.is_error is False and result.structured_content == FORECAST
+    assert json.loads(result.content[0].text) == FORECAST  # type: ignore[union-attr]
+    assert failed.is_error is True and "invalid_arguments" in failed.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("params", [
+    {"name": "getForecast", "arguments": FORECAST_ARGS, "_meta": {"progressToken": 5}},  # _meta: the kernel's
+    {"name": "getForecast", "arguments": FORECAST_ARGS, "task": {"ttl": 5}},  # a key the rule does not know
+    {"name": "getForecast", "arguments": ["not", "an", "object"]},  # malformed: the kernel's error
+    {"name": 5, "arguments": {}},
+])
+async def test_what_is_not_plain_goes_through_the_kernel(gw: tuple[str, Any], passes: _Passes,
+                                                         params: dict[str, Any]) -> None:
+    """Params the rule does not see as plainly valid are checked by the kernel as before (and answered alike whether
+    the door or the SDK's transport carried them: tests/server/test_mcp_transport.py)."""
+    url, _ = gw
+    async with httpx.AsyncClient(timeout=10) as client:
+        headers = await _session(client, f"{url}/mcp/weather")
+        passes.taken()
+        answer = (await client.post(f"{url}/mcp/weather", headers=headers, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})).json()
+    requests, results = passes.taken()
+    assert requests == 1
+    assert results == (1 if "result" in answer else 0), answer
+
+
+async def test_a_stateless_call_goes_through_the_kernel(gw: tuple[str, Any], passes: _Passes) -> None:
+    """The rule is a 2025 session's: a stateless 2026-07-28 call (the official client's default) is checked by the
+    kernel as before."""
+    url, _ = gw
+    async with Client(f"{url}/mcp/weather") as client:
+        passes.taken()
+        result = await client.call_tool("getForecast", FORECAST_ARGS)
+    assert result.structured_content == FORECAST
+    assert passes.taken() == (1, 1)
+
+
+@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("result", [
+    {"content": [], "isError": False, "resultType": "complete"},  # the text and structured content set aside
+    {"content": [], "isError": True, "resultType": "complete"},
+    {"content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": [1, None]}, "isError": False,
+     "resultType": "complete"},
+    {"content": [{"type": "text", "text": "x"}], "isError": True, "resultType": "complete", "_meta": {"k": 1}},
+])
+def test_a_result_is_dumped_as_the_kernels_check_dumps_it(version: str, result: dict[str, Any]) -> None:
+    plain = PlainCalls(None, lambda ctx: None, None)  # type: ignore[arg-type]
+    expected = methods.serialize_server_result("tools/call", version, result)
+    assert plain.wire(version, dict(result)) == expected
+    assert plain.wire(version, dict(result)) == expected  # (the second time from what was kept)
+    first = plain.wire(version, dict(result))
+    first["content"].append({"type": "text", "text": "put back by the door"})
+    assert plain.wire(version, dict(result)) == expected  # what was kept is not the door's to change
+
+
+def test_an_invalid_result_is_the_kernels_internal_error() -> None:
+    plain = PlainCalls(None, lambda ctx: None, None)  # type: ignore[arg-type]
+    with pytest.raises(MCPError) as raised:
+        plain.wire("2025-06-18", {"content": "not a list", "isError": False})
+    assert raised.value.error.code == INTERNAL_ERROR
+
+
+@pytest.mark.parametrize(("params", "plain"), [
+    ({"name": "t", "arguments": {"a": [1]}}, True),
+    ({"name": "t"}, True),
+    ({"name": "t", "arguments": None}, True),
+    ({"name": "t", "arguments": []}, False),
+    ({"name": "t", "arguments": "{}"}, False),
+    ({"name": None}, False),
+    ({"arguments": {}}, False),
+    ({"name": "t", "_meta": {}}, False),
+    ({"name": "t", "other": 1}, False),
+    (None, False),
+    ([], False),
+])
+def test_plain_params_are_what_every_surface_accepts(params: Any, plain: bool) -> None:
+    assert plain_params(params) is plain
+    if plain:  # and the SDK's own checks agree, in every handshake version
+        for version in HANDSHAKE_PROTOCOL_VERSIONS:
+            methods.validate_client_request("tools/call", version, params)
