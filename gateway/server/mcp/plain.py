@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -64,16 +64,13 @@ class PlainCalls:
 
     async def __call__(self, ctx: Context, call_next: CallNext) -> HandlerResult:
         params = ctx.params
-        if ctx.method != _METHOD or type(params) is not dict or not params.keys() <= _PLAIN_KEYS or \
-                type(params.get("name")) is not str or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return await call_next(ctx)
-        arguments = params.get("arguments")
-        if arguments is not None and type(arguments) is not dict:  # (the door's JSON parse: keys are strings)
+        if ctx.method != _METHOD or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS or \
+                not plain_params(params):
             return await call_next(ctx)
         facts = self.facts_of(ctx)
         if facts.aside is None or ctx.session.client_params is None or _METHOD in self.server.cache_hints:
             return await call_next(ctx)
-        return self.wire(ctx.protocol_version, await self.answer(ctx, facts, params["name"], arguments))
+        return self.wire(ctx.protocol_version, await self.answer(ctx, facts, params["name"], params.get("arguments")))
 
     def wire(self, version: str, result: dict[str, Any]) -> dict[str, Any]:
         """`result`'s wire form at `version`, as the kernel's result check gives it."""
@@ -91,10 +88,10 @@ class PlainCalls:
             raise MCPError(code=types.INTERNAL_ERROR, message="Handler returned an invalid result") from None
 
 
-def plain_params(params: Mapping[str, Any] | None) -> bool:
+def plain_params(params: Mapping[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """Whether `tools/call` params are plainly valid for every version's surface and the handler's model: a dict of
     a string `name` and, optionally, `arguments` (an object or null), nothing else."""
     if type(params) is not dict or not params.keys() <= _PLAIN_KEYS or type(params.get("name")) is not str:
         return False
     arguments = params.get("arguments")
-    return arguments is None or type(arguments) is dict
+    return arguments is None or type(arguments) is dict  # (the door's JSON parse: keys are strings)
