@@ -275,15 +275,28 @@ class CallPlan:
 
     def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Awaitable[ToolResult]:
         """One call with the caller's `arguments` (the fixed ones on top), to be awaited."""
-        agent_tool = self.agent_tool
+        invocation = self.invocation(arguments, door=door, client=client)
+        if invocation is None or self.chain is None:
+            return self.runner.run(self.agent_tool, _door_call(self.agent_tool, arguments), door=door, client=client)
+        return self.chain(invocation)
+
+    def invocation(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Invocation | None:
+        """The `Invocation` `start` hands the chain (a door that keeps it runs it with `chain` itself and reads
+        `Invocation.sent` from it); None for a tool that takes the runner's way (a delegation, a tool bound to no
+        operation)."""
+        tool = self.tool
+        if self.chain is None or tool is None:
+            return None
         # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
-        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=self.agent_tool.name, arguments=arguments,
                         raw_arguments=arguments)
-        chain, tool = self.chain, self.tool
-        if chain is None or tool is None:
-            return self.runner.run(agent_tool, call, door=door, client=client)
-        return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
-                                arguments={**arguments, **self.fixed}, client=client, door=door))
+        return Invocation(agent=self.agent, agent_tool=self.agent_tool, tool=tool, call=call,
+                          arguments={**arguments, **self.fixed}, client=client, door=door)
+
+
+def _door_call(agent_tool: AgentTool, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                    raw_arguments=arguments)
 
 
 def _code_refusal(script: HostedCall) -> ToolResult | None:
