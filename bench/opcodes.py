@@ -1,15 +1,18 @@
 """Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
 
-    python -m bench.opcodes [--door http|mcp|mcp2026] [--calls 100] [--top 30] [--functions]
+    python -m bench.opcodes [--door http|mcp|mcp2026] [--calls 100] [--top 30] [--functions | --stages]
     python -m bench.opcodes --door mcp --profile 2000 [--top 40]
 
 The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
 process over ASGI on the event loop uvicorn would pick, without uvicorn itself; the upstream (bench/upstream.py)
 is a real server in its own process. After a warm-up, `sys.settrace` counts every instruction Python runs in
 `--calls` calls (native code, the kernel and the upstream are not in it). It prints the count per call and, with
-`--top`, the files (or, with `--functions`, the functions) that run the most. Wall-clock and CPU figures on a
-shared machine move by tens of per cent between runs; this count moves by well under one, so it tells whether a
-change to the Python path of a call saves work (`bench.calls` then says what that is worth in time).
+`--top`, the files (or, with `--functions`, the functions) that run the most. `--stages` counts by the stages of
+`bench.ledger` (`bench/stage_rules.py`: a function of the standard library or of a shared helper counts to the
+stage of the frame that called it; a coroutine the event loop resumes has no caller to ask, and counts as
+unattributed). Wall-clock and CPU figures on a shared machine move by tens of per cent between runs; this count
+moves by well under one, so it tells whether a change to the Python path of a call saves work (`bench.calls` then
+says what that is worth in time).
 
 `--profile N` runs N calls under cProfile instead (after the same warm-up) and prints the functions by their own
 time and by their time with what they call, per call: which functions run, how often a call runs each (a count
@@ -116,16 +119,49 @@ async def _bind(app: Any, door: str) -> Call:
     return mcp
 
 
-def _count(calls: int, call: Call, *, functions: bool = False) -> Callable[[], Awaitable[collections.Counter[str]]]:
+UNATTRIBUTED = "unattributed (the bench's driver, a coroutine the loop resumed outside the stages' files)"
+
+
+def _stage_of() -> Callable[[FrameType], str]:
+    """A frame's stage by `bench.stage_rules` (its caller's, up the stack, for the code the rules leave to it)."""
+    from bench.stage_rules import STAGES, classify
+
+    by_code: dict[Any, int] = {}
+
+    def stage(frame: FrameType | None) -> str:
+        while frame is not None:
+            code = frame.f_code
+            index = by_code.get(code)
+            if index is None:
+                index = by_code[code] = classify(code)
+            if index >= 0:
+                return STAGES[index]
+            frame = frame.f_back
+        return UNATTRIBUTED
+
+    return stage
+
+
+def _count(calls: int, call: Call, *, by: str = "file") -> Callable[[], Awaitable[collections.Counter[str]]]:
     async def counted() -> collections.Counter[str]:
         per_file: collections.Counter[str] = collections.Counter()
+        stage_of = _stage_of() if by == "stage" else None
 
         def trace(frame: FrameType, event: str, arg: Any) -> Any:
             if event == "call":
                 frame.f_trace_opcodes = True
+                if stage_of is not None:  # one key for the frame, decided when it starts (or resumes)
+                    key = stage_of(frame)
+
+                    def local(frame: FrameType, event: str, arg: Any) -> Any:
+                        if event == "opcode":
+                            per_file[key] += 1
+                        return local
+
+                    return local
             elif event == "opcode":
                 code = frame.f_code
-                per_file[f"{code.co_filename}:{code.co_qualname}" if functions else code.co_filename] += 1
+                per_file[f"{code.co_filename}:{code.co_qualname}" if by == "function" else code.co_filename] += 1
             return trace
 
         sys.settrace(trace)
@@ -155,9 +191,10 @@ def _profiled(calls: int, call: Call) -> Callable[[], Awaitable[Any]]:
     return profiled
 
 
-def measure(door: str, calls: int, *, functions: bool = False, profile: bool = False) -> Any:
-    """Instructions per file (or per function: `file:qualified name`) over `calls` calls on `door`; with
-    `profile`, the `cProfile.Profile` of those calls instead."""
+def measure(door: str, calls: int, *, functions: bool = False, by: str = "file", profile: bool = False) -> Any:
+    """Instructions per file (or per function: `file:qualified name`, or per stage: `by="stage"`) over `calls`
+    calls on `door`; with `profile`, the `cProfile.Profile` of those calls instead."""
+    by = "function" if functions else by
     from gateway.server.run import _asyncio_declared, _build_app, log_config
 
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
@@ -187,7 +224,7 @@ def measure(door: str, calls: int, *, functions: bool = False, profile: bool = F
                     await call()
                 if profile:
                     return await _profiled(calls, call)()
-                return await _count(calls, call, functions=functions)()
+                return await _count(calls, call, by=by)()
 
         with _asyncio_declared(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
             return runner.run(run())
@@ -208,18 +245,19 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
     parser.add_argument("--functions", action="store_true", help="list functions rather than files")
+    parser.add_argument("--stages", action="store_true", help="list every stage (bench/stage_rules.py), not files")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile N calls with cProfile instead of counting instructions")
     args = parser.parse_args()
     if args.profile:
         _print_profile(args.door, args.profile, measure(args.door, args.profile, profile=True), args.top or 40)
         return
-    per_file = measure(args.door, args.calls, functions=args.functions)
+    per_file = measure(args.door, args.calls, by="function" if args.functions else "stage" if args.stages else "file")
     print(f"{args.door} door: {sum(per_file.values()) / args.calls:,.0f} Python instructions per call "
           f"({args.calls} calls)")
     prefixes = [str(ROOT) + "/", *sorted({p + "/" for p in sys.path if p and "site-packages" in p}, key=len,
                                            reverse=True), os.path.dirname(os.__file__) + "/"]
-    for file, count in per_file.most_common(args.top):
+    for file, count in per_file.most_common(None if args.stages else args.top):
         short = next((file[len(p):] for p in prefixes if file.startswith(p)), file)
         print(f"  {count / args.calls:7,.0f}  {short}")
 

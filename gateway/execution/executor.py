@@ -163,6 +163,19 @@ class _Api:
         return schema
 
 
+class _Route:
+    """What of a tool's call its executor decides once: its api, its request plan and whether its server is another
+    origin than the api's (`_Api.foreign`), found on its first call, not looked up in three places on every call."""
+
+    __slots__ = ("api", "foreign", "plan", "tool")
+
+    def __init__(self, tool: Tool, api: _Api) -> None:
+        self.tool = tool
+        self.api = api
+        self.plan = api.request_plan(tool)  # a setup error is raised here, and the route not kept
+        self.foreign = api.foreign(tool)
+
+
 class Executor:
     """Executes tool calls for one manifest and catalog.
 
@@ -189,6 +202,7 @@ class Executor:
         self.redactor.add(*manifest.secrets())
         self._transport = transport
         self._apis: dict[str, _Api] = {}
+        self._routes: dict[str, _Route] = {}
         self.limits_concurrency = limit_concurrency
 
     def _api(self, name: str) -> _Api:
@@ -204,7 +218,15 @@ class Executor:
                                           servers=spec.servers if spec is not None else ())
         return api
 
+    def _route(self, tool: Tool) -> _Route:
+        # By name: an executor serves one catalog, whose tool names are unique (the tool is kept to tell a reload's).
+        route = self._routes.get(tool.name)
+        if route is None or route.tool is not tool:
+            route = self._routes[tool.name] = _Route(tool, self._api(tool.api))
+        return route
+
     async def aclose(self) -> None:
+        self._routes = {}
         apis, self._apis = list(self._apis.values()), {}
         for api in apis:
             await api.aclose()
@@ -231,14 +253,16 @@ class Executor:
         started = time.monotonic()
         seconds = 0.0
         try:
-            api = self._api(tool.api)
             if arguments is None:
                 arguments = {}
             refusal = None if validated else self.refuse_arguments(tool, arguments)
             if refusal is not None:
                 result = refusal
             else:
-                plan = api.request_plan(tool)
+                route = self._routes.get(tool.name)
+                if route is None or route.tool is not tool:
+                    route = self._route(tool)
+                api, plan = route.api, route.plan
                 if _heavy(arguments):  # its encoding is the caller's to size: off the event loop
                     prepared = await anyio.to_thread.run_sync(plan.build, arguments)
                 else:
@@ -249,9 +273,9 @@ class Executor:
                 if api.self_timed and api.limit is None and not tracing.enabled():
                     # The usual: no executor limit, no span, and no second timer (a timer per call is
                     # measurable): the send ends by the deadline on its own (`_Api.self_timed`).
-                    result = await self._send(tool, api, prepared, deadline, limit)
+                    result = await self._send(tool, route, prepared, deadline, limit)
                 else:
-                    result = await self._timed_send(tool, api, prepared, seconds, deadline, limit)
+                    result = await self._timed_send(tool, route, prepared, seconds, deadline, limit)
         except (TimeoutError, DeadlineExceeded, httpx.TimeoutException):
             result = ToolResult.failure("timeout", f"{tool.name}: no complete answer within {seconds:g} s")
         except RedirectRefused as error:
@@ -312,50 +336,54 @@ class Executor:
         text = "\n".join(f"- {p}" for p in problems)
         return ToolResult.failure("invalid_arguments", f"Invalid arguments for {tool.name}; nothing was sent:\n{text}")
 
-    async def _timed_send(self, tool: Tool, api: _Api, prepared: Any, seconds: float, deadline: float,
+    async def _timed_send(self, tool: Tool, route: _Route, prepared: Any, seconds: float, deadline: float,
                           limit: int) -> ToolResult:
         """The send with what the usual one goes without: the executor's concurrency limit, a span, a timer."""
+        api = route.api
         if api.self_timed and (api.limit is None or not api.limit.locked()):
             # A free slot is taken without waiting, and the rest ends by the deadline on its own.
-            return await self._limited_send(tool, api, prepared, deadline, limit)
+            return await self._limited_send(tool, route, prepared, deadline, limit)
         async with asyncio.timeout(seconds):
-            return await self._limited_send(tool, api, prepared, deadline, limit)
+            return await self._limited_send(tool, route, prepared, deadline, limit)
 
-    async def _limited_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+    async def _limited_send(self, tool: Tool, route: _Route, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        api = route.api
         if tracing.enabled():
-            return await self._traced_send(tool, api, prepared, deadline, limit)
+            return await self._traced_send(tool, route, prepared, deadline, limit)
         if api.limit is None:
-            return await self._send(tool, api, prepared, deadline, limit)
+            return await self._send(tool, route, prepared, deadline, limit)
         async with api.limit:
-            return await self._send(tool, api, prepared, deadline, limit)
+            return await self._send(tool, route, prepared, deadline, limit)
 
-    async def _traced_send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+    async def _traced_send(self, tool: Tool, route: _Route, prepared: Any, deadline: float, limit: int) -> ToolResult:
         """The request as a client span, its `traceparent` on the wire (one the model sent is replaced)."""
+        api = route.api
         carrier: dict[str, str] = {}
         with tracing.upstream_span(prepared.method, prepared.href, carrier) as span:
             prepared.headers = [(k, v) for k, v in prepared.headers if k.lower() not in carrier]
             prepared.headers.extend(carrier.items())
             if api.limit is None:
-                result = await self._send(tool, api, prepared, deadline, limit)
+                result = await self._send(tool, route, prepared, deadline, limit)
             else:
                 async with api.limit:
-                    result = await self._send(tool, api, prepared, deadline, limit)
+                    result = await self._send(tool, route, prepared, deadline, limit)
             tracing.record_status(span, result.status)
             return result
 
-    async def _send(self, tool: Tool, api: _Api, prepared: Any, deadline: float, limit: int) -> ToolResult:
+    async def _send(self, tool: Tool, route: _Route, prepared: Any, deadline: float, limit: int) -> ToolResult:
+        api, foreign = route.api, route.foreign
         attempts = Attempts()
         used: list[str] = []
         # Static credentials (built on the api's first call) go as they are: nothing asks for them per attempt.
         source: Credentials | CredentialsFactory | None = api.auth.static
         wire = api.wire
-        if api.foreign(tool):  # another origin than the api's: none of its credentials go there, nor its certificate
+        if foreign:  # another origin than the api's: none of its credentials go there, nor its certificate
             source, wire = _NO_CREDENTIALS, api.foreign_wire()
         elif source is None:
             source = _asking(api, tool, used)
         response = await send(wire, prepared, source, deadline=deadline, attempts=attempts,
                               budget=api.retry_budget)
-        if response.status_code == 401 and api.auth.has_tokens and not api.foreign(tool):
+        if response.status_code == 401 and api.auth.has_tokens and not foreign:
             # A rejected token: forget it; an idempotent call may try once more with a fresh one.
             api.auth.invalidate()
             if prepared.method in IDEMPOTENT:
@@ -400,7 +428,7 @@ class Executor:
             result.error = f"HTTP {status}{' ' + reason if reason else ''} from {tool.method} {tool.path}" + (
                 f": {excerpt}" if excerpt else ""
             )
-            if status in (401, 403) and api.foreign(tool):
+            if status in (401, 403) and foreign:
                 result.error += (f" (sent without the api's credentials: the server of {tool.method} {tool.path} is "
                                  f"another origin than the api's; apis.{tool.api}.trusted_origins lets them go there)")
         if used:  # a user's token the upstream echoed back goes no further than the call

@@ -282,8 +282,21 @@ class CallPlan:
         chain, tool = self.chain, self.tool
         if chain is None or tool is None:
             return self.runner.run(agent_tool, call, door=door, client=client)
+        # Made here as `invocation` makes it, not by calling it (a frame more on every MCP call).
         return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
                                 arguments={**arguments, **self.fixed}, client=client, door=door))
+
+    def invocation(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Invocation | None:
+        """The `Invocation` `start` hands the chain (a door that keeps it runs it with `chain` itself and reads
+        `Invocation.sent` from it); None for a tool that takes the runner's way (a delegation, a tool bound to no
+        operation)."""
+        tool = self.tool
+        if self.chain is None or tool is None:
+            return None
+        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=self.agent_tool.name, arguments=arguments,
+                        raw_arguments=arguments)
+        return Invocation(agent=self.agent, agent_tool=self.agent_tool, tool=tool, call=call,
+                          arguments={**arguments, **self.fixed}, client=client, door=door)
 
 
 def _code_refusal(script: HostedCall) -> ToolResult | None:

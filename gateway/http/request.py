@@ -37,6 +37,9 @@ from .serialize import (
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _MAX_ACCEPT_TYPES = 8
+_ALTERING = re.compile(r"%(?![0-7][0-9A-Fa-f])|%(?:2[EeFf5]|5[Cc])")
+"""A `%` that decoding could turn into a dot, a slash, a backslash, a `%` or non-ASCII text (whose NFKC form may hold
+dots: `%EF%BC%8E` is a fullwidth dot), or that starts no escape (a later decoding may read it with what follows)."""
 
 
 @dataclass(slots=True)
@@ -361,13 +364,17 @@ def _build_path(tool: Tool, template: _Template, arguments: dict[str, Any]) -> s
     # A value's non-ASCII text is read as servers that fold compatibility characters read it (NFKC, or Windows'
     # best-fit mapping): `．．` (fullwidth) and `‥` (a two-dot leader) are `..` to them (redteam47).
     # Decoded as often as a proxy and the server behind it may decode it (`%252e%252e` is `..` after two).
+    # The usual path (`hello%20world`) decodes to nothing that could change its segments: when every `%` in it
+    # starts an escape of an ASCII character other than `.`, `/`, `\` and `%` (`_ALTERING`), decoding leaves each
+    # segment a dot segment exactly when it is one as written, and leaves no `%` for a second decoding.
     decoded = path
-    for _ in range(3):
-        if "%" not in decoded:
-            break
-        decoded = unquote(decoded).replace("\\", "/")
-    if not decoded.isascii():
-        decoded = unicodedata.normalize("NFKC", decoded)
+    if not path.isascii() or "\\" in path or _ALTERING.search(path) is not None:
+        for _ in range(3):
+            if "%" not in decoded:
+                break
+            decoded = unquote(decoded).replace("\\", "/")
+        if not decoded.isascii():
+            decoded = unicodedata.normalize("NFKC", decoded)
     if "." in decoded and any(segment in (".", "..") for segment in decoded.split("/")):
         raise ArgumentError(f"{tool.name}: path parameters can't be '.' or '..', nor hold a '.' or '..' segment "
                             "between slashes")

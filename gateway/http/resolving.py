@@ -36,6 +36,9 @@ RESOLVE_SECONDS = 30.0
 RETIRED_SECONDS = 600.0
 """A client whose name moved is closed this long after: its calls in flight (each within its api's timeout)."""
 
+_ORIGINS_KEPT = 256
+"""The most URL heads whose split `PinnedClients` remembers (an api has a few origins; a redirect stays on one)."""
+
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """(host, port) -> its addresses, in the order to try them."""
 
@@ -70,21 +73,36 @@ class PinnedClients:
         self._resolver = resolver
         self._pins: dict[tuple[str, int], _Pin] = {}
         self._retired: list[tuple[float, Client]] = []
+        self._origins: dict[str, tuple[str, int, str]] = {}
         self._lookups: dict[tuple[str, int], asyncio.Task[list[str]]] = {}
         """Lookups under way: the calls that find a name's time up at once share one (one worker thread a name)."""
+
+    def _origin(self, url: str) -> tuple[str, int, str]:
+        """(host, port, scheme) of `url`. An api's calls go to its server's origin (or a tool's own server's: a few
+        known at load), so the URL is split once per `scheme://authority`, the text before the first `/` after
+        `//` (a `?` or `#` before it only makes the text longer: the authority is the same), not on every call."""
+        end = url.find("/", url.find("//") + 2)
+        head = url if end < 0 else url[:end]
+        origin = self._origins.get(head)
+        if origin is None:
+            parts = urlsplit(head)
+            origin = ((parts.hostname or "").rstrip("."), parts.port or (443 if parts.scheme == "https" else 80),
+                      parts.scheme)
+            if len(self._origins) >= _ORIGINS_KEPT:
+                self._origins.clear()
+            self._origins[head] = origin
+        return origin
 
     async def client_for(self, url: str) -> Client | None:
         """The client to send `url` on, None for the api's ordinary one (an address as host, a proxied name);
         an `ApiSetupError` when the name resolves to a link-local address (nothing is sent)."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").rstrip(".")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host, port, scheme = self._origin(url)
         key = (host, port)
         now = time.monotonic()
         pin = self._pins.get(key)
         if pin is not None and pin.until > now:
             return pin.client
-        if not host or _is_address(host) or _proxied(parts.scheme, host):
+        if not host or _is_address(host) or _proxied(scheme, host):
             self._pins[key] = _Pin(None, None, now + RESOLVE_SECONDS)
             return None
         lookup = self._lookups.get(key)
@@ -116,8 +134,8 @@ class PinnedClients:
     def connect_failed(self, url: str, client: Client) -> None:
         """No connection could be made on `client` for `url`: its name's next checked address is tried next (a call
         retried after a connect error, an idempotent one, goes there)."""
-        parts = urlsplit(url)
-        key = ((parts.hostname or "").rstrip("."), parts.port or (443 if parts.scheme == "https" else 80))
+        host, port, _ = self._origin(url)
+        key = (host, port)
         pin = self._pins.get(key)
         if pin is None or pin.client is not client or not pin.others or pin.address is None:
             return

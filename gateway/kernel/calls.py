@@ -37,6 +37,9 @@ class AgentCall:
     record: Any = None
     """The call's audit row, once the audit wrote it before sending (`gateway.safety.audit.RecordBeforeSend`); its
     outcome is written onto it. None: the call was not sent."""
+    sent: bool = False
+    """Whether the call was handed on to be sent, its row written first (`RecordBeforeSend` sets it): a door that
+    holds the call reads it there, where other work counts its sends in a context variable (`watch_sends`)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -379,6 +379,7 @@ class RecordBeforeSend:
         if not written:
             return self._write_then_send(invocation, proceed, row)
         if self.counts:
+            invocation.sent = True
             _count_send()
         return proceed(invocation)
 
@@ -390,6 +391,7 @@ class RecordBeforeSend:
             invocation.record = None  # no row, and nothing sent
             raise
         if self.counts:
+            invocation.sent = True
             _count_send()
         return await proceed(invocation)
 

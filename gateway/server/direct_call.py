@@ -84,11 +84,18 @@ class DirectCall:
                     # The call runs as the caller the auth layer bound (the same `gateway.client`); its agent and
                     # client travel in the plan's `Invocation`, which every stage reads: no narrowed caller is bound
                     # for a call that nothing reads it in.
-                    # The sends counted only here, where the call can be sent (`stopping`: a cut call is told).
-                    with watch_sends() as sends:
-                        scope[SENDS_KEY] = sends
-                        result = await plan.start(arguments, door="direct",
-                                                  client=client if isinstance(client, str) else None)
+                    # Whether it was sent is the call's own (`Invocation.sent`, for `stopping`: a cut call is told);
+                    # a delegation's calls are counted as they are sent (`watch_sends`).
+                    client_name = client if isinstance(client, str) else None
+                    invocation = plan.invocation(arguments, door="direct", client=client_name)
+                    chain = plan.chain
+                    if invocation is not None and chain is not None:
+                        scope[SENDS_KEY] = invocation
+                        result = await chain(invocation)
+                    else:
+                        with watch_sends() as sends:
+                            scope[SENDS_KEY] = sends
+                            result = await plan.start(arguments, door="direct", client=client_name)
                 except AuditUnavailable as exc:
                     raise _unavailable(exc) from None
                 status = status_for_result(result)

@@ -12,8 +12,10 @@ status watch on the way of every call.
 
 Whether a call was sent is counted with `watch_sends` (each call whose audit row was written before sending, in
 the task that enters it and every task that task starts: a chat's run too), entered by a door only around the work
-that can send a call (the direct call's pipeline, an MCP `tools/call`, a chat's or Responses request's run), and
-put in the scope (`SENDS_KEY`): no count in the scope means nothing was sent. So the answer and the call's audit
+that can send a call (an MCP `tools/call`, a chat's or Responses request's run, a delegation on the direct door),
+and put in the scope (`SENDS_KEY`); the direct door's one api call says it itself (`AgentCall.sent`, set where its
+row is written before sending), and the door puts the call there instead: nothing in the scope means nothing was
+sent. So the answer and the call's audit
 row agree: a call sent is `running` or cancelled-after-sending there, one not sent is cancelled-before-sending.
 """
 
@@ -26,6 +28,7 @@ from typing import Any, Literal
 import anyio
 from starlette.types import Scope, Send
 
+from ..kernel.calls import AgentCall
 from ..safety.audit import Sends
 
 logger = logging.getLogger("gateway.server")
@@ -38,7 +41,8 @@ process."""
 CUT_KEY = "gateway.cut"
 """The scope's key of the door's `AnswerCut` (set by a door that answers a cut request itself)."""
 SENDS_KEY = "gateway.sends"
-"""The scope's key of the `Sends` a door entered around the work that can send a call (absent: none sent)."""
+"""The scope's key of the `Sends` a door entered around the work that can send a call, or of the one call it runs
+(an `AgentCall`, whose `sent` says); absent: none sent."""
 
 STREAM_TAIL_KEY = "gateway.stream_tail"
 """The scope's key of a streamed answer's own last events for a cut (`(sent) -> bytes`: the Responses door's
@@ -76,8 +80,11 @@ def stopped_run_error(sent: int) -> str:
 
 
 def sent_in(scope: Scope) -> Sent:
-    """Whether the request's work sent a call, by the `Sends` its door put in the scope (none: nothing could be)."""
+    """Whether the request's work sent a call, by the `Sends` its door put in the scope, or the one call it holds
+    (`AgentCall.sent`: the direct door's); none: nothing could be."""
     sends: Any = scope.get(SENDS_KEY)
+    if isinstance(sends, AgentCall):
+        return "sent" if sends.sent else "not sent"
     return "sent" if isinstance(sends, Sends) and sends.count else "not sent"
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import random
+import unicodedata
+from urllib.parse import unquote
+
 import pytest
 from executor_helpers import arg, make_tool
 
 from gateway.catalog import Server
 from gateway.config.model import ApiConfig
 from gateway.errors import ApiSetupError, ArgumentError
-from gateway.http.request import accept_header, build_request
+from gateway.http.request import _build_path, _template, accept_header, build_request
 
 API = ApiConfig(name="demo", base_url="https://api.example.com/v1/")
 
@@ -31,6 +35,49 @@ def test_dot_segments_are_refused(value: str) -> None:
     # Fullwidth dots and a two-dot leader fold into `..` (NFKC); escapes a proxy and its server decode twice too.
     with pytest.raises(ArgumentError):
         build_request(make_tool(arg("id", "path"), path="/a/{id}/b"), {"id": value}, API)
+
+
+@pytest.mark.parametrize(("template", "value"), [
+    ("/a/%{id}/b", "2e"), ("/a/%{id}/b", "2E"), ("/a/%2{id}/b", "e"), ("/a/{id}%2e/b", "."),
+    ("/a/%%{id}/b", "32e"), ("/a/%{id}2e/b", "25"), ("/a/%{id}/b", "5c..%5c"), ("/a/{id}/b", "\uff0e\uff0e"),
+    ("/a/%EF%BC%8E%EF%BC%8E/{id}", "x"), ("/a/%e2%80%a5/{id}", "x"), ("/a/{id}", "%2e"),
+])
+def test_dot_segments_the_template_and_the_value_spell_together_are_refused(template: str, value: str) -> None:
+    # The spec's path template keeps a `%` as written: with the value after it, it can spell an escaped dot (once
+    # decoded, or twice: `%%32e` is `%2e`, then `.`), which no look at the value alone would see.
+    with pytest.raises(ArgumentError):
+        build_request(make_tool(arg("id", "path"), path=template), {"id": value}, API)
+
+
+def _decoded_verdict(path: str) -> bool:
+    """Whether a path holds a dot segment, by decoding it as a proxy and its server may, three times, every time."""
+    decoded = path
+    for _ in range(3):
+        decoded = unquote(decoded).replace("\\", "/")
+    decoded = unicodedata.normalize("NFKC", decoded)
+    return any(segment in (".", "..") for segment in decoded.split("/"))
+
+
+def test_a_path_is_refused_exactly_when_a_decoding_of_it_holds_a_dot_segment() -> None:
+    # The builder decodes a path only when decoding could change its segments (the usual `hello%20world` is judged
+    # as written): every template of escapes, dots, slashes and `%`s agrees with decoding it every time.
+    pieces = ["%", "2", "e", "E", "5", "c", "f", "F", "3", "%2e", "%2E", "%25", "%5c", "%2f", "%20", "%41", "%7e",
+              "%c3%a9", "%ef%bc%8e", "\uff0e", "\u2025", ".", ".", "/", "/", "a", "~", "\\"]
+    rng = random.Random(31)
+    checked = 0
+    for _ in range(4000):
+        template = "/" + "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
+        tool = make_tool(path=template)
+        plan_path = _template(tool)
+        try:
+            path = _build_path(tool, plan_path, {})
+        except ArgumentError:
+            refused, path = True, "".join(literal for literal, *_ in plan_path.path) + plan_path.tail
+        else:
+            refused = False
+        assert refused == _decoded_verdict(path if path.startswith("/") else "/" + path), template
+        checked += refused
+    assert checked > 100  # both verdicts were reached
 
 
 def test_host_like_values_stay_inside_the_path() -> None:

@@ -6,6 +6,7 @@ injected, as no DNS here answers `api.invalid` (which is how the test knows the 
 from __future__ import annotations
 
 import socket
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -62,9 +63,13 @@ async def test_a_name_that_resolves_to_a_metadata_address_gets_nothing(address: 
         await wire.aclose()
 
 
-async def test_a_name_rebound_to_a_metadata_address_is_caught_when_it_is_resolved_again(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resolving, "RESOLVE_SECONDS", 0.0)  # each answer's time is up at once
+@pytest.mark.parametrize("second", ["api.invalid", "other.invalid"])
+async def test_a_name_rebound_or_another_name_on_the_port_is_checked_where_it_resolves(
+        monkeypatch: pytest.MonkeyPatch, second: str) -> None:
+    # The same name rebound to a metadata address (resolved again at once), or another name on the same port (its
+    # own lookup, never the first name's pin, whatever URL of the port's came first).
+    if second == "api.invalid":
+        monkeypatch.setattr(resolving, "RESOLVE_SECONDS", 0.0)  # each answer's time is up at once
     dns = _Dns("127.0.0.1", "169.254.169.254")
     with RecordingServer() as server:
         port = server.url.rsplit(":", 1)[1]
@@ -72,10 +77,25 @@ async def test_a_name_rebound_to_a_metadata_address_is_caught_when_it_is_resolve
         try:
             assert await _get(wire, f"http://api.invalid:{port}/first") == 200
             with pytest.raises(ApiSetupError, match="169.254.169.254"):
-                await _get(wire, f"http://api.invalid:{port}/second")
+                await _get(wire, f"http://{second}:{port}/second")
         finally:
             await wire.aclose()
-    assert [r.path for r in server.requests] == ["/first"]
+    assert [r.path for r in server.requests] == ["/first"] and dns.asked == ["api.invalid", second]
+
+
+_URLS = ["http://h.test/x", "https://h.test/x", "http://h.test:8080/x?y=/z", "http://h.test?y=/z", "http://h.test#/z",
+         "http://h.test?y=1", "http://user:p%40ss@h.test:81/x", "http://[::1]:8080/x", "http://[::1]/x",
+         "http://H.Test./x", "http://h.test", "https://h.test:443", "http://h.test:8080?q=//other.test/x"]
+
+
+def test_a_urls_origin_is_its_split_whichever_url_of_that_origin_came_first() -> None:
+    # The split is remembered by the text before the path: every URL must still get its own origin, also one whose
+    # query or fragment comes before any `/` (then the remembered text is longer, never another host).
+    pins = PinnedClients(ClientOptions())
+    for url in [*_URLS, *reversed(_URLS), *(url + "/more?a=b" for url in _URLS)]:
+        parts = urlsplit(url)
+        assert pins._origin(url) == ((parts.hostname or "").rstrip("."),
+                                     parts.port or (443 if parts.scheme == "https" else 80), parts.scheme), url
 
 
 async def test_an_address_as_host_is_not_resolved() -> None:

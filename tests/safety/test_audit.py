@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -244,3 +245,43 @@ async def test_the_row_before_the_send_hands_back_the_sends_own_awaitable(tmp_pa
     assert [row.status for row in await store.list_audit()] == ["running"]
     assert await pending is result
     await store.aclose()
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_a_call_handed_on_to_be_sent_says_so_itself(tmp_path: Path, inline: bool) -> None:
+    """The direct door reads whether its call was sent from the call itself (`Invocation.sent`, for a cut's answer:
+    `stopping.sent_in`), not from a count in a context variable: set once the row before sending is written, whichever
+    way the store writes it; a call whose row was refused was not sent."""
+    from gateway.kernel.calls import Invocation
+    from gateway.safety.audit import RecordCall
+    from gateway.server.stopping import SENDS_KEY, sent_in
+
+    tool = _tool()
+
+    def invocation() -> Invocation:
+        return Invocation(agent="clerk", agent_tool=AgentTool(name=tool.name, description="", input_schema={},
+                                                              tool=tool),
+                          tool=tool, call=ToolCall(id="c1", name=tool.name, arguments={}), arguments={})
+
+    store: Store = SQLiteStore(tmp_path / "audit.db") if inline else MemoryStore()
+    record = RecordCall(AuditLog(store))
+    call = invocation()
+    seen: list[str] = []
+
+    async def send(sent: Invocation) -> ToolResult:
+        seen.append(sent_in({SENDS_KEY: sent}))  # what a cut would tell the caller while the call is out
+        return ToolResult(ok=True, status=200)
+
+    assert sent_in({SENDS_KEY: call}) == "not sent"
+    await record(call, proceed=functools.partial(record.before_send(), proceed=send))
+    assert seen == ["sent"] and call.sent and sent_in({SENDS_KEY: call}) == "sent"
+
+    refusing = _RefusingAtOnce(tmp_path / "refusing.db")
+    refused = invocation()
+    record = RecordCall(AuditLog(refusing))
+    with pytest.raises(AuditUnavailable):
+        await record(refused, proceed=functools.partial(record.before_send(), proceed=send))
+    assert not refused.sent and sent_in({SENDS_KEY: refused}) == "not sent" and seen == ["sent"]
+    await refusing.aclose()
+    if isinstance(store, SQLiteStore):
+        await store.aclose()
