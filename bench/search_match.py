@@ -31,7 +31,7 @@ delta24 and `round24` for delta25, delta25 and `round25`..`round27` for delta27)
 delta flagged of the new parts (`report_held_out`): each new request's level among its API's answered training
 requests, pooled over the APIs; the level under which `FALSE_FLAGS` of the new requests fall is the share of each
 API's training requests to cut at, and the shipped threshold is the lowest API's cut there.
-`round28`, `round29`, `round30`, `round31`, `round32` and `round33` are never read.
+`round28`, `round29`, `round30`, `round31`, `round32`, `round33` and `round34` are never read.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
 parts = (*FIT, *CHECK, "round23", "round24", "round25", "round26", "round27")
-assert not {"round28", "round29", "round30", "round31", "round32", "round33"} & set(parts)
+assert not {"round28", "round29", "round30", "round31", "round32", "round33", "round34"} & set(parts)
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
