@@ -66,6 +66,7 @@ DELTAS = {
     "453fbfcd23f60c0c5353e6c5ddaa419baa64003dc5ff7292a12e01c32f7ffcc2": ("delta24", "round23"),
     "e1750c30d57f405aaccf43a180c6e6dcaa7b37bf477290b316b118dc2a487a57": ("delta25", "round24"),
     "1be6096bc64a6f9354cff77107e660b09142ee8421408ca2f1e23674c8984195": ("delta27", "round27"),
+    "bb95d761cb26fbf7370932d8e1d4e8da98ee650b58a77ea15760b5fc892d038a": ("delta32", "round32"),
 }
 FALSE_FLAGS = 0.02
 OFFTOPIC = ROOT / "bench" / "search_offtopic.yaml"
