@@ -8,7 +8,7 @@ Method. Every API of bench/search.py's sets, its catalog compiled (or read from 
 as `gateway.offer.toolsearch.search` answers: BM25 alone, and fused with the packaged local model
 (`search_embeddings: {kind: local}`, its tuned weights: the delta in place, named by its sha256 in `DELTAS`, with
 the last part it was trained on). Three kinds of requests:
-- in-API: the parts `round12`..`round27` of the API's own set (tests/openapi/search_tasks), each counted as answered
+- in-API: the parts `round12`..`round32` of the API's own set (tests/openapi/search_tasks), each counted as answered
   when one of its right operations is among the first five (as bench/search.py counts recall@5);
 - another API's: every request of those parts of one unrelated API, searched against this API's index (`UNRELATED`:
   pairs with no overlap of purpose, so none of them has an answer there);
@@ -27,11 +27,12 @@ false flags of `FIT` and `CHECK`, the in-API requests not answered in five that 
 off-topic requests marked (true flags); then what a threshold chosen per API would mark. Every in-API request of
 these parts is one the shipped delta was trained on, and its right tools sit closer to it than a new request's may:
 with `--held-out`, rows measured with an earlier delta for which later parts are new (B2 and `round23` for delta24,
-delta24 and `round24` for delta25, delta25 and `round25`..`round27` for delta27), the threshold is set by what that
-delta flagged of the new parts (`report_held_out`): each new request's level among its API's answered training
-requests, pooled over the APIs; the level under which `FALSE_FLAGS` of the new requests fall is the share of each
-API's training requests to cut at, and the shipped threshold is the lowest API's cut there.
-`round28`, `round29`, `round30`, `round31`, `round32`, `round33` and `round34` are never read.
+delta24 and `round24` for delta25, delta25 and `round25`..`round27` for delta27, delta27 and `round28`..`round32` for
+delta32), the threshold is set by what that delta flagged of the new parts (`report_held_out`): each new request's level
+among its API's answered training requests, pooled over the APIs; the level under which `FALSE_FLAGS` of the new
+requests fall is the share of each API's training requests to cut at, and the shipped threshold is the lowest API's cut
+there.
+`round33` and `round34` are never read.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
-parts = (*FIT, *CHECK, "round23", "round24", "round25", "round26", "round27")
-assert not {"round28", "round29", "round30", "round31", "round32", "round33", "round34"} & set(parts)
+parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 33)))
+assert not {"round33", "round34"} & set(parts)
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
@@ -65,6 +66,7 @@ DELTAS = {
     "453fbfcd23f60c0c5353e6c5ddaa419baa64003dc5ff7292a12e01c32f7ffcc2": ("delta24", "round23"),
     "e1750c30d57f405aaccf43a180c6e6dcaa7b37bf477290b316b118dc2a487a57": ("delta25", "round24"),
     "1be6096bc64a6f9354cff77107e660b09142ee8421408ca2f1e23674c8984195": ("delta27", "round27"),
+    "bb95d761cb26fbf7370932d8e1d4e8da98ee650b58a77ea15760b5fc892d038a": ("delta32", "round32"),
 }
 FALSE_FLAGS = 0.02
 OFFTOPIC = ROOT / "bench" / "search_offtopic.yaml"

@@ -72,10 +72,13 @@ DELTAS = {"delta17": "c55cf467395e75e3d43d99e10d1a00e26f030a4526428cc2908dda22bb
           "delta22": "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2",
           "delta24": "453fbfcd23f60c0c5353e6c5ddaa419baa64003dc5ff7292a12e01c32f7ffcc2",
           "delta25": "e1750c30d57f405aaccf43a180c6e6dcaa7b37bf477290b316b118dc2a487a57",
-          "delta27": "1be6096bc64a6f9354cff77107e660b09142ee8421408ca2f1e23674c8984195"}
+          "delta27": "1be6096bc64a6f9354cff77107e660b09142ee8421408ca2f1e23674c8984195",
+          "delta32": "bb95d761cb26fbf7370932d8e1d4e8da98ee650b58a77ea15760b5fc892d038a"}
 """The sha256 of the deltas the fused figures are measured with: delta27 for `round31`, `round30`, `round29` and
 `round28`, delta25 for `round27`, `round26` and `round25`, delta24 for `round24`, delta22 for `round23`, delta21 for
-`round22`, delta20 for `round21`, delta19 for `round20`, train34's for `round19`, delta17 for the rest."""
+`round22`, delta20 for `round21`, delta19 for `round20`, train34's for `round19`, delta17 for the rest; delta32 (trained
+up to `round32`, branch ship49: every `DEV` part is its training data) for none, unless `GATEWAY_BENCH_ONE_DELTA` names
+it."""
 _LATER = {"round31": "delta27", "round30": "delta27", "round29": "delta27", "round28": "delta27", "round27": "delta25",
           "round26": "delta25", "round25": "delta25",
           "round24": "delta24", "round23": "delta22", "round22": "delta21", "round21": "delta20", "round20": "delta19",
