@@ -259,9 +259,7 @@ class Executor:
             if refusal is not None:
                 result = refusal
             else:
-                route = self._routes.get(tool.name)
-                if route is None or route.tool is not tool:
-                    route = self._route(tool)
+                route = self._route(tool)
                 api, plan = route.api, route.plan
                 if _heavy(arguments):  # its encoding is the caller's to size: off the event loop
                     prepared = await anyio.to_thread.run_sync(plan.build, arguments)

@@ -275,16 +275,10 @@ class CallPlan:
 
     def start(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Awaitable[ToolResult]:
         """One call with the caller's `arguments` (the fixed ones on top), to be awaited."""
-        agent_tool = self.agent_tool
-        # An id, not a secret: Python's PRNG (os.urandom and uuid4 cost a system call per call).
-        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
-                        raw_arguments=arguments)
-        chain, tool = self.chain, self.tool
-        if chain is None or tool is None:
-            return self.runner.run(agent_tool, call, door=door, client=client)
-        # Made here as `invocation` makes it, not by calling it (a frame more on every MCP call).
-        return chain(Invocation(agent=self.agent, agent_tool=agent_tool, tool=tool, call=call,
-                                arguments={**arguments, **self.fixed}, client=client, door=door))
+        invocation = self.invocation(arguments, door=door, client=client)
+        if invocation is None or self.chain is None:
+            return self.runner.run(self.agent_tool, _direct_call(self.agent_tool, arguments), door=door, client=client)
+        return self.chain(invocation)
 
     def invocation(self, arguments: dict[str, Any], *, door: Door, client: str | None = None) -> Invocation | None:
         """The `Invocation` `start` hands the chain (a door that keeps it runs it with `chain` itself and reads
@@ -293,10 +287,16 @@ class CallPlan:
         tool = self.tool
         if self.chain is None or tool is None:
             return None
-        call = ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=self.agent_tool.name, arguments=arguments,
-                        raw_arguments=arguments)
-        return Invocation(agent=self.agent, agent_tool=self.agent_tool, tool=tool, call=call,
-                          arguments={**arguments, **self.fixed}, client=client, door=door)
+        return Invocation(agent=self.agent, agent_tool=self.agent_tool, tool=tool,
+                          call=_direct_call(self.agent_tool, arguments), arguments={**arguments, **self.fixed},
+                          client=client, door=door)
+
+
+def _direct_call(agent_tool: AgentTool, arguments: dict[str, Any]) -> ToolCall:
+    """A door's call of `agent_tool` as the loop would have it. Its id is not a secret: Python's PRNG (os.urandom and
+    uuid4 cost a system call per call)."""
+    return ToolCall(id=f"direct_{random.getrandbits(64):016x}", name=agent_tool.name, arguments=arguments,
+                    raw_arguments=arguments)
 
 
 def _code_refusal(script: HostedCall) -> ToolResult | None:
