@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
@@ -77,6 +77,25 @@ def driver_lines() -> OnceEach:
 def quiet_drivers() -> None:
     """Put `DRIVER_LINES` on the driver's logger, for a command that configures logging without `log_config`."""
     logging.getLogger(DRIVER_LOGGER).addFilter(DRIVER_LINES)
+
+
+class LineHandler(logging.StreamHandler[TextIO]):
+    """logging's `StreamHandler` (`gateway serve`'s two handlers, the access line's and the gateway's own), each line
+    written and flushed in `emit`, the method logging leaves to a handler's subclass. The standard `emit` flushes
+    through `StreamHandler.flush`, which takes the handler's lock a second time: `Handler.handle` holds it around
+    `emit` already, and every request writes a line (about 45 Python instructions a line: the call, the lock's
+    `acquire` and `release` again)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = self.stream
+            stream.write(self.format(record) + self.terminator)
+            if hasattr(stream, "flush"):  # what `StreamHandler.flush` asks
+                stream.flush()
+        except RecursionError:  # as logging's own: a recursion is not a line's error
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 class UtcTime(logging.Formatter):

@@ -94,6 +94,8 @@ def log_config(log_format: str = "text") -> dict[str, Any]:
     config["formatters"]["access"]["fmt"] = LINE_FORMAT  # the time first
     config["formatters"]["default"]["()"] = "gateway.server.loglines.LineFormatter"  # quoted text made inert
     config["formatters"]["default"]["fmt"] = "%(asctime)s " + config["formatters"]["default"]["fmt"]
+    for handler in config["handlers"].values():  # each line flushed under the lock its write holds
+        handler["class"] = "gateway.server.loglines.LineHandler"
     if log_format == "json":
         for name in ("access", "default"):
             config["formatters"][name] = {"()": "gateway.server.loglines.JsonLineFormatter"}

@@ -328,3 +328,57 @@ def test_the_terminal_commands_that_open_a_store_put_the_filter_on(tmp_path: pat
         assert pool_logger.filters == [DRIVER_LINES]
     finally:
         pool_logger.removeFilter(DRIVER_LINES)
+
+
+def test_each_line_is_written_then_flushed_once_by_the_configured_handlers(capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway serve`'s handlers (`LineHandler`) write a line, then flush the stream once, holding the lock
+    `Handler.handle` took (no second acquire to flush); a stream that fails is logging's `handleError`'s, as with
+    the standard `StreamHandler`."""
+    from gateway.server.loglines import LineHandler
+
+    config = log_config()
+    assert {handler["class"] for handler in config["handlers"].values()} == {"gateway.server.loglines.LineHandler"}
+    events: list[tuple[str, str]] = []
+    handler = LineHandler()
+
+    class Stream(io.StringIO):
+        def write(self, text: str) -> int:
+            events.append(("write", text))
+            return super().write(text)
+
+        def flush(self) -> None:
+            events.append(("flush", "held" if handler.lock is not None and not _free(handler.lock) else "free"))
+            super().flush()
+
+    handler.setStream(Stream())
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for text in ("one", "two"):
+        handler.handle(logging.LogRecord("gateway.access", logging.INFO, __file__, 1, text, None, None))
+    assert events == [("write", "one\n"), ("flush", "held"), ("write", "two\n"), ("flush", "held")]
+
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("the terminal is gone")
+
+    handler.setStream(Broken())
+    handler.handle(logging.LogRecord("gateway.access", logging.INFO, __file__, 1, "three", None, None))
+    err = capsys.readouterr().err
+    assert "--- Logging error ---" in err and "OSError: the terminal is gone" in err
+
+
+def _free(lock: Any) -> bool:
+    """Whether another thread could take `lock` now (it is free), asked from a thread of its own."""
+    import threading
+
+    taken: list[bool] = []
+
+    def attempt() -> None:
+        got = lock.acquire(blocking=False)
+        taken.append(got)
+        if got:
+            lock.release()
+
+    thread = threading.Thread(target=attempt)
+    thread.start()
+    thread.join()
+    return taken[0]
