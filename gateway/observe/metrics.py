@@ -21,6 +21,15 @@ the same store for all).
     gateway_tool_output_warnings_total{api,tool}     gateway_build_info{version}
     process_start_time_seconds (and prometheus_client's other process_* series, in one process)
 
+The counters a request or a tool call adds one to (`gateway_requests_total`, `gateway_tool_calls_total`) are summed
+in a plain dict between scrapes and handed to prometheus_client's counters (`inc(n)`, its public API) when the
+registry is read: `Counter.inc` checks its arguments and takes the value's lock every time, and every request
+counted two of them. A collector registered on the registry before the counters (`_Flush`) hands them over at the
+start of every collection, so a scrape, `generate_latest` or `get_sample_value` sees every count made before it.
+Counting happens on the event loop's thread (the request envelope, the observe stage's callback), as the scrape
+does (`/metrics` is an async route). In multiprocess mode each count goes to the worker's file at once, where
+another worker's scrape reads it.
+
 `gateway_build_info` is 1, labelled with the running version (`gateway.__version__`), and
 `process_start_time_seconds` the Unix time the process started, as prometheus_client's process collector reads it
 from /proc: what an operator needs to see which version answers and when it last restarted. In multiprocess mode
@@ -37,7 +46,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 from ..kernel import __version__
 
@@ -57,6 +68,9 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self._counts: dict[Any, int] | None = None if os.environ.get(MULTIPROCESS_DIR) else {}
+        """Counts not yet handed to their counters: labelled child -> how many (None: each count at once)."""
+        r.register(_Flush(self))  # first: collected before the counters it hands counts to
         self.requests = Counter("gateway_requests", "HTTP requests by door and status.", ["door", "status"],
                                 registry=r)
         self.tool_calls = Counter("gateway_tool_calls", "Tool calls by api, tool and outcome (ok or the error type).",
@@ -107,7 +121,28 @@ class Metrics:
         child = self._request_counts.get((door, status))
         if child is None:
             child = self._request_counts[(door, status)] = self.requests.labels(door, str(status))
-        child.inc()
+        counts = self._counts
+        if counts is None:
+            child.inc()
+        else:
+            counts[child] = counts.get(child, 0) + 1
+
+    def count(self, child: Any) -> None:
+        """One more on `child`, a labelled child of one of this registry's counters: handed to it at the next
+        collection (or at once in multiprocess mode)."""
+        counts = self._counts
+        if counts is None:
+            child.inc()
+        else:
+            counts[child] = counts.get(child, 0) + 1
+
+    def flush(self) -> None:
+        """Hand the counts made since the last collection to their counters (every collection starts with it)."""
+        counts = self._counts
+        if counts:
+            self._counts = {}
+            for child, amount in counts.items():
+                child.inc(amount)
 
     def record_tool_call(self, api: str, tool: str, outcome: str, seconds: float) -> None:
         """One tool call's outcome and latency (`gateway_tool_calls_total`, `gateway_tool_call_duration_seconds`)."""
@@ -118,7 +153,7 @@ class Metrics:
         count = self._tool_counts.get((api, tool, outcome))
         if count is None:
             count = self._tool_counts[(api, tool, outcome)] = self.tool_calls.labels(api, tool, outcome)
-        count.inc()
+        self.count(count)
 
     def refresh(self, *, breakers: Iterable[tuple[str, str, str]] = (), pending: int | None = None,
                 reloads: int = 0, refused: int = 0) -> None:
@@ -139,6 +174,21 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
+
+
+class _Flush(Collector):
+    """A collector of no series of its own (prometheus_client's custom-collector protocol): collecting it hands
+    `Metrics`' waiting counts to their counters, before the registry collects those."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Metric]:
+        return []  # no series: asked by the registry when it is registered
+
+    def collect(self) -> list[Metric]:
+        self.metrics.flush()
+        return []
 
 
 def process_start_time() -> float:

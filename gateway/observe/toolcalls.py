@@ -131,7 +131,7 @@ class _ObserveTool(ObserveToolCall):
         usual = result.ok and not result.warning and invocation.call.name == self.name \
             and invocation.tool.api == self.api
         if usual and children is not None:
-            asyncio.get_running_loop().call_soon(_count_usual, children[0], children[1], seconds)
+            asyncio.get_running_loop().call_soon(_count_usual, children[0], self.counted, children[1], seconds)
         else:
             if usual:  # found now, so that the next call takes the short way even before this one is counted
                 metrics = self.counted
@@ -142,7 +142,7 @@ class _ObserveTool(ObserveToolCall):
         return result
 
 
-def _count_usual(latency: Any, count: Any, seconds: float) -> None:
+def _count_usual(latency: Any, metrics: Metrics, count: Any, seconds: float) -> None:
     """A successful call of a tool whose labelled children are known: its latency observed, its `ok` counted."""
     latency.observe(seconds)
-    count.inc()
+    metrics.count(count)

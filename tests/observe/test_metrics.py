@@ -119,6 +119,31 @@ def test_repeated_label_values_count_on_one_series() -> None:
     assert 'gateway_tool_call_duration_seconds_count{api="bench",tool="listIssues"} 3.0' in text
 
 
+def test_every_reading_of_the_registry_sees_every_count_made_before_it_once() -> None:
+    """The request and tool-call counts wait in a dict between collections and are handed to their counters as each
+    collection starts: a scrape, prometheus_client's `get_sample_value` and `generate_latest` on the registry all
+    see every count made before them, none twice."""
+    from prometheus_client import generate_latest
+
+    from gateway.observe.metrics import Metrics
+
+    metrics = Metrics()
+    requests = {"door": "direct", "status": "200"}
+    calls = {"api": "bench", "tool": "listIssues", "outcome": "ok"}
+    for reading in range(1, 4):
+        for _ in range(reading):
+            metrics.count_request("direct", 200)
+            metrics.record_tool_call("bench", "listIssues", "ok", 0.002)
+        done = reading * (reading + 1) / 2
+        assert metrics.registry.get_sample_value("gateway_requests_total", requests) == done
+        assert metrics.registry.get_sample_value("gateway_tool_calls_total", calls) == done
+        found = samples(metrics.render().decode())  # read again: nothing handed over twice
+        assert value(found, "gateway_requests_total", **requests) == done
+        assert value(found, "gateway_tool_calls_total", **calls) == done
+        text = generate_latest(metrics.registry).decode()
+        assert f'gateway_requests_total{{door="direct",status="200"}} {done}' in text
+
+
 def test_a_tools_own_observe_stage_counts_what_the_general_one_counts() -> None:
     """The stage compiled for one tool keeps its labelled children: the same series, the same counts, and none
     before the first count (a failure first makes no `ok` series)."""
