@@ -71,6 +71,7 @@ RULES: list[tuple[str, str, str]] = [
     ("/logging/", "", "access line"),
     ("/pyreqwest/", "", "sending"),
     ("gateway/server/accesslog.py", "", "access line"),
+    ("gateway/server/loglines.py", "", "access line"),  # the handler's emit, the time's formatter
     ("gateway/server/envelope.py", "", "envelope"),
     ("gateway/asgi.py", "", "envelope"),
     ("gateway/server/hosts.py", "", "envelope"),
