@@ -99,11 +99,26 @@ class LineHandler(logging.StreamHandler[TextIO]):
 
 
 class UtcTime(logging.Formatter):
-    """`%(asctime)s` in UTC, ISO 8601 with milliseconds and `Z`, by `logging.Formatter.formatTime` itself."""
+    """`%(asctime)s` in UTC, ISO 8601 with milliseconds and `Z`: `logging.Formatter.formatTime`'s own text (the
+    three attributes it documents), the second's part written once per second."""
 
     converter = staticmethod(time.gmtime)
     default_time_format = "%Y-%m-%dT%H:%M:%S"
     default_msec_format = "%s.%03dZ"
+    _second: tuple[int, str] = (-1, "")
+    """The last second written (whole seconds since the epoch) and its text."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's
+        """`logging.Formatter.formatTime` (an operator's `datefmt` goes to it as it is); without one, the text of
+        the record's second is made by `converter` and `time.strftime` once and shared by the lines of that second
+        (`strftime` is most of a line's formatting, and a busy gateway writes many lines a second)."""
+        if datefmt:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        seen = self._second  # one tuple, replaced whole: a line on another thread reads a pair that belongs together
+        if seen[0] != second:
+            seen = self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
+        return self.default_msec_format % (seen[1], record.msecs)
 
 
 class JsonLineFormatter(UtcTime, JsonFormatter):

@@ -300,6 +300,30 @@ def test_every_line_says_its_time_in_utc_in_text_and_json() -> None:
         time.tzset()
 
 
+def test_a_lines_time_is_loggings_own_whichever_second_came_before() -> None:
+    """The second's text is made once per second and shared: each line still says its own time to the millisecond,
+    as `logging.Formatter.formatTime` writes it, however the records' times come (the same second, the next, an
+    earlier one from another thread, one just before a second's end); an operator's `datefmt` is logging's."""
+    from gateway.server.accesslog import AccessLineFormatter
+    from gateway.server.loglines import JsonLineFormatter, LineFormatter, UtcTime
+
+    class Loggings(logging.Formatter):  # the standard library's formatTime with the same three attributes
+        converter = staticmethod(time.gmtime)
+        default_time_format = UtcTime.default_time_format
+        default_msec_format = UtcTime.default_msec_format
+
+    expected = Loggings()
+    start = 1_765_000_000.0
+    times = [start + 0.25, start + 0.999, start + 1.0, start + 0.5, start + 86_400.125, start + 86_400.9995,
+             start + 86_401.001, start + 1.75]
+    for ours in (AccessLineFormatter(use_colors=False), LineFormatter(use_colors=False), JsonLineFormatter()):
+        for created in times:
+            record = logging.LogRecord("gateway.access", logging.INFO, __file__, 1, "x", None, None)
+            record.created, record.msecs = created, int((created - int(created)) * 1000) + 0.0
+            assert ours.formatTime(record) == expected.formatTime(record), created
+            assert ours.formatTime(record, "%H:%M") == expected.formatTime(record, "%H:%M")
+
+
 def test_a_json_line_escapes_what_a_sender_wrote_and_keeps_the_traceback() -> None:
     import json
 
