@@ -121,11 +121,7 @@ class Metrics:
         child = self._request_counts.get((door, status))
         if child is None:
             child = self._request_counts[(door, status)] = self.requests.labels(door, str(status))
-        counts = self._counts
-        if counts is None:
-            child.inc()
-        else:
-            counts[child] = counts.get(child, 0) + 1
+        self.count(child)
 
     def count(self, child: Any) -> None:
         """One more on `child`, a labelled child of one of this registry's counters: handed to it at the next

@@ -82,9 +82,8 @@ def quiet_drivers() -> None:
 class LineHandler(logging.StreamHandler[TextIO]):
     """logging's `StreamHandler` (`gateway serve`'s two handlers, the access line's and the gateway's own), each line
     written and flushed in `emit`, the method logging leaves to a handler's subclass. The standard `emit` flushes
-    through `StreamHandler.flush`, which takes the handler's lock a second time: `Handler.handle` holds it around
-    `emit` already, and every request writes a line (about 45 Python instructions a line: the call, the lock's
-    `acquire` and `release` again)."""
+    through `StreamHandler.flush`, which takes the handler's lock a second time, though `Handler.handle` holds it
+    around `emit` already; every request writes a line."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
