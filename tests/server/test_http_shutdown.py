@@ -6,6 +6,7 @@ tells it (tests/server/test_mcp_shutdown.py), and the call's audit row agrees.""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -161,19 +162,38 @@ def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whethe
                         + (" (their rows, under this run's id, say how each ended)." if sent == "sent" else "."))]
 
 
+def _decide_on_the_api(port: int, approval: str) -> httpx.Response:
+    return httpx.post(f"http://127.0.0.1:{port}/approvals/{approval}", json={"decision": "approve"}, timeout=60)
+
+
+def _decide_on_the_console(port: int, approval: str) -> httpx.Response:
+    """The console's Approve button, as its script sends it: the page's CSRF token, the decision as JSON."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as browser:
+        page = browser.get("/console/approvals")
+        token = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+        assert page.status_code == 200 and token is not None and approval in page.text, page.text
+        return browser.post(f"/console/approvals/{approval}", json={"decision": "approve"},
+                            headers={"X-CSRF-Token": token.group(1)})
+
+
+DECIDERS: dict[str, Callable[[int, str], httpx.Response]] = {
+    "api": _decide_on_the_api, "console": _decide_on_the_console}
+
+
+@pytest.mark.parametrize("decider", list(DECIDERS))
 @pytest.mark.parametrize("sent", list(CUTS))
 def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_and_its_run_has_its_row(
-        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> None:
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str, decider: str) -> None:
     """The decision's answer is the chat's (the resumed run's completion), so its cut is answered as a cut chat's:
-    the 503 with the OpenAI-shaped error (before: uvicorn's plain-text 500), and the run gets its `stopped` row
-    (before: none, the resumed loop never returned to write it)."""
+    the 503 with the OpenAI-shaped error (before: uvicorn's plain-text 500; from the console's Approve button too,
+    whose script shows the error's message), and the run gets its `stopped` row (before: none, the resumed loop
+    never returned to write it)."""
     llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
     _, _, said, row = CUTS[sent]
     with _stopped_while_held(tmp_path, upstream, llm, sent, "    approval: always\n") as port:
         paused = _client(port).chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}])
         [pending] = paused.model_extra["gateway"]["pending_approvals"]  # type: ignore[index]
-        answer = httpx.post(f"http://127.0.0.1:{port}/approvals/{pending['id']}", json={"decision": "approve"},
-                            timeout=60)
+        answer = DECIDERS[decider](port, pending["id"])
     assert answer.status_code == 503, answer.text
     error = answer.json()["error"]
     assert error["code"] == "instance_stopped" and error["type"] == "server_error"
