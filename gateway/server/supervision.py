@@ -50,6 +50,8 @@ from .identity_routes import identity_routes
 from .responses_object import ResponseShape
 from .routes import agent_of, read_json, toolset_of
 from .run_answers import decider_view, keep_answer, kept_answer
+from .settings_route import PATH as SETTINGS_PATH
+from .settings_route import running_settings
 
 if TYPE_CHECKING:
     import httpx
@@ -130,8 +132,8 @@ class Safety(ServingSafeguards):
         }
 
     def routes(self) -> list[BaseRoute]:
-        """`/approvals`, `/audit`, and the identity routes: protected-resource metadata, users' connections
-        (`create_app` adds the console beside them)."""
+        """`/approvals`, `/audit`, `/settings` (the running ones), and the identity routes: protected-resource
+        metadata, users' connections (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
             # A decision whose resume the stopping instance cuts is answered as a cut chat is (`stopping`), and its
@@ -139,6 +141,7 @@ class Safety(ServingSafeguards):
             Route("/approvals/{id}", ResumeDoor(request_response(self._decide_approval)), methods=["POST"]),
             Route("/approvals/{id}", self._show_approval, methods=["GET"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            Route(SETTINGS_PATH, running_settings, methods=["GET"]),  # `gateway settings --url`
             *identity_routes(self),
         ]
 
