@@ -39,6 +39,9 @@ RETIRED_SECONDS = 600.0
 _ORIGINS_KEPT = 256
 """The most URL heads whose split `PinnedClients` remembers (an api has a few origins; a redirect stays on one)."""
 
+_METADATA = ("{}, a link-local address where a cloud serves its instances' metadata and credentials, not an API: the "
+             "request was not sent (an operator who means it writes that address in apis.<name>.base_url)")
+
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """(host, port) -> its addresses, in the order to try them."""
 
@@ -104,6 +107,8 @@ class PinnedClients:
         if pin is not None and pin.until > now:
             return pin.client
         if not host or _is_address(host) or _proxied(scheme, host):
+            if host and link_local(host):  # `2852039166` as the library reads it (`gateway.http.request` refuses it
+                raise ApiSetupError(_METADATA.format(f"{host_of(url)} is {host}"))  # first; as a resolved name was)
             self._pins[key] = _Pin(None, None, now + RESOLVE_SECONDS)
             return None
         lookup = self._lookups.get(key)
@@ -117,10 +122,7 @@ class PinnedClients:
             raise httpx.ConnectError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
         bad = next((address for address in addresses if link_local(address)), None)
         if bad is not None or not addresses:
-            raise ApiSetupError(
-                f"{host_of(url)} resolves to {bad or 'no address'}, a link-local address where a cloud serves its "
-                "instances' metadata and credentials, not an API: the request was not sent (an operator who means "
-                "it writes that address in apis.<name>.base_url)")
+            raise ApiSetupError(_METADATA.format(f"{host_of(url)} resolves to {bad or 'no address'}"))
         pin = self._pins.get(key)  # another call may have pinned it meanwhile
         if pin is not None and pin.address == addresses[0]:
             pin.until = max(pin.until, now + RESOLVE_SECONDS)

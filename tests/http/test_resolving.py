@@ -180,6 +180,21 @@ async def test_an_address_as_host_is_not_resolved() -> None:
     assert dns.asked == []
 
 
+@pytest.mark.parametrize("host", ["2852039166", "0xa9fea9fe", "169.254.43518", "[::ffff:a9fe:a9fe]"])
+async def test_a_metadata_address_in_any_form_the_library_reads_gets_nothing(host: str) -> None:
+    """An address written as the library reads it is not resolved, and not sent when it is a metadata address (a
+    spec's server is refused so before it gets here: `gateway.http.request`; this holds without that too, as the
+    system resolver's answer for the same text did)."""
+    dns = _Dns("127.0.0.1")
+    pins = PinnedClients(ClientOptions(), resolver=dns)
+    try:
+        with pytest.raises(ApiSetupError, match=r"is (::ffff:a9fe:a9fe|169\.254\.169\.254), a link-local.*not sent"):
+            await pins.client_for(f"http://{host}/latest/meta-data")
+    finally:
+        await pins.aclose()
+    assert dns.asked == []
+
+
 def _executor(server: str) -> Executor:
     spec = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "servers": [{"url": server}],
             "paths": {"/creds": {"get": {"operationId": "creds", "responses": {"200": {"description": "ok"}}}}}}
