@@ -28,7 +28,7 @@ import anyio.to_thread
 
 from .catalog import AgentTool, Catalog, Diagnostic
 from .config.model import AgentConfig, Manifest
-from .config.settings import differ_from_start
+from .config.settings import GatewaySettings, differ_from_start
 from .configuration import load_configuration
 from .errors import ConfigError
 from .toolsets import Toolset
@@ -243,13 +243,18 @@ class RuntimeHolder:
         self._failed_fingerprint: str | None = None
         self._lock: anyio.Lock | None = None
         self._started = runtime.manifest.gateway
+        """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
         self.started_at = runtime.loaded_at
         """When the first configuration was loaded: the process serves since then, whatever reloads came after."""
-        """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
 
     @property
     def current(self) -> Runtime:
         return self._current
+
+    @property
+    def started_with(self) -> GatewaySettings:
+        """The `gateway:` settings the process started with (`READ_AT_START`'s stay in force until a restart)."""
+        return self._started
 
     async def watch(self, interval: float = 1.0) -> None:
         """Poll the inputs every `interval` seconds and reload on change; runs until cancelled.

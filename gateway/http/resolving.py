@@ -22,10 +22,10 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import httpx
 from pyreqwest.client import Client
+from pyreqwest.http import Url
 
 from ..errors import ApiSetupError
 from .library import ClientOptions, build_client, host_of
@@ -38,6 +38,9 @@ RETIRED_SECONDS = 600.0
 
 _ORIGINS_KEPT = 256
 """The most URL heads whose split `PinnedClients` remembers (an api has a few origins; a redirect stays on one)."""
+
+_METADATA = ("{}, a link-local address where a cloud serves its instances' metadata and credentials, not an API: the "
+             "request was not sent (an operator who means it writes that address in apis.<name>.base_url)")
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """(host, port) -> its addresses, in the order to try them."""
@@ -78,16 +81,17 @@ class PinnedClients:
         """Lookups under way: the calls that find a name's time up at once share one (one worker thread a name)."""
 
     def _origin(self, url: str) -> tuple[str, int, str]:
-        """(host, port, scheme) of `url`. An api's calls go to its server's origin (or a tool's own server's: a few
-        known at load), so the URL is split once per `scheme://authority`, the text before the first `/` after
-        `//` (a `?` or `#` before it only makes the text longer: the authority is the same), not on every call."""
+        """(host, port, scheme) of `url` as the client library reads it (`_split`). An api's calls go to its server's
+        origin (or a tool's own server's: a few known at load), so the URL is split once per `scheme://authority`,
+        the text before the first `/` after `//` (a `?` or `#` before it only makes the text longer: the authority
+        is the same), not on every call; a head that alone reads otherwise than its URL is not remembered."""
         end = url.find("/", url.find("//") + 2)
         head = url if end < 0 else url[:end]
         origin = self._origins.get(head)
         if origin is None:
-            parts = urlsplit(head)
-            origin = ((parts.hostname or "").rstrip("."), parts.port or (443 if parts.scheme == "https" else 80),
-                      parts.scheme)
+            origin = _split(url)
+            if head is not url and _split(head) != origin:
+                return origin  # e.g. `http:/\t/name/`: its head is no URL of that origin; split each time
             if len(self._origins) >= _ORIGINS_KEPT:
                 self._origins.clear()
             self._origins[head] = origin
@@ -103,6 +107,8 @@ class PinnedClients:
         if pin is not None and pin.until > now:
             return pin.client
         if not host or _is_address(host) or _proxied(scheme, host):
+            if host and link_local(host):  # `2852039166` as the library reads it (`gateway.http.request` refuses it
+                raise ApiSetupError(_METADATA.format(f"{host_of(url)} is {host}"))  # first; as a resolved name was)
             self._pins[key] = _Pin(None, None, now + RESOLVE_SECONDS)
             return None
         lookup = self._lookups.get(key)
@@ -116,10 +122,7 @@ class PinnedClients:
             raise httpx.ConnectError(f"cannot resolve {host_of(url)} ({error}); the request was not sent") from None
         bad = next((address for address in addresses if link_local(address)), None)
         if bad is not None or not addresses:
-            raise ApiSetupError(
-                f"{host_of(url)} resolves to {bad or 'no address'}, a link-local address where a cloud serves its "
-                "instances' metadata and credentials, not an API: the request was not sent (an operator who means "
-                "it writes that address in apis.<name>.base_url)")
+            raise ApiSetupError(_METADATA.format(f"{host_of(url)} resolves to {bad or 'no address'}"))
         pin = self._pins.get(key)  # another call may have pinned it meanwhile
         if pin is not None and pin.address == addresses[0]:
             pin.until = max(pin.until, now + RESOLVE_SECONDS)
@@ -157,6 +160,20 @@ class PinnedClients:
         self._retired.clear()
         for client in clients:
             await client.close()
+
+
+def _split(url: str) -> tuple[str, int, str]:
+    """(host, port, scheme) as the client library's own URL parser reads them (pyreqwest's `Url`, the WHATWG URL
+    Standard's rules), where the request goes: `urlsplit` read another host in some URLs the library sends
+    elsewhere (a trailing dot it dropped, so the name pinned was not the one connected to, which the library then
+    looked up itself, unchecked; a percent-encoded or backslashed host). An IPv6 address loses its brackets; a URL
+    the library refuses gets no host (its ordinary client refuses it too, sending nothing)."""
+    try:
+        parsed = Url(url)
+    except ValueError:
+        return "", 0, ""
+    host = parsed.host_str or ""
+    return (host[1:-1] if host.startswith("[") else host), parsed.port_or_known_default or 0, parsed.scheme
 
 
 def _is_address(host: str) -> bool:

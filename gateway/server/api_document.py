@@ -89,6 +89,18 @@ SAFETY_PATHS: dict[str, Any] = {
                                              "approval", "content": {"application/json": {"schema": _DATA_LIST}}},
                       **_ERRORS},
     }},
+    "/settings": {"get": {
+        "operationId": "runningSettings", "summary": "The settings this running gateway uses (an admin key only)",
+        "parameters": [{"name": "agent", "in": "query", "required": False,
+                        "description": "Only the settings that bear on this agent.", "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "Each setting (key, value: a secret `set` or `unset`, layer, source), "
+                                             "and whether agents.yaml still reads as the running manifest",
+                              "content": {"application/json": {"schema": {
+                                  "type": "object", "required": ["data", "agents_yaml"],
+                                  "properties": {"data": {"type": "array", "items": {"type": "object"}},
+                                                 "agents_yaml": {"enum": ["as loaded", "changed", "unreadable"]}}}}}},
+                      **_ERRORS},
+    }},
 }
 
 

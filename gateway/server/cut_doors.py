@@ -7,7 +7,8 @@ Responses API's `response.failed` (`responses.cut_tail`), its Response `failed` 
 
 A chat's or Responses request's run cut so gets its chat row in the audit (status `stopped`, how many of its tool
 calls were sent: `chat._Run.record_stopped`), which its loop, never returning, does not write. So does a run an
-approval's decision resumes (`POST /approvals/{id}`, a `CutDoor` too: `ResumeCut`), whose decider gets the same 503.
+approval's decision resumes (`POST /approvals/{id}` and the console's approve button: a `ResumeDoor`, the `CutDoor`
+whose `ResumeCut` holds the resumed run), whose decider gets the same 503.
 
 Whether a tool call was sent is `watch_sends`'s count over the work that can send one (the direct call's pipeline;
 a chat's or Responses request's handler and the run it starts), the same count the MCP door answers with; the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -107,29 +109,67 @@ class CutDoor:
 
 
 class ResumeCut:
-    """The chat run an approval's decision resumes, for `stopping` (the approvals door puts it in the scope,
-    `RUN_KEY`): told the run when its loop goes on (`begin`) and when its row is written (`recorded`); a resume the
-    stopping instance cuts in between gets its chat row, status `stopped`, as a chat request's run does (before:
-    none; the resumed loop, never returning, writes none)."""
+    """The chat run an approval's decision resumes, for `stopping`: `ResumeDoor` puts it in the scope (`RUN_KEY`)
+    and makes it the current one for the decision's work, which tells it when the run's loop goes on
+    (`resume_begins`) and when its row is written (`resume_recorded`); a resume the stopping instance cuts in
+    between gets its chat row, status `stopped`, as a chat request's run does (the resumed loop, never returning,
+    writes none). Carried as `watch_sends` carries its count, in a context variable: the safety layer's deciding
+    and resuming functions pass nothing along for it, and a decision taken without a door (`gateway approvals
+    approve`) finds none."""
 
-    __slots__ = ("audit", "run", "started")
+    __slots__ = ("audit", "run", "started", "_token")
 
-    def __init__(self, audit: AuditLog) -> None:
-        self.audit = audit
+    def __init__(self) -> None:
+        self.audit: AuditLog | None = None
         self.run: RunRecord | None = None
         self.started = 0.0
+        self._token: Token[ResumeCut | None] | None = None
 
-    def begin(self, run: RunRecord) -> None:
-        self.run, self.started = run, time.perf_counter()
+    def __enter__(self) -> ResumeCut:
+        self._token = _resuming.set(self)
+        return self
 
-    def recorded(self) -> None:
-        self.run = None
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _resuming.reset(self._token)
+            self._token = None
 
     async def record_stopped(self, sent: int) -> None:
         run, self.run = self.run, None
-        if run is None:
+        if run is None or self.audit is None:
             return
         with bind_caller(client=run.client, **run_owner(run)):  # the run's owner's row, as its other rows are
             await self.audit.record_chat(agent=run.agent, status="stopped", run_id=run.id, client=run.client,
                                          latency_ms=(time.perf_counter() - self.started) * 1000,
                                          error=stopped_run_error(sent))
+
+
+_resuming: ContextVar[ResumeCut | None] = ContextVar("gateway_resume_cut", default=None)
+
+
+def resume_begins(run: RunRecord, audit: AuditLog) -> None:
+    """The chat run an approval's decision resumes goes on: the door's `ResumeCut` (none: no door, no cut to
+    answer) holds it until its row is written by `audit` (`resume_recorded`)."""
+    cut = _resuming.get()
+    if cut is not None:
+        cut.audit, cut.run, cut.started = audit, run, time.perf_counter()
+
+
+def resume_recorded() -> None:
+    """The resumed run's row is written: a cut from now on writes none."""
+    cut = _resuming.get()
+    if cut is not None:
+        cut.run = None
+
+
+class ResumeDoor(CutDoor):
+    """An approval's decision, on the API (`POST /approvals/{id}`) and the console's form alike: a `CutDoor` (its
+    cut answered with the 503, whose OpenAI-shaped error the console's script shows as it shows its own errors)
+    whose resumed chat run, cut by the stopping instance, gets its `stopped` row (`ResumeCut`)."""
+
+    __slots__ = ()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with ResumeCut() as cut:
+            scope[RUN_KEY] = cut
+            await CutDoor.__call__(self, scope, receive, send)

@@ -44,13 +44,14 @@ from ..safety.wrong_keys import WrongKeys
 from ..store import AUDIT_KINDS, ApprovalRecord, AuditQuery, RunRecord, Store
 from .api_errors import APIError, api_error_from, status_for_result
 from .auth import AuthMiddleware, ClientKeys, rights_of
-from .cut_doors import CutDoor, ResumeCut
+from .cut_doors import ResumeDoor, resume_begins, resume_recorded
 from .handoff import keep_turn, owner
 from .identity_routes import identity_routes
 from .responses_object import ResponseShape
 from .routes import agent_of, read_json, toolset_of
 from .run_answers import decider_view, keep_answer, kept_answer
-from .stopping import RUN_KEY
+from .settings_route import PATH as SETTINGS_PATH
+from .settings_route import running_settings
 
 if TYPE_CHECKING:
     import httpx
@@ -131,14 +132,16 @@ class Safety(ServingSafeguards):
         }
 
     def routes(self) -> list[BaseRoute]:
-        """`/approvals`, `/audit`, and the identity routes: protected-resource metadata, users' connections
-        (`create_app` adds the console beside them)."""
+        """`/approvals`, `/audit`, `/settings` (the running ones), and the identity routes: protected-resource
+        metadata, users' connections (`create_app` adds the console beside them)."""
         return [
             Route("/approvals", self._list_approvals, methods=["GET"]),
-            # A CutDoor: a decision whose resume the stopping instance cuts is answered as a cut chat is (`stopping`).
-            Route("/approvals/{id}", CutDoor(request_response(self._decide_approval)), methods=["POST"]),
+            # A decision whose resume the stopping instance cuts is answered as a cut chat is (`stopping`), and its
+            # run gets its row: the console's form decides through the same door.
+            Route("/approvals/{id}", ResumeDoor(request_response(self._decide_approval)), methods=["POST"]),
             Route("/approvals/{id}", self._show_approval, methods=["GET"]),
             Route("/audit", self._list_audit, methods=["GET"]),
+            Route(SETTINGS_PATH, running_settings, methods=["GET"]),  # `gateway settings --url`
             *identity_routes(self),
         ]
 
@@ -189,21 +192,18 @@ class Safety(ServingSafeguards):
             raise APIError(400, "`reason` must be a string.", param="reason")
         rights = rights_of(request.scope)
         client = request.scope.get("gateway.client")
-        cut = request.scope[RUN_KEY] = ResumeCut(self.audit)  # a resume the stopping instance cuts gets its row
         status, body = await self.decide_and_render(request.app.state.gateway, request.path_params["id"], decision,
-                                                    rights=rights, by=client if isinstance(client, str) else None,
-                                                    cut=cut)
+                                                    rights=rights, by=client if isinstance(client, str) else None)
         return JSONResponse(body, status_code=status)
 
     async def decide_and_render(self, state: Any, approval_id: str, decision: Decision, *,
-                                rights: Rights = Rights.OPEN, by: str | None = None,
-                                cut: ResumeCut | None = None) -> tuple[int, dict[str, Any]]:
+                                rights: Rights = Rights.OPEN, by: str | None = None) -> tuple[int, dict[str, Any]]:
         """`decide`, answered over HTTP (the route and the console): the outcome, or an error that says what
         happened: the decision was refused (4xx), taken back with nothing sent (503 `approval_reopened`: decide
         again), or the run failed after something was sent (saying it may have run; with the steps for the run's
         owner)."""
         try:
-            outcome = await self.decide(state, approval_id, decision, rights=rights, by=by, cut=cut)
+            outcome = await self.decide(state, approval_id, decision, rights=rights, by=by)
         except ApprovalError as exc:
             code = {AlreadyDecided: "approval_used", DecisionNotCarriedOut: "approval_reopened",
                     ToolGone: "tool_gone"}.get(type(exc))
@@ -228,13 +228,13 @@ class Safety(ServingSafeguards):
         return rights.owns(record.client, run_subject(run) if run is not None else None)
 
     async def decide(self, state: Any, approval_id: str, decision: Decision, *, rights: Rights = Rights.OPEN,
-                     by: str | None = None, cut: ResumeCut | None = None) -> Outcome:
+                     by: str | None = None) -> Outcome:
         """Decide one approval (when `rights` may) and resume its run on `state` (the server's GatewayState) when it
         was the last, as the run's owner, keeping its answer for them; `by` names the deciding client in the audit
-        log; `cut`: told the chat run resumed, for its row if the stopping instance cuts it."""
+        log."""
 
         async def resume(run: RunRecord, decisions: dict[str, Decision]) -> Any:
-            return await self._resume(state, run, decisions, cut)
+            return await self._resume(state, run, decisions)
 
         def gone(record: ApprovalRecord) -> str | None:
             """Why approving `record` would run nothing: a reload took its tool (or its agent) away. The decider
@@ -296,14 +296,12 @@ class Safety(ServingSafeguards):
         body["gateway"]["approval"] = approval
         return 200, body
 
-    async def _resume(self, state: Any, run: RunRecord, decisions: dict[str, Decision],
-                      cut: ResumeCut | None = None) -> Any:
+    async def _resume(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
         """Continue a claimed run on the current generation (a restart or reload in between is fine)."""
         with bind_caller(client=run.client):  # the run goes on as its owner (limits, budgets, audit), not its decider
-            return await self._resume_as_owner(state, run, decisions, cut)
+            return await self._resume_as_owner(state, run, decisions)
 
-    async def _resume_as_owner(self, state: Any, run: RunRecord, decisions: dict[str, Decision],
-                               cut: ResumeCut | None) -> Any:
+    async def _resume_as_owner(self, state: Any, run: RunRecord, decisions: dict[str, Decision]) -> Any:
         async with state.use() as generation:
             if run.kind == "call":
                 return await self._resume_call(generation, run, decisions)
@@ -325,17 +323,17 @@ class Safety(ServingSafeguards):
             # it does not start (`OverShare`: nothing was sent, so the decision is taken back, to be made again).
             share = await state.runs.take(run.client, generation.runtime.manifest.gateway.max_runs_per_client)
             try:
-                return await self._resume_chat(run, agent, generation, decisions, approved, cut)
+                return await self._resume_chat(run, agent, generation, decisions, approved)
             finally:
                 await share.release()
 
     async def _resume_chat(self, run: RunRecord, agent: AgentConfig, generation: Generation,
-                           decisions: dict[str, Decision], approved: dict[str, str],
-                           cut: ResumeCut | None = None) -> RunResult:
-        """The claimed chat run resumed on `generation` as its owner, with `approved` calls named by tool."""
+                           decisions: dict[str, Decision], approved: dict[str, str]) -> RunResult:
+        """The claimed chat run resumed on `generation` as its owner, with `approved` calls named by tool; one the
+        stopping instance cuts before its row is written gets its `stopped` row from the decision's door
+        (`cut_doors.ResumeDoor`, when the decision came by one)."""
         started = time.perf_counter()
-        if cut is not None:
-            cut.begin(run)
+        resume_begins(run, self.audit)
         with bind_caller(agent=agent.name, run_id=run.id, approvals=approved, **run_owner(run)):
             result = await loop.resume(run.state["loop"], decisions, agent=agent,
                                        adapter=generation.adapter(agent.provider),
@@ -351,12 +349,10 @@ class Safety(ServingSafeguards):
                     await self.approvals.hold_again(run, result)
                 except RunError as ended:
                     await self._record_chat(agent.name, result, run_id=run.id, started=started, ended=ended)
-                    if cut is not None:
-                        cut.recorded()
+                    resume_recorded()
                     raise
                 await self._record_chat(agent.name, result, run_id=run.id, started=started)
-                if cut is not None:
-                    cut.recorded()
+                resume_recorded()
             except Exception as exc:
                 attach_steps(exc, result.steps)  # the approved calls ran: the error answer says so
                 raise

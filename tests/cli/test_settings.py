@@ -4,7 +4,10 @@ environment through `${VAR}`, the command line), secrets as set/unset only."""
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +131,100 @@ def test_short_forms_are_the_files_and_implied_keys_say_so(tmp_path: Path, monke
     assert rows["apis.shop.auth[0].type"]["layer"] == "agents.yaml"
     assert rows["providers.openai.kind"] == {"key": "providers.openai.kind", "value": "openai", "layer": "default",
                                              "source": "implied by agents.yaml:2"}
+
+
+RUNNING_AGENTS = """\
+providers:
+  llm: {kind: openai, base_url: "http://127.0.0.1:9/v1", api_key: "${LLM_KEY:-}"}
+agents:
+  ops:
+    model: llm/unused
+    max_iterations: ${MAX_IT:-12}
+    tools: [{api: slow}]
+clients:
+  admin: {key: ck-admin-settings-0011, admin: true, agents: []}
+  plain: {key: ck-plain-settings-0022, agents: [ops]}
+gateway:
+  shared_state_timeout: 4
+"""
+
+
+def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gateway settings` reads agents.yaml with the terminal's environment; a gateway started with another one (and
+    whose reload of an edit was refused since) runs otherwise. `--url` asks the running process (`GET /settings`,
+    an admin key from GATEWAY_KEY): its `${MAX_IT}`, its `GATEWAY_LOG_FORMAT`, its loaded values after a refused
+    reload, and says the file changed and why the reload was refused. Before: no way to ask; the file's values."""
+    import signal
+
+    import httpx
+    from serve_process import start_serve, write_slow_project
+
+    write_slow_project(tmp_path, "http://127.0.0.1:9", RUNNING_AGENTS)
+    monkeypatch.chdir(tmp_path)
+    for name in ("GATEWAY_SPECS", "GATEWAY_AGENTS", "GATEWAY_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in (("MAX_IT", "7"), ("GATEWAY_LOG_FORMAT", "json"), ("LLM_KEY", "sk-running-secret-3344")):
+        monkeypatch.setenv(name, value)  # the running gateway's environment, not the terminal's below
+    process, port = start_serve(tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for name in ("MAX_IT", "GATEWAY_LOG_FORMAT", "LLM_KEY"):
+            monkeypatch.delenv(name)
+        status, rows, err = _settings(capsys)  # the file, read here
+        assert status == 0, err
+        assert rows["agents.ops.max_iterations"]["value"] == 12 and rows["log_format"]["value"] == "text"
+
+        monkeypatch.setenv("GATEWAY_KEY", "ck-admin-settings-0011")
+        status, rows, err = _settings(capsys, "--url", url)
+        assert status == 0 and err == "", err
+        assert rows["agents.ops.max_iterations"] == {"key": "agents.ops.max_iterations", "value": 7,
+                                                     "layer": "environment", "source": "$MAX_IT via agents.yaml:6"}
+        assert rows["log_format"] == {"key": "log_format", "value": "json", "layer": "environment",
+                                      "source": "GATEWAY_LOG_FORMAT"}
+        assert rows["providers.llm.api_key"]["value"] == "set" and rows["clients.plain.key"]["value"] == "set"
+        assert rows["agents"]["value"] == "./agents.yaml"
+        status, rows, _ = _settings(capsys, "--url", url, "--agent", "ops")
+        assert status == 0 and "agents.ops.model" in rows and "clients.admin.key" not in rows
+        assert main(["settings", "--url", url, "--agent", "nobody"]) == 2
+        assert "no agent 'nobody'" in capsys.readouterr().err
+        status = main(["settings", "--url", url])  # the table
+        out, _ = capsys.readouterr()
+        assert status == 0 and "sk-running-secret-3344" not in out and "ck-admin-settings-0011" not in out
+
+        def running_once(ready: Callable[[dict[str, Any]], bool]) -> None:
+            deadline = time.monotonic() + 60  # a hang guard only: a reload is tried once the edit settles
+            while not ready(httpx.get(f"{url}/settings", headers={"Authorization": "Bearer ck-admin-settings-0011"},
+                                      timeout=30).json()):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+
+        # A reload of a setting read at start only: the process keeps the value it started with, and says so.
+        (tmp_path / "agents.yaml").write_text(RUNNING_AGENTS.replace("shared_state_timeout: 4",
+                                                                     "shared_state_timeout: 9"))
+        running_once(lambda body: body["reloads"] == 1)
+        status, rows, err = _settings(capsys, "--url", url)
+        assert status == 0 and err == "", err
+        kept = rows["gateway.shared_state_timeout"]
+        assert kept["value"] == 4 and kept["source"] == ("agents.yaml:12 (read at start: agents.yaml now says "
+                                                         "otherwise, which a restart applies)"), kept
+
+        # An edit the running gateway refuses to reload: it runs what it loaded, and says so.
+        (tmp_path / "agents.yaml").write_text(RUNNING_AGENTS.replace("${MAX_IT:-12}", "many"))
+        running_once(lambda body: body["reload_refused"] is not None)
+        status, rows, err = _settings(capsys, "--url", url)
+        assert status == 0 and rows["agents.ops.max_iterations"]["value"] == 7
+        assert "agents.yaml changed since the running gateway loaded it" in err
+        assert "its last reload was refused" in err and "max_iterations" in err
+
+        for key, said in (("ck-plain-settings-0022", "HTTP 403"), ("", "HTTP 401")):
+            monkeypatch.setenv("GATEWAY_KEY", key)
+            assert main(["settings", "--url", url]) == 1
+            out, err = capsys.readouterr()
+            assert out == "" and said in err and "admin" in err, err
+        assert main(["settings", "--url", url, "--agents", "agents.yaml"]) == 2  # the running one has its own
+        assert main(["settings", "--url", "http://127.0.0.1:9"]) == 1
+        assert "cannot reach http://127.0.0.1:9/settings" in capsys.readouterr().err
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)

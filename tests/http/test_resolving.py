@@ -5,11 +5,12 @@ injected, as no DNS here answers `api.invalid` (which is how the test knows the 
 
 from __future__ import annotations
 
+import ipaddress
 import socket
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from pyreqwest.http import Url
 from recording_server import RecordingServer
 
 import gateway.http.resolving as resolving
@@ -87,15 +88,85 @@ _URLS = ["http://h.test/x", "https://h.test/x", "http://h.test:8080/x?y=/z", "ht
          "http://h.test?y=1", "http://user:p%40ss@h.test:81/x", "http://[::1]:8080/x", "http://[::1]/x",
          "http://H.Test./x", "http://h.test", "https://h.test:443", "http://h.test:8080?q=//other.test/x"]
 
+_SCHEMES = ("http", "https", "HTTP", "HtTpS")
+_USERINFO = ("", "u@", "u:p@", "a%40b:c%3Ad@", "evil.test%5C@", "a@b@")
+_HOSTS = ("h.test", "H.TEST", "h.test.", "H.Test.", "a.b.c.h.test", "api-1.internal", "127.0.0.1", "[::1]",
+          "[FE80::1]", "[::ffff:127.0.0.1]", "[2001:DB8::1]", "xn--bcher-kva.example", "bücher.example",
+          "%68.test", "h%2Etest", "%48.TEST.")
+_PORTS = ("", ":", ":80", ":443", ":8080", ":0443", ":65535")
+_TAILS = ("", "/", "/a/b", "?q=/x", "#f/x", "/p?x=//other.test/#y", "?@other.test/")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
-def test_a_urls_origin_is_its_split_whichever_url_of_that_origin_came_first() -> None:
-    # The split is remembered by the text before the path: every URL must still get its own origin, also one whose
-    # query or fragment comes before any `/` (then the remembered text is longer, never another host).
-    pins = PinnedClients(ClientOptions())
-    for url in [*_URLS, *reversed(_URLS), *(url + "/more?a=b" for url in _URLS)]:
-        parts = urlsplit(url)
-        assert pins._origin(url) == ((parts.hostname or "").rstrip("."),
-                                     parts.port or (443 if parts.scheme == "https" else 80), parts.scheme), url
+
+def _httpx_origin(url: str) -> tuple[str, int, str]:
+    """httpx's own parse: the host as it sends it (`raw_host`: IDNA-encoded, case folded), the port written or
+    the scheme's."""
+    parsed = httpx.URL(url)
+    return parsed.raw_host.decode("ascii"), parsed.port or _DEFAULT_PORTS[parsed.scheme], parsed.scheme
+
+
+def _sent_to(url: str) -> tuple[str, int, str]:
+    """Where the client library the gateway sends with connects: pyreqwest's own `Url` (the WHATWG URL parser the
+    request is built with)."""
+    parsed = Url(url)
+    host = parsed.host_str or ""
+    return host.strip("[]"), parsed.port_or_known_default or 0, parsed.scheme
+
+
+def _same_host(one: str, other: str) -> bool:
+    """Equal names, or equal addresses however written (`FE80::1` and `fe80::1`; `::ffff:127.0.0.1`)."""
+    try:
+        return ipaddress.ip_address(one) == ipaddress.ip_address(other)
+    except ValueError:
+        return one == other
+
+
+def test_a_urls_origin_is_where_the_client_sends_it_whichever_url_of_that_origin_came_first() -> None:
+    """Differential: `_origin` against httpx.URL's parse and the sending library's, over 18,842 URLs (schemes in
+    any case, userinfo, IPv6 literals, IDNA, trailing dots, percent-encoded hosts, default ports written out,
+    queries and fragments before any `/`), each split alone and among others of its origin in both orders (the
+    split is remembered by the text before the path). A wrong origin pins a call to another name's client: its
+    host is then looked up by the library, unchecked. Before: `H.Test.` was pinned as `h.test` while the library
+    connected to `h.test.` (and looked it up itself), `%68.test` was resolved as written while the library sent to
+    `h.test`."""
+    urls = [f"{scheme}://{userinfo}{host}{port}{tail}" for scheme in _SCHEMES for userinfo in _USERINFO
+            for host in _HOSTS for port in _PORTS for tail in _TAILS]
+    urls += [*_URLS, *(url + "/more?a=b" for url in _URLS)]
+    together, backwards = PinnedClients(ClientOptions()), PinnedClients(ClientOptions())
+    differs: set[str] = set()
+    for url in urls:
+        alone = PinnedClients(ClientOptions())._origin(url)
+        assert alone == together._origin(url), url
+        expected = _sent_to(url)
+        assert alone[1:] == expected[1:] and _same_host(alone[0], expected[0]), url
+        # httpx reads the same origin but for a host's escapes, which it keeps and the library decodes (`%68`).
+        seen_by_httpx = _httpx_origin(url)
+        if not (seen_by_httpx[1:] == alone[1:] and _same_host(seen_by_httpx[0], alone[0])):
+            differs.add(url)
+            assert "%" in seen_by_httpx[0], (url, seen_by_httpx, alone)
+    for url in reversed(urls):
+        assert backwards._origin(url) == together._origin(url), url
+    # A head that alone is no URL of its origin (the library drops a tab anywhere: `http://`) is not remembered.
+    assert together._origin("http:/\t/h.test/x") == ("h.test", 80, "http") == _sent_to("http:/\t/h.test/x")
+    assert together._origin("http:/x/y") == ("x", 80, "http")
+    assert differs and all("%" in _httpx_origin(url)[0] for url in differs)
+
+
+@pytest.mark.parametrize("written", ["api.invalid.", "API.Invalid.", "%61pi.invalid", "api%2Einvalid."])
+async def test_a_name_written_otherwise_goes_to_the_address_that_was_checked(written: str) -> None:
+    """A trailing dot, upper case, a percent-encoded host: the name the library connects to is the one resolved,
+    checked and pinned (before: a trailing dot or an escape pinned another name, and the library looked the host
+    up itself: the call failed here, where no DNS knows `api.invalid`; elsewhere it went where a second lookup
+    said, unchecked)."""
+    with RecordingServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        dns = _Dns("127.0.0.1")
+        wire = ReqwestWire(pins=PinnedClients(ClientOptions(), resolver=dns))
+        try:
+            assert await _get(wire, f"http://{written}:{port}/x") == 200
+            assert dns.asked == [_sent_to(f"http://{written}/")[0]]
+        finally:
+            await wire.aclose()
 
 
 async def test_an_address_as_host_is_not_resolved() -> None:
@@ -106,6 +177,21 @@ async def test_an_address_as_host_is_not_resolved() -> None:
             assert await _get(wire, f"{server.url}/x") == 200
         finally:
             await wire.aclose()
+    assert dns.asked == []
+
+
+@pytest.mark.parametrize("host", ["2852039166", "0xa9fea9fe", "169.254.43518", "[::ffff:a9fe:a9fe]"])
+async def test_a_metadata_address_in_any_form_the_library_reads_gets_nothing(host: str) -> None:
+    """An address written as the library reads it is not resolved, and not sent when it is a metadata address (a
+    spec's server is refused so before it gets here: `gateway.http.request`; this holds without that too, as the
+    system resolver's answer for the same text did)."""
+    dns = _Dns("127.0.0.1")
+    pins = PinnedClients(ClientOptions(), resolver=dns)
+    try:
+        with pytest.raises(ApiSetupError, match=r"is (::ffff:a9fe:a9fe|169\.254\.169\.254), a link-local.*not sent"):
+            await pins.client_for(f"http://{host}/latest/meta-data")
+    finally:
+        await pins.aclose()
     assert dns.asked == []
 
 

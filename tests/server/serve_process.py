@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from recording_server import RecordingServer, Reply
 from shared_servers import free_port
+
+from gateway.safety.audit import CANCELLED, CANCELLED_UNSENT
 
 SLOW_SPEC = """\
 openapi: 3.0.3
@@ -56,3 +64,54 @@ def start_serve(folder: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int
                 process.kill()
                 raise RuntimeError(f"gateway serve did not start: {(folder / 'serve.log').read_text()}") from None
             time.sleep(0.05)
+
+
+HELD_BY_A_HOOK = """\
+    hooks:
+      - {on: before_tool_call, url: "UPSTREAM/hook", timeout: 30}
+"""
+"""A hook that answers late: the call waits in it, before its audit row and before anything is sent."""
+
+CUTS = {
+    # what the call waits on when the graceful timeout ends: the upstream (sent), or a hook before its audit row
+    "sent": ("/slow", "", "was sent and may have run upstream", CANCELLED),
+    "not sent": ("/hook", HELD_BY_A_HOOK, "The call was not sent: nothing ran upstream", CANCELLED_UNSENT),
+}
+
+
+@contextmanager
+def stopped_while_held(folder: Path, upstream: RecordingServer, llm_url: str, sent: str,
+                       settings: str = "") -> Iterator[int]:
+    """`gateway serve --graceful-timeout 1` whose `ops` agent (with `settings` too) runs on the scripted LLM at
+    `llm_url`;
+    SIGTERM once a call reached the place `sent` names (held there 8 s); the block's caller makes that call, and the
+    process has ended when the block does."""
+    held_at, hooks, _, _ = CUTS[sent]
+    upstream.route(held_at, Reply(200, {"done": True}, delay=8))
+    agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm_url}/v1") + settings \
+        + hooks.replace("UPSTREAM", upstream.url)
+    write_slow_project(folder, upstream.url, agents)
+    process, port = start_serve(folder, "--graceful-timeout", "1")
+
+    def stop_once_held() -> None:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while not any(request.path == held_at for request in upstream.requests) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGTERM)
+
+    stopper = threading.Thread(target=stop_once_held)
+    stopper.start()
+    try:
+        yield port
+        stopper.join(60)
+        assert process.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        process.kill()
+
+
+def audit_rows(folder: Path, kind: str = "tool") -> list[tuple[str, str]]:
+    """(status, error) of the stopped gateway's rows of `kind`, read by `gateway audit` (the operator's export)."""
+    done = subprocess.run([sys.executable, "-m", "gateway", "audit", "--json"], cwd=folder, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return [(row["status"], row["error"]) for line in done.stdout.splitlines()
+            if (row := json.loads(line))["kind"] == kind]

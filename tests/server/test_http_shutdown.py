@@ -6,13 +6,10 @@ tells it (tests/server/test_mcp_shutdown.py), and the call's audit row agrees.""
 from __future__ import annotations
 
 import json
-import signal
+import re
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,62 +17,11 @@ import httpx
 import openai
 import pytest
 from openai.types.responses import ResponseCreatedEvent, ResponseFailedEvent
-from recording_server import RecordingServer, Reply
+from recording_server import RecordingServer
 from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
-from serve_process import SLOW_AGENTS, start_serve, write_slow_project
+from serve_process import CUTS, audit_rows, stopped_while_held
 from server_support import LenientLLM
-
-from gateway.safety.audit import CANCELLED, CANCELLED_UNSENT
-
-HELD_BY_A_HOOK = """\
-    hooks:
-      - {on: before_tool_call, url: "UPSTREAM/hook", timeout: 30}
-"""
-"""A hook that answers late: the call waits in it, before its audit row and before anything is sent."""
-
-CUTS = {
-    # what the call waits on when the graceful timeout ends: the upstream (sent), or a hook before its audit row
-    "sent": ("/slow", "", "was sent and may have run upstream", CANCELLED),
-    "not sent": ("/hook", HELD_BY_A_HOOK, "The call was not sent: nothing ran upstream", CANCELLED_UNSENT),
-}
-
-
-@contextmanager
-def _stopped_while_held(folder: Path, upstream: RecordingServer, llm: LenientLLM, sent: str,
-                        settings: str = "") -> Iterator[int]:
-    """`gateway serve --graceful-timeout 1` whose `ops` agent (with `settings` too) runs on the scripted LLM;
-    SIGTERM once a call reached the place `sent` names (held there 8 s); the block's caller makes that call, and the
-    process has ended when the block does."""
-    held_at, hooks, _, _ = CUTS[sent]
-    upstream.route(held_at, Reply(200, {"done": True}, delay=8))
-    agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm.url}/v1") + settings \
-        + hooks.replace("UPSTREAM", upstream.url)
-    write_slow_project(folder, upstream.url, agents)
-    process, port = start_serve(folder, "--graceful-timeout", "1")
-
-    def stop_once_held() -> None:
-        deadline = time.monotonic() + 60  # a hang guard only
-        while not any(request.path == held_at for request in upstream.requests) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        process.send_signal(signal.SIGTERM)
-
-    stopper = threading.Thread(target=stop_once_held)
-    stopper.start()
-    try:
-        yield port
-        stopper.join(60)
-        assert process.wait(30) in (0, -signal.SIGTERM)
-    finally:
-        process.kill()
-
-
-def _audit(folder: Path, kind: str = "tool") -> list[tuple[str, str]]:
-    """(status, error) of the stopped gateway's rows of `kind`, read by `gateway audit` (the operator's export)."""
-    done = subprocess.run([sys.executable, "-m", "gateway", "audit", "--json"], cwd=folder, capture_output=True,
-                          text=True, timeout=60, check=True)
-    return [(row["status"], row["error"]) for line in done.stdout.splitlines()
-            if (row := json.loads(line))["kind"] == kind]
 
 
 def _client(port: int) -> openai.OpenAI:
@@ -147,42 +93,61 @@ def test_a_call_cut_by_the_graceful_timeout_says_the_instance_stopped_and_whethe
     if door != "direct":
         llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
     _, _, said, row = CUTS[sent]
-    with _stopped_while_held(tmp_path, upstream, llm, sent) as port:
+    with stopped_while_held(tmp_path, upstream, llm.url, sent) as port:
         error = DOORS[door](port)
     assert error["code"] == "instance_stopped"
     assert "The gateway instance stopped" in error["message"] and said in error["message"]
     assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
-    assert _audit(tmp_path) == [("transport_error", row)]
+    assert audit_rows(tmp_path) == [("transport_error", row)]
     assert sum(request.path == "/slow" for request in upstream.requests) == (sent == "sent")
     if door != "direct":  # the chat's own row (before: none; the run never returned to write it)
         calls = "1 tool call was sent" if sent == "sent" else "no tool call was sent"
-        assert _audit(tmp_path, "chat") == [
+        assert audit_rows(tmp_path, "chat") == [
             ("stopped", f"The gateway instance stopped before the run ended: {calls}"
                         + (" (their rows, under this run's id, say how each ended)." if sent == "sent" else "."))]
 
 
+def _decide_on_the_api(port: int, approval: str) -> httpx.Response:
+    return httpx.post(f"http://127.0.0.1:{port}/approvals/{approval}", json={"decision": "approve"}, timeout=60)
+
+
+def _decide_on_the_console(port: int, approval: str) -> httpx.Response:
+    """The console's Approve button, as its script sends it: the page's CSRF token, the decision as JSON."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as browser:
+        page = browser.get("/console/approvals")
+        token = re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text)
+        assert page.status_code == 200 and token is not None and approval in page.text, page.text
+        return browser.post(f"/console/approvals/{approval}", json={"decision": "approve"},
+                            headers={"X-CSRF-Token": token.group(1)})
+
+
+DECIDERS: dict[str, Callable[[int, str], httpx.Response]] = {
+    "api": _decide_on_the_api, "console": _decide_on_the_console}
+
+
+@pytest.mark.parametrize("decider", list(DECIDERS))
 @pytest.mark.parametrize("sent", list(CUTS))
 def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_and_its_run_has_its_row(
-        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> None:
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str, decider: str) -> None:
     """The decision's answer is the chat's (the resumed run's completion), so its cut is answered as a cut chat's:
-    the 503 with the OpenAI-shaped error (before: uvicorn's plain-text 500), and the run gets its `stopped` row
-    (before: none, the resumed loop never returned to write it)."""
+    the 503 with the OpenAI-shaped error (before: uvicorn's plain-text 500; from the console's Approve button too,
+    whose script shows the error's message), and the run gets its `stopped` row (before: none, the resumed loop
+    never returned to write it)."""
     llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
     _, _, said, row = CUTS[sent]
-    with _stopped_while_held(tmp_path, upstream, llm, sent, "    approval: always\n") as port:
+    with stopped_while_held(tmp_path, upstream, llm.url, sent, "    approval: always\n") as port:
         paused = _client(port).chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}])
         [pending] = paused.model_extra["gateway"]["pending_approvals"]  # type: ignore[index]
-        answer = httpx.post(f"http://127.0.0.1:{port}/approvals/{pending['id']}", json={"decision": "approve"},
-                            timeout=60)
+        answer = DECIDERS[decider](port, pending["id"])
     assert answer.status_code == 503, answer.text
     error = answer.json()["error"]
     assert error["code"] == "instance_stopped" and error["type"] == "server_error"
     assert "The gateway instance stopped" in error["message"] and said in error["message"]
     assert answer.json()["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
-    assert ("transport_error", row) in _audit(tmp_path)
+    assert ("transport_error", row) in audit_rows(tmp_path)
     calls = "1 tool call was sent (their rows, under this run's id, say how each ended)." if sent == "sent" \
         else "no tool call was sent."
-    assert _audit(tmp_path, "chat") == [  # newest first
+    assert audit_rows(tmp_path, "chat") == [  # newest first
         ("stopped", f"The gateway instance stopped before the run ended: {calls}"), ("paused", None)]
     listed = subprocess.run([sys.executable, "-m", "gateway", "approvals", "list", "--json"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=60, check=True)

@@ -65,7 +65,7 @@ def test_document_is_valid_openapi_and_lists_every_route(served: str, gw: tuple[
     assert set(document["paths"]) == {"/healthz", "/readyz", "/v1/models", "/v1/models/{model}", "/v1/chat/completions",
                                       "/v1/responses", "/v1/responses/{id}", "/agents", "/agents/{agent}/tools",
                                       "/agents/{agent}/tools/search",
-                                      "/approvals", "/approvals/{id}", "/audit", *TOOL_PATHS}
+                                      "/approvals", "/approvals/{id}", "/audit", "/settings", *TOOL_PATHS}
     forecast = document["paths"]["/agents/weather/tools/getForecast"]["post"]["requestBody"]
     assert forecast["required"] is True
     ref = forecast["content"]["application/json"]["schema"]["$ref"]
@@ -100,7 +100,7 @@ def test_schemathesis_finds_no_server_error_and_no_response_outside_the_schema(s
     url = served
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 18
+    assert len(operations) == 19
     for operation in operations:
         if operation.path == "/agents/triage/tools/createIssueComment":
             continue  # under approval: a call is queued before its arguments are validated (the pipeline's order)

@@ -199,3 +199,103 @@ def test_localhost_is_every_loopback_address_on_one_port() -> None:
     finally:
         for sock in listeners:
             sock.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process `pid` started, and theirs (Linux's /proc: `children` of each of its threads)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *_descendants(int(child))]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie has ended; only its parent has not asked how
+
+
+def _listening(pid: int) -> set[tuple[str, int]]:
+    """The (address, port) pairs `pid` listens on: its socket descriptors matched with the kernel's TCP tables."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            address, port = fields[1].split(":")
+            raw = bytes.fromhex(address)  # 32-bit words in the host's order (little-endian here)
+            packed = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add((socket.inet_ntop(family, packed), int(port, 16)))
+    return found
+
+
+def _port_free(address: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a restarted gateway binds it
+        try:
+            probe.bind((address, port))
+            probe.listen()
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1) to connect over")
+def test_serve_on_localhost_with_workers_answers_on_both_addresses_and_stops_every_worker(tmp_path: Path) -> None:
+    """`--host localhost --workers 2`: each worker listens on 127.0.0.1 and ::1 on the one port (the parent bound
+    both sockets; its workers inherit them), both answer, and SIGTERM ends every process the gateway started (no
+    worker left holding the port: it is free again on both addresses)."""
+    import signal
+
+    import httpx
+
+    log = tmp_path / "serve.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen([*_serve_command(0), "--host", "localhost", "--workers", "2"], cwd=tmp_path,
+                                   stdout=subprocess.DEVNULL, stderr=stderr,
+                                   env={**os.environ, "GATEWAY_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while (found := re.search(r" on http://localhost:(\d+) \(127\.0\.0\.1 and \[::1\]\) \(console: "
+                                  r".*\(2 workers\)", log.read_text())) is None:
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        port = int(found.group(1))
+        for address in ("[::1]", "127.0.0.1"):
+            while True:
+                try:
+                    answer = httpx.get(f"http://{address}:{port}/healthz", headers={"host": f"localhost:{port}"},
+                                       timeout=10)
+                    break
+                except httpx.ConnectError:  # bound, the workers still starting: they listen once started
+                    assert time.monotonic() < deadline and process.poll() is None, (address, log.read_text())
+                    time.sleep(0.05)
+            assert answer.status_code == 200, (address, answer.text)
+        started = _descendants(process.pid)
+        workers = [pid for pid in started if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert len(workers) == 2, [Path(f"/proc/{pid}/cmdline").read_text() for pid in started]
+        for worker in workers:
+            assert {("127.0.0.1", port), ("::1", port)} <= _listening(worker), worker
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log.read_text()
+    finally:
+        process.kill()
+        process.wait(30)
+    deadline = time.monotonic() + 30  # multiprocessing's resource tracker ends as the parent's end closes its pipe
+    while (left := [pid for pid in started if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == [], "orphaned: " + ", ".join(Path(f"/proc/{pid}/cmdline").read_text() for pid in left)
+    assert _port_free("127.0.0.1", port) and _port_free("::1", port)

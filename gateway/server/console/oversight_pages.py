@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 
 from ...loop_types import Decision
 from ...runtime import refusal_lines
 from ...safety.approvals import approval_dict, refusal, run_subject
 from ...store import AUDIT_KINDS, ApprovalRecord, AuditQuery
+from ..cut_doors import ResumeDoor
 from ..routes import read_json, readiness, state_of, toolset_of
 from ..run_answers import kept_answer
 from .rendering import json_error, viewer_of
@@ -120,7 +121,8 @@ def routes(console: Console) -> list[Route]:
         Route("/audit", console.page(audit_page), methods=["GET"]),
         Route("/runs/{run_id}", console.page(run_page), methods=["GET"]),
         Route("/approvals", console.page(approvals_page), methods=["GET"]),
-        Route("/approvals/{id}", decide, methods=["POST"]),
+        # The API's approvals door: a resume the stopping instance cuts is answered so, and its run gets its row.
+        Route("/approvals/{id}", ResumeDoor(request_response(decide)), methods=["POST"]),
         Route("/health", console.page(health_page), methods=["GET"]),
     ]
 

@@ -422,3 +422,25 @@ def test_a_key_does_not_see_another_agent_and_admin_sees_all(served: str, browse
     browser.get(f"{served}/console/health")
     assert "open-meteo" in browser.find_element(By.TAG_NAME, "main").text
     screenshot(browser, "health")
+
+
+def test_an_approval_whose_resume_the_stopping_instance_cuts_says_so_on_its_card(
+        tmp_path: Path, browser: Any, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """Approve on the console while the instance stops (SIGTERM, `--graceful-timeout 1`, the approved call held at
+    the upstream): the card says the instance stopped and that the call was sent and may have run, from the 503 the
+    console's decision door answers as the API's does (before: uvicorn's bare 500, shown as "Internal Server
+    Error"), and the run gets its `stopped` row."""
+    import openai
+    from selenium.webdriver.common.by import By
+    from serve_process import audit_rows, stopped_while_held
+
+    llm.script(Reply(calls=[Call("slow")]), Reply(text="never asked: the instance stops first"))
+    with stopped_while_held(tmp_path, upstream, llm.url, "sent", "    approval: always\n") as port:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        client.chat.completions.create(model="ops", messages=[{"role": "user", "content": "go"}])
+        browser.get(f"http://127.0.0.1:{port}/console/approvals")  # no `clients`: an open console
+        browser.find_element(By.CSS_SELECTOR, ".approval button.approve").click()
+        _wait(browser, _text_in(".approval .outcome", "The gateway instance stopped"))
+    said = browser.find_element(By.CSS_SELECTOR, ".approval .outcome").text
+    assert "The call was sent and may have run upstream" in said, said
+    assert audit_rows(tmp_path, "chat")[0][0] == "stopped"
