@@ -21,6 +21,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from ..config.settings import DEFAULT_SHARED_STATE_TIMEOUT
+from ..errors import StoreUnavailable
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -38,7 +39,8 @@ from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
 from .redis_scripts import unavailable
 from .redis_slots import SharedGuards
-from .redis_watch import watched_connections
+from .redis_watch import watch_of, watched_connections
+from .server_watch import GONE_AFTER
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -115,7 +117,7 @@ class RedisCounters:
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES, supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError],
             # One log line when Redis stops answering, one when it is back (`gateway.store.redis_watch`).
-            connection_class=watched_connections(url))
+            connection_class=watched_connections(url, timeout))
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
         self._keeper: LeaseKeeper | None = None
@@ -159,6 +161,19 @@ class RedisCounters:
             await self._client.ping()
         except (redis.RedisError, OSError) as exc:
             raise unavailable(self.url, exc, self._client) from None
+
+    async def check(self) -> None:
+        """`ping`, asked again while Redis answers nothing and its watch cannot yet tell a slow server from a gone one
+        (`ServerWatch.late`): the sweep's (`Safeguards.sweep_once`, off every request's path), so that an idle
+        instance says a hung Redis gone in the sweep that found it, not a sweep later. At most `GONE_AFTER` + 1
+        PINGs, each waiting `shared_state_timeout` at most."""
+        watch = watch_of(self._client)
+        for attempt in range(GONE_AFTER + 1):
+            try:
+                return await self.ping()
+            except StoreUnavailable:
+                if watch is None or watch.slow_since is None or attempt == GONE_AFTER:
+                    raise
 
     async def aclose(self) -> None:
         if self._guards is not None:
