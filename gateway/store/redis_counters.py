@@ -21,7 +21,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from ..config.settings import DEFAULT_SHARED_STATE_TIMEOUT
-from ..errors import StoreUnavailable
 from .base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -40,7 +39,7 @@ from .postgres_schema import safe_url
 from .redis_scripts import unavailable
 from .redis_slots import SharedGuards
 from .redis_watch import watch_of, watched_connections
-from .server_watch import GONE_AFTER
+from .server_watch import settle
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -163,17 +162,8 @@ class RedisCounters:
             raise unavailable(self.url, exc, self._client) from None
 
     async def check(self) -> None:
-        """`ping`, asked again while Redis answers nothing and its watch cannot yet tell a slow server from a gone one
-        (`ServerWatch.late`): the sweep's (`Safeguards.sweep_once`, off every request's path), so that an idle
-        instance says a hung Redis gone in the sweep that found it, not a sweep later. At most `GONE_AFTER` + 1
-        PINGs, each waiting `shared_state_timeout` at most."""
-        watch = watch_of(self._client)
-        for attempt in range(GONE_AFTER + 1):
-            try:
-                return await self.ping()
-            except StoreUnavailable:
-                if watch is None or watch.slow_since is None or attempt == GONE_AFTER:
-                    raise
+        """`ping`, asked again while a timeout leaves slow and gone undecided (`server_watch.settle`): the sweep's."""
+        await settle(self.ping, watch_of(self._client))
 
     async def aclose(self) -> None:
         if self._guards is not None:
@@ -264,6 +254,12 @@ class CountedStore(Store):
     async def check_writable(self) -> None:
         await self.inner.check_writable()
         await self.counters.ping()
+
+    async def check(self) -> None:
+        try:
+            await self.inner.check()
+        finally:  # Redis asked whether the store answers or not
+            await self.counters.check()
 
     def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         return [*self.inner.readiness(), ("redis", self.counters.ping)]

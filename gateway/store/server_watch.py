@@ -10,10 +10,10 @@ server answers again (`ServerWatch.answered_again`); a store only counts, it nev
 (which is the process's: a store that did made one test's log depend on whether an earlier one had opened a store).
 
 A request that got no answer within its wait (`gateway.shared_state_timeout`) is not yet an outage: a busy server (a
-long script, `DEBUG SLEEP`, a slow disk) answers late, and from outside it looks exactly like a hung one (stopped
-with SIGSTOP: the kernel still accepts connections, nothing answers) until it answers. So such a request is said once,
-as slow (`late`: the timeout and the request's error, one line for a spell of them), and the server is said gone
-only once it has answered nothing for `GONE_AFTER` of its waits in a row, or at once when it refuses a connection;
+long script, `DEBUG SLEEP`, a question waiting on a lock) answers late, and from outside it looks exactly like a hung
+one (stopped with SIGSTOP: the kernel still accepts connections, nothing answers) until it answers. So such a request is
+said once, as slow (`late`: the timeout and the request's error, one line for a spell of them), and the server is said
+gone only once it has answered nothing for `GONE_AFTER` of its waits in a row, or at once when it refuses a connection;
 its coming back is said only after an outage, not after a slow spell.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 logger = logging.getLogger("gateway.store")
 
@@ -95,3 +96,17 @@ class ServerWatch:
 def one_line(text: str) -> str:
     """`text` with its line breaks (and the indentation after them) read as one space."""
     return _BREAKS.sub(" ", text.strip())
+
+
+async def settle(ask: Callable[[], Awaitable[None]], watch: ServerWatch | None) -> None:
+    """`ask` (a PING, a `SELECT 1`), asked again while it goes unanswered and `watch` cannot yet tell a slow server
+    from a gone one (`late`): the stuck-runs sweep's (`Safeguards.sweep_once`, off every request's path), so that an
+    idle instance says a hung server gone in the sweep that found it, not a sweep later (a spell's requests a minute
+    apart are each a new spell: `SPELL_OVER`). At most `GONE_AFTER` + 1 questions, each waiting its timeout at most;
+    raises as `ask` when the server does not answer."""
+    for attempt in range(GONE_AFTER + 1):
+        try:
+            return await ask()
+        except Exception:
+            if watch is None or watch.slow_since is None or attempt == GONE_AFTER:
+                raise

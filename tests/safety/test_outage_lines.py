@@ -1,7 +1,9 @@
 """What the log says of a Redis or PostgreSQL outage: one line when the server goes, one when it is back, whether
-requests come or not, whether it refuses connections (stopped) or takes them and never answers (SIGSTOP), and from
-the renewal of the places held in Redis as from the client's connections. Real parts: Debian's redis-server and
-PostgreSQL on 127.0.0.1, halted and started again on their port, or paused (SIGSTOP) and resumed (SIGCONT)."""
+requests come or not, whether it refuses connections (stopped) or takes them and never answers (SIGSTOP: said slow
+first), and from the renewal of the places held in Redis as from the client's connections; of a busy server (a long
+script, DEBUG SLEEP, a lock), one line that it was slow; of places lost with Redis's data, one line. Real parts:
+Debian's redis-server and PostgreSQL on 127.0.0.1, halted and started again on their port, or paused (SIGSTOP) and
+resumed (SIGCONT)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 from redis.backoff import NoBackoff
@@ -293,23 +296,26 @@ async def test_the_sweep_s_ping_of_a_hung_redis_keeps_no_request_waiting(
         await safety.aclose()
 
 
-async def test_a_paused_postgresql_is_said_gone_at_the_first_question_it_does_not_answer_and_back_once_it_does(
+async def test_a_paused_postgresql_is_said_slow_at_the_first_question_it_does_not_answer_gone_then_back(
         caplog: pytest.LogCaptureFixture) -> None:
     database = PostgresServer().start()
     try:
         store = PostgresStore(database.url(), timeout=1)
         where = store.part
+        watch = store.watch
+        assert watch is not None
         with caplog.at_level(logging.INFO):
             await store.ping()
             database.pause()
             with pytest.raises(StoreUnavailable, match="did not answer within 1 s"):
                 await store.ping()
-            # Before: nothing (its connection was open), until a new connection's attempt timed out.
-            assert _outage_lines(caplog) == [
-                f"{where} is unreachable: no answer within 1 s (said once: a line will say when it is back)"]
-            for _ in range(2):
+            # Said at once (before mend59: nothing, its connection was open), as slow: a busy server looks the same.
+            assert _outage_lines(caplog) == [_slow_question(where)]
+            for _ in range(2 * GONE_AFTER):  # gone once a connection cannot be opened, or nothing answers for long
                 with pytest.raises(StoreUnavailable):
                     await store.ping()
+                if watch.down is not None:
+                    break
             database.resume()
             for _ in range(3):
                 await store.ping()
@@ -317,6 +323,58 @@ async def test_a_paused_postgresql_is_said_gone_at_the_first_question_it_does_no
     finally:
         database.resume()
         database.halt()
-    # Before: no line said it was back when it answered on a connection the pool kept.
+    # Before mend59: no line said it was back when it answered on a connection the pool kept.
     lines = _outage_lines(caplog)
-    assert len(lines) == 2 and lines[1] == f"{where} answers again", lines
+    assert len(lines) == 3 and lines[1].startswith(f"{where} is unreachable: "), lines
+    assert lines[2] == f"{where} answers again", lines
+
+
+def _slow_question(where: str) -> str:
+    return (f"{where} did not answer a request within 1 s (gateway.shared_state_timeout): the question was cancelled "
+            "(slow, not gone: a busy server answers late; said once: should it answer nothing for 3 s, a line will "
+            "say it is unreachable)")
+
+
+async def test_a_postgresql_question_waiting_on_a_lock_is_said_slow_once_not_gone_and_back(
+        postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture) -> None:
+    """A question held past the wait by another session's lock: told 503, and said slow once (before: the store
+    "is unreachable", then "answers again", as for an outage, while every other question was answered)."""
+    url = postgres_server.create_database()
+    store = PostgresStore(url, timeout=1)
+    where = store.part
+    try:
+        await store.ping()
+        with caplog.at_level(logging.INFO):
+            with psycopg.connect(url) as other:  # a transaction holding the audit table
+                other.execute("LOCK TABLE audit IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(StoreUnavailable, match="did not answer within 1 s"):
+                    await store.list_audit(limit=1)
+                await store.ping()  # the server answers all along
+                other.rollback()
+            assert await store.list_audit(limit=1) == []
+    finally:
+        await store.aclose()
+    assert _outage_lines(caplog) == [_slow_question(where)]
+
+
+async def test_an_idle_instance_says_a_hung_postgresql_gone_within_one_sweep(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No request: the sweep's question for stuck runs goes unanswered (said slow), and the sweep asks again until
+    the store's watch tells slow from gone (`Store.check`): gone in that sweep, not slow again a minute later."""
+    database = PostgresServer().start()
+    try:
+        safety = Safeguards(open_store(database.url(), timeout=1), Manifest(), redact_log_records=False)
+        with caplog.at_level(logging.INFO):
+            assert await safety.sweep_once() is False
+            database.pause()
+            assert await safety.sweep_once() is True  # the stuck runs could not be looked for
+            assert any(" is unreachable: " in line for line in _outage_lines(caplog))  # in that sweep
+            database.resume()
+            assert await safety.sweep_once(True) is False
+        await safety.aclose()
+    finally:
+        database.resume()
+        database.halt()
+    lines = _outage_lines(caplog)
+    assert len(lines) == 3 and " did not answer a request within 1 s " in lines[0], lines
+    assert " is unreachable: " in lines[1] and lines[2].endswith(" answers again"), lines
