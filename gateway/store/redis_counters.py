@@ -115,7 +115,8 @@ class RedisCounters:
             # asked again: the caller is told at once, not after RETRIES more timeouts).
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES, supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError],
-            # One log line when Redis stops answering, one when it is back (`gateway.store.redis_watch`).
+            # One log line when Redis is slow past the timeout, one when it is gone, one when it is back
+            # (`gateway.store.redis_watch`).
             connection_class=watched_connections(url, timeout))
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None

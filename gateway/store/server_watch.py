@@ -47,7 +47,8 @@ class ServerWatch:
 
     def __init__(self, what: str, wait: float | None = None) -> None:
         """`what` names the server in the log ("the store postgresql://gateway@db:5432/gateway"); `wait`: the seconds
-        a request waits for its answer (`gateway.shared_state_timeout`; None: no bound, so no answer is ever late)."""
+        a request waits for its answer (`gateway.shared_state_timeout`; None: not known, and a second request left
+        unanswered says the server gone)."""
         self.what = what
         self.wait = wait
         self.down: str | None = None
