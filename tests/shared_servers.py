@@ -174,7 +174,8 @@ class PostgresServer:
 class RedisServer:
     """`redis-server` on 127.0.0.1:<free port>, nothing saved to disk."""
 
-    def __init__(self) -> None:
+    def __init__(self, *options: str) -> None:
+        """`options`: more of redis-server's command-line options ("--enable-debug-command", "local")."""
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("Redis is not installed (apt-get install -y redis-server)")
@@ -182,6 +183,7 @@ class RedisServer:
         self.port = free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="gateway-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
+        self.options = options
 
     @property
     def url(self) -> str:
@@ -190,7 +192,7 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--dir", str(self.folder), *self.options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import redis
 
         deadline = time.monotonic() + 15

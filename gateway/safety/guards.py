@@ -199,10 +199,11 @@ class Safeguards:
             await asyncio.sleep(min(SWEEP_SECONDS, max(1.0, self.resume_grace() / 4)))
 
     async def sweep_once(self, failing: bool = False) -> bool:
-        """One round of `sweep`: stuck runs recovered, and Redis (with `gateway.redis`) asked one PING, so that an
-        idle instance's log also says when a shared server goes and when it is back (the store's and Redis's
-        watches say it, `gateway.store.server_watch`; before, nothing until a request came). Whether the stuck runs
-        could not be looked for (`failing`: the last round could not either, and said so)."""
+        """One round of `sweep`: stuck runs recovered, and Redis (with `gateway.redis`) asked one PING, either server
+        asked a few questions more while one times out (`Store.check`), so that an idle instance's log also says when a
+        shared server goes and when it is back (the store's and Redis's watches say it, `gateway.store.server_watch`;
+        before, nothing until a request came). Whether the stuck runs could not be looked for (`failing`: the last round
+        could not either, and said so)."""
         try:
             await self.recover_runs()
         except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
@@ -214,12 +215,10 @@ class Safeguards:
             if failing:
                 logger.info("looks for stuck runs again")
             failing = False
-        counters = getattr(self.store, "counters", None)
-        if counters is not None:
-            try:
-                await counters.ping()
-            except Exception:  # noqa: BLE001 - StoreUnavailable: Redis's watch said it, once an outage
-                pass
+        try:
+            await self.store.check()  # Redis's PING; either server asked again while slow and gone are undecided
+        except Exception:  # noqa: BLE001 - StoreUnavailable: the server's watch said it, once an outage
+            pass
         return failing
 
     async def aclose(self) -> None:

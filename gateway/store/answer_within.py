@@ -9,9 +9,11 @@ runs in a task of its own, and the caller stops waiting for it at the deadline: 
 query (up to 10 s of its own against a server that does not answer) and the pool replaces the connection. Awaiting
 the cancelled task instead would keep the caller those 10 s more.
 
-A question given up so is the part gone for the log too (`watch`: `ServerWatch.failed`, one line an outage): a hung
-server refuses no connection, so the pool's attempts to connect said nothing of it until one timed out, and a
-server that went on answering on the connections it had said nothing of its coming back.
+A question given up so is told to the log's watch as late (`ServerWatch.late`: said slow at once, one line a spell;
+gone once nothing has answered for a few timeouts, or a connection could not be opened): a hung server refuses no
+connection, so the pool's attempts to connect said nothing of it until one timed out, and a busy one (a question
+waiting on a lock, a slow disk) answers the next question on another connection, which ends the spell without a
+line, where it was said gone and back before.
 
 What the question may already have done stays done once the part answers (a row written after the caller was told
 503): the store's writes are each one statement or one transaction, so none is half done.
@@ -55,7 +57,7 @@ async def within(seconds: float, question: Awaitable[T], part: str, watch: Serve
     _abandoned.add(task)
     task.add_done_callback(_forget)
     if watch is not None:
-        watch.failed(f"no answer within {seconds:g} s")
+        watch.late("the question was cancelled")
     raise StoreUnavailable(f"{part} did not answer within {seconds:g} s")
 
 

@@ -453,6 +453,11 @@ class Store(abc.ABC):
         that answers reads but cannot write (a full disk) is not ready."""
         await self.ping()
 
+    async def check(self) -> None:  # noqa: B027 - a backend in this process's memory is always there
+        """The stuck-runs sweep's question, once a minute, off every request's path (`Safeguards.sweep_once`): a
+        shared server whose last request went unanswered is asked again until its watch tells slow from gone
+        (`gateway.store.server_watch.settle`), so an idle instance's log says an outage within that minute."""
+
     def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """What `/readyz` asks, each by the name it reports: the store's write, and Redis where a store counts
         there (`gateway.store.redis_counters`), asked apart so that the one that hangs is the one named."""

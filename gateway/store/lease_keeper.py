@@ -10,14 +10,20 @@ places end at most `LEASE` seconds after it stopped. An api's slots and the tick
 (`gateway.store.redis_slots`) are leased the same way, by the same task.
 
 A renewal that does not reach Redis is said once (its places end with their lease unless a later one does), and the
-first that reaches it again once: one line when Redis goes, one when it is back, as the Redis client's connections
-say it (`gateway.store.redis_watch`), not one every period of the outage.
+first that reaches it again once: one line when Redis goes, one when it is back, as the Redis client's connections say
+it (`gateway.store.redis_watch`), not one every period of the outage; a renewal that only timed out while Redis is slow,
+not yet gone (`ServerWatch.late`), says nothing of its own: the watch's line said Redis was slow. Places a renewal finds
+gone (a Redis restarted without its data, or flushed, loses every one at once) are said in one line: how many, in which
+keys, and which instance found them gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +31,7 @@ import redis
 import redis.asyncio as aioredis
 
 from .postgres_schema import safe_url
-from .redis_watch import went_away
+from .redis_watch import watch_of, went_away
 
 logger = logging.getLogger("gateway.safety")
 
@@ -108,7 +114,10 @@ class LeaseKeeper:
         try:
             lost: Any = await self._renew(keys=[key for _, key in held], args=[self.seconds, *(m for m, _ in held)])
         except (redis.RedisError, OSError) as exc:
-            went_away(self._client, exc)  # a timeout too: Redis stopped answering
+            went_away(self._client, exc)  # a timeout too: late, or gone once nothing has answered for a while
+            watch = watch_of(self._client)
+            if watch is not None and watch.down is None and watch.slow_since is not None:
+                return  # a slow Redis (said by its watch): the script likely ran late, and the next period tries again
             if not self._failing:
                 self._failing = True
                 logger.warning("%s held in Redis (clients' shares, apis' slots, waiters' tickets) not renewed (each "
@@ -121,6 +130,7 @@ class LeaseKeeper:
             logger.info("the places held in Redis at %s are renewed again (%s now)", safe_url(self.url),
                         _places(len(held)))
         renewed = dict(held)
+        ended: Counter[str] = Counter()
         for member in lost:
             name = member.decode() if isinstance(member, bytes) else str(member)
             entry = self._held.get(name)
@@ -130,10 +140,27 @@ class LeaseKeeper:
             if entry[1] is not None:
                 entry[1]()
                 continue
-            logger.warning("a place held in Redis (a client's share, an api's slot) ended with its lease while its "
-                           "work went on (Redis was out of reach for longer than %g s, or this process stalled): "
-                           "that work is no longer counted", self.lease)
+            ended[entry[0]] += 1
+        if ended:  # one line for the event (a Redis restarted empty loses every place at once), not one a place
+            logger.warning("%s held in Redis at %s by this instance (%s) ended with their lease while their work went "
+                           "on (Redis lost them: restarted without its data, or flushed; or it was out of reach for "
+                           "longer than %g s, or this process stalled): that work is no longer counted (%s)",
+                           _places(sum(ended.values())), safe_url(self.url), _instance(), self.lease, _by_key(ended))
 
 
 def _places(count: int) -> str:
     return f"{count} place{'' if count == 1 else 's'}"
+
+
+def _instance() -> str:
+    """This process, as the log names it when its places are found gone (every instance renews its own; asked when
+    said: a worker forked after the import has a pid of its own)."""
+    return f"host {socket.gethostname()}, pid {os.getpid()}"
+
+
+def _by_key(ended: Counter[str], most: int = 4) -> str:
+    """How many places ended in each sorted set, the fullest first (`most` of them named)."""
+    named = [f"{key}: {count}" for key, count in ended.most_common(most)]
+    if len(ended) > most:
+        named.append(f"{len(ended) - most} more keys")
+    return ", ".join(named)

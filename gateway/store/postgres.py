@@ -43,7 +43,7 @@ from .postgres_connections import PostgresConnections
 from .postgres_pool import no_connection, open_pool
 from .postgres_schema import migrate, safe_url
 from .postgres_sweeps import Batch, audit_rows, finished_runs, stored_answers
-from .server_watch import ServerWatch
+from .server_watch import ServerWatch, settle
 from .sqlite_tables import STUCK_RUNS, dumps
 from .sweeps import in_batches
 
@@ -109,7 +109,8 @@ class PostgresStore(PostgresConnections, Store):
         self._pool, self._attempts = open_pool(url, min_size=min_size, max_size=max_size, timeout=timeout,
                                                configure=_nul_free_text)
         self.watch: ServerWatch | None = self._attempts.watch
-        """Logs once when the server goes (a refused connection, a question given up) and once when it is back."""
+        """Logs a question given up as slow (once a spell), the server gone once it answers nothing for a few waits or
+        refuses a connection, and once when it is back (`gateway.store.server_watch`)."""
         self._opened = False
         self._opening: asyncio.Lock | None = None
         self._writes: set[asyncio.Task[None]] = set()
@@ -125,7 +126,7 @@ class PostgresStore(PostgresConnections, Store):
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._unreachable(exc) from None
         watch = self._attempts.watch
-        if watch.down is not None:  # a server that hung answers again on a connection it kept: said once
+        if watch.down is not None or watch.slow_since is not None:  # answered on a connection it kept: said once
             watch.answered()
 
     async def _open_pool(self) -> None:
@@ -395,6 +396,10 @@ class PostgresStore(PostgresConnections, Store):
     async def ping(self) -> None:
         async with self._connection() as conn:
             await conn.execute("SELECT 1")
+
+    async def check(self) -> None:
+        if self.watch is not None and self.watch.slow_since is not None:  # undecided: slow or gone
+            await settle(self.ping, self.watch)
 
     @answered_within
     async def check_writable(self) -> None:

@@ -67,7 +67,7 @@ def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
               reconnect_timeout: float | None = None) -> tuple[AsyncConnectionPool[Any], ConnectAttempts]:
     """The store's pool (opened on first use) and the record of its attempts to connect; `reconnect_timeout`:
     psycopg_pool's, half of `timeout` when None (the module's docstring; bench/store_recovery.py sets others)."""
-    attempts = ConnectAttempts(ServerWatch(f"the store {safe_url(url)}"))
+    attempts = ConnectAttempts(ServerWatch(f"the store {safe_url(url)}", timeout))
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
         connection_class=remembering(attempts),

@@ -38,7 +38,8 @@ from .lease_keeper import LeaseKeeper
 from .postgres_schema import safe_url
 from .redis_scripts import unavailable
 from .redis_slots import SharedGuards
-from .redis_watch import watched_connections
+from .redis_watch import watch_of, watched_connections
+from .server_watch import settle
 
 KEY_PREFIX = "gateway:{buckets}:"
 HEALTH_CHECK_SECONDS = 10
@@ -114,8 +115,9 @@ class RedisCounters:
             # asked again: the caller is told at once, not after RETRIES more timeouts).
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), RETRIES, supported_errors=(redis.ConnectionError,)),
             retry_on_error=[redis.ConnectionError],
-            # One log line when Redis stops answering, one when it is back (`gateway.store.redis_watch`).
-            connection_class=watched_connections(url))
+            # One log line when Redis is slow past the timeout, one when it is gone, one when it is back
+            # (`gateway.store.redis_watch`).
+            connection_class=watched_connections(url, timeout))
         self._take = self._client.register_script(_TAKE)
         self._guards: SharedGuards | None = None
         self._keeper: LeaseKeeper | None = None
@@ -159,6 +161,10 @@ class RedisCounters:
             await self._client.ping()
         except (redis.RedisError, OSError) as exc:
             raise unavailable(self.url, exc, self._client) from None
+
+    async def check(self) -> None:
+        """`ping`, asked again while a timeout leaves slow and gone undecided (`server_watch.settle`): the sweep's."""
+        await settle(self.ping, watch_of(self._client))
 
     async def aclose(self) -> None:
         if self._guards is not None:
@@ -249,6 +255,12 @@ class CountedStore(Store):
     async def check_writable(self) -> None:
         await self.inner.check_writable()
         await self.counters.ping()
+
+    async def check(self) -> None:
+        try:
+            await self.inner.check()
+        finally:  # Redis asked whether the store answers or not
+            await self.counters.check()
 
     def readiness(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         return [*self.inner.readiness(), ("redis", self.counters.ping)]
