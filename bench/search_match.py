@@ -349,8 +349,10 @@ def report_rule(rows: list[Row], earlier: list[Row]) -> float:
           f"(pooled, worst API), counted on {_delta(rows)[0]}'s {len(own)} new answered requests (pooled, worst API), "
           "unrelated and off-topic marked")
     print("| candidate | threshold | " + " | ".join(f"{name}'s gap ({len(levels)} new)" for name, levels in
-                                                 gaps.items()) + " | passes | counted on new | unrelated | off-topic |")
-    print("|---|---|" + "---|" * len(gaps) + "---|---|---|---|")
+                                                 gaps.items()) + " | passes | counted on new | training requests | "
+          "misses | unrelated | off-topic |")
+    print("|---|---|" + "---|" * len(gaps) + "---|---|---|---|---|---|")
+    trained = [cosine for api in dict.fromkeys(row["api"] for row in rows) for cosine in _trained(rows, api)]
     passing = []
     for name, limit in chosen.items():
         cells, ok = [], True
@@ -363,6 +365,8 @@ def report_rule(rows: list[Row], earlier: list[Row]) -> float:
         worst = max(counted, key=lambda api: len(_marked(counted[api], "fused", _cosine, limit)) / len(counted[api]))
         print(f"| {name} | {limit:.3f} | {' | '.join(cells)} | {'yes' if ok else 'no'} | "
               f"{_cell(own, 'fused', _cosine, limit)}, {_cell(counted[worst], 'fused', _cosine, limit)} ({worst}) | "
+              f"{sum(cosine < limit for cosine in trained)}/{len(trained)} | "
+              f"{_cell(every['misses'], 'fused', _cosine, limit)} | "
               f"{_cell(every['unrelated'], 'fused', _cosine, limit)} | "
               f"{_cell(every['offtopic'], 'fused', _cosine, limit)} |")
         if ok:
@@ -432,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.rule:
             report_rule(rows, json.loads(args.held_out.read_text()))
     for name in MEASURES:
+        if args.rule and MEASURES[name][0] != "fused":
+            continue  # the rule reads the fused cosine alone
         report(rows, name, detail=name == "fused: cosine of the closest" or name.endswith("API holds"))
     from gateway.offer.closeness import WEAK_COSINE
 
