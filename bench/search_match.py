@@ -1,14 +1,14 @@
 """Tool search's closeness mark (`gateway.offer.closeness`): how often it marks an answer weak when the API has
 nothing for the request (true flags) and when the right tool was among the first five (false flags, the cost).
 
-    python bench/search_match.py [--apis github stripe] [--dump rows.json] [--rows rows.json]
-        [--held-out rows-of-an-earlier-delta.json]
+    python bench/search_match.py [--apis github stripe] [--parts round33] [--dump rows.json] [--rows rows.json]
+        [--held-out rows-of-an-earlier-delta.json [--rule]]
 
 Method. Every API of bench/search.py's sets, its catalog compiled (or read from bench/search.py's cache), searched
 as `gateway.offer.toolsearch.search` answers: BM25 alone, and fused with the packaged local model
 (`search_embeddings: {kind: local}`, its tuned weights: the delta in place, named by its sha256 in `DELTAS`, with
 the last part it was trained on). Three kinds of requests:
-- in-API: the parts `round12`..`round32` of the API's own set (tests/openapi/search_tasks), each counted as answered
+- in-API: the parts `round12`..`round33` of the API's own set (tests/openapi/search_tasks), each counted as answered
   when one of its right operations is among the first five (as bench/search.py counts recall@5);
 - another API's: every request of those parts of one unrelated API, searched against this API's index (`UNRELATED`:
   pairs with no overlap of purpose, so none of them has an answer there);
@@ -30,9 +30,13 @@ with `--held-out`, rows measured with an earlier delta for which later parts are
 delta24 and `round24` for delta25, delta25 and `round25`..`round27` for delta27, delta27 and `round28`..`round32` for
 delta32), the threshold is set by what that delta flagged of the new parts (`report_held_out`): each new request's level
 among its API's answered training requests, pooled over the APIs; the level under which `FALSE_FLAGS` of the new
-requests fall is the share of each API's training requests to cut at, and the shipped threshold is the lowest API's cut
-there.
-`round33` and `round34` are never read.
+requests fall is the share of each API's training requests to cut at, and the lowest API's cut there was the shipped
+threshold up to delta32's. With `--rule` (branch rank50) the threshold is the rule's, decided on the development
+data: three candidates (the lowest API's cut, the second-lowest, a pooled cut), each held to a criterion on the
+expected false flags under two gaps, the earlier delta's (`--held-out`) and the rows' own delta's on the parts after
+its last (`round33` for delta32, spent), the highest that passes shipped (`report_rule`).
+`round34` (the lead's judge) and `round35` (being written) are never read; `--parts` measures some parts only (the
+off-topic requests then left out), to add rows to a file `--dump` wrote.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
-parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 33)))
-assert not {"round33", "round34"} & set(parts)
+parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 34)))
+assert not {"round34", "round35"} & set(parts)
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
@@ -69,6 +73,9 @@ DELTAS = {
     "bb95d761cb26fbf7370932d8e1d4e8da98ee650b58a77ea15760b5fc892d038a": ("delta32", "round32"),
 }
 FALSE_FLAGS = 0.02
+WORST_FLAGS = 0.05
+"""With `--rule`: the expected false flags on new answered requests a threshold may cost, pooled (`FALSE_FLAGS`, the
+mean over the APIs) and on any one API (`WORST_FLAGS`), under every gap."""
 OFFTOPIC = ROOT / "bench" / "search_offtopic.yaml"
 UNRELATED = {
     # the index searched <- whose requests: pairs of no common purpose (none of the requests has an answer there)
@@ -159,7 +166,7 @@ def measure(catalog: Any, api: str, words: _Words, query: str, wanted: set[str],
     return row
 
 
-def collect(apis: list[str]) -> list[Row]:
+def collect(apis: list[str], only: tuple[str, ...] = parts) -> list[Row]:
     from gateway.config.embeddings_endpoint import SearchEmbeddings, packaged_delta_sha256
     from gateway.offer.embeddings import Computation, prepare
 
@@ -174,11 +181,11 @@ def collect(apis: list[str]) -> list[Row]:
             if isinstance(pending, Computation):
                 pending.wait()
         words = _Words(catalog, api)
-        batches = [("in", part, task["q"], set(task["ops"])) for part in parts
+        batches = [("in", part, task["q"], set(task["ops"])) for part in only
                    for task in load_tasks(name).get(part, [])]
-        batches += [("unrelated", part, task["q"], set()) for part in parts
+        batches += [("unrelated", part, task["q"], set()) for part in only
                     for task in load_tasks(UNRELATED[name]).get(part, [])]
-        batches += [("offtopic", "offtopic", query, set()) for query in offtopic]
+        batches += [("offtopic", "offtopic", query, set()) for query in offtopic if only == parts]
         for kind, part, query, wanted in batches:
             rows.append({"api": name, "kind": kind, "part": part, "q": query, "delta": packaged_delta_sha256(),
                          **measure(catalog, api, words, query, wanted, embeddings)})
@@ -290,6 +297,85 @@ def report_held_out(rows: list[Row], earlier: list[Row]) -> None:
           f"{_cell(every['offtopic'], 'fused', _cosine, chosen)} |")
 
 
+def expected_flags(rows: list[Row], levels: list[float], limit: float) -> dict[str, float]:
+    """Per API of the rows: the share of its new answered requests a threshold `limit` is expected to flag, by a gap's
+    `levels` (`held_out_levels`): the share of the levels under the share of its answered training requests (of the
+    rows' delta) that `limit` flags."""
+    expected = {}
+    for api in dict.fromkeys(row["api"] for row in rows):
+        trained = _trained(rows, api)
+        expected[api] = _flagged_new(levels, bisect.bisect_left(trained, limit) / len(trained))
+    return expected
+
+
+def _floor3(value: float) -> float:
+    """Rounded down to three digits: what closeness.py holds."""
+    return math.floor(value * 1000) / 1000
+
+
+def candidates(rows: list[Row], levels: list[float]) -> dict[str, float]:
+    """The rule's candidates, each one threshold for every index, from the rows' delta's answered training requests
+    and an earlier delta's gap (`levels`): the lowest API's cut at the gap's level (as delta32 shipped), the
+    second-lowest API's cut there, and the highest threshold (steps of 0.001) at which the gap expects at most
+    `FALSE_FLAGS` of new answered requests flagged, pooled (the mean over the APIs)."""
+    level = levels[int(FALSE_FLAGS * len(levels))]
+    cuts = sorted(trained[int(level * len(trained))] for api in dict.fromkeys(row["api"] for row in rows)
+                  if (trained := _trained(rows, api)))
+    pooled = 0.0
+    for step in range(1, 1000):
+        flags = expected_flags(rows, levels, step / 1000)
+        if sum(flags.values()) / len(flags) > FALSE_FLAGS:
+            break
+        pooled = step / 1000
+    return {"A: the lowest API's cut": _floor3(cuts[0]), "B: the second-lowest API's cut": _floor3(cuts[1]),
+            "C: pooled, 2% expected": pooled}
+
+
+def passes(flags: dict[str, float]) -> bool:
+    """The rule's criterion under one gap: at most `FALSE_FLAGS` expected pooled, `WORST_FLAGS` on every API."""
+    return sum(flags.values()) / len(flags) <= FALSE_FLAGS and max(flags.values()) <= WORST_FLAGS
+
+
+def report_rule(rows: list[Row], earlier: list[Row]) -> float:
+    """The rule (bench/README.md, "The weak mark's rule decided on development data"): each candidate's expected false
+    flags under the earlier delta's gap and under the rows' own delta's (the parts after its last), its false flags
+    counted on those parts, its unrelated and off-topic shares; the threshold of the highest candidate that passes
+    under both gaps (the lowest API's cut when none does)."""
+    gaps = {_delta(earlier)[0]: held_out_levels(earlier), _delta(rows)[0]: held_out_levels(rows)}
+    chosen = candidates(rows, next(iter(gaps.values())))
+    own = _new(rows)
+    every = _groups(rows, "fused")
+    print(f"\nthe rule's candidates ({_delta(rows)[0]}): expected false flags on new answered requests under each gap "
+          f"(pooled, worst API), counted on {_delta(rows)[0]}'s {len(own)} new answered requests (pooled, worst API), "
+          "unrelated and off-topic marked")
+    print("| candidate | threshold | " + " | ".join(f"{name}'s gap ({len(levels)} new)" for name, levels in
+                                                 gaps.items()) + " | passes | counted on new | training requests | "
+          "misses | unrelated | off-topic |")
+    print("|---|---|" + "---|" * len(gaps) + "---|---|---|---|---|---|")
+    trained = [cosine for api in dict.fromkeys(row["api"] for row in rows) for cosine in _trained(rows, api)]
+    passing = []
+    for name, limit in chosen.items():
+        cells, ok = [], True
+        for levels in gaps.values():
+            flags = expected_flags(rows, levels, limit)
+            worst = max(flags, key=lambda api: flags[api])
+            cells.append(f"{sum(flags.values()) / len(flags):.2%}, {flags[worst]:.1%} ({worst})")
+            ok = ok and passes(flags)
+        counted = {api: [row for row in own if row["api"] == api] for api in dict.fromkeys(row["api"] for row in own)}
+        worst = max(counted, key=lambda api: len(_marked(counted[api], "fused", _cosine, limit)) / len(counted[api]))
+        print(f"| {name} | {limit:.3f} | {' | '.join(cells)} | {'yes' if ok else 'no'} | "
+              f"{_cell(own, 'fused', _cosine, limit)}, {_cell(counted[worst], 'fused', _cosine, limit)} ({worst}) | "
+              f"{sum(cosine < limit for cosine in trained)}/{len(trained)} | "
+              f"{_cell(every['misses'], 'fused', _cosine, limit)} | "
+              f"{_cell(every['unrelated'], 'fused', _cosine, limit)} | "
+              f"{_cell(every['offtopic'], 'fused', _cosine, limit)} |")
+        if ok:
+            passing.append(limit)
+    decided = max(passing, default=chosen["A: the lowest API's cut"])
+    print(f"the rule: weak under {decided:.3f} ({len(passing)} of {len(chosen)} candidates pass)")
+    return decided
+
+
 def _cell(rows: list[Row], mode: str, value: Callable[[Row], float], limit: float) -> str:
     if not rows:
         return "-"
@@ -333,17 +419,25 @@ def report(rows: list[Row], name: str, detail: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apis", nargs="+", choices=list(SPECS), default=list(SPECS))
+    parser.add_argument("--parts", nargs="+", choices=parts, default=parts,
+                        help="measure these parts only, the off-topic requests left out (rows to add to a dump)")
     parser.add_argument("--dump", type=Path, help="write every request's measures to this JSON file")
     parser.add_argument("--rows", type=Path, help="read the measures from a file --dump wrote, instead of searching")
     parser.add_argument("--held-out", type=Path, help="a file --dump wrote with an earlier delta, for which later "
                         "parts are new: the threshold of these rows' delta is chosen by what it flagged of them")
+    parser.add_argument("--rule", action="store_true", help="with --held-out: the rule's candidates and the one it "
+                        "decides (bench/README.md, \"The weak mark's rule decided on development data\")")
     args = parser.parse_args(argv)
-    rows = json.loads(args.rows.read_text()) if args.rows else collect(args.apis)
+    rows = json.loads(args.rows.read_text()) if args.rows else collect(args.apis, tuple(args.parts))
     if args.dump:
         args.dump.write_text(json.dumps(rows))
     if args.held_out:
         report_held_out(rows, json.loads(args.held_out.read_text()))
+        if args.rule:
+            report_rule(rows, json.loads(args.held_out.read_text()))
     for name in MEASURES:
+        if args.rule and MEASURES[name][0] != "fused":
+            continue  # the rule reads the fused cosine alone
         report(rows, name, detail=name == "fused: cosine of the closest" or name.endswith("API holds"))
     from gateway.offer.closeness import WEAK_COSINE
 

@@ -342,3 +342,17 @@ def test_the_path_words_the_signals_read_are_computed_when_the_index_opens() -> 
             assert facts.above_stems == tuple(stem_of(word) for word in above(facts.tool.path))
             assert facts.parameterized == ("{" in facts.tool.path)
     assert index_of(Catalog(tools)).opened("shop").facts[1].above_stems == ("site",)
+
+
+def test_no_slicebox_request_asks_the_put_of_a_series_type_for_a_new_name() -> None:
+    """Slicebox's `PUT /seriestypes/{id}` takes no body: it asks for every series to be relabelled with that type (its
+    spec: "request an asynchronous update of all series, labelling appropriate series with the series type"), and no
+    operation of the spec renames a series type (POST adds one, DELETE removes it). Five requests up to `round33` had
+    asked it for a new name; they ask what it does (bench/README.md, branch rank50). Parts after `round33` are not
+    read here (`round34` is judged, `round35` written)."""
+    tasks = load_tasks("slicebox")
+    asked = [task["q"] for part in PARTS[:PARTS.index("round33") + 1] for task in tasks.get(part, [])
+             if "put_seriestypes_id" in task["ops"]]
+    assert len(asked) == 5
+    renames = ("renam", "should read", "its name", "spelled", "called")
+    assert not [request for request in asked if any(word in request.lower() for word in renames)]
