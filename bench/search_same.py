@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round34", "round35"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round33` were
-measured once in their session, so a ranking check may search them now; `round34` is the next judge, `round35`
-the one after it)."""
+UNMEASURED = {"round35"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round34` were
+measured once in their session, so a ranking check may search them now; `round35` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
