@@ -4,6 +4,7 @@ either way the same answer (the official `mcp` client is the judge, and the SDK'
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Iterator
@@ -21,9 +22,12 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import INTERNAL_ERROR, methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from server_support import FORECAST
+from starlette.requests import Request
 
 from gateway.server.mcp.exchange import JSONExchange
 from gateway.server.mcp.plain import PlainCalls, plain_params
+from gateway.server.mcp.routing import FACTS_SCOPE_KEY
+from gateway.server.mcp.server import facts_from_request
 
 pytestmark = pytest.mark.anyio
 
@@ -294,3 +298,30 @@ def test_plain_params_are_what_every_surface_accepts(params: Any, plain: bool) -
     if plain:  # and the SDK's own checks agree, in every handshake version
         for version in HANDSHAKE_PROTOCOL_VERSIONS:
             methods.validate_client_request("tools/call", version, params)
+
+
+async def test_a_sessions_facts_are_decided_once_and_are_what_its_requests_say(
+        gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's request answered in its own task carries its facts (the session's, decided when it opened,
+    with the request's token and aside), and they are what the request's scope alone says."""
+    url, _ = gw
+    seen: list[tuple[Any, Any]] = []
+    rule = PlainCalls.__call__
+
+    async def watched(self: PlainCalls, ctx: Any, call_next: Any) -> Any:
+        scope = ctx.request.scope
+        if ctx.method not in ("tools/call", "tools/list"):  # (the handshake goes through the SDK's transport)
+            return await rule(self, ctx, call_next)
+        alone = dataclasses.replace(ctx, request=Request({k: v for k, v in scope.items() if k != FACTS_SCOPE_KEY}))
+        seen.append((scope.get(FACTS_SCOPE_KEY), facts_from_request(alone)))
+        return await rule(self, ctx, call_next)
+
+    monkeypatch.setattr(PlainCalls, "__call__", watched)
+    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+        await client.call_tool("getForecast", FORECAST_ARGS)
+        await client.call_tool("getForecast", {"latitude": "north"})
+        await client.list_tools()
+    assert len(seen) == 4  # two calls, two listings (the client lists the tools once to check a result)
+    for carried, alone in seen:
+        assert carried is not None and carried.session is not None and carried.aside is not None
+        assert carried == alone

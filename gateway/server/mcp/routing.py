@@ -24,6 +24,10 @@ ASIDE_SCOPE_KEY = "gateway.mcp.aside"
 """Where the door, when it writes the answer itself, leaves the `ResultAside` a call's text and structured content
 go to (see `results`)."""
 
+FACTS_SCOPE_KEY = "gateway.mcp.facts"
+"""Where the door, answering a session's request in its own task (`inline`), leaves whom and what the message is
+for (`server.MessageFacts`): the session's, decided when it opened, with the request's user token and aside."""
+
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:
     """The `agent` query parameter of the request (its first value), if any."""
