@@ -300,10 +300,12 @@ def test_plain_params_are_what_every_surface_accepts(params: Any, plain: bool) -
             methods.validate_client_request("tools/call", version, params)
 
 
-async def test_a_sessions_facts_are_decided_once_and_are_what_its_requests_say(
-        gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A session's request answered in its own task carries its facts (the session's, decided when it opened,
-    with the request's token and aside), and they are what the request's scope alone says."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_messages_facts_are_made_once_and_are_what_its_request_says(
+        gw: tuple[str, Any], monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A request the door answers in its own task carries its message's facts (a session's decided when it opened,
+    with the request's token and aside; a stateless request's made from what the endpoint read), and they are
+    what the request's scope alone says."""
     url, _ = gw
     seen: list[tuple[Any, Any]] = []
     rule = PlainCalls.__call__
@@ -317,11 +319,12 @@ async def test_a_sessions_facts_are_decided_once_and_are_what_its_requests_say(
         return await rule(self, ctx, call_next)
 
     monkeypatch.setattr(PlainCalls, "__call__", watched)
-    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+    async with Client(f"{url}/mcp/weather", mode=mode) as client:
         await client.call_tool("getForecast", FORECAST_ARGS)
         await client.call_tool("getForecast", {"latitude": "north"})
         await client.list_tools()
     assert len(seen) == 4  # two calls, two listings (the client lists the tools once to check a result)
     for carried, alone in seen:
-        assert carried is not None and carried.session is not None and carried.aside is not None
+        assert carried is not None and carried.aside is not None
+        assert (carried.session is not None) is (mode == "legacy")
         assert carried == alone
