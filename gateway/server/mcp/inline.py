@@ -71,9 +71,10 @@ class InlineSession:
     runner: ServerRunner[Any]
     header: tuple[bytes, bytes]
     """The session's `Mcp-Session-Id`, as every answer carries it."""
-    facts: MessageFacts
-    """Whom and what its messages are for (the request's user token and aside added per request): the identity a
-    request must have to be answered here is the session's, so these are decided once."""
+    facts: tuple[str, str | None, str, str | None]
+    """Whom its messages are for, the first fields of their `MessageFacts` (agent, client, session, user; the
+    request's user token and aside are added per request): the identity a request must have to be answered here
+    is the session's, so these are decided once."""
     running: dict[RequestId, _Running] = field(default_factory=dict)
 
 
@@ -101,7 +102,7 @@ class InlineSessions:
         client, subject, agent = identity
         self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}),
                                                   (b"mcp-session-id", session_id.encode("latin-1")),
-                                                  MessageFacts(agent, client, session_id, subject, None))
+                                                  (agent, client, session_id, subject))
 
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
@@ -143,9 +144,8 @@ class InlineSessions:
         running = session.running[key] = _Running(task, exchange)
         scope = request.scope
         aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
-        facts, token = session.facts, scope.get("gateway.token")
-        scope[FACTS_SCOPE_KEY] = MessageFacts(facts.agent, facts.client, facts.session, facts.subject,
-                                              token if isinstance(token, UserToken) else None, aside)
+        token = scope.get("gateway.token")
+        scope[FACTS_SCOPE_KEY] = MessageFacts(*session.facts, token if isinstance(token, UserToken) else None, aside)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)
