@@ -328,3 +328,26 @@ async def test_a_messages_facts_are_made_once_and_are_what_its_request_says(
         assert carried is not None and carried.aside is not None
         assert (carried.session is not None) is (mode == "legacy")
         assert carried == alone
+
+
+async def test_a_long_envelope_is_the_kernels_and_never_kept(gw: tuple[str, Any], passes: _Passes) -> None:
+    """An envelope longer than what the rule keeps verdicts for is judged by the kernel every time (what is kept is
+    bounded whatever the body limit lets through), and answered as before."""
+    url, _ = gw
+    headers, body = _stateless({"name": "getForecast", "arguments": FORECAST_ARGS,
+                                "_meta": {**ENVELOPE, "x-note": "n" * 5000}})
+    async with httpx.AsyncClient(timeout=10) as client:
+        for _ in range(2):
+            passes.taken()
+            answer = (await client.post(f"{url}/mcp/weather", headers=headers, json=body)).json()
+            assert passes.taken() == (1, 1)
+            assert answer["result"]["structuredContent"] == FORECAST
+
+
+def test_the_envelopes_kept_are_bounded() -> None:
+    plain = PlainCalls(None, lambda ctx: None, None)  # type: ignore[arg-type]
+    for number in range(1000):
+        meta = {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": f"c{number}", "version": "1"}}
+        assert plain.plain({"name": "t", "_meta": meta}, "2026-07-28")
+    assert plain.plain({"name": "t", "_meta": {**ENVELOPE, "x": "y" * 3000}}, "2026-07-28") is False
+    assert len(plain._envelopes) <= 257

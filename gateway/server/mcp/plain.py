@@ -16,8 +16,9 @@ hands everything else to `call_next` (the kernel's own path, unchanged):
   - in the stateless 2026-07-28 era the request's `_meta` (the envelope, required there) and nothing else, an
     envelope the SDK's own checks accepted before: the version's surface and the handler's model are asked once
     for each envelope (by its exact text: `repr` of a JSON value tells `1`, `1.0` and `true` apart) with a stub
-    name, and their verdict is kept. Those models have no rule that ties `_meta` to another field, so an envelope
-    they accept once they accept beside any plain name and arguments.
+    name, and their verdict is kept (up to 256 envelopes of up to 2,048 characters; a longer one is the kernel's).
+    Those models have no rule that ties `_meta` to another field, so an envelope they accept once they accept
+    beside any plain name and arguments.
   Such params pass the version's surface and the handler's model by construction: those models' only rules for
   them are the types checked here (`CallToolRequestParams`: `name: str`, `arguments: dict[str, Any] | None`);
 - the door writes the answer (the request carries a `ResultAside`, see `results`): the handler's result is then
@@ -54,6 +55,9 @@ Answer = Callable[[Context, Any, str, dict[str, Any] | None], Awaitable[dict[str
 _PLAIN_KEYS = frozenset({"name", "arguments"})
 _ENVELOPED_KEYS = frozenset({"name", "arguments", "_meta"})
 _METHOD = "tools/call"
+_ENVELOPE_KEPT = 2048
+"""The longest envelope text whose verdict is kept (the official client's is about 180 characters): what is kept is
+bounded by 256 of these, whatever the body limit lets a client send."""
 _ASIDE_OK = {"content": [], "isError": False, "resultType": "complete"}
 _ASIDE_ERROR = {"content": [], "isError": True, "resultType": "complete"}
 """The handler's result when its text and structured content went aside (see `results.wire_result`)."""
@@ -96,7 +100,10 @@ class PlainCalls:
         arguments, meta = params.get("arguments"), params.get("_meta")
         if (arguments is not None and type(arguments) is not dict) or type(meta) is not dict:
             return False
-        key = (version, repr(meta))  # (JSON values: their repr is their exact text; 1, 1.0 and True differ)
+        text = repr(meta)  # (of JSON values, their exact text: 1, 1.0 and True differ)
+        if len(text) > _ENVELOPE_KEPT:
+            return False  # an envelope this long is not kept: the kernel judges it, as before
+        key = (version, text)
         verdict = self._envelopes.get(key)
         if verdict is None:
             verdict = self._envelopes[key] = envelope_accepted(version, meta)

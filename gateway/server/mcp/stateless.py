@@ -141,9 +141,10 @@ class StatelessRequests:
         if routing is None:
             routing = {name.decode("latin-1"): value.decode("latin-1")
                        for name, value in zip((_VERSION, _METHOD, _NAME), key, strict=True) if value is not None}
-            if len(self._routing) >= 1024:  # tool names come and go with the clients' calls
-                self._routing.clear()
-            self._routing[key] = routing
+            if sum(map(len, routing.values())) <= 512:  # (longer values are decoded each time, never kept)
+                if len(self._routing) >= 1024:  # tool names come and go with the clients' calls
+                    self._routing.clear()
+                self._routing[key] = routing
         return dict(routing)  # (a copy: what the ladder is given is its own)
 
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
