@@ -25,8 +25,9 @@ ASIDE_SCOPE_KEY = "gateway.mcp.aside"
 go to (see `results`)."""
 
 FACTS_SCOPE_KEY = "gateway.mcp.facts"
-"""Where the door, answering a session's request in its own task (`inline`), leaves whom and what the message is
-for (`server.MessageFacts`): the session's, decided when it opened, with the request's user token and aside."""
+"""Where the door, answering a request in its own task, leaves whom and what the message is for
+(`server.MessageFacts`): a session's (`inline`) decided when it opened, a stateless request's (`stateless`) made from
+the identity the endpoint read; with the request's user token and aside."""
 
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:

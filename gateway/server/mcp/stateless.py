@@ -57,6 +57,7 @@ from starlette.types import Receive, Scope, Send
 from ...asgi import send_json
 from ...kernel.caller import UserToken
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
+from .inline import Identity
 from .results import ResultAside
 from .routing import ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY
 from .server import MessageFacts
@@ -67,9 +68,6 @@ _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
 _VERSION, _METHOD, _NAME = (name.encode("latin-1") for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
                                                                   MCP_NAME_HEADER))
 """The routing headers the envelope ladder compares with the body (the only headers its rung reads)."""
-
-Identity = tuple[str | None, str | None, str]
-"""Who asks: the client key's name, the signed-in user, the agent (the endpoint's, checked)."""
 
 
 class StatelessRequests:
