@@ -8,7 +8,8 @@ over rounds (CPU: the mean, to the nanosecond: `bench.support.cpu_seconds`); the
 saves. The CPU is also split by thread (`bench.support.thread_cpu_ns`): the event loop's, pyreqwest's, the others'.
 `--bare` adds the bare proxy (bench/bare_proxy.py, on the same upstream) as a third side taking its turn, the floor
 of the CPU goal (<= 1.6x its CPU per call). `--door mcp` makes the calls MCP `tools/call`s of a 2025-06-18 session
-(each round's client opens its own, before its timed calls), as `bench.calls` makes them; `--direct` adds the
+(each round's client opens its own, before its timed calls), as `bench.calls` makes them, and `--door mcp2026`
+stateless 2026-07-28 `tools/call`s with the envelope the official client sends by default; `--direct` adds the
 upstream called directly (the call's floor) as a side taking its turn, so each tree's p50 is also given × direct.
 """
 
@@ -35,6 +36,7 @@ from bench.support import (
     free_port,
     mcp_call,
     mcp_open,
+    mcp_stateless_call,
     python_module,
     spawned,
     thread_cpu_ns,
@@ -59,6 +61,9 @@ async def _round(url: str, calls: int, door: str = "http") -> list[float]:
 
             async def call() -> None:
                 await mcp_call(client, f"{url}/mcp/bench", headers, "listIssues", CALL_ARGS)
+        elif door == "mcp2026":
+            async def call() -> None:
+                await mcp_stateless_call(client, f"{url}/mcp/bench", "listIssues", CALL_ARGS)
         else:
             async def call() -> None:
                 response = await client.post(DOOR, json=CALL_ARGS)
@@ -78,7 +83,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--bare", action="store_true", help="the bare proxy as a third side (the CPU goal's floor)")
-    parser.add_argument("--door", choices=("http", "mcp"), default="http", help="the direct-call door, or MCP")
+    parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
+                        help="the direct-call door, MCP in a 2025 session, or MCP stateless (2026-07-28)")
     parser.add_argument("--direct", action="store_true", help="the upstream called directly as a side of its own")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
@@ -137,7 +143,9 @@ def main() -> int:
     # drop the rounds a collection or a checkpoint landed in).
     a_p50, b_p50 = statistics.median(p50["A"]), statistics.median(p50["B"])
     a_cpu, b_cpu = statistics.fmean(cpu["A"]), statistics.fmean(cpu["B"])
-    print(f"{'MCP door (a 2025-06-18 session)' if args.door == 'mcp' else 'direct door'}, {args.rounds} rounds x "
+    door = {"mcp": "MCP door (a 2025-06-18 session)", "mcp2026": "MCP door (stateless 2026-07-28)"}.get(args.door,
+                                                                                                     "direct door")
+    print(f"{door}, {args.rounds} rounds x "
           f"{args.calls} calls (medians over rounds)")
     print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.3f}")
     if "direct" in sides:

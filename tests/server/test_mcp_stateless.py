@@ -91,3 +91,17 @@ async def test_param_headers_are_judged_as_the_sdk_judges_them(tool: str, argume
     refused = tool == "sized" and not agree  # a tool without the declaration: nothing to disagree with
     assert answered is not refused  # a refusal is the SDK's own answer
     assert ("error" in json.loads(door_body)) is refused
+
+
+def test_routing_headers_are_read_as_written_and_long_ones_never_kept() -> None:
+    door = StatelessRequests(_server(), TransportSecurityMiddleware(security_settings("127.0.0.1")), 4096)
+    headers = {b"mcp-protocol-version": b"2026-07-28", b"mcp-method": b"tools/call", b"mcp-name": b"caf\xe9"}
+    expected = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "caf\xe9"}
+    assert door._routing_headers(headers) == expected
+    assert door._routing_headers(headers) == expected  # (kept)
+    door._routing_headers(headers)["mcp-name"] = "changed"  # what the ladder is given is its own
+    assert door._routing_headers(headers) == expected
+    assert door._routing_headers({b"mcp-method": b"tools/list"}) == {"mcp-method": "tools/list"}
+    long = {**headers, b"mcp-name": b"n" * 1000}
+    assert door._routing_headers(long)["mcp-name"] == "n" * 1000
+    assert all(len(key[2] or b"") <= 512 for key in door._routing)

@@ -121,7 +121,7 @@ class MCPEndpoint:
                                                 version_text in HANDSHAKE_PROTOCOL_VERSIONS):
             await self._opening(_owner(client, scope), identity, scope, receive, send)
         elif version_text in MODERN_PROTOCOL_VERSIONS:  # the stateless 2026-07-28 protocol
-            rest = await self.stateless.answer(headers, scope, receive, send)
+            rest = await self.stateless.answer(headers, scope, receive, send, identity)
             if rest is not None:
                 await self.manager.handle_request(scope, rest, send)
         else:  # a request the SDK refuses anyway

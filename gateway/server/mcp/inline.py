@@ -44,10 +44,12 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from ...asgi import send_json
+from ...kernel.caller import UserToken
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
 from .results import ResultAside
-from .routing import ASIDE_SCOPE_KEY
+from .routing import ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY
+from .server import MessageFacts
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -69,6 +71,10 @@ class InlineSession:
     runner: ServerRunner[Any]
     header: tuple[bytes, bytes]
     """The session's `Mcp-Session-Id`, as every answer carries it."""
+    facts: tuple[str, str | None, str, str | None]
+    """Whom its messages are for, the first fields of their `MessageFacts` (agent, client, session, user; the
+    request's user token and aside are added per request): the identity a request must have to be answered here
+    is the session's, so these are decided once."""
     running: dict[RequestId, _Running] = field(default_factory=dict)
 
 
@@ -93,8 +99,10 @@ class InlineSessions:
         connection = Connection.from_envelope(version, params.get("clientInfo"), params.get("capabilities"))
         connection.session_id = session_id
         # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty)
+        client, subject, agent = identity
         self.sessions[session_id] = InlineSession(identity, ServerRunner(self.server, connection, {}),
-                                                  (b"mcp-session-id", session_id.encode("latin-1")))
+                                                  (b"mcp-session-id", session_id.encode("latin-1")),
+                                                  (agent, client, session_id, subject))
 
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
@@ -134,7 +142,10 @@ class InlineSessions:
         task = asyncio.current_task()
         assert task is not None
         running = session.running[key] = _Running(task, exchange)
-        aside = request.scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
+        scope = request.scope
+        aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
+        token = scope.get("gateway.token")
+        scope[FACTS_SCOPE_KEY] = MessageFacts(*session.facts, token if isinstance(token, UserToken) else None, aside)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)

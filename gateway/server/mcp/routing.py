@@ -24,6 +24,11 @@ ASIDE_SCOPE_KEY = "gateway.mcp.aside"
 """Where the door, when it writes the answer itself, leaves the `ResultAside` a call's text and structured content
 go to (see `results`)."""
 
+FACTS_SCOPE_KEY = "gateway.mcp.facts"
+"""Where the door, answering a request in its own task, leaves whom and what the message is for
+(`server.MessageFacts`): a session's (`inline`) decided when it opened, a stateless request's (`stateless`) made from
+the identity the endpoint read; with the request's user token and aside."""
+
 
 def agent_in_query(scope: Mapping[str, Any]) -> str | None:
     """The `agent` query parameter of the request (its first value), if any."""

@@ -37,7 +37,7 @@ from .found import FoundTools
 from .listing import checked_agent, era_of, listing_page
 from .plain import PlainCalls
 from .results import ResultAside
-from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, SESSION_SCOPE_KEY
+from .routing import AGENT_SCOPE_KEY, ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY, SESSION_SCOPE_KEY
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -72,10 +72,14 @@ handler, with no context to read the agent from)."""
 def facts_from_request(ctx: Context) -> MessageFacts:
     """What the endpoint and the auth layer put in the scope of the HTTP request that carried this message: the
     routed agent, the client key's name, the signed-in user, and the session of a 2025 request (the SDK, or the
-    door's inline path, has checked that the caller owns it)."""
+    door's inline path, has checked that the caller owns it). A request the inline path answers carries them
+    already (`FACTS_SCOPE_KEY`: its session's, decided once, with the request's user token and aside)."""
     scope = getattr(ctx.request, "scope", None)
     if not isinstance(scope, dict):  # an ASGI scope is a dict
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
+    facts = scope.get(FACTS_SCOPE_KEY)
+    if facts is not None:
+        return facts  # type: ignore[no-any-return]
     agent, client = scope.get(AGENT_SCOPE_KEY), scope.get("gateway.client")
     if not isinstance(agent, str):
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")

@@ -55,15 +55,18 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from ...asgi import send_json
+from ...kernel.caller import UserToken
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
+from .inline import Identity
 from .results import ResultAside
-from .routing import ASIDE_SCOPE_KEY
+from .routing import ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY
+from .server import MessageFacts
 
 logger = logging.getLogger("gateway.mcp")
 
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
-_ROUTING = tuple((name, name.encode("latin-1")) for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
-                                                             MCP_NAME_HEADER))
+_VERSION, _METHOD, _NAME = (name.encode("latin-1") for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
+                                                                  MCP_NAME_HEADER))
 """The routing headers the envelope ladder compares with the body (the only headers its rung reads)."""
 
 
@@ -74,13 +77,17 @@ class StatelessRequests:
         self.server = server
         self.max_body_bytes = max_body_bytes
         self.checks = TransportChecks(security, exact_json=False)
+        self._routing: dict[tuple[bytes | None, bytes | None, bytes | None], dict[str, str]] = {}
+        """The routing headers as the ladder reads them (decoded, by name), by their raw values."""
         self._declaring: dict[int, tuple[Mapping[str, Any], bool]] = {}
         """Whether a tool's input schema declares `Mcp-Param-*` headers, by the schema's id (the schema is kept
         with its verdict, so its id names it while the entry lives)."""
 
-    async def answer(self, headers: Headers, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    async def answer(self, headers: Headers, scope: Scope, receive: Receive, send: Send,
+                     identity: Identity | None = None) -> Receive | None:
         """Answer the request if it is one answered here and return None; else the `receive` to hand the SDK
-        (the body read here is given again first). `headers`: the request's, by lower-case name."""
+        (the body read here is given again first). `headers`: the request's, by lower-case name; `identity`: who
+        asks, as the endpoint read it from the scope (the handlers' facts are then made from it, not read again)."""
         if scope.get("method") != "POST" or len(headers) != len(scope["headers"]):
             return receive  # a repeated header: the SDK decides which copy counts, or refuses a routing header's
         message, again = await read_request(self.checks, headers, scope, receive, self.max_body_bytes,
@@ -90,13 +97,17 @@ class StatelessRequests:
         request_id, method, params = as_request_id(message["id"]), message["method"], message.get("params")
         if request_id is None or method == "subscriptions/listen":
             return again  # what the SDK's JSONRPCRequest model refuses, or a stream: the SDK's to answer
-        route = classify_inbound_request(message, headers={name: value.decode("latin-1") for name, key in _ROUTING
-                                                           if (value := headers.get(key)) is not None})
+        route = classify_inbound_request(message, headers=self._routing_headers(headers))
         if isinstance(route, InboundLadderRejection) or \
                 (method == "tools/call" and params is not None and self._param_headers_refused(params, scope)):
             return again
         request = Request(scope, again)
         aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
+        if identity is not None:  # (no session: what `server.facts_from_request` would read, made here)
+            client, subject, agent = identity
+            token = scope.get("gateway.token")
+            scope[FACTS_SCOPE_KEY] = MessageFacts(agent, client, None, subject,
+                                                  token if isinstance(token, UserToken) else None, aside)
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
@@ -120,6 +131,19 @@ class StatelessRequests:
         else:
             await send_json(send, 200, result_body(request_id, result, aside))
         return None
+
+    def _routing_headers(self, headers: Headers) -> dict[str, str]:
+        """The routing headers the request has, decoded, by their names (as the SDK's `Headers` gives them)."""
+        key = (headers.get(_VERSION), headers.get(_METHOD), headers.get(_NAME))
+        routing = self._routing.get(key)
+        if routing is None:
+            routing = {name.decode("latin-1"): value.decode("latin-1")
+                       for name, value in zip((_VERSION, _METHOD, _NAME), key, strict=True) if value is not None}
+            if sum(map(len, routing.values())) <= 512:  # (longer values are decoded each time, never kept)
+                if len(self._routing) >= 1024:  # tool names come and go with the clients' calls
+                    self._routing.clear()
+                self._routing[key] = routing
+        return dict(routing)  # (a copy: what the ladder is given is its own)
 
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
         """The SDK's `Mcp-Param-*` rule for a `tools/call`: whether the headers disagree with the arguments."""
