@@ -83,12 +83,17 @@ async def _session(client: httpx.AsyncClient, url: str, version: str = "2025-06-
     return headers
 
 
-async def test_the_official_client_gets_a_plain_call_without_the_kernels_passes(gw: tuple[str, Any],
-                                                                               passes: _Passes) -> None:
-    """A 2025 session's call of a tool, as the official client sends it, is answered by the plain rule (neither of
-    the kernel's checks runs for it), and the client reads the result it read before."""
+@pytest.mark.parametrize("mode, versions", [("legacy", HANDSHAKE_PROTOCOL_VERSIONS),
+                                            ("auto", MODERN_PROTOCOL_VERSIONS)])
+async def test_the_official_client_gets_a_plain_call_without_the_kernels_passes(
+        gw: tuple[str, Any], passes: _Passes, mode: str, versions: Any) -> None:
+    """A call of a tool as the official client sends it, in a 2025 session (`legacy`) or stateless 2026-07-28 (its
+    default: the envelope in `_meta`, judged once by the SDK's checks on the first call), is answered by the plain
+    rule (neither of the kernel's checks runs for it), and the client reads the result it read before."""
     url, _ = gw
-    async with Client(f"{url}/mcp/weather", mode="legacy") as client:
+    async with Client(f"{url}/mcp/weather", mode=mode) as client:
+        assert client.protocol_version in versions
+        await client.call_tool("getForecast", FORECAST_ARGS)  # (a stateless envelope judged once)
         passes.taken()
         result = await client.call_tool("getForecast", FORECAST_ARGS)
         assert passes.taken() == (0, 0)
@@ -118,24 +123,6 @@ async def test_what_is_not_plain_goes_through_the_kernel(gw: tuple[str, Any], pa
     requests, results = passes.taken()
     assert requests == 1
     assert results == (1 if "result" in answer else 0), answer
-
-
-async def test_a_stateless_call_of_the_official_client_is_plain(gw: tuple[str, Any], passes: _Passes) -> None:
-    """A stateless 2026-07-28 call as the official client sends it by default (its envelope in `_meta`: protocol
-    version, client info, capabilities) runs neither of the kernel's checks once its envelope was judged, and the
-    client reads the result it read before."""
-    url, _ = gw
-    async with Client(f"{url}/mcp/weather") as client:
-        assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
-        await client.call_tool("getForecast", FORECAST_ARGS)  # (the envelope judged once, by the SDK's checks)
-        passes.taken()
-        result = await client.call_tool("getForecast", FORECAST_ARGS)
-        assert passes.taken() == (0, 0)
-        failed = await client.call_tool("getForecast", {"latitude": "north"})
-        assert passes.taken() == (0, 0)
-    assert result.is_error is False and result.structured_content == FORECAST
-    assert json.loads(result.content[0].text) == FORECAST  # type: ignore[union-attr]
-    assert failed.is_error is True and "invalid_arguments" in failed.content[0].text  # type: ignore[union-attr]
 
 
 def _stateless(params: dict[str, Any], version: str = "2026-07-28") -> tuple[dict[str, str], dict[str, Any]]:
