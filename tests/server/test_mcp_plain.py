@@ -182,14 +182,18 @@ async def test_an_envelope_the_surface_refuses_is_the_kernels_error(gw: tuple[st
             assert "error" in answer.json(), answer.text
 
 
-@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
-@pytest.mark.parametrize("result", [
+RESULTS = [
     {"content": [], "isError": False, "resultType": "complete"},  # the text and structured content set aside
     {"content": [], "isError": True, "resultType": "complete"},
     {"content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": [1, None]}, "isError": False,
      "resultType": "complete"},
     {"content": [{"type": "text", "text": "x"}], "isError": True, "resultType": "complete", "_meta": {"k": 1}},
-])
+]
+"""Results of a tool call the door's handler gives, each dumped as the kernel's check dumps it."""
+
+
+@pytest.mark.parametrize("version", sorted(HANDSHAKE_PROTOCOL_VERSIONS))
+@pytest.mark.parametrize("result", RESULTS)
 def test_a_result_is_dumped_as_the_kernels_check_dumps_it(version: str, result: dict[str, Any]) -> None:
     plain = PlainCalls(None, lambda ctx: None, None)  # type: ignore[arg-type]
     expected = methods.serialize_server_result("tools/call", version, result)
@@ -232,11 +236,7 @@ async def _kernel_answer(version: str, params: dict[str, Any], result: dict[str,
 
 @pytest.mark.parametrize("version", sorted({*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS}))
 @pytest.mark.parametrize("result", [
-    {"content": [], "isError": False, "resultType": "complete"},  # the text and structured content set aside
-    {"content": [], "isError": True, "resultType": "complete"},
-    {"content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": [1, None]}, "isError": False,
-     "resultType": "complete"},
-    {"content": [{"type": "text", "text": "x"}], "isError": True, "resultType": "complete", "_meta": {"k": 1}},
+    *RESULTS,
     {"content": [], "isError": False, "_meta": {"io.modelcontextprotocol/serverInfo": None}},
     {"content": [], "isError": False, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mine"}}},
     {"content": [], "isError": False, "_meta": "not an object"},
