@@ -116,7 +116,7 @@ class LeaseKeeper:
         except (redis.RedisError, OSError) as exc:
             went_away(self._client, exc)  # a timeout too: late, or gone once nothing has answered for a while
             watch = watch_of(self._client)
-            if watch is not None and watch.down is None and watch.slow_since is not None:
+            if watch is not None and watch.slow_since is not None:  # (never set while it is said down)
                 return  # a slow Redis (said by its watch): the script likely ran late, and the next period tries again
             if not self._failing:
                 self._failing = True

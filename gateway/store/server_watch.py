@@ -54,7 +54,8 @@ class ServerWatch:
         self.down: str | None = None
         """The error of the attempt that found it gone (one line); None while it answers."""
         self.slow_since: float | None = None
-        """When (`time.monotonic`) the first request of the current slow spell went unanswered; None outside one."""
+        """When (`time.monotonic`) the first request of the current slow spell went unanswered; None outside one
+        (and while the server is said gone: `failed` ends the spell)."""
         self._last_late = 0.0
 
     @property
