@@ -44,12 +44,11 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from ...asgi import send_json
-from ...kernel.caller import UserToken
 from ...offer.toolsearch import SEARCH_TOOL
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
 from .results import ResultAside
 from .routing import ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY
-from .server import MessageFacts
+from .server import MessageFacts, user_token
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -144,8 +143,7 @@ class InlineSessions:
         running = session.running[key] = _Running(task, exchange)
         scope = request.scope
         aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
-        token = scope.get("gateway.token")
-        scope[FACTS_SCOPE_KEY] = MessageFacts(*session.facts, token if isinstance(token, UserToken) else None, aside)
+        scope[FACTS_SCOPE_KEY] = MessageFacts(*session.facts, user_token(scope), aside)
         error: ErrorData | None = None
         try:
             result = await session.runner.on_request(exchange, method, params)

@@ -84,11 +84,16 @@ def facts_from_request(ctx: Context) -> MessageFacts:
     if not isinstance(agent, str):
         raise MCPError(types.INVALID_PARAMS, "No agent: this server is reached at /mcp/{agent}.")
     session = scope.get(SESSION_SCOPE_KEY) if era_of(ctx.protocol_version) == "legacy" else None
-    subject, token = scope.get("gateway.subject"), scope.get("gateway.token")
+    subject = scope.get("gateway.subject")
     return MessageFacts(agent, client if isinstance(client, str) else None,
                         session if isinstance(session, str) and session else None,
-                        subject if isinstance(subject, str) else None, token if isinstance(token, UserToken) else None,
-                        scope.get(ASIDE_SCOPE_KEY))
+                        subject if isinstance(subject, str) else None, user_token(scope), scope.get(ASIDE_SCOPE_KEY))
+
+
+def user_token(scope: Mapping[str, Any]) -> UserToken | None:
+    """The signed-in user's token the auth layer left in the request's scope, if any."""
+    token = scope.get("gateway.token")
+    return token if isinstance(token, UserToken) else None
 
 
 class GatewayServer(Server[Any]):

@@ -55,12 +55,11 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from ...asgi import send_json
-from ...kernel.caller import UserToken
 from .exchange import Headers, JSONExchange, TransportChecks, read_request, result_body
 from .inline import Identity
 from .results import ResultAside
 from .routing import ASIDE_SCOPE_KEY, FACTS_SCOPE_KEY
-from .server import MessageFacts
+from .server import MessageFacts, user_token
 
 logger = logging.getLogger("gateway.mcp")
 
@@ -105,9 +104,7 @@ class StatelessRequests:
         aside = scope[ASIDE_SCOPE_KEY] = ResultAside()  # this door writes the answer (see `results`)
         if identity is not None:  # (no session: what `server.facts_from_request` would read, made here)
             client, subject, agent = identity
-            token = scope.get("gateway.token")
-            scope[FACTS_SCOPE_KEY] = MessageFacts(agent, client, None, subject,
-                                                  token if isinstance(token, UserToken) else None, aside)
+            scope[FACTS_SCOPE_KEY] = MessageFacts(agent, client, None, subject, user_token(scope), aside)
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
