@@ -60,8 +60,8 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
-parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 34)))
-assert not {"round34", "round35"} & set(parts)
+parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 35)))
+assert not {"round35", "round36"} & set(parts)  # the lead's judge this session, and the set being written
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
@@ -157,7 +157,9 @@ def measure(catalog: Any, api: str, words: _Words, query: str, wanted: set[str],
     fused, similar = hybrid_with_similar(embeddings, catalog, [api], None, query, bm25)
     assert similar, "the embeddings answered nothing: are they computed?"
     row: Row = {"cosine": similar[0][1], "cosines": [cosine for _, cosine in similar[:10]],
-                "mark": closeness(embeddings, similar, words.rows), "rows": words.rows}
+                "mark": closeness(embeddings, similar, words.rows), "rows": words.rows,
+                "bm25_first": bm25[0][1] if bm25 else 0.0,
+                "agree": len({t.name for t, _ in similar[:5]} & {t.name for t, _ in bm25[:5]})}
     for mode, ranked in (("bm25", bm25), ("fused", fused)):
         entries = [[tool, *copies] for tool, _, copies in fold([p for p in ranked if p[1] > 0], 5)]
         row[f"{mode}_hit"] = any(t.name in wanted or t.operation_id in wanted for entry in entries for t in entry)
@@ -166,7 +168,7 @@ def measure(catalog: Any, api: str, words: _Words, query: str, wanted: set[str],
     return row
 
 
-def collect(apis: list[str], only: tuple[str, ...] = parts) -> list[Row]:
+def collect(apis: list[str], only: tuple[str, ...] = parts, offtopic_too: bool = False) -> list[Row]:
     from gateway.config.embeddings_endpoint import SearchEmbeddings, packaged_delta_sha256
     from gateway.offer.embeddings import Computation, prepare
 
@@ -185,7 +187,7 @@ def collect(apis: list[str], only: tuple[str, ...] = parts) -> list[Row]:
                    for task in load_tasks(name).get(part, [])]
         batches += [("unrelated", part, task["q"], set()) for part in only
                     for task in load_tasks(UNRELATED[name]).get(part, [])]
-        batches += [("offtopic", "offtopic", query, set()) for query in offtopic if only == parts]
+        batches += [("offtopic", "offtopic", query, set()) for query in offtopic if only == parts or offtopic_too]
         for kind, part, query, wanted in batches:
             rows.append({"api": name, "kind": kind, "part": part, "q": query, "delta": packaged_delta_sha256(),
                          **measure(catalog, api, words, query, wanted, embeddings)})
@@ -421,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apis", nargs="+", choices=list(SPECS), default=list(SPECS))
     parser.add_argument("--parts", nargs="+", choices=parts, default=parts,
                         help="measure these parts only, the off-topic requests left out (rows to add to a dump)")
+    parser.add_argument("--offtopic", action="store_true", help="with --parts: the off-topic requests too")
     parser.add_argument("--dump", type=Path, help="write every request's measures to this JSON file")
     parser.add_argument("--rows", type=Path, help="read the measures from a file --dump wrote, instead of searching")
     parser.add_argument("--held-out", type=Path, help="a file --dump wrote with an earlier delta, for which later "
@@ -428,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule", action="store_true", help="with --held-out: the rule's candidates and the one it "
                         "decides (bench/README.md, \"The weak mark's rule decided on development data\")")
     args = parser.parse_args(argv)
-    rows = json.loads(args.rows.read_text()) if args.rows else collect(args.apis, tuple(args.parts))
+    rows = json.loads(args.rows.read_text()) if args.rows else collect(args.apis, tuple(args.parts), args.offtopic)
     if args.dump:
         args.dump.write_text(json.dumps(rows))
     if args.held_out:
