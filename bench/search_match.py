@@ -1,14 +1,14 @@
 """Tool search's closeness mark (`gateway.offer.closeness`): how often it marks an answer weak when the API has
 nothing for the request (true flags) and when the right tool was among the first five (false flags, the cost).
 
-    python bench/search_match.py [--apis github stripe] [--parts round33] [--dump rows.json] [--rows rows.json]
-        [--held-out rows-of-an-earlier-delta.json [--rule]]
+    python bench/search_match.py [--apis github stripe] [--parts round33 [--offtopic]] [--dump rows.json]
+        [--rows rows.json] [--held-out rows-of-an-earlier-delta.json [--rule]]
 
 Method. Every API of bench/search.py's sets, its catalog compiled (or read from bench/search.py's cache), searched
 as `gateway.offer.toolsearch.search` answers: BM25 alone, and fused with the packaged local model
 (`search_embeddings: {kind: local}`, its tuned weights: the delta in place, named by its sha256 in `DELTAS`, with
 the last part it was trained on). Three kinds of requests:
-- in-API: the parts `round12`..`round33` of the API's own set (tests/openapi/search_tasks), each counted as answered
+- in-API: the parts `round12`..`round34` of the API's own set (tests/openapi/search_tasks), each counted as answered
   when one of its right operations is among the first five (as bench/search.py counts recall@5);
 - another API's: every request of those parts of one unrelated API, searched against this API's index (`UNRELATED`:
   pairs with no overlap of purpose, so none of them has an answer there);
@@ -34,9 +34,11 @@ requests fall is the share of each API's training requests to cut at, and the lo
 threshold up to delta32's. With `--rule` (branch rank50) the threshold is the rule's, decided on the development
 data: three candidates (the lowest API's cut, the second-lowest, a pooled cut), each held to a criterion on the
 expected false flags under two gaps, the earlier delta's (`--held-out`) and the rows' own delta's on the parts after
-its last (`round33` for delta32, spent), the highest that passes shipped (`report_rule`).
-`round34` (the lead's judge) and `round35` (being written) are never read; `--parts` measures some parts only (the
-off-topic requests then left out), to add rows to a file `--dump` wrote.
+its last (`round33` and `round34` for delta32, spent), the highest that passes shipped (`report_rule`). Since
+branch rank51 the threshold is decided on direct counts of the parts the shipped delta never saw instead
+(bench/search_direct.py, which reads this script's rows; `bm25_first` and `agree` are its second features).
+`round35` (the lead's judge) and `round36` (being written) are never read; `--parts` measures some parts only (the
+off-topic requests then left out unless `--offtopic`), to add rows to a file `--dump` wrote.
 """
 
 from __future__ import annotations
