@@ -35,8 +35,8 @@ threshold up to delta32's. With `--rule` (branch rank50) the threshold is the ru
 data: three candidates (the lowest API's cut, the second-lowest, a pooled cut), each held to a criterion on the
 expected false flags under two gaps, the earlier delta's (`--held-out`) and the rows' own delta's on the parts after
 its last (`round33` for delta32, spent), the highest that passes shipped (`report_rule`).
-`round34` (the lead's judge) and `round35` (being written) are never read; `--parts` measures some parts only (the
-off-topic requests then left out), to add rows to a file `--dump` wrote.
+`round34` (the lead's judge), `round35` and `round36` (being written) are never read; `--parts` measures some
+parts only (the off-topic requests then left out), to add rows to a file `--dump` wrote.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
 parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 34)))
-assert not {"round34", "round35"} & set(parts)
+assert not {"round34", "round35", "round36"} & set(parts)
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),
