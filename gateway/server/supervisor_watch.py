@@ -4,8 +4,9 @@ uvicorn's supervisor (`uvicorn.supervisors.Multiprocess`) watches its workers (a
 does not watch its supervisor: SIGKILLed (an operator's `kill -9 <pid>`, the OOM killer), the supervisor ends
 without stopping them, and they live on, orphans holding the port, which a restarted gateway then cannot bind.
 uvicorn offers nothing public for it; gunicorn's workers compare `os.getppid()` with the arbiter's pid on every turn
-of their loop and leave when it changed (`gunicorn/workers/base_async.py`, `sync.py`). A worker here does the same on
-a timer, in a thread of its own (a busy event loop does not delay it), and stops as on SIGTERM: uvicorn stops
+of their loop and leave when it changed (`is_parent_alive`, `gunicorn/workers/sync.py` and `gthread.py`), and
+PyTorch's compile workers do it from a thread once a second. A worker here does the same on a timer, in a thread of
+its own (a busy event loop does not delay it), and stops as on SIGTERM: uvicorn stops
 accepting, gives the requests in flight `--graceful-timeout`, and a call still going then is cut and audited as
 any stop cuts it (`gateway.server.stopping`: the caller is told, the run gets its `stopped` row).
 (Linux's `prctl(PR_SET_PDEATHSIG)` would need a library that is not a dependency, and would not cover a
