@@ -81,6 +81,8 @@ def settings_of(runtime: Runtime, started: GatewaySettings,
     path = runtime.agents_path
     text, file, unreadable = read_text(path)
     if unreadable is not None:
+        if runtime.manifest.key_sources is None and not path.exists():  # started without one, and still none
+            return [*process, *settings], "as loaded", []
         return [*process, *settings], "unreadable", [unreadable]
     # Checked against the running specs, as a reload would check it: a tool selection naming no spec is broken too.
     now, _, diagnostics = parse_configuration(text, catalog=runtime.catalog, file=file, base_dir=path.parent)

@@ -300,3 +300,18 @@ def test_url_after_an_edit_or_a_break_shows_what_runs_with_the_lines_it_was_load
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
+
+
+def test_a_gateway_started_without_agents_yaml_reads_as_loaded_until_one_appears(tmp_path: Path) -> None:
+    """No agents.yaml at start, none now: the file reads as it was loaded (before: `unreadable`, as if one broke);
+    one written since, broken, is named with its error."""
+    from gateway.runtime import load_runtime
+    from gateway.server.settings_route import settings_of
+
+    (tmp_path / "specs").mkdir()
+    runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
+    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    assert (reads, errors) == ("as loaded", [])
+    (tmp_path / "agents.yaml").write_text("agents: [\n")
+    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    assert reads == "broken" and [error.file for error in errors] == ["agents.yaml"]
