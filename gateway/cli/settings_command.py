@@ -96,7 +96,7 @@ def _running(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                         f"{error.get('message') or answer.text[:200]}{hint}"), file=err)
         return 2 if error.get("code") == "unknown_agent" else 1
     loaded = f" at {body['loaded_at']}" if isinstance(body.get("loaded_at"), str) else ""
-    runs_on = f"the values shown are the ones it runs on, each with the line it was loaded from{loaded}"
+    runs_on = "the values shown are the ones it runs on, each with the line it was loaded from"
     said = {"changed": f"agents.yaml changed since the running gateway loaded it{loaded} (not reloaded yet, or the "
                        f"reload was refused): {runs_on}",
             "broken": f"agents.yaml is broken now (the running gateway keeps what it loaded{loaded}): {runs_on}; "
