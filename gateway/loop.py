@@ -42,6 +42,7 @@ from .config.model import AgentConfig
 from .dialects.tool import ToolLike
 from .errors import BudgetExceeded, HookDenied
 from .kernel.caller import current_caller
+from .kernel.redaction import HeldText
 from .kernel.usage import Usage
 from .loop_calls import Invoke
 from .loop_scripts import ScriptCalls, ScriptPause
@@ -295,13 +296,17 @@ class _Loop(TurnCalls):
 
     async def _ask(self, tools: list[Any], tool_choice: Any = None, *, summary: bool = False) -> Turn:
         on_text = None
+        observer = self.observer
+        held = HeldText(observer.redactor) if self.stream and observer is not None and observer.redactor else None
         if self.stream:
             # Text said before tool calls streams too (as the provider sends it); `iteration` tells the turns
-            # apart for a caller that wants to separate them.
+            # apart for a caller that wants to separate them. Redacted as it streams: the end of what came is held
+            # while it could be the start of a secret (the observer redacts the whole answer once it is in).
             async def on_text(text: str) -> None:
-                await self._emit(LoopEvent(type="text", text=text, iteration=self.iteration))
+                shown = held.feed(text) if held is not None else text
+                if shown:
+                    await self._emit(LoopEvent(type="text", text=shown, iteration=self.iteration))
         params = self.params if tool_choice is None or not tools else {**self.params, "tool_choice": tool_choice}
-        observer = self.observer
         if observer is None:
             turn = await self.adapter.complete(self.agent.model_id, self.messages, tools, params=params,
                                                on_text=on_text)
@@ -310,6 +315,8 @@ class _Loop(TurnCalls):
                              iteration=self.iteration, messages=self.messages, run_usage=self.usage, summary=summary)
             turn = await observer.model_call(call, lambda: self.adapter.complete(
                 self.agent.model_id, self.messages, tools, params=params, on_text=on_text))
+        if held is not None and (rest := held.flush()):
+            await self._emit(LoopEvent(type="text", text=rest, iteration=self.iteration))
         self.usage.add(turn.usage)
         return turn
 

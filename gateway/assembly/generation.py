@@ -145,7 +145,7 @@ class Generation:
         manifest = self.runtime.manifest
         return RunObserver(metrics=self._metrics, hooks=self.hooks, budgets=manifest.budgets, book=self._budget_book,
                            code_workers_per_client=manifest.gateway.max_code_workers_per_client,
-                           sandboxes=self._sandboxes)
+                           sandboxes=self._sandboxes, redactor=self.redactor)
 
     @cached_property
     def runner(self) -> ToolRunner:

@@ -95,12 +95,21 @@ def _running(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(printable(f"gateway: {url} answered HTTP {answer.status_code}: "
                         f"{error.get('message') or answer.text[:200]}{hint}"), file=err)
         return 2 if error.get("code") == "unknown_agent" else 1
-    said = {"changed": "agents.yaml changed since the running gateway loaded it: the values shown are the running "
-                       "ones; a changed key's layer and line are the file's now",
-            "unreadable": "the running gateway cannot read its agents.yaml now: only its process settings are "
-                          "shown"}.get(body.get("agents_yaml", ""))
+    loaded = f" at {body['loaded_at']}" if isinstance(body.get("loaded_at"), str) else ""
+    runs_on = "the values shown are the ones it runs on, each with the line it was loaded from"
+    said = {"changed": f"agents.yaml changed since the running gateway loaded it{loaded} (not reloaded yet, or the "
+                       f"reload was refused): {runs_on}",
+            "broken": f"agents.yaml is broken now (the running gateway keeps what it loaded{loaded}): {runs_on}; "
+                      "the file's errors:",
+            "unreadable": f"the running gateway cannot read its agents.yaml now (it keeps what it loaded{loaded}): "
+                          f"{runs_on}:"}.get(body.get("agents_yaml", ""))
     if said:
-        print(f"gateway: {said}", file=err)
+        print(printable(f"gateway: {said}"), file=err)
+    for error in body.get("agents_yaml_errors") or ():
+        if isinstance(error, dict):
+            where = f"{error.get('file')}:{error.get('line')}" if error.get("line") else f"{error.get('file')}"
+            key = f" {error['pointer']}:" if error.get("pointer") else ""
+            print(printable(f"  {where}:{key} {error.get('message')}"), file=err)
     if body.get("reload_refused"):
         print(printable(f"gateway: its last reload was refused: {body['reload_refused']}"), file=err)
     _print(body["data"], args.json, out)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from ..catalog import Diagnostic, Level
-from .yamlnodes import KeyPath, format_path
+from .yamlnodes import KeyLines, KeyPath, format_path
 
 
 def suggest(word: str, options: Iterable[str], *, what: str = "", limit: int = 12) -> str:
@@ -25,6 +26,37 @@ def suggest(word: str, options: Iterable[str], *, what: str = "", limit: int = 1
     return f" (known: {shown})"
 
 
+def _file_path(kept_items: dict[KeyPath, list[int]], path: KeyPath) -> KeyPath:
+    if not kept_items:
+        return path
+    out: list[str | int] = []
+    for part in path:
+        kept = kept_items.get(tuple(out))
+        out.append(kept[part] if kept is not None and isinstance(part, int) and part < len(kept) else part)
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class KeySources:
+    """Where the values of one loaded manifest came from (`Manifest.key_sources`): each key path's line in the file
+    as it read then, the `${VAR}`s each value read, and the file's index of each list item kept. What `gateway
+    settings --url` shows a running value's source from once the file has changed: line numbers, not the text."""
+
+    file: str
+    lines: dict[KeyPath, int]
+    kept: dict[KeyPath, list[int]] = field(default_factory=dict)
+    """For a list some of whose items were left out (`gateway.config.reading`): the file's index of each item
+    kept, so a path into the loaded lists names the file's item."""
+
+    def file_path(self, path: KeyPath) -> KeyPath:
+        """`path` into the loaded values as the key path of the file."""
+        return _file_path(self.kept, path)
+
+    @property
+    def key_lines(self) -> KeyLines:
+        return self.lines if isinstance(self.lines, KeyLines) else KeyLines()
+
+
 class Checker:
     """Collects diagnostics for one file, each at the line of its key path (or of the nearest enclosing one)."""
 
@@ -36,15 +68,13 @@ class Checker:
         """For a list some of whose items were left out (`gateway.config.reading`): the file's index of each item
         kept, so a path into the loaded lists names the file's item."""
 
+    def sources(self) -> KeySources:
+        """The lines and variables this file's values came from (shared, not copied: the loader is done with them)."""
+        return KeySources(self.file, self.lines, self.kept)
+
     def file_path(self, path: KeyPath) -> KeyPath:
         """`path` into the loaded values as the key path of the file."""
-        if not self.kept:
-            return path
-        out: list[str | int] = []
-        for part in path:
-            kept = self.kept.get(tuple(out))
-            out.append(kept[part] if kept is not None and isinstance(part, int) and part < len(kept) else part)
-        return tuple(out)
+        return _file_path(self.kept, path)
 
     def line(self, path: KeyPath) -> int | None:
         path = self.file_path(path)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..catalog import Diagnostic
+from .checker import KeySources
 from .loader import read_checked, read_text
 from .model import SECRET_HEADER, Manifest
 from .yamlnodes import KeyLines, KeyPath, format_path
@@ -51,24 +52,28 @@ class Setting:
         return asdict(self)
 
 
-def effective_settings(agents: Path, *, environ: Mapping[str, str] | None = None, agent: str | None = None,
-                       running: Manifest | None = None) -> tuple[list[Setting], list[Diagnostic], Manifest]:
+def effective_settings(agents: Path, *, environ: Mapping[str, str] | None = None,
+                       agent: str | None = None) -> tuple[list[Setting], list[Diagnostic], Manifest]:
     """Every leaf of agents.yaml's settings model with its layer (only those bearing on `agent` when given: its
     own keys, its provider's, its apis', the clients that may call it, and `gateway`), the loader's diagnostics,
-    and the manifest read from the file now.
-
-    `running`: the manifest a running gateway loaded (`GET /settings`): its values are shown, each with the layer
-    and line the file gives it now (the same, unless the file changed since: compare the manifest returned)."""
+    and the manifest read from the file now."""
     environ = os.environ if environ is None else environ
     text, file, unreadable = read_text(agents)
     if unreadable is not None:
         return [], [unreadable], Manifest(file=file)
     manifest, checker, _ = read_checked(text, file=file, catalog=None, environ=environ, base_dir=agents.parent)
-    lines = checker.lines if isinstance(checker.lines, KeyLines) else KeyLines()
-    shown = manifest if running is None else running
-    walker = _Walker(file, lines, checker.file_path, environ, set(shown.secrets()))
-    settings = [s for s in walker.walk(shown, (), True) if agent is None or _bears_on(s.key, shown, agent)]
-    return settings, checker.sorted(), manifest
+    return loaded_settings(manifest, environ=environ, agent=agent), checker.sorted(), manifest
+
+
+def loaded_settings(manifest: Manifest, *, environ: Mapping[str, str] | None = None,
+                    agent: str | None = None) -> list[Setting]:
+    """`effective_settings`' rows of a manifest already loaded (a running gateway's: `GET /settings`), each value
+    with the line and variables it was loaded from (`Manifest.key_sources`), whatever the file says now."""
+    environ = os.environ if environ is None else environ
+    sources = manifest.key_sources if isinstance(manifest.key_sources, KeySources) else \
+        KeySources(manifest.file, KeyLines())
+    walker = _Walker(sources.file, sources.key_lines, sources.file_path, environ, set(manifest.secrets()))
+    return [s for s in walker.walk(manifest, (), True) if agent is None or _bears_on(s.key, manifest, agent)]
 
 
 def process_settings(*, specs: Path | None, agents: Path | None, no_cache: bool,

@@ -88,6 +88,7 @@ def read_checked(
         return Manifest(file=file), c, False
     manifest = read_manifest(data, c)
     manifest.file = file
+    manifest.key_sources = c.sources()
     check_manifest(c, manifest, catalog, base_dir or Path.cwd())
     check_delegation(c, manifest)
     return manifest, c, True

@@ -208,6 +208,10 @@ class Manifest(Section):
     budgets: Budgets = doc("Token and cost budgets.", default_factory=defaults(Budgets))
     gateway: GatewaySettings = doc("Gateway-wide settings.", default_factory=defaults(GatewaySettings))
     file: SkipJsonSchema[str] = derived("agents.yaml")
+    key_sources: SkipJsonSchema[Any] = derived(None)
+    """The `gateway.config.checker.KeySources` the loader read this manifest's values from (their lines then, the
+    `${VAR}`s they read), or None for one not read from a file: a running gateway's settings name the line each
+    value was loaded from, whatever the file says now."""
 
     @field_validator("providers", mode="before")
     @classmethod

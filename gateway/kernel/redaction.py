@@ -1,9 +1,14 @@
 """Redaction of secrets from everything the model, the logs and the audit trail see.
 
 A `Redactor` knows the manifest's secret values (and tokens learned at run time, such as OAuth2
-access tokens) and replaces every occurrence with a marker, also in the forms an upstream is likely to
-echo them back in: percent-encoded (a query string in an error message; its escapes in either case), form-encoded,
-and base64 or base64url (a Basic credential or `user:password`).
+access tokens) and replaces every occurrence with a marker, also in the forms an upstream (or a model that read one)
+is likely to write them in, each as a maintained encoder writes it (exact forms, no fuzzy matching): percent-encoded
+(a query string in an error message; its escapes in either case), form-encoded, base64 or base64url (a Basic
+credential: `user:password`), base64 in MIME's 76-character lines (`base64.encodebytes`, an email body: a long
+token split by line breaks), inside a JSON string (Python's `json.dumps`, ASCII-only or not, and with a slash escaped as
+PHP's `json_encode` writes it: JSON held as text, a text body, a model's code block) and HTML-escaped
+(`html.escape`). A form is added only when it differs from the secret: a token of letters, digits, `-` and `_` has
+the percent, base64 and (when long) MIME forms only.
 
 Log lines: `redact_logs(redactor)` installs a log-record factory that scrubs each record as it is created.
 Filters on a logger miss records of its child loggers, and a library may log what an upstream echoed
@@ -18,6 +23,8 @@ paid only for lines that are actually written.
 from __future__ import annotations
 
 import base64
+import html
+import json
 import logging
 import re
 import threading
@@ -92,9 +99,11 @@ class Redactor:
         self._pattern: re.Pattern[str] | None = None
         self._variants: tuple[str, ...] = ()
         """Every form of every secret, longest first: what `_pattern` matches."""
-        self._json_variants: tuple[str, ...] | None = ()
-        """The variants, to look for in a value's JSON text; None when one has a character JSON escapes (a quote, a
-        backslash, a control character): its JSON form differs, so only the walk finds it."""
+        self._starts: dict[str, tuple[str, ...]] = {}
+        """The variants by their first character (what `HeldText` asks of a streamed text's tail)."""
+        self._json_variants: tuple[str, ...] = ()
+        """The variants as orjson writes them inside a JSON string (a quote, a backslash, a control character
+        escaped), to look for in a value's JSON text."""
         self.epoch: object = object()
         """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
         second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
@@ -109,14 +118,19 @@ class Redactor:
             self._secrets |= fresh
             self._variants = _all_variants(self._secrets)
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
-            self._json_variants = None if any(_escaped_in_json(v) for v in self._variants) else self._variants
+            self._json_variants = tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants)
+            starts: dict[str, list[str]] = {}
+            for variant in self._variants:
+                starts.setdefault(variant[0], []).append(variant)
+            self._starts = {first: tuple(forms) for first, forms in starts.items()}
             self.epoch = object()
 
     def add_basic(self, username: str | None, password: str | None) -> None:
-        """Learn a Basic credential: its base64 form would otherwise slip through."""
+        """Learn a Basic credential: the password, and `user:password`, whose base64 forms (the header's, a MIME
+        body's lines) would otherwise slip through."""
         if username is None or not password:
             return
-        self.add(password, base64.b64encode(f"{username}:{password}".encode()).decode("ascii"))
+        self.add(password, f"{username}:{password}")
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
@@ -152,8 +166,6 @@ class Redactor:
 
     def _may_hold_secret(self, value: dict[Any, Any] | list[Any]) -> bool:
         variants = self._json_variants
-        if variants is None:
-            return True
         try:
             # Searched as text: `bytes.__contains__` first tries its argument as an integer, and builds and drops a
             # TypeError for every form looked for.
@@ -176,8 +188,42 @@ class Redactor:
         return value
 
 
-def _escaped_in_json(text: str) -> bool:
-    return '"' in text or "\\" in text or any(ord(c) < 0x20 for c in text)
+class HeldText:
+    """Text that arrives in pieces (a streamed model reply), passed on redacted: only a tail that is the start of a
+    secret's form is held, until the next piece (or the end: `flush`) shows whether the form goes on; the rest goes
+    on at once (text that could start no form is never held)."""
+
+    __slots__ = ("_redactor", "_held")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """What of the text so far may be sent now, redacted ("" while all of it is held)."""
+        redactor = self._redactor
+        pattern, starts = redactor._pattern, redactor._starts
+        text = self._held + piece
+        if pattern is None:
+            self._held = ""
+            return text
+        whole = [(found.start(), found.end()) for found in pattern.finditer(text)]
+        cut = len(text)
+        for at in range(max(0, len(text) - len(redactor._variants[0]) + 1), len(text)):
+            forms = starts.get(text[at])
+            if not forms or any(start < at < end for start, end in whole):  # inside a whole form: redacted as is
+                continue
+            tail = text[at:]
+            if any(form.startswith(tail) for form in forms):
+                cut = at
+                break
+        self._held = text[cut:]
+        return redactor.text(text[:cut])
+
+    def flush(self) -> str:
+        """The rest, redacted (the text ended)."""
+        rest, self._held = self._held, ""
+        return self._redactor.text(rest)
 
 
 def _variants(secret: str) -> set[str]:
@@ -190,6 +236,16 @@ def _variants(secret: str) -> set[str]:
     variants.add(encoded.rstrip("="))
     urlsafe = encoded.replace("+", "-").replace("/", "_")  # base64url (JWTs, signed URLs)
     variants |= {urlsafe, urlsafe.rstrip("=")}
+    # MIME's lines (`base64.encodebytes`, an email body): split every 76 characters, by LF or, on the wire, CRLF.
+    lines = base64.encodebytes(secret.encode()).decode("ascii").rstrip("\n")
+    if "\n" in lines:
+        variants |= {lines, lines.replace("\n", "\r\n")}
+    # Inside a JSON string: escaped as Python's json writes it (non-ASCII as \uXXXX, or kept), and each form with a
+    # slash also as `\/` (PHP's json_encode): JSON kept as text (a text body, a log line, a model's code block).
+    escaped = {json.dumps(v, ensure_ascii=ascii_only)[1:-1] for v in variants for ascii_only in (True, False)}
+    escaped |= {e.replace("/", "\\/") for e in escaped if "/" in e}
+    variants |= escaped
+    variants.add(html.escape(secret))  # an HTML page or attribute (an error page that echoes the request)
     return {v for v in variants if len(v) >= MIN_SECRET_LENGTH}
 
 

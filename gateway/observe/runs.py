@@ -5,8 +5,10 @@ through its `invoke` (`ToolRunner.observer`), so every door that runs the loop (
 resume, `gateway chat`, a delegation) gets the same behaviour without knowing of it. Per model call, in order:
 the budgets are checked and the call reserved in the agent's and client's windows (`BudgetExceeded`), the
 `before_model_call` hooks run (`HookDenied`), the call runs inside a `chat {model}` span and its latency and
-tokens are counted, the reservation is settled with the usage, and the `after_model_call` hooks see (and may
-replace) the answer.
+tokens are counted, the reservation is settled with the usage, the answer's text is redacted (the gateway's own
+secrets, in every form the redactor knows: a model that read one where the redactor missed it, or was told one, does
+not hand it to the caller, the store or a hook), and the `after_model_call` hooks see (and may replace) the answer.
+A streamed answer's text is redacted as it streams (`gateway.kernel.redaction.HeldText`, in the loop).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..safety.budgets import FIRST_ESTIMATE, BudgetBook, Hold
 
 if TYPE_CHECKING:
     from ..config.model import AgentConfig
+    from ..kernel.redaction import Redactor
     from ..providers.base import Turn
     from ..safety.shares import ShareBook
     from .metrics import Metrics
@@ -52,8 +55,11 @@ class RunObserver:
 
     def __init__(self, *, metrics: Metrics | None = None, hooks: ConfiguredHooks | None = None,
                  budgets: Budgets | None = None, book: BudgetBook | None = None,
-                 code_workers_per_client: int | None = None, sandboxes: ShareBook | None = None) -> None:
+                 code_workers_per_client: int | None = None, sandboxes: ShareBook | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.metrics = metrics
+        self.redactor = redactor
+        """The generation's (the executor's: it learns tokens at run time): scrubs the model's answers."""
         self.hooks = hooks if hooks else None
         self.budgets = budgets if budgets else None
         self.book = book if book is not None else BudgetBook()
@@ -133,6 +139,9 @@ class RunObserver:
             tokens = self.metrics.tokens
             tokens.labels(agent=agent.name, model=agent.model, type="input").inc(turn.usage.input_tokens)
             tokens.labels(agent=agent.name, model=agent.model, type="output").inc(turn.usage.output_tokens)
+        redactor = self.redactor
+        if redactor and turn.message.content:
+            turn.message.content = redactor.text(turn.message.content)
         if hooks is not None:
             def replace(content: str) -> None:
                 turn.message.content = content

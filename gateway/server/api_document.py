@@ -93,12 +93,16 @@ SAFETY_PATHS: dict[str, Any] = {
         "operationId": "runningSettings", "summary": "The settings this running gateway uses (an admin key only)",
         "parameters": [{"name": "agent", "in": "query", "required": False,
                         "description": "Only the settings that bear on this agent.", "schema": {"type": "string"}}],
-        "responses": {"200": {"description": "Each setting (key, value: a secret `set` or `unset`, layer, source), "
-                                             "and whether agents.yaml still reads as the running manifest",
+        "responses": {"200": {"description": "Each setting the gateway runs on (key, value: a secret `set` or `unset`, "
+                                             "layer, source: the line it was loaded from), whether agents.yaml still "
+                                             "reads as the running manifest, and its errors when it is broken now",
                               "content": {"application/json": {"schema": {
-                                  "type": "object", "required": ["data", "agents_yaml"],
+                                  "type": "object", "required": ["data", "agents_yaml", "agents_yaml_errors"],
                                   "properties": {"data": {"type": "array", "items": {"type": "object"}},
-                                                 "agents_yaml": {"enum": ["as loaded", "changed", "unreadable"]}}}}}},
+                                                 "agents_yaml": {"enum": ["as loaded", "changed", "broken",
+                                                                          "unreadable"]},
+                                                 "agents_yaml_errors": {"type": "array",
+                                                                        "items": {"type": "object"}}}}}}},
                       **_ERRORS},
     }},
 }

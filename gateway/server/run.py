@@ -160,7 +160,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
             metrics_folder = os.environ[MULTIPROCESS_DIR] = tempfile.mkdtemp(prefix="gateway-metrics-")
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
                                                   "use_cache": use_cache, "allow_public": allow_public,
-                                                  "access_log": access_log})
+                                                  "access_log": access_log, "supervisor": os.getpid()})
         target = "gateway.server.run:worker_app"
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
@@ -200,8 +200,12 @@ _WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"
 
 
 def worker_app() -> Any:
-    """The app of one `gateway serve --workers N` worker process (uvicorn calls it in each)."""
+    """The app of one `gateway serve --workers N` worker process (uvicorn calls it in each); the worker stops when
+    its supervisor is gone (`supervisor_watch`)."""
+    from .supervisor_watch import watch_supervisor
+
     options = json.loads(os.environ[_WORKER_OPTIONS])
+    watch_supervisor(options["supervisor"])  # first: a supervisor killed while this worker loads is seen too
     built = _build_app(Path(options["specs"]), Path(options["agents"]), host=options["host"],
                        use_cache=options["use_cache"], allow_public=options["allow_public"],
                        access_log=options["access_log"])

@@ -214,7 +214,7 @@ def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
         running_once(lambda body: body["reload_refused"] is not None)
         status, rows, err = _settings(capsys, "--url", url)
         assert status == 0 and rows["agents.ops.max_iterations"]["value"] == 7
-        assert "agents.yaml changed since the running gateway loaded it" in err
+        assert "agents.yaml is broken now (the running gateway keeps what it loaded at " in err
         assert "its last reload was refused" in err and "max_iterations" in err
 
         for key, said in (("ck-plain-settings-0022", "HTTP 403"), ("", "HTTP 401")):
@@ -228,3 +228,90 @@ def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
+
+
+def test_url_after_an_edit_or_a_break_shows_what_runs_with_the_lines_it_was_loaded_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A running gateway whose agents.yaml was edited (its reload refused: the spec it names was broken beside it)
+    or is broken now (a wrong value, bad YAML, bytes that are not UTF-8): `GET /settings` and `gateway settings
+    --url` show the values it runs on, each with the line it was loaded from, say the file changed since the load (at
+    what time), and name the file's errors (file, line, key). Before: the values came with the edited file's lines
+    and layers (`agents.yaml:8`, a literal, for a value read from `$MAX_IT` at line 6), and a file that did not parse
+    left only the process settings and no error."""
+    import signal
+
+    import httpx
+    from serve_process import start_serve, write_slow_project
+
+    write_slow_project(tmp_path, "http://127.0.0.1:9", RUNNING_AGENTS)
+    monkeypatch.chdir(tmp_path)
+    for name in ("GATEWAY_SPECS", "GATEWAY_AGENTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MAX_IT", "7")
+    monkeypatch.setenv("GATEWAY_KEY", "ck-admin-settings-0011")
+    process, port = start_serve(tmp_path)
+    url = f"http://127.0.0.1:{port}"
+
+    def settings() -> dict[str, Any]:
+        answer = httpx.get(f"{url}/settings", headers={"Authorization": "Bearer ck-admin-settings-0011"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        return body
+
+    try:
+        loaded = settings()
+        running = {"key": "agents.ops.max_iterations", "value": 7, "layer": "environment",
+                   "source": "$MAX_IT via agents.yaml:6"}
+        assert {row["key"]: row for row in loaded["data"]}["agents.ops.max_iterations"] == running
+        assert loaded["agents_yaml"] == "as loaded" and loaded.get("agents_yaml_errors", []) == []
+
+        # Edited (two lines above it, a literal 9) and refused: the spec it names was broken in the same edit.
+        (tmp_path / "specs" / "slow.yaml").write_text("openapi: 3.0.3\ninfo: {title: Slow, version: '1'}\npaths: {}\n")
+        (tmp_path / "agents.yaml").write_text("# edited\n# twice\n" + RUNNING_AGENTS.replace("${MAX_IT:-12}", "9"))
+        deadline = time.monotonic() + 60  # a hang guard only: a reload is tried once the edit settles
+        while (body := settings())["reload_refused"] is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert {row["key"]: row for row in body["data"]}["agents.ops.max_iterations"] == running
+        assert body["reloads"] == 0 and body["agents_yaml"] == "changed" and body.get("agents_yaml_errors", []) == []
+        status, rows, err = _settings(capsys, "--url", url)
+        assert status == 0 and rows["agents.ops.max_iterations"] == running
+        assert (f"agents.yaml changed since the running gateway loaded it at {loaded['loaded_at']} (not reloaded yet, "
+                "or the reload was refused): the values shown are the ones it runs on, each with the line it was "
+                "loaded from") in err
+
+        for broken, said in ((RUNNING_AGENTS.replace("${MAX_IT:-12}", "many"),
+                              {"level": "error", "file": "agents.yaml", "line": 6,
+                               "pointer": "agents.ops.max_iterations"}),
+                             (RUNNING_AGENTS.replace("tools: [{api: slow}]", "tools: [{api: slow}"),
+                              {"level": "error", "file": "agents.yaml", "line": 8}),
+                             ("agents: \udcff\n", {"level": "error", "file": "agents.yaml", "line": None})):
+            (tmp_path / "agents.yaml").write_bytes(broken.encode("utf-8", "surrogateescape"))
+            body = settings()
+            assert {row["key"]: row for row in body["data"]}.get("agents.ops.max_iterations") == running, body
+            assert body["agents_yaml"] == ("unreadable" if said["line"] is None else "broken"), body
+            [error] = body["agents_yaml_errors"]
+            assert {key: error[key] for key in said} == said, error
+            status, rows, err = _settings(capsys, "--url", url)
+            assert status == 0 and rows["agents.ops.max_iterations"] == running and "agents.ops.model" in rows
+            assert f"the running gateway keeps what it loaded at {loaded['loaded_at']}" in err or \
+                f"it keeps what it loaded at {loaded['loaded_at']}" in err, err
+            assert f"  agents.yaml{':' + str(said['line']) if said['line'] else ''}:" in err, err
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+
+def test_a_gateway_started_without_agents_yaml_reads_as_loaded_until_one_appears(tmp_path: Path) -> None:
+    """No agents.yaml at start, none now: the file reads as it was loaded (before: `unreadable`, as if one broke);
+    one written since, broken, is named with its error."""
+    from gateway.runtime import load_runtime
+    from gateway.server.settings_route import settings_of
+
+    (tmp_path / "specs").mkdir()
+    runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
+    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    assert (reads, errors) == ("as loaded", [])
+    (tmp_path / "agents.yaml").write_text("agents: [\n")
+    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    assert reads == "broken" and [error.file for error in errors] == ["agents.yaml"]

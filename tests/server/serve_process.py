@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,32 +82,77 @@ CUTS = {
 
 @contextmanager
 def stopped_while_held(folder: Path, upstream: RecordingServer, llm_url: str, sent: str,
-                       settings: str = "") -> Iterator[int]:
+                       settings: str = "", *, workers: int = 1) -> Iterator[int]:
     """`gateway serve --graceful-timeout 1` whose `ops` agent (with `settings` too) runs on the scripted LLM at
     `llm_url`;
     SIGTERM once a call reached the place `sent` names (held there 8 s); the block's caller makes that call, and the
-    process has ended when the block does."""
+    process has ended when the block does. With `workers` > 1 the supervisor is SIGKILLed instead (as `kill -9` or
+    the OOM killer ends it: its workers are not told), and the block ends once every process it started has ended
+    and the port is free again (a bounded wait: a hang guard, not a timing threshold)."""
     held_at, hooks, _, _ = CUTS[sent]
     upstream.route(held_at, Reply(200, {"done": True}, delay=8))
     agents = SLOW_AGENTS.replace("http://127.0.0.1:9/v1", f"{llm_url}/v1") + settings \
         + hooks.replace("UPSTREAM", upstream.url)
     write_slow_project(folder, upstream.url, agents)
-    process, port = start_serve(folder, "--graceful-timeout", "1")
+    process, port = start_serve(folder, "--graceful-timeout", "1", *(["--workers", str(workers)] * (workers > 1)))
+    started: list[int] = []
 
     def stop_once_held() -> None:
         deadline = time.monotonic() + 60  # a hang guard only
         while not any(request.path == held_at for request in upstream.requests) and time.monotonic() < deadline:
             time.sleep(0.02)
-        process.send_signal(signal.SIGTERM)
+        if workers > 1:
+            started.extend(descendants(process.pid))
+            process.send_signal(signal.SIGKILL)
+        else:
+            process.send_signal(signal.SIGTERM)
 
     stopper = threading.Thread(target=stop_once_held)
     stopper.start()
     try:
         yield port
         stopper.join(60)
-        assert process.wait(30) in (0, -signal.SIGTERM)
+        assert process.wait(30) in (0, -signal.SIGTERM, -signal.SIGKILL)
+        if workers > 1:
+            # A worker (the one holding the call, at least) among them; on a loaded machine uvicorn may be replacing
+            # another one that missed its health check (forked, not yet running Python: no command line yet).
+            assert any("spawn_main" in _command(pid) for pid in started), [_command(pid) for pid in started]
+            deadline = time.monotonic() + 60  # a hang guard only
+            while (left := [pid for pid in started if alive(pid)]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert left == [], "orphaned: " + ", ".join(_command(pid) for pid in left)
+            with socket.socket() as probe:  # free: a restarted gateway can bind it
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(("127.0.0.1", port))
     finally:
         process.kill()
+        for pid in started:  # a worker left behind (the test failed): not left to the next test
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process `pid` started, and theirs (Linux's /proc: `children` of each of its threads)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie has ended; only its parent has not asked how
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except (FileNotFoundError, ProcessLookupError):
+        return f"{pid} (ended)"
 
 
 def audit_rows(folder: Path, kind: str = "tool") -> list[tuple[str, str]]:

@@ -154,3 +154,23 @@ def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_an
     # Nothing sent: the decision was taken back, to be made again (on another instance); sent: the approval is used.
     waiting = [approval["id"] for approval in json.loads(listed.stdout)]
     assert waiting == ([] if sent == "sent" else [pending["id"]]), listed.stdout
+
+
+@pytest.mark.parametrize("sent", list(CUTS))
+def test_workers_whose_supervisor_is_sigkilled_stop_as_on_sigterm_and_free_the_port(
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> None:
+    """`gateway serve --workers 2`, its supervisor SIGKILLed while a chat's tool call is held (`kill -9 <pid>`, the
+    OOM killer: the workers are not told). Each worker notices its parent is gone and stops as on SIGTERM: the chat is
+    cut and told so, its rows say `stopped`, every worker ends and the port is free (before: both workers lived on,
+    orphans holding the port, and the chat waited on them)."""
+    llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
+    _, _, said, row = CUTS[sent]
+    with stopped_while_held(tmp_path, upstream, llm.url, sent, workers=2) as port:
+        error = _chat(port)
+    assert error["code"] == "instance_stopped" and said in error["message"]
+    assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
+    assert audit_rows(tmp_path) == [("transport_error", row)]
+    calls = "1 tool call was sent (their rows, under this run's id, say how each ended)." if sent == "sent" \
+        else "no tool call was sent."
+    assert audit_rows(tmp_path, "chat") == [("stopped", f"The gateway instance stopped before the run ended: {calls}")]
+    assert "the supervisor of this worker" in (tmp_path / "serve.log").read_text()
