@@ -185,7 +185,7 @@ class StatelessRequests:
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
         """The SDK's `Mcp-Param-*` rule for a `tools/call`: whether the headers disagree with the arguments."""
         name, arguments = params.get("name"), params.get("arguments")
-        if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, Mapping)):
+        if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, dict)):
             return False
         lookup = self.server.get_tool_input_schema
         if lookup is None:
