@@ -142,7 +142,11 @@ class MCPEndpoint:
 
     def _checked_agent(self, scope: Scope) -> str:
         agents = self.state.current.runtime.manifest.agents
-        agent = routed_agent(scope)
+        # The agent the route's gate admitted (`auth.AgentGate`, from `routed_agent` too), read once: the gate has
+        # just worked it out of the path or the query.
+        agent = scope.get("gateway.agent")
+        if not isinstance(agent, str):
+            agent = routed_agent(scope)
         if agent is None:
             raise APIError(404, "No agent named: use /mcp/{agent} (or /mcp/{agent}/mcp, or /mcp?agent=NAME).",
                            code="unknown_agent")
