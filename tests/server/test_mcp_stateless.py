@@ -1,5 +1,7 @@
 """`stateless`: the SDK's `Mcp-Param-*` rule holds for a tool whose schema declares such headers (the gateway's
-compiled tools never do: the compiler drops `x-` keys), answered by the door as the SDK's transport answers."""
+compiled tools never do: the compiler drops `x-` keys), answered by the door as the SDK's transport answers; the
+kernel kept per caller and envelope answers as the SDK's own (the official `mcp` client and the SDK's transport are
+the judges)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from mcp import Client
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware
+from server_support import FORECAST
 
 from gateway.server.mcp.endpoint import security_settings
 from gateway.server.mcp.stateless import StatelessRequests
@@ -21,6 +25,7 @@ pytestmark = pytest.mark.anyio
 MODERN = "2026-07-28"
 SCHEMA = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"},
                                            "size": {"type": "integer"}}}
+FORECAST_ARGS = {"latitude": 52.52, "longitude": 13.41}
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -252,3 +257,23 @@ async def test_a_written_connection_is_unwound_and_not_kept(monkeypatch: pytest.
     assert unwound == ["unwound"]  # unwound at the end of its request
     await call("plain")
     assert len(made) == 3 and unwound == ["unwound"]
+
+
+async def test_the_official_clients_stateless_calls_share_one_kernel(gw: tuple[str, Any],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official client's default mode (stateless 2026-07-28, its envelope on every request): after its first
+    `tools/call`, its calls and its listing make no connection of their own, and it reads what it read before."""
+    url, _ = gw
+    made = _made_connections(monkeypatch)
+    async with Client(f"{url}/mcp/weather") as client:
+        assert client.protocol_version == MODERN
+        first = await client.call_tool("getForecast", FORECAST_ARGS)
+        before = len(made)
+        again = await client.call_tool("getForecast", FORECAST_ARGS)
+        failed = await client.call_tool("getForecast", {"latitude": "north"})
+        listed = await client.list_tools()
+        assert len(made) == before
+    assert first.structured_content == again.structured_content == FORECAST and again.is_error is False
+    assert json.loads(again.content[0].text) == FORECAST  # type: ignore[union-attr]
+    assert failed.is_error is True and "invalid_arguments" in failed.content[0].text  # type: ignore[union-attr]
+    assert "getForecast" in {tool.name for tool in listed.tools}
