@@ -153,9 +153,9 @@ class StatelessRequests:
         one, as the SDK's `serve_one` makes per request (then no key)."""
         key: tuple[Any, ...] | None = None
         if method in _KEPT_METHODS:
-            info, capabilities = repr(route.client_info), repr(route.client_capabilities)  # (exact JSON text)
-            if len(info) + len(capabilities) <= _ENVELOPE_KEPT:
-                key = (identity, route.protocol_version, info, capabilities)
+            envelope = repr((route.client_info, route.client_capabilities))  # (of JSON values, their exact text)
+            if len(envelope) <= _ENVELOPE_KEPT:
+                key = (identity, route.protocol_version, envelope)
                 kept = self._kernels.get(key)
                 if kept is not None:
                     return key, kept[0], kept[1]
