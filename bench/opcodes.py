@@ -98,9 +98,11 @@ async def _bind(app: Any, door: str) -> Call:
         headers += [(b"mcp-protocol-version", STATELESS_PROTOCOL.encode()), (b"mcp-method", b"tools/call"),
                     (b"mcp-name", b"listIssues")]
 
+        stateless_call = _numbered({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": {
+            "name": "listIssues", "arguments": CALL_ARGS, "_meta": STATELESS_ENVELOPE}})
+
         async def stateless() -> None:
-            await post("/mcp/bench", json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": {
-                "name": "listIssues", "arguments": CALL_ARGS, "_meta": STATELESS_ENVELOPE}}).encode(), headers)
+            await post("/mcp/bench", stateless_call(next(ids)), headers)
 
         return stateless
     opened = await post("/mcp/bench", json.dumps({
@@ -111,12 +113,25 @@ async def _bind(app: Any, door: str) -> Call:
     headers += [(b"mcp-protocol-version", PROTOCOL.encode()), *([(b"mcp-session-id", session)] if session else [])]
     await post("/mcp/bench", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', headers)
 
+    session_call = _numbered({"jsonrpc": "2.0", "id": 0, "method": "tools/call",
+                              "params": {"name": "listIssues", "arguments": CALL_ARGS}})
+
     async def mcp() -> None:
-        await post("/mcp/bench", json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call",
-                                             "params": {"name": "listIssues", "arguments": CALL_ARGS}}).encode(),
-                   headers)
+        await post("/mcp/bench", session_call(next(ids)), headers)
 
     return mcp
+
+
+def _numbered(message: dict[str, Any]) -> Callable[[int], bytes]:
+    """`message`'s JSON body with a given id (`message["id"]` is 0), written once: the driver's own work a call is
+    then a byte join, as the direct door's driver sends one body written once (a JSON write per call would count
+    ~130 instructions of the bench's to the MCP doors)."""
+    head, tail = json.dumps(message).encode().split(b'"id": 0', 1)
+
+    def body(number: int) -> bytes:
+        return b"%b\"id\": %d%b" % (head, number, tail)
+
+    return body
 
 
 UNATTRIBUTED = "unattributed (the bench's driver, a coroutine the loop resumed outside the stages' files)"

@@ -233,3 +233,20 @@ def test_a_bad_mcp_setting_is_reported_with_its_line_when_the_manifest_loads() -
         """), catalog=None, environ={})
     errors = [(d.line, d.message) for d in diagnostics if d.level == "error"]
     assert errors == [(3, "must be at least 1, got 0")]
+
+
+def test_a_request_on_an_idle_session_ends_it_in_the_same_lookup() -> None:
+    """`request_started` is what `expire` then counting in flight were: a session idle past its timeout is ended
+    (and named for the SDK) and says so; any other is counted in flight."""
+    now = [0.0]
+    idle: list[str] = []
+    ledger = SessionLedger(SessionLimits(session_idle_timeout=10), clock=lambda: now[0], on_idle=idle.append)
+    ledger.opened("s1", "a", "weather")
+    ledger.opened("s2", "a", "weather")
+    now[0] = 5.0
+    assert ledger.request_started("s1") is False  # counted in flight
+    now[0] = 20.0
+    assert ledger.request_started("s1") is False  # in flight since: not idle
+    assert ledger.request_started("s2") is True and idle == ["s2"] and len(ledger) == 1
+    assert ledger.request_started("s2") is False  # over: nothing to count
+    assert ledger.request_started("unknown") is False

@@ -9,7 +9,8 @@ One concept per module:
 - `inline`: a 2025 session's `tools/call`, `tools/list` and `ping` answered in the request's own task, through the
   SDK's transport checks and its server kernel (`ServerRunner`), without the session's streams and tasks.
 - `stateless`: a stateless 2026-07-28 request answered the same way, through the SDK's envelope ladder and kernel,
-  with what the SDK's own entry asks per request (header verdicts, `Mcp-Param-*` declarations) asked once.
+  with what the SDK's own entry asks per request (header verdicts, `Mcp-Param-*` declarations) asked once, and the
+  kernel of a caller's envelope kept as a session keeps its own.
 - `exchange`: what those two share: the SDK's transport checks' verdicts, the body read (and given back), the
   dispatch context of one JSON answer.
 - `sessions`: the ledger of open sessions per client (limits: `gateway.config.mcp_limits`, agents.yaml's

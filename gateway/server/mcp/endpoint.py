@@ -115,8 +115,7 @@ class MCPEndpoint:
         version_text = version.decode("latin-1") if version is not None else None
         if session is not None:
             session_id = scope[SESSION_SCOPE_KEY] = session.decode("latin-1")
-            await self._on_session(session_id, identity, version_text, headers, _owner(client, scope), scope,
-                                   receive, send)
+            await self._on_session(session_id, identity, version_text, headers, scope, receive, send)
         elif scope.get("method") == "POST" and (version_text is None or
                                                 version_text in HANDSHAKE_PROTOCOL_VERSIONS):
             await self._opening(_owner(client, scope), identity, scope, receive, send)
@@ -143,7 +142,11 @@ class MCPEndpoint:
 
     def _checked_agent(self, scope: Scope) -> str:
         agents = self.state.current.runtime.manifest.agents
-        agent = routed_agent(scope)
+        # The agent the route's gate admitted (`auth.AgentGate`, from `routed_agent` too), read once: the gate has
+        # just worked it out of the path or the query.
+        agent = scope.get("gateway.agent")
+        if not isinstance(agent, str):
+            agent = routed_agent(scope)
         if agent is None:
             raise APIError(404, "No agent named: use /mcp/{agent} (or /mcp/{agent}/mcp, or /mcp?agent=NAME).",
                            code="unknown_agent")
@@ -197,13 +200,11 @@ class MCPEndpoint:
             self.inline.opened(opened[0], identity, b"".join(asked), b"".join(answered))
 
     async def _on_session(self, session_id: str, identity: Identity, version: str | None,
-                          headers: dict[bytes, bytes], owner: str, scope: Scope, receive: Receive,
-                          send: Send) -> None:
-        self.sessions.expire(session_id)  # idle past its timeout: over in the ledger, and in the SDK before it answers
-        if self._idle:
+                          headers: dict[bytes, bytes], scope: Scope, receive: Receive, send: Send) -> None:
+        # Counted in flight; or, idle past its timeout, over in the ledger, and in the SDK before it answers (a 404).
+        if self.sessions.request_started(session_id) or self._idle:
             await self._end_idle()
         status = 200  # what the door answers inline
-        self.sessions.request_started(session_id)
         try:
             rest = await self.inline.answer(session_id, identity, version, headers, scope, receive, send)
             if rest is not None:
@@ -214,7 +215,9 @@ class MCPEndpoint:
                     status = watch.status
         finally:
             gone = status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300)
-            self.sessions.request_ended(session_id, owner, identity[2], gone=gone)
+            # (whose the request is matters only when the SDK said the session is over)
+            self.sessions.request_ended(session_id, _owner(identity[0], scope) if gone else "", identity[2],
+                                        gone=gone)
 
     def _ended(self, session_id: str) -> None:
         self.found.forget(session_id)

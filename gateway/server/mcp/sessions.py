@@ -74,10 +74,16 @@ class SessionLedger:
             self._opened_since_sweep = 0
             self.sweep()
 
-    def request_started(self, session_id: str) -> None:
+    def request_started(self, session_id: str) -> bool:
+        """A request on `session_id` arrived: counted in flight, unless the session had been idle past the timeout,
+        which ends it (as `expire` would) and is said (True). One lookup for what the request needs to know."""
         session = self._sessions.get(session_id)
-        if session is not None:
-            session.in_flight += 1
+        if session is None:
+            return False
+        if session.in_flight == 0 and session.last_active < self.clock() - self.limits.session_idle_timeout:
+            return self._expire([session_id]) > 0
+        session.in_flight += 1
+        return False
 
     def request_ended(self, session_id: str, owner: str, agent: str, *, gone: bool) -> None:
         """A request on `session_id` was answered; `gone`: the SDK answered that the session is over (404 or a

@@ -18,6 +18,14 @@ each request's connection teardown, empty, under a shielded cancel scope. Here, 
   pushed on it), and the answer (or the error, mapped by its `modern_error_data`, with the HTTP status of its
   `ERROR_CODE_HTTP_STATUS`).
 
+The kernel of a `tools/call`, `tools/list` or `ping` is kept per caller and envelope (`_kernel`), as a 2025 session
+keeps its own: the `Connection` the SDK makes from an envelope is a function of the envelope's three values alone
+(version, client info, capabilities: three pydantic validations, an event and an exit stack a request), and those
+requests leave it as they found it: the kernel writes a connection only on `initialize`, and a low-level handler
+or server middleware reaches no connection state through the SDK's public context. A kernel whose connection was
+written all the same (its `state`, or anything pushed on its teardown) is unwound as `serve_one` unwinds it and
+not kept. Every other method gets a connection of its own, as in the SDK.
+
 What is not plainly a well-formed request that passes all of them (a notification, a refused envelope, a
 repeated header, `subscriptions/listen`'s stream, a chunked body) goes to the SDK unchanged, so its answers and
 errors stay its own: a test sends every kind of request both ways and compares the answers.
@@ -43,6 +51,7 @@ from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
+    InboundModernRoute,
     classify_inbound_request,
     find_invalid_x_mcp_header,
     validate_mcp_param_headers,
@@ -63,6 +72,10 @@ from .server import MessageFacts, user_token
 
 logger = logging.getLogger("gateway.mcp")
 
+_KEPT_METHODS = frozenset({"tools/call", "tools/list", "ping"})
+"""The requests whose kernel is kept per caller and envelope: the kernel writes no connection for them."""
+_ENVELOPE_KEPT = 2048
+"""The longest client info and capabilities (their text) whose kernel is kept: what is kept stays bounded."""
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower().encode("latin-1")
 _VERSION, _METHOD, _NAME = (name.encode("latin-1") for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
                                                                   MCP_NAME_HEADER))
@@ -81,6 +94,8 @@ class StatelessRequests:
         self._declaring: dict[int, tuple[Mapping[str, Any], bool]] = {}
         """Whether a tool's input schema declares `Mcp-Param-*` headers, by the schema's id (the schema is kept
         with its verdict, so its id names it while the entry lives)."""
+        self._kernels: dict[tuple[Any, ...], tuple[ServerRunner[Any], _Teardown]] = {}
+        """The kernel of each caller's envelope, with its connection's teardown (see the module's docstring)."""
 
     async def answer(self, headers: Headers, scope: Scope, receive: Receive, send: Send,
                      identity: Identity | None = None) -> Receive | None:
@@ -90,7 +105,7 @@ class StatelessRequests:
         if scope.get("method") != "POST" or len(headers) != len(scope["headers"]):
             return receive  # a repeated header: the SDK decides which copy counts, or refuses a routing header's
         message, again = await read_request(self.checks, headers, scope, receive, self.max_body_bytes,
-                                            lambda body: json.loads(body.decode()))  # the SDK's parser
+                                            _parsed)
         if message is None or "id" not in message:
             return again  # not one request (a notification is acknowledged by the SDK)
         request_id, method, params = as_request_id(message["id"]), message["method"], message.get("params")
@@ -108,26 +123,51 @@ class StatelessRequests:
         exchange = JSONExchange(TransportContext(kind="streamable-http", can_send_request=False,
                                                  headers=request.headers), request_id,
                                 ServerMessageMetadata(request_context=request))
-        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
-        connection.exit_stack = teardown = _Teardown()
+        key, runner, teardown = self._kernel(route, identity, method)
+        connection = runner.connection
         try:
-            # What the SDK's `serve_one` does: a kernel for this one request's connection, whose teardown is then
+            # What the SDK's `serve_one` does: a kernel for this request's connection, whose teardown is then
             # unwound (shielded, bounded), here only when something was pushed on it (nothing of the gateway's
             # does: unwinding an empty stack under a shielded scope was the largest step left of this path).
-            # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty).
-            result = await ServerRunner(self.server, connection, {}).on_request(exchange, method, params)
+            result = await runner.on_request(exchange, method, params)
         except Exception as error:  # noqa: BLE001 - the wire boundary: the SDK's modern entry maps it so
             failure: Exception | None = error
         else:
             failure = None
         finally:
-            if teardown.pushed:
-                await aclose_shielded(connection)
+            if teardown.pushed or connection.state:  # written after all: unwound, and the next request's is new
+                if key is not None and self._kernels.get(key, (None,))[0] is runner:
+                    del self._kernels[key]
+                if teardown.pushed:
+                    await aclose_shielded(connection)
         if failure is not None:
             await _send_error(request_id, failure, send)
         else:
             await send_json(send, 200, result_body(request_id, result, aside))
         return None
+
+    def _kernel(self, route: InboundModernRoute, identity: Identity | None,
+                method: str) -> tuple[tuple[Any, ...] | None, ServerRunner[Any], _Teardown]:
+        """The kernel (and its connection's teardown) to answer `method` under the envelope `route` read: the one
+        kept for this caller and envelope, for the methods that leave a connection as they found it; else a new
+        one, as the SDK's `serve_one` makes per request (then no key)."""
+        key: tuple[Any, ...] | None = None
+        if method in _KEPT_METHODS:
+            envelope = repr((route.client_info, route.client_capabilities))  # (of JSON values, their exact text)
+            if len(envelope) <= _ENVELOPE_KEPT:
+                key = (identity, route.protocol_version, envelope)
+                kept = self._kernels.get(key)
+                if kept is not None:
+                    return key, kept[0], kept[1]
+        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        connection.exit_stack = teardown = _Teardown()
+        # {}: the lifespan state of the server (it keeps the SDK's default lifespan, whose state is empty).
+        runner = ServerRunner(self.server, connection, {})
+        if key is not None:
+            if len(self._kernels) >= 1024:  # callers and their envelopes come and go
+                self._kernels.clear()
+            self._kernels[key] = (runner, teardown)
+        return key, runner, teardown
 
     def _routing_headers(self, headers: Headers) -> dict[str, str]:
         """The routing headers the request has, decoded, by their names (as the SDK's `Headers` gives them)."""
@@ -145,7 +185,7 @@ class StatelessRequests:
     def _param_headers_refused(self, params: Mapping[str, Any], scope: Scope) -> bool:
         """The SDK's `Mcp-Param-*` rule for a `tools/call`: whether the headers disagree with the arguments."""
         name, arguments = params.get("name"), params.get("arguments")
-        if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, Mapping)):
+        if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, dict)):
             return False
         lookup = self.server.get_tool_input_schema
         if lookup is None:
@@ -200,6 +240,16 @@ class _Teardown(AsyncExitStack):
     def push_async_callback(self, callback: Any, /, *args: Any, **kwds: Any) -> Any:
         self.pushed = True
         return super().push_async_callback(callback, *args, **kwds)
+
+
+_DECODER = json.JSONDecoder()
+"""What `json.loads` decodes a text with when given no options (the SDK transport's parser)."""
+
+
+def _parsed(body: bytes) -> Any:
+    """The body as the SDK's transport parses it (`json.loads` of its UTF-8 text; what it refuses, a `ValueError`,
+    a text with a byte-order mark included), without `json.loads`'s reading of its options per call."""
+    return _DECODER.decode(body.decode())
 
 
 async def _send_error(request_id: RequestId, failure: Exception, send: Send) -> None:
