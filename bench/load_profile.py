@@ -36,12 +36,11 @@ PLACES = (
     ("pyreqwest's send", ("ReqwestWire.send",)),
     ("uvicorn's send (the answer's write)", ("RequestResponseCycle.send",)),
     ("the access line (logging)", ("log_access", "LogRecord", "Handler.handle")),
-    ("Starlette", ("starlette/",)),
-    ("uvicorn's parsing", ("HttpToolsProtocol", "BoundedHeadProtocol")),
-    ("gateway's own Python", ("gateway/",)),
 )
-"""Where a sample counts: the first place (in this order) any of whose names is in one of its frames, the loop's own
-native code when its innermost frame is the loop's `run` (nothing of Python below it)."""
+"""Where a sample counts first: the first place (in this order) any of whose names is in one of its frames."""
+INNERMOST = (("Starlette's own code", "starlette/"), ("uvicorn's own code", "uvicorn/"),
+             ("the gateway's own Python", "gateway/"))
+"""Else by its innermost frame of these packages (every request passes through Starlette's and uvicorn's frames)."""
 
 
 async def _load(url: str, body: Any, callers: int, seconds: float) -> float:
@@ -73,7 +72,10 @@ def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
             counts["the loop's own native code (waiting, or a callback's C part)"] += int(number)
             continue
         place = next((label for label, names in PLACES if any(name in frame for frame in frames for name in names)),
-                     "other")
+                     None)
+        if place is None:
+            place = next((label for frame in reversed(frames) for label, folder in INNERMOST if folder in frame),
+                         "other (the loop's Python, asyncio)")
         counts[place] += int(number)
     return total, counts
 
