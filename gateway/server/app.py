@@ -111,12 +111,8 @@ def create_app(
             try:
                 yield
             finally:
-                # The calls uvicorn cut are answered so (`stopping`), their rows written, before closing; the
-                # outcomes the store holds for a moment are committed before the process ends (it does not close
-                # the store: `gateway serve` exits with it open).
+                # The calls uvicorn cut are answered so (`stopping`), their rows written, before closing.
                 await cut.drained()
-                if safety is not None:
-                    safety.store.settle_audit()
                 for task in (watcher, sweeper):
                     if task is not None:
                         task.cancel()

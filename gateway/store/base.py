@@ -375,11 +375,6 @@ class Store(abc.ABC):
         writes it). Raises as `update_audit`."""
         return False
 
-    def settle_audit(self) -> None:
-        """Commit what this store holds of the audit for a moment (SQLite: outcomes waiting for the next call's
-        row, `sqlite_outcomes`); a server asks before it stops. Nothing to do for a store that holds nothing."""
-        return None
-
     @abc.abstractmethod
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:

@@ -229,9 +229,6 @@ class CountedStore(Store):
     def update_audit_now(self, row: AuditRow) -> bool:
         return self.inner.update_audit_now(row)
 
-    def settle_audit(self) -> None:
-        self.inner.settle_audit()
-
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
         return await self.inner.list_audit(limit=limit, agents=agents, query=query)

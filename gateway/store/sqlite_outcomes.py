@@ -134,9 +134,6 @@ class InlineOutcomes:
             loop.call_later(OUTCOME_WITHIN, self._bound_ran_out)
         return True
 
-    def settle_audit(self) -> None:
-        self.commit_outcomes()
-
     def _bound_ran_out(self) -> None:
         self._outcomes.disarm()
         self.commit_outcomes()
