@@ -8,15 +8,13 @@ set once per request by the auth middleware and inherited by every task the requ
 
 A call is recorded before it is sent: `RecordBeforeSend`, the stage just before the execution, writes its row
 (status `running`), and `RecordCall` writes the outcome onto that row afterwards (one insert and one update per
-call that is sent; a call refused before it is one insert). A store may accept the outcome and commit it shortly
-after the answer (`Store.update_audit_now`: SQLite's within 50 ms, with the next call's row). A call whose row
-cannot be written is not sent; a row left `running` says the call was sent and its outcome never recorded (the
-store failed meanwhile, or the process died). `watch_sends` tells a block of work whether any call of it was sent
-(an approval's resume uses it to know whether a decision was carried out).
+call that is sent; a call refused before it is one insert). A call whose row cannot be written is not sent; a
+row left `running` says the call was sent and its outcome never recorded (the store failed meanwhile, or the
+process died). `watch_sends` tells a block of work whether any call of it was sent (an approval's resume uses it
+to know whether a decision was carried out).
 
 The audit fails closed: a row the store cannot take (a full disk, a read-only file) raises
-`AuditUnavailable`, and the door answers 503 instead of a call sent without its row (an outcome a store accepted
-and then could not commit is logged by the store; its row stays `running`). Arguments and error texts
+`AuditUnavailable`, and the door answers 503 instead of an unrecorded success. Arguments and error texts
 pass through the `Redactor` first: no credential reaches a row. Rows older than `audit_retention_days`
 (default 30; 0 or null keeps them forever) are deleted by `prune` (checked on the write path, at most hourly), and
 with them what conversations were kept to go on from, older than `conversation_retention_days` (stored Responses

@@ -369,10 +369,8 @@ class Store(abc.ABC):
         return False
 
     def update_audit_now(self, row: AuditRow) -> bool:
-        """`update_audit` on this thread, without waiting, when the backend can: True once the outcome is committed,
-        or taken to be committed within a bound (SQLite: with the next call's row, `sqlite_outcomes`; a failure
-        then is logged, the row stays `running`); False when nothing was written (then `update_audit`, awaited,
-        writes it). Raises as `update_audit`."""
+        """`update_audit` on this thread, without waiting, when the backend can: True once the outcome is committed;
+        False when nothing was written (then `update_audit`, awaited, writes it). Raises as `update_audit`."""
         return False
 
     @abc.abstractmethod

@@ -16,8 +16,6 @@ sends the row down the queued path instead (group commit on the store thread, as
 before). It never checkpoints either (`wal_autocheckpoint=0`: a checkpoint fsyncs): the
 store thread runs a PASSIVE checkpoint every `_CHECKPOINT_EVERY` inline rows (inline writers held off
 meanwhile: one racing them never catches up with the WAL's end) and on close, so the WAL stays bounded.
-A sent call's outcome is not a commit of its own: it waits for the next call's row and goes into that row's
-transaction, or is committed alone within `OUTCOME_WITHIN` seconds (`sqlite_outcomes`).
 Rate-limit buckets (`take_tokens`: up to two transactions per call when limits are set) take the same inline
 path. A write that fails (a full disk, a read-only file) raises: the audit log then withholds the answer.
 """
@@ -50,7 +48,6 @@ from .base import (
     approvals_select,
 )
 from .sqlite_connections import SQLiteConnections
-from .sqlite_outcomes import InlineOutcomes, WaitingOutcomes, write_outcomes
 from .sqlite_sweeps import Batch, audit_rows, finished_runs, stored_answers
 from .sqlite_tables import (
     APPROVAL_COLUMNS,
@@ -91,7 +88,7 @@ _EXECUTE = sqlite3.Cursor.execute
 """The audit's two writes a call: one statement each, committed by SQLite itself (no transaction of ours)."""
 
 
-class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
+class SQLiteStore(SQLiteConnections, Store):
     def __init__(self, path: str | Path) -> None:
         """Open (creating if needed) the database.
 
@@ -107,7 +104,6 @@ class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
         self._inline: sqlite3.Cursor | None = None
         self._inline_lock = threading.Lock()  # only ever tried, never waited for, by a writer
         self._inline_rows = 0  # since the last checkpoint was asked for
-        self._outcomes = WaitingOutcomes()  # sent calls' outcomes waiting to share the next row's commit
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -284,12 +280,6 @@ class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
     def add_audit_now(self, row: AuditRow) -> bool:
         # Inline (see the module docstring); a taken lock, here or on the file, means the queued path.
         if row.status == AUDIT_RUNNING and row.kind == "tool":
-            if self._outcomes.waiting:  # the outcomes waiting are committed with this row (`sqlite_outcomes`)
-                row_id = self._write_inline(self._grouped, running_values(row), None)
-                if row_id is None:
-                    return False
-                row.id = row_id
-                return True
             written = self._write_inline(_EXECUTE, INSERT_RUNNING, running_values(row))
         else:
             written = self._write_inline(_EXECUTE, INSERT_AUDIT, audit_values(row))
@@ -303,6 +293,11 @@ class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
             return
         row.id = None
         await self._queue_audit(INSERT_AUDIT, audit_values(row), row)
+
+    def update_audit_now(self, row: AuditRow) -> bool:
+        # A row whose insert is still queued (no id yet) is updated behind it, on the store thread.
+        return row.id is not None and self._write_inline(
+            _EXECUTE, UPDATE_AUDIT, (*outcome_values(row), row.id)) is not None
 
     async def update_audit(self, row: AuditRow) -> None:
         if self.update_audit_now(row):
@@ -353,8 +348,6 @@ class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
 
     async def list_audit(self, *, limit: int = 100, agents: set[str] | None = None,
                          query: AuditQuery | None = None) -> list[AuditRow]:
-        if self._outcomes.waiting:  # a reader sees every outcome given so far
-            self.commit_outcomes()
         query = (query or AuditQuery()).within(agents)
         where, params = query.where()
 
@@ -468,9 +461,6 @@ class SQLiteStore(InlineOutcomes, SQLiteConnections, Store):
             inline, self._inline = self._inline, None
         if inline is not None:
             inline.connection.close()
-        outcomes = self._outcomes.take()
-        if outcomes:
-            write_outcomes(conn, outcomes)
         checkpoint(conn)
         conn.close()
 
