@@ -1,6 +1,6 @@
 """The audit's promise on a real `gateway serve` with its default SQLite store, judged by the file itself as another
-process reads it: a call's row is in the file when the upstream receives the call, its outcome lands after the
-answer within its bound (`gateway.store.sqlite_outcomes`), and a process killed with SIGKILL (no shutdown of any
+process reads it: a call's row is in the file when the upstream receives the call, its outcome is there when the
+answer returns, and a process killed with SIGKILL (no shutdown of any
 kind) loses no row of a call it sent (WAL with `synchronous=NORMAL`: a commit is in the operating system's hands
 before the call leaves; a power loss is another matter, docs/safety.md)."""
 
@@ -55,14 +55,11 @@ def test_rows_before_sending_outcomes_within_the_bound_and_none_lost_to_sigkill(
         write_counter_project(tmp_path, "http://127.0.0.1:9", upstream.url)
         process, port = start_serve(tmp_path)
         try:
-            for n in range(1, 6):  # one after another: each outcome shares the next call's commit
+            for n in range(1, 6):  # one after another
                 assert _post(port, n) == 200
                 assert seen[n][n] == "running"  # the row was in the file when the upstream had the call
                 assert all(seen[n][earlier] == "ok" for earlier in range(1, n))
-            deadline = time.monotonic() + 30  # a hang guard: the bound is OUTCOME_WITHIN (0.05 s)
-            while _rows(store).get(5) != "ok":  # the last call's outcome, with no call after it
-                assert time.monotonic() < deadline, _rows(store)
-                time.sleep(0.01)
+                assert _rows(store)[n] == "ok"  # the outcome was committed before the answer returned
 
             with ThreadPoolExecutor(8) as pool:  # then many at once, killed while they run and answer
                 answers = [pool.submit(_post, port, n) for n in range(100, 140)]
