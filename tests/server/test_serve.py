@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serve_process import alive, descendants
 from server_support import ROOT
 
 from gateway.server.listening import CANNOT_LISTEN_EXIT
@@ -201,23 +202,6 @@ def test_localhost_is_every_loopback_address_on_one_port() -> None:
             sock.close()
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process `pid` started, and theirs (Linux's /proc: `children` of each of its threads)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            found += [int(child), *_descendants(int(child))]
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"  # a zombie has ended; only its parent has not asked how
-
-
 def _listening(pid: int) -> set[tuple[str, int]]:
     """The (address, port) pairs `pid` listens on: its socket descriptors matched with the kernel's TCP tables."""
     inodes = set()
@@ -284,7 +268,7 @@ def test_serve_on_localhost_with_workers_answers_on_both_addresses_and_stops_eve
                     assert time.monotonic() < deadline and process.poll() is None, (address, log.read_text())
                     time.sleep(0.05)
             assert answer.status_code == 200, (address, answer.text)
-        started = _descendants(process.pid)
+        started = descendants(process.pid)
         workers = [pid for pid in started if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
         assert len(workers) == 2, [Path(f"/proc/{pid}/cmdline").read_text() for pid in started]
         for worker in workers:
@@ -295,7 +279,7 @@ def test_serve_on_localhost_with_workers_answers_on_both_addresses_and_stops_eve
         process.kill()
         process.wait(30)
     deadline = time.monotonic() + 30  # multiprocessing's resource tracker ends as the parent's end closes its pipe
-    while (left := [pid for pid in started if _alive(pid)]) and time.monotonic() < deadline:
+    while (left := [pid for pid in started if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == [], "orphaned: " + ", ".join(Path(f"/proc/{pid}/cmdline").read_text() for pid in left)
     assert _port_free("127.0.0.1", port) and _port_free("::1", port)
