@@ -80,7 +80,7 @@ class SessionLedger:
         session = self._sessions.get(session_id)
         if session is None:
             return False
-        if session.in_flight == 0 and session.last_active < self.clock() - self.limits.session_idle_timeout:
+        if self._idle_past(session, self.clock() - self.limits.session_idle_timeout):
             return self._expire([session_id]) > 0
         session.in_flight += 1
         return False
@@ -99,8 +99,7 @@ class SessionLedger:
     def expire(self, session_id: str) -> bool:
         """End `session_id` if it has been idle past the timeout; whether it was."""
         session = self._sessions.get(session_id)
-        if session is None or session.in_flight or \
-                session.last_active >= self.clock() - self.limits.session_idle_timeout:
+        if session is None or not self._idle_past(session, self.clock() - self.limits.session_idle_timeout):
             return False  # (the common case, decided without a list)
         return self._expire([session_id]) > 0
 
@@ -116,12 +115,17 @@ class SessionLedger:
         ended = 0
         for session_id in session_ids:
             session = self._sessions.get(session_id)
-            if session is not None and session.in_flight == 0 and session.last_active < deadline:
+            if session is not None and self._idle_past(session, deadline):
                 if self.on_idle is not None:
                     self.on_idle(session_id)
                 self._forget(session_id)
                 ended += 1
         return ended
+
+    @staticmethod
+    def _idle_past(session: _Session, deadline: float) -> bool:
+        """No request in flight, and none since `deadline`: the session is over."""
+        return session.in_flight == 0 and session.last_active < deadline
 
     def _forget(self, session_id: str) -> None:
         session = self._sessions.pop(session_id)
