@@ -141,6 +141,22 @@ class Redactor:
             return text
         return pattern.sub(MARKER, text)
 
+    def unfinished_from(self, text: str) -> int:
+        """Where `text`'s tail may be the start of a secret's form that the next piece of a stream would finish (a
+        form not already whole there, whose start the tail is); `len(text)` when no tail is (`HeldText`)."""
+        pattern, starts = self._pattern, self._starts
+        if pattern is None:
+            return len(text)
+        whole = [(found.start(), found.end()) for found in pattern.finditer(text)]
+        for at in range(max(0, len(text) - len(self._variants[0]) + 1), len(text)):
+            forms = starts.get(text[at])
+            if not forms or any(start < at < end for start, end in whole):  # inside a whole form: redacted as is
+                continue
+            tail = text[at:]
+            if any(form.startswith(tail) for form in forms):
+                return at
+        return len(text)
+
     def appears_in(self, text: str) -> bool:
         """Whether a secret (in any of the forms redacted) occurs in `text`.
 
@@ -201,24 +217,10 @@ class HeldText:
 
     def feed(self, piece: str) -> str:
         """What of the text so far may be sent now, redacted ("" while all of it is held)."""
-        redactor = self._redactor
-        pattern, starts = redactor._pattern, redactor._starts
         text = self._held + piece
-        if pattern is None:
-            self._held = ""
-            return text
-        whole = [(found.start(), found.end()) for found in pattern.finditer(text)]
-        cut = len(text)
-        for at in range(max(0, len(text) - len(redactor._variants[0]) + 1), len(text)):
-            forms = starts.get(text[at])
-            if not forms or any(start < at < end for start, end in whole):  # inside a whole form: redacted as is
-                continue
-            tail = text[at:]
-            if any(form.startswith(tail) for form in forms):
-                cut = at
-                break
+        cut = self._redactor.unfinished_from(text)
         self._held = text[cut:]
-        return redactor.text(text[:cut])
+        return self._redactor.text(text[:cut])
 
     def flush(self) -> str:
         """The rest, redacted (the text ended)."""
