@@ -1,7 +1,7 @@
 """Tool search: recall on the request sets, search latency over Graph v1.0, compile time and cache size with the index.
 
     python bench/search.py [--rounds 3] [--apis github graph] [--misses] [--heldout-misses] [--final]
-        [--round3 ... --round36] [--tuning] [--embeddings local [--weight W] [--untuned [--no-adapter]]]
+        [--round3 ... --round37] [--tuning] [--embeddings local [--weight W] [--untuned [--no-adapter]]]
 
 Request sets (tests/openapi/search_tasks/*.yaml): requests as users phrase them, each with the operations that
 answer it; recall@k is the share of requests with one of those operations among the first k results (as tool search
@@ -16,7 +16,7 @@ of a set, in the order they were written:
   `--misses` for the tuning parts only, `--heldout-misses` adds the held-out ones;
 - `final` (all six APIs): written before the second round of #30 changed anything; measured only with `--final`,
   once, at the end of that round;
-- `round3`, `round4`, ... `round36` (`ROUNDS`; all six APIs, from `round15` three more, from `round16` six more, from
+- `round3`, `round4`, ... `round37` (`ROUNDS`; all six APIs, from `round15` three more, from `round16` six more, from
   `round17` eight more, from `round18` nine more, from `round19` ten more):
   `roundN` written before the Nth round of #30 changed anything, by someone who never ran the requests through the
   search; measured only with `--roundN`, once, at the end of that round (its misses are never printed). A new round is
@@ -30,12 +30,12 @@ of a set, in the order they were written:
   `round19` alone until `round20`, which covers the same sixteen APIs and adds none (no unused spec of the corpus
   compiles to 100-2,000 tools and is of another kind than the sixteen: bench/README.md, "The request sets"), as
   `round21`, `round22`, `round23`, `round24`, `round25`, `round26`, `round27`, `round28`, `round29`, `round30`,
-  `round31`, `round32`, `round33`, `round34` and `round35` do. `round36` covers some of those sixteen while it is
-  written (bench/README.md, "The request sets"): a run measures it on the APIs whose files hold it.
+  `round31`, `round32`, `round33`, `round34`, `round35` and `round36` do. `round37` covers some of those sixteen
+  while it is written (bench/README.md, "The request sets"): a run measures it on the APIs whose files hold it.
 From the fourth round of #30 every part measured and reported before the round is tuning data (`TUNING`: in the
 fifth round, every part before `round5`): `--tuning` measures them all, with a column of their hits together, and
 `--misses` then prints the misses of each of them.
-Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round36` only when
+Latency: the median and p95 of one search (every request of every set, cycled; `round3` to `round37` only when
 measured) over Graph v1.0's 11 k tools, the index already open, in wall-clock time and in the searching thread's
 CPU time.
 With `--embeddings local`, every figure is of the ranking fused with the packaged model's, as tool search answers
@@ -97,7 +97,8 @@ PARTS = ("tasks", "holdout", "fresh", "tune", "heldout", "final", "round3", "rou
          "round7", "round8", "round9", "round10", "round11", "round12", "round13", "round14", "round15",
          "round16", "round17", "round18", "round19", "round20", "round21", "round22",
          "round23", "round24", "round25", "round26", "round27", "round28", "round29", "round30",
-         "round31", "round32", "round33", "round34", "round35", "round36")
+         "round31", "round32", "round33", "round34", "round35", "round36",
+         "round37")
 HELD_OUT = "heldout"
 """The part of issue #30's first round never used to tune the ranking (its totals were seen once per round)."""
 FINAL = "final"

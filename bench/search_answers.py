@@ -17,7 +17,7 @@ answer read; `MATCHED_FOR`: every request, or only those that ask for a read) we
 gateway/ (branch tidy43): their figures are in bench/README.md ("What an operation answers, read by the search"),
 their code at commit 7b441a7. The data, the model's cosines and the lists are `bench/search_misses.py`'s (`DEV`:
 `round12`..`round27`; `round28`, `round29`, `round30`, `round31`, `round32`,
-`round33`, `round34`, `round35` and `round36` are never read: its assert).
+`round33`, `round34`, `round35`, `round36` and `round37` are never read: its assert).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ thresholds shipped before (0.337, 0.301, 0.255); E and F, the lowest and second-
 `WORST_FLAGS` of their answered requests. The criterion (`passes`): at most `FALSE_FLAGS` of the answered requests
 flagged pooled and `WORST_FLAGS` of every API's, on each part alone and on the two together. The check: D fitted on
 one part alone, counted on the other. With `--new` (a dump of `NEW` and the off-topic requests carrying BM25's first
-score and the two lists' agreement), second features are measured the same way. `round35` and `round36` are never
-read: search_match's parts stop at `round34`; this script reads only the rows it is given, and asserts it.
+score and the two lists' agreement), second features are measured the same way. `round35`, `round36` and `round37`
+are never read: search_match's parts stop at `round34`; this script reads only the rows it is given, and asserts it.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ places".
 Each variant's lists are saved as `search_misses.py rank` saves them (`DATA / ranked-LABEL.json`), so `table` counts
 them, finds each API's largest loss on a part, and chooses leaving one API out. `DEV` is `search_misses.DEV`
 (`round12`..`round26`); `round27`, `round28`, `round29`, `round30`, `round31`,
-`round32`, `round33`, `round34`, `round35` and `round36` are never read.
+`round32`, `round33`, `round34`, `round35`, `round36` and `round37` are never read.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from bench.search import SPECS, _compile, load_tasks  # noqa: E402
 
 NEVER = {"round24", "round25", "round26", "round27", "round28", "round29", "round30", "round31",
-         "round32", "round33", "round34", "round35", "round36"}
+         "round32", "round33", "round34", "round35", "round36", "round37"}
 DEV = ("round12", "round13", "round14", "round15", "round16", "round17")
 """The development data: every part measured once by the lead and spent."""
 assert not NEVER & set(DEV)

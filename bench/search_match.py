@@ -37,8 +37,8 @@ expected false flags under two gaps, the earlier delta's (`--held-out`) and the 
 its last (`round33` and `round34` for delta32, spent), the highest that passes shipped (`report_rule`). Since
 branch rank51 the threshold is decided on direct counts of the parts the shipped delta never saw instead
 (bench/search_direct.py, which reads this script's rows; `bm25_first` and `agree` are its second features).
-`round35` (the lead's judge) and `round36` (being written) are never read; `--parts` measures some parts only (the
-off-topic requests then left out unless `--offtopic`), to add rows to a file `--dump` wrote.
+`round35` (judged), `round36` (the lead's judge) and `round37` (being written) are never read; `--parts` measures
+some parts only (the off-topic requests then left out unless `--offtopic`), to add rows to a file `--dump` wrote.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from bench.search import SPECS, _compile, load_tasks  # noqa: E402  (run as a sc
 FIT = tuple(f"round{n}" for n in range(12, 21))
 CHECK = ("round21", "round22")
 parts = (*FIT, *CHECK, *(f"round{n}" for n in range(23, 35)))
-assert not {"round35", "round36"} & set(parts)  # the lead's judge this session, and the set being written
+assert not {"round35", "round36", "round37"} & set(parts)  # see the note above
 DELTAS = {
     # the packaged delta's sha256 -> (its name, the last part it was trained on: later parts are new to it)
     "7c076af253ad230117bab04e44dfbf326c21b7f2653344a18569c6c645ce4fc2": ("delta22", "round22"),

@@ -25,8 +25,8 @@ The ideas (`IDEAS`):
   fusion reads (BM25 alone as main's), rank45's `covered-each` (both rankers, bench stems: it lost BM25 alone 3-4 on
   a part) the other way.
 
-`round32` (the lead's judge this session), `round33`, `round34`, `round35` and `round36` are never read:
-`search_misses`'s assert.
+`round32` (the lead's judge this session), `round33`, `round34`, `round35`, `round36` and `round37` are never
+read: `search_misses`'s assert.
 What was measured: bench/README.md, "What reaches a person's words".
 """
 

@@ -13,8 +13,8 @@ times `1 + W` and the list sorted again; both rankers read it (`self-W`; `named-
 only, no `me` segment). A request that does not speak of the asker is ranked
 as main ranks it, so only those that do are searched again; the others' rows are main's (`ranked-main.json`,
 rank48's, of a tree that ranks as this one: checked on the requests searched, `W` 0 against main's rows).
-`round32` (spent: judged this session) is read only by `second`, apart; `round33`, `round34`, `round35` and
-`round36` never (`search_misses`' assert).
+`round32` (spent: judged this session) is read only by `second`, apart; `round33`, `round34`, `round35`,
+`round36` and `round37` never (`search_misses`' assert).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ each idea's (`ranked-LABEL.json` in `search_misses.DATA`), which `search_agreeme
   the index's match writes it) asked of FTS5 over the rows of BM25's first `N` places.
 - `covered-each-gG`: each of BM25's 50 scored times its own share `c ** G` (both rankers read the list re-sorted):
   a place that holds few of the request's words falls behind one that holds more.
-`round31`, `round32`, `round33`, `round34`, `round35` and `round36` (the judges after `round30`) are never read:
-`search_misses`'s assert.
+`round31`, `round32`, `round33`, `round34`, `round35`, `round36` and `round37` (the judges after `round30`) are
+never read: `search_misses`'s assert.
 What was measured: bench/README.md, "The APIs that stay short".
 """
 

@@ -21,8 +21,8 @@ indexes hold no `tags` table, so no setting moves them; `sweep --check` searches
 list is the baseline's). Each variant is saved as `ranked-NAME.json` (NAME: `a{amount}-w{weight}-l{lifted}`), as
 `bench/search_misses.py rank` saves, so its `table` and `diff` read it. The data, the model's cosines and the lists
 are `bench/search_misses.py`'s (`DEV`: `round12`..`round25`; `round26`, `round27`, `round28`, `round29`,
-`round30`, `round31`, `round32`, `round33`, `round34`, `round35` and `round36` are never read: its
-assert).
+`round30`, `round31`, `round32`, `round33`, `round34`, `round35`, `round36` and `round37` are never read:
+its assert).
 
 tags39's reading (the text a column of every tool of the tag) is on branch tags39 (7f264db); its `rank` stage ran
 there. `sizes` and `cost` run with this tree's gateway (`--tree`, for `cost`, naming main's copy for the baseline).

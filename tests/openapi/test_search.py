@@ -166,8 +166,8 @@ def test_each_task_file_of_issue_17_has_its_three_parts(name: str) -> None:
 
 SIX = tuple(name for name in SPECS
             if name not in NEW_IN_ROUND15 + NEW_IN_ROUND16 + NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
-"""The APIs measured since issue #30's first round (the others hold `round15` to `round35`, `round16` to `round35`,
-`round17` to `round35`, `round18` to `round35`, or `round19` to `round35`; and `round36` where `ROUND36` says)."""
+"""The APIs measured since issue #30's first round (the others hold `round15` to `round36`, `round16` to `round36`,
+`round17` to `round36`, `round18` to `round36`, or `round19` to `round36`; and `round37` where `ROUND37` says)."""
 NINE = tuple(name for name in SPECS if name not in NEW_IN_ROUND16 + NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
 """The APIs `round15` covers: the six and the three it added."""
 TWELVE = tuple(name for name in SPECS if name not in NEW_IN_ROUND17 + NEW_IN_ROUND18 + NEW_IN_ROUND19)
@@ -176,15 +176,15 @@ FOURTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND18 + NEW_IN_R
 """The APIs `round17` covers: those twelve and the two it added."""
 FIFTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND19)
 """The APIs `round18` covers: those fourteen and the one it added."""
-ROUND36: tuple[str, ...] = ("here", "zoom", "box", "twilio", "slack", "jira", "netbox")
-"""The APIs whose request sets hold `round36` so far (three writers at once: each adds its APIs on a line of its own,
+ROUND37: tuple[str, ...] = ()
+"""The APIs whose request sets hold `round37` so far (three writers at once: each adds its APIs on a line of its own,
 as each API's set is committed, so the lines merge apart; bench/README.md, "The request sets")."""
-# round36b's APIs as each is written, on a line of their own (away from the other writers') so the lists merge apart
-ROUND36 += ("docker", "slicebox", "adyen", "asana", "apacta", "stripe")
+# round37b's APIs as each is written, on a line of their own (away from the other writers') so the lists merge apart
+ROUND37 += ()
 HELD_OUT_PARTS = [("final", 20), ("round3", 45), ("round4", 45), ("round5", 45), ("round6", 45), ("round7", 45),
                   ("round8", 45), ("round9", 45), ("round10", 45), ("round11", 45), ("round12", 45), ("round13", 45),
                   ("round14", 45)]
-ROUND36 += ("kubernetes", "github", "graph")  # round36c's APIs, on a line away from the others' (they merge apart)
+ROUND37 += ()  # round37c's APIs, on a line away from the others' (they merge apart)
 
 
 @pytest.mark.parametrize("name", SIX)
@@ -216,27 +216,27 @@ def test_no_request_is_in_two_lists(name: str) -> None:
                          [(name, "round30", 40) for name in SPECS] + [(name, "round31", 40) for name in SPECS] +
                          [(name, "round32", 40) for name in SPECS] +
                          [(name, "round33", 40) for name in SPECS] + [(name, "round34", 40) for name in SPECS] +
-                         [(name, "round35", 40) for name in SPECS] +
-                         [(name, "round36", 40) for name in ROUND36])
+                         [(name, "round35", 40) for name in SPECS] + [(name, "round36", 40) for name in SPECS] +
+                         [(name, "round37", 40) for name in ROUND37])
 def test_each_request_set_has_its_held_out_parts(name: str, part: str, at_least: int) -> None:
     """Each round's held-out part, written before the round changed anything (bench/README.md, "Tool search");
     `round15` also for the three APIs it added, `round16` for those nine and the three it added, `round17` for those
     twelve and the two it added, `round18` for those fourteen and the one it added, `round19` for those fifteen and the
     one it added, `round20`, `round21`, `round22`, `round23`, `round24`, `round25`, `round26`, `round27`,
-    `round28`, `round29`, `round30`, `round31`, `round32`, `round33`, `round34` and `round35` for the same sixteen
-    (they added none), `round36` for those of them it covers so far (`ROUND36`)."""
+    `round28`, `round29`, `round30`, `round31`, `round32`, `round33`, `round34`, `round35` and `round36` for the
+    same sixteen (they added none), `round37` for those of them it covers so far (`ROUND37`)."""
     assert len(load_tasks(name)[part]) >= at_least
 
 
-def _round36(name: str) -> set[str]:
-    """`round36` where it was written, so the parts each API holds are checked exactly either way."""
-    return {"round36"} if name in ROUND36 else set()
+def _round37(name: str) -> set[str]:
+    """`round37` where it was written, so the parts each API holds are checked exactly either way."""
+    return {"round37"} if name in ROUND37 else set()
 
 
 @pytest.mark.parametrize("name", NEW_IN_ROUND15)
 def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
     """Nothing was ever tuned on a request of theirs: no earlier part, so no development script reads them."""
-    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round15"):PARTS.index("round35") + 1]} | _round36(name)
+    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round15"):PARTS.index("round36") + 1]} | _round37(name)
     assert name not in specs_with(PARTS[:PARTS.index("round15")])
     assert list(specs_with(PARTS[:PARTS.index("round15")])) == list(SIX)
 
@@ -244,7 +244,7 @@ def test_the_apis_new_in_round15_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND16)
 def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
     """As for `round15`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round16"):PARTS.index("round35") + 1]} | _round36(name)
+    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round16"):PARTS.index("round36") + 1]} | _round37(name)
     assert name not in specs_with(PARTS[:PARTS.index("round16")])
     assert list(specs_with(PARTS[:PARTS.index("round16")])) == list(NINE)
 
@@ -252,7 +252,7 @@ def test_the_apis_new_in_round16_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND17)
 def test_the_apis_new_in_round17_hold_no_earlier_part(name: str) -> None:
     """As for `round16`'s: no earlier part, so neither a development script nor a run of an earlier round reads them."""
-    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round17"):PARTS.index("round35") + 1]} | _round36(name)
+    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round17"):PARTS.index("round36") + 1]} | _round37(name)
     assert name not in specs_with(PARTS[:PARTS.index("round17")])
     assert list(specs_with(PARTS[:PARTS.index("round17")])) == list(TWELVE)
 
@@ -260,7 +260,7 @@ def test_the_apis_new_in_round17_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND18)
 def test_the_apis_new_in_round18_hold_no_earlier_part(name: str) -> None:
     """As for `round17`'s: no earlier part, so neither a development script nor a run of an earlier round reads it."""
-    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round18"):PARTS.index("round35") + 1]} | _round36(name)
+    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round18"):PARTS.index("round36") + 1]} | _round37(name)
     assert name not in specs_with(PARTS[:PARTS.index("round18")])
     assert list(specs_with(PARTS[:PARTS.index("round18")])) == list(FOURTEEN)
 
@@ -268,7 +268,7 @@ def test_the_apis_new_in_round18_hold_no_earlier_part(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_IN_ROUND19)
 def test_the_apis_new_in_round19_hold_no_earlier_part(name: str) -> None:
     """As for `round18`'s: no earlier part, so neither a development script nor a run of an earlier round reads it."""
-    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round19"):PARTS.index("round35") + 1]} | _round36(name)
+    assert set(load_tasks(name)) == {"api", *PARTS[PARTS.index("round19"):PARTS.index("round36") + 1]} | _round37(name)
     assert name not in specs_with(PARTS[:PARTS.index("round19")])
     assert list(specs_with(PARTS[:PARTS.index("round19")])) == list(FIFTEEN)
 
@@ -296,7 +296,8 @@ def test_each_round_covers_its_apis_and_a_run_without_them_the_six() -> None:
     assert list(specs_with(["round33"])) == list(SPECS)
     assert list(specs_with(["round34"])) == list(SPECS)
     assert list(specs_with(["round35"])) == list(SPECS)
-    assert list(specs_with(["round36"])) == [name for name in SPECS if name in ROUND36]
+    assert list(specs_with(["round36"])) == list(SPECS)
+    assert list(specs_with(["round37"])) == [name for name in SPECS if name in ROUND37]
     assert list(specs_with(["tasks", "holdout", "fresh", "tune", "heldout"])) == list(SIX)
 
 
@@ -352,7 +353,7 @@ def test_no_slicebox_request_asks_the_put_of_a_series_type_for_a_new_name() -> N
     spec: "request an asynchronous update of all series, labelling appropriate series with the series type"), and no
     operation of the spec renames a series type (POST adds one, DELETE removes it). Five requests up to `round33` had
     asked it for a new name; they ask what it does (bench/README.md, branch rank50). Parts after `round33` are not
-    read here (`round34` is judged, `round35` and `round36` written)."""
+    read here (`round34` and `round35` are judged, `round36` and `round37` written)."""
     tasks = load_tasks("slicebox")
     asked = [task["q"] for part in PARTS[:PARTS.index("round33") + 1] for task in tasks.get(part, [])
              if "put_seriestypes_id" in task["ops"]]
