@@ -176,7 +176,7 @@ FOURTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND18 + NEW_IN_R
 """The APIs `round17` covers: those twelve and the two it added."""
 FIFTEEN = tuple(name for name in SPECS if name not in NEW_IN_ROUND19)
 """The APIs `round18` covers: those fourteen and the one it added."""
-ROUND37: tuple[str, ...] = ("here", "zoom", "box", "twilio", "slack", "jira")
+ROUND37: tuple[str, ...] = ("here", "zoom", "box", "twilio", "slack", "jira", "netbox")
 """The APIs whose request sets hold `round37` so far (three writers at once: each adds its APIs on a line of its own,
 as each API's set is committed, so the lines merge apart; bench/README.md, "The request sets")."""
 # round37b's APIs as each is written, on a line of their own (away from the other writers') so the lists merge apart
