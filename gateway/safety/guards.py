@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from ..config.model import AgentConfig, Manifest
+from ..errors import StoreUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor, redact_logs
-from ..errors import StoreUnavailable
 from ..store import Store, open_store
 from ..store.server_watch import caller_says_slow
 from .approvals import ApprovalManager, HoldForApproval

@@ -337,7 +337,8 @@ def test_a_setting_read_at_start_only_shows_what_the_process_runs_on_and_what_th
     assert {row.key: row for row in rows}["gateway.store"].source == "agents.yaml:2"
 
     agents.write_text("# the store moved\n\ngateway:\n  shared_state_timeout: 4\n  store: second.db\n")
-    said = "agents.yaml:2 (read at start only: agents.yaml now gives second.db (agents.yaml:5), which a restart applies)"
+    said = ("agents.yaml:2 (read at start only: agents.yaml now gives second.db (agents.yaml:5), which a restart "
+            "applies)")
     reloaded = load_runtime(tmp_path / "specs", agents, use_cache=False)
     for running, file_reads in ((started, "changed"), (reloaded, "as loaded")):
         rows, reads, _, restart = settings_of(running, started.manifest, None)
