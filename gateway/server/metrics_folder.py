@@ -51,8 +51,10 @@ class MetricsFolder:
             logger.info("removed %d metrics folder(s) left by a `gateway serve --workers` that was killed: %s",
                         len(cleared), ", ".join(cleared))
         self.path = tempfile.mkdtemp(prefix=PREFIX, dir=parent)
-        self._lock = open(os.path.join(self.path, LOCK), "w")  # noqa: SIM115 - held until close
+        # Locked under another name, then named: another start's `clear_orphaned` never finds the lock file unlocked.
+        self._lock = open(os.path.join(self.path, f".{LOCK}"), "w")  # noqa: SIM115 - held until close
         fcntl.flock(self._lock, fcntl.LOCK_EX)
+        os.rename(self._lock.name, os.path.join(self.path, LOCK))
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -166,20 +166,22 @@ def test_workers_whose_supervisor_is_sigkilled_stop_as_on_sigterm_and_free_the_p
     cut and told so, its rows say `stopped`, every worker ends and the port is free (before: both workers lived on,
     orphans holding the port, and the chat waited on them). The supervisor's metrics folder goes with the last worker
     (before: left in the temporary directory, one more a kill), and the start removed the one an earlier killed
-    supervisor left, not a running one's (before: both stayed)."""
+    supervisor left, not a running one's nor one it cannot judge (before: both stayed)."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     monkeypatch.setenv("TMPDIR", str(temporary))
     running = MetricsFolder(str(temporary))  # this test process's: its lock is held
+    older = temporary / f"{PREFIX}older"  # no lock file (an older version's, or someone's own): not judged
+    older.mkdir()
     left = folder_of_a_killed_supervisor(temporary)
     llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
     _, _, said, row = CUTS[sent]
     with stopped_while_held(tmp_path, upstream, llm.url, sent, workers=2) as port:
         assert not left.exists()  # removed at the start
-        made = [path for path in temporary.iterdir() if path.name.startswith(PREFIX)]
+        made = {path for path in temporary.iterdir() if path.name.startswith(PREFIX)} - {older}
         assert len(made) == 2 and any(path.glob("*.db") for path in made)  # the workers count there
         error = _chat(port)
-    assert [path for path in temporary.iterdir() if path.name.startswith(PREFIX)] == [Path(running.path)]
+    assert {path for path in temporary.iterdir() if path.name.startswith(PREFIX)} == {Path(running.path), older}
     running.close()
     assert error["code"] == "instance_stopped" and said in error["message"]
     assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
