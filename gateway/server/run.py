@@ -150,6 +150,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         logger.info("%s", summary)
     else:
         print(f"gateway: {summary}", file=sys.stderr)
+    serving = _serving_rows(host, port, workers, graceful_timeout)
+    app.state.gateway_serving = serving
     target: Any = app
     metrics_folder: MetricsFolder | None = None
     if workers > 1:
@@ -163,7 +165,8 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
                                                   "use_cache": use_cache, "allow_public": allow_public,
                                                   "access_log": access_log, "supervisor": os.getpid(),
-                                                  "metrics_folder": metrics_folder and metrics_folder.path})
+                                                  "metrics_folder": metrics_folder and metrics_folder.path,
+                                                  "serving": serving})
         target = "gateway.server.run:worker_app"
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
@@ -195,6 +198,18 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     return 0
 
 
+def _serving_rows(host: str, port: int, workers: int, graceful_timeout: int) -> list[dict[str, Any]]:
+    """`gateway serve`'s own settings as `GET /settings` lists them beside the process's (`gateway.config.layers`
+    rows): read at start only, from the command line or their defaults (`gateway serve --help`)."""
+    rows = []
+    for key, value, default in (("host", host, "127.0.0.1"), ("port", port, 8080), ("workers", workers, 1),
+                                ("graceful_timeout", graceful_timeout, GRACEFUL_SHUTDOWN_SECONDS)):
+        given = value != default
+        rows.append({"key": key, "value": value, "layer": "command line" if given else "default",
+                     "source": f"gateway serve --{key.replace('_', '-')}" if given else "built in"})
+    return rows
+
+
 def _shown(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
@@ -215,6 +230,7 @@ def worker_app() -> Any:
                        access_log=options["access_log"])
     if built is None:
         raise SystemExit(1)
+    built[0].state.gateway_serving = options["serving"]
     folder = options.get("metrics_folder")
     if folder is None:
         return built[0]

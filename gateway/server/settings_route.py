@@ -49,8 +49,9 @@ async def running_settings(request: Request) -> Response:
     holder = state.holder
     rows, file_reads, errors, restart = await anyio.to_thread.run_sync(settings_of, runtime, holder.started_manifest,
                                                                        agent)
+    serving = getattr(request.app.state, "gateway_serving", None) or []  # `gateway serve`'s own (not in tests' apps)
     return JSONResponse({
-        "data": [row.as_json() for row in rows],
+        "data": [*serving, *(row.as_json() for row in rows)],
         "agents_yaml": file_reads,
         "agents_yaml_errors": [error.to_dict() for error in errors],
         "loaded_at": _when(runtime.loaded_at),

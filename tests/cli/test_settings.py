@@ -184,6 +184,10 @@ def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
                                       "source": "GATEWAY_LOG_FORMAT"}
         assert rows["providers.llm.api_key"]["value"] == "set" and rows["clients.plain.key"]["value"] == "set"
         assert rows["agents"]["value"] == "./agents.yaml"
+        # `gateway serve`'s own, read at start only: where it listens, how many workers (before: not listed)
+        assert rows["port"] == {"key": "port", "value": port, "layer": "command line", "source": "gateway serve --port"}
+        assert rows["host"]["value"] == "127.0.0.1" and rows["workers"] == {"key": "workers", "value": 1,
+                                                                             "layer": "default", "source": "built in"}
         status, rows, _ = _settings(capsys, "--url", url, "--agent", "ops")
         assert status == 0 and "agents.ops.model" in rows and "clients.admin.key" not in rows
         assert main(["settings", "--url", url, "--agent", "nobody"]) == 2
