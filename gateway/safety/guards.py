@@ -240,7 +240,7 @@ class Safeguards:
         return why
 
     def _why_not_swept(self, error: Exception) -> Failing:
-        watch = getattr(self.store, "watch", None)
+        watch = self.store.watch
         if not isinstance(error, StoreUnavailable) or watch is None:
             return "failed"
         return "down" if watch.down is not None else "slow"

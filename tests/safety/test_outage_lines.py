@@ -384,15 +384,19 @@ async def test_an_idle_instance_says_a_hung_postgresql_gone_within_one_sweep(
     assert lines[1].endswith(" answers again"), lines
 
 
+@pytest.mark.parametrize("with_redis", [False, True])
 async def test_a_sweep_whose_question_waits_on_a_lock_says_the_store_slow_once_a_spell_not_down(
-        postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture) -> None:
+        postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest,
+        with_redis: bool) -> None:
     """The stuck runs' question held past the wait by another session's lock on the runs table, sweep after sweep,
     while the store answers every other question: one line says the sweep could not look because the store is slow
     (not down) and once a line that it looks again (before: the store's slow line and the sweep's "could not look"
     at the first sweep, and the store's slow line again at every later one). A store that is down is said so by the
-    sweep too (the test of a hung PostgreSQL above)."""
+    sweep too (the test of a hung PostgreSQL above). With `gateway.redis` as without (the store's buckets counted in
+    Redis: the sweep reads the PostgreSQL store's watch through it)."""
     url = postgres_server.create_database()
-    safety = Safeguards(open_store(url, timeout=1), Manifest(), redact_log_records=False)
+    redis_url = request.getfixturevalue("redis_server").url if with_redis else None
+    safety = Safeguards(open_store(url, timeout=1, redis=redis_url), Manifest(), redact_log_records=False)
     try:
         assert await safety.sweep_once() is None
         with caplog.at_level(logging.INFO):
