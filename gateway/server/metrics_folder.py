@@ -7,9 +7,9 @@ a folder reused keeps the last run's counts. The supervisor makes a new one for 
 ends; SIGKILLed (`kill -9`, the OOM killer) it removes nothing, and its folder would stay in the temporary
 directory, one more for every such death, with counts nobody serves. Two ways out, for the two ways it can end:
 
-- its workers leave (`supervisor_watch`): each, as it exits, removes its own files and those of workers that died
-  before it, and the last one removes the folder (each removes its own files before it looks, so the last to look
-  finds none left);
+- its workers leave (`supervisor_watch`): each, once its app has shut down (`AfterOrphanedShutdown`), removes its
+  own files and those of workers that ended before it, and the last one removes the folder (each removes its own
+  files before it looks, so the last to look finds none left);
 - when the workers were killed too (a cgroup's OOM kill, `kill -9` of the group), the next `--workers` start in
   the same temporary directory removes the folders whose supervisor is gone.
 
