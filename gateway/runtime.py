@@ -244,6 +244,9 @@ class RuntimeHolder:
         self._lock: anyio.Lock | None = None
         self._started = runtime.manifest.gateway
         """The `gateway:` settings the process started with: those read at start stay in force until a restart."""
+        self.started_manifest = runtime.manifest
+        """The manifest the process started with, with the lines and variables its values came from: where a setting
+        read at start only got the value the process runs on (`GET /settings`)."""
         self.started_at = runtime.loaded_at
         """When the first configuration was loaded: the process serves since then, whatever reloads came after."""
 

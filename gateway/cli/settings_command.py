@@ -112,6 +112,10 @@ def _running(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(printable(f"  {where}:{key} {error.get('message')}"), file=err)
     if body.get("reload_refused"):
         print(printable(f"gateway: its last reload was refused: {body['reload_refused']}"), file=err)
+    restart = [key for key in body.get("restart_needed") or () if isinstance(key, str)]
+    if restart:
+        print(printable(f"gateway: agents.yaml gives {', '.join(restart)}, read at start only, another value than the "
+                        "one the running gateway started with: restart it to apply"), file=err)
     _print(body["data"], args.json, out)
     return 0
 

@@ -26,16 +26,6 @@ def suggest(word: str, options: Iterable[str], *, what: str = "", limit: int = 1
     return f" (known: {shown})"
 
 
-def _file_path(kept_items: dict[KeyPath, list[int]], path: KeyPath) -> KeyPath:
-    if not kept_items:
-        return path
-    out: list[str | int] = []
-    for part in path:
-        kept = kept_items.get(tuple(out))
-        out.append(kept[part] if kept is not None and isinstance(part, int) and part < len(kept) else part)
-    return tuple(out)
-
-
 @dataclass(slots=True)
 class KeySources:
     """Where the values of one loaded manifest came from (`Manifest.key_sources`): each key path's line in the file
@@ -50,7 +40,13 @@ class KeySources:
 
     def file_path(self, path: KeyPath) -> KeyPath:
         """`path` into the loaded values as the key path of the file."""
-        return _file_path(self.kept, path)
+        if not self.kept:
+            return path
+        out: list[str | int] = []
+        for part in path:
+            kept = self.kept.get(tuple(out))
+            out.append(kept[part] if kept is not None and isinstance(part, int) and part < len(kept) else part)
+        return tuple(out)
 
     @property
     def key_lines(self) -> KeyLines:
@@ -61,20 +57,30 @@ class Checker:
     """Collects diagnostics for one file, each at the line of its key path (or of the nearest enclosing one)."""
 
     def __init__(self, file: str, lines: dict[KeyPath, int]) -> None:
-        self.file = file
-        self.lines = lines
+        self.source = KeySources(file, lines)
+        """The file, its key paths' lines and the list items kept: what the manifest keeps of this load
+        (`sources`)."""
         self.diagnostics: list[Diagnostic] = []
-        self.kept: dict[KeyPath, list[int]] = {}
-        """For a list some of whose items were left out (`gateway.config.reading`): the file's index of each item
-        kept, so a path into the loaded lists names the file's item."""
+
+    @property
+    def file(self) -> str:
+        return self.source.file
+
+    @property
+    def lines(self) -> dict[KeyPath, int]:
+        return self.source.lines
+
+    @property
+    def kept(self) -> dict[KeyPath, list[int]]:
+        return self.source.kept
 
     def sources(self) -> KeySources:
         """The lines and variables this file's values came from (shared, not copied: the loader is done with them)."""
-        return KeySources(self.file, self.lines, self.kept)
+        return self.source
 
     def file_path(self, path: KeyPath) -> KeyPath:
         """`path` into the loaded values as the key path of the file."""
-        return _file_path(self.kept, path)
+        return self.source.file_path(path)
 
     def line(self, path: KeyPath) -> int | None:
         path = self.file_path(path)

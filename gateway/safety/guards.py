@@ -19,12 +19,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from ..config.model import AgentConfig, Manifest
+from ..errors import StoreUnavailable
 from ..kernel.caller import current_caller
 from ..kernel.redaction import Redactor, redact_logs
 from ..store import Store, open_store
+from ..store.server_watch import caller_says_slow
 from .approvals import ApprovalManager, HoldForApproval
 from .audit import AuditLog, RecordBeforeSend, RecordCall
 from .breaker import Breakers, GuardApi
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from ..kernel.calls import Stage
 
 logger = logging.getLogger("gateway.safety")
+
+Failing = Literal["slow", "down", "failed"] | None
+"""Why the stuck-runs sweep could not look for them (`Safeguards.sweep_once`); None: it could."""
 
 SWEEP_SECONDS = 60.0
 """How often `sweep` looks for stuck runs (at most), and asks Redis (with `gateway.redis`) whether it answers."""
@@ -193,33 +198,52 @@ class Safeguards:
 
     async def sweep(self) -> None:
         """Recover stuck runs now (at start-up) and then every so often, until cancelled (`gateway serve`)."""
-        failing = False
+        failing: Failing = None
         while True:
             failing = await self.sweep_once(failing)
             await asyncio.sleep(min(SWEEP_SECONDS, max(1.0, self.resume_grace() / 4)))
 
-    async def sweep_once(self, failing: bool = False) -> bool:
+    async def sweep_once(self, failing: Failing = None) -> Failing:
         """One round of `sweep`: stuck runs recovered, and Redis (with `gateway.redis`) asked one PING, either server
         asked a few questions more while one times out (`Store.check`), so that an idle instance's log also says when a
         shared server goes and when it is back (the store's and Redis's watches say it, `gateway.store.server_watch`;
-        before, nothing until a request came). Whether the stuck runs could not be looked for (`failing`: the last round
-        could not either, and said so)."""
+        before, nothing until a request came). Why the stuck runs could not be looked for (None: they were), which
+        `failing`, the last round's, said already: one line a spell, not one a round.
+
+        `slow`: the store answers (`check` found it so), but not the sweep's question within its wait (another
+        session's lock on the runs table, a long transaction): said here, in the sweep's own words, and not by the
+        store's watch, whose slow line would come again every round (each answer of `check` ends its spell).
+        `down`: the store answers nothing (or refuses connections): its watch's lines say when it goes and when it
+        is back, and the sweep adds none. `failed`: anything else (a SQLite store's error), said here."""
         try:
-            await self.recover_runs()
-        except Exception as exc:  # noqa: BLE001 - the store may be down: the next round tries again
-            if not failing:  # once an outage, not every round of it
-                logger.warning("could not look for stuck runs: %s (said once: a line will say when it can again)",
-                               exc)
-            failing = True
+            with caller_says_slow():
+                await self.recover_runs()
+        except Exception as exc:  # noqa: BLE001 - the store may be down or slow: the next round tries again
+            error: Exception | None = exc
         else:
-            if failing:
-                logger.info("looks for stuck runs again")
-            failing = False
+            error = None
         try:
             await self.store.check()  # Redis's PING; either server asked again while slow and gone are undecided
         except Exception:  # noqa: BLE001 - StoreUnavailable: the server's watch said it, once an outage
             pass
-        return failing
+        why = None if error is None else self._why_not_swept(error)
+        if why == failing:
+            return why
+        if why == "slow":
+            logger.warning("could not look for stuck runs: the store answers, but not this question within %g s "
+                           "(slow, not down: another session's lock on its runs table or a long transaction holds "
+                           "it; said once: a line will say when it can again)", self.store.timeout)
+        elif why == "failed":
+            logger.warning("could not look for stuck runs: %s (said once: a line will say when it can again)", error)
+        elif why is None and failing != "down":
+            logger.info("looks for stuck runs again")
+        return why
+
+    def _why_not_swept(self, error: Exception) -> Failing:
+        watch = self.store.watch
+        if not isinstance(error, StoreUnavailable) or watch is None:
+            return "failed"
+        return "down" if watch.down is not None else "slow"
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -102,7 +102,12 @@ SAFETY_PATHS: dict[str, Any] = {
                                                  "agents_yaml": {"enum": ["as loaded", "changed", "broken",
                                                                           "unreadable"]},
                                                  "agents_yaml_errors": {"type": "array",
-                                                                        "items": {"type": "object"}}}}}}},
+                                                                        "items": {"type": "object"}},
+                                                 "restart_needed": {
+                                                     "type": "array", "items": {"type": "string"},
+                                                     "description": "The settings read at start only whose value "
+                                                                    "in agents.yaml now is not the one this process "
+                                                                    "runs on: a restart applies them"}}}}}},
                       **_ERRORS},
     }},
 }

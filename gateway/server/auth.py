@@ -63,6 +63,9 @@ CHAT_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 """The doors that run an agent named by the body's `model` (each admits it with `admit_agent`)."""
 RIGHTS = "gateway.rights"
 """The scope key where the auth layer (or the console's gate) leaves the caller's `Rights`."""
+AGENT = "gateway.agent"
+"""The scope key where the door leaves the agent it admitted (`admit_agent`, `AgentGate`, the direct-call door): the
+chat door's failed-chat row and the MCP door read it there rather than working it out again."""
 CONSOLE_PREFIX = "/console"
 """The browser console signs its users in with a session cookie of its own (gateway.server.console)."""
 
@@ -287,7 +290,7 @@ class AuthMiddleware:
                 watch = StatusWatch(send)
                 await self.app(scope, receive, watch)
                 if watch.status >= 400 and not scope.get("gateway.refused"):
-                    agent = scope.get("gateway.agent")
+                    agent = scope.get(AGENT)
                     try:
                         await self.on_chat_error(agent if isinstance(agent, str) else None, watch.status)
                     except Exception as exc:  # noqa: BLE001 - the answer has left: raising would break the connection
@@ -411,7 +414,7 @@ async def admit_agent(scope: Scope, agent: str | None) -> None:
             scope["gateway.refused"] = True  # refused at the door: no chat ran, so no chat row either
             raise
     if agent is not None:
-        scope["gateway.agent"] = agent
+        scope[AGENT] = agent
 
 
 def path_agent(scope: Scope) -> str | None:
@@ -434,7 +437,7 @@ class AgentGate:
         access = scope.get("gateway.access")
         if isinstance(access, Access) and access.checks_nothing:  # `admit_agent` without its coroutine
             if agent is not None:
-                scope["gateway.agent"] = agent
+                scope[AGENT] = agent
         else:
             try:
                 await admit_agent(scope, agent)

@@ -28,7 +28,7 @@ from ..kernel.calls import Door
 from ..messages import ToolCall, ToolResult
 from ..safety.audit import watch_sends
 from .api_errors import APIError, json_bytes, status_for_result
-from .auth import Access, admit_agent
+from .auth import AGENT, Access, admit_agent
 from .routes import known_agent, parse_json_body
 from .stopping import CUT_KEY, SENDS_KEY, AnswerCut
 
@@ -60,7 +60,7 @@ class DirectCall:
             access = scope.get("gateway.access")
             if not (isinstance(access, Access) and access.checks_nothing):
                 await admit_agent(scope, agent)
-            scope["gateway.agent"] = agent
+            scope[AGENT] = agent
             async with self.state.use() as generation:
                 plan = _door_plans(generation).get((agent, name)) or _plan(generation, agent, name)
                 message = await receive()

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import gc
 import json
 import logging
 import logging.config
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -124,6 +123,7 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
     from ..observe.metrics import MULTIPROCESS_DIR  # not at the top: `gateway mcp` counts nothing
     from .bounded_head import server_options
     from .listening import CANNOT_LISTEN_EXIT, CannotListen, open_listeners
+    from .metrics_folder import MetricsFolder
 
     # Logging as uvicorn will configure it, before the store opens: what it does at start (the migrations it
     # applies) is logged, not dropped by Python's unconfigured loggers (which show warnings only).
@@ -150,17 +150,23 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         logger.info("%s", summary)
     else:
         print(f"gateway: {summary}", file=sys.stderr)
+    serving = _serving_rows(host, port, workers, graceful_timeout)
+    app.state.gateway_serving = serving
     target: Any = app
-    metrics_folder: str | None = None
+    metrics_folder: MetricsFolder | None = None
     if workers > 1:
         # The parent checked everything (and applied migrations) above; each worker does it again for itself.
         asyncio.run(app.state.gateway_safety.aclose())
         if not os.environ.get(MULTIPROCESS_DIR):
-            # /metrics counts every worker's work, whichever worker answers (gateway.observe.metrics).
-            metrics_folder = os.environ[MULTIPROCESS_DIR] = tempfile.mkdtemp(prefix="gateway-metrics-")
+            # /metrics counts every worker's work, whichever worker answers (gateway.observe.metrics); the folder
+            # goes with this process however it ends (`metrics_folder`).
+            metrics_folder = MetricsFolder()
+            os.environ[MULTIPROCESS_DIR] = metrics_folder.path
         os.environ[_WORKER_OPTIONS] = json.dumps({"specs": str(specs), "agents": str(agents), "host": host,
                                                   "use_cache": use_cache, "allow_public": allow_public,
-                                                  "access_log": access_log, "supervisor": os.getpid()})
+                                                  "access_log": access_log, "supervisor": os.getpid(),
+                                                  "metrics_folder": metrics_folder and metrics_folder.path,
+                                                  "serving": serving})
         target = "gateway.server.run:worker_app"
     # uvicorn stops accepting on SIGINT/SIGTERM and lets in-flight requests finish (up to the grace period),
     # then the app's lifespan closes the executors and provider clients.
@@ -186,10 +192,22 @@ def serve_http(specs: Path, agents: Path, *, host: str, port: int, use_cache: bo
         for listener in listeners:
             listener.close()
         if metrics_folder is not None:
-            shutil.rmtree(metrics_folder, ignore_errors=True)
+            metrics_folder.close()
     if workers == 1 and not server.started:  # the app did not start (its lifespan failed): as `uvicorn.run` says it
         return STARTUP_FAILURE
     return 0
+
+
+def _serving_rows(host: str, port: int, workers: int, graceful_timeout: int) -> list[dict[str, Any]]:
+    """`gateway serve`'s own settings as `GET /settings` lists them beside the process's (`gateway.config.layers`
+    rows): read at start only, from the command line or their defaults (`gateway serve --help`)."""
+    rows = []
+    for key, value, default in (("host", host, "127.0.0.1"), ("port", port, 8080), ("workers", workers, 1),
+                                ("graceful_timeout", graceful_timeout, GRACEFUL_SHUTDOWN_SECONDS)):
+        given = value != default
+        rows.append({"key": key, "value": value, "layer": "command line" if given else "default",
+                     "source": f"gateway serve --{key.replace('_', '-')}" if given else "built in"})
+    return rows
 
 
 def _shown(address: str) -> str:
@@ -202,16 +220,23 @@ _WORKER_OPTIONS = "GATEWAY_WORKER_OPTIONS"
 def worker_app() -> Any:
     """The app of one `gateway serve --workers N` worker process (uvicorn calls it in each); the worker stops when
     its supervisor is gone (`supervisor_watch`)."""
-    from .supervisor_watch import watch_supervisor
+    from .metrics_folder import leave
+    from .supervisor_watch import AfterOrphanedShutdown, watch_supervisor
 
     options = json.loads(os.environ[_WORKER_OPTIONS])
-    watch_supervisor(options["supervisor"])  # first: a supervisor killed while this worker loads is seen too
+    orphaned = watch_supervisor(options["supervisor"])  # first: a supervisor killed while this loads is seen too
     built = _build_app(Path(options["specs"]), Path(options["agents"]), host=options["host"],
                        use_cache=options["use_cache"], allow_public=options["allow_public"],
                        access_log=options["access_log"])
     if built is None:
         raise SystemExit(1)
-    return built[0]
+    built[0].state.gateway_serving = options["serving"]
+    folder = options.get("metrics_folder")
+    if folder is None:
+        return built[0]
+    # Orphaned, the worker takes its metrics files (and the folder, when it is the last) with it: nobody is left to
+    # remove them (`metrics_folder`).
+    return AfterOrphanedShutdown(built[0], orphaned, functools.partial(leave, folder))
 
 
 def _build_app(specs: Path, agents: Path, *, host: str, use_cache: bool, allow_public: bool, access_log: bool,

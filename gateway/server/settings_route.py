@@ -13,6 +13,7 @@ without `clients`, as its other routes) may read them: they name every agent, ap
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -25,7 +26,8 @@ from starlette.responses import JSONResponse, Response
 from ..catalog import Diagnostic
 from ..config.layers import Setting, loaded_settings, process_settings
 from ..config.loader import read_text
-from ..config.settings import GatewaySettings, differ_from_start
+from ..config.model import Manifest
+from ..config.settings import differ_from_start
 from ..configuration import parse_configuration
 from ..runtime import Runtime
 from .api_errors import APIError
@@ -45,51 +47,78 @@ async def running_settings(request: Request) -> Response:
     if agent is not None and agent not in runtime.manifest.agents:
         raise APIError(404, f"The running gateway has no agent {agent!r}.", code="unknown_agent", param="agent")
     holder = state.holder
-    rows, file_reads, errors = await anyio.to_thread.run_sync(settings_of, runtime, holder.started_with, agent)
+    rows, file_reads, errors, restart = await anyio.to_thread.run_sync(settings_of, runtime, holder.started_manifest,
+                                                                       agent)
+    serving = getattr(request.app.state, "gateway_serving", None) or []  # `gateway serve`'s own (not in tests' apps)
     return JSONResponse({
-        "data": [row.as_json() for row in rows],
+        "data": [*serving, *(row.as_json() for row in rows)],
         "agents_yaml": file_reads,
         "agents_yaml_errors": [error.to_dict() for error in errors],
         "loaded_at": _when(runtime.loaded_at),
         "reloads": holder.generation,
         "reload_refused": str(holder.last_error) if holder.last_error is not None else None,
+        "restart_needed": restart,
     })
 
 
 FileReads = Literal["as loaded", "changed", "broken", "unreadable"]
 
 
-def settings_of(runtime: Runtime, started: GatewaySettings,
-                agent: str | None) -> tuple[list[Setting], FileReads, list[Diagnostic]]:
+def settings_of(runtime: Runtime, started: Manifest,
+                agent: str | None) -> tuple[list[Setting], FileReads, list[Diagnostic], list[str]]:
     """The running process's settings and its manifest's, each value with the line it was loaded from
-    (`loaded_settings`), and how agents.yaml reads now: `as loaded`, `changed` (since the load: the values and lines
+    (`loaded_settings`); how agents.yaml reads now: `as loaded`, `changed` (since the load: the values and lines
     shown are still the load's), `broken` or `unreadable` (with the file's errors, as `gateway validate` words
-    them: the gateway runs on what it loaded). A setting read at start only (`gateway.store`, ...) that a reload
-    changed shows the value the process still uses."""
+    them: the gateway runs on what it loaded); and the settings read at start only (`gateway.store`, ...) whose
+    value in agents.yaml now is not the one the process runs on, which only a restart applies. Each of those shows
+    the value the process started with and where that came from, and beside it what the file says now and at which
+    line (before: the start value beside the reloaded file's line; a file changed but not reloaded said nothing)."""
     process = [_as_run(row, runtime) for row in process_settings(specs=None, agents=None,
                                                                   no_cache=not runtime.use_cache)]
     running = runtime.manifest
-    kept = differ_from_start(started, running.gateway)
-    if kept:
-        running = running.model_copy(update={"gateway": running.gateway.model_copy(
-            update={name: getattr(started, name) for name in kept})})
-    at_start = tuple(f"gateway.{name}" for name in kept)
-    settings = [Setting(row.key, row.value, row.layer, f"{row.source} (read at start: agents.yaml now says "
-                                                       "otherwise, which a restart applies)")
-                if any(row.key == key or row.key.startswith(f"{key}.") for key in at_start) else row
-                for row in loaded_settings(running, agent=agent)]
     path = runtime.agents_path
     text, file, unreadable = read_text(path)
     if unreadable is not None:
-        if runtime.manifest.key_sources is None and not path.exists():  # started without one, and still none
-            return [*process, *settings], "as loaded", []
-        return [*process, *settings], "unreadable", [unreadable]
-    # Checked against the running specs, as a reload would check it: a tool selection naming no spec is broken too.
-    now, _, diagnostics = parse_configuration(text, catalog=runtime.catalog, file=file, base_dir=path.parent)
-    errors = [d for d in diagnostics if d.level == "error"]
-    if errors:
-        return [*process, *settings], "broken", errors
-    return [*process, *settings], "as loaded" if now == runtime.manifest else "changed", []
+        reads: FileReads = "as loaded" if running.key_sources is None and not path.exists() else "unreadable"
+        errors = [] if reads == "as loaded" else [unreadable]  # started without one, and still none: as loaded
+        now = running
+    else:
+        # Checked against the running specs, as a reload would check it: a tool selection naming no spec is broken.
+        now, _, diagnostics = parse_configuration(text, catalog=runtime.catalog, file=file, base_dir=path.parent)
+        errors = [d for d in diagnostics if d.level == "error"]
+        reads = "broken" if errors else "as loaded" if now == running else "changed"
+        if errors:
+            now = running  # what a broken file would give is not known: only a reload that took it is compared
+    restart = differ_from_start(started.gateway, now.gateway)
+    settings = loaded_settings(running, agent=agent)
+    if restart:
+        settings = _as_started(settings, started, now, tuple(f"gateway.{name}" for name in restart))
+    return [*process, *settings], reads, errors, [f"gateway.{name}" for name in restart]
+
+
+def _as_started(rows: list[Setting], started: Manifest, now: Manifest, keys: tuple[str, ...]) -> list[Setting]:
+    """`rows` with those under `keys` (settings read at start only) as the process started with them, each saying
+    what agents.yaml gives now and where."""
+    def under(key: str) -> bool:
+        return any(key == prefix or key.startswith(f"{prefix}.") for prefix in keys)
+
+    at_start = {row.key: row for row in loaded_settings(started) if under(row.key)}
+    on_disk = {row.key: row for row in loaded_settings(now) if under(row.key)}
+    out: list[Setting] = []
+    for row in rows:
+        if not under(row.key):
+            out.append(row)
+            continue
+        first = at_start.get(row.key, row)
+        disk = on_disk.get(row.key)
+        if disk is None or disk.value == first.value:
+            out.append(first)
+            continue
+        value = disk.value if isinstance(disk.value, str) else json.dumps(disk.value, default=str)
+        out.append(Setting(first.key, first.value, first.layer,
+                           f"{first.source} (read at start only: agents.yaml now gives {value} ({disk.source}), "
+                           "which a restart applies)"))
+    return out
 
 
 def _as_run(row: Setting, runtime: Runtime) -> Setting:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from ..config.settings import DEFAULT_MAX_STORED_CONVERSATIONS, DEFAULT_SHARED_STATE_TIMEOUT
+from .server_watch import ServerWatch
 
 ApprovalStatus = Literal["pending", "approved", "denied"]
 RunStatus = Literal["paused", "resuming", "done", "failed"]
@@ -282,6 +283,9 @@ class Store(abc.ABC):
     """Seconds a question to the store (or its Redis) waits for an answer (`gateway.shared_state_timeout`, read when
     `open_store` opened it); `/readyz` waits as long for each part, so it calls a part unavailable when a call
     would."""
+    watch: ServerWatch | None = None
+    """What this process knows of the store's server (a networked one's: PostgreSQL), whose lines say when it goes,
+    is slow and is back; None for a store in this process (SQLite, memory)."""
 
     # -- approvals and paused runs ------------------------------------------------------------------
     @abc.abstractmethod

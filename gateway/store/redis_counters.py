@@ -178,6 +178,7 @@ class CountedStore(Store):
     def __init__(self, inner: Store, counters: RedisCounters) -> None:
         self.inner = inner
         self.counters = counters
+        self.watch = inner.watch  # the store's server's (Redis has its own, `counters`)
 
     async def save_run(self, run: RunRecord, approvals: list[ApprovalRecord], *,
                        pending_cap: int | None = None) -> bool:

@@ -19,10 +19,12 @@ its coming back is said only after an outage, not after a slow spell.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 
 logger = logging.getLogger("gateway.store")
 
@@ -32,6 +34,22 @@ GONE_AFTER = 3
 """A server that has answered nothing for this many of a request's waits (`gateway.shared_state_timeout`) in a row
 is gone, not slow: longer than any answer a request could have used, and short enough (6 s at the default 2 s) that
 the outage's line comes within a few of its 503s."""
+
+_CALLER_SAYS_SLOW: ContextVar[bool] = ContextVar("gateway_caller_says_slow", default=False)
+
+
+@contextlib.contextmanager
+def caller_says_slow() -> Iterator[None]:
+    """Questions asked in this block that go unanswered start or go on with a slow spell as any other (the server is
+    said gone as usual), but without the watch's slow line: their caller says what they were slow at itself (the
+    stuck-runs sweep: one line a spell of its own, where the watch's would come again at every sweep, a minute apart,
+    each answer of the sweep's `check` ending the spell)."""
+    token = _CALLER_SAYS_SLOW.set(True)
+    try:
+        yield
+    finally:
+        _CALLER_SAYS_SLOW.reset(token)
+
 
 SPELL_OVER = 30.0
 """Seconds after the last unanswered request past which a slow spell is over even though no new connection said so
@@ -71,10 +89,11 @@ class ServerWatch:
         now = time.monotonic()
         if self.slow_since is None or now - self._last_late > SPELL_OVER:
             self.slow_since = now
-            logger.warning("%s did not answer a request within %g s (gateway.shared_state_timeout): %s (slow, not "
-                           "gone: a busy server answers late; said once: should it answer nothing for %g s, a line "
-                           "will say it is unreachable)", self.what, self.wait or 0.0, one_line(reason),
-                           self.gone_after)
+            if not _CALLER_SAYS_SLOW.get():
+                logger.warning("%s did not answer a request within %g s (gateway.shared_state_timeout): %s (slow, "
+                               "not gone: a busy server answers late; said once: should it answer nothing for %g s, a "
+                               "line will say it is unreachable)", self.what, self.wait or 0.0, one_line(reason),
+                               self.gone_after)
         elif now - self.slow_since >= self.gone_after:
             self.failed(f"no answer for {now - self.slow_since + (self.wait or 0.0):.0f} s ({one_line(reason)})")
             return

@@ -184,6 +184,10 @@ def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
                                       "source": "GATEWAY_LOG_FORMAT"}
         assert rows["providers.llm.api_key"]["value"] == "set" and rows["clients.plain.key"]["value"] == "set"
         assert rows["agents"]["value"] == "./agents.yaml"
+        # `gateway serve`'s own, read at start only: where it listens, how many workers (before: not listed)
+        assert rows["port"] == {"key": "port", "value": port, "layer": "command line", "source": "gateway serve --port"}
+        assert rows["host"]["value"] == "127.0.0.1" and rows["workers"] == {"key": "workers", "value": 1,
+                                                                             "layer": "default", "source": "built in"}
         status, rows, _ = _settings(capsys, "--url", url, "--agent", "ops")
         assert status == 0 and "agents.ops.model" in rows and "clients.admin.key" not in rows
         assert main(["settings", "--url", url, "--agent", "nobody"]) == 2
@@ -204,10 +208,12 @@ def test_url_shows_what_the_running_gateway_uses_not_what_the_file_says_here(
                                                                      "shared_state_timeout: 9"))
         running_once(lambda body: body["reloads"] == 1)
         status, rows, err = _settings(capsys, "--url", url)
-        assert status == 0 and err == "", err
+        assert status == 0, err
         kept = rows["gateway.shared_state_timeout"]
-        assert kept["value"] == 4 and kept["source"] == ("agents.yaml:12 (read at start: agents.yaml now says "
-                                                         "otherwise, which a restart applies)"), kept
+        assert kept["value"] == 4 and kept["source"] == ("agents.yaml:12 (read at start only: agents.yaml now gives "
+                                                         "9.0 (agents.yaml:12), which a restart applies)"), kept
+        assert ("agents.yaml gives gateway.shared_state_timeout, read at start only, another value than the one the "
+                "running gateway started with: restart it to apply") in err, err
 
         # An edit the running gateway refuses to reload: it runs what it loaded, and says so.
         (tmp_path / "agents.yaml").write_text(RUNNING_AGENTS.replace("${MAX_IT:-12}", "many"))
@@ -310,8 +316,37 @@ def test_a_gateway_started_without_agents_yaml_reads_as_loaded_until_one_appears
 
     (tmp_path / "specs").mkdir()
     runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
-    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    _, reads, errors, _ = settings_of(runtime, runtime.manifest, None)
     assert (reads, errors) == ("as loaded", [])
     (tmp_path / "agents.yaml").write_text("agents: [\n")
-    _, reads, errors = settings_of(runtime, runtime.manifest.gateway, None)
+    _, reads, errors, _ = settings_of(runtime, runtime.manifest, None)
     assert reads == "broken" and [error.file for error in errors] == ["agents.yaml"]
+
+
+def test_a_setting_read_at_start_only_shows_what_the_process_runs_on_and_what_the_file_gives_now(
+        tmp_path: Path) -> None:
+    """`gateway.store` is read at start only. Edited in agents.yaml (moved three lines down, another file named),
+    `GET /settings` shows the store the process runs on with the line it came from, beside what the file gives now
+    and at which line, and lists it as needing a restart: whether the edit was not reloaded yet (before: nothing said
+    it) or reloaded (before: the start value beside the new file's line, `agents.yaml:5`, where it never was)."""
+    from gateway.runtime import load_runtime
+    from gateway.server.settings_route import settings_of
+
+    (tmp_path / "specs").mkdir()
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("gateway:\n  store: first.db\n  shared_state_timeout: 4\n")
+    started = load_runtime(tmp_path / "specs", agents, use_cache=False)
+    rows, reads, _, restart = settings_of(started, started.manifest, None)
+    assert (reads, restart) == ("as loaded", [])
+    assert {row.key: row for row in rows}["gateway.store"].source == "agents.yaml:2"
+
+    agents.write_text("# the store moved\n\ngateway:\n  shared_state_timeout: 4\n  store: second.db\n")
+    said = ("agents.yaml:2 (read at start only: agents.yaml now gives second.db (agents.yaml:5), which a restart "
+            "applies)")
+    reloaded = load_runtime(tmp_path / "specs", agents, use_cache=False)
+    for running, file_reads in ((started, "changed"), (reloaded, "as loaded")):
+        rows, reads, _, restart = settings_of(running, started.manifest, None)
+        shown = {row.key: row for row in rows}
+        assert (reads, restart) == (file_reads, ["gateway.store"])
+        assert (shown["gateway.store"].value, shown["gateway.store"].source) == ("first.db", said)
+        assert shown["gateway.shared_state_timeout"].source == f"agents.yaml:{3 if running is started else 4}"

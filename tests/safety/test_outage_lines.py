@@ -213,14 +213,14 @@ async def test_an_idle_instance_says_when_redis_goes_and_comes_back_at_its_sweep
     where = f"Redis at redis://127.0.0.1:{redis_server.port}/0"
     try:
         with caplog.at_level(logging.INFO):
-            assert await safety.sweep_once() is False
+            assert await safety.sweep_once() is None
             if outage == "halted":
                 redis_server.halt()
             else:
                 redis_server.pause()
-            assert await safety.sweep_once() is False  # the stuck runs are in SQLite: looked for
+            assert await safety.sweep_once() is None  # the stuck runs are in SQLite: looked for
             assert any(" is unreachable: " in line for line in _lines(caplog, "gateway.store"))  # in that sweep
-            assert await safety.sweep_once() is False
+            assert await safety.sweep_once() is None
             if outage == "halted":
                 redis_server.start()
             else:
@@ -359,22 +359,60 @@ async def test_a_postgresql_question_waiting_on_a_lock_is_said_slow_once_not_gon
 
 async def test_an_idle_instance_says_a_hung_postgresql_gone_within_one_sweep(
         caplog: pytest.LogCaptureFixture) -> None:
-    """No request: the sweep's question for stuck runs goes unanswered (said slow), and the sweep asks again until
-    the store's watch tells slow from gone (`Store.check`): gone in that sweep, not slow again a minute later."""
+    """No request: the sweep's question for stuck runs goes unanswered, and the sweep asks again until the store's
+    watch tells slow from gone (`Store.check`): gone in that sweep, not slow again a minute later; the sweep adds no
+    line of its own to the store's two (gone, back)."""
     database = PostgresServer().start()
     try:
         safety = Safeguards(open_store(database.url(), timeout=1), Manifest(), redact_log_records=False)
         with caplog.at_level(logging.INFO):
-            assert await safety.sweep_once() is False
+            assert await safety.sweep_once() is None
             database.pause()
-            assert await safety.sweep_once() is True  # the stuck runs could not be looked for
+            assert await safety.sweep_once() == "down"  # the stuck runs could not be looked for
             assert any(" is unreachable: " in line for line in _outage_lines(caplog))  # in that sweep
             database.resume()
-            assert await safety.sweep_once(True) is False
+            assert await safety.sweep_once("down") is None
         await safety.aclose()
     finally:
         database.resume()
         database.halt()
-    lines = _outage_lines(caplog)
-    assert len(lines) == 3 and " did not answer a request within 1 s " in lines[0], lines
-    assert " is unreachable: " in lines[1] and lines[2].endswith(" answers again"), lines
+    # The store's lines only, and no slow line first: the sweep's question says its slowness itself (as slow, when the
+    # store answers its `check`; here it does not, and is said gone in the same sweep).
+    lines = [line for line in _lines(caplog, "gateway.store") + _lines(caplog, "gateway.safety")
+             if "schema migration" not in line]
+    assert len(lines) == 2 and " is unreachable: " in lines[0], lines
+    assert lines[1].endswith(" answers again"), lines
+
+
+@pytest.mark.parametrize("with_redis", [False, True])
+async def test_a_sweep_whose_question_waits_on_a_lock_says_the_store_slow_once_a_spell_not_down(
+        postgres_server: PostgresServer, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest,
+        with_redis: bool) -> None:
+    """The stuck runs' question held past the wait by another session's lock on the runs table, sweep after sweep,
+    while the store answers every other question: one line says the sweep could not look because the store is slow
+    (not down) and once a line that it looks again (before: the store's slow line and the sweep's "could not look"
+    at the first sweep, and the store's slow line again at every later one). A store that is down is said so by the
+    sweep too (the test of a hung PostgreSQL above). With `gateway.redis` as without (the store's buckets counted in
+    Redis: the sweep reads the PostgreSQL store's watch through it)."""
+    url = postgres_server.create_database()
+    redis_url = request.getfixturevalue("redis_server").url if with_redis else None
+    safety = Safeguards(open_store(url, timeout=1, redis=redis_url), Manifest(), redact_log_records=False)
+    try:
+        assert await safety.sweep_once() is None
+        with caplog.at_level(logging.INFO):
+            with psycopg.connect(url) as other:  # a transaction holding the runs table
+                other.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+                failing = None
+                for _ in range(3):
+                    failing = await safety.sweep_once(failing)
+                    assert failing == "slow"
+                other.rollback()
+            assert await safety.sweep_once(failing) is None
+    finally:
+        await safety.aclose()
+    lines = [record.getMessage() for record in caplog.records
+             if record.name in ("gateway.store", "gateway.safety") and "schema migration" not in record.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("could not look for stuck runs: the store answers, but not this question within 1 s "
+                               "(slow, not down"), lines
+    assert lines[1] == "looks for stuck runs again", lines

@@ -131,6 +131,22 @@ def stopped_while_held(folder: Path, upstream: RecordingServer, llm_url: str, se
                 os.kill(pid, signal.SIGKILL)
 
 
+def folder_of_a_killed_supervisor(parent: Path) -> Path:
+    """The metrics folder a `gateway serve --workers` supervisor made in `parent` before it was SIGKILLed (a real
+    process holding its lock, killed), with a worker's counts in it."""
+    making = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from gateway.server.metrics_folder import MetricsFolder; "
+                               "print(MetricsFolder(sys.argv[1]).path, flush=True); time.sleep(120)", str(parent)],
+        stdout=subprocess.PIPE, text=True)
+    assert making.stdout is not None
+    folder = Path(making.stdout.readline().strip())
+    (folder / f"counter_{making.pid}.db").write_bytes(b"\0" * 8)
+    making.kill()
+    making.wait(30)
+    assert folder.is_dir()
+    return folder
+
+
 def descendants(pid: int) -> list[int]:
     """Every process `pid` started, and theirs (Linux's /proc: `children` of each of its threads)."""
     found: list[int] = []

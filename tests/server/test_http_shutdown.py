@@ -20,8 +20,10 @@ from openai.types.responses import ResponseCreatedEvent, ResponseFailedEvent
 from recording_server import RecordingServer
 from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
-from serve_process import CUTS, audit_rows, stopped_while_held
+from serve_process import CUTS, audit_rows, folder_of_a_killed_supervisor, stopped_while_held
 from server_support import LenientLLM
+
+from gateway.server.metrics_folder import PREFIX, MetricsFolder
 
 
 def _client(port: int) -> openai.OpenAI:
@@ -158,15 +160,29 @@ def test_an_approved_call_whose_resume_is_cut_by_the_graceful_timeout_says_so_an
 
 @pytest.mark.parametrize("sent", list(CUTS))
 def test_workers_whose_supervisor_is_sigkilled_stop_as_on_sigterm_and_free_the_port(
-        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str) -> None:
+        tmp_path: Path, upstream: RecordingServer, llm: LenientLLM, sent: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`gateway serve --workers 2`, its supervisor SIGKILLed while a chat's tool call is held (`kill -9 <pid>`, the
     OOM killer: the workers are not told). Each worker notices its parent is gone and stops as on SIGTERM: the chat is
     cut and told so, its rows say `stopped`, every worker ends and the port is free (before: both workers lived on,
-    orphans holding the port, and the chat waited on them)."""
+    orphans holding the port, and the chat waited on them). The supervisor's metrics folder goes with the last worker
+    (before: left in the temporary directory, one more a kill), and the start removed the one an earlier killed
+    supervisor left, not a running one's nor one it cannot judge (before: both stayed)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    running = MetricsFolder(str(temporary))  # this test process's: its lock is held
+    older = temporary / f"{PREFIX}older"  # no lock file (an older version's, or someone's own): not judged
+    older.mkdir()
+    left = folder_of_a_killed_supervisor(temporary)
     llm.script(LLMReply(calls=[Call("slow")]), LLMReply(text="never asked: the instance stops first"))
     _, _, said, row = CUTS[sent]
     with stopped_while_held(tmp_path, upstream, llm.url, sent, workers=2) as port:
+        assert not left.exists()  # removed at the start
+        made = {path for path in temporary.iterdir() if path.name.startswith(PREFIX)} - {older}
+        assert len(made) == 2 and any(path.glob("*.db") for path in made)  # the workers count there
         error = _chat(port)
+    assert {path for path in temporary.iterdir() if path.name.startswith(PREFIX)} == {Path(running.path), older}
+    running.close()
     assert error["code"] == "instance_stopped" and said in error["message"]
     assert error["gateway"] == {"sent": sent, "may_have_run": sent == "sent"}
     assert audit_rows(tmp_path) == [("transport_error", row)]

@@ -283,3 +283,42 @@ def test_serve_on_localhost_with_workers_answers_on_both_addresses_and_stops_eve
         time.sleep(0.05)
     assert left == [], "orphaned: " + ", ".join(Path(f"/proc/{pid}/cmdline").read_text() for pid in left)
     assert _port_free("127.0.0.1", port) and _port_free("::1", port)
+
+
+def test_workers_whose_supervisor_is_stopped_keep_serving_and_say_so_once(tmp_path: Path) -> None:
+    """`gateway serve --workers 2` whose supervisor is stopped (`kill -STOP`, a debugger): the workers keep serving
+    and /readyz stays ready (the store answers; taking every worker out for it would make a paused supervisor an
+    outage), and each worker says once that its supervisor is stopped (a worker that dies is not replaced meanwhile,
+    a SIGTERM to it waits) and once that it is resumed. Before: nothing said it; SIGTERM seemed ignored."""
+    import signal
+
+    import httpx
+    from serve_process import start_serve, write_slow_project
+
+    write_slow_project(tmp_path, "http://127.0.0.1:9")
+    process, port = start_serve(tmp_path, "--workers", "2")
+    log = tmp_path / "serve.log"
+
+    def said(words: str, times: int) -> None:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while log.read_text().count(words) < times:
+            assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+            time.sleep(0.1)
+
+    try:
+        said("Application startup complete", 2)  # both workers run (and watch their supervisor)
+        process.send_signal(signal.SIGSTOP)
+        said("is stopped (SIGSTOP or a debugger)", 2)
+        for _ in range(4):
+            answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30)
+            assert answer.status_code == 200 and answer.json()["status"] == "ready", answer.text
+        process.send_signal(signal.SIGCONT)
+        said(") is resumed", 2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log.read_text()
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.kill()
+        process.wait(30)
+    text = log.read_text()
+    assert text.count("is stopped (SIGSTOP or a debugger)") == 2 and text.count(") is resumed") == 2, text

@@ -31,7 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ...asgi import StatusWatch
 from ...assembly import GatewayState
 from ..api_errors import APIError
-from ..auth import agent_forbidden
+from ..auth import AGENT, agent_forbidden
 from ..stopping import CUT_KEY
 from .found import FoundTools
 from .inline import Identity, InlineSessions
@@ -144,7 +144,7 @@ class MCPEndpoint:
         agents = self.state.current.runtime.manifest.agents
         # The agent the route's gate admitted (`auth.AgentGate`, from `routed_agent` too), read once: the gate has
         # just worked it out of the path or the query.
-        agent = scope.get("gateway.agent")
+        agent = scope.get(AGENT)
         if not isinstance(agent, str):
             agent = routed_agent(scope)
         if agent is None:
