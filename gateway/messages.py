@@ -28,6 +28,7 @@ ErrorType = Literal[
     "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
     "delegate_error",  # a sub-agent's run failed
     "hook_denied",  # a configured hook refused the call or withheld its result
+    "credential_in_arguments",  # the arguments carry a credential the gateway holds (exfiltration): nothing was sent
     "user_required",  # the api acts as the signed-in user, and there is none (or their token was refused): not sent
     "insufficient_scope",  # the user may not have the scopes the operation needs: nothing was sent
     "not_connected",  # the user has not connected their account to the api yet (the error has the link): not sent
@@ -39,7 +40,7 @@ ErrorType = Literal[
 
 NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
                                       "rate_limited", "truncated_turn", "hook_denied", "store_unavailable",
-                                      "circuit_open"})
+                                      "circuit_open", "credential_in_arguments"})
 """Error types of calls refused before anything was sent to their api."""
 
 

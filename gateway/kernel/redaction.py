@@ -190,6 +190,28 @@ class Redactor:
             return True
         return any(map(text.__contains__, variants))  # in C: asked of every call's arguments and result
 
+    def found_in(self, value: Any) -> bool:
+        """Whether a secret, in any form redacted, occurs in a JSON-like value: in a string at any depth, or a key
+        (a call's arguments, which must not carry a credential the gateway holds out to an api:
+        `gateway.execution.stages.ValidateArguments`).
+
+        Asked of every call's arguments: one orjson dump and a substring test per form, in C; a hit there is
+        confirmed on the value's strings (a form of digits would match a number)."""
+        if self._pattern is None:
+            return False
+        if isinstance(value, (dict, list)) and not self._may_hold_secret(value):
+            return False
+        return self._held_by(value)
+
+    def _held_by(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return self.appears_in(value)
+        if isinstance(value, dict):
+            return any((isinstance(k, str) and self.appears_in(k)) or self._held_by(v) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(map(self._held_by, value))
+        return False
+
     def covers(self, other: Redactor) -> bool:
         """Whether this redactor knows every secret `other` knows (what `other` would redact, this one did)."""
         return other._secrets <= self._secrets
@@ -242,9 +264,17 @@ def _variants(secret: str) -> set[str]:
     lines = base64.encodebytes(secret.encode()).decode("ascii").rstrip("\n")
     if "\n" in lines:
         variants |= {lines, lines.replace("\n", "\r\n")}
+    # Inside the base64 of a larger payload (a JSON document, a config file, an email): the secret starts at any of
+    # three alignments, and the characters that depend on its bytes alone are the same whatever surrounds it.
+    variants |= _base64_middles(secret.encode())
     # Inside a JSON string: escaped as Python's json writes it (non-ASCII as \uXXXX, or kept), and each form with a
     # slash also as `\/` (PHP's json_encode): JSON kept as text (a text body, a log line, a model's code block).
-    escaped = {json.dumps(v, ensure_ascii=ascii_only)[1:-1] for v in variants for ascii_only in (True, False)}
+    ascii_only = {json.dumps(v)[1:-1] for v in variants}
+    kept = {json.dumps(v, ensure_ascii=False)[1:-1] for v in variants}
+    # HTML-safe JSON: Go's encoding/json by default (`<`, `>`, `&` as \u003c, \u003e, \u0026, U+2028/9 escaped,
+    # other non-ASCII kept) and Jinja's `tojson` (Flask's: ASCII-only, and `'` as \u0027 too).
+    escaped = ascii_only | kept | {_html_safe(e, _GO_HTML_SAFE) for e in kept} \
+        | {_html_safe(e, _JINJA_HTML_SAFE) for e in ascii_only}
     escaped |= {e.replace("/", "\\/") for e in escaped if "/" in e}
     variants |= escaped
     variants.add(html.escape(secret))  # an HTML page or attribute (an error page that echoes the request)
@@ -252,6 +282,30 @@ def _variants(secret: str) -> set[str]:
 
 
 _LOWER_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_GO_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JINJA_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"}
+MIN_BASE64_MIDDLE = 2 * MIN_SECRET_LENGTH
+"""The shortest run of base64 characters taken for a secret inside a larger payload's base64 (as long as the
+shortest secret's own base64)."""
+
+
+def _html_safe(escaped: str, table: dict[str, str]) -> str:
+    return "".join(table.get(c, c) for c in escaped)
+
+
+def _base64_middles(secret: bytes) -> set[str]:
+    """The base64 characters that stand for `secret`'s bytes alone, at each of the three alignments it may have in a
+    larger payload (as secret scanners match a base64-encoded secret), in base64 and base64url: a character covers
+    six bits, so those that mix in a neighbouring byte's bits, at either end, are left out."""
+    middles: set[str] = set()
+    for before in range(3):
+        encoded = base64.b64encode(bytes(before) + secret + bytes(3)).decode("ascii")
+        start = -(-8 * before // 6)  # the first character whose six bits are all the secret's
+        end = 8 * (before + len(secret)) // 6  # past the last such character
+        middle = encoded[start:end]
+        if len(middle) >= MIN_BASE64_MIDDLE:
+            middles |= {middle, middle.replace("+", "-").replace("/", "_")}
+    return middles
 
 
 def _all_variants(secrets: set[str]) -> tuple[str, ...]:
