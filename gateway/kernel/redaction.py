@@ -5,10 +5,15 @@ access tokens) and replaces every occurrence with a marker, also in the forms an
 is likely to write them in, each as a maintained encoder writes it (exact forms, no fuzzy matching): percent-encoded
 (a query string in an error message; its escapes in either case), form-encoded, base64 or base64url (a Basic
 credential: `user:password`), base64 in MIME's 76-character lines (`base64.encodebytes`, an email body: a long
-token split by line breaks), inside a JSON string (Python's `json.dumps`, ASCII-only or not, and with a slash escaped as
-PHP's `json_encode` writes it: JSON held as text, a text body, a model's code block) and HTML-escaped
+token split by line breaks), inside the base64 of a larger payload (the characters that stand for the secret's bytes
+alone, at each of the three alignments, as secret scanners match them), inside a JSON string (Python's `json.dumps`,
+ASCII-only or not; with a slash escaped as PHP's `json_encode` writes it; HTML-safe, as Go's `encoding/json` and
+Jinja's `tojson` write `<`, `>` and `&`: JSON held as text, a text body, a model's code block) and HTML-escaped
 (`html.escape`). A form is added only when it differs from the secret: a token of letters, digits, `-` and `_` has
-the percent, base64 and (when long) MIME forms only.
+the percent, base64 (alone and inside a payload) and (when long) MIME forms only.
+
+What the redactor knows is also what a call's arguments may not carry (`found_in`): a call that would send one of
+the gateway's credentials to an api is refused before it is sent (`gateway.execution.stages.ValidateArguments`).
 
 Log lines: `redact_logs(redactor)` installs a log-record factory that scrubs each record as it is created.
 Filters on a logger miss records of its child loggers, and a library may log what an upstream echoed
