@@ -149,3 +149,7 @@ class Message:
     """For tool messages: the result was an error (Anthropic's `is_error`)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Provider state to echo back: Anthropic thinking blocks, DeepSeek `reasoning_content`, ..."""
+    kept_extras: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """`extras` as the store keeps them, when they held one of the gateway's secrets: redacted (the reasoning, as the
+    reply's text is). The run itself echoes `extras` as they came to the provider that wrote them (Anthropic refuses
+    a thinking block whose text no longer matches its signature); None: the same as `extras`."""
