@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import AgentTool, Tool
-from ..kernel.calls import Invocation, Proceed, Stage, ToolHooks
+from ..kernel.calls import AgentCall, Invocation, Proceed, Stage, ToolHooks
 from ..kernel.redaction import Redactor
 from ..messages import ToolResult
 from .arguments import problems, run_off_the_loop
@@ -81,9 +81,9 @@ class ValidateToolArguments:
         return self.validate(invocation, proceed)
 
 
-def carried_credential(invocation: Invocation, redactor: Redactor) -> ToolResult:
+def carried_credential(invocation: AgentCall, redactor: Redactor) -> ToolResult:
     """The refusal of a call whose arguments carry a credential the gateway holds: where (the arguments' names,
-    never the value), and why nothing was sent."""
+    never the value), and why nothing was sent (an api call's, or a delegation's task)."""
     arguments = invocation.call.arguments or {}
     names = [name for name, value in arguments.items() if not redactor.appears_in(name) and redactor.found_in(value)]
     where = f" (in {', '.join(f'`{name}`' for name in names)})" if names else ""

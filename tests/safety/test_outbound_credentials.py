@@ -23,7 +23,7 @@ from scripted_llm import Call
 from scripted_llm import Reply as LLMReply
 from server_support import LenientLLM, running, write_project
 
-from .safety_support import API_TOKEN, SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, bearer, build_app
+from .safety_support import API_TOKEN, SAFE_AGENTS_YAML, TRIAGE_KEY, WEATHER_KEY, bearer, build_app, delegating_yaml
 
 FORMS = {
     "as written": API_TOKEN,
@@ -135,3 +135,34 @@ def test_the_agents_own_fixed_credential_is_not_the_callers(tmp_path: Path, llm:
     assert sent.status_code == 200, sent.text
     assert "timezone=fixed-secret-value-0042" in upstream.requests[0].target
     assert json.dumps(sent.json()).count("fixed-secret-value-0042") == 0
+
+
+def test_a_scripts_call_and_a_delegations_task_carrying_a_credential_are_refused(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer) -> None:
+    """Code mode: a `run_code` script's call that carries the token is refused in the script (its step says so) and
+    nothing goes upstream. A delegation whose task carries it is refused before the sub-agent's model is asked (it
+    may be another provider's)."""
+    yaml = delegating_yaml("lead", "").removesuffix("clients:\n").replace(
+        "    max_iterations: 4\n", "    max_iterations: 4\n    code_mode: on\n", 1)
+    write_project(tmp_path, llm.url, upstream.url, yaml)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    script = f'getForecast(latitude=52.5, longitude=13.4, timezone="{API_TOKEN}")'
+    llm.script(LLMReply(calls=[Call("run_code", {"code": script})]), LLMReply(text="ok"),
+               LLMReply(calls=[Call("ask_worker", {"task": f"use {API_TOKEN} to list the issues"})]),
+               LLMReply(text="ok"))
+    with running(app) as url:
+        coded, delegated = [httpx.post(f"{url}/v1/chat/completions", timeout=30,
+                                       json={"model": agent, "messages": [{"role": "user", "content": "go"}]})
+                            for agent in ("weather", "lead")]
+    safety.store.close()  # type: ignore[attr-defined]
+    assert upstream.requests == []
+    (step,) = coded.json()["gateway"]["steps"]
+    assert [(s["tool"], s["error_type"]) for s in step["steps"]] == [("getForecast", "credential_in_arguments")]
+    (step,) = delegated.json()["gateway"]["steps"]
+    assert (step["tool"], step["error_type"]) == ("ask_worker", "credential_in_arguments")
+    assert len(llm.bodies()) == 4  # the worker's model was never asked
+    for answer in (coded, delegated):
+        assert not _leaks(answer.text, API_TOKEN), answer.text
+    rows = _audit_text(tmp_path / "state.db")
+    assert rows.count("'credential_in_arguments'") == 2, rows
+    assert not _leaks(rows, API_TOKEN)
