@@ -45,7 +45,7 @@ class ValidateArguments:
         tool = agent_tool.tool
         if tool is None:
             return self
-        return ValidateToolArguments(self, tool, self.executor.argument_judge(tool))
+        return ValidateToolArguments(self, tool, self.executor.argument_judge(tool), plain=not agent_tool.fixed_args)
 
     async def __call__(self, invocation: Invocation, proceed: Proceed) -> ToolResult:
         refusal = await self.refusal(invocation)
@@ -64,11 +64,15 @@ class ValidateArguments:
 class ValidateToolArguments:
     """`ValidateArguments` for the calls of one tool, with the tool's compiled judge at hand."""
 
-    def __init__(self, validate: ValidateArguments, tool: Tool, judge: Callable[[Any], bool] | None) -> None:
+    def __init__(self, validate: ValidateArguments, tool: Tool, judge: Callable[[Any], bool] | None, *,
+                 plain: bool = False) -> None:
+        """Parameters: plain: the agent fixes no argument of the tool, so the call's arguments hold exactly what the
+        caller sent (the search for a secret in them also spares the audit its own: `Invocation.vetted`)."""
         self.validate = validate
         self.tool = tool
         self.judge = judge
-        self.carries_credential = validate.redactor.found_in
+        self.redactor = validate.redactor
+        self.plain = plain
 
     def __call__(self, invocation: Invocation, proceed: Proceed) -> Awaitable[ToolResult]:
         judge, arguments = self.judge, invocation.arguments
@@ -76,8 +80,16 @@ class ValidateToolArguments:
             holds = judge is not None and invocation.tool is self.tool and type(arguments) is dict and judge(arguments)
         except Exception:  # noqa: BLE001 - a value the judge can't take: the wording decides
             holds = False
-        if holds and not self.carries_credential(invocation.call.arguments):
-            return proceed(invocation)  # the usual: this stage is done, and no frame of it waits for the rest
+        if holds:
+            redactor = self.redactor
+            if not self.plain:
+                if not redactor.found_in(invocation.call.arguments):
+                    return proceed(invocation)
+            else:
+                epoch = redactor.epoch  # read first: a secret learned meanwhile makes the audit search again
+                if not redactor.found_in(arguments):
+                    invocation.vetted, invocation.vetted_under = arguments, epoch
+                    return proceed(invocation)  # the usual: this stage is done, and no frame of it waits
         return self.validate(invocation, proceed)
 
 

@@ -106,9 +106,13 @@ class Redactor:
         """Every form of every secret, longest first: what `_pattern` matches."""
         self._starts: dict[str, tuple[str, ...]] = {}
         """The variants by their first character (what `HeldText` asks of a streamed text's tail)."""
+        self._sought: tuple[str, ...] = ()
+        """What `appears_in` looks for: the variants that hold no other variant (a text holds a variant exactly when
+        it holds one of these: the base64 of `user:password` holds the password's base64 middle, say), so that a
+        secret's many forms cost fewer searches of every text."""
         self._json_variants: tuple[str, ...] = ()
-        """The variants as orjson writes them inside a JSON string (a quote, a backslash, a control character
-        escaped), to look for in a value's JSON text."""
+        """`_sought` as orjson writes it inside a JSON string (a quote, a backslash, a control character escaped), to
+        look for in a value's JSON text."""
         self.epoch: object = object()
         """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
         second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
@@ -123,7 +127,8 @@ class Redactor:
             self._secrets |= fresh
             self._variants = _all_variants(self._secrets)
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
-            self._json_variants = tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants)
+            self._sought = _holding_no_other(self._variants)
+            self._json_variants = _holding_no_other(tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants))
             starts: dict[str, list[str]] = {}
             for variant in self._variants:
                 starts.setdefault(variant[0], []).append(variant)
@@ -168,7 +173,7 @@ class Redactor:
         A substring test per form rather than the pattern's search: Python's regex engine tries the alternation
         at every position, several times slower on the usual answer that holds no secret. `any(map(...))` runs the
         tests in C (no Python step per form)."""
-        return any(map(text.__contains__, self._variants))
+        return any(map(text.__contains__, self._sought))
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with secrets replaced in every string, keys included: a copy when it held one, the
@@ -202,11 +207,14 @@ class Redactor:
 
         Asked of every call's arguments: one orjson dump and a substring test per form, in C; a hit there is
         confirmed on the value's strings (a form of digits would match a number)."""
-        if self._pattern is None:
+        sought = self._json_variants
+        if not sought:
             return False
-        if isinstance(value, (dict, list)) and not self._may_hold_secret(value):
-            return False
-        return self._held_by(value)
+        try:
+            text = orjson.dumps(value).decode()  # a string too: written with JSON's escapes, as the forms are sought
+        except TypeError:  # a value JSON has no form for: walked
+            return self._held_by(value)
+        return any(map(text.__contains__, sought)) and self._held_by(value)
 
     def _held_by(self, value: Any) -> bool:
         if isinstance(value, str):
@@ -311,6 +319,15 @@ def _base64_middles(secret: bytes) -> set[str]:
         if len(middle) >= MIN_BASE64_MIDDLE:
             middles |= {middle, middle.replace("+", "-").replace("/", "_")}
     return middles
+
+
+def _holding_no_other(forms: tuple[str, ...]) -> tuple[str, ...]:
+    """The forms that hold no other form: a text holds one of `forms` exactly when it holds one of these."""
+    kept: list[str] = []
+    for form in sorted(set(forms), key=len):
+        if not any(shorter in form for shorter in kept):
+            kept.append(form)
+    return tuple(kept)
 
 
 def _all_variants(secrets: set[str]) -> tuple[str, ...]:
