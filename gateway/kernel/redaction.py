@@ -113,6 +113,10 @@ class Redactor:
         self._json_variants: tuple[str, ...] = ()
         """`_sought` as orjson writes it inside a JSON string (a quote, a backslash, a control character escaped), to
         look for in a value's JSON text."""
+        self._json_pattern: re.Pattern[str] | None = None
+        """`_json_variants` as one pattern, once there are more than `PATTERN_FROM` of them: what `found_in` asks of
+        every call's arguments (a short text, where one pass of a pattern beats a search per form once there are more
+        than a few, and not before: bench/secret_search.py)."""
         self.epoch: object = object()
         """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
         second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
@@ -129,6 +133,8 @@ class Redactor:
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
             self._sought = _holding_no_other(self._variants)
             self._json_variants = _holding_no_other(tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants))
+            self._json_pattern = re.compile("|".join(map(re.escape, self._json_variants))) \
+                if len(self._json_variants) > PATTERN_FROM else None
             starts: dict[str, list[str]] = {}
             for variant in self._variants:
                 starts.setdefault(variant[0], []).append(variant)
@@ -205,16 +211,19 @@ class Redactor:
         (a call's arguments, which must not carry a credential the gateway holds out to an api:
         `gateway.execution.stages.ValidateArguments`).
 
-        Asked of every call's arguments: one orjson dump and a substring test per form, in C; a hit there is
-        confirmed on the value's strings (a form of digits would match a number)."""
-        sought = self._json_variants
-        if not sought:
+        Asked of every call's arguments: one orjson dump and, in C, a substring test per form or (past
+        `PATTERN_FROM` forms) one search of a precompiled pattern of them all; a hit there is confirmed on the value's
+        strings (a form of digits would match a number)."""
+        forms = self._json_variants
+        if not forms:
             return False
         try:
             text = orjson.dumps(value).decode()  # a string too: written with JSON's escapes, as the forms are sought
         except TypeError:  # a value JSON has no form for: walked
             return self._held_by(value)
-        return any(map(text.__contains__, sought)) and self._held_by(value)
+        pattern = self._json_pattern
+        found = any(map(text.__contains__, forms)) if pattern is None else pattern.search(text) is not None
+        return found and self._held_by(value)
 
     def _held_by(self, value: Any) -> bool:
         if isinstance(value, str):
@@ -297,6 +306,8 @@ def _variants(secret: str) -> set[str]:
 _LOWER_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _GO_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _JINJA_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"}
+PATTERN_FROM = 8
+"""Past this many forms, a short text is searched with one precompiled pattern of them all rather than form by form."""
 MIN_BASE64_MIDDLE = 2 * MIN_SECRET_LENGTH
 """The shortest run of base64 characters taken for a secret inside a larger payload's base64 (as long as the
 shortest secret's own base64)."""
