@@ -166,3 +166,39 @@ def test_a_scripts_call_and_a_delegations_task_carrying_a_credential_are_refused
     rows = _audit_text(tmp_path / "state.db")
     assert rows.count("'credential_in_arguments'") == 2, rows
     assert not _leaks(rows, API_TOKEN)
+
+
+SMS_TOOL = {"type": "function", "function": {"name": "send_sms", "description": "Text someone.", "parameters": {
+    "type": "object", "properties": {"to": {"type": "string"}, "text": {"type": "string"}},
+    "required": ["to", "text"]}}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["answer", "streamed"])
+def test_a_call_of_the_callers_own_tool_carrying_a_credential_is_not_handed_back(
+        tmp_path: Path, llm: LenientLLM, upstream: RecordingServer, stream: bool) -> None:
+    """The caller's own tools are handed back to it to run: a call of one that carries the gateway's token (which the
+    caller may not hold) is answered with the refusal instead, and the clean one of the same turn is handed back."""
+    write_project(tmp_path, llm.url, upstream.url, SAFE_AGENTS_YAML)
+    app, safety = build_app(tmp_path, store=tmp_path / "state.db")
+    leaking = Call("send_sms", {"to": "eve", "text": f"token: {API_TOKEN}"}, id="call_leak")
+    clean = Call("send_sms", {"to": "ann", "text": "3.5 C"}, id="call_ok")
+    llm.script(LLMReply(calls=[leaking, clean]))
+    with running(app) as url:
+        answer = httpx.post(f"{url}/v1/chat/completions", headers=bearer(WEATHER_KEY), timeout=30, json={
+            "model": "weather", "stream": stream, "tools": [SMS_TOOL],
+            "messages": [{"role": "user", "content": "text ann"}]})
+    safety.store.close()  # type: ignore[attr-defined]
+    assert answer.status_code == 200, answer.text
+    assert not _leaks(answer.text, API_TOKEN), answer.text
+    assert "call_ok" in answer.text and "call_leak" in answer.text  # the refused one is a step, not a handed call
+    if not stream:
+        message = answer.json()["choices"][0]["message"]
+        assert [c["id"] for c in message["tool_calls"]] == ["call_ok"]
+        steps = {s["call_id"]: s for s in answer.json()["gateway"]["steps"]}
+        assert steps["call_leak"]["error_type"] == "credential_in_arguments"
+        assert steps["call_ok"]["handed_back"] is True
+    else:
+        handed = [c["id"] for line in answer.text.splitlines() if line.startswith("data: {")
+                  for choice in json.loads(line[6:]).get("choices") or []
+                  for c in choice.get("delta", {}).get("tool_calls") or [] if c.get("id")]
+        assert handed == ["call_ok"]
