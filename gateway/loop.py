@@ -290,7 +290,8 @@ class _Loop(TurnCalls):
         except HookDenied as exc:
             raise self._error(f"agent {self.agent.name!r}: {exc}", "hook_denied") from None
         # Tools were not offered; a call anyway is dropped rather than answered.
-        message = Message(role="assistant", content=turn.message.content or "", extras=turn.message.extras)
+        message = Message(role="assistant", content=turn.message.content or "", extras=turn.message.extras,
+                          kept_extras=turn.message.kept_extras)
         self.messages.append(message)
         return self._result(message, cut=True, finish_reason=turn.finish_reason)
 

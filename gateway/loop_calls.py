@@ -11,13 +11,16 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .catalog import AgentTool
 from .kernel.calls import Door, HostedProceed
 from .loop_types import EventHandler, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 from .truncation import CUT_NOTE
+
+if TYPE_CHECKING:
+    from .observe.runs import RunObserver
 
 Invoke = Callable[[AgentTool, ToolCall], Awaitable[ToolResult]]
 
@@ -106,6 +109,14 @@ def sub_run(agent: str) -> SubRun | None:
     """Inside a running loop's tool call: the reporter for a delegated run by `agent`; None outside a loop."""
     scope = current_call.get()
     return SubRun(scope, agent) if scope is not None else None
+
+
+def shown_arguments(observer: RunObserver | None, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A call's arguments as its step shows them (the chat's caller, its stream, the stored run): with the gateway's
+    secrets redacted, so that a call refused for carrying one (`credential_in_arguments`) does not hand it to the
+    caller instead. A copy only when they held one."""
+    redactor = observer.redactor if observer is not None else None
+    return arguments if redactor is None or arguments is None else redactor.value(arguments)
 
 
 def call_step(call: ToolCall, arguments: dict[str, Any] | None, result: ToolResult | None, iteration: int) -> Step:

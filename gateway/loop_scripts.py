@@ -27,7 +27,7 @@ from .codemode import RUN_CODE, FunctionNames, Limits, Paused, Script
 from .config.model import AgentConfig
 from .kernel.caller import current_caller
 from .kernel.calls import HostedCall
-from .loop_calls import HoldingInvoke, Invoke, RefusingInvoke, ScriptingInvoke
+from .loop_calls import HoldingInvoke, Invoke, RefusingInvoke, ScriptingInvoke, shown_arguments
 from .loop_types import Decision, LoopEvent, Step
 from .messages import ToolCall, ToolResult
 from .toolsets import Toolset
@@ -115,7 +115,8 @@ class _Host:
 
     async def call(self, tool: AgentTool, call: ToolCall, approval: str | None) -> ToolResult:
         loop = self.loop
-        step = Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=loop.iteration)
+        shown = shown_arguments(loop.observer, call.arguments)
+        step = Step(tool=call.name, arguments=shown, call_id=call.id, iteration=loop.iteration)
         await loop.emit(LoopEvent(type="step_started", step=step))
         cap = loop.agent.policy.max_tool_calls
         started = time.perf_counter()
@@ -131,7 +132,7 @@ class _Host:
         else:
             loop.tool_calls += 1
             result = await self.run_in_scope(tool, call, approval, inner)
-        done = Step(tool=call.name, arguments=call.arguments, call_id=call.id, iteration=loop.iteration,
+        done = Step(tool=call.name, arguments=shown, call_id=call.id, iteration=loop.iteration,
                     ok=result.ok, status=result.status, error=result.error, error_type=result.error_type,
                     duration_ms=(time.perf_counter() - started) * 1000, steps=inner, warning=result.warning)
         self.steps.append(done)

@@ -210,8 +210,9 @@ def message_to_dict(message: Message) -> dict[str, Any]:
             data[key] = getattr(message, key)
     if message.is_error:
         data["is_error"] = True
-    if message.extras:
-        data["extras"] = message.extras
+    extras = message.extras if message.kept_extras is None else message.kept_extras
+    if extras:
+        data["extras"] = extras
     return data
 
 

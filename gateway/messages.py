@@ -28,6 +28,7 @@ ErrorType = Literal[
     "truncated_turn",  # the model's turn was cut by its token limit: its calls were not executed
     "delegate_error",  # a sub-agent's run failed
     "hook_denied",  # a configured hook refused the call or withheld its result
+    "credential_in_arguments",  # the arguments carry a credential the gateway holds (exfiltration): nothing was sent
     "user_required",  # the api acts as the signed-in user, and there is none (or their token was refused): not sent
     "insufficient_scope",  # the user may not have the scopes the operation needs: nothing was sent
     "not_connected",  # the user has not connected their account to the api yet (the error has the link): not sent
@@ -39,7 +40,7 @@ ErrorType = Literal[
 
 NOT_SENT: frozenset[str] = frozenset({"invalid_arguments", "unknown_tool", "approval_pending", "approval_denied",
                                       "rate_limited", "truncated_turn", "hook_denied", "store_unavailable",
-                                      "circuit_open"})
+                                      "circuit_open", "credential_in_arguments"})
 """Error types of calls refused before anything was sent to their api."""
 
 
@@ -148,3 +149,7 @@ class Message:
     """For tool messages: the result was an error (Anthropic's `is_error`)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Provider state to echo back: Anthropic thinking blocks, DeepSeek `reasoning_content`, ..."""
+    kept_extras: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """`extras` as the store keeps them, when they held one of the gateway's secrets: redacted (the reasoning, as the
+    reply's text is). The run itself echoes `extras` as they came to the provider that wrote them (Anthropic refuses
+    a thinking block whose text no longer matches its signature); None: the same as `extras`."""

@@ -263,3 +263,46 @@ async def test_a_stage_left_out_for_a_tool_changes_nothing_of_its_verdicts(upstr
     assert held.error_type == "approval_denied"
     assert invalid.error_type == "invalid_arguments"
     assert len(upstream.requests) == 2
+
+
+NOTE = make_tool(arg("q", "query", {"type": "string"}, required=True))
+
+
+@pytest.mark.parametrize("hook", ["replaces the arguments", "teaches the redactor a secret"])
+async def test_the_audit_searches_the_arguments_itself_unless_the_validation_searched_that_very_object(
+        upstream: RecordingServer, hook: str) -> None:
+    """The validation's search of a plain call's arguments for a secret spares the audit its own, only for the very
+    arguments it searched and only under the redactor's epoch it searched them in: a hook that replaces them (the
+    operator's: they are sent) or a secret learned meanwhile has the row redacted as before."""
+    from gateway.safety.guards import Safeguards
+    from gateway.store import MemoryStore
+
+    learned = "learned-after-validation-5678"
+
+    class Hook:
+        async def before_tool_call(self, invocation: Invocation) -> ToolResult | None:
+            if hook == "replaces the arguments":
+                invocation.arguments = {"q": f"from the hook {TOKEN}"}
+            else:
+                executor.redactor.add(learned)
+            return None
+
+        async def after_tool_call(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+            return result
+
+    async with executor_for(upstream.url, NOTE, auth=[BearerAuth(token=TOKEN)]) as executor:
+        store = MemoryStore()
+        pipeline = build_pipeline(executor, hooks=[Hook()],
+                                  safeguards=Safeguards(store, executor.manifest, redact_log_records=False))
+        agent_tool = AgentTool(name=NOTE.name, description="", input_schema=NOTE.input_schema, tool=NOTE)
+        arguments = {"q": learned}
+        invocation = Invocation(agent="clerk", agent_tool=agent_tool, tool=NOTE, arguments=arguments,
+                                call=ToolCall(id="1", name=NOTE.name, arguments=arguments))
+        result = await pipeline(invocation)
+        rows = await store.list_audit()
+    assert result.ok, result.error
+    assert invocation.vetted is arguments  # the validation searched the caller's arguments
+    assert len(upstream.requests) == 1
+    (row,) = rows
+    assert row.arguments == {"q": "from the hook [REDACTED]"} if hook == "replaces the arguments" \
+        else row.arguments == {"q": "[REDACTED]"}

@@ -34,6 +34,7 @@ from ..loop_calls import current_approval, sub_run
 from ..messages import Message, ToolCall, ToolResult
 from ..safety.shares import UNCOUNTED, Held, ShareBook
 from .pipeline import Pipeline
+from .stages import carried_credential
 
 if TYPE_CHECKING:
     from ..observe.runs import RunObserver
@@ -170,7 +171,14 @@ class ToolRunner:
                             arguments=dict(call.arguments or {}), client=client, door=door, approval=approval)
         # Linked as a chat links its calls: by the run id. Outside a chat the call starts a run of its own.
         with bind_caller(run_id=caller.run_id or f"{kind}-{uuid.uuid4().hex}"):
-            return await self.pipeline.hosted(hosted, check, _timed(run))
+            result = await self.pipeline.hosted(hosted, check, _timed(run))
+        redactor = self.observer.redactor if self.observer is not None else None
+        if redactor:
+            # What an api call's result gets from the pipeline's redaction stage, which a hosted call does not pass:
+            # a script's traceback quotes its code, a literal secret the model wrote in it included.
+            result.error = redactor.text(result.error) if result.error else result.error
+            result.body = redactor.value(result.body)
+        return result
 
     async def _delegate(self, agent_tool: AgentTool, call: ToolCall, *, door: Door, client: str | None,
                         approval: str | None) -> ToolResult:
@@ -189,6 +197,10 @@ class ToolRunner:
                 "approval_denied", f"Tool {agent_tool.name!r} of agent {delegation.agent!r} needs a human's "
                 f"approval (approval: {agent_tool.approval}), which this door cannot hold for a delegation: ask "
                 "through the chat endpoint. Nothing was run.")
+        redactor = self.observer.redactor if self.observer is not None else None
+        if redactor is not None and redactor.found_in(delegation.call.arguments):
+            # The sub-agent's model may be another provider's: no credential of the gateway's goes to it either.
+            return carried_credential(delegation, redactor)
         task = delegation.arguments.get("task")
         if not isinstance(task, str) or not task.strip():
             return ToolResult.failure("invalid_arguments", f"{agent_tool.name} needs `task`: a non-empty string "

@@ -40,6 +40,11 @@ class AgentCall:
     sent: bool = False
     """Whether the call was handed on to be sent, its row written first (`RecordBeforeSend` sets it): a door that
     holds the call reads it there, where other work counts its sends in a context variable (`watch_sends`)."""
+    vetted: Any = None
+    """The arguments object the validation found none of the gateway's secrets in (`ValidateToolArguments`), under
+    the redactor's `vetted_under` epoch: the audit's row takes it as it is instead of searching it again (a hook
+    that replaces the arguments replaces the object)."""
+    vetted_under: object = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -5,10 +5,15 @@ access tokens) and replaces every occurrence with a marker, also in the forms an
 is likely to write them in, each as a maintained encoder writes it (exact forms, no fuzzy matching): percent-encoded
 (a query string in an error message; its escapes in either case), form-encoded, base64 or base64url (a Basic
 credential: `user:password`), base64 in MIME's 76-character lines (`base64.encodebytes`, an email body: a long
-token split by line breaks), inside a JSON string (Python's `json.dumps`, ASCII-only or not, and with a slash escaped as
-PHP's `json_encode` writes it: JSON held as text, a text body, a model's code block) and HTML-escaped
+token split by line breaks), inside the base64 of a larger payload (the characters that stand for the secret's bytes
+alone, at each of the three alignments, as secret scanners match them), inside a JSON string (Python's `json.dumps`,
+ASCII-only or not; with a slash escaped as PHP's `json_encode` writes it; HTML-safe, as Go's `encoding/json` and
+Jinja's `tojson` write `<`, `>` and `&`: JSON held as text, a text body, a model's code block) and HTML-escaped
 (`html.escape`). A form is added only when it differs from the secret: a token of letters, digits, `-` and `_` has
-the percent, base64 and (when long) MIME forms only.
+the percent, base64 (alone and inside a payload) and (when long) MIME forms only.
+
+What the redactor knows is also what a call's arguments may not carry (`found_in`): a call that would send one of
+the gateway's credentials to an api is refused before it is sent (`gateway.execution.stages.ValidateArguments`).
 
 Log lines: `redact_logs(redactor)` installs a log-record factory that scrubs each record as it is created.
 Filters on a logger miss records of its child loggers, and a library may log what an upstream echoed
@@ -101,9 +106,17 @@ class Redactor:
         """Every form of every secret, longest first: what `_pattern` matches."""
         self._starts: dict[str, tuple[str, ...]] = {}
         """The variants by their first character (what `HeldText` asks of a streamed text's tail)."""
+        self._sought: tuple[str, ...] = ()
+        """What `appears_in` looks for: the variants that hold no other variant (a text holds a variant exactly when
+        it holds one of these: the base64 of `user:password` holds the password's base64 middle, say), so that a
+        secret's many forms cost fewer searches of every text."""
         self._json_variants: tuple[str, ...] = ()
-        """The variants as orjson writes them inside a JSON string (a quote, a backslash, a control character
-        escaped), to look for in a value's JSON text."""
+        """`_sought` as orjson writes it inside a JSON string (a quote, a backslash, a control character escaped), to
+        look for in a value's JSON text."""
+        self._json_pattern: re.Pattern[str] | None = None
+        """`_json_variants` as one pattern, once there are more than `PATTERN_FROM` of them: what `found_in` asks of
+        every call's arguments (a short text, where one pass of a pattern beats a search per form once there are more
+        than a few, and not before: bench/secret_search.py)."""
         self.epoch: object = object()
         """Replaced whenever the redactor learns a secret: a value redacted under the current epoch needs no
         second pass (the executor marks the body it redacted, `ToolResult.redacted_under`)."""
@@ -118,7 +131,10 @@ class Redactor:
             self._secrets |= fresh
             self._variants = _all_variants(self._secrets)
             self._pattern = re.compile("|".join(re.escape(v) for v in self._variants))
-            self._json_variants = tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants)
+            self._sought = _holding_no_other(self._variants)
+            self._json_variants = _holding_no_other(tuple(orjson.dumps(v).decode()[1:-1] for v in self._variants))
+            self._json_pattern = re.compile("|".join(map(re.escape, self._json_variants))) \
+                if len(self._json_variants) > PATTERN_FROM else None
             starts: dict[str, list[str]] = {}
             for variant in self._variants:
                 starts.setdefault(variant[0], []).append(variant)
@@ -163,7 +179,7 @@ class Redactor:
         A substring test per form rather than the pattern's search: Python's regex engine tries the alternation
         at every position, several times slower on the usual answer that holds no secret. `any(map(...))` runs the
         tests in C (no Python step per form)."""
-        return any(map(text.__contains__, self._variants))
+        return any(map(text.__contains__, self._sought))
 
     def value(self, value: Any) -> Any:
         """A JSON-like value with secrets replaced in every string, keys included: a copy when it held one, the
@@ -189,6 +205,34 @@ class Redactor:
         except TypeError:
             return True
         return any(map(text.__contains__, variants))  # in C: asked of every call's arguments and result
+
+    def found_in(self, value: Any) -> bool:
+        """Whether a secret, in any form redacted, occurs in a JSON-like value: in a string at any depth, or a key
+        (a call's arguments, which must not carry a credential the gateway holds out to an api:
+        `gateway.execution.stages.ValidateArguments`).
+
+        Asked of every call's arguments: one orjson dump and, in C, a substring test per form or (past
+        `PATTERN_FROM` forms) one search of a precompiled pattern of them all; a hit there is confirmed on the value's
+        strings (a form of digits would match a number)."""
+        forms = self._json_variants
+        if not forms:
+            return False
+        try:
+            text = orjson.dumps(value).decode()  # a string too: written with JSON's escapes, as the forms are sought
+        except TypeError:  # a value JSON has no form for: walked
+            return self._held_by(value)
+        pattern = self._json_pattern
+        found = any(map(text.__contains__, forms)) if pattern is None else pattern.search(text) is not None
+        return found and self._held_by(value)
+
+    def _held_by(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return self.appears_in(value)
+        if isinstance(value, dict):
+            return any((isinstance(k, str) and self.appears_in(k)) or self._held_by(v) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(map(self._held_by, value))
+        return False
 
     def covers(self, other: Redactor) -> bool:
         """Whether this redactor knows every secret `other` knows (what `other` would redact, this one did)."""
@@ -242,9 +286,17 @@ def _variants(secret: str) -> set[str]:
     lines = base64.encodebytes(secret.encode()).decode("ascii").rstrip("\n")
     if "\n" in lines:
         variants |= {lines, lines.replace("\n", "\r\n")}
+    # Inside the base64 of a larger payload (a JSON document, a config file, an email): the secret starts at any of
+    # three alignments, and the characters that depend on its bytes alone are the same whatever surrounds it.
+    variants |= _base64_middles(secret.encode())
     # Inside a JSON string: escaped as Python's json writes it (non-ASCII as \uXXXX, or kept), and each form with a
     # slash also as `\/` (PHP's json_encode): JSON kept as text (a text body, a log line, a model's code block).
-    escaped = {json.dumps(v, ensure_ascii=ascii_only)[1:-1] for v in variants for ascii_only in (True, False)}
+    ascii_only = {json.dumps(v)[1:-1] for v in variants}
+    kept = {json.dumps(v, ensure_ascii=False)[1:-1] for v in variants}
+    # HTML-safe JSON: Go's encoding/json by default (`<`, `>`, `&` as \u003c, \u003e, \u0026, U+2028/9 escaped,
+    # other non-ASCII kept) and Jinja's `tojson` (Flask's: ASCII-only, and `'` as \u0027 too).
+    escaped = ascii_only | kept | {_html_safe(e, _GO_HTML_SAFE) for e in kept} \
+        | {_html_safe(e, _JINJA_HTML_SAFE) for e in ascii_only}
     escaped |= {e.replace("/", "\\/") for e in escaped if "/" in e}
     variants |= escaped
     variants.add(html.escape(secret))  # an HTML page or attribute (an error page that echoes the request)
@@ -252,6 +304,41 @@ def _variants(secret: str) -> set[str]:
 
 
 _LOWER_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_GO_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_JINJA_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "'": "\\u0027"}
+PATTERN_FROM = 8
+"""Past this many forms, a short text is searched with one precompiled pattern of them all rather than form by form."""
+MIN_BASE64_MIDDLE = 2 * MIN_SECRET_LENGTH
+"""The shortest run of base64 characters taken for a secret inside a larger payload's base64 (as long as the
+shortest secret's own base64)."""
+
+
+def _html_safe(escaped: str, table: dict[str, str]) -> str:
+    return "".join(table.get(c, c) for c in escaped)
+
+
+def _base64_middles(secret: bytes) -> set[str]:
+    """The base64 characters that stand for `secret`'s bytes alone, at each of the three alignments it may have in a
+    larger payload (as secret scanners match a base64-encoded secret), in base64 and base64url: a character covers
+    six bits, so those that mix in a neighbouring byte's bits, at either end, are left out."""
+    middles: set[str] = set()
+    for before in range(3):
+        encoded = base64.b64encode(bytes(before) + secret + bytes(3)).decode("ascii")
+        start = -(-8 * before // 6)  # the first character whose six bits are all the secret's
+        end = 8 * (before + len(secret)) // 6  # past the last such character
+        middle = encoded[start:end]
+        if len(middle) >= MIN_BASE64_MIDDLE:
+            middles |= {middle, middle.replace("+", "-").replace("/", "_")}
+    return middles
+
+
+def _holding_no_other(forms: tuple[str, ...]) -> tuple[str, ...]:
+    """The forms that hold no other form: a text holds one of `forms` exactly when it holds one of these."""
+    kept: list[str] = []
+    for form in sorted(set(forms), key=len):
+        if not any(shorter in form for shorter in kept):
+            kept.append(form)
+    return tuple(kept)
 
 
 def _all_variants(secrets: set[str]) -> tuple[str, ...]:

@@ -7,8 +7,11 @@ the budgets are checked and the call reserved in the agent's and client's window
 `before_model_call` hooks run (`HookDenied`), the call runs inside a `chat {model}` span and its latency and
 tokens are counted, the reservation is settled with the usage, the answer's text is redacted (the gateway's own
 secrets, in every form the redactor knows: a model that read one where the redactor missed it, or was told one, does
-not hand it to the caller, the store or a hook), and the `after_model_call` hooks see (and may replace) the answer.
-A streamed answer's text is redacted as it streams (`gateway.kernel.redaction.HeldText`, in the loop).
+not hand it to the caller, the store or a hook), and so is its reasoning (Anthropic's thinking, `reasoning_content`,
+Gemini's thought parts, Responses' reasoning items, Ollama's thinking) for the store (`Message.kept_extras`; the
+run echoes it as it came to the provider that wrote it), and the `after_model_call` hooks see (and may replace) the
+answer. A streamed answer's text is redacted as it streams (`gateway.kernel.redaction.HeldText`, in the loop); its
+reasoning is handed to no caller.
 """
 
 from __future__ import annotations
@@ -142,6 +145,10 @@ class RunObserver:
         redactor = self.redactor
         if redactor and turn.message.content:
             turn.message.content = redactor.text(turn.message.content)
+        if redactor and turn.message.extras:  # the reasoning: the store keeps it redacted, the provider gets it back
+            kept = redactor.value(turn.message.extras)
+            if kept is not turn.message.extras:
+                turn.message.kept_extras = kept
         if hooks is not None:
             def replace(content: str) -> None:
                 turn.message.content = content

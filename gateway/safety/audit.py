@@ -365,7 +365,11 @@ class RecordBeforeSend:
         record = self.record
         redactor = record.redactor
         # `is not None`, not truth: an empty redactor hands the value back as it is, and asking its truth is a call.
-        arguments = redactor.value(invocation.arguments) if redactor is not None else invocation.arguments
+        # Arguments the validation searched already, under the redactor's current epoch, are not searched again.
+        arguments = invocation.arguments
+        if redactor is not None and (invocation.vetted is not arguments
+                                     or invocation.vetted_under is not redactor.epoch):
+            arguments = redactor.value(arguments)
         audit = record.audit
         row = audit.running_row(invocation.tool, arguments, approval=invocation.approval, agent=invocation.agent,
                                 client=invocation.client, redacted_by=redactor)

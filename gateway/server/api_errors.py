@@ -93,6 +93,7 @@ _RESULT_STATUS = {
     "delegate_error": 502,
     "truncated_turn": 502,
     "hook_denied": 403,
+    "credential_in_arguments": 403,
     "user_required": 403,
     "insufficient_scope": 403,
     "not_connected": 403,

@@ -3,6 +3,8 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote
 
+import pytest
+
 from gateway.kernel.redaction import MARKER, Redactor
 
 
@@ -55,3 +57,22 @@ def test_a_token_learned_later_is_found_by_the_prescan() -> None:
     redactor = Redactor(["tok-123456"])
     redactor.add("late-token-xyz")
     assert redactor.value({"a": ["late-token-xyz"]}) == {"a": [MARKER]}
+
+
+@pytest.mark.parametrize("others", [0, 4], ids=["form by form", "one pattern"])
+def test_found_in_finds_a_secret_in_any_form_anywhere_in_a_value_and_nothing_else(others: int) -> None:
+    """`found_in` (what a call's arguments may not carry): every form, at any depth, in a key too; a number whose
+    digits spell a secret is no secret (the JSON text's hit is confirmed on the value's strings). With more secrets
+    than a few the forms are searched as one pattern (`PATTERN_FROM`): the same answers."""
+    from gateway.kernel.redaction import PATTERN_FROM
+
+    secret, digits = "tok-0123456789abcdef", "31415926"
+    redactor = Redactor([secret, digits, *(f"other-secret-{n:04}" for n in range(others))])
+    assert (redactor._json_pattern is not None) == (len(redactor._json_variants) > PATTERN_FROM)
+    payload = base64.b64encode(f'{{"a": 1, "key": "{secret}"}}'.encode()).decode()
+    for carrying in ({"q": secret}, {"deep": [{"x": f"see {quote(secret, safe='')}"}]}, {secret: 1},
+                     {"blob": payload}, {"q": f'say "{secret}"'}, f"plain {secret}"):
+        assert redactor.found_in(carrying), carrying
+    for clean in ({"q": "tok-0123"}, {"n": 31415926}, {"n": [31415926.5]}, None, 7, {"q": "fine"}):
+        assert not redactor.found_in(clean), clean
+    assert not Redactor().found_in({"q": secret})

@@ -29,8 +29,10 @@ from gateway.cli.terminal_chat import chat_command
 
 from .safety_support import API_TOKEN, safe_gateway
 
-# `timezone` carries a configured secret (the github api's token): every row must show it redacted.
-ARGS = {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"], "timezone": API_TOKEN}
+ARGS = {"latitude": 52.52, "longitude": 13.41, "current": ["temperature_2m"], "timezone": "Europe/Berlin"}
+CARRYING = {**ARGS, "timezone": API_TOKEN}
+"""`timezone` carries a configured secret (the github api's token): refused unsent, and every row shows it
+redacted."""
 COMMENT = {"owner": "acme", "repo": "app", "issue_number": 7, "body": "On it."}
 DOORS = ["chat", "direct", "mcp-http", "mcp-stdio", "gateway call", "gateway chat"]
 
@@ -144,6 +146,20 @@ def test_one_call_through_every_door_leaves_the_same_audit_row(project: tuple[Do
     rows = _tool_rows(client, "getForecast")
     assert len(rows) == len(DOORS)  # one row per call, whatever the door
     assert {(r["tool"], r["status"], r["agent"]) for r in rows} == {("getForecast", "ok", "weather")}
+    assert all(r["arguments"] == ARGS for r in rows), rows
+
+
+@pytest.mark.slow
+def test_a_credential_in_the_arguments_is_refused_unsent_on_every_door(project: tuple[Doors, httpx.Client],
+                                                                       upstream: RecordingServer) -> None:
+    """Before: every door sent the github api's token to the weather api as `timezone` (only the row hid it)."""
+    doors, client = project
+    outcomes = {door: doors.call(door, "weather", "getForecast", CARRYING) for door in DOORS}
+    assert outcomes == dict.fromkeys(DOORS, (False, "credential_in_arguments"))
+    assert upstream.requests == []
+    rows = _tool_rows(client, "getForecast")
+    assert len(rows) == len(DOORS)  # one row per refused call, whatever the door
+    assert {(r["status"], r["agent"]) for r in rows} == {("credential_in_arguments", "weather")}
     assert all(r["arguments"] == {**ARGS, "timezone": "[REDACTED]"} for r in rows), rows
     assert API_TOKEN not in json.dumps(rows)
 

@@ -48,7 +48,14 @@ FORMS: dict[str, Callable[[], str]] = {
     "in a JSON string, slash escaped (PHP)": lambda: json.dumps(PASSWORD)[1:-1].replace("/", "\\/"),
     "user:pass in a JSON string": lambda: json.dumps(PAIR)[1:-1],
     "HTML-escaped": lambda: html.escape(PASSWORD),
+    "in Go's HTML-safe JSON (encoding/json)": lambda: _html_safe(json.dumps(PASSWORD, ensure_ascii=False)[1:-1]),
+    "in Jinja's tojson (Flask's)": lambda: _html_safe(json.dumps(PASSWORD)[1:-1]),
 }
+
+
+def _html_safe(escaped: str) -> str:
+    """As Go's encoding/json (and Jinja's `tojson`) write `<`, `>` and `&` inside a JSON string."""
+    return escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 SPEC = {"openapi": "3.0.3", "info": {"title": "echo", "version": "1"},
         "components": {"securitySchemes": {"b": {"type": "http", "scheme": "basic"}}}, "security": [{"b": []}],
         "paths": {"/text": {"get": {"operationId": "text", "responses": {"200": {"description": "ok"}}}}}}
@@ -117,3 +124,44 @@ def test_streamed_text_is_held_only_while_it_could_be_a_secret() -> None:
     assert held.feed("day") == "today" and held.flush() == ""
     assert held.feed("ends on tok-0123") == "ends on " and held.flush() == "tok-0123"
     assert HeldText(Redactor()).feed("anything") == "anything"  # no secret: nothing held
+
+
+PAYLOAD_BYTES = 60
+"""What stands before the password in the payload (plus 0, 1 or 2 bytes: its three alignments in base64)."""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["answer", "streamed"])
+@pytest.mark.parametrize("before", [0, 1, 2])
+def test_a_credential_inside_a_larger_payloads_base64_reaches_neither_the_model_nor_the_caller(
+        tmp_path: Path, llm: LenientLLM, before: int, stream: bool) -> None:
+    """An upstream that answers a JSON document in base64 (a file's content, a config blob) with the credential
+    inside, at any of the three alignments; the model repeats it. The characters that stand for the password's
+    bytes alone are gone from both, and every other character is kept: the rest of the payload can still be
+    decoded, the password cannot. Before: the blob passed whole (only the base64 of the password alone was known)."""
+    payload = ("x" * (PAYLOAD_BYTES + before) + PASSWORD + "y" * 30).encode()
+    blob = base64.b64encode(payload).decode()
+    start = -(-8 * (PAYLOAD_BYTES + before) // 6)  # the first character with none of the prefix's bits
+    end = 8 * (PAYLOAD_BYTES + before + len(PASSWORD.encode())) // 6  # past the last with none of the suffix's
+    expected = f"{blob[:start]}{MARKER}{blob[end:]}"
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "echo.json").write_text(json.dumps(SPEC))
+    with RecordingServer() as upstream:
+        (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, upstream=upstream.url, user=USER,
+                                                            password=PASSWORD.replace("'", "''")))
+        upstream.route("/text", lambda _: Reply(200, f"seen {blob} here", headers={"content-type": "text/plain"}))
+        runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
+        app = create_app(RuntimeHolder(runtime), watch=False)
+        llm.script(LLMReply(calls=[Call("text")]), LLMReply(text=f"the file is {blob} ok", chunks=9))
+        request = {"model": "clerk", "messages": [{"role": "user", "content": "go"}], "stream": stream}
+        with running(app) as url:
+            answer = httpx.post(f"{url}/v1/chat/completions", json=request, timeout=30)
+    assert answer.status_code == 200, answer.text
+    [result] = [m["content"] for m in llm.bodies()[1]["messages"] if m["role"] == "tool"]
+    assert result == f"seen {expected} here", result
+    if stream:
+        events = [json.loads(line[6:]) for line in answer.text.splitlines()
+                  if line.startswith("data: {") and '"choices"' in line]
+        text = "".join(event["choices"][0]["delta"].get("content") or "" for event in events if event["choices"])
+    else:
+        text = answer.json()["choices"][0]["message"]["content"]
+    assert text == f"the file is {expected} ok", text
