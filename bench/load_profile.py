@@ -1,6 +1,6 @@
 """Where a serving process's event loop spends its wall time under concurrent callers: py-spy samples it.
 
-    python -m bench.load_profile [--side http|bare] [--seconds 15] [--callers 32] [--tree PATH] [--gil]
+    python -m bench.load_profile [--side http|bare] [--seconds 15] [--callers 32] [--tree PATH] [--gil] [--native]
 
 The upstream (bench/upstream.py) and one side in processes of their own on 127.0.0.1: `gateway serve` on the bench
 spec (the HTTP door's `listIssues`, from `--tree`'s source when given) or the bare proxy on pyreqwest; `--callers`
@@ -9,7 +9,11 @@ callers, each on its own httpx client, call it back to back for two seconds (war
 the GIL). Printed: the throughput, and the event loop's samples by where they were: in the loop's own native code
 (waiting or running callbacks' C parts), in the audit's two SQLite statements, in pyreqwest's send, in uvicorn's
 send, and the rest by the innermost gateway, Starlette or uvicorn frame. A share of the loop's wall time, not of its
-CPU: a thread the kernel did not run is sampled where it stood. Needs `py-spy` (the `bench` extra) and the right to
+CPU: a thread the kernel did not run is sampled where it stood. Each share is also given in µs a call (the share of
+the run's wall time over the calls made in it): sides that answer at different rates are compared per call, not
+by share (a side that answers more calls a second spends a smaller share of its time on each). `--native`: native
+frames too, and each place's samples by the innermost frame (py-spy pauses the process to unwind them: the
+throughput drops). Needs `py-spy` (the `bench` extra) and the right to
 trace a child process.
 """
 
@@ -58,8 +62,10 @@ async def _load(url: str, body: Any, callers: int, seconds: float) -> float:
     return done[0] / seconds
 
 
-def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
-    """The event loop's samples (py-spy's raw format, one stack a line) by place."""
+def _places(raw: Path, inside: dict[str, collections.Counter[str]] | None = None
+            ) -> tuple[int, collections.Counter[str]]:
+    """The event loop's samples (py-spy's raw format, one stack a line) by place; with `inside`, each place's samples
+    also by their innermost frame (with `--native`: the native function the thread stood in)."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -68,8 +74,13 @@ def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
         if "MainThread" not in frames[0]:
             continue
         total += int(number)
-        if frames[-1].startswith("Runner.run"):
-            counts["the loop's own native code (waiting, or a callback's C part)"] += int(number)
+        # The innermost Python frame (with `--native` the stack goes on into native frames: `epoll_pwait (libc...)`).
+        innermost = next((frame for frame in reversed(frames) if ".py:" in frame), frames[-1])
+        if innermost.startswith("Runner.run"):
+            place = "the loop's own native code (waiting, or a callback's C part)"
+            counts[place] += int(number)
+            if inside is not None:
+                inside.setdefault(place, collections.Counter())[frames[-1]] += int(number)
             continue
         place = next((label for label, names in PLACES if any(name in frame for frame in frames for name in names)),
                      None)
@@ -77,6 +88,8 @@ def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
             place = next((label for frame in reversed(frames) for label, folder in INNERMOST if folder in frame),
                          "other (the loop's Python, asyncio)")
         counts[place] += int(number)
+        if inside is not None:
+            inside.setdefault(place, collections.Counter())[frames[-1]] += int(number)
     return total, counts
 
 
@@ -87,6 +100,8 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway's source tree (its own PYTHONPATH)")
     parser.add_argument("--gil", action="store_true", help="only samples that hold the GIL (default: idle too)")
+    parser.add_argument("--native", action="store_true",
+                        help="native frames too; each place's samples also by the innermost frame")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = Path(tmp)
@@ -113,15 +128,19 @@ def main() -> None:
         spy = _tool("py-spy")
         sampler = subprocess.Popen([spy, "record", "--pid", str(process.pid), "--format", "raw", "--threads",
                                     "--gil" if args.gil else "--idle", "--rate", "200", "-o", str(raw),
-                                    "--duration", str(int(args.seconds))],
+                                    "--duration", str(int(args.seconds)), *(["--native"] if args.native else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rate = asyncio.run(_load(url, body, args.callers, args.seconds))
         sampler.wait()
-        total, counts = _places(raw)
+        inside: dict[str, collections.Counter[str]] | None = {} if args.native else None
+        total, counts = _places(raw, inside)
     print(f"{args.side} ({args.tree}): {rate:,.0f} calls/s with {args.callers} callers; the event loop's "
           f"{total} samples ({'holding the GIL' if args.gil else 'idle included'}):")
+    # A share of wall time is per call only at equal throughput: µs a call = share / (calls a second).
     for place, count in counts.most_common():
-        print(f"  {count / total:6.1%}  {place}")
+        print(f"  {count / total:6.1%}  {count / total / rate * 1e6:7.1f} µs a call  {place}")
+        for frame, number in (inside or {}).get(place, collections.Counter()).most_common(6):
+            print(f"          {number / total:6.1%}  {number / total / rate * 1e6:7.1f} µs a call  {frame}")
 
 
 def _tool(name: str) -> str:
