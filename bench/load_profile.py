@@ -1,6 +1,7 @@
 """Where a serving process's event loop spends its wall time under concurrent callers: py-spy samples it.
 
     python -m bench.load_profile [--side http|bare] [--seconds 15] [--callers 32] [--tree PATH] [--gil] [--native]
+                                  [--switches]
 
 The upstream (bench/upstream.py) and one side in processes of their own on 127.0.0.1: `gateway serve` on the bench
 spec (the HTTP door's `listIssues`, from `--tree`'s source when given) or the bare proxy on pyreqwest; `--callers`
@@ -13,8 +14,9 @@ CPU: a thread the kernel did not run is sampled where it stood. Each share is al
 the run's wall time over the calls made in it): sides that answer at different rates are compared per call, not
 by share (a side that answers more calls a second spends a smaller share of its time on each). `--native`: native
 frames too, and each place's samples by the innermost frame (py-spy pauses the process to unwind them: the
-throughput drops). Needs `py-spy` (the `bench` extra) and the right to
-trace a child process.
+throughput drops). `--switches`: no sampling; each thread's time on a CPU, its time runnable but waiting for a
+CPU (the kernel's schedstat) and its voluntary and involuntary context switches, a call. Sampling needs `py-spy`
+(the `bench` extra) and the right to trace a child process.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway's source tree (its own PYTHONPATH)")
     parser.add_argument("--gil", action="store_true", help="only samples that hold the GIL (default: idle too)")
+    parser.add_argument("--switches", action="store_true",
+                        help="no sampling: each thread's CPU, wait for a CPU and context switches a call")
     parser.add_argument("--native", action="store_true",
                         help="native frames too; each place's samples also by the innermost frame")
     args = parser.parse_args()
@@ -124,6 +128,13 @@ def main() -> None:
             process = stack.enter_context(spawned(command, base + "/healthz", env=env, cwd=tree))[0]
             url, body = base + DOOR, CALL_ARGS
         asyncio.run(_load(url, body, args.callers, 2.0))
+        if args.switches:
+            before = _scheduling(process.pid)
+            rate = asyncio.run(_load(url, body, args.callers, args.seconds))
+            after = _scheduling(process.pid)
+            print(f"{args.side} ({args.tree}): {rate:,.0f} calls/s with {args.callers} callers, not sampled")
+            _print_scheduling(before, after, rate * args.seconds)
+            return
         raw = folder / "samples.txt"
         spy = _tool("py-spy")
         sampler = subprocess.Popen([spy, "record", "--pid", str(process.pid), "--format", "raw", "--threads",
@@ -141,6 +152,34 @@ def main() -> None:
         print(f"  {count / total:6.1%}  {count / total / rate * 1e6:7.1f} µs a call  {place}")
         for frame, number in (inside or {}).get(place, collections.Counter()).most_common(6):
             print(f"          {number / total:6.1%}  {number / total / rate * 1e6:7.1f} µs a call  {frame}")
+
+
+def _scheduling(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
+    """Each live thread of a process: name, ns on a CPU, ns waiting on a run queue (runnable, not run: the kernel's
+    `/proc/PID/task/TID/schedstat`), voluntary and involuntary context switches (its `status`)."""
+    out: dict[int, tuple[str, int, int, int, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ran, waited = (int(field) for field in (task / "schedstat").read_text().split()[:2])
+            status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended between the listing and the read
+        tid = int(task.name)
+        out[tid] = ("event loop" if tid == pid else status["Name"].strip(), ran, waited,
+                    int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def _print_scheduling(before: dict[int, tuple[str, int, int, int, int]],
+                      after: dict[int, tuple[str, int, int, int, int]], calls: float) -> None:
+    print("  per call, by thread: µs on a CPU, µs runnable but not run (waiting for a CPU), voluntary and "
+          "involuntary context switches")
+    for tid, (name, ran, waited, voluntary, involuntary) in sorted(after.items()):
+        was = before.get(tid, (name, 0, 0, 0, 0))
+        spent = [(now - then) / calls for now, then in zip((ran, waited, voluntary, involuntary), was[1:], strict=True)]
+        if spent[0] / 1e3 >= 1 or spent[2] + spent[3] >= 0.05:
+            print(f"    {name:12} {spent[0] / 1e3:7.1f} µs on a CPU {spent[1] / 1e3:8.1f} µs waiting for one "
+                  f"{spent[2]:5.2f} voluntary {spent[3]:5.2f} involuntary")
 
 
 def _tool(name: str) -> str:
