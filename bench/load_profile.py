@@ -80,15 +80,11 @@ def _places(raw: Path, inside: dict[str, collections.Counter[str]] | None = None
         innermost = next((frame for frame in reversed(frames) if ".py:" in frame), frames[-1])
         if innermost.startswith("Runner.run"):
             place = "the loop's own native code (waiting, or a callback's C part)"
-            counts[place] += int(number)
-            if inside is not None:
-                inside.setdefault(place, collections.Counter())[frames[-1]] += int(number)
-            continue
-        place = next((label for label, names in PLACES if any(name in frame for frame in frames for name in names)),
-                     None)
-        if place is None:
-            place = next((label for frame in reversed(frames) for label, folder in INNERMOST if folder in frame),
-                         "other (the loop's Python, asyncio)")
+        else:
+            place = next((label for label, names in PLACES
+                          if any(name in frame for frame in frames for name in names)), "")
+            place = place or next((label for frame in reversed(frames) for label, folder in INNERMOST
+                                   if folder in frame), "other (the loop's Python, asyncio)")
         counts[place] += int(number)
         if inside is not None:
             inside.setdefault(place, collections.Counter())[frames[-1]] += int(number)
