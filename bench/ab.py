@@ -1,7 +1,7 @@
 """Two source trees of the gateway side by side: a door's p50 and server CPU per call, A vs B.
 
     python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--callers 1] [--bare] [--door http|mcp]
-                       [--direct]
+                       [--direct] [--log-format text|json]
 
 Each side is a `gateway serve` process run from its tree (`PYTHONPATH` and working folder), both on the same
 project and upstream; rounds alternate A and B so the machine's drift hits both alike. A figure is the median
@@ -92,6 +92,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--callers", type=int, default=1,
                         help="concurrent callers sharing a round's calls, each on its own client (then: throughput)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="both sides' `gateway serve --log-format` (the access line's format)")
     parser.add_argument("--bare", action="store_true", help="the bare proxy as a third side (the CPU goal's floor)")
     parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
                         help="the direct-call door, MCP in a 2025 session, or MCP stateless (2026-07-28)")
@@ -107,7 +109,7 @@ def main() -> int:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             command = python_module("gateway", "serve", "--port", str(port), "--specs", str(project / "specs"),
-                                    "--agents", str(project / "agents.yaml"))
+                                    "--agents", str(project / "agents.yaml"), "--log-format", args.log_format)
             env = {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(Path(folder) / f"cache-{name}")}
             process, _ = stack.enter_context(spawned(command, f"{url}/healthz", env=env, cwd=tree.resolve()))
             sides[name] = (url, process)
