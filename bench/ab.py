@@ -1,6 +1,7 @@
 """Two source trees of the gateway side by side: a door's p50 and server CPU per call, A vs B.
 
-    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--bare] [--door http|mcp] [--direct]
+    python -m bench.ab --a /work/main --b . [--rounds 7] [--calls 300] [--callers 1] [--bare] [--door http|mcp]
+                       [--direct] [--log-format text|json]
 
 Each side is a `gateway serve` process run from its tree (`PYTHONPATH` and working folder), both on the same
 project and upstream; rounds alternate A and B so the machine's drift hits both alike. A figure is the median
@@ -11,6 +12,8 @@ of the CPU goal (<= 1.6x its CPU per call). `--door mcp` makes the calls MCP `to
 (each round's client opens its own, before its timed calls), as `bench.calls` makes them, and `--door mcp2026`
 stateless 2026-07-28 `tools/call`s with the envelope the official client sends by default; `--direct` adds the
 upstream called directly (the call's floor) as a side taking its turn, so each tree's p50 is also given × direct.
+`--callers N`: N callers at once share each round's calls (each on its own client, in this one process), and each
+side's throughput is printed too.
 """
 
 from __future__ import annotations
@@ -47,7 +50,12 @@ from bench.support import (
 DOOR = "/agents/bench/tools/listIssues"
 
 
-async def _round(url: str, calls: int, door: str = "http") -> list[float]:
+async def _round(url: str, calls: int, door: str = "http", callers: int = 1) -> list[float]:
+    """Each call's time; with `callers` > 1, that many callers, each on its own client, share the calls."""
+    if callers > 1:
+        share = [calls // callers + (index < calls % callers) for index in range(callers)]
+        rounds = await asyncio.gather(*(_round(url, count, door) for count in share))
+        return [timing for timings in rounds for timing in timings]
     timings = []
     async with httpx.AsyncClient(base_url=url, timeout=30, trust_env=False) as client:
         if door == "direct":
@@ -82,6 +90,10 @@ def main() -> int:
     parser.add_argument("--b", type=Path, required=True, help="the changed tree")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--callers", type=int, default=1,
+                        help="concurrent callers sharing a round's calls, each on its own client (then: throughput)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="both sides' `gateway serve --log-format` (the access line's format)")
     parser.add_argument("--bare", action="store_true", help="the bare proxy as a third side (the CPU goal's floor)")
     parser.add_argument("--door", choices=("http", "mcp", "mcp2026"), default="http",
                         help="the direct-call door, MCP in a 2025 session, or MCP stateless (2026-07-28)")
@@ -97,7 +109,7 @@ def main() -> int:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             command = python_module("gateway", "serve", "--port", str(port), "--specs", str(project / "specs"),
-                                    "--agents", str(project / "agents.yaml"))
+                                    "--agents", str(project / "agents.yaml"), "--log-format", args.log_format)
             env = {"PYTHONPATH": str(tree.resolve()), "GATEWAY_CACHE_DIR": str(Path(folder) / f"cache-{name}")}
             process, _ = stack.enter_context(spawned(command, f"{url}/healthz", env=env, cwd=tree.resolve()))
             sides[name] = (url, process)
@@ -112,6 +124,7 @@ def main() -> int:
         doors = {"A": args.door, "B": args.door, "direct": "direct"}
         p50: dict[str, list[float]] = {name: [] for name in sides}
         cpu: dict[str, list[float]] = {name: [] for name in sides if name != "direct"}
+        rate: dict[str, list[float]] = {name: [] for name in sides}
         places: dict[str, dict[str, float]] = {name: {"loop": 0.0, "client": 0.0, "other": 0.0} for name in sides}
         ticks: dict[str, dict[str, list[int]]] = {name: {"loop": [0, 0], "client": [0, 0]} for name in sides}
         for name, (url, _) in sides.items():
@@ -121,11 +134,16 @@ def main() -> int:
             for name in order:
                 url, process = sides[name]
                 if process is None:  # the upstream called directly: its p50 only
-                    p50[name].append(statistics.median(asyncio.run(_round(url, args.calls, "direct"))) * 1e6)
+                    started = time.perf_counter()
+                    p50[name].append(statistics.median(asyncio.run(_round(url, args.calls, "direct",
+                                                                          args.callers))) * 1e6)
+                    rate[name].append(args.calls / (time.perf_counter() - started))
                     continue
                 threads, before = thread_cpu_ns(process.pid), cpu_seconds(process.pid)
                 sampled = thread_ticks(process.pid)
-                timings = asyncio.run(_round(url, args.calls, doors.get(name, "http")))
+                started = time.perf_counter()
+                timings = asyncio.run(_round(url, args.calls, doors.get(name, "http"), args.callers))
+                rate[name].append(args.calls / (time.perf_counter() - started))
                 spent = cpu_seconds(process.pid) - before
                 for tid, (user, system) in thread_ticks(process.pid).items():
                     thread = threads.get(tid, ("", 0))[0]
@@ -145,9 +163,16 @@ def main() -> int:
     a_cpu, b_cpu = statistics.fmean(cpu["A"]), statistics.fmean(cpu["B"])
     door = {"mcp": "MCP door (a 2025-06-18 session)", "mcp2026": "MCP door (stateless 2026-07-28)"}.get(args.door,
                                                                                                      "direct door")
-    print(f"{door}, {args.rounds} rounds x "
-          f"{args.calls} calls (medians over rounds)")
+    print(f"{door}, {args.rounds} rounds x {args.calls} calls"
+          + (f" from {args.callers} callers" if args.callers > 1 else "") + " (medians over rounds)")
     print(f"  p50        A {a_p50:8.0f} us   B {b_p50:8.0f} us   B/A {b_p50 / a_p50:.3f}")
+    if args.callers > 1:
+        a_rate, b_rate = statistics.median(rate["A"]), statistics.median(rate["B"])
+        print(f"  calls/s    A {a_rate:8.0f}      B {b_rate:8.0f}      B/A {b_rate / a_rate:.3f}"
+              + "".join(f"   {side} {statistics.median(rate[side]):.0f}" for side in ("bare", "direct")
+                        if side in rate))
+        print(f"  calls/s per round A: {', '.join(f'{v:.0f}' for v in rate['A'])}")
+        print(f"  calls/s per round B: {', '.join(f'{v:.0f}' for v in rate['B'])}")
     if "direct" in sides:
         direct = statistics.median(p50["direct"])
         ratios = [(a / d, b / d) for a, b, d in zip(p50["A"], p50["B"], p50["direct"], strict=True)]

@@ -1,6 +1,7 @@
 """Where a serving process's event loop spends its wall time under concurrent callers: py-spy samples it.
 
-    python -m bench.load_profile [--side http|bare] [--seconds 15] [--callers 32] [--tree PATH] [--gil]
+    python -m bench.load_profile [--side http|bare] [--seconds 15] [--callers 32] [--tree PATH] [--gil] [--native]
+                                  [--switches]
 
 The upstream (bench/upstream.py) and one side in processes of their own on 127.0.0.1: `gateway serve` on the bench
 spec (the HTTP door's `listIssues`, from `--tree`'s source when given) or the bare proxy on pyreqwest; `--callers`
@@ -9,8 +10,13 @@ callers, each on its own httpx client, call it back to back for two seconds (war
 the GIL). Printed: the throughput, and the event loop's samples by where they were: in the loop's own native code
 (waiting or running callbacks' C parts), in the audit's two SQLite statements, in pyreqwest's send, in uvicorn's
 send, and the rest by the innermost gateway, Starlette or uvicorn frame. A share of the loop's wall time, not of its
-CPU: a thread the kernel did not run is sampled where it stood. Needs `py-spy` (the `bench` extra) and the right to
-trace a child process.
+CPU: a thread the kernel did not run is sampled where it stood. Each share is also given in µs a call (the share of
+the run's wall time over the calls made in it): sides that answer at different rates are compared per call, not
+by share (a side that answers more calls a second spends a smaller share of its time on each). `--native`: native
+frames too, and each place's samples by the innermost frame (py-spy pauses the process to unwind them: the
+throughput drops). `--switches`: no sampling; each thread's time on a CPU, its time runnable but waiting for a
+CPU (the kernel's schedstat) and its voluntary and involuntary context switches, a call. Sampling needs `py-spy`
+(the `bench` extra) and the right to trace a child process.
 """
 
 from __future__ import annotations
@@ -58,8 +64,10 @@ async def _load(url: str, body: Any, callers: int, seconds: float) -> float:
     return done[0] / seconds
 
 
-def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
-    """The event loop's samples (py-spy's raw format, one stack a line) by place."""
+def _places(raw: Path, inside: dict[str, collections.Counter[str]] | None = None
+            ) -> tuple[int, collections.Counter[str]]:
+    """The event loop's samples (py-spy's raw format, one stack a line) by place; with `inside`, each place's samples
+    also by their innermost frame (with `--native`: the native function the thread stood in)."""
     counts: collections.Counter[str] = collections.Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -68,15 +76,18 @@ def _places(raw: Path) -> tuple[int, collections.Counter[str]]:
         if "MainThread" not in frames[0]:
             continue
         total += int(number)
-        if frames[-1].startswith("Runner.run"):
-            counts["the loop's own native code (waiting, or a callback's C part)"] += int(number)
-            continue
-        place = next((label for label, names in PLACES if any(name in frame for frame in frames for name in names)),
-                     None)
-        if place is None:
-            place = next((label for frame in reversed(frames) for label, folder in INNERMOST if folder in frame),
-                         "other (the loop's Python, asyncio)")
+        # The innermost Python frame (with `--native` the stack goes on into native frames: `epoll_pwait (libc...)`).
+        innermost = next((frame for frame in reversed(frames) if ".py:" in frame), frames[-1])
+        if innermost.startswith("Runner.run"):
+            place = "the loop's own native code (waiting, or a callback's C part)"
+        else:
+            place = next((label for label, names in PLACES
+                          if any(name in frame for frame in frames for name in names)), "")
+            place = place or next((label for frame in reversed(frames) for label, folder in INNERMOST
+                                   if folder in frame), "other (the loop's Python, asyncio)")
         counts[place] += int(number)
+        if inside is not None:
+            inside.setdefault(place, collections.Counter())[frames[-1]] += int(number)
     return total, counts
 
 
@@ -87,6 +98,10 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=32)
     parser.add_argument("--tree", type=Path, default=ROOT, help="the gateway's source tree (its own PYTHONPATH)")
     parser.add_argument("--gil", action="store_true", help="only samples that hold the GIL (default: idle too)")
+    parser.add_argument("--switches", action="store_true",
+                        help="no sampling: each thread's CPU, wait for a CPU and context switches a call")
+    parser.add_argument("--native", action="store_true",
+                        help="native frames too; each place's samples also by the innermost frame")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         folder = Path(tmp)
@@ -109,19 +124,58 @@ def main() -> None:
             process = stack.enter_context(spawned(command, base + "/healthz", env=env, cwd=tree))[0]
             url, body = base + DOOR, CALL_ARGS
         asyncio.run(_load(url, body, args.callers, 2.0))
+        if args.switches:
+            before = _scheduling(process.pid)
+            rate = asyncio.run(_load(url, body, args.callers, args.seconds))
+            after = _scheduling(process.pid)
+            print(f"{args.side} ({args.tree}): {rate:,.0f} calls/s with {args.callers} callers, not sampled")
+            _print_scheduling(before, after, rate * args.seconds)
+            return
         raw = folder / "samples.txt"
         spy = _tool("py-spy")
         sampler = subprocess.Popen([spy, "record", "--pid", str(process.pid), "--format", "raw", "--threads",
                                     "--gil" if args.gil else "--idle", "--rate", "200", "-o", str(raw),
-                                    "--duration", str(int(args.seconds))],
+                                    "--duration", str(int(args.seconds)), *(["--native"] if args.native else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rate = asyncio.run(_load(url, body, args.callers, args.seconds))
         sampler.wait()
-        total, counts = _places(raw)
+        inside: dict[str, collections.Counter[str]] | None = {} if args.native else None
+        total, counts = _places(raw, inside)
     print(f"{args.side} ({args.tree}): {rate:,.0f} calls/s with {args.callers} callers; the event loop's "
           f"{total} samples ({'holding the GIL' if args.gil else 'idle included'}):")
+    # A share of wall time is per call only at equal throughput: µs a call = share / (calls a second).
     for place, count in counts.most_common():
-        print(f"  {count / total:6.1%}  {place}")
+        print(f"  {count / total:6.1%}  {count / total / rate * 1e6:7.1f} µs a call  {place}")
+        for frame, number in (inside or {}).get(place, collections.Counter()).most_common(6):
+            print(f"          {number / total:6.1%}  {number / total / rate * 1e6:7.1f} µs a call  {frame}")
+
+
+def _scheduling(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
+    """Each live thread of a process: name, ns on a CPU, ns waiting on a run queue (runnable, not run: the kernel's
+    `/proc/PID/task/TID/schedstat`), voluntary and involuntary context switches (its `status`)."""
+    out: dict[int, tuple[str, int, int, int, int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ran, waited = (int(field) for field in (task / "schedstat").read_text().split()[:2])
+            status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended between the listing and the read
+        tid = int(task.name)
+        out[tid] = ("event loop" if tid == pid else status["Name"].strip(), ran, waited,
+                    int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def _print_scheduling(before: dict[int, tuple[str, int, int, int, int]],
+                      after: dict[int, tuple[str, int, int, int, int]], calls: float) -> None:
+    print("  per call, by thread: µs on a CPU, µs runnable but not run (waiting for a CPU), voluntary and "
+          "involuntary context switches")
+    for tid, (name, ran, waited, voluntary, involuntary) in sorted(after.items()):
+        was = before.get(tid, (name, 0, 0, 0, 0))
+        spent = [(now - then) / calls for now, then in zip((ran, waited, voluntary, involuntary), was[1:], strict=True)]
+        if spent[0] / 1e3 >= 1 or spent[2] + spent[3] >= 0.05:
+            print(f"    {name:12} {spent[0] / 1e3:7.1f} µs on a CPU {spent[1] / 1e3:8.1f} µs waiting for one "
+                  f"{spent[2]:5.2f} voluntary {spent[3]:5.2f} involuntary")
 
 
 def _tool(name: str) -> str:

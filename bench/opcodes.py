@@ -1,6 +1,7 @@
 """Python bytecode instructions per tool call in the gateway's app: a count that does not move with the machine's load.
 
     python -m bench.opcodes [--door http|mcp|mcp2026] [--calls 100] [--top 30] [--functions | --stages]
+                            [--log-format text|json]
     python -m bench.opcodes --door mcp --profile 2000 [--top 40]
 
 The app is built as `gateway serve` builds it (safety layer, SQLite audit, access line) and driven in this
@@ -206,7 +207,8 @@ def _profiled(calls: int, call: Call) -> Callable[[], Awaitable[Any]]:
     return profiled
 
 
-def measure(door: str, calls: int, *, functions: bool = False, by: str = "file", profile: bool = False) -> Any:
+def measure(door: str, calls: int, *, functions: bool = False, by: str = "file", profile: bool = False,
+            log_format: str = "text") -> Any:
     """Instructions per file (or per function: `file:qualified name`, or per stage: `by="stage"`) over `calls`
     calls on `door`; with `profile`, the `cProfile.Profile` of those calls instead."""
     by = "function" if functions else by
@@ -221,7 +223,7 @@ def measure(door: str, calls: int, *, functions: bool = False, by: str = "file",
         previous = os.getcwd()
         os.chdir(folder)  # the store (./.gateway/state.db) in the temporary folder
         stack.callback(os.chdir, previous)
-        config = log_config()  # the access line is rendered and written, to a buffer
+        config = log_config(log_format)  # the access line is rendered and written, to a buffer
         for handler in config["handlers"].values():
             handler["stream"] = "ext://sys.stderr"
         lines = stack.enter_context(redirect_stderr(io.StringIO()))
@@ -261,13 +263,17 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=0, help="also list the files that run the most instructions")
     parser.add_argument("--functions", action="store_true", help="list functions rather than files")
     parser.add_argument("--stages", action="store_true", help="list every stage (bench/stage_rules.py), not files")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="the access line's format, as `gateway serve --log-format` writes it")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="profile N calls with cProfile instead of counting instructions")
     args = parser.parse_args()
     if args.profile:
-        _print_profile(args.door, args.profile, measure(args.door, args.profile, profile=True), args.top or 40)
+        _print_profile(args.door, args.profile, measure(args.door, args.profile, profile=True,
+                                                        log_format=args.log_format), args.top or 40)
         return
-    per_file = measure(args.door, args.calls, by="function" if args.functions else "stage" if args.stages else "file")
+    per_file = measure(args.door, args.calls, by="function" if args.functions else "stage" if args.stages else "file",
+                       log_format=args.log_format)
     print(f"{args.door} door: {sum(per_file.values()) / args.calls:,.0f} Python instructions per call "
           f"({args.calls} calls)")
     prefixes = [str(ROOT) + "/", *sorted({p + "/" for p in sys.path if p and "site-packages" in p}, key=len,

@@ -69,6 +69,7 @@ RULES: list[tuple[str, str, str]] = [
     ("/starlette/", "", "Starlette"),
     ("/prometheus_client/", "", "metrics"),
     ("/logging/", "", "access line"),
+    ("/pythonjsonlogger/", "", "access line"),  # `--log-format json`'s formatter
     ("/pyreqwest/", "", "sending"),
     ("gateway/server/accesslog.py", "", "access line"),
     ("gateway/server/loglines.py", "", "access line"),  # the handler's emit, the time's formatter
