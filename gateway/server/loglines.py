@@ -21,7 +21,6 @@ for `serve`, `quiet_drivers` for the others), never by a store: logging's config
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from types import TracebackType
@@ -124,13 +123,7 @@ class UtcTime(logging.Formatter):
 class JsonLineFormatter(UtcTime, JsonFormatter):
     """One JSON object per record: `time`, `level`, `logger`, `message` (an exception's traceback as `exc_info`;
     an access line's parts also as `client`, `method`, `path`, `status`).
-    JSON escapes every control character, so what a sender wrote cannot act on a terminal or break the line.
-
-    An access line (every request writes one) is written as python-json-logger writes it, the same object with its
-    fields in the same order and the same `json.dumps`, without the library's general pass over the format's fields
-    and the record's attributes (about nine tenths of a line's formatting): when the record carries nothing else
-    that pass would show (no extra attribute, no traceback, no stack) and its five arguments are text and a status.
-    Any other record goes the library's way."""
+    JSON escapes every control character, so what a sender wrote cannot act on a terminal or break the line."""
 
     def __init__(self, **options: Any) -> None:
         options.pop("use_colors", None)  # uvicorn's option for its own formatters
@@ -138,30 +131,6 @@ class JsonLineFormatter(UtcTime, JsonFormatter):
                          rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
                          # uvicorn passes its start line's ANSI-coloured twin as an extra field
                          reserved_attrs=[*RESERVED_ATTRS, "taskName", "color_message"])
-        self._shown_alone = frozenset((*RESERVED_ATTRS, "taskName", "color_message", "message", "asctime"))
-        """A record's attributes the library's pass shows as the format's fields or not at all: a record with any
-        other one (an `extra`) goes that way, which adds it."""
-        # `json.dumps(obj, cls=C, **options)` is `C(**options).encode(obj)`: the encoder made once, not per line.
-        self._encode = self.json_encoder(default=self.json_default, indent=self.json_indent,
-                                         ensure_ascii=self.json_ensure_ascii).encode \
-            if self.json_serializer is json.dumps and isinstance(self.json_encoder, type) else None
-
-    def format(self, record: logging.LogRecord) -> str:
-        args = record.args
-        if record.name == "gateway.access" and type(args) is tuple and len(args) == 5 and type(args[4]) is int \
-                and type(record.msg) is str and not record.exc_info and not record.exc_text \
-                and not record.stack_info and record.__dict__.keys() <= self._shown_alone:
-            client, method, path, _version, status = args
-            if type(client) is str and type(method) is str and type(path) is str:
-                # What `BaseJsonFormatter.format` sets on the record, then the object its `add_fields` (and ours)
-                # builds, serialized by its `jsonify_log_record`.
-                record.message = message = record.getMessage()
-                record.asctime = asctime = self.formatTime(record, self.datefmt)
-                line = {"time": asctime, "level": record.levelname, "logger": record.name, "message": message,
-                        "client": client, "method": method, "path": path, "status": status}
-                return self.prefix + (self._encode(line) if self._encode is not None
-                                      else self.jsonify_log_record(line))
-        return super().format(record)
 
     def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
         """An access line's parts as fields of their own (`client`, `method`, `path`, `status`), for a log shipper

@@ -324,49 +324,6 @@ def test_a_lines_time_is_loggings_own_whichever_second_came_before() -> None:
             assert ours.formatTime(record, "%H:%M") == expected.formatTime(record, "%H:%M")
 
 
-def test_a_json_access_line_is_the_one_python_json_logger_writes_without_its_field_pass(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """An access line (one a request) is written as python-json-logger writes it, byte for byte, without the
-    library's pass over the format's fields and the record's attributes; a record that carries anything else (an
-    extra attribute, a traceback, a status that is not a number) still goes the library's way, which shows it."""
-    from pythonjsonlogger.json import JsonFormatter
-
-    from gateway.server.loglines import JsonLineFormatter
-
-    ours = JsonLineFormatter()
-    passes: list[str] = []
-    field_pass = JsonLineFormatter.add_fields
-
-    def counted(self: JsonLineFormatter, log_data: dict[str, Any], record: logging.LogRecord,
-                message_dict: dict[str, Any]) -> None:
-        passes.append(record.name)
-        field_pass(self, log_data, record, message_dict)
-
-    monkeypatch.setattr(JsonLineFormatter, "add_fields", counted)
-    logger = logging.getLogger("gateway.access")
-
-    def record(*args: Any, **extra: Any) -> logging.LogRecord:
-        made = logger.makeRecord(logger.name, logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', args, None,
-                                 func="log_access", extra=extra or None)
-        made.created, made.msecs = 1_765_000_000.25, 250.0
-        return made
-
-    plain = [record("127.0.0.1:5000", "POST", "/agents/a/tools/t", "1.1", 200),
-             record("[::1]:5000", "GET", "/x?q=\"a\"\\b&c=%41", "1.0", 404),
-             record("-", "GET", "/caf\u00e9/\U0001f600/\x1b]52;c;x\x07\nINFO: forged", "1.1", 500)]
-    for made in plain:
-        line = ours.format(made)
-        assert line == JsonFormatter.format(ours, made), line  # the library's own, with our fields
-        assert "\n" not in line and "\x1b" not in line
-    assert passes == ["gateway.access"] * len(plain)  # only the library's own runs passed over the fields
-    passes.clear()
-    other = [record("127.0.0.1:5000", "POST", "/p", "1.1", 200, request_id="r-1"),  # an extra: shown
-             record("127.0.0.1:5000", "POST", "/p", "1.1", 200.0)]  # not a status: the message alone
-    lines = [ours.format(made) for made in other]
-    assert passes == ["gateway.access"] * len(other)
-    assert '"request_id": "r-1"' in lines[0] and '"client"' not in lines[1]
-
-
 def test_a_json_line_escapes_what_a_sender_wrote_and_keeps_the_traceback() -> None:
     import json
 
