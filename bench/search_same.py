@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UNMEASURED = {"round36", "round37"}
-"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round35` were
-measured once in their session, so a ranking check may search them now; `round36` is the next judge, `round37`
-the one after it)."""
+UNMEASURED = {"round37"}
+"""The parts not measured yet: never searched here, whatever `--parts-before` says (`round21` to `round36` were
+measured once in their session, so a ranking check may search them now; `round37` is the next judge)."""
 
 
 def _lists(tree: Path, before: str) -> dict[str, list[list[str]]]:
