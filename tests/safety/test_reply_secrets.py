@@ -75,32 +75,12 @@ def test_a_credential_in_any_encoders_form_reaches_neither_the_model_nor_the_cal
         tmp_path: Path, llm: LenientLLM, caplog: pytest.LogCaptureFixture, form: str, stream: bool) -> None:
     caplog.set_level(logging.DEBUG)
     shown = FORMS[form]()
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "echo.json").write_text(json.dumps(SPEC))
-    with RecordingServer() as upstream:
-        (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, upstream=upstream.url, user=USER,
-                                                            password=PASSWORD.replace("'", "''")))
-        upstream.route("/text", lambda _: Reply(200, f"seen {shown} here", headers={"content-type": "text/plain"}))
-        runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
-        safety = Safety.open(runtime, store=str(tmp_path / "state.db"))
-        app = create_app(RuntimeHolder(runtime), watch=False, **safety.app_options())
-        llm.script(LLMReply(calls=[Call("text")]), LLMReply(text=f"the key is {shown} ok", chunks=9))
-        request = {"model": "clerk", "messages": [{"role": "user", "content": "go"}], "stream": stream}
-        with running(app) as url:
-            answer = httpx.post(f"{url}/v1/chat/completions", json=request, timeout=30)
-        safety.store.close()  # type: ignore[attr-defined]
+    answer, result, text = _echo_chat(tmp_path, llm, echoed=shown, reply=f"the key is {shown} ok", stream=stream,
+                                      audited=True)
     assert answer.status_code == 200, answer.text
-    assert upstream.requests[0].header("authorization") == "Basic " + base64.b64encode(PAIR.encode()).decode()
     # The tool result the model was sent: the echo, scrubbed.
-    [result] = [m["content"] for m in llm.bodies()[1]["messages"] if m["role"] == "tool"]
     assert shown not in result and result == f"seen {MARKER} here", result
     # The model's reply, as the caller reads it.
-    if stream:
-        events = [json.loads(line[6:]) for line in answer.text.splitlines()
-                  if line.startswith("data: {") and '"choices"' in line]
-        text = "".join(event["choices"][0]["delta"].get("content") or "" for event in events if event["choices"])
-    else:
-        text = answer.json()["choices"][0]["message"]["content"]
     assert text == f"the key is {MARKER} ok", text
     rows = repr(sqlite3.connect(tmp_path / "state.db").execute("SELECT * FROM audit").fetchall())
     for seen in (answer.text, rows, caplog.text):
@@ -143,25 +123,38 @@ def test_a_credential_inside_a_larger_payloads_base64_reaches_neither_the_model_
     start = -(-8 * (PAYLOAD_BYTES + before) // 6)  # the first character with none of the prefix's bits
     end = 8 * (PAYLOAD_BYTES + before + len(PASSWORD.encode())) // 6  # past the last with none of the suffix's
     expected = f"{blob[:start]}{MARKER}{blob[end:]}"
+    answer, result, text = _echo_chat(tmp_path, llm, echoed=blob, reply=f"the file is {blob} ok", stream=stream)
+    assert answer.status_code == 200, answer.text
+    assert result == f"seen {expected} here", result
+    assert text == f"the file is {expected} ok", text
+
+
+def _echo_chat(tmp_path: Path, llm: LenientLLM, *, echoed: str, reply: str, stream: bool,
+               audited: bool = False) -> tuple[httpx.Response, str, str]:
+    """One chat through a real gateway whose upstream (Basic auth with `PASSWORD`) answers `seen <echoed> here` and
+    whose model then replies `reply`: the answer, the tool result the model was sent, and the reply's text as the
+    caller reads it (streamed or not). `audited`: with the audit's store in tmp_path/state.db."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "echo.json").write_text(json.dumps(SPEC))
     with RecordingServer() as upstream:
         (tmp_path / "agents.yaml").write_text(AGENTS.format(llm=llm.url, upstream=upstream.url, user=USER,
                                                             password=PASSWORD.replace("'", "''")))
-        upstream.route("/text", lambda _: Reply(200, f"seen {blob} here", headers={"content-type": "text/plain"}))
+        upstream.route("/text", lambda _: Reply(200, f"seen {echoed} here", headers={"content-type": "text/plain"}))
         runtime = load_runtime(tmp_path / "specs", tmp_path / "agents.yaml", use_cache=False)
-        app = create_app(RuntimeHolder(runtime), watch=False)
-        llm.script(LLMReply(calls=[Call("text")]), LLMReply(text=f"the file is {blob} ok", chunks=9))
+        safety = Safety.open(runtime, store=str(tmp_path / "state.db")) if audited else None
+        app = create_app(RuntimeHolder(runtime), watch=False, **(safety.app_options() if safety else {}))
+        llm.script(LLMReply(calls=[Call("text")]), LLMReply(text=reply, chunks=9))
         request = {"model": "clerk", "messages": [{"role": "user", "content": "go"}], "stream": stream}
         with running(app) as url:
             answer = httpx.post(f"{url}/v1/chat/completions", json=request, timeout=30)
-    assert answer.status_code == 200, answer.text
+        if safety is not None:
+            safety.store.close()  # type: ignore[attr-defined]
+    assert upstream.requests[0].header("authorization") == "Basic " + base64.b64encode(PAIR.encode()).decode()
     [result] = [m["content"] for m in llm.bodies()[1]["messages"] if m["role"] == "tool"]
-    assert result == f"seen {expected} here", result
     if stream:
         events = [json.loads(line[6:]) for line in answer.text.splitlines()
                   if line.startswith("data: {") and '"choices"' in line]
         text = "".join(event["choices"][0]["delta"].get("content") or "" for event in events if event["choices"])
     else:
-        text = answer.json()["choices"][0]["message"]["content"]
-    assert text == f"the file is {expected} ok", text
+        text = answer.json()["choices"][0]["message"]["content"] if answer.status_code == 200 else ""
+    return answer, result, text
