@@ -32,8 +32,10 @@ OPS_KEY = "ck-ops-55556666777788889999"
 YAML = delegating_yaml("lead", f"  lead-bot: {{{{key: {LEAD_KEY}, agents: [lead]}}}}\n"
                              f"  ops: {{{{key: {OPS_KEY}, admin: true}}}}\n")
 GET_ISSUE = Call("getIssue", {"owner": "acme", "repo": "app", "issue_number": 7})
-TASK = f"Read issue 7 of acme/app (the token is {API_TOKEN})"
-"""The task carries a secret the gateway knows (the github api's token): its row must not."""
+TASK = "Read issue 7 of acme/app"
+CARRYING = f"{TASK} (the token is {API_TOKEN})"
+"""A task carrying a secret the gateway knows (the github api's token): refused before the sub-agent's model is
+asked (`credential_in_arguments`: the sub-agent's model may be another provider's), and its row holds no secret."""
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def _check_the_row(served: Served, rows: list[dict[str, Any]]) -> dict[str, Any]
     (row,) = _delegation_rows(rows)
     assert (row["kind"], row["client"], row["agent"], row["api"]) == ("tool", "lead-bot", "lead", None)
     assert row["status"] == "ok" and row["error"] is None
-    assert API_TOKEN not in json.dumps(row) and row["arguments"]["task"].startswith("Read issue 7 of acme/app")
+    assert row["arguments"] == {"task": TASK}
     assert row["time"].endswith("Z") and row["latency_ms"] > 0
     assert row["run_id"]  # the sub-agent's calls are linked to it by its run id, as a chat's are to the chat
     (sub,) = [r for r in rows if r["tool"] == "getIssue"]
@@ -94,6 +96,18 @@ def test_in_a_chat_the_delegation_has_its_row_under_the_chats_run(served: Served
     row = _check_the_row(served, rows)
     (chat,) = [r for r in rows if r["kind"] == "chat"]
     assert row["run_id"] == chat["run_id"] == body["id"]
+
+
+def test_a_delegation_whose_task_carries_a_credential_is_refused_and_its_row_holds_none(
+        served: Served, llm: LenientLLM) -> None:
+    answer = httpx.post(f"{served.url}/agents/lead/tools/ask_worker", json={"task": CARRYING},
+                        headers=bearer(LEAD_KEY), timeout=30)
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "credential_in_arguments", answer.text
+    assert API_TOKEN not in answer.text
+    (row,) = _delegation_rows(served.rows())
+    assert (row["client"], row["agent"], row["status"]) == ("lead-bot", "lead", "credential_in_arguments")
+    assert API_TOKEN not in json.dumps(row) and row["arguments"]["task"].startswith(TASK)
+    assert llm.requests == []  # the sub-agent's model was never asked
 
 
 def test_a_refused_delegation_has_its_row_too(served: Served, llm: LenientLLM) -> None:
