@@ -83,7 +83,12 @@ class Checker:
         return self.source.file_path(path)
 
     def line(self, path: KeyPath) -> int | None:
-        path = self.file_path(path)
+        """The line of `path` into the loaded values (or of its nearest enclosing key in the file)."""
+        return self._file_line(self.file_path(path))
+
+    def _file_line(self, path: KeyPath) -> int | None:
+        """The line of a key path of the file: mapped already, not again (an index past a list's left-out item
+        would name the item after it)."""
         while True:
             if path in self.lines:
                 return self.lines[path]
@@ -93,9 +98,8 @@ class Checker:
 
     def report(self, level: Level, path: KeyPath, message: str) -> None:
         path = self.file_path(path)
-        self.diagnostics.append(
-            Diagnostic(level=level, file=self.file, pointer=format_path(path), line=self.line(path), message=message)
-        )
+        self.diagnostics.append(Diagnostic(level=level, file=self.file, pointer=format_path(path),
+                                           line=self._file_line(path), message=message))
 
     def error(self, path: KeyPath, message: str) -> None:
         self.report("error", path, message)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.catalog import ApiSpec, Catalog, Diagnostic, Server, Tool
+from gateway.config.checker import Checker
 from gateway.config.loader import DEFAULT_BASE_URLS, load_manifest, parse_manifest
 from gateway.configuration import parse_configuration
 
@@ -893,3 +894,16 @@ def test_code_mode_without_its_sandbox_installed_names_the_key_and_the_extra(mon
     errors = _errors(_parse(text)[1])
     assert [(d.line, d.pointer) for d in errors] == [(6, "agents.coder.code_mode")]
     assert "pip install 'gateway[codemode]'" in errors[0].message
+
+
+def test_a_diagnostic_past_a_left_out_list_item_names_the_files_item_and_its_line() -> None:
+    """A list item left out (its own mistake reported) shifts the loaded list's indexes: a later diagnostic on the
+    loaded list's first item names the file's second item, at the second item's line, not the third's (the path
+    was mapped to the file's once for the pointer and again for the line)."""
+    tools = ("agents", "a", "tools")
+    c = Checker("agents.yaml", {tools: 9, (*tools, 0): 10, (*tools, 1): 11, (*tools, 2): 12})
+    c.kept[tools] = [1, 2]  # the file's item 0 was left out
+    c.error((*tools, 0), "no spec named 'nosuch'")
+    [diagnostic] = c.diagnostics
+    assert (diagnostic.pointer, diagnostic.line) == ("agents.a.tools[1]", 11)
+    assert c.line((*tools, 1)) == 12  # a loaded path's line: mapped once
